@@ -1,0 +1,77 @@
+"""The one typed settings object: CLI flags > environment `MLOG_*` > defaults, loaded once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from metadata_log.config import LogConfig
+from records.errors import MetadataLogError
+
+OUTPUT_FORMATS = ("table", "json")
+
+
+class SettingsError(MetadataLogError):
+    """A setting (flag or environment variable) has an invalid value."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Everything the `mlog` command needs to know about where and how to work."""
+
+    data_dir: Path
+    output: str = "table"
+    log: LogConfig = field(default_factory=LogConfig)
+    debug: bool = False
+
+    @property
+    def log_dir(self) -> Path:
+        """The log directory inside the data directory."""
+        return self.data_dir / "log"
+
+
+_LOG_KEYS = {
+    "segment_bytes": ("MLOG_SEGMENT_BYTES", "segment.bytes"),
+    "segment_ms": ("MLOG_SEGMENT_MS", "segment.ms"),
+    "index_interval_bytes": ("MLOG_INDEX_INTERVAL_BYTES", "index.interval.bytes"),
+}
+
+
+def _int_setting(env: Mapping[str, str], var: str, key: str) -> int | None:
+    raw = env.get(var)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise SettingsError(f"{var} ({key}) must be an integer, got {raw!r}") from None
+
+
+def load_settings(
+    *,
+    data_dir: str | None = None,
+    output: str | None = None,
+    debug: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build the settings from flags (None = not given), then the environment, then defaults."""
+    env = os.environ if env is None else env
+    chosen_dir = data_dir or env.get("MLOG_DATA_DIR") or "./mlog-data"
+    chosen_output = output or env.get("MLOG_OUTPUT") or "table"
+    if chosen_output not in OUTPUT_FORMATS:
+        raise SettingsError(
+            f"output format {chosen_output!r} is not one of {', '.join(OUTPUT_FORMATS)}"
+        )
+    log_values = {}
+    for field_name, (var, key) in _LOG_KEYS.items():
+        value = _int_setting(env, var, key)
+        if value is not None:
+            log_values[field_name] = value
+    return Settings(
+        data_dir=Path(chosen_dir),
+        output=chosen_output,
+        log=LogConfig(**log_values),
+        debug=debug or env.get("MLOG_DEBUG", "") not in ("", "0", "false"),
+    )

@@ -1,0 +1,30 @@
+"""Where metadata is kept: a segmented, Avro-encoded, crash-safe append-only log."""
+
+from metadata_log.config import LogConfig
+from metadata_log.errors import (
+    LogClosedError,
+    LogConfigError,
+    LogCorruptionError,
+    LogError,
+    LogFailedError,
+    LogLockedError,
+    ReadOnlyLogError,
+)
+from metadata_log.log import AppendResult, MetadataLog, SegmentReport, VerifyReport
+from metadata_log.segment import SegmentInfo
+
+__all__ = [
+    "AppendResult",
+    "LogClosedError",
+    "LogConfig",
+    "LogConfigError",
+    "LogCorruptionError",
+    "LogError",
+    "LogFailedError",
+    "LogLockedError",
+    "MetadataLog",
+    "ReadOnlyLogError",
+    "SegmentInfo",
+    "SegmentReport",
+    "VerifyReport",
+]

@@ -1,0 +1,618 @@
+"""The segmented metadata log: durable atomic appends with group commit, reads, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from metadata_log.config import LogConfig
+from metadata_log.container import (
+    SYNC_SIZE,
+    BlockDamage,
+    TruncatedBlock,
+    encode_block,
+    fsync_directory,
+    read_block,
+)
+from metadata_log.epoch import bump_epoch, read_epoch
+from metadata_log.errors import (
+    LogClosedError,
+    LogCorruptionError,
+    LogError,
+    LogFailedError,
+    ReadOnlyLogError,
+)
+from metadata_log.lock import DirectoryLock
+from metadata_log.segment import Segment, SegmentInfo, parse_segment_name
+from records.codec import DEFAULT_CODEC, RecordCodec
+from records.entry import LogEntry
+from records.errors import RecordError
+from records.model import Record
+from records.varint import read_long
+
+logger = logging.getLogger("metadata_log")
+
+AppendResult = tuple[int, int]
+"""(first offset, last offset) of an appended batch."""
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentReport:
+    """What `verify` found in one segment."""
+
+    info: SegmentInfo
+    entries: int
+    error: LogCorruptionError | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyReport:
+    """What `verify` found in the whole log."""
+
+    segments: tuple[SegmentReport, ...]
+    torn_tail: str | None
+    """Description of a torn tail seen by a read-only open (a writer would truncate it)."""
+
+    @property
+    def ok(self) -> bool:
+        """True if no segment is damaged."""
+        return all(s.error is None for s in self.segments)
+
+    @property
+    def entries(self) -> int:
+        """Entries decoded and checked."""
+        return sum(s.entries for s in self.segments)
+
+
+class MetadataLog:
+    """An append-only log of metadata records in Avro segments, in one directory.
+
+    Open with `MetadataLog.open(directory)`. One writer per directory (an OS lock); any number of
+    read-only instances (`read_only=True`) may read alongside it. Appends are atomic (one batch
+    never spans two blocks) and durable (acknowledged after fdatasync); concurrent `append_async`
+    callers share one write and one fsync (group commit), done off the event loop.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        config: LogConfig,
+        codec: RecordCodec,
+        read_only: bool,
+        clock_ms: Callable[[], int],
+        lock: DirectoryLock | None,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.codec = codec
+        self.read_only = read_only
+        self._clock_ms = clock_ms
+        self._lock = lock
+        self._segments: list[Segment] = []
+        self._next_offset = 0
+        self._last_timestamp = -1
+        self._epoch = read_epoch(directory) if directory.is_dir() else 0
+        self._fd: int | None = None
+        self._closed = False
+        self._failed: OSError | None = None
+        self._write_lock = threading.Lock()
+        self._pending: list[tuple[tuple[Record, ...], str | None, asyncio.Future[AppendResult]]]
+        self._pending = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.torn_tail: str | None = None
+
+    # ---------------------------------------------------------------- opening and closing
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        config: LogConfig | None = None,
+        codec: RecordCodec = DEFAULT_CODEC,
+        read_only: bool = False,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> MetadataLog:
+        """Open (and for a writer, create and recover) the log in `directory`.
+
+        A writer takes the directory lock, truncates a torn tail (logging a WARNING that names
+        the segment, byte position and entries dropped) and takes the next leader epoch. A
+        read-only open changes nothing on disk and stops before a torn tail.
+        """
+        path = Path(directory)
+        lock: DirectoryLock | None = None
+        if read_only:
+            if not path.is_dir():
+                raise LogError(
+                    f"there is no log at {path}; check --data-dir (the log lives in <data-dir>/log)"
+                )
+        else:
+            if not path.is_dir():
+                path.mkdir(parents=True)
+                fsync_directory(path.parent)
+            lock = DirectoryLock(path)
+            lock.acquire()
+        log = cls(
+            path,
+            config=config or LogConfig(),
+            codec=codec,
+            read_only=read_only,
+            clock_ms=clock_ms,
+            lock=lock,
+        )
+        try:
+            log._load()
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return log
+
+    def _load(self) -> None:
+        bases = []
+        for name in os.listdir(self.directory):
+            base = parse_segment_name(name)
+            if base is not None:
+                bases.append(base)
+            elif name.endswith(".tmp") and not self.read_only:
+                (self.directory / name).unlink()  # an interrupted index or epoch write
+        bases.sort()
+        for i, base in enumerate(bases):
+            is_last = i == len(bases) - 1
+            path = self.directory / f"{base:020d}.avro"
+            segment = self._open_segment(path, base, is_last=is_last)
+            if segment is None:
+                continue
+            if self._segments and segment.base_offset != self._segments[-1].next_offset:
+                raise LogCorruptionError(
+                    path,
+                    0,
+                    f"segment starts at offset {segment.base_offset} but the previous one ends "
+                    f"before offset {self._segments[-1].next_offset}",
+                )
+            self._segments.append(segment)
+        if not self.read_only:
+            if not self._segments:
+                self._segments.append(
+                    Segment.create(self.directory, 0, self.codec.entry_schema_json)
+                )
+            active = self._segments[-1]
+            self._epoch = bump_epoch(self.directory, at_least=active.last_epoch)
+            self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
+        if self._segments:
+            self._next_offset = self._segments[-1].next_offset
+            self._last_timestamp = max(s.max_timestamp for s in self._segments)
+
+    def _open_segment(self, path: Path, base: int, *, is_last: bool) -> Segment | None:
+        file_size = path.stat().st_size
+        try:
+            segment = Segment.open_header(path, base)
+        except TruncatedBlock:
+            if not is_last:
+                raise LogCorruptionError(path, 0, "the segment header is incomplete") from None
+            # Crash while creating the newest segment: it never held an entry.
+            if self.read_only:
+                return None
+            logger.warning("recreating segment %s whose header was never completed", path)
+            path.unlink()
+            return Segment.create(self.directory, base, self.codec.entry_schema_json)
+        except BlockDamage as exc:
+            raise LogCorruptionError(path, 0, f"bad segment header: {exc}") from None
+        interval = self.config.index_interval_bytes
+        if not is_last:
+            if segment.load_indexes(file_size):
+                return segment
+            problem = segment.recover_scan(file_size, interval)
+            if problem is not None:
+                raise LogCorruptionError(path, problem.position, problem.reason)
+            if not self.read_only:
+                logger.info("rebuilt the indexes of segment %s", path)
+                segment.save_indexes()
+            return segment
+        problem = segment.recover_scan(file_size, interval)
+        if problem is None:
+            return segment
+        if self._valid_block_after(segment, problem.position, file_size):
+            raise LogCorruptionError(path, problem.position, problem.reason)
+        dropped = self._entries_in_tail(segment, problem.position, file_size)
+        description = (
+            f"segment {path}: torn tail at byte {problem.position} ({problem.reason}); "
+            f"{dropped} dropped"
+        )
+        if self.read_only:
+            self.torn_tail = description
+            return segment
+        logger.warning("truncating torn tail of %s", description)
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, problem.position)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return segment
+
+    @staticmethod
+    def _read_range(path: Path, start: int, end: int) -> bytes:
+        with open(path, "rb") as f:
+            f.seek(start)
+            return f.read(end - start)
+
+    def _valid_block_after(self, segment: Segment, position: int, file_size: int) -> bool:
+        """True if a verifiable block follows the bad one: damage, not a torn tail."""
+        data = self._read_range(segment.path, position, file_size)
+        sync = segment.header.sync
+        at = data.find(sync)
+        while at != -1:
+            try:
+                read_block(data, at + SYNC_SIZE, sync)
+                return True
+            except (TruncatedBlock, BlockDamage):
+                at = data.find(sync, at + 1)
+        return False
+
+    def _entries_in_tail(self, segment: Segment, position: int, file_size: int) -> str:
+        data = self._read_range(segment.path, position, min(file_size, position + 10))
+        try:
+            count, _ = read_long(data, 0)
+        except (IndexError, ValueError):
+            return "an incomplete batch"
+        if count <= 0:
+            return "no entries"
+        return "1 entry" if count == 1 else f"{count} entries"
+
+    def close(self) -> None:
+        """Persist the active segment's indexes and release the lock. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        with self._write_lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+                if self._failed is None and self._segments:
+                    try:
+                        self._segments[-1].save_indexes()
+                    except OSError as exc:  # the index is rebuilt on the next open
+                        logger.warning("could not save the index of the active segment: %s", exc)
+        if self._lock is not None:
+            self._lock.release()
+
+    async def aclose(self) -> None:
+        """Wait for in-flight asynchronous appends, then close."""
+        while self._flusher is not None:
+            await asyncio.shield(self._flusher)
+        self.close()
+
+    def __enter__(self) -> MetadataLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next appended entry will get (one past the last committed entry)."""
+        return self._next_offset
+
+    @property
+    def epoch(self) -> int:
+        """The leader epoch this writer stamps on its entries (last persisted one if read-only)."""
+        return self._epoch
+
+    def segments(self) -> list[SegmentInfo]:
+        """The segments, oldest first."""
+        return [s.info() for s in self._segments]
+
+    # ---------------------------------------------------------------- appending
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise LogClosedError("the log is closed")
+        if self.read_only:
+            raise ReadOnlyLogError(
+                f"the log at {self.directory} was opened read-only; open it without "
+                "read_only to append"
+            )
+        if self._failed is not None:
+            raise LogFailedError(
+                f"an earlier append failed ({self._failed}); the log accepts no more writes. "
+                "Fix the storage problem and restart: the log recovers on open"
+            )
+
+    @staticmethod
+    def _check_batch(records: Iterable[Record]) -> tuple[Record, ...]:
+        batch = tuple(records)
+        if not batch:
+            raise LogError("an append needs at least one record")
+        for record in batch:
+            if not isinstance(record, Record):
+                raise RecordError(f"{record!r} is not a metadata record")
+        return batch
+
+    def append(self, records: Iterable[Record], *, principal: str | None = None) -> AppendResult:
+        """Append `records` as one atomic batch; returns (first, last) offset after fsync."""
+        batch = self._check_batch(records)
+        with self._write_lock:
+            (result,) = self._write_group([(batch, principal)])
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def append_async(
+        self, records: Iterable[Record], *, principal: str | None = None
+    ) -> AppendResult:
+        """Append `records` as one atomic batch, group-committed with concurrent callers.
+
+        The write and fsync run on a worker thread; batches submitted while one is in flight go
+        together in the next write. If the caller is cancelled the batch may still be written.
+        """
+        batch = self._check_batch(records)
+        self._check_writable()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AppendResult] = loop.create_future()
+        self._pending.append((batch, principal, future))
+        if self._flusher is None:
+            self._flusher = loop.create_task(self._flush_pending())
+        return await future
+
+    async def _flush_pending(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-append")
+        try:
+            while self._pending:
+                group, self._pending = self._pending, []
+                batches = [(records, principal) for records, principal, _ in group]
+                try:
+                    results = await loop.run_in_executor(
+                        self._executor, self._locked_write_group, batches
+                    )
+                except Exception as exc:
+                    for _, _, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, _, future), result in zip(group, results, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(result, BaseException):
+                        future.set_exception(result)
+                    else:
+                        future.set_result(result)
+        finally:
+            self._flusher = None
+
+    def _locked_write_group(
+        self, batches: Sequence[tuple[tuple[Record, ...], str | None]]
+    ) -> list[AppendResult | Exception]:
+        with self._write_lock:
+            return self._write_group(batches)
+
+    def _write_group(
+        self, batches: Sequence[tuple[tuple[Record, ...], str | None]]
+    ) -> list[AppendResult | Exception]:
+        """Write `batches` as one block with one fsync; the caller holds the write lock.
+
+        A batch that does not encode fails alone; the others are written. All entries of the
+        block carry the same timestamp, never lower than any earlier entry's.
+        """
+        self._check_writable()
+        timestamp = max(self._clock_ms(), self._last_timestamp)
+        epoch = self._epoch
+        first = self._next_offset
+        try:
+            results, total, body = self._encode_group(batches, first, epoch, timestamp)
+        except RecordError:
+            results, total, body = self._encode_batches_alone(batches, first, epoch, timestamp)
+        if total == 0:
+            return results
+        offset = first + total
+        framed = encode_block(total, body)
+        try:
+            active = self._segments[-1]
+            if not active.is_empty and (
+                active.size + len(framed) + SYNC_SIZE > self.config.segment_bytes
+                or timestamp - active.first_timestamp >= self.config.segment_ms
+            ):
+                active = self._roll()
+            data = framed + active.header.sync
+            position = active.size
+            fd = self._fd
+            if fd is None:  # pragma: no cover - guarded by _check_writable
+                raise LogClosedError("the log is closed")
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fdatasync(fd)
+        except OSError as exc:
+            self._failed = exc
+            logger.error("append failed, the log stops accepting writes: %s", exc)
+            raise LogFailedError(
+                f"append failed: {exc}. The log accepts no more writes; fix the storage problem "
+                "and restart (the log recovers on open)"
+            ) from exc
+        # Publish only after fsync: readers never look past `active.size`.
+        active.note_block(
+            position=position,
+            end=position + len(data),
+            first_offset=first,
+            count=total,
+            timestamp=timestamp,
+            interval=self.config.index_interval_bytes,
+        )
+        self._last_timestamp = timestamp
+        self._next_offset = offset
+        return results
+
+    def _encode_group(
+        self,
+        batches: Sequence[tuple[tuple[Record, ...], str | None]],
+        first: int,
+        epoch: int,
+        timestamp: int,
+    ) -> tuple[list[AppendResult | Exception], int, bytes]:
+        """Encode all batches in one codec call (the common case: every batch is valid)."""
+        results: list[AppendResult | Exception] = []
+        entries: list[tuple[int, int, int, str | None, Record]] = []
+        offset = first
+        for records, principal in batches:
+            results.append((offset, offset + len(records) - 1))
+            entries.extend(
+                (offset + i, epoch, timestamp, principal, record)
+                for i, record in enumerate(records)
+            )
+            offset += len(records)
+        count, body = self.codec.encode_entries(entries)
+        return results, count, body
+
+    def _encode_batches_alone(
+        self,
+        batches: Sequence[tuple[tuple[Record, ...], str | None]],
+        first: int,
+        epoch: int,
+        timestamp: int,
+    ) -> tuple[list[AppendResult | Exception], int, bytes]:
+        """Encode batch by batch, so that a batch that does not encode fails alone."""
+        results: list[AppendResult | Exception] = []
+        bodies = []
+        offset = first
+        for records, principal in batches:
+            try:
+                count, body = self.codec.encode_entries(
+                    (offset + i, epoch, timestamp, principal, record)
+                    for i, record in enumerate(records)
+                )
+            except RecordError as exc:
+                results.append(exc)
+                continue
+            results.append((offset, offset + count - 1))
+            bodies.append(body)
+            offset += count
+        return results, offset - first, b"".join(bodies)
+
+    def _roll(self) -> Segment:
+        old = self._segments[-1]
+        old.save_indexes()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        segment = Segment.create(self.directory, self._next_offset, self.codec.entry_schema_json)
+        self._fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND)
+        self._segments = [*self._segments, segment]
+        logger.info("rolled to segment %s", segment.path.name)
+        return segment
+
+    # ---------------------------------------------------------------- reading
+
+    def read(
+        self, *, gt: int | None = None, lte: int | None = None, limit: int | None = None
+    ) -> Iterator[LogEntry]:
+        """Committed entries with `gt < offset <= lte`, at most `limit` of them, oldest first.
+
+        Uses the offset index to start at the right block, never a scan from the start.
+        """
+        for name, value in (("gt", gt), ("lte", lte), ("limit", limit)):
+            if value is not None and (not isinstance(value, int) or value < -1):
+                raise LogError(f"{name} must be an offset (integer >= -1), got {value!r}")
+        if limit is not None and limit < 0:
+            raise LogError(f"limit must be >= 0, got {limit}")
+        start = 0 if gt is None else gt + 1
+        last = self._next_offset - 1 if lte is None else min(lte, self._next_offset - 1)
+        return self._entries(list(self._segments), start, last, limit)
+
+    def _entries(
+        self, segments: list[Segment], start: int, last: int, limit: int | None
+    ) -> Iterator[LogEntry]:
+        if self._closed:
+            raise LogClosedError("the log is closed")
+        remaining = limit
+        if start > last or remaining == 0:
+            return
+        sizes = [s.size for s in segments]
+        for segment, size in zip(segments, sizes, strict=True):
+            if segment.next_offset <= start and segment is not segments[-1]:
+                continue
+            if segment.base_offset > last:
+                return
+            for entry in segment.entries(self.codec, start, size):
+                if entry.offset > last:
+                    return
+                yield entry
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+            start = max(start, segment.next_offset)
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        """Offset of the first entry whose timestamp is >= `timestamp_ms`, or None."""
+        for entry in self.read_from_time(timestamp_ms, limit=1):
+            return entry.offset
+        return None
+
+    def read_from_time(
+        self, timestamp_ms: int, *, lte: int | None = None, limit: int | None = None
+    ) -> Iterator[LogEntry]:
+        """Entries from the first one whose timestamp is >= `timestamp_ms` (ms since the epoch).
+
+        Timestamps never decrease along the log, so the time index finds the start block.
+        """
+        if not isinstance(timestamp_ms, int):
+            raise LogError(f"timestamp must be milliseconds since the epoch, got {timestamp_ms!r}")
+        segments = list(self._segments)
+        for segment in segments:
+            if segment.max_timestamp >= timestamp_ms:
+                start = segment.time_index.last_below(timestamp_ms)
+                start = segment.base_offset if start is None else start
+                entries = self.read(gt=start - 1, lte=lte)
+                return self._from_time(entries, timestamp_ms, limit)
+        return iter(())
+
+    @staticmethod
+    def _from_time(
+        entries: Iterator[LogEntry], timestamp_ms: int, limit: int | None
+    ) -> Iterator[LogEntry]:
+        remaining = limit
+        if remaining == 0:
+            return
+        for entry in entries:
+            if entry.timestamp < timestamp_ms:
+                continue
+            yield entry
+            if remaining is not None:
+                remaining -= 1
+                if remaining == 0:
+                    return
+
+    def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
+        """Decode and check every block of every segment (CRC, framing, dense offsets)."""
+        reports = []
+        for segment in list(self._segments):
+            checked, error = segment.verify(self.codec)
+            reports.append(SegmentReport(info=segment.info(), entries=checked, error=error))
+            if progress is not None:
+                progress(checked)
+        return VerifyReport(segments=tuple(reports), torn_tail=self.torn_tail)

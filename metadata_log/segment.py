@@ -1,0 +1,305 @@
+"""One segment of the log: a container file named by its base offset, with its indexes."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metadata_log.container import (
+    BlockDamage,
+    Header,
+    RawBlock,
+    TruncatedBlock,
+    body_prefix,
+    decode_header,
+    encode_header,
+    fsync_directory,
+    read_block,
+)
+from metadata_log.errors import LogCorruptionError
+from metadata_log.index import OFFSET_MAGIC, TIME_MAGIC, IndexFooter, SparseIndex
+from records.codec import RecordCodec
+from records.entry import LogEntry
+from records.errors import RecordError
+
+SEGMENT_SUFFIX = ".avro"
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.avro$")
+_READ_CHUNK = 1 << 20
+
+
+def segment_name(base_offset: int) -> str:
+    """File name of the segment starting at `base_offset`: 20 digits and `.avro`."""
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """Base offset encoded in a segment file name, or None if it is not a segment name."""
+    match = _SEGMENT_NAME.match(name)
+    return int(match.group(1)) if match else None
+
+
+class ScanProblem(Exception):
+    """A scan stopped at a block that is incomplete (`truncated`) or damaged."""
+
+    def __init__(self, position: int, reason: str, *, truncated: bool) -> None:
+        super().__init__(reason)
+        self.position = position
+        self.reason = reason
+        self.truncated = truncated
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentInfo:
+    """A public description of a segment."""
+
+    base_offset: int
+    next_offset: int
+    """One past the offset of the segment's last entry (== base_offset when empty)."""
+    size_bytes: int
+    path: Path
+    max_timestamp: int
+    """Largest entry timestamp (ms), or -1 when empty."""
+
+
+class Segment:
+    """A segment file and what is known about its committed content.
+
+    Only the writer changes a segment, under the log's write lock; readers read `size` once and
+    never look past it, so they see whole, fsynced blocks only.
+    """
+
+    def __init__(self, path: Path, base_offset: int, header: Header) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.header = header
+        self.size = header.size
+        self.next_offset = base_offset
+        self.first_timestamp = -1
+        self.max_timestamp = -1
+        self.last_epoch = 0
+        self.offset_index = SparseIndex()
+        self.time_index = SparseIndex()
+        self._last_indexed = -(1 << 62)
+
+    @property
+    def index_path(self) -> Path:
+        """Path of the offset index file."""
+        return self.path.with_suffix(".index")
+
+    @property
+    def time_index_path(self) -> Path:
+        """Path of the time index file."""
+        return self.path.with_suffix(".timeindex")
+
+    @property
+    def is_empty(self) -> bool:
+        """True if the segment holds no entries."""
+        return self.next_offset == self.base_offset
+
+    def info(self) -> SegmentInfo:
+        """A public description of the segment."""
+        return SegmentInfo(
+            base_offset=self.base_offset,
+            next_offset=self.next_offset,
+            size_bytes=self.size,
+            path=self.path,
+            max_timestamp=self.max_timestamp,
+        )
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, schema_json: str) -> Segment:
+        """Create an empty segment file (header only, fsynced, directory fsynced)."""
+        header_bytes = encode_header(
+            schema_json, os.urandom(16), {"mlog.base_offset": str(base_offset).encode()}
+        )
+        path = directory / segment_name(base_offset)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, header_bytes)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_directory(directory)
+        return cls(path, base_offset, decode_header(header_bytes))
+
+    @classmethod
+    def open_header(cls, path: Path, base_offset: int) -> Segment:
+        """Open an existing segment by reading its header (raises TruncatedBlock/BlockDamage)."""
+        with open(path, "rb") as f:
+            head = f.read(64 * 1024)
+            while True:
+                try:
+                    header = decode_header(head)
+                    break
+                except TruncatedBlock:
+                    more = f.read(len(head))
+                    if not more:
+                        raise
+                    head += more
+        declared = header.metadata.get("mlog.base_offset")
+        if declared is not None and declared != str(base_offset).encode():
+            raise BlockDamage(f"header says base offset {declared!r}, file name {base_offset}")
+        return cls(path, base_offset, header)
+
+    def note_block(
+        self,
+        *,
+        position: int,
+        end: int,
+        first_offset: int,
+        count: int,
+        timestamp: int,
+        interval: int,
+    ) -> None:
+        """Account for a verified block; indexes it if `interval` bytes passed since the last."""
+        if position - self._last_indexed >= interval or not self.offset_index:
+            self.offset_index.add(first_offset, position)
+            self.time_index.add(timestamp, first_offset)
+            self._last_indexed = position
+        if self.first_timestamp < 0:
+            self.first_timestamp = timestamp
+        self.max_timestamp = max(self.max_timestamp, timestamp)
+        self.next_offset = first_offset + count
+        self.size = end
+
+    def iter_blocks(self, start: int, end: int) -> Iterator[RawBlock]:
+        """Verified blocks from byte `start` up to byte `end`; raises ScanProblem at a bad one."""
+        sync = self.header.sync
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            buf = b""
+            base = start
+            pos = start
+            while pos < end:
+                try:
+                    block = read_block(buf, pos - base, sync, base)
+                except TruncatedBlock as exc:
+                    loaded_to = base + len(buf)
+                    if loaded_to >= end:
+                        raise ScanProblem(pos, f"incomplete {exc}", truncated=True) from None
+                    want = min(max(_READ_CHUNK, 2 * (loaded_to - pos)), end - loaded_to)
+                    more = os.pread(fd, want, loaded_to)
+                    if not more:
+                        raise ScanProblem(pos, f"incomplete {exc}", truncated=True) from None
+                    buf = buf[pos - base :] + more
+                    base = pos
+                    continue
+                except BlockDamage as exc:
+                    raise ScanProblem(pos, str(exc), truncated=False) from None
+                yield block
+                pos = block.end
+        finally:
+            os.close(fd)
+
+    def recover_scan(self, file_size: int, interval: int) -> ScanProblem | None:
+        """Scan all blocks, noting each; returns the problem that stopped the scan, if any."""
+        try:
+            for block in self.iter_blocks(self.header.size, file_size):
+                offset, epoch, timestamp = body_prefix(block.body)
+                self.last_epoch = epoch
+                if offset != self.next_offset:
+                    return ScanProblem(
+                        block.position,
+                        f"block starts at offset {offset}, expected {self.next_offset}",
+                        truncated=False,
+                    )
+                self.note_block(
+                    position=block.position,
+                    end=block.end,
+                    first_offset=offset,
+                    count=block.count,
+                    timestamp=timestamp,
+                    interval=interval,
+                )
+        except ScanProblem as problem:
+            return problem
+        return None
+
+    def entries(
+        self, codec: RecordCodec, start_offset: int, end: int | None = None
+    ) -> Iterator[LogEntry]:
+        """Entries with offset >= `start_offset`, from the indexed block at or before it."""
+        end = self.size if end is None else end
+        found = self.offset_index.floor_entry(start_offset)
+        expected, position = found if found else (self.base_offset, self.header.size)
+        array_schema = codec.reader_array_schema(self.header.schema_json)
+        try:
+            for block in self.iter_blocks(position, end):
+                if expected + block.count <= start_offset:
+                    expected += block.count
+                    continue
+                batch = self._decode(codec, block, array_schema, expected)
+                expected += block.count
+                if batch[0].offset < start_offset:
+                    batch = batch[start_offset - batch[0].offset :]
+                yield from batch
+        except ScanProblem as problem:
+            raise LogCorruptionError(self.path, problem.position, problem.reason) from None
+
+    def _decode(
+        self, codec: RecordCodec, block: RawBlock, array_schema: Any, expected: int
+    ) -> list[LogEntry]:
+        try:
+            batch = codec.decode_entries(block.count, block.body, array_schema)
+        except RecordError as exc:
+            raise LogCorruptionError(self.path, block.position, str(exc)) from None
+        if batch[0].offset != expected or batch[-1].offset != expected + block.count - 1:
+            raise LogCorruptionError(
+                self.path,
+                block.position,
+                f"block holds offsets {batch[0].offset}..{batch[-1].offset}, expected from "
+                f"{expected}",
+            )
+        return batch
+
+    def verify(self, codec: RecordCodec) -> tuple[int, LogCorruptionError | None]:
+        """Decode every block; returns (entries checked, the first damage found or None)."""
+        array_schema = codec.reader_array_schema(self.header.schema_json)
+        expected = self.base_offset
+        checked = 0
+        try:
+            for block in self.iter_blocks(self.header.size, self.size):
+                self._decode(codec, block, array_schema, expected)
+                expected += block.count
+                checked += block.count
+        except ScanProblem as problem:
+            return checked, LogCorruptionError(self.path, problem.position, problem.reason)
+        except LogCorruptionError as exc:
+            return checked, exc
+        return checked, None
+
+    def save_indexes(self) -> None:
+        """Persist both indexes, stamped with the size they cover."""
+        footer = IndexFooter(self.size, self.next_offset, self.max_timestamp)
+        self.offset_index.save(self.index_path, OFFSET_MAGIC, footer)
+        self.time_index.save(self.time_index_path, TIME_MAGIC, footer)
+
+    def load_indexes(self, file_size: int) -> bool:
+        """Adopt persisted indexes if both are intact and cover exactly `file_size` bytes."""
+        loaded = SparseIndex.load(self.index_path, OFFSET_MAGIC)
+        loaded_time = SparseIndex.load(self.time_index_path, TIME_MAGIC)
+        if loaded is None or loaded_time is None:
+            return False
+        (offsets, footer), (times, time_footer) = loaded, loaded_time
+        if footer != time_footer or footer.covered_bytes != file_size:
+            return False
+        if footer.next_offset < self.base_offset or len(offsets) != len(times):
+            return False
+        if offsets and (
+            offsets.keys[0] != self.base_offset or offsets.values[0] < self.header.size
+        ):
+            return False
+        if offsets.values != sorted(offsets.values) or (
+            offsets and offsets.values[-1] >= file_size
+        ):
+            return False
+        self.offset_index, self.time_index = offsets, times
+        self.size = file_size
+        self.next_offset = footer.next_offset
+        self.max_timestamp = footer.max_timestamp
+        self.first_timestamp = times.keys[0] if times else -1
+        return True

@@ -1,0 +1,68 @@
+"""What can be said in the metadata log: record types, their Avro schemas and the codec."""
+
+from records.codec import DEFAULT_CODEC, RecordCodec
+from records.entry import LogEntry
+from records.errors import (
+    MetadataLogError,
+    RecordError,
+    UnknownRecordTypeError,
+    UnsupportedRecordVersionError,
+)
+from records.model import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    RECORD_CLASSES,
+    BrokerEndpoint,
+    BrokerFeature,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    ControlledShutdownChange,
+    DeleteTopicPartitionsRecord,
+    FeatureLevelRecord,
+    FencingChange,
+    Mode,
+    NamespaceRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveNamespaceRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnregisterBrokerRecord,
+)
+from records.uuids import Uuid
+
+__all__ = [
+    "DEFAULT_CODEC",
+    "LEADER_UNCHANGED",
+    "NO_LEADER",
+    "RECORD_CLASSES",
+    "BrokerEndpoint",
+    "BrokerFeature",
+    "BrokerRegistrationChangeRecord",
+    "ConfigRecord",
+    "ConfigResourceType",
+    "ControlledShutdownChange",
+    "DeleteTopicPartitionsRecord",
+    "FeatureLevelRecord",
+    "FencingChange",
+    "LogEntry",
+    "MetadataLogError",
+    "Mode",
+    "NamespaceRecord",
+    "PartitionChangeRecord",
+    "PartitionRecord",
+    "Record",
+    "RecordCodec",
+    "RecordError",
+    "RegisterBrokerRecord",
+    "RemoveNamespaceRecord",
+    "RemoveTopicRecord",
+    "TopicRecord",
+    "UnknownRecordTypeError",
+    "UnregisterBrokerRecord",
+    "UnsupportedRecordVersionError",
+    "Uuid",
+]

@@ -1,0 +1,249 @@
+"""The metadata record types: one frozen dataclass per type, named and numbered as in KRaft.
+
+`RECORD_TYPE` values follow Kafka's `MetadataRecordType` ids where Kafka has the record, and
+start at 100 for records Kafka does not have. They are never reused or renumbered: stored data is
+keyed by them (and by `VERSION`), never by a Python class path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import ClassVar
+
+from records.uuids import Uuid
+
+
+class Mode(IntEnum):
+    """Read/write mode of a partition; partitions being deleted leave READ_WRITE."""
+
+    READ_WRITE = 0
+    READ_ONLY = 1
+    NONE = -1
+
+
+class ConfigResourceType(IntEnum):
+    """What a config applies to; values are Kafka's `ConfigResource.Type` ids."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    NAMESPACE = 64
+
+
+class FencingChange(IntEnum):
+    """Kafka's `BrokerRegistrationFencingChange`: how a change record alters fencing."""
+
+    UNFENCE = -1
+    NONE = 0
+    FENCE = 1
+
+
+class ControlledShutdownChange(IntEnum):
+    """Kafka's `BrokerRegistrationInControlledShutdownChange`."""
+
+    NONE = 0
+    IN_CONTROLLED_SHUTDOWN = 1
+
+
+LEADER_UNCHANGED = -2
+"""`PartitionChangeRecord.leader` value meaning "the leader does not change" (Kafka's -2)."""
+
+NO_LEADER = -1
+"""Leader value meaning "the partition has no leader" (Kafka's -1)."""
+
+
+class Record:
+    """Base of every metadata record type."""
+
+    __slots__ = ()
+    RECORD_TYPE: ClassVar[int]
+    VERSION: ClassVar[int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerEndpoint:
+    """One listener of a broker."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerFeature:
+    """A feature range a broker supports."""
+
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureLevelRecord(Record):
+    """Sets a cluster-wide feature level; `metadata.version` is first in every log and snapshot."""
+
+    RECORD_TYPE: ClassVar[int] = 12
+    VERSION: ClassVar[int] = 0
+    name: str
+    feature_level: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerRecord(Record):
+    """A broker registered (or re-registered with a new incarnation)."""
+
+    RECORD_TYPE: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    incarnation_id: Uuid
+    broker_epoch: int
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterBrokerRecord(Record):
+    """A broker was removed from the cluster."""
+
+    RECORD_TYPE: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistrationChangeRecord(Record):
+    """A broker was fenced, unfenced, or entered controlled shutdown."""
+
+    RECORD_TYPE: ClassVar[int] = 17
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+    fenced: FencingChange = FencingChange.NONE
+    in_controlled_shutdown: ControlledShutdownChange = ControlledShutdownChange.NONE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceRecord(Record):
+    """A namespace was created; `name` is its full name, tiers separated by ':'."""
+
+    RECORD_TYPE: ClassVar[int] = 100
+    VERSION: ClassVar[int] = 0
+    namespace_id: Uuid
+    name: str
+    parent_id: Uuid | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveNamespaceRecord(Record):
+    """A namespace was deleted."""
+
+    RECORD_TYPE: ClassVar[int] = 101
+    VERSION: ClassVar[int] = 0
+    namespace_id: Uuid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRecord(Record):
+    """A topic was created with a new topic id (KIP-516) in a namespace ("" = default)."""
+
+    RECORD_TYPE: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 0
+    name: str
+    topic_id: Uuid
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRecord(Record):
+    """The full state of one partition of a topic."""
+
+    RECORD_TYPE: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 0
+    partition_id: int
+    topic_id: Uuid
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    mode: Mode = Mode.READ_WRITE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionChangeRecord(Record):
+    """A sparse change to a partition: None (and leader -2) mean "unchanged".
+
+    `leader_epoch` and `partition_epoch` left as None are derived on replay as Kafka does
+    (leader epoch + 1 when the leader changes, partition epoch + 1 on every change).
+    """
+
+    RECORD_TYPE: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 0
+    partition_id: int
+    topic_id: Uuid
+    isr: tuple[int, ...] | None = None
+    leader: int = LEADER_UNCHANGED
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_epoch: int | None = None
+    partition_epoch: int | None = None
+    mode: Mode | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveTopicRecord(Record):
+    """A topic (and all its partitions) was deleted."""
+
+    RECORD_TYPE: ClassVar[int] = 9
+    VERSION: ClassVar[int] = 0
+    topic_id: Uuid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicPartitionsRecord(Record):
+    """A topic's partition count was reduced; partitions with id >= `partition_count` go."""
+
+    RECORD_TYPE: ClassVar[int] = 102
+    VERSION: ClassVar[int] = 0
+    topic_id: Uuid
+    partition_count: int
+    delete_after_ms: int
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRecord(Record):
+    """A config key was set on a resource; `value` None deletes the key."""
+
+    RECORD_TYPE: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 0
+    resource_type: ConfigResourceType
+    resource_name: str
+    name: str
+    value: str | None
+
+
+RECORD_CLASSES: tuple[type[Record], ...] = (
+    FeatureLevelRecord,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+    BrokerRegistrationChangeRecord,
+    NamespaceRecord,
+    RemoveNamespaceRecord,
+    TopicRecord,
+    PartitionRecord,
+    PartitionChangeRecord,
+    RemoveTopicRecord,
+    DeleteTopicPartitionsRecord,
+    ConfigRecord,
+)
+"""Every record type this code writes, in a fixed order (the order of the Avro union)."""

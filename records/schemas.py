@@ -1,0 +1,509 @@
+"""Avro schemas of the record types: one `RecordSchema` per (record type, version).
+
+Each field is declared once, with its Avro type, its documentation and, where the Python value
+differs from the Avro value, a `FieldCodec`. The codec, the JSON form and the log entry schema are
+all derived from these declarations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from records import model
+from records.errors import RecordError
+from records.uuids import Uuid, uuid_from_trusted_bytes
+
+AVRO_NAMESPACE = "mlog"
+
+UUID_TYPE = "mlog.Uuid"
+"""Reference to the named fixed(16) type of every id; defined on first use in a schema."""
+
+ENDPOINT_TYPE = "mlog.BrokerEndpoint"
+FEATURE_TYPE = "mlog.BrokerFeature"
+
+NAMED_TYPES: Mapping[str, dict[str, Any]] = {
+    UUID_TYPE: {
+        "type": "fixed",
+        "name": "Uuid",
+        "namespace": AVRO_NAMESPACE,
+        "size": 16,
+        "doc": "A 128-bit id (topic, namespace, incarnation); shown as 22-char URL-safe base64.",
+    },
+    ENDPOINT_TYPE: {
+        "type": "record",
+        "name": "BrokerEndpoint",
+        "namespace": AVRO_NAMESPACE,
+        "doc": "One listener of a broker.",
+        "fields": [
+            {"name": "name", "type": "string", "doc": "Listener name, e.g. PLAINTEXT."},
+            {"name": "host", "type": "string", "doc": "Host name or address clients connect to."},
+            {"name": "port", "type": "int", "doc": "TCP port of the listener."},
+            {
+                "name": "security_protocol",
+                "type": "int",
+                "default": 0,
+                "doc": "Kafka SecurityProtocol id (0 = PLAINTEXT).",
+            },
+        ],
+    },
+    FEATURE_TYPE: {
+        "type": "record",
+        "name": "BrokerFeature",
+        "namespace": AVRO_NAMESPACE,
+        "doc": "A feature version range a broker supports.",
+        "fields": [
+            {"name": "name", "type": "string", "doc": "Feature name, e.g. metadata.version."},
+            {"name": "min_supported_version", "type": "int", "doc": "Lowest supported level."},
+            {"name": "max_supported_version", "type": "int", "doc": "Highest supported level."},
+        ],
+    },
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FieldCodec:
+    """Converts one field between its Python value and its Avro value."""
+
+    to_avro: Callable[[Any], Any] | None
+    """None when fastavro writes the Python value as it is (ints, IntEnums, tuples)."""
+    from_avro: Callable[[Any], Any]
+
+
+_NO_DEFAULT: Any = object()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FieldSpec:
+    """One field of a record schema."""
+
+    name: str
+    type: Any
+    doc: str
+    default: Any = _NO_DEFAULT
+    codec: FieldCodec | None = None
+    enum: type[IntEnum] | None = None
+    """The Python enum of an int field, for JSON forms and validation."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordSchema:
+    """The schema of one version of one record type."""
+
+    name: str
+    """Avro record name without version, e.g. "TopicRecord"; never changes."""
+    record_type: int
+    version: int
+    doc: str
+    fields: tuple[FieldSpec, ...]
+    python_class: type[model.Record] | None = field(default=None)
+    """The class values decode to; None for an old version that is upcast first."""
+
+    @property
+    def branch_name(self) -> str:
+        """Full Avro name of this version's branch in the entry union, e.g. mlog.TopicRecordV0."""
+        return f"{AVRO_NAMESPACE}.{self.name}V{self.version}"
+
+    def to_avro(self) -> dict[str, Any]:
+        """The Avro record schema (with named types as references)."""
+        fields: list[dict[str, Any]] = []
+        for f in self.fields:
+            entry: dict[str, Any] = {"name": f.name, "type": f.type, "doc": f.doc}
+            if f.default is not _NO_DEFAULT:
+                entry["default"] = f.default
+            fields.append(entry)
+        return {
+            "type": "record",
+            "name": f"{self.name}V{self.version}",
+            "namespace": AVRO_NAMESPACE,
+            "doc": self.doc,
+            "fields": fields,
+        }
+
+
+def _enum_codec(enum: type[IntEnum], *, optional: bool) -> FieldCodec:
+    by_value = {int(member): member for member in enum}
+
+    def from_avro(value: int) -> IntEnum:
+        try:
+            return by_value[value]
+        except KeyError:
+            raise RecordError(f"{value} is not a valid {enum.__name__}") from None
+
+    if optional:
+        return FieldCodec(to_avro=None, from_avro=lambda v: None if v is None else from_avro(v))
+    return FieldCodec(to_avro=None, from_avro=from_avro)
+
+
+def _optional_uuid_to_avro(value: Uuid | None) -> bytes | None:
+    return None if value is None else value.bytes
+
+
+def _optional_uuid_from_avro(value: bytes | None) -> Uuid | None:
+    return None if value is None else uuid_from_trusted_bytes(value)
+
+
+def _optional_tuple(value: list[Any] | None) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)
+
+
+UUID_CODEC = FieldCodec(to_avro=lambda u: u.bytes, from_avro=uuid_from_trusted_bytes)
+OPTIONAL_UUID_CODEC = FieldCodec(to_avro=_optional_uuid_to_avro, from_avro=_optional_uuid_from_avro)
+
+
+def _optional_list(value: tuple[Any, ...] | None) -> list[Any] | None:
+    return None if value is None else list(value)
+
+
+INTS_CODEC = FieldCodec(to_avro=None, from_avro=tuple)
+# Inside a union fastavro reads a 2-tuple as its (branch name, value) notation: write a list.
+OPTIONAL_INTS_CODEC = FieldCodec(to_avro=_optional_list, from_avro=_optional_tuple)
+ENDPOINTS_CODEC = FieldCodec(
+    to_avro=lambda eps: [
+        {"name": e.name, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
+        for e in eps
+    ],
+    from_avro=lambda values: tuple(model.BrokerEndpoint(**v) for v in values),
+)
+FEATURES_CODEC = FieldCodec(
+    to_avro=lambda fs: [
+        {
+            "name": f.name,
+            "min_supported_version": f.min_supported_version,
+            "max_supported_version": f.max_supported_version,
+        }
+        for f in fs
+    ],
+    from_avro=lambda values: tuple(model.BrokerFeature(**v) for v in values),
+)
+
+INT_ARRAY = {"type": "array", "items": "int"}
+OPTIONAL_STRING = ["null", "string"]
+OPTIONAL_INT = ["null", "int"]
+
+
+def _uuid(name: str, doc: str) -> FieldSpec:
+    return FieldSpec(name=name, type=UUID_TYPE, doc=doc, codec=UUID_CODEC)
+
+
+def _ints(name: str, doc: str, *, default: Any = _NO_DEFAULT) -> FieldSpec:
+    return FieldSpec(name=name, type=INT_ARRAY, doc=doc, codec=INTS_CODEC, default=default)
+
+
+def _optional_ints(name: str, doc: str) -> FieldSpec:
+    return FieldSpec(
+        name=name,
+        type=["null", INT_ARRAY],
+        doc=doc + " Null means unchanged.",
+        default=None,
+        codec=OPTIONAL_INTS_CODEC,
+    )
+
+
+def _enum(name: str, enum: type[IntEnum], doc: str, *, default: IntEnum | None) -> FieldSpec:
+    if default is None:
+        return FieldSpec(
+            name=name, type="int", doc=doc, codec=_enum_codec(enum, optional=False), enum=enum
+        )
+    return FieldSpec(
+        name=name,
+        type="int",
+        doc=doc,
+        default=int(default),
+        codec=_enum_codec(enum, optional=False),
+        enum=enum,
+    )
+
+
+_TOPIC_ID_DOC = "Topic id (KIP-516), unique over the life of the cluster."
+
+CURRENT_SCHEMAS: tuple[RecordSchema, ...] = (
+    RecordSchema(
+        name="FeatureLevelRecord",
+        record_type=model.FeatureLevelRecord.RECORD_TYPE,
+        version=model.FeatureLevelRecord.VERSION,
+        python_class=model.FeatureLevelRecord,
+        doc="Sets a cluster-wide feature level.",
+        fields=(
+            FieldSpec(name="name", type="string", doc="Feature name, e.g. metadata.version."),
+            FieldSpec(name="feature_level", type="int", doc="The level now in force."),
+        ),
+    ),
+    RecordSchema(
+        name="RegisterBrokerRecord",
+        record_type=model.RegisterBrokerRecord.RECORD_TYPE,
+        version=model.RegisterBrokerRecord.VERSION,
+        python_class=model.RegisterBrokerRecord,
+        doc="A broker registered, or re-registered with a new incarnation.",
+        fields=(
+            FieldSpec(name="broker_id", type="int", doc="The broker id."),
+            _uuid("incarnation_id", "Changes every time the broker process restarts."),
+            FieldSpec(
+                name="broker_epoch", type="long", doc="Epoch of this registration (its offset)."
+            ),
+            FieldSpec(
+                name="end_points",
+                type={"type": "array", "items": ENDPOINT_TYPE},
+                doc="The broker's listeners.",
+                default=[],
+                codec=ENDPOINTS_CODEC,
+            ),
+            FieldSpec(
+                name="features",
+                type={"type": "array", "items": FEATURE_TYPE},
+                doc="Feature ranges the broker supports.",
+                default=[],
+                codec=FEATURES_CODEC,
+            ),
+            FieldSpec(
+                name="rack", type=OPTIONAL_STRING, doc="Rack of the broker, or null.", default=None
+            ),
+            FieldSpec(
+                name="fenced",
+                type="boolean",
+                doc="True if the broker starts fenced (cannot lead).",
+                default=True,
+            ),
+            FieldSpec(
+                name="in_controlled_shutdown",
+                type="boolean",
+                doc="True if the broker registers while shutting down.",
+                default=False,
+            ),
+        ),
+    ),
+    RecordSchema(
+        name="UnregisterBrokerRecord",
+        record_type=model.UnregisterBrokerRecord.RECORD_TYPE,
+        version=model.UnregisterBrokerRecord.VERSION,
+        python_class=model.UnregisterBrokerRecord,
+        doc="A broker was removed from the cluster.",
+        fields=(
+            FieldSpec(name="broker_id", type="int", doc="The broker id."),
+            FieldSpec(name="broker_epoch", type="long", doc="Epoch of the removed registration."),
+        ),
+    ),
+    RecordSchema(
+        name="BrokerRegistrationChangeRecord",
+        record_type=model.BrokerRegistrationChangeRecord.RECORD_TYPE,
+        version=model.BrokerRegistrationChangeRecord.VERSION,
+        python_class=model.BrokerRegistrationChangeRecord,
+        doc="A broker was fenced, unfenced, or entered controlled shutdown.",
+        fields=(
+            FieldSpec(name="broker_id", type="int", doc="The broker id."),
+            FieldSpec(name="broker_epoch", type="long", doc="Epoch of the registration changed."),
+            _enum(
+                "fenced",
+                model.FencingChange,
+                "-1 unfence, 0 no change, 1 fence.",
+                default=model.FencingChange.NONE,
+            ),
+            _enum(
+                "in_controlled_shutdown",
+                model.ControlledShutdownChange,
+                "0 no change, 1 the broker entered controlled shutdown.",
+                default=model.ControlledShutdownChange.NONE,
+            ),
+        ),
+    ),
+    RecordSchema(
+        name="NamespaceRecord",
+        record_type=model.NamespaceRecord.RECORD_TYPE,
+        version=model.NamespaceRecord.VERSION,
+        python_class=model.NamespaceRecord,
+        doc="A namespace was created.",
+        fields=(
+            _uuid("namespace_id", "Namespace id, unique over the life of the cluster."),
+            FieldSpec(name="name", type="string", doc="Full name, tiers separated by ':'."),
+            FieldSpec(
+                name="parent_id",
+                type=["null", UUID_TYPE],
+                doc="Id of the parent namespace; null for a child of the default namespace.",
+                default=None,
+                codec=OPTIONAL_UUID_CODEC,
+            ),
+        ),
+    ),
+    RecordSchema(
+        name="RemoveNamespaceRecord",
+        record_type=model.RemoveNamespaceRecord.RECORD_TYPE,
+        version=model.RemoveNamespaceRecord.VERSION,
+        python_class=model.RemoveNamespaceRecord,
+        doc="A namespace was deleted.",
+        fields=(_uuid("namespace_id", "Id of the deleted namespace."),),
+    ),
+    RecordSchema(
+        name="TopicRecord",
+        record_type=model.TopicRecord.RECORD_TYPE,
+        version=model.TopicRecord.VERSION,
+        python_class=model.TopicRecord,
+        doc="A topic was created.",
+        fields=(
+            FieldSpec(name="name", type="string", doc="Topic name, without namespace."),
+            _uuid("topic_id", _TOPIC_ID_DOC),
+            FieldSpec(
+                name="namespace",
+                type="string",
+                doc="Full name of the topic's namespace; empty for the default namespace.",
+                default="",
+            ),
+        ),
+    ),
+    RecordSchema(
+        name="PartitionRecord",
+        record_type=model.PartitionRecord.RECORD_TYPE,
+        version=model.PartitionRecord.VERSION,
+        python_class=model.PartitionRecord,
+        doc="The full state of one partition.",
+        fields=(
+            FieldSpec(name="partition_id", type="int", doc="Partition index within the topic."),
+            _uuid("topic_id", _TOPIC_ID_DOC),
+            _ints("replicas", "Replica broker ids, preferred leader first."),
+            _ints("isr", "In-sync replica broker ids."),
+            _ints("removing_replicas", "Replicas being removed by a reassignment.", default=[]),
+            _ints("adding_replicas", "Replicas being added by a reassignment.", default=[]),
+            FieldSpec(name="leader", type="int", doc="Leader broker id; -1 if none.", default=-1),
+            FieldSpec(name="leader_epoch", type="int", doc="Epoch of the leader.", default=0),
+            FieldSpec(
+                name="partition_epoch",
+                type="int",
+                doc="Bumped on every change of the partition.",
+                default=0,
+            ),
+            _enum(
+                "mode",
+                model.Mode,
+                "0 READ_WRITE, 1 READ_ONLY, -1 NONE (being deleted).",
+                default=model.Mode.READ_WRITE,
+            ),
+        ),
+    ),
+    RecordSchema(
+        name="PartitionChangeRecord",
+        record_type=model.PartitionChangeRecord.RECORD_TYPE,
+        version=model.PartitionChangeRecord.VERSION,
+        python_class=model.PartitionChangeRecord,
+        doc="A sparse change to a partition; absent (null) fields are unchanged.",
+        fields=(
+            FieldSpec(name="partition_id", type="int", doc="Partition index within the topic."),
+            _uuid("topic_id", _TOPIC_ID_DOC),
+            _optional_ints("isr", "New in-sync replicas."),
+            FieldSpec(
+                name="leader",
+                type="int",
+                doc="New leader; -1 no leader, -2 unchanged.",
+                default=model.LEADER_UNCHANGED,
+            ),
+            _optional_ints("replicas", "New replicas."),
+            _optional_ints("removing_replicas", "New removing replicas."),
+            _optional_ints("adding_replicas", "New adding replicas."),
+            FieldSpec(
+                name="leader_epoch",
+                type=OPTIONAL_INT,
+                doc="New leader epoch; null derives it (+1 when the leader changes).",
+                default=None,
+            ),
+            FieldSpec(
+                name="partition_epoch",
+                type=OPTIONAL_INT,
+                doc="New partition epoch; null derives it (+1 on every change).",
+                default=None,
+            ),
+            FieldSpec(
+                name="mode",
+                type=OPTIONAL_INT,
+                doc="New mode (0 READ_WRITE, 1 READ_ONLY, -1 NONE); null means unchanged.",
+                default=None,
+                codec=_enum_codec(model.Mode, optional=True),
+                enum=model.Mode,
+            ),
+        ),
+    ),
+    RecordSchema(
+        name="RemoveTopicRecord",
+        record_type=model.RemoveTopicRecord.RECORD_TYPE,
+        version=model.RemoveTopicRecord.VERSION,
+        python_class=model.RemoveTopicRecord,
+        doc="A topic and all its partitions were deleted.",
+        fields=(_uuid("topic_id", "Id of the deleted topic."),),
+    ),
+    RecordSchema(
+        name="DeleteTopicPartitionsRecord",
+        record_type=model.DeleteTopicPartitionsRecord.RECORD_TYPE,
+        version=model.DeleteTopicPartitionsRecord.VERSION,
+        python_class=model.DeleteTopicPartitionsRecord,
+        doc="A topic's partition count was reduced; partitions with id >= partition_count go.",
+        fields=(
+            _uuid("topic_id", _TOPIC_ID_DOC),
+            FieldSpec(name="partition_count", type="int", doc="The new partition count."),
+            FieldSpec(
+                name="delete_after_ms",
+                type="long",
+                doc="Epoch ms after which the data may be purged; 0 = immediately.",
+            ),
+            FieldSpec(name="created_ms", type="long", doc="Epoch ms when the reduction began."),
+        ),
+    ),
+    RecordSchema(
+        name="ConfigRecord",
+        record_type=model.ConfigRecord.RECORD_TYPE,
+        version=model.ConfigRecord.VERSION,
+        python_class=model.ConfigRecord,
+        doc="A config key was set on a resource; a null value deletes the key.",
+        fields=(
+            _enum(
+                "resource_type",
+                model.ConfigResourceType,
+                "2 topic, 4 broker (name '' = cluster default), 64 namespace.",
+                default=None,
+            ),
+            FieldSpec(name="resource_name", type="string", doc="Name of the resource."),
+            FieldSpec(name="name", type="string", doc="Config key, e.g. retention.ms."),
+            FieldSpec(name="value", type=OPTIONAL_STRING, doc="New value; null deletes the key."),
+        ),
+    ),
+)
+"""The schema every record type is written with today, in `model.RECORD_CLASSES` order."""
+
+
+def inline_named_types(schema: Any, defined: set[str]) -> Any:
+    """Replace references to `NAMED_TYPES` by their definition at first use (Avro requires it)."""
+    if isinstance(schema, str):
+        if schema in NAMED_TYPES and schema not in defined:
+            defined.add(schema)
+            return inline_named_types(NAMED_TYPES[schema], defined)
+        return schema
+    if isinstance(schema, list):
+        return [inline_named_types(s, defined) for s in schema]
+    if isinstance(schema, dict):
+        return {k: inline_named_types(v, defined) for k, v in schema.items()}
+    return schema
+
+
+def entry_schema(record_schemas: tuple[RecordSchema, ...]) -> dict[str, Any]:
+    """The self-contained Avro schema of one log entry carrying any of `record_schemas`."""
+    raw = {
+        "type": "record",
+        "name": "LogEntry",
+        "namespace": AVRO_NAMESPACE,
+        "doc": "One entry of the metadata log.",
+        "fields": [
+            {"name": "offset", "type": "long", "doc": "Dense position in the log, from 0."},
+            {"name": "epoch", "type": "int", "doc": "Leader epoch of the writer that appended it."},
+            {"name": "timestamp", "type": "long", "doc": "Append time, ms since the Unix epoch."},
+            {
+                "name": "principal",
+                "type": ["null", "string"],
+                "doc": "Who asked for the change; null if unknown.",
+            },
+            {
+                "name": "record",
+                "type": [s.to_avro() for s in record_schemas],
+                "doc": "The metadata record; the union branch names type and version.",
+            },
+        ],
+    }
+    result: dict[str, Any] = inline_named_types(raw, set())
+    return result
