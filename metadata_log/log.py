@@ -177,12 +177,17 @@ class MetadataLog:
             segment = self._open_segment(path, base, is_last=is_last)
             if segment is None:
                 continue
-            if self._segments and segment.base_offset != self._segments[-1].next_offset:
+            previous = self._segments[-1] if self._segments else None
+            if (
+                previous is not None
+                and previous.damage is None
+                and segment.base_offset != previous.next_offset
+            ):
                 raise LogCorruptionError(
                     path,
                     0,
                     f"segment starts at offset {segment.base_offset} but the previous one ends "
-                    f"before offset {self._segments[-1].next_offset}",
+                    f"before offset {previous.next_offset}",
                 )
             self._segments.append(segment)
         if not self.read_only:
@@ -218,7 +223,7 @@ class MetadataLog:
                 return segment
             problem = segment.recover_scan(file_size, interval)
             if problem is not None:
-                raise LogCorruptionError(path, problem.position, problem.reason)
+                return self._damaged(segment, problem.position, problem.reason)
             if not self.read_only:
                 logger.info("rebuilt the indexes of segment %s", path)
                 segment.save_indexes()
@@ -227,7 +232,7 @@ class MetadataLog:
         if problem is None:
             return segment
         if self._valid_block_after(segment, problem.position, file_size):
-            raise LogCorruptionError(path, problem.position, problem.reason)
+            return self._damaged(segment, problem.position, problem.reason)
         dropped = self._entries_in_tail(segment, problem.position, file_size)
         description = (
             f"segment {path}: torn tail at byte {problem.position} ({problem.reason}); "
@@ -243,6 +248,18 @@ class MetadataLog:
             os.fsync(fd)
         finally:
             os.close(fd)
+        return segment
+
+    def _damaged(self, segment: Segment, position: int, reason: str) -> Segment:
+        """A writer refuses a damaged log; a reader serves what precedes the damage.
+
+        Reads that reach the damage raise it, and `verify` reports it, so nothing past it is
+        ever served and nothing before it is hidden.
+        """
+        error = LogCorruptionError(segment.path, position, reason)
+        if not self.read_only:
+            raise error
+        segment.damage = error
         return segment
 
     @staticmethod
@@ -499,16 +516,13 @@ class MetadataLog:
         results: list[AppendResult | Exception] = []
         bodies = []
         offset = first
-        for records, principal in batches:
+        for batch in batches:
             try:
-                count, body = self.codec.encode_entries(
-                    (offset + i, epoch, timestamp, principal, record)
-                    for i, record in enumerate(records)
-                )
+                (result,), count, body = self._encode_group([batch], offset, epoch, timestamp)
             except RecordError as exc:
                 results.append(exc)
                 continue
-            results.append((offset, offset + count - 1))
+            results.append(result)
             bodies.append(body)
             offset += count
         return results, offset - first, b"".join(bodies)
@@ -540,32 +554,46 @@ class MetadataLog:
         if limit is not None and limit < 0:
             raise LogError(f"limit must be >= 0, got {limit}")
         start = 0 if gt is None else gt + 1
+        segments = list(self._segments)
         last = self._next_offset - 1 if lte is None else min(lte, self._next_offset - 1)
-        return self._entries(list(self._segments), start, last, limit)
+        damaged = next((seg for seg in segments if seg.damage is not None), None)
+        if damaged is not None:
+            # Serve what precedes the damage; a range reaching into it raises at that point.
+            last = min(last, damaged.next_offset - 1)
+            if lte is not None and lte < damaged.next_offset:
+                damaged = None
+        return self._entries(segments, start, last, limit, damaged)
 
     def _entries(
-        self, segments: list[Segment], start: int, last: int, limit: int | None
+        self,
+        segments: list[Segment],
+        start: int,
+        last: int,
+        limit: int | None,
+        damaged: Segment | None,
     ) -> Iterator[LogEntry]:
         if self._closed:
             raise LogClosedError("the log is closed")
         remaining = limit
-        if start > last or remaining == 0:
+        if remaining == 0:
             return
         sizes = [s.size for s in segments]
         for segment, size in zip(segments, sizes, strict=True):
+            if start > last or segment.base_offset > last:
+                break
             if segment.next_offset <= start and segment is not segments[-1]:
                 continue
-            if segment.base_offset > last:
-                return
             for entry in segment.entries(self.codec, start, size):
                 if entry.offset > last:
-                    return
+                    break
                 yield entry
                 if remaining is not None:
                     remaining -= 1
                     if remaining == 0:
                         return
             start = max(start, segment.next_offset)
+        if damaged is not None and damaged.damage is not None:
+            raise damaged.damage
 
     def offset_for_time(self, timestamp_ms: int) -> int | None:
         """Offset of the first entry whose timestamp is >= `timestamp_ms`, or None."""

@@ -81,6 +81,8 @@ class Segment:
         self.first_timestamp = -1
         self.max_timestamp = -1
         self.last_epoch = 0
+        self.damage: LogCorruptionError | None = None
+        """Damage found past `size` by a read-only open; reads that reach it raise it."""
         self.offset_index = SparseIndex()
         self.time_index = SparseIndex()
         self._last_indexed = -(1 << 62)
@@ -270,7 +272,7 @@ class Segment:
             return checked, LogCorruptionError(self.path, problem.position, problem.reason)
         except LogCorruptionError as exc:
             return checked, exc
-        return checked, None
+        return checked, self.damage
 
     def save_indexes(self) -> None:
         """Persist both indexes, stamped with the size they cover."""

@@ -34,23 +34,58 @@ def _compile(source: str, namespace: dict[str, Any], name: str) -> Any:
     return namespace[name]
 
 
+_INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+
+
+def _range_error(field: str, value: object, avro_type: str) -> RecordError:
+    low, high = _INT_RANGES[avro_type]
+    return RecordError(f"{field}={value!r} is outside the Avro {avro_type} range [{low}, {high}]")
+
+
+def _range_checks(name: str, var: str, avro_type: Any) -> list[str]:
+    """Source lines rejecting values of an int-typed field that its Avro type cannot hold.
+
+    fastavro writes any Python int as a varint, so an out-of-range value would be stored and
+    read back by fastavro, but not by other Avro readers.
+    """
+    optional = isinstance(avro_type, list) and avro_type[0] == "null"
+    inner = avro_type[1] if optional else avro_type
+    guard = f"{var} is not None and " if optional else ""
+    if isinstance(inner, str) and inner in _INT_RANGES:
+        low, high = _INT_RANGES[inner]
+        test = f"not {low} <= {var} <= {high}"
+    elif isinstance(inner, dict) and inner.get("items") in _INT_RANGES:
+        low, high = _INT_RANGES[inner["items"]]
+        inner = inner["items"]
+        test = f"{var} and not ({low} <= min({var}) and max({var}) <= {high})"
+    else:
+        return []
+    return [f"    if {guard}{test}:", f"        raise _range_error({name!r}, {var}, {inner!r})"]
+
+
 def _make_encoder(schema: RecordSchema) -> Callable[[Record], dict[str, Any]]:
-    """Compile `record -> Avro dict` for one schema: a dict literal, one converter call a field.
+    """Compile `record -> Avro dict` for one schema: range checks, then a dict literal.
 
     Generated from the explicit field declarations (as `dataclasses` generates `__init__`):
     a literal is about four times faster than building the dict in a loop, and encoding is on
     the append path of every record.
     """
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"_range_error": _range_error}
+    lines = ["def encode(record):"]
     items = []
     for i, f in enumerate(schema.fields):
+        var = f"v{i}"
+        lines.append(f"    {var} = record.{f.name}")
+        lines.extend(_range_checks(f.name, var, f.type))
         if f.codec is not None and f.codec.to_avro is not None:
             namespace[f"_c{i}"] = f.codec.to_avro
-            items.append(f"{f.name!r}: _c{i}(record.{f.name})")
+            items.append(f"{f.name!r}: _c{i}({var})")
         else:
-            items.append(f"{f.name!r}: record.{f.name}")
-    source = "def encode(record):\n    return {" + ", ".join(items) + "}\n"
-    encoder: Callable[[Record], dict[str, Any]] = _compile(source, namespace, "encode")
+            items.append(f"{f.name!r}: {var}")
+    lines.append("    return {" + ", ".join(items) + "}")
+    encoder: Callable[[Record], dict[str, Any]] = _compile(
+        "\n".join(lines) + "\n", namespace, "encode"
+    )
     return encoder
 
 
@@ -146,7 +181,10 @@ class RecordCodec:
             branch, encode = self._by_class[type(record)]
         except KeyError:
             raise RecordError(f"{type(record).__name__} is not a known record type") from None
-        return branch, encode(record)
+        try:
+            return branch, encode(record)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise RecordError(f"record does not fit its schema: {exc}") from exc
 
     def decode_record(self, branch: str, value: dict[str, Any]) -> Record:
         """The record for a (branch name, Avro value) pair."""
@@ -176,6 +214,8 @@ class RecordCodec:
                 )
         except KeyError as exc:
             raise RecordError(f"{exc.args[0]} is not a known record type") from None
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise RecordError(f"record does not fit its schema: {exc}") from exc
         if not values:
             return 0, b""
         try:
@@ -199,6 +239,8 @@ class RecordCodec:
 
         Raises `RecordError` unless exactly `count` entries fill exactly the whole body.
         """
+        if count == 0 and not body:
+            return []
         stream = io.BytesIO(b"".join((encode_long(count), body, b"\x00")))
         try:
             values = array_schema.read(stream)
@@ -209,24 +251,20 @@ class RecordCodec:
         decoders = self._decoders
         make_entry = _make_entry
         entries = []
-        try:
-            for value in values:
-                branch, record_value = value["record"]
-                entries.append(
-                    make_entry(
-                        value["offset"],
-                        value["epoch"],
-                        value["timestamp"],
-                        value["principal"],
-                        decoders[branch](record_value),
-                    )
+        for value in values:
+            branch, record_value = value["record"]
+            decode = decoders.get(branch)
+            if decode is None:
+                raise UnknownRecordTypeError(branch)
+            try:
+                record = decode(record_value)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise RecordError(f"cannot decode {branch}: {exc!r}") from exc
+            entries.append(
+                make_entry(
+                    value["offset"], value["epoch"], value["timestamp"], value["principal"], record
                 )
-        except KeyError as exc:
-            if exc.args and exc.args[0] not in decoders:
-                raise UnknownRecordTypeError(str(exc.args[0])) from None
-            raise RecordError(f"cannot decode entry: missing field {exc}") from exc
-        except (TypeError, ValueError) as exc:
-            raise RecordError(f"cannot decode entry: {exc}") from exc
+            )
         return entries
 
 

@@ -148,5 +148,5 @@ def record_from_json(obj: Any, codec: RecordCodec = DEFAULT_CODEC) -> Record:
     try:
         return cls(**kwargs)
     except TypeError as exc:
-        missing = sorted(f.name for f in schema.fields if f.name not in data)
+        missing = sorted(f.name for f in schema.fields if f.name not in data and f.required)
         raise RecordError(f"{obj['type']}: missing field(s) {missing}") from exc

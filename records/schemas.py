@@ -87,6 +87,11 @@ class FieldSpec:
     enum: type[IntEnum] | None = None
     """The Python enum of an int field, for JSON forms and validation."""
 
+    @property
+    def required(self) -> bool:
+        """True if the field has no default: a record must always give it."""
+        return self.default is _NO_DEFAULT
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordSchema:
@@ -132,17 +137,30 @@ def _enum_codec(enum: type[IntEnum], *, optional: bool) -> FieldCodec:
         except KeyError:
             raise RecordError(f"{value} is not a valid {enum.__name__}") from None
 
+    def to_avro(value: int) -> int:
+        try:
+            return by_value[value]
+        except (KeyError, TypeError):
+            raise RecordError(f"{value!r} is not a valid {enum.__name__}") from None
+
     if optional:
-        return FieldCodec(to_avro=None, from_avro=lambda v: None if v is None else from_avro(v))
-    return FieldCodec(to_avro=None, from_avro=from_avro)
+        return FieldCodec(
+            to_avro=lambda v: None if v is None else to_avro(v),
+            from_avro=lambda v: None if v is None else from_avro(v),
+        )
+    return FieldCodec(to_avro=to_avro, from_avro=from_avro)
 
 
 def _optional_uuid_to_avro(value: Uuid | None) -> bytes | None:
     return None if value is None else value.bytes
 
 
-def _optional_uuid_from_avro(value: bytes | None) -> Uuid | None:
-    return None if value is None else uuid_from_trusted_bytes(value)
+def _optional_uuid_from_avro(value: bytes | tuple[str, bytes] | None) -> Uuid | None:
+    if value is None:
+        return None
+    if isinstance(value, tuple):  # return_record_name tags a named fixed chosen in a union
+        value = value[1]
+    return uuid_from_trusted_bytes(value)
 
 
 def _optional_tuple(value: list[Any] | None) -> tuple[Any, ...] | None:

@@ -45,9 +45,11 @@ class Uuid:
                 return cls(raw)
         elif len(text) == 36:
             try:
-                return cls(uuid.UUID(text).bytes)
+                parsed = uuid.UUID(text)
             except ValueError:
-                pass
+                parsed = None
+            if parsed is not None and str(parsed) == text.lower():
+                return cls(parsed.bytes)
         raise ValueError(
             f"{text!r} is not a topic id: expected 22 characters of URL-safe base64 "
             "(as `mlog topics describe` shows) or a 36-character UUID"
