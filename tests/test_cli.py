@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def run(args: list[str], stdin: str = "") -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def append_lines(data_dir: Path, lines: list[dict[str, object]], principal: str = "admin") -> None:
+def append_lines(data_dir: Path, lines: Sequence[object], principal: str = "admin") -> None:
     code, _ = run(
         ["--data-dir", str(data_dir), "log", "append", "--principal", principal],
         "\n".join(json.dumps(line) for line in lines),
