@@ -40,6 +40,8 @@ from records.varint import read_long
 
 logger = logging.getLogger("metadata_log")
 
+_BRUTE_FORCE_BYTES = 64 * 1024
+
 AppendResult = tuple[int, int]
 """(first offset, last offset) of an appended batch."""
 
@@ -221,17 +223,17 @@ class MetadataLog:
         if not is_last:
             if segment.load_indexes(file_size):
                 return segment
-            problem = segment.recover_scan(file_size, interval)
+            problem = segment.recover_scan(file_size, interval, self.codec)
             if problem is not None:
                 return self._damaged(segment, problem.position, problem.reason)
             if not self.read_only:
                 logger.info("rebuilt the indexes of segment %s", path)
                 segment.save_indexes()
             return segment
-        problem = segment.recover_scan(file_size, interval)
+        problem = segment.recover_scan(file_size, interval, self.codec)
         if problem is None:
             return segment
-        if self._valid_block_after(segment, problem.position, file_size):
+        if problem.certain_damage or self._valid_block_after(segment, problem.position, file_size):
             return self._damaged(segment, problem.position, problem.reason)
         dropped = self._entries_in_tail(segment, problem.position, file_size)
         description = (
@@ -269,16 +271,34 @@ class MetadataLog:
             return f.read(end - start)
 
     def _valid_block_after(self, segment: Segment, position: int, file_size: int) -> bool:
-        """True if a verifiable block follows the bad one: damage, not a torn tail."""
+        """True if a verifiable block follows the bad one at `position`: damage, not a torn tail.
+
+        Candidates: where the bad block claims to end, after every later sync marker, and, in
+        case the bad block's own size and sync marker are both hit, every position of the next
+        64 KiB. A torn tail has no valid block after it; a sync marker makes a false match
+        practically impossible.
+        """
         data = self._read_range(segment.path, position, file_size)
         sync = segment.header.sync
+        candidates: list[int] = []
+        try:
+            _, at = read_long(data, 0)
+            size, at = read_long(data, at)
+            candidates.append(at + size + SYNC_SIZE)
+        except (IndexError, ValueError):
+            pass
         at = data.find(sync)
         while at != -1:
-            try:
-                read_block(data, at + SYNC_SIZE, sync)
+            candidates.append(at + SYNC_SIZE)
+            at = data.find(sync, at + 1)
+        candidates.extend(range(1, min(len(data), _BRUTE_FORCE_BYTES)))
+        for start in candidates:
+            if 0 < start < len(data):
+                try:
+                    read_block(data, start, sync)
+                except (TruncatedBlock, BlockDamage):
+                    continue
                 return True
-            except (TruncatedBlock, BlockDamage):
-                at = data.find(sync, at + 1)
         return False
 
     def _entries_in_tail(self, segment: Segment, position: int, file_size: int) -> str:

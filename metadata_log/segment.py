@@ -45,11 +45,15 @@ def parse_segment_name(name: str) -> int | None:
 class ScanProblem(Exception):
     """A scan stopped at a block that is incomplete (`truncated`) or damaged."""
 
-    def __init__(self, position: int, reason: str, *, truncated: bool) -> None:
+    def __init__(
+        self, position: int, reason: str, *, truncated: bool, certain_damage: bool = False
+    ) -> None:
         super().__init__(reason)
         self.position = position
         self.reason = reason
         self.truncated = truncated
+        self.certain_damage = certain_damage
+        """True when the data is known to be wrong, not torn: e.g. a CRC-valid block follows."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,29 +201,61 @@ class Segment:
         finally:
             os.close(fd)
 
-    def recover_scan(self, file_size: int, interval: int) -> ScanProblem | None:
-        """Scan all blocks, noting each; returns the problem that stopped the scan, if any."""
+    def recover_scan(
+        self, file_size: int, interval: int, codec: RecordCodec
+    ) -> ScanProblem | None:
+        """Scan all blocks, noting each verified one; returns the problem that stopped the scan.
+
+        The CRC covers a block's entries but not its entry count, so each count is checked
+        against the next block's first offset, and the last block is decoded in full.
+        """
+        pending: tuple[RawBlock, int, int] | None = None  # block, first offset, timestamp
+        stop: ScanProblem | None = None
         try:
             for block in self.iter_blocks(self.header.size, file_size):
                 offset, epoch, timestamp = body_prefix(block.body)
-                self.last_epoch = epoch
-                if offset != self.next_offset:
+                if pending is not None:
+                    previous, first, _ = pending
+                    if first + previous.count != offset:
+                        return ScanProblem(
+                            previous.position,
+                            f"block claims {previous.count} entries from offset {first}, but the "
+                            f"next block starts at offset {offset}",
+                            truncated=False,
+                            certain_damage=True,
+                        )
+                    self._note(pending, interval)
+                elif offset != self.next_offset:
                     return ScanProblem(
                         block.position,
                         f"block starts at offset {offset}, expected {self.next_offset}",
                         truncated=False,
+                        certain_damage=True,
                     )
-                self.note_block(
-                    position=block.position,
-                    end=block.end,
-                    first_offset=offset,
-                    count=block.count,
-                    timestamp=timestamp,
-                    interval=interval,
-                )
+                self.last_epoch = epoch
+                pending = (block, offset, timestamp)
         except ScanProblem as problem:
-            return problem
-        return None
+            stop = problem
+        if pending is not None:
+            block, first, _ = pending
+            array_schema = codec.reader_array_schema(self.header.schema_json)
+            try:
+                self._decode(codec, block, array_schema, first)
+            except LogCorruptionError as exc:
+                return ScanProblem(block.position, exc.reason, truncated=False)
+            self._note(pending, interval)
+        return stop
+
+    def _note(self, pending: tuple[RawBlock, int, int], interval: int) -> None:
+        block, first, timestamp = pending
+        self.note_block(
+            position=block.position,
+            end=block.end,
+            first_offset=first,
+            count=block.count,
+            timestamp=timestamp,
+            interval=interval,
+        )
 
     def entries(
         self, codec: RecordCodec, start_offset: int, end: int | None = None
