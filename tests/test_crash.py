@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from metadata_log import LogConfig, LogCorruptionError, MetadataLog
-from metadata_log.container import SYNC_SIZE, RawBlock, body_prefix, read_block
+from metadata_log.container import SYNC_SIZE, RawBlock, body_prefix
 from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, LogEntry
 from records.varint import read_long
@@ -50,16 +50,9 @@ def make_batch(tag: str, size: int, rng: random.Random, value_bytes: int = 4) ->
 
 
 def scan_blocks(path: Path, base_offset: int) -> list[RawBlock]:
-    """Every block of a segment file, parsed and checked with `read_block`."""
-    header = Segment.open_header(path, base_offset).header
-    data = path.read_bytes()
-    blocks = []
-    position = header.size
-    while position < len(data):
-        block = read_block(data, position, header.sync)
-        blocks.append(block)
-        position = block.end
-    return blocks
+    """Every block of a segment file, each checked (framing, sync marker, CRC32)."""
+    segment = Segment.open_header(path, base_offset)
+    return list(segment.iter_blocks(segment.header.size, path.stat().st_size))
 
 
 def flip_bit(path: Path, bit: int) -> None:

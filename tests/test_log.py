@@ -32,7 +32,7 @@ from metadata_log import (
     MetadataLog,
     ReadOnlyLogError,
 )
-from metadata_log.container import SYNC_SIZE, RawBlock, encode_block, read_block
+from metadata_log.container import SYNC_SIZE, RawBlock, encode_block
 from metadata_log.segment import Segment
 from records import (
     DEFAULT_CODEC,
@@ -87,16 +87,9 @@ def batch(tag: str, size: int, value_bytes: int = 0) -> list[Record]:
 
 
 def scan_blocks(path: Path, base_offset: int) -> list[RawBlock]:
-    """Every block of a segment file, parsed and checked with `read_block`."""
-    header = Segment.open_header(path, base_offset).header
-    data = path.read_bytes()
-    blocks = []
-    position = header.size
-    while position < len(data):
-        block = read_block(data, position, header.sync)
-        blocks.append(block)
-        position = block.end
-    return blocks
+    """Every block of a segment file, each checked (framing, sync marker, CRC32)."""
+    segment = Segment.open_header(path, base_offset)
+    return list(segment.iter_blocks(segment.header.size, path.stat().st_size))
 
 
 def fastavro_rows(path: Path) -> list[dict[str, Any]]:
