@@ -513,16 +513,13 @@ class MetadataLog:
     ) -> tuple[list[AppendResult | Exception], int, bytes]:
         """Encode all batches in one codec call (the common case: every batch is valid)."""
         results: list[AppendResult | Exception] = []
-        entries: list[tuple[int, int, int, str | None, Record]] = []
         offset = first
-        for records, principal in batches:
+        for records, _ in batches:
             results.append((offset, offset + len(records) - 1))
-            entries.extend(
-                (offset + i, epoch, timestamp, principal, record)
-                for i, record in enumerate(records)
-            )
             offset += len(records)
-        count, body = self.codec.encode_entries(entries)
+        count, body = self.codec.encode_batches(
+            batches, first_offset=first, epoch=epoch, timestamp=timestamp
+        )
         return results, count, body
 
     def _encode_batches_alone(

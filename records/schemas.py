@@ -70,6 +70,12 @@ class FieldCodec:
     to_avro: Callable[[Any], Any] | None
     """None when fastavro writes the Python value as it is (ints, IntEnums, tuples)."""
     from_avro: Callable[[Any], Any]
+    to_avro_expr: str | None = None
+    """The same conversion as a Python expression over `{v}`, inlined by the compiled encoder
+    (a call per field costs more than the conversion itself)."""
+    from_avro_expr: str | None = None
+    """`from_avro` as an expression over `{v}` (and `{by_value}`, an enum's value -> member
+    dict), inlined by the compiled decoder."""
 
 
 _NO_DEFAULT: Any = object()
@@ -147,8 +153,9 @@ def _enum_codec(enum: type[IntEnum], *, optional: bool) -> FieldCodec:
         return FieldCodec(
             to_avro=lambda v: None if v is None else to_avro(v),
             from_avro=lambda v: None if v is None else from_avro(v),
+            from_avro_expr="None if {v} is None else {by_value}[{v}]",
         )
-    return FieldCodec(to_avro=to_avro, from_avro=from_avro)
+    return FieldCodec(to_avro=to_avro, from_avro=from_avro, from_avro_expr="{by_value}[{v}]")
 
 
 def _optional_uuid_to_avro(value: Uuid | None) -> bytes | None:
@@ -167,17 +174,28 @@ def _optional_tuple(value: list[Any] | None) -> tuple[Any, ...] | None:
     return None if value is None else tuple(value)
 
 
-UUID_CODEC = FieldCodec(to_avro=lambda u: u.bytes, from_avro=uuid_from_trusted_bytes)
-OPTIONAL_UUID_CODEC = FieldCodec(to_avro=_optional_uuid_to_avro, from_avro=_optional_uuid_from_avro)
+UUID_CODEC = FieldCodec(
+    to_avro=lambda u: u.bytes, from_avro=uuid_from_trusted_bytes, to_avro_expr="{v}.bytes"
+)
+OPTIONAL_UUID_CODEC = FieldCodec(
+    to_avro=_optional_uuid_to_avro,
+    from_avro=_optional_uuid_from_avro,
+    to_avro_expr="None if {v} is None else {v}.bytes",
+)
 
 
 def _optional_list(value: tuple[Any, ...] | None) -> list[Any] | None:
     return None if value is None else list(value)
 
 
-INTS_CODEC = FieldCodec(to_avro=None, from_avro=tuple)
+INTS_CODEC = FieldCodec(to_avro=None, from_avro=tuple, from_avro_expr="tuple({v})")
 # Inside a union fastavro reads a 2-tuple as its (branch name, value) notation: write a list.
-OPTIONAL_INTS_CODEC = FieldCodec(to_avro=_optional_list, from_avro=_optional_tuple)
+OPTIONAL_INTS_CODEC = FieldCodec(
+    to_avro=_optional_list,
+    from_avro=_optional_tuple,
+    to_avro_expr="None if {v} is None else list({v})",
+    from_avro_expr="None if {v} is None else tuple({v})",
+)
 ENDPOINTS_CODEC = FieldCodec(
     to_avro=lambda eps: [
         {"name": e.name, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
