@@ -201,9 +201,7 @@ class Segment:
         finally:
             os.close(fd)
 
-    def recover_scan(
-        self, file_size: int, interval: int, codec: RecordCodec
-    ) -> ScanProblem | None:
+    def recover_scan(self, file_size: int, interval: int, codec: RecordCodec) -> ScanProblem | None:
         """Scan all blocks, noting each verified one; returns the problem that stopped the scan.
 
         The CRC covers a block's entries but not its entry count, so each count is checked
