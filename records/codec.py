@@ -91,11 +91,9 @@ def _make_encoder(schema: RecordSchema) -> Callable[[Record], dict[str, Any]]:
             lines.append(f"    if {guard}{var} not in _e{i}:")
             lines.append(f"        raise _enum_error({f.name!r}, {var}, _t{i})")
             items.append(f"{f.name!r}: {var}")
-        elif f.codec is not None and f.codec.to_avro_expr is not None:
-            items.append(f"{f.name!r}: " + f.codec.to_avro_expr.format(v=var))
         elif f.codec is not None and f.codec.to_avro is not None:
-            namespace[f"_c{i}"] = f.codec.to_avro
-            items.append(f"{f.name!r}: _c{i}({var})")
+            namespace.update(f.codec.helpers)
+            items.append(f"{f.name!r}: " + f.codec.to_avro.format(v=var))
         else:
             items.append(f"{f.name!r}: {var}")
     lines.append("    return {" + ", ".join(items) + "}")
@@ -122,14 +120,9 @@ def _make_decoder(schema: RecordSchema) -> _Decoder:
         lines.append(f"    x = value[{f.name!r}]")
         if f.codec is None:
             lines.append(f"    _s{i}(obj, x)")
-        elif f.codec.from_avro_expr is not None:
-            if f.enum is not None:
-                namespace[f"_m{i}"] = {int(m): m for m in f.enum}
-            expr = f.codec.from_avro_expr.format(v="x", by_value=f"_m{i}")
-            lines.append(f"    _s{i}(obj, {expr})")
         else:
-            namespace[f"_c{i}"] = f.codec.from_avro
-            lines.append(f"    _s{i}(obj, _c{i}(x))")
+            namespace.update(f.codec.helpers)
+            lines.append(f"    _s{i}(obj, {f.codec.from_avro.format(v='x')})")
     lines.append("    return obj")
     decoder: _Decoder = _compile("\n".join(lines) + "\n", namespace, "decode")
     return decoder

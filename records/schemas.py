@@ -13,7 +13,6 @@ from enum import IntEnum
 from typing import Any
 
 from records import model
-from records.errors import RecordError
 from records.uuids import Uuid, uuid_from_trusted_bytes
 
 AVRO_NAMESPACE = "mlog"
@@ -65,17 +64,25 @@ NAMED_TYPES: Mapping[str, dict[str, Any]] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FieldCodec:
-    """Converts one field between its Python value and its Avro value."""
+    """How a field's Python value differs from its Avro value, as expressions over `{v}`.
 
-    to_avro: Callable[[Any], Any] | None
-    """None when fastavro writes the Python value as it is (ints, IntEnums, tuples)."""
-    from_avro: Callable[[Any], Any]
-    to_avro_expr: str | None = None
-    """The same conversion as a Python expression over `{v}`, inlined by the compiled encoder
-    (a call per field costs more than the conversion itself)."""
-    from_avro_expr: str | None = None
-    """`from_avro` as an expression over `{v}` (and `{by_value}`, an enum's value -> member
-    dict), inlined by the compiled decoder."""
+    The compiled encoders and decoders (`records.codec`) inline these expressions: a function
+    call per field would cost more than most conversions themselves.
+    """
+
+    to_avro: str | None
+    """Python value -> Avro value; None when fastavro writes the value as it is."""
+    from_avro: str
+    """Avro value -> Python value."""
+    helpers: Mapping[str, Any] = field(default_factory=dict)
+    """Names the expressions use, with their values."""
+
+    def to_avro_function(self) -> Callable[[Any], Any]:
+        """`to_avro` as a function, for one-off conversions outside the compiled codecs."""
+        namespace = dict(self.helpers)
+        source = "lambda v: " + (self.to_avro or "{v}").format(v="v")
+        function: Callable[[Any], Any] = eval(source, namespace)
+        return function
 
 
 _NO_DEFAULT: Any = object()
@@ -135,31 +142,14 @@ class RecordSchema:
 
 
 def _enum_codec(enum: type[IntEnum], *, optional: bool) -> FieldCodec:
-    by_value = {int(member): member for member in enum}
-
-    def from_avro(value: int) -> IntEnum:
-        try:
-            return by_value[value]
-        except KeyError:
-            raise RecordError(f"{value} is not a valid {enum.__name__}") from None
-
-    def to_avro(value: int) -> int:
-        try:
-            return by_value[value]
-        except (KeyError, TypeError):
-            raise RecordError(f"{value!r} is not a valid {enum.__name__}") from None
-
-    if optional:
-        return FieldCodec(
-            to_avro=lambda v: None if v is None else to_avro(v),
-            from_avro=lambda v: None if v is None else from_avro(v),
-            from_avro_expr="None if {v} is None else {by_value}[{v}]",
-        )
-    return FieldCodec(to_avro=to_avro, from_avro=from_avro, from_avro_expr="{by_value}[{v}]")
-
-
-def _optional_uuid_to_avro(value: Uuid | None) -> bytes | None:
-    return None if value is None else value.bytes
+    """Enums are written as ints; the compiled encoder checks membership (`FieldSpec.enum`)."""
+    name = f"_{enum.__name__}_by_value"
+    expr = f"{name}[{{v}}]"
+    return FieldCodec(
+        to_avro=None,
+        from_avro=f"None if {{v}} is None else {expr}" if optional else expr,
+        helpers={name: {int(member): member for member in enum}},
+    )
 
 
 def _optional_uuid_from_avro(value: bytes | tuple[str, bytes] | None) -> Uuid | None:
@@ -170,49 +160,49 @@ def _optional_uuid_from_avro(value: bytes | tuple[str, bytes] | None) -> Uuid | 
     return uuid_from_trusted_bytes(value)
 
 
-def _optional_tuple(value: list[Any] | None) -> tuple[Any, ...] | None:
-    return None if value is None else tuple(value)
-
-
-UUID_CODEC = FieldCodec(
-    to_avro=lambda u: u.bytes, from_avro=uuid_from_trusted_bytes, to_avro_expr="{v}.bytes"
-)
-OPTIONAL_UUID_CODEC = FieldCodec(
-    to_avro=_optional_uuid_to_avro,
-    from_avro=_optional_uuid_from_avro,
-    to_avro_expr="None if {v} is None else {v}.bytes",
-)
-
-
-def _optional_list(value: tuple[Any, ...] | None) -> list[Any] | None:
-    return None if value is None else list(value)
-
-
-INTS_CODEC = FieldCodec(to_avro=None, from_avro=tuple, from_avro_expr="tuple({v})")
-# Inside a union fastavro reads a 2-tuple as its (branch name, value) notation: write a list.
-OPTIONAL_INTS_CODEC = FieldCodec(
-    to_avro=_optional_list,
-    from_avro=_optional_tuple,
-    to_avro_expr="None if {v} is None else list({v})",
-    from_avro_expr="None if {v} is None else tuple({v})",
-)
-ENDPOINTS_CODEC = FieldCodec(
-    to_avro=lambda eps: [
+def _endpoints_to_avro(endpoints: tuple[model.BrokerEndpoint, ...]) -> list[dict[str, Any]]:
+    return [
         {"name": e.name, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
-        for e in eps
-    ],
-    from_avro=lambda values: tuple(model.BrokerEndpoint(**v) for v in values),
-)
-FEATURES_CODEC = FieldCodec(
-    to_avro=lambda fs: [
+        for e in endpoints
+    ]
+
+
+def _features_to_avro(features: tuple[model.BrokerFeature, ...]) -> list[dict[str, Any]]:
+    return [
         {
             "name": f.name,
             "min_supported_version": f.min_supported_version,
             "max_supported_version": f.max_supported_version,
         }
-        for f in fs
-    ],
-    from_avro=lambda values: tuple(model.BrokerFeature(**v) for v in values),
+        for f in features
+    ]
+
+
+UUID_CODEC = FieldCodec(
+    to_avro="{v}.bytes",
+    from_avro="_uuid_from_bytes({v})",
+    helpers={"_uuid_from_bytes": uuid_from_trusted_bytes},
+)
+OPTIONAL_UUID_CODEC = FieldCodec(
+    to_avro="None if {v} is None else {v}.bytes",
+    from_avro="_optional_uuid_from_avro({v})",
+    helpers={"_optional_uuid_from_avro": _optional_uuid_from_avro},
+)
+INTS_CODEC = FieldCodec(to_avro=None, from_avro="tuple({v})")
+# Inside a union fastavro reads a 2-tuple as its (branch name, value) notation: write a list.
+OPTIONAL_INTS_CODEC = FieldCodec(
+    to_avro="None if {v} is None else list({v})",
+    from_avro="None if {v} is None else tuple({v})",
+)
+ENDPOINTS_CODEC = FieldCodec(
+    to_avro="_endpoints_to_avro({v})",
+    from_avro="tuple(_BrokerEndpoint(**e) for e in {v})",
+    helpers={"_endpoints_to_avro": _endpoints_to_avro, "_BrokerEndpoint": model.BrokerEndpoint},
+)
+FEATURES_CODEC = FieldCodec(
+    to_avro="_features_to_avro({v})",
+    from_avro="tuple(_BrokerFeature(**f) for f in {v})",
+    helpers={"_features_to_avro": _features_to_avro, "_BrokerFeature": model.BrokerFeature},
 )
 
 INT_ARRAY = {"type": "array", "items": "int"}

@@ -324,7 +324,7 @@ def test_schema_fields_match_the_dataclass(schema: RecordSchema) -> None:
 
 def _avro_value_of_default(spec: FieldSpec, default: Any) -> Any:
     if spec.codec is not None and spec.codec.to_avro is not None:
-        default = spec.codec.to_avro(default)
+        default = spec.codec.to_avro_function()(default)
     if isinstance(default, IntEnum):
         return int(default)
     if isinstance(default, tuple):
