@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -289,14 +290,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         settings = load_settings(data_dir=args.data_dir, output=args.output, debug=debug)
         handler: Handler = args.handler
         return handler(args, settings, out)
+    except BrokenPipeError:
+        # The reader went away (`mlog log dump | head`): not an error. Point stdout at
+        # /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except (MetadataLogError, OSError) as exc:
         if debug:
             traceback.print_exc()
         message = str(exc) if not isinstance(exc, OSError) else f"{exc.strerror}: {exc.filename}"
         print(f"mlog: error: {message}", file=sys.stderr)
         return EXIT_ERROR
-    except BrokenPipeError:  # pragma: no cover - e.g. `mlog log dump | head`
-        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -49,11 +49,6 @@ class SparseIndex:
         self.keys.append(key)
         self.values.append(value)
 
-    def floor(self, key: int) -> int | None:
-        """Value of the last entry whose key is <= `key`, or None if there is none."""
-        i = bisect.bisect_right(self.keys, key)
-        return self.values[i - 1] if i else None
-
     def floor_entry(self, key: int) -> tuple[int, int] | None:
         """(key, value) of the last entry whose key is <= `key`, or None if there is none."""
         i = bisect.bisect_right(self.keys, key)

@@ -230,3 +230,24 @@ def test_console_script_runs_and_writer_lock_is_reported(tmp_path: Path) -> None
             [str(script), "log", "dump"], capture_output=True, text=True, env=env, check=False
         )
         assert dump.returncode == 0 and "CONFIG_RECORD" in dump.stdout
+
+
+def test_dump_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    lines = [
+        {
+            "type": "CONFIG_RECORD",
+            "data": {"resource_type": "TOPIC", "resource_name": "t", "name": "k", "value": str(i)},
+        }
+        for i in range(5000)
+    ]
+    append_lines(tmp_path, lines)
+    dump = subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "--data-dir", str(tmp_path), "log", "dump"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert dump.stdout is not None and dump.stderr is not None
+    dump.stdout.readline()
+    dump.stdout.close()  # like `| head -1`
+    assert dump.wait(timeout=60) == 0
+    assert dump.stderr.read() == b""

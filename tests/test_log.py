@@ -750,8 +750,7 @@ def test_second_writer_in_the_same_process_is_refused_naming_the_holder(log_dir:
 
 
 def test_writer_in_another_process_is_refused_naming_this_pid(log_dir: Path) -> None:
-    with MetadataLog.open(log_dir) as log:
-        log.append(batch("a", 1))
+    def contend() -> str:
         result = subprocess.run(
             [sys.executable, "-c", CONTENDER, str(log_dir)],
             capture_output=True,
@@ -760,17 +759,15 @@ def test_writer_in_another_process_is_refused_naming_this_pid(log_dir: Path) -> 
             timeout=60,
             check=True,
         )
-        assert result.stdout.startswith("LOCKED"), result.stdout + result.stderr
-        assert f"pid {os.getpid()}" in result.stdout
-    result = subprocess.run(
-        [sys.executable, "-c", CONTENDER, str(log_dir)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-        check=True,
-    )
-    assert result.stdout.startswith("OPENED"), result.stdout + result.stderr
+        return result.stdout + result.stderr
+
+    with MetadataLog.open(log_dir) as log:
+        log.append(batch("a", 1))
+        output = contend()
+        assert output.startswith("LOCKED"), output
+        assert f"pid {os.getpid()}" in output
+    output = contend()
+    assert output.startswith("OPENED"), output
 
 
 @pytest.mark.parametrize("ending", ["close", "sigkill"])
