@@ -1,0 +1,1 @@
+"""Replay: the metadata image built from the log, snapshots and time travel."""
