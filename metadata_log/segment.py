@@ -22,7 +22,7 @@ from metadata_log.container import (
 )
 from metadata_log.errors import LogCorruptionError
 from metadata_log.index import OFFSET_MAGIC, TIME_MAGIC, IndexFooter, SparseIndex
-from records.codec import RecordCodec
+from records.codec import RecordBlock, RecordCodec
 from records.entry import LogEntry
 from records.errors import RecordError
 
@@ -255,42 +255,59 @@ class Segment:
             interval=interval,
         )
 
+    def _blocks_from(self, start_offset: int, end: int) -> Iterator[tuple[RawBlock, int]]:
+        """(verified block, its first offset) from the indexed block holding `start_offset`."""
+        found = self.offset_index.floor_entry(start_offset)
+        expected, position = found if found else (self.base_offset, self.header.size)
+        try:
+            for block in self.iter_blocks(position, end):
+                if expected + block.count > start_offset:
+                    yield block, expected
+                expected += block.count
+        except ScanProblem as problem:
+            raise LogCorruptionError(self.path, problem.position, problem.reason) from None
+
     def entries(
         self, codec: RecordCodec, start_offset: int, end: int | None = None
     ) -> Iterator[LogEntry]:
         """Entries with offset >= `start_offset`, from the indexed block at or before it."""
-        end = self.size if end is None else end
-        found = self.offset_index.floor_entry(start_offset)
-        expected, position = found if found else (self.base_offset, self.header.size)
         array_schema = codec.reader_array_schema(self.header.schema_json)
-        try:
-            for block in self.iter_blocks(position, end):
-                if expected + block.count <= start_offset:
-                    expected += block.count
-                    continue
-                batch = self._decode(codec, block, array_schema, expected)
-                expected += block.count
-                if batch[0].offset < start_offset:
-                    batch = batch[start_offset - batch[0].offset :]
-                yield from batch
-        except ScanProblem as problem:
-            raise LogCorruptionError(self.path, problem.position, problem.reason) from None
+        for block, expected in self._blocks_from(start_offset, self.size if end is None else end):
+            try:
+                batch = codec.decode_entries(block.count, block.body, array_schema)
+            except RecordError as exc:
+                raise LogCorruptionError(self.path, block.position, str(exc)) from None
+            self._check_offsets(block, expected, batch[0].offset, batch[-1].offset)
+            if batch[0].offset < start_offset:
+                batch = batch[start_offset - batch[0].offset :]
+            yield from batch
+
+    def record_blocks(
+        self, codec: RecordCodec, start_offset: int, end: int | None = None
+    ) -> Iterator[RecordBlock]:
+        """The records of each block from the one holding `start_offset` (the first trimmed)."""
+        array_schema = codec.reader_array_schema(self.header.schema_json)
+        for block, expected in self._blocks_from(start_offset, self.size if end is None else end):
+            yield self._decode(codec, block, array_schema, expected)
 
     def _decode(
         self, codec: RecordCodec, block: RawBlock, array_schema: Any, expected: int
-    ) -> list[LogEntry]:
+    ) -> RecordBlock:
+        """Decode and check one block (records, dense offsets from `expected`)."""
         try:
-            batch = codec.decode_entries(block.count, block.body, array_schema)
+            decoded = codec.decode_block(block.count, block.body, array_schema)
         except RecordError as exc:
             raise LogCorruptionError(self.path, block.position, str(exc)) from None
-        if batch[0].offset != expected or batch[-1].offset != expected + block.count - 1:
+        self._check_offsets(block, expected, decoded.first_offset, decoded.values[-1]["offset"])
+        return decoded
+
+    def _check_offsets(self, block: RawBlock, expected: int, first: int, last: int) -> None:
+        if first != expected or last != expected + block.count - 1:
             raise LogCorruptionError(
                 self.path,
                 block.position,
-                f"block holds offsets {batch[0].offset}..{batch[-1].offset}, expected from "
-                f"{expected}",
+                f"block holds offsets {first}..{last}, expected from {expected}",
             )
-        return batch
 
     def verify(self, codec: RecordCodec) -> tuple[int, LogCorruptionError | None]:
         """Decode every block; returns (entries checked, the first damage found or None)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
@@ -287,38 +288,99 @@ class RecordCodec:
             self._reader_arrays[writer_schema_json] = array
         return array
 
-    def decode_entries(self, count: int, body: bytes, array_schema: AvroArray) -> list[LogEntry]:
-        """Decode a block body of `count` entries written with `array_schema`.
-
-        Raises `RecordError` unless exactly `count` entries fill exactly the whole body.
-        """
+    def _decode_values(self, count: int, body: bytes, array_schema: AvroArray) -> list[Any]:
+        """The Avro values (dicts) of a block body, checked to be exactly `count` entries."""
         if count == 0 and not body:
             return []
         stream = io.BytesIO(b"".join((encode_long(count), body, b"\x00")))
         try:
-            values = array_schema.read(stream)
+            values: list[Any] = array_schema.read(stream)
         except (EOFError, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
             raise RecordError(f"block body does not decode: {exc}") from exc
         if len(values) != count or stream.tell() != len(body) + len(encode_long(count)) + 1:
             raise RecordError("block body length does not match its entry count")
+        return values
+
+    def _decode_records(self, values: list[Any]) -> list[Record]:
         decoders = self._decoders
-        make_entry = _make_entry
-        entries = []
+        records = []
         for value in values:
             branch, record_value = value["record"]
             decode = decoders.get(branch)
             if decode is None:
                 raise UnknownRecordTypeError(branch)
             try:
-                record = decode(record_value)
+                records.append(decode(record_value))
             except (KeyError, TypeError, ValueError) as exc:
                 raise RecordError(f"cannot decode {branch}: {exc!r}") from exc
-            entries.append(
-                make_entry(
-                    value["offset"], value["epoch"], value["timestamp"], value["principal"], record
-                )
-            )
-        return entries
+        return records
+
+    def decode_entries(self, count: int, body: bytes, array_schema: AvroArray) -> list[LogEntry]:
+        """Decode a block body of `count` entries written with `array_schema`.
+
+        Raises `RecordError` unless exactly `count` entries fill exactly the whole body.
+        """
+        values = self._decode_values(count, body, array_schema)
+        records = self._decode_records(values)
+        make_entry = _make_entry
+        return [
+            make_entry(v["offset"], v["epoch"], v["timestamp"], v["principal"], r)
+            for v, r in zip(values, records, strict=True)
+        ]
+
+    def decode_block(self, count: int, body: bytes, array_schema: AvroArray) -> RecordBlock:
+        """Decode a block body into its records only, for bulk readers such as replay.
+
+        Skips the LogEntry objects: a reader that needs only the records and where the block
+        ends saves about a third of the decoding cost.
+        """
+        values = self._decode_values(count, body, array_schema)
+        if not values:
+            raise RecordError("a block holds no entries")
+        return RecordBlock(
+            first_offset=values[0]["offset"],
+            records=self._decode_records(values),
+            values=values,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class RecordBlock:
+    """The records of one block (or of a part of it), densely numbered from `first_offset`."""
+
+    first_offset: int
+    records: list[Record]
+    values: list[Any]
+    """The block's raw Avro entries, aligned with `records` (offsets, epochs, timestamps)."""
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last record."""
+        return self.first_offset + len(self.records) - 1
+
+    @property
+    def last_epoch(self) -> int:
+        """Leader epoch of the last record's entry."""
+        epoch: int = self.values[-1]["epoch"]
+        return epoch
+
+    @property
+    def last_timestamp(self) -> int:
+        """Append time (ms) of the last record's entry."""
+        timestamp: int = self.values[-1]["timestamp"]
+        return timestamp
+
+    def trimmed(self, start: int, last: int) -> RecordBlock:
+        """The part of the block with offsets in `start..last`."""
+        lo = max(start - self.first_offset, 0)
+        hi = min(last - self.first_offset + 1, len(self.records))
+        if lo == 0 and hi == len(self.records):
+            return self
+        return RecordBlock(
+            first_offset=self.first_offset + lo,
+            records=self.records[lo:hi],
+            values=self.values[lo:hi],
+        )
 
 
 DEFAULT_CODEC = RecordCodec()

@@ -13,7 +13,8 @@ from enum import IntEnum
 from typing import Any
 
 from records import model
-from records.uuids import Uuid, uuid_from_trusted_bytes
+from records.interning import shared_ints, shared_uuid
+from records.uuids import Uuid
 
 AVRO_NAMESPACE = "mlog"
 
@@ -157,7 +158,7 @@ def _optional_uuid_from_avro(value: bytes | tuple[str, bytes] | None) -> Uuid | 
         return None
     if isinstance(value, tuple):  # return_record_name tags a named fixed chosen in a union
         value = value[1]
-    return uuid_from_trusted_bytes(value)
+    return shared_uuid(value)
 
 
 def _endpoints_to_avro(endpoints: tuple[model.BrokerEndpoint, ...]) -> list[dict[str, Any]]:
@@ -181,18 +182,21 @@ def _features_to_avro(features: tuple[model.BrokerFeature, ...]) -> list[dict[st
 UUID_CODEC = FieldCodec(
     to_avro="{v}.bytes",
     from_avro="_uuid_from_bytes({v})",
-    helpers={"_uuid_from_bytes": uuid_from_trusted_bytes},
+    helpers={"_uuid_from_bytes": shared_uuid},
 )
 OPTIONAL_UUID_CODEC = FieldCodec(
     to_avro="None if {v} is None else {v}.bytes",
     from_avro="_optional_uuid_from_avro({v})",
     helpers={"_optional_uuid_from_avro": _optional_uuid_from_avro},
 )
-INTS_CODEC = FieldCodec(to_avro=None, from_avro="tuple({v})")
+INTS_CODEC = FieldCodec(
+    to_avro=None, from_avro="_shared_ints({v})", helpers={"_shared_ints": shared_ints}
+)
 # Inside a union fastavro reads a 2-tuple as its (branch name, value) notation: write a list.
 OPTIONAL_INTS_CODEC = FieldCodec(
     to_avro="None if {v} is None else list({v})",
-    from_avro="None if {v} is None else tuple({v})",
+    from_avro="None if {v} is None else _shared_ints({v})",
+    helpers={"_shared_ints": shared_ints},
 )
 ENDPOINTS_CODEC = FieldCodec(
     to_avro="_endpoints_to_avro({v})",

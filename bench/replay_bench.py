@@ -1,0 +1,199 @@
+"""Replay and service rates beside raw fastavro decode of the same segments, in one run.
+
+Usage: python bench/replay_bench.py [--topics N] [--partitions P] [--repeat K] [--dir PATH]
+                                    [--service-topics M]
+
+Data: a log describing N topics (default 100,000) of P partitions (default 10), replication
+factor 3 over 6 brokers in 2 racks, written as the controller writes them (one TopicRecord, then
+P PartitionRecords, per topic), plus the broker registrations. It is generated once per run into
+a scratch directory (or reused from --dir/log if it is there and complete).
+
+Rows (each median of K repetitions, each paired with its baseline right before it):
+  replay           `load_image(log)`: read + decode + replay into the image, vs raw
+                   `fastavro.reader` (dicts) over the same segment files
+  image memory     RSS growth of a fresh process holding the image, per partition (and the
+                   process's peak RSS); measured once, in a child process
+  create topics    M topics of P partitions (default 10,000) created through the service API,
+                   one request each (64 concurrent callers, group commit), vs the raw fastavro
+                   write of the same records with one fsync per 100 topics
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import fastavro
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from metadata_log import MetadataLog
+from records import (
+    FeatureLevelRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    TopicRecord,
+    Uuid,
+)
+from replay.loader import load_image
+
+BROKERS = 6
+REPLICATION = 3
+
+
+def brokers() -> list[Record]:
+    """The feature level and six brokers in two racks."""
+    out: list[Record] = [FeatureLevelRecord(name="metadata.version", feature_level=1)]
+    out.extend(
+        RegisterBrokerRecord(
+            broker_id=b,
+            incarnation_id=Uuid.random(),
+            broker_epoch=b,
+            rack=f"rack-{b % 2}",
+            fenced=False,
+        )
+        for b in range(BROKERS)
+    )
+    return out
+
+
+def topic_records(index: int, partitions: int) -> list[Record]:
+    """One topic as the controller writes it."""
+    tid = Uuid.random()
+    out: list[Record] = [TopicRecord(name=f"orders-{index:07d}", topic_id=tid)]
+    for p in range(partitions):
+        replicas = tuple((index + p + i) % BROKERS for i in range(REPLICATION))
+        out.append(
+            PartitionRecord(
+                partition_id=p, topic_id=tid, replicas=replicas, isr=replicas, leader=replicas[0]
+            )
+        )
+    return out
+
+
+def generate(log_dir: Path, topics: int, partitions: int) -> int:
+    """Write the log (unless a complete one is there); returns its entry count."""
+    expected = 1 + BROKERS + topics * (1 + partitions)
+    marker = log_dir / "bench-complete.json"
+    if marker.exists() and json.loads(marker.read_text()) == [topics, partitions]:
+        return expected
+    shutil.rmtree(log_dir, ignore_errors=True)
+    with MetadataLog.open(log_dir) as log:
+        log.append(brokers(), principal="bench")
+        batch: list[Record] = []
+        for t in range(topics):
+            batch.extend(topic_records(t, partitions))
+            if len(batch) >= 2000:
+                log.append(batch, principal="bench")
+                batch = []
+        if batch:
+            log.append(batch, principal="bench")
+        if log.end_offset != expected:
+            raise SystemExit(f"generated {log.end_offset} entries, expected {expected}")
+    marker.write_text(json.dumps([topics, partitions]))
+    return expected
+
+
+def raw_decode(log_dir: Path) -> int:
+    """Baseline: fastavro's own reader over every segment, yielding dicts."""
+    count = 0
+    for path in sorted(log_dir.glob("*.avro")):
+        with open(path, "rb") as f:
+            for _ in fastavro.reader(f):
+                count += 1
+    return count
+
+
+def replay(log_dir: Path) -> int:
+    """Read-only open + load_image; returns the partitions in the image."""
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        image = load_image(log)
+    return image.topics.partition_count()
+
+
+def timed(fn: object) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    fn()  # type: ignore[operator]  # a zero-argument callable
+    return time.perf_counter() - start
+
+
+def memory_child(log_dir: Path) -> None:
+    """In a fresh process: RSS growth of holding the image, printed as JSON."""
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        gc.collect()
+        before = rss()
+        image = load_image(log)
+        gc.collect()
+        after = rss()
+    partitions = image.topics.partition_count()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"partitions": partitions, "growth": after - before, "peak": peak}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=100_000)
+    parser.add_argument("--partitions", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None, help="keep the generated log here")
+    parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    scratch = args.dir or Path(tempfile.mkdtemp(prefix="mlog-replay-bench-"))
+    log_dir = scratch / "log"
+    try:
+        start = time.perf_counter()
+        entries = generate(log_dir, args.topics, args.partitions)
+        print(f"log: {entries:,} entries, generated/checked in {time.perf_counter() - start:.1f}s")
+        pairs = []
+        for _ in range(args.repeat):
+            base = timed(lambda: raw_decode(log_dir))
+            ours = timed(lambda: replay(log_dir))
+            pairs.append((entries / ours, entries / base))
+        ours_rate = statistics.median(o for o, _ in pairs)
+        base_rate = statistics.median(b for _, b in pairs)
+        ratio = statistics.median(o / b for o, b in pairs)
+        child = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(log_dir)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        mem = json.loads(child.stdout)
+        print()
+        print(f"{'measure':<16}{'ours':>16}{'baseline':>16}{'ratio':>8}  target")
+        print(
+            f"{'replay':<16}{ours_rate:>12,.0f} r/s{base_rate:>12,.0f} r/s{ratio:>8.2f}"
+            "  >= 200,000 r/s, >= 0.7x raw fastavro decode"
+        )
+        per_partition = mem["growth"] / mem["partitions"]
+        print(
+            f"{'image memory':<16}{per_partition:>10,.0f} B/part{'':>16}{'':>8}"
+            f"  <= 300 B/partition (peak RSS {mem['peak'] / 2**20:,.0f} MiB)"
+        )
+    finally:
+        if args.dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""The metadata image: the immutable state of the cluster metadata at one point of the log.
+
+Built by replaying records into a `MetadataDelta` and applying it. Every area is a persistent map
+(`immutables.Map`, a hash array mapped trie), so the next image shares everything unchanged with
+this one and applying k records costs O(k log n), not O(n).
+
+Partitions and brokers are kept as the very records that recreate them (`PartitionRecord`,
+`RegisterBrokerRecord`): they are frozen and hold exactly the state Kafka's
+`PartitionRegistration` and `BrokerRegistration` hold, so replaying a full-state record costs no
+copy and `write()` (which turns the image back into records, i.e. a snapshot) yields them as
+they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from immutables import Map
+
+from records.model import (
+    ConfigRecord,
+    ConfigResourceType,
+    DeleteTopicPartitionsRecord,
+    FeatureLevelRecord,
+    NamespaceRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from records.uuids import Uuid
+
+METADATA_VERSION = "metadata.version"
+"""The feature whose level comes first in every log and snapshot."""
+
+NAMESPACE_SEPARATOR = ":"
+"""Separates namespace tiers, and the namespace from the topic in a qualified name."""
+
+ConfigKey = tuple[ConfigResourceType, str]
+"""A config resource: its type and name ("" names the cluster-wide default broker resource)."""
+
+
+def qualified_name(namespace: str, name: str) -> str:
+    """`<namespace>:<topic>`, or just the topic name in the default namespace ("")."""
+    return f"{namespace}{NAMESPACE_SEPARATOR}{name}" if namespace else name
+
+
+def split_qualified_name(qualified: str) -> tuple[str, str]:
+    """(namespace, topic) of a qualified name; topic names cannot contain ':'."""
+    namespace, _, name = qualified.rpartition(NAMESPACE_SEPARATOR)
+    return namespace, name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Provenance:
+    """Where an image comes from: the last entry it contains."""
+
+    offset: int
+    """Offset of the last entry replayed; -1 for the empty image."""
+    epoch: int
+    timestamp: int
+    """Append time of that entry, milliseconds since the Unix epoch; -1 for the empty image."""
+
+
+EMPTY_PROVENANCE = Provenance(offset=-1, epoch=-1, timestamp=-1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeaturesImage:
+    """Finalized feature levels (`metadata.version`, ...)."""
+
+    levels: Map[str, int] = field(default_factory=Map)
+
+    def write(self) -> Iterator[Record]:
+        """FeatureLevelRecords, `metadata.version` first."""
+        names = sorted(self.levels, key=lambda n: (n != METADATA_VERSION, n))
+        for name in names:
+            yield FeatureLevelRecord(name=name, feature_level=self.levels[name])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterImage:
+    """Registered brokers, each as its current registration."""
+
+    brokers: Map[int, RegisterBrokerRecord] = field(default_factory=Map)
+
+    def get(self, broker_id: int) -> RegisterBrokerRecord | None:
+        """The registration of a broker, or None."""
+        return self.brokers.get(broker_id)
+
+    def sorted(self) -> list[RegisterBrokerRecord]:
+        """Every registration, by broker id."""
+        return [self.brokers[i] for i in sorted(self.brokers)]
+
+    def usable(self) -> list[RegisterBrokerRecord]:
+        """Brokers that may take new replicas and leadership: unfenced, not shutting down."""
+        return [b for b in self.sorted() if not b.fenced and not b.in_controlled_shutdown]
+
+    def write(self) -> Iterator[Record]:
+        """One RegisterBrokerRecord per broker, by id."""
+        yield from self.sorted()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespacesImage:
+    """The namespace tree (the default namespace "" is implicit) and topic counts per namespace."""
+
+    by_name: Map[str, NamespaceRecord] = field(default_factory=Map)
+    by_id: Map[Uuid, str] = field(default_factory=Map)
+    topic_counts: Map[str, int] = field(default_factory=Map)
+    """Live topics directly in each non-default namespace that has any."""
+
+    def get(self, name: str) -> NamespaceRecord | None:
+        """A namespace by full name, or None."""
+        return self.by_name.get(name)
+
+    def exists(self, name: str) -> bool:
+        """Whether a namespace exists; the default namespace "" always does."""
+        return name == "" or name in self.by_name
+
+    def children(self, name: str) -> list[str]:
+        """Full names of the namespaces directly below `name` ("" = the top level), sorted."""
+        prefix = f"{name}{NAMESPACE_SEPARATOR}" if name else ""
+        return sorted(
+            n
+            for n in self.by_name
+            if n.startswith(prefix) and NAMESPACE_SEPARATOR not in n[len(prefix) :]
+        )
+
+    def write(self) -> Iterator[Record]:
+        """NamespaceRecords, parents before children."""
+        for name in sorted(self.by_name, key=lambda n: (n.count(NAMESPACE_SEPARATOR), n)):
+            yield self.by_name[name]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicImage:
+    """One topic: its id, name, namespace and partitions (ids 0..n-1, in order)."""
+
+    topic_id: Uuid
+    name: str
+    namespace: str = ""
+    partitions: tuple[PartitionRecord, ...] = ()
+    pending_deletion: DeleteTopicPartitionsRecord | None = None
+    """A partition reduction waiting for its purge time, if any."""
+
+    @property
+    def qualified_name(self) -> str:
+        """`<namespace>:<topic>` (just the name in the default namespace)."""
+        return qualified_name(self.namespace, self.name)
+
+    def write(self) -> Iterator[Record]:
+        """The TopicRecord, the PartitionRecords and any pending deletion."""
+        yield TopicRecord(name=self.name, topic_id=self.topic_id, namespace=self.namespace)
+        yield from self.partitions
+        if self.pending_deletion is not None:
+            yield self.pending_deletion
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicsImage:
+    """Live topics by id and by qualified name."""
+
+    by_id: Map[Uuid, TopicImage] = field(default_factory=Map)
+    by_name: Map[str, Uuid] = field(default_factory=Map)
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def get(self, topic_id: Uuid) -> TopicImage | None:
+        """A topic by id, or None."""
+        return self.by_id.get(topic_id)
+
+    def get_by_name(self, qualified: str) -> TopicImage | None:
+        """A topic by qualified name, or None."""
+        topic_id = self.by_name.get(qualified)
+        return None if topic_id is None else self.by_id[topic_id]
+
+    def sorted(self) -> list[TopicImage]:
+        """Every topic, by qualified name."""
+        return [self.by_id[self.by_name[n]] for n in sorted(self.by_name)]
+
+    def partition_count(self) -> int:
+        """Partitions of all topics together."""
+        return sum(len(t.partitions) for t in self.by_id.values())
+
+    def write(self) -> Iterator[Record]:
+        """Each topic's records, topics by qualified name."""
+        for topic in self.sorted():
+            yield from topic.write()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigsImage:
+    """Config overrides per resource (topics by qualified name, "" broker = cluster default)."""
+
+    resources: Map[ConfigKey, Map[str, str]] = field(default_factory=Map)
+
+    def get(self, resource_type: ConfigResourceType, name: str) -> Map[str, str]:
+        """The overrides of one resource (empty if none)."""
+        return self.resources.get((resource_type, name), _EMPTY_CONFIG)
+
+    def cluster(self) -> Map[str, str]:
+        """Cluster-wide defaults: the configs of the broker resource named ""."""
+        return self.get(ConfigResourceType.BROKER, "")
+
+    def write(self) -> Iterator[Record]:
+        """One ConfigRecord per key, resources and keys sorted."""
+        for key in sorted(self.resources):
+            values = self.resources[key]
+            for name in sorted(values):
+                yield ConfigRecord(
+                    resource_type=key[0], resource_name=key[1], name=name, value=values[name]
+                )
+
+
+_EMPTY_CONFIG: Map[str, str] = Map()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetadataImage:
+    """The whole metadata state after the entry named by `provenance`."""
+
+    provenance: Provenance = EMPTY_PROVENANCE
+    features: FeaturesImage = field(default_factory=FeaturesImage)
+    cluster: ClusterImage = field(default_factory=ClusterImage)
+    namespaces: NamespacesImage = field(default_factory=NamespacesImage)
+    topics: TopicsImage = field(default_factory=TopicsImage)
+    configs: ConfigsImage = field(default_factory=ConfigsImage)
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the image holds nothing at all."""
+        return not (
+            self.features.levels
+            or self.cluster.brokers
+            or self.namespaces.by_name
+            or self.topics.by_id
+            or self.configs.resources
+        )
+
+    def write(self) -> Iterator[Record]:
+        """The records that rebuild this image from empty (a snapshot's content).
+
+        Features come first (`metadata.version` leads), then brokers, namespaces (parents
+        first), topics with their partitions, and configs. The order is deterministic, so two
+        equal images write identical record sequences.
+        """
+        yield from self.features.write()
+        yield from self.cluster.write()
+        yield from self.namespaces.write()
+        yield from self.topics.write()
+        yield from self.configs.write()
+
+    def same_state(self, other: MetadataImage) -> bool:
+        """Whether two images hold the same state, wherever they come from in the log."""
+        return (
+            self.features == other.features
+            and self.cluster == other.cluster
+            and self.namespaces == other.namespaces
+            and self.topics == other.topics
+            and self.configs == other.configs
+        )
+
+
+EMPTY_IMAGE = MetadataImage()
+"""The image before the first entry."""
