@@ -1,0 +1,56 @@
+"""Errors of the API layer; protocol-facing ones carry the Kafka error code clients see."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from records.errors import MetadataLogError
+
+
+class ErrorCode(IntEnum):
+    """Kafka protocol error codes (`org.apache.kafka.common.protocol.Errors`) this service uses."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_TOPIC_EXCEPTION = 17
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
+    TOPIC_DELETION_DISABLED = 73
+    STALE_BROKER_EPOCH = 77
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
+    UNKNOWN_TOPIC_ID = 100
+    BROKER_ID_NOT_REGISTERED = 102
+    INCONSISTENT_TOPIC_ID = 103
+
+
+class ApiError(MetadataLogError):
+    """A request was refused; `error_code` is what a Kafka client receives."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(f"{error_code.name} ({int(error_code)}): {message}")
+        self.error_code = error_code
+        self.message = message
+
+
+class ServiceStoppedError(MetadataLogError):
+    """The service stopped accepting writes after an I/O error (fail-stop); restart it."""
+
+
+class IllegalStateTransitionError(MetadataLogError):
+    """The controller was about to move a partition or replica through an illegal transition.
+
+    Kafka's controller state machines forbid these; hitting one is a bug in a command, so the
+    command fails and nothing is appended.
+    """

@@ -1,0 +1,70 @@
+"""Topic name rules, as Kafka's `Topic.validate` and its collision check define them."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+
+from api.errors import ApiError, ErrorCode
+
+MAX_NAME_LENGTH = 249
+"""Kafka's limit: a topic's log directory name adds a partition suffix within 255 bytes."""
+
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+_COLLISION_LIMIT = 12
+"""Names with more '.'/'_' characters than this are checked by a scan instead of variants."""
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise INVALID_TOPIC_EXCEPTION (17) unless `name` is a legal Kafka topic name."""
+    if not name:
+        raise ApiError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty"
+        )
+    if name in (".", ".."):
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_NAME_LENGTH:
+        raise ApiError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
+            f"topic name: {name}",
+        )
+    if not _LEGAL.fullmatch(name):
+        raise ApiError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'",
+        )
+
+
+def unify_collision_chars(name: str) -> str:
+    """Kafka's `Topic.unifyCollisionChars`: '.' and '_' map to the same metric name."""
+    return name.replace(".", "_")
+
+
+def colliding_name(
+    name: str, exists: Callable[[str], bool], all_names: Callable[[], list[str]]
+) -> str | None:
+    """An existing topic whose name differs from `name` only in '.' versus '_', if any.
+
+    Kafka refuses such names because '.' and '_' become the same character in metric names.
+    Instead of an index, the variants of `name` are looked up (2^k for k such characters);
+    beyond `_COLLISION_LIMIT` of them, the names are scanned.
+    """
+    positions = [i for i, c in enumerate(name) if c in "._"]
+    if not positions:
+        return None
+    if len(positions) > _COLLISION_LIMIT:
+        unified = unify_collision_chars(name)
+        return next(
+            (n for n in all_names() if n != name and unify_collision_chars(n) == unified), None
+        )
+    chars = list(name)
+    for choice in itertools.product("._", repeat=len(positions)):
+        for position, char in zip(positions, choice, strict=True):
+            chars[position] = char
+        candidate = "".join(chars)
+        if candidate != name and exists(candidate):
+            return candidate
+    return None
