@@ -1,0 +1,223 @@
+"""Requests the controller accepts and the results it answers, one value type per API.
+
+They mirror Kafka's admin requests (KIP-4) closely enough that the wire protocol maps onto them
+one to one, and the CLI builds the same values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Generic, TypeVar
+
+from api.errors import ErrorCode
+from records.model import BrokerEndpoint, ConfigResourceType, Record
+from records.uuids import Uuid
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerResult(Generic[T]):
+    """What a command produced: the records to append (one atomic batch) and the answer."""
+
+    records: tuple[Record, ...]
+    response: T
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRef:
+    """A topic named by qualified name, by id, or both (then they must agree)."""
+
+    name: str | None = None
+    topic_id: Uuid | None = None
+
+    def __str__(self) -> str:
+        if self.name is not None:
+            return self.name
+        return str(self.topic_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """An error code and message (code NONE and message None on success)."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the operation succeeded."""
+        return self.error_code == ErrorCode.NONE
+
+
+# ------------------------------------------------------------------------------- brokers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBroker:
+    """Register (or re-register) a broker; it starts unfenced unless `fenced`."""
+
+    broker_id: int
+    rack: str | None = None
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+    fenced: bool = False
+
+
+class BrokerAction(IntEnum):
+    """A change of an existing broker's registration."""
+
+    UNREGISTER = 0
+    FENCE = 1
+    UNFENCE = 2
+    CONTROLLED_SHUTDOWN = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerResult:
+    """The answer to a broker command."""
+
+    broker_id: int
+    broker_epoch: int = -1
+    outcome: Outcome = field(default_factory=Outcome)
+    partitions_changed: int = 0
+    """Partitions whose leader or ISR moved because of the change."""
+
+
+# ------------------------------------------------------------------------------- topics
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableTopic:
+    """One topic of a CreateTopics request (Kafka's `CreatableTopic`)."""
+
+    name: str
+    num_partitions: int = -1
+    """-1: the cluster's `num.partitions`."""
+    replication_factor: int = -1
+    """-1: the cluster's `default.replication.factor`."""
+    assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    """Manual assignment: (partition id, replica broker ids); counts must then be -1."""
+    configs: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatedConfig:
+    """A config of a created topic, as CreateTopics v5+ answers."""
+
+    name: str
+    value: str | None
+    read_only: bool
+    source: int
+    sensitive: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateTopicResult:
+    """The answer for one topic of a CreateTopics request."""
+
+    name: str
+    topic_id: Uuid = Uuid.ZERO
+    outcome: Outcome = field(default_factory=Outcome)
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[CreatedConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicResult:
+    """The answer for one topic of a DeleteTopics request."""
+
+    name: str | None
+    topic_id: Uuid
+    outcome: Outcome = field(default_factory=Outcome)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsTopic:
+    """Raise a topic's partition count to `count` (Kafka's `CreatePartitionsTopic`)."""
+
+    topic: TopicRef
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+    """Replicas of each new partition, in order; None = placed as Kafka does."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsResult:
+    """The answer for one topic of a CreatePartitions request."""
+
+    name: str
+    outcome: Outcome = field(default_factory=Outcome)
+
+
+# ------------------------------------------------------------------------------- configs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigResource:
+    """A config resource: a topic (qualified name) or a broker ("" = cluster default)."""
+
+    type: ConfigResourceType
+    name: str
+
+
+class AlterConfigOp(IntEnum):
+    """Kafka's `AlterConfigOp.OpType` ids."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterConfig:
+    """One operation of an IncrementalAlterConfigs request."""
+
+    name: str
+    op: AlterConfigOp
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterConfigsResult:
+    """The answer for one resource of an alter request."""
+
+    resource: ConfigResource
+    outcome: Outcome = field(default_factory=Outcome)
+
+
+# ------------------------------------------------------------------------------- partitions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartition:
+    """A partition of a topic."""
+
+    topic: TopicRef
+    partition: int
+
+
+class ElectionType(IntEnum):
+    """Kafka's `ElectionType`."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionResult:
+    """The answer for one partition (elections, reassignments)."""
+
+    topic: str
+    partition: int
+    outcome: Outcome = field(default_factory=Outcome)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reassignment:
+    """Move a partition to `replicas`; None cancels the reassignment in progress."""
+
+    partition: TopicPartition
+    replicas: tuple[int, ...] | None
