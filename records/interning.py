@@ -16,33 +16,44 @@ CACHE_LIMIT = 1 << 16
 """Entries a cache holds before it is emptied; records of one topic are read together, so a
 recent-values cache of this size catches nearly all repeats."""
 
-_ints: dict[tuple[int, ...], tuple[int, ...]] = {}
-_uuids: dict[bytes, Uuid] = {}
 _set_uuid_bytes = slot_setter(Uuid, "bytes")
+
+
+class _IntsCache(dict[tuple[int, ...], tuple[int, ...]]):
+    """tuple -> the shared equal tuple; a hit is one C-level lookup, no Python frame."""
+
+    def __missing__(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        if len(self) >= CACHE_LIMIT:
+            self.clear()
+        self[key] = key
+        return key
+
+
+class _UuidCache(dict[bytes, Uuid]):
+    """16 raw bytes -> the shared Uuid, built on a miss without `__init__`'s checks."""
+
+    def __missing__(self, raw: bytes) -> Uuid:
+        if len(self) >= CACHE_LIMIT:
+            self.clear()
+        found: Uuid = new_instance(Uuid)
+        _set_uuid_bytes(found, raw)
+        self[raw] = found
+        return found
+
+
+INTS = _IntsCache()
+"""`INTS[tuple(values)]` is the shared tuple; generated decoders index it directly."""
+UUIDS = _UuidCache()
+"""`UUIDS[raw]` is the shared Uuid for 16 bytes already checked by the Avro schema (fixed,
+size 16); generated decoders index it directly, skipping the dataclass `__init__`."""
 
 
 def shared_ints(values: list[int] | tuple[int, ...]) -> tuple[int, ...]:
     """The shared tuple equal to `values`."""
-    key = tuple(values)
-    found = _ints.get(key)
-    if found is None:
-        if len(_ints) >= CACHE_LIMIT:
-            _ints.clear()
-        _ints[key] = key
-        return key
-    return found
+    return INTS[tuple(values)]
 
 
 def shared_uuid(raw: bytes) -> Uuid:
-    """The shared Uuid for 16 bytes already checked by the Avro schema (fixed, size 16).
-
-    Skips the dataclass `__init__` and `__post_init__`: it runs for nearly every record read.
-    """
-    found = _uuids.get(raw)
-    if found is None:
-        if len(_uuids) >= CACHE_LIMIT:
-            _uuids.clear()
-        found = new_instance(Uuid)
-        _set_uuid_bytes(found, raw)
-        _uuids[raw] = found
+    """The shared Uuid for 16 bytes already checked by the Avro schema (fixed, size 16)."""
+    found: Uuid = UUIDS[raw]
     return found

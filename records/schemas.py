@@ -13,7 +13,7 @@ from enum import IntEnum
 from typing import Any
 
 from records import model
-from records.interning import shared_ints, shared_uuid
+from records.interning import INTS, UUIDS, shared_uuid
 from records.uuids import Uuid
 
 AVRO_NAMESPACE = "mlog"
@@ -181,22 +181,20 @@ def _features_to_avro(features: tuple[model.BrokerFeature, ...]) -> list[dict[st
 
 UUID_CODEC = FieldCodec(
     to_avro="{v}.bytes",
-    from_avro="_uuid_from_bytes({v})",
-    helpers={"_uuid_from_bytes": shared_uuid},
+    from_avro="_UUIDS[{v}]",
+    helpers={"_UUIDS": UUIDS},
 )
 OPTIONAL_UUID_CODEC = FieldCodec(
     to_avro="None if {v} is None else {v}.bytes",
     from_avro="_optional_uuid_from_avro({v})",
     helpers={"_optional_uuid_from_avro": _optional_uuid_from_avro},
 )
-INTS_CODEC = FieldCodec(
-    to_avro=None, from_avro="_shared_ints({v})", helpers={"_shared_ints": shared_ints}
-)
+INTS_CODEC = FieldCodec(to_avro=None, from_avro="_INTS[tuple({v})]", helpers={"_INTS": INTS})
 # Inside a union fastavro reads a 2-tuple as its (branch name, value) notation: write a list.
 OPTIONAL_INTS_CODEC = FieldCodec(
     to_avro="None if {v} is None else list({v})",
-    from_avro="None if {v} is None else _shared_ints({v})",
-    helpers={"_shared_ints": shared_ints},
+    from_avro="None if {v} is None else _INTS[tuple({v})]",
+    helpers={"_INTS": INTS},
 )
 ENDPOINTS_CODEC = FieldCodec(
     to_avro="_endpoints_to_avro({v})",
