@@ -82,6 +82,8 @@ class BrokerResult:
     outcome: Outcome = field(default_factory=Outcome)
     partitions_changed: int = 0
     """Partitions whose leader or ISR moved because of the change."""
+    changed: bool = True
+    """False when the broker was already in the asked-for state (nothing was written)."""
 
 
 # ------------------------------------------------------------------------------- topics

@@ -210,6 +210,17 @@ class Controller:
                 f"Broker {broker_id} is not registered; see `mlog brokers list`",
             )
         epoch = current.broker_epoch
+        already = {
+            BrokerAction.FENCE: current.fenced,
+            BrokerAction.UNFENCE: not current.fenced,
+            BrokerAction.CONTROLLED_SHUTDOWN: current.in_controlled_shutdown,
+        }
+        if already.get(action, False):
+            # Idempotent, as a repeated heartbeat is in Kafka: nothing to write.
+            return ControllerResult(
+                records=(),
+                response=BrokerResult(broker_id=broker_id, broker_epoch=epoch, changed=False),
+            )
         record: Record
         if action == BrokerAction.UNREGISTER:
             record = UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch)

@@ -242,8 +242,9 @@ def _partial_rack_error(brokers: Iterable[BrokerPlacementInfo]) -> PlacementErro
     return PlacementError(
         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
         "Not all brokers have rack information for replica rack aware assignment: brokers "
-        f"{missing} have none. Set broker.rack on every broker, or place replicas without "
-        "racks (rack-aware mode DISABLED or SAFE).",
+        f"{missing} have none. Give every broker a rack (`mlog brokers register --id N "
+        "--rack R` registers it again with one) or none, or place replicas with rack-aware "
+        "mode DISABLED or SAFE.",
     )
 
 
