@@ -33,6 +33,7 @@ lint: $(STAMP_TEST)
 
 bench: $(STAMP_TEST)
 	$(PY) bench/log_bench.py
+	$(PY) bench/replay_bench.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -21,6 +21,8 @@ Rows (each median of K repetitions, each paired with its baseline right before i
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import gc
 import json
 import os
@@ -37,6 +39,9 @@ import fastavro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from api.commands import CreatableTopic, RegisterBroker
+from api.controller import Controller
+from api.service import MetadataService
 from metadata_log import MetadataLog
 from records import (
     FeatureLevelRecord,
@@ -46,6 +51,7 @@ from records import (
     TopicRecord,
     Uuid,
 )
+from records.codec import DEFAULT_CODEC
 from replay.loader import load_image
 
 BROKERS = 6
@@ -147,11 +153,77 @@ def memory_child(log_dir: Path) -> None:
     print(json.dumps({"partitions": partitions, "growth": after - before, "peak": peak}))
 
 
+CALLERS = 64
+
+
+def service_create(service_dir: Path, topics: int, partitions: int) -> float:
+    """Seconds to create `topics` topics through the service, one request each."""
+    shutil.rmtree(service_dir, ignore_errors=True)
+    service = MetadataService.open(service_dir, controller=Controller())
+    for b in range(BROKERS):
+        request = RegisterBroker(broker_id=b, rack=f"rack-{b % 2}")
+        service.execute(functools.partial(service.controller.register_broker, request=request))
+
+    async def create_all() -> None:
+        async def caller(k: int) -> None:
+            for t in range(k, topics, CALLERS):
+                topic = CreatableTopic(
+                    name=f"orders-{t:07d}", num_partitions=partitions, replication_factor=3
+                )
+                create = functools.partial(service.controller.create_topics, topics=[topic])
+                (result,) = await service.submit(create)
+                if result.outcome.error_code:
+                    raise SystemExit(f"create failed: {result.outcome}")
+
+        await asyncio.gather(*(caller(k) for k in range(CALLERS)))
+        await service.aclose()
+
+    gc.collect()
+    start = time.perf_counter()
+    asyncio.run(create_all())
+    elapsed = time.perf_counter() - start
+    with MetadataLog.open(service_dir, read_only=True) as log:
+        expected = 1 + BROKERS + topics * (1 + partitions)
+        if log.end_offset != expected:
+            raise SystemExit(f"service wrote {log.end_offset} entries, expected {expected}")
+    return elapsed
+
+
+def raw_create(path: Path, topics: int, partitions: int) -> float:
+    """Baseline: fastavro writes the same records, one flush + fsync per 100 topics."""
+    schema = fastavro.parse_schema(DEFAULT_CODEC.entry_schema)
+    now = time.time_ns() // 1_000_000
+    per_topic = [topic_records(t, partitions) for t in range(topics)]
+    gc.collect()
+    start = time.perf_counter()
+    offset = 0
+    with open(path, "wb") as f:
+        writer = fastavro.write.Writer(f, schema, codec="snappy")
+        for t, records in enumerate(per_topic, 1):
+            for record in records:
+                writer.write(
+                    {
+                        "offset": offset,
+                        "epoch": 1,
+                        "timestamp": now,
+                        "principal": "bench",
+                        "record": DEFAULT_CODEC.encode_record(record),
+                    }
+                )
+                offset += 1
+            if t % 100 == 0 or t == topics:
+                writer.flush()
+                f.flush()
+                os.fsync(f.fileno())
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--service-topics", type=int, default=10_000)
     parser.add_argument("--dir", type=Path, default=None, help="keep the generated log here")
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -179,6 +251,14 @@ def main() -> None:
             text=True,
         )
         mem = json.loads(child.stdout)
+        creates = []
+        for _ in range(args.repeat):
+            base = raw_create(scratch / "raw-create.avro", args.service_topics, args.partitions)
+            ours = service_create(scratch / "service", args.service_topics, args.partitions)
+            creates.append((args.service_topics / ours, args.service_topics / base))
+        create_rate = statistics.median(o for o, _ in creates)
+        create_base = statistics.median(b for _, b in creates)
+        create_ratio = statistics.median(o / b for o, b in creates)
         print()
         print(f"{'measure':<16}{'ours':>16}{'baseline':>16}{'ratio':>8}  target")
         print(
@@ -189,6 +269,11 @@ def main() -> None:
         print(
             f"{'image memory':<16}{per_partition:>10,.0f} B/part{'':>16}{'':>8}"
             f"  <= 300 B/partition (peak RSS {mem['peak'] / 2**20:,.0f} MiB)"
+        )
+        print(
+            f"{'create topics':<16}{create_rate:>12,.0f} t/s{create_base:>12,.0f} t/s"
+            f"{create_ratio:>8.2f}  >= 2,000 topics/s ({args.partitions} partitions each, "
+            f"{CALLERS} callers)"
         )
     finally:
         if args.dir is None:

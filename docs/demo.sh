@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end demo of the storage core on the embedded defaults (run by `make demo`).
-# Appends metadata records to a fresh data directory, reads them back, checks every block,
-# then simulates a crash in the middle of a write and shows recovery.
+# End-to-end demo on the embedded defaults (run by `make demo`): a metadata service on a fresh
+# data directory driven from the command line, then the log underneath it: dump, verify, and
+# recovery from a write cut short by a crash.
 set -euo pipefail
 
 DATA_DIR="${MLOG_DEMO_DIR:-./mlog-data/demo}"
@@ -9,31 +9,46 @@ rm -rf "$DATA_DIR"
 export MLOG_DATA_DIR="$DATA_DIR"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "Register two brokers in two racks and create topic 'orders' (one atomic batch)"
-mlog log append --principal admin <<'JSON'
-{"type": "FEATURE_LEVEL_RECORD", "data": {"name": "metadata.version", "feature_level": 1}}
-{"type": "REGISTER_BROKER_RECORD", "data": {"broker_id": 1, "incarnation_id": "b2x2XcxGR3mZ1GmQNzUOMA", "broker_epoch": 1, "rack": "rack-a", "end_points": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9093}]}}
-{"type": "REGISTER_BROKER_RECORD", "data": {"broker_id": 2, "incarnation_id": "cGLJpYXqSRiXDRE5yW0Qeg", "broker_epoch": 2, "rack": "rack-b", "end_points": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9094}]}}
-{"type": "TOPIC_RECORD", "data": {"name": "orders", "topic_id": "Kx3mWzDqQXa0Vn1b9cLr7A"}}
-{"type": "PARTITION_RECORD", "data": {"partition_id": 0, "topic_id": "Kx3mWzDqQXa0Vn1b9cLr7A", "replicas": [1, 2], "isr": [1, 2], "leader": 1}}
-{"type": "PARTITION_RECORD", "data": {"partition_id": 1, "topic_id": "Kx3mWzDqQXa0Vn1b9cLr7A", "replicas": [2, 1], "isr": [2, 1], "leader": 2}}
-{"type": "CONFIG_RECORD", "data": {"resource_type": "TOPIC", "resource_name": "orders", "name": "retention.ms", "value": "86400000"}}
-JSON
+step "Register four brokers in two racks"
+mlog brokers register --id 1 --rack rack-a --endpoint 127.0.0.1:9093
+mlog brokers register --id 2 --rack rack-b --endpoint 127.0.0.1:9094
+mlog brokers register --id 3 --rack rack-a --endpoint 127.0.0.1:9095
+mlog brokers register --id 4 --rack rack-b --endpoint 127.0.0.1:9096
+mlog brokers list
 
-step "Make partition 1 read-only (a second batch, by another principal)"
-echo '{"type": "PARTITION_CHANGE_RECORD", "data": {"partition_id": 1, "topic_id": "Kx3mWzDqQXa0Vn1b9cLr7A", "mode": "READ_ONLY"}}' \
-  | mlog log append --principal operator
+step "Create topics: placed rack-aware as Kafka does (each partition spans both racks)"
+mlog topics create --topic orders --partitions 4 --replication-factor 2 --config retention.ms=86400000
+mlog topics create --topic payments --replica-assignment 1:2,3:4
+mlog topics create --topic bad/name || echo "(refused with Kafka's error code; nothing was written)"
+mlog topics describe
 
-step "mlog log dump (one line per entry, like Kafka's dump-log with the metadata decoder)"
-mlog log dump
+step "Delete 'orders' and create it again: the new incarnation gets a new topic id"
+mlog topics delete --topic orders
+mlog topics create --topic orders --partitions 2 --replication-factor 2
+mlog topics list
 
-step "mlog log dump --gt 3 --lte 5 --output json"
-mlog log dump --gt 3 --lte 5 --output json
+step "Add partitions to 'payments' (placed as Kafka places added partitions)"
+mlog topics add-partitions --topic payments --partitions 4
+mlog topics describe --topic payments
 
-step "mlog log segments"
+step "Configs: a cluster default (log.retention.hours) and a topic override, with their sources"
+mlog configs alter --cluster --set log.retention.hours=48
+mlog configs alter --topic payments --set cleanup.policy=compact
+mlog configs describe --topic payments
+mlog configs describe --topic orders
+
+step "Fence broker 2: leaders move off it and it leaves the ISRs"
+mlog brokers fence --id 2
+mlog topics describe --topic payments
+
+step "The image, as a tree (like Kafka's metadata shell)"
+mlog image show /brokers/2
+mlog image show /topics/byName/payments/0
+mlog image show /provenance
+
+step "The log underneath: every change above is an appended record"
+mlog log dump --limit 12
 mlog log segments
-
-step "mlog log verify"
 mlog log verify
 
 step "Simulate a crash in the middle of a write: cut 7 bytes off the last block"
@@ -41,10 +56,12 @@ segment="$DATA_DIR/log/00000000000000000000.avro"
 truncate -s -7 "$segment"
 mlog log verify || echo "(verify exit code $?: a read-only check reports the torn tail)"
 
-step "The next writer truncates the torn tail (with a WARNING) and continues at the same offset"
-echo '{"type": "PARTITION_CHANGE_RECORD", "data": {"partition_id": 1, "topic_id": "Kx3mWzDqQXa0Vn1b9cLr7A", "mode": "READ_ONLY"}}' \
-  | mlog log append --principal operator
-mlog log dump --gt 6
+step "Readers stop at the last whole block: the fence never completed, so broker 2 is active"
+mlog brokers list
+
+step "The next writer truncates the torn tail (with a WARNING) and continues: fence again"
+mlog brokers fence --id 2
+mlog brokers list
 mlog log verify
 
 step "Any Avro tool reads the segments directly (here: fastavro)"
