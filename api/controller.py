@@ -279,14 +279,8 @@ class Controller:
                 )
                 if change.isr is None and change.leader == LEADER_UNCHANGED:
                     continue
-                after = merge_partition_change(partition, change)
-                check_change(
-                    _partition_where(topic, partition.partition_id),
-                    partition,
-                    after,
-                    image.cluster,
-                    cluster_after,
-                )
+                where = _partition_where(topic, partition.partition_id)
+                _checked(where, partition, change, image.cluster, cluster_after)
                 changes.append(change)
         return changes
 
@@ -305,14 +299,8 @@ class Controller:
                 change = PartitionChangeRecord(
                     partition_id=partition.partition_id, topic_id=topic.topic_id, leader=leader
                 )
-                after = merge_partition_change(partition, change)
-                check_change(
-                    _partition_where(topic, partition.partition_id),
-                    partition,
-                    after,
-                    image.cluster,
-                    cluster_after,
-                )
+                where = _partition_where(topic, partition.partition_id)
+                _checked(where, partition, change, image.cluster, cluster_after)
                 changes.append(change)
         return changes
 
@@ -863,13 +851,7 @@ class Controller:
             change = PartitionChangeRecord(
                 partition_id=partition_id, topic_id=topic.topic_id, leader=leader, isr=(leader,)
             )
-        check_change(
-            where,
-            partition,
-            merge_partition_change(partition, change),
-            image.cluster,
-            image.cluster,
-        )
+        _checked(where, partition, change, image.cluster, image.cluster)
         return change
 
     # ------------------------------------------------------------------ reassignments
@@ -941,8 +923,7 @@ class Controller:
                 adding_replicas=(),
                 removing_replicas=(),
             )
-            after = merge_partition_change(partition, change)
-            check_change(where, partition, after, cluster, cluster)
+            _checked(where, partition, change, cluster, cluster)
             return [change]
         _check_replica_lists(image, [list(target)], expected=None)
         if in_progress:
@@ -967,10 +948,8 @@ class Controller:
                 adding_replicas=adding,
                 removing_replicas=removing,
             )
-            after = merge_partition_change(current, start)
-            check_change(where, current, after, cluster, cluster)
+            current = _checked(where, current, start, cluster, cluster)
             records.append(start)
-            current = after
         if all(is_live(cluster, b) for b in adding):
             isr = tuple(b for b in target if b in current.isr or b in adding)
             if not isr:
@@ -985,9 +964,7 @@ class Controller:
                 adding_replicas=(),
                 removing_replicas=(),
             )
-            check_change(
-                where, current, merge_partition_change(current, complete), cluster, cluster
-            )
+            _checked(where, current, complete, cluster, cluster)
             records.append(complete)
         return records
 
@@ -1010,6 +987,19 @@ def _first_live(cluster: ClusterImage, brokers: Iterable[int]) -> int:
 
 def _cluster_with(cluster: ClusterImage, registration: RegisterBrokerRecord) -> ClusterImage:
     return ClusterImage(brokers=cluster.brokers.set(registration.broker_id, registration))
+
+
+def _checked(
+    where: str,
+    partition: PartitionRecord,
+    change: PartitionChangeRecord,
+    cluster_before: ClusterImage,
+    cluster_after: ClusterImage,
+) -> PartitionRecord:
+    """The partition after `change`, refused unless every state moves along a legal transition."""
+    after = merge_partition_change(partition, change)
+    check_change(where, partition, after, cluster_before, cluster_after)
+    return after
 
 
 def _placement_info(brokers: Sequence[RegisterBrokerRecord]) -> list[BrokerPlacementInfo]:
