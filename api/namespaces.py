@@ -204,6 +204,10 @@ def list_namespaces(image: MetadataImage, parent: str, *, recursive: bool) -> li
     namespaces = image.namespaces
     names = namespaces.descendants(parent) if recursive else namespaces.children(parent)
     totals = _subtree_topic_counts(image)
+    child_counts: dict[str, int] = {}
+    for other in namespaces.by_name:
+        parent_name = _parent(other)
+        child_counts[parent_name] = child_counts.get(parent_name, 0) + 1
     infos = []
     for name in names:
         record = namespaces.get(name)
@@ -214,7 +218,7 @@ def list_namespaces(image: MetadataImage, parent: str, *, recursive: bool) -> li
                 namespace_id=record.namespace_id,
                 topics=namespaces.topic_counts.get(name, 0),
                 total_topics=totals.get(name, 0),
-                children=len(namespaces.children(name)),
+                children=child_counts.get(name, 0),
             )
         )
     return infos
