@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from api import cli_cluster, cli_log
+from api import cli_cluster, cli_log, cli_namespaces
 from api.cli_common import EXIT_ERROR, EXIT_OK, Handler, add_global_options
 from api.settings import load_settings
 from records.errors import MetadataLogError
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
     cli_cluster.add_commands(nouns)
     cli_log.add_commands(nouns)
+    cli_namespaces.add_commands(nouns)
     return parser
 
 

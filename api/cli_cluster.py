@@ -3,6 +3,10 @@
 Embedded mode: each command opens the data directory, replays the log into the image, runs one
 command through the service (its records appended and fsynced) and prints the answer. Commands
 that only read open the log read-only, so they work beside a running writer.
+
+There is no long-running process in embedded mode, so every command that opens the service for
+writing first runs one check of pending partition deletions (`MetadataService.purge_due`) and
+notes on stderr what it moved on; `mlog topics purge-pending` runs just that check.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeVar
@@ -18,6 +23,7 @@ from api.cli_common import (
     EXIT_OK,
     CliError,
     add_global_options,
+    count_arg,
     format_time,
     open_reader,
     print_table,
@@ -29,8 +35,12 @@ from api.commands import (
     ConfigResource,
     CreatableTopic,
     CreatePartitionsTopic,
+    DeletePartitionsTopic,
     ElectionType,
+    MoveTopic,
     Outcome,
+    PurgeResult,
+    PurgeStep,
     Reassignment,
     RegisterBroker,
     TopicPartition,
@@ -38,15 +48,16 @@ from api.commands import (
 )
 from api.config_defs import ConfigSource, ResolvedConfig
 from api.controller import Controller
-from api.errors import ApiError
+from api.errors import ApiError, IllegalStateTransitionError
 from api.image_tree import Directory, PathError, lookup, walk
+from api.namespaces import require_namespace, validate_namespace_name
 from api.progress import Progress
 from api.service import Command, MetadataService
 from api.settings import Settings
 from api.states import partition_state, replica_state
 from records.model import BrokerEndpoint, ConfigResourceType, Mode
 from records.uuids import Uuid
-from replay.image import MetadataImage, TopicImage
+from replay.image import NAMESPACE_SEPARATOR, MetadataImage, TopicImage, qualified_name
 from replay.loader import load_image
 
 T = TypeVar("T")
@@ -56,6 +67,12 @@ KEY_ORDERING_WARNING = (
     "ordering of the messages will be affected"
 )
 """What Kafka's `kafka-topics.sh --alter --partitions` prints."""
+
+KEY_MOVE_WARNING = (
+    "WARNING: If partitions are decreased for a topic that has a key, messages with a key will "
+    "change partition: the partition logic maps keys over fewer partitions"
+)
+"""What a partition reduction prints."""
 
 
 # ---------------------------------------------------------------------- plumbing
@@ -67,7 +84,7 @@ def _principal(args: argparse.Namespace) -> str:
 
 
 @contextmanager
-def _service(settings: Settings) -> Iterator[MetadataService]:
+def _service(settings: Settings, *, check_pending: bool = True) -> Iterator[MetadataService]:
     progress = Progress("replaying the log")
     try:
         service = MetadataService.open(
@@ -76,7 +93,26 @@ def _service(settings: Settings) -> Iterator[MetadataService]:
     finally:
         progress.finish()
     with service:
+        if check_pending:
+            # No scheduler runs in embedded mode: each writer moves due deletions on first.
+            # A check that fails is reported and does not block the command itself.
+            try:
+                for result in service.purge_due():
+                    print(f"mlog: {_purge_text(result)}", file=sys.stderr)
+            except IllegalStateTransitionError as exc:
+                print(
+                    f"mlog: warning: pending partition deletions not checked: {exc}",
+                    file=sys.stderr,
+                )
         yield service
+
+
+def _purge_text(result: PurgeResult) -> str:
+    done = "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE"
+    return (
+        f"pending partition deletion of {result.name}: partition(s) "
+        f"{_ints(result.partitions)} {done}"
+    )
 
 
 def _read_image(settings: Settings) -> MetadataImage:
@@ -113,8 +149,25 @@ def _topic_ref(args: argparse.Namespace) -> TopicRef:
     return ref
 
 
-def _optional_topic_ref(args: argparse.Namespace) -> TopicRef | None:
+def _topic_name(args: argparse.Namespace) -> str | None:
+    """--topic, qualified by --namespace when that is given."""
     name: str | None = getattr(args, "topic", None)
+    namespace: str | None = getattr(args, "namespace", None)
+    if namespace is None:
+        return name
+    validate_namespace_name(namespace)
+    if name is None:
+        raise CliError("--namespace qualifies --topic NAME; give the topic by name")
+    if NAMESPACE_SEPARATOR in name:
+        raise CliError(
+            f"--topic {name!r} already names a namespace; give the namespace either in --topic "
+            "(namespace:name) or with --namespace"
+        )
+    return qualified_name(namespace, name)
+
+
+def _optional_topic_ref(args: argparse.Namespace) -> TopicRef | None:
+    name = _topic_name(args)
     raw_id: str | None = getattr(args, "topic_id", None)
     topic_id = None
     if raw_id is not None:
@@ -293,8 +346,10 @@ def cmd_topics_create(args: argparse.Namespace, settings: Settings, out: TextIO)
                 "--replication-factor"
             )
         assignments = tuple(enumerate(_parse_assignment(args.replica_assignment)))
+    topic_name = _topic_name(args)
+    assert topic_name is not None  # --topic is required
     request = CreatableTopic(
-        name=args.topic,
+        name=topic_name,
         num_partitions=partitions,
         replication_factor=replication,
         assignments=assignments,
@@ -356,7 +411,11 @@ def _topic_json(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
         "configs": dict(sorted(overrides.items())),
         "pending_deletion": None
         if pending is None
-        else {"partition_count": pending.partition_count, "purge_at": pending.delete_after_ms},
+        else {
+            "partition_count": pending.partition_count,
+            "purge_at": pending.delete_after_ms,
+            "created": pending.created_ms,
+        },
         "partitions": [
             {
                 "partition": p.partition_id,
@@ -392,9 +451,11 @@ def _describe_text(image: MetadataImage, topic: TopicImage, out: TextIO) -> None
     )
     if topic.pending_deletion is not None:
         pending = topic.pending_deletion
+        removed = _ints(range(pending.partition_count, len(topic.partitions)))
         out.write(
-            f"\tPendingDeletion: partitions >= {pending.partition_count} are removed at "
-            f"{format_time(pending.delete_after_ms)}\n"
+            f"\tPendingDeletion: partitions {removed} (PartitionCount {len(topic.partitions)} -> "
+            f"{pending.partition_count})\tPurgeAt: {format_time(pending.delete_after_ms)}\t"
+            f"RequestedAt: {format_time(pending.created_ms)}\n"
         )
     for p in topic.partitions:
         extra = ""
@@ -412,9 +473,12 @@ def _describe_text(image: MetadataImage, topic: TopicImage, out: TextIO) -> None
 
 def cmd_topics_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Describe one topic (or all): id, partitions, leaders, ISRs, modes and states."""
+    ref = _optional_topic_ref(args) if args.topic or args.topic_id else None
     image = _read_image(settings)
-    ref = _optional_topic_ref(args)
-    topics = image.topics.sorted() if ref is None else [Controller.resolve_topic(image, ref)]
+    if ref is not None:
+        topics = [Controller.resolve_topic(image, ref)]
+    else:
+        topics = _topics_in(image, args.namespace)
     if settings.output == "json":
         out.write(json.dumps([_topic_json(image, t) for t in topics]) + "\n")
     else:
@@ -424,9 +488,9 @@ def cmd_topics_describe(args: argparse.Namespace, settings: Settings, out: TextI
 
 
 def cmd_topics_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """List topic names (and ids)."""
+    """List topic names (and ids), of every namespace or of one."""
     image = _read_image(settings)
-    topics = image.topics.sorted()
+    topics = _topics_in(image, args.namespace)
     if settings.output == "json":
         items = [
             {
@@ -444,6 +508,14 @@ def cmd_topics_list(args: argparse.Namespace, settings: Settings, out: TextIO) -
             out,
         )
     return EXIT_OK
+
+
+def _topics_in(image: MetadataImage, namespace: str | None) -> list[TopicImage]:
+    """Every topic, or those directly in `namespace` (which must exist)."""
+    if namespace is None:
+        return image.topics.sorted()
+    require_namespace(image, namespace)
+    return [t for t in image.topics.sorted() if t.namespace == namespace]
 
 
 def cmd_topics_add_partitions(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -471,15 +543,190 @@ def cmd_topics_add_partitions(args: argparse.Namespace, settings: Settings, out:
     return EXIT_OK
 
 
+def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Raise or lower a topic's partition count (a decrease deletes the highest partitions)."""
+    ref = _topic_ref(args)
+    delay = args.delete_partitions_delay
+    with _service(settings) as service:
+        current = len(Controller.resolve_topic(service.image, ref).partitions)
+        if args.partitions >= current:
+            if delay is not None:
+                raise CliError(
+                    "--delete-partitions-delay applies to a decrease only; drop it to add "
+                    "partitions"
+                )
+            assignments = None
+            if args.replica_assignment:
+                assignments = tuple(_parse_assignment(args.replica_assignment))
+            increase = CreatePartitionsTopic(
+                topic=ref, count=args.partitions, assignments=assignments
+            )
+            (added,) = service.execute(
+                lambda image: service.controller.create_partitions(
+                    image, [increase], validate_only=args.validate_only
+                ),
+                principal=_principal(args),
+            )
+            _check(added.outcome)
+            _emit(
+                settings,
+                out,
+                {
+                    "topic": added.name,
+                    "partitions": args.partitions,
+                    "warning": KEY_ORDERING_WARNING,
+                },
+                f"{KEY_ORDERING_WARNING}\n{'Would raise' if args.validate_only else 'Raised'} the "
+                f"partition count of {added.name} from {current} to {args.partitions}",
+            )
+            return EXIT_OK
+        if args.replica_assignment:
+            raise CliError("--replica-assignment places added partitions; drop it for a decrease")
+        if delay is None:
+            raise CliError(
+                f"lowering the partition count from {current} to {args.partitions} needs "
+                "--delete-partitions-delay MS: how long the removed partitions stay readable "
+                "(0 removes them at once)"
+            )
+        decrease = DeletePartitionsTopic(topic=ref, count=args.partitions, delay_ms=delay)
+        (result,) = service.execute(
+            lambda image: service.controller.delete_partitions(
+                image, [decrease], validate_only=args.validate_only
+            ),
+            principal=_principal(args),
+        )
+    _check(result.outcome)
+    removed = _ints(result.removed)
+    if args.validate_only:
+        text = f"Would remove partition(s) {removed} of {result.name}"
+    elif result.immediate:
+        text = f"Removed partition(s) {removed} of {result.name} at once (mode NONE, then deleted)"
+    else:
+        text = (
+            f"Partition(s) {removed} of {result.name} are READ_ONLY until "
+            f"{format_time(result.purge_at_ms)}, then go to NONE and are removed"
+        )
+    _emit(
+        settings,
+        out,
+        {
+            "topic": result.name,
+            "partitions": args.partitions,
+            "removed": list(result.removed),
+            "purge_at": result.purge_at_ms,
+            "immediate": result.immediate,
+            "validate_only": args.validate_only,
+            "warning": KEY_MOVE_WARNING,
+        },
+        f"{KEY_MOVE_WARNING}\n{text}",
+    )
+    return EXIT_OK
+
+
+def cmd_topics_move(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Move a topic to another namespace; it keeps its topic id, partitions and configs."""
+    if NAMESPACE_SEPARATOR in args.topic:
+        raise CliError(
+            f"--topic {args.topic!r}: give the bare topic name and its namespace with "
+            "--from-namespace"
+        )
+    validate_namespace_name(args.from_namespace)
+    validate_namespace_name(args.to_namespace)
+    request = MoveTopic(
+        topic=TopicRef(name=qualified_name(args.from_namespace, args.topic)),
+        to_namespace=args.to_namespace,
+    )
+    with _service(settings) as service:
+        result = service.execute(
+            lambda image: service.controller.move_topic(image, request),
+            principal=_principal(args),
+        )
+    _emit(
+        settings,
+        out,
+        {"topic_id": str(result.topic_id), "from": result.from_name, "to": result.to_name},
+        f"moved topic {result.from_name} to {result.to_name} (id {result.topic_id} unchanged)",
+    )
+    return EXIT_OK
+
+
+def cmd_topics_purge_pending(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Run one check of pending partition deletions now, and list those still pending."""
+    with _service(settings, check_pending=False) as service:
+        results = service.purge_due()
+        image = service.image
+    pending = [t for t in image.topics.sorted() if t.pending_deletion is not None]
+    if settings.output == "json":
+        data = {
+            "steps": [
+                {
+                    "topic": r.name,
+                    "topic_id": str(r.topic_id),
+                    "step": r.step.name,
+                    "partitions": list(r.partitions),
+                }
+                for r in results
+            ],
+            "pending": [_pending_json(t) for t in pending],
+        }
+        out.write(json.dumps(data) + "\n")
+        return EXIT_OK
+    for result in results:
+        out.write(_purge_text(result) + "\n")
+    if not results:
+        out.write("no pending partition deletion was due\n")
+    if pending:
+        rows = []
+        for topic in pending:
+            info = _pending_json(topic)
+            modes = sorted({p["mode"] for p in info["partitions"]})
+            rows.append(
+                (
+                    topic.qualified_name,
+                    _ints([p["partition"] for p in info["partitions"]]),
+                    "/".join(modes),
+                    format_time(info["purge_at"]),
+                )
+            )
+        print_table(rows, ("pending topic", "partitions", "mode", "purge at"), out)
+    return EXIT_OK
+
+
+def _pending_json(topic: TopicImage) -> dict[str, Any]:
+    pending = topic.pending_deletion
+    assert pending is not None  # listed for its pending deletion
+    return {
+        "topic": topic.qualified_name,
+        "partition_count": pending.partition_count,
+        "purge_at": pending.delete_after_ms,
+        "created": pending.created_ms,
+        "partitions": [
+            {"partition": p.partition_id, "mode": Mode(p.mode).name}
+            for p in topic.partitions[pending.partition_count :]
+        ],
+    }
+
+
 # ---------------------------------------------------------------------- configs
 
 
 def _resource(args: argparse.Namespace) -> ConfigResource:
-    chosen = [x for x in (args.topic, args.broker, args.cluster or None) if x is not None]
+    namespace = args.namespace if args.topic is None else None
+    chosen = [
+        x for x in (args.topic, namespace, args.broker, args.cluster or None) if x is not None
+    ]
     if len(chosen) != 1:
-        raise CliError("name one resource: --topic NAME, --broker ID or --cluster")
+        raise CliError(
+            "name one resource: --topic NAME (with --namespace NS for a topic in NS), "
+            "--namespace NS, --broker ID or --cluster"
+        )
     if args.topic is not None:
-        return ConfigResource(type=ConfigResourceType.TOPIC, name=args.topic)
+        name = _topic_name(args)
+        assert name is not None  # --topic is given
+        return ConfigResource(type=ConfigResourceType.TOPIC, name=name)
+    if namespace is not None:
+        validate_namespace_name(namespace)
+        return ConfigResource(type=ConfigResourceType.NAMESPACE, name=namespace)
     if args.broker is not None:
         return ConfigResource(type=ConfigResourceType.BROKER, name=str(args.broker))
     return ConfigResource(type=ConfigResourceType.BROKER, name="")
@@ -730,6 +977,14 @@ def _writer_options(parser: argparse.ArgumentParser) -> None:
 def _topic_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", help="topic name (namespace:name outside the default one)")
     parser.add_argument("--topic-id", help="topic id (22-char base64, as describe shows)")
+    _namespace_option(parser)
+
+
+def _namespace_option(parser: argparse.ArgumentParser, text: str | None = None) -> None:
+    parser.add_argument(
+        "--namespace",
+        help=text or 'namespace of --topic, e.g. org:apache (default: the default namespace "")',
+    )
 
 
 def add_commands(nouns: Any) -> None:
@@ -778,6 +1033,7 @@ def _add_topic_commands(nouns: Any) -> None:
     create = verbs.add_parser("create", help="create a topic")
     _writer_options(create)
     create.add_argument("--topic", required=True, help="topic name")
+    _namespace_option(create)
     create.add_argument(
         "--partitions", type=_positive, help="partition count (default num.partitions)"
     )
@@ -805,6 +1061,7 @@ def _add_topic_commands(nouns: Any) -> None:
 
     listing = verbs.add_parser("list", help="list topics")
     add_global_options(listing)
+    _namespace_option(listing, "list only the topics directly in this namespace")
     listing.set_defaults(handler=cmd_topics_list)
 
     add = verbs.add_parser("add-partitions", help="raise a topic's partition count")
@@ -814,6 +1071,43 @@ def _add_topic_commands(nouns: Any) -> None:
     add.add_argument("--replica-assignment", help="placement of the new partitions only")
     add.add_argument("--validate-only", action="store_true", help="check, change nothing")
     add.set_defaults(handler=cmd_topics_add_partitions)
+
+    alter = verbs.add_parser("alter", help="raise or lower a topic's partition count")
+    _writer_options(alter)
+    _topic_options(alter)
+    alter.add_argument("--partitions", type=_positive, required=True, help="the new total count")
+    alter.add_argument(
+        "--delete-partitions-delay",
+        type=count_arg,
+        metavar="MS",
+        help="for a decrease: ms the removed partitions stay READ_ONLY before they are purged "
+        "(0 = remove at once); needs delete.topic.partition.enable=true",
+    )
+    alter.add_argument("--replica-assignment", help="for an increase: placement of new ones")
+    alter.add_argument("--validate-only", action="store_true", help="check, change nothing")
+    alter.set_defaults(handler=cmd_topics_alter)
+
+    move = verbs.add_parser("move", help="move a topic to another namespace (keeps its id)")
+    add_move_options(move)
+
+    purge = verbs.add_parser(
+        "purge-pending", help="check pending partition deletions now (each writer does too)"
+    )
+    _writer_options(purge)
+    purge.set_defaults(handler=cmd_topics_purge_pending)
+
+
+def add_move_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a topic move (`topics move` and `namespaces move`)."""
+    _writer_options(parser)
+    parser.add_argument("--topic", required=True, help="topic name, without namespace")
+    parser.add_argument(
+        "--from-namespace", default="", help='namespace the topic is in (default "")'
+    )
+    parser.add_argument(
+        "--to-namespace", required=True, help='namespace to move it to ("" = the default)'
+    )
+    parser.set_defaults(handler=cmd_topics_move)
 
 
 def _add_config_commands(nouns: Any) -> None:
@@ -826,6 +1120,7 @@ def _add_config_commands(nouns: Any) -> None:
         sub = verbs.add_parser(name, help=text)
         (_writer_options if name == "alter" else add_global_options)(sub)
         sub.add_argument("--topic", help="a topic's configs")
+        _namespace_option(sub, "a namespace's configs (with --topic: the topic's namespace)")
         sub.add_argument("--broker", type=_broker_id, help="a broker's configs")
         sub.add_argument("--cluster", action="store_true", help="cluster-wide defaults")
         sub.set_defaults(handler=handler)

@@ -223,3 +223,123 @@ class Reassignment:
 
     partition: TopicPartition
     replicas: tuple[int, ...] | None
+
+
+# ------------------------------------------------------------------------------- namespaces
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateNamespace:
+    """Create a namespace and every missing tier above it, in one atomic batch."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateNamespaceResult:
+    """The answer to a namespace creation."""
+
+    name: str
+    namespace_id: Uuid
+    created: tuple[str, ...]
+    """Every namespace the batch created, parents first (the asked-for one last)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteNamespace:
+    """Delete a namespace and its topics; `recursive` also deletes its child namespaces."""
+
+    name: str
+    recursive: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteNamespaceResult:
+    """The answer to a namespace deletion: everything the batch removed."""
+
+    name: str
+    namespaces: tuple[str, ...]
+    """Deleted namespaces, deepest first (the asked-for one last)."""
+    topics: tuple[str, ...]
+    """Deleted topics, by qualified name."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceInfo:
+    """One namespace of a listing."""
+
+    name: str
+    namespace_id: Uuid
+    topics: int
+    """Topics directly in the namespace."""
+    total_topics: int
+    """Topics in the namespace and every namespace below it."""
+    children: int
+    """Namespaces directly below it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoveTopic:
+    """Move a topic to another namespace; it keeps its id, partitions and configs."""
+
+    topic: TopicRef
+    """The topic where it is now (qualified name and/or id)."""
+    to_namespace: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoveTopicResult:
+    """The answer to a topic move."""
+
+    topic_id: Uuid
+    from_name: str
+    to_name: str
+
+
+# ------------------------------------------------------------------------------- partition deletion
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletePartitionsTopic:
+    """Lower a topic's partition count to `count`; the highest partition ids go.
+
+    With `delay_ms` > 0 the removed partitions turn READ_ONLY until the purge time (now +
+    delay), then NONE, then are removed; with 0 they go NONE and are removed in the same batch.
+    """
+
+    topic: TopicRef
+    count: int
+    delay_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletePartitionsResult:
+    """The answer for one topic of a partition deletion."""
+
+    name: str
+    outcome: Outcome = field(default_factory=Outcome)
+    removed: tuple[int, ...] = ()
+    """Ids of the partitions being removed."""
+    purge_at_ms: int = -1
+    """When they are purged (ms since the epoch); the creation time when immediate."""
+    immediate: bool = False
+    """True when the partitions were removed in the same batch (delay 0)."""
+
+
+class PurgeStep(IntEnum):
+    """What a pending-deletion check did to a topic."""
+
+    MODE_NONE = 0
+    """The purge time passed: the partitions went to mode NONE (neither readable nor writable)."""
+    REMOVED = 1
+    """The partitions, already NONE, were removed from the topic; the deletion is complete."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeResult:
+    """One step a pending-deletion check took for one topic."""
+
+    name: str
+    topic_id: Uuid
+    step: PurgeStep
+    partitions: tuple[int, ...]

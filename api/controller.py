@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from api import namespaces as namespace_commands
+from api import partition_reduction
 from api.commands import (
     AlterConfig,
     AlterConfigOp,
@@ -23,13 +25,23 @@ from api.commands import (
     ControllerResult,
     CreatableTopic,
     CreatedConfig,
+    CreateNamespace,
+    CreateNamespaceResult,
     CreatePartitionsResult,
     CreatePartitionsTopic,
     CreateTopicResult,
+    DeleteNamespace,
+    DeleteNamespaceResult,
+    DeletePartitionsResult,
+    DeletePartitionsTopic,
     DeleteTopicResult,
     ElectionType,
+    MoveTopic,
+    MoveTopicResult,
+    NamespaceInfo,
     Outcome,
     PartitionResult,
+    PurgeResult,
     Reassignment,
     RegisterBroker,
     TopicPartition,
@@ -69,7 +81,13 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay.delta import MetadataDelta, merge_partition_change
-from replay.image import ClusterImage, MetadataImage, TopicImage, split_qualified_name
+from replay.image import (
+    ClusterImage,
+    MetadataImage,
+    TopicImage,
+    enclosing_namespaces,
+    split_qualified_name,
+)
 
 
 def _ok() -> Outcome:
@@ -355,12 +373,7 @@ class Controller:
         qualified = request.name
         namespace, name = split_qualified_name(qualified)
         validate_topic_name(name)
-        if namespace and not image.namespaces.exists(namespace):
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                f"Namespace {namespace!r} does not exist; create it first with "
-                "`mlog namespaces create`",
-            )
+        namespace_commands.require_namespace(image, namespace)
         if image.topics.get_by_name(qualified) is not None:
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{qualified}' already exists.")
         collision = colliding_name(
@@ -381,7 +394,9 @@ class Controller:
             assignment = self._placed_assignment(image, request, usable)
         replication_factor = len(assignment[0])
         topic_id = self._new_id()
-        resolved = resolve_topic_configs(configs, image.configs.cluster())
+        resolved = resolve_topic_configs(
+            configs, image.configs.cluster(), self.namespace_configs(image, namespace)
+        )
         result = CreateTopicResult(
             name=qualified,
             topic_id=topic_id,
@@ -579,11 +594,7 @@ class Controller:
     ) -> list[Record]:
         current = len(topic.partitions)
         if topic.pending_deletion is not None:
-            raise ApiError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"The topic is currently under changes: a partition deletion of "
-                f"{topic.qualified_name} is pending; retry after it completes",
-            )
+            raise partition_reduction.under_changes(topic, "adding partitions")
         if request.count < current:
             raise ApiError(
                 ErrorCode.INVALID_PARTITIONS,
@@ -650,7 +661,13 @@ class Controller:
         if resource.type == ConfigResourceType.TOPIC:
             topic = self.resolve_topic(image, TopicRef(name=resource.name))
             overrides = image.configs.get(ConfigResourceType.TOPIC, topic.qualified_name)
-            return resolve_topic_configs(overrides, cluster)
+            return resolve_topic_configs(
+                overrides, cluster, self.namespace_configs(image, topic.namespace)
+            )
+        if resource.type == ConfigResourceType.NAMESPACE:
+            self._check_namespace_resource(image, resource.name)
+            # A namespace's own values show as NAMESPACE_CONFIG with its own name as source.
+            return resolve_topic_configs({}, cluster, self.namespace_configs(image, resource.name))
         if resource.type == ConfigResourceType.BROKER:
             self._check_broker_resource(image, resource.name)
             if not resource.name:
@@ -659,8 +676,30 @@ class Controller:
             return resolve_cluster_configs(cluster, broker)
         raise ApiError(
             ErrorCode.INVALID_REQUEST,
-            f"config resource type {resource.type.name} is not supported; use TOPIC or BROKER",
+            f"config resource type {resource.type.name} is not supported; use TOPIC, NAMESPACE "
+            "or BROKER",
         )
+
+    @staticmethod
+    def namespace_configs(
+        image: MetadataImage, namespace: str
+    ) -> list[tuple[str, Mapping[str, str]]]:
+        """The configs of a namespace and of those enclosing it, nearest first."""
+        chain: list[tuple[str, Mapping[str, str]]] = []
+        for name in enclosing_namespaces(namespace):
+            values = image.configs.get(ConfigResourceType.NAMESPACE, name)
+            if values:
+                chain.append((name, values))
+        return chain
+
+    @staticmethod
+    def _check_namespace_resource(image: MetadataImage, name: str) -> None:
+        if name == "":
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                'The default namespace "" takes its configs from the cluster; use --cluster',
+            )
+        namespace_commands.require_namespace(image, name)
 
     @staticmethod
     def _check_broker_resource(image: MetadataImage, name: str) -> None:
@@ -707,10 +746,16 @@ class Controller:
             name = resource.name
             definitions = CLUSTER_CONFIGS
             validate = validate_cluster_config
+        elif resource.type == ConfigResourceType.NAMESPACE:
+            self._check_namespace_resource(image, resource.name)
+            name = resource.name
+            definitions = TOPIC_CONFIGS
+            validate = validate_topic_config
         else:
             raise ApiError(
                 ErrorCode.INVALID_REQUEST,
-                f"config resource type {resource.type.name} cannot be altered; use TOPIC or BROKER",
+                f"config resource type {resource.type.name} cannot be altered; use TOPIC, "
+                "NAMESPACE or BROKER",
             )
         current = dict(image.configs.get(resource.type, name))
         names = [op.name for op in ops]
@@ -764,6 +809,79 @@ class Controller:
                 )
             )
         return records
+
+    # ------------------------------------------------------------------ namespaces
+
+    def create_namespace(
+        self, image: MetadataImage, request: CreateNamespace
+    ) -> ControllerResult[CreateNamespaceResult]:
+        """Create a namespace and every missing tier above it, in one batch."""
+        records, result = namespace_commands.create_namespace(image, request, self._new_id)
+        return ControllerResult(records=tuple(records), response=result)
+
+    def delete_namespace(
+        self, image: MetadataImage, request: DeleteNamespace
+    ) -> ControllerResult[DeleteNamespaceResult]:
+        """Delete a namespace with its topics (and, if recursive, its subtree) in one batch."""
+        records, result = namespace_commands.delete_namespace(
+            image, request, topic_deletion_enabled=self._cluster_bool(image, "delete.topic.enable")
+        )
+        return ControllerResult(records=tuple(records), response=result)
+
+    def move_topic(
+        self, image: MetadataImage, request: MoveTopic
+    ) -> ControllerResult[MoveTopicResult]:
+        """Move a topic to another namespace; it keeps its id, partitions and configs."""
+        topic = self.resolve_topic(image, request.topic)
+        records, result = namespace_commands.move_topic(image, request, topic)
+        return ControllerResult(records=tuple(records), response=result)
+
+    @staticmethod
+    def list_namespaces(
+        image: MetadataImage, parent: str = "", *, recursive: bool = False
+    ) -> list[NamespaceInfo]:
+        """The namespaces directly below `parent` (or every one below it), with topic counts."""
+        return namespace_commands.list_namespaces(image, parent, recursive=recursive)
+
+    # ------------------------------------------------------------------ partition deletion
+
+    def delete_partitions(
+        self,
+        image: MetadataImage,
+        requests: Sequence[DeletePartitionsTopic],
+        *,
+        validate_only: bool = False,
+    ) -> ControllerResult[list[DeletePartitionsResult]]:
+        """Lower partition counts with a delayed (or immediate) deletion; one result per topic."""
+        enabled = self._cluster_bool(image, partition_reduction.ENABLE_KEY)
+        now = self._clock_ms()
+        results: list[DeletePartitionsResult] = []
+        records: list[Record] = []
+        seen: set[Uuid] = set()
+        for request in requests:
+            try:
+                topic = self.resolve_topic(image, request.topic)
+                if topic.topic_id in seen:
+                    raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+                topic_records, result = partition_reduction.delete_partitions(
+                    image, topic, request, enabled=enabled, now_ms=now
+                )
+            except ApiError as exc:
+                results.append(
+                    DeletePartitionsResult(name=str(request.topic), outcome=_failed(exc))
+                )
+                continue
+            seen.add(topic.topic_id)
+            if not validate_only:
+                records.extend(topic_records)
+            results.append(result)
+        return ControllerResult(records=tuple(records), response=results)
+
+    @staticmethod
+    def purge_partitions(image: MetadataImage, now_ms: int) -> ControllerResult[list[PurgeResult]]:
+        """One check of pending partition deletions at `now_ms`: the next step of each due one."""
+        records, results = partition_reduction.purge_due(image, now_ms)
+        return ControllerResult(records=tuple(records), response=results)
 
     # ------------------------------------------------------------------ leaders
 
@@ -901,6 +1019,8 @@ class Controller:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"Partition {partition_id} of {topic.qualified_name} does not exist",
             )
+        if topic.pending_deletion is not None:
+            raise partition_reduction.under_changes(topic, "a reassignment")
         partition = topic.partitions[partition_id]
         where = _partition_where(topic, partition_id)
         cluster = image.cluster

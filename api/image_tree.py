@@ -120,6 +120,9 @@ def _namespaces(image: MetadataImage) -> Directory:
                 "name": record.name,
                 "topics": image.namespaces.topic_counts.get(name, 0),
                 "children": image.namespaces.children(name),
+                "configs": dict(
+                    sorted(image.configs.get(ConfigResourceType.NAMESPACE, name).items())
+                ),
             }
         )
 

@@ -8,6 +8,10 @@ durable (as Kafka's controller does), because its answer was computed from that 
 
 If an append fails, the service stops taking writes (fail-stop): the working image may hold
 records the log does not, and only a restart, which replays the log, is safe.
+
+Pending partition deletions are moved on by checks driven by the service's clock: `purge_due`
+runs one check (the embedded CLI runs one whenever it opens the service for writing), and
+`run_scheduler` runs one every `delete.topic.partition.interval.delay.ms` in a server.
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from api.commands import ControllerResult
+from api.commands import ControllerResult, PurgeResult, PurgeStep
+from api.config_defs import cluster_value
 from api.controller import Controller
-from api.errors import ServiceStoppedError
+from api.errors import IllegalStateTransitionError, ServiceStoppedError
+from api.partition_reduction import INTERVAL_KEY
 from metadata_log.config import LogConfig
 from metadata_log.log import MetadataLog
 from records.model import FeatureLevelRecord, Record
@@ -39,6 +45,9 @@ Command = Callable[[MetadataImage], ControllerResult[T]]
 METADATA_VERSION_LEVEL = 1
 """The `metadata.version` this code writes into a new log."""
 
+SERVICE_PRINCIPAL = "metadata-log"
+"""The principal of records the service writes on its own (bootstrap, scheduled purges)."""
+
 
 class MetadataService:
     """Serialises commands, appends their records, and publishes the committed image."""
@@ -52,8 +61,9 @@ class MetadataService:
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.log = log
-        self.controller = controller or Controller()
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        # One clock for both: a reduction's purge time and the checks must agree on "now".
+        self.controller = controller or Controller(clock_ms=self._clock_ms)
         self._committed = image
         self._working = image
         self._next_offset = log.end_offset
@@ -83,7 +93,7 @@ class MetadataService:
         service = cls(log, image, controller, clock_ms=clock_ms)
         if log.end_offset == 0:
             # metadata.version leads every log, as in KRaft.
-            service.execute(_bootstrap, principal="metadata-log")
+            service.execute(_bootstrap, principal=SERVICE_PRINCIPAL)
         return service
 
     # ------------------------------------------------------------------ state
@@ -168,6 +178,66 @@ class MetadataService:
         self._commit(image)
         done.set_result(None)
         return result.response
+
+    # ------------------------------------------------------------------ scheduler
+
+    def purge_due(self, *, now_ms: int | None = None) -> list[PurgeResult]:
+        """Run one check of pending partition deletions, synchronously (embedded mode).
+
+        Each deletion whose purge time has passed (by the service's clock, or `now_ms`) takes
+        its next step: its partitions go to mode NONE, or, if they already are, are removed.
+        Returns what was done, one result per topic; an empty list when nothing was due.
+        """
+        now = self._clock_ms() if now_ms is None else now_ms
+        return self.execute(
+            lambda image: self.controller.purge_partitions(image, now),
+            principal=SERVICE_PRINCIPAL,
+        )
+
+    async def purge_due_async(self, *, now_ms: int | None = None) -> list[PurgeResult]:
+        """`purge_due` through `submit`, for a server: answers once the step is durable."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        return await self.submit(
+            lambda image: self.controller.purge_partitions(image, now),
+            principal=SERVICE_PRINCIPAL,
+        )
+
+    def scheduler_interval_ms(self) -> int:
+        """Time between two checks: the cluster's `delete.topic.partition.interval.delay.ms`."""
+        value = cluster_value(self._committed.configs.cluster(), INTERVAL_KEY)
+        return int(value)  # type: ignore[arg-type]  # a LONG key parses to an int
+
+    async def run_scheduler(
+        self,
+        *,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        rounds: int | None = None,
+    ) -> None:
+        """Check pending partition deletions now and then every interval, until cancelled.
+
+        The interval is read again after every check, so a config change applies from the
+        next one. A check that fails on a state-machine error is logged and retried at the
+        next interval; a stopped service (fail-stop) ends the loop with `ServiceStoppedError`.
+        `rounds` stops after that many checks and `sleep` replaces `asyncio.sleep` (tests).
+        """
+        done = 0
+        while rounds is None or done < rounds:
+            try:
+                results = await self.purge_due_async()
+            except IllegalStateTransitionError as exc:
+                logger.error("pending partition deletion check failed: %s", exc)
+                results = []
+            for result in results:
+                logger.info(
+                    "pending partition deletion of %s: partitions %s %s",
+                    result.name,
+                    list(result.partitions),
+                    "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE",
+                )
+            done += 1
+            if rounds is not None and done >= rounds:
+                break
+            await sleep(self.scheduler_interval_ms() / 1000)
 
     # ------------------------------------------------------------------ closing
 

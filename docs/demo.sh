@@ -37,12 +37,46 @@ mlog configs alter --topic payments --set cleanup.policy=compact
 mlog configs describe --topic payments
 mlog configs describe --topic orders
 
+step "Namespaces: a tree, the same topic name in two of them (two topic ids), inherited configs"
+mlog namespaces create --namespace org:apache:kafka
+mlog namespaces create --namespace org:eclipse
+mlog topics create --topic events --namespace org:apache --partitions 2 --replication-factor 2
+mlog topics create --topic events --namespace org:eclipse --partitions 2 --replication-factor 2
+mlog topics create --topic events --namespace org:nowhere || echo "(refused: namespaces are never created implicitly)"
+mlog namespaces list --recursive
+mlog configs alter --namespace org --set retention.ms=604800000
+mlog configs alter --namespace org:apache --set cleanup.policy=compact
+mlog configs alter --topic events --namespace org:apache --set segment.ms=3600000
+mlog configs describe --topic events --namespace org:apache
+
+step "Move a topic to another namespace: it keeps its id; onto a taken name it is refused"
+mlog topics move --topic events --from-namespace org:eclipse --to-namespace org:apache:kafka
+mlog topics move --topic events --from-namespace org:apache:kafka --to-namespace org:apache || echo "(refused: org:apache:events exists)"
+mlog topics list
+mlog namespaces delete --namespace org || echo "(refused: org has child namespaces; --recursive deletes the subtree)"
+mlog namespaces delete --namespace org:eclipse
+
+step "Partition reduction: refused until enabled; then READ_ONLY, NONE after the purge time, then gone"
+mlog topics alter --topic payments --partitions 2 --delete-partitions-delay 2000 || echo "(refused: delete.topic.partition.enable is false by default)"
+mlog configs alter --cluster --set delete.topic.partition.enable=true
+mlog topics alter --topic payments --partitions 2 --delete-partitions-delay 2000
+mlog topics describe --topic payments
+mlog topics add-partitions --topic payments --partitions 6 || echo "(refused while the deletion is pending)"
+sleep 2
+mlog topics purge-pending
+mlog topics describe --topic payments
+echo "(the next writer, here purge-pending, removes them; every writer runs this check first)"
+mlog topics purge-pending
+mlog topics describe --topic payments
+mlog topics alter --topic events --namespace org:apache --partitions 1 --delete-partitions-delay 0
+
 step "Fence broker 2: leaders move off it and it leaves the ISRs"
 mlog brokers fence --id 2
 mlog topics describe --topic payments
 
 step "The image, as a tree (like Kafka's metadata shell)"
 mlog image show /brokers/2
+mlog image show /namespaces/org:apache
 mlog image show /topics/byName/payments/0
 mlog image show /provenance
 

@@ -199,10 +199,24 @@ class MetadataLog:
                 )
             active = self._segments[-1]
             self._epoch = bump_epoch(self.directory, at_least=active.last_epoch)
+            if active.is_empty and active.header.schema_json != self.codec.entry_schema_json:
+                # Nothing was written with the old schema: start the segment over with this one.
+                active = Segment.create(
+                    self.directory, active.base_offset, self.codec.entry_schema_json
+                )
+                self._segments[-1] = active
             self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
         if self._segments:
             self._next_offset = self._segments[-1].next_offset
             self._last_timestamp = max(s.max_timestamp for s in self._segments)
+        if not self.read_only and (
+            self._segments[-1].header.schema_json != self.codec.entry_schema_json
+        ):
+            # A segment's blocks are read with the schema in its header, and this code's union
+            # of record types differs (a newer version added a type): new entries go to a new
+            # segment, so every segment stays readable by any Avro tool and by this code.
+            logger.info("the record schema changed; starting a new segment")
+            self._roll()
 
     def _open_segment(self, path: Path, base: int, *, is_last: bool) -> Segment | None:
         file_size = path.stat().st_size

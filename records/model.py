@@ -232,6 +232,31 @@ class ConfigRecord(Record):
     value: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoveTopicRecord(Record):
+    """A topic moved to another namespace; it keeps its topic id, partitions and configs."""
+
+    RECORD_TYPE: ClassVar[int] = 103
+    VERSION: ClassVar[int] = 0
+    topic_id: Uuid
+    namespace: str
+    """Full name of the namespace the topic moves to ("" = the default namespace)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeTopicPartitionsRecord(Record):
+    """A pending partition deletion completed: partitions with id >= `partition_count` are gone.
+
+    Follows the topic's `DeleteTopicPartitionsRecord` (same count) once every partition it
+    removes is in mode NONE; replay then drops them and clears the pending deletion.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 104
+    VERSION: ClassVar[int] = 0
+    topic_id: Uuid
+    partition_count: int
+
+
 RECORD_CLASSES: tuple[type[Record], ...] = (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -245,5 +270,9 @@ RECORD_CLASSES: tuple[type[Record], ...] = (
     RemoveTopicRecord,
     DeleteTopicPartitionsRecord,
     ConfigRecord,
+    MoveTopicRecord,
+    PurgeTopicPartitionsRecord,
 )
-"""Every record type this code writes, in a fixed order (the order of the Avro union)."""
+"""Every record type this code writes, in a fixed order (the order of the Avro union).
+
+New types go at the end, so the union branches of the older types keep their positions."""

@@ -492,6 +492,37 @@ CURRENT_SCHEMAS: tuple[RecordSchema, ...] = (
             FieldSpec(name="value", type=OPTIONAL_STRING, doc="New value; null deletes the key."),
         ),
     ),
+    RecordSchema(
+        name="MoveTopicRecord",
+        record_type=model.MoveTopicRecord.RECORD_TYPE,
+        version=model.MoveTopicRecord.VERSION,
+        python_class=model.MoveTopicRecord,
+        doc="A topic moved to another namespace, keeping its id, partitions and configs.",
+        fields=(
+            _uuid("topic_id", _TOPIC_ID_DOC),
+            FieldSpec(
+                name="namespace",
+                type="string",
+                doc="Full name of the namespace the topic moves to; empty for the default one.",
+            ),
+        ),
+    ),
+    RecordSchema(
+        name="PurgeTopicPartitionsRecord",
+        record_type=model.PurgeTopicPartitionsRecord.RECORD_TYPE,
+        version=model.PurgeTopicPartitionsRecord.VERSION,
+        python_class=model.PurgeTopicPartitionsRecord,
+        doc="A pending partition deletion completed: partitions with id >= partition_count are "
+        "removed from the topic.",
+        fields=(
+            _uuid("topic_id", _TOPIC_ID_DOC),
+            FieldSpec(
+                name="partition_count",
+                type="int",
+                doc="The topic's partition count from now on (that of its pending deletion).",
+            ),
+        ),
+    ),
 )
 """The schema every record type is written with today, in `model.RECORD_CLASSES` order."""
 

@@ -24,9 +24,12 @@ from records.model import (
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
+    Mode,
+    MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveNamespaceRecord,
@@ -193,6 +196,8 @@ class MetadataDelta:
             RemoveTopicRecord: self._replay_remove_topic,
             DeleteTopicPartitionsRecord: self._replay_delete_partitions,
             ConfigRecord: self._replay_config,
+            MoveTopicRecord: self._replay_move_topic,
+            PurgeTopicPartitionsRecord: self._replay_purge_partitions,
         }
 
     # ------------------------------------------------------------------ replay
@@ -343,6 +348,8 @@ class MetadataDelta:
             )
         self._namespaces[name] = None
         self._namespace_ids[record.namespace_id] = None
+        # A namespace's configs go with it, as a topic's do.
+        self._clear_config((ConfigResourceType.NAMESPACE, name))
 
     # topics
 
@@ -434,9 +441,36 @@ class MetadataDelta:
         self._count_topic(draft.namespace, -1)
         # As Kafka does: a topic's configs go with it, so a new topic of the same name starts
         # from the defaults.
-        key = (ConfigResourceType.TOPIC, qualified)
-        self._cleared_configs.add(key)
-        self._configs.pop(key, None)
+        self._clear_config((ConfigResourceType.TOPIC, qualified))
+
+    def _replay_move_topic(self, record: MoveTopicRecord) -> None:
+        draft = self._draft(record.topic_id, "move topic")
+        old = qualified_name(draft.namespace, draft.name)
+        new = qualified_name(record.namespace, draft.name)
+        if record.namespace == draft.namespace:
+            raise NamespaceReplayError(
+                f"{draft.where()} is already in namespace {record.namespace!r}"
+            )
+        if record.namespace and self.namespace(record.namespace) is None:
+            raise NamespaceReplayError(
+                f"{draft.where()} cannot move to namespace {record.namespace!r}, which does not "
+                "exist"
+            )
+        if self.topic_id(new) is not None:
+            raise DuplicateTopicError(f"{draft.where()} cannot move: topic {new!r} already exists")
+        self._names[old] = None
+        self._names[new] = record.topic_id
+        self._count_topic(draft.namespace, -1)
+        self._count_topic(record.namespace, 1)
+        draft.namespace = record.namespace
+        # Topic configs are keyed by qualified name: they move with the topic.
+        old_key = (ConfigResourceType.TOPIC, old)
+        values = self.config_values(old_key)
+        self._clear_config(old_key)
+        new_key = (ConfigResourceType.TOPIC, new)
+        self._clear_config(new_key)
+        if values:
+            self._configs[new_key] = dict(values)
 
     def _replay_delete_partitions(self, record: DeleteTopicPartitionsRecord) -> None:
         draft = self._draft(record.topic_id, "delete partitions")
@@ -450,7 +484,43 @@ class MetadataDelta:
             )
         draft.pending_deletion = record
 
+    def _replay_purge_partitions(self, record: PurgeTopicPartitionsRecord) -> None:
+        draft = self._draft(record.topic_id, "purge partitions")
+        where = draft.where()
+        pending = draft.pending_deletion
+        if pending is None:
+            raise PendingDeletionError(f"{where} has no partition deletion pending")
+        if record.partition_count != pending.partition_count:
+            raise PendingDeletionError(
+                f"{where}: the pending deletion keeps {pending.partition_count} partitions, "
+                f"not {record.partition_count}"
+            )
+        removed = draft.partitions[record.partition_count :]
+        live = [p.partition_id for p in removed if p.mode != Mode.NONE]
+        if live:
+            raise PendingDeletionError(
+                f"{where}: partitions {live} are still readable (mode is not NONE)"
+            )
+        del draft.partitions[record.partition_count :]
+        draft.pending_deletion = None
+
     # configs
+
+    def config_values(self, key: ConfigKey) -> dict[str, str]:
+        """The configs of a resource as of the records replayed so far."""
+        values = (
+            {} if key in self._cleared_configs else dict(self.image.configs.resources.get(key, {}))
+        )
+        for name, value in self._configs.get(key, {}).items():
+            if value is None:
+                values.pop(name, None)
+            else:
+                values[name] = value
+        return values
+
+    def _clear_config(self, key: ConfigKey) -> None:
+        self._cleared_configs.add(key)
+        self._configs.pop(key, None)
 
     def _replay_config(self, record: ConfigRecord) -> None:
         key = (record.resource_type, record.resource_name)

@@ -52,6 +52,16 @@ def split_qualified_name(qualified: str) -> tuple[str, str]:
     return namespace, name
 
 
+def enclosing_namespaces(namespace: str) -> list[str]:
+    """A namespace and the ones enclosing it, nearest first ("org:a" -> ["org:a", "org"]).
+
+    The default namespace "" encloses every namespace and is left out: its configs are the
+    cluster's.
+    """
+    tiers = namespace.split(NAMESPACE_SEPARATOR) if namespace else []
+    return [NAMESPACE_SEPARATOR.join(tiers[:n]) for n in range(len(tiers), 0, -1)]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Provenance:
     """Where an image comes from: the last entry it contains."""
@@ -127,6 +137,13 @@ class NamespacesImage:
             for n in self.by_name
             if n.startswith(prefix) and NAMESPACE_SEPARATOR not in n[len(prefix) :]
         )
+
+    def descendants(self, name: str) -> list[str]:
+        """Full names of every namespace below `name` ("" = all of them), sorted."""
+        if not name:
+            return sorted(self.by_name)
+        prefix = name + NAMESPACE_SEPARATOR
+        return sorted(n for n in self.by_name if n.startswith(prefix))
 
     def write(self) -> Iterator[Record]:
         """NamespaceRecords, parents before children."""

@@ -31,9 +31,11 @@ from records.model import (
     FeatureLevelRecord,
     FencingChange,
     Mode,
+    MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveNamespaceRecord,
@@ -143,6 +145,12 @@ config_records: st.SearchStrategy[ConfigRecord] = st.builds(
     name=texts,
     value=st.none() | texts,
 )
+move_topic_records: st.SearchStrategy[MoveTopicRecord] = st.builds(
+    MoveTopicRecord, topic_id=uuids, namespace=texts
+)
+purge_topic_partitions_records: st.SearchStrategy[PurgeTopicPartitionsRecord] = st.builds(
+    PurgeTopicPartitionsRecord, topic_id=uuids, partition_count=int32s
+)
 
 RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     FeatureLevelRecord: feature_level_records,
@@ -157,6 +165,8 @@ RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     RemoveTopicRecord: remove_topic_records,
     DeleteTopicPartitionsRecord: delete_topic_partitions_records,
     ConfigRecord: config_records,
+    MoveTopicRecord: move_topic_records,
+    PurgeTopicPartitionsRecord: purge_topic_partitions_records,
 }
 
 any_record: st.SearchStrategy[Record] = st.one_of(*RECORD_STRATEGIES.values())
@@ -186,7 +196,7 @@ def _write_body(writer_entry_schema: dict[str, Any], values: list[dict[str, Any]
 
 def test_strategies_cover_every_record_class() -> None:
     assert set(RECORD_STRATEGIES) == set(RECORD_CLASSES)
-    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 12
+    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 14
 
 
 @given(st.data())

@@ -1,0 +1,121 @@
+"""`mlog namespaces create|list|delete|move`: the namespace tree from the CLI (embedded mode)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, TextIO
+
+# The embedded-service plumbing (open, principal, output) is cli_cluster's; shared, not copied.
+from api.cli_cluster import (
+    _emit,
+    _principal,
+    _read_image,
+    _service,
+    _writer_options,
+    add_move_options,
+)
+from api.cli_common import EXIT_OK, add_global_options, print_table
+from api.commands import CreateNamespace, DeleteNamespace
+from api.controller import Controller
+from api.settings import Settings
+
+
+def cmd_namespaces_create(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Create a namespace and every missing tier above it."""
+    request = CreateNamespace(name=args.namespace)
+    with _service(settings) as service:
+        result = service.execute(
+            lambda image: service.controller.create_namespace(image, request),
+            principal=_principal(args),
+        )
+    _emit(
+        settings,
+        out,
+        {
+            "namespace": result.name,
+            "namespace_id": str(result.namespace_id),
+            "created": list(result.created),
+        },
+        f"created namespace(s) {', '.join(result.created)} (id of {result.name}: "
+        f"{result.namespace_id})",
+    )
+    return EXIT_OK
+
+
+def cmd_namespaces_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """The namespaces directly under one (or all below it), with topic counts."""
+    image = _read_image(settings)
+    infos = Controller.list_namespaces(image, args.namespace, recursive=args.recursive)
+    if settings.output == "json":
+        items: list[dict[str, Any]] = [
+            {
+                "namespace": i.name,
+                "namespace_id": str(i.namespace_id),
+                "topics": i.topics,
+                "total_topics": i.total_topics,
+                "children": i.children,
+            }
+            for i in infos
+        ]
+        out.write(json.dumps(items) + "\n")
+        return EXIT_OK
+    if not infos:
+        where = f"under {args.namespace!r}" if args.namespace else "yet"
+        out.write(f"no namespaces {where}; create one with `mlog namespaces create`\n")
+        return EXIT_OK
+    rows = [(i.name, i.topics, i.total_topics, i.children, i.namespace_id) for i in infos]
+    print_table(rows, ("namespace", "topics", "topics (subtree)", "children", "id"), out)
+    return EXIT_OK
+
+
+def cmd_namespaces_delete(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Delete a namespace and its topics (refused if it has children, unless --recursive)."""
+    request = DeleteNamespace(name=args.namespace, recursive=args.recursive)
+    with _service(settings) as service:
+        result = service.execute(
+            lambda image: service.controller.delete_namespace(image, request),
+            principal=_principal(args),
+        )
+    _emit(
+        settings,
+        out,
+        {
+            "namespace": result.name,
+            "deleted_namespaces": list(result.namespaces),
+            "deleted_topics": list(result.topics),
+        },
+        f"deleted namespace(s) {', '.join(result.namespaces)} and {len(result.topics)} "
+        f"topic(s){': ' + ', '.join(result.topics) if result.topics else ''}",
+    )
+    return EXIT_OK
+
+
+def add_commands(nouns: Any) -> None:
+    """Register the namespaces commands."""
+    namespaces = nouns.add_parser("namespaces", help="create, list and delete namespaces")
+    verbs = namespaces.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    create = verbs.add_parser("create", help="create a namespace (and its missing parents)")
+    _writer_options(create)
+    create.add_argument("--namespace", required=True, help="full name, e.g. org:apache:kafka")
+    create.set_defaults(handler=cmd_namespaces_create)
+
+    listing = verbs.add_parser("list", help="namespaces under one, with topic counts")
+    add_global_options(listing)
+    listing.add_argument(
+        "--namespace", default="", help='list the children of this one (default "": top level)'
+    )
+    listing.add_argument("--recursive", action="store_true", help="every namespace below it")
+    listing.set_defaults(handler=cmd_namespaces_list)
+
+    delete = verbs.add_parser("delete", help="delete a namespace and its topics")
+    _writer_options(delete)
+    delete.add_argument("--namespace", required=True, help="full name of the namespace")
+    delete.add_argument(
+        "--recursive", action="store_true", help="also delete every namespace below it"
+    )
+    delete.set_defaults(handler=cmd_namespaces_delete)
+
+    move = verbs.add_parser("move", help="move a topic between namespaces (as `topics move`)")
+    add_move_options(move)

@@ -1,0 +1,187 @@
+"""Partition reduction: lowering a topic's partition count with a delayed deletion.
+
+A reduction removes the highest partition ids, so ids stay contiguous. It is one batch: a
+`DeleteTopicPartitionsRecord` (new count, purge time = now + delay, creation time) and a
+`PartitionChangeRecord` per removed partition setting its mode, READ_ONLY (readable, not
+writable) while the purge time is ahead. Later, a check of pending deletions (the service's
+scheduler) moves them on, one step per check:
+
+1. the purge time has passed: the partitions go to mode NONE (neither readable nor writable;
+   the partition goes Offline, its replicas OfflineReplica);
+2. the next check: a `PurgeTopicPartitionsRecord` removes them (Offline -> NonExistent,
+   replicas ReplicaDeletionStarted -> ReplicaDeletionSuccessful -> NonExistentReplica).
+
+With a delay of 0 all of it is the one batch. Every step is records in the log, so a restart in
+the middle resumes where the log says it was, and nothing is removed before its purge time.
+"""
+
+from __future__ import annotations
+
+from api.commands import DeletePartitionsResult, DeletePartitionsTopic, PurgeResult, PurgeStep
+from api.config_defs import LONG_MAX
+from api.errors import ApiError, ErrorCode
+from api.states import check_change
+from records.model import (
+    DeleteTopicPartitionsRecord,
+    Mode,
+    PartitionChangeRecord,
+    PurgeTopicPartitionsRecord,
+    Record,
+)
+from replay.delta import merge_partition_change
+from replay.image import MetadataImage, TopicImage
+
+ENABLE_KEY = "delete.topic.partition.enable"
+INTERVAL_KEY = "delete.topic.partition.interval.delay.ms"
+
+
+def under_changes(topic: TopicImage, what: str) -> ApiError:
+    """The error for a partition change refused while a deletion of the topic is pending."""
+    pending = topic.pending_deletion
+    assert pending is not None  # only asked for topics with a pending deletion
+    return ApiError(
+        ErrorCode.INVALID_PARTITIONS,
+        f"The topic is currently under changes: {topic.qualified_name} is reducing to "
+        f"{pending.partition_count} partition(s), so {what} is refused; retry after the "
+        "deletion completes (`mlog topics describe` shows its purge time)",
+    )
+
+
+def delete_partitions(
+    image: MetadataImage,
+    topic: TopicImage,
+    request: DeletePartitionsTopic,
+    *,
+    enabled: bool,
+    now_ms: int,
+) -> tuple[list[Record], DeletePartitionsResult]:
+    """The batch that lowers `topic` to `request.count` partitions (see the module doc)."""
+    current = len(topic.partitions)
+    if not enabled:
+        raise ApiError(
+            ErrorCode.INVALID_PARTITIONS,
+            "partition deletion is disabled; set delete.topic.partition.enable=true "
+            "(`mlog configs alter --cluster --set delete.topic.partition.enable=true`)",
+        )
+    if topic.pending_deletion is not None:
+        raise under_changes(topic, "another partition deletion")
+    if request.count <= 0:
+        raise ApiError(
+            ErrorCode.INVALID_PARTITIONS,
+            "Number of partitions was set to an invalid non-positive value.",
+        )
+    if request.count >= current:
+        raise ApiError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {topic.qualified_name} currently has {current} partition(s); "
+            f"{request.count} would not be a decrease.",
+        )
+    if not 0 <= request.delay_ms <= LONG_MAX - now_ms:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"The partition deletion delay must be between 0 and {LONG_MAX - now_ms} ms, "
+            f"got {request.delay_ms}",
+        )
+    moving = [p.partition_id for p in topic.partitions if p.adding_replicas or p.removing_replicas]
+    if moving:
+        raise ApiError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic is currently under changes: partition(s) {moving} of "
+            f"{topic.qualified_name} are being reassigned; wait for the reassignment or cancel "
+            "it (`mlog partitions reassign --cancel`)",
+        )
+    removed = tuple(range(request.count, current))
+    immediate = request.delay_ms == 0
+    records: list[Record] = [
+        DeleteTopicPartitionsRecord(
+            topic_id=topic.topic_id,
+            partition_count=request.count,
+            delete_after_ms=now_ms + request.delay_ms,
+            created_ms=now_ms,
+        )
+    ]
+    mode = Mode.NONE if immediate else Mode.READ_ONLY
+    records.extend(_mode_changes(image, topic, removed, mode))
+    if immediate:
+        records.extend(_purge(image, topic, request.count))
+    return records, DeletePartitionsResult(
+        name=topic.qualified_name,
+        removed=removed,
+        purge_at_ms=now_ms + request.delay_ms,
+        immediate=immediate,
+    )
+
+
+def _mode_changes(
+    image: MetadataImage, topic: TopicImage, partition_ids: tuple[int, ...], mode: Mode
+) -> list[Record]:
+    changes: list[Record] = []
+    for partition_id in partition_ids:
+        partition = topic.partitions[partition_id]
+        if partition.mode == mode:
+            continue
+        change = PartitionChangeRecord(
+            partition_id=partition_id, topic_id=topic.topic_id, mode=mode
+        )
+        check_change(
+            f"{topic.qualified_name}-{partition_id}",
+            partition,
+            merge_partition_change(partition, change),
+            image.cluster,
+            image.cluster,
+        )
+        changes.append(change)
+    return changes
+
+
+def _purge(image: MetadataImage, topic: TopicImage, count: int) -> list[Record]:
+    """The removal of partitions >= count; their state moves are checked from mode NONE."""
+    for partition in topic.partitions[count:]:
+        after_mode = merge_partition_change(
+            partition,
+            PartitionChangeRecord(
+                partition_id=partition.partition_id, topic_id=topic.topic_id, mode=Mode.NONE
+            ),
+        )
+        check_change(
+            f"{topic.qualified_name}-{partition.partition_id}",
+            after_mode,
+            None,
+            image.cluster,
+            image.cluster,
+        )
+    return [PurgeTopicPartitionsRecord(topic_id=topic.topic_id, partition_count=count)]
+
+
+def purge_due(image: MetadataImage, now_ms: int) -> tuple[list[Record], list[PurgeResult]]:
+    """One check of every pending deletion at time `now_ms`.
+
+    The records of the next step of each deletion whose purge time has passed: mode NONE
+    first, the removal at the next check.
+    """
+    records: list[Record] = []
+    results: list[PurgeResult] = []
+    # One pass without sorting every topic (this runs before every embedded write); only the
+    # due ones are put in name order.
+    due = [
+        topic
+        for topic in image.topics.by_id.values()
+        if topic.pending_deletion is not None and topic.pending_deletion.delete_after_ms <= now_ms
+    ]
+    for topic in sorted(due, key=lambda t: t.qualified_name):
+        pending = topic.pending_deletion
+        assert pending is not None  # selected above
+        removed = tuple(range(pending.partition_count, len(topic.partitions)))
+        changes = _mode_changes(image, topic, removed, Mode.NONE)
+        if changes:
+            records.extend(changes)
+            step = PurgeStep.MODE_NONE
+        else:
+            records.extend(_purge(image, topic, pending.partition_count))
+            step = PurgeStep.REMOVED
+        results.append(
+            PurgeResult(
+                name=topic.qualified_name, topic_id=topic.topic_id, step=step, partitions=removed
+            )
+        )
+    return records, results
