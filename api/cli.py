@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from api import cli_cluster, cli_log
+from api import cli_cluster, cli_db, cli_log
 from api.cli_common import EXIT_ERROR, EXIT_OK, Handler, add_global_options
 from api.settings import load_settings
 from records.errors import MetadataLogError
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
     cli_cluster.add_commands(nouns)
     cli_log.add_commands(nouns)
+    cli_db.add_commands(nouns)
     return parser
 
 
@@ -43,7 +44,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        settings = load_settings(data_dir=args.data_dir, output=args.output, debug=debug)
+        settings = load_settings(
+            data_dir=args.data_dir, output=args.output, debug=debug, database_url=args.db
+        )
         handler: Handler = args.handler
         return handler(args, settings, out)
     except BrokenPipeError:
