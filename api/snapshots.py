@@ -98,6 +98,8 @@ class Snapshotter:
         self._retry_at = 0
         self.last_error: str | None = None
         """Why the last attempt failed (None after a success)."""
+        self.started_from: SnapshotInfo | None = None
+        """The snapshot the service started from (None: the whole log was replayed)."""
 
     # ------------------------------------------------------------------ startup
 
@@ -116,6 +118,7 @@ class Snapshotter:
         result = travel(log, self.store if usable else None, progress=progress)
         for reason in result.skipped:
             self.last_error = reason
+        self.started_from = result.snapshot
         if result.snapshot is not None:
             self._last_offset = result.snapshot.offset
             self._last_time = int(result.snapshot.created_at.timestamp() * 1000)
