@@ -79,6 +79,9 @@ def _info_json(info: SnapshotInfo) -> dict[str, Any]:
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Create or migrate the snapshot tables up to this code's head revision."""
     with _store(settings) as store:
+        path = store.sqlite_path()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
         before, after = store.upgrade()
     if before.revision == after.revision:
         text = f"{store.shown_url}: already at head revision {after.revision}"

@@ -188,9 +188,14 @@ class SnapshotStore:
         try:
             return self.engine.connect()
         except DBAPIError as exc:
+            hint = (
+                "check that its directory exists and is writable"
+                if self.is_sqlite
+                else "check that it is running"
+            )
             raise StoreUnavailableError(
-                f"cannot reach the snapshot database {self.shown_url}: {_first_line(exc)}. "
-                "Check that it is running and the URL (--db or MLOG_DATABASE_URL)"
+                f"cannot reach the snapshot database {self.shown_url}: {_first_line(exc)}; "
+                f"{hint}, and the URL (--db or MLOG_DATABASE_URL)"
             ) from None
 
     def _failed(self, exc: SQLAlchemyError, what: str) -> SnapshotStoreError:
