@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from api import cli_cluster, cli_log, cli_namespaces
+from api import cli_cluster, cli_db, cli_log, cli_namespaces
 from api.cli_common import EXIT_ERROR, EXIT_OK, Handler, add_global_options
 from api.settings import load_settings
 from records.errors import MetadataLogError
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_cluster.add_commands(nouns)
     cli_log.add_commands(nouns)
     cli_namespaces.add_commands(nouns)
+    cli_db.add_commands(nouns)
     return parser
 
 
@@ -44,7 +45,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        settings = load_settings(data_dir=args.data_dir, output=args.output, debug=debug)
+        settings = load_settings(
+            data_dir=args.data_dir, output=args.output, debug=debug, database_url=args.db
+        )
         handler: Handler = args.handler
         return handler(args, settings, out)
     except BrokenPipeError:

@@ -25,7 +25,7 @@ from api.cli_common import (
     add_global_options,
     count_arg,
     format_time,
-    open_reader,
+    offset_arg,
     print_table,
 )
 from api.commands import (
@@ -54,11 +54,11 @@ from api.namespaces import require_namespace, validate_namespace_name
 from api.progress import Progress
 from api.service import Command, MetadataService
 from api.settings import Settings
+from api.snapshots import open_snapshotter, read_image
 from api.states import partition_state, replica_state
 from records.model import BrokerEndpoint, ConfigResourceType, Mode
 from records.uuids import Uuid
 from replay.image import NAMESPACE_SEPARATOR, MetadataImage, TopicImage, qualified_name
-from replay.loader import load_image
 
 T = TypeVar("T")
 
@@ -88,7 +88,10 @@ def _service(settings: Settings, *, check_pending: bool = True) -> Iterator[Meta
     progress = Progress("replaying the log")
     try:
         service = MetadataService.open(
-            settings.log_dir, config=settings.log, progress=progress.advance
+            settings.log_dir,
+            config=settings.log,
+            progress=progress.advance,
+            snapshots=open_snapshotter(settings),
         )
     finally:
         progress.finish()
@@ -115,13 +118,14 @@ def _purge_text(result: PurgeResult) -> str:
     )
 
 
-def _read_image(settings: Settings) -> MetadataImage:
-    with open_reader(settings) as log:
-        progress = Progress("replaying the log", total=log.end_offset)
-        try:
-            return load_image(log, progress=progress.advance)
-        finally:
-            progress.finish()
+def _read_image(
+    settings: Settings, at_offset: int | None = None, at_time: str | None = None
+) -> MetadataImage:
+    progress = Progress("replaying the log")
+    try:
+        return read_image(settings, at_offset=at_offset, at_time=at_time, progress=progress.advance)
+    finally:
+        progress.finish()
 
 
 def _run(settings: Settings, args: argparse.Namespace, command: Command[T]) -> T:
@@ -944,7 +948,7 @@ def cmd_partitions_list_reassignments(
 
 def cmd_image_show(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Print the image (or the subtree at PATH) like Kafka's metadata shell."""
-    image = _read_image(settings)
+    image = _read_image(settings, args.at_offset, args.at_time)
     try:
         node = lookup(image, args.path)
     except PathError as exc:
@@ -1165,4 +1169,7 @@ def _add_partition_commands(nouns: Any) -> None:
     show = verbs.add_parser("show", help="print the image tree (or the subtree at PATH)")
     add_global_options(show)
     show.add_argument("path", nargs="?", default="/", help="e.g. /topics/byName/orders/0")
+    when = show.add_mutually_exclusive_group()
+    when.add_argument("--at-offset", type=offset_arg, help="the image after the entry at N")
+    when.add_argument("--at-time", metavar="T", help="the image at a time (ISO-8601 or epoch ms)")
     show.set_defaults(handler=cmd_image_show)

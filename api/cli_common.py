@@ -64,7 +64,7 @@ def count_arg(text: str) -> int:
 
 
 def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True) -> None:
-    """Add --data-dir/--output/--debug; subcommands accept them too (suppress=True there)."""
+    """Add --data-dir/--output/--db/--debug; subcommands accept them too (suppress=True there)."""
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument(
         "--data-dir",
@@ -76,6 +76,13 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True
         choices=OUTPUT_FORMATS,
         default=default,
         help="output format (default table, env MLOG_OUTPUT)",
+    )
+    parser.add_argument(
+        "--db",
+        default=default,
+        metavar="URL",
+        help="snapshot database URL (default sqlite:///<data-dir>/snapshots.db, env "
+        "MLOG_DATABASE_URL)",
     )
     parser.add_argument(
         "--debug",

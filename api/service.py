@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from api.commands import ControllerResult, PurgeResult, PurgeStep
 from api.config_defs import cluster_value
@@ -34,6 +34,9 @@ from records.model import FeatureLevelRecord, Record
 from replay.delta import MetadataDelta
 from replay.image import METADATA_VERSION, MetadataImage, Provenance
 from replay.loader import load_image
+
+if TYPE_CHECKING:
+    from api.snapshots import Snapshotter
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +62,10 @@ class MetadataService:
         controller: Controller | None = None,
         *,
         clock_ms: Callable[[], int] | None = None,
+        snapshots: Snapshotter | None = None,
     ) -> None:
         self.log = log
+        self._snapshots = snapshots
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         # One clock for both: a reduction's purge time and the checks must agree on "now".
         self.controller = controller or Controller(clock_ms=self._clock_ms)
@@ -79,18 +84,28 @@ class MetadataService:
         controller: Controller | None = None,
         progress: Callable[[int], None] | None = None,
         clock_ms: Callable[[], int] | None = None,
+        snapshots: Snapshotter | None = None,
     ) -> MetadataService:
-        """Open the log for writing and replay it into the image."""
+        """Open the log for writing and replay it into the image.
+
+        With `snapshots`, start from the newest valid snapshot and replay only the log after
+        it, and take snapshots by policy after commits.
+        """
         if clock_ms is None:
             log = MetadataLog.open(log_dir, config=config)
         else:
             log = MetadataLog.open(log_dir, config=config, clock_ms=clock_ms)
         try:
-            image = load_image(log, progress=progress)
+            if snapshots is None:
+                image = load_image(log, progress=progress)
+            else:
+                image = snapshots.start_image(log, progress=progress)
         except BaseException:
             log.close()
+            if snapshots is not None:
+                snapshots.close()
             raise
-        service = cls(log, image, controller, clock_ms=clock_ms)
+        service = cls(log, image, controller, clock_ms=clock_ms, snapshots=snapshots)
         if log.end_offset == 0:
             # metadata.version leads every log, as in KRaft.
             service.execute(_bootstrap, principal=SERVICE_PRINCIPAL)
@@ -129,6 +144,8 @@ class MetadataService:
     def _commit(self, image: MetadataImage) -> None:
         if image.provenance.offset > self._committed.provenance.offset:
             self._committed = image
+            if self._snapshots is not None:
+                self._snapshots.committed(image, self.log)
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
@@ -242,12 +259,16 @@ class MetadataService:
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
-        """Close the log (release the writer lock)."""
+        """Close the log (release the writer lock), after a snapshot in flight."""
+        if self._snapshots is not None:
+            self._snapshots.close()
         self.log.close()
 
     async def aclose(self) -> None:
-        """Wait for appends in flight, then close the log."""
+        """Wait for appends in flight, then close the log (and finish a snapshot in flight)."""
         await self.log.aclose()
+        if self._snapshots is not None:
+            await asyncio.to_thread(self._snapshots.close)
 
     def __enter__(self) -> MetadataService:
         return self

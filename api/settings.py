@@ -11,6 +11,7 @@ from metadata_log.config import LogConfig
 from records.errors import MetadataLogError
 
 OUTPUT_FORMATS = ("table", "json")
+SNAPSHOT_DB_NAME = "snapshots.db"
 
 
 class SettingsError(MetadataLogError):
@@ -25,11 +26,22 @@ class Settings:
     output: str = "table"
     log: LogConfig = field(default_factory=LogConfig)
     debug: bool = False
+    database_url: str | None = None
+    """The snapshot database (`--db`, MLOG_DATABASE_URL); None = the data directory's file."""
+    snapshot_retention: int = 10
+    """Snapshots kept after each new one (MLOG_SNAPSHOT_RETENTION); at least 1."""
 
     @property
     def log_dir(self) -> Path:
         """The log directory inside the data directory."""
         return self.data_dir / "log"
+
+    @property
+    def snapshot_database_url(self) -> str:
+        """The snapshot database URL: the one given, or SQLite `<data-dir>/snapshots.db`."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / SNAPSHOT_DB_NAME).absolute()}"
 
 
 _LOG_KEYS = {
@@ -54,6 +66,7 @@ def load_settings(
     data_dir: str | None = None,
     output: str | None = None,
     debug: bool = False,
+    database_url: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Settings:
     """Build the settings from flags (None = not given), then the environment, then defaults."""
@@ -69,9 +82,16 @@ def load_settings(
         value = _int_setting(env, var, key)
         if value is not None:
             log_values[field_name] = value
+    retention = _int_setting(env, "MLOG_SNAPSHOT_RETENTION", "snapshot retention")
+    if retention is not None and retention < 1:
+        raise SettingsError(
+            f"MLOG_SNAPSHOT_RETENTION must keep at least 1 snapshot, got {retention}"
+        )
     return Settings(
         data_dir=Path(chosen_dir),
         output=chosen_output,
         log=LogConfig(**log_values),
         debug=debug or env.get("MLOG_DEBUG", "") not in ("", "0", "false"),
+        database_url=database_url or env.get("MLOG_DATABASE_URL") or None,
+        snapshot_retention=10 if retention is None else retention,
     )

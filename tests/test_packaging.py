@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MODULES = ("records", "metadata_log", "api", "api.cli")
+MODULES = ("records", "metadata_log", "api", "api.cli", "replay.sql.store", "migrations")
 
 # Copy the sources rather than build in place: an in-tree build writes build/ and *.egg-info
 # into the working copy.
@@ -76,3 +76,6 @@ def test_wheel_installs_and_runs_outside_the_repo(tmp_path: Path) -> None:
     assert mlog.is_file(), "the mlog console script was not installed"
     help_result = _run([mlog, "--help"], elsewhere, 60)
     assert "usage" in help_result.stdout.lower()
+    # The Alembic environment is found inside the installed package, from any directory.
+    upgraded = _run([mlog, "--data-dir", elsewhere / "data", "db", "upgrade"], elsewhere, 60)
+    assert "upgraded from empty" in upgraded.stdout

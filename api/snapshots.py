@@ -1,0 +1,233 @@
+"""The service's snapshots: start from the newest one, take new ones by policy, keep the newest N.
+
+Startup loads the newest valid snapshot and replays the log after it. A database that is down or
+behind in schema does not stop the service: it replays the whole log, warns, and tries again
+later. A schema ahead of this code is refused (SchemaAheadError): a newer metadata-log wrote it.
+
+Policy (Kafka's keys, cluster configs): a snapshot once
+`metadata.log.max.record.bytes.between.snapshots` bytes of log were appended since the last one,
+or once `metadata.log.max.snapshot.interval.ms` passed with new entries, whichever comes first.
+The committed image is immutable, so a worker thread writes it while appends go on; one write
+at a time, and a policy check while one is in flight does nothing. After each snapshot only the
+newest `retention` are kept (never fewer than one).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from api.config_defs import cluster_value
+from api.settings import Settings
+from metadata_log.log import MetadataLog
+from replay.image import MetadataImage
+from replay.sql.errors import SchemaAheadError, SnapshotStoreError
+from replay.sql.store import Progress, SnapshotInfo, SnapshotStore
+from replay.timetravel import travel
+
+logger = logging.getLogger(__name__)
+
+MAX_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
+MAX_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
+RETRY_MS = 60_000
+"""How long after a failed snapshot (database down, schema behind) the next one is tried."""
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def log_bytes(log: MetadataLog) -> int:
+    """Bytes of all segments of the log."""
+    return sum(s.size_bytes for s in log.segments())
+
+
+def log_bytes_through(log: MetadataLog, offset: int) -> int:
+    """Bytes of the log up to and including the entry at `offset` (estimated inside a segment).
+
+    Used once at startup, to know how much was appended since the newest snapshot; within the
+    segment that holds `offset` the share of its entries stands in for the share of its bytes.
+    """
+    total = 0
+    for segment in log.segments():
+        if segment.next_offset <= offset + 1:
+            total += segment.size_bytes
+        elif segment.base_offset <= offset:
+            entries = segment.next_offset - segment.base_offset
+            total += segment.size_bytes * (offset + 1 - segment.base_offset) // max(entries, 1)
+    return total
+
+
+def _long_config(cluster: Mapping[str, str], key: str) -> int:
+    value = cluster_value(cluster, key)
+    if isinstance(value, bool) or not isinstance(value, int):  # pragma: no cover - LONG keys
+        raise SnapshotStoreError(f"{key} must be a whole number, got {value!r}")
+    return value
+
+
+class Snapshotter:
+    """Snapshots of the service's image: startup from the newest, new ones by policy."""
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        *,
+        retention: int = 10,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+        retry_ms: int = RETRY_MS,
+        progress: Progress | None = None,
+    ) -> None:
+        if retention < 1:
+            raise SnapshotStoreError(
+                f"snapshot retention must keep at least 1 snapshot, got {retention}"
+            )
+        self.store = store
+        self.retention = retention
+        self._clock_ms = clock_ms
+        self._retry_ms = retry_ms
+        self._progress = progress
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._inflight: Future[SnapshotInfo | None] | None = None
+        self._last_offset = -1
+        self._last_time = clock_ms()
+        self._bytes_at_last = 0
+        self._retry_at = 0
+        self.last_error: str | None = None
+        """Why the last attempt failed (None after a success)."""
+        self.started_from: SnapshotInfo | None = None
+        """The snapshot the service started from (None: the whole log was replayed)."""
+
+    # ------------------------------------------------------------------ startup
+
+    def start_image(
+        self, log: MetadataLog, progress: Callable[[int], None] | None = None
+    ) -> MetadataImage:
+        """The newest valid snapshot plus the log after it (the whole log without one)."""
+        usable = True
+        try:
+            self.store.ensure_schema()
+        except SchemaAheadError:
+            raise
+        except SnapshotStoreError as exc:
+            self._failed(f"{exc}; replaying the whole log instead")
+            usable = False
+        result = travel(log, self.store if usable else None, progress=progress)
+        for reason in result.skipped:
+            self.last_error = reason
+        self.started_from = result.snapshot
+        if result.snapshot is not None:
+            self._last_offset = result.snapshot.offset
+            self._last_time = int(result.snapshot.created_at.timestamp() * 1000)
+            self._bytes_at_last = log_bytes_through(log, result.snapshot.offset)
+        return result.image
+
+    # ------------------------------------------------------------------ policy
+
+    def due(self, image: MetadataImage, log: MetadataLog) -> bool:
+        """Whether the policy asks for a snapshot of `image` now."""
+        if image.provenance.offset <= self._last_offset:
+            return False
+        now = self._clock_ms()
+        if now < self._retry_at:
+            return False
+        cluster = image.configs.cluster()
+        max_bytes = _long_config(cluster, MAX_BYTES_KEY)
+        interval = _long_config(cluster, MAX_INTERVAL_KEY)
+        if log_bytes(log) - self._bytes_at_last >= max_bytes:
+            return True
+        return interval > 0 and now - self._last_time >= interval
+
+    def committed(self, image: MetadataImage, log: MetadataLog) -> None:
+        """After each commit: start a background snapshot if the policy asks for one."""
+        with self._lock:
+            if self._inflight is not None and not self._inflight.done():
+                return
+        if self.due(image, log):
+            self.request(image, log)
+
+    def request(self, image: MetadataImage, log: MetadataLog) -> Future[SnapshotInfo | None]:
+        """Write a snapshot of `image` on the worker thread (on demand, or by policy)."""
+        with self._lock:
+            if self._inflight is not None and not self._inflight.done():
+                return self._inflight
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-snapshot")
+            bytes_now = log_bytes(log)
+            self._inflight = self._executor.submit(self._write, image, bytes_now)
+            return self._inflight
+
+    def _write(self, image: MetadataImage, bytes_now: int) -> SnapshotInfo | None:
+        try:
+            info = self.store.write(image, progress=self._progress)
+            deleted = self.store.retain(self.retention)
+        except SnapshotStoreError as exc:
+            self._failed(f"snapshot at offset {image.provenance.offset} failed: {exc}")
+            return None
+        with self._lock:
+            self._last_offset = info.offset
+            self._last_time = self._clock_ms()
+            self._bytes_at_last = bytes_now
+            self.last_error = None
+        logger.info(
+            "snapshot %d at offset %d written (%d records); %d old snapshot(s) deleted",
+            info.id,
+            info.offset,
+            info.record_count,
+            len(deleted),
+        )
+        return info
+
+    def _failed(self, reason: str) -> None:
+        with self._lock:
+            self.last_error = reason
+            self._retry_at = self._clock_ms() + self._retry_ms
+        logger.warning("%s (snapshots are retried in %d s)", reason, self._retry_ms // 1000)
+
+    def wait(self) -> SnapshotInfo | None:
+        """Wait for the snapshot in flight, if any; returns it (None if it failed)."""
+        with self._lock:
+            inflight = self._inflight
+        return None if inflight is None else inflight.result()
+
+    def close(self) -> None:
+        """Let a snapshot in flight finish, then release the database."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        self.store.close()
+
+
+# ---------------------------------------------------------------------- CLI plumbing
+
+
+def open_store(settings: Settings, *, create: bool = True) -> SnapshotStore:
+    """The snapshot store of the settings (`--db`, MLOG_DATABASE_URL, or the data dir's file)."""
+    return SnapshotStore(settings.snapshot_database_url, create=create)
+
+
+def open_snapshotter(settings: Settings) -> Snapshotter:
+    """The service's snapshotter for the settings' database and retention."""
+    return Snapshotter(open_store(settings), retention=settings.snapshot_retention)
+
+
+def read_image(
+    settings: Settings,
+    *,
+    at_offset: int | None = None,
+    at_time: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> MetadataImage:
+    """The image of the data directory at a point in time, read-only (no lock, no writes).
+
+    Starts from the newest usable snapshot at or before the point (a missing database file is
+    not created) and replays the log after it.
+    """
+    with (
+        MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log,
+        open_store(settings, create=False) as store,
+    ):
+        return travel(log, store, at_offset=at_offset, at_time=at_time, progress=progress).image

@@ -1,0 +1,389 @@
+"""Snapshot write/load on SQLite and PostgreSQL, and image_at over a long log, beside raw drivers.
+
+Usage: python bench/snapshot_bench.py [--topics N] [--partitions P] [--repeat K]
+                                      [--churn-entries E] [--live-topics L] [--points R]
+                                      [--postgres URL] [--dir PATH]
+
+Part 1, an image of N topics (default 100,000) of P partitions (default 10), replication factor
+3 over 6 brokers: each row is the median of K repetitions, each paired with its baseline run
+right before it on the same rows:
+  write sqlite     `SnapshotStore.write` into a SQLite file (executemany in one transaction),
+                   vs raw sqlite3 executemany of the same, pre-built rows into the same tables
+  write postgres   `SnapshotStore.write` (psycopg COPY), vs raw psycopg COPY of the same rows
+  load sqlite/pg   `SnapshotStore.load` (rows -> image, checksum checked), vs a raw
+                   fetchall of the same rows through the same driver
+
+Part 2, a log of E entries (default 5,000,000) of topic churn over L live topics of P partitions
+(default 10,000 x 10 = 100,000 live partitions): each step deletes a random topic and creates a
+new one. While the log is written, a snapshot is taken into SQLite whenever the default policy
+(`metadata.log.max.record.bytes.between.snapshots`, 20 MiB of log) asks for one. Then
+`image_at(at_offset=X)` for R random offsets, with the split between snapshot load and tail
+replay, beside a replay of the whole log up to one of those offsets (no snapshot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from api.config_defs import CLUSTER_CONFIGS
+from api.snapshots import MAX_BYTES_KEY, log_bytes
+from metadata_log import MetadataLog
+from records import PartitionRecord, Record, RemoveTopicRecord, TopicRecord, Uuid
+from replay.delta import MetadataDelta, replay_records
+from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
+from replay.loader import load_image
+from replay.sql.content import COLUMNS, ContentChecksum, image_rows
+from replay.sql.store import SnapshotStore
+from replay.timetravel import travel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay_bench import BROKERS, REPLICATION, brokers
+
+DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def topic(name: str, partitions: int, seed: int) -> list[Record]:
+    tid = Uuid.random()
+    out: list[Record] = [TopicRecord(name=name, topic_id=tid)]
+    for p in range(partitions):
+        replicas = tuple((seed + p + i) % BROKERS for i in range(REPLICATION))
+        out.append(
+            PartitionRecord(
+                partition_id=p, topic_id=tid, replicas=replicas, isr=replicas, leader=replicas[0]
+            )
+        )
+    return out
+
+
+def big_image(topics: int, partitions: int) -> MetadataImage:
+    records = brokers()
+    for t in range(topics):
+        records.extend(topic(f"orders-{t:07d}", partitions, t))
+    return replay_records(
+        EMPTY_IMAGE, records, Provenance(offset=len(records) - 1, epoch=1, timestamp=1)
+    )
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+# ---------------------------------------------------------------------- part 1
+
+
+def content_rows(image: MetadataImage) -> dict[str, list[tuple[Any, ...]]]:
+    return {t: list(rows) for t, rows in image_rows(image, ContentChecksum()).items()}
+
+
+def raw_sqlite_write(path: Path, rows: dict[str, list[tuple[Any, ...]]], snapshot_id: int) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("BEGIN")
+        for table, table_rows in rows.items():
+            names = ("snapshot_id", *COLUMNS[table])
+            sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+            conn.executemany(sql, [(snapshot_id, *r) for r in table_rows])
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def raw_sqlite_read(path: Path, snapshot_id: int) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        count = 0
+        for table, columns in COLUMNS.items():
+            cursor = conn.execute(
+                f"SELECT {', '.join(columns)} FROM {table} WHERE snapshot_id = ?", (snapshot_id,)
+            )
+            count += len(cursor.fetchall())
+        return count
+    finally:
+        conn.close()
+
+
+def libpq(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def raw_copy_write(url: str, rows: dict[str, list[tuple[Any, ...]]], snapshot_id: int) -> None:
+    with psycopg.connect(libpq(url)) as conn, conn.cursor() as cursor:
+        for table, table_rows in rows.items():
+            names = ", ".join(("snapshot_id", *COLUMNS[table]))
+            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in table_rows:
+                    copy.write_row((snapshot_id, *row))
+
+
+def raw_pg_read(url: str, snapshot_id: int) -> int:
+    with psycopg.connect(libpq(url)) as conn, conn.cursor() as cursor:
+        count = 0
+        for table, columns in COLUMNS.items():
+            cursor.execute(
+                f"SELECT {', '.join(columns)} FROM {table} WHERE snapshot_id = %s", (snapshot_id,)
+            )
+            count += len(cursor.fetchall())
+        return count
+
+
+def part1(args: argparse.Namespace, scratch: Path, pg_url: str | None) -> list[str]:
+    start = time.perf_counter()
+    image = big_image(args.topics, args.partitions)
+    partitions = image.topics.partition_count()
+    print(f"image: {partitions:,} partitions, built in {time.perf_counter() - start:.1f}s")
+    gc.collect()
+    gc.freeze()  # the image lives for the whole run; keep collections off it
+    rows = content_rows(image)
+    lines = []
+    backends: list[tuple[str, str]] = [("sqlite", f"sqlite:///{scratch / 'ours.db'}")]
+    if pg_url is not None:
+        backends.append(("postgres", pg_url))
+    for name, url in backends:
+        writes, loads = [], []
+        for _ in range(args.repeat):
+            write_pair, load_pair = one_round(name, url, image, rows, scratch)
+            writes.append(write_pair)
+            loads.append(load_pair)
+        for what, pairs, target in (
+            ("write", writes, "<= 6 s" if name == "sqlite" else "<= 3 s"),
+            ("load", loads, "<= 5 s"),
+        ):
+            ours = statistics.median(o for o, _ in pairs)
+            base = statistics.median(b for _, b in pairs)
+            ratio = statistics.median(o / b for o, b in pairs)
+            lines.append(
+                f"{what + ' ' + name:<22}{ours:>9.2f} s{base:>11.2f} s{ratio:>8.2f}x  {target} "
+                f"({partitions:,} partitions)"
+            )
+    if pg_url is not None:
+        reset_postgres(pg_url)
+    return lines
+
+
+def one_round(
+    name: str,
+    url: str,
+    image: MetadataImage,
+    rows: dict[str, list[tuple[Any, ...]]],
+    scratch: Path,
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((ours, baseline) write seconds, (ours, baseline) load seconds) on fresh tables."""
+    if name == "sqlite":
+        for leftover in scratch.glob("*.db*"):
+            leftover.unlink()
+        with SnapshotStore(f"sqlite:///{scratch / 'raw.db'}") as raw_store:
+            raw_store.ensure_schema()
+        base_w = timed(lambda: raw_sqlite_write(scratch / "raw.db", rows, 1))
+    else:
+        reset_postgres(url)
+        with SnapshotStore(url) as raw_store:
+            raw_store.ensure_schema()
+        base_w = timed(lambda: raw_copy_write(url, rows, 999_999))
+    with SnapshotStore(url) as store:
+        start = time.perf_counter()
+        snapshot_id = store.write(image).id
+        ours_w = time.perf_counter() - start
+        if name == "sqlite":
+            base_l = timed(lambda: raw_sqlite_read(scratch / "ours.db", snapshot_id))
+        else:
+            base_l = timed(lambda: raw_pg_read(url, snapshot_id))
+        gc.collect()
+        start = time.perf_counter()
+        loaded = store.load(snapshot_id)
+        ours_l = time.perf_counter() - start
+        if loaded != image:
+            raise SystemExit(f"{name}: the loaded image differs from the written one")
+    return (ours_w, base_w), (ours_l, base_l)
+
+
+def reset_postgres(url: str) -> None:
+    with SnapshotStore(url) as store:
+        store.downgrade("base")
+
+
+# ---------------------------------------------------------------------- part 2
+
+
+def churn_log(
+    log_dir: Path, db_path: Path, *, entries: int, live: int, partitions: int, max_bytes: int
+) -> tuple[int, int]:
+    """Write the churn log, snapshotting by the default byte policy; returns (entries, snaps)."""
+    marker = log_dir / "bench-complete"
+    if marker.exists() and marker.read_text() == f"{entries} {live} {partitions} {max_bytes}":
+        with SnapshotStore(f"sqlite:///{db_path}") as store:
+            return entries, len(store.snapshots())
+    shutil.rmtree(log_dir, ignore_errors=True)
+    for leftover in db_path.parent.glob(db_path.name + "*"):
+        leftover.unlink()
+    rng = random.Random(5)
+    topics: list[Uuid] = []
+    counter = 0
+    image = EMPTY_IMAGE
+    snapshots = 0
+    with MetadataLog.open(log_dir) as log, SnapshotStore(f"sqlite:///{db_path}") as store:
+        bytes_at_last = 0
+        pending: list[Record] = brokers()
+        while log.end_offset < entries:
+            while len(pending) < 2000:
+                if len(topics) >= live:
+                    victim = topics.pop(rng.randrange(len(topics)))
+                    pending.append(RemoveTopicRecord(topic_id=victim))
+                counter += 1
+                records = topic(f"churn-{counter:08d}", partitions, counter)
+                topics.append(records[0].topic_id)  # type: ignore[attr-defined]
+                pending.extend(records)
+            batch = pending[: entries - log.end_offset]
+            pending = []
+            _, last = log.append(batch, principal="bench")
+            delta = MetadataDelta(image)
+            delta.replay_all(batch)
+            image = delta.apply(Provenance(offset=last, epoch=log.epoch, timestamp=0))
+            size = log_bytes(log)
+            if size - bytes_at_last >= max_bytes:
+                store.write(_with_log_provenance(log, image))
+                snapshots += 1
+                bytes_at_last = size
+    marker.write_text(f"{entries} {live} {partitions} {max_bytes}")
+    return entries, snapshots
+
+
+def _with_log_provenance(log: MetadataLog, image: MetadataImage) -> MetadataImage:
+    """The image stamped with the real epoch and timestamp of its last entry (as the service)."""
+    offset = image.provenance.offset
+    (entry,) = log.read(gt=offset - 1, lte=offset)
+    return MetadataImage(
+        provenance=Provenance(offset=offset, epoch=entry.epoch, timestamp=entry.timestamp),
+        features=image.features,
+        cluster=image.cluster,
+        namespaces=image.namespaces,
+        topics=image.topics,
+        configs=image.configs,
+    )
+
+
+def part2(args: argparse.Namespace, scratch: Path) -> list[str]:
+    log_dir = scratch / "churn" / "log"
+    db_path = scratch / "churn" / "snapshots.db"
+    log_dir.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    entries, snapshots = churn_log(
+        log_dir,
+        db_path,
+        entries=args.churn_entries,
+        live=args.live_topics,
+        partitions=args.partitions,
+        max_bytes=args.max_bytes,
+    )
+    print(
+        f"churn log: {entries:,} entries, {snapshots} snapshots every {args.max_bytes:,} bytes, "
+        f"generated/checked in {time.perf_counter() - start:.1f}s"
+    )
+    rng = random.Random(9)
+    results = []
+    with (
+        MetadataLog.open(log_dir, read_only=True) as log,
+        SnapshotStore(f"sqlite:///{db_path}", create=False) as store,
+    ):
+        print(f"log size: {log_bytes(log) / 2**20:,.0f} MiB")
+        points = [rng.randrange(entries) for _ in range(args.points)]
+        for point in points:
+            gc.collect()
+            start = time.perf_counter()
+            result = travel(log, store, at_offset=point)
+            total = time.perf_counter() - start
+            results.append((total, result.load_seconds, result.replay_seconds, result.replayed))
+            del result
+        gc.collect()
+        baseline_point = points[0]
+        base = timed(lambda: load_image(log, lte=baseline_point))
+    totals = [r[0] for r in results]
+    median = statistics.median(totals)
+    worst = max(results)
+    return [
+        f"{'image_at (median)':<22}{median:>9.2f} s{base:>11.2f} s{median / base:>8.2f}x  <= 3 s "
+        f"(baseline: replay from offset 0 to offset {baseline_point:,})",
+        f"{'image_at (worst)':<22}{worst[0]:>9.2f} s{'':>13}{'':>9}  load {worst[1]:.2f} s + "
+        f"replay {worst[2]:.2f} s of {worst[3]:,} entries",
+        f"{'  split (median)':<22}  load {statistics.median(r[1] for r in results):.2f} s, "
+        f"replay {statistics.median(r[2] for r in results):.2f} s of "
+        f"{statistics.median(r[3] for r in results):,.0f} entries ({len(results)} offsets)",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=100_000)
+    parser.add_argument("--partitions", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--churn-entries", type=int, default=5_000_000)
+    parser.add_argument("--live-topics", type=int, default=10_000)
+    parser.add_argument("--points", type=int, default=10)
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=int(CLUSTER_CONFIGS[MAX_BYTES_KEY].default or 0),
+        help=f"{MAX_BYTES_KEY} for part 2 (default: the key's default)",
+    )
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("MLOG_TEST_POSTGRES_URL", DEFAULT_POSTGRES),
+        help="PostgreSQL URL ('' to skip); a schema of its own is created and dropped",
+    )
+    parser.add_argument("--skip", choices=("part1", "part2"), help="skip one part")
+    parser.add_argument("--dir", type=Path, default=None, help="keep generated data here")
+    args = parser.parse_args()
+    scratch = args.dir or Path(tempfile.mkdtemp(prefix="mlog-snapshot-bench-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    schema = f"bench_{os.getpid()}"
+    pg_url = None
+    if args.postgres:
+        with psycopg.connect(libpq(args.postgres), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        pg_url = (
+            make_url(args.postgres)
+            .update_query_dict({"options": f"-csearch_path={schema}"})
+            .render_as_string(hide_password=False)
+        )
+    try:
+        lines = []
+        if args.skip != "part1":
+            (scratch / "part1").mkdir(exist_ok=True)
+            lines += part1(args, scratch / "part1", pg_url)
+        if args.skip != "part2":
+            lines += part2(args, scratch)
+        print()
+        print(f"{'measure':<22}{'ours':>11}{'baseline':>13}{'ratio':>9}  target")
+        for line in lines:
+            print(line)
+    finally:
+        if args.postgres:
+            with psycopg.connect(libpq(args.postgres), autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        if args.dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Alembic migrations of the snapshot tables; the store finds them with `importlib.resources`."""

@@ -1,0 +1,1 @@
+"""One linear history of revisions for every database (SQLite and PostgreSQL alike)."""

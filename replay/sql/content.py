@@ -1,0 +1,493 @@
+"""A snapshot's content: the image as table rows, rows back into an image, and their checksum.
+
+Rows here are the content columns of each table in declaration order, without `snapshot_id`
+(the store adds it). The checksum covers exactly these rows, so it does not depend on which
+snapshot id or which database holds them: two snapshots of one state have the same checksum.
+
+The checksum is a SHA-256 over, per table, the row count and the sum (mod 2**128) of a BLAKE2b
+digest of each row -- a multiset hash, so rows can be read back in any order the database likes.
+A row is serialized with `marshal` format version 0 (ints and strings only; unlike later
+versions it has no back-references or interning flags, so equal values give equal bytes
+whatever their object identity), 2.4x cheaper than `repr`. Partitions are hashed per topic (the
+topic's partition rows in id order, as one item), which costs one digest per topic instead of one
+per partition. Booleans are stored and hashed as 0/1, so every driver reads back the values that
+were hashed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import marshal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from immutables import Map
+
+from records.interning import shared_ints, shared_uuid
+from records.model import (
+    BrokerEndpoint,
+    BrokerFeature,
+    ConfigResourceType,
+    DeleteTopicPartitionsRecord,
+    Mode,
+    NamespaceRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+)
+from records.slots import new_instance, slot_setter
+from records.uuids import Uuid
+from replay.image import (
+    ClusterImage,
+    ConfigsImage,
+    FeaturesImage,
+    MetadataImage,
+    NamespacesImage,
+    Provenance,
+    TopicImage,
+    TopicsImage,
+    qualified_name,
+)
+from replay.sql.errors import SnapshotContentError
+
+Row = tuple[Any, ...]
+
+FEATURES = "snapshot_features"
+BROKERS = "snapshot_brokers"
+ENDPOINTS = "snapshot_broker_endpoints"
+BROKER_FEATURES = "snapshot_broker_features"
+NAMESPACES = "snapshot_namespaces"
+TOPICS = "snapshot_topics"
+PARTITIONS = "snapshot_partitions"
+PENDING = "snapshot_pending_deletions"
+CONFIGS = "snapshot_configs"
+
+COLUMNS: dict[str, tuple[str, ...]] = {
+    FEATURES: ("name", "level"),
+    BROKERS: (
+        "broker_id",
+        "incarnation_id",
+        "broker_epoch",
+        "rack",
+        "fenced",
+        "in_controlled_shutdown",
+    ),
+    ENDPOINTS: ("broker_id", "position", "name", "host", "port", "security_protocol"),
+    BROKER_FEATURES: (
+        "broker_id",
+        "position",
+        "name",
+        "min_supported_version",
+        "max_supported_version",
+    ),
+    NAMESPACES: ("namespace_id", "name", "parent_id"),
+    TOPICS: ("topic_id", "namespace", "name"),
+    PARTITIONS: (
+        "topic_id",
+        "partition_id",
+        "replicas",
+        "isr",
+        "removing_replicas",
+        "adding_replicas",
+        "leader",
+        "leader_epoch",
+        "partition_epoch",
+        "mode",
+    ),
+    PENDING: ("topic_id", "partition_count", "delete_after_ms", "created_ms"),
+    CONFIGS: ("resource_type", "resource_name", "name", "value"),
+}
+"""Content columns of each table, in the order of the rows below (the write order)."""
+
+_MODULUS = 1 << 128
+_MODE_NAMES = {int(m): m.name for m in Mode}
+_MODES = {m.name: m for m in Mode}
+_RESOURCE_TYPES = {t.name: t for t in ConfigResourceType}
+
+
+class ContentChecksum:
+    """The order-independent checksum of a snapshot's rows (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._sums = dict.fromkeys(COLUMNS, 0)
+        self._counts = dict.fromkeys(COLUMNS, 0)
+
+    def add(self, table: str, row: Row) -> None:
+        """Count one row of `table`."""
+        self._add(table, marshal.dumps(row, 0), 1)
+
+    def add_group(self, table: str, rows: Sequence[Row]) -> None:
+        """Count rows that always travel together (one topic's partitions, in id order)."""
+        self._add(table, marshal.dumps(list(rows), 0), len(rows))
+
+    def _add(self, table: str, data: bytes, count: int) -> None:
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        self._sums[table] = (self._sums[table] + int.from_bytes(digest, "big")) % _MODULUS
+        self._counts[table] += count
+
+    def count(self, table: str) -> int:
+        """Rows of `table` counted so far."""
+        return self._counts[table]
+
+    def hexdigest(self) -> str:
+        """The checksum: 64 hex digits."""
+        summary = "".join(f"{t}:{self._counts[t]}:{self._sums[t]:032x};" for t in COLUMNS)
+        return hashlib.sha256(summary.encode()).hexdigest()
+
+
+def record_count(checksum: ContentChecksum) -> int:
+    """How many records the image of these rows writes (endpoints are part of their broker)."""
+    return sum(
+        checksum.count(t)
+        for t in (FEATURES, BROKERS, NAMESPACES, TOPICS, PARTITIONS, PENDING, CONFIGS)
+    )
+
+
+# ---------------------------------------------------------------------------- image -> rows
+
+
+class _ArrayText(dict[tuple[int, ...], str]):
+    """Replica tuple -> its JSON text; few distinct lists exist, so this is mostly a lookup."""
+
+    def __missing__(self, key: tuple[int, ...]) -> str:
+        text = "[" + ",".join(str(i) for i in key) + "]"
+        self[key] = text
+        return text
+
+
+def image_rows(image: MetadataImage, checksum: ContentChecksum) -> dict[str, Iterator[Row]]:
+    """Per table, a lazy iterator of its rows; each row is added to `checksum` as it is made.
+
+    Topics and partitions come in topic id order (the primary key order, so index inserts are
+    appends).
+    """
+    return {
+        FEATURES: _counted(checksum, FEATURES, sorted(image.features.levels.items())),
+        BROKERS: _counted(checksum, BROKERS, _broker_rows(image.cluster)),
+        ENDPOINTS: _counted(checksum, ENDPOINTS, _endpoint_rows(image.cluster)),
+        BROKER_FEATURES: _counted(checksum, BROKER_FEATURES, _broker_feature_rows(image.cluster)),
+        NAMESPACES: _counted(checksum, NAMESPACES, _namespace_rows(image.namespaces)),
+        TOPICS: _counted(checksum, TOPICS, _topic_rows(image.topics)),
+        PARTITIONS: _partition_rows(image.topics, checksum),
+        PENDING: _counted(checksum, PENDING, _pending_rows(image.topics)),
+        CONFIGS: _counted(checksum, CONFIGS, _config_rows(image.configs)),
+    }
+
+
+def _counted(checksum: ContentChecksum, table: str, rows: Iterable[Row]) -> Iterator[Row]:
+    add = checksum.add
+    for row in rows:
+        add(table, row)
+        yield row
+
+
+def _broker_rows(cluster: ClusterImage) -> Iterator[Row]:
+    for b in cluster.sorted():
+        yield (
+            b.broker_id,
+            str(b.incarnation_id),
+            b.broker_epoch,
+            b.rack,
+            int(b.fenced),
+            int(b.in_controlled_shutdown),
+        )
+
+
+def _endpoint_rows(cluster: ClusterImage) -> Iterator[Row]:
+    for b in cluster.sorted():
+        for position, e in enumerate(b.end_points):
+            yield (b.broker_id, position, e.name, e.host, e.port, e.security_protocol)
+
+
+def _broker_feature_rows(cluster: ClusterImage) -> Iterator[Row]:
+    for b in cluster.sorted():
+        for position, f in enumerate(b.features):
+            yield (b.broker_id, position, f.name, f.min_supported_version, f.max_supported_version)
+
+
+def _namespace_rows(namespaces: NamespacesImage) -> Iterator[Row]:
+    for record in namespaces.by_name.values():
+        parent = None if record.parent_id is None else str(record.parent_id)
+        yield (str(record.namespace_id), record.name, parent)
+
+
+def _sorted_topics(topics: TopicsImage) -> list[tuple[str, TopicImage]]:
+    return sorted(((str(t.topic_id), t) for t in topics.by_id.values()), key=lambda p: p[0])
+
+
+def _topic_rows(topics: TopicsImage) -> Iterator[Row]:
+    for tid, topic in _sorted_topics(topics):
+        yield (tid, topic.namespace, topic.name)
+
+
+def _partition_rows(topics: TopicsImage, checksum: ContentChecksum) -> Iterator[Row]:
+    text = _ArrayText()
+    modes = _MODE_NAMES
+    add_group = checksum.add_group
+    for tid, topic in _sorted_topics(topics):
+        rows = [
+            (
+                tid,
+                p.partition_id,
+                text[p.replicas],
+                text[p.isr],
+                text[p.removing_replicas],
+                text[p.adding_replicas],
+                p.leader,
+                p.leader_epoch,
+                p.partition_epoch,
+                modes[p.mode],
+            )
+            for p in topic.partitions
+        ]
+        add_group(PARTITIONS, rows)
+        yield from rows
+
+
+def _pending_rows(topics: TopicsImage) -> Iterator[Row]:
+    for tid, topic in _sorted_topics(topics):
+        pending = topic.pending_deletion
+        if pending is not None:
+            yield (tid, pending.partition_count, pending.delete_after_ms, pending.created_ms)
+
+
+def _config_rows(configs: ConfigsImage) -> Iterator[Row]:
+    for (resource_type, resource_name), values in sorted(configs.resources.items()):
+        type_name = ConfigResourceType(resource_type).name
+        for name in sorted(values):
+            yield (type_name, resource_name, name, values[name])
+
+
+# ---------------------------------------------------------------------------- rows -> image
+
+_PARTITION_FIELDS = (
+    "partition_id",
+    "topic_id",
+    "replicas",
+    "isr",
+    "removing_replicas",
+    "adding_replicas",
+    "leader",
+    "leader_epoch",
+    "partition_epoch",
+    "mode",
+)
+_partition_setters = tuple(slot_setter(PartitionRecord, name) for name in _PARTITION_FIELDS)
+
+
+class _ArrayValues(dict[str, tuple[int, ...]]):
+    """JSON array text -> the shared tuple of broker ids."""
+
+    def __missing__(self, text: str) -> tuple[int, ...]:
+        try:
+            values = json.loads(text)
+        except (TypeError, ValueError):
+            values = None
+        if not isinstance(values, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in values
+        ):
+            raise SnapshotContentError(f"{text!r} is not a JSON array of broker ids")
+        found = shared_ints(values)
+        self[text] = found
+        return found
+
+
+def _uuid(text: str | None, what: str) -> Uuid:
+    if not isinstance(text, str) or len(text) != 22:
+        raise SnapshotContentError(f"{what} {text!r} is not a 22-character id")
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 16:
+        raise SnapshotContentError(f"{what} {text!r} is not a 22-character id")
+    return shared_uuid(raw)
+
+
+def _normalized_brokers(rows: Iterable[Row]) -> list[Row]:
+    # Drivers read booleans back as bool (psycopg) or int (sqlite3); 0/1 were hashed.
+    return [(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
+
+
+def image_from_rows(
+    provenance: Provenance, rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum
+) -> MetadataImage:
+    """The image held by `rows` (per table, in any order), adding every row to `checksum`.
+
+    Raises SnapshotContentError when the rows cannot form an image (a partition id gap, an
+    unknown mode, a partition of a missing topic): a damaged or hand-edited snapshot.
+    """
+    levels: dict[str, int] = {}
+    for row in rows[FEATURES]:
+        checksum.add(FEATURES, row)
+        levels[row[0]] = row[1]
+    namespaces, namespace_ids = _namespaces(rows, checksum)
+    topics, topic_counts = _topics(rows, checksum)
+    return MetadataImage(
+        provenance=provenance,
+        features=FeaturesImage(levels=Map(levels)),
+        cluster=ClusterImage(brokers=Map(_brokers(rows, checksum))),
+        namespaces=NamespacesImage(
+            by_name=Map(namespaces), by_id=Map(namespace_ids), topic_counts=Map(topic_counts)
+        ),
+        topics=topics,
+        configs=_configs(rows, checksum),
+    )
+
+
+def _brokers(
+    rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum
+) -> dict[int, RegisterBrokerRecord]:
+    add = checksum.add
+    endpoints: dict[int, list[Row]] = {}
+    for row in rows[ENDPOINTS]:
+        add(ENDPOINTS, row)
+        endpoints.setdefault(row[0], []).append(row)
+    features: dict[int, list[Row]] = {}
+    for row in rows[BROKER_FEATURES]:
+        add(BROKER_FEATURES, row)
+        features.setdefault(row[0], []).append(row)
+    brokers: dict[int, RegisterBrokerRecord] = {}
+    for row in _normalized_brokers(rows[BROKERS]):
+        add(BROKERS, row)
+        broker_id = row[0]
+        brokers[broker_id] = RegisterBrokerRecord(
+            broker_id=broker_id,
+            incarnation_id=_uuid(row[1], "incarnation id"),
+            broker_epoch=row[2],
+            end_points=tuple(
+                BrokerEndpoint(name=e[2], host=e[3], port=e[4], security_protocol=e[5])
+                for e in sorted(endpoints.pop(broker_id, ()), key=lambda e: e[1])
+            ),
+            features=tuple(
+                BrokerFeature(name=f[2], min_supported_version=f[3], max_supported_version=f[4])
+                for f in sorted(features.pop(broker_id, ()), key=lambda f: f[1])
+            ),
+            rack=row[3],
+            fenced=bool(row[4]),
+            in_controlled_shutdown=bool(row[5]),
+        )
+    if endpoints or features:
+        orphans = sorted({*endpoints, *features})
+        raise SnapshotContentError(f"endpoints or features of unknown brokers {orphans}")
+    return brokers
+
+
+def _namespaces(
+    rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum
+) -> tuple[dict[str, NamespaceRecord], dict[Uuid, str]]:
+    namespaces: dict[str, NamespaceRecord] = {}
+    namespace_ids: dict[Uuid, str] = {}
+    for row in rows[NAMESPACES]:
+        checksum.add(NAMESPACES, row)
+        namespace_id = _uuid(row[0], "namespace id")
+        parent = None if row[2] is None else _uuid(row[2], "parent namespace id")
+        namespaces[row[1]] = NamespaceRecord(
+            namespace_id=namespace_id, name=row[1], parent_id=parent
+        )
+        namespace_ids[namespace_id] = row[1]
+    return namespaces, namespace_ids
+
+
+def _topics(
+    rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum
+) -> tuple[TopicsImage, dict[str, int]]:
+    add = checksum.add
+    topic_rows: dict[str, Row] = {}
+    for row in rows[TOPICS]:
+        add(TOPICS, row)
+        topic_rows[row[0]] = row
+    pending_rows: dict[str, Row] = {}
+    for row in rows[PENDING]:
+        add(PENDING, row)
+        pending_rows[row[0]] = row
+    grouped: dict[str, list[Row]] = {tid: [] for tid in topic_rows}
+    for row in rows[PARTITIONS]:
+        group = grouped.get(row[0])
+        if group is None:
+            raise SnapshotContentError(f"partition {row[1]} of topic id {row[0]} without a topic")
+        group.append(row)
+
+    by_id: dict[Uuid, TopicImage] = {}
+    by_name: dict[str, Uuid] = {}
+    topic_counts: dict[str, int] = {}
+    arrays = _ArrayValues()
+    add_group = checksum.add_group
+    for tid, (_, namespace, name) in topic_rows.items():
+        topic_id = _uuid(tid, "topic id")
+        group = grouped[tid]
+        group.sort(key=lambda r: r[1])
+        add_group(PARTITIONS, group)
+        pending = pending_rows.pop(tid, None)
+        by_id[topic_id] = TopicImage(
+            topic_id=topic_id,
+            name=name,
+            namespace=namespace,
+            partitions=_partitions(topic_id, group, arrays),
+            pending_deletion=None
+            if pending is None
+            else DeleteTopicPartitionsRecord(
+                topic_id=topic_id,
+                partition_count=pending[1],
+                delete_after_ms=pending[2],
+                created_ms=pending[3],
+            ),
+        )
+        by_name[qualified_name(namespace, name)] = topic_id
+        if namespace:
+            topic_counts[namespace] = topic_counts.get(namespace, 0) + 1
+    if pending_rows:
+        raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
+    return TopicsImage(by_id=Map(by_id), by_name=Map(by_name)), topic_counts
+
+
+def _configs(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> ConfigsImage:
+    resources: dict[tuple[ConfigResourceType, str], dict[str, str]] = {}
+    for row in rows[CONFIGS]:
+        checksum.add(CONFIGS, row)
+        resource_type = _RESOURCE_TYPES.get(row[0])
+        if resource_type is None:
+            raise SnapshotContentError(f"unknown config resource type {row[0]!r}")
+        resources.setdefault((resource_type, row[1]), {})[row[2]] = row[3]
+    return ConfigsImage(resources=Map({k: Map(v) for k, v in resources.items()}))
+
+
+def _partitions(
+    topic_id: Uuid, rows: list[Row], arrays: _ArrayValues
+) -> tuple[PartitionRecord, ...]:
+    (
+        set_partition_id,
+        set_topic_id,
+        set_replicas,
+        set_isr,
+        set_removing,
+        set_adding,
+        set_leader,
+        set_leader_epoch,
+        set_partition_epoch,
+        set_mode,
+    ) = _partition_setters
+    out = []
+    for expected, row in enumerate(rows):
+        if row[1] != expected:
+            raise SnapshotContentError(
+                f"topic id {row[0]} has partition {row[1]} where partition {expected} belongs"
+            )
+        mode = _MODES.get(row[9])
+        if mode is None:
+            raise SnapshotContentError(f"partition {row[0]}-{row[1]} has unknown mode {row[9]!r}")
+        p: PartitionRecord = new_instance(PartitionRecord)
+        set_partition_id(p, expected)
+        set_topic_id(p, topic_id)
+        set_replicas(p, arrays[row[2]])
+        set_isr(p, arrays[row[3]])
+        set_removing(p, arrays[row[4]])
+        set_adding(p, arrays[row[5]])
+        set_leader(p, row[6])
+        set_leader_epoch(p, row[7])
+        set_partition_epoch(p, row[8])
+        set_mode(p, mode)
+        out.append(p)
+    return tuple(out)

@@ -1,0 +1,222 @@
+"""The snapshot tables: one `snapshots` row per snapshot, normalized tables for its content.
+
+Every content table is keyed by `snapshot_id` first, so a snapshot's rows sit together and
+"which partitions were READ_ONLY in snapshot 7" is one plain query. Ids are stored in Kafka's
+22-character text form (as `mlog topics describe` shows them); enums by name (`READ_ONLY`,
+`TOPIC`); replica lists as JSON array text (`[1,2,3]`), readable by `json_each` (SQLite) or
+`::jsonb` (PostgreSQL).
+
+The content tables have no foreign keys to `snapshots`: a snapshot is written in one transaction
+and deleted by `snapshot_id` from every table in one transaction, and per-row foreign key checks
+would double the cost of a million-partition COPY for no gain. Alembic's migrations (the
+`migrations` package) create these tables; the models are compared with them in the tests.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from records.model import ConfigResourceType, Mode
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Constraint names that are the same on every database, so migrations can name them."""
+
+ID_LENGTH = 22
+"""A 128-bit id in Kafka's text form: URL-safe base64 without padding."""
+
+FORMAT_VERSION = 1
+"""How content is encoded in the rows (and so what the checksum covers); bumped on any change."""
+
+MODE_NAMES = tuple(m.name for m in Mode)
+RESOURCE_TYPE_NAMES = tuple(t.name for t in ConfigResourceType)
+
+
+def _in(column: str, names: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(n) for n in names)})"
+
+
+class Base(DeclarativeBase):
+    """The declarative base of the snapshot tables, with the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Snapshot(Base):
+    """One complete snapshot: the image after the entry at `log_offset`."""
+
+    __tablename__ = "snapshots"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    log_offset: Mapped[int] = mapped_column(BigInteger, index=True, doc="offset of the last entry")
+    epoch: Mapped[int] = mapped_column(Integer, doc="leader epoch of that entry")
+    log_timestamp: Mapped[int] = mapped_column(BigInteger, doc="append time of that entry, ms")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    record_count: Mapped[int] = mapped_column(BigInteger, doc="records the image writes")
+    checksum: Mapped[str] = mapped_column(String(64), doc="SHA-256 of the content rows, hex")
+    format_version: Mapped[int] = mapped_column(Integer)
+
+
+class SnapshotFeature(Base):
+    """A finalized feature level (`metadata.version`, ...)."""
+
+    __tablename__ = "snapshot_features"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    level: Mapped[int] = mapped_column(Integer)
+
+
+class SnapshotBroker(Base):
+    """A registered broker."""
+
+    __tablename__ = "snapshot_brokers"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    broker_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    incarnation_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    broker_epoch: Mapped[int] = mapped_column(BigInteger)
+    rack: Mapped[str | None] = mapped_column(Text)
+    fenced: Mapped[bool] = mapped_column(Boolean)
+    in_controlled_shutdown: Mapped[bool] = mapped_column(Boolean)
+
+
+class SnapshotBrokerEndpoint(Base):
+    """A listener of a broker, in the broker's order."""
+
+    __tablename__ = "snapshot_broker_endpoints"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    broker_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    host: Mapped[str] = mapped_column(Text)
+    port: Mapped[int] = mapped_column(Integer)
+    security_protocol: Mapped[int] = mapped_column(Integer)
+
+
+class SnapshotBrokerFeature(Base):
+    """A feature range a broker supports, in the broker's order."""
+
+    __tablename__ = "snapshot_broker_features"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    broker_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    min_supported_version: Mapped[int] = mapped_column(Integer)
+    max_supported_version: Mapped[int] = mapped_column(Integer)
+
+
+class SnapshotNamespace(Base):
+    """A namespace; `name` is the full name, tiers separated by ':'."""
+
+    __tablename__ = "snapshot_namespaces"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    parent_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+
+
+class SnapshotTopic(Base):
+    """A live topic; `namespace` is "" for the default namespace."""
+
+    __tablename__ = "snapshot_topics"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    topic_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    namespace: Mapped[str] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(Text)
+
+
+class SnapshotPartition(Base):
+    """A partition of a topic: replicas, ISR, leader, epochs and read/write mode.
+
+    The biggest table by far, so it has no primary key constraint, only an index on
+    `snapshot_id`: a (snapshot, topic, partition) B-tree costs about 1 s per million partitions
+    on PostgreSQL (a third of the write budget), and uniqueness is the writer's (an image holds
+    each partition once) and the checksum's to guarantee. The mapper still knows the key.
+    """
+
+    __tablename__ = "snapshot_partitions"
+    __table_args__ = (CheckConstraint(_in("mode", MODE_NAMES), name="mode"),)
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, index=True)
+    topic_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    partition_id: Mapped[int] = mapped_column(Integer)
+    replicas: Mapped[str] = mapped_column(Text, doc="JSON array of broker ids")
+    isr: Mapped[str] = mapped_column(Text, doc="JSON array of broker ids")
+    removing_replicas: Mapped[str] = mapped_column(Text, doc="JSON array of broker ids")
+    adding_replicas: Mapped[str] = mapped_column(Text, doc="JSON array of broker ids")
+    leader: Mapped[int] = mapped_column(Integer, doc="-1: no leader")
+    leader_epoch: Mapped[int] = mapped_column(Integer)
+    partition_epoch: Mapped[int] = mapped_column(Integer)
+    mode: Mapped[str] = mapped_column(String(16), doc="READ_WRITE, READ_ONLY or NONE")
+
+    __mapper_args__ = {  # noqa: RUF012 - SQLAlchemy's declarative hook, read once
+        "primary_key": [snapshot_id, topic_id, partition_id]
+    }
+
+
+class SnapshotPendingDeletion(Base):
+    """A partition reduction waiting for its purge time: ids >= `partition_count` go."""
+
+    __tablename__ = "snapshot_pending_deletions"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    topic_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    partition_count: Mapped[int] = mapped_column(Integer)
+    delete_after_ms: Mapped[int] = mapped_column(BigInteger)
+    created_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class SnapshotConfig(Base):
+    """A config override; BROKER "" is the cluster-wide default, topics by qualified name."""
+
+    __tablename__ = "snapshot_configs"
+    __table_args__ = (CheckConstraint(_in("resource_type", RESOURCE_TYPE_NAMES), name="type"),)
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    resource_type: Mapped[str] = mapped_column(String(16), primary_key=True)
+    resource_name: Mapped[str] = mapped_column(Text, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+SNAPSHOTS: Table = Base.metadata.tables["snapshots"]
+"""The `snapshots` table."""
+
+CONTENT_TABLES: tuple[Table, ...] = tuple(
+    Base.metadata.tables[name]
+    for name in (
+        "snapshot_features",
+        "snapshot_brokers",
+        "snapshot_broker_endpoints",
+        "snapshot_broker_features",
+        "snapshot_namespaces",
+        "snapshot_topics",
+        "snapshot_partitions",
+        "snapshot_pending_deletions",
+        "snapshot_configs",
+    )
+)
+"""The per-snapshot tables, in the order a snapshot is written."""

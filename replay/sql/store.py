@@ -1,0 +1,669 @@
+"""The snapshot store: write, list, load, verify and delete snapshots of the image in SQL.
+
+A snapshot is written in one transaction (the `snapshots` row and every content row) and so
+becomes visible only when complete; a writer killed half-way leaves nothing behind. Its checksum
+is stored with it and checked on every load. Any SQLAlchemy URL works; SQLite (the default, a
+file in the data directory) is written with the driver's `executemany`, PostgreSQL through
+psycopg 3 with COPY, anything else with SQLAlchemy Core's executemany.
+
+The store refuses to work on a schema other than its own: an empty database is created on first
+use (`create=True`), one that is behind needs `mlog db upgrade`, one that is ahead (written by a
+newer metadata-log) is refused.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, create_engine, delete, event, func, select
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    NoSuchModuleError,
+    SQLAlchemyError,
+)
+
+from replay.image import MetadataImage, Provenance
+from replay.sql import content, schema
+from replay.sql.content import ContentChecksum, Row, image_from_rows, image_rows, record_count
+from replay.sql.errors import (
+    SchemaAheadError,
+    SchemaBehindError,
+    SchemaError,
+    SnapshotChecksumError,
+    SnapshotNotFoundError,
+    SnapshotStoreError,
+    StoreUnavailableError,
+)
+from replay.sql.models import CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS, Base
+from replay.sql.schema import SchemaState, SchemaStatus
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[int], None]
+"""Called with the number of rows written or read since the last call."""
+
+PROGRESS_EVERY = 65_536
+_CHUNK = 10_000
+_SNAPSHOTS = SNAPSHOTS
+_TABLES: dict[str, Table] = {t.name: t for t in CONTENT_TABLES}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotInfo:
+    """What the `snapshots` table says about one snapshot."""
+
+    id: int
+    offset: int
+    """Offset of the last log entry in the snapshot."""
+    epoch: int
+    timestamp: int
+    """Append time (ms) of that entry."""
+    created_at: datetime
+    record_count: int
+    checksum: str
+    format_version: int
+
+    @property
+    def provenance(self) -> Provenance:
+        """The provenance of the image the snapshot holds."""
+        return Provenance(offset=self.offset, epoch=self.epoch, timestamp=self.timestamp)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyResult:
+    """What `verify` found: the stored and the recomputed checksum, or why it failed."""
+
+    info: SnapshotInfo
+    computed: str | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the rows match the stored checksum and form an image."""
+        return self.error is None and self.computed == self.info.checksum
+
+
+def parse_url(url: str) -> URL:
+    """A database URL, or a SnapshotStoreError that says what a URL looks like."""
+    try:
+        return make_url(url)
+    except ArgumentError:
+        raise SnapshotStoreError(
+            f"{url!r} is not a database URL; give e.g. sqlite:///path/to/snapshots.db or "
+            "postgresql+psycopg://user@host:5432/dbname (--db or MLOG_DATABASE_URL)"
+        ) from None
+
+
+def sqlite_url(path: Path) -> str:
+    """The URL of a SQLite database file."""
+    return f"sqlite:///{path}"
+
+
+def _first_line(exc: BaseException) -> str:
+    original = getattr(exc, "orig", None) or exc
+    text = str(original).strip().splitlines()
+    return text[0] if text else type(original).__name__
+
+
+class SnapshotStore:
+    """Snapshots of the image in one SQL database (open with a URL; close when done)."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        """Bind to the database at `url`; nothing is connected until the first operation.
+
+        With `create`, an empty database gets the schema on first use; without it, the store
+        only reads and an empty or missing database simply holds no snapshot.
+        """
+        self.url = parse_url(url)
+        self.create = create
+        self.shown_url = self.url.render_as_string(hide_password=True)
+        self._engine: Engine | None = None
+        self._checked: SchemaStatus | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether the database is SQLite."""
+        return self.url.get_backend_name() == "sqlite"
+
+    def sqlite_path(self) -> Path | None:
+        """The file of a SQLite database (None for other databases and in-memory SQLite)."""
+        if not self.is_sqlite or not self.url.database or self.url.database == ":memory:":
+            return None
+        return Path(self.url.database)
+
+    def missing(self) -> bool:
+        """True for a SQLite file that does not exist yet (a reader then sees no snapshots)."""
+        path = self.sqlite_path()
+        return path is not None and not path.exists()
+
+    @property
+    def engine(self) -> Engine:
+        """The engine, created on first use."""
+        if self._engine is None:
+            self._engine = self._create_engine()
+        return self._engine
+
+    def _create_engine(self) -> Engine:
+        kwargs: dict[str, Any] = {"pool_pre_ping": True}
+        if self.is_sqlite:
+            kwargs["connect_args"] = {"timeout": 30}
+        elif self.url.get_backend_name() == "postgresql":
+            kwargs["connect_args"] = {"connect_timeout": 10}
+        try:
+            engine = create_engine(self.url, **kwargs)
+        except (NoSuchModuleError, ArgumentError, ImportError) as exc:
+            raise SnapshotStoreError(
+                f"cannot use database URL {self.shown_url}: {_first_line(exc)}; use "
+                "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+            ) from None
+        if self.is_sqlite:
+            event.listen(engine, "connect", _sqlite_connect)
+            event.listen(engine, "begin", _sqlite_begin)
+        return engine
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def __enter__(self) -> SnapshotStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connect(self) -> Connection:
+        try:
+            return self.engine.connect()
+        except DBAPIError as exc:
+            hint = (
+                "check that its directory exists and is writable"
+                if self.is_sqlite
+                else "check that it is running"
+            )
+            raise StoreUnavailableError(
+                f"cannot reach the snapshot database {self.shown_url}: {_first_line(exc)}; "
+                f"{hint}, and the URL (--db or MLOG_DATABASE_URL)"
+            ) from None
+
+    def _failed(self, exc: SQLAlchemyError, what: str) -> SnapshotStoreError:
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            return StoreUnavailableError(
+                f"lost the snapshot database {self.shown_url} while {what}: {_first_line(exc)}"
+            )
+        return SnapshotStoreError(
+            f"snapshot database {self.shown_url} failed while {what}: {_first_line(exc)}"
+        )
+
+    # ------------------------------------------------------------------ schema
+
+    def status(self) -> SchemaStatus:
+        """How the database's schema compares with this code's migrations."""
+        with self._connect() as conn:
+            try:
+                return schema.schema_status(conn)
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, "reading the schema revision") from None
+
+    def drift(self) -> list[str]:
+        """Differences between the database's tables and the models (empty when none)."""
+        with self._connect() as conn:
+            try:
+                return schema.drift(conn)
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, "comparing the schema") from None
+
+    def upgrade(self, revision: str = "head") -> tuple[SchemaStatus, SchemaStatus]:
+        """Migrate to `revision` (default the head); returns the status before and after."""
+        with self._connect() as conn:
+            try:
+                with conn.begin():
+                    before = schema.schema_status(conn)
+                    if before.state in (SchemaState.AHEAD, SchemaState.UNMANAGED):
+                        raise _schema_error(before, self.shown_url)
+                    schema.upgrade(conn, revision)
+                after = schema.schema_status(conn)
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, "migrating") from None
+        self._checked = after if after.state is SchemaState.CURRENT else None
+        return before, after
+
+    def downgrade(self, revision: str) -> SchemaStatus:
+        """Migrate down to `revision` ("base" drops every snapshot table)."""
+        with self._connect() as conn:
+            try:
+                with conn.begin():
+                    schema.downgrade(conn, revision)
+                after = schema.schema_status(conn)
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, "migrating") from None
+        self._checked = None
+        return after
+
+    def ensure_schema(self) -> bool:
+        """Check the schema once; returns False if a reader finds no schema (so no snapshots).
+
+        An empty database gets the schema when the store may create it; behind, ahead and
+        unmanaged schemas raise a SchemaError that says what to do.
+        """
+        if self._checked is not None:
+            return True
+        status = self.status()
+        if status.state is SchemaState.EMPTY:
+            if not self.create:
+                return False
+            logger.info("creating the snapshot tables in %s", self.shown_url)
+            _, status = self.upgrade()
+        if status.state is not SchemaState.CURRENT:
+            raise _schema_error(status, self.shown_url)
+        self._checked = status
+        return True
+
+    # ------------------------------------------------------------------ reading the index
+
+    def snapshots(
+        self,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        limit: int | None = None,
+        desc: bool = False,
+    ) -> list[SnapshotInfo]:
+        """Snapshots whose offset is in `gt < offset <= lte`, oldest first (newest with desc)."""
+        if not self.ensure_schema():
+            return []
+        query = select(_SNAPSHOTS)
+        if gt is not None:
+            query = query.where(_SNAPSHOTS.c.log_offset > gt)
+        if lte is not None:
+            query = query.where(_SNAPSHOTS.c.log_offset <= lte)
+        if desc:
+            query = query.order_by(_SNAPSHOTS.c.log_offset.desc(), _SNAPSHOTS.c.id.desc())
+        else:
+            query = query.order_by(_SNAPSHOTS.c.log_offset, _SNAPSHOTS.c.id)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._connect() as conn:
+            try:
+                return [_info(row._mapping) for row in conn.execute(query)]
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, "listing snapshots") from None
+
+    def get(self, snapshot_id: int) -> SnapshotInfo:
+        """One snapshot's row, or SnapshotNotFoundError."""
+        if self.ensure_schema():
+            with self._connect() as conn:
+                try:
+                    row = conn.execute(
+                        select(_SNAPSHOTS).where(_SNAPSHOTS.c.id == snapshot_id)
+                    ).first()
+                except SQLAlchemyError as exc:
+                    raise self._failed(exc, "reading a snapshot") from None
+            if row is not None:
+                return _info(row._mapping)
+        raise SnapshotNotFoundError(
+            f"there is no snapshot {snapshot_id} in {self.shown_url}; `mlog snapshot list` "
+            "shows the snapshots"
+        )
+
+    def newest(self, *, lte: int | None = None) -> SnapshotInfo | None:
+        """The newest snapshot at or before offset `lte` (any, without it), or None."""
+        found = self.snapshots(lte=lte, limit=1, desc=True)
+        return found[0] if found else None
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, image: MetadataImage, *, progress: Progress | None = None) -> SnapshotInfo:
+        """Write a snapshot of `image` in one transaction; returns its row once committed."""
+        if image.provenance.offset < 0:
+            raise SnapshotStoreError("the image is empty (no log entry yet); nothing to snapshot")
+        self.ensure_schema()
+        checksum = ContentChecksum()
+        created = datetime.now(UTC)
+        provenance = image.provenance
+        with self._connect() as conn:
+            try:
+                with conn.begin():
+                    snapshot_id = self._insert_snapshot(conn, provenance, created)
+                    writer = _writer_for(conn)
+                    for table, rows in image_rows(image, checksum).items():
+                        reported = rows if progress is None else _reporting(rows, progress)
+                        writer(conn, _TABLES[table], snapshot_id, reported)
+                    digest = checksum.hexdigest()
+                    count = record_count(checksum)
+                    conn.execute(
+                        _SNAPSHOTS.update()
+                        .where(_SNAPSHOTS.c.id == snapshot_id)
+                        .values(checksum=digest, record_count=count)
+                    )
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, "writing a snapshot") from None
+        return SnapshotInfo(
+            id=snapshot_id,
+            offset=provenance.offset,
+            epoch=provenance.epoch,
+            timestamp=provenance.timestamp,
+            created_at=created,
+            record_count=count,
+            checksum=digest,
+            format_version=FORMAT_VERSION,
+        )
+
+    @staticmethod
+    def _insert_snapshot(conn: Connection, provenance: Provenance, created: datetime) -> int:
+        result = conn.execute(
+            _SNAPSHOTS.insert().values(
+                log_offset=provenance.offset,
+                epoch=provenance.epoch,
+                log_timestamp=provenance.timestamp,
+                created_at=created,
+                record_count=0,
+                checksum="",
+                format_version=FORMAT_VERSION,
+            )
+        )
+        key = result.inserted_primary_key
+        if key is None:  # pragma: no cover - every supported dialect returns the new id
+            raise SnapshotStoreError("the database did not return the new snapshot's id")
+        snapshot_id: int = key[0]
+        return snapshot_id
+
+    def delete(self, snapshot_id: int) -> SnapshotInfo:
+        """Delete one snapshot (all its rows, in one transaction); returns what it was."""
+        info = self.get(snapshot_id)
+        with self._connect() as conn:
+            try:
+                with conn.begin():
+                    _delete_rows(conn, [snapshot_id])
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, "deleting a snapshot") from None
+        return info
+
+    def retain(self, keep: int) -> list[SnapshotInfo]:
+        """Delete all but the newest `keep` snapshots (keep >= 1); returns the deleted ones."""
+        if keep < 1:
+            raise SnapshotStoreError(f"retention must keep at least 1 snapshot, got {keep}")
+        doomed = self.snapshots(desc=True)[keep:]
+        if doomed:
+            with self._connect() as conn:
+                try:
+                    with conn.begin():
+                        _delete_rows(conn, [s.id for s in doomed])
+                except SQLAlchemyError as exc:
+                    raise self._failed(exc, "deleting old snapshots") from None
+        return doomed
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self, snapshot_id: int, *, progress: Progress | None = None) -> MetadataImage:
+        """The image a snapshot holds; SnapshotChecksumError if its rows do not match."""
+        info = self.get(snapshot_id)
+        image, computed = self._read(info, progress)
+        if computed != info.checksum:
+            raise SnapshotChecksumError(
+                f"snapshot {snapshot_id} (offset {info.offset}) does not match its checksum "
+                f"(stored {info.checksum[:12]}..., rows give {computed[:12]}...): its rows were "
+                "changed or damaged. Delete it (`mlog snapshot delete`); the log rebuilds it"
+            )
+        return image
+
+    def verify(self, snapshot_id: int) -> VerifyResult:
+        """Recompute a snapshot's checksum from its rows and check they form an image."""
+        info = self.get(snapshot_id)
+        try:
+            _, computed = self._read(info, None)
+        except SnapshotStoreError as exc:
+            if isinstance(exc, StoreUnavailableError):
+                raise
+            return VerifyResult(info=info, computed=None, error=str(exc))
+        return VerifyResult(info=info, computed=computed, error=None)
+
+    def _read(self, info: SnapshotInfo, progress: Progress | None) -> tuple[MetadataImage, str]:
+        if info.format_version != FORMAT_VERSION:
+            raise SnapshotStoreError(
+                f"snapshot {info.id} has format version {info.format_version}; this "
+                f"metadata-log reads version {FORMAT_VERSION}. Run `mlog db upgrade`"
+            )
+        checksum = ContentChecksum()
+        # As in load_image: a load creates millions of long-lived objects and no cycles, and
+        # every full collection meanwhile would traverse them all again.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._read_rows(info, checksum, progress)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _read_rows(
+        self, info: SnapshotInfo, checksum: ContentChecksum, progress: Progress | None
+    ) -> tuple[MetadataImage, str]:
+        with self._connect() as conn:
+            try:
+                with conn.begin():
+                    rows = {
+                        name: itertools.chain.from_iterable(
+                            _counting(_select_chunks(conn, table, info.id), progress)
+                        )
+                        for name, table in _TABLES.items()
+                    }
+                    # Every table but the big one is read whole first: image_from_rows reads
+                    # them in its own order, and each iterator holds its own cursor.
+                    image = image_from_rows(info.provenance, _materialized(rows), checksum)
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, f"reading snapshot {info.id}") from None
+        return image, checksum.hexdigest()
+
+    def count_rows(self, snapshot_id: int) -> dict[str, int]:
+        """Rows per content table of a snapshot (for `mlog snapshot show`)."""
+        self.get(snapshot_id)
+        counts = {}
+        with self._connect() as conn:
+            try:
+                for name, table in _TABLES.items():
+                    counts[name] = conn.execute(
+                        select(func.count())
+                        .select_from(table)
+                        .where(table.c.snapshot_id == snapshot_id)
+                    ).scalar_one()
+            except SQLAlchemyError as exc:
+                raise self._failed(exc, "counting rows") from None
+        return counts
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _schema_error(status: SchemaStatus, shown_url: str) -> SchemaError:
+    text = f"snapshot database {shown_url}: {status.describe()}"
+    if status.state is SchemaState.BEHIND:
+        return SchemaBehindError(text)
+    if status.state is SchemaState.AHEAD:
+        return SchemaAheadError(text)
+    return SchemaError(text)
+
+
+def _info(row: Any) -> SnapshotInfo:
+    created: datetime = row["created_at"]
+    if created.tzinfo is None:  # SQLite keeps no zone; the store writes UTC
+        created = created.replace(tzinfo=UTC)
+    return SnapshotInfo(
+        id=row["id"],
+        offset=row["log_offset"],
+        epoch=row["epoch"],
+        timestamp=row["log_timestamp"],
+        created_at=created,
+        record_count=row["record_count"],
+        checksum=row["checksum"],
+        format_version=row["format_version"],
+    )
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" event issue BEGIN (pysqlite's own implicit transactions skip
+    # SELECTs, so a load would not read one consistent state); WAL lets readers go on while a
+    # snapshot is written, and synchronous=NORMAL is durable enough for derived data.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN")
+
+
+def _reporting(rows: Iterable[Row], progress: Progress | None) -> Iterator[Row]:
+    if progress is None:
+        yield from rows
+        return
+    pending = 0
+    for row in rows:
+        yield row
+        pending += 1
+        if pending >= PROGRESS_EVERY:
+            progress(pending)
+            pending = 0
+    if pending:
+        progress(pending)
+
+
+def _counting(chunks: Iterator[list[Row]], progress: Progress | None) -> Iterator[list[Row]]:
+    for chunk in chunks:
+        if progress is not None:
+            progress(len(chunk))
+        yield chunk
+
+
+def _materialized(rows: Mapping[str, Iterable[Row]]) -> dict[str, Iterable[Row]]:
+    return {name: list(it) if name != content.PARTITIONS else it for name, it in rows.items()}
+
+
+def _columns(conn: Connection, table: Table) -> list[str]:
+    quote = conn.dialect.identifier_preparer.quote
+    return [quote(c) for c in ("snapshot_id", *content.COLUMNS[table.name])]
+
+
+def _cursor(conn: Connection) -> Any:
+    """The driver's own cursor on the connection's current transaction.
+
+    Typed Any: each driver's cursor has its own extras (COPY for psycopg, executemany over an
+    iterator for sqlite3).
+    """
+    dbapi_connection = conn.connection.dbapi_connection
+    if dbapi_connection is None:  # pragma: no cover - the connection is open here
+        raise SnapshotStoreError("the database connection was closed")
+    return dbapi_connection.cursor()
+
+
+def _placeholder(conn: Connection) -> str:
+    style = conn.dialect.paramstyle
+    if style == "qmark":
+        return "?"
+    if style in ("format", "pyformat"):
+        return "%s"
+    raise SnapshotStoreError(f"driver paramstyle {style!r} is not supported for fast reads")
+
+
+def _select_chunks(conn: Connection, table: Table, snapshot_id: int) -> Iterator[list[Row]]:
+    """Content rows of one snapshot as plain tuples, in chunks straight from the cursor."""
+    names = _columns(conn, table)[1:]
+    quoted = conn.dialect.identifier_preparer.quote(table.name)
+    sql = f"SELECT {', '.join(names)} FROM {quoted} WHERE snapshot_id = {_placeholder(conn)}"
+    cursor = _cursor(conn)
+    try:
+        cursor.execute(sql, (snapshot_id,))
+        while True:
+            chunk = cursor.fetchmany(_CHUNK)
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        cursor.close()
+
+
+Writer = Callable[[Connection, Table, int, Iterator[Row]], None]
+
+
+def _writer_for(conn: Connection) -> Writer:
+    if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
+        return _copy_rows
+    if conn.dialect.name == "sqlite":
+        return _executemany_rows
+    return _core_rows
+
+
+def _copy_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]) -> None:
+    """PostgreSQL: COPY FROM STDIN through psycopg 3."""
+    from psycopg.copy import QueuedLibpqWriter  # noqa: PLC0415 - only PostgreSQL needs psycopg
+
+    quoted = conn.dialect.identifier_preparer.quote(table.name)
+    sql = f"COPY {quoted} ({', '.join(_columns(conn, table))}) FROM STDIN"
+    cursor = _cursor(conn)
+    try:
+        # The queued writer sends on a worker thread (libpq releases the GIL), so building the
+        # next rows overlaps with the network and the server.
+        with cursor.copy(sql, writer=QueuedLibpqWriter(cursor)) as copy:
+            write_row = copy.write_row
+            for row in rows:
+                write_row((snapshot_id, *row))
+    finally:
+        cursor.close()
+
+
+def _executemany_rows(
+    conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]
+) -> None:
+    """SQLite: the driver's executemany over a generator (no per-row Python in SQLAlchemy)."""
+    names = _columns(conn, table)
+    sql = (
+        f"INSERT INTO {conn.dialect.identifier_preparer.quote(table.name)} ({', '.join(names)}) "
+        f"VALUES ({', '.join('?' for _ in names)})"
+    )
+    cursor = _cursor(conn)
+    try:
+        cursor.executemany(sql, ((snapshot_id, *row) for row in rows))
+    finally:
+        cursor.close()
+
+
+def _core_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]) -> None:
+    """Any other database: SQLAlchemy Core executemany in chunks."""
+    names = ("snapshot_id", *content.COLUMNS[table.name])
+    while True:
+        chunk = [
+            dict(zip(names, (snapshot_id, *row), strict=True))
+            for row in itertools.islice(rows, _CHUNK)
+        ]
+        if not chunk:
+            return
+        conn.execute(table.insert(), chunk)
+
+
+def _delete_rows(conn: Connection, snapshot_ids: list[int]) -> None:
+    for table in CONTENT_TABLES:
+        conn.execute(delete(table).where(table.c.snapshot_id.in_(snapshot_ids)))
+    conn.execute(delete(_SNAPSHOTS).where(_SNAPSHOTS.c.id.in_(snapshot_ids)))
+
+
+__all__ = [
+    "Base",
+    "SnapshotInfo",
+    "SnapshotStore",
+    "VerifyResult",
+    "parse_url",
+    "sqlite_url",
+]

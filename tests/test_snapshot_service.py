@@ -1,0 +1,234 @@
+"""The service with snapshots: start from snapshot + tail, the policy, a database down or behind."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from pathlib import Path
+
+import pytest
+from sql_backends import database_url, postgres_server, postgres_url
+
+from api.commands import (
+    AlterConfig,
+    AlterConfigOp,
+    ConfigResource,
+    CreatableTopic,
+    RegisterBroker,
+)
+from api.service import MetadataService
+from api.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter
+from metadata_log import MetadataLog
+from records.model import ConfigResourceType
+from replay.loader import load_image
+from replay.sql import schema
+from replay.sql.errors import SchemaAheadError
+from replay.sql.store import SnapshotStore
+
+__all__ = ["database_url", "postgres_server", "postgres_url"]
+
+
+class Clock:
+    """A wall clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _open(
+    log_dir: Path, url: str, clock: Clock | None = None, *, retention: int = 10, retry_ms: int = 1
+) -> MetadataService:
+    clock = clock or Clock()
+    snapshotter = Snapshotter(
+        SnapshotStore(url), clock_ms=clock, retention=retention, retry_ms=retry_ms
+    )
+    return MetadataService.open(log_dir, snapshots=snapshotter, clock_ms=clock)
+
+
+def _snapshotter(service: MetadataService) -> Snapshotter:
+    found = service._snapshots  # the hook under test
+    assert found is not None
+    return found
+
+
+def _register(service: MetadataService, *ids: int) -> None:
+    for broker_id in ids:
+        request = RegisterBroker(broker_id=broker_id)
+        service.execute(functools.partial(service.controller.register_broker, request=request))
+
+
+def _create(service: MetadataService, name: str, partitions: int = 3) -> None:
+    topic = CreatableTopic(name=name, num_partitions=partitions, replication_factor=2)
+    (result,) = service.execute(functools.partial(service.controller.create_topics, topics=[topic]))
+    assert result.outcome.ok
+
+
+def _set_cluster(service: MetadataService, key: str, value: str) -> None:
+    change = (
+        ConfigResource(type=ConfigResourceType.BROKER, name=""),
+        [AlterConfig(name=key, op=AlterConfigOp.SET, value=value)],
+    )
+    (result,) = service.execute(
+        functools.partial(service.controller.incremental_alter_configs, changes=[change])
+    )
+    assert result.outcome.ok, result.outcome
+
+
+def _replayed(log_dir: Path) -> object:
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        return load_image(log)
+
+
+def test_restart_starts_from_the_newest_snapshot_plus_the_tail(
+    tmp_path: Path, database_url: str
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url) as service:
+        _register(service, 1, 2, 3)
+        for n in range(5):
+            _create(service, f"t{n}")
+        snapshotter = _snapshotter(service)
+        info = snapshotter.request(service.image, service.log).result()
+        assert info is not None
+        assert info.offset == service.image.provenance.offset
+        for n in range(5, 8):
+            _create(service, f"t{n}")
+        before = service.image
+    with _open(log_dir, database_url) as service:
+        started = _snapshotter(service).started_from
+        assert started is not None
+        assert started.id == info.id
+        assert service.image == before
+        assert service.image == _replayed(log_dir)
+        _create(service, "after-restart")
+
+
+def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
+    tmp_path: Path, database_url: str
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url, retention=2) as service:
+        _register(service, 1, 2)
+        assert SnapshotStore(database_url).snapshots() == []
+        _set_cluster(service, MAX_BYTES_KEY, "1")
+        snapshotter = _snapshotter(service)
+        offsets = []
+        for n in range(4):
+            snapshotter.wait()
+            _create(service, f"t{n}", partitions=1)
+            info = snapshotter.wait()
+            assert info is not None
+            offsets.append(info.offset)
+        assert offsets[-1] == service.image.provenance.offset
+    with SnapshotStore(database_url) as store:
+        kept = store.snapshots()
+        assert [s.offset for s in kept] == offsets[-2:]
+        assert all(store.verify(s.id).ok for s in kept)
+
+
+def test_the_interval_policy_needs_new_entries(tmp_path: Path, database_url: str) -> None:
+    clock = Clock()
+    with _open(tmp_path / "log", database_url, clock) as service:
+        _register(service, 1, 2)
+        snapshotter = _snapshotter(service)
+        assert snapshotter.wait() is None  # nothing due yet
+        _set_cluster(service, MAX_INTERVAL_KEY, "60000")
+        clock.now += 60_000
+        _create(service, "t", partitions=1)
+        info = snapshotter.wait()
+        assert info is not None and info.offset == service.image.provenance.offset
+        clock.now += 120_000
+        assert not snapshotter.due(service.image, service.log)  # no entry since
+        _set_cluster(service, MAX_INTERVAL_KEY, "0")
+        clock.now += 10**9
+        _create(service, "u", partitions=1)
+        assert not snapshotter.due(service.image, service.log)  # 0 = no time limit
+
+
+def test_a_database_that_is_down_costs_a_full_replay_and_is_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log_dir = tmp_path / "log"
+    with MetadataService.open(log_dir) as service:
+        _register(service, 1, 2)
+        _create(service, "t")
+    missing_dir = tmp_path / "not-yet"
+    url = f"sqlite:///{missing_dir / 'snapshots.db'}"
+    clock = Clock()
+    caplog.set_level(logging.WARNING)
+    with _open(log_dir, url, clock, retry_ms=30_000) as service:
+        assert service.image == _replayed(log_dir)
+        assert "replaying the whole log" in caplog.text
+        snapshotter = _snapshotter(service)
+        _set_cluster(service, MAX_BYTES_KEY, "1")
+        assert not snapshotter.due(service.image, service.log)  # waiting to retry
+        missing_dir.mkdir()
+        clock.now += 30_000
+        _create(service, "u")
+        info = snapshotter.wait()
+        assert info is not None
+        assert snapshotter.last_error is None
+
+
+def test_a_schema_behind_is_a_warning_and_ahead_is_refused(
+    tmp_path: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url) as service:
+        _register(service, 1)
+    monkeypatch.setattr(schema, "head_revision", lambda: "0002")
+    caplog.set_level(logging.WARNING)
+    with _open(log_dir, database_url) as service:
+        assert "db upgrade" in caplog.text
+        assert service.image == _replayed(log_dir)
+    monkeypatch.setattr(schema, "head_revision", lambda: "0000")
+    monkeypatch.setattr(schema, "script_directory", _only_revision("0000"))
+    with pytest.raises(SchemaAheadError, match="upgrade metadata-log"):
+        _open(log_dir, database_url)
+    monkeypatch.undo()
+    with _open(log_dir, database_url) as service:  # the lock was released
+        assert service.image == _replayed(log_dir)
+
+
+def _only_revision(revision: str) -> object:
+    class _Script:
+        def __init__(self) -> None:
+            self.revision = revision
+
+    class _Scripts:
+        def walk_revisions(self) -> list[_Script]:
+            return [_Script()]
+
+    return _Scripts
+
+
+async def test_snapshots_go_on_beside_concurrent_submits(tmp_path: Path, database_url: str) -> None:
+    log_dir = tmp_path / "log"
+    service = _open(log_dir, database_url)
+    _register(service, 1, 2, 3)
+    _set_cluster(service, MAX_BYTES_KEY, "1")
+
+    async def create(n: int) -> None:
+        topic = CreatableTopic(name=f"c{n}", num_partitions=2, replication_factor=2)
+        (result,) = await service.submit(
+            functools.partial(service.controller.create_topics, topics=[topic])
+        )
+        assert result.outcome.ok
+
+    await asyncio.gather(*(create(n) for n in range(60)))
+    await service.aclose()
+    with (
+        SnapshotStore(database_url) as store,
+        MetadataLog.open(log_dir, read_only=True) as log,
+    ):
+        infos = store.snapshots()
+        assert infos
+        for info in infos:
+            assert store.load(info.id) == load_image(log, lte=info.offset)

@@ -1,0 +1,178 @@
+"""The SQL snapshot store on SQLite and PostgreSQL: snapshot + tail == replay from offset 0."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sql_backends import database_url, postgres_server, postgres_url, write_generated_log
+from sqlalchemy import create_engine, text
+
+from metadata_log import MetadataLog
+from replay.image import EMPTY_IMAGE
+from replay.loader import load_image
+from replay.sql import schema
+from replay.sql.errors import (
+    SchemaAheadError,
+    SchemaBehindError,
+    SnapshotChecksumError,
+    SnapshotNotFoundError,
+    SnapshotStoreError,
+)
+from replay.sql.store import SnapshotStore
+from replay.timetravel import image_at, travel
+
+__all__ = ["database_url", "postgres_server", "postgres_url"]
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[SnapshotStore]:
+    with SnapshotStore(database_url) as opened:
+        yield opened
+
+
+def _execute(url: str, sql: str) -> None:
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql))
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_snapshot_plus_tail_equals_replay_from_zero(
+    tmp_path: Path, store: SnapshotStore, seed: int
+) -> None:
+    end = write_generated_log(tmp_path / "log", seed=seed, batches=500)
+    rng = random.Random(seed)
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        snapshot_offsets = sorted(rng.sample(range(end), 6))
+        for offset in snapshot_offsets:
+            info = store.write(load_image(log, lte=offset))
+            assert info.offset == offset
+        assert [s.offset for s in store.snapshots()] == snapshot_offsets
+        targets = snapshot_offsets + rng.sample(range(-1, end), 25) + [end - 1]
+        for target in targets:
+            expected = load_image(log, lte=target) if target >= 0 else EMPTY_IMAGE
+            result = travel(log, store, at_offset=target)
+            assert result.image == expected, f"offset {target}"
+            assert list(result.image.write()) == list(expected.write())
+            used = [o for o in snapshot_offsets if o <= target]
+            assert (result.snapshot.offset if result.snapshot else None) == (
+                used[-1] if used else None
+            )
+            assert result.replayed == target - (used[-1] if used else -1)
+        for info in store.snapshots():
+            loaded = store.load(info.id)
+            assert loaded == load_image(log, lte=info.offset)
+            assert store.verify(info.id).ok
+
+
+def test_every_area_round_trips(tmp_path: Path, store: SnapshotStore) -> None:
+    end = write_generated_log(tmp_path / "log", seed=5, batches=900)
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        image = load_image(log)
+    assert image.namespaces.by_name
+    assert any(t.pending_deletion for t in image.topics.by_id.values())
+    assert image.configs.resources
+    info = store.write(image)
+    assert info.record_count == len(list(image.write()))
+    assert store.load(info.id) == image
+    assert end == image.provenance.offset + 1
+
+
+def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
+    tmp_path: Path, database_url: str, store: SnapshotStore
+) -> None:
+    end = write_generated_log(tmp_path / "log", seed=3, batches=300)
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        older = store.write(load_image(log, lte=end // 2))
+        newer = store.write(load_image(log))
+        _execute(
+            database_url,
+            f"UPDATE snapshot_partitions SET mode = 'NONE' WHERE snapshot_id = {newer.id}",
+        )
+        with pytest.raises(SnapshotChecksumError, match="does not match its checksum"):
+            store.load(newer.id)
+        result = store.verify(newer.id)
+        assert not result.ok
+        assert store.verify(older.id).ok
+        fallback = travel(log, store)
+        assert fallback.snapshot == older
+        assert any("checksum" in reason for reason in fallback.skipped)
+        assert fallback.image == load_image(log)
+
+
+def test_a_snapshot_of_another_log_is_not_used(tmp_path: Path, store: SnapshotStore) -> None:
+    write_generated_log(tmp_path / "a", seed=1, batches=200)
+    write_generated_log(tmp_path / "b", seed=2, batches=200)
+    with MetadataLog.open(tmp_path / "a", read_only=True) as log_a:
+        store.write(load_image(log_a))
+    with MetadataLog.open(tmp_path / "b", read_only=True) as log_b:
+        result = travel(log_b, store)
+        assert result.snapshot is None
+        assert result.image == load_image(log_b)
+
+
+def test_list_ranges_get_delete_and_retention(tmp_path: Path, store: SnapshotStore) -> None:
+    write_generated_log(tmp_path / "log", seed=4, batches=100)
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        infos = [store.write(load_image(log, lte=o)) for o in (10, 20, 30, 40, 50)]
+    assert [s.offset for s in store.snapshots(gt=10, lte=40)] == [20, 30, 40]
+    assert [s.offset for s in store.snapshots(desc=True, limit=2)] == [50, 40]
+    assert store.newest(lte=35) == infos[2]
+    assert store.get(infos[0].id) == infos[0]
+    store.delete(infos[0].id)
+    with pytest.raises(SnapshotNotFoundError, match="snapshot list"):
+        store.get(infos[0].id)
+    deleted = store.retain(2)
+    assert [s.offset for s in deleted] == [30, 20]
+    assert [s.offset for s in store.snapshots()] == [40, 50]
+    with pytest.raises(SnapshotStoreError, match="at least 1"):
+        store.retain(0)
+    assert store.retain(1) == [infos[3]]
+    assert store.count_rows(infos[4].id)["snapshot_features"] == 1
+
+
+def test_an_empty_image_is_not_written(store: SnapshotStore) -> None:
+    with pytest.raises(SnapshotStoreError, match="empty"):
+        store.write(EMPTY_IMAGE)
+
+
+def test_schema_ahead_is_refused_and_behind_is_reported(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SnapshotStore(database_url) as store:
+        store.ensure_schema()
+    _execute(database_url, "UPDATE alembic_version SET version_num = 'f00d'")
+    with SnapshotStore(database_url) as store:
+        with pytest.raises(SchemaAheadError, match="newer version wrote it"):
+            store.ensure_schema()
+        with pytest.raises(SchemaAheadError):
+            store.upgrade()
+    _execute(database_url, "UPDATE alembic_version SET version_num = '0001'")
+    monkeypatch.setattr(schema, "head_revision", lambda: "0002")
+    with SnapshotStore(database_url) as store, pytest.raises(SchemaBehindError, match="db upgrade"):
+        store.ensure_schema()
+
+
+def test_a_reader_does_not_create_a_missing_sqlite_file(tmp_path: Path) -> None:
+    write_generated_log(tmp_path / "log", seed=6, batches=50)
+    path = tmp_path / "nothing-here.db"
+    with (
+        SnapshotStore(f"sqlite:///{path}", create=False) as store,
+        MetadataLog.open(tmp_path / "log", read_only=True) as log,
+    ):
+        assert store.missing()
+        assert image_at(log, store) == load_image(log)
+    assert not path.exists()
+
+
+def test_bad_urls_are_one_line_errors() -> None:
+    with pytest.raises(SnapshotStoreError, match="not a database URL"):
+        SnapshotStore("not a url")
+    with pytest.raises(SnapshotStoreError, match="cannot use database URL"):
+        SnapshotStore("nosuchdb://x/y").status()

@@ -1,0 +1,205 @@
+"""Time travel: image_at by offset and time, diff between two images, history of an entity."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import count
+from pathlib import Path
+
+import pytest
+
+from metadata_log import MetadataLog
+from records.model import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    DeleteTopicPartitionsRecord,
+    FeatureLevelRecord,
+    FencingChange,
+    Mode,
+    NamespaceRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from records.uuids import Uuid
+from replay.image import EMPTY_IMAGE
+from replay.loader import load_image
+from replay.timetravel import (
+    Entity,
+    TimeTravelError,
+    diff,
+    history,
+    image_at,
+    offset_at_time,
+    parse_time,
+)
+
+T1, T2, T3, NS = Uuid.random(), Uuid.random(), Uuid.random(), Uuid.random()
+START = 1_700_000_000_000
+
+
+def _broker(broker_id: int) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(
+        broker_id=broker_id, incarnation_id=Uuid.random(), broker_epoch=broker_id, fenced=False
+    )
+
+
+def _topic(name: str, topic_id: Uuid, partitions: int, namespace: str = "") -> list[Record]:
+    out: list[Record] = [TopicRecord(name=name, topic_id=topic_id, namespace=namespace)]
+    out += [
+        PartitionRecord(partition_id=p, topic_id=topic_id, replicas=(1, 2), isr=(1, 2), leader=1)
+        for p in range(partitions)
+    ]
+    return out
+
+
+BATCHES: list[list[Record]] = [
+    [FeatureLevelRecord(name="metadata.version", feature_level=1), _broker(1), _broker(2)],  # 0-2
+    _topic("orders", T1, 2),  # 3-5
+    [
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name="orders",
+            name="retention.ms",
+            value="1000",
+        )
+    ],  # 6
+    [NamespaceRecord(namespace_id=NS, name="team")],  # 7
+    _topic("audit", T3, 3, namespace="team"),  # 8-11
+    [PartitionChangeRecord(partition_id=0, topic_id=T1, leader=2, isr=(2,))],  # 12
+    [PartitionChangeRecord(partition_id=1, topic_id=T1, mode=Mode.READ_ONLY)],  # 13
+    [RemoveTopicRecord(topic_id=T1)],  # 14
+    _topic("orders", T2, 3),  # 15-18
+    [
+        DeleteTopicPartitionsRecord(
+            topic_id=T3, partition_count=1, delete_after_ms=9, created_ms=1
+        ),
+        PartitionChangeRecord(partition_id=1, topic_id=T3, mode=Mode.READ_ONLY),
+        PartitionChangeRecord(partition_id=2, topic_id=T3, mode=Mode.READ_ONLY),
+    ],  # 19-21
+    [BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=2, fenced=FencingChange.FENCE)],  # 22
+]
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[MetadataLog]:
+    ticks = count(START, 1000)
+    with MetadataLog.open(tmp_path / "log", clock_ms=lambda: next(ticks)) as writer:
+        for batch in BATCHES:
+            writer.append(batch, principal="User:alice")
+    reader = MetadataLog.open(tmp_path / "log", read_only=True)
+    yield reader
+    reader.close()
+
+
+def test_image_at_offsets_and_times(log: MetadataLog) -> None:
+    assert image_at(log, at_offset=-1) == EMPTY_IMAGE
+    at_5 = image_at(log, at_offset=5)
+    assert at_5 == load_image(log, lte=5)
+    assert at_5.topics.get_by_name("orders").topic_id == T1  # type: ignore[union-attr]
+    # Batch n is appended at START + n*1000 ms; the last entry at or before a time counts.
+    assert offset_at_time(log, START - 1) == -1
+    assert offset_at_time(log, START + 1500) == 5
+    assert image_at(log, at_time=START + 1500) == at_5
+    assert image_at(log, at_time="2023-11-14T22:13:21.500Z") == at_5
+    assert image_at(log) == load_image(log)
+    with pytest.raises(TimeTravelError, match="past the end of the log"):
+        image_at(log, at_offset=99)
+    with pytest.raises(TimeTravelError, match="not both"):
+        image_at(log, at_offset=1, at_time=START)
+
+
+@pytest.mark.parametrize("text", ["yesterday", "2026-13-01", ""])
+def test_bad_times_say_what_a_time_looks_like(text: str) -> None:
+    with pytest.raises(TimeTravelError, match="ISO-8601"):
+        parse_time(text)
+
+
+def test_parse_time_forms() -> None:
+    assert parse_time("1700000000000") == 1_700_000_000_000
+    assert parse_time("2023-11-14T22:13:20Z") == 1_700_000_000_000
+    assert parse_time("2023-11-14T22:13:20") == 1_700_000_000_000
+    assert parse_time("2023-11-14T23:13:20+01:00") == 1_700_000_000_000
+
+
+def test_diff_names_every_kind_of_change(log: MetadataLog) -> None:
+    before, after = image_at(log, at_offset=6), image_at(log, at_offset=22)
+    lines = [c.text() for c in diff(before, after)]
+    assert "~ broker 2: fenced false -> true" in lines
+    assert f"+ namespace team (id {NS})" in lines
+    assert f"- topic orders (id {T1})" in lines
+    assert f"+ topic orders (id {T2}): partitions 3" in lines
+    assert f"+ topic team:audit (id {T3}): partitions 3" in lines
+    assert "- config topic orders retention.ms: value 1000" in lines
+    assert diff(after, after) == []
+    middle = image_at(log, at_offset=13)
+    changes = {c.name: c for c in diff(before, middle)}
+    assert changes["orders-0"].fields == (
+        ("isr", [1, 2], [2]),
+        ("leader", 1, 2),
+        ("leader_epoch", 0, 1),
+        ("partition_epoch", 0, 1),
+    )
+    assert ("mode", "READ_WRITE", "READ_ONLY") in changes["orders-1"].fields
+    deletion = {c.kind: c for c in diff(image_at(log, at_offset=18), after)}
+    assert (
+        deletion["pending_deletion"].text()
+        == f"+ pending_deletion team:audit (id {T3}): keep_partitions 1"
+    )
+    as_json = changes["orders-0"].to_json()
+    assert as_json["op"] == "~"
+    assert as_json["changes"]["leader"] == {"before": 1, "after": 2}
+
+
+def test_diff_partitions_added_and_removed() -> None:
+    from replay.delta import replay_records
+    from replay.image import Provenance
+
+    base = replay_records(
+        EMPTY_IMAGE,
+        [_broker(1), _broker(2), *_topic("t", T1, 2)],
+        Provenance(offset=3, epoch=1, timestamp=0),
+    )
+    more = replay_records(
+        base,
+        [PartitionRecord(partition_id=2, topic_id=T1, replicas=(2,), isr=(2,), leader=2)],
+        Provenance(offset=4, epoch=1, timestamp=0),
+    )
+    assert [c.text() for c in diff(base, more)] == ["+ partition t-2: replicas [2]"]
+    assert [c.text() for c in diff(more, base)] == ["- partition t-2"]
+
+
+def test_history_of_a_recreated_topic_shows_each_incarnation(log: MetadataLog) -> None:
+    entries = list(history(log, Entity(topic="orders")))
+    assert [e.offset for e in entries] == [3, 4, 5, 6, 12, 13, 14, 15, 16, 17, 18]
+    assert {e.topic_id for e in entries[:7]} == {str(T1)}
+    assert {e.topic_id for e in entries[7:]} == {str(T2)}
+    assert entries[0].description == f"created topic orders with id {T1}"
+    assert entries[6].description == f"deleted topic orders (id {T1})"
+    assert entries[3].description == "config topic orders: retention.ms=1000"
+    assert entries[4].description == "partition orders-0: leader -> 2, isr -> [2]"
+    assert all(e.principal == "User:alice" for e in entries)
+    assert entries[0].timestamp == START + 1000
+    by_id = list(history(log, Entity(topic_id=T2)))
+    assert [e.offset for e in by_id] == [15, 16, 17, 18]
+
+
+def test_history_of_a_namespace_and_a_broker(log: MetadataLog) -> None:
+    namespace = [e.offset for e in history(log, Entity(namespace="team"))]
+    assert namespace == [7, 8]
+    broker = list(history(log, Entity(broker=2)))
+    assert broker[0].offset == 2
+    assert broker[-1].description == "broker 2: fenced"
+    assert 12 in [e.offset for e in broker]  # became leader of orders-0
+    assert [e.offset for e in history(log, Entity(broker=2), lte=5)] == [2, 4, 5]
+
+
+def test_history_needs_exactly_one_entity() -> None:
+    with pytest.raises(TimeTravelError, match="one entity"):
+        Entity(topic="a", broker=1)
+    with pytest.raises(TimeTravelError, match="one entity"):
+        Entity()
