@@ -89,6 +89,24 @@ from replay.image import (
     split_qualified_name,
 )
 
+MAX_PARTITIONS_PER_REQUEST = 10_000
+"""The most partitions one request may create in one topic.
+
+Kafka's controller writes at most 10,000 records for one user operation
+(`QuorumController.MAX_RECORDS_PER_USER_OP`); without a bound, a request for 2^31-1 partitions
+would try to place them all in memory. Larger topics are grown with further create-partitions.
+"""
+
+
+def _check_partition_count(count: int) -> None:
+    if count > MAX_PARTITIONS_PER_REQUEST:
+        raise ApiError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"{count} partitions in one request is more than the {MAX_PARTITIONS_PER_REQUEST:,} "
+            "one request may create; create fewer and add the rest with create-partitions "
+            f"requests of at most {MAX_PARTITIONS_PER_REQUEST:,} each.",
+        )
+
 
 def _ok() -> Outcome:
     return Outcome()
@@ -472,6 +490,7 @@ class Controller:
                 ErrorCode.INVALID_PARTITIONS,
                 "Number of partitions was set to an invalid non-positive value.",
             )
+        _check_partition_count(partitions)
         if replication <= 0:
             raise ApiError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -508,6 +527,7 @@ class Controller:
                 ErrorCode.INVALID_REQUEST,
                 "A manual partition assignment was specified, but numPartitions was not set to -1.",
             )
+        _check_partition_count(len(request.assignments))
         by_id = dict(request.assignments)
         if len(by_id) != len(request.assignments) or sorted(by_id) != list(range(len(by_id))):
             raise ApiError(
@@ -607,6 +627,7 @@ class Controller:
                 f"Topic already has {current} partition(s).",
             )
         added = request.count - current
+        _check_partition_count(added)
         if request.assignments is not None:
             if len(request.assignments) != added:
                 raise ApiError(

@@ -175,6 +175,11 @@ def test_fenced_replicas_are_not_in_isr_nor_leader(service: MetadataService) -> 
             "non-positive",
         ),
         (
+            CreatableTopic(name="z", num_partitions=2**31 - 1),
+            ErrorCode.INVALID_PARTITIONS,
+            "more than the 10,000 one request may create",
+        ),
+        (
             CreatableTopic(name="z", replication_factor=0),
             ErrorCode.INVALID_REPLICATION_FACTOR,
             "larger than 0",
@@ -379,6 +384,8 @@ def test_add_partitions_errors(service: MetadataService) -> None:
     assert code == ErrorCode.INVALID_PARTITIONS and text and "would not be an increase" in text
     code, text = add_partitions(service, "grow", 2)
     assert code == ErrorCode.INVALID_PARTITIONS and text and "already has 2" in text
+    code, text = add_partitions(service, "grow", 2**31 - 1)
+    assert code == ErrorCode.INVALID_PARTITIONS and text and "create-partitions" in text
     code, text = add_partitions(service, "grow", 4, ((1, 2),))
     assert code == ErrorCode.INVALID_REPLICA_ASSIGNMENT and text and "additional" in text
     code, text = add_partitions(service, "grow", 3, ((1, 7),))
