@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sql_backends import database_url, postgres_server, postgres_url
 from sqlalchemy import create_engine, inspect
+from sqlalchemy.exc import IntegrityError
 
 from replay.sql import schema
 from replay.sql.models import Base
@@ -85,5 +86,38 @@ def test_models_created_directly_match_the_migrations(tmp_path: Path) -> None:
         with engine.connect() as conn:
             assert schema.drift(conn) == []
             assert schema.schema_status(conn).state is SchemaState.UNMANAGED
+    finally:
+        engine.dispose()
+
+
+def test_0002_keeps_the_rows_and_still_refuses_an_unknown_mode(database_url: str) -> None:
+    row = "(1, 'AAAAAAAAAAAAAAAAAAAAAA', 0, '[1]', '[1]', '[]', '[]', 1, 0, 0, '{mode}')"
+    with SnapshotStore(database_url) as store:
+        store.upgrade("0001")
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO snapshot_partitions VALUES " + row.format(mode="READ_ONLY")
+            )
+        with SnapshotStore(database_url) as store:
+            _, after = store.upgrade()
+            assert after.state is SchemaState.CURRENT
+            assert store.drift() == []
+        with engine.connect() as conn:
+            modes = conn.exec_driver_sql("SELECT mode FROM snapshot_partitions").scalars()
+            assert list(modes) == ["READ_ONLY"]
+            checks = inspect(conn).get_check_constraints("snapshot_partitions")
+            (text,) = [c["sqltext"] for c in checks if "mode" in (c["name"] or "")]
+            assert " IN " not in text.upper() and text.count(" OR ") == 2
+        for bad in ("WRITE_ONLY", "read_only"):
+            try:
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(
+                        "INSERT INTO snapshot_partitions VALUES " + row.format(mode=bad)
+                    )
+            except IntegrityError:
+                continue
+            raise AssertionError(f"mode {bad!r} was accepted")
     finally:
         engine.dispose()

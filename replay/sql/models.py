@@ -51,7 +51,9 @@ RESOURCE_TYPE_NAMES = tuple(t.name for t in ConfigResourceType)
 
 
 def _in(column: str, names: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(n) for n in names)})"
+    # An OR-chain, not `IN (...)`: SQLite builds an ephemeral table per row for an IN list in a
+    # CHECK, which cost ~2 s per million partition rows (migration 0002).
+    return " OR ".join(f"{column} = {n!r}" for n in names)
 
 
 class Base(DeclarativeBase):
