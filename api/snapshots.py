@@ -5,7 +5,8 @@ behind in schema does not stop the service: it replays the whole log, warns, and
 later. A schema ahead of this code is refused (SchemaAheadError): a newer metadata-log wrote it.
 
 Policy (Kafka's keys, cluster configs): a snapshot once
-`metadata.log.max.record.bytes.between.snapshots` bytes of log were appended since the last one,
+`metadata.log.max.record.bytes.between.snapshots` bytes of records (uncompressed, as Kafka counts
+them; the segments hold them snappy-compressed) were appended since the last one,
 or once `metadata.log.max.snapshot.interval.ms` passed with new entries, whichever comes first.
 The committed image is immutable, so a worker thread writes it while appends go on; one write
 at a time, and a policy check while one is in flight does nothing. After each snapshot only the
@@ -38,27 +39,6 @@ RETRY_MS = 60_000
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def log_bytes(log: MetadataLog) -> int:
-    """Bytes of all segments of the log."""
-    return sum(s.size_bytes for s in log.segments())
-
-
-def log_bytes_through(log: MetadataLog, offset: int) -> int:
-    """Bytes of the log up to and including the entry at `offset` (estimated inside a segment).
-
-    Used once at startup, to know how much was appended since the newest snapshot; within the
-    segment that holds `offset` the share of its entries stands in for the share of its bytes.
-    """
-    total = 0
-    for segment in log.segments():
-        if segment.next_offset <= offset + 1:
-            total += segment.size_bytes
-        elif segment.base_offset <= offset:
-            entries = segment.next_offset - segment.base_offset
-            total += segment.size_bytes * (offset + 1 - segment.base_offset) // max(entries, 1)
-    return total
 
 
 def _long_config(cluster: Mapping[str, str], key: str) -> int:
@@ -95,6 +75,9 @@ class Snapshotter:
         self._last_offset = -1
         self._last_time = clock_ms()
         self._bytes_at_last = 0
+        """`log.record_bytes_appended` when the newest snapshot was taken."""
+        self._backlog = 0
+        """Record bytes after the newest snapshot that were in the log when it was opened."""
         self._retry_at = 0
         self.last_error: str | None = None
         """Why the last attempt failed (None after a success)."""
@@ -122,7 +105,10 @@ class Snapshotter:
         if result.snapshot is not None:
             self._last_offset = result.snapshot.offset
             self._last_time = int(result.snapshot.created_at.timestamp() * 1000)
-            self._bytes_at_last = log_bytes_through(log, result.snapshot.offset)
+        # Only whether the threshold is reached matters, so the count stops there.
+        max_bytes = _long_config(result.image.configs.cluster(), MAX_BYTES_KEY)
+        self._backlog = log.record_bytes_after(self._last_offset, limit=max_bytes)
+        self._bytes_at_last = log.record_bytes_appended
         return result.image
 
     # ------------------------------------------------------------------ policy
@@ -137,7 +123,7 @@ class Snapshotter:
         cluster = image.configs.cluster()
         max_bytes = _long_config(cluster, MAX_BYTES_KEY)
         interval = _long_config(cluster, MAX_INTERVAL_KEY)
-        if log_bytes(log) - self._bytes_at_last >= max_bytes:
+        if self._backlog + log.record_bytes_appended - self._bytes_at_last >= max_bytes:
             return True
         return interval > 0 and now - self._last_time >= interval
 
@@ -156,7 +142,7 @@ class Snapshotter:
                 return self._inflight
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-snapshot")
-            bytes_now = log_bytes(log)
+            bytes_now = log.record_bytes_appended
             self._inflight = self._executor.submit(self._write, image, bytes_now)
             return self._inflight
 
@@ -171,6 +157,7 @@ class Snapshotter:
             self._last_offset = info.offset
             self._last_time = self._clock_ms()
             self._bytes_at_last = bytes_now
+            self._backlog = 0
             self.last_error = None
         logger.info(
             "snapshot %d at offset %d written (%d records); %d old snapshot(s) deleted",

@@ -43,7 +43,7 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.config_defs import CLUSTER_CONFIGS
-from api.snapshots import MAX_BYTES_KEY, log_bytes
+from api.snapshots import MAX_BYTES_KEY
 from metadata_log import MetadataLog
 from records import PartitionRecord, Record, RemoveTopicRecord, TopicRecord, Uuid
 from replay.delta import MetadataDelta, replay_records
@@ -231,7 +231,10 @@ def churn_log(
 ) -> tuple[int, int]:
     """Write the churn log, snapshotting by the default byte policy; returns (entries, snaps)."""
     marker = log_dir / "bench-complete"
-    if marker.exists() and marker.read_text() == f"{entries} {live} {partitions} {max_bytes}":
+    if (
+        marker.exists()
+        and marker.read_text() == f"{entries} {live} {partitions} {max_bytes} record-bytes"
+    ):
         with SnapshotStore(f"sqlite:///{db_path}") as store:
             return entries, len(store.snapshots())
     shutil.rmtree(log_dir, ignore_errors=True)
@@ -260,12 +263,13 @@ def churn_log(
             delta = MetadataDelta(image)
             delta.replay_all(batch)
             image = delta.apply(Provenance(offset=last, epoch=log.epoch, timestamp=0))
-            size = log_bytes(log)
+            # The service's policy: uncompressed record bytes since the last snapshot.
+            size = log.record_bytes_appended
             if size - bytes_at_last >= max_bytes:
                 store.write(_with_log_provenance(log, image))
                 snapshots += 1
                 bytes_at_last = size
-    marker.write_text(f"{entries} {live} {partitions} {max_bytes}")
+    marker.write_text(f"{entries} {live} {partitions} {max_bytes} record-bytes")
     return entries, snapshots
 
 
@@ -306,7 +310,8 @@ def part2(args: argparse.Namespace, scratch: Path) -> list[str]:
         MetadataLog.open(log_dir, read_only=True) as log,
         SnapshotStore(f"sqlite:///{db_path}", create=False) as store,
     ):
-        print(f"log size: {log_bytes(log) / 2**20:,.0f} MiB")
+        on_disk = sum(s.size_bytes for s in log.segments())
+        print(f"log size: {on_disk / 2**20:,.0f} MiB on disk")
         points = [rng.randrange(entries) for _ in range(args.points)]
         for point in points:
             gc.collect()

@@ -106,6 +106,7 @@ class MetadataLog:
         self._segments: list[Segment] = []
         self._next_offset = 0
         self._last_timestamp = -1
+        self._record_bytes_appended = 0
         self._epoch = read_epoch(directory) if directory.is_dir() else 0
         self._fd: int | None = None
         self._closed = False
@@ -369,6 +370,32 @@ class MetadataLog:
         return self._next_offset
 
     @property
+    def record_bytes_appended(self) -> int:
+        """Uncompressed bytes of the entries this process appended since the log was opened.
+
+        Kafka's `metadata.log.max.record.bytes.between.snapshots` counts record bytes, not what
+        they take on disk after compression; this is that count for the entries written here.
+        """
+        return self._record_bytes_appended
+
+    def record_bytes_after(self, offset: int, *, limit: int | None = None) -> int:
+        """Uncompressed bytes of the entries after `offset`, counted by whole blocks.
+
+        The block holding `offset + 1` counts whole. Stops early once the count passes `limit`
+        (the caller only wants to know whether a threshold is reached). Reads and verifies the
+        blocks, so it costs a decompression of that part of the log.
+        """
+        total = 0
+        for segment in list(self._segments):
+            if segment.next_offset <= offset + 1:
+                continue
+            for block in segment.raw_blocks(max(offset + 1, segment.base_offset)):
+                total += len(block.body)
+                if limit is not None and total >= limit:
+                    return total
+        return total
+
+    @property
     def epoch(self) -> int:
         """The leader epoch this writer stamps on its entries (last persisted one if read-only)."""
         return self._epoch
@@ -516,6 +543,7 @@ class MetadataLog:
         )
         self._last_timestamp = timestamp
         self._next_offset = offset
+        self._record_bytes_appended += len(body)
         return results
 
     def _encode_group(
