@@ -282,6 +282,11 @@ class Segment:
                 batch = batch[start_offset - batch[0].offset :]
             yield from batch
 
+    def raw_blocks(self, start_offset: int, end: int | None = None) -> Iterator[RawBlock]:
+        """The verified, still undecoded blocks from the one holding `start_offset`."""
+        for block, _ in self._blocks_from(start_offset, self.size if end is None else end):
+            yield block
+
     def record_blocks(
         self, codec: RecordCodec, start_offset: int, end: int | None = None
     ) -> Iterator[RecordBlock]:
@@ -298,7 +303,7 @@ class Segment:
             decoded = codec.decode_block(block.count, block.body, array_schema)
         except RecordError as exc:
             raise LogCorruptionError(self.path, block.position, str(exc)) from None
-        self._check_offsets(block, expected, decoded.first_offset, decoded.values[-1]["offset"])
+        self._check_offsets(block, expected, decoded.first_offset, decoded.offsets[-1])
         return decoded
 
     def _check_offsets(self, block: RawBlock, expected: int, first: int, last: int) -> None:

@@ -101,6 +101,8 @@ class AvroArray:
             {"type": "array", "items": items_schema}, named_schemas=self._named
         )
         self._reader_named = {"writer": self._named, "reader": {}}
+        self.fast: Any = None
+        """The compiled block decoder for this schema (`records.fast_decode`), if any."""
 
     def write(self, values: list[Any]) -> bytes:
         """The Avro encoding of `values` as one array (count, items, end marker)."""

@@ -535,11 +535,10 @@ def history(log: MetadataLog, entity: Entity, *, lte: int | None = None) -> Iter
             touched, topic_id = _touches(record, entity, names, followed)
             _learn(record, names)  # before describing: a new topic's entries name it
             if touched:
-                raw = block.values[index]
                 yield HistoryEntry(
                     offset=block.first_offset + index,
-                    timestamp=raw["timestamp"],
-                    principal=raw["principal"],
+                    timestamp=block.timestamps[index],
+                    principal=block.principals[index],
                     record_type=type(record).__name__,
                     description=describe(record, names),
                     topic_id=None if topic_id is None else str(topic_id),

@@ -23,6 +23,8 @@ _NOT_SOURCES = shutil.ignore_patterns(
     ".hypothesis",
     "mlog-data",
     ".bench-data",
+    "*.so",
+    "_fastdecode.c",
 )
 
 
@@ -71,6 +73,19 @@ def test_wheel_installs_and_runs_outside_the_repo(tmp_path: Path) -> None:
         path = Path(file).resolve()
         assert path.is_relative_to(venv_root), f"{name} imported from {path}"
         assert not path.is_relative_to(REPO), f"{name} imported from the repo: {path}"
+
+    # The wheel carries the compiled block decoder, built from the .pyx by the build backend.
+    decoder = _run(
+        [
+            python,
+            "-I",
+            "-c",
+            "from records.codec import DEFAULT_CODEC; print(DEFAULT_CODEC.decoder_name)",
+        ],
+        elsewhere,
+        60,
+    )
+    assert decoder.stdout.strip() == "compiled"
 
     mlog = bin_dir / "mlog"
     assert mlog.is_file(), "the mlog console script was not installed"

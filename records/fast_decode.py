@@ -1,0 +1,187 @@
+"""The compiled block decoder, when it is built, and the programs it runs.
+
+`records._fastdecode` (Cython, built by `setup.py` when a C compiler is there) reads a block
+body in one pass straight into records: no dict per entry or per record, no tagged union
+tuples. It reads what the segment's writer schema says, so this module compiles that schema
+into a program for it, and gives each record branch a positional decoder: the same field
+conversions as `records.codec`'s dict decoders, reading a list in writer field order.
+
+A branch this code cannot read positionally (an older version, upcast through the dict path,
+or fields in another order) goes through the dict decoder; an unknown branch raises
+`UnknownRecordTypeError` when an entry uses it, as the fastavro path does. A writer schema
+whose entry is not shaped as this code writes it gets no fast decoder at all: the caller then
+uses fastavro. Without the extension, `AVAILABLE` is False and everything uses fastavro.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from records.errors import RecordError, UnknownRecordTypeError
+from records.model import Record
+from records.schemas import RecordSchema
+
+logger = logging.getLogger(__name__)
+
+try:
+    from records import _fastdecode  # type: ignore[attr-defined]  # optional C extension
+except ImportError:  # no compiler at install time: the fastavro path is used
+    _fastdecode = None
+
+AVAILABLE: bool = _fastdecode is not None
+"""Whether the compiled decoder is built in this installation."""
+
+DictDecoder = Callable[[dict[str, Any]], Record]
+ListDecoder = Callable[[list[Any]], Record]
+Block = tuple[list[int], list[int], list[int], list[str | None], list[Record]]
+
+_PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
+_ENTRY_HEAD = (("offset", "long"), ("epoch", "int"), ("timestamp", "long"))
+
+
+class _Programs:
+    """Compiles Avro schemas into the decoder's programs, resolving named types."""
+
+    def __init__(self) -> None:
+        self.named: dict[str, tuple[Any, ...]] = {}
+
+    def compile(self, schema: Any, namespace: str = "") -> tuple[Any, ...]:
+        if isinstance(schema, str):
+            if schema in _PRIMITIVES:
+                return (schema,)
+            found = self.named.get(schema) or self.named.get(f"{namespace}.{schema}")
+            if found is None:
+                raise ValueError(f"unknown named type {schema!r}")
+            return found
+        if isinstance(schema, list):
+            branches = [self.compile(s, namespace) for s in schema]
+            names = [self._record_name(s, namespace) for s in schema]
+            return ("union", tuple(branches), tuple(names))
+        if not isinstance(schema, dict):
+            raise ValueError(f"not an Avro schema: {schema!r}")
+        kind = schema["type"]
+        if kind in _PRIMITIVES:
+            return (kind,)
+        if kind == "array":
+            return ("array", self.compile(schema["items"], namespace))
+        if kind == "map":
+            return ("map", self.compile(schema["values"], namespace))
+        name, namespace = self._full_name(schema, namespace)
+        if kind == "fixed":
+            program: tuple[Any, ...] = ("fixed", int(schema["size"]))
+        elif kind == "enum":
+            program = ("enum", tuple(schema["symbols"]))
+        elif kind == "record":
+            fields = schema["fields"]
+            program = (
+                "record",
+                tuple(f["name"] for f in fields),
+                tuple(self.compile(f["type"], namespace) for f in fields),
+            )
+        else:
+            raise ValueError(f"unknown Avro type {kind!r}")
+        self.named[name] = program
+        return program
+
+    @staticmethod
+    def _full_name(schema: Mapping[str, Any], namespace: str) -> tuple[str, str]:
+        name = str(schema["name"])
+        if "." in name:
+            return name, name.rsplit(".", 1)[0]
+        namespace = str(schema.get("namespace", namespace))
+        return (f"{namespace}.{name}" if namespace else name), namespace
+
+    def _record_name(self, schema: Any, namespace: str) -> str | None:
+        """The full name fastavro tags a record chosen in a union with; None for the rest."""
+        if isinstance(schema, dict) and schema.get("type") == "record":
+            return self._full_name(schema, namespace)[0]
+        if isinstance(schema, str) and schema not in _PRIMITIVES:
+            full = schema if "." in schema else f"{namespace}.{schema}"
+            if self.named.get(full, ("",))[0] == "record":
+                return full
+        return None
+
+
+def _dict_route(names: tuple[str, ...], decode: DictDecoder) -> ListDecoder:
+    def decode_by_name(values: list[Any]) -> Record:
+        return decode(dict(zip(names, values, strict=True)))
+
+    return decode_by_name
+
+
+def _unknown(branch: str) -> ListDecoder:
+    def refuse(values: list[Any]) -> Record:
+        raise UnknownRecordTypeError(branch)
+
+    return refuse
+
+
+class FastBlockDecoder:
+    """The compiled decoder for one writer schema, with a decoder per record branch."""
+
+    def __init__(self, branches: list[tuple[tuple[Any, ...], ListDecoder]]) -> None:
+        if _fastdecode is None:  # pragma: no cover - built only with the extension
+            raise RuntimeError("the compiled decoder is not built")
+        self._decoder = _fastdecode.BlockDecoder(branches)
+
+    def decode(self, count: int, body: bytes) -> Block:
+        """(offsets, epochs, timestamps, principals, records) of a block body of `count` entries."""
+        try:
+            block: Block = self._decoder.decode(body, count)
+        except RecordError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
+            raise RecordError(f"block body does not decode: {exc}") from exc
+        return block
+
+
+def fast_decoder(
+    writer_entry_schema: Any,
+    current: Mapping[str, RecordSchema],
+    positional: Mapping[str, ListDecoder],
+    by_dict: Mapping[str, DictDecoder],
+) -> FastBlockDecoder | None:
+    """The compiled decoder for segments written with `writer_entry_schema`, if it can be made.
+
+    `current` maps today's branch names to their schemas, `positional` their list decoders and
+    `by_dict` every readable branch (today's and upcast older ones) to its dict decoder.
+    """
+    if _fastdecode is None:
+        return None
+    try:
+        fields = writer_entry_schema["fields"]
+        head = tuple((f["name"], f["type"]) for f in fields[:3])
+        principal = fields[3]
+        record = fields[4]
+        if (
+            len(fields) != 5
+            or head != _ENTRY_HEAD
+            or principal["name"] != "principal"
+            or principal["type"] != ["null", "string"]
+            or record["name"] != "record"
+            or not isinstance(record["type"], list)
+        ):
+            return None
+        programs = _Programs()
+        namespace = str(writer_entry_schema.get("namespace", ""))
+        branches: list[tuple[tuple[Any, ...], ListDecoder]] = []
+        for branch_schema in record["type"]:
+            program = programs.compile(branch_schema, namespace)
+            if program[0] != "record":
+                return None
+            name = programs._full_name(branch_schema, namespace)[0]
+            names: tuple[str, ...] = program[1]
+            schema = current.get(name)
+            if schema is not None and names == tuple(f.name for f in schema.fields):
+                decode = positional[name]
+            elif name in by_dict:
+                decode = _dict_route(names, by_dict[name])
+            else:
+                decode = _unknown(name)
+            branches.append((program[2], decode))
+        return FastBlockDecoder(branches)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        logger.debug("no compiled decoder for this writer schema: %s", exc)
+        return None
