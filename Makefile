@@ -12,11 +12,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP_RUN): pyproject.toml | $(PY)
+$(STAMP_RUN): pyproject.toml setup.py records/_fastdecode.pyx | $(PY)
 	$(PY) -m pip install --quiet -e '.[audit]'
 	touch $@
 
-$(STAMP_TEST): pyproject.toml | $(PY)
+$(STAMP_TEST): pyproject.toml setup.py records/_fastdecode.pyx | $(PY)
 	$(PY) -m pip install --quiet -e '.[audit,test]'
 	touch $@ $(STAMP_RUN)
 
