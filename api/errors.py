@@ -33,6 +33,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_TOPIC_ID = 100
     BROKER_ID_NOT_REGISTERED = 102
     INCONSISTENT_TOPIC_ID = 103
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 class ApiError(MetadataLogError):

@@ -1,0 +1,327 @@
+"""Kafka request/response (de)serialisation through `kio`, the one module that imports it.
+
+A request frame (without its int32 size) starts with the API key, the API version and the
+correlation id in every header version; the rest of the header and the body depend on the API
+and version. `decode_request` reads them with kio's generated schemas; `encode_response` writes
+a response entity with the header version its API and version use. Bodies are plain dataclass
+entities: handlers read fields with `getattr` and build answers with `build`, which keeps only
+the fields the answering version has, so one handler serves every version of an API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import types
+import typing
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+from kio.static.primitive import i32Timedelta
+
+from records.errors import MetadataLogError
+
+_PREFIX = struct.Struct(">hhi")
+
+API_VERSIONS_KEY = 18
+
+SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = {
+    18: (0, 4),  # ApiVersions
+    3: (0, 13),  # Metadata
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    37: (0, 3),  # CreatePartitions
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 2),  # DescribeCluster
+    75: (0, 0),  # DescribeTopicPartitions
+    43: (0, 2),  # ElectLeaders
+    45: (0, 1),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
+    29: (1, 3),  # DescribeAcls (kio has no v0 schema)
+}
+"""Kafka APIs this server answers, with the versions it advertises (ApiVersions)."""
+
+API_NAMES: Mapping[int, str] = {
+    18: "ApiVersions",
+    3: "Metadata",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    37: "CreatePartitions",
+    32: "DescribeConfigs",
+    33: "AlterConfigs",
+    44: "IncrementalAlterConfigs",
+    60: "DescribeCluster",
+    75: "DescribeTopicPartitions",
+    43: "ElectLeaders",
+    45: "AlterPartitionReassignments",
+    46: "ListPartitionReassignments",
+    29: "DescribeAcls",
+}
+
+
+class ProtocolError(MetadataLogError):
+    """A frame that cannot be answered; the connection is closed with this reason."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestHeader:
+    """The parts of a request header the server uses."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaRequest:
+    """A decoded Kafka request: its header and its body entity (a kio dataclass)."""
+
+    header: RequestHeader
+    body: Any
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """API key, API version and correlation id: the first 8 bytes of every request header."""
+    if len(frame) < _PREFIX.size:
+        raise ProtocolError(f"a request of {len(frame)} bytes is too short for a header")
+    key, version, correlation = _PREFIX.unpack_from(frame, 0)
+    return int(key), int(version), int(correlation)
+
+
+@cache
+def _payload_class(api_key: int, version: int, kind: EntityType) -> type[Any]:
+    module = load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
+    for value in vars(module).values():
+        if isinstance(value, type) and getattr(value, "__type__", None) == kind:
+            return value
+    raise ProtocolError(f"kio has no {kind.name} for API {api_key} v{version}")
+
+
+def request_class(api_key: int, version: int) -> type[Any]:
+    """The kio request entity of an API version."""
+    return _payload_class(api_key, version, EntityType.request)
+
+
+def response_class(api_key: int, version: int) -> type[Any]:
+    """The kio response entity of an API version (Metadata v9+ with the partition mode)."""
+    body = _payload_class(api_key, version, EntityType.response)
+    if api_key == METADATA_KEY and body.__flexible__:
+        return _with_partition_mode(body)  # type: ignore[arg-type]  # classes are hashable
+    return body
+
+
+METADATA_KEY = 3
+
+PARTITION_MODE_TAG = 10_000
+"""The tag of the partition `mode` (int8) in flexible Metadata answers (v9+).
+
+A tagged field is skipped by clients that do not know it. It is written only when it is not
+the default READ_WRITE (0): READ_ONLY is 1, NONE is -1. The tag is far above Kafka's own (it
+uses single digits) so a future Kafka field cannot collide with it.
+"""
+
+
+@cache
+def _with_partition_mode(body: type[Any]) -> type[Any]:
+    """Metadata response classes whose partitions carry the `mode` tagged field."""
+    hints = typing.get_type_hints(body)
+    topic = typing.get_args(hints["topics"])[0]
+    partition = typing.get_args(typing.get_type_hints(topic)["partitions"])[0]
+    mode_field = dataclasses.field(
+        default=0, metadata={"kafka_type": "int8", "tag": PARTITION_MODE_TAG}
+    )
+    options: dict[str, Any] = {"frozen": True, "slots": True, "kw_only": True}
+    with_mode = dataclasses.make_dataclass(
+        partition.__name__, [("mode", int, mode_field)], bases=(partition,), **options
+    )
+    topic_field = dataclasses.field(metadata={"kafka_type": "entity"})
+    topic_with_mode = dataclasses.make_dataclass(
+        topic.__name__,
+        [("partitions", tuple[with_mode, ...], topic_field)],  # type: ignore[valid-type]
+        bases=(topic,),
+        **options,
+    )
+    return dataclasses.make_dataclass(
+        body.__name__,
+        [("topics", tuple[topic_with_mode, ...], dataclasses.field(metadata={}))],  # type: ignore[valid-type]
+        bases=(body,),
+        **options,
+    )
+
+
+def decode_request(frame: bytes | memoryview) -> KafkaRequest:
+    """Decode a request frame of an API and version in `SUPPORTED_VERSIONS`.
+
+    Raises `ProtocolError` for anything malformed: truncated or with values out of range.
+    """
+    api_key, version, _ = peek_header(frame)
+    body_class = request_class(api_key, version)
+    header_class = body_class.__header_schema__
+    try:
+        header, used = entity_reader(header_class)(frame, 0)
+        body, size = entity_reader(body_class)(frame, used)
+    except Exception as exc:  # kio raises several error types (and ValueError) on bad bytes
+        raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {exc}") from None
+    # Bytes after the body are ignored, as Kafka's own parser ignores them (librdkafka 2.x
+    # sends three after a Metadata v13 body).
+    del size
+    return KafkaRequest(
+        header=RequestHeader(
+            api_key=api_key,
+            api_version=version,
+            correlation_id=int(header.correlation_id),
+            client_id=header.client_id,
+        ),
+        body=body,
+    )
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    """A response frame (int32 size first) with the header version its API and version use."""
+    header_class = type(body).__header_schema__
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    entity_writer(header_class)(buffer, header_class(correlation_id=correlation_id))
+    entity_writer(type(body))(buffer, body)
+    data = buffer.getbuffer()
+    struct.pack_into(">i", data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def encode_request(
+    body: Any, *, correlation_id: int, client_id: str | None = "metadata-log"
+) -> bytes:
+    """A request frame (int32 size first): for tests and tools that speak to a server."""
+    header_class = type(body).__header_schema__
+    fields = {f.name for f in dataclasses.fields(header_class)}
+    values: dict[str, Any] = {
+        "request_api_key": int(body.__api_key__),
+        "request_api_version": int(body.__version__),
+        "correlation_id": correlation_id,
+        "client_id": client_id,
+    }
+    header = header_class(**{k: v for k, v in values.items() if k in fields})
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    entity_writer(header_class)(buffer, header)
+    entity_writer(type(body))(buffer, body)
+    data = buffer.getbuffer()
+    struct.pack_into(">i", data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
+    """Correlation id and body of a response frame (without its size): tests and tools."""
+    body_class = response_class(api_key, version)
+    header, used = entity_reader(body_class.__header_schema__)(frame, 0)
+    body, _ = entity_reader(body_class)(frame, used)
+    return int(header.correlation_id), body
+
+
+def api_versions_error(correlation_id: int) -> bytes:
+    """Kafka's answer to an ApiVersions request of a version it does not know.
+
+    A v0 body (v0 response header) with UNSUPPORTED_VERSION and the supported ranges.
+    """
+    body = build(
+        response_class(API_VERSIONS_KEY, 0),
+        error_code=35,
+        api_keys=supported_api_keys(),
+    )
+    return encode_response(correlation_id, body)
+
+
+def supported_api_keys(extra: Mapping[int, tuple[int, int]] | None = None) -> list[dict[str, int]]:
+    """The ApiVersions `api_keys` list: every supported API with its version range."""
+    ranges = dict(SUPPORTED_VERSIONS)
+    if extra:
+        ranges.update(extra)
+    return [
+        {"api_key": key, "min_version": low, "max_version": high}
+        for key, (low, high) in sorted(ranges.items())
+    ]
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build(entity_class: type[Any], /, **values: Any) -> Any:
+    """An entity of `entity_class` from plain values, keeping only the fields it has.
+
+    Nested entities are given as dicts (or lists of dicts) and built with the nested class of
+    the same version; ints become error codes, `timedelta`s or `UUID`s where the field wants
+    one. A field that is absent and has no default is an error (a handler bug).
+    """
+    kwargs: dict[str, Any] = {}
+    kinds = _field_kinds(entity_class)  # type: ignore[arg-type]  # classes are hashable
+    for name, (kind, nested) in kinds.items():
+        if name not in values:
+            continue
+        kwargs[name] = _convert(values[name], kind, nested)
+    return entity_class(**kwargs)
+
+
+_PLAIN, _ERROR, _DELTA, _UUID, _ENTITY, _ENTITIES = range(6)
+
+
+def _convert(value: Any, kind: int, nested: type[Any] | None) -> Any:
+    if value is None:
+        return None
+    if kind == _ERROR:
+        return KioErrorCode(int(value))
+    if kind == _DELTA:
+        return i32Timedelta.parse(datetime.timedelta(milliseconds=int(value)))
+    if kind == _UUID:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
+    if kind == _ENTITY:
+        assert nested is not None
+        return value if not isinstance(value, dict) else build(nested, **value)
+    if kind == _ENTITIES:
+        assert nested is not None
+        return tuple(v if not isinstance(v, dict) else build(nested, **v) for v in value)
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+@cache
+def _field_kinds(entity_class: type[Any]) -> dict[str, tuple[int, type[Any] | None]]:
+    hints = typing.get_type_hints(entity_class)
+    kinds: dict[str, tuple[int, type[Any] | None]] = {}
+    for field in dataclasses.fields(entity_class):
+        kinds[field.name] = _kind(hints[field.name])
+    return kinds
+
+
+def _kind(hint: Any) -> tuple[int, type[Any] | None]:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _kind(args[0])
+    if origin is tuple and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+        return _ENTITIES, args[0]
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _ENTITY, hint
+    if hint is KioErrorCode:
+        return _ERROR, None
+    if hint is i32Timedelta:
+        return _DELTA, None
+    if hint is uuid.UUID:
+        return _UUID, None
+    return _PLAIN, None
+
+
+def _name(api_key: int) -> str:
+    return API_NAMES.get(api_key, f"API {api_key}")

@@ -1,0 +1,41 @@
+"""A metadata server on its own event loop thread, for tests that use blocking clients."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from api.commands import RegisterBroker
+from api.server import MetadataServer
+from api.service import MetadataService
+
+
+@contextmanager
+def running_server(
+    log_dir: Path, *, brokers: int = 3, racks: bool = False, **options: Any
+) -> Iterator[MetadataServer]:
+    """A server on 127.0.0.1 (a free port) over `log_dir`, with `brokers` registered."""
+    service = MetadataService.open(log_dir)
+    for broker_id in range(1, brokers + 1):
+        if service.image.cluster.get(broker_id) is None:
+            request = RegisterBroker(
+                broker_id=broker_id, rack=f"r{broker_id % 2}" if racks else None
+            )
+            service.execute(partial(service.controller.register_broker, request=request))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="metadata-server", daemon=True)
+    thread.start()
+    server = MetadataServer(service, host="127.0.0.1", port=0, cluster_id="test-cluster", **options)
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
+        yield server
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
