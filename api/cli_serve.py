@@ -1,0 +1,169 @@
+"""`mlog serve`: run the metadata service on a TCP listener (Kafka admin protocol)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from api.cli_common import EXIT_OK, CliError, add_global_options
+from api.progress import Progress
+from api.server import MetadataServer
+from api.service import MetadataService
+from api.settings import Settings
+from api.snapshots import open_snapshotter
+from records.uuids import Uuid
+
+DEFAULT_LISTEN = "127.0.0.1:9092"
+
+META_PROPERTIES = "meta.properties"
+"""The data directory's identity file (as Kafka's): `cluster.id` and `node.id`."""
+
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-_]+):(?P<port>\d{1,5})$")
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (an IPv6 host in brackets) -> (host, port); port 0 = any free port."""
+    match = _HOST_PORT.match(text)
+    if match is None or int(match["port"]) > 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9092; port 0..65535)"
+        )
+    return match["host"].strip("[]"), int(match["port"])
+
+
+def _node_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a node id (an integer)") from None
+    if not 0 <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"node id {value} is outside 0..2147483647")
+    return value
+
+
+def add_commands(nouns: Any) -> None:
+    """Register `mlog serve`."""
+    serve = nouns.add_parser("serve", help="serve the Kafka admin protocol on a TCP port")
+    add_global_options(serve)
+    serve.add_argument(
+        "--listen",
+        type=host_port,
+        default=host_port(DEFAULT_LISTEN),
+        metavar="HOST:PORT",
+        help=f"address to listen on (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--advertised-listener",
+        type=host_port,
+        metavar="HOST:PORT",
+        help="address clients are told to use (Kafka's advertised.listeners; default --listen)",
+    )
+    serve.add_argument(
+        "--node-id",
+        type=_node_id,
+        default=None,
+        help="this server's node id in Metadata answers (default from meta.properties, else 0)",
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+
+def cluster_identity(data_dir: Path, node_id: int | None) -> tuple[str, int]:
+    """The data directory's cluster id and node id, created on first use.
+
+    `meta.properties` holds `cluster.id` (a topic-id style 22-char id) and `node.id`; a
+    `--node-id` different from the stored one is refused, as Kafka refuses it.
+    """
+    path = data_dir / META_PROPERTIES
+    values: dict[str, str] = {}
+    if path.exists():
+        for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise CliError(
+                    f"{path}:{number}: expected key=value, got {line!r}; fix or remove it"
+                )
+            values[key.strip()] = value.strip()
+        try:
+            Uuid.parse(values["cluster.id"])
+            stored = int(values["node.id"])
+        except (KeyError, ValueError):
+            raise CliError(
+                f"{path} must hold cluster.id (a 22-character id) and node.id (an integer); "
+                "fix or remove it"
+            ) from None
+        if node_id is not None and node_id != stored:
+            raise CliError(
+                f"--node-id {node_id} differs from node.id={stored} in {path}; "
+                "a data directory keeps its node id"
+            )
+        return values["cluster.id"], stored
+    cluster_id = str(Uuid.random())
+    chosen = 0 if node_id is None else node_id
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"cluster.id={cluster_id}\nnode.id={chosen}\n", encoding="utf-8")
+    tmp.replace(path)
+    return cluster_id, chosen
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Serve until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
+    # One timestamped line per start, stop and admin change, on stderr.
+    server_log = logging.getLogger("api.server")
+    server_log.setLevel(logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    server_log.addHandler(handler)
+    server_log.propagate = False
+    cluster_id, node_id = cluster_identity(settings.data_dir, args.node_id)
+    progress = Progress("replaying the log")
+    try:
+        service = MetadataService.open(
+            settings.log_dir,
+            config=settings.log,
+            progress=progress.advance,
+            snapshots=open_snapshotter(settings),
+        )
+    finally:
+        progress.finish()
+    host, port = args.listen
+    advertised_host, advertised_port = args.advertised_listener or (None, None)
+    server = MetadataServer(
+        service,
+        host=host,
+        port=port,
+        advertised_host=advertised_host,
+        advertised_port=advertised_port,
+        node_id=node_id,
+        cluster_id=cluster_id,
+    )
+    try:
+        asyncio.run(_serve(server))
+    except OSError as exc:
+        service.close()
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    print(f"mlog: stopped; log end offset {service.log.end_offset}", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _serve(server: MetadataServer) -> None:
+    await server.start()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, _stop, server, signum.name)
+    print(f"mlog: serving on {server.address}", file=sys.stderr, flush=True)
+    await server.wait_stopped()
+
+
+def _stop(server: MetadataServer, name: str) -> None:
+    logging.getLogger("api.server").info("%s received: shutting down", name)
+    asyncio.get_running_loop().create_task(server.stop())
