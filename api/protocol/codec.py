@@ -282,7 +282,9 @@ def _convert(value: Any, kind: int, nested: type[Any] | None) -> Any:
     if kind == _ERROR:
         return KioErrorCode(int(value))
     if kind == _DELTA:
-        return i32Timedelta.parse(datetime.timedelta(milliseconds=int(value)))
+        if not isinstance(value, datetime.timedelta):
+            value = datetime.timedelta(milliseconds=int(value))
+        return i32Timedelta.parse(value)
     if kind == _UUID:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
     if kind == _ENTITY:
