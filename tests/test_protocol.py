@@ -132,6 +132,7 @@ def _answer(service: MetadataService, frame: bytes) -> object:
     apis = KafkaApis(service, Listener(host="127.0.0.1", port=9092, node_id=0, cluster_id="c"))
     body = asyncio.run(apis.handle(event.request))
     data = codec.encode_response(event.request.header.correlation_id, body)
+    assert data == codec.encode_response_with_kio(event.request.header.correlation_id, body)
     header = event.request.header
     return codec.decode_response(header.api_key, header.api_version, data[4:])[1]
 
@@ -297,7 +298,9 @@ def test_fuzzed_requests_that_decode_are_answered(
         for event in Connection().receive(data):
             if isinstance(event, Request):
                 body = asyncio.run(apis.handle(event.request))
-                codec.encode_response(event.request.header.correlation_id, body)
+                correlation = event.request.header.correlation_id
+                encoded = codec.encode_response(correlation, body)
+                assert encoded == codec.encode_response_with_kio(correlation, body)
     finally:
         service.close()
 

@@ -28,6 +28,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
+from api.protocol.fast_writer import writer_for
 from records.errors import MetadataLogError
 
 _PREFIX = struct.Struct(">hhi")
@@ -190,6 +191,18 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
 
 def encode_response(correlation_id: int, body: Any) -> bytes:
     """A response frame (int32 size first) with the header version its API and version use."""
+    header_class = type(body).__header_schema__
+    buffer = bytearray(8)
+    struct.pack_into(">i", buffer, 4, correlation_id)
+    if header_class.__flexible__:
+        buffer.append(0)  # response header v1: no tagged fields
+    writer_for(type(body))(buffer, body)  # type: ignore[arg-type]  # classes are hashable
+    struct.pack_into(">i", buffer, 0, len(buffer) - 4)
+    return bytes(buffer)
+
+
+def encode_response_with_kio(correlation_id: int, body: Any) -> bytes:
+    """`encode_response` through kio's own writer: the reference the fast writer must match."""
     header_class = type(body).__header_schema__
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")

@@ -1,0 +1,276 @@
+"""Load test of `mlog serve`: concurrent connections issuing create/describe/delete.
+
+Usage: python bench/server_bench.py [--connections 50] [--seconds 60] [--dir PATH]
+
+A server process (`mlog serve`, the real CLI) runs on a fresh data directory with 3 registered
+brokers. The load runs in this process: `--connections` asyncio connections, each a loop of
+CreateTopics v7 (one topic, 1 partition, replication factor 1), Metadata v12 for that topic
+and DeleteTopics v6 (by id), one request in flight per connection, speaking the wire protocol
+through `api.protocol.codec` (no client library overhead). Every latency is recorded.
+
+After the run the server is stopped with SIGTERM (it must exit 0) and the log is read back:
+the TopicRecords and RemoveTopicRecords in it must be exactly the acknowledged creates and
+deletes (no lost and no extra records), and no request may have failed.
+
+Baseline, measured in the same run: the same loop of commands submitted to an in-process
+`MetadataService` by the same number of asyncio tasks for `--baseline-seconds`, without the
+network or the protocol. The ratio is server writes/s over in-process writes/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from api.commands import CreatableTopic, RegisterBroker, TopicRef
+from api.protocol import codec
+from api.service import MetadataService
+from metadata_log import MetadataLog
+from records import RemoveTopicRecord, TopicRecord
+
+
+@dataclass
+class Stats:
+    """What the load connections saw."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    writes: int = 0
+    errors: list[str] = field(default_factory=list)
+    created: set[str] = field(default_factory=set)
+    deleted: set[str] = field(default_factory=set)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Wire:
+    """One connection: send a request, read its response (one in flight)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.correlation = 0
+
+    async def call(self, api_key: int, version: int, **values: Any) -> Any:
+        self.correlation += 1
+        body = codec.build(codec.request_class(api_key, version), **values)
+        self.writer.write(codec.encode_request(body, correlation_id=self.correlation))
+        (size,) = struct.unpack(">i", await self.reader.readexactly(4))
+        frame = await self.reader.readexactly(size)
+        correlation, response = codec.decode_response(api_key, version, frame)
+        if correlation != self.correlation:
+            raise RuntimeError(f"correlation {correlation} != {self.correlation}")
+        return response
+
+
+async def _connection(port: int, index: int, deadline: float, stats: Stats) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    wire = Wire(reader, writer)
+    i = 0
+    try:
+        while time.perf_counter() < deadline:
+            name = f"load-{index}-{i}"
+            i += 1
+            start = time.perf_counter()
+            created = await wire.call(
+                19,
+                7,
+                topics=[
+                    {
+                        "name": name,
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                timeout=30_000,
+                validate_only=False,
+            )
+            now = time.perf_counter()
+            stats.latencies_ms.append((now - start) * 1000)
+            result = created.topics[0]
+            if int(result.error_code) != 0:
+                stats.errors.append(f"create {name}: {int(result.error_code)}")
+                continue
+            stats.created.add(name)
+            stats.writes += 1
+            start = now
+            described = await wire.call(
+                3,
+                12,
+                topics=[{"name": name, "topic_id": None}],
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+            now = time.perf_counter()
+            stats.latencies_ms.append((now - start) * 1000)
+            if int(described.topics[0].error_code) != 0:
+                stats.errors.append(f"describe {name}: {int(described.topics[0].error_code)}")
+            start = now
+            deleted = await wire.call(
+                20, 6, topics=[{"name": None, "topic_id": result.topic_id}], timeout=30_000
+            )
+            stats.latencies_ms.append((time.perf_counter() - start) * 1000)
+            if int(deleted.responses[0].error_code) != 0:
+                stats.errors.append(f"delete {name}: {int(deleted.responses[0].error_code)}")
+                continue
+            stats.deleted.add(name)
+            stats.writes += 1
+    finally:
+        writer.close()
+
+
+def _prepare(data_dir: Path) -> None:
+    service = MetadataService.open(data_dir / "log")
+    with service:
+        for broker_id in (1, 2, 3):
+            request = RegisterBroker(broker_id=broker_id)
+            service.execute(lambda image, r=request: service.controller.register_broker(image, r))  # type: ignore[misc]
+
+
+def _check_log(data_dir: Path, stats: Stats) -> tuple[int, int]:
+    created: set[str] = set()
+    deleted: set[str] = set()
+    names: dict[bytes, str] = {}
+    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+        for entry in log.read():
+            record = entry.record
+            if isinstance(record, TopicRecord) and record.name.startswith("load-"):
+                created.add(record.name)
+                names[record.topic_id.bytes] = record.name
+            elif isinstance(record, RemoveTopicRecord) and record.topic_id.bytes in names:
+                deleted.add(names[record.topic_id.bytes])
+    if created != stats.created or deleted != stats.deleted:
+        raise SystemExit(
+            f"log and acknowledgements differ: {len(created ^ stats.created)} creates, "
+            f"{len(deleted ^ stats.deleted)} deletes"
+        )
+    return len(created), len(deleted)
+
+
+async def _baseline(data_dir: Path, tasks: int, seconds: float) -> float:
+    _prepare(data_dir)
+    service = MetadataService.open(data_dir / "log")
+    controller = service.controller
+    writes = 0
+    deadline = time.perf_counter() + seconds
+
+    async def loop(index: int) -> None:
+        nonlocal writes
+        i = 0
+        while time.perf_counter() < deadline:
+            name = f"base-{index}-{i}"
+            i += 1
+            topic = CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+            await service.submit(lambda image, t=topic: controller.create_topics(image, [t]))  # type: ignore[misc]
+            _ = service.image.topics.get_by_name(name)
+            ref = TopicRef(name=name)
+            await service.submit(lambda image, r=ref: controller.delete_topics(image, [r]))  # type: ignore[misc]
+            writes += 2
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop(i) for i in range(tasks)))
+    elapsed = time.perf_counter() - start
+    await service.aclose()
+    return writes / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--baseline-seconds", type=float, default=15.0)
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    args = parser.parse_args()
+    scratch = Path(args.dir or tempfile.mkdtemp(prefix="server-bench-"))
+    data_dir = scratch / "served"
+    if data_dir.exists():
+        raise SystemExit(f"{data_dir} exists; give an empty --dir")
+    _prepare(data_dir)
+    port = _free_port()
+    server_log = scratch / "server.log"
+    with server_log.open("w") as log_file:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                *(
+                    ["-m", "cProfile", "-o", os.environ["SERVER_PROFILE"]]
+                    if os.environ.get("SERVER_PROFILE")
+                    else []
+                ),
+                "-m",
+                "api.cli",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            stderr=log_file,
+        )
+    for _ in range(600):
+        if "serving on" in server_log.read_text():
+            break
+        time.sleep(0.1)
+    else:
+        server.kill()
+        raise SystemExit(f"the server did not start: {server_log.read_text()[-2000:]}")
+    stats = Stats()
+
+    async def load() -> float:
+        deadline = time.perf_counter() + args.seconds
+        start = time.perf_counter()
+        await asyncio.gather(
+            *(_connection(port, i, deadline, stats) for i in range(args.connections))
+        )
+        return time.perf_counter() - start
+
+    elapsed = asyncio.run(load())
+    server.send_signal(signal.SIGTERM)
+    code = server.wait(60)
+    if code != 0:
+        raise SystemExit(f"the server exited {code}: {server_log.read_text()[-2000:]}")
+    creates, deletes = _check_log(data_dir, stats)
+    baseline = asyncio.run(_baseline(scratch / "baseline", args.connections, args.baseline_seconds))
+
+    latencies = sorted(stats.latencies_ms)
+    p50 = statistics.median(latencies)
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    rate = stats.writes / elapsed
+    print(
+        f"{args.connections} connections, {elapsed:.1f} s, {len(latencies):,} requests "
+        f"({stats.writes:,} writes), errors: {len(stats.errors)}, log check: {creates:,} "
+        f"creates and {deletes:,} deletes match the acknowledgements"
+    )
+    print()
+    print(f"{'measure':<26}{'server':>14}{'in-process':>14}{'ratio':>8}  target")
+    print(
+        f"{'admin writes/s':<26}{rate:>14,.0f}{baseline:>14,.0f}{rate / baseline:>8.2f}  >= 3,000"
+    )
+    print(f"{'requests/s (all)':<26}{len(latencies) / elapsed:>14,.0f}")
+    print(f"{'latency p50':<26}{p50:>12.1f}ms")
+    print(f"{'latency p99':<26}{p99:>12.1f}ms{'':>22}  <= 50 ms")
+    if stats.errors:
+        print("errors:", *stats.errors[:10], sep="\n  ")
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
