@@ -243,8 +243,9 @@ def main() -> None:
     ]
     if not args.skip_state:
         def run_state() -> None:
-            topics, partitions = state_at(spark, log_dir, args.entries - 1)
-            counts.append((topics.count(), partitions.count()))
+            state = state_at(spark, log_dir, args.entries - 1)
+            counts.append((state.topics.count(), state.partitions.count()))
+            state.release()
 
         counts: list[tuple[int, int]] = []
         state_seconds = timed(run_state)

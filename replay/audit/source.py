@@ -15,7 +15,7 @@ base spells it, for Spark versions or callers without filter pushdown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -87,7 +87,8 @@ def _millis(value: Any) -> int | None:
 class MetadataLogReader(DataSourceReader):
     """Plans spans on the driver and decodes them in the executors' Python workers."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
+        # Spark's option map is case-insensitive (`splitBytes` arrives as `splitbytes`).
         path = options.get("path")
         if not path:
             raise ValueError(
@@ -218,7 +219,7 @@ class MetadataLogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader; the schema is always the full table (the source prunes no columns)."""
-        return MetadataLogReader(dict(self.options))
+        return MetadataLogReader(self.options)
 
 
 def timestamp_ms(moment: datetime) -> int:
