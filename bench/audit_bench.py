@@ -230,9 +230,7 @@ def main() -> None:
     pairs = []
     for _ in range(args.repeat):
         base = timed(lambda: raw_scan(log_dir))
-        ours = timed(
-            lambda: read_log(spark, log_dir).write.format("noop").mode("overwrite").save()
-        )
+        ours = timed(lambda: read_log(spark, log_dir).write.format("noop").mode("overwrite").save())
         pairs.append((args.entries / ours, args.entries / base))
     read_rate = statistics.median(o for o, _ in pairs)
     base_rate = statistics.median(b for _, b in pairs)
@@ -242,6 +240,7 @@ def main() -> None:
         f"  >= 300,000 rows/s ({args.master}; baseline raw fastavro, 1 process)"
     ]
     if not args.skip_state:
+
         def run_state() -> None:
             state = state_at(spark, log_dir, args.entries - 1)
             counts.append((state.topics.count(), state.partitions.count()))

@@ -73,7 +73,10 @@ STORY: list[tuple[str, list[Record]]] = [
         ],
     ),
     ("admin", [NamespaceRecord(namespace_id=NS, name="team")]),
-    ("alice", [TopicRecord(name="orders", topic_id=A), *[_partition(A, p, (0, 1)) for p in range(3)]]),
+    (
+        "alice",
+        [TopicRecord(name="orders", topic_id=A), *[_partition(A, p, (0, 1)) for p in range(3)]],
+    ),
     (
         "bob",
         [
@@ -95,17 +98,29 @@ STORY: list[tuple[str, list[Record]]] = [
         ],
     ),
     ("bob", [RemoveTopicRecord(topic_id=A)]),
-    ("carol", [TopicRecord(name="orders", topic_id=B), *[_partition(B, p, (2, 0)) for p in range(4)]]),
+    (
+        "carol",
+        [TopicRecord(name="orders", topic_id=B), *[_partition(B, p, (2, 0)) for p in range(4)]],
+    ),
     (
         "carol",
         [
             DeleteTopicPartitionsRecord(
-                topic_id=B, partition_count=2, delete_after_ms=T0 + 20 * HOUR, created_ms=T0 + 9 * HOUR
+                topic_id=B,
+                partition_count=2,
+                delete_after_ms=T0 + 20 * HOUR,
+                created_ms=T0 + 9 * HOUR,
             ),
-            *[PartitionChangeRecord(partition_id=p, topic_id=B, mode=Mode.READ_ONLY) for p in (2, 3)],
+            *[
+                PartitionChangeRecord(partition_id=p, topic_id=B, mode=Mode.READ_ONLY)
+                for p in (2, 3)
+            ],
         ],
     ),
-    ("controller", [PartitionChangeRecord(partition_id=p, topic_id=B, mode=Mode.NONE) for p in (2, 3)]),
+    (
+        "controller",
+        [PartitionChangeRecord(partition_id=p, topic_id=B, mode=Mode.NONE) for p in (2, 3)],
+    ),
     ("controller", [PurgeTopicPartitionsRecord(topic_id=B, partition_count=2)]),
     ("carol", [_partition(B, 2, (0, 1))]),
     ("bob", [MoveTopicRecord(topic_id=P, namespace="")]),
@@ -341,27 +356,41 @@ def test_cli_queries(spark: Any, story: Path, tmp_path: Path) -> None:
     d = str(story)
     code, text = run("audit", "topic-lifecycle", "--topic", "orders", "--data-dir", d)
     assert code == 0 and str(A) in text and str(B) in text
-    code, text = run("audit", "who-changed", "--principal", "carol", "--data-dir", d, "--output", "json")
+    code, text = run(
+        "audit", "who-changed", "--principal", "carol", "--data-dir", d, "--output", "json"
+    )
     lines = [json.loads(line) for line in text.splitlines()]
     assert code == 0 and {row["principal"] for row in lines} == {"carol"} and len(lines) == 9
-    code, text = run("audit", "partition-modes", "--data-dir", d, "--output", "parquet", str(tmp_path / "m"))
+    code, text = run(
+        "audit", "partition-modes", "--data-dir", d, "--output", "parquet", str(tmp_path / "m")
+    )
     assert code == 0 and spark.read.parquet(str(tmp_path / "m")).count() > 0
     code, text = run("audit", "churn", "--by", "hour", "--data-dir", d)
     assert code == 0 and "creates" in text.splitlines()[0]
     code, text = run(
-        "audit", "sql", "SELECT count(*) AS n FROM metadata_log", "--data-dir", d, "--output", "json"
+        "audit",
+        "sql",
+        "SELECT count(*) AS n FROM metadata_log",
+        "--data-dir",
+        d,
+        "--output",
+        "json",
     )
     assert code == 0 and json.loads(text) == {"n": LAST[-1] + 1}
 
 
 def test_cli_state(spark: Any, story: Path) -> None:
-    code, text = run("audit", "state", "--at-offset", str(LAST[9]), "--check", "--data-dir", str(story))
+    code, text = run(
+        "audit", "state", "--at-offset", str(LAST[9]), "--check", "--data-dir", str(story)
+    )
     assert code == 0 and "matches the image" in text
     code, text = run("audit", "state", "--at-offset", str(LAST[9]), "--data-dir", str(story))
     assert code == 0 and "orders" in text and "partitions at offset" in text
 
 
-def test_cli_errors(spark: Any, story: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_errors(
+    spark: Any, story: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run("audit", "churn", "--data-dir", str(tmp_path / "nowhere"))[0] == 2
     assert "there is no log" in capsys.readouterr().err
     assert run("audit", "who-changed", "--since", "yesterday", "--data-dir", str(story))[0] == 2

@@ -320,7 +320,9 @@ class BlockConverter:
 
         return convert
 
-    def rows(self, count: int, body: bytes) -> tuple[list[int], list[int], list[int], list[Any], list[list[Any]]]:
+    def rows(
+        self, count: int, body: bytes
+    ) -> tuple[list[int], list[int], list[int], list[Any], list[list[Any]]]:
         """(offsets, epochs, timestamps, principals, [tag, *values] rows) of a block body."""
         if self._fast is not None:
             offsets, epochs, timestamps, principals, rows = self._fast.decode(count, body)
@@ -333,6 +335,35 @@ class BlockConverter:
             branch, avro = encode(record)
             out.append([by_branch[branch], *avro.values()])
         return block.offsets, block.epochs, block.timestamps, block.principals, out
+
+    def _add_group(self, tag: int, group: list[list[Any]], chunks: list[list[pa.Array]]) -> None:
+        """Append the column chunks (record type onwards) of rows of one record type."""
+        plan = self.plans[tag]
+        size = len(group)
+        fields = list(zip(*group, strict=True))
+        filled = set()
+        texts = []
+        for i, f in enumerate(plan.fields, 1):
+            typed: pa.Array | None = None
+            if f.kind == "plain":
+                typed = pa.array(fields[i], plan.arrow_types[i - 1])
+            elif f.kind != "structs":
+                typed = _column_array(f.kind, fields[i], f.enum_names)
+            if f.column is not None and typed is not None:
+                index = _INDEX[f.column]
+                chunks[index].append(typed)
+                filled.add(index)
+            if self.with_payload:
+                texts.append(_json_text(f.kind, typed, fields[i]))
+        for index in range(6, len(COLUMN_NAMES) - 1):
+            if index not in filled:
+                chunks[index].append(pa.nulls(size, COLUMNS[index][1]))
+        chunks[4].append(pa.repeat(self._names[tag], size))
+        chunks[5].append(pa.repeat(pa.scalar(self._versions[tag], pa.int32()), size))
+        if self.with_payload:
+            chunks[-1].append(plan.payload(texts, size))
+        else:
+            chunks[-1].append(pa.nulls(size, pa.string()))
 
     def batch(
         self,
@@ -361,36 +392,8 @@ class BlockConverter:
                 groups.append((tag, [rows[i] for i in order[start:end]]))
                 start = end
         chunks: list[list[pa.Array]] = [[] for _ in COLUMN_NAMES]
-        record_type_chunks = []
-        version_chunks = []
-        payload: list[pa.Array] = []
         for tag, group in groups:
-            plan = self.plans[tag]
-            size = len(group)
-            fields = list(zip(*group, strict=True))
-            filled = set()
-            texts = []
-            for i, f in enumerate(plan.fields, 1):
-                typed: pa.Array | None = None
-                if f.kind == "plain":
-                    typed = pa.array(fields[i], plan.arrow_types[i - 1])
-                elif f.kind != "structs":
-                    typed = _column_array(f.kind, fields[i], f.enum_names)
-                if f.column is not None and typed is not None:
-                    index = _INDEX[f.column]
-                    chunks[index].append(typed)
-                    filled.add(index)
-                if self.with_payload:
-                    texts.append(_json_text(f.kind, typed, fields[i]))
-            for index in range(6, len(COLUMN_NAMES) - 1):
-                if index not in filled:
-                    chunks[index].append(pa.nulls(size, COLUMNS[index][1]))
-            record_type_chunks.append(pa.repeat(self._names[tag], size))
-            version_chunks.append(pa.repeat(pa.scalar(self._versions[tag], pa.int32()), size))
-            if self.with_payload:
-                payload.append(plan.payload(texts, size))
-            else:
-                payload.append(pa.nulls(size, pa.string()))
+            self._add_group(tag, group, chunks)
         if order is not None:
             # The groups are in type order: put the entry columns in the same order.
             offsets = [offsets[i] for i in order]
@@ -402,12 +405,9 @@ class BlockConverter:
             pa.array(epochs, pa.int32()),
             pa.array([t * 1000 for t in timestamps], pa.int64()).cast(COLUMNS[2][1]),
             pa.array(principals, pa.string()),
-            _concat(record_type_chunks, pa.string()),
-            _concat(version_chunks, pa.int32()),
         ]
-        for index in range(6, len(COLUMN_NAMES) - 1):
+        for index in range(4, len(COLUMN_NAMES)):
             columns.append(_concat(chunks[index], COLUMNS[index][1]))
-        columns.append(_concat(payload, pa.string()))
         result = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
         if order is not None:
             inverse = [0] * n

@@ -5,13 +5,11 @@ Documented with their columns in `docs/audit.md`; `mlog audit <name>` runs them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from records.errors import MetadataLogError
 from replay.image import split_qualified_name
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
 
 VIEW = "metadata_log"
 """The name `sql` registers the log under."""
@@ -24,15 +22,11 @@ class AuditQueryError(MetadataLogError):
 
 
 def _qualified(namespace: Column, name: Column) -> Column:
-    from pyspark.sql import functions as F
-
     return F.when(namespace == "", name).otherwise(F.concat_ws(":", namespace, name))
 
 
 def topic_names(log: DataFrame) -> DataFrame:
     """topic_id -> qualified name and namespace at creation (ids are never reused)."""
-    from pyspark.sql import functions as F
-
     return log.where(F.col("record_type") == "TopicRecord").select(
         "topic_id",
         _qualified(F.col("namespace"), F.col("topic_name")).alias("topic"),
@@ -41,10 +35,10 @@ def topic_names(log: DataFrame) -> DataFrame:
 
 
 def topic_lifecycle(log: DataFrame, topic: str) -> DataFrame:
-    """Every incarnation of a topic name: id, namespace, created/deleted (when, by whom), and
-    its partition count over time (after each change of the count)."""
-    from pyspark.sql import functions as F
+    """Every incarnation of a topic name: id, namespace, created/deleted (when, by whom).
 
+    `partition_counts` is the partition count over time: one entry each time it changed.
+    """
     namespace, name = split_qualified_name(topic)
     if not name:
         raise AuditQueryError("--topic needs a topic name, e.g. orders or team:orders")
@@ -108,15 +102,11 @@ def topic_lifecycle(log: DataFrame, topic: str) -> DataFrame:
 
 
 def _ints(column: str) -> Column:
-    from pyspark.sql import functions as F
-
     return F.concat(F.lit("["), F.array_join(F.col(column), ","), F.lit("]"))
 
 
 def _description(topic: Column) -> Column:
     """A one-line description per record type (names resolved through `topic`)."""
-    from pyspark.sql import functions as F
-
     kind = F.col("record_type")
     partition = F.concat_ws("-", topic, F.col("partition_id").cast("string"))
     change = F.concat_ws(
@@ -134,54 +124,124 @@ def _description(topic: Column) -> Column:
     return (
         F.when(kind == "TopicRecord", F.concat(F.lit("created topic "), topic))
         .when(kind == "RemoveTopicRecord", F.concat(F.lit("deleted topic "), topic))
-        .when(kind == "MoveTopicRecord", F.concat(F.lit("moved topic "), topic, F.lit(" to namespace '"), F.col("namespace"), F.lit("'")))
+        .when(
+            kind == "MoveTopicRecord",
+            F.concat(
+                F.lit("moved topic "),
+                topic,
+                F.lit(" to namespace '"),
+                F.col("namespace"),
+                F.lit("'"),
+            ),
+        )
         .when(
             kind == "PartitionRecord",
             F.concat(
-                F.lit("partition "), partition, F.lit(": replicas "), _ints("replicas"),
-                F.lit(", isr "), _ints("isr"), F.lit(", leader "), F.col("leader"),
-                F.lit(", mode "), F.col("mode"),
+                F.lit("partition "),
+                partition,
+                F.lit(": replicas "),
+                _ints("replicas"),
+                F.lit(", isr "),
+                _ints("isr"),
+                F.lit(", leader "),
+                F.col("leader"),
+                F.lit(", mode "),
+                F.col("mode"),
             ),
         )
-        .when(kind == "PartitionChangeRecord", F.concat(F.lit("partition "), partition, F.lit(": "), change))
+        .when(
+            kind == "PartitionChangeRecord",
+            F.concat(F.lit("partition "), partition, F.lit(": "), change),
+        )
         .when(
             kind == "DeleteTopicPartitionsRecord",
             F.concat(
-                F.lit("reduce "), topic, F.lit(" to "), F.col("partition_count"),
+                F.lit("reduce "),
+                topic,
+                F.lit(" to "),
+                F.col("partition_count"),
                 F.lit(" partitions (purge at "),
-                F.timestamp_millis(F.col("delete_after_ms")).cast("string"), F.lit(")"),
+                F.timestamp_millis(F.col("delete_after_ms")).cast("string"),
+                F.lit(")"),
             ),
         )
         .when(
             kind == "PurgeTopicPartitionsRecord",
-            F.concat(F.lit("purged "), topic, F.lit(" down to "), F.col("partition_count"), F.lit(" partitions")),
+            F.concat(
+                F.lit("purged "),
+                topic,
+                F.lit(" down to "),
+                F.col("partition_count"),
+                F.lit(" partitions"),
+            ),
         )
         .when(
             kind == "ConfigRecord",
-            F.when(F.col("config_value").isNull(), F.concat(F.lit("config "), resource, F.lit(": delete "), F.col("config_name")))
-            .otherwise(F.concat(F.lit("config "), resource, F.lit(": "), F.col("config_name"), F.lit("="), F.col("config_value"))),
+            F.when(
+                F.col("config_value").isNull(),
+                F.concat(F.lit("config "), resource, F.lit(": delete "), F.col("config_name")),
+            ).otherwise(
+                F.concat(
+                    F.lit("config "),
+                    resource,
+                    F.lit(": "),
+                    F.col("config_name"),
+                    F.lit("="),
+                    F.col("config_value"),
+                )
+            ),
         )
         .when(kind == "NamespaceRecord", F.concat(F.lit("created namespace "), F.col("namespace")))
-        .when(kind == "RemoveNamespaceRecord", F.concat(F.lit("deleted namespace id "), F.col("namespace_id")))
-        .when(kind == "RegisterBrokerRecord", F.concat(F.lit("registered broker "), F.col("broker_id")))
-        .when(kind == "UnregisterBrokerRecord", F.concat(F.lit("unregistered broker "), F.col("broker_id")))
+        .when(
+            kind == "RemoveNamespaceRecord",
+            F.concat(F.lit("deleted namespace id "), F.col("namespace_id")),
+        )
+        .when(
+            kind == "RegisterBrokerRecord",
+            F.concat(F.lit("registered broker "), F.col("broker_id")),
+        )
+        .when(
+            kind == "UnregisterBrokerRecord",
+            F.concat(F.lit("unregistered broker "), F.col("broker_id")),
+        )
         .when(
             kind == "BrokerRegistrationChangeRecord",
-            F.concat(F.lit("broker "), F.col("broker_id"), F.lit(": fencing "), F.col("fencing_change"), F.lit(", shutdown "), F.col("controlled_shutdown_change")),
+            F.concat(
+                F.lit("broker "),
+                F.col("broker_id"),
+                F.lit(": fencing "),
+                F.col("fencing_change"),
+                F.lit(", shutdown "),
+                F.col("controlled_shutdown_change"),
+            ),
         )
-        .when(kind == "FeatureLevelRecord", F.concat(F.lit("feature "), F.col("feature_name"), F.lit(" level "), F.col("feature_level")))
+        .when(
+            kind == "FeatureLevelRecord",
+            F.concat(
+                F.lit("feature "), F.col("feature_name"), F.lit(" level "), F.col("feature_level")
+            ),
+        )
         .otherwise(kind)
     )
 
 
 def _entity(topic: Column) -> Column:
-    from pyspark.sql import functions as F
-
     return (
         F.when(F.col("topic_id").isNotNull(), F.concat(F.lit("topic "), topic))
-        .when(F.col("resource_type").isNotNull(), F.concat(F.lit("config "), F.lower(F.col("resource_type")), F.lit(" "), F.col("resource_name")))
+        .when(
+            F.col("resource_type").isNotNull(),
+            F.concat(
+                F.lit("config "),
+                F.lower(F.col("resource_type")),
+                F.lit(" "),
+                F.col("resource_name"),
+            ),
+        )
         .when(F.col("broker_id").isNotNull(), F.concat(F.lit("broker "), F.col("broker_id")))
-        .when(F.col("namespace_id").isNotNull(), F.concat(F.lit("namespace "), F.coalesce(F.col("namespace"), F.col("namespace_id"))))
+        .when(
+            F.col("namespace_id").isNotNull(),
+            F.concat(F.lit("namespace "), F.coalesce(F.col("namespace"), F.col("namespace_id"))),
+        )
         .when(F.col("feature_name").isNotNull(), F.concat(F.lit("feature "), F.col("feature_name")))
         .otherwise(F.lit(""))
     )
@@ -195,8 +255,6 @@ def who_changed(
     until_ms: int | None = None,
 ) -> DataFrame:
     """Every change (optionally by one principal, in a time range) with who, when, what."""
-    from pyspark.sql import functions as F
-
     if since_ms is not None and until_ms is not None and since_ms > until_ms:
         raise AuditQueryError("--since is after --until; give the earlier time first")
     selected = log
@@ -224,14 +282,12 @@ def partition_modes(log: DataFrame, *, topic: str | None = None) -> DataFrame:
     `event` is `mode` (a partition's mode was set), `reduce` (a deletion was requested:
     `partition_count` partitions stay, the rest go at `purge_at`) or `purge` (done).
     """
-    from pyspark.sql import functions as F
-
     names = topic_names(log)
     if topic is not None:
         names = names.where(F.col("topic") == topic)
     rows = (
         log.where(
-            ((F.col("record_type") == "PartitionRecord"))
+            (F.col("record_type") == "PartitionRecord")
             | ((F.col("record_type") == "PartitionChangeRecord") & F.col("mode").isNotNull())
             | F.col("record_type").isin("DeleteTopicPartitionsRecord", "PurgeTopicPartitionsRecord")
         )
@@ -257,8 +313,6 @@ def partition_modes(log: DataFrame, *, topic: str | None = None) -> DataFrame:
 
 def churn(log: DataFrame, *, by: str) -> DataFrame:
     """Creates, deletes and partition changes per period (hour or day) and namespace."""
-    from pyspark.sql import functions as F
-
     if by not in CHURN_PERIODS:
         raise AuditQueryError(f"--by must be one of {', '.join(CHURN_PERIODS)}, not {by!r}")
     kind = F.col("record_type")
@@ -278,9 +332,9 @@ def churn(log: DataFrame, *, by: str) -> DataFrame:
         F.sum((kind == "TopicRecord").cast("int")).alias("creates"),
         F.sum((kind == "RemoveTopicRecord").cast("int")).alias("deletes"),
         F.sum((kind == "PartitionChangeRecord").cast("int")).alias("partition_changes"),
-        F.sum(kind.isin("DeleteTopicPartitionsRecord", "PurgeTopicPartitionsRecord").cast("int")).alias(
-            "partition_reductions"
-        ),
+        F.sum(
+            kind.isin("DeleteTopicPartitionsRecord", "PurgeTopicPartitionsRecord").cast("int")
+        ).alias("partition_reductions"),
     )
     return counted.orderBy("period", "namespace")
 

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
 
 from metadata_log.log import MetadataLog
 from records.model import Mode
+from replay.audit.session import read_log
 from replay.image import MetadataImage
 from replay.loader import load_image
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 _TOPIC_RECORDS = (
     "TopicRecord",
@@ -86,16 +88,8 @@ PARTITION_COLUMNS = (
 )
 
 
-def state_at(
-    spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: int
-) -> StateTables:
+def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: int) -> StateTables:
     """The topics and partitions live after the entry at `at_offset`, as lazy DataFrames."""
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    from replay.audit.session import read_log
-
     # One scan of the log, kept for the many joins below: only the topic records, and only the
     # columns the rules read.
     log = (
@@ -151,7 +145,9 @@ def state_at(
         .join(topics.select("topic_id", "created"), "topic_id")
         .where(F.col("offset") > F.col("created"))
         .groupBy("topic_id")
-        .agg(F.max(F.struct("offset", "partition_count", "delete_after_ms", "created_ms")).alias("d"))
+        .agg(
+            F.max(F.struct("offset", "partition_count", "delete_after_ms", "created_ms")).alias("d")
+        )
         .select("topic_id", "d.*")
     )
     pending = (
@@ -188,7 +184,9 @@ def state_at(
     gone = bases.join(purges, "topic_id").where(
         (F.col("purged") > F.col("base")) & (F.col("partition_id") >= F.col("kept"))
     )
-    bases = bases.join(gone.select("topic_id", "partition_id"), ["topic_id", "partition_id"], "left_anti")
+    bases = bases.join(
+        gone.select("topic_id", "partition_id"), ["topic_id", "partition_id"], "left_anti"
+    )
 
     running = Window.partitionBy("topic_id", "partition_id").orderBy("offset")
     bumps = (~F.col("full") & F.col("leader").isNotNull() & F.col("leader_epoch").isNull()).cast(
@@ -219,7 +217,9 @@ def state_at(
         F.max("n").alias("events"),
         F.max("bumps").alias("all_bumps"),
     )
-    partitions = merged.join(topics.select("topic_id", "topic_name", "namespace"), "topic_id").select(
+    partitions = merged.join(
+        topics.select("topic_id", "topic_name", "namespace"), "topic_id"
+    ).select(
         "topic_id",
         "topic_name",
         "namespace",
@@ -275,7 +275,9 @@ class StateDifference:
         return f"{self.entity}: {self.field}: spark={self.spark!r} image={self.image!r}"
 
 
-def image_tables(image: MetadataImage) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, int], dict[str, Any]]]:
+def image_tables(
+    image: MetadataImage,
+) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, int], dict[str, Any]]]:
     """The image's topics and partitions keyed and shaped as `state_at`'s rows."""
     topics: dict[str, dict[str, Any]] = {}
     partitions: dict[tuple[str, int], dict[str, Any]] = {}
@@ -328,7 +330,9 @@ def _compare(
             continue
         for name, value in theirs.items():
             if ours.get(name) != value:
-                out.append(StateDifference(entity=entity, field=name, spark=ours.get(name), image=value))
+                out.append(
+                    StateDifference(entity=entity, field=name, spark=ours.get(name), image=value)
+                )
     return out
 
 
