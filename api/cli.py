@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from api import cli_cluster, cli_db, cli_log, cli_namespaces, cli_serve
+from api import cli_audit, cli_cluster, cli_db, cli_log, cli_namespaces, cli_serve
 from api.cli_common import EXIT_ERROR, EXIT_OK, Handler, add_global_options
 from api.settings import load_settings
 from records.errors import MetadataLogError
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_namespaces.add_commands(nouns)
     cli_db.add_commands(nouns)
     cli_serve.add_commands(nouns)
+    cli_audit.add_commands(nouns)
     return parser
 
 

@@ -32,6 +32,7 @@ from metadata_log.errors import (
 )
 from metadata_log.lock import DirectoryLock
 from metadata_log.segment import Segment, SegmentInfo, parse_segment_name
+from metadata_log.spans import ReadSpan, spans_of
 from records.codec import DEFAULT_CODEC, RecordBlock, RecordCodec
 from records.entry import LogEntry
 from records.errors import RecordError
@@ -691,6 +692,22 @@ class MetadataLog:
                     break
         if damaged is not None and damaged.damage is not None:
             raise damaged.damage
+
+    def read_spans(self, *, split_bytes: int = 32 << 20) -> list[ReadSpan]:
+        """The committed blocks as byte ranges of about `split_bytes`, for parallel readers.
+
+        Cut at index points, so no block is decoded; read each with `spans.read_span`. A
+        damaged log raises its `LogCorruptionError` rather than serve a part of it silently.
+        """
+        if split_bytes < 1:
+            raise LogError(f"split_bytes must be positive, got {split_bytes}")
+        if self._closed:
+            raise LogClosedError("the log is closed")
+        segments = list(self._segments)
+        damaged = next((seg for seg in segments if seg.damage is not None), None)
+        if damaged is not None and damaged.damage is not None:
+            raise damaged.damage
+        return [span for seg in segments for span in spans_of(seg, split_bytes)]
 
     def offset_for_time(self, timestamp_ms: int) -> int | None:
         """Offset of the first entry whose timestamp is >= `timestamp_ms`, or None."""

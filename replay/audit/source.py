@@ -1,0 +1,229 @@
+"""The `metadata_log` PySpark data source: a log directory as a DataFrame, read in parallel.
+
+`spark.read.format("metadata_log").load(log_dir)` after `replay.audit.register(spark)`. The
+driver plans input partitions from the segments' sparse indexes (one per segment, large segments
+cut into ranges of whole blocks of about `splitBytes`), capturing each segment's committed size,
+so a log being appended to is read up to the blocks complete at planning time. Executors read
+their byte range of the segment file, check each block's CRC, and yield Arrow batches
+(`replay.audit.columns`). No jar, no network beyond Spark's own.
+
+Filters on `offset` (=, <, <=, >, >=) are pushed down and applied exactly; filters on
+`timestamp` prune whole blocks (every entry of a block has the block's timestamp) and are
+re-checked by Spark. The options `gt` and `lte` give an offset range as the rest of the code
+base spells it, for Spark versions or callers without filter pushdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import StructType
+
+from metadata_log.container import body_prefix
+from metadata_log.errors import LogCorruptionError
+from metadata_log.log import MetadataLog
+from metadata_log.spans import ReadSpan, read_span
+from replay.audit.columns import SCHEMA_DDL, BlockConverter
+
+SOURCE_NAME = "metadata_log"
+DEFAULT_SPLIT_BYTES = 16 << 20
+BATCH_ROWS = 32_768
+"""Entries per Arrow batch: large enough that per-batch costs vanish, small enough for memory."""
+
+_NO_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bounds:
+    """The part of the log a scan wants: offsets `lo..hi` and times `since..until` (ms)."""
+
+    lo: int = 0
+    hi: int = _NO_LIMIT
+    since: int = -_NO_LIMIT
+    until: int = _NO_LIMIT
+
+    def keeps(self, span: ReadSpan) -> bool:
+        """Whether any entry of the span can be in bounds."""
+        return (
+            span.next_offset > self.lo
+            and span.first_offset <= self.hi
+            and span.max_timestamp >= self.since
+            and span.min_timestamp <= self.until
+        )
+
+
+class SpanPartition(InputPartition):
+    """One input partition: a span of whole blocks of one segment, and the bounds to apply."""
+
+    def __init__(self, span: ReadSpan, bounds: Bounds, *, payload: bool) -> None:
+        super().__init__((str(span.path), span.start, span.end))
+        self.span = span
+        self.bounds = bounds
+        self.payload = payload
+
+
+def _millis(value: Any) -> int | None:
+    """Milliseconds since the epoch of a pushed-down timestamp literal (naive = local time)."""
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return None
+
+
+class MetadataLogReader(DataSourceReader):
+    """Plans spans on the driver and decodes them in the executors' Python workers."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        # Spark's option map is case-insensitive (`splitBytes` arrives as `splitbytes`).
+        path = options.get("path")
+        if not path:
+            raise ValueError(
+                'metadata_log needs the log directory: spark.read.format("metadata_log")'
+                ".load(<data-dir>/log)"
+            )
+        self.path = path
+        self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
+        self.payload = options.get("payload", "true").lower() != "false"
+        gt = options.get("gt")
+        lte = options.get("lte")
+        self.bounds = Bounds(
+            lo=0 if gt is None else int(gt) + 1, hi=_NO_LIMIT if lte is None else int(lte)
+        )
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's name
+        """Take offset comparisons (applied exactly); prune by time, leaving Spark the check."""
+        lo, hi = self.bounds.lo, self.bounds.hi
+        since, until = self.bounds.since, self.bounds.until
+        for f in filters:
+            column = getattr(f, "attribute", None)
+            value = getattr(f, "value", None)
+            if column == ("offset",) and isinstance(value, int) and not isinstance(value, bool):
+                if isinstance(f, EqualTo):
+                    lo, hi = max(lo, value), min(hi, value)
+                    continue
+                if isinstance(f, GreaterThan):
+                    lo = max(lo, value + 1)
+                    continue
+                if isinstance(f, GreaterThanOrEqual):
+                    lo = max(lo, value)
+                    continue
+                if isinstance(f, LessThan):
+                    hi = min(hi, value - 1)
+                    continue
+                if isinstance(f, LessThanOrEqual):
+                    hi = min(hi, value)
+                    continue
+            elif column == ("timestamp",) and (ms := _millis(value)) is not None:
+                # Literals are whole microseconds: widen by a millisecond, Spark re-checks.
+                if isinstance(f, GreaterThan | GreaterThanOrEqual):
+                    since = max(since, ms - 1)
+                elif isinstance(f, LessThan | LessThanOrEqual):
+                    until = min(until, ms + 1)
+                elif isinstance(f, EqualTo):
+                    since, until = max(since, ms - 1), min(until, ms + 1)
+            yield f
+        self.bounds = Bounds(lo=lo, hi=hi, since=since, until=until)
+
+    def partitions(self) -> list[InputPartition]:
+        """One partition per span of whole blocks that can hold wanted entries."""
+        with MetadataLog.open(self.path, read_only=True) as log:
+            spans = log.read_spans(split_bytes=self.split_bytes)
+        return [
+            SpanPartition(s, self.bounds, payload=self.payload)
+            for s in spans
+            if self.bounds.keeps(s)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The partition's entries in bounds, as Arrow batches of up to `BATCH_ROWS` rows."""
+        if not isinstance(partition, SpanPartition):
+            raise TypeError(f"not a metadata_log partition: {partition!r}")
+        return read_batches(partition.span, partition.bounds, payload=partition.payload)
+
+
+_CONVERTERS: dict[tuple[str, bool], BlockConverter] = {}
+
+
+def _converter(schema_json: str, payload: bool) -> BlockConverter:
+    found = _CONVERTERS.get((schema_json, payload))
+    if found is None:
+        found = _CONVERTERS[schema_json, payload] = BlockConverter(schema_json, payload=payload)
+    return found
+
+
+def read_batches(
+    span: ReadSpan, bounds: Bounds = Bounds(), *, payload: bool = True
+) -> Iterator[pa.RecordBatch]:
+    """The entries of a span within `bounds`, as Arrow batches (used by the data source)."""
+    schema_json, blocks = read_span(span)
+    converter = _converter(schema_json, payload)
+    expected = span.first_offset
+    parts: list[list[Any]] = [[], [], [], [], []]
+    pending = 0
+    for block in blocks:
+        first, _, timestamp = body_prefix(block.body)
+        if first != expected:
+            raise LogCorruptionError(
+                span.path, block.position, f"block starts at offset {first}, expected {expected}"
+            )
+        expected += block.count
+        last = first + block.count - 1
+        if first > bounds.hi:
+            break
+        if last < bounds.lo or not bounds.since <= timestamp <= bounds.until:
+            continue
+        decoded = converter.rows(block.count, block.body)
+        offsets = decoded[0]
+        if offsets[0] != first or offsets[-1] != last:
+            raise LogCorruptionError(
+                span.path, block.position, f"block holds offsets {offsets[0]}..{offsets[-1]}"
+            )
+        lo = max(bounds.lo - first, 0)
+        hi = min(bounds.hi - first + 1, block.count)
+        for column, values in zip(parts, decoded, strict=True):
+            column.extend(values[lo:hi] if lo or hi < block.count else values)
+        pending += hi - lo
+        if pending >= BATCH_ROWS:
+            yield converter.batch(*parts)
+            parts = [[], [], [], [], []]
+            pending = 0
+    if pending:
+        yield converter.batch(*parts)
+
+
+class MetadataLogDataSource(DataSource):
+    """`spark.read.format("metadata_log").load(log_dir)`: the entries of a metadata log."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The short name Spark knows the source by."""
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        """The table's columns (documented in docs/audit.md)."""
+        return SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """A reader; the schema is always the full table (the source prunes no columns)."""
+        return MetadataLogReader(self.options)
+
+
+def timestamp_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch of an aware or UTC-naive datetime (Spark's timestamps)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)

@@ -1,0 +1,356 @@
+"""The independent audit replay: live topics and partitions at an offset, computed in Spark.
+
+No record is replayed one by one: the state is derived with joins, aggregates and window
+functions over the `metadata_log` table, following `replay.delta` rule by rule:
+
+- A topic id is live at N if its last TopicRecord is not followed by a RemoveTopicRecord; its
+  namespace is that of its last MoveTopicRecord after the creation, else the creation's.
+- A partition's state starts at its last PartitionRecord (full state) and takes, per field, the
+  last non-null value of the PartitionChangeRecords after it (absent = unchanged; a leader of
+  -2 is null in the table). The partition epoch is the last one stated plus the number of
+  changes after it; the leader epoch is the last one stated plus the number of later changes
+  that name a leader without stating the epoch (Kafka's `PartitionRegistration.merge`).
+- A partition is gone if its topic is not live, if its PartitionRecord predates the topic's
+  creation (another incarnation), or if a PurgeTopicPartitionsRecord after it cut the topic
+  below its id. A DeleteTopicPartitionsRecord with no purge after it is the pending deletion.
+
+`compare_with_image` checks the result against the in-process image (`replay.loader`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from metadata_log.log import MetadataLog
+from records.model import Mode
+from replay.audit.session import read_log
+from replay.image import MetadataImage
+from replay.loader import load_image
+
+_TOPIC_RECORDS = (
+    "TopicRecord",
+    "RemoveTopicRecord",
+    "MoveTopicRecord",
+    "PartitionRecord",
+    "PartitionChangeRecord",
+    "DeleteTopicPartitionsRecord",
+    "PurgeTopicPartitionsRecord",
+)
+_STATE_INPUT = (
+    "offset",
+    "record_type",
+    "topic_id",
+    "topic_name",
+    "namespace",
+    "partition_id",
+    "replicas",
+    "isr",
+    "removing_replicas",
+    "adding_replicas",
+    "leader",
+    "leader_epoch",
+    "partition_epoch",
+    "mode",
+    "partition_count",
+    "delete_after_ms",
+    "created_ms",
+)
+_FIELDS = ("replicas", "isr", "removing_replicas", "adding_replicas", "mode")
+
+TOPIC_COLUMNS = (
+    "topic_id",
+    "topic_name",
+    "namespace",
+    "partitions",
+    "pending_partition_count",
+    "pending_delete_after_ms",
+    "pending_created_ms",
+)
+PARTITION_COLUMNS = (
+    "topic_id",
+    "topic_name",
+    "namespace",
+    "partition_id",
+    "replicas",
+    "isr",
+    "removing_replicas",
+    "adding_replicas",
+    "leader",
+    "leader_epoch",
+    "partition_epoch",
+    "mode",
+)
+
+
+def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: int) -> StateTables:
+    """The topics and partitions live after the entry at `at_offset`, as lazy DataFrames."""
+    # One scan of the log, kept for the many joins below: only the topic records, and only the
+    # columns the rules read.
+    log = (
+        read_log(spark, log_dir, payload=False)
+        .where((F.col("offset") <= at_offset) & F.col("record_type").isin(*_TOPIC_RECORDS))
+        .select(*_STATE_INPUT)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    kind = F.col("record_type")
+
+    created = (
+        log.where(kind == "TopicRecord")
+        .groupBy("topic_id")
+        .agg(F.max(F.struct("offset", "topic_name", "namespace")).alias("t"))
+        .select(
+            "topic_id",
+            F.col("t.offset").alias("created"),
+            F.col("t.topic_name").alias("topic_name"),
+            F.col("t.namespace").alias("created_in"),
+        )
+    )
+    removed = (
+        log.where(kind == "RemoveTopicRecord")
+        .groupBy("topic_id")
+        .agg(F.max("offset").alias("removed"))
+    )
+    live = (
+        created.join(removed, "topic_id", "left")
+        .where(F.col("removed").isNull() | (F.col("removed") < F.col("created")))
+        .drop("removed")
+    )
+    moves = (
+        log.where(kind == "MoveTopicRecord")
+        .select("topic_id", F.col("offset").alias("moved"), F.col("namespace").alias("moved_to"))
+        .join(live.select("topic_id", "created"), "topic_id")
+        .where(F.col("moved") > F.col("created"))
+        .groupBy("topic_id")
+        .agg(F.max(F.struct("moved", "moved_to")).alias("m"))
+    )
+    topics = live.join(moves, "topic_id", "left").select(
+        "topic_id",
+        "topic_name",
+        F.coalesce(F.col("m.moved_to"), F.col("created_in")).alias("namespace"),
+        "created",
+    )
+
+    purges = log.where(kind == "PurgeTopicPartitionsRecord").select(
+        "topic_id", F.col("offset").alias("purged"), F.col("partition_count").alias("kept")
+    )
+    reductions = (
+        log.where(kind == "DeleteTopicPartitionsRecord")
+        .select("topic_id", "offset", "partition_count", "delete_after_ms", "created_ms")
+        .join(topics.select("topic_id", "created"), "topic_id")
+        .where(F.col("offset") > F.col("created"))
+        .groupBy("topic_id")
+        .agg(
+            F.max(F.struct("offset", "partition_count", "delete_after_ms", "created_ms")).alias("d")
+        )
+        .select("topic_id", "d.*")
+    )
+    pending = (
+        reductions.join(purges, "topic_id", "left")
+        .groupBy("topic_id", "offset", "partition_count", "delete_after_ms", "created_ms")
+        .agg(F.max("purged").alias("purged"))
+        .where(F.col("purged").isNull() | (F.col("purged") < F.col("offset")))
+        .select(
+            "topic_id",
+            F.col("partition_count").alias("pending_partition_count"),
+            F.col("delete_after_ms").alias("pending_delete_after_ms"),
+            F.col("created_ms").alias("pending_created_ms"),
+        )
+    )
+
+    events = log.where(kind.isin("PartitionRecord", "PartitionChangeRecord")).select(
+        "topic_id",
+        "partition_id",
+        "offset",
+        (kind == "PartitionRecord").alias("full"),
+        *_FIELDS,
+        "leader",
+        "leader_epoch",
+        "partition_epoch",
+    )
+    bases = (
+        events.where("full")
+        .groupBy("topic_id", "partition_id")
+        .agg(F.max("offset").alias("base"))
+        .join(topics.select("topic_id", "created"), "topic_id")
+        .where(F.col("base") > F.col("created"))
+        .drop("created")
+    )
+    gone = bases.join(purges, "topic_id").where(
+        (F.col("purged") > F.col("base")) & (F.col("partition_id") >= F.col("kept"))
+    )
+    bases = bases.join(
+        gone.select("topic_id", "partition_id"), ["topic_id", "partition_id"], "left_anti"
+    )
+
+    running = Window.partitionBy("topic_id", "partition_id").orderBy("offset")
+    bumps = (~F.col("full") & F.col("leader").isNotNull() & F.col("leader_epoch").isNull()).cast(
+        "int"
+    )
+    since_base = (
+        events.join(bases, ["topic_id", "partition_id"])
+        .where(F.col("offset") >= F.col("base"))
+        .withColumn("n", F.row_number().over(running))
+        .withColumn("bumps", F.sum(bumps).over(running))
+    )
+
+    def last_set(column: str) -> Any:
+        """The value of `column` in the last event where it is not null."""
+        return F.max_by(column, F.when(F.col(column).isNotNull(), F.col("offset")))
+
+    merged = since_base.groupBy("topic_id", "partition_id").agg(
+        *[last_set(c).alias(c) for c in _FIELDS],
+        last_set("leader").alias("leader"),
+        F.max_by(
+            F.struct("partition_epoch", "n"),
+            F.when(F.col("partition_epoch").isNotNull(), F.col("offset")),
+        ).alias("pe"),
+        F.max_by(
+            F.struct("leader_epoch", "bumps"),
+            F.when(F.col("leader_epoch").isNotNull(), F.col("offset")),
+        ).alias("le"),
+        F.max("n").alias("events"),
+        F.max("bumps").alias("all_bumps"),
+    )
+    partitions = merged.join(
+        topics.select("topic_id", "topic_name", "namespace"), "topic_id"
+    ).select(
+        "topic_id",
+        "topic_name",
+        "namespace",
+        "partition_id",
+        *_FIELDS[:4],
+        "leader",
+        (F.col("le.leader_epoch") + F.col("all_bumps") - F.col("le.bumps")).alias("leader_epoch"),
+        (F.col("pe.partition_epoch") + F.col("events") - F.col("pe.n")).alias("partition_epoch"),
+        "mode",
+    )
+    counts = partitions.groupBy("topic_id").agg(F.count("*").alias("partitions"))
+    topic_table = (
+        topics.join(counts, "topic_id", "left")
+        .join(pending, "topic_id", "left")
+        .select(
+            "topic_id",
+            "topic_name",
+            "namespace",
+            F.coalesce(F.col("partitions"), F.lit(0)).alias("partitions"),
+            "pending_partition_count",
+            "pending_delete_after_ms",
+            "pending_created_ms",
+        )
+    )
+    return StateTables(topics=topic_table, partitions=partitions, source=log)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateTables:
+    """The state at an offset: lazy DataFrames over one cached scan of the log."""
+
+    topics: DataFrame
+    partitions: DataFrame
+    source: DataFrame
+    """The cached scan; `release()` frees it."""
+
+    def release(self) -> None:
+        """Drop the cached scan of the log."""
+        self.source.unpersist()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateDifference:
+    """One way the Spark state and the in-process image disagree."""
+
+    entity: str
+    field: str
+    spark: Any
+    image: Any
+
+    def text(self) -> str:
+        """One line for humans."""
+        return f"{self.entity}: {self.field}: spark={self.spark!r} image={self.image!r}"
+
+
+def image_tables(
+    image: MetadataImage,
+) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, int], dict[str, Any]]]:
+    """The image's topics and partitions keyed and shaped as `state_at`'s rows."""
+    topics: dict[str, dict[str, Any]] = {}
+    partitions: dict[tuple[str, int], dict[str, Any]] = {}
+    for topic in image.topics.by_id.values():
+        tid = str(topic.topic_id)
+        pending = topic.pending_deletion
+        topics[tid] = {
+            "topic_id": tid,
+            "topic_name": topic.name,
+            "namespace": topic.namespace,
+            "partitions": len(topic.partitions),
+            "pending_partition_count": None if pending is None else pending.partition_count,
+            "pending_delete_after_ms": None if pending is None else pending.delete_after_ms,
+            "pending_created_ms": None if pending is None else pending.created_ms,
+        }
+        for p in topic.partitions:
+            partitions[(tid, p.partition_id)] = {
+                "topic_id": tid,
+                "topic_name": topic.name,
+                "namespace": topic.namespace,
+                "partition_id": p.partition_id,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "removing_replicas": list(p.removing_replicas),
+                "adding_replicas": list(p.adding_replicas),
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch,
+                "mode": Mode(p.mode).name,
+            }
+    return topics, partitions
+
+
+def _compare(
+    what: str, spark_rows: dict[Any, dict[str, Any]], image_rows: dict[Any, dict[str, Any]]
+) -> list[StateDifference]:
+    out = []
+    for key in sorted(spark_rows.keys() | image_rows.keys(), key=str):
+        entity = f"{what} {key}" if not isinstance(key, tuple) else f"{what} {key[0]}-{key[1]}"
+        ours, theirs = spark_rows.get(key), image_rows.get(key)
+        if ours is None or theirs is None:
+            out.append(
+                StateDifference(
+                    entity=entity,
+                    field="exists",
+                    spark=ours is not None,
+                    image=theirs is not None,
+                )
+            )
+            continue
+        for name, value in theirs.items():
+            if ours.get(name) != value:
+                out.append(
+                    StateDifference(entity=entity, field=name, spark=ours.get(name), image=value)
+                )
+    return out
+
+
+def compare_with_image(
+    spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: int
+) -> list[StateDifference]:
+    """Every difference between `state_at` and the in-process image at `at_offset`."""
+    state = state_at(spark, log_dir, at_offset)
+    try:
+        spark_topics = {r["topic_id"]: r.asDict() for r in state.topics.collect()}
+        spark_partitions = {
+            (r["topic_id"], r["partition_id"]): r.asDict() for r in state.partitions.collect()
+        }
+    finally:
+        state.release()
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        image = load_image(log, lte=at_offset)
+    image_topics, image_partitions = image_tables(image)
+    return _compare("topic", spark_topics, image_topics) + _compare(
+        "partition", spark_partitions, image_partitions
+    )

@@ -1,0 +1,406 @@
+"""Audit in PySpark: the data source, the named queries, the Spark state replay, the CLI.
+
+One real local SparkSession for the module. The log is written record by record with a test
+clock (an hour per append), so every row the queries return is known in advance.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from api.cli import main
+from metadata_log import MetadataLog
+from records.json_form import record_to_json
+from records.model import (
+    ConfigRecord,
+    ConfigResourceType,
+    DeleteTopicPartitionsRecord,
+    FeatureLevelRecord,
+    Mode,
+    MoveTopicRecord,
+    NamespaceRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    PurgeTopicPartitionsRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from records.uuids import Uuid
+from replay.audit import queries
+from replay.audit.session import audit_session, read_log
+from replay.audit.state import compare_with_image, state_at
+
+T0 = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
+HOUR = 3_600_000
+A = Uuid(bytes(range(1, 17)))  # orders, first incarnation
+B = Uuid(bytes(range(2, 18)))  # orders, second incarnation
+P = Uuid(bytes(range(3, 19)))  # team:payments
+NS = Uuid(bytes(range(4, 20)))
+
+
+def _partition(topic: Uuid, p: int, replicas: tuple[int, ...]) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=p, topic_id=topic, replicas=replicas, isr=replicas, leader=replicas[0]
+    )
+
+
+# (principal, records); append i happens at T0 + i hours.
+STORY: list[tuple[str, list[Record]]] = [
+    (
+        "admin",
+        [
+            FeatureLevelRecord(name="metadata.version", feature_level=1),
+            *[
+                RegisterBrokerRecord(
+                    broker_id=b, incarnation_id=Uuid(bytes([b + 1] * 16)), broker_epoch=b
+                )
+                for b in range(3)
+            ],
+        ],
+    ),
+    ("admin", [NamespaceRecord(namespace_id=NS, name="team")]),
+    (
+        "alice",
+        [TopicRecord(name="orders", topic_id=A), *[_partition(A, p, (0, 1)) for p in range(3)]],
+    ),
+    (
+        "bob",
+        [
+            TopicRecord(name="payments", topic_id=P, namespace="team"),
+            *[_partition(P, p, (1, 2)) for p in range(2)],
+        ],
+    ),
+    ("alice", [PartitionChangeRecord(partition_id=0, topic_id=A, isr=(1,))]),
+    ("controller", [PartitionChangeRecord(partition_id=0, topic_id=A, leader=1)]),
+    (
+        "alice",
+        [
+            ConfigRecord(
+                resource_type=ConfigResourceType.TOPIC,
+                resource_name="orders",
+                name="retention.ms",
+                value="1000",
+            )
+        ],
+    ),
+    ("bob", [RemoveTopicRecord(topic_id=A)]),
+    (
+        "carol",
+        [TopicRecord(name="orders", topic_id=B), *[_partition(B, p, (2, 0)) for p in range(4)]],
+    ),
+    (
+        "carol",
+        [
+            DeleteTopicPartitionsRecord(
+                topic_id=B,
+                partition_count=2,
+                delete_after_ms=T0 + 20 * HOUR,
+                created_ms=T0 + 9 * HOUR,
+            ),
+            *[
+                PartitionChangeRecord(partition_id=p, topic_id=B, mode=Mode.READ_ONLY)
+                for p in (2, 3)
+            ],
+        ],
+    ),
+    (
+        "controller",
+        [PartitionChangeRecord(partition_id=p, topic_id=B, mode=Mode.NONE) for p in (2, 3)],
+    ),
+    ("controller", [PurgeTopicPartitionsRecord(topic_id=B, partition_count=2)]),
+    ("carol", [_partition(B, 2, (0, 1))]),
+    ("bob", [MoveTopicRecord(topic_id=P, namespace="")]),
+    ("bob", [PartitionChangeRecord(partition_id=1, topic_id=P, partition_epoch=7)]),
+    ("bob", [PartitionChangeRecord(partition_id=1, topic_id=P, isr=(2,), leader=2)]),
+]
+
+
+def _last_offsets() -> list[int]:
+    """The offset of the last entry of each append of STORY."""
+    out, end = [], -1
+    for _, records in STORY:
+        end += len(records)
+        out.append(end)
+    return out
+
+
+LAST = _last_offsets()
+
+
+def write_story(log_dir: Path, appends: int | None = None) -> None:
+    now = [T0]
+
+    def clock() -> int:
+        return now[0]
+
+    with MetadataLog.open(log_dir, clock_ms=clock) as log:
+        for i, (principal, records) in enumerate(STORY[:appends]):
+            now[0] = T0 + i * HOUR
+            log.append(records, principal=principal)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = audit_session(master="local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data_dir = tmp_path_factory.mktemp("audit")
+    write_story(data_dir / "log")
+    return data_dir
+
+
+# ---------------------------------------------------------------------- the data source
+
+
+def test_every_entry_has_its_columns_and_payload(spark: Any, story: Path) -> None:
+    rows = read_log(spark, story / "log").orderBy("offset").collect()
+    with MetadataLog.open(story / "log", read_only=True) as log:
+        entries = list(log.read())
+    assert [r["offset"] for r in rows] == [e.offset for e in entries]
+    for row, entry in zip(rows, entries, strict=True):
+        assert row["record_type"] == type(entry.record).__name__
+        assert json.loads(row["payload"]) == record_to_json(entry.record)["data"]
+        assert row["principal"] == entry.principal
+        assert int(row["timestamp"].timestamp() * 1000) == entry.timestamp
+    topic = rows[LAST[1] + 1]
+    assert (topic["topic_id"], topic["topic_name"], topic["namespace"]) == (str(A), "orders", "")
+    change = rows[LAST[4]]
+    assert change["isr"] == [1] and change["leader"] is None and change["mode"] is None
+    leader = rows[LAST[5]]
+    assert leader["leader"] == 1 and leader["isr"] is None
+    config = rows[LAST[6]]
+    assert (config["resource_type"], config["resource_name"], config["config_name"]) == (
+        "TOPIC",
+        "orders",
+        "retention.ms",
+    )
+    assert config["config_value"] == "1000"
+
+
+def test_offset_filters_are_pushed_down_and_exact(spark: Any, story: Path) -> None:
+    frame = read_log(spark, story / "log")
+    assert [r[0] for r in frame.where("offset > 3 AND offset <= 6").select("offset").collect()] == [
+        4,
+        5,
+        6,
+    ]
+    assert frame.where("offset = 0").count() == 1
+    assert frame.count() == LAST[-1] + 1  # the pushed bounds do not stick to the frame
+    plan = frame.where("offset < 5")._jdf.queryExecution().executedPlan().toString()
+    assert "offset" in plan
+    since = datetime.fromtimestamp((T0 + 9 * HOUR) / 1000, tz=UTC)
+    assert frame.where(frame.timestamp >= since).count() == LAST[-1] - LAST[8]
+
+
+def test_split_spans_read_the_same_rows(spark: Any, tmp_path: Path) -> None:
+    log_dir = tmp_path / "log"
+    with MetadataLog.open(log_dir) as log:
+        for i in range(300):
+            log.append([TopicRecord(name=f"t{i}", topic_id=Uuid.random())], principal="p")
+    from pyspark.sql import functions as F
+
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        assert len(log.read_spans(split_bytes=2048)) > 1
+    frame = spark.read.format("metadata_log").option("splitBytes", "2048").load(str(log_dir))
+    assert frame.select(F.spark_partition_id()).distinct().count() > 1
+    assert sorted(r[0] for r in frame.select("offset").collect()) == list(range(300))
+
+
+def test_reads_a_log_being_appended_to(spark: Any, tmp_path: Path) -> None:
+    log_dir = tmp_path / "log"
+    stop = threading.Event()
+    with MetadataLog.open(log_dir) as log:
+        log.append([TopicRecord(name="first", topic_id=Uuid.random())])
+
+        def writer() -> None:
+            i = 0
+            while not stop.is_set():
+                log.append([TopicRecord(name=f"t{i}", topic_id=Uuid.random()) for _ in range(1)])
+                i += 1
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            for _ in range(3):
+                offsets = [r[0] for r in read_log(spark, log_dir).select("offset").collect()]
+                # Whatever was committed when the read was planned, densely from 0.
+                assert sorted(offsets) == list(range(len(offsets)))
+        finally:
+            stop.set()
+            thread.join()
+        end = log.end_offset
+    # A torn tail (half-written block) is not read: only complete, CRC-checked blocks are.
+    segment = sorted(log_dir.glob("*.avro"))[-1]
+    with open(segment, "ab") as f:
+        f.write(b"\x02\x80\x01" + os.urandom(40))
+    assert read_log(spark, log_dir).count() == end
+
+
+# ---------------------------------------------------------------------- named queries
+
+
+def test_topic_lifecycle(spark: Any, story: Path) -> None:
+    rows = queries.topic_lifecycle(read_log(spark, story / "log"), "orders").collect()
+    assert [r["topic_id"] for r in rows] == [str(A), str(B)]
+    first, second = rows
+    assert (first["created_by"], first["deleted_by"]) == ("alice", "bob")
+    assert first["created"] == datetime(2026, 1, 1, 2, tzinfo=UTC).replace(tzinfo=None) or (
+        first["created"].hour == 2
+    )
+    assert [p["partitions"] for p in first["partition_counts"]] == [1, 2, 3]
+    assert second["deleted"] is None and second["created_by"] == "carol"
+    # 4 partitions, reduced to 2, then one added back.
+    assert [p["partitions"] for p in second["partition_counts"]] == [1, 2, 3, 4, 2, 3]
+
+
+def test_who_changed(spark: Any, story: Path) -> None:
+    log = read_log(spark, story / "log")
+    bob = queries.who_changed(log, principal="bob").collect()
+    assert [r["record_type"] for r in bob] == [
+        "TopicRecord",
+        "PartitionRecord",
+        "PartitionRecord",
+        "RemoveTopicRecord",
+        "MoveTopicRecord",
+        "PartitionChangeRecord",
+        "PartitionChangeRecord",
+    ]
+    assert bob[3]["entity"] == "topic orders" and bob[3]["description"] == "deleted topic orders"
+    assert bob[-1]["description"] == "partition team:payments-1: leader -> 2, isr -> [2]"
+    window = queries.who_changed(log, since_ms=T0 + 4 * HOUR, until_ms=T0 + 6 * HOUR).collect()
+    assert [r["offset"] for r in window] == [LAST[4], LAST[5], LAST[6]]
+    assert window[2]["description"] == "config topic orders: retention.ms=1000"
+
+
+def test_partition_modes(spark: Any, story: Path) -> None:
+    rows = queries.partition_modes(read_log(spark, story / "log"), topic="orders").collect()
+    events = [(r["topic_id"] == str(B), r["event"], r["partition_id"], r["mode"]) for r in rows]
+    b_events = [e[1:] for e in events if e[0]]
+    assert b_events == [
+        ("mode", 0, "READ_WRITE"),
+        ("mode", 1, "READ_WRITE"),
+        ("mode", 2, "READ_WRITE"),
+        ("mode", 3, "READ_WRITE"),
+        ("reduce", None, None),
+        ("mode", 2, "READ_ONLY"),
+        ("mode", 3, "READ_ONLY"),
+        ("mode", 2, "NONE"),
+        ("mode", 3, "NONE"),
+        ("purge", None, None),
+        ("mode", 2, "READ_WRITE"),
+    ]
+    reduce = next(r for r in rows if r["event"] == "reduce")
+    assert reduce["partition_count"] == 2 and reduce["purge_at"].hour == 20
+
+
+def test_churn(spark: Any, story: Path) -> None:
+    rows = queries.churn(read_log(spark, story / "log"), by="day").collect()
+    got = {r["namespace"]: (r["creates"], r["deletes"], r["partition_changes"]) for r in rows}
+    assert got == {"": (2, 1, 6), "team": (1, 0, 2)}
+    hourly = queries.churn(read_log(spark, story / "log"), by="hour").collect()
+    assert sum(r["creates"] for r in hourly) == 3 and len(hourly) > len(rows)
+    with pytest.raises(queries.AuditQueryError):
+        queries.churn(read_log(spark, story / "log"), by="week")
+
+
+# ---------------------------------------------------------------------- state replay
+
+
+@pytest.mark.parametrize(
+    "append", [5, 7, 8, 9, 11, len(STORY) - 1], ids=lambda i: f"after-append-{i}"
+)
+def test_state_matches_the_image(spark: Any, story: Path, append: int) -> None:
+    assert compare_with_image(spark, story / "log", LAST[append]) == []
+
+
+def test_state_content(spark: Any, story: Path) -> None:
+    state = state_at(spark, story / "log", LAST[-1])
+    topics = {r["topic_id"]: r for r in state.topics.collect()}
+    parts = {(r["topic_id"], r["partition_id"]): r for r in state.partitions.collect()}
+    state.release()
+    assert set(topics) == {str(B), str(P)}
+    assert topics[str(P)]["namespace"] == "" and topics[str(B)]["partitions"] == 3
+    p1 = parts[(str(P), 1)]
+    assert (p1["isr"], p1["leader"], p1["leader_epoch"], p1["partition_epoch"]) == ([2], 2, 1, 8)
+    assert parts[(str(B), 2)]["mode"] == "READ_WRITE" and (str(B), 3) not in parts
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_cli_queries(spark: Any, story: Path, tmp_path: Path) -> None:
+    d = str(story)
+    code, text = run("audit", "topic-lifecycle", "--topic", "orders", "--data-dir", d)
+    assert code == 0 and str(A) in text and str(B) in text
+    code, text = run(
+        "audit", "who-changed", "--principal", "carol", "--data-dir", d, "--output", "json"
+    )
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert code == 0 and {row["principal"] for row in lines} == {"carol"} and len(lines) == 9
+    code, text = run(
+        "audit", "partition-modes", "--data-dir", d, "--output", "parquet", str(tmp_path / "m")
+    )
+    assert code == 0 and spark.read.parquet(str(tmp_path / "m")).count() > 0
+    code, text = run("audit", "churn", "--by", "hour", "--data-dir", d)
+    assert code == 0 and "creates" in text.splitlines()[0]
+    code, text = run(
+        "audit",
+        "sql",
+        "SELECT count(*) AS n FROM metadata_log",
+        "--data-dir",
+        d,
+        "--output",
+        "json",
+    )
+    assert code == 0 and json.loads(text) == {"n": LAST[-1] + 1}
+
+
+def test_cli_state(spark: Any, story: Path) -> None:
+    code, text = run(
+        "audit", "state", "--at-offset", str(LAST[9]), "--check", "--data-dir", str(story)
+    )
+    assert code == 0 and "matches the image" in text
+    code, text = run("audit", "state", "--at-offset", str(LAST[9]), "--data-dir", str(story))
+    assert code == 0 and "orders" in text and "partitions at offset" in text
+
+
+def test_cli_errors(
+    spark: Any, story: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("audit", "churn", "--data-dir", str(tmp_path / "nowhere"))[0] == 2
+    assert "there is no log" in capsys.readouterr().err
+    assert run("audit", "who-changed", "--since", "yesterday", "--data-dir", str(story))[0] == 2
+    assert "is not a time" in capsys.readouterr().err
+    assert run("audit", "sql", "SELEC nonsense", "--data-dir", str(story))[0] == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mlog: error:") and len(err.strip().splitlines()) == 1
+    assert run("audit", "sql", "SELECT nope FROM metadata_log", "--data-dir", str(story))[0] == 2
+    assert "nope" in capsys.readouterr().err
+    assert run("audit", "state", "--at-offset", "999", "--data-dir", str(story))[0] == 2
+    assert "not in the log" in capsys.readouterr().err
+    assert run("audit", "churn", "--output", "parquet", "--data-dir", str(story))[0] == 2
+    assert "needs a directory" in capsys.readouterr().err
