@@ -263,7 +263,7 @@ def _structs_json(values: Sequence[Any] | None) -> str:
 def _column_array(kind: str, values: Sequence[Any], names: dict[int, str] | None) -> pa.Array:
     """The Arrow array of one field's values for rows of one record type."""
     if kind == "uuid":
-        return uuid_strings(values)  # type: ignore[arg-type]  # fixed(16) values are bytes
+        return uuid_strings(values)
     if kind == "uuid?":
         return pa.array([None if v is None else _uuid_text(v) for v in values], pa.string())
     if kind in ("enum", "enum?"):
@@ -326,7 +326,7 @@ class BlockConverter:
         """(offsets, epochs, timestamps, principals, [tag, *values] rows) of a block body."""
         if self._fast is not None:
             offsets, epochs, timestamps, principals, rows = self._fast.decode(count, body)
-            return offsets, epochs, timestamps, principals, rows  # type: ignore[return-value]
+            return offsets, epochs, timestamps, principals, rows
         block = self.codec.decode_block(count, body, self._array)
         by_branch = self._by_branch
         encode = self.codec.encode_record
