@@ -83,11 +83,11 @@ def _principal(args: argparse.Namespace) -> str:
     return given or f"User:{getpass.getuser()}"
 
 
-@contextmanager
-def _service(settings: Settings, *, check_pending: bool = True) -> Iterator[MetadataService]:
+def open_service(settings: Settings) -> MetadataService:
+    """The service over the settings' data directory: newest snapshot plus the log after it."""
     progress = Progress("replaying the log")
     try:
-        service = MetadataService.open(
+        return MetadataService.open(
             settings.log_dir,
             config=settings.log,
             progress=progress.advance,
@@ -95,7 +95,11 @@ def _service(settings: Settings, *, check_pending: bool = True) -> Iterator[Meta
         )
     finally:
         progress.finish()
-    with service:
+
+
+@contextmanager
+def _service(settings: Settings, *, check_pending: bool = True) -> Iterator[MetadataService]:
+    with open_service(settings) as service:
         if check_pending:
             # No scheduler runs in embedded mode: each writer moves due deletions on first.
             # A check that fails is reported and does not block the command itself.

@@ -11,12 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from api.cli_cluster import open_service
 from api.cli_common import EXIT_OK, CliError, add_global_options
-from api.progress import Progress
 from api.server import MetadataServer
-from api.service import MetadataService
 from api.settings import Settings
-from api.snapshots import open_snapshotter
 from records.uuids import Uuid
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
@@ -125,16 +123,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     server_log.addHandler(handler)
     server_log.propagate = False
     cluster_id, node_id = cluster_identity(settings.data_dir, args.node_id)
-    progress = Progress("replaying the log")
-    try:
-        service = MetadataService.open(
-            settings.log_dir,
-            config=settings.log,
-            progress=progress.advance,
-            snapshots=open_snapshotter(settings),
-        )
-    finally:
-        progress.finish()
+    service = open_service(settings)
     host, port = args.listen
     advertised_host, advertised_port = args.advertised_listener or (None, None)
     server = MetadataServer(

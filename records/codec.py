@@ -105,12 +105,13 @@ def _make_encoder(schema: RecordSchema) -> Callable[[Record], dict[str, Any]]:
     return encoder
 
 
-def _make_decoder(schema: RecordSchema) -> _Decoder:
-    """Compile `Avro dict -> record` for one schema, setting the slots directly.
+def _make_decoder(schema: RecordSchema, *, positional: bool = False) -> Callable[[Any], Record]:
+    """Compile `Avro value -> record` for one schema, setting the slots directly.
 
     The values come from a verified block written with this very schema, so the dataclass's
     keyword parsing and frozen `__setattr__` (about 3x the cost of a slot store) are skipped;
-    every field is set, so no default is needed.
+    every field is set, so no default is needed. The value is fastavro's dict, or with
+    `positional` the compiled block decoder's list of fields in schema order.
     """
     cls = schema.python_class
     if cls is None:
@@ -119,33 +120,14 @@ def _make_decoder(schema: RecordSchema) -> _Decoder:
     lines = ["def decode(value):", "    obj = _new(_cls)"]
     for i, f in enumerate(schema.fields):
         namespace[f"_s{i}"] = slot_setter(cls, f.name)
-        lines.append(f"    x = value[{f.name!r}]")
+        lines.append(f"    x = value[{i}]" if positional else f"    x = value[{f.name!r}]")
         if f.codec is None:
             lines.append(f"    _s{i}(obj, x)")
         else:
             namespace.update(f.codec.helpers)
             lines.append(f"    _s{i}(obj, {f.codec.from_avro.format(v='x')})")
     lines.append("    return obj")
-    decoder: _Decoder = _compile("\n".join(lines) + "\n", namespace, "decode")
-    return decoder
-
-
-def _make_positional_decoder(schema: RecordSchema) -> Callable[[list[Any]], Record]:
-    """`_make_decoder` for the compiled block decoder: fields come as a list in schema order."""
-    cls = schema.python_class
-    if cls is None:
-        raise ValueError(f"{schema.name} v{schema.version} has no Python class")
-    namespace: dict[str, Any] = {"_new": new_instance, "_cls": cls}
-    lines = ["def decode(value):", "    obj = _new(_cls)"]
-    for i, f in enumerate(schema.fields):
-        namespace[f"_s{i}"] = slot_setter(cls, f.name)
-        if f.codec is None:
-            lines.append(f"    _s{i}(obj, value[{i}])")
-        else:
-            namespace.update(f.codec.helpers)
-            lines.append(f"    _s{i}(obj, {f.codec.from_avro.format(v=f'value[{i}]')})")
-    lines.append("    return obj")
-    decoder: Callable[[list[Any]], Record] = _compile("\n".join(lines) + "\n", namespace, "decode")
+    decoder: Callable[[Any], Record] = _compile("\n".join(lines) + "\n", namespace, "decode")
     return decoder
 
 
@@ -200,7 +182,7 @@ class RecordCodec:
                 steps, self._decoders[current.branch_name]
             )
         self._current = {s.branch_name: s for s in self.schemas}
-        self._positional = {s.branch_name: _make_positional_decoder(s) for s in self.schemas}
+        self._positional = {s.branch_name: _make_decoder(s, positional=True) for s in self.schemas}
         self.entry_schema: dict[str, Any] = entry_schema(self.schemas)
         self.entry_schema_json: str = json.dumps(self.entry_schema, separators=(",", ":"))
         self._writer_array = AvroArray(self.entry_schema)

@@ -186,7 +186,7 @@ def read_batches(
             break
         if last < bounds.lo or not bounds.since <= timestamp <= bounds.until:
             continue
-        decoded = converter.rows(block.count, block.body)
+        decoded: tuple[list[Any], ...] = converter.rows(block.count, block.body)
         offsets = decoded[0]
         if offsets[0] != first or offsets[-1] != last:
             raise LogCorruptionError(
