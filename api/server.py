@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from api.protocol.codec import API_NAMES, RequestHeader, encode_response
+from api.protocol.codec import API_NAMES, encode_response
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
     Close,
@@ -29,12 +29,11 @@ from api.protocol.connection import (
     Request,
 )
 from api.protocol.kafka_apis import ANONYMOUS, KafkaApis, Listener
+from api.protocol.private import PRIVATE_APIS
+from api.protocol.private_apis import PrivateApis
 from api.service import MetadataService
 
 logger = logging.getLogger("api.server")
-
-PrivateHandler = Callable[[RequestHeader, bytes, "ConnectionState"], Awaitable[bytes]]
-"""Answers one private-API request with a complete response frame."""
 
 
 @dataclass(slots=True, eq=False)
@@ -62,8 +61,6 @@ class MetadataServer:
         node_id: int = 0,
         cluster_id: str = "",
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-        private_versions: dict[int, tuple[int, int]] | None = None,
-        private_handler: PrivateHandler | None = None,
         run_scheduler: bool = True,
     ) -> None:
         self.service = service
@@ -73,8 +70,7 @@ class MetadataServer:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.max_request_bytes = max_request_bytes
-        self._private_versions = dict(private_versions or {})
-        self._private_handler = private_handler
+        self.private_apis = PrivateApis(service)
         self._run_scheduler = run_scheduler
         self._server: asyncio.Server | None = None
         self._connections: set[ConnectionState] = set()
@@ -93,7 +89,6 @@ class MetadataServer:
         self.apis = KafkaApis(
             self.service,
             Listener(host=host, port=port, node_id=self.node_id, cluster_id=self.cluster_id),
-            extra_versions=self._private_versions,
         )
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
@@ -126,6 +121,7 @@ class MetadataServer:
             self._scheduler.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._scheduler
+        self.service.release_waiters()  # long-polling FetchLogs answer now
         for state in list(self._connections):
             state.closing = True
             if not state.busy and state.task is not None:
@@ -155,9 +151,7 @@ class MetadataServer:
         state = ConnectionState(peer=f"{peer[0]}:{peer[1]}" if peer else "?")
         state.task = asyncio.current_task()
         self._connections.add(state)
-        connection = Connection(
-            max_request_bytes=self.max_request_bytes, private_versions=self._private_versions
-        )
+        connection = Connection(max_request_bytes=self.max_request_bytes)
         try:
             while not state.closing:
                 data = await reader.read(256 * 1024)
@@ -200,13 +194,17 @@ class MetadataServer:
             elif isinstance(event, Reply):
                 writer.write(event.data)
             elif isinstance(event, PrivateRequest):
-                if self._private_handler is None:  # pragma: no cover - keys come from it
-                    return False
+                header = event.header
                 try:
-                    writer.write(await self._private_handler(event.header, event.body, state))
+                    writer.write(
+                        await self.private_apis.handle(header, event.body, state.principal)
+                    )
                 except Exception:
                     logger.exception(
-                        "closing %s: private API %d failed", state.peer, event.header.api_key
+                        "closing %s: %s v%d failed",
+                        state.peer,
+                        PRIVATE_APIS[header.api_key].name,
+                        header.api_version,
                     )
                     return False
             elif isinstance(event, Close):

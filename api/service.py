@@ -37,6 +37,7 @@ from replay.loader import load_image
 
 if TYPE_CHECKING:
     from api.snapshots import Snapshotter
+    from replay.sql.store import SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class MetadataService:
         self._next_offset = log.end_offset
         self._last_append: asyncio.Future[None] | None = None
         self._failure: BaseException | None = None
+        self._commit_waiters: list[asyncio.Future[None]] = []
 
     @classmethod
     def open(
@@ -119,6 +121,35 @@ class MetadataService:
         return self._committed
 
     @property
+    def snapshot_store(self) -> SnapshotStore | None:
+        """The store snapshots are written to (None without snapshots): for time travel."""
+        return None if self._snapshots is None else self._snapshots.store
+
+    async def wait_committed(self, offset: int, timeout: float) -> None:
+        """Return once the committed image reaches `offset` (or on timeout or release).
+
+        `release_waiters` (a server shutting down) wakes every waiter at once.
+        """
+        if self._committed.provenance.offset >= offset or timeout <= 0:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            if waiter in self._commit_waiters:
+                self._commit_waiters.remove(waiter)
+
+    def release_waiters(self) -> None:
+        """Wake every `wait_committed` caller now."""
+        waiters, self._commit_waiters = self._commit_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    @property
     def stopped(self) -> bool:
         """Whether the service stopped taking writes after an append failed."""
         return self._failure is not None
@@ -146,6 +177,8 @@ class MetadataService:
             self._committed = image
             if self._snapshots is not None:
                 self._snapshots.committed(image, self.log)
+            if self._commit_waiters:
+                self.release_waiters()
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:

@@ -243,15 +243,18 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
     return int(header.correlation_id), body
 
 
-def api_versions_error(correlation_id: int) -> bytes:
+def api_versions_error(
+    correlation_id: int, extra: Mapping[int, tuple[int, int]] | None = None
+) -> bytes:
     """Kafka's answer to an ApiVersions request of a version it does not know.
 
-    A v0 body (v0 response header) with UNSUPPORTED_VERSION and the supported ranges.
+    A v0 body (v0 response header) with UNSUPPORTED_VERSION and the supported ranges (with
+    `extra`, the private APIs').
     """
     body = build(
         response_class(API_VERSIONS_KEY, 0),
         error_code=35,
-        api_keys=supported_api_keys(),
+        api_keys=supported_api_keys(extra),
     )
     return encode_response(correlation_id, body)
 

@@ -12,7 +12,6 @@ does this one; nothing that arrives on one connection affects another.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from api.protocol.codec import (
@@ -25,6 +24,7 @@ from api.protocol.codec import (
     decode_request,
     peek_header,
 )
+from api.protocol.private import PRIVATE_VERSIONS, private_header
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 """Kafka's `socket.request.max.bytes` default (100 MiB)."""
@@ -67,14 +67,8 @@ Event = Request | PrivateRequest | Reply | Close
 class Connection:
     """Splits a byte stream into request frames and decodes them."""
 
-    def __init__(
-        self,
-        *,
-        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-        private_versions: Mapping[int, tuple[int, int]] | None = None,
-    ) -> None:
+    def __init__(self, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         self.max_request_bytes = max_request_bytes
-        self._private = dict(private_versions or {})
         self._buffer = bytearray()
         self.closed = False
 
@@ -116,8 +110,9 @@ class Connection:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolError as exc:
             return Close(str(exc))
-        if api_key in self._private:
-            return self._private_event(frame, api_key, version, correlation_id)
+        private = PRIVATE_VERSIONS.get(api_key)
+        if private is not None:
+            return self._private_event(frame, private, api_key, version, correlation_id)
         supported = SUPPORTED_VERSIONS.get(api_key)
         if supported is None:
             return Close(f"unknown API key {api_key}")
@@ -125,7 +120,7 @@ class Connection:
         if not low <= version <= high:
             if api_key == API_VERSIONS_KEY and version > high:
                 # KIP-511: a newer client learns what this server speaks from a v0 answer.
-                return Reply(api_versions_error(correlation_id))
+                return Reply(api_versions_error(correlation_id, PRIVATE_VERSIONS))
             return Close(f"unsupported version {version} of API key {api_key} ({low}..{high})")
         try:
             return Request(decode_request(frame))
@@ -133,23 +128,18 @@ class Connection:
             return Close(str(exc))
 
     def _private_event(
-        self, frame: bytes, api_key: int, version: int, correlation_id: int
+        self,
+        frame: bytes,
+        versions: tuple[int, int],
+        api_key: int,
+        version: int,
+        correlation_id: int,
     ) -> Event:
-        low, high = self._private[api_key]
+        low, high = versions
         if not low <= version <= high:
             return Close(f"unsupported version {version} of API key {api_key} ({low}..{high})")
-        # Header v1: key, version, correlation id, then a nullable int16-length client id.
-        if len(frame) < 10:
-            return Close(f"a request of {len(frame)} bytes is too short for a header")
-        (length,) = struct.unpack_from(">h", frame, 8)
-        start = 10 + max(length, 0)
-        if length < -1 or start > len(frame):
-            return Close("malformed request header: bad client id length")
         try:
-            client_id = None if length < 0 else frame[10:start].decode()
-        except UnicodeDecodeError:
-            return Close("malformed request header: the client id is not UTF-8")
-        header = RequestHeader(
-            api_key=api_key, api_version=version, correlation_id=correlation_id, client_id=client_id
-        )
-        return PrivateRequest(header, frame[start:])
+            header, body = private_header(frame, api_key, version, correlation_id)
+        except ProtocolError as exc:
+            return Close(str(exc))
+        return PrivateRequest(header, body)

@@ -35,6 +35,7 @@ from api.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigTyp
 from api.errors import ApiError, ErrorCode
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, build, response_class
+from api.protocol.private import PRIVATE_VERSIONS
 from api.service import MetadataService
 from records.model import ConfigResourceType, PartitionRecord
 from records.uuids import Uuid
@@ -82,16 +83,9 @@ Handler = Callable[[KafkaRequest, str], Awaitable[Any]]
 class KafkaApis:
     """Answers the Kafka admin APIs of `codec.SUPPORTED_VERSIONS` from a service."""
 
-    def __init__(
-        self,
-        service: MetadataService,
-        listener: Listener,
-        *,
-        extra_versions: dict[int, tuple[int, int]] | None = None,
-    ) -> None:
+    def __init__(self, service: MetadataService, listener: Listener) -> None:
         self.service = service
         self.listener = listener
-        self._extra_versions = extra_versions or {}
         self._handlers: dict[int, Handler] = {
             18: self.api_versions,
             3: self.metadata,
@@ -158,7 +152,7 @@ class KafkaApis:
         return self._answer(
             request,
             error_code=0,
-            api_keys=codec.supported_api_keys(self._extra_versions),
+            api_keys=codec.supported_api_keys(PRIVATE_VERSIONS),
             throttle_time=0,
         )
 

@@ -1,0 +1,405 @@
+"""Our own APIs on private API keys: Kafka framing, Avro bodies (sans-IO, shared by both ends).
+
+A private request is a Kafka frame: int32 size, request header v1 (API key, version,
+correlation id, client id), then the request's Avro body. The response is int32 size,
+response header v0 (correlation id), a `PrivateStatus` body, and, when its `error_code` is 0,
+the response's Avro body. The bodies are the dataclasses the controller itself takes and
+returns (`api.commands`) or the few defined here, bound to Avro by `avro_bind`; their schemas
+are listed in docs/server.md and pinned by a golden test.
+
+Keys start at 10,000, far above Kafka's own (below 100 today), so a future Kafka API cannot
+collide with them. ApiVersions advertises them with their versions.
+
+Log entries (FetchLog) and image records (ImageAt) travel as one Avro block body of log
+entries in the server's entry schema, the same bytes a segment holds. The schema (about 8 KB)
+is sent only when the request's `schema_id` is not the server's, so a follower pays for it
+once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from api.commands import (
+    BrokerAction,
+    BrokerResult,
+    CreateNamespace,
+    CreateNamespaceResult,
+    DeleteNamespace,
+    DeleteNamespaceResult,
+    DeletePartitionsResult,
+    DeletePartitionsTopic,
+    MoveTopic,
+    MoveTopicResult,
+    NamespaceInfo,
+    PurgeResult,
+    RegisterBroker,
+)
+from api.protocol.avro_bind import BindError, binding
+from api.protocol.codec import ProtocolError, RequestHeader
+from records.codec import RecordCodec
+from records.entry import LogEntry
+from records.model import Record
+from replay.delta import MetadataDelta
+from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
+from replay.timetravel import Change, Entity, HistoryEntry
+
+# ---------------------------------------------------------------------- bodies
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrivateStatus:
+    """The first part of every private response: the error (0 and None when it succeeded)."""
+
+    error_code: int = 0
+    error_message: str | None = None
+    """The text the embedded CLI prints for this error (`mlog: error: <text>`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListNamespaces:
+    """The namespaces directly under `namespace` (all below it with `recursive`)."""
+
+    namespace: str | None = None
+    recursive: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceList:
+    """The answer to ListNamespaces."""
+
+    namespaces: tuple[NamespaceInfo, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletePartitions:
+    """Lower topics' partition counts (the partition reduction: READ_ONLY, NONE, removed)."""
+
+    topics: tuple[DeletePartitionsTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletePartitionsResponse:
+    """One result per topic of a DeletePartitions."""
+
+    results: tuple[DeletePartitionsResult, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgePending:
+    """Run one check of pending partition deletions now."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgePendingResponse:
+    """What one check of pending deletions did, one result per topic."""
+
+    results: tuple[PurgeResult, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeBroker:
+    """Fence, unfence, shut down or unregister a broker."""
+
+    broker_id: int
+    action: BrokerAction
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchLog:
+    """Entries from `offset` on; waits up to `max_wait_ms` when there is none yet."""
+
+    offset: int
+    max_entries: int = 10_000
+    max_wait_ms: int = 0
+    schema_id: str | None = None
+    """The id of the entry schema the client already has (the schema is then not sent)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryBlock:
+    """Log entries as one Avro block body, with the schema they are written in."""
+
+    schema_id: str
+    schema: str | None
+    """The entry schema's JSON, or None when the request named it by `schema_id`."""
+    count: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchLogResponse:
+    """The answer to FetchLog: entries (possibly none) and the log's end."""
+
+    end_offset: int
+    """The offset the next appended entry gets (the log's end when answered)."""
+    entries: EntryBlock
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageAt:
+    """The image at a point: `point` is an offset or an ISO-8601 time; None is the latest."""
+
+    point: str | None = None
+    schema_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageResponse:
+    """An image as the records that rebuild it from empty, and where in the log it stands."""
+
+    offset: int
+    epoch: int
+    timestamp: int
+    records: EntryBlock
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diff:
+    """What changed between two points (offsets or ISO-8601 times); `to` None is the end."""
+
+    from_point: str
+    to_point: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiffResponse:
+    """The changes between two offsets (`from_offset` may be after `to_offset`)."""
+
+    from_offset: int
+    to_offset: int
+    changes: tuple[Change, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class History:
+    """Every entry that touched `entity`, with `gt < offset <= lte`, at most `limit`."""
+
+    entity: Entity
+    gt: int | None = None
+    lte: int | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryResponse:
+    """The entries that touched an entity, oldest first."""
+
+    entries: tuple[HistoryEntry, ...]
+
+
+# ---------------------------------------------------------------------- the APIs
+
+
+@dataclass(frozen=True, slots=True)
+class PrivateApi:
+    """One private API: key, name, versions, request and response classes."""
+
+    key: int
+    name: str
+    request: type[Any]
+    response: type[Any]
+    writes: bool
+    """Whether it appends records (answered after they are durable)."""
+    min_version: int = 0
+    max_version: int = 0
+
+
+CREATE_NAMESPACE = PrivateApi(
+    10000, "CreateNamespace", CreateNamespace, CreateNamespaceResult, True
+)
+DELETE_NAMESPACE = PrivateApi(
+    10001, "DeleteNamespace", DeleteNamespace, DeleteNamespaceResult, True
+)
+LIST_NAMESPACES = PrivateApi(10002, "ListNamespaces", ListNamespaces, NamespaceList, False)
+MOVE_TOPIC = PrivateApi(10003, "MoveTopic", MoveTopic, MoveTopicResult, True)
+DELETE_PARTITIONS = PrivateApi(
+    10004, "DeletePartitions", DeletePartitions, DeletePartitionsResponse, True
+)
+PURGE_PENDING = PrivateApi(10005, "PurgePending", PurgePending, PurgePendingResponse, True)
+REGISTER_BROKER = PrivateApi(10006, "RegisterBroker", RegisterBroker, BrokerResult, True)
+CHANGE_BROKER = PrivateApi(10007, "ChangeBroker", ChangeBroker, BrokerResult, True)
+FETCH_LOG = PrivateApi(10010, "FetchLog", FetchLog, FetchLogResponse, False)
+IMAGE_AT = PrivateApi(10011, "ImageAt", ImageAt, ImageResponse, False)
+DIFF = PrivateApi(10012, "Diff", Diff, DiffResponse, False)
+HISTORY = PrivateApi(10013, "History", History, HistoryResponse, False)
+
+PRIVATE_APIS: Mapping[int, PrivateApi] = {
+    api.key: api
+    for api in (
+        CREATE_NAMESPACE,
+        DELETE_NAMESPACE,
+        LIST_NAMESPACES,
+        MOVE_TOPIC,
+        DELETE_PARTITIONS,
+        PURGE_PENDING,
+        REGISTER_BROKER,
+        CHANGE_BROKER,
+        FETCH_LOG,
+        IMAGE_AT,
+        DIFF,
+        HISTORY,
+    )
+}
+
+PRIVATE_VERSIONS: Mapping[int, tuple[int, int]] = {
+    key: (api.min_version, api.max_version) for key, api in PRIVATE_APIS.items()
+}
+"""What ApiVersions advertises for the private APIs."""
+
+MAX_FETCH_ENTRIES = 50_000
+"""The most entries one FetchLog answer carries (a larger `max_entries` is capped)."""
+
+MAX_FETCH_WAIT_MS = 60_000
+"""The longest a FetchLog waits for new entries (a longer `max_wait_ms` is capped)."""
+
+_STATUS = binding(PrivateStatus)
+_SIZE = struct.Struct(">i")
+
+
+# ---------------------------------------------------------------------- frames
+
+
+def encode_request(
+    api: PrivateApi, request: Any, *, correlation_id: int, client_id: str | None = "mlog"
+) -> bytes:
+    """A private request frame (int32 size first), header v1."""
+    if not isinstance(request, api.request):
+        raise TypeError(f"{api.name} takes a {api.request.__name__}, not {type(request).__name__}")
+    client = None if client_id is None else client_id.encode()
+    header = struct.pack(
+        ">hhih", api.key, api.max_version, correlation_id, -1 if client is None else len(client)
+    )
+    payload = b"".join((header, client or b"", binding(api.request).encode(request)))
+    return _SIZE.pack(len(payload)) + payload
+
+
+def decode_request_body(api: PrivateApi, body: bytes) -> Any:
+    """The request of `api` from its Avro body; `BindError` (or a validation error) if bad."""
+    return binding(api.request).decode(body)
+
+
+def encode_response(
+    correlation_id: int,
+    api: PrivateApi,
+    response: Any = None,
+    *,
+    status: PrivateStatus | None = None,
+) -> bytes:
+    """A private response frame: header v0, the status, then the body when it succeeded."""
+    status = status or PrivateStatus()
+    parts = [_SIZE.pack(correlation_id), _STATUS.encode(status)]
+    if status.error_code == 0:
+        parts.append(binding(api.response).encode(response))
+    payload = b"".join(parts)
+    return _SIZE.pack(len(payload)) + payload
+
+
+def decode_response(api: PrivateApi, frame: bytes) -> tuple[int, PrivateStatus, Any]:
+    """Correlation id, status and body (None on error) of a response frame without its size."""
+    if len(frame) < 4:
+        raise ProtocolError(f"a {api.name} response of {len(frame)} bytes has no header")
+    (correlation_id,) = _SIZE.unpack_from(frame, 0)
+    try:
+        status, used = _STATUS.decode_prefix(frame[4:])
+    except BindError as exc:
+        raise ProtocolError(str(exc)) from None
+    if status.error_code != 0:
+        return correlation_id, status, None
+    try:
+        body = binding(api.response).decode(frame[4 + used :])
+    except BindError as exc:
+        raise ProtocolError(str(exc)) from None
+    return correlation_id, status, body
+
+
+def private_header(
+    frame: bytes, api_key: int, version: int, correlation_id: int
+) -> tuple[RequestHeader, bytes]:
+    """Header v1 of a private request frame and its body bytes; `ProtocolError` if malformed."""
+    if len(frame) < 10:
+        raise ProtocolError(f"a request of {len(frame)} bytes is too short for a header")
+    (length,) = struct.unpack_from(">h", frame, 8)
+    start = 10 + max(length, 0)
+    if length < -1 or start > len(frame):
+        raise ProtocolError("malformed request header: bad client id length")
+    try:
+        client_id = None if length < 0 else frame[10:start].decode()
+    except UnicodeDecodeError:
+        raise ProtocolError("malformed request header: the client id is not UTF-8") from None
+    header = RequestHeader(
+        api_key=api_key, api_version=version, correlation_id=correlation_id, client_id=client_id
+    )
+    return header, frame[start:]
+
+
+# ---------------------------------------------------------------------- entries and images
+
+
+def schema_id(codec: RecordCodec) -> str:
+    """A short id of the codec's entry schema (its SHA-256, hex, first 16 characters)."""
+    return hashlib.sha256(codec.entry_schema_json.encode()).hexdigest()[:16]
+
+
+def entry_block(
+    codec: RecordCodec,
+    entries: Iterable[tuple[int, int, int, str | None, Record]],
+    known: str | None,
+) -> EntryBlock:
+    """Entries as an `EntryBlock`; the schema is left out when the client knows it."""
+    count, body = codec.encode_entries(entries)
+    ident = schema_id(codec)
+    return EntryBlock(
+        schema_id=ident,
+        schema=None if known == ident else codec.entry_schema_json,
+        count=count,
+        body=body,
+    )
+
+
+class EntryDecoder:
+    """Decodes `EntryBlock`s, remembering the schemas it has been sent."""
+
+    def __init__(self, codec: RecordCodec | None = None) -> None:
+        self.codec = codec or RecordCodec()
+        self._schemas: dict[str, str] = {}
+        self.known: str | None = None
+        """The id of the last schema seen: send it as `schema_id` in the next request."""
+
+    def decode(self, block: EntryBlock) -> list[LogEntry]:
+        """The entries of a block (`ProtocolError` if its schema was never sent)."""
+        if block.schema is not None:
+            self._schemas[block.schema_id] = block.schema
+        schema = self._schemas.get(block.schema_id)
+        if schema is None:
+            raise ProtocolError(f"the server sent entries in schema {block.schema_id}, never sent")
+        self.known = block.schema_id
+        return self.codec.decode_entries(
+            block.count, block.body, self.codec.reader_array_schema(schema)
+        )
+
+
+def image_response(image: MetadataImage, codec: RecordCodec, known: str | None) -> ImageResponse:
+    """An image as the records that rebuild it (numbered from 0, no principal)."""
+    entries = ((i, 0, 0, None, r) for i, r in enumerate(image.write()))
+    p = image.provenance
+    return ImageResponse(
+        offset=p.offset,
+        epoch=p.epoch,
+        timestamp=p.timestamp,
+        records=entry_block(codec, entries, known),
+    )
+
+
+def image_from_response(response: ImageResponse, decoder: EntryDecoder) -> MetadataImage:
+    """The image an `ImageResponse` carries, rebuilt by replaying its records."""
+    delta = MetadataDelta(EMPTY_IMAGE)
+    delta.replay_all(e.record for e in decoder.decode(response.records))
+    return delta.apply(
+        Provenance(offset=response.offset, epoch=response.epoch, timestamp=response.timestamp)
+    )
