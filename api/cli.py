@@ -7,6 +7,7 @@ and runs a command with the settings, mapping errors to a one-line message and e
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -15,9 +16,15 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from api import cli_audit, cli_cluster, cli_db, cli_log, cli_namespaces, cli_serve
-from api.cli_common import EXIT_ERROR, EXIT_OK, Handler, add_global_options
-from api.settings import load_settings
+from api.cli_common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
+from api.settings import Settings, load_settings
 from records.errors import MetadataLogError
+
+REMOTE_NOUNS = (
+    *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
+)
+"""Commands that run against a server with `--bootstrap-server` (the others need the data
+directory: the log's files, the snapshot database, Spark, or the server itself)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +40,24 @@ def build_parser() -> argparse.ArgumentParser:
     cli_db.add_commands(nouns)
     cli_serve.add_commands(nouns)
     cli_audit.add_commands(nouns)
+    for noun in REMOTE_NOUNS:
+        nouns.choices[noun].set_defaults(remote=True)
     return parser
+
+
+def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
+    """Settings for a command that works on the data directory only (log, db, audit, ...).
+
+    `--bootstrap-server` given to it is an error; MLOG_BOOTSTRAP_SERVER in the environment is
+    ignored (it names the server for the commands that use one).
+    """
+    command = f"mlog {args.noun}" + (f" {args.verb}" if getattr(args, "verb", None) else "")
+    if args.bootstrap_server:
+        raise CliError(
+            f"`{command}` works on the data directory only; drop --bootstrap-server (and "
+            "give --data-dir)"
+        )
+    return dataclasses.replace(settings, bootstrap_server=None)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -48,8 +72,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     )
     try:
         settings = load_settings(
-            data_dir=args.data_dir, output=args.output, debug=debug, database_url=args.db
+            data_dir=args.data_dir,
+            output=args.output,
+            debug=debug,
+            database_url=args.db,
+            bootstrap_server=args.bootstrap_server,
         )
+        if settings.bootstrap_server and not getattr(args, "remote", False):
+            settings = _local_only(args, settings)
         handler: Handler = args.handler
         return handler(args, settings, out)
     except BrokenPipeError:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeVar
@@ -39,8 +38,6 @@ from api.commands import (
     ElectionType,
     MoveTopic,
     Outcome,
-    PurgeResult,
-    PurgeStep,
     Reassignment,
     RegisterBroker,
     TopicPartition,
@@ -48,14 +45,12 @@ from api.commands import (
 )
 from api.config_defs import ConfigSource, ResolvedConfig
 from api.controller import Controller
-from api.errors import ApiError, IllegalStateTransitionError
+from api.errors import ApiError
 from api.image_tree import Directory, PathError, lookup, walk
 from api.namespaces import require_namespace, validate_namespace_name
-from api.progress import Progress
-from api.service import Command, MetadataService
 from api.settings import Settings
-from api.snapshots import open_snapshotter, read_image
 from api.states import partition_state, replica_state
+from api.targets import LocalTarget, RemoteTarget, Target, purge_text
 from records.model import BrokerEndpoint, ConfigResourceType, Mode
 from records.uuids import Uuid
 from replay.image import NAMESPACE_SEPARATOR, MetadataImage, TopicImage, qualified_name
@@ -83,58 +78,36 @@ def _principal(args: argparse.Namespace) -> str:
     return given or f"User:{getpass.getuser()}"
 
 
-def open_service(settings: Settings) -> MetadataService:
-    """The service over the settings' data directory: newest snapshot plus the log after it."""
-    progress = Progress("replaying the log")
-    try:
-        return MetadataService.open(
-            settings.log_dir,
-            config=settings.log,
-            progress=progress.advance,
-            snapshots=open_snapshotter(settings),
-        )
-    finally:
-        progress.finish()
-
-
 @contextmanager
-def _service(settings: Settings, *, check_pending: bool = True) -> Iterator[MetadataService]:
-    with open_service(settings) as service:
-        if check_pending:
-            # No scheduler runs in embedded mode: each writer moves due deletions on first.
-            # A check that fails is reported and does not block the command itself.
-            try:
-                for result in service.purge_due():
-                    print(f"mlog: {_purge_text(result)}", file=sys.stderr)
-            except IllegalStateTransitionError as exc:
-                print(
-                    f"mlog: warning: pending partition deletions not checked: {exc}",
-                    file=sys.stderr,
-                )
-        yield service
-
-
-def _purge_text(result: PurgeResult) -> str:
-    done = "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE"
-    return (
-        f"pending partition deletion of {result.name}: partition(s) "
-        f"{_ints(result.partitions)} {done}"
-    )
+def _target(
+    settings: Settings, args: argparse.Namespace, *, check_pending: bool = True
+) -> Iterator[Target]:
+    """The data directory, or the server of `--bootstrap-server` / MLOG_BOOTSTRAP_SERVER."""
+    target: Target
+    if settings.bootstrap_server:
+        if getattr(args, "principal", None):
+            raise CliError(
+                "--principal applies to the data directory only: a server records the "
+                "principal of its connection; drop --principal or --bootstrap-server"
+            )
+        target = RemoteTarget(settings.bootstrap_server)
+    else:
+        target = LocalTarget(settings, _principal(args), check_pending=check_pending)
+    try:
+        yield target
+    finally:
+        target.close()
 
 
 def _read_image(
-    settings: Settings, at_offset: int | None = None, at_time: str | None = None
+    settings: Settings,
+    args: argparse.Namespace,
+    *,
+    at_offset: int | None = None,
+    at_time: str | None = None,
 ) -> MetadataImage:
-    progress = Progress("replaying the log")
-    try:
-        return read_image(settings, at_offset=at_offset, at_time=at_time, progress=progress.advance)
-    finally:
-        progress.finish()
-
-
-def _run(settings: Settings, args: argparse.Namespace, command: Command[T]) -> T:
-    with _service(settings) as service:
-        return service.execute(command, principal=_principal(args))
+    with _target(settings, args) as target:
+        return target.image(at_offset=at_offset, at_time=at_time)
 
 
 def _check(outcome: Outcome) -> None:
@@ -249,11 +222,8 @@ def cmd_brokers_register(args: argparse.Namespace, settings: Settings, out: Text
         endpoints=tuple(_endpoint(e) for e in args.endpoint or ()),
         fenced=args.fenced,
     )
-    with _service(settings) as service:
-        result = service.execute(
-            lambda image: service.controller.register_broker(image, request),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        result = target.register_broker(request)
     _emit(
         settings,
         out,
@@ -277,11 +247,8 @@ _BROKER_STATE_AFTER = {
 
 def _broker_action(action: BrokerAction, verb: str) -> Callable[..., int]:
     def handler(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-        with _service(settings) as service:
-            result = service.execute(
-                lambda image: service.controller.change_broker(image, args.id, action),
-                principal=_principal(args),
-            )
+        with _target(settings, args) as target:
+            result = target.change_broker(args.id, action)
         if result.changed:
             text = (
                 f"{verb} broker {result.broker_id}; {result.partitions_changed} partition(s) "
@@ -308,7 +275,7 @@ def _broker_action(action: BrokerAction, verb: str) -> Callable[..., int]:
 
 def cmd_brokers_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """List registered brokers."""
-    image = _read_image(settings)
+    image = _read_image(settings, args)
     brokers = image.cluster.sorted()
     if settings.output == "json":
         items = [
@@ -363,13 +330,8 @@ def cmd_topics_create(args: argparse.Namespace, settings: Settings, out: TextIO)
         assignments=assignments,
         configs=tuple(_parse_pairs(args.config, "--config")),
     )
-    with _service(settings) as service:
-        (result,) = service.execute(
-            lambda image: service.controller.create_topics(
-                image, [request], validate_only=args.validate_only
-            ),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        (result,) = target.create_topics([request], validate_only=args.validate_only)
     _check(result.outcome)
     verb = "would create" if args.validate_only else "created"
     _emit(
@@ -391,11 +353,8 @@ def cmd_topics_create(args: argparse.Namespace, settings: Settings, out: TextIO)
 def cmd_topics_delete(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Delete a topic by name or id (immediately)."""
     ref = _topic_ref(args)
-    with _service(settings) as service:
-        (result,) = service.execute(
-            lambda image: service.controller.delete_topics(image, [ref]),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        (result,) = target.delete_topics([ref])
     _check(result.outcome)
     _emit(
         settings,
@@ -482,7 +441,7 @@ def _describe_text(image: MetadataImage, topic: TopicImage, out: TextIO) -> None
 def cmd_topics_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Describe one topic (or all): id, partitions, leaders, ISRs, modes and states."""
     ref = _optional_topic_ref(args) if args.topic or args.topic_id else None
-    image = _read_image(settings)
+    image = _read_image(settings, args)
     if ref is not None:
         topics = [Controller.resolve_topic(image, ref)]
     else:
@@ -497,7 +456,7 @@ def cmd_topics_describe(args: argparse.Namespace, settings: Settings, out: TextI
 
 def cmd_topics_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """List topic names (and ids), of every namespace or of one."""
-    image = _read_image(settings)
+    image = _read_image(settings, args)
     topics = _topics_in(image, args.namespace)
     if settings.output == "json":
         items = [
@@ -533,13 +492,8 @@ def cmd_topics_add_partitions(args: argparse.Namespace, settings: Settings, out:
     if args.replica_assignment:
         assignments = tuple(_parse_assignment(args.replica_assignment))
     request = CreatePartitionsTopic(topic=ref, count=args.partitions, assignments=assignments)
-    with _service(settings) as service:
-        (result,) = service.execute(
-            lambda image: service.controller.create_partitions(
-                image, [request], validate_only=args.validate_only
-            ),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        (result,) = target.create_partitions([request], validate_only=args.validate_only)
     _check(result.outcome)
     _emit(
         settings,
@@ -555,8 +509,8 @@ def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) 
     """Raise or lower a topic's partition count (a decrease deletes the highest partitions)."""
     ref = _topic_ref(args)
     delay = args.delete_partitions_delay
-    with _service(settings) as service:
-        current = len(Controller.resolve_topic(service.image, ref).partitions)
+    with _target(settings, args) as target:
+        current = len(Controller.resolve_topic(target.image(), ref).partitions)
         if args.partitions >= current:
             if delay is not None:
                 raise CliError(
@@ -569,12 +523,7 @@ def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) 
             increase = CreatePartitionsTopic(
                 topic=ref, count=args.partitions, assignments=assignments
             )
-            (added,) = service.execute(
-                lambda image: service.controller.create_partitions(
-                    image, [increase], validate_only=args.validate_only
-                ),
-                principal=_principal(args),
-            )
+            (added,) = target.create_partitions([increase], validate_only=args.validate_only)
             _check(added.outcome)
             _emit(
                 settings,
@@ -597,12 +546,7 @@ def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) 
                 "(0 removes them at once)"
             )
         decrease = DeletePartitionsTopic(topic=ref, count=args.partitions, delay_ms=delay)
-        (result,) = service.execute(
-            lambda image: service.controller.delete_partitions(
-                image, [decrease], validate_only=args.validate_only
-            ),
-            principal=_principal(args),
-        )
+        (result,) = target.delete_partitions([decrease], validate_only=args.validate_only)
     _check(result.outcome)
     removed = _ints(result.removed)
     if args.validate_only:
@@ -644,11 +588,8 @@ def cmd_topics_move(args: argparse.Namespace, settings: Settings, out: TextIO) -
         topic=TopicRef(name=qualified_name(args.from_namespace, args.topic)),
         to_namespace=args.to_namespace,
     )
-    with _service(settings) as service:
-        result = service.execute(
-            lambda image: service.controller.move_topic(image, request),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        result = target.move_topic(request)
     _emit(
         settings,
         out,
@@ -660,9 +601,9 @@ def cmd_topics_move(args: argparse.Namespace, settings: Settings, out: TextIO) -
 
 def cmd_topics_purge_pending(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Run one check of pending partition deletions now, and list those still pending."""
-    with _service(settings, check_pending=False) as service:
-        results = service.purge_due()
-        image = service.image
+    with _target(settings, args, check_pending=False) as target:
+        results = target.purge_pending()
+        image = target.image()
     pending = [t for t in image.topics.sorted() if t.pending_deletion is not None]
     if settings.output == "json":
         data = {
@@ -680,7 +621,7 @@ def cmd_topics_purge_pending(args: argparse.Namespace, settings: Settings, out: 
         out.write(json.dumps(data) + "\n")
         return EXIT_OK
     for result in results:
-        out.write(_purge_text(result) + "\n")
+        out.write(purge_text(result) + "\n")
     if not results:
         out.write("no pending partition deletion was due\n")
     if pending:
@@ -754,7 +695,7 @@ def _config_json(config: ResolvedConfig) -> dict[str, Any]:
 def cmd_configs_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Every known key of a resource, with its value and where it comes from."""
     resource = _resource(args)
-    image = _read_image(settings)
+    image = _read_image(settings, args)
     configs = Controller().describe_configs(image, resource)
     if not args.all:
         configs = [c for c in configs if c.source != ConfigSource.DEFAULT_CONFIG]
@@ -796,13 +737,8 @@ def cmd_configs_alter(args: argparse.Namespace, settings: Settings, out: TextIO)
         raise CliError(
             "nothing to alter: give --set K=V, --delete K, --append K=V or --subtract K=V"
         )
-    with _service(settings) as service:
-        (result,) = service.execute(
-            lambda image: service.controller.incremental_alter_configs(
-                image, [(resource, ops)], validate_only=args.validate_only
-            ),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        result = target.alter_configs(resource, ops, validate_only=args.validate_only)
     _check(result.outcome)
     name = resource.name or "<cluster default>"
     _emit(
@@ -827,11 +763,8 @@ def cmd_leaders_elect(args: argparse.Namespace, settings: Settings, out: TextIO)
             raise CliError("--topic needs --partition N (or name neither to elect everywhere)")
         partitions = [TopicPartition(topic=ref, partition=args.partition)]
     election = ElectionType[args.type.upper()]
-    with _service(settings) as service:
-        results = service.execute(
-            lambda image: service.controller.elect_leaders(image, partitions, election),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        results = target.elect_leaders(partitions, election)
     if partitions is not None:
         _check(results[0].outcome)
     if settings.output == "json":
@@ -874,13 +807,10 @@ def cmd_partitions_reassign(args: argparse.Namespace, settings: Settings, out: T
     request = Reassignment(
         partition=TopicPartition(topic=ref, partition=args.partition), replicas=replicas
     )
-    with _service(settings) as service:
-        (result,) = service.execute(
-            lambda image: service.controller.alter_reassignments(image, [request]),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        (result,) = target.reassign([request])
         partition = None
-        topic = service.image.topics.get_by_name(result.topic)
+        topic = target.image().topics.get_by_name(result.topic) if result.outcome.ok else None
         if topic is not None and args.partition < len(topic.partitions):
             partition = topic.partitions[args.partition]
     _check(result.outcome)
@@ -914,7 +844,7 @@ def cmd_partitions_list_reassignments(
     args: argparse.Namespace, settings: Settings, out: TextIO
 ) -> int:
     """Partitions with a reassignment in progress."""
-    image = _read_image(settings)
+    image = _read_image(settings, args)
     items = Controller().list_reassignments(image)
     if settings.output == "json":
         out.write(
@@ -952,7 +882,7 @@ def cmd_partitions_list_reassignments(
 
 def cmd_image_show(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Print the image (or the subtree at PATH) like Kafka's metadata shell."""
-    image = _read_image(settings, args.at_offset, args.at_time)
+    image = _read_image(settings, args, at_offset=args.at_offset, at_time=args.at_time)
     try:
         node = lookup(image, args.path)
     except PathError as exc:

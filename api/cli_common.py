@@ -85,6 +85,13 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True
         "MLOG_DATABASE_URL)",
     )
     parser.add_argument(
+        "--bootstrap-server",
+        default=default,
+        metavar="HOST:PORT",
+        help="run against `mlog serve` there instead of the data directory (env "
+        "MLOG_BOOTSTRAP_SERVER)",
+    )
+    parser.add_argument(
         "--debug",
         action="store_true",
         default=argparse.SUPPRESS if suppress else False,

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from api.cli_cluster import _target
 from api.cli_common import (
     EXIT_DAMAGED,
     EXIT_ERROR,
@@ -32,10 +33,9 @@ from api.snapshots import open_store
 from metadata_log import MetadataLog
 from records.errors import MetadataLogError
 from records.uuids import Uuid
-from replay.loader import load_image
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotInfo, SnapshotStore
-from replay.timetravel import Entity, diff, history, snapshot_matches_log, travel
+from replay.timetravel import Entity, snapshot_matches_log, travel
 
 
 @contextmanager
@@ -280,12 +280,8 @@ def _entity(args: argparse.Namespace) -> Entity:
 def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Every log entry that touched a topic, topic id, namespace or broker."""
     entity = _entity(args)
-    with _log(settings) as log:
-        items = [
-            h for h in history(log, entity, lte=args.lte) if args.gt is None or h.offset > args.gt
-        ]
-    if args.limit is not None:
-        items = items[: args.limit]
+    with _target(settings, args) as target:
+        items = target.history(entity, gt=args.gt, lte=args.lte, limit=args.limit)
     if settings.output == "json":
         out.write(
             json.dumps(
@@ -327,15 +323,8 @@ def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
 
 def cmd_image_diff(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """What changed between two points of the log (offsets or ISO-8601 times)."""
-    with _log(settings) as log, _store(settings, create=False) as store:
-        start = point_offset(log, args.from_)
-        end = point_offset(log, args.to) if args.to is not None else log.end_offset - 1
-        low, high = sorted((start, end))
-        # The later image is built on the earlier one, so both share everything unchanged and
-        # the comparison only visits what changed between them.
-        earlier = travel(log, store, at_offset=low).image
-        later = load_image(log, lte=high, base=earlier)
-    changes = diff(earlier, later) if start <= end else diff(later, earlier)
+    with _target(settings, args) as target:
+        start, end, changes = target.diff(args.from_, args.to)
     if settings.output == "json":
         out.write(
             json.dumps({"from": start, "to": end, "changes": [c.to_json() for c in changes]}) + "\n"

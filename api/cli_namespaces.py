@@ -9,9 +9,8 @@ from typing import Any, TextIO
 # The embedded-service plumbing (open, principal, output) is cli_cluster's; shared, not copied.
 from api.cli_cluster import (
     _emit,
-    _principal,
     _read_image,
-    _service,
+    _target,
     _writer_options,
     add_move_options,
 )
@@ -24,11 +23,8 @@ from api.settings import Settings
 def cmd_namespaces_create(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Create a namespace and every missing tier above it."""
     request = CreateNamespace(name=args.namespace)
-    with _service(settings) as service:
-        result = service.execute(
-            lambda image: service.controller.create_namespace(image, request),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        result = target.create_namespace(request)
     _emit(
         settings,
         out,
@@ -45,7 +41,7 @@ def cmd_namespaces_create(args: argparse.Namespace, settings: Settings, out: Tex
 
 def cmd_namespaces_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """The namespaces directly under one (or all below it), with topic counts."""
-    image = _read_image(settings)
+    image = _read_image(settings, args)
     infos = Controller.list_namespaces(image, args.namespace, recursive=args.recursive)
     if settings.output == "json":
         items: list[dict[str, Any]] = [
@@ -72,11 +68,8 @@ def cmd_namespaces_list(args: argparse.Namespace, settings: Settings, out: TextI
 def cmd_namespaces_delete(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Delete a namespace and its topics (refused if it has children, unless --recursive)."""
     request = DeleteNamespace(name=args.namespace, recursive=args.recursive)
-    with _service(settings) as service:
-        result = service.execute(
-            lambda image: service.controller.delete_namespace(image, request),
-            principal=_principal(args),
-        )
+    with _target(settings, args) as target:
+        result = target.delete_namespace(request)
     _emit(
         settings,
         out,

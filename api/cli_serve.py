@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from api.cli_cluster import open_service
 from api.cli_common import EXIT_OK, CliError, add_global_options
 from api.server import MetadataServer
 from api.settings import Settings
+from api.targets import open_service
 from records.uuids import Uuid
 
 DEFAULT_LISTEN = "127.0.0.1:9092"

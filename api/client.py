@@ -102,6 +102,11 @@ def _outcome(code: Any, message: str | None) -> Outcome:
     return Outcome(error_code=error, error_message=message if error else None)
 
 
+def _uuid(value: Any) -> Uuid:
+    """A kio UUID field (None for the zero id) as our Uuid."""
+    return Uuid.ZERO if value is None else Uuid(value.bytes)
+
+
 def parse_bootstrap(text: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 as `[::1]:9092`) -> (host, port); `ClientError` says what is wrong."""
     host, sep, port_text = text.strip().rpartition(":")
@@ -353,7 +358,7 @@ class AdminClient:
         return [
             CreateTopicResult(
                 name=t.name,
-                topic_id=Uuid(t.topic_id.bytes),
+                topic_id=_uuid(t.topic_id),
                 outcome=_outcome(t.error_code, t.error_message),
                 num_partitions=int(t.num_partitions),
                 replication_factor=int(t.replication_factor),
@@ -372,7 +377,7 @@ class AdminClient:
         return [
             DeleteTopicResult(
                 name=r.name,
-                topic_id=Uuid(r.topic_id.bytes) if getattr(r, "topic_id", None) else Uuid.ZERO,
+                topic_id=_uuid(getattr(r, "topic_id", None)),
                 outcome=_outcome(r.error_code, r.error_message),
             )
             for r in response.responses
@@ -641,11 +646,14 @@ class AdminClient:
                 yield entry
             offset = entries[-1].offset + 1 if entries else min(offset, end)
 
-    async def image_at(self, point: str | None = None) -> MetadataImage:
-        """The image now, or at a point (an offset or an ISO-8601 time)."""
-        response = await self.call(
-            private.IMAGE_AT, private.ImageAt(point=point, schema_id=self._entries.known)
+    async def image_at(
+        self, *, at_offset: int | None = None, at_time: str | None = None
+    ) -> MetadataImage:
+        """The image now, or after an offset, or at a time (ISO-8601 or epoch ms)."""
+        request = private.ImageAt(
+            at_offset=at_offset, at_time=at_time, schema_id=self._entries.known
         )
+        response = await self.call(private.IMAGE_AT, request)
         return private.image_from_response(response, self._entries)
 
     async def diff(

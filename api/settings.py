@@ -30,6 +30,8 @@ class Settings:
     """The snapshot database (`--db`, MLOG_DATABASE_URL); None = the data directory's file."""
     snapshot_retention: int = 10
     """Snapshots kept after each new one (MLOG_SNAPSHOT_RETENTION); at least 1."""
+    bootstrap_server: str | None = None
+    """A server to run commands against (`--bootstrap-server`, MLOG_BOOTSTRAP_SERVER)."""
 
     @property
     def log_dir(self) -> Path:
@@ -67,6 +69,7 @@ def load_settings(
     output: str | None = None,
     debug: bool = False,
     database_url: str | None = None,
+    bootstrap_server: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Settings:
     """Build the settings from flags (None = not given), then the environment, then defaults."""
@@ -94,4 +97,5 @@ def load_settings(
         debug=debug or env.get("MLOG_DEBUG", "") not in ("", "0", "false"),
         database_url=database_url or env.get("MLOG_DATABASE_URL") or None,
         snapshot_retention=10 if retention is None else retention,
+        bootstrap_server=bootstrap_server or env.get("MLOG_BOOTSTRAP_SERVER") or None,
     )

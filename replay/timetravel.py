@@ -29,9 +29,11 @@ from records.model import (
     FeatureLevelRecord,
     FencingChange,
     Mode,
+    MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveNamespaceRecord,
@@ -40,7 +42,13 @@ from records.model import (
     UnregisterBrokerRecord,
 )
 from records.uuids import Uuid
-from replay.image import EMPTY_IMAGE, MetadataImage, TopicImage, qualified_name
+from replay.image import (
+    EMPTY_IMAGE,
+    NAMESPACE_SEPARATOR,
+    MetadataImage,
+    TopicImage,
+    qualified_name,
+)
 from replay.loader import load_image
 from replay.sql.errors import SnapshotContentError, SnapshotStoreError
 from replay.sql.store import SnapshotInfo, SnapshotStore
@@ -466,6 +474,13 @@ def describe(record: Record, names: _Names) -> str:
                 f"reduce {names.topic(record.topic_id)} to {record.partition_count} partitions "
                 f"(purge at {record.delete_after_ms})"
             )
+        case MoveTopicRecord():
+            return f"moved topic to {names.topic(record.topic_id)} (id {record.topic_id})"
+        case PurgeTopicPartitionsRecord():
+            return (
+                f"removed partitions {record.partition_count} and above of "
+                f"{names.topic(record.topic_id)} (pending deletion done)"
+            )
         case ConfigRecord():
             resource = f"{ConfigResourceType(record.resource_type).name.lower()} "
             resource += record.resource_name or "<cluster>"
@@ -554,6 +569,15 @@ def _learn(record: Record, names: _Names) -> None:
         names.live[qualified] = record.topic_id
     elif isinstance(record, RemoveTopicRecord):
         names.live.pop(names.topics.get(record.topic_id, ""), None)
+    elif isinstance(record, MoveTopicRecord):
+        old = names.topics.get(record.topic_id)
+        if old is not None:
+            bare = old.split(NAMESPACE_SEPARATOR, 1)[-1] if NAMESPACE_SEPARATOR in old else old
+            moved = qualified_name(record.namespace, bare)
+            names.live.pop(old, None)
+            names.topics[record.topic_id] = moved
+            names.topic_namespaces[record.topic_id] = record.namespace
+            names.live[moved] = record.topic_id
     elif isinstance(record, NamespaceRecord):
         names.namespaces[record.namespace_id] = record.name
 
@@ -581,7 +605,12 @@ def _touches_topic(
         return record.topic_id in followed, record.topic_id
     if isinstance(
         record,
-        PartitionRecord | PartitionChangeRecord | RemoveTopicRecord | DeleteTopicPartitionsRecord,
+        PartitionRecord
+        | PartitionChangeRecord
+        | RemoveTopicRecord
+        | DeleteTopicPartitionsRecord
+        | PurgeTopicPartitionsRecord
+        | MoveTopicRecord,
     ):
         return record.topic_id in followed, record.topic_id
     if isinstance(record, ConfigRecord) and record.resource_type == ConfigResourceType.TOPIC:
@@ -599,6 +628,9 @@ def _touches_namespace(record: Record, namespace: str, names: _Names) -> tuple[b
         return record.namespace == namespace, record.topic_id
     if isinstance(record, RemoveTopicRecord):
         return names.topic_namespaces.get(record.topic_id) == namespace, record.topic_id
+    if isinstance(record, MoveTopicRecord):
+        moved_from = names.topic_namespaces.get(record.topic_id)
+        return namespace in (moved_from, record.namespace), record.topic_id
     if isinstance(record, ConfigRecord):
         return (
             record.resource_type == ConfigResourceType.NAMESPACE

@@ -143,9 +143,10 @@ class FetchLogResponse:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImageAt:
-    """The image at a point: `point` is an offset or an ISO-8601 time; None is the latest."""
+    """The image after offset `at_offset`, or at `at_time` (ISO-8601 or epoch ms); else now."""
 
-    point: str | None = None
+    at_offset: int | None = None
+    at_time: str | None = None
     schema_id: str | None = None
 
 
@@ -403,3 +404,26 @@ def image_from_response(response: ImageResponse, decoder: EntryDecoder) -> Metad
     return delta.apply(
         Provenance(offset=response.offset, epoch=response.epoch, timestamp=response.timestamp)
     )
+
+
+def schemas_document() -> dict[str, Any]:
+    """Every private API's key, versions and Avro schemas (docs/private_apis.json)."""
+    document: dict[str, Any] = {
+        api.name: {
+            "key": api.key,
+            "versions": [api.min_version, api.max_version],
+            "request": binding(api.request).schema,
+            "response": binding(api.response).schema,
+        }
+        for api in PRIVATE_APIS.values()
+    }
+    document["PrivateStatus"] = {"schema": _STATUS.schema}
+    return document
+
+
+if __name__ == "__main__":  # pragma: no cover - regenerates docs/private_apis.json
+    import json
+    import sys
+
+    json.dump(schemas_document(), sys.stdout, indent=2)
+    sys.stdout.write("\n")

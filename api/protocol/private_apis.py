@@ -29,9 +29,8 @@ from api.protocol.private import (
     PrivateStatus,
 )
 from api.service import MetadataService
-from api.shell import diff_points, history_range, point_offset
+from api.shell import diff_points, history_range
 from records.errors import MetadataLogError
-from replay.image import MetadataImage
 from replay.timetravel import travel
 
 logger = logging.getLogger("api.server")
@@ -193,18 +192,17 @@ class PrivateApis:
     async def image_at(self, request: private.ImageAt, principal: str) -> private.ImageResponse:
         """The image now (the committed one) or at a past point (time travel)."""
         current = self.service.image
-        point = request.point
+        at_offset, at_time = request.at_offset, request.at_time
 
         def build() -> private.ImageResponse:
-            image = current if point is None else self._image_at(point)
+            image = current
+            if at_offset is not None or at_time is not None:
+                store = self.service.snapshot_store
+                log = self.service.log
+                image = travel(log, store, at_offset=at_offset, at_time=at_time).image
             return private.image_response(image, self._codec, request.schema_id)
 
         return await asyncio.to_thread(build)
-
-    def _image_at(self, point: str) -> MetadataImage:
-        log = self.service.log
-        offset = point_offset(log, point)
-        return travel(log, self.service.snapshot_store, at_offset=offset).image
 
     async def diff(self, request: private.Diff, principal: str) -> private.DiffResponse:
         """What changed between two points of the log."""

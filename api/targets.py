@@ -1,0 +1,345 @@
+"""What a CLI command runs against: the data directory, or a server (`--bootstrap-server`).
+
+Both targets answer the same calls with the same result dataclasses (`api.commands`), so a
+command's output does not depend on where it ran. `LocalTarget` opens the service on the data
+directory (for writes; reads replay the log read-only, beside a running writer) and records the
+caller's principal; `RemoteTarget` sends each call through the `AdminClient` on a private event
+loop, and the server records its connection's principal (User:ANONYMOUS: it has no
+authentication yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from api.client import AdminClient
+from api.commands import (
+    AlterConfig,
+    AlterConfigsResult,
+    BrokerAction,
+    BrokerResult,
+    ConfigResource,
+    CreatableTopic,
+    CreateNamespace,
+    CreateNamespaceResult,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteNamespace,
+    DeleteNamespaceResult,
+    DeletePartitionsResult,
+    DeletePartitionsTopic,
+    DeleteTopicResult,
+    ElectionType,
+    MoveTopic,
+    MoveTopicResult,
+    PartitionResult,
+    PurgeResult,
+    PurgeStep,
+    Reassignment,
+    RegisterBroker,
+    TopicPartition,
+    TopicRef,
+)
+from api.errors import IllegalStateTransitionError
+from api.progress import Progress
+from api.service import Command, MetadataService
+from api.settings import Settings
+from api.shell import diff_points, history_range
+from api.snapshots import open_snapshotter, open_store, read_image
+from metadata_log import MetadataLog
+from replay.image import MetadataImage
+from replay.timetravel import Change, Entity, HistoryEntry
+
+T = TypeVar("T")
+
+
+def open_service(settings: Settings) -> MetadataService:
+    """The service over the settings' data directory: newest snapshot plus the log after it."""
+    progress = Progress("replaying the log")
+    try:
+        return MetadataService.open(
+            settings.log_dir,
+            config=settings.log,
+            progress=progress.advance,
+            snapshots=open_snapshotter(settings),
+        )
+    finally:
+        progress.finish()
+
+
+def purge_text(result: PurgeResult) -> str:
+    """One line saying what a pending-deletion check did to a topic."""
+    done = "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE"
+    partitions = ",".join(str(p) for p in result.partitions)
+    return f"pending partition deletion of {result.name}: partition(s) {partitions} {done}"
+
+
+class LocalTarget:
+    """The data directory: the service is opened on the first write, reads are read-only."""
+
+    def __init__(self, settings: Settings, principal: str, *, check_pending: bool = True) -> None:
+        self.settings = settings
+        self.principal = principal
+        self._check_pending = check_pending
+        self._service: MetadataService | None = None
+
+    def service(self) -> MetadataService:
+        """The open service (opened now, after one check of due pending deletions)."""
+        if self._service is None:
+            service = open_service(self.settings)
+            self._service = service
+            if self._check_pending:
+                # No scheduler runs in embedded mode: each writer moves due deletions on
+                # first. A check that fails is reported and does not block the command.
+                try:
+                    for result in service.purge_due():
+                        print(f"mlog: {purge_text(result)}", file=sys.stderr)
+                except IllegalStateTransitionError as exc:
+                    print(
+                        f"mlog: warning: pending partition deletions not checked: {exc}",
+                        file=sys.stderr,
+                    )
+        return self._service
+
+    def _run(self, command: Command[T]) -> T:
+        return self.service().execute(command, principal=self.principal)
+
+    def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
+        """The committed image of the open service, else a read-only replay (time travel)."""
+        if at_offset is None and at_time is None and self._service is not None:
+            return self._service.image
+        progress = Progress("replaying the log")
+        try:
+            return read_image(
+                self.settings, at_offset=at_offset, at_time=at_time, progress=progress.advance
+            )
+        finally:
+            progress.finish()
+
+    def register_broker(self, request: RegisterBroker) -> BrokerResult:
+        """Register a broker."""
+        return self._run(lambda image: self.service().controller.register_broker(image, request))
+
+    def change_broker(self, broker_id: int, action: BrokerAction) -> BrokerResult:
+        """Fence, unfence, shut down or unregister a broker."""
+        return self._run(
+            lambda image: self.service().controller.change_broker(image, broker_id, action)
+        )
+
+    def create_topics(
+        self, topics: Sequence[CreatableTopic], *, validate_only: bool
+    ) -> list[CreateTopicResult]:
+        """Create topics."""
+        return self._run(
+            lambda image: self.service().controller.create_topics(
+                image, list(topics), validate_only=validate_only
+            )
+        )
+
+    def delete_topics(self, refs: Sequence[TopicRef]) -> list[DeleteTopicResult]:
+        """Delete topics."""
+        return self._run(lambda image: self.service().controller.delete_topics(image, list(refs)))
+
+    def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool
+    ) -> list[CreatePartitionsResult]:
+        """Raise partition counts."""
+        return self._run(
+            lambda image: self.service().controller.create_partitions(
+                image, list(topics), validate_only=validate_only
+            )
+        )
+
+    def delete_partitions(
+        self, topics: Sequence[DeletePartitionsTopic], *, validate_only: bool
+    ) -> list[DeletePartitionsResult]:
+        """Lower partition counts."""
+        return self._run(
+            lambda image: self.service().controller.delete_partitions(
+                image, list(topics), validate_only=validate_only
+            )
+        )
+
+    def move_topic(self, request: MoveTopic) -> MoveTopicResult:
+        """Move a topic to another namespace."""
+        return self._run(lambda image: self.service().controller.move_topic(image, request))
+
+    def purge_pending(self) -> list[PurgeResult]:
+        """One check of pending partition deletions."""
+        return self.service().purge_due()
+
+    def alter_configs(
+        self, resource: ConfigResource, ops: Sequence[AlterConfig], *, validate_only: bool
+    ) -> AlterConfigsResult:
+        """Incrementally alter one resource's configs."""
+        (result,) = self._run(
+            lambda image: self.service().controller.incremental_alter_configs(
+                image, [(resource, list(ops))], validate_only=validate_only
+            )
+        )
+        return result
+
+    def elect_leaders(
+        self, partitions: Sequence[TopicPartition] | None, election: ElectionType
+    ) -> list[PartitionResult]:
+        """Leader election."""
+        wanted = None if partitions is None else list(partitions)
+        return self._run(
+            lambda image: self.service().controller.elect_leaders(image, wanted, election)
+        )
+
+    def reassign(self, requests: Sequence[Reassignment]) -> list[PartitionResult]:
+        """Start or cancel reassignments."""
+        return self._run(
+            lambda image: self.service().controller.alter_reassignments(image, list(requests))
+        )
+
+    def create_namespace(self, request: CreateNamespace) -> CreateNamespaceResult:
+        """Create a namespace."""
+        return self._run(lambda image: self.service().controller.create_namespace(image, request))
+
+    def delete_namespace(self, request: DeleteNamespace) -> DeleteNamespaceResult:
+        """Delete a namespace."""
+        return self._run(lambda image: self.service().controller.delete_namespace(image, request))
+
+    def diff(self, from_point: str, to_point: str | None) -> tuple[int, int, list[Change]]:
+        """What changed between two points."""
+        settings = self.settings
+        with (
+            MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log,
+            open_store(settings, create=False) as store,
+        ):
+            return diff_points(log, store, from_point, to_point)
+
+    def history(
+        self, entity: Entity, *, gt: int | None, lte: int | None, limit: int | None
+    ) -> list[HistoryEntry]:
+        """Entries that touched an entity."""
+        settings = self.settings
+        with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
+            return history_range(log, entity, gt=gt, lte=lte, limit=limit)
+
+    def close(self) -> None:
+        """Close the service if it was opened."""
+        if self._service is not None:
+            self._service.close()
+            self._service = None
+
+
+class RemoteTarget:
+    """A server, through the `AdminClient` (one connection, a private event loop)."""
+
+    def __init__(self, bootstrap: str, *, timeout_ms: int = 30_000) -> None:
+        self._loop = asyncio.new_event_loop()
+        try:
+            self.client = self._loop.run_until_complete(
+                AdminClient.connect(bootstrap, client_id="mlog-cli", timeout_ms=timeout_ms)
+            )
+        except BaseException:
+            self._loop.close()
+            raise
+
+    def _wait(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        return self._loop.run_until_complete(call())
+
+    def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
+        """ImageAt."""
+        return self._wait(lambda: self.client.image_at(at_offset=at_offset, at_time=at_time))
+
+    def register_broker(self, request: RegisterBroker) -> BrokerResult:
+        """RegisterBroker."""
+        return self._wait(lambda: self.client.register_broker(request))
+
+    def change_broker(self, broker_id: int, action: BrokerAction) -> BrokerResult:
+        """ChangeBroker."""
+        return self._wait(lambda: self.client.change_broker(broker_id, action))
+
+    def create_topics(
+        self, topics: Sequence[CreatableTopic], *, validate_only: bool
+    ) -> list[CreateTopicResult]:
+        """CreateTopics."""
+        return self._wait(lambda: self.client.create_topics(topics, validate_only=validate_only))
+
+    def delete_topics(self, refs: Sequence[TopicRef]) -> list[DeleteTopicResult]:
+        """DeleteTopics."""
+        return self._wait(lambda: self.client.delete_topics(refs))
+
+    def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool
+    ) -> list[CreatePartitionsResult]:
+        """CreatePartitions."""
+        return self._wait(
+            lambda: self.client.create_partitions(topics, validate_only=validate_only)
+        )
+
+    def delete_partitions(
+        self, topics: Sequence[DeletePartitionsTopic], *, validate_only: bool
+    ) -> list[DeletePartitionsResult]:
+        """DeletePartitions."""
+        return self._wait(
+            lambda: self.client.delete_partitions(topics, validate_only=validate_only)
+        )
+
+    def move_topic(self, request: MoveTopic) -> MoveTopicResult:
+        """MoveTopic."""
+        return self._wait(lambda: self.client.move_topic(request))
+
+    def purge_pending(self) -> list[PurgeResult]:
+        """PurgePending."""
+        return self._wait(self.client.purge_pending)
+
+    def alter_configs(
+        self, resource: ConfigResource, ops: Sequence[AlterConfig], *, validate_only: bool
+    ) -> AlterConfigsResult:
+        """IncrementalAlterConfigs."""
+        (result,) = self._wait(
+            lambda: self.client.incremental_alter_configs(
+                [(resource, ops)], validate_only=validate_only
+            )
+        )
+        return result
+
+    def elect_leaders(
+        self, partitions: Sequence[TopicPartition] | None, election: ElectionType
+    ) -> list[PartitionResult]:
+        """ElectLeaders."""
+        return self._wait(lambda: self.client.elect_leaders(partitions, election))
+
+    def reassign(self, requests: Sequence[Reassignment]) -> list[PartitionResult]:
+        """AlterPartitionReassignments."""
+        return self._wait(lambda: self.client.alter_partition_reassignments(requests))
+
+    def create_namespace(self, request: CreateNamespace) -> CreateNamespaceResult:
+        """CreateNamespace."""
+        return self._wait(lambda: self.client.create_namespace(request.name))
+
+    def delete_namespace(self, request: DeleteNamespace) -> DeleteNamespaceResult:
+        """DeleteNamespace."""
+        return self._wait(
+            lambda: self.client.delete_namespace(request.name, recursive=request.recursive)
+        )
+
+    def diff(self, from_point: str, to_point: str | None) -> tuple[int, int, list[Change]]:
+        """Diff."""
+        return self._wait(lambda: self.client.diff(from_point, to_point))
+
+    def history(
+        self, entity: Entity, *, gt: int | None, lte: int | None, limit: int | None
+    ) -> list[HistoryEntry]:
+        """History."""
+        return self._wait(lambda: self.client.history(entity, gt=gt, lte=lte, limit=limit))
+
+    def close(self) -> None:
+        """Close the connection and the loop."""
+        try:
+            self._loop.run_until_complete(self.client.close())
+        finally:
+            self._loop.close()
+
+
+Target = LocalTarget | RemoteTarget
+"""What a CLI command runs against."""

@@ -1,0 +1,353 @@
+"""Our own APIs, the AdminClient and `mlog ... --bootstrap-server` against a running server.
+
+The parity test runs one script of commands on a data directory and the same script through
+a server, and requires the same output, the same errors and the same exit codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import io
+import json
+import re
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+
+from api.cli import main
+from api.client import AdminClient, ClientError, RemoteError
+from api.commands import CreatableTopic, DeletePartitionsTopic, MoveTopic, TopicRef
+from api.errors import ErrorCode
+from api.protocol import private
+from replay.delta import MetadataDelta
+from replay.image import EMPTY_IMAGE, Provenance
+from replay.timetravel import Entity
+from tests.server_thread import running_server
+
+PRINCIPAL = "User:ANONYMOUS"  # what the server records for its (unauthenticated) clients
+
+SCRIPT: list[list[str]] = [
+    ["brokers", "register", "--id", "1", "--rack", "a"],
+    ["brokers", "register", "--id", "2", "--rack", "b"],
+    ["brokers", "register", "--id", "3", "--rack", "a"],
+    ["brokers", "list"],
+    ["namespaces", "create", "--namespace", "team.blue"],
+    ["topics", "create", "--topic", "orders", "--replica-assignment", "1:2,2:3,3:1"],
+    ["topics", "create", "--topic", "orders", "--replica-assignment", "1:2"],  # exists
+    ["topics", "create", "--topic", "pay", "--namespace", "team.blue", "--replica-assignment", "2"],
+    ["topics", "create", "--topic", "bad name!", "--partitions", "1"],  # invalid
+    ["topics", "list"],
+    ["topics", "describe", "--topic", "orders"],
+    ["--output", "json", "topics", "describe"],
+    [
+        "topics",
+        "add-partitions",
+        "--topic",
+        "orders",
+        "--partitions",
+        "4",
+        "--replica-assignment",
+        "2:1",
+    ],
+    ["configs", "alter", "--cluster", "--set", "delete.topic.partition.enable=true"],
+    ["configs", "alter", "--topic", "orders", "--set", "retention.ms=1000"],
+    ["configs", "alter", "--topic", "orders", "--set", "no.such.key=1"],  # invalid
+    ["configs", "describe", "--topic", "orders"],
+    ["topics", "alter", "--topic", "orders", "--partitions", "2", "--delete-partitions-delay", "0"],
+    [
+        "topics",
+        "alter",
+        "--topic",
+        "orders",
+        "--partitions",
+        "1",
+        "--delete-partitions-delay",
+        "3600000",
+    ],
+    ["topics", "describe", "--topic", "orders"],
+    ["topics", "purge-pending"],
+    ["namespaces", "create", "--namespace", "team.red"],
+    [
+        "topics",
+        "move",
+        "--topic",
+        "pay",
+        "--from-namespace",
+        "team.blue",
+        "--to-namespace",
+        "team.red",
+    ],
+    ["namespaces", "list", "--recursive"],
+    ["brokers", "fence", "--id", "3"],
+    ["leaders", "elect"],
+    [
+        "partitions",
+        "reassign",
+        "--topic",
+        "orders",
+        "--partition",
+        "0",
+        "--replicas",
+        "3,1",
+    ],  # busy
+    [
+        "partitions",
+        "reassign",
+        "--topic",
+        "pay",
+        "--namespace",
+        "team.red",
+        "--partition",
+        "0",
+        "--replicas",
+        "3,1",
+    ],
+    ["partitions", "list-reassignments"],
+    ["brokers", "unfence", "--id", "3"],
+    ["topics", "delete", "--topic", "orders"],
+    ["topics", "delete", "--topic", "orders"],  # already gone
+    ["namespaces", "delete", "--namespace", "nope"],  # unknown
+    ["history", "--topic", "orders"],
+    ["--output", "json", "history", "--broker", "3", "--limit", "3"],
+    ["image", "diff", "--from", "5", "--to", "12"],
+    ["image", "show", "--at-offset", "10", "/topics"],
+    ["image", "show", "/"],
+    ["namespaces", "delete", "--namespace", "team.blue", "--recursive"],
+]
+
+_ID = re.compile(r"\b[A-Za-z0-9_-]{22}\b")
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
+_MS = re.compile(r"\b1[78]\d{11}\b")
+_EPOCH = re.compile(r'"epoch":\d+')
+
+
+def _normal(text: str, ids: dict[str, str]) -> str:
+    """Random ids numbered in order of appearance; wall-clock times masked."""
+
+    def number(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token.islower():  # a 22-letter word such as in_controlled_shutdown
+            return token
+        return ids.setdefault(token, f"<id{len(ids)}>")
+
+    # Each embedded command opens the log as a new writer, which bumps its epoch.
+    text = _EPOCH.sub('"epoch":<epoch>', text)
+    return _MS.sub("<ms>", _TIME.sub("<time>", _ID.sub(number, text)))
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = main(argv, out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def _transcript(
+    prefix: list[str], capsys: pytest.CaptureFixture[str]
+) -> list[tuple[int, str, str]]:
+    ids: dict[str, str] = {}
+    lines = []
+    for command in SCRIPT:
+        code, out, err = _run([*prefix, *command], capsys)
+        out = _normal(out, ids)
+        if command[:2] == ["image", "show"]:
+            # Topics by id are listed in id order, and ids are random.
+            out = "\n".join(sorted(out.splitlines()))
+        lines.append((code, out, _normal(err, ids)))
+    return lines
+
+
+def test_every_command_prints_the_same_through_a_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLOG_BOOTSTRAP_SERVER", raising=False)
+    # The embedded CLI records the login name unless told; the server, its connection's
+    # principal (history prints them).
+    monkeypatch.setattr("getpass.getuser", lambda: PRINCIPAL.removeprefix("User:"))
+    local = _transcript(["--data-dir", str(tmp_path / "local")], capsys)
+    with running_server(tmp_path / "served" / "log", brokers=0) as server:
+        remote = _transcript(["--bootstrap-server", server.address], capsys)
+    assert len(local) == len(remote) == len(SCRIPT)
+    for command, mine, theirs in zip(SCRIPT, local, remote, strict=True):
+        assert theirs == mine, "\n".join(
+            [" ".join(command), *difflib.unified_diff(mine[1].splitlines(), theirs[1].splitlines())]
+        )
+    codes = [code for code, _, _ in local]
+    assert codes.count(2) == 6, codes  # the six refused commands, refused both ways
+
+
+def test_bootstrap_server_is_refused_where_only_the_data_directory_can_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = ["--data-dir", str(tmp_path)]
+    assert _run([*data, "brokers", "register", "--id", "1"], capsys)[0] == 0
+    code, _, err = _run([*data, "log", "segments", "--bootstrap-server", "127.0.0.1:1"], capsys)
+    assert code == 2 and "`mlog log segments` works on the data directory only" in err
+    # The environment names the server for the commands that use one; the others ignore it.
+    monkeypatch.setenv("MLOG_BOOTSTRAP_SERVER", "127.0.0.1:1")
+    assert _run([*data, "log", "segments"], capsys)[0] == 0
+    code, _, err = _run(["topics", "list"], capsys)
+    assert code == 2 and "cannot connect to 127.0.0.1:1" in err and "mlog serve" in err
+    code, _, err = _run(["--bootstrap-server", "nohost", "topics", "list"], capsys)
+    assert code == 2 and "is not HOST:PORT" in err
+    code, _, err = _run(
+        ["namespaces", "create", "--namespace", "x", "--principal", "User:me"], capsys
+    )
+    assert code == 2 and "drop --principal or --bootstrap-server" in err
+
+
+# ---------------------------------------------------------------------- the client
+
+
+def _connect(address: str) -> AdminClient:
+    return asyncio.run(AdminClient.connect(address))
+
+
+async def _client_session(address: str) -> None:
+    async with await AdminClient.connect(address) as client:
+        versions = await client.api_versions()
+        assert versions[private.FETCH_LOG.key] == (0, 0) and versions[3] == (0, 13)
+        (created,) = await client.create_topics([CreatableTopic(name="t", num_partitions=2)])
+        assert created.outcome.ok and created.num_partitions == 2
+        await client.create_namespace("ns.a")
+        infos = await client.list_namespaces(recursive=True)
+        assert [i.name for i in infos] == ["ns.a"]
+        moved = await client.move_topic(MoveTopic(topic=TopicRef(name="t"), to_namespace="ns.a"))
+        assert moved.to_name == "ns.a:t" and moved.topic_id == created.topic_id
+        (refused,) = await client.delete_partitions(
+            [DeletePartitionsTopic(topic=TopicRef(name="ns.a:t"), count=1, delay_ms=0)]
+        )
+        assert refused.outcome.error_code == ErrorCode.INVALID_PARTITIONS  # disabled by default
+        with pytest.raises(RemoteError) as error:
+            await client.delete_namespace("missing")
+        assert error.value.error_code == ErrorCode.INVALID_REQUEST
+        # The image the server sends is the committed one, record for record.
+        image = await client.image_at()
+        served = await client.image_at(at_offset=image.provenance.offset)
+        assert list(image.write()) == list(served.write())
+        earlier = await client.image_at(at_offset=2)
+        assert earlier.provenance.offset == 2 and not earlier.topics.by_name
+        start, end, changes = await client.diff("2")
+        assert (start, end) == (2, image.provenance.offset)
+        assert any(c.kind == "topic" and c.name == "ns.a:t" for c in changes)
+        lines = await client.history(Entity(topic_id=created.topic_id))
+        assert lines[0].record_type == "TopicRecord" and lines[-1].record_type == "MoveTopicRecord"
+        with pytest.raises(RemoteError, match="past the end"):
+            await client.image_at(at_offset=10_000)
+
+
+def test_admin_client_private_apis(tmp_path: Path) -> None:
+    with running_server(tmp_path / "log") as server:
+        asyncio.run(_client_session(server.address))
+
+
+async def _follow(address: str) -> None:
+    leader = await AdminClient.connect(address)
+    follower = await AdminClient.connect(address)
+    try:
+        entries, end = await follower.fetch_log(0)
+        assert [e.offset for e in entries] == list(range(end))
+        delta = MetadataDelta(EMPTY_IMAGE)
+        delta.replay_all(e.record for e in entries)
+        # A long poll at the end answers as soon as a write commits.
+        waiting = asyncio.create_task(follower.fetch_log(end, max_wait_ms=20_000))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        await leader.create_topics([CreatableTopic(name="late", num_partitions=3)])
+        more, new_end = await asyncio.wait_for(waiting, 10)
+        assert more[0].offset == end and new_end == end + len(more)
+        delta.replay_all(e.record for e in more)
+        last = more[-1]
+        mine = delta.apply(Provenance(offset=last.offset, epoch=last.epoch, timestamp=0))
+        served = await leader.image_at()
+        assert mine.same_state(served)
+        # Nothing new: an empty answer after the wait; past the end: an error.
+        assert (await follower.fetch_log(new_end, max_wait_ms=50))[0] == []
+        with pytest.raises(RemoteError) as error:
+            await follower.fetch_log(new_end + 5)
+        assert error.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        # The schema was sent once; later answers name it by id.
+        assert follower._entries.known is not None
+    finally:
+        await leader.close()
+        await follower.close()
+
+
+def test_fetch_log_long_polls_and_a_follower_keeps_its_image_current(tmp_path: Path) -> None:
+    with running_server(tmp_path / "log") as server:
+        asyncio.run(_follow(server.address))
+
+
+def test_shutdown_answers_a_long_poll_at_once(tmp_path: Path) -> None:
+    async def poll(address: str) -> int:
+        async with await AdminClient.connect(address) as client:
+            _, end = await client.fetch_log(0)
+            entries, _ = await client.fetch_log(end, max_wait_ms=60_000)
+            return len(entries)
+
+    import threading
+    import time
+
+    results: list[int] = []
+    with running_server(tmp_path / "log") as server:
+        thread = threading.Thread(target=lambda: results.append(asyncio.run(poll(server.address))))
+        thread.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+    assert time.monotonic() - started < 20
+    thread.join(10)
+    assert results == [0]
+
+
+def test_a_malformed_private_body_is_refused_and_the_connection_stays_open(
+    tmp_path: Path,
+) -> None:
+    with running_server(tmp_path / "log") as server:
+        host, port = server.host, server.port
+        with socket.create_connection((host, port), timeout=10) as sock:
+            api = private.LIST_NAMESPACES
+            header = struct.pack(">hhih", api.key, 0, 7, -1)
+            sock.sendall(struct.pack(">i", len(header) + 3) + header + b"\xff\xff\xff")
+            size = struct.unpack(">i", _read(sock, 4))[0]
+            correlation, status, body = private.decode_response(api, _read(sock, size))
+            assert correlation == 7 and body is None
+            assert status.error_code == ErrorCode.INVALID_REQUEST
+            assert "ListNamespaces" in (status.error_message or "")
+            good = private.encode_request(api, private.ListNamespaces(), correlation_id=8)
+            sock.sendall(good)
+            size = struct.unpack(">i", _read(sock, 4))[0]
+            correlation, status, body = private.decode_response(api, _read(sock, size))
+            assert (correlation, status.error_code, body.namespaces) == (8, 0, ())
+            # An unsupported version closes the connection, as Kafka does.
+            bad = bytearray(good)
+            struct.pack_into(">h", bad, 6, 9)
+            sock.sendall(bytes(bad))
+            assert sock.recv(10) == b""
+
+
+def _read(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data
+
+
+def test_client_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ClientError, match="is not HOST:PORT"):
+        _connect("localhost")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(ClientError, match="cannot connect"):
+        _connect(f"127.0.0.1:{port}")
+
+
+def test_private_api_schemas_are_the_documented_ones() -> None:
+    documented = json.loads(Path("docs/private_apis.json").read_text())
+    assert private.schemas_document() == documented, (
+        "regenerate with `python -m api.protocol.private`"
+    )
