@@ -16,6 +16,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from server_thread import running_server
 
 from api.cli import main
 from api.client import AdminClient, ClientError, RemoteError
@@ -25,7 +26,6 @@ from api.protocol import private
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, Provenance
 from replay.timetravel import Entity
-from tests.server_thread import running_server
 
 PRINCIPAL = "User:ANONYMOUS"  # what the server records for its (unauthenticated) clients
 
