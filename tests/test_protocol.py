@@ -315,3 +315,48 @@ def test_kio_reads_what_we_write() -> None:
     data = codec.encode_response(3, body)
     reader = entity_reader(codec.response_class(18, 3))
     assert reader(data, 4 + 4)[0].api_keys == body.api_keys
+
+
+# ---------------------------------------------------------------------- unknown tagged fields
+
+
+def _metadata_frame() -> bytes:
+    body = codec.build(
+        codec.request_class(3, 12),
+        topics=[{"name": "x", "topic_id": bytes(16)}],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    return codec.encode_request(body, correlation_id=9)[4:]
+
+
+def test_unknown_tagged_fields_are_ignored_as_kafka_ignores_them() -> None:
+    frame = _metadata_frame()
+    plain = codec.decode_request(frame)
+    header_tags = 8 + 2 + len("metadata-log")
+    extra = bytes([2, 5, 1, 0, 99, 2, 1, 1])  # two tags this schema does not declare
+    variants = [
+        frame[:header_tags] + extra + frame[header_tags + 1 :],  # in the request header
+        frame[:-4] + extra + frame[-3:],  # in a topic entry (nested entity)
+        frame[:-1] + extra,  # at the end of the body
+    ]
+    for variant in variants:
+        decoded = codec.decode_request(variant)
+        assert decoded.body == plain.body and decoded.header == plain.header
+
+
+def test_a_tagged_section_that_overruns_the_frame_still_closes_the_connection() -> None:
+    frame = _metadata_frame()
+    bad = frame[:-1] + bytes([1, 5, 40, 0])  # says 40 bytes follow, one does
+    with pytest.raises(codec.ProtocolError, match="malformed Metadata v12"):
+        codec.decode_request(bad)
+    size = struct.pack(">i", len(bad))
+    (event,) = Connection().receive(size + bad)
+    assert isinstance(event, Close)
+
+
+def test_a_null_array_where_kafka_requires_one_is_malformed() -> None:
+    # Found by the fuzz test: kio reads a compact null array into a non-nullable field.
+    data = bytes.fromhex("00130007000000070008746573740002026600000000010001010100000000ea600100")
+    with pytest.raises(codec.ProtocolError, match="topics is null"):
+        codec.decode_request(data)

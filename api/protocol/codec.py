@@ -29,6 +29,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
 from api.protocol.fast_writer import writer_for
+from api.protocol.tagged import missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
 
 _PREFIX = struct.Struct(">hhi")
@@ -171,13 +172,18 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     body_class = request_class(api_key, version)
     header_class = body_class.__header_schema__
     try:
-        header, used = entity_reader(header_class)(frame, 0)
-        body, size = entity_reader(body_class)(frame, used)
+        header, body = _read(frame, header_class, body_class)
     except Exception as exc:  # kio raises several error types (and ValueError) on bad bytes
-        raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {exc}") from None
-    # Bytes after the body are ignored, as Kafka's own parser ignores them (librdkafka 2.x
-    # sends three after a Metadata v13 body).
-    del size
+        if "tagged field" not in str(exc):
+            raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {exc}") from None
+        # A newer client's optional tagged fields: Kafka ignores the ones it does not know.
+        try:
+            header, body = _read(strip_unknown_tags(frame, body_class), header_class, body_class)
+        except Exception:
+            raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {exc}") from None
+    missing = missing_required(body)
+    if missing is not None:
+        raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {missing} is null")
     return KafkaRequest(
         header=RequestHeader(
             api_key=api_key,
@@ -187,6 +193,14 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
         ),
         body=body,
     )
+
+
+def _read(frame: bytes | memoryview, header_class: Any, body_class: Any) -> tuple[Any, Any]:
+    header, used = entity_reader(header_class)(frame, 0)
+    # Bytes after the body are ignored, as Kafka's own parser ignores them (librdkafka 2.x
+    # sends three after a Metadata v13 body).
+    body, _ = entity_reader(body_class)(frame, used)
+    return header, body
 
 
 def encode_response(correlation_id: int, body: Any) -> bytes:
