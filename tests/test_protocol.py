@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
 import uuid
 from pathlib import Path
@@ -230,7 +231,6 @@ def test_a_read_only_partition_carries_the_mode_tag(tmp_path: Path) -> None:
 
 
 def _fields(response: object) -> dict[str, object]:
-    import dataclasses
 
     return {f.name: getattr(response, f.name) for f in dataclasses.fields(response)}  # type: ignore[arg-type]
 

@@ -16,13 +16,24 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from server_thread import running_server
 
 from api.cli import main
 from api.client import AdminClient, ClientError, RemoteError
-from api.commands import CreatableTopic, DeletePartitionsTopic, MoveTopic, TopicRef
+from api.commands import (
+    CreatableTopic,
+    CreateNamespace,
+    DeletePartitionsTopic,
+    MoveTopic,
+    TopicRef,
+)
 from api.errors import ErrorCode
 from api.protocol import private
+from api.protocol.connection import Close, Connection, PrivateRequest
+from api.protocol.private_apis import PrivateApis
+from api.service import MetadataService
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, Provenance
 from replay.timetravel import Entity
@@ -351,3 +362,58 @@ def test_private_api_schemas_are_the_documented_ones() -> None:
     assert private.schemas_document() == documented, (
         "regenerate with `python -m api.protocol.private`"
     )
+
+
+# ---------------------------------------------------------------------- fuzz
+
+_PRIVATE_SEEDS = [
+    private.encode_request(api, request, correlation_id=5)
+    for api, request in (
+        (private.LIST_NAMESPACES, private.ListNamespaces(namespace="a", recursive=True)),
+        (private.CREATE_NAMESPACE, CreateNamespace(name="team")),
+        (
+            private.DELETE_PARTITIONS,
+            private.DeletePartitions(
+                topics=(DeletePartitionsTopic(topic=TopicRef(name="t"), count=1, delay_ms=5),)
+            ),
+        ),
+        (private.FETCH_LOG, private.FetchLog(offset=0, max_entries=3)),
+        (private.IMAGE_AT, private.ImageAt(at_offset=0)),
+        (private.DIFF, private.Diff(from_point="0")),
+        (private.HISTORY, private.History(entity=Entity(topic="t"), limit=2)),
+    )
+]
+
+
+@st.composite
+def _mutated_private(draw: st.DrawFn) -> bytes:
+    frame = bytearray(draw(st.sampled_from(_PRIVATE_SEEDS)))
+    for _ in range(draw(st.integers(1, 4))):
+        frame[draw(st.integers(14, len(frame) - 1))] = draw(st.integers(0, 255))
+    return bytes(frame)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(_mutated_private())
+def test_fuzzed_private_requests_are_answered_or_closed(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
+    service = MetadataService.open(tmp_path_factory.mktemp("fuzz") / "log")
+    try:
+        apis = PrivateApis(service)
+        for event in Connection().receive(data):
+            if isinstance(event, PrivateRequest):
+                answer = asyncio.run(apis.handle(event.header, event.body, "User:fuzz"))
+                api = private.PRIVATE_APIS[event.header.api_key]
+                (size,) = struct.unpack_from(">i", answer)
+                assert size == len(answer) - 4
+                correlation, status, _ = private.decode_response(api, answer[4:])
+                assert correlation == 5 and status.error_code in {int(c) for c in ErrorCode}
+            else:
+                assert isinstance(event, Close)
+    finally:
+        service.close()
