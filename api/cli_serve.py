@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import logging.handlers
+import queue
 import re
 import signal
 import sys
@@ -115,13 +117,26 @@ def cluster_identity(data_dir: Path, node_id: int | None) -> tuple[str, int]:
 
 def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Serve until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
-    # One timestamped line per start, stop and admin change, on stderr.
+    # One timestamped line per start, stop and admin change, on stderr. The event loop only
+    # queues the records; a thread formats and writes them, so a slow stderr never stalls it.
     server_log = logging.getLogger("api.server")
     server_log.setLevel(logging.INFO)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    server_log.addHandler(handler)
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    listener = logging.handlers.QueueListener(records, handler)
+    queued = logging.handlers.QueueHandler(records)
+    server_log.addHandler(queued)
     server_log.propagate = False
+    listener.start()
+    try:
+        return _run_server(args, settings)
+    finally:
+        listener.stop()  # writes what is still queued
+        server_log.removeHandler(queued)
+
+
+def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     cluster_id, node_id = cluster_identity(settings.data_dir, args.node_id)
     service = open_service(settings)
     host, port = args.listen

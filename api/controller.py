@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from api import namespaces as namespace_commands
 from api import partition_reduction
@@ -143,6 +144,7 @@ class Controller:
         self._new_id = new_id
         self._rng = rng or random.Random()
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._last_created: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------------ lookups
 
@@ -412,15 +414,14 @@ class Controller:
             assignment = self._placed_assignment(image, request, usable)
         replication_factor = len(assignment[0])
         topic_id = self._new_id()
-        resolved = resolve_topic_configs(
-            configs, image.configs.cluster(), self.namespace_configs(image, namespace)
-        )
         result = CreateTopicResult(
             name=qualified,
             topic_id=topic_id,
             num_partitions=len(assignment),
             replication_factor=replication_factor,
-            configs=tuple(_created_config(c) for c in resolved),
+            configs=self._created_configs(
+                configs, image.configs.cluster(), self.namespace_configs(image, namespace)
+            ),
         )
         if validate_only:
             return [], result
@@ -454,6 +455,34 @@ class Controller:
             )
             records.append(partition)
         return records, result
+
+    def _created_configs(
+        self,
+        overrides: Mapping[str, str],
+        cluster: Mapping[str, str],
+        chain: Sequence[tuple[str, Mapping[str, str]]],
+    ) -> tuple[CreatedConfig, ...]:
+        """Every key of a new topic with its value and source (CreateTopics v5+ answers).
+
+        Consecutive creates mostly resolve the same way (no overrides, same cluster and
+        namespace configs), so the last answer is kept and reused while its inputs are the
+        same objects (the image's config maps are immutable, replaced on every change).
+        """
+        key = tuple(sorted(overrides.items()))
+        last = self._last_created
+        if (
+            last is not None
+            and last[0] is cluster
+            and last[1] == key
+            and len(last[2]) == len(chain)
+            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(last[2], chain, strict=True))
+        ):
+            created: tuple[CreatedConfig, ...] = last[3]
+            return created
+        resolved = resolve_topic_configs(overrides, cluster, chain)
+        created = tuple(_created_config(c) for c in resolved)
+        self._last_created = (cluster, key, tuple(chain), created)
+        return created
 
     @staticmethod
     def _topic_configs(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str]:

@@ -303,6 +303,14 @@ def build(entity_class: type[Any], /, **values: Any) -> Any:
     return entity_class(**kwargs)
 
 
+def nested_class(entity_class: type[Any], field: str) -> type[Any]:
+    """The entity class of a nested field (an entity or an array of entities)."""
+    _, nested = _field_kinds(entity_class)[field]  # type: ignore[arg-type]  # hashable
+    if nested is None:
+        raise TypeError(f"{entity_class.__name__}.{field} holds no entities")
+    return nested
+
+
 _PLAIN, _ERROR, _DELTA, _UUID, _ENTITY, _ENTITIES = range(6)
 
 
@@ -322,6 +330,8 @@ def _convert(value: Any, kind: int, nested: type[Any] | None) -> Any:
         return value if not isinstance(value, dict) else build(nested, **value)
     if kind == _ENTITIES:
         assert nested is not None
+        if type(value) is tuple and not any(type(v) is dict for v in value):
+            return value  # built already: kept as the same object (the writer may know it)
         return tuple(v if not isinstance(v, dict) else build(nested, **v) for v in value)
     if isinstance(value, list):
         return tuple(value)

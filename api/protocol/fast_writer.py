@@ -158,17 +158,33 @@ def _primitive(kafka_type: str, flexible: bool, optional: bool) -> Writer:
     raise Unsupported(kafka_type)
 
 
+_MEMO_ITEMS = 8
+"""Arrays at least this long remember their encoding (see `_array`)."""
+
+
 def _array(item: Writer, flexible: bool) -> Writer:
+    # The last long array written is kept with its bytes: answers often repeat the same
+    # immutable tuple (every CreateTopics answer carries the same 28 resolved configs), and a
+    # tuple of frozen entities held here cannot change or be freed, so `is` proves equality.
+    last: list[Any] = [None, b""]
+
     def write(buffer: bytearray, values: Any) -> None:
         if values is None:
             buffer += b"\0" if flexible else b"\xff\xff\xff\xff"
             return
+        if values is last[0]:
+            buffer += last[1]
+            return
+        start = len(buffer)
         if flexible:
             uvarint(buffer, len(values) + 1)
         else:
             buffer += struct.pack(">i", len(values))
         for value in values:
             item(buffer, value)
+        if len(values) >= _MEMO_ITEMS and type(values) is tuple:
+            last[0] = values
+            last[1] = bytes(buffer[start:])
 
     return write
 

@@ -24,6 +24,7 @@ from api.commands import (
     AlterConfigsResult,
     ConfigResource,
     CreatableTopic,
+    CreatedConfig,
     CreatePartitionsTopic,
     ElectionType,
     PartitionResult,
@@ -86,6 +87,7 @@ class KafkaApis:
     def __init__(self, service: MetadataService, listener: Listener) -> None:
         self.service = service
         self.listener = listener
+        self._last_configs: tuple[int, tuple[CreatedConfig, ...], tuple[Any, ...]] | None = None
         self._handlers: dict[int, Handler] = {
             18: self.api_versions,
             3: self.metadata,
@@ -233,24 +235,45 @@ class KafkaApis:
                     "error_message": r.outcome.error_message,
                     "num_partitions": r.num_partitions,
                     "replication_factor": r.replication_factor,
-                    "configs": (
-                        [
-                            {
-                                "name": c.name,
-                                "value": c.value,
-                                "read_only": c.read_only,
-                                "config_source": c.source,
-                                "is_sensitive": c.sensitive,
-                            }
-                            for c in r.configs
-                        ]
-                        if r.outcome.ok
-                        else None
-                    ),
+                    "configs": self._created_configs(request, r.configs) if r.outcome.ok else None,
                 }
                 for r in results
             ],
         )
+
+    def _created_configs(
+        self, request: KafkaRequest, configs: tuple[CreatedConfig, ...]
+    ) -> tuple[Any, ...]:
+        """A new topic's configs as response entities of the request's version.
+
+        The controller hands consecutive creates the very same tuple; the entities built for
+        it are kept, so the writer sees the same tuple too and reuses its bytes.
+        """
+        header = request.header
+        if header.api_version < 5:
+            return ()  # configs are in CreateTopics answers from v5
+        key = (header.api_version, configs)
+        last = self._last_configs
+        if last is not None and last[0] == header.api_version and last[1] is configs:
+            entities: tuple[Any, ...] = last[2]
+            return entities
+        topic_class = codec.nested_class(
+            response_class(header.api_key, header.api_version), "topics"
+        )
+        config_class = codec.nested_class(topic_class, "configs")
+        entities = tuple(
+            build(
+                config_class,
+                name=c.name,
+                value=c.value,
+                read_only=c.read_only,
+                config_source=c.source,
+                is_sensitive=c.sensitive,
+            )
+            for c in configs
+        )
+        self._last_configs = (*key, entities)
+        return entities
 
     async def delete_topics(self, request: KafkaRequest, principal: str) -> Any:
         """Delete topics by name (v1+) or by name or id (v6)."""
