@@ -634,7 +634,9 @@ class AdminClient:
             ),
             timeout_ms=max_wait_ms + self.timeout_ms,
         )
-        return self._entries.decode(response.entries), int(response.end_offset)
+        end = int(response.end_offset)
+        entries = self._entries.decode(response.entries, lo=offset, hi=end - 1)
+        return entries[:max_entries], end
 
     async def follow(
         self, offset: int = 0, *, max_wait_ms: int = 10_000

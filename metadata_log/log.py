@@ -693,6 +693,31 @@ class MetadataLog:
         if damaged is not None and damaged.damage is not None:
             raise damaged.damage
 
+    def block_bodies(self, *, start: int, last: int, max_entries: int) -> tuple[str, int, bytes]:
+        """Whole blocks from the one holding `start`, as they are stored: for replication.
+
+        Returns (the segment's writer schema JSON, entry count, the blocks' uncompressed bodies
+        joined: one valid Avro block body). Blocks are taken from one segment (each segment
+        may have its own writer schema) until they reach `last` or hold `max_entries`; the
+        first block may begin before `start` and the last end after `last`, so the reader
+        trims by offset. Nothing is decoded here; every block's CRC is checked.
+        """
+        segments, first, last, damaged = self._range(start - 1, last, None)
+        for segment, wanted, size in self._spans(segments, first, last):
+            bodies: list[bytes] = []
+            count = 0
+            for block, block_first in segment.blocks_with_offsets(wanted, size):
+                if block_first > last:
+                    break
+                bodies.append(block.body)
+                count += block.count
+                if count >= max_entries:
+                    break
+            return segment.header.schema_json, count, b"".join(bodies)
+        if damaged is not None and damaged.damage is not None and start < damaged.next_offset:
+            raise damaged.damage
+        return self.codec.entry_schema_json, 0, b""
+
     def read_spans(self, *, split_bytes: int = 32 << 20) -> list[ReadSpan]:
         """The committed blocks as byte ranges of about `split_bytes`, for parallel readers.
 

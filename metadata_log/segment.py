@@ -282,6 +282,12 @@ class Segment:
                 batch = batch[start_offset - batch[0].offset :]
             yield from batch
 
+    def blocks_with_offsets(
+        self, start_offset: int, end: int | None = None
+    ) -> Iterator[tuple[RawBlock, int]]:
+        """(verified block, offset of its first entry) from the block holding `start_offset`."""
+        return self._blocks_from(start_offset, self.size if end is None else end)
+
     def raw_blocks(self, start_offset: int, end: int | None = None) -> Iterator[RawBlock]:
         """The verified, still undecoded blocks from the one holding `start_offset`."""
         for block, _ in self._blocks_from(start_offset, self.size if end is None else end):

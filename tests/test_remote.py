@@ -260,6 +260,9 @@ async def _follow(address: str) -> None:
     try:
         entries, end = await follower.fetch_log(0)
         assert [e.offset for e in entries] == list(range(end))
+        # Blocks travel whole; the client trims them to what it asked for.
+        middle, _ = await follower.fetch_log(2, max_entries=2)
+        assert [e.offset for e in middle] == [2, 3] and middle[0] == entries[2]
         delta = MetadataDelta(EMPTY_IMAGE)
         delta.replay_all(e.record for e in entries)
         # A long poll at the end answers as soon as a write commits.

@@ -18,6 +18,7 @@ once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from collections.abc import Iterable, Mapping
@@ -42,7 +43,8 @@ from api.commands import (
 from api.protocol.avro_bind import BindError, binding
 from api.protocol.codec import ProtocolError, RequestHeader
 from records.codec import RecordCodec
-from records.entry import LogEntry
+from records.entry import LogEntry, make_entry
+from records.errors import MetadataLogError
 from records.model import Record
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
@@ -342,9 +344,18 @@ def private_header(
 # ---------------------------------------------------------------------- entries and images
 
 
-def schema_id(codec: RecordCodec) -> str:
-    """A short id of the codec's entry schema (its SHA-256, hex, first 16 characters)."""
-    return hashlib.sha256(codec.entry_schema_json.encode()).hexdigest()[:16]
+@functools.lru_cache(maxsize=16)
+def schema_id(schema_json: str) -> str:
+    """A short id of an entry schema (its SHA-256, hex, first 16 characters)."""
+    return hashlib.sha256(schema_json.encode()).hexdigest()[:16]
+
+
+def block_of(schema_json: str, count: int, body: bytes, known: str | None) -> EntryBlock:
+    """An `EntryBlock`; the schema is left out when the client knows it (`known`)."""
+    ident = schema_id(schema_json)
+    return EntryBlock(
+        schema_id=ident, schema=None if known == ident else schema_json, count=count, body=body
+    )
 
 
 def entry_block(
@@ -352,15 +363,9 @@ def entry_block(
     entries: Iterable[tuple[int, int, int, str | None, Record]],
     known: str | None,
 ) -> EntryBlock:
-    """Entries as an `EntryBlock`; the schema is left out when the client knows it."""
+    """Entries encoded as one `EntryBlock` in the codec's schema."""
     count, body = codec.encode_entries(entries)
-    ident = schema_id(codec)
-    return EntryBlock(
-        schema_id=ident,
-        schema=None if known == ident else codec.entry_schema_json,
-        count=count,
-        body=body,
-    )
+    return block_of(codec.entry_schema_json, count, body, known)
 
 
 class EntryDecoder:
@@ -372,17 +377,39 @@ class EntryDecoder:
         self.known: str | None = None
         """The id of the last schema seen: send it as `schema_id` in the next request."""
 
-    def decode(self, block: EntryBlock) -> list[LogEntry]:
-        """The entries of a block (`ProtocolError` if its schema was never sent)."""
+    def decode(self, block: EntryBlock, *, lo: int = 0, hi: int | None = None) -> list[LogEntry]:
+        """The entries of a block with `lo <= offset <= hi`.
+
+        Raises `ProtocolError` if the block's schema was never sent or its body does not
+        decode. The entries come through the compiled block decoder (no dicts).
+        """
         if block.schema is not None:
             self._schemas[block.schema_id] = block.schema
         schema = self._schemas.get(block.schema_id)
         if schema is None:
             raise ProtocolError(f"the server sent entries in schema {block.schema_id}, never sent")
         self.known = block.schema_id
-        return self.codec.decode_entries(
-            block.count, block.body, self.codec.reader_array_schema(schema)
+        if block.count == 0 and not block.body:
+            return []
+        try:
+            decoded = self.codec.decode_block(
+                block.count, block.body, self.codec.reader_array_schema(schema)
+            )
+        except MetadataLogError as exc:
+            raise ProtocolError(f"entries that do not decode: {exc}") from None
+        rows = zip(
+            decoded.offsets,
+            decoded.epochs,
+            decoded.timestamps,
+            decoded.principals,
+            decoded.records,
+            strict=True,
         )
+        return [
+            make_entry(offset, epoch, timestamp, principal, record)
+            for offset, epoch, timestamp, principal, record in rows
+            if lo <= offset and (hi is None or offset <= hi)
+        ]
 
 
 def image_response(image: MetadataImage, codec: RecordCodec, known: str | None) -> ImageResponse:

@@ -180,11 +180,11 @@ class PrivateApis:
         log = self.service.log
 
         def read() -> private.EntryBlock:
-            entries = (
-                (e.offset, e.epoch, e.timestamp, e.principal, e.record)
-                for e in log.read(gt=request.offset - 1, lte=committed, limit=limit)
+            # The blocks as stored: no decoding and re-encoding here; the client trims them.
+            schema, count, body = log.block_bodies(
+                start=request.offset, last=committed, max_entries=limit
             )
-            return private.entry_block(self._codec, entries, request.schema_id)
+            return private.block_of(schema, count, body, request.schema_id)
 
         block = await asyncio.to_thread(read) if committed >= request.offset else read()
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)
