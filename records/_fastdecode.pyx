@@ -291,3 +291,705 @@ cdef class BlockDecoder:
                 f"{b.end - b.pos} bytes are left after the block's {count} entries"
             )
         return offsets, epochs, timestamps, principals, records
+
+
+# ---------------------------------------------------------------------------------------------
+# Columnar decoding: block bodies straight into Arrow-layout buffers (the audit table).
+#
+# `ColumnPlan` is built once per writer schema from a description made in Python
+# (`records.fast_decode.column_plan`); `ColumnBuilder` holds the growing columns of one batch.
+# Every value goes from the body bytes into its column's buffers (validity bits, fixed-width
+# values, or offsets + bytes) and, optionally, into the JSON text of the row's `payload`, with no
+# Python object per value on the common paths. Fields this code does not read directly (arrays of
+# structs, or anything of an unexpected writer type) are read as Python values and appended
+# from those; a branch of an older version is decoded, upcast and re-encoded by a Python
+# callable and appended from its values.
+
+from libc.stdlib cimport realloc, free
+from libc.string cimport memset
+from libc.stdint cimport int32_t, int64_t
+
+DEF C_I32 = 0
+DEF C_I64 = 1
+DEF C_BOOL = 2
+DEF C_STR = 3
+DEF C_LIST = 4
+
+DEF S_INT = 0
+DEF S_BOOL = 1
+DEF S_STR = 2
+DEF S_UUID = 3
+DEF S_ENUM = 4
+DEF S_LEADER = 5
+DEF S_INTLIST = 6
+DEF S_PY = 7
+
+_COLUMN_KINDS = {"i32": C_I32, "i64": C_I64, "bool": C_BOOL, "str": C_STR, "list": C_LIST}
+_SEMANTICS = {
+    "int": S_INT, "bool": S_BOOL, "str": S_STR, "uuid": S_UUID, "enum": S_ENUM,
+    "leader": S_LEADER, "intlist": S_INTLIST, "py": S_PY,
+}
+
+cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+cdef class _Column:
+    """One growing column: validity bits and values (fixed width, or offsets + bytes/items)."""
+
+    cdef int kind
+    cdef Py_ssize_t n, nulls, vcap, dlen, dcap, ocap
+    cdef unsigned char* valid
+    cdef char* data
+    cdef int32_t* offs
+
+    def __cinit__(self, int kind):
+        self.kind = kind
+        self.valid = NULL
+        self.data = NULL
+        self.offs = NULL
+        self.n = self.nulls = self.vcap = self.dlen = self.dcap = self.ocap = 0
+        self._reset()
+
+    def __dealloc__(self):
+        free(self.valid)
+        free(self.data)
+        free(self.offs)
+
+    cdef int _reset(self) except -1:
+        self.n = 0
+        self.nulls = 0
+        self.dlen = 0
+        if self.vcap:
+            memset(self.valid, 0, self.vcap)
+        if self.kind == C_BOOL and self.dcap:
+            memset(self.data, 0, self.dcap)
+        if self.kind >= C_STR:
+            self._ensure_offs(1)
+            self.offs[0] = 0
+        return 0
+
+    cdef int _ensure_valid(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap
+        cdef unsigned char* p
+        if need <= self.vcap:
+            return 0
+        cap = max(need, 2 * self.vcap, 1024)
+        p = <unsigned char*>realloc(self.valid, cap)
+        if p == NULL:
+            raise MemoryError()
+        memset(p + self.vcap, 0, cap - self.vcap)
+        self.valid = p
+        self.vcap = cap
+        return 0
+
+    cdef int _ensure_data(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap
+        cdef char* p
+        if need <= self.dcap:
+            return 0
+        cap = max(need, 2 * self.dcap, 8192)
+        p = <char*>realloc(self.data, cap)
+        if p == NULL:
+            raise MemoryError()
+        memset(p + self.dcap, 0, cap - self.dcap)
+        self.data = p
+        self.dcap = cap
+        return 0
+
+    cdef int _ensure_offs(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap
+        cdef int32_t* p
+        if need <= self.ocap:
+            return 0
+        cap = max(need, 2 * self.ocap, 1024)
+        p = <int32_t*>realloc(self.offs, cap * sizeof(int32_t))
+        if p == NULL:
+            raise MemoryError()
+        self.offs = p
+        self.ocap = cap
+        return 0
+
+    cdef inline int _slot(self, bint ok) except -1:
+        cdef Py_ssize_t n = self.n
+        if (n >> 3) >= self.vcap:
+            self._ensure_valid((n >> 3) + 1)
+        if ok:
+            self.valid[n >> 3] |= <unsigned char>(1 << (n & 7))
+        else:
+            self.nulls += 1
+        if self.kind == C_I32:
+            self._ensure_data((n + 1) * 4)
+        elif self.kind == C_I64:
+            self._ensure_data((n + 1) * 8)
+        elif self.kind == C_BOOL:
+            self._ensure_data((n >> 3) + 1)
+        elif n + 2 > self.ocap:
+            self._ensure_offs(n + 2)
+        return 0
+
+    cdef inline int null(self) except -1:
+        self._slot(0)
+        if self.kind == C_I32:
+            (<int32_t*>self.data)[self.n] = 0
+        elif self.kind == C_I64:
+            (<int64_t*>self.data)[self.n] = 0
+        elif self.kind == C_STR:
+            self.offs[self.n + 1] = <int32_t>self.dlen
+        elif self.kind == C_LIST:
+            self.offs[self.n + 1] = <int32_t>(self.dlen >> 2)
+        self.n += 1
+        return 0
+
+    cdef inline int put_int(self, long long value) except -1:
+        if self.kind == C_I32:
+            if value < -2147483648 or value > 2147483647:
+                raise ValueError(f"value {value} does not fit its 32-bit column")
+            self._slot(1)
+            (<int32_t*>self.data)[self.n] = <int32_t>value
+        elif self.kind == C_I64:
+            self._slot(1)
+            (<int64_t*>self.data)[self.n] = <int64_t>value
+        else:
+            raise ValueError("an integer for a column that is not one")
+        self.n += 1
+        return 0
+
+    cdef inline int put_bool(self, bint value) except -1:
+        if self.kind != C_BOOL:
+            raise ValueError("a boolean for a column that is not one")
+        self._slot(1)
+        if value:
+            (<unsigned char*>self.data)[self.n >> 3] |= <unsigned char>(1 << (self.n & 7))
+        self.n += 1
+        return 0
+
+    cdef inline int begin(self) except -1:
+        """Start a valid string or list value; `extend`/`item` add to it, `end` closes it."""
+        if self.kind < C_STR:
+            raise ValueError("a string or list for a column that is neither")
+        return self._slot(1)
+
+    cdef inline int extend(self, const char* p, Py_ssize_t size) except -1:
+        if self.dlen + size > self.dcap:
+            self._ensure_data(self.dlen + size)
+        memcpy(self.data + self.dlen, p, size)
+        self.dlen += size
+        return 0
+
+    cdef inline int item(self, long long value) except -1:
+        if value < -2147483648 or value > 2147483647:
+            raise ValueError(f"list item {value} does not fit 32 bits")
+        if self.dlen + 4 > self.dcap:
+            self._ensure_data(self.dlen + 4)
+        (<int32_t*>(self.data + self.dlen))[0] = <int32_t>value
+        self.dlen += 4
+        return 0
+
+    cdef inline int end(self) except -1:
+        if self.kind == C_LIST:
+            self.offs[self.n + 1] = <int32_t>(self.dlen >> 2)
+        else:
+            if self.dlen > 2147483647:
+                raise ValueError("a batch's string column exceeds 2 GiB")
+            self.offs[self.n + 1] = <int32_t>self.dlen
+        self.n += 1
+        return 0
+
+    cdef inline int put_bytes(self, const char* p, Py_ssize_t size) except -1:
+        self.begin()
+        self.extend(p, size)
+        return self.end()
+
+    cdef inline int digits(self, long long value) except -1:
+        """The decimal text of `value`, added to the open string."""
+        cdef char buf[24]
+        cdef int i = 24
+        cdef unsigned long long v
+        cdef bint negative = value < 0
+        v = <unsigned long long>(-value) if negative else <unsigned long long>value
+        while True:
+            i -= 1
+            buf[i] = <char>(48 + v % 10)
+            v //= 10
+            if v == 0:
+                break
+        if negative:
+            i -= 1
+            buf[i] = 45
+        return self.extend(buf + i, 24 - i)
+
+    cdef tuple finish(self):
+        """(length, null count, validity or None, values, offsets or None); then empty again."""
+        cdef Py_ssize_t n = self.n
+        validity = PyBytes_FromStringAndSize(<char*>self.valid, (n + 7) >> 3) if self.nulls else None
+        offsets = None
+        if self.kind == C_I32:
+            values = PyBytes_FromStringAndSize(self.data, n * 4)
+        elif self.kind == C_I64:
+            values = PyBytes_FromStringAndSize(self.data, n * 8)
+        elif self.kind == C_BOOL:
+            values = PyBytes_FromStringAndSize(self.data, (n + 7) >> 3)
+        else:
+            values = PyBytes_FromStringAndSize(self.data, self.dlen)
+            offsets = PyBytes_FromStringAndSize(<char*>self.offs, (n + 1) * 4)
+        result = (n, self.nulls, validity, values, offsets)
+        self._reset()
+        return result
+
+
+cdef class _Field:
+    """One field of a record type: its column (or -1), JSON key, and how its writer reads."""
+
+    cdef int sem
+    cdef int col
+    cdef bytes key
+    cdef dict names
+    cdef _Op op
+    cdef int direct  # 0: read as a Python value; 1: the bare type; 2: ["null", type]
+    cdef int avro    # the writer's type (kind) when direct
+
+
+cdef class _Type:
+    """What a row of one record type fills: its fields, name, version, and the columns it leaves null."""
+
+    cdef list fields
+    cdef bytes name
+    cdef long long version
+    cdef list untouched
+
+
+cdef class _Branch:
+    """One branch of the writer's record union: read directly as today's type, or via `convert`."""
+
+    cdef int tag
+    cdef list fields      # _Field with `op` set (direct branches), or _Op (converted branches)
+    cdef object convert
+
+
+cdef int _direct_mode(_Field f) except -1:
+    """How `f.op` can be read directly for `f.sem` (sets f.direct, f.avro)."""
+    cdef _Op op = f.op
+    cdef _Op inner
+    f.direct = 0
+    if op.kind == K_UNION:
+        if len(op.branches) != 2 or (<_Op>op.branches[0]).kind != K_NULL:
+            return 0
+        inner = <_Op>op.branches[1]
+        mode = 2
+    else:
+        inner = op
+        mode = 1
+    k = inner.kind
+    if f.sem in (S_INT, S_ENUM, S_LEADER) and (k == K_INT or k == K_LONG):
+        pass
+    elif f.sem == S_BOOL and k == K_BOOLEAN:
+        pass
+    elif f.sem == S_STR and k == K_STRING:
+        pass
+    elif f.sem == S_UUID and k == K_FIXED and inner.size == 16:
+        pass
+    elif f.sem == S_INTLIST and k == K_ARRAY and inner.item.kind == K_INT:
+        pass
+    else:
+        return 0
+    f.direct = mode
+    f.avro = k
+    return 0
+
+
+cdef class ColumnPlan:
+    """How bodies of one writer schema become the audit table's columns.
+
+    `kinds`: the column kinds ("i32", "i64", "bool", "str", "list"), in table order; the first
+    six are offset, epoch, timestamp (µs), principal, record type and version, the last is
+    `payload`. `types[t]` = (name, version, [(semantic, column or -1, JSON key, enum names)])
+    for today's record type t. `branches[i]` = (field programs, t or None, convert or None) for
+    branch i of the writer's union: t when its fields are today's fields of type t, else
+    `convert(values)` returns `[t, *today's values]` (or raises). `structs_json(value)` gives
+    the JSON text of a field read as a Python value with semantic "py".
+    """
+
+    cdef list kinds
+    cdef list types
+    cdef list branches
+    cdef bint payload
+    cdef object structs_json
+    cdef object json_dumps
+
+    def __init__(self, kinds, types, branches, bint payload, structs_json, json_dumps):
+        cdef _Field f
+        cdef _Type t
+        cdef _Branch br
+        self.kinds = [_COLUMN_KINDS[k] for k in kinds]
+        self.payload = payload
+        self.structs_json = structs_json
+        self.json_dumps = json_dumps
+        self.types = []
+        for name, version, fields in types:
+            t = _Type()
+            t.name = name.encode("utf-8")
+            t.version = version
+            t.fields = []
+            touched = set()
+            for sem, col, key, names in fields:
+                f = _Field()
+                f.sem = _SEMANTICS[sem]
+                f.col = col
+                f.key = key.encode("utf-8")
+                f.names = (
+                    {int(k): v.encode("utf-8") for k, v in names.items()} if names else None
+                )
+                if col >= 0:
+                    touched.add(col)
+                t.fields.append(f)
+            t.untouched = [c for c in range(6, len(self.kinds) - 1) if c not in touched]
+            self.types.append(t)
+        self.branches = []
+        for programs, tag, convert in branches:
+            br = _Branch()
+            br.convert = convert
+            br.fields = []
+            if tag is not None:
+                br.tag = tag
+                t = <_Type>self.types[tag]
+                if len(programs) != len(t.fields):
+                    raise ValueError("a direct branch must have its type's fields")
+                for program, plan in zip(programs, t.fields):
+                    f = _Field()
+                    f.sem = (<_Field>plan).sem
+                    f.col = (<_Field>plan).col
+                    f.key = (<_Field>plan).key
+                    f.names = (<_Field>plan).names
+                    f.op = _compile(program)
+                    _direct_mode(f)
+                    br.fields.append(f)
+            else:
+                br.tag = -1
+                br.fields = [_compile(p) for p in programs]
+            self.branches.append(br)
+
+    def builder(self):
+        """An empty batch to add blocks to."""
+        return ColumnBuilder(self)
+
+
+cdef class ColumnBuilder:
+    """The columns of one batch being built from whole blocks (see `ColumnPlan`)."""
+
+    cdef ColumnPlan plan
+    cdef list cols
+    cdef _Column pay
+
+    def __init__(self, ColumnPlan plan):
+        self.plan = plan
+        self.cols = [_Column(k) for k in plan.kinds]
+        self.pay = <_Column>self.cols[len(self.cols) - 1]
+
+    @property
+    def rows(self):
+        """Rows added since the last `finish`."""
+        return (<_Column>self.cols[0]).n
+
+    def finish(self):
+        """Every column's buffers (see `_Column.finish`); the builder is empty again."""
+        return [(<_Column>c).finish() for c in self.cols]
+
+    def clear(self):
+        """Drop the rows added since the last `finish` (after a failed `add`)."""
+        for c in self.cols:
+            (<_Column>c)._reset()
+
+    cdef int _key(self, _Field f) except -1:
+        if self.plan.payload:
+            self.pay.extend(PyBytes_AS_STRING(f.key), PyBytes_GET_SIZE(f.key))
+        return 0
+
+    cdef int _null(self, _Field f) except -1:
+        if f.col >= 0:
+            (<_Column>self.cols[f.col]).null()
+        if self.plan.payload:
+            self._key(f)
+            self.pay.extend(b"null", 4)
+        return 0
+
+    cdef int _int(self, _Field f, long long value) except -1:
+        cdef bytes name
+        cdef _Column col
+        if f.sem == S_ENUM:
+            name = f.names.get(value) if f.names is not None else None
+            if name is None:
+                name = str(value).encode("ascii")
+            self._ascii(f, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name))
+            return 0
+        if f.sem != S_INT and f.sem != S_LEADER:
+            raise ValueError("an integer for a field that is not one")
+        if f.col >= 0:
+            col = <_Column>self.cols[f.col]
+            if f.sem == S_LEADER and value == -2:  # PartitionChange: leader unchanged
+                col.null()
+            else:
+                col.put_int(value)
+        if self.plan.payload:
+            self._key(f)
+            self.pay.digits(value)
+        return 0
+
+    cdef int _bool(self, _Field f, bint value) except -1:
+        if f.col >= 0:
+            (<_Column>self.cols[f.col]).put_bool(value)
+        if self.plan.payload:
+            self._key(f)
+            if value:
+                self.pay.extend(b"true", 4)
+            else:
+                self.pay.extend(b"false", 5)
+        return 0
+
+    cdef int _ascii(self, _Field f, const char* p, Py_ssize_t n) except -1:
+        """A string known to be JSON-safe ASCII (enum names, ids)."""
+        if f.col >= 0:
+            (<_Column>self.cols[f.col]).put_bytes(p, n)
+        if self.plan.payload:
+            self._key(f)
+            self.pay.extend(b'"', 1)
+            self.pay.extend(p, n)
+            self.pay.extend(b'"', 1)
+        return 0
+
+    cdef int _str(self, _Field f, const char* p, Py_ssize_t n) except -1:
+        cdef Py_ssize_t i
+        cdef unsigned char c
+        cdef bint plain = True
+        for i in range(n):
+            c = <unsigned char>p[i]
+            if c < 0x20 or c > 0x7E or c == 0x22 or c == 0x5C:
+                plain = False
+                break
+        if plain:
+            return self._ascii(f, p, n)
+        # Not plain ASCII: check the UTF-8 (as decoding to a str would), JSON as json.dumps does.
+        text = PyUnicode_DecodeUTF8(p, n, NULL)
+        if f.col >= 0:
+            (<_Column>self.cols[f.col]).put_bytes(p, n)
+        if self.plan.payload:
+            quoted = self.plan.json_dumps(text).encode("ascii")
+            self._key(f)
+            self.pay.extend(PyBytes_AS_STRING(quoted), PyBytes_GET_SIZE(quoted))
+        return 0
+
+    cdef int _uuid(self, _Field f, const unsigned char* p) except -1:
+        """Kafka's 22-char URL-safe base64 text of a 16-byte id."""
+        cdef char out[22]
+        cdef int i, j = 0
+        cdef unsigned int v
+        for i in range(0, 15, 3):
+            v = (p[i] << 16) | (p[i + 1] << 8) | p[i + 2]
+            out[j] = _B64[(v >> 18) & 63]
+            out[j + 1] = _B64[(v >> 12) & 63]
+            out[j + 2] = _B64[(v >> 6) & 63]
+            out[j + 3] = _B64[v & 63]
+            j += 4
+        out[20] = _B64[p[15] >> 2]
+        out[21] = _B64[(p[15] & 3) << 4]
+        return self._ascii(f, out, 22)
+
+    cdef int _list_begin(self, _Field f) except -1:
+        if f.col >= 0:
+            (<_Column>self.cols[f.col]).begin()
+        if self.plan.payload:
+            self._key(f)
+            self.pay.extend(b"[", 1)
+        return 0
+
+    cdef int _list_item(self, _Field f, long long value, bint first) except -1:
+        if f.col >= 0:
+            (<_Column>self.cols[f.col]).item(value)
+        if self.plan.payload:
+            if not first:
+                self.pay.extend(b",", 1)
+            self.pay.digits(value)
+        return 0
+
+    cdef int _list_end(self, _Field f) except -1:
+        if f.col >= 0:
+            (<_Column>self.cols[f.col]).end()
+        if self.plan.payload:
+            self.pay.extend(b"]", 1)
+        return 0
+
+    cdef int _value(self, _Field f, object value) except -1:
+        """Add a field's value given as a Python (Avro) value."""
+        cdef bytes raw
+        cdef bint first = True
+        if value is None:
+            return self._null(f)
+        if f.sem == S_BOOL:
+            return self._bool(f, value)
+        if f.sem == S_INT or f.sem == S_ENUM or f.sem == S_LEADER:
+            return self._int(f, value)
+        if f.sem == S_STR:
+            raw = value.encode("utf-8")
+            return self._str(f, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        if f.sem == S_UUID:
+            raw = bytes(value)
+            if len(raw) != 16:
+                raise ValueError(f"an id of {len(raw)} bytes")
+            return self._uuid(f, <const unsigned char*>PyBytes_AS_STRING(raw))
+        if f.sem == S_INTLIST:
+            self._list_begin(f)
+            for item in value:
+                self._list_item(f, item, first)
+                first = False
+            return self._list_end(f)
+        if f.col >= 0:
+            raise ValueError("a field read as a Python value cannot have a column")
+        if self.plan.payload:
+            raw = self.plan.structs_json(value).encode("utf-8")
+            self._key(f)
+            self.pay.extend(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        return 0
+
+    cdef int _direct(self, _Buf* b, _Field f) except -1:
+        """Read one field from the body into its column (and the payload)."""
+        cdef long long v, count
+        cdef Py_ssize_t n, i
+        cdef bint first = True
+        if f.direct == 2:
+            v = _read_long(b)
+            if v == 0:
+                return self._null(f)
+            if v != 1:
+                raise ValueError(f"union branch {v} does not exist")
+        if f.avro == K_INT:
+            return self._int(f, _read_int(b))
+        if f.avro == K_LONG:
+            return self._int(f, _read_long(b))
+        if f.avro == K_STRING:
+            n = _read_size(b)
+            i = b.pos
+            b.pos += n
+            return self._str(f, <const char*>(b.data + i), n)
+        if f.avro == K_FIXED:
+            if 16 > b.end - b.pos:
+                raise ValueError("body ends inside a fixed value")
+            i = b.pos
+            b.pos += 16
+            return self._uuid(f, b.data + i)
+        if f.avro == K_BOOLEAN:
+            if b.pos >= b.end:
+                raise ValueError("body ends inside a boolean")
+            n = b.data[b.pos]
+            b.pos += 1
+            if n > 1:
+                raise ValueError(f"boolean byte {n} is neither 0 nor 1")
+            return self._bool(f, n == 1)
+        if f.avro == K_ARRAY:
+            self._list_begin(f)
+            while True:
+                count = _read_long(b)
+                if count == 0:
+                    break
+                if count < 0:
+                    count = -count
+                    _read_long(b)  # the block's byte size, unused
+                if count > b.end - b.pos:
+                    raise ValueError(f"an array block of {count} items does not fit in the body")
+                for i in range(count):
+                    self._list_item(f, _read_int(b), first)
+                    first = False
+            return self._list_end(f)
+        raise ValueError("no direct reader for this field")  # pragma: no cover
+
+    def add(self, bytes body, Py_ssize_t count):
+        """Add the `count` entries of a block body; (first offset, last offset) of the block.
+
+        Raises ValueError unless exactly `count` entries fill exactly the whole body; the
+        builder is then in an undefined state and must be `clear`ed.
+        """
+        cdef _Buf b
+        cdef Py_ssize_t entry, i, nbranches = len(self.plan.branches)
+        cdef long long index, principal_branch, offset, millis, first = 0, last = 0
+        cdef _Branch br
+        cdef _Type t
+        cdef _Field f
+        cdef list values
+        cdef bint payload = self.plan.payload
+        cdef _Column c_offset = <_Column>self.cols[0]
+        cdef _Column c_epoch = <_Column>self.cols[1]
+        cdef _Column c_time = <_Column>self.cols[2]
+        cdef _Column c_principal = <_Column>self.cols[3]
+        cdef _Column c_type = <_Column>self.cols[4]
+        cdef _Column c_version = <_Column>self.cols[5]
+        b.data = <const unsigned char*>PyBytes_AS_STRING(body)
+        b.pos = 0
+        b.end = PyBytes_GET_SIZE(body)
+        if count < 1:
+            raise ValueError(f"a block claims {count} entries")
+        for entry in range(count):
+            offset = _read_long(&b)
+            if entry == 0:
+                first = offset
+            last = offset
+            c_offset.put_int(offset)
+            c_epoch.put_int(_read_int(&b))
+            millis = _read_long(&b)
+            if millis > 9223372036854775 or millis < -9223372036854775:
+                raise ValueError(f"timestamp {millis} ms is outside the microsecond range")
+            c_time.put_int(millis * 1000)
+            principal_branch = _read_long(&b)
+            if principal_branch == 0:
+                c_principal.null()
+            elif principal_branch == 1:
+                i = _read_size(&b)
+                # Checked as UTF-8 only when not ASCII, as the string columns are.
+                _check_utf8(<const char*>(b.data + b.pos), i)
+                c_principal.put_bytes(<const char*>(b.data + b.pos), i)
+                b.pos += i
+            else:
+                raise ValueError(f"principal union branch {principal_branch} does not exist")
+            index = _read_long(&b)
+            if index < 0 or index >= nbranches:
+                raise ValueError(f"record union branch {index} does not exist")
+            br = <_Branch>self.plan.branches[index]
+            if payload:
+                self.pay.begin()
+            if br.tag >= 0:
+                t = <_Type>self.plan.types[br.tag]
+                for f in br.fields:
+                    if f.direct:
+                        self._direct(&b, f)
+                    else:
+                        self._value(f, _read(&b, f.op))
+            else:
+                values = [_read(&b, <_Op>op) for op in br.fields]
+                values = br.convert(values)
+                t = <_Type>self.plan.types[values[0]]
+                if len(values) != len(t.fields) + 1:
+                    raise ValueError("a converted record has the wrong number of fields")
+                for i in range(len(t.fields)):
+                    self._value(<_Field>t.fields[i], values[i + 1])
+            if payload:
+                if not t.fields:
+                    self.pay.extend(b"{", 1)
+                self.pay.extend(b"}", 1)
+                self.pay.end()
+            else:
+                self.pay.null()
+            c_type.put_bytes(PyBytes_AS_STRING(t.name), PyBytes_GET_SIZE(t.name))
+            c_version.put_int(t.version)
+            for i in t.untouched:
+                (<_Column>self.cols[i]).null()
+        if b.pos != b.end:
+            raise ValueError(
+                f"{b.end - b.pos} bytes are left after the block's {count} entries"
+            )
+        return first, last
+
+
+cdef int _check_utf8(const char* p, Py_ssize_t n) except -1:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if <unsigned char>p[i] > 0x7F:
+            PyUnicode_DecodeUTF8(p, n, NULL)
+            return 0
+    return 0

@@ -185,3 +185,81 @@ def fast_decoder(
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         logger.debug("no compiled decoder for this writer schema: %s", exc)
         return None
+
+
+ColumnKinds = list[str]
+FieldColumn = tuple[str, int, str, Mapping[int, str] | None]
+"""(semantic, column index or -1, JSON key text, enum names) of one field."""
+TypeColumns = tuple[str, int, list[FieldColumn]]
+"""(record type name, version, fields) of one of today's record types."""
+
+
+def column_plan(
+    writer_entry_schema: Any,
+    current: Mapping[str, RecordSchema],
+    tags: Mapping[str, int],
+    by_dict: Mapping[str, Callable[[dict[str, Any]], list[Any]]],
+    *,
+    kinds: ColumnKinds,
+    types: list[TypeColumns],
+    payload: bool,
+    structs_json: Callable[[Any], str],
+    json_dumps: Callable[[str], str],
+) -> Any:
+    """The compiled columnar decoder's plan for `writer_entry_schema`, if it can be made.
+
+    `tags` maps today's branch names to their index in `types` (see `_fastdecode.ColumnPlan`);
+    `by_dict` maps every other readable branch to a function from its dict to
+    `[type index, *today's Avro values]`. None without the extension or for an entry not shaped
+    as this code writes it (the caller then decodes records and converts them).
+    """
+    if _fastdecode is None:
+        return None
+    try:
+        fields = writer_entry_schema["fields"]
+        head = tuple((f["name"], f["type"]) for f in fields[:3])
+        if (
+            len(fields) != 5
+            or head != _ENTRY_HEAD
+            or fields[3]["name"] != "principal"
+            or fields[3]["type"] != ["null", "string"]
+            or fields[4]["name"] != "record"
+            or not isinstance(fields[4]["type"], list)
+        ):
+            return None
+        programs = _Programs()
+        namespace = str(writer_entry_schema.get("namespace", ""))
+        branches: list[tuple[tuple[Any, ...], int | None, Callable[[list[Any]], Any] | None]] = []
+        for branch_schema in fields[4]["type"]:
+            program = programs.compile(branch_schema, namespace)
+            if program[0] != "record":
+                return None
+            name = programs._full_name(branch_schema, namespace)[0]
+            names: tuple[str, ...] = program[1]
+            schema = current.get(name)
+            if schema is not None and names == tuple(f.name for f in schema.fields):
+                branches.append((program[2], tags[name], None))
+            elif name in by_dict:
+                branches.append((program[2], None, _dict_values(names, by_dict[name])))
+            else:
+                branches.append((program[2], None, _unknown_values(name)))
+        return _fastdecode.ColumnPlan(kinds, types, branches, payload, structs_json, json_dumps)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        logger.debug("no columnar decoder for this writer schema: %s", exc)
+        return None
+
+
+def _dict_values(
+    names: tuple[str, ...], convert: Callable[[dict[str, Any]], list[Any]]
+) -> Callable[[list[Any]], list[Any]]:
+    def by_name(values: list[Any]) -> list[Any]:
+        return convert(dict(zip(names, values, strict=True)))
+
+    return by_name
+
+
+def _unknown_values(branch: str) -> Callable[[list[Any]], list[Any]]:
+    def refuse(values: list[Any]) -> list[Any]:
+        raise UnknownRecordTypeError(branch)
+
+    return refuse

@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from records.codec import DEFAULT_CODEC, RecordCodec
-from records.fast_decode import fast_decoder
+from records.errors import RecordError
+from records.fast_decode import FieldColumn, TypeColumns, column_plan, fast_decoder
 from records.model import (
     LEADER_UNCHANGED,
     ConfigResourceType,
@@ -290,8 +291,51 @@ class BlockConverter:
         self._names = [pa.scalar(p.type_name) for p in self.plans]
         self._versions = [s.version for s in codec.schemas]
         writer = json.loads(writer_schema_json)
-        self._fast = self._make_fast(writer)
+        self._columns = self._make_columns(writer)
+        self._fast = self._make_fast(writer) if self._columns is None else None
         self._array = codec.reader_array_schema(writer_schema_json)
+
+    def builder(self) -> BatchBuilder:
+        """An empty batch to add whole blocks to (one per scan: it holds the rows added)."""
+        if self._columns is not None:
+            return _ColumnarBuilder(self._columns.builder())
+        return _RowsBuilder(self)
+
+    def _make_columns(self, writer: Any) -> Any:
+        """The compiled columnar plan for this writer schema, or None (then: rows, in Python)."""
+        types: list[TypeColumns] = []
+        for plan in self.plans:
+            fields: list[FieldColumn] = []
+            for f, literal in zip(plan.fields, plan.literals, strict=True):
+                semantic = _semantic(f, plan.arrow_types[len(fields)])
+                if semantic is None:
+                    return None
+                column = -1 if f.column is None else _INDEX[f.column]
+                fields.append((semantic, column, str(literal.as_py()), f.enum_names))
+            types.append((plan.type_name, self._versions[len(types)], fields))
+        tags = {s.branch_name: i for i, s in enumerate(self.codec.schemas)}
+        by_dict: dict[str, Callable[[dict[str, Any]], list[Any]]] = {}
+        try:
+            branches = writer["fields"][4]["type"]
+            namespace = str(writer.get("namespace", ""))
+            for branch in branches:
+                name = str(branch["name"]) if isinstance(branch, dict) else str(branch)
+                if "." not in name and namespace:
+                    name = f"{namespace}.{name}"
+                by_dict[name] = self._via_record(name)
+        except (KeyError, IndexError, TypeError):
+            return None
+        return column_plan(
+            writer,
+            {s.branch_name: s for s in self.codec.schemas},
+            tags,
+            by_dict,
+            kinds=[_COLUMN_KIND[kind] for _, kind, _ in COLUMNS],
+            types=types,
+            payload=self.with_payload,
+            structs_json=_structs_json,
+            json_dumps=json.dumps,
+        )
 
     def _make_fast(self, writer: Any) -> Any:
         current = {s.branch_name: s for s in self.codec.schemas}
@@ -415,6 +459,135 @@ class BlockConverter:
                 inverse[i] = position
             result = result.take(pa.array(inverse, pa.int32()))
         return result
+
+
+def _semantic(f: _FieldPlan, arrow_type: pa.DataType) -> str | None:
+    """How the columnar decoder treats a field (see `_fastdecode.ColumnPlan`); None: it cannot."""
+    if f.kind in ("uuid", "uuid?"):
+        return "uuid"
+    if f.kind in ("enum", "enum?"):
+        return "enum"
+    if f.kind == "leader":
+        return "leader"
+    if f.kind == "list":
+        return "intlist"
+    if f.kind == "structs":
+        return None if f.column is not None else "py"
+    if pa.types.is_integer(arrow_type):
+        return "int"
+    if pa.types.is_boolean(arrow_type):
+        return "bool"
+    if pa.types.is_string(arrow_type):
+        return "str"
+    return None
+
+
+def _kind_name(dtype: pa.DataType) -> str:
+    if pa.types.is_int32(dtype):
+        return "i32"
+    if pa.types.is_int64(dtype) or pa.types.is_timestamp(dtype):
+        return "i64"
+    if pa.types.is_boolean(dtype):
+        return "bool"
+    if pa.types.is_string(dtype):
+        return "str"
+    if pa.types.is_list(dtype):
+        return "list"
+    raise ValueError(f"no column kind for {dtype}")  # pragma: no cover
+
+
+_COLUMN_KIND: dict[pa.DataType, str] = {kind: _kind_name(kind) for _, kind, _ in COLUMNS}
+_INT32 = pa.int32()
+
+
+def _arrow_column(dtype: pa.DataType, parts: tuple[Any, ...]) -> pa.Array:
+    """An Arrow array over the buffers of one finished column of the columnar decoder."""
+    size, nulls, validity, values, offsets = parts
+    valid = None if validity is None else pa.py_buffer(validity)
+    data = pa.py_buffer(values)
+    if pa.types.is_list(dtype):
+        child = pa.Array.from_buffers(_INT32, len(values) // 4, [None, data], 0)
+        return pa.Array.from_buffers(
+            dtype, size, [valid, pa.py_buffer(offsets)], nulls, children=[child]
+        )
+    if offsets is not None:
+        return pa.Array.from_buffers(dtype, size, [valid, pa.py_buffer(offsets), data], nulls)
+    return pa.Array.from_buffers(dtype, size, [valid, data], nulls)
+
+
+class BatchBuilder:
+    """Whole blocks in, one Arrow batch out (see `BlockConverter.builder`)."""
+
+    @property
+    def rows(self) -> int:
+        """Entries added since the last `finish`."""
+        raise NotImplementedError
+
+    def add(self, count: int, body: bytes) -> tuple[int, int]:
+        """Add a verified block body's entries; the first and last offset they hold."""
+        raise NotImplementedError
+
+    def finish(self) -> pa.RecordBatch:
+        """The entries added since the last `finish`, as one batch in log order."""
+        raise NotImplementedError
+
+
+class _ColumnarBuilder(BatchBuilder):
+    """Blocks decoded by the compiled decoder straight into Arrow buffers."""
+
+    def __init__(self, builder: Any) -> None:
+        self._builder = builder
+
+    @property
+    def rows(self) -> int:
+        """Entries added since the last `finish`."""
+        count: int = self._builder.rows
+        return count
+
+    def add(self, count: int, body: bytes) -> tuple[int, int]:
+        try:
+            first, last = self._builder.add(body, count)
+        except RecordError:
+            self._builder.clear()
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
+            self._builder.clear()
+            raise RecordError(f"block body does not decode: {exc}") from exc
+        return int(first), int(last)
+
+    def finish(self) -> pa.RecordBatch:
+        columns = [
+            _arrow_column(kind, parts)
+            for (_, kind, _), parts in zip(COLUMNS, self._builder.finish(), strict=True)
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+class _RowsBuilder(BatchBuilder):
+    """Blocks decoded into rows (`BlockConverter.rows`), turned into columns per batch."""
+
+    def __init__(self, converter: BlockConverter) -> None:
+        self._converter = converter
+        self._parts: list[list[Any]] = [[], [], [], [], []]
+        self._rows = 0
+
+    @property
+    def rows(self) -> int:
+        """Entries added since the last `finish`."""
+        return self._rows
+
+    def add(self, count: int, body: bytes) -> tuple[int, int]:
+        decoded = self._converter.rows(count, body)
+        for column, values in zip(self._parts, decoded, strict=True):
+            column.extend(values)
+        self._rows += count
+        offsets = decoded[0]
+        return offsets[0], offsets[-1]
+
+    def finish(self) -> pa.RecordBatch:
+        parts, self._parts = self._parts, [[], [], [], [], []]
+        self._rows = 0
+        return self._converter.batch(*parts)
 
 
 def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:

@@ -52,8 +52,13 @@ def audit_session(
         .config("spark.executor.extraJavaOptions", log4j)
     )
     if local:
-        builder = builder.config("spark.sql.shuffle.partitions", LOCAL_SHUFFLE_PARTITIONS).config(
-            "spark.driver.memory", LOCAL_DRIVER_MEMORY
+        builder = (
+            builder.config("spark.sql.shuffle.partitions", LOCAL_SHUFFLE_PARTITIONS)
+            .config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
+            # Local runs are CPU-bound on few cores: compressing cached columns costs more
+            # (building the state replay's cached scan: 37 s -> 29 s at 10M entries) than the
+            # memory it saves.
+            .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
         )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

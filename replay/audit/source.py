@@ -170,10 +170,8 @@ def read_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The entries of a span within `bounds`, as Arrow batches (used by the data source)."""
     schema_json, blocks = read_span(span)
-    converter = _converter(schema_json, payload)
+    builder = _converter(schema_json, payload).builder()
     expected = span.first_offset
-    parts: list[list[Any]] = [[], [], [], [], []]
-    pending = 0
     for block in blocks:
         first, _, timestamp = body_prefix(block.body)
         if first != expected:
@@ -186,23 +184,22 @@ def read_batches(
             break
         if last < bounds.lo or not bounds.since <= timestamp <= bounds.until:
             continue
-        decoded: tuple[list[Any], ...] = converter.rows(block.count, block.body)
-        offsets = decoded[0]
-        if offsets[0] != first or offsets[-1] != last:
-            raise LogCorruptionError(
-                span.path, block.position, f"block holds offsets {offsets[0]}..{offsets[-1]}"
-            )
         lo = max(bounds.lo - first, 0)
         hi = min(bounds.hi - first + 1, block.count)
-        for column, values in zip(parts, decoded, strict=True):
-            column.extend(values[lo:hi] if lo or hi < block.count else values)
-        pending += hi - lo
-        if pending >= BATCH_ROWS:
-            yield converter.batch(*parts)
-            parts = [[], [], [], [], []]
-            pending = 0
-    if pending:
-        yield converter.batch(*parts)
+        if (lo or hi < block.count) and builder.rows:
+            # A block cut by the bounds goes in a batch of its own, sliced.
+            yield builder.finish()
+        held = builder.add(block.count, block.body)
+        if held != (first, last):
+            raise LogCorruptionError(
+                span.path, block.position, f"block holds offsets {held[0]}..{held[1]}"
+            )
+        if lo or hi < block.count:
+            yield builder.finish().slice(lo, hi - lo)
+        elif builder.rows >= BATCH_ROWS:
+            yield builder.finish()
+    if builder.rows:
+        yield builder.finish()
 
 
 class MetadataLogDataSource(DataSource):

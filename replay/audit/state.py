@@ -1,17 +1,18 @@
 """The independent audit replay: live topics and partitions at an offset, computed in Spark.
 
-No record is replayed one by one: the state is derived with joins, aggregates and window
-functions over the `metadata_log` table, following `replay.delta` rule by rule:
+Nothing is collected to the driver and looped over: the state is derived with joins,
+aggregates and Spark's `aggregate` higher-order function over the `metadata_log` table,
+following `replay.delta` rule by rule:
 
 - A topic id is live at N if its last TopicRecord is not followed by a RemoveTopicRecord; its
   namespace is that of its last MoveTopicRecord after the creation, else the creation's.
-- A partition's state starts at its last PartitionRecord (full state) and takes, per field, the
-  last non-null value of the PartitionChangeRecords after it (absent = unchanged; a leader of
-  -2 is null in the table). The partition epoch is the last one stated plus the number of
-  changes after it; the leader epoch is the last one stated plus the number of later changes
-  that name a leader without stating the epoch (Kafka's `PartitionRegistration.merge`).
-- A partition is gone if its topic is not live, if its PartitionRecord predates the topic's
-  creation (another incarnation), or if a PurgeTopicPartitionsRecord after it cut the topic
+- A partition's events are grouped (one shuffle) and folded in offset order inside Spark: a
+  PartitionRecord states every field and becomes the base; a PartitionChangeRecord keeps each
+  field it leaves null (a leader of -2 is null in the table), bumps the leader epoch when it
+  names a leader without stating the epoch, and bumps the partition epoch unless it states it
+  (`replay.delta.merge_partition_change`, Kafka's `PartitionRegistration.merge`).
+- A partition is gone if its topic is not live, if its base predates the topic's creation
+  (another incarnation), or if a PurgeTopicPartitionsRecord after its base cut the topic
   below its id. A DeleteTopicPartitionsRecord with no purge after it is the pending deletion.
 
 `compare_with_image` checks the result against the in-process image (`replay.loader`).
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metadata_log.log import MetadataLog
@@ -62,6 +63,7 @@ _STATE_INPUT = (
     "created_ms",
 )
 _FIELDS = ("replicas", "isr", "removing_replicas", "adding_replicas", "mode")
+_MERGED = (*_FIELDS, "leader", "leader_epoch", "partition_epoch")
 
 TOPIC_COLUMNS = (
     "topic_id",
@@ -173,61 +175,61 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
         "leader_epoch",
         "partition_epoch",
     )
-    bases = (
-        events.where("full")
-        .groupBy("topic_id", "partition_id")
-        .agg(F.max("offset").alias("base"))
-        .join(topics.select("topic_id", "created"), "topic_id")
+    # Each partition's events in offset order, folded as `replay.delta` replays them: a
+    # PartitionRecord sets every field (and is the new base), a PartitionChangeRecord merges
+    # as `merge_partition_change` does. One aggregation over the events: no join of the events
+    # with their bases and no window.
+    history = events.groupBy("topic_id", "partition_id").agg(
+        F.sort_array(F.collect_list(F.struct("offset", "full", *_MERGED))).alias("events")
+    )
+
+    def stated(event: Any) -> Any:
+        return F.struct(event["offset"].alias("base"), *[event[c].alias(c) for c in _MERGED])
+
+    def merge(state: Any, change: Any) -> Any:
+        leader_epoch = F.when(change["leader"].isNotNull(), state["leader_epoch"] + 1).otherwise(
+            state["leader_epoch"]
+        )
+        merged = F.struct(
+            state["base"].alias("base"),
+            *[F.coalesce(change[c], state[c]).alias(c) for c in (*_FIELDS, "leader")],
+            F.coalesce(change["leader_epoch"], leader_epoch).alias("leader_epoch"),
+            F.coalesce(change["partition_epoch"], state["partition_epoch"] + 1).alias(
+                "partition_epoch"
+            ),
+        )
+        return F.when(change["full"], stated(change)).otherwise(merged)
+
+    folded = history.select(
+        "topic_id",
+        "partition_id",
+        F.aggregate(
+            F.slice("events", F.lit(2), F.size("events")), stated(F.col("events")[0]), merge
+        ).alias("p"),
+    ).select("topic_id", "partition_id", "p.*")
+    # Live: of a live topic, created after the topic (not another incarnation's), and not cut
+    # off by a purge after it.
+    merged = (
+        folded.join(topics.select("topic_id", "topic_name", "namespace", "created"), "topic_id")
         .where(F.col("base") > F.col("created"))
-        .drop("created")
+        .alias("m")
+        .join(
+            purges.alias("g"),
+            (F.col("m.topic_id") == F.col("g.topic_id"))
+            & (F.col("g.purged") > F.col("m.base"))
+            & (F.col("m.partition_id") >= F.col("g.kept")),
+            "left_anti",
+        )
     )
-    gone = bases.join(purges, "topic_id").where(
-        (F.col("purged") > F.col("base")) & (F.col("partition_id") >= F.col("kept"))
-    )
-    bases = bases.join(
-        gone.select("topic_id", "partition_id"), ["topic_id", "partition_id"], "left_anti"
-    )
-
-    running = Window.partitionBy("topic_id", "partition_id").orderBy("offset")
-    bumps = (~F.col("full") & F.col("leader").isNotNull() & F.col("leader_epoch").isNull()).cast(
-        "int"
-    )
-    since_base = (
-        events.join(bases, ["topic_id", "partition_id"])
-        .where(F.col("offset") >= F.col("base"))
-        .withColumn("n", F.row_number().over(running))
-        .withColumn("bumps", F.sum(bumps).over(running))
-    )
-
-    def last_set(column: str) -> Any:
-        """The value of `column` in the last event where it is not null."""
-        return F.max_by(column, F.when(F.col(column).isNotNull(), F.col("offset")))
-
-    merged = since_base.groupBy("topic_id", "partition_id").agg(
-        *[last_set(c).alias(c) for c in _FIELDS],
-        last_set("leader").alias("leader"),
-        F.max_by(
-            F.struct("partition_epoch", "n"),
-            F.when(F.col("partition_epoch").isNotNull(), F.col("offset")),
-        ).alias("pe"),
-        F.max_by(
-            F.struct("leader_epoch", "bumps"),
-            F.when(F.col("leader_epoch").isNotNull(), F.col("offset")),
-        ).alias("le"),
-        F.max("n").alias("events"),
-        F.max("bumps").alias("all_bumps"),
-    )
-    partitions = merged.join(
-        topics.select("topic_id", "topic_name", "namespace"), "topic_id"
-    ).select(
+    partitions = merged.select(
         "topic_id",
         "topic_name",
         "namespace",
         "partition_id",
         *_FIELDS[:4],
         "leader",
-        (F.col("le.leader_epoch") + F.col("all_bumps") - F.col("le.bumps")).alias("leader_epoch"),
-        (F.col("pe.partition_epoch") + F.col("events") - F.col("pe.n")).alias("partition_epoch"),
+        "leader_epoch",
+        "partition_epoch",
         "mode",
     )
     counts = partitions.groupBy("topic_id").agg(F.count("*").alias("partitions"))
