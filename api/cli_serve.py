@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import logging.handlers
 import queue
@@ -161,6 +162,11 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _serve(server: MetadataServer) -> None:
     await server.start()
+    # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
+    # server: move it out of the cyclic collector's view, so a full collection scans only
+    # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency).
+    gc.collect()
+    gc.freeze()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stop, server, signum.name)
