@@ -71,13 +71,20 @@ def topic_lifecycle(log: DataFrame, topic: str) -> DataFrame:
             F.coalesce(F.col("partition_count"), F.col("partition_id") + 1).alias("n"),
         ).alias("e"),
     )
+    # One entry per change of the count; the records of one command share a timestamp (a
+    # create of 4 partitions is 4 PartitionRecords), so a change at the same time as the last
+    # entry replaces it: the count after the command, not each step within it.
+    after = "IF(e.purge, e.n, greatest(acc.n, e.n))"
+    point = f"named_struct('at', e.at, 'partitions', {after})"
     fold = F.expr(
         "aggregate(array_sort(events), named_struct('n', 0, 'h', "
         "CAST(array() AS ARRAY<STRUCT<at: TIMESTAMP, partitions: INT>>)), "
-        "(acc, e) -> CASE WHEN (IF(e.purge, e.n, greatest(acc.n, e.n))) = acc.n THEN acc "
-        "ELSE named_struct('n', IF(e.purge, e.n, greatest(acc.n, e.n)), 'h', "
-        "concat(acc.h, array(named_struct('at', e.at, 'partitions', "
-        "IF(e.purge, e.n, greatest(acc.n, e.n)))))) END, acc -> acc.h)"
+        f"(acc, e) -> CASE WHEN {after} = acc.n THEN acc "
+        "WHEN size(acc.h) > 0 AND element_at(acc.h, -1).at = e.at "
+        f"THEN named_struct('n', {after}, 'h', "
+        f"concat(slice(acc.h, 1, size(acc.h) - 1), array({point}))) "
+        f"ELSE named_struct('n', {after}, 'h', concat(acc.h, array({point}))) END, "
+        "acc -> acc.h)"
     )
     counts = (
         events.join(created.select("topic_id"), "topic_id")
