@@ -473,9 +473,14 @@ class AdminClient:
             for r in response.responses
         ]
 
-    async def describe_cluster(self) -> Any:
+    async def describe_cluster(self, *, include_fenced_brokers: bool = False) -> Any:
         """DescribeCluster (kio response entity)."""
-        return await self.request(60, include_cluster_authorized_operations=False, endpoint_type=1)
+        return await self.request(
+            60,
+            include_cluster_authorized_operations=False,
+            endpoint_type=1,
+            include_fenced_brokers=include_fenced_brokers,
+        )
 
     async def describe_topic_partitions(self, topics: Sequence[str], *, limit: int = 2000) -> Any:
         """DescribeTopicPartitions, first page (kio response entity)."""

@@ -23,10 +23,13 @@ from server_thread import running_server
 from api.cli import main
 from api.client import AdminClient, ClientError, RemoteError
 from api.commands import (
+    ConfigResource,
     CreatableTopic,
     CreateNamespace,
     DeletePartitionsTopic,
     MoveTopic,
+    Reassignment,
+    TopicPartition,
     TopicRef,
 )
 from api.errors import ErrorCode
@@ -34,6 +37,8 @@ from api.protocol import private
 from api.protocol.connection import Close, Connection, PrivateRequest
 from api.protocol.private_apis import PrivateApis
 from api.service import MetadataService
+from records.model import ConfigResourceType
+from records.uuids import Uuid
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, Provenance
 from replay.timetravel import Entity
@@ -420,3 +425,45 @@ def test_fuzzed_private_requests_are_answered_or_closed(
                 assert isinstance(event, Close)
     finally:
         service.close()
+
+
+async def _kafka_apis_through_the_client(address: str) -> None:
+    async with await AdminClient.connect(address) as client:
+        (created,) = await client.create_topics([CreatableTopic(name="k", num_partitions=2)])
+        metadata = await client.metadata(["k"])
+        assert [t.name for t in metadata.topics] == ["k"] and len(metadata.brokers) == 4
+        by_id = await client.metadata(topic_ids=[created.topic_id])
+        assert by_id.topics[0].name == "k"
+        assert await client.topic_name(TopicRef(topic_id=created.topic_id)) == "k"
+        topic = ConfigResource(type=ConfigResourceType.TOPIC, name="k")
+        described = await client.describe_configs([topic])
+        retention = {c.name: c for c in described.results[0].configs}["retention.ms"]
+        assert retention.value == "604800000" and not retention.read_only
+        altered = await client.alter_configs(topic, {"retention.ms": "1000"})
+        assert int(altered.responses[0].error_code) == 0
+        described = await client.describe_configs([topic])
+        assert {c.name: c.value for c in described.results[0].configs}["retention.ms"] == "1000"
+        cluster = await client.describe_cluster()
+        assert cluster.controller_id == 0 and len(cluster.brokers) == 4
+        pages = await client.describe_topic_partitions(["k"])
+        assert [len(t.partitions) for t in pages.topics] == [2]
+        (moved,) = await client.alter_partition_reassignments(
+            [
+                Reassignment(
+                    partition=TopicPartition(topic=TopicRef(name="k"), partition=0),
+                    replicas=(1, 2, 3),
+                )
+            ]
+        )
+        assert moved.outcome.ok
+        listed = await client.list_partition_reassignments()
+        assert int(listed.error_code) == 0
+        acls = await client.describe_acls()
+        assert int(acls.error_code) == 0 and acls.resources == ()
+        with pytest.raises(RemoteError, match="UNKNOWN_TOPIC_ID"):
+            await client.topic_name(TopicRef(topic_id=Uuid.random()))
+
+
+def test_the_client_speaks_every_kafka_api(tmp_path: Path) -> None:
+    with running_server(tmp_path / "log") as server:
+        asyncio.run(_kafka_apis_through_the_client(server.address))
