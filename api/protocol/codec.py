@@ -17,7 +17,7 @@ import struct
 import types
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -294,13 +294,51 @@ def build(entity_class: type[Any], /, **values: Any) -> Any:
     the same version; ints become error codes, `timedelta`s or `UUID`s where the field wants
     one. A field that is absent and has no default is an error (a handler bug).
     """
+    converters = _converters(entity_class)  # type: ignore[arg-type]  # classes are hashable
     kwargs: dict[str, Any] = {}
-    kinds = _field_kinds(entity_class)  # type: ignore[arg-type]  # classes are hashable
-    for name, (kind, nested) in kinds.items():
-        if name not in values:
-            continue
-        kwargs[name] = _convert(values[name], kind, nested)
+    for name, value in values.items():
+        convert = converters.get(name)
+        if convert is not None:
+            kwargs[name] = None if value is None else convert(value)
     return entity_class(**kwargs)
+
+
+def _build_dict(nested: type[Any]) -> Callable[[dict[str, Any]], Any]:
+    def build_one(value: dict[str, Any]) -> Any:
+        return build(nested, **value)
+
+    return build_one
+
+
+@cache
+def _converters(entity_class: type[Any]) -> dict[str, Callable[[Any], Any]]:
+    """Per field, the conversion of a non-null plain value (chosen once per class)."""
+    return {
+        name: _converter(kind, nested)
+        for name, (kind, nested) in _field_kinds(entity_class).items()  # type: ignore[arg-type]
+    }
+
+
+def _converter(kind: int, nested: type[Any] | None) -> Callable[[Any], Any]:
+    if kind == _ERROR:
+        return _error_code
+    if kind == _DELTA:
+        return _delta
+    if kind == _UUID:
+        return _uuid
+    if kind in (_ENTITY, _ENTITIES):
+        assert nested is not None
+        one = _build_dict(nested)
+        if kind == _ENTITY:
+            return lambda value: one(value) if type(value) is dict else value
+
+        def many(value: Any) -> Any:
+            if type(value) is tuple and not any(type(v) is dict for v in value):
+                return value  # built already: kept as the same object (the writer may know it)
+            return tuple(one(v) if type(v) is dict else v for v in value)
+
+        return many
+    return _plain
 
 
 def nested_class(entity_class: type[Any], field: str) -> type[Any]:
@@ -313,29 +351,26 @@ def nested_class(entity_class: type[Any], field: str) -> type[Any]:
 
 _PLAIN, _ERROR, _DELTA, _UUID, _ENTITY, _ENTITIES = range(6)
 
+_ERROR_CODES: dict[int, KioErrorCode] = {int(code): code for code in KioErrorCode}
 
-def _convert(value: Any, kind: int, nested: type[Any] | None) -> Any:
-    if value is None:
-        return None
-    if kind == _ERROR:
-        return KioErrorCode(int(value))
-    if kind == _DELTA:
-        if not isinstance(value, datetime.timedelta):
-            value = datetime.timedelta(milliseconds=int(value))
-        return i32Timedelta.parse(value)
-    if kind == _UUID:
-        return value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
-    if kind == _ENTITY:
-        assert nested is not None
-        return value if not isinstance(value, dict) else build(nested, **value)
-    if kind == _ENTITIES:
-        assert nested is not None
-        if type(value) is tuple and not any(type(v) is dict for v in value):
-            return value  # built already: kept as the same object (the writer may know it)
-        return tuple(v if not isinstance(v, dict) else build(nested, **v) for v in value)
-    if isinstance(value, list):
-        return tuple(value)
-    return value
+
+def _error_code(value: Any) -> KioErrorCode:
+    code = _ERROR_CODES.get(value)  # ints and IntEnums hash and compare as their value
+    return code if code is not None else KioErrorCode(int(value))
+
+
+def _delta(value: Any) -> Any:
+    if not isinstance(value, datetime.timedelta):
+        value = datetime.timedelta(milliseconds=int(value))
+    return i32Timedelta.parse(value)
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
+
+
+def _plain(value: Any) -> Any:
+    return tuple(value) if type(value) is list else value
 
 
 @cache
