@@ -366,7 +366,7 @@ def test_client_errors_are_clear(tmp_path: Path) -> None:
 
 
 def test_private_api_schemas_are_the_documented_ones() -> None:
-    documented = json.loads(Path("docs/private_apis.json").read_text())
+    documented = json.loads((Path(__file__).parents[1] / "docs" / "private_apis.json").read_text())
     assert private.schemas_document() == documented, (
         "regenerate with `python -m api.protocol.private`"
     )
