@@ -11,6 +11,7 @@ CLI would print; the connection stays open.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -86,7 +87,10 @@ class PrivateApis:
     @staticmethod
     def _log(principal: str, api: PrivateApi, request: Any, outcome: str) -> None:
         if api.writes:
-            logger.info("%s %s %s: %s", principal, api.name, request, outcome)
+            what = " ".join(
+                f"{f.name}={getattr(request, f.name)!r}" for f in dataclasses.fields(request)
+            )
+            logger.info("%s %s %s: %s", principal, api.name, what, outcome)
 
     # ------------------------------------------------------------------ writes
 
