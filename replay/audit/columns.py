@@ -577,7 +577,7 @@ class _RowsBuilder(BatchBuilder):
         return self._rows
 
     def add(self, count: int, body: bytes) -> tuple[int, int]:
-        decoded = self._converter.rows(count, body)
+        decoded: tuple[list[Any], ...] = self._converter.rows(count, body)
         for column, values in zip(self._parts, decoded, strict=True):
             column.extend(values)
         self._rows += count
