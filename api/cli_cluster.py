@@ -16,7 +16,7 @@ import getpass
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO
 
 from api.cli_common import (
     EXIT_OK,
@@ -54,8 +54,6 @@ from api.targets import LocalTarget, RemoteTarget, Target, purge_text
 from records.model import BrokerEndpoint, ConfigResourceType, Mode
 from records.uuids import Uuid
 from replay.image import NAMESPACE_SEPARATOR, MetadataImage, TopicImage, qualified_name
-
-T = TypeVar("T")
 
 KEY_ORDERING_WARNING = (
     "WARNING: If partitions are increased for a topic that has a key, the partition logic or "

@@ -217,7 +217,14 @@ class AdminClient:
             )
         return min(ours[1], theirs[1])
 
-    async def _send(self, frame: bytes, correlation_id: int, decode: Callable[[bytes], Any]) -> Any:
+    async def _send(
+        self,
+        frame: bytes,
+        correlation_id: int,
+        decode: Callable[[bytes], Any],
+        timeout_ms: int | None = None,
+    ) -> Any:
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
         if self._closed:
             raise ClientError("the connection is closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -225,9 +232,9 @@ class AdminClient:
         self._writer.write(frame)
         try:
             await self._writer.drain()
-            return await asyncio.wait_for(asyncio.shield(future), self.timeout_ms / 1000)
+            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
         except TimeoutError:
-            raise ClientError(f"no answer within {self.timeout_ms} ms") from None
+            raise ClientError(f"no answer within {timeout_ms} ms") from None
         except ConnectionError as exc:
             raise ClientError(f"the connection failed: {exc}") from None
 
@@ -254,15 +261,12 @@ class AdminClient:
         frame = private.encode_request(
             api, request, correlation_id=correlation_id, client_id=self.client_id
         )
-        saved = self.timeout_ms
-        if timeout_ms is not None:
-            self.timeout_ms = max(saved, timeout_ms)
-        try:
-            _, status, body = await self._send(
-                frame, correlation_id, lambda data: private.decode_response(api, data)
-            )
-        finally:
-            self.timeout_ms = saved
+        _, status, body = await self._send(
+            frame,
+            correlation_id,
+            lambda data: private.decode_response(api, data),
+            max(self.timeout_ms, timeout_ms or 0),
+        )
         if status.error_code != 0:
             raise RemoteError(status.error_code, status.error_message or api.name + " failed")
         return body

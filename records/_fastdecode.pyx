@@ -333,6 +333,23 @@ _SEMANTICS = {
 cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 
+cdef void* _grow(
+    void* buffer, Py_ssize_t* capacity, Py_ssize_t need, Py_ssize_t least, Py_ssize_t itemsize,
+    bint zero
+) except NULL:
+    """`buffer` reallocated for at least `need` items (doubling, at least `least`); the new
+    capacity goes to `capacity`, and with `zero` the added bytes are zeroed."""
+    cdef Py_ssize_t old = capacity[0]
+    cdef Py_ssize_t cap = max(need, 2 * old, least)
+    cdef char* p = <char*>realloc(buffer, cap * itemsize)
+    if p == NULL:
+        raise MemoryError()
+    if zero:
+        memset(p + old * itemsize, 0, (cap - old) * itemsize)
+    capacity[0] = cap
+    return p
+
+
 cdef class _Column:
     """One growing column: validity bits and values (fixed width, or offsets + bytes/items)."""
 
@@ -369,44 +386,18 @@ cdef class _Column:
         return 0
 
     cdef int _ensure_valid(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap
-        cdef unsigned char* p
-        if need <= self.vcap:
-            return 0
-        cap = max(need, 2 * self.vcap, 1024)
-        p = <unsigned char*>realloc(self.valid, cap)
-        if p == NULL:
-            raise MemoryError()
-        memset(p + self.vcap, 0, cap - self.vcap)
-        self.valid = p
-        self.vcap = cap
+        if need > self.vcap:
+            self.valid = <unsigned char*>_grow(self.valid, &self.vcap, need, 1024, 1, 1)
         return 0
 
     cdef int _ensure_data(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap
-        cdef char* p
-        if need <= self.dcap:
-            return 0
-        cap = max(need, 2 * self.dcap, 8192)
-        p = <char*>realloc(self.data, cap)
-        if p == NULL:
-            raise MemoryError()
-        memset(p + self.dcap, 0, cap - self.dcap)
-        self.data = p
-        self.dcap = cap
+        if need > self.dcap:
+            self.data = <char*>_grow(self.data, &self.dcap, need, 8192, 1, 1)
         return 0
 
     cdef int _ensure_offs(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap
-        cdef int32_t* p
-        if need <= self.ocap:
-            return 0
-        cap = max(need, 2 * self.ocap, 1024)
-        p = <int32_t*>realloc(self.offs, cap * sizeof(int32_t))
-        if p == NULL:
-            raise MemoryError()
-        self.offs = p
-        self.ocap = cap
+        if need > self.ocap:
+            self.offs = <int32_t*>_grow(self.offs, &self.ocap, need, 1024, sizeof(int32_t), 0)
         return 0
 
     cdef inline int _slot(self, bint ok) except -1:

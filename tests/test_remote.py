@@ -13,6 +13,8 @@ import json
 import re
 import socket
 import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -305,9 +307,6 @@ def test_shutdown_answers_a_long_poll_at_once(tmp_path: Path) -> None:
             _, end = await client.fetch_log(0)
             entries, _ = await client.fetch_log(end, max_wait_ms=60_000)
             return len(entries)
-
-    import threading
-    import time
 
     results: list[int] = []
     with running_server(tmp_path / "log") as server:

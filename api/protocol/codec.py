@@ -29,7 +29,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
 from api.protocol.fast_writer import writer_for
-from api.protocol.tagged import missing_required, strip_unknown_tags
+from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
 
 _PREFIX = struct.Struct(">hhi")
@@ -174,13 +174,19 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     try:
         header, body = _read(frame, header_class, body_class)
     except Exception as exc:  # kio raises several error types (and ValueError) on bad bytes
-        if "tagged field" not in str(exc):
-            raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {exc}") from None
-        # A newer client's optional tagged fields: Kafka ignores the ones it does not know.
+        # kio refuses tagged fields it does not know, where Kafka ignores them (a newer
+        # client's optional extras): without them, the frame is read again once.
+        malformed = ProtocolError(f"malformed {_name(api_key)} v{version} request: {exc}")
         try:
-            header, body = _read(strip_unknown_tags(frame, body_class), header_class, body_class)
+            stripped = strip_unknown_tags(frame, body_class)
+        except Malformed:
+            raise malformed from None
+        if stripped == frame:  # no unknown tag: the frame is malformed as it is
+            raise malformed from None
+        try:
+            header, body = _read(stripped, header_class, body_class)
         except Exception:
-            raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {exc}") from None
+            raise malformed from None
     missing = missing_required(body)
     if missing is not None:
         raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {missing} is null")

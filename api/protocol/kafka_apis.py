@@ -252,7 +252,6 @@ class KafkaApis:
         header = request.header
         if header.api_version < 5:
             return ()  # configs are in CreateTopics answers from v5
-        key = (header.api_version, configs)
         last = self._last_configs
         if last is not None and last[0] == header.api_version and last[1] is configs:
             entities: tuple[Any, ...] = last[2]
@@ -272,7 +271,7 @@ class KafkaApis:
             )
             for c in configs
         )
-        self._last_configs = (*key, entities)
+        self._last_configs = (header.api_version, configs, entities)
         return entities
 
     async def delete_topics(self, request: KafkaRequest, principal: str) -> Any:

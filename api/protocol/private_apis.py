@@ -14,9 +14,9 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from api.commands import BrokerResult, DeletePartitionsResult
+from api.commands import BrokerResult, ControllerResult
 from api.controller import Controller
 from api.errors import ApiError, ErrorCode, ServiceStoppedError
 from api.protocol import private
@@ -32,7 +32,10 @@ from api.protocol.private import (
 from api.service import MetadataService
 from api.shell import diff_points, history_range
 from records.errors import MetadataLogError
+from replay.image import MetadataImage
 from replay.timetravel import travel
+
+T = TypeVar("T")
 
 logger = logging.getLogger("api.server")
 
@@ -94,36 +97,34 @@ class PrivateApis:
 
     # ------------------------------------------------------------------ writes
 
-    def _controller(self) -> Controller:
-        return self.service.controller
+    async def _submit(
+        self, principal: str, call: Callable[[Controller, MetadataImage], ControllerResult[T]]
+    ) -> T:
+        """Run a controller call through the service's group commit."""
+        controller = self.service.controller
+        return await self.service.submit(lambda image: call(controller, image), principal=principal)
 
     async def create_namespace(self, request: Any, principal: str) -> Any:
         """Create a namespace and its missing parents."""
-        return await self.service.submit(
-            lambda image: self._controller().create_namespace(image, request), principal=principal
-        )
+        return await self._submit(principal, lambda c, image: c.create_namespace(image, request))
 
     async def delete_namespace(self, request: Any, principal: str) -> Any:
         """Delete a namespace (and its topics; its children with `recursive`)."""
-        return await self.service.submit(
-            lambda image: self._controller().delete_namespace(image, request), principal=principal
-        )
+        return await self._submit(principal, lambda c, image: c.delete_namespace(image, request))
 
     async def move_topic(self, request: Any, principal: str) -> Any:
         """Move a topic to another namespace (same id)."""
-        return await self.service.submit(
-            lambda image: self._controller().move_topic(image, request), principal=principal
-        )
+        return await self._submit(principal, lambda c, image: c.move_topic(image, request))
 
     async def delete_partitions(
         self, request: private.DeletePartitions, principal: str
     ) -> private.DeletePartitionsResponse:
         """Lower partition counts; each topic has its own outcome."""
-        results: list[DeletePartitionsResult] = await self.service.submit(
-            lambda image: self._controller().delete_partitions(
+        results = await self._submit(
+            principal,
+            lambda c, image: c.delete_partitions(
                 image, list(request.topics), validate_only=request.validate_only
             ),
-            principal=principal,
         )
         return private.DeletePartitionsResponse(results=tuple(results))
 
@@ -135,20 +136,13 @@ class PrivateApis:
 
     async def register_broker(self, request: Any, principal: str) -> BrokerResult:
         """Register a broker (a new incarnation)."""
-        result: BrokerResult = await self.service.submit(
-            lambda image: self._controller().register_broker(image, request), principal=principal
-        )
-        return result
+        return await self._submit(principal, lambda c, image: c.register_broker(image, request))
 
     async def change_broker(self, request: private.ChangeBroker, principal: str) -> BrokerResult:
         """Fence, unfence, shut down or unregister a broker."""
-        result: BrokerResult = await self.service.submit(
-            lambda image: self._controller().change_broker(
-                image, request.broker_id, request.action
-            ),
-            principal=principal,
+        return await self._submit(
+            principal, lambda c, image: c.change_broker(image, request.broker_id, request.action)
         )
-        return result
 
     # ------------------------------------------------------------------ reads
 

@@ -314,16 +314,8 @@ class BlockConverter:
                 fields.append((semantic, column, str(literal.as_py()), f.enum_names))
             types.append((plan.type_name, self._versions[len(types)], fields))
         tags = {s.branch_name: i for i, s in enumerate(self.codec.schemas)}
-        by_dict: dict[str, Callable[[dict[str, Any]], list[Any]]] = {}
-        try:
-            branches = writer["fields"][4]["type"]
-            namespace = str(writer.get("namespace", ""))
-            for branch in branches:
-                name = str(branch["name"]) if isinstance(branch, dict) else str(branch)
-                if "." not in name and namespace:
-                    name = f"{namespace}.{name}"
-                by_dict[name] = self._via_record(name)
-        except (KeyError, IndexError, TypeError):
+        by_dict = self._dict_decoders(writer)
+        if by_dict is None:
             return None
         return column_plan(
             writer,
@@ -340,7 +332,16 @@ class BlockConverter:
     def _make_fast(self, writer: Any) -> Any:
         current = {s.branch_name: s for s in self.codec.schemas}
         taggers = {s.branch_name: [i].__add__ for i, s in enumerate(self.codec.schemas)}
-        by_dict: dict[str, Callable[[dict[str, Any]], Any]] = {}
+        by_dict = self._dict_decoders(writer)
+        if by_dict is None:
+            return None
+        return fast_decoder(writer, current, taggers, by_dict)  # type: ignore[arg-type]
+
+    def _dict_decoders(
+        self, writer: Any
+    ) -> dict[str, Callable[[dict[str, Any]], list[Any]]] | None:
+        """Per record branch of the writer schema, the dict path (None: not an entry schema)."""
+        by_dict: dict[str, Callable[[dict[str, Any]], list[Any]]] = {}
         try:
             branches = writer["fields"][4]["type"]
             namespace = str(writer.get("namespace", ""))
@@ -351,7 +352,7 @@ class BlockConverter:
                 by_dict[name] = self._via_record(name)
         except (KeyError, IndexError, TypeError):
             return None
-        return fast_decoder(writer, current, taggers, by_dict)  # type: ignore[arg-type]
+        return by_dict
 
     def _via_record(self, branch: str) -> Callable[[dict[str, Any]], list[Any]]:
         """For an older record version: decode (upcasting) and re-encode as today's values."""
