@@ -362,7 +362,8 @@ class Controller:
         results: list[CreateTopicResult] = []
         records: list[Record] = []
         working = image
-        for topic in topics:
+        last = len(topics) - 1
+        for index, topic in enumerate(topics):
             if counts[topic.name] > 1:
                 results.append(
                     CreateTopicResult(
@@ -382,6 +383,8 @@ class Controller:
             results.append(result)
             if topic_records:
                 records.extend(topic_records)
+                if index == last:
+                    break  # no topic left to check against it: the service replays the batch
                 delta = MetadataDelta(working)
                 delta.replay_all(topic_records)
                 working = delta.apply(working.provenance)

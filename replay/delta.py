@@ -183,45 +183,29 @@ class MetadataDelta:
         self._cleared_configs: set[ConfigKey] = set()
         self.records = 0
         """Records replayed so far."""
-        self._dispatch: dict[type[Record], Callable[[Any], None]] = {
-            FeatureLevelRecord: self._replay_feature,
-            RegisterBrokerRecord: self._replay_register_broker,
-            UnregisterBrokerRecord: self._replay_unregister_broker,
-            BrokerRegistrationChangeRecord: self._replay_broker_change,
-            NamespaceRecord: self._replay_namespace,
-            RemoveNamespaceRecord: self._replay_remove_namespace,
-            TopicRecord: self._replay_topic,
-            PartitionRecord: self._replay_partition,
-            PartitionChangeRecord: self._replay_partition_change,
-            RemoveTopicRecord: self._replay_remove_topic,
-            DeleteTopicPartitionsRecord: self._replay_delete_partitions,
-            ConfigRecord: self._replay_config,
-            MoveTopicRecord: self._replay_move_topic,
-            PurgeTopicPartitionsRecord: self._replay_purge_partitions,
-        }
 
     # ------------------------------------------------------------------ replay
 
     def handled_types(self) -> frozenset[type[Record]]:
         """The record types this consumer has a handler for (all of them; tested)."""
-        return frozenset(self._dispatch)
+        return frozenset(_DISPATCH)
 
     def replay(self, record: Record) -> None:
         """Accumulate one record; raises a `ReplayError` if it breaks an invariant."""
         try:
-            handler = self._dispatch[record.__class__]
+            handler = _DISPATCH[record.__class__]
         except KeyError:
             raise UnknownRecordTypeError(type(record).__name__) from None
-        handler(record)
+        handler(self, record)
         self.records += 1
 
     def replay_all(self, records: Iterable[Record]) -> None:
         """Accumulate records in order."""
-        dispatch = self._dispatch
+        dispatch = _DISPATCH
         count = 0
         try:
             for record in records:
-                dispatch[record.__class__](record)
+                dispatch[record.__class__](self, record)
                 count += 1
         except KeyError as exc:
             if isinstance(exc.args[0], type):
@@ -609,6 +593,26 @@ class MetadataDelta:
                     resources.pop(key, None)
             finished_resources = resources.finish()
         return ConfigsImage(resources=finished_resources)
+
+
+_DISPATCH: dict[type[Record], Callable[[MetadataDelta, Any], None]] = {
+    FeatureLevelRecord: MetadataDelta._replay_feature,
+    RegisterBrokerRecord: MetadataDelta._replay_register_broker,
+    UnregisterBrokerRecord: MetadataDelta._replay_unregister_broker,
+    BrokerRegistrationChangeRecord: MetadataDelta._replay_broker_change,
+    NamespaceRecord: MetadataDelta._replay_namespace,
+    RemoveNamespaceRecord: MetadataDelta._replay_remove_namespace,
+    TopicRecord: MetadataDelta._replay_topic,
+    PartitionRecord: MetadataDelta._replay_partition,
+    PartitionChangeRecord: MetadataDelta._replay_partition_change,
+    RemoveTopicRecord: MetadataDelta._replay_remove_topic,
+    DeleteTopicPartitionsRecord: MetadataDelta._replay_delete_partitions,
+    ConfigRecord: MetadataDelta._replay_config,
+    MoveTopicRecord: MetadataDelta._replay_move_topic,
+    PurgeTopicPartitionsRecord: MetadataDelta._replay_purge_partitions,
+}
+"""The handler of each record type: a class-level table, so a delta holds no bound methods
+(which made every delta a reference cycle, left for the cyclic collector to free)."""
 
 
 def _updated(base: Map[Any, Any], changes: dict[Any, Any]) -> Map[Any, Any]:
