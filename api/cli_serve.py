@@ -130,7 +130,8 @@ class _DeferredQueueHandler(logging.handlers.QueueHandler):
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
         if record.exc_info:
-            return super().prepare(record)
+            prepared: logging.LogRecord = super().prepare(record)
+            return prepared
         return record
 
 
