@@ -10,16 +10,31 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import api.server
 from api.commands import RegisterBroker
+from api.protocol import codec
 from api.server import MetadataServer
 from api.service import MetadataService
+
+
+def _checked_encode(correlation_id: int, body: Any) -> bytes:
+    """The server's encoder, checked against kio's writer on the built entity."""
+    data = codec.encode_response(correlation_id, body)
+    expected = codec.encode_response_with_kio(correlation_id, body)
+    if data != expected:
+        raise AssertionError(f"encoded {data!r}, kio wrote {expected!r} for {body!r}")
+    return data
 
 
 @contextmanager
 def running_server(
     log_dir: Path, *, brokers: int = 3, racks: bool = False, **options: Any
 ) -> Iterator[MetadataServer]:
-    """A server on 127.0.0.1 (a free port) over `log_dir`, with `brokers` registered."""
+    """A server on 127.0.0.1 (a free port) over `log_dir`, with `brokers` registered.
+
+    Every answer it sends is checked against kio's own writer (a mismatch closes the client's
+    connection, failing the test).
+    """
     service = MetadataService.open(log_dir)
     for broker_id in range(1, brokers + 1):
         if service.image.cluster.get(broker_id) is None:
@@ -31,10 +46,13 @@ def running_server(
     thread = threading.Thread(target=loop.run_forever, name="metadata-server", daemon=True)
     thread.start()
     server = MetadataServer(service, host="127.0.0.1", port=0, cluster_id="test-cluster", **options)
+    saved = getattr(api.server, "encode_response")  # noqa: B009 - patched for the server's life
+    setattr(api.server, "encode_response", _checked_encode)  # noqa: B010
     try:
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
         yield server
     finally:
+        setattr(api.server, "encode_response", saved)  # noqa: B010
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(60)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)

@@ -317,6 +317,45 @@ def test_kio_reads_what_we_write() -> None:
     assert reader(data, 4 + 4)[0].api_keys == body.api_keys
 
 
+@pytest.mark.parametrize("version", [2, 5, 7])
+def test_an_answer_is_written_as_its_built_entity(version: int) -> None:
+    topic = {
+        "name": "t",
+        "topic_id": uuid.UUID(int=7).bytes,
+        "error_code": 0,
+        "error_message": None,
+        "num_partitions": 3,
+        "replication_factor": 2,
+        "configs": [
+            {
+                "name": "k",
+                "value": "v",
+                "read_only": False,
+                "config_source": 5,
+                "is_sensitive": False,
+            }
+        ],
+        "not_a_field": object(),  # ignored, as build ignores it
+    }
+    answer = codec.Answer(
+        codec.response_class(19, version), {"throttle_time": 5, "topics": [topic]}
+    )
+    data = codec.encode_response(1, answer)
+    assert data == codec.encode_response_with_kio(1, answer.entity())
+    assert data == codec.encode_response(1, answer.entity())
+
+
+def test_an_answer_without_a_required_value_or_with_a_bad_uuid_is_refused() -> None:
+    entity_class = codec.response_class(20, 6)
+    with pytest.raises(TypeError, match="responses"):
+        codec.encode_response(1, codec.Answer(entity_class, {"throttle_time": 0}))
+    bad = {"name": "t", "topic_id": b"short", "error_code": 0}
+    with pytest.raises(ValueError, match="16 bytes"):
+        codec.encode_response(
+            1, codec.Answer(entity_class, {"throttle_time": 0, "responses": [bad]})
+        )
+
+
 # ---------------------------------------------------------------------- unknown tagged fields
 
 

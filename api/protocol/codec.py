@@ -3,9 +3,10 @@
 A request frame (without its int32 size) starts with the API key, the API version and the
 correlation id in every header version; the rest of the header and the body depend on the API
 and version. `decode_request` reads them with kio's generated schemas; `encode_response` writes
-a response entity with the header version its API and version use. Bodies are plain dataclass
-entities: handlers read fields with `getattr` and build answers with `build`, which keeps only
-the fields the answering version has, so one handler serves every version of an API.
+a response with the header version its API and version use. Bodies are plain dataclass
+entities: handlers read fields with `getattr` and answer with the plain values `build` takes
+(an `Answer`), which keep only the fields the answering version has, so one handler serves
+every version of an API.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
-from api.protocol.fast_writer import writer_for
+from api.protocol.fast_writer import Unsupported, dict_writer_for, writer_for
 from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
 
@@ -209,20 +210,47 @@ def _read(frame: bytes | memoryview, header_class: Any, body_class: Any) -> tupl
     return header, body
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A response as the plain values `build` takes, written without building the entity.
+
+    Handlers answer with these: `encode_response` writes the values straight to bytes (the
+    same bytes as the built entity's), and `entity` builds the entity for those who want one.
+    """
+
+    entity_class: type[Any]
+    values: dict[str, Any]
+
+    def entity(self) -> Any:
+        """The kio entity `build` makes of the values."""
+        return build(self.entity_class, **self.values)
+
+
 def encode_response(correlation_id: int, body: Any) -> bytes:
-    """A response frame (int32 size first) with the header version its API and version use."""
-    header_class = type(body).__header_schema__
+    """A response frame (int32 size first) with the header version its API and version use.
+
+    `body` is an entity or an `Answer`.
+    """
+    entity_class = body.entity_class if type(body) is Answer else type(body)
     buffer = bytearray(8)
     struct.pack_into(">i", buffer, 4, correlation_id)
-    if header_class.__flexible__:
+    if entity_class.__header_schema__.__flexible__:
         buffer.append(0)  # response header v1: no tagged fields
-    writer_for(type(body))(buffer, body)  # type: ignore[arg-type]  # classes are hashable
+    if type(body) is Answer:
+        try:
+            dict_writer_for(entity_class)(buffer, body.values)  # type: ignore[arg-type]
+        except Unsupported:  # pragma: no cover - every supported answer has a plain writer
+            writer_for(entity_class)(buffer, body.entity())  # type: ignore[arg-type]
+    else:
+        writer_for(entity_class)(buffer, body)  # type: ignore[arg-type]  # classes are hashable
     struct.pack_into(">i", buffer, 0, len(buffer) - 4)
     return bytes(buffer)
 
 
 def encode_response_with_kio(correlation_id: int, body: Any) -> bytes:
     """`encode_response` through kio's own writer: the reference the fast writer must match."""
+    if type(body) is Answer:
+        body = body.entity()
     header_class = type(body).__header_schema__
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")

@@ -1,9 +1,11 @@
-"""The Kafka admin APIs: decoded kio requests in, kio responses out, answered by the service.
+"""The Kafka admin APIs: decoded kio requests in, answers out, answered by the service.
 
 Reads are answered from the committed image without waiting on writes; writes go through
 `MetadataService.submit`, so they are group-committed and answered once durable. Every
-answer is built with `codec.build`, which keeps the fields the request's version has, so one
-handler serves every advertised version of its API.
+answer is a `codec.Answer`: the plain values `codec.build` takes for the response class of
+the request's version, which keeps only the fields that version has, so one handler serves
+every advertised version of its API. `codec.encode_response` writes it without building the
+entity; `Answer.entity()` builds it.
 
 There are no real brokers behind this service: every node in a Metadata or DescribeCluster
 answer (each live registered broker, plus this server's own `node_id`, the controller) is
@@ -78,7 +80,7 @@ class Listener:
     cluster_id: str = ""
 
 
-Handler = Callable[[KafkaRequest, str], Awaitable[Any]]
+Handler = Callable[[KafkaRequest, str], Awaitable[codec.Answer]]
 
 
 class KafkaApis:
@@ -105,13 +107,13 @@ class KafkaApis:
             29: self.describe_acls,
         }
 
-    async def handle(self, request: KafkaRequest, principal: str = ANONYMOUS) -> Any:
-        """The response entity for a decoded request."""
+    async def handle(self, request: KafkaRequest, principal: str = ANONYMOUS) -> codec.Answer:
+        """The answer to a decoded request."""
         return await self._handlers[request.header.api_key](request, principal)
 
-    def _answer(self, request: KafkaRequest, **values: Any) -> Any:
+    def _answer(self, request: KafkaRequest, **values: Any) -> codec.Answer:
         header = request.header
-        return build(response_class(header.api_key, header.api_version), **values)
+        return codec.Answer(response_class(header.api_key, header.api_version), values)
 
     def _log_change(self, principal: str, what: str, results: Iterable[tuple[str, int]]) -> None:
         for name, code in results:
