@@ -6,8 +6,6 @@ import argparse
 import asyncio
 import gc
 import logging
-import logging.handlers
-import queue
 import re
 import signal
 import sys
@@ -16,6 +14,7 @@ from typing import Any, TextIO
 
 from api.cli_common import EXIT_OK, CliError, add_global_options
 from api.server import MetadataServer
+from api.server_log import server_log
 from api.settings import Settings
 from api.targets import open_service
 from records.uuids import Uuid
@@ -116,51 +115,11 @@ def cluster_identity(data_dir: Path, node_id: int | None) -> tuple[str, int]:
     return cluster_id, chosen
 
 
-_LOGGING_FLAGS = ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing")
-
-
-class _DeferredQueueHandler(logging.handlers.QueueHandler):
-    """Queues records unformatted: the listener's thread formats them, not the event loop.
-
-    `QueueHandler.prepare` formats and copies each record in the caller's thread, for records
-    whose arguments might change before they are formatted. The server's lines carry only
-    strings and numbers, so their formatting can wait; a record with exception information is
-    still prepared at once (its traceback is formatted while the frames are current).
-    """
-
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        if record.exc_info:
-            prepared: logging.LogRecord = super().prepare(record)
-            return prepared
-        return record
-
-
 def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Serve until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
-    # One timestamped line per start, stop and admin change, on stderr. The event loop only
-    # queues the records; a thread formats and writes them, so a slow stderr never stalls it.
-    server_log = logging.getLogger("api.server")
-    server_log.setLevel(logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    listener = logging.handlers.QueueListener(records, handler)
-    queued = _DeferredQueueHandler(records)
-    # The logging HOWTO's optimisations for what the format never shows: no caller lookup
-    # (a stack walk per line), no thread, process or multiprocessing names.
-    saved = {name: getattr(logging, name) for name in _LOGGING_FLAGS}
-    for name in _LOGGING_FLAGS:
-        setattr(logging, name, None if name == "_srcfile" else False)
-    server_log.addHandler(queued)
-    server_log.propagate = False
-    listener.start()
-    try:
+    # One timestamped line per start, stop and admin change, on stderr, written by a thread.
+    with server_log(logging.getLogger("api.server"), sys.stderr):
         return _run_server(args, settings)
-    finally:
-        listener.stop()  # writes what is still queued
-        server_log.removeHandler(queued)
-        for name, value in saved.items():
-            setattr(logging, name, value)
 
 
 def _run_server(args: argparse.Namespace, settings: Settings) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import logging
 import re
 import signal
 import subprocess
@@ -12,6 +14,7 @@ from pathlib import Path
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from api.cli import main
+from api.server_log import server_log
 from metadata_log.log import MetadataLog
 from records import TopicRecord
 
@@ -67,3 +70,35 @@ def test_serve_refuses_a_bad_listen_address(tmp_path: Path) -> None:
         assert exc.code == 2
     else:  # pragma: no cover
         raise AssertionError("a bad --listen was accepted")
+
+
+def test_server_log_writes_queued_lines_in_order_and_restores_logging() -> None:
+    logger = logging.getLogger("test.server_log")
+    stream = io.StringIO()
+    before = (logging.logThreads, logging.logProcesses)
+    with server_log(logger, stream):
+        assert logging.logThreads is False
+        for i in range(500):
+            logger.info("change %d: %s", i, "ok")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logger.exception("handler failed")
+        logger.debug("not at INFO")
+    assert (logging.logThreads, logging.logProcesses) == before
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" ", 3)[3] for line in lines[:500]] == [
+        f"change {i}: ok" for i in range(500)
+    ]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO change 0: ok", lines[0])
+    assert lines[500].endswith("ERROR handler failed")
+    assert "ValueError: boom" in stream.getvalue()
+    assert "not at INFO" not in stream.getvalue()
+
+
+def test_server_log_survives_a_closed_stream() -> None:
+    logger = logging.getLogger("test.server_log.closed")
+    stream = io.StringIO()
+    stream.close()
+    with server_log(logger, stream):
+        logger.info("lost, not fatal")

@@ -1,0 +1,128 @@
+"""The server's log lines (`mlog serve`): one per start, stop and admin change, on a stream.
+
+The event loop only queues each record; a writer thread wakes on the first of a burst, lets
+the burst queue up for `BATCH_WAIT`, and formats and writes it with one call: a slow stream
+never stalls the loop, and a burst of admin changes costs one wake-up and one write, not one
+per line (lines appear up to `BATCH_WAIT` late). Both threads share the interpreter lock, so
+the thread's work is kept small too: the timestamp text is made once per second, and records
+carry no caller, thread or process lookups (the logging HOWTO's optimisations, for what the
+format never shows).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+BATCH_WAIT = 0.02
+"""Seconds the writer waits after the first of a burst of lines before writing them all."""
+
+_LOGGING_FLAGS: dict[str, object] = {
+    "_srcfile": None,
+    "logThreads": False,
+    "logProcesses": False,
+    "logMultiprocessing": False,
+}
+
+
+class LineFormatter(logging.Formatter):
+    """`FORMAT` with `logging`'s own timestamp text, made once per second, not per line."""
+
+    def __init__(self) -> None:
+        super().__init__(FORMAT)
+        self._second = -1
+        self._second_text = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        """`logging.Formatter.formatTime`'s text (`datefmt` is not used by `FORMAT`)."""
+        second = int(record.created)
+        if second != self._second:
+            self._second_text = time.strftime(self.default_time_format, self.converter(second))
+            self._second = second
+        return f"{self._second_text},{int(record.msecs):03d}"  # logging's "%s,%03d"
+
+
+class _QueueingHandler(logging.Handler):
+    """Puts records on the writer's queue; exception text is formatted here, while current."""
+
+    def __init__(self, records: queue.SimpleQueue[logging.LogRecord | None]) -> None:
+        super().__init__()
+        self._records = records
+        self._formatter = LineFormatter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+            record.exc_info = None
+        self._records.put(record)
+
+
+class _Writer(threading.Thread):
+    """Formats and writes queued records in batches until it takes the end marker (None)."""
+
+    def __init__(
+        self, records: queue.SimpleQueue[logging.LogRecord | None], stream: TextIO
+    ) -> None:
+        super().__init__(name="mlog-log-writer", daemon=True)
+        self._records = records
+        self._stream = stream
+        self._formatter = LineFormatter()
+
+    def run(self) -> None:
+        records = self._records
+        while True:
+            batch = [records.get()]
+            if batch[0] is not None:
+                # Let a burst queue up: one wake-up per burst, not one per line (every wake-up
+                # takes the interpreter lock from the event loop).
+                time.sleep(BATCH_WAIT)
+            while True:
+                try:
+                    batch.append(records.get_nowait())
+                except queue.Empty:
+                    break
+            lines = [self._formatter.format(r) for r in batch if r is not None]
+            if lines:
+                try:
+                    self._stream.write("\n".join(lines) + "\n")
+                    self._stream.flush()
+                except (OSError, ValueError):  # a closed stream: the lines are lost, not the server
+                    pass
+            if batch[-1] is None:  # put last, after the handler is gone
+                return
+
+
+@contextmanager
+def server_log(logger: logging.Logger, stream: TextIO) -> Iterator[None]:
+    """Send `logger`'s INFO and higher lines to `stream` through the writer thread.
+
+    On exit every queued line is written, and `logging`'s module flags are restored.
+    """
+    records: queue.SimpleQueue[logging.LogRecord | None] = queue.SimpleQueue()
+    handler = _QueueingHandler(records)
+    writer = _Writer(records, stream)
+    saved = {name: getattr(logging, name) for name in _LOGGING_FLAGS}
+    for name, value in _LOGGING_FLAGS.items():
+        setattr(logging, name, value)
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    logger.propagate = False
+    writer.start()
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+        records.put(None)
+        writer.join()
+        for name, value in saved.items():
+            setattr(logging, name, value)
