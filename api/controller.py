@@ -145,6 +145,7 @@ class Controller:
         self._rng = rng or random.Random()
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self._last_created: tuple[Any, ...] | None = None
+        self._last_usable: tuple[ClusterImage, list[BrokerPlacementInfo]] | None = None
 
     # ------------------------------------------------------------------ lookups
 
@@ -410,11 +411,10 @@ class Controller:
                 f"Topic '{qualified}' collides with existing topic: {collision}",
             )
         configs = self._topic_configs(request.configs)
-        usable = image.cluster.usable()
         if request.assignments:
             assignment = self._manual_assignment(image, request)
         else:
-            assignment = self._placed_assignment(image, request, usable)
+            assignment = self._placed_assignment(image, request, self._usable(image.cluster))
         replication_factor = len(assignment[0])
         topic_id = self._new_id()
         result = CreateTopicResult(
@@ -509,7 +509,7 @@ class Controller:
         self,
         image: MetadataImage,
         request: CreatableTopic,
-        usable: Sequence[RegisterBrokerRecord],
+        usable: Sequence[BrokerPlacementInfo],
     ) -> list[list[int]]:
         partitions = request.num_partitions
         if partitions == -1:
@@ -538,13 +538,25 @@ class Controller:
             )
         # PlacementError is an ApiError: it carries Kafka's code for the client.
         placed = assign_replicas_to_brokers(
-            _placement_info(usable),
+            usable,
             partitions,
             replication,
             fixed_start_index=self.options.fixed_start_index,
             rng=self._rng,
         )
         return [list(placed[p]) for p in range(partitions)]
+
+    def _usable(self, cluster: ClusterImage) -> list[BrokerPlacementInfo]:
+        """The brokers new replicas may go to, kept while the cluster image is the same object.
+
+        The image's cluster part is immutable and replaced on every broker change, so
+        consecutive creates reuse the list (do not change it).
+        """
+        last = self._last_usable
+        if last is None or last[0] is not cluster:
+            last = (cluster, _placement_info(cluster.usable()))
+            self._last_usable = last
+        return last[1]
 
     @staticmethod
     def _manual_assignment(image: MetadataImage, request: CreatableTopic) -> list[list[int]]:
@@ -670,7 +682,7 @@ class Controller:
             assignment = [list(r) for r in request.assignments]
             _check_replica_lists(image, assignment, expected=len(topic.partitions[0].replicas))
         else:
-            usable = image.cluster.usable()
+            usable = self._usable(image.cluster)
             existing = {p.partition_id: list(p.replicas) for p in topic.partitions}
             replication = len(topic.partitions[0].replicas)
             if replication > len(usable):
@@ -679,7 +691,7 @@ class Controller:
                     f"Unable to replicate the partition {replication} time(s): only "
                     f"{len(usable)} broker(s) are registered and usable.",
                 )
-            placed = assign_added_partitions(_placement_info(usable), existing, request.count)
+            placed = assign_added_partitions(usable, existing, request.count)
             assignment = [list(placed[p]) for p in range(current, request.count)]
         records: list[Record] = []
         for offset, replicas in enumerate(assignment):

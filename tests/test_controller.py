@@ -29,6 +29,8 @@ from api.controller import Controller, ControllerOptions
 from api.errors import ApiError, ErrorCode, IllegalStateTransitionError, ServiceStoppedError
 from api.service import MetadataService
 from api.states import (
+    PARTITION_DELETION,
+    REPLICA_DELETION,
     PartitionState,
     ReplicaState,
     check_partition_path,
@@ -591,6 +593,25 @@ def test_illegal_transitions_raise() -> None:
         "t-0",
         (PartitionState.NON_EXISTENT, PartitionState.NEW, PartitionState.ONLINE),
     )
+
+
+def test_creation_and_deletion_are_legal_from_every_derivable_state() -> None:
+    # `check_change` returns at once for a created or deleted partition; this is why. An
+    # existing partition derives New, Online or Offline, and so does each of its replicas.
+    existing = (PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE)
+    # A new one enters New and, unless it stays there, moves on to Online or Offline.
+    for state in existing:
+        check_partition_path("deleted", (state, *PARTITION_DELETION))
+        if state is not PartitionState.NEW:
+            path = (PartitionState.NON_EXISTENT, PartitionState.NEW, state)
+            check_partition_path("created", path)
+    check_partition_path("created", (PartitionState.NON_EXISTENT, PartitionState.NEW))
+    for replica in (ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.OFFLINE):
+        steps = REPLICA_DELETION if replica is not ReplicaState.OFFLINE else REPLICA_DELETION[1:]
+        check_replica_path("deleted", (replica, *steps))
+        if replica is not ReplicaState.NEW:
+            check_replica_path("created", (ReplicaState.NON_EXISTENT, ReplicaState.NEW, replica))
+    check_replica_path("created", (ReplicaState.NON_EXISTENT, ReplicaState.NEW))
 
 
 def test_states_follow_brokers(service: MetadataService) -> None:
