@@ -152,6 +152,7 @@ class MetadataServer:
         state.task = asyncio.current_task()
         self._connections.add(state)
         connection = Connection(max_request_bytes=self.max_request_bytes)
+        transport = writer.transport
         try:
             while not state.closing:
                 data = await reader.read(256 * 1024)
@@ -161,7 +162,8 @@ class MetadataServer:
                 try:
                     if not await self._answer(connection.receive(data), writer, state):
                         break
-                    await writer.drain()
+                    if transport.get_write_buffer_size():  # the socket took less than all
+                        await writer.drain()
                 finally:
                     state.busy = False
         except (ConnectionError, asyncio.CancelledError):

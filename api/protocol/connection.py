@@ -76,6 +76,14 @@ class Connection:
         """Events completed by `data` (possibly none, when a frame is still partial)."""
         if self.closed:
             return []
+        if not self._buffer and len(data) >= _SIZE.size:
+            # The common case: nothing left over, and `data` is exactly one whole frame.
+            (size,) = _SIZE.unpack_from(data, 0)
+            if len(data) == _SIZE.size + size and 0 <= size <= self.max_request_bytes:
+                event = self._event(data[_SIZE.size :])
+                if isinstance(event, Close):
+                    self.closed = True
+                return [event]
         self._buffer += data
         events: list[Event] = []
         while len(self._buffer) >= _SIZE.size:
