@@ -350,16 +350,7 @@ def _normal(value: Any) -> Any:
     return tuple(value) if type(value) is list else value
 
 
-def _write_tags(
-    buffer: bytearray,
-    values: Any,
-    tagged: list[tuple[int, str, Writer, Any]],
-) -> None:
-    present = []
-    for tag, name, writer, default in tagged:
-        value = values.get(name, default)
-        if value is not default and _normal(value) != default:
-            present.append((tag, writer, value))
+def _emit_tags(buffer: bytearray, present: list[tuple[int, Writer, Any]]) -> None:
     uvarint(buffer, len(present))
     for tag, writer, value in present:
         body = bytearray()
@@ -367,6 +358,20 @@ def _write_tags(
         uvarint(buffer, tag)
         uvarint(buffer, len(body))
         buffer += body
+
+
+def _inline(field: dataclasses.Field[Any], is_tag: bool) -> tuple[str, Any] | None:
+    """For a fixed-size primitive: a statement writing `{v}` and its packer, else None."""
+    if is_tag or not isinstance(classify_field(field), PrimitiveField):
+        return None
+    kafka_type = get_schema_field_type(field)
+    if kafka_type in _FIXED:
+        return "buffer += P{i}({v})", struct.Struct(_FIXED[kafka_type]).pack
+    if kafka_type == "error_code":
+        return "buffer += P{i}(int({v}))", _INT16
+    if kafka_type == "bool":
+        return "buffer.append(1 if {v} else 0)", None
+    return None
 
 
 @cache
@@ -379,32 +384,48 @@ def dict_writer_for(entity_class: type[Any]) -> Writer:
     value takes its default, and one without a default is an error (`TypeError`).
     """
     flexible = bool(entity_class.__flexible__)
-    namespace: dict[str, Any] = {"_R": _REQUIRED, "_missing": _missing, "_tags": _write_tags}
+    namespace: dict[str, Any] = {
+        "_R": _REQUIRED,
+        "_missing": _missing,
+        "_emit_tags": _emit_tags,
+        "_normal": _normal,
+    }
     lines = ["def write(buffer, values):", "    get = values.get"]
-    tagged: list[tuple[int, str, Writer, Any]] = []
-    for index, field in enumerate(dataclasses.fields(entity_class)):
+    tag_lines: list[str] = []
+    for i, field in enumerate(dataclasses.fields(entity_class)):
         tag = get_field_tag(field)
-        writer = _plain_field_writer(field, flexible, tag is not None)
-        if tag is not None:
-            tagged.append((int(tag), field.name, writer, get_tagged_field_default(field)))
-            continue
-        namespace[f"w{index}"] = writer
         name = repr(field.name)
+        if tag is not None:
+            namespace[f"w{i}"] = _plain_field_writer(field, flexible, True)
+            namespace[f"d{i}"] = get_tagged_field_default(field)
+            tag_lines += [
+                f"    v = get({name}, d{i})",
+                f"    if v is not d{i} and _normal(v) != d{i}:",
+                f"        tags.append(({int(tag)}, w{i}, v))",
+            ]
+            continue
+        inline = _inline(field, False)
+        if inline is None:
+            namespace[f"w{i}"] = _plain_field_writer(field, flexible, False)
+            statement = "w{i}(buffer, {v})"
+        else:
+            statement, namespace[f"P{i}"] = inline
         if field.default is not dataclasses.MISSING:
-            namespace[f"d{index}"] = field.default
-            lines.append(f"    w{index}(buffer, get({name}, d{index}))")
+            namespace[f"d{i}"] = field.default
+            lines.append("    " + statement.format(i=i, v=f"get({name}, d{i})"))
             continue
         lines.append(f"    v = get({name}, _R)")
         if field.default_factory is not dataclasses.MISSING:
-            namespace[f"f{index}"] = field.default_factory
-            lines.append(f"    w{index}(buffer, f{index}() if v is _R else v)")
+            namespace[f"f{i}"] = field.default_factory
+            lines.append(f"    if v is _R: v = f{i}()")
         else:
             lines.append(f"    if v is _R: _missing({entity_class.__name__!r}, {name})")
-            lines.append(f"    w{index}(buffer, v)")
-    if flexible:
-        tagged.sort()
-        namespace["T"] = tagged
-        lines.append("    _tags(buffer, values, T)" if tagged else "    buffer.append(0)")
+        lines.append("    " + statement.format(i=i, v="v"))
+    if flexible and tag_lines:
+        # Tags in ascending order, as Kafka requires (fields are declared in tag order).
+        lines += ["    tags = []", *tag_lines, "    _emit_tags(buffer, sorted(tags))"]
+    elif flexible:
+        lines.append("    buffer.append(0)")
     exec("\n".join(lines), namespace)  # the source is built above from field names only
     write: Writer = namespace["write"]
     return write
