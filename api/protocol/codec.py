@@ -29,7 +29,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
-from api.protocol.fast_writer import Unsupported, dict_writer_for, writer_for
+from api.protocol.fast_writer import Encoded, Unsupported, dict_writer_for, writer_for
 from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
 
@@ -332,8 +332,9 @@ def build(entity_class: type[Any], /, **values: Any) -> Any:
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
         convert = converters.get(name)
+        plain = value.value if type(value) is Encoded else value
         if convert is not None:
-            kwargs[name] = None if value is None else convert(value)
+            kwargs[name] = None if plain is None else convert(plain)
     return entity_class(**kwargs)
 
 

@@ -198,6 +198,9 @@ def _array(item: Writer, flexible: bool) -> Writer:
         if values is None:
             buffer += b"\0" if flexible else b"\xff\xff\xff\xff"
             return
+        if type(values) is Encoded:
+            buffer += values
+            return
         if values is last[0]:
             buffer += last[1]
             return
@@ -302,6 +305,37 @@ def writer_for(entity_class: type[Any]) -> Writer:
 # --------------------------------------------------------------------------- plain values
 
 _REQUIRED = object()
+
+
+class Encoded(bytes):
+    """An array field's value already written (by `field_encoder`): copied as it is.
+
+    `value` keeps the plain value it was written from, for those who build the entity.
+    """
+
+    value: Any
+
+
+def field_encoder(entity_class: type[Any], name: str) -> Callable[[Any], Encoded]:
+    """Writes the plain value of an array field of `entity_class` once, for reuse.
+
+    A value that many answers repeat (Metadata's broker list, while the cluster does not
+    change) is written once and passed as the field's value in later answers.
+    """
+    flexible = bool(entity_class.__flexible__)
+    (field,) = (f for f in dataclasses.fields(entity_class) if f.name == name)
+    if not isinstance(classify_field(field), EntityTupleField | PrimitiveTupleField):
+        raise TypeError(f"{entity_class.__name__}.{name} is not an array")
+    writer = _plain_field_writer(field, flexible, get_field_tag(field) is not None)
+
+    def encode(value: Any) -> Encoded:
+        buffer = bytearray()
+        writer(buffer, value)
+        encoded = Encoded(buffer)
+        encoded.value = value
+        return encoded
+
+    return encode
 
 
 def _missing(entity: str, name: str) -> None:

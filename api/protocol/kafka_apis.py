@@ -38,6 +38,7 @@ from api.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigTyp
 from api.errors import ApiError, ErrorCode
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, build, response_class
+from api.protocol.fast_writer import Encoded, field_encoder
 from api.protocol.private import PRIVATE_VERSIONS
 from api.service import MetadataService
 from records.model import ConfigResourceType, PartitionRecord
@@ -90,6 +91,7 @@ class KafkaApis:
         self.service = service
         self.listener = listener
         self._last_configs: tuple[int, tuple[CreatedConfig, ...], tuple[Any, ...]] | None = None
+        self._brokers: dict[type[Any], tuple[Any, Encoded]] = {}
         self._handlers: dict[int, Handler] = {
             18: self.api_versions,
             3: self.metadata,
@@ -175,13 +177,27 @@ class KafkaApis:
         return self._answer(
             request,
             throttle_time=0,
-            brokers=self._nodes(image),
+            brokers=self._metadata_brokers(request, image),
             cluster_id=self.listener.cluster_id,
             controller_id=self.listener.node_id,
             topics=topics,
             cluster_authorized_operations=_UNAUTHORIZED_OPS,
             error_code=0,
         )
+
+    def _metadata_brokers(self, request: KafkaRequest, image: MetadataImage) -> Encoded:
+        """The broker list of a Metadata answer, written once per version and cluster image.
+
+        Every Metadata answer carries it, and it changes only when a broker does (the image's
+        cluster part is immutable, replaced on every change).
+        """
+        header = request.header
+        entity_class = response_class(header.api_key, header.api_version)
+        cached = self._brokers.get(entity_class)
+        if cached is None or cached[0] is not image.cluster:
+            encoded = field_encoder(entity_class, "brokers")(self._nodes(image))
+            cached = self._brokers[entity_class] = (image.cluster, encoded)
+        return cached[1]
 
     def _metadata_lookup(self, image: MetadataImage, wanted: Any) -> dict[str, Any]:
         name = getattr(wanted, "name", None)
