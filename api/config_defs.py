@@ -15,6 +15,7 @@ import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "CLUSTER_CONFIGS",
@@ -576,7 +577,14 @@ def cluster_value(cluster: Mapping[str, str], name: str) -> Parsed:
     text = cluster.get(name, definition.default)
     if text is None:
         raise KeyError(f"{name} has no value and no default")
-    return parse_value(definition, text)
+    return _parsed_cluster_value(name, text)
+
+
+@lru_cache(maxsize=1024)
+def _parsed_cluster_value(name: str, text: str) -> Parsed:
+    # Parsing is pure and every parsed value is immutable; the controller reads a few keys
+    # (delete.topic.enable, num.partitions, ...) on every request.
+    return parse_value(CLUSTER_CONFIGS[name], text)
 
 
 # ---------------------------------------------------------------------------- resolution
