@@ -16,6 +16,10 @@ After the run the server is stopped with SIGTERM (it must exit 0) and the log is
 the TopicRecords and RemoveTopicRecords in it must be exactly the acknowledged creates and
 deletes (no lost and no extra records), and no request may have failed.
 
+The server's CPU time (from /proc, Linux) is reported per request, all threads together,
+with the share of the run its main thread (the event loop) was busy: a figure that depends
+less on what else the machine is doing than the throughput does.
+
 Baseline, measured in the same run: the same loop of commands submitted to an in-process
 `MetadataService` by the same number of asyncio tasks for `--baseline-seconds`, without the
 network or the protocol. The ratio is server writes/s over in-process writes/s.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import socket
 import statistics
@@ -55,6 +60,16 @@ class Stats:
     errors: list[str] = field(default_factory=list)
     created: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+
+
+def _cpu_seconds(path: str) -> float:
+    """CPU seconds (user + system) of a process or thread, from its /proc stat file (Linux)."""
+    try:
+        with open(path) as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
@@ -313,7 +328,11 @@ def main() -> None:
         )
         return time.perf_counter() - start
 
+    process_stat = f"/proc/{server.pid}/stat"
+    main_stat = f"/proc/{server.pid}/task/{server.pid}/stat"
+    cpu_before = (_cpu_seconds(process_stat), _cpu_seconds(main_stat))
     elapsed = asyncio.run(load())
+    cpu = (_cpu_seconds(process_stat) - cpu_before[0], _cpu_seconds(main_stat) - cpu_before[1])
     server.send_signal(signal.SIGTERM)
     code = server.wait(60)
     if code != 0:
@@ -338,6 +357,10 @@ def main() -> None:
     print(f"{'requests/s (all)':<26}{len(latencies) / elapsed:>14,.0f}")
     print(f"{'latency p50':<26}{p50:>12.1f}ms")
     print(f"{'latency p99':<26}{p99:>12.1f}ms{'':>22}  <= 50 ms")
+    print(
+        f"{'server CPU per request':<26}{cpu[0] / len(latencies) * 1e6:>12.0f}us"
+        f"   (all threads; main thread busy {cpu[1] / elapsed:.0%} of the run)"
+    )
     if stats.errors:
         print("errors:", *stats.errors[:10], sep="\n  ")
         raise SystemExit(1)
