@@ -9,6 +9,9 @@ import uuid
 from dataclasses import dataclass
 from typing import ClassVar
 
+_DASH = 62
+"""The index of '-' in the URL-safe base64 alphabet."""
+
 
 @dataclass(frozen=True, slots=True)
 class Uuid:
@@ -68,8 +71,11 @@ class Uuid:
             raw = bytearray(os.urandom(16))
             raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
             raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+            # The text's first character is the top 6 bits of the first byte; 62 is '-'.
+            if raw[0] >> 2 == _DASH:
+                continue
             candidate = cls(bytes(raw))
-            if candidate not in cls.RESERVED and not str(candidate).startswith("-"):
+            if candidate not in cls.RESERVED:
                 return candidate
 
 

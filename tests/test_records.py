@@ -758,6 +758,13 @@ def test_upcaster_that_drops_a_field_is_not_reported_as_unknown_type() -> None:
 UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
+def test_random_ids_never_start_with_a_dash() -> None:
+    # `Uuid.random` redraws on the first byte's top 6 bits; they are the text's first letter.
+    for first in range(256):
+        assert str(Uuid(bytes([first]) + bytes(15))).startswith("-") == (first >> 2 == 62)
+    assert not any(str(Uuid.random()).startswith("-") for _ in range(2000))
+
+
 @given(st.binary(min_size=16, max_size=16))
 def test_uuid_text_form_round_trips(raw: bytes) -> None:
     u = Uuid(raw)
