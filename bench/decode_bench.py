@@ -1,0 +1,126 @@
+"""Request decoding through kio's native reader and through the generated readers, in one run.
+
+Usage: python bench/decode_bench.py [--number N] [--repeat K]
+
+Frames: the server benchmark's three requests (bench/server_bench.py): CreateTopics v7 of one
+topic, Metadata v12 of one topic by name, DeleteTopics v6 of one topic by id.
+
+Rows (per frame; microseconds per call, the median of K repetitions of N calls, each timing
+paired with its baseline right before it):
+  decode_request   `codec.decode_request` as it is (kio reads header and body) vs the same
+                   with `codec._read` replaced by `fast_reader.read_request`
+  readers          the two entity readers alone, header then body: kio's vs the generated ones
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kio.serial import entity_reader
+from server_bench import create_topic_v7, delete_topic_v6, metadata_v12
+
+from api.protocol import codec, fast_reader
+
+FRAMES = {
+    "CreateTopics v7": create_topic_v7(7, "topic-1"),
+    "Metadata v12": metadata_v12(7, "topic-1"),
+    "DeleteTopics v6": delete_topic_v6(7, bytes(range(16))),
+}
+
+
+Read = Callable[[bytes | memoryview, Any, Any], tuple[Any, Any]]
+"""What `codec._read` is: a frame's header and body entities."""
+
+
+class Case:
+    """A call to time, with the frame reader `codec.decode_request` uses while it runs."""
+
+    def __init__(self, call: Callable[[], Any], read: Read) -> None:
+        self.call, self.read = call, read
+
+    def run(self) -> Any:
+        """One call."""
+        return self.timed(1)[0]
+
+    def timed(self, number: int) -> tuple[Any, float]:
+        """The last call's result and the microseconds per call over `number` calls."""
+        saved = codec._read
+        codec._read = self.read  # type: ignore[assignment]  # the reader under test
+        try:
+            seconds = timeit.timeit(self.call, number=number)
+            return self.call(), seconds / number * 1e6
+        finally:
+            codec._read = saved
+
+
+def _readers(header: Any, body: Any, frame: bytes) -> Callable[[], Any]:
+    def read() -> Any:
+        _, used = header(frame, 0)
+        return body(frame, used)
+
+    return read
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+
+    rows = []
+    for name, frame in FRAMES.items():
+        key, version, _ = codec.peek_header(frame)
+        body_class = codec.request_class(key, version)
+        header_class = body_class.__header_schema__
+        kio_read = codec._read
+        decode = lambda frame=frame: codec.decode_request(frame)  # noqa: E731
+        kio_readers = _readers(entity_reader(header_class), entity_reader(body_class), frame)
+        generated = _readers(
+            fast_reader.compiled_reader(header_class),
+            fast_reader.compiled_reader(body_class),  # type: ignore[arg-type]  # classes are hashable
+            frame,
+        )
+        pairs = {
+            "decode_request": (Case(decode, kio_read), Case(decode, fast_reader.read_request)),
+            "readers": (Case(kio_readers, kio_read), Case(generated, kio_read)),
+        }
+        for what, (baseline, ours) in pairs.items():
+            if ours.run() != baseline.run():
+                raise SystemExit(f"{name} {what}: the two readers disagree")
+            base_times, our_times, ratios = [], [], []
+            for _ in range(args.repeat):
+                _, base = baseline.timed(args.number)
+                _, mine = ours.timed(args.number)
+                base_times.append(base)
+                our_times.append(mine)
+                ratios.append(mine / base)
+            rows.append(
+                (
+                    f"{name}: {what}",
+                    statistics.median(base_times),
+                    statistics.median(our_times),
+                    statistics.median(ratios),
+                )
+            )
+
+    print(f"{args.number:,} calls x {args.repeat} paired runs; python {platform.python_version()}")
+    header = f"{'':<34}{'kio us':>9}{'generated us':>14}{'ratio':>8}"
+    print(header)
+    print("-" * len(header))
+    for label, base, mine, ratio in rows:
+        print(f"{label:<34}{base:>9.2f}{mine:>14.2f}{ratio:>8.2f}")
+    print("ratio: median over repetitions of (generated / kio run right before it)")
+
+
+if __name__ == "__main__":
+    main()
