@@ -4,9 +4,12 @@ import dataclasses
 import datetime
 import io
 import struct
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -320,6 +323,30 @@ def test_an_array_count_beyond_the_frame_is_refused_before_its_items(
     with pytest.raises(ImpossibleCount):
         # The topics come first in the body.
         compiled_reader(body_class)(frame[:used] + count, used)  # type: ignore[arg-type]  # classes are hashable
+
+
+def test_a_17_byte_frame_with_a_huge_count_closes_only_its_connection() -> None:
+    # Through the whole decoding path, in a child process whose address space is capped, so a
+    # regression (kio reserving 2**32 items) fails this test instead of the test run.
+    script = """
+import resource, struct
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from api.protocol.connection import Close, Connection
+frame = struct.pack(">hhih", 3, 12, 1, -1) + b"\\0" + bytes.fromhex("ffffffff0f")
+(event,) = Connection().receive(struct.pack(">i", len(frame)) + frame)
+assert isinstance(event, Close), event
+print(event.reason)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "malformed Metadata v12 request" in done.stdout
 
 
 def test_only_bytes_and_offsets_within_them_are_read() -> None:

@@ -25,10 +25,11 @@ from typing import Any
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode as KioErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
+from api.protocol.fast_reader import read_request, read_response
 from api.protocol.fast_writer import Encoded, Unsupported, dict_writer_for, writer_for
 from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
@@ -203,11 +204,10 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
 
 
 def _read(frame: bytes | memoryview, header_class: Any, body_class: Any) -> tuple[Any, Any]:
-    header, used = entity_reader(header_class)(frame, 0)
-    # Bytes after the body are ignored, as Kafka's own parser ignores them (librdkafka 2.x
-    # sends three after a Metadata v13 body).
-    body, _ = entity_reader(body_class)(frame, used)
-    return header, body
+    # Through the generated readers first: kio's own would abort the process on an array
+    # count beyond the frame (see `fast_reader`). Bytes after the body are ignored, as
+    # Kafka's own parser ignores them (librdkafka 2.x sends three after a Metadata v13 body).
+    return read_request(frame, header_class, body_class)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,8 +286,7 @@ def encode_request(
 def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
     """Correlation id and body of a response frame (without its size): tests and tools."""
     body_class = response_class(api_key, version)
-    header, used = entity_reader(body_class.__header_schema__)(frame, 0)
-    body, _ = entity_reader(body_class)(frame, used)
+    header, body = read_response(frame, body_class)
     return int(header.correlation_id), body
 
 

@@ -7,9 +7,12 @@ returns, `(entity, bytes read)`, and raises on every input kio refuses; the exce
 kio's, so a caller that needs kio's error reads the bytes again with kio (`read_request`).
 Tests compare the two readers on random, damaged and truncated frames.
 
-They are not the server's decoding path: unlike its writer, kio 0.6 reads with native (Rust)
-code, and these readers take 1.6 to 2.5 times its time (`bench/decode_bench.py`), so `codec`
-keeps kio's reader. What they can add is a check kio lacks: `ImpossibleCount`.
+They are the server's decoding path for a check kio lacks, not for speed: kio 0.6 reads with
+native (Rust) code, and these readers take 1.6 to 2.5 times its time (`bench/decode_bench.py`),
+but kio reserves memory for an array's claimed count before reading its items, and a count
+of about 2**31 or more (five bytes of a 17-byte frame) makes the reservation fail, which
+aborts the whole process. These readers refuse such a count (`ImpossibleCount`) before kio
+ever sees the frame.
 
 The semantics copied from kio's native reader (kio 0.6):
 
@@ -35,7 +38,6 @@ import datetime
 import struct
 import uuid
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -606,18 +608,32 @@ def read_request(
 ) -> tuple[Any, Any]:
     """A request frame's header and body entities, as kio reads them (`codec._read`).
 
-    The fast readers read the frame; where they refuse it (or it is not `bytes`), kio reads
-    it, so a refused frame gets kio's result or kio's error. The body's bytes read are not
-    returned: bytes after the body are ignored, as Kafka's own parser ignores them.
+    The fast readers read the frame; where they refuse it, kio reads it, so a refused frame
+    gets kio's result or kio's error, except a frame with an array count larger than the
+    frame could hold: that raises `ImpossibleCount` and never reaches kio, whose native reader
+    reserves memory for the count before reading and aborts the process when it cannot. The
+    body's bytes read are not returned: bytes after the body are ignored, as Kafka's own
+    parser ignores them.
     """
-    if type(frame) is bytes:
-        with suppress(Exception):  # any refusal: kio decides
-            header, used = reader_for(header_class)(frame, 0)  # type: ignore[arg-type]
-            body, _ = reader_for(body_class)(frame, used)  # type: ignore[arg-type]
-            return header, body
-    header, used = entity_reader(header_class)(frame, 0)
-    body, _ = entity_reader(body_class)(frame, used)
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    try:
+        header, used = reader_for(header_class)(frame, 0)  # type: ignore[arg-type]
+        body, _ = reader_for(body_class)(frame, used)  # type: ignore[arg-type]
+    except ImpossibleCount:
+        raise  # never for kio: it would reserve memory for the count first
+    except Exception:  # any other refusal: kio decides, with its own result or error
+        header, used = entity_reader(header_class)(frame, 0)
+        body, _ = entity_reader(body_class)(frame, used)
     return header, body
+
+
+def read_response(frame: bytes | memoryview, body_class: type[Any]) -> tuple[Any, Any]:
+    """A response frame's header and body entities, as `read_request` reads a request's.
+
+    A client must not abort on what a server sends either.
+    """
+    return read_request(frame, body_class.__header_schema__, body_class)
 
 
 def source_of(entity_class: type[Any]) -> str:
