@@ -312,6 +312,15 @@ else:
     return _emit_array(src, kind)
 
 
+def _read_varint(name: str) -> str:
+    """Code that reads an unsigned varint into `name` (one byte inline, longer ones by call)."""
+    return f"""{name} = buffer[pos]
+if {name} < 0x80:
+    pos += 1
+else:
+    {name}, pos = read_uvarint(buffer, pos)"""
+
+
 def _emit_sized(src: _Source, kind: _Primitive) -> str:
     """A string or bytes: its length (-1 or 0 for null), then that many bytes."""
     value = src.var()
@@ -321,11 +330,7 @@ def _emit_sized(src: _Source, kind: _Primitive) -> str:
         length = src.var("n")
         src.block(
             f"""
-{length} = buffer[pos]
-if {length} < 0x80:
-    pos += 1
-else:
-    {length}, pos = read_uvarint(buffer, pos)
+{_read_varint(length)}
 if {length}:
     end = pos + {length} - 1
     if end > size:
@@ -362,11 +367,7 @@ def _emit_array(src: _Source, kind: _Array) -> str:
     if kind.flexible:
         src.block(
             f"""
-{count} = buffer[pos]
-if {count} < 0x80:
-    pos += 1
-else:
-    {count}, pos = read_uvarint(buffer, pos)
+{_read_varint(count)}
 if {count} > 1:
     {count} -= 1
 {_indent(items, 1)}

@@ -275,13 +275,7 @@ def _compiled(entity_class: type[Any]) -> Writer:
             value = getattr(entity, name)
             if value != default:
                 present.append((tag, writer, value))
-        uvarint(buffer, len(present))
-        for tag, writer, value in present:
-            body = bytearray()
-            writer(body, value)
-            uvarint(buffer, tag)
-            uvarint(buffer, len(body))
-            buffer += body
+        _emit_tags(buffer, present)
 
     return write_flexible
 
@@ -385,6 +379,7 @@ def _normal(value: Any) -> Any:
 
 
 def _emit_tags(buffer: bytearray, present: list[tuple[int, Writer, Any]]) -> None:
+    """The tagged-fields section: the count, then each tag, its size and its value."""
     uvarint(buffer, len(present))
     for tag, writer, value in present:
         body = bytearray()
