@@ -79,8 +79,6 @@ class Snapshotter:
         self._backlog = 0
         """Record bytes after the newest snapshot that were in the log when it was opened."""
         self._retry_at = 0
-        self._policy: tuple[Mapping[str, str], int, int] | None = None
-        """The cluster configs last read and the two policy values parsed from them."""
         self.last_error: str | None = None
         """Why the last attempt failed (None after a success)."""
         self.started_from: SnapshotInfo | None = None
@@ -122,27 +120,12 @@ class Snapshotter:
         now = self._clock_ms()
         if now < self._retry_at:
             return False
-        max_bytes, interval = self._policy_values(image)
+        cluster = image.configs.cluster()
+        max_bytes = _long_config(cluster, MAX_BYTES_KEY)
+        interval = _long_config(cluster, MAX_INTERVAL_KEY)
         if self._backlog + log.record_bytes_appended - self._bytes_at_last >= max_bytes:
             return True
         return interval > 0 and now - self._last_time >= interval
-
-    def _policy_values(self, image: MetadataImage) -> tuple[int, int]:
-        """The byte and interval thresholds, parsed again only when the cluster configs change.
-
-        The image's config maps are immutable and replaced on every change, so the map last
-        parsed is kept and compared by identity (this runs after every commit).
-        """
-        cluster = image.configs.cluster()
-        policy = self._policy
-        if policy is None or policy[0] is not cluster:
-            policy = (
-                cluster,
-                _long_config(cluster, MAX_BYTES_KEY),
-                _long_config(cluster, MAX_INTERVAL_KEY),
-            )
-            self._policy = policy
-        return policy[1], policy[2]
 
     def committed(self, image: MetadataImage, log: MetadataLog) -> None:
         """After each commit: start a background snapshot if the policy asks for one."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from records.errors import RecordError, UnknownRecordTypeError
 from records.model import Record
@@ -104,15 +104,62 @@ class _Programs:
         return None
 
 
-def _dict_route(names: tuple[str, ...], decode: DictDecoder) -> ListDecoder:
-    def decode_by_name(values: list[Any]) -> Record:
-        return decode(dict(zip(names, values, strict=True)))
+_T = TypeVar("_T")
+
+
+def _entry_branches(
+    writer_entry_schema: Any,
+) -> list[tuple[tuple[Any, ...], str, tuple[str, ...]]] | None:
+    """(compiled program, full name, field names) of each record branch of an entry schema.
+
+    None for an entry not shaped as this code writes it (offset, epoch, timestamp, principal,
+    record union) or a branch that is not a record. Malformed schemas raise KeyError,
+    TypeError, ValueError or IndexError.
+    """
+    fields = writer_entry_schema["fields"]
+    head = tuple((f["name"], f["type"]) for f in fields[:3])
+    if (
+        len(fields) != 5
+        or head != _ENTRY_HEAD
+        or fields[3]["name"] != "principal"
+        or fields[3]["type"] != ["null", "string"]
+        or fields[4]["name"] != "record"
+        or not isinstance(fields[4]["type"], list)
+    ):
+        return None
+    programs = _Programs()
+    namespace = str(writer_entry_schema.get("namespace", ""))
+    branches = []
+    for branch_schema in fields[4]["type"]:
+        program = programs.compile(branch_schema, namespace)
+        if program[0] != "record":
+            return None
+        name = programs._full_name(branch_schema, namespace)[0]
+        branches.append((program[2], name, program[1]))
+    return branches
+
+
+def _is_current(current: Mapping[str, RecordSchema], name: str, names: tuple[str, ...]) -> bool:
+    """Whether a written branch has today's schema's fields, in today's order."""
+    schema = current.get(name)
+    return schema is not None and names == tuple(f.name for f in schema.fields)
+
+
+def _by_name(
+    names: tuple[str, ...], convert: Callable[[dict[str, Any]], _T]
+) -> Callable[[list[Any]], _T]:
+    """A decoder of a branch's positional values through its by-name (dict) decoder."""
+
+    def decode_by_name(values: list[Any]) -> _T:
+        return convert(dict(zip(names, values, strict=True)))
 
     return decode_by_name
 
 
-def _unknown(branch: str) -> ListDecoder:
-    def refuse(values: list[Any]) -> Record:
+def _unknown(branch: str) -> Callable[[list[Any]], NoReturn]:
+    """A decoder that refuses a branch this code cannot read."""
+
+    def refuse(values: list[Any]) -> NoReturn:
         raise UnknownRecordTypeError(branch)
 
     return refuse
@@ -151,36 +198,18 @@ def fast_decoder(
     if _fastdecode is None:
         return None
     try:
-        fields = writer_entry_schema["fields"]
-        head = tuple((f["name"], f["type"]) for f in fields[:3])
-        principal = fields[3]
-        record = fields[4]
-        if (
-            len(fields) != 5
-            or head != _ENTRY_HEAD
-            or principal["name"] != "principal"
-            or principal["type"] != ["null", "string"]
-            or record["name"] != "record"
-            or not isinstance(record["type"], list)
-        ):
+        compiled = _entry_branches(writer_entry_schema)
+        if compiled is None:
             return None
-        programs = _Programs()
-        namespace = str(writer_entry_schema.get("namespace", ""))
         branches: list[tuple[tuple[Any, ...], ListDecoder]] = []
-        for branch_schema in record["type"]:
-            program = programs.compile(branch_schema, namespace)
-            if program[0] != "record":
-                return None
-            name = programs._full_name(branch_schema, namespace)[0]
-            names: tuple[str, ...] = program[1]
-            schema = current.get(name)
-            if schema is not None and names == tuple(f.name for f in schema.fields):
+        for program, name, names in compiled:
+            if _is_current(current, name, names):
                 decode = positional[name]
             elif name in by_dict:
-                decode = _dict_route(names, by_dict[name])
+                decode = _by_name(names, by_dict[name])
             else:
                 decode = _unknown(name)
-            branches.append((program[2], decode))
+            branches.append((program, decode))
         return FastBlockDecoder(branches)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         logger.debug("no compiled decoder for this writer schema: %s", exc)
@@ -216,50 +245,18 @@ def column_plan(
     if _fastdecode is None:
         return None
     try:
-        fields = writer_entry_schema["fields"]
-        head = tuple((f["name"], f["type"]) for f in fields[:3])
-        if (
-            len(fields) != 5
-            or head != _ENTRY_HEAD
-            or fields[3]["name"] != "principal"
-            or fields[3]["type"] != ["null", "string"]
-            or fields[4]["name"] != "record"
-            or not isinstance(fields[4]["type"], list)
-        ):
+        compiled = _entry_branches(writer_entry_schema)
+        if compiled is None:
             return None
-        programs = _Programs()
-        namespace = str(writer_entry_schema.get("namespace", ""))
         branches: list[tuple[tuple[Any, ...], int | None, Callable[[list[Any]], Any] | None]] = []
-        for branch_schema in fields[4]["type"]:
-            program = programs.compile(branch_schema, namespace)
-            if program[0] != "record":
-                return None
-            name = programs._full_name(branch_schema, namespace)[0]
-            names: tuple[str, ...] = program[1]
-            schema = current.get(name)
-            if schema is not None and names == tuple(f.name for f in schema.fields):
-                branches.append((program[2], tags[name], None))
+        for program, name, names in compiled:
+            if _is_current(current, name, names):
+                branches.append((program, tags[name], None))
             elif name in by_dict:
-                branches.append((program[2], None, _dict_values(names, by_dict[name])))
+                branches.append((program, None, _by_name(names, by_dict[name])))
             else:
-                branches.append((program[2], None, _unknown_values(name)))
+                branches.append((program, None, _unknown(name)))
         return _fastdecode.ColumnPlan(kinds, types, branches, payload, structs_json, json_dumps)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         logger.debug("no columnar decoder for this writer schema: %s", exc)
         return None
-
-
-def _dict_values(
-    names: tuple[str, ...], convert: Callable[[dict[str, Any]], list[Any]]
-) -> Callable[[list[Any]], list[Any]]:
-    def by_name(values: list[Any]) -> list[Any]:
-        return convert(dict(zip(names, values, strict=True)))
-
-    return by_name
-
-
-def _unknown_values(branch: str) -> Callable[[list[Any]], list[Any]]:
-    def refuse(values: list[Any]) -> list[Any]:
-        raise UnknownRecordTypeError(branch)
-
-    return refuse

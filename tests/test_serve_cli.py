@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,9 +97,26 @@ def test_server_log_writes_queued_lines_in_order_and_restores_logging() -> None:
     assert "not at INFO" not in stream.getvalue()
 
 
-def test_server_log_survives_a_closed_stream() -> None:
-    logger = logging.getLogger("test.server_log.closed")
-    stream = io.StringIO()
-    stream.close()
+class _FailingOnce(io.StringIO):
+    """A stream whose first write fails, as a closed or broken stderr would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = threading.Event()
+
+    def write(self, text: str) -> int:
+        if not self.failed.is_set():
+            self.failed.set()
+            raise OSError("stream gone")
+        return super().write(text)
+
+
+def test_server_log_survives_a_failed_write() -> None:
+    logger = logging.getLogger("test.server_log.failing")
+    stream = _FailingOnce()
     with server_log(logger, stream):
         logger.info("lost, not fatal")
+        assert stream.failed.wait(10)
+        logger.info("written after the failure")
+    # The writer thread went on after the failed write: the later line is there.
+    assert stream.getvalue().endswith("INFO written after the failure\n")

@@ -184,36 +184,29 @@ def _primitive(kafka_type: str, flexible: bool, optional: bool) -> Writer:
     raise Unsupported(kafka_type)
 
 
-_MEMO_ITEMS = 8
-"""Arrays at least this long remember their encoding (see `_array`)."""
+class Encoded(bytes):
+    """An array field's value already written (by `field_encoder`): copied as it is.
+
+    `value` keeps the plain value it was written from, for those who build the entity.
+    """
+
+    value: Any
 
 
 def _array(item: Writer, flexible: bool) -> Writer:
-    # The last long array written is kept with its bytes: answers often repeat the same
-    # immutable tuple (every CreateTopics answer carries the same 28 resolved configs), and a
-    # tuple of frozen entities held here cannot change or be freed, so `is` proves equality.
-    last: list[Any] = [None, b""]
-
     def write(buffer: bytearray, values: Any) -> None:
         if values is None:
             buffer += b"\0" if flexible else b"\xff\xff\xff\xff"
             return
-        if type(values) is Encoded:
+        if type(values) is Encoded:  # written already (`field_encoder`)
             buffer += values
             return
-        if values is last[0]:
-            buffer += last[1]
-            return
-        start = len(buffer)
         if flexible:
             uvarint(buffer, len(values) + 1)
         else:
             buffer += struct.pack(">i", len(values))
         for value in values:
             item(buffer, value)
-        if len(values) >= _MEMO_ITEMS and type(values) is tuple and type(values[0]) is not dict:
-            last[0] = values
-            last[1] = bytes(buffer[start:])
 
     return write
 
@@ -301,15 +294,6 @@ def writer_for(entity_class: type[Any]) -> Writer:
 _REQUIRED = object()
 
 
-class Encoded(bytes):
-    """An array field's value already written (by `field_encoder`): copied as it is.
-
-    `value` keeps the plain value it was written from, for those who build the entity.
-    """
-
-    value: Any
-
-
 def field_encoder(entity_class: type[Any], name: str) -> Callable[[Any], Encoded]:
     """Writes the plain value of an array field of `entity_class` once, for reuse.
 
@@ -389,9 +373,9 @@ def _emit_tags(buffer: bytearray, present: list[tuple[int, Writer, Any]]) -> Non
         buffer += body
 
 
-def _inline(field: dataclasses.Field[Any], is_tag: bool) -> tuple[str, Any] | None:
+def _inline(field: dataclasses.Field[Any]) -> tuple[str, Any] | None:
     """For a fixed-size primitive: a statement writing `{v}` and its packer, else None."""
-    if is_tag or not isinstance(classify_field(field), PrimitiveField):
+    if not isinstance(classify_field(field), PrimitiveField):
         return None
     kafka_type = get_schema_field_type(field)
     if kafka_type in _FIXED:
@@ -433,7 +417,7 @@ def dict_writer_for(entity_class: type[Any]) -> Writer:
                 f"        tags.append(({int(tag)}, w{i}, v))",
             ]
             continue
-        inline = _inline(field, False)
+        inline = _inline(field)
         if inline is None:
             namespace[f"w{i}"] = _plain_field_writer(field, flexible, False)
             statement = "w{i}(buffer, {v})"

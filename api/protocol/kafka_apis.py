@@ -37,7 +37,7 @@ from api.commands import (
 from api.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
 from api.errors import ApiError, ErrorCode
 from api.protocol import codec
-from api.protocol.codec import KafkaRequest, build, response_class
+from api.protocol.codec import KafkaRequest, response_class
 from api.protocol.fast_writer import Encoded, field_encoder
 from api.protocol.private import PRIVATE_VERSIONS
 from api.service import MetadataService
@@ -90,7 +90,7 @@ class KafkaApis:
     def __init__(self, service: MetadataService, listener: Listener) -> None:
         self.service = service
         self.listener = listener
-        self._last_configs: tuple[int, tuple[CreatedConfig, ...], tuple[Any, ...]] | None = None
+        self._last_configs: tuple[int, tuple[CreatedConfig, ...], Encoded] | None = None
         self._brokers: dict[type[Any], tuple[Any, Encoded]] = {}
         self._handlers: dict[int, Handler] = {
             18: self.api_versions,
@@ -261,36 +261,35 @@ class KafkaApis:
 
     def _created_configs(
         self, request: KafkaRequest, configs: tuple[CreatedConfig, ...]
-    ) -> tuple[Any, ...]:
-        """A new topic's configs as response entities of the request's version.
+    ) -> Encoded | tuple[()]:
+        """A new topic's configs in the request's version, written once per config state.
 
-        The controller hands consecutive creates the very same tuple; the entities built for
-        it are kept, so the writer sees the same tuple too and reuses its bytes.
+        The controller hands consecutive creates the very same tuple (while the configs that
+        resolve them do not change); its bytes are kept and copied into each answer.
         """
         header = request.header
         if header.api_version < 5:
             return ()  # configs are in CreateTopics answers from v5
         last = self._last_configs
         if last is not None and last[0] == header.api_version and last[1] is configs:
-            entities: tuple[Any, ...] = last[2]
-            return entities
+            return last[2]
         topic_class = codec.nested_class(
             response_class(header.api_key, header.api_version), "topics"
         )
-        config_class = codec.nested_class(topic_class, "configs")
-        entities = tuple(
-            build(
-                config_class,
-                name=c.name,
-                value=c.value,
-                read_only=c.read_only,
-                config_source=c.source,
-                is_sensitive=c.sensitive,
-            )
-            for c in configs
+        encoded = field_encoder(topic_class, "configs")(
+            [
+                {
+                    "name": c.name,
+                    "value": c.value,
+                    "read_only": c.read_only,
+                    "config_source": c.source,
+                    "is_sensitive": c.sensitive,
+                }
+                for c in configs
+            ]
         )
-        self._last_configs = (header.api_version, configs, entities)
-        return entities
+        self._last_configs = (header.api_version, configs, encoded)
+        return encoded
 
     async def delete_topics(self, request: KafkaRequest, principal: str) -> Any:
         """Delete topics by name (v1+) or by name or id (v6)."""
