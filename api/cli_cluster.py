@@ -343,7 +343,8 @@ def cmd_topics_create(args: argparse.Namespace, settings: Settings, out: TextIO)
             "validate_only": args.validate_only,
         },
         f"{verb} topic {result.name} with id {result.topic_id} "
-        f"({result.num_partitions} partitions, replication factor {result.replication_factor})",
+        f"({result.num_partitions} partition{'' if result.num_partitions == 1 else 's'}, "
+        f"replication factor {result.replication_factor})",
     )
     return EXIT_OK
 

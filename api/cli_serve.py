@@ -141,7 +141,6 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     except OSError as exc:
         service.close()
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    print(f"mlog: stopped; log end offset {service.log.end_offset}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -155,10 +154,8 @@ async def _serve(server: MetadataServer) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stop, server, signum.name)
-    print(f"mlog: serving on {server.address}", file=sys.stderr, flush=True)
     await server.wait_stopped()
 
 
 def _stop(server: MetadataServer, name: str) -> None:
-    logging.getLogger("api.server").info("%s received: shutting down", name)
-    asyncio.get_running_loop().create_task(server.stop())
+    asyncio.get_running_loop().create_task(server.stop(name))

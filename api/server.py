@@ -93,7 +93,7 @@ class MetadataServer:
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
         logger.info(
-            "listening on %s:%d (advertised %s:%d), node %d, log offset %d",
+            "serving on %s:%d (advertised %s:%d), node %d, log offset %d",
             self.host,
             self.port,
             host,
@@ -111,8 +111,11 @@ class MetadataServer:
         """Return once `stop` has finished."""
         await self._stopped.wait()
 
-    async def stop(self) -> None:
-        """Stop accepting, finish requests already received, close connections and service."""
+    async def stop(self, reason: str = "stop requested") -> None:
+        """Stop accepting, finish requests already received, close connections and service.
+
+        `reason` (say, the signal's name) goes into the one line logged when it is done.
+        """
         if self._server is None:
             return
         server, self._server = self._server, None
@@ -131,7 +134,7 @@ class MetadataServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         await server.wait_closed()
         await self.service.aclose()
-        logger.info("stopped; log end offset %d", self.service.log.end_offset)
+        logger.info("stopped (%s); log end offset %d", reason, self.service.log.end_offset)
         self._stopped.set()
 
     async def _scheduled_purges(self) -> None:
