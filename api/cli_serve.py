@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from api.cli_common import EXIT_OK, CliError, add_global_options
+from api.protocol.connection import DEFAULT_MAX_REQUEST_BYTES
 from api.server import MetadataServer
 from api.server_log import server_log
 from api.settings import Settings
@@ -47,6 +48,25 @@ def _node_id(text: str) -> int:
     return value
 
 
+MIN_REQUEST_BYTES = 1024
+"""The smallest `--socket-request-max-bytes` taken: below it not even a CreateTopics fits."""
+
+
+def _max_request_bytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a byte count (an integer, e.g. {DEFAULT_MAX_REQUEST_BYTES})"
+        ) from None
+    if not MIN_REQUEST_BYTES <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(
+            f"{value} is outside {MIN_REQUEST_BYTES}..2147483647 (Kafka's default is "
+            f"{DEFAULT_MAX_REQUEST_BYTES}, 100 MiB)"
+        )
+    return value
+
+
 def add_commands(nouns: Any) -> None:
     """Register `mlog serve`."""
     serve = nouns.add_parser("serve", help="serve the Kafka admin protocol on a TCP port")
@@ -69,6 +89,14 @@ def add_commands(nouns: Any) -> None:
         type=_node_id,
         default=None,
         help="this server's node id in Metadata answers (default from meta.properties, else 0)",
+    )
+    serve.add_argument(
+        "--socket-request-max-bytes",
+        type=_max_request_bytes,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        metavar="BYTES",
+        help="largest request frame taken; a connection sending a larger one is closed "
+        f"(Kafka's socket.request.max.bytes; default {DEFAULT_MAX_REQUEST_BYTES}, 100 MiB)",
     )
     serve.set_defaults(handler=cmd_serve)
 
@@ -135,6 +163,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         advertised_port=advertised_port,
         node_id=node_id,
         cluster_id=cluster_id,
+        max_request_bytes=args.socket_request_max_bytes,
     )
     try:
         asyncio.run(_serve(server))

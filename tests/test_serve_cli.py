@@ -6,12 +6,15 @@ import io
 import logging
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from api.cli import main
@@ -35,6 +38,8 @@ def test_serve_answers_a_client_and_stops_cleanly_on_sigterm(tmp_path: Path) -> 
                 str(data_dir),
                 "--listen",
                 "127.0.0.1:0",
+                "--socket-request-max-bytes",
+                "4096",
             ],
             stderr=err,
         )
@@ -47,6 +52,11 @@ def test_serve_answers_a_client_and_stops_cleanly_on_sigterm(tmp_path: Path) -> 
                 break
             time.sleep(0.1)
         assert address is not None, stderr.read_text()
+        # A frame above --socket-request-max-bytes closes its connection, not the server.
+        host, port = address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as oversized:
+            oversized.sendall(struct.pack(">i", 4097) + bytes(64))
+            assert oversized.recv(1) == b""  # closed without an answer
         admin = KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=10_000)
         admin.create_topics([NewTopic("served", 2, 1)])
         admin.close()
@@ -57,6 +67,7 @@ def test_serve_answers_a_client_and_stops_cleanly_on_sigterm(tmp_path: Path) -> 
             process.kill()
     text = stderr.read_text()
     assert "create topic served: ok" in text
+    assert "request size 4097 is outside 0..4096" in text
     # One line for the start and one for the stop (with why), none twice.
     assert len(re.findall("serving on", text)) == 1, text
     assert len(re.findall(r"stopped \(SIGTERM\); log end offset \d+", text)) == 1, text
@@ -73,6 +84,17 @@ def test_serve_refuses_a_bad_listen_address(tmp_path: Path) -> None:
         assert exc.code == 2
     else:  # pragma: no cover
         raise AssertionError("a bad --listen was accepted")
+
+
+@pytest.mark.parametrize("value", ["lots", "1023", "2147483648"])
+def test_serve_refuses_a_bad_request_size_limit(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "--data-dir", str(tmp_path), "--socket-request-max-bytes", value])
+    assert exc.value.code == 2
+    assert "--socket-request-max-bytes" in capsys.readouterr().err
+    assert not (tmp_path / "log").exists()  # nothing was created
 
 
 def test_server_log_writes_queued_lines_in_order_and_restores_logging() -> None:
