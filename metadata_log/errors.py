@@ -30,8 +30,9 @@ class LogLockedError(LogError):
 
     def __init__(self, directory: Path, holder: str) -> None:
         super().__init__(
-            f"log directory {directory} is already open for writing by {holder}; stop that "
-            "process first, or use a read-only command (e.g. `mlog log dump`)"
+            f"log directory {directory} is already open for writing by {holder}; if that is "
+            "`mlog serve`, send the command through it with --bootstrap-server HOST:PORT; "
+            "otherwise stop that process first, or use a read-only command (e.g. `mlog log dump`)"
         )
         self.directory = directory
         self.holder = holder

@@ -739,6 +739,7 @@ def test_second_writer_in_the_same_process_is_refused_naming_the_holder(log_dir:
         with pytest.raises(LogLockedError) as info:
             MetadataLog.open(log_dir)
         assert f"pid {os.getpid()}" in str(info.value)
+        assert "--bootstrap-server" in str(info.value)  # the way past a running `mlog serve`
         # Readers work alongside the writer.
         with MetadataLog.open(log_dir, read_only=True) as reader:
             assert [e.record for e in reader.read()] == batch("a", 2)
