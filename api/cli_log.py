@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any, TextIO
 
 from api.cli_common import (
@@ -21,6 +20,7 @@ from api.cli_common import (
 )
 from api.progress import Progress
 from api.settings import Settings
+from api.targets import LocalTarget, RemoteTarget
 from metadata_log import MetadataLog
 from records.entry import LogEntry
 from records.errors import RecordError
@@ -40,9 +40,18 @@ def entry_to_json(entry: LogEntry) -> dict[str, Any]:
 
 
 def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Print entries, one line each, like Kafka's dump-log tool with its metadata decoder."""
-    with open_reader(settings) as log:
-        entries: Iterator[LogEntry] = log.read(gt=args.gt, lte=args.lte, limit=args.limit)
+    """Print entries, one line each, like Kafka's dump-log tool with its metadata decoder.
+
+    Reads the data directory, or the server's log through FetchLog with --bootstrap-server;
+    `--follow` keeps printing new entries until interrupted.
+    """
+    target: LocalTarget | RemoteTarget = (
+        RemoteTarget(settings.bootstrap_server)
+        if settings.bootstrap_server
+        else LocalTarget(settings, principal="", check_pending=False)
+    )
+    try:
+        entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
         for entry in entries:
             if settings.output == "json":
                 out.write(json.dumps(entry_to_json(entry), separators=(",", ":")) + "\n")
@@ -53,6 +62,13 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
                     f"timestamp: {format_time(entry.timestamp)} "
                     f"principal: {entry.principal or '-'} payload: {payload}\n"
                 )
+            if args.follow:
+                out.flush()  # a follower's reader sees each entry as it comes
+    except KeyboardInterrupt:
+        if not args.follow:
+            raise
+    finally:
+        target.close()
     return EXIT_OK
 
 
@@ -183,7 +199,14 @@ def add_commands(nouns: Any) -> None:
     dump.add_argument("--gt", type=offset_arg, help="only entries with offset > N")
     dump.add_argument("--lte", type=offset_arg, help="only entries with offset <= N")
     dump.add_argument("--limit", type=count_arg, help="at most N entries")
-    dump.set_defaults(handler=cmd_log_dump)
+    dump.add_argument(
+        "--follow",
+        action="store_true",
+        help="then wait for new entries and print each as it is committed (Ctrl-C stops)",
+    )
+    # The only `log` command that also runs through a server (FetchLog): the others read or
+    # write the log's files.
+    dump.set_defaults(handler=cmd_log_dump, remote=True)
 
     verify = verbs.add_parser("verify", help="check every block (exit 0 clean, 1 damaged)")
     add_global_options(verify)

@@ -11,8 +11,10 @@ authentication yet).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+import time
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from api.client import AdminClient
@@ -51,6 +53,7 @@ from api.settings import Settings
 from api.shell import diff_points, history_range
 from api.snapshots import open_snapshotter, open_store, read_image
 from metadata_log import MetadataLog
+from records.entry import LogEntry
 from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
 
@@ -223,6 +226,27 @@ class LocalTarget:
         with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
             return history_range(log, entity, gt=gt, lte=lte, limit=limit)
 
+    def entries(
+        self, *, gt: int | None, lte: int | None, limit: int | None, follow: bool = False
+    ) -> Iterator[LogEntry]:
+        """Entries with `gt < offset <= lte`, at most `limit`; with `follow`, then each new one.
+
+        A follower reopens the log read-only every `FOLLOW_POLL_SECONDS` (a writer may be
+        appending meanwhile; a reader sees its complete writes only).
+        """
+        settings = self.settings
+        remaining, after = limit, gt
+        while remaining != 0:
+            with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
+                for entry in log.read(gt=after, lte=lte, limit=remaining):
+                    yield entry
+                    after = entry.offset
+                    if remaining is not None:
+                        remaining -= 1
+            if not follow or (lte is not None and after is not None and after >= lte):
+                return
+            time.sleep(FOLLOW_POLL_SECONDS)
+
     def close(self) -> None:
         """Close the service if it was opened."""
         if self._service is not None:
@@ -333,12 +357,59 @@ class RemoteTarget:
         """History."""
         return self._wait(lambda: self.client.history(entity, gt=gt, lte=lte, limit=limit))
 
+    def _fetch(self, offset: int, count: int, wait_ms: int) -> tuple[list[LogEntry], int]:
+        return self._wait(
+            lambda: self.client.fetch_log(offset, max_entries=count, max_wait_ms=wait_ms)
+        )
+
+    def entries(
+        self, *, gt: int | None, lte: int | None, limit: int | None, follow: bool = False
+    ) -> Iterator[LogEntry]:
+        """FetchLog, a page at a time: the same entries as `LocalTarget.entries`.
+
+        Without `follow` it stops at the end the log had at the first call; with it, each
+        FetchLog long-polls up to `FOLLOW_WAIT_MS` for new entries.
+        """
+        offset = 0 if gt is None else gt + 1
+        _, end = self._fetch(0, 1, 0)
+        while offset > end:  # starts past the log's end: nothing yet
+            if not follow:
+                return
+            _, end = self._fetch(end, 1, FOLLOW_WAIT_MS)
+        last = lte if follow else min(end - 1, lte if lte is not None else end - 1)
+        remaining = limit
+        while remaining != 0 and (last is None or offset <= last):
+            count = FETCH_PAGE if remaining is None else min(FETCH_PAGE, remaining)
+            if last is not None:
+                count = min(count, last - offset + 1)
+            entries, _ = self._fetch(offset, count, FOLLOW_WAIT_MS if follow else 0)
+            if not entries and not follow:
+                return
+            for entry in entries:
+                yield entry
+                if remaining is not None:
+                    remaining -= 1
+            if entries:
+                offset = entries[-1].offset + 1
+
     def close(self) -> None:
         """Close the connection and the loop."""
         try:
-            self._loop.run_until_complete(self.client.close())
+            # After an interrupt (Ctrl-C while following) the connection may be mid-call.
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(self.client.close())
         finally:
             self._loop.close()
+
+
+FOLLOW_POLL_SECONDS = 0.5
+"""How often a following reader of the data directory looks for new entries."""
+
+FOLLOW_WAIT_MS = 10_000
+"""How long a following FetchLog waits on the server for new entries before asking again."""
+
+FETCH_PAGE = 10_000
+"""Entries asked for per FetchLog."""
 
 
 Target = LocalTarget | RemoteTarget

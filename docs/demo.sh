@@ -150,7 +150,8 @@ mlog namespaces create --namespace team:blue
 mlog topics create --topic clicks --namespace team:blue --partitions 3 --replication-factor 2
 mlog topics list
 mlog history --namespace team:blue
-mlog log dump --limit 1 --bootstrap-server "127.0.0.1:$port" || echo "(refused: the log's files are read on the data directory)"
+mlog log dump --limit 3   # through FetchLog, as on the data directory
+mlog log segments --bootstrap-server "127.0.0.1:$port" || echo "(refused: segments are files of the data directory)"
 unset MLOG_BOOTSTRAP_SERVER
 kill -TERM "$server"
 wait "$server"

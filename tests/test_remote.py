@@ -134,12 +134,15 @@ SCRIPT: list[list[str]] = [
     ["image", "show", "--at-offset", "10", "/topics"],
     ["image", "show", "/"],
     ["namespaces", "delete", "--namespace", "team.blue", "--recursive"],
+    ["log", "dump", "--gt", "3", "--limit", "6"],
+    ["--output", "json", "log", "dump", "--lte", "4"],
+    ["log", "dump", "--gt", "100000"],  # past the end: nothing
 ]
 
 _ID = re.compile(r"\b[A-Za-z0-9_-]{22}\b")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
 _MS = re.compile(r"\b1[78]\d{11}\b")
-_EPOCH = re.compile(r'"epoch":\d+')
+_EPOCH = re.compile(r'"epoch":\d+|epoch: \d+')
 
 
 def _normal(text: str, ids: dict[str, str]) -> str:
@@ -152,7 +155,7 @@ def _normal(text: str, ids: dict[str, str]) -> str:
         return ids.setdefault(token, f"<id{len(ids)}>")
 
     # Each embedded command opens the log as a new writer, which bumps its epoch.
-    text = _EPOCH.sub('"epoch":<epoch>', text)
+    text = _EPOCH.sub("<epoch>", text)
     return _MS.sub("<ms>", _TIME.sub("<time>", _ID.sub(number, text)))
 
 
@@ -299,6 +302,41 @@ async def _follow(address: str) -> None:
 def test_fetch_log_long_polls_and_a_follower_keeps_its_image_current(tmp_path: Path) -> None:
     with running_server(tmp_path / "log") as server:
         asyncio.run(_follow(server.address))
+
+
+@pytest.mark.parametrize("through_server", [False, True])
+def test_log_dump_follow_prints_entries_as_they_are_committed(
+    tmp_path: Path, through_server: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mlog log dump --follow` waits past the log's end; `--limit` ends it after new entries."""
+    monkeypatch.delenv("MLOG_BOOTSTRAP_SERVER", raising=False)
+    log_dir = tmp_path / "data" / "log"
+    with running_server(log_dir, brokers=1) as server:
+        where = (
+            ["--bootstrap-server", server.address]
+            if through_server
+            else ["--data-dir", str(tmp_path / "data")]
+        )
+        end = server.service.log.end_offset
+        out = io.StringIO()
+        codes: list[int] = []
+        argv = [*where, "log", "dump", "--follow", "--gt", str(end - 1), "--limit", "2"]
+        follower = threading.Thread(target=lambda: codes.append(main(argv, out=out)))
+        follower.start()
+        time.sleep(1.0)  # it has read to the end and waits
+        assert follower.is_alive() and out.getvalue() == ""
+
+        async def create() -> None:
+            async with await AdminClient.connect(server.address) as client:
+                (created,) = await client.create_topics([CreatableTopic(name="late")])
+                assert created.outcome.ok
+
+        asyncio.run(create())
+        follower.join(30)
+        assert not follower.is_alive() and codes == [0]
+    lines = out.getvalue().splitlines()
+    assert [line.split(" ")[1] for line in lines] == [str(end), str(end + 1)]
+    assert '"name":"late"' in lines[0] and "PARTITION_RECORD" in lines[1]
 
 
 def test_shutdown_answers_a_long_poll_at_once(tmp_path: Path) -> None:
