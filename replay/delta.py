@@ -181,6 +181,8 @@ class MetadataDelta:
         self._names: dict[str, Uuid | None] = {}
         self._configs: dict[ConfigKey, dict[str, str | None]] = {}
         self._cleared_configs: set[ConfigKey] = set()
+        self._child_counts: dict[str, int] | None = None
+        """Live direct child namespaces per namespace, built on the first removal."""
         self.records = 0
         """Records replayed so far."""
 
@@ -312,17 +314,37 @@ class MetadataDelta:
             )
         self._namespaces[name] = record
         self._namespace_ids[record.namespace_id] = name
+        if self._child_counts is not None and parent_name:
+            self._child_counts[parent_name] = self._child_counts.get(parent_name, 0) + 1
+
+    def _live_namespaces(self) -> list[str]:
+        names = set(self.image.namespaces.by_name) | set(self._namespaces)
+        return [n for n in names if self.namespace(n) is not None]
+
+    def _namespace_children(self) -> dict[str, int]:
+        """Live namespaces directly below each namespace, as of the records replayed so far.
+
+        The first call counts them all once (children exist only below a live parent, so a
+        namespace has descendants exactly when it has children); replay keeps the counts from
+        then on, so removing a tree of n namespaces in one delta is linear in n, not n².
+        """
+        if self._child_counts is None:
+            counts: dict[str, int] = {}
+            for live in self._live_namespaces():
+                parent = live.rpartition(NAMESPACE_SEPARATOR)[0]
+                if parent:
+                    counts[parent] = counts.get(parent, 0) + 1
+            self._child_counts = counts
+        return self._child_counts
 
     def _replay_remove_namespace(self, record: RemoveNamespaceRecord) -> None:
         name = self._namespace_name(record.namespace_id)
         if name is None:
             raise NamespaceReplayError(f"no namespace has id {record.namespace_id}")
-        prefix = name + NAMESPACE_SEPARATOR
-        names = set(self.image.namespaces.by_name) | set(self._namespaces)
-        children = sorted(
-            n for n in names if n.startswith(prefix) and self.namespace(n) is not None
-        )
-        if children:
+        children_of = self._namespace_children()
+        if children_of.get(name):
+            prefix = name + NAMESPACE_SEPARATOR
+            children = sorted(n for n in self._live_namespaces() if n.startswith(prefix))
             raise NamespaceReplayError(
                 f"namespace {name!r} still has child namespaces {children}; remove them first"
             )
@@ -332,6 +354,9 @@ class MetadataDelta:
             )
         self._namespaces[name] = None
         self._namespace_ids[record.namespace_id] = None
+        parent_name = name.rpartition(NAMESPACE_SEPARATOR)[0]
+        if parent_name:
+            children_of[parent_name] -= 1
         # A namespace's configs go with it, as a topic's do.
         self._clear_config((ConfigResourceType.NAMESPACE, name))
 

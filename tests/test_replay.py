@@ -317,6 +317,37 @@ def test_namespace_with_children_or_topics_cannot_be_removed() -> None:
         replay_records(with_topic, [RemoveNamespaceRecord(namespace_id=b)], EMPTY_PROVENANCE)
 
 
+def test_child_namespace_counts_follow_every_record_of_a_delta() -> None:
+    """Within one delta, removals see the creations and removals replayed before them."""
+    org, a, b, c = (Uuid.random() for _ in range(4))
+    base = image_of(
+        NamespaceRecord(namespace_id=org, name="org"),
+        NamespaceRecord(namespace_id=a, name="org:a", parent_id=org),
+        NamespaceRecord(namespace_id=b, name="org:a:b", parent_id=a),
+    )
+    # A whole tree, children first, in one delta.
+    empty = replay_records(
+        base,
+        [RemoveNamespaceRecord(namespace_id=i) for i in (b, a, org)],
+        EMPTY_PROVENANCE,
+    )
+    assert not empty.namespaces.by_name
+    # The counts are built by the first removal; a child created after it still counts.
+    with pytest.raises(NamespaceReplayError, match=r"child namespaces \['org:a:c'\]"):
+        replay_records(
+            base,
+            [
+                RemoveNamespaceRecord(namespace_id=b),
+                NamespaceRecord(namespace_id=c, name="org:a:c", parent_id=a),
+                RemoveNamespaceRecord(namespace_id=a),
+            ],
+            EMPTY_PROVENANCE,
+        )
+    # A parent before its child is refused, naming every namespace below it.
+    with pytest.raises(NamespaceReplayError, match=r"\['org:a', 'org:a:b'\]"):
+        replay_records(base, [RemoveNamespaceRecord(namespace_id=org)], EMPTY_PROVENANCE)
+
+
 def test_load_image_from_log_matches_direct_replay(tmp_path: Path) -> None:
     batches = LogGenerator(seed=11).batches(300)
     with MetadataLog.open(tmp_path / "log") as log:
