@@ -17,6 +17,7 @@ runs one check (the embedded CLI runs one whenever it opens the service for writ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,7 +30,7 @@ from api.controller import Controller
 from api.errors import IllegalStateTransitionError, ServiceStoppedError
 from api.partition_reduction import INTERVAL_KEY
 from metadata_log.config import LogConfig
-from metadata_log.log import MetadataLog
+from metadata_log.log import AppendResult, MetadataLog
 from records.model import FeatureLevelRecord, Record
 from replay.delta import MetadataDelta
 from replay.image import METADATA_VERSION, MetadataImage, Provenance
@@ -172,7 +173,20 @@ class MetadataService:
         self._next_offset = last + 1
         return image
 
-    def _commit(self, image: MetadataImage) -> None:
+    def _commit(self, image: MetadataImage, appended: AppendResult) -> None:
+        provenance = image.provenance
+        if provenance.timestamp != appended.timestamp:
+            # The log stamps a block when it writes it; the image carries that time, as the
+            # same image replayed from the log would (after a restart, or by time travel).
+            stamped = dataclasses.replace(
+                image,
+                provenance=Provenance(
+                    offset=provenance.offset, epoch=provenance.epoch, timestamp=appended.timestamp
+                ),
+            )
+            if self._working is image:
+                self._working = stamped
+            image = stamped
         if image.provenance.offset > self._committed.provenance.offset:
             self._committed = image
             if self._snapshots is not None:
@@ -195,11 +209,11 @@ class MetadataService:
             return result.response
         image = self._accept(result.records)
         try:
-            self.log.append(result.records, principal=principal)
+            appended = self.log.append(result.records, principal=principal)
         except Exception as exc:
             self._fail(exc)
             raise
-        self._commit(image)
+        self._commit(image, appended)
         return result.response
 
     async def submit(self, command: Command[T], *, principal: str | None = None) -> T:
@@ -219,13 +233,13 @@ class MetadataService:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._last_append = done
         try:
-            await self.log.append_async(result.records, principal=principal)
+            appended = await self.log.append_async(result.records, principal=principal)
         except Exception as exc:
             self._fail(exc)
             done.set_exception(ServiceStoppedError(str(exc)))
             done.exception()  # retrieved here; waiters see the service stopped
             raise
-        self._commit(image)
+        self._commit(image, appended)
         done.set_result(None)
         return result.response
 

@@ -43,8 +43,22 @@ logger = logging.getLogger("metadata_log")
 
 _BRUTE_FORCE_BYTES = 64 * 1024
 
-AppendResult = tuple[int, int]
-"""(first offset, last offset) of an appended batch."""
+
+class AppendResult(tuple[int, int]):
+    """(first offset, last offset) of an appended batch, and the `timestamp` its entries carry.
+
+    A plain pair to unpack (`first, last = log.append(...)`); the timestamp is the one the log
+    wrote (one per block, never lower than an earlier entry's), which the service gives the
+    image it commits, so that the image after a restart is the same to the millisecond.
+    """
+
+    timestamp: int
+
+    def __new__(cls, first: int, last: int, timestamp: int) -> AppendResult:
+        """The pair (first, last), with `timestamp` kept beside it."""
+        result = super().__new__(cls, (first, last))
+        result.timestamp = timestamp
+        return result
 
 
 def _wall_clock_ms() -> int:
@@ -558,7 +572,7 @@ class MetadataLog:
         results: list[AppendResult | Exception] = []
         offset = first
         for records, _ in batches:
-            results.append((offset, offset + len(records) - 1))
+            results.append(AppendResult(offset, offset + len(records) - 1, timestamp))
             offset += len(records)
         count, body = self.codec.encode_batches(
             batches, first_offset=first, epoch=epoch, timestamp=timestamp

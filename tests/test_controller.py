@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -665,6 +666,31 @@ async def test_concurrent_submits_are_group_committed_and_ordered(tmp_path: Path
         assert sum(isinstance(e.record, TopicRecord) for e in entries) == 40
     finally:
         await svc.aclose()
+
+
+async def test_the_committed_image_carries_the_time_the_log_wrote(tmp_path: Path) -> None:
+    """The service stamps an image when it accepts records, the log when it writes them; the
+    committed image takes the log's time, so a restart replays the very same image."""
+    ticks = itertools.count(1_800_000_000_000)  # every clock read is a millisecond later
+    svc = MetadataService.open(tmp_path / "log", clock_ms=lambda: next(ticks))
+    try:
+        register(svc, 0, None)
+        assert svc.image.provenance.timestamp == list(svc.log.read())[-1].timestamp
+
+        async def one(i: int) -> None:
+            await svc.submit(
+                lambda image: svc.controller.create_topics(image, [CreatableTopic(name=f"s{i}")])
+            )
+
+        await asyncio.gather(*(one(i) for i in range(20)))  # group-committed blocks
+        last = list(svc.log.read())[-1]
+        assert svc.image.provenance.offset == last.offset
+        assert svc.image.provenance.timestamp == last.timestamp
+        live = svc.image
+    finally:
+        await svc.aclose()
+    with MetadataService.open(tmp_path / "log") as again:
+        assert again.image == live
 
 
 async def test_a_failed_append_stops_writes(tmp_path: Path) -> None:

@@ -150,7 +150,7 @@ def build_multi_segment_log(directory: Path, *, segments: int = 4) -> BuiltLog:
     rng = random.Random(11)
     cfg = LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1024)
     topic = Uuid.random()
-    batches = []
+    batches: list[tuple[int, int]] = []
     with MetadataLog.open(directory, config=cfg) as log:
         n = 0
         while len(log.segments()) < segments:
