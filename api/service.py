@@ -17,7 +17,6 @@ runs one check (the embedded CLI runs one whenever it opens the service for writ
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -174,16 +173,10 @@ class MetadataService:
         return image
 
     def _commit(self, image: MetadataImage, appended: AppendResult) -> None:
-        provenance = image.provenance
-        if provenance.timestamp != appended.timestamp:
+        if image.provenance.timestamp != appended.timestamp:
             # The log stamps a block when it writes it; the image carries that time, as the
             # same image replayed from the log would (after a restart, or by time travel).
-            stamped = dataclasses.replace(
-                image,
-                provenance=Provenance(
-                    offset=provenance.offset, epoch=provenance.epoch, timestamp=appended.timestamp
-                ),
-            )
+            stamped = image.with_timestamp(appended.timestamp)
             if self._working is image:
                 self._working = stamped
             image = stamped

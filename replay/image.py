@@ -246,6 +246,23 @@ class MetadataImage:
     topics: TopicsImage = field(default_factory=TopicsImage)
     configs: ConfigsImage = field(default_factory=ConfigsImage)
 
+    def with_timestamp(self, timestamp: int) -> MetadataImage:
+        """The same image with its provenance's timestamp set (a new field belongs here too).
+
+        What `dataclasses.replace` does, in half its time: the service calls it on every commit.
+        """
+        provenance = self.provenance
+        return MetadataImage(
+            provenance=Provenance(
+                offset=provenance.offset, epoch=provenance.epoch, timestamp=timestamp
+            ),
+            features=self.features,
+            cluster=self.cluster,
+            namespaces=self.namespaces,
+            topics=self.topics,
+            configs=self.configs,
+        )
+
     @property
     def is_empty(self) -> bool:
         """Whether the image holds nothing at all."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -315,6 +316,15 @@ def test_namespace_with_children_or_topics_cannot_be_removed() -> None:
     )
     with pytest.raises(NamespaceReplayError, match="holds 1 topics"):
         replay_records(with_topic, [RemoveNamespaceRecord(namespace_id=b)], EMPTY_PROVENANCE)
+
+
+def test_with_timestamp_keeps_every_other_part_of_the_image() -> None:
+    image = image_of(TopicRecord(name="t", topic_id=T1))
+    stamped = image.with_timestamp(1_234)
+    assert stamped.provenance == dataclasses.replace(image.provenance, timestamp=1_234)
+    for part in dataclasses.fields(MetadataImage):  # a field added later must be kept too
+        if part.name != "provenance":
+            assert getattr(stamped, part.name) is getattr(image, part.name), part.name
 
 
 def test_child_namespace_counts_follow_every_record_of_a_delta() -> None:
