@@ -12,9 +12,11 @@ from records.model import (
     FeatureLevelRecord,
     FencingChange,
     Mode,
+    MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveNamespaceRecord,
@@ -39,7 +41,8 @@ class LogGenerator:
         self.rng = random.Random(seed)
         self.brokers: dict[int, int] = {}  # id -> epoch
         self.epoch = 0
-        self.topics: dict[Uuid, tuple[str, str, int, bool]] = {}  # name, ns, partitions, pending
+        # name, namespace, partitions, partitions kept by a pending deletion (0: none pending)
+        self.topics: dict[Uuid, tuple[str, str, int, int]] = {}
         self.names: set[tuple[str, str]] = set()
         self.namespaces: dict[str, Uuid] = {}
         self.counter = 0
@@ -60,6 +63,8 @@ class LogGenerator:
             (self._namespace, 1),
             (self._remove_namespace, 1),
             (self._delete_partitions, 1),
+            (self._purge_partitions, 1),
+            (self._move_topic, 1),
         ]
         funcs = [f for f, _ in actions]
         weights = [w for _, w in actions]
@@ -111,7 +116,7 @@ class LogGenerator:
                     leader=replicas[0],
                 )
             )
-        self.topics[topic_id] = (name, namespace, partitions, False)
+        self.topics[topic_id] = (name, namespace, partitions, 0)
         self.names.add((namespace, name))
         return records
 
@@ -203,7 +208,7 @@ class LogGenerator:
         topic_id = self.rng.choice(candidates)
         name, namespace, partitions, _ = self.topics[topic_id]
         keep = self.rng.randint(1, partitions - 1)
-        self.topics[topic_id] = (name, namespace, partitions, True)
+        self.topics[topic_id] = (name, namespace, partitions, keep)
         records: list[Record] = [
             DeleteTopicPartitionsRecord(
                 topic_id=topic_id, partition_count=keep, delete_after_ms=1000, created_ms=0
@@ -214,3 +219,35 @@ class LogGenerator:
             for p in range(keep, partitions)
         )
         return records
+
+    def _purge_partitions(self) -> list[Record]:
+        """A pending deletion completes: its partitions go to mode NONE, then are purged."""
+        pending = [i for i, t in self.topics.items() if t[3]]
+        if not pending:
+            return []
+        topic_id = self.rng.choice(pending)
+        name, namespace, partitions, keep = self.topics[topic_id]
+        self.topics[topic_id] = (name, namespace, keep, 0)
+        records: list[Record] = [
+            PartitionChangeRecord(partition_id=p, topic_id=topic_id, mode=Mode.NONE)
+            for p in range(keep, partitions)
+        ]
+        records.append(PurgeTopicPartitionsRecord(topic_id=topic_id, partition_count=keep))
+        return records
+
+    def _move_topic(self) -> list[Record]:
+        """A topic moves to another namespace where its name is free (keeps id and configs)."""
+        if not self.topics:
+            return []
+        topic_id = self.rng.choice(list(self.topics))
+        name, namespace, partitions, keep = self.topics[topic_id]
+        targets = [
+            n for n in ["", *self.namespaces] if n != namespace and (n, name) not in self.names
+        ]
+        if not targets:
+            return []
+        target = self.rng.choice(targets)
+        self.names.discard((namespace, name))
+        self.names.add((target, name))
+        self.topics[topic_id] = (name, target, partitions, keep)
+        return [MoveTopicRecord(topic_id=topic_id, namespace=target)]

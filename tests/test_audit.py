@@ -20,6 +20,8 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
+from sql_backends import write_generated_log
+
 from api.cli import main
 from metadata_log import MetadataLog
 from records.json_form import record_to_json
@@ -330,6 +332,13 @@ def test_churn(spark: Any, story: Path) -> None:
 )
 def test_state_matches_the_image(spark: Any, story: Path, append: int) -> None:
     assert compare_with_image(spark, story / "log", LAST[append]) == []
+
+
+def test_state_matches_the_image_on_a_generated_log(spark: Any, tmp_path: Path) -> None:
+    """Random valid histories (moves, purges, namespace removals, re-creations) agree too."""
+    end = write_generated_log(tmp_path / "log", seed=21, batches=250)
+    for offset in (end // 3, end - 1):
+        assert compare_with_image(spark, tmp_path / "log", offset) == []
 
 
 def test_state_content(spark: Any, story: Path) -> None:

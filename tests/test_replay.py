@@ -79,6 +79,7 @@ def test_generated_log_every_prefix_writes_and_replays_to_itself() -> None:
     assert len(records) > 2000
     image = EMPTY_IMAGE
     offset = -1
+    pending_seen = False
     for batch in batches:
         for record in batch:
             offset += 1
@@ -86,9 +87,14 @@ def test_generated_log_every_prefix_writes_and_replays_to_itself() -> None:
             again = rewritten(image)
             assert again == image
             assert list(again.write()) == list(image.write())
+            pending_seen = pending_seen or any(
+                t.pending_deletion for t in image.topics.by_id.values()
+            )
     assert len(image.topics) > 20
     assert image.namespaces.by_name
-    assert any(t.pending_deletion for t in image.topics.by_id.values())
+    assert pending_seen
+    # The generated log holds every record type, moves and purges included.
+    assert {type(r) for r in records} == set(RECORD_CLASSES)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
