@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from api.client import AdminClient
@@ -53,6 +55,7 @@ from api.settings import Settings
 from api.shell import diff_points, history_range
 from api.snapshots import open_snapshotter, open_store, read_image
 from metadata_log import MetadataLog
+from metadata_log.segment import SEGMENT_SUFFIX
 from records.entry import LogEntry
 from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
@@ -79,6 +82,20 @@ def purge_text(result: PurgeResult) -> str:
     done = "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE"
     partitions = ",".join(str(p) for p in result.partitions)
     return f"pending partition deletion of {result.name}: partition(s) {partitions} {done}"
+
+
+def _segment_files(log_dir: Path) -> list[tuple[str, int, int]]:
+    """(name, size, modification time) of each segment file: what changes when entries come."""
+    found = []
+    try:
+        with os.scandir(log_dir) as entries:
+            for entry in entries:
+                if entry.name.endswith(SEGMENT_SUFFIX):
+                    status = entry.stat()
+                    found.append((entry.name, status.st_size, status.st_mtime_ns))
+    except FileNotFoundError:  # no log (yet): opening it says so
+        return []
+    return sorted(found)
 
 
 class LocalTarget:
@@ -231,21 +248,26 @@ class LocalTarget:
     ) -> Iterator[LogEntry]:
         """Entries with `gt < offset <= lte`, at most `limit`; with `follow`, then each new one.
 
-        A follower reopens the log read-only every `FOLLOW_POLL_SECONDS` (a writer may be
-        appending meanwhile; a reader sees its complete writes only).
+        A follower looks at the segment files every `FOLLOW_POLL_SECONDS` and reopens the log
+        read-only when they changed (a writer may be appending meanwhile; a reader sees its
+        complete writes only). Opening verifies the active segment whole, so a follower of a
+        busy log spends CPU on it: through a server, FetchLog reads only the new blocks.
         """
         settings = self.settings
         remaining, after = limit, gt
-        while remaining != 0:
+        while True:
+            seen = _segment_files(settings.log_dir)
             with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
                 for entry in log.read(gt=after, lte=lte, limit=remaining):
                     yield entry
                     after = entry.offset
                     if remaining is not None:
                         remaining -= 1
-            if not follow or (lte is not None and after is not None and after >= lte):
+            done = remaining == 0 or (lte is not None and after is not None and after >= lte)
+            if done or not follow:
                 return
-            time.sleep(FOLLOW_POLL_SECONDS)
+            while _segment_files(settings.log_dir) == seen:
+                time.sleep(FOLLOW_POLL_SECONDS)
 
     def close(self) -> None:
         """Close the service if it was opened."""

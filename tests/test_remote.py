@@ -321,7 +321,7 @@ def test_log_dump_follow_prints_entries_as_they_are_committed(
         out = io.StringIO()
         codes: list[int] = []
         argv = [*where, "log", "dump", "--follow", "--gt", str(end - 1), "--limit", "2"]
-        follower = threading.Thread(target=lambda: codes.append(main(argv, out=out)))
+        follower = threading.Thread(target=lambda: codes.append(main(argv, out=out)), daemon=True)
         follower.start()
         time.sleep(1.0)  # it has read to the end and waits
         assert follower.is_alive() and out.getvalue() == ""
