@@ -73,6 +73,11 @@ DEFAULT_TIMEOUT_MS = 30_000
 _SIZE = struct.Struct(">i")
 
 
+def _seen(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class ClientError(MetadataLogError):
     """The connection failed or the server answered something this client cannot read."""
 
@@ -228,6 +233,9 @@ class AdminClient:
         if self._closed:
             raise ClientError("the connection is closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        # Its waiter may be gone (a timeout, an interrupt) when the answer or a failure comes:
+        # mark the outcome seen, so asyncio does not report it as never retrieved.
+        future.add_done_callback(_seen)
         self._pending.append(_Pending(correlation_id, decode, future))
         self._writer.write(frame)
         try:

@@ -84,6 +84,16 @@ def purge_text(result: PurgeResult) -> str:
     return f"pending partition deletion of {result.name}: partition(s) {partitions} {done}"
 
 
+FOLLOW_POLL_SECONDS = 0.5
+"""How often a following reader of the data directory looks for new entries."""
+
+FOLLOW_WAIT_MS = 10_000
+"""How long a following FetchLog waits on the server for new entries before asking again."""
+
+FETCH_PAGE = 10_000
+"""Entries asked for per FetchLog."""
+
+
 def _segment_files(log_dir: Path) -> list[tuple[str, int, int]]:
     """(name, size, modification time) of each segment file: what changes when entries come."""
     found = []
@@ -416,22 +426,19 @@ class RemoteTarget:
 
     def close(self) -> None:
         """Close the connection and the loop."""
+        loop = self._loop
         try:
-            # After an interrupt (Ctrl-C while following) the connection may be mid-call.
-            with contextlib.suppress(Exception):
-                self._loop.run_until_complete(self.client.close())
+            # After an interrupt (Ctrl-C while following) a call is still pending: cancel it
+            # and collect its outcome, so nothing is reported as never retrieved.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            with contextlib.suppress(Exception):  # the connection may be half-closed by now
+                loop.run_until_complete(self.client.close())
         finally:
-            self._loop.close()
-
-
-FOLLOW_POLL_SECONDS = 0.5
-"""How often a following reader of the data directory looks for new entries."""
-
-FOLLOW_WAIT_MS = 10_000
-"""How long a following FetchLog waits on the server for new entries before asking again."""
-
-FETCH_PAGE = 10_000
-"""Entries asked for per FetchLog."""
+            loop.close()
 
 
 Target = LocalTarget | RemoteTarget

@@ -10,9 +10,13 @@ import asyncio
 import difflib
 import io
 import json
+import os
 import re
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -337,6 +341,31 @@ def test_log_dump_follow_prints_entries_as_they_are_committed(
     lines = out.getvalue().splitlines()
     assert [line.split(" ")[1] for line in lines] == [str(end), str(end + 1)]
     assert '"name":"late"' in lines[0] and "PARTITION_RECORD" in lines[1]
+
+
+def test_log_dump_follow_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    """SIGINT ends a follower with exit 0, what it printed intact and nothing on stderr."""
+    log_dir = tmp_path / "data" / "log"
+    with running_server(log_dir, brokers=1) as server:
+        followers = {
+            where: subprocess.Popen(
+                [sys.executable, "-m", "api.cli", *args, "log", "dump", "--follow"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, "MLOG_BOOTSTRAP_SERVER": ""},
+            )
+            for where, args in {
+                "server": ["--bootstrap-server", server.address],
+                "data directory": ["--data-dir", str(tmp_path / "data")],
+            }.items()
+        }
+        time.sleep(3)  # started, printed the log so far, waiting
+        for where, process in followers.items():
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=30)
+            assert process.returncode == 0, (where, err)
+            assert err == b"", (where, err)
+            assert out.decode().count("REGISTER_BROKER_RECORD") == 1, where
 
 
 def test_shutdown_answers_a_long_poll_at_once(tmp_path: Path) -> None:
