@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+import select
 import signal
 import socket
 import struct
@@ -359,13 +360,24 @@ def test_log_dump_follow_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
                 "data directory": ["--data-dir", str(tmp_path / "data")],
             }.items()
         }
-        time.sleep(3)  # started, printed the log so far, waiting
+        printed = {}
+        for where, process in followers.items():
+            # Each is waiting once it printed the log so far, the broker's registration last
+            # (a follower flushes each line).
+            assert process.stdout is not None
+            printed[where] = b""
+            while b"REGISTER_BROKER_RECORD" not in printed[where]:
+                ready, _, _ = select.select([process.stdout], [], [], 120)
+                assert ready, f"the follower of the {where} printed {printed[where]!r} only"
+                # Unbuffered: a buffered readline could hold the next line where select
+                # does not see it.
+                printed[where] += os.read(process.stdout.fileno(), 1 << 16)
         for where, process in followers.items():
             process.send_signal(signal.SIGINT)
             out, err = process.communicate(timeout=30)
             assert process.returncode == 0, (where, err)
             assert err == b"", (where, err)
-            assert out.decode().count("REGISTER_BROKER_RECORD") == 1, where
+            assert (printed[where] + out).decode().count("REGISTER_BROKER_RECORD") == 1, where
 
 
 def test_shutdown_answers_a_long_poll_at_once(tmp_path: Path) -> None:
