@@ -163,7 +163,7 @@ class _Array:
 
 _Kind = _Primitive | _Entity | _Array
 
-_FIXED = {
+FIXED_CODES = {
     "int8": "b",
     "int16": "h",
     "int32": "i",
@@ -195,7 +195,7 @@ _NULLABLE = frozenset({"string", "bytes", "records", "uuid"})
 
 
 def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> _Primitive:
-    if kafka_type not in _FIXED and kafka_type not in ("string", "bytes", "records"):
+    if kafka_type not in FIXED_CODES and kafka_type not in ("string", "bytes", "records"):
         raise Unsupported(f"kafka type {kafka_type!r}")
     if nullable and kafka_type not in _NULLABLE:
         raise Unsupported(f"a nullable {kafka_type}")  # kio has no reader for it either
@@ -289,7 +289,7 @@ def _indent(lines: str, depth: int) -> str:
 def _emit(src: _Source, kind: _Kind) -> str:
     """Code that reads one value at `pos` and moves `pos` past it; the variable holding it."""
     if isinstance(kind, _Primitive):
-        code = _FIXED.get(kind.kafka_type)
+        code = FIXED_CODES.get(kind.kafka_type)
         if code is not None:
             return src.fixed(code, _CONVERT.get(kind.kafka_type))
         return _emit_sized(src, kind)
@@ -396,7 +396,7 @@ else:
 def _emit_items(src: _Source, item: _Primitive | _Entity, count: str, value: str) -> str:
     """Code that reads `count` (> 0) items into the tuple `value`."""
     smallest = _min_size(item)
-    code = _FIXED.get(item.kafka_type) if isinstance(item, _Primitive) else None
+    code = FIXED_CODES.get(item.kafka_type) if isinstance(item, _Primitive) else None
     if code is not None and len(code) == 1:
         convert = _CONVERT.get(item.kafka_type)  # type: ignore[union-attr]  # a primitive
         unpacked = f"_unpack('>%d{code}' % {count}, buffer, pos)"
@@ -435,7 +435,7 @@ else:
 def _min_size(kind: _Kind) -> int:
     """The fewest bytes a value of a kind takes."""
     if isinstance(kind, _Primitive):
-        code = _FIXED.get(kind.kafka_type)
+        code = FIXED_CODES.get(kind.kafka_type)
         if code is not None:
             return struct.calcsize(">" + code)
         if kind.flexible:

@@ -30,43 +30,18 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from api.protocol.fast_reader import FIXED_CODES, Refused, read_uvarint
 from api.protocol.fast_writer import uvarint
 
 Copier = Callable[[bytes, int, bytearray], int]
 """Reads one value at a position, appends what is kept, returns the position after it."""
 
-_WIDTHS = {
-    "int8": 1,
-    "bool": 1,
-    "int16": 2,
-    "uint16": 2,
-    "error_code": 2,
-    "int32": 4,
-    "uint32": 4,
-    "timedelta_i32": 4,
-    "int64": 8,
-    "float64": 8,
-    "timedelta_i64": 8,
-    "uuid": 16,
-}
+_WIDTHS = {kafka_type: struct.calcsize(">" + code) for kafka_type, code in FIXED_CODES.items()}
+"""The byte width of each fixed-width Kafka type."""
 
 
 class Malformed(Exception):
     """The frame does not follow its schema (kio's error is reported instead)."""
-
-
-def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint at `pos` and the position after it."""
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 28:
-            raise Malformed("bad varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
 
 
 def _take(data: bytes, pos: int, size: int, out: bytearray) -> int:
@@ -200,12 +175,15 @@ def strip_unknown_tags(frame: bytes | memoryview, body_class: type[Any]) -> byte
     """
     data = bytes(frame)
     out = bytearray()
-    # Request header v2: key, version, correlation id, a legacy nullable client id, tags.
-    pos = _take(data, 0, 8, out)
-    pos = _primitive("string", False)(data, pos, out)
-    if body_class.__header_schema__.__flexible__:
-        pos = _tagged_section(frozenset())(data, pos, out)
-    pos = _entity(body_class)(data, pos, out)  # type: ignore[arg-type]  # classes are hashable
+    try:
+        # Request header v2: key, version, correlation id, a legacy nullable client id, tags.
+        pos = _take(data, 0, 8, out)
+        pos = _primitive("string", False)(data, pos, out)
+        if body_class.__header_schema__.__flexible__:
+            pos = _tagged_section(frozenset())(data, pos, out)
+        pos = _entity(body_class)(data, pos, out)  # type: ignore[arg-type]  # classes hash
+    except (IndexError, Refused) as exc:  # a varint cut short or longer than 5 bytes
+        raise Malformed(f"bad varint: {exc}") from None
     return bytes(out) + data[pos:]
 
 
