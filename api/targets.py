@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from api.client import AdminClient
+from api.client import AdminClient, RemoteError
 from api.commands import (
     AlterConfig,
     AlterConfigsResult,
@@ -48,7 +48,7 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.errors import IllegalStateTransitionError
+from api.errors import ErrorCode, IllegalStateTransitionError
 from api.progress import Progress
 from api.service import Command, MetadataService
 from api.settings import Settings
@@ -403,26 +403,36 @@ class RemoteTarget:
         FetchLog long-polls up to `FOLLOW_WAIT_MS` for new entries.
         """
         offset = 0 if gt is None else gt + 1
-        _, end = self._fetch(0, 1, 0)
-        while offset > end:  # starts past the log's end: nothing yet
-            if not follow:
-                return
-            _, end = self._fetch(end, 1, FOLLOW_WAIT_MS)
-        last = lte if follow else min(end - 1, lte if lte is not None else end - 1)
-        remaining = limit
+        remaining, last = limit, lte
         while remaining != 0 and (last is None or offset <= last):
             count = FETCH_PAGE if remaining is None else min(FETCH_PAGE, remaining)
             if last is not None:
                 count = min(count, last - offset + 1)
-            entries, _ = self._fetch(offset, count, FOLLOW_WAIT_MS if follow else 0)
-            if not entries and not follow:
-                return
+            try:
+                entries, end = self._fetch(offset, count, FOLLOW_WAIT_MS if follow else 0)
+            except RemoteError as exc:
+                if exc.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                    raise
+                if not follow:
+                    return  # starts past the log's end: nothing, as on the data directory
+                self._wait_for_end(offset)
+                continue
+            if not follow:
+                last = end - 1 if last is None else min(last, end - 1)
+                if not entries:
+                    return
             for entry in entries:
                 yield entry
                 if remaining is not None:
                     remaining -= 1
             if entries:
                 offset = entries[-1].offset + 1
+
+    def _wait_for_end(self, offset: int) -> None:
+        """Long-poll until the log's end reaches `offset` (a follower that starts past it)."""
+        _, end = self._fetch(0, 1, 0)
+        while end < offset:
+            _, end = self._fetch(end, 1, FOLLOW_WAIT_MS)
 
     def close(self) -> None:
         """Close the connection and the loop."""
