@@ -39,9 +39,9 @@ import fastavro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.commands import CreatableTopic, RegisterBroker
-from api.controller import Controller
-from api.service import MetadataService
+from api.controller.commands import CreatableTopic, RegisterBroker
+from api.controller.controller import Controller
+from api.service.service import MetadataService
 from metadata_log import MetadataLog
 from records import (
     FeatureLevelRecord,

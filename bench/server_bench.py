@@ -44,9 +44,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.commands import CreatableTopic, RegisterBroker, TopicRef
+from api.controller.commands import CreatableTopic, RegisterBroker, TopicRef
 from api.protocol import codec
-from api.service import MetadataService
+from api.service.service import MetadataService
 from metadata_log import MetadataLog
 from records import RemoveTopicRecord, TopicRecord
 

@@ -660,3 +660,48 @@ def _touches_broker(record: Record, broker: int | None) -> bool:
             or broker in (record.removing_replicas or ())
         )
     return False
+
+
+def point_offset(log: MetadataLog, text: str) -> int:
+    """An offset from an argument: an integer is an offset, anything else an ISO-8601 time."""
+    stripped = text.strip()
+    if stripped.lstrip("-").isdigit():
+        return resolve_offset(log, at_offset=int(stripped))
+    return resolve_offset(log, at_time=parse_time(stripped))
+
+
+def diff_points(
+    log: MetadataLog, store: SnapshotStore | None, from_point: str, to_point: str | None
+) -> tuple[int, int, list[Change]]:
+    """(from offset, to offset, changes) between two points; `to_point` None is the end.
+
+    The later image is built on the earlier one, so both share everything unchanged and the
+    comparison only visits what changed between them.
+    """
+    start = point_offset(log, from_point)
+    end = point_offset(log, to_point) if to_point is not None else log.end_offset - 1
+    low, high = sorted((start, end))
+    earlier = travel(log, store, at_offset=low).image
+    later = load_image(log, lte=high, base=earlier)
+    return start, end, diff(earlier, later) if start <= end else diff(later, earlier)
+
+
+def history_range(
+    log: MetadataLog,
+    entity: Entity,
+    *,
+    gt: int | None = None,
+    lte: int | None = None,
+    limit: int | None = None,
+) -> list[HistoryEntry]:
+    """The entries that touched `entity` with `gt < offset <= lte`, at most `limit`."""
+    items: list[HistoryEntry] = []
+    if limit == 0:
+        return items
+    for entry in history(log, entity, lte=lte):
+        if gt is not None and entry.offset <= gt:
+            continue
+        items.append(entry)
+        if limit is not None and len(items) >= limit:
+            break
+    return items

@@ -10,11 +10,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import api.server
-from api.commands import RegisterBroker
+import api.server.server
+from api.controller.commands import RegisterBroker
 from api.protocol import codec
-from api.server import MetadataServer
-from api.service import MetadataService
+from api.server.server import MetadataServer
+from api.service.service import MetadataService
 
 
 def _checked_encode(correlation_id: int, body: Any) -> bytes:
@@ -46,13 +46,13 @@ def running_server(
     thread = threading.Thread(target=loop.run_forever, name="metadata-server", daemon=True)
     thread.start()
     server = MetadataServer(service, host="127.0.0.1", port=0, cluster_id="test-cluster", **options)
-    saved = getattr(api.server, "encode_response")  # noqa: B009 - patched for the server's life
-    setattr(api.server, "encode_response", _checked_encode)  # noqa: B010
+    saved = getattr(api.server.server, "encode_response")  # noqa: B009 - patched for the server's life
+    setattr(api.server.server, "encode_response", _checked_encode)  # noqa: B010
     try:
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
         yield server
     finally:
-        setattr(api.server, "encode_response", saved)  # noqa: B010
+        setattr(api.server.server, "encode_response", saved)  # noqa: B010
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(60)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)

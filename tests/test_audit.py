@@ -22,7 +22,7 @@ pytest.importorskip("pyarrow")
 
 from sql_backends import write_generated_log
 
-from api.cli import main
+from api.cli.main import main
 from metadata_log import MetadataLog
 from records.json_form import record_to_json
 from records.model import (

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
-from api.settings import SettingsError, load_settings
+from api.cli.main import main
+from api.service.settings import SettingsError, load_settings
 from metadata_log import LogConfigError, MetadataLog
 from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, Mode, PartitionChangeRecord, TopicRecord, Uuid

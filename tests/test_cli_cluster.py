@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from api.cli import main
+from api.cli.main import main
 from metadata_log import MetadataLog
 
 

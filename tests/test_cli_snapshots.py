@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sql_backends import postgres_server, postgres_url
 
-from api.cli import main
+from api.cli.main import main
 
 __all__ = ["postgres_server", "postgres_url"]
 

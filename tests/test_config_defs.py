@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from api.config_defs import (
+from api.controller.config_defs import (
     CLUSTER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigSource,

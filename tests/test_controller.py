@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from api.commands import (
+from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     BrokerAction,
@@ -25,11 +25,15 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.config_defs import ConfigSource
-from api.controller import Controller, ControllerOptions
-from api.errors import ApiError, ErrorCode, IllegalStateTransitionError, ServiceStoppedError
-from api.service import MetadataService
-from api.states import (
+from api.controller.config_defs import ConfigSource
+from api.controller.controller import Controller, ControllerOptions
+from api.controller.errors import (
+    ApiError,
+    ErrorCode,
+    IllegalStateTransitionError,
+    ServiceStoppedError,
+)
+from api.controller.states import (
     PARTITION_DELETION,
     REPLICA_DELETION,
     PartitionState,
@@ -38,6 +42,7 @@ from api.states import (
     check_replica_path,
     partition_state,
 )
+from api.service.service import MetadataService
 from records.model import (
     ConfigResourceType,
     Mode,

@@ -27,7 +27,7 @@ from kafka.admin import NewPartitions as KpNewPartitions
 from kafka.admin import NewTopic as KpNewTopic
 from server_thread import running_server
 
-from api.server import MetadataServer
+from api.server.server import MetadataServer
 from metadata_log.log import MetadataLog
 from records.uuids import Uuid
 from replay.loader import load_image

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from api.cli import main
-from api.commands import (
+from api.cli.main import main
+from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     ConfigResource,
@@ -26,11 +26,11 @@ from api.commands import (
     RegisterBroker,
     TopicRef,
 )
-from api.config_defs import ConfigSource
-from api.controller import Controller, ControllerOptions
-from api.errors import ApiError, ErrorCode
-from api.namespaces import InvalidNamespaceError
-from api.service import MetadataService
+from api.controller.config_defs import ConfigSource
+from api.controller.controller import Controller, ControllerOptions
+from api.controller.errors import ApiError, ErrorCode
+from api.controller.namespaces import InvalidNamespaceError
+from api.service.service import MetadataService
 from metadata_log import MetadataLog
 from records.model import (
     ConfigRecord,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from api.cli import main
-from api.commands import (
+from api.cli.main import main
+from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     BrokerAction,
@@ -32,11 +32,11 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.config_defs import CLUSTER_CONFIGS, InvalidConfigError, validate_cluster_config
-from api.controller import Controller, ControllerOptions
-from api.errors import ErrorCode
-from api.service import SERVICE_PRINCIPAL, MetadataService
-from api.states import PartitionState, ReplicaState, partition_state, replica_state
+from api.controller.config_defs import CLUSTER_CONFIGS, InvalidConfigError, validate_cluster_config
+from api.controller.controller import Controller, ControllerOptions
+from api.controller.errors import ErrorCode
+from api.controller.states import PartitionState, ReplicaState, partition_state, replica_state
+from api.service.service import SERVICE_PRINCIPAL, MetadataService
 from metadata_log import MetadataLog
 from records.model import (
     ConfigResourceType,

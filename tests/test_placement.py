@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.errors import ApiError, ErrorCode
-from api.placement import (
+from api.controller.errors import ApiError, ErrorCode
+from api.controller.placement import (
     BrokerPlacementInfo,
     PlacementError,
     RackAwareMode,

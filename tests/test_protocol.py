@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader
 
-from api.commands import (
+from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     ConfigResource,
@@ -22,11 +22,11 @@ from api.commands import (
     RegisterBroker,
     TopicRef,
 )
-from api.commands import CreatableTopic as Creatable
+from api.controller.commands import CreatableTopic as Creatable
 from api.protocol import codec
 from api.protocol.connection import Close, Connection, Reply, Request
-from api.protocol.kafka_apis import KafkaApis, Listener
-from api.service import MetadataService
+from api.server.kafka_apis import KafkaApis, Listener
+from api.service.service import MetadataService
 from records.model import ConfigResourceType, Mode
 
 

@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_thread import running_server
 
-from api.cli import main
-from api.client import AdminClient, ClientError, RemoteError
-from api.commands import (
+from api.cli.main import main
+from api.client.client import AdminClient, ClientError, RemoteError
+from api.controller.commands import (
     ConfigResource,
     CreatableTopic,
     CreateNamespace,
@@ -39,11 +39,11 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.errors import ErrorCode
+from api.controller.errors import ErrorCode
 from api.protocol import private
 from api.protocol.connection import Close, Connection, PrivateRequest
-from api.protocol.private_apis import PrivateApis
-from api.service import MetadataService
+from api.server.private_apis import PrivateApis
+from api.service.service import MetadataService
 from records.model import ConfigResourceType
 from records.uuids import Uuid
 from replay.delta import MetadataDelta

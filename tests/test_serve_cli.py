@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from api.cli import main
-from api.server_log import server_log
+from api.cli.main import main
+from api.server.server_log import server_log
 from metadata_log.log import MetadataLog
 from records import TopicRecord
 

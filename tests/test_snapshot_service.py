@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from sql_backends import database_url, postgres_server, postgres_url
 
-from api.commands import (
+from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     ConfigResource,
     CreatableTopic,
     RegisterBroker,
 )
-from api.service import MetadataService
-from api.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter
+from api.service.service import MetadataService
+from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter
 from metadata_log import MetadataLog
 from records.model import ConfigResourceType
 from replay.loader import load_image

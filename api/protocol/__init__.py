@@ -1,7 +1,7 @@
 """The Kafka wire protocol, sans-IO: bytes in, requests out; responses in, bytes out.
 
-`codec` is the only module that imports `kio` (the Kafka message schemas), so the schema
-library can be replaced in one place. `connection` splits a byte stream into frames and decodes
-them; `kafka_apis` answers the Kafka admin APIs from the service. No module here opens a socket:
-`api.server` is the asyncio shell around them.
+`codec` turns frames into requests and answers into frames (through `kio`'s schemas, read and
+written by the generated `fast_reader` / `fast_writer`); `connection` splits a byte stream into
+frames and decodes them; `private` and `avro_bind` are our own APIs' Avro bodies. No module here
+opens a socket: `api.server` and `api.client` are the asyncio shells around them.
 """

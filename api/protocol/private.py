@@ -4,8 +4,8 @@ A private request is a Kafka frame: int32 size, request header v1 (API key, vers
 correlation id, client id), then the request's Avro body. The response is int32 size,
 response header v0 (correlation id), a `PrivateStatus` body, and, when its `error_code` is 0,
 the response's Avro body. The bodies are the dataclasses the controller itself takes and
-returns (`api.commands`) or the few defined here, bound to Avro by `avro_bind`; their schemas
-are listed in docs/server.md and pinned by a golden test.
+returns (`api.controller.commands`) or the few defined here, bound to Avro by `avro_bind`;
+their schemas are listed in docs/server.md and pinned by a golden test.
 
 Keys start at 10,000, far above Kafka's own (below 100 today), so a future Kafka API cannot
 collide with them. ApiVersions advertises them with their versions.
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.commands import (
+from api.controller.commands import (
     BrokerAction,
     BrokerResult,
     CreateNamespace,

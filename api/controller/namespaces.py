@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from api.commands import (
+from api.controller.commands import (
     CreateNamespace,
     CreateNamespaceResult,
     DeleteNamespace,
@@ -21,9 +21,9 @@ from api.commands import (
     MoveTopicResult,
     NamespaceInfo,
 )
-from api.errors import ApiError, ErrorCode
-from api.names import colliding_name
-from api.states import check_change
+from api.controller.errors import ApiError, ErrorCode
+from api.controller.names import colliding_name
+from api.controller.states import check_change
 from records.model import (
     MoveTopicRecord,
     NamespaceRecord,

@@ -17,10 +17,15 @@ the middle resumes where the log says it was, and nothing is removed before its 
 
 from __future__ import annotations
 
-from api.commands import DeletePartitionsResult, DeletePartitionsTopic, PurgeResult, PurgeStep
-from api.config_defs import LONG_MAX
-from api.errors import ApiError, ErrorCode
-from api.states import check_change
+from api.controller.commands import (
+    DeletePartitionsResult,
+    DeletePartitionsTopic,
+    PurgeResult,
+    PurgeStep,
+)
+from api.controller.config_defs import LONG_MAX
+from api.controller.errors import ApiError, ErrorCode
+from api.controller.states import check_change
 from records.model import (
     DeleteTopicPartitionsRecord,
     Mode,

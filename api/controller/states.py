@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from enum import Enum
 from itertools import pairwise
 
-from api.errors import IllegalStateTransitionError
+from api.controller.errors import IllegalStateTransitionError
 from records.model import NO_LEADER, Mode, PartitionRecord
 from replay.image import ClusterImage
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from api.cli_cluster import _target
-from api.cli_common import (
+from api.cli.cluster import _target
+from api.cli.common import (
     EXIT_DAMAGED,
     EXIT_ERROR,
     EXIT_OK,
@@ -26,16 +26,16 @@ from api.cli_common import (
     offset_arg,
     print_table,
 )
-from api.progress import Progress
-from api.settings import Settings
-from api.shell import ImageShell, ShellError, ShellExit, point_offset
-from api.snapshots import open_store
+from api.cli.progress import Progress
+from api.cli.shell import ImageShell, ShellError, ShellExit
+from api.service.settings import Settings
+from api.service.snapshots import open_store
 from metadata_log import MetadataLog
 from records.errors import MetadataLogError
 from records.uuids import Uuid
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotInfo, SnapshotStore
-from replay.timetravel import Entity, snapshot_matches_log, travel
+from replay.timetravel import Entity, point_offset, snapshot_matches_log, travel
 
 
 @contextmanager

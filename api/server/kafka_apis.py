@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api.commands import (
+from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     AlterConfigsResult,
@@ -34,13 +34,13 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
-from api.errors import ApiError, ErrorCode
+from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
+from api.controller.errors import ApiError, ErrorCode
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.protocol.fast_writer import Encoded, field_encoder
 from api.protocol.private import PRIVATE_VERSIONS
-from api.service import MetadataService
+from api.service.service import MetadataService
 from records.model import ConfigResourceType, PartitionRecord
 from records.uuids import Uuid
 from replay.image import MetadataImage, TopicImage

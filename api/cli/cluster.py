@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from api.cli_common import (
+from api.cli.common import (
     EXIT_OK,
     CliError,
     add_global_options,
@@ -27,7 +27,9 @@ from api.cli_common import (
     offset_arg,
     print_table,
 )
-from api.commands import (
+from api.cli.image_tree import Directory, PathError, lookup, walk
+from api.cli.targets import LocalTarget, RemoteTarget, Target, purge_text
+from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     BrokerAction,
@@ -43,14 +45,12 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.config_defs import ConfigSource, ResolvedConfig
-from api.controller import Controller
-from api.errors import ApiError
-from api.image_tree import Directory, PathError, lookup, walk
-from api.namespaces import require_namespace, validate_namespace_name
-from api.settings import Settings
-from api.states import partition_state, replica_state
-from api.targets import LocalTarget, RemoteTarget, Target, purge_text
+from api.controller.config_defs import ConfigSource, ResolvedConfig
+from api.controller.controller import Controller
+from api.controller.errors import ApiError
+from api.controller.namespaces import require_namespace, validate_namespace_name
+from api.controller.states import partition_state, replica_state
+from api.service.settings import Settings
 from records.model import BrokerEndpoint, ConfigResourceType, Mode
 from records.uuids import Uuid
 from replay.image import NAMESPACE_SEPARATOR, MetadataImage, TopicImage, qualified_name

@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from api.cli_common import EXIT_DAMAGED, EXIT_OK, CliError, offset_arg, print_table
-from api.settings import Settings
+from api.cli.common import EXIT_DAMAGED, EXIT_OK, CliError, offset_arg, print_table
+from api.service.settings import Settings
 from metadata_log import MetadataLog
 from replay.timetravel import parse_time
 

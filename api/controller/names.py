@@ -6,7 +6,7 @@ import itertools
 import re
 from collections.abc import Callable
 
-from api.errors import ApiError, ErrorCode
+from api.controller.errors import ApiError, ErrorCode
 
 MAX_NAME_LENGTH = 249
 """Kafka's limit: a topic's log directory name adds a partition suffix within 255 bytes."""

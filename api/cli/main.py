@@ -1,6 +1,6 @@
 """The `mlog` command: noun-verb subcommands over a data directory (embedded mode).
 
-Each noun's commands live in their own module (`api.cli_log`, ...); this one builds the parser
+Each noun's commands live in their own module (`api.cli.log`, ...); this one builds the parser
 and runs a command with the settings, mapping errors to a one-line message and exit code 2.
 """
 
@@ -15,9 +15,14 @@ import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from api import cli_audit, cli_cluster, cli_db, cli_log, cli_namespaces, cli_serve
-from api.cli_common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
-from api.settings import Settings, load_settings
+from api.cli import audit as cli_audit
+from api.cli import cluster as cli_cluster
+from api.cli import db as cli_db
+from api.cli import log as cli_log
+from api.cli import namespaces as cli_namespaces
+from api.cli import serve as cli_serve
+from api.cli.common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
+from api.service.settings import Settings, load_settings
 from records.errors import MetadataLogError
 
 REMOTE_NOUNS = (

@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from api.commands import ControllerResult, PurgeResult, PurgeStep
-from api.config_defs import cluster_value
-from api.controller import Controller
-from api.errors import IllegalStateTransitionError, ServiceStoppedError
-from api.partition_reduction import INTERVAL_KEY
+from api.controller.commands import ControllerResult, PurgeResult, PurgeStep
+from api.controller.config_defs import cluster_value
+from api.controller.controller import Controller
+from api.controller.errors import IllegalStateTransitionError, ServiceStoppedError
+from api.controller.partition_reduction import INTERVAL_KEY
 from metadata_log.config import LogConfig
 from metadata_log.log import AppendResult, MetadataLog
 from records.model import FeatureLevelRecord, Record
@@ -36,7 +36,7 @@ from replay.image import METADATA_VERSION, MetadataImage, Provenance
 from replay.loader import load_image
 
 if TYPE_CHECKING:
-    from api.snapshots import Snapshotter
+    from api.service.snapshots import Snapshotter
     from replay.sql.store import SnapshotStore
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Generic, TypeVar
 
-from api.errors import ErrorCode
+from api.controller.errors import ErrorCode
 from records.model import BrokerEndpoint, ConfigResourceType, Record
 from records.uuids import Uuid
 

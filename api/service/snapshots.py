@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from api.config_defs import cluster_value
-from api.settings import Settings
+from api.controller.config_defs import cluster_value
+from api.service.settings import Settings
 from metadata_log.log import MetadataLog
 from replay.image import MetadataImage
 from replay.sql.errors import SchemaAheadError, SnapshotStoreError

@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from api.cli_common import EXIT_OK, CliError, add_global_options
+from api.cli.common import EXIT_OK, CliError, add_global_options
+from api.cli.targets import open_service
 from api.protocol.connection import DEFAULT_MAX_REQUEST_BYTES
-from api.server import MetadataServer
-from api.server_log import server_log
-from api.settings import Settings
-from api.targets import open_service
+from api.server.server import MetadataServer
+from api.server.server_log import server_log
+from api.service.settings import Settings
 from records.uuids import Uuid
 
 DEFAULT_LISTEN = "127.0.0.1:9092"

@@ -1,10 +1,10 @@
 """What a CLI command runs against: the data directory, or a server (`--bootstrap-server`).
 
-Both targets answer the same calls with the same result dataclasses (`api.commands`), so a
-command's output does not depend on where it ran. `LocalTarget` opens the service on the data
-directory (for writes; reads replay the log read-only, beside a running writer) and records the
-caller's principal; `RemoteTarget` sends each call through the `AdminClient` on a private event
-loop, and the server records its connection's principal (User:ANONYMOUS: it has no
+Both targets answer the same calls with the same result dataclasses (`api.controller.commands`),
+so a command's output does not depend on where it ran. `LocalTarget` opens the service on the
+data directory (for writes; reads replay the log read-only, beside a running writer) and records
+the caller's principal; `RemoteTarget` sends each call through the `AdminClient` on a private
+event loop, and the server records its connection's principal (User:ANONYMOUS: it has no
 authentication yet).
 """
 
@@ -19,8 +19,9 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from api.client import AdminClient, RemoteError
-from api.commands import (
+from api.cli.progress import Progress
+from api.client.client import AdminClient, RemoteError
+from api.controller.commands import (
     AlterConfig,
     AlterConfigsResult,
     BrokerAction,
@@ -48,17 +49,15 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.errors import ErrorCode, IllegalStateTransitionError
-from api.progress import Progress
-from api.service import Command, MetadataService
-from api.settings import Settings
-from api.shell import diff_points, history_range
-from api.snapshots import open_snapshotter, open_store, read_image
+from api.controller.errors import ErrorCode, IllegalStateTransitionError
+from api.service.service import Command, MetadataService
+from api.service.settings import Settings
+from api.service.snapshots import open_snapshotter, open_store, read_image
 from metadata_log import MetadataLog
 from metadata_log.segment import SEGMENT_SUFFIX
 from records.entry import LogEntry
 from replay.image import MetadataImage
-from replay.timetravel import Change, Entity, HistoryEntry
+from replay.timetravel import Change, Entity, HistoryEntry, diff_points, history_range
 
 T = TypeVar("T")
 

@@ -28,10 +28,10 @@ from api.protocol.connection import (
     Reply,
     Request,
 )
-from api.protocol.kafka_apis import ANONYMOUS, KafkaApis, Listener
 from api.protocol.private import PRIVATE_APIS
-from api.protocol.private_apis import PrivateApis
-from api.service import MetadataService
+from api.server.kafka_apis import ANONYMOUS, KafkaApis, Listener
+from api.server.private_apis import PrivateApis
+from api.service.service import MetadataService
 
 logger = logging.getLogger("api.server")
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api import namespaces as namespace_commands
-from api import partition_reduction
-from api.commands import (
+from api.controller import namespaces as namespace_commands
+from api.controller import partition_reduction
+from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     AlterConfigsResult,
@@ -48,7 +48,7 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.config_defs import (
+from api.controller.config_defs import (
     CLUSTER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigType,
@@ -60,10 +60,14 @@ from api.config_defs import (
     validate_cluster_config,
     validate_topic_config,
 )
-from api.errors import ApiError, ErrorCode
-from api.names import colliding_name, validate_topic_name
-from api.placement import BrokerPlacementInfo, assign_added_partitions, assign_replicas_to_brokers
-from api.states import check_change, is_live
+from api.controller.errors import ApiError, ErrorCode
+from api.controller.names import colliding_name, validate_topic_name
+from api.controller.placement import (
+    BrokerPlacementInfo,
+    assign_added_partitions,
+    assign_replicas_to_brokers,
+)
+from api.controller.states import check_change, is_live
 from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,

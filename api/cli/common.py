@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TextIO
 
-from api.settings import OUTPUT_FORMATS, Settings
+from api.service.settings import OUTPUT_FORMATS, Settings
 from metadata_log import MetadataLog
 from records.errors import MetadataLogError
 

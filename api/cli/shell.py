@@ -15,24 +15,19 @@ import shlex
 from collections.abc import Callable
 from typing import TextIO
 
-from api.cli_common import format_time
-from api.image_tree import Directory, Leaf, Node, PathError, lookup, walk
+from api.cli.common import format_time
+from api.cli.image_tree import Directory, Leaf, Node, PathError, lookup, walk
 from metadata_log.log import MetadataLog
 from records.errors import MetadataLogError
 from records.uuids import Uuid
 from replay.image import MetadataImage
-from replay.loader import load_image
 from replay.sql.store import SnapshotStore
 from replay.timetravel import (
-    Change,
     Entity,
-    HistoryEntry,
     diff,
     history,
     image_at,
-    parse_time,
-    resolve_offset,
-    travel,
+    point_offset,
 )
 
 HELP = """\
@@ -227,51 +222,6 @@ class ImageShell:
 
     def _help(self, args: list[str]) -> None:
         self.out.write(HELP + "\n")
-
-
-def point_offset(log: MetadataLog, text: str) -> int:
-    """An offset from an argument: an integer is an offset, anything else an ISO-8601 time."""
-    stripped = text.strip()
-    if stripped.lstrip("-").isdigit():
-        return resolve_offset(log, at_offset=int(stripped))
-    return resolve_offset(log, at_time=parse_time(stripped))
-
-
-def diff_points(
-    log: MetadataLog, store: SnapshotStore | None, from_point: str, to_point: str | None
-) -> tuple[int, int, list[Change]]:
-    """(from offset, to offset, changes) between two points; `to_point` None is the end.
-
-    The later image is built on the earlier one, so both share everything unchanged and the
-    comparison only visits what changed between them.
-    """
-    start = point_offset(log, from_point)
-    end = point_offset(log, to_point) if to_point is not None else log.end_offset - 1
-    low, high = sorted((start, end))
-    earlier = travel(log, store, at_offset=low).image
-    later = load_image(log, lte=high, base=earlier)
-    return start, end, diff(earlier, later) if start <= end else diff(later, earlier)
-
-
-def history_range(
-    log: MetadataLog,
-    entity: Entity,
-    *,
-    gt: int | None = None,
-    lte: int | None = None,
-    limit: int | None = None,
-) -> list[HistoryEntry]:
-    """The entries that touched `entity` with `gt < offset <= lte`, at most `limit`."""
-    items: list[HistoryEntry] = []
-    if limit == 0:
-        return items
-    for entry in history(log, entity, lte=lte):
-        if gt is not None and entry.offset <= gt:
-            continue
-        items.append(entry)
-        if limit is not None and len(items) >= limit:
-            break
-    return items
 
 
 def _entity_of(cwd: list[str]) -> Entity | None:

@@ -6,7 +6,7 @@ order they were sent. On connect the client asks ApiVersions and then uses, for 
 newest version both sides speak.
 
 Kafka APIs are built and read with the protocol core's kio codec. The methods the CLI uses
-return the same result dataclasses the embedded controller returns (`api.commands`), so a
+return the same result dataclasses the embedded controller returns (`api.controller.commands`), so a
 command prints the same thing whichever it runs against; the others return kio's response
 entity. Our own APIs (`api.protocol.private`) return their Avro-bound dataclasses; a refused
 request raises `RemoteError` with the code and the text the embedded CLI would print.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from api.commands import (
+from api.controller.commands import (
     AlterConfig,
     AlterConfigsResult,
     BrokerAction,
@@ -56,7 +56,7 @@ from api.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.errors import ApiError, ErrorCode
+from api.controller.errors import ApiError, ErrorCode
 from api.protocol import codec, private
 from api.protocol.codec import SUPPORTED_VERSIONS, ProtocolError, build, request_class
 from api.protocol.private import PRIVATE_VERSIONS, EntryDecoder, PrivateApi

@@ -7,17 +7,17 @@ import json
 from typing import Any, TextIO
 
 # The embedded-service plumbing (open, principal, output) is cli_cluster's; shared, not copied.
-from api.cli_cluster import (
+from api.cli.cluster import (
     _emit,
     _read_image,
     _target,
     _writer_options,
     add_move_options,
 )
-from api.cli_common import EXIT_OK, add_global_options, print_table
-from api.commands import CreateNamespace, DeleteNamespace
-from api.controller import Controller
-from api.settings import Settings
+from api.cli.common import EXIT_OK, add_global_options, print_table
+from api.controller.commands import CreateNamespace, DeleteNamespace
+from api.controller.controller import Controller
+from api.service.settings import Settings
 
 
 def cmd_namespaces_create(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from api.cli_common import (
+from api.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
     CliError,
@@ -18,9 +18,9 @@ from api.cli_common import (
     open_reader,
     print_table,
 )
-from api.progress import Progress
-from api.settings import Settings
-from api.targets import LocalTarget, RemoteTarget
+from api.cli.progress import Progress
+from api.cli.targets import LocalTarget, RemoteTarget
+from api.service.settings import Settings
 from metadata_log import MetadataLog
 from records.entry import LogEntry
 from records.errors import RecordError

@@ -16,9 +16,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from api.commands import BrokerResult, ControllerResult
-from api.controller import Controller
-from api.errors import ApiError, ErrorCode, ServiceStoppedError
+from api.controller.commands import BrokerResult, ControllerResult
+from api.controller.controller import Controller
+from api.controller.errors import ApiError, ErrorCode, ServiceStoppedError
 from api.protocol import private
 from api.protocol.avro_bind import BindError
 from api.protocol.codec import RequestHeader
@@ -29,11 +29,10 @@ from api.protocol.private import (
     PrivateApi,
     PrivateStatus,
 )
-from api.service import MetadataService
-from api.shell import diff_points, history_range
+from api.service.service import MetadataService
 from records.errors import MetadataLogError
 from replay.image import MetadataImage
-from replay.timetravel import travel
+from replay.timetravel import diff_points, history_range, travel
 
 T = TypeVar("T")
 
