@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kio.serial import entity_reader
 from server_bench import create_topic_v7, delete_topic_v6, metadata_v12
 
-from api.protocol import codec, fast_reader
+from api.protocol import codec, fast_reader, fast_reader_codegen
 
 FRAMES = {
     "CreateTopics v7": create_topic_v7(7, "topic-1"),
@@ -94,8 +94,8 @@ def main() -> None:
         decode = lambda frame=frame: codec.decode_request(frame)  # noqa: E731
         kio_readers = _readers(entity_reader(header_class), entity_reader(body_class), frame)
         generated = _readers(
-            fast_reader.compiled_reader(header_class),
-            fast_reader.compiled_reader(body_class),  # type: ignore[arg-type]  # classes are hashable
+            fast_reader_codegen.compiled_reader(header_class),
+            fast_reader_codegen.compiled_reader(body_class),  # type: ignore[arg-type]  # classes are hashable
             frame,
         )
         pairs = {

@@ -32,13 +32,9 @@ from kio.static.primitive import i8, i32
 from test_protocol import _SEEDS, API_VERSIONS, _metadata_frame
 
 from api.protocol import codec
-from api.protocol.fast_reader import (
-    ImpossibleCount,
-    Unsupported,
-    compiled_reader,
-    read_request,
-    reader_for,
-)
+from api.protocol.fast_reader import read_request, reader_for
+from api.protocol.fast_reader_codegen import Unsupported, compiled_reader
+from api.protocol.fast_reader_runtime import ImpossibleCount
 
 REQUESTS = [
     (key, version)

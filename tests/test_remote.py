@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from server_thread import running_server
 
 from api.cli.main import main
-from api.client.client import AdminClient, ClientError, RemoteError
+from api.client import AdminClient, RemoteError
+from api.client.connection import ClientError
 from api.controller.commands import (
     ConfigResource,
     CreatableTopic,

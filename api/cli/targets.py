@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from api.cli.progress import Progress
-from api.client.client import AdminClient, RemoteError
+from api.client import AdminClient, RemoteError
 from api.controller.commands import (
     AlterConfig,
     AlterConfigsResult,

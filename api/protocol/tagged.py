@@ -30,7 +30,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from api.protocol.fast_reader import FIXED_CODES, Refused, read_uvarint
+from api.protocol.fast_reader_codegen import FIXED_CODES
+from api.protocol.fast_reader_runtime import Refused, read_uvarint
 from api.protocol.fast_writer import uvarint
 
 Copier = Callable[[bytes, int, bytearray], int]

@@ -29,7 +29,8 @@ from api.protocol.connection import (
     Request,
 )
 from api.protocol.private import PRIVATE_APIS
-from api.server.kafka_apis import ANONYMOUS, KafkaApis, Listener
+from api.server.kafka.base import ANONYMOUS, Listener
+from api.server.kafka.dispatch import KafkaApis
 from api.server.private_apis import PrivateApis
 from api.service.service import MetadataService
 

@@ -1,13 +1,8 @@
-"""`AdminClient`: an asyncio client for every API `mlog serve` answers.
-
-One TCP connection, asyncio streams only. Requests may be pipelined: the server answers a
-connection's requests in order, so answers are matched to requests by correlation id in the
-order they were sent. On connect the client asks ApiVersions and then uses, for each API, the
-newest version both sides speak.
+"""`AdminClient`: every API `mlog serve` answers, as methods over one `ClientConnection`.
 
 Kafka APIs are built and read with the protocol core's kio codec. The methods the CLI uses
-return the same result dataclasses the embedded controller returns (`api.controller.commands`), so a
-command prints the same thing whichever it runs against; the others return kio's response
+return the same result dataclasses the embedded controller returns (`api.controller.commands`),
+so a command prints the same thing whichever it runs against; the others return kio's response
 entity. Our own APIs (`api.protocol.private`) return their Avro-bound dataclasses; a refused
 request raises `RemoteError` with the code and the text the embedded CLI would print.
 
@@ -18,15 +13,15 @@ request raises `RemoteError` with the code and the text the embedded CLI would p
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
-import struct
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
-from types import TracebackType
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from api.client.connection import (
+    DEFAULT_TIMEOUT_MS,
+    ClientConnection,
+    RemoteError,
+    known_error_code,
+)
 from api.controller.commands import (
     AlterConfig,
     AlterConfigsResult,
@@ -56,54 +51,17 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.errors import ApiError, ErrorCode
-from api.protocol import codec, private
-from api.protocol.codec import SUPPORTED_VERSIONS, ProtocolError, build, request_class
-from api.protocol.private import PRIVATE_VERSIONS, EntryDecoder, PrivateApi
+from api.protocol import private
+from api.protocol.private import EntryDecoder
 from records.entry import LogEntry
-from records.errors import MetadataLogError
 from records.model import ConfigResourceType
 from records.uuids import Uuid
 from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
 
-DEFAULT_TIMEOUT_MS = 30_000
-"""The `timeout_ms` sent with writes, and how long the client waits for any answer."""
-
-_SIZE = struct.Struct(">i")
-
-
-def _seen(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-class ClientError(MetadataLogError):
-    """The connection failed or the server answered something this client cannot read."""
-
-
-class RemoteError(ApiError):
-    """The server refused a request; `str()` is what the embedded CLI prints for it."""
-
-    def __init__(self, error_code: int, text: str) -> None:
-        code = _error_code(error_code)
-        super().__init__(code, text)
-        self.args = (text,)
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def _error_code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
 
 def _outcome(code: Any, message: str | None) -> Outcome:
-    error = _error_code(int(code))
+    error = known_error_code(int(code))
     return Outcome(error_code=error, error_message=message if error else None)
 
 
@@ -112,25 +70,7 @@ def _uuid(value: Any) -> Uuid:
     return Uuid.ZERO if value is None else Uuid(value.bytes)
 
 
-def parse_bootstrap(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (IPv6 as `[::1]:9092`) -> (host, port); `ClientError` says what is wrong."""
-    host, sep, port_text = text.strip().rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ClientError(
-            f"bootstrap server {text!r} is not HOST:PORT (for example 127.0.0.1:9092)"
-        )
-    return host, int(port_text)
-
-
-@dataclass(slots=True)
-class _Pending:
-    correlation_id: int
-    decode: Callable[[bytes], Any]
-    future: asyncio.Future[Any]
-
-
-class AdminClient:
+class AdminClient(ClientConnection):
     """An asyncio admin client over one connection (see the module docstring)."""
 
     def __init__(
@@ -141,175 +81,8 @@ class AdminClient:
         client_id: str = "mlog",
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
     ) -> None:
-        self._reader = reader
-        self._writer = writer
-        self.client_id = client_id
-        self.timeout_ms = timeout_ms
-        self._ids = itertools.count(1)
-        self._pending: deque[_Pending] = deque()
-        self._versions: dict[int, tuple[int, int]] = {}
-        self._receiver = asyncio.create_task(self._receive())
-        self._closed = False
+        super().__init__(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
         self._entries = EntryDecoder()
-
-    @classmethod
-    async def connect(
-        cls, bootstrap: str, *, client_id: str = "mlog", timeout_ms: int = DEFAULT_TIMEOUT_MS
-    ) -> AdminClient:
-        """Connect to `HOST:PORT` and learn the server's API versions."""
-        host, port = parse_bootstrap(bootstrap)
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), timeout_ms / 1000
-            )
-        except (OSError, TimeoutError) as exc:
-            raise ClientError(
-                f"cannot connect to {host}:{port} ({exc or 'timed out'}); is `mlog serve` "
-                "running there?"
-            ) from None
-        client = cls(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
-        try:
-            await client._negotiate()
-        except BaseException:
-            await client.close()
-            raise
-        return client
-
-    async def __aenter__(self) -> AdminClient:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the connection; requests still waiting fail with `ClientError`."""
-        if self._closed:
-            return
-        self._closed = True
-        self._receiver.cancel()
-        with contextlib.suppress(BaseException):
-            await self._receiver
-        self._fail_pending(ClientError("the connection is closed"))
-        self._writer.close()
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
-
-    # ------------------------------------------------------------------ transport
-
-    async def _negotiate(self) -> None:
-        body = build(
-            request_class(codec.API_VERSIONS_KEY, 3),
-            client_software_name="metadata-log",
-            client_software_version="1",
-        )
-        response = await self._kafka(body)
-        if int(response.error_code) != 0:
-            raise ClientError(f"ApiVersions failed with error {int(response.error_code)}")
-        self._versions = {
-            int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
-        }
-
-    def version(self, api_key: int) -> int:
-        """The newest version of an API both this client and the server speak."""
-        ours = SUPPORTED_VERSIONS.get(api_key) or PRIVATE_VERSIONS.get(api_key)
-        theirs = self._versions.get(api_key)
-        if ours is None or theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
-            raise ClientError(
-                f"the server does not answer API {codec.API_NAMES.get(api_key, api_key)} in a "
-                "version this client speaks; is it `mlog serve` of a matching release?"
-            )
-        return min(ours[1], theirs[1])
-
-    async def _send(
-        self,
-        frame: bytes,
-        correlation_id: int,
-        decode: Callable[[bytes], Any],
-        timeout_ms: int | None = None,
-    ) -> Any:
-        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
-        if self._closed:
-            raise ClientError("the connection is closed")
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        # Its waiter may be gone (a timeout, an interrupt) when the answer or a failure comes:
-        # mark the outcome seen, so asyncio does not report it as never retrieved.
-        future.add_done_callback(_seen)
-        self._pending.append(_Pending(correlation_id, decode, future))
-        self._writer.write(frame)
-        try:
-            await self._writer.drain()
-            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
-        except TimeoutError:
-            raise ClientError(f"no answer within {timeout_ms} ms") from None
-        except ConnectionError as exc:
-            raise ClientError(f"the connection failed: {exc}") from None
-
-    async def _kafka(self, body: Any) -> Any:
-        """Send a kio request entity; its kio response entity."""
-        correlation_id = next(self._ids)
-        api_key, version = int(body.__api_key__), int(body.__version__)
-        frame = codec.encode_request(body, correlation_id=correlation_id, client_id=self.client_id)
-
-        def decode(data: bytes) -> Any:
-            _, response = codec.decode_response(api_key, version, data)
-            return response
-
-        return await self._send(frame, correlation_id, decode)
-
-    async def request(self, api_key: int, **values: Any) -> Any:
-        """Any Kafka API this server answers, at the newest common version (kio entities)."""
-        return await self._kafka(build(request_class(api_key, self.version(api_key)), **values))
-
-    async def call(self, api: PrivateApi, request: Any, *, timeout_ms: int | None = None) -> Any:
-        """One of our own APIs; raises `RemoteError` when the server refuses it."""
-        self.version(api.key)
-        correlation_id = next(self._ids)
-        frame = private.encode_request(
-            api, request, correlation_id=correlation_id, client_id=self.client_id
-        )
-        _, status, body = await self._send(
-            frame,
-            correlation_id,
-            lambda data: private.decode_response(api, data),
-            max(self.timeout_ms, timeout_ms or 0),
-        )
-        if status.error_code != 0:
-            raise RemoteError(status.error_code, status.error_message or api.name + " failed")
-        return body
-
-    async def _receive(self) -> None:
-        try:
-            while True:
-                size = _SIZE.unpack(await self._reader.readexactly(4))[0]
-                data = await self._reader.readexactly(size)
-                if not self._pending:
-                    raise ClientError("the server sent an answer to no request")
-                pending = self._pending.popleft()
-                (correlation_id,) = _SIZE.unpack_from(data, 0)
-                if correlation_id != pending.correlation_id:
-                    raise ClientError(
-                        f"answer for request {correlation_id}, expected {pending.correlation_id}"
-                    )
-                if pending.future.done():
-                    continue
-                try:
-                    pending.future.set_result(pending.decode(data))
-                except (ProtocolError, MetadataLogError, ValueError, KeyError) as exc:
-                    pending.future.set_exception(ClientError(f"unreadable answer: {exc}"))
-        except asyncio.IncompleteReadError:
-            self._fail_pending(ClientError("the server closed the connection"))
-        except (ConnectionError, OSError) as exc:
-            self._fail_pending(ClientError(f"the connection failed: {exc}"))
-        except ClientError as exc:
-            self._fail_pending(exc)
-
-    def _fail_pending(self, exc: Exception) -> None:
-        while self._pending:
-            pending = self._pending.popleft()
-            if not pending.future.done():
-                pending.future.set_exception(exc)
 
     # ------------------------------------------------------------------ Kafka APIs
 

@@ -1,0 +1,69 @@
+"""What every group of Kafka API handlers shares: the listener, the principal, the answer.
+
+A handler takes a decoded request and the principal of its connection and returns a
+`codec.Answer`: the plain values `codec.build` takes for the response class of the request's
+version, which keeps only the fields that version has, so one handler serves every advertised
+version of its API. `codec.encode_response` writes it without building the entity;
+`Answer.entity()` builds it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from api.controller.errors import ErrorCode
+from api.protocol import codec
+from api.protocol.codec import KafkaRequest, response_class
+from api.service.service import MetadataService
+from records.uuids import Uuid
+
+logger = logging.getLogger("api.server")
+
+ANONYMOUS = "User:ANONYMOUS"
+"""The principal of a Kafka client: this server has no authentication (as PLAINTEXT)."""
+
+UNAUTHORIZED_OPS = -(2**31)
+"""`authorized_operations` when the client did not ask for them (Kafka's INT32_MIN)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listener:
+    """Where this server is reached (`advertised.listeners`) and who it is in answers."""
+
+    host: str
+    port: int
+    node_id: int = 0
+    cluster_id: str = ""
+
+
+Handler = Callable[[KafkaRequest, str], Awaitable[codec.Answer]]
+"""`(request, principal) -> answer`: the handler of one Kafka API (`dispatch` maps keys to them)."""
+
+
+class HandlerGroup:
+    """Handlers of related Kafka APIs, answered from a service for a listener."""
+
+    def __init__(self, service: MetadataService, listener: Listener) -> None:
+        self.service = service
+        self.listener = listener
+
+    def _answer(self, request: KafkaRequest, **values: Any) -> codec.Answer:
+        """The answer to a request: these values in the response class of its version."""
+        header = request.header
+        return codec.Answer(response_class(header.api_key, header.api_version), values)
+
+    def _log_change(self, principal: str, what: str, results: Iterable[tuple[str, int]]) -> None:
+        """One log line per changed (or refused) resource: who, what, which, and the outcome."""
+        for name, code in results:
+            outcome = "ok" if code == 0 else ErrorCode(code).name
+            logger.info("%s %s %s: %s", principal, what, name, outcome)
+
+
+def uuid_of(value: Any) -> Uuid | None:
+    """A kio UUID field (None stays None) as our Uuid."""
+    if value is None:
+        return None
+    return Uuid(bytes=value.bytes)

@@ -1,0 +1,223 @@
+"""Configs of topics, brokers and namespaces: DescribeConfigs, (Incremental)AlterConfigs.
+
+Descriptions are read from the committed image; changes go through `MetadataService.submit`
+(group-committed, answered once durable) as the controller's incremental alteration, which
+AlterConfigs (replace every override) is turned into here. A resource of a type or an
+operation this server does not know is refused on its own, with the others still answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from api.controller.commands import (
+    AlterConfig,
+    AlterConfigOp,
+    AlterConfigsResult,
+    ConfigResource,
+)
+from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
+from api.controller.errors import ApiError, ErrorCode
+from api.protocol.codec import KafkaRequest
+from api.server.kafka.base import HandlerGroup
+from records.model import ConfigResourceType
+from replay.image import MetadataImage
+
+_CONFIG_TYPES = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.SHORT: 4,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+}
+"""DescribeConfigs v3+ `config_type` ids (`DescribeConfigsResponse.ConfigType`)."""
+
+_KAFKA_RESOURCE_TYPES = {
+    int(ConfigResourceType.TOPIC): ConfigResourceType.TOPIC,
+    int(ConfigResourceType.BROKER): ConfigResourceType.BROKER,
+    int(ConfigResourceType.NAMESPACE): ConfigResourceType.NAMESPACE,
+}
+
+
+class ConfigApis(HandlerGroup):
+    """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs."""
+
+    async def describe_configs(self, request: KafkaRequest, principal: str) -> Any:
+        """Every known key of each resource, with its source; unknown resources are errors."""
+        image = self.service.image
+        body = request.body
+        synonyms = bool(getattr(body, "include_synonyms", False))
+        docs = bool(getattr(body, "include_documentation", False))
+        results = []
+        for resource in body.resources:
+            entry: dict[str, Any] = {
+                "resource_type": int(resource.resource_type),
+                "resource_name": resource.resource_name,
+                "error_code": 0,
+                "error_message": None,
+                "configs": [],
+            }
+            try:
+                kind = _resource_type(int(resource.resource_type))
+                resolved = self.service.controller.describe_configs(
+                    image, ConfigResource(type=kind, name=resource.resource_name)
+                )
+            except ApiError as exc:
+                entry["error_code"] = exc.error_code
+                entry["error_message"] = str(exc)
+                results.append(entry)
+                continue
+            keys = resource.configuration_keys
+            definitions = TOPIC_CONFIGS if kind == ConfigResourceType.TOPIC else CLUSTER_CONFIGS
+            entry["configs"] = [
+                {
+                    "name": c.name,
+                    "value": None if c.sensitive else c.value,
+                    "read_only": c.read_only,
+                    "config_source": int(c.source),
+                    "is_default": int(c.source) == 5,
+                    "is_sensitive": c.sensitive,
+                    "synonyms": (
+                        [{"name": c.name, "value": c.value, "source": int(c.source)}]
+                        if synonyms
+                        else []
+                    ),
+                    "config_type": _config_type(definitions.get(c.name)),
+                    "documentation": _documentation(definitions.get(c.name)) if docs else None,
+                }
+                for c in resolved
+                if not keys or c.name in keys
+            ]
+            results.append(entry)
+        return self._answer(request, throttle_time=0, results=results)
+
+    async def incremental_alter_configs(self, request: KafkaRequest, principal: str) -> Any:
+        """Set, delete, append to or subtract from keys; one result per resource."""
+        body = request.body
+        changes: list[tuple[ConfigResource, list[AlterConfig]]] = []
+        refused: dict[int, tuple[ErrorCode, str | None]] = {}
+        for index, resource in enumerate(body.resources):
+            try:
+                kind = _resource_type(int(resource.resource_type))
+                ops = [
+                    AlterConfig(name=c.name, op=_alter_op(int(c.config_operation)), value=c.value)
+                    for c in resource.configs
+                ]
+            except ApiError as exc:
+                refused[index] = (exc.error_code, str(exc))
+                continue
+            changes.append((ConfigResource(type=kind, name=resource.resource_name), ops))
+        return await self._alter(request, principal, changes, refused)
+
+    async def alter_configs(self, request: KafkaRequest, principal: str) -> Any:
+        """Replace a resource's overrides: keys not named are deleted (Kafka's AlterConfigs)."""
+        body = request.body
+        image = self.service.image
+        changes: list[tuple[ConfigResource, list[AlterConfig]]] = []
+        refused: dict[int, tuple[ErrorCode, str | None]] = {}
+        for index, resource in enumerate(body.resources):
+            try:
+                kind = _resource_type(int(resource.resource_type))
+            except ApiError as exc:
+                refused[index] = (exc.error_code, str(exc))
+                continue
+            named = {c.name for c in resource.configs}
+            ops = [
+                AlterConfig(
+                    name=c.name,
+                    op=AlterConfigOp.DELETE if c.value is None else AlterConfigOp.SET,
+                    value=c.value,
+                )
+                for c in resource.configs
+            ]
+            current = image.configs.get(kind, _override_key(image, kind, resource.resource_name))
+            ops.extend(
+                AlterConfig(name=key, op=AlterConfigOp.DELETE)
+                for key in sorted(current)
+                if key not in named
+            )
+            changes.append((ConfigResource(type=kind, name=resource.resource_name), ops))
+        return await self._alter(request, principal, changes, refused)
+
+    async def _alter(
+        self,
+        request: KafkaRequest,
+        principal: str,
+        changes: Sequence[tuple[ConfigResource, Sequence[AlterConfig]]],
+        refused: dict[int, tuple[ErrorCode, str | None]],
+    ) -> Any:
+        validate_only = bool(request.body.validate_only)
+        controller = self.service.controller
+        done: list[AlterConfigsResult] = await self.service.submit(
+            lambda image: controller.incremental_alter_configs(
+                image, changes, validate_only=validate_only
+            ),
+            principal=principal,
+        )
+        if not validate_only:
+            self._log_change(
+                principal,
+                "alter configs of",
+                (
+                    (f"{r.resource.type.name.lower()} {r.resource.name!r}", r.outcome.error_code)
+                    for r in done
+                ),
+            )
+        answers: list[dict[str, Any]] = []
+        results = iter(done)
+        for index, resource in enumerate(request.body.resources):
+            if index in refused:
+                code, message = refused[index]
+            else:
+                outcome = next(results).outcome
+                code, message = outcome.error_code, outcome.error_message
+            answers.append(
+                {
+                    "error_code": code,
+                    "error_message": message,
+                    "resource_type": int(resource.resource_type),
+                    "resource_name": resource.resource_name,
+                }
+            )
+        return self._answer(request, throttle_time=0, responses=answers)
+
+
+def _resource_type(value: int) -> ConfigResourceType:
+    kind = _KAFKA_RESOURCE_TYPES.get(value)
+    if kind is None:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"unsupported config resource type {value}; use topic (2), broker (4) or "
+            "namespace (64)",
+        )
+    return kind
+
+
+def _alter_op(value: int) -> AlterConfigOp:
+    try:
+        return AlterConfigOp(value)
+    except ValueError:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"unknown config operation {value}; use 0 (set), 1 (delete), 2 (append) or "
+            "3 (subtract)",
+        ) from None
+
+
+def _override_key(image: MetadataImage, kind: ConfigResourceType, name: str) -> str:
+    """The name a resource's overrides are kept under (a topic's is its qualified name)."""
+    if kind == ConfigResourceType.TOPIC:
+        topic = image.topics.get_by_name(name)
+        return topic.qualified_name if topic is not None else name
+    return name
+
+
+def _config_type(definition: ConfigDef | None) -> int:
+    return 0 if definition is None else _CONFIG_TYPES.get(definition.type, 0)
+
+
+def _documentation(definition: ConfigDef | None) -> str | None:
+    return None if definition is None else definition.doc
