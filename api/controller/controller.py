@@ -51,8 +51,6 @@ from api.controller.commands import (
 from api.controller.config_defs import (
     CLUSTER_CONFIGS,
     TOPIC_CONFIGS,
-    ConfigType,
-    InvalidConfigError,
     ResolvedConfig,
     cluster_value,
     resolve_cluster_configs,
@@ -60,6 +58,7 @@ from api.controller.config_defs import (
     validate_cluster_config,
     validate_topic_config,
 )
+from api.controller.config_values import ConfigType, InvalidConfigError
 from api.controller.errors import ApiError, ErrorCode
 from api.controller.names import colliding_name, validate_topic_name
 from api.controller.placement import (

@@ -23,7 +23,7 @@ from api.controller.commands import (
     PurgeResult,
     PurgeStep,
 )
-from api.controller.config_defs import LONG_MAX
+from api.controller.config_values import LONG_MAX
 from api.controller.errors import ApiError, ErrorCode
 from api.controller.states import check_change
 from records.model import (

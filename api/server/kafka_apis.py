@@ -34,7 +34,8 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
+from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS
+from api.controller.config_values import ConfigDef, ConfigType
 from api.controller.errors import ApiError, ErrorCode
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
