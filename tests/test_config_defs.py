@@ -11,7 +11,6 @@ from api.controller.config_defs import (
     CLUSTER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigSource,
-    InvalidConfigError,
     ResolvedConfig,
     cluster_value,
     resolve_cluster_configs,
@@ -19,6 +18,7 @@ from api.controller.config_defs import (
     validate_cluster_config,
     validate_topic_config,
 )
+from api.controller.config_values import InvalidConfigError
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,8 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.config_defs import CLUSTER_CONFIGS, InvalidConfigError, validate_cluster_config
+from api.controller.config_defs import CLUSTER_CONFIGS, validate_cluster_config
+from api.controller.config_values import InvalidConfigError
 from api.controller.controller import Controller, ControllerOptions
 from api.controller.errors import ErrorCode
 from api.controller.states import PartitionState, ReplicaState, partition_state, replica_state

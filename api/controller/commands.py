@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Generic, TypeVar
 
-from api.controller.errors import ErrorCode
+from api.controller.errors import ApiError, ErrorCode
 from records.model import BrokerEndpoint, ConfigResourceType, Record
 from records.uuids import Uuid
 
@@ -49,6 +49,11 @@ class Outcome:
     def ok(self) -> bool:
         """Whether the operation succeeded."""
         return self.error_code == ErrorCode.NONE
+
+    @classmethod
+    def from_error(cls, error: ApiError) -> Outcome:
+        """The outcome of an operation refused with `error`: its code and message."""
+        return cls(error_code=error.error_code, error_message=error.message)
 
 
 # ------------------------------------------------------------------------------- brokers

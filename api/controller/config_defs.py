@@ -1,4 +1,4 @@
-"""The config keys the service knows: their types, defaults, validation and resolution.
+"""The config keys the service knows: their defaults, ranges, validation and resolution.
 
 Topic keys are Kafka's (``TopicConfig``), with Kafka's defaults, ranges and the cluster-level
 synonym that supplies a topic's default (``retention.ms`` <- ``log.retention.ms``). Cluster keys
@@ -6,57 +6,45 @@ are stored as BROKER configs with the empty resource name (the cluster-wide defa
 ``--entity-default``); a BROKER config with a broker id overrides it for that broker.
 
 Values are stored as the canonical text ``validate_*`` returns, so ``"01"`` and ``"1"`` are one
-value and a describe shows what Kafka would show.
+value and a describe shows what Kafka would show. What a value is (types, checks, parsing) is in
+`config_values`.
 """
 
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+
+from api.controller.config_values import (
+    LONG_MAX,
+    Check,
+    ConfigDef,
+    ConfigType,
+    InvalidConfigError,
+    Parsed,
+    at_least,
+    between,
+    canonical_text,
+    one_of,
+    parse_value,
+    throttled_replicas,
+)
 
 __all__ = [
     "CLUSTER_CONFIGS",
     "TOPIC_CONFIGS",
-    "ConfigDef",
     "ConfigSource",
-    "ConfigType",
-    "InvalidConfigError",
     "ResolvedConfig",
+    "cluster_bool",
+    "cluster_int",
     "cluster_value",
-    "parse_value",
     "resolve_cluster_configs",
     "resolve_topic_configs",
     "validate_cluster_config",
     "validate_topic_config",
 ]
-
-LONG_MAX = 2**63 - 1
-INT_MAX = 2**31 - 1
-SHORT_MAX = 2**15 - 1
-_INT_RANGES = {
-    "SHORT": (-(2**15), SHORT_MAX),
-    "INT": (-(2**31), INT_MAX),
-    "LONG": (-(2**63), LONG_MAX),
-}
-
-
-class InvalidConfigError(ValueError):
-    """An unknown key or a value that does not fit its key (Kafka's INVALID_CONFIG, 40)."""
-
-
-class ConfigType(enum.Enum):
-    """Kafka's ``ConfigDef.Type`` values that the known keys use."""
-
-    BOOLEAN = "BOOLEAN"
-    STRING = "STRING"
-    SHORT = "SHORT"
-    INT = "INT"
-    LONG = "LONG"
-    DOUBLE = "DOUBLE"
-    LIST = "LIST"
 
 
 class ConfigSource(enum.IntEnum):
@@ -75,29 +63,6 @@ class ConfigSource(enum.IntEnum):
     NAMESPACE_CONFIG = 64
 
 
-Parsed = bool | int | float | str | tuple[str, ...]
-Check = Callable[[Parsed], str | None]
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigDef:
-    """One known key.
-
-    ``check`` returns a reason when a parsed value is out of range. ``synonyms`` are the
-    cluster keys that supply a topic key's default, strongest first, each with the factor that
-    turns its value into this key's unit (``log.retention.hours`` -> ms is 3,600,000).
-    """
-
-    name: str
-    type: ConfigType
-    default: str | None
-    doc: str
-    check: Check | None = None
-    synonyms: tuple[tuple[str, int], ...] = ()
-    read_only: bool = False
-    sensitive: bool = False
-
-
 @dataclass(frozen=True, slots=True)
 class ResolvedConfig:
     """A key's effective value for one resource and where it comes from."""
@@ -108,57 +73,6 @@ class ResolvedConfig:
     source_name: str = ""
     read_only: bool = False
     sensitive: bool = False
-
-
-# ---------------------------------------------------------------------------- checks
-
-
-def at_least(minimum: float) -> Check:
-    def check(value: Parsed) -> str | None:
-        assert isinstance(value, int | float)
-        return None if value >= minimum else f"Value must be at least {_number(minimum)}"
-
-    return check
-
-
-def between(low: float, high: float) -> Check:
-    def check(value: Parsed) -> str | None:
-        assert isinstance(value, int | float)
-        if low <= value <= high:
-            return None
-        return f"Value must be no less than {_number(low)} and no more than {_number(high)}"
-
-    return check
-
-
-def one_of(*allowed: str) -> Check:
-    def check(value: Parsed) -> str | None:
-        items = value if isinstance(value, tuple) else (value,)
-        for item in items:
-            if item not in allowed:
-                return f"String must be one of: {', '.join(allowed)}"
-        return None
-
-    return check
-
-
-def throttled_replicas(value: Parsed) -> str | None:
-    """Kafka's ``ThrottledReplicaListValidator``: ``*`` or ``partition:broker`` pairs."""
-    assert isinstance(value, tuple)
-    if value == ("*",):
-        return None
-    for item in value:
-        partition, sep, broker = item.partition(":")
-        if not (sep and partition.strip().isdigit() and broker.strip().isdigit()):
-            return (
-                "must be the literal '*' or a list of replicas in the following format: "
-                "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
-            )
-    return None
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 # ---------------------------------------------------------------------------- definitions
@@ -490,65 +404,6 @@ CLUSTER_CONFIGS: Mapping[str, ConfigDef] = {
 }
 
 
-# ---------------------------------------------------------------------------- parsing
-
-
-def parse_value(definition: ConfigDef, text: str) -> Parsed:
-    """Parse and check ``text`` for ``definition``; InvalidConfigError says what is wrong."""
-
-    def invalid(reason: str) -> InvalidConfigError:
-        return InvalidConfigError(
-            f"Invalid value {text} for configuration {definition.name}: {reason}"
-        )
-
-    kind = definition.type
-    stripped = text.strip()
-    parsed: Parsed
-    if kind is ConfigType.BOOLEAN:
-        lowered = stripped.lower()
-        if lowered not in ("true", "false"):
-            raise invalid("Expected value to be either true or false")
-        parsed = lowered == "true"
-    elif kind.value in _INT_RANGES:
-        low, high = _INT_RANGES[kind.value]
-        try:
-            number = int(stripped)
-        except ValueError:
-            raise invalid(f"Not a number of type {kind.value}") from None
-        if not low <= number <= high:
-            raise invalid(f"Not a number of type {kind.value}")
-        parsed = number
-    elif kind is ConfigType.DOUBLE:
-        try:
-            real = float(stripped)
-        except ValueError:
-            raise invalid("Not a number of type DOUBLE") from None
-        if not math.isfinite(real):
-            raise invalid("Not a number of type DOUBLE")
-        parsed = real
-    elif kind is ConfigType.LIST:
-        parsed = tuple(item.strip() for item in stripped.split(",")) if stripped else ()
-        if any(not item for item in parsed):
-            raise invalid("a list item is empty; separate items with single commas")
-    else:
-        parsed = stripped
-    if definition.check is not None:
-        reason = definition.check(parsed)
-        if reason is not None:
-            raise invalid(reason)
-    return parsed
-
-
-def _canonical(definition: ConfigDef, parsed: Parsed) -> str:
-    if isinstance(parsed, bool):
-        return "true" if parsed else "false"
-    if isinstance(parsed, tuple):
-        return ",".join(parsed)
-    if isinstance(parsed, float):
-        return repr(parsed)
-    return str(parsed)
-
-
 def _validate(definitions: Mapping[str, ConfigDef], kind: str, name: str, value: str) -> str:
     definition = definitions.get(name)
     if definition is None:
@@ -558,7 +413,7 @@ def _validate(definitions: Mapping[str, ConfigDef], kind: str, name: str, value:
         )
     if definition.read_only:
         raise InvalidConfigError(f"Cannot update {name}: it is read-only")
-    return _canonical(definition, parse_value(definition, value))
+    return canonical_text(definition, value)
 
 
 def validate_topic_config(name: str, value: str) -> str:
@@ -578,6 +433,16 @@ def cluster_value(cluster: Mapping[str, str], name: str) -> Parsed:
     if text is None:
         raise KeyError(f"{name} has no value and no default")
     return _parsed_cluster_value(name, text)
+
+
+def cluster_int(cluster: Mapping[str, str], name: str) -> int:
+    """The effective value of an integer cluster key (`num.partitions`, ...)."""
+    return int(cluster_value(cluster, name))  # type: ignore[arg-type]  # int-typed keys give ints
+
+
+def cluster_bool(cluster: Mapping[str, str], name: str) -> bool:
+    """The effective value of a boolean cluster key (`delete.topic.enable`, ...)."""
+    return bool(cluster_value(cluster, name))
 
 
 @lru_cache(maxsize=1024)

@@ -1,4 +1,4 @@
-"""Topic name rules, as Kafka's `Topic.validate` and its collision check define them."""
+"""Topic names: Kafka's rules (`Topic.validate`, the collision check) and finding a named topic."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import itertools
 import re
 from collections.abc import Callable
 
+from api.controller.commands import TopicRef
 from api.controller.errors import ApiError, ErrorCode
+from replay.image import MetadataImage, TopicImage
 
 MAX_NAME_LENGTH = 249
 """Kafka's limit: a topic's log directory name adds a partition suffix within 255 bytes."""
@@ -68,3 +70,36 @@ def colliding_name(
         if candidate != name and exists(candidate):
             return candidate
     return None
+
+
+def resolve_topic(image: MetadataImage, ref: TopicRef) -> TopicImage:
+    """The live topic a reference names; Kafka's errors if there is none or they disagree."""
+    if ref.name is not None:
+        topic = image.topics.get_by_name(ref.name)
+        if topic is None:
+            raise ApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"This server does not host this topic-partition: topic {ref.name!r} "
+                "does not exist",
+            )
+        if ref.topic_id is not None and ref.topic_id != topic.topic_id:
+            raise ApiError(
+                ErrorCode.INCONSISTENT_TOPIC_ID,
+                f"The topic id {ref.topic_id} does not match the topic {ref.name!r}, "
+                f"whose id is {topic.topic_id}",
+            )
+        return topic
+    if ref.topic_id is None:
+        raise ApiError(ErrorCode.INVALID_REQUEST, "name a topic by name or by topic id")
+    found = image.topics.get(ref.topic_id)
+    if found is None:
+        raise ApiError(
+            ErrorCode.UNKNOWN_TOPIC_ID,
+            f"This server does not host this topic ID: {ref.topic_id}",
+        )
+    return found
+
+
+def partition_name(topic: TopicImage, partition_id: int) -> str:
+    """A partition as errors name it, Kafka's way: `<qualified topic name>-<partition id>`."""
+    return f"{topic.qualified_name}-{partition_id}"

@@ -2,9 +2,9 @@
 
 A namespace is a name of tiers separated by ':' (`org:apache:kafka`); the default namespace is
 "" and always exists. A topic's qualified name is `<namespace>:<topic>`. These functions are the
-namespace half of the controller: they validate against an image and return records, and
-`Controller` exposes them as methods. Namespace ACLs will check the principal here, before
-any record is produced.
+namespace half of the controller: they validate against an image and return the records to
+append, and `Controller` exposes them as methods. Namespace ACLs will check the principal here,
+before any record is produced.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 
 from api.controller.commands import (
+    ControllerResult,
     CreateNamespace,
     CreateNamespaceResult,
     DeleteNamespace,
@@ -21,8 +22,9 @@ from api.controller.commands import (
     MoveTopicResult,
     NamespaceInfo,
 )
+from api.controller.config_defs import cluster_bool
 from api.controller.errors import ApiError, ErrorCode
-from api.controller.names import colliding_name
+from api.controller.names import colliding_name, resolve_topic
 from api.controller.states import check_change
 from records.model import (
     MoveTopicRecord,
@@ -87,7 +89,7 @@ def _parent(name: str) -> str:
 
 def create_namespace(
     image: MetadataImage, request: CreateNamespace, new_id: Callable[[], Uuid]
-) -> tuple[list[Record], CreateNamespaceResult]:
+) -> ControllerResult[CreateNamespaceResult]:
     """NamespaceRecords for `request.name` and every missing tier above it, parents first."""
     name = request.name
     validate_namespace_name(name)
@@ -111,15 +113,19 @@ def create_namespace(
         parent_id = namespace_id
     created = tuple(r.name for r in records if isinstance(r, NamespaceRecord))
     assert parent_id is not None  # the loop ran at least once: name has a tier
-    return records, CreateNamespaceResult(name=name, namespace_id=parent_id, created=created)
+    return ControllerResult(
+        records=tuple(records),
+        response=CreateNamespaceResult(name=name, namespace_id=parent_id, created=created),
+    )
 
 
 def delete_namespace(
-    image: MetadataImage, request: DeleteNamespace, *, topic_deletion_enabled: bool
-) -> tuple[list[Record], DeleteNamespaceResult]:
+    image: MetadataImage, request: DeleteNamespace
+) -> ControllerResult[DeleteNamespaceResult]:
     """The records deleting a namespace: its topics, then the namespaces, deepest first.
 
-    Refused if the namespace has children and `recursive` is not set.
+    Refused if the namespace has children and `recursive` is not set, or if it holds topics
+    and `delete.topic.enable` is false.
     """
     name = request.name
     validate_namespace_name(name)
@@ -137,7 +143,7 @@ def delete_namespace(
     subtree = [name, *image.namespaces.descendants(name)]
     inside = set(subtree)
     topics = [t for t in image.topics.sorted() if t.namespace in inside]
-    if topics and not topic_deletion_enabled:
+    if topics and not cluster_bool(image.configs.cluster(), "delete.topic.enable"):
         raise ApiError(
             ErrorCode.TOPIC_DELETION_DISABLED,
             f"Namespace {name!r} holds {len(topics)} topic(s) and topic deletion is disabled; "
@@ -153,10 +159,13 @@ def delete_namespace(
         record = image.namespaces.get(namespace)
         assert record is not None  # listed from the image itself
         records.append(RemoveNamespaceRecord(namespace_id=record.namespace_id))
-    return records, DeleteNamespaceResult(
-        name=name,
-        namespaces=tuple(deepest_first),
-        topics=tuple(t.qualified_name for t in topics),
+    return ControllerResult(
+        records=tuple(records),
+        response=DeleteNamespaceResult(
+            name=name,
+            namespaces=tuple(deepest_first),
+            topics=tuple(t.qualified_name for t in topics),
+        ),
     )
 
 
@@ -171,10 +180,9 @@ def _check_topic_removal(image: MetadataImage, topic: TopicImage) -> None:
         )
 
 
-def move_topic(
-    image: MetadataImage, request: MoveTopic, topic: TopicImage
-) -> tuple[list[Record], MoveTopicResult]:
-    """A MoveTopicRecord taking `topic` (resolved from `request.topic`) to another namespace."""
+def move_topic(image: MetadataImage, request: MoveTopic) -> ControllerResult[MoveTopicResult]:
+    """A MoveTopicRecord taking `request.topic` to another namespace."""
+    topic = resolve_topic(image, request.topic)
     target = request.to_namespace
     require_namespace(image, target)
     if target == topic.namespace:
@@ -193,8 +201,11 @@ def move_topic(
             f"Topic '{new_name}' collides with existing topic: {collision}",
         )
     record = MoveTopicRecord(topic_id=topic.topic_id, namespace=target)
-    return [record], MoveTopicResult(
-        topic_id=topic.topic_id, from_name=topic.qualified_name, to_name=new_name
+    return ControllerResult(
+        records=(record,),
+        response=MoveTopicResult(
+            topic_id=topic.topic_id, from_name=topic.qualified_name, to_name=new_name
+        ),
     )
 
 

@@ -17,14 +17,20 @@ the middle resumes where the log says it was, and nothing is removed before its 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from api.controller.commands import (
+    ControllerResult,
     DeletePartitionsResult,
     DeletePartitionsTopic,
+    Outcome,
     PurgeResult,
     PurgeStep,
 )
-from api.controller.config_defs import LONG_MAX
+from api.controller.config_defs import cluster_bool
+from api.controller.config_values import LONG_MAX
 from api.controller.errors import ApiError, ErrorCode
+from api.controller.names import resolve_topic
 from api.controller.states import check_change
 from records.model import (
     DeleteTopicPartitionsRecord,
@@ -33,6 +39,7 @@ from records.model import (
     PurgeTopicPartitionsRecord,
     Record,
 )
+from records.uuids import Uuid
 from replay.delta import merge_partition_change
 from replay.image import MetadataImage, TopicImage
 
@@ -53,6 +60,36 @@ def under_changes(topic: TopicImage, what: str) -> ApiError:
 
 
 def delete_partitions(
+    image: MetadataImage,
+    requests: Sequence[DeletePartitionsTopic],
+    *,
+    now_ms: int,
+    validate_only: bool,
+) -> ControllerResult[list[DeletePartitionsResult]]:
+    """Lower partition counts with a delayed (or immediate) deletion; one result per topic."""
+    enabled = cluster_bool(image.configs.cluster(), ENABLE_KEY)
+    results: list[DeletePartitionsResult] = []
+    records: list[Record] = []
+    seen: set[Uuid] = set()
+    for request in requests:
+        try:
+            topic = resolve_topic(image, request.topic)
+            if topic.topic_id in seen:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+            topic_records, result = _reduce(image, topic, request, enabled=enabled, now_ms=now_ms)
+        except ApiError as exc:
+            results.append(
+                DeletePartitionsResult(name=str(request.topic), outcome=Outcome.from_error(exc))
+            )
+            continue
+        seen.add(topic.topic_id)
+        if not validate_only:
+            records.extend(topic_records)
+        results.append(result)
+    return ControllerResult(records=tuple(records), response=results)
+
+
+def _reduce(
     image: MetadataImage,
     topic: TopicImage,
     request: DeletePartitionsTopic,
@@ -158,7 +195,7 @@ def _purge(image: MetadataImage, topic: TopicImage, count: int) -> list[Record]:
     return [PurgeTopicPartitionsRecord(topic_id=topic.topic_id, partition_count=count)]
 
 
-def purge_due(image: MetadataImage, now_ms: int) -> tuple[list[Record], list[PurgeResult]]:
+def purge_due(image: MetadataImage, now_ms: int) -> ControllerResult[list[PurgeResult]]:
     """One check of every pending deletion at time `now_ms`.
 
     The records of the next step of each deletion whose purge time has passed: mode NONE
@@ -189,4 +226,4 @@ def purge_due(image: MetadataImage, now_ms: int) -> tuple[list[Record], list[Pur
                 name=topic.qualified_name, topic_id=topic.topic_id, step=step, partitions=removed
             )
         )
-    return records, results
+    return ControllerResult(records=tuple(records), response=results)

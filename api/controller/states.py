@@ -13,7 +13,8 @@ from enum import Enum
 from itertools import pairwise
 
 from api.controller.errors import IllegalStateTransitionError
-from records.model import NO_LEADER, Mode, PartitionRecord
+from records.model import NO_LEADER, Mode, PartitionChangeRecord, PartitionRecord
+from replay.delta import merge_partition_change
 from replay.image import ClusterImage
 
 
@@ -173,3 +174,16 @@ def check_change(
                 check_replica_path(replica_where, (first, ReplicaState.NEW, last))
             else:
                 check_replica_path(replica_where, (first, last))
+
+
+def checked_change(
+    where: str,
+    partition: PartitionRecord,
+    change: PartitionChangeRecord,
+    cluster_before: ClusterImage,
+    cluster_after: ClusterImage,
+) -> PartitionRecord:
+    """The partition after `change`, refused unless every state moves along a legal transition."""
+    after = merge_partition_change(partition, change)
+    check_change(where, partition, after, cluster_before, cluster_after)
+    return after
