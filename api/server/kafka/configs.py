@@ -17,7 +17,8 @@ from api.controller.commands import (
     AlterConfigsResult,
     ConfigResource,
 )
-from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
+from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS
+from api.controller.config_values import ConfigDef, ConfigType
 from api.controller.errors import ApiError, ErrorCode
 from api.protocol.codec import KafkaRequest
 from api.server.kafka.base import HandlerGroup
