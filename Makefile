@@ -27,11 +27,15 @@ $(STAMP_TEST): pyproject.toml setup.py records/_fastdecode.pyx | $(PY)
 demo: $(STAMP_RUN)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash docs/demo.sh
 
+# Without npm (or root for apt-get) the interop tests skip with the reason, and fail under CI=true.
 $(STAMP_INTEROP): tests/interop/package.json tests/interop/package-lock.json
-	cd tests/interop && npm ci --no-audit --no-fund
+	@if command -v npm >/dev/null; then \
+		cd tests/interop && npm ci --no-audit --no-fund; \
+	else \
+		echo "npm is missing: the kafkajs interop test will not run"; \
+	fi
 
-# librdkafka-dev comes from the system's packages (Debian 12: 2.0.2); installing it needs root,
-# so without root it is left out and its test says why (a failure under CI=true).
+# librdkafka-dev comes from the system's packages (Debian 12: 2.0.2); installing it needs root.
 interop: $(STAMP_INTEROP)
 	@if [ ! -e $(RDKAFKA_HEADER) ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
