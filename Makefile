@@ -4,8 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
+# What tests/test_interop_clients.py drives: kafkajs from tests/interop's lock file (npm ci
+# writes node_modules/.package-lock.json) and librdkafka's C headers from the system.
+STAMP_INTEROP := tests/interop/node_modules/.package-lock.json
+RDKAFKA_HEADER := /usr/include/librdkafka/rdkafka.h
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test interop lint bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "metadata-log needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -23,7 +27,25 @@ $(STAMP_TEST): pyproject.toml setup.py records/_fastdecode.pyx | $(PY)
 demo: $(STAMP_RUN)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash docs/demo.sh
 
-test: $(STAMP_TEST)
+# Without npm (or root for apt-get) the interop tests skip with the reason, and fail under CI=true.
+$(STAMP_INTEROP): tests/interop/package.json tests/interop/package-lock.json
+	@if command -v npm >/dev/null; then \
+		cd tests/interop && npm ci --no-audit --no-fund; \
+	else \
+		echo "npm is missing: the kafkajs interop test will not run"; \
+	fi
+
+# librdkafka-dev comes from the system's packages (Debian 12: 2.0.2); installing it needs root.
+interop: $(STAMP_INTEROP)
+	@if [ ! -e $(RDKAFKA_HEADER) ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update && apt-get install -y librdkafka-dev; \
+		else \
+			echo "librdkafka-dev is missing and cannot be installed here (needs root and apt-get)"; \
+		fi; \
+	fi
+
+test: $(STAMP_TEST) interop
 	$(PY) -m pytest
 
 lint: $(STAMP_TEST)
@@ -36,4 +58,4 @@ bench: $(STAMP_TEST)
 	$(PY) bench/replay_bench.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) tests/interop/node_modules build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,6 @@
 """Log write and read rates beside raw fastavro on the same entries, measured in one run.
 
-Usage: python bench/log_bench.py [--entries N] [--repeat K] [--dir PATH]
+Usage: python bench/log_bench.py [--entries N] [--repeat K] [--dir PATH] [--reads-only]
 
 Each measurement runs K times (default 5), each time right after its baseline; the table shows
 median rates and the median of the per-repetition ratios. fsync latency and CPU speed on this
@@ -16,6 +16,9 @@ updates. Cycled to N entries. Rows:
                    raw fastavro write
   read             sequential `read()` into LogEntry/record objects vs raw `fastavro.reader`
                    (dicts) over the same segment files
+  read vs replay   the same `read()` vs `load_image` (decode and replay into an image) over the
+                   same segments: the public read path should keep up with replay (>=0.8x);
+                   "topics" mix only (the "changes" mix names topics it never creates)
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from records import (
     TopicRecord,
     Uuid,
 )
+from replay.loader import load_image
 
 
 def changes_workload(n: int) -> list[Record]:
@@ -167,15 +171,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--mix", choices=("topics", "changes"), default="topics")
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory (default tmp)")
+    parser.add_argument("--reads-only", action="store_true", help="only the read rows")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mlog-bench-", dir=args.dir))
     try:
-        run(args.entries, args.async_entries, args.repeat, args.mix, scratch)
+        run(
+            args.entries,
+            args.async_entries,
+            args.repeat,
+            args.mix,
+            scratch,
+            reads_only=args.reads_only,
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run(n: int, n_async: int, repeat: int, mix: str, scratch: Path) -> None:
+def run(n: int, n_async: int, repeat: int, mix: str, scratch: Path, *, reads_only: bool) -> None:
     records = workload(n) if mix == "topics" else changes_workload(n)
     now = time.time_ns() // 1_000_000
     dicts = [
@@ -250,6 +262,11 @@ def run(n: int, n_async: int, repeat: int, mix: str, scratch: Path) -> None:
         if count != n:
             raise SystemExit(f"log read saw {count} entries, expected {n}")
 
+    def replay_read() -> None:
+        image = load_image(reader)
+        if image.provenance.offset != n - 1:
+            raise SystemExit(f"replay ended at {image.provenance.offset}, expected {n - 1}")
+
     def fresh(path: Path) -> Callable[[], None]:
         return lambda: shutil.rmtree(path, ignore_errors=True)
 
@@ -301,6 +318,21 @@ def run(n: int, n_async: int, repeat: int, mix: str, scratch: Path) -> None:
             target=">=200k, >=0.75x",
         ),
     ]
+    if mix == "topics":  # the "changes" mix names topics it never creates: it does not replay
+        rows.append(
+            Row(
+                label="read vs replay (load_image)",
+                count=n,
+                run=log_read,
+                reset=nothing,
+                base_count=n,
+                base_run=replay_read,
+                base_reset=nothing,
+                target=">=0.8x",
+            )
+        )
+    if reads_only:
+        rows = [row for row in rows if row.label.startswith("read")]
     results = measure(rows, repeat)
     reader.close()
     mix = {
@@ -314,7 +346,11 @@ def run(n: int, n_async: int, repeat: int, mix: str, scratch: Path) -> None:
     print("-" * len(header))
     for row, rate, base_rate, ratio in results:
         print(f"{row.label:<38}{rate:>11,.0f}{base_rate:>12,.0f}{ratio:>7.2f}{row.target:>17}")
-    print("baselines: raw fastavro.writer (snappy) for appends; raw fastavro.reader for reads")
+    print(f"read decoder: {reader.codec.decoder_name}")
+    print(
+        "baselines: raw fastavro.writer (snappy) for appends; raw fastavro.reader for reads;"
+        " load_image over the same segments for read vs replay"
+    )
     print("ratio: median over repetitions of (ours / baseline run right before it)")
 
 

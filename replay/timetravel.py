@@ -44,10 +44,10 @@ from records.model import (
 from records.uuids import Uuid
 from replay.image import (
     EMPTY_IMAGE,
-    NAMESPACE_SEPARATOR,
     MetadataImage,
     TopicImage,
     qualified_name,
+    split_qualified_name,
 )
 from replay.loader import load_image
 from replay.sql.errors import SnapshotContentError, SnapshotStoreError
@@ -213,7 +213,10 @@ class Change:
     op: str
     """"+" added, "-" removed, "~" changed."""
     kind: str
-    """feature, broker, namespace, topic, partition, pending_deletion or config."""
+    """feature, broker, namespace, topic, partition, pending_deletion or config.
+
+    A topic that moved between namespaces is a "~" topic change with the field `moved`.
+    """
     name: str
     """What changed: a topic's qualified name, `topic-3` for a partition, a broker id, ..."""
     id: str | None = None
@@ -356,6 +359,15 @@ def _diff_topics(before: MetadataImage, after: MetadataImage) -> Iterator[Change
 
 def _diff_topic(a: TopicImage, b: TopicImage) -> Iterator[Change]:
     name = b.qualified_name
+    if a.qualified_name != name:
+        # A move between namespaces: same id, new name (its configs move with it).
+        yield Change(
+            op="~",
+            kind="topic",
+            name=name,
+            id=str(b.topic_id),
+            fields=(("moved", a.qualified_name, name),),
+        )
     for p_old, p_new in zip(a.partitions, b.partitions, strict=False):
         if p_old is p_new or p_old == p_new:
             continue
@@ -424,6 +436,8 @@ class _Names:
 
     topics: dict[Uuid, str] = field(default_factory=dict)
     topic_namespaces: dict[Uuid, str] = field(default_factory=dict)
+    previous: dict[Uuid, str] = field(default_factory=dict)
+    """Topic id -> its qualified name before its latest move."""
     namespaces: dict[Uuid, str] = field(default_factory=dict)
     live: dict[str, Uuid] = field(default_factory=dict)
     """Qualified name -> id of the live topic of that name."""
@@ -475,7 +489,10 @@ def describe(record: Record, names: _Names) -> str:
                 f"(purge at {record.delete_after_ms})"
             )
         case MoveTopicRecord():
-            return f"moved topic to {names.topic(record.topic_id)} (id {record.topic_id})"
+            moved_from = names.previous.get(record.topic_id, "<unknown>")
+            return (
+                f"moved topic {moved_from} to {names.topic(record.topic_id)} (id {record.topic_id})"
+            )
         case PurgeTopicPartitionsRecord():
             return (
                 f"removed partitions {record.partition_count} and above of "
@@ -572,8 +589,10 @@ def _learn(record: Record, names: _Names) -> None:
     elif isinstance(record, MoveTopicRecord):
         old = names.topics.get(record.topic_id)
         if old is not None:
-            bare = old.split(NAMESPACE_SEPARATOR, 1)[-1] if NAMESPACE_SEPARATOR in old else old
-            moved = qualified_name(record.namespace, bare)
+            # Namespaces nest ("org:apache") and topic names hold no ':', so the topic's own
+            # name is what follows the last separator.
+            moved = qualified_name(record.namespace, split_qualified_name(old)[1])
+            names.previous[record.topic_id] = old
             names.live.pop(old, None)
             names.topics[record.topic_id] = moved
             names.topic_namespaces[record.topic_id] = record.namespace
@@ -602,6 +621,19 @@ def _touches_topic(
             and qualified_name(record.namespace, record.name) == entity.topic
         ):
             followed.add(record.topic_id)
+        return record.topic_id in followed, record.topic_id
+    if isinstance(record, MoveTopicRecord) and entity.topic is not None:
+        # By name, a topic is followed while it has that name: from a move to the name on,
+        # and up to (and with) a move away from it.
+        old = names.topics.get(record.topic_id)
+        if old is not None:
+            new = qualified_name(record.namespace, split_qualified_name(old)[1])
+            if new == entity.topic:
+                followed.add(record.topic_id)
+                return True, record.topic_id
+            if old == entity.topic and record.topic_id in followed:
+                followed.discard(record.topic_id)
+                return True, record.topic_id
         return record.topic_id in followed, record.topic_id
     if isinstance(
         record,

@@ -46,6 +46,22 @@ def _both(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tupl
     return results[0], results[1]
 
 
+def _both_entries(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tuple[Any, Any]:
+    """`decode_entries` (the public read path) through the compiled decoder and fastavro."""
+    array = codec.reader_array_schema(schema_json)
+    assert array.fast is not None
+    results: list[Any] = []
+    for fast in (array.fast, None):
+        saved, array.fast = array.fast, fast
+        try:
+            results.append(codec.decode_entries(count, body, array))
+        except RecordError as exc:
+            results.append(type(exc))
+        finally:
+            array.fast = saved
+    return results[0], results[1]
+
+
 def _plain(block: RecordBlock) -> tuple[Any, ...]:
     return (
         block.first_offset,
@@ -69,6 +85,11 @@ def test_a_generated_log_decodes_identically() -> None:
         fast, slow = _both(DEFAULT_CODEC, DEFAULT_CODEC.entry_schema_json, count, body)
         assert fast == slow
         assert fast[1] == list(batch)
+        fast_entries, slow_entries = _both_entries(
+            DEFAULT_CODEC, DEFAULT_CODEC.entry_schema_json, count, body
+        )
+        assert fast_entries == slow_entries
+        assert [e.record for e in fast_entries] == list(batch)
 
 
 @given(st.lists(entry_tuples, min_size=1, max_size=20))
@@ -78,6 +99,13 @@ def test_every_record_type_and_edge_value_decodes_identically(entries: list[Entr
     assert fast == slow
     assert fast[1] == [e[4] for e in entries]
     assert fast[5] == [e[3] for e in entries]
+    fast_entries, slow_entries = _both_entries(
+        DEFAULT_CODEC, DEFAULT_CODEC.entry_schema_json, count, body
+    )
+    assert fast_entries == slow_entries
+    assert [(e.offset, e.epoch, e.timestamp, e.principal, e.record) for e in fast_entries] == [
+        tuple(e) for e in entries
+    ]
 
 
 @given(st.lists(entry_tuples, min_size=1, max_size=5), st.data())
@@ -95,6 +123,10 @@ def test_damaged_bodies_fail_with_record_error(
     extra = data.draw(st.binary(min_size=1, max_size=8))
     with pytest.raises(RecordError):
         DEFAULT_CODEC.decode_block(count, body + extra, array)
+    # The public read path refuses the same bodies through the compiled decoder.
+    for wrong in ((count, body[:cut]), (wrong_count, body), (count, body + extra)):
+        with pytest.raises(RecordError):
+            DEFAULT_CODEC.decode_entries(*wrong, array)
     # Any single flipped byte: a record error or some decodable block, never another exception.
     at = data.draw(st.integers(0, len(body) - 1))
     flipped = body[:at] + bytes([body[at] ^ data.draw(st.integers(1, 255))]) + body[at + 1 :]
@@ -119,6 +151,10 @@ def test_an_old_writer_schema_is_upcast_and_an_unknown_branch_refused() -> None:
     count, body = old.encode_entries(entries)
     fast, slow = _both(DEFAULT_CODEC, old.entry_schema_json, count, body)
     assert fast == slow and fast[1] == [e[4] for e in entries]
+    assert (
+        _both_entries(DEFAULT_CODEC, old.entry_schema_json, count, body)[0]
+        == (_both_entries(DEFAULT_CODEC, old.entry_schema_json, count, body)[1])
+    )
 
     schema = json.loads(old.entry_schema_json)
     branch = schema["fields"][4]["type"][0]
@@ -131,6 +167,8 @@ def test_an_old_writer_schema_is_upcast_and_an_unknown_branch_refused() -> None:
     assert array.fast is not None
     with pytest.raises(UnknownRecordTypeError):
         DEFAULT_CODEC.decode_block(count, body, array)
+    with pytest.raises(UnknownRecordTypeError):
+        DEFAULT_CODEC.decode_entries(count, body, array)
 
 
 def _classes(codec: RecordCodec) -> set[type]:

@@ -17,6 +17,7 @@ from records.model import (
     FeatureLevelRecord,
     FencingChange,
     Mode,
+    MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -203,3 +204,66 @@ def test_history_needs_exactly_one_entity() -> None:
         Entity(topic="a", broker=1)
     with pytest.raises(TimeTravelError, match="one entity"):
         Entity()
+
+
+def test_history_and_diff_follow_a_topic_across_a_move(tmp_path: Path) -> None:
+    org, apache, events = Uuid.random(), Uuid.random(), Uuid.random()
+    batches: list[list[Record]] = [
+        [FeatureLevelRecord(name="metadata.version", feature_level=1), _broker(1), _broker(2)],
+        [NamespaceRecord(namespace_id=org, name="org")],  # 3
+        [NamespaceRecord(namespace_id=apache, name="org:apache", parent_id=org)],  # 4
+        _topic("events", events, 1, namespace="org:apache"),  # 5-6
+        [
+            ConfigRecord(
+                resource_type=ConfigResourceType.TOPIC,
+                resource_name="org:apache:events",
+                name="retention.ms",
+                value="1000",
+            )
+        ],  # 7
+        [MoveTopicRecord(topic_id=events, namespace="org")],  # 8
+        [PartitionChangeRecord(partition_id=0, topic_id=events, leader=2, isr=(2,))],  # 9
+        [
+            ConfigRecord(
+                resource_type=ConfigResourceType.TOPIC,
+                resource_name="org:events",
+                name="retention.ms",
+                value="2000",
+            )
+        ],  # 10
+        [MoveTopicRecord(topic_id=events, namespace="")],  # 11
+        [PartitionChangeRecord(partition_id=0, topic_id=events, leader=1, isr=(1, 2))],  # 12
+    ]
+    with MetadataLog.open(tmp_path / "log") as log:
+        for batch in batches:
+            log.append(batch)
+        # By id: every entry, each labelled with the topic's name at that entry.
+        by_id = {h.offset: h.description for h in history(log, Entity(topic_id=events))}
+        assert sorted(by_id) == [5, 6, 7, 8, 9, 10, 11, 12]
+        assert by_id[6].startswith("partition org:apache:events-0:")
+        assert by_id[8] == f"moved topic org:apache:events to org:events (id {events})"
+        assert by_id[9].startswith("partition org:events-0: leader -> 2")
+        assert by_id[11] == f"moved topic org:events to events (id {events})"
+        assert by_id[12].startswith("partition events-0: leader -> 1")
+        # By name: the entries while the topic had that name, from the move to it on and up
+        # to (and with) the move away.
+        by_name = [h.offset for h in history(log, Entity(topic="org:events"))]
+        assert by_name == [8, 9, 10, 11]
+        assert [h.offset for h in history(log, Entity(topic="org:apache:events"))] == [
+            5,
+            6,
+            7,
+            8,
+        ]
+        assert [h.offset for h in history(log, Entity(topic="events"))] == [11, 12]
+        assert [h.offset for h in history(log, Entity(namespace="org"))] == [3, 8, 11]
+        # A diff across a move says so, under the new name, beside the configs that moved.
+        lines = [c.text() for c in diff(image_at(log, at_offset=7), image_at(log, at_offset=10))]
+        assert f"~ topic org:events (id {events}): moved org:apache:events -> org:events" in lines
+        assert "- config topic org:apache:events retention.ms: value 1000" in lines
+        assert "+ config topic org:events retention.ms: value 2000" in lines
+        assert any(line.startswith("~ partition org:events-0: isr [1,2] -> [2]") for line in lines)
+        moved = next(c for c in diff(image_at(log, at_offset=7), image_at(log, at_offset=8)))
+        assert moved.to_json()["changes"] == {
+            "moved": {"before": "org:apache:events", "after": "org:events"}
+        }

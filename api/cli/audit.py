@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -58,14 +59,55 @@ def _log_dir(args: argparse.Namespace, settings: Settings) -> Path:
     return path
 
 
-def _session(args: argparse.Namespace) -> SparkSession:
+def _session(args: argparse.Namespace, settings: Settings) -> SparkSession:
+    """The audit's SparkSession, with one transient progress line on a terminal meanwhile.
+
+    The JVM's own stderr is shown only with --debug: its errors reach the user as the Python
+    exception they cause, in one line.
+    """
     try:
-        from replay.audit.session import audit_session
+        from replay.audit.session import LOCAL_MASTER, audit_session, check_master
     except ImportError as exc:  # pragma: no cover - the audit extra is installed in tests
         raise CliError(
             f"mlog audit needs PySpark and pyarrow ({exc}); install metadata-log[audit]"
         ) from None
-    return audit_session(master=args.master, conf=dict(args.conf or []))
+    master = args.master or LOCAL_MASTER
+    check_master(master)  # a bad --master is one line, before any progress is shown
+    with SparkStart(master, sys.stderr):
+        return audit_session(
+            master=master,
+            conf=dict(args.conf or []),
+            jvm_log=sys.stderr if settings.debug else None,
+        )
+
+
+class SparkStart:
+    """Shows `mlog: starting Spark (MASTER) ...` on a terminal until the session is up.
+
+    The line is erased when Spark is up (or fails), so a terminal keeps only what follows;
+    anything but a terminal gets nothing.
+    """
+
+    def __init__(self, master: str, stream: TextIO) -> None:
+        self.master = master
+        self.stream = stream
+
+    def __enter__(self) -> SparkStart:
+        if self.stream.isatty():
+            self.stream.write(f"mlog: starting Spark ({self.master}) ...")
+            self.stream.flush()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.stream.isatty():
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def _report_time(started: float, spark_start: float) -> None:
+    """One line on stderr with the time the audit took (stdout stays the result alone)."""
+    total = time.monotonic() - started
+    print(f"mlog: audit took {total:.1f} s (Spark start {spark_start:.1f} s)", file=sys.stderr)
 
 
 def _cell(value: Any) -> Any:
@@ -111,19 +153,23 @@ def _run(
     query: Callable[[SparkSession, DataFrame, argparse.Namespace], DataFrame],
 ) -> Callable[[argparse.Namespace, Settings, TextIO], int]:
     def handler(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+        started = time.monotonic()
         _output(args)  # a bad --output fails before Spark starts
         log_dir = _log_dir(args, settings)
-        spark = _session(args)
-        from pyspark.errors import AnalysisException
+        spark_start = time.monotonic()
+        spark = _session(args, settings)
+        spark_seconds = time.monotonic() - spark_start
+        from pyspark.errors import PySparkException
 
         from replay.audit.session import read_log
 
         try:
             frame = query(spark, read_log(spark, log_dir), args)
             emit(frame, args, out)
-        except AnalysisException as exc:
+        except PySparkException as exc:  # a bad statement, a failed job: one line
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CliError(first) from None
+        _report_time(started, spark_seconds)
         return EXIT_OK
 
     return handler
@@ -178,7 +224,9 @@ def cmd_state(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
             if end
             else "the log is empty"
         )
-    spark = _session(args)
+    started = time.monotonic()
+    spark = _session(args, settings)
+    spark_seconds = time.monotonic() - started
     from replay.audit.state import compare_with_image, state_at
 
     if args.check:
@@ -193,6 +241,7 @@ def cmd_state(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
             )
             return EXIT_DAMAGED
         out.write(f"state at offset {args.at_offset}: the Spark replay matches the image\n")
+        _report_time(started, spark_seconds)
         return EXIT_OK
     state = state_at(spark, log_dir, args.at_offset)
     try:
@@ -210,6 +259,7 @@ def cmd_state(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
         )
     finally:
         state.release()
+    _report_time(started, spark_seconds)
     return EXIT_OK
 
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
+import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any, TextIO
+
+from replay.audit.errors import AuditSessionError
 
 if TYPE_CHECKING:
+    from pyspark import SparkConf
     from pyspark.sql import DataFrame, SparkSession
 
 LOCAL_MASTER = "local[*]"
@@ -17,13 +24,107 @@ LOCAL_DRIVER_MEMORY = "4g"
 """Shuffle partitions for local runs: Spark's default of 200 costs seconds on small logs."""
 """(driver memory) A local run is one JVM: the cached scan of a 10M-entry log needs more than 1g."""
 
+MASTER_CONNECT_TIMEOUT = 5.0
+"""Seconds to wait for a TCP connection to a `spark://` master before giving up.
+
+Spark itself retries registration for about a minute (3 tries of 20 s) against a master it
+cannot reach; an audit checks the address first and fails in this time instead."""
+
+MASTER_REGISTRATION_TIMEOUT = 30.0
+"""Seconds a `spark://` master may take to register the audit once the JVM runs.
+
+A master registers an application in well under a second; something that accepts the
+connection but never answers (not a Spark master, a proxy) would otherwise hold the start for
+Spark's own 3 tries of 20 s."""
+
+SPARK_BANNERS = (
+    "WARNING: Using incubator modules:",
+    "Setting default log level to ",
+    "To adjust logging level use sc.setLogLevel(",
+)
+"""Lines the JVM and Spark print at every start whatever the log settings: never shown."""
+
+_LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*\]")
+_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\[\],]+):(?P<port>[0-9]{1,5})")
+_MASTER_FORMS = "local[*], local[N], spark://HOST:PORT[,HOST:PORT...], yarn or k8s://URL"
+
+
+def check_master(master: str) -> list[tuple[str, int]]:
+    """Refuse a master URL Spark would refuse; the (host, port) of each `spark://` master.
+
+    Spark answers a bad master with a Java stack trace after starting a JVM; this says what is
+    wrong in one line, before anything starts.
+    """
+    if _LOCAL.fullmatch(master) or _LOCAL_CLUSTER.fullmatch(master):
+        return []
+    if master == "yarn":
+        if not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+            raise AuditSessionError(
+                "--master yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the cluster's "
+                "Hadoop configuration directory"
+            )
+        return []
+    if master.startswith("k8s://") and len(master) > len("k8s://"):
+        return []
+    if master.startswith("spark://"):
+        addresses = []
+        for part in master[len("spark://") :].split(","):
+            found = _HOST_PORT.fullmatch(part)
+            if found is None or not 0 < int(found["port"]) < 65536:
+                raise AuditSessionError(
+                    f"--master {master!r}: {part!r} is not HOST:PORT; give spark://HOST:PORT "
+                    "(a standalone master listens on 7077 by default)"
+                )
+            addresses.append((found["host"].strip("[]"), int(found["port"])))
+        return addresses
+    raise AuditSessionError(f"--master {master!r} is not a Spark master URL; give {_MASTER_FORMS}")
+
+
+def reach_masters(
+    addresses: list[tuple[str, int]], *, timeout: float = MASTER_CONNECT_TIMEOUT
+) -> None:
+    """Fail unless one of the standalone masters accepts a TCP connection within `timeout`."""
+    if not addresses:
+        return
+    reasons = []
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except TimeoutError:
+            reasons.append(f"{host}:{port} did not answer within {timeout:g} s")
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise AuditSessionError(
+        f"cannot reach the Spark master ({'; '.join(reasons)}); check that it is running and "
+        "that --master names it"
+    )
+
+
+def _forward_jvm_output(stream: IO[bytes], sink: TextIO | None) -> None:
+    """Copy the JVM's stderr to `sink` (None: drop it), without Spark's start-up banners."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if sink is None or line.startswith(SPARK_BANNERS):
+            continue
+        try:
+            sink.write(line)
+            sink.flush()
+        except (OSError, ValueError):  # the sink was closed: keep draining the pipe
+            sink = None
+
 
 def _log4j_config() -> str:
     return str(resources.files("replay.audit").joinpath("log4j2.properties"))
 
 
 def audit_session(
-    *, master: str | None = None, conf: Mapping[str, str] | None = None
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    jvm_log: TextIO | None = sys.__stderr__,
+    registration_timeout: float = MASTER_REGISTRATION_TIMEOUT,
 ) -> SparkSession:
     """A SparkSession with the `metadata_log` source registered.
 
@@ -31,41 +132,121 @@ def audit_session(
     `SPARK_LOCAL_IP` = 127.0.0.1 (unless already set: the workers must import this package, and
     a local run needs no network), a few shuffle partitions and quiet logging. `conf` entries
     (`--conf k=v`) are applied last, so they override every default here.
+
+    A bad master URL, or `spark://` masters none of which accepts a connection within
+    `MASTER_CONNECT_TIMEOUT`, raise `AuditSessionError` before a JVM starts; a `spark://`
+    master that has not registered the application `registration_timeout` seconds after the
+    JVM is up raises it too (the stuck start is left to Spark, which gives up by itself about
+    a minute later; a CLI run exits, which ends the JVM). When this call
+    starts the JVM, its stderr goes to `jvm_log` (default: this process's own stderr, where it
+    went before; None: nowhere) without Spark's start-up banners (`SPARK_BANNERS`).
     """
     chosen = master or LOCAL_MASTER
+    reach_masters(check_master(chosen))
     local = chosen.startswith("local")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
-    builder = (
-        SparkSession.builder.master(chosen)
-        .appName("mlog audit")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.driver.extraJavaOptions", log4j)
-        .config("spark.executor.extraJavaOptions", log4j)
-    )
+    settings = {
+        "spark.master": chosen,
+        "spark.app.name": "mlog audit",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.driver.extraJavaOptions": log4j,
+        "spark.executor.extraJavaOptions": log4j,
+    }
     if local:
-        builder = (
-            builder.config("spark.sql.shuffle.partitions", LOCAL_SHUFFLE_PARTITIONS)
-            .config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
-            # Local runs are CPU-bound on few cores: compressing cached columns costs more
-            # (building the state replay's cached scan: 37 s -> 29 s at 10M entries) than the
-            # memory it saves.
-            .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
+        settings["spark.sql.shuffle.partitions"] = LOCAL_SHUFFLE_PARTITIONS
+        settings["spark.driver.memory"] = LOCAL_DRIVER_MEMORY
+        # Local runs are CPU-bound on few cores: compressing cached columns costs more
+        # (building the state replay's cached scan: 37 s -> 29 s at 10M entries) than the
+        # memory it saves.
+        settings["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
+    settings.update(conf or {})
+    spark_conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    timeout = registration_timeout if chosen.startswith("spark://") else None
+    try:
+        # PySpark has no public way to ask whether its JVM runs already (a session stopped in
+        # this process keeps it, and a new one reuses it); only a first start launches one,
+        # here, with its stderr piped so the banners can be dropped.
+        gateway = _launch_jvm(spark_conf, jvm_log) if SparkContext._gateway is None else None
+        _bounded(
+            lambda: (
+                SparkContext.getOrCreate(spark_conf)
+                if gateway is None
+                else SparkContext(conf=spark_conf, gateway=gateway)
+            ),
+            timeout,
+            chosen,
         )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
+    except AuditSessionError:
+        raise
+    except Exception as exc:
+        raise AuditSessionError(f"Spark did not start: {_first_line(exc)}") from exc
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def _launch_jvm(spark_conf: SparkConf, jvm_log: TextIO | None) -> Any:
+    """PySpark's JVM gateway for `spark_conf`, its stderr forwarded by a daemon thread."""
+    from pyspark.java_gateway import launch_gateway
+
+    popen = {"stderr": subprocess.PIPE}
+    gateway = launch_gateway(spark_conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
+    threading.Thread(
+        target=_forward_jvm_output,
+        args=(gateway.proc.stderr, jvm_log),
+        name="spark-jvm-stderr",
+        daemon=True,
+    ).start()
+    return gateway
+
+
+def _bounded(create: Callable[[], object], timeout: float | None, master: str) -> None:
+    """Run `create` (the SparkContext's start), giving up after `timeout` seconds if not None."""
+    if timeout is None:
+        create()
+        return
+    failure: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            create()
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            failure.append(exc)
+
+    thread = threading.Thread(target=start, name="spark-context-start", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise AuditSessionError(
+            f"the Spark master at {master} accepted a connection but did not register this "
+            f"application within {timeout:g} s; check that --master names a Spark master "
+            "(standalone masters listen on 7077)"
+        )
+    if failure:
+        raise failure[0]
+
+
+def _first_line(exc: BaseException) -> str:
+    """The Java exception's own one-line text if there is one, else the first line of `exc`."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            return str(java.toString()).splitlines()[0]
+        except Exception:  # the JVM may be gone: fall back to the Python text
+            pass
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def register(spark: SparkSession) -> None:

@@ -64,7 +64,7 @@ class ConfigApis(HandlerGroup):
             try:
                 kind = _resource_type(int(resource.resource_type))
                 resolved = self.service.controller.describe_configs(
-                    image, ConfigResource(type=kind, name=resource.resource_name)
+                    image, self._described_resource(image, kind, resource.resource_name)
                 )
             except ApiError as exc:
                 entry["error_code"] = exc.error_code
@@ -94,6 +94,23 @@ class ConfigApis(HandlerGroup):
             ]
             results.append(entry)
         return self._answer(request, throttle_time=0, results=results)
+
+    def _described_resource(
+        self, image: MetadataImage, kind: ConfigResourceType, name: str
+    ) -> ConfigResource:
+        """The resource to describe; this server's own node id, unregistered, is the cluster.
+
+        Clients send a broker's DescribeConfigs to that broker, and the only broker a client
+        can reach is this server (`metadata.advertised_nodes`): its configs are the
+        cluster-wide ones.
+        """
+        if (
+            kind == ConfigResourceType.BROKER
+            and name == str(self.listener.node_id)
+            and image.cluster.get(self.listener.node_id) is None
+        ):
+            return ConfigResource(type=kind, name="")
+        return ConfigResource(type=kind, name=name)
 
     async def incremental_alter_configs(self, request: KafkaRequest, principal: str) -> Any:
         """Set, delete, append to or subtract from keys; one result per resource."""

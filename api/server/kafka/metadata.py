@@ -1,9 +1,10 @@
 """What the cluster is: ApiVersions, Metadata, DescribeCluster and DescribeTopicPartitions.
 
 Read from the committed image, without waiting on writes. There are no real brokers behind
-this service: every node in a Metadata or DescribeCluster answer (each live registered broker,
-plus this server's own `node_id`, the controller) is advertised at this server's listener, so
-a client that follows a leader or the controller reaches this server again.
+this service, so Metadata and DescribeCluster answer as a KIP-919 controller does: the only node
+listed is this server, under its own `node_id` (the controller) at its listener
+(`advertised_nodes`). Partition leaders and replicas keep the registered broker ids the
+controller placed them on.
 """
 
 from __future__ import annotations
@@ -22,41 +23,36 @@ from records.uuids import Uuid
 from replay.image import MetadataImage, TopicImage
 
 
+def advertised_nodes(listener: Listener) -> list[dict[str, Any]]:
+    """The nodes a Metadata or DescribeCluster answer lists: only this server, the controller.
+
+    Clients key connections by node id (kafkajs, librdkafka), so each advertised id must be one
+    stable address with one stable rack, and the controller id must be one of them. Listing the
+    registered brokers at this server's address broke both (kafkajs closed the shared
+    connection when a racked broker's rack changed hands; librdkafka before 2.1 rebound the
+    bootstrap connection to each id in turn and never reached the controller). So, as a KIP-919
+    controller answers a client that bootstrapped to it, the list names only this server under
+    its `node.id`; partition leaders and replicas still name the registered brokers, which a
+    client reads as data (as it does for an offline leader) and never needs to reach.
+    """
+    return [
+        {
+            "node_id": listener.node_id,
+            "broker_id": listener.node_id,
+            "host": listener.host,
+            "port": listener.port,
+            "rack": None,
+            "is_fenced": False,
+        }
+    ]
+
+
 class MetadataApis(HandlerGroup):
     """ApiVersions, Metadata, DescribeCluster and DescribeTopicPartitions."""
 
     def __init__(self, service: MetadataService, listener: Listener) -> None:
         super().__init__(service, listener)
-        self._brokers: dict[type[Any], tuple[Any, Encoded]] = {}
-
-    # ------------------------------------------------------------------ nodes
-
-    def _nodes(self, image: MetadataImage, *, fenced: bool = False) -> list[dict[str, Any]]:
-        """Live registered brokers (and fenced ones if asked) plus this server, at its address."""
-        nodes: dict[int, dict[str, Any]] = {}
-        for broker in image.cluster.sorted():
-            if broker.fenced and not fenced:
-                continue
-            nodes[broker.broker_id] = {
-                "node_id": broker.broker_id,
-                "broker_id": broker.broker_id,
-                "host": self.listener.host,
-                "port": self.listener.port,
-                "rack": broker.rack,
-                "is_fenced": broker.fenced,
-            }
-        nodes.setdefault(
-            self.listener.node_id,
-            {
-                "node_id": self.listener.node_id,
-                "broker_id": self.listener.node_id,
-                "host": self.listener.host,
-                "port": self.listener.port,
-                "rack": None,
-                "is_fenced": False,
-            },
-        )
-        return [nodes[i] for i in sorted(nodes)]
+        self._brokers: dict[type[Any], Encoded] = {}
 
     # ------------------------------------------------------------------ ApiVersions
 
@@ -93,18 +89,17 @@ class MetadataApis(HandlerGroup):
         )
 
     def _metadata_brokers(self, request: KafkaRequest, image: MetadataImage) -> Encoded:
-        """The broker list of a Metadata answer, written once per version and cluster image.
+        """The broker list of a Metadata answer, written once per response version.
 
-        Every Metadata answer carries it, and it changes only when a broker does (the image's
-        cluster part is immutable, replaced on every change).
+        It is `advertised_nodes`, which depends only on the listener, so it never changes.
         """
         header = request.header
         entity_class = response_class(header.api_key, header.api_version)
         cached = self._brokers.get(entity_class)
-        if cached is None or cached[0] is not image.cluster:
-            encoded = field_encoder(entity_class, "brokers")(self._nodes(image))
-            cached = self._brokers[entity_class] = (image.cluster, encoded)
-        return cached[1]
+        if cached is None:
+            cached = field_encoder(entity_class, "brokers")(advertised_nodes(self.listener))
+            self._brokers[entity_class] = cached
+        return cached
 
     def _metadata_lookup(self, image: MetadataImage, wanted: Any) -> dict[str, Any]:
         name = getattr(wanted, "name", None)
@@ -162,8 +157,7 @@ class MetadataApis(HandlerGroup):
     # ------------------------------------------------------------------ DescribeCluster
 
     async def describe_cluster(self, request: KafkaRequest, principal: str) -> Any:
-        """The cluster id, the controller (this server) and the brokers."""
-        image = self.service.image
+        """The cluster id and the controller, this server, as the one node (`advertised_nodes`)."""
         body = request.body
         endpoint_type = int(getattr(body, "endpoint_type", 1))
         if endpoint_type not in (1, 2):
@@ -178,10 +172,8 @@ class MetadataApis(HandlerGroup):
                 brokers=[],
                 cluster_authorized_operations=UNAUTHORIZED_OPS,
             )
-        fenced = bool(getattr(body, "include_fenced_brokers", False))
-        nodes = self._nodes(image, fenced=fenced)
-        if endpoint_type == 2:  # controllers: this server is the only one
-            nodes = [n for n in nodes if n["node_id"] == self.listener.node_id]
+        # Brokers (1) or controllers (2): either way the one node a client can reach is this
+        # server, the controller; `include_fenced_brokers` changes nothing (it is never fenced).
         return self._answer(
             request,
             throttle_time=0,
@@ -190,7 +182,7 @@ class MetadataApis(HandlerGroup):
             endpoint_type=endpoint_type,
             cluster_id=self.listener.cluster_id,
             controller_id=self.listener.node_id,
-            brokers=nodes,
+            brokers=advertised_nodes(self.listener),
             cluster_authorized_operations=UNAUTHORIZED_OPS,
         )
 
