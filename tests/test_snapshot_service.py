@@ -22,7 +22,7 @@ from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter
 from metadata_log import MetadataLog
 from records.model import ConfigResourceType
 from replay.loader import load_image
-from replay.sql import schema
+from replay.sql import revision, schema
 from replay.sql.errors import SchemaAheadError
 from replay.sql.store import SnapshotStore
 
@@ -210,13 +210,16 @@ def test_a_schema_behind_is_a_warning_and_ahead_is_refused(
     log_dir = tmp_path / "log"
     with _open(log_dir, database_url) as service:
         _register(service, 1)
-    # the code pretends to know a revision newer than any the database has seen
+    # the code pretends to know a revision newer than any the database has seen (Alembic's
+    # head, and the one recognised without Alembic)
     monkeypatch.setattr(schema, "head_revision", lambda: "9999")
+    monkeypatch.setattr(revision, "HEAD_REVISION", "9999")
     caplog.set_level(logging.WARNING)
     with _open(log_dir, database_url) as service:
         assert "db upgrade" in caplog.text
         assert service.image == _replayed(log_dir)
     monkeypatch.setattr(schema, "head_revision", lambda: "0000")
+    monkeypatch.setattr(revision, "HEAD_REVISION", "0000")
     monkeypatch.setattr(schema, "script_directory", _only_revision("0000"))
     with pytest.raises(SchemaAheadError, match="upgrade metadata-log"):
         _open(log_dir, database_url)
