@@ -15,13 +15,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from api.cli.common import EXIT_DAMAGED, EXIT_OK, CliError, offset_arg, print_table
-from api.service.settings import Settings
-from metadata_log import MetadataLog
+from api.cli.common import EXIT_DAMAGED, EXIT_OK, CliError, offset_arg
+from api.cli.output import print_table
+from metadata_log.log import MetadataLog
 from replay.timetravel import parse_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from api.service.settings import Settings
 
 AUDIT_OUTPUTS = ("table", "json", "parquet")
 

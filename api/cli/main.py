@@ -1,7 +1,8 @@
-"""The `mlog` command: noun-verb subcommands over a data directory (embedded mode).
+"""The `mlog` command: builds the parser from the noun modules and runs the chosen command.
 
-Each noun's commands live in their own module (`api.cli.log`, ...); this one builds the parser
-and runs a command with the settings, mapping errors to a one-line message and exit code 2.
+Each noun's flags and handlers live in their own module (`api.cli.topics` for `mlog topics ...`);
+this one puts their parsers together, loads the settings and runs a command, mapping errors to
+a one-line message and exit code 2.
 """
 
 from __future__ import annotations
@@ -15,15 +16,31 @@ import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from api.cli import audit as cli_audit
-from api.cli import cluster as cli_cluster
-from api.cli import db as cli_db
-from api.cli import log as cli_log
-from api.cli import namespaces as cli_namespaces
-from api.cli import serve as cli_serve
+from api.cli import (
+    audit,
+    brokers,
+    configs,
+    db,
+    history,
+    image,
+    leaders,
+    log,
+    namespaces,
+    partitions,
+    serve,
+    shell,
+    snapshot,
+    topics,
+)
 from api.cli.common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
 from api.service.settings import Settings, load_settings
 from records.errors import MetadataLogError
+
+NOUNS = (
+    *(brokers, topics, configs, leaders, partitions, image, log, namespaces),
+    *(db, snapshot, history, shell, serve, audit),
+)
+"""The noun modules, in the order `mlog --help` lists them."""
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
@@ -39,12 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_global_options(parser, suppress=False)
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    cli_cluster.add_commands(nouns)
-    cli_log.add_commands(nouns)
-    cli_namespaces.add_commands(nouns)
-    cli_db.add_commands(nouns)
-    cli_serve.add_commands(nouns)
-    cli_audit.add_commands(nouns)
+    for module in NOUNS:
+        module.add_commands(nouns)
     for noun in REMOTE_NOUNS:
         nouns.choices[noun].set_defaults(remote=True)
     return parser
