@@ -244,9 +244,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog audit ...` on the top-level subparsers."""
-    audit = nouns.add_parser("audit", help="audit queries and state replay in PySpark")
+def add_verbs(audit: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog audit` and their flags, on the noun's parser."""
     verbs = audit.add_subparsers(dest="verb", metavar="QUERY", required=True)
 
     lifecycle = verbs.add_parser(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import (
     EXIT_OK,
@@ -122,9 +122,8 @@ def cmd_brokers_list(args: argparse.Namespace, settings: Settings, out: TextIO) 
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog brokers ...` on the top-level subparsers."""
-    brokers = nouns.add_parser("brokers", help="register and manage brokers")
+def add_verbs(brokers: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog brokers` and their flags, on the noun's parser."""
     verbs = brokers.add_subparsers(dest="verb", metavar="VERB", required=True)
     register = verbs.add_parser("register", help="register a broker (a new incarnation)")
     add_writer_options(register)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -146,4 +145,8 @@ def add_writer_options(parser: argparse.ArgumentParser) -> None:
 def principal(args: argparse.Namespace) -> str:
     """The principal a local write records: `--principal`, else User:<login>."""
     given: str | None = getattr(args, "principal", None)
-    return given or f"User:{getpass.getuser()}"
+    if given:
+        return given
+    import getpass
+
+    return f"User:{getpass.getuser()}"

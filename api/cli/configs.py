@@ -121,9 +121,8 @@ def cmd_configs_alter(args: argparse.Namespace, settings: Settings, out: TextIO)
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog configs ...` on the top-level subparsers."""
-    configs = nouns.add_parser("configs", help="describe and alter configs")
+def add_verbs(configs: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog configs` and their flags, on the noun's parser."""
     verbs = configs.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name, handler, text in (
         ("describe", cmd_configs_describe, "show configs with their sources"),

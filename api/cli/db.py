@@ -7,7 +7,7 @@ The snapshot database is `--db URL` (env MLOG_DATABASE_URL), by default the SQLi
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_DAMAGED, EXIT_OK, add_global_options
 from api.cli.output import emit
@@ -64,9 +64,8 @@ def cmd_db_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     return EXIT_OK if ok else EXIT_DAMAGED
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog db ...` on the top-level subparsers."""
-    db = nouns.add_parser("db", help="the snapshot database's schema")
+def add_verbs(db: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog db` and their flags, on the noun's parser."""
     verbs = db.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name, handler, text in (
         ("upgrade", cmd_db_upgrade, "create or migrate the snapshot tables to the head revision"),

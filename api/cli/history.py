@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options, add_range_options, offset_arg
 from api.cli.output import format_time, print_table
@@ -75,9 +75,8 @@ def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog history` on the top-level subparsers."""
-    hist = nouns.add_parser("history", help="log entries that touched a topic/namespace/broker")
+def add_verbs(hist: argparse.ArgumentParser) -> None:
+    """The flags of `mlog history`, on its parser."""
     add_global_options(hist)
     hist.add_argument("--topic", help="a topic name (every incarnation of it)")
     hist.add_argument("--topic-id", help="one incarnation of a topic, by id")

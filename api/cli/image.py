@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options, offset_arg
 from api.cli.image_tree import Directory, PathError, lookup, walk
@@ -53,9 +53,8 @@ def cmd_image_diff(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog image ...` on the top-level subparsers."""
-    image = nouns.add_parser("image", help="the metadata image")
+def add_verbs(image: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog image` and their flags, on the noun's parser."""
     verbs = image.add_subparsers(dest="verb", metavar="VERB", required=True)
     show = verbs.add_parser("show", help="print the image tree (or the subtree at PATH)")
     add_global_options(show)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_writer_options, check, integer_arg
 from api.cli.targets import open_target
@@ -52,9 +52,8 @@ def cmd_leaders_elect(args: argparse.Namespace, settings: Settings, out: TextIO)
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog leaders ...` on the top-level subparsers."""
-    leaders = nouns.add_parser("leaders", help="leader election")
+def add_verbs(leaders: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog leaders` and their flags, on the noun's parser."""
     verbs = leaders.add_subparsers(dest="verb", metavar="VERB", required=True)
     elect = verbs.add_parser("elect", help="elect preferred (or unclean) leaders")
     add_writer_options(elect)

@@ -189,9 +189,8 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog log ...` on the top-level subparsers."""
-    log = nouns.add_parser("log", help="inspect and maintain the log itself")
+def add_verbs(log: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog log` and their flags, on the noun's parser."""
     verbs = log.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     dump = verbs.add_parser("dump", help="print entries, one line each")

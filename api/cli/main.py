@@ -1,46 +1,46 @@
-"""The `mlog` command: builds the parser from the noun modules and runs the chosen command.
+"""The `mlog` command: the parser of nouns, each filled in by its module, and the dispatch.
 
-Each noun's flags and handlers live in their own module (`api.cli.topics` for `mlog topics ...`);
-this one puts their parsers together, loads the settings and runs a command, mapping errors to
-a one-line message and exit code 2.
+Each noun's verbs, flags and handlers live in their own module (`api.cli.topics` for
+`mlog topics ...`). A noun's parser is filled in by its module only when that noun is chosen
+(or its help asked), so a command imports its own noun's module and what that needs, nothing
+of the others: `mlog topics list` starts without the snapshot database's, the server's or
+Spark's libraries. This module loads the settings and runs the command, mapping errors to a
+one-line message and exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import logging
 import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
-from api.cli import (
-    audit,
-    brokers,
-    configs,
-    db,
-    history,
-    image,
-    leaders,
-    log,
-    namespaces,
-    partitions,
-    serve,
-    shell,
-    snapshot,
-    topics,
-)
 from api.cli.common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
 from api.service.settings import Settings, load_settings
 from records.errors import MetadataLogError
 
 NOUNS = (
-    *(brokers, topics, configs, leaders, partitions, image, log, namespaces),
-    *(db, snapshot, history, shell, serve, audit),
+    ("brokers", "register and manage brokers"),
+    ("topics", "create, delete, describe and list topics"),
+    ("configs", "describe and alter configs"),
+    ("leaders", "leader election"),
+    ("partitions", "partition reassignment"),
+    ("image", "the metadata image"),
+    ("log", "inspect and maintain the log itself"),
+    ("namespaces", "create, list and delete namespaces"),
+    ("db", "the snapshot database's schema"),
+    ("snapshot", "snapshots of the image in SQL"),
+    ("history", "log entries that touched a topic/namespace/broker"),
+    ("shell", "interactive shell over the image tree"),
+    ("serve", "serve the Kafka admin protocol on a TCP port"),
+    ("audit", "audit queries and state replay in PySpark"),
 )
-"""The noun modules, in the order `mlog --help` lists them."""
+"""Each noun (its module is `api.cli.<noun>`) and its help, in the order `mlog --help` lists."""
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
@@ -49,17 +49,52 @@ REMOTE_NOUNS = (
 directory: the log's files, the snapshot database, Spark, or the server itself)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of `mlog`."""
+class NounParser(argparse.ArgumentParser):
+    """The parser of one noun: its module adds the verbs and flags when it is first used."""
+
+    def __init__(self, *args: Any, module: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._module = module
+
+    def fill(self) -> None:
+        """Let the noun's module (imported now) add its verbs and flags, once."""
+        if self._module is not None:
+            module, self._module = self._module, None
+            importlib.import_module(module).add_verbs(self)
+
+    def parse_known_args(  # type: ignore[override]  # same call, typeshed spells overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Fill in the verbs, then parse (the top-level parser calls this for the noun)."""
+        self.fill()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        """The usage line, verbs included."""
+        self.fill()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        """The help text, verbs included."""
+        self.fill()
+        return super().format_help()
+
+
+def build_parser(*, filled: bool = False) -> argparse.ArgumentParser:
+    """The argument parser of `mlog`; with `filled`, every noun's verbs are added now."""
     parser = argparse.ArgumentParser(
         prog="mlog", description="metadata-log: an event-sourced metadata log service"
     )
     add_global_options(parser, suppress=False)
-    nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    for module in NOUNS:
-        module.add_commands(nouns)
-    for noun in REMOTE_NOUNS:
-        nouns.choices[noun].set_defaults(remote=True)
+    nouns = parser.add_subparsers(
+        dest="noun", metavar="COMMAND", required=True, parser_class=NounParser
+    )
+    for noun, text in NOUNS:
+        sub = nouns.add_parser(noun, help=text, module=f"api.cli.{noun}")
+        if noun in REMOTE_NOUNS:
+            sub.set_defaults(remote=True)
+        if filled:
+            sub.fill()
     return parser
 
 

@@ -81,9 +81,8 @@ def cmd_namespaces_delete(args: argparse.Namespace, settings: Settings, out: Tex
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register the namespaces commands."""
-    namespaces = nouns.add_parser("namespaces", help="create, list and delete namespaces")
+def add_verbs(namespaces: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog namespaces` and their flags, on the noun's parser."""
     verbs = namespaces.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     create = verbs.add_parser("create", help="create a namespace (and its missing parents)")

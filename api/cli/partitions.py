@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import (
     EXIT_OK,
@@ -110,9 +110,8 @@ def cmd_partitions_list_reassignments(
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog partitions ...` on the top-level subparsers."""
-    partitions = nouns.add_parser("partitions", help="partition reassignment")
+def add_verbs(partitions: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog partitions` and their flags, on the noun's parser."""
     verbs = partitions.add_subparsers(dest="verb", metavar="VERB", required=True)
     reassign = verbs.add_parser("reassign", help="move a partition's replicas")
     add_writer_options(reassign)

@@ -10,10 +10,9 @@ import argparse
 import gc
 import logging
 import re
-import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.targets import open_service
@@ -77,9 +76,8 @@ def _max_request_bytes(text: str) -> int:
     return value
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog serve`."""
-    serve = nouns.add_parser("serve", help="serve the Kafka admin protocol on a TCP port")
+def add_verbs(serve: argparse.ArgumentParser) -> None:
+    """The flags of `mlog serve`, on its parser."""
     add_global_options(serve)
     serve.add_argument(
         "--listen",
@@ -191,6 +189,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _serve(server: MetadataServer) -> None:
     import asyncio
+    import signal
 
     await server.start()
     # Everything loaded so far (the image, modules, compiled codecs) lives as long as the

@@ -15,7 +15,7 @@ import json
 import shlex
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_ERROR, EXIT_OK, add_global_options, offset_arg
 from api.cli.image_tree import Directory, Leaf, Node, PathError, lookup, walk
@@ -302,9 +302,8 @@ def _run_lines(shell: ImageShell, lines: list[str], *, stop_on_error: bool) -> i
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog shell` on the top-level subparsers."""
-    shell = nouns.add_parser("shell", help="interactive shell over the image tree")
+def add_verbs(shell: argparse.ArgumentParser) -> None:
+    """The flags of `mlog shell`, on its parser."""
     add_global_options(shell)
     shell.add_argument("-c", dest="command", help="run commands (';'-separated) and exit")
     when = shell.add_mutually_exclusive_group()

@@ -186,9 +186,8 @@ def _snapshot_id(text: str) -> int:
     return value
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog snapshot ...` on the top-level subparsers."""
-    snapshot = nouns.add_parser("snapshot", help="snapshots of the image in SQL")
+def add_verbs(snapshot: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog snapshot` and their flags, on the noun's parser."""
     verbs = snapshot.add_subparsers(dest="verb", metavar="VERB", required=True)
     create = verbs.add_parser("create", help="snapshot the image now (end of the log)")
     add_global_options(create)

@@ -20,48 +20,47 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from api.cli.common import CliError, principal
 from api.cli.progress import Progress
-from api.controller.commands import (
-    AlterConfig,
-    AlterConfigsResult,
-    BrokerAction,
-    BrokerResult,
-    ConfigResource,
-    CreatableTopic,
-    CreateNamespace,
-    CreateNamespaceResult,
-    CreatePartitionsResult,
-    CreatePartitionsTopic,
-    CreateTopicResult,
-    DeleteNamespace,
-    DeleteNamespaceResult,
-    DeletePartitionsResult,
-    DeletePartitionsTopic,
-    DeleteTopicResult,
-    ElectionType,
-    MoveTopic,
-    MoveTopicResult,
-    PartitionResult,
-    PurgeResult,
-    PurgeStep,
-    Reassignment,
-    RegisterBroker,
-    TopicPartition,
-    TopicRef,
-)
 from api.controller.errors import ErrorCode, IllegalStateTransitionError
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
 from metadata_log.log import MetadataLog
 from metadata_log.segment import SEGMENT_SUFFIX
-from replay.timetravel import Change, Entity, HistoryEntry, diff_points, history_range
 
 if TYPE_CHECKING:
     import argparse
 
     from api.client.client import AdminClient
+    from api.controller.commands import (
+        AlterConfig,
+        AlterConfigsResult,
+        BrokerAction,
+        BrokerResult,
+        ConfigResource,
+        CreatableTopic,
+        CreateNamespace,
+        CreateNamespaceResult,
+        CreatePartitionsResult,
+        CreatePartitionsTopic,
+        CreateTopicResult,
+        DeleteNamespace,
+        DeleteNamespaceResult,
+        DeletePartitionsResult,
+        DeletePartitionsTopic,
+        DeleteTopicResult,
+        ElectionType,
+        MoveTopic,
+        MoveTopicResult,
+        PartitionResult,
+        PurgeResult,
+        Reassignment,
+        RegisterBroker,
+        TopicPartition,
+        TopicRef,
+    )
     from api.service.service import Command, MetadataService
     from records.entry import LogEntry
     from replay.image import MetadataImage
+    from replay.timetravel import Change, Entity, HistoryEntry
 
 T = TypeVar("T")
 
@@ -89,6 +88,8 @@ def open_reader(settings: Settings) -> MetadataLog:
 
 def purge_text(result: PurgeResult) -> str:
     """One line saying what a pending-deletion check did to a topic."""
+    from api.controller.commands import PurgeStep
+
     done = "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE"
     partitions = ",".join(str(p) for p in result.partitions)
     return f"pending partition deletion of {result.name}: partition(s) {partitions} {done}"
@@ -248,6 +249,8 @@ class LocalTarget:
 
     def diff(self, from_point: str, to_point: str | None) -> tuple[int, int, list[Change]]:
         """What changed between two points."""
+        from replay.timetravel import diff_points
+
         with open_reader(self.settings) as log:
             store = existing_store(self.settings)
             try:
@@ -260,6 +263,8 @@ class LocalTarget:
         self, entity: Entity, *, gt: int | None, lte: int | None, limit: int | None
     ) -> list[HistoryEntry]:
         """Entries that touched an entity."""
+        from replay.timetravel import history_range
+
         with open_reader(self.settings) as log:
             return history_range(log, entity, gt=gt, lte=lte, limit=limit)
 

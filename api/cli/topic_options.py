@@ -6,12 +6,14 @@ Shared by the nouns that act on one topic or partition (topics, configs, leaders
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from api.cli.common import CliError
-from api.controller.commands import TopicRef
-from api.controller.namespaces import validate_namespace_name
 from records.uuids import Uuid
 from replay.image import NAMESPACE_SEPARATOR, qualified_name
+
+if TYPE_CHECKING:
+    from api.controller.commands import TopicRef
 
 
 def add_topic_options(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +37,8 @@ def topic_name(args: argparse.Namespace) -> str | None:
     namespace: str | None = getattr(args, "namespace", None)
     if namespace is None:
         return name
+    from api.controller.namespaces import validate_namespace_name
+
     validate_namespace_name(namespace)
     if name is None:
         raise CliError("--namespace qualifies --topic NAME; give the topic by name")
@@ -58,6 +62,8 @@ def optional_topic_ref(args: argparse.Namespace) -> TopicRef | None:
             raise CliError(f"--topic-id: {exc}") from None
     if name is None and topic_id is None:
         return None
+    from api.controller.commands import TopicRef
+
     return TopicRef(name=name, topic_id=topic_id)
 
 

@@ -35,15 +35,6 @@ from api.cli.topic_options import (
     topic_name,
     topic_ref,
 )
-from api.controller.commands import (
-    CreatableTopic,
-    CreatePartitionsTopic,
-    DeletePartitionsTopic,
-    MoveTopic,
-    TopicRef,
-)
-from api.controller.controller import Controller
-from api.controller.namespaces import require_namespace, validate_namespace_name
 from api.controller.states import partition_state, replica_state
 from records.model import ConfigResourceType, Mode
 from replay.image import NAMESPACE_SEPARATOR, qualified_name
@@ -82,6 +73,8 @@ def _parse_assignment(text: str) -> list[tuple[int, ...]]:
 
 def cmd_topics_create(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Create a topic (KIP-4 semantics)."""
+    from api.controller.commands import CreatableTopic
+
     assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()
     partitions = args.partitions if args.partitions is not None else -1
     replication = args.replication_factor if args.replication_factor is not None else -1
@@ -208,6 +201,8 @@ def _describe_text(image: MetadataImage, topic: TopicImage, out: TextIO) -> None
 
 def cmd_topics_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Describe one topic (or all): id, partitions, leaders, ISRs, modes and states."""
+    from api.controller.controller import Controller
+
     ref = optional_topic_ref(args) if args.topic or args.topic_id else None
     image = fetch_image(settings, args)
     if ref is not None:
@@ -249,12 +244,16 @@ def _topics_in(image: MetadataImage, namespace: str | None) -> list[TopicImage]:
     """Every topic, or those directly in `namespace` (which must exist)."""
     if namespace is None:
         return image.topics.sorted()
+    from api.controller.namespaces import require_namespace
+
     require_namespace(image, namespace)
     return [t for t in image.topics.sorted() if t.namespace == namespace]
 
 
 def cmd_topics_add_partitions(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Raise a topic's partition count."""
+    from api.controller.commands import CreatePartitionsTopic
+
     ref = topic_ref(args)
     assignments = None
     if args.replica_assignment:
@@ -275,6 +274,9 @@ def cmd_topics_add_partitions(args: argparse.Namespace, settings: Settings, out:
 
 def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Raise or lower a topic's partition count (a decrease deletes the highest partitions)."""
+    from api.controller.commands import CreatePartitionsTopic, DeletePartitionsTopic
+    from api.controller.controller import Controller
+
     ref = topic_ref(args)
     delay = args.delete_partitions_delay
     with open_target(settings, args) as target:
@@ -345,6 +347,9 @@ def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) 
 
 def cmd_topics_move(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Move a topic to another namespace; it keeps its topic id, partitions and configs."""
+    from api.controller.commands import MoveTopic, TopicRef
+    from api.controller.namespaces import validate_namespace_name
+
     if NAMESPACE_SEPARATOR in args.topic:
         raise CliError(
             f"--topic {args.topic!r}: give the bare topic name and its namespace with "
@@ -424,9 +429,8 @@ def _pending_json(topic: TopicImage) -> dict[str, Any]:
     }
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog topics ...` on the top-level subparsers."""
-    topics = nouns.add_parser("topics", help="create, delete, describe and list topics")
+def add_verbs(topics: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog topics` and their flags, on the noun's parser."""
     verbs = topics.add_subparsers(dest="verb", metavar="VERB", required=True)
     create = verbs.add_parser("create", help="create a topic")
     add_writer_options(create)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from api.controller.config_defs import cluster_value
 from api.service.settings import Settings
 from metadata_log.log import MetadataLog
+from replay.loader import load_image
 from replay.sql.errors import SchemaAheadError, SnapshotStoreError
-from replay.timetravel import travel
 
 if TYPE_CHECKING:
     from replay.image import MetadataImage
@@ -133,18 +133,25 @@ class Snapshotter:
             except SnapshotStoreError as exc:
                 self._failed(f"{exc}; replaying the whole log instead")
                 usable = False
-        result = travel(log, self.store if usable else None, progress=progress)
-        for reason in result.skipped:
-            self.last_error = reason
-        self.started_from = result.snapshot
-        if result.snapshot is not None:
-            self._last_offset = result.snapshot.offset
-            self._last_time = int(result.snapshot.created_at.timestamp() * 1000)
+        if usable:
+            # Time travel's machinery is needed only with snapshots to choose from.
+            from replay.timetravel import travel
+
+            result = travel(log, self.store, progress=progress)
+            image = result.image
+            for reason in result.skipped:
+                self.last_error = reason
+            self.started_from = result.snapshot
+            if result.snapshot is not None:
+                self._last_offset = result.snapshot.offset
+                self._last_time = int(result.snapshot.created_at.timestamp() * 1000)
+        else:
+            image = load_image(log, progress=progress)
         # Only whether the threshold is reached matters, so the count stops there.
-        max_bytes = _long_config(result.image.configs.cluster(), MAX_BYTES_KEY)
+        max_bytes = _long_config(image.configs.cluster(), MAX_BYTES_KEY)
         self._backlog = log.record_bytes_after(self._last_offset, limit=max_bytes)
         self._bytes_at_last = log.record_bytes_appended
-        return result.image
+        return image
 
     # ------------------------------------------------------------------ policy
 
@@ -229,8 +236,7 @@ class Snapshotter:
 
 def open_store(settings: Settings, *, create: bool = True) -> SnapshotStore:
     """The snapshot store of the settings (`--db`, MLOG_DATABASE_URL, or the data dir's file)."""
-    # SQLAlchemy is imported here, when a command really uses the database.
-    from replay.sql.store import SnapshotStore  # noqa: PLC0415 - see above
+    from replay.sql.store import SnapshotStore  # SQLAlchemy: only when a database is used
 
     return SnapshotStore(settings.snapshot_database_url, create=create)
 
@@ -273,6 +279,10 @@ def read_image(
     """
     with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
         store = existing_store(settings)
+        if store is None and at_offset is None and at_time is None:
+            return load_image(log, progress=progress)  # no snapshot, no past point: the log
+        from replay.timetravel import travel
+
         try:
             return travel(log, store, at_offset=at_offset, at_time=at_time, progress=progress).image
         finally:
