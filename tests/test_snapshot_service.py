@@ -18,7 +18,8 @@ from api.controller.commands import (
     RegisterBroker,
 )
 from api.service.service import MetadataService
-from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter
+from api.service.settings import load_settings
+from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter, open_snapshotter
 from metadata_log import MetadataLog
 from records.model import ConfigResourceType
 from replay.loader import load_image
@@ -105,6 +106,27 @@ def test_restart_starts_from_the_newest_snapshot_plus_the_tail(
         assert service.image == before
         assert service.image == _replayed(log_dir)
         _create(service, "after-restart")
+
+
+def test_the_default_database_is_created_with_the_first_snapshot(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=str(tmp_path), env={})
+    database = tmp_path / "snapshots.db"
+    with MetadataService.open(settings.log_dir, snapshots=open_snapshotter(settings)) as service:
+        _register(service, 1, 2)
+        _create(service, "t")
+        # No snapshot due yet: the store is not opened, the file not created.
+        assert not database.exists()
+        assert _snapshotter(service).started_from is None
+        _set_cluster(service, MAX_BYTES_KEY, "1")
+        _create(service, "u")
+        info = _snapshotter(service).wait()
+        assert info is not None
+        assert database.exists()
+        before = service.image
+    with MetadataService.open(settings.log_dir, snapshots=open_snapshotter(settings)) as service:
+        started = _snapshotter(service).started_from
+        assert started is not None and started.id == info.id
+        assert service.image == before
 
 
 def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(

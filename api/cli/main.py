@@ -80,10 +80,48 @@ class NounParser(argparse.ArgumentParser):
         return super().format_help()
 
 
+DISTRIBUTION = "metadata-log"
+"""The installed distribution whose version `mlog --version` prints."""
+
+
+class VersionAction(argparse.Action):
+    """`--version`: print `mlog <version>` and exit 0; the version is looked up only then."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help")
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        """Print the version and exit (as argparse's own `version` action does)."""
+        # importlib.metadata costs as much to import as the rest of a command's start-up.
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version(DISTRIBUTION)
+        except PackageNotFoundError:
+            parser.exit(
+                EXIT_ERROR,
+                f"mlog: error: the {DISTRIBUTION} distribution is not installed, so its version "
+                "is unknown; install it (pip install .)\n",
+            )
+        sys.stdout.write(f"mlog {found}\n")
+        parser.exit(EXIT_OK)
+
+
 def build_parser(*, filled: bool = False) -> argparse.ArgumentParser:
     """The argument parser of `mlog`; with `filled`, every noun's verbs are added now."""
     parser = argparse.ArgumentParser(
         prog="mlog", description="metadata-log: an event-sourced metadata log service"
+    )
+    parser.add_argument(
+        "--version", action=VersionAction, help="print the version of mlog and exit"
     )
     add_global_options(parser, suppress=False)
     nouns = parser.add_subparsers(
