@@ -18,7 +18,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from api.cli.common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
 from api.service.settings import Settings, load_settings
@@ -115,8 +115,45 @@ class VersionAction(argparse.Action):
         parser.exit(EXIT_OK)
 
 
-def build_parser(*, filled: bool = False) -> argparse.ArgumentParser:
-    """The argument parser of `mlog`; with `filled`, every noun's verbs are added now."""
+class _Unsettled(Exception):
+    """The first pass cannot tell the noun; the parser of every noun decides."""
+
+
+class _NounFinder(argparse.ArgumentParser):
+    """The first pass over the arguments: the global options and the noun; never prints."""
+
+    def error(self, message: str) -> NoReturn:
+        """Give up quietly (argparse would print usage and exit)."""
+        raise _Unsettled(message)
+
+
+def chosen_noun(argv: Sequence[str]) -> str | None:
+    """The noun `argv` names, if the global options alone settle it (else None).
+
+    Building the parser of every noun costs more than some commands cost to run, so `main`
+    builds only the chosen noun's. Whatever this pass cannot settle (help, --version, an
+    unknown noun or option, a malformed value) goes to the parser of every noun, so every
+    message stays as it is.
+    """
+    finder = _NounFinder(prog="mlog", add_help=False)
+    add_global_options(finder, suppress=False)
+    finder.add_argument("noun")
+    finder.add_argument("rest", nargs=argparse.REMAINDER)
+    try:
+        found, unknown = finder.parse_known_args(argv)
+    except _Unsettled:
+        return None
+    noun: str = found.noun
+    if unknown or noun not in dict(NOUNS):
+        return None
+    return noun
+
+
+def build_parser(*, filled: bool = False, only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of `mlog`: of every noun, or of the noun `only`.
+
+    With `filled`, the nouns' verbs are added now (else when a noun is parsed).
+    """
     parser = argparse.ArgumentParser(
         prog="mlog", description="metadata-log: an event-sourced metadata log service"
     )
@@ -128,6 +165,8 @@ def build_parser(*, filled: bool = False) -> argparse.ArgumentParser:
         dest="noun", metavar="COMMAND", required=True, parser_class=NounParser
     )
     for noun, text in NOUNS:
+        if only is not None and noun != only:
+            continue
         sub = nouns.add_parser(noun, help=text, module=f"api.cli.{noun}")
         if noun in REMOTE_NOUNS:
             sub.set_defaults(remote=True)
@@ -153,7 +192,8 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run `mlog`; returns the exit code (0 ok, 1 verify found damage, 2 error)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=chosen_noun(argv))
     args = parser.parse_args(argv)
     out = out or sys.stdout
     debug = bool(getattr(args, "debug", False))
