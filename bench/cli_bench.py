@@ -1,6 +1,7 @@
 """How long an `mlog` command takes from start to exit, against `python -c pass` in the same run.
 
-Usage: python bench/cli_bench.py [--runs N] [--brokers B] [--topics T]
+Usage: python bench/cli_bench.py [--runs N] [--brokers B] [--topics T] [--instructions]
+                                 [--pythonpath DIR]
 
 Data: a small data directory made for the run (B brokers, T topics of 3 partitions, replication
 factor 2; SQLite snapshot database by default, no snapshot), in a scratch directory.
@@ -14,9 +15,12 @@ runs the baseline, then every command, so load drifts alike for all):
                         each run on a fresh copy of the data directory, copied untimed
 
 `cpu` is the median user+system time of the process: on a loaded machine it moves far less
-than the wall time. The commands run the installed `mlog` script with bytecode caches written
-(PYTHONDONTWRITEBYTECODE is removed from their environment: without caches every module is
-compiled again on every start).
+than the wall time. `--instructions` also runs each command once under valgrind's cachegrind
+and prints the instructions it executed: a count that does not depend on the machine's load.
+The commands run the installed `mlog` script with bytecode caches written (PYTHONDONTWRITEBYTECODE
+is removed from their environment: without caches every module is compiled again on every
+start). `--pythonpath DIR` runs `python -m api.cli` with DIR first on the path instead, e.g. a
+checkout of an older commit to compare with.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import resource
 import shutil
 import statistics
@@ -47,10 +52,29 @@ def _mlog_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "api.cli"]
 
 
-def _environment() -> dict[str, str]:
+def _environment(pythonpath: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLOG_")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     return env
+
+
+def _instructions(argv: Sequence[str], env: dict[str, str]) -> int | None:
+    """Instructions one run executes, counted by cachegrind (None without valgrind)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    proc = subprocess.run(
+        [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *argv],
+        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    found = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
+    return int(found.group(1).replace(",", "")) if found else None
 
 
 def _run(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
@@ -87,10 +111,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs of each command (20)")
     parser.add_argument("--brokers", type=int, default=3, help="brokers in the data directory")
     parser.add_argument("--topics", type=int, default=5, help="topics in the data directory")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions (valgrind)"
+    )
+    parser.add_argument("--pythonpath", help="run python -m api.cli with this first on the path")
     args = parser.parse_args()
 
-    mlog = _mlog_command()
-    env = _environment()
+    mlog = [sys.executable, "-m", "api.cli"] if args.pythonpath else _mlog_command()
+    env = _environment(args.pythonpath)
     scratch = Path(tempfile.mkdtemp(prefix="cli-bench-"))
     try:
         template = scratch / "template"
@@ -127,6 +155,13 @@ def main() -> None:
                     walls[name].append(wall * 1000)
                     cpus[name].append(cpu * 1000)
         load_after = os.getloadavg()[0]
+        counts: dict[str, int | None] = {}
+        if args.instructions:
+            for name, argv in commands.items():
+                if name == "mlog topics create":
+                    shutil.rmtree(work, ignore_errors=True)
+                    shutil.copytree(template, work)
+                counts[name] = _instructions(argv, env)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -138,7 +173,7 @@ def main() -> None:
     print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after; 2 cores here")
     header = (
         f"{'command':<22}{'median ms':>10}{'p90 ms':>9}{'baseline':>10}{'difference':>12}"
-        f"{'ratio':>7}{'cpu ms':>8}  target"
+        f"{'ratio':>7}{'cpu ms':>8}{'instr M':>9}  target"
     )
     print(header)
     print("-" * len(header))
@@ -151,9 +186,11 @@ def main() -> None:
         else:
             met = median <= TARGET_MS and difference <= TARGET_ABOVE_BASELINE_MS
             verdict = "met" if met else "MISSED"
+        count = counts.get(name)
+        shown = "-" if count is None else f"{count / 1e6:.0f}"
         print(
             f"{name:<22}{median:>10.1f}{_p90(walls[name]):>9.1f}{base:>10.1f}{difference:>12.1f}"
-            f"{median / base:>7.2f}{cpu:>8.1f}  {verdict}"
+            f"{median / base:>7.2f}{cpu:>8.1f}{shown:>9}  {verdict}"
         )
     print(
         f"target: median <= {TARGET_MS:.0f} ms and <= {TARGET_ABOVE_BASELINE_MS:.0f} ms above the "
