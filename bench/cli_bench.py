@@ -60,7 +60,7 @@ def _environment(pythonpath: str | None) -> dict[str, str]:
     return env
 
 
-def _instructions(argv: Sequence[str], env: dict[str, str]) -> int | None:
+def _instructions(argv: Sequence[str], env: dict[str, str], cwd: Path) -> int | None:
     """Instructions one run executes, counted by cachegrind (None without valgrind)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -72,17 +72,18 @@ def _instructions(argv: Sequence[str], env: dict[str, str]) -> int | None:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        cwd=cwd,
     )
     found = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
     return int(found.group(1).replace(",", "")) if found else None
 
 
-def _run(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
+def _run(argv: Sequence[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
     """(wall seconds, user+system seconds) of one process run to exit; fails on a non-zero exit."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
-        argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd
     )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -96,10 +97,13 @@ def _make_data_dir(
     path: Path, mlog: list[str], env: dict[str, str], brokers: int, topics: int
 ) -> None:
     for broker in range(1, brokers + 1):
-        _run([*mlog, "--data-dir", str(path), "brokers", "register", "--id", str(broker)], env)
+        register = ["brokers", "register", "--id", str(broker)]
+        _run([*mlog, "--data-dir", str(path), *register], env, path.parent)
     for topic in range(topics):
         create = ["topics", "create", "--topic", f"topic-{topic}", "--partitions", "3"]
-        _run([*mlog, "--data-dir", str(path), *create, "--replication-factor", "2"], env)
+        _run(
+            [*mlog, "--data-dir", str(path), *create, "--replication-factor", "2"], env, path.parent
+        )
 
 
 def _p90(values: list[float]) -> float:
@@ -150,7 +154,9 @@ def main() -> None:
                 if name == "mlog topics create":
                     shutil.rmtree(work, ignore_errors=True)
                     shutil.copytree(template, work)
-                wall, cpu = _run(argv, env)
+                # From the scratch directory: `python -m` puts the working directory first on
+                # the path, which must not shadow the code under test.
+                wall, cpu = _run(argv, env, scratch)
                 if repetition:
                     walls[name].append(wall * 1000)
                     cpus[name].append(cpu * 1000)
@@ -161,7 +167,7 @@ def main() -> None:
                 if name == "mlog topics create":
                     shutil.rmtree(work, ignore_errors=True)
                     shutil.copytree(template, work)
-                counts[name] = _instructions(argv, env)
+                counts[name] = _instructions(argv, env, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
