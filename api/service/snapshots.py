@@ -27,7 +27,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from api.controller.config_defs import cluster_value
 from api.service.settings import Settings
 from metadata_log.log import MetadataLog
 from replay.loader import load_image
@@ -50,6 +49,9 @@ def _wall_clock_ms() -> int:
 
 
 def _long_config(cluster: Mapping[str, str], key: str) -> int:
+    # The config definitions only where the policy runs: a read-only command skips them.
+    from api.controller.config_defs import cluster_value
+
     value = cluster_value(cluster, key)
     if isinstance(value, bool) or not isinstance(value, int):  # pragma: no cover - LONG keys
         raise SnapshotStoreError(f"{key} must be a whole number, got {value!r}")
