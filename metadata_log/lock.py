@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import socket
 from pathlib import Path
 
 from metadata_log.errors import LogLockedError
@@ -33,7 +32,8 @@ class DirectoryLock:
             os.close(fd)
             raise LogLockedError(self.directory, holder) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        # The host name as gethostname(2) gives it, without importing `socket` (~4 ms).
+        os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -12,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from metadata_log.config import LogConfig
 from metadata_log.container import (
@@ -38,6 +38,11 @@ from records.entry import LogEntry
 from records.errors import RecordError
 from records.model import Record
 from records.varint import read_long
+
+if TYPE_CHECKING:
+    # Only the asynchronous appends use asyncio; they import it when called, so that readers
+    # and synchronous writers (every `mlog` command) start without it.
+    import asyncio
 
 logger = logging.getLogger("metadata_log")
 
@@ -362,6 +367,8 @@ class MetadataLog:
 
     async def aclose(self) -> None:
         """Wait for in-flight asynchronous appends, then close."""
+        import asyncio
+
         while self._flusher is not None:
             await asyncio.shield(self._flusher)
         self.close()
@@ -462,6 +469,8 @@ class MetadataLog:
         The write and fsync run on a worker thread; batches submitted while one is in flight go
         together in the next write. If the caller is cancelled the batch may still be written.
         """
+        import asyncio
+
         batch = self._check_batch(records)
         self._check_writable()
         loop = asyncio.get_running_loop()
@@ -472,6 +481,8 @@ class MetadataLog:
         return await future
 
     async def _flush_pending(self) -> None:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-append")

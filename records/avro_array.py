@@ -6,28 +6,21 @@ blocks such as group-committed single-record appends. Its compiled `write_data` 
 take the named types resolved once. They are not public API, so they are used only after a
 self-check at start-up shows they give exactly the public functions' results; otherwise the
 public functions are used.
+
+fastavro is imported, and the schema parsed, when an array is first encoded or decoded: a
+reader whose blocks go through the compiled block decoder (`records.fast_decode`) never needs
+it, and a command that only reads starts without it.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
-from fastavro import parse_schema, schemaless_reader, schemaless_writer
-
 logger = logging.getLogger(__name__)
-
-try:  # compiled internals; see the module docstring
-    from fastavro._read import (  # type: ignore[attr-defined]  # untyped Cython internal
-        _read_data as _fast_read,
-    )
-    from fastavro._write import (  # type: ignore[attr-defined]  # untyped Cython internal
-        write_data as _fast_write,
-    )
-except ImportError:  # pragma: no cover - pure-Python fastavro build
-    _fast_read = None
-    _fast_write = None
 
 _READ_OPTIONS = {"return_record_name": True}
 
@@ -61,10 +54,27 @@ _CHECK_VALUES = [
 ]
 
 
-def _fast_matches_public() -> bool:
-    """True if the compiled internals encode and decode exactly as the public functions."""
-    if _fast_write is None or _fast_read is None:
-        return False
+FastRead = Callable[..., Any]
+FastWrite = Callable[..., None]
+
+
+@cache
+def fast_internals() -> tuple[FastRead, FastWrite] | None:
+    """The compiled (read, write) internals of fastavro if they match its public API (checked once).
+
+    None means this process uses the public functions.
+    """
+    from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+    try:  # compiled internals; see the module docstring
+        from fastavro._read import (  # type: ignore[attr-defined]  # untyped Cython internal
+            _read_data as _fast_read,
+        )
+        from fastavro._write import (  # type: ignore[attr-defined]  # untyped Cython internal
+            write_data as _fast_write,
+        )
+    except ImportError:  # pragma: no cover - pure-Python fastavro build
+        return None
     named: dict[str, Any] = {}
     schema = parse_schema({"type": "array", "items": _CHECK_SCHEMA}, named_schemas=named)
     try:
@@ -84,44 +94,64 @@ def _fast_matches_public() -> bool:
         )
     except Exception as exc:  # any change of the internals: fall back
         logger.debug("fastavro internals unusable (%s); using the public API", exc)
-        return False
-    return bytes(fast) == public.getvalue() and got == expected == _CHECK_VALUES
-
-
-FAST_PATH = _fast_matches_public()
-"""Whether this process uses fastavro's compiled internals (checked once at import)."""
+        return None
+    if bytes(fast) == public.getvalue() and got == expected == _CHECK_VALUES:
+        return _fast_read, _fast_write
+    return None
 
 
 class AvroArray:
     """Encodes a list of values as an Avro array of `items_schema`, and decodes it back."""
 
     def __init__(self, items_schema: Any) -> None:
+        self._items_schema = items_schema
         self._named: dict[str, Any] = {}
-        self.schema = parse_schema(
-            {"type": "array", "items": items_schema}, named_schemas=self._named
-        )
         self._reader_named = {"writer": self._named, "reader": {}}
+        self._parsed: Any = None
         self.fast: Any = None
         """The compiled block decoder for this schema (`records.fast_decode`), if any."""
 
+    @property
+    def schema(self) -> Any:
+        """The array schema as fastavro parsed it (parsed on first use)."""
+        if self._parsed is None:
+            from fastavro import parse_schema
+
+            # Two threads may both parse: each into its own dict, published schema last.
+            named: dict[str, Any] = {}
+            parsed = parse_schema(
+                {"type": "array", "items": self._items_schema}, named_schemas=named
+            )
+            self._named, self._reader_named = named, {"writer": named, "reader": {}}
+            self._parsed = parsed
+        return self._parsed
+
     def write(self, values: list[Any]) -> bytes:
         """The Avro encoding of `values` as one array (count, items, end marker)."""
-        if FAST_PATH:
+        schema = self.schema
+        internals = fast_internals()
+        if internals is not None:
             out = bytearray()
-            _fast_write(out, values, self.schema, self._named, "", {})
+            internals[1](out, values, schema, self._named, "", {})
             return bytes(out)
+        from fastavro import schemaless_writer
+
         stream = io.BytesIO()
-        schemaless_writer(stream, self.schema, values)
+        schemaless_writer(stream, schema, values)
         return stream.getvalue()
 
     def read(self, stream: io.BytesIO) -> list[Any]:
         """Decode one array from `stream`, leaving it positioned after the array."""
-        if FAST_PATH:
-            values: list[Any] = _fast_read(
-                stream, self.schema, self._reader_named, None, _READ_OPTIONS
+        schema = self.schema
+        internals = fast_internals()
+        if internals is not None:
+            values: list[Any] = internals[0](
+                stream, schema, self._reader_named, None, _READ_OPTIONS
             )
             return values
-        result = schemaless_reader(stream, self.schema, None, return_record_name=True)
+        from fastavro import schemaless_reader
+
+        result = schemaless_reader(stream, schema, None, return_record_name=True)
         if not isinstance(result, list):  # pragma: no cover - the schema is an array
             raise TypeError("an array schema decoded to a non-list")
         return result

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metadata_log.log import MetadataLog
 from records.errors import MetadataLogError
@@ -51,7 +51,10 @@ from replay.image import (
 )
 from replay.loader import load_image
 from replay.sql.errors import SnapshotContentError, SnapshotStoreError
-from replay.sql.store import SnapshotInfo, SnapshotStore
+
+if TYPE_CHECKING:
+    # Only the caller's store is used: importing SQLAlchemy is left to whoever opens one.
+    from replay.sql.store import SnapshotInfo, SnapshotStore
 
 logger = logging.getLogger(__name__)
 

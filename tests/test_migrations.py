@@ -9,7 +9,7 @@ from sql_backends import database_url, postgres_server, postgres_url
 from sqlalchemy import create_engine, inspect
 from sqlalchemy.exc import IntegrityError
 
-from replay.sql import schema
+from replay.sql import revision, schema
 from replay.sql.models import Base
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotStore
@@ -121,3 +121,8 @@ def test_0002_keeps_the_rows_and_still_refuses_an_unknown_mode(database_url: str
             raise AssertionError(f"mode {bad!r} was accepted")
     finally:
         engine.dispose()
+
+
+def test_the_head_known_without_alembic_is_alembics_head() -> None:
+    # The store recognises an up-to-date database from this constant, without Alembic.
+    assert schema.head_revision() == revision.HEAD_REVISION

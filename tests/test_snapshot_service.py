@@ -18,11 +18,12 @@ from api.controller.commands import (
     RegisterBroker,
 )
 from api.service.service import MetadataService
-from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter
+from api.service.settings import load_settings
+from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter, open_snapshotter
 from metadata_log import MetadataLog
 from records.model import ConfigResourceType
 from replay.loader import load_image
-from replay.sql import schema
+from replay.sql import revision, schema
 from replay.sql.errors import SchemaAheadError
 from replay.sql.store import SnapshotStore
 
@@ -105,6 +106,27 @@ def test_restart_starts_from_the_newest_snapshot_plus_the_tail(
         assert service.image == before
         assert service.image == _replayed(log_dir)
         _create(service, "after-restart")
+
+
+def test_the_default_database_is_created_with_the_first_snapshot(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=str(tmp_path), env={})
+    database = tmp_path / "snapshots.db"
+    with MetadataService.open(settings.log_dir, snapshots=open_snapshotter(settings)) as service:
+        _register(service, 1, 2)
+        _create(service, "t")
+        # No snapshot due yet: the store is not opened, the file not created.
+        assert not database.exists()
+        assert _snapshotter(service).started_from is None
+        _set_cluster(service, MAX_BYTES_KEY, "1")
+        _create(service, "u")
+        info = _snapshotter(service).wait()
+        assert info is not None
+        assert database.exists()
+        before = service.image
+    with MetadataService.open(settings.log_dir, snapshots=open_snapshotter(settings)) as service:
+        started = _snapshotter(service).started_from
+        assert started is not None and started.id == info.id
+        assert service.image == before
 
 
 def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
@@ -210,13 +232,16 @@ def test_a_schema_behind_is_a_warning_and_ahead_is_refused(
     log_dir = tmp_path / "log"
     with _open(log_dir, database_url) as service:
         _register(service, 1)
-    # the code pretends to know a revision newer than any the database has seen
+    # the code pretends to know a revision newer than any the database has seen (Alembic's
+    # head, and the one recognised without Alembic)
     monkeypatch.setattr(schema, "head_revision", lambda: "9999")
+    monkeypatch.setattr(revision, "HEAD_REVISION", "9999")
     caplog.set_level(logging.WARNING)
     with _open(log_dir, database_url) as service:
         assert "db upgrade" in caplog.text
         assert service.image == _replayed(log_dir)
     monkeypatch.setattr(schema, "head_revision", lambda: "0000")
+    monkeypatch.setattr(revision, "HEAD_REVISION", "0000")
     monkeypatch.setattr(schema, "script_directory", _only_revision("0000"))
     with pytest.raises(SchemaAheadError, match="upgrade metadata-log"):
         _open(log_dir, database_url)

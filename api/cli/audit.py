@@ -16,13 +16,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from api.cli.common import EXIT_DAMAGED, EXIT_OK, CliError, offset_arg, print_table
-from api.service.settings import Settings
-from metadata_log import MetadataLog
+from api.cli.common import EXIT_DAMAGED, EXIT_OK, CliError, offset_arg
+from api.cli.output import print_table
+from metadata_log.log import MetadataLog
 from replay.timetravel import parse_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from api.service.settings import Settings
 
 AUDIT_OUTPUTS = ("table", "json", "parquet")
 
@@ -292,9 +294,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog audit ...` on the top-level subparsers."""
-    audit = nouns.add_parser("audit", help="audit queries and state replay in PySpark")
+def add_verbs(audit: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog audit` and their flags, on the noun's parser."""
     verbs = audit.add_subparsers(dest="verb", metavar="QUERY", required=True)
 
     lifecycle = verbs.add_parser(

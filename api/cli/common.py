@@ -1,21 +1,24 @@
-"""What every `mlog` command group shares: exit codes, errors, tables, argument types."""
+"""What every `mlog` command shares: exit codes, the usage error, argument types, global options."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from api.service.settings import OUTPUT_FORMATS, Settings
-from metadata_log import MetadataLog
+from api.controller.errors import ApiError
+from api.service.settings import OUTPUT_FORMATS
 from records.errors import MetadataLogError
+
+if TYPE_CHECKING:
+    from api.controller.commands import Outcome
+    from api.service.settings import Settings
 
 EXIT_OK = 0
 EXIT_DAMAGED = 1
 EXIT_ERROR = 2
 
-Handler = Callable[[argparse.Namespace, Settings, TextIO], int]
+Handler = Callable[[argparse.Namespace, "Settings", TextIO], int]
 """A command: parsed arguments, settings and stdout in; exit code out."""
 
 
@@ -23,22 +26,13 @@ class CliError(MetadataLogError):
     """A command-line usage problem; the message says how to fix it."""
 
 
-def format_time(ms: int) -> str:
-    """A log timestamp (ms since the epoch) as ISO-8601 UTC with milliseconds."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+def check(outcome: Outcome) -> None:
+    """Turn a failed per-item outcome into the command's error (exit 2, one line)."""
+    if not outcome.ok:
+        raise ApiError(outcome.error_code, outcome.error_message or outcome.error_code.name)
 
 
-def print_table(rows: Sequence[Sequence[object]], headers: Sequence[str], out: TextIO) -> None:
-    """Print rows as left-aligned columns under a header line."""
-    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for row in cells:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-
-
-def open_reader(settings: Settings) -> MetadataLog:
-    """The log of the data directory, opened read-only (no lock, no recovery writes)."""
-    return MetadataLog.open(settings.log_dir, config=settings.log, read_only=True)
+# ---------------------------------------------------------------------- argument types
 
 
 def offset_arg(text: str) -> int:
@@ -61,6 +55,40 @@ def count_arg(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is not a count (must be >= 0)")
     return value
+
+
+def integer_arg(text: str) -> int:
+    """Argument type: any integer (the command checks its range and says why)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    return value
+
+
+def broker_id_arg(text: str) -> int:
+    """Argument type: a broker id (integer >= 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a broker id (an integer)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a broker id (must be >= 0)")
+    return value
+
+
+def parse_pairs(values: Sequence[str] | None, flag: str) -> list[tuple[str, str]]:
+    """`KEY=VALUE` arguments of a repeatable flag as (key, value) pairs."""
+    pairs = []
+    for item in values or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"{flag} takes KEY=VALUE, got {item!r}")
+        pairs.append((key.strip(), value))
+    return pairs
+
+
+# ---------------------------------------------------------------------- shared options
 
 
 def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True) -> None:
@@ -97,3 +125,28 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True
         default=argparse.SUPPRESS if suppress else False,
         help="show tracebacks and debug logging",
     )
+
+
+def add_range_options(parser: argparse.ArgumentParser) -> None:
+    """`--gt N`, `--lte N`, `--limit N`: the keyword-only range of every listing of offsets."""
+    parser.add_argument("--gt", type=offset_arg, help="only offsets > N")
+    parser.add_argument("--lte", type=offset_arg, help="only offsets <= N")
+    parser.add_argument("--limit", type=count_arg, help="at most N rows")
+
+
+def add_writer_options(parser: argparse.ArgumentParser) -> None:
+    """The global options plus `--principal`: for commands that append to the log."""
+    add_global_options(parser)
+    parser.add_argument(
+        "--principal", help="who is asking, stored with each record (default User:<login>)"
+    )
+
+
+def principal(args: argparse.Namespace) -> str:
+    """The principal a local write records: `--principal`, else User:<login>."""
+    given: str | None = getattr(args, "principal", None)
+    if given:
+        return given
+    import getpass
+
+    return f"User:{getpass.getuser()}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import (
     EXIT_DAMAGED,
@@ -13,19 +13,19 @@ from api.cli.common import (
     CliError,
     add_global_options,
     count_arg,
-    format_time,
     offset_arg,
-    open_reader,
-    print_table,
 )
+from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
-from api.cli.targets import LocalTarget, RemoteTarget
-from api.service.settings import Settings
-from metadata_log import MetadataLog
-from records.entry import LogEntry
+from api.cli.targets import LocalTarget, RemoteTarget, open_reader
+from metadata_log.log import MetadataLog
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
-from records.model import Record
+
+if TYPE_CHECKING:
+    from api.service.settings import Settings
+    from records.entry import LogEntry
+    from records.model import Record
 
 
 def entry_to_json(entry: LogEntry) -> dict[str, Any]:
@@ -189,9 +189,8 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog log ...` on the top-level subparsers."""
-    log = nouns.add_parser("log", help="inspect and maintain the log itself")
+def add_verbs(log: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog log` and their flags, on the noun's parser."""
     verbs = log.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     dump = verbs.add_parser("dump", help="print entries, one line each")

@@ -1,29 +1,46 @@
-"""The `mlog` command: noun-verb subcommands over a data directory (embedded mode).
+"""The `mlog` command: the parser of nouns, each filled in by its module, and the dispatch.
 
-Each noun's commands live in their own module (`api.cli.log`, ...); this one builds the parser
-and runs a command with the settings, mapping errors to a one-line message and exit code 2.
+Each noun's verbs, flags and handlers live in their own module (`api.cli.topics` for
+`mlog topics ...`). A noun's parser is filled in by its module only when that noun is chosen
+(or its help asked), so a command imports its own noun's module and what that needs, nothing
+of the others: `mlog topics list` starts without the snapshot database's, the server's or
+Spark's libraries. This module loads the settings and runs the command, mapping errors to a
+one-line message and exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import logging
 import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, NoReturn, TextIO
 
-from api.cli import audit as cli_audit
-from api.cli import cluster as cli_cluster
-from api.cli import db as cli_db
-from api.cli import log as cli_log
-from api.cli import namespaces as cli_namespaces
-from api.cli import serve as cli_serve
 from api.cli.common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
 from api.service.settings import Settings, load_settings
 from records.errors import MetadataLogError
+
+NOUNS = (
+    ("brokers", "register and manage brokers"),
+    ("topics", "create, delete, describe and list topics"),
+    ("configs", "describe and alter configs"),
+    ("leaders", "leader election"),
+    ("partitions", "partition reassignment"),
+    ("image", "the metadata image"),
+    ("log", "inspect and maintain the log itself"),
+    ("namespaces", "create, list and delete namespaces"),
+    ("db", "the snapshot database's schema"),
+    ("snapshot", "snapshots of the image in SQL"),
+    ("history", "log entries that touched a topic/namespace/broker"),
+    ("shell", "interactive shell over the image tree"),
+    ("serve", "serve the Kafka admin protocol on a TCP port"),
+    ("audit", "audit queries and state replay in PySpark"),
+)
+"""Each noun (its module is `api.cli.<noun>`) and its help, in the order `mlog --help` lists."""
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
@@ -32,21 +49,129 @@ REMOTE_NOUNS = (
 directory: the log's files, the snapshot database, Spark, or the server itself)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of `mlog`."""
+class NounParser(argparse.ArgumentParser):
+    """The parser of one noun: its module adds the verbs and flags when it is first used."""
+
+    def __init__(self, *args: Any, module: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._module = module
+
+    def fill(self) -> None:
+        """Let the noun's module (imported now) add its verbs and flags, once."""
+        if self._module is not None:
+            module, self._module = self._module, None
+            importlib.import_module(module).add_verbs(self)
+
+    def parse_known_args(  # type: ignore[override]  # same call, typeshed spells overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Fill in the verbs, then parse (the top-level parser calls this for the noun)."""
+        self.fill()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        """The usage line, verbs included."""
+        self.fill()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        """The help text, verbs included."""
+        self.fill()
+        return super().format_help()
+
+
+DISTRIBUTION = "metadata-log"
+"""The installed distribution whose version `mlog --version` prints."""
+
+
+class VersionAction(argparse.Action):
+    """`--version`: print `mlog <version>` and exit 0; the version is looked up only then."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help")
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        """Print the version and exit (as argparse's own `version` action does)."""
+        # importlib.metadata costs as much to import as the rest of a command's start-up.
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version(DISTRIBUTION)
+        except PackageNotFoundError:
+            parser.exit(
+                EXIT_ERROR,
+                f"mlog: error: the {DISTRIBUTION} distribution is not installed, so its version "
+                "is unknown; install it (pip install .)\n",
+            )
+        sys.stdout.write(f"mlog {found}\n")
+        parser.exit(EXIT_OK)
+
+
+class _Unsettled(Exception):
+    """The first pass cannot tell the noun; the parser of every noun decides."""
+
+
+class _NounFinder(argparse.ArgumentParser):
+    """The first pass over the arguments: the global options and the noun; never prints."""
+
+    def error(self, message: str) -> NoReturn:
+        """Give up quietly (argparse would print usage and exit)."""
+        raise _Unsettled(message)
+
+
+def chosen_noun(argv: Sequence[str]) -> str | None:
+    """The noun `argv` names, if the global options alone settle it (else None).
+
+    Building the parser of every noun costs more than some commands cost to run, so `main`
+    builds only the chosen noun's. Whatever this pass cannot settle (help, --version, an
+    unknown noun or option, a malformed value) goes to the parser of every noun, so every
+    message stays as it is.
+    """
+    finder = _NounFinder(prog="mlog", add_help=False)
+    add_global_options(finder, suppress=False)
+    finder.add_argument("noun")
+    finder.add_argument("rest", nargs=argparse.REMAINDER)
+    try:
+        found, unknown = finder.parse_known_args(argv)
+    except _Unsettled:
+        return None
+    noun: str = found.noun
+    if unknown or noun not in dict(NOUNS):
+        return None
+    return noun
+
+
+def build_parser(*, filled: bool = False, only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of `mlog`: of every noun, or of the noun `only`.
+
+    With `filled`, the nouns' verbs are added now (else when a noun is parsed).
+    """
     parser = argparse.ArgumentParser(
         prog="mlog", description="metadata-log: an event-sourced metadata log service"
     )
+    parser.add_argument(
+        "--version", action=VersionAction, help="print the version of mlog and exit"
+    )
     add_global_options(parser, suppress=False)
-    nouns = parser.add_subparsers(dest="noun", metavar="COMMAND", required=True)
-    cli_cluster.add_commands(nouns)
-    cli_log.add_commands(nouns)
-    cli_namespaces.add_commands(nouns)
-    cli_db.add_commands(nouns)
-    cli_serve.add_commands(nouns)
-    cli_audit.add_commands(nouns)
-    for noun in REMOTE_NOUNS:
-        nouns.choices[noun].set_defaults(remote=True)
+    nouns = parser.add_subparsers(
+        dest="noun", metavar="COMMAND", required=True, parser_class=NounParser
+    )
+    for noun, text in NOUNS:
+        if only is not None and noun != only:
+            continue
+        sub = nouns.add_parser(noun, help=text, module=f"api.cli.{noun}")
+        if noun in REMOTE_NOUNS:
+            sub.set_defaults(remote=True)
+        if filled:
+            sub.fill()
     return parser
 
 
@@ -67,7 +192,8 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run `mlog`; returns the exit code (0 ok, 1 verify found damage, 2 error)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=chosen_noun(argv))
     args = parser.parse_args(argv)
     out = out or sys.stdout
     debug = bool(getattr(args, "debug", False))

@@ -4,28 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-# The embedded-service plumbing (open, principal, output) is cli_cluster's; shared, not copied.
-from api.cli.cluster import (
-    _emit,
-    _read_image,
-    _target,
-    _writer_options,
-    add_move_options,
-)
-from api.cli.common import EXIT_OK, add_global_options, print_table
+from api.cli.common import EXIT_OK, add_global_options, add_writer_options
+from api.cli.output import emit, print_table
+from api.cli.targets import fetch_image, open_target
+from api.cli.topics import add_move_options
 from api.controller.commands import CreateNamespace, DeleteNamespace
 from api.controller.controller import Controller
-from api.service.settings import Settings
+
+if TYPE_CHECKING:
+    from api.service.settings import Settings
 
 
 def cmd_namespaces_create(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Create a namespace and every missing tier above it."""
     request = CreateNamespace(name=args.namespace)
-    with _target(settings, args) as target:
+    with open_target(settings, args) as target:
         result = target.create_namespace(request)
-    _emit(
+    emit(
         settings,
         out,
         {
@@ -41,7 +38,7 @@ def cmd_namespaces_create(args: argparse.Namespace, settings: Settings, out: Tex
 
 def cmd_namespaces_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """The namespaces directly under one (or all below it), with topic counts."""
-    image = _read_image(settings, args)
+    image = fetch_image(settings, args)
     infos = Controller.list_namespaces(image, args.namespace, recursive=args.recursive)
     if settings.output == "json":
         items: list[dict[str, Any]] = [
@@ -68,9 +65,9 @@ def cmd_namespaces_list(args: argparse.Namespace, settings: Settings, out: TextI
 def cmd_namespaces_delete(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Delete a namespace and its topics (refused if it has children, unless --recursive)."""
     request = DeleteNamespace(name=args.namespace, recursive=args.recursive)
-    with _target(settings, args) as target:
+    with open_target(settings, args) as target:
         result = target.delete_namespace(request)
-    _emit(
+    emit(
         settings,
         out,
         {
@@ -84,13 +81,12 @@ def cmd_namespaces_delete(args: argparse.Namespace, settings: Settings, out: Tex
     return EXIT_OK
 
 
-def add_commands(nouns: Any) -> None:
-    """Register the namespaces commands."""
-    namespaces = nouns.add_parser("namespaces", help="create, list and delete namespaces")
+def add_verbs(namespaces: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog namespaces` and their flags, on the noun's parser."""
     verbs = namespaces.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     create = verbs.add_parser("create", help="create a namespace (and its missing parents)")
-    _writer_options(create)
+    add_writer_options(create)
     create.add_argument("--namespace", required=True, help="full name, e.g. org:apache:kafka")
     create.set_defaults(handler=cmd_namespaces_create)
 
@@ -103,7 +99,7 @@ def add_commands(nouns: Any) -> None:
     listing.set_defaults(handler=cmd_namespaces_list)
 
     delete = verbs.add_parser("delete", help="delete a namespace and its topics")
-    _writer_options(delete)
+    add_writer_options(delete)
     delete.add_argument("--namespace", required=True, help="full name of the namespace")
     delete.add_argument(
         "--recursive", action="store_true", help="also delete every namespace below it"

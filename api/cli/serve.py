@@ -1,26 +1,35 @@
-"""`mlog serve`: run the metadata service on a TCP listener (Kafka admin protocol)."""
+"""`mlog serve`: run the metadata service on a TCP listener (Kafka admin protocol).
+
+The server, the protocol and kio (the Kafka schemas) are imported when `mlog serve` runs, not
+when the parser is built: every other command starts without them.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import logging
 import re
-import signal
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.targets import open_service
-from api.protocol.connection import DEFAULT_MAX_REQUEST_BYTES
-from api.server.server import MetadataServer
-from api.server.server_log import server_log
-from api.service.settings import Settings
 from records.uuids import Uuid
 
+if TYPE_CHECKING:
+    from api.server.server import MetadataServer
+    from api.service.settings import Settings
+
 DEFAULT_LISTEN = "127.0.0.1:9092"
+
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+"""Kafka's `socket.request.max.bytes` default (100 MiB): `--socket-request-max-bytes`'s default.
+
+The same value as `api.protocol.connection.DEFAULT_MAX_REQUEST_BYTES` (a test checks it),
+spelled here so that building the parser does not import the protocol and kio.
+"""
 
 META_PROPERTIES = "meta.properties"
 """The data directory's identity file (as Kafka's): `cluster.id` and `node.id`."""
@@ -67,9 +76,8 @@ def _max_request_bytes(text: str) -> int:
     return value
 
 
-def add_commands(nouns: Any) -> None:
-    """Register `mlog serve`."""
-    serve = nouns.add_parser("serve", help="serve the Kafka admin protocol on a TCP port")
+def add_verbs(serve: argparse.ArgumentParser) -> None:
+    """The flags of `mlog serve`, on its parser."""
     add_global_options(serve)
     serve.add_argument(
         "--listen",
@@ -145,12 +153,18 @@ def cluster_identity(data_dir: Path, node_id: int | None) -> tuple[str, int]:
 
 def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Serve until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
+    from api.server.server_log import server_log
+
     # One timestamped line per start, stop and admin change, on stderr, written by a thread.
     with server_log(logging.getLogger("api.server"), sys.stderr):
         return _run_server(args, settings)
 
 
 def _run_server(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
+    from api.server.server import MetadataServer
+
     cluster_id, node_id = cluster_identity(settings.data_dir, args.node_id)
     service = open_service(settings)
     host, port = args.listen
@@ -174,6 +188,9 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _serve(server: MetadataServer) -> None:
+    import asyncio
+    import signal
+
     await server.start()
     # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
     # server: move it out of the cyclic collector's view, so a full collection scans only
@@ -187,4 +204,6 @@ async def _serve(server: MetadataServer) -> None:
 
 
 def _stop(server: MetadataServer, name: str) -> None:
+    import asyncio
+
     asyncio.get_running_loop().create_task(server.stop(name))

@@ -10,25 +10,34 @@ terminal.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
+import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from api.cli.common import format_time
+from api.cli.common import EXIT_ERROR, EXIT_OK, add_global_options, offset_arg
 from api.cli.image_tree import Directory, Leaf, Node, PathError, lookup, walk
-from metadata_log.log import MetadataLog
+from api.cli.output import format_time
+from api.cli.targets import open_reader
+from api.service.snapshots import existing_store
 from records.errors import MetadataLogError
 from records.uuids import Uuid
-from replay.image import MetadataImage
-from replay.sql.store import SnapshotStore
 from replay.timetravel import (
     Entity,
     diff,
     history,
     image_at,
     point_offset,
+    travel,
 )
+
+if TYPE_CHECKING:
+    from api.service.settings import Settings
+    from metadata_log.log import MetadataLog
+    from replay.image import MetadataImage
+    from replay.sql.store import SnapshotStore
 
 HELP = """\
 commands:
@@ -237,3 +246,67 @@ def _entity_of(cwd: list[str]) -> Entity | None:
     if len(cwd) >= 2 and cwd[0] == "brokers" and cwd[1].isdigit():
         return Entity(broker=int(cwd[1]))
     return None
+
+
+# ---------------------------------------------------------------------- the command
+
+
+def cmd_shell(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """An interactive shell over the image tree; -c runs commands and exits."""
+    with open_reader(settings) as log:
+        store = existing_store(settings)
+        try:
+            return _session(args, log, store, out)
+        finally:
+            if store is not None:
+                store.close()
+
+
+def _session(
+    args: argparse.Namespace, log: MetadataLog, store: SnapshotStore | None, out: TextIO
+) -> int:
+    offset = args.at_offset
+    if args.at_time is not None:
+        offset = point_offset(log, args.at_time)
+    image = travel(log, store, at_offset=offset).image
+    shell = ImageShell(log, store, image, out)
+    if args.command is not None:
+        return _run_lines(shell, args.command.split(";"), stop_on_error=True)
+    interactive = sys.stdin.isatty()
+    if interactive:
+        out.write("metadata-log shell; `help` lists the commands\n")
+    while True:
+        if interactive:
+            out.write(shell.prompt)
+            out.flush()
+        line = sys.stdin.readline()
+        if not line:
+            return EXIT_OK
+        code = _run_lines(shell, [line], stop_on_error=not interactive)
+        if code != EXIT_OK and not interactive:
+            return code
+        if code == -1:
+            return EXIT_OK
+
+
+def _run_lines(shell: ImageShell, lines: list[str], *, stop_on_error: bool) -> int:
+    for line in lines:
+        try:
+            shell.run(line)
+        except ShellExit:
+            return -1 if not stop_on_error else EXIT_OK
+        except (ShellError, MetadataLogError) as exc:
+            print(f"mlog shell: {exc}", file=sys.stderr)
+            if stop_on_error:
+                return EXIT_ERROR
+    return EXIT_OK
+
+
+def add_verbs(shell: argparse.ArgumentParser) -> None:
+    """The flags of `mlog shell`, on its parser."""
+    add_global_options(shell)
+    shell.add_argument("-c", dest="command", help="run commands (';'-separated) and exit")
+    when = shell.add_mutually_exclusive_group()
+    when.add_argument("--at-offset", type=offset_arg, help="start at offset N")
+    when.add_argument("--at-time", metavar="T", help="start at a time (ISO-8601 or epoch ms)")
+    shell.set_defaults(handler=cmd_shell)

@@ -10,60 +10,65 @@ authentication yet).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from api.cli.common import CliError, principal
 from api.cli.progress import Progress
-from api.client import AdminClient, RemoteError
-from api.controller.commands import (
-    AlterConfig,
-    AlterConfigsResult,
-    BrokerAction,
-    BrokerResult,
-    ConfigResource,
-    CreatableTopic,
-    CreateNamespace,
-    CreateNamespaceResult,
-    CreatePartitionsResult,
-    CreatePartitionsTopic,
-    CreateTopicResult,
-    DeleteNamespace,
-    DeleteNamespaceResult,
-    DeletePartitionsResult,
-    DeletePartitionsTopic,
-    DeleteTopicResult,
-    ElectionType,
-    MoveTopic,
-    MoveTopicResult,
-    PartitionResult,
-    PurgeResult,
-    PurgeStep,
-    Reassignment,
-    RegisterBroker,
-    TopicPartition,
-    TopicRef,
-)
 from api.controller.errors import ErrorCode, IllegalStateTransitionError
-from api.service.service import Command, MetadataService
 from api.service.settings import Settings
-from api.service.snapshots import open_snapshotter, open_store, read_image
-from metadata_log import MetadataLog
+from api.service.snapshots import existing_store, open_snapshotter, read_image
+from metadata_log.log import MetadataLog
 from metadata_log.segment import SEGMENT_SUFFIX
-from records.entry import LogEntry
-from replay.image import MetadataImage
-from replay.timetravel import Change, Entity, HistoryEntry, diff_points, history_range
+
+if TYPE_CHECKING:
+    import argparse
+
+    from api.client import AdminClient
+    from api.controller.commands import (
+        AlterConfig,
+        AlterConfigsResult,
+        BrokerAction,
+        BrokerResult,
+        ConfigResource,
+        CreatableTopic,
+        CreateNamespace,
+        CreateNamespaceResult,
+        CreatePartitionsResult,
+        CreatePartitionsTopic,
+        CreateTopicResult,
+        DeleteNamespace,
+        DeleteNamespaceResult,
+        DeletePartitionsResult,
+        DeletePartitionsTopic,
+        DeleteTopicResult,
+        ElectionType,
+        MoveTopic,
+        MoveTopicResult,
+        PartitionResult,
+        PurgeResult,
+        Reassignment,
+        RegisterBroker,
+        TopicPartition,
+        TopicRef,
+    )
+    from api.service.service import Command, MetadataService
+    from records.entry import LogEntry
+    from replay.image import MetadataImage
+    from replay.timetravel import Change, Entity, HistoryEntry
 
 T = TypeVar("T")
 
 
 def open_service(settings: Settings) -> MetadataService:
     """The service over the settings' data directory: newest snapshot plus the log after it."""
+    from api.service.service import MetadataService
+
     progress = Progress("replaying the log")
     try:
         return MetadataService.open(
@@ -76,8 +81,15 @@ def open_service(settings: Settings) -> MetadataService:
         progress.finish()
 
 
+def open_reader(settings: Settings) -> MetadataLog:
+    """The log of the data directory, opened read-only (no lock, no recovery writes)."""
+    return MetadataLog.open(settings.log_dir, config=settings.log, read_only=True)
+
+
 def purge_text(result: PurgeResult) -> str:
     """One line saying what a pending-deletion check did to a topic."""
+    from api.controller.commands import PurgeStep
+
     done = "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE"
     partitions = ",".join(str(p) for p in result.partitions)
     return f"pending partition deletion of {result.name}: partition(s) {partitions} {done}"
@@ -237,19 +249,23 @@ class LocalTarget:
 
     def diff(self, from_point: str, to_point: str | None) -> tuple[int, int, list[Change]]:
         """What changed between two points."""
-        settings = self.settings
-        with (
-            MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log,
-            open_store(settings, create=False) as store,
-        ):
-            return diff_points(log, store, from_point, to_point)
+        from replay.timetravel import diff_points
+
+        with open_reader(self.settings) as log:
+            store = existing_store(self.settings)
+            try:
+                return diff_points(log, store, from_point, to_point)
+            finally:
+                if store is not None:
+                    store.close()
 
     def history(
         self, entity: Entity, *, gt: int | None, lte: int | None, limit: int | None
     ) -> list[HistoryEntry]:
         """Entries that touched an entity."""
-        settings = self.settings
-        with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
+        from replay.timetravel import history_range
+
+        with open_reader(self.settings) as log:
             return history_range(log, entity, gt=gt, lte=lte, limit=limit)
 
     def entries(
@@ -266,7 +282,7 @@ class LocalTarget:
         remaining, after = limit, gt
         while True:
             seen = _segment_files(settings.log_dir)
-            with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
+            with open_reader(settings) as log:
                 for entry in log.read(gt=after, lte=lte, limit=remaining):
                     yield entry
                     after = entry.offset
@@ -289,7 +305,12 @@ class RemoteTarget:
     """A server, through the `AdminClient` (one connection, a private event loop)."""
 
     def __init__(self, bootstrap: str, *, timeout_ms: int = 30_000) -> None:
+        import asyncio
+
+        from api.client import AdminClient
+
         self._loop = asyncio.new_event_loop()
+        self.client: AdminClient
         try:
             self.client = self._loop.run_until_complete(
                 AdminClient.connect(bootstrap, client_id="mlog-cli", timeout_ms=timeout_ms)
@@ -401,6 +422,8 @@ class RemoteTarget:
         Without `follow` it stops at the end the log had at the first call; with it, each
         FetchLog long-polls up to `FOLLOW_WAIT_MS` for new entries.
         """
+        from api.client import RemoteError
+
         offset = 0 if gt is None else gt + 1
         remaining, last = limit, lte
         while remaining != 0 and (last is None or offset <= last):
@@ -435,6 +458,8 @@ class RemoteTarget:
 
     def close(self) -> None:
         """Close the connection and the loop."""
+        import asyncio
+
         loop = self._loop
         try:
             # After an interrupt (Ctrl-C while following) a call is still pending: cancel it
@@ -452,3 +477,36 @@ class RemoteTarget:
 
 Target = LocalTarget | RemoteTarget
 """What a CLI command runs against."""
+
+
+@contextlib.contextmanager
+def open_target(
+    settings: Settings, args: argparse.Namespace, *, check_pending: bool = True
+) -> Iterator[Target]:
+    """The data directory, or the server of `--bootstrap-server` / MLOG_BOOTSTRAP_SERVER."""
+    target: Target
+    if settings.bootstrap_server:
+        if getattr(args, "principal", None):
+            raise CliError(
+                "--principal applies to the data directory only: a server records the "
+                "principal of its connection; drop --principal or --bootstrap-server"
+            )
+        target = RemoteTarget(settings.bootstrap_server)
+    else:
+        target = LocalTarget(settings, principal(args), check_pending=check_pending)
+    try:
+        yield target
+    finally:
+        target.close()
+
+
+def fetch_image(
+    settings: Settings,
+    args: argparse.Namespace,
+    *,
+    at_offset: int | None = None,
+    at_time: str | None = None,
+) -> MetadataImage:
+    """The image of the target: now, or at an offset or time (time travel)."""
+    with open_target(settings, args) as target:
+        return target.image(at_offset=at_offset, at_time=at_time)

@@ -16,7 +16,6 @@ runs one check (the embedded CLI runs one whenever it opens the service for writ
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -36,6 +35,9 @@ from replay.image import METADATA_VERSION, MetadataImage, Provenance
 from replay.loader import load_image
 
 if TYPE_CHECKING:
+    # The async methods import asyncio when called: the embedded CLI starts without it.
+    import asyncio
+
     from api.service.snapshots import Snapshotter
     from replay.sql.store import SnapshotStore
 
@@ -130,6 +132,8 @@ class MetadataService:
 
         `release_waiters` (a server shutting down) wakes every waiter at once.
         """
+        import asyncio
+
         if self._committed.provenance.offset >= offset or timeout <= 0:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -215,6 +219,8 @@ class MetadataService:
         The command and the working-image update run without yielding to the event loop, so
         concurrent callers are serialised in the order they are scheduled.
         """
+        import asyncio
+
         self._check_running()
         result = command(self._working)
         if not result.records:
@@ -267,7 +273,7 @@ class MetadataService:
     async def run_scheduler(
         self,
         *,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[object]] | None = None,
         rounds: int | None = None,
     ) -> None:
         """Check pending partition deletions now and then every interval, until cancelled.
@@ -277,6 +283,9 @@ class MetadataService:
         next interval; a stopped service (fail-stop) ends the loop with `ServiceStoppedError`.
         `rounds` stops after that many checks and `sleep` replaces `asyncio.sleep` (tests).
         """
+        import asyncio
+
+        pause = sleep or asyncio.sleep
         done = 0
         while rounds is None or done < rounds:
             try:
@@ -294,7 +303,7 @@ class MetadataService:
             done += 1
             if rounds is not None and done >= rounds:
                 break
-            await sleep(self.scheduler_interval_ms() / 1000)
+            await pause(self.scheduler_interval_ms() / 1000)
 
     # ------------------------------------------------------------------ closing
 
@@ -306,6 +315,8 @@ class MetadataService:
 
     async def aclose(self) -> None:
         """Wait for appends in flight, then close the log (and finish a snapshot in flight)."""
+        import asyncio
+
         await self.log.aclose()
         if self._snapshots is not None:
             await asyncio.to_thread(self._snapshots.close)

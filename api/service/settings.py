@@ -45,6 +45,13 @@ class Settings:
             return self.database_url
         return f"sqlite:///{(self.data_dir / SNAPSHOT_DB_NAME).absolute()}"
 
+    @property
+    def snapshot_file(self) -> Path | None:
+        """The default snapshot database's file; None when `--db` names another database."""
+        if self.database_url:
+            return None
+        return (self.data_dir / SNAPSHOT_DB_NAME).absolute()
+
 
 _LOG_KEYS = {
     "segment_bytes": ("MLOG_SEGMENT_BYTES", "segment.bytes"),

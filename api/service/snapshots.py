@@ -11,6 +11,10 @@ or once `metadata.log.max.snapshot.interval.ms` passed with new entries, whichev
 The committed image is immutable, so a worker thread writes it while appends go on; one write
 at a time, and a policy check while one is in flight does nothing. After each snapshot only the
 newest `retention` are kept (never fewer than one).
+
+The default database, the SQLite file `<data-dir>/snapshots.db`, is created with the first
+snapshot: while it does not exist there is no snapshot to start from, which a stat tells without
+opening a database (SQLAlchemy is imported only when a database is really used).
 """
 
 from __future__ import annotations
@@ -20,14 +24,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from api.controller.config_defs import cluster_value
 from api.service.settings import Settings
 from metadata_log.log import MetadataLog
-from replay.image import MetadataImage
+from replay.loader import load_image
 from replay.sql.errors import SchemaAheadError, SnapshotStoreError
-from replay.sql.store import Progress, SnapshotInfo, SnapshotStore
-from replay.timetravel import travel
+
+if TYPE_CHECKING:
+    from replay.image import MetadataImage
+    from replay.sql.store import Progress, SnapshotInfo, SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +49,9 @@ def _wall_clock_ms() -> int:
 
 
 def _long_config(cluster: Mapping[str, str], key: str) -> int:
+    # The config definitions only where the policy runs: a read-only command skips them.
+    from api.controller.config_defs import cluster_value
+
     value = cluster_value(cluster, key)
     if isinstance(value, bool) or not isinstance(value, int):  # pragma: no cover - LONG keys
         raise SnapshotStoreError(f"{key} must be a whole number, got {value!r}")
@@ -53,18 +63,30 @@ class Snapshotter:
 
     def __init__(
         self,
-        store: SnapshotStore,
+        store: SnapshotStore | Callable[[], SnapshotStore],
         *,
+        file: Path | None = None,
         retention: int = 10,
         clock_ms: Callable[[], int] = _wall_clock_ms,
         retry_ms: int = RETRY_MS,
         progress: Progress | None = None,
     ) -> None:
+        """Snapshots in `store`, or in the store `store()` opens when one is first needed.
+
+        `file` is the SQLite file of a store opened on demand: while it does not exist, the
+        store holds no snapshot, and is not opened (nor created) until one is written.
+        """
         if retention < 1:
             raise SnapshotStoreError(
                 f"snapshot retention must keep at least 1 snapshot, got {retention}"
             )
-        self.store = store
+        self._store: SnapshotStore | None = None
+        self._open_store: Callable[[], SnapshotStore] | None = None
+        if callable(store):
+            self._open_store = store
+        else:
+            self._store = store
+        self._file = file
         self.retention = retention
         self._clock_ms = clock_ms
         self._retry_ms = retry_ms
@@ -84,32 +106,54 @@ class Snapshotter:
         self.started_from: SnapshotInfo | None = None
         """The snapshot the service started from (None: the whole log was replayed)."""
 
+    @property
+    def store(self) -> SnapshotStore:
+        """The snapshot store (opened now if it is opened on demand)."""
+        with self._lock:
+            if self._store is None:
+                if self._open_store is None:  # pragma: no cover - the constructor sets one
+                    raise SnapshotStoreError("the snapshotter has no store")
+                self._store = self._open_store()
+            return self._store
+
+    def _holds_nothing(self) -> bool:
+        """Whether the store is known to hold no snapshot without opening it (no file yet)."""
+        return self._store is None and self._file is not None and not self._file.exists()
+
     # ------------------------------------------------------------------ startup
 
     def start_image(
         self, log: MetadataLog, progress: Callable[[int], None] | None = None
     ) -> MetadataImage:
         """The newest valid snapshot plus the log after it (the whole log without one)."""
-        usable = True
-        try:
-            self.store.ensure_schema()
-        except SchemaAheadError:
-            raise
-        except SnapshotStoreError as exc:
-            self._failed(f"{exc}; replaying the whole log instead")
-            usable = False
-        result = travel(log, self.store if usable else None, progress=progress)
-        for reason in result.skipped:
-            self.last_error = reason
-        self.started_from = result.snapshot
-        if result.snapshot is not None:
-            self._last_offset = result.snapshot.offset
-            self._last_time = int(result.snapshot.created_at.timestamp() * 1000)
+        usable = not self._holds_nothing()
+        if usable:
+            try:
+                self.store.ensure_schema()
+            except SchemaAheadError:
+                raise
+            except SnapshotStoreError as exc:
+                self._failed(f"{exc}; replaying the whole log instead")
+                usable = False
+        if usable:
+            # Time travel's machinery is needed only with snapshots to choose from.
+            from replay.timetravel import travel
+
+            result = travel(log, self.store, progress=progress)
+            image = result.image
+            for reason in result.skipped:
+                self.last_error = reason
+            self.started_from = result.snapshot
+            if result.snapshot is not None:
+                self._last_offset = result.snapshot.offset
+                self._last_time = int(result.snapshot.created_at.timestamp() * 1000)
+        else:
+            image = load_image(log, progress=progress)
         # Only whether the threshold is reached matters, so the count stops there.
-        max_bytes = _long_config(result.image.configs.cluster(), MAX_BYTES_KEY)
+        max_bytes = _long_config(image.configs.cluster(), MAX_BYTES_KEY)
         self._backlog = log.record_bytes_after(self._last_offset, limit=max_bytes)
         self._bytes_at_last = log.record_bytes_appended
-        return result.image
+        return image
 
     # ------------------------------------------------------------------ policy
 
@@ -185,7 +229,8 @@ class Snapshotter:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
 
 # ---------------------------------------------------------------------- CLI plumbing
@@ -193,12 +238,33 @@ class Snapshotter:
 
 def open_store(settings: Settings, *, create: bool = True) -> SnapshotStore:
     """The snapshot store of the settings (`--db`, MLOG_DATABASE_URL, or the data dir's file)."""
+    from replay.sql.store import SnapshotStore  # SQLAlchemy: only when a database is used
+
     return SnapshotStore(settings.snapshot_database_url, create=create)
 
 
+def existing_store(settings: Settings) -> SnapshotStore | None:
+    """The store to read snapshots from; None while the default SQLite file does not exist.
+
+    No file means no snapshot: a stat says so, with no database opened (or created).
+    """
+    file = settings.snapshot_file
+    if file is not None and not file.exists():
+        return None
+    return open_store(settings, create=False)
+
+
 def open_snapshotter(settings: Settings) -> Snapshotter:
-    """The service's snapshotter for the settings' database and retention."""
-    return Snapshotter(open_store(settings), retention=settings.snapshot_retention)
+    """The service's snapshotter for the settings' database and retention.
+
+    The store is opened when first needed: at start-up if the database may hold a snapshot,
+    else when the policy first asks for one (the default SQLite file is created then).
+    """
+    return Snapshotter(
+        lambda: open_store(settings),
+        file=settings.snapshot_file,
+        retention=settings.snapshot_retention,
+    )
 
 
 def read_image(
@@ -213,8 +279,14 @@ def read_image(
     Starts from the newest usable snapshot at or before the point (a missing database file is
     not created) and replays the log after it.
     """
-    with (
-        MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log,
-        open_store(settings, create=False) as store,
-    ):
-        return travel(log, store, at_offset=at_offset, at_time=at_time, progress=progress).image
+    with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
+        store = existing_store(settings)
+        if store is None and at_offset is None and at_time is None:
+            return load_image(log, progress=progress)  # no snapshot, no past point: the log
+        from replay.timetravel import travel
+
+        try:
+            return travel(log, store, at_offset=at_offset, at_time=at_time, progress=progress).image
+        finally:
+            if store is not None:
+                store.close()

@@ -8,7 +8,8 @@ psycopg 3 with COPY, anything else with SQLAlchemy Core's executemany.
 
 The store refuses to work on a schema other than its own: an empty database is created on first
 use (`create=True`), one that is behind needs `mlog db upgrade`, one that is ahead (written by a
-newer metadata-log) is refused.
+newer metadata-log) is refused. A database at this code's head revision is recognised with one
+query; Alembic is imported only to compare any other revision, and to migrate.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, delete, event, func, select
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    create_engine,
+    delete,
+    event,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -32,7 +43,7 @@ from sqlalchemy.exc import (
 )
 
 from replay.image import MetadataImage, Provenance
-from replay.sql import content, schema
+from replay.sql import content, revision
 from replay.sql.content import ContentChecksum, Row, image_from_rows, image_rows, record_count
 from replay.sql.errors import (
     SchemaAheadError,
@@ -44,7 +55,7 @@ from replay.sql.errors import (
     StoreUnavailableError,
 )
 from replay.sql.models import CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS, Base
-from replay.sql.schema import SchemaState, SchemaStatus
+from replay.sql.revision import VERSION_TABLE, SchemaState, SchemaStatus
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +222,8 @@ class SnapshotStore:
 
     def status(self) -> SchemaStatus:
         """How the database's schema compares with this code's migrations."""
+        from replay.sql import schema  # noqa: PLC0415 - Alembic, imported only when needed
+
         with self._connect() as conn:
             try:
                 return schema.schema_status(conn)
@@ -219,6 +232,8 @@ class SnapshotStore:
 
     def drift(self) -> list[str]:
         """Differences between the database's tables and the models (empty when none)."""
+        from replay.sql import schema  # noqa: PLC0415 - Alembic, imported only when needed
+
         with self._connect() as conn:
             try:
                 return schema.drift(conn)
@@ -227,6 +242,8 @@ class SnapshotStore:
 
     def upgrade(self, revision: str = "head") -> tuple[SchemaStatus, SchemaStatus]:
         """Migrate to `revision` (default the head); returns the status before and after."""
+        from replay.sql import schema  # noqa: PLC0415 - Alembic, imported only when needed
+
         with self._connect() as conn:
             try:
                 with conn.begin():
@@ -242,6 +259,8 @@ class SnapshotStore:
 
     def downgrade(self, revision: str) -> SchemaStatus:
         """Migrate down to `revision` ("base" drops every snapshot table)."""
+        from replay.sql import schema  # noqa: PLC0415 - Alembic, imported only when needed
+
         with self._connect() as conn:
             try:
                 with conn.begin():
@@ -260,7 +279,7 @@ class SnapshotStore:
         """
         if self._checked is not None:
             return True
-        status = self.status()
+        status = self._at_head() or self.status()
         if status.state is SchemaState.EMPTY:
             if not self.create:
                 return False
@@ -270,6 +289,22 @@ class SnapshotStore:
             raise _schema_error(status, self.shown_url)
         self._checked = status
         return True
+
+    def _at_head(self) -> SchemaStatus | None:
+        """CURRENT if the database's one revision is this code's head, else None (ask Alembic).
+
+        One query, no Alembic: what every start-up against an up-to-date database pays. A
+        missing version table (an empty or unmanaged database) is for Alembic to tell apart.
+        """
+        with self._connect() as conn:
+            try:
+                rows = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).all()
+            except SQLAlchemyError:
+                return None
+        head = revision.HEAD_REVISION
+        if len(rows) != 1 or rows[0][0] != head:
+            return None
+        return SchemaStatus(state=SchemaState.CURRENT, revision=head, head=head)
 
     # ------------------------------------------------------------------ reading the index
 

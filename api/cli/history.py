@@ -1,0 +1,86 @@
+"""`mlog history`: every log entry that touched a topic, topic id, namespace or broker."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, TextIO
+
+from api.cli.common import EXIT_OK, CliError, add_global_options, add_range_options, offset_arg
+from api.cli.output import format_time, print_table
+from api.cli.targets import open_target
+from records.uuids import Uuid
+from replay.timetravel import Entity
+
+if TYPE_CHECKING:
+    from api.service.settings import Settings
+
+
+def _entity(args: argparse.Namespace) -> Entity:
+    topic_id = None
+    if args.topic_id is not None:
+        try:
+            topic_id = Uuid.parse(args.topic_id)
+        except ValueError as exc:
+            raise CliError(f"--topic-id: {exc}") from None
+    given = [v for v in (args.topic, topic_id, args.namespace, args.broker) if v is not None]
+    if len(given) != 1:
+        raise CliError(
+            "name one entity: --topic NAME, --topic-id ID, --namespace NS or --broker ID"
+        )
+    return Entity(topic=args.topic, topic_id=topic_id, namespace=args.namespace, broker=args.broker)
+
+
+def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Every log entry that touched a topic, topic id, namespace or broker."""
+    entity = _entity(args)
+    with open_target(settings, args) as target:
+        items = target.history(entity, gt=args.gt, lte=args.lte, limit=args.limit)
+    if settings.output == "json":
+        out.write(
+            json.dumps(
+                [
+                    {
+                        "offset": h.offset,
+                        "timestamp": h.timestamp,
+                        "principal": h.principal,
+                        "record_type": h.record_type,
+                        "topic_id": h.topic_id,
+                        "description": h.description,
+                    }
+                    for h in items
+                ]
+            )
+            + "\n"
+        )
+        return EXIT_OK
+    show_ids = (
+        entity.topic is not None or entity.topic_id is not None or entity.namespace is not None
+    )
+    headers = ("offset", "time", "principal", *(("topic id",) if show_ids else ()), "change")
+    rows = [
+        (
+            h.offset,
+            format_time(h.timestamp),
+            h.principal or "-",
+            *((h.topic_id or "-",) if show_ids else ()),
+            h.description,
+        )
+        for h in items
+    ]
+    if not rows:
+        out.write("no entry touched it\n")
+        return EXIT_OK
+    print_table(rows, headers, out)
+    return EXIT_OK
+
+
+def add_verbs(hist: argparse.ArgumentParser) -> None:
+    """The flags of `mlog history`, on its parser."""
+    add_global_options(hist)
+    hist.add_argument("--topic", help="a topic name (every incarnation of it)")
+    hist.add_argument("--topic-id", help="one incarnation of a topic, by id")
+    hist.add_argument("--namespace", help="a namespace")
+    hist.add_argument("--broker", type=offset_arg, help="a broker id")
+    add_range_options(hist)
+    hist.set_defaults(handler=cmd_history)

@@ -1,0 +1,213 @@
+"""`mlog snapshot create|list|show|verify|delete`: snapshots of the image in SQL.
+
+The snapshot database is `--db URL` (env MLOG_DATABASE_URL), by default the SQLite file
+`<data-dir>/snapshots.db`. These commands read the log read-only, so they run beside a writer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any, TextIO
+
+from api.cli.common import (
+    EXIT_DAMAGED,
+    EXIT_OK,
+    CliError,
+    add_global_options,
+    add_range_options,
+    offset_arg,
+)
+from api.cli.output import emit, format_time, print_table
+from api.cli.progress import Progress
+from api.cli.targets import open_reader
+from api.service.snapshots import open_store
+from replay.timetravel import snapshot_matches_log, travel
+
+if TYPE_CHECKING:
+    from api.service.settings import Settings
+    from replay.sql.store import SnapshotInfo
+
+
+def _info_json(info: SnapshotInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "offset": info.offset,
+        "epoch": info.epoch,
+        "log_timestamp": info.timestamp,
+        "created_at": info.created_at.isoformat(timespec="milliseconds"),
+        "record_count": info.record_count,
+        "checksum": info.checksum,
+        "format_version": info.format_version,
+    }
+
+
+def cmd_snapshot_create(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Write a snapshot of the image at the end of the log (or at --at-offset)."""
+    with open_reader(settings) as log, open_store(settings) as store:
+        store.ensure_schema()
+        progress = Progress("building the image")
+        try:
+            result = travel(log, store, at_offset=args.at_offset, progress=progress.advance)
+        finally:
+            progress.finish()
+        image = result.image
+        if image.provenance.offset < 0:
+            raise CliError("the log is empty; there is nothing to snapshot")
+        existing = [
+            s
+            for s in store.snapshots(gt=image.provenance.offset - 1, lte=image.provenance.offset)
+            if snapshot_matches_log(log, s)
+        ]
+        if existing and not args.force:
+            info = existing[-1]
+            emit(
+                settings,
+                out,
+                {**_info_json(info), "created": False},
+                f"snapshot {info.id} already holds offset {info.offset}; nothing to do "
+                "(--force writes another)",
+            )
+            return EXIT_OK
+        progress = Progress("writing the snapshot", total=image.topics.partition_count())
+        try:
+            info = store.write(image, progress=progress.advance)
+        finally:
+            progress.finish()
+        deleted = store.retain(settings.snapshot_retention)
+    emit(
+        settings,
+        out,
+        {**_info_json(info), "created": True, "deleted": [s.id for s in deleted]},
+        f"snapshot {info.id} at offset {info.offset}: {info.record_count} records, checksum "
+        f"{info.checksum[:16]}"
+        + (f"; deleted old snapshot(s) {', '.join(str(s.id) for s in deleted)}" if deleted else ""),
+    )
+    return EXIT_OK
+
+
+def cmd_snapshot_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """List snapshots (oldest first; --desc for newest first)."""
+    with open_store(settings, create=False) as store:
+        infos = store.snapshots(gt=args.gt, lte=args.lte, limit=args.limit, desc=args.desc)
+    if settings.output == "json":
+        out.write(json.dumps([_info_json(i) for i in infos]) + "\n")
+        return EXIT_OK
+    rows = [
+        (
+            i.id,
+            i.offset,
+            i.epoch,
+            format_time(i.timestamp),
+            i.created_at.isoformat(timespec="seconds"),
+            i.record_count,
+            i.checksum[:12],
+        )
+        for i in infos
+    ]
+    print_table(rows, ("id", "offset", "epoch", "log time", "created", "records", "checksum"), out)
+    return EXIT_OK
+
+
+def cmd_snapshot_show(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Show one snapshot: its row and the rows of each content table."""
+    with open_store(settings, create=False) as store:
+        info = store.get(args.id)
+        counts = store.count_rows(args.id)
+    if settings.output == "json":
+        out.write(json.dumps({**_info_json(info), "rows": counts}) + "\n")
+        return EXIT_OK
+    for key, value in _info_json(info).items():
+        out.write(f"{key + ':':<16}{value}\n")
+    out.write("rows:\n")
+    for table, count in counts.items():
+        out.write(f"  {table:<28}{count}\n")
+    return EXIT_OK
+
+
+def cmd_snapshot_verify(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Recompute checksums (one snapshot or all); exit 1 if any is damaged."""
+    results = []
+    with open_store(settings, create=False) as store:
+        ids = [args.id] if args.id is not None else [s.id for s in store.snapshots()]
+        log = None
+        if settings.log_dir.is_dir():
+            log = open_reader(settings)
+        try:
+            for snapshot_id in ids:
+                result = store.verify(snapshot_id)
+                of_log = None if log is None else snapshot_matches_log(log, result.info)
+                results.append((result, of_log))
+        finally:
+            if log is not None:
+                log.close()
+    ok = all(r.ok for r, _ in results)
+    if settings.output == "json":
+        out.write(
+            json.dumps(
+                [
+                    {
+                        "id": r.info.id,
+                        "offset": r.info.offset,
+                        "ok": r.ok,
+                        "error": r.error,
+                        "matches_log": of_log,
+                    }
+                    for r, of_log in results
+                ]
+            )
+            + "\n"
+        )
+        return EXIT_OK if ok else EXIT_DAMAGED
+    for r, of_log in results:
+        status = "ok" if r.ok else f"DAMAGED: {r.error or 'checksum mismatch'}"
+        note = "" if of_log is not False else " (not taken from this data directory's log)"
+        out.write(f"snapshot {r.info.id} (offset {r.info.offset}): {status}{note}\n")
+    if not results:
+        out.write("no snapshots\n")
+    return EXIT_OK if ok else EXIT_DAMAGED
+
+
+def cmd_snapshot_delete(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Delete one snapshot (the log still holds everything it held)."""
+    with open_store(settings, create=False) as store:
+        info = store.delete(args.id)
+    emit(settings, out, _info_json(info), f"deleted snapshot {info.id} (offset {info.offset})")
+    return EXIT_OK
+
+
+def _snapshot_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a snapshot id (an integer)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a snapshot id (ids start at 1)")
+    return value
+
+
+def add_verbs(snapshot: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog snapshot` and their flags, on the noun's parser."""
+    verbs = snapshot.add_subparsers(dest="verb", metavar="VERB", required=True)
+    create = verbs.add_parser("create", help="snapshot the image now (end of the log)")
+    add_global_options(create)
+    create.add_argument("--at-offset", type=offset_arg, help="snapshot the image at offset N")
+    create.add_argument("--force", action="store_true", help="even if one holds that offset")
+    create.set_defaults(handler=cmd_snapshot_create)
+    listing = verbs.add_parser("list", help="list snapshots")
+    add_global_options(listing)
+    add_range_options(listing)
+    listing.add_argument("--desc", action="store_true", help="newest first")
+    listing.set_defaults(handler=cmd_snapshot_list)
+    for name, handler, text in (
+        ("show", cmd_snapshot_show, "show one snapshot and its row counts"),
+        ("delete", cmd_snapshot_delete, "delete one snapshot"),
+    ):
+        sub = verbs.add_parser(name, help=text)
+        add_global_options(sub)
+        sub.add_argument("id", type=_snapshot_id, help="snapshot id (see snapshot list)")
+        sub.set_defaults(handler=handler)
+    verify = verbs.add_parser("verify", help="check snapshot checksums (exit 1 if damaged)")
+    add_global_options(verify)
+    verify.add_argument("id", type=_snapshot_id, nargs="?", help="one snapshot (default all)")
+    verify.set_defaults(handler=cmd_snapshot_verify)
