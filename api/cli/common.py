@@ -35,46 +35,61 @@ def check(outcome: Outcome) -> None:
 # ---------------------------------------------------------------------- argument types
 
 
-def offset_arg(text: str) -> int:
-    """Argument type: an offset (integer >= -1)."""
+INT32_MAX = 2**31 - 1
+"""The largest value of an Avro/Kafka int (ids, partition counts and indexes)."""
+
+INT64_MAX = 2**63 - 1
+"""The largest value of an Avro/Kafka long (offsets, times, counts)."""
+
+
+def bounded_int(text: str, what: str, *, low: int, high: int, hint: str) -> int:
+    """`text` as an integer in low..high, or an argparse error that says what fits."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an offset (an integer)") from None
-    if value < -1:
-        raise argparse.ArgumentTypeError(f"{value} is not an offset (must be >= -1)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what} (an integer)") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{shorten(text)} is not {what} ({hint})")
     return value
+
+
+def offset_arg(text: str) -> int:
+    """Argument type: an offset (integer -1 ..= 2^63-1)."""
+    return bounded_int(text, "an offset", low=-1, high=INT64_MAX, hint=f"must be -1..{INT64_MAX}")
 
 
 def count_arg(text: str) -> int:
-    """Argument type: a count (integer >= 0)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count (an integer)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a count (must be >= 0)")
-    return value
+    """Argument type: a count (integer 0 ..= 2^63-1)."""
+    return bounded_int(text, "a count", low=0, high=INT64_MAX, hint=f"must be 0..{INT64_MAX}")
 
 
 def integer_arg(text: str) -> int:
-    """Argument type: any integer (the command checks its range and says why)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    return value
+    """Argument type: a 32-bit integer (the command checks its own range and says why)."""
+    return bounded_int(
+        text,
+        "a 32-bit integer",
+        low=-INT32_MAX - 1,
+        high=INT32_MAX,
+        hint=f"must be {-INT32_MAX - 1}..{INT32_MAX}",
+    )
 
 
 def broker_id_arg(text: str) -> int:
-    """Argument type: a broker id (integer >= 0)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a broker id (an integer)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a broker id (must be >= 0)")
-    return value
+    """Argument type: a broker id (integer 0 ..= 2^31-1)."""
+    return bounded_int(text, "a broker id", low=0, high=INT32_MAX, hint=f"must be 0..{INT32_MAX}")
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """`text` for an error message: cut to `limit` characters, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def broker_id_list(text: str, sep: str) -> tuple[int, ...]:
+    """Broker ids separated by `sep` (`1,2,3`); ValueError if one is not a 32-bit integer."""
+    ids = tuple(int(b) for b in text.split(sep))
+    if any(not -INT32_MAX - 1 <= b <= INT32_MAX for b in ids):
+        raise ValueError(f"a broker id is outside {-INT32_MAX - 1}..{INT32_MAX}")
+    return ids
 
 
 def parse_pairs(values: Sequence[str] | None, flag: str) -> list[tuple[str, str]]:

@@ -49,7 +49,15 @@ REMOTE_NOUNS = (
 directory: the log's files, the snapshot database, Spark, or the server itself)."""
 
 
-class NounParser(argparse.ArgumentParser):
+class MlogParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit 2), as every error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print `PROG: error: MESSAGE (see PROG --help)` and exit 2 (argparse adds usage)."""
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+class NounParser(MlogParser):
     """The parser of one noun: its module adds the verbs and flags when it is first used."""
 
     def __init__(self, *args: Any, module: str | None = None, **kwargs: Any) -> None:
@@ -154,7 +162,7 @@ def build_parser(*, filled: bool = False, only: str | None = None) -> argparse.A
 
     With `filled`, the nouns' verbs are added now (else when a noun is parsed).
     """
-    parser = argparse.ArgumentParser(
+    parser = MlogParser(
         prog="mlog", description="metadata-log: an event-sourced metadata log service"
     )
     parser.add_argument(

@@ -11,8 +11,10 @@ from api.cli.common import (
     CliError,
     add_global_options,
     add_writer_options,
+    broker_id_list,
     check,
     integer_arg,
+    shorten,
 )
 from api.cli.output import emit, ints, print_table
 from api.cli.targets import fetch_image, open_target
@@ -32,10 +34,10 @@ def cmd_partitions_reassign(args: argparse.Namespace, settings: Settings, out: T
     replicas = None
     if args.replicas is not None:
         try:
-            replicas = tuple(int(b) for b in args.replicas.split(","))
+            replicas = broker_id_list(args.replicas, ",")
         except ValueError:
             raise CliError(
-                f"--replicas takes broker ids like 1,2,3, got {args.replicas!r}"
+                f"--replicas takes 32-bit broker ids like 1,2,3, got {shorten(args.replicas)!r}"
             ) from None
     request = Reassignment(
         partition=TopicPartition(topic=ref, partition=args.partition), replicas=replicas

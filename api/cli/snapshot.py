@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 from api.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
+    INT32_MAX,
     CliError,
     add_global_options,
     add_range_options,
+    bounded_int,
     offset_arg,
 )
 from api.cli.output import emit, format_time, print_table
@@ -177,13 +179,8 @@ def cmd_snapshot_delete(args: argparse.Namespace, settings: Settings, out: TextI
 
 
 def _snapshot_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a snapshot id (an integer)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a snapshot id (ids start at 1)")
-    return value
+    """Argument type: a snapshot id (1 ..= 2^31-1, the id column's range)."""
+    return bounded_int(text, "a snapshot id", low=1, high=INT32_MAX, hint=f"ids are 1..{INT32_MAX}")
 
 
 def add_verbs(snapshot: argparse.ArgumentParser) -> None:

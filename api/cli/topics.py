@@ -21,10 +21,12 @@ from api.cli.common import (
     CliError,
     add_global_options,
     add_writer_options,
+    broker_id_list,
     check,
     count_arg,
     integer_arg,
     parse_pairs,
+    shorten,
 )
 from api.cli.output import emit, format_time, ints, print_table
 from api.cli.targets import fetch_image, open_target, purge_text
@@ -61,10 +63,10 @@ def _parse_assignment(text: str) -> list[tuple[int, ...]]:
     partitions = []
     for number, part in enumerate(text.split(",")):
         try:
-            replicas = tuple(int(b) for b in part.split(":"))
+            replicas = broker_id_list(part, ":")
         except ValueError:
             raise CliError(
-                f"--replica-assignment: partition {number} is {part!r}; give broker ids "
+                f"--replica-assignment: partition {number} is {shorten(part)!r}; give broker ids "
                 "separated by ':' and partitions by ',', e.g. 0:1,1:2"
             ) from None
         partitions.append(replicas)
