@@ -10,8 +10,9 @@ from metadata_log.errors import (
     LogLockedError,
     ReadOnlyLogError,
 )
-from metadata_log.log import AppendResult, MetadataLog, SegmentReport, VerifyReport
+from metadata_log.log import AppendResult, MetadataLog
 from metadata_log.segment import SegmentInfo
+from metadata_log.verify import SegmentReport, VerifyReport, verify_log
 
 __all__ = [
     "AppendResult",
@@ -27,4 +28,5 @@ __all__ = [
     "SegmentInfo",
     "SegmentReport",
     "VerifyReport",
+    "verify_log",
 ]
