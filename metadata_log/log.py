@@ -126,6 +126,7 @@ class MetadataLog:
         """With `up_to_damage`: the first damage found on open (reads stop before it)."""
         self._up_to_damage = False
         self._checkpoint: Checkpoint | None = None
+        self._rebuilt: list[Segment] = []
         self._checkpointed_at = time.monotonic()
 
     # ---------------------------------------------------------------- opening and closing
@@ -212,7 +213,24 @@ class MetadataLog:
             elif name.endswith(".tmp") and not self.read_only:
                 # An interrupted segment, index, checkpoint or epoch write: never the only copy.
                 (self.directory / name).unlink()
-        bases.sort()
+        links = self._open_segments(sorted(bases))
+        for problem in extent_problems(
+            self.directory,
+            checkpoint,
+            links[0] if links else None,
+            links[-1] if links else None,
+            chained=any(s.header.checksummed for s in self._segments),
+            check_end=len(self._segments) == len(bases) and self.damage is None,
+        ):
+            self._problem(problem)
+        if self._segments:
+            self._next_offset = self._segments[-1].next_offset
+            self._last_timestamp = max(s.max_timestamp for s in self._segments)
+        if not self.read_only:
+            self._start_writing(0 if checkpoint is None else checkpoint.log_start_offset)
+
+    def _open_segments(self, bases: list[int]) -> list[Link]:
+        """Open the segments in order, checking each against the previous; their links."""
         links: list[Link] = []
         for i, base in enumerate(bases):
             path = self.directory / segment_name(base)
@@ -229,21 +247,13 @@ class MetadataLog:
             self._segments.append(segment)
             if segment.damage is not None:
                 break
-        for problem in extent_problems(
-            self.directory,
-            checkpoint,
-            links[0] if links else None,
-            links[-1] if links else None,
-            chained=any(s.header.checksummed for s in self._segments),
-            check_end=len(self._segments) == len(bases) and self.damage is None,
-        ):
-            self._problem(problem)
-        if self._segments:
-            self._next_offset = self._segments[-1].next_offset
-            self._last_timestamp = max(s.max_timestamp for s in self._segments)
-        if self.read_only:
-            return
-        start = 0 if checkpoint is None else checkpoint.log_start_offset
+        return links
+
+    def _start_writing(self, start: int) -> None:
+        """After a sound open: save rebuilt indexes, take the epoch, open the active segment."""
+        for segment in self._rebuilt:
+            logger.info("rebuilt the indexes of segment %s", segment.path)
+            segment.save_indexes()
         if not self._segments:
             self._next_offset = start
             self._write_checkpoint(start)
@@ -261,7 +271,7 @@ class MetadataLog:
             self._segments[-1] = active
         self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
         self._write_checkpoint(start)
-        if self._segments[-1].header.schema_json != self.codec.entry_schema_json:
+        if active.header.schema_json != self.codec.entry_schema_json:
             # A segment's blocks are read with the schema in its header, and this code's union
             # of record types differs (a newer version added a type): new entries go to a new
             # segment, so every segment stays readable by any Avro tool and by this code.
@@ -301,8 +311,7 @@ class MetadataLog:
             if problem is not None:
                 return self._damaged(segment, problem)
             if not self.read_only:
-                logger.info("rebuilt the indexes of segment %s", path)
-                segment.save_indexes()
+                self._rebuilt.append(segment)  # saved once the whole log is known to be sound
             return segment
         problem = segment.recover_scan(file_size, interval, self.codec)
         if problem is None:

@@ -136,6 +136,22 @@ def test_a_duplicate_key_is_refused() -> None:
         decode_header(legacy_header([*GOOD, ("avro.codec", b"snappy")]))
 
 
+def test_the_crc_is_compared_as_written_so_a_flipped_case_bit_is_caught() -> None:
+    data = encode_header(SCHEMA, bytes(16), {})
+    crc_at = data.index(HEADER_CRC_KEY.encode()) + len(HEADER_CRC_KEY) + 1
+    stored = data[crc_at : crc_at + 8]
+    letters = [i for i, c in enumerate(stored) if chr(c) in "abcdef"]
+    if not letters:  # a CRC of digits only: try another sync marker
+        data = encode_header(SCHEMA, bytes(range(16)), {})
+        stored = data[crc_at : crc_at + 8]
+        letters = [i for i, c in enumerate(stored) if chr(c) in "abcdef"]
+    assert letters
+    upper = bytearray(data)
+    upper[crc_at + letters[0]] ^= 0x20  # "a" -> "A": the same number
+    with pytest.raises(BlockDamage, match="does not match"):
+        decode_header(bytes(upper))
+
+
 def test_every_byte_of_a_checksummed_header_is_covered_by_its_crc() -> None:
     data = encode_header(SCHEMA, SYNC, {"mlog.base_offset": b"0"})
     crc_at = data.index(HEADER_CRC_KEY.encode()) + len(HEADER_CRC_KEY) + 1
@@ -157,7 +173,7 @@ def test_a_header_that_lost_its_crc_entry_is_not_taken_for_an_old_one() -> None:
     ("key", "value", "message"),
     [
         ("mlog.header_crc32", b"0123", "not 8"),
-        ("mlog.header_crc32", b"zzzzzzzz", "not hexadecimal"),
+        ("mlog.header_crc32", b"zzzzzzzz", "does not match"),
     ],
 )
 def test_a_malformed_crc_value_is_refused(key: str, value: bytes, message: str) -> None:

@@ -26,7 +26,7 @@ from records import ConfigRecord, ConfigResourceType, LogEntry
 
 REPO = Path(__file__).resolve().parent.parent
 WRITER = Path(__file__).resolve().with_name("crash_writer.py")
-CRASH_CONFIG = LogConfig(segment_bytes=256 * 1024)
+CRASH_CONFIG = LogConfig(segment_bytes=64 * 1024)
 """The writer script's config: the checking open must use the same one, as the next run would."""
 CONFIG = LogConfig(segment_bytes=64 * 1024)
 THREADS = 2
