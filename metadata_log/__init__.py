@@ -11,6 +11,7 @@ from metadata_log.errors import (
     ReadOnlyLogError,
 )
 from metadata_log.log import AppendResult, MetadataLog
+from metadata_log.repair import RepairRefusedError, RepairReport, truncate_after
 from metadata_log.segment import SegmentInfo
 from metadata_log.verify import SegmentReport, VerifyReport, verify_log
 
@@ -25,8 +26,11 @@ __all__ = [
     "LogLockedError",
     "MetadataLog",
     "ReadOnlyLogError",
+    "RepairRefusedError",
+    "RepairReport",
     "SegmentInfo",
     "SegmentReport",
     "VerifyReport",
+    "truncate_after",
     "verify_log",
 ]

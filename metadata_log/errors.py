@@ -55,6 +55,8 @@ class LogCorruptionError(LogError):
         self.reason = reason
         self.first_offset = first_offset
         """First offset whose entry is damaged or missing, when known."""
+        self.repairable = repairable
+        """False when cutting the log cannot help (its start is missing)."""
 
 
 class LogLockedError(LogError):
