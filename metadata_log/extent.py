@@ -67,12 +67,22 @@ def link_problem(previous: Link, segment: Link) -> LogCorruptionError | None:
             f"{previous.next_offset - 1}",
             first_offset=segment.base_offset,
         )
+    return chain_problem(previous, segment)
+
+
+def chain_problem(previous: Link, segment: Link) -> LogCorruptionError | None:
+    """The problem with `segment`'s header naming another previous segment, or None.
+
+    Needs only the headers, so it is checked even when the previous segment's blocks are
+    damaged and its end is not known.
+    """
     if segment.previous_sync is not None and segment.previous_sync != previous.sync:
         return LogCorruptionError(
             segment.path,
             0,
             f"its header names another previous segment than {previous.path.name} (the sync "
-            "markers differ): it comes from another copy of the log",
+            "markers differ): a segment between them is missing, or this one comes from "
+            "another copy of the log",
             first_offset=segment.base_offset,
         )
     return None

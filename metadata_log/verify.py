@@ -17,7 +17,7 @@ from pathlib import Path
 from metadata_log.checkpoint import CheckpointDamage, checkpoint_path, read_checkpoint
 from metadata_log.container import BlockDamage
 from metadata_log.errors import LogCorruptionError
-from metadata_log.extent import Link, extent_problems, link_problem
+from metadata_log.extent import Link, chain_problem, extent_problems, link_problem
 from metadata_log.segment import (
     ScanProblem,
     Segment,
@@ -141,10 +141,10 @@ def verify_log(
             previous_sync=segment.header.previous_sync,
         )
         previous = links[-1] if links else None
-        # After a damaged segment its end is not known, so the next one is not checked against
-        # it; the damage is reported already.
-        if previous is not None and reports[-2].error is None:
-            problem = link_problem(previous, link)
+        if previous is not None:
+            # After a damaged segment its end is not known: only the chain of headers is.
+            check = link_problem if reports[-2].error is None else chain_problem
+            problem = check(previous, link)
             if problem is not None:
                 problems.append(problem)
         links.append(link)

@@ -21,8 +21,16 @@ from api.cli import db as cli_db
 from api.cli import log as cli_log
 from api.cli import namespaces as cli_namespaces
 from api.cli import serve as cli_serve
-from api.cli.common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
+from api.cli.common import (
+    EXIT_DAMAGED,
+    EXIT_ERROR,
+    EXIT_OK,
+    CliError,
+    Handler,
+    add_global_options,
+)
 from api.service.settings import Settings, load_settings
+from metadata_log.errors import LogCorruptionError
 from records.errors import MetadataLogError
 
 REMOTE_NOUNS = (
@@ -66,7 +74,7 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run `mlog`; returns the exit code (0 ok, 1 verify found damage, 2 error)."""
+    """Run `mlog`; returns the exit code (0 ok, 1 damaged log data, 2 error)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     out = out or sys.stdout
@@ -97,7 +105,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             traceback.print_exc()
         message = str(exc) if not isinstance(exc, OSError) else f"{exc.strerror}: {exc.filename}"
         print(f"mlog: error: {message}", file=sys.stderr)
-        return EXIT_ERROR
+        # Damaged data exits 1, as `log verify` does for it; other errors 2.
+        return EXIT_DAMAGED if isinstance(exc, LogCorruptionError) else EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover
