@@ -32,6 +32,7 @@ from api.cli.common import (
 from api.service.settings import Settings, load_settings
 from metadata_log.errors import LogCorruptionError
 from records.errors import MetadataLogError
+from replay.sql.errors import SnapshotDatabaseDamagedError
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
@@ -105,8 +106,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             traceback.print_exc()
         message = str(exc) if not isinstance(exc, OSError) else f"{exc.strerror}: {exc.filename}"
         print(f"mlog: error: {message}", file=sys.stderr)
-        # Damaged data exits 1, as `log verify` does for it; other errors 2.
-        return EXIT_DAMAGED if isinstance(exc, LogCorruptionError) else EXIT_ERROR
+        # Damaged data exits 1, as `log verify` and `snapshot verify` do for it; others 2.
+        damaged = isinstance(exc, LogCorruptionError | SnapshotDatabaseDamagedError)
+        return EXIT_DAMAGED if damaged else EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover
