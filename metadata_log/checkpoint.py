@@ -15,9 +15,9 @@ crc32 0a1b2c3d
 and acknowledged, so a log that ends before it lost acknowledged entries. `newest_segment` is
 the base offset of the newest segment then: a log whose newest segment starts before it lost
 that segment, even an empty one. Writers write the file when they create the log, after
-recovery on open, on every roll, periodically while appending and on a clean close; it is
-replaced atomically (temporary file, fsync, rename, directory fsync). Readers read it before
-they list the segments, so a segment created meanwhile is never "missing".
+recovery of a log that had none, on every roll, periodically while appending and on a clean
+close; it is replaced atomically (temporary file, fsync, rename). Readers read it before they
+list the segments, so a segment created meanwhile is never "missing".
 """
 
 from __future__ import annotations
@@ -101,8 +101,15 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
     return Checkpoint.decode(data)
 
 
-def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
-    """Replace the checkpoint file atomically and durably."""
+def write_checkpoint(
+    directory: Path, checkpoint: Checkpoint, *, sync_directory: bool = False
+) -> None:
+    """Replace the checkpoint file atomically: its bytes are fsynced before the rename.
+
+    The directory is fsynced only on request: a checkpoint is a lower bound, so a rename lost
+    in a power cut leaves the previous, older one, which is still true. Its content must never
+    be lost behind a durable rename, hence the file's fsync.
+    """
     path = checkpoint_path(directory)
     tmp = path.with_name(CHECKPOINT_NAME + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -112,4 +119,5 @@ def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_directory(directory)
+    if sync_directory:
+        fsync_directory(directory)

@@ -270,7 +270,9 @@ class MetadataLog:
             )
             self._segments[-1] = active
         self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
-        self._write_checkpoint(start)
+        if self._checkpoint is None or self._checkpoint.newest_segment != active.base_offset:
+            # A log from before checkpoints existed, or one repaired down to an older segment.
+            self._write_checkpoint(start)
         if active.header.schema_json != self.codec.entry_schema_json:
             # A segment's blocks are read with the schema in its header, and this code's union
             # of record types differs (a newer version added a type): new entries go to a new

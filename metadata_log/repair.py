@@ -237,6 +237,8 @@ def _execute(
             recovery_point=after + 1 if cut.keep_until >= 0 else start,
             newest_segment=cut.keep_until if cut.keep_until >= 0 else start,
         ),
+        # Here the new checkpoint lowers the bounds: the old one must not come back.
+        sync_directory=True,
     )
     logger.warning(
         "truncated the log in %s after offset %d; removed data is in %s",

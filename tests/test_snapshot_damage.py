@@ -139,7 +139,9 @@ def test_postgresql_errors_on_a_snapshots_tables_are_a_warning_and_a_full_replay
     ok(cluster, *db, "snapshot", "create")
     listed = ok(cluster, *db, "topics", "list")
     libpq = make_url(postgres_url).set(drivername="postgresql")
-    schema = libpq.query["options"].removeprefix("-csearch_path=")
+    options = libpq.query["options"]
+    assert isinstance(options, str)
+    schema = options.removeprefix("-csearch_path=")
     with psycopg.connect(
         libpq.difference_update_query(["options"]).render_as_string(hide_password=False),
         autocommit=True,
