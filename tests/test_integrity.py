@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tracemalloc
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from metadata_log.container import (
 from metadata_log.segment import Segment, segment_name
 from records import ConfigRecord, ConfigResourceType, LogEntry, Record, TopicRecord, Uuid
 from records.json_form import record_to_json
+from records.varint import encode_long, read_long
 
 CONFIG = LogConfig(segment_bytes=64 * 1024, segment_ms=1000)
 T0 = 1_700_000_000_000
@@ -559,3 +561,29 @@ def test_schema_text_flips_decode_in_bounded_memory_in_a_capped_child(tmp_path: 
     # A header with a CRC lets no flip through; one without it only those its schema survives.
     assert set(report["counts"]["checksummed"]) == {"LogCorruptionError", "unflipped: identical"}
     assert report["peak_rss_kib"] < MEMORY_CAP_MIB * 1024
+
+
+def test_a_damaged_block_size_never_loads_more_than_a_chunk(tmp_path: Path) -> None:
+    """Verify reads a block only after its sync marker matched: a size claiming 10 MiB of a
+    12 MiB segment costs one small read, not 10 MiB of memory."""
+    directory = tmp_path / "log"
+    with MetadataLog.open(directory, config=CONFIG) as log:
+        log.append([config("a", 0)])
+        path = log.segments()[-1].path
+    header_size = Segment.open_header(path, 0).header.size
+    data = path.read_bytes()
+    claimed = encode_long(1) + encode_long(10 << 20)  # count 1, a size of 10 MiB
+    _, after_count = read_long(data, header_size)
+    _, after_size = read_long(data, after_count)
+    damaged = data[:header_size] + claimed + data[after_size:]
+    path.write_bytes(damaged + random.Random(3).randbytes(12 << 20))
+    tracemalloc.start()
+    try:
+        report = verify_log(directory)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not report.ok
+    (error,) = report.errors
+    assert "sync marker" in error.reason
+    assert peak < 4 << 20, f"verify held {peak:,} bytes at once"
