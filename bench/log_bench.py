@@ -1,6 +1,12 @@
 """Log write and read rates beside raw fastavro on the same entries, measured in one run.
 
 Usage: python bench/log_bench.py [--entries N] [--repeat K] [--dir PATH] [--reads-only]
+       python bench/log_bench.py --against TREE [--entries N] [--repeat K]
+
+With --against, the baseline is another checkout of this code (e.g. the previous commit:
+`git worktree add /tmp/prev HEAD~1`, with its compiled decoder copied or built in place): each
+operation runs in a child process per version, the two alternating, timed inside the child,
+and the table shows each version's median rate and the median of the paired ratios.
 
 Each measurement runs K times (default 5), each time right after its baseline; the table shows
 median rates and the median of the per-repetition ratios. fsync latency and CPU speed on this
@@ -26,9 +32,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +46,8 @@ from pathlib import Path
 
 import fastavro
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The code measured: this checkout, or the one a parent `--against` run names.
+sys.path.insert(0, os.environ.get("MLOG_BENCH_CODE") or str(Path(__file__).resolve().parents[1]))
 
 from metadata_log import MetadataLog
 from records import (
@@ -172,19 +181,124 @@ def main() -> None:
     parser.add_argument("--mix", choices=("topics", "changes"), default="topics")
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory (default tmp)")
     parser.add_argument("--reads-only", action="store_true", help="only the read rows")
+    parser.add_argument(
+        "--against", type=Path, default=None, help="another checkout to compare with (baseline)"
+    )
+    parser.add_argument("--child", choices=CHILD_OPS, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mlog-bench-", dir=args.dir))
     try:
-        run(
-            args.entries,
-            args.async_entries,
-            args.repeat,
-            args.mix,
-            scratch,
-            reads_only=args.reads_only,
-        )
+        if args.child:
+            print(json.dumps({"seconds": child(args.child, args, scratch)}))
+        elif args.against:
+            against(args, scratch)
+        else:
+            run(
+                args.entries,
+                args.async_entries,
+                args.repeat,
+                args.mix,
+                scratch,
+                reads_only=args.reads_only,
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# ----------------------------------------------------------------- one version against another
+
+CHILD_OPS = ("append", "append_async", "open", "read")
+CHILD_LABELS = {
+    "append": "append batches of 100 (durable)",
+    "append_async": "append_async x64 tasks, 1 record",
+    "open": "open read-only (scan newest segment)",
+    "read": "read into record objects",
+}
+
+
+def child(op: str, args: argparse.Namespace, scratch: Path) -> float:
+    """Run one operation with the code on sys.path; the seconds it took (setup excluded)."""
+    n = args.entries if op != "append_async" else (args.async_entries // 64) * 64
+    records = workload(n) if args.mix == "topics" else changes_workload(n)
+    directory = scratch / "log"
+    if op in ("open", "read"):
+        with MetadataLog.open(directory) as log:
+            for first in range(0, n, 100):
+                log.append(records[first : first + 100], principal="bench")
+    gc.collect()
+    began = time.perf_counter()
+    if op == "append":
+        with MetadataLog.open(directory) as log:
+            for first in range(0, n, 100):
+                log.append(records[first : first + 100], principal="bench")
+    elif op == "append_async":
+
+        async def group_commit() -> None:
+            alog = MetadataLog.open(directory)
+            per_task = n // 64
+
+            async def worker(k: int) -> None:
+                for record in records[k * per_task : (k + 1) * per_task]:
+                    await alog.append_async([record], principal="bench")
+
+            await asyncio.gather(*(worker(k) for k in range(64)))
+            await alog.aclose()
+
+        asyncio.run(group_commit())
+    elif op == "open":
+        MetadataLog.open(directory, read_only=True).close()
+    else:
+        with MetadataLog.open(directory, read_only=True) as log:
+            began = time.perf_counter()
+            count = sum(1 for _ in log.read())
+        if count != n:
+            raise SystemExit(f"read saw {count} entries, expected {n}")
+    return time.perf_counter() - began
+
+
+def against(args: argparse.Namespace, scratch: Path) -> None:
+    """Each operation with this checkout and with `--against`, alternating, in child processes."""
+    this = Path(__file__).resolve().parents[1]
+    other = args.against.resolve()
+    common = ["--entries", str(args.entries), "--async-entries", str(args.async_entries)]
+    common += ["--mix", args.mix, "--dir", str(scratch)]
+
+    def once(op: str, tree: Path) -> float:
+        result = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--child", op, *common],
+            env={**os.environ, "MLOG_BENCH_CODE": str(tree)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise SystemExit(f"{op} with {tree} failed:\n{result.stderr}")
+        seconds: float = json.loads(result.stdout)["seconds"]
+        return seconds
+
+    times: dict[str, list[tuple[float, float]]] = {op: [] for op in CHILD_OPS}
+    for repetition in range(args.repeat):
+        for op in CHILD_OPS:
+            # Alternate which goes first, so neither always meets a warmer cache.
+            pair = [(this, 0), (other, 1)] if repetition % 2 == 0 else [(other, 1), (this, 0)]
+            got = [0.0, 0.0]
+            for tree, slot in pair:
+                got[slot] = once(op, tree)
+            times[op].append((got[0], got[1]))
+    print(f"entries: {args.entries:,} (mix: {args.mix}); median of {args.repeat} paired runs")
+    print(f"this:     {this}\nbaseline: {other}")
+    header = f"{'operation':<40}{'this /s':>11}{'baseline /s':>13}{'ratio':>7}"
+    print(header)
+    print("-" * len(header))
+    for op in CHILD_OPS:
+        n = args.entries if op != "append_async" else (args.async_entries // 64) * 64
+        units = 1 if op == "open" else n
+        ours = statistics.median(units / t for t, _ in times[op])
+        base = statistics.median(units / b for _, b in times[op])
+        ratio = statistics.median(b / t for t, b in times[op])
+        print(f"{CHILD_LABELS[op]:<40}{ours:>11,.1f}{base:>13,.1f}{ratio:>7.3f}")
+    print("ratio: median over repetitions of (this rate / baseline rate, run next to it)")
+    print("open: opens per second (one open of the whole log, its newest segment scanned)")
 
 
 def run(n: int, n_async: int, repeat: int, mix: str, scratch: Path, *, reads_only: bool) -> None:

@@ -20,8 +20,10 @@ if TYPE_CHECKING:
         LogLockedError,
         ReadOnlyLogError,
     )
-    from metadata_log.log import AppendResult, MetadataLog, SegmentReport, VerifyReport
+    from metadata_log.log import AppendResult, MetadataLog
+    from metadata_log.repair import RepairRefusedError, RepairReport, truncate_after
     from metadata_log.segment import SegmentInfo
+    from metadata_log.verify import SegmentReport, VerifyReport, verify_log
 
 _HOMES = {
     "LogConfig": "metadata_log.config",
@@ -34,9 +36,13 @@ _HOMES = {
     "ReadOnlyLogError": "metadata_log.errors",
     "AppendResult": "metadata_log.log",
     "MetadataLog": "metadata_log.log",
-    "SegmentReport": "metadata_log.log",
-    "VerifyReport": "metadata_log.log",
+    "RepairRefusedError": "metadata_log.repair",
+    "RepairReport": "metadata_log.repair",
+    "truncate_after": "metadata_log.repair",
     "SegmentInfo": "metadata_log.segment",
+    "SegmentReport": "metadata_log.verify",
+    "VerifyReport": "metadata_log.verify",
+    "verify_log": "metadata_log.verify",
 }
 """Where each name of `metadata_log` is defined: imported from there on first use."""
 
@@ -65,7 +71,11 @@ __all__ = [
     "LogLockedError",
     "MetadataLog",
     "ReadOnlyLogError",
+    "RepairRefusedError",
+    "RepairReport",
     "SegmentInfo",
     "SegmentReport",
     "VerifyReport",
+    "truncate_after",
+    "verify_log",
 ]

@@ -19,6 +19,9 @@ class LogConfig:
     """`segment.ms`: a new segment starts once the active one's first entry is this old."""
     index_interval_bytes: int = 4096
     """`index.interval.bytes`: bytes between two entries of the sparse indexes."""
+    checkpoint_interval_ms: int = 60_000
+    """`log.flush.offset.checkpoint.interval.ms`: how often an appending writer rewrites the
+    checkpoints (recovery point) besides on every roll and close."""
 
     def __post_init__(self) -> None:
         if self.segment_bytes < MIN_SEGMENT_BYTES:
@@ -27,6 +30,11 @@ class LogConfig:
             )
         if self.segment_ms < 1:
             raise LogConfigError(f"segment.ms must be at least 1, got {self.segment_ms}")
+        if self.checkpoint_interval_ms < 1:
+            raise LogConfigError(
+                f"log.flush.offset.checkpoint.interval.ms must be at least 1, got "
+                f"{self.checkpoint_interval_ms}"
+            )
         if self.index_interval_bytes < 0:
             raise LogConfigError(
                 f"index.interval.bytes must be 0 or more, got {self.index_interval_bytes}"

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from metadata_log.config import LogConfig
-from metadata_log.container import (
-    SYNC_SIZE,
-    BlockDamage,
-    TruncatedBlock,
-    encode_block,
-    fsync_directory,
-    read_block,
+from metadata_log.checkpoint import (
+    Checkpoint,
+    CheckpointDamage,
+    checkpoint_path,
+    read_checkpoint,
+    write_checkpoint,
 )
+from metadata_log.config import LogConfig
+from metadata_log.container import SYNC_SIZE, BlockDamage, encode_block, fsync_directory, write_all
 from metadata_log.epoch import bump_epoch, read_epoch
 from metadata_log.errors import (
     LogClosedError,
@@ -30,14 +30,22 @@ from metadata_log.errors import (
     LogFailedError,
     ReadOnlyLogError,
 )
+from metadata_log.extent import Link, extent_problems, link_problem
 from metadata_log.lock import DirectoryLock
-from metadata_log.segment import Segment, SegmentInfo, parse_segment_name
+from metadata_log.segment import (
+    ScanProblem,
+    Segment,
+    SegmentInfo,
+    parse_segment_name,
+    segment_name,
+)
 from metadata_log.spans import ReadSpan, spans_of
+from metadata_log.tail import judge_tail
+from metadata_log.verify import VerifyReport, verify_log
 from records.codec import DEFAULT_CODEC, RecordBlock, RecordCodec
 from records.entry import LogEntry
 from records.errors import RecordError
 from records.model import Record
-from records.varint import read_long
 
 if TYPE_CHECKING:
     # Only the asynchronous appends use asyncio; they import it when called, so that readers
@@ -45,8 +53,6 @@ if TYPE_CHECKING:
     import asyncio
 
 logger = logging.getLogger("metadata_log")
-
-_BRUTE_FORCE_BYTES = 64 * 1024
 
 
 class AppendResult(tuple[int, int]):
@@ -70,32 +76,16 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SegmentReport:
-    """What `verify` found in one segment."""
-
-    info: SegmentInfo
-    entries: int
-    error: LogCorruptionError | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VerifyReport:
-    """What `verify` found in the whole log."""
-
-    segments: tuple[SegmentReport, ...]
-    torn_tail: str | None
-    """Description of a torn tail seen by a read-only open (a writer would truncate it)."""
-
-    @property
-    def ok(self) -> bool:
-        """True if no segment is damaged."""
-        return all(s.error is None for s in self.segments)
-
-    @property
-    def entries(self) -> int:
-        """Entries decoded and checked."""
-        return sum(s.entries for s in self.segments)
+def _link(segment: Segment) -> Link:
+    header = segment.header
+    return Link(
+        path=segment.path,
+        base_offset=segment.base_offset,
+        next_offset=segment.next_offset,
+        sync=header.sync,
+        previous_last_offset=header.previous_last_offset,
+        previous_sync=header.previous_sync,
+    )
 
 
 class MetadataLog:
@@ -137,6 +127,12 @@ class MetadataLog:
         self._flusher: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.torn_tail: str | None = None
+        self.damage: LogCorruptionError | None = None
+        """With `up_to_damage`: the first damage found on open (reads stop before it)."""
+        self._up_to_damage = False
+        self._checkpoint: Checkpoint | None = None
+        self._rebuilt: list[Segment] = []
+        self._checkpointed_at = time.monotonic()
 
     # ---------------------------------------------------------------- opening and closing
 
@@ -148,16 +144,23 @@ class MetadataLog:
         config: LogConfig | None = None,
         codec: RecordCodec = DEFAULT_CODEC,
         read_only: bool = False,
+        up_to_damage: bool = False,
         clock_ms: Callable[[], int] = _wall_clock_ms,
     ) -> MetadataLog:
         """Open (and for a writer, create and recover) the log in `directory`.
 
         A writer takes the directory lock, truncates a torn tail (logging a WARNING that names
-        the segment, byte position and entries dropped) and takes the next leader epoch. A
-        read-only open changes nothing on disk and stops before a torn tail.
+        the segment, byte position and entries dropped), writes the checkpoints and takes the
+        next leader epoch. A read-only open changes nothing on disk and stops before a torn
+        tail. Both raise `LogCorruptionError` for damage: a damaged block or header, a missing
+        segment, a log that ends before its recovery point. With `up_to_damage` (read-only
+        only) the log is served up to the first damage instead, with a WARNING naming it, and
+        reads that reach it raise it.
         """
         path = Path(directory)
         lock: DirectoryLock | None = None
+        if up_to_damage and not read_only:
+            raise LogError("up_to_damage is for read-only opens: a writer never opens past damage")
         if read_only:
             if not path.is_dir():
                 raise LogError(
@@ -177,6 +180,7 @@ class MetadataLog:
             clock_ms=clock_ms,
             lock=lock,
         )
+        log._up_to_damage = up_to_damage
         try:
             log._load()
         except BaseException:
@@ -185,95 +189,156 @@ class MetadataLog:
             raise
         return log
 
+    def _problem(self, error: LogCorruptionError) -> None:
+        """Damage found on open: raised, or with `up_to_damage` logged and remembered."""
+        if not self._up_to_damage:
+            raise error
+        logger.warning("reading up to the damage: %s", error)
+        if self.damage is None:
+            self.damage = error
+
     def _load(self) -> None:
+        # The checkpoints first: a segment created after they were read is then merely newer
+        # than they say, never "missing".
+        try:
+            checkpoint = read_checkpoint(self.directory)
+        except CheckpointDamage as exc:
+            self._problem(
+                LogCorruptionError(
+                    checkpoint_path(self.directory), 0, f"the checkpoint file is damaged: {exc}"
+                )
+            )
+            checkpoint = None
+        self._checkpoint = checkpoint
         bases = []
         for name in os.listdir(self.directory):
             base = parse_segment_name(name)
             if base is not None:
                 bases.append(base)
             elif name.endswith(".tmp") and not self.read_only:
-                (self.directory / name).unlink()  # an interrupted index or epoch write
-        bases.sort()
-        for i, base in enumerate(bases):
-            is_last = i == len(bases) - 1
-            path = self.directory / f"{base:020d}.avro"
-            segment = self._open_segment(path, base, is_last=is_last)
-            if segment is None:
-                continue
-            previous = self._segments[-1] if self._segments else None
-            if (
-                previous is not None
-                and previous.damage is None
-                and segment.base_offset != previous.next_offset
-            ):
-                raise LogCorruptionError(
-                    path,
-                    0,
-                    f"segment starts at offset {segment.base_offset} but the previous one ends "
-                    f"before offset {previous.next_offset}",
-                )
-            self._segments.append(segment)
-        if not self.read_only:
-            if not self._segments:
-                self._segments.append(
-                    Segment.create(self.directory, 0, self.codec.entry_schema_json)
-                )
-            active = self._segments[-1]
-            self._epoch = bump_epoch(self.directory, at_least=active.last_epoch)
-            if active.is_empty and active.header.schema_json != self.codec.entry_schema_json:
-                # Nothing was written with the old schema: start the segment over with this one.
-                active = Segment.create(
-                    self.directory, active.base_offset, self.codec.entry_schema_json
-                )
-                self._segments[-1] = active
-            self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
+                # An interrupted segment, index, checkpoint or epoch write: never the only copy.
+                (self.directory / name).unlink()
+        links = self._open_segments(sorted(bases))
+        for problem in extent_problems(
+            self.directory,
+            checkpoint,
+            links[0] if links else None,
+            links[-1] if links else None,
+            chained=any(s.header.checksummed for s in self._segments),
+            check_end=len(self._segments) == len(bases) and self.damage is None,
+        ):
+            self._problem(problem)
         if self._segments:
             self._next_offset = self._segments[-1].next_offset
             self._last_timestamp = max(s.max_timestamp for s in self._segments)
-        if not self.read_only and (
-            self._segments[-1].header.schema_json != self.codec.entry_schema_json
-        ):
+        if not self.read_only:
+            self._start_writing(0 if checkpoint is None else checkpoint.log_start_offset)
+
+    def _open_segments(self, bases: list[int]) -> list[Link]:
+        """Open the segments in order, checking each against the previous; their links."""
+        links: list[Link] = []
+        for i, base in enumerate(bases):
+            path = self.directory / segment_name(base)
+            segment = self._open_segment(path, base, is_last=i == len(bases) - 1)
+            if segment is None:
+                break  # up_to_damage: nothing past a damaged header is served
+            link = _link(segment)
+            if links:
+                problem = link_problem(links[-1], link)
+                if problem is not None:
+                    self._problem(problem)
+                    break
+            links.append(link)
+            self._segments.append(segment)
+            if segment.damage is not None:
+                break
+        return links
+
+    def _start_writing(self, start: int) -> None:
+        """After a sound open: save rebuilt indexes, take the epoch, open the active segment."""
+        for segment in self._rebuilt:
+            logger.info("rebuilt the indexes of segment %s", segment.path)
+            segment.save_indexes()
+        if not self._segments:
+            self._next_offset = start
+            self._write_checkpoint(start)
+            self._segments.append(
+                Segment.create(self.directory, start, self.codec.entry_schema_json)
+            )
+        active = self._segments[-1]
+        self._epoch = bump_epoch(self.directory, at_least=active.last_epoch)
+        if active.is_empty and active.header.schema_json != self.codec.entry_schema_json:
+            # Nothing was written with the old schema: start the segment over with this one.
+            previous = self._segments[-2] if len(self._segments) > 1 else None
+            active = Segment.create(
+                self.directory, active.base_offset, self.codec.entry_schema_json, previous
+            )
+            self._segments[-1] = active
+        self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
+        if self._checkpoint is None or self._checkpoint.newest_segment != active.base_offset:
+            # A log from before checkpoints existed, or one repaired down to an older segment.
+            self._write_checkpoint(start)
+        if active.header.schema_json != self.codec.entry_schema_json:
             # A segment's blocks are read with the schema in its header, and this code's union
             # of record types differs (a newer version added a type): new entries go to a new
             # segment, so every segment stays readable by any Avro tool and by this code.
             logger.info("the record schema changed; starting a new segment")
             self._roll()
 
+    def _write_checkpoint(self, log_start_offset: int | None = None) -> None:
+        """Persist the checkpoints: the log start, the end offset now, the newest segment."""
+        start = log_start_offset
+        if start is None:
+            start = 0 if self._checkpoint is None else self._checkpoint.log_start_offset
+        checkpoint = Checkpoint(
+            log_start_offset=start,
+            recovery_point=self._next_offset,
+            newest_segment=self._segments[-1].base_offset if self._segments else start,
+        )
+        write_checkpoint(self.directory, checkpoint)
+        self._checkpoint = checkpoint
+        self._checkpointed_at = time.monotonic()
+
     def _open_segment(self, path: Path, base: int, *, is_last: bool) -> Segment | None:
-        file_size = path.stat().st_size
         try:
+            file_size = path.stat().st_size
             segment = Segment.open_header(path, base)
-        except TruncatedBlock:
-            if not is_last:
-                raise LogCorruptionError(path, 0, "the segment header is incomplete") from None
-            # Crash while creating the newest segment: it never held an entry.
-            if self.read_only:
-                return None
-            logger.warning("recreating segment %s whose header was never completed", path)
-            path.unlink()
-            return Segment.create(self.directory, base, self.codec.entry_schema_json)
         except BlockDamage as exc:
-            raise LogCorruptionError(path, 0, f"bad segment header: {exc}") from None
+            self._problem(
+                LogCorruptionError(path, 0, f"bad segment header: {exc}", first_offset=base)
+            )
+            return None
         interval = self.config.index_interval_bytes
         if not is_last:
             if segment.load_indexes(file_size):
                 return segment
+            # A sealed segment was complete (fsynced) before the next one was created: any
+            # problem in it is damage, never a torn tail.
             problem = segment.recover_scan(file_size, interval, self.codec)
             if problem is not None:
-                return self._damaged(segment, problem.position, problem.reason)
+                return self._damaged(segment, problem)
             if not self.read_only:
-                logger.info("rebuilt the indexes of segment %s", path)
-                segment.save_indexes()
+                self._rebuilt.append(segment)  # saved once the whole log is known to be sound
             return segment
         problem = segment.recover_scan(file_size, interval, self.codec)
         if problem is None:
             return segment
-        if problem.certain_damage or self._valid_block_after(segment, problem.position, file_size):
-            return self._damaged(segment, problem.position, problem.reason)
-        dropped = self._entries_in_tail(segment, problem.position, file_size)
+        if problem.certain_damage:
+            return self._damaged(segment, problem)
+        verdict = judge_tail(path, segment.header.sync, problem.position, file_size)
+        if not verdict.torn:
+            return self._damaged(segment, problem, f"; {verdict.why}")
+        recovery_point = 0 if self._checkpoint is None else self._checkpoint.recovery_point
+        if segment.next_offset < recovery_point:
+            return self._damaged(
+                segment,
+                problem,
+                f"; it looks torn ({verdict.why}), but the checkpoints say offsets up to "
+                f"{recovery_point - 1} were durable",
+            )
         description = (
-            f"segment {path}: torn tail at byte {problem.position} ({problem.reason}); "
-            f"{dropped} dropped"
+            f"segment {path}: torn tail at byte {problem.position} ({problem.reason}; "
+            f"{verdict.why}); {verdict.dropped()} dropped"
         )
         if self.read_only:
             self.torn_tail = description
@@ -287,67 +352,27 @@ class MetadataLog:
             os.close(fd)
         return segment
 
-    def _damaged(self, segment: Segment, position: int, reason: str) -> Segment:
-        """A writer refuses a damaged log; a reader serves what precedes the damage.
+    def _damaged(self, segment: Segment, problem: ScanProblem, why: str = "") -> Segment:
+        """Damage in a segment: raised, or (up_to_damage) served up to it.
 
         Reads that reach the damage raise it, and `verify` reports it, so nothing past it is
         ever served and nothing before it is hidden.
         """
-        error = LogCorruptionError(segment.path, position, reason)
-        if not self.read_only:
-            raise error
+        error = LogCorruptionError(
+            segment.path,
+            problem.position,
+            problem.reason + why,
+            first_offset=problem.first_offset,
+        )
+        self._problem(error)
         segment.damage = error
         return segment
 
-    @staticmethod
-    def _read_range(path: Path, start: int, end: int) -> bytes:
-        with open(path, "rb") as f:
-            f.seek(start)
-            return f.read(end - start)
-
-    def _valid_block_after(self, segment: Segment, position: int, file_size: int) -> bool:
-        """True if a verifiable block follows the bad one at `position`: damage, not a torn tail.
-
-        Candidates: where the bad block claims to end, after every later sync marker, and, in
-        case the bad block's own size and sync marker are both hit, every position of the next
-        64 KiB. A torn tail has no valid block after it; a sync marker makes a false match
-        practically impossible.
-        """
-        data = self._read_range(segment.path, position, file_size)
-        sync = segment.header.sync
-        candidates: list[int] = []
-        try:
-            _, at = read_long(data, 0)
-            size, at = read_long(data, at)
-            candidates.append(at + size + SYNC_SIZE)
-        except (IndexError, ValueError):
-            pass
-        at = data.find(sync)
-        while at != -1:
-            candidates.append(at + SYNC_SIZE)
-            at = data.find(sync, at + 1)
-        candidates.extend(range(1, min(len(data), _BRUTE_FORCE_BYTES)))
-        for start in candidates:
-            if 0 < start < len(data):
-                try:
-                    read_block(data, start, sync)
-                except (TruncatedBlock, BlockDamage):
-                    continue
-                return True
-        return False
-
-    def _entries_in_tail(self, segment: Segment, position: int, file_size: int) -> str:
-        data = self._read_range(segment.path, position, min(file_size, position + 10))
-        try:
-            count, _ = read_long(data, 0)
-        except (IndexError, ValueError):
-            return "an incomplete batch"
-        if count <= 0:
-            return "no entries"
-        return "1 entry" if count == 1 else f"{count} entries"
-
     def close(self) -> None:
-        """Persist the active segment's indexes and release the lock. Idempotent."""
+        """Persist the active segment's indexes and the checkpoints, release the lock.
+
+        Idempotent.
+        """
         if self._closed:
             return
         self._closed = True
@@ -360,8 +385,9 @@ class MetadataLog:
                 if self._failed is None and self._segments:
                     try:
                         self._segments[-1].save_indexes()
-                    except OSError as exc:  # the index is rebuilt on the next open
-                        logger.warning("could not save the index of the active segment: %s", exc)
+                        self._write_checkpoint()
+                    except OSError as exc:  # rebuilt or rewritten on the next open
+                        logger.warning("could not save the index or checkpoints: %s", exc)
         if self._lock is not None:
             self._lock.release()
 
@@ -461,6 +487,21 @@ class MetadataLog:
             raise result
         return result
 
+    def append_batches(
+        self, batches: Iterable[tuple[Iterable[Record], str | None]]
+    ) -> list[AppendResult]:
+        """Append several batches, each with its own principal, as one atomic block.
+
+        All are written or none: a batch that does not encode raises and nothing is appended.
+        For copying entries from another log, where each entry keeps who asked for it.
+        """
+        checked = [(self._check_batch(records), principal) for records, principal in batches]
+        if not checked:
+            raise LogError("an append needs at least one batch")
+        with self._write_lock:
+            results = self._write_group(checked, atomic=True)
+        return [r for r in results if isinstance(r, AppendResult)]
+
     async def append_async(
         self, records: Iterable[Record], *, principal: str | None = None
     ) -> AppendResult:
@@ -516,12 +557,13 @@ class MetadataLog:
             return self._write_group(batches)
 
     def _write_group(
-        self, batches: Sequence[tuple[tuple[Record, ...], str | None]]
+        self, batches: Sequence[tuple[tuple[Record, ...], str | None]], *, atomic: bool = False
     ) -> list[AppendResult | Exception]:
         """Write `batches` as one block with one fsync; the caller holds the write lock.
 
-        A batch that does not encode fails alone; the others are written. All entries of the
-        block carry the same timestamp, never lower than any earlier entry's.
+        A batch that does not encode fails alone and the others are written, unless `atomic`:
+        then nothing is written and the error is raised. All entries of the block carry the
+        same timestamp, never lower than any earlier entry's.
         """
         self._check_writable()
         timestamp = max(self._clock_ms(), self._last_timestamp)
@@ -530,6 +572,8 @@ class MetadataLog:
         try:
             results, total, body = self._encode_group(batches, first, epoch, timestamp)
         except RecordError:
+            if atomic:
+                raise
             results, total, body = self._encode_batches_alone(batches, first, epoch, timestamp)
         if total == 0:
             return results
@@ -547,9 +591,7 @@ class MetadataLog:
             fd = self._fd
             if fd is None:  # pragma: no cover - guarded by _check_writable
                 raise LogClosedError("the log is closed")
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
+            write_all(fd, data)
             os.fdatasync(fd)
         except OSError as exc:
             self._failed = exc
@@ -570,6 +612,12 @@ class MetadataLog:
         self._last_timestamp = timestamp
         self._next_offset = offset
         self._record_bytes_appended += len(body)
+        if time.monotonic() - self._checkpointed_at >= self.config.checkpoint_interval_ms / 1000:
+            try:
+                self._write_checkpoint()
+            except OSError as exc:  # the block is durable; the next roll or close retries
+                self._checkpointed_at = time.monotonic()
+                logger.warning("could not write the log checkpoints: %s", exc)
         return results
 
     def _encode_group(
@@ -618,9 +666,13 @@ class MetadataLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        segment = Segment.create(self.directory, self._next_offset, self.codec.entry_schema_json)
+        segment = Segment.create(
+            self.directory, self._next_offset, self.codec.entry_schema_json, old
+        )
         self._fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND)
         self._segments = [*self._segments, segment]
+        # The checkpoints now name the new segment: from here on, losing it is noticed.
+        self._write_checkpoint()
         logger.info("rolled to segment %s", segment.path.name)
         return segment
 
@@ -800,11 +852,15 @@ class MetadataLog:
                     return
 
     def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
-        """Decode and check every block of every segment (CRC, framing, dense offsets)."""
-        reports = []
-        for segment in list(self._segments):
-            checked, error = segment.verify(self.codec)
-            reports.append(SegmentReport(info=segment.info(), entries=checked, error=error))
-            if progress is not None:
-                progress(checked)
-        return VerifyReport(segments=tuple(reports), torn_tail=self.torn_tail)
+        """Decode and check every block of every segment (CRC, framing, dense offsets).
+
+        Checks the directory as `verify_log` does, up to what this instance has committed (a
+        writer's in-flight block is not looked at), and reports the torn tail this open saw.
+        """
+        if self._closed:
+            raise LogClosedError("the log is closed")
+        sizes = {s.base_offset: s.size for s in self._segments}
+        report = verify_log(self.directory, self.codec, progress=progress, sizes=sizes)
+        if self.torn_tail is not None and report.torn_tail is None:
+            report = dataclasses.replace(report, torn_tail=self.torn_tail)
+        return report

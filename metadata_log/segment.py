@@ -10,6 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from metadata_log.container import (
+    BASE_OFFSET_KEY,
+    MAX_HEADER_BYTES,
+    PREVIOUS_LAST_OFFSET_KEY,
+    PREVIOUS_SYNC_KEY,
+    SYNC_SIZE,
     BlockDamage,
     Header,
     RawBlock,
@@ -19,16 +24,18 @@ from metadata_log.container import (
     encode_header,
     fsync_directory,
     read_block,
+    write_all,
 )
 from metadata_log.errors import LogCorruptionError
 from metadata_log.index import OFFSET_MAGIC, TIME_MAGIC, IndexFooter, SparseIndex
+from metadata_log.schema_check import check_entry_schema
 from records.codec import RecordBlock, RecordCodec
 from records.entry import LogEntry
-from records.errors import RecordError
 
 SEGMENT_SUFFIX = ".avro"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.avro$")
 _READ_CHUNK = 1 << 20
+_HEAD_READ = 64 * 1024
 
 
 def segment_name(base_offset: int) -> str:
@@ -46,7 +53,13 @@ class ScanProblem(Exception):
     """A scan stopped at a block that is incomplete (`truncated`) or damaged."""
 
     def __init__(
-        self, position: int, reason: str, *, truncated: bool, certain_damage: bool = False
+        self,
+        position: int,
+        reason: str,
+        *,
+        truncated: bool,
+        certain_damage: bool = False,
+        first_offset: int | None = None,
     ) -> None:
         super().__init__(reason)
         self.position = position
@@ -54,6 +67,20 @@ class ScanProblem(Exception):
         self.truncated = truncated
         self.certain_damage = certain_damage
         """True when the data is known to be wrong, not torn: e.g. a CRC-valid block follows."""
+        self.first_offset = first_offset
+        """Offset the bad block's first entry has (or would have), when the scan knows it."""
+
+
+def decoder_failure(exc: BaseException) -> str:
+    """A short description of an exception a decoder raised on damaged data.
+
+    Decoders of damaged data raise anything (KeyError, ValueError, fastavro's own errors) with
+    messages that may quote a whole schema: keep the type and the start of the message.
+    """
+    text = str(exc).replace("\n", " ")
+    if len(text) > 160:
+        text = text[:157] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,39 +144,86 @@ class Segment:
         )
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, schema_json: str) -> Segment:
-        """Create an empty segment file (header only, fsynced, directory fsynced)."""
+    def create(
+        cls, directory: Path, base_offset: int, schema_json: str, previous: Segment | None = None
+    ) -> Segment:
+        """Create an empty segment: born complete (temporary name, fsync, rename, dir fsync).
+
+        The header links to `previous` (its last offset and sync marker), so a missing or
+        foreign segment before this one is noticed. Replaces an existing file of the same name
+        atomically (an empty active segment rewritten with a newer schema).
+        """
         header_bytes = encode_header(
-            schema_json, os.urandom(16), {"mlog.base_offset": str(base_offset).encode()}
+            schema_json,
+            os.urandom(SYNC_SIZE),
+            {
+                BASE_OFFSET_KEY: str(base_offset).encode(),
+                PREVIOUS_LAST_OFFSET_KEY: str(base_offset - 1).encode(),
+                PREVIOUS_SYNC_KEY: b"" if previous is None else previous.header.sync.hex().encode(),
+            },
         )
         path = directory / segment_name(base_offset)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, header_bytes)
+            write_all(fd, header_bytes)
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.replace(tmp, path)
         fsync_directory(directory)
         return cls(path, base_offset, decode_header(header_bytes))
 
     @classmethod
     def open_header(cls, path: Path, base_offset: int) -> Segment:
-        """Open an existing segment by reading its header (raises TruncatedBlock/BlockDamage)."""
+        """Open an existing segment by reading its header; raises BlockDamage if it is bad.
+
+        Segments are born complete, so a header that ends early (a zero-length file included)
+        is damage, like one that fails its CRC or, written before the CRC existed, whose schema
+        could not be decoded safely. At most `MAX_HEADER_BYTES` are read.
+        """
         with open(path, "rb") as f:
-            head = f.read(64 * 1024)
-            while True:
+            head = f.read(_HEAD_READ)
+            if not head:
+                raise BlockDamage("the segment file is empty (0 bytes): its header is missing")
+            try:
+                header = decode_header(head)
+            except TruncatedBlock:
+                if len(head) == _HEAD_READ:
+                    head += f.read(MAX_HEADER_BYTES - _HEAD_READ)
                 try:
                     header = decode_header(head)
-                    break
                 except TruncatedBlock:
-                    more = f.read(len(head))
-                    if not more:
-                        raise
-                    head += more
-        declared = header.metadata.get("mlog.base_offset")
+                    if len(head) >= MAX_HEADER_BYTES:
+                        raise BlockDamage(
+                            f"the header claims to be larger than {MAX_HEADER_BYTES} bytes"
+                        ) from None
+                    raise BlockDamage(
+                        f"the header is incomplete: the file ends at byte {len(head)}, inside it"
+                    ) from None
+        declared = header.metadata.get(BASE_OFFSET_KEY)
         if declared is not None and declared != str(base_offset).encode():
             raise BlockDamage(f"header says base offset {declared!r}, file name {base_offset}")
+        if not header.checksummed:
+            check_entry_schema(header.schema_json)
         return cls(path, base_offset, header)
+
+    def array_schema(self, codec: RecordCodec) -> Any:
+        """The codec's decoder for this segment's writer schema; an unusable one is damage."""
+        try:
+            return codec.reader_array_schema(self.header.schema_json)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise LogCorruptionError(
+                self.path,
+                0,
+                f"the header's schema cannot be used ({decoder_failure(exc)})",
+                first_offset=self.base_offset,
+            ) from None
 
     def note_block(
         self,
@@ -173,7 +247,12 @@ class Segment:
         self.size = end
 
     def iter_blocks(self, start: int, end: int) -> Iterator[RawBlock]:
-        """Verified blocks from byte `start` up to byte `end`; raises ScanProblem at a bad one."""
+        """Verified blocks from byte `start` up to byte `end`; raises ScanProblem at a bad one.
+
+        Reads in chunks of about a MiB. A block that claims to be larger than what is loaded
+        has its sync marker checked (one small read) before its bytes are loaded, so a damaged
+        size never makes the scan load more than the largest real block.
+        """
         sync = self.header.sync
         fd = os.open(self.path, os.O_RDONLY)
         try:
@@ -185,10 +264,26 @@ class Segment:
                     block = read_block(buf, pos - base, sync, base)
                 except TruncatedBlock as exc:
                     loaded_to = base + len(buf)
+                    needed = None if exc.needed is None else base + exc.needed
+                    if needed is not None and needed > end:
+                        raise ScanProblem(
+                            pos,
+                            f"incomplete block: it claims to end at byte {needed}, past the "
+                            f"end of the data at byte {end}",
+                            truncated=True,
+                        ) from None
                     if loaded_to >= end:
                         raise ScanProblem(pos, f"incomplete {exc}", truncated=True) from None
-                    want = min(max(_READ_CHUNK, 2 * (loaded_to - pos)), end - loaded_to)
-                    more = os.pread(fd, want, loaded_to)
+                    if (
+                        needed is not None
+                        and needed - loaded_to > _READ_CHUNK
+                        and os.pread(fd, SYNC_SIZE, needed - SYNC_SIZE) != sync
+                    ):
+                        raise ScanProblem(
+                            pos, "sync marker does not match the header's", truncated=False
+                        ) from None
+                    want = max(_READ_CHUNK, (needed or 0) - loaded_to)
+                    more = os.pread(fd, min(want, end - loaded_to), loaded_to)
                     if not more:
                         raise ScanProblem(pos, f"incomplete {exc}", truncated=True) from None
                     buf = buf[pos - base :] + more
@@ -211,7 +306,16 @@ class Segment:
         stop: ScanProblem | None = None
         try:
             for block in self.iter_blocks(self.header.size, file_size):
-                offset, epoch, timestamp = body_prefix(block.body)
+                try:
+                    offset, epoch, timestamp = body_prefix(block.body)
+                except (IndexError, ValueError):
+                    return ScanProblem(
+                        block.position,
+                        "the block's first entry does not start with an offset",
+                        truncated=False,
+                        certain_damage=True,
+                        first_offset=self.next_offset if pending is None else None,
+                    )
                 if pending is not None:
                     previous, first, _ = pending
                     if first + previous.count != offset:
@@ -221,6 +325,7 @@ class Segment:
                             f"next block starts at offset {offset}",
                             truncated=False,
                             certain_damage=True,
+                            first_offset=first,
                         )
                     self._note(pending, interval)
                 elif offset != self.next_offset:
@@ -229,6 +334,7 @@ class Segment:
                         f"block starts at offset {offset}, expected {self.next_offset}",
                         truncated=False,
                         certain_damage=True,
+                        first_offset=self.next_offset,
                     )
                 self.last_epoch = epoch
                 pending = (block, offset, timestamp)
@@ -236,12 +342,20 @@ class Segment:
             stop = problem
         if pending is not None:
             block, first, _ = pending
-            array_schema = codec.reader_array_schema(self.header.schema_json)
             try:
-                self._decode(codec, block, array_schema, first)
+                self.decode(codec, block, self.array_schema(codec), first)
             except LogCorruptionError as exc:
-                return ScanProblem(block.position, exc.reason, truncated=False)
+                # A whole block whose CRC holds was written completely: not a torn write.
+                return ScanProblem(
+                    block.position,
+                    exc.reason,
+                    truncated=False,
+                    certain_damage=True,
+                    first_offset=first,
+                )
             self._note(pending, interval)
+        if stop is not None:
+            stop.first_offset = self.next_offset
         return stop
 
     def _note(self, pending: tuple[RawBlock, int, int], interval: int) -> None:
@@ -265,18 +379,24 @@ class Segment:
                     yield block, expected
                 expected += block.count
         except ScanProblem as problem:
-            raise LogCorruptionError(self.path, problem.position, problem.reason) from None
+            raise LogCorruptionError(
+                self.path, problem.position, problem.reason, first_offset=expected
+            ) from None
 
     def entries(
         self, codec: RecordCodec, start_offset: int, end: int | None = None
     ) -> Iterator[LogEntry]:
         """Entries with offset >= `start_offset`, from the indexed block at or before it."""
-        array_schema = codec.reader_array_schema(self.header.schema_json)
+        array_schema = self.array_schema(codec)
         for block, expected in self._blocks_from(start_offset, self.size if end is None else end):
             try:
                 batch = codec.decode_entries(block.count, block.body, array_schema)
-            except RecordError as exc:
-                raise LogCorruptionError(self.path, block.position, str(exc)) from None
+            except MemoryError:
+                raise
+            except Exception as exc:
+                raise LogCorruptionError(
+                    self.path, block.position, decoder_failure(exc), first_offset=expected
+                ) from None
             self._check_offsets(block, expected, batch[0].offset, batch[-1].offset)
             if batch[0].offset < start_offset:
                 batch = batch[start_offset - batch[0].offset :]
@@ -297,18 +417,26 @@ class Segment:
         self, codec: RecordCodec, start_offset: int, end: int | None = None
     ) -> Iterator[RecordBlock]:
         """The records of each block from the one holding `start_offset` (the first trimmed)."""
-        array_schema = codec.reader_array_schema(self.header.schema_json)
+        array_schema = self.array_schema(codec)
         for block, expected in self._blocks_from(start_offset, self.size if end is None else end):
-            yield self._decode(codec, block, array_schema, expected)
+            yield self.decode(codec, block, array_schema, expected)
 
-    def _decode(
+    def decode(
         self, codec: RecordCodec, block: RawBlock, array_schema: Any, expected: int
     ) -> RecordBlock:
-        """Decode and check one block (records, dense offsets from `expected`)."""
+        """Decode and check one block (records, dense offsets from `expected`).
+
+        Whatever the decoder raises on damaged data becomes a `LogCorruptionError`; only a
+        `MemoryError` passes (the bounds checked before decoding make it a real shortage).
+        """
         try:
             decoded = codec.decode_block(block.count, block.body, array_schema)
-        except RecordError as exc:
-            raise LogCorruptionError(self.path, block.position, str(exc)) from None
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise LogCorruptionError(
+                self.path, block.position, decoder_failure(exc), first_offset=expected
+            ) from None
         self._check_offsets(block, expected, decoded.first_offset, decoded.offsets[-1])
         return decoded
 
@@ -318,23 +446,8 @@ class Segment:
                 self.path,
                 block.position,
                 f"block holds offsets {first}..{last}, expected from {expected}",
+                first_offset=expected,
             )
-
-    def verify(self, codec: RecordCodec) -> tuple[int, LogCorruptionError | None]:
-        """Decode every block; returns (entries checked, the first damage found or None)."""
-        array_schema = codec.reader_array_schema(self.header.schema_json)
-        expected = self.base_offset
-        checked = 0
-        try:
-            for block in self.iter_blocks(self.header.size, self.size):
-                self._decode(codec, block, array_schema, expected)
-                expected += block.count
-                checked += block.count
-        except ScanProblem as problem:
-            return checked, LogCorruptionError(self.path, problem.position, problem.reason)
-        except LogCorruptionError as exc:
-            return checked, exc
-        return checked, self.damage
 
     def save_indexes(self) -> None:
         """Persist both indexes, stamped with the size they cover."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from metadata_log.container import BlockDamage, RawBlock, TruncatedBlock
+from metadata_log.container import BlockDamage, RawBlock
 from metadata_log.errors import LogCorruptionError
 from metadata_log.segment import ScanProblem, Segment
 
@@ -77,13 +77,17 @@ def read_span(span: ReadSpan) -> tuple[str, Iterator[RawBlock]]:
     """(writer schema JSON, verified blocks) of a span; damage raises `LogCorruptionError`."""
     try:
         segment = Segment.open_header(span.path, span.base_offset)
-    except (TruncatedBlock, BlockDamage) as exc:
-        raise LogCorruptionError(span.path, 0, f"bad segment header: {exc}") from None
+    except BlockDamage as exc:
+        raise LogCorruptionError(
+            span.path, 0, f"bad segment header: {exc}", first_offset=span.base_offset
+        ) from None
 
     def blocks() -> Iterator[RawBlock]:
         try:
             yield from segment.iter_blocks(span.start, span.end)
         except ScanProblem as problem:
-            raise LogCorruptionError(span.path, problem.position, problem.reason) from None
+            raise LogCorruptionError(
+                span.path, problem.position, problem.reason, first_offset=span.first_offset
+            ) from None
 
     return segment.header.schema_json, blocks()

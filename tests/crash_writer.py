@@ -19,7 +19,7 @@ from itertools import count
 from metadata_log import LogConfig, MetadataLog
 from records import ConfigRecord, ConfigResourceType
 
-SEGMENT_BYTES = 256 * 1024
+SEGMENT_BYTES = 64 * 1024
 
 
 def make_batch(batch_id: str, size: int) -> list[ConfigRecord]:
@@ -45,7 +45,9 @@ async def run(directory: str, seed: int) -> None:
     """Append batches until killed, alternating sync appends and bursts of async appends."""
     rng = random.Random(seed)
     ids = (f"{seed}.{n}" for n in count())
-    log = MetadataLog.open(directory, config=LogConfig(segment_bytes=SEGMENT_BYTES))
+    # Checkpoints every 20 ms, so that kills also land while they are being rewritten.
+    config = LogConfig(segment_bytes=SEGMENT_BYTES, checkpoint_interval_ms=20)
+    log = MetadataLog.open(directory, config=config)
     principal = f"writer-{seed}"
 
     async def append_one(batch_id: str, size: int) -> None:

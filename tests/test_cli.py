@@ -160,11 +160,11 @@ def test_verify_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     report = json.loads(text)
     assert code == 1 and report["ok"] is False
     assert f"damaged at byte {header_size}" in report["segments"][0]["error"]
-    # Reading reaches the damage and fails with one line; a writer refuses to open.
+    # Reading reaches the damage and fails with one line (exit 1); a writer refuses to open.
     code, _ = run(["--data-dir", str(tmp_path), "log", "dump"])
-    assert code == 2 and "is damaged at byte" in capsys.readouterr().err
+    assert code == 1 and "is damaged at byte" in capsys.readouterr().err
     code, _ = run(["--data-dir", str(tmp_path), "log", "append"], json.dumps(RECORDS[0]))
-    assert code == 2 and "is damaged at byte" in capsys.readouterr().err
+    assert code == 1 and "is damaged at byte" in capsys.readouterr().err
     assert segment.read_bytes() == bytes(data)
 
 

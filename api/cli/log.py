@@ -18,7 +18,10 @@ from api.cli.common import (
 from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
 from api.cli.targets import LocalTarget, RemoteTarget, open_reader
+from metadata_log.errors import LogCorruptionError
 from metadata_log.log import MetadataLog
+from metadata_log.repair import truncate_after
+from metadata_log.verify import VerifyReport, verify_log
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
 
@@ -43,8 +46,12 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     """Print entries, one line each, like Kafka's dump-log tool with its metadata decoder.
 
     Reads the data directory, or the server's log through FetchLog with --bootstrap-server;
-    `--follow` keeps printing new entries until interrupted.
+    `--follow` keeps printing new entries until interrupted. A damaged log fails with one
+    line, unless `--up-to-damage`: then the entries before the damage are printed, a warning
+    line names it, and the exit code is 1.
     """
+    if getattr(args, "up_to_damage", False):
+        return _dump_up_to_damage(args, settings, out)
     target: LocalTarget | RemoteTarget = (
         RemoteTarget(settings.bootstrap_server)
         if settings.bootstrap_server
@@ -53,15 +60,7 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     try:
         entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
         for entry in entries:
-            if settings.output == "json":
-                out.write(json.dumps(entry_to_json(entry), separators=(",", ":")) + "\n")
-            else:
-                payload = json.dumps(record_to_json(entry.record), separators=(",", ":"))
-                out.write(
-                    f"offset: {entry.offset} epoch: {entry.epoch} "
-                    f"timestamp: {format_time(entry.timestamp)} "
-                    f"principal: {entry.principal or '-'} payload: {payload}\n"
-                )
+            _print_entry(entry, settings, out)
             if args.follow:
                 out.flush()  # a follower's reader sees each entry as it comes
     except KeyboardInterrupt:
@@ -72,12 +71,53 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     return EXIT_OK
 
 
+def _print_entry(entry: LogEntry, settings: Settings, out: TextIO) -> None:
+    if settings.output == "json":
+        out.write(json.dumps(entry_to_json(entry), separators=(",", ":")) + "\n")
+    else:
+        payload = json.dumps(record_to_json(entry.record), separators=(",", ":"))
+        out.write(
+            f"offset: {entry.offset} epoch: {entry.epoch} "
+            f"timestamp: {format_time(entry.timestamp)} "
+            f"principal: {entry.principal or '-'} payload: {payload}\n"
+        )
+
+
+def _dump_up_to_damage(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """`log dump --up-to-damage`: the entries before the first damage, then a warning line."""
+    if args.follow:
+        raise CliError("--up-to-damage reads what is there; it cannot be used with --follow")
+    log = MetadataLog.open(settings.log_dir, config=settings.log, read_only=True, up_to_damage=True)
+    damage: LogCorruptionError | None = log.damage
+    try:
+        for entry in log.read(gt=args.gt, lte=args.lte, limit=args.limit):
+            _print_entry(entry, settings, out)
+    except LogCorruptionError as exc:
+        damage = exc
+    finally:
+        log.close()
+    if damage is None:
+        return EXIT_OK
+    out.flush()
+    print(f"mlog: warning: stopped before the damage: {damage}", file=sys.stderr)
+    return EXIT_DAMAGED
+
+
 def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Check every block of every segment; exit 0 if clean, 1 if damaged."""
-    with open_reader(settings) as log:
-        progress = Progress("verifying", total=log.end_offset)
-        report = log.verify(progress=progress.advance)
-        progress.finish()
+    """Check every header, block and link of the log, and its checkpoints; exit 1 if damaged.
+
+    Works on the files directly (no open, no lock), so it reports what an open refuses: every
+    damaged segment, header damage included, and missing segments. Memory stays within a
+    small multiple of the largest block.
+    """
+    if not settings.log_dir.is_dir():
+        raise CliError(
+            f"there is no log at {settings.log_dir}; check --data-dir (the log lives in "
+            "<data-dir>/log)"
+        )
+    progress = Progress("verifying")
+    report = verify_log(settings.log_dir, progress=progress.advance)
+    progress.finish()
     if settings.output == "json":
         out.write(
             json.dumps(
@@ -95,6 +135,7 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
                         }
                         for s in report.segments
                     ],
+                    "problems": [str(p) for p in report.problems],
                 }
             )
             + "\n"
@@ -112,11 +153,59 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
             for s in report.segments
         ]
         print_table(rows, ("segment", "entries", "bytes", "status"), out)
+        for problem in report.problems:
+            out.write(f"DAMAGED: {problem}\n")
         if report.torn_tail:
             out.write(f"torn tail (the next writer open truncates it): {report.torn_tail}\n")
         verdict = "clean" if report.ok else "DAMAGED"
         out.write(f"{verdict}: {report.entries} entries in {len(report.segments)} segments\n")
+        if not report.ok:
+            out.write(f"repair: {_repair_hint(report)}\n")
     return EXIT_OK if report.ok else EXIT_DAMAGED
+
+
+def _repair_hint(report: VerifyReport) -> str:
+    """What to do about the damage `report` found."""
+    errors = report.errors
+    offsets = [e.first_offset for e in errors if e.first_offset is not None]
+    if any(not e.repairable for e in errors) or not offsets:
+        return "restore the damaged or missing files from a replica or backup"
+    return (
+        "restore the damaged or missing files from a replica or backup, or cut the log before "
+        f"the damage with `mlog log truncate --after-offset {min(offsets) - 1}`"
+    )
+
+
+def cmd_log_truncate(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Cut the log after an offset, moving what is removed to <log dir>/quarantine/.
+
+    The explicit repair of a damaged log: never run by anything else. Refuses a healthy log
+    unless --force, an offset inside a block, and anything that would keep damaged data.
+    """
+    if not settings.log_dir.is_dir():
+        raise CliError(f"there is no log at {settings.log_dir}; check --data-dir")
+    report = truncate_after(
+        settings.log_dir, args.after_offset, force=args.force, reason=args.reason or ""
+    )
+    if settings.output == "json":
+        out.write(
+            json.dumps(
+                {
+                    "after_offset": report.after_offset,
+                    "quarantine": str(report.quarantine),
+                    "moved": list(report.moved),
+                    "problems": list(report.problems),
+                }
+            )
+            + "\n"
+        )
+    else:
+        out.write(f"the log now ends at offset {report.after_offset}\n")
+        for line in report.moved:
+            out.write(f"moved to quarantine: {line}\n")
+        out.write(f"what was removed, and why, is kept in {report.quarantine}\n")
+        out.write("snapshots taken after that offset no longer match the log and are not used\n")
+    return EXIT_OK
 
 
 def cmd_log_segments(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -150,8 +239,15 @@ def cmd_log_segments(args: argparse.Namespace, settings: Settings, out: TextIO) 
     return EXIT_OK
 
 
-def _read_records(stream: TextIO, source: str) -> list[Record]:
-    records: list[Record] = []
+def _read_batches(
+    stream: TextIO, source: str, principal: str | None
+) -> list[tuple[list[Record], str | None]]:
+    """Records from JSON lines, grouped in runs of the same principal.
+
+    A line of `mlog log dump --output json` keeps its entry's principal, unless `principal`
+    (--principal) is given, which then applies to every record.
+    """
+    batches: list[tuple[list[Record], str | None]] = []
     for number, line in enumerate(stream, 1):
         if not line.strip():
             continue
@@ -159,29 +255,44 @@ def _read_records(stream: TextIO, source: str) -> list[Record]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CliError(f"{source} line {number} is not JSON: {exc.msg}") from None
+        who = principal
         if isinstance(obj, dict) and "record" in obj:  # a line of `mlog log dump --output json`
+            stored = obj.get("principal")
+            if principal is None and stored is not None:
+                if not isinstance(stored, str):
+                    raise CliError(f"{source} line {number}: the principal must be a string")
+                who = stored
             obj = obj["record"]
         try:
-            records.append(record_from_json(obj))
+            record = record_from_json(obj)
         except RecordError as exc:
             raise CliError(f"{source} line {number}: {exc}") from None
-    if not records:
+        if batches and batches[-1][1] == who:
+            batches[-1][0].append(record)
+        else:
+            batches.append(([record], who))
+    if not batches:
         raise CliError(f"{source} holds no records; give one JSON record per line")
-    return records
+    return batches
 
 
 def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Append JSON records (one per line) as one atomic batch: a low-level repair/import tool."""
+    """Append JSON records (one per line) as one atomic block: a low-level repair/import tool.
+
+    Lines printed by `mlog log dump --output json` keep their principal, so a dump piped into
+    `log append` copies who asked for each change.
+    """
     if args.file == "-":
-        records = _read_records(sys.stdin, "standard input")
+        batches = _read_batches(sys.stdin, "standard input", args.principal)
     else:
         try:
             with open(args.file, encoding="utf-8") as f:
-                records = _read_records(f, args.file)
+                batches = _read_batches(f, args.file, args.principal)
         except OSError as exc:
             raise CliError(f"cannot read {args.file}: {exc.strerror}") from None
     with MetadataLog.open(settings.log_dir, config=settings.log) as log:
-        first, last = log.append(records, principal=args.principal)
+        results = log.append_batches(batches)
+    first, last = results[0][0], results[-1][1]
     if settings.output == "json":
         out.write(json.dumps({"first_offset": first, "last_offset": last}) + "\n")
     else:
@@ -203,13 +314,38 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         action="store_true",
         help="then wait for new entries and print each as it is committed (Ctrl-C stops)",
     )
+    dump.add_argument(
+        "--up-to-damage",
+        action="store_true",
+        help="on a damaged log, print the entries before the damage, then a warning (exit 1)",
+    )
     # The only `log` command that also runs through a server (FetchLog): the others read or
     # write the log's files.
     dump.set_defaults(handler=cmd_log_dump, remote=True)
 
-    verify = verbs.add_parser("verify", help="check every block (exit 0 clean, 1 damaged)")
+    verify = verbs.add_parser(
+        "verify", help="check every header, block and segment (exit 0 clean, 1 damaged)"
+    )
     add_global_options(verify)
     verify.set_defaults(handler=cmd_log_verify)
+
+    truncate = verbs.add_parser(
+        "truncate",
+        help="repair: cut the log after an offset, keeping what is removed in log/quarantine/",
+    )
+    add_global_options(truncate)
+    truncate.add_argument(
+        "--after-offset",
+        type=offset_arg,
+        required=True,
+        metavar="N",
+        help="the last offset to keep (-1: none); must end a block (`log verify` says which)",
+    )
+    truncate.add_argument(
+        "--force", action="store_true", help="cut even a healthy log (drops acknowledged entries)"
+    )
+    truncate.add_argument("--reason", help="why, for the note kept with the removed data")
+    truncate.set_defaults(handler=cmd_log_truncate)
 
     segments = verbs.add_parser("segments", help="list the segments")
     add_global_options(segments)
@@ -221,5 +357,8 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
     )
     add_global_options(append)
     append.add_argument("--file", default="-", help="file of JSON lines (default: stdin)")
-    append.add_argument("--principal", help="who is appending (stored with each entry)")
+    append.add_argument(
+        "--principal",
+        help="who is appending (stored with each entry; by default a dumped line's principal)",
+    )
     append.set_defaults(handler=cmd_log_append)

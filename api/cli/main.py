@@ -20,9 +20,18 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from api.cli.common import EXIT_ERROR, EXIT_OK, CliError, Handler, add_global_options
+from api.cli.common import (
+    EXIT_DAMAGED,
+    EXIT_ERROR,
+    EXIT_OK,
+    CliError,
+    Handler,
+    add_global_options,
+)
 from api.service.settings import Settings, load_settings
+from metadata_log.errors import LogCorruptionError
 from records.errors import MetadataLogError
+from replay.sql.errors import SnapshotDatabaseDamagedError
 
 NOUNS = (
     ("brokers", "register and manage brokers"),
@@ -199,7 +208,7 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run `mlog`; returns the exit code (0 ok, 1 verify found damage, 2 error)."""
+    """Run `mlog`; returns the exit code (0 ok, 1 damaged log data, 2 error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(only=chosen_noun(argv))
     args = parser.parse_args(argv)
@@ -231,7 +240,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             traceback.print_exc()
         message = str(exc) if not isinstance(exc, OSError) else f"{exc.strerror}: {exc.filename}"
         print(f"mlog: error: {message}", file=sys.stderr)
-        return EXIT_ERROR
+        # Damaged data exits 1, as `log verify` and `snapshot verify` do for it; others 2.
+        damaged = isinstance(exc, LogCorruptionError | SnapshotDatabaseDamagedError)
+        return EXIT_DAMAGED if damaged else EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

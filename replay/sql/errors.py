@@ -13,6 +13,13 @@ class StoreUnavailableError(SnapshotStoreError):
     """The database cannot be reached (down, wrong URL, no permission)."""
 
 
+class SnapshotDatabaseDamagedError(SnapshotStoreError):
+    """The database's own files or pages are damaged (SQLite's CORRUPT/NOTADB, PG's XX001/2).
+
+    Snapshots are a cache of the log: the service warns and replays the whole log instead.
+    """
+
+
 class SchemaError(SnapshotStoreError):
     """The database schema is not the one this code writes."""
 

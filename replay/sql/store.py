@@ -50,6 +50,7 @@ from replay.sql.errors import (
     SchemaBehindError,
     SchemaError,
     SnapshotChecksumError,
+    SnapshotDatabaseDamagedError,
     SnapshotNotFoundError,
     SnapshotStoreError,
     StoreUnavailableError,
@@ -123,6 +124,25 @@ def _first_line(exc: BaseException) -> str:
     original = getattr(exc, "orig", None) or exc
     text = str(original).strip().splitlines()
     return text[0] if text else type(original).__name__
+
+
+_DAMAGE_SQLSTATES = frozenset(("XX001", "XX002"))
+"""PostgreSQL's data_corrupted and index_corrupted."""
+
+
+def _damage(exc: BaseException) -> str | None:
+    """The driver's message if `exc` (wrapped by SQLAlchemy or not) says the data is damaged.
+
+    SQLite says SQLITE_CORRUPT ("database disk image is malformed", a damaged page or a cut
+    file) or SQLITE_NOTADB (a damaged header); PostgreSQL data_corrupted or index_corrupted.
+    """
+    original = getattr(exc, "orig", None) or exc
+    name = getattr(original, "sqlite_errorname", "") or ""
+    if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB":
+        return _first_line(original)
+    if getattr(original, "sqlstate", None) in _DAMAGE_SQLSTATES:
+        return _first_line(original)
+    return None
 
 
 class SnapshotStore:
@@ -199,6 +219,8 @@ class SnapshotStore:
         try:
             return self.engine.connect()
         except DBAPIError as exc:
+            if _damage(exc) is not None:
+                raise self._failed(exc, "opening it") from None
             hint = (
                 "check that its directory exists and is writable"
                 if self.is_sqlite
@@ -209,7 +231,15 @@ class SnapshotStore:
                 f"{hint}, and the URL (--db or MLOG_DATABASE_URL)"
             ) from None
 
-    def _failed(self, exc: SQLAlchemyError, what: str) -> SnapshotStoreError:
+    def _failed(self, exc: Exception, what: str) -> SnapshotStoreError:
+        damage = _damage(exc)
+        if damage is not None:
+            return SnapshotDatabaseDamagedError(
+                f"the snapshot database {self.shown_url} is damaged ({damage}), found while "
+                f"{what}. Snapshots are only a cache of the log, which is replayed instead: "
+                "restore the database from a backup, or move it aside and run "
+                "`mlog snapshot create` to start a new one"
+            )
         if isinstance(exc, DBAPIError) and exc.connection_invalidated:
             return StoreUnavailableError(
                 f"lost the snapshot database {self.shown_url} while {what}: {_first_line(exc)}"
@@ -217,6 +247,18 @@ class SnapshotStore:
         return SnapshotStoreError(
             f"snapshot database {self.shown_url} failed while {what}: {_first_line(exc)}"
         )
+
+    def _errors(self) -> tuple[type[Exception], ...]:
+        """What a database operation raises: SQLAlchemy's errors and the driver's own.
+
+        Bulk reads and writes use the driver's cursor directly (for speed), whose errors
+        SQLAlchemy does not wrap. Evaluated only when an exception is being matched.
+        """
+        dbapi = getattr(self.engine.dialect, "loaded_dbapi", None)
+        error = getattr(dbapi, "Error", None)
+        if isinstance(error, type) and issubclass(error, Exception):
+            return (SQLAlchemyError, error)
+        return (SQLAlchemyError,)
 
     # ------------------------------------------------------------------ schema
 
@@ -227,7 +269,7 @@ class SnapshotStore:
         with self._connect() as conn:
             try:
                 return schema.schema_status(conn)
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, "reading the schema revision") from None
 
     def drift(self) -> list[str]:
@@ -237,7 +279,7 @@ class SnapshotStore:
         with self._connect() as conn:
             try:
                 return schema.drift(conn)
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, "comparing the schema") from None
 
     def upgrade(self, revision: str = "head") -> tuple[SchemaStatus, SchemaStatus]:
@@ -252,7 +294,7 @@ class SnapshotStore:
                         raise _schema_error(before, self.shown_url)
                     schema.upgrade(conn, revision)
                 after = schema.schema_status(conn)
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, "migrating") from None
         self._checked = after if after.state is SchemaState.CURRENT else None
         return before, after
@@ -266,7 +308,7 @@ class SnapshotStore:
                 with conn.begin():
                     schema.downgrade(conn, revision)
                 after = schema.schema_status(conn)
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, "migrating") from None
         self._checked = None
         return after
@@ -333,7 +375,7 @@ class SnapshotStore:
         with self._connect() as conn:
             try:
                 return [_info(row._mapping) for row in conn.execute(query)]
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, "listing snapshots") from None
 
     def get(self, snapshot_id: int) -> SnapshotInfo:
@@ -344,7 +386,7 @@ class SnapshotStore:
                     row = conn.execute(
                         select(_SNAPSHOTS).where(_SNAPSHOTS.c.id == snapshot_id)
                     ).first()
-                except SQLAlchemyError as exc:
+                except self._errors() as exc:
                     raise self._failed(exc, "reading a snapshot") from None
             if row is not None:
                 return _info(row._mapping)
@@ -383,7 +425,7 @@ class SnapshotStore:
                         .where(_SNAPSHOTS.c.id == snapshot_id)
                         .values(checksum=digest, record_count=count)
                     )
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, "writing a snapshot") from None
         return SnapshotInfo(
             id=snapshot_id,
@@ -422,7 +464,7 @@ class SnapshotStore:
             try:
                 with conn.begin():
                     _delete_rows(conn, [snapshot_id])
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, "deleting a snapshot") from None
         return info
 
@@ -436,7 +478,7 @@ class SnapshotStore:
                 try:
                     with conn.begin():
                         _delete_rows(conn, [s.id for s in doomed])
-                except SQLAlchemyError as exc:
+                except self._errors() as exc:
                     raise self._failed(exc, "deleting old snapshots") from None
         return doomed
 
@@ -497,7 +539,7 @@ class SnapshotStore:
                     # Every table but the big one is read whole first: image_from_rows reads
                     # them in its own order, and each iterator holds its own cursor.
                     image = image_from_rows(info.provenance, _materialized(rows), checksum)
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, f"reading snapshot {info.id}") from None
         return image, checksum.hexdigest()
 
@@ -513,7 +555,7 @@ class SnapshotStore:
                         .select_from(table)
                         .where(table.c.snapshot_id == snapshot_id)
                     ).scalar_one()
-            except SQLAlchemyError as exc:
+            except self._errors() as exc:
                 raise self._failed(exc, "counting rows") from None
         return counts
 
