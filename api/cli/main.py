@@ -136,6 +136,8 @@ def chosen_noun(argv: Sequence[str]) -> str | None:
     unknown noun or option, a malformed value) goes to the parser of every noun, so every
     message stays as it is.
     """
+    if "--" in argv:  # argparse treats it differently beside subcommands: leave it to them
+        return None
     finder = _NounFinder(prog="mlog", add_help=False)
     add_global_options(finder, suppress=False)
     finder.add_argument("noun")
