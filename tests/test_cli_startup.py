@@ -123,3 +123,65 @@ def test_version_prints_the_installed_version() -> None:
 def test_serve_default_request_size_is_the_protocols() -> None:
     # `mlog serve` spells it so that its parser does not import the protocol.
     assert serve.DEFAULT_MAX_REQUEST_BYTES == DEFAULT_MAX_REQUEST_BYTES
+
+
+TRICKY_ARGUMENTS = [
+    ["topics", "list"],
+    ["--data-dir", "/tmp/x", "brokers", "list"],
+    ["--output", "json", "topics", "list"],
+    ["topics", "list", "--output", "json"],
+    ["topics", "list", "--bogus"],
+    ["topics", "list", "extra"],
+    ["--bogus", "topics", "list"],
+    ["topics", "create"],
+    ["topics", "create", "--topic", "x", "--partitions", "y"],
+    ["log", "dump", "--gt", "x"],
+    ["log", "nope"],
+    ["tpoics", "list"],
+    ["topics", "list", "--output", "xml"],
+    ["--output", "xml", "topics", "list"],
+    ["topics", "-h"],
+    ["topics", "list", "-h"],
+    ["image", "show", "/a", "/b"],
+    ["serve", "--listen", "bad"],
+    ["audit", "sql"],
+    ["--deb", "history", "--topic", "x"],
+    ["--d", "x", "topics", "list"],
+    ["--data-dir"],
+    ["--", "topics", "list"],
+    ["topics", "--", "list"],
+    ["--data-dir=x", "log", "dump"],
+    ["topics", "list", "--"],
+    ["--data-dir", "x", "--", "topics"],
+    ["--output=json", "topics", "list"],
+    ["--out", "json", "brokers", "list"],
+    ["--debug", "--debug", "topics", "list"],
+    ["-", "topics"],
+    ["topics", "list", "-"],
+    ["--data-dir", "-x", "topics", "list"],
+    ["--db", "sqlite:///x", "db", "current"],
+    ["shell", "-c", "ls; pwd"],
+    ["history", "--topic"],
+    ["-h"],
+    ["--version"],
+    [],
+]
+
+
+@pytest.mark.parametrize("argv", TRICKY_ARGUMENTS, ids=" ".join)
+def test_the_chosen_nouns_parser_parses_as_the_parser_of_every_noun(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from api.cli.main import build_parser, chosen_noun
+
+    def outcome(only: str | None) -> tuple[object, str, str]:
+        try:
+            parsed = vars(build_parser(only=only).parse_args(argv))
+            handler = parsed.pop("handler", None)
+            result: object = (sorted(parsed.items()), getattr(handler, "__doc__", None))
+        except SystemExit as exc:
+            result = ("exit", exc.code)
+        captured = capsys.readouterr()
+        return result, captured.out, captured.err
+
+    assert outcome(chosen_noun(argv)) == outcome(None)

@@ -4,8 +4,9 @@ Each noun's verbs, flags and handlers live in their own module (`api.cli.topics`
 `mlog topics ...`). A noun's parser is filled in by its module only when that noun is chosen
 (or its help asked), so a command imports its own noun's module and what that needs, nothing
 of the others: `mlog topics list` starts without the snapshot database's, the server's or
-Spark's libraries. This module loads the settings and runs the command, mapping errors to a
-one-line message and exit code 2.
+Spark's libraries. When a first pass over the global options finds the noun (`chosen_noun`),
+only that noun's parser is built at all. This module then loads the settings and runs the
+command, mapping errors to a one-line message and exit code 2.
 """
 
 from __future__ import annotations
@@ -152,6 +153,8 @@ def chosen_noun(argv: Sequence[str]) -> str | None:
     unknown noun or option, a malformed value) goes to the parser of every noun, so every
     message stays as it is.
     """
+    if "--" in argv:  # argparse treats it differently beside subcommands: leave it to them
+        return None
     finder = _NounFinder(prog="mlog", add_help=False)
     add_global_options(finder, suppress=False)
     finder.add_argument("noun")

@@ -6,6 +6,10 @@ data directory (for writes; reads replay the log read-only, beside a running wri
 the caller's principal; `RemoteTarget` sends each call through the `AdminClient` on a private
 event loop, and the server records its connection's principal (User:ANONYMOUS: it has no
 authentication yet).
+
+Each target imports what it needs when it is used: the service (and the controller) on the
+first write, the client (and kio) when a server is named, time travel for diff and history.
+A read of the data directory needs only the log and the replay.
 """
 
 from __future__ import annotations
