@@ -160,6 +160,13 @@ class Channel(asyncio.Protocol):
 
     # ------------------------------------------------------------------ answering
 
+    @property
+    def unsent_bytes(self) -> int:
+        """Answer bytes written and not yet taken by the socket."""
+        if self._transport is None or self._lost:
+            return 0
+        return self._transport.get_write_buffer_size()
+
     def write(self, data: bytes) -> None:
         """Send an answer (dropped if the connection is gone)."""
         if not self._lost and self._transport is not None:

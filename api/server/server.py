@@ -204,6 +204,13 @@ class MetadataServer:
         """Request bytes held (or claimed by frames being read) across all connections."""
         return 0 if self._channels is None else self._channels.memory.used
 
+    @property
+    def unsent_answer_bytes(self) -> int:
+        """Answer bytes written to connections and not yet taken by their clients' sockets."""
+        if self._channels is None:
+            return 0
+        return sum(c.unsent_bytes for c in self._channels.channels)
+
     async def _answer(self, event: Event, channel: Channel) -> bool:
         """Answer one event on `channel`; False when the connection must close."""
         if isinstance(event, Request):
