@@ -206,9 +206,7 @@ class Channel(asyncio.Protocol):
                     await self._wait_writable()
                     yield_at = loop.time() + SLICE
                 elif now >= yield_at:
-                    # A pipelined burst: let the other connections' requests in (Kafka answers
-                    # one request per channel per poll).
-                    await asyncio.sleep(0)
+                    await _let_others_run()
                     yield_at = loop.time() + SLICE
         except (asyncio.CancelledError, ConnectionError):
             pass
@@ -283,3 +281,15 @@ class Channel(asyncio.Protocol):
         # abort() reports connection_lost only on the next loop iteration: release now, so the
         # next connection's accounting already sees this one gone.
         self.connection_lost(None)
+
+
+async def _let_others_run() -> None:
+    """Give the event loop to every connection whose bytes have arrived, before going on.
+
+    A pipelined burst yields here (Kafka answers one request per channel per poll). One
+    `sleep(0)` is not enough: this task's wake-up is queued before the loop's next poll, while
+    the poll's readiness only queues another connection's wake-up after it, so the busy
+    connection would run first again. Two let those woken by the poll run before it.
+    """
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
