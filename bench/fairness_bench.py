@@ -309,15 +309,16 @@ def probe(
             try:
                 sock.sendall(frame)
                 answered, _ = read_answer(sock)
+                if answered != correlation:
+                    raise ConnectionError(f"answer {answered} to request {correlation}")
             except (OSError, ConnectionError):
+                # A failed request cost its caller the time it took too: it counts as that.
                 errors += 1
                 sock.close()
                 sock = socket.create_connection(address, timeout=30)
-                continue
             latencies.append((time.perf_counter() - start) * 1000)
-            if answered != correlation:
-                errors += 1
-        next_round += PROBE_INTERVAL
+        # Rounds missed while a request was stuck are skipped, not made up in a burst.
+        next_round = max(next_round + PROBE_INTERVAL, time.monotonic())
         time.sleep(max(0.0, next_round - time.monotonic()))
     sock.close()
     stop.set()
@@ -493,6 +494,8 @@ def main() -> None:
     )
     print()
     base = phases[0].pct(0.99) if phases and phases[0].name == "baseline" else float("nan")
+    expected = 2 * int(args.seconds / PROBE_INTERVAL)
+    print(f"probe requests expected per phase: {expected:,} (fewer: the probe was kept waiting)")
     print(
         f"{'phase':<15}{'probe reqs':>11}{'err':>5}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
         f"{'p99-base':>10}{'RSS growth MiB':>16}{'server CPU':>12}  load"

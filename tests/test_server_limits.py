@@ -20,6 +20,7 @@ import pytest
 from server_thread import running_server
 
 from api.protocol import codec
+from api.protocol.connection import Close, Connection, Request
 from api.server.channel import READ_AHEAD, WRITE_HIGH
 from api.server.limits import (
     CloseSummary,
@@ -370,3 +371,21 @@ def test_limits_come_from_flags_then_environment_then_defaults() -> None:
         resolve_limits({}, {"MLOG_MAX_CONNECTIONS_PER_IP": "0"}, max_request_bytes=1024)
     with pytest.raises(LimitsError, match="could never be read"):
         resolve_limits({"queued.max.request.bytes": 2048}, {}, max_request_bytes=4096)
+
+
+def test_a_connection_claims_the_whole_of_the_frame_at_its_head() -> None:
+    connection = Connection(max_request_bytes=1 << 20)
+    small = _api_versions(1)
+    connection.feed(small + struct.pack(">i", 5000) + b"ab")
+    # A complete frame at the head: what is buffered.
+    assert connection.claimed_bytes == len(small) + 6
+    assert isinstance(connection.next_event(), Request)
+    # Now the partial frame is at the head: all of it, as claimed.
+    assert connection.claimed_bytes == 5004
+    assert connection.next_event() is None
+    assert connection.buffered_bytes == 6
+    # A size outside the limit is refused, not claimed.
+    refused = Connection(max_request_bytes=1024)
+    refused.feed(struct.pack(">i", 1 << 30))
+    assert refused.claimed_bytes == 4
+    assert isinstance(refused.next_event(), Close)

@@ -184,7 +184,9 @@ class Channel(asyncio.Protocol):
         try:
             while not self._lost:
                 event = connection.next_event()
-                self._account()  # a frame taken out only shrinks the share
+                if not self._account():  # the next frame's claimed size may be larger
+                    self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
+                    break
                 if self._read_paused and connection.buffered_bytes < READ_AHEAD // 2:
                     self._read_paused = False
                     self._resume_reading()
