@@ -221,7 +221,7 @@ def role_crowd(
     print(json.dumps({"ready": True}), flush=True)
     deadline = time.monotonic() + seconds
     closed_by_server = 0
-    while time.monotonic() < deadline and slow_socks:
+    while time.monotonic() < deadline:
         started = time.monotonic()
         alive = []
         for sock in slow_socks:
@@ -483,6 +483,9 @@ def main() -> None:
                 )
                 assert load.stdout is not None
                 json.loads(load.stdout.readline())  # every connection is open
+                # Open for the client once the kernel's handshake is done, they may still be
+                # waiting in the accept queue: let the server take them all first.
+                time.sleep(3.0)
             elif name != "baseline":
                 raise SystemExit(f"unknown phase {name!r}")
             time.sleep(0.5)  # the load is under way
