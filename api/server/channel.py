@@ -120,9 +120,14 @@ class Channel(asyncio.Protocol):
         if not self._account():
             self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
             return
-        if connection.buffered_bytes >= READ_AHEAD and not self._read_paused:
+        buffered = connection.buffered_bytes
+        if buffered >= READ_AHEAD and not self._read_paused:
             self._read_paused = True
             self._pause_reading()
+        if self._held > buffered:
+            # The frame at the head is still partial: nothing to answer, so no task wake-up
+            # (a crowd of slowloris connections trickling bytes then costs next to nothing).
+            return
         self._wake_readable()
 
     def eof_received(self) -> bool:
