@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+import os
 import re
 import signal
 import socket
@@ -144,3 +146,94 @@ def test_server_log_survives_a_failed_write() -> None:
         logger.info("written after the failure")
     # The writer thread went on after the failed write: the later line is there.
     assert stream.getvalue().endswith("INFO written after the failure\n")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--queued-max-request-bytes", "lots", "'lots' is not an integer (bytes)"),
+        ("--queued-max-request-bytes", "1023", "1023 is outside 1024..2147483647"),
+        ("--connections-max-idle-ms", "0", "0 is outside 1..2147483647"),
+        ("--max-connections", "-1", "-1 is outside 1..2147483647"),
+        ("--max-connections-per-ip", "2147483648", "2147483648 is outside 1..2147483647"),
+    ],
+)
+def test_serve_refuses_a_bad_connection_limit(
+    tmp_path: Path, flag: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "--data-dir", str(tmp_path), flag, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: {message}" in err
+    assert not (tmp_path / "log").exists()
+
+
+def test_serve_refuses_a_bad_limit_in_the_environment_and_a_queue_below_the_frame_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLOG_MAX_CONNECTIONS_PER_IP", "none")
+    assert main(["serve", "--data-dir", str(tmp_path)]) == 2
+    assert "MLOG_MAX_CONNECTIONS_PER_IP (max.connections.per.ip): 'none' is not an integer" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.delenv("MLOG_MAX_CONNECTIONS_PER_IP")
+    args = ["serve", "--data-dir", str(tmp_path), "--queued-max-request-bytes", "4096"]
+    assert main(args) == 2
+    assert "queued.max.request.bytes=4096 is below socket.request.max.bytes=104857600" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "log").exists()
+
+
+def test_serve_closes_idle_and_excess_connections_with_one_summary_line(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    stderr = tmp_path / "serve.log"
+    with stderr.open("w") as err:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "api.cli",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--listen",
+                "127.0.0.1:0",
+                "--connections-max-idle-ms",
+                "500",
+                "--max-connections-per-ip",
+                "2",
+            ],
+            stderr=err,
+            env={**os.environ, "MLOG_MAX_CONNECTIONS": "100"},
+        )
+    try:
+        address = None
+        for _ in range(300):
+            found = re.search(r"serving on (\S+)", stderr.read_text())
+            if found:
+                address = found.group(1)
+                break
+            time.sleep(0.1)
+        assert address is not None, stderr.read_text()
+        host, port = address.rsplit(":", 1)
+        kept = [socket.create_connection((host, int(port)), timeout=20) for _ in range(2)]
+        excess = [socket.create_connection((host, int(port)), timeout=20) for _ in range(5)]
+        # Closed at once (the two over the per-ip limit), or after 500 ms idle (the kept ones).
+        for sock in [*excess, *kept]:
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1) == b""
+            sock.close()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    text = stderr.read_text()
+    assert "max.connections=100, max.connections.per.ip=2, connections.max.idle.ms=500" in text
+    summaries = re.findall(r"closed (\d+) connections? over limits: (.*)", text)
+    assert 1 <= len(summaries) <= 3, text  # one per interval, not one per connection
+    assert sum(int(count) for count, _ in summaries) == 7, text
+    assert "over max.connections.per.ip=2" in text
+    assert "over connections.max.idle.ms=500" in text

@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.targets import open_service
+from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_limits
 from records.uuids import Uuid
 
 if TYPE_CHECKING:
@@ -76,6 +78,29 @@ def _max_request_bytes(text: str) -> int:
     return value
 
 
+def _limit(spec: LimitSpec) -> Any:
+    def parse(text: str) -> int:
+        try:
+            return spec.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} ({spec.key})") from None
+
+    return parse
+
+
+_LIMIT_HELP = {
+    "queued.max.request.bytes": "request bytes all connections together may hold while "
+    "reading (a frame counts at its claimed size); a connection past it is closed "
+    "(default 536870912, 512 MiB; at least --socket-request-max-bytes)",
+    "connections.max.idle.ms": "close a connection that completes no request for this long, "
+    "partial frames included (default 600000, 10 minutes)",
+    "max.connections": "connections open at once; more are closed on arrival (default: the "
+    "open-file limit less 256)",
+    "max.connections.per.ip": "connections open at once from one address; more are closed "
+    "on arrival (default 2147483647)",
+}
+
+
 def add_verbs(serve: argparse.ArgumentParser) -> None:
     """The flags of `mlog serve`, on its parser."""
     add_global_options(serve)
@@ -106,6 +131,15 @@ def add_verbs(serve: argparse.ArgumentParser) -> None:
         help="largest request frame taken; a connection sending a larger one is closed "
         f"(Kafka's socket.request.max.bytes; default {DEFAULT_MAX_REQUEST_BYTES}, 100 MiB)",
     )
+    for spec in SPECS:
+        serve.add_argument(
+            spec.flag,
+            type=_limit(spec),
+            default=None,
+            dest=spec.key,
+            metavar=spec.unit.upper() or "N",
+            help=f"{_LIMIT_HELP[spec.key]} (Kafka's {spec.key}; env {spec.env})",
+        )
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -165,6 +199,12 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
 
     from api.server.server import MetadataServer
 
+    limits = resolve_limits(
+        {spec.key: getattr(args, spec.key) for spec in SPECS},
+        os.environ,
+        max_request_bytes=args.socket_request_max_bytes,
+    )
+    raise_open_file_limit()  # each connection is a file; the default limit is often 1024
     cluster_id, node_id = cluster_identity(settings.data_dir, args.node_id)
     service = open_service(settings)
     host, port = args.listen
@@ -178,6 +218,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         node_id=node_id,
         cluster_id=cluster_id,
         max_request_bytes=args.socket_request_max_bytes,
+        limits=limits,
     )
     try:
         asyncio.run(_serve(server))

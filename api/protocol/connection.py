@@ -1,6 +1,7 @@
 """A connection's byte stream as events, sans-IO (in the style of h11).
 
-Feed received bytes to `receive`; it returns the events they complete, in order:
+Feed received bytes to `feed` and take events one at a time from `next_event` (or both at once
+with `receive`, which returns every event the bytes complete, in order):
 `Request` (a decoded Kafka request), `PrivateRequest` (one of our own APIs, body still Avro
 bytes), `Reply` (bytes to send at once: Kafka's answer to a request it cannot parse but must
 answer, such as an ApiVersions of an unknown version) or `Close` (the connection must be
@@ -65,47 +66,67 @@ Event = Request | PrivateRequest | Reply | Close
 
 
 class Connection:
-    """Splits a byte stream into request frames and decodes them."""
+    """Splits a byte stream into request frames and decodes them, one frame at a time.
+
+    `feed` only stores bytes; `next_event` decodes the next complete frame. A server that
+    answers one request before decoding the next (as Kafka mutes a channel while its request is
+    processed) thus never holds more than the bytes it has read, however many requests a client
+    pipelines; `claimed_bytes` says how much that is, counting the whole of a frame whose size
+    has arrived but whose body has not (what a frame asks the server to buffer).
+    """
 
     def __init__(self, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         self.max_request_bytes = max_request_bytes
         self._buffer = bytearray()
         self.closed = False
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received and not yet decoded."""
+        return len(self._buffer)
+
+    @property
+    def claimed_bytes(self) -> int:
+        """Bytes buffered, or the whole size of the frame at the head if that is more."""
+        buffered = len(self._buffer)
+        if buffered < _SIZE.size:
+            return buffered
+        size: int = _SIZE.unpack_from(self._buffer, 0)[0]
+        if size < 0 or size > self.max_request_bytes:
+            return buffered  # refused by the next `next_event`, never buffered to its end
+        return max(buffered, _SIZE.size + size)
+
+    def feed(self, data: bytes) -> None:
+        """Store received bytes (nothing is decoded; see `next_event`)."""
+        if not self.closed:
+            self._buffer += data
+
+    def next_event(self) -> Event | None:
+        """The event of the next complete frame, or None until more bytes arrive."""
+        if self.closed or len(self._buffer) < _SIZE.size:
+            return None
+        (size,) = _SIZE.unpack_from(self._buffer, 0)
+        if size < 0 or size > self.max_request_bytes:
+            return self._close(
+                f"request size {size} is outside 0..{self.max_request_bytes} "
+                "(socket.request.max.bytes)"
+            )
+        end = _SIZE.size + size
+        if len(self._buffer) < end:
+            return None
+        frame = bytes(self._buffer[_SIZE.size : end])
+        del self._buffer[:end]  # bytearray deletes from the front in O(1)
+        event = self._event(frame)
+        if isinstance(event, Close):
+            self._close(event.reason)
+        return event
+
     def receive(self, data: bytes) -> list[Event]:
-        """Events completed by `data` (possibly none, when a frame is still partial)."""
-        if self.closed:
-            return []
-        if not self._buffer and len(data) >= _SIZE.size:
-            # The common case: nothing left over, and `data` is exactly one whole frame.
-            (size,) = _SIZE.unpack_from(data, 0)
-            if len(data) == _SIZE.size + size and 0 <= size <= self.max_request_bytes:
-                event = self._event(data[_SIZE.size :])
-                if isinstance(event, Close):
-                    self.closed = True
-                return [event]
-        self._buffer += data
+        """Feed `data` and return every event it completes (possibly none), in order."""
+        self.feed(data)
         events: list[Event] = []
-        while len(self._buffer) >= _SIZE.size:
-            (size,) = _SIZE.unpack_from(self._buffer, 0)
-            if size < 0 or size > self.max_request_bytes:
-                return [
-                    *events,
-                    self._close(
-                        f"request size {size} is outside 0..{self.max_request_bytes} "
-                        "(socket.request.max.bytes)"
-                    ),
-                ]
-            end = _SIZE.size + size
-            if len(self._buffer) < end:
-                break
-            frame = bytes(self._buffer[_SIZE.size : end])
-            del self._buffer[:end]
-            event = self._event(frame)
+        while (event := self.next_event()) is not None:
             events.append(event)
-            if isinstance(event, Close):
-                self.closed = True
-                break
         return events
 
     def _close(self, reason: str) -> Close:

@@ -1,0 +1,302 @@
+"""One client connection of the server: requests read, answered one at a time, with back-pressure.
+
+Kafka's network layer is the model: a channel is muted while its request is processed, so no
+connection can make the server hold more of its requests, or more of its answers, than a bound.
+
+- A connection's requests are decoded and answered one at a time, in order; a pipelined burst
+  is taken one frame at a time, and the bytes read ahead of it are bounded (`READ_AHEAD`):
+  past that the server stops reading from the socket until the requests are answered.
+- Answers the client has not taken stop the answering: above `WRITE_HIGH` unsent bytes the
+  channel waits until the socket has taken them down to `WRITE_LOW` (so reading stops too).
+- Between the requests of a burst the channel gives the event loop to the other connections
+  every `SLICE` seconds, so one busy connection delays another by at most about one request.
+- Limits (`limits.py`): the bytes of requests being read count against
+  `queued.max.request.bytes`, a connection that completes no request for
+  `connections.max.idle.ms` is closed, and so is one over `max.connections(.per.ip)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+from api.protocol.connection import Connection, Event
+from api.server.limits import (
+    CONNECTIONS_MAX_IDLE_MS,
+    QUEUED_MAX_REQUEST_BYTES,
+    CloseSummary,
+    ConnectionCounts,
+    RequestMemory,
+)
+
+READ_AHEAD = 64 * 1024
+"""Undecoded request bytes above which a connection is not read until it has answered some."""
+
+WRITE_HIGH = 256 * 1024
+"""Unsent answer bytes above which a connection's requests wait (the transport's high-water)."""
+
+WRITE_LOW = 64 * 1024
+"""Unsent answer bytes below which they go on (the transport's low-water mark)."""
+
+SLICE = 0.002
+"""Seconds a connection may answer a pipelined burst before it lets the others run."""
+
+
+@dataclass(slots=True, eq=False)
+class ChannelContext:
+    """What every channel of one server shares: its limits' state and how to answer."""
+
+    answer: Callable[[Event, Channel], Awaitable[bool]]
+    """Answers one event on a channel (writing to it); False when the channel must close."""
+    max_request_bytes: int
+    idle_seconds: float
+    memory: RequestMemory
+    counts: ConnectionCounts
+    summary: CloseSummary
+    principal: str
+    """The principal of a new connection (until authentication says otherwise)."""
+    channels: set[Channel] = field(default_factory=set)
+
+
+class Channel(asyncio.Protocol):
+    """The asyncio protocol of one connection, and the task that answers its requests."""
+
+    def __init__(self, context: ChannelContext) -> None:
+        self._context = context
+        self.peer = "?"
+        self.ip = "?"
+        self.principal = context.principal
+        self.processing = False
+        """A request of this connection is being answered."""
+        self.closing = False
+        """The server is stopping: answer what was received, read nothing more."""
+        self.task: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._connection = Connection(max_request_bytes=context.max_request_bytes)
+        self._admitted = False
+        self._held = 0  # this connection's share of queued.max.request.bytes
+        self._lost = False
+        self._eof = False
+        self._read_paused = False
+        self._write_paused = False
+        self._readable: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self._last_progress = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Admit the connection (or close it over a connection limit) and start answering."""
+        transport = cast(asyncio.Transport, transport)  # a stream server's transports are
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.ip = str(peer[0])
+            self.peer = f"{peer[0]}:{peer[1]}"
+        over = self._context.counts.admit(self.ip)
+        if over is not None:
+            self._lost = True
+            transport.abort()
+            self._context.summary.count(over)
+            return
+        self._admitted = True
+        self._context.channels.add(self)
+        transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
+        loop = asyncio.get_running_loop()
+        self._last_progress = loop.time()
+        self._idle_timer = loop.call_at(
+            self._last_progress + self._context.idle_seconds, self._check_idle
+        )
+        self.task = loop.create_task(self._run())
+
+    def data_received(self, data: bytes) -> None:
+        """Store the bytes; stop reading when enough are waiting; wake the answering task."""
+        connection = self._connection
+        connection.feed(data)
+        if not self._account():
+            self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
+            return
+        buffered = connection.buffered_bytes
+        if buffered >= READ_AHEAD and not self._read_paused:
+            self._read_paused = True
+            self._pause_reading()
+        if self._held > buffered:
+            # The frame at the head is still partial: nothing to answer, so no task wake-up
+            # (a crowd of slowloris connections trickling bytes then costs next to nothing).
+            return
+        self._wake_readable()
+
+    def eof_received(self) -> bool:
+        """The client sent all it will: answer what it sent, then close (keep the socket)."""
+        self._eof = True
+        self._wake_readable()
+        return True
+
+    def pause_writing(self) -> None:
+        """The client is not taking answers fast enough: answer nothing more until it does."""
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        """The client took answers: that is progress, and answering goes on."""
+        self._write_paused = False
+        self._last_progress = asyncio.get_running_loop().time()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Release what the connection held; the answering task ends."""
+        self._lost = True
+        if not self._admitted:
+            return
+        self._admitted = False
+        self._context.counts.release(self.ip)
+        self._context.memory.change(self._held, 0)
+        self._held = 0
+        self._context.channels.discard(self)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._wake_readable()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    # ------------------------------------------------------------------ answering
+
+    @property
+    def unsent_bytes(self) -> int:
+        """Answer bytes written and not yet taken by the socket."""
+        if self._transport is None or self._lost:
+            return 0
+        return self._transport.get_write_buffer_size()
+
+    def write(self, data: bytes) -> None:
+        """Send an answer (dropped if the connection is gone)."""
+        if not self._lost and self._transport is not None:
+            self._transport.write(data)
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent answers."""
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        connection = self._connection
+        yield_at = loop.time() + SLICE
+        try:
+            while not self._lost:
+                event = connection.next_event()
+                if not self._account():  # the next frame's claimed size may be larger
+                    self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
+                    break
+                if self._read_paused and connection.buffered_bytes < READ_AHEAD // 2:
+                    self._read_paused = False
+                    self._resume_reading()
+                if event is None:
+                    if self._eof or self.closing or connection.closed:
+                        break
+                    await self._wait_readable()
+                    yield_at = loop.time() + SLICE
+                    continue
+                self.processing = True
+                try:
+                    keep = await self._context.answer(event, self)
+                finally:
+                    self.processing = False
+                self._last_progress = now = loop.time()
+                if not keep:
+                    break
+                if self._write_paused and not self.closing:
+                    await self._wait_writable()
+                    yield_at = loop.time() + SLICE
+                elif now >= yield_at:
+                    await _let_others_run()
+                    yield_at = loop.time() + SLICE
+        except (asyncio.CancelledError, ConnectionError):
+            pass
+        finally:
+            if self._transport is not None:
+                self._transport.close()
+
+    async def _wait_readable(self) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._readable = future
+        try:
+            await future
+        finally:
+            self._readable = None
+
+    async def _wait_writable(self) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._writable = future
+        try:
+            await future
+        finally:
+            self._writable = None
+
+    def _wake_readable(self) -> None:
+        if self._readable is not None and not self._readable.done():
+            self._readable.set_result(None)
+
+    def _pause_reading(self) -> None:
+        if self._transport is not None and not self._lost:
+            with contextlib.suppress(RuntimeError):  # closing already
+                self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._transport is not None and not self._lost:
+            with contextlib.suppress(RuntimeError):
+                self._transport.resume_reading()
+
+    # ------------------------------------------------------------------ limits
+
+    def _account(self) -> bool:
+        """Bring this connection's share of queued.max.request.bytes up to date; False if over."""
+        wanted = self._connection.claimed_bytes
+        if wanted == self._held:
+            return True
+        if self._context.memory.change(self._held, wanted):
+            self._held = wanted
+            return True
+        return False
+
+    def _check_idle(self) -> None:
+        self._idle_timer = None
+        if self._lost:
+            return
+        loop = asyncio.get_running_loop()
+        idle = self._context.idle_seconds
+        now = loop.time()
+        if self.processing:  # a request being answered (say, a long poll) is not idleness
+            due = now + idle
+        else:
+            due = self._last_progress + idle
+            if now >= due:
+                self._close_over(CONNECTIONS_MAX_IDLE_MS.key)
+                return
+        self._idle_timer = loop.call_at(due, self._check_idle)
+
+    def _close_over(self, key: str) -> None:
+        """Close over limit `key`: at once, dropping what is buffered either way."""
+        if self._lost:
+            return
+        self._context.summary.count(key)
+        self.abort()
+        # abort() reports connection_lost only on the next loop iteration: release now, so the
+        # next connection's accounting already sees this one gone.
+        self.connection_lost(None)
+
+
+async def _let_others_run() -> None:
+    """Give the event loop to every connection whose bytes have arrived, before going on.
+
+    A pipelined burst yields here (Kafka answers one request per channel per poll). One
+    `sleep(0)` is not enough: this task's wake-up is queued before the loop's next poll, while
+    the poll's readiness only queues another connection's wake-up after it, so the busy
+    connection would run first again. Two let those woken by the poll run before it.
+    """
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)

@@ -1,0 +1,260 @@
+"""The server's limits on connections, with Kafka's names, and the bookkeeping that enforces them.
+
+- `queued.max.request.bytes`: request bytes all connections together may hold while reading
+  (a frame counts at the size it claims from the moment its size arrives, as Kafka's memory
+  pool allocates a receive's whole buffer then).
+- `connections.max.idle.ms`: a connection that completes no request (and has no answer taken by
+  its client) for this long is closed; bytes of a frame that never completes do not count, so
+  a slowloris connection trickling a request is closed too.
+- `max.connections`, `max.connections.per.ip`: a new connection over either is closed at once.
+
+A connection over a limit is closed; what was closed is logged as one summary line per
+`SUMMARY_INTERVAL`, never one line per connection (a flood of them must not flood the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from records.errors import MetadataLogError
+
+INT_MAX = 2**31 - 1
+
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * 1024 * 1024
+"""Kafka leaves it unbounded (-1); 512 MiB keeps a handful of 100 MiB frames possible at once."""
+
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 10 * 60 * 1000
+"""Kafka's default: 10 minutes."""
+
+DEFAULT_MAX_CONNECTIONS_PER_IP = INT_MAX
+"""Kafka's default: no limit per address."""
+
+FD_RESERVE = 256
+"""Open files kept back from connections for the log's segments, indexes and the database."""
+
+SUMMARY_INTERVAL = 10.0
+"""Seconds between two summary lines of connections closed over a limit."""
+
+
+class LimitsError(MetadataLogError):
+    """A server limit (flag or environment variable) has an invalid value."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerLimits:
+    """The limits a `MetadataServer` enforces on its connections."""
+
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
+    max_connections: int | None = None
+    """None: as many as the open-file limit allows, less `FD_RESERVE`."""
+    max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitSpec:
+    """How one limit is named and which values it takes."""
+
+    key: str
+    """Kafka's name."""
+    low: int
+    high: int = INT_MAX
+    unit: str = ""
+
+    @property
+    def flag(self) -> str:
+        """The `mlog serve` flag: the key with dashes."""
+        return "--" + self.key.replace(".", "-")
+
+    @property
+    def env(self) -> str:
+        """The environment variable: `MLOG_` and the key in capitals with underscores."""
+        return "MLOG_" + self.key.replace(".", "_").upper()
+
+    def parse(self, text: str) -> int:
+        """The value of `text`, or ValueError saying what is wrong (without the flag's name)."""
+        try:
+            value = int(text)
+        except ValueError:
+            unit = f" ({self.unit})" if self.unit else ""
+            raise ValueError(f"{text!r} is not an integer{unit}") from None
+        if not self.low <= value <= self.high:
+            raise ValueError(f"{value} is outside {self.low}..{self.high}")
+        return value
+
+
+QUEUED_MAX_REQUEST_BYTES = LimitSpec(key="queued.max.request.bytes", low=1024, unit="bytes")
+CONNECTIONS_MAX_IDLE_MS = LimitSpec(key="connections.max.idle.ms", low=1, unit="milliseconds")
+MAX_CONNECTIONS = LimitSpec(key="max.connections", low=1)
+MAX_CONNECTIONS_PER_IP = LimitSpec(key="max.connections.per.ip", low=1)
+
+SPECS = (QUEUED_MAX_REQUEST_BYTES, CONNECTIONS_MAX_IDLE_MS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP)
+
+
+def resolve_limits(
+    flags: Mapping[str, int | None], env: Mapping[str, str], *, max_request_bytes: int
+) -> ServerLimits:
+    """The limits from flags (by key; None = not given), then `MLOG_*` variables, then defaults.
+
+    `queued.max.request.bytes` below `max_request_bytes` (socket.request.max.bytes) is refused:
+    a request of the largest size taken could never be read.
+    """
+    values: dict[str, int] = {}
+    for spec in SPECS:
+        given = flags.get(spec.key)
+        if given is not None:
+            values[spec.key] = given
+            continue
+        raw = env.get(spec.env, "")
+        if raw:
+            try:
+                values[spec.key] = spec.parse(raw)
+            except ValueError as exc:
+                raise LimitsError(f"{spec.env} ({spec.key}): {exc}; fix or unset it") from None
+    queued = values.get(QUEUED_MAX_REQUEST_BYTES.key, DEFAULT_QUEUED_MAX_REQUEST_BYTES)
+    if queued < max_request_bytes:
+        raise LimitsError(
+            f"{QUEUED_MAX_REQUEST_BYTES.key}={queued} is below "
+            f"socket.request.max.bytes={max_request_bytes}: a request of the largest size taken "
+            f"could never be read; raise {QUEUED_MAX_REQUEST_BYTES.flag} or lower "
+            "--socket-request-max-bytes"
+        )
+    return ServerLimits(
+        queued_max_request_bytes=queued,
+        connections_max_idle_ms=values.get(
+            CONNECTIONS_MAX_IDLE_MS.key, DEFAULT_CONNECTIONS_MAX_IDLE_MS
+        ),
+        max_connections=values.get(MAX_CONNECTIONS.key),
+        max_connections_per_ip=values.get(
+            MAX_CONNECTIONS_PER_IP.key, DEFAULT_MAX_CONNECTIONS_PER_IP
+        ),
+    )
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft open-file limit to the hard one (as far as allowed); the soft limit after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # some systems cap below the hard limit (macOS: OPEN_MAX); keep what we have
+    return soft
+
+
+def connection_capacity(limits: ServerLimits) -> int:
+    """`max.connections`, or what the open-file limit allows when it is not set (or lower)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    by_files = max(1, soft - FD_RESERVE) if soft != resource.RLIM_INFINITY else INT_MAX
+    if limits.max_connections is None:
+        return by_files
+    return min(limits.max_connections, by_files)
+
+
+class RequestMemory:
+    """The bytes all connections hold of requests being read, against `queued.max.request.bytes`."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+
+    def change(self, held: int, wanted: int) -> bool:
+        """Move a connection's share from `held` to `wanted`; False if that exceeds the cap.
+
+        A refused growth changes nothing (the caller closes the connection and releases what
+        it `held`). Shrinking always succeeds.
+        """
+        grown = self.used + wanted - held
+        if wanted > held and grown > self.capacity:
+            return False
+        self.used = grown
+        return True
+
+
+class ConnectionCounts:
+    """Open connections in all and per client address, against the two connection limits."""
+
+    def __init__(self, *, max_connections: int, max_per_ip: int) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.total = 0
+        self._per_ip: Counter[str] = Counter()
+
+    def admit(self, ip: str) -> str | None:
+        """Count a new connection from `ip`, or return the key of the limit it would exceed."""
+        if self.total >= self.max_connections:
+            return MAX_CONNECTIONS.key
+        if self._per_ip[ip] >= self.max_per_ip:
+            return MAX_CONNECTIONS_PER_IP.key
+        self.total += 1
+        self._per_ip[ip] += 1
+        return None
+
+    def release(self, ip: str) -> None:
+        """Forget a connection `admit` counted."""
+        self.total -= 1
+        left = self._per_ip[ip] - 1
+        if left:
+            self._per_ip[ip] = left
+        else:
+            del self._per_ip[ip]
+
+
+class CloseSummary:
+    """Logs connections closed over a limit as one line per interval, with counts per limit."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        limits: Mapping[str, int],
+        *,
+        interval: float = SUMMARY_INTERVAL,
+    ) -> None:
+        self._logger = logger
+        self._limits = dict(limits)
+        self._interval = interval
+        self._counts: Counter[str] = Counter()
+        self._last_line = float("-inf")
+        self._flush: asyncio.TimerHandle | None = None
+        self.closed_total: Counter[str] = Counter()
+        """Every close counted, per limit key, since the server started (for tests and stats)."""
+
+    def count(self, key: str) -> None:
+        """Count one connection closed over limit `key`; log now or at the interval's end."""
+        self._counts[key] += 1
+        self.closed_total[key] += 1
+        if self._flush is not None:
+            return
+        loop = asyncio.get_running_loop()
+        due = self._last_line + self._interval
+        if loop.time() >= due:
+            self.flush()
+        else:
+            self._flush = loop.call_at(due, self.flush)
+
+    def flush(self) -> None:
+        """Log the line of what was counted since the last one (nothing if none)."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        if not self._counts:
+            return
+        parts = [
+            f"{count} over {key}={self._limits[key]}" for key, count in sorted(self._counts.items())
+        ]
+        total = sum(self._counts.values())
+        self._logger.warning(
+            "closed %d connection%s over limits: %s",
+            total,
+            "" if total == 1 else "s",
+            ", ".join(parts),
+        )
+        self._counts.clear()
+        self._last_line = asyncio.get_running_loop().time()
