@@ -298,14 +298,34 @@ def read_block(buf: bytes | memoryview, pos: int, sync: bytes, base: int = 0) ->
     claims to end) and BlockDamage when the block is damaged: a bad count or size, a wrong sync
     marker, undecompressable data, a CRC mismatch, more entries than body bytes.
     """
-    count, at, end = block_frame(buf, pos)
+    # The checks of block_frame and snappy_length, inlined: this runs for every block read.
+    try:
+        count, at = read_long(buf, pos)
+        size, at = read_long(buf, at)
+    except IndexError:
+        raise TruncatedBlock("block header") from None
+    except ValueError as exc:
+        raise BlockDamage(str(exc)) from None
+    if count < 1:
+        raise BlockDamage(f"block claims {count} entries")
+    if size < 5 or size > MAX_BLOCK_BODY:
+        raise BlockDamage(f"block claims {size} bytes")
+    end = at + size + SYNC_SIZE
     if end > len(buf):
         raise TruncatedBlock("block data", end)
     if buf[end - SYNC_SIZE : end] != sync:
         raise BlockDamage("sync marker does not match the header's")
     crc_at = end - SYNC_SIZE - 4
     compressed = bytes(buf[at:crc_at])
-    length = snappy_length(compressed)
+    first = compressed[0]
+    if first < 0x80:
+        length = first
+    elif len(compressed) > 1 and compressed[1] < 0x80:
+        length = (first & 0x7F) | (compressed[1] << 7)
+    else:
+        length = snappy_length(compressed)
+    if length > SNAPPY_MAX_RATIO * len(compressed):
+        snappy_length(compressed)  # raises, saying why
     if count > length:
         raise BlockDamage(f"block claims {count} entries in a body of {length} bytes")
     try:

@@ -318,3 +318,9 @@ def test_write_all_finishes_short_writes_and_refuses_no_progress(
         os.close(fd)
     assert path.read_bytes() == b"0123456789"
     assert calls == [10, 7, 4, 1]
+
+
+def test_a_one_byte_snappy_stream_with_a_continued_preamble_is_damage() -> None:
+    framed = encode_long(1) + encode_long(1 + 4) + b"\x80" + bytes(4) + SYNC
+    with pytest.raises(BlockDamage, match="no valid length preamble"):
+        read_block(framed, 0, SYNC)
