@@ -25,6 +25,7 @@ class ErrorCode(IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
+    KAFKA_STORAGE_ERROR = 56
     TOPIC_DELETION_DISABLED = 73
     STALE_BROKER_EPOCH = 77
     PREFERRED_LEADER_NOT_AVAILABLE = 80
@@ -48,6 +49,18 @@ class ApiError(MetadataLogError):
 
 class ServiceStoppedError(MetadataLogError):
     """The service stopped accepting writes after an I/O error (fail-stop); restart it."""
+
+
+class StorageError(ApiError):
+    """A write was refused because the log's storage failed (KAFKA_STORAGE_ERROR, 56).
+
+    Kafka answers a produce to a partition on a failed log directory with this code; clients
+    treat it as retriable. The service re-opens the log in the background and takes writes
+    again once that succeeds, so the same request may succeed a few seconds later.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
 
 
 class IllegalStateTransitionError(MetadataLogError):
