@@ -9,13 +9,28 @@ from pathlib import Path
 
 import pytest
 from faults import KINDS, Fault, inject_faults
+from server_thread import running_server
 
-from api.controller.commands import ControllerResult, RegisterBroker
+from api.client import AdminClient, RemoteError
+from api.controller.commands import (
+    AlterConfig,
+    AlterConfigOp,
+    ConfigResource,
+    ControllerResult,
+    CreatableTopic,
+    CreatePartitionsTopic,
+    ElectionType,
+    Reassignment,
+    RegisterBroker,
+    TopicPartition,
+    TopicRef,
+)
 from api.controller.errors import ApiError, ErrorCode, StorageError
+from api.server.server import MetadataServer
 from api.service.service import MetadataService
 from metadata_log.errors import LogError
 from metadata_log.log import MetadataLog
-from records.model import RegisterBrokerRecord
+from records.model import ConfigResourceType, RegisterBrokerRecord
 from records.uuids import Uuid
 
 BROKER_GROUPS = ((1, 2, 3), (4,), (5, 6, 7, 8))
@@ -196,3 +211,62 @@ def test_opening_a_log_on_a_full_disk_is_a_one_line_error(tmp_path: Path) -> Non
     text = str(refused.value)
     assert "leader-epoch" in text and "ENOSPC" in text and "\n" not in text
     MetadataLog.open(log_dir).close()  # and once space is back, it opens
+
+
+async def _writes_during_a_full_disk(server: MetadataServer, log_dir: Path) -> None:
+    storage = ErrorCode.KAFKA_STORAGE_ERROR
+    async with await AdminClient.connect(server.address) as client:
+        (created,) = await client.create_topics([CreatableTopic(name="t", num_partitions=2)])
+        assert created.outcome.ok
+        server.service.reopen_interval_s = 0.05
+        with inject_faults(log_dir) as faults:
+            faults.arm(Fault(kind="enospc", at=0))
+            # Every write API answers 56 on every item, on the same open connection.
+            (refused,) = await client.create_topics([CreatableTopic(name="u", num_partitions=1)])
+            assert refused.outcome.error_code == storage, refused
+            assert "re-opens the log" in (refused.outcome.error_message or "")
+            assert faults.fired
+            (deleted,) = await client.delete_topics([TopicRef(name="t")])
+            assert deleted.outcome.error_code == storage
+            (grown,) = await client.create_partitions(
+                [CreatePartitionsTopic(topic=TopicRef(name="t"), count=3)]
+            )
+            assert grown.outcome.error_code == storage
+            topic = ConfigResource(type=ConfigResourceType.TOPIC, name="t")
+            legacy = await client.alter_configs(topic, {"retention.ms": "1"})
+            assert [int(r.error_code) for r in legacy.responses] == [storage]
+            (altered,) = await client.incremental_alter_configs(
+                [(topic, [AlterConfig(name="retention.ms", op=AlterConfigOp.SET, value="1")])]
+            )
+            assert altered.outcome.error_code == storage
+            partition = TopicPartition(topic=TopicRef(name="t"), partition=0)
+            with pytest.raises(RemoteError) as elect:
+                await client.elect_leaders([partition], ElectionType.PREFERRED)
+            assert elect.value.error_code == storage
+            with pytest.raises(RemoteError) as reassign:
+                await client.alter_partition_reassignments(
+                    [Reassignment(partition=partition, replicas=(1, 2))]
+                )
+            assert reassign.value.error_code == storage
+            with pytest.raises(RemoteError) as private_api:
+                await client.register_broker(RegisterBroker(broker_id=7))
+            assert private_api.value.error_code == storage
+            # Reads go on from the committed image.
+            metadata = await client.metadata()
+            assert "t" in {t.name for t in metadata.topics}
+            faults.clear()
+            for _ in range(200):  # healed by itself, no restart
+                (again,) = await client.create_topics([CreatableTopic(name="u")])
+                if again.outcome.error_code != storage:
+                    break
+                await asyncio.sleep(0.05)
+            assert again.outcome.ok, again
+
+
+def test_a_server_answers_storage_errors_while_the_disk_is_full_and_heals(
+    tmp_path: Path,
+) -> None:
+    log_dir = tmp_path / "log"
+    with running_server(log_dir) as server:
+        asyncio.run(_writes_during_a_full_disk(server, log_dir))
+        assert not server.service.stopped

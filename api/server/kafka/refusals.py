@@ -14,6 +14,7 @@ from typing import Any
 from api.controller.errors import ApiError
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
+from records.uuids import Uuid
 
 
 def _item(error: ApiError, **values: Any) -> dict[str, Any]:
@@ -23,7 +24,14 @@ def _item(error: ApiError, **values: Any) -> dict[str, Any]:
 def _create_topics(body: Any, error: ApiError) -> dict[str, Any]:
     return {
         "topics": [
-            _item(error, name=t.name, num_partitions=-1, replication_factor=-1, configs=None)
+            _item(
+                error,
+                name=t.name,
+                topic_id=Uuid.ZERO.bytes,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=None,
+            )
             for t in body.topics
         ]
     }
@@ -32,9 +40,11 @@ def _create_topics(body: Any, error: ApiError) -> dict[str, Any]:
 def _delete_topics(body: Any, error: ApiError) -> dict[str, Any]:
     topics = getattr(body, "topics", None)
     if topics:
-        items = [_item(error, name=t.name, topic_id=t.topic_id.bytes) for t in topics]
+        items = [
+            _item(error, name=t.name, topic_id=(t.topic_id or Uuid.ZERO).bytes) for t in topics
+        ]
     else:
-        items = [_item(error, name=name) for name in body.topic_names]
+        items = [_item(error, name=name, topic_id=Uuid.ZERO.bytes) for name in body.topic_names]
     return {"responses": items}
 
 
