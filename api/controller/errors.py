@@ -42,9 +42,26 @@ class ApiError(MetadataLogError):
     """A request was refused; `error_code` is what a Kafka client receives."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:
+        message = shorten(message)
         super().__init__(f"{error_code.name} ({int(error_code)}): {message}")
         self.error_code = error_code
         self.message = message
+
+
+MAX_MESSAGE = 600
+"""Characters of an error message a client receives; longer ones lose their middle."""
+
+
+def shorten(message: str) -> str:
+    """`message`, its middle cut out if it is too long (it may quote a 10^6-character name).
+
+    The start (what was refused) and the end (what to do next) are kept.
+    """
+    if len(message) <= MAX_MESSAGE:
+        return message
+    head, tail = MAX_MESSAGE * 2 // 3, MAX_MESSAGE // 3
+    cut = len(message) - head - tail
+    return f"{message[:head]}... [{cut} characters omitted] ...{message[-tail:]}"
 
 
 class ServiceStoppedError(MetadataLogError):
