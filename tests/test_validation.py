@@ -8,14 +8,19 @@ if it accepts, every record it produced must encode with the log's codec.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from server_thread import running_server
 
+from api.client import AdminClient, RemoteError
+from api.client.connection import ClientError
 from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
@@ -350,3 +355,60 @@ def test_an_error_quoting_a_huge_name_is_short() -> None:
         )
     assert len(str(refused.value)) <= MAX_MESSAGE
     assert "100000 characters" in str(refused.value)
+
+
+async def _client_checks(address: str) -> None:
+    async with await AdminClient.connect(address) as client:
+        await client.create_topics([CreatableTopic(name="t", num_partitions=1)])
+        t = TopicRef(name="t")
+        for call, what in [
+            (client.create_topics([CreatableTopic(name="z", num_partitions=2**31)]), "2147483648"),
+            (
+                client.create_topics(
+                    [CreatableTopic(name="z", num_partitions=1, replication_factor=32768)]
+                ),
+                "32768",
+            ),
+            (
+                client.create_topics([CreatableTopic(name="z", assignments=((0, (2**31,)),))]),
+                "broker id 2147483648",
+            ),
+            (client.create_partitions([CreatePartitionsTopic(topic=t, count=2**31)]), "2147483648"),
+            (
+                client.elect_leaders(
+                    [TopicPartition(topic=t, partition=2**31)], ElectionType.PREFERRED
+                ),
+                "partition 2147483648",
+            ),
+            (
+                client.alter_partition_reassignments(
+                    [Reassignment(partition=TopicPartition(topic=t, partition=2**31), replicas=())]
+                ),
+                "partition 2147483648",
+            ),
+            (
+                client.alter_partition_reassignments(
+                    [
+                        Reassignment(
+                            partition=TopicPartition(topic=t, partition=0), replicas=(2**31,)
+                        )
+                    ]
+                ),
+                "broker id 2147483648",
+            ),
+        ]:
+            with pytest.raises(ClientError, match=what):
+                await call
+        # Values the wire carries but a record cannot: the server refuses them, and goes on.
+        with pytest.raises(RemoteError) as refused:
+            await client.register_broker(RegisterBroker(broker_id=2**31))
+        assert refused.value.error_code == ErrorCode.INVALID_REQUEST
+        with pytest.raises((RemoteError, ClientError)):
+            await client.register_broker(RegisterBroker(broker_id=2**63))
+        (created,) = await client.create_topics([CreatableTopic(name="after", num_partitions=1)])
+        assert created.outcome.ok
+
+
+def test_the_client_refuses_locally_what_the_wire_cannot_carry(tmp_path: Path) -> None:
+    with running_server(tmp_path / "log") as server:
+        asyncio.run(_client_checks(server.address))
