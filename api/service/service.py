@@ -308,7 +308,9 @@ class MetadataService:
         self._next_offset = log.end_offset
         self._last_append = None
         self._failure = None
-        logger.info(
+        # WARNING, as the failure's line is an ERROR: an operator who saw one must see the
+        # other (a server shows this logger's lines from WARNING up).
+        logger.warning(
             "the metadata log was re-opened at end offset %d; writes resume", log.end_offset
         )
         if self._commit_waiters:
