@@ -43,6 +43,8 @@ class FaultInjector:
         self.calls = 0
         self.fault: Fault | None = None
         self.fired = 0
+        self.calls_seen: list[tuple[str, str]] = []
+        """Each counted call's family ("write" or "sync") and file, in order."""
         self._short_done = False
 
     def arm(self, fault: Fault | None) -> None:
@@ -50,18 +52,20 @@ class FaultInjector:
         self.fault = fault
         self.calls = 0
         self.fired = 0
+        self.calls_seen = []
         self._short_done = False
 
     def clear(self) -> None:
         """The disk is fixed: no call fails any more (the count goes on)."""
         self.fault = None
 
-    def _under_fd(self, fd: int) -> bool:
+    def _target(self, fd: int) -> str | None:
+        """The file `fd` is open on, if it is under the root."""
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
-            return False
-        return target.startswith(self.root + os.sep)
+            return None
+        return target if target.startswith(self.root + os.sep) else None
 
     def _under_path(self, path: Any) -> bool:
         try:
@@ -70,10 +74,11 @@ class FaultInjector:
             return False
         return str(absolute).startswith(self.root + os.sep)
 
-    def _due(self, family: str) -> str | None:
+    def _due(self, family: str, target: str) -> str | None:
         """Count one call; the fault kind to inject into it, or None."""
         index = self.calls
         self.calls += 1
+        self.calls_seen.append((family, target))
         fault = self.fault
         if fault is None or index < fault.at:
             return None
@@ -82,9 +87,10 @@ class FaultInjector:
         return None if fault.kind == "fsync" else fault.kind
 
     def write(self, real: Callable[[int, Any], int], fd: int, data: Any) -> int:
-        if not self._under_fd(fd):
+        target = self._target(fd)
+        if target is None:
             return real(fd, data)
-        kind = self._due("write")
+        kind = self._due("write", target)
         if kind is None:
             return real(fd, data)
         self.fired += 1
@@ -95,10 +101,11 @@ class FaultInjector:
         raise OSError(code, os.strerror(code))
 
     def sync(self, real: Callable[[int], None], fd: int) -> None:
-        if not self._under_fd(fd):
+        target = self._target(fd)
+        if target is None:
             real(fd)
             return
-        if self._due("sync") is not None:
+        if self._due("sync", target) is not None:
             self.fired += 1
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         real(fd)
@@ -107,7 +114,7 @@ class FaultInjector:
         if not (self._under_path(src) or self._under_path(dst)):
             real(src, dst, **kwargs)
             return
-        kind = self._due("write")
+        kind = self._due("write", os.fspath(dst))
         if kind is None or kind == "short":  # a rename is atomic: it cannot be short
             real(src, dst, **kwargs)
             return

@@ -11,6 +11,7 @@ import pytest
 from faults import KINDS, Fault, inject_faults
 from server_thread import running_server
 
+from api.cli.main import main
 from api.client import AdminClient, RemoteError
 from api.controller.commands import (
     AlterConfig,
@@ -270,3 +271,38 @@ def test_a_server_answers_storage_errors_while_the_disk_is_full_and_heals(
     with running_server(log_dir) as server:
         asyncio.run(_writes_during_a_full_disk(server, log_dir))
         assert not server.service.stopped
+
+
+def _cli_register(data_dir: Path, broker_id: int) -> int:
+    return main(["--data-dir", str(data_dir), "brokers", "register", "--id", str(broker_id)])
+
+
+@pytest.mark.parametrize("kind", ["enospc", "eio", "short", "fsync"])
+@pytest.mark.parametrize("where", ["open", "append"])
+def test_an_io_error_in_a_cli_command_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, where: str
+) -> None:
+    data_dir = tmp_path / "data"
+    assert _cli_register(data_dir, 1) == 0
+    with inject_faults(data_dir / "log") as clean:  # where the command's calls go
+        clean.arm(None)
+        assert _cli_register(data_dir, 3) == 0
+    family = "sync" if kind == "fsync" else "write"
+    calls = [
+        i
+        for i, (f, target) in enumerate(clean.calls_seen)
+        if f == family and target.endswith(".avro") == (where == "append")
+    ]
+    at = calls[0]  # the open's first write or sync (the leader epoch), or the append's
+    capsys.readouterr()
+    with inject_faults(data_dir / "log") as faults:
+        faults.arm(Fault(kind=kind, at=at))
+        code = _cli_register(data_dir, 2)
+    err = capsys.readouterr().err
+    assert code == 2 and faults.fired, (code, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "ENOSPC" in err or "EIO" in err, err
+    with MetadataService.open(data_dir / "log") as again:
+        if kind != "fsync" or where == "open":
+            # Nothing reached the log: a refused write left at most a torn tail, dropped on open.
+            assert again.image.cluster.get(2) is None
