@@ -31,7 +31,7 @@ from api.server.server import MetadataServer
 from api.service.service import MetadataService
 from metadata_log.errors import LogError
 from metadata_log.log import MetadataLog
-from records.model import ConfigResourceType, RegisterBrokerRecord
+from records.model import ConfigResourceType, RegisterBrokerRecord, TopicRecord
 from records.uuids import Uuid
 
 BROKER_GROUPS = ((1, 2, 3), (4,), (5, 6, 7, 8))
@@ -252,9 +252,14 @@ async def _writes_during_a_full_disk(server: MetadataServer, log_dir: Path) -> N
             with pytest.raises(RemoteError) as private_api:
                 await client.register_broker(RegisterBroker(broker_id=7))
             assert private_api.value.error_code == storage
-            # Reads go on from the committed image.
+            # Reads go on: the committed image, and the log itself (time travel reads it).
             metadata = await client.metadata()
             assert "t" in {t.name for t in metadata.topics}
+            await asyncio.sleep(0.2)  # re-open attempts have begun (and fail)
+            earlier = await client.image_at(at_offset=2)
+            assert earlier.provenance.offset == 2
+            entries, _ = await client.fetch_log(0, max_entries=3)
+            assert [e.offset for e in entries] == [0, 1, 2]
             faults.clear()
             for _ in range(200):  # healed by itself, no restart
                 (again,) = await client.create_topics([CreatableTopic(name="u")])
@@ -306,3 +311,29 @@ def test_an_io_error_in_a_cli_command_is_one_line_and_exit_2(
         if kind != "fsync" or where == "open":
             # Nothing reached the log: a refused write left at most a torn tail, dropped on open.
             assert again.image.cluster.get(2) is None
+
+
+def _invalid_utf8_topic(image: object) -> ControllerResult[None]:
+    # Only fastavro's write sees a lone surrogate: the log refuses the batch, not the check.
+    return ControllerResult(
+        records=(TopicRecord(name="a\ud800", topic_id=Uuid.random(), namespace=""),),
+        response=None,
+    )
+
+
+async def test_a_batch_only_the_log_refuses_is_invalid_and_the_service_heals(
+    tmp_path: Path,
+) -> None:
+    svc = MetadataService.open(tmp_path / "log")
+    svc.reopen_interval_s = 0.01
+    try:
+        end = svc.log.end_offset
+        with pytest.raises(ApiError) as refused:
+            await svc.submit(_invalid_utf8_topic)
+        assert refused.value.error_code == ErrorCode.INVALID_REQUEST
+        await _wait_healed(svc)
+        assert svc.log.end_offset == end and not svc.image.topics.by_name
+        await _submit_register(svc, 1)
+        assert svc.image.cluster.get(1) is not None
+    finally:
+        await svc.aclose()
