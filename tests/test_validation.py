@@ -279,7 +279,7 @@ T = TopicRef(name="t")
                     broker_id=9,
                     endpoints=(
                         BrokerEndpoint(name="P", host="h", port=1),
-                        BrokerEndpoint(name="P", host="h", port=2),
+                        BrokerEndpoint(name="Q", host="h", port=1),
                     ),
                 ),
             ),

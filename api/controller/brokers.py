@@ -75,7 +75,7 @@ def _check_registration(request: RegisterBroker) -> None:
     )
     if request.rack is not None:
         check_label(request.rack, what="a rack name")
-    names: set[str] = set()
+    seen: set[tuple[str, int]] = set()
     for endpoint in request.endpoints:
         check_label(endpoint.name, what="a listener name")
         check_label(endpoint.host, what="an endpoint host")
@@ -96,13 +96,15 @@ def _check_registration(request: RegisterBroker) -> None:
             high=INT16_MAX,
             code=ErrorCode.INVALID_REQUEST,
         )
-        if endpoint.name in names:
+        # By address, not by listener name: `mlog brokers register --endpoint` names every
+        # endpoint PLAINTEXT.
+        address = (endpoint.host, endpoint.port)
+        if address in seen:
             raise ApiError(
                 ErrorCode.INVALID_REQUEST,
-                f"listener {clip(endpoint.name)} is given twice; a broker has one endpoint "
-                "per listener name",
+                f"endpoint {clip(endpoint.host)}:{endpoint.port} is given twice; give it once",
             )
-        names.add(endpoint.name)
+        seen.add(address)
 
 
 def change_broker(

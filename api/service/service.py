@@ -257,8 +257,10 @@ class MetadataService:
                     return
                 try:
                     await self.reopen()
-                except (MetadataLogError, OSError) as exc:
+                except Exception as exc:  # any failure: keep refusing writes, and retry
                     text = _one_line(exc)
+                    if not isinstance(exc, MetadataLogError | OSError):
+                        text = f"{type(exc).__name__}: {text}"
                     if text != last_error:  # one line per state change, not per attempt
                         logger.warning("re-opening the metadata log failed, will retry: %s", text)
                         last_error = text
@@ -302,7 +304,9 @@ class MetadataService:
             return failed
 
     def _open_again(self, old: MetadataLog) -> tuple[MetadataLog, MetadataImage]:
-        log = MetadataLog.open(old.directory, config=old.config, codec=old.codec)
+        log = MetadataLog.open(
+            old.directory, config=old.config, codec=old.codec, clock_ms=self._clock_ms
+        )
         try:
             snapshots = self._snapshots
             image = load_image(log) if snapshots is None else snapshots.start_image(log)
