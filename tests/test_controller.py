@@ -31,7 +31,7 @@ from api.controller.errors import (
     ApiError,
     ErrorCode,
     IllegalStateTransitionError,
-    ServiceStoppedError,
+    StorageError,
 )
 from api.controller.states import (
     PARTITION_DELETION,
@@ -698,7 +698,7 @@ async def test_the_committed_image_carries_the_time_the_log_wrote(tmp_path: Path
         assert again.image == live
 
 
-async def test_a_failed_append_stops_writes(tmp_path: Path) -> None:
+async def test_a_failed_append_refuses_writes_with_a_storage_error(tmp_path: Path) -> None:
     svc = MetadataService.open(tmp_path / "log")
     try:
 
@@ -707,15 +707,16 @@ async def test_a_failed_append_stops_writes(tmp_path: Path) -> None:
 
         svc.log.append = broken  # type: ignore[assignment,method-assign]  # simulate a full disk
         committed = svc.image
-        with pytest.raises(OSError, match="No space"):
+        with pytest.raises(StorageError, match="ENOSPC"):
             svc.execute(
                 lambda image: svc.controller.register_broker(image, RegisterBroker(broker_id=0))
             )
         assert svc.stopped and svc.image is committed
-        with pytest.raises(ServiceStoppedError, match="restart"):
+        with pytest.raises(StorageError, match="re-opens the log") as refused:
             svc.execute(
                 lambda image: svc.controller.register_broker(image, RegisterBroker(broker_id=1))
             )
+        assert refused.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
     finally:
         svc.close()
 

@@ -19,6 +19,7 @@ from typing import Any
 from api.client.connection import (
     DEFAULT_TIMEOUT_MS,
     ClientConnection,
+    ClientError,
     RemoteError,
     known_error_code,
 )
@@ -58,6 +59,19 @@ from records.model import ConfigResourceType
 from records.uuids import Uuid
 from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
+
+_INT16 = (-(2**15), 2**15 - 1)
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _fits(values: Any, bounds: tuple[int, int], what: str) -> None:
+    """Refuse locally a value the request's field cannot carry (else `struct.error` later)."""
+    low, high = bounds
+    for value in values if isinstance(values, list | tuple) else (values,):
+        if not low <= value <= high:
+            raise ClientError(
+                f"{what} {value} cannot be sent: the protocol field holds {low}..{high}"
+            )
 
 
 def _outcome(code: Any, message: str | None) -> Outcome:
@@ -123,6 +137,12 @@ class AdminClient(ClientConnection):
         self, topics: Sequence[CreatableTopic], *, validate_only: bool = False
     ) -> list[CreateTopicResult]:
         """CreateTopics: one result per topic."""
+        for t in topics:
+            _fits(t.num_partitions, _INT32, "a partition count of")
+            _fits(t.replication_factor, _INT16, "a replication factor of")
+            for partition, brokers in t.assignments:
+                _fits(partition, _INT32, "partition")
+                _fits(brokers, _INT32, "broker id")
         response = await self.request(
             19,
             topics=[
@@ -172,6 +192,10 @@ class AdminClient(ClientConnection):
         self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool = False
     ) -> list[CreatePartitionsResult]:
         """CreatePartitions: raise partition counts."""
+        for t in topics:
+            _fits(t.count, _INT32, "a partition count of")
+            for brokers in t.assignments or ():
+                _fits(brokers, _INT32, "broker id")
         response = await self.request(
             37,
             topics=[
@@ -278,6 +302,8 @@ class AdminClient(ClientConnection):
     ) -> list[PartitionResult]:
         """ElectLeaders (None: every partition not led by its preferred replica)."""
         wanted: list[dict[str, Any]] | None = None
+        for p in partitions or ():
+            _fits(p.partition, _INT32, "partition")
         if partitions is not None:
             by_topic: dict[str, list[int]] = {}
             for p in partitions:
@@ -304,6 +330,9 @@ class AdminClient(ClientConnection):
         self, reassignments: Sequence[Reassignment]
     ) -> list[PartitionResult]:
         """AlterPartitionReassignments (replicas None cancels); one result per partition."""
+        for r in reassignments:
+            _fits(r.partition.partition, _INT32, "partition")
+            _fits(r.replicas or (), _INT32, "broker id")
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for r in reassignments:
             name = await self.topic_name(r.partition.topic)

@@ -200,7 +200,14 @@ class ClientConnection:
         """Send a kio request entity; its kio response entity."""
         correlation_id = next(self._ids)
         api_key, version = int(body.__api_key__), int(body.__version__)
-        frame = codec.encode_request(body, correlation_id=correlation_id, client_id=self.client_id)
+        try:
+            frame = codec.encode_request(
+                body, correlation_id=correlation_id, client_id=self.client_id
+            )
+        except (struct.error, OverflowError) as exc:
+            # A value the wire cannot carry; the checks of AdminClient name the field first.
+            name = codec.API_NAMES.get(api_key, api_key)
+            raise ClientError(f"a value of this {name} request cannot be sent: {exc}") from None
 
         def decode(data: bytes) -> Any:
             _, response = codec.decode_response(api_key, version, data)
@@ -216,9 +223,12 @@ class ClientConnection:
         """One of our own APIs; raises `RemoteError` when the server refuses it."""
         self.version(api.key)
         correlation_id = next(self._ids)
-        frame = private.encode_request(
-            api, request, correlation_id=correlation_id, client_id=self.client_id
-        )
+        try:
+            frame = private.encode_request(
+                api, request, correlation_id=correlation_id, client_id=self.client_id
+            )
+        except (struct.error, OverflowError) as exc:
+            raise ClientError(f"a value of this {api.name} request cannot be sent: {exc}") from None
         _, status, body = await self._send(
             frame,
             correlation_id,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from api.controller.commands import BrokerAction, BrokerResult, ControllerResult, RegisterBroker
 from api.controller.errors import ApiError, ErrorCode
+from api.controller.limits import INT16_MAX, INT32_MAX, check_int, check_label, clip
 from api.controller.names import partition_name
 from api.controller.states import checked_change, is_live
 from records.model import (
@@ -38,20 +39,7 @@ def register_broker(
     The broker epoch is the offset the registration record gets, as in Kafka, so every
     incarnation has a larger one.
     """
-    if request.broker_id < 0:
-        raise ApiError(
-            ErrorCode.INVALID_REQUEST,
-            f"broker id must be >= 0, got {request.broker_id}",
-        )
-    if request.rack is not None and not request.rack.strip():
-        raise ApiError(ErrorCode.INVALID_REQUEST, "a rack name cannot be empty")
-    for endpoint in request.endpoints:
-        if not 0 < endpoint.port < 65536 or not endpoint.host:
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                f"endpoint {endpoint.host}:{endpoint.port} is not HOST:PORT with a port "
-                "in 1..65535",
-            )
+    _check_registration(request)
     epoch = image.provenance.offset + 1
     record = RegisterBrokerRecord(
         broker_id=request.broker_id,
@@ -74,6 +62,49 @@ def register_broker(
             broker_id=request.broker_id, broker_epoch=epoch, partitions_changed=changed
         ),
     )
+
+
+def _check_registration(request: RegisterBroker) -> None:
+    """Refuse what a registration record cannot hold, or what would break the broker tables."""
+    check_int(
+        request.broker_id,
+        what="broker id",
+        low=0,
+        high=INT32_MAX,
+        code=ErrorCode.INVALID_REQUEST,
+    )
+    if request.rack is not None:
+        check_label(request.rack, what="a rack name")
+    seen: set[tuple[str, int]] = set()
+    for endpoint in request.endpoints:
+        check_label(endpoint.name, what="a listener name")
+        check_label(endpoint.host, what="an endpoint host")
+        if (
+            isinstance(endpoint.port, bool)
+            or not isinstance(endpoint.port, int)
+            or not (0 < endpoint.port < 65536)
+        ):
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"endpoint {clip(endpoint.host)}:{clip(endpoint.port)} is not HOST:PORT with "
+                "a port in 1..65535",
+            )
+        check_int(
+            endpoint.security_protocol,
+            what="an endpoint's security protocol",
+            low=0,
+            high=INT16_MAX,
+            code=ErrorCode.INVALID_REQUEST,
+        )
+        # By address, not by listener name: `mlog brokers register --endpoint` names every
+        # endpoint PLAINTEXT.
+        address = (endpoint.host, endpoint.port)
+        if address in seen:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"endpoint {clip(endpoint.host)}:{endpoint.port} is given twice; give it once",
+            )
+        seen.add(address)
 
 
 def change_broker(

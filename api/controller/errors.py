@@ -25,6 +25,7 @@ class ErrorCode(IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
+    KAFKA_STORAGE_ERROR = 56
     TOPIC_DELETION_DISABLED = 73
     STALE_BROKER_EPOCH = 77
     PREFERRED_LEADER_NOT_AVAILABLE = 80
@@ -41,13 +42,42 @@ class ApiError(MetadataLogError):
     """A request was refused; `error_code` is what a Kafka client receives."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:
+        message = shorten(message)
         super().__init__(f"{error_code.name} ({int(error_code)}): {message}")
         self.error_code = error_code
         self.message = message
 
 
+MAX_MESSAGE = 600
+"""Characters of an error message a client receives; longer ones lose their middle."""
+
+
+def shorten(message: str) -> str:
+    """`message`, its middle cut out if it is too long (it may quote a 10^6-character name).
+
+    The start (what was refused) and the end (what to do next) are kept.
+    """
+    if len(message) <= MAX_MESSAGE:
+        return message
+    head, tail = MAX_MESSAGE * 2 // 3, MAX_MESSAGE // 3
+    cut = len(message) - head - tail
+    return f"{message[:head]}... [{cut} characters omitted] ...{message[-tail:]}"
+
+
 class ServiceStoppedError(MetadataLogError):
     """The service stopped accepting writes after an I/O error (fail-stop); restart it."""
+
+
+class StorageError(ApiError):
+    """A write was refused because the log's storage failed (KAFKA_STORAGE_ERROR, 56).
+
+    Kafka answers a produce to a partition on a failed log directory with this code; clients
+    treat it as retriable. The service re-opens the log in the background and takes writes
+    again once that succeeds, so the same request may succeed a few seconds later.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
 
 
 class IllegalStateTransitionError(MetadataLogError):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from api.controller.commands import TopicRef
 from api.controller.errors import ApiError, ErrorCode
+from api.controller.limits import clip
 from replay.image import MetadataImage, TopicImage
 
 MAX_NAME_LENGTH = 249
@@ -30,12 +31,12 @@ def validate_topic_name(name: str) -> None:
         raise ApiError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
-            f"topic name: {name}",
+            f"topic name: {clip(name)}",
         )
     if not _LEGAL.fullmatch(name):
         raise ApiError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            f"Topic name {clip(name)} is illegal, it contains a character other than ASCII "
             "alphanumerics, '.', '_' and '-'",
         )
 
@@ -79,13 +80,13 @@ def resolve_topic(image: MetadataImage, ref: TopicRef) -> TopicImage:
         if topic is None:
             raise ApiError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"This server does not host this topic-partition: topic {ref.name!r} "
+                f"This server does not host this topic-partition: topic {clip(ref.name)} "
                 "does not exist",
             )
         if ref.topic_id is not None and ref.topic_id != topic.topic_id:
             raise ApiError(
                 ErrorCode.INCONSISTENT_TOPIC_ID,
-                f"The topic id {ref.topic_id} does not match the topic {ref.name!r}, "
+                f"The topic id {ref.topic_id} does not match the topic {clip(ref.name)}, "
                 f"whose id is {topic.topic_id}",
             )
         return topic

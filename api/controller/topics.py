@@ -35,6 +35,7 @@ from api.controller.config_defs import (
 from api.controller.config_values import InvalidConfigError
 from api.controller.configs import namespace_configs
 from api.controller.errors import ApiError, ErrorCode
+from api.controller.limits import INT16_MAX
 from api.controller.names import colliding_name, partition_name, resolve_topic, validate_topic_name
 from api.controller.namespaces import require_namespace
 from api.controller.partition_reduction import under_changes
@@ -238,6 +239,12 @@ class TopicCreator:
             raise ApiError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if replication > INT16_MAX:  # an int16 in Kafka's CreateTopics
+            raise ApiError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor {replication} is more than {INT16_MAX}, the largest "
+                "Kafka's protocol carries.",
             )
         if replication > len(usable):
             raise ApiError(

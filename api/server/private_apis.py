@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from api.controller.commands import BrokerResult, ControllerResult
 from api.controller.controller import Controller
-from api.controller.errors import ApiError, ErrorCode, ServiceStoppedError
+from api.controller.errors import ApiError, ErrorCode
 from api.protocol import private
 from api.protocol.avro_bind import BindError
 from api.protocol.codec import RequestHeader
@@ -74,8 +74,6 @@ class PrivateApis:
         except ApiError as exc:
             self._log(principal, api, request, exc.error_code.name)
             return self._error(header, api, exc.error_code, str(exc))
-        except ServiceStoppedError as exc:
-            return self._error(header, api, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
         except MetadataLogError as exc:
             return self._error(header, api, ErrorCode.INVALID_REQUEST, str(exc))
         self._log(principal, api, request, "ok")

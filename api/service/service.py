@@ -6,8 +6,16 @@ group commit, and the answer is given only after the fsync. Readers see the comm
 only. A command that appends nothing still waits until everything accepted before it is
 durable (as Kafka's controller does), because its answer was computed from that state.
 
-If an append fails, the service stops taking writes (fail-stop): the working image may hold
-records the log does not, and only a restart, which replays the log, is safe.
+Every value is validated before it reaches the log: the controller checks ranges and types, and
+the service runs the codec's checks on each batch before it enters the working image, refusing
+one that does not encode (INVALID_REQUEST) and going on. So only I/O can fail an append. Then
+the working image may hold records the log does not, so writes answer KAFKA_STORAGE_ERROR (56),
+reads go on from the committed image, and (in a server) the service closes the failed log and
+re-opens it every `reopen_interval_s` seconds; the re-opened log recovers its tail from disk,
+and the image is replayed from it, because records that were never acknowledged may or may not
+be on disk. Writes resume once that succeeds. The failed file is never fsynced again
+(PostgreSQL's fsync lesson: a failed fsync may have dropped the dirty pages, so a later
+successful fsync proves nothing).
 
 Pending partition deletions are moved on by checks driven by the service's clock: `purge_due`
 runs one check (the embedded CLI runs one whenever it opens the service for writing), and
@@ -16,6 +24,8 @@ runs one check (the embedded CLI runs one whenever it opens the service for writ
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,10 +35,12 @@ from typing import TYPE_CHECKING, TypeVar
 from api.controller.commands import ControllerResult, PurgeResult, PurgeStep
 from api.controller.config_defs import cluster_value
 from api.controller.controller import Controller
-from api.controller.errors import IllegalStateTransitionError, ServiceStoppedError
+from api.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
 from api.controller.partition_reduction import INTERVAL_KEY
 from metadata_log.config import LogConfig
+from metadata_log.errors import LogError
 from metadata_log.log import AppendResult, MetadataLog
+from records.errors import MetadataLogError, RecordError
 from records.model import FeatureLevelRecord, Record
 from replay.delta import MetadataDelta
 from replay.image import METADATA_VERSION, MetadataImage, Provenance
@@ -54,6 +66,12 @@ METADATA_VERSION_LEVEL = 1
 SERVICE_PRINCIPAL = "metadata-log"
 """The principal of records the service writes on its own (bootstrap, scheduled purges)."""
 
+REOPEN_INTERVAL_S = 3.0
+"""Seconds between two attempts to re-open a log whose storage failed."""
+
+MAX_ECHO = 200
+"""Characters of an encoder's message kept in an error answer (it may quote a huge value)."""
+
 
 class MetadataService:
     """Serialises commands, appends their records, and publishes the committed image."""
@@ -66,8 +84,10 @@ class MetadataService:
         *,
         clock_ms: Callable[[], int] | None = None,
         snapshots: Snapshotter | None = None,
+        reopen_interval_s: float = REOPEN_INTERVAL_S,
     ) -> None:
         self.log = log
+        self.reopen_interval_s = reopen_interval_s
         self._snapshots = snapshots
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         # One clock for both: a reduction's purge time and the checks must agree on "now".
@@ -76,7 +96,9 @@ class MetadataService:
         self._working = image
         self._next_offset = log.end_offset
         self._last_append: asyncio.Future[None] | None = None
-        self._failure: BaseException | None = None
+        self._failure: str | None = None
+        self._reopener: asyncio.Task[None] | None = None
+        self._closing = False
         self._commit_waiters: list[asyncio.Future[None]] = []
 
     @classmethod
@@ -155,15 +177,35 @@ class MetadataService:
 
     @property
     def stopped(self) -> bool:
-        """Whether the service stopped taking writes after an append failed."""
+        """Whether writes are refused now, because the log's storage failed (until re-opened)."""
         return self._failure is not None
 
     def _check_running(self) -> None:
         if self._failure is not None:
-            raise ServiceStoppedError(
-                f"the service stopped taking writes after an append failed ({self._failure}); "
-                "restart it to recover from the log"
-            ) from self._failure
+            raise self._refusal(self._failure)
+
+    def _refusal(self, failure: str) -> StorageError:
+        return StorageError(
+            f"the metadata log cannot be written ({failure}); reads still work. "
+            f"The service re-opens the log every {self.reopen_interval_s:g} s and takes "
+            "writes again once that succeeds: retry later, and free space or fix the disk"
+        )
+
+    def _check_encodes(self, records: tuple[Record, ...]) -> None:
+        """Refuse a batch the log could not encode, before it enters the working image.
+
+        The controller validates every field; this is the last check, so that a value it
+        missed costs one request (INVALID_REQUEST), never the service's ability to write. It
+        runs the codec's per-record step, which checks every int against its Avro type, every
+        enum, and that each record is a known type with every field: the step that holds the
+        checks, at about a tenth of a full encode (fastavro's write, done once, by the log).
+        """
+        encode = self.log.codec.encode_record
+        try:
+            for record in records:
+                encode(record)
+        except RecordError as exc:
+            raise _unencodable(exc) from None
 
     def _accept(self, records: tuple[Record, ...]) -> MetadataImage:
         """Replay accepted records into the working image, with the offsets they will get."""
@@ -191,10 +233,116 @@ class MetadataService:
             if self._commit_waiters:
                 self.release_waiters()
 
-    def _fail(self, exc: BaseException) -> None:
-        if self._failure is None:
-            logger.error("append failed, the service stops taking writes: %s", exc)
-            self._failure = exc
+    def _storage_failed(self, exc: BaseException) -> StorageError:
+        """Refuse writes from now on and, in a server, start re-opening the log."""
+        import asyncio
+
+        failure = self._failure
+        if failure is None:
+            self._failure = failure = _one_line(exc)
+            logger.error(
+                "the metadata log cannot be written (%s); writes answer KAFKA_STORAGE_ERROR, "
+                "reads go on, re-opening the log every %g s",
+                self._failure,
+                self.reopen_interval_s,
+            )
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # embedded mode: one command, nobody to heal for
+                loop = None
+            if loop is not None and not self._closing:
+                self._reopener = loop.create_task(self._reopen_loop())
+        return self._refusal(failure)
+
+    async def _reopen_loop(self) -> None:
+        import asyncio
+
+        last_error: str | None = None
+        try:
+            while self._failure is not None and not self._closing:
+                await asyncio.sleep(self.reopen_interval_s)
+                if self._closing:
+                    return
+                try:
+                    await self.reopen()
+                except Exception as exc:  # any failure: keep refusing writes, and retry
+                    text = _one_line(exc)
+                    if not isinstance(exc, MetadataLogError | OSError):
+                        text = f"{type(exc).__name__}: {text}"
+                    if text != last_error:  # one line per state change, not per attempt
+                        logger.warning("re-opening the metadata log failed, will retry: %s", text)
+                        last_error = text
+        finally:
+            self._reopener = None
+
+    async def reopen(self) -> None:
+        """Close the failed log, open it again (recovering its tail) and replay the image.
+
+        Raises `MetadataLogError` or `OSError` if the storage is still failing; the service
+        then keeps refusing writes.
+        """
+        import asyncio
+
+        current = self.log
+        if not current.read_only:
+            await current.aclose()
+            self.log = self._reader(current)
+        log, image = await asyncio.to_thread(self._open_again, self.log)
+        self._install(log, image)
+
+    def reopen_now(self) -> None:
+        """`reopen` for embedded mode (no event loop)."""
+        current = self.log
+        if not current.read_only:
+            current.close()
+            self.log = self._reader(current)
+        log, image = self._open_again(self.log)
+        self._install(log, image)
+
+    @staticmethod
+    def _reader(failed: MetadataLog) -> MetadataLog:
+        """A read-only log over the failed one's directory, so reads of the log go on.
+
+        It holds no lock and stops before a torn tail; the failed writer is closed already.
+        """
+        try:
+            return MetadataLog.open(
+                failed.directory, config=failed.config, codec=failed.codec, read_only=True
+            )
+        except (MetadataLogError, OSError) as exc:
+            logger.warning("the metadata log cannot be read either: %s", _one_line(exc))
+            return failed
+
+    def _open_again(self, old: MetadataLog) -> tuple[MetadataLog, MetadataImage]:
+        log = MetadataLog.open(
+            old.directory, config=old.config, codec=old.codec, clock_ms=self._clock_ms
+        )
+        try:
+            snapshots = self._snapshots
+            image = load_image(log) if snapshots is None else snapshots.start_image(log)
+        except BaseException:
+            log.close()
+            raise
+        return log, image
+
+    def _install(self, log: MetadataLog, image: MetadataImage) -> None:
+        # Unacknowledged records may or may not have reached the disk: the replayed image is
+        # the truth, for the working image as well as the committed one.
+        reader, self.log = self.log, log
+        if reader.read_only:
+            reader.close()
+        self._committed = image
+        self._working = image
+        self._next_offset = log.end_offset
+        self._last_append = None
+        self._failure = None
+        # WARNING, as the failure's line is an ERROR: an operator who saw one must see the
+        # other (a server shows this logger's lines from WARNING up).
+        logger.warning(
+            "the metadata log was re-opened at end offset %d; writes resume", log.end_offset
+        )
+        if self._commit_waiters:
+            self.release_waiters()
 
     # ------------------------------------------------------------------ commands
 
@@ -204,12 +352,15 @@ class MetadataService:
         result = command(self._working)
         if not result.records:
             return result.response
+        self._check_encodes(result.records)
         image = self._accept(result.records)
         try:
             appended = self.log.append(result.records, principal=principal)
-        except Exception as exc:
-            self._fail(exc)
-            raise
+        except (LogError, RecordError, OSError) as exc:
+            refused = self._storage_failed(exc)
+            if isinstance(exc, RecordError):
+                raise _unencodable(exc) from None
+            raise refused from None
         self._commit(image, appended)
         return result.response
 
@@ -228,16 +379,22 @@ class MetadataService:
                 await asyncio.shield(self._last_append)
             self._check_running()
             return result.response
+        self._check_encodes(result.records)
         image = self._accept(result.records)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._last_append = done
         try:
             appended = await self.log.append_async(result.records, principal=principal)
-        except Exception as exc:
-            self._fail(exc)
-            done.set_exception(ServiceStoppedError(str(exc)))
-            done.exception()  # retrieved here; waiters see the service stopped
-            raise
+        except (LogError, RecordError, OSError) as exc:
+            # A RecordError: the log refused (alone) a batch the check above let through, e.g.
+            # a string that is not valid UTF-8. The working image holds it all the same, so the
+            # service resets it the way it heals from an I/O error; the caller is told why.
+            refused = self._storage_failed(exc)
+            done.set_exception(refused)
+            done.exception()  # retrieved here; waiters see the failure through _check_running
+            if isinstance(exc, RecordError):
+                raise _unencodable(exc) from None
+            raise refused from None
         self._commit(image, appended)
         done.set_result(None)
         return result.response
@@ -280,7 +437,8 @@ class MetadataService:
 
         The interval is read again after every check, so a config change applies from the
         next one. A check that fails on a state-machine error is logged and retried at the
-        next interval; a stopped service (fail-stop) ends the loop with `ServiceStoppedError`.
+        next interval; so does one refused because the log's storage failed (the service heals
+        by itself).
         `rounds` stops after that many checks and `sleep` replaces `asyncio.sleep` (tests).
         """
         import asyncio
@@ -293,6 +451,8 @@ class MetadataService:
             except IllegalStateTransitionError as exc:
                 logger.error("pending partition deletion check failed: %s", exc)
                 results = []
+            except StorageError:
+                results = []  # logged once by the service; the next check runs after healing
             for result in results:
                 logger.info(
                     "pending partition deletion of %s: partitions %s %s",
@@ -309,6 +469,9 @@ class MetadataService:
 
     def close(self) -> None:
         """Close the log (release the writer lock), after a snapshot in flight."""
+        self._closing = True
+        if self._reopener is not None:
+            self._reopener.cancel()
         if self._snapshots is not None:
             self._snapshots.close()
         self.log.close()
@@ -317,6 +480,12 @@ class MetadataService:
         """Wait for appends in flight, then close the log (and finish a snapshot in flight)."""
         import asyncio
 
+        self._closing = True
+        reopener = self._reopener
+        if reopener is not None:
+            reopener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reopener
         await self.log.aclose()
         if self._snapshots is not None:
             await asyncio.to_thread(self._snapshots.close)
@@ -333,3 +502,26 @@ def _bootstrap(image: MetadataImage) -> ControllerResult[None]:
         records=(FeatureLevelRecord(name=METADATA_VERSION, feature_level=METADATA_VERSION_LEVEL),),
         response=None,
     )
+
+
+def _unencodable(exc: RecordError) -> ApiError:
+    text = str(exc)
+    if len(text) > MAX_ECHO:
+        text = text[:MAX_ECHO] + f"... ({len(text)} characters)"
+    return ApiError(
+        ErrorCode.INVALID_REQUEST,
+        f"the request would write a record that cannot be stored: {text}; "
+        "nothing was written, correct the value",
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    """An I/O failure as one line: the OSError's text and errno name when there is one."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__
+    if isinstance(cause, OSError):
+        name = errno.errorcode.get(cause.errno or 0, str(cause.errno))
+        return f"{cause.strerror or cause} [{name}]"
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__

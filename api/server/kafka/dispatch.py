@@ -8,13 +8,15 @@ the list of keys and versions the table must cover (a protocol test checks every
 
 from __future__ import annotations
 
+from api.controller.errors import ApiError, StorageError
 from api.protocol import codec
-from api.protocol.codec import KafkaRequest
+from api.protocol.codec import API_NAMES, KafkaRequest
 from api.server.kafka.acls import AclApis
-from api.server.kafka.base import ANONYMOUS, Handler, Listener
+from api.server.kafka.base import ANONYMOUS, Handler, Listener, logger
 from api.server.kafka.configs import ConfigApis
 from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
+from api.server.kafka.refusals import refusal
 from api.server.kafka.topics import TopicApis
 from api.service.service import MetadataService
 
@@ -48,5 +50,18 @@ class KafkaApis:
         }
 
     async def handle(self, request: KafkaRequest, principal: str = ANONYMOUS) -> codec.Answer:
-        """The answer to a decoded request."""
-        return await self._handlers[request.header.api_key](request, principal)
+        """The answer to a decoded request.
+
+        A write the service refuses as a whole (storage failed: KAFKA_STORAGE_ERROR; records
+        that cannot be stored: INVALID_REQUEST) is answered with that code on every item.
+        """
+        try:
+            return await self._handlers[request.header.api_key](request, principal)
+        except ApiError as exc:
+            answer = refusal(request, exc)
+            if answer is None:
+                raise
+            if not isinstance(exc, StorageError):  # the service logs storage state changes once
+                name = API_NAMES.get(request.header.api_key, request.header.api_key)
+                logger.info("%s %s refused: %s", principal, name, exc)
+            return answer

@@ -1,0 +1,118 @@
+"""The answer to a write request the service refused as a whole: its error code on every item.
+
+The service refuses a whole request when the log's storage failed (KAFKA_STORAGE_ERROR, 56, a
+code Kafka clients retry) or when the records it would write cannot be stored (INVALID_REQUEST).
+A Kafka client expects a per-item answer, not a closed connection, so each write API gets the
+same error on every topic, partition or resource it named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from api.controller.errors import ApiError
+from api.protocol import codec
+from api.protocol.codec import KafkaRequest, response_class
+from records.uuids import Uuid
+
+
+def _item(error: ApiError, **values: Any) -> dict[str, Any]:
+    return {**values, "error_code": int(error.error_code), "error_message": error.message}
+
+
+def _create_topics(body: Any, error: ApiError) -> dict[str, Any]:
+    return {
+        "topics": [
+            _item(
+                error,
+                name=t.name,
+                topic_id=Uuid.ZERO.bytes,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=None,
+            )
+            for t in body.topics
+        ]
+    }
+
+
+def _delete_topics(body: Any, error: ApiError) -> dict[str, Any]:
+    topics = getattr(body, "topics", None)
+    if topics:
+        items = [
+            _item(error, name=t.name, topic_id=(t.topic_id or Uuid.ZERO).bytes) for t in topics
+        ]
+    else:
+        items = [_item(error, name=name, topic_id=Uuid.ZERO.bytes) for name in body.topic_names]
+    return {"responses": items}
+
+
+def _create_partitions(body: Any, error: ApiError) -> dict[str, Any]:
+    return {"results": [_item(error, name=t.name) for t in body.topics]}
+
+
+def _alter_configs(body: Any, error: ApiError) -> dict[str, Any]:
+    return {
+        "responses": [
+            _item(
+                error,
+                resource_type=int(r.resource_type),
+                resource_name=r.resource_name,
+            )
+            for r in body.resources
+        ]
+    }
+
+
+def _elect_leaders(body: Any, error: ApiError) -> dict[str, Any]:
+    topics = body.topic_partitions or []
+    return {
+        "error_code": int(error.error_code),
+        "replica_election_results": [
+            {
+                "topic": t.topic,
+                "partition_result": [_item(error, partition_id=int(p)) for p in t.partitions],
+            }
+            for t in topics
+        ],
+    }
+
+
+def _alter_reassignments(body: Any, error: ApiError) -> dict[str, Any]:
+    return {
+        "allow_replication_factor_change": getattr(body, "allow_replication_factor_change", True),
+        "error_code": int(error.error_code),
+        "error_message": error.message,
+        "responses": [
+            {
+                "name": t.name,
+                "partitions": [
+                    _item(error, partition_index=int(p.partition_index)) for p in t.partitions
+                ],
+            }
+            for t in body.topics
+        ],
+    }
+
+
+_BUILDERS: dict[int, Callable[[Any, ApiError], dict[str, Any]]] = {
+    19: _create_topics,
+    20: _delete_topics,
+    37: _create_partitions,
+    33: _alter_configs,
+    44: _alter_configs,
+    43: _elect_leaders,
+    45: _alter_reassignments,
+}
+"""Write APIs by key; every other API reads the committed image and is never refused."""
+
+
+def refusal(request: KafkaRequest, error: ApiError) -> codec.Answer | None:
+    """The answer carrying `error` on every item of `request`; None if it is not a write API."""
+    build = _BUILDERS.get(request.header.api_key)
+    if build is None:
+        return None
+    header = request.header
+    values = {"throttle_time": 0, **build(request.body, error)}
+    return codec.Answer(response_class(header.api_key, header.api_version), values)
