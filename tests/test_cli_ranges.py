@@ -96,3 +96,19 @@ def test_usage_errors_are_one_line_that_points_at_help(
         "mlog topics create: error: the following arguments are required: --topic "
         "(see `mlog topics create --help`)"
     )
+
+
+def test_log_append_of_binary_data_is_one_line(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binary = tmp_path / "data.bin"
+    binary.write_bytes(bytes(range(128, 256)) * 4)
+    capsys.readouterr()
+    before = _end(data_dir)
+    code, err = _run(["--data-dir", str(data_dir), "log", "append", "--file", str(binary)], capsys)
+    assert code == 2
+    assert err.strip() == (
+        f"mlog: error: {binary} is not UTF-8 text (byte 0); give the JSON lines "
+        "`mlog log dump --output json` prints"
+    )
+    assert _end(data_dir) == before

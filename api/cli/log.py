@@ -248,7 +248,14 @@ def _read_batches(
     (--principal) is given, which then applies to every record.
     """
     batches: list[tuple[list[Record], str | None]] = []
-    for number, line in enumerate(stream, 1):
+    try:
+        lines = list(stream)
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"{source} is not UTF-8 text (byte {exc.start}); give the JSON lines "
+            "`mlog log dump --output json` prints"
+        ) from None
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
