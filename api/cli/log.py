@@ -26,6 +26,7 @@ from records.entry import LogEntry
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
 from records.model import Record
+from replay.append import append_replayed
 
 
 def entry_to_json(entry: LogEntry) -> dict[str, Any]:
@@ -171,7 +172,7 @@ def _read_records(stream: TextIO, source: str) -> list[Record]:
 
 
 def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Append JSON records (one per line) as one atomic batch: a low-level repair/import tool."""
+    """Append JSON records (one per line) as one atomic batch, if it replays: a repair tool."""
     if args.file == "-":
         records = _read_records(sys.stdin, "standard input")
     else:
@@ -180,8 +181,15 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
                 records = _read_records(f, args.file)
         except OSError as exc:
             raise CliError(f"cannot read {args.file}: {exc.strerror}") from None
-    with MetadataLog.open(settings.log_dir, config=settings.log) as log:
-        first, last = log.append(records, principal=args.principal)
+    progress = Progress("replaying the log")
+    try:
+        with MetadataLog.open(settings.log_dir, config=settings.log) as log:
+            # Only a batch that replays onto the log's image is appended (else nothing is).
+            first, last = append_replayed(
+                log, records, principal=args.principal, progress=progress.advance
+            )
+    finally:
+        progress.finish()
     if settings.output == "json":
         out.write(json.dumps({"first_offset": first, "last_offset": last}) + "\n")
     else:
