@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench mutate clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "metadata-log needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -35,5 +35,11 @@ bench: $(STAMP_TEST)
 	$(PY) bench/log_bench.py
 	$(PY) bench/replay_bench.py
 
+# Mutation testing (docs/testing.md): each module's mutants against the tests that exercise it,
+# one module at a time, at low priority. `make mutate MODULES=replay/delta.py` for one module.
+MODULES ?=
+mutate: $(STAMP_TEST)
+	nice -n 10 $(PY) tests/mutate.py $(MODULES)
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .mutation $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

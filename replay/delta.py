@@ -65,7 +65,13 @@ from replay.image import (
     TopicsImage,
     qualified_name,
 )
-from replay.rules import namespace_name_problem, topic_name_problem
+from replay.rules import (
+    MAX_NAME_LENGTH,
+    NO_TIER_NAMES,
+    namespace_name_problem,
+    topic_name_chars,
+    topic_name_problem,
+)
 
 _MISSING: Final = object()
 
@@ -279,7 +285,7 @@ class MetadataDelta:
         topics, self._batch_topics = self._batch_topics, []
         modes, self._batch_modes = self._batch_modes, []
         for draft, topic_record in topics:
-            if self._topics.get(draft.topic_id) is draft and not draft.partitions:
+            if not draft.partitions and self._topics.get(draft.topic_id) is draft:
                 raise InvalidTopicError(
                     "topic.has-partitions",
                     f"{draft.where()} has no partitions at the end of the batch that created "
@@ -533,9 +539,9 @@ class MetadataDelta:
 
     def _replay_topic(self, record: TopicRecord) -> None:
         qualified = qualified_name(record.namespace, record.name)
-        problem = topic_name_problem(record.name)
-        if problem is not None:
-            raise InvalidTopicError("topic.name-legal", problem)
+        name = record.name
+        if topic_name_chars(name) is None or len(name) > MAX_NAME_LENGTH or name in NO_TIER_NAMES:
+            raise InvalidTopicError("topic.name-legal", str(topic_name_problem(name)))
         if self.topic_id(qualified) is not None:
             raise DuplicateTopicError("topic.name-unique", f"topic {qualified!r} already exists")
         if record.topic_id in Uuid.RESERVED:
@@ -579,7 +585,7 @@ class MetadataDelta:
         ):
             _check_partition(record, draft.where(record.partition_id))
         partitions.append(record)
-        if record.mode != Mode.READ_WRITE:
+        if record.mode:  # not READ_WRITE (0); `!= Mode.READ_WRITE` costs an enum lookup
             self._batch_modes.append((draft, record))
 
     def _replay_partition_change(self, record: PartitionChangeRecord) -> None:

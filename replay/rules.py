@@ -122,6 +122,10 @@ NO_TIER_NAMES = (".", "..")
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _NAMESPACE_TIER = re.compile(r"[a-zA-Z0-9.-]+")
 
+topic_name_chars = _TOPIC_NAME.fullmatch
+"""Whether a name has only the characters of a topic name (replay checks the length and the
+names "." and ".." beside it, and asks `topic_name_problem` why only when one fails)."""
+
 
 def topic_name_problem(name: str) -> str | None:
     """Why `name` is not a legal topic name (Kafka's `Topic.validate`), or None if it is."""
