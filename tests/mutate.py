@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -43,7 +44,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, ModuleType
@@ -104,6 +105,8 @@ class Mutant:
 
     index: int
     line: int
+    module_level: bool
+    """Outside every function: run at import, so every test may depend on it."""
     operator: str
     description: str
     source_line: str
@@ -297,6 +300,13 @@ def enumerate_mutants(source: str) -> list[tuple[Mutant, Change, int]]:
     lines = source.splitlines()
     docstrings = _docstring_nodes(tree)
     skip = _skipped_subtrees(tree)
+    in_functions = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for inner in ast.walk(node)
+        if inner is not node
+    }
     out: list[tuple[Mutant, Change, int]] = []
     for position, node in enumerate(ast.walk(tree)):
         if id(node) in skip or not hasattr(node, "lineno"):
@@ -309,6 +319,7 @@ def enumerate_mutants(source: str) -> list[tuple[Mutant, Change, int]]:
             mutant = Mutant(
                 index=len(out),
                 line=line,
+                module_level=id(node) not in in_functions,
                 operator=operator,
                 description=description,
                 source_line=text.strip(),
@@ -364,6 +375,11 @@ class _Collector:
         self.cov = cov
         self.durations: dict[str, float] = {}
         self.failed: list[str] = []
+
+    def pytest_collectstart(self, collector: Any) -> None:
+        # A test module's import runs code too (fixtures built at import): its own context.
+        if type(collector).__name__ == "Module":
+            self.cov.switch_context(f"import:{collector.nodeid}")
 
     def pytest_runtest_setup(self, item: Any) -> None:
         self.cov.switch_context(item.nodeid)
@@ -433,6 +449,8 @@ def _in_child(work: Callable[[], int | None], *, limit: float, log: Path) -> tup
             result = work()
             code = 0 if result is None else result
         finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
             os._exit(code)
     deadline = start + limit
     while True:
@@ -499,20 +517,46 @@ def _prepare_parent(targets: Sequence[str]) -> None:
             raise SystemExit(f"the runner imported project module {name} before forking")
 
 
+def _tests_for(mutant: Mutant, contexts: Sequence[str], tests: Collection[str]) -> set[str]:
+    """The tests a mutant can change: those that run its line, and more where it runs early.
+
+    Module-level code runs once, at the module's import, and every test may use what it made;
+    a line run while a test module was imported may change what that module built then.
+    """
+    if not contexts:
+        return set()
+    if mutant.module_level or "" in contexts:
+        return set(tests)
+    chosen = {c for c in contexts if not c.startswith("import:")}
+    for context in contexts:
+        if context.startswith("import:"):
+            prefix = context.removeprefix("import:") + "::"
+            chosen.update(t for t in tests if t.startswith(prefix))
+    return chosen
+
+
 def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
     """Mutate one module; the score, with every survivor."""
     tests = TARGETS[target]
     source = (ROOT / target).read_text()
     score = Score(target=target)
     started = time.monotonic()
-    coverage_file = log_dir / "coverage.json"
-    outcome, seconds = _in_child(
-        lambda: _coverage_child(target, tests, coverage_file),
-        limit=3600,
-        log=log_dir / "coverage.log",
-    )
+    # The coverage run is kept beside the report while the module and its tests are unchanged.
+    digest = hashlib.sha256()
+    for path in (target, *tests, "tests/mutate.py"):
+        digest.update((ROOT / path).read_bytes())
+    report.mkdir(parents=True, exist_ok=True)
+    coverage_file = report / (target.replace("/", "__") + f".coverage-{digest.hexdigest()[:16]}")
+    outcome, seconds = "kept", 0.0
+    if not coverage_file.exists():
+        outcome, seconds = _in_child(
+            lambda: _coverage_child(target, tests, coverage_file),
+            limit=3600,
+            log=log_dir / "coverage.log",
+        )
     measured = json.loads(coverage_file.read_text()) if coverage_file.exists() else None
     if measured is None or measured["exit"] != 0:
+        coverage_file.unlink(missing_ok=True)
         raise SystemExit(
             f"{target}: its tests do not pass unmutated ({outcome}); see {log_dir}/coverage.log"
         )
@@ -530,10 +574,10 @@ def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
             "mutation": mutant.description,
             "source": mutant.source_line,
         }
-        covering = by_line.get(mutant.line, [])
-        if "" in covering:  # run at import: every test sees it
-            covering = list(durations)
-        nodeids = sorted(covering, key=lambda t: durations.get(t, 0.0))
+        nodeids = sorted(
+            _tests_for(mutant, by_line.get(mutant.line, []), durations),
+            key=lambda t: durations.get(t, 0.0),
+        )
         if not nodeids:
             score.uncovered.append(entry)
             continue
@@ -551,9 +595,11 @@ def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
             score.timed_out += 1
         elif outcome == "exit 0":
             score.survived.append(entry)
-        elif outcome in ("exit 1", "exit 2", "exit 3"):  # failed, interrupted, internal error
+        elif outcome in ("exit 1", "exit 2", "exit 3", "exit 4"):
+            # Tests failed, or the mutant broke their collection (an import-time error makes
+            # pytest find no test of a node id the unmutated run had: exit 4).
             score.killed += 1
-        elif outcome in ("exit 4", "exit 5"):  # the runner's fault (usage, nothing collected)
+        elif outcome == "exit 5":  # nothing ran: the runner's fault, never the mutant's credit
             entry["outcome"] = outcome
             score.survived.append(entry)
         else:  # the child crashed (a signal): the mutant broke it, so it is caught; say so
@@ -562,7 +608,6 @@ def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
         if n % 50 == 0:
             print(f"  {n}/{len(mutants)}: {score.percent:.1f}% caught so far", flush=True)
     score.seconds = time.monotonic() - started
-    report.mkdir(parents=True, exist_ok=True)
     (report / (target.replace("/", "__") + ".json")).write_text(
         json.dumps(
             {
