@@ -105,6 +105,8 @@ class Mutant:
 
     index: int
     line: int
+    last_line: int
+    """The lines whose tests run the mutant: those of the changed code (an `if`'s condition)."""
     module_level: bool
     """Outside every function: run at import, so every test may depend on it."""
     operator: str
@@ -316,9 +318,15 @@ def enumerate_mutants(source: str) -> list[tuple[Mutant, Change, int]]:
         if "pragma: no mutate" in text:
             continue
         for operator, description, change in _changes(node, docstrings):
+            span: ast.AST = node
+            if isinstance(node, ast.If | ast.While | ast.IfExp) and description == (
+                "condition negated"
+            ):
+                span = node.test
             mutant = Mutant(
                 index=len(out),
                 line=line,
+                last_line=max(line, getattr(span, "end_lineno", None) or line),
                 module_level=id(node) not in in_functions,
                 operator=operator,
                 description=description,
@@ -574,8 +582,11 @@ def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
             "mutation": mutant.description,
             "source": mutant.source_line,
         }
+        contexts = sorted(
+            {c for n in range(mutant.line, mutant.last_line + 1) for c in by_line.get(n, [])}
+        )
         nodeids = sorted(
-            _tests_for(mutant, by_line.get(mutant.line, []), durations),
+            _tests_for(mutant, contexts, durations),
             key=lambda t: durations.get(t, 0.0),
         )
         if not nodeids:

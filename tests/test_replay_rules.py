@@ -495,6 +495,16 @@ REFUSED: list[tuple[str, type[ReplayError], list[Record]]] = [
         [_partition(MOVING, 1, (1,)), *_delete(MOVING, 1)],
     ),
     (
+        "deletion.no-reassignment",
+        PendingDeletionError,
+        [*_change(ORDERS, 1, replicas=(2, 1, 3), adding_replicas=(3,)), *_delete(ORDERS, 1)],
+    ),
+    (
+        "deletion.no-reassignment",
+        PendingDeletionError,
+        [*_change(ORDERS, 1, replicas=(2, 1), removing_replicas=(1,)), *_delete(ORDERS, 1)],
+    ),
+    (
         "deletion.purge-matches",
         PendingDeletionError,
         [PurgeTopicPartitionsRecord(topic_id=ORDERS, partition_count=1)],
@@ -624,6 +634,25 @@ ACCEPTED: list[tuple[str, list[Record]]] = [
         ],
     ),
     ("deletion keeps 1 of 2", _delete(ORDERS, 1, after=5, created=5)),
+    (
+        "a partition created READ_ONLY, purged in the same batch",
+        [
+            TopicRecord(name="new", topic_id=NEW),
+            _partition(NEW, 0, (1,)),
+            _partition(NEW, 1, (1,), mode=Mode.READ_ONLY),
+            *_delete(NEW, 1),
+            *_change(NEW, 1, mode=Mode.NONE),
+            PurgeTopicPartitionsRecord(topic_id=NEW, partition_count=1),
+        ],
+    ),
+    (
+        "a topic with a READ_ONLY partition, removed in the same batch",
+        [
+            TopicRecord(name="new", topic_id=NEW),
+            _partition(NEW, 0, (1,), mode=Mode.READ_ONLY),
+            RemoveTopicRecord(topic_id=NEW),
+        ],
+    ),
     ("deletion keeps 2 of 3", [_partition(ORDERS, 2, (1, 2)), *_delete(ORDERS, 2)]),
     (
         "a snapshot's order: partition modes before their deletion",
@@ -774,3 +803,46 @@ def test_replay_records_leaves_batch_rules_to_the_caller() -> None:
     image = replay_records(BASE, [TopicRecord(name="new", topic_id=NEW)], EMPTY_PROVENANCE)
     topic = image.topics.get(NEW)
     assert topic is not None and topic.partitions == ()
+
+
+def test_an_unregistered_broker_leaves_the_image() -> None:
+    image = replay_batch([UnregisterBrokerRecord(broker_id=3, broker_epoch=3)])
+    assert image.cluster.get(3) is None
+    assert [b.broker_id for b in image.cluster.sorted()] == [1, 2, 4, 5]
+    kafka = image.topics.get(KAFKA)
+    assert kafka is not None and kafka.partitions[0].replicas == (2, 3)  # offline, kept
+
+
+def test_a_config_deleted_in_the_delta_does_not_move_with_its_topic() -> None:
+    before = replay_batch(_config(ConfigResourceType.TOPIC, "orders"))  # k=v
+    image = replay_batch(
+        [
+            ConfigRecord(
+                resource_type=ConfigResourceType.TOPIC, resource_name="orders", name="x", value="1"
+            ),
+            ConfigRecord(
+                resource_type=ConfigResourceType.TOPIC, resource_name="orders", name="k", value=None
+            ),
+            MoveTopicRecord(topic_id=ORDERS, namespace="org:a"),
+        ],
+        before,
+    )
+    assert dict(image.configs.get(ConfigResourceType.TOPIC, "org:a:orders")) == {"x": "1"}
+    assert dict(image.configs.get(ConfigResourceType.TOPIC, "orders")) == {}
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ([_partition(ORDERS, 0, (1, 2))], "partition 0 already exists"),
+        ([_partition(ORDERS, 1, (1, 2))], "partition 1 already exists"),
+        ([_partition(ORDERS, 3, (1, 2))], "contiguous; the topic has 2 partitions"),
+        ([_partition(ORDERS, -1, (1, 2))], "contiguous; the topic has 2 partitions"),
+        (_change(ODD, 0, leader=4), "new leader 4 is fenced"),
+        (_change(ODD, 0, leader=5), "new leader 5 is in controlled shutdown"),
+        (_change(ODD, 0, leader=7), "new leader 7 is not registered"),
+    ],
+)
+def test_the_detail_says_which_case_of_the_rule(records: list[Record], message: str) -> None:
+    with pytest.raises(ReplayError, match=message):
+        replay_batch(records)
