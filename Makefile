@@ -12,7 +12,7 @@ RDKAFKA_HEADER := /usr/include/librdkafka/rdkafka.h
 # a read-only tree) every `mlog` would compile its modules again, ~70% more start-up time.
 COMPILE := $(PY) -m compileall -q records metadata_log replay api migrations
 
-.PHONY: demo test interop lint bench clean
+.PHONY: demo test interop lint bench mutate clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "metadata-log needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -63,5 +63,11 @@ bench: $(STAMP_TEST)
 	$(PY) bench/replay_bench.py
 	$(PY) bench/cli_bench.py
 
+# Mutation testing (docs/testing.md): each module's mutants against the tests that exercise it,
+# one module at a time, at low priority. `make mutate MODULES=replay/delta.py` for one module.
+MODULES ?=
+mutate: $(STAMP_TEST)
+	nice -n 10 $(PY) tests/mutate.py $(MODULES)
+
 clean:
-	rm -rf $(VENV) tests/interop/node_modules build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .mutation $(VENV) tests/interop/node_modules build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -40,8 +40,12 @@ from records.model import (
 from records.slots import new_instance, slot_setter
 from records.uuids import Uuid
 from replay.errors import (
+    ConfigReplayError,
     DuplicateTopicError,
+    FeatureReplayError,
+    InvalidBrokerError,
     InvalidPartitionError,
+    InvalidTopicError,
     NamespaceReplayError,
     PendingDeletionError,
     UnknownBrokerError,
@@ -60,6 +64,13 @@ from replay.image import (
     TopicImage,
     TopicsImage,
     qualified_name,
+)
+from replay.rules import (
+    MAX_NAME_LENGTH,
+    NO_TIER_NAMES,
+    namespace_name_problem,
+    topic_name_chars,
+    topic_name_problem,
 )
 
 _MISSING: Final = object()
@@ -118,20 +129,63 @@ def merge_partition_change(
     )
 
 
+_VALID_REPLICAS: set[tuple[int, ...]] = set()
+"""Replica lists already found valid (non-empty, distinct, ids >= 0): a memo of a pure check.
+
+A cluster has few distinct replica lists (placement repeats a handful of patterns), and looking
+one up costs a fraction of checking it again; replay of a PartitionRecord pays this on every
+record. Bounded: cleared when full.
+"""
+_VALID_REPLICAS_MAX = 65_536
+
+_MODE_ORDER = {Mode.READ_WRITE: 0, Mode.READ_ONLY: 1, Mode.NONE: 2}
+"""The order in which a partition's mode may move (a partition being deleted never returns)."""
+
+
 def _check_partition(record: PartitionRecord, where: str) -> None:
-    if not record.replicas:
-        raise InvalidPartitionError(f"{where}: a partition needs at least one replica")
-    if len(set(record.replicas)) != len(record.replicas):
-        raise InvalidPartitionError(f"{where}: replicas {list(record.replicas)} repeat a broker")
-    if record.leader != NO_LEADER and record.leader not in record.replicas:
+    """Raise `InvalidPartitionError` unless the partition state holds every state rule."""
+    replicas = record.replicas
+    if not replicas or len(set(replicas)) != len(replicas) or min(replicas) < 0:
         raise InvalidPartitionError(
-            f"{where}: leader {record.leader} is not one of the replicas {list(record.replicas)}"
+            "partition.replicas-valid",
+            f"{where}: replicas {list(replicas)} are not one or more distinct broker ids >= 0",
         )
-    if not set(record.isr) <= set(record.replicas):
+    isr = record.isr
+    if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
         raise InvalidPartitionError(
-            f"{where}: ISR {list(record.isr)} is not a subset of the replicas "
-            f"{list(record.replicas)}"
+            "partition.isr-valid",
+            f"{where}: ISR {list(isr)} is not one or more distinct replicas of {list(replicas)}",
         )
+    if record.leader != NO_LEADER and record.leader not in isr:
+        raise InvalidPartitionError(
+            "partition.leader-in-isr",
+            f"{where}: leader {record.leader} is not -1 and not in the ISR {list(isr)}",
+        )
+    adding = record.adding_replicas
+    removing = record.removing_replicas
+    if adding or removing:
+        moving = set(adding) | set(removing)
+        if (
+            len(set(adding)) != len(adding)
+            or len(set(removing)) != len(removing)
+            or len(moving) != len(adding) + len(removing)
+            or not moving <= set(replicas)
+            or set(removing) >= set(replicas)
+        ):
+            raise InvalidPartitionError(
+                "partition.reassignment-valid",
+                f"{where}: adding {list(adding)} and removing {list(removing)} are not "
+                f"distinct, disjoint replicas of {list(replicas)} leaving one in place",
+            )
+    if record.leader_epoch < 0 or record.partition_epoch < 0:
+        raise InvalidPartitionError(
+            "partition.epochs-valid",
+            f"{where}: leader epoch {record.leader_epoch} and partition epoch "
+            f"{record.partition_epoch} must be >= 0",
+        )
+    if len(_VALID_REPLICAS) >= _VALID_REPLICAS_MAX:
+        _VALID_REPLICAS.clear()
+    _VALID_REPLICAS.add(replicas)
 
 
 class _TopicDraft:
@@ -183,6 +237,10 @@ class MetadataDelta:
         self._cleared_configs: set[ConfigKey] = set()
         self._child_counts: dict[str, int] | None = None
         """Live direct child namespaces per namespace, built on the first removal."""
+        self._batch_topics: list[tuple[_TopicDraft, TopicRecord]] = []
+        """Topics created since the last `finish_batch`: they must have partitions by then."""
+        self._batch_modes: list[tuple[_TopicDraft, PartitionRecord]] = []
+        """Partitions created since the last `finish_batch` in a mode other than READ_WRITE."""
         self.records = 0
         """Records replayed so far."""
 
@@ -216,7 +274,48 @@ class MetadataDelta:
         finally:
             self.records += count
 
+    def finish_batch(self) -> None:
+        """Check the rules that hold between batches (not inside one); the next batch starts.
+
+        A batch is replayed whole before its end is checked: the controller writes a topic
+        and its partitions in one batch, and a snapshot writes a partition's mode before the
+        pending deletion that explains it. Raises a `ReplayError` whose `record` is the record
+        that created the offending topic or partition.
+        """
+        topics, self._batch_topics = self._batch_topics, []
+        modes, self._batch_modes = self._batch_modes, []
+        for draft, topic_record in topics:
+            if not draft.partitions and self._topics.get(draft.topic_id) is draft:
+                raise InvalidTopicError(
+                    "topic.has-partitions",
+                    f"{draft.where()} has no partitions at the end of the batch that created "
+                    "it; a topic is created with its partitions in one batch",
+                    record=topic_record,
+                )
+        for draft, partition_record in modes:
+            partition_id = partition_record.partition_id
+            if self._topics.get(draft.topic_id) is not draft or partition_id >= len(
+                draft.partitions
+            ):
+                continue  # the topic or the partition is gone again
+            mode = draft.partitions[partition_id].mode
+            pending = draft.pending_deletion
+            if mode != Mode.READ_WRITE and (
+                pending is None or partition_id < pending.partition_count
+            ):
+                raise InvalidPartitionError(
+                    "partition.mode-by-deletion",
+                    f"{draft.where(partition_id)} is in mode {mode.name} at the end of its "
+                    "batch, but no pending deletion removes it",
+                    record=partition_record,
+                )
+
     def _replay_feature(self, record: FeatureLevelRecord) -> None:
+        if record.feature_level < 0:
+            raise FeatureReplayError(
+                "feature.level-nonnegative",
+                f"feature {record.name!r} cannot have level {record.feature_level}",
+            )
         self._features[record.name] = record.feature_level
 
     # brokers
@@ -231,16 +330,40 @@ class MetadataDelta:
     def _registered(self, broker_id: int, broker_epoch: int, what: str) -> RegisterBrokerRecord:
         current = self.broker(broker_id)
         if current is None:
-            raise UnknownBrokerError(f"{what}: broker {broker_id} is not registered")
+            raise UnknownBrokerError(
+                "broker.registered", f"{what}: broker {broker_id} is not registered"
+            )
         if current.broker_epoch != broker_epoch:
             raise UnknownBrokerError(
+                "broker.registered",
                 f"{what}: broker {broker_id} is registered with epoch {current.broker_epoch}, "
-                f"not {broker_epoch}"
+                f"not {broker_epoch}",
             )
         return current
 
     def _replay_register_broker(self, record: RegisterBrokerRecord) -> None:
-        self._brokers[record.broker_id] = record
+        broker_id = record.broker_id
+        if broker_id < 0:
+            raise InvalidBrokerError("broker.id-nonnegative", f"broker id {broker_id} is negative")
+        if record.rack is not None and not record.rack.strip():
+            raise InvalidBrokerError(
+                "broker.registration-valid", f"broker {broker_id} has a blank rack name"
+            )
+        for endpoint in record.end_points:
+            if not endpoint.host or not 0 < endpoint.port < 65536:
+                raise InvalidBrokerError(
+                    "broker.registration-valid",
+                    f"broker {broker_id} endpoint {endpoint.name!r} is "
+                    f"{endpoint.host!r}:{endpoint.port}, not a host and a port in 1..65535",
+                )
+        current = self.broker(broker_id)
+        if current is not None and record.broker_epoch <= current.broker_epoch:
+            raise InvalidBrokerError(
+                "broker.epoch-increases",
+                f"broker {broker_id} registered again with epoch {record.broker_epoch}, not "
+                f"above its current epoch {current.broker_epoch}",
+            )
+        self._brokers[broker_id] = record
 
     def _replay_unregister_broker(self, record: UnregisterBrokerRecord) -> None:
         self._registered(record.broker_id, record.broker_epoch, "unregister")
@@ -249,13 +372,19 @@ class MetadataDelta:
     def _replay_broker_change(self, record: BrokerRegistrationChangeRecord) -> None:
         current = self._registered(record.broker_id, record.broker_epoch, "registration change")
         fenced = current.fenced
-        if record.fenced == FencingChange.FENCE:
-            fenced = True
-        elif record.fenced == FencingChange.UNFENCE:
-            fenced = False
         shutdown = current.in_controlled_shutdown
         if record.in_controlled_shutdown == ControlledShutdownChange.IN_CONTROLLED_SHUTDOWN:
             shutdown = True
+        if record.fenced == FencingChange.FENCE:
+            fenced = True
+        elif record.fenced == FencingChange.UNFENCE:
+            if shutdown:
+                raise InvalidBrokerError(
+                    "broker.unfence-after-shutdown",
+                    f"broker {record.broker_id} is in controlled shutdown and cannot be "
+                    "unfenced; it registers again instead",
+                )
+            fenced = False
         self._brokers[record.broker_id] = RegisterBrokerRecord(
             broker_id=current.broker_id,
             incarnation_id=current.incarnation_id,
@@ -293,24 +422,34 @@ class MetadataDelta:
 
     def _replay_namespace(self, record: NamespaceRecord) -> None:
         name = record.name
-        tiers = name.split(NAMESPACE_SEPARATOR)
-        if not all(tiers):
-            raise NamespaceReplayError(f"namespace {name!r} has an empty tier")
+        problem = namespace_name_problem(name)
+        if problem is not None:
+            raise NamespaceReplayError("namespace.name-legal", problem)
         if self.namespace(name) is not None:
-            raise NamespaceReplayError(f"namespace {name!r} already exists")
+            raise NamespaceReplayError(
+                "namespace.name-unique", f"namespace {name!r} already exists"
+            )
+        if record.namespace_id in Uuid.RESERVED:
+            raise NamespaceReplayError(
+                "namespace.id-unique", f"namespace id {record.namespace_id} is reserved"
+            )
         if self._namespace_name(record.namespace_id) is not None:
-            raise NamespaceReplayError(f"namespace id {record.namespace_id} is already in use")
-        parent_name = NAMESPACE_SEPARATOR.join(tiers[:-1])
+            raise NamespaceReplayError(
+                "namespace.id-unique", f"namespace id {record.namespace_id} is already in use"
+            )
+        parent_name = name.rpartition(NAMESPACE_SEPARATOR)[0]
         parent = self.namespace(parent_name) if parent_name else None
         if parent_name and parent is None:
             raise NamespaceReplayError(
-                f"namespace {name!r} needs its parent {parent_name!r} to exist first"
+                "namespace.parent",
+                f"namespace {name!r} needs its parent {parent_name!r} to exist first",
             )
         expected_parent = None if parent is None else parent.namespace_id
         if record.parent_id != expected_parent:
             raise NamespaceReplayError(
+                "namespace.parent",
                 f"namespace {name!r} names parent id {record.parent_id}, but its parent is "
-                f"{expected_parent}"
+                f"{expected_parent}",
             )
         self._namespaces[name] = record
         self._namespace_ids[record.namespace_id] = name
@@ -340,17 +479,22 @@ class MetadataDelta:
     def _replay_remove_namespace(self, record: RemoveNamespaceRecord) -> None:
         name = self._namespace_name(record.namespace_id)
         if name is None:
-            raise NamespaceReplayError(f"no namespace has id {record.namespace_id}")
+            raise NamespaceReplayError(
+                "namespace.exists", f"no namespace has id {record.namespace_id}"
+            )
         children_of = self._namespace_children()
         if children_of.get(name):
             prefix = name + NAMESPACE_SEPARATOR
             children = sorted(n for n in self._live_namespaces() if n.startswith(prefix))
             raise NamespaceReplayError(
-                f"namespace {name!r} still has child namespaces {children}; remove them first"
+                "namespace.empty-before-removal",
+                f"namespace {name!r} still has child namespaces {children}; remove them first",
             )
         if self.topic_count(name):
             raise NamespaceReplayError(
-                f"namespace {name!r} still holds {self.topic_count(name)} topics; remove them first"
+                "namespace.empty-before-removal",
+                f"namespace {name!r} still holds {self.topic_count(name)} topics; remove them "
+                "first",
             )
         self._namespaces[name] = None
         self._namespace_ids[record.namespace_id] = None
@@ -374,7 +518,7 @@ class MetadataDelta:
         if draft is _MISSING:
             topic = self.image.topics.by_id.get(topic_id)
             if topic is None:
-                raise UnknownTopicError(f"{what}: no live topic has id {topic_id}")
+                raise UnknownTopicError("topic.exists", f"{what}: no live topic has id {topic_id}")
             draft = _TopicDraft(
                 topic.topic_id,
                 topic.name,
@@ -384,7 +528,7 @@ class MetadataDelta:
             )
             self._topics[topic_id] = draft
         elif draft is None:
-            raise UnknownTopicError(f"{what}: topic id {topic_id} was deleted")
+            raise UnknownTopicError("topic.exists", f"{what}: topic id {topic_id} was deleted")
         return draft  # type: ignore[return-value]  # _MISSING and None ruled out above
 
     def _topic_live(self, topic_id: Uuid) -> bool:
@@ -395,52 +539,133 @@ class MetadataDelta:
 
     def _replay_topic(self, record: TopicRecord) -> None:
         qualified = qualified_name(record.namespace, record.name)
+        name = record.name
+        if topic_name_chars(name) is None or len(name) > MAX_NAME_LENGTH or name in NO_TIER_NAMES:
+            raise InvalidTopicError("topic.name-legal", str(topic_name_problem(name)))
         if self.topic_id(qualified) is not None:
-            raise DuplicateTopicError(f"topic {qualified!r} already exists")
+            raise DuplicateTopicError("topic.name-unique", f"topic {qualified!r} already exists")
         if record.topic_id in Uuid.RESERVED:
-            raise DuplicateTopicError(f"topic id {record.topic_id} is reserved")
+            raise DuplicateTopicError("topic.id-unique", f"topic id {record.topic_id} is reserved")
         if self._topic_live(record.topic_id):
-            raise DuplicateTopicError(f"topic id {record.topic_id} is already in use")
+            raise DuplicateTopicError(
+                "topic.id-unique", f"topic id {record.topic_id} is already in use"
+            )
         if record.namespace and self.namespace(record.namespace) is None:
             raise NamespaceReplayError(
-                f"topic {qualified!r} is in namespace {record.namespace!r}, which does not exist"
+                "topic.namespace-exists",
+                f"topic {qualified!r} is in namespace {record.namespace!r}, which does not exist",
             )
-        self._topics[record.topic_id] = _TopicDraft(
-            record.topic_id, record.name, record.namespace, [], None
-        )
+        draft = _TopicDraft(record.topic_id, record.name, record.namespace, [], None)
+        self._topics[record.topic_id] = draft
         self._names[qualified] = record.topic_id
         self._count_topic(record.namespace, 1)
+        self._batch_topics.append((draft, record))
 
     def _replay_partition(self, record: PartitionRecord) -> None:
         draft = self._topics.get(record.topic_id)
         if draft is None:
             draft = self._draft(record.topic_id, "partition")
         partitions = draft.partitions
-        partition_id = record.partition_id
+        if record.partition_id != len(partitions) or draft.pending_deletion is not None:
+            _refuse_new_partition(draft, record)
+        replicas = record.replicas
+        isr = record.isr
         leader = record.leader
-        if leader != NO_LEADER and leader not in record.replicas:
-            _check_partition(record, draft.where(partition_id))
-        if partition_id == len(partitions):
-            partitions.append(record)
-        elif 0 <= partition_id < len(partitions):
-            partitions[partition_id] = record
-        else:
-            raise UnknownPartitionError(
-                f"{draft.where(partition_id)}: partition ids must be contiguous; the topic has "
-                f"{len(partitions)} partitions"
-            )
+        # The usual partition (valid replicas seen before, ISR = replicas, leader among them,
+        # no reassignment) is recognised in a few C-level steps; anything else is checked in
+        # full, and refused if it breaks a rule.
+        if (
+            replicas not in _VALID_REPLICAS
+            or isr != replicas
+            or (leader not in isr and leader != NO_LEADER)
+            or record.adding_replicas
+            or record.removing_replicas
+            or record.leader_epoch < 0
+            or record.partition_epoch < 0
+        ):
+            _check_partition(record, draft.where(record.partition_id))
+        partitions.append(record)
+        if record.mode:  # not READ_WRITE (0); `!= Mode.READ_WRITE` costs an enum lookup
+            self._batch_modes.append((draft, record))
 
     def _replay_partition_change(self, record: PartitionChangeRecord) -> None:
         draft = self._draft(record.topic_id, "partition change")
         partition_id = record.partition_id
         if not 0 <= partition_id < len(draft.partitions):
             raise UnknownPartitionError(
+                "partition.exists",
                 f"{draft.where(partition_id)} does not exist (the topic has "
-                f"{len(draft.partitions)} partitions)"
+                f"{len(draft.partitions)} partitions)",
             )
-        merged = merge_partition_change(draft.partitions[partition_id], record)
-        _check_partition(merged, draft.where(partition_id))
+        before = draft.partitions[partition_id]
+        merged = merge_partition_change(before, record)
+        where = draft.where(partition_id)
+        _check_partition(merged, where)
+        self._check_change(draft, before, merged, record.leader, where)
         draft.partitions[partition_id] = merged
+
+    def _check_change(
+        self,
+        draft: _TopicDraft,
+        before: PartitionRecord,
+        after: PartitionRecord,
+        elected: int,
+        where: str,
+    ) -> None:
+        """Raise unless `before` -> `after` is a change the controller can make."""
+        if after.partition_epoch <= before.partition_epoch or after.leader_epoch < (
+            before.leader_epoch + (after.leader != before.leader)
+        ):
+            raise InvalidPartitionError(
+                "partition.epochs-valid",
+                f"{where}: a change from partition epoch {before.partition_epoch} and leader "
+                f"epoch {before.leader_epoch} (leader {before.leader}) to "
+                f"{after.partition_epoch} and {after.leader_epoch} (leader {after.leader}) "
+                "does not raise them as it must",
+            )
+        if (
+            after.replicas != before.replicas
+            or after.adding_replicas != before.adding_replicas
+            or after.removing_replicas != before.removing_replicas
+        ):
+            if draft.pending_deletion is not None:
+                raise InvalidPartitionError(
+                    "partition.stable-while-deleting",
+                    f"{where}: replicas cannot change while a partition deletion of the topic "
+                    "is pending",
+                )
+            for broker_id in after.replicas:
+                if broker_id not in before.replicas and self.broker(broker_id) is None:
+                    raise InvalidPartitionError(
+                        "partition.added-replicas-registered",
+                        f"{where}: new replica {broker_id} is not a registered broker",
+                    )
+        if elected not in (LEADER_UNCHANGED, NO_LEADER):
+            broker = self.broker(elected)
+            if broker is None or broker.fenced or broker.in_controlled_shutdown:
+                state = (
+                    "not registered"
+                    if broker is None
+                    else "fenced"
+                    if broker.fenced
+                    else "in controlled shutdown"
+                )
+                raise InvalidPartitionError(
+                    "partition.elected-leader-live",
+                    f"{where}: new leader {elected} is {state}",
+                )
+        if after.mode != before.mode:
+            pending = draft.pending_deletion
+            if (
+                pending is None
+                or after.partition_id < pending.partition_count
+                or _MODE_ORDER[after.mode] < _MODE_ORDER[before.mode]
+            ):
+                raise InvalidPartitionError(
+                    "partition.mode-by-deletion",
+                    f"{where}: mode {before.mode.name} -> {after.mode.name} is not a step of a "
+                    "pending deletion that removes the partition",
+                )
 
     def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
         draft = self._draft(record.topic_id, "remove topic")
@@ -458,15 +683,19 @@ class MetadataDelta:
         new = qualified_name(record.namespace, draft.name)
         if record.namespace == draft.namespace:
             raise NamespaceReplayError(
-                f"{draft.where()} is already in namespace {record.namespace!r}"
+                "topic.move-changes-namespace",
+                f"{draft.where()} is already in namespace {record.namespace!r}",
             )
         if record.namespace and self.namespace(record.namespace) is None:
             raise NamespaceReplayError(
+                "topic.namespace-exists",
                 f"{draft.where()} cannot move to namespace {record.namespace!r}, which does not "
-                "exist"
+                "exist",
             )
         if self.topic_id(new) is not None:
-            raise DuplicateTopicError(f"{draft.where()} cannot move: topic {new!r} already exists")
+            raise DuplicateTopicError(
+                "topic.name-unique", f"{draft.where()} cannot move: topic {new!r} already exists"
+            )
         self._names[old] = None
         self._names[new] = record.topic_id
         self._count_topic(draft.namespace, -1)
@@ -485,11 +714,28 @@ class MetadataDelta:
         draft = self._draft(record.topic_id, "delete partitions")
         where = draft.where()
         if draft.pending_deletion is not None:
-            raise PendingDeletionError(f"{where} already has a partition deletion pending")
+            raise PendingDeletionError(
+                "deletion.one-pending", f"{where} already has a partition deletion pending"
+            )
         if not 1 <= record.partition_count < len(draft.partitions):
             raise PendingDeletionError(
+                "deletion.count-valid",
                 f"{where}: cannot reduce {len(draft.partitions)} partitions to "
-                f"{record.partition_count}"
+                f"{record.partition_count}",
+            )
+        if record.delete_after_ms < record.created_ms:
+            raise PendingDeletionError(
+                "deletion.times-valid",
+                f"{where}: purge time {record.delete_after_ms} is before the deletion's "
+                f"creation time {record.created_ms}",
+            )
+        moving = [
+            p.partition_id for p in draft.partitions if p.adding_replicas or p.removing_replicas
+        ]
+        if moving:
+            raise PendingDeletionError(
+                "deletion.no-reassignment",
+                f"{where}: partitions {moving} are being reassigned",
             )
         draft.pending_deletion = record
 
@@ -498,17 +744,21 @@ class MetadataDelta:
         where = draft.where()
         pending = draft.pending_deletion
         if pending is None:
-            raise PendingDeletionError(f"{where} has no partition deletion pending")
+            raise PendingDeletionError(
+                "deletion.purge-matches", f"{where} has no partition deletion pending"
+            )
         if record.partition_count != pending.partition_count:
             raise PendingDeletionError(
+                "deletion.purge-matches",
                 f"{where}: the pending deletion keeps {pending.partition_count} partitions, "
-                f"not {record.partition_count}"
+                f"not {record.partition_count}",
             )
         removed = draft.partitions[record.partition_count :]
         live = [p.partition_id for p in removed if p.mode != Mode.NONE]
         if live:
             raise PendingDeletionError(
-                f"{where}: partitions {live} are still readable (mode is not NONE)"
+                "deletion.purged-mode-none",
+                f"{where}: partitions {live} are still readable (mode is not NONE)",
             )
         del draft.partitions[record.partition_count :]
         draft.pending_deletion = None
@@ -532,7 +782,28 @@ class MetadataDelta:
         self._configs.pop(key, None)
 
     def _replay_config(self, record: ConfigRecord) -> None:
-        key = (record.resource_type, record.resource_name)
+        resource_type = record.resource_type
+        name = record.resource_name
+        if resource_type == ConfigResourceType.TOPIC:
+            exists = self.topic_id(name) is not None
+        elif resource_type == ConfigResourceType.NAMESPACE:
+            exists = bool(name) and self.namespace(name) is not None
+        elif resource_type == ConfigResourceType.BROKER:
+            # The form only: a broker's configs outlive its registration (as in Kafka), so a
+            # snapshot holds configs of brokers that are gone.
+            exists = not name or (name.isascii() and name.isdigit())
+        else:
+            raise ConfigReplayError(
+                "config.resource-valid",
+                f"config {record.name!r} is for a {resource_type.name} resource, which has none",
+            )
+        if not exists:
+            raise ConfigReplayError(
+                "config.resource-exists",
+                f"config {record.name!r} is for {resource_type.name} {name!r}, which does not "
+                "exist",
+            )
+        key = (resource_type, name)
         changes = self._configs.get(key)
         if changes is None:
             changes = self._configs[key] = {}
@@ -638,6 +909,28 @@ _DISPATCH: dict[type[Record], Callable[[MetadataDelta, Any], None]] = {
 }
 """The handler of each record type: a class-level table, so a delta holds no bound methods
 (which made every delta a reference cycle, left for the cyclic collector to free)."""
+
+
+def _refuse_new_partition(draft: _TopicDraft, record: PartitionRecord) -> None:
+    """Raise the error for a PartitionRecord that does not create the topic's next partition."""
+    count = len(draft.partitions)
+    where = draft.where(record.partition_id)
+    if draft.pending_deletion is not None:
+        raise InvalidPartitionError(
+            "partition.stable-while-deleting",
+            f"{where} cannot be added while a partition deletion of the topic is pending",
+        )
+    if 0 <= record.partition_id < count:
+        raise UnknownPartitionError(
+            "partition.next-id",
+            f"{where} already exists; a partition is created once and changed with "
+            "PartitionChangeRecords",
+        )
+    raise UnknownPartitionError(
+        "partition.next-id",
+        f"{where}: partition ids must be contiguous; the topic has {count} partitions, so the "
+        f"next one is {count}",
+    )
 
 
 def _updated(base: Map[Any, Any], changes: dict[Any, Any]) -> Map[Any, Any]:

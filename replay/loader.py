@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from metadata_log.log import MetadataLog
+from records.model import Record
 from replay.delta import MetadataDelta
+from replay.errors import ReplayError
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 
 PROGRESS_EVERY = 65_536
 """Entries between two progress callbacks."""
+
+REPAIR_COMMAND = "mlog log truncate --after-offset"
+"""The explicit repair of a log that does not replay: drop its entries after an offset."""
 
 
 def load_image(
@@ -27,19 +32,42 @@ def load_image(
     replayed since the last call. The cyclic garbage collector is paused meanwhile: replay
     creates millions of long-lived objects and no cycles, and each full collection would
     traverse them all again.
+
+    A record that does not replay stops the load (as KRaft's controller stops on a committed
+    record it cannot replay) with its `ReplayError`, located: offset, record, rule, and the
+    command that drops the batch holding it. The batch rules are checked at the end of every
+    block (a block holds whole batches), except a last block cut short by `lte`.
     """
     gt = base.provenance.offset if base.provenance.offset >= 0 else None
     if lte is not None and gt is not None and lte <= gt:
         return base
     delta = MetadataDelta(base)
     replay_all = delta.replay_all
+    finish_batch = delta.finish_batch
     last = None
     pending = 0
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         for block in log.read_records(gt=gt, lte=lte):
-            replay_all(block.records)
+            replayed = delta.records
+            try:
+                replay_all(block.records)
+                if lte is None or block.last_offset < lte:
+                    finish_batch()
+            except ReplayError as exc:
+                locate(
+                    exc,
+                    block.records,
+                    first_offset=block.first_offset,
+                    index=delta.records - replayed,
+                    hint=(
+                        "the log holds a record no controller writes (edited by hand, or "
+                        "damaged); drop the batch holding it and everything after it with "
+                        f"`{REPAIR_COMMAND} {block.first_offset - 1}`"
+                    ),
+                )
+                raise
             last = block
             if progress is not None:
                 pending += len(block.records)
@@ -59,3 +87,17 @@ def load_image(
     if progress is not None and pending:
         progress(pending)
     return image
+
+
+def locate(
+    exc: ReplayError, records: Sequence[Record], *, first_offset: int, index: int, hint: str
+) -> None:
+    """Give `exc` the offset of the record that broke its rule, among `records`.
+
+    `index` is how many records replayed before the error; an error of a batch rule (raised
+    after the whole batch replayed) names its record itself, found here by identity.
+    """
+    if index >= len(records) and exc.record is not None:
+        index = next((i for i, r in enumerate(records) if r is exc.record), len(records) - 1)
+    index = min(index, len(records) - 1)
+    exc.locate(first_offset + index, records[index], hint)

@@ -1,13 +1,24 @@
-"""Random but valid sequences of metadata record batches, for replay and snapshot tests."""
+"""Random but valid sequences of metadata record batches, for replay and snapshot tests.
+
+Every batch is one the controller could write (api/controller): a broker fenced, shut down or
+unregistered moves leadership off it and drops it from ISRs (keeping the last member), an
+elected leader is live, a reassignment writes Kafka's start and completing changes, modes move
+only under a pending partition deletion. Replay refuses anything else, so the generator keeps
+the image its batches build (replayed batch by batch) and reads its choices from it; a batch
+that did not replay would fail here, where it was made.
+"""
 
 from __future__ import annotations
 
 import random
 
 from records.model import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
+    ControlledShutdownChange,
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
@@ -25,6 +36,8 @@ from records.model import (
     UnregisterBrokerRecord,
 )
 from records.uuids import Uuid
+from replay.delta import MetadataDelta, merge_partition_change
+from replay.image import EMPTY_IMAGE, MetadataImage, Provenance, TopicImage
 
 
 def _uuid(rng: random.Random) -> Uuid:
@@ -35,24 +48,18 @@ def _uuid(rng: random.Random) -> Uuid:
 
 
 class LogGenerator:
-    """Tracks enough state to emit only batches that replay cleanly."""
+    """Emits only batches that replay cleanly, choosing from the image they build."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
-        self.brokers: dict[int, int] = {}  # id -> epoch
+        self.image: MetadataImage = EMPTY_IMAGE
         self.epoch = 0
-        # name, namespace, partitions, partitions kept by a pending deletion (0: none pending)
-        self.topics: dict[Uuid, tuple[str, str, int, int]] = {}
-        self.names: set[tuple[str, str]] = set()
-        self.namespaces: dict[str, Uuid] = {}
         self.counter = 0
 
     def batches(self, count: int) -> list[list[Record]]:
         """`count` batches, starting with the feature level and three brokers."""
-        out: list[list[Record]] = [
-            [FeatureLevelRecord(name="metadata.version", feature_level=1)],
-            *[self._register(b) for b in range(3)],
-        ]
+        out = [self._replayed([FeatureLevelRecord(name="metadata.version", feature_level=1)])]
+        out.extend(self._replayed(self._register(b)) for b in range(3))
         actions = [
             (self._create_topic, 6),
             (self._change_partition, 6),
@@ -71,102 +78,275 @@ class LogGenerator:
         while len(out) < count:
             batch = self.rng.choices(funcs, weights)[0]()
             if batch:
-                out.append(batch)
+                out.append(self._replayed(batch))
         return out
+
+    def _replayed(self, batch: list[Record]) -> list[Record]:
+        delta = MetadataDelta(self.image)
+        delta.replay_all(batch)
+        delta.finish_batch()
+        offset = self.image.provenance.offset + len(batch)
+        self.image = delta.apply(Provenance(offset=offset, epoch=1, timestamp=0))
+        return batch
+
+    # ------------------------------------------------------------------ lookups
+
+    def _topics(self) -> list[TopicImage]:
+        return self.image.topics.sorted()  # sorted: map order follows salted hashes
+
+    def _live(self, broker_id: int) -> bool:
+        broker = self.image.cluster.get(broker_id)
+        return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+
+    # ------------------------------------------------------------------ brokers
 
     def _register(self, broker_id: int) -> list[Record]:
         self.epoch += 1
-        self.brokers[broker_id] = self.epoch
-        return [
-            RegisterBrokerRecord(
-                broker_id=broker_id,
-                incarnation_id=_uuid(self.rng),
-                broker_epoch=self.epoch,
-                rack=f"r{broker_id % 2}",
-                fenced=self.rng.random() < 0.3,
-            )
-        ]
+        fenced = self.rng.random() < 0.3
+        record = RegisterBrokerRecord(
+            broker_id=broker_id,
+            incarnation_id=_uuid(self.rng),
+            broker_epoch=self.epoch,
+            rack=f"r{broker_id % 2}",
+            fenced=fenced,
+        )
+        records: list[Record] = [record]
+        if not fenced:
+            records.extend(self._elect_leaderless(broker_id))
+        return records
+
+    def _elect_leaderless(self, broker_id: int) -> list[Record]:
+        """Leaders for leaderless partitions whose ISR holds a broker that just came up."""
+        changes: list[Record] = []
+        for topic in self._topics():
+            for partition in topic.partitions:
+                if partition.leader == NO_LEADER and broker_id in partition.isr:
+                    changes.append(
+                        PartitionChangeRecord(
+                            partition_id=partition.partition_id,
+                            topic_id=topic.topic_id,
+                            leader=broker_id,
+                        )
+                    )
+        return changes
+
+    def _move_off(self, broker_id: int) -> list[Record]:
+        """Leadership off a broker going down, and the broker out of ISRs (not the last)."""
+        changes: list[Record] = []
+        for topic in self._topics():
+            for partition in topic.partitions:
+                if broker_id not in partition.isr and partition.leader != broker_id:
+                    continue
+                isr = tuple(b for b in partition.isr if b != broker_id) or partition.isr
+                leader = next((b for b in isr if b != broker_id and self._live(b)), NO_LEADER)
+                change = PartitionChangeRecord(
+                    partition_id=partition.partition_id,
+                    topic_id=topic.topic_id,
+                    isr=isr if isr != partition.isr else None,
+                    leader=leader if leader != partition.leader else LEADER_UNCHANGED,
+                )
+                if change.isr is not None or change.leader != LEADER_UNCHANGED:
+                    changes.append(change)
+        return changes
 
     def _register_or_fence(self) -> list[Record]:
         broker_id = self.rng.randrange(5)
-        if broker_id not in self.brokers or self.rng.random() < 0.3:
+        current = self.image.cluster.get(broker_id)
+        if current is None or self.rng.random() < 0.3:
             return self._register(broker_id)
-        epoch = self.brokers[broker_id]
+        epoch = current.broker_epoch
         if self.rng.random() < 0.1 and broker_id >= 3:
-            del self.brokers[broker_id]
-            return [UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch)]
-        change = self.rng.choice([FencingChange.FENCE, FencingChange.UNFENCE])
+            return [
+                UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch),
+                *self._move_off(broker_id),
+            ]
+        if current.in_controlled_shutdown:
+            return self._register(broker_id)  # the way back from a controlled shutdown
+        if self.rng.random() < 0.15:
+            return [
+                BrokerRegistrationChangeRecord(
+                    broker_id=broker_id,
+                    broker_epoch=epoch,
+                    in_controlled_shutdown=ControlledShutdownChange.IN_CONTROLLED_SHUTDOWN,
+                ),
+                *self._move_off(broker_id),
+            ]
+        if current.fenced:
+            return [
+                BrokerRegistrationChangeRecord(
+                    broker_id=broker_id, broker_epoch=epoch, fenced=FencingChange.UNFENCE
+                ),
+                *self._elect_leaderless(broker_id),
+            ]
         return [
-            BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, fenced=change)
+            BrokerRegistrationChangeRecord(
+                broker_id=broker_id, broker_epoch=epoch, fenced=FencingChange.FENCE
+            ),
+            *self._move_off(broker_id),
         ]
 
+    # ------------------------------------------------------------------ topics
+
     def _topic_records(self, name: str, namespace: str) -> list[Record]:
+        live = [b.broker_id for b in self.image.cluster.usable()]
+        if not live:
+            return []  # every broker is down: the controller refuses the topic
+        registered = [b.broker_id for b in self.image.cluster.sorted()]
         topic_id = _uuid(self.rng)
         partitions = self.rng.randint(1, 6)
         records: list[Record] = [TopicRecord(name=name, topic_id=topic_id, namespace=namespace)]
-        brokers = sorted(self.brokers)
         for p in range(partitions):
-            replicas = tuple(self.rng.sample(brokers, min(len(brokers), 2)))
+            # A manual assignment may name any registered broker; at least one must be live.
+            replicas = tuple(self.rng.sample(registered, min(len(registered), 2)))
+            if not any(b in live for b in replicas):
+                replicas = (self.rng.choice(live),)
+            isr = tuple(b for b in replicas if b in live)
             records.append(
                 PartitionRecord(
                     partition_id=p,
                     topic_id=topic_id,
                     replicas=replicas,
-                    isr=replicas,
-                    leader=replicas[0],
+                    isr=isr,
+                    leader=isr[0],
                 )
             )
-        self.topics[topic_id] = (name, namespace, partitions, 0)
-        self.names.add((namespace, name))
         return records
 
     def _create_topic(self) -> list[Record]:
         self.counter += 1
-        namespace = self.rng.choice(["", *self.namespaces]) if self.namespaces else ""
-        name = f"t{self.counter}"
-        return self._topic_records(name, namespace)
+        namespaces = sorted(self.image.namespaces.by_name)
+        namespace = self.rng.choice(["", *namespaces]) if namespaces else ""
+        return self._topic_records(f"t{self.counter}", namespace)
 
     def _recreate_topic(self) -> list[Record]:
-        removed = [t for t in self.topics.values()]
-        if not removed:
+        topics = self._topics()
+        if not topics:
             return []
-        name, namespace, _, _ = self.rng.choice(removed)
-        victim = next(i for i, t in self.topics.items() if t[:2] == (name, namespace))
-        first = self._remove(victim)
-        return first + self._topic_records(name, namespace)
-
-    def _remove(self, topic_id: Uuid) -> list[Record]:
-        name, namespace, _, _ = self.topics.pop(topic_id)
-        self.names.discard((namespace, name))
-        return [RemoveTopicRecord(topic_id=topic_id)]
+        victim = self.rng.choice(topics)
+        created = self._topic_records(victim.name, victim.namespace)
+        if not created:
+            return []
+        return [RemoveTopicRecord(topic_id=victim.topic_id), *created]
 
     def _remove_topic(self) -> list[Record]:
-        if not self.topics:
+        topics = self._topics()
+        if not topics:
             return []
-        return self._remove(self.rng.choice(list(self.topics)))
+        return [RemoveTopicRecord(topic_id=self.rng.choice(topics).topic_id)]
+
+    # ------------------------------------------------------------------ partitions
 
     def _change_partition(self) -> list[Record]:
-        if not self.topics:
+        topics = self._topics()
+        if not topics:
             return []
-        topic_id = self.rng.choice(list(self.topics))
-        partitions = self.topics[topic_id][2]
-        p = self.rng.randrange(partitions)
-        kind = self.rng.randrange(3)
-        if kind == 0:
-            return [PartitionChangeRecord(partition_id=p, topic_id=topic_id, leader=-1, isr=())]
-        if kind == 1:
-            mode = self.rng.choice(list(Mode))
-            return [PartitionChangeRecord(partition_id=p, topic_id=topic_id, mode=mode)]
+        topic = self.rng.choice(topics)
+        partition = self.rng.choice(topic.partitions)
+        p = partition.partition_id
+        kind = self.rng.randrange(4)
+        if kind == 0:  # preferred leader election
+            preferred = partition.replicas[0]
+            if (
+                partition.leader == preferred
+                or preferred not in partition.isr
+                or not self._live(preferred)
+            ):
+                return []
+            return [
+                PartitionChangeRecord(partition_id=p, topic_id=topic.topic_id, leader=preferred)
+            ]
+        if kind == 1:  # unclean election of a leaderless (or led-by-a-dead-broker) partition
+            if partition.leader != NO_LEADER and self._live(partition.leader):
+                return []
+            leader = next((b for b in partition.replicas if self._live(b)), None)
+            if leader is None:
+                return []
+            return [
+                PartitionChangeRecord(
+                    partition_id=p, topic_id=topic.topic_id, leader=leader, isr=(leader,)
+                )
+            ]
+        if kind == 2:
+            return self._reassign(topic, partition)
+        # A change that states its partition epoch, as Kafka's records may.
         return [
             PartitionChangeRecord(
-                partition_id=p, topic_id=topic_id, partition_epoch=self.rng.randrange(100)
+                partition_id=p,
+                topic_id=topic.topic_id,
+                partition_epoch=partition.partition_epoch + self.rng.randint(1, 5),
             )
         ]
 
+    def _reassign(self, topic: TopicImage, partition: PartitionRecord) -> list[Record]:
+        """Kafka's KIP-455 records: start (adding/removing), and completion if every adding
+        replica is live; a reassignment in progress is cancelled instead."""
+        if topic.pending_deletion is not None:
+            return []
+        p = partition.partition_id
+        live = self._live
+        if partition.adding_replicas or partition.removing_replicas:
+            original = tuple(b for b in partition.replicas if b not in partition.adding_replicas)
+            isr = tuple(b for b in partition.isr if b in original) or original[:1]
+            leader = (
+                partition.leader
+                if partition.leader in isr
+                else next((b for b in isr if live(b)), NO_LEADER)
+            )
+            return [
+                PartitionChangeRecord(
+                    partition_id=p,
+                    topic_id=topic.topic_id,
+                    replicas=original,
+                    isr=isr,
+                    leader=leader if leader != partition.leader else LEADER_UNCHANGED,
+                    adding_replicas=(),
+                    removing_replicas=(),
+                )
+            ]
+        registered = [b.broker_id for b in self.image.cluster.sorted()]
+        target = tuple(self.rng.sample(registered, min(len(registered), len(partition.replicas))))
+        if target == partition.replicas:
+            return []
+        adding = tuple(b for b in target if b not in partition.replicas)
+        removing = tuple(b for b in partition.replicas if b not in target)
+        records: list[Record] = []
+        current = partition
+        if adding or removing:
+            start = PartitionChangeRecord(
+                partition_id=p,
+                topic_id=topic.topic_id,
+                replicas=target + removing,
+                adding_replicas=adding,
+                removing_replicas=removing,
+            )
+            current = merge_partition_change(current, start)
+            records.append(start)
+        if all(live(b) for b in adding):
+            isr = tuple(b for b in target if b in current.isr or b in adding) or target
+            leader = (
+                current.leader
+                if current.leader in isr
+                else next((b for b in isr if live(b)), NO_LEADER)
+            )
+            records.append(
+                PartitionChangeRecord(
+                    partition_id=p,
+                    topic_id=topic.topic_id,
+                    replicas=target,
+                    isr=isr,
+                    leader=leader if leader != current.leader else LEADER_UNCHANGED,
+                    adding_replicas=(),
+                    removing_replicas=(),
+                )
+            )
+        return records
+
+    # ------------------------------------------------------------------ configs, namespaces
+
     def _config(self) -> list[Record]:
-        if self.topics and self.rng.random() < 0.7:
-            name, namespace, _, _ = self.rng.choice(list(self.topics.values()))
-            resource = (ConfigResourceType.TOPIC, f"{namespace}:{name}" if namespace else name)
+        topics = self._topics()
+        if topics and self.rng.random() < 0.7:
+            resource = (ConfigResourceType.TOPIC, self.rng.choice(topics).qualified_name)
         else:
             resource = (ConfigResourceType.BROKER, "")
         value = None if self.rng.random() < 0.2 else str(self.rng.randrange(1000))
@@ -181,73 +361,84 @@ class LogGenerator:
 
     def _namespace(self) -> list[Record]:
         self.counter += 1
-        parent = self.rng.choice(["", *self.namespaces])
+        namespaces = self.image.namespaces
+        parent = self.rng.choice(["", *sorted(namespaces.by_name)])
         name = f"{parent}:n{self.counter}" if parent else f"n{self.counter}"
-        namespace_id = _uuid(self.rng)
-        parent_id = self.namespaces.get(parent)
-        self.namespaces[name] = namespace_id
-        return [NamespaceRecord(namespace_id=namespace_id, name=name, parent_id=parent_id)]
+        parent_record = namespaces.get(parent)
+        return [
+            NamespaceRecord(
+                namespace_id=_uuid(self.rng),
+                name=name,
+                parent_id=None if parent_record is None else parent_record.namespace_id,
+            )
+        ]
 
     def _remove_namespace(self) -> list[Record]:
-        leaves = [
-            n for n in self.namespaces if not any(o.startswith(n + ":") for o in self.namespaces)
-        ]
+        namespaces = self.image.namespaces
+        leaves = [n for n in sorted(namespaces.by_name) if not namespaces.children(n)]
         if not leaves:
             return []
         name = self.rng.choice(leaves)
-        records: list[Record] = []
-        for topic_id in [i for i, t in self.topics.items() if t[1] == name]:
-            records.extend(self._remove(topic_id))
-        records.append(RemoveNamespaceRecord(namespace_id=self.namespaces.pop(name)))
+        records: list[Record] = [
+            RemoveTopicRecord(topic_id=t.topic_id) for t in self._topics() if t.namespace == name
+        ]
+        record = namespaces.get(name)
+        assert record is not None
+        records.append(RemoveNamespaceRecord(namespace_id=record.namespace_id))
         return records
 
+    def _move_topic(self) -> list[Record]:
+        """A topic moves to another namespace where its name is free (keeps id and configs)."""
+        topics = self._topics()
+        if not topics:
+            return []
+        topic = self.rng.choice(topics)
+        targets = [
+            n
+            for n in ["", *sorted(self.image.namespaces.by_name)]
+            if n != topic.namespace
+            and self.image.topics.get_by_name(f"{n}:{topic.name}" if n else topic.name) is None
+        ]
+        if not targets:
+            return []
+        return [MoveTopicRecord(topic_id=topic.topic_id, namespace=self.rng.choice(targets))]
+
+    # ------------------------------------------------------------------ partition deletion
+
     def _delete_partitions(self) -> list[Record]:
-        candidates = [i for i, t in self.topics.items() if t[2] > 1 and not t[3]]
+        candidates = [
+            t
+            for t in self._topics()
+            if len(t.partitions) > 1
+            and t.pending_deletion is None
+            and not any(p.adding_replicas or p.removing_replicas for p in t.partitions)
+        ]
         if not candidates:
             return []
-        topic_id = self.rng.choice(candidates)
-        name, namespace, partitions, _ = self.topics[topic_id]
-        keep = self.rng.randint(1, partitions - 1)
-        self.topics[topic_id] = (name, namespace, partitions, keep)
+        topic = self.rng.choice(candidates)
+        keep = self.rng.randint(1, len(topic.partitions) - 1)
         records: list[Record] = [
             DeleteTopicPartitionsRecord(
-                topic_id=topic_id, partition_count=keep, delete_after_ms=1000, created_ms=0
+                topic_id=topic.topic_id, partition_count=keep, delete_after_ms=1000, created_ms=0
             )
         ]
         records.extend(
-            PartitionChangeRecord(partition_id=p, topic_id=topic_id, mode=Mode.READ_ONLY)
-            for p in range(keep, partitions)
+            PartitionChangeRecord(partition_id=p, topic_id=topic.topic_id, mode=Mode.READ_ONLY)
+            for p in range(keep, len(topic.partitions))
         )
         return records
 
     def _purge_partitions(self) -> list[Record]:
         """A pending deletion completes: its partitions go to mode NONE, then are purged."""
-        pending = [i for i, t in self.topics.items() if t[3]]
+        pending = [t for t in self._topics() if t.pending_deletion is not None]
         if not pending:
             return []
-        topic_id = self.rng.choice(pending)
-        name, namespace, partitions, keep = self.topics[topic_id]
-        self.topics[topic_id] = (name, namespace, keep, 0)
+        topic = self.rng.choice(pending)
+        assert topic.pending_deletion is not None
+        keep = topic.pending_deletion.partition_count
         records: list[Record] = [
-            PartitionChangeRecord(partition_id=p, topic_id=topic_id, mode=Mode.NONE)
-            for p in range(keep, partitions)
+            PartitionChangeRecord(partition_id=p, topic_id=topic.topic_id, mode=Mode.NONE)
+            for p in range(keep, len(topic.partitions))
         ]
-        records.append(PurgeTopicPartitionsRecord(topic_id=topic_id, partition_count=keep))
+        records.append(PurgeTopicPartitionsRecord(topic_id=topic.topic_id, partition_count=keep))
         return records
-
-    def _move_topic(self) -> list[Record]:
-        """A topic moves to another namespace where its name is free (keeps id and configs)."""
-        if not self.topics:
-            return []
-        topic_id = self.rng.choice(list(self.topics))
-        name, namespace, partitions, keep = self.topics[topic_id]
-        targets = [
-            n for n in ["", *self.namespaces] if n != namespace and (n, name) not in self.names
-        ]
-        if not targets:
-            return []
-        target = self.rng.choice(targets)
-        self.names.discard((namespace, name))
-        self.names.add((target, name))
-        self.topics[topic_id] = (name, target, partitions, keep)
-        return [MoveTopicRecord(topic_id=topic_id, namespace=target)]

@@ -68,7 +68,10 @@ STORY: list[tuple[str, list[Record]]] = [
             FeatureLevelRecord(name="metadata.version", feature_level=1),
             *[
                 RegisterBrokerRecord(
-                    broker_id=b, incarnation_id=Uuid(bytes([b + 1] * 16)), broker_epoch=b
+                    broker_id=b,
+                    incarnation_id=Uuid(bytes([b + 1] * 16)),
+                    broker_epoch=b,
+                    fenced=False,
                 )
                 for b in range(3)
             ],
@@ -77,7 +80,7 @@ STORY: list[tuple[str, list[Record]]] = [
     ("admin", [NamespaceRecord(namespace_id=NS, name="team")]),
     (
         "alice",
-        [TopicRecord(name="orders", topic_id=A), *[_partition(A, p, (0, 1)) for p in range(3)]],
+        [TopicRecord(name="orders", topic_id=A), *[_partition(A, p, (1, 0)) for p in range(3)]],
     ),
     (
         "bob",

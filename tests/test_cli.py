@@ -16,16 +16,24 @@ from api.cli.main import main
 from api.service.settings import SettingsError, load_settings
 from metadata_log import LogConfigError, MetadataLog
 from metadata_log.segment import Segment
-from records import ConfigRecord, ConfigResourceType, Mode, PartitionChangeRecord, TopicRecord, Uuid
+from records import ConfigRecord, ConfigResourceType, PartitionRecord, TopicRecord, Uuid
 
 TOPIC_ID = "Kx3mWzDqQXa0Vn1b9cLr7A"
 RECORDS = [
     {"type": "TOPIC_RECORD", "data": {"name": "orders", "topic_id": TOPIC_ID}},
     {
-        "type": "PARTITION_CHANGE_RECORD",
-        "data": {"partition_id": 1, "topic_id": TOPIC_ID, "mode": "READ_ONLY"},
+        "type": "PARTITION_RECORD",
+        "data": {
+            "partition_id": 0,
+            "topic_id": TOPIC_ID,
+            "replicas": [1],
+            "isr": [1],
+            "leader": 1,
+            "leader_epoch": 3,
+        },
     },
 ]
+"""A topic with its partition: one batch that replays."""
 
 
 def run(args: list[str], stdin: str = "") -> tuple[int, str]:
@@ -56,19 +64,26 @@ def test_append_then_dump_table_and_json(tmp_path: Path) -> None:
     assert lines[0].startswith("offset: 0 epoch: 1 timestamp: ")
     assert "principal: admin" in lines[0]
     assert '"type":"TOPIC_RECORD"' in lines[0] and TOPIC_ID in lines[0]
-    assert '"mode":"READ_ONLY"' in lines[1]
+    assert '"type":"PARTITION_RECORD"' in lines[1] and '"leader_epoch":3' in lines[1]
 
     code, text = run(["log", "dump", "--data-dir", str(tmp_path), "--output", "json", "--gt", "0"])
     assert code == 0
     (entry,) = [json.loads(line) for line in text.splitlines()]
     assert entry["offset"] == 1 and entry["principal"] == "admin"
-    assert entry["record"]["type"] == "PARTITION_CHANGE_RECORD"
+    assert entry["record"]["type"] == "PARTITION_RECORD"
 
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         records = [e.record for e in log.read()]
     assert records == [
         TopicRecord(name="orders", topic_id=Uuid.parse(TOPIC_ID)),
-        PartitionChangeRecord(partition_id=1, topic_id=Uuid.parse(TOPIC_ID), mode=Mode.READ_ONLY),
+        PartitionRecord(
+            partition_id=0,
+            topic_id=Uuid.parse(TOPIC_ID),
+            replicas=(1,),
+            isr=(1,),
+            leader=1,
+            leader_epoch=3,
+        ),
     ]
 
 
@@ -88,7 +103,7 @@ def test_dump_ranges_and_limit(tmp_path: Path) -> None:
     lines = [
         {
             "type": "CONFIG_RECORD",
-            "data": {"resource_type": "TOPIC", "resource_name": "t", "name": "k", "value": str(i)},
+            "data": {"resource_type": "BROKER", "resource_name": "", "name": "k", "value": str(i)},
         }
         for i in range(10)
     ]
@@ -117,7 +132,7 @@ def test_dump_ranges_and_limit(tmp_path: Path) -> None:
 def test_bad_append_input_is_refused_and_nothing_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    append_lines(tmp_path, RECORDS[:1])
+    append_lines(tmp_path, RECORDS)
     bad_inputs = [
         ("not json\n", "line 1 is not JSON"),
         ('{"type": "NOPE_RECORD", "data": {}}\n', "unknown record type 'NOPE_RECORD'"),
@@ -125,6 +140,11 @@ def test_bad_append_input_is_refused_and_nothing_is_written(
         ("\n\n", "holds no records"),
         # A valid first line does not get written when a later line is bad: one atomic batch.
         (json.dumps(RECORDS[0]) + '\n{"type": "TOPIC_RECORD", "data": {"name": 1}}\n', "line 2"),
+        # Records that parse but do not replay onto the log: refused whole, as the others.
+        (
+            json.dumps(RECORDS[1]),
+            "the PartitionRecord at offset 2 breaks rule partition.next-id",
+        ),
     ]
     for text, message in bad_inputs:
         code, _ = run(["--data-dir", str(tmp_path), "log", "append"], text)
@@ -133,7 +153,7 @@ def test_bad_append_input_is_refused_and_nothing_is_written(
         assert err.startswith("mlog: error: ") and message in err, err
         assert len(err.strip().splitlines()) == 1
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
-        assert log.end_offset == 1
+        assert log.end_offset == 2
 
 
 def test_missing_data_dir_is_a_clear_error(
@@ -147,7 +167,11 @@ def test_missing_data_dir_is_a_clear_error(
 
 def test_verify_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     append_lines(tmp_path, RECORDS)
-    append_lines(tmp_path, RECORDS[:1])
+    cluster_config = {
+        "type": "CONFIG_RECORD",
+        "data": {"resource_type": "BROKER", "resource_name": "", "name": "k", "value": "v"},
+    }
+    append_lines(tmp_path, [cluster_config])
     code, text = run(["--data-dir", str(tmp_path), "log", "verify"])
     assert code == 0 and "clean: 3 entries in 1 segments" in text
     segment = tmp_path / "log" / f"{0:020d}.avro"
@@ -236,7 +260,7 @@ def test_dump_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     lines = [
         {
             "type": "CONFIG_RECORD",
-            "data": {"resource_type": "TOPIC", "resource_name": "t", "name": "k", "value": str(i)},
+            "data": {"resource_type": "BROKER", "resource_name": "", "name": "k", "value": str(i)},
         }
         for i in range(5000)
     ]

@@ -575,6 +575,19 @@ def test_partial_rack_information_is_refused_by_default() -> None:
     assert "brokers [1, 3] have none" in str(info.value)
 
 
+def test_one_racked_broker_among_several_is_partial_rack_information() -> None:
+    one_racked = [BrokerPlacementInfo(broker_id=0, rack="r1"), *plain(1, 2)]
+    with pytest.raises(PlacementError, match=r"brokers \[1, 2\] have none"):
+        assign_replicas_to_brokers(one_racked, 3, 2, fixed_start_index=0)
+    safe = assign_replicas_to_brokers(
+        one_racked, 3, 2, fixed_start_index=0, rack_aware_mode=RackAwareMode.SAFE
+    )
+    assert safe == assign_replicas_to_brokers(plain(0, 1, 2), 3, 2, fixed_start_index=0)
+    # One broker, racked: the whole cluster has rack information.
+    alone = [BrokerPlacementInfo(broker_id=0, rack="r1")]
+    assert assign_replicas_to_brokers(alone, 2, 1, fixed_start_index=0) == {0: [0], 1: [0]}
+
+
 @pytest.mark.parametrize("mode", [RackAwareMode.DISABLED, RackAwareMode.SAFE])
 def test_partial_rack_information_placed_rack_unaware_when_allowed(mode: RackAwareMode) -> None:
     placed = assign_replicas_to_brokers(

@@ -131,7 +131,7 @@ def test_unchanged_areas_are_shared_between_images() -> None:
         base,
         [
             ConfigRecord(
-                resource_type=ConfigResourceType.TOPIC, resource_name="x", name="a", value="1"
+                resource_type=ConfigResourceType.TOPIC, resource_name="orders", name="a", value="1"
             )
         ],
         EMPTY_PROVENANCE,
@@ -262,12 +262,12 @@ def test_namespace_counts_and_children() -> None:
         (
             [*topic(), PartitionChangeRecord(partition_id=0, topic_id=T1, leader=9)],
             InvalidPartitionError,
-            "not one of the replicas",
+            "not in the ISR",
         ),
         (
             [*topic(), PartitionChangeRecord(partition_id=0, topic_id=T1, isr=(1, 7))],
             InvalidPartitionError,
-            "not a subset",
+            r"ISR \[1, 7\] is not one or more distinct replicas",
         ),
         (
             [TopicRecord(name="x", topic_id=T1, namespace="nowhere")],

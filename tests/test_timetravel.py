@@ -72,17 +72,22 @@ BATCHES: list[list[Record]] = [
     [NamespaceRecord(namespace_id=NS, name="team")],  # 7
     _topic("audit", T3, 3, namespace="team"),  # 8-11
     [PartitionChangeRecord(partition_id=0, topic_id=T1, leader=2, isr=(2,))],  # 12
-    [PartitionChangeRecord(partition_id=1, topic_id=T1, mode=Mode.READ_ONLY)],  # 13
-    [RemoveTopicRecord(topic_id=T1)],  # 14
-    _topic("orders", T2, 3),  # 15-18
+    [
+        DeleteTopicPartitionsRecord(
+            topic_id=T1, partition_count=1, delete_after_ms=9, created_ms=1
+        ),
+        PartitionChangeRecord(partition_id=1, topic_id=T1, mode=Mode.READ_ONLY),
+    ],  # 13-14
+    [RemoveTopicRecord(topic_id=T1)],  # 15
+    _topic("orders", T2, 3),  # 16-19
     [
         DeleteTopicPartitionsRecord(
             topic_id=T3, partition_count=1, delete_after_ms=9, created_ms=1
         ),
         PartitionChangeRecord(partition_id=1, topic_id=T3, mode=Mode.READ_ONLY),
         PartitionChangeRecord(partition_id=2, topic_id=T3, mode=Mode.READ_ONLY),
-    ],  # 19-21
-    [BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=2, fenced=FencingChange.FENCE)],  # 22
+    ],  # 20-22
+    [BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=2, fenced=FencingChange.FENCE)],  # 23
 ]
 
 
@@ -128,7 +133,7 @@ def test_parse_time_forms() -> None:
 
 
 def test_diff_names_every_kind_of_change(log: MetadataLog) -> None:
-    before, after = image_at(log, at_offset=6), image_at(log, at_offset=22)
+    before, after = image_at(log, at_offset=6), image_at(log, at_offset=23)
     lines = [c.text() for c in diff(before, after)]
     assert "~ broker 2: fenced false -> true" in lines
     assert f"+ namespace team (id {NS})" in lines
@@ -137,7 +142,7 @@ def test_diff_names_every_kind_of_change(log: MetadataLog) -> None:
     assert f"+ topic team:audit (id {T3}): partitions 3" in lines
     assert "- config topic orders retention.ms: value 1000" in lines
     assert diff(after, after) == []
-    middle = image_at(log, at_offset=13)
+    middle = image_at(log, at_offset=14)
     changes = {c.name: c for c in diff(before, middle)}
     assert changes["orders-0"].fields == (
         ("isr", [1, 2], [2]),
@@ -146,7 +151,7 @@ def test_diff_names_every_kind_of_change(log: MetadataLog) -> None:
         ("partition_epoch", 0, 1),
     )
     assert ("mode", "READ_WRITE", "READ_ONLY") in changes["orders-1"].fields
-    deletion = {c.kind: c for c in diff(image_at(log, at_offset=18), after)}
+    deletion = {c.kind: c for c in diff(image_at(log, at_offset=19), after)}
     assert (
         deletion["pending_deletion"].text()
         == f"+ pending_deletion team:audit (id {T3}): keep_partitions 1"
@@ -176,17 +181,17 @@ def test_diff_partitions_added_and_removed() -> None:
 
 def test_history_of_a_recreated_topic_shows_each_incarnation(log: MetadataLog) -> None:
     entries = list(history(log, Entity(topic="orders")))
-    assert [e.offset for e in entries] == [3, 4, 5, 6, 12, 13, 14, 15, 16, 17, 18]
-    assert {e.topic_id for e in entries[:7]} == {str(T1)}
-    assert {e.topic_id for e in entries[7:]} == {str(T2)}
+    assert [e.offset for e in entries] == [3, 4, 5, 6, 12, 13, 14, 15, 16, 17, 18, 19]
+    assert {e.topic_id for e in entries[:8]} == {str(T1)}
+    assert {e.topic_id for e in entries[8:]} == {str(T2)}
     assert entries[0].description == f"created topic orders with id {T1}"
-    assert entries[6].description == f"deleted topic orders (id {T1})"
+    assert entries[7].description == f"deleted topic orders (id {T1})"
     assert entries[3].description == "config topic orders: retention.ms=1000"
     assert entries[4].description == "partition orders-0: leader -> 2, isr -> [2]"
     assert all(e.principal == "User:alice" for e in entries)
     assert entries[0].timestamp == START + 1000
     by_id = list(history(log, Entity(topic_id=T2)))
-    assert [e.offset for e in by_id] == [15, 16, 17, 18]
+    assert [e.offset for e in by_id] == [16, 17, 18, 19]
 
 
 def test_history_of_a_namespace_and_a_broker(log: MetadataLog) -> None:

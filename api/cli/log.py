@@ -24,6 +24,7 @@ from metadata_log.repair import truncate_after
 from metadata_log.verify import VerifyReport, verify_log
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
+from replay.append import append_replayed_batches
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -284,7 +285,7 @@ def _read_batches(
 
 
 def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Append JSON records (one per line) as one atomic block: a low-level repair/import tool.
+    """Append JSON records (one per line) as one atomic block, if it replays: a repair tool.
 
     Lines printed by `mlog log dump --output json` keep their principal, so a dump piped into
     `log append` copies who asked for each change.
@@ -297,9 +298,13 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
                 batches = _read_batches(f, args.file, args.principal)
         except OSError as exc:
             raise CliError(f"cannot read {args.file}: {exc.strerror}") from None
-    with MetadataLog.open(settings.log_dir, config=settings.log) as log:
-        results = log.append_batches(batches)
-    first, last = results[0][0], results[-1][1]
+    progress = Progress("replaying the log")
+    try:
+        with MetadataLog.open(settings.log_dir, config=settings.log) as log:
+            # Only a block that replays onto the log's image is appended (else nothing is).
+            first, last = append_replayed_batches(log, batches, progress=progress.advance)
+    finally:
+        progress.finish()
     if settings.output == "json":
         out.write(json.dumps({"first_offset": first, "last_offset": last}) + "\n")
     else:

@@ -1,0 +1,677 @@
+"""Mutation testing: small changes to a module (mutants) run against the tests that exercise it.
+
+Usage: python tests/mutate.py [--min-score PCT] [--report DIR] [--list] [MODULE ...]
+
+MODULE is a source file of `TARGETS` (default: all of them, one after another). For each:
+
+1. the module's tests run once under coverage, each test in its own context: which tests run
+   which line, and how long each takes (they must all pass);
+2. each mutant is one AST change (operators below) compiled in place of the module: its
+   tests are the ones that run the mutated line, fastest first, stopping at the first failure
+   (`pytest -x`), with a per-test timeout (pytest-timeout) and a hard one per mutant, so a
+   mutant that loops forever counts as caught, quickly;
+3. a mutant is caught (killed, or timed out) if a test fails, survives if they all pass, and
+   is uncovered if no test runs its line (counted as surviving).
+
+Each mutant runs in a forked child of a process that has imported the third-party libraries
+but none of the project, so the child imports the project afresh with the mutant in place of
+the module; the file on disk is never changed. The report (`--report`, default
+`.mutation/`) has one JSON file per module with every survivor. Exit 1 if a module scores
+below `--min-score` (default 90).
+
+Operators: comparison flips (`==`/`!=`, `in`/`not in`, `is`/`is not`, `<` -> `>=`, ...),
+boundaries (`<` <-> `<=`, `>` <-> `>=`), boolean negation (`and` <-> `or`, `not x` -> `x`, an
+`if`/`while` condition negated), arithmetic (`+` <-> `-`, ...), constants (an int n -> n + 1,
+`True` <-> `False`), return values (`return x` -> `return None`) and statement deletion (a
+call, assignment, `raise`, `continue` or `break` -> `pass`). Strings (messages, docstrings) and
+`assert`s (type narrowing) are left alone, and so is a line marked `# pragma: no mutate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import hashlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import select
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_REPLAY_TESTS = (
+    "tests/test_replay_rules.py",
+    "tests/test_replay.py",
+    "tests/test_log_replay_checks.py",
+)
+_RECORDS_TESTS = (
+    "tests/test_records.py",
+    "tests/test_fast_decode.py",
+    "tests/test_schema_evolution.py",
+)
+TARGETS: dict[str, tuple[str, ...]] = {
+    # replay/
+    "replay/delta.py": (*_REPLAY_TESTS, "tests/test_namespaces.py"),
+    "replay/rules.py": _REPLAY_TESTS,
+    "replay/errors.py": _REPLAY_TESTS,
+    "replay/image.py": (*_REPLAY_TESTS, "tests/test_namespaces.py", "tests/test_timetravel.py"),
+    "replay/loader.py": (*_REPLAY_TESTS, "tests/test_timetravel.py"),
+    "replay/append.py": ("tests/test_log_replay_checks.py", "tests/test_cli.py"),
+    "replay/timetravel.py": ("tests/test_timetravel.py", "tests/test_snapshot_store.py"),
+    # records/
+    **{
+        f"records/{name}.py": _RECORDS_TESTS
+        for name in (
+            "codec",
+            "schemas",
+            "json_form",
+            "uuids",
+            "avro_array",
+            "fast_decode",
+            "upcasting",
+            "interning",
+            "varint",
+            "slots",
+            "entry",
+            "model",
+        )
+    },
+    # placement
+    "api/controller/placement.py": ("tests/test_placement.py",),
+}
+"""Each module under mutation and the tests that exercise it (kept tight: they run per mutant).
+
+`api/controller/*` beyond placement and `metadata_log/*` are added once their rework lands."""
+
+# ---------------------------------------------------------------------- mutants
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mutant:
+    """One AST change: where, what, and the code of the module with it."""
+
+    index: int
+    line: int
+    last_line: int
+    """The lines whose tests run the mutant: those of the changed code (an `if`'s condition)."""
+    module_level: bool
+    """Outside every function: run at import, so every test may depend on it."""
+    operator: str
+    description: str
+    source_line: str
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    """ids of the Expr nodes that are docstrings (module, class, function)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+        ):
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first))
+        # Attribute docstrings: a string statement after an assignment.
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            for statement in body:
+                if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                    found.add(id(statement))
+    return found
+
+
+_COMPARE_SWAPS: dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]] = {
+    ast.Eq: (ast.NotEq,),
+    ast.NotEq: (ast.Eq,),
+    ast.Lt: (ast.LtE, ast.GtE),
+    ast.LtE: (ast.Lt, ast.Gt),
+    ast.Gt: (ast.GtE, ast.LtE),
+    ast.GtE: (ast.Gt, ast.Lt),
+    ast.In: (ast.NotIn,),
+    ast.NotIn: (ast.In,),
+    ast.Is: (ast.IsNot,),
+    ast.IsNot: (ast.Is,),
+}
+_BINOP_SWAPS: dict[type[ast.operator], type[ast.operator]] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Add,
+    ast.FloorDiv: ast.Mult,
+    ast.Div: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.BitOr: ast.BitAnd,
+    ast.BitAnd: ast.BitOr,
+    ast.LShift: ast.RShift,
+    ast.RShift: ast.LShift,
+}
+_OP_TEXT = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Div: "/", ast.Mod: "%",
+    ast.BitOr: "|", ast.BitAnd: "&", ast.LShift: "<<", ast.RShift: ">>",
+    ast.And: "and", ast.Or: "or",
+}  # fmt: skip
+
+Change = Callable[[ast.AST], None]
+"""Applies one mutation to the node it was found at (in a fresh copy of the tree)."""
+
+
+def _changes(node: ast.AST, docstrings: set[int]) -> Iterator[tuple[str, str, Change]]:
+    """(operator, description, change) for every mutation of `node` itself."""
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            for swap in _COMPARE_SWAPS.get(type(op), ()):
+                kind = "boundary" if {type(op), swap} in _BOUNDARIES else "comparison"
+
+                def change(n: ast.AST, i: int = i, swap: type[ast.cmpop] = swap) -> None:
+                    assert isinstance(n, ast.Compare)
+                    n.ops[i] = swap()
+
+                yield kind, f"{_OP_TEXT[type(op)]} -> {_OP_TEXT[swap]}", change
+    elif isinstance(node, ast.BoolOp):
+        swap_op: type[ast.boolop] = ast.Or if isinstance(node.op, ast.And) else ast.And
+
+        def change_bool(n: ast.AST, swap_op: type[ast.boolop] = swap_op) -> None:
+            assert isinstance(n, ast.BoolOp)
+            n.op = swap_op()
+
+        yield "boolean", f"{_OP_TEXT[type(node.op)]} -> {_OP_TEXT[swap_op]}", change_bool
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+
+        def drop_not(n: ast.AST) -> None:
+            assert isinstance(n, ast.UnaryOp)
+            # `not x` -> `True if x else False`, i.e. bool(x)
+            _become(
+                n, ast.IfExp, test=n.operand, body=ast.Constant(True), orelse=ast.Constant(False)
+            )
+
+        yield "boolean", "not x -> x", drop_not
+    elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _BINOP_SWAPS:
+        arith = _BINOP_SWAPS[type(node.op)]
+
+        def change_arith(n: ast.AST, arith: type[ast.operator] = arith) -> None:
+            assert isinstance(n, ast.BinOp | ast.AugAssign)
+            n.op = arith()
+
+        yield "arithmetic", f"{_OP_TEXT[type(node.op)]} -> {_OP_TEXT[arith]}", change_arith
+    elif isinstance(node, ast.Constant) and not isinstance(node.value, str | bytes):
+        value = node.value
+        if isinstance(value, bool):
+
+            def flip(n: ast.AST) -> None:
+                assert isinstance(n, ast.Constant)
+                n.value = not n.value
+
+            yield "constant", f"{value} -> {not value}", flip
+        elif isinstance(value, int):
+
+            def bump(n: ast.AST) -> None:
+                assert isinstance(n, ast.Constant) and isinstance(n.value, int)
+                n.value = n.value + 1
+
+            yield "constant", f"{value} -> {value + 1}", bump
+    if isinstance(node, ast.If | ast.While | ast.IfExp):
+
+        def negate(n: ast.AST) -> None:
+            assert isinstance(n, ast.If | ast.While | ast.IfExp)
+            n.test = ast.UnaryOp(op=ast.Not(), operand=n.test)
+
+        yield "boolean", "condition negated", negate
+    returned = node.value if isinstance(node, ast.Return) else None
+    if returned is not None and not (isinstance(returned, ast.Constant) and returned.value is None):
+
+        def return_none(n: ast.AST) -> None:
+            assert isinstance(n, ast.Return)
+            n.value = ast.Constant(value=None)
+
+        yield "return", "return x -> return None", return_none
+    deletable = ast.Assign | ast.AugAssign | ast.Raise | ast.Continue | ast.Break | ast.Delete
+    call = isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant)
+    if (call and id(node) not in docstrings) or isinstance(node, deletable):
+        yield "statement", f"{type(node).__name__.lower()} deleted", _to_pass
+
+
+_BOUNDARIES = [{ast.Lt, ast.LtE}, {ast.Gt, ast.GtE}]
+
+
+def _become(node: ast.AST, cls: type[ast.AST], **fields: object) -> None:
+    """Turn `node` into a `cls` node in place: its place in the tree (and location) stays."""
+    for name in list(node._fields):
+        if hasattr(node, name):
+            delattr(node, name)
+    node.__class__ = cls
+    for name, value in fields.items():
+        setattr(node, name, value)
+
+
+def _to_pass(node: ast.AST) -> None:
+    """Turn a statement into `pass`."""
+    _become(node, ast.Pass)
+
+
+def _skipped_subtrees(tree: ast.AST) -> set[int]:
+    """ids of nodes never mutated: asserts, annotations, `TYPE_CHECKING` blocks, __slots__."""
+    skip: set[int] = set()
+
+    def all_ids(node: ast.AST) -> None:
+        skip.update(id(n) for n in ast.walk(node))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            all_ids(node)
+        elif isinstance(node, ast.AnnAssign):
+            all_ids(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for arg in [*node.args.args, *node.args.kwonlyargs, *node.args.posonlyargs]:
+                if arg.annotation is not None:
+                    all_ids(arg.annotation)
+            if node.returns is not None:
+                all_ids(node.returns)
+        elif (
+            (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+            or isinstance(node, ast.ImportFrom | ast.Import)
+            or (
+                isinstance(node, ast.Assign)
+                and any(
+                    isinstance(t, ast.Name) and t.id in ("__slots__", "__all__")
+                    for t in node.targets
+                )
+            )
+        ):
+            all_ids(node)
+    return skip
+
+
+def enumerate_mutants(source: str) -> list[tuple[Mutant, Change, int]]:
+    """Every mutant of `source`: (mutant, change, position of its node in `ast.walk`)."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    docstrings = _docstring_nodes(tree)
+    skip = _skipped_subtrees(tree)
+    in_functions = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for inner in ast.walk(node)
+        if inner is not node
+    }
+    out: list[tuple[Mutant, Change, int]] = []
+    for position, node in enumerate(ast.walk(tree)):
+        if id(node) in skip or not hasattr(node, "lineno"):
+            continue
+        line = node.lineno
+        text = lines[line - 1]
+        if "pragma: no mutate" in text:
+            continue
+        for operator, description, change in _changes(node, docstrings):
+            span: ast.AST = node
+            if isinstance(node, ast.If | ast.While | ast.IfExp) and description == (
+                "condition negated"
+            ):
+                span = node.test
+            mutant = Mutant(
+                index=len(out),
+                line=line,
+                last_line=max(line, getattr(span, "end_lineno", None) or line),
+                module_level=id(node) not in in_functions,
+                operator=operator,
+                description=description,
+                source_line=text.strip(),
+            )
+            out.append((mutant, change, position))
+    return out
+
+
+def mutated_code(source: str, filename: str, change: Change, position: int) -> CodeType:
+    """The module's code with one change applied to the node at `position` of `ast.walk`."""
+    tree = ast.parse(source)
+    for i, node in enumerate(ast.walk(tree)):
+        if i == position:
+            change(node)
+            break
+    ast.fix_missing_locations(tree)
+    return compile(tree, filename, "exec")
+
+
+# ---------------------------------------------------------------------- the child side
+
+
+class _MutantFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Loads one module from a given code object instead of its file."""
+
+    def __init__(self, name: str, path: str, code: CodeType) -> None:
+        self.name = name
+        self.path = path
+        self.code = code
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        return importlib.util.spec_from_file_location(fullname, self.path, loader=self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        exec(self.code, module.__dict__)  # the point: the mutant's code, not the file's
+
+
+def _module_name(relative: str) -> str:
+    return relative.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+
+
+class _Collector:
+    """pytest plugin of the coverage run: a coverage context and a duration per test."""
+
+    def __init__(self, cov: Any) -> None:
+        self.cov = cov
+        self.durations: dict[str, float] = {}
+        self.failed: list[str] = []
+
+    def pytest_collectstart(self, collector: Any) -> None:
+        # A test module's import runs code too (fixtures built at import): its own context.
+        if type(collector).__name__ == "Module":
+            self.cov.switch_context(f"import:{collector.nodeid}")
+
+    def pytest_runtest_setup(self, item: Any) -> None:
+        self.cov.switch_context(item.nodeid)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+        if report.failed:
+            self.failed.append(report.nodeid)
+
+
+def _pytest_args(extra: Sequence[str]) -> list[str]:
+    return [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--no-header",
+        "--rootdir",
+        str(ROOT),
+        "-W",
+        "ignore",
+        *extra,
+    ]
+
+
+def _coverage_child(target: str, tests: Sequence[str], out: Path) -> None:
+    import coverage
+    import pytest
+
+    path = str(ROOT / target)
+    cov = coverage.Coverage(include=[path], data_file=None, branch=False)
+    collector = _Collector(cov)
+    cov.start()
+    code = pytest.main(_pytest_args(list(tests)), plugins=[collector])
+    cov.stop()
+    data = cov.get_data()
+    contexts = data.contexts_by_lineno(path)
+    out.write_text(
+        json.dumps(
+            {
+                "exit": int(code),
+                "failed": collector.failed,
+                "durations": collector.durations,
+                "lines": {str(k): sorted(v) for k, v in contexts.items()},
+            }
+        )
+    )
+
+
+def _mutant_child(target: str, code: CodeType, nodeids: Sequence[str], timeout: float) -> int:
+    import pytest
+
+    sys.meta_path.insert(0, _MutantFinder(_module_name(target), str(ROOT / target), code))
+    return int(pytest.main(_pytest_args(["-x", f"--timeout={timeout:.0f}", *nodeids])))
+
+
+def _in_child(work: Callable[[], int | None], *, limit: float, log: Path) -> tuple[str, float]:
+    """Run `work` in a forked child; ("exit N" | "timeout", seconds)."""
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 3
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.setpgrp()  # its own group: a timeout kills what it started too
+            result = work()
+            code = 0 if result is None else result
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    deadline = start + limit
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return f"exit {os.waitstatus_to_exitcode(status)}", time.monotonic() - start
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return "timeout", time.monotonic() - start
+        select.select([], [], [], 0.05)
+
+
+# ---------------------------------------------------------------------- the campaign
+
+
+@dataclass(slots=True)
+class Score:
+    """What became of one module's mutants."""
+
+    target: str
+    killed: int = 0
+    timed_out: int = 0
+    survived: list[dict[str, Any]] = field(default_factory=list)
+    uncovered: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return self.killed + self.timed_out + len(self.survived) + len(self.uncovered)
+
+    @property
+    def caught(self) -> int:
+        return self.killed + self.timed_out
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.caught / self.total if self.total else 100.0
+
+
+LAYERS = ("records", "metadata_log", "replay", "api")
+"""The project's packages, lowest first: a package imports only those before it."""
+
+
+def _prepare_parent(targets: Sequence[str]) -> None:
+    """Import what no mutant changes once, so each forked child starts warm.
+
+    The third-party libraries, and the project's layers below the lowest target (imports run
+    one way, so those never import a target).
+    """
+    for name in (
+        "pytest", "hypothesis", "pytest_asyncio", "pytest_timeout", "fastavro", "cramjam",
+        "immutables", "sqlalchemy", "alembic", "kio", "asyncio", "coverage",
+    ):  # fmt: skip
+        with contextlib.suppress(ImportError):  # optional ones
+            importlib.import_module(name)
+    lowest = min(LAYERS.index(t.split("/")[0]) for t in targets)
+    for layer in LAYERS[:lowest]:
+        for path in sorted((ROOT / layer).glob("*.py")):
+            importlib.import_module(_module_name(str(path.relative_to(ROOT))))
+    for name in list(sys.modules):
+        if name.split(".")[0] in LAYERS[lowest:]:
+            raise SystemExit(f"the runner imported project module {name} before forking")
+
+
+def _tests_for(mutant: Mutant, contexts: Sequence[str], tests: Collection[str]) -> set[str]:
+    """The tests a mutant can change: those that run its line, and more where it runs early.
+
+    Module-level code runs once, at the module's import, and every test may use what it made;
+    a line run while a test module was imported may change what that module built then.
+    """
+    if not contexts:
+        return set()
+    if mutant.module_level or "" in contexts:
+        return set(tests)
+    chosen = {c for c in contexts if not c.startswith("import:")}
+    for context in contexts:
+        if context.startswith("import:"):
+            prefix = context.removeprefix("import:") + "::"
+            chosen.update(t for t in tests if t.startswith(prefix))
+    return chosen
+
+
+def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
+    """Mutate one module; the score, with every survivor."""
+    tests = TARGETS[target]
+    source = (ROOT / target).read_text()
+    score = Score(target=target)
+    started = time.monotonic()
+    # The coverage run is kept beside the report while the module and its tests are unchanged.
+    digest = hashlib.sha256()
+    for path in (target, *tests, "tests/mutate.py"):
+        digest.update((ROOT / path).read_bytes())
+    report.mkdir(parents=True, exist_ok=True)
+    coverage_file = report / (target.replace("/", "__") + f".coverage-{digest.hexdigest()[:16]}")
+    outcome, seconds = "kept", 0.0
+    if not coverage_file.exists():
+        outcome, seconds = _in_child(
+            lambda: _coverage_child(target, tests, coverage_file),
+            limit=3600,
+            log=log_dir / "coverage.log",
+        )
+    measured = json.loads(coverage_file.read_text()) if coverage_file.exists() else None
+    if measured is None or measured["exit"] != 0:
+        coverage_file.unlink(missing_ok=True)
+        raise SystemExit(
+            f"{target}: its tests do not pass unmutated ({outcome}); see {log_dir}/coverage.log"
+        )
+    durations: dict[str, float] = measured["durations"]
+    by_line: dict[int, list[str]] = {int(k): v for k, v in measured["lines"].items()}
+    mutants = enumerate_mutants(source)
+    print(
+        f"{target}: {len(mutants)} mutants, {len(durations)} tests ({seconds:.0f} s unmutated)",
+        flush=True,
+    )
+    for n, (mutant, change, position) in enumerate(mutants, 1):
+        entry = {
+            "line": mutant.line,
+            "operator": mutant.operator,
+            "mutation": mutant.description,
+            "source": mutant.source_line,
+        }
+        contexts = sorted(
+            {c for n in range(mutant.line, mutant.last_line + 1) for c in by_line.get(n, [])}
+        )
+        nodeids = sorted(
+            _tests_for(mutant, contexts, durations),
+            key=lambda t: durations.get(t, 0.0),
+        )
+        if not nodeids:
+            score.uncovered.append(entry)
+            continue
+        code = mutated_code(source, str(ROOT / target), change, position)
+        budget = sum(durations.get(t, 1.0) for t in nodeids)
+        per_test = max(10.0, 5 * max(durations.get(t, 1.0) for t in nodeids))
+        outcome, _ = _in_child(
+            lambda code=code, nodeids=nodeids, per_test=per_test: _mutant_child(  # type: ignore[misc]
+                target, code, nodeids, per_test
+            ),
+            limit=max(30.0, 3 * budget + 20),
+            log=log_dir / "mutant.log",
+        )
+        if outcome == "timeout":
+            score.timed_out += 1
+        elif outcome == "exit 0":
+            score.survived.append(entry)
+        elif outcome in ("exit 1", "exit 2", "exit 3", "exit 4"):
+            # Tests failed, or the mutant broke their collection (an import-time error makes
+            # pytest find no test of a node id the unmutated run had: exit 4).
+            score.killed += 1
+        elif outcome == "exit 5":  # nothing ran: the runner's fault, never the mutant's credit
+            entry["outcome"] = outcome
+            score.survived.append(entry)
+        else:  # the child crashed (a signal): the mutant broke it, so it is caught; say so
+            score.killed += 1
+            entry["outcome"] = outcome
+        if n % 50 == 0:
+            print(f"  {n}/{len(mutants)}: {score.percent:.1f}% caught so far", flush=True)
+    score.seconds = time.monotonic() - started
+    (report / (target.replace("/", "__") + ".json")).write_text(
+        json.dumps(
+            {
+                "target": target,
+                "tests": list(tests),
+                "total": score.total,
+                "killed": score.killed,
+                "timed_out": score.timed_out,
+                "survived": score.survived,
+                "uncovered": score.uncovered,
+                "percent": round(score.percent, 1),
+                "seconds": round(score.seconds),
+            },
+            indent=1,
+        )
+    )
+    return score
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help="files of TARGETS (default: all)")
+    parser.add_argument("--min-score", type=float, default=90.0)
+    parser.add_argument("--report", type=Path, default=ROOT / ".mutation")
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.modules if m not in TARGETS]
+    if unknown:
+        parser.error(f"not in TARGETS: {', '.join(unknown)} (known: {', '.join(TARGETS)})")
+    modules = args.modules or list(TARGETS)
+    if args.list:
+        for target in modules:
+            for mutant, _, _ in enumerate_mutants((ROOT / target).read_text()):
+                print(f"{target}:{mutant.line}: {mutant.operator}: {mutant.description}")
+        return 0
+    os.chdir(ROOT)
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = tempfile.mkdtemp(prefix="mutate-hypothesis-")
+    _prepare_parent(modules)
+    scores = []
+    with tempfile.TemporaryDirectory(prefix="mutate-") as scratch:
+        for target in modules:
+            scores.append(run_target(target, args.report, log_dir=Path(scratch)))
+    print()
+    print(f"{'module':<32}{'mutants':>8}{'caught':>8}{'timeout':>8}{'survived':>9}{'uncov.':>7}"
+          f"{'score':>8}")  # fmt: skip
+    for s in scores:
+        print(
+            f"{s.target:<32}{s.total:>8}{s.caught:>8}{s.timed_out:>8}{len(s.survived):>9}"
+            f"{len(s.uncovered):>7}{s.percent:>7.1f}%"
+        )
+    print(f"survivors: {args.report}/<module>.json")
+    return 0 if all(s.percent >= args.min_score for s in scores) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
