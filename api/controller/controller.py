@@ -219,7 +219,7 @@ class Controller:
     def alter_reassignments(
         self, image: MetadataImage, reassignments: Sequence[Reassignment]
     ) -> ControllerResult[list[PartitionResult]]:
-        """Start (or cancel) partition reassignments, as Kafka's KIP-455 controller does."""
+        """Start, replace or cancel partition reassignments, as Kafka's KRaft controller does."""
         return elections.alter_reassignments(image, reassignments)
 
     def list_reassignments(self, image: MetadataImage) -> list[tuple[TopicImage, PartitionRecord]]:
