@@ -86,6 +86,14 @@ def appended_nothing(svc: MetadataService, before: int) -> bool:
 # ---------------------------------------------------------------------- create topics
 
 
+def test_creating_kraft_s_own_log_topic_is_refused(service: MetadataService) -> None:
+    before = service.log.end_offset
+    assert create(service, CreatableTopic(name="__cluster_metadata")) == [
+        (ErrorCode.INVALID_REQUEST, "Creation of internal topic __cluster_metadata is prohibited.")
+    ]
+    assert appended_nothing(service, before)
+
+
 def test_create_topic_writes_topic_partitions_and_configs(service: MetadataService) -> None:
     before = service.log.end_offset
     results = service.execute(
