@@ -397,15 +397,32 @@ def test_other_partition_changes_are_refused_while_a_deletion_is_pending(
             3,
             -1,
             ErrorCode.INVALID_REQUEST,
-            f"The partition deletion delay must be between 0 and {2**63 - 1 - T0} ms, got -1",
+            "The partition deletion delay must be between 0 and 31536000000 ms (365 days), "
+            "got -1; give it in milliseconds",
+        ),
+        (
+            "orders",
+            3,
+            365 * 24 * 3600 * 1000 + 1,
+            ErrorCode.INVALID_REQUEST,
+            "The partition deletion delay must be between 0 and 31536000000 ms (365 days), "
+            "got 31536000001; give it in milliseconds",
+        ),
+        (
+            "orders",
+            3,
+            10**14,  # the year 5195
+            ErrorCode.INVALID_REQUEST,
+            "The partition deletion delay must be between 0 and 31536000000 ms (365 days), "
+            "got 100000000000000; give it in milliseconds",
         ),
         (
             "orders",
             3,
             2**63 - T0,
             ErrorCode.INVALID_REQUEST,
-            f"The partition deletion delay must be between 0 and {2**63 - 1 - T0} ms, got "
-            f"{2**63 - T0}",
+            "The partition deletion delay must be between 0 and 31536000000 ms (365 days), "
+            f"got {2**63 - T0}; give it in milliseconds",
         ),
         (
             "nope",
@@ -423,6 +440,12 @@ def test_decrease_errors_append_nothing(  # noqa: PLR0917 - one parameter per ta
     result = reduce(service, topic, count, delay)
     assert (result.outcome.error_code, result.outcome.error_message) == (code, message)
     assert service.log.end_offset == before
+
+
+def test_the_longest_delay_is_a_year(service: MetadataService) -> None:
+    result = reduce(service, "orders", 3, 365 * 24 * 3600 * 1000)
+    assert result.outcome.ok
+    assert result.purge_at_ms == T0 + 365 * 24 * 3600 * 1000
 
 
 def test_a_decrease_waits_for_a_reassignment(service: MetadataService) -> None:

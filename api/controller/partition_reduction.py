@@ -46,6 +46,16 @@ from replay.image import MetadataImage, TopicImage
 ENABLE_KEY = "delete.topic.partition.enable"
 INTERVAL_KEY = "delete.topic.partition.interval.delay.ms"
 
+MAX_DELAY_MS = 365 * 24 * 60 * 60 * 1000
+"""The longest partition-deletion delay: 365 days.
+
+A pending deletion holds the topic "under changes" (no added partitions, no other decrease,
+no reassignment) until it completes or is cancelled, so a delay is a grace period a person
+waits out, not storage for later. A year is well past any such wait, and it refuses the usual
+slip of a unit: a delay of 12 hours or more given in microseconds instead of milliseconds is
+already past it, as is 10^14 ms (the year 5195).
+"""
+
 
 def under_changes(topic: TopicImage, what: str) -> ApiError:
     """The error for a partition change refused while a deletion of the topic is pending."""
@@ -118,11 +128,12 @@ def _reduce(
             f"The topic {topic.qualified_name} currently has {current} partition(s); "
             f"{request.count} would not be a decrease.",
         )
-    if not 0 <= request.delay_ms <= LONG_MAX - now_ms:
+    longest = min(MAX_DELAY_MS, LONG_MAX - now_ms)
+    if not 0 <= request.delay_ms <= longest:
         raise ApiError(
             ErrorCode.INVALID_REQUEST,
-            f"The partition deletion delay must be between 0 and {LONG_MAX - now_ms} ms, "
-            f"got {request.delay_ms}",
+            f"The partition deletion delay must be between 0 and {longest} ms (365 days), "
+            f"got {request.delay_ms}; give it in milliseconds",
         )
     moving = [p.partition_id for p in topic.partitions if p.adding_replicas or p.removing_replicas]
     if moving:
