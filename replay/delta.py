@@ -18,6 +18,7 @@ from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -513,6 +514,27 @@ class MetadataDelta:
         del draft.partitions[record.partition_count :]
         draft.pending_deletion = None
 
+    def _replay_cancel_partitions_deletion(
+        self, record: CancelTopicPartitionsDeletionRecord
+    ) -> None:
+        draft = self._draft(record.topic_id, "cancel a partition deletion")
+        where = draft.where()
+        pending = draft.pending_deletion
+        if pending is None:
+            raise PendingDeletionError(f"{where} has no partition deletion pending")
+        if record.partition_count != pending.partition_count:
+            raise PendingDeletionError(
+                f"{where}: the pending deletion keeps {pending.partition_count} partitions, "
+                f"not {record.partition_count}"
+            )
+        kept = draft.partitions[record.partition_count :]
+        not_back = [p.partition_id for p in kept if p.mode != Mode.READ_WRITE]
+        if not_back:
+            # The cancel follows the changes that make them READ_WRITE again; a partition in
+            # mode NONE is past its purge time and cannot come back.
+            raise PendingDeletionError(f"{where}: partitions {not_back} are not READ_WRITE again")
+        draft.pending_deletion = None
+
     # configs
 
     def config_values(self, key: ConfigKey) -> dict[str, str]:
@@ -635,6 +657,7 @@ _DISPATCH: dict[type[Record], Callable[[MetadataDelta, Any], None]] = {
     ConfigRecord: MetadataDelta._replay_config,
     MoveTopicRecord: MetadataDelta._replay_move_topic,
     PurgeTopicPartitionsRecord: MetadataDelta._replay_purge_partitions,
+    CancelTopicPartitionsDeletionRecord: MetadataDelta._replay_cancel_partitions_deletion,
 }
 """The handler of each record type: a class-level table, so a delta holds no bound methods
 (which made every delta a reference cycle, left for the cyclic collector to free)."""

@@ -22,6 +22,7 @@ from records.errors import MetadataLogError
 from records.model import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -501,6 +502,11 @@ def describe(record: Record, names: _Names) -> str:
                 f"removed partitions {record.partition_count} and above of "
                 f"{names.topic(record.topic_id)} (pending deletion done)"
             )
+        case CancelTopicPartitionsDeletionRecord():
+            return (
+                f"cancelled the pending deletion of {names.topic(record.topic_id)} to "
+                f"{record.partition_count} partitions"
+            )
         case ConfigRecord():
             resource = f"{ConfigResourceType(record.resource_type).name.lower()} "
             resource += record.resource_name or "<cluster>"
@@ -645,6 +651,7 @@ def _touches_topic(
         | RemoveTopicRecord
         | DeleteTopicPartitionsRecord
         | PurgeTopicPartitionsRecord
+        | CancelTopicPartitionsDeletionRecord
         | MoveTopicRecord,
     ):
         return record.topic_id in followed, record.topic_id

@@ -6,6 +6,7 @@ import random
 
 from records.model import (
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     DeleteTopicPartitionsRecord,
@@ -37,8 +38,11 @@ def _uuid(rng: random.Random) -> Uuid:
 class LogGenerator:
     """Tracks enough state to emit only batches that replay cleanly."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, *, cancels: bool = False) -> None:
         self.rng = random.Random(seed)
+        # Cancelled deletions are opt-in: an extra action would change every seed's log, and
+        # other tests rely on what a seed's log holds (namespaces, a pending deletion, ...).
+        self.cancels = cancels
         self.brokers: dict[int, int] = {}  # id -> epoch
         self.epoch = 0
         # name, namespace, partitions, partitions kept by a pending deletion (0: none pending)
@@ -66,6 +70,8 @@ class LogGenerator:
             (self._purge_partitions, 1),
             (self._move_topic, 1),
         ]
+        if self.cancels:
+            actions.append((self._cancel_partition_deletion, 1))
         funcs = [f for f, _ in actions]
         weights = [w for _, w in actions]
         while len(out) < count:
@@ -233,6 +239,21 @@ class LogGenerator:
             for p in range(keep, partitions)
         ]
         records.append(PurgeTopicPartitionsRecord(topic_id=topic_id, partition_count=keep))
+        return records
+
+    def _cancel_partition_deletion(self) -> list[Record]:
+        """A pending deletion is cancelled: its partitions are READ_WRITE again."""
+        pending = [i for i, t in self.topics.items() if t[3]]
+        if not pending:
+            return []
+        topic_id = self.rng.choice(pending)
+        name, namespace, partitions, keep = self.topics[topic_id]
+        self.topics[topic_id] = (name, namespace, partitions, 0)
+        records: list[Record] = [
+            PartitionChangeRecord(partition_id=p, topic_id=topic_id, mode=Mode.READ_WRITE)
+            for p in range(keep, partitions)
+        ]
+        records.append(CancelTopicPartitionsDeletionRecord(topic_id=topic_id, partition_count=keep))
         return records
 
     def _move_topic(self) -> list[Record]:

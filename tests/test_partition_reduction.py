@@ -18,6 +18,8 @@ from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     BrokerAction,
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
     ConfigResource,
     CreatableTopic,
     CreateNamespace,
@@ -40,6 +42,7 @@ from api.controller.states import PartitionState, ReplicaState, partition_state,
 from api.service.service import SERVICE_PRINCIPAL, MetadataService
 from metadata_log import MetadataLog
 from records.model import (
+    CancelTopicPartitionsDeletionRecord,
     ConfigResourceType,
     DeleteTopicPartitionsRecord,
     Mode,
@@ -236,6 +239,65 @@ def test_delayed_deletion_goes_read_only_then_none_then_is_gone(
     assert modes(topic) == [Mode.READ_WRITE] * 4
     assert topic.pending_deletion is None and topic.topic_id == topic_id
     assert service.purge_due() == []
+
+
+def cancel(svc: MetadataService, topic: str = "orders") -> CancelPartitionDeletionResult:
+    request = CancelPartitionDeletion(topic=TopicRef(name=topic))
+    (result,) = svc.execute(
+        lambda image: svc.controller.cancel_partition_deletions(image, [request])
+    )
+    return result
+
+
+def test_a_pending_deletion_is_cancelled_before_its_purge_time(
+    service: MetadataService, clock: Clock, tmp_path: Path
+) -> None:
+    assert reduce(service, "orders", 4, 10 * MINUTE).outcome.ok
+    topic_id = topic_of(service).topic_id
+    clock.advance(10 * MINUTE - 1)
+    before = service.log.end_offset
+    result = cancel(service)
+    assert result.outcome.ok and result.restored == (4, 5)
+    assert appended(service, before) == [
+        PartitionChangeRecord(partition_id=4, topic_id=topic_id, mode=Mode.READ_WRITE),
+        PartitionChangeRecord(partition_id=5, topic_id=topic_id, mode=Mode.READ_WRITE),
+        CancelTopicPartitionsDeletionRecord(topic_id=topic_id, partition_count=4),
+    ]
+    topic = topic_of(service)
+    assert modes(topic) == [Mode.READ_WRITE] * 6 and topic.pending_deletion is None
+    # Nothing is left to purge, and the topic takes partition changes again.
+    clock.advance(MINUTE)
+    assert service.purge_due() == []
+    assert reduce(service, "orders", 5, 0).outcome.ok
+    # A restart replays the cancel to the same image.
+    image = service.image
+    service.close()
+    with open_service(tmp_path / "log", clock) as reopened:
+        assert reopened.image.same_state(image)
+
+
+def test_a_deletion_past_its_purge_time_cannot_be_cancelled(
+    service: MetadataService, clock: Clock
+) -> None:
+    assert reduce(service, "orders", 4, 10 * MINUTE).outcome.ok
+    clock.advance(10 * MINUTE)
+    before = service.log.end_offset
+    refused = cancel(service)
+    assert refused.outcome.error_code == ErrorCode.INVALID_REQUEST
+    assert refused.outcome.error_message == (
+        f"The partition deletion of orders reached its purge time ({T0 + 10 * MINUTE} ms since "
+        "the epoch) and cannot be cancelled; it completes at the next check of pending deletions"
+    )
+    assert service.log.end_offset == before
+    service.purge_due()  # mode NONE
+    assert cancel(service).outcome.error_code == ErrorCode.INVALID_REQUEST
+    service.purge_due()  # removed
+    nothing = cancel(service)
+    assert nothing.outcome.error_message == (
+        "Topic orders has no partition deletion pending; nothing to cancel"
+    )
+    missing = cancel(service, "nope")
+    assert missing.outcome.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_immediate_deletion_removes_in_one_batch(service: MetadataService) -> None:

@@ -270,6 +270,30 @@ def test_admin_client_private_apis(tmp_path: Path) -> None:
         asyncio.run(_client_session(server.address))
 
 
+async def _cancel_session(address: str) -> None:
+    async with await AdminClient.connect(address) as client:
+        await client.create_topics([CreatableTopic(name="c", num_partitions=3)])
+        cluster = ConfigResource(type=ConfigResourceType.BROKER, name="")
+        await client.alter_configs(cluster, {"delete.topic.partition.enable": "true"})
+        (reduced,) = await client.delete_partitions(
+            [DeletePartitionsTopic(topic=TopicRef(name="c"), count=1, delay_ms=3_600_000)]
+        )
+        assert reduced.outcome.ok and reduced.removed == (1, 2)
+        (cancelled,) = await client.cancel_partition_deletions([TopicRef(name="c")])
+        assert cancelled.outcome.ok and cancelled.restored == (1, 2)
+        (again,) = await client.cancel_partition_deletions([TopicRef(name="c")])
+        assert again.outcome.error_code == ErrorCode.INVALID_REQUEST
+        image = await client.image_at()
+        topic = image.topics.get_by_name("c")
+        assert topic is not None and topic.pending_deletion is None
+        assert len(topic.partitions) == 3
+
+
+def test_a_pending_partition_deletion_is_cancelled_through_the_server(tmp_path: Path) -> None:
+    with running_server(tmp_path / "log") as server:
+        asyncio.run(_cancel_session(server.address))
+
+
 async def _follow(address: str) -> None:
     leader = await AdminClient.connect(address)
     follower = await AdminClient.connect(address)

@@ -24,6 +24,8 @@ from api.controller.commands import (
     AlterConfigsResult,
     BrokerAction,
     BrokerResult,
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
     ConfigResource,
     ControllerResult,
     CreatableTopic,
@@ -199,6 +201,12 @@ class Controller:
         return partition_reduction.delete_partitions(
             image, requests, now_ms=self._clock_ms(), validate_only=validate_only
         )
+
+    def cancel_partition_deletions(
+        self, image: MetadataImage, requests: Sequence[CancelPartitionDeletion]
+    ) -> ControllerResult[list[CancelPartitionDeletionResult]]:
+        """Cancel pending partition deletions before their purge time; one result per topic."""
+        return partition_reduction.cancel_deletions(image, requests, now_ms=self._clock_ms())
 
     @staticmethod
     def purge_partitions(image: MetadataImage, now_ms: int) -> ControllerResult[list[PurgeResult]]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from api.controller.commands import (
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
     ControllerResult,
     DeletePartitionsResult,
     DeletePartitionsTopic,
@@ -33,6 +35,7 @@ from api.controller.errors import ApiError, ErrorCode
 from api.controller.names import resolve_topic
 from api.controller.states import check_change
 from records.model import (
+    CancelTopicPartitionsDeletionRecord,
     DeleteTopicPartitionsRecord,
     Mode,
     PartitionChangeRecord,
@@ -163,6 +166,64 @@ def _reduce(
         purge_at_ms=now_ms + request.delay_ms,
         immediate=immediate,
     )
+
+
+def cancel_deletions(
+    image: MetadataImage, requests: Sequence[CancelPartitionDeletion], *, now_ms: int
+) -> ControllerResult[list[CancelPartitionDeletionResult]]:
+    """Cancel pending partition deletions whose purge time is ahead; one result per topic.
+
+    The partitions go back to READ_WRITE and a `CancelTopicPartitionsDeletionRecord` clears
+    the pending deletion, in one batch per topic. Once the purge time has come the deletion
+    goes on: nothing is removed before its purge time, and nothing comes back after it.
+    """
+    results: list[CancelPartitionDeletionResult] = []
+    records: list[Record] = []
+    seen: set[Uuid] = set()
+    for request in requests:
+        try:
+            topic = resolve_topic(image, request.topic)
+            if topic.topic_id in seen:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+            topic_records, restored = _cancel(image, topic, now_ms=now_ms)
+        except ApiError as exc:
+            results.append(
+                CancelPartitionDeletionResult(
+                    name=str(request.topic), outcome=Outcome.from_error(exc)
+                )
+            )
+            continue
+        seen.add(topic.topic_id)
+        records.extend(topic_records)
+        results.append(CancelPartitionDeletionResult(name=topic.qualified_name, restored=restored))
+    return ControllerResult(records=tuple(records), response=results)
+
+
+def _cancel(
+    image: MetadataImage, topic: TopicImage, *, now_ms: int
+) -> tuple[list[Record], tuple[int, ...]]:
+    pending = topic.pending_deletion
+    if pending is None:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"Topic {topic.qualified_name} has no partition deletion pending; nothing to cancel",
+        )
+    removed = tuple(range(pending.partition_count, len(topic.partitions)))
+    gone = [p for p in removed if topic.partitions[p].mode == Mode.NONE]
+    if gone or now_ms >= pending.delete_after_ms:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"The partition deletion of {topic.qualified_name} reached its purge time "
+            f"({pending.delete_after_ms} ms since the epoch) and cannot be cancelled; it "
+            "completes at the next check of pending deletions",
+        )
+    records = _mode_changes(image, topic, removed, Mode.READ_WRITE)
+    records.append(
+        CancelTopicPartitionsDeletionRecord(
+            topic_id=topic.topic_id, partition_count=pending.partition_count
+        )
+    )
+    return records, removed
 
 
 def _mode_changes(

@@ -53,6 +53,7 @@ class PrivateApis:
             private.MOVE_TOPIC.key: self.move_topic,
             private.DELETE_PARTITIONS.key: self.delete_partitions,
             private.PURGE_PENDING.key: self.purge_pending,
+            private.CANCEL_PARTITION_DELETIONS.key: self.cancel_partition_deletions,
             private.REGISTER_BROKER.key: self.register_broker,
             private.CHANGE_BROKER.key: self.change_broker,
             private.FETCH_LOG.key: self.fetch_log,
@@ -126,6 +127,16 @@ class PrivateApis:
             ),
         )
         return private.DeletePartitionsResponse(results=tuple(results))
+
+    async def cancel_partition_deletions(
+        self, request: private.CancelPartitionDeletions, principal: str
+    ) -> private.CancelPartitionDeletionsResponse:
+        """Cancel pending partition deletions; each topic has its own outcome."""
+        results = await self._submit(
+            principal,
+            lambda c, image: c.cancel_partition_deletions(image, list(request.topics)),
+        )
+        return private.CancelPartitionDeletionsResponse(results=tuple(results))
 
     async def purge_pending(
         self, request: private.PurgePending, principal: str
