@@ -396,8 +396,8 @@ def test_recursive_delete_removes_the_subtree_in_one_batch(service: MetadataServ
         (
             DeleteNamespace(name="nope", recursive=True),
             ErrorCode.INVALID_REQUEST,
-            "Namespace 'nope' does not exist; create it first with "
-            "`mlog namespaces create --namespace nope`",
+            "Namespace 'nope' does not exist, so there is nothing to delete; "
+            "`mlog namespaces list --recursive` shows the namespaces",
         ),
         (
             DeleteNamespace(name="a::b"),

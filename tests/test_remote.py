@@ -31,6 +31,7 @@ from api.cli.main import main
 from api.client import AdminClient, RemoteError
 from api.client.connection import ClientError
 from api.controller.commands import (
+    BrokerAction,
     ConfigResource,
     CreatableTopic,
     CreateNamespace,
@@ -43,7 +44,7 @@ from api.controller.commands import (
 from api.controller.errors import ErrorCode
 from api.protocol import private
 from api.protocol.connection import Close, Connection, PrivateRequest
-from api.server.private_apis import PrivateApis
+from api.server.private_apis import PrivateApis, plain_fields
 from api.service.service import MetadataService
 from records.model import ConfigResourceType
 from records.uuids import Uuid
@@ -268,6 +269,23 @@ async def _client_session(address: str) -> None:
 def test_admin_client_private_apis(tmp_path: Path) -> None:
     with running_server(tmp_path / "log") as server:
         asyncio.run(_client_session(server.address))
+
+
+def test_server_log_lines_show_values_not_python_reprs() -> None:
+    request = private.DeletePartitions(
+        topics=(
+            DeletePartitionsTopic(topic=TopicRef(name="orders"), count=3, delay_ms=600_000),
+            DeletePartitionsTopic(topic=TopicRef(name="a b"), count=1, delay_ms=0),
+        )
+    )
+    assert plain_fields(request) == (
+        'topics=[topic=orders count=3 delay_ms=600000, topic="a b" count=1 delay_ms=0] '
+        "validate_only=False"
+    )
+    change = private.ChangeBroker(broker_id=3, action=BrokerAction.FENCE)
+    assert plain_fields(change) == "broker_id=3 action=fence"
+    move = MoveTopic(topic=TopicRef(name="org:t"), to_namespace="")
+    assert plain_fields(move) == 'topic=org:t to_namespace=""'
 
 
 async def _cancel_session(address: str) -> None:

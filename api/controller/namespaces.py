@@ -133,7 +133,12 @@ def delete_namespace(
         raise InvalidNamespaceError(
             'The default namespace "" cannot be deleted; delete its topics one by one'
         )
-    require_namespace(image, name)
+    if not image.namespaces.exists(name):
+        # Not require_namespace: suggesting to create what is being deleted reads as a joke.
+        raise InvalidNamespaceError(
+            f"Namespace {name!r} does not exist, so there is nothing to delete; "
+            "`mlog namespaces list --recursive` shows the namespaces"
+        )
     children = image.namespaces.children(name)
     if children and not request.recursive:
         raise InvalidNamespaceError(
