@@ -196,6 +196,17 @@ def test_configs_describe_alter_with_sources(cluster: Path) -> None:
     assert broker["num.partitions"]["source"] == "DYNAMIC_BROKER_CONFIG"
 
 
+def test_describe_during_a_reassignment_shows_kafkas_replication_factor(cluster: Path) -> None:
+    ok(cluster, "topics", "create", "--topic", "m", "--replica-assignment", "1:2:3")
+    ok(cluster, "brokers", "fence", "--id", "4")
+    ok(cluster, "partitions", "reassign", "--topic", "m", "--partition", "0", "--replicas", "2,3,4")
+    (topic,) = as_json(cluster, "topics", "describe", "--topic", "m")
+    assert topic["partitions"][0]["replicas"] == [2, 3, 4, 1]
+    # As Kafka's TopicCommand: the replicas minus the ones being added, not 4.
+    assert topic["replication_factor"] == 3
+    assert "ReplicationFactor: 3\t" in ok(cluster, "topics", "describe", "--topic", "m")
+
+
 def test_reassign_elect_and_image_show(cluster: Path) -> None:
     ok(cluster, "topics", "create", "--topic", "r", "--replica-assignment", "1:2")
     ok(cluster, "partitions", "reassign", "--topic", "r", "--partition", "0", "--replicas", "3,4")

@@ -577,6 +577,7 @@ def test_reassignment_to_a_fenced_broker_stays_in_progress_and_can_be_cancelled(
     )
     topic = service.image.topics.get_by_name("r")
     assert topic is not None and topic.partitions[0].adding_replicas == (3,)
+    assert topic.replication_factor == 2  # replicas 1,3,2 minus the adding 3, as Kafka shows
     assert len(service.controller.list_reassignments(service.image)) == 1
     (result,) = service.execute(
         lambda image: service.controller.alter_reassignments(

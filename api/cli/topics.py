@@ -141,7 +141,7 @@ def _topic_json(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
         "namespace": topic.namespace,
         "topic_id": str(topic.topic_id),
         "partition_count": len(topic.partitions),
-        "replication_factor": len(topic.partitions[0].replicas) if topic.partitions else 0,
+        "replication_factor": topic.replication_factor,
         "configs": dict(sorted(overrides.items())),
         "pending_deletion": None
         if pending is None
@@ -174,7 +174,7 @@ def _topic_json(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
 def _describe_text(image: MetadataImage, topic: TopicImage, out: TextIO) -> None:
     overrides = image.configs.get(ConfigResourceType.TOPIC, topic.qualified_name)
     configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-    rf = len(topic.partitions[0].replicas) if topic.partitions else 0
+    rf = topic.replication_factor
     out.write(
         f"Topic: {topic.qualified_name}\tTopicId: {topic.topic_id}\t"
         f"PartitionCount: {len(topic.partitions)}\tReplicationFactor: {rf}\tConfigs: {configs}\n"
