@@ -709,7 +709,15 @@ def point_offset(log: MetadataLog, text: str) -> int:
     stripped = text.strip()
     if stripped.lstrip("-").isdigit():
         return resolve_offset(log, at_offset=int(stripped))
-    return resolve_offset(log, at_time=parse_time(stripped))
+    try:
+        at_time = parse_time(stripped)
+    except TimeTravelError:
+        # Not parse_time's message: it offers epoch milliseconds, which here read as an offset.
+        raise TimeTravelError(
+            f"{text!r} is neither an offset (an integer) nor an ISO-8601 time "
+            "(2026-11-22T08:30:00Z); an integer here is always an offset, not milliseconds"
+        ) from None
+    return resolve_offset(log, at_time=at_time)
 
 
 def diff_points(
