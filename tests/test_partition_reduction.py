@@ -717,3 +717,23 @@ def test_cli_delayed_decrease_is_shown_and_purged(
     assert text == ("pending partition deletion of orders: partition(s) 2,3 removed\n")
     assert as_json(cluster, "topics", "describe", "--topic", "orders")[0]["partition_count"] == 2
     assert ok(cluster, "topics", "purge-pending") == "no pending partition deletion was due\n"
+
+
+def test_cli_cancels_a_pending_deletion(cluster: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok(cluster, "configs", "alter", "--cluster", "--set", "delete.topic.partition.enable=true")
+    ok(
+        cluster,
+        *("topics", "alter", "--topic", "orders", "--partitions", "2"),
+        *("--delete-partitions-delay", "3600000"),
+    )
+    assert ok(cluster, "topics", "cancel-deletion", "--topic", "orders") == (
+        "cancelled the pending partition deletion of orders: partition(s) 2,3 are READ_WRITE "
+        "again\n"
+    )
+    (topic,) = as_json(cluster, "topics", "describe", "--topic", "orders")
+    assert topic["pending_deletion"] is None
+    assert [p["mode"] for p in topic["partitions"]] == ["READ_WRITE"] * 4
+    capsys.readouterr()
+    code, _ = mlog(cluster, "topics", "cancel-deletion", "--topic", "orders")
+    assert code == 2
+    assert "Topic orders has no partition deletion pending" in capsys.readouterr().err
