@@ -257,6 +257,22 @@ class PurgeTopicPartitionsRecord(Record):
     partition_count: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelTopicPartitionsDeletionRecord(Record):
+    """A pending partition deletion was cancelled: the topic keeps all its partitions.
+
+    Follows the topic's `DeleteTopicPartitionsRecord` (same count) while none of the partitions
+    it would remove is in mode NONE, after the changes that make them READ_WRITE again; replay
+    clears the pending deletion.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 105
+    VERSION: ClassVar[int] = 0
+    topic_id: Uuid
+    partition_count: int
+    """The count of the pending deletion this cancels (a check that it is the one meant)."""
+
+
 RECORD_CLASSES: tuple[type[Record], ...] = (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -272,6 +288,7 @@ RECORD_CLASSES: tuple[type[Record], ...] = (
     ConfigRecord,
     MoveTopicRecord,
     PurgeTopicPartitionsRecord,
+    CancelTopicPartitionsDeletionRecord,
 )
 """Every record type this code writes, in a fixed order (the order of the Avro union).
 

@@ -523,6 +523,21 @@ CURRENT_SCHEMAS: tuple[RecordSchema, ...] = (
             ),
         ),
     ),
+    RecordSchema(
+        name="CancelTopicPartitionsDeletionRecord",
+        record_type=model.CancelTopicPartitionsDeletionRecord.RECORD_TYPE,
+        version=model.CancelTopicPartitionsDeletionRecord.VERSION,
+        python_class=model.CancelTopicPartitionsDeletionRecord,
+        doc="A pending partition deletion was cancelled: the topic keeps all its partitions.",
+        fields=(
+            _uuid("topic_id", _TOPIC_ID_DOC),
+            FieldSpec(
+                name="partition_count",
+                type="int",
+                doc="The partition count of the pending deletion this cancels.",
+            ),
+        ),
+    ),
 )
 """The schema every record type is written with today, in `model.RECORD_CLASSES` order."""
 

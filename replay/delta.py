@@ -18,6 +18,7 @@ from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -300,6 +301,17 @@ class MetadataDelta:
                 continue  # the topic or the partition is gone again
             mode = draft.partitions[partition_id].mode
             pending = draft.pending_deletion
+            if (
+                mode == Mode.READ_WRITE
+                and pending is not None
+                and partition_id >= pending.partition_count
+            ):
+                raise InvalidPartitionError(
+                    "partition.mode-by-deletion",
+                    f"{draft.where(partition_id)} is READ_WRITE again at the end of its batch, "
+                    "but its deletion is still pending (a cancel must end that batch)",
+                    record=partition_record,
+                )
             if mode != Mode.READ_WRITE and (
                 pending is None or partition_id < pending.partition_count
             ):
@@ -656,10 +668,13 @@ class MetadataDelta:
                 )
         if after.mode != before.mode:
             pending = draft.pending_deletion
+            # READ_ONLY -> READ_WRITE is a cancel's step; the batch must end with the cancel
+            # (checked by `finish_batch`).
+            back = before.mode == Mode.READ_ONLY and after.mode == Mode.READ_WRITE
             if (
                 pending is None
                 or after.partition_id < pending.partition_count
-                or _MODE_ORDER[after.mode] < _MODE_ORDER[before.mode]
+                or (_MODE_ORDER[after.mode] < _MODE_ORDER[before.mode] and not back)
             ):
                 raise InvalidPartitionError(
                     "partition.mode-by-deletion",
@@ -761,6 +776,33 @@ class MetadataDelta:
                 f"{where}: partitions {live} are still readable (mode is not NONE)",
             )
         del draft.partitions[record.partition_count :]
+        draft.pending_deletion = None
+
+    def _replay_cancel_partitions_deletion(
+        self, record: CancelTopicPartitionsDeletionRecord
+    ) -> None:
+        draft = self._draft(record.topic_id, "cancel a partition deletion")
+        where = draft.where()
+        pending = draft.pending_deletion
+        if pending is None:
+            raise PendingDeletionError(
+                "deletion.cancel-matches", f"{where} has no partition deletion pending"
+            )
+        if record.partition_count != pending.partition_count:
+            raise PendingDeletionError(
+                "deletion.cancel-matches",
+                f"{where}: the pending deletion keeps {pending.partition_count} partitions, "
+                f"not {record.partition_count}",
+            )
+        kept = draft.partitions[record.partition_count :]
+        not_back = [p.partition_id for p in kept if p.mode != Mode.READ_WRITE]
+        if not_back:
+            # The cancel follows the changes that make them READ_WRITE again; a partition in
+            # mode NONE is past its purge time and cannot come back.
+            raise PendingDeletionError(
+                "deletion.cancel-read-write",
+                f"{where}: partitions {not_back} are not READ_WRITE again",
+            )
         draft.pending_deletion = None
 
     # configs
@@ -906,6 +948,7 @@ _DISPATCH: dict[type[Record], Callable[[MetadataDelta, Any], None]] = {
     ConfigRecord: MetadataDelta._replay_config,
     MoveTopicRecord: MetadataDelta._replay_move_topic,
     PurgeTopicPartitionsRecord: MetadataDelta._replay_purge_partitions,
+    CancelTopicPartitionsDeletionRecord: MetadataDelta._replay_cancel_partitions_deletion,
 }
 """The handler of each record type: a class-level table, so a delta holds no bound methods
 (which made every delta a reference cycle, left for the cyclic collector to free)."""

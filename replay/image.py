@@ -167,6 +167,19 @@ class TopicImage:
         """`<namespace>:<topic>` (just the name in the default namespace)."""
         return qualified_name(self.namespace, self.name)
 
+    @property
+    def replication_factor(self) -> int:
+        """The replication factor Kafka's `kafka-topics --describe` shows (0 without partitions).
+
+        The first partition's replica count; during a reassignment its replicas minus those
+        being added (TopicCommand's `getReplicationFactor`), so a move 1,2,3 -> 2,3,4 shows 3
+        while the replicas are 2,3,4,1.
+        """
+        if not self.partitions:
+            return 0
+        first = self.partitions[0]
+        return len(first.replicas) - len(first.adding_replicas)
+
     def write(self) -> Iterator[Record]:
         """The TopicRecord, the PartitionRecords and any pending deletion."""
         yield TopicRecord(name=self.name, topic_id=self.topic_id, namespace=self.namespace)

@@ -90,7 +90,8 @@ RULES: Final[Mapping[str, str]] = MappingProxyType(
         ),
         "partition.mode-by-deletion": (
             "a partition leaves READ_WRITE only when a pending deletion removes it, and its mode "
-            "only moves on: READ_WRITE, READ_ONLY, NONE"
+            "only moves on: READ_WRITE, READ_ONLY, NONE (back from READ_ONLY to READ_WRITE only "
+            "in the batch that cancels the deletion)"
         ),
         # partition deletion
         "deletion.one-pending": "a topic has at most one pending partition deletion",
@@ -103,6 +104,12 @@ RULES: Final[Mapping[str, str]] = MappingProxyType(
             "a purge completes the topic's pending deletion (the same partition count)"
         ),
         "deletion.purged-mode-none": "every partition a purge removes is in mode NONE",
+        "deletion.cancel-matches": (
+            "a cancel names the topic's pending deletion (the same partition count)"
+        ),
+        "deletion.cancel-read-write": (
+            "a cancel follows the changes that make every partition it keeps READ_WRITE again"
+        ),
         # configs
         "config.resource-valid": "a config belongs to a TOPIC, NAMESPACE or BROKER resource",
         "config.resource-exists": (

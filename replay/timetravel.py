@@ -22,6 +22,7 @@ from records.errors import MetadataLogError
 from records.model import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -501,6 +502,11 @@ def describe(record: Record, names: _Names) -> str:
                 f"removed partitions {record.partition_count} and above of "
                 f"{names.topic(record.topic_id)} (pending deletion done)"
             )
+        case CancelTopicPartitionsDeletionRecord():
+            return (
+                f"cancelled the pending deletion of {names.topic(record.topic_id)} to "
+                f"{record.partition_count} partitions"
+            )
         case ConfigRecord():
             resource = f"{ConfigResourceType(record.resource_type).name.lower()} "
             resource += record.resource_name or "<cluster>"
@@ -645,6 +651,7 @@ def _touches_topic(
         | RemoveTopicRecord
         | DeleteTopicPartitionsRecord
         | PurgeTopicPartitionsRecord
+        | CancelTopicPartitionsDeletionRecord
         | MoveTopicRecord,
     ):
         return record.topic_id in followed, record.topic_id
@@ -702,7 +709,15 @@ def point_offset(log: MetadataLog, text: str) -> int:
     stripped = text.strip()
     if stripped.lstrip("-").isdigit():
         return resolve_offset(log, at_offset=int(stripped))
-    return resolve_offset(log, at_time=parse_time(stripped))
+    try:
+        at_time = parse_time(stripped)
+    except TimeTravelError:
+        # Not parse_time's message: it offers epoch milliseconds, which here read as an offset.
+        raise TimeTravelError(
+            f"{text!r} is neither an offset (an integer) nor an ISO-8601 time "
+            "(2026-11-22T08:30:00Z); an integer here is always an offset, not milliseconds"
+        ) from None
+    return resolve_offset(log, at_time=at_time)
 
 
 def diff_points(

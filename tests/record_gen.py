@@ -16,6 +16,7 @@ from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -50,9 +51,12 @@ def _uuid(rng: random.Random) -> Uuid:
 class LogGenerator:
     """Emits only batches that replay cleanly, choosing from the image they build."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, *, cancels: bool = False) -> None:
         self.rng = random.Random(seed)
         self.image: MetadataImage = EMPTY_IMAGE
+        # Cancelled deletions are opt-in: an extra action would change every seed's log, and
+        # other tests rely on what a seed's log holds (namespaces, a pending deletion, ...).
+        self.cancels = cancels
         self.epoch = 0
         self.counter = 0
 
@@ -73,6 +77,8 @@ class LogGenerator:
             (self._purge_partitions, 1),
             (self._move_topic, 1),
         ]
+        if self.cancels:
+            actions.append((self._cancel_partition_deletion, 1))
         funcs = [f for f, _ in actions]
         weights = [w for _, w in actions]
         while len(out) < count:
@@ -441,4 +447,21 @@ class LogGenerator:
             for p in range(keep, len(topic.partitions))
         ]
         records.append(PurgeTopicPartitionsRecord(topic_id=topic.topic_id, partition_count=keep))
+        return records
+
+    def _cancel_partition_deletion(self) -> list[Record]:
+        """A pending deletion is cancelled: its partitions are READ_WRITE again."""
+        pending = [t for t in self._topics() if t.pending_deletion is not None]
+        if not pending:
+            return []
+        topic = self.rng.choice(pending)
+        assert topic.pending_deletion is not None
+        keep = topic.pending_deletion.partition_count
+        records: list[Record] = [
+            PartitionChangeRecord(partition_id=p, topic_id=topic.topic_id, mode=Mode.READ_WRITE)
+            for p in range(keep, len(topic.partitions))
+        ]
+        records.append(
+            CancelTopicPartitionsDeletionRecord(topic_id=topic.topic_id, partition_count=keep)
+        )
         return records

@@ -344,6 +344,16 @@ def test_state_matches_the_image_on_a_generated_log(spark: Any, tmp_path: Path) 
         assert compare_with_image(spark, tmp_path / "log", offset) == []
 
 
+def test_state_matches_the_image_with_cancelled_deletions(spark: Any, tmp_path: Path) -> None:
+    """A cancelled partition deletion is no longer pending, and its partitions stay."""
+    end = write_generated_log(tmp_path / "log", seed=21, batches=250, cancels=True)
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        kinds = {type(e.record).__name__ for e in log.read()}
+    assert "CancelTopicPartitionsDeletionRecord" in kinds
+    for offset in (end // 3, end - 1):
+        assert compare_with_image(spark, tmp_path / "log", offset) == []
+
+
 def test_state_content(spark: Any, story: Path) -> None:
     state = state_at(spark, story / "log", LAST[-1])
     topics = {r["topic_id"]: r for r in state.topics.collect()}

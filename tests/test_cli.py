@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from api.cli.main import main
+from api.cli.output import display_width, print_table
 from api.service.settings import SettingsError, load_settings
 from metadata_log import LogConfigError, MetadataLog
 from metadata_log.segment import Segment
@@ -275,3 +276,13 @@ def test_dump_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     dump.stdout.close()  # like `| head -1`
     assert dump.wait(timeout=60) == 0
     assert dump.stderr.read() == b""
+
+
+def test_tables_align_wide_characters_by_display_width() -> None:
+    out = io.StringIO()
+    print_table([["org:数据", "1"], ["abc", "22"], ["e\u0301", "3"]], ["namespace", "topics"], out)
+    lines = out.getvalue().splitlines()
+    # The second column starts at the same terminal column on every line.
+    starts = [display_width(line[: line.rindex(" ") + 1]) for line in lines]
+    assert starts == [11, 11, 11, 11]
+    assert display_width("数据") == 4 and display_width("e\u0301") == 1

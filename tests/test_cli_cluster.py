@@ -196,6 +196,17 @@ def test_configs_describe_alter_with_sources(cluster: Path) -> None:
     assert broker["num.partitions"]["source"] == "DYNAMIC_BROKER_CONFIG"
 
 
+def test_describe_during_a_reassignment_shows_kafkas_replication_factor(cluster: Path) -> None:
+    ok(cluster, "topics", "create", "--topic", "m", "--replica-assignment", "1:2:3")
+    ok(cluster, "brokers", "fence", "--id", "4")
+    ok(cluster, "partitions", "reassign", "--topic", "m", "--partition", "0", "--replicas", "2,3,4")
+    (topic,) = as_json(cluster, "topics", "describe", "--topic", "m")
+    assert topic["partitions"][0]["replicas"] == [2, 3, 4, 1]
+    # As Kafka's TopicCommand: the replicas minus the ones being added, not 4.
+    assert topic["replication_factor"] == 3
+    assert "ReplicationFactor: 3\t" in ok(cluster, "topics", "describe", "--topic", "m")
+
+
 def test_reassign_elect_and_image_show(cluster: Path) -> None:
     ok(cluster, "topics", "create", "--topic", "r", "--replica-assignment", "1:2")
     ok(cluster, "partitions", "reassign", "--topic", "r", "--partition", "0", "--replicas", "3,4")
@@ -218,3 +229,40 @@ def test_restarted_cli_sees_the_same_image(cluster: Path) -> None:
     ok(cluster, "topics", "create", "--topic", "s", "--partitions", "2")
     first = ok(cluster, "image", "show")
     assert ok(cluster, "image", "show") == first
+
+
+def test_leaders_elect_exits_2_when_a_partition_fails(
+    cluster: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ok(cluster, "topics", "create", "--topic", "le", "--replica-assignment", "1:2")
+    # Fenced and back: broker 1 is live again but out of the ISR, so it cannot lead yet.
+    ok(cluster, "brokers", "fence", "--id", "1")
+    ok(cluster, "brokers", "unfence", "--id", "1")
+    capsys.readouterr()
+    code, out = mlog(cluster, "--output", "json", "leaders", "elect")
+    assert code == 2
+    (result,) = json.loads(out)
+    assert (result["topic"], result["partition"], result["error_code"]) == ("le", 0, 80)
+    err = capsys.readouterr().err
+    assert "leader election failed for 1 of 1 partition(s), e.g. le-0" in err
+    code, out = mlog(cluster, "leaders", "elect")
+    assert code == 2 and out.startswith("le-0: failed: ")
+
+
+def test_leaders_elect_flags(cluster: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok(cluster, "topics", "create", "--topic", "lf", "--replica-assignment", "1:2")
+    (topic,) = as_json(cluster, "topics", "describe", "--topic", "lf")
+    capsys.readouterr()
+    code, _ = mlog(cluster, "leaders", "elect", "--partition", "0")
+    assert code == 2
+    assert "--partition needs --topic NAME or --topic-id ID" in capsys.readouterr().err
+    code, _ = mlog(cluster, "leaders", "elect", "--topic-id", topic["topic_id"])
+    assert code == 2
+    assert "--topic-id needs --partition N" in capsys.readouterr().err
+    code, _ = mlog(cluster, "leaders", "elect", "--topic-id", topic["topic_id"], "--partition", "0")
+    assert code == 2  # already led by its preferred replica
+    assert "ELECTION_NOT_NEEDED (84)" in capsys.readouterr().err
+    assert ok(cluster, "leaders", "elect", "--type", "unclean") == (
+        "every partition already has a live leader\n"
+    )
+    assert ok(cluster, "leaders", "elect") == "every partition already has its preferred leader\n"

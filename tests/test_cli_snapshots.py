@@ -244,3 +244,14 @@ def test_writer_commands_survive_a_database_that_is_down(
     ok(cluster, "--db", down, "brokers", "register", "--id", "3")
     assert "replaying the whole log" in caplog.text
     assert len(as_json(cluster, "brokers", "list")) == 3
+
+
+def test_shell_through_a_server_without_a_data_directory_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLOG_BOOTSTRAP_SERVER", "127.0.0.1:1")
+    code, _ = mlog(tmp_path / "nothing", "shell", "-c", "ls /")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "`mlog shell` works on the data directory only, not through the server in " in err
+    assert "there is no log in " in err and "give the data directory with --data-dir" in err

@@ -20,6 +20,7 @@ from api.controller.commands import (
     CreatableTopic,
     CreatePartitionsTopic,
     ElectionType,
+    PartitionResult,
     Reassignment,
     RegisterBroker,
     TopicPartition,
@@ -83,6 +84,14 @@ def appended_nothing(svc: MetadataService, before: int) -> bool:
 
 
 # ---------------------------------------------------------------------- create topics
+
+
+def test_creating_kraft_s_own_log_topic_is_refused(service: MetadataService) -> None:
+    before = service.log.end_offset
+    assert create(service, CreatableTopic(name="__cluster_metadata")) == [
+        (ErrorCode.INVALID_REQUEST, "Creation of internal topic __cluster_metadata is prohibited.")
+    ]
+    assert appended_nothing(service, before)
 
 
 def test_create_topic_writes_topic_partitions_and_configs(service: MetadataService) -> None:
@@ -568,6 +577,7 @@ def test_reassignment_to_a_fenced_broker_stays_in_progress_and_can_be_cancelled(
     )
     topic = service.image.topics.get_by_name("r")
     assert topic is not None and topic.partitions[0].adding_replicas == (3,)
+    assert topic.replication_factor == 2  # replicas 1,3,2 minus the adding 3, as Kafka shows
     assert len(service.controller.list_reassignments(service.image)) == 1
     (result,) = service.execute(
         lambda image: service.controller.alter_reassignments(
@@ -583,6 +593,75 @@ def test_reassignment_to_a_fenced_broker_stays_in_progress_and_can_be_cancelled(
         )
     )
     assert again.outcome.error_code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+
+
+def test_reassignment_to_the_current_replicas_is_a_success_that_writes_nothing(
+    service: MetadataService,
+) -> None:
+    create(service, CreatableTopic(name="r", assignments=((0, (1, 2)),)))
+    tp = TopicPartition(topic=TopicRef(name="r"), partition=0)
+    before = service.log.end_offset
+    (result,) = service.execute(
+        lambda image: service.controller.alter_reassignments(
+            image, [Reassignment(partition=tp, replicas=(1, 2))]
+        )
+    )
+    assert result.outcome.ok
+    assert appended_nothing(service, before)
+
+
+def test_a_new_target_replaces_a_reassignment_in_progress(service: MetadataService) -> None:
+    create(service, CreatableTopic(name="r", assignments=((0, (1, 2)),)))
+    register(service, 4)
+    service.execute(lambda image: service.controller.change_broker(image, 3, BrokerAction.FENCE))
+    tp = TopicPartition(topic=TopicRef(name="r"), partition=0)
+
+    def reassign(replicas: tuple[int, ...]) -> PartitionResult:
+        (result,) = service.execute(
+            lambda image: service.controller.alter_reassignments(
+                image, [Reassignment(partition=tp, replicas=replicas)]
+            )
+        )
+        return result
+
+    assert reassign((1, 3)).outcome.ok
+    topic = service.image.topics.get_by_name("r")
+    assert topic is not None
+    assert topic.partitions[0].replicas == (1, 3, 2)
+    assert topic.partitions[0].adding_replicas == (3,)
+    # Another target while broker 3 is still catching up: Kafka counts adding and removing
+    # against the replicas as they stand ([1, 3, 2]) and completes at once, since 4 is live.
+    assert reassign((2, 4)).outcome.ok
+    topic = service.image.topics.get_by_name("r")
+    assert topic is not None
+    partition = topic.partitions[0]
+    assert partition.replicas == (2, 4)
+    assert partition.adding_replicas == () and partition.removing_replicas == ()
+    assert set(partition.isr) == {2, 4} and partition.leader in (2, 4)
+    assert service.controller.list_reassignments(service.image) == []
+
+
+def test_a_new_target_that_still_waits_replaces_the_old_one(service: MetadataService) -> None:
+    create(service, CreatableTopic(name="r", assignments=((0, (1, 2)),)))
+    register(service, 4)
+    service.execute(lambda image: service.controller.change_broker(image, 3, BrokerAction.FENCE))
+    service.execute(lambda image: service.controller.change_broker(image, 4, BrokerAction.FENCE))
+    tp = TopicPartition(topic=TopicRef(name="r"), partition=0)
+    first, second = (Reassignment(partition=tp, replicas=t) for t in ((1, 3), (1, 4)))
+    (result,) = service.execute(
+        lambda image: service.controller.alter_reassignments(image, [first])
+    )
+    assert result.outcome.ok
+    (result,) = service.execute(
+        lambda image: service.controller.alter_reassignments(image, [second])
+    )
+    assert result.outcome.ok
+    topic = service.image.topics.get_by_name("r")
+    assert topic is not None
+    partition = topic.partitions[0]
+    assert partition.replicas == (1, 4, 2, 3)
+    assert partition.adding_replicas == (4,)
+    assert partition.removing_replicas == (2, 3)
 
 
 # ---------------------------------------------------------------------- states

@@ -86,12 +86,26 @@ def test_kafka_python_creates_with_defaults_counts_and_manual_assignment(
             39,
         ),  # INVALID_REPLICA_ASSIGNMENT
         (KpNewTopic("kp-config", 1, 1, topic_configs={"no.such.key": "1"}), 40),  # INVALID_CONFIG
+        (KpNewTopic("__cluster_metadata", 1, 1), 42),  # INVALID_REQUEST, as Kafka's controller
     ],
 )
 def test_kafka_python_sees_kafkas_error_codes(kp: KafkaAdminClient, topic: Any, code: int) -> None:
     with pytest.raises(kerrors.KafkaError) as caught:
         kp.create_topics([topic])
     assert caught.value.errno == code
+
+
+def test_kafka_python_sees_kafkas_internal_topics_as_internal(kp: KafkaAdminClient) -> None:
+    kp.create_topics(
+        [KpNewTopic("__consumer_offsets", 1, 1), KpNewTopic("__transaction_state", 1, 1)]
+    )
+    kp.create_topics([KpNewTopic("kp-not-internal", 1, 1)])
+    described = kp.describe_topics(["__consumer_offsets", "__transaction_state", "kp-not-internal"])
+    assert {t["name"]: t["is_internal"] for t in described} == {
+        "__consumer_offsets": True,
+        "__transaction_state": True,
+        "kp-not-internal": False,
+    }
 
 
 def test_kafka_python_exists_partitions_configs_and_delete(kp: KafkaAdminClient) -> None:

@@ -396,8 +396,8 @@ def test_recursive_delete_removes_the_subtree_in_one_batch(service: MetadataServ
         (
             DeleteNamespace(name="nope", recursive=True),
             ErrorCode.INVALID_REQUEST,
-            "Namespace 'nope' does not exist; create it first with "
-            "`mlog namespaces create --namespace nope`",
+            "Namespace 'nope' does not exist, so there is nothing to delete; "
+            "`mlog namespaces list --recursive` shows the namespaces",
         ),
         (
             DeleteNamespace(name="a::b"),
@@ -524,6 +524,12 @@ def test_move_keeps_the_id_partitions_and_configs(service: MetadataService) -> N
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             "This server does not host this topic-partition: topic 'a:missing' does not exist",
         ),
+        (
+            "a:__cluster_metadata",
+            "",
+            ErrorCode.INVALID_REQUEST,
+            "Creation of internal topic __cluster_metadata is prohibited.",
+        ),
     ],
 )
 def test_move_errors(
@@ -531,7 +537,7 @@ def test_move_errors(
 ) -> None:
     for namespace in ("a", "b"):
         new_namespace(service, namespace)
-    for name in ("a:t", "b:t", "a:my.topic", "b:my_topic"):
+    for name in ("a:t", "b:t", "a:my.topic", "b:my_topic", "a:__cluster_metadata"):
         new_topic(service, name)
     request = MoveTopic(topic=TopicRef(name=topic), to_namespace=target)
     assert refused(service, lambda image: service.controller.move_topic(image, request)) == (

@@ -18,6 +18,8 @@ from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     BrokerAction,
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
     ConfigResource,
     CreatableTopic,
     CreateNamespace,
@@ -40,6 +42,7 @@ from api.controller.states import PartitionState, ReplicaState, partition_state,
 from api.service.service import SERVICE_PRINCIPAL, MetadataService
 from metadata_log import MetadataLog
 from records.model import (
+    CancelTopicPartitionsDeletionRecord,
     ConfigResourceType,
     DeleteTopicPartitionsRecord,
     Mode,
@@ -238,6 +241,65 @@ def test_delayed_deletion_goes_read_only_then_none_then_is_gone(
     assert service.purge_due() == []
 
 
+def cancel(svc: MetadataService, topic: str = "orders") -> CancelPartitionDeletionResult:
+    request = CancelPartitionDeletion(topic=TopicRef(name=topic))
+    (result,) = svc.execute(
+        lambda image: svc.controller.cancel_partition_deletions(image, [request])
+    )
+    return result
+
+
+def test_a_pending_deletion_is_cancelled_before_its_purge_time(
+    service: MetadataService, clock: Clock, tmp_path: Path
+) -> None:
+    assert reduce(service, "orders", 4, 10 * MINUTE).outcome.ok
+    topic_id = topic_of(service).topic_id
+    clock.advance(10 * MINUTE - 1)
+    before = service.log.end_offset
+    result = cancel(service)
+    assert result.outcome.ok and result.restored == (4, 5)
+    assert appended(service, before) == [
+        PartitionChangeRecord(partition_id=4, topic_id=topic_id, mode=Mode.READ_WRITE),
+        PartitionChangeRecord(partition_id=5, topic_id=topic_id, mode=Mode.READ_WRITE),
+        CancelTopicPartitionsDeletionRecord(topic_id=topic_id, partition_count=4),
+    ]
+    topic = topic_of(service)
+    assert modes(topic) == [Mode.READ_WRITE] * 6 and topic.pending_deletion is None
+    # Nothing is left to purge, and the topic takes partition changes again.
+    clock.advance(MINUTE)
+    assert service.purge_due() == []
+    assert reduce(service, "orders", 5, 0).outcome.ok
+    # A restart replays the cancel to the same image.
+    image = service.image
+    service.close()
+    with open_service(tmp_path / "log", clock) as reopened:
+        assert reopened.image.same_state(image)
+
+
+def test_a_deletion_past_its_purge_time_cannot_be_cancelled(
+    service: MetadataService, clock: Clock
+) -> None:
+    assert reduce(service, "orders", 4, 10 * MINUTE).outcome.ok
+    clock.advance(10 * MINUTE)
+    before = service.log.end_offset
+    refused = cancel(service)
+    assert refused.outcome.error_code == ErrorCode.INVALID_REQUEST
+    assert refused.outcome.error_message == (
+        f"The partition deletion of orders reached its purge time ({T0 + 10 * MINUTE} ms since "
+        "the epoch) and cannot be cancelled; it completes at the next check of pending deletions"
+    )
+    assert service.log.end_offset == before
+    service.purge_due()  # mode NONE
+    assert cancel(service).outcome.error_code == ErrorCode.INVALID_REQUEST
+    service.purge_due()  # removed
+    nothing = cancel(service)
+    assert nothing.outcome.error_message == (
+        "Topic orders has no partition deletion pending; nothing to cancel"
+    )
+    missing = cancel(service, "nope")
+    assert missing.outcome.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_immediate_deletion_removes_in_one_batch(service: MetadataService) -> None:
     before = service.log.end_offset
     result = reduce(service, "orders", 2, 0)
@@ -397,15 +459,32 @@ def test_other_partition_changes_are_refused_while_a_deletion_is_pending(
             3,
             -1,
             ErrorCode.INVALID_REQUEST,
-            f"The partition deletion delay must be between 0 and {2**63 - 1 - T0} ms, got -1",
+            "The partition deletion delay must be between 0 and 31536000000 ms (365 days), "
+            "got -1; give it in milliseconds",
+        ),
+        (
+            "orders",
+            3,
+            365 * 24 * 3600 * 1000 + 1,
+            ErrorCode.INVALID_REQUEST,
+            "The partition deletion delay must be between 0 and 31536000000 ms (365 days), "
+            "got 31536000001; give it in milliseconds",
+        ),
+        (
+            "orders",
+            3,
+            10**14,  # the year 5195
+            ErrorCode.INVALID_REQUEST,
+            "The partition deletion delay must be between 0 and 31536000000 ms (365 days), "
+            "got 100000000000000; give it in milliseconds",
         ),
         (
             "orders",
             3,
             2**63 - T0,
             ErrorCode.INVALID_REQUEST,
-            f"The partition deletion delay must be between 0 and {2**63 - 1 - T0} ms, got "
-            f"{2**63 - T0}",
+            "The partition deletion delay must be between 0 and 31536000000 ms (365 days), "
+            f"got {2**63 - T0}; give it in milliseconds",
         ),
         (
             "nope",
@@ -423,6 +502,12 @@ def test_decrease_errors_append_nothing(  # noqa: PLR0917 - one parameter per ta
     result = reduce(service, topic, count, delay)
     assert (result.outcome.error_code, result.outcome.error_message) == (code, message)
     assert service.log.end_offset == before
+
+
+def test_the_longest_delay_is_a_year(service: MetadataService) -> None:
+    result = reduce(service, "orders", 3, 365 * 24 * 3600 * 1000)
+    assert result.outcome.ok
+    assert result.purge_at_ms == T0 + 365 * 24 * 3600 * 1000
 
 
 def test_a_decrease_waits_for_a_reassignment(service: MetadataService) -> None:
@@ -565,7 +650,7 @@ def test_cli_alter_decrease_refused_then_immediate(
     capsys.readouterr()
     code, _ = mlog(cluster, *alter, "2", "--delete-partitions-delay", "-5")
     assert code == 2
-    assert "-5 is not a count (must be >= 0)" in capsys.readouterr().err
+    assert "-5 is not a count (must be 0..9223372036854775807)" in capsys.readouterr().err
     assert "applies to a decrease only" in error(
         cluster, capsys, *alter, "6", "--delete-partitions-delay", "10"
     )
@@ -632,3 +717,23 @@ def test_cli_delayed_decrease_is_shown_and_purged(
     assert text == ("pending partition deletion of orders: partition(s) 2,3 removed\n")
     assert as_json(cluster, "topics", "describe", "--topic", "orders")[0]["partition_count"] == 2
     assert ok(cluster, "topics", "purge-pending") == "no pending partition deletion was due\n"
+
+
+def test_cli_cancels_a_pending_deletion(cluster: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok(cluster, "configs", "alter", "--cluster", "--set", "delete.topic.partition.enable=true")
+    ok(
+        cluster,
+        *("topics", "alter", "--topic", "orders", "--partitions", "2"),
+        *("--delete-partitions-delay", "3600000"),
+    )
+    assert ok(cluster, "topics", "cancel-deletion", "--topic", "orders") == (
+        "cancelled the pending partition deletion of orders: partition(s) 2,3 are READ_WRITE "
+        "again\n"
+    )
+    (topic,) = as_json(cluster, "topics", "describe", "--topic", "orders")
+    assert topic["pending_deletion"] is None
+    assert [p["mode"] for p in topic["partitions"]] == ["READ_WRITE"] * 4
+    capsys.readouterr()
+    code, _ = mlog(cluster, "topics", "cancel-deletion", "--topic", "orders")
+    assert code == 2
+    assert "Topic orders has no partition deletion pending" in capsys.readouterr().err

@@ -24,6 +24,7 @@ from records.model import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -151,6 +152,9 @@ move_topic_records: st.SearchStrategy[MoveTopicRecord] = st.builds(
 purge_topic_partitions_records: st.SearchStrategy[PurgeTopicPartitionsRecord] = st.builds(
     PurgeTopicPartitionsRecord, topic_id=uuids, partition_count=int32s
 )
+cancel_topic_partitions_deletion_records: st.SearchStrategy[CancelTopicPartitionsDeletionRecord] = (
+    st.builds(CancelTopicPartitionsDeletionRecord, topic_id=uuids, partition_count=int32s)
+)
 
 RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     FeatureLevelRecord: feature_level_records,
@@ -167,6 +171,7 @@ RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     ConfigRecord: config_records,
     MoveTopicRecord: move_topic_records,
     PurgeTopicPartitionsRecord: purge_topic_partitions_records,
+    CancelTopicPartitionsDeletionRecord: cancel_topic_partitions_deletion_records,
 }
 
 any_record: st.SearchStrategy[Record] = st.one_of(*RECORD_STRATEGIES.values())
@@ -196,7 +201,7 @@ def _write_body(writer_entry_schema: dict[str, Any], values: list[dict[str, Any]
 
 def test_strategies_cover_every_record_class() -> None:
     assert set(RECORD_STRATEGIES) == set(RECORD_CLASSES)
-    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 14
+    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 15
 
 
 @given(st.data())

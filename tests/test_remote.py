@@ -31,6 +31,7 @@ from api.cli.main import main
 from api.client import AdminClient, RemoteError
 from api.client.connection import ClientError
 from api.controller.commands import (
+    BrokerAction,
     ConfigResource,
     CreatableTopic,
     CreateNamespace,
@@ -43,7 +44,7 @@ from api.controller.commands import (
 from api.controller.errors import ErrorCode
 from api.protocol import private
 from api.protocol.connection import Close, Connection, PrivateRequest
-from api.server.private_apis import PrivateApis
+from api.server.private_apis import PrivateApis, plain_fields
 from api.service.service import MetadataService
 from records.model import ConfigResourceType
 from records.uuids import Uuid
@@ -268,6 +269,47 @@ async def _client_session(address: str) -> None:
 def test_admin_client_private_apis(tmp_path: Path) -> None:
     with running_server(tmp_path / "log") as server:
         asyncio.run(_client_session(server.address))
+
+
+def test_server_log_lines_show_values_not_python_reprs() -> None:
+    request = private.DeletePartitions(
+        topics=(
+            DeletePartitionsTopic(topic=TopicRef(name="orders"), count=3, delay_ms=600_000),
+            DeletePartitionsTopic(topic=TopicRef(name="a b"), count=1, delay_ms=0),
+        )
+    )
+    assert plain_fields(request) == (
+        'topics=[topic=orders count=3 delay_ms=600000, topic="a b" count=1 delay_ms=0] '
+        "validate_only=False"
+    )
+    change = private.ChangeBroker(broker_id=3, action=BrokerAction.FENCE)
+    assert plain_fields(change) == "broker_id=3 action=fence"
+    move = MoveTopic(topic=TopicRef(name="org:t"), to_namespace="")
+    assert plain_fields(move) == 'topic=org:t to_namespace=""'
+
+
+async def _cancel_session(address: str) -> None:
+    async with await AdminClient.connect(address) as client:
+        await client.create_topics([CreatableTopic(name="c", num_partitions=3)])
+        cluster = ConfigResource(type=ConfigResourceType.BROKER, name="")
+        await client.alter_configs(cluster, {"delete.topic.partition.enable": "true"})
+        (reduced,) = await client.delete_partitions(
+            [DeletePartitionsTopic(topic=TopicRef(name="c"), count=1, delay_ms=3_600_000)]
+        )
+        assert reduced.outcome.ok and reduced.removed == (1, 2)
+        (cancelled,) = await client.cancel_partition_deletions([TopicRef(name="c")])
+        assert cancelled.outcome.ok and cancelled.restored == (1, 2)
+        (again,) = await client.cancel_partition_deletions([TopicRef(name="c")])
+        assert again.outcome.error_code == ErrorCode.INVALID_REQUEST
+        image = await client.image_at()
+        topic = image.topics.get_by_name("c")
+        assert topic is not None and topic.pending_deletion is None
+        assert len(topic.partitions) == 3
+
+
+def test_a_pending_partition_deletion_is_cancelled_through_the_server(tmp_path: Path) -> None:
+    with running_server(tmp_path / "log") as server:
+        asyncio.run(_cancel_session(server.address))
 
 
 async def _follow(address: str) -> None:

@@ -24,8 +24,11 @@ from records.uuids import Uuid
 NEW_TYPES = (MoveTopicRecord, PurgeTopicPartitionsRecord)
 """The record types the namespaces issue added (RECORD_TYPE 103 and 104)."""
 
-OLD_CODEC = RecordCodec([s for s in CURRENT_SCHEMAS if s.python_class not in NEW_TYPES])
-"""The codec as it was before those types: the union without their branches."""
+_FIRST_NEW = RECORD_CLASSES.index(NEW_TYPES[0])
+OLD_CODEC = RecordCodec(
+    [s for s in CURRENT_SCHEMAS if RECORD_CLASSES.index(s.python_class) < _FIRST_NEW]
+)
+"""The codec as it was before those types: the union without their branches (or later ones)."""
 
 NS = Uuid.random()
 TOPIC = Uuid.random()
@@ -38,7 +41,9 @@ OLD_RECORDS: list[Record] = [
 
 def test_new_types_have_new_numbers_at_the_end_of_the_union() -> None:
     assert [c.RECORD_TYPE for c in NEW_TYPES] == [103, 104]
-    assert RECORD_CLASSES[-2:] == NEW_TYPES
+    assert RECORD_CLASSES[_FIRST_NEW : _FIRST_NEW + 2] == NEW_TYPES
+    # Types added since come after them, with numbers of their own.
+    assert [c.RECORD_TYPE for c in RECORD_CLASSES[_FIRST_NEW + 2 :]] == [105]
     old_branches = [s.branch_name for s in OLD_CODEC.schemas]
     assert [s.branch_name for s in DEFAULT_CODEC.schemas][: len(old_branches)] == old_branches
 

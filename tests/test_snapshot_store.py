@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -169,6 +171,62 @@ def test_a_reader_does_not_create_a_missing_sqlite_file(tmp_path: Path) -> None:
         assert store.missing()
         assert image_at(log, store) == load_image(log)
     assert not path.exists()
+
+
+@contextlib.contextmanager
+def _unwritable(directory: Path) -> Iterator[None]:
+    """`directory` (and what is in it) cannot be written, or the test is skipped.
+
+    chmod is enough for other users; root needs the immutable attribute (chattr +i), which
+    not every file system has.
+    """
+    paths = [directory, *directory.iterdir()]
+    modes = {p: p.stat().st_mode for p in paths}
+    for p in paths:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    immutable = False
+    try:
+        probe = directory / "probe"
+        try:
+            probe.touch()
+        except OSError:
+            pass
+        else:
+            probe.unlink()
+            try:
+                chattr = subprocess.run(
+                    ["chattr", "+i", *map(str, paths)], check=False, capture_output=True
+                )
+            except FileNotFoundError:
+                pytest.skip("cannot make a directory unwritable here (root without chattr)")
+            immutable = chattr.returncode == 0
+            if not immutable:
+                pytest.skip("cannot make a directory unwritable here (root without chattr +i)")
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+        for p, mode in modes.items():
+            p.chmod(mode)
+
+
+def test_a_reader_of_an_unwritable_sqlite_directory_uses_its_snapshots(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_generated_log(tmp_path / "log", seed=6, batches=50)
+    data = tmp_path / "db"
+    data.mkdir()
+    url = f"sqlite:///{data / 'snapshots.db'}"
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        image = load_image(log)
+        with SnapshotStore(url) as writer:
+            info = writer.write(image)
+        with _unwritable(data), SnapshotStore(url, create=False) as reader:
+            result = travel(log, reader, at_offset=image.provenance.offset)
+            assert result.snapshot is not None and result.snapshot.id == info.id
+            assert result.image == image
+    assert not caplog.records  # no "cannot reach the snapshot database" on every read
+    assert sorted(p.name for p in data.iterdir()) == ["snapshots.db"]
 
 
 def test_bad_urls_are_one_line_errors() -> None:

@@ -37,6 +37,7 @@ from replay.timetravel import (
     image_at,
     offset_at_time,
     parse_time,
+    point_offset,
 )
 
 T1, T2, T3, NS = Uuid.random(), Uuid.random(), Uuid.random(), Uuid.random()
@@ -123,6 +124,17 @@ def test_image_at_offsets_and_times(log: MetadataLog) -> None:
 def test_bad_times_say_what_a_time_looks_like(text: str) -> None:
     with pytest.raises(TimeTravelError, match="ISO-8601"):
         parse_time(text)
+
+
+def test_a_diff_point_is_an_offset_or_an_iso_time_never_milliseconds(log: MetadataLog) -> None:
+    with pytest.raises(TimeTravelError) as error:
+        point_offset(log, "yesterday")
+    assert str(error.value) == (
+        "'yesterday' is neither an offset (an integer) nor an ISO-8601 time "
+        "(2026-11-22T08:30:00Z); an integer here is always an offset, not milliseconds"
+    )
+    assert point_offset(log, "1") == 1
+    assert point_offset(log, "2023-11-14T22:13:20Z") == offset_at_time(log, START)
 
 
 def test_parse_time_forms() -> None:

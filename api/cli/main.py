@@ -207,6 +207,14 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
             f"`{command}` works on the data directory only; drop --bootstrap-server (and "
             "give --data-dir)"
         )
+    if args.noun == "shell" and not settings.log_dir.exists():
+        # Otherwise the error is only "there is no log", while the user meant the server.
+        # (Not for every local command: `mlog serve` makes a new data directory.)
+        raise CliError(
+            f"`{command}` works on the data directory only, not through the server in "
+            f"MLOG_BOOTSTRAP_SERVER ({settings.bootstrap_server}), and there is no log in "
+            f"{settings.data_dir}; give the data directory with --data-dir"
+        )
     return dataclasses.replace(settings, bootstrap_server=None)
 
 

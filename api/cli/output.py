@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
@@ -16,12 +17,23 @@ def format_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
+def display_width(text: str) -> int:
+    """The columns `text` takes on a terminal: wide (CJK) characters take two, marks none."""
+    width = 0
+    for char in text:
+        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return width
+
+
 def print_table(rows: Sequence[Sequence[object]], headers: Sequence[str], out: TextIO) -> None:
-    """Print rows as left-aligned columns under a header line."""
+    """Print rows as left-aligned columns under a header line (aligned by display width)."""
     cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    widths = [max(display_width(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        padded = (c + " " * (w - display_width(c)) for c, w in zip(row, widths, strict=True))
+        out.write("  ".join(padded).rstrip() + "\n")
 
 
 def emit(settings: Settings, out: TextIO, data: Any, text: str) -> None:

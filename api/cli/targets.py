@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         AlterConfigsResult,
         BrokerAction,
         BrokerResult,
+        CancelPartitionDeletionResult,
         ConfigResource,
         CreatableTopic,
         CreateNamespace,
@@ -217,6 +218,17 @@ class LocalTarget:
         """One check of pending partition deletions."""
         return self.service().purge_due()
 
+    def cancel_partition_deletions(
+        self, topics: Sequence[TopicRef]
+    ) -> list[CancelPartitionDeletionResult]:
+        """Cancel pending partition deletions (before their purge time)."""
+        from api.controller.commands import CancelPartitionDeletion
+
+        requests = [CancelPartitionDeletion(topic=t) for t in topics]
+        return self._run(
+            lambda image: self.service().controller.cancel_partition_deletions(image, requests)
+        )
+
     def alter_configs(
         self, resource: ConfigResource, ops: Sequence[AlterConfig], *, validate_only: bool
     ) -> AlterConfigsResult:
@@ -371,6 +383,12 @@ class RemoteTarget:
     def purge_pending(self) -> list[PurgeResult]:
         """PurgePending."""
         return self._wait(self.client.purge_pending)
+
+    def cancel_partition_deletions(
+        self, topics: Sequence[TopicRef]
+    ) -> list[CancelPartitionDeletionResult]:
+        """CancelPartitionDeletions."""
+        return self._wait(lambda: self.client.cancel_partition_deletions(topics))
 
     def alter_configs(
         self, resource: ConfigResource, ops: Sequence[AlterConfig], *, validate_only: bool

@@ -1,4 +1,6 @@
-"""`mlog topics create|delete|describe|list|add-partitions|alter|move|purge-pending`.
+"""`mlog topics`: create, delete, describe, list, add-partitions, alter, move, purge-pending...
+
+The verbs also include cancel-deletion (a pending partition deletion, before its purge time).
 
 Embedded mode: a command that writes opens the data directory's service (replaying the log into
 the image), runs one command through it (its records appended and fsynced) and prints the
@@ -141,7 +143,7 @@ def _topic_json(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
         "namespace": topic.namespace,
         "topic_id": str(topic.topic_id),
         "partition_count": len(topic.partitions),
-        "replication_factor": len(topic.partitions[0].replicas) if topic.partitions else 0,
+        "replication_factor": topic.replication_factor,
         "configs": dict(sorted(overrides.items())),
         "pending_deletion": None
         if pending is None
@@ -174,7 +176,7 @@ def _topic_json(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
 def _describe_text(image: MetadataImage, topic: TopicImage, out: TextIO) -> None:
     overrides = image.configs.get(ConfigResourceType.TOPIC, topic.qualified_name)
     configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-    rf = len(topic.partitions[0].replicas) if topic.partitions else 0
+    rf = topic.replication_factor
     out.write(
         f"Topic: {topic.qualified_name}\tTopicId: {topic.topic_id}\t"
         f"PartitionCount: {len(topic.partitions)}\tReplicationFactor: {rf}\tConfigs: {configs}\n"
@@ -374,6 +376,22 @@ def cmd_topics_move(args: argparse.Namespace, settings: Settings, out: TextIO) -
     return EXIT_OK
 
 
+def cmd_topics_cancel_deletion(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Cancel a topic's pending partition deletion before its purge time."""
+    ref = topic_ref(args)
+    with open_target(settings, args) as target:
+        (result,) = target.cancel_partition_deletions([ref])
+    check(result.outcome)
+    emit(
+        settings,
+        out,
+        {"topic": result.name, "restored": list(result.restored)},
+        f"cancelled the pending partition deletion of {result.name}: partition(s) "
+        f"{ints(result.restored)} are READ_WRITE again",
+    )
+    return EXIT_OK
+
+
 def cmd_topics_purge_pending(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Run one check of pending partition deletions now, and list those still pending."""
     with open_target(settings, args, check_pending=False) as target:
@@ -499,6 +517,14 @@ def add_verbs(topics: argparse.ArgumentParser) -> None:
     )
     add_writer_options(purge)
     purge.set_defaults(handler=cmd_topics_purge_pending)
+
+    cancel = verbs.add_parser(
+        "cancel-deletion",
+        help="cancel a pending partition deletion (before its purge time)",
+    )
+    add_writer_options(cancel)
+    add_topic_options(cancel)
+    cancel.set_defaults(handler=cmd_topics_cancel_deletion)
 
 
 def add_move_options(parser: argparse.ArgumentParser) -> None:

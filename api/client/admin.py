@@ -28,6 +28,8 @@ from api.controller.commands import (
     AlterConfigsResult,
     BrokerAction,
     BrokerResult,
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
     ConfigResource,
     CreatableTopic,
     CreateNamespace,
@@ -419,6 +421,18 @@ class AdminClient(ClientConnection):
         response = await self.call(
             private.DELETE_PARTITIONS,
             private.DeletePartitions(topics=tuple(topics), validate_only=validate_only),
+        )
+        return list(response.results)
+
+    async def cancel_partition_deletions(
+        self, topics: Sequence[TopicRef]
+    ) -> list[CancelPartitionDeletionResult]:
+        """Cancel pending partition deletions (before their purge time): READ_WRITE again."""
+        response = await self.call(
+            private.CANCEL_PARTITION_DELETIONS,
+            private.CancelPartitionDeletions(
+                topics=tuple(CancelPartitionDeletion(topic=t) for t in topics)
+            ),
         )
         return list(response.results)
 

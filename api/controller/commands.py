@@ -341,6 +341,23 @@ class PurgeStep(IntEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CancelPartitionDeletion:
+    """Cancel a topic's pending partition deletion while its purge time is ahead."""
+
+    topic: TopicRef
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelPartitionDeletionResult:
+    """The answer for one topic of a cancel: the partitions that are READ_WRITE again."""
+
+    name: str
+    outcome: Outcome = field(default_factory=Outcome)
+    restored: tuple[int, ...] = ()
+    """Ids of the partitions the deletion would have removed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PurgeResult:
     """One step a pending-deletion check took for one topic."""
 

@@ -24,6 +24,8 @@ from api.controller.commands import (
     AlterConfigsResult,
     BrokerAction,
     BrokerResult,
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
     ConfigResource,
     ControllerResult,
     CreatableTopic,
@@ -200,6 +202,12 @@ class Controller:
             image, requests, now_ms=self._clock_ms(), validate_only=validate_only
         )
 
+    def cancel_partition_deletions(
+        self, image: MetadataImage, requests: Sequence[CancelPartitionDeletion]
+    ) -> ControllerResult[list[CancelPartitionDeletionResult]]:
+        """Cancel pending partition deletions before their purge time; one result per topic."""
+        return partition_reduction.cancel_deletions(image, requests, now_ms=self._clock_ms())
+
     @staticmethod
     def purge_partitions(image: MetadataImage, now_ms: int) -> ControllerResult[list[PurgeResult]]:
         """One check of pending partition deletions at `now_ms`: the next step of each due one."""
@@ -219,7 +227,7 @@ class Controller:
     def alter_reassignments(
         self, image: MetadataImage, reassignments: Sequence[Reassignment]
     ) -> ControllerResult[list[PartitionResult]]:
-        """Start (or cancel) partition reassignments, as Kafka's KIP-455 controller does."""
+        """Start, replace or cancel partition reassignments, as Kafka's KRaft controller does."""
         return elections.alter_reassignments(image, reassignments)
 
     def list_reassignments(self, image: MetadataImage) -> list[tuple[TopicImage, PartitionRecord]]:

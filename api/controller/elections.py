@@ -125,13 +125,15 @@ def _election(
 def alter_reassignments(
     image: MetadataImage, reassignments: Sequence[Reassignment]
 ) -> ControllerResult[list[PartitionResult]]:
-    """Start (or cancel) partition reassignments, as Kafka's KIP-455 controller does.
+    """Start, replace or cancel partition reassignments, as Kafka's KRaft controller does.
 
-    Starting writes the PartitionChangeRecord Kafka writes (target replicas first, then
-    the ones leaving, with `adding`/`removing` set). This service keeps metadata only, so
-    there is no data to copy: a live new replica is in sync at once, and when every adding
-    replica is live the completing change (replicas = target, adding/removing cleared,
-    leader moved if it left) follows in the same batch.
+    A target equal to the current replicas is a success that writes nothing; a new target
+    for a partition being reassigned replaces the old one. Starting writes the
+    PartitionChangeRecord Kafka writes (target replicas first, then the ones leaving, with
+    `adding`/`removing` set). This service keeps metadata only, so there is no data to copy:
+    a live new replica is in sync at once, and when every target replica is live or in the
+    ISR the completing change (replicas = target, adding/removing cleared, leader moved if it
+    left) follows in the same batch.
     """
     results: list[PartitionResult] = []
     records: list[Record] = []
@@ -194,39 +196,47 @@ def _reassign(
         checked_change(where, partition, change, cluster, cluster)
         return [change]
     check_replica_lists(image, [list(target)], expected=None)
-    if in_progress:
-        raise ApiError(
-            ErrorCode.INVALID_REQUEST,
-            f"Partition {where} is already being reassigned; cancel it first",
-        )
-    if tuple(target) == partition.replicas:
-        raise ApiError(
-            ErrorCode.INVALID_REQUEST,
-            f"Partition {where} already has replicas {list(target)}",
-        )
-    adding = tuple(b for b in target if b not in partition.replicas)
-    removing = tuple(b for b in partition.replicas if b not in target)
+    # Kafka's ReplicationControlManager.changePartitionReassignment: adding and removing are
+    # counted against the partition's replicas as they stand (during a reassignment that is
+    # the union of the old target and the replicas it removes), so a new target simply
+    # replaces the old one; there is no "cancel first". Both sets are sorted (TreeSet).
+    target = tuple(target)
+    removing = tuple(sorted(set(partition.replicas) - set(target)))
+    adding = tuple(sorted(set(target) - set(partition.replicas)))
+    merged = target + removing
+    if not in_progress and merged == partition.replicas:
+        # A target equal to the current replicas: Kafka's builder has nothing to change and
+        # answers success without a record.
+        return []
     records: list[Record] = []
     current = partition
-    if adding or removing:
+    # Unlike Kafka's builder, which keeps the old adding/removing lists when the new ones
+    # are empty, this always writes them: a new target replaces the old one entirely.
+    if (
+        merged != partition.replicas
+        or adding != partition.adding_replicas
+        or removing != partition.removing_replicas
+    ):
         start = PartitionChangeRecord(
             partition_id=partition_id,
             topic_id=topic.topic_id,
-            replicas=tuple(target) + removing,
+            replicas=merged if merged != partition.replicas else None,
             adding_replicas=adding,
             removing_replicas=removing,
         )
         current = checked_change(where, current, start, cluster, cluster)
         records.append(start)
-    if all(is_live(cluster, b) for b in adding):
-        isr = tuple(b for b in target if b in current.isr or b in adding)
-        if not isr:
-            isr = tuple(target)
+    # There is no data to copy, so a live replica is in sync at once; the reassignment
+    # completes (Kafka's maybeCompleteReassignment) when every target replica is in the
+    # ISR or live.
+    catching_up = tuple(b for b in target if b not in current.isr)
+    if all(is_live(cluster, b) for b in catching_up):
+        isr = target
         leader = current.leader if current.leader in isr else _first_live(cluster, isr)
         complete = PartitionChangeRecord(
             partition_id=partition_id,
             topic_id=topic.topic_id,
-            replicas=tuple(target),
+            replicas=target,
             isr=isr,
             leader=leader if leader != current.leader else LEADER_UNCHANGED,
             adding_replicas=(),

@@ -19,6 +19,27 @@ _COLLISION_LIMIT = 12
 """Names with more '.'/'_' characters than this are checked by a scan instead of variants."""
 
 
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+"""KRaft's own log; Kafka refuses to create a topic of this name (ControllerApis)."""
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+"""Kafka 3.9's `Topic.INTERNAL_TOPICS`: answered with `is_internal` set in Metadata."""
+
+
+def refuse_reserved_name(qualified: str) -> None:
+    """Raise INVALID_REQUEST (42), as Kafka's controller does, for `__cluster_metadata`."""
+    if qualified == CLUSTER_METADATA_TOPIC:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+        )
+
+
+def is_internal_topic(qualified: str) -> bool:
+    """Whether Kafka treats a topic of this (qualified) name as internal."""
+    return qualified in INTERNAL_TOPICS
+
+
 def validate_topic_name(name: str) -> None:
     """Raise INVALID_TOPIC_EXCEPTION (17) unless `name` is a legal Kafka topic name."""
     if not name:

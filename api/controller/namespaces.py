@@ -24,7 +24,7 @@ from api.controller.commands import (
 )
 from api.controller.config_defs import cluster_bool
 from api.controller.errors import ApiError, ErrorCode
-from api.controller.names import colliding_name, resolve_topic
+from api.controller.names import colliding_name, refuse_reserved_name, resolve_topic
 from api.controller.states import check_change
 from records.model import (
     MoveTopicRecord,
@@ -133,7 +133,12 @@ def delete_namespace(
         raise InvalidNamespaceError(
             'The default namespace "" cannot be deleted; delete its topics one by one'
         )
-    require_namespace(image, name)
+    if not image.namespaces.exists(name):
+        # Not require_namespace: suggesting to create what is being deleted reads as a joke.
+        raise InvalidNamespaceError(
+            f"Namespace {name!r} does not exist, so there is nothing to delete; "
+            "`mlog namespaces list --recursive` shows the namespaces"
+        )
     children = image.namespaces.children(name)
     if children and not request.recursive:
         raise InvalidNamespaceError(
@@ -190,6 +195,7 @@ def move_topic(image: MetadataImage, request: MoveTopic) -> ControllerResult[Mov
             f"Topic {topic.qualified_name!r} is already in namespace {target!r}"
         )
     new_name = qualified_name(target, topic.name)
+    refuse_reserved_name(new_name)
     if image.topics.get_by_name(new_name) is not None:
         raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{new_name}' already exists.")
     collision = colliding_name(

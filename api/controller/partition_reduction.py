@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from api.controller.commands import (
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
     ControllerResult,
     DeletePartitionsResult,
     DeletePartitionsTopic,
@@ -33,6 +35,7 @@ from api.controller.errors import ApiError, ErrorCode
 from api.controller.names import resolve_topic
 from api.controller.states import check_change
 from records.model import (
+    CancelTopicPartitionsDeletionRecord,
     DeleteTopicPartitionsRecord,
     Mode,
     PartitionChangeRecord,
@@ -45,6 +48,16 @@ from replay.image import MetadataImage, TopicImage
 
 ENABLE_KEY = "delete.topic.partition.enable"
 INTERVAL_KEY = "delete.topic.partition.interval.delay.ms"
+
+MAX_DELAY_MS = 365 * 24 * 60 * 60 * 1000
+"""The longest partition-deletion delay: 365 days.
+
+A pending deletion holds the topic "under changes" (no added partitions, no other decrease,
+no reassignment) until it completes or is cancelled, so a delay is a grace period a person
+waits out, not storage for later. A year is well past any such wait, and it refuses the usual
+slip of a unit: a delay of 12 hours or more given in microseconds instead of milliseconds is
+already past it, as is 10^14 ms (the year 5195).
+"""
 
 
 def under_changes(topic: TopicImage, what: str) -> ApiError:
@@ -118,11 +131,12 @@ def _reduce(
             f"The topic {topic.qualified_name} currently has {current} partition(s); "
             f"{request.count} would not be a decrease.",
         )
-    if not 0 <= request.delay_ms <= LONG_MAX - now_ms:
+    longest = min(MAX_DELAY_MS, LONG_MAX - now_ms)
+    if not 0 <= request.delay_ms <= longest:
         raise ApiError(
             ErrorCode.INVALID_REQUEST,
-            f"The partition deletion delay must be between 0 and {LONG_MAX - now_ms} ms, "
-            f"got {request.delay_ms}",
+            f"The partition deletion delay must be between 0 and {longest} ms (365 days), "
+            f"got {request.delay_ms}; give it in milliseconds",
         )
     moving = [p.partition_id for p in topic.partitions if p.adding_replicas or p.removing_replicas]
     if moving:
@@ -152,6 +166,64 @@ def _reduce(
         purge_at_ms=now_ms + request.delay_ms,
         immediate=immediate,
     )
+
+
+def cancel_deletions(
+    image: MetadataImage, requests: Sequence[CancelPartitionDeletion], *, now_ms: int
+) -> ControllerResult[list[CancelPartitionDeletionResult]]:
+    """Cancel pending partition deletions whose purge time is ahead; one result per topic.
+
+    The partitions go back to READ_WRITE and a `CancelTopicPartitionsDeletionRecord` clears
+    the pending deletion, in one batch per topic. Once the purge time has come the deletion
+    goes on: nothing is removed before its purge time, and nothing comes back after it.
+    """
+    results: list[CancelPartitionDeletionResult] = []
+    records: list[Record] = []
+    seen: set[Uuid] = set()
+    for request in requests:
+        try:
+            topic = resolve_topic(image, request.topic)
+            if topic.topic_id in seen:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+            topic_records, restored = _cancel(image, topic, now_ms=now_ms)
+        except ApiError as exc:
+            results.append(
+                CancelPartitionDeletionResult(
+                    name=str(request.topic), outcome=Outcome.from_error(exc)
+                )
+            )
+            continue
+        seen.add(topic.topic_id)
+        records.extend(topic_records)
+        results.append(CancelPartitionDeletionResult(name=topic.qualified_name, restored=restored))
+    return ControllerResult(records=tuple(records), response=results)
+
+
+def _cancel(
+    image: MetadataImage, topic: TopicImage, *, now_ms: int
+) -> tuple[list[Record], tuple[int, ...]]:
+    pending = topic.pending_deletion
+    if pending is None:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"Topic {topic.qualified_name} has no partition deletion pending; nothing to cancel",
+        )
+    removed = tuple(range(pending.partition_count, len(topic.partitions)))
+    gone = [p for p in removed if topic.partitions[p].mode == Mode.NONE]
+    if gone or now_ms >= pending.delete_after_ms:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"The partition deletion of {topic.qualified_name} reached its purge time "
+            f"({pending.delete_after_ms} ms since the epoch) and cannot be cancelled; it "
+            "completes at the next check of pending deletions",
+        )
+    records = _mode_changes(image, topic, removed, Mode.READ_WRITE)
+    records.append(
+        CancelTopicPartitionsDeletionRecord(
+            topic_id=topic.topic_id, partition_count=pending.partition_count
+        )
+    )
+    return records, removed
 
 
 def _mode_changes(

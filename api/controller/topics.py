@@ -36,7 +36,13 @@ from api.controller.config_values import InvalidConfigError
 from api.controller.configs import namespace_configs
 from api.controller.errors import ApiError, ErrorCode
 from api.controller.limits import INT16_MAX
-from api.controller.names import colliding_name, partition_name, resolve_topic, validate_topic_name
+from api.controller.names import (
+    colliding_name,
+    partition_name,
+    refuse_reserved_name,
+    resolve_topic,
+    validate_topic_name,
+)
 from api.controller.namespaces import require_namespace
 from api.controller.partition_reduction import under_changes
 from api.controller.placement import (
@@ -125,6 +131,7 @@ class TopicCreator:
         self, image: MetadataImage, request: CreatableTopic, validate_only: bool
     ) -> tuple[list[Record], CreateTopicResult]:
         qualified = request.name
+        refuse_reserved_name(qualified)
         namespace, name = split_qualified_name(qualified)
         validate_topic_name(name)
         require_namespace(image, namespace)

@@ -31,6 +31,7 @@ from kio.static.primitive import i32Timedelta
 
 from api.protocol.fast_reader import read_request, read_response
 from api.protocol.fast_writer import Encoded, Unsupported, dict_writer_for, writer_for
+from api.protocol.legacy_schemas import LEGACY_PAYLOADS
 from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
 
@@ -41,10 +42,10 @@ API_VERSIONS_KEY = 18
 SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = {
     18: (0, 4),  # ApiVersions
     3: (0, 13),  # Metadata
-    19: (2, 7),  # CreateTopics
-    20: (1, 6),  # DeleteTopics
+    19: (0, 7),  # CreateTopics (v0-1 from `legacy_schemas`)
+    20: (0, 6),  # DeleteTopics (v0 from `legacy_schemas`)
     37: (0, 3),  # CreatePartitions
-    32: (1, 4),  # DescribeConfigs
+    32: (0, 4),  # DescribeConfigs (v0 from `legacy_schemas`)
     33: (0, 2),  # AlterConfigs
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 2),  # DescribeCluster
@@ -52,9 +53,13 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = {
     43: (0, 2),  # ElectLeaders
     45: (0, 1),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
-    29: (1, 3),  # DescribeAcls (kio has no v0 schema)
+    29: (0, 3),  # DescribeAcls (v0 from `legacy_schemas`)
 }
-"""Kafka APIs this server answers, with the versions it advertises (ApiVersions)."""
+"""Kafka APIs this server answers, with the versions it advertises (ApiVersions).
+
+At least every version Kafka 3.9 serves for each (its JSON definitions' `validVersions`);
+Where a range goes past Kafka 3.9's, the extra versions are later Kafka's.
+"""
 
 API_NAMES: Mapping[int, str] = {
     18: "ApiVersions",
@@ -106,6 +111,9 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 
 @cache
 def _payload_class(api_key: int, version: int, kind: EntityType) -> type[Any]:
+    legacy = LEGACY_PAYLOADS.get((api_key, version, kind))
+    if legacy is not None:
+        return legacy
     module = load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
     for value in vars(module).values():
         if isinstance(value, type) and getattr(value, "__type__", None) == kind:

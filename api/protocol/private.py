@@ -28,6 +28,8 @@ from typing import Any
 from api.controller.commands import (
     BrokerAction,
     BrokerResult,
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
     CreateNamespace,
     CreateNamespaceResult,
     DeleteNamespace,
@@ -90,6 +92,20 @@ class DeletePartitionsResponse:
     """One result per topic of a DeletePartitions."""
 
     results: tuple[DeletePartitionsResult, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelPartitionDeletions:
+    """Cancel topics' pending partition deletions (before their purge time)."""
+
+    topics: tuple[CancelPartitionDeletion, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelPartitionDeletionsResponse:
+    """One result per topic of a CancelPartitionDeletions."""
+
+    results: tuple[CancelPartitionDeletionResult, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,6 +243,13 @@ DELETE_PARTITIONS = PrivateApi(
 PURGE_PENDING = PrivateApi(10005, "PurgePending", PurgePending, PurgePendingResponse, True)
 REGISTER_BROKER = PrivateApi(10006, "RegisterBroker", RegisterBroker, BrokerResult, True)
 CHANGE_BROKER = PrivateApi(10007, "ChangeBroker", ChangeBroker, BrokerResult, True)
+CANCEL_PARTITION_DELETIONS = PrivateApi(
+    10008,
+    "CancelPartitionDeletions",
+    CancelPartitionDeletions,
+    CancelPartitionDeletionsResponse,
+    True,
+)
 FETCH_LOG = PrivateApi(10010, "FetchLog", FetchLog, FetchLogResponse, False)
 IMAGE_AT = PrivateApi(10011, "ImageAt", ImageAt, ImageResponse, False)
 DIFF = PrivateApi(10012, "Diff", Diff, DiffResponse, False)
@@ -243,6 +266,7 @@ PRIVATE_APIS: Mapping[int, PrivateApi] = {
         PURGE_PENDING,
         REGISTER_BROKER,
         CHANGE_BROKER,
+        CANCEL_PARTITION_DELETIONS,
         FETCH_LOG,
         IMAGE_AT,
         DIFF,

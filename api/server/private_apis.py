@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from api.controller.commands import BrokerResult, ControllerResult
+from api.controller.commands import BrokerResult, ControllerResult, TopicRef
 from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode
 from api.protocol import private
@@ -31,10 +33,38 @@ from api.protocol.private import (
 )
 from api.service.service import MetadataService
 from records.errors import MetadataLogError
+from records.uuids import Uuid
 from replay.image import MetadataImage
 from replay.timetravel import diff_points, history_range, travel
 
 T = TypeVar("T")
+
+
+def plain_fields(request: Any) -> str:
+    """A request's fields as `name=value` words for a log line, without Python's reprs.
+
+    `topics=[topic=orders count=3 delay_ms=600000]` rather than
+    `topics=(DeletePartitionsTopic(topic=TopicRef(name='orders', topic_id=None), ...),)`:
+    a topic reference is its name (or id), an enum its name, a nested value its fields.
+    """
+    return " ".join(
+        f"{f.name}={_plain(getattr(request, f.name))}" for f in dataclasses.fields(request)
+    )
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, TopicRef | Uuid):
+        return _plain(str(value))
+    if isinstance(value, enum.Enum):
+        return value.name.lower()
+    if isinstance(value, str):
+        return value if value and not any(c.isspace() for c in value) else json.dumps(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_plain(v) for v in value) + "]"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain_fields(value)
+    return str(value)
+
 
 logger = logging.getLogger("api.server")
 
@@ -53,6 +83,7 @@ class PrivateApis:
             private.MOVE_TOPIC.key: self.move_topic,
             private.DELETE_PARTITIONS.key: self.delete_partitions,
             private.PURGE_PENDING.key: self.purge_pending,
+            private.CANCEL_PARTITION_DELETIONS.key: self.cancel_partition_deletions,
             private.REGISTER_BROKER.key: self.register_broker,
             private.CHANGE_BROKER.key: self.change_broker,
             private.FETCH_LOG.key: self.fetch_log,
@@ -87,10 +118,7 @@ class PrivateApis:
     @staticmethod
     def _log(principal: str, api: PrivateApi, request: Any, outcome: str) -> None:
         if api.writes:
-            what = " ".join(
-                f"{f.name}={getattr(request, f.name)!r}" for f in dataclasses.fields(request)
-            )
-            logger.info("%s %s %s: %s", principal, api.name, what, outcome)
+            logger.info("%s %s %s: %s", principal, api.name, plain_fields(request), outcome)
 
     # ------------------------------------------------------------------ writes
 
@@ -124,6 +152,16 @@ class PrivateApis:
             ),
         )
         return private.DeletePartitionsResponse(results=tuple(results))
+
+    async def cancel_partition_deletions(
+        self, request: private.CancelPartitionDeletions, principal: str
+    ) -> private.CancelPartitionDeletionsResponse:
+        """Cancel pending partition deletions; each topic has its own outcome."""
+        results = await self._submit(
+            principal,
+            lambda c, image: c.cancel_partition_deletions(image, list(request.topics)),
+        )
+        return private.CancelPartitionDeletionsResponse(results=tuple(results))
 
     async def purge_pending(
         self, request: private.PurgePending, principal: str

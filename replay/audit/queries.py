@@ -183,6 +183,16 @@ def _description(topic: Column) -> Column:
             ),
         )
         .when(
+            kind == "CancelTopicPartitionsDeletionRecord",
+            F.concat(
+                F.lit("cancelled the pending deletion of "),
+                topic,
+                F.lit(" to "),
+                F.col("partition_count"),
+                F.lit(" partitions"),
+            ),
+        )
+        .when(
             kind == "ConfigRecord",
             F.when(
                 F.col("config_value").isNull(),
@@ -287,7 +297,8 @@ def partition_modes(log: DataFrame, *, topic: str | None = None) -> DataFrame:
     """Mode timeline per partition (READ_WRITE / READ_ONLY / NONE) and partition deletions.
 
     `event` is `mode` (a partition's mode was set), `reduce` (a deletion was requested:
-    `partition_count` partitions stay, the rest go at `purge_at`) or `purge` (done).
+    `partition_count` partitions stay, the rest go at `purge_at`), `purge` (done) or `cancel`
+    (the pending deletion was cancelled).
     """
     names = topic_names(log)
     if topic is not None:
@@ -296,7 +307,11 @@ def partition_modes(log: DataFrame, *, topic: str | None = None) -> DataFrame:
         log.where(
             (F.col("record_type") == "PartitionRecord")
             | ((F.col("record_type") == "PartitionChangeRecord") & F.col("mode").isNotNull())
-            | F.col("record_type").isin("DeleteTopicPartitionsRecord", "PurgeTopicPartitionsRecord")
+            | F.col("record_type").isin(
+                "DeleteTopicPartitionsRecord",
+                "PurgeTopicPartitionsRecord",
+                "CancelTopicPartitionsDeletionRecord",
+            )
         )
         .join(F.broadcast(names), "topic_id")
         .select(
@@ -308,6 +323,7 @@ def partition_modes(log: DataFrame, *, topic: str | None = None) -> DataFrame:
             "partition_id",
             F.when(F.col("record_type") == "DeleteTopicPartitionsRecord", F.lit("reduce"))
             .when(F.col("record_type") == "PurgeTopicPartitionsRecord", F.lit("purge"))
+            .when(F.col("record_type") == "CancelTopicPartitionsDeletionRecord", F.lit("cancel"))
             .otherwise(F.lit("mode"))
             .alias("event"),
             "mode",

@@ -42,6 +42,7 @@ _TOPIC_RECORDS = (
     "PartitionChangeRecord",
     "DeleteTopicPartitionsRecord",
     "PurgeTopicPartitionsRecord",
+    "CancelTopicPartitionsDeletionRecord",
 )
 _STATE_INPUT = (
     "offset",
@@ -152,8 +153,15 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
         )
         .select("topic_id", "d.*")
     )
+    # A reduction stops being pending when a purge completes it or a cancel drops it; only a
+    # purge removes partitions (below), a cancel's mode changes are partition events.
+    settled = purges.select("topic_id", "purged").unionByName(
+        log.where(kind == "CancelTopicPartitionsDeletionRecord").select(
+            "topic_id", F.col("offset").alias("purged")
+        )
+    )
     pending = (
-        reductions.join(purges, "topic_id", "left")
+        reductions.join(settled, "topic_id", "left")
         .groupBy("topic_id", "offset", "partition_count", "delete_after_ms", "created_ms")
         .agg(F.max("purged").alias("purged"))
         .where(F.col("purged").isNull() | (F.col("purged") < F.col("offset")))

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import (
     Connection,
@@ -159,6 +160,7 @@ class SnapshotStore:
         self.shown_url = self.url.render_as_string(hide_password=True)
         self._engine: Engine | None = None
         self._checked: SchemaStatus | None = None
+        self._read_only_url: str | None = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -186,6 +188,8 @@ class SnapshotStore:
         return self._engine
 
     def _create_engine(self) -> Engine:
+        if self._read_only_url is not None:
+            return self._create_read_only_engine(self._read_only_url)
         kwargs: dict[str, Any] = {"pool_pre_ping": True}
         if self.is_sqlite:
             kwargs["connect_args"] = {"timeout": 30}
@@ -201,6 +205,32 @@ class SnapshotStore:
         if self.is_sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
+        return engine
+
+    def _use_read_only_file(self) -> bool:
+        """For a reader of a SQLite file it cannot write beside: read it read-only instead.
+
+        A reader (`create=False`) of a data directory it may not write (a read-only mount, an
+        archive) cannot create the `-shm` file WAL mode wants, so every read used to warn and
+        replay the whole log. SQLite opens such a file with `mode=ro` when the `-wal` and
+        `-shm` files are there, and with `immutable=1` when there is no `-wal` (the writer
+        closed cleanly, so the main file holds everything). With a `-wal` it cannot read, the
+        error stands. Returns whether the engine was switched (once).
+        """
+        path = self.sqlite_path()
+        if self.create or path is None or self._read_only_url is not None or not path.exists():
+            return False
+        wal = path.with_name(path.name + "-wal")
+        options = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+        # The URI form of the file name (`uri=true`) carries SQLite's open options.
+        self._read_only_url = f"sqlite:///file:{quote(str(path.resolve()))}?{options}&uri=true"
+        self.close()
+        return True
+
+    def _create_read_only_engine(self, url: str) -> Engine:
+        engine = create_engine(url, connect_args={"timeout": 30}, pool_pre_ping=True)
+        event.listen(engine, "connect", _sqlite_connect_read_only)
+        event.listen(engine, "begin", _sqlite_begin)
         return engine
 
     def close(self) -> None:
@@ -219,6 +249,12 @@ class SnapshotStore:
         try:
             return self.engine.connect()
         except DBAPIError as exc:
+            if self._use_read_only_file():
+                try:
+                    return self.engine.connect()
+                except DBAPIError:
+                    pass  # the original error says more than the read-only retry's
+
             if _damage(exc) is not None:
                 raise self._failed(exc, "opening it") from None
             hint = (
@@ -597,6 +633,11 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _sqlite_connect_read_only(dbapi_connection: Any, _record: Any) -> None:
+    # As `_sqlite_connect`, without the pragmas that would write to the file.
+    dbapi_connection.isolation_level = None
 
 
 def _sqlite_begin(conn: Connection) -> None:

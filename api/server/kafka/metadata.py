@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.controller.errors import ErrorCode
+from api.controller.names import is_internal_topic
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.protocol.fast_writer import Encoded, field_encoder
@@ -195,7 +196,7 @@ def _missing_topic(name: str | None, topic_id: Uuid, code: ErrorCode) -> dict[st
         "error_code": code,
         "name": name,
         "topic_id": topic_id.bytes,
-        "is_internal": False,
+        "is_internal": name is not None and is_internal_topic(name),
         "partitions": [],
         "topic_authorized_operations": UNAUTHORIZED_OPS,
     }
@@ -206,7 +207,7 @@ def _metadata_topic(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
         "error_code": 0,
         "name": topic.qualified_name,
         "topic_id": topic.topic_id.bytes,
-        "is_internal": False,
+        "is_internal": is_internal_topic(topic.qualified_name),
         "partitions": [_partition_entry(image, p) for p in topic.partitions],
         "topic_authorized_operations": UNAUTHORIZED_OPS,
     }
