@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         BrokerResult,
         CancelPartitionDeletionResult,
         ConfigResource,
+        ControllerResult,
         CreatableTopic,
         CreateNamespace,
         CreateNamespaceResult,
@@ -62,7 +63,8 @@ if TYPE_CHECKING:
         TopicPartition,
         TopicRef,
     )
-    from api.service.service import Command, MetadataService
+    from api.controller.controller import Controller
+    from api.service.service import MetadataService
     from records.entry import LogEntry
     from replay.image import MetadataImage
     from replay.timetravel import Change, Entity, HistoryEntry
@@ -151,8 +153,24 @@ class LocalTarget:
                     )
         return self._service
 
-    def _run(self, command: Command[T]) -> T:
-        return self.service().execute(command, principal=self.principal)
+    def _run(self, command: Callable[[Controller, MetadataImage], ControllerResult[T]]) -> T:
+        """Run a controller command and append its records; a refusal writes nothing.
+
+        On a new data directory (no segment yet) the command first runs against the image a
+        new log starts with: if it writes nothing (refused, or validate-only), it is answered
+        from there and nothing is created, not the directory, the log or its first record.
+        """
+        if self._service is None and not _segment_files(self.settings.log_dir):
+            from api.controller.controller import Controller
+            from api.service.service import first_image
+
+            result = command(Controller(), first_image())
+            if not result.records:
+                return result.response
+        service = self.service()
+        return service.execute(
+            lambda image: command(service.controller, image), principal=self.principal
+        )
 
     def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
         """The committed image of the open service, else a read-only replay (time travel)."""
@@ -168,34 +186,30 @@ class LocalTarget:
 
     def register_broker(self, request: RegisterBroker) -> BrokerResult:
         """Register a broker."""
-        return self._run(lambda image: self.service().controller.register_broker(image, request))
+        return self._run(lambda ctl, image: ctl.register_broker(image, request))
 
     def change_broker(self, broker_id: int, action: BrokerAction) -> BrokerResult:
         """Fence, unfence, shut down or unregister a broker."""
-        return self._run(
-            lambda image: self.service().controller.change_broker(image, broker_id, action)
-        )
+        return self._run(lambda ctl, image: ctl.change_broker(image, broker_id, action))
 
     def create_topics(
         self, topics: Sequence[CreatableTopic], *, validate_only: bool
     ) -> list[CreateTopicResult]:
         """Create topics."""
         return self._run(
-            lambda image: self.service().controller.create_topics(
-                image, list(topics), validate_only=validate_only
-            )
+            lambda ctl, image: ctl.create_topics(image, list(topics), validate_only=validate_only)
         )
 
     def delete_topics(self, refs: Sequence[TopicRef]) -> list[DeleteTopicResult]:
         """Delete topics."""
-        return self._run(lambda image: self.service().controller.delete_topics(image, list(refs)))
+        return self._run(lambda ctl, image: ctl.delete_topics(image, list(refs)))
 
     def create_partitions(
         self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool
     ) -> list[CreatePartitionsResult]:
         """Raise partition counts."""
         return self._run(
-            lambda image: self.service().controller.create_partitions(
+            lambda ctl, image: ctl.create_partitions(
                 image, list(topics), validate_only=validate_only
             )
         )
@@ -205,14 +219,14 @@ class LocalTarget:
     ) -> list[DeletePartitionsResult]:
         """Lower partition counts."""
         return self._run(
-            lambda image: self.service().controller.delete_partitions(
+            lambda ctl, image: ctl.delete_partitions(
                 image, list(topics), validate_only=validate_only
             )
         )
 
     def move_topic(self, request: MoveTopic) -> MoveTopicResult:
         """Move a topic to another namespace."""
-        return self._run(lambda image: self.service().controller.move_topic(image, request))
+        return self._run(lambda ctl, image: ctl.move_topic(image, request))
 
     def purge_pending(self) -> list[PurgeResult]:
         """One check of pending partition deletions."""
@@ -225,16 +239,14 @@ class LocalTarget:
         from api.controller.commands import CancelPartitionDeletion
 
         requests = [CancelPartitionDeletion(topic=t) for t in topics]
-        return self._run(
-            lambda image: self.service().controller.cancel_partition_deletions(image, requests)
-        )
+        return self._run(lambda ctl, image: ctl.cancel_partition_deletions(image, requests))
 
     def alter_configs(
         self, resource: ConfigResource, ops: Sequence[AlterConfig], *, validate_only: bool
     ) -> AlterConfigsResult:
         """Incrementally alter one resource's configs."""
         (result,) = self._run(
-            lambda image: self.service().controller.incremental_alter_configs(
+            lambda ctl, image: ctl.incremental_alter_configs(
                 image, [(resource, list(ops))], validate_only=validate_only
             )
         )
@@ -245,23 +257,19 @@ class LocalTarget:
     ) -> list[PartitionResult]:
         """Leader election."""
         wanted = None if partitions is None else list(partitions)
-        return self._run(
-            lambda image: self.service().controller.elect_leaders(image, wanted, election)
-        )
+        return self._run(lambda ctl, image: ctl.elect_leaders(image, wanted, election))
 
     def reassign(self, requests: Sequence[Reassignment]) -> list[PartitionResult]:
         """Start or cancel reassignments."""
-        return self._run(
-            lambda image: self.service().controller.alter_reassignments(image, list(requests))
-        )
+        return self._run(lambda ctl, image: ctl.alter_reassignments(image, list(requests)))
 
     def create_namespace(self, request: CreateNamespace) -> CreateNamespaceResult:
         """Create a namespace."""
-        return self._run(lambda image: self.service().controller.create_namespace(image, request))
+        return self._run(lambda ctl, image: ctl.create_namespace(image, request))
 
     def delete_namespace(self, request: DeleteNamespace) -> DeleteNamespaceResult:
         """Delete a namespace."""
-        return self._run(lambda image: self.service().controller.delete_namespace(image, request))
+        return self._run(lambda ctl, image: ctl.delete_namespace(image, request))
 
     def diff(self, from_point: str, to_point: str | None) -> tuple[int, int, list[Change]]:
         """What changed between two points."""

@@ -43,7 +43,7 @@ from metadata_log.log import AppendResult, MetadataLog
 from records.errors import MetadataLogError, RecordError
 from records.model import FeatureLevelRecord, Record
 from replay.delta import MetadataDelta
-from replay.image import METADATA_VERSION, MetadataImage, Provenance
+from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, Provenance
 from replay.loader import load_image
 
 if TYPE_CHECKING:
@@ -495,6 +495,13 @@ class MetadataService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def first_image() -> MetadataImage:
+    """The image a new log starts with: its bootstrap records replayed onto the empty image."""
+    delta = MetadataDelta(EMPTY_IMAGE)
+    delta.replay_all(_bootstrap(EMPTY_IMAGE).records)
+    return delta.apply(Provenance(offset=0, epoch=0, timestamp=0))
 
 
 def _bootstrap(image: MetadataImage) -> ControllerResult[None]:
