@@ -45,3 +45,20 @@ def test_the_first_accepted_command_still_bootstraps_the_log(tmp_path: Path) -> 
     lines = out.getvalue().splitlines()
     assert len(lines) == 2
     assert "FEATURE_LEVEL_RECORD" in lines[0] and "REGISTER_BROKER_RECORD" in lines[1]
+
+
+def test_history_takes_namespace_with_topic_and_names_a_bad_broker_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--data-dir", str(tmp_path)]
+    assert _run([*base, "brokers", "register", "--id", "1"]) == 0
+    assert _run([*base, "namespaces", "create", "--namespace", "org"]) == 0
+    assert _run([*base, "topics", "create", "--topic", "ev", "--namespace", "org"]) == 0
+    out = io.StringIO()
+    assert main([*base, "history", "--topic", "ev", "--namespace", "org"], out=out) == 0
+    assert "created topic org:ev" in out.getvalue()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main([*base, "history", "--broker", "abc"], out=io.StringIO())
+    assert exited.value.code == 2
+    assert "'abc' is not a broker id" in capsys.readouterr().err

@@ -6,10 +6,17 @@ import argparse
 import json
 from typing import TYPE_CHECKING, TextIO
 
-from api.cli.common import EXIT_OK, CliError, add_global_options, add_range_options, offset_arg
+from api.cli.common import (
+    EXIT_OK,
+    CliError,
+    add_global_options,
+    add_range_options,
+    broker_id_arg,
+)
 from api.cli.output import format_time, print_table
 from api.cli.targets import open_target
 from records.uuids import Uuid
+from replay.image import qualified_name
 from replay.timetravel import Entity
 
 if TYPE_CHECKING:
@@ -23,12 +30,17 @@ def _entity(args: argparse.Namespace) -> Entity:
             topic_id = Uuid.parse(args.topic_id)
         except ValueError as exc:
             raise CliError(f"--topic-id: {exc}") from None
-    given = [v for v in (args.topic, topic_id, args.namespace, args.broker) if v is not None]
+    topic, namespace = args.topic, args.namespace
+    if topic is not None and namespace is not None:
+        # As in `topics describe`: --namespace qualifies --topic (org:apache + t = org:apache:t).
+        topic, namespace = qualified_name(namespace, topic), None
+    given = [v for v in (topic, topic_id, namespace, args.broker) if v is not None]
     if len(given) != 1:
         raise CliError(
-            "name one entity: --topic NAME, --topic-id ID, --namespace NS or --broker ID"
+            "name one entity: --topic NAME [--namespace NS], --topic-id ID, --namespace NS or "
+            "--broker ID"
         )
-    return Entity(topic=args.topic, topic_id=topic_id, namespace=args.namespace, broker=args.broker)
+    return Entity(topic=topic, topic_id=topic_id, namespace=namespace, broker=args.broker)
 
 
 def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -78,9 +90,11 @@ def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
 def add_verbs(hist: argparse.ArgumentParser) -> None:
     """The flags of `mlog history`, on its parser."""
     add_global_options(hist)
-    hist.add_argument("--topic", help="a topic name (every incarnation of it)")
+    hist.add_argument(
+        "--topic", help="a topic name (every incarnation of it); --namespace qualifies it"
+    )
     hist.add_argument("--topic-id", help="one incarnation of a topic, by id")
-    hist.add_argument("--namespace", help="a namespace")
-    hist.add_argument("--broker", type=offset_arg, help="a broker id")
+    hist.add_argument("--namespace", help="a namespace (alone), or the namespace of --topic")
+    hist.add_argument("--broker", type=broker_id_arg, help="a broker id")
     add_range_options(hist)
     hist.set_defaults(handler=cmd_history)
