@@ -134,14 +134,14 @@ def test_verify_reports_a_missing_segment_and_every_damaged_one(
     records = "\n".join(
         json.dumps(
             {
-                "type": "TOPIC_RECORD",
-                "data": {"name": f"t{i}", "topic_id": str(Uuid(bytes(range(i + 1, i + 17))))},
+                "type": "NAMESPACE_RECORD",
+                "data": {"name": f"n{i}", "namespace_id": str(Uuid(bytes(range(i + 1, i + 17))))},
             }
         )
-        for i in range(1)
-    )
-    for _ in range(3):
-        ok(data_dir, "log", "append", stdin=records)
+        for i in range(3)
+    ).splitlines()
+    for line in records:  # one block each
+        ok(data_dir, "log", "append", stdin=line)
     log_dir = data_dir / "log"
     # Roll by hand: two more segments, written by a writer with a tiny segment.ms.
     now = [int(time.time() * 1000) + 10**8]  # after the appends above
@@ -220,8 +220,8 @@ def test_dump_json_into_append_copies_each_entrys_principal(tmp_path: Path) -> N
     for n, principal in enumerate(["User:alice", "User:alice", "User:bob", None, "User:carol"]):
         line = json.dumps(
             {
-                "type": "TOPIC_RECORD",
-                "data": {"name": f"t{n}", "topic_id": str(Uuid(bytes(range(n + 1, n + 17))))},
+                "type": "NAMESPACE_RECORD",
+                "data": {"name": f"n{n}", "namespace_id": str(Uuid(bytes(range(n + 1, n + 17))))},
             }
         )
         args = ["log", "append"] + (["--principal", principal] if principal else [])
