@@ -232,3 +232,42 @@ def test_a_command_on_a_log_that_does_not_replay_is_a_one_line_error(
         assert err.rstrip().endswith("`mlog log truncate --after-offset 3`")
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         assert log.end_offset == 6
+
+
+def test_load_image_reports_progress_and_restores_the_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    from replay import loader
+
+    log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,))], [_partition(T, 2, (2,))])
+    monkeypatch.setattr(loader, "PROGRESS_EVERY", 3)
+    calls: list[tuple[int, bool]] = []
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            calls.clear()
+            load_image(log, progress=lambda n: calls.append((n, gc.isenabled())))
+            assert gc.isenabled() is enabled
+            # Blocks of 2, 2, 1, 1 entries: a call once 3 or more are pending, then the rest.
+            assert calls == [(4, False), (2, enabled)]  # the last after the load
+        gc.enable()
+        # Exactly at the threshold: no empty call after it.
+        monkeypatch.setattr(loader, "PROGRESS_EVERY", 2)
+        calls.clear()
+        load_image(log, progress=lambda n: calls.append((n, gc.isenabled())))
+        assert [n for n, _ in calls] == [2, 2, 2]
+
+
+def test_load_image_from_a_base_replays_only_what_follows_it(tmp_path: Path) -> None:
+    log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,))])
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        whole = load_image(log)
+        first = load_image(log, lte=0)  # a base at offset 0: its one entry is not replayed again
+        assert first.provenance.offset == 0
+        assert load_image(log, base=first) == whole
+        at_3 = load_image(log, lte=3)
+        assert load_image(log, lte=3, base=at_3) is at_3
+        assert load_image(log, lte=2, base=at_3) is at_3
+        assert load_image(log, lte=4, base=at_3) == whole

@@ -49,7 +49,7 @@ from replay.errors import (
     UnknownTopicError,
 )
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage
-from replay.rules import RULES
+from replay.rules import RULES, namespace_name_problem, topic_name_problem
 
 ORDERS = Uuid(bytes(range(1, 17)))  # 2 partitions on brokers 1, 2
 KAFKA = Uuid(bytes(range(2, 18)))  # org:kafka, 1 partition
@@ -846,3 +846,42 @@ def test_a_config_deleted_in_the_delta_does_not_move_with_its_topic() -> None:
 def test_the_detail_says_which_case_of_the_rule(records: list[Record], message: str) -> None:
     with pytest.raises(ReplayError, match=message):
         replay_batch(records)
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "a topic name cannot be empty"),
+        (".", 'a topic cannot be named "."'),
+        ("..", 'a topic cannot be named ".."'),
+        ("x" * 250, f"topic name {'x' * 40!r}... is longer than 249 characters"),
+        (
+            "a b",
+            "topic name 'a b' has a character other than ASCII letters, digits, '.', '_' and '-'",
+        ),
+        ("x" * 249, None),
+        ("a.b_c-D9", None),
+    ],
+)
+def test_topic_name_problems_say_what_is_wrong(name: str, problem: str | None) -> None:
+    assert topic_name_problem(name) == problem
+    if problem is not None:
+        with pytest.raises(InvalidTopicError) as caught:
+            replay_batch([TopicRecord(name=name, topic_id=NEW)])
+        assert caught.value.detail == problem
+
+
+def test_namespace_name_problems_say_what_is_wrong() -> None:
+    assert namespace_name_problem("y" * 250) == (
+        f"namespace name {'y' * 40!r}... is longer than 249 characters"
+    )
+    assert namespace_name_problem("a:" + "y" * 247) is None
+    assert namespace_name_problem("a::b") == "namespace 'a::b' has an empty tier"
+    assert namespace_name_problem("a:..") == "namespace 'a:..' has a tier \"..\""
+
+
+def test_a_replay_error_names_a_known_rule_and_keeps_its_detail() -> None:
+    error = InvalidTopicError("topic.exists", "gone")
+    assert error.args == ("gone",) and str(error) == "gone (rule topic.exists)"
+    with pytest.raises(ValueError, match=r"'no\.such-rule' is not in replay\.rules\.RULES"):
+        ReplayError("no.such-rule", "x")
