@@ -681,6 +681,8 @@ class MetadataDelta:
                     f"{where}: mode {before.mode.name} -> {after.mode.name} is not a step of a "
                     "pending deletion that removes the partition",
                 )
+            if back:
+                self._batch_modes.append((draft, after))
 
     def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
         draft = self._draft(record.topic_id, "remove topic")

@@ -12,6 +12,7 @@ from records.errors import UnknownRecordTypeError
 from records.model import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -457,6 +458,21 @@ REFUSED: list[tuple[str, type[ReplayError], list[Record]]] = [
         InvalidPartitionError,
         _change(SHRINKING, 0, replicas=(1, 2, 3), adding_replicas=(3,)),
     ),
+    (
+        "deletion.cancel-matches",
+        PendingDeletionError,
+        [CancelTopicPartitionsDeletionRecord(topic_id=ORDERS, partition_count=1)],
+    ),
+    (
+        "deletion.cancel-matches",
+        PendingDeletionError,
+        [CancelTopicPartitionsDeletionRecord(topic_id=SHRINKING, partition_count=1)],
+    ),
+    (
+        "deletion.cancel-read-write",
+        PendingDeletionError,
+        [CancelTopicPartitionsDeletionRecord(topic_id=SHRINKING, partition_count=2)],
+    ),
     ("partition.mode-by-deletion", InvalidPartitionError, _change(ORDERS, 0, mode=Mode.READ_ONLY)),
     ("partition.mode-by-deletion", InvalidPartitionError, _change(SHRINKING, 1, mode=Mode.NONE)),
     (
@@ -553,6 +569,13 @@ def test_every_rule_has_a_refused_example() -> None:
 
 
 ACCEPTED: list[tuple[str, list[Record]]] = [
+    (
+        "a cancel after its partitions are READ_WRITE again",
+        [
+            *_change(SHRINKING, 2, mode=Mode.READ_WRITE),
+            CancelTopicPartitionsDeletionRecord(topic_id=SHRINKING, partition_count=2),
+        ],
+    ),
     ("feature removed", [FeatureLevelRecord(name="metadata.version", feature_level=0)]),
     ("broker 0", _register(0, 9)),
     ("no rack", _register(6, 9, rack=None)),

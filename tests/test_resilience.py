@@ -31,7 +31,7 @@ from api.server.server import MetadataServer
 from api.service.service import MetadataService
 from metadata_log.errors import LogError
 from metadata_log.log import MetadataLog
-from records.model import ConfigResourceType, RegisterBrokerRecord, TopicRecord
+from records.model import ConfigRecord, ConfigResourceType, RegisterBrokerRecord, TopicRecord
 from records.uuids import Uuid
 
 BROKER_GROUPS = ((1, 2, 3), (4,), (5, 6, 7, 8))
@@ -314,9 +314,17 @@ def test_an_io_error_in_a_cli_command_is_one_line_and_exit_2(
 
 
 def _invalid_utf8_topic(image: object) -> ControllerResult[None]:
-    # Only fastavro's write sees a lone surrogate: the log refuses the batch, not the check.
+    # Only fastavro's write sees a lone surrogate in a config value (replay and the per-record
+    # check take it): the log refuses the batch, not the check.
     return ControllerResult(
-        records=(TopicRecord(name="a\ud800", topic_id=Uuid.random(), namespace=""),),
+        records=(
+            ConfigRecord(
+                resource_type=ConfigResourceType.BROKER,
+                resource_name="",
+                name="x.y",
+                value="a\ud800",
+            ),
+        ),
         response=None,
     )
 
@@ -332,6 +340,29 @@ async def test_a_batch_only_the_log_refuses_is_invalid_and_the_service_heals(
             await svc.submit(_invalid_utf8_topic)
         assert refused.value.error_code == ErrorCode.INVALID_REQUEST
         await _wait_healed(svc)
+        assert svc.log.end_offset == end and not svc.image.configs.cluster().get("x.y")
+        await _submit_register(svc, 1)
+        assert svc.image.cluster.get(1) is not None
+    finally:
+        await svc.aclose()
+
+
+def _unreplayable(image: object) -> ControllerResult[None]:
+    # A topic without its partitions: replay's batch rule refuses it.
+    return ControllerResult(
+        records=(TopicRecord(name="lonely", topic_id=Uuid.random(), namespace=""),),
+        response=None,
+    )
+
+
+async def test_a_batch_replay_refuses_is_invalid_and_nothing_is_written(tmp_path: Path) -> None:
+    svc = MetadataService.open(tmp_path / "log")
+    try:
+        end = svc.log.end_offset
+        with pytest.raises(ApiError) as refused:
+            await svc.submit(_unreplayable)
+        assert refused.value.error_code == ErrorCode.INVALID_REQUEST
+        assert "topic.has-partitions" in str(refused.value)
         assert svc.log.end_offset == end and not svc.image.topics.by_name
         await _submit_register(svc, 1)
         assert svc.image.cluster.get(1) is not None

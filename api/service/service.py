@@ -43,6 +43,7 @@ from metadata_log.log import AppendResult, MetadataLog
 from records.errors import MetadataLogError, RecordError
 from records.model import FeatureLevelRecord, Record
 from replay.delta import MetadataDelta
+from replay.errors import ReplayError
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, Provenance
 from replay.loader import load_image
 
@@ -210,7 +211,15 @@ class MetadataService:
     def _accept(self, records: tuple[Record, ...]) -> MetadataImage:
         """Replay accepted records into the working image, with the offsets they will get."""
         delta = MetadataDelta(self._working)
-        delta.replay_all(records)
+        try:
+            delta.replay_all(records)
+            delta.finish_batch()
+        except ReplayError as exc:
+            # The controller let through a batch replay refuses (a bug, not the caller's): refuse
+            # it whole, before the log, and go on; the working image is unchanged.
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST, f"the request's records do not replay: {exc}"
+            ) from None
         last = self._next_offset + len(records) - 1
         timestamp = max(self._clock_ms(), self._working.provenance.timestamp)
         image = delta.apply(Provenance(offset=last, epoch=self.log.epoch, timestamp=timestamp))
