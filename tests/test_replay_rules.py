@@ -908,3 +908,26 @@ def test_a_replay_error_names_a_known_rule_and_keeps_its_detail() -> None:
     assert error.args == ("gone",) and str(error) == "gone (rule topic.exists)"
     with pytest.raises(ValueError, match=r"'no\.such-rule' is not in replay\.rules\.RULES"):
         ReplayError("no.such-rule", "x")
+
+
+def test_image_summaries() -> None:
+    assert EMPTY_IMAGE.is_empty and not BASE.is_empty
+    assert not replay_batch([_broker(9, 9)], EMPTY_IMAGE).is_empty
+    assert BASE.topics.partition_count() == 2 + 1 + 3 + 1 + 1
+    # same_state compares every area: an image differing in one only is not the same.
+    changes: list[list[Record]] = [
+        [FeatureLevelRecord(name="x", feature_level=1)],
+        [_broker(9, 9)],
+        [NamespaceRecord(namespace_id=NEW, name="other")],
+        _change(ORDERS, 0, leader=2),
+        _config(ConfigResourceType.BROKER, ""),
+    ]
+    for records in changes:
+        assert not replay_batch(records).same_state(BASE)
+    assert replay_batch([]).same_state(BASE)
+
+
+def test_a_snapshot_writes_metadata_version_first() -> None:
+    image = replay_batch([FeatureLevelRecord(name="a.feature", feature_level=3)])
+    features = [r for r in image.write() if isinstance(r, FeatureLevelRecord)]
+    assert [f.name for f in features] == ["metadata.version", "a.feature"]
