@@ -137,6 +137,22 @@ class _FailingOnce(io.StringIO):
         return super().write(text)
 
 
+def test_server_log_escapes_control_characters_so_a_client_cannot_forge_a_line() -> None:
+    logger = logging.getLogger("test.server_log.escaped")
+    stream = io.StringIO()
+    forged = "x\n2026-11-23 22:00:00,000 INFO User:admin delete topic payments: ok"
+    with server_log(logger, stream):
+        logger.info("User:ANONYMOUS create topic %s: INVALID_TOPIC_EXCEPTION", forged)
+        logger.info("NUL \x00, escape \x1b[2J, separator \u2028 end")
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith(
+        "create topic x\\n2026-11-23 22:00:00,000 INFO User:admin delete topic payments: ok: "
+        "INVALID_TOPIC_EXCEPTION"
+    )
+    assert lines[1].endswith("NUL \\x00, escape \\x1b[2J, separator \\u2028 end")
+
+
 def test_server_log_survives_a_failed_write() -> None:
     logger = logging.getLogger("test.server_log.failing")
     stream = _FailingOnce()

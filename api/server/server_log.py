@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -32,8 +33,21 @@ _LOGGING_FLAGS: dict[str, object] = {
 }
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Characters that could end a line or rewrite the terminal: escaped in messages."""
+
+
+def _escaped(char: re.Match[str]) -> str:
+    return char.group().encode("unicode_escape").decode("ascii")
+
+
 class LineFormatter(logging.Formatter):
-    """`FORMAT` with `logging`'s own timestamp text, made once per second, not per line."""
+    r"""`FORMAT` with `logging`'s own timestamp text, made once per second, not per line.
+
+    A message holds names clients sent (a refused topic name, a principal): its control
+    characters are escaped (as `\n` and `\x00`), so one change is one line and a client cannot
+    forge a line of its own.
+    """
 
     def __init__(self) -> None:
         super().__init__(FORMAT)
@@ -47,6 +61,11 @@ class LineFormatter(logging.Formatter):
             self._second_text = time.strftime(self.default_time_format, self.converter(second))
             self._second = second
         return f"{self._second_text},{int(record.msecs):03d}"  # logging's "%s,%03d"
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        """The line before any exception text, with control characters escaped."""
+        line = super().formatMessage(record)
+        return _CONTROL.sub(_escaped, line) if _CONTROL.search(line) else line
 
 
 class _QueueingHandler(logging.Handler):
