@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from api.controller.commands import TopicRef
 from api.controller.errors import ApiError, ErrorCode
 from api.controller.limits import clip
+from records.uuids import Uuid
 from replay.image import MetadataImage, TopicImage
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars
 
@@ -116,6 +117,14 @@ def resolve_topic(image: MetadataImage, ref: TopicRef) -> TopicImage:
             f"This server does not host this topic ID: {ref.topic_id}",
         )
     return found
+
+
+def resolve_unseen_topic(image: MetadataImage, ref: TopicRef, seen: Set[Uuid]) -> TopicImage:
+    """`resolve_topic`, refusing a topic in `seen` (one an earlier item of the request took)."""
+    topic = resolve_topic(image, ref)
+    if topic.topic_id in seen:
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+    return topic
 
 
 def partition_name(topic: TopicImage, partition_id: int) -> str:

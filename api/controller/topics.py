@@ -40,7 +40,7 @@ from api.controller.names import (
     colliding_name,
     partition_name,
     refuse_reserved_name,
-    resolve_topic,
+    resolve_unseen_topic,
     validate_topic_name,
 )
 from api.controller.namespaces import require_namespace
@@ -278,9 +278,7 @@ class TopicCreator:
         seen: set[Uuid] = set()
         for request in requests:
             try:
-                topic = resolve_topic(image, request.topic)
-                if topic.topic_id in seen:
-                    raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+                topic = resolve_unseen_topic(image, request.topic, seen)
                 new = self._added_partitions(image, topic, request)
             except ApiError as exc:
                 results.append(
@@ -352,9 +350,7 @@ def delete_topics(
                     "Topic deletion is disabled; set delete.topic.enable=true "
                     "(`mlog configs alter --cluster --set delete.topic.enable=true`)",
                 )
-            topic = resolve_topic(image, ref)
-            if topic.topic_id in seen:
-                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+            topic = resolve_unseen_topic(image, ref, seen)
         except ApiError as exc:
             results.append(
                 DeleteTopicResult(
