@@ -133,6 +133,9 @@ topic_name_chars = _TOPIC_NAME.fullmatch
 """Whether a name has only the characters of a topic name (replay checks the length and the
 names "." and ".." beside it, and asks `topic_name_problem` why only when one fails)."""
 
+namespace_tier_chars = _NAMESPACE_TIER.fullmatch
+"""Whether a namespace tier has only the characters a tier may have."""
+
 
 def topic_name_problem(name: str) -> str | None:
     """Why `name` is not a legal topic name (Kafka's `Topic.validate`), or None if it is."""

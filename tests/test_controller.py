@@ -412,6 +412,26 @@ def test_add_partitions_errors(service: MetadataService) -> None:
     assert appended_nothing(service, before)
 
 
+def test_a_topic_named_twice_in_one_request_is_done_once(service: MetadataService) -> None:
+    create(service, CreatableTopic(name="twice", num_partitions=1, replication_factor=1))
+    topic = service.image.topics.get_by_name("twice")
+    assert topic is not None
+    by_name, by_id = TopicRef(name="twice"), TopicRef(topic_id=topic.topic_id)
+    grow = [CreatePartitionsTopic(topic=ref, count=2) for ref in (by_name, by_id)]
+    added = service.execute(
+        lambda image: service.controller.create_partitions(image, grow, validate_only=False)
+    )
+    removed = service.execute(
+        lambda image: service.controller.delete_topics(image, [by_id, by_name])
+    )
+    for results in (added, removed):
+        assert [(r.outcome.error_code, r.outcome.error_message) for r in results] == [
+            (ErrorCode.NONE, None),
+            (ErrorCode.INVALID_REQUEST, "Duplicate topic in the request."),
+        ]
+    assert service.image.topics.get(topic.topic_id) is None
+
+
 # ---------------------------------------------------------------------- configs
 
 

@@ -54,6 +54,7 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
+from api.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
 from api.protocol import private
 from api.protocol.private import EntryDecoder
 from records.entry import LogEntry
@@ -62,8 +63,8 @@ from records.uuids import Uuid
 from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
 
-_INT16 = (-(2**15), 2**15 - 1)
-_INT32 = (-(2**31), 2**31 - 1)
+_INT16 = (-INT16_MAX - 1, INT16_MAX)
+_INT32 = (INT32_MIN, INT32_MAX)
 
 
 def _fits(values: Any, bounds: tuple[int, int], what: str) -> None:

@@ -13,14 +13,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-LONG_MAX = 2**63 - 1
+from api.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN, INT64_MAX
+
+LONG_MAX = INT64_MAX
 """Java's `Long.MAX_VALUE`: the largest LONG value (and Kafka's "no limit" for many keys)."""
-INT_MAX = 2**31 - 1
-SHORT_MAX = 2**15 - 1
 _INT_RANGES = {
-    "SHORT": (-(2**15), SHORT_MAX),
-    "INT": (-(2**31), INT_MAX),
-    "LONG": (-(2**63), LONG_MAX),
+    "SHORT": (-INT16_MAX - 1, INT16_MAX),
+    "INT": (INT32_MIN, INT32_MAX),
+    "LONG": (-INT64_MAX - 1, INT64_MAX),
 }
 
 

@@ -183,18 +183,7 @@ def _reassign(
             )
         original = tuple(b for b in partition.replicas if b not in partition.adding_replicas)
         isr = tuple(b for b in partition.isr if b in original) or original[:1]
-        leader = partition.leader if partition.leader in isr else _first_live(cluster, isr)
-        change = PartitionChangeRecord(
-            partition_id=partition_id,
-            topic_id=topic.topic_id,
-            replicas=original,
-            isr=isr,
-            leader=leader if leader != partition.leader else LEADER_UNCHANGED,
-            adding_replicas=(),
-            removing_replicas=(),
-        )
-        checked_change(where, partition, change, cluster, cluster)
-        return [change]
+        return [_end_reassignment(topic, partition, cluster, replicas=original, isr=isr)]
     check_replica_lists(image, [list(target)], expected=None)
     # Kafka's ReplicationControlManager.changePartitionReassignment: adding and removing are
     # counted against the partition's replicas as they stand (during a reassignment that is
@@ -231,20 +220,36 @@ def _reassign(
     # ISR or live.
     catching_up = tuple(b for b in target if b not in current.isr)
     if all(is_live(cluster, b) for b in catching_up):
-        isr = target
-        leader = current.leader if current.leader in isr else _first_live(cluster, isr)
-        complete = PartitionChangeRecord(
-            partition_id=partition_id,
-            topic_id=topic.topic_id,
-            replicas=target,
-            isr=isr,
-            leader=leader if leader != current.leader else LEADER_UNCHANGED,
-            adding_replicas=(),
-            removing_replicas=(),
-        )
-        checked_change(where, current, complete, cluster, cluster)
-        records.append(complete)
+        records.append(_end_reassignment(topic, current, cluster, replicas=target, isr=target))
     return records
+
+
+def _end_reassignment(
+    topic: TopicImage,
+    partition: PartitionRecord,
+    cluster: ClusterImage,
+    *,
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+) -> PartitionChangeRecord:
+    """The checked change that settles a partition on `replicas` (a cancel or a completion).
+
+    Adding and removing are cleared; the leader stays if it is in `isr`, else the first live
+    member of `isr` leads.
+    """
+    leader = partition.leader if partition.leader in isr else _first_live(cluster, isr)
+    change = PartitionChangeRecord(
+        partition_id=partition.partition_id,
+        topic_id=topic.topic_id,
+        replicas=replicas,
+        isr=isr,
+        leader=leader if leader != partition.leader else LEADER_UNCHANGED,
+        adding_replicas=(),
+        removing_replicas=(),
+    )
+    where = partition_name(topic, partition.partition_id)
+    checked_change(where, partition, change, cluster, cluster)
+    return change
 
 
 def list_reassignments(image: MetadataImage) -> list[tuple[TopicImage, PartitionRecord]]:

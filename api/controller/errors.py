@@ -64,10 +64,6 @@ def shorten(message: str) -> str:
     return f"{message[:head]}... [{cut} characters omitted] ...{message[-tail:]}"
 
 
-class ServiceStoppedError(MetadataLogError):
-    """The service stopped accepting writes after an I/O error (fail-stop); restart it."""
-
-
 class StorageError(ApiError):
     """A write was refused because the log's storage failed (KAFKA_STORAGE_ERROR, 56).
 

@@ -41,12 +41,6 @@ def check_int(value: int, *, what: str, low: int, high: int, code: ErrorCode) ->
         raise ApiError(code, f"{what} must be in {low}..{high}, got {clip(value)}")
 
 
-def check_ints(values: tuple[int, ...], *, what: str, low: int, high: int, code: ErrorCode) -> None:
-    """`check_int` for every value."""
-    for value in values:
-        check_int(value, what=what, low=low, high=high, code=code)
-
-
 def check_text(value: str, *, what: str, code: ErrorCode = ErrorCode.INVALID_REQUEST) -> None:
     """Refuse a string that is not a str or cannot be stored as UTF-8 (a lone surrogate)."""
     if not isinstance(value, str):

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import itertools
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from api.controller.commands import TopicRef
 from api.controller.errors import ApiError, ErrorCode
 from api.controller.limits import clip
+from records.uuids import Uuid
 from replay.image import MetadataImage, TopicImage
+from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars
 
-MAX_NAME_LENGTH = 249
-"""Kafka's limit: a topic's log directory name adds a partition suffix within 255 bytes."""
-
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 _COLLISION_LIMIT = 12
 """Names with more '.'/'_' characters than this are checked by a scan instead of variants."""
 
@@ -46,7 +43,7 @@ def validate_topic_name(name: str) -> None:
         raise ApiError(
             ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty"
         )
-    if name in (".", ".."):
+    if name in NO_TIER_NAMES:
         raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_NAME_LENGTH:
         raise ApiError(
@@ -54,7 +51,7 @@ def validate_topic_name(name: str) -> None:
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
             f"topic name: {clip(name)}",
         )
-    if not _LEGAL.fullmatch(name):
+    if not topic_name_chars(name):
         raise ApiError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic name {clip(name)} is illegal, it contains a character other than ASCII "
@@ -120,6 +117,14 @@ def resolve_topic(image: MetadataImage, ref: TopicRef) -> TopicImage:
             f"This server does not host this topic ID: {ref.topic_id}",
         )
     return found
+
+
+def resolve_unseen_topic(image: MetadataImage, ref: TopicRef, seen: Set[Uuid]) -> TopicImage:
+    """`resolve_topic`, refusing a topic in `seen` (one an earlier item of the request took)."""
+    topic = resolve_topic(image, ref)
+    if topic.topic_id in seen:
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+    return topic
 
 
 def partition_name(topic: TopicImage, partition_id: int) -> str:

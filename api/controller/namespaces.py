@@ -9,7 +9,6 @@ before any record is produced.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from api.controller.commands import (
@@ -35,11 +34,7 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay.image import NAMESPACE_SEPARATOR, MetadataImage, TopicImage, qualified_name
-
-MAX_NAMESPACE_LENGTH = 249
-"""Longest namespace name, as long as the longest topic name."""
-
-_TIER = re.compile(r"[a-zA-Z0-9.-]+")
+from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, namespace_tier_chars
 
 
 class InvalidNamespaceError(ApiError):
@@ -53,10 +48,10 @@ def validate_namespace_name(name: str) -> None:
     """Raise InvalidNamespaceError unless `name` is a well-formed namespace ("" is the default)."""
     if name == "":
         return
-    if len(name) > MAX_NAMESPACE_LENGTH:
+    if len(name) > MAX_NAME_LENGTH:
         raise InvalidNamespaceError(
             f"Namespace {name[:40]!r}... is {len(name)} characters long; the limit is "
-            f"{MAX_NAMESPACE_LENGTH}"
+            f"{MAX_NAME_LENGTH}"
         )
     for tier in name.split(NAMESPACE_SEPARATOR):
         if not tier:
@@ -64,9 +59,9 @@ def validate_namespace_name(name: str) -> None:
                 f"Namespace {name!r} has an empty tier; separate non-empty tiers with single "
                 "':', e.g. org:apache:kafka"
             )
-        if tier in (".", ".."):
+        if tier in NO_TIER_NAMES:
             raise InvalidNamespaceError(f'Namespace {name!r} has a tier "{tier}"; rename it')
-        if not _TIER.fullmatch(tier):
+        if not namespace_tier_chars(tier):
             raise InvalidNamespaceError(
                 f"Namespace {name!r} is illegal: tier {tier!r} contains a character other than "
                 "ASCII alphanumerics, '.' and '-'"

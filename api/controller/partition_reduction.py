@@ -32,7 +32,7 @@ from api.controller.commands import (
 from api.controller.config_defs import cluster_bool
 from api.controller.config_values import LONG_MAX
 from api.controller.errors import ApiError, ErrorCode
-from api.controller.names import resolve_topic
+from api.controller.names import resolve_unseen_topic
 from api.controller.states import check_change
 from records.model import (
     CancelTopicPartitionsDeletionRecord,
@@ -86,9 +86,7 @@ def delete_partitions(
     seen: set[Uuid] = set()
     for request in requests:
         try:
-            topic = resolve_topic(image, request.topic)
-            if topic.topic_id in seen:
-                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+            topic = resolve_unseen_topic(image, request.topic, seen)
             topic_records, result = _reduce(image, topic, request, enabled=enabled, now_ms=now_ms)
         except ApiError as exc:
             results.append(
@@ -182,9 +180,7 @@ def cancel_deletions(
     seen: set[Uuid] = set()
     for request in requests:
         try:
-            topic = resolve_topic(image, request.topic)
-            if topic.topic_id in seen:
-                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+            topic = resolve_unseen_topic(image, request.topic, seen)
             topic_records, restored = _cancel(image, topic, now_ms=now_ms)
         except ApiError as exc:
             results.append(

@@ -40,7 +40,7 @@ from api.controller.names import (
     colliding_name,
     partition_name,
     refuse_reserved_name,
-    resolve_topic,
+    resolve_unseen_topic,
     validate_topic_name,
 )
 from api.controller.namespaces import require_namespace
@@ -175,25 +175,7 @@ class TopicCreator:
             )
             for key, value in sorted(configs.items())
         )
-        for partition_id, replicas in enumerate(assignment):
-            isr = tuple(b for b in replicas if is_live(image.cluster, b))
-            if not isr:
-                raise ApiError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"All brokers specified in the manual partition assignment for partition "
-                    f"{partition_id} are fenced or in controlled shutdown.",
-                )
-            partition = PartitionRecord(
-                partition_id=partition_id,
-                topic_id=topic_id,
-                replicas=tuple(replicas),
-                isr=isr,
-                leader=isr[0],
-            )
-            check_change(
-                f"{qualified}-{partition_id}", None, partition, image.cluster, image.cluster
-            )
-            records.append(partition)
+        records.extend(_new_partitions(image, qualified, topic_id, 0, assignment))
         return records, result
 
     def _created_configs(
@@ -296,9 +278,7 @@ class TopicCreator:
         seen: set[Uuid] = set()
         for request in requests:
             try:
-                topic = resolve_topic(image, request.topic)
-                if topic.topic_id in seen:
-                    raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+                topic = resolve_unseen_topic(image, request.topic, seen)
                 new = self._added_partitions(image, topic, request)
             except ApiError as exc:
                 results.append(
@@ -351,28 +331,7 @@ class TopicCreator:
                 )
             placed = assign_added_partitions(usable, existing, request.count)
             assignment = [list(placed[p]) for p in range(current, request.count)]
-        records: list[Record] = []
-        for offset, replicas in enumerate(assignment):
-            partition_id = current + offset
-            isr = tuple(b for b in replicas if is_live(image.cluster, b))
-            if not isr:
-                raise ApiError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"All brokers specified in the manual partition assignment for partition "
-                    f"{partition_id} are fenced or in controlled shutdown.",
-                )
-            partition = PartitionRecord(
-                partition_id=partition_id,
-                topic_id=topic.topic_id,
-                replicas=tuple(replicas),
-                isr=isr,
-                leader=isr[0],
-            )
-            check_change(
-                partition_name(topic, partition_id), None, partition, image.cluster, image.cluster
-            )
-            records.append(partition)
-        return records
+        return _new_partitions(image, topic.qualified_name, topic.topic_id, current, assignment)
 
 
 def delete_topics(
@@ -391,9 +350,7 @@ def delete_topics(
                     "Topic deletion is disabled; set delete.topic.enable=true "
                     "(`mlog configs alter --cluster --set delete.topic.enable=true`)",
                 )
-            topic = resolve_topic(image, ref)
-            if topic.topic_id in seen:
-                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic in the request.")
+            topic = resolve_unseen_topic(image, ref, seen)
         except ApiError as exc:
             results.append(
                 DeleteTopicResult(
@@ -449,6 +406,35 @@ def check_replica_lists(
                 f"replica(s), but this is not consistent with previous partitions, which have "
                 f"{expected} replica(s).",
             )
+
+
+def _new_partitions(
+    image: MetadataImage,
+    qualified: str,
+    topic_id: Uuid,
+    first_id: int,
+    assignment: Sequence[Sequence[int]],
+) -> list[Record]:
+    """A `PartitionRecord` per replica list from partition `first_id`, led by the first live one."""
+    records: list[Record] = []
+    for partition_id, replicas in enumerate(assignment, start=first_id):
+        isr = tuple(b for b in replicas if is_live(image.cluster, b))
+        if not isr:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"All brokers specified in the manual partition assignment for partition "
+                f"{partition_id} are fenced or in controlled shutdown.",
+            )
+        partition = PartitionRecord(
+            partition_id=partition_id,
+            topic_id=topic_id,
+            replicas=tuple(replicas),
+            isr=isr,
+            leader=isr[0],
+        )
+        check_change(f"{qualified}-{partition_id}", None, partition, image.cluster, image.cluster)
+        records.append(partition)
+    return records
 
 
 def _check_partition_count(count: int) -> None:
