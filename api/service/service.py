@@ -299,15 +299,6 @@ class MetadataService:
         log, image = await asyncio.to_thread(self._open_again, self.log)
         self._install(log, image)
 
-    def reopen_now(self) -> None:
-        """`reopen` for embedded mode (no event loop)."""
-        current = self.log
-        if not current.read_only:
-            current.close()
-            self.log = self._reader(current)
-        log, image = self._open_again(self.log)
-        self._install(log, image)
-
     @staticmethod
     def _reader(failed: MetadataLog) -> MetadataLog:
         """A read-only log over the failed one's directory, so reads of the log go on.
