@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from metadata_log.log import AppendResult, MetadataLog
+from metadata_log.log import MetadataLog
 from records.model import Record
 from replay.delta import MetadataDelta
 from replay.errors import ReplayError
@@ -32,24 +32,6 @@ def check_batch(image: MetadataImage, records: Sequence[Record], *, first_offset
         raise
 
 
-def append_replayed(
-    log: MetadataLog,
-    records: Sequence[Record],
-    *,
-    principal: str | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> AppendResult:
-    """Append `records` as one batch if they replay onto the image of the whole log.
-
-    The log is replayed first (`progress` as in `load_image`): a log that does not replay
-    itself takes no appends until it is repaired. The caller holds the log open for writing,
-    so no other writer appends between the check and the append.
-    """
-    image = load_image(log, progress=progress)
-    check_batch(image, records, first_offset=log.end_offset)
-    return log.append(records, principal=principal)
-
-
 def append_replayed_batches(
     log: MetadataLog,
     batches: Sequence[tuple[Sequence[Record], str | None]],
@@ -58,8 +40,11 @@ def append_replayed_batches(
 ) -> tuple[int, int]:
     """Append batches, each with its own principal, as one block if together they replay.
 
-    The block is what replay checks as a unit (`finish_batch` runs once per block), so the
-    batches are checked together; (first offset, last offset) of what was appended.
+    The log is replayed first (`progress` as in `load_image`): a log that does not replay
+    itself takes no appends until it is repaired. The caller holds the log open for writing,
+    so no other writer appends between the check and the append. The block is what replay
+    checks as a unit (`finish_batch` runs once per block), so the batches are checked
+    together; (first offset, last offset) of what was appended.
     """
     image = load_image(log, progress=progress)
     records = [record for batch, _ in batches for record in batch]

@@ -756,54 +756,51 @@ class MetadataDelta:
             )
         draft.pending_deletion = record
 
-    def _replay_purge_partitions(self, record: PurgeTopicPartitionsRecord) -> None:
-        draft = self._draft(record.topic_id, "purge partitions")
-        where = draft.where()
+    def _ending_deletion(self, topic_id: Uuid, count: int, what: str, rule: str) -> _TopicDraft:
+        """The draft of a topic whose pending deletion, to `count` partitions, a record ends.
+
+        Raises `PendingDeletionError` (`rule`) unless that deletion is pending.
+        """
+        draft = self._draft(topic_id, what)
         pending = draft.pending_deletion
         if pending is None:
+            raise PendingDeletionError(rule, f"{draft.where()} has no partition deletion pending")
+        if count != pending.partition_count:
             raise PendingDeletionError(
-                "deletion.purge-matches", f"{where} has no partition deletion pending"
+                rule,
+                f"{draft.where()}: the pending deletion keeps {pending.partition_count} "
+                f"partitions, not {count}",
             )
-        if record.partition_count != pending.partition_count:
-            raise PendingDeletionError(
-                "deletion.purge-matches",
-                f"{where}: the pending deletion keeps {pending.partition_count} partitions, "
-                f"not {record.partition_count}",
-            )
-        removed = draft.partitions[record.partition_count :]
-        live = [p.partition_id for p in removed if p.mode != Mode.NONE]
+        return draft
+
+    def _replay_purge_partitions(self, record: PurgeTopicPartitionsRecord) -> None:
+        count = record.partition_count
+        draft = self._ending_deletion(
+            record.topic_id, count, "purge partitions", "deletion.purge-matches"
+        )
+        live = [p.partition_id for p in draft.partitions[count:] if p.mode != Mode.NONE]
         if live:
             raise PendingDeletionError(
                 "deletion.purged-mode-none",
-                f"{where}: partitions {live} are still readable (mode is not NONE)",
+                f"{draft.where()}: partitions {live} are still readable (mode is not NONE)",
             )
-        del draft.partitions[record.partition_count :]
+        del draft.partitions[count:]
         draft.pending_deletion = None
 
     def _replay_cancel_partitions_deletion(
         self, record: CancelTopicPartitionsDeletionRecord
     ) -> None:
-        draft = self._draft(record.topic_id, "cancel a partition deletion")
-        where = draft.where()
-        pending = draft.pending_deletion
-        if pending is None:
-            raise PendingDeletionError(
-                "deletion.cancel-matches", f"{where} has no partition deletion pending"
-            )
-        if record.partition_count != pending.partition_count:
-            raise PendingDeletionError(
-                "deletion.cancel-matches",
-                f"{where}: the pending deletion keeps {pending.partition_count} partitions, "
-                f"not {record.partition_count}",
-            )
-        kept = draft.partitions[record.partition_count :]
-        not_back = [p.partition_id for p in kept if p.mode != Mode.READ_WRITE]
+        count = record.partition_count
+        draft = self._ending_deletion(
+            record.topic_id, count, "cancel a partition deletion", "deletion.cancel-matches"
+        )
+        not_back = [p.partition_id for p in draft.partitions[count:] if p.mode != Mode.READ_WRITE]
         if not_back:
             # The cancel follows the changes that make them READ_WRITE again; a partition in
             # mode NONE is past its purge time and cannot come back.
             raise PendingDeletionError(
                 "deletion.cancel-read-write",
-                f"{where}: partitions {not_back} are not READ_WRITE again",
+                f"{draft.where()}: partitions {not_back} are not READ_WRITE again",
             )
         draft.pending_deletion = None
 

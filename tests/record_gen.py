@@ -293,22 +293,7 @@ class LogGenerator:
         if partition.adding_replicas or partition.removing_replicas:
             original = tuple(b for b in partition.replicas if b not in partition.adding_replicas)
             isr = tuple(b for b in partition.isr if b in original) or original[:1]
-            leader = (
-                partition.leader
-                if partition.leader in isr
-                else next((b for b in isr if live(b)), NO_LEADER)
-            )
-            return [
-                PartitionChangeRecord(
-                    partition_id=p,
-                    topic_id=topic.topic_id,
-                    replicas=original,
-                    isr=isr,
-                    leader=leader if leader != partition.leader else LEADER_UNCHANGED,
-                    adding_replicas=(),
-                    removing_replicas=(),
-                )
-            ]
+            return [self._settle(topic, partition, original, isr)]
         registered = [b.broker_id for b in self.image.cluster.sorted()]
         target = tuple(self.rng.sample(registered, min(len(registered), len(partition.replicas))))
         if target == partition.replicas:
@@ -329,23 +314,34 @@ class LogGenerator:
             records.append(start)
         if all(live(b) for b in adding):
             isr = tuple(b for b in target if b in current.isr or b in adding) or target
-            leader = (
-                current.leader
-                if current.leader in isr
-                else next((b for b in isr if live(b)), NO_LEADER)
-            )
-            records.append(
-                PartitionChangeRecord(
-                    partition_id=p,
-                    topic_id=topic.topic_id,
-                    replicas=target,
-                    isr=isr,
-                    leader=leader if leader != current.leader else LEADER_UNCHANGED,
-                    adding_replicas=(),
-                    removing_replicas=(),
-                )
-            )
+            records.append(self._settle(topic, current, target, isr))
         return records
+
+    def _settle(
+        self,
+        topic: TopicImage,
+        partition: PartitionRecord,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+    ) -> PartitionChangeRecord:
+        """The change that ends a reassignment at `replicas` and `isr` (completed or cancelled).
+
+        The leader stays if it is in the new ISR, else the first live member leads (or none).
+        """
+        leader = (
+            partition.leader
+            if partition.leader in isr
+            else next((b for b in isr if self._live(b)), NO_LEADER)
+        )
+        return PartitionChangeRecord(
+            partition_id=partition.partition_id,
+            topic_id=topic.topic_id,
+            replicas=replicas,
+            isr=isr,
+            leader=leader if leader != partition.leader else LEADER_UNCHANGED,
+            adding_replicas=(),
+            removing_replicas=(),
+        )
 
     # ------------------------------------------------------------------ configs, namespaces
 

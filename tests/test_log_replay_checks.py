@@ -23,7 +23,7 @@ from records.model import (
     TopicRecord,
 )
 from records.uuids import Uuid
-from replay.append import append_replayed, check_batch
+from replay.append import append_replayed_batches, check_batch
 from replay.errors import (
     InvalidPartitionError,
     InvalidTopicError,
@@ -174,12 +174,12 @@ def test_check_batch_names_the_offset_the_record_would_get() -> None:
 
 def test_append_replayed_appends_only_a_batch_that_replays(tmp_path: Path) -> None:
     with MetadataLog.open(tmp_path / "log") as log:
-        assert append_replayed(log, GOOD[0], principal="p") == (0, 1)
+        assert append_replayed_batches(log, [(GOOD[0], "p")]) == (0, 1)
         seen: list[int] = []
-        assert append_replayed(log, GOOD[1], progress=seen.append) == (2, 3)
+        assert append_replayed_batches(log, [(GOOD[1], None)], progress=seen.append) == (2, 3)
         assert sum(seen) == 2
         with pytest.raises(UnknownPartitionError) as caught:
-            append_replayed(log, [_partition(T, 1, (2,)), BAD_PARTITION])
+            append_replayed_batches(log, [([_partition(T, 1, (2,)), BAD_PARTITION], None)])
         assert caught.value.offset == 5
         assert log.end_offset == 4
 

@@ -122,22 +122,15 @@ BASE_RECORDS: list[Record] = [
 ]
 
 
-def _base() -> MetadataImage:
-    delta = MetadataDelta(EMPTY_IMAGE)
-    delta.replay_all(BASE_RECORDS)
-    delta.finish_batch()
-    return delta.apply(EMPTY_PROVENANCE)
-
-
-BASE = _base()
-
-
-def replay_batch(records: list[Record], image: MetadataImage = BASE) -> MetadataImage:
-    """`records` as one batch on `image`, the batch rules checked at its end."""
-    delta = MetadataDelta(image)
+def replay_batch(records: list[Record], image: MetadataImage | None = None) -> MetadataImage:
+    """`records` as one batch on `image` (default `BASE`), the batch rules checked at its end."""
+    delta = MetadataDelta(BASE if image is None else image)
     delta.replay_all(records)
     delta.finish_batch()
     return delta.apply(EMPTY_PROVENANCE)
+
+
+BASE = replay_batch(BASE_RECORDS, EMPTY_IMAGE)
 
 
 def _register(broker_id: int, epoch: int, **kwargs: object) -> list[Record]:

@@ -40,6 +40,7 @@ from api.controller.partition_reduction import INTERVAL_KEY
 from metadata_log.config import LogConfig
 from metadata_log.errors import LogError
 from metadata_log.log import AppendResult, MetadataLog
+from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError, RecordError
 from records.model import FeatureLevelRecord, Record
 from replay.delta import MetadataDelta
@@ -90,7 +91,7 @@ class MetadataService:
         self.log = log
         self.reopen_interval_s = reopen_interval_s
         self._snapshots = snapshots
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or _wall_clock_ms
         # One clock for both: a reduction's purge time and the checks must agree on "now".
         self.controller = controller or Controller(clock_ms=self._clock_ms)
         self._committed = image
@@ -118,17 +119,16 @@ class MetadataService:
         With `snapshots`, start from the newest valid snapshot and replay only the log after
         it, and take snapshots by policy after commits.
         """
-        if clock_ms is None:
-            log = MetadataLog.open(log_dir, config=config)
-        else:
-            log = MetadataLog.open(log_dir, config=config, clock_ms=clock_ms)
+        clock_ms = clock_ms or _wall_clock_ms
         try:
-            if snapshots is None:
-                image = load_image(log, progress=progress)
-            else:
-                image = snapshots.start_image(log, progress=progress)
+            log, image = _open_replayed(
+                log_dir,
+                config=config,
+                clock_ms=clock_ms,
+                snapshots=snapshots,
+                progress=progress,
+            )
         except BaseException:
-            log.close()
             if snapshots is not None:
                 snapshots.close()
             raise
@@ -299,15 +299,6 @@ class MetadataService:
         log, image = await asyncio.to_thread(self._open_again, self.log)
         self._install(log, image)
 
-    def reopen_now(self) -> None:
-        """`reopen` for embedded mode (no event loop)."""
-        current = self.log
-        if not current.read_only:
-            current.close()
-            self.log = self._reader(current)
-        log, image = self._open_again(self.log)
-        self._install(log, image)
-
     @staticmethod
     def _reader(failed: MetadataLog) -> MetadataLog:
         """A read-only log over the failed one's directory, so reads of the log go on.
@@ -323,16 +314,13 @@ class MetadataService:
             return failed
 
     def _open_again(self, old: MetadataLog) -> tuple[MetadataLog, MetadataImage]:
-        log = MetadataLog.open(
-            old.directory, config=old.config, codec=old.codec, clock_ms=self._clock_ms
+        return _open_replayed(
+            old.directory,
+            config=old.config,
+            codec=old.codec,
+            clock_ms=self._clock_ms,
+            snapshots=self._snapshots,
         )
-        try:
-            snapshots = self._snapshots
-            image = load_image(log) if snapshots is None else snapshots.start_image(log)
-        except BaseException:
-            log.close()
-            raise
-        return log, image
 
     def _install(self, log: MetadataLog, image: MetadataImage) -> None:
         # Unacknowledged records may or may not have reached the disk: the replayed image is
@@ -504,6 +492,36 @@ class MetadataService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _open_replayed(
+    directory: Path,
+    *,
+    config: LogConfig | None,
+    clock_ms: Callable[[], int],
+    snapshots: Snapshotter | None,
+    codec: RecordCodec = DEFAULT_CODEC,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[MetadataLog, MetadataImage]:
+    """Open the log for writing and replay it (after the newest snapshot, with `snapshots`).
+
+    At start-up and at every re-open after a storage failure; the log is closed again if the
+    replay fails.
+    """
+    log = MetadataLog.open(directory, config=config, codec=codec, clock_ms=clock_ms)
+    try:
+        if snapshots is None:
+            image = load_image(log, progress=progress)
+        else:
+            image = snapshots.start_image(log, progress=progress)
+    except BaseException:
+        log.close()
+        raise
+    return log, image
 
 
 def first_image() -> MetadataImage:
