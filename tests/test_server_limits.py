@@ -65,7 +65,7 @@ def _create_topics(correlation_id: int, names: list[str]) -> bytes:
         for name in names
     ]
     body = codec.build(
-        codec.request_class(19, 7), topics=topics, timeout_ms=30_000, validate_only=False
+        codec.request_class(19, 7), topics=topics, timeout=30_000, validate_only=False
     )
     return codec.encode_request(body, correlation_id=correlation_id, client_id="t")
 
