@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import signal
 import socket
 import struct
@@ -50,6 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.protocol import codec
+from api.server.limits import raise_open_file_limit
 
 PROBE_INTERVAL = 0.05
 """Seconds between the starts of two probe rounds (ApiVersions + Metadata)."""
@@ -117,16 +117,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no VmRSS")
-
-
-def raise_open_files(wanted: int) -> int:
-    """Raise this process's soft open-file limit towards `wanted` (up to the hard limit)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = min(wanted, hard) if hard != resource.RLIM_INFINITY else wanted
-    if target > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    return soft
 
 
 # ---------------------------------------------------------------------------------- load roles
@@ -201,7 +191,7 @@ def role_crowd(
     address: tuple[str, int], seconds: float, idle: int, slowloris: int
 ) -> dict[str, Any]:
     """Open `idle` silent connections and `slowloris` ones trickling a request, for `seconds`."""
-    raise_open_files(idle + slowloris + 256)
+    raise_open_file_limit()  # as the server does: the crowd is thousands of sockets
     idle_socks = []
     failed = 0
     for _ in range(idle):
