@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import signal
 import socket
 import struct
@@ -50,6 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.protocol import codec
+from api.server.limits import raise_open_file_limit
 
 PROBE_INTERVAL = 0.05
 """Seconds between the starts of two probe rounds (ApiVersions + Metadata)."""
@@ -87,7 +87,7 @@ def create_topics(correlation_id: int, names: list[str]) -> bytes:
         for n in names
     ]
     body = codec.build(
-        codec.request_class(19, 7), topics=topics, timeout_ms=30_000, validate_only=False
+        codec.request_class(19, 7), topics=topics, timeout=30_000, validate_only=False
     )
     return codec.encode_request(body, correlation_id=correlation_id, client_id="probe")
 
@@ -117,16 +117,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no VmRSS")
-
-
-def raise_open_files(wanted: int) -> int:
-    """Raise this process's soft open-file limit towards `wanted` (up to the hard limit)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = min(wanted, hard) if hard != resource.RLIM_INFINITY else wanted
-    if target > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    return soft
 
 
 # ---------------------------------------------------------------------------------- load roles
@@ -201,7 +191,7 @@ def role_crowd(
     address: tuple[str, int], seconds: float, idle: int, slowloris: int
 ) -> dict[str, Any]:
     """Open `idle` silent connections and `slowloris` ones trickling a request, for `seconds`."""
-    raise_open_files(idle + slowloris + 256)
+    raise_open_file_limit()  # as the server does: the crowd is thousands of sockets
     idle_socks = []
     failed = 0
     for _ in range(idle):
@@ -274,13 +264,6 @@ class Phase:
         return ordered[min(len(ordered) - 1, max(0, int(len(ordered) * q) - 1))]
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system, all threads) of a process (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def probe(
     address: tuple[str, int], seconds: float, server_pid: int
 ) -> tuple[list[float], int, int, int]:
@@ -340,38 +323,6 @@ def finish_load(process: subprocess.Popen[str]) -> dict[str, Any]:
     lines = [line for line in out.splitlines() if line.strip()]
     result: dict[str, Any] = json.loads(lines[-1]) if lines else {"error": process.returncode}
     return result
-
-
-def start_server(
-    repo: Path, data_dir: Path, log_path: Path
-) -> tuple[subprocess.Popen[bytes], tuple[str, int]]:
-    """`mlog serve` of `repo` on a free port; its pid and address once it serves."""
-    with log_path.open("w") as log_file:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "api.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            stderr=log_file,
-            cwd=repo,
-            env={**os.environ, "PYTHONPATH": str(repo)},
-        )
-    for _ in range(600):
-        text = log_path.read_text()
-        if "serving on " in text:
-            host, port = text.split("serving on ", 1)[1].split()[0].rsplit(":", 1)
-            return server, (host, int(port))
-        if server.poll() is not None:
-            break
-        time.sleep(0.1)
-    server.kill()
-    raise SystemExit(f"the server did not start: {log_path.read_text()[-2000:]}")
 
 
 def prepare(address: tuple[str, int], topics: int) -> int:
@@ -436,6 +387,9 @@ def main() -> None:
             result = role_crowd(address, args.seconds, args.idle, args.slowloris)
         print(json.dumps(result), flush=True)
         return
+    # Not at the top: a load process would import the service and the log with it, and start
+    # later into its phase.
+    from server_bench import cpu_seconds, start_server
 
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="fairness-bench-"))
     data_dir = scratch / "served"
@@ -443,7 +397,7 @@ def main() -> None:
         raise SystemExit(f"{data_dir} exists; give an empty --dir")
     repo = args.repo.resolve()
     register_brokers(repo, data_dir)
-    server, address = start_server(repo, data_dir, scratch / "server.log")
+    server, address = start_server(data_dir, scratch / "server.log", repo=repo)
     where = f"{address[0]}:{address[1]}"
     phases: list[Phase] = []
     try:
@@ -489,9 +443,9 @@ def main() -> None:
             elif name != "baseline":
                 raise SystemExit(f"unknown phase {name!r}")
             time.sleep(0.5)  # the load is under way
-            cpu = cpu_seconds(server.pid)
+            cpu = cpu_seconds(f"/proc/{server.pid}/stat")
             latencies, errors, rss_start, rss_max = probe(address, args.seconds, server.pid)
-            cpu = (cpu_seconds(server.pid) - cpu) / args.seconds
+            cpu = (cpu_seconds(f"/proc/{server.pid}/stat") - cpu) / args.seconds
             result = finish_load(load) if load is not None else {}
             phases.append(Phase(name, latencies, rss_start, rss_max, result, errors, cpu))
             time.sleep(1.0)  # let the server settle between phases

@@ -31,13 +31,13 @@ import argparse
 import asyncio
 import os
 import signal
-import socket
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,7 @@ class Stats:
     deleted: set[str] = field(default_factory=set)
 
 
-def _cpu_seconds(path: str) -> float:
+def cpu_seconds(path: str) -> float:
     """CPU seconds (user + system) of a process or thread, from its /proc stat file (Linux)."""
     try:
         with open(path) as stat:
@@ -72,10 +72,43 @@ def _cpu_seconds(path: str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def start_server(
+    data_dir: Path, log_path: Path, *, python: Sequence[str] = (), repo: Path | None = None
+) -> tuple[subprocess.Popen[bytes], tuple[str, int]]:
+    """`mlog serve` on a free port of 127.0.0.1; the process and its address once it serves.
+
+    `python` goes between the interpreter and `-m api.cli` (`-m cProfile -o FILE`); `repo` runs
+    the server of another checkout instead of the one on this interpreter's path.
+    """
+    where: dict[str, Any] = {}
+    if repo is not None:
+        where = {"cwd": repo, "env": {**os.environ, "PYTHONPATH": str(repo)}}
+    with log_path.open("w") as log_file:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                *python,
+                "-m",
+                "api.cli",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            stderr=log_file,
+            **where,
+        )
+    for _ in range(600):
+        text = log_path.read_text()
+        if "serving on " in text:
+            host, port = text.split("serving on ", 1)[1].split()[0].rsplit(":", 1)
+            return server, (host, int(port))
+        if server.poll() is not None:
+            break
+        time.sleep(0.1)
+    server.kill()
+    raise SystemExit(f"the server did not start: {log_path.read_text()[-2000:]}")
 
 
 def _uvarint(value: int) -> bytes:
@@ -294,30 +327,9 @@ def main() -> None:
     if data_dir.exists():
         raise SystemExit(f"{data_dir} exists; give an empty --dir")
     _prepare(data_dir)
-    port = _free_port()
     server_log = scratch / "server.log"
-    with server_log.open("w") as log_file:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                *(["-m", "cProfile", "-o", str(args.profile)] if args.profile is not None else []),
-                "-m",
-                "api.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--listen",
-                f"127.0.0.1:{port}",
-            ],
-            stderr=log_file,
-        )
-    for _ in range(600):
-        if "serving on" in server_log.read_text():
-            break
-        time.sleep(0.1)
-    else:
-        server.kill()
-        raise SystemExit(f"the server did not start: {server_log.read_text()[-2000:]}")
+    profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile is not None else []
+    server, (_, port) = start_server(data_dir, server_log, python=profile)
     stats = Stats()
 
     async def load() -> float:
@@ -330,9 +342,9 @@ def main() -> None:
 
     process_stat = f"/proc/{server.pid}/stat"
     main_stat = f"/proc/{server.pid}/task/{server.pid}/stat"
-    cpu_before = (_cpu_seconds(process_stat), _cpu_seconds(main_stat))
+    cpu_before = (cpu_seconds(process_stat), cpu_seconds(main_stat))
     elapsed = asyncio.run(load())
-    cpu = (_cpu_seconds(process_stat) - cpu_before[0], _cpu_seconds(main_stat) - cpu_before[1])
+    cpu = (cpu_seconds(process_stat) - cpu_before[0], cpu_seconds(main_stat) - cpu_before[1])
     server.send_signal(signal.SIGTERM)
     code = server.wait(60)
     if code != 0:

@@ -9,14 +9,12 @@ import asyncio
 import errno
 import os
 import re
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from server_process import serve_process
 
 from api.cli.main import main
 from api.client import AdminClient
@@ -100,38 +98,10 @@ def test_a_full_disk_answers_storage_errors_and_heals_without_a_restart(
 ) -> None:
     data_dir = tiny_disk / "data"
     assert main(["--data-dir", str(data_dir), "brokers", "register", "--id", "1"]) == 0
-    stderr = tiny_disk.parent / "serve.log"
-    with stderr.open("w") as err:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "api.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            stderr=err,
-        )
-    try:
-        address = None
-        for _ in range(300):
-            found = re.search(r"serving on (\S+)", stderr.read_text())
-            if found:
-                address = found.group(1)
-                break
-            time.sleep(0.1)
-        assert address is not None, stderr.read_text()
-        acked = asyncio.run(_session(address, tiny_disk / "filler"))
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(60) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(30)
-    text = stderr.read_text()
+    with serve_process(data_dir, tiny_disk.parent / "serve.log") as served:
+        acked = asyncio.run(_session(served.address, tiny_disk / "filler"))
+        assert served.stop() == 0
+    text = served.log()
     assert "Traceback" not in text, text
     # One line when writes stop, one when they resume.
     assert len(re.findall("the metadata log cannot be written", text)) == 1, text

@@ -15,29 +15,25 @@ it is a failure: CI must run them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KpNewTopic
+from server_process import ServeProcess, serve_process
 
 from api.cli.main import main
 
 INTEROP = Path(__file__).parent / "interop"
 RDKAFKA_HEADER = Path("/usr/include/librdkafka/rdkafka.h")
 CLIENT_TIMEOUT = 120
-LISTEN = ("--listen", "127.0.0.1:0")
 
 
 def _missing(reason: str) -> None:
@@ -47,48 +43,19 @@ def _missing(reason: str) -> None:
     pytest.skip(f"{reason}; `make test` installs it")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Served:
-    """A running `mlog serve`: where it listens and the file its log lines go to."""
-
-    address: str
-    data_dir: Path
-    stderr: Path
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     """`mlog serve` on a free port over a directory with three racked brokers (ids 1-3)."""
     base = tmp_path_factory.mktemp("interop")
     data_dir = base / "data"
     for broker_id, rack in ((1, "r1"), (2, "r0"), (3, "r1")):
         args = ["--data-dir", str(data_dir), "brokers", "register", "--id", str(broker_id)]
         assert main([*args, "--rack", rack]) == 0
-    stderr = base / "serve.log"
-    with stderr.open("w") as err:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(data_dir), *LISTEN],
-            stderr=err,
-        )
-    try:
-        address = None
-        for _ in range(300):
-            found = re.search(r"serving on (\S+)", stderr.read_text())
-            if found:
-                address = found.group(1)
-                break
-            if process.poll() is not None:
-                break
-            time.sleep(0.1)
-        assert address is not None, stderr.read_text()
-        yield Served(address=address, data_dir=data_dir, stderr=stderr)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with serve_process(data_dir, base / "serve.log") as server:
+        yield server
+        # A server that does not stop on SIGTERM is killed on the way out of the block.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.stop()
 
 
 def _run(args: list[str], *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -97,7 +64,7 @@ def _run(args: list[str], *, cwd: Path | None = None) -> subprocess.CompletedPro
     )
 
 
-def test_kafkajs_keeps_its_connection_across_metadata_refreshes(served: Served) -> None:
+def test_kafkajs_keeps_its_connection_across_metadata_refreshes(served: ServeProcess) -> None:
     if shutil.which("node") is None:
         _missing("node is not installed")
     if not (INTEROP / "node_modules" / "kafkajs" / "package.json").exists():
@@ -123,7 +90,9 @@ def test_kafkajs_keeps_its_connection_across_metadata_refreshes(served: Served) 
     assert "kjs-one" not in seen["listed"] and "kjs-two" in seen["listed"]
 
 
-def test_librdkafka_reaches_the_controller_and_the_broker(served: Served, tmp_path: Path) -> None:
+def test_librdkafka_reaches_the_controller_and_the_broker(
+    served: ServeProcess, tmp_path: Path
+) -> None:
     compiler = shutil.which("gcc")
     if compiler is None:
         _missing("gcc is not installed")
@@ -144,7 +113,7 @@ def test_librdkafka_reaches_the_controller_and_the_broker(served: Served, tmp_pa
     assert "delete rdk-topic ok" in lines
 
 
-def test_kafka_python_and_confluent_see_one_stable_node(served: Served) -> None:
+def test_kafka_python_and_confluent_see_one_stable_node(served: ServeProcess) -> None:
     kp = KafkaAdminClient(bootstrap_servers=served.address, request_timeout_ms=10_000)
     try:
         kp.create_topics([KpNewTopic("kp-racked", 2, 2)])

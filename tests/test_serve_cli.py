@@ -7,17 +7,14 @@ import io
 import logging
 import os
 import re
-import signal
 import socket
 import struct
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
+from server_process import serve_process
 
 from api.cli.main import main
 from api.server.server_log import server_log
@@ -28,46 +25,18 @@ from records import TopicRecord
 def test_serve_answers_a_client_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     assert main(["--data-dir", str(data_dir), "brokers", "register", "--id", "1"]) == 0
-    stderr = tmp_path / "serve.log"
-    with stderr.open("w") as err:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "api.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--listen",
-                "127.0.0.1:0",
-                "--socket-request-max-bytes",
-                "4096",
-            ],
-            stderr=err,
-        )
-    try:
-        address = None
-        for _ in range(300):
-            found = re.search(r"serving on (\S+)", stderr.read_text())
-            if found:
-                address = found.group(1)
-                break
-            time.sleep(0.1)
-        assert address is not None, stderr.read_text()
+    options = ("--socket-request-max-bytes", "4096")
+    with serve_process(data_dir, tmp_path / "serve.log", *options) as served:
         # A frame above --socket-request-max-bytes closes its connection, not the server.
-        host, port = address.rsplit(":", 1)
+        host, port = served.address.rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=10) as oversized:
             oversized.sendall(struct.pack(">i", 4097) + bytes(64))
             assert oversized.recv(1) == b""  # closed without an answer
-        admin = KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=10_000)
+        admin = KafkaAdminClient(bootstrap_servers=served.address, request_timeout_ms=10_000)
         admin.create_topics([NewTopic("served", 2, 1)])
         admin.close()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(60) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-    text = stderr.read_text()
+        assert served.stop() == 0
+    text = served.log()
     assert "create topic served: ok" in text
     assert "request size 4097 is outside 0..4096" in text
     # One line for the start and one for the stop (with why), none twice.
@@ -204,36 +173,10 @@ def test_serve_refuses_a_bad_limit_in_the_environment_and_a_queue_below_the_fram
 
 def test_serve_closes_idle_and_excess_connections_with_one_summary_line(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    stderr = tmp_path / "serve.log"
-    with stderr.open("w") as err:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "api.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--listen",
-                "127.0.0.1:0",
-                "--connections-max-idle-ms",
-                "500",
-                "--max-connections-per-ip",
-                "2",
-            ],
-            stderr=err,
-            env={**os.environ, "MLOG_MAX_CONNECTIONS": "100"},
-        )
-    try:
-        address = None
-        for _ in range(300):
-            found = re.search(r"serving on (\S+)", stderr.read_text())
-            if found:
-                address = found.group(1)
-                break
-            time.sleep(0.1)
-        assert address is not None, stderr.read_text()
-        host, port = address.rsplit(":", 1)
+    options = ("--connections-max-idle-ms", "500", "--max-connections-per-ip", "2")
+    env = {**os.environ, "MLOG_MAX_CONNECTIONS": "100"}
+    with serve_process(data_dir, tmp_path / "serve.log", *options, env=env) as served:
+        host, port = served.address.rsplit(":", 1)
         kept = [socket.create_connection((host, int(port)), timeout=20) for _ in range(2)]
         excess = [socket.create_connection((host, int(port)), timeout=20) for _ in range(5)]
         # Closed at once (the two over the per-ip limit), or after 500 ms idle (the kept ones).
@@ -241,12 +184,8 @@ def test_serve_closes_idle_and_excess_connections_with_one_summary_line(tmp_path
             with contextlib.suppress(ConnectionResetError):
                 assert sock.recv(1) == b""
             sock.close()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(60) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-    text = stderr.read_text()
+        assert served.stop() == 0
+    text = served.log()
     assert "max.connections=100, max.connections.per.ip=2, connections.max.idle.ms=500" in text
     summaries = re.findall(r"closed (\d+) connections? over limits: (.*)", text)
     assert 1 <= len(summaries) <= 3, text  # one per interval, not one per connection

@@ -11,10 +11,8 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from server_thread import running_server
@@ -65,7 +63,7 @@ def _create_topics(correlation_id: int, names: list[str]) -> bytes:
         for name in names
     ]
     body = codec.build(
-        codec.request_class(19, 7), topics=topics, timeout_ms=30_000, validate_only=False
+        codec.request_class(19, 7), topics=topics, timeout=30_000, validate_only=False
     )
     return codec.encode_request(body, correlation_id=correlation_id, client_id="t")
 
@@ -128,19 +126,13 @@ def _until(condition: Callable[[], bool]) -> bool:
     return condition()
 
 
-@contextmanager
-def _server(tmp_path: Path, **options: Any) -> Iterator[MetadataServer]:
-    with running_server(tmp_path / "log", brokers=3, **options) as server:
-        yield server
-
-
 # ---------------------------------------------------------------------------------- fairness
 
 
 def test_a_never_reading_pipeliner_is_held_to_bounds_and_does_not_starve_another(
     tmp_path: Path,
 ) -> None:
-    with _server(tmp_path) as server:
+    with running_server(tmp_path / "log") as server:
         probe = _connect(server)
         # A large enough image that each Metadata answer is tens of KiB.
         _ask(probe, _create_topics(1, [f"topic-{i:03d}" for i in range(150)]), 1)
@@ -190,7 +182,7 @@ def test_a_never_reading_pipeliner_is_held_to_bounds_and_does_not_starve_another
 def test_pipelined_requests_are_all_answered_in_order_even_after_the_client_shuts_down_writing(
     tmp_path: Path,
 ) -> None:
-    with _server(tmp_path) as server:
+    with running_server(tmp_path / "log") as server:
         sock = _connect(server)
         frames = [_api_versions(i) if i % 2 else _metadata_all(i) for i in range(3000)]
         sock.sendall(b"".join(frames))
@@ -207,7 +199,10 @@ def test_idle_and_slowloris_connections_are_closed_and_active_ones_kept(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     limits = ServerLimits(connections_max_idle_ms=300)
-    with caplog.at_level(logging.WARNING, "api.server"), _server(tmp_path, limits=limits) as server:
+    with (
+        caplog.at_level(logging.WARNING, "api.server"),
+        running_server(tmp_path / "log", limits=limits) as server,
+    ):
         idle = _connect(server)
         slowloris = _connect(server)
         active = _connect(server)
@@ -250,7 +245,10 @@ def test_connections_over_the_per_ip_limit_are_closed_and_summed_up_in_one_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     limits = ServerLimits(max_connections_per_ip=3)
-    with caplog.at_level(logging.WARNING, "api.server"), _server(tmp_path, limits=limits) as server:
+    with (
+        caplog.at_level(logging.WARNING, "api.server"),
+        running_server(tmp_path / "log", limits=limits) as server,
+    ):
         kept = [_connect(server) for _ in range(3)]
         for sock in kept:
             _ask(sock, _api_versions(1), 1)
@@ -276,7 +274,7 @@ def test_connections_over_the_per_ip_limit_are_closed_and_summed_up_in_one_line(
 
 
 def test_connections_over_max_connections_are_closed(tmp_path: Path) -> None:
-    with _server(tmp_path, limits=ServerLimits(max_connections=5)) as server:
+    with running_server(tmp_path / "log", limits=ServerLimits(max_connections=5)) as server:
         kept = [_connect(server, source=f"127.0.0.{i}") for i in range(1, 6)]
         for sock in kept:
             _ask(sock, _api_versions(1), 1)
@@ -298,7 +296,7 @@ def test_a_frame_claiming_a_huge_size_counts_against_queued_max_request_bytes(
 ) -> None:
     mib = 1024 * 1024
     limits = ServerLimits(queued_max_request_bytes=2 * mib)
-    with _server(tmp_path, limits=limits, max_request_bytes=mib) as server:
+    with running_server(tmp_path / "log", limits=limits, max_request_bytes=mib) as server:
         first = _connect(server)
         first.sendall(struct.pack(">i", mib) + bytes(100))  # 100 bytes of a claimed 1 MiB
         assert _until(lambda: server.queued_request_bytes >= mib)

@@ -10,16 +10,12 @@ from __future__ import annotations
 import io
 import logging
 import os
-import re
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import psycopg
 import pytest
+from server_process import serve_process
 from sql_backends import postgres_server, postgres_url
 from sqlalchemy.engine import make_url
 
@@ -74,34 +70,9 @@ def damage_sqlite(path: Path, how: str) -> None:
 
 def serve_starts(data_dir: Path, tmp_path: Path) -> str:
     """Start `mlog serve`, wait until it serves, stop it; its stderr."""
-    stderr = tmp_path / "serve.log"
-    with stderr.open("w") as err:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "api.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            stderr=err,
-        )
-    try:
-        for _ in range(600):
-            if re.search(r"serving on \S+", stderr.read_text()) or process.poll() is not None:
-                break
-            time.sleep(0.1)
-        assert re.search(r"serving on \S+", stderr.read_text()), stderr.read_text()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(60) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    return stderr.read_text()
+    with serve_process(data_dir, tmp_path / "serve.log") as served:
+        assert served.stop() == 0
+    return served.log()
 
 
 @pytest.mark.parametrize("how", ["page", "cut", "header"])
