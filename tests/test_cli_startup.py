@@ -90,6 +90,8 @@ def test_topics_list_on_a_data_directory_imports_no_heavy_library(small_cluster:
     assert not modules & set(HEAVY)
     # Nor asyncio: only the server and --bootstrap-server need an event loop.
     assert "asyncio" not in modules
+    # Nor the login name's lookup: only a write records a principal.
+    assert "getpass" not in modules
 
 
 def test_topics_create_without_snapshots_opens_no_database(small_cluster: Path) -> None:

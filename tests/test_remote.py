@@ -588,3 +588,44 @@ async def _kafka_apis_through_the_client(address: str) -> None:
 def test_the_client_speaks_every_kafka_api(tmp_path: Path) -> None:
     with running_server(tmp_path / "log") as server:
         asyncio.run(_kafka_apis_through_the_client(server.address))
+
+
+Page = tuple[list[tuple[str, list[int]]], tuple[str, int] | None]
+"""A DescribeTopicPartitions page: (topic, partition ids) listed, and its next cursor."""
+
+
+async def _pages(address: str, *, limit: int) -> list[Page]:
+    pages: list[Page] = []
+    async with await AdminClient.connect(address) as client:
+        await client.create_topics(
+            [
+                CreatableTopic(name="a", num_partitions=3),
+                CreatableTopic(name="b", num_partitions=2),
+            ]
+        )
+        cursor: dict[str, object] | None = None
+        while True:
+            page = await client.request(
+                75,
+                topics=[{"name": "b"}, {"name": "a"}],
+                response_partition_limit=limit,
+                cursor=cursor,
+            )
+            listed = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in page.topics]
+            after = page.next_cursor
+            if after is None:
+                pages.append((listed, None))
+                return pages
+            pages.append((listed, (after.topic_name, int(after.partition_index))))
+            cursor = {"topic_name": after.topic_name, "partition_index": after.partition_index}
+
+
+def test_describe_topic_partitions_pages_by_the_partition_limit(tmp_path: Path) -> None:
+    """Each page holds at most the limit's partitions; its cursor is where the next one starts."""
+    with running_server(tmp_path / "log") as server:
+        pages = asyncio.run(_pages(server.address, limit=2))
+    assert pages == [
+        ([("a", [0, 1])], ("a", 2)),
+        ([("a", [2]), ("b", [0])], ("b", 1)),
+        ([("b", [1])], None),
+    ]

@@ -157,11 +157,14 @@ def add_writer_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def principal(args: argparse.Namespace) -> str:
-    """The principal a local write records: `--principal`, else User:<login>."""
+def given_principal(args: argparse.Namespace) -> str | None:
+    """`--principal`, if the command has it and it was given."""
     given: str | None = getattr(args, "principal", None)
-    if given:
-        return given
+    return given or None
+
+
+def login_principal() -> str:
+    """User:<login>: the principal a local write records without `--principal`."""
     import getpass
 
     return f"User:{getpass.getuser()}"

@@ -17,7 +17,7 @@ from api.cli.common import (
 )
 from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
-from api.cli.targets import LocalTarget, RemoteTarget, open_reader
+from api.cli.targets import open_reader, open_target
 from metadata_log.errors import LogCorruptionError
 from metadata_log.log import MetadataLog
 from metadata_log.repair import truncate_after
@@ -53,22 +53,16 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     """
     if getattr(args, "up_to_damage", False):
         return _dump_up_to_damage(args, settings, out)
-    target: LocalTarget | RemoteTarget = (
-        RemoteTarget(settings.bootstrap_server)
-        if settings.bootstrap_server
-        else LocalTarget(settings, principal="", check_pending=False)
-    )
-    try:
-        entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
-        for entry in entries:
-            _print_entry(entry, settings, out)
-            if args.follow:
-                out.flush()  # a follower's reader sees each entry as it comes
-    except KeyboardInterrupt:
-        if not args.follow:
-            raise
-    finally:
-        target.close()
+    with open_target(settings, args, check_pending=False) as target:
+        try:
+            entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
+            for entry in entries:
+                _print_entry(entry, settings, out)
+                if args.follow:
+                    out.flush()  # a follower's reader sees each entry as it comes
+        except KeyboardInterrupt:
+            if not args.follow:
+                raise
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from api.cli.common import CliError, principal
+from api.cli.common import CliError, given_principal, login_principal
 from api.cli.progress import Progress
 from api.controller.errors import ErrorCode, IllegalStateTransitionError
 from api.service.settings import Settings
@@ -129,11 +129,20 @@ def _segment_files(log_dir: Path) -> list[tuple[str, int, int]]:
 class LocalTarget:
     """The data directory: the service is opened on the first write, reads are read-only."""
 
-    def __init__(self, settings: Settings, principal: str, *, check_pending: bool = True) -> None:
+    def __init__(
+        self, settings: Settings, principal: str | None = None, *, check_pending: bool = True
+    ) -> None:
         self.settings = settings
-        self.principal = principal
+        self._principal = principal
         self._check_pending = check_pending
         self._service: MetadataService | None = None
+
+    @property
+    def principal(self) -> str:
+        """Who the writes record: the one given, else User:<login> (looked up on first use)."""
+        if self._principal is None:
+            self._principal = login_principal()
+        return self._principal
 
     def service(self) -> MetadataService:
         """The open service (opened now, after one check of due pending deletions)."""
@@ -515,15 +524,17 @@ def open_target(
 ) -> Iterator[Target]:
     """The data directory, or the server of `--bootstrap-server` / MLOG_BOOTSTRAP_SERVER."""
     target: Target
+    given = given_principal(args)
     if settings.bootstrap_server:
-        if getattr(args, "principal", None):
+        if given is not None:
             raise CliError(
                 "--principal applies to the data directory only: a server records the "
                 "principal of its connection; drop --principal or --bootstrap-server"
             )
         target = RemoteTarget(settings.bootstrap_server)
     else:
-        target = LocalTarget(settings, principal(args), check_pending=check_pending)
+        # A read records nobody: the login is looked up only if the command writes.
+        target = LocalTarget(settings, given, check_pending=check_pending)
     try:
         yield target
     finally:

@@ -9,6 +9,7 @@ controller placed them on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from api.controller.errors import ErrorCode
@@ -147,9 +148,7 @@ class MetadataApis(HandlerGroup):
                 break
             partitions = topic.partitions[first : first + budget]
             budget -= len(partitions)
-            entry = _metadata_topic(image, topic)
-            entry["partitions"] = [_partition_entry(image, p) for p in partitions]
-            answered.append(entry)
+            answered.append(_metadata_topic(image, topic, partitions))
             if first + len(partitions) < len(topic.partitions):
                 next_cursor = {"topic_name": name, "partition_index": first + len(partitions)}
                 break
@@ -202,13 +201,17 @@ def _missing_topic(name: str | None, topic_id: Uuid, code: ErrorCode) -> dict[st
     }
 
 
-def _metadata_topic(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
+def _metadata_topic(
+    image: MetadataImage, topic: TopicImage, partitions: Sequence[PartitionRecord] | None = None
+) -> dict[str, Any]:
+    """A topic's entry with `partitions` (by default all of them)."""
+    listed = topic.partitions if partitions is None else partitions
     return {
         "error_code": 0,
         "name": topic.qualified_name,
         "topic_id": topic.topic_id.bytes,
         "is_internal": is_internal_topic(topic.qualified_name),
-        "partitions": [_partition_entry(image, p) for p in topic.partitions],
+        "partitions": [_partition_entry(image, p) for p in listed],
         "topic_authorized_operations": UNAUTHORIZED_OPS,
     }
 
