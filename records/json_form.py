@@ -1,11 +1,14 @@
 """The JSON form of records, as `mlog log dump --output json` prints and `mlog log append` reads.
 
 A record is `{"type": "TOPIC_RECORD", "version": 0, "data": {...}}` like Kafka's metadata log
-dump; ids are in Kafka's 22-char text form, enums by name (numbers are accepted on input).
+dump; ids are in Kafka's 22-char text form, enums by name (numbers are accepted on input),
+bytes (SCRAM salts and keys) in standard base64, as Kafka's JSON forms write them.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Mapping
 from enum import IntEnum
@@ -40,6 +43,8 @@ def _to_json(value: Any, enum: type[IntEnum] | None) -> Any:
         return [_to_json(v, None) for v in value]
     if isinstance(value, BrokerEndpoint | BrokerFeature):
         return {name: getattr(value, name) for name in value.__dataclass_fields__}
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
     return value
 
 
@@ -51,6 +56,15 @@ def record_to_json(record: Record, codec: RecordCodec = DEFAULT_CODEC) -> dict[s
         "version": schema.version,
         "data": {f.name: _to_json(getattr(record, f.name), f.enum) for f in schema.fields},
     }
+
+
+def _bytes_from_json(value: Any, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise RecordError(f"{where}: expected a base64 string, got {value!r}")
+    try:
+        return base64.b64decode(value.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise RecordError(f"{where}: {value!r} is not base64") from None
 
 
 def _from_json(avro_type: Any, value: Any, where: str, enum: type[IntEnum] | None) -> Any:
@@ -110,6 +124,8 @@ def _from_json(avro_type: Any, value: Any, where: str, enum: type[IntEnum] | Non
         if not isinstance(value, str):
             raise RecordError(f"{where}: expected a string, got {value!r}")
         return value
+    if avro_type == "bytes":
+        return _bytes_from_json(value, where)
     if avro_type == "boolean":
         if not isinstance(value, bool):
             raise RecordError(f"{where}: expected true or false, got {value!r}")

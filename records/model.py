@@ -46,6 +46,86 @@ class ControlledShutdownChange(IntEnum):
     IN_CONTROLLED_SHUTDOWN = 1
 
 
+class ResourceType(IntEnum):
+    """What an ACL applies to; values are Kafka's `ResourceType` ids, plus NAMESPACE (ours).
+
+    NAMESPACE uses 64, the code this product already gives namespaces as config resources
+    (`ConfigResourceType.NAMESPACE`); Kafka has no namespaces and does not use it. UNKNOWN and
+    ANY occur only in filters, never in a stored ACL.
+    """
+
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+    NAMESPACE = 64
+
+
+class PatternType(IntEnum):
+    """How an ACL's resource name matches; Kafka's `PatternType` ids.
+
+    A stored ACL is LITERAL or PREFIXED; UNKNOWN, ANY and MATCH occur only in filters.
+    """
+
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclOperation(IntEnum):
+    """An operation an ACL allows or denies; Kafka's `AclOperation` ids.
+
+    UNKNOWN and ANY occur only in filters, never in a stored ACL.
+    """
+
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class AclPermissionType(IntEnum):
+    """Whether an ACL allows or denies; Kafka's `AclPermissionType` ids.
+
+    UNKNOWN and ANY occur only in filters, never in a stored ACL.
+    """
+
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+class ScramMechanism(IntEnum):
+    """A SCRAM mechanism; Kafka's `ScramMechanism` ids (UNKNOWN never in a stored credential)."""
+
+    UNKNOWN = 0
+    SCRAM_SHA_256 = 1
+    SCRAM_SHA_512 = 2
+
+    @property
+    def mechanism_name(self) -> str:
+        """The SASL mechanism name: SCRAM-SHA-256 or SCRAM-SHA-512."""
+        return self.name.replace("_", "-")
+
+
 LEADER_UNCHANGED = -2
 """`PartitionChangeRecord.leader` value meaning "the leader does not change" (Kafka's -2)."""
 
@@ -273,6 +353,67 @@ class CancelTopicPartitionsDeletionRecord(Record):
     """The count of the pending deletion this cancels (a check that it is the one meant)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord(Record):
+    """A user's SCRAM credential for one mechanism was set (KRaft's record of the same name).
+
+    Holds what RFC 5802 lets a server keep, never the password: salt, StoredKey =
+    H(ClientKey), ServerKey and the iteration count. A later record for the same user and
+    mechanism replaces it.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+    name: str
+    """The user name (the principal is `User:<name>`)."""
+    mechanism: ScramMechanism
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord(Record):
+    """A user's SCRAM credential for one mechanism was removed."""
+
+    RECORD_TYPE: ClassVar[int] = 22
+    VERSION: ClassVar[int] = 0
+    name: str
+    mechanism: ScramMechanism
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord(Record):
+    """An ACL was created (KRaft's record of the same name): who may or may not do what where.
+
+    `id` names the ACL for its removal; the other fields are Kafka's `AclBinding`, with
+    resource type NAMESPACE (ours) for namespace ACLs.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 23
+    VERSION: ClassVar[int] = 0
+    id: Uuid
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: PatternType
+    principal: str
+    """`User:<name>` or `User:*`."""
+    host: str
+    """The client's address, or `*` for any."""
+    operation: AclOperation
+    permission_type: AclPermissionType
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord(Record):
+    """An ACL was removed."""
+
+    RECORD_TYPE: ClassVar[int] = 24
+    VERSION: ClassVar[int] = 0
+    id: Uuid
+
+
 RECORD_CLASSES: tuple[type[Record], ...] = (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -289,6 +430,10 @@ RECORD_CLASSES: tuple[type[Record], ...] = (
     MoveTopicRecord,
     PurgeTopicPartitionsRecord,
     CancelTopicPartitionsDeletionRecord,
+    UserScramCredentialRecord,
+    RemoveUserScramCredentialRecord,
+    AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord,
 )
 """Every record type this code writes, in a fixed order (the order of the Avro union).
 

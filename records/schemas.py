@@ -538,6 +538,81 @@ CURRENT_SCHEMAS: tuple[RecordSchema, ...] = (
             ),
         ),
     ),
+    RecordSchema(
+        name="UserScramCredentialRecord",
+        record_type=model.UserScramCredentialRecord.RECORD_TYPE,
+        version=model.UserScramCredentialRecord.VERSION,
+        python_class=model.UserScramCredentialRecord,
+        doc="A user's SCRAM credential for one mechanism was set (RFC 5802; never a password).",
+        fields=(
+            FieldSpec(name="name", type="string", doc="User name; the principal is User:<name>."),
+            _enum(
+                "mechanism",
+                model.ScramMechanism,
+                "1 SCRAM-SHA-256, 2 SCRAM-SHA-512.",
+                default=None,
+            ),
+            FieldSpec(name="salt", type="bytes", doc="The salt of the salted password."),
+            FieldSpec(name="stored_key", type="bytes", doc="StoredKey = H(ClientKey)."),
+            FieldSpec(
+                name="server_key", type="bytes", doc="ServerKey = HMAC(SaltedPassword, ...)."
+            ),
+            FieldSpec(name="iterations", type="int", doc="PBKDF2 iterations (at least 4096)."),
+        ),
+    ),
+    RecordSchema(
+        name="RemoveUserScramCredentialRecord",
+        record_type=model.RemoveUserScramCredentialRecord.RECORD_TYPE,
+        version=model.RemoveUserScramCredentialRecord.VERSION,
+        python_class=model.RemoveUserScramCredentialRecord,
+        doc="A user's SCRAM credential for one mechanism was removed.",
+        fields=(
+            FieldSpec(name="name", type="string", doc="User name."),
+            _enum(
+                "mechanism",
+                model.ScramMechanism,
+                "1 SCRAM-SHA-256, 2 SCRAM-SHA-512.",
+                default=None,
+            ),
+        ),
+    ),
+    RecordSchema(
+        name="AccessControlEntryRecord",
+        record_type=model.AccessControlEntryRecord.RECORD_TYPE,
+        version=model.AccessControlEntryRecord.VERSION,
+        python_class=model.AccessControlEntryRecord,
+        doc="An ACL was created: a principal from a host is allowed or denied an operation on "
+        "resources.",
+        fields=(
+            _uuid("id", "ACL id, unique over the life of the cluster; names it for removal."),
+            _enum(
+                "resource_type",
+                model.ResourceType,
+                "2 topic, 3 group, 4 cluster, 5 transactional id, 6 delegation token, 7 user, "
+                "64 namespace.",
+                default=None,
+            ),
+            FieldSpec(name="resource_name", type="string", doc="Resource name, or '*' for all."),
+            _enum("pattern_type", model.PatternType, "3 LITERAL, 4 PREFIXED.", default=None),
+            FieldSpec(name="principal", type="string", doc="User:<name>, or User:* for all."),
+            FieldSpec(name="host", type="string", doc="Client address, or '*' for any."),
+            _enum(
+                "operation",
+                model.AclOperation,
+                "Kafka's AclOperation id (2 ALL, 3 READ, ... 8 DESCRIBE, ...).",
+                default=None,
+            ),
+            _enum("permission_type", model.AclPermissionType, "2 DENY, 3 ALLOW.", default=None),
+        ),
+    ),
+    RecordSchema(
+        name="RemoveAccessControlEntryRecord",
+        record_type=model.RemoveAccessControlEntryRecord.RECORD_TYPE,
+        version=model.RemoveAccessControlEntryRecord.VERSION,
+        python_class=model.RemoveAccessControlEntryRecord,
+        doc="An ACL was removed.",
+        fields=(_uuid("id", "Id of the removed ACL."),),
+    ),
 )
 """The schema every record type is written with today, in `model.RECORD_CLASSES` order."""
 

@@ -21,6 +21,9 @@ from records.errors import RecordError, UnknownRecordTypeError, UnsupportedRecor
 from records.json_form import json_type_name, record_from_json, record_to_json
 from records.model import (
     RECORD_CLASSES,
+    AccessControlEntryRecord,
+    AclOperation,
+    AclPermissionType,
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
@@ -36,13 +39,19 @@ from records.model import (
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    PatternType,
     PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveNamespaceRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    ResourceType,
+    ScramMechanism,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from records.schemas import CURRENT_SCHEMAS, NAMED_TYPES, FieldSpec, RecordSchema, entry_schema
 from records.upcasting import UpcasterRegistry
@@ -155,6 +164,33 @@ purge_topic_partitions_records: st.SearchStrategy[PurgeTopicPartitionsRecord] = 
 cancel_topic_partitions_deletion_records: st.SearchStrategy[CancelTopicPartitionsDeletionRecord] = (
     st.builds(CancelTopicPartitionsDeletionRecord, topic_id=uuids, partition_count=int32s)
 )
+scram_mechanisms = st.sampled_from(list(ScramMechanism))
+user_scram_credential_records: st.SearchStrategy[UserScramCredentialRecord] = st.builds(
+    UserScramCredentialRecord,
+    name=texts,
+    mechanism=scram_mechanisms,
+    salt=st.binary(max_size=64),
+    stored_key=st.binary(max_size=64),
+    server_key=st.binary(max_size=64),
+    iterations=int32s,
+)
+remove_user_scram_credential_records: st.SearchStrategy[RemoveUserScramCredentialRecord] = (
+    st.builds(RemoveUserScramCredentialRecord, name=texts, mechanism=scram_mechanisms)
+)
+access_control_entry_records: st.SearchStrategy[AccessControlEntryRecord] = st.builds(
+    AccessControlEntryRecord,
+    id=uuids,
+    resource_type=st.sampled_from(list(ResourceType)),
+    resource_name=texts,
+    pattern_type=st.sampled_from(list(PatternType)),
+    principal=texts,
+    host=texts,
+    operation=st.sampled_from(list(AclOperation)),
+    permission_type=st.sampled_from(list(AclPermissionType)),
+)
+remove_access_control_entry_records: st.SearchStrategy[RemoveAccessControlEntryRecord] = st.builds(
+    RemoveAccessControlEntryRecord, id=uuids
+)
 
 RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     FeatureLevelRecord: feature_level_records,
@@ -172,6 +208,10 @@ RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     MoveTopicRecord: move_topic_records,
     PurgeTopicPartitionsRecord: purge_topic_partitions_records,
     CancelTopicPartitionsDeletionRecord: cancel_topic_partitions_deletion_records,
+    UserScramCredentialRecord: user_scram_credential_records,
+    RemoveUserScramCredentialRecord: remove_user_scram_credential_records,
+    AccessControlEntryRecord: access_control_entry_records,
+    RemoveAccessControlEntryRecord: remove_access_control_entry_records,
 }
 
 any_record: st.SearchStrategy[Record] = st.one_of(*RECORD_STRATEGIES.values())
@@ -201,7 +241,7 @@ def _write_body(writer_entry_schema: dict[str, Any], values: list[dict[str, Any]
 
 def test_strategies_cover_every_record_class() -> None:
     assert set(RECORD_STRATEGIES) == set(RECORD_CLASSES)
-    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 15
+    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 19
 
 
 @given(st.data())
