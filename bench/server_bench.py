@@ -320,6 +320,13 @@ def main() -> None:
     parser.add_argument("--baseline-seconds", type=float, default=15.0)
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     parser.add_argument("--profile", type=Path, default=None, help="cProfile the server to FILE")
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        default=None,
+        help="serve with another checkout's code (say, a worktree of an earlier commit); the "
+        "load, the checks and the in-process baseline stay this checkout's",
+    )
     args = parser.parse_args()
     _check_encoders()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="server-bench-"))
@@ -329,7 +336,7 @@ def main() -> None:
     _prepare(data_dir)
     server_log = scratch / "server.log"
     profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile is not None else []
-    server, (_, port) = start_server(data_dir, server_log, python=profile)
+    server, (_, port) = start_server(data_dir, server_log, python=profile, repo=args.repo)
     stats = Stats()
 
     async def load() -> float:

@@ -17,6 +17,7 @@ from records.errors import UnknownRecordTypeError
 from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
@@ -33,14 +34,19 @@ from records.model import (
     PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveNamespaceRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    ScramMechanism,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from records.slots import new_instance, slot_setter
 from records.uuids import Uuid
 from replay.errors import (
+    AclReplayError,
     ConfigReplayError,
     DuplicateTopicError,
     FeatureReplayError,
@@ -49,12 +55,14 @@ from replay.errors import (
     InvalidTopicError,
     NamespaceReplayError,
     PendingDeletionError,
+    ScramReplayError,
     UnknownBrokerError,
     UnknownPartitionError,
     UnknownTopicError,
 )
 from replay.image import (
     NAMESPACE_SEPARATOR,
+    AclsImage,
     ClusterImage,
     ConfigKey,
     ConfigsImage,
@@ -62,6 +70,8 @@ from replay.image import (
     MetadataImage,
     NamespacesImage,
     Provenance,
+    ScramImage,
+    ScramKey,
     TopicImage,
     TopicsImage,
     qualified_name,
@@ -236,6 +246,8 @@ class MetadataDelta:
         self._names: dict[str, Uuid | None] = {}
         self._configs: dict[ConfigKey, dict[str, str | None]] = {}
         self._cleared_configs: set[ConfigKey] = set()
+        self._acls: dict[Uuid, AccessControlEntryRecord | None] = {}
+        self._scram: dict[ScramKey, UserScramCredentialRecord | None] = {}
         self._child_counts: dict[str, int] | None = None
         """Live direct child namespaces per namespace, built on the first removal."""
         self._batch_topics: list[tuple[_TopicDraft, TopicRecord]] = []
@@ -852,6 +864,54 @@ class MetadataDelta:
 
     # ------------------------------------------------------------------ apply
 
+    # ------------------------------------------------------------------ security
+
+    def acl(self, acl_id: Uuid) -> AccessControlEntryRecord | None:
+        """An ACL as of the records replayed so far, or None."""
+        if acl_id in self._acls:
+            return self._acls[acl_id]
+        return self.image.acls.get(acl_id)
+
+    def _replay_acl(self, record: AccessControlEntryRecord) -> None:
+        if self.acl(record.id) is not None:
+            raise AclReplayError(
+                "acl.id-unique",
+                f"ACL id {record.id} is already in use; an ACL is created once and removed by id",
+                record=record,
+            )
+        self._acls[record.id] = record
+
+    def _replay_remove_acl(self, record: RemoveAccessControlEntryRecord) -> None:
+        if self.acl(record.id) is None:
+            raise AclReplayError(
+                "acl.exists",
+                f"ACL {record.id} does not exist, so it cannot be removed",
+                record=record,
+            )
+        self._acls[record.id] = None
+
+    def scram_credential(
+        self, name: str, mechanism: ScramMechanism
+    ) -> UserScramCredentialRecord | None:
+        """A user's SCRAM credential as of the records replayed so far, or None."""
+        key = (name, mechanism)
+        if key in self._scram:
+            return self._scram[key]
+        return self.image.scram.get(name, mechanism)
+
+    def _replay_scram(self, record: UserScramCredentialRecord) -> None:
+        self._scram[(record.name, record.mechanism)] = record
+
+    def _replay_remove_scram(self, record: RemoveUserScramCredentialRecord) -> None:
+        if self.scram_credential(record.name, record.mechanism) is None:
+            raise ScramReplayError(
+                "scram.exists",
+                f"user {record.name!r} has no {record.mechanism.mechanism_name} credential to "
+                "remove",
+                record=record,
+            )
+        self._scram[(record.name, record.mechanism)] = None
+
     def apply(self, provenance: Provenance) -> MetadataImage:
         """The image with every replayed record applied, stamped with `provenance`."""
         base = self.image
@@ -862,6 +922,12 @@ class MetadataDelta:
             namespaces=self._apply_namespaces(base.namespaces),
             topics=self._apply_topics(base.topics),
             configs=self._apply_configs(base.configs),
+            acls=AclsImage(by_id=_updated(base.acls.by_id, self._acls))
+            if self._acls
+            else base.acls,
+            scram=ScramImage(credentials=_updated(base.scram.credentials, self._scram))
+            if self._scram
+            else base.scram,
         )
 
     def _apply_features(self, base: FeaturesImage) -> FeaturesImage:
@@ -948,6 +1014,10 @@ _DISPATCH: dict[type[Record], Callable[[MetadataDelta, Any], None]] = {
     MoveTopicRecord: MetadataDelta._replay_move_topic,
     PurgeTopicPartitionsRecord: MetadataDelta._replay_purge_partitions,
     CancelTopicPartitionsDeletionRecord: MetadataDelta._replay_cancel_partitions_deletion,
+    UserScramCredentialRecord: MetadataDelta._replay_scram,
+    RemoveUserScramCredentialRecord: MetadataDelta._replay_remove_scram,
+    AccessControlEntryRecord: MetadataDelta._replay_acl,
+    RemoveAccessControlEntryRecord: MetadataDelta._replay_remove_acl,
 }
 """The handler of each record type: a class-level table, so a delta holds no bound methods
 (which made every delta a reference cycle, left for the cyclic collector to free)."""

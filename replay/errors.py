@@ -85,3 +85,11 @@ class PendingDeletionError(ReplayError):
 
 class ConfigReplayError(ReplayError):
     """A ConfigRecord names a resource that does not exist or cannot have configs."""
+
+
+class AclReplayError(ReplayError):
+    """An ACL record that breaks the rules of ACLs (unknown id, id in use, bad field)."""
+
+
+class ScramReplayError(ReplayError):
+    """A SCRAM credential record that breaks the rules of credentials."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from immutables import Map
 
 from records.model import (
+    AccessControlEntryRecord,
     ConfigRecord,
     ConfigResourceType,
     DeleteTopicPartitionsRecord,
@@ -27,7 +28,9 @@ from records.model import (
     PartitionRecord,
     Record,
     RegisterBrokerRecord,
+    ScramMechanism,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from records.uuids import Uuid
 
@@ -249,6 +252,61 @@ _EMPTY_CONFIG: Map[str, str] = Map()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AclsImage:
+    """Every ACL, by id, as the record that created it."""
+
+    by_id: Map[Uuid, AccessControlEntryRecord] = field(default_factory=Map)
+
+    def get(self, acl_id: Uuid) -> AccessControlEntryRecord | None:
+        """An ACL by id, or None."""
+        return self.by_id.get(acl_id)
+
+    def sorted(self) -> list[AccessControlEntryRecord]:
+        """Every ACL, in a deterministic order (resource, principal, operation, id)."""
+        return sorted(
+            self.by_id.values(),
+            key=lambda a: (
+                a.resource_type,
+                a.resource_name,
+                a.pattern_type,
+                a.principal,
+                a.host,
+                a.operation,
+                a.permission_type,
+                a.id.bytes,
+            ),
+        )
+
+    def write(self) -> Iterator[Record]:
+        """One AccessControlEntryRecord per ACL."""
+        yield from self.sorted()
+
+
+ScramKey = tuple[str, ScramMechanism]
+"""A SCRAM credential's key: the user name and the mechanism."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramImage:
+    """Every user's SCRAM credentials, one per (user, mechanism)."""
+
+    credentials: Map[ScramKey, UserScramCredentialRecord] = field(default_factory=Map)
+
+    def get(self, name: str, mechanism: ScramMechanism) -> UserScramCredentialRecord | None:
+        """A user's credential for a mechanism, or None."""
+        return self.credentials.get((name, mechanism))
+
+    def users(self) -> list[str]:
+        """Names of the users with at least one credential, sorted."""
+        return sorted({name for name, _ in self.credentials})
+
+    def write(self) -> Iterator[Record]:
+        """One UserScramCredentialRecord per credential, by user then mechanism."""
+        for key in sorted(self.credentials):
+            yield self.credentials[key]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataImage:
     """The whole metadata state after the entry named by `provenance`."""
 
@@ -258,6 +316,8 @@ class MetadataImage:
     namespaces: NamespacesImage = field(default_factory=NamespacesImage)
     topics: TopicsImage = field(default_factory=TopicsImage)
     configs: ConfigsImage = field(default_factory=ConfigsImage)
+    acls: AclsImage = field(default_factory=AclsImage)
+    scram: ScramImage = field(default_factory=ScramImage)
 
     def with_timestamp(self, timestamp: int) -> MetadataImage:
         """The same image with its provenance's timestamp set (a new field belongs here too).
@@ -274,6 +334,8 @@ class MetadataImage:
             namespaces=self.namespaces,
             topics=self.topics,
             configs=self.configs,
+            acls=self.acls,
+            scram=self.scram,
         )
 
     @property
@@ -285,20 +347,24 @@ class MetadataImage:
             or self.namespaces.by_name
             or self.topics.by_id
             or self.configs.resources
+            or self.acls.by_id
+            or self.scram.credentials
         )
 
     def write(self) -> Iterator[Record]:
         """The records that rebuild this image from empty (a snapshot's content).
 
         Features come first (`metadata.version` leads), then brokers, namespaces (parents
-        first), topics with their partitions, and configs. The order is deterministic, so two
-        equal images write identical record sequences.
+        first), topics with their partitions, configs, SCRAM credentials and ACLs. The order
+        is deterministic, so two equal images write identical record sequences.
         """
         yield from self.features.write()
         yield from self.cluster.write()
         yield from self.namespaces.write()
         yield from self.topics.write()
         yield from self.configs.write()
+        yield from self.scram.write()
+        yield from self.acls.write()
 
     def same_state(self, other: MetadataImage) -> bool:
         """Whether two images hold the same state, wherever they come from in the log."""
@@ -308,6 +374,8 @@ class MetadataImage:
             and self.namespaces == other.namespaces
             and self.topics == other.topics
             and self.configs == other.configs
+            and self.acls == other.acls
+            and self.scram == other.scram
         )
 
 

@@ -15,6 +15,9 @@ import random
 from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
+    AccessControlEntryRecord,
+    AclOperation,
+    AclPermissionType,
     BrokerRegistrationChangeRecord,
     CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
@@ -28,13 +31,19 @@ from records.model import (
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    PatternType,
     PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveNamespaceRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    ResourceType,
+    ScramMechanism,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from records.uuids import Uuid
 from replay.delta import MetadataDelta, merge_partition_change
@@ -51,12 +60,14 @@ def _uuid(rng: random.Random) -> Uuid:
 class LogGenerator:
     """Emits only batches that replay cleanly, choosing from the image they build."""
 
-    def __init__(self, seed: int, *, cancels: bool = False) -> None:
+    def __init__(self, seed: int, *, cancels: bool = False, security: bool = False) -> None:
         self.rng = random.Random(seed)
         self.image: MetadataImage = EMPTY_IMAGE
         # Cancelled deletions are opt-in: an extra action would change every seed's log, and
         # other tests rely on what a seed's log holds (namespaces, a pending deletion, ...).
         self.cancels = cancels
+        self.security = security
+        """Also ACLs and SCRAM credentials (opt-in for the same reason)."""
         self.epoch = 0
         self.counter = 0
 
@@ -79,6 +90,10 @@ class LogGenerator:
         ]
         if self.cancels:
             actions.append((self._cancel_partition_deletion, 1))
+        if self.security:
+            actions.extend(
+                [(self._acl, 2), (self._remove_acl, 1), (self._scram, 1), (self._remove_scram, 1)]
+            )
         funcs = [f for f, _ in actions]
         weights = [w for _, w in actions]
         while len(out) < count:
@@ -461,3 +476,56 @@ class LogGenerator:
             CancelTopicPartitionsDeletionRecord(topic_id=topic.topic_id, partition_count=keep)
         )
         return records
+
+    # ------------------------------------------------------------------ security
+
+    def _acl(self) -> list[Record]:
+        rng = self.rng
+        resource_type = rng.choice(
+            [ResourceType.TOPIC, ResourceType.NAMESPACE, ResourceType.CLUSTER]
+        )
+        if resource_type == ResourceType.CLUSTER:
+            name, pattern = "kafka-cluster", PatternType.LITERAL
+        else:
+            name = rng.choice(["*", "t", "org", "org:a", f"n{rng.randrange(20)}"])
+            pattern = PatternType.LITERAL if name == "*" else rng.choice(list(PatternType)[3:])
+        return [
+            AccessControlEntryRecord(
+                id=_uuid(rng),
+                resource_type=resource_type,
+                resource_name=name,
+                pattern_type=pattern,
+                principal=rng.choice(["User:*", "User:alice", "User:bob"]),
+                host=rng.choice(["*", "127.0.0.1"]),
+                operation=rng.choice(list(AclOperation)[2:]),
+                permission_type=rng.choice([AclPermissionType.ALLOW, AclPermissionType.DENY]),
+            )
+        ]
+
+    def _remove_acl(self) -> list[Record]:
+        acls = self.image.acls.sorted()
+        if not acls:
+            return []
+        return [RemoveAccessControlEntryRecord(id=self.rng.choice(acls).id)]
+
+    def _scram(self) -> list[Record]:
+        rng = self.rng
+        mechanism = rng.choice([ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512])
+        size = 32 if mechanism == ScramMechanism.SCRAM_SHA_256 else 64
+        return [
+            UserScramCredentialRecord(
+                name=rng.choice(["alice", "bob", "carol"]),
+                mechanism=mechanism,
+                salt=rng.randbytes(16),
+                stored_key=rng.randbytes(size),
+                server_key=rng.randbytes(size),
+                iterations=rng.choice([4096, 8192]),
+            )
+        ]
+
+    def _remove_scram(self) -> list[Record]:
+        keys = sorted(self.image.scram.credentials)
+        if not keys:
+            return []
+        name, mechanism = self.rng.choice(keys)
+        return [RemoveUserScramCredentialRecord(name=name, mechanism=mechanism)]

@@ -74,7 +74,7 @@ def test_every_record_type_has_a_handler() -> None:
 
 
 def test_generated_log_every_prefix_writes_and_replays_to_itself() -> None:
-    batches = LogGenerator(seed=7, cancels=True).batches(900)
+    batches = LogGenerator(seed=7, cancels=True, security=True).batches(900)
     records = [r for batch in batches for r in batch]
     assert len(records) > 2000
     image = EMPTY_IMAGE
@@ -93,7 +93,7 @@ def test_generated_log_every_prefix_writes_and_replays_to_itself() -> None:
     assert len(image.topics) > 20
     assert image.namespaces.by_name
     assert pending_seen
-    # The generated log holds every record type, moves, purges and cancels included.
+    # The generated log holds every record type, moves, purges, cancels, ACLs and credentials.
     assert {type(r) for r in records} == set(RECORD_CLASSES)
 
 

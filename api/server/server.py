@@ -31,7 +31,7 @@ from api.protocol.connection import (
 )
 from api.protocol.private import PRIVATE_APIS
 from api.server.channel import Channel, ChannelContext
-from api.server.kafka.base import ANONYMOUS, Listener
+from api.server.kafka.base import ANONYMOUS, Listener, Session
 from api.server.kafka.dispatch import KafkaApis
 from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
@@ -218,7 +218,9 @@ class MetadataServer:
             assert self.apis is not None  # set by start(), before any connection
             header = event.request.header
             try:
-                body = await self.apis.handle(event.request, channel.principal)
+                body = await self.apis.handle(
+                    event.request, Session(principal=channel.principal, host=channel.ip)
+                )
             except Exception:
                 logger.exception(
                     "closing %s: %s v%d failed",

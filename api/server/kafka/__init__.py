@@ -3,5 +3,5 @@
 `metadata` (ApiVersions, Metadata, DescribeCluster, DescribeTopicPartitions and the node
 list), `topics` (CreateTopics, DeleteTopics, CreatePartitions), `configs` (DescribeConfigs,
 AlterConfigs, IncrementalAlterConfigs), `partitions` (ElectLeaders and reassignments), `acls`
-(DescribeAcls); `base` holds what they share (the listener, the principal, the answer).
+(DescribeAcls); `base` holds what they share (the listener, the session, the answer).
 """

@@ -1,6 +1,7 @@
 """What every group of Kafka API handlers shares: the listener, the principal, the answer.
 
-A handler takes a decoded request and the principal of its connection and returns a
+A handler takes a decoded request and the `Session` of its connection (who, from where) and
+returns a
 `codec.Answer`: the plain values `codec.build` takes for the response class of the request's
 version, which keeps only the fields that version has, so one handler serves every advertised
 version of its API. `codec.encode_response` writes it without building the entity;
@@ -39,8 +40,21 @@ class Listener:
     cluster_id: str = ""
 
 
-Handler = Callable[[KafkaRequest, str], Awaitable[codec.Answer]]
-"""`(request, principal) -> answer`: the handler of one Kafka API (`dispatch` maps keys to them)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    """Who sent a request and from where: what authorization decides on and the log records."""
+
+    principal: str = ANONYMOUS
+    """`User:<name>` once authenticated; `User:ANONYMOUS` on a PLAINTEXT listener."""
+    host: str = "127.0.0.1"
+    """The client's IP address (an ACL's `host` matches it)."""
+
+
+ANONYMOUS_SESSION = Session()
+"""The session of a request that comes from no connection (tests, in-process callers)."""
+
+Handler = Callable[[KafkaRequest, Session], Awaitable[codec.Answer]]
+"""`(request, session) -> answer`: the handler of one Kafka API (`dispatch` maps keys to them)."""
 
 
 class HandlerGroup:

@@ -21,7 +21,7 @@ from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS
 from api.controller.config_values import ConfigDef, ConfigType
 from api.controller.errors import ApiError, ErrorCode
 from api.protocol.codec import KafkaRequest
-from api.server.kafka.base import HandlerGroup
+from api.server.kafka.base import HandlerGroup, Session
 from records.model import ConfigResourceType
 from replay.image import MetadataImage
 
@@ -46,7 +46,7 @@ _KAFKA_RESOURCE_TYPES = {
 class ConfigApis(HandlerGroup):
     """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs."""
 
-    async def describe_configs(self, request: KafkaRequest, principal: str) -> Any:
+    async def describe_configs(self, request: KafkaRequest, session: Session) -> Any:
         """Every known key of each resource, with its source; unknown resources are errors."""
         image = self.service.image
         body = request.body
@@ -112,7 +112,7 @@ class ConfigApis(HandlerGroup):
             return ConfigResource(type=kind, name="")
         return ConfigResource(type=kind, name=name)
 
-    async def incremental_alter_configs(self, request: KafkaRequest, principal: str) -> Any:
+    async def incremental_alter_configs(self, request: KafkaRequest, session: Session) -> Any:
         """Set, delete, append to or subtract from keys; one result per resource."""
         body = request.body
         changes: list[tuple[ConfigResource, list[AlterConfig]]] = []
@@ -128,9 +128,9 @@ class ConfigApis(HandlerGroup):
                 refused[index] = (exc.error_code, str(exc))
                 continue
             changes.append((ConfigResource(type=kind, name=resource.resource_name), ops))
-        return await self._alter(request, principal, changes, refused)
+        return await self._alter(request, session.principal, changes, refused)
 
-    async def alter_configs(self, request: KafkaRequest, principal: str) -> Any:
+    async def alter_configs(self, request: KafkaRequest, session: Session) -> Any:
         """Replace a resource's overrides: keys not named are deleted (Kafka's AlterConfigs)."""
         body = request.body
         image = self.service.image
@@ -158,7 +158,7 @@ class ConfigApis(HandlerGroup):
                 if key not in named
             )
             changes.append((ConfigResource(type=kind, name=resource.resource_name), ops))
-        return await self._alter(request, principal, changes, refused)
+        return await self._alter(request, session.principal, changes, refused)
 
     async def _alter(
         self,

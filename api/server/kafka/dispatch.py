@@ -12,7 +12,7 @@ from api.controller.errors import ApiError, StorageError
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
 from api.server.kafka.acls import AclApis
-from api.server.kafka.base import ANONYMOUS, Handler, Listener, logger
+from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
 from api.server.kafka.configs import ConfigApis
 from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
@@ -49,19 +49,21 @@ class KafkaApis:
             29: acls.describe_acls,
         }
 
-    async def handle(self, request: KafkaRequest, principal: str = ANONYMOUS) -> codec.Answer:
+    async def handle(
+        self, request: KafkaRequest, session: Session = ANONYMOUS_SESSION
+    ) -> codec.Answer:
         """The answer to a decoded request.
 
         A write the service refuses as a whole (storage failed: KAFKA_STORAGE_ERROR; records
         that cannot be stored: INVALID_REQUEST) is answered with that code on every item.
         """
         try:
-            return await self._handlers[request.header.api_key](request, principal)
+            return await self._handlers[request.header.api_key](request, session)
         except ApiError as exc:
             answer = refusal(request, exc)
             if answer is None:
                 raise
             if not isinstance(exc, StorageError):  # the service logs storage state changes once
                 name = API_NAMES.get(request.header.api_key, request.header.api_key)
-                logger.info("%s %s refused: %s", principal, name, exc)
+                logger.info("%s %s refused: %s", session.principal, name, exc)
             return answer

@@ -18,7 +18,7 @@ from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.protocol.fast_writer import Encoded, field_encoder
 from api.protocol.private import PRIVATE_VERSIONS
-from api.server.kafka.base import UNAUTHORIZED_OPS, HandlerGroup, Listener, uuid_of
+from api.server.kafka.base import UNAUTHORIZED_OPS, HandlerGroup, Listener, Session, uuid_of
 from api.service.service import MetadataService
 from records.model import PartitionRecord
 from records.uuids import Uuid
@@ -58,7 +58,7 @@ class MetadataApis(HandlerGroup):
 
     # ------------------------------------------------------------------ ApiVersions
 
-    async def api_versions(self, request: KafkaRequest, principal: str) -> Any:
+    async def api_versions(self, request: KafkaRequest, session: Session) -> Any:
         """Every API and version range this server answers."""
         return self._answer(
             request,
@@ -69,7 +69,7 @@ class MetadataApis(HandlerGroup):
 
     # ------------------------------------------------------------------ Metadata
 
-    async def metadata(self, request: KafkaRequest, principal: str) -> Any:
+    async def metadata(self, request: KafkaRequest, session: Session) -> Any:
         """Brokers, the controller and topics; unknown topics are errors (no auto-creation)."""
         image = self.service.image
         version = request.header.api_version
@@ -120,7 +120,7 @@ class MetadataApis(HandlerGroup):
 
     # ------------------------------------------------------------------ DescribeTopicPartitions
 
-    async def describe_topic_partitions(self, request: KafkaRequest, principal: str) -> Any:
+    async def describe_topic_partitions(self, request: KafkaRequest, session: Session) -> Any:
         """Topics and their partitions, paged by `response_partition_limit` and a cursor."""
         image = self.service.image
         body = request.body
@@ -156,7 +156,7 @@ class MetadataApis(HandlerGroup):
 
     # ------------------------------------------------------------------ DescribeCluster
 
-    async def describe_cluster(self, request: KafkaRequest, principal: str) -> Any:
+    async def describe_cluster(self, request: KafkaRequest, session: Session) -> Any:
         """The cluster id and the controller, this server, as the one node (`advertised_nodes`)."""
         body = request.body
         endpoint_type = int(getattr(body, "endpoint_type", 1))

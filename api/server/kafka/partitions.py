@@ -18,13 +18,13 @@ from api.controller.commands import (
     TopicRef,
 )
 from api.protocol.codec import KafkaRequest
-from api.server.kafka.base import HandlerGroup
+from api.server.kafka.base import HandlerGroup, Session
 
 
 class PartitionApis(HandlerGroup):
     """ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments."""
 
-    async def elect_leaders(self, request: KafkaRequest, principal: str) -> Any:
+    async def elect_leaders(self, request: KafkaRequest, session: Session) -> Any:
         """Preferred (or unclean) leader election; null partitions = all."""
         body = request.body
         election = ElectionType(int(getattr(body, "election_type", 0)))
@@ -39,10 +39,11 @@ class PartitionApis(HandlerGroup):
         )
         controller = self.service.controller
         results = await self.service.submit(
-            lambda image: controller.elect_leaders(image, wanted, election), principal=principal
+            lambda image: controller.elect_leaders(image, wanted, election),
+            principal=session.principal,
         )
         self._log_change(
-            principal,
+            session.principal,
             "elect leader of",
             ((f"{r.topic}-{r.partition}", r.outcome.error_code) for r in results),
         )
@@ -66,7 +67,7 @@ class PartitionApis(HandlerGroup):
             ],
         )
 
-    async def alter_partition_reassignments(self, request: KafkaRequest, principal: str) -> Any:
+    async def alter_partition_reassignments(self, request: KafkaRequest, session: Session) -> Any:
         """Start or cancel reassignments (KIP-455)."""
         body = request.body
         reassignments = [
@@ -82,10 +83,10 @@ class PartitionApis(HandlerGroup):
         controller = self.service.controller
         results = await self.service.submit(
             lambda image: controller.alter_reassignments(image, reassignments),
-            principal=principal,
+            principal=session.principal,
         )
         self._log_change(
-            principal,
+            session.principal,
             "reassign",
             ((f"{r.topic}-{r.partition}", r.outcome.error_code) for r in results),
         )
@@ -111,7 +112,7 @@ class PartitionApis(HandlerGroup):
             ],
         )
 
-    async def list_partition_reassignments(self, request: KafkaRequest, principal: str) -> Any:
+    async def list_partition_reassignments(self, request: KafkaRequest, session: Session) -> Any:
         """Partitions with a reassignment in progress; null topics = all."""
         image = self.service.image
         wanted: dict[str, set[int]] | None = None

@@ -18,7 +18,7 @@ from api.controller.commands import (
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.protocol.fast_writer import Encoded, field_encoder
-from api.server.kafka.base import HandlerGroup, Listener, uuid_of
+from api.server.kafka.base import HandlerGroup, Listener, Session, uuid_of
 from api.service.service import MetadataService
 from records.uuids import Uuid
 
@@ -30,7 +30,7 @@ class TopicApis(HandlerGroup):
         super().__init__(service, listener)
         self._last_configs: tuple[int, tuple[CreatedConfig, ...], Encoded] | None = None
 
-    async def create_topics(self, request: KafkaRequest, principal: str) -> Any:
+    async def create_topics(self, request: KafkaRequest, session: Session) -> Any:
         """Create a batch of topics (KIP-4): one result per topic."""
         body = request.body
         topics = [
@@ -50,11 +50,11 @@ class TopicApis(HandlerGroup):
         controller = self.service.controller
         results = await self.service.submit(
             lambda image: controller.create_topics(image, topics, validate_only=validate_only),
-            principal=principal,
+            principal=session.principal,
         )
         if not validate_only:
             self._log_change(
-                principal, "create topic", ((r.name, r.outcome.error_code) for r in results)
+                session.principal, "create topic", ((r.name, r.outcome.error_code) for r in results)
             )
         return self._answer(
             request,
@@ -105,7 +105,7 @@ class TopicApis(HandlerGroup):
         self._last_configs = (header.api_version, configs, encoded)
         return encoded
 
-    async def delete_topics(self, request: KafkaRequest, principal: str) -> Any:
+    async def delete_topics(self, request: KafkaRequest, session: Session) -> Any:
         """Delete topics by name (v1+) or by name or id (v6)."""
         body = request.body
         if request.header.api_version >= 6:
@@ -114,10 +114,10 @@ class TopicApis(HandlerGroup):
             refs = [TopicRef(name=name) for name in body.topic_names]
         controller = self.service.controller
         results = await self.service.submit(
-            lambda image: controller.delete_topics(image, refs), principal=principal
+            lambda image: controller.delete_topics(image, refs), principal=session.principal
         )
         self._log_change(
-            principal,
+            session.principal,
             "delete topic",
             ((r.name or str(r.topic_id), r.outcome.error_code) for r in results),
         )
@@ -135,7 +135,7 @@ class TopicApis(HandlerGroup):
             ],
         )
 
-    async def create_partitions(self, request: KafkaRequest, principal: str) -> Any:
+    async def create_partitions(self, request: KafkaRequest, session: Session) -> Any:
         """Raise partition counts (lowering is DeletePartitions, a private API)."""
         body = request.body
         requests = [
@@ -156,11 +156,13 @@ class TopicApis(HandlerGroup):
             lambda image: controller.create_partitions(
                 image, requests, validate_only=validate_only
             ),
-            principal=principal,
+            principal=session.principal,
         )
         if not validate_only:
             self._log_change(
-                principal, "create partitions", ((r.name, r.outcome.error_code) for r in results)
+                session.principal,
+                "create partitions",
+                ((r.name, r.outcome.error_code) for r in results),
             )
         return self._answer(
             request,
