@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import re
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from api.security.errors import SecurityConfigError, SecurityError
+
+ANONYMOUS = "User:ANONYMOUS"
+"""The principal of a connection that has not authenticated."""
 
 DEFAULT_RULES = "DEFAULT"
 """Kafka's default `ssl.principal.mapping.rules`."""
@@ -282,3 +286,13 @@ class PrincipalMapper:
     def principal(self, subject: Sequence[Sequence[tuple[str, str]]]) -> str:
         """`User:<name>` of a `getpeercert()` subject."""
         return "User:" + self.name(subject_dn(subject))
+
+    def peer_principal(self, peercert: Mapping[str, Any] | None) -> str:
+        """The principal of a TLS peer: `getpeercert()`'s subject, `User:ANONYMOUS` without one.
+
+        As Kafka: a client that sent no certificate (`ssl.client.auth=none` or `requested`)
+        is ANONYMOUS.
+        """
+        if not peercert or not peercert.get("subject"):
+            return ANONYMOUS
+        return self.principal(peercert["subject"])
