@@ -18,6 +18,7 @@ from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
 from api.server.kafka.refusals import refusal
 from api.server.kafka.topics import TopicApis
+from api.server.sasl import refuse_outside_login
 from api.service.service import MetadataService
 
 
@@ -47,6 +48,10 @@ class KafkaApis:
             45: partitions.alter_partition_reassignments,
             46: partitions.list_partition_reassignments,
             29: acls.describe_acls,
+            # Logins are answered before dispatch (server.py, sasl.py); these only where none
+            # is under way: ILLEGAL_SASL_STATE.
+            17: refuse_outside_login,
+            36: refuse_outside_login,
         }
 
     async def handle(
