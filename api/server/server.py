@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api.protocol.codec import API_NAMES, encode_response
+from api.protocol.codec import API_NAMES, SASL_AUTHENTICATE_KEY, encode_response
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
     Close,
@@ -389,7 +389,12 @@ class MetadataServer:
     async def _authenticate(self, event: Event, channel: Channel, sasl: SaslAuthenticator) -> bool:
         """One frame of a connection that has not logged in; False when it must close."""
         if isinstance(event, Request):
-            step = sasl.on_request(event.request)
+            if event.request.header.api_key == SASL_AUTHENTICATE_KEY:
+                # A token's check may derive a key (PLAIN: PBKDF2, thousands of rounds): off
+                # the event loop, so logins never hold up other connections' requests.
+                step = await asyncio.to_thread(sasl.on_request, event.request)
+            else:
+                step = sasl.on_request(event.request)
             if step.handle:
                 channel.sasl = None  # ApiVersions is answered as on any connection
                 try:
@@ -397,7 +402,7 @@ class MetadataServer:
                 finally:
                     channel.sasl = sasl
         elif isinstance(event, SaslToken):
-            step = sasl.on_token(event.data)
+            step = await asyncio.to_thread(sasl.on_token, event.data)
         elif isinstance(event, PrivateRequest):
             step = sasl.on_private(PRIVATE_APIS[event.header.api_key].name)
         elif isinstance(event, Reply):  # an ApiVersions of a version not served
