@@ -445,7 +445,7 @@ class MetadataServer:
             channel.write(struct.pack(">i", len(step.raw)) + step.raw)
         if step.principal is not None:
             channel.authenticated(step.principal)
-            logger.info(
+            logger.debug(
                 "%s authenticated from %s on listener %s with %s",
                 step.principal,
                 channel.peer,
