@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KpNewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -35,6 +37,7 @@ from api.protocol import codec
 from api.protocol.private import PRIVATE_APIS
 from api.security.plain import plain_token
 from api.security.scram import ScramClient, new_credential
+from api.server.sasl import SaslAuthenticator
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
 from records.model import ScramMechanism, UserScramCredentialRecord
@@ -494,3 +497,106 @@ def test_confluent_kafka_with_a_wrong_password_fails(server: MetadataServer) -> 
         admin.list_topics(timeout=3)
     admin.poll(0.5)  # serves the error callback
     assert any("Authentication failed" in error.str() for error in errors), errors
+
+
+# ----------------------------------------------------------------------------- sans-IO
+
+
+def _request(body: Any) -> Any:
+    from api.protocol.codec import KafkaRequest, RequestHeader
+
+    header = RequestHeader(
+        api_key=int(body.__api_key__),
+        api_version=int(body.__version__),
+        correlation_id=1,
+        client_id="t",
+    )
+    return KafkaRequest(header=header, body=body)
+
+
+_ALICE = {
+    (name, mechanism): record
+    for name, password in {"alice": USERS["alice"]}.items()
+    for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    for record in [new_credential(mechanism, password)]
+}
+
+_ACTIONS = st.one_of(
+    st.just(("versions",)),
+    st.tuples(
+        st.just("handshake"),
+        st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", ""]),
+        st.sampled_from([0, 1]),
+    ),
+    st.tuples(st.just("authenticate"), st.binary(max_size=64)),
+    st.tuples(st.just("token"), st.binary(max_size=64)),
+    st.just(("plain-ok",)),
+    st.just(("metadata",)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ACTIONS, max_size=8))
+def test_the_login_machine_under_any_frame_sequence(actions: list[tuple[Any, ...]]) -> None:
+    sasl = SaslAuthenticator(
+        ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"),
+        lambda name, mechanism: _ALICE.get((name, mechanism)),
+    )
+    for action in actions:
+        kind = action[0]
+        before = (sasl.state, sasl.mechanism, sasl.raw_tokens)
+        if kind == "versions":
+            step = sasl.on_request(
+                _request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            )
+        elif kind == "handshake":
+            body = HandshakeV0 if action[2] == 0 else HandshakeV1
+            step = sasl.on_request(_request(body(mechanism=action[1])))
+        elif kind == "authenticate":
+            step = sasl.on_request(_request(AuthenticateV2(auth_bytes=action[1])))
+        elif kind == "plain-ok":
+            token = plain_token("alice", USERS["alice"])
+            if sasl.raw_tokens:
+                step = sasl.on_token(token)
+            else:
+                step = sasl.on_request(_request(AuthenticateV2(auth_bytes=token)))
+        elif kind == "token":
+            step = sasl.on_token(action[1])
+        else:
+            step = sasl.on_request(_request(MetadataRequest(topics=())))
+        outcomes = [step.close is not None, step.failure is not None, step.principal is not None]
+        assert sum(outcomes) <= 1
+        if kind == "metadata":
+            assert step.close is not None  # never answered before the login ends
+        if step.principal is not None:
+            # Only the right password, after a PLAIN handshake, logs in.
+            assert kind == "plain-ok" and before[1] == "PLAIN"
+            assert step.principal == "User:alice"
+        if any(outcomes):
+            assert sasl.done and not sasl.raw_tokens
+            return
+        assert not sasl.done
+        if step.raw is not None:
+            assert before[2]  # raw tokens only answer raw tokens
+
+
+def test_the_connection_reads_raw_tokens_only_while_told() -> None:
+    from api.protocol.connection import Close, Connection, Request, SaslToken
+
+    connection = Connection(max_request_bytes=64)
+    connection.raw_tokens = True
+    frame = struct.pack(">i", 5) + b"n,,n="
+    assert connection.receive(frame + frame[:3]) == [SaslToken(b"n,,n=")]
+    connection.raw_tokens = False
+    (event,) = connection.receive(
+        frame[3:] + codec.encode_request(MetadataRequest(topics=()), correlation_id=7)
+    )
+    # The rest of the first raw frame is not a request: its 5 bytes are too short a header.
+    assert isinstance(event, Close)
+    connection = Connection(max_request_bytes=64)
+    (event,) = connection.receive(
+        codec.encode_request(MetadataRequest(topics=()), correlation_id=7)
+    )
+    assert isinstance(event, Request)
+    (event,) = connection.receive(struct.pack(">i", 65))
+    assert isinstance(event, Close) and "outside 0..64" in event.reason
