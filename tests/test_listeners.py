@@ -470,3 +470,32 @@ def _wait_for_log(caplog: pytest.LogCaptureFixture, words: str) -> None:
     while not any(words in r.getMessage() for r in caplog.records):
         assert time.monotonic() < deadline, f"no log line with {words!r}: {caplog.text}"
         time.sleep(0.01)
+
+
+def test_sasl_requests_on_a_listener_without_sasl_are_illegal_state(server: MetadataServer) -> None:
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+
+    raw = Raw(server.listener_address("PLAINTEXT"))
+    try:
+        assert raw.answer(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 34
+        answer = raw.answer(SaslAuthenticateRequest(auth_bytes=b"\x00a\x00b"))
+        assert answer.error_code == 34
+        assert raw.answer(MetadataRequest(topics=())).brokers  # still served
+    finally:
+        raw.close()
+
+
+def test_a_silent_tls_peer_is_closed_by_the_idle_limit(tmp_path: Path, pki: Pki) -> None:
+    from api.server.limits import ServerLimits
+
+    with running_server(
+        tmp_path / "log",
+        brokers=1,
+        listeners=[_listener("SERVICES", "SSL", pki)],
+        limits=ServerLimits(connections_max_idle_ms=200),
+    ) as idle_server:
+        with socket.create_connection(
+            ("127.0.0.1", _port(idle_server, "SERVICES")), timeout=10
+        ) as sock:
+            assert sock.recv(1) == b""  # closed, well before the socket's timeout
+        assert idle_server.limit_closes == {"connections.max.idle.ms": 1}

@@ -458,8 +458,13 @@ class MetadataServer:
 
 
 def _describe(listener: ServerListener, host: str, port: int) -> str:
-    """`bound (PROTOCOL[ as NAME], advertised host:port)` for the start line."""
+    """A listener for the start line: bound address, protocol, name, mechanisms, advertised."""
     name = listener.security_protocol
     if listener.name != name:
         name = f"{name} as {listener.name}"
+    if listener.sasl_mechanisms:
+        name = f"{name} with {'/'.join(listener.sasl_mechanisms)}"
+    if listener.ssl_context is not None and listener.ssl_context.verify_mode != ssl.CERT_NONE:
+        required = listener.ssl_context.verify_mode == ssl.CERT_REQUIRED
+        name = f"{name}, client certificates {'required' if required else 'requested'}"
     return f"{listener.host or '*'}:{listener.port} ({name}, advertised {host}:{port})"
