@@ -7,7 +7,10 @@ Certificates are made at test time by `trustme`: one CA signs the server's certi
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import shutil
 import signal
 import socket
 import ssl
@@ -499,3 +502,36 @@ def test_a_silent_tls_peer_is_closed_by_the_idle_limit(tmp_path: Path, pki: Pki)
         ) as sock:
             assert sock.recv(1) == b""  # closed, well before the socket's timeout
         assert idle_server.limit_closes == {"connections.max.idle.ms": 1}
+
+
+# ----------------------------------------------------------------------------- kafkajs
+
+
+@pytest.mark.parametrize("mechanism", ["scram-sha-256", "scram-sha-512"])
+def test_kafkajs_with_scram_over_ssl(server: MetadataServer, pki: Pki, mechanism: str) -> None:
+    interop = Path(__file__).parent / "interop"
+    if shutil.which("node") is None or not (interop / "node_modules" / "kafkajs").exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("node or kafkajs is missing (CI=true: every interop client is tested)")
+        pytest.skip("node or kafkajs is not installed; `make test` installs them")
+    topic = f"kjs-{mechanism}"
+
+    def run(password: str) -> subprocess.CompletedProcess[str]:
+        address = server.listener_address("EXTERNAL")
+        args = [address, str(pki.ca), mechanism, "alice", password, topic]
+        return subprocess.run(
+            ["node", "kafkajs_scram_ssl.js", *args],
+            cwd=interop,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    done = run(USERS["alice"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"created": True, "listed": True}
+    assert _created_by(server, topic) == "User:alice"
+    refused = run("wrong")
+    assert refused.returncode == 1
+    assert "invalid credentials" in refused.stderr, refused.stderr
