@@ -370,3 +370,50 @@ def test_a_missing_config_file_exits_2(tmp_path: Path) -> None:
         code = main(["serve", "--data-dir", str(tmp_path), "--config", str(tmp_path / "nope")])
     assert code == 2
     assert "no such file" in err.getvalue()
+
+
+def _values(tmp_path: Path, text: str, *flags: str) -> dict[str, str]:
+    from api.cli.main import build_parser
+    from api.cli.serve import config_values
+
+    config = tmp_path / "server.properties"
+    config.write_text(text)
+    args = build_parser(only="serve").parse_args(["serve", "--config", str(config), *flags])
+    return config_values(args)
+
+
+def test_flags_override_the_file(tmp_path: Path) -> None:
+    text = (
+        "listeners=SASL_SSL://:9094\nadvertised.listeners=SASL_SSL://h:9094\nnode.id=3\n"
+        "max.connections=5\n"
+    )
+    values = _values(
+        tmp_path, text, "--listen", "127.0.0.1:0", "--node-id", "4", "--override", "a.b= c=d"
+    )
+    assert values["listeners"] == "PLAINTEXT://127.0.0.1:0"
+    assert values["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT"
+    assert "advertised.listeners" not in values
+    assert values["node.id"] == "4"
+    assert values["a.b"] == " c=d"
+    config = server_config(values)
+    assert [(item.name, item.security_protocol) for item in config.listeners] == [
+        ("PLAINTEXT", "PLAINTEXT")
+    ]
+    values = _values(tmp_path, text, "--advertised-listener", "[::1]:19094")
+    assert values["advertised.listeners"] == "SASL_SSL://[::1]:19094"
+    values = _values(tmp_path, text, "--override", "listeners=PLAINTEXT://[::1]:1")
+    assert values["listeners"] == "PLAINTEXT://[::1]:1"
+
+
+def test_limits_flags_then_environment_then_file(tmp_path: Path) -> None:
+    from api.cli.main import build_parser
+    from api.cli.serve import _limit_flags
+    from api.server.limits import resolve_limits
+
+    config = server_config({"max.connections": "5", "max.connections.per.ip": "6"})
+    args = build_parser(only="serve").parse_args(["serve", "--max-connections-per-ip", "7"])
+    env = {"MLOG_MAX_CONNECTIONS": "9"}
+    limits = resolve_limits(_limit_flags(args, config, env), env, max_request_bytes=1024)
+    assert (limits.max_connections, limits.max_connections_per_ip) == (9, 7)
+    limits = resolve_limits(_limit_flags(args, config, {}), {}, max_request_bytes=1024)
+    assert (limits.max_connections, limits.max_connections_per_ip) == (5, 7)
