@@ -73,6 +73,23 @@ def iterations_arg(text: str) -> int:
     )
 
 
+class _RefusePassword(argparse.Action):
+    """`--password`: refused at once, a password on the command line is visible to others."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        """Stop with a usage error that says where a password goes instead."""
+        parser.error(
+            "a password on the command line can be read by every user of this machine; "
+            "use --password-file FILE or --password-stdin"
+        )
+
+
 def _strip_newline(data: bytes) -> bytes:
     if data.endswith(b"\r\n"):
         return data[:-2]
@@ -103,7 +120,8 @@ def read_password(args: argparse.Namespace) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise CliError(
-            f"the password read from {where} is not UTF-8 text; SCRAM clients send passwords as UTF-8"
+            f"the password read from {where} is not UTF-8 text; SCRAM clients send passwords "
+            "as UTF-8"
         ) from None
 
 
@@ -220,6 +238,7 @@ def add_verbs(users: argparse.ArgumentParser) -> None:
         help=f"PBKDF2 iterations, {MIN_ITERATIONS}..{MAX_ITERATIONS} (default "
         f"{DEFAULT_ITERATIONS})",
     )
+    scram_set.add_argument("--password", action=_RefusePassword, help=argparse.SUPPRESS)
     source = scram_set.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--password-file", metavar="FILE", help="read the password from FILE (one line)"
