@@ -53,7 +53,7 @@ from api.controller.commands import (
     ScramUpsertion,
 )
 from api.controller.controller import Controller
-from api.controller.errors import ApiError, ErrorCode
+from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.connection import Connection, Request
 from api.security.scram import new_credential, salted_password
@@ -738,3 +738,38 @@ def test_our_client_round_trips_every_call(server: MetadataServer) -> None:
             assert [(c.mechanism, c.iterations) for c in described.credentials] == [(SHA256, 4096)]
 
     asyncio.run(scenario())
+
+
+def test_a_write_the_service_refuses_whole_answers_its_code_on_every_item(
+    service: MetadataService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def failing_submit(*args: Any, **kwargs: Any) -> Any:
+        raise StorageError("the log's disk is full; writes resume once it has room")
+
+    monkeypatch.setattr(service, "submit", failing_submit)
+    creation = _i8(2) + _str("t") + _str("User:a") + _str("*") + _i8(3) + _i8(3)
+    created = _answer(service, _frame(30, 0, _array(creation, creation)))
+    message = _str("the log's disk is full; writes resume once it has room")
+    assert created == _response(_i32(0) + _array(_i16(56) + message, _i16(56) + message))
+
+    filter_v0 = _i8(1) + _str(None) + _str(None) + _str(None) + _i8(1) + _i8(1)
+    deleted = _answer(service, _frame(31, 0, _array(filter_v0)))
+    assert deleted == _response(_i32(0) + _array(_i16(56) + message + _array()))
+
+    # AlterUserScramCredentials v0 is flexible: compact strings and arrays, tagged fields.
+    def compact(text: str) -> bytes:
+        data = text.encode()
+        return bytes([len(data) + 1]) + data
+
+    deletion = compact("u") + _i8(1) + b"\x00"
+    body = bytes([2]) + deletion + bytes([1]) + b"\x00"  # one deletion, no upsertions
+    altered = _answer(service, _frame_flexible(51, 0, body))
+    (error_code,) = struct.unpack_from(">h", altered, 4 + 4 + 1 + 4 + 1 + 2)
+    assert error_code == 56
+    assert service.image.scram.users() == [] and len(service.image.acls.by_id) == 0
+
+
+def _frame_flexible(api_key: int, version: int, body: bytes) -> bytes:
+    """A request frame with header v2 (client id as a nullable string, then tagged fields)."""
+    payload = _i16(api_key) + _i16(version) + _i32(CORRELATION) + _str("t") + b"\x00" + body
+    return _i32(len(payload)) + payload
