@@ -174,6 +174,8 @@ def test_add_list_and_remove_with_kafka_acls_output(
     assert code == 0 and "Are you sure you want to delete all ACLs" in err
     code, out, _ = run(target, ["acls", "list", "--topic", "orders", "--output", "json"], capsys)
     assert json.loads(out) == []
+    code, out, _ = run(target, ["acls", "list", "--topic", "orders"], capsys)
+    assert code == 0 and out == "no ACLs match; add one with `mlog acls add`\n"
 
 
 @pytest.mark.parametrize(

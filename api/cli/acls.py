@@ -295,6 +295,9 @@ def cmd_acls_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> 
 
         out.write(json.dumps([binding_json(b) for b in found], separators=(",", ":")) + "\n")
         return EXIT_OK
+    if not found:
+        out.write("no ACLs match; add one with `mlog acls add`\n")
+        return EXIT_OK
     print_acls(found, out)
     return EXIT_OK
 
@@ -415,10 +418,30 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
         metavar="literal|prefixed",
         help="how the resource name matches (default literal)",
     )
-    add.add_argument("--allow-principal", action="append", metavar="User:NAME")
-    add.add_argument("--deny-principal", action="append", metavar="User:NAME")
-    add.add_argument("--allow-host", action="append", metavar="IP", help="default *")
-    add.add_argument("--deny-host", action="append", metavar="IP", help="default *")
+    add.add_argument(
+        "--allow-principal",
+        action="append",
+        metavar="User:NAME",
+        help="allow this principal (User:* for every one; repeatable)",
+    )
+    add.add_argument(
+        "--deny-principal",
+        action="append",
+        metavar="User:NAME",
+        help="deny this principal (repeatable)",
+    )
+    add.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="IP",
+        help="the allowed principals' client address (default *: any; repeatable)",
+    )
+    add.add_argument(
+        "--deny-host",
+        action="append",
+        metavar="IP",
+        help="the denied principals' client address (default *: any; repeatable)",
+    )
     add.add_argument(
         "--operation",
         action="append",
@@ -460,10 +483,24 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
         metavar="any|match|literal|prefixed",
         help="which ACLs of the resource (default literal)",
     )
-    remove.add_argument("--allow-principal", action="append", metavar="User:NAME")
-    remove.add_argument("--deny-principal", action="append", metavar="User:NAME")
-    remove.add_argument("--allow-host", action="append", metavar="IP", help="default any")
-    remove.add_argument("--deny-host", action="append", metavar="IP", help="default any")
+    remove.add_argument(
+        "--allow-principal",
+        action="append",
+        metavar="User:NAME",
+        help="only this principal's ALLOW ACLs (repeatable; default: every ACL)",
+    )
+    remove.add_argument(
+        "--deny-principal",
+        action="append",
+        metavar="User:NAME",
+        help="only this principal's DENY ACLs (repeatable)",
+    )
+    remove.add_argument(
+        "--allow-host", action="append", metavar="IP", help="only this host (default any)"
+    )
+    remove.add_argument(
+        "--deny-host", action="append", metavar="IP", help="only this host (default any)"
+    )
     remove.add_argument(
         "--operation",
         action="append",
