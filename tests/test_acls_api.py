@@ -62,6 +62,7 @@ from api.server.kafka.dispatch import KafkaApis
 from api.server.server import MetadataServer
 from api.service.service import MetadataService
 from metadata_log.log import MetadataLog
+from records.codec import RecordCodec
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -202,6 +203,40 @@ def test_a_bad_acl_is_refused_alone_with_invalid_request(binding: AclBinding, me
     assert refused.outcome.error_message is not None and message in refused.outcome.error_message
     assert len(refused.outcome.error_message) <= 600
     assert [r.resource_name for r in result.records] == ["before", "after"]  # type: ignore[attr-defined]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(max_size=30),
+    principal=st.sampled_from(["User:", "user:", "", "Group:"]).flatmap(
+        lambda prefix: st.text(max_size=12).map(lambda rest: prefix + rest)
+    ),
+    host=st.sampled_from(["*", "10.0.0.1", "::1"]) | st.text(max_size=12),
+    codes=st.tuples(*[st.integers(-128, 127)] * 4),
+)
+def test_whatever_a_client_sends_is_refused_or_stored_intact(
+    name: str, principal: str, host: str, codes: tuple[int, int, int, int]
+) -> None:
+    resource_type, pattern_type, operation, permission = codes
+    binding = acl(
+        name,
+        resource_type=resource_type,
+        pattern_type=pattern_type,
+        principal=principal,
+        host=host,
+        operation=operation,
+        permission_type=permission,
+    )
+    result = Controller().create_acls(EMPTY_IMAGE, [binding])
+    (answer,) = result.response
+    if not answer.outcome.ok:
+        assert answer.outcome.error_code == ErrorCode.INVALID_REQUEST and not result.records
+        return
+    (record,) = result.records
+    codec = RecordCodec()
+    assert codec.decode_record(*codec.encode_record(record)) == record
+    assert applied(EMPTY_IMAGE, result.records).acls.get(record.id) == record  # type: ignore[attr-defined]
+    assert principal.startswith("User:") and name.strip() and "\n" not in name
 
 
 def test_a_request_creates_at_most_the_bounded_number_of_acls() -> None:
