@@ -438,6 +438,38 @@ def test_kafkas_per_user_errors(
     assert [r.name for r in result.records] == ["carol"]  # type: ignore[attr-defined]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(max_size=20),
+    mechanism=st.sampled_from([1, 2]) | st.integers(-128, 127),
+    iterations=st.integers(4000, 17000) | st.integers(-(2**31), 2**31 - 1),
+    salt=st.binary(min_size=1, max_size=40) | st.binary(max_size=2000),
+    salted=st.sampled_from([32, 64]).map(lambda n: bytes(range(n))) | st.binary(max_size=70),
+)
+def test_whatever_an_upsertion_carries_is_refused_with_kafkas_codes_or_stored(
+    name: str, mechanism: int, iterations: int, salt: bytes, salted: bytes
+) -> None:
+    up = ScramUpsertion(
+        name=name, mechanism=mechanism, iterations=iterations, salt=salt, salted_password=salted
+    )
+    result = Controller.alter_user_scram_credentials(EMPTY_IMAGE, [], [up])
+    (answer,) = result.response
+    assert answer.user == name
+    if not answer.outcome.ok:
+        assert answer.outcome.error_code in (
+            ErrorCode.UNACCEPTABLE_CREDENTIAL,
+            ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+        )
+        assert not result.records
+        return
+    (record,) = result.records
+    assert isinstance(record, UserScramCredentialRecord)
+    assert 4096 <= record.iterations <= 16384 and record.mechanism in (SHA256, SHA512)
+    codec = RecordCodec()
+    assert codec.decode_record(*codec.encode_record(record)) == record
+    assert applied(EMPTY_IMAGE, result.records).scram.get(name, record.mechanism) == record
+
+
 def test_a_user_named_twice_gets_duplicate_resource_and_nothing_is_written_for_it() -> None:
     image = applied(
         EMPTY_IMAGE,
