@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -349,3 +350,49 @@ def test_deleting_or_listing_a_missing_user(
     assert code == 0 and "no users with SCRAM credentials" in out
     err = refused(target, ["users", "list", "--name", "ghost"], capsys)
     assert "RESOURCE_NOT_FOUND (91)" in err
+
+
+def test_through_a_real_mlog_serve_the_log_lines_name_who_and_never_a_secret(
+    tmp_path: Path,
+) -> None:
+    from server_process import serve_process
+
+    def mlog(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "api.cli", *args, "--bootstrap-server", served.address],
+            input=stdin,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+
+    with serve_process(tmp_path / "data", tmp_path / "serve.log") as served:
+        added = mlog(
+            "acls", "add", "--allow-principal", "User:alice", "--operation", "All",
+            "--cluster",
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        assert b"resourceType=CLUSTER, name=kafka-cluster" in added.stdout
+        secret = b"correct horse battery staple"
+        scram = mlog(
+            "users", "scram-set", "--name", "alice", "--mechanism", "SCRAM-SHA-256",
+            "--password-stdin", stdin=secret + b"\n",
+        )  # fmt: skip
+        assert scram.returncode == 0, scram.stderr
+        # Set again (no trailing newline this time): it replaces the credential.
+        again = mlog(
+            "users", "scram-set", "--name", "alice", "--mechanism", "SCRAM-SHA-256",
+            "--password-stdin", stdin=secret,
+        )  # fmt: skip
+        assert again.returncode == 0
+        listed = mlog("users", "list", "--output", "json")
+        assert json.loads(listed.stdout) == [
+            {"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 4096}
+        ]
+        assert served.stop() == 0
+    log = served.log()
+    assert "User:ANONYMOUS create acl (pattern=ResourcePattern(resourceType=CLUSTER" in log
+    assert "User:ANONYMOUS alter scram credentials of alice: ok" in log
+    assert secret.decode() not in log
+    for segment in (tmp_path / "data" / "log").glob("*.avro"):
+        assert secret not in segment.read_bytes()
