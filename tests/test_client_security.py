@@ -64,6 +64,9 @@ class FakeServer:
 
     mechanisms: tuple[str, ...] = ALL_MECHANISMS
     sasl: bool = True
+    illegal_state: bool = False
+    """Advertise the SASL APIs but answer SaslHandshake ILLEGAL_SASL_STATE (34), as Kafka does
+    on a listener without SASL."""
     tamper: Tamper | None = None
     context: ssl.SSLContext | None = None
     seen: list[int] = field(default_factory=list)
@@ -75,7 +78,7 @@ class FakeServer:
             {"api_key": 18, "min_version": 0, "max_version": 4},
             {"api_key": 60, "min_version": 0, "max_version": 2},  # never answered
         ]
-        if self.sasl:
+        if self.sasl or self.illegal_state:
             keys += [
                 {"api_key": 17, "min_version": 0, "max_version": 1},
                 {"api_key": 36, "min_version": 0, "max_version": 2},
@@ -105,6 +108,10 @@ class FakeServer:
                         error_code=0,
                         api_keys=self.versions(),
                         throttle_time=0,
+                    )
+                elif key == 17 and self.illegal_state:
+                    body = codec.build(
+                        codec.response_class(17, version), error_code=34, mechanisms=[]
                     )
                 elif key == 17 and self.sasl and login is None:
                     name = request.body.mechanism
@@ -278,6 +285,14 @@ async def test_server_without_sasl() -> None:
     with (
         serving(FakeServer(sasl=False)) as server,
         pytest.raises(ClientError, match="is its listener SASL_PLAINTEXT or SASL_SSL"),
+    ):
+        await connect(server, sasl("PLAIN"))
+
+
+async def test_a_listener_that_refuses_sasl() -> None:
+    with (
+        serving(FakeServer(sasl=False, illegal_state=True)) as server,
+        pytest.raises(ClientError, match=r"ILLEGAL_SASL_STATE, 34\); is it SASL_PLAINTEXT"),
     ):
         await connect(server, sasl("PLAIN"))
 

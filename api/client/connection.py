@@ -49,6 +49,7 @@ SASL_VERSIONS = {SASL_HANDSHAKE_KEY: (1, 1), SASL_AUTHENTICATE_KEY: (0, 2)}
 tokens without Kafka framing), SaslAuthenticate v0-2. Only `connect` sends them."""
 
 _UNSUPPORTED_SASL_MECHANISM = 33
+_ILLEGAL_SASL_STATE = 34
 
 
 def _seen(future: asyncio.Future[Any]) -> None:
@@ -270,6 +271,12 @@ class ClientConnection:
             raise ClientError(
                 f"the server does not enable SASL mechanism {login.mechanism_name} (it enables: "
                 f"{enabled}); set sasl.mechanism in the client config to one of them"
+            )
+        if code == _ILLEGAL_SASL_STATE:
+            raise ClientError(
+                "the server refuses a SASL login on this listener (ILLEGAL_SASL_STATE, 34); is "
+                "it SASL_PLAINTEXT or SASL_SSL? (else set security.protocol to PLAINTEXT or SSL "
+                "in the client config)"
             )
         if code != 0:
             raise ClientError(f"SaslHandshake failed with error {code}")
