@@ -361,6 +361,8 @@ class RemoteTarget:
                 )
             )
         except BaseException:
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(self._loop.shutdown_default_executor())
             self._loop.close()
             raise
 
@@ -522,6 +524,8 @@ class RemoteTarget:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             with contextlib.suppress(Exception):  # the connection may be half-closed by now
                 loop.run_until_complete(self.client.close())
+            # The login's key derivation ran on the loop's thread pool: end its thread too.
+            loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
 

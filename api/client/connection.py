@@ -292,7 +292,9 @@ class ClientConnection:
                         f"authentication failed: {message} "
                         f"(error {int(answer.error_code)}, user {login_user(security)!r})"
                     )
-                token = login.respond(bytes(answer.auth_bytes or b""))
+                # SCRAM's answer derives the salted password (PBKDF2, up to 16384 rounds):
+                # off the event loop, so other connections of the same loop go on meanwhile.
+                token = await asyncio.to_thread(login.respond, bytes(answer.auth_bytes or b""))
         except SaslClientError as exc:
             raise ClientError(f"authentication failed: {exc}") from None
         if not login.complete:
