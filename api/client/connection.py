@@ -48,6 +48,7 @@ SASL_VERSIONS = {SASL_HANDSHAKE_KEY: (1, 1), SASL_AUTHENTICATE_KEY: (0, 2)}
 """The versions of the SASL APIs this client sends: SaslHandshake v1 (v0 would mean raw
 tokens without Kafka framing), SaslAuthenticate v0-2. Only `connect` sends them."""
 
+_SASL_NAMES = {SASL_HANDSHAKE_KEY: "SaslHandshake", SASL_AUTHENTICATE_KEY: "SaslAuthenticate"}
 _UNSUPPORTED_SASL_MECHANISM = 33
 _ILLEGAL_SASL_STATE = 34
 
@@ -246,13 +247,13 @@ class ClientConnection:
         }
 
     def _sasl_version(self, api_key: int) -> int:
+        """The version of a SASL API to send: the newest both sides speak (SASL_VERSIONS)."""
         ours = SASL_VERSIONS[api_key]
         theirs = self._versions.get(api_key)
         if theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
             raise ClientError(
-                f"the server does not answer {codec.API_NAMES.get(api_key, 'SASL')} "
-                f"{'(API ' + str(api_key) + ') ' if api_key not in codec.API_NAMES else ''}"
-                "in a version this client speaks; is its listener SASL_PLAINTEXT or SASL_SSL? "
+                f"the server does not answer {_SASL_NAMES[api_key]} (API {api_key}) in a "
+                "version this client speaks; is its listener SASL_PLAINTEXT or SASL_SSL? "
                 "(else set security.protocol to PLAINTEXT or SSL in the client config)"
             )
         return min(ours[1], theirs[1])
