@@ -551,3 +551,22 @@ def test_client_refuses_unusable_names(args: tuple[str, str], match: str) -> Non
         ScramClient(*args, SHA256)
     with pytest.raises(ValueError, match="printable"):
         ScramClient("alice", "pw", SHA256, nonce="a,b")
+
+
+_NAMES = st.text(min_size=1, max_size=30).filter(lambda s: "\x00" not in s)
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=_NAMES, password=st.text(max_size=40), mechanism=st.sampled_from([SHA256, SHA512]))
+def test_any_name_and_password_round_trip(
+    name: str, password: str, mechanism: ScramMechanism
+) -> None:
+    # PBKDF2 at MIN_ITERATIONS per example: few examples, each a whole login.
+    stored = new_credential(mechanism, password)
+    server = ScramServer({name: stored}.get, mechanism)
+    login(server, ScramClient(name, password, mechanism))
+    assert server.username == name
+    wrong = ScramServer({name: stored}.get, mechanism)
+    client = ScramClient(name, password + "x", mechanism)
+    with pytest.raises(AuthenticationFailed):
+        wrong.final(client.final(wrong.first(client.first())))

@@ -183,6 +183,13 @@ def test_contexts_demand_tls_1_2() -> None:
     assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
 
 
+def test_without_a_ca_file_the_system_cas_are_trusted(pki: Pki) -> None:
+    ours = client_context(pki.ca_file).get_ca_certs()
+    assert len(ours) == 1 and ours[0]["subject"] != ()
+    # librdkafka's ssl.ca.location=probe means the same as none: the system's store.
+    assert client_context("probe").cert_store_stats() == client_context().cert_store_stats()
+
+
 def test_keystore_with_the_key_after_the_chain(pki: Pki, tmp_path: Path) -> None:
     data = Path(pki.keystore).read_bytes()
     match = re.search(rb"-----END [A-Z ]*PRIVATE KEY-----\n", data)

@@ -169,7 +169,7 @@ def client_context(
 ) -> ssl.SSLContext:
     """A client's TLS context: the server's certificate is always verified.
 
-    `ca_location` is a PEM file of CA certificates (the system's CAs if None). A client
+    `ca_location` is a PEM file of CA certificates (the system's CAs if None or `probe`). A client
     certificate is `certificate_location` with its key in `key_location`, or both in the
     certificate file (Kafka's PEM keystore). `check_hostname` False skips only the host-name
     check (librdkafka's `ssl.endpoint.identification.algorithm=none`), not the chain's.
@@ -178,9 +178,9 @@ def client_context(
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = check_hostname
     context.verify_mode = ssl.CERT_REQUIRED
-    if ca_location:
+    if ca_location and ca_location != "probe":
         _load_trust(context, "ssl.ca.location", ca_location)
-    else:
+    else:  # librdkafka's "probe" also means the system's CAs
         context.load_default_certs(ssl.Purpose.SERVER_AUTH)
     if key_location and not certificate_location:
         raise SecurityConfigError(
