@@ -535,3 +535,71 @@ def test_kafkajs_with_scram_over_ssl(server: MetadataServer, pki: Pki, mechanism
     refused = run("wrong")
     assert refused.returncode == 1
     assert "invalid credentials" in refused.stderr, refused.stderr
+
+
+# ----------------------------------------------------------------------------- from nothing
+
+
+def _mlog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_secured_set_up_from_nothing_with_mlog_alone(tmp_path: Path, pki: Pki) -> None:
+    # docs/security.md's steps: a user written into the data directory, a SASL_SSL server from
+    # a config file, and the CLI through it with a client config.
+    data = tmp_path / "data"
+    (tmp_path / "admin.password").write_text("change-me\n")
+    created = _mlog(
+        *("users", "scram-set", "--data-dir", str(data), "--name", "admin"),
+        *("--mechanism", "SCRAM-SHA-512", "--password-file", str(tmp_path / "admin.password")),
+    )
+    assert created.returncode == 0, created.stderr
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "listeners=EXTERNAL://127.0.0.1:0\nlistener.security.protocol.map=EXTERNAL:SASL_SSL\n"
+        f"sasl.enabled.mechanisms=SCRAM-SHA-512\nssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={pki.keystore}\n"
+    )
+    stderr = tmp_path / "stderr"
+    with stderr.open("w") as err:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "api.cli", "serve"),
+                *("--data-dir", str(data), "--config", str(config)),
+            ],
+            stderr=err,
+        )
+    try:
+        address = _address(process, stderr)
+        client = tmp_path / "client.properties"
+        client.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\n"
+            f"sasl.password=change-me\nssl.ca.location={pki.ca}\n"
+        )
+        remote = ("--bootstrap-server", address, "--command-config", str(client))
+        done = _mlog("namespaces", "list", *remote)
+        assert done.returncode == 0, done.stderr
+        done = _mlog("users", "list", *remote, "--output", "json")
+        assert done.returncode == 0, done.stderr
+        assert "admin" in done.stdout and "change-me" not in done.stdout
+        client.write_text(client.read_text().replace("change-me", "wrong"))
+        refused = _mlog("namespaces", "list", *remote)
+        assert refused.returncode == 2
+        assert "invalid credentials" in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(30)
+    log = stderr.read_text()
+    assert "failed authentication from 127.0.0.1:" in log
+    assert "change-me" not in log
