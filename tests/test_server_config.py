@@ -342,6 +342,16 @@ def _serve(tmp_path: Path, text: str, *flags: str) -> tuple[int, str]:
         ("listeners=PLAINTEXT//x:1\n", (), "listeners: 'PLAINTEXT//x:1' is not NAME://HOST:PORT"),
         ("max.connections=none\n", (), "max.connections: 'none' is not an integer"),
         ("listeners=SSL://127.0.0.1:0\n", (), "needs ssl.keystore.location"),
+        (
+            "listeners=SSL://127.0.0.1:0\nssl.keystore.location=/nonexistent/server.pem\n",
+            (),
+            "listener SSL: ",
+        ),
+        (
+            f"listeners=SSL://127.0.0.1:0\nssl.keystore.location={KAFKA_39}\n",
+            (),
+            "listener SSL: ",
+        ),
         ("", ("--override", "node.id"), "is not KEY=VALUE"),
         ("", ("--override", "node.id=x"), "node.id: 'x' is not an integer"),
         (
