@@ -224,38 +224,42 @@ class Wire:
 
 async def _connection(port: int, index: int, deadline: float, stats: Stats) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    wire = Wire(reader, writer)
-    i = 0
     try:
-        while time.perf_counter() < deadline:
-            name = f"load-{index}-{i}"
-            i += 1
-            start = time.perf_counter()
-            created = await wire.call(19, 7, create_topic_v7, name)
-            now = time.perf_counter()
-            stats.latencies_ms.append((now - start) * 1000)
-            result = created.topics[0]
-            if int(result.error_code) != 0:
-                stats.errors.append(f"create {name}: {int(result.error_code)}")
-                continue
-            stats.created.add(name)
-            stats.writes += 1
-            start = now
-            described = await wire.call(3, 12, metadata_v12, name)
-            now = time.perf_counter()
-            stats.latencies_ms.append((now - start) * 1000)
-            if int(described.topics[0].error_code) != 0:
-                stats.errors.append(f"describe {name}: {int(described.topics[0].error_code)}")
-            start = now
-            deleted = await wire.call(20, 6, delete_topic_v6, result.topic_id.bytes)
-            stats.latencies_ms.append((time.perf_counter() - start) * 1000)
-            if int(deleted.responses[0].error_code) != 0:
-                stats.errors.append(f"delete {name}: {int(deleted.responses[0].error_code)}")
-                continue
-            stats.deleted.add(name)
-            stats.writes += 1
+        await _connection_loop(Wire(reader, writer), index, deadline, stats)
     finally:
         writer.close()
+
+
+async def _connection_loop(wire: Wire, index: int, deadline: float, stats: Stats) -> None:
+    """Create, describe and delete topics on one connection until `deadline`."""
+    i = 0
+    while time.perf_counter() < deadline:
+        name = f"load-{index}-{i}"
+        i += 1
+        start = time.perf_counter()
+        created = await wire.call(19, 7, create_topic_v7, name)
+        now = time.perf_counter()
+        stats.latencies_ms.append((now - start) * 1000)
+        result = created.topics[0]
+        if int(result.error_code) != 0:
+            stats.errors.append(f"create {name}: {int(result.error_code)}")
+            continue
+        stats.created.add(name)
+        stats.writes += 1
+        start = now
+        described = await wire.call(3, 12, metadata_v12, name)
+        now = time.perf_counter()
+        stats.latencies_ms.append((now - start) * 1000)
+        if int(described.topics[0].error_code) != 0:
+            stats.errors.append(f"describe {name}: {int(described.topics[0].error_code)}")
+        start = now
+        deleted = await wire.call(20, 6, delete_topic_v6, result.topic_id.bytes)
+        stats.latencies_ms.append((time.perf_counter() - start) * 1000)
+        if int(deleted.responses[0].error_code) != 0:
+            stats.errors.append(f"delete {name}: {int(deleted.responses[0].error_code)}")
+            continue
+        stats.deleted.add(name)
+        stats.writes += 1
 
 
 def _prepare(data_dir: Path) -> None:

@@ -1,0 +1,241 @@
+"""Authentication costs of `mlog serve`: SCRAM logins, and admin writes over SASL_SSL.
+
+Usage: python bench/auth_bench.py [--connections 20] [--seconds 20] [--logins 200]
+                                  [--authorizer] [--dir PATH]
+
+Two server processes (`mlog serve`, the real CLI), one after the other, each on a fresh data
+directory with 3 registered brokers:
+
+- the baseline: one PLAINTEXT listener, no authorizer;
+- the secured one (`--config`): a SASL_SSL and a SASL_PLAINTEXT listener with SCRAM-SHA-256,
+  a user whose credential has 4096 iterations appended before it starts, and with
+  `--authorizer` Kafka's StandardAuthorizer on (`authorizer.class.name`) with that user in
+  `super.users` (this needs the authorizer wired into `mlog serve`).
+
+Measured:
+
+- login: `--logins` connections one after the other to each SASL listener, each timed from
+  the connect to the server-final message checked: TCP (and TLS) handshake, SaslHandshake v1,
+  two SaslAuthenticate v2, the client's PBKDF2 included. Median and p99; the target is a
+  SCRAM-SHA-256 login at 4096 iterations in 15 ms or less.
+- admin writes/s: bench/server_bench.py's loop (CreateTopics, Metadata, DeleteTopics; one
+  request in flight per connection) on `--connections` connections for `--seconds`, on the
+  baseline's PLAINTEXT listener, then on the secured server's SASL_SSL listener with every
+  connection logged in first. The ratio secured / baseline has a target of 0.8 or more.
+
+Certificates are made by `trustme` (the test extras) in the scratch directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from server_bench import Stats, Wire, _check_encoders, _connection_loop, _prepare
+
+from api.controller.authorizer import STANDARD_AUTHORIZER
+from api.controller.commands import ControllerResult
+from api.protocol import codec
+from api.security.scram import ScramClient, new_credential
+from api.service.service import MetadataService
+from records.model import ScramMechanism, UserScramCredentialRecord
+
+USER, PASSWORD = "bench", "bench-password"
+MECHANISM = ScramMechanism.SCRAM_SHA_256
+
+_LISTENER = re.compile(r"(\S+):(\d+) \((\w+)(?: as (\w+))?")
+
+
+def _certificates(folder: Path) -> tuple[Path, Path]:
+    """(CA file, server key + chain file) made by trustme."""
+    import trustme
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    leaf.private_key_and_cert_chain_pem.write_to_path(str(folder / "server.pem"))
+    return folder / "ca.pem", folder / "server.pem"
+
+
+def _add_user(data_dir: Path) -> None:
+    credential = new_credential(MECHANISM, PASSWORD)
+    record = UserScramCredentialRecord(
+        name=USER,
+        mechanism=MECHANISM,
+        salt=credential.salt,
+        stored_key=credential.stored_key,
+        server_key=credential.server_key,
+        iterations=credential.iterations,
+    )
+    with MetadataService.open(data_dir / "log") as service:
+        service.execute(lambda image: ControllerResult(records=(record,), response=None))
+
+
+def _serve(
+    data_dir: Path, log_path: Path, *options: str
+) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
+    """`mlog serve` with `options`; the process and each listener's port, once it serves."""
+    with log_path.open("w") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(data_dir), *options],
+            stderr=log_file,
+        )
+    for _ in range(600):
+        text = log_path.read_text()
+        if "serving on " in text:
+            line = text.split("serving on ", 1)[1].split("; node", 1)[0]
+            ports = {(match[4] or match[3]): int(match[2]) for match in _LISTENER.finditer(line)}
+            return process, ports
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    process.kill()
+    raise SystemExit(f"the server did not start: {log_path.read_text()[-2000:]}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    if process.wait(60) != 0:
+        raise SystemExit(f"the server exited {process.returncode}")
+
+
+async def _login(port: int, context: ssl.SSLContext | None) -> Wire:
+    """A connection logged in as the bench user with SCRAM-SHA-256."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=context, server_hostname="127.0.0.1" if context else None
+    )
+    wire = Wire(reader, writer)
+    handshake = await wire.call(17, 1, _handshake, MECHANISM.mechanism_name)
+    if int(handshake.error_code) != 0:
+        raise SystemExit(f"SaslHandshake refused: {int(handshake.error_code)}")
+    client = ScramClient(USER, PASSWORD, MECHANISM)
+    first = await wire.call(36, 2, _authenticate, client.first())
+    final = await wire.call(36, 2, _authenticate, client.final(first.auth_bytes))
+    if int(final.error_code) != 0:
+        raise SystemExit(f"login refused: {final.error_message}")
+    client.verify(final.auth_bytes)
+    return wire
+
+
+def _handshake(correlation: int, mechanism: str) -> bytes:
+    body = codec.build(codec.request_class(17, 1), mechanism=mechanism)
+    return codec.encode_request(body, correlation_id=correlation)[4:]
+
+
+def _authenticate(correlation: int, token: bytes) -> bytes:
+    body = codec.build(codec.request_class(36, 2), auth_bytes=token)
+    return codec.encode_request(body, correlation_id=correlation)[4:]
+
+
+async def _logins(port: int, context: ssl.SSLContext | None, count: int) -> list[float]:
+    times: list[float] = []
+    for _ in range(count):
+        start = time.perf_counter()
+        wire = await _login(port, context)
+        times.append((time.perf_counter() - start) * 1000)
+        wire.writer.close()
+    return times
+
+
+async def _writes(
+    port: int, context: ssl.SSLContext | None, connections: int, seconds: float, login: bool
+) -> float:
+    stats = Stats()
+    wires = []
+    for _ in range(connections):
+        if login:
+            wires.append(await _login(port, context))
+        else:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            wires.append(Wire(reader, writer))
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+    await asyncio.gather(
+        *(_connection_loop(wire, index, deadline, stats) for index, wire in enumerate(wires))
+    )
+    elapsed = time.perf_counter() - start
+    for wire in wires:
+        wire.writer.close()
+    if stats.errors:
+        raise SystemExit(f"{len(stats.errors)} requests failed, e.g. {stats.errors[:3]}")
+    return stats.writes / elapsed
+
+
+def _p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[98] if len(values) >= 2 else values[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--connections", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--logins", type=int, default=200)
+    parser.add_argument("--authorizer", action="store_true", help="StandardAuthorizer on")
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    args = parser.parse_args()
+    _check_encoders()
+    scratch = Path(args.dir or tempfile.mkdtemp(prefix="auth-bench-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    ca, keystore = _certificates(scratch)
+    client_context = ssl.create_default_context(cafile=str(ca))
+
+    plain_dir = scratch / "plain"
+    _prepare(plain_dir)
+    process, ports = _serve(plain_dir, scratch / "plain.log", "--listen", "127.0.0.1:0")
+    try:
+        baseline = asyncio.run(
+            _writes(ports["PLAINTEXT"], None, args.connections, args.seconds, login=False)
+        )
+    finally:
+        _stop(process)
+
+    secured_dir = scratch / "secured"
+    _prepare(secured_dir)
+    _add_user(secured_dir)
+    config = scratch / "server.properties"
+    lines = [
+        "listeners=SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=SCRAM-SHA-256",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={keystore}",
+    ]
+    if args.authorizer:
+        lines += [f"authorizer.class.name={STANDARD_AUTHORIZER}", f"super.users=User:{USER}"]
+    config.write_text("\n".join(lines) + "\n")
+    process, ports = _serve(secured_dir, scratch / "secured.log", "--config", str(config))
+    try:
+        tls_logins = asyncio.run(_logins(ports["SASL_SSL"], client_context, args.logins))
+        plain_logins = asyncio.run(_logins(ports["SASL_PLAINTEXT"], None, args.logins))
+        secured = asyncio.run(
+            _writes(ports["SASL_SSL"], client_context, args.connections, args.seconds, login=True)
+        )
+    finally:
+        _stop(process)
+
+    authorizer = " + StandardAuthorizer" if args.authorizer else ""
+    print(f"{'':<40}{'median':>10}{'p99':>10}  target")
+    for name, times in (
+        ("SCRAM-SHA-256 login, SASL_PLAINTEXT (ms)", plain_logins),
+        ("SCRAM-SHA-256 login, SASL_SSL (ms)", tls_logins),
+    ):
+        print(f"{name:<40}{statistics.median(times):>10.2f}{_p99(times):>10.2f}  <= 15")
+    print()
+    print(f"{'admin writes/s':<40}{'value':>10}{'ratio':>10}  target")
+    print(f"{'PLAINTEXT (baseline)':<40}{baseline:>10,.0f}{1:>10.2f}")
+    print(f"{'SASL_SSL' + authorizer:<40}{secured:>10,.0f}{secured / baseline:>10.2f}  >= 0.8")
+    print(f"\n({args.connections} connections, {args.seconds:.0f} s each; scratch {scratch})")
+
+
+if __name__ == "__main__":
+    main()
