@@ -400,7 +400,7 @@ class Channel(asyncio.Protocol):
 def _tls_reason(exc: BaseException) -> str:
     """A handshake failure in a few words (the SSL library's reason, not its whole repr)."""
     if isinstance(exc, ssl.SSLError) and exc.reason:
-        return f"{exc.reason} (not a TLS client, or a certificate refused)"
+        return str(exc.reason)  # WRONG_VERSION_NUMBER: not TLS; PEER_DID_NOT_RETURN_A_...
     if isinstance(exc, TimeoutError):
         return "timed out"
     return str(exc) or type(exc).__name__

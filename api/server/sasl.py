@@ -222,7 +222,7 @@ class SaslAuthenticator:
         self.state = SaslState.FAILED
         self.raw_tokens = False
         self._server = None
-        return f"{self.mechanism or 'SASL'}: {reason}" if self.mechanism else reason
+        return f"{self.mechanism}: {reason}" if self.mechanism else reason
 
     def _violation(self, reason: str) -> SaslStep:
         self.state = SaslState.FAILED
