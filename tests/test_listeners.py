@@ -7,6 +7,7 @@ Certificates are made at test time by `trustme`: one CA signs the server's certi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -603,3 +604,25 @@ def test_a_secured_set_up_from_nothing_with_mlog_alone(tmp_path: Path, pki: Pki)
     log = stderr.read_text()
     assert "failed authentication from 127.0.0.1:" in log
     assert "change-me" not in log
+
+
+def test_a_handshaking_tls_connection_counts_against_max_connections(
+    tmp_path: Path, pki: Pki
+) -> None:
+    from api.server.limits import ServerLimits
+
+    with running_server(
+        tmp_path / "log",
+        brokers=1,
+        listeners=[_listener("SERVICES", "SSL", pki)],
+        limits=ServerLimits(max_connections=1),
+    ) as full_server:
+        port = _port(full_server, "SERVICES")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as first:
+            first.sendall(b"\x16\x03\x01")  # a handshake begun, never finished
+            with (
+                socket.create_connection(("127.0.0.1", port), timeout=10) as second,
+                contextlib.suppress(ConnectionResetError),  # an abort may reset it
+            ):
+                assert second.recv(1) == b""  # over max.connections: closed at once
+        assert full_server.limit_closes == {"max.connections": 1}
