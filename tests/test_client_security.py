@@ -64,6 +64,8 @@ class FakeServer:
 
     mechanisms: tuple[str, ...] = ALL_MECHANISMS
     sasl: bool = True
+    failure_message: str | None = None
+    """Sent instead of the refusal's own message (a server's text is not to be trusted)."""
     illegal_state: bool = False
     """Advertise the SASL APIs but answer SaslHandshake ILLEGAL_SASL_STATE (34), as Kafka does
     on a listener without SASL."""
@@ -144,7 +146,7 @@ class FakeServer:
                                 codec.build(
                                     codec.response_class(36, version),
                                     error_code=58,
-                                    error_message=str(exc),
+                                    error_message=self.failure_message or str(exc),
                                     auth_bytes=b"",
                                     session_lifetime=datetime.timedelta(0),
                                 ),
@@ -345,6 +347,23 @@ async def test_a_server_that_cannot_prove_the_credential_is_refused() -> None:
         ),
     ):
         await connect(server, sasl("SCRAM-SHA-256"))
+
+
+async def test_a_huge_server_message_is_refused() -> None:
+    with (
+        serving(FakeServer(tamper=lambda step, challenge: b"r=" + b"x" * 100_000)) as server,
+        pytest.raises(ClientError, match=r"server-first message is invalid: .* longer than"),
+    ):
+        await connect(server, sasl("SCRAM-SHA-256"))
+
+
+async def test_the_servers_message_is_one_clean_line() -> None:
+    loud = FakeServer(failure_message="bad\n\x1b[31mred\x00" + "z" * 5000)
+    with serving(loud) as server, pytest.raises(ClientError) as failure:
+        await connect(server, sasl("PLAIN", password="wrong"))
+    message = str(failure.value)
+    assert message.startswith("authentication failed: bad  [31mred")
+    assert message.isprintable() and len(message) < 400
 
 
 async def test_plain_answer_that_is_not_empty_is_refused() -> None:

@@ -3,6 +3,10 @@
 A server keeps, per user and mechanism, the salt, the iteration count, StoredKey = H(ClientKey)
 and ServerKey, never the password: ClientKey = HMAC(SaltedPassword, "Client Key"), ServerKey =
 HMAC(SaltedPassword, "Server Key"), SaltedPassword = PBKDF2-HMAC(password, salt, iterations).
+
+`ScramServer` and `ScramClient` are the two sides of a login, sans-IO (bytes in, bytes out):
+the server's lookup gives it the stored credential of a user name, the client derives its
+proof from the password; `scram_messages` holds the messages' grammar.
 """
 
 from __future__ import annotations
