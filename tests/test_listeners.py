@@ -29,12 +29,15 @@ from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KpNewTopic
 from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
 from kio.schema.metadata.v1.request import MetadataRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from server_process import _address, serve_process
 from server_thread import running_server
 from test_sasl_server import USERS, Raw, _created_by, seed_users
 
+from api.security.plain import plain_token
 from api.server.config import ListenerConfig, TlsConfig
+from api.server.limits import ServerLimits
 from api.server.listeners import server_listener
 from api.server.server import MetadataServer
 
@@ -477,8 +480,6 @@ def _wait_for_log(caplog: pytest.LogCaptureFixture, words: str) -> None:
 
 
 def test_sasl_requests_on_a_listener_without_sasl_are_illegal_state(server: MetadataServer) -> None:
-    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-
     raw = Raw(server.listener_address("PLAINTEXT"))
     try:
         assert raw.answer(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 34
@@ -490,8 +491,6 @@ def test_sasl_requests_on_a_listener_without_sasl_are_illegal_state(server: Meta
 
 
 def test_a_silent_tls_peer_is_closed_by_the_idle_limit(tmp_path: Path, pki: Pki) -> None:
-    from api.server.limits import ServerLimits
-
     with running_server(
         tmp_path / "log",
         brokers=1,
@@ -609,8 +608,6 @@ def test_a_secured_set_up_from_nothing_with_mlog_alone(tmp_path: Path, pki: Pki)
 def test_a_handshaking_tls_connection_counts_against_max_connections(
     tmp_path: Path, pki: Pki
 ) -> None:
-    from api.server.limits import ServerLimits
-
     with running_server(
         tmp_path / "log",
         brokers=1,
@@ -626,3 +623,43 @@ def test_a_handshaking_tls_connection_counts_against_max_connections(
             ):
                 assert second.recv(1) == b""  # over max.connections: closed at once
         assert full_server.limit_closes == {"max.connections": 1}
+
+
+def test_an_ipv6_listener_beside_an_ipv4_one(tmp_path: Path, pki: Pki) -> None:
+    ipv6 = server_listener(
+        ListenerConfig(
+            name="V6",
+            security_protocol="SASL_PLAINTEXT",
+            host="::1",
+            port=0,
+            sasl_mechanisms=("PLAIN",),
+        )
+    )
+    seed_users(tmp_path / "log")
+    with running_server(
+        tmp_path / "log", brokers=1, listeners=[_listener("PLAINTEXT", "PLAINTEXT", pki), ipv6]
+    ) as dual:
+        address = dual.listener_address("V6")
+        assert address.startswith("[::1]:")
+        raw = Raw(address)
+        try:
+            assert raw.answer(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+            token = plain_token("alice", USERS["alice"])
+            assert raw.answer(SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
+            brokers = raw.answer(MetadataRequest(topics=())).brokers
+            assert [(b.host, b.port) for b in brokers] == [("::1", _port(dual, "V6"))]
+        finally:
+            raw.close()
+        admin = KafkaAdminClient(
+            bootstrap_servers=address,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username="bob",
+            sasl_plain_password=USERS["bob"],
+            request_timeout_ms=10_000,
+        )
+        try:
+            admin.create_topics([KpNewTopic("over-ipv6", 1, 1)])
+        finally:
+            admin.close()
+        assert _created_by(dual, "over-ipv6") == "User:bob"

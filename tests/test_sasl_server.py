@@ -98,7 +98,7 @@ class Raw:
 
     def __init__(self, address: str) -> None:
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=10)
         self.correlation = 0
 
     def close(self) -> None:
