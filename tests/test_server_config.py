@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.cli.main import main
@@ -427,3 +427,61 @@ def test_limits_flags_then_environment_then_file(tmp_path: Path) -> None:
     assert (limits.max_connections, limits.max_connections_per_ip) == (9, 7)
     limits = resolve_limits(_limit_flags(args, config, {}), {}, max_request_bytes=1024)
     assert (limits.max_connections, limits.max_connections_per_ip) == (5, 7)
+
+
+_KEYS = st.sampled_from(
+    [
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "sasl.enabled.mechanisms",
+        "listener.name.a.sasl.enabled.mechanisms",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.client.auth",
+        "listener.name.ssl.ssl.client.auth",
+        "super.users",
+        "authorizer.class.name",
+        "allow.everyone.if.no.acl.found",
+        "connection.failed.authentication.delay.ms",
+        "connections.max.idle.ms",
+        "max.connections",
+        "node.id",
+        "broker.id",
+        "log.dirs",
+        "no.such.key",
+    ]
+)
+_VALUES = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "A://h:1,SSL://h:2",
+            "A:SASL_SSL",
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            "PLAIN,GSSAPI",
+            "required",
+            "PEM",
+            "User:x;User:y",
+            STANDARD_AUTHORIZER,
+            "true",
+            "100",
+            "-1",
+        ]
+    ),
+)
+
+
+@settings(max_examples=400)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=8))
+def test_any_config_is_taken_or_refused_in_one_line(values: dict[str, str]) -> None:
+    try:
+        config = server_config(values)
+    except ServerConfigError as exc:
+        assert "\n" not in str(exc) and str(exc)
+        return
+    assert config.listeners
+    for listener in config.listeners:
+        assert listener.uses_sasl == bool(listener.sasl_mechanisms)
+        assert listener.uses_tls == (listener.tls is not None)
+        assert 0 <= listener.port <= 65535
