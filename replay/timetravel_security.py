@@ -8,7 +8,9 @@ is the field `keys`, "(hidden)" on both sides).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 
+from records.json_form import record_to_json
 from records.model import (
     AccessControlEntryRecord,
     PatternType,
@@ -25,6 +27,24 @@ from replay.rules import WILDCARD_RESOURCE
 
 HIDDEN = "(hidden)"
 """What is shown in place of a salt or a key."""
+
+SECRET_FIELDS: Mapping[type[Record], tuple[str, ...]] = {
+    UserScramCredentialRecord: ("salt", "stored_key", "server_key"),
+}
+"""The fields human output never shows, by record type."""
+
+
+def shown_json(record: Record) -> dict[str, Any]:
+    """A record's JSON form for people: secret fields are "(hidden)".
+
+    The exact form (`records.json_form`) stays for `--output json`, which `mlog log append`
+    reads back: a copy of the log must keep its bytes.
+    """
+    data = record_to_json(record)
+    for name in SECRET_FIELDS.get(type(record), ()):
+        data["data"][name] = HIDDEN
+    return data
+
 
 SECURITY_RECORDS = (
     AccessControlEntryRecord,

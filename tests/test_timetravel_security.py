@@ -328,3 +328,69 @@ def test_cli_history_refuses_two_entities_and_an_empty_user(
         assert code == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--user" in err
+
+
+def _append(data_dir: Path, lines: list[dict[str, Any]], tmp_path: Path) -> tuple[int, str]:
+    source = tmp_path / "records.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = io.StringIO()
+    code = main(
+        [
+            "--data-dir",
+            str(data_dir),
+            "log",
+            "append",
+            "--principal",
+            "User:ops",
+            "--file",
+            str(source),
+        ],
+        out=out,
+    )
+    return code, out.getvalue()
+
+
+def test_log_append_replays_security_records_and_dump_shows_them(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    end = _offset(len(STORY) - 1) + 1
+    good = [
+        record_to_json(
+            _acl(Uuid(bytes([7] * 16)), resource_name="org:", pattern_type=PatternType.PREFIXED)
+        ),
+        record_to_json(_credential("carol", iterations=16384)),
+    ]
+    code, text = _append(data_dir, good, tmp_path)
+    assert code == 0 and f"at offsets {end}..{end + 1}" in text
+    # The human dump hides salts and keys; the JSON dump keeps them, so it can be appended back.
+    human = mlog(data_dir, "log", "dump", "--gt", str(end - 1))
+    assert human.count("(hidden)") == 3 and "principal: User:ops" in human
+    assert '"resource_name":"org:"' in human and '"iterations":16384' in human
+    out = io.StringIO()
+    assert main(["--data-dir", str(data_dir), "--output", "json", "log", "dump"], out=out) == 0
+    dumped = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert dumped[-1]["record"] == good[1]
+    # Replay's rules hold for what is appended by hand: nothing of a refused block is written.
+    refused = [
+        (_acl(Uuid(bytes([6] * 16)), principal="alice"), "acl.principal"),
+        (
+            _acl(Uuid(bytes([6] * 16)), resource_name="*", pattern_type=PatternType.PREFIXED),
+            "acl.pattern",
+        ),
+        (_acl(Uuid(bytes([7] * 16))), "acl.id-unique"),
+        (RemoveAccessControlEntryRecord(id=Uuid(bytes([6] * 16))), "acl.exists"),
+        (_credential("dave", iterations=4095), "scram.iterations"),
+        (_credential("dave", key=b"short"), "scram.key-size"),
+        (_credential("da\nve"), "scram.name"),
+        (RemoveUserScramCredentialRecord(name="alice", mechanism=SHA512), "scram.exists"),
+    ]
+    for record, rule in refused:
+        code, _ = _append(
+            data_dir, [record_to_json(_credential("erin")), record_to_json(record)], tmp_path
+        )
+        err = capsys.readouterr().err
+        assert code == 2 and f"rule {rule}" in err and err.count("\n") == 1, err
+        _no_secret(err)
+    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+        assert log.end_offset == end + 2
+        assert "erin" not in load_image(log).scram.users()
