@@ -95,7 +95,7 @@ def test_every_area_round_trips(tmp_path: Path, store: SnapshotStore) -> None:
 def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
     tmp_path: Path, database_url: str, store: SnapshotStore
 ) -> None:
-    end = write_generated_log(tmp_path / "log", seed=3, batches=300)
+    end = write_generated_log(tmp_path / "log", seed=3, batches=300, cancels=True, security=True)
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         older = store.write(load_image(log, lte=end // 2))
         newer = store.write(load_image(log))
@@ -115,8 +115,8 @@ def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
 
 
 def test_a_snapshot_of_another_log_is_not_used(tmp_path: Path, store: SnapshotStore) -> None:
-    write_generated_log(tmp_path / "a", seed=1, batches=200)
-    write_generated_log(tmp_path / "b", seed=2, batches=200)
+    write_generated_log(tmp_path / "a", seed=1, batches=200, security=True)
+    write_generated_log(tmp_path / "b", seed=2, batches=200, security=True)
     with MetadataLog.open(tmp_path / "a", read_only=True) as log_a:
         store.write(load_image(log_a))
     with MetadataLog.open(tmp_path / "b", read_only=True) as log_b:

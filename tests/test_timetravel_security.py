@@ -394,3 +394,18 @@ def test_log_append_replays_security_records_and_dump_shows_them(
     with MetadataLog.open(data_dir / "log", read_only=True) as log:
         assert log.end_offset == end + 2
         assert "erin" not in load_image(log).scram.users()
+
+
+def test_shell_lists_users_and_follows_one(data_dir: Path) -> None:
+    text = mlog(
+        data_dir,
+        "shell",
+        "--at-offset",
+        str(_offset(8)),
+        "-c",
+        "ls /; ls /users; history /users/alice",
+    )
+    assert "acls/" in text and "users/" in text and "alice" in text
+    assert "set SCRAM-SHA-256 credential of user alice (8192 iterations)" in text
+    escaped = mlog(data_dir, "shell", "-c", "cat /users/a%2Fb; history /users/a%2Fb")
+    assert '"name": "a/b"' in escaped and "credential of user a/b" in escaped
