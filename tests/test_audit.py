@@ -627,3 +627,73 @@ def test_cli_access_changes(spark: Any, access_story: Path, capsys: Any) -> None
     assert code == 0 and "kafka-cluster" in text and "User:alice" not in text
     assert run("audit", "access-changes", "--since", "soon", "--data-dir", d)[0] == 2
     assert "is not a time" in capsys.readouterr().err
+
+
+def _reference_access_changes(log_dir: Path) -> list[tuple[Any, ...]]:
+    """access-changes computed plainly, entry by entry, from the records themselves."""
+    rows: list[tuple[Any, ...]] = []
+    acls: dict[Uuid, AccessControlEntryRecord] = {}
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        for entry in log.read():
+            record = entry.record
+            acl: AccessControlEntryRecord | None = None
+            if isinstance(record, AccessControlEntryRecord):
+                acls[record.id] = acl = record
+                action, acl_id = "grant", record.id
+            elif isinstance(record, RemoveAccessControlEntryRecord):
+                acl, action, acl_id = acls[record.id], "revoke", record.id
+            elif isinstance(record, UserScramCredentialRecord | RemoveUserScramCredentialRecord):
+                removed = isinstance(record, RemoveUserScramCredentialRecord)
+                iterations = (
+                    record.iterations if isinstance(record, UserScramCredentialRecord) else None
+                )
+                rows.append(
+                    (
+                        entry.offset,
+                        entry.principal,
+                        "credential-removed" if removed else "credential-set",
+                        None,
+                        None,
+                        record.name,
+                        record.mechanism.mechanism_name,
+                        iterations,
+                    )
+                )
+                continue
+            else:
+                continue
+            fields = (
+                acl.resource_type.name,
+                acl.resource_name,
+                acl.pattern_type.name,
+                acl.principal,
+                acl.host,
+                acl.operation.name,
+                acl.permission_type.name,
+            )
+            rows.append(
+                (entry.offset, entry.principal, action, str(acl_id), fields, None, None, None)
+            )
+    return rows
+
+
+def test_access_changes_match_a_plain_reference_on_a_generated_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    write_generated_log(tmp_path / "log", seed=33, batches=400, security=True)
+    expected = _reference_access_changes(tmp_path / "log")
+    assert sum(1 for r in expected if r[2] == "revoke") > 5
+    got = [
+        (
+            r["offset"],
+            r["principal"],
+            r["action"],
+            r["acl_id"],
+            None if r["acl_id"] is None else tuple(r[c] for c in ACCESS_COLUMNS[5:12]),
+            r["user_name"],
+            r["mechanism"],
+            r["iterations"],
+        )
+        for r in access_changes(read_log(spark, tmp_path / "log")).collect()
+    ]
+    assert got == expected
