@@ -49,7 +49,7 @@ CLUSTER_RESOURCE_NAME: Final = "kafka-cluster"
 """The one resource name of a CLUSTER ACL (Kafka's `CLUSTER_NAME`)."""
 
 WILDCARD_RESOURCE: Final = "*"
-"""The resource name an ACL uses for every resource of its type (LITERAL only)."""
+"""The resource name a LITERAL ACL uses for every resource of its type."""
 
 RULES: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -148,10 +148,8 @@ RULES: Final[Mapping[str, str]] = MappingProxyType(
         "acl.exists": "an ACL removal names a live ACL",
         "acl.resource-type": "an ACL's resource type is a concrete one (not UNKNOWN or ANY)",
         "acl.resource-name": "an ACL's resource name is not empty",
-        "acl.pattern": (
-            "an ACL's pattern is LITERAL or PREFIXED, and the wildcard resource '*' is LITERAL"
-        ),
-        "acl.cluster-resource": "a CLUSTER ACL is LITERAL on the resource 'kafka-cluster'",
+        "acl.pattern": "an ACL's pattern is LITERAL or PREFIXED",
+        "acl.cluster-resource": "a CLUSTER ACL's resource name is 'kafka-cluster'",
         "acl.operation": "an ACL's operation is a concrete one (not UNKNOWN or ANY)",
         "acl.permission": "an ACL's permission is ALLOW or DENY",
         "acl.principal": "an ACL's principal is 'Type:name' (e.g. 'User:alice', 'User:*')",
@@ -276,15 +274,12 @@ def acl_problem(acl: AccessControlEntryRecord) -> tuple[str, str] | None:
             f"an ACL cannot be stored with pattern type {acl.pattern_type.name}; "
             "use LITERAL or PREFIXED",
         )
-    if name == WILDCARD_RESOURCE and acl.pattern_type != PatternType.LITERAL:
-        return ("acl.pattern", "the wildcard resource '*' can only be LITERAL, not PREFIXED")
-    if acl.resource_type == ResourceType.CLUSTER and (
-        name != CLUSTER_RESOURCE_NAME or acl.pattern_type != PatternType.LITERAL
-    ):
+    # As Kafka: a PREFIXED '*' matches names that start with '*' (no topic has one), and a
+    # CLUSTER ACL is checked by name only; the controller (api/controller/acls.py) stores both.
+    if acl.resource_type == ResourceType.CLUSTER and name != CLUSTER_RESOURCE_NAME:
         return (
             "acl.cluster-resource",
-            f"a CLUSTER ACL must be LITERAL on {CLUSTER_RESOURCE_NAME!r}, not "
-            f"{acl.pattern_type.name} on {name!r}",
+            f"the only name of the CLUSTER resource is {CLUSTER_RESOURCE_NAME!r}, not {name!r}",
         )
     if acl.operation in _UNSTORED_OPERATIONS:
         return (

@@ -103,11 +103,6 @@ REFUSED: list[tuple[str, type[ReplayError], list[Record]]] = [
     ("acl.pattern", AclReplayError, [_acl(pattern_type=PatternType.ANY)]),
     ("acl.pattern", AclReplayError, [_acl(pattern_type=PatternType.UNKNOWN)]),
     (
-        "acl.pattern",
-        AclReplayError,
-        [_acl(resource_name="*", pattern_type=PatternType.PREFIXED)],
-    ),
-    (
         "acl.cluster-resource",
         AclReplayError,
         [_acl(resource_type=ResourceType.CLUSTER, resource_name="my-cluster")],
@@ -123,7 +118,7 @@ REFUSED: list[tuple[str, type[ReplayError], list[Record]]] = [
         [
             _acl(
                 resource_type=ResourceType.CLUSTER,
-                resource_name="kafka-cluster",
+                resource_name="kafka",
                 pattern_type=PatternType.PREFIXED,
             )
         ],
@@ -222,6 +217,18 @@ ACCEPTED: list[tuple[str, list[Record]]] = [
     ("the same ACL under another id", [_acl(id=ACL_2)]),
     ("prefixed topic ACL", [_acl(pattern_type=PatternType.PREFIXED, resource_name="ord")]),
     ("wildcard topic ACL", [_acl(resource_name="*")]),
+    # As Kafka (and the controller): a PREFIXED '*' is stored; it matches names starting '*'.
+    ("prefixed '*'", [_acl(resource_name="*", pattern_type=PatternType.PREFIXED)]),
+    (
+        "prefixed cluster ACL",
+        [
+            _acl(
+                resource_type=ResourceType.CLUSTER,
+                resource_name="kafka-cluster",
+                pattern_type=PatternType.PREFIXED,
+            )
+        ],
+    ),
     ("wildcard principal", [_acl(principal="User:*")]),
     ("principal with a colon in its name", [_acl(principal="User:CN=a:b,O=c")]),
     ("another principal type", [_acl(principal="Group:admins")]),
@@ -373,11 +380,7 @@ def _reference_acl_ok(acl: AccessControlEntryRecord) -> bool:
         and acl.resource_type not in (ResourceType.UNKNOWN, ResourceType.ANY)
         and acl.resource_name != ""
         and acl.pattern_type in (PatternType.LITERAL, PatternType.PREFIXED)
-        and not (acl.resource_name == "*" and acl.pattern_type != PatternType.LITERAL)
-        and (
-            acl.resource_type != ResourceType.CLUSTER
-            or (acl.resource_name == "kafka-cluster" and acl.pattern_type == PatternType.LITERAL)
-        )
+        and (acl.resource_type != ResourceType.CLUSTER or acl.resource_name == "kafka-cluster")
         and acl.operation not in (AclOperation.UNKNOWN, AclOperation.ANY)
         and acl.permission_type in (AclPermissionType.ALLOW, AclPermissionType.DENY)
         and ":" in acl.principal

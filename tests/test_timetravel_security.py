@@ -374,7 +374,7 @@ def test_log_append_replays_security_records_and_dump_shows_them(
     refused = [
         (_acl(Uuid(bytes([6] * 16)), principal="alice"), "acl.principal"),
         (
-            _acl(Uuid(bytes([6] * 16)), resource_name="*", pattern_type=PatternType.PREFIXED),
+            _acl(Uuid(bytes([6] * 16)), pattern_type=PatternType.MATCH),
             "acl.pattern",
         ),
         (_acl(Uuid(bytes([7] * 16))), "acl.id-unique"),
