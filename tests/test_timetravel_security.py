@@ -409,3 +409,22 @@ def test_shell_lists_users_and_follows_one(data_dir: Path) -> None:
     assert "set SCRAM-SHA-256 credential of user alice (8192 iterations)" in text
     escaped = mlog(data_dir, "shell", "-c", "cat /users/a%2Fb; history /users/a%2Fb")
     assert '"name": "a/b"' in escaped and "credential of user a/b" in escaped
+
+
+def test_the_same_answers_through_a_server(data_dir: Path) -> None:
+    from server_thread import running_server
+
+    commands = [
+        ["history", "--user", "alice"],
+        ["--output", "json", "history", "--topic", "org:orders"],
+        ["image", "diff", "--from", str(_offset(4))],
+        ["image", "show", "--at-offset", str(_offset(8)), "/users"],
+        ["image", "show", "/acls"],
+    ]
+    local = [mlog(data_dir, *command) for command in commands]
+    with running_server(data_dir / "log", brokers=0) as server:
+        for command, expected in zip(commands, local, strict=True):
+            out = io.StringIO()
+            assert main(["--bootstrap-server", server.address, *command], out=out) == 0
+            assert out.getvalue() == expected, command
+            _no_secret(out.getvalue())
