@@ -6,9 +6,10 @@ snapshot id or which database holds them: two snapshots of one state have the sa
 
 The checksum is a SHA-256 over, per table, the row count and the sum (mod 2**128) of a BLAKE2b
 digest of each row -- a multiset hash, so rows can be read back in any order the database likes.
-A row is serialized with `marshal` format version 0 (ints and strings only; unlike later
-versions it has no back-references or interning flags, so equal values give equal bytes
-whatever their object identity), 2.4x cheaper than `repr`. Partitions are hashed per topic (the
+A row is serialized with `marshal` format version 0 (ints, strings and bytes: a credential's
+salt and keys, read back as bytes whatever the driver gives; unlike later versions it has no
+back-references or interning flags, so equal values give equal bytes whatever their object
+identity), 2.4x cheaper than `repr`. Partitions are hashed per topic (the
 topic's partition rows in id order, as one item), which costs one digest per topic instead of one
 per partition. Booleans are stored and hashed as 0/1, so every driver reads back the values that
 were hashed.

@@ -4,7 +4,7 @@ Every content table is keyed by `snapshot_id` first, so a snapshot's rows sit to
 "which partitions were READ_ONLY in snapshot 7" is one plain query. Ids are stored in Kafka's
 22-character text form (as `mlog topics describe` shows them); enums by name (`READ_ONLY`,
 `TOPIC`); replica lists as JSON array text (`[1,2,3]`), readable by `json_each` (SQLite) or
-`::jsonb` (PostgreSQL).
+`::jsonb` (PostgreSQL); a credential's salt and keys as binary (BLOB, bytea).
 
 The content tables have no foreign keys to `snapshots`: a snapshot is written in one transaction
 and deleted by `snapshot_id` from every table in one transaction, and per-row foreign key checks
