@@ -242,6 +242,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         )
         if settings.bootstrap_server and not getattr(args, "remote", False):
             settings = _local_only(args, settings)
+        if args.command_config and not settings.bootstrap_server:
+            raise CliError(
+                "--command-config configures the connection to a server: give "
+                "--bootstrap-server too, or drop --command-config for the data directory"
+            )
         handler: Handler = args.handler
         return handler(args, settings, out)
     except BrokenPipeError:

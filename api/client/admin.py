@@ -8,6 +8,12 @@ request raises `RemoteError` with the code and the text the embedded CLI would p
 
     async with await AdminClient.connect("127.0.0.1:9092") as client:
         (result,) = await client.create_topics([CreatableTopic(name="orders")])
+
+Over TLS and with a SASL login, as a client config file says (`--command-config`):
+
+    security = load_client_security("client.properties")
+    async with await AdminClient.connect("broker:9094", security=security) as client:
+        ...
 """
 
 from __future__ import annotations

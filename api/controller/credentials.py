@@ -24,7 +24,6 @@ from api.controller.commands import (
 )
 from api.controller.errors import ApiError, ErrorCode
 from api.controller.limits import check_label
-from api.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted, key_size
 from records.model import (
     Record,
     RemoveUserScramCredentialRecord,
@@ -67,6 +66,15 @@ def _mechanism(name: str, code: int) -> ScramMechanism:
 
 
 def _upsertion_record(upsertion: ScramUpsertion) -> UserScramCredentialRecord:
+    # Imported here: hashlib and the SCRAM exchanges cost every local command's start-up
+    # (the controller is imported by all of them) and only this step needs them.
+    from api.security.scram import (  # noqa: PLC0415
+        MAX_ITERATIONS,
+        MIN_ITERATIONS,
+        credential_from_salted,
+        key_size,
+    )
+
     mechanism = _mechanism(upsertion.name, upsertion.mechanism)
     if upsertion.iterations < MIN_ITERATIONS:
         raise _unacceptable(f"Too few iterations: at least {MIN_ITERATIONS}")
