@@ -97,7 +97,7 @@ class PrivateApis:
         """The response frame for one private request."""
         api = PRIVATE_APIS[header.api_key]
         try:
-            request = private.decode_request_body(api, body)
+            request = private.decode_request_body(api, body, header.api_version)
         except (BindError, MetadataLogError, ValueError) as exc:
             return self._error(header, api, ErrorCode.INVALID_REQUEST, str(exc))
         try:
