@@ -127,7 +127,9 @@ def make_acls(world: World, count: int, rng: random.Random) -> list[AccessContro
     return acls
 
 
-def make_requests(world: World, acls: Sequence[AccessControlEntryRecord], count: int, rng: random.Random) -> list[Request]:
+def make_requests(
+    world: World, acls: Sequence[AccessControlEntryRecord], count: int, rng: random.Random
+) -> list[Request]:
     """Requests: half about an ACL that exists (its principal and resource), half at random."""
     requests: list[Request] = []
     topic_acls = [a for a in acls if a.resource_type == TOPIC and a.pattern_type == LITERAL]

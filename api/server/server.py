@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 
+from api.controller.authorizer import Authorizer, AuthorizerConfig
 from api.protocol.codec import API_NAMES, encode_response
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
@@ -66,6 +67,7 @@ class MetadataServer:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         limits: ServerLimits | None = None,
         run_scheduler: bool = True,
+        authorizer: AuthorizerConfig | None = None,
     ) -> None:
         self.service = service
         self.host = host
@@ -75,7 +77,10 @@ class MetadataServer:
         self.cluster_id = cluster_id
         self.max_request_bytes = max_request_bytes
         self.limits = limits or ServerLimits()
-        self.private_apis = PrivateApis(service)
+        # One authorizer for both kinds of API: they share its ACL index.
+        self.authorizer = None if authorizer is None else Authorizer(authorizer)
+        """Decides every request when `authorizer.class.name` is set; None allows everything."""
+        self.private_apis = PrivateApis(service, self.authorizer)
         self._run_scheduler = run_scheduler
         self._server: asyncio.Server | None = None
         self._channels: ChannelContext | None = None
@@ -121,9 +126,17 @@ class MetadataServer:
         self.apis = KafkaApis(
             self.service,
             Listener(host=host, port=port, node_id=self.node_id, cluster_id=self.cluster_id),
+            self.authorizer,
         )
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
+        if self.authorizer is not None:
+            config = self.authorizer.config
+            logger.info(
+                "authorizer on: super.users=%s, allow.everyone.if.no.acl.found=%s",
+                ";".join(sorted(config.super_users)) or "(none)",
+                str(config.allow_everyone_if_no_acl_found).lower(),
+            )
         logger.info(
             "serving on %s:%d (advertised %s:%d), node %d, log offset %d; "
             "max.connections=%d, max.connections.per.ip=%d, connections.max.idle.ms=%d, "
@@ -235,7 +248,8 @@ class MetadataServer:
         elif isinstance(event, PrivateRequest):
             header = event.header
             try:
-                channel.write(await self.private_apis.handle(header, event.body, channel.principal))
+                session = Session(principal=channel.principal, host=channel.ip)
+                channel.write(await self.private_apis.handle(header, event.body, session))
             except Exception:
                 logger.exception(
                     "closing %s: %s v%d failed",
