@@ -1,6 +1,7 @@
 """Authorization decisions with 100,000 ACLs: the indexed `Authorizer` against a linear scan.
 
 Usage: python bench/authz_bench.py [--acls 100000] [--decisions 20000] [--scans 40] [--seed 1]
+                                  [--server [--server-seconds 10] [--rounds 2] [--connections 50]]
 
 A realistic mix of ACLs over 1,000 namespaces (50 organisations of 20 teams), 20,000 topics
 (most in a team namespace, some in the default one) and 5,000 users: per-user LITERAL topic
@@ -16,17 +17,33 @@ linear scan of every ACL per decision (the rules read literally, as tests/test_a
 reference); it takes tens of milliseconds a decision, so it runs on `--scans` of the requests,
 and both must give the same decision on each. The index build (on the first decision after
 an ACL change) is timed over 5 builds.
+
+`--server` adds what authorization costs a server: a `MetadataServer` process (on a data
+directory holding the same ACLs, plus a grant of everything on topics `load-*` to the load's
+`User:ANONYMOUS`) under bench/server_bench.py's load loop (CreateTopics, Metadata,
+DeleteTopics by id, `--connections` connections), with the authorizer on and off, alternating
+for `--rounds`; admin writes/s and the server's CPU time per request, medians, and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import random
+import signal
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
 
 from immutables import Map
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.controller.authorizer import (
     CLUSTER_NAME,
@@ -35,6 +52,9 @@ from api.controller.authorizer import (
     AuthorizerConfig,
     namespace_chain,
 )
+from api.controller.commands import ControllerResult, RegisterBroker
+from api.server.server import MetadataServer
+from api.service.service import MetadataService
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -193,6 +213,118 @@ def linear_scan(
     return config.allow_everyone_if_no_acl_found
 
 
+# ---------------------------------------------------------------------- --server
+
+
+def _serve(data_dir: Path, authorize: bool) -> None:
+    """The server half of `--server`: a MetadataServer on 127.0.0.1 until SIGTERM."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
+
+    async def run() -> None:
+        service = MetadataService.open(data_dir / "log")
+        config = AuthorizerConfig() if authorize else None
+        server = MetadataServer(service, host="127.0.0.1", port=0, authorizer=config)
+        await server.start()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(server.stop("SIGTERM")))
+        await server.wait_stopped()
+
+    asyncio.run(run())
+
+
+def _start(data_dir: Path, authorize: bool, log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    command = [sys.executable, __file__, "--serve", str(data_dir)]
+    with log_path.open("w") as log_file:
+        server = subprocess.Popen(
+            [*command, *(["--authorize"] if authorize else [])], stderr=log_file
+        )
+    for _ in range(600):
+        text = log_path.read_text()
+        if "serving on " in text:
+            return server, int(text.split("serving on ", 1)[1].split()[0].rsplit(":", 1)[1])
+        if server.poll() is not None:
+            break
+        time.sleep(0.1)
+    server.kill()
+    raise SystemExit(f"the server did not start: {log_path.read_text()[-2000:]}")
+
+
+def _prepare_server(data_dir: Path, acls: Sequence[AccessControlEntryRecord]) -> None:
+    """Three brokers and the ACLs, plus the grant that lets the load do its work."""
+    service = MetadataService.open(data_dir / "log")
+    with service:
+        for broker_id in (1, 2, 3):
+            request = RegisterBroker(broker_id=broker_id)
+            service.execute(partial(service.controller.register_broker, request=request))
+        grant = AccessControlEntryRecord(
+            id=Uuid.random(),
+            resource_type=TOPIC,
+            resource_name="load-",
+            pattern_type=PREFIXED,
+            principal="User:ANONYMOUS",
+            host="*",
+            operation=Op.ALL,
+            permission_type=ALLOW,
+        )
+        records = (*acls, grant)
+        for start in range(0, len(records), 10_000):
+            batch = records[start : start + 10_000]
+            service.execute(lambda image, b=batch: ControllerResult(records=b, response=None))  # type: ignore[misc]
+
+
+def _server_round(
+    data_dir: Path, authorize: bool, connections: int, seconds: float
+) -> tuple[float, float]:
+    """Admin writes/s and server CPU µs per request of one run of server_bench's load loop."""
+    from server_bench import Stats, _connection, cpu_seconds
+
+    server, port = _start(data_dir, authorize, data_dir / "server.log")
+    stats = Stats()
+
+    async def load() -> float:
+        # One request first: the index is built on the first decision, not in the timed run.
+        await _connection(port, -1, time.perf_counter(), Stats())
+        deadline = time.perf_counter() + seconds
+        start = time.perf_counter()
+        await asyncio.gather(*(_connection(port, i, deadline, stats) for i in range(connections)))
+        return time.perf_counter() - start
+
+    cpu_before = cpu_seconds(f"/proc/{server.pid}/stat")
+    try:
+        elapsed = asyncio.run(load())
+        cpu = cpu_seconds(f"/proc/{server.pid}/stat") - cpu_before
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    if stats.errors:
+        raise SystemExit(f"the load saw errors: {stats.errors[:5]}")
+    return stats.writes / elapsed, cpu / len(stats.latencies_ms) * 1e6
+
+
+def server_comparison(
+    acls: Sequence[AccessControlEntryRecord], connections: int, seconds: float, rounds: int
+) -> None:
+    """Admin writes through the server with the authorizer on (these ACLs) and off."""
+    results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(rounds):
+            for authorize in (False, True) if round_ % 2 == 0 else (True, False):
+                data_dir = Path(scratch) / f"{round_}-{authorize}"
+                _prepare_server(data_dir, acls)
+                results[authorize].append(_server_round(data_dir, authorize, connections, seconds))
+    rate = {a: statistics.median(r for r, _ in results[a]) for a in results}
+    cpu = {a: statistics.median(c for _, c in results[a]) for a in results}
+    print()
+    print(
+        f"server: {connections} connections, {rounds} rounds of {seconds:g} s each, alternating; "
+        f"the same {len(acls):,} ACLs (+ the load's grant) in the log both ways"
+    )
+    print(f"{'measure':<28}{'authorizer on':>15}{'off':>12}{'ratio':>10}")
+    for label, values in (("admin writes/s", rate), ("server CPU per request (µs)", cpu)):
+        on, off = values[True], values[False]
+        print(f"{label:<28}{on:>15,.0f}{off:>12,.0f}{on / off:>10.2f}")
+
+
 def _percentile(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -205,7 +337,18 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=20_000)
     parser.add_argument("--scans", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--server", action="store_true", help="also: admin writes through the server, on and off"
+    )
+    parser.add_argument("--server-seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # the server half
+    parser.add_argument("--authorize", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve is not None:
+        _serve(args.serve, args.authorize)
+        return
     rng = random.Random(args.seed)
     world = World(rng)
     acls = make_acls(world, args.acls, rng)
@@ -254,6 +397,8 @@ def main() -> None:
     )
     print(f"{'p99 decision (µs)':<28}{p99_i:>12.2f}{p99_s:>14,.0f}{p99_s / p99_i:>9,.0f}x{'—':>12}")
     print(f"{'index build (ms, median of 5)':<28}{statistics.median(builds) * 1000:>12.0f}")
+    if args.server:
+        server_comparison(acls, args.connections, args.server_seconds, args.rounds)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,10 @@ class MetadataApis(HandlerGroup):
         cluster_operations = UNAUTHORIZED_OPS
         if getattr(body, "include_cluster_authorized_operations", False):
             cluster_operations = self._cluster_operations(image, session)
+            if cluster_operations != UNAUTHORIZED_OPS and not cluster_operations & (
+                1 << AclOperation.DESCRIBE
+            ):
+                cluster_operations = 0  # Kafka: none told without DESCRIBE on the cluster
         return self._answer(
             request,
             throttle_time=0,
