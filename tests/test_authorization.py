@@ -573,6 +573,17 @@ ACL_AND_CREDENTIAL_REQUESTS: list[tuple[int, int, dict[str, Any]]] = [
 ]
 
 
+def _item_codes(api_key: int, response: Any) -> list[Any]:
+    """The error codes of an ACL or credential API's answer, item by item."""
+    if api_key == 30:
+        return [int(x.error_code) for x in response.results]
+    if api_key == 31:
+        return [int(x.error_code) for x in response.filter_results]
+    if api_key == 50:
+        return [int(response.error_code)]
+    return [(x.user, int(x.error_code)) for x in response.results]
+
+
 @pytest.mark.parametrize(("api_key", "version", "values"), ACL_AND_CREDENTIAL_REQUESTS)
 def test_acl_and_credential_apis_are_checked_on_the_cluster_before_their_handler(
     tmp_path: Path, api_key: int, version: int, values: dict[str, Any]
@@ -594,12 +605,7 @@ def test_acl_and_credential_apis_are_checked_on_the_cluster_before_their_handler
     data = codec.encode_response(3, answer)
     assert data == codec.encode_response_with_kio(3, answer)
     response = codec.decode_response(api_key, version, data[4:])[1]
-    codes = {
-        30: lambda r: [int(x.error_code) for x in r.results],
-        31: lambda r: [int(x.error_code) for x in r.filter_results],
-        50: lambda r: [int(r.error_code)],
-        51: lambda r: [(x.user, int(x.error_code)) for x in r.results],
-    }[api_key](response)
+    codes = _item_codes(api_key, response)
     expected: dict[int, list[Any]] = {
         30: [CLUSTER_DENIED] * 2,
         31: [CLUSTER_DENIED],

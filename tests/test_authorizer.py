@@ -15,11 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from immutables import Map
 
+from api.controller.acl_index import CONCRETE_OPERATIONS, AclIndex
 from api.controller.authorizer import (
     CLUSTER_NAME,
-    CONCRETE_OPERATIONS,
     TOPIC_OPERATIONS,
-    AclIndex,
     Authorizer,
     AuthorizerConfig,
     namespace_chain,
@@ -540,3 +539,50 @@ def test_authorizer_decides_as_the_reference(
             want = reference(held, config, principal, host, op, kind, name)
             got = authorizer.authorize(image, principal, host, op, kind, name)
             assert got == want, (principal, host, op.name, kind.name, name, held)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(acls_strategy, max_size=30),
+    st.lists(st.integers(0, 29), max_size=15),
+    st.lists(acls_strategy, max_size=10),
+    st.lists(requests, min_size=1, max_size=20),
+)
+def test_an_updated_index_decides_as_a_fresh_one_and_leaves_its_source_alone(
+    acls: list[AccessControlEntryRecord],
+    removed_at: list[int],
+    added: list[AccessControlEntryRecord],
+    asked: list[tuple[str, str, AclOperation, tuple[ResourceType, str]]],
+) -> None:
+    before = Map({a.id: a for a in acls})
+    gone = {acls[i].id for i in removed_at if i < len(acls)}
+    after = Map({a.id: a for a in [*acls, *added] if a.id not in gone})
+    source = AclIndex(before.values())
+    updated = source.updated(after)
+    fresh_before, fresh_after = AclIndex(before.values()), AclIndex(after.values())
+    assert updated.size == fresh_after.size == len(after)
+    for principal, host, op, (kind, name) in asked:
+        request = (principal, host, op, kind, name)
+        assert updated.decide(*request) == fresh_after.decide(*request), request
+        assert source.decide(*request) == fresh_before.decide(*request), request
+
+
+def test_an_index_is_updated_for_a_few_changes_and_built_for_many() -> None:
+    acls = [acl(TOPIC, f"t{i}", Op.ALL) for i in range(1000)]
+    source = AclIndex(acls)
+    one_more = Map({a.id: a for a in [*acls, acl(TOPIC, "t0", Op.WRITE, DENY)]})
+    updated = source.updated(one_more)
+    assert updated.decide(ALICE, HERE, Op.WRITE, TOPIC, "t0") is False
+    assert source.decide(ALICE, HERE, Op.WRITE, TOPIC, "t0") is True  # unchanged
+    # untouched patterns are shared, not copied
+    assert updated._literal[int(TOPIC)]["t5"] is source._literal[int(TOPIC)]["t5"]
+    # a record replaced under the same id (replay never does it) is still seen as a change
+    replaced = acl(TOPIC, "t1", Op.ALL, DENY)
+    swapped = Map({a.id: a for a in acls}).set(acls[1].id, replaced)
+    assert source.updated(swapped).decide(ALICE, HERE, Op.READ, TOPIC, "t1") is False
+    # half of them gone: built afresh, same decisions
+    half = Map({a.id: a for a in acls[::2]})
+    rebuilt = source.updated(half)
+    assert rebuilt.size == 500 and rebuilt.decide(ALICE, HERE, Op.READ, TOPIC, "t1") is None
+    assert rebuilt.decide(ALICE, HERE, Op.READ, TOPIC, "t2") is True
+    assert rebuilt._literal[int(TOPIC)]["t2"] is not source._literal[int(TOPIC)]["t2"]
