@@ -281,6 +281,25 @@ def test_allow_everyone_if_no_acl_found_both_ways(tmp_path: Path) -> None:
     closed.service.close()
 
 
+HOSTILE_NAMES = ["", ":", "t\x00\n", "a" * 30_000, "org:" * 5_000 + "t", "*", "User:*"]
+
+
+def test_hostile_names_are_refused_like_any_other(cluster: Cluster) -> None:
+    c = cluster
+    c.grant(acl(NAMESPACE, "org", Op.DESCRIBE, prefixed=True))
+    start = c.end
+    answer = _create(c, ALICE, *HOSTILE_NAMES)
+    assert [int(t.error_code) for t in answer.topics] == [TOPIC_DENIED] * len(HOSTILE_NAMES)
+    assert c.end == start
+    asked = [{"name": n, "topic_id": None} for n in HOSTILE_NAMES]
+    codes = [int(t.error_code) for t in _metadata(c, ALICE, asked).topics]
+    # only the name under `org` is describable (and, as no such topic exists, unknown)
+    assert codes == [TOPIC_DENIED] * 4 + [3] + [TOPIC_DENIED] * 2
+    # principals and hosts of any shape are only strings to match
+    odd = Session(principal="User:*", host="*")
+    assert _codes(_create(c, odd, "t").topics) == {"t": TOPIC_DENIED}
+
+
 # ------------------------------------------------------------- Metadata, DescribeTopicPartitions
 
 
