@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient as ConfluentAdmin
+from confluent_kafka.admin import NewTopic
 from kafka import errors as kerrors
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KpNewTopic
@@ -816,6 +819,16 @@ def test_kafka_python_against_the_authorizer(served: Any) -> None:
         assert served.service.image.topics.get_by_name("mine-a") is None
     finally:
         admin.close()
+
+
+def test_confluent_kafka_against_the_authorizer(served: Any) -> None:
+    admin = ConfluentAdmin({"bootstrap.servers": served.address})
+    futures = admin.create_topics([NewTopic("mine-ck", 1, 1), NewTopic("other-ck", 1, 1)])
+    futures["mine-ck"].result(timeout=20)
+    with pytest.raises(KafkaException) as caught:
+        futures["other-ck"].result(timeout=20)
+    assert caught.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert set(admin.list_topics(timeout=20).topics) == {"mine-ck"}
 
 
 def test_our_client_gets_the_refusals_of_our_own_apis(served: Any) -> None:
