@@ -667,6 +667,24 @@ def test_without_an_authorizer_acl_apis_are_disabled_and_credential_apis_run(
     c.service.close()
 
 
+def test_an_acl_created_through_the_api_decides_the_next_request(cluster: Cluster) -> None:
+    c = cluster
+    c.grant(acl(CLUSTER, CLUSTER_NAME, Op.ALTER))  # alice administers the ACLs
+    creation = {
+        "resource_type": int(TOPIC),
+        "resource_name": "bobs-",
+        "resource_pattern_type": int(PatternType.PREFIXED),
+        "principal": "User:bob",
+        "host": "*",
+        "operation": int(Op.CREATE),
+        "permission_type": int(AclPermissionType.ALLOW),
+    }
+    assert [int(r.error_code) for r in c.ask(30, 3, BOB, creations=[creation]).results] == [31]
+    assert _codes(_create(c, BOB, "bobs-1").topics) == {"bobs-1": TOPIC_DENIED}
+    assert [int(r.error_code) for r in c.ask(30, 3, ALICE, creations=[creation]).results] == [0]
+    assert _codes(_create(c, BOB, "bobs-1", "other").topics) == {"bobs-1": 0, "other": 29}
+
+
 # ---------------------------------------------------------------------- our own APIs
 
 

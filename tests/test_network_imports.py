@@ -11,8 +11,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ALLOWED = {
     "api.protocol": ("api.protocol", "api.controller.commands", "api.controller.errors"),
-    "api.server": ("api.server", "api.protocol", "api.service", "api.controller"),
-    "api.client": ("api.client", "api.protocol", "api.controller"),
+    "api.server": ("api.server", "api.protocol", "api.service", "api.controller", "api.security"),
+    "api.client": ("api.client", "api.protocol", "api.controller", "api.security"),
+    # A leaf: the controller, the server, the client and the CLI all use it.
+    "api.security": ("api.security",),
 }
 """What each room may import from `api`; the layers below `api` (records, replay) are free."""
 

@@ -107,7 +107,10 @@ def parse_pairs(values: Sequence[str] | None, flag: str) -> list[tuple[str, str]
 
 
 def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True) -> None:
-    """Add --data-dir/--output/--db/--debug; subcommands accept them too (suppress=True there)."""
+    """Add the global options; subcommands accept them too (suppress=True there).
+
+    --data-dir, --output, --db, --bootstrap-server, --command-config and --debug.
+    """
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument(
         "--data-dir",
@@ -133,6 +136,14 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True
         metavar="HOST:PORT",
         help="run against `mlog serve` there instead of the data directory (env "
         "MLOG_BOOTSTRAP_SERVER)",
+    )
+    parser.add_argument(
+        "--command-config",
+        default=default,
+        metavar="FILE",
+        help="client security config for --bootstrap-server: a properties file with Kafka's "
+        "or librdkafka's keys (security.protocol, sasl.mechanism, sasl.username, "
+        "sasl.password or sasl.jaas.config, ssl.ca.location, ...) (env MLOG_COMMAND_CONFIG)",
     )
     parser.add_argument(
         "--debug",

@@ -43,6 +43,8 @@ NOUNS = (
     ("image", "the metadata image"),
     ("log", "inspect and maintain the log itself"),
     ("namespaces", "create, list and delete namespaces"),
+    ("acls", "add, list and remove ACLs (kafka-acls.sh's flags)"),
+    ("users", "set, list and delete users' SCRAM credentials"),
     ("db", "the snapshot database's schema"),
     ("snapshot", "snapshots of the image in SQL"),
     ("history", "log entries that touched a topic/namespace/broker"),
@@ -54,6 +56,7 @@ NOUNS = (
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
+    *("acls", "users"),
 )
 """Commands that run against a server with `--bootstrap-server` (the others need the data
 directory: the log's files, the snapshot database, Spark, or the server itself)."""
@@ -239,6 +242,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         )
         if settings.bootstrap_server and not getattr(args, "remote", False):
             settings = _local_only(args, settings)
+        if args.command_config and not settings.bootstrap_server:
+            raise CliError(
+                "--command-config configures the connection to a server: give "
+                "--bootstrap-server too, or drop --command-config for the data directory"
+            )
         handler: Handler = args.handler
         return handler(args, settings, out)
     except BrokenPipeError:

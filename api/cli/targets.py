@@ -4,8 +4,8 @@ Both targets answer the same calls with the same result dataclasses (`api.contro
 so a command's output does not depend on where it ran. `LocalTarget` opens the service on the
 data directory (for writes; reads replay the log read-only, beside a running writer) and records
 the caller's principal; `RemoteTarget` sends each call through the `AdminClient` on a private
-event loop, and the server records its connection's principal (User:ANONYMOUS: it has no
-authentication yet).
+event loop, and the server records its connection's principal: the user the client config of
+`--command-config` (or MLOG_COMMAND_CONFIG) logs in as, User:ANONYMOUS without one.
 
 Each target imports what it needs when it is used: the service (and the controller) on the
 first write, the client (and kio) when a server is named, time travel for diff and history.
@@ -29,6 +29,9 @@ from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
 from metadata_log.log import MetadataLog
 from metadata_log.segment import SEGMENT_SUFFIX
+
+COMMAND_CONFIG_ENV = "MLOG_COMMAND_CONFIG"
+"""The environment variable naming the client config when `--command-config` is not given."""
 
 if TYPE_CHECKING:
     import argparse
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
         TopicRef,
     )
     from api.controller.controller import Controller
+    from api.security.client_config import ClientSecurity
     from api.service.service import MetadataService
     from records.entry import LogEntry
     from replay.image import MetadataImage
@@ -180,6 +184,10 @@ class LocalTarget:
         return service.execute(
             lambda image: command(service.controller, image), principal=self.principal
         )
+
+    def run(self, command: Callable[[Controller, MetadataImage], ControllerResult[T]]) -> T:
+        """Run a controller command as `_run` does (for nouns whose calls are in their module)."""
+        return self._run(command)
 
     def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
         """The committed image of the open service, else a read-only replay (time travel)."""
@@ -337,7 +345,13 @@ class LocalTarget:
 class RemoteTarget:
     """A server, through the `AdminClient` (one connection, a private event loop)."""
 
-    def __init__(self, bootstrap: str, *, timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout_ms: int = 30_000,
+        security: ClientSecurity | None = None,
+    ) -> None:
         import asyncio
 
         from api.client import AdminClient
@@ -346,14 +360,22 @@ class RemoteTarget:
         self.client: AdminClient
         try:
             self.client = self._loop.run_until_complete(
-                AdminClient.connect(bootstrap, client_id="mlog-cli", timeout_ms=timeout_ms)
+                AdminClient.connect(
+                    bootstrap, client_id="mlog-cli", timeout_ms=timeout_ms, security=security
+                )
             )
         except BaseException:
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(self._loop.shutdown_default_executor())
             self._loop.close()
             raise
 
     def _wait(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return self._loop.run_until_complete(call())
+
+    def wait(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run one client call to its end (for nouns whose calls are in their own module)."""
+        return self._wait(call)
 
     def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
         """ImageAt."""
@@ -510,6 +532,8 @@ class RemoteTarget:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             with contextlib.suppress(Exception):  # the connection may be half-closed by now
                 loop.run_until_complete(self.client.close())
+            # The login's key derivation ran on the loop's thread pool: end its thread too.
+            loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
 
@@ -531,7 +555,7 @@ def open_target(
                 "--principal applies to the data directory only: a server records the "
                 "principal of its connection; drop --principal or --bootstrap-server"
             )
-        target = RemoteTarget(settings.bootstrap_server)
+        target = RemoteTarget(settings.bootstrap_server, security=client_security(args))
     else:
         # A read records nobody: the login is looked up only if the command writes.
         target = LocalTarget(settings, given, check_pending=check_pending)
@@ -539,6 +563,23 @@ def open_target(
         yield target
     finally:
         target.close()
+
+
+def client_security(args: argparse.Namespace) -> ClientSecurity | None:
+    """The client config of `--command-config` or MLOG_COMMAND_CONFIG, if one is named.
+
+    Its warnings (keys it ignores) go to stderr, one line each. The security modules are
+    imported only here, so commands without a server never load them.
+    """
+    path = getattr(args, "command_config", None) or os.environ.get(COMMAND_CONFIG_ENV)
+    if not path:
+        return None
+    from api.security.client_config import load_client_security
+
+    security = load_client_security(path)
+    for warning in security.warnings:
+        print(f"mlog: warning: {path}: {warning}", file=sys.stderr)
+    return security
 
 
 def fetch_image(

@@ -8,6 +8,12 @@ request raises `RemoteError` with the code and the text the embedded CLI would p
 
     async with await AdminClient.connect("127.0.0.1:9092") as client:
         (result,) = await client.create_topics([CreatableTopic(name="orders")])
+
+Over TLS and with a SASL login, as a client config file says (`--command-config`):
+
+    security = load_client_security("client.properties")
+    async with await AdminClient.connect("broker:9094", security=security) as client:
+        ...
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ from typing import Any
 
 from api.client.connection import (
     DEFAULT_TIMEOUT_MS,
-    ClientConnection,
     ClientError,
     RemoteError,
     known_error_code,
 )
+from api.client.security_apis import SecurityApis
 from api.controller.commands import (
     AlterConfig,
     AlterConfigsResult,
@@ -87,7 +93,7 @@ def _uuid(value: Any) -> Uuid:
     return Uuid.ZERO if value is None else Uuid(value.bytes)
 
 
-class AdminClient(ClientConnection):
+class AdminClient(SecurityApis):
     """An asyncio admin client over one connection (see the module docstring)."""
 
     def __init__(
@@ -368,19 +374,6 @@ class AdminClient(ClientConnection):
     async def list_partition_reassignments(self) -> Any:
         """ListPartitionReassignments of every partition (kio response entity)."""
         return await self.request(46, topics=None, timeout=self.timeout_ms)
-
-    async def describe_acls(self) -> Any:
-        """DescribeAcls of everything (always empty until ACLs exist; kio response entity)."""
-        return await self.request(
-            29,
-            resource_type_filter=1,
-            resource_name_filter=None,
-            pattern_type_filter=1,
-            principal_filter=None,
-            host_filter=None,
-            operation=1,
-            permission_type=1,
-        )
 
     # ------------------------------------------------------------------ our APIs
 

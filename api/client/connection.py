@@ -7,6 +7,11 @@ newest version both sides speak. `request` sends any Kafka API (kio entities in 
 `call` any of our own (`api.protocol.private`); a refused private request raises
 `RemoteError` with the code and the text the embedded CLI would print. The API methods
 themselves are `AdminClient`'s (`api.client.admin`).
+
+With a `ClientSecurity` (`api.security.client_config`), `connect` first does what its
+`security.protocol` asks, before any other request: TLS (SSL, SASL_SSL), then, after
+ApiVersions, a SASL login (SaslHandshake v1, then SaslAuthenticate with the mechanism's
+tokens) as Kafka's clients do. A refused login is one `ClientError` with the server's message.
 """
 
 from __future__ import annotations
@@ -14,23 +19,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from api.controller.errors import ApiError, ErrorCode
 from api.protocol import codec, private
 from api.protocol.codec import SUPPORTED_VERSIONS, ProtocolError, build, request_class
 from api.protocol.private import PRIVATE_VERSIONS, PrivateApi
+from api.security.errors import SaslClientError
 from records.errors import MetadataLogError
+
+if TYPE_CHECKING:
+    from api.security.client_config import ClientSecurity
 
 DEFAULT_TIMEOUT_MS = 30_000
 """The `timeout_ms` sent with writes, and how long the client waits for any answer."""
 
 _SIZE = struct.Struct(">i")
+
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+SASL_VERSIONS = {SASL_HANDSHAKE_KEY: (1, 1), SASL_AUTHENTICATE_KEY: (0, 2)}
+"""The versions of the SASL APIs this client sends: SaslHandshake v1 (v0 would mean raw
+tokens without Kafka framing), SaslAuthenticate v0-2. Only `connect` sends them."""
+
+_SASL_NAMES = {SASL_HANDSHAKE_KEY: "SaslHandshake", SASL_AUTHENTICATE_KEY: "SaslAuthenticate"}
+_UNSUPPORTED_SASL_MECHANISM = 33
+_ILLEGAL_SASL_STATE = 34
 
 
 def _seen(future: asyncio.Future[Any]) -> None:
@@ -74,6 +94,62 @@ def parse_bootstrap(text: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
+def login_user(security: ClientSecurity) -> str:
+    """The user name a client config logs in as (for messages; never the password)."""
+    return security.username or ""
+
+
+def _printable(text: str) -> str:
+    """Text from the server for a one-line message: control characters dropped, shortened."""
+    clean = "".join(c if c.isprintable() else " " for c in text).strip()
+    return clean if len(clean) <= 300 else clean[:300] + "..."
+
+
+async def _open(
+    host: str, port: int, context: ssl.SSLContext | None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    if context is None:
+        return await asyncio.open_connection(host, port)
+    return await asyncio.open_connection(host, port, ssl=context, server_hostname=host)
+
+
+def _connect_error(
+    host: str, port: int, exc: BaseException, context: ssl.SSLContext | None
+) -> ClientError:
+    """The one-line error of a failed connect or TLS handshake."""
+    if context is not None:
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            reason = _printable(str(exc.verify_message or exc.reason or exc))
+            hint = (
+                "; set ssl.endpoint.identification.algorithm= (empty) to skip the host-name "
+                "check, or connect by a name the certificate holds"
+                if "hostname" in reason.lower() or "ip address" in reason.lower()
+                else "; give the CA that signed it in ssl.ca.location"
+            )
+            return ClientError(
+                f"TLS with {host}:{port} failed: the server's certificate is not trusted "
+                f"({reason}){hint}"
+            )
+        if isinstance(exc, ssl.SSLError):
+            return ClientError(
+                f"TLS handshake with {host}:{port} failed ({_printable(str(exc.reason or exc))});"
+                " is its listener SSL or SASL_SSL?"
+            )
+        if isinstance(exc, ConnectionResetError | BrokenPipeError | asyncio.IncompleteReadError):
+            return ClientError(
+                f"TLS handshake with {host}:{port} failed: the server closed the connection; "
+                "is its listener SSL or SASL_SSL, and does it want a client certificate?"
+            )
+        if isinstance(exc, TimeoutError):
+            return ClientError(
+                f"no TLS handshake with {host}:{port} in time; is its listener SSL or SASL_SSL?"
+            )
+    return ClientError(
+        f"cannot connect to {host}:{port} ({str(exc) or 'timed out'}); is `mlog serve` running "
+        "there?"
+    )
+
+
 @dataclass(slots=True)
 class _Pending:
     correlation_id: int
@@ -101,25 +177,34 @@ class ClientConnection:
         self._versions: dict[int, tuple[int, int]] = {}
         self._receiver = asyncio.create_task(self._receive())
         self._closed = False
+        self._secured = False
 
     @classmethod
     async def connect(
-        cls, bootstrap: str, *, client_id: str = "mlog", timeout_ms: int = DEFAULT_TIMEOUT_MS
+        cls,
+        bootstrap: str,
+        *,
+        client_id: str = "mlog",
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        security: ClientSecurity | None = None,
     ) -> Self:
-        """Connect to `HOST:PORT` and learn the server's API versions."""
+        """Connect to `HOST:PORT`, secure the connection as `security` says, learn the versions.
+
+        Without `security` (or with PLAINTEXT) the connection is plain TCP and anonymous.
+        """
         host, port = parse_bootstrap(bootstrap)
+        tls = security is not None and security.protocol.tls
+        context = security.ssl_context() if security is not None and tls else None
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), timeout_ms / 1000
-            )
+            reader, writer = await asyncio.wait_for(_open(host, port, context), timeout_ms / 1000)
         except (OSError, TimeoutError) as exc:
-            raise ClientError(
-                f"cannot connect to {host}:{port} ({exc or 'timed out'}); is `mlog serve` "
-                "running there?"
-            ) from None
+            raise _connect_error(host, port, exc, context) from None
         client = cls(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
+        client._secured = security is not None and (tls or security.protocol.sasl)
         try:
             await client._negotiate()
+            if security is not None and security.protocol.sasl:
+                await client._authenticate(security)
         except BaseException:
             await client.close()
             raise
@@ -160,6 +245,61 @@ class ClientConnection:
         self._versions = {
             int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
         }
+
+    def _sasl_version(self, api_key: int) -> int:
+        """The version of a SASL API to send: the newest both sides speak (SASL_VERSIONS)."""
+        ours = SASL_VERSIONS[api_key]
+        theirs = self._versions.get(api_key)
+        if theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
+            raise ClientError(
+                f"the server does not answer {_SASL_NAMES[api_key]} (API {api_key}) in a "
+                "version this client speaks; is its listener SASL_PLAINTEXT or SASL_SSL? "
+                "(else set security.protocol to PLAINTEXT or SSL in the client config)"
+            )
+        return min(ours[1], theirs[1])
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake, then SaslAuthenticate until the mechanism's exchange is over."""
+        login = security.sasl_client()
+        handshake = self._sasl_version(SASL_HANDSHAKE_KEY)
+        authenticate = self._sasl_version(SASL_AUTHENTICATE_KEY)
+        response = await self._kafka(
+            build(request_class(SASL_HANDSHAKE_KEY, handshake), mechanism=login.mechanism_name)
+        )
+        code = int(response.error_code)
+        if code == _UNSUPPORTED_SASL_MECHANISM:
+            enabled = ", ".join(_printable(str(m)) for m in response.mechanisms) or "none"
+            raise ClientError(
+                f"the server does not enable SASL mechanism {login.mechanism_name} (it enables: "
+                f"{enabled}); set sasl.mechanism in the client config to one of them"
+            )
+        if code == _ILLEGAL_SASL_STATE:
+            raise ClientError(
+                "the server refuses a SASL login on this listener (ILLEGAL_SASL_STATE, 34); is "
+                "it SASL_PLAINTEXT or SASL_SSL? (else set security.protocol to PLAINTEXT or SSL "
+                "in the client config)"
+            )
+        if code != 0:
+            raise ClientError(f"SaslHandshake failed with error {code}")
+        try:
+            token: bytes | None = login.start()
+            while token is not None:
+                answer = await self._kafka(
+                    build(request_class(SASL_AUTHENTICATE_KEY, authenticate), auth_bytes=token)
+                )
+                if int(answer.error_code) != 0:
+                    message = _printable(answer.error_message or "") or "no reason given"
+                    raise ClientError(
+                        f"authentication failed: {message} "
+                        f"(error {int(answer.error_code)}, user {login_user(security)!r})"
+                    )
+                # SCRAM's answer derives the salted password (PBKDF2, up to 16384 rounds):
+                # off the event loop, so other connections of the same loop go on meanwhile.
+                token = await asyncio.to_thread(login.respond, bytes(answer.auth_bytes or b""))
+        except SaslClientError as exc:
+            raise ClientError(f"authentication failed: {exc}") from None
+        if not login.complete:
+            raise ClientError("authentication failed: the SASL exchange did not finish")
 
     def version(self, api_key: int) -> int:
         """The newest version of an API both this client and the server speak."""
@@ -259,7 +399,13 @@ class ClientConnection:
                 except (ProtocolError, MetadataLogError, ValueError, KeyError) as exc:
                     pending.future.set_exception(ClientError(f"unreadable answer: {exc}"))
         except asyncio.IncompleteReadError:
-            self._fail_pending(ClientError("the server closed the connection"))
+            hint = (
+                ""
+                if self._secured
+                else " (if its listener needs TLS or a login, give the client config with "
+                "--command-config)"
+            )
+            self._fail_pending(ClientError("the server closed the connection" + hint))
         except (ConnectionError, OSError) as exc:
             self._fail_pending(ClientError(f"the connection failed: {exc}"))
         except ClientError as exc:

@@ -54,6 +54,10 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = {
     45: (0, 1),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
     29: (0, 3),  # DescribeAcls (v0 from `legacy_schemas`)
+    30: (0, 3),  # CreateAcls (v0 from `legacy_schemas`)
+    31: (0, 3),  # DeleteAcls (v0 from `legacy_schemas`)
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
 }
 """Kafka APIs this server answers, with the versions it advertises (ApiVersions).
 
@@ -76,6 +80,10 @@ API_NAMES: Mapping[int, str] = {
     45: "AlterPartitionReassignments",
     46: "ListPartitionReassignments",
     29: "DescribeAcls",
+    30: "CreateAcls",
+    31: "DeleteAcls",
+    50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials",
 }
 
 

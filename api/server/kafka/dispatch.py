@@ -1,9 +1,10 @@
 """`KafkaApis`: which handler answers each Kafka API key, in one table.
 
 The handlers live in one module per concern beside this one (`metadata`, `topics`,
-`configs`, `partitions`, `acls`); the table holds their bound methods, so answering a request
-is one dict lookup and one call, as when they were one class. `codec.SUPPORTED_VERSIONS` is
-the list of keys and versions the table must cover (a protocol test checks every one).
+`configs`, `partitions`, `acls`, `credentials`); the table holds their bound methods, so
+answering a request is one dict lookup and one call, as when they were one class.
+`codec.SUPPORTED_VERSIONS` is the list of keys and versions the table must cover (a protocol
+test checks every one).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
 from api.server.kafka.configs import ConfigApis
+from api.server.kafka.credentials import CredentialApis
 from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
 from api.server.kafka.refusals import refusal
@@ -56,6 +58,7 @@ class KafkaApis:
         configs = ConfigApis(service, listener, gate)
         partitions = PartitionApis(service, listener, gate)
         acls = AclApis(service, listener, gate)
+        credentials = CredentialApis(service, listener, gate)
         self._handlers: dict[int, Handler] = {
             18: described.api_versions,
             3: described.metadata,
@@ -71,6 +74,10 @@ class KafkaApis:
             45: partitions.alter_partition_reassignments,
             46: partitions.list_partition_reassignments,
             29: acls.describe_acls,
+            30: acls.create_acls,
+            31: acls.delete_acls,
+            50: credentials.describe_user_scram_credentials,
+            51: credentials.alter_user_scram_credentials,
         }
 
     async def handle(

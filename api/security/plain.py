@@ -1,0 +1,117 @@
+"""SASL PLAIN (RFC 4616), with the password checked against the user's stored SCRAM credential.
+
+The server never keeps a password: a PLAIN login derives the salted password with the stored
+salt and iteration count (of SCRAM-SHA-512 if the user has it, else SCRAM-SHA-256) and compares
+the StoredKey it gives with the stored one in constant time. PLAIN sends the password itself,
+so use it over TLS (SASL_SSL) only.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+
+from api.security.errors import AuthenticationFailed
+from api.security.scram import (
+    DEFAULT_ITERATIONS,
+    StoredCredential,
+    h,
+    hmac_of,
+    salted_password,
+)
+from records.model import ScramMechanism
+
+MECHANISM_NAME = "PLAIN"
+
+MAX_TOKEN_BYTES = 16384
+"""The longest PLAIN message read (RFC 4616 allows 255 bytes per field after SASLprep)."""
+
+_PREFERENCE = (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)
+"""Which stored credential checks a PLAIN password: the stronger hash first."""
+
+_DUMMY_SALT = bytes(32)
+
+
+def plain_token(username: str, password: str, authzid: str = "") -> bytes:
+    """The client's PLAIN message: `authzid NUL authcid NUL passwd`, UTF-8."""
+    for what, value in (("user name", username), ("password", password), ("authzid", authzid)):
+        if "\x00" in value:
+            raise ValueError(f"a PLAIN {what} cannot hold a NUL")
+    if not username or not password:
+        raise ValueError("PLAIN needs a user name and a password")
+    return f"{authzid}\x00{username}\x00{password}".encode()
+
+
+def _refused(message: str) -> AuthenticationFailed:
+    return AuthenticationFailed(f"Authentication failed: {message}")
+
+
+class PlainServer:
+    """The server side of one PLAIN login (sans-IO): one message in, an empty answer out.
+
+    `lookup(name, mechanism)` gives a user's stored SCRAM credential (`ScramImage.get` fits).
+    A malformed message, an authzid other than the user name, an unknown user or a wrong
+    password is one `AuthenticationFailed`; the last two have the same message (Kafka's) and
+    cost the same time, so the answer never reveals whether the user exists.
+    """
+
+    mechanism_name = MECHANISM_NAME
+
+    def __init__(self, lookup: Callable[[str, ScramMechanism], StoredCredential | None]) -> None:
+        self._lookup = lookup
+        self._done = False
+        self.username: str | None = None
+        """The authenticated user name, once `evaluate` succeeded; None before."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether the client is authenticated."""
+        return self.username is not None
+
+    def evaluate(self, response: bytes) -> bytes:
+        """Check the client's PLAIN message; the (empty) answer, or `AuthenticationFailed`."""
+        if self._done:
+            raise _refused("the PLAIN exchange is already over")
+        self._done = True
+        username, password = self._parse(response)
+        found = [
+            (mechanism, credential)
+            for mechanism in _PREFERENCE
+            if (credential := self._lookup(username, mechanism)) is not None
+        ]
+        if not found:
+            # What a user of the preferred mechanism at the default iterations costs, so the
+            # time taken does not tell an unknown user from a wrong password.
+            salted_password(_PREFERENCE[0], password, _DUMMY_SALT, DEFAULT_ITERATIONS)
+            raise _refused("Invalid username or password")
+        mechanism, credential = found[0]
+        salted = salted_password(mechanism, password, credential.salt, credential.iterations)
+        stored_key = h(mechanism, hmac_of(mechanism, salted, b"Client Key"))
+        if not hmac.compare_digest(stored_key, credential.stored_key):
+            raise _refused("Invalid username or password")
+        self.username = username
+        return b""
+
+    @staticmethod
+    def _parse(response: bytes) -> tuple[str, bytes]:
+        """(user name, password bytes) of a PLAIN message; `AuthenticationFailed` if malformed."""
+        if len(response) > MAX_TOKEN_BYTES:
+            raise _refused(f"the SASL/PLAIN message is longer than {MAX_TOKEN_BYTES} bytes")
+        fields = response.split(b"\x00")
+        if len(fields) != 3:
+            # Kafka's wording; the count tells a client author what went wrong, not a secret.
+            raise AuthenticationFailed(
+                f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(fields)}"
+            )
+        try:
+            authzid, username = (field.decode("utf-8") for field in fields[:2])
+            fields[2].decode("utf-8")
+        except UnicodeDecodeError:
+            raise _refused("the SASL/PLAIN message is not UTF-8") from None
+        if not username:
+            raise _refused("username not specified")
+        if not fields[2]:
+            raise _refused("password not specified")
+        if authzid and authzid != username:
+            raise _refused("Client requested an authorization id that is different from username")
+        return username, fields[2]
