@@ -79,7 +79,9 @@ from replay.image import (
 from replay.rules import (
     MAX_NAME_LENGTH,
     NO_TIER_NAMES,
+    acl_problem,
     namespace_name_problem,
+    scram_problem,
     topic_name_chars,
     topic_name_problem,
 )
@@ -862,8 +864,6 @@ class MetadataDelta:
             changes = self._configs[key] = {}
         changes[record.name] = record.value
 
-    # ------------------------------------------------------------------ apply
-
     # ------------------------------------------------------------------ security
 
     def acl(self, acl_id: Uuid) -> AccessControlEntryRecord | None:
@@ -873,6 +873,9 @@ class MetadataDelta:
         return self.image.acls.get(acl_id)
 
     def _replay_acl(self, record: AccessControlEntryRecord) -> None:
+        problem = acl_problem(record)
+        if problem is not None:
+            raise AclReplayError(*problem, record=record)
         if self.acl(record.id) is not None:
             raise AclReplayError(
                 "acl.id-unique",
@@ -900,6 +903,9 @@ class MetadataDelta:
         return self.image.scram.get(name, mechanism)
 
     def _replay_scram(self, record: UserScramCredentialRecord) -> None:
+        problem = scram_problem(record)
+        if problem is not None:
+            raise ScramReplayError(*problem, record=record)
         self._scram[(record.name, record.mechanism)] = record
 
     def _replay_remove_scram(self, record: RemoveUserScramCredentialRecord) -> None:
@@ -911,6 +917,8 @@ class MetadataDelta:
                 record=record,
             )
         self._scram[(record.name, record.mechanism)] = None
+
+    # ------------------------------------------------------------------ apply
 
     def apply(self, provenance: Provenance) -> MetadataImage:
         """The image with every replayed record applied, stamped with `provenance`."""

@@ -22,7 +22,34 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
+from records.model import (
+    AccessControlEntryRecord,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+    UserScramCredentialRecord,
+)
 from replay.image import NAMESPACE_SEPARATOR
+
+SCRAM_MIN_ITERATIONS: Final = 4096
+"""The fewest PBKDF2 iterations a stored credential may have (`api.security.scram`'s minimum,
+RFC 7677's and Kafka's; replay sits below `api` and keeps its own copy, tested equal)."""
+
+SCRAM_MAX_ITERATIONS: Final = 16384
+"""The most PBKDF2 iterations a stored credential may have (Kafka's `maxIterations`)."""
+
+SCRAM_KEY_SIZES: Final[Mapping[ScramMechanism, int]] = MappingProxyType(
+    {ScramMechanism.SCRAM_SHA_256: 32, ScramMechanism.SCRAM_SHA_512: 64}
+)
+"""The size of a stored key and a server key, per mechanism (its hash's digest size)."""
+
+CLUSTER_RESOURCE_NAME: Final = "kafka-cluster"
+"""The one resource name of a CLUSTER ACL (Kafka's `CLUSTER_NAME`)."""
+
+WILDCARD_RESOURCE: Final = "*"
+"""The resource name a LITERAL ACL uses for every resource of its type."""
 
 RULES: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -116,6 +143,32 @@ RULES: Final[Mapping[str, str]] = MappingProxyType(
             "a topic or namespace config names a live one; a broker config names the cluster "
             'default "" or a broker id'
         ),
+        # ACLs
+        "acl.id-unique": "an ACL id is created once (an ACL is changed by removing it)",
+        "acl.exists": "an ACL removal names a live ACL",
+        "acl.resource-type": "an ACL's resource type is a concrete one (not UNKNOWN or ANY)",
+        "acl.resource-name": "an ACL's resource name is not empty",
+        "acl.pattern": "an ACL's pattern is LITERAL or PREFIXED",
+        "acl.cluster-resource": "a CLUSTER ACL's resource name is 'kafka-cluster'",
+        "acl.operation": "an ACL's operation is a concrete one (not UNKNOWN or ANY)",
+        "acl.permission": "an ACL's permission is ALLOW or DENY",
+        "acl.principal": "an ACL's principal is 'Type:name' (e.g. 'User:alice', 'User:*')",
+        "acl.host": "an ACL's host is not empty ('*' for any host)",
+        "acl.no-control-characters": (
+            "an ACL's resource name, principal and host hold no control characters"
+        ),
+        # SCRAM credentials
+        "scram.name": "a credential's user name is not empty and holds no control characters",
+        "scram.mechanism": "a credential's mechanism is SCRAM-SHA-256 or SCRAM-SHA-512",
+        "scram.iterations": (
+            f"a credential's iteration count is {SCRAM_MIN_ITERATIONS}..{SCRAM_MAX_ITERATIONS}"
+        ),
+        "scram.salt": "a credential's salt is not empty",
+        "scram.key-size": (
+            "a credential's stored key and server key are the size of the mechanism's hash "
+            "(32 bytes for SHA-256, 64 for SHA-512)"
+        ),
+        "scram.exists": "a credential removal names a credential the user has",
     }
 )
 """Every rule replay enforces, by name (`ReplayError.rule`), with what it requires."""
@@ -166,5 +219,121 @@ def namespace_name_problem(name: str) -> str | None:
             return (
                 f"namespace {name!r} has a tier with a character other than ASCII letters, "
                 "digits, '.' and '-'"
+            )
+    return None
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+has_control_character = _CONTROL.search
+"""Whether a string holds a control character (Unicode Cc) or a line or paragraph separator:
+characters that would forge lines or hide text in the CLI's tables and the server's log."""
+
+_STORED_ACL_PATTERNS = frozenset({PatternType.LITERAL, PatternType.PREFIXED})
+_UNSTORED_RESOURCE_TYPES = frozenset({ResourceType.UNKNOWN, ResourceType.ANY})
+_UNSTORED_OPERATIONS = frozenset({AclOperation.UNKNOWN, AclOperation.ANY})
+_STORED_PERMISSIONS = frozenset({AclPermissionType.ALLOW, AclPermissionType.DENY})
+
+
+def principal_problem(principal: str) -> str | None:
+    """Why `principal` is not a principal of the form `Type:name`, or None if it is."""
+    kind, colon, name = principal.partition(":")
+    if not colon or not kind or not name:
+        return f"principal {principal!r} is not of the form Type:name (e.g. User:alice, User:*)"
+    return None
+
+
+def acl_problem(acl: AccessControlEntryRecord) -> tuple[str, str] | None:
+    """The first rule a new ACL breaks and why, as (rule, detail), or None if it is valid.
+
+    The rules of a stored ACL, independent of the image: the controller can refuse a CreateAcls
+    entry with the same words replay would use for the record.
+    """
+    name = acl.resource_name
+    for field_name, text in (
+        ("resource name", name),
+        ("principal", acl.principal),
+        ("host", acl.host),
+    ):
+        if has_control_character(text):
+            return (
+                "acl.no-control-characters",
+                f"the ACL's {field_name} {text!r} holds a control character",
+            )
+    if acl.resource_type in _UNSTORED_RESOURCE_TYPES:
+        return (
+            "acl.resource-type",
+            f"an ACL cannot be stored with resource type {acl.resource_type.name}; "
+            "UNKNOWN and ANY are only for filters",
+        )
+    if not name:
+        return ("acl.resource-name", "an ACL's resource name cannot be empty")
+    if acl.pattern_type not in _STORED_ACL_PATTERNS:
+        return (
+            "acl.pattern",
+            f"an ACL cannot be stored with pattern type {acl.pattern_type.name}; "
+            "use LITERAL or PREFIXED",
+        )
+    # As Kafka: a PREFIXED '*' matches names that start with '*' (no topic has one), and a
+    # CLUSTER ACL is checked by name only; the controller (api/controller/acls.py) stores both.
+    if acl.resource_type == ResourceType.CLUSTER and name != CLUSTER_RESOURCE_NAME:
+        return (
+            "acl.cluster-resource",
+            f"the only name of the CLUSTER resource is {CLUSTER_RESOURCE_NAME!r}, not {name!r}",
+        )
+    if acl.operation in _UNSTORED_OPERATIONS:
+        return (
+            "acl.operation",
+            f"an ACL cannot be stored with operation {acl.operation.name}; "
+            "UNKNOWN and ANY are only for filters",
+        )
+    if acl.permission_type not in _STORED_PERMISSIONS:
+        return (
+            "acl.permission",
+            f"an ACL cannot be stored with permission {acl.permission_type.name}; "
+            "use ALLOW or DENY",
+        )
+    problem = principal_problem(acl.principal)
+    if problem is not None:
+        return ("acl.principal", problem)
+    if not acl.host:
+        return ("acl.host", "an ACL's host cannot be empty; use '*' for any host")
+    return None
+
+
+def scram_problem(credential: UserScramCredentialRecord) -> tuple[str, str] | None:
+    """The first rule a credential breaks and why, as (rule, detail), or None if it is valid.
+
+    The detail never holds the salt or a key, only their sizes.
+    """
+    name = credential.name
+    if not name:
+        return ("scram.name", "a SCRAM credential's user name cannot be empty")
+    if has_control_character(name):
+        return ("scram.name", f"user name {name!r} holds a control character")
+    size = SCRAM_KEY_SIZES.get(credential.mechanism)
+    if size is None:
+        return (
+            "scram.mechanism",
+            f"user {name!r}: {credential.mechanism.name} is not a SCRAM mechanism; use "
+            "SCRAM-SHA-256 or SCRAM-SHA-512",
+        )
+    mechanism = credential.mechanism.mechanism_name
+    if not SCRAM_MIN_ITERATIONS <= credential.iterations <= SCRAM_MAX_ITERATIONS:
+        return (
+            "scram.iterations",
+            f"user {name!r} {mechanism}: {credential.iterations} iterations is outside "
+            f"{SCRAM_MIN_ITERATIONS}..{SCRAM_MAX_ITERATIONS}",
+        )
+    if not credential.salt:
+        return ("scram.salt", f"user {name!r} {mechanism}: the salt cannot be empty")
+    for key_name, key in (
+        ("stored key", credential.stored_key),
+        ("server key", credential.server_key),
+    ):
+        if len(key) != size:
+            return (
+                "scram.key-size",
+                f"user {name!r} {mechanism}: the {key_name} has {len(key)} bytes, not {size}",
             )
     return None

@@ -21,6 +21,7 @@ from metadata_log.log import MetadataLog
 from records.errors import MetadataLogError
 from records.model import (
     NO_LEADER,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
@@ -37,12 +38,17 @@ from records.model import (
     PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveNamespaceRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    ResourceType,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from records.uuids import Uuid
+from replay.changes import Change as Change  # noqa: PLC0414 - re-exported for the Diff API
 from replay.image import (
     EMPTY_IMAGE,
     MetadataImage,
@@ -52,6 +58,14 @@ from replay.image import (
 )
 from replay.loader import load_image
 from replay.sql.errors import SnapshotContentError, SnapshotStoreError
+from replay.timetravel_security import (
+    SECURITY_RECORDS,
+    describe_security,
+    diff_acls,
+    diff_scram,
+    touches_resource,
+    touches_user,
+)
 
 if TYPE_CHECKING:
     # Only the caller's store is used: importing SQLAlchemy is left to whoever opens one.
@@ -210,58 +224,6 @@ def _newest_snapshot(
 # ---------------------------------------------------------------------- diff
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Change:
-    """One difference between two images."""
-
-    op: str
-    """"+" added, "-" removed, "~" changed."""
-    kind: str
-    """feature, broker, namespace, topic, partition, pending_deletion or config.
-
-    A topic that moved between namespaces is a "~" topic change with the field `moved`.
-    """
-    name: str
-    """What changed: a topic's qualified name, `topic-3` for a partition, a broker id, ..."""
-    id: str | None = None
-    """The topic or namespace id where there is one."""
-    fields: tuple[tuple[str, Any, Any], ...] = ()
-    """(field, before, after) of a change."""
-
-    def text(self) -> str:
-        """One line, e.g. `~ partition orders-0: leader 1 -> 2`."""
-        ident = f" (id {self.id})" if self.id else ""
-        line = f"{self.op} {self.kind} {self.name}{ident}"
-        if self.op == "~":
-            line += ": " + "; ".join(f"{f} {_shown(b)} -> {_shown(a)}" for f, b, a in self.fields)
-        elif self.fields:
-            values = "; ".join(
-                f"{f} {_shown(b if self.op == '-' else a)}" for f, b, a in self.fields
-            )
-            line += f": {values}"
-        return line
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form `mlog image diff --output json` prints."""
-        return {
-            "op": self.op,
-            "kind": self.kind,
-            "name": self.name,
-            "id": self.id,
-            "changes": {f: {"before": b, "after": a} for f, b, a in self.fields},
-        }
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, list):
-        return "[" + ",".join(str(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _fields(before: dict[str, Any], after: dict[str, Any]) -> tuple[tuple[str, Any, Any], ...]:
     return tuple((k, before[k], after[k]) for k in before if before[k] != after[k])
 
@@ -302,6 +264,8 @@ def diff(before: MetadataImage, after: MetadataImage) -> list[Change]:
     changes.extend(_diff_namespaces(before, after))
     changes.extend(_diff_topics(before, after))
     changes.extend(_diff_configs(before, after))
+    changes.extend(diff_scram(before, after))
+    changes.extend(diff_acls(before, after))
     return changes
 
 
@@ -445,6 +409,8 @@ class _Names:
     namespaces: dict[Uuid, str] = field(default_factory=dict)
     live: dict[str, Uuid] = field(default_factory=dict)
     """Qualified name -> id of the live topic of that name."""
+    acls: dict[Uuid, AccessControlEntryRecord] = field(default_factory=dict)
+    """ACL id -> the ACL it named last (kept after its removal, so the removal reads well)."""
 
     def topic(self, topic_id: Uuid) -> str:
         return self.topics.get(topic_id, f"<unknown topic {topic_id}>")
@@ -537,6 +503,13 @@ def describe(record: Record, names: _Names) -> str:
             return f"broker {record.broker_id}: {', '.join(change) or 'no change'}"
         case FeatureLevelRecord():
             return f"feature {record.name} level {record.feature_level}"
+        case (
+            AccessControlEntryRecord()
+            | RemoveAccessControlEntryRecord()
+            | UserScramCredentialRecord()
+            | RemoveUserScramCredentialRecord()
+        ):
+            return describe_security(record, names.acls)
     return type(record).__name__  # pragma: no cover - every record type is matched above
 
 
@@ -548,15 +521,21 @@ class Entity:
     topic_id: Uuid | None = None
     namespace: str | None = None
     broker: int | None = None
+    user: str | None = None
+    """A user: its SCRAM credentials and the ACLs for it (or for every user, `User:*`)."""
 
     def __post_init__(self) -> None:
         given = [
-            v for v in (self.topic, self.topic_id, self.namespace, self.broker) if v is not None
+            v
+            for v in (self.topic, self.topic_id, self.namespace, self.broker, self.user)
+            if v is not None
         ]
         if len(given) != 1:
             raise TimeTravelError(
-                "history follows one entity: a topic, a topic id, a namespace or a broker"
+                "history follows one entity: a topic, a topic id, a namespace, a broker or a user"
             )
+        if self.user is not None and not self.user:
+            raise TimeTravelError("a user to follow needs a name, e.g. alice")
 
 
 def history(log: MetadataLog, entity: Entity, *, lte: int | None = None) -> Iterator[HistoryEntry]:
@@ -565,7 +544,8 @@ def history(log: MetadataLog, entity: Entity, *, lte: int | None = None) -> Iter
     A topic followed by name is followed through every incarnation (delete and recreate give a
     new id; each entry names its incarnation's id). A broker is touched by its registrations,
     by configs of it, and by partition records and changes that name it as leader, replica or
-    ISR member.
+    ISR member. A topic or a namespace is also touched by the ACLs granted and revoked on it
+    (literal, prefixed or `*`); a user by its credentials and the ACLs for it or `User:*`.
     """
     names = _Names()
     followed: set[Uuid] = set()
@@ -608,17 +588,32 @@ def _learn(record: Record, names: _Names) -> None:
             names.live[moved] = record.topic_id
     elif isinstance(record, NamespaceRecord):
         names.namespaces[record.namespace_id] = record.name
+    elif isinstance(record, AccessControlEntryRecord):
+        names.acls[record.id] = record
 
 
 def _touches(
     record: Record, entity: Entity, names: _Names, followed: set[Uuid]
 ) -> tuple[bool, Uuid | None]:
     """(whether `record` touches the entity, the topic id it concerns if any)."""
+    if isinstance(record, SECURITY_RECORDS):
+        return _touches_security(record, entity, names), None
     if entity.topic is not None or entity.topic_id is not None:
         return _touches_topic(record, entity, names, followed)
     if entity.namespace is not None:
         return _touches_namespace(record, entity.namespace, names)
     return _touches_broker(record, entity.broker), None
+
+
+def _touches_security(record: Record, entity: Entity, names: _Names) -> bool:
+    if entity.user is not None:
+        return touches_user(record, entity.user, names.acls)
+    if entity.namespace is not None:
+        return touches_resource(record, ResourceType.NAMESPACE, entity.namespace, names.acls)
+    topic = entity.topic
+    if entity.topic_id is not None:
+        topic = names.topics.get(entity.topic_id)
+    return topic is not None and touches_resource(record, ResourceType.TOPIC, topic, names.acls)
 
 
 def _touches_topic(
@@ -683,6 +678,8 @@ def _touches_namespace(record: Record, namespace: str, names: _Names) -> tuple[b
 
 
 def _touches_broker(record: Record, broker: int | None) -> bool:
+    if broker is None:
+        return False  # a user: only security records touch it
     if isinstance(
         record, RegisterBrokerRecord | UnregisterBrokerRecord | BrokerRegistrationChangeRecord
     ):

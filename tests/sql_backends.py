@@ -71,8 +71,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-def write_generated_log(directory: Path, *, seed: int, batches: int, cancels: bool = False) -> int:
-    """A log of `batches` generated batches (one append each, 1 s apart); returns its end."""
+def write_generated_log(
+    directory: Path, *, seed: int, batches: int, cancels: bool = False, security: bool = False
+) -> int:
+    """A log of `batches` generated batches (one append each, 1 s apart); returns its end.
+
+    `security` adds ACLs and SCRAM credentials (LogGenerator's opt-in).
+    """
     from itertools import count
 
     from record_gen import LogGenerator
@@ -81,6 +86,6 @@ def write_generated_log(directory: Path, *, seed: int, batches: int, cancels: bo
 
     ticks = count(1_700_000_000_000, 1000)
     with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as log:
-        for batch in LogGenerator(seed=seed, cancels=cancels).batches(batches):
+        for batch in LogGenerator(seed=seed, cancels=cancels, security=security).batches(batches):
             log.append(batch, principal=f"User:gen{seed}")
         return log.end_offset

@@ -6,6 +6,7 @@ clock (an hour per append), so every row the queries return is known in advance.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -26,6 +27,9 @@ from api.cli.main import main
 from metadata_log import MetadataLog
 from records.json_form import record_to_json
 from records.model import (
+    AccessControlEntryRecord,
+    AclOperation,
+    AclPermissionType,
     ConfigRecord,
     ConfigResourceType,
     DeleteTopicPartitionsRecord,
@@ -35,14 +39,21 @@ from records.model import (
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    PatternType,
     PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    ResourceType,
+    ScramMechanism,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from records.uuids import Uuid
 from replay.audit import queries
+from replay.audit.access import ACCESS_COLUMNS, access_changes
 from replay.audit.session import audit_session, read_log
 from replay.audit.state import compare_with_image, state_at
 
@@ -427,3 +438,262 @@ def test_cli_errors(
     assert "not in the log" in capsys.readouterr().err
     assert run("audit", "churn", "--output", "parquet", "--data-dir", str(story))[0] == 2
     assert "needs a directory" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- access changes
+
+X1 = Uuid(bytes(range(9, 25)))
+X2 = Uuid(bytes(range(10, 26)))
+SECRET_SALT = b"\x00never-in-the-audit\xff"
+SECRET_KEY = bytes(range(100, 132))
+
+
+def _acl(acl_id: Uuid, **fields: object) -> AccessControlEntryRecord:
+    values: dict[str, object] = {
+        "id": acl_id,
+        "resource_type": ResourceType.TOPIC,
+        "resource_name": "orders",
+        "pattern_type": PatternType.LITERAL,
+        "principal": "User:alice",
+        "host": "*",
+        "operation": AclOperation.READ,
+        "permission_type": AclPermissionType.ALLOW,
+        **fields,
+    }
+    return AccessControlEntryRecord(**values)  # type: ignore[arg-type]  # test keywords
+
+
+def _credential(name: str, mechanism: ScramMechanism, size: int) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(
+        name=name,
+        mechanism=mechanism,
+        salt=SECRET_SALT,
+        stored_key=SECRET_KEY[:size] * (size // 32),
+        server_key=SECRET_KEY[:size] * (size // 32),
+        iterations=4096 if size == 32 else 8192,
+    )
+
+
+# (principal, records); append i happens at T0 + i hours.
+ACCESS_STORY: list[tuple[str, list[Record]]] = [
+    (
+        "User:admin",
+        [
+            FeatureLevelRecord(name="metadata.version", feature_level=1),
+            _credential("alice", ScramMechanism.SCRAM_SHA_256, 32),
+            _acl(X1),
+        ],
+    ),
+    (
+        "User:admin",
+        [
+            _acl(
+                X2,
+                resource_type=ResourceType.NAMESPACE,
+                resource_name="team",
+                pattern_type=PatternType.PREFIXED,
+                principal="User:*",
+                operation=AclOperation.WRITE,
+                permission_type=AclPermissionType.DENY,
+            ),
+            _credential("bob", ScramMechanism.SCRAM_SHA_512, 64),
+        ],
+    ),
+    ("User:secadmin", [RemoveAccessControlEntryRecord(id=X1)]),
+    (
+        "User:secadmin",
+        [
+            # The same id again, for another ACL: a later revoke names this one.
+            _acl(
+                X1,
+                resource_type=ResourceType.CLUSTER,
+                resource_name="kafka-cluster",
+                principal="User:bob",
+                operation=AclOperation.DESCRIBE,
+            ),
+        ],
+    ),
+    (
+        "User:admin",
+        [
+            RemoveUserScramCredentialRecord(name="alice", mechanism=ScramMechanism.SCRAM_SHA_256),
+            RemoveAccessControlEntryRecord(id=X1),
+        ],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def access_story(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data_dir = tmp_path_factory.mktemp("access")
+    now = [T0]
+    with MetadataLog.open(data_dir / "log", clock_ms=lambda: now[0]) as log:
+        for i, (principal, records) in enumerate(ACCESS_STORY):
+            now[0] = T0 + i * HOUR
+            log.append(records, principal=principal)
+    return data_dir
+
+
+def test_access_changes(spark: Any, access_story: Path) -> None:
+    log = read_log(spark, access_story / "log")
+    rows = [r.asDict() for r in access_changes(log).collect()]
+    assert [(r["offset"], r["principal"], r["action"]) for r in rows] == [
+        (1, "User:admin", "credential-set"),
+        (2, "User:admin", "grant"),
+        (3, "User:admin", "grant"),
+        (4, "User:admin", "credential-set"),
+        (5, "User:secadmin", "revoke"),
+        (6, "User:secadmin", "grant"),
+        (7, "User:admin", "credential-removed"),
+        (8, "User:admin", "revoke"),
+    ]
+    assert list(rows[0]) == list(ACCESS_COLUMNS)
+    acl = ("resource_type", "resource_name", "pattern_type", "acl_principal", "operation")
+    # A revoke shows the ACL its id named then: the first X1, later the second.
+    assert [tuple(rows[i][c] for c in acl) for i in (1, 4, 7)] == [
+        ("TOPIC", "orders", "LITERAL", "User:alice", "READ"),
+        ("TOPIC", "orders", "LITERAL", "User:alice", "READ"),
+        ("CLUSTER", "kafka-cluster", "LITERAL", "User:bob", "DESCRIBE"),
+    ]
+    assert rows[4]["acl_id"] == str(X1) and rows[4]["permission_type"] == "ALLOW"
+    assert rows[2]["permission_type"] == "DENY" and rows[2]["acl_host"] == "*"
+    assert (rows[3]["user_name"], rows[3]["mechanism"], rows[3]["iterations"]) == (
+        "bob",
+        "SCRAM-SHA-512",
+        8192,
+    )
+    assert rows[6]["mechanism"] == "SCRAM-SHA-256" and rows[6]["iterations"] is None
+    assert rows[0]["timestamp"].hour == 0 and rows[7]["timestamp"].hour == 4
+    # Nothing of a salt or a key in any row of the query or of the table.
+    everything = repr(rows) + repr([r.asDict() for r in log.collect()])
+    for secret in (SECRET_SALT, SECRET_KEY):
+        assert base64.b64encode(secret).decode() not in everything
+        assert secret.hex() not in everything and repr(secret) not in everything
+
+
+def test_access_changes_filters(spark: Any, access_story: Path) -> None:
+    log = read_log(spark, access_story / "log")
+
+    def offsets(**filters: Any) -> list[int]:
+        return [r["offset"] for r in access_changes(log, **filters).collect()]
+
+    assert offsets(principal="User:secadmin") == [5, 6]
+    assert offsets(principal="User:nobody") == []
+    # alice's credential, ACLs for User:alice (granted, then revoked) and for User:*.
+    assert offsets(user="alice") == [1, 2, 3, 5, 7]
+    assert offsets(user="bob") == [3, 4, 6, 8]
+    assert offsets(since_ms=T0 + 2 * HOUR, until_ms=T0 + 3 * HOUR) == [5, 6]
+    # A revoke in range names an ACL granted before the range.
+    (late,) = access_changes(log, since_ms=T0 + 2 * HOUR, until_ms=T0 + 2 * HOUR).collect()
+    assert late["acl_principal"] == "User:alice"
+    with pytest.raises(queries.AuditQueryError, match="--since is after --until"):
+        access_changes(log, since_ms=T0 + HOUR, until_ms=T0)
+    with pytest.raises(queries.AuditQueryError, match="--user needs a user name"):
+        access_changes(log, user="")
+
+
+def test_who_changed_describes_access_changes(spark: Any, access_story: Path) -> None:
+    rows = queries.who_changed(read_log(spark, access_story / "log")).collect()
+    shown = [(r["entity"], r["description"]) for r in rows[1:]]
+    assert shown[:2] == [
+        ("user alice", "set SCRAM-SHA-256 credential of user alice (4096 iterations)"),
+        (
+            f"acl {X1}",
+            "added ACL: ALLOW User:alice READ on topic orders (LITERAL) from host *",
+        ),
+    ]
+    assert shown[4] == (f"acl {X1}", f"removed ACL {X1}")
+    assert shown[6] == ("user alice", "removed SCRAM-SHA-256 credential of user alice")
+
+
+def test_the_table_hides_salts_and_keys(spark: Any, access_story: Path) -> None:
+    rows = read_log(spark, access_story / "log").orderBy("offset").collect()
+    with MetadataLog.open(access_story / "log", read_only=True) as log:
+        entries = list(log.read())
+    for row, entry in zip(rows, entries, strict=True):
+        expected = record_to_json(entry.record)["data"]
+        if isinstance(entry.record, UserScramCredentialRecord):
+            expected.update(salt="(hidden)", stored_key="(hidden)", server_key="(hidden)")
+        assert json.loads(row["payload"]) == expected
+
+
+def test_cli_access_changes(spark: Any, access_story: Path, capsys: Any) -> None:
+    d = str(access_story)
+    code, text = run("audit", "access-changes", "--data-dir", d, "--output", "json")
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert code == 0 and [row["action"] for row in lines][:2] == ["credential-set", "grant"]
+    assert len(lines) == 8 and "salt" not in text
+    code, text = run("audit", "access-changes", "--user", "bob", "--data-dir", d)
+    assert code == 0 and "kafka-cluster" in text and "User:alice" not in text
+    assert run("audit", "access-changes", "--since", "soon", "--data-dir", d)[0] == 2
+    assert "is not a time" in capsys.readouterr().err
+
+
+def _reference_access_changes(log_dir: Path) -> list[tuple[Any, ...]]:
+    """access-changes computed plainly, entry by entry, from the records themselves."""
+    rows: list[tuple[Any, ...]] = []
+    acls: dict[Uuid, AccessControlEntryRecord] = {}
+    with MetadataLog.open(log_dir, read_only=True) as log:
+        for entry in log.read():
+            record = entry.record
+            acl: AccessControlEntryRecord | None = None
+            if isinstance(record, AccessControlEntryRecord):
+                acls[record.id] = acl = record
+                action, acl_id = "grant", record.id
+            elif isinstance(record, RemoveAccessControlEntryRecord):
+                acl, action, acl_id = acls[record.id], "revoke", record.id
+            elif isinstance(record, UserScramCredentialRecord | RemoveUserScramCredentialRecord):
+                removed = isinstance(record, RemoveUserScramCredentialRecord)
+                iterations = (
+                    record.iterations if isinstance(record, UserScramCredentialRecord) else None
+                )
+                rows.append(
+                    (
+                        entry.offset,
+                        entry.principal,
+                        "credential-removed" if removed else "credential-set",
+                        None,
+                        None,
+                        record.name,
+                        record.mechanism.mechanism_name,
+                        iterations,
+                    )
+                )
+                continue
+            else:
+                continue
+            fields = (
+                acl.resource_type.name,
+                acl.resource_name,
+                acl.pattern_type.name,
+                acl.principal,
+                acl.host,
+                acl.operation.name,
+                acl.permission_type.name,
+            )
+            rows.append(
+                (entry.offset, entry.principal, action, str(acl_id), fields, None, None, None)
+            )
+    return rows
+
+
+def test_access_changes_match_a_plain_reference_on_a_generated_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    write_generated_log(tmp_path / "log", seed=33, batches=400, security=True)
+    expected = _reference_access_changes(tmp_path / "log")
+    assert sum(1 for r in expected if r[2] == "revoke") > 5
+    got = [
+        (
+            r["offset"],
+            r["principal"],
+            r["action"],
+            r["acl_id"],
+            None if r["acl_id"] is None else tuple(r[c] for c in ACCESS_COLUMNS[5:12]),
+            r["user_name"],
+            r["mechanism"],
+            r["iterations"],
+        )
+        for r in access_changes(read_log(spark, tmp_path / "log")).collect()
+    ]
+    assert got == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,9 @@ from records import fast_decode
 from records.codec import DEFAULT_CODEC, EntryTuple, RecordCodec
 from records.errors import RecordError, UnknownRecordTypeError
 from records.json_form import record_to_json
+from records.model import Record, ScramMechanism, UserScramCredentialRecord
 from records.schemas import CURRENT_SCHEMAS
-from replay.audit.columns import BatchBuilder, BlockConverter, _RowsBuilder
+from replay.audit.columns import HIDDEN, SECRET_FIELDS, BatchBuilder, BlockConverter, _RowsBuilder
 
 pytestmark = pytest.mark.skipif(
     not fast_decode.AVAILABLE, reason="the compiled decoder is not built here"
@@ -62,16 +64,25 @@ def test_every_record_type_and_edge_value_builds_the_same_batch(
     assert batch.column("principal").to_pylist() == [e[3] for e in flat]
     if payload:
         assert [json.loads(p) for p in batch.column("payload").to_pylist()] == [
-            record_to_json(e[4])["data"] for e in flat
+            _shown(e[4]) for e in flat
         ]
     else:
         assert batch.column("payload").null_count == len(flat)
 
 
-def test_a_generated_log_builds_the_same_batches() -> None:
+def _shown(record: Record) -> dict[str, Any]:
+    """A record's JSON form as the audit table's payload shows it: secrets hidden."""
+    data: dict[str, Any] = record_to_json(record)["data"]
+    for name in SECRET_FIELDS.get(type(record).__name__, ()):
+        data[name] = HIDDEN
+    return data
+
+
+@pytest.mark.parametrize("security", [False, True])
+def test_a_generated_log_builds_the_same_batches(security: bool) -> None:
     offset = 0
     blocks = []
-    for batch in LogGenerator(seed=5).batches(300):
+    for batch in LogGenerator(seed=5, security=security).batches(300):
         block: list[EntryTuple] = []
         for record in batch:
             block.append((offset, 2, 1_700_000_000_000 + offset, f"User:p{offset % 3}", record))
@@ -141,3 +152,27 @@ def test_damaged_bodies_fail_with_record_error_and_leave_no_rows(
     assert builder.rows == 0
     assert builder.add(count, body) == (block[0][0], block[-1][0])
     assert builder.finish().num_rows == count
+
+
+def test_no_salt_or_key_reaches_the_table() -> None:
+    salt, key = b"\x01SALT-SECRET\xfe", bytes(range(32))
+    record = UserScramCredentialRecord(
+        name="alice",
+        mechanism=ScramMechanism.SCRAM_SHA_256,
+        salt=salt,
+        stored_key=key,
+        server_key=key,
+        iterations=4096,
+    )
+    body = DEFAULT_CODEC.encode_entries([(0, 1, 1_700_000_000_000, "User:admin", record)])
+    for payload in (True, False):
+        batch = _same(DEFAULT_CODEC.entry_schema_json, [body], payload=payload)
+        (row,) = batch.to_pylist()
+        assert row["user_name"] == "alice" and row["mechanism"] == "SCRAM_SHA_256"
+        assert row["iterations"] == 4096 and row["principal"] == "User:admin"
+        text = repr(row)
+        for secret in (salt, key):
+            assert secret.hex() not in text and repr(secret) not in text
+            assert record_to_json(record)["data"]["salt"] not in text
+        if payload:
+            assert json.loads(row["payload"])["salt"] == HIDDEN

@@ -6,7 +6,7 @@ import itertools
 from pathlib import Path
 
 from sql_backends import database_url, postgres_server, postgres_url
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from replay.sql import revision, schema
@@ -126,3 +126,41 @@ def test_0002_keeps_the_rows_and_still_refuses_an_unknown_mode(database_url: str
 def test_the_head_known_without_alembic_is_alembics_head() -> None:
     # The store recognises an up-to-date database from this constant, without Alembic.
     assert schema.head_revision() == revision.HEAD_REVISION
+
+
+def test_0003_adds_the_security_tables_and_its_downgrade_drops_only_them(
+    database_url: str,
+) -> None:
+    security = {"snapshot_acls", "snapshot_scram_credentials"}
+    row = "(1, 'AAAAAAAAAAAAAAAAAAAAAA', 0, '[1]', '[1]', '[]', '[]', 1, 0, 0, 'READ_WRITE')"
+    with SnapshotStore(database_url) as store:
+        store.upgrade("0002")
+    assert not security & _tables(database_url)
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO snapshot_partitions VALUES " + row)
+        with SnapshotStore(database_url) as store:
+            _, after = store.upgrade()
+            assert after.revision == "0003" and store.drift() == []
+        assert security <= _tables(database_url)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO snapshot_scram_credentials VALUES "
+                    "(1, 'alice', 'SCRAM_SHA_256', :salt, :key, :key, 4096)"
+                ),
+                {"salt": b"\x00salt", "key": b"k" * 32},
+            )
+            stored = conn.exec_driver_sql("SELECT salt FROM snapshot_scram_credentials").scalar()
+            assert stored is not None and bytes(stored) == b"\x00salt"
+        with SnapshotStore(database_url) as store:
+            assert store.downgrade("0002").revision == "0002"
+        assert not security & _tables(database_url)
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM snapshot_partitions").scalar() == 1
+        with SnapshotStore(database_url) as store:
+            _, again = store.upgrade()
+            assert again.state is SchemaState.CURRENT and store.drift() == []
+    finally:
+        engine.dispose()

@@ -632,3 +632,25 @@ def test_describe_topic_partitions_pages_by_the_partition_limit(tmp_path: Path) 
         ([("a", [2]), ("b", [0])], ("b", 1)),
         ([("b", [1])], None),
     ]
+
+
+# ---------------------------------------------------------------------- older versions
+
+
+def test_history_v0_requests_are_read_as_before_users_could_be_followed() -> None:
+    # A History v0 frame (an older mlog) is read as the same request, not misread as v1.
+    request = private.History(entity=Entity(namespace="org"), gt=3, lte=9, limit=2)
+    frame = private.encode_request(private.HISTORY, request, correlation_id=1, version=0)
+    header, body = private.private_header(frame[4:], private.HISTORY.key, 0, 1)
+    assert private.decode_request_body(private.HISTORY, body, header.api_version) == request
+    newest = private.encode_request(private.HISTORY, request, correlation_id=1)
+    assert len(newest) == len(frame) + 1  # v1 adds the (null) user to the entity
+    _, new_body = private.private_header(newest[4:], private.HISTORY.key, 1, 1)
+    assert private.decode_request_body(private.HISTORY, new_body, 1) == request
+    assert private.PRIVATE_VERSIONS[private.HISTORY.key] == (0, 1)
+
+
+def test_a_user_history_cannot_be_asked_of_a_server_that_only_speaks_history_v0() -> None:
+    request = private.History(entity=Entity(user="alice"))
+    with pytest.raises(private.OlderVersionError, match="upgrade the server"):
+        private.encode_request(private.HISTORY, request, correlation_id=1, version=0)

@@ -557,7 +557,10 @@ def test_a_record_breaking_a_rule_is_refused_naming_the_rule(
 
 
 def test_every_rule_has_a_refused_example() -> None:
-    assert {rule for rule, _, _ in REFUSED} == set(RULES)
+    # The rules of ACLs and credentials have theirs in test_replay_security.py.
+    security = {rule for rule in RULES if rule.startswith(("acl.", "scram."))}
+    assert security
+    assert {rule for rule, _, _ in REFUSED} == set(RULES) - security
     assert all(text for text in RULES.values())
 
 

@@ -13,6 +13,7 @@ from sql_backends import database_url, postgres_server, postgres_url, write_gene
 from sqlalchemy import create_engine, text
 
 from metadata_log import MetadataLog
+from records.model import ScramMechanism
 from replay.image import EMPTY_IMAGE
 from replay.loader import load_image
 from replay.sql import schema
@@ -48,7 +49,7 @@ def _execute(url: str, sql: str) -> None:
 def test_snapshot_plus_tail_equals_replay_from_zero(
     tmp_path: Path, store: SnapshotStore, seed: int
 ) -> None:
-    end = write_generated_log(tmp_path / "log", seed=seed, batches=500)
+    end = write_generated_log(tmp_path / "log", seed=seed, batches=500, cancels=True, security=True)
     rng = random.Random(seed)
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         snapshot_offsets = sorted(rng.sample(range(end), 6))
@@ -74,12 +75,17 @@ def test_snapshot_plus_tail_equals_replay_from_zero(
 
 
 def test_every_area_round_trips(tmp_path: Path, store: SnapshotStore) -> None:
-    end = write_generated_log(tmp_path / "log", seed=5, batches=900)
+    end = write_generated_log(tmp_path / "log", seed=7, batches=900, cancels=True, security=True)
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         image = load_image(log)
     assert image.namespaces.by_name
     assert any(t.pending_deletion for t in image.topics.by_id.values())
     assert image.configs.resources
+    assert len(image.acls.by_id) > 5
+    assert {m for _, m in image.scram.credentials} == {
+        ScramMechanism.SCRAM_SHA_256,
+        ScramMechanism.SCRAM_SHA_512,
+    }
     info = store.write(image)
     assert info.record_count == len(list(image.write()))
     assert store.load(info.id) == image
@@ -89,7 +95,7 @@ def test_every_area_round_trips(tmp_path: Path, store: SnapshotStore) -> None:
 def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
     tmp_path: Path, database_url: str, store: SnapshotStore
 ) -> None:
-    end = write_generated_log(tmp_path / "log", seed=3, batches=300)
+    end = write_generated_log(tmp_path / "log", seed=3, batches=300, cancels=True, security=True)
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         older = store.write(load_image(log, lte=end // 2))
         newer = store.write(load_image(log))
@@ -109,8 +115,8 @@ def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
 
 
 def test_a_snapshot_of_another_log_is_not_used(tmp_path: Path, store: SnapshotStore) -> None:
-    write_generated_log(tmp_path / "a", seed=1, batches=200)
-    write_generated_log(tmp_path / "b", seed=2, batches=200)
+    write_generated_log(tmp_path / "a", seed=1, batches=200, security=True)
+    write_generated_log(tmp_path / "b", seed=2, batches=200, security=True)
     with MetadataLog.open(tmp_path / "a", read_only=True) as log_a:
         store.write(load_image(log_a))
     with MetadataLog.open(tmp_path / "b", read_only=True) as log_b:

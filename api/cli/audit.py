@@ -196,6 +196,15 @@ def _who(spark: SparkSession, log: DataFrame, args: argparse.Namespace) -> DataF
     return who_changed(log, principal=args.principal, since_ms=since, until_ms=until)
 
 
+def _access(spark: SparkSession, log: DataFrame, args: argparse.Namespace) -> DataFrame:
+    from replay.audit.access import access_changes
+
+    since, until = _times(args)
+    return access_changes(
+        log, principal=args.principal, user=args.user, since_ms=since, until_ms=until
+    )
+
+
 def _modes(spark: SparkSession, log: DataFrame, args: argparse.Namespace) -> DataFrame:
     from replay.audit.queries import partition_modes
 
@@ -311,6 +320,19 @@ def add_verbs(audit: argparse.ArgumentParser) -> None:
     who.add_argument("--since", help="from this time (ISO-8601 or epoch ms)")
     who.add_argument("--until", help="up to this time (ISO-8601 or epoch ms)")
     who.set_defaults(handler=_run(_who))
+
+    access = verbs.add_parser(
+        "access-changes",
+        help="ACLs granted and revoked, credentials set and removed: by whom, for whom, when",
+    )
+    _common(access)
+    access.add_argument("--principal", help="only changes made by this principal")
+    access.add_argument(
+        "--user", help="only changes for this user (its credentials, ACLs for it or User:*)"
+    )
+    access.add_argument("--since", help="from this time (ISO-8601 or epoch ms)")
+    access.add_argument("--until", help="up to this time (ISO-8601 or epoch ms)")
+    access.set_defaults(handler=_run(_access))
 
     modes = verbs.add_parser(
         "partition-modes", help="partition mode timeline and partition deletions"

@@ -1,4 +1,4 @@
-"""`mlog history`: every log entry that touched a topic, topic id, namespace or broker."""
+"""`mlog history`: every log entry that touched a topic, topic id, namespace, broker or user."""
 
 from __future__ import annotations
 
@@ -34,17 +34,21 @@ def _entity(args: argparse.Namespace) -> Entity:
     if topic is not None and namespace is not None:
         # As in `topics describe`: --namespace qualifies --topic (org:apache + t = org:apache:t).
         topic, namespace = qualified_name(namespace, topic), None
-    given = [v for v in (topic, topic_id, namespace, args.broker) if v is not None]
+    given = [v for v in (topic, topic_id, namespace, args.broker, args.user) if v is not None]
     if len(given) != 1:
         raise CliError(
-            "name one entity: --topic NAME [--namespace NS], --topic-id ID, --namespace NS or "
-            "--broker ID"
+            "name one entity: --topic NAME [--namespace NS], --topic-id ID, --namespace NS, "
+            "--broker ID or --user NAME"
         )
-    return Entity(topic=topic, topic_id=topic_id, namespace=namespace, broker=args.broker)
+    if args.user is not None and not args.user:
+        raise CliError("--user needs a user name, e.g. --user alice")
+    return Entity(
+        topic=topic, topic_id=topic_id, namespace=namespace, broker=args.broker, user=args.user
+    )
 
 
 def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Every log entry that touched a topic, topic id, namespace or broker."""
+    """Every log entry that touched a topic, topic id, namespace, broker or user."""
     entity = _entity(args)
     with open_target(settings, args) as target:
         items = target.history(entity, gt=args.gt, lte=args.lte, limit=args.limit)
@@ -96,5 +100,8 @@ def add_verbs(hist: argparse.ArgumentParser) -> None:
     hist.add_argument("--topic-id", help="one incarnation of a topic, by id")
     hist.add_argument("--namespace", help="a namespace (alone), or the namespace of --topic")
     hist.add_argument("--broker", type=broker_id_arg, help="a broker id")
+    hist.add_argument(
+        "--user", help="a user: its SCRAM credentials and the ACLs for it (or for User:*)"
+    )
     add_range_options(hist)
     hist.set_defaults(handler=cmd_history)

@@ -7,6 +7,7 @@ image does not build a node per partition. Leaves hold JSON-able values.
 from __future__ import annotations
 
 import functools
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +146,41 @@ def _configs(image: MetadataImage) -> Directory:
     return _dir({t.name: functools.partial(by_type, t) for t in ConfigResourceType if t.value})
 
 
+def _acls(image: MetadataImage) -> Directory:
+    def child(name: str) -> Node | None:
+        try:
+            acl = image.acls.get(Uuid.parse(name))
+        except ValueError:
+            return None
+        return None if acl is None else Leaf(record_to_json(acl)["data"])
+
+    # In the order `mlog acls list` shows them: by resource, then principal.
+    return Directory(lambda: [str(a.id) for a in image.acls.sorted()], child)
+
+
+def path_name(name: str) -> str:
+    """A name as one path component: '%' and '/' escaped, and the names '.' and '..'."""
+    escaped = name.replace("%", "%25").replace("/", "%2F")
+    return escaped.replace(".", "%2E") if escaped in (".", "..") else escaped
+
+
+def _users(image: MetadataImage) -> Directory:
+    """Users by name, with each credential's mechanism and iterations: never salt or keys."""
+
+    def child(name: str) -> Node | None:
+        user = urllib.parse.unquote(name)
+        credentials = [
+            {"mechanism": mechanism.mechanism_name, "iterations": credential.iterations}
+            for (holder, mechanism), credential in sorted(image.scram.credentials.items())
+            if holder == user
+        ]
+        if not credentials or path_name(user) != name:
+            return None
+        return Leaf({"name": user, "credentials": credentials})
+
+    return Directory(lambda: [path_name(u) for u in image.scram.users()], child)
+
+
 def root(image: MetadataImage) -> Directory:
     """The root directory of an image's tree."""
     provenance = image.provenance
@@ -166,6 +202,8 @@ def root(image: MetadataImage) -> Directory:
                 {"byName": lambda: _topics_by_name(image), "byId": lambda: _topics_by_id(image)}
             ),
             "configs": lambda: _configs(image),
+            "acls": lambda: _acls(image),
+            "users": lambda: _users(image),
         }
     )
 

@@ -25,6 +25,7 @@ from metadata_log.verify import VerifyReport, verify_log
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
 from replay.append import append_replayed_batches
+from replay.timetravel_security import shown_json
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -70,7 +71,8 @@ def _print_entry(entry: LogEntry, settings: Settings, out: TextIO) -> None:
     if settings.output == "json":
         out.write(json.dumps(entry_to_json(entry), separators=(",", ":")) + "\n")
     else:
-        payload = json.dumps(record_to_json(entry.record), separators=(",", ":"))
+        # People see no salt or key; --output json keeps them for `log append`.
+        payload = json.dumps(shown_json(entry.record), separators=(",", ":"))
         out.write(
             f"offset: {entry.offset} epoch: {entry.epoch} "
             f"timestamp: {format_time(entry.timestamp)} "

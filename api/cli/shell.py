@@ -14,6 +14,7 @@ import argparse
 import json
 import shlex
 import sys
+import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
@@ -49,7 +50,7 @@ commands:
   pwd                   the current directory
   at OFFSET|TIME        show the image at another offset (or ISO-8601 time)
   diff OFFSET|TIME      what changed from the shown image to another point
-  history [PATH]        log entries that touched a topic, namespace or broker (PATH or here)
+  history [PATH]        log entries that touched a topic, namespace, broker or user (PATH or here)
   help                  this text
   exit                  leave the shell"""
 
@@ -245,6 +246,8 @@ def _entity_of(cwd: list[str]) -> Entity | None:
         return Entity(namespace=cwd[1])
     if len(cwd) >= 2 and cwd[0] == "brokers" and cwd[1].isdigit():
         return Entity(broker=int(cwd[1]))
+    if len(cwd) >= 2 and cwd[0] == "users" and cwd[1]:
+        return Entity(user=urllib.parse.unquote(cwd[1]))  # the tree escapes '/' and '%'
     return None
 
 

@@ -361,12 +361,18 @@ class ClientConnection:
 
     async def call(self, api: PrivateApi, request: Any, *, timeout_ms: int | None = None) -> Any:
         """One of our own APIs; raises `RemoteError` when the server refuses it."""
-        self.version(api.key)
+        version = self.version(api.key)
         correlation_id = next(self._ids)
         try:
             frame = private.encode_request(
-                api, request, correlation_id=correlation_id, client_id=self.client_id
+                api,
+                request,
+                correlation_id=correlation_id,
+                client_id=self.client_id,
+                version=version,
             )
+        except private.OlderVersionError as exc:
+            raise ClientError(str(exc)) from None
         except (struct.error, OverflowError) as exc:
             raise ClientError(f"a value of this {api.name} request cannot be sent: {exc}") from None
         _, status, body = await self._send(

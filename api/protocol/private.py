@@ -21,8 +21,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import struct
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from api.controller.commands import (
@@ -48,6 +48,7 @@ from records.codec import RecordCodec
 from records.entry import LogEntry, make_entry
 from records.errors import MetadataLogError
 from records.model import Record
+from records.uuids import Uuid
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 from replay.timetravel import Change, Entity, HistoryEntry
@@ -212,6 +213,78 @@ class HistoryResponse:
     entries: tuple[HistoryEntry, ...]
 
 
+# ---------------------------------------------------------------------- older versions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _EntityV0:
+    """`Entity` as History v0 carries it: before users could be followed."""
+
+    topic: str | None = None
+    topic_id: Uuid | None = None
+    namespace: str | None = None
+    broker: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _HistoryV0:
+    """History v0's request body."""
+
+    entity: _EntityV0
+    gt: int | None = None
+    lte: int | None = None
+    limit: int | None = None
+
+
+def _history_from_v0(old: _HistoryV0) -> History:
+    entity = old.entity
+    return History(
+        entity=Entity(
+            topic=entity.topic,
+            topic_id=entity.topic_id,
+            namespace=entity.namespace,
+            broker=entity.broker,
+        ),
+        gt=old.gt,
+        lte=old.lte,
+        limit=old.limit,
+    )
+
+
+def _history_to_v0(new: History) -> _HistoryV0:
+    entity = new.entity
+    if entity.user is not None:
+        raise OlderVersionError(
+            "the server answers History v0 only, which cannot follow a user; upgrade the server"
+        )
+    return _HistoryV0(
+        entity=_EntityV0(
+            topic=entity.topic,
+            topic_id=entity.topic_id,
+            namespace=entity.namespace,
+            broker=entity.broker,
+        ),
+        gt=new.gt,
+        lte=new.lte,
+        limit=new.limit,
+    )
+
+
+class OlderVersionError(ValueError):
+    """A request that the older version of its API the server speaks cannot carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class OlderRequest:
+    """An older version's request body, and the conversions to and from the current one."""
+
+    cls: type[Any]
+    up: Callable[[Any], Any]
+    """Older body -> the current request (what the handlers take)."""
+    down: Callable[[Any], Any]
+    """Current request -> older body; `OlderVersionError` if the older one cannot say it."""
+
+
 # ---------------------------------------------------------------------- the APIs
 
 
@@ -227,6 +300,9 @@ class PrivateApi:
     """Whether it appends records (answered after they are durable)."""
     min_version: int = 0
     max_version: int = 0
+    older: Mapping[int, OlderRequest] = field(default_factory=dict)
+    """Request bodies of versions below `max_version` that differ from the current one
+    (responses are the same in every version so far)."""
 
 
 CREATE_NAMESPACE = PrivateApi(
@@ -253,7 +329,16 @@ CANCEL_PARTITION_DELETIONS = PrivateApi(
 FETCH_LOG = PrivateApi(10010, "FetchLog", FetchLog, FetchLogResponse, False)
 IMAGE_AT = PrivateApi(10011, "ImageAt", ImageAt, ImageResponse, False)
 DIFF = PrivateApi(10012, "Diff", Diff, DiffResponse, False)
-HISTORY = PrivateApi(10013, "History", History, HistoryResponse, False)
+HISTORY = PrivateApi(
+    10013,
+    "History",
+    History,
+    HistoryResponse,
+    False,
+    min_version=0,
+    max_version=1,  # v1: an entity may be a user
+    older={0: OlderRequest(_HistoryV0, _history_from_v0, _history_to_v0)},
+)
 
 PRIVATE_APIS: Mapping[int, PrivateApi] = {
     api.key: api
@@ -293,22 +378,44 @@ _SIZE = struct.Struct(">i")
 
 
 def encode_request(
-    api: PrivateApi, request: Any, *, correlation_id: int, client_id: str | None = "mlog"
+    api: PrivateApi,
+    request: Any,
+    *,
+    correlation_id: int,
+    client_id: str | None = "mlog",
+    version: int | None = None,
 ) -> bytes:
-    """A private request frame (int32 size first), header v1."""
+    """A private request frame (int32 size first), header v1, in `version` (default: newest).
+
+    Raises `OlderVersionError` if an older version cannot carry the request.
+    """
     if not isinstance(request, api.request):
         raise TypeError(f"{api.name} takes a {api.request.__name__}, not {type(request).__name__}")
+    version = api.max_version if version is None else version
+    older = api.older.get(version)
+    body = (
+        binding(api.request).encode(request)
+        if older is None
+        else binding(older.cls).encode(older.down(request))
+    )
     client = None if client_id is None else client_id.encode()
     header = struct.pack(
-        ">hhih", api.key, api.max_version, correlation_id, -1 if client is None else len(client)
+        ">hhih", api.key, version, correlation_id, -1 if client is None else len(client)
     )
-    payload = b"".join((header, client or b"", binding(api.request).encode(request)))
+    payload = b"".join((header, client or b"", body))
     return _SIZE.pack(len(payload)) + payload
 
 
-def decode_request_body(api: PrivateApi, body: bytes) -> Any:
-    """The request of `api` from its Avro body; `BindError` (or a validation error) if bad."""
-    return binding(api.request).decode(body)
+def decode_request_body(api: PrivateApi, body: bytes, version: int | None = None) -> Any:
+    """The request of `api` from its Avro body in `version` (default: newest).
+
+    An older version's body comes back as the current request class. Raises `BindError` (or
+    a validation error) if the body is bad.
+    """
+    older = None if version is None else api.older.get(version)
+    if older is None:
+        return binding(api.request).decode(body)
+    return older.up(binding(older.cls).decode(body))
 
 
 def encode_response(
@@ -465,6 +572,16 @@ def schemas_document() -> dict[str, Any]:
             "versions": [api.min_version, api.max_version],
             "request": binding(api.request).schema,
             "response": binding(api.response).schema,
+            **(
+                {
+                    "older_requests": {
+                        str(version): binding(older.cls).schema
+                        for version, older in sorted(api.older.items())
+                    }
+                }
+                if api.older
+                else {}
+            ),
         }
         for api in PRIVATE_APIS.values()
     }

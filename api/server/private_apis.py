@@ -146,7 +146,7 @@ class PrivateApis:
         api = PRIVATE_APIS[header.api_key]
         principal = session.principal
         try:
-            request = private.decode_request_body(api, body)
+            request = private.decode_request_body(api, body, header.api_version)
         except (BindError, MetadataLogError, ValueError) as exc:
             return self._error(header, api, ErrorCode.INVALID_REQUEST, str(exc))
         try:

@@ -29,10 +29,15 @@ from records.errors import RecordError
 from records.fast_decode import FieldColumn, TypeColumns, column_plan, fast_decoder
 from records.model import (
     LEADER_UNCHANGED,
+    AclOperation,
+    AclPermissionType,
     ConfigResourceType,
     ControlledShutdownChange,
     FencingChange,
     Mode,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
 )
 from records.schemas import UUID_TYPE, RecordSchema
 
@@ -76,6 +81,15 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("controlled_shutdown_change", pa.string(), "STRING"),
     ("feature_name", pa.string(), "STRING"),
     ("feature_level", pa.int32(), "INT"),
+    ("acl_id", pa.string(), "STRING"),
+    ("pattern_type", pa.string(), "STRING"),
+    ("acl_principal", pa.string(), "STRING"),
+    ("acl_host", pa.string(), "STRING"),
+    ("operation", pa.string(), "STRING"),
+    ("permission_type", pa.string(), "STRING"),
+    ("user_name", pa.string(), "STRING"),
+    ("mechanism", pa.string(), "STRING"),
+    ("iterations", pa.int32(), "INT"),
     ("payload", pa.string(), "STRING"),
 )
 _NOT_NULL = frozenset(("offset", "epoch", "timestamp", "record_type", "record_version"))
@@ -104,12 +118,41 @@ _RENAMED: dict[str, dict[str, str | None]] = {
     "NamespaceRecord": {"name": "namespace", "parent_id": "parent_namespace_id"},
     "TopicRecord": {"name": "topic_name"},
     "ConfigRecord": {"name": "config_name", "value": "config_value"},
+    # An ACL's principal and host are whom it is for; `principal` is who wrote the entry.
+    "AccessControlEntryRecord": {"id": "acl_id", "principal": "acl_principal", "host": "acl_host"},
+    "RemoveAccessControlEntryRecord": {"id": "acl_id"},
+    "UserScramCredentialRecord": {
+        "name": "user_name",
+        "salt": None,
+        "stored_key": None,
+        "server_key": None,
+    },
+    "RemoveUserScramCredentialRecord": {"name": "user_name"},
 }
 """Fields whose column has another name; None: the field is in `payload` only."""
 
+SECRET_FIELDS: dict[str, frozenset[str]] = {
+    "UserScramCredentialRecord": frozenset({"salt", "stored_key", "server_key"}),
+}
+"""Fields never shown: no column, and "(hidden)" in `payload`. Every bytes field of a record
+must be listed here (a new one fails `_TypePlan`), so no salt or key reaches the audit table."""
+
+HIDDEN = "(hidden)"
+"""What `payload` holds for a secret field."""
+
 _ENUM_NAMES: dict[type[IntEnum], dict[int, str]] = {
     enum: {int(m): m.name for m in enum}
-    for enum in (Mode, ConfigResourceType, FencingChange, ControlledShutdownChange)
+    for enum in (
+        Mode,
+        ConfigResourceType,
+        FencingChange,
+        ControlledShutdownChange,
+        ResourceType,
+        PatternType,
+        AclOperation,
+        AclPermissionType,
+        ScramMechanism,
+    )
 }
 
 
@@ -180,6 +223,8 @@ def _json_text(kind: str, typed: pa.Array | None, raw: Sequence[Any]) -> pa.Arra
         return pc.fill_null(pc.binary_join_element_wise(_OPEN, joined, _CLOSE, _EMPTY), _NULL)
     if kind == "structs":
         return pa.array([_structs_json(v) for v in raw], pa.string())
+    if kind == "secret":
+        return pc.if_else(pa.array([v is None for v in raw]), _NULL, _HIDDEN)
     if typed is None:
         typed = pa.array(raw)
     return pc.fill_null(typed.cast(pa.string()), _NULL)
@@ -192,13 +237,16 @@ class _FieldPlan:
     name: str
     column: str | None
     kind: str
-    """plain, uuid, uuid?, enum, enum?, list, structs, or leader (PartitionChange: -2 = null)."""
+    """plain, uuid, uuid?, enum, enum?, list, structs, secret (bytes: never shown), or leader
+    (PartitionChange: -2 = null)."""
     enum_names: dict[int, str] | None
 
 
 def _kind(avro_type: Any, enum: type[IntEnum] | None) -> str:
     optional = isinstance(avro_type, list) and avro_type[0] == "null"
     inner = avro_type[1] if optional else avro_type
+    if inner == "bytes":
+        return "secret"
     if inner == UUID_TYPE:
         return "uuid?" if optional else "uuid"
     if enum is not None:
@@ -224,11 +272,17 @@ class _TypePlan:
         renamed = _RENAMED.get(schema.name, {})
         self.fields: list[_FieldPlan] = []
         self.arrow_types: list[pa.DataType] = []
+        secrets = SECRET_FIELDS.get(schema.name, frozenset())
         for f in schema.fields:
             column = renamed.get(f.name, f.name)
             if column is not None and column not in _INDEX:
                 raise ValueError(f"{schema.name}.{f.name} has no column {column!r}")
             kind = _kind(f.type, f.enum)
+            if (kind == "secret") != (f.name in secrets) or (kind == "secret" and column):
+                raise ValueError(
+                    f"{schema.name}.{f.name}: bytes fields, and only they, are secret fields "
+                    "(listed in SECRET_FIELDS, without a column)"
+                )
             if schema.name == "PartitionChangeRecord" and f.name == "leader":
                 kind = "leader"
             names = _enum_name(f.enum) if f.enum is not None else None
@@ -255,9 +309,16 @@ class _TypePlan:
         return pc.binary_join_element_wise(*pieces, _EMPTY)
 
 
+_HIDDEN_JSON = json.dumps(HIDDEN)
+_HIDDEN = pa.scalar(_HIDDEN_JSON)
+
+
 def _structs_json(values: Sequence[Any] | None) -> str:
+    """JSON text of a field read as a Python value: an array of structs, or a secret."""
     if values is None:
         return "null"
+    if isinstance(values, bytes | bytearray | memoryview):
+        return _HIDDEN_JSON
     return json.dumps([dict(v) for v in values], separators=(",", ":"))
 
 
@@ -392,7 +453,7 @@ class BlockConverter:
             typed: pa.Array | None = None
             if f.kind == "plain":
                 typed = pa.array(fields[i], plan.arrow_types[i - 1])
-            elif f.kind != "structs":
+            elif f.kind not in ("structs", "secret"):
                 typed = _column_array(f.kind, fields[i], f.enum_names)
             if f.column is not None and typed is not None:
                 index = _INDEX[f.column]
@@ -472,7 +533,8 @@ def _semantic(f: _FieldPlan, arrow_type: pa.DataType) -> str | None:
         return "leader"
     if f.kind == "list":
         return "intlist"
-    if f.kind == "structs":
+    if f.kind in ("structs", "secret"):
+        # Read as a Python value and given to `structs_json`, which hides a secret.
         return None if f.column is not None else "py"
     if pa.types.is_integer(arrow_type):
         return "int"

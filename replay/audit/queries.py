@@ -238,6 +238,48 @@ def _description(topic: Column) -> Column:
                 F.lit("feature "), F.col("feature_name"), F.lit(" level "), F.col("feature_level")
             ),
         )
+        .when(
+            kind == "AccessControlEntryRecord",
+            F.concat(
+                F.lit("added ACL: "),
+                F.col("permission_type"),
+                F.lit(" "),
+                F.col("acl_principal"),
+                F.lit(" "),
+                F.col("operation"),
+                F.lit(" on "),
+                resource,
+                F.lit(" ("),
+                F.col("pattern_type"),
+                F.lit(") from host "),
+                F.col("acl_host"),
+            ),
+        )
+        .when(
+            kind == "RemoveAccessControlEntryRecord",
+            F.concat(F.lit("removed ACL "), F.col("acl_id")),
+        )
+        .when(
+            kind == "UserScramCredentialRecord",
+            F.concat(
+                F.lit("set "),
+                F.regexp_replace(F.col("mechanism"), "_", "-"),
+                F.lit(" credential of user "),
+                F.col("user_name"),
+                F.lit(" ("),
+                F.col("iterations"),
+                F.lit(" iterations)"),
+            ),
+        )
+        .when(
+            kind == "RemoveUserScramCredentialRecord",
+            F.concat(
+                F.lit("removed "),
+                F.regexp_replace(F.col("mechanism"), "_", "-"),
+                F.lit(" credential of user "),
+                F.col("user_name"),
+            ),
+        )
         .otherwise(kind)
     )
 
@@ -245,6 +287,9 @@ def _description(topic: Column) -> Column:
 def _entity(topic: Column) -> Column:
     return (
         F.when(F.col("topic_id").isNotNull(), F.concat(F.lit("topic "), topic))
+        # ACL records have a resource type too: they are told apart first.
+        .when(F.col("acl_id").isNotNull(), F.concat(F.lit("acl "), F.col("acl_id")))
+        .when(F.col("user_name").isNotNull(), F.concat(F.lit("user "), F.col("user_name")))
         .when(
             F.col("resource_type").isNotNull(),
             F.concat(

@@ -6,9 +6,10 @@ snapshot id or which database holds them: two snapshots of one state have the sa
 
 The checksum is a SHA-256 over, per table, the row count and the sum (mod 2**128) of a BLAKE2b
 digest of each row -- a multiset hash, so rows can be read back in any order the database likes.
-A row is serialized with `marshal` format version 0 (ints and strings only; unlike later
-versions it has no back-references or interning flags, so equal values give equal bytes
-whatever their object identity), 2.4x cheaper than `repr`. Partitions are hashed per topic (the
+A row is serialized with `marshal` format version 0 (ints, strings and bytes: a credential's
+salt and keys, read back as bytes whatever the driver gives; unlike later versions it has no
+back-references or interning flags, so equal values give equal bytes whatever their object
+identity), 2.4x cheaper than `repr`. Partitions are hashed per topic (the
 topic's partition rows in id order, as one item), which costs one digest per topic instead of one
 per partition. Booleans are stored and hashed as 0/1, so every driver reads back the values that
 were hashed.
@@ -16,8 +17,6 @@ were hashed.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import marshal
@@ -26,8 +25,9 @@ from typing import Any
 
 from immutables import Map
 
-from records.interning import shared_ints, shared_uuid
+from records.interning import shared_ints
 from records.model import (
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
     ConfigResourceType,
@@ -36,21 +36,27 @@ from records.model import (
     NamespaceRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from records.slots import new_instance, slot_setter
 from records.uuids import Uuid
 from replay.image import (
+    AclsImage,
     ClusterImage,
     ConfigsImage,
     FeaturesImage,
     MetadataImage,
     NamespacesImage,
     Provenance,
+    ScramImage,
+    ScramKey,
     TopicImage,
     TopicsImage,
     qualified_name,
 )
+from replay.sql import security_rows
 from replay.sql.errors import SnapshotContentError
+from replay.sql.ids import parse_id
 
 Row = tuple[Any, ...]
 
@@ -63,6 +69,8 @@ TOPICS = "snapshot_topics"
 PARTITIONS = "snapshot_partitions"
 PENDING = "snapshot_pending_deletions"
 CONFIGS = "snapshot_configs"
+ACLS = security_rows.ACLS
+SCRAM = security_rows.SCRAM
 
 COLUMNS: dict[str, tuple[str, ...]] = {
     FEATURES: ("name", "level"),
@@ -98,6 +106,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     PENDING: ("topic_id", "partition_count", "delete_after_ms", "created_ms"),
     CONFIGS: ("resource_type", "resource_name", "name", "value"),
+    SCRAM: security_rows.SCRAM_COLUMNS,
+    ACLS: security_rows.ACL_COLUMNS,
 }
 """Content columns of each table, in the order of the rows below (the write order)."""
 
@@ -141,7 +151,7 @@ def record_count(checksum: ContentChecksum) -> int:
     """How many records the image of these rows writes (endpoints are part of their broker)."""
     return sum(
         checksum.count(t)
-        for t in (FEATURES, BROKERS, NAMESPACES, TOPICS, PARTITIONS, PENDING, CONFIGS)
+        for t in (FEATURES, BROKERS, NAMESPACES, TOPICS, PARTITIONS, PENDING, CONFIGS, SCRAM, ACLS)
     )
 
 
@@ -173,6 +183,8 @@ def image_rows(image: MetadataImage, checksum: ContentChecksum) -> dict[str, Ite
         PARTITIONS: _partition_rows(image.topics, checksum),
         PENDING: _counted(checksum, PENDING, _pending_rows(image.topics)),
         CONFIGS: _counted(checksum, CONFIGS, _config_rows(image.configs)),
+        SCRAM: _counted(checksum, SCRAM, security_rows.scram_rows(image.scram)),
+        ACLS: _counted(checksum, ACLS, security_rows.acl_rows(image.acls)),
     }
 
 
@@ -294,18 +306,6 @@ class _ArrayValues(dict[str, tuple[int, ...]]):
         return found
 
 
-def _uuid(text: str | None, what: str) -> Uuid:
-    if not isinstance(text, str) or len(text) != 22:
-        raise SnapshotContentError(f"{what} {text!r} is not a 22-character id")
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 16:
-        raise SnapshotContentError(f"{what} {text!r} is not a 22-character id")
-    return shared_uuid(raw)
-
-
 def _normalized_brokers(rows: Iterable[Row]) -> list[Row]:
     # Drivers read booleans back as bool (psycopg) or int (sqlite3); 0/1 were hashed.
     return [(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
@@ -334,6 +334,8 @@ def image_from_rows(
         ),
         topics=topics,
         configs=_configs(rows, checksum),
+        acls=_acls(rows, checksum),
+        scram=_scram(rows, checksum),
     )
 
 
@@ -355,7 +357,7 @@ def _brokers(
         broker_id = row[0]
         brokers[broker_id] = RegisterBrokerRecord(
             broker_id=broker_id,
-            incarnation_id=_uuid(row[1], "incarnation id"),
+            incarnation_id=parse_id(row[1], "incarnation id"),
             broker_epoch=row[2],
             end_points=tuple(
                 BrokerEndpoint(name=e[2], host=e[3], port=e[4], security_protocol=e[5])
@@ -382,8 +384,8 @@ def _namespaces(
     namespace_ids: dict[Uuid, str] = {}
     for row in rows[NAMESPACES]:
         checksum.add(NAMESPACES, row)
-        namespace_id = _uuid(row[0], "namespace id")
-        parent = None if row[2] is None else _uuid(row[2], "parent namespace id")
+        namespace_id = parse_id(row[0], "namespace id")
+        parent = None if row[2] is None else parse_id(row[2], "parent namespace id")
         namespaces[row[1]] = NamespaceRecord(
             namespace_id=namespace_id, name=row[1], parent_id=parent
         )
@@ -416,7 +418,7 @@ def _topics(
     arrays = _ArrayValues()
     add_group = checksum.add_group
     for tid, (_, namespace, name) in topic_rows.items():
-        topic_id = _uuid(tid, "topic id")
+        topic_id = parse_id(tid, "topic id")
         group = grouped[tid]
         group.sort(key=lambda r: r[1])
         add_group(PARTITIONS, group)
@@ -452,6 +454,33 @@ def _configs(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> Co
             raise SnapshotContentError(f"unknown config resource type {row[0]!r}")
         resources.setdefault((resource_type, row[1]), {})[row[2]] = row[3]
     return ConfigsImage(resources=Map({k: Map(v) for k, v in resources.items()}))
+
+
+def _acls(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> AclsImage:
+    by_id: dict[Uuid, AccessControlEntryRecord] = {}
+    for row in rows[ACLS]:
+        checksum.add(ACLS, row)
+        acl = security_rows.acl_from_row(row)
+        if acl.id in by_id:
+            raise SnapshotContentError(f"ACL {row[0]} appears twice")
+        by_id[acl.id] = acl
+    return AclsImage(by_id=Map(by_id))
+
+
+def _scram(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> ScramImage:
+    credentials: dict[ScramKey, UserScramCredentialRecord] = {}
+    for raw in rows[SCRAM]:
+        row = security_rows.normalized_scram_row(raw)
+        checksum.add(SCRAM, row)
+        credential = security_rows.scram_from_row(row)
+        key = (credential.name, credential.mechanism)
+        if key in credentials:
+            raise SnapshotContentError(
+                f"user {credential.name!r} has two {credential.mechanism.mechanism_name} "
+                "credentials"
+            )
+        credentials[key] = credential
+    return ScramImage(credentials=Map(credentials))
 
 
 def _partitions(

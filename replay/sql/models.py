@@ -4,7 +4,7 @@ Every content table is keyed by `snapshot_id` first, so a snapshot's rows sit to
 "which partitions were READ_ONLY in snapshot 7" is one plain query. Ids are stored in Kafka's
 22-character text form (as `mlog topics describe` shows them); enums by name (`READ_ONLY`,
 `TOPIC`); replica lists as JSON array text (`[1,2,3]`), readable by `json_each` (SQLite) or
-`::jsonb` (PostgreSQL).
+`::jsonb` (PostgreSQL); a credential's salt and keys as binary (BLOB, bytea).
 
 The content tables have no foreign keys to `snapshots`: a snapshot is written in one transaction
 and deleted by `snapshot_id` from every table in one transaction, and per-row foreign key checks
@@ -22,6 +22,7 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -29,7 +30,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from records.model import ConfigResourceType, Mode
+from records.model import (
+    AclOperation,
+    AclPermissionType,
+    ConfigResourceType,
+    Mode,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -43,11 +52,25 @@ NAMING_CONVENTION = {
 ID_LENGTH = 22
 """A 128-bit id in Kafka's text form: URL-safe base64 without padding."""
 
-FORMAT_VERSION = 1
-"""How content is encoded in the rows (and so what the checksum covers); bumped on any change."""
+FORMAT_VERSION = 2
+"""How content is encoded in the rows (and so what the checksum covers); bumped on any change.
+
+2: ACLs and SCRAM credentials (migration 0003). A version 1 snapshot may lack both, so it is
+not read: time travel and startup replay the log instead, and the next snapshot is version 2.
+"""
 
 MODE_NAMES = tuple(m.name for m in Mode)
 RESOURCE_TYPE_NAMES = tuple(t.name for t in ConfigResourceType)
+ACL_RESOURCE_TYPE_NAMES = tuple(
+    t.name for t in ResourceType if t not in (ResourceType.UNKNOWN, ResourceType.ANY)
+)
+"""The resource types a stored ACL can have (replay's rule acl.resource-type)."""
+ACL_PATTERN_TYPE_NAMES = (PatternType.LITERAL.name, PatternType.PREFIXED.name)
+ACL_OPERATION_NAMES = tuple(
+    o.name for o in AclOperation if o not in (AclOperation.UNKNOWN, AclOperation.ANY)
+)
+ACL_PERMISSION_NAMES = (AclPermissionType.DENY.name, AclPermissionType.ALLOW.name)
+SCRAM_MECHANISM_NAMES = (ScramMechanism.SCRAM_SHA_256.name, ScramMechanism.SCRAM_SHA_512.name)
 
 
 def _in(column: str, names: tuple[str, ...]) -> str:
@@ -204,6 +227,53 @@ class SnapshotConfig(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+class SnapshotAcl(Base):
+    """An ACL (KRaft's AccessControlEntryRecord), enums by name as `mlog acls list` shows them.
+
+    The checks admit only what replay admits in a stored ACL (rules acl.resource-type,
+    acl.pattern, acl.operation, acl.permission).
+    """
+
+    __tablename__ = "snapshot_acls"
+    __table_args__ = (
+        CheckConstraint(_in("resource_type", ACL_RESOURCE_TYPE_NAMES), name="resource_type"),
+        CheckConstraint(_in("pattern_type", ACL_PATTERN_TYPE_NAMES), name="pattern_type"),
+        CheckConstraint(_in("operation", ACL_OPERATION_NAMES), name="operation"),
+        CheckConstraint(_in("permission_type", ACL_PERMISSION_NAMES), name="permission_type"),
+    )
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    acl_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    resource_type: Mapped[str] = mapped_column(String(32))
+    resource_name: Mapped[str] = mapped_column(Text)
+    pattern_type: Mapped[str] = mapped_column(String(16), doc="LITERAL or PREFIXED")
+    principal: Mapped[str] = mapped_column(Text, doc="Type:name, e.g. User:alice or User:*")
+    host: Mapped[str] = mapped_column(Text, doc="client address, or * for any")
+    operation: Mapped[str] = mapped_column(String(32))
+    permission_type: Mapped[str] = mapped_column(String(16), doc="ALLOW or DENY")
+
+
+class SnapshotScramCredential(Base):
+    """A user's SCRAM credential for one mechanism: salt, StoredKey, ServerKey, iterations.
+
+    What RFC 5802 lets a server keep (never a password), the same bytes the log holds; as
+    binary columns (BLOB on SQLite, bytea on PostgreSQL).
+    """
+
+    __tablename__ = "snapshot_scram_credentials"
+    __table_args__ = (CheckConstraint(_in("mechanism", SCRAM_MECHANISM_NAMES), name="mechanism"),)
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True, doc="the user name")
+    mechanism: Mapped[str] = mapped_column(
+        String(16), primary_key=True, doc="SCRAM_SHA_256 or SCRAM_SHA_512"
+    )
+    salt: Mapped[bytes] = mapped_column(LargeBinary)
+    stored_key: Mapped[bytes] = mapped_column(LargeBinary)
+    server_key: Mapped[bytes] = mapped_column(LargeBinary)
+    iterations: Mapped[int] = mapped_column(Integer)
+
+
 SNAPSHOTS: Table = Base.metadata.tables["snapshots"]
 """The `snapshots` table."""
 
@@ -219,6 +289,8 @@ CONTENT_TABLES: tuple[Table, ...] = tuple(
         "snapshot_partitions",
         "snapshot_pending_deletions",
         "snapshot_configs",
+        "snapshot_scram_credentials",
+        "snapshot_acls",
     )
 )
 """The per-snapshot tables, in the order a snapshot is written."""

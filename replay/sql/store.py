@@ -51,6 +51,7 @@ from replay.sql.errors import (
     SchemaBehindError,
     SchemaError,
     SnapshotChecksumError,
+    SnapshotContentError,
     SnapshotDatabaseDamagedError,
     SnapshotNotFoundError,
     SnapshotStoreError,
@@ -544,10 +545,20 @@ class SnapshotStore:
         return VerifyResult(info=info, computed=computed, error=None)
 
     def _read(self, info: SnapshotInfo, progress: Progress | None) -> tuple[MetadataImage, str]:
-        if info.format_version != FORMAT_VERSION:
+        if info.format_version > FORMAT_VERSION:
             raise SnapshotStoreError(
                 f"snapshot {info.id} has format version {info.format_version}; this "
-                f"metadata-log reads version {FORMAT_VERSION}. Run `mlog db upgrade`"
+                f"metadata-log reads version {FORMAT_VERSION}: a newer metadata-log wrote it. "
+                "Upgrade metadata-log, or use another database"
+            )
+        if info.format_version != FORMAT_VERSION:
+            # Older snapshots may lack areas added since (version 1: ACLs and credentials), so
+            # they cannot stand for the log; time travel skips them and replays the log.
+            raise SnapshotContentError(
+                f"snapshot {info.id} has format version {info.format_version}, older than "
+                f"{FORMAT_VERSION}, and may lack ACLs and SCRAM credentials; the log is "
+                f"replayed instead. Delete it (`mlog snapshot delete {info.id}`); a new "
+                "snapshot replaces it"
             )
         checksum = ContentChecksum()
         # As in load_image: a load creates millions of long-lived objects and no cycles, and
