@@ -847,6 +847,7 @@ def test_confluent_kafka_against_the_authorizer(served: Any) -> None:
         futures["other-ck"].result(timeout=20)
     assert caught.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert set(admin.list_topics(timeout=20).topics) == {"mine-ck"}
+    del futures, admin  # librdkafka's threads end now, before the server does
 
 
 def test_our_client_gets_the_refusals_of_our_own_apis(served: Any) -> None:
