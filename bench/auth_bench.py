@@ -10,7 +10,7 @@ directory with 3 registered brokers:
 - the secured one (`--config`): a SASL_SSL and a SASL_PLAINTEXT listener with SCRAM-SHA-256,
   a user whose credential has 4096 iterations appended before it starts, and with
   `--authorizer` Kafka's StandardAuthorizer on (`authorizer.class.name`) with that user in
-  `super.users` (this needs the authorizer wired into `mlog serve`).
+  `super.users`.
 
 Measured:
 

@@ -46,6 +46,7 @@ from server_thread import running_server
 
 from api.client import AdminClient as OurClient
 from api.controller.acls import MAX_RECORDS_PER_REQUEST
+from api.controller.authorizer import Authorizer, AuthorizerConfig
 from api.controller.commands import (
     AclBinding,
     AclFilter,
@@ -569,12 +570,16 @@ def service(tmp_path: Path) -> Iterator[MetadataService]:
 
 
 SESSION = Session(principal="User:admin", host="10.1.2.3")
+# The ACL APIs need an authorizer (SECURITY_DISABLED without one); the session's principal is a
+# super user, so what is tested here is the APIs themselves.
+ADMIN_AUTHORIZER = Authorizer(AuthorizerConfig(super_users=frozenset({SESSION.principal})))
 
 
 def _answer(service: MetadataService, frame: bytes) -> bytes:
     (event,) = Connection().receive(frame)
     assert isinstance(event, Request), event
-    apis = KafkaApis(service, Listener(host="127.0.0.1", port=9092, node_id=0, cluster_id="c"))
+    listener = Listener(host="127.0.0.1", port=9092, node_id=0, cluster_id="c")
+    apis = KafkaApis(service, listener, ADMIN_AUTHORIZER)
     body = asyncio.run(apis.handle(event.request, SESSION))
     data = codec.encode_response(event.request.header.correlation_id, body)
     assert data == codec.encode_response_with_kio(event.request.header.correlation_id, body)
@@ -641,7 +646,10 @@ def test_writes_are_appended_as_the_sessions_principal(service: MetadataService)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetadataServer]:
-    with running_server(tmp_path_factory.mktemp("acls") / "log", brokers=1) as running:
+    # A PLAINTEXT client is User:ANONYMOUS: a super user here (the ACL APIs need an authorizer).
+    anonymous = AuthorizerConfig(super_users=frozenset({"User:ANONYMOUS"}))
+    log_dir = tmp_path_factory.mktemp("acls") / "log"
+    with running_server(log_dir, brokers=1, authorizer=anonymous) as running:
         yield running
 
 

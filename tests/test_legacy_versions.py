@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from api.controller.authorizer import STANDARD_AUTHORIZER
 from api.controller.commands import AlterConfig, AlterConfigOp, ConfigResource, RegisterBroker
 from api.controller.commands import CreatableTopic as Creatable
 from api.protocol import codec
@@ -87,7 +88,12 @@ def test_kafka_3_9_versions_are_advertised(api_key: int, version: int) -> None:
 def test_describe_acls_v0_as_sarama_sends_it(service: MetadataService) -> None:
     # resource type ANY (1), no name, principal or host filter, operation ANY, permission ANY.
     body = _i8(1) + _str(None) + _str(None) + _str(None) + _i8(1) + _i8(1)
-    expected = _response(_i32(0) + _i16(0) + _str(None) + _array())
+    # No authorizer: Kafka's SECURITY_DISABLED (54), in v0's layout.
+    message = (
+        "No Authorizer is configured on the broker; set authorizer.class.name="
+        f"{STANDARD_AUTHORIZER} in the server config to use ACLs"
+    )
+    expected = _response(_i32(0) + _i16(54) + _str(message) + _array())
     assert _answer(service, _frame(29, 0, body)) == expected
 
 

@@ -35,6 +35,7 @@ from server_process import _address, serve_process
 from server_thread import running_server
 from test_sasl_server import USERS, Raw, _created_by, seed_users
 
+from api.controller.authorizer import STANDARD_AUTHORIZER
 from api.security.plain import plain_token
 from api.server.config import ListenerConfig, TlsConfig
 from api.server.limits import ServerLimits
@@ -566,6 +567,7 @@ def test_a_secured_set_up_from_nothing_with_mlog_alone(tmp_path: Path, pki: Pki)
         "listeners=EXTERNAL://127.0.0.1:0\nlistener.security.protocol.map=EXTERNAL:SASL_SSL\n"
         f"sasl.enabled.mechanisms=SCRAM-SHA-512\nssl.keystore.type=PEM\n"
         f"ssl.keystore.location={pki.keystore}\n"
+        f"authorizer.class.name={STANDARD_AUTHORIZER}\nsuper.users=User:admin\n"
     )
     stderr = tmp_path / "stderr"
     with stderr.open("w") as err:
@@ -601,6 +603,7 @@ def test_a_secured_set_up_from_nothing_with_mlog_alone(tmp_path: Path, pki: Pki)
             process.kill()
         process.wait(30)
     log = stderr.read_text()
+    assert "authorizer on: super.users=User:admin" in log
     assert "failed authentication from 127.0.0.1:" in log
     assert "change-me" not in log
 
@@ -663,3 +666,65 @@ def test_an_ipv6_listener_beside_an_ipv4_one(tmp_path: Path, pki: Pki) -> None:
         finally:
             admin.close()
         assert _created_by(dual, "over-ipv6") == "User:bob"
+
+
+# ----------------------------------------------------------------------------- with ACLs
+
+
+def test_the_authenticated_principal_is_what_the_authorizer_decides_on(
+    tmp_path: Path, pki: Pki
+) -> None:
+    from kafka import errors as kerrors
+
+    from api.controller.authorizer import AuthorizerConfig
+
+    log_dir = tmp_path / "log"
+    seed_users(log_dir)
+    with running_server(
+        log_dir,
+        brokers=3,
+        listeners=[
+            _listener("EXTERNAL", "SASL_SSL", pki),
+            _listener("SERVICES", "SSL", pki, client_auth="required"),
+        ],
+        authorizer=AuthorizerConfig(
+            super_users=frozenset({"User:alice", "User:orders.example.com"})
+        ),
+    ) as secured:
+
+        def admin(user: str) -> KafkaAdminClient:
+            return KafkaAdminClient(
+                bootstrap_servers=secured.listener_address("EXTERNAL"),
+                security_protocol="SASL_SSL",
+                ssl_cafile=str(pki.ca),
+                sasl_mechanism="SCRAM-SHA-256",
+                sasl_plain_username=user,
+                sasl_plain_password=USERS[user],
+                request_timeout_ms=10_000,
+            )
+
+        alice, bob = admin("alice"), admin("bob")
+        try:
+            alice.create_topics([KpNewTopic("acl-alice", 1, 1)])
+            with pytest.raises(kerrors.TopicAuthorizationFailedError):
+                bob.create_topics([KpNewTopic("acl-bob", 1, 1)])
+            assert "acl-alice" in alice.list_topics()
+            assert "acl-alice" not in bob.list_topics()  # bob may not describe it
+        finally:
+            alice.close()
+            bob.close()
+        service = KafkaAdminClient(
+            bootstrap_servers=secured.listener_address("SERVICES"),
+            security_protocol="SSL",
+            ssl_cafile=str(pki.ca),
+            ssl_certfile=str(pki.service_cert),
+            ssl_keyfile=str(pki.service_key),
+            request_timeout_ms=10_000,
+        )
+        try:
+            service.create_topics([KpNewTopic("acl-service", 1, 1)])
+        finally:
+            service.close()
+        assert _created_by(secured, "acl-alice") == "User:alice"
+        assert _created_by(secured, "acl-service") == "User:orders.example.com"
+        assert secured.service.image.topics.get_by_name("acl-bob") is None

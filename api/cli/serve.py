@@ -241,11 +241,6 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     limits = resolve_limits(
         _limit_flags(args, config, os.environ), os.environ, max_request_bytes=max_request_bytes
     )
-    if config.authorizer is not None:
-        raise CliError(
-            "authorizer.class.name is set, but this build of mlog serve cannot enforce ACLs; "
-            "remove authorizer.class.name"
-        )
     listeners = server_listeners(config)
     raise_open_file_limit()  # each connection is a file; the default limit is often 1024
     cluster_id, node_id = cluster_identity(settings.data_dir, config.node_id)
@@ -258,6 +253,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         max_request_bytes=max_request_bytes,
         limits=limits,
         failed_authentication_delay_ms=config.failed_authentication_delay_ms,
+        authorizer=config.authorizer,
     )
     try:
         asyncio.run(_serve(server))

@@ -15,10 +15,24 @@ import dataclasses
 import enum
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
-from api.controller.commands import BrokerResult, ControllerResult, TopicRef
+from api.controller.authorizer import Authorizer
+from api.controller.commands import (
+    BrokerResult,
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
+    ControllerResult,
+    CreateNamespace,
+    DeleteNamespace,
+    DeletePartitionsResult,
+    DeletePartitionsTopic,
+    MoveTopic,
+    Outcome,
+    RegisterBroker,
+    TopicRef,
+)
 from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode
 from api.protocol import private
@@ -31,13 +45,42 @@ from api.protocol.private import (
     PrivateApi,
     PrivateStatus,
 )
+from api.server.kafka.authorization import Gate, name_of, run_gated
+from api.server.kafka.base import Session
 from api.service.service import MetadataService
 from records.errors import MetadataLogError
+from records.model import AclOperation, ResourceType
 from records.uuids import Uuid
-from replay.image import MetadataImage
+from replay.image import (
+    MetadataImage,
+    enclosing_namespaces,
+    qualified_name,
+    split_qualified_name,
+)
 from replay.timetravel import diff_points, history_range, travel
 
 T = TypeVar("T")
+R = TypeVar("R")
+
+NAMESPACE = ResourceType.NAMESPACE
+
+_BROKER_OPERATIONS = (AclOperation.CLUSTER_ACTION, AclOperation.ALTER)
+"""What a broker change needs on the cluster, either one: Kafka's brokers register and
+heartbeat with CLUSTER_ACTION, and an operator unregisters one with ALTER."""
+
+
+class _Topical(Protocol):
+    """A per-topic item of a request (a partition deletion or its cancellation)."""
+
+    @property
+    def topic(self) -> TopicRef: ...
+
+
+TopicalT = TypeVar("TopicalT", bound=_Topical)
+
+
+def _ref_name(ref: TopicRef) -> str:
+    return ref.name if ref.name is not None else str(ref.topic_id)
 
 
 def plain_fields(request: Any) -> str:
@@ -68,14 +111,19 @@ def _plain(value: Any) -> str:
 
 logger = logging.getLogger("api.server")
 
-PrivateHandler = Callable[[Any, str], Awaitable[Any]]
+PrivateHandler = Callable[[Any, Session], Awaitable[Any]]
 
 
 class PrivateApis:
-    """Answers the private APIs from a service (and its snapshot store, for time travel)."""
+    """Answers the private APIs from a service (and its snapshot store, for time travel).
 
-    def __init__(self, service: MetadataService) -> None:
+    With an `authorizer` each API makes the checks docs/security.md lists (our equivalents of
+    Kafka's); without one everything is allowed.
+    """
+
+    def __init__(self, service: MetadataService, authorizer: Authorizer | None = None) -> None:
         self.service = service
+        self.gate = Gate(authorizer)
         self._handlers: dict[int, PrivateHandler] = {
             private.CREATE_NAMESPACE.key: self.create_namespace,
             private.DELETE_NAMESPACE.key: self.delete_namespace,
@@ -93,15 +141,16 @@ class PrivateApis:
         }
         self._codec = service.log.codec
 
-    async def handle(self, header: RequestHeader, body: bytes, principal: str) -> bytes:
-        """The response frame for one private request."""
+    async def handle(self, header: RequestHeader, body: bytes, session: Session) -> bytes:
+        """The response frame for one private request from `session`."""
         api = PRIVATE_APIS[header.api_key]
+        principal = session.principal
         try:
             request = private.decode_request_body(api, body, header.api_version)
         except (BindError, MetadataLogError, ValueError) as exc:
             return self._error(header, api, ErrorCode.INVALID_REQUEST, str(exc))
         try:
-            response = await self._handlers[api.key](request, principal)
+            response = await self._handlers[api.key](request, session)
         except ApiError as exc:
             self._log(principal, api, request, exc.error_code.name)
             return self._error(header, api, exc.error_code, str(exc))
@@ -123,77 +172,215 @@ class PrivateApis:
     # ------------------------------------------------------------------ writes
 
     async def _submit(
-        self, principal: str, call: Callable[[Controller, MetadataImage], ControllerResult[T]]
+        self, session: Session, call: Callable[[Controller, MetadataImage], ControllerResult[T]]
     ) -> T:
-        """Run a controller call through the service's group commit."""
+        """Run a controller call through the service's group commit.
+
+        The call gets the working image, the one the command runs on: its authorization
+        checks, made inside the call, see the ACLs and names the command sees.
+        """
         controller = self.service.controller
-        return await self.service.submit(lambda image: call(controller, image), principal=principal)
+        return await self.service.submit(
+            lambda image: call(controller, image), principal=session.principal
+        )
 
-    async def create_namespace(self, request: Any, principal: str) -> Any:
-        """Create a namespace and its missing parents."""
-        return await self._submit(principal, lambda c, image: c.create_namespace(image, request))
+    async def create_namespace(self, request: CreateNamespace, session: Session) -> Any:
+        """Create a namespace and its missing parents: CREATE on each namespace created."""
+        gate = self.gate
 
-    async def delete_namespace(self, request: Any, principal: str) -> Any:
-        """Delete a namespace (and its topics; its children with `recursive`)."""
-        return await self._submit(principal, lambda c, image: c.delete_namespace(image, request))
+        def create(c: Controller, image: MetadataImage) -> ControllerResult[Any]:
+            if gate.on:
+                # The parents first: creating `org:apache` creates a missing `org` too.
+                for name in reversed(enclosing_namespaces(request.name)):
+                    if not image.namespaces.exists(name):
+                        gate.require_namespace(image, session, AclOperation.CREATE, name)
+            return c.create_namespace(image, request)
 
-    async def move_topic(self, request: Any, principal: str) -> Any:
-        """Move a topic to another namespace (same id)."""
-        return await self._submit(principal, lambda c, image: c.move_topic(image, request))
+        return await self._submit(session, create)
+
+    async def delete_namespace(self, request: DeleteNamespace, session: Session) -> Any:
+        """Delete a namespace (and its topics; its children with `recursive`).
+
+        DELETE on the namespace, and on everything the deletion takes with it: each namespace
+        below it and each topic in them (a DENY on one of them refuses the whole deletion).
+        """
+        gate = self.gate
+
+        def delete(c: Controller, image: MetadataImage) -> ControllerResult[Any]:
+            if gate.on:
+                gate.require_namespace(image, session, AclOperation.DELETE, request.name)
+                self._require_subtree_deletion(image, session, request)
+            return c.delete_namespace(image, request)
+
+        return await self._submit(session, delete)
+
+    def _require_subtree_deletion(
+        self, image: MetadataImage, session: Session, request: DeleteNamespace
+    ) -> None:
+        name = request.name
+        if not name or not image.namespaces.exists(name):
+            return  # the controller refuses it
+        below = image.namespaces.descendants(name) if request.recursive else []
+        for namespace in below:
+            self.gate.require_namespace(image, session, AclOperation.DELETE, namespace)
+        inside = {name, *below}
+        for topic in image.topics.by_id.values():
+            if topic.namespace in inside:
+                self.gate.require_topic(image, session, AclOperation.DELETE, topic.qualified_name)
+
+    async def move_topic(self, request: MoveTopic, session: Session) -> Any:
+        """Move a topic to another namespace (same id).
+
+        ALTER on the topic, and CREATE on its new name (so in the target namespace).
+        """
+        gate = self.gate
+
+        def move(c: Controller, image: MetadataImage) -> ControllerResult[Any]:
+            name = name_of(image, request.topic)
+            if gate.on and name is not None:
+                gate.require_topic(image, session, AclOperation.ALTER, name)
+                new_name = qualified_name(request.to_namespace, split_qualified_name(name)[1])
+                gate.require_topic(image, session, AclOperation.CREATE, new_name)
+            return c.move_topic(image, request)
+
+        return await self._submit(session, move)
 
     async def delete_partitions(
-        self, request: private.DeletePartitions, principal: str
+        self, request: private.DeletePartitions, session: Session
     ) -> private.DeletePartitionsResponse:
-        """Lower partition counts; each topic has its own outcome."""
-        results = await self._submit(
-            principal,
-            lambda c, image: c.delete_partitions(
-                image, list(request.topics), validate_only=request.validate_only
-            ),
-        )
+        """Lower partition counts; each topic has its own outcome (ALTER on it)."""
+        validate_only = request.validate_only
+
+        def delete(
+            c: Controller, image: MetadataImage
+        ) -> ControllerResult[list[DeletePartitionsResult]]:
+            def run(
+                allowed: list[DeletePartitionsTopic],
+            ) -> ControllerResult[list[DeletePartitionsResult]]:
+                return c.delete_partitions(image, allowed, validate_only=validate_only)
+
+            return self._per_topic(
+                image,
+                session,
+                request.topics,
+                run,
+                lambda t, error: DeletePartitionsResult(
+                    name=_ref_name(t.topic), outcome=Outcome.from_error(error)
+                ),
+            )
+
+        results = await self._submit(session, delete)
         return private.DeletePartitionsResponse(results=tuple(results))
 
     async def cancel_partition_deletions(
-        self, request: private.CancelPartitionDeletions, principal: str
+        self, request: private.CancelPartitionDeletions, session: Session
     ) -> private.CancelPartitionDeletionsResponse:
-        """Cancel pending partition deletions; each topic has its own outcome."""
-        results = await self._submit(
-            principal,
-            lambda c, image: c.cancel_partition_deletions(image, list(request.topics)),
-        )
+        """Cancel pending partition deletions; each topic has its own outcome (ALTER on it)."""
+
+        def cancel(
+            c: Controller, image: MetadataImage
+        ) -> ControllerResult[list[CancelPartitionDeletionResult]]:
+            def run(
+                allowed: list[CancelPartitionDeletion],
+            ) -> ControllerResult[list[CancelPartitionDeletionResult]]:
+                return c.cancel_partition_deletions(image, allowed)
+
+            return self._per_topic(
+                image,
+                session,
+                request.topics,
+                run,
+                lambda t, error: CancelPartitionDeletionResult(
+                    name=_ref_name(t.topic), outcome=Outcome.from_error(error)
+                ),
+            )
+
+        results = await self._submit(session, cancel)
         return private.CancelPartitionDeletionsResponse(results=tuple(results))
 
+    def _per_topic(
+        self,
+        image: MetadataImage,
+        session: Session,
+        items: Sequence[TopicalT],
+        run: Callable[[list[TopicalT]], ControllerResult[list[R]]],
+        refused: Callable[[TopicalT, ApiError], R],
+    ) -> ControllerResult[list[R]]:
+        """Run a per-topic command on the topics the session may ALTER; the others are refused."""
+        gate = self.gate
+        if not gate.on:
+            return run(list(items))
+
+        def refusal(item: TopicalT) -> ApiError | None:
+            name = name_of(image, item.topic)
+            if name is None:
+                return None  # an unknown id: the controller answers UNKNOWN_TOPIC_ID
+            return gate.topic_refusal(image, session, AclOperation.ALTER, name)
+
+        return run_gated(items, refusal, run, refused)
+
     async def purge_pending(
-        self, request: private.PurgePending, principal: str
+        self, request: private.PurgePending, session: Session
     ) -> private.PurgePendingResponse:
-        """One check of pending partition deletions (as the scheduler runs)."""
+        """One check of pending partition deletions (as the scheduler runs).
+
+        ALTER on the cluster, or on every topic with a pending deletion: a purge takes the
+        next step of each deletion that is due, whoever asked for it.
+        """
+        gate = self.gate
+        image = self.service.image
+        if gate.on and not gate.allows_cluster(image, session, AclOperation.ALTER):
+            for topic in image.topics.by_id.values():
+                if topic.pending_deletion is not None:
+                    gate.require_topic(image, session, AclOperation.ALTER, topic.qualified_name)
         return private.PurgePendingResponse(results=tuple(await self.service.purge_due_async()))
 
-    async def register_broker(self, request: Any, principal: str) -> BrokerResult:
-        """Register a broker (a new incarnation)."""
-        return await self._submit(principal, lambda c, image: c.register_broker(image, request))
+    async def register_broker(self, request: RegisterBroker, session: Session) -> BrokerResult:
+        """Register a broker (a new incarnation): CLUSTER_ACTION or ALTER on the cluster."""
 
-    async def change_broker(self, request: private.ChangeBroker, principal: str) -> BrokerResult:
-        """Fence, unfence, shut down or unregister a broker."""
-        return await self._submit(
-            principal, lambda c, image: c.change_broker(image, request.broker_id, request.action)
-        )
+        def register(c: Controller, image: MetadataImage) -> ControllerResult[BrokerResult]:
+            self.gate.require_cluster(image, session, *_BROKER_OPERATIONS)
+            return c.register_broker(image, request)
+
+        return await self._submit(session, register)
+
+    async def change_broker(self, request: private.ChangeBroker, session: Session) -> BrokerResult:
+        """Fence, unfence, shut down or unregister a broker: as `register_broker`."""
+
+        def change(c: Controller, image: MetadataImage) -> ControllerResult[BrokerResult]:
+            self.gate.require_cluster(image, session, *_BROKER_OPERATIONS)
+            return c.change_broker(image, request.broker_id, request.action)
+
+        return await self._submit(session, change)
 
     # ------------------------------------------------------------------ reads
 
+    def _require_log_reader(self, session: Session) -> None:
+        """FetchLog, ImageAt, Diff and History reveal everything: DESCRIBE on the cluster."""
+        self.gate.require_cluster(self.service.image, session, AclOperation.DESCRIBE)
+
     async def list_namespaces(
-        self, request: private.ListNamespaces, principal: str
+        self, request: private.ListNamespaces, session: Session
     ) -> private.NamespaceList:
-        """Namespaces under one, from the committed image."""
+        """Namespaces under one, from the committed image: those the session may DESCRIBE."""
+        image = self.service.image
         infos = Controller.list_namespaces(
-            self.service.image, request.namespace or "", recursive=request.recursive
+            image, request.namespace or "", recursive=request.recursive
         )
+        gate = self.gate
+        if gate.on:
+            infos = [
+                info
+                for info in infos
+                if gate.allows(image, session, AclOperation.DESCRIBE, NAMESPACE, info.name)
+            ]
         return private.NamespaceList(namespaces=tuple(infos))
 
     async def fetch_log(
-        self, request: private.FetchLog, principal: str
+        self, request: private.FetchLog, session: Session
     ) -> private.FetchLogResponse:
         """Committed entries from `offset`; long-polls while there are none yet."""
+        self._require_log_reader(session)
         if request.offset < 0 or request.max_entries < 1 or request.max_wait_ms < 0:
             raise ApiError(
                 ErrorCode.INVALID_REQUEST,
@@ -222,8 +409,9 @@ class PrivateApis:
         block = await asyncio.to_thread(read) if committed >= request.offset else read()
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)
 
-    async def image_at(self, request: private.ImageAt, principal: str) -> private.ImageResponse:
+    async def image_at(self, request: private.ImageAt, session: Session) -> private.ImageResponse:
         """The image now (the committed one) or at a past point (time travel)."""
+        self._require_log_reader(session)
         current = self.service.image
         at_offset, at_time = request.at_offset, request.at_time
 
@@ -237,16 +425,18 @@ class PrivateApis:
 
         return await asyncio.to_thread(build)
 
-    async def diff(self, request: private.Diff, principal: str) -> private.DiffResponse:
+    async def diff(self, request: private.Diff, session: Session) -> private.DiffResponse:
         """What changed between two points of the log."""
+        self._require_log_reader(session)
         store = self.service.snapshot_store
         start, end, changes = await asyncio.to_thread(
             diff_points, self.service.log, store, request.from_point, request.to_point
         )
         return private.DiffResponse(from_offset=start, to_offset=end, changes=tuple(changes))
 
-    async def history(self, request: private.History, principal: str) -> private.HistoryResponse:
+    async def history(self, request: private.History, session: Session) -> private.HistoryResponse:
         """Every entry that touched an entity."""
+        self._require_log_reader(session)
         committed = self.service.image.provenance.offset
         lte = committed if request.lte is None else min(request.lte, committed)
         entries = await asyncio.to_thread(

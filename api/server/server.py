@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from api.controller.authorizer import Authorizer, AuthorizerConfig
 from api.protocol.codec import API_NAMES, SASL_AUTHENTICATE_KEY, encode_response
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
@@ -121,6 +122,7 @@ class MetadataServer:
         run_scheduler: bool = True,
         listeners: Sequence[ServerListener] | None = None,
         failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
+        authorizer: AuthorizerConfig | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`."""
         self.service = service
@@ -146,7 +148,10 @@ class MetadataServer:
         self.cluster_id = cluster_id
         self.max_request_bytes = max_request_bytes
         self.limits = limits or ServerLimits()
-        self.private_apis = PrivateApis(service)
+        # One authorizer for both kinds of API: they share its ACL index.
+        self.authorizer = None if authorizer is None else Authorizer(authorizer)
+        """Decides every request when `authorizer.class.name` is set; None allows everything."""
+        self.private_apis = PrivateApis(service, self.authorizer)
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
         self._channels: ChannelContext | None = None
@@ -201,6 +206,13 @@ class MetadataServer:
         self.apis = self._apis[self.listeners[0].name]
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
+        if self.authorizer is not None:
+            config = self.authorizer.config
+            logger.info(
+                "authorizer on: super.users=%s, allow.everyone.if.no.acl.found=%s",
+                ";".join(sorted(config.super_users)) or "(none)",
+                str(config.allow_everyone_if_no_acl_found).lower(),
+            )
         logger.info(
             "serving on %s; node %d, log offset %d; "
             "max.connections=%d, max.connections.per.ip=%d, connections.max.idle.ms=%d, "
@@ -216,7 +228,7 @@ class MetadataServer:
 
     def _kafka_apis(self, listener: Listener) -> KafkaApis:
         """The Kafka handlers answering on one listener (advertising its address)."""
-        return KafkaApis(self.service, listener)
+        return KafkaApis(self.service, listener, self.authorizer)
 
     async def _listen(self, listener: ServerListener, shared: ChannelContext) -> ServerListener:
         """Bind one listener; the listener with its bound port."""
@@ -368,7 +380,8 @@ class MetadataServer:
         elif isinstance(event, PrivateRequest):
             header = event.header
             try:
-                channel.write(await self.private_apis.handle(header, event.body, channel.principal))
+                session = Session(principal=channel.principal, host=channel.ip)
+                channel.write(await self.private_apis.handle(header, event.body, session))
             except Exception:
                 logger.exception(
                     "closing %s: %s v%d failed",

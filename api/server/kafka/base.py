@@ -18,6 +18,7 @@ from typing import Any
 from api.controller.errors import ErrorCode
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
+from api.server.kafka.authorization import Gate
 from api.service.service import MetadataService
 from records.uuids import Uuid
 
@@ -58,11 +59,18 @@ Handler = Callable[[KafkaRequest, Session], Awaitable[codec.Answer]]
 
 
 class HandlerGroup:
-    """Handlers of related Kafka APIs, answered from a service for a listener."""
+    """Handlers of related Kafka APIs, answered from a service for a listener.
 
-    def __init__(self, service: MetadataService, listener: Listener) -> None:
+    `gate` makes the authorization checks (none pass through it when the server has no
+    authorizer).
+    """
+
+    def __init__(
+        self, service: MetadataService, listener: Listener, gate: Gate | None = None
+    ) -> None:
         self.service = service
         self.listener = listener
+        self.gate = gate or Gate()
 
     def _answer(self, request: KafkaRequest, **values: Any) -> codec.Answer:
         """The answer to a request: these values in the response class of its version."""

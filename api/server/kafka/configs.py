@@ -16,14 +16,19 @@ from api.controller.commands import (
     AlterConfigOp,
     AlterConfigsResult,
     ConfigResource,
+    ControllerResult,
+    Outcome,
 )
 from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS
 from api.controller.config_values import ConfigDef, ConfigType
 from api.controller.errors import ApiError, ErrorCode
 from api.protocol.codec import KafkaRequest
+from api.server.kafka.authorization import run_gated
 from api.server.kafka.base import HandlerGroup, Session
-from records.model import ConfigResourceType
+from records.model import AclOperation, ConfigResourceType
 from replay.image import MetadataImage
+
+DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
 
 _CONFIG_TYPES = {
     ConfigType.BOOLEAN: 1,
@@ -63,6 +68,7 @@ class ConfigApis(HandlerGroup):
             }
             try:
                 kind = _resource_type(int(resource.resource_type))
+                self._require(image, session, DESCRIBE_CONFIGS, kind, resource.resource_name)
                 resolved = self.service.controller.describe_configs(
                     image, self._described_resource(image, kind, resource.resource_name)
                 )
@@ -112,6 +118,42 @@ class ConfigApis(HandlerGroup):
             return ConfigResource(type=kind, name="")
         return ConfigResource(type=kind, name=name)
 
+    def _require(
+        self,
+        image: MetadataImage,
+        session: Session,
+        operation: AclOperation,
+        kind: ConfigResourceType,
+        name: str,
+    ) -> None:
+        """Refuse unless `operation` is allowed on a config resource, as Kafka checks it.
+
+        A topic's on the topic (TOPIC_AUTHORIZATION_FAILED), a broker's on the cluster
+        (CLUSTER_AUTHORIZATION_FAILED); a namespace's on the namespace, its chain included
+        (TOPIC_AUTHORIZATION_FAILED).
+        """
+        gate = self.gate
+        if kind == ConfigResourceType.BROKER:
+            gate.require_cluster(image, session, operation)
+        elif kind == ConfigResourceType.NAMESPACE:
+            gate.require_namespace(image, session, operation, name)
+        else:
+            gate.require_topic(image, session, operation, name)
+
+    def _refusal(
+        self,
+        image: MetadataImage,
+        session: Session,
+        operation: AclOperation,
+        resource: ConfigResource,
+    ) -> ApiError | None:
+        """`_require`'s refusal as a value, or None."""
+        try:
+            self._require(image, session, operation, resource.type, resource.name)
+        except ApiError as exc:
+            return exc
+        return None
+
     async def incremental_alter_configs(self, request: KafkaRequest, session: Session) -> Any:
         """Set, delete, append to or subtract from keys; one result per resource."""
         body = request.body
@@ -128,7 +170,7 @@ class ConfigApis(HandlerGroup):
                 refused[index] = (exc.error_code, str(exc))
                 continue
             changes.append((ConfigResource(type=kind, name=resource.resource_name), ops))
-        return await self._alter(request, session.principal, changes, refused)
+        return await self._alter(request, session, changes, refused)
 
     async def alter_configs(self, request: KafkaRequest, session: Session) -> Any:
         """Replace a resource's overrides: keys not named are deleted (Kafka's AlterConfigs)."""
@@ -158,23 +200,39 @@ class ConfigApis(HandlerGroup):
                 if key not in named
             )
             changes.append((ConfigResource(type=kind, name=resource.resource_name), ops))
-        return await self._alter(request, session.principal, changes, refused)
+        return await self._alter(request, session, changes, refused)
 
     async def _alter(
         self,
         request: KafkaRequest,
-        principal: str,
+        session: Session,
         changes: Sequence[tuple[ConfigResource, Sequence[AlterConfig]]],
         refused: dict[int, tuple[ErrorCode, str | None]],
     ) -> Any:
         validate_only = bool(request.body.validate_only)
         controller = self.service.controller
-        done: list[AlterConfigsResult] = await self.service.submit(
-            lambda image: controller.incremental_alter_configs(
-                image, changes, validate_only=validate_only
-            ),
-            principal=principal,
-        )
+        principal = session.principal
+
+        def alter(image: MetadataImage) -> ControllerResult[list[AlterConfigsResult]]:
+            def run(
+                allowed: list[tuple[ConfigResource, Sequence[AlterConfig]]],
+            ) -> ControllerResult[list[AlterConfigsResult]]:
+                return controller.incremental_alter_configs(
+                    image, allowed, validate_only=validate_only
+                )
+
+            if not self.gate.on:
+                return run(list(changes))
+            return run_gated(
+                changes,
+                lambda change: self._refusal(image, session, ALTER_CONFIGS, change[0]),
+                run,
+                lambda change, error: AlterConfigsResult(
+                    resource=change[0], outcome=Outcome.from_error(error)
+                ),
+            )
+
+        done: list[AlterConfigsResult] = await self.service.submit(alter, principal=principal)
         if not validate_only:
             self._log_change(
                 principal,

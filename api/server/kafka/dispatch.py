@@ -9,10 +9,12 @@ test checks every one).
 
 from __future__ import annotations
 
-from api.controller.errors import ApiError, StorageError
+from api.controller.authorizer import STANDARD_AUTHORIZER, Authorizer
+from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
 from api.server.kafka.acls import AclApis
+from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
 from api.server.kafka.configs import ConfigApis
 from api.server.kafka.credentials import CredentialApis
@@ -22,20 +24,42 @@ from api.server.kafka.refusals import refusal
 from api.server.kafka.topics import TopicApis
 from api.server.sasl import refuse_outside_login
 from api.service.service import MetadataService
+from records.model import AclOperation
+
+CLUSTER_CHECKS: dict[int, tuple[AclOperation, bool]] = {
+    29: (AclOperation.DESCRIBE, True),  # DescribeAcls
+    30: (AclOperation.ALTER, True),  # CreateAcls
+    31: (AclOperation.ALTER, True),  # DeleteAcls
+    50: (AclOperation.DESCRIBE, False),  # DescribeUserScramCredentials
+    51: (AclOperation.ALTER, False),  # AlterUserScramCredentials
+}
+"""APIs checked on the cluster before their handler runs, as Kafka checks them: the operation,
+and whether the API needs an authorizer at all (the ACL APIs answer SECURITY_DISABLED without
+one, as Kafka's do). A key with no handler in the table is never reached."""
 
 
 class KafkaApis:
-    """Answers the Kafka admin APIs of `codec.SUPPORTED_VERSIONS` from a service."""
+    """Answers the Kafka admin APIs of `codec.SUPPORTED_VERSIONS` from a service.
 
-    def __init__(self, service: MetadataService, listener: Listener) -> None:
+    With an `authorizer`, each API checks what Kafka's checks (docs/security.md); without one,
+    everything is allowed and the ACL APIs answer SECURITY_DISABLED.
+    """
+
+    def __init__(
+        self,
+        service: MetadataService,
+        listener: Listener,
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self.service = service
         self.listener = listener
-        described = MetadataApis(service, listener)
-        topics = TopicApis(service, listener)
-        configs = ConfigApis(service, listener)
-        partitions = PartitionApis(service, listener)
-        acls = AclApis(service, listener)
-        credentials = CredentialApis(service, listener)
+        self.gate = gate = Gate(authorizer)
+        described = MetadataApis(service, listener, gate)
+        topics = TopicApis(service, listener, gate)
+        configs = ConfigApis(service, listener, gate)
+        partitions = PartitionApis(service, listener, gate)
+        acls = AclApis(service, listener, gate)
+        credentials = CredentialApis(service, listener, gate)
         self._handlers: dict[int, Handler] = {
             18: described.api_versions,
             3: described.metadata,
@@ -69,8 +93,12 @@ class KafkaApis:
         A write the service refuses as a whole (storage failed: KAFKA_STORAGE_ERROR; records
         that cannot be stored: INVALID_REQUEST) is answered with that code on every item.
         """
+        key = request.header.api_key
         try:
-            return await self._handlers[request.header.api_key](request, session)
+            checked = CLUSTER_CHECKS.get(key)
+            if checked is not None:
+                self._check_cluster(session, *checked)
+            return await self._handlers[key](request, session)
         except ApiError as exc:
             answer = refusal(request, exc)
             if answer is None:
@@ -79,3 +107,15 @@ class KafkaApis:
                 name = API_NAMES.get(request.header.api_key, request.header.api_key)
                 logger.info("%s %s refused: %s", session.principal, name, exc)
             return answer
+
+    def _check_cluster(
+        self, session: Session, operation: AclOperation, needs_authorizer: bool
+    ) -> None:
+        """Refuse a request of a `CLUSTER_CHECKS` API the session may not make."""
+        if needs_authorizer and not self.gate.on:
+            raise ApiError(
+                ErrorCode.SECURITY_DISABLED,
+                "No Authorizer is configured on the broker; set authorizer.class.name="
+                f"{STANDARD_AUTHORIZER} in the server config to use ACLs",
+            )
+        self.gate.require_cluster(self.service.image, session, operation)

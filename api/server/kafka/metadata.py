@@ -12,15 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from api.controller.authorizer import CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from api.controller.errors import ErrorCode
 from api.controller.names import is_internal_topic
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.protocol.fast_writer import Encoded, field_encoder
 from api.protocol.private import PRIVATE_VERSIONS
+from api.server.kafka.authorization import Gate, refusal_message
 from api.server.kafka.base import UNAUTHORIZED_OPS, HandlerGroup, Listener, Session, uuid_of
 from api.service.service import MetadataService
-from records.model import PartitionRecord
+from records.model import AclOperation, PartitionRecord, ResourceType
 from records.uuids import Uuid
 from replay.image import MetadataImage, TopicImage
 
@@ -52,8 +54,10 @@ def advertised_nodes(listener: Listener) -> list[dict[str, Any]]:
 class MetadataApis(HandlerGroup):
     """ApiVersions, Metadata, DescribeCluster and DescribeTopicPartitions."""
 
-    def __init__(self, service: MetadataService, listener: Listener) -> None:
-        super().__init__(service, listener)
+    def __init__(
+        self, service: MetadataService, listener: Listener, gate: Gate | None = None
+    ) -> None:
+        super().__init__(service, listener, gate)
         self._brokers: dict[type[Any], Encoded] = {}
 
     # ------------------------------------------------------------------ ApiVersions
@@ -72,13 +76,32 @@ class MetadataApis(HandlerGroup):
     async def metadata(self, request: KafkaRequest, session: Session) -> Any:
         """Brokers, the controller and topics; unknown topics are errors (no auto-creation)."""
         image = self.service.image
+        body = request.body
         version = request.header.api_version
-        wanted = request.body.topics
+        wanted = body.topics
         topics: list[dict[str, Any]]
         if wanted is None or (version == 0 and not wanted):
-            topics = [_metadata_topic(image, t) for t in image.topics.sorted()]
+            # Every topic the principal may describe; the others are left out, unmentioned.
+            topics = [
+                _metadata_topic(image, t)
+                for t in image.topics.sorted()
+                if self._describable(image, session, t.qualified_name)
+            ]
         else:
-            topics = [self._metadata_lookup(image, t) for t in wanted]
+            topics = [self._metadata_lookup(image, session, t) for t in wanted]
+        if getattr(body, "include_topic_authorized_operations", False):
+            for topic in topics:
+                if topic["error_code"] == 0:
+                    topic["topic_authorized_operations"] = self._topic_operations(
+                        image, session, topic["name"]
+                    )
+        cluster_operations = UNAUTHORIZED_OPS
+        if getattr(body, "include_cluster_authorized_operations", False):
+            cluster_operations = self._cluster_operations(image, session)
+            if cluster_operations != UNAUTHORIZED_OPS and not cluster_operations & (
+                1 << AclOperation.DESCRIBE
+            ):
+                cluster_operations = 0  # Kafka: none told without DESCRIBE on the cluster
         return self._answer(
             request,
             throttle_time=0,
@@ -86,8 +109,42 @@ class MetadataApis(HandlerGroup):
             cluster_id=self.listener.cluster_id,
             controller_id=self.listener.node_id,
             topics=topics,
-            cluster_authorized_operations=UNAUTHORIZED_OPS,
+            cluster_authorized_operations=cluster_operations,
             error_code=0,
+        )
+
+    def _describable(self, image: MetadataImage, session: Session, name: str) -> bool:
+        return self.gate.allows(image, session, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    def _topic_operations(self, image: MetadataImage, session: Session, name: str) -> int:
+        """A topic's `topic_authorized_operations` bit field, from the authorizer.
+
+        Without an authorizer the field keeps Kafka's "not asked for" value, as before.
+        """
+        authorizer = self.gate.authorizer
+        if authorizer is None:
+            return UNAUTHORIZED_OPS
+        return authorizer.authorized_operations(
+            image,
+            session.principal,
+            session.host,
+            ResourceType.TOPIC,
+            name,
+            operations=TOPIC_OPERATIONS,
+        )
+
+    def _cluster_operations(self, image: MetadataImage, session: Session) -> int:
+        """`cluster_authorized_operations`, as `_topic_operations` for the cluster."""
+        authorizer = self.gate.authorizer
+        if authorizer is None:
+            return UNAUTHORIZED_OPS
+        return authorizer.authorized_operations(
+            image,
+            session.principal,
+            session.host,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
+            operations=CLUSTER_OPERATIONS,
         )
 
     def _metadata_brokers(self, request: KafkaRequest, image: MetadataImage) -> Encoded:
@@ -103,16 +160,24 @@ class MetadataApis(HandlerGroup):
             self._brokers[entity_class] = cached
         return cached
 
-    def _metadata_lookup(self, image: MetadataImage, wanted: Any) -> dict[str, Any]:
+    def _metadata_lookup(
+        self, image: MetadataImage, session: Session, wanted: Any
+    ) -> dict[str, Any]:
         name = getattr(wanted, "name", None)
         topic_id = uuid_of(getattr(wanted, "topic_id", None))
         if name is None and topic_id is not None and topic_id != Uuid.ZERO:
             found = image.topics.get(topic_id)
             if found is None:
                 return _missing_topic(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
+            if not self._describable(image, session, found.qualified_name):
+                # Kafka: ids are not secret, the name is: refused without it.
+                return _missing_topic(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             return _metadata_topic(image, found)
         if name is None:
             return _missing_topic(None, Uuid.ZERO, ErrorCode.INVALID_REQUEST)
+        if not self._describable(image, session, name):
+            # Before the lookup: whether the topic exists is not told either.
+            return _missing_topic(name, Uuid.ZERO, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         topic = image.topics.get_by_name(name)
         if topic is None:
             return _missing_topic(name, Uuid.ZERO, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -125,6 +190,7 @@ class MetadataApis(HandlerGroup):
         image = self.service.image
         body = request.body
         limit = max(1, int(body.response_partition_limit))
+        named = bool(body.topics)
         names = sorted({t.name for t in body.topics}) or sorted(image.topics.by_name)
         cursor = body.cursor
         start_name, start_partition = (
@@ -137,6 +203,12 @@ class MetadataApis(HandlerGroup):
             if start_name is not None and name < start_name:
                 continue
             first = start_partition if name == start_name else 0
+            if not self._describable(image, session, name):
+                if named:  # as Metadata: refused by name, whether or not it exists
+                    answered.append(
+                        _missing_topic(name, Uuid.ZERO, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    )
+                continue  # listing all: left out
             topic = image.topics.get_by_name(name)
             if topic is None:
                 answered.append(
@@ -148,7 +220,10 @@ class MetadataApis(HandlerGroup):
                 break
             partitions = topic.partitions[first : first + budget]
             budget -= len(partitions)
-            answered.append(_metadata_topic(image, topic, partitions))
+            entry = _metadata_topic(image, topic, partitions)
+            if self.gate.on:  # Kafka fills it in on every DescribeTopicPartitions answer
+                entry["topic_authorized_operations"] = self._topic_operations(image, session, name)
+            answered.append(entry)
             if first + len(partitions) < len(topic.partitions):
                 next_cursor = {"topic_name": name, "partition_index": first + len(partitions)}
                 break
@@ -172,6 +247,24 @@ class MetadataApis(HandlerGroup):
                 brokers=[],
                 cluster_authorized_operations=UNAUTHORIZED_OPS,
             )
+        image = self.service.image
+        cluster_operations = UNAUTHORIZED_OPS
+        if getattr(body, "include_cluster_authorized_operations", False):
+            cluster_operations = self._cluster_operations(image, session)
+        if not self.gate.allows_cluster(image, session, AclOperation.DESCRIBE):
+            return self._answer(
+                request,
+                throttle_time=0,
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                error_message=refusal_message(
+                    session, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
+                ),
+                endpoint_type=endpoint_type,
+                cluster_id=self.listener.cluster_id,
+                controller_id=-1,
+                brokers=[],
+                cluster_authorized_operations=cluster_operations,
+            )
         # Brokers (1) or controllers (2): either way the one node a client can reach is this
         # server, the controller; `include_fenced_brokers` changes nothing (it is never fenced).
         return self._answer(
@@ -183,7 +276,7 @@ class MetadataApis(HandlerGroup):
             cluster_id=self.listener.cluster_id,
             controller_id=self.listener.node_id,
             brokers=advertised_nodes(self.listener),
-            cluster_authorized_operations=UNAUTHORIZED_OPS,
+            cluster_authorized_operations=cluster_operations,
         )
 
 

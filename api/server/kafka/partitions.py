@@ -11,14 +11,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from api.controller.commands import (
+    ControllerResult,
     ElectionType,
     PartitionResult,
     Reassignment,
     TopicPartition,
     TopicRef,
 )
+from api.controller.errors import ApiError
 from api.protocol.codec import KafkaRequest
 from api.server.kafka.base import HandlerGroup, Session
+from records.model import AclOperation
+from replay.image import MetadataImage
 
 
 class PartitionApis(HandlerGroup):
@@ -38,10 +42,12 @@ class PartitionApis(HandlerGroup):
             ]
         )
         controller = self.service.controller
-        results = await self.service.submit(
-            lambda image: controller.elect_leaders(image, wanted, election),
-            principal=session.principal,
-        )
+
+        def elect(image: MetadataImage) -> ControllerResult[list[PartitionResult]]:
+            self.gate.require_cluster(image, session, AclOperation.ALTER)
+            return controller.elect_leaders(image, wanted, election)
+
+        results = await self.service.submit(elect, principal=session.principal)
         self._log_change(
             session.principal,
             "elect leader of",
@@ -81,10 +87,12 @@ class PartitionApis(HandlerGroup):
             for p in t.partitions
         ]
         controller = self.service.controller
-        results = await self.service.submit(
-            lambda image: controller.alter_reassignments(image, reassignments),
-            principal=session.principal,
-        )
+
+        def reassign(image: MetadataImage) -> ControllerResult[list[PartitionResult]]:
+            self.gate.require_cluster(image, session, AclOperation.ALTER)
+            return controller.alter_reassignments(image, reassignments)
+
+        results = await self.service.submit(reassign, principal=session.principal)
         self._log_change(
             session.principal,
             "reassign",
@@ -115,6 +123,16 @@ class PartitionApis(HandlerGroup):
     async def list_partition_reassignments(self, request: KafkaRequest, session: Session) -> Any:
         """Partitions with a reassignment in progress; null topics = all."""
         image = self.service.image
+        try:
+            self.gate.require_cluster(image, session, AclOperation.DESCRIBE)
+        except ApiError as exc:
+            return self._answer(
+                request,
+                throttle_time=0,
+                error_code=exc.error_code,
+                error_message=exc.message,
+                topics=[],
+            )
         wanted: dict[str, set[int]] | None = None
         if request.body.topics is not None:
             wanted = {}

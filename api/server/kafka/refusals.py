@@ -1,9 +1,11 @@
-"""The answer to a write request the service refused as a whole: its error code on every item.
+"""The answer to a request refused as a whole: its error code on every item.
 
 The service refuses a whole request when the log's storage failed (KAFKA_STORAGE_ERROR, 56, a
-code Kafka clients retry) or when the records it would write cannot be stored (INVALID_REQUEST).
-A Kafka client expects a per-item answer, not a closed connection, so each write API gets the
-same error on every topic, partition or resource it named.
+code Kafka clients retry) or when the records it would write cannot be stored (INVALID_REQUEST);
+authorization refuses one when a cluster-wide check fails (CLUSTER_AUTHORIZATION_FAILED, 31)
+or an ACL API is asked of a server without an authorizer (SECURITY_DISABLED, 54). A Kafka
+client expects a per-item answer, not a closed connection, so each API gets the same error on
+every topic, partition, resource, ACL or user it named.
 """
 
 from __future__ import annotations
@@ -96,6 +98,27 @@ def _alter_reassignments(body: Any, error: ApiError) -> dict[str, Any]:
     }
 
 
+def _describe_acls(body: Any, error: ApiError) -> dict[str, Any]:
+    return {"error_code": int(error.error_code), "error_message": error.message, "resources": []}
+
+
+def _create_acls(body: Any, error: ApiError) -> dict[str, Any]:
+    return {"results": [_item(error) for _ in body.creations]}
+
+
+def _delete_acls(body: Any, error: ApiError) -> dict[str, Any]:
+    return {"filter_results": [_item(error, matching_acls=[]) for _ in body.filters]}
+
+
+def _describe_credentials(body: Any, error: ApiError) -> dict[str, Any]:
+    return {"error_code": int(error.error_code), "error_message": error.message, "results": []}
+
+
+def _alter_credentials(body: Any, error: ApiError) -> dict[str, Any]:
+    users = dict.fromkeys(c.name for c in (*body.deletions, *body.upsertions))
+    return {"results": [_item(error, user=name) for name in users]}
+
+
 _BUILDERS: dict[int, Callable[[Any, ApiError], dict[str, Any]]] = {
     19: _create_topics,
     20: _delete_topics,
@@ -104,12 +127,19 @@ _BUILDERS: dict[int, Callable[[Any, ApiError], dict[str, Any]]] = {
     44: _alter_configs,
     43: _elect_leaders,
     45: _alter_reassignments,
+    29: _describe_acls,
+    30: _create_acls,
+    31: _delete_acls,
+    50: _describe_credentials,
+    51: _alter_credentials,
 }
-"""Write APIs by key; every other API reads the committed image and is never refused."""
+"""APIs a refusal as a whole can answer, by key: the write APIs, and the ACL and credential
+APIs (refused as a whole when the cluster check fails, or with no authorizer). Every other
+read answers from the committed image and puts a refusal in its own answer."""
 
 
 def refusal(request: KafkaRequest, error: ApiError) -> codec.Answer | None:
-    """The answer carrying `error` on every item of `request`; None if it is not a write API."""
+    """The answer carrying `error` on every item of `request`; None if its API has no builder."""
     build = _BUILDERS.get(request.header.api_key)
     if build is None:
         return None

@@ -7,27 +7,41 @@ request into commands and the results into the answer, logging one line per topi
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from api.controller.commands import (
+    ControllerResult,
     CreatableTopic,
     CreatedConfig,
+    CreatePartitionsResult,
     CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    Outcome,
     TopicRef,
 )
+from api.controller.errors import ApiError, ErrorCode
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.protocol.fast_writer import Encoded, field_encoder
+from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import HandlerGroup, Listener, Session, uuid_of
 from api.service.service import MetadataService
+from records.model import AclOperation, ResourceType
 from records.uuids import Uuid
+from replay.image import MetadataImage
+
+DESCRIBE_CONFIGS = AclOperation.DESCRIBE_CONFIGS
 
 
 class TopicApis(HandlerGroup):
     """CreateTopics, DeleteTopics and CreatePartitions."""
 
-    def __init__(self, service: MetadataService, listener: Listener) -> None:
-        super().__init__(service, listener)
+    def __init__(
+        self, service: MetadataService, listener: Listener, gate: Gate | None = None
+    ) -> None:
+        super().__init__(service, listener, gate)
         self._last_configs: tuple[int, tuple[CreatedConfig, ...], Encoded] | None = None
 
     async def create_topics(self, request: KafkaRequest, session: Session) -> Any:
@@ -48,10 +62,39 @@ class TopicApis(HandlerGroup):
         ]
         validate_only = bool(getattr(body, "validate_only", False))
         controller = self.service.controller
-        results = await self.service.submit(
-            lambda image: controller.create_topics(image, topics, validate_only=validate_only),
-            principal=session.principal,
-        )
+        gate = self.gate
+        hidden: set[str] = set()
+
+        def create(image: MetadataImage) -> ControllerResult[list[CreateTopicResult]]:
+            def run(allowed: list[CreatableTopic]) -> ControllerResult[list[CreateTopicResult]]:
+                return controller.create_topics(image, allowed, validate_only=validate_only)
+
+            if not gate.on:
+                return run(topics)
+            # Kafka: the topics a principal may not describe the configs of are created all the
+            # same, their configs left out of the answer.
+            hidden.update(
+                t.name
+                for t in topics
+                if not gate.allows(image, session, DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
+            )
+            if gate.allows_cluster(image, session, AclOperation.CREATE):
+                return run(topics)
+            # A name given twice is left to the controller (INVALID_REQUEST, as Kafka answers
+            # duplicates before it authorizes).
+            counts = Counter(t.name for t in topics)
+            return run_gated(
+                topics,
+                lambda t: (
+                    None
+                    if counts[t.name] > 1
+                    else gate.topic_refusal(image, session, AclOperation.CREATE, t.name)
+                ),
+                run,
+                lambda t, error: CreateTopicResult(name=t.name, outcome=Outcome.from_error(error)),
+            )
+
+        results = await self.service.submit(create, principal=session.principal)
         if not validate_only:
             self._log_change(
                 session.principal, "create topic", ((r.name, r.outcome.error_code) for r in results)
@@ -59,19 +102,32 @@ class TopicApis(HandlerGroup):
         return self._answer(
             request,
             throttle_time=0,
-            topics=[
-                {
-                    "name": r.name,
-                    "topic_id": r.topic_id.bytes,
-                    "error_code": r.outcome.error_code,
-                    "error_message": r.outcome.error_message,
-                    "num_partitions": r.num_partitions,
-                    "replication_factor": r.replication_factor,
-                    "configs": self._created_configs(request, r.configs) if r.outcome.ok else None,
-                }
-                for r in results
-            ],
+            topics=[self._created_topic(request, r, r.name in hidden) for r in results],
         )
+
+    def _created_topic(
+        self, request: KafkaRequest, result: CreateTopicResult, hidden: bool
+    ) -> dict[str, Any]:
+        """One topic's entry in the answer.
+
+        Its configs (and sizes) are left out when they are `hidden` from the principal, as
+        Kafka answers a principal without DESCRIBE_CONFIGS on the topic.
+        """
+        created = result.outcome.ok
+        return {
+            "name": result.name,
+            "topic_id": result.topic_id.bytes,
+            "error_code": result.outcome.error_code,
+            "error_message": result.outcome.error_message,
+            "topic_config_error_code": (
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED if created and hidden else 0
+            ),
+            "num_partitions": -1 if hidden else result.num_partitions,
+            "replication_factor": -1 if hidden else result.replication_factor,
+            "configs": (
+                self._created_configs(request, result.configs) if created and not hidden else None
+            ),
+        }
 
     def _created_configs(
         self, request: KafkaRequest, configs: tuple[CreatedConfig, ...]
@@ -113,9 +169,26 @@ class TopicApis(HandlerGroup):
         else:
             refs = [TopicRef(name=name) for name in body.topic_names]
         controller = self.service.controller
-        results = await self.service.submit(
-            lambda image: controller.delete_topics(image, refs), principal=session.principal
-        )
+        gate = self.gate
+
+        def delete(image: MetadataImage) -> ControllerResult[list[DeleteTopicResult]]:
+            def run(allowed: list[TopicRef]) -> ControllerResult[list[DeleteTopicResult]]:
+                return controller.delete_topics(image, allowed)
+
+            if not gate.on or gate.allows_cluster(image, session, AclOperation.DELETE):
+                return run(refs)
+            return run_gated(
+                refs,
+                lambda ref: self._deletion_refusal(image, session, ref),
+                run,
+                lambda ref, error: DeleteTopicResult(
+                    name=ref.name,
+                    topic_id=ref.topic_id or Uuid.ZERO,
+                    outcome=Outcome.from_error(error),
+                ),
+            )
+
+        results = await self.service.submit(delete, principal=session.principal)
         self._log_change(
             session.principal,
             "delete topic",
@@ -135,6 +208,18 @@ class TopicApis(HandlerGroup):
             ],
         )
 
+    def _deletion_refusal(
+        self, image: MetadataImage, session: Session, ref: TopicRef
+    ) -> ApiError | None:
+        """Why a topic may not be deleted (DELETE on it), or None.
+
+        An unknown id passes on to the controller, which answers UNKNOWN_TOPIC_ID.
+        """
+        name = name_of(image, ref)
+        if name is None:
+            return None
+        return self.gate.topic_refusal(image, session, AclOperation.DELETE, name)
+
     async def create_partitions(self, request: KafkaRequest, session: Session) -> Any:
         """Raise partition counts (lowering is DeletePartitions, a private API)."""
         body = request.body
@@ -152,12 +237,28 @@ class TopicApis(HandlerGroup):
         ]
         validate_only = bool(body.validate_only)
         controller = self.service.controller
-        results = await self.service.submit(
-            lambda image: controller.create_partitions(
-                image, requests, validate_only=validate_only
-            ),
-            principal=session.principal,
-        )
+        gate = self.gate
+
+        def create(image: MetadataImage) -> ControllerResult[list[CreatePartitionsResult]]:
+            def run(
+                allowed: list[CreatePartitionsTopic],
+            ) -> ControllerResult[list[CreatePartitionsResult]]:
+                return controller.create_partitions(image, allowed, validate_only=validate_only)
+
+            if not gate.on:
+                return run(requests)
+            return run_gated(
+                requests,
+                lambda r: gate.topic_refusal(
+                    image, session, AclOperation.ALTER, r.topic.name or ""
+                ),
+                run,
+                lambda r, error: CreatePartitionsResult(
+                    name=r.topic.name or "", outcome=Outcome.from_error(error)
+                ),
+            )
+
+        results = await self.service.submit(create, principal=session.principal)
         if not validate_only:
             self._log_change(
                 session.principal,
