@@ -459,7 +459,10 @@ def test_kafka_python_with_a_wrong_password_fails(
             sasl_plain_password="wrong",
             bootstrap_timeout_ms=3_000,
         )
-    assert "SaslAuthenticationFailedError" in caplog.text
+    # The server answered 58 before closing (the raw tests above read it), but kafka-python
+    # 3.0 drops what it read in the same poll as the close ("socket disconnected"), so whether
+    # it reports SaslAuthenticationFailedError depends on timing; the server's line does not.
+    assert "failed authentication from 127.0.0.1:" in caplog.text
     assert SCRAM_FAILED in caplog.text
 
 
