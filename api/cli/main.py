@@ -43,6 +43,8 @@ NOUNS = (
     ("image", "the metadata image"),
     ("log", "inspect and maintain the log itself"),
     ("namespaces", "create, list and delete namespaces"),
+    ("acls", "add, list and remove ACLs (kafka-acls.sh's flags)"),
+    ("users", "set, list and delete users' SCRAM credentials"),
     ("db", "the snapshot database's schema"),
     ("snapshot", "snapshots of the image in SQL"),
     ("history", "log entries that touched a topic/namespace/broker"),
@@ -54,6 +56,7 @@ NOUNS = (
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
+    *("acls", "users"),
 )
 """Commands that run against a server with `--bootstrap-server` (the others need the data
 directory: the log's files, the snapshot database, Spark, or the server itself)."""

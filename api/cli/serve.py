@@ -1,4 +1,9 @@
-"""`mlog serve`: run the metadata service on a TCP listener (Kafka admin protocol).
+"""`mlog serve`: run the metadata service on its listeners (Kafka admin protocol).
+
+`--config server.properties` takes Kafka's server keys (api/server/config.py); flags override
+the file: `--override KEY=VALUE` any key (as Kafka's `kafka-server-start.sh --override`), and
+`--listen`, `--advertised-listener`, `--node-id`, `--socket-request-max-bytes` and the limits'
+flags their keys. The limits' `MLOG_*` variables sit between the flags and the file.
 
 The server, the protocol and kio (the Kafka schemas) are imported when `mlog serve` runs, not
 when the parser is built: every other command starts without them.
@@ -7,11 +12,13 @@ when the parser is built: every other command starts without them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import logging
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -21,6 +28,7 @@ from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_l
 from records.uuids import Uuid
 
 if TYPE_CHECKING:
+    from api.server.config import ServerConfig
     from api.server.server import MetadataServer
     from api.service.settings import Settings
 
@@ -105,17 +113,34 @@ def add_verbs(serve: argparse.ArgumentParser) -> None:
     """The flags of `mlog serve`, on its parser."""
     add_global_options(serve)
     serve.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="server config file (Java properties, Kafka's keys: listeners, "
+        "listener.security.protocol.map, sasl.enabled.mechanisms, ssl.*, super.users, ...); "
+        "flags override it",
+    )
+    serve.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set one config key over the file (repeatable), as kafka-server-start.sh's",
+    )
+    serve.add_argument(
         "--listen",
         type=host_port,
-        default=host_port(DEFAULT_LISTEN),
+        default=None,
         metavar="HOST:PORT",
-        help=f"address to listen on (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+        help=f"one PLAINTEXT listener there instead of the config's listeners (default "
+        f"{DEFAULT_LISTEN} without a config; port 0 picks a free one)",
     )
     serve.add_argument(
         "--advertised-listener",
         type=host_port,
         metavar="HOST:PORT",
-        help="address clients are told to use (Kafka's advertised.listeners; default --listen)",
+        help="address clients are told to use (Kafka's advertised.listeners; default the "
+        "listener's; with several listeners set advertised.listeners in the config)",
     )
     serve.add_argument(
         "--node-id",
@@ -126,7 +151,7 @@ def add_verbs(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--socket-request-max-bytes",
         type=_max_request_bytes,
-        default=DEFAULT_MAX_REQUEST_BYTES,
+        default=None,
         metavar="BYTES",
         help="largest request frame taken; a connection sending a larger one is closed "
         f"(Kafka's socket.request.max.bytes; default {DEFAULT_MAX_REQUEST_BYTES}, 100 MiB)",
@@ -172,8 +197,8 @@ def cluster_identity(data_dir: Path, node_id: int | None) -> tuple[str, int]:
             ) from None
         if node_id is not None and node_id != stored:
             raise CliError(
-                f"--node-id {node_id} differs from node.id={stored} in {path}; "
-                "a data directory keeps its node id"
+                f"node id {node_id} (--node-id or node.id in the config) differs from "
+                f"node.id={stored} in {path}; a data directory keeps its node id"
             )
         return values["cluster.id"], stored
     cluster_id = str(Uuid.random())
@@ -197,35 +222,91 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
+    from api.server.config import server_config
+    from api.server.listeners import server_listeners
     from api.server.server import MetadataServer
 
+    config = server_config(config_values(args))
+    server_logger = logging.getLogger("api.server")
+    for note in config.notes:
+        server_logger.warning("%s", note)
+    if (
+        config.data_dir is not None
+        and args.data_dir is None
+        and not os.environ.get("MLOG_DATA_DIR")
+    ):
+        settings = dataclasses.replace(settings, data_dir=config.data_dir)
+    max_request_bytes = args.socket_request_max_bytes or config.socket_request_max_bytes
+    max_request_bytes = max_request_bytes or DEFAULT_MAX_REQUEST_BYTES
     limits = resolve_limits(
-        {spec.key: getattr(args, spec.key) for spec in SPECS},
-        os.environ,
-        max_request_bytes=args.socket_request_max_bytes,
+        _limit_flags(args, config, os.environ), os.environ, max_request_bytes=max_request_bytes
     )
+    if config.authorizer is not None:
+        raise CliError(
+            "authorizer.class.name is set, but this build of mlog serve cannot enforce ACLs; "
+            "remove authorizer.class.name"
+        )
+    listeners = server_listeners(config)
     raise_open_file_limit()  # each connection is a file; the default limit is often 1024
-    cluster_id, node_id = cluster_identity(settings.data_dir, args.node_id)
+    cluster_id, node_id = cluster_identity(settings.data_dir, config.node_id)
     service = open_service(settings)
-    host, port = args.listen
-    advertised_host, advertised_port = args.advertised_listener or (None, None)
     server = MetadataServer(
         service,
-        host=host,
-        port=port,
-        advertised_host=advertised_host,
-        advertised_port=advertised_port,
+        listeners=listeners,
         node_id=node_id,
         cluster_id=cluster_id,
-        max_request_bytes=args.socket_request_max_bytes,
+        max_request_bytes=max_request_bytes,
         limits=limits,
+        failed_authentication_delay_ms=config.failed_authentication_delay_ms,
     )
     try:
         asyncio.run(_serve(server))
     except OSError as exc:
         service.close()
-        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        where = ", ".join(f"{item.host or '*'}:{item.port}" for item in listeners)
+        raise CliError(f"cannot listen on {where}: {exc.strerror or exc}") from None
     return EXIT_OK
+
+
+def config_values(args: argparse.Namespace) -> dict[str, str]:
+    """The config file's keys with `--override` and the flags that name a key laid over them."""
+    from api.security.properties import load_properties
+    from api.server.config import DEFAULT_LISTENERS, format_listener, parse_listeners
+
+    values = load_properties(args.config) if args.config is not None else {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--override {item!r} is not KEY=VALUE (e.g. --override node.id=1)")
+        values[key.strip()] = value
+    if args.listen is not None:
+        values["listeners"] = format_listener("PLAINTEXT", *args.listen)
+        values["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT"
+        values.pop("advertised.listeners", None)
+    if args.advertised_listener is not None:
+        bound = parse_listeners("listeners", values.get("listeners", DEFAULT_LISTENERS))
+        if len(bound) != 1:
+            raise CliError(
+                "--advertised-listener applies to one listener, and the config has "
+                f"{len(bound)}; set advertised.listeners in the config instead"
+            )
+        values["advertised.listeners"] = format_listener(bound[0][0], *args.advertised_listener)
+    if args.node_id is not None:
+        values["node.id"] = str(args.node_id)
+    return values
+
+
+def _limit_flags(
+    args: argparse.Namespace, config: ServerConfig, env: Mapping[str, str]
+) -> dict[str, int | None]:
+    """Per limit: its flag, else (with no `MLOG_*` variable for it) the config file's value."""
+    flags: dict[str, int | None] = {}
+    for spec in SPECS:
+        value = getattr(args, spec.key)
+        if value is None and not env.get(spec.env):
+            value = config.limits.get(spec.key)
+        flags[spec.key] = value
+    return flags
 
 
 async def _serve(server: MetadataServer) -> None:

@@ -185,6 +185,10 @@ class LocalTarget:
             lambda image: command(service.controller, image), principal=self.principal
         )
 
+    def run(self, command: Callable[[Controller, MetadataImage], ControllerResult[T]]) -> T:
+        """Run a controller command as `_run` does (for nouns whose calls are in their module)."""
+        return self._run(command)
+
     def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
         """The committed image of the open service, else a read-only replay (time travel)."""
         if at_offset is None and at_time is None and self._service is not None:
@@ -368,6 +372,10 @@ class RemoteTarget:
 
     def _wait(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return self._loop.run_until_complete(call())
+
+    def wait(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run one client call to its end (for nouns whose calls are in their own module)."""
+        return self._wait(call)
 
     def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
         """ImageAt."""

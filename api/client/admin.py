@@ -24,11 +24,11 @@ from typing import Any
 
 from api.client.connection import (
     DEFAULT_TIMEOUT_MS,
-    ClientConnection,
     ClientError,
     RemoteError,
     known_error_code,
 )
+from api.client.security_apis import SecurityApis
 from api.controller.commands import (
     AlterConfig,
     AlterConfigsResult,
@@ -93,7 +93,7 @@ def _uuid(value: Any) -> Uuid:
     return Uuid.ZERO if value is None else Uuid(value.bytes)
 
 
-class AdminClient(ClientConnection):
+class AdminClient(SecurityApis):
     """An asyncio admin client over one connection (see the module docstring)."""
 
     def __init__(
@@ -374,19 +374,6 @@ class AdminClient(ClientConnection):
     async def list_partition_reassignments(self) -> Any:
         """ListPartitionReassignments of every partition (kio response entity)."""
         return await self.request(46, topics=None, timeout=self.timeout_ms)
-
-    async def describe_acls(self) -> Any:
-        """DescribeAcls of everything (always empty until ACLs exist; kio response entity)."""
-        return await self.request(
-            29,
-            resource_type_filter=1,
-            resource_name_filter=None,
-            pattern_type_filter=1,
-            principal_filter=None,
-            host_filter=None,
-            operation=1,
-            permission_type=1,
-        )
 
     # ------------------------------------------------------------------ our APIs
 

@@ -11,7 +11,15 @@ from enum import IntEnum
 from typing import Generic, TypeVar
 
 from api.controller.errors import ApiError, ErrorCode
-from records.model import BrokerEndpoint, ConfigResourceType, Record
+from records.model import (
+    AclOperation,
+    AclPermissionType,
+    BrokerEndpoint,
+    ConfigResourceType,
+    PatternType,
+    Record,
+    ResourceType,
+)
 from records.uuids import Uuid
 
 T = TypeVar("T")
@@ -365,3 +373,114 @@ class PurgeResult:
     topic_id: Uuid
     step: PurgeStep
     partitions: tuple[int, ...]
+
+
+# ------------------------------------------------------------------------------- ACLs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AclBinding:
+    """An ACL as Kafka's `AclBinding` names it: a resource pattern and an access control entry.
+
+    Fields are ints on the way in (a request may carry any code; the controller refuses the
+    ones a stored ACL cannot hold) and the record's enums on the way out.
+    """
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int = PatternType.LITERAL
+    principal: str
+    host: str = "*"
+    operation: int
+    permission_type: int = AclPermissionType.ALLOW
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AclFilter:
+    """Kafka's `AclBindingFilter`: which ACLs a describe or a delete is about.
+
+    ANY (and None for the strings) matches anything; pattern type MATCH matches the ACLs that
+    apply to the named resource: the literal name, the literal `*` and prefixes of the name.
+    """
+
+    resource_type: int = ResourceType.ANY
+    resource_name: str | None = None
+    pattern_type: int = PatternType.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: int = AclOperation.ANY
+    permission_type: int = AclPermissionType.ANY
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateAclResult:
+    """The answer for one ACL of a CreateAcls request."""
+
+    outcome: Outcome = field(default_factory=Outcome)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAclsResult:
+    """The answer for one filter of a DeleteAcls request: the ACLs it removed."""
+
+    outcome: Outcome = field(default_factory=Outcome)
+    matching: tuple[AclBinding, ...] = ()
+
+
+# ------------------------------------------------------------------------------- SCRAM credentials
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramUpsertion:
+    """Set a user's SCRAM credential for a mechanism (Kafka's `ScramCredentialUpsertion`).
+
+    The client sends the salted password (PBKDF2 of the password), never the password; the
+    controller derives the stored and server keys from it.
+    """
+
+    name: str
+    mechanism: int
+    """`ScramMechanism` code; any other value is refused with UNSUPPORTED_SASL_MECHANISM."""
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+    def __repr__(self) -> str:
+        # Never show the salted password (it logs the user in) or the salt.
+        return (
+            f"ScramUpsertion(name={self.name!r}, mechanism={self.mechanism}, "
+            f"iterations={self.iterations})"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramDeletion:
+    """Remove a user's SCRAM credential for a mechanism."""
+
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterScramResult:
+    """The answer for one user of an AlterUserScramCredentials request."""
+
+    user: str
+    outcome: Outcome = field(default_factory=Outcome)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredentialInfo:
+    """What may be shown of a credential: its mechanism and iterations (never salt or keys)."""
+
+    mechanism: int
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeScramResult:
+    """The answer for one user of a DescribeUserScramCredentials request."""
+
+    user: str
+    outcome: Outcome = field(default_factory=Outcome)
+    credentials: tuple[ScramCredentialInfo, ...] = ()

@@ -7,8 +7,8 @@ the same checks, in the same order, with the same error codes and messages where
 
 `Controller` is the one entry point the service, the server and the tests call; each method
 hands its command to the module of its concern (`brokers`, `topics`, `configs`, `namespaces`,
-`partition_reduction`, `elections`), passing what that concern needs of the controller's own
-state (ids, randomness, clock).
+`partition_reduction`, `elections`, `acls`, `credentials`), passing what that concern needs of
+the controller's own state (ids, randomness, clock).
 """
 
 from __future__ import annotations
@@ -18,10 +18,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from api.controller import brokers, configs, elections, namespaces, partition_reduction, topics
+from api.controller import (
+    acls,
+    brokers,
+    configs,
+    credentials,
+    elections,
+    namespaces,
+    partition_reduction,
+    topics,
+)
 from api.controller.commands import (
+    AclBinding,
+    AclFilter,
     AlterConfig,
     AlterConfigsResult,
+    AlterScramResult,
     BrokerAction,
     BrokerResult,
     CancelPartitionDeletion,
@@ -29,16 +41,19 @@ from api.controller.commands import (
     ConfigResource,
     ControllerResult,
     CreatableTopic,
+    CreateAclResult,
     CreateNamespace,
     CreateNamespaceResult,
     CreatePartitionsResult,
     CreatePartitionsTopic,
     CreateTopicResult,
+    DeleteAclsResult,
     DeleteNamespace,
     DeleteNamespaceResult,
     DeletePartitionsResult,
     DeletePartitionsTopic,
     DeleteTopicResult,
+    DescribeScramResult,
     ElectionType,
     MoveTopic,
     MoveTopicResult,
@@ -47,6 +62,8 @@ from api.controller.commands import (
     PurgeResult,
     Reassignment,
     RegisterBroker,
+    ScramDeletion,
+    ScramUpsertion,
     TopicPartition,
     TopicRef,
 )
@@ -233,3 +250,41 @@ class Controller:
     def list_reassignments(self, image: MetadataImage) -> list[tuple[TopicImage, PartitionRecord]]:
         """Partitions with a reassignment in progress."""
         return elections.list_reassignments(image)
+
+    # ------------------------------------------------------------------ ACLs
+
+    def create_acls(
+        self, image: MetadataImage, bindings: Sequence[AclBinding]
+    ) -> ControllerResult[list[CreateAclResult]]:
+        """Create ACLs (each with a fresh random id); one result per binding, as Kafka."""
+        return acls.create_acls(image, bindings, self._new_id)
+
+    @staticmethod
+    def delete_acls(
+        image: MetadataImage, filters: Sequence[AclFilter]
+    ) -> ControllerResult[list[DeleteAclsResult]]:
+        """Remove the ACLs each filter matches; one result per filter with what it matched."""
+        return acls.delete_acls(image, filters)
+
+    @staticmethod
+    def describe_acls(image: MetadataImage, acl_filter: AclFilter) -> list[AclBinding]:
+        """The ACLs a filter matches (ApiError INVALID_REQUEST for a filter with UNKNOWN)."""
+        return acls.describe_acls(image, acl_filter)
+
+    # ------------------------------------------------------------------ SCRAM credentials
+
+    @staticmethod
+    def alter_user_scram_credentials(
+        image: MetadataImage,
+        deletions: Sequence[ScramDeletion],
+        upsertions: Sequence[ScramUpsertion],
+    ) -> ControllerResult[list[AlterScramResult]]:
+        """Delete and set users' SCRAM credentials; one result per user, as Kafka."""
+        return credentials.alter_credentials(image, deletions, upsertions)
+
+    @staticmethod
+    def describe_user_scram_credentials(
+        image: MetadataImage, users: Sequence[str] | None
+    ) -> list[DescribeScramResult]:
+        """Mechanisms and iterations of the named users (None or empty: every user)."""
+        return credentials.describe_credentials(image, users)

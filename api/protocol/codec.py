@@ -38,6 +38,8 @@ from records.errors import MetadataLogError
 _PREFIX = struct.Struct(">hhi")
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
 
 SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = {
     18: (0, 4),  # ApiVersions
@@ -54,6 +56,12 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = {
     45: (0, 1),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
     29: (0, 3),  # DescribeAcls (v0 from `legacy_schemas`)
+    30: (0, 3),  # CreateAcls (v0 from `legacy_schemas`)
+    31: (0, 3),  # DeleteAcls (v0 from `legacy_schemas`)
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
+    17: (0, 1),  # SaslHandshake (v0: raw SASL tokens follow, without Kafka headers)
+    36: (0, 2),  # SaslAuthenticate
 }
 """Kafka APIs this server answers, with the versions it advertises (ApiVersions).
 
@@ -76,6 +84,12 @@ API_NAMES: Mapping[int, str] = {
     45: "AlterPartitionReassignments",
     46: "ListPartitionReassignments",
     29: "DescribeAcls",
+    30: "CreateAcls",
+    31: "DeleteAcls",
+    50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials",
+    17: "SaslHandshake",
+    36: "SaslAuthenticate",
 }
 
 

@@ -4,8 +4,10 @@ Feed received bytes to `feed` and take events one at a time from `next_event` (o
 with `receive`, which returns every event the bytes complete, in order):
 `Request` (a decoded Kafka request), `PrivateRequest` (one of our own APIs, body still Avro
 bytes), `Reply` (bytes to send at once: Kafka's answer to a request it cannot parse but must
-answer, such as an ApiVersions of an unknown version) or `Close` (the connection must be
-closed; the reason is for the log). After a `Close` nothing more is decoded. Kafka closes a
+answer, such as an ApiVersions of an unknown version), `SaslToken` (a raw SASL token: after a
+SaslHandshake v0 a client sends its tokens framed by a size only, with no Kafka header, until
+authentication ends; the server sets `raw_tokens` for that time) or `Close` (the connection must
+be closed; the reason is for the log). After a `Close` nothing more is decoded. Kafka closes a
 connection on a request it cannot parse, an unknown API key or an unsupported version, and so
 does this one; nothing that arrives on one connection affects another.
 """
@@ -56,13 +58,20 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
+class SaslToken:
+    """A raw SASL token (a frame read while `Connection.raw_tokens` is set): no Kafka header."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     """The connection must be closed; `reason` says why (for the log)."""
 
     reason: str
 
 
-Event = Request | PrivateRequest | Reply | Close
+Event = Request | PrivateRequest | Reply | SaslToken | Close
 
 
 class Connection:
@@ -77,6 +86,11 @@ class Connection:
 
     def __init__(self, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         self.max_request_bytes = max_request_bytes
+        """The largest frame taken; the server lowers it while a connection authenticates."""
+        self.raw_tokens = False
+        """Frames are raw SASL tokens (`SaslToken`), not requests: set after a SaslHandshake v0
+        has been answered, cleared when authentication ends (the answer to the token before
+        is written first, as a connection's frames are answered in order)."""
         self._buffer = bytearray()
         self.closed = False
 
@@ -116,6 +130,8 @@ class Connection:
             return None
         frame = bytes(self._buffer[_SIZE.size : end])
         del self._buffer[:end]  # bytearray deletes from the front in O(1)
+        if self.raw_tokens:
+            return SaslToken(frame)
         event = self._event(frame)
         if isinstance(event, Close):
             self._close(event.reason)

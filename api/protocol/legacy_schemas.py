@@ -1,8 +1,9 @@
 """Schemas of API versions Kafka 3.9 serves that `kio` (the schema library) does not ship.
 
 kio is generated from Kafka 4's message definitions, which dropped CreateTopics v0-1,
-DeleteTopics v0, DescribeConfigs v0 and DescribeAcls v0; Kafka 3.9 still serves them and
-clients still send them (Go's Sarama: DescribeConfigs v0, DescribeAcls v0). These classes are
+DeleteTopics v0, DescribeConfigs v0 and CreateAcls, DescribeAcls and DeleteAcls v0; Kafka 3.9
+still serves them and clients still send them (Go's Sarama: DescribeConfigs v0, the ACL APIs
+v0). These classes are
 written from Kafka 3.9's JSON definitions (`clients/src/main/resources/common/message/`) in
 kio's form (`_kio_form` sets the class constants kio's generated classes spell out), so the
 generated readers and writers (`fast_reader`, `fast_writer`) and kio's own serialisers handle
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, dataclass_transform
 
+from kio.schema.create_acls.v1.response import AclCreationResult
 from kio.schema.create_topics.v2.request import CreatableTopic
 from kio.schema.describe_configs.v1.request import DescribeConfigsResource
 from kio.schema.errors import ErrorCode
@@ -33,14 +35,13 @@ _Entity = TypeVar("_Entity")
 
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def _kio_form(
-    kind: EntityType, *, api_key: int, version: int
+    kind: EntityType, *, api_key: int, version: int, in_request: bool = False
 ) -> Callable[[type[_Entity]], type[_Entity]]:
     """A frozen, slotted, keyword-only dataclass with the class constants kio's classes carry.
 
     Those are `__type__`, `__version__`, `__flexible__` (False: none of these versions is),
-    `__api_key__` and `__header_schema__`: request header v1 for a request, response header
-    v0 for a response and for its nested entities (every nested entity here is part of a
-    response; the requests nest kio's own).
+    `__api_key__` and `__header_schema__`: request header v1 for a request and the entities
+    nested in one (`in_request`), response header v0 for a response and its nested entities.
     """
 
     def make(cls: type[_Entity]) -> type[_Entity]:
@@ -50,7 +51,9 @@ def _kio_form(
             "__version__": i16(version),
             "__flexible__": False,
             "__api_key__": i16(api_key),
-            "__header_schema__": RequestHeader if kind is EntityType.request else ResponseHeader,
+            "__header_schema__": RequestHeader
+            if kind is EntityType.request or in_request
+            else ResponseHeader,
         }
         for name, value in constants.items():
             setattr(entity, name, value)
@@ -224,6 +227,89 @@ class DescribeAclsResponseV0:
     resources: tuple[DescribeAclsResourceV0, ...]
 
 
+# ---------------------------------------------------------------------- CreateAcls (30) v0
+
+
+@_kio_form(EntityType.nested, api_key=30, version=0, in_request=True)
+class AclCreationV0:
+    """An ACL to create in CreateAcls v0: no pattern type (v0 ACLs are LITERAL)."""
+
+    resource_type: i8 = field(metadata={"kafka_type": "int8"})
+    resource_name: str = field(metadata={"kafka_type": "string"})
+    principal: str = field(metadata={"kafka_type": "string"})
+    host: str = field(metadata={"kafka_type": "string"})
+    operation: i8 = field(metadata={"kafka_type": "int8"})
+    permission_type: i8 = field(metadata={"kafka_type": "int8"})
+
+
+@_kio_form(EntityType.request, api_key=30, version=0)
+class CreateAclsRequestV0:
+    """CreateAcls v0."""
+
+    creations: tuple[AclCreationV0, ...]
+
+
+@_kio_form(EntityType.response, api_key=30, version=0)
+class CreateAclsResponseV0:
+    """CreateAcls v0 answer: the same fields as v1."""
+
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    results: tuple[AclCreationResult, ...]
+
+
+# ---------------------------------------------------------------------- DeleteAcls (31) v0
+
+
+@_kio_form(EntityType.nested, api_key=31, version=0, in_request=True)
+class DeleteAclsFilterV0:
+    """A filter of DeleteAcls v0: no pattern type filter (v0 filters are LITERAL)."""
+
+    resource_type_filter: i8 = field(metadata={"kafka_type": "int8"})
+    resource_name_filter: str | None = field(metadata={"kafka_type": "string"})
+    principal_filter: str | None = field(metadata={"kafka_type": "string"})
+    host_filter: str | None = field(metadata={"kafka_type": "string"})
+    operation: i8 = field(metadata={"kafka_type": "int8"})
+    permission_type: i8 = field(metadata={"kafka_type": "int8"})
+
+
+@_kio_form(EntityType.request, api_key=31, version=0)
+class DeleteAclsRequestV0:
+    """DeleteAcls v0."""
+
+    filters: tuple[DeleteAclsFilterV0, ...]
+
+
+@_kio_form(EntityType.nested, api_key=31, version=0)
+class DeleteAclsMatchingAclV0:
+    """An ACL a DeleteAcls v0 filter removed: no pattern type."""
+
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+    resource_type: i8 = field(metadata={"kafka_type": "int8"})
+    resource_name: str = field(metadata={"kafka_type": "string"})
+    principal: str = field(metadata={"kafka_type": "string"})
+    host: str = field(metadata={"kafka_type": "string"})
+    operation: i8 = field(metadata={"kafka_type": "int8"})
+    permission_type: i8 = field(metadata={"kafka_type": "int8"})
+
+
+@_kio_form(EntityType.nested, api_key=31, version=0)
+class DeleteAclsFilterResultV0:
+    """A filter's result in DeleteAcls v0."""
+
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+    matching_acls: tuple[DeleteAclsMatchingAclV0, ...]
+
+
+@_kio_form(EntityType.response, api_key=31, version=0)
+class DeleteAclsResponseV0:
+    """DeleteAcls v0 answer."""
+
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    filter_results: tuple[DeleteAclsFilterResultV0, ...]
+
+
 _PAYLOADS: tuple[type[Any], ...] = (
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
@@ -235,6 +321,10 @@ _PAYLOADS: tuple[type[Any], ...] = (
     DescribeConfigsResponseV0,
     DescribeAclsRequestV0,
     DescribeAclsResponseV0,
+    CreateAclsRequestV0,
+    CreateAclsResponseV0,
+    DeleteAclsRequestV0,
+    DeleteAclsResponseV0,
 )
 
 LEGACY_PAYLOADS: dict[tuple[int, int, EntityType], type[Any]] = {

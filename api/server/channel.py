@@ -13,15 +13,24 @@ connection can make the server hold more of its requests, or more of its answers
 - Limits (`limits.py`): the bytes of requests being read count against
   `queued.max.request.bytes`, a connection that completes no request for
   `connections.max.idle.ms` is closed, and so is one over `max.connections(.per.ip)`.
+
+On a TLS listener the handshake runs in the connection's own task (asyncio's `start_tls`, not
+blocking the loop), after the connection is admitted and under the idle limit; one that fails
+(plaintext on a TLS port, a certificate refused) closes that connection only, with one log line
+naming the peer. With a client certificate on an SSL listener the principal is mapped from the
+certificate's subject. On a SASL listener `sasl` holds the connection's login (sasl.py) until it
+ends; until then frames above `sasl.SASL_MAX_RECEIVE_SIZE` are refused, as Kafka refuses them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from api.protocol.connection import Connection, Event
 from api.server.limits import (
@@ -31,6 +40,9 @@ from api.server.limits import (
     ConnectionCounts,
     RequestMemory,
 )
+from api.server.sasl import SASL_MAX_RECEIVE_SIZE, SaslAuthenticator
+
+logger = logging.getLogger("api.server")
 
 READ_AHEAD = 64 * 1024
 """Undecoded request bytes above which a connection is not read until it has answered some."""
@@ -43,6 +55,23 @@ WRITE_LOW = 64 * 1024
 
 SLICE = 0.002
 """Seconds a connection may answer a pipelined burst before it lets the others run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelSecurity:
+    """How the connections of one listener are secured and authenticated."""
+
+    listener: str = "PLAINTEXT"
+    """The listener's name (for the log)."""
+    ssl_context: ssl.SSLContext | None = None
+    """TLS server context (SSL and SASL_SSL listeners)."""
+    handshake_timeout: float = 60.0
+    """Seconds a TLS handshake may take."""
+    certificate_principal: Callable[[dict[str, Any]], str] | None = None
+    """A client certificate (`getpeercert()`) -> the principal (SSL listeners); ValueError if
+    no mapping rule applies."""
+    new_authenticator: Callable[[], SaslAuthenticator] | None = None
+    """A new connection's login (SASL listeners)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -59,6 +88,7 @@ class ChannelContext:
     principal: str
     """The principal of a new connection (until authentication says otherwise)."""
     channels: set[Channel] = field(default_factory=set)
+    security: ChannelSecurity = field(default_factory=ChannelSecurity)
 
 
 class Channel(asyncio.Protocol):
@@ -69,6 +99,9 @@ class Channel(asyncio.Protocol):
         self.peer = "?"
         self.ip = "?"
         self.principal = context.principal
+        self.listener = context.security.listener
+        self.sasl: SaslAuthenticator | None = None
+        """The connection's login while it is under way (SASL listeners); None after it."""
         self.processing = False
         """A request of this connection is being answered."""
         self.closing = False
@@ -86,6 +119,7 @@ class Channel(asyncio.Protocol):
         self._writable: asyncio.Future[None] | None = None
         self._last_progress = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._tls = context.security.ssl_context is not None
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
@@ -105,7 +139,16 @@ class Channel(asyncio.Protocol):
             return
         self._admitted = True
         self._context.channels.add(self)
-        transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
+        security = self._context.security
+        if self._tls:
+            transport.pause_reading()  # start_tls takes the bytes from here on
+        else:
+            transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
+        if security.new_authenticator is not None:
+            self.sasl = security.new_authenticator()
+            self._connection.max_request_bytes = min(
+                SASL_MAX_RECEIVE_SIZE, self._context.max_request_bytes
+            )
         loop = asyncio.get_running_loop()
         self._last_progress = loop.time()
         self._idle_timer = loop.call_at(
@@ -131,10 +174,13 @@ class Channel(asyncio.Protocol):
         self._wake_readable()
 
     def eof_received(self) -> bool:
-        """The client sent all it will: answer what it sent, then close (keep the socket)."""
+        """The client sent all it will: answer what it sent, then close (keep the socket).
+
+        A TLS connection cannot be kept half-open: it closes (asyncio's SSL transport).
+        """
         self._eof = True
         self._wake_readable()
-        return True
+        return not self._tls
 
     def pause_writing(self) -> None:
         """The client is not taking answers fast enough: answer nothing more until it does."""
@@ -182,11 +228,25 @@ class Channel(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def authenticated(self, principal: str | None) -> None:
+        """The login ended: the connection's principal (None: it failed) and usual frames."""
+        self.sasl = None
+        if principal is not None:
+            self.principal = principal
+        self._connection.max_request_bytes = self._context.max_request_bytes
+        self._connection.raw_tokens = False
+
+    def expect_raw_tokens(self, raw: bool) -> None:
+        """The next frames are raw SASL tokens (after a SaslHandshake v0), or requests again."""
+        self._connection.raw_tokens = raw
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         connection = self._connection
         yield_at = loop.time() + SLICE
         try:
+            if self._tls and not await self._start_tls():
+                return
             while not self._lost:
                 event = connection.next_event()
                 if not self._account():  # the next frame's claimed size may be larger
@@ -220,6 +280,53 @@ class Channel(asyncio.Protocol):
         finally:
             if self._transport is not None:
                 self._transport.close()
+
+    async def _start_tls(self) -> bool:
+        """The TLS handshake; False (logged, connection closed) if it fails."""
+        security = self._context.security
+        context = security.ssl_context
+        raw = self._transport
+        assert context is not None and raw is not None  # a TLS listener's admitted connection
+        try:
+            transport = await asyncio.get_running_loop().start_tls(
+                raw,
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=security.handshake_timeout,
+            )
+        except asyncio.CancelledError:
+            self.connection_lost(None)
+            raise
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
+            if not self._lost:  # not closed by a limit or by the server stopping
+                logger.warning(
+                    "closing connection from %s on listener %s: TLS handshake failed: %s",
+                    self.peer,
+                    security.listener,
+                    _tls_reason(exc),
+                )
+            self.connection_lost(None)
+            return False
+        if self._lost or transport is None:
+            return False
+        self._transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
+        self._last_progress = asyncio.get_running_loop().time()
+        certificate = transport.get_extra_info("peercert")
+        if security.certificate_principal is not None and certificate:
+            try:
+                self.principal = security.certificate_principal(certificate)
+            except ValueError as exc:
+                logger.warning(
+                    "closing connection from %s on listener %s: its certificate maps to no "
+                    "principal: %s",
+                    self.peer,
+                    security.listener,
+                    exc,
+                )
+                return False
+        return True
 
     async def _wait_readable(self) -> None:
         future = asyncio.get_running_loop().create_future()
@@ -288,6 +395,15 @@ class Channel(asyncio.Protocol):
         # abort() reports connection_lost only on the next loop iteration: release now, so the
         # next connection's accounting already sees this one gone.
         self.connection_lost(None)
+
+
+def _tls_reason(exc: BaseException) -> str:
+    """A handshake failure in a few words (the SSL library's reason, not its whole repr)."""
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return f"{exc.reason} (not a TLS client, or a certificate refused)"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
 
 
 async def _let_others_run() -> None:

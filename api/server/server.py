@@ -9,6 +9,13 @@ cannot be decoded closes only its own connection, with a logged reason; connecti
 limit (limits.py: queued.max.request.bytes, connections.max.idle.ms, max.connections,
 max.connections.per.ip) are closed and summed up in one log line per interval.
 
+Listeners (`ServerListener`, Kafka's `listeners`): one asyncio server each, PLAINTEXT, SSL,
+SASL_PLAINTEXT or SASL_SSL; the connections of all share the limits. Metadata and
+DescribeCluster answer with the advertised address of the listener the client came in on, as
+Kafka answers with the endpoints of the same listener name. On a SASL listener a connection
+logs in first (sasl.py); a failed login is answered after
+`connection.failed.authentication.delay.ms` and closed, holding up no other connection.
+
 Shutdown (`stop`, or SIGTERM/SIGINT under `serve`): stop accepting, let every connection finish
 the requests it has already received, close the connections, then close the service (which
 waits for appends in flight: everything acknowledged is fsynced).
@@ -18,9 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import socket
+import ssl
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from api.protocol.codec import API_NAMES, encode_response
+from api.protocol.codec import API_NAMES, SASL_AUTHENTICATE_KEY, encode_response
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
     Close,
@@ -28,9 +42,11 @@ from api.protocol.connection import (
     PrivateRequest,
     Reply,
     Request,
+    SaslToken,
 )
 from api.protocol.private import PRIVATE_APIS
-from api.server.channel import Channel, ChannelContext
+from api.security.scram import StoredCredential
+from api.server.channel import Channel, ChannelContext, ChannelSecurity
 from api.server.kafka.base import ANONYMOUS, Listener, Session
 from api.server.kafka.dispatch import KafkaApis
 from api.server.limits import (
@@ -45,9 +61,46 @@ from api.server.limits import (
     connection_capacity,
 )
 from api.server.private_apis import PrivateApis
+from api.server.sasl import SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
+from records.model import ScramMechanism
 
 logger = logging.getLogger("api.server")
+
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
+"""Kafka's `connection.failed.authentication.delay.ms` default."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerListener:
+    """One listener: where it binds, what it advertises, how its connections are secured."""
+
+    name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    host: str = "127.0.0.1"
+    """Address to bind; "" binds every interface."""
+    port: int = 9092
+    """Port to bind; 0 picks a free one."""
+    advertised_host: str | None = None
+    """Host told to clients (None: the bound host, this machine's name for "")."""
+    advertised_port: int | None = None
+    """Port told to clients (None: the bound one)."""
+    ssl_context: ssl.SSLContext | None = None
+    """TLS server context: required by SSL and SASL_SSL, refused by the others."""
+    certificate_principal: Callable[[dict[str, Any]], str] | None = None
+    """A client certificate -> principal (`ssl.principal.mapping.rules`; SSL listeners)."""
+    sasl_mechanisms: tuple[str, ...] = ()
+    """Enabled SASL mechanisms: required by SASL_PLAINTEXT and SASL_SSL, refused by others."""
+
+    def check(self) -> None:
+        """ValueError if the listener's parts do not fit its security protocol."""
+        protocol = self.security_protocol
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"listener {self.name}: unknown security protocol {protocol}")
+        if (self.ssl_context is not None) != protocol.endswith("SSL"):
+            raise ValueError(f"listener {self.name}: {protocol} and ssl_context do not match")
+        if bool(self.sasl_mechanisms) != protocol.startswith("SASL_"):
+            raise ValueError(f"listener {self.name}: {protocol} and sasl_mechanisms do not match")
 
 
 class MetadataServer:
@@ -66,21 +119,41 @@ class MetadataServer:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         limits: ServerLimits | None = None,
         run_scheduler: bool = True,
+        listeners: Sequence[ServerListener] | None = None,
+        failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
     ) -> None:
+        """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`."""
         self.service = service
-        self.host = host
-        self.port = port
-        self._advertised = (advertised_host, advertised_port)
+        if listeners is None:
+            listeners = [
+                ServerListener(
+                    host=host,
+                    port=port,
+                    advertised_host=advertised_host,
+                    advertised_port=advertised_port,
+                )
+            ]
+        if not listeners:
+            raise ValueError("a server needs at least one listener")
+        for listener in listeners:
+            listener.check()
+        self.listeners: list[ServerListener] = list(listeners)
+        """The listeners, with the ports bound once started."""
+        self.host = self.listeners[0].host
+        self.port = self.listeners[0].port
+        self.failed_authentication_delay = failed_authentication_delay_ms / 1000
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.max_request_bytes = max_request_bytes
         self.limits = limits or ServerLimits()
         self.private_apis = PrivateApis(service)
         self._run_scheduler = run_scheduler
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._channels: ChannelContext | None = None
         self._scheduler: asyncio.Task[None] | None = None
         self.apis: KafkaApis | None = None
+        """The Kafka handlers of the first listener."""
+        self._apis: dict[str, KafkaApis] = {}
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -106,32 +179,33 @@ class MetadataServer:
             ),
             principal=ANONYMOUS,
         )
-        channels = self._channels
-        loop = asyncio.get_running_loop()
-        # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
-        # retries (the limits, not the backlog, decide who is served).
-        self._server = await loop.create_server(
-            lambda: Channel(channels), self.host, self.port, backlog=1024
-        )
-        sockets = self._server.sockets
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
-        host = self._advertised[0] or self.host
-        port = self._advertised[1] or self.port
-        self.apis = KafkaApis(
-            self.service,
-            Listener(host=host, port=port, node_id=self.node_id, cluster_id=self.cluster_id),
-        )
+        shared = self._channels
+        advertised: list[str] = []
+        try:
+            for index, listener in enumerate(self.listeners):
+                bound = await self._listen(listener, shared)
+                self.listeners[index] = bound
+                host = bound.advertised_host or bound.host or socket.getfqdn()
+                port = bound.advertised_port or bound.port
+                self._apis[bound.name] = self._kafka_apis(
+                    Listener(host=host, port=port, node_id=self.node_id, cluster_id=self.cluster_id)
+                )
+                advertised.append(_describe(bound, host, port))
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers = []
+            raise
+        self.host = self.listeners[0].host
+        self.port = self.listeners[0].port
+        self.apis = self._apis[self.listeners[0].name]
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
         logger.info(
-            "serving on %s:%d (advertised %s:%d), node %d, log offset %d; "
+            "serving on %s; node %d, log offset %d; "
             "max.connections=%d, max.connections.per.ip=%d, connections.max.idle.ms=%d, "
             "queued.max.request.bytes=%d",
-            self.host,
-            self.port,
-            host,
-            port,
+            ", ".join(advertised),
             self.node_id,
             self.service.log.end_offset,
             capacity,
@@ -140,10 +214,65 @@ class MetadataServer:
             limits.queued_max_request_bytes,
         )
 
+    def _kafka_apis(self, listener: Listener) -> KafkaApis:
+        """The Kafka handlers answering on one listener (advertising its address)."""
+        return KafkaApis(self.service, listener)
+
+    async def _listen(self, listener: ServerListener, shared: ChannelContext) -> ServerListener:
+        """Bind one listener; the listener with its bound port."""
+        context = ChannelContext(
+            answer=shared.answer,
+            max_request_bytes=shared.max_request_bytes,
+            idle_seconds=shared.idle_seconds,
+            memory=shared.memory,
+            counts=shared.counts,
+            summary=shared.summary,
+            principal=shared.principal,
+            channels=shared.channels,
+            security=self._channel_security(listener),
+        )
+        # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
+        # retries (the limits, not the backlog, decide who is served).
+        server = await asyncio.get_running_loop().create_server(
+            lambda: Channel(context), listener.host or None, listener.port, backlog=1024
+        )
+        self._servers.append(server)
+        port = listener.port
+        if server.sockets:
+            port = int(server.sockets[0].getsockname()[1])
+        return dataclasses.replace(listener, port=port)
+
+    def _channel_security(self, listener: ServerListener) -> ChannelSecurity:
+        mechanisms = listener.sasl_mechanisms
+        service = self.service
+
+        def credentials(name: str, mechanism: ScramMechanism) -> StoredCredential | None:
+            # Read from the committed image at each login step, never a copy.
+            return service.image.scram.get(name, mechanism)
+
+        def new_authenticator() -> SaslAuthenticator:
+            return SaslAuthenticator(mechanisms, credentials)
+
+        return ChannelSecurity(
+            listener=listener.name,
+            ssl_context=listener.ssl_context,
+            handshake_timeout=min(60.0, self.limits.connections_max_idle_ms / 1000),
+            certificate_principal=listener.certificate_principal,
+            new_authenticator=new_authenticator if mechanisms else None,
+        )
+
     @property
     def address(self) -> str:
-        """`host:port` of the listener."""
-        return f"{self.host}:{self.port}"
+        """`host:port` of the first listener."""
+        return self.listener_address(self.listeners[0].name)
+
+    def listener_address(self, name: str) -> str:
+        """`host:port` a client connects to for the listener `name` (bound or advertised)."""
+        for listener in self.listeners:
+            if listener.name == name:
+                host = listener.host or "127.0.0.1"
+                return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
+        raise KeyError(f"no listener {name}")
 
     async def wait_stopped(self) -> None:
         """Return once `stop` has finished."""
@@ -154,10 +283,11 @@ class MetadataServer:
 
         `reason` (say, the signal's name) goes into the one line logged when it is done.
         """
-        if self._server is None:
+        if not self._servers:
             return
-        server, self._server = self._server, None
-        server.close()
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
         if self._scheduler is not None:
             self._scheduler.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -173,7 +303,8 @@ class MetadataServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         if self._channels is not None:
             self._channels.summary.flush()
-        await server.wait_closed()
+        for server in servers:
+            await server.wait_closed()
         await self.service.aclose()
         logger.info("stopped (%s); log end offset %d", reason, self.service.log.end_offset)
         self._stopped.set()
@@ -214,11 +345,13 @@ class MetadataServer:
 
     async def _answer(self, event: Event, channel: Channel) -> bool:
         """Answer one event on `channel`; False when the connection must close."""
+        if channel.sasl is not None:
+            return await self._authenticate(event, channel, channel.sasl)
         if isinstance(event, Request):
-            assert self.apis is not None  # set by start(), before any connection
             header = event.request.header
+            apis = self._apis[channel.listener]
             try:
-                body = await self.apis.handle(
+                body = await apis.handle(
                     event.request, Session(principal=channel.principal, host=channel.ip)
                 )
             except Exception:
@@ -247,4 +380,91 @@ class MetadataServer:
         elif isinstance(event, Close):
             logger.warning("closing connection from %s: %s", channel.peer, event.reason)
             return False
+        elif isinstance(event, SaslToken):  # pragma: no cover - only read while logging in
+            return False
         return True
+
+    # ------------------------------------------------------------------ authentication
+
+    async def _authenticate(self, event: Event, channel: Channel, sasl: SaslAuthenticator) -> bool:
+        """One frame of a connection that has not logged in; False when it must close."""
+        if isinstance(event, Request):
+            if event.request.header.api_key == SASL_AUTHENTICATE_KEY:
+                # A token's check may derive a key (PLAIN: PBKDF2, thousands of rounds): off
+                # the event loop, so logins never hold up other connections' requests.
+                step = await asyncio.to_thread(sasl.on_request, event.request)
+            else:
+                step = sasl.on_request(event.request)
+            if step.handle:
+                channel.sasl = None  # ApiVersions is answered as on any connection
+                try:
+                    return await self._answer(event, channel)
+                finally:
+                    channel.sasl = sasl
+        elif isinstance(event, SaslToken):
+            step = await asyncio.to_thread(sasl.on_token, event.data)
+        elif isinstance(event, PrivateRequest):
+            step = sasl.on_private(PRIVATE_APIS[event.header.api_key].name)
+        elif isinstance(event, Reply):  # an ApiVersions of a version not served
+            channel.write(event.data)
+            return True
+        else:
+            logger.warning("closing connection from %s: %s", channel.peer, event.reason)
+            return False
+        return await self._sasl_step(step, event, channel, sasl)
+
+    async def _sasl_step(
+        self, step: SaslStep, event: Event, channel: Channel, sasl: SaslAuthenticator
+    ) -> bool:
+        if step.close is not None:
+            logger.warning(
+                "closing connection from %s on listener %s: %s",
+                channel.peer,
+                channel.listener,
+                step.close,
+            )
+            channel.authenticated(None)
+            return False
+        if step.failure is not None:
+            logger.warning(
+                "failed authentication from %s on listener %s: %s",
+                channel.peer,
+                channel.listener,
+                step.failure,
+            )
+            channel.authenticated(None)
+            # Kafka answers a failed login only after the delay (slowing password guessing),
+            # then closes; the wait is this connection's task only.
+            await asyncio.sleep(self.failed_authentication_delay)
+            if step.answer is not None and isinstance(event, Request):
+                channel.write(encode_response(event.request.header.correlation_id, step.answer))
+            return False
+        if step.answer is not None and isinstance(event, Request):
+            channel.write(encode_response(event.request.header.correlation_id, step.answer))
+        if step.raw is not None:
+            channel.write(struct.pack(">i", len(step.raw)) + step.raw)
+        if step.principal is not None:
+            channel.authenticated(step.principal)
+            logger.debug(
+                "%s authenticated from %s on listener %s with %s",
+                step.principal,
+                channel.peer,
+                channel.listener,
+                sasl.mechanism,
+            )
+        else:
+            channel.expect_raw_tokens(sasl.raw_tokens)
+        return True
+
+
+def _describe(listener: ServerListener, host: str, port: int) -> str:
+    """A listener for the start line: bound address, protocol, name, mechanisms, advertised."""
+    name = listener.security_protocol
+    if listener.name != name:
+        name = f"{name} as {listener.name}"
+    if listener.sasl_mechanisms:
+        name = f"{name} with {'/'.join(listener.sasl_mechanisms)}"
+    if listener.ssl_context is not None and listener.ssl_context.verify_mode != ssl.CERT_NONE:
+        required = listener.ssl_context.verify_mode == ssl.CERT_REQUIRED
+        name = f"{name}, client certificates {'required' if required else 'requested'}"
+    return f"{listener.host or '*'}:{listener.port} ({name}, advertised {host}:{port})"

@@ -1,9 +1,10 @@
 """`KafkaApis`: which handler answers each Kafka API key, in one table.
 
 The handlers live in one module per concern beside this one (`metadata`, `topics`,
-`configs`, `partitions`, `acls`); the table holds their bound methods, so answering a request
-is one dict lookup and one call, as when they were one class. `codec.SUPPORTED_VERSIONS` is
-the list of keys and versions the table must cover (a protocol test checks every one).
+`configs`, `partitions`, `acls`, `credentials`); the table holds their bound methods, so
+answering a request is one dict lookup and one call, as when they were one class.
+`codec.SUPPORTED_VERSIONS` is the list of keys and versions the table must cover (a protocol
+test checks every one).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from api.protocol.codec import API_NAMES, KafkaRequest
 from api.server.kafka.acls import AclApis
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
 from api.server.kafka.configs import ConfigApis
+from api.server.kafka.credentials import CredentialApis
 from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
 from api.server.kafka.refusals import refusal
 from api.server.kafka.topics import TopicApis
+from api.server.sasl import refuse_outside_login
 from api.service.service import MetadataService
 
 
@@ -32,6 +35,7 @@ class KafkaApis:
         configs = ConfigApis(service, listener)
         partitions = PartitionApis(service, listener)
         acls = AclApis(service, listener)
+        credentials = CredentialApis(service, listener)
         self._handlers: dict[int, Handler] = {
             18: described.api_versions,
             3: described.metadata,
@@ -47,6 +51,14 @@ class KafkaApis:
             45: partitions.alter_partition_reassignments,
             46: partitions.list_partition_reassignments,
             29: acls.describe_acls,
+            30: acls.create_acls,
+            31: acls.delete_acls,
+            50: credentials.describe_user_scram_credentials,
+            51: credentials.alter_user_scram_credentials,
+            # Logins are answered before dispatch (server.py, sasl.py); these only where none
+            # is under way: ILLEGAL_SASL_STATE.
+            17: refuse_outside_login,
+            36: refuse_outside_login,
         }
 
     async def handle(
