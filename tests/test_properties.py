@@ -180,3 +180,11 @@ def _escape(text: str, *, key: bool) -> str:
 def test_what_java_would_store_reads_back(entries: dict[str, str]) -> None:
     text = "\n".join(f"{_escape(k, key=True)}={_escape(v, key=False)}" for k, v in entries.items())
     assert parse_properties("# stored\n" + text) == entries
+
+
+def test_a_file_that_fails_to_read_even_for_root() -> None:
+    # /proc/self/mem exists and opens, but reading its first page fails (EIO) for anyone.
+    if not Path("/proc/self/mem").exists():
+        pytest.skip("no /proc/self/mem here")
+    with pytest.raises(PropertiesError, match=r"^/proc/self/mem: cannot be read \("):
+        load_properties("/proc/self/mem")

@@ -293,3 +293,11 @@ def test_unreadable_keystore(pki: Pki, tmp_path: Path) -> None:
             server_context(str(path))
     finally:
         path.chmod(0o600)
+
+
+def test_a_keystore_that_fails_to_read_even_for_root() -> None:
+    # /proc/self/mem exists and opens, but reading its first page fails (EIO) for anyone.
+    if not Path("/proc/self/mem").exists():
+        pytest.skip("no /proc/self/mem here")
+    with pytest.raises(SecurityConfigError, match=r"ssl.keystore.location=/proc/self/mem: cannot"):
+        server_context("/proc/self/mem")

@@ -74,16 +74,17 @@ class PlainServer:
             raise _refused("the PLAIN exchange is already over")
         self._done = True
         username, password = self._parse(response)
-        credential = None
-        mechanism = ScramMechanism.SCRAM_SHA_256
-        for mechanism in _PREFERENCE:
-            credential = self._lookup(username, mechanism)
-            if credential is not None:
-                break
-        if credential is None:
-            # The same derivation an existing user costs, so timing does not reveal the user.
-            salted_password(mechanism, password, _DUMMY_SALT, DEFAULT_ITERATIONS)
+        found = [
+            (mechanism, credential)
+            for mechanism in _PREFERENCE
+            if (credential := self._lookup(username, mechanism)) is not None
+        ]
+        if not found:
+            # What a user of the preferred mechanism at the default iterations costs, so the
+            # time taken does not tell an unknown user from a wrong password.
+            salted_password(_PREFERENCE[0], password, _DUMMY_SALT, DEFAULT_ITERATIONS)
             raise _refused("Invalid username or password")
+        mechanism, credential = found[0]
         salted = salted_password(mechanism, password, credential.salt, credential.iterations)
         stored_key = h(mechanism, hmac_of(mechanism, salted, b"Client Key"))
         if not hmac.compare_digest(stored_key, credential.stored_key):
