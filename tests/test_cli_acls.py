@@ -187,7 +187,6 @@ def test_add_list_and_remove_with_kafka_acls_output(
     [
         (["--operation", "Frob", "--topic", "t"], "unknown operation 'Frob'"),
         (["--operation", "Read"], "name a resource"),
-        (["--topic", "t"], "--operation"),
         (["--operation", "Read", "--topic", "t", "--resource-pattern-type", "match"], "pattern"),
         (["--operation", "ClusterAction", "--topic", "t"], "only supports operations"),
         (["--operation", "Read", "--cluster"], "only supports operations"),
@@ -198,6 +197,16 @@ def test_add_refuses_bad_flags(
 ) -> None:
     err = refused(target, ["acls", "add", "--allow-principal", "User:a", *args], capsys)
     assert message in err
+
+
+def test_add_without_an_operation_grants_all_as_kafka_acls_does(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = run(target, ["acls", "add", "--allow-principal", "User:a", "--topic", "t"], capsys)
+    assert code == 0
+    code, out, _ = run(target, ["acls", "list", "--topic", "t", "--output", "json"], capsys)
+    assert code == 0
+    assert [a["operation"] for a in json.loads(out)] == ["ALL"]
 
 
 @pytest.mark.parametrize(

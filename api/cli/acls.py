@@ -207,6 +207,8 @@ def cmd_acls_add(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     entries = _entries(args)
     if not entries:
         raise CliError("name who: --allow-principal User:NAME or --deny-principal User:NAME")
+    if not args.operation:
+        args.operation = [AclOperation.ALL]  # kafka-acls.sh's default
     for resource_type, _ in named:
         allowed = RESOURCE_OPERATIONS[resource_type]
         for op in args.operation:
@@ -446,10 +448,10 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
         "--operation",
         action="append",
         type=operation_arg,
-        required=True,
         metavar="OP",
         help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
-        "AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens or All (repeatable)",
+        "AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens or All (repeatable; "
+        "default All, as kafka-acls.sh)",
     )
     add.set_defaults(handler=cmd_acls_add)
 
