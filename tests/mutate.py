@@ -60,8 +60,26 @@ _REPLAY_TESTS = (
 )
 _RECORDS_TESTS = (
     "tests/test_records.py",
+    "tests/test_codec_edges.py",
+    "tests/test_json_form_edges.py",
     "tests/test_fast_decode.py",
     "tests/test_schema_evolution.py",
+)
+_LOG_TESTS = (
+    "tests/test_container.py",
+    "tests/test_log.py",
+    "tests/test_integrity.py",
+    "tests/test_repair.py",
+    "tests/test_cli_integrity.py",
+)
+_CONTROLLER_TESTS = (
+    "tests/test_controller.py",
+    "tests/test_controller_names.py",
+    "tests/test_config_defs.py",
+    "tests/test_namespaces.py",
+    "tests/test_partition_reduction.py",
+    "tests/test_validation.py",
+    "tests/test_placement.py",
 )
 TARGETS: dict[str, tuple[str, ...]] = {
     # replay/
@@ -88,14 +106,51 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "slots",
             "entry",
             "model",
+            "errors",
         )
     },
-    # placement
+    # metadata_log/
+    **{
+        f"metadata_log/{name}.py": _LOG_TESTS
+        for name in (
+            "container",
+            "segment",
+            "log",
+            "extent",
+            "index",
+            "spans",
+            "tail",
+            "verify",
+            "repair",
+            "checkpoint",
+            "schema_check",
+            "epoch",
+            "lock",
+            "config",
+            "errors",
+        )
+    },
+    # api/controller/
     "api/controller/placement.py": ("tests/test_placement.py",),
+    **{
+        f"api/controller/{name}.py": _CONTROLLER_TESTS
+        for name in (
+            "topics",
+            "brokers",
+            "configs",
+            "config_values",
+            "config_defs",
+            "elections",
+            "namespaces",
+            "partition_reduction",
+            "names",
+            "states",
+            "limits",
+            "errors",
+        )
+    },
 }
-"""Each module under mutation and the tests that exercise it (kept tight: they run per mutant).
-
-`api/controller/*` beyond placement and `metadata_log/*` are added once their rework lands."""
+"""Each module under mutation and the tests that exercise it (kept tight: they run per mutant)."""
 
 # ---------------------------------------------------------------------- mutants
 
@@ -549,11 +604,43 @@ def _tests_for(mutant: Mutant, contexts: Sequence[str], tests: Collection[str]) 
     return chosen
 
 
-def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
-    """Mutate one module; the score, with every survivor."""
+def _survivor_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return (entry["line"], entry["operator"], entry["mutation"], entry["source"])
+
+
+def _previous_survivors(target: str, report: Path, source: str) -> tuple[Score, set[Any]]:
+    """The last full run's score of `target` with its survivors taken out, and their keys.
+
+    `--again` runs only those survivors (after tests were added); the module must be unchanged
+    since, or the mutants would not be the same.
+    """
+    path = report / (target.replace("/", "__") + ".json")
+    if not path.exists():
+        raise SystemExit(f"{target}: no earlier report in {report}; run it without --again first")
+    earlier = json.loads(path.read_text())
+    survivors = (*earlier["survived"], *earlier["uncovered"])
+    lines = source.splitlines()
+    sha = earlier.get("source_sha256")  # reports before it: the survivors' lines must match
+    if (sha is not None and sha != hashlib.sha256(source.encode()).hexdigest()) or any(
+        e["line"] > len(lines) or lines[e["line"] - 1].strip() != e["source"] for e in survivors
+    ):
+        raise SystemExit(f"{target} changed since its last run; run it without --again")
+    score = Score(target=target, killed=earlier["killed"], timed_out=earlier["timed_out"])
+    return score, {_survivor_key(e) for e in survivors}
+
+
+def run_target(target: str, report: Path, *, log_dir: Path, again: bool = False) -> Score:
+    """Mutate one module; the score, with every survivor.
+
+    With `again`, only the survivors of the module's last report run; the others keep their
+    verdict (the tests only grew since).
+    """
     tests = TARGETS[target]
     source = (ROOT / target).read_text()
     score = Score(target=target)
+    only: set[Any] | None = None
+    if again:
+        score, only = _previous_survivors(target, report, source)
     started = time.monotonic()
     # The coverage run is kept beside the report while the module and its tests are unchanged.
     digest = hashlib.sha256()
@@ -588,6 +675,8 @@ def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
             "mutation": mutant.description,
             "source": mutant.source_line,
         }
+        if only is not None and _survivor_key(entry) not in only:
+            continue
         contexts = sorted(
             {c for n in range(mutant.line, mutant.last_line + 1) for c in by_line.get(n, [])}
         )
@@ -629,6 +718,7 @@ def run_target(target: str, report: Path, *, log_dir: Path) -> Score:
         json.dumps(
             {
                 "target": target,
+                "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
                 "tests": list(tests),
                 "total": score.total,
                 "killed": score.killed,
@@ -650,6 +740,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-score", type=float, default=90.0)
     parser.add_argument("--report", type=Path, default=ROOT / ".mutation")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="run only the survivors of each module's last report (after adding tests)",
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
@@ -666,7 +761,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     scores = []
     with tempfile.TemporaryDirectory(prefix="mutate-") as scratch:
         for target in modules:
-            scores.append(run_target(target, args.report, log_dir=Path(scratch)))
+            scores.append(run_target(target, args.report, log_dir=Path(scratch), again=args.again))
     print()
     print(f"{'module':<32}{'mutants':>8}{'caught':>8}{'timeout':>8}{'survived':>9}{'uncov.':>7}"
           f"{'score':>8}")  # fmt: skip
