@@ -45,6 +45,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -587,28 +588,37 @@ def _prepare_parent(targets: Sequence[str]) -> None:
 
 
 def _tests_for(mutant: Mutant, contexts: Sequence[str], tests: Collection[str]) -> set[str]:
-    """The tests a mutant can change: those that run its line, and more where it runs early.
+    """The tests a mutant can change: those that run its line, and every test where it runs early.
 
-    Module-level code runs once, at the module's import, and every test may use what it made;
-    a line run while a test module was imported may change what that module built then.
+    Module-level code runs once, at the module's import, and every test may use what it made.
+    So may a line run while a test module was imported: the first test module that imports the
+    project builds its module-level objects (`DEFAULT_CODEC`, its compiled encoders), and every
+    later test module shares them.
     """
     if not contexts:
         return set()
-    if mutant.module_level or "" in contexts:
+    if mutant.module_level or any(c == "" or c.startswith("import:") for c in contexts):
         return set(tests)
-    chosen = {c for c in contexts if not c.startswith("import:")}
-    for context in contexts:
-        if context.startswith("import:"):
-            prefix = context.removeprefix("import:") + "::"
-            chosen.update(t for t in tests if t.startswith(prefix))
-    return chosen
+    return set(contexts)
+
+
+def _entry(mutant: Mutant) -> dict[str, Any]:
+    return {
+        "line": mutant.line,
+        "operator": mutant.operator,
+        "mutation": mutant.description,
+        "source": mutant.source_line,
+    }
 
 
 def _survivor_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """A mutant in a report: its line, operator, mutation and source (several may share one)."""
     return (entry["line"], entry["operator"], entry["mutation"], entry["source"])
 
 
-def _previous_survivors(target: str, report: Path, source: str) -> tuple[Score, set[Any]]:
+def _previous_survivors(
+    target: str, report: Path, source: str
+) -> tuple[Score, Counter[tuple[Any, ...]]]:
     """The last full run's score of `target` with its survivors taken out, and their keys.
 
     `--again` runs only those survivors (after tests were added); the module must be unchanged
@@ -626,7 +636,7 @@ def _previous_survivors(target: str, report: Path, source: str) -> tuple[Score, 
     ):
         raise SystemExit(f"{target} changed since its last run; run it without --again")
     score = Score(target=target, killed=earlier["killed"], timed_out=earlier["timed_out"])
-    return score, {_survivor_key(e) for e in survivors}
+    return score, Counter(_survivor_key(e) for e in survivors)
 
 
 def run_target(target: str, report: Path, *, log_dir: Path, again: bool = False) -> Score:
@@ -638,7 +648,7 @@ def run_target(target: str, report: Path, *, log_dir: Path, again: bool = False)
     tests = TARGETS[target]
     source = (ROOT / target).read_text()
     score = Score(target=target)
-    only: set[Any] | None = None
+    only: Counter[tuple[Any, ...]] | None = None
     if again:
         score, only = _previous_survivors(target, report, source)
     started = time.monotonic()
@@ -664,17 +674,17 @@ def run_target(target: str, report: Path, *, log_dir: Path, again: bool = False)
     durations: dict[str, float] = measured["durations"]
     by_line: dict[int, list[str]] = {int(k): v for k, v in measured["lines"].items()}
     mutants = enumerate_mutants(source)
+    if only is not None:
+        # Mutants sharing a survivor's key all run again; those of them the last run caught
+        # leave its count (they are counted afresh below).
+        sharing = Counter(k for m, _, _ in mutants if (k := _survivor_key(_entry(m))) in only)
+        score.killed -= sum(sharing[k] - only[k] for k in sharing)
     print(
         f"{target}: {len(mutants)} mutants, {len(durations)} tests ({seconds:.0f} s unmutated)",
         flush=True,
     )
     for n, (mutant, change, position) in enumerate(mutants, 1):
-        entry = {
-            "line": mutant.line,
-            "operator": mutant.operator,
-            "mutation": mutant.description,
-            "source": mutant.source_line,
-        }
+        entry = _entry(mutant)
         if only is not None and _survivor_key(entry) not in only:
             continue
         contexts = sorted(

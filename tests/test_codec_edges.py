@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 
 import pytest
 
+from records.avro_array import AvroArray
 from records.codec import DEFAULT_CODEC, RecordBlock, RecordCodec
-from records.errors import RecordError
+from records.errors import RecordError, UnknownRecordTypeError
 from records.model import (
     FeatureLevelRecord,
     PartitionChangeRecord,
@@ -236,3 +238,83 @@ def test_the_codec_reads_segments_with_its_compiled_decoder() -> None:
     array = DEFAULT_CODEC.reader_array_schema(json.dumps(other))
     assert array is not same
     assert DEFAULT_CODEC.reader_array_schema(json.dumps(other)) is array
+
+
+def test_an_enum_value_outside_its_enum_names_the_choices() -> None:
+    record = PartitionRecord(
+        partition_id=0,
+        topic_id=TOPIC_ID,
+        replicas=(1,),
+        isr=(1,),
+        mode=5,  # type: ignore[arg-type]
+    )
+    with pytest.raises(RecordError, match=r"mode=5 is not a valid Mode: one of READ_WRITE \(0\)"):
+        DEFAULT_CODEC.encode_entries([(0, 0, 0, None, record)])
+
+
+def _fastavro_array() -> Iterator[AvroArray]:
+    """The writer's array with its compiled decoder set aside: the fastavro path."""
+    array = DEFAULT_CODEC.reader_array_schema(DEFAULT_CODEC.entry_schema_json)
+    saved = array.fast
+    array.fast = None
+    try:
+        yield array
+    finally:
+        array.fast = saved
+
+
+fastavro_array = pytest.fixture(_fastavro_array)
+
+
+def test_the_fastavro_path_refuses_a_count_that_does_not_match_the_body(
+    fastavro_array: AvroArray,
+) -> None:
+    records = [FeatureLevelRecord(name=f"f{i}", feature_level=i) for i in range(3)]
+    count, body = DEFAULT_CODEC.encode_batches(
+        [(records, None)], first_offset=0, epoch=0, timestamp=0
+    )
+    assert [e.record for e in DEFAULT_CODEC.decode_entries(count, body, fastavro_array)] == records
+    for wrong in (0, 1, 2, 4):
+        with pytest.raises(RecordError):
+            DEFAULT_CODEC.decode_entries(wrong, body, fastavro_array)
+        with pytest.raises(RecordError):
+            DEFAULT_CODEC.decode_block(wrong, body, fastavro_array)
+    with pytest.raises(RecordError):
+        DEFAULT_CODEC.decode_entries(1, b"", fastavro_array)
+    with pytest.raises(RecordError, match="does not decode"):
+        DEFAULT_CODEC.decode_entries(count, body[:-1], fastavro_array)
+    assert DEFAULT_CODEC.decode_entries(0, b"", fastavro_array) == []
+
+
+def test_the_fastavro_path_refuses_bytes_after_the_last_entry(fastavro_array: AvroArray) -> None:
+    record = FeatureLevelRecord(name="f", feature_level=1)
+    count, body = DEFAULT_CODEC.encode_entries([(0, 0, 0, None, record)])
+    # A second entry's bytes: fastavro reads them as the next block of the array, so the count
+    # of values gives it away; a zero byte ends the array early, so the position does.
+    _, other = DEFAULT_CODEC.encode_entries([(1, 0, 0, None, record)])
+    with pytest.raises(RecordError, match="does not match its entry count"):
+        DEFAULT_CODEC.decode_entries(count, body + b"\x02" + other, fastavro_array)
+    with pytest.raises(RecordError, match="does not match its entry count"):
+        DEFAULT_CODEC.decode_entries(count, body + b"\x00", fastavro_array)
+
+
+def test_the_fastavro_path_names_an_unknown_branch_and_a_value_that_does_not_decode(
+    fastavro_array: AvroArray,
+) -> None:
+    record = TopicRecord(name="t", topic_id=TOPIC_ID)
+    count, body = DEFAULT_CODEC.encode_entries([(0, 0, 0, None, record)])
+    saved = dict(DEFAULT_CODEC._decoders)
+    try:
+        del DEFAULT_CODEC._decoders["mlog.TopicRecordV0"]
+        with pytest.raises(UnknownRecordTypeError):
+            DEFAULT_CODEC.decode_entries(count, body, fastavro_array)
+
+        def broken(value: dict[str, object]) -> Record:
+            raise KeyError("topic_id")
+
+        DEFAULT_CODEC._decoders["mlog.TopicRecordV0"] = broken
+        with pytest.raises(RecordError, match=r"cannot decode mlog\.TopicRecordV0: KeyError"):
+            DEFAULT_CODEC.decode_block(count, body, fastavro_array)
+    finally:
+        DEFAULT_CODEC._decoders.clear()
+        DEFAULT_CODEC._decoders.update(saved)
