@@ -76,6 +76,7 @@ _LOG_TESTS = (
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
     "tests/test_controller_names.py",
+    "tests/test_controller_limits.py",
     "tests/test_config_defs.py",
     "tests/test_namespaces.py",
     "tests/test_partition_reduction.py",
