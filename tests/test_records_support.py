@@ -1,0 +1,121 @@
+"""The records layer's support modules: value sharing, upcaster chains, errors, log entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from records.entry import LogEntry, make_entry
+from records.errors import (
+    MetadataLogError,
+    RecordError,
+    UnknownRecordTypeError,
+    UnsupportedRecordVersionError,
+)
+from records.interning import CACHE_LIMIT, INTS, UUIDS, shared_ints, shared_uuid
+from records.model import FeatureLevelRecord
+from records.upcasting import UPCASTERS, UpcasterRegistry
+from records.uuids import Uuid
+
+
+def test_equal_replica_lists_are_one_tuple() -> None:
+    first = shared_ints([1, 2, 3])
+    assert first == (1, 2, 3)
+    assert shared_ints((1, 2, 3)) is first
+    assert shared_ints([1, 2, 3]) is first
+    assert shared_ints([]) == ()
+
+
+def test_equal_ids_are_one_uuid() -> None:
+    raw = bytes(range(16))
+    first = shared_uuid(raw)
+    assert first == Uuid(raw) and hash(first) == hash(Uuid(raw))
+    assert str(first) == str(Uuid(raw))
+    assert shared_uuid(bytes(range(16))) is first
+
+
+def test_a_full_ints_cache_starts_over_and_stays_correct() -> None:
+    INTS.clear()
+    for i in range(CACHE_LIMIT):
+        shared_ints((i, -i))
+    assert len(INTS) == CACHE_LIMIT
+    value = shared_ints((-1, -1))
+    assert len(INTS) == 1  # emptied, then the new value
+    assert shared_ints([-1, -1]) is value
+    assert shared_ints((0, 0)) == (0, 0)
+    INTS.clear()
+
+
+def test_a_full_uuid_cache_starts_over_and_stays_correct() -> None:
+    UUIDS.clear()
+    for i in range(CACHE_LIMIT):
+        shared_uuid(i.to_bytes(16, "big"))
+    assert len(UUIDS) == CACHE_LIMIT
+    value = shared_uuid(b"\xff" * 16)
+    assert len(UUIDS) == 1
+    assert shared_uuid(b"\xff" * 16) is value
+    assert shared_uuid(bytes(16)) == Uuid.ZERO
+    UUIDS.clear()
+
+
+def test_the_cache_limit_bounds_memory() -> None:
+    assert CACHE_LIMIT == 65_536
+
+
+def test_an_upcaster_chain_runs_every_step_in_order() -> None:
+    def step(n: int) -> Any:
+        return lambda v: {**v, "path": [*v.get("path", []), n]}
+
+    registry = UpcasterRegistry(
+        {(7, 0): step(0), (7, 1): step(1), (7, 2): step(2), (8, 0): step(9)}
+    )
+    steps = registry.chain(7, 0, 3)
+    value: dict[str, Any] = {}
+    for s in steps:
+        value = s(value)
+    assert value == {"path": [0, 1, 2]}
+    assert len(registry.chain(7, 1, 3)) == 2
+    assert registry.chain(7, 2, 2) == []
+    with pytest.raises(UnsupportedRecordVersionError) as info:
+        registry.chain(7, 0, 4)
+    assert (info.value.record_type, info.value.version) == (7, 0)
+    assert "no upcaster leads from version 0 to the current version 4" in str(info.value)
+    with pytest.raises(UnsupportedRecordVersionError):
+        registry.chain(8, 0, 2)
+    assert UPCASTERS.chain(1, 0, 0) == []
+
+
+def test_registries_copy_what_they_are_given() -> None:
+    given: dict[tuple[int, int], Any] = {}
+    registry = UpcasterRegistry(given)
+    given[(1, 0)] = dict
+    with pytest.raises(UnsupportedRecordVersionError):
+        registry.chain(1, 0, 1)
+    with pytest.raises(UnsupportedRecordVersionError):
+        UpcasterRegistry().chain(1, 0, 1)
+
+
+def test_errors_say_what_to_do_and_share_one_root() -> None:
+    unknown = UnknownRecordTypeError("mlog.FutureRecordV3")
+    assert unknown.name == "mlog.FutureRecordV3"
+    assert isinstance(unknown, RecordError) and isinstance(unknown, MetadataLogError)
+    assert str(unknown) == (
+        "unknown record type 'mlog.FutureRecordV3': the log was written by a newer "
+        "metadata-log; upgrade metadata-log to read it"
+    )
+    old = UnsupportedRecordVersionError(12, 1, 3)
+    assert (old.record_type, old.version) == (12, 1)
+    assert isinstance(old, RecordError)
+    assert str(old).startswith("record type 12 version 1 cannot be read")
+
+
+def test_make_entry_builds_the_same_entry_as_its_constructor() -> None:
+    record = FeatureLevelRecord(name="metadata.version", feature_level=7)
+    made = make_entry(4, 2, 1000, "User:alice", record)
+    assert made == LogEntry(
+        offset=4, epoch=2, timestamp=1000, principal="User:alice", record=record
+    )
+    assert (made.offset, made.epoch, made.timestamp) == (4, 2, 1000)
+    assert made.principal == "User:alice" and made.record is record
+    assert make_entry(0, 0, 0, None, record).principal is None
