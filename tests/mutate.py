@@ -73,6 +73,7 @@ _LOG_TESTS = (
     "tests/test_integrity.py",
     "tests/test_repair.py",
     "tests/test_cli_integrity.py",
+    "tests/test_log_settings.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
