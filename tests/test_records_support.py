@@ -119,3 +119,30 @@ def test_make_entry_builds_the_same_entry_as_its_constructor() -> None:
     assert (made.offset, made.epoch, made.timestamp) == (4, 2, 1000)
     assert made.principal == "User:alice" and made.record is record
     assert make_entry(0, 0, 0, None, record).principal is None
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "A" * 21 + "!",  # base64 that does not decode at all
+        "urn:" + "0" * 32,  # 36 characters Python's uuid reads, but not a UUID's text
+        "0000-0000-0000-0000-0000000000000000",  # hyphens in the wrong places
+        "{{" + "0" * 32 + "}}",
+    ],
+)
+def test_an_id_is_only_its_canonical_text(garbage: str) -> None:
+    with pytest.raises(ValueError, match="is not a topic id"):
+        Uuid.parse(garbage)
+
+
+def test_random_ids_have_122_random_bits() -> None:
+    """Version 4, RFC 4122 variant; every other bit varies, independently of its neighbours."""
+    ids = [Uuid.random().bytes for _ in range(2000)]
+    fixed = {6: 0xF0, 8: 0xC0}  # the version nibble and the variant bits
+    for byte in range(16):
+        varying = 0
+        for raw in ids:
+            varying |= raw[byte] ^ ids[0][byte]
+        assert varying == 0xFF & ~fixed.get(byte, 0), byte
+    assert any(raw[6] & 0x0F != raw[7] & 0x0F for raw in ids)
+    assert any(raw[8] & 0x3F != raw[9] & 0x3F for raw in ids)
