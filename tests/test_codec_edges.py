@@ -127,6 +127,9 @@ def test_encode_batches_refuses_what_encode_entries_refuses() -> None:
     bad = FeatureLevelRecord(name="f", feature_level=INT32_MAX + 1)
     with pytest.raises(RecordError, match="outside the Avro int range"):
         DEFAULT_CODEC.encode_batches([([bad], None)], first_offset=0, epoch=0, timestamp=0)
+    text_id = TopicRecord(name="t", topic_id="not a uuid")  # type: ignore[arg-type]
+    with pytest.raises(RecordError, match="record does not fit its schema"):
+        DEFAULT_CODEC.encode_batches([([text_id], None)], first_offset=0, epoch=0, timestamp=0)
 
     @dataclasses.dataclass(frozen=True)
     class Stranger(Record):
