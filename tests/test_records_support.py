@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 
+from records import avro_array
+from records.avro_array import AvroArray
+from records.codec import DEFAULT_CODEC
 from records.entry import LogEntry, make_entry
 from records.errors import (
     MetadataLogError,
@@ -146,3 +150,32 @@ def test_random_ids_have_122_random_bits() -> None:
         assert varying == 0xFF & ~fixed.get(byte, 0), byte
     assert any(raw[6] & 0x0F != raw[7] & 0x0F for raw in ids)
     assert any(raw[8] & 0x3F != raw[9] & 0x3F for raw in ids)
+
+
+def test_the_public_fastavro_path_writes_and_reads_what_the_internals_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where fastavro's compiled internals change, the public API gives the same bytes."""
+    assert avro_array.fast_internals() is not None  # this build: the compiled internals
+    entries = [
+        (i, 1, 2, "User:u", FeatureLevelRecord(name=f"f{i}", feature_level=i)) for i in range(3)
+    ]
+    values = [
+        {
+            "offset": o,
+            "epoch": e,
+            "timestamp": t,
+            "principal": p,
+            "record": DEFAULT_CODEC.encode_record(r),
+        }
+        for o, e, t, p, r in entries
+    ]
+    fast = AvroArray(DEFAULT_CODEC.entry_schema)
+    fast_bytes = fast.write(values)
+    assert fast.read(io.BytesIO(fast_bytes)) == values
+    monkeypatch.setattr(avro_array, "fast_internals", lambda: None)
+    public = AvroArray(DEFAULT_CODEC.entry_schema)
+    assert public.write(values) == fast_bytes
+    stream = io.BytesIO(fast_bytes + b"tail")
+    assert public.read(stream) == values
+    assert stream.tell() == len(fast_bytes)
