@@ -74,6 +74,7 @@ _LOG_TESTS = (
     "tests/test_repair.py",
     "tests/test_cli_integrity.py",
     "tests/test_log_settings.py",
+    "tests/test_log_spans.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
