@@ -28,13 +28,9 @@ def _build(directory: Path, batches: int = 150) -> list[LogEntry]:
         return now[0]
 
     with MetadataLog.open(directory, config=CONFIG, clock_ms=clock) as log:
-        for n in range(batches):
-            log.append(
-                [
-                    FeatureLevelRecord(name=rng.randbytes(30).hex(), feature_level=i)
-                    for i in range(3)
-                ]
-            )
+        for _ in range(batches):
+            names = [rng.randbytes(30).hex() for _ in range(3)]
+            log.append([FeatureLevelRecord(name=name, feature_level=1) for name in names])
         assert len(log.segments()) >= 3 or batches < 150
         return list(log.read())
 
