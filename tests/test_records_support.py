@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 from typing import Any
 
 import pytest
@@ -179,3 +180,37 @@ def test_the_public_fastavro_path_writes_and_reads_what_the_internals_do(
     stream = io.BytesIO(fast_bytes + b"tail")
     assert public.read(stream) == values
     assert stream.tell() == len(fast_bytes)
+
+
+def test_the_compiled_internals_are_used_only_while_they_match_the_public_api(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The self-check runs once per process: this build passes it, a changed internal fails it."""
+    import fastavro._write  # type: ignore[import-not-found]
+
+    avro_array.fast_internals.cache_clear()
+    try:
+        internals = avro_array.fast_internals()
+        assert internals is not None
+        avro_array.fast_internals.cache_clear()
+        real_write = internals[1]
+
+        def off_by_one(out: bytearray, *args: Any) -> None:
+            real_write(out, *args)
+            out[-1] ^= 1
+
+        monkeypatch.setattr(fastavro._write, "write_data", off_by_one)
+        assert avro_array.fast_internals() is None
+        avro_array.fast_internals.cache_clear()
+
+        def broken(*args: Any) -> None:
+            raise RuntimeError("changed signature")
+
+        monkeypatch.setattr(fastavro._write, "write_data", broken)
+        with caplog.at_level(logging.DEBUG, logger="records.avro_array"):
+            assert avro_array.fast_internals() is None
+        assert "fastavro internals unusable (changed signature)" in caplog.text
+    finally:
+        monkeypatch.undo()
+        avro_array.fast_internals.cache_clear()
+    assert avro_array.fast_internals() is not None
