@@ -186,7 +186,7 @@ def test_the_compiled_internals_are_used_only_while_they_match_the_public_api(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The self-check runs once per process: this build passes it, a changed internal fails it."""
-    import fastavro._write  # noqa: PLC0415 - a Cython internal, patched here only
+    import fastavro._write
 
     avro_array.fast_internals.cache_clear()
     try:
