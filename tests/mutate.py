@@ -75,6 +75,7 @@ _LOG_TESTS = (
     "tests/test_cli_integrity.py",
     "tests/test_log_settings.py",
     "tests/test_log_spans.py",
+    "tests/test_log_index.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
