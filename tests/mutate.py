@@ -373,7 +373,47 @@ def _skipped_subtrees(tree: ast.AST) -> set[int]:
             )
         ):
             all_ids(node)
+    skip.update(_type_aliases(tree, skip))
     return skip
+
+
+def _type_aliases(tree: ast.AST, annotations: set[int]) -> set[int]:
+    """ids of module-level type aliases (`X = Callable[...]`, `Y = A | B`) that only annotate.
+
+    With `from __future__ import annotations` an annotation is never evaluated, so deleting an
+    alias that no code reads at run time changes nothing: it is an annotation, left alone.
+    """
+    read = {
+        n.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in annotations
+    }
+    found: set[int] = set()
+    for node in getattr(tree, "body", []):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id not in read
+            and _is_type_expression(node.value)
+        ):
+            found.update(id(n) for n in ast.walk(node))
+    return found
+
+
+def _is_type_expression(node: ast.expr, *, top: bool = True) -> bool:
+    """`Name[...]`, `a.B[...]`, or a `|` of types with one such: a type's shape, not a value's."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        sides = (node.left, node.right)
+        return all(_is_type_expression(n, top=False) for n in sides) and (
+            not top or any(isinstance(n, ast.Subscript) for n in sides)
+        )
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.value, ast.Name | ast.Attribute)
+    return not top and (
+        isinstance(node, ast.Name | ast.Attribute)
+        or (isinstance(node, ast.Constant) and node.value is None)
+    )
 
 
 def enumerate_mutants(source: str) -> list[tuple[Mutant, Change, int]]:
