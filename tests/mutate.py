@@ -76,6 +76,7 @@ _LOG_TESTS = (
     "tests/test_log_settings.py",
     "tests/test_log_spans.py",
     "tests/test_log_index.py",
+    "tests/test_log_checkpoint.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
