@@ -54,6 +54,42 @@ KAFKA_ERROR_CODES = {
 """Kafka's `org.apache.kafka.common.protocol.Errors`: name -> code, for the codes we use."""
 
 
+ANSWERED = (
+    "UNKNOWN_SERVER_ERROR",
+    "NONE",
+    "OFFSET_OUT_OF_RANGE",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "INVALID_TOPIC_EXCEPTION",
+    "CLUSTER_AUTHORIZATION_FAILED",
+    "UNSUPPORTED_VERSION",
+    "TOPIC_ALREADY_EXISTS",
+    "INVALID_PARTITIONS",
+    "INVALID_REPLICATION_FACTOR",
+    "INVALID_REPLICA_ASSIGNMENT",
+    "INVALID_CONFIG",
+    "NOT_CONTROLLER",
+    "INVALID_REQUEST",
+    "POLICY_VIOLATION",
+    "KAFKA_STORAGE_ERROR",
+    "TOPIC_DELETION_DISABLED",
+    "STALE_BROKER_EPOCH",
+    "PREFERRED_LEADER_NOT_AVAILABLE",
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+    "ELECTION_NOT_NEEDED",
+    "NO_REASSIGNMENT_IN_PROGRESS",
+    "UNKNOWN_TOPIC_ID",
+    "BROKER_ID_NOT_REGISTERED",
+    "INCONSISTENT_TOPIC_ID",
+    "UNSUPPORTED_ENDPOINT_TYPE",
+)
+"""The codes the server, the controller and the client use (the server answers a request it
+cannot parse with UNSUPPORTED_VERSION or UNKNOWN_SERVER_ERROR, a follower with NOT_CONTROLLER)."""
+
+
+def test_every_code_the_service_answers_with_exists() -> None:
+    assert [name for name in ANSWERED if name not in ErrorCode.__members__] == []
+
+
 def test_every_error_code_is_kafkas() -> None:
     unknown = [code.name for code in ErrorCode if code.name not in KAFKA_ERROR_CODES]
     assert unknown == [], "add them to KAFKA_ERROR_CODES from Kafka's Errors.java"
