@@ -16,14 +16,25 @@ from records.avro_array import AvroArray
 from records.codec import DEFAULT_CODEC, RecordBlock, RecordCodec
 from records.errors import RecordError, UnknownRecordTypeError
 from records.model import (
+    BrokerEndpoint,
+    BrokerFeature,
     FeatureLevelRecord,
+    Mode,
     PartitionChangeRecord,
     PartitionRecord,
     Record,
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from records.schemas import CURRENT_SCHEMAS, RecordSchema
+from records.schemas import (
+    CURRENT_SCHEMAS,
+    ENDPOINT_TYPE,
+    FEATURE_TYPE,
+    INTS_CODEC,
+    NAMED_TYPES,
+    UUID_CODEC,
+    RecordSchema,
+)
 from records.uuids import Uuid
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -321,3 +332,33 @@ def test_the_fastavro_path_names_an_unknown_branch_and_a_value_that_does_not_dec
     finally:
         DEFAULT_CODEC._decoders.clear()
         DEFAULT_CODEC._decoders.update(saved)
+
+
+def test_enum_fields_decode_to_their_enum_members() -> None:
+    """`mode` reads back as `Mode.READ_ONLY`, not the int 1 (names in dumps and JSON need it)."""
+    record = PartitionRecord(
+        partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), mode=Mode.READ_ONLY
+    )
+    change = PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, mode=Mode.NONE)
+    decoded = _round_trip(record)
+    assert type(decoded.mode) is Mode and decoded.mode is Mode.READ_ONLY  # type: ignore[attr-defined]
+    assert _round_trip(change).mode is Mode.NONE  # type: ignore[attr-defined]
+    branch, value = DEFAULT_CODEC.encode_record(record)
+    assert value["mode"] == 1
+    assert DEFAULT_CODEC.decode_record(branch, value).mode is Mode.READ_ONLY  # type: ignore[attr-defined]
+
+
+def test_named_types_default_as_their_classes_do() -> None:
+    """A reader of an endpoint written without `security_protocol` gets the class's default."""
+    for named, cls in ((ENDPOINT_TYPE, BrokerEndpoint), (FEATURE_TYPE, BrokerFeature)):
+        for field in NAMED_TYPES[named]["fields"]:
+            default = cls.__dataclass_fields__[field["name"]].default
+            if "default" in field:
+                assert field["default"] == default, (named, field["name"])
+            else:
+                assert default is dataclasses.MISSING, (named, field["name"])
+
+
+def test_codec_conversions_as_functions() -> None:
+    assert UUID_CODEC.to_avro_function()(TOPIC_ID) == TOPIC_ID.bytes
+    assert INTS_CODEC.to_avro_function()((1, 2)) == (1, 2)
