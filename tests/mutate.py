@@ -64,6 +64,7 @@ _RECORDS_TESTS = (
     "tests/test_codec_edges.py",
     "tests/test_json_form_edges.py",
     "tests/test_records_support.py",
+    "tests/test_records_format.py",
     "tests/test_fast_decode.py",
     "tests/test_schema_evolution.py",
 )
