@@ -1,0 +1,104 @@
+"""Every numeric config key's range as Kafka documents it: its least value taken, one less not."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.controller.config_defs import (
+    CLUSTER_CONFIGS,
+    TOPIC_CONFIGS,
+    validate_cluster_config,
+    validate_topic_config,
+)
+from api.controller.config_values import ConfigType, InvalidConfigError
+
+TOPIC_MINIMA = {
+    "delete.retention.ms": 0,
+    "file.delete.delay.ms": 0,
+    "flush.messages": 1,
+    "flush.ms": 0,
+    "index.interval.bytes": 0,
+    "local.retention.bytes": -2,
+    "local.retention.ms": -2,
+    "max.compaction.lag.ms": 1,
+    "max.message.bytes": 0,
+    "message.timestamp.after.max.ms": 0,
+    "message.timestamp.before.max.ms": 0,
+    "min.cleanable.dirty.ratio": 0,
+    "min.compaction.lag.ms": 0,
+    "min.insync.replicas": 1,
+    "retention.ms": -1,
+    "segment.bytes": 1024 * 1024,
+    "segment.index.bytes": 4,
+    "segment.jitter.ms": 0,
+    "segment.ms": 1,
+}
+"""Kafka's topic-level configs ("Valid Values: [N,...]")."""
+
+CLUSTER_MINIMA = {
+    "default.replication.factor": 1,
+    "delete.topic.partition.interval.delay.ms": 1,
+    "log.cleaner.delete.retention.ms": 0,
+    "log.cleaner.max.compaction.lag.ms": 1,
+    "log.cleaner.min.cleanable.ratio": 0,
+    "log.cleaner.min.compaction.lag.ms": 0,
+    "log.flush.interval.messages": 1,
+    "log.flush.interval.ms": 0,
+    "log.index.interval.bytes": 0,
+    "log.index.size.max.bytes": 4,
+    "log.local.retention.bytes": -2,
+    "log.local.retention.ms": -2,
+    "log.message.timestamp.after.max.ms": 0,
+    "log.message.timestamp.before.max.ms": 0,
+    "log.retention.hours": -1,
+    "log.retention.minutes": -1,
+    "log.retention.ms": -1,
+    "log.roll.hours": -1,
+    "log.roll.jitter.ms": 0,
+    "log.roll.ms": 1,
+    "log.segment.bytes": 1024 * 1024,
+    "log.segment.delete.delay.ms": 0,
+    "message.max.bytes": 0,
+    "metadata.log.max.record.bytes.between.snapshots": 1,
+    "metadata.log.max.snapshot.interval.ms": 0,
+    "min.insync.replicas": 1,
+    "num.partitions": 1,
+}
+"""The broker-level configs: Kafka's, and ours (`delete.topic.partition.interval.delay.ms`)."""
+
+CASES = [
+    *((validate_topic_config, TOPIC_CONFIGS, name, low) for name, low in TOPIC_MINIMA.items()),
+    *(
+        (validate_cluster_config, CLUSTER_CONFIGS, name, low)
+        for name, low in CLUSTER_MINIMA.items()
+    ),
+]
+
+
+def test_every_numeric_key_with_a_range_is_listed() -> None:
+    numeric = (ConfigType.SHORT, ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE)
+    for definitions, minima in ((TOPIC_CONFIGS, TOPIC_MINIMA), (CLUSTER_CONFIGS, CLUSTER_MINIMA)):
+        ranged = {n for n, d in definitions.items() if d.type in numeric and d.check is not None}
+        assert ranged == set(minima)
+
+
+@pytest.mark.parametrize(("validate", "name", "low"), CASES, ids=str)
+def test_the_least_value_is_taken_and_one_less_refused(
+    validate: object, name: str, low: int
+) -> None:
+    assert callable(validate)
+    ratio = name.endswith("ratio")
+    assert validate(name, str(low)) == (f"{float(low)!r}" if ratio else str(low))
+    below = low - (0.001 if ratio else 1)
+    with pytest.raises(InvalidConfigError, match="Value must be"):
+        validate(name, str(below))
+
+
+@pytest.mark.parametrize("name", ["min.cleanable.dirty.ratio"])
+def test_ratios_are_at_most_one(name: str) -> None:
+    assert validate_topic_config(name, "1") == "1.0"
+    with pytest.raises(InvalidConfigError, match="no more than 1"):
+        validate_topic_config(name, "1.001")
+    assert validate_cluster_config("log.cleaner.min.cleanable.ratio", "1") == "1.0"
+    with pytest.raises(InvalidConfigError, match="no more than 1"):
+        validate_cluster_config("log.cleaner.min.cleanable.ratio", "1.001")
