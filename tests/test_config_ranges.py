@@ -67,11 +67,8 @@ CLUSTER_MINIMA = {
 """The broker-level configs: Kafka's, and ours (`delete.topic.partition.interval.delay.ms`)."""
 
 CASES = [
-    *((validate_topic_config, TOPIC_CONFIGS, name, low) for name, low in TOPIC_MINIMA.items()),
-    *(
-        (validate_cluster_config, CLUSTER_CONFIGS, name, low)
-        for name, low in CLUSTER_MINIMA.items()
-    ),
+    *((validate_topic_config, name, low) for name, low in TOPIC_MINIMA.items()),
+    *((validate_cluster_config, name, low) for name, low in CLUSTER_MINIMA.items()),
 ]
 
 
