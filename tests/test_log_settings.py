@@ -83,7 +83,7 @@ def test_an_epoch_that_cannot_be_written_is_one_line_naming_the_file(tmp_path: P
     (tmp_path / (EPOCH_NAME + ".tmp")).mkdir()  # open() for writing fails: a directory
     with pytest.raises(LogError, match="cannot write the leader epoch to") as info:
         bump_epoch(tmp_path)
-    assert "[EISDIR]" in str(info.value)
+    assert "Is a directory [EISDIR]; free space or fix the disk" in str(info.value)
     assert read_epoch(tmp_path) == 0
 
 
