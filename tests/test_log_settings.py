@@ -99,6 +99,8 @@ def test_corruption_names_the_file_byte_offset_and_repair() -> None:
     whole = LogCorruptionError(Path("d/index.json"), -1, "missing")
     assert str(whole).startswith("log file d/index.json is not as expected: missing. ")
     assert "`mlog log verify` shows N" in str(whole)
+    at_zero = LogCorruptionError(Path("d/0.avro"), 0, "bad magic")
+    assert "d/0.avro is damaged at byte 0: bad magic." in str(at_zero)
     lost = LogCorruptionError(Path("d/0.avro"), 0, "gone", first_offset=0, repairable=False)
     assert str(lost).endswith("restore it from a replica or backup")
 
