@@ -125,3 +125,9 @@ def test_throttled_replicas_are_a_star_or_partition_broker_pairs() -> None:
     for bad in ("*,0:1", "0", "0:", ":1", "a:1", "0:b", "0-1", "0:1:2"):
         assert _refused(definition, bad).startswith("must be the literal '*'"), bad
     assert throttled_replicas(("0:1",)) is None
+
+
+def test_a_key_is_writable_and_shown_unless_defined_otherwise() -> None:
+    definition = _def(ConfigType.STRING)
+    assert (definition.read_only, definition.sensitive, definition.synonyms) == (False, False, ())
+    assert definition.check is None
