@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from metadata_log.config import MIN_SEGMENT_BYTES, LogConfig
 from metadata_log.epoch import EPOCH_NAME, bump_epoch, read_epoch
 from metadata_log.errors import LogConfigError, LogCorruptionError, LogError, LogLockedError
+from metadata_log.lock import LOCK_NAME, DirectoryLock
 
 
 def test_kafkas_defaults() -> None:
@@ -109,3 +112,35 @@ def test_a_locked_log_says_who_holds_it() -> None:
     error = LogLockedError(Path("d"), "pid 42")
     assert error.holder == "pid 42" and error.directory == Path("d")
     assert str(error).startswith("log directory d is already open for writing by pid 42;")
+
+
+def test_the_directory_lock_names_its_holder_and_is_released(tmp_path: Path) -> None:
+    first = DirectoryLock(tmp_path)
+    first.acquire()
+    text = (tmp_path / LOCK_NAME).read_text()
+    assert text == f"pid {os.getpid()} on {os.uname().nodename}\n"
+    second = DirectoryLock(tmp_path)
+    with pytest.raises(LogLockedError) as info:  # flock is per open file: refused in-process too
+        second.acquire()
+    assert info.value.holder == text.strip()
+    first.release()
+    first.release()  # twice is harmless
+    second.acquire()
+    second.release()
+
+
+def test_a_lock_file_left_empty_names_another_process(tmp_path: Path) -> None:
+    (tmp_path / LOCK_NAME).write_text("")
+    fd = os.open(tmp_path / LOCK_NAME, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(LogLockedError) as info:
+            DirectoryLock(tmp_path).acquire()
+        assert info.value.holder == "another process"
+    finally:
+        os.close(fd)
+    (tmp_path / LOCK_NAME).write_text("x" * 300)
+    lock = DirectoryLock(tmp_path)
+    lock.acquire()  # a stale, longer holder text is replaced whole
+    assert (tmp_path / LOCK_NAME).read_text() == f"pid {os.getpid()} on {os.uname().nodename}\n"
+    lock.release()
