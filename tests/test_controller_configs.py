@@ -112,3 +112,17 @@ def test_append_and_subtract_work_on_lists_only(service: MetadataService) -> Non
     not_a_list = AlterConfig(name="retention.ms", op=AlterConfigOp.APPEND, value="1")
     code, text = alter(service, TOPIC, "t", not_a_list)
     assert code == ErrorCode.INVALID_CONFIG and "it is not a list" in text
+
+
+def test_a_key_given_twice_and_an_unknown_resource_type_are_refused(
+    service: MetadataService,
+) -> None:
+    ops = [AlterConfig(name="retention.ms", op=AlterConfigOp.SET, value=v) for v in ("1", "2")]
+    code, text = alter(service, TOPIC, "t", *ops)
+    assert code == ErrorCode.INVALID_REQUEST and "duplicate config keys" in text
+    with pytest.raises(ApiError) as info:
+        described(service, ConfigResourceType.UNKNOWN, "x")
+    assert info.value.error_code == ErrorCode.INVALID_REQUEST
+    assert "use TOPIC, NAMESPACE or BROKER" in info.value.message
+    code, text = alter(service, ConfigResourceType.UNKNOWN, "x", ops[0])
+    assert code == ErrorCode.INVALID_REQUEST and "cannot be altered" in text
