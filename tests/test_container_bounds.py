@@ -182,6 +182,8 @@ def test_a_metadata_block_with_a_byte_count_reads_like_one_without() -> None:
     too_many = MAGIC + encode_long(len(entries) // 2 + 1) + entries + encode_long(0) + SYNC
     with pytest.raises(TruncatedBlock):
         decode_header(too_many[: len(MAGIC) + 1 + len(entries)])
+    with pytest.raises(BlockDamage, match="bad header: variable-length integer longer"):
+        decode_header(MAGIC + encode_long(1) + b"\x80" * 11 + bytes(40))
     with pytest.raises(BlockDamage, match="negative key length"):
         decode_header(MAGIC + encode_long(1) + encode_long(-1) + bytes(40))
     exact = MAGIC + encode_long(1) + encode_long(3) + b"abc"  # the value length is missing
