@@ -65,6 +65,7 @@ _RECORDS_TESTS = (
     "tests/test_json_form_edges.py",
     "tests/test_records_support.py",
     "tests/test_records_format.py",
+    "tests/test_fast_decode_programs.py",
     "tests/test_fast_decode.py",
     "tests/test_schema_evolution.py",
 )
