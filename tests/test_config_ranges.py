@@ -7,6 +7,10 @@ import pytest
 from api.controller.config_defs import (
     CLUSTER_CONFIGS,
     TOPIC_CONFIGS,
+    cluster_bool,
+    cluster_int,
+    cluster_value,
+    resolve_topic_configs,
     validate_cluster_config,
     validate_topic_config,
 )
@@ -99,3 +103,46 @@ def test_ratios_are_at_most_one(name: str) -> None:
     assert validate_cluster_config("log.cleaner.min.cleanable.ratio", "1") == "1.0"
     with pytest.raises(InvalidConfigError, match="no more than 1"):
         validate_cluster_config("log.cleaner.min.cleanable.ratio", "1.001")
+
+
+SYNONYMS = {
+    "retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
+}
+"""Kafka's time keys with unit synonyms, strongest first."""
+
+
+def test_unit_synonyms_scale_to_milliseconds_strongest_first() -> None:
+    for name, synonyms in SYNONYMS.items():
+        assert TOPIC_CONFIGS[name].synonyms == synonyms
+    resolved = {c.name: c for c in resolve_topic_configs({}, {"log.retention.minutes": "3"})}
+    assert (resolved["retention.ms"].value, resolved["retention.ms"].source_name) == (
+        "180000",
+        "log.retention.minutes",
+    )
+    both = {"log.retention.minutes": "3", "log.retention.hours": "1", "log.roll.hours": "2"}
+    resolved = {c.name: c for c in resolve_topic_configs({}, both)}
+    assert resolved["retention.ms"].value == "180000"
+    assert resolved["segment.ms"].value == "7200000"
+
+
+def test_unit_keys_have_no_default_of_their_own() -> None:
+    for key in ("log.retention.hours", "log.retention.minutes", "log.roll.hours"):
+        definition = CLUSTER_CONFIGS[key]
+        assert definition.default is None
+        assert "in units of" in definition.doc
+        with pytest.raises(KeyError, match="has no value and no default"):
+            cluster_value({}, key)
+        assert cluster_value({key: "2"}, key) == 2
+    assert CLUSTER_CONFIGS["log.retention.ms"].default == TOPIC_CONFIGS["retention.ms"].default
+
+
+def test_typed_cluster_values() -> None:
+    assert cluster_int({}, "num.partitions") == 1
+    assert cluster_int({"num.partitions": "12"}, "num.partitions") == 12
+    assert cluster_bool({}, "delete.topic.enable") is True
+    assert cluster_bool({"delete.topic.enable": "FALSE"}, "delete.topic.enable") is False
