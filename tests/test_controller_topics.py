@@ -175,3 +175,21 @@ def test_a_refused_deletion_names_the_topic_as_asked(service: MetadataService) -
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.UNKNOWN_TOPIC_ID,
     ]
+
+
+def test_a_manual_assignment_leaves_the_counts_to_it(service: MetadataService) -> None:
+    with_factor = CreatableTopic(name="m", replication_factor=1, assignments=((0, (1,)),))
+    code, text = create(service, with_factor)
+    assert code == ErrorCode.INVALID_REQUEST and "replication factor was not set to -1" in text
+    with_count = CreatableTopic(name="m", num_partitions=1, assignments=((0, (1,)),))
+    code, text = create(service, with_count)
+    assert code == ErrorCode.INVALID_REQUEST and "numPartitions was not set to -1" in text
+
+
+def test_a_decrease_with_assignments_is_not_an_increase(service: MetadataService) -> None:
+    create(service, sized("one", 1, 1))
+    code, text = grow(service, "one", 0, ((1,),))
+    assert code == ErrorCode.INVALID_PARTITIONS and "0 would not be an increase" in text
+    assert grow(service, "one", 2, ((2,),)) == (ErrorCode.NONE, "")
+    code, text = grow(service, "one", 3, ((1, 2),))
+    assert code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
