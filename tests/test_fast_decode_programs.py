@@ -8,7 +8,7 @@ import pytest
 
 from records import fast_decode
 from records.codec import DEFAULT_CODEC
-from records.fast_decode import _is_current, _Programs, fast_decoder
+from records.fast_decode import _is_current, _Programs, column_plan, fast_decoder
 from records.schemas import CURRENT_SCHEMAS
 
 
@@ -83,3 +83,31 @@ def test_a_malformed_writer_schema_gets_no_compiled_decoder(
         assert fast_decoder(schema, {}, {}, {}) is None
     assert "no compiled decoder for this writer schema: unknown named type" in caplog.text
     assert DEFAULT_CODEC.decoder_name == "compiled"
+
+
+def test_a_dotted_name_sets_the_namespace_of_what_it_holds() -> None:
+    programs = _Programs()
+    programs.compile({"type": "fixed", "name": "a.b.Id", "size": 4})
+    record = {"type": "record", "name": "a.b.R", "fields": [{"name": "id", "type": "Id"}]}
+    assert programs.compile(record) == ("record", ("id",), (("fixed", 4),))
+
+
+def test_no_columnar_plan_for_a_schema_of_another_shape(caplog: pytest.LogCaptureFixture) -> None:
+    def plan(schema: object) -> object:
+        return column_plan(
+            schema,
+            {},
+            {},
+            {},
+            kinds=[],
+            types=[],
+            payload=False,
+            structs_json=str,
+            json_dumps=str,
+        )
+
+    other = {"type": "record", "name": "E", "fields": [{"name": "offset", "type": "long"}]}
+    assert plan(other) is None
+    with caplog.at_level(logging.DEBUG, logger="records.fast_decode"):
+        assert plan({"type": "record", "name": "E"}) is None
+    assert "no columnar decoder for this writer schema" in caplog.text
