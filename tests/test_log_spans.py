@@ -148,3 +148,31 @@ def test_a_span_counts_its_entries() -> None:
     )
     assert span.entries == 7
     assert dataclasses.replace(span, next_offset=5).entries == 0
+
+
+def test_a_cut_falls_on_the_first_index_point_split_bytes_away(
+    built: tuple[Path, list[LogEntry]],
+) -> None:
+    directory, _ = built
+    with MetadataLog.open(directory, config=CONFIG, read_only=True) as log:
+        finest = log.read_spans(split_bytes=1)
+        first_segment = [s for s in finest if s.path == finest[0].path]
+        assert len(first_segment) >= 3
+        # With split_bytes=1 every index point of the segment starts a span.
+        distance = first_segment[1].start - first_segment[0].start
+        exact = log.read_spans(split_bytes=distance)
+        assert exact[0].end == first_segment[1].start
+        assert exact[0].next_offset == first_segment[1].first_offset
+        wider = log.read_spans(split_bytes=distance + 1)
+        assert wider[0].end > first_segment[1].start
+
+
+def test_a_segment_whose_index_misses_its_first_block_still_spans_it(tmp_path: Path) -> None:
+    sparse = LogConfig(segment_bytes=20_000, index_interval_bytes=1 << 20)
+    with MetadataLog.open(tmp_path / "log", config=sparse) as log:
+        for i in range(5):
+            log.append([FeatureLevelRecord(name=f"f{i}", feature_level=i)])
+        entries = list(log.read())
+        spans = log.read_spans(split_bytes=1)
+    assert [e for s in spans for e in _entries(s)] == entries
+    assert spans[0].first_offset == 0 and spans[0].min_timestamp == entries[0].timestamp
