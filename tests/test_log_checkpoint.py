@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zlib
 from pathlib import Path
 
@@ -95,3 +96,10 @@ def test_a_file_larger_than_4_kib_is_refused_unread(tmp_path: Path) -> None:
     (tmp_path / "checkpoints").write_bytes(POINT.encode().ljust(4097, b"\n"))
     with pytest.raises(CheckpointDamage, match="it is larger than 4096 bytes"):
         read_checkpoint(tmp_path)
+
+
+def test_writing_checkpoints_leaks_no_descriptor(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(20):
+        write_checkpoint(tmp_path, POINT, sync_directory=i % 2 == 0)
+    assert len(os.listdir("/proc/self/fd")) == before

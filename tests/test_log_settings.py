@@ -144,3 +144,14 @@ def test_a_lock_file_left_empty_names_another_process(tmp_path: Path) -> None:
     lock.acquire()  # a stale, longer holder text is replaced whole
     assert (tmp_path / LOCK_NAME).read_text() == f"pid {os.getpid()} on {os.uname().nodename}\n"
     lock.release()
+
+
+def test_a_refused_lock_leaks_no_descriptor(tmp_path: Path) -> None:
+    holder = DirectoryLock(tmp_path)
+    holder.acquire()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with pytest.raises(LogLockedError):
+            DirectoryLock(tmp_path).acquire()
+    assert len(os.listdir("/proc/self/fd")) == before
+    holder.release()

@@ -11,6 +11,7 @@ import pytest
 
 from metadata_log import LogConfig, LogCorruptionError, LogError, MetadataLog
 from metadata_log.errors import LogClosedError
+from metadata_log.index import OFFSET_MAGIC, SparseIndex
 from metadata_log.spans import ReadSpan, read_span
 from records.codec import DEFAULT_CODEC
 from records.entry import LogEntry
@@ -158,6 +159,11 @@ def test_a_cut_falls_on_the_first_index_point_split_bytes_away(
         finest = log.read_spans(split_bytes=1)
         first_segment = [s for s in finest if s.path == finest[0].path]
         assert len(first_segment) >= 3
+        # With split_bytes=1 a span starts at each point of the segment's offset index.
+        loaded = SparseIndex.load(first_segment[0].path.with_suffix(".index"), OFFSET_MAGIC)
+        assert loaded is not None
+        assert [s.start for s in first_segment] == loaded[0].values
+        assert [s.first_offset for s in first_segment] == loaded[0].keys
         # With split_bytes=1 every index point of the segment starts a span.
         distance = first_segment[1].start - first_segment[0].start
         exact = log.read_spans(split_bytes=distance)
