@@ -17,6 +17,7 @@ from api.controller.names import (
     unify_collision_chars,
     validate_topic_name,
 )
+from api.controller.namespaces import validate_namespace_name
 from records.model import NamespaceRecord, PartitionRecord, Record, TopicRecord
 from records.uuids import Uuid
 from replay.delta import replay_records
@@ -146,3 +147,15 @@ def test_partitions_are_named_by_qualified_topic_name_and_index() -> None:
     image = _image()
     assert partition_name(resolve_topic(image, TopicRef(topic_id=T1)), 0) == "orders-0"
     assert partition_name(resolve_topic(image, TopicRef(topic_id=T2)), 7) == "org:t-7"
+
+
+def test_a_namespace_name_of_the_longest_length_is_legal_and_one_more_is_not() -> None:
+    longest = ":".join(["a" * 100, "b" * 100, "c" * (MAX_NAME_LENGTH - 202)])
+    assert len(longest) == MAX_NAME_LENGTH
+    validate_namespace_name(longest)
+    with pytest.raises(ApiError) as info:
+        validate_namespace_name(longest + "c")
+    assert _code(info) == ErrorCode.INVALID_REQUEST
+    assert f"is {MAX_NAME_LENGTH + 1} characters long; the limit is {MAX_NAME_LENGTH}" in str(
+        info.value
+    )
