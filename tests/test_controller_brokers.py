@@ -147,3 +147,20 @@ def test_a_broker_in_controlled_shutdown_is_not_unfenced(service: MetadataServic
         act(service, 1, BrokerAction.UNFENCE)
     assert info.value.error_code == ErrorCode.INVALID_REQUEST
     assert "register it again" in info.value.message
+
+
+def test_a_follower_leaves_the_isr_and_a_last_member_stays(service: MetadataService) -> None:
+    for broker_id in (1, 2):
+        register(service, RegisterBroker(broker_id=broker_id))
+    service.execute(
+        lambda image: service.controller.create_topics(
+            image, [CreatableTopic(name="t", assignments=((0, (1, 2)),))]
+        )
+    )
+    assert act(service, 2, BrokerAction.FENCE).partitions_changed == 1  # the ISR only
+    assert (partition(service, "t").leader, partition(service, "t").isr) == (1, (1,))
+    act(service, 1, BrokerAction.FENCE)
+    assert (partition(service, "t").leader, partition(service, "t").isr) == (NO_LEADER, (1,))
+    gone = act(service, 1, BrokerAction.UNREGISTER)
+    assert gone.partitions_changed == 0  # the last member stays, leaderless: nothing to write
+    assert service.image.cluster.get(1) is None
