@@ -146,3 +146,11 @@ def test_typed_cluster_values() -> None:
     assert cluster_int({"num.partitions": "12"}, "num.partitions") == 12
     assert cluster_bool({}, "delete.topic.enable") is True
     assert cluster_bool({"delete.topic.enable": "FALSE"}, "delete.topic.enable") is False
+
+
+def test_a_text_synonym_passes_through_as_it_is() -> None:
+    resolved = {c.name: c for c in resolve_topic_configs({}, {"log.cleanup.policy": "compact"})}
+    assert (resolved["cleanup.policy"].value, resolved["cleanup.policy"].source_name) == (
+        "compact",
+        "log.cleanup.policy",
+    )
