@@ -93,6 +93,7 @@ _CONTROLLER_TESTS = (
     "tests/test_config_ranges.py",
     "tests/test_controller_configs.py",
     "tests/test_controller_brokers.py",
+    "tests/test_controller_elections.py",
     "tests/test_config_defs.py",
     "tests/test_namespaces.py",
     "tests/test_partition_reduction.py",
