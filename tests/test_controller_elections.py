@@ -92,6 +92,5 @@ def test_an_unclean_election_takes_a_live_replica_outside_the_isr(
     assert elect(service, ElectionType.UNCLEAN) == []
 
 
-def _records(*records: PartitionChangeRecord) -> object:
-
+def _records(*records: PartitionChangeRecord) -> ControllerResult[None]:
     return ControllerResult(records=records, response=None)
