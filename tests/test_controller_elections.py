@@ -14,6 +14,7 @@ from api.controller.commands import (
     CreatableTopic,
     ElectionType,
     PartitionResult,
+    Reassignment,
     RegisterBroker,
     TopicPartition,
     TopicRef,
@@ -94,3 +95,39 @@ def test_an_unclean_election_takes_a_live_replica_outside_the_isr(
 
 def _records(*records: PartitionChangeRecord) -> ControllerResult[None]:
     return ControllerResult(records=records, response=None)
+
+
+def reassign(svc: MetadataService, name: str, replicas: tuple[int, ...] | None) -> PartitionResult:
+    move = Reassignment(
+        partition=TopicPartition(topic=TopicRef(name=name), partition=0), replicas=replicas
+    )
+    (result,) = svc.execute(lambda image: svc.controller.alter_reassignments(image, [move]))
+    return result
+
+
+def test_a_reassignment_that_only_adds_is_listed_and_cancelled(service: MetadataService) -> None:
+    fence(service, 3)  # the added replica cannot catch up: the reassignment stays in progress
+    assert reassign(service, "a", (1, 2, 3)).outcome.ok
+    moving = partition(service, "a")
+    assert (moving.replicas, moving.adding_replicas, moving.removing_replicas) == (
+        (1, 2, 3),
+        (3,),
+        (),
+    )
+    listed = service.controller.list_reassignments(service.image)
+    assert [(t.name, p.partition_id) for t, p in listed] == [("a", 0)]
+    assert reassign(service, "a", None).outcome.ok
+    back = partition(service, "a")
+    assert (back.replicas, back.isr, back.adding_replicas) == ((1, 2), (1, 2), ())
+    assert service.controller.list_reassignments(service.image) == []
+    again = reassign(service, "a", None)
+    assert again.outcome.error_code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+
+
+def test_cancelling_keeps_only_original_replicas_in_the_isr(service: MetadataService) -> None:
+    fence(service, 1)  # a's ISR is (2,), b's (2, 3)
+    assert reassign(service, "b", (2, 3, 1)).outcome.ok  # 1 is fenced: in progress
+    assert partition(service, "b").adding_replicas == (1,)
+    assert reassign(service, "b", None).outcome.ok
+    back = partition(service, "b")
+    assert (back.replicas, back.isr, back.leader) == ((2, 3), (2, 3), 2)
