@@ -131,3 +131,22 @@ def test_cancelling_keeps_only_original_replicas_in_the_isr(service: MetadataSer
     assert reassign(service, "b", None).outcome.ok
     back = partition(service, "b")
     assert (back.replicas, back.isr, back.leader) == ((2, 3), (2, 3), 2)
+
+
+def test_a_preferred_leader_must_be_in_the_isr_and_live(service: MetadataService) -> None:
+    fence(service, 1)
+    service.execute(lambda image: service.controller.change_broker(image, 1, BrokerAction.UNFENCE))
+    assert partition(service, "a").isr == (2,)  # live again, not yet back in the ISR
+    (result,) = elect(service, ElectionType.PREFERRED, "a")
+    assert result.outcome.error_code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    assert partition(service, "a").leader == 2
+
+
+def test_an_unclean_election_replaces_a_leader_that_is_not_live(service: MetadataService) -> None:
+    # Registered again as fenced, broker 1 keeps leading `a` until something moves it.
+    register = RegisterBroker(broker_id=1, fenced=True)
+    service.execute(lambda image: service.controller.register_broker(image, register))
+    assert partition(service, "a").leader == 1
+    (result,) = elect(service, ElectionType.UNCLEAN, "a")
+    assert result.outcome.error_code == ErrorCode.NONE
+    assert (partition(service, "a").leader, partition(service, "a").isr) == (2, (2,))
