@@ -1,6 +1,6 @@
 """Mutation testing: small changes to a module (mutants) run against the tests that exercise it.
 
-Usage: python tests/mutate.py [--min-score PCT] [--report DIR] [--list] [MODULE ...]
+Usage: python tests/mutate.py [--min-score PCT] [--report DIR] [--list] [--again] [MODULE ...]
 
 MODULE is a source file of `TARGETS` (default: all of them, one after another). For each:
 
