@@ -64,10 +64,12 @@ bench: $(STAMP_TEST)
 	$(PY) bench/cli_bench.py
 
 # Mutation testing (docs/testing.md): each module's mutants against the tests that exercise it,
-# one module at a time, at low priority. `make mutate MODULES=replay/delta.py` for one module.
+# one module at a time, at low priority. `make mutate MODULES=replay/delta.py` for one module;
+# `make mutate MODULES=... AGAIN=1` runs only the survivors of each module's last report.
 MODULES ?=
+AGAIN ?=
 mutate: $(STAMP_TEST)
-	nice -n 10 $(PY) tests/mutate.py $(MODULES)
+	nice -n 10 $(PY) tests/mutate.py $(if $(AGAIN),--again) $(MODULES)
 
 clean:
 	rm -rf .mutation $(VENV) tests/interop/node_modules build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -532,6 +532,32 @@ def test_a_decrease_waits_for_a_reassignment(service: MetadataService) -> None:
     assert service.log.end_offset == before
 
 
+def test_a_decrease_waits_for_a_reassignment_that_only_adds(service: MetadataService) -> None:
+    service.execute(lambda image: service.controller.change_broker(image, 3, BrokerAction.FENCE))
+    moving = next(p for p in topic_of(service).partitions if 3 not in p.replicas)
+    move = Reassignment(
+        partition=TopicPartition(topic=TopicRef(name="orders"), partition=moving.partition_id),
+        replicas=(*moving.replicas, 3),
+    )
+    (moved,) = service.execute(lambda image: service.controller.alter_reassignments(image, [move]))
+    assert moved.outcome.ok
+    partition = topic_of(service).partitions[moving.partition_id]
+    assert partition.adding_replicas == (3,) and partition.removing_replicas == ()
+    result = reduce(service, "orders", 2, 0)
+    assert result.outcome.error_code == ErrorCode.INVALID_PARTITIONS
+    assert "are being reassigned" in (result.outcome.error_message or "")
+
+
+def test_a_topic_cancelled_twice_in_one_request_is_a_duplicate(service: MetadataService) -> None:
+    assert reduce(service, "orders", 2, MINUTE).outcome.ok
+    request = CancelPartitionDeletion(topic=TopicRef(name="orders"))
+    results = service.execute(
+        lambda image: service.controller.cancel_partition_deletions(image, [request, request])
+    )
+    assert [r.outcome.error_code for r in results] == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
+    assert results[1].outcome.error_message == "Duplicate topic in the request."
+
+
 def test_validate_only_and_duplicates(service: MetadataService) -> None:
     before = service.log.end_offset
     result = reduce(service, "orders", 2, MINUTE, validate_only=True)

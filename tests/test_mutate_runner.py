@@ -1,0 +1,70 @@
+"""The mutation runner's choices: what it mutates, which tests a mutant runs, `--again`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from mutate import Mutant, _previous_survivors, _tests_for, enumerate_mutants
+
+SOURCE = '''
+from __future__ import annotations
+from collections.abc import Callable
+
+Hook = Callable[[int], int]
+LIMIT = 3
+Pair = tuple[int, int] | None
+
+
+def f(x: int, hook: Hook) -> int:
+    """Docs."""
+    return hook(x) + LIMIT if x < LIMIT else 0
+'''
+
+
+def test_type_aliases_that_only_annotate_are_not_mutated() -> None:
+    lines = {m.source_line for m, _, _ in enumerate_mutants(SOURCE)}
+    assert "LIMIT = 3" in lines
+    assert not any(line.startswith(("Hook =", "Pair =")) for line in lines)
+
+
+def _mutant(*, module_level: bool = False) -> Mutant:
+    return Mutant(
+        index=0,
+        line=1,
+        last_line=1,
+        module_level=module_level,
+        operator="constant",
+        description="1 -> 2",
+        source_line="x",
+    )
+
+
+def test_a_line_run_at_import_runs_every_test() -> None:
+    tests = {"t.py::a", "t.py::b", "u.py::c"}
+    assert _tests_for(_mutant(), [], tests) == set()
+    assert _tests_for(_mutant(), ["t.py::a"], tests) == {"t.py::a"}
+    assert _tests_for(_mutant(), ["import:t.py", "u.py::c"], tests) == tests
+    assert _tests_for(_mutant(module_level=True), ["t.py::a"], tests) == tests
+
+
+def test_again_takes_the_last_report_of_an_unchanged_module(tmp_path: Path) -> None:
+    source = "x = 1\ny = 2\n"
+    survivor = {"line": 2, "operator": "constant", "mutation": "2 -> 3", "source": "y = 2"}
+    report = {
+        "killed": 5,
+        "timed_out": 1,
+        "survived": [survivor],
+        "uncovered": [],
+        "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+    }
+    (tmp_path / "m.py.json").write_text(json.dumps(report))
+    score, keys = _previous_survivors("m.py", tmp_path, source)
+    assert (score.killed, score.timed_out) == (5, 1)
+    assert keys == {(2, "constant", "2 -> 3", "y = 2"): 1}
+    with pytest.raises(SystemExit, match="changed since its last run"):
+        _previous_survivors("m.py", tmp_path, source + "z = 3\n")
+    with pytest.raises(SystemExit, match="no earlier report"):
+        _previous_survivors("other.py", tmp_path, source)
