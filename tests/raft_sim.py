@@ -396,8 +396,8 @@ def run_seed(seed: int, *, trace: bool = False, scenario: str | None = None) -> 
     c = Cluster(seed, voters=voters, observers=1 if seed % 3 == 0 else 0, trace=trace)
     c.log(f"scenario {name}, {voters} voters")
     rng = c.rng
-    fault_at = rng.randint(2500, 4000)
-    for t in range(500, 9000, rng.choice([150, 300, 600])):
+    fault_at = rng.randint(2000, 3500)
+    for t in range(500, 7000, rng.choice([200, 400, 800])):
         c.at(t, c.propose)
     if name == "leader_kill_restart":
         c.at(fault_at, lambda: _scenario_kill_leader(c, fault_at))
@@ -439,20 +439,16 @@ def run_seed(seed: int, *, trace: bool = False, scenario: str | None = None) -> 
         for k in range(4):
             at = fault_at - 1500 + k * rng.randint(400, 1200)
             c.at(at, lambda: _chaos_step(c))
-    heal_at = 9000
+    heal_at = 7000
     c.run_until(heal_at)
     c.heal()
-    # Liveness once everything is healed: a leader, and a proposal committed everywhere.
-    c.run_until(heal_at + 8000)
-    for _ in range(3):
+    # Liveness once everything is healed: within 10 s, proposals are acknowledged again.
+    acked = len(c.checker.acked)
+    while len(c.checker.acked) < acked + 2 and c.now < heal_at + 10_000:
         c.propose()
-        c.run_until(c.now + 2000)
-    leader = c.leader()
-    if leader is None or leader.core is None:
-        raise InvariantViolation(f"seed {seed}: no leader 9 s after healing")
-    last = c.checker.acked.keys()
-    if not last or max(last) < leader.core.high_watermark - 4:
-        raise InvariantViolation(f"seed {seed}: proposals after healing were not acknowledged")
+        c.run_until(c.now + 250)
+    if len(c.checker.acked) < acked + 2:
+        raise InvariantViolation(f"seed {seed}: no proposal acknowledged 10 s after healing")
     c.checker.check_all_committed()
     return c
 
