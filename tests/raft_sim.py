@@ -174,6 +174,8 @@ class Cluster:
         self.drop_rate = self.rng.choice([0.0, 0.0, 0.02, 0.1])
         self.dup_rate = self.rng.choice([0.0, 0.01, 0.05])
         self.max_delay = self.rng.choice([2, 10, 40])
+        # A long linger widens the window in which the leader's entries are not yet durable.
+        self.linger = self.rng.choice([0, 25, 25, 400])
         self.blocked: set[tuple[int, int]] = set()
         self.checker = Checker(self)
         self.proposed: dict[int, list[Entry]] = {}
@@ -190,7 +192,7 @@ class Cluster:
         return [self.nodes[i] for i in sorted(self.voter_ids)]
 
     def config(self, node_id: int) -> QuorumConfig:
-        return QuorumConfig(node_id=node_id, voters=self.voter_ids)
+        return QuorumConfig(node_id=node_id, voters=self.voter_ids, append_linger_ms=self.linger)
 
     def start(self, node: SimNode) -> None:
         if node.core is not None:
