@@ -16,6 +16,7 @@ import heapq
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -181,6 +182,8 @@ class Cluster:
         self.proposed: dict[int, list[Entry]] = {}
         self.payloads = 0
         self.events = 0
+        self.stats: Counter[str] = Counter()
+        """What the seed exercised: leaders elected, truncations, entries lost on kill, ..."""
         for node in self.nodes.values():
             if node.id in self.voter_ids:
                 node.state = QuorumState(leader_epoch=0, voters=self.voter_ids)
@@ -219,12 +222,16 @@ class Cluster:
             return
         self.log(f"kill {node.id}")
         node.core = None
+        before = len(node.log.entries)
         node.log.crash(self.rng)
+        self.stats["kills"] += 1
+        self.stats["entries lost on kill"] += before - len(node.log.entries)
         self.checker.check_all_committed()
 
     def wipe(self, node: SimNode) -> None:
         self.kill(node)
         self.log(f"wipe {node.id}")
+        self.stats["wipes"] += 1
         node.log = SimLog()
         node.state = None
         self.checker.epochs.pop(node.id, None)
@@ -279,9 +286,16 @@ class Cluster:
     def apply(self, node: SimNode, ready: Ready) -> None:
         log = node.log
         if ready.quorum_state is not None:
+            if node.state is None:
+                self.stats["wiped voters caught up"] += 1
             node.state = ready.quorum_state
+        if ready.role is Role.LEADER:
+            self.stats["leaders elected"] += 1
+        if ready.role is Role.RESIGNED:
+            self.stats["resignations"] += 1
         if ready.truncate_to is not None:
             self.checker.on_truncate(node, ready.truncate_to)
+            self.stats["truncations"] += 1
             del log.entries[ready.truncate_to :]
             log.flushed = min(log.flushed, len(log.entries))
             self.checker.check_all_committed()
