@@ -9,7 +9,7 @@ from metadata_log.raft.errors import RaftConfigError
 
 MAX_NODE_ID = 2**31 - 1
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
-_VOTER = re.compile(r"^(\d{1,10})@(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):(\d{1,5})$")
+_VOTER = re.compile(r"(\d{1,10})@(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):(\d{1,5})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,7 +25,7 @@ def parse_voters(text: str) -> dict[int, VoterAddress]:
     voters: dict[int, VoterAddress] = {}
     for raw in text.split(","):
         item = raw.strip()
-        match = _VOTER.match(item)
+        match = _VOTER.fullmatch(raw.strip(" "))
         if match is None:
             raise RaftConfigError(
                 f"controller.quorum.voters: {item[:60]!r} is not id@host:port; write it like "
