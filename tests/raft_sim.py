@@ -29,7 +29,7 @@ from metadata_log.raft.messages import Entry, FetchResponse, Message
 from metadata_log.raft.quorum_state import QuorumState
 
 MAX_FETCH_ENTRIES = 4
-"""Entries per Fetch answer (small, so catching up takes several steps)."""
+"""The most entries per Fetch answer (small, so catching up takes several steps)."""
 
 
 class InvariantViolation(AssertionError):
@@ -177,6 +177,9 @@ class Cluster:
         self.max_delay = self.rng.choice([2, 10, 40])
         # A long linger widens the window in which the leader's entries are not yet durable.
         self.linger = self.rng.choice([0, 25, 25, 400])
+        # One entry per answer lets a follower acknowledge a new leader's old-epoch entries
+        # without its marker (where the epoch-start rule matters).
+        self.fetch_entries = self.rng.randint(1, MAX_FETCH_ENTRIES)
         self.blocked: set[tuple[int, int]] = set()
         self.checker = Checker(self)
         self.proposed: dict[int, list[Entry]] = {}
@@ -308,7 +311,7 @@ class Cluster:
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
-                until = min(out.read_until, out.read_from + MAX_FETCH_ENTRIES, len(log.entries))
+                until = min(out.read_until, out.read_from + self.fetch_entries, len(log.entries))
                 message = replace(message, records=tuple(log.entries[out.read_from : until]))
             self.send(node.id, out.destination, message)
         if ready.role is not None and self.trace:

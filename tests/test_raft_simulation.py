@@ -103,15 +103,15 @@ def _planted(monkeypatch: pytest.MonkeyPatch, bug: str) -> Iterator[None]:
 @pytest.mark.parametrize(
     ("bug", "expected"),
     [
-        ("two votes per epoch", "two leaders in epoch"),
-        ("unflushed offsets in the high watermark", "committed offset"),
-        ("votes ignore the log", "lacks acknowledged"),
+        ("two votes per epoch", ("two leaders in epoch",)),
+        ("unflushed offsets in the high watermark", ("committed offset",)),
+        ("votes ignore the log", ("lacks acknowledged", "below its high watermark")),
     ],
 )
 def test_the_checker_catches_a_planted_bug(
-    monkeypatch: pytest.MonkeyPatch, bug: str, expected: str
+    monkeypatch: pytest.MonkeyPatch, bug: str, expected: tuple[str, ...]
 ) -> None:
     with _planted(monkeypatch, bug):
         failure = _first_failure(300)
     assert failure is not None, f"no seed caught: {bug}"
-    assert expected in failure, failure
+    assert any(what in failure for what in expected), failure
