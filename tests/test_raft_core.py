@@ -381,3 +381,39 @@ def test_a_restarted_leader_does_not_lead_again_in_its_epoch() -> None:
     core = make(1, epoch=4, leader=1, voted=1)
     assert core.role is Role.RESIGNED
     assert isinstance(core.propose([b"x"]), NotLeader)
+
+
+def test_a_follower_whose_leader_says_it_no_longer_leads_stands_at_once() -> None:
+    core = make(2, epoch=3, leader=1)
+    [out] = sent(drain(core), FetchRequest)
+    core.step(
+        1,
+        FetchResponse(
+            correlation_id=out.message.correlation_id,
+            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            high_watermark=NO_HIGH_WATERMARK,
+            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=3),
+        ),
+    )
+    drain(core)
+    core.tick(core.now_ms)
+    ready = drain(core)
+    assert core.role is Role.PROSPECTIVE
+    assert {o.destination for o in sent(ready, VoteRequest)} == {1, 3}
+    assert all(o.message.pre_vote for o in sent(ready, VoteRequest))
+
+
+def test_a_late_fetch_answer_from_another_request_is_ignored() -> None:
+    core = make(2, epoch=3, leader=1)
+    [out] = sent(drain(core), FetchRequest)
+    core.step(
+        1,
+        FetchResponse(
+            correlation_id=out.message.correlation_id + 100,
+            error_code=ErrorCode.NONE,
+            high_watermark=0,
+            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=3),
+            diverging_epoch=EpochEndOffset(epoch=0, end_offset=0),
+        ),
+    )
+    assert drain(core).empty

@@ -345,7 +345,11 @@ def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
             core._become_follower(core.epoch, hint.leader_id)
             if core.role is Role.OBSERVER:
                 return
-        if core.role is Role.FOLLOWER and sender == core.leader_id and hint.leader_id != sender:
+        if (
+            core.role is Role.FOLLOWER
+            and sender == core.leader_id
+            and msg.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        ):
             # Our leader says it no longer leads this epoch (it resigned or restarted).
             core._leader_ended = True
             core._ended = (core.epoch, sender)
