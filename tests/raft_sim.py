@@ -160,7 +160,13 @@ class Cluster:
     """Nodes, the network, the clock and the event queue of one seed."""
 
     def __init__(
-        self, seed: int, *, voters: int = 3, observers: int = 0, trace: bool = False
+        self,
+        seed: int,
+        *,
+        voters: int = 3,
+        observers: int = 0,
+        trace: bool = False,
+        faults: bool = True,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -180,6 +186,10 @@ class Cluster:
         # One entry per answer lets a follower acknowledge a new leader's old-epoch entries
         # without its marker (where the epoch-start rule matters).
         self.fetch_entries = self.rng.randint(1, MAX_FETCH_ENTRIES)
+        if not faults:
+            # A directed schedule: a reliable, fast network, one entry per fetch, no linger.
+            self.drop_rate = self.dup_rate = 0.0
+            self.max_delay, self.linger, self.fetch_entries = 2, 0, 1
         self.blocked: set[tuple[int, int]] = set()
         self.checker = Checker(self)
         self.proposed: dict[int, list[Entry]] = {}
@@ -336,8 +346,11 @@ class Cluster:
             self.proposed[node.id].append(entry)
         self.process(node)
 
-    def run_until(self, end: int) -> None:
+    def run_until(self, end: int, *, until: Callable[[], bool] | None = None) -> bool:
+        """Run the events up to time `end`, or until `until()` holds after an event."""
         while self.queue and self.queue[0][0] <= end:
+            if until is not None and until():
+                return True
             at, _, kind, args = heapq.heappop(self.queue)
             self.now = max(self.now, at)
             self.events += 1
@@ -362,7 +375,10 @@ class Cluster:
                     self.log(f"{source} -> {destination}: {message}")
                 node.core.step(source, message)  # type: ignore[arg-type]
                 self.process(node)
+        if until is not None and until():
+            return True
         self.now = max(self.now, end)
+        return False
 
     def log(self, text: str) -> None:
         if self.trace:
