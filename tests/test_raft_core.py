@@ -417,3 +417,22 @@ def test_a_late_fetch_answer_from_another_request_is_ignored() -> None:
         ),
     )
     assert drain(core).empty
+
+
+def test_describe_quorum_shows_each_voters_lag_on_the_leader_only() -> None:
+    core = make(1)
+    elect(core)
+    drain(core)
+    core.propose([b"a", b"b"])
+    drain(core)
+    core.step(2, fetch(2, core.epoch, 3, core.epoch))
+    core.step(9, fetch(9, core.epoch, 1, core.epoch))  # an observer
+    drain(core)
+    described = core.describe_quorum()
+    assert described.error_code is ErrorCode.NONE and described.leader_id == 1
+    assert described.high_watermark == 3
+    ends = {r.replica_id: r.log_end_offset for r in described.current_voters}
+    assert ends == {1: 3, 2: 3, 3: -1}
+    assert [r.replica_id for r in described.observers] == [9]
+    follower = make(2, epoch=1, leader=1)
+    assert follower.describe_quorum().error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -25,6 +25,7 @@ from metadata_log.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     Entry,
@@ -230,6 +231,10 @@ class RaftCore:
                 self._leader.begin_sent_ms.pop(sender, None)
         elif isinstance(message, EndQuorumEpochResponse):
             pass  # Nothing to do: the election that follows tells the rest.
+
+    def describe_quorum(self) -> DescribeQuorumResponse:
+        """DescribeQuorum as this node answers it (NOT_LEADER_OR_FOLLOWER off the leader)."""
+        return handlers.describe_quorum(self)
 
     def current_leader(self) -> LeaderIdAndEpoch:
         """The leader this node knows of, and its epoch."""

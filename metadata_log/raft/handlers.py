@@ -20,16 +20,18 @@ from metadata_log.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    ReplicaState,
     VoteRequest,
     VoteResponse,
 )
-from metadata_log.raft.replication import diverging_epoch, truncation_offset
+from metadata_log.raft.replication import VoterProgress, diverging_epoch, truncation_offset
 from metadata_log.raft.roles import Role
 
 if TYPE_CHECKING:
@@ -425,3 +427,45 @@ def _caught_up(core: RaftCore) -> None:
     core._fetch_target = leader
     core._fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
     core._persist()
+
+
+def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
+    """DescribeQuorum: the leader's view of every replica (the lag `mlog quorum describe` shows)."""
+    leader = core._leader
+    if core.role is not Role.LEADER or leader is None:
+        return DescribeQuorumResponse(
+            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            leader_id=core.leader_id,
+            leader_epoch=core.epoch,
+            high_watermark=NO_HIGH_WATERMARK,
+            current_voters=(),
+            observers=(),
+        )
+
+    def state(replica: int) -> ReplicaState:
+        if replica == core.id:
+            now = core.now_ms
+            return ReplicaState(
+                replica_id=replica,
+                log_end_offset=core.log.end_offset,
+                last_fetch_timestamp=now,
+                last_caught_up_timestamp=now,
+            )
+        progress = leader.progress.get(replica, VoterProgress())
+        return ReplicaState(
+            replica_id=replica,
+            log_end_offset=progress.end_offset,
+            last_fetch_timestamp=progress.last_fetch_ms,
+            last_caught_up_timestamp=progress.last_caught_up_ms,
+        )
+
+    return DescribeQuorumResponse(
+        error_code=ErrorCode.NONE,
+        leader_id=core.id,
+        leader_epoch=core.epoch,
+        high_watermark=_leader_high_watermark(core),
+        current_voters=tuple(state(voter) for voter in sorted(core.config.voters)),
+        observers=tuple(
+            state(replica) for replica in sorted(set(leader.progress) - core.config.voters)
+        ),
+    )
