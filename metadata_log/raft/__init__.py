@@ -1,0 +1,29 @@
+"""The consensus core of the controller quorum (KIP-595 style), sans-IO.
+
+`RaftCore` is a pure object: it is fed messages (`step`), time (`tick`) and proposals
+(`propose`) and hands back a `Ready` of what to persist, append, truncate, flush and send. The
+shell that owns the log, the `quorum-state` file and the transport does the I/O. See
+docs/replication.md.
+"""
+
+from __future__ import annotations
+
+from metadata_log.raft.config import QuorumConfig, parse_voters
+from metadata_log.raft.core import NotLeader, OffsetRange, RaftCore, Ready, ReadyDone, Role
+from metadata_log.raft.log_view import LogView
+from metadata_log.raft.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+
+__all__ = [
+    "LogView",
+    "NotLeader",
+    "OffsetRange",
+    "QuorumConfig",
+    "QuorumState",
+    "RaftCore",
+    "Ready",
+    "ReadyDone",
+    "Role",
+    "parse_voters",
+    "read_quorum_state",
+    "write_quorum_state",
+]

@@ -1,0 +1,471 @@
+"""How the core answers each message, and the leader's timers (KIP-595 / KIP-996 rules).
+
+Functions of `RaftCore` kept apart from its state and transitions (core.py) so each module
+has one job; they use the core's transition helpers and never do I/O.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from metadata_log.raft.election import (
+    election_timeout,
+    log_at_least_as_up_to_date,
+    may_grant_pre_vote,
+    may_grant_vote,
+    successor_backoff,
+)
+from metadata_log.raft.messages import (
+    NO_HIGH_WATERMARK,
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    EpochEndOffset,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    ReplicaState,
+    VoteRequest,
+    VoteResponse,
+)
+from metadata_log.raft.replication import VoterProgress, diverging_epoch, truncation_offset
+from metadata_log.raft.roles import Role
+
+if TYPE_CHECKING:
+    from metadata_log.raft.core import RaftCore
+
+
+# ------------------------------------------------------------------------------- votes
+
+
+def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
+    """Grant or refuse a vote or pre-vote; a real vote is persisted before the answer."""
+
+    def reply(granted: bool, error: ErrorCode = ErrorCode.NONE) -> None:
+        # Only a live leader is named: a prospective must not go back to a dead one.
+        live_leader = core.leader_id if core.role in (Role.LEADER, Role.FOLLOWER) else NO_LEADER
+        core._send(
+            sender,
+            VoteResponse(
+                correlation_id=msg.correlation_id,
+                error_code=error,
+                leader_id=live_leader,
+                leader_epoch=core.epoch,
+                vote_granted=granted,
+            ),
+        )
+
+    if sender != msg.replica_id or sender == core.id:
+        return
+    if sender not in core.config.voters or not core.config.is_voter:
+        reply(False, ErrorCode.INCONSISTENT_VOTER_SET)
+        return
+    log_ok = log_at_least_as_up_to_date(
+        last_epoch=msg.last_offset_epoch,
+        end_offset=msg.last_offset,
+        than_epoch=core.log.last_epoch,
+        than_end_offset=core.log.end_offset,
+    )
+    if msg.pre_vote:
+        # KIP-996: nothing changes here, whatever the answer.
+        live = core.role is Role.LEADER or (
+            core.role is Role.FOLLOWER
+            and not core._leader_ended
+            and core.now_ms - core._fetched_ms < core.config.fetch_timeout_ms
+        )
+        granted = msg.replica_epoch >= core.epoch and may_grant_pre_vote(
+            has_live_leader=live, log_ok=log_ok, catching_up=core.catching_up
+        )
+        reply(granted)
+        return
+    if msg.replica_epoch < core.epoch:
+        reply(False)
+        return
+    if msg.replica_epoch > core.epoch:
+        core._become_unattached(msg.replica_epoch)
+    granted = may_grant_vote(
+        candidate=sender,
+        voted_id=core.voted_id,
+        leader_id=core.leader_id,
+        is_leader=core.role is Role.LEADER,
+        log_ok=log_ok,
+        catching_up=core.catching_up,
+    )
+    if granted and core.voted_id != sender:
+        core.voted_id = sender
+        core._persist()
+        if core.role is Role.UNATTACHED:
+            core._election_at = core.now_ms + core.config.election_timeout_ms
+    reply(granted)
+
+
+def on_vote_response(core: RaftCore, sender: int, msg: VoteResponse) -> None:
+    """Count (pre-)votes of the current round; learn of a newer epoch or a leader."""
+    if msg.leader_epoch > core.epoch:
+        if msg.leader_id in core.config.voters and msg.leader_id != core.id:
+            core._become_follower(msg.leader_epoch, msg.leader_id)
+        else:
+            core._become_unattached(msg.leader_epoch)
+        return
+    if msg.correlation_id not in core._round or msg.leader_epoch != core.epoch:
+        return
+    if core.role is Role.PROSPECTIVE:
+        if (
+            not msg.vote_granted
+            and msg.leader_id in core.config.voters
+            and msg.leader_id != core.id
+            and (core.epoch, msg.leader_id) != core._ended
+        ):
+            # KIP-996: a prospective that hears of a leader of its epoch follows it again.
+            core._become_follower(core.epoch, msg.leader_id)
+            return
+        if msg.vote_granted:
+            core._granted.add(sender)
+            if len(core._granted) >= core.config.majority:
+                core._become_candidate()
+    elif core.role is Role.CANDIDATE and msg.vote_granted:
+        core._granted.add(sender)
+        if len(core._granted) >= core.config.majority:
+            core._become_leader()
+
+
+def on_begin_quorum_epoch(core: RaftCore, sender: int, msg: BeginQuorumEpochRequest) -> None:
+    """A new leader announces its epoch: follow it."""
+
+    def reply(error: ErrorCode) -> None:
+        core._send(
+            sender,
+            BeginQuorumEpochResponse(
+                correlation_id=msg.correlation_id,
+                error_code=error,
+                leader_id=core.leader_id,
+                leader_epoch=core.epoch,
+            ),
+        )
+
+    if sender != msg.leader_id or sender == core.id or sender not in core.config.voters:
+        reply(ErrorCode.INCONSISTENT_VOTER_SET)
+        return
+    if msg.leader_epoch < core.epoch or (
+        msg.leader_epoch == core.epoch and core.leader_id not in (NO_LEADER, sender)
+    ):
+        reply(ErrorCode.FENCED_LEADER_EPOCH)
+        return
+    if not (core.role is Role.FOLLOWER and core.leader_id == sender):
+        core._become_follower(msg.leader_epoch, sender)
+    core._fetched_ms = core.now_ms
+    reply(ErrorCode.NONE)
+
+
+def on_end_quorum_epoch(core: RaftCore, sender: int, msg: EndQuorumEpochRequest) -> None:
+    """The leader resigned: its preferred successors stand soon, the first at once."""
+    stale = msg.leader_epoch < core.epoch or sender != msg.leader_id
+    core._send(
+        sender,
+        EndQuorumEpochResponse(
+            correlation_id=msg.correlation_id,
+            error_code=ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.NONE,
+            leader_id=core.leader_id,
+            leader_epoch=core.epoch,
+        ),
+    )
+    if stale or sender not in core.config.voters:
+        return
+    if msg.leader_epoch > core.epoch:
+        core._become_unattached(msg.leader_epoch)
+    if core.catching_up or not core.config.is_voter:
+        return
+    successors = msg.preferred_successors
+    position = successors.index(core.id) if core.id in successors else len(successors)
+    at = core.now_ms + successor_backoff(position, core.config.election_backoff_max_ms)
+    if core.role is Role.FOLLOWER and core.leader_id == sender:
+        core._leader_ended = True
+        core._ended = (core.epoch, sender)
+        core._fetch_deadline = min(core._fetch_deadline, at)
+    elif core.role is Role.UNATTACHED:
+        core._election_at = min(core._election_at, at)
+
+
+# --------------------------------------------------------------------------- fetching
+
+
+def send_fetch(core: RaftCore) -> None:
+    """Fetch from the leader (or, not knowing one, from some voter that may know it)."""
+    target = core._fetch_target
+    if target == NO_LEADER:
+        others = sorted(core.config.voters - {core.id})
+        if not others:
+            return
+        target = core.rng.choice(others)
+    correlation = core._next_correlation()
+    core._fetch = (
+        correlation,
+        target,
+        core.log.end_offset,
+        core.log.last_epoch,
+        core.now_ms + core.config.request_timeout_ms,
+    )
+    core._send(target, core._fetch_request(correlation))
+
+
+def _leader_high_watermark(core: RaftCore) -> int:
+    leader = core._leader
+    if leader is None or core.high_watermark <= leader.epoch_start_offset:
+        return NO_HIGH_WATERMARK
+    return core.high_watermark
+
+
+def _answer_fetch(core: RaftCore, replica: int, msg: FetchRequest) -> None:
+    core._send(
+        replica,
+        FetchResponse(
+            correlation_id=msg.correlation_id,
+            error_code=ErrorCode.NONE,
+            high_watermark=_leader_high_watermark(core),
+            current_leader=core.current_leader(),
+        ),
+        read_from=msg.fetch_offset,
+        until=core.log.end_offset,
+    )
+
+
+def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
+    """Answer a fetch as leader: diverging epoch, records, or park it until there is news."""
+
+    def refuse(error: ErrorCode) -> None:
+        core._send(
+            sender,
+            FetchResponse(
+                correlation_id=msg.correlation_id,
+                error_code=error,
+                high_watermark=NO_HIGH_WATERMARK,
+                current_leader=core.current_leader(),
+            ),
+        )
+
+    if sender != msg.replica_id or sender == core.id:
+        return
+    leader = core._leader
+    if core.role is not Role.LEADER or leader is None:
+        refuse(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return
+    if msg.current_leader_epoch < core.epoch:
+        refuse(ErrorCode.FENCED_LEADER_EPOCH)
+        return
+    if msg.current_leader_epoch > core.epoch:
+        refuse(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return
+    diverging = diverging_epoch(
+        core.log, fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
+    )
+    if diverging is not None:
+        core._send(
+            sender,
+            FetchResponse(
+                correlation_id=msg.correlation_id,
+                error_code=ErrorCode.NONE,
+                high_watermark=_leader_high_watermark(core),
+                current_leader=core.current_leader(),
+                diverging_epoch=diverging,
+            ),
+        )
+        return
+    leader.parked.pop(sender, None)
+    leader.begin_sent_ms.pop(sender, None)
+    leader.record_fetch(sender, msg.fetch_offset, core.now_ms, core.log.end_offset)
+    update_high_watermark(core)
+    if msg.fetch_offset < core.log.end_offset or msg.max_wait_ms == 0:
+        _answer_fetch(core, sender, msg)
+    else:
+        wait = min(msg.max_wait_ms, core.config.fetch_max_wait_ms)
+        leader.parked[sender] = (msg, core.now_ms + wait)
+
+
+def update_high_watermark(core: RaftCore) -> None:
+    """Move the leader's HW to the majority's flushed end, once past its epoch start."""
+    leader = core._leader
+    if leader is None:
+        return
+    hw = leader.high_watermark(
+        leader=core.id, flushed_offset=core.log.flushed_offset, majority=core.config.majority
+    )
+    if hw > leader.epoch_start_offset and hw > core.high_watermark:
+        core._set_high_watermark(hw)
+        answer_parked(core, force=True)
+
+
+def answer_parked(core: RaftCore, *, force: bool) -> None:
+    """Answer parked fetches: all of them (news), or those whose wait is over."""
+    leader = core._leader
+    if leader is None:
+        return
+    for replica, (msg, deadline) in list(leader.parked.items()):
+        if force or core.now_ms >= deadline:
+            del leader.parked[replica]
+            _answer_fetch(core, replica, msg)
+
+
+def tick_leader(core: RaftCore, now: int) -> None:
+    """Check-quorum, parked fetches and BeginQuorumEpoch retries."""
+    leader = core._leader
+    if leader is None:
+        return
+    if not leader.has_quorum(
+        leader=core.id,
+        now_ms=now,
+        timeout_ms=core.config.fetch_timeout_ms,
+        majority=core.config.majority,
+    ):
+        core._resign()
+        return
+    answer_parked(core, force=False)
+    for voter, sent in list(leader.begin_sent_ms.items()):
+        if now >= sent + core.config.request_timeout_ms:
+            core._send_begin(voter)
+
+
+def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
+    """Truncate on divergence, or append and learn the high watermark; then fetch again."""
+    hint = msg.current_leader
+    if hint.leader_epoch > core.epoch:
+        if hint.leader_id in core.config.voters and hint.leader_id != core.id:
+            core._become_follower(hint.leader_epoch, hint.leader_id)
+        else:
+            core._become_unattached(hint.leader_epoch)
+        return
+    fetch = core._fetch
+    if fetch is None or fetch[0] != msg.correlation_id or fetch[1] != sender:
+        return  # late, duplicated or from another incarnation's request
+    if (fetch[2], fetch[3]) != (core.log.end_offset, core.log.last_epoch):
+        return
+    if msg.error_code != ErrorCode.NONE or hint.leader_id != sender:
+        known = hint.leader_epoch == core.epoch and hint.leader_id in core.config.voters
+        if known and hint.leader_id not in (sender, core.id) and core.leader_id == NO_LEADER:
+            core._become_follower(core.epoch, hint.leader_id)
+            if core.role is Role.OBSERVER:
+                return
+        if (
+            core.role is Role.FOLLOWER
+            and sender == core.leader_id
+            and msg.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        ):
+            # Our leader says it no longer leads this epoch (it resigned or restarted).
+            core._leader_ended = True
+            core._ended = (core.epoch, sender)
+            core._fetch_deadline = core.now_ms
+        core._fetch = (*fetch[:4], core.now_ms + core.config.retry_backoff_ms)
+        return
+    if hint.leader_epoch != core.epoch:
+        return
+    if core.role is Role.FOLLOWER:
+        if core.leader_id != sender:
+            return
+        core._fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
+        core._fetched_ms = core.now_ms
+    elif core.role is Role.OBSERVER:
+        core.leader_id = sender
+        core._fetch_target = sender
+    else:
+        return
+    if msg.diverging_epoch is not None:
+        _truncate_to(core, msg.diverging_epoch)
+    else:
+        _append_records(core, msg)
+    core._fetch = None
+    if core.role in (Role.FOLLOWER, Role.OBSERVER):
+        send_fetch(core)
+
+
+def _truncate_to(core: RaftCore, diverging: EpochEndOffset) -> None:
+    core._truncate(truncation_offset(core.log, diverging))
+
+
+def _append_records(core: RaftCore, msg: FetchResponse) -> None:
+    for entry in msg.records:
+        # Only what continues this log in order is taken; the rest comes on the next fetch.
+        if entry.offset != core.log.end_offset or not (
+            core.log.last_epoch <= entry.epoch <= core.epoch
+        ):
+            break
+        core._append(entry)
+    if msg.high_watermark >= 0:
+        core._set_high_watermark(min(msg.high_watermark, core.log.end_offset))
+        if core.catching_up and core.log.end_offset >= msg.high_watermark:
+            _caught_up(core)
+
+
+def _caught_up(core: RaftCore) -> None:
+    """A voter without durable state becomes a voter again once it is safe to vote.
+
+    It holds everything the leader had committed, and it has heard every other voter's epoch:
+    it may have voted, before it lost its state, in any epoch up to the largest of those (a
+    candidate persists its epoch before asking), so it takes that epoch with its vote spent.
+    """
+    others = core.config.voters - {core.id}
+    if not others <= set(core._heard):
+        return
+    fence = max([core.epoch, *core._heard.values()])
+    core.catching_up = False
+    core._heard = {}
+    leader = core.leader_id
+    if fence > core.epoch:
+        core.epoch = fence
+        core.leader_id = NO_LEADER
+        core.voted_id = core.id
+        core._set_role(Role.UNATTACHED)
+        core._election_at = core.now_ms + election_timeout(
+            core.rng, core.config.election_timeout_ms
+        )
+        core._persist()
+        return
+    core.voted_id = core.id
+    core._set_role(Role.FOLLOWER)
+    core.leader_id = leader
+    core._fetch_target = leader
+    core._fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
+    core._persist()
+
+
+def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
+    """DescribeQuorum: the leader's view of every replica (the lag `mlog quorum describe` shows)."""
+    leader = core._leader
+    if core.role is not Role.LEADER or leader is None:
+        return DescribeQuorumResponse(
+            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            leader_id=core.leader_id,
+            leader_epoch=core.epoch,
+            high_watermark=NO_HIGH_WATERMARK,
+            current_voters=(),
+            observers=(),
+        )
+
+    def state(replica: int) -> ReplicaState:
+        if replica == core.id:
+            now = core.now_ms
+            return ReplicaState(
+                replica_id=replica,
+                log_end_offset=core.log.end_offset,
+                last_fetch_timestamp=now,
+                last_caught_up_timestamp=now,
+            )
+        progress = leader.progress.get(replica, VoterProgress())
+        return ReplicaState(
+            replica_id=replica,
+            log_end_offset=progress.end_offset,
+            last_fetch_timestamp=progress.last_fetch_ms,
+            last_caught_up_timestamp=progress.last_caught_up_ms,
+        )
+
+    return DescribeQuorumResponse(
+        error_code=ErrorCode.NONE,
+        leader_id=core.id,
+        leader_epoch=core.epoch,
+        high_watermark=_leader_high_watermark(core),
+        current_voters=tuple(state(voter) for voter in sorted(core.config.voters)),
+        observers=tuple(
+            state(replica) for replica in sorted(set(leader.progress) - core.config.voters)
+        ),
+    )
