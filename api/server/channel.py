@@ -89,6 +89,9 @@ class ChannelContext:
     """The principal of a new connection (until authentication says otherwise)."""
     channels: set[Channel] = field(default_factory=set)
     security: ChannelSecurity = field(default_factory=ChannelSecurity)
+    arrivals: int = 0
+    """Reads delivered to any channel so far: when it moved while a request was answered, the
+    answer waited and the event loop served the others meanwhile (no need to yield for them)."""
 
 
 class Channel(asyncio.Protocol):
@@ -160,6 +163,7 @@ class Channel(asyncio.Protocol):
         """Store the bytes; stop reading when enough are waiting; wake the answering task."""
         connection = self._connection
         connection.feed(data)
+        self._context.arrivals += 1
         if not self._account():
             self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
             return
@@ -243,6 +247,7 @@ class Channel(asyncio.Protocol):
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         connection = self._connection
+        context = self._context
         yield_at = loop.time() + SLICE
         try:
             if self._tls and not await self._start_tls():
@@ -262,8 +267,9 @@ class Channel(asyncio.Protocol):
                     yield_at = loop.time() + SLICE
                     continue
                 self.processing = True
+                arrivals = context.arrivals
                 try:
-                    keep = await self._context.answer(event, self)
+                    keep = await context.answer(event, self)
                 finally:
                     self.processing = False
                 self._last_progress = now = loop.time()
@@ -272,6 +278,10 @@ class Channel(asyncio.Protocol):
                 if self._write_paused and not self.closing:
                     await self._wait_writable()
                     yield_at = loop.time() + SLICE
+                elif context.arrivals != arrivals:
+                    # The answer waited (a write waits for its fsync) and the loop read from
+                    # the other connections meanwhile: they had their turn, a new slice starts.
+                    yield_at = now + SLICE
                 elif now >= yield_at:
                     await _let_others_run()
                     yield_at = loop.time() + SLICE
