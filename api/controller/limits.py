@@ -33,6 +33,11 @@ def clip(value: object) -> str:
     return f"{text[:MAX_ECHO]}... ({size})"
 
 
+def echo(value: str) -> str:
+    """A client's string for a log line: as is when printable and short, else `clip`ped."""
+    return value if value.isprintable() and len(value) <= MAX_ECHO else clip(value)
+
+
 def check_int(value: int, *, what: str, low: int, high: int, code: ErrorCode) -> None:
     """Refuse `value` with `code` unless it is an int in `low..high`."""
     if isinstance(value, bool) or not isinstance(value, int):

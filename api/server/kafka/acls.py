@@ -6,6 +6,8 @@ validates each ACL and filter, and this module turns kio's request into bindings
 and the results into the answer, logging one line per ACL created or removed. DescribeAcls
 answers from the committed image. v0 requests carry no pattern type: their ACLs and filters
 are LITERAL, as Kafka reads them.
+A request refused as a whole (the log's storage failed, a cluster check) is answered by
+`refusals`, with its code on every item, as every write API's is.
 """
 
 from __future__ import annotations
@@ -14,21 +16,20 @@ from enum import IntEnum
 from typing import Any
 
 from api.controller import acls
-from api.controller.commands import AclBinding, AclFilter, Outcome
-from api.controller.errors import ApiError
-from api.controller.limits import MAX_ECHO, clip
+from api.controller.commands import AclBinding, AclFilter
+from api.controller.limits import echo
 from api.protocol.codec import KafkaRequest
-from api.server.kafka.base import HandlerGroup, Session, logger
+from api.server.kafka.base import HandlerGroup, Session
 from records.model import AclOperation, AclPermissionType, PatternType, ResourceType
 
 
-def binding_text(binding: AclBinding) -> str:
+def bindingecho(binding: AclBinding) -> str:
     """An ACL in Kafka's `AclBinding.toString` words, for log lines (one line, clipped)."""
     return (
         f"(pattern=ResourcePattern(resourceType={_name(ResourceType, binding.resource_type)}, "
-        f"name={_text(binding.resource_name)}, "
+        f"name={echo(binding.resource_name)}, "
         f"patternType={_name(PatternType, binding.pattern_type)}), "
-        f"entry=(principal={_text(binding.principal)}, host={_text(binding.host)}, "
+        f"entry=(principal={echo(binding.principal)}, host={echo(binding.host)}, "
         f"operation={_name(AclOperation, binding.operation)}, "
         f"permissionType={_name(AclPermissionType, binding.permission_type)}))"
     )
@@ -39,11 +40,6 @@ def _name(enum: type[IntEnum], code: int) -> str:
         return enum(code).name
     except ValueError:
         return str(code)
-
-
-def _text(value: str) -> str:
-    """A client's string as it may go into a log line: printable and short, else clipped."""
-    return value if value.isprintable() and len(value) <= MAX_ECHO else clip(value)
 
 
 def _pattern(item: Any, field: str) -> int:
@@ -66,16 +62,7 @@ class AclApis(HandlerGroup):
             operation=int(body.operation),
             permission_type=int(body.permission_type),
         )
-        try:
-            found = self.service.controller.describe_acls(self.service.image, acl_filter)
-        except ApiError as exc:
-            return self._answer(
-                request,
-                throttle_time=0,
-                error_code=int(exc.error_code),
-                error_message=exc.message,
-                resources=[],
-            )
+        found = self.service.controller.describe_acls(self.service.image, acl_filter)
         return self._answer(
             request,
             throttle_time=0,
@@ -115,19 +102,15 @@ class AclApis(HandlerGroup):
             for c in request.body.creations
         ]
         controller = self.service.controller
-        try:
-            results = await self.service.submit(
-                lambda image: controller.create_acls(image, bindings),
-                principal=session.principal,
-            )
-            outcomes = [r.outcome for r in results]
-        except ApiError as exc:  # the service refused the whole request (storage failed)
-            logger.info("%s CreateAcls refused: %s", session.principal, exc)
-            outcomes = [Outcome.from_error(exc)] * len(bindings)
+        results = await self.service.submit(
+            lambda image: controller.create_acls(image, bindings),
+            principal=session.principal,
+        )
+        outcomes = [r.outcome for r in results]
         self._log_change(
             session.principal,
             "create acl",
-            ((binding_text(b), o.error_code) for b, o in zip(bindings, outcomes, strict=True)),
+            ((bindingecho(b), o.error_code) for b, o in zip(bindings, outcomes, strict=True)),
         )
         return self._answer(
             request,
@@ -153,27 +136,12 @@ class AclApis(HandlerGroup):
             for f in request.body.filters
         ]
         controller = self.service.controller
-        try:
-            results = await self.service.submit(
-                lambda image: controller.delete_acls(image, filters),
-                principal=session.principal,
-            )
-        except ApiError as exc:  # the service refused the whole request (storage failed)
-            logger.info("%s DeleteAcls refused: %s", session.principal, exc)
-            return self._answer(
-                request,
-                throttle_time=0,
-                filter_results=[
-                    {
-                        "error_code": int(exc.error_code),
-                        "error_message": exc.message,
-                        "matching_acls": [],
-                    }
-                    for _ in filters
-                ],
-            )
+        results = await self.service.submit(
+            lambda image: controller.delete_acls(image, filters),
+            principal=session.principal,
+        )
         removed = {b: None for r in results for b in r.matching}
-        self._log_change(session.principal, "delete acl", ((binding_text(b), 0) for b in removed))
+        self._log_change(session.principal, "delete acl", ((bindingecho(b), 0) for b in removed))
         return self._answer(
             request,
             throttle_time=0,

@@ -4,21 +4,18 @@ Alterations go through `MetadataService.submit` as the connection's principal; t
 (`api.controller.credentials`) checks each user's deletion or upsertion and derives the stored
 keys from the salted password. Descriptions answer from the committed image: mechanisms and
 iterations, never a salt or a key. Log lines name the user and the outcome only.
+A request refused as a whole (the log's storage failed, a cluster check) is answered by
+`refusals`, with its code on every user.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from api.controller.commands import Outcome, ScramDeletion, ScramUpsertion
-from api.controller.errors import ApiError
-from api.controller.limits import MAX_ECHO, clip
+from api.controller.commands import ScramDeletion, ScramUpsertion
+from api.controller.limits import echo
 from api.protocol.codec import KafkaRequest
-from api.server.kafka.base import HandlerGroup, Session, logger
-
-
-def _user(name: str) -> str:
-    return name if name.isprintable() and len(name) <= MAX_ECHO else clip(name)
+from api.server.kafka.base import HandlerGroup, Session
 
 
 class CredentialApis(HandlerGroup):
@@ -63,20 +60,15 @@ class CredentialApis(HandlerGroup):
             for u in body.upsertions
         ]
         controller = self.service.controller
-        try:
-            results = await self.service.submit(
-                lambda image: controller.alter_user_scram_credentials(image, deletions, upsertions),
-                principal=session.principal,
-            )
-            answers = [(r.user, r.outcome) for r in results]
-        except ApiError as exc:  # the service refused the whole request (storage failed)
-            logger.info("%s AlterUserScramCredentials refused: %s", session.principal, exc)
-            names = dict.fromkeys([*(d.name for d in deletions), *(u.name for u in upsertions)])
-            answers = [(name, Outcome.from_error(exc)) for name in names]
+        results = await self.service.submit(
+            lambda image: controller.alter_user_scram_credentials(image, deletions, upsertions),
+            principal=session.principal,
+        )
+        answers = [(r.user, r.outcome) for r in results]
         self._log_change(
             session.principal,
             "alter scram credentials of",
-            ((_user(user), outcome.error_code) for user, outcome in answers),
+            ((echo(user), outcome.error_code) for user, outcome in answers),
         )
         return self._answer(
             request,
