@@ -22,12 +22,11 @@ list the segments, so a segment created meanwhile is never "missing".
 
 from __future__ import annotations
 
-import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from metadata_log.container import fsync_directory, write_all
+from metadata_log.container import replace_file
 
 CHECKPOINT_NAME = "checkpoints"
 _MAGIC = "mlog-checkpoints 1"
@@ -110,14 +109,4 @@ def write_checkpoint(
     in a power cut leaves the previous, older one, which is still true. Its content must never
     be lost behind a durable rename, hence the file's fsync.
     """
-    path = checkpoint_path(directory)
-    tmp = path.with_name(CHECKPOINT_NAME + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        write_all(fd, checkpoint.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if sync_directory:
-        fsync_directory(directory)
+    replace_file(checkpoint_path(directory), checkpoint.encode(), sync_directory=sync_directory)

@@ -22,6 +22,7 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import cramjam
 
@@ -362,6 +363,25 @@ def write_all(fd: int, data: bytes) -> None:
         if written <= 0:
             raise OSError(28, "the write made no progress (is the disk full?)")
         view = view[written:]
+
+
+def replace_file(path: Path, data: bytes, *, sync_directory: bool = True) -> None:
+    """Replace `path` with `data` atomically: a temporary file beside it, fsynced, renamed.
+
+    The rename is made durable by a directory fsync unless `sync_directory` is False (a
+    file whose older version is still true may lose the rename, never its content). Raises
+    `OSError` as the failing call does.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync_directory:
+        fsync_directory(path.parent)
 
 
 def fsync_directory(path: str | os.PathLike[str]) -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
-from metadata_log.container import fsync_directory
+from metadata_log.container import replace_file
 from metadata_log.errors import LogError
 
 EPOCH_NAME = "leader-epoch"
@@ -33,19 +32,13 @@ def bump_epoch(directory: Path, at_least: int = 0) -> int:
     if epoch >= 2**31:
         raise LogError(f"leader epoch would overflow the int32 entry field ({epoch})")
     path = directory / EPOCH_NAME
-    tmp = path.with_name(EPOCH_NAME + ".tmp")
     try:
-        with open(tmp, "w") as f:
-            f.write(f"{epoch}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_directory(directory)
+        replace_file(path, f"{epoch}\n".encode())
     except OSError as exc:
         # Opening a log on a full or failing disk: one line naming the file, not a traceback.
         name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
         raise LogError(
-            f"cannot write the leader epoch to {tmp}: {exc.strerror or exc} [{name}]; "
+            f"cannot write the leader epoch to {path}: {exc.strerror or exc} [{name}]; "
             "free space or fix the disk, then open the log again"
         ) from exc
     return epoch

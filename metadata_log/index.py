@@ -9,13 +9,12 @@ segment is scanned and the index rebuilt.
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from metadata_log.container import fsync_directory
+from metadata_log.container import replace_file
 
 _ENTRY = struct.Struct(">qq")
 _FOOTER = struct.Struct(">qqqI")
@@ -68,13 +67,7 @@ class SparseIndex:
             + _FOOTER.pack(footer.covered_bytes, footer.next_offset, footer.max_timestamp, 0)[:-4]
         )
         data = payload + struct.pack(">I", zlib.crc32(payload))
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_directory(path.parent)
+        replace_file(path, data)
 
     @classmethod
     def load(cls, path: Path, magic: bytes) -> tuple[SparseIndex, IndexFooter] | None:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from metadata_log.container import fsync_directory
+from metadata_log.container import replace_file
 from metadata_log.raft.errors import QuorumStateError
 from metadata_log.raft.messages import NO_LEADER
 
@@ -60,14 +59,8 @@ def _encode(state: QuorumState) -> bytes:
 def write_quorum_state(directory: Path, state: QuorumState) -> None:
     """Store `state` atomically: write a temporary file, fsync it, rename, fsync the directory."""
     path = directory / QUORUM_STATE_NAME
-    tmp = path.with_name(QUORUM_STATE_NAME + ".tmp")
     try:
-        with open(tmp, "wb") as f:
-            f.write(_encode(state))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_directory(directory)
+        replace_file(path, _encode(state))
     except OSError as exc:
         name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
         raise QuorumStateError(
