@@ -117,34 +117,29 @@ class MetadataApis(HandlerGroup):
         return self.gate.allows(image, session, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
     def _topic_operations(self, image: MetadataImage, session: Session, name: str) -> int:
-        """A topic's `topic_authorized_operations` bit field, from the authorizer.
-
-        Without an authorizer the field keeps Kafka's "not asked for" value, as before.
-        """
-        authorizer = self.gate.authorizer
-        if authorizer is None:
-            return UNAUTHORIZED_OPS
-        return authorizer.authorized_operations(
-            image,
-            session.principal,
-            session.host,
-            ResourceType.TOPIC,
-            name,
-            operations=TOPIC_OPERATIONS,
-        )
+        """A topic's `topic_authorized_operations` bit field, from the authorizer."""
+        return self._operations(image, session, ResourceType.TOPIC, name, TOPIC_OPERATIONS)
 
     def _cluster_operations(self, image: MetadataImage, session: Session) -> int:
         """`cluster_authorized_operations`, as `_topic_operations` for the cluster."""
+        return self._operations(
+            image, session, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS
+        )
+
+    def _operations(
+        self,
+        image: MetadataImage,
+        session: Session,
+        resource_type: ResourceType,
+        name: str,
+        operations: tuple[AclOperation, ...],
+    ) -> int:
+        """A resource's operations bit field; Kafka's "not asked for" without an authorizer."""
         authorizer = self.gate.authorizer
         if authorizer is None:
             return UNAUTHORIZED_OPS
         return authorizer.authorized_operations(
-            image,
-            session.principal,
-            session.host,
-            ResourceType.CLUSTER,
-            CLUSTER_NAME,
-            operations=CLUSTER_OPERATIONS,
+            image, session.principal, session.host, resource_type, name, operations=operations
         )
 
     def _metadata_brokers(self, request: KafkaRequest, image: MetadataImage) -> Encoded:
