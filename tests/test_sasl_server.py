@@ -365,9 +365,14 @@ def test_a_replayed_client_final_fails(server: MetadataServer) -> None:
         second.close()
 
 
-def test_a_frame_above_the_sasl_receive_size_closes_before_authentication(raw: Raw) -> None:
+def test_a_frame_above_the_sasl_receive_size_closes_before_authentication(
+    raw: Raw, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger="api.server")
     raw.sock.sendall(struct.pack(">i", 524289))
     assert raw.closed()
+    # The log line names the limit that refused it, not socket.request.max.bytes.
+    assert "outside 0..524288 (sasl.server.max.receive.size, before login)" in caplog.text
 
 
 def test_garbage_raw_token_after_handshake_v0_closes(raw: Raw) -> None:

@@ -86,6 +86,8 @@ class Connection:
 
     def __init__(self, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         self.max_request_bytes = max_request_bytes
+        self.max_request_key = "socket.request.max.bytes"
+        """The setting `max_request_bytes` comes from, named when a frame is refused."""
         """The largest frame taken; the server lowers it while a connection authenticates."""
         self.raw_tokens = False
         """Frames are raw SASL tokens (`SaslToken`), not requests: set after a SaslHandshake v0
@@ -123,7 +125,7 @@ class Connection:
         if size < 0 or size > self.max_request_bytes:
             return self._close(
                 f"request size {size} is outside 0..{self.max_request_bytes} "
-                "(socket.request.max.bytes)"
+                f"({self.max_request_key})"
             )
         end = _SIZE.size + size
         if len(self._buffer) < end:

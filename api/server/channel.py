@@ -149,9 +149,9 @@ class Channel(asyncio.Protocol):
             transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
         if security.new_authenticator is not None:
             self.sasl = security.new_authenticator()
-            self._connection.max_request_bytes = min(
-                SASL_MAX_RECEIVE_SIZE, self._context.max_request_bytes
-            )
+            if self._context.max_request_bytes > SASL_MAX_RECEIVE_SIZE:
+                self._connection.max_request_bytes = SASL_MAX_RECEIVE_SIZE
+                self._connection.max_request_key = "sasl.server.max.receive.size, before login"
         loop = asyncio.get_running_loop()
         self._last_progress = loop.time()
         self._idle_timer = loop.call_at(
@@ -238,6 +238,7 @@ class Channel(asyncio.Protocol):
         if principal is not None:
             self.principal = principal
         self._connection.max_request_bytes = self._context.max_request_bytes
+        self._connection.max_request_key = "socket.request.max.bytes"
         self._connection.raw_tokens = False
 
     def expect_raw_tokens(self, raw: bool) -> None:
