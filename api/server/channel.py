@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from api.protocol.connection import Connection, Event
+from api.server.kafka.base import Session
 from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
     QUEUED_MAX_REQUEST_BYTES,
@@ -101,7 +102,8 @@ class Channel(asyncio.Protocol):
         self._context = context
         self.peer = "?"
         self.ip = "?"
-        self.principal = context.principal
+        self._principal = context.principal
+        self._session: Session | None = None
         self.listener = context.security.listener
         self.sasl: SaslAuthenticator | None = None
         """The connection's login while it is under way (SASL listeners); None after it."""
@@ -123,6 +125,23 @@ class Channel(asyncio.Protocol):
         self._last_progress = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._tls = context.security.ssl_context is not None
+
+    @property
+    def principal(self) -> str:
+        """Who the connection is: `User:ANONYMOUS` until a login or a certificate says."""
+        return self._principal
+
+    @principal.setter
+    def principal(self, value: str) -> None:
+        self._principal = value
+        self._session = None
+
+    @property
+    def session(self) -> Session:
+        """The `Session` its requests are answered for, made once per principal."""
+        if self._session is None:
+            self._session = Session(principal=self._principal, host=self.ip)
+        return self._session
 
     # ------------------------------------------------------------------ asyncio.Protocol
 

@@ -48,7 +48,7 @@ from api.protocol.connection import (
 from api.protocol.private import PRIVATE_APIS
 from api.security.scram import StoredCredential
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
-from api.server.kafka.base import ANONYMOUS, Listener, Session
+from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
@@ -363,9 +363,7 @@ class MetadataServer:
             header = event.request.header
             apis = self._apis[channel.listener]
             try:
-                body = await apis.handle(
-                    event.request, Session(principal=channel.principal, host=channel.ip)
-                )
+                body = await apis.handle(event.request, channel.session)
             except Exception:
                 logger.exception(
                     "closing %s: %s v%d failed",
@@ -380,8 +378,7 @@ class MetadataServer:
         elif isinstance(event, PrivateRequest):
             header = event.header
             try:
-                session = Session(principal=channel.principal, host=channel.ip)
-                channel.write(await self.private_apis.handle(header, event.body, session))
+                channel.write(await self.private_apis.handle(header, event.body, channel.session))
             except Exception:
                 logger.exception(
                     "closing %s: %s v%d failed",
