@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from api.cli.common import EXIT_OK, CliError, add_global_options, add_writer_options, check
 from api.cli.targets import LocalTarget, Target, open_target
 from api.controller.acls import CLUSTER_NAME, resources, validate_binding
+from api.controller.authorizer import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from api.controller.commands import AclBinding, AclFilter
 from records.model import AclOperation, AclPermissionType, PatternType, ResourceType
 
@@ -35,19 +36,7 @@ _OPERATIONS = {
     _key(op.name): op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)
 }
 
-_TOPIC_OPERATIONS = frozenset(
-    {
-        AclOperation.READ,
-        AclOperation.WRITE,
-        AclOperation.CREATE,
-        AclOperation.DESCRIBE,
-        AclOperation.DELETE,
-        AclOperation.ALTER,
-        AclOperation.DESCRIBE_CONFIGS,
-        AclOperation.ALTER_CONFIGS,
-        AclOperation.ALL,
-    }
-)
+_TOPIC_OPERATIONS = frozenset({*TOPIC_OPERATIONS, AclOperation.ALL})
 
 RESOURCE_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.TOPIC: _TOPIC_OPERATIONS,
@@ -55,18 +44,7 @@ RESOURCE_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.GROUP: frozenset(
         {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALL}
     ),
-    ResourceType.CLUSTER: frozenset(
-        {
-            AclOperation.CREATE,
-            AclOperation.CLUSTER_ACTION,
-            AclOperation.DESCRIBE_CONFIGS,
-            AclOperation.ALTER_CONFIGS,
-            AclOperation.IDEMPOTENT_WRITE,
-            AclOperation.ALTER,
-            AclOperation.DESCRIBE,
-            AclOperation.ALL,
-        }
-    ),
+    ResourceType.CLUSTER: frozenset({*CLUSTER_OPERATIONS, AclOperation.ALL}),
     ResourceType.TRANSACTIONAL_ID: frozenset(
         {AclOperation.DESCRIBE, AclOperation.WRITE, AclOperation.ALL}
     ),

@@ -33,9 +33,10 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay.image import MetadataImage
+from replay.rules import CLUSTER_RESOURCE_NAME
 
-CLUSTER_NAME = "kafka-cluster"
-"""The name of the cluster resource (Kafka's `CLUSTER_NAME`); the only one a CLUSTER ACL has."""
+CLUSTER_NAME = CLUSTER_RESOURCE_NAME
+"""The name of the cluster resource (Kafka's `kafka-cluster`); the only one a CLUSTER ACL has."""
 
 WILDCARD = "*"
 """A literal resource name, principal name or host that stands for every one."""

@@ -36,12 +36,13 @@ from api.controller.acl_index import AclIndex
 from records.model import AccessControlEntryRecord, AclOperation, ResourceType
 from records.uuids import Uuid
 from replay.image import MetadataImage, enclosing_namespaces, split_qualified_name
+from replay.rules import CLUSTER_RESOURCE_NAME
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 """Kafka's class name for the authorizer; `authorizer.class.name` accepts it."""
 
-CLUSTER_NAME = "kafka-cluster"
-"""The name of the one CLUSTER resource (Kafka's)."""
+CLUSTER_NAME = CLUSTER_RESOURCE_NAME
+"""The name of the one CLUSTER resource (Kafka's `kafka-cluster`; replay's rules hold it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
