@@ -76,10 +76,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+QUORUM_STATE = "quorum-state"
+"""The file that makes a data directory a quorum node's (metadata_log.raft.quorum_state)."""
+
+
 def open_service(settings: Settings) -> MetadataService:
     """The service over the settings' data directory: newest snapshot plus the log after it."""
     from api.service.service import MetadataService
 
+    if (settings.data_dir / QUORUM_STATE).exists():
+        raise CliError(
+            f"{settings.data_dir} belongs to a node of a controller quorum: changes go through "
+            "the quorum's leader (--bootstrap-server HOST:PORT of any node)"
+        )
     progress = Progress("replaying the log")
     try:
         return MetadataService.open(
@@ -360,7 +369,7 @@ class RemoteTarget:
         self.client: AdminClient
         try:
             self.client = self._loop.run_until_complete(
-                AdminClient.connect(
+                AdminClient.connect_controller(
                     bootstrap, client_id="mlog-cli", timeout_ms=timeout_ms, security=security
                 )
             )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.client.connection import (
     DEFAULT_TIMEOUT_MS,
@@ -69,6 +69,15 @@ from records.uuids import Uuid
 from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
 
+if TYPE_CHECKING:
+    from api.security.client_config import ClientSecurity
+
+DESCRIBE_QUORUM_KEY = 55
+"""DescribeQuorum: a server that offers it is a node of a controller quorum."""
+
+CONTROLLER_WAIT_S = 5.0
+"""How long a client looks for the quorum's leader while an election is under way."""
+
 _INT16 = (-INT16_MAX - 1, INT16_MAX)
 _INT32 = (INT32_MIN, INT32_MAX)
 
@@ -106,6 +115,45 @@ class AdminClient(SecurityApis):
     ) -> None:
         super().__init__(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
         self._entries = EntryDecoder()
+
+    @classmethod
+    async def connect_controller(
+        cls,
+        bootstrap: str,
+        *,
+        client_id: str = "mlog",
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        security: ClientSecurity | None = None,
+        wait_s: float = CONTROLLER_WAIT_S,
+    ) -> AdminClient:
+        """Connect to the node that takes writes: the quorum's leader, found from `bootstrap`.
+
+        A single server is its own controller. A quorum node names the leader as the
+        Metadata answer's controller (Kafka's rule), and the client connects there; while an
+        election is under way (no controller named) it asks again for up to `wait_s`.
+        """
+        client = await cls.connect(
+            bootstrap, client_id=client_id, timeout_ms=timeout_ms, security=security
+        )
+        if DESCRIBE_QUORUM_KEY not in client._versions:
+            return client
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while True:
+            answer = await client.metadata([])
+            controller = int(answer.controller_id)
+            nodes = {int(b.node_id): (str(b.host), int(b.port)) for b in answer.brokers}
+            if controller in nodes:
+                host, port = nodes[controller]
+                address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+                if address == bootstrap:
+                    return client
+                await client.close()
+                return await cls.connect(
+                    address, client_id=client_id, timeout_ms=timeout_ms, security=security
+                )
+            if asyncio.get_running_loop().time() >= deadline:
+                return client  # writes will say NOT_CONTROLLER; reads work on any node
+            await asyncio.sleep(0.1)
 
     # ------------------------------------------------------------------ Kafka APIs
 

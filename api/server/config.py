@@ -21,6 +21,8 @@ from pathlib import Path
 
 from api.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 from api.server.limits import SPECS, LimitSpec
+from metadata_log.raft.config import QuorumConfig
+from metadata_log.raft.errors import RaftConfigError
 from records.errors import MetadataLogError
 
 _Take = Callable[[str], "str | None"]
@@ -152,6 +154,8 @@ class ServerConfig:
     """From `metadata.log.dir`, else the first of `log.dirs` (or `log.dir`)."""
     notes: tuple[str, ...] = ()
     """Lines for the log at start: keys ignored, mechanisms left out."""
+    quorum: QuorumConfig | None = None
+    """The controller quorum this node belongs to (`controller.quorum.voters`), else None."""
 
 
 def server_config(values: Mapping[str, str]) -> ServerConfig:
@@ -198,6 +202,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
             f"ignoring {', '.join(jaas)}: users and their SCRAM credentials are records in the "
             "log (mlog users scram-set), not JAAS entries"
         )
+    quorum = _quorum(take, node_id)
     authorizer = _authorizer(take)
     max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT_MAX)
     data_dir = _data_dir(take, notes)
@@ -218,6 +223,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         node_id=node_id,
         data_dir=data_dir,
         notes=tuple(notes),
+        quorum=quorum,
     )
 
 
@@ -462,6 +468,38 @@ def _authorizer(take: _Take) -> AuthorizerConfig | None:
     return AuthorizerConfig(
         super_users=frozenset(super_users), allow_everyone_if_no_acl_found=allow
     )
+
+
+QUORUM_KEYS = (
+    "controller.quorum.voters",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.append.linger.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms",
+)
+"""The controller quorum's keys (Kafka's names and defaults, docs/replication.md)."""
+
+
+def _quorum(take: _Take, node_id: int | None) -> QuorumConfig | None:
+    """The quorum of `controller.quorum.voters` (with its timers), None without it."""
+    given = {key: value for key in QUORUM_KEYS if (value := take(key)) is not None}
+    if "controller.quorum.voters" not in given:
+        if given:
+            raise ServerConfigError(
+                f"{', '.join(given)} set without controller.quorum.voters; name the voters "
+                "(1@host:port,2@host:port,3@host:port) or remove the quorum keys"
+            )
+        return None
+    if node_id is None:
+        raise ServerConfigError(
+            "controller.quorum.voters needs node.id: set node.id to this controller's id"
+        )
+    try:
+        return QuorumConfig.from_properties({**given, "node.id": str(node_id)})
+    except RaftConfigError as exc:
+        raise ServerConfigError(str(exc)) from None
 
 
 def _data_dir(take: _Take, notes: list[str]) -> Path | None:

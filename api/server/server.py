@@ -32,7 +32,7 @@ import ssl
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.controller.authorizer import Authorizer, AuthorizerConfig
 from api.protocol.codec import API_NAMES, SASL_AUTHENTICATE_KEY, encode_response
@@ -65,6 +65,9 @@ from api.server.private_apis import PrivateApis
 from api.server.sasl import SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
 from records.model import ScramMechanism
+
+if TYPE_CHECKING:
+    from api.service.quorum import QuorumNode
 
 logger = logging.getLogger("api.server")
 
@@ -123,8 +126,13 @@ class MetadataServer:
         listeners: Sequence[ServerListener] | None = None,
         failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
         authorizer: AuthorizerConfig | None = None,
+        quorum: QuorumNode | None = None,
     ) -> None:
-        """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`."""
+        """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
+
+        With `quorum` the server is a node of a controller quorum: the node starts once the
+        listeners are bound (the other voters reach it there) and stops before the service.
+        """
         self.service = service
         if listeners is None:
             listeners = [
@@ -151,6 +159,7 @@ class MetadataServer:
         # One authorizer for both kinds of API: they share its ACL index.
         self.authorizer = None if authorizer is None else Authorizer(authorizer)
         """Decides every request when `authorizer.class.name` is set; None allows everything."""
+        self.quorum = quorum
         self.private_apis = PrivateApis(service, self.authorizer)
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
@@ -193,7 +202,13 @@ class MetadataServer:
                 host = bound.advertised_host or bound.host or socket.getfqdn()
                 port = bound.advertised_port or bound.port
                 self._apis[bound.name] = self._kafka_apis(
-                    Listener(host=host, port=port, node_id=self.node_id, cluster_id=self.cluster_id)
+                    Listener(
+                        host=host,
+                        port=port,
+                        node_id=self.node_id,
+                        cluster_id=self.cluster_id,
+                        quorum=self.quorum,
+                    )
                 )
                 advertised.append(_describe(bound, host, port))
         except BaseException:
@@ -204,6 +219,8 @@ class MetadataServer:
         self.host = self.listeners[0].host
         self.port = self.listeners[0].port
         self.apis = self._apis[self.listeners[0].name]
+        if self.quorum is not None:
+            await self.quorum.start()
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
         if self.authorizer is not None:
@@ -317,6 +334,8 @@ class MetadataServer:
             self._channels.summary.flush()
         for server in servers:
             await server.wait_closed()
+        if self.quorum is not None:
+            await self.quorum.aclose()
         await self.service.aclose()
         logger.info("stopped (%s); log end offset %d", reason, self.service.log.end_offset)
         self._stopped.set()

@@ -222,10 +222,16 @@ class MetadataService:
             ) from None
         last = self._next_offset + len(records) - 1
         timestamp = max(self._clock_ms(), self._working.provenance.timestamp)
-        image = delta.apply(Provenance(offset=last, epoch=self.log.epoch, timestamp=timestamp))
+        image = delta.apply(
+            Provenance(offset=last, epoch=self._append_epoch(), timestamp=timestamp)
+        )
         self._working = image
         self._next_offset = last + 1
         return image
+
+    def _append_epoch(self) -> int:
+        """The epoch the next records are written with (a quorum's service: the leader's)."""
+        return self.log.epoch
 
     def _commit(self, image: MetadataImage, appended: AppendResult) -> None:
         if image.provenance.timestamp != appended.timestamp:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from api.controller.errors import ErrorCode
 from api.protocol import codec
@@ -31,6 +31,17 @@ UNAUTHORIZED_OPS = -(2**31)
 """`authorized_operations` when the client did not ask for them (Kafka's INT32_MIN)."""
 
 
+class QuorumView(Protocol):
+    """What the answers of a quorum's node say about the quorum (api.service.quorum)."""
+
+    @property
+    def leader_id(self) -> int:
+        """The leader's node id, -1 while an election is under way."""
+
+    def voter_addresses(self) -> dict[int, tuple[str, int]]:
+        """Each voter's `(host, port)`, by node id."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Listener:
     """Where this server is reached (`advertised.listeners`) and who it is in answers."""
@@ -39,6 +50,13 @@ class Listener:
     port: int
     node_id: int = 0
     cluster_id: str = ""
+    quorum: QuorumView | None = None
+    """The controller quorum this server is a node of (None: a single server)."""
+
+    @property
+    def controller_id(self) -> int:
+        """The node clients send writes to: the quorum's leader (-1 if unknown), or this one."""
+        return self.node_id if self.quorum is None else self.quorum.leader_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

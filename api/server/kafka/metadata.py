@@ -39,6 +39,19 @@ def advertised_nodes(listener: Listener) -> list[dict[str, Any]]:
     its `node.id`; partition leaders and replicas still name the registered brokers, which a
     client reads as data (as it does for an offline leader) and never needs to reach.
     """
+    if listener.quorum is not None:
+        # A quorum's node lists every voter: clients send writes to the one named controller.
+        return [
+            {
+                "node_id": node_id,
+                "broker_id": node_id,
+                "host": host,
+                "port": port,
+                "rack": None,
+                "is_fenced": False,
+            }
+            for node_id, (host, port) in sorted(listener.quorum.voter_addresses().items())
+        ]
     return [
         {
             "node_id": listener.node_id,
@@ -107,7 +120,7 @@ class MetadataApis(HandlerGroup):
             throttle_time=0,
             brokers=self._metadata_brokers(request, image),
             cluster_id=self.listener.cluster_id,
-            controller_id=self.listener.node_id,
+            controller_id=self.listener.controller_id,
             topics=topics,
             cluster_authorized_operations=cluster_operations,
             error_code=0,
@@ -269,7 +282,7 @@ class MetadataApis(HandlerGroup):
             error_message=None,
             endpoint_type=endpoint_type,
             cluster_id=self.listener.cluster_id,
-            controller_id=self.listener.node_id,
+            controller_id=self.listener.controller_id,
             brokers=advertised_nodes(self.listener),
             cluster_authorized_operations=cluster_operations,
         )

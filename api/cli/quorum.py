@@ -1,0 +1,146 @@
+"""`mlog quorum format|describe`: set up a controller quorum's voters, and look at it.
+
+`format` writes a voter's first `quorum-state` (epoch 0, no vote), as `kafka-storage format`
+does: only a formatted voter may vote. A voter whose state was lost (a wiped disk) must NOT be
+formatted again: started without it, it catches up as an observer first and only then votes
+(KIP-642's lesson; docs/replication.md). So `format` refuses a directory that already has a
+`quorum-state` or a log.
+
+`describe` asks a node for DescribeQuorum (answered by the leader): leader, epoch, high
+watermark and each voter's and observer's end offset and lag.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from api.cli.common import EXIT_OK, CliError, add_global_options
+from api.cli.output import emit, print_table
+
+if TYPE_CHECKING:
+    from api.service.settings import Settings
+
+
+def _format_values(args: argparse.Namespace) -> dict[str, str]:
+    from api.security.properties import load_properties
+
+    values = load_properties(args.config) if args.config is not None else {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--override {item!r} is not KEY=VALUE (e.g. --override node.id=1)")
+        values[key.strip()] = value
+    return values
+
+
+def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Write a voter's first quorum-state (epoch 0) in an empty data directory."""
+    import dataclasses
+    import os
+
+    from api.server.config import server_config
+    from metadata_log.raft.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+
+    config = server_config(_format_values(args))
+    if config.quorum is None:
+        raise CliError(
+            "no controller.quorum.voters in the config: give --config FILE (or --override "
+            "controller.quorum.voters=1@host:port,...) and node.id"
+        )
+    quorum = config.quorum
+    if (
+        config.data_dir is not None
+        and args.data_dir is None
+        and not os.environ.get("MLOG_DATA_DIR")
+    ):
+        settings = dataclasses.replace(settings, data_dir=config.data_dir)
+    directory = settings.data_dir
+    if not quorum.is_voter:
+        raise CliError(
+            f"node {quorum.node_id} is not among the voters "
+            f"{','.join(str(v) for v in sorted(quorum.voters))}; only voters are formatted "
+            "(an observer just starts)"
+        )
+    existing = read_quorum_state(directory, voters=quorum.voters)
+    if existing is not None:
+        raise CliError(
+            f"{directory} is formatted already (quorum-state at epoch {existing.leader_epoch}); "
+            "formatting again would forget the node's vote. Start it as it is"
+        )
+    log_dir = settings.log_dir
+    if log_dir.exists() and any(log_dir.glob("*.avro")):
+        raise CliError(
+            f"{log_dir} holds a log; a voter with a log but no quorum-state lost its state: "
+            "start it without formatting, it catches up before it votes"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    write_quorum_state(directory, QuorumState(leader_epoch=0, voters=quorum.voters))
+    voters = ",".join(str(v) for v in sorted(quorum.voters))
+    emit(
+        out,
+        args.output,
+        {"node_id": quorum.node_id, "voters": sorted(quorum.voters), "data_dir": str(directory)},
+        f"formatted node {quorum.node_id} of the quorum {voters} in {directory} "
+        "(quorum-state at epoch 0)",
+    )
+    return EXIT_OK
+
+
+def cmd_quorum_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """DescribeQuorum through a node: the leader, epoch, high watermark and each replica."""
+    from api.cli.targets import describe_quorum
+
+    answer = describe_quorum(settings)
+    rows: list[list[Any]] = []
+    for kind, replicas in (("voter", answer["voters"]), ("observer", answer["observers"])):
+        for replica in replicas:
+            rows.append(
+                [
+                    replica["replica_id"],
+                    kind,
+                    replica["log_end_offset"],
+                    replica["lag"],
+                    replica["last_fetch_ms_ago"],
+                ]
+            )
+    if args.output == "json":
+        emit(out, "json", answer, "")
+        return EXIT_OK
+    out.write(
+        f"LeaderId: {answer['leader_id']}  LeaderEpoch: {answer['leader_epoch']}  "
+        f"HighWatermark: {answer['high_watermark']}\n"
+    )
+    print_table(out, ["NodeId", "Role", "LogEndOffset", "Lag", "LastFetchMsAgo"], rows)
+    return EXIT_OK
+
+
+def add_verbs(quorum: argparse.ArgumentParser) -> None:
+    """The verbs of `mlog quorum` and their flags, on the noun's parser."""
+    verbs = quorum.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    formatting = verbs.add_parser(
+        "format", help="write a new voter's first quorum-state (epoch 0), once per voter"
+    )
+    add_global_options(formatting)
+    formatting.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the node's server config (node.id, controller.quorum.voters, data directory)",
+    )
+    formatting.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config key (repeatable), e.g. --override node.id=1",
+    )
+    formatting.set_defaults(handler=cmd_quorum_format)
+
+    describe = verbs.add_parser(
+        "describe", help="leader, epoch, high watermark and each voter's lag (DescribeQuorum)"
+    )
+    add_global_options(describe)
+    describe.set_defaults(handler=cmd_quorum_describe)

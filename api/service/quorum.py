@@ -1,0 +1,729 @@
+"""The controller quorum's shell: the consensus core driven over the real log and network.
+
+`metadata_log.raft.RaftCore` decides; this module does what it asks, in the order it asks
+(etcd raft's `Ready` loop): write the `quorum-state` durably, truncate, append, flush, and only
+then send. Every call into the core happens in one task (`QuorumNode._run`), between two
+`Ready`s, so the flushed offset it is told always describes the log it asked for: messages and
+proposals that arrive while a `Ready` is being carried out wait in a queue.
+
+Blocks and entries. The core sees one entry per log offset; the log stores blocks (one block is
+one atomic batch of one epoch). The first entry of a block carries the whole block
+(`ReplicaBlock.encode()`), the others an empty payload; fetch answers hold whole blocks, so
+every node's log, every fetch offset and hence the high watermark stay on block boundaries and
+no batch is ever applied in part. A new leader's LeaderChange marker becomes a block of one
+`LeaderChangeRecord`.
+
+The service (`ReplicatedService`) answers writes only on the leader, and only once they are
+committed (the high watermark passed them); a follower refuses them with NOT_CONTROLLER (41)
+naming the leader. Every node applies committed blocks to its image, so reads anywhere reflect
+the committed offset they report. A new leader takes writes once everything before its epoch is
+committed and applied (its LeaderChange marker is committed).
+
+Failures. Messages may be lost (the core retries). A storage error in the shell is fatal for
+the node, as in KRaft: it stops (`failed` says why) and the other voters elect a new leader; a
+restart recovers the log's tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from metadata_log.replica import ReplicaBlock
+
+from api.controller.controller import Controller
+from api.controller.errors import ApiError, ErrorCode
+from api.service.service import (
+    SERVICE_PRINCIPAL,
+    Command,
+    MetadataService,
+    _bootstrap,
+)
+from metadata_log.config import LogConfig
+from metadata_log.log import AppendResult, MetadataLog
+from metadata_log.raft.config import QuorumConfig
+from metadata_log.raft.core import NEVER, RaftCore
+from metadata_log.raft.log_view import LogView
+from metadata_log.raft.messages import (
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    Message,
+    VoteRequest,
+    VoteResponse,
+)
+from metadata_log.raft.messages import (
+    ErrorCode as RaftErrorCode,
+)
+from metadata_log.raft.quorum_state import read_quorum_state, write_quorum_state
+from metadata_log.raft.ready import NotLeader, Ready, ReadyDone
+from metadata_log.raft.roles import Role
+from records.errors import MetadataLogError
+from records.model import LeaderChangeRecord, Record
+from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
+from replay.loader import load_image
+
+logger = logging.getLogger("api.quorum")
+
+T = TypeVar("T")
+
+FETCH_MAX_BYTES = 1 << 20
+"""Block bytes a fetch answer carries at most (at least one block, whatever its size)."""
+
+LEADER_WAIT_S = 5.0
+"""How long a write waits for an election to end before it answers NOT_CONTROLLER."""
+
+Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
+Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+
+
+class QuorumTransport(Protocol):
+    """Sends the core's requests to the other nodes; their answers come back by callback."""
+
+    def send(self, destination: int, message: Message) -> None:
+        """Send a request (never blocks; a message that cannot go now may be dropped)."""
+
+    async def aclose(self) -> None:
+        """Close every link."""
+
+
+TransportFactory = Callable[[Callable[[int, Message], None]], QuorumTransport]
+"""Makes the transport, given the callback its answers go to: `(source node id, message)`."""
+
+
+class QuorumFailedError(MetadataLogError):
+    """The node stopped: its log or quorum state could not be written (it must restart)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Proposal:
+    records: tuple[Record, ...]
+    principal: str | None
+    first: int
+    """The offset the working image gave its first record."""
+    future: asyncio.Future[AppendResult]
+    result: AppendResult | None = None
+
+
+class ReplicatedService(MetadataService):
+    """A `MetadataService` whose writes are replicated by the quorum before they are answered.
+
+    `node` is set by `QuorumNode`. Commands that write run only on the leader; commands that
+    only read run anywhere, on the committed image.
+    """
+
+    node: QuorumNode | None = None
+
+    @classmethod
+    def open_replicated(
+        cls,
+        log_dir: Path,
+        *,
+        config: LogConfig | None = None,
+        controller: Controller | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> ReplicatedService:
+        """Open a quorum node's log; the image starts empty and follows the high watermark.
+
+        The log's tail may hold entries that were never committed (a new leader may truncate
+        them), so nothing is replayed until the quorum says how far the log is committed.
+        """
+        log = MetadataLog.open(log_dir, config=config, replicated=True)
+        return cls(log, EMPTY_IMAGE, controller, clock_ms=clock_ms)
+
+    def _append_epoch(self) -> int:
+        return 0 if self.node is None else self.node.core.epoch
+
+    def execute(self, command: Command[T], *, principal: str | None = None) -> T:
+        """Embedded writes are not possible on a quorum's node: they go through the leader."""
+        result = command(self._working)
+        if result.records:
+            raise ApiError(
+                ErrorCode.NOT_CONTROLLER,
+                "this data directory belongs to a controller quorum: write through the quorum "
+                "with --bootstrap-server",
+            )
+        return result.response
+
+    async def submit(self, command: Command[T], *, principal: str | None = None) -> T:
+        """Run a command; a write is answered once the quorum has committed it."""
+        node = self.node
+        if node is None:
+            raise ApiError(ErrorCode.NOT_CONTROLLER, "the quorum is not running yet; retry")
+        result = command(self._working)
+        if not result.records:
+            return result.response
+        if not node.leading:
+            await node.wait_leading()
+            result = command(self._working)  # the image may have moved meanwhile
+            if not result.records:
+                return result.response
+        self._check_encodes(result.records)
+        first = self._next_offset
+        image = self._accept(result.records)
+        appended = await node.propose(result.records, principal=principal, first=first)
+        self._commit(image, appended)
+        return result.response
+
+    def follow(self, image: MetadataImage) -> None:
+        """Take `image` (committed blocks applied) as both the committed and the working image."""
+        self._committed = image
+        self._working = image
+        self._next_offset = image.provenance.offset + 1
+        if self._snapshots is not None:
+            self._snapshots.committed(image, self.log)
+        if self._commit_waiters:
+            self.release_waiters()
+
+    def lead_from(self, end_offset: int) -> None:
+        """Start writing after `end_offset - 1`: the committed image is the working one."""
+        self._working = self._committed
+        self._next_offset = end_offset
+
+
+class QuorumNode:
+    """One controller of the quorum: the core, the log, the `quorum-state` and the links."""
+
+    def __init__(
+        self,
+        service: ReplicatedService,
+        config: QuorumConfig,
+        *,
+        state_dir: Path,
+        transport: TransportFactory,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.service = service
+        self.config = config
+        self.state_dir = state_dir
+        self.log: MetadataLog = service.log
+        state = read_quorum_state(state_dir, voters=config.voters)
+        view = LogView.from_log(end_offset=self.log.end_offset, epochs=self.log.epoch_cache())
+        self.core = RaftCore(
+            config, state=state, log=view, rng=rng or random.Random(), now_ms=_now_ms()
+        )
+        self._transport = transport(self._received)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"mlog-quorum-{config.node_id}")
+        self._inbox: deque[tuple[int, Message]] = deque()
+        self._answers: dict[tuple[int, int], asyncio.Future[Response]] = {}
+        self._queued: list[_Proposal] = []
+        self._inflight: deque[_Proposal] = deque()
+        self._blocks: dict[int, tuple[ReplicaBlock, bool]] = {}
+        """Blocks about to be appended, by first offset, and whether they came from a peer."""
+        self._wake = asyncio.Event()
+        self._leading = asyncio.Event()
+        self._role_seen = asyncio.Event()
+        self._epoch_start = NEVER
+        self._flushed = self.log.end_offset
+        self._applied = service.image.provenance.offset + 1
+        self._last_timestamp = service.image.provenance.timestamp
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.failed: str | None = None
+        """Why the node stopped, once its storage failed."""
+        self.high_watermark = 0
+        service.node = self
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def leading(self) -> bool:
+        """Whether this node leads and takes writes (everything before its epoch applied)."""
+        return self._leading.is_set()
+
+    @property
+    def leader_id(self) -> int:
+        """The current leader's id, -1 when unknown."""
+        return self.core.leader_id
+
+    @property
+    def epoch(self) -> int:
+        """The current epoch."""
+        return self.core.epoch
+
+    @property
+    def role(self) -> Role:
+        """The node's role now."""
+        return self.core.role
+
+    def voter_addresses(self) -> dict[int, tuple[str, int]]:
+        """Each voter's `(host, port)` (`controller.quorum.voters`), by node id."""
+        return {i: (a.host, a.port) for i, a in self.config.addresses.items()}
+
+    def leader_address(self) -> str:
+        """`host:port` of the leader's controller address, or why there is none."""
+        leader = self.core.leader_id
+        address = self.config.addresses.get(leader)
+        if leader == NO_LEADER or address is None:
+            return "no leader is known yet (an election is under way)"
+        return f"node {leader} at {address.host}:{address.port}"
+
+    def not_controller(self) -> ApiError:
+        """The refusal of a write on a node that does not lead."""
+        return ApiError(
+            ErrorCode.NOT_CONTROLLER,
+            f"node {self.config.node_id} is not the active controller; the leader is "
+            f"{self.leader_address()}",
+        )
+
+    async def wait_leading(self, timeout: float = LEADER_WAIT_S) -> None:
+        """Wait while an election is under way; NOT_CONTROLLER if another node leads."""
+        deadline = time.monotonic() + timeout
+        while not self.leading:
+            self._check_alive()
+            known = self.core.leader_id
+            if known not in (NO_LEADER, self.config.node_id) and self.core.role is Role.FOLLOWER:
+                raise self.not_controller()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self.not_controller()
+            self._role_seen.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._role_seen.wait(), min(remaining, 0.05))
+
+    def _check_alive(self) -> None:
+        if self.failed is not None:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"this controller stopped: {self.failed}")
+        if self._closing:
+            raise self.not_controller()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start the loop; the node joins the quorum (elections, fetching)."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def aclose(self) -> None:
+        """Stop: resign if leading (so another takes over at once), close links and the loop."""
+        if self._closing:
+            return
+        if self.core.role is Role.LEADER and self.failed is None:
+            self.core.resign()
+            self._wake.set()
+            await asyncio.sleep(0.05)  # let the EndQuorumEpoch requests leave
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, QuorumFailedError):
+                await self._task
+        self._fail_proposals(self.not_controller())
+        for future in self._answers.values():
+            future.cancel()
+        self._answers.clear()
+        await self._transport.aclose()
+        self._executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ inputs
+
+    def _received(self, source: int, message: Message) -> None:
+        """An answer from a link (or any message from a test network)."""
+        if isinstance(message, FetchResponse) and message.records:
+            message = self._whole_blocks(source, message)
+        self._inbox.append((source, message))
+        self._wake.set()
+
+    async def handle(self, sender: int, message: Message) -> Message:
+        """Answer a request from another node (the server's quorum endpoint)."""
+        if not isinstance(message, Request):
+            raise TypeError(f"{type(message).__name__} is not a quorum request")
+        self._check_alive()
+        key = (sender, message.correlation_id)
+        previous = self._answers.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._answers[key] = future
+        self._inbox.append((sender, message))
+        self._wake.set()
+        wait = self.config.request_timeout_ms / 1000
+        if isinstance(message, FetchRequest):
+            wait += message.max_wait_ms / 1000
+        try:
+            return await asyncio.wait_for(future, wait)
+        except TimeoutError:
+            return self._unanswered(message)
+        finally:
+            if self._answers.get(key) is future:
+                del self._answers[key]
+
+    def _unanswered(self, message: Request) -> Response:
+        """What a request the core dropped gets: a refusal naming the leader this node knows."""
+        error = RaftErrorCode.NOT_LEADER_OR_FOLLOWER
+        leader = LeaderIdAndEpoch(leader_id=self.core.leader_id, leader_epoch=self.core.epoch)
+        if isinstance(message, FetchRequest):
+            return FetchResponse(
+                correlation_id=message.correlation_id,
+                error_code=error,
+                high_watermark=-1,
+                current_leader=leader,
+            )
+        if isinstance(message, VoteRequest):
+            return VoteResponse(
+                correlation_id=message.correlation_id,
+                error_code=error,
+                leader_id=leader.leader_id,
+                leader_epoch=leader.leader_epoch,
+                vote_granted=False,
+            )
+        kind = (
+            BeginQuorumEpochResponse
+            if isinstance(message, BeginQuorumEpochRequest)
+            else EndQuorumEpochResponse
+        )
+        return kind(
+            correlation_id=message.correlation_id,
+            error_code=error,
+            leader_id=leader.leader_id,
+            leader_epoch=leader.leader_epoch,
+        )
+
+    def describe(self) -> DescribeQuorumResponse:
+        """DescribeQuorum: the leader's view of every voter's and observer's progress."""
+        return self.core.describe_quorum()
+
+    async def propose(
+        self, records: Sequence[Record], *, principal: str | None, first: int
+    ) -> AppendResult:
+        """Append `records` as a batch starting at `first`; returns once committed."""
+        self._check_alive()
+        if not self.leading:
+            raise self.not_controller()
+        future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        self._queued.append(
+            _Proposal(records=tuple(records), principal=principal, first=first, future=future)
+        )
+        self._wake.set()
+        return await future
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        core = self.core
+        try:
+            while not self._closing:
+                self._wake.clear()
+                self._take_inputs()
+                ready = core.ready()
+                if not ready.empty:
+                    await self._carry_out(ready)
+                    core.advance(ReadyDone(flushed_offset=self._flushed))
+                    continue
+                if self._inbox or self._queued:
+                    continue
+                delay = (core.next_deadline_ms() - _now_ms()) / 1000
+                if delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+        except asyncio.CancelledError:
+            raise
+        except (OSError, MetadataLogError) as exc:
+            self._stop(exc)
+        except Exception as exc:  # a bug: stop this node loudly rather than go on wrong
+            logger.exception("the quorum loop failed")
+            self._stop(exc)
+
+    def _stop(self, exc: BaseException) -> None:
+        self.failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        logger.error(
+            "controller %d stops: %s; restart it (its log recovers on open)",
+            self.config.node_id,
+            self.failed,
+        )
+        self._leading.clear()
+        self._fail_proposals(
+            ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"this controller stopped: {self.failed}")
+        )
+
+    def _take_inputs(self) -> None:
+        core = self.core
+        core.tick(_now_ms())
+        while self._inbox:
+            source, message = self._inbox.popleft()
+            core.step(source, message)
+        if self._queued:
+            self._propose_queued()
+
+    def _propose_queued(self) -> None:
+        group, self._queued = self._queued, []
+        core = self.core
+        if core.role is not Role.LEADER or not self.leading:
+            for proposal in group:
+                proposal.future.set_exception(self.not_controller())
+            return
+        first = core.log.end_offset
+        if group[0].first != first:
+            # The working image and the log disagree: a bug; refuse rather than misplace.
+            error = ApiError(
+                ErrorCode.NOT_CONTROLLER,
+                f"internal: the write expected offset {group[0].first}, the log is at {first}",
+            )
+            for proposal in group:
+                proposal.future.set_exception(error)
+            self._reset_working()
+            return
+        timestamp = max(_wall_ms(), self._last_timestamp)
+        block = self.log.encode_block(
+            [(p.records, p.principal) for p in group],
+            first_offset=first,
+            epoch=core.epoch,
+            timestamp=timestamp,
+        )
+        placed = core.propose([block.encode()] + [b""] * (block.count - 1))
+        if isinstance(placed, NotLeader):
+            for proposal in group:
+                proposal.future.set_exception(self.not_controller())
+            return
+        self._last_timestamp = timestamp
+        self._blocks[first] = (block, False)
+        offset = first
+        for proposal in group:
+            last = offset + len(proposal.records) - 1
+            proposal.result = AppendResult(offset, last, timestamp)
+            self._inflight.append(proposal)
+            offset = last + 1
+
+    async def _carry_out(self, ready: Ready) -> None:
+        log = self.log
+        if ready.quorum_state is not None:
+            await self._io(write_quorum_state, self.state_dir, ready.quorum_state)
+        if ready.truncate_to is not None:
+            offset = ready.truncate_to
+            await self._io(log.truncate_to, offset)
+            self._flushed = min(self._flushed, offset)
+            for first in [f for f in self._blocks if f >= offset]:
+                del self._blocks[first]
+        if ready.append:
+            await self._append(ready.append)
+        if ready.flush:
+            self._flushed = await self._io(log.flush)
+        for out in ready.messages:
+            message = out.message
+            if isinstance(message, FetchResponse) and out.read_until > out.read_from:
+                entries = await self._io(self._entries, out.read_from, out.read_until)
+                message = replace(message, records=entries)
+            self._send(out.destination, message)
+        if ready.role is not None:
+            self._role_changed(ready.role)
+        if ready.high_watermark is not None:
+            await self._committed(ready.high_watermark)
+
+    def _send(self, destination: int, message: Message) -> None:
+        if isinstance(message, Response):
+            future = self._answers.pop((destination, message.correlation_id), None)
+            if future is not None and not future.done():
+                future.set_result(message)
+            return
+        self._transport.send(destination, message)
+
+    async def _append(self, entries: Sequence[Entry]) -> None:
+        """Write the entries of a `Ready` as the blocks they stand for."""
+        blocks: list[tuple[ReplicaBlock, bool]] = []
+        covered = 0  # the offset the blocks so far reach
+        for entry in entries:
+            if not entry.payload:
+                if entry.offset >= covered:
+                    raise QuorumFailedError(
+                        f"internal: entry {entry.offset} belongs to no block of this append"
+                    )
+                continue
+            if entry.control and entry.payload[:1] == b"{":
+                block = self._marker_block(entry)
+                peer = False
+            else:
+                block, peer = self._blocks.pop(entry.offset, (None, True))  # type: ignore[assignment]
+                if block is None:
+                    block = ReplicaBlock.decode(entry.payload)
+            if block.first_offset != entry.offset or block.epoch != entry.epoch:
+                raise QuorumFailedError(
+                    f"internal: block at {block.first_offset} (epoch {block.epoch}) stands for "
+                    f"entry {entry.offset} (epoch {entry.epoch})"
+                )
+            blocks.append((block, peer))
+            covered = block.first_offset + block.count
+        if entries and covered != entries[-1].offset + 1:
+            raise QuorumFailedError(
+                f"internal: the append ends at {entries[-1].offset + 1}, its blocks at {covered}"
+            )
+        # Own blocks (proposals, markers) were made here; peers' are checked entry by entry.
+        run: list[ReplicaBlock] = []
+        run_peer = False
+        for block, peer in blocks:
+            if run and peer != run_peer:
+                await self._io(self.log.write_blocks, run, check=run_peer)
+                run = []
+            run.append(block)
+            run_peer = peer
+            self._last_timestamp = max(self._last_timestamp, block.timestamp)
+        if run:
+            await self._io(self.log.write_blocks, run, check=run_peer)
+
+    def _marker_block(self, entry: Entry) -> ReplicaBlock:
+        data = json.loads(entry.payload)
+        record = LeaderChangeRecord(
+            leader_id=int(data["leaderId"]),
+            voters=[int(v) for v in data["voters"]],
+            granting_voters=[int(v) for v in data["grantingVoters"]],
+        )
+        timestamp = max(_wall_ms(), self._last_timestamp)
+        return self.log.encode_block(
+            [((record,), SERVICE_PRINCIPAL)],
+            first_offset=entry.offset,
+            epoch=entry.epoch,
+            timestamp=timestamp,
+        )
+
+    def _entries(self, start: int, until: int) -> tuple[Entry, ...]:
+        """Whole blocks of the log in [start, until), as the core's entries (a fetch answer)."""
+        entries: list[Entry] = []
+        for block in self.log.replica_blocks(start=start, max_bytes=FETCH_MAX_BYTES):
+            end = block.first_offset + block.count
+            if end > until:
+                break
+            entries.append(
+                Entry(offset=block.first_offset, epoch=block.epoch, payload=block.encode())
+            )
+            entries.extend(
+                Entry(offset=offset, epoch=block.epoch, payload=b"")
+                for offset in range(block.first_offset + 1, end)
+            )
+        return tuple(entries)
+
+    def _whole_blocks(self, source: int, message: FetchResponse) -> FetchResponse:
+        """A fetch answer's entries decoded into blocks; a malformed or partial tail is cut."""
+        kept: list[Entry] = []
+        decoded: dict[int, tuple[ReplicaBlock, bool]] = {}
+        entries = message.records
+        index = 0
+        while index < len(entries):
+            head = entries[index]
+            try:
+                block = ReplicaBlock.decode(head.payload)
+            except MetadataLogError as exc:
+                logger.warning(
+                    "fetch answer from node %d: entry %d is not a block (%s); ignoring the rest",
+                    source,
+                    head.offset,
+                    exc,
+                )
+                break
+            members = entries[index : index + block.count]
+            if (
+                block.first_offset != head.offset
+                or len(members) != block.count
+                or any(
+                    m.offset != block.first_offset + i or m.epoch != block.epoch
+                    for i, m in enumerate(members)
+                )
+                or any(m.payload for m in members[1:])
+            ):
+                break
+            decoded[block.first_offset] = (block, True)
+            kept.extend(members)
+            index += block.count
+        self._blocks.update(decoded)
+        return replace(message, records=tuple(kept))
+
+    # ------------------------------------------------------------------ commits and roles
+
+    async def _committed(self, high_watermark: int) -> None:
+        self.high_watermark = high_watermark
+        while self._inflight and self._inflight[0].result is not None:
+            proposal = self._inflight[0]
+            result = proposal.result
+            assert result is not None  # checked by the loop's condition
+            if result[1] >= high_watermark:
+                break
+            self._inflight.popleft()
+            if not proposal.future.done():
+                proposal.future.set_result(result)
+        if self.leading:
+            self._applied = max(self._applied, high_watermark)
+            return
+        if high_watermark > self._applied:
+            base = self.service.image
+            image = await self._io(self._replayed, base, high_watermark - 1)
+            self._applied = image.provenance.offset + 1
+            self.service.follow(image)
+        if self.core.role is Role.LEADER and self._applied >= self._epoch_start:
+            self._start_leading()
+
+    def _replayed(self, base: MetadataImage, last: int) -> MetadataImage:
+        return load_image(self.log, lte=last, base=base)
+
+    def _role_changed(self, role: Role) -> None:
+        self._role_seen.set()
+        if role is Role.LEADER:
+            self._epoch_start = self.core.log.end_offset
+            logger.info(
+                "controller %d leads epoch %d (log end %d)",
+                self.config.node_id,
+                self.core.epoch,
+                self.core.log.end_offset,
+            )
+            return
+        self._epoch_start = NEVER
+        if self._leading.is_set():
+            self._leading.clear()
+            logger.info(
+                "controller %d stops leading (epoch %d, now %s)",
+                self.config.node_id,
+                self.core.epoch,
+                role.name.lower(),
+            )
+        self._fail_proposals(self.not_controller())
+        self._reset_working()
+
+    def _start_leading(self) -> None:
+        if self._leading.is_set():
+            return
+        self.service.lead_from(self.core.log.end_offset)
+        self._leading.set()
+        self._role_seen.set()
+        logger.info("controller %d takes writes from offset %d", self.config.node_id, self._applied)
+        if METADATA_VERSION not in self.service.image.features.levels:
+            asyncio.get_running_loop().create_task(self._bootstrap())
+
+    async def _bootstrap(self) -> None:
+        with contextlib.suppress(ApiError):
+            await self.service.submit(_bootstrap, principal=SERVICE_PRINCIPAL)
+
+    def _reset_working(self) -> None:
+        self.service.follow(self.service.image)
+
+    def _fail_proposals(self, error: ApiError) -> None:
+        pending: Iterable[_Proposal] = [*self._inflight, *self._queued]
+        self._inflight.clear()
+        self._queued = []
+        for proposal in pending:
+            if not proposal.future.done():
+                proposal.future.set_exception(error)
+
+    async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: function(*args, **kwargs))
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000

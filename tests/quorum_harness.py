@@ -1,0 +1,174 @@
+"""Quorum nodes in one event loop over real logs, joined by an in-process network.
+
+For the shell's tests: the consensus core is proven by the simulation (tests/raft_sim.py);
+these drive the real shell (`api.service.quorum`) over real `MetadataLog`s in temporary
+directories, with a network that can cut links. Real processes and sockets are
+tests/test_quorum_processes.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+from api.controller.commands import CreatableTopic, RegisterBroker
+from api.controller.controller import Controller
+from api.service.quorum import QuorumNode, ReplicatedService
+from metadata_log.raft.config import QuorumConfig, VoterAddress
+from metadata_log.raft.messages import Message
+from metadata_log.raft.quorum_state import QuorumState, write_quorum_state
+
+FAST = {
+    "election_timeout_ms": 150,
+    "fetch_timeout_ms": 300,
+    "election_backoff_max_ms": 100,
+    "append_linger_ms": 0,
+    "request_timeout_ms": 300,
+    "fetch_max_wait_ms": 100,
+}
+"""Timers short enough for tests, in the ratios of Kafka's defaults."""
+
+
+class LocalNetwork:
+    """Delivers requests to a node's `handle` and the answers back; links can be cut."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[int, QuorumNode] = {}
+        self.cut: set[tuple[int, int]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def transport(self, source: int) -> Callable[[Callable[[int, Message], None]], _Link]:
+        def make(deliver: Callable[[int, Message], None]) -> _Link:
+            return _Link(self, source, deliver)
+
+        return make
+
+    def isolate(self, node: int) -> None:
+        """Cut every link to and from `node`."""
+        for other in self.nodes:
+            if other != node:
+                self.cut.add((node, other))
+                self.cut.add((other, node))
+
+    def heal(self) -> None:
+        """Restore every link."""
+        self.cut.clear()
+
+    def send(self, source: int, destination: int, message: Message, link: _Link) -> None:
+        if (source, destination) in self.cut:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._deliver(source, destination, message, link)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, source: int, destination: int, message: Message, link: _Link) -> None:
+        node = self.nodes.get(destination)
+        if node is None or node.failed is not None or link.closed:
+            return
+        try:
+            answer = await node.handle(source, message)
+        except Exception:
+            return
+        if (destination, source) in self.cut or link.closed:
+            return
+        link.deliver(destination, answer)
+
+
+class _Link:
+    def __init__(
+        self, network: LocalNetwork, source: int, deliver: Callable[[int, Message], None]
+    ) -> None:
+        self.network = network
+        self.source = source
+        self.deliver = deliver
+        self.closed = False
+
+    def send(self, destination: int, message: Message) -> None:
+        if not self.closed:
+            self.network.send(self.source, destination, message, self)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class Cluster:
+    """Three (or five) formatted nodes in `root`, started and stopped one by one."""
+
+    def __init__(self, root: Path, size: int = 3, **timers: int) -> None:
+        self.root = root
+        self.ids = list(range(1, size + 1))
+        self.network = LocalNetwork()
+        self.timers = {**FAST, **timers}
+        self.addresses = {i: VoterAddress(host="127.0.0.1", port=19000 + i) for i in self.ids}
+        for i in self.ids:
+            (root / str(i)).mkdir(parents=True, exist_ok=True)
+            write_quorum_state(
+                root / str(i), QuorumState(leader_epoch=0, voters=frozenset(self.ids))
+            )
+
+    def config(self, node_id: int) -> QuorumConfig:
+        return QuorumConfig(
+            node_id=node_id,
+            voters=frozenset(self.ids),
+            addresses=dict(self.addresses),
+            **self.timers,
+        )
+
+    async def start(self, node_id: int) -> QuorumNode:
+        service = ReplicatedService.open_replicated(
+            self.root / str(node_id) / "log",
+            controller=Controller(rng=random.Random(node_id)),
+        )
+        node = QuorumNode(
+            service,
+            self.config(node_id),
+            state_dir=self.root / str(node_id),
+            transport=self.network.transport(node_id),
+            rng=random.Random(node_id),
+        )
+        self.network.nodes[node_id] = node
+        await node.start()
+        return node
+
+    async def start_all(self) -> list[QuorumNode]:
+        return [await self.start(i) for i in self.ids]
+
+    async def stop(self, node_id: int) -> None:
+        node = self.network.nodes.pop(node_id)
+        await node.aclose()
+        await node.service.aclose()
+
+    async def stop_all(self) -> None:
+        for node_id in list(self.network.nodes):
+            await self.stop(node_id)
+
+    async def leader(self, timeout: float = 10.0) -> QuorumNode:
+        """The node that leads and takes writes, once there is one."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            for node in self.network.nodes.values():
+                if node.leading:
+                    return node
+            await asyncio.sleep(0.01)
+        raise TimeoutError("no leader took writes in time")
+
+
+async def register(node: QuorumNode, broker_id: int) -> None:
+    """Register a broker through `node` (the leader)."""
+    service = node.service
+    await service.submit(
+        lambda image: service.controller.register_broker(image, RegisterBroker(broker_id=broker_id))
+    )
+
+
+async def create_topic(node: QuorumNode, name: str) -> None:
+    """Create a topic of one partition through `node` (the leader)."""
+    service = node.service
+    (result,) = await service.submit(
+        lambda image: service.controller.create_topics(image, [CreatableTopic(name=name)])
+    )
+    assert result.outcome.error_code == 0, result
