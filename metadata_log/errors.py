@@ -86,3 +86,7 @@ class ReadOnlyLogError(LogError):
 
 class LogConfigError(LogError):
     """A log setting is out of range."""
+
+
+class ReplicaBlockError(LogError):
+    """A block for replication is malformed or does not fit the log; nothing was written."""

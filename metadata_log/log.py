@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import logging
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from metadata_log.checkpoint import (
     Checkpoint,
@@ -21,21 +24,41 @@ from metadata_log.checkpoint import (
     write_checkpoint,
 )
 from metadata_log.config import LogConfig
-from metadata_log.container import SYNC_SIZE, BlockDamage, encode_block, fsync_directory, write_all
-from metadata_log.epoch import bump_epoch, read_epoch
+from metadata_log.container import (
+    MAX_BLOCK_BODY,
+    SYNC_SIZE,
+    BlockDamage,
+    RawBlock,
+    body_prefix,
+    encode_block,
+    fsync_directory,
+    write_all,
+)
+from metadata_log.epoch import (
+    EPOCH_CHECKPOINT_NAME,
+    EpochCheckpointDamage,
+    bump_epoch,
+    read_epoch,
+    read_epoch_checkpoint,
+    write_epoch_checkpoint,
+)
 from metadata_log.errors import (
     LogClosedError,
     LogCorruptionError,
     LogError,
     LogFailedError,
     ReadOnlyLogError,
+    ReplicaBlockError,
 )
 from metadata_log.extent import Link, extent_problems, link_problem
 from metadata_log.lock import DirectoryLock
+from metadata_log.repair import cut_segment, move_segment
+from metadata_log.replica import ReplicaBlock
 from metadata_log.segment import (
     ScanProblem,
     Segment,
     SegmentInfo,
+    decoder_failure,
     parse_segment_name,
     segment_name,
 )
@@ -53,6 +76,8 @@ if TYPE_CHECKING:
     import asyncio
 
 logger = logging.getLogger("metadata_log")
+
+_INT32_MAX = (1 << 31) - 1
 
 
 class AppendResult(tuple[int, int]):
@@ -95,6 +120,11 @@ class MetadataLog:
     read-only instances (`read_only=True`) may read alongside it. Appends are atomic (one batch
     never spans two blocks) and durable (acknowledged after fdatasync); concurrent `append_async`
     callers share one write and one fsync (group commit), done off the event loop.
+
+    Opened with `replicated=True` the log is a quorum node's: entries arrive as whole blocks
+    (`write_blocks`, made durable by `flush`) with the epochs the quorum gives them, the
+    leader-epoch cache is kept in `leader-epoch-checkpoint`, `truncate_to` removes a divergent
+    tail and `replica_blocks` reads whole blocks for other nodes. `append` is refused there.
     """
 
     def __init__(
@@ -106,11 +136,18 @@ class MetadataLog:
         read_only: bool,
         clock_ms: Callable[[], int],
         lock: DirectoryLock | None,
+        replicated: bool = False,
     ) -> None:
         self.directory = directory
         self.config = config
         self.codec = codec
         self.read_only = read_only
+        self.replicated = replicated
+        """Quorum mode: blocks come from `write_blocks`, epochs from the quorum."""
+        self._flushed_offset = 0
+        self._dirty = False
+        """True while written blocks wait for `flush` (quorum mode only)."""
+        self._epochs: list[tuple[int, int]] = []
         self._clock_ms = clock_ms
         self._lock = lock
         self._segments: list[Segment] = []
@@ -146,6 +183,7 @@ class MetadataLog:
         read_only: bool = False,
         up_to_damage: bool = False,
         clock_ms: Callable[[], int] = _wall_clock_ms,
+        replicated: bool = False,
     ) -> MetadataLog:
         """Open (and for a writer, create and recover) the log in `directory`.
 
@@ -156,6 +194,12 @@ class MetadataLog:
         segment, a log that ends before its recovery point. With `up_to_damage` (read-only
         only) the log is served up to the first damage instead, with a WARNING naming it, and
         reads that reach it raise it.
+
+        With `replicated` (quorum mode) no writer epoch is taken: entries carry the epochs of
+        the blocks written with `write_blocks`. The open then fsyncs the recovered log (all of
+        it is durable) and loads `leader-epoch-checkpoint`, checked against the log's end and
+        its last block; a missing or inconsistent one is rebuilt from the entries' epochs with
+        one WARNING.
         """
         path = Path(directory)
         lock: DirectoryLock | None = None
@@ -179,6 +223,7 @@ class MetadataLog:
             read_only=read_only,
             clock_ms=clock_ms,
             lock=lock,
+            replicated=replicated,
         )
         log._up_to_damage = up_to_damage
         try:
@@ -231,8 +276,11 @@ class MetadataLog:
         if self._segments:
             self._next_offset = self._segments[-1].next_offset
             self._last_timestamp = max(s.max_timestamp for s in self._segments)
+        self._flushed_offset = self._next_offset
         if not self.read_only:
             self._start_writing(0 if checkpoint is None else checkpoint.log_start_offset)
+        elif self.replicated and self.damage is None:
+            self._load_epoch_cache(persist=False)
 
     def _open_segments(self, bases: list[int]) -> list[Link]:
         """Open the segments in order, checking each against the previous; their links."""
@@ -260,13 +308,14 @@ class MetadataLog:
             logger.info("rebuilt the indexes of segment %s", segment.path)
             segment.save_indexes()
         if not self._segments:
-            self._next_offset = start
+            self._next_offset = self._flushed_offset = start
             self._write_checkpoint(start)
             self._segments.append(
                 Segment.create(self.directory, start, self.codec.entry_schema_json)
             )
         active = self._segments[-1]
-        self._epoch = bump_epoch(self.directory, at_least=active.last_epoch)
+        if not self.replicated:
+            self._epoch = bump_epoch(self.directory, at_least=active.last_epoch)
         if active.is_empty and active.header.schema_json != self.codec.entry_schema_json:
             # Nothing was written with the old schema: start the segment over with this one.
             previous = self._segments[-2] if len(self._segments) > 1 else None
@@ -284,6 +333,11 @@ class MetadataLog:
             # segment, so every segment stays readable by any Avro tool and by this code.
             logger.info("the record schema changed; starting a new segment")
             self._roll()
+        if self.replicated:
+            # What a crashed process left in the page cache is served as durable (the core
+            # builds its view from it): make it so before anything is acknowledged.
+            os.fsync(self._fd)
+            self._load_epoch_cache(persist=True)
 
     def _write_checkpoint(self, log_start_offset: int | None = None) -> None:
         """Persist the checkpoints: the log start, the end offset now, the newest segment."""
@@ -292,7 +346,7 @@ class MetadataLog:
             start = 0 if self._checkpoint is None else self._checkpoint.log_start_offset
         checkpoint = Checkpoint(
             log_start_offset=start,
-            recovery_point=self._next_offset,
+            recovery_point=self._flushed_offset,
             newest_segment=self._segments[-1].base_offset if self._segments else start,
         )
         write_checkpoint(self.directory, checkpoint)
@@ -380,6 +434,11 @@ class MetadataLog:
             self._executor.shutdown(wait=True)
         with self._write_lock:
             if self._fd is not None:
+                if self._dirty and self._failed is None:
+                    try:
+                        self._sync_active()
+                    except OSError as exc:  # the blocks may be lost; the checkpoints say so
+                        logger.warning("could not flush the log on close: %s", exc)
                 os.close(self._fd)
                 self._fd = None
                 if self._failed is None and self._segments:
@@ -444,8 +503,32 @@ class MetadataLog:
         return total
 
     @property
+    def flushed_offset(self) -> int:
+        """One past the last durable entry.
+
+        The same as `end_offset` except between `write_blocks` and `flush` in quorum mode.
+        """
+        return self._flushed_offset
+
+    @property
+    def last_timestamp(self) -> int:
+        """The timestamp (ms) of the last entry, -1 for an empty log.
+
+        Timestamps never decrease along the log: a leader stamps a new block with at least this.
+        """
+        return self._last_timestamp
+
+    @property
+    def log_start_offset(self) -> int:
+        """Offset of the first entry the log keeps (its first segment's base offset)."""
+        return self._segments[0].base_offset if self._segments else self._next_offset
+
+    @property
     def epoch(self) -> int:
-        """The leader epoch this writer stamps on its entries (last persisted one if read-only)."""
+        """The leader epoch this writer stamps on its entries (last persisted one if read-only).
+
+        In quorum mode: the epoch of the last entry (0 for an empty log).
+        """
         return self._epoch
 
     def segments(self) -> list[SegmentInfo]:
@@ -480,6 +563,7 @@ class MetadataLog:
 
     def append(self, records: Iterable[Record], *, principal: str | None = None) -> AppendResult:
         """Append `records` as one atomic batch; returns (first, last) offset after fsync."""
+        self._check_not_replicated()
         batch = self._check_batch(records)
         with self._write_lock:
             (result,) = self._write_group([(batch, principal)])
@@ -495,6 +579,7 @@ class MetadataLog:
         All are written or none: a batch that does not encode raises and nothing is appended.
         For copying entries from another log, where each entry keeps who asked for it.
         """
+        self._check_not_replicated()
         checked = [(self._check_batch(records), principal) for records, principal in batches]
         if not checked:
             raise LogError("an append needs at least one batch")
@@ -512,6 +597,7 @@ class MetadataLog:
         """
         import asyncio
 
+        self._check_not_replicated()
         batch = self._check_batch(records)
         self._check_writable()
         loop = asyncio.get_running_loop()
@@ -580,12 +666,7 @@ class MetadataLog:
         offset = first + total
         framed = encode_block(total, body)
         try:
-            active = self._segments[-1]
-            if not active.is_empty and (
-                active.size + len(framed) + SYNC_SIZE > self.config.segment_bytes
-                or timestamp - active.first_timestamp >= self.config.segment_ms
-            ):
-                active = self._roll()
+            active = self._segment_for(len(framed), timestamp)
             data = framed + active.header.sync
             position = active.size
             fd = self._fd
@@ -594,12 +675,7 @@ class MetadataLog:
             write_all(fd, data)
             os.fdatasync(fd)
         except OSError as exc:
-            self._failed = exc
-            logger.error("append failed, the log stops accepting writes: %s", exc)
-            raise LogFailedError(
-                f"append failed: {exc}. The log accepts no more writes; fix the storage problem "
-                "and restart (the log recovers on open)"
-            ) from exc
+            self._fail("append", exc)
         # Publish only after fsync: readers never look past `active.size`.
         active.note_block(
             position=position,
@@ -610,7 +686,7 @@ class MetadataLog:
             interval=self.config.index_interval_bytes,
         )
         self._last_timestamp = timestamp
-        self._next_offset = offset
+        self._next_offset = self._flushed_offset = offset
         self._record_bytes_appended += len(body)
         if time.monotonic() - self._checkpointed_at >= self.config.checkpoint_interval_ms / 1000:
             try:
@@ -660,8 +736,38 @@ class MetadataLog:
             offset += count
         return results, offset - first, b"".join(bodies)
 
+    def _segment_for(self, framed_size: int, timestamp: int) -> Segment:
+        """The segment a block of `framed_size` bytes stamped `timestamp` goes to (rolls if due)."""
+        active = self._segments[-1]
+        if not active.is_empty and (
+            active.size + framed_size + SYNC_SIZE > self.config.segment_bytes
+            or timestamp - active.first_timestamp >= self.config.segment_ms
+        ):
+            active = self._roll()
+        return active
+
+    def _fail(self, what: str, exc: OSError) -> NoReturn:
+        """An I/O error while writing: the log stops accepting writes (fail-stop)."""
+        self._failed = exc
+        logger.error("%s failed, the log stops accepting writes: %s", what, exc)
+        raise LogFailedError(
+            f"{what} failed: {exc}. The log accepts no more writes; fix the storage problem "
+            "and restart (the log recovers on open)"
+        ) from exc
+
+    def _sync_active(self) -> None:
+        """Make every block written so far durable (fdatasync of the active segment)."""
+        if self._fd is not None:
+            os.fdatasync(self._fd)
+        self._dirty = False
+        self._flushed_offset = self._next_offset
+
     def _roll(self) -> Segment:
         old = self._segments[-1]
+        if self._dirty:
+            # A sealed segment is complete and durable before the next one exists: on open,
+            # anything wrong in a segment that is not the newest is damage, never a torn tail.
+            self._sync_active()
         old.save_indexes()
         if self._fd is not None:
             os.close(self._fd)
@@ -675,6 +781,483 @@ class MetadataLog:
         self._write_checkpoint()
         logger.info("rolled to segment %s", segment.path.name)
         return segment
+
+    # ---------------------------------------------------------------- quorum mode
+
+    def _check_not_replicated(self) -> None:
+        if self.replicated:
+            raise LogError(
+                f"the log at {self.directory} is a quorum node's (opened with replicated=True): "
+                "entries are written as blocks of the quorum's epochs with write_blocks, not "
+                "appended"
+            )
+
+    def _check_replicated(self, what: str) -> None:
+        if not self.replicated:
+            raise LogError(
+                f"{what} is for a quorum node's log; open the log at {self.directory} with "
+                "replicated=True"
+            )
+
+    def encode_block(
+        self,
+        batches: Sequence[tuple[Sequence[Record], str | None]],
+        *,
+        first_offset: int,
+        epoch: int,
+        timestamp: int,
+    ) -> ReplicaBlock:
+        """Encode `batches` as one block of entries `first_offset..` of `epoch`; nothing written.
+
+        Each batch is (records, principal). Raises `RecordError` if a record does not encode
+        and `LogError` for an empty batch or an offset, epoch or timestamp out of range.
+        """
+        checked = [(self._check_batch(records), principal) for records, principal in batches]
+        if not checked:
+            raise LogError("a block needs at least one batch")
+        if first_offset < 0 or not 0 <= epoch <= _INT32_MAX or timestamp < 0:
+            raise LogError(
+                f"a block needs an offset >= 0, an int32 epoch >= 0 and a timestamp >= 0, got "
+                f"offset {first_offset}, epoch {epoch}, timestamp {timestamp}"
+            )
+        count, body = self.codec.encode_batches(
+            checked, first_offset=first_offset, epoch=epoch, timestamp=timestamp
+        )
+        return ReplicaBlock(
+            first_offset=first_offset,
+            count=count,
+            epoch=epoch,
+            timestamp=timestamp,
+            body=body,
+            crc32=zlib.crc32(body),
+        )
+
+    def write_blocks(self, blocks: Sequence[ReplicaBlock], *, check: bool) -> int:
+        """Append whole `blocks` at the end WITHOUT fsync (see `flush`); the new end offset.
+
+        Every block must start where the log (or the previous block) ends, and epochs and
+        timestamps never go down: otherwise `ReplicaBlockError` and nothing is written.
+        `check=True` (blocks from another node) also verifies each body's CRC32 and decodes
+        every entry: offsets dense from the block's first, each entry's epoch and timestamp
+        the block's, valid records in this codec's canonical encoding. Readers see the blocks
+        at once. The first block of a new epoch is recorded in `leader-epoch-checkpoint`
+        before it is written. An I/O error is `LogFailedError` (fail-stop, as for appends).
+        """
+        self._check_replicated("write_blocks")
+        with self._write_lock:
+            self._check_writable()
+            self._check_blocks(blocks, decode=check)
+            for block in blocks:
+                self._write_block(block)
+            return self._next_offset
+
+    def _check_blocks(self, blocks: Sequence[ReplicaBlock], *, decode: bool) -> None:
+        """Raise ReplicaBlockError unless `blocks` fit at the end of the log, in order."""
+        expected = self._next_offset
+        last_epoch = self._epochs[-1][0] if self._epochs else 0
+        last_timestamp = self._last_timestamp
+        for block in blocks:
+            if not isinstance(block, ReplicaBlock):
+                raise ReplicaBlockError(f"{type(block).__name__} is not a ReplicaBlock")
+            where = f"replica block of offsets {block.first_offset}..{block.last_offset}"
+            if block.count < 1 or not block.body or len(block.body) > MAX_BLOCK_BODY:
+                raise ReplicaBlockError(
+                    f"{where} claims {block.count} entries in {len(block.body)} bytes"
+                )
+            if block.first_offset != expected:
+                kind = "leaves a gap after" if block.first_offset > expected else "overlaps"
+                raise ReplicaBlockError(
+                    f"{where} {kind} the log, which ends before offset {expected}; fetch from "
+                    f"offset {expected}"
+                )
+            if not last_epoch <= block.epoch <= _INT32_MAX:
+                raise ReplicaBlockError(
+                    f"{where} has epoch {block.epoch}, below the log's last epoch {last_epoch}: "
+                    "epochs never go down; truncate the divergent tail first"
+                )
+            if block.timestamp < last_timestamp:
+                raise ReplicaBlockError(
+                    f"{where} has timestamp {block.timestamp}, before the log's last entry "
+                    f"({last_timestamp}): timestamps never go down along the log"
+                )
+            if decode:
+                self._check_body(block, where)
+            expected = block.end_offset
+            last_epoch = block.epoch
+            last_timestamp = block.timestamp
+
+    def _check_body(self, block: ReplicaBlock, where: str) -> None:
+        """Raise ReplicaBlockError unless the body is the CRC-valid encoding of valid entries."""
+        if not block.crc_ok():
+            raise ReplicaBlockError(
+                f"{where}: CRC32 of the body does not match ({zlib.crc32(block.body):08x}, the "
+                f"block says {block.crc32:08x}); fetch it again"
+            )
+        codec = self.codec
+        try:
+            entries = codec.decode_entries(
+                block.count, block.body, codec.reader_array_schema(codec.entry_schema_json)
+            )
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise ReplicaBlockError(
+                f"{where}: its body does not decode as {block.count} entries "
+                f"({decoder_failure(exc)})"
+            ) from None
+        for i, entry in enumerate(entries):
+            if len(entries) != block.count or entry.offset != block.first_offset + i:
+                raise ReplicaBlockError(
+                    f"{where}: its entries hold offsets {entries[0].offset}..{entries[-1].offset}"
+                )
+            if entry.epoch != block.epoch or entry.timestamp != block.timestamp:
+                raise ReplicaBlockError(
+                    f"{where}: entry {entry.offset} has epoch {entry.epoch} and timestamp "
+                    f"{entry.timestamp}, the block says {block.epoch} and {block.timestamp}"
+                )
+        try:
+            _, again = codec.encode_entries(
+                (e.offset, e.epoch, e.timestamp, e.principal, e.record) for e in entries
+            )
+        except RecordError as exc:
+            raise ReplicaBlockError(f"{where}: a record is not valid ({exc})") from None
+        if again != block.body:
+            raise ReplicaBlockError(
+                f"{where}: its body is not the encoding of its entries (trailing or "
+                "non-canonical bytes)"
+            )
+
+    def _write_block(self, block: ReplicaBlock) -> None:
+        """Write one checked block at the end, without fsync; the caller holds the write lock."""
+        if not self._epochs or block.epoch > self._epochs[-1][0]:
+            # Before the block: a cache that names an epoch the log lacks is noticed and
+            # repaired on open; a log holding an epoch the cache lacks would not be.
+            self._persist_epochs([*self._epochs, (block.epoch, block.first_offset)])
+        framed = encode_block(block.count, block.body)
+        try:
+            active = self._segment_for(len(framed), block.timestamp)
+            data = framed + active.header.sync
+            position = active.size
+            fd = self._fd
+            if fd is None:  # pragma: no cover - guarded by _check_writable
+                raise LogClosedError("the log is closed")
+            self._dirty = True
+            write_all(fd, data)
+        except OSError as exc:
+            self._fail("writing replicated blocks", exc)
+        active.note_block(
+            position=position,
+            end=position + len(data),
+            first_offset=block.first_offset,
+            count=block.count,
+            timestamp=block.timestamp,
+            interval=self.config.index_interval_bytes,
+        )
+        self._next_offset = block.end_offset
+        self._last_timestamp = block.timestamp
+        self._epoch = block.epoch
+        self._record_bytes_appended += len(block.body)
+
+    def flush(self) -> int:
+        """Make what `write_blocks` wrote durable (fsync); returns the flushed end offset.
+
+        In single-node mode every append is already durable: it returns `end_offset`.
+        """
+        with self._write_lock:
+            if self._closed:
+                raise LogClosedError("the log is closed")
+            if self._dirty:
+                self._check_writable()
+                try:
+                    self._sync_active()
+                except OSError as exc:
+                    self._fail("flush", exc)
+                interval = self.config.checkpoint_interval_ms / 1000
+                if time.monotonic() - self._checkpointed_at >= interval:
+                    try:
+                        self._write_checkpoint()
+                    except OSError as exc:  # the blocks are durable; the next roll retries
+                        self._checkpointed_at = time.monotonic()
+                        logger.warning("could not write the log checkpoints: %s", exc)
+            return self._flushed_offset
+
+    def truncate_to(self, offset: int) -> int:
+        """Durably remove every entry at `offset` and after; returns how many entries went.
+
+        Any offset from the log start on; past the end nothing happens (0). A cut inside a
+        block keeps that block's entries before `offset` as a smaller block (the segment is
+        rewritten through a temporary file, so a crash leaves the old or the new one). The
+        indexes, checkpoints and epoch cache follow; one INFO line says what went.
+        """
+        self._check_replicated("truncate_to")
+        with self._write_lock:
+            self._check_writable()
+            start = self.log_start_offset
+            if not isinstance(offset, int) or offset < start:
+                raise LogError(
+                    f"cannot truncate to offset {offset!r}: the log starts at offset {start}"
+                )
+            end = self._next_offset
+            if offset >= end:
+                return 0
+            try:
+                kept_epochs = [(e, o) for e, o in self._epochs if o < offset]
+                self._cut(offset)
+                self._persist_epochs(kept_epochs)
+            except OSError as exc:
+                self._fail("truncation", exc)
+            logger.info(
+                "truncated the log in %s to offset %d: removed %d entries (offsets %d..%d)",
+                self.directory,
+                offset,
+                end - offset,
+                offset,
+                end - 1,
+            )
+            return end - offset
+
+    def _cut(self, offset: int) -> None:
+        """Remove the entries from `offset` (< end) on; the caller holds the write lock."""
+        index = max(i for i, s in enumerate(self._segments) if s.base_offset <= offset)
+        segment = self._segments[index]
+        later = self._segments[index + 1 :]
+        # The checkpoints first, durably: they are lower bounds of the log, and a log shorter
+        # than its recovery point, or without the newest segment they name, is damaged.
+        start = 0 if self._checkpoint is None else self._checkpoint.log_start_offset
+        checkpoint = Checkpoint(
+            log_start_offset=start,
+            recovery_point=min(self._flushed_offset, offset),
+            newest_segment=segment.base_offset,
+        )
+        write_checkpoint(self.directory, checkpoint, sync_directory=True)
+        self._checkpoint = checkpoint
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        # Newest first: a crash leaves a shorter but whole log.
+        for old in reversed(later):
+            move_segment(old.path, None)
+        if later:
+            fsync_directory(self.directory)
+        self._segments = self._segments[: index + 1]
+        block, first = next(segment.blocks_with_offsets(offset))
+        if first == offset:
+            cut_segment(segment.path, block.position, None)
+            segment.forget_from(block.position, offset)
+        else:
+            self._rewrite_block(segment, block, first, offset - first)
+        self._next_offset = self._flushed_offset = offset
+        self._dirty = False
+        self._last_timestamp = max(s.max_timestamp for s in self._segments)
+        active = segment
+        if active.header.schema_json != self.codec.entry_schema_json and active.is_empty:
+            previous = self._segments[-2] if len(self._segments) > 1 else None
+            active = Segment.create(
+                self.directory, active.base_offset, self.codec.entry_schema_json, previous
+            )
+            self._segments[-1] = active
+        self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
+        if active.header.schema_json != self.codec.entry_schema_json:
+            self._roll()  # new blocks go in this code's schema, as after an open
+
+    def _rewrite_block(self, segment: Segment, block: RawBlock, first: int, keep: int) -> None:
+        """Replace the segment's last block (after the cut) by its first `keep` entries.
+
+        The body is cut at the end of entry `keep` (found by decoding with the segment's writer
+        schema), so the kept entries keep their exact bytes. The new file is written beside the
+        old one and renamed over it.
+        """
+        import fastavro  # only a cut inside a block needs it
+
+        schema = fastavro.parse_schema(json.loads(segment.header.schema_json))
+        stream = io.BytesIO(block.body)
+        for _ in range(keep):
+            fastavro.schemaless_reader(stream, schema, None)
+        body = block.body[: stream.tell()]
+        framed = encode_block(keep, body) + segment.header.sync
+        path = segment.path
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            with open(path, "rb") as source:
+                remaining = block.position
+                while remaining:
+                    chunk = source.read(min(remaining, 1 << 20))
+                    if not chunk:
+                        raise OSError(5, f"{path} ended early while it was copied")
+                    write_all(fd, chunk)
+                    remaining -= len(chunk)
+            write_all(fd, framed)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.replace(tmp, path)
+        fsync_directory(self.directory)
+        for suffix in (".index", ".timeindex"):
+            path.with_suffix(suffix).unlink(missing_ok=True)
+        _, _, timestamp = body_prefix(body)
+        segment.forget_from(block.position, first)
+        segment.note_block(
+            position=block.position,
+            end=block.position + len(framed),
+            first_offset=first,
+            count=keep,
+            timestamp=timestamp,
+            interval=self.config.index_interval_bytes,
+        )
+        segment.last_epoch = body_prefix(body)[1]
+
+    def epoch_cache(self) -> list[tuple[int, int]]:
+        """The leader-epoch cache: [(epoch, offset of its first entry)], oldest first.
+
+        Epochs and offsets strictly increase; the first starts at the log start (offset 0),
+        and only epochs that have entries are in it (`LogView.from_log` takes it as it is).
+        """
+        self._check_replicated("epoch_cache")
+        if self._closed:
+            raise LogClosedError("the log is closed")
+        return list(self._epochs)
+
+    def _persist_epochs(self, epochs: list[tuple[int, int]]) -> None:
+        """Make `epochs` the cache, written to `leader-epoch-checkpoint` first."""
+        try:
+            write_epoch_checkpoint(self.directory, epochs)
+        except OSError as exc:
+            self._fail(f"writing {EPOCH_CHECKPOINT_NAME}", exc)
+        self._epochs = epochs
+        self._epoch = epochs[-1][0] if epochs else 0
+
+    def _load_epoch_cache(self, *, persist: bool) -> None:
+        """Load `leader-epoch-checkpoint`, checked against the log; rebuild it if it is wrong."""
+        path = self.directory / EPOCH_CHECKPOINT_NAME
+        problem: str | None = None
+        stored: list[tuple[int, int]] | None = None
+        try:
+            stored = read_epoch_checkpoint(self.directory)
+        except EpochCheckpointDamage as exc:
+            problem = f"is damaged ({exc})"
+        except OSError as exc:
+            problem = f"cannot be read ({exc})"
+        if stored is not None:
+            problem = self._epochs_problem(stored)
+        elif problem is None and self._next_offset > self.log_start_offset:
+            problem = "is missing"
+        if problem is None:
+            self._epochs = stored or []
+        else:
+            self._epochs = self._scan_epochs()
+            last = f", the last {self._epochs[-1]}" if self._epochs else ""
+            logger.warning(
+                "%s %s; rebuilt it from the epochs of the entries (%d epochs%s)",
+                path,
+                problem,
+                len(self._epochs),
+                last,
+            )
+            if persist:
+                self._persist_epochs(self._epochs)
+        self._epoch = self._epochs[-1][0] if self._epochs else 0
+
+    def _epochs_problem(self, epochs: list[tuple[int, int]]) -> str | None:
+        """What is wrong with `epochs` as this log's cache, None if it agrees with the log.
+
+        Checks the ends (first start, last epoch's start and the log's last block) with a
+        couple of block reads, never a scan.
+        """
+        start, end = self.log_start_offset, self._next_offset
+        if end == start:
+            return None if not epochs else f"names epochs {epochs[-3:]} but the log is empty"
+        if not epochs:
+            return f"is empty but the log holds offsets {start}..{end - 1}"
+        if epochs[0][1] != start:
+            return f"starts at offset {epochs[0][1]}, the log at {start}"
+        epoch, first = epochs[-1]
+        if first >= end:
+            return f"names epoch {epoch} from offset {first}, at or past the log's end ({end})"
+        _, last_epoch, _ = body_prefix(self._block_holding(end - 1)[0].body)
+        if last_epoch != epoch:
+            return f"ends with epoch {epoch}, but the log's last block has epoch {last_epoch}"
+        block, block_first = self._block_holding(first)
+        if block_first != first or body_prefix(block.body)[1] != epoch:
+            return f"says epoch {epoch} starts at offset {first}, which the log contradicts"
+        if first > start:
+            before, _ = self._block_holding(first - 1)
+            if body_prefix(before.body)[1] >= epoch:
+                return f"says epoch {epoch} starts at offset {first}, but it starts earlier"
+        return None
+
+    def _block_holding(self, offset: int) -> tuple[RawBlock, int]:
+        """(the block holding `offset`, its first offset); `offset` must be in the log."""
+        segment = next(s for s in reversed(self._segments) if s.base_offset <= offset)
+        return next(segment.blocks_with_offsets(offset))
+
+    def _scan_epochs(self) -> list[tuple[int, int]]:
+        """The epoch cache from the entries: the first block of each higher epoch."""
+        epochs: list[tuple[int, int]] = []
+        for segment in list(self._segments):
+            for block, first in segment.blocks_with_offsets(segment.base_offset):
+                _, epoch, _ = body_prefix(block.body)
+                # A lower epoch after a higher one (only in logs from before quorum mode) is
+                # skipped, as Kafka's cache does: epochs in the cache only go up.
+                if not epochs or epoch > epochs[-1][0]:
+                    epochs.append((epoch, first))
+        return epochs
+
+    def replica_blocks(self, *, start: int, max_bytes: int) -> list[ReplicaBlock]:
+        """Whole stored blocks from the one that begins at offset `start`, for another node.
+
+        At least one block if the log holds an entry at `start` (empty at the end), then
+        more while their bodies total at most `max_bytes`. `LogError` if `start` is outside
+        the log or inside a block. Blocks of a segment written with an older entry schema are
+        re-encoded in this codec's schema.
+        """
+        if self._closed:
+            raise LogClosedError("the log is closed")
+        if not isinstance(start, int) or not self.log_start_offset <= start <= self._next_offset:
+            raise LogError(
+                f"cannot read blocks from offset {start!r}: the log holds offsets "
+                f"{self.log_start_offset}..{self._next_offset - 1}"
+            )
+        if max_bytes < 0:
+            raise LogError(f"max_bytes must be 0 or more, got {max_bytes}")
+        blocks: list[ReplicaBlock] = []
+        total = 0
+        for segment in list(self._segments):
+            if segment.next_offset <= start:
+                continue
+            for raw, first in segment.blocks_with_offsets(max(start, segment.base_offset)):
+                if not blocks and first != start:
+                    raise LogError(
+                        f"offset {start} is inside the block holding offsets "
+                        f"{first}..{first + raw.count - 1}: read from {first} or "
+                        f"{first + raw.count}"
+                    )
+                block = self._replica_block(segment, raw, first)
+                if blocks and total + len(block.body) > max_bytes:
+                    return blocks
+                blocks.append(block)
+                total += len(block.body)
+        return blocks
+
+    def _replica_block(self, segment: Segment, raw: RawBlock, first: int) -> ReplicaBlock:
+        body = raw.body
+        _, epoch, timestamp = body_prefix(body)
+        if segment.header.schema_json != self.codec.entry_schema_json:
+            entries = segment.entries(self.codec, first, raw.end)
+            _, body = self.codec.encode_entries(
+                (e.offset, e.epoch, e.timestamp, e.principal, e.record) for e in entries
+            )
+        return ReplicaBlock(
+            first_offset=first,
+            count=raw.count,
+            epoch=epoch,
+            timestamp=timestamp,
+            body=body,
+            crc32=zlib.crc32(body),
+        )
 
     # ---------------------------------------------------------------- reading
 

@@ -223,9 +223,9 @@ def _execute(
     ]
     _write_synced(note, ("\n".join(lines) + "\n").encode())
     if cut.keep_until >= 0:
-        _cut_segment(directory / segment_name(cut.keep_until), cut.position, quarantine)
+        cut_segment(directory / segment_name(cut.keep_until), cut.position, quarantine)
     for base in cut.whole:
-        _move_segment(directory / segment_name(base), quarantine)
+        move_segment(directory / segment_name(base), quarantine)
     fsync_directory(quarantine)
     fsync_directory(directory)
     checkpoint = read_checkpoint_or_none(directory)
@@ -270,16 +270,21 @@ def _write_synced(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def _cut_segment(path: Path, position: int, quarantine: Path) -> None:
-    """Copy the segment's bytes from `position` into the quarantine, then truncate it there."""
+def cut_segment(path: Path, position: int, quarantine: Path | None) -> None:
+    """Truncate the segment at byte `position`, durably, and drop its now stale indexes.
+
+    With a `quarantine` directory the bytes from `position` on are first copied there,
+    fsynced (the explicit repair); without one they are simply removed (a quorum truncation).
+    """
     size = path.stat().st_size
     if position < size:
-        target = quarantine / f"{path.name}.from-byte-{position}"
-        with open(path, "rb") as src, open(target, "wb") as dst:
-            src.seek(position)
-            shutil.copyfileobj(src, dst, 1 << 20)
-            dst.flush()
-            os.fsync(dst.fileno())
+        if quarantine is not None:
+            target = quarantine / f"{path.name}.from-byte-{position}"
+            with open(path, "rb") as src, open(target, "wb") as dst:
+                src.seek(position)
+                shutil.copyfileobj(src, dst, 1 << 20)
+                dst.flush()
+                os.fsync(dst.fileno())
         fd = os.open(path, os.O_WRONLY)
         try:
             os.ftruncate(fd, position)
@@ -291,9 +296,14 @@ def _cut_segment(path: Path, position: int, quarantine: Path) -> None:
             path.with_suffix(suffix).unlink(missing_ok=True)
 
 
-def _move_segment(path: Path, quarantine: Path) -> None:
-    """Move a segment and its indexes into the quarantine (same file system: a rename)."""
+def move_segment(path: Path, quarantine: Path | None) -> None:
+    """Move a segment and its indexes into the quarantine (same file system: a rename).
+
+    Without a `quarantine` they are deleted. The caller fsyncs the directories.
+    """
     for suffix in (".avro", ".index", ".timeindex"):
         source = path.with_suffix(suffix)
-        if source.exists():
+        if quarantine is None:
+            source.unlink(missing_ok=True)
+        elif source.exists():
             os.replace(source, quarantine / source.name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from collections.abc import Iterator
@@ -245,6 +246,35 @@ class Segment:
         self.max_timestamp = max(self.max_timestamp, timestamp)
         self.next_offset = first_offset + count
         self.size = end
+
+    def forget_from(self, position: int, next_offset: int) -> None:
+        """Account for the file having been cut at byte `position`, where offset `next_offset` was.
+
+        Drops the index entries at or past the cut and takes the timestamps and epoch of the
+        last block kept (one read from the index point before it).
+        """
+        keep = bisect.bisect_left(self.offset_index.values, position)
+        for index in (self.offset_index, self.time_index):
+            del index.keys[keep:]
+            del index.values[keep:]
+        self._last_indexed = self.offset_index.values[-1] if self.offset_index else -(1 << 62)
+        self.size = position
+        self.next_offset = next_offset
+        self.first_timestamp = self.time_index.keys[0] if self.time_index else -1
+        self.max_timestamp = -1
+        self.last_epoch = 0
+        last = self.last_block()
+        if last is not None:
+            _, self.last_epoch, self.max_timestamp = body_prefix(last[0].body)
+
+    def last_block(self) -> tuple[RawBlock, int] | None:
+        """(the last block, offset of its first entry), or None if the segment is empty."""
+        if self.is_empty:
+            return None
+        found = None
+        for block in self._blocks_from(self.next_offset - 1, self.size):
+            found = block
+        return found
 
     def iter_blocks(self, start: int, end: int) -> Iterator[RawBlock]:
         """Verified blocks from byte `start` up to byte `end`; raises ScanProblem at a bad one.
