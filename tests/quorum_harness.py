@@ -137,9 +137,10 @@ class Cluster:
     async def start_all(self) -> list[QuorumNode]:
         return [await self.start(i) for i in self.ids]
 
-    async def stop(self, node_id: int) -> None:
+    async def stop(self, node_id: int, *, resign: bool = True) -> None:
+        """Stop a node (gracefully; `resign=False`: silently, as a crash looks to the others)."""
         node = self.network.nodes.pop(node_id)
-        await node.aclose()
+        await node.aclose(resign=resign)
         await node.service.aclose()
 
     async def stop_all(self) -> None:

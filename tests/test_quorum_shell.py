@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from api.controller.commands import RegisterBroker
 from api.controller.errors import ApiError, ErrorCode
-from records import LeaderChangeRecord, TopicRecord
-from tests.quorum_harness import Cluster, create_topic, register
+from records import FeatureLevelRecord as LeaderChangeRecord
+from records import TopicRecord
+from quorum_harness import Cluster, create_topic, register
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -119,5 +121,63 @@ async def test_an_isolated_leader_loses_its_pending_write_and_the_rest_go_on(
         for node in cluster.network.nodes.values():
             assert node.service.image.topics.get_by_name("lost") is None
             assert node.service.image.topics.get_by_name("kept") is not None
+    finally:
+        await cluster.stop_all()
+
+
+async def test_all_stopped_then_a_majority_restarted_keeps_every_committed_write(
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        for i in range(5):
+            await create_topic(leader, f"t{i}")
+        committed = leader.service.image.provenance.offset
+        for node_id in list(cluster.network.nodes):
+            await cluster.stop(node_id, resign=False)
+        await cluster.start(1)
+        await cluster.start(2)
+        again = await cluster.leader()
+        assert again.service.image.provenance.offset >= committed
+        assert all(again.service.image.topics.get_by_name(f"t{i}") for i in range(5))
+        await create_topic(again, "after")
+        await cluster.start(3)
+        await _converged(cluster, again.service.image.provenance.offset)
+        logs = [_entries(n.log) for n in cluster.network.nodes.values()]
+        assert logs[0] == logs[1] == logs[2]
+    finally:
+        await cluster.stop_all()
+
+
+async def test_five_voters_survive_two_silent_failures(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, size=5)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        others = [i for i in cluster.ids if i != leader.config.node_id]
+        await cluster.stop(leader.config.node_id, resign=False)
+        await cluster.stop(others[0], resign=False)
+        survivor = await cluster.leader()
+        await create_topic(survivor, "still")
+        assert survivor.service.image.topics.get_by_name("still") is not None
+    finally:
+        await cluster.stop_all()
+
+
+async def test_embedded_writes_on_a_quorum_node_are_refused(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        service = leader.service
+        with pytest.raises(ApiError) as refused:
+            service.execute(
+                lambda image: service.controller.register_broker(image, RegisterBroker(broker_id=7))
+            )
+        assert refused.value.error_code == ErrorCode.NOT_CONTROLLER
     finally:
         await cluster.stop_all()

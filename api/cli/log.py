@@ -17,7 +17,7 @@ from api.cli.common import (
 )
 from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
-from api.cli.targets import open_reader, open_target
+from api.cli.targets import QUORUM_STATE, open_reader, open_target
 from metadata_log.errors import LogCorruptionError
 from metadata_log.log import MetadataLog
 from metadata_log.repair import truncate_after
@@ -184,13 +184,24 @@ def cmd_log_truncate(args: argparse.Namespace, settings: Settings, out: TextIO) 
     report = truncate_after(
         settings.log_dir, args.after_offset, force=args.force, reason=args.reason or ""
     )
+    moved = list(report.moved)
+    state = settings.data_dir / QUORUM_STATE
+    if state.exists():
+        # A quorum node that lost entries may have lost committed ones: with its vote kept it
+        # could help elect a leader without them. Without its quorum-state it catches up as
+        # an observer before it votes again (KIP-642's lesson; docs/replication.md).
+        kept = report.quarantine / QUORUM_STATE
+        state.replace(kept)
+        moved.append(
+            f"{QUORUM_STATE} (this quorum node catches up from the leader before it votes)"
+        )
     if settings.output == "json":
         out.write(
             json.dumps(
                 {
                     "after_offset": report.after_offset,
                     "quarantine": str(report.quarantine),
-                    "moved": list(report.moved),
+                    "moved": moved,
                     "problems": list(report.problems),
                 }
             )
@@ -198,7 +209,7 @@ def cmd_log_truncate(args: argparse.Namespace, settings: Settings, out: TextIO) 
         )
     else:
         out.write(f"the log now ends at offset {report.after_offset}\n")
-        for line in report.moved:
+        for line in moved:
             out.write(f"moved to quarantine: {line}\n")
         out.write(f"what was removed, and why, is kept in {report.quarantine}\n")
         out.write("snapshots taken after that offset no longer match the log and are not used\n")

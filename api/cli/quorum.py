@@ -13,6 +13,7 @@ watermark and each voter's and observer's end offset and lag.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -21,6 +22,7 @@ from api.cli.output import emit, print_table
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
+    from metadata_log.raft.config import VoterAddress
 
 
 def _format_values(args: argparse.Namespace) -> dict[str, str]:
@@ -33,6 +35,23 @@ def _format_values(args: argparse.Namespace) -> dict[str, str]:
             raise CliError(f"--override {item!r} is not KEY=VALUE (e.g. --override node.id=1)")
         values[key.strip()] = value
     return values
+
+
+def quorum_cluster_id(addresses: Mapping[int, VoterAddress]) -> str:
+    """The cluster id every voter of one `controller.quorum.voters` derives alike.
+
+    Formatting each voter with the same voters then needs no id passed around (Kafka's
+    `kafka-storage format -t` takes one; `--cluster-id` does too).
+    """
+    import hashlib
+
+    from records.uuids import Uuid
+
+    text = ",".join(f"{i}@{a.host}:{a.port}" for i, a in sorted(addresses.items()))
+    digest = hashlib.sha256(f"metadata-log quorum {text}".encode()).digest()
+    raw = bytearray(digest[:16])
+    raw[0] &= 0x7F  # never a text starting with '-', as Kafka's ids
+    return str(Uuid(bytes(raw)))
 
 
 def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -75,15 +94,29 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
             f"{log_dir} holds a log; a voter with a log but no quorum-state lost its state: "
             "start it without formatting, it catches up before it votes"
         )
+    from api.cli.serve import cluster_identity
+
+    cluster_id = args.cluster_id or quorum_cluster_id(quorum.addresses)
     directory.mkdir(parents=True, exist_ok=True)
+    stored, _ = cluster_identity(directory, quorum.node_id, cluster_id=cluster_id)
+    if stored != cluster_id:
+        raise CliError(
+            f"{directory} belongs to cluster {stored}, not {cluster_id}; give --cluster-id "
+            f"{stored} or use an empty data directory"
+        )
     write_quorum_state(directory, QuorumState(leader_epoch=0, voters=quorum.voters))
     voters = ",".join(str(v) for v in sorted(quorum.voters))
     emit(
+        settings,
         out,
-        args.output,
-        {"node_id": quorum.node_id, "voters": sorted(quorum.voters), "data_dir": str(directory)},
-        f"formatted node {quorum.node_id} of the quorum {voters} in {directory} "
-        "(quorum-state at epoch 0)",
+        {
+            "node_id": quorum.node_id,
+            "voters": sorted(quorum.voters),
+            "cluster_id": cluster_id,
+            "data_dir": str(directory),
+        },
+        f"formatted node {quorum.node_id} of cluster {cluster_id} (voters {voters}) in "
+        f"{directory}: quorum-state at epoch 0",
     )
     return EXIT_OK
 
@@ -105,15 +138,26 @@ def cmd_quorum_describe(args: argparse.Namespace, settings: Settings, out: TextI
                     replica["last_fetch_ms_ago"],
                 ]
             )
-    if args.output == "json":
-        emit(out, "json", answer, "")
+    if settings.output == "json":
+        emit(settings, out, answer, "")
         return EXIT_OK
     out.write(
         f"LeaderId: {answer['leader_id']}  LeaderEpoch: {answer['leader_epoch']}  "
         f"HighWatermark: {answer['high_watermark']}\n"
     )
-    print_table(out, ["NodeId", "Role", "LogEndOffset", "Lag", "LastFetchMsAgo"], rows)
+    print_table(rows, ["NodeId", "Role", "LogEndOffset", "Lag", "LastFetchMsAgo"], out)
     return EXIT_OK
+
+
+def _cluster_id(text: str) -> str:
+    from records.uuids import Uuid
+
+    try:
+        return str(Uuid.parse(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a cluster id (22 characters of URL-safe base64, as Kafka's)"
+        ) from None
 
 
 def add_verbs(quorum: argparse.ArgumentParser) -> None:
@@ -136,6 +180,12 @@ def add_verbs(quorum: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a config key (repeatable), e.g. --override node.id=1",
+    )
+    formatting.add_argument(
+        "--cluster-id",
+        type=_cluster_id,
+        help="the cluster's id, the same on every voter (default: derived from "
+        "controller.quorum.voters, so voters formatted alike agree)",
     )
     formatting.set_defaults(handler=cmd_quorum_format)
 

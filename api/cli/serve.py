@@ -168,7 +168,9 @@ def add_verbs(serve: argparse.ArgumentParser) -> None:
     serve.set_defaults(handler=cmd_serve)
 
 
-def cluster_identity(data_dir: Path, node_id: int | None) -> tuple[str, int]:
+def cluster_identity(
+    data_dir: Path, node_id: int | None, *, cluster_id: str | None = None
+) -> tuple[str, int]:
     """The data directory's cluster id and node id, created on first use.
 
     `meta.properties` holds `cluster.id` (a topic-id style 22-char id) and `node.id`; a
@@ -201,7 +203,7 @@ def cluster_identity(data_dir: Path, node_id: int | None) -> tuple[str, int]:
                 f"node.id={stored} in {path}; a data directory keeps its node id"
             )
         return values["cluster.id"], stored
-    cluster_id = str(Uuid.random())
+    cluster_id = cluster_id or str(Uuid.random())
     chosen = 0 if node_id is None else node_id
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -310,11 +310,14 @@ class QuorumNode:
         """Start the loop; the node joins the quorum (elections, fetching)."""
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def aclose(self) -> None:
-        """Stop: resign if leading (so another takes over at once), close links and the loop."""
+    async def aclose(self, *, resign: bool = True) -> None:
+        """Stop: resign if leading (so another takes over at once), close links and the loop.
+
+        `resign=False` stops as a crash would, without telling the others (tests).
+        """
         if self._closing:
             return
-        if self.core.role is Role.LEADER and self.failed is None:
+        if resign and self.core.role is Role.LEADER and self.failed is None:
             self.core.resign()
             self._wake.set()
             await asyncio.sleep(0.05)  # let the EndQuorumEpoch requests leave

@@ -1,0 +1,177 @@
+"""The controller quorum: replicated writes/s against one node, crash failover, graceful change.
+
+Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 30]
+                                    [--graceful 10] [--dir PATH] [--skip-throughput]
+
+1. Throughput. The load of `bench/server_bench.py` (each of `--connections` connections loops
+   CreateTopics, Metadata, DeleteTopics, one request in flight) runs for `--seconds` against a
+   single `mlog serve` (the baseline, in the same run) and then against the leader of a
+   three-node quorum on this machine (every node a separate `mlog serve --config`, Kafka's
+   default quorum timers). Writes/s and the ratio quorum / single node.
+2. Crash failover, `--kills` times: a client writes one topic at a time through the leader
+   (`AdminClient.connect_controller`, following the leader); the leader is killed with
+   SIGKILL; the time from the kill to the first write acknowledged afterwards (so committed by
+   the new leader, as a client sees it, reconnecting included) is one sample. The killed node
+   is restarted and the next round waits until it has caught up.
+3. Graceful change, `--graceful` times: the same with SIGTERM (the leader resigns with
+   EndQuorumEpoch, its successor stands at once).
+
+All processes share this machine's cores (three servers, the load and this script), so the
+quorum's throughput is measured against one server on the same cores: the ratio shows what
+replication costs here, not what three machines would do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from quorum_processes import Quorum, Writer  # noqa: E402
+from server_bench import Stats, _connection, _prepare, start_server  # noqa: E402
+
+
+async def _load(port: int, connections: int, seconds: float) -> Stats:
+    stats = Stats()
+    deadline = time.perf_counter() + seconds
+    await asyncio.gather(*(_connection(port, i, deadline, stats) for i in range(connections)))
+    return stats
+
+
+def single_node(root: Path, connections: int, seconds: float) -> float:
+    """Writes/s of one `mlog serve` under the load."""
+    data = root / "single"
+    _prepare(data)
+    server, (_, port) = start_server(data, root / "single.log")
+    try:
+        stats = asyncio.run(_load(port, connections, seconds))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    if stats.errors:
+        raise SystemExit(f"single node: {len(stats.errors)} errors, e.g. {stats.errors[:3]}")
+    return stats.writes / seconds
+
+
+async def _quorum_load(quorum: Quorum, connections: int, seconds: float) -> tuple[float, int]:
+    await quorum.register_brokers()
+    leader = await quorum.leader()
+    stats = await _load(quorum.nodes[leader].port, connections, seconds)
+    if stats.errors:
+        raise SystemExit(f"quorum: {len(stats.errors)} errors, e.g. {stats.errors[:3]}")
+    return stats.writes / seconds, leader
+
+
+async def _failovers(quorum: Quorum, rounds: int, sig: int) -> list[float]:
+    """Seconds from the signal to the leader to the first write acknowledged after it."""
+    samples: list[float] = []
+    writer = Writer(quorum, prefix=f"f{sig}-")
+    acked: list[float] = []
+    stop = False
+
+    async def write_forever() -> None:
+        while not stop:
+            if await writer.write_one():
+                acked.append(time.monotonic())
+            else:
+                await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(write_forever())
+    try:
+        for _ in range(rounds):
+            leader = await quorum.leader()
+            seen = len(acked)
+            while len(acked) < seen + 5:  # the writer is going through this leader
+                await asyncio.sleep(0.01)
+            start = time.monotonic()
+            quorum.kill(leader, sig)
+            while not acked or acked[-1] <= start:
+                if time.monotonic() - start > 60:
+                    raise SystemExit(
+                        f"no write acknowledged 60 s after the kill:\n{quorum.stderr_tails()}"
+                    )
+                await asyncio.sleep(0.005)
+            samples.append(acked[-1] - start)
+            quorum.start(leader)
+            await asyncio.sleep(3.0)  # it catches up before the next round
+    finally:
+        stop = True
+        await task
+        await writer.close()
+    return samples
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--kills", type=int, default=30)
+    parser.add_argument("--graceful", type=int, default=10)
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args()
+    root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
+    rows: list[tuple[str, str, str, str]] = []
+    if not args.skip_throughput:
+        single = single_node(root, args.connections, args.seconds)
+        quorum = Quorum(root / "q1")
+        quorum.start_all()
+        try:
+            replicated, _ = asyncio.run(_quorum_load(quorum, args.connections, args.seconds))
+        finally:
+            quorum.stop_all()
+        rows.append(
+            (
+                f"admin writes/s ({args.connections} connections, {args.seconds:g} s)",
+                f"{replicated:,.0f}",
+                f"{single:,.0f} (one node)",
+                f"{replicated / single:.2f}x (>= 0.5)",
+            )
+        )
+    quorum = Quorum(root / "q2")
+    quorum.start_all()
+    try:
+        asyncio.run(quorum.register_brokers())
+        crash = asyncio.run(_failovers(quorum, args.kills, signal.SIGKILL)) if args.kills else []
+        graceful = (
+            asyncio.run(_failovers(quorum, args.graceful, signal.SIGTERM)) if args.graceful else []
+        )
+    finally:
+        quorum.stop_all()
+    for label, samples, bound in (
+        (f"crash failover, kill -9 x{len(crash)}", crash, "p99 <= 3.5 s"),
+        (f"graceful change, SIGTERM x{len(graceful)}", graceful, "<= 1 s (max)"),
+    ):
+        if samples:
+            rows.append(
+                (
+                    label,
+                    f"p50 {statistics.median(samples):.2f} s, p99 {_pct(samples, 0.99):.2f} s, "
+                    f"max {max(samples):.2f} s",
+                    "-",
+                    bound,
+                )
+            )
+    table = [("figure", "quorum", "baseline", "ratio / target"), *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(4)]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
