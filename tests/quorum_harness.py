@@ -87,11 +87,12 @@ class _Link:
         self.deliver = deliver
         self.closed = False
 
-    def send(self, destination: int, message: Message) -> None:
+    def send(self, destination: int, message: Message) -> bool:
         if not self.closed:
             self.network.send(self.source, destination, message, self)
+        return not self.closed
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         self.closed = True
 
 

@@ -69,7 +69,7 @@ class Quorum:
 
     root: Path
     size: int = 3
-    timers: dict[str, int] = field(default_factory=dict)
+    timers: dict[str, int | str] = field(default_factory=dict)
     nodes: dict[int, Node] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from quorum_processes import Quorum, Writer, check_logs, mlog
 
 pytestmark = pytest.mark.timeout(240)
 
-TIMERS = {
+TIMERS: dict[str, int | str] = {
     "controller.quorum.election.timeout.ms": "500",
     "controller.quorum.fetch.timeout.ms": "1000",
     "controller.quorum.election.backoff.max.ms": "500",
@@ -55,12 +56,14 @@ async def _converge(quorum: Quorum, writer: Writer, timeout: float = 60.0) -> No
 
 
 @pytest.fixture
-def quorum(tmp_path: Path) -> Quorum:
-    q = Quorum(tmp_path, timers=TIMERS)  # type: ignore[arg-type]
+def quorum(tmp_path: Path) -> Iterator[Quorum]:
+    q = Quorum(tmp_path, timers=TIMERS)
     q.start_all()
-    asyncio.run(q.register_brokers())
-    yield q  # type: ignore[misc]
-    q.stop_all()
+    try:
+        asyncio.run(q.register_brokers())
+        yield q
+    finally:
+        q.stop_all()
 
 
 async def test_kill_9_of_the_leader_loses_no_acknowledged_write(quorum: Quorum) -> None:

@@ -30,7 +30,10 @@ from records.uuids import Uuid
 if TYPE_CHECKING:
     from api.server.config import ServerConfig
     from api.server.server import MetadataServer
+    from api.service.quorum import QuorumNode
+    from api.service.service import MetadataService
     from api.service.settings import Settings
+    from metadata_log.raft.config import QuorumConfig
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 
@@ -228,7 +231,8 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     from api.server.listeners import server_listeners
     from api.server.server import MetadataServer
 
-    config = server_config(config_values(args))
+    values = config_values(args)
+    config = server_config(values)
     server_logger = logging.getLogger("api.server")
     for note in config.notes:
         server_logger.warning("%s", note)
@@ -246,7 +250,11 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     listeners = server_listeners(config)
     raise_open_file_limit()  # each connection is a file; the default limit is often 1024
     cluster_id, node_id = cluster_identity(settings.data_dir, config.node_id)
-    service = open_service(settings)
+    quorum = None
+    if config.quorum is None:
+        service = open_service(settings)
+    else:
+        service, quorum = _quorum_node(config.quorum, settings, values, cluster_id)
     server = MetadataServer(
         service,
         listeners=listeners,
@@ -256,6 +264,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         limits=limits,
         failed_authentication_delay_ms=config.failed_authentication_delay_ms,
         authorizer=config.authorizer,
+        quorum=quorum,
     )
     try:
         asyncio.run(_serve(server))
@@ -264,6 +273,46 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         where = ", ".join(f"{item.host or '*'}:{item.port}" for item in listeners)
         raise CliError(f"cannot listen on {where}: {exc.strerror or exc}") from None
     return EXIT_OK
+
+
+def _quorum_node(
+    quorum: QuorumConfig, settings: Settings, values: Mapping[str, str], cluster_id: str
+) -> tuple[MetadataService, QuorumNode]:
+    """The service and the quorum node of a controller quorum's member.
+
+    The links to the other voters are secured as `controller.listener.names` says (PLAINTEXT
+    without it). A data directory without `quorum-state` is a voter that lost its state (or
+    was never formatted): it catches up as an observer before it votes (docs/replication.md).
+    """
+    from api.server.quorum_links import QuorumLinks, controller_client_security
+    from api.service.quorum import QuorumNode, ReplicatedService
+    from metadata_log.raft.quorum_state import QUORUM_STATE_NAME
+
+    security = None
+    if values.get("controller.listener.names"):
+        security = controller_client_security(values)
+    if quorum.is_voter and not (settings.data_dir / QUORUM_STATE_NAME).exists():
+        logging.getLogger("api.server").warning(
+            "%s has no quorum-state: node %d catches up from the leader before it votes; "
+            "a new cluster's voters are formatted first (mlog quorum format)",
+            settings.data_dir,
+            quorum.node_id,
+        )
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    service = ReplicatedService.open_replicated(settings.log_dir, config=settings.log)
+    try:
+        node = QuorumNode(
+            service,
+            quorum,
+            state_dir=settings.data_dir,
+            transport=lambda deliver: QuorumLinks(
+                quorum, on_response=deliver, security=security, cluster_id=cluster_id
+            ),
+        )
+    except BaseException:
+        service.close()
+        raise
+    return service, node
 
 
 def config_values(args: argparse.Namespace) -> dict[str, str]:

@@ -39,8 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from metadata_log.replica import ReplicaBlock
-
+from api.controller.commands import PurgeResult
 from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode
 from api.service.service import (
@@ -75,6 +74,7 @@ from metadata_log.raft.messages import (
 from metadata_log.raft.quorum_state import read_quorum_state, write_quorum_state
 from metadata_log.raft.ready import NotLeader, Ready, ReadyDone
 from metadata_log.raft.roles import Role
+from metadata_log.replica import ReplicaBlock
 from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
@@ -97,14 +97,14 @@ Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | Fe
 class QuorumTransport(Protocol):
     """Sends the core's requests to the other nodes; their answers come back by callback."""
 
-    def send(self, destination: int, message: Message) -> None:
-        """Send a request (never blocks; a message that cannot go now may be dropped)."""
+    def send(self, destination: int, message: Any) -> bool:
+        """Send a request (never blocks; False: dropped, e.g. the link is down)."""
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close every link."""
 
 
-TransportFactory = Callable[[Callable[[int, Message], None]], QuorumTransport]
+TransportFactory = Callable[[Callable[[int, Any], None]], QuorumTransport]
 """Makes the transport, given the callback its answers go to: `(source node id, message)`."""
 
 
@@ -182,6 +182,17 @@ class ReplicatedService(MetadataService):
         self._commit(image, appended)
         return result.response
 
+    async def purge_due_async(self, *, now_ms: int | None = None) -> list[PurgeResult]:
+        """Pending partition deletions move on by the leader's checks only."""
+        if self.node is None or not self.node.leading:
+            return []
+        try:
+            return await super().purge_due_async(now_ms=now_ms)
+        except ApiError as exc:
+            if exc.error_code != ErrorCode.NOT_CONTROLLER:
+                raise
+            return []  # leadership moved during the check; the next leader checks
+
     def follow(self, image: MetadataImage) -> None:
         """Take `image` (committed blocks applied) as both the committed and the working image."""
         self._committed = image
@@ -233,7 +244,7 @@ class QuorumNode:
         self._epoch_start = NEVER
         self._flushed = self.log.end_offset
         self._applied = service.image.provenance.offset + 1
-        self._last_timestamp = service.image.provenance.timestamp
+        self._last_timestamp = max(service.image.provenance.timestamp, self.log.last_timestamp)
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.failed: str | None = None
@@ -331,7 +342,7 @@ class QuorumNode:
         for future in self._answers.values():
             future.cancel()
         self._answers.clear()
-        await self._transport.aclose()
+        await self._transport.close()
         self._executor.shutdown(wait=True)
 
     # ------------------------------------------------------------------ inputs
