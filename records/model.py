@@ -414,6 +414,24 @@ class RemoveAccessControlEntryRecord(Record):
     id: Uuid
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderChangeRecord(Record):
+    """A controller quorum leader took office: KRaft's LeaderChangeMessage control record.
+
+    The new leader writes it as the first entry of its epoch (the entry's epoch is the new
+    one). It changes no metadata: replay only moves the image's provenance past it.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 106
+    VERSION: ClassVar[int] = 0
+    leader_id: int
+    """Node id of the new leader."""
+    voters: tuple[int, ...]
+    """Node ids of the voters of the quorum (KRaft's `Voters`)."""
+    granting_voters: tuple[int, ...]
+    """Node ids of the voters that granted the leader their vote (KRaft's `GrantingVoters`)."""
+
+
 RECORD_CLASSES: tuple[type[Record], ...] = (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -434,6 +452,7 @@ RECORD_CLASSES: tuple[type[Record], ...] = (
     RemoveUserScramCredentialRecord,
     AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
+    LeaderChangeRecord,
 )
 """Every record type this code writes, in a fixed order (the order of the Avro union).
 

@@ -613,6 +613,19 @@ CURRENT_SCHEMAS: tuple[RecordSchema, ...] = (
         doc="An ACL was removed.",
         fields=(_uuid("id", "Id of the removed ACL."),),
     ),
+    RecordSchema(
+        name="LeaderChangeRecord",
+        record_type=model.LeaderChangeRecord.RECORD_TYPE,
+        version=model.LeaderChangeRecord.VERSION,
+        python_class=model.LeaderChangeRecord,
+        doc="A controller quorum leader took office (KRaft's LeaderChangeMessage); the first "
+        "entry of its epoch. Changes no metadata.",
+        fields=(
+            FieldSpec(name="leader_id", type="int", doc="Node id of the new leader."),
+            _ints("voters", "Node ids of the voters of the quorum."),
+            _ints("granting_voters", "Node ids of the voters that voted for the new leader."),
+        ),
+    ),
 )
 """The schema every record type is written with today, in `model.RECORD_CLASSES` order."""
 

@@ -26,6 +26,7 @@ from records.model import (
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
+    LeaderChangeRecord,
     Mode,
     MoveTopicRecord,
     NamespaceRecord,
@@ -893,6 +894,9 @@ class MetadataDelta:
             )
         self._acls[record.id] = None
 
+    def _replay_leader_change(self, record: LeaderChangeRecord) -> None:
+        """A quorum leader took office: no metadata changes, only the provenance moves on."""
+
     def scram_credential(
         self, name: str, mechanism: ScramMechanism
     ) -> UserScramCredentialRecord | None:
@@ -1026,6 +1030,7 @@ _DISPATCH: dict[type[Record], Callable[[MetadataDelta, Any], None]] = {
     RemoveUserScramCredentialRecord: MetadataDelta._replay_remove_scram,
     AccessControlEntryRecord: MetadataDelta._replay_acl,
     RemoveAccessControlEntryRecord: MetadataDelta._replay_remove_acl,
+    LeaderChangeRecord: MetadataDelta._replay_leader_change,
 }
 """The handler of each record type: a class-level table, so a delta holds no bound methods
 (which made every delta a reference cycle, left for the cyclic collector to free)."""

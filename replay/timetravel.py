@@ -30,6 +30,7 @@ from records.model import (
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
+    LeaderChangeRecord,
     Mode,
     MoveTopicRecord,
     NamespaceRecord,
@@ -503,6 +504,11 @@ def describe(record: Record, names: _Names) -> str:
             return f"broker {record.broker_id}: {', '.join(change) or 'no change'}"
         case FeatureLevelRecord():
             return f"feature {record.name} level {record.feature_level}"
+        case LeaderChangeRecord():
+            return (
+                f"node {record.leader_id} leads the controller quorum (voters "
+                f"{_ints(record.voters)}, granted by {_ints(record.granting_voters)})"
+            )
         case (
             AccessControlEntryRecord()
             | RemoveAccessControlEntryRecord()

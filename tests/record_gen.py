@@ -26,6 +26,7 @@ from records.model import (
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
+    LeaderChangeRecord,
     Mode,
     MoveTopicRecord,
     NamespaceRecord,
@@ -60,7 +61,9 @@ def _uuid(rng: random.Random) -> Uuid:
 class LogGenerator:
     """Emits only batches that replay cleanly, choosing from the image they build."""
 
-    def __init__(self, seed: int, *, cancels: bool = False, security: bool = False) -> None:
+    def __init__(
+        self, seed: int, *, cancels: bool = False, security: bool = False, quorum: bool = False
+    ) -> None:
         self.rng = random.Random(seed)
         self.image: MetadataImage = EMPTY_IMAGE
         # Cancelled deletions are opt-in: an extra action would change every seed's log, and
@@ -68,6 +71,11 @@ class LogGenerator:
         self.cancels = cancels
         self.security = security
         """Also ACLs and SCRAM credentials (opt-in for the same reason)."""
+        self.quorum = quorum
+        """Also controller quorum leader changes: one first, as in a quorum's log, then now and
+        then between the other batches, drawn from a generator of their own, so the other
+        batches are the same as without them."""
+        self.quorum_rng = random.Random(seed)
         self.epoch = 0
         self.counter = 0
 
@@ -96,11 +104,16 @@ class LogGenerator:
             )
         funcs = [f for f, _ in actions]
         weights = [w for _, w in actions]
-        while len(out) < count:
+        first = [self._replayed(self._leader_change())] if self.quorum else []
+        markers = 0
+        while len(out) - markers < count:
             batch = self.rng.choices(funcs, weights)[0]()
             if batch:
                 out.append(self._replayed(batch))
-        return out
+                if self.quorum and self.quorum_rng.random() < 0.02:
+                    out.append(self._replayed(self._leader_change()))
+                    markers += 1
+        return [*first, *out]
 
     def _replayed(self, batch: list[Record]) -> list[Record]:
         delta = MetadataDelta(self.image)
@@ -476,6 +489,14 @@ class LogGenerator:
             CancelTopicPartitionsDeletionRecord(topic_id=topic.topic_id, partition_count=keep)
         )
         return records
+
+    def _leader_change(self) -> list[Record]:
+        voters = (1000, 1001, 1002)
+        rng = self.quorum_rng
+        leader = rng.choice(voters)
+        others = [v for v in voters if v != leader]
+        granted = sorted([leader, *rng.sample(others, rng.randrange(1, 3))])
+        return [LeaderChangeRecord(leader_id=leader, voters=voters, granting_voters=tuple(granted))]
 
     # ------------------------------------------------------------------ security
 

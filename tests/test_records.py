@@ -34,6 +34,7 @@ from records.model import (
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
+    LeaderChangeRecord,
     Mode,
     MoveTopicRecord,
     NamespaceRecord,
@@ -191,6 +192,9 @@ access_control_entry_records: st.SearchStrategy[AccessControlEntryRecord] = st.b
 remove_access_control_entry_records: st.SearchStrategy[RemoveAccessControlEntryRecord] = st.builds(
     RemoveAccessControlEntryRecord, id=uuids
 )
+leader_change_records: st.SearchStrategy[LeaderChangeRecord] = st.builds(
+    LeaderChangeRecord, leader_id=int32s, voters=replica_lists, granting_voters=replica_lists
+)
 
 RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     FeatureLevelRecord: feature_level_records,
@@ -212,6 +216,7 @@ RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     RemoveUserScramCredentialRecord: remove_user_scram_credential_records,
     AccessControlEntryRecord: access_control_entry_records,
     RemoveAccessControlEntryRecord: remove_access_control_entry_records,
+    LeaderChangeRecord: leader_change_records,
 }
 
 any_record: st.SearchStrategy[Record] = st.one_of(*RECORD_STRATEGIES.values())
@@ -241,7 +246,7 @@ def _write_body(writer_entry_schema: dict[str, Any], values: list[dict[str, Any]
 
 def test_strategies_cover_every_record_class() -> None:
     assert set(RECORD_STRATEGIES) == set(RECORD_CLASSES)
-    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 19
+    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 20
 
 
 @given(st.data())

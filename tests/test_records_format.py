@@ -69,6 +69,7 @@ RECORD_TYPES = {
     "MoveTopicRecord": (103, 0),
     "PurgeTopicPartitionsRecord": (104, 0),
     "CancelTopicPartitionsDeletionRecord": (105, 0),
+    "LeaderChangeRecord": (106, 0),
 }
 """name -> (record type, version): Kafka's numbers for Kafka's records, 100 and up for ours."""
 
@@ -92,6 +93,7 @@ UNION_ORDER = (
     "RemoveUserScramCredentialRecord",
     "AccessControlEntryRecord",
     "RemoveAccessControlEntryRecord",
+    "LeaderChangeRecord",
 )
 """The Avro union's branches by position: new record types go at the end."""
 

@@ -90,6 +90,8 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("user_name", pa.string(), "STRING"),
     ("mechanism", pa.string(), "STRING"),
     ("iterations", pa.int32(), "INT"),
+    ("voters", _INT_LIST, "ARRAY<INT>"),
+    ("granting_voters", _INT_LIST, "ARRAY<INT>"),
     ("payload", pa.string(), "STRING"),
 )
 _NOT_NULL = frozenset(("offset", "epoch", "timestamp", "record_type", "record_version"))
@@ -128,6 +130,8 @@ _RENAMED: dict[str, dict[str, str | None]] = {
         "server_key": None,
     },
     "RemoveUserScramCredentialRecord": {"name": "user_name"},
+    # The quorum's new leader goes in `leader`, as a partition's leader does.
+    "LeaderChangeRecord": {"leader_id": "leader"},
 }
 """Fields whose column has another name; None: the field is in `payload` only."""
 

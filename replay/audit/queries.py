@@ -272,6 +272,18 @@ def _description(topic: Column) -> Column:
             ),
         )
         .when(
+            kind == "LeaderChangeRecord",
+            F.concat(
+                F.lit("node "),
+                F.col("leader"),
+                F.lit(" leads the controller quorum (voters "),
+                _ints("voters"),
+                F.lit(", granted by "),
+                _ints("granting_voters"),
+                F.lit(")"),
+            ),
+        )
+        .when(
             kind == "RemoveUserScramCredentialRecord",
             F.concat(
                 F.lit("removed "),
@@ -305,6 +317,7 @@ def _entity(topic: Column) -> Column:
             F.concat(F.lit("namespace "), F.coalesce(F.col("namespace"), F.col("namespace_id"))),
         )
         .when(F.col("feature_name").isNotNull(), F.concat(F.lit("feature "), F.col("feature_name")))
+        .when(F.col("record_type") == "LeaderChangeRecord", F.lit("controller quorum"))
         .otherwise(F.lit(""))
     )
 
