@@ -30,7 +30,7 @@ import logging
 import socket
 import ssl
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,10 +46,12 @@ from api.protocol.connection import (
     SaslToken,
 )
 from api.protocol.private import PRIVATE_APIS
+from api.protocol.raft_wire import QUORUM_VERSIONS
 from api.security.scram import StoredCredential
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
+from api.server.kafka.quorum import QuorumEndpoint
 from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
     MAX_CONNECTIONS,
@@ -123,9 +125,17 @@ class MetadataServer:
         listeners: Sequence[ServerListener] | None = None,
         failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
         authorizer: AuthorizerConfig | None = None,
+        quorum: QuorumEndpoint | None = None,
+        quorum_listeners: Collection[str] | None = None,
     ) -> None:
-        """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`."""
+        """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
+
+        With `quorum`, the controller quorum's APIs are served (on the listeners named in
+        `quorum_listeners`, Kafka's `controller.listener.names`; None: on every listener).
+        """
         self.service = service
+        self.quorum = quorum
+        self.quorum_listeners = None if quorum_listeners is None else frozenset(quorum_listeners)
         if listeners is None:
             listeners = [
                 ServerListener(
@@ -193,7 +203,10 @@ class MetadataServer:
                 host = bound.advertised_host or bound.host or socket.getfqdn()
                 port = bound.advertised_port or bound.port
                 self._apis[bound.name] = self._kafka_apis(
-                    Listener(host=host, port=port, node_id=self.node_id, cluster_id=self.cluster_id)
+                    Listener(
+                        host=host, port=port, node_id=self.node_id, cluster_id=self.cluster_id
+                    ),
+                    quorum=self._serves_quorum(bound.name),
                 )
                 advertised.append(_describe(bound, host, port))
         except BaseException:
@@ -226,9 +239,15 @@ class MetadataServer:
             limits.queued_max_request_bytes,
         )
 
-    def _kafka_apis(self, listener: Listener) -> KafkaApis:
+    def _kafka_apis(self, listener: Listener, *, quorum: bool = False) -> KafkaApis:
         """The Kafka handlers answering on one listener (advertising its address)."""
-        return KafkaApis(self.service, listener, self.authorizer)
+        return KafkaApis(self.service, listener, self.authorizer, self.quorum if quorum else None)
+
+    def _serves_quorum(self, listener: str) -> bool:
+        """Whether the listener named `listener` answers the quorum APIs."""
+        if self.quorum is None:
+            return False
+        return self.quorum_listeners is None or listener in self.quorum_listeners
 
     async def _listen(self, listener: ServerListener, shared: ChannelContext) -> ServerListener:
         """Bind one listener; the listener with its bound port."""
@@ -242,6 +261,7 @@ class MetadataServer:
             principal=shared.principal,
             channels=shared.channels,
             security=self._channel_security(listener),
+            extra_versions=QUORUM_VERSIONS if self._serves_quorum(listener.name) else {},
         )
         # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
         # retries (the limits, not the backlog, decide who is served).
