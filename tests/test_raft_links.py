@@ -21,6 +21,7 @@ import pytest
 import trustme
 from test_sasl_server import USERS, seed_users
 
+from api.client.raft_links import LinkStats, QuorumLinks, controller_client_security
 from api.controller.authorizer import AuthorizerConfig
 from api.protocol import codec
 from api.protocol.raft_wire import (
@@ -43,7 +44,6 @@ from api.security.client_config import SecurityProtocol
 from api.security.errors import SecurityConfigError
 from api.server.config import ListenerConfig, TlsConfig
 from api.server.listeners import server_listener
-from api.server.quorum_links import LinkStats, QuorumLinks, controller_client_security
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
 from metadata_log.raft.config import QuorumConfig, VoterAddress
@@ -296,7 +296,7 @@ def _free_port() -> int:
 async def test_a_peer_down_then_up_is_reconnected(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="api.server.quorum")
+    caplog.set_level(logging.INFO, logger="api.client.raft_links")
     port = _free_port()
     answers = Collected()
     links = links_to(port, answers, retry_backoff_ms=50, reconnect_backoff_max_ms=200)
@@ -353,7 +353,7 @@ async def test_a_peer_down_then_up_is_reconnected(
 async def test_a_request_never_answered_is_dropped_after_the_request_timeout(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="api.server.quorum")
+    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
     endpoint = TestEndpoint()
     endpoint.hold.clear()
     answers = Collected()
@@ -417,7 +417,7 @@ async def test_send_never_waits_and_unknown_destinations_are_refused(tmp_path: P
 async def test_a_peer_without_the_quorum_apis_is_named(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="api.server.quorum")
+    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
     answers = Collected()
     async with serving(tmp_path / "log", None) as server:
         links = links_to(server.port, answers)
@@ -491,7 +491,7 @@ async def test_links_log_in_with_scram_and_a_non_super_user_is_refused(
             refusals = [
                 r.getMessage()
                 for r in caplog.records
-                if r.name == "api.server.quorum" and "answer dropped" in r.getMessage()
+                if r.name == "api.client.raft_links" and "answer dropped" in r.getMessage()
             ]
             assert len(refusals) == 2
             assert "VoteResponse refused: CLUSTER_AUTHORIZATION_FAILED (31)" in refusals[0]
@@ -505,7 +505,7 @@ async def test_links_log_in_with_scram_and_a_non_super_user_is_refused(
                 sum(
                     "VoteResponse refused" in r.getMessage()
                     for r in caplog.records
-                    if r.name == "api.server.quorum"
+                    if r.name == "api.client.raft_links"
                 )
                 == 1
             )

@@ -52,7 +52,7 @@ from api.security.client_config import ClientSecurity, client_security
 from api.security.errors import SecurityConfigError
 from metadata_log.raft.config import QuorumConfig, VoterAddress
 
-logger = logging.getLogger("api.server.quorum")
+logger = logging.getLogger("api.client.raft_links")
 
 MAX_IN_FLIGHT = 5
 """Unanswered requests per voter (Kafka's `max.in.flight.requests.per.connection`)."""
