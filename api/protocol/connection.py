@@ -15,6 +15,7 @@ does this one; nothing that arrives on one connection affects another.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from api.protocol.codec import (
@@ -84,8 +85,15 @@ class Connection:
     has arrived but whose body has not (what a frame asks the server to buffer).
     """
 
-    def __init__(self, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        extra_versions: Mapping[int, tuple[int, int]] | None = None,
+    ) -> None:
         self.max_request_bytes = max_request_bytes
+        self.extra_versions: Mapping[int, tuple[int, int]] = extra_versions or {}
+        """Kafka APIs served beyond `SUPPORTED_VERSIONS` (the quorum's, on a controller)."""
         self.max_request_key = "socket.request.max.bytes"
         """The setting `max_request_bytes` comes from, named when a frame is refused."""
         """The largest frame taken; the server lowers it while a connection authenticates."""
@@ -160,14 +168,15 @@ class Connection:
         private = PRIVATE_VERSIONS.get(api_key)
         if private is not None:
             return self._private_event(frame, private, api_key, version, correlation_id)
-        supported = SUPPORTED_VERSIONS.get(api_key)
+        supported = SUPPORTED_VERSIONS.get(api_key) or self.extra_versions.get(api_key)
         if supported is None:
             return Close(f"unknown API key {api_key}")
         low, high = supported
         if not low <= version <= high:
             if api_key == API_VERSIONS_KEY and version > high:
                 # KIP-511: a newer client learns what this server speaks from a v0 answer.
-                return Reply(api_versions_error(correlation_id, PRIVATE_VERSIONS))
+                extra = {**PRIVATE_VERSIONS, **self.extra_versions}
+                return Reply(api_versions_error(correlation_id, extra))
             return Close(f"unsupported version {version} of API key {api_key} ({low}..{high})")
         try:
             return Request(decode_request(frame))

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -90,6 +90,8 @@ class ChannelContext:
     """The principal of a new connection (until authentication says otherwise)."""
     channels: set[Channel] = field(default_factory=set)
     security: ChannelSecurity = field(default_factory=ChannelSecurity)
+    extra_versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    """Kafka APIs this listener serves beyond `codec.SUPPORTED_VERSIONS` (the quorum's)."""
     arrivals: int = 0
     """Reads delivered to any channel so far: when it moved while a request was answered, the
     answer waited and the event loop served the others meanwhile (no need to yield for them)."""
@@ -113,7 +115,9 @@ class Channel(asyncio.Protocol):
         """The server is stopping: answer what was received, read nothing more."""
         self.task: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
-        self._connection = Connection(max_request_bytes=context.max_request_bytes)
+        self._connection = Connection(
+            max_request_bytes=context.max_request_bytes, extra_versions=context.extra_versions
+        )
         self._admitted = False
         self._held = 0  # this connection's share of queued.max.request.bytes
         self._lost = False

@@ -30,7 +30,7 @@ import logging
 import socket
 import ssl
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ from api.protocol.connection import (
     SaslToken,
 )
 from api.protocol.private import PRIVATE_APIS
+from api.protocol.raft_wire import QUORUM_VERSIONS
 from api.security.scram import StoredCredential
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
 from api.server.kafka.base import ANONYMOUS, Listener
@@ -62,6 +63,7 @@ from api.server.limits import (
     connection_capacity,
 )
 from api.server.private_apis import PrivateApis
+from api.server.quorum_endpoint import NodeEndpoint
 from api.server.sasl import SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
 from records.model import ScramMechanism
@@ -127,13 +129,17 @@ class MetadataServer:
         failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
         authorizer: AuthorizerConfig | None = None,
         quorum: QuorumNode | None = None,
+        quorum_listeners: Collection[str] | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
         With `quorum` the server is a node of a controller quorum: the node starts once the
         listeners are bound (the other voters reach it there) and stops before the service.
+        The quorum's APIs are served on the listeners named in `quorum_listeners` (Kafka's
+        `controller.listener.names`; None: on every listener).
         """
         self.service = service
+        self.quorum_listeners = None if quorum_listeners is None else frozenset(quorum_listeners)
         if listeners is None:
             listeners = [
                 ServerListener(
@@ -208,7 +214,8 @@ class MetadataServer:
                         node_id=self.node_id,
                         cluster_id=self.cluster_id,
                         quorum=self.quorum,
-                    )
+                    ),
+                    quorum=self._serves_quorum(bound.name),
                 )
                 advertised.append(_describe(bound, host, port))
         except BaseException:
@@ -243,9 +250,16 @@ class MetadataServer:
             limits.queued_max_request_bytes,
         )
 
-    def _kafka_apis(self, listener: Listener) -> KafkaApis:
+    def _kafka_apis(self, listener: Listener, *, quorum: bool = False) -> KafkaApis:
         """The Kafka handlers answering on one listener (advertising its address)."""
-        return KafkaApis(self.service, listener, self.authorizer)
+        endpoint = None if self.quorum is None or not quorum else NodeEndpoint(self.quorum)
+        return KafkaApis(self.service, listener, self.authorizer, endpoint)
+
+    def _serves_quorum(self, listener: str) -> bool:
+        """Whether the listener named `listener` answers the quorum APIs."""
+        if self.quorum is None:
+            return False
+        return self.quorum_listeners is None or listener in self.quorum_listeners
 
     async def _listen(self, listener: ServerListener, shared: ChannelContext) -> ServerListener:
         """Bind one listener; the listener with its bound port."""
@@ -259,6 +273,7 @@ class MetadataServer:
             principal=shared.principal,
             channels=shared.channels,
             security=self._channel_security(listener),
+            extra_versions=QUORUM_VERSIONS if self._serves_quorum(listener.name) else {},
         )
         # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
         # retries (the limits, not the backlog, decide who is served).

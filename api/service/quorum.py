@@ -358,7 +358,8 @@ class QuorumNode:
         """Answer a request from another node (the server's quorum endpoint)."""
         if not isinstance(message, Request):
             raise TypeError(f"{type(message).__name__} is not a quorum request")
-        self._check_alive()
+        if self.failed is not None or self._closing:
+            return self._unanswered(message)
         key = (sender, message.correlation_id)
         previous = self._answers.pop(key, None)
         if previous is not None:

@@ -25,7 +25,8 @@ class ErrorCode(IntEnum):
     NOT_LEADER_OR_FOLLOWER = 6
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
-    INCONSISTENT_VOTER_SET = 84
+    INCONSISTENT_VOTER_SET = 94
+    SNAPSHOT_NOT_FOUND = 98
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ from api.controller.authorizer import STANDARD_AUTHORIZER, Authorizer
 from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
+from api.protocol.raft_wire import QUORUM_VERSIONS
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
@@ -20,6 +21,7 @@ from api.server.kafka.configs import ConfigApis
 from api.server.kafka.credentials import CredentialApis
 from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
+from api.server.kafka.quorum import QuorumApis, QuorumEndpoint
 from api.server.kafka.refusals import refusal
 from api.server.kafka.topics import TopicApis
 from api.server.sasl import refuse_outside_login
@@ -42,7 +44,9 @@ class KafkaApis:
     """Answers the Kafka admin APIs of `codec.SUPPORTED_VERSIONS` from a service.
 
     With an `authorizer`, each API checks what Kafka's checks (docs/security.md); without one,
-    everything is allowed and the ACL APIs answer SECURITY_DISABLED.
+    everything is allowed and the ACL APIs answer SECURITY_DISABLED. With a `quorum` endpoint
+    the controller quorum's APIs (`raft_wire.QUORUM_VERSIONS`) are answered too, and
+    ApiVersions lists them.
     """
 
     def __init__(
@@ -50,6 +54,7 @@ class KafkaApis:
         service: MetadataService,
         listener: Listener,
         authorizer: Authorizer | None = None,
+        quorum: QuorumEndpoint | None = None,
     ) -> None:
         self.service = service
         self.listener = listener
@@ -84,6 +89,11 @@ class KafkaApis:
             17: refuse_outside_login,
             36: refuse_outside_login,
         }
+        if quorum is not None:
+            quorum_apis = QuorumApis(quorum, service, listener, gate)
+            self._handlers[18] = quorum_apis.api_versions
+            for key in QUORUM_VERSIONS:
+                self._handlers[key] = quorum_apis.handle
 
     async def handle(
         self, request: KafkaRequest, session: Session = ANONYMOUS_SESSION

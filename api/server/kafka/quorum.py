@@ -1,0 +1,121 @@
+"""The controller quorum's APIs on the server, answered by the server's `QuorumEndpoint`.
+
+Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum.
+
+A server given no endpoint does not serve them at all (not in ApiVersions, and a request of
+one of their keys closes the connection as any unknown API does). With one, each request is
+authorized as Kafka's controller authorizes it (CLUSTER_ACTION on the cluster, DESCRIBE for
+DescribeQuorum), checked as KRaft checks it (the metadata partition only, this cluster's id,
+this node as the voter meant), mapped to the core's message (`raft_wire`) and answered with
+what the endpoint answers. A refused request is answered with its error code at the top level
+(CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, INCONSISTENT_CLUSTER_ID, INVALID_VOTER_KEY),
+as Kafka answers it, and the connection stays open.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from api.controller.errors import ApiError
+from api.protocol import codec
+from api.protocol.codec import KafkaRequest
+from api.protocol.private import PRIVATE_VERSIONS
+from api.protocol.raft_wire import (
+    DESCRIBE_QUORUM_KEY,
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_VOTER_KEY,
+    QUORUM_API_NAMES,
+    QUORUM_VERSIONS,
+    QuorumRequest,
+    QuorumResponse,
+    RaftWireRefusal,
+    api_key_of,
+    error_answer,
+    inbound_request,
+    response_answer,
+)
+from api.server.kafka.authorization import Gate
+from api.server.kafka.base import Listener, Session, logger
+from api.service.service import MetadataService
+from records.model import AclOperation
+
+
+class QuorumEndpoint(Protocol):
+    """What answers the quorum requests a server receives (the quorum shell implements it)."""
+
+    async def handle(self, sender_id: int, message: QuorumRequest) -> QuorumResponse:
+        """The answer to one request from `sender_id` (-1 for a DescribeQuorum).
+
+        The answer must be the response of the request's API (a VoteResponse to a
+        VoteRequest, ...). It may wait (a Fetch parked until there is news, up to its
+        `max_wait_ms`); the connection's next request waits meanwhile, as in Kafka.
+        """
+        ...
+
+
+class QuorumApis:
+    """Answers the quorum APIs from a `QuorumEndpoint`, after Kafka's checks."""
+
+    def __init__(
+        self,
+        endpoint: QuorumEndpoint,
+        service: MetadataService,
+        listener: Listener,
+        gate: Gate,
+    ) -> None:
+        self.endpoint = endpoint
+        self.service = service
+        self.listener = listener
+        self.gate = gate
+
+    async def api_versions(self, request: KafkaRequest, session: Session) -> codec.Answer:
+        """ApiVersions with the quorum APIs among the others."""
+        header = request.header
+        return codec.Answer(
+            codec.response_class(header.api_key, header.api_version),
+            {
+                "error_code": 0,
+                "api_keys": codec.supported_api_keys({**PRIVATE_VERSIONS, **QUORUM_VERSIONS}),
+                "throttle_time": 0,
+            },
+        )
+
+    async def handle(self, request: KafkaRequest, session: Session) -> codec.Answer:
+        """The answer to one quorum request: the endpoint's, or the refusal of Kafka's checks."""
+        header = request.header
+        key, version = header.api_key, header.api_version
+        name = QUORUM_API_NAMES[key]
+        operation = (
+            AclOperation.DESCRIBE if key == DESCRIBE_QUORUM_KEY else AclOperation.CLUSTER_ACTION
+        )
+        try:
+            self.gate.require_cluster(self.service.image, session, operation)
+            inbound = inbound_request(request)
+            self._check_addressing(inbound.cluster_id, inbound.voter_id, name)
+        except (ApiError, RaftWireRefusal) as exc:
+            code = int(exc.error_code)
+            text = exc.message if isinstance(exc, ApiError) else str(exc)
+            logger.info("%s %s refused: %s", session.principal, name, text)
+            return error_answer(key, version, code, text)
+        answer = await self.endpoint.handle(inbound.sender_id, inbound.message)
+        if api_key_of(answer) != key or type(answer).__name__.endswith("Request"):
+            raise TypeError(
+                f"the quorum endpoint answered a {name}Request with a {type(answer).__name__}"
+            )
+        return response_answer(answer, version=version)
+
+    def _check_addressing(self, cluster_id: str | None, voter_id: int, name: str) -> None:
+        """Refuse a request meant for another cluster or another voter (KRaft's checks)."""
+        ours = self.listener.cluster_id
+        if cluster_id is not None and ours and cluster_id != ours:
+            raise RaftWireRefusal(
+                INCONSISTENT_CLUSTER_ID,
+                f"{name} from cluster {cluster_id!r} reached cluster {ours!r}; check "
+                "controller.quorum.voters on the sender",
+            )
+        if voter_id >= 0 and voter_id != self.listener.node_id:
+            raise RaftWireRefusal(
+                INVALID_VOTER_KEY,
+                f"{name} for voter {voter_id} reached node {self.listener.node_id}; check "
+                "controller.quorum.voters on the sender",
+            )
