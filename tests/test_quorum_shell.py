@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from quorum_harness import Cluster, create_topic, register
 
 from api.controller.commands import RegisterBroker
 from api.controller.errors import ApiError, ErrorCode
-from records import FeatureLevelRecord as LeaderChangeRecord
-from records import TopicRecord
-from quorum_harness import Cluster, create_topic, register
+from records.model import LeaderChangeRecord, TopicRecord
 
 pytestmark = pytest.mark.timeout(60)
 

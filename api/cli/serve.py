@@ -264,7 +264,8 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         limits=limits,
         failed_authentication_delay_ms=config.failed_authentication_delay_ms,
         authorizer=config.authorizer,
-        quorum=quorum,
+        quorum_node=quorum,
+        quorum_listeners=_controller_listeners(values),
     )
     try:
         asyncio.run(_serve(server))
@@ -284,7 +285,7 @@ def _quorum_node(
     without it). A data directory without `quorum-state` is a voter that lost its state (or
     was never formatted): it catches up as an observer before it votes (docs/replication.md).
     """
-    from api.server.quorum_links import QuorumLinks, controller_client_security
+    from api.client.raft_links import QuorumLinks, controller_client_security
     from api.service.quorum import QuorumNode, ReplicatedService
     from metadata_log.raft.quorum_state import QUORUM_STATE_NAME
 
@@ -313,6 +314,12 @@ def _quorum_node(
         service.close()
         raise
     return service, node
+
+
+def _controller_listeners(values: Mapping[str, str]) -> list[str] | None:
+    """`controller.listener.names`: where the quorum's APIs are served (None: every listener)."""
+    names = [n.strip().upper() for n in values.get("controller.listener.names", "").split(",")]
+    return [n for n in names if n] or None
 
 
 def config_values(args: argparse.Namespace) -> dict[str, str]:

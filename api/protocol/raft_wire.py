@@ -127,8 +127,8 @@ _TO_WIRE: Mapping[ErrorCode, int] = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: 6,
     ErrorCode.FENCED_LEADER_EPOCH: 74,
     ErrorCode.UNKNOWN_LEADER_EPOCH: 75,
-    # The core numbers it 84 (Kafka's ELECTION_NOT_NEEDED); Kafka's INCONSISTENT_VOTER_SET is 94.
     ErrorCode.INCONSISTENT_VOTER_SET: _WIRE_INCONSISTENT_VOTER_SET,
+    ErrorCode.SNAPSHOT_NOT_FOUND: 98,
 }
 _FROM_WIRE: Mapping[int, ErrorCode] = {wire: core for core, wire in _TO_WIRE.items()}
 

@@ -51,6 +51,7 @@ from api.security.scram import StoredCredential
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
+from api.server.kafka.quorum import QuorumEndpoint
 from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
     MAX_CONNECTIONS,
@@ -128,17 +129,23 @@ class MetadataServer:
         listeners: Sequence[ServerListener] | None = None,
         failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
         authorizer: AuthorizerConfig | None = None,
-        quorum: QuorumNode | None = None,
+        quorum: QuorumEndpoint | None = None,
         quorum_listeners: Collection[str] | None = None,
+        quorum_node: QuorumNode | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
-        With `quorum` the server is a node of a controller quorum: the node starts once the
-        listeners are bound (the other voters reach it there) and stops before the service.
-        The quorum's APIs are served on the listeners named in `quorum_listeners` (Kafka's
+        With `quorum_node` the server is a node of a controller quorum: the node starts once
+        the listeners are bound (the other voters reach it there), stops before the service,
+        and answers the quorum's APIs (`quorum`, an endpoint, answers them without a node:
+        tests). They are served on the listeners named in `quorum_listeners` (Kafka's
         `controller.listener.names`; None: on every listener).
         """
         self.service = service
+        self.quorum_node = quorum_node
+        if quorum is None and quorum_node is not None:
+            quorum = NodeEndpoint(quorum_node)
+        self.quorum = quorum
         self.quorum_listeners = None if quorum_listeners is None else frozenset(quorum_listeners)
         if listeners is None:
             listeners = [
@@ -165,7 +172,6 @@ class MetadataServer:
         # One authorizer for both kinds of API: they share its ACL index.
         self.authorizer = None if authorizer is None else Authorizer(authorizer)
         """Decides every request when `authorizer.class.name` is set; None allows everything."""
-        self.quorum = quorum
         self.private_apis = PrivateApis(service, self.authorizer)
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
@@ -213,7 +219,7 @@ class MetadataServer:
                         port=port,
                         node_id=self.node_id,
                         cluster_id=self.cluster_id,
-                        quorum=self.quorum,
+                        quorum=self.quorum_node,
                     ),
                     quorum=self._serves_quorum(bound.name),
                 )
@@ -226,8 +232,8 @@ class MetadataServer:
         self.host = self.listeners[0].host
         self.port = self.listeners[0].port
         self.apis = self._apis[self.listeners[0].name]
-        if self.quorum is not None:
-            await self.quorum.start()
+        if self.quorum_node is not None:
+            await self.quorum_node.start()
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
         if self.authorizer is not None:
@@ -252,8 +258,7 @@ class MetadataServer:
 
     def _kafka_apis(self, listener: Listener, *, quorum: bool = False) -> KafkaApis:
         """The Kafka handlers answering on one listener (advertising its address)."""
-        endpoint = None if self.quorum is None or not quorum else NodeEndpoint(self.quorum)
-        return KafkaApis(self.service, listener, self.authorizer, endpoint)
+        return KafkaApis(self.service, listener, self.authorizer, self.quorum if quorum else None)
 
     def _serves_quorum(self, listener: str) -> bool:
         """Whether the listener named `listener` answers the quorum APIs."""
@@ -349,8 +354,8 @@ class MetadataServer:
             self._channels.summary.flush()
         for server in servers:
             await server.wait_closed()
-        if self.quorum is not None:
-            await self.quorum.aclose()
+        if self.quorum_node is not None:
+            await self.quorum_node.aclose()
         await self.service.aclose()
         logger.info("stopped (%s); log end offset %d", reason, self.service.log.end_offset)
         self._stopped.set()

@@ -80,7 +80,8 @@ from records.model import LeaderChangeRecord, Record
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
 
-logger = logging.getLogger("api.quorum")
+logger = logging.getLogger("api.server.quorum")
+"""Under the server's logger: a quorum node's state changes are lines of `mlog serve`."""
 
 T = TypeVar("T")
 
