@@ -94,7 +94,7 @@ async def _failovers(quorum: Quorum, rounds: int, sig: int) -> list[float]:
             while len(acked) < seen + 5:  # the writer is going through this leader
                 await asyncio.sleep(0.01)
             start = time.monotonic()
-            quorum.kill(leader, sig)
+            quorum.signal(leader, sig)  # not waiting: the writer goes on meanwhile
             while not acked or acked[-1] <= start:
                 if time.monotonic() - start > 60:
                     raise SystemExit(
@@ -102,6 +102,7 @@ async def _failovers(quorum: Quorum, rounds: int, sig: int) -> list[float]:
                     )
                 await asyncio.sleep(0.005)
             samples.append(acked[-1] - start)
+            await asyncio.to_thread(quorum.kill, leader, sig)  # reaped (SIGTERM: it exits)
             quorum.start(leader)
             await asyncio.sleep(3.0)  # it catches up before the next round
     finally:

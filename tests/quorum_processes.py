@@ -133,6 +133,12 @@ class Quorum:
             node.process.wait(60)
             node.process = None
 
+    def signal(self, node_id: int, sig: int) -> None:
+        """Send `sig` to node `node_id` without waiting for anything."""
+        process = self.nodes[node_id].process
+        if process is not None:
+            process.send_signal(sig)
+
     def stop_all(self) -> None:
         """SIGTERM every running node (then SIGKILL what does not stop)."""
         for node in self.nodes.values():

@@ -334,6 +334,9 @@ class MetadataServer:
         """
         if not self._servers:
             return
+        if self.quorum_node is not None:
+            # Hand leadership over while still serving: the successor fetches and votes here.
+            await self.quorum_node.resign()
         servers, self._servers = self._servers, []
         for server in servers:
             server.close()

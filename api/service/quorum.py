@@ -88,6 +88,9 @@ T = TypeVar("T")
 FETCH_MAX_BYTES = 1 << 20
 """Block bytes a fetch answer carries at most (at least one block, whatever its size)."""
 
+HANDOVER_WAIT_S = 3.0
+"""How long a stopping leader waits for a successor before it stops anyway."""
+
 LEADER_WAIT_S = 5.0
 """How long a write waits for an election to end before it answers NOT_CONTROLLER."""
 
@@ -234,7 +237,8 @@ class QuorumNode:
         self._transport = transport(self._received)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"mlog-quorum-{config.node_id}")
         self._inbox: deque[tuple[int, Message]] = deque()
-        self._answers: dict[tuple[int, int], asyncio.Future[Response]] = {}
+        self._answers: dict[tuple[int, int], tuple[asyncio.Future[Response], Request]] = {}
+        """Requests from other nodes awaiting the core's answer, by (sender, correlation id)."""
         self._queued: list[_Proposal] = []
         self._inflight: deque[_Proposal] = deque()
         self._blocks: dict[int, tuple[ReplicaBlock, bool]] = {}
@@ -248,6 +252,7 @@ class QuorumNode:
         self._last_timestamp = max(service.image.provenance.timestamp, self.log.last_timestamp)
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._resign_requested = False
         self.failed: str | None = None
         """Why the node stopped, once its storage failed."""
         self.high_watermark = 0
@@ -322,6 +327,27 @@ class QuorumNode:
         """Start the loop; the node joins the quorum (elections, fetching)."""
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    async def resign(self, timeout: float = HANDOVER_WAIT_S) -> None:
+        """Hand leadership over (EndQuorumEpoch) and wait until another node leads.
+
+        A stopping leader does this first, still answering the others meanwhile, so the most
+        caught-up voter stands at once and the pause is one election, not a fetch timeout.
+        Returns at once on a node that does not lead; after `timeout` regardless.
+        """
+        if self.core.role is not Role.LEADER or self.failed is not None or self._task is None:
+            return
+        epoch = self.core.epoch
+        self._resign_requested = True
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.failed is None:
+            leader = self.core.leader_id
+            if self.core.epoch > epoch and leader not in (NO_LEADER, self.config.node_id):
+                return
+            self._role_seen.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._role_seen.wait(), 0.02)
+
     async def aclose(self, *, resign: bool = True) -> None:
         """Stop: resign if leading (so another takes over at once), close links and the loop.
 
@@ -329,10 +355,8 @@ class QuorumNode:
         """
         if self._closing:
             return
-        if resign and self.core.role is Role.LEADER and self.failed is None:
-            self.core.resign()
-            self._wake.set()
-            await asyncio.sleep(0.05)  # let the EndQuorumEpoch requests leave
+        if resign:
+            await self.resign()
         self._closing = True
         self._wake.set()
         if self._task is not None:
@@ -340,9 +364,7 @@ class QuorumNode:
             with contextlib.suppress(asyncio.CancelledError, QuorumFailedError):
                 await self._task
         self._fail_proposals(self.not_controller())
-        for future in self._answers.values():
-            future.cancel()
-        self._answers.clear()
+        self._refuse_waiting(fetches_only=False)
         await self._transport.close()
         self._executor.shutdown(wait=True)
 
@@ -363,10 +385,10 @@ class QuorumNode:
             return self._unanswered(message)
         key = (sender, message.correlation_id)
         previous = self._answers.pop(key, None)
-        if previous is not None:
-            previous.cancel()
+        if previous is not None and not previous[0].done():
+            previous[0].set_result(self._unanswered(previous[1]))
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._answers[key] = future
+        self._answers[key] = (future, message)
         self._inbox.append((sender, message))
         self._wake.set()
         wait = self.config.request_timeout_ms / 1000
@@ -377,8 +399,22 @@ class QuorumNode:
         except TimeoutError:
             return self._unanswered(message)
         finally:
-            if self._answers.get(key) is future:
+            waiting = self._answers.get(key)
+            if waiting is not None and waiting[0] is future:
                 del self._answers[key]
+
+    def _refuse_waiting(self, *, fetches_only: bool) -> None:
+        """Answer waiting requests now with a refusal naming the leader this node knows.
+
+        A leader that stops leading answers its parked fetches at once, so followers ask the
+        new leader without waiting out their fetch; a stopping node answers everything.
+        """
+        for key, (future, message) in list(self._answers.items()):
+            if fetches_only and not isinstance(message, FetchRequest):
+                continue
+            del self._answers[key]
+            if not future.done():
+                future.set_result(self._unanswered(message))
 
     def _unanswered(self, message: Request) -> Response:
         """What a request the core dropped gets: a refusal naming the leader this node knows."""
@@ -470,6 +506,9 @@ class QuorumNode:
 
     def _take_inputs(self) -> None:
         core = self.core
+        if self._resign_requested:
+            self._resign_requested = False
+            core.resign()
         core.tick(_now_ms())
         while self._inbox:
             source, message = self._inbox.popleft()
@@ -543,9 +582,9 @@ class QuorumNode:
 
     def _send(self, destination: int, message: Message) -> None:
         if isinstance(message, Response):
-            future = self._answers.pop((destination, message.correlation_id), None)
-            if future is not None and not future.done():
-                future.set_result(message)
+            waiting = self._answers.pop((destination, message.correlation_id), None)
+            if waiting is not None and not waiting[0].done():
+                waiting[0].set_result(message)
             return
         self._transport.send(destination, message)
 
@@ -696,6 +735,7 @@ class QuorumNode:
             )
             return
         self._epoch_start = NEVER
+        self._refuse_waiting(fetches_only=True)
         if self._leading.is_set():
             self._leading.clear()
             logger.info(
