@@ -171,7 +171,7 @@ class Quorum:
                     controller = -1
                 finally:
                     await client.close()
-                if controller in self.nodes and self.nodes[controller].running:
+                if controller == node.node_id:  # the leader says so itself
                     return controller
             await asyncio.sleep(0.1)
         raise TimeoutError("no leader in time: " + self.stderr_tails())

@@ -267,8 +267,15 @@ class QuorumNode:
 
     @property
     def leader_id(self) -> int:
-        """The current leader's id, -1 when unknown."""
-        return self.core.leader_id
+        """The live leader's id as this node knows it, -1 when there is none (an election).
+
+        A node that has not heard from a leader in its current epoch (unattached, prospective,
+        a candidate, resigned) names none: its last leader may be gone.
+        """
+        role = self.core.role
+        if role is Role.LEADER or role is Role.FOLLOWER or role is Role.OBSERVER:
+            return self.core.leader_id
+        return NO_LEADER
 
     @property
     def epoch(self) -> int:
@@ -286,10 +293,10 @@ class QuorumNode:
 
     def leader_address(self) -> str:
         """`host:port` of the leader's controller address, or why there is none."""
-        leader = self.core.leader_id
+        leader = self.leader_id
         address = self.config.addresses.get(leader)
         if leader == NO_LEADER or address is None:
-            return "no leader is known yet (an election is under way)"
+            return "not known yet (an election is under way): retry in a moment"
         return f"node {leader} at {address.host}:{address.port}"
 
     def not_controller(self) -> ApiError:

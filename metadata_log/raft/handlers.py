@@ -79,6 +79,15 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
         granted = msg.replica_epoch >= core.epoch and may_grant_pre_vote(
             has_live_leader=live, log_ok=log_ok, catching_up=core.catching_up
         )
+        if granted and core.role is Role.PROSPECTIVE and sender > core.id:
+            # Two prospectives at once (both followers saw the leader die together): granting
+            # each other makes two candidates and a split vote, a backoff more. With equal
+            # logs the lower id stands; a more up-to-date log still gets the grant. Pre-votes
+            # change no state, so this is about liveness only.
+            granted = (msg.last_offset_epoch, msg.last_offset) != (
+                core.log.last_epoch,
+                core.log.end_offset,
+            )
         reply(granted)
         return
     if msg.replica_epoch < core.epoch:
