@@ -336,7 +336,13 @@ class MetadataLog:
         if self.replicated:
             # What a crashed process left in the page cache is served as durable (the core
             # builds its view from it): make it so before anything is acknowledged.
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise LogError(
+                    f"cannot fsync the log in {self.directory}: {exc.strerror or exc}; fix the "
+                    "disk, then open the log again"
+                ) from exc
             self._load_epoch_cache(persist=True)
 
     def _write_checkpoint(self, log_start_offset: int | None = None) -> None:
@@ -872,8 +878,8 @@ class MetadataLog:
                 )
             if not last_epoch <= block.epoch <= _INT32_MAX:
                 raise ReplicaBlockError(
-                    f"{where} has epoch {block.epoch}, below the log's last epoch {last_epoch}: "
-                    "epochs never go down; truncate the divergent tail first"
+                    f"{where} has epoch {block.epoch} after the log's epoch {last_epoch}: epochs "
+                    "never go down (and fit an int32); truncate the divergent tail first"
                 )
             if block.timestamp < last_timestamp:
                 raise ReplicaBlockError(
@@ -927,8 +933,9 @@ class MetadataLog:
     def _write_block(self, block: ReplicaBlock) -> None:
         """Write one checked block at the end, without fsync; the caller holds the write lock."""
         if not self._epochs or block.epoch > self._epochs[-1][0]:
-            # Before the block: a cache that names an epoch the log lacks is noticed and
-            # repaired on open; a log holding an epoch the cache lacks would not be.
+            # Before the block: a cache naming an epoch the log lacks (a crash lost the block)
+            # is always noticed and repaired on open; a log holding an epoch the cache lacks
+            # is noticed only while that epoch is the last one.
             self._persist_epochs([*self._epochs, (block.epoch, block.first_offset)])
         framed = encode_block(block.count, block.body)
         try:
