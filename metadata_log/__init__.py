@@ -19,9 +19,11 @@ if TYPE_CHECKING:
         LogFailedError,
         LogLockedError,
         ReadOnlyLogError,
+        ReplicaBlockError,
     )
     from metadata_log.log import AppendResult, MetadataLog
     from metadata_log.repair import RepairRefusedError, RepairReport, truncate_after
+    from metadata_log.replica import ReplicaBlock
     from metadata_log.segment import SegmentInfo
     from metadata_log.verify import SegmentReport, VerifyReport, verify_log
 
@@ -34,11 +36,13 @@ _HOMES = {
     "LogFailedError": "metadata_log.errors",
     "LogLockedError": "metadata_log.errors",
     "ReadOnlyLogError": "metadata_log.errors",
+    "ReplicaBlockError": "metadata_log.errors",
     "AppendResult": "metadata_log.log",
     "MetadataLog": "metadata_log.log",
     "RepairRefusedError": "metadata_log.repair",
     "RepairReport": "metadata_log.repair",
     "truncate_after": "metadata_log.repair",
+    "ReplicaBlock": "metadata_log.replica",
     "SegmentInfo": "metadata_log.segment",
     "SegmentReport": "metadata_log.verify",
     "VerifyReport": "metadata_log.verify",
@@ -73,6 +77,8 @@ __all__ = [
     "ReadOnlyLogError",
     "RepairRefusedError",
     "RepairReport",
+    "ReplicaBlock",
+    "ReplicaBlockError",
     "SegmentInfo",
     "SegmentReport",
     "VerifyReport",

@@ -336,7 +336,13 @@ class MetadataLog:
         if self.replicated:
             # What a crashed process left in the page cache is served as durable (the core
             # builds its view from it): make it so before anything is acknowledged.
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise LogError(
+                    f"cannot fsync the log in {self.directory}: {exc.strerror or exc}; fix the "
+                    "disk, then open the log again"
+                ) from exc
             self._load_epoch_cache(persist=True)
 
     def _write_checkpoint(self, log_start_offset: int | None = None) -> None:
@@ -839,7 +845,7 @@ class MetadataLog:
         timestamps never go down: otherwise `ReplicaBlockError` and nothing is written.
         `check=True` (blocks from another node) also verifies each body's CRC32 and decodes
         every entry: offsets dense from the block's first, each entry's epoch and timestamp
-        the block's, valid records in this codec's canonical encoding. Readers see the blocks
+        the block's, valid records that fill the body exactly. Readers see the blocks
         at once. The first block of a new epoch is recorded in `leader-epoch-checkpoint`
         before it is written. An I/O error is `LogFailedError` (fail-stop, as for appends).
         """
@@ -872,8 +878,8 @@ class MetadataLog:
                 )
             if not last_epoch <= block.epoch <= _INT32_MAX:
                 raise ReplicaBlockError(
-                    f"{where} has epoch {block.epoch}, below the log's last epoch {last_epoch}: "
-                    "epochs never go down; truncate the divergent tail first"
+                    f"{where} has epoch {block.epoch} after the log's epoch {last_epoch}: epochs "
+                    "never go down (and fit an int32); truncate the divergent tail first"
                 )
             if block.timestamp < last_timestamp:
                 raise ReplicaBlockError(
@@ -887,7 +893,11 @@ class MetadataLog:
             last_timestamp = block.timestamp
 
     def _check_body(self, block: ReplicaBlock, where: str) -> None:
-        """Raise ReplicaBlockError unless the body is the CRC-valid encoding of valid entries."""
+        """Raise ReplicaBlockError unless the body is the CRC-valid encoding of valid entries.
+
+        The decoder checks what the encoder would: every value in its Avro type's range, enum
+        values and union branches that exist, UTF-8 text, and entries filling the body exactly.
+        """
         if not block.crc_ok():
             raise ReplicaBlockError(
                 f"{where}: CRC32 of the body does not match ({zlib.crc32(block.body):08x}, the "
@@ -895,7 +905,7 @@ class MetadataLog:
             )
         codec = self.codec
         try:
-            entries = codec.decode_entries(
+            decoded = codec.decode_block(
                 block.count, block.body, codec.reader_array_schema(codec.entry_schema_json)
             )
         except MemoryError:
@@ -905,33 +915,27 @@ class MetadataLog:
                 f"{where}: its body does not decode as {block.count} entries "
                 f"({decoder_failure(exc)})"
             ) from None
-        for i, entry in enumerate(entries):
-            if len(entries) != block.count or entry.offset != block.first_offset + i:
-                raise ReplicaBlockError(
-                    f"{where}: its entries hold offsets {entries[0].offset}..{entries[-1].offset}"
-                )
-            if entry.epoch != block.epoch or entry.timestamp != block.timestamp:
-                raise ReplicaBlockError(
-                    f"{where}: entry {entry.offset} has epoch {entry.epoch} and timestamp "
-                    f"{entry.timestamp}, the block says {block.epoch} and {block.timestamp}"
-                )
-        try:
-            _, again = codec.encode_entries(
-                (e.offset, e.epoch, e.timestamp, e.principal, e.record) for e in entries
-            )
-        except RecordError as exc:
-            raise ReplicaBlockError(f"{where}: a record is not valid ({exc})") from None
-        if again != block.body:
+        offsets = decoded.offsets
+        if len(offsets) != block.count or offsets != list(
+            range(block.first_offset, block.end_offset)
+        ):
             raise ReplicaBlockError(
-                f"{where}: its body is not the encoding of its entries (trailing or "
-                "non-canonical bytes)"
+                f"{where}: its {len(offsets)} entries hold offsets {offsets[0]}..{offsets[-1]}"
             )
+        stamps = zip(decoded.epochs, decoded.timestamps, strict=True)
+        for i, (epoch, timestamp) in enumerate(stamps):
+            if epoch != block.epoch or timestamp != block.timestamp:
+                raise ReplicaBlockError(
+                    f"{where}: entry {offsets[i]} has epoch {epoch} and timestamp {timestamp}, "
+                    f"the block says {block.epoch} and {block.timestamp}"
+                )
 
     def _write_block(self, block: ReplicaBlock) -> None:
         """Write one checked block at the end, without fsync; the caller holds the write lock."""
         if not self._epochs or block.epoch > self._epochs[-1][0]:
-            # Before the block: a cache that names an epoch the log lacks is noticed and
-            # repaired on open; a log holding an epoch the cache lacks would not be.
+            # Before the block: a cache naming an epoch the log lacks (a crash lost the block)
+            # is always noticed and repaired on open; a log holding an epoch the cache lacks
+            # is noticed only while that epoch is the last one.
             self._persist_epochs([*self._epochs, (block.epoch, block.first_offset)])
         framed = encode_block(block.count, block.body)
         try:

@@ -8,7 +8,7 @@ import os
 import random
 import shutil
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from metadata_log.epoch import EPOCH_CHECKPOINT_NAME, EPOCH_NAME
 from metadata_log.errors import ReplicaBlockError
 from metadata_log.raft.log_view import LogView
 from metadata_log.replica import HEADER_SIZE, ReplicaBlock
+from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, LogEntry, RecordCodec, RecordError
 from records.schemas import CURRENT_SCHEMAS
 
@@ -89,19 +90,18 @@ def expected_cache(entries: list[LogEntry]) -> list[tuple[int, int]]:
     return cache
 
 
-SHAPE = [(3, 1), (1, 1), (4, 1), (2, 2), (5, 2), (1, 4), (3, 4), (2, 4), (4, 5), (1, 7)] * 3
+_TEN = [(3, 1), (1, 1), (4, 1), (2, 2), (5, 2), (1, 4), (3, 4), (2, 4), (4, 5), (1, 7)]
+SHAPE = [(count, epoch + 7 * n) for n in range(3) for count, epoch in _TEN]
 """(entries, epoch) of each block of the standard test log; epochs only go up."""
 
 
 def build(directory: Path, shape: list[tuple[int, int]] = SHAPE) -> list[ReplicaBlock]:
-    """A flushed quorum log of one block per (count, epoch) of `shape`, epochs made increasing."""
+    """A flushed quorum log of one block per (count, epoch) of `shape`."""
     blocks: list[ReplicaBlock] = []
     with opened(directory) as log:
-        offset, bump = 0, 0
-        for n, (count, epoch) in enumerate(shape):
-            if n and n % len(SHAPE[:10]) == 0:
-                bump += 7  # each repetition of the shape continues with higher epochs
-            block = block_of(log, offset, count, epoch + bump, value_bytes=96)
+        offset = 0
+        for count, epoch in shape:
+            block = block_of(log, offset, count, epoch, value_bytes=96)
             offset = log.write_blocks([block], check=True)
             blocks.append(block)
         log.flush()
@@ -552,7 +552,7 @@ def test_a_missing_damaged_or_stale_epoch_cache_is_rebuilt_with_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, content: bytes | None
 ) -> None:
     directory = tmp_path / "log"
-    build(directory, SHAPE[:10])
+    build(directory, [*SHAPE[:10], (2, 7)])  # the last epoch spans two blocks (25, 26..27)
     path = directory / EPOCH_CHECKPOINT_NAME
     with opened(directory) as log:
         right = log.epoch_cache()
@@ -690,3 +690,165 @@ def test_blocks_of_a_segment_with_an_older_entry_schema_are_served_in_todays(
         log.write_blocks([block_of(log, 1, 1, 3)], check=True)
         assert [e.offset for e in log.read()] == [0, 1]
         assert log.verify().ok
+
+
+# --------------------------------------------------------- failures during a truncation
+
+
+_SYSCALLS = ("fsync", "fdatasync", "replace", "ftruncate", "unlink", "write", "rename")
+
+
+class FailPoint:
+    """Wraps file system calls of `os`; the call numbered `fail_at` (from 0) raises EIO."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at = fail_at
+        self.calls = 0
+        self.real = {name: getattr(os, name) for name in _SYSCALLS}
+
+    def wrap(self, name: str) -> Callable[..., object]:
+        """The failing stand-in for `os.<name>`."""
+
+        def call(*args: object, **kwargs: object) -> object:
+            self.calls += 1
+            if self.calls == self.fail_at + 1:
+                raise OSError(5, f"injected failure of os.{name}")
+            return self.real[name](*args, **kwargs)
+
+        return call
+
+
+@pytest.mark.parametrize("where", ["mid-block", "block boundary"])
+def test_an_io_error_at_any_step_of_a_truncation_never_loses_an_entry_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Every file operation of a truncation fails in turn, as a crash there would stop it."""
+    source = tmp_path / "source"
+    blocks = build(source)
+    with opened(source) as log:
+        everything = list(log.read())
+        first_segment_end = log.segments()[0].next_offset
+    block = next(b for b in blocks if b.count > 2 and b.first_offset < first_segment_end - 3)
+    offset = block.first_offset + (1 if where == "mid-block" else 0)
+    point = 0
+    while True:
+        copy = tmp_path / f"f{point}"
+        shutil.copytree(source, copy)
+        log = MetadataLog.open(copy, config=CONFIG, replicated=True)
+        fail = FailPoint(point)
+        for name in _SYSCALLS:
+            monkeypatch.setattr(os, name, fail.wrap(name))
+        try:
+            log.truncate_to(offset)
+            failed = False
+        except LogError:
+            failed = True
+        finally:
+            for name in _SYSCALLS:
+                monkeypatch.setattr(os, name, fail.real[name])
+            log.close()
+        with opened(copy) as log:
+            entries = list(log.read())
+            assert entries == everything[: len(entries)], point
+            assert len(entries) >= offset, (point, len(entries))
+            assert log.epoch_cache() == expected_cache(entries), point
+            assert log.verify().ok, point
+            assert log.truncate_to(offset) == len(entries) - offset
+            assert list(log.read()) == everything[:offset]
+            assert log.epoch_cache() == expected_cache(everything[:offset])
+        shutil.rmtree(copy)
+        if not failed:
+            break
+        point += 1
+    assert point > 5, "the truncation went through several file operations"
+
+
+# ------------------------------------------------------------------ random operations
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_writes_flushes_truncations_reopens_and_crashes_match_a_model(
+    tmp_path: Path, seed: int
+) -> None:
+    """A follower's life in random steps, checked against a list of the entries it must hold."""
+    rng = random.Random(seed)
+    directory = tmp_path / "log"
+    model: list[LogEntry] = []
+    flushed = 0
+    epoch = 1
+    log = MetadataLog.open(directory, config=CONFIG, replicated=True)
+    try:
+        for step in range(60):
+            action = rng.choices(
+                ["write", "flush", "truncate", "reopen", "crash"], [10, 3, 3, 1, 1]
+            )[0]
+            if action == "write":
+                if rng.random() < 0.2:
+                    epoch += rng.randrange(1, 3)
+                blocks = []
+                offset = log.end_offset
+                for _ in range(rng.randrange(1, 4)):
+                    count = rng.randrange(1, 6)
+                    blocks.append(
+                        block_of(log, offset, count, epoch, tag=f"s{seed}", value_bytes=60)
+                    )
+                    offset += count
+                log.write_blocks(blocks, check=rng.random() < 0.5)
+                added = [e for b in blocks for e in _entries_of(log, b)]
+                model.extend(added)
+            elif action == "flush":
+                flushed = log.flush()
+            elif action == "truncate" and model:
+                cut = rng.randrange(0, len(model) + 1)
+                log.truncate_to(cut)
+                del model[cut:]
+                flushed = log.flushed_offset
+            elif action in ("reopen", "crash"):
+                if action == "crash":
+                    # Copy what is on disk, cut the newest segment anywhere past its durable
+                    # part (written-not-flushed blocks may be lost or torn), open the copy.
+                    image = tmp_path / f"crash{step}"
+                    shutil.copytree(directory, image)
+                    newest = Path(log.segments()[-1].path)
+                    durable = _durable_size(log, flushed)
+                    size = newest.stat().st_size
+                    log.close()
+                    os.truncate(image / newest.name, rng.randrange(durable, size + 1))
+                    shutil.rmtree(directory)
+                    os.replace(image, directory)
+                else:
+                    log.close()
+                log = MetadataLog.open(directory, config=CONFIG, replicated=True)
+                kept = list(log.read())
+                assert kept == model[: len(kept)] and len(kept) >= flushed, (seed, step)
+                model = kept
+                flushed = log.flushed_offset
+                assert flushed == len(model)
+            assert list(log.read()) == model, (seed, step, action)
+            assert log.end_offset == len(model)
+            assert log.epoch_cache() == expected_cache(model), (seed, step, action)
+            epoch = max(epoch, log.epoch)
+        assert log.verify().ok
+    finally:
+        log.close()
+
+
+def _entries_of(log: MetadataLog, block: ReplicaBlock) -> list[LogEntry]:
+    """The entries a block holds, as the log will read them back."""
+    array = log.codec.reader_array_schema(log.codec.entry_schema_json)
+    return log.codec.decode_entries(block.count, block.body, array)
+
+
+def _durable_size(log: MetadataLog, flushed: int) -> int:
+    """The newest segment's size up to the end of its durable blocks (`flushed` and below)."""
+    newest = log.segments()[-1]
+    if flushed >= newest.next_offset:
+        return newest.size_bytes
+    segment = Segment.open_header(newest.path, newest.base_offset)
+    segment.recover_scan(newest.size_bytes, 0, log.codec)
+    position = segment.header.size
+    for raw, first in segment.blocks_with_offsets(newest.base_offset):
+        if first >= flushed:
+            break
+        position = raw.end
+    return position
