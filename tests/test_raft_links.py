@@ -781,3 +781,56 @@ async def test_a_quorum_request_before_a_sasl_login_closes_the_connection(
 def test_refused_codes_are_kafkas() -> None:
     assert (CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST) == (31, 42)
     assert (INCONSISTENT_CLUSTER_ID, INVALID_VOTER_KEY) == (104, 125)
+
+
+async def test_a_peer_answering_garbage_is_dropped_with_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
+    garbage = [b"\x00\x01", b"\xff" * 40]
+
+    async def peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                request = codec.decode_request(await reader.readexactly(size))
+                correlation = request.header.correlation_id
+                if request.header.api_key == 18:
+                    versions = [{"api_key": 18, "min_version": 0, "max_version": 3}] + [
+                        {"api_key": k, "min_version": low, "max_version": high}
+                        for k, (low, high) in QUORUM_VERSIONS.items()
+                    ]
+                    body = codec.build(
+                        codec.response_class(18, request.header.api_version),
+                        error_code=0,
+                        api_keys=versions,
+                        throttle_time=0,
+                    )
+                    writer.write(codec.encode_response(correlation, body))
+                else:
+                    data = struct.pack(">i", correlation) + b"\x00" + garbage.pop(0)
+                    writer.write(struct.pack(">i", len(data)) + data)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    fake = await asyncio.start_server(peer, "127.0.0.1", 0)
+    answers = Collected()
+    links = links_to(int(fake.sockets[0].getsockname()[1]), answers)
+    try:
+        assert links.send(1, _vote(1))
+        assert links.send(1, REQUESTS[3])
+        await until(lambda: links.stats(1).refused == 2, "both answers refused")
+        assert answers.answers == []
+        lines = [r.getMessage() for r in caplog.records if "answer dropped" in r.getMessage()]
+        assert len(lines) == 2
+        assert "malformed VoteResponse v2" in lines[0]
+        assert "malformed FetchResponse v17" in lines[1]
+        assert all("\n" not in line for line in lines)
+        assert links.connected(1)
+    finally:
+        await links.close()
+        fake.close()
+        await fake.wait_closed()

@@ -26,6 +26,7 @@ from api.protocol.raft_wire import (
     QuorumResponse,
     RaftWireError,
     RaftWireRefusal,
+    _request_values,
     api_key_of,
     core_error_code,
     decode_entries,
@@ -76,6 +77,16 @@ def _frame_body(frame: bytes) -> bytes:
 
 def _request_round_trip(message: Any, destination: int = 3, cluster_id: str | None = "c1") -> Any:
     frame = encode_request(message, destination=destination, cluster_id=cluster_id)
+    # The plain-value writer writes what kio writes for the built entity.
+    key = api_key_of(message)
+    entity = codec.build(
+        codec.request_class(key, send_version(key)),
+        **_request_values(message, destination, cluster_id),
+    )
+    client = "metadata-log-quorum"
+    assert frame == codec.encode_request(
+        entity, correlation_id=message.correlation_id, client_id=client
+    )
     return decode_request(_frame_body(frame))
 
 
@@ -419,6 +430,15 @@ def test_the_fast_writer_writes_what_kio_writes_for_every_answer() -> None:
             leader_id=1,
             leader_epoch=4,
             vote_granted=True,
+        ),
+        FetchSnapshotResponse(
+            correlation_id=1,
+            error_code=ErrorCode.NONE,
+            snapshot_id=SnapshotId(end_offset=10, epoch=2),
+            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=4),
+            size=100,
+            position=0,
+            unaligned_records=b"snapshot bytes",
         ),
         FetchResponse(
             correlation_id=1,
