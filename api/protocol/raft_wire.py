@@ -37,6 +37,7 @@ from typing import Any
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, ProtocolError, request_class, response_class
 from api.protocol.fast_writer import dict_writer_for
+from api.protocol.tagged import missing_required
 from metadata_log.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -94,14 +95,11 @@ QUORUM_API_NAMES: Mapping[int, str] = {
 
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 """`MaxBytes` of a quorum Fetch (Kafka's `KafkaRaftClient.MAX_FETCH_SIZE_BYTES`)."""
-FETCH_SNAPSHOT_MAX_BYTES = 8 * 1024 * 1024
-"""`MaxBytes` of a FetchSnapshot when the request does not say (`max_bytes` is the core's)."""
 
 NO_DESCRIBE_SENDER = -1
 """The sender of a DescribeQuorum: no replica (it comes from a tool)."""
 
 # Kafka error codes this module answers with itself.
-UNKNOWN_SERVER_ERROR = -1
 INVALID_REQUEST = 42
 CLUSTER_AUTHORIZATION_FAILED = 31
 INCONSISTENT_CLUSTER_ID = 104
@@ -818,6 +816,9 @@ def decode_response(frame: bytes | memoryview, *, api_key: int, version: int) ->
         raise
     except Exception as exc:  # kio and the generated readers raise several types on bad bytes
         raise RaftWireError(f"malformed {name} v{version}: {exc}") from None
+    missing = missing_required(body)
+    if missing is not None:
+        raise RaftWireError(f"malformed {name} v{version}: {missing} is null")
     top = int(body.error_code)
     if top != 0:
         detail = getattr(body, "error_message", None)
