@@ -834,3 +834,61 @@ async def test_a_peer_answering_garbage_is_dropped_with_one_line(
         await links.close()
         fake.close()
         await fake.wait_closed()
+
+
+async def test_describe_quorum_is_answered_in_every_served_version(tmp_path: Path) -> None:
+    async with serving(tmp_path / "log", TestEndpoint()) as server:
+        low, high = QUORUM_VERSIONS[DESCRIBE_QUORUM_KEY]
+        frames = [
+            codec.encode_request(
+                codec.build(
+                    codec.request_class(DESCRIBE_QUORUM_KEY, version),
+                    topics=[
+                        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}
+                    ],
+                ),
+                correlation_id=version,
+            )
+            for version in range(low, high + 1)
+        ]
+        answers = await _exchange(server.port, frames)
+        for version, frame in zip(range(low, high + 1), answers, strict=True):
+            assert frame is not None
+            decoded = decode_response(frame, api_key=DESCRIBE_QUORUM_KEY, version=version)
+            assert isinstance(decoded, DescribeQuorumResponse)
+            assert (decoded.leader_id, decoded.high_watermark) == (1, 7)
+            caught_up = decoded.current_voters[0].last_caught_up_timestamp
+            assert caught_up == (-1 if version == 0 else 3)  # v0 has no timestamps
+
+
+async def test_a_too_new_api_versions_lists_the_quorum_apis_in_its_v0_answer(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path / "log", TestEndpoint()) as server:
+        frame = bytearray(_api_versions_frame())
+        struct.pack_into(">h", frame, 6, 99)  # ApiVersions v99 (KIP-511)
+        (reply,) = await _exchange(server.port, [bytes(frame)])
+        assert reply is not None
+        _, body = codec.decode_response(18, 0, reply)
+        assert int(body.error_code) == 35
+        assert VOTE_KEY in {int(k.api_key) for k in body.api_keys}
+
+
+class WrongEndpoint(TestEndpoint):
+    """An endpoint with a bug: it answers a Vote with a BeginQuorumEpochResponse."""
+
+    async def handle(self, sender_id: int, message: QuorumRequest) -> QuorumResponse:
+        return answer(REQUESTS[1])
+
+
+async def test_an_endpoint_answering_the_wrong_api_closes_that_connection_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="api.server")
+    async with serving(tmp_path / "log", WrongEndpoint()) as server:
+        (vote,) = await _exchange(
+            server.port, [encode_request(_vote(1), destination=1, cluster_id=CLUSTER)]
+        )
+        assert vote is None
+        assert "closing" in caplog.text and "Vote v2 failed" in caplog.text
+        assert "answered a VoteRequest with a BeginQuorumEpochResponse" in caplog.text

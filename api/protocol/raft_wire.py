@@ -84,14 +84,8 @@ QUORUM_VERSIONS: Mapping[int, tuple[int, int]] = {
 """The quorum APIs a controller serves, with their versions (ApiVersions advertises them only
 on a server that has a quorum endpoint). Requests are sent in the newest version."""
 
-QUORUM_API_NAMES: Mapping[int, str] = {
-    VOTE_KEY: "Vote",
-    BEGIN_QUORUM_EPOCH_KEY: "BeginQuorumEpoch",
-    END_QUORUM_EPOCH_KEY: "EndQuorumEpoch",
-    DESCRIBE_QUORUM_KEY: "DescribeQuorum",
-    FETCH_KEY: "Fetch",
-    FETCH_SNAPSHOT_KEY: "FetchSnapshot",
-}
+QUORUM_API_NAMES: Mapping[int, str] = {key: codec.API_NAMES[key] for key in QUORUM_VERSIONS}
+"""The quorum APIs' names (`codec.API_NAMES` has them, for the server's log lines)."""
 
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 """`MaxBytes` of a quorum Fetch (Kafka's `KafkaRaftClient.MAX_FETCH_SIZE_BYTES`)."""
