@@ -1059,3 +1059,31 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
                 future.cancel()  # parked Fetches end: a server stops once its requests do
         for server in servers:
             await server.stop()
+
+
+async def test_a_peer_that_accepts_but_never_speaks_is_a_failed_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # accepted (as a stopped process's kernel does), never answered
+
+    fake = await asyncio.start_server(silent, "127.0.0.1", 0)
+    answers = Collected()
+    links = links_to(int(fake.sockets[0].getsockname()[1]), answers, request_timeout_ms=300)
+    try:
+        assert links.send(1, _vote(1))
+        assert links.send(1, _vote(2))
+        await until(lambda: links.stats(1).connect_failures == 1, "the connection given up")
+        assert links.in_flight(1) == 0
+        assert links.stats(1).dropped_lost == 2
+        assert "no connection within 300 ms" in caplog.text
+        assert answers.answers == []
+    finally:
+        await links.close()
+        for writer in held:
+            writer.close()
+        fake.close()
+        await fake.wait_closed()
