@@ -781,3 +781,309 @@ async def test_a_quorum_request_before_a_sasl_login_closes_the_connection(
 def test_refused_codes_are_kafkas() -> None:
     assert (CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST) == (31, 42)
     assert (INCONSISTENT_CLUSTER_ID, INVALID_VOTER_KEY) == (104, 125)
+
+
+async def test_a_peer_answering_garbage_is_dropped_with_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
+    garbage = [b"\x00\x01", b"\xff" * 40]
+
+    async def peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                request = codec.decode_request(await reader.readexactly(size))
+                correlation = request.header.correlation_id
+                if request.header.api_key == 18:
+                    versions = [{"api_key": 18, "min_version": 0, "max_version": 3}] + [
+                        {"api_key": k, "min_version": low, "max_version": high}
+                        for k, (low, high) in QUORUM_VERSIONS.items()
+                    ]
+                    body = codec.build(
+                        codec.response_class(18, request.header.api_version),
+                        error_code=0,
+                        api_keys=versions,
+                        throttle_time=0,
+                    )
+                    writer.write(codec.encode_response(correlation, body))
+                else:
+                    data = struct.pack(">i", correlation) + b"\x00" + garbage.pop(0)
+                    writer.write(struct.pack(">i", len(data)) + data)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    fake = await asyncio.start_server(peer, "127.0.0.1", 0)
+    answers = Collected()
+    links = links_to(int(fake.sockets[0].getsockname()[1]), answers)
+    try:
+        assert links.send(1, _vote(1))
+        assert links.send(1, REQUESTS[3])
+        await until(lambda: links.stats(1).refused == 2, "both answers refused")
+        assert answers.answers == []
+        lines = [r.getMessage() for r in caplog.records if "answer dropped" in r.getMessage()]
+        assert len(lines) == 2
+        assert "malformed VoteResponse v2" in lines[0]
+        assert "malformed FetchResponse v17" in lines[1]
+        assert all("\n" not in line for line in lines)
+        assert links.connected(1)
+    finally:
+        await links.close()
+        fake.close()
+        await fake.wait_closed()
+
+
+async def test_describe_quorum_is_answered_in_every_served_version(tmp_path: Path) -> None:
+    async with serving(tmp_path / "log", TestEndpoint()) as server:
+        low, high = QUORUM_VERSIONS[DESCRIBE_QUORUM_KEY]
+        frames = [
+            codec.encode_request(
+                codec.build(
+                    codec.request_class(DESCRIBE_QUORUM_KEY, version),
+                    topics=[
+                        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}
+                    ],
+                ),
+                correlation_id=version,
+            )
+            for version in range(low, high + 1)
+        ]
+        answers = await _exchange(server.port, frames)
+        for version, frame in zip(range(low, high + 1), answers, strict=True):
+            assert frame is not None
+            decoded = decode_response(frame, api_key=DESCRIBE_QUORUM_KEY, version=version)
+            assert isinstance(decoded, DescribeQuorumResponse)
+            assert (decoded.leader_id, decoded.high_watermark) == (1, 7)
+            caught_up = decoded.current_voters[0].last_caught_up_timestamp
+            assert caught_up == (-1 if version == 0 else 3)  # v0 has no timestamps
+
+
+async def test_a_too_new_api_versions_lists_the_quorum_apis_in_its_v0_answer(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path / "log", TestEndpoint()) as server:
+        frame = bytearray(_api_versions_frame())
+        struct.pack_into(">h", frame, 6, 99)  # ApiVersions v99 (KIP-511)
+        (reply,) = await _exchange(server.port, [bytes(frame)])
+        assert reply is not None
+        _, body = codec.decode_response(18, 0, reply)
+        assert int(body.error_code) == 35
+        assert VOTE_KEY in {int(k.api_key) for k in body.api_keys}
+
+
+class WrongEndpoint(TestEndpoint):
+    """An endpoint with a bug: it answers a Vote with a BeginQuorumEpochResponse."""
+
+    async def handle(self, sender_id: int, message: QuorumRequest) -> QuorumResponse:
+        return answer(REQUESTS[1])
+
+
+async def test_an_endpoint_answering_the_wrong_api_closes_that_connection_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="api.server")
+    async with serving(tmp_path / "log", WrongEndpoint()) as server:
+        (vote,) = await _exchange(
+            server.port, [encode_request(_vote(1), destination=1, cluster_id=CLUSTER)]
+        )
+        assert vote is None
+        assert "closing" in caplog.text and "Vote v2 failed" in caplog.text
+        assert "answered a VoteRequest with a BeginQuorumEpochResponse" in caplog.text
+
+
+# --------------------------------------------------------------------------- three real cores
+
+
+class MiniShell:
+    """The smallest shell of a `RaftCore` over real sockets: an in-memory log, no fsync.
+
+    Enough to show the wire, the server dispatch and the links carry what the core says: the
+    server's requests wait for the core's answer of the same correlation id; requests the
+    core sends go out through the links, whose answers are stepped into the core.
+    """
+
+    def __init__(self, node_id: int, config: QuorumConfig) -> None:
+        import random
+
+        from metadata_log.raft.core import RaftCore
+        from metadata_log.raft.log_view import LogView
+        from metadata_log.raft.quorum_state import QuorumState
+
+        self.loop = asyncio.get_running_loop()
+        self.core = RaftCore(
+            config,
+            state=QuorumState(leader_epoch=0, voters=config.voters),
+            log=LogView.from_log(end_offset=0, epochs=[]),
+            rng=random.Random(node_id),
+            now_ms=self.now_ms(),
+        )
+        self.entries: list[Entry] = []
+        self.high_watermark = 0
+        self.waiting: dict[tuple[int, int], asyncio.Future[QuorumResponse]] = {}
+        self.links: QuorumLinks | None = None
+        self.ticker: asyncio.Task[None] | None = None
+
+    def now_ms(self) -> int:
+        return int(self.loop.time() * 1000)
+
+    async def handle(self, sender_id: int, message: QuorumRequest) -> QuorumResponse:
+        if isinstance(message, DescribeQuorumRequest):
+            return self.core.describe_quorum()
+        if isinstance(message, FetchSnapshotRequest):
+            raise NotImplementedError("no snapshots here")
+        future = self.loop.create_future()
+        self.waiting[(sender_id, message.correlation_id)] = future
+        self.core.step(sender_id, message)
+        self.pump()
+        try:
+            return await asyncio.wait_for(future, 5)
+        finally:
+            self.waiting.pop((sender_id, message.correlation_id), None)
+
+    def on_response(self, source: int, message: QuorumResponse) -> None:
+        if not isinstance(message, DescribeQuorumResponse | FetchSnapshotResponse):
+            self.core.step(source, message)
+            self.pump()
+
+    def pump(self) -> None:
+        from dataclasses import replace
+
+        from metadata_log.raft.ready import ReadyDone
+
+        while not (ready := self.core.ready()).empty:
+            if ready.truncate_to is not None:
+                del self.entries[ready.truncate_to :]
+            self.entries.extend(ready.append)
+            if ready.high_watermark is not None:
+                self.high_watermark = ready.high_watermark
+            for out in ready.messages:
+                message: Any = out.message
+                if isinstance(message, FetchResponse) and out.read_until > out.read_from:
+                    records = tuple(self.entries[out.read_from : out.read_until])
+                    message = replace(message, records=records)
+                if type(message).__name__.endswith("Response"):
+                    future = self.waiting.get((out.destination, message.correlation_id))
+                    if future is not None and not future.done():
+                        future.set_result(message)
+                elif self.links is not None:
+                    self.links.send(out.destination, message)
+            self.core.advance(ReadyDone(flushed_offset=len(self.entries)))
+
+    async def tick(self) -> None:
+        while True:
+            self.core.tick(self.now_ms())
+            self.pump()
+            wait = (self.core.next_deadline_ms() - self.now_ms()) / 1000
+            await asyncio.sleep(min(max(wait, 0.001), 0.05))
+
+
+async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Path) -> None:
+    from metadata_log.raft.ready import OffsetRange
+
+    ports = {node: _free_port() for node in (1, 2, 3)}
+    config_of = {
+        node: QuorumConfig(
+            node_id=node,
+            voters=frozenset(ports),
+            addresses={n: VoterAddress(host="127.0.0.1", port=p) for n, p in ports.items()},
+            election_timeout_ms=300,
+            fetch_timeout_ms=600,
+            request_timeout_ms=1000,
+        )
+        for node in ports
+    }
+    shells = {node: MiniShell(node, config_of[node]) for node in ports}
+    servers: list[MetadataServer] = []
+    try:
+        for node, shell in shells.items():
+            service = MetadataService.open(tmp_path / f"log{node}")
+            server = MetadataServer(
+                service,
+                host="127.0.0.1",
+                port=ports[node],
+                node_id=node,
+                cluster_id=CLUSTER,
+                quorum=shell,
+                run_scheduler=False,
+            )
+            await server.start()
+            servers.append(server)
+            shell.links = QuorumLinks(
+                config_of[node], on_response=shell.on_response, cluster_id=CLUSTER
+            )
+            shell.ticker = asyncio.create_task(shell.tick())
+
+        def leader() -> MiniShell | None:
+            leaders = [s for s in shells.values() if s.core.current_leader().leader_id == s.core.id]
+            return leaders[0] if len(leaders) == 1 else None
+
+        await until(lambda: leader() is not None, "a leader elected over the wire", 30)
+        chief = leader()
+        assert chief is not None
+        placed = chief.core.propose([b"first", b"second"])
+        assert isinstance(placed, OffsetRange)
+        chief.pump()
+        await until(
+            lambda: all(s.high_watermark > placed.last for s in shells.values()),
+            "the proposal committed on every node",
+            30,
+        )
+        logs = [s.entries[: placed.last + 1] for s in shells.values()]
+        assert logs[0] == logs[1] == logs[2]
+        assert [e.payload for e in logs[0][-2:]] == [b"first", b"second"]
+        assert logs[0][0].control  # the LeaderChange marker came through the Fetch records
+        # DescribeQuorum over the wire from a tool: the leader's view of the voters.
+        (frame,) = await _exchange(
+            ports[chief.core.id],
+            [
+                encode_request(
+                    DescribeQuorumRequest(correlation_id=9), destination=0, cluster_id=None
+                )
+            ],
+        )
+        assert frame is not None
+        described = decode_response(frame, api_key=DESCRIBE_QUORUM_KEY, version=2)
+        assert isinstance(described, DescribeQuorumResponse)
+        assert described.leader_id == chief.core.id
+        assert {r.replica_id for r in described.current_voters} == {1, 2, 3}
+    finally:
+        for shell in shells.values():
+            if shell.ticker is not None:
+                shell.ticker.cancel()
+            if shell.links is not None:
+                await shell.links.close()
+            for future in shell.waiting.values():
+                future.cancel()  # parked Fetches end: a server stops once its requests do
+        for server in servers:
+            await server.stop()
+
+
+async def test_a_peer_that_accepts_but_never_speaks_is_a_failed_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # accepted (as a stopped process's kernel does), never answered
+
+    fake = await asyncio.start_server(silent, "127.0.0.1", 0)
+    answers = Collected()
+    links = links_to(int(fake.sockets[0].getsockname()[1]), answers, request_timeout_ms=300)
+    try:
+        assert links.send(1, _vote(1))
+        assert links.send(1, _vote(2))
+        await until(lambda: links.stats(1).connect_failures == 1, "the connection given up")
+        assert links.in_flight(1) == 0
+        assert links.stats(1).dropped_lost == 2
+        assert "no connection within 300 ms" in caplog.text
+        assert answers.answers == []
+    finally:
+        await links.close()
+        for writer in held:
+            writer.close()
+        fake.close()
+        await fake.wait_closed()

@@ -26,6 +26,7 @@ from api.protocol.raft_wire import (
     QuorumResponse,
     RaftWireError,
     RaftWireRefusal,
+    _request_values,
     api_key_of,
     core_error_code,
     decode_entries,
@@ -76,6 +77,16 @@ def _frame_body(frame: bytes) -> bytes:
 
 def _request_round_trip(message: Any, destination: int = 3, cluster_id: str | None = "c1") -> Any:
     frame = encode_request(message, destination=destination, cluster_id=cluster_id)
+    # The plain-value writer writes what kio writes for the built entity.
+    key = api_key_of(message)
+    entity = codec.build(
+        codec.request_class(key, send_version(key)),
+        **_request_values(message, destination, cluster_id),
+    )
+    client = "metadata-log-quorum"
+    assert frame == codec.encode_request(
+        entity, correlation_id=message.correlation_id, client_id=client
+    )
     return decode_request(_frame_body(frame))
 
 
@@ -419,6 +430,15 @@ def test_the_fast_writer_writes_what_kio_writes_for_every_answer() -> None:
             leader_id=1,
             leader_epoch=4,
             vote_granted=True,
+        ),
+        FetchSnapshotResponse(
+            correlation_id=1,
+            error_code=ErrorCode.NONE,
+            snapshot_id=SnapshotId(end_offset=10, epoch=2),
+            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=4),
+            size=100,
+            position=0,
+            unaligned_records=b"snapshot bytes",
         ),
         FetchResponse(
             correlation_id=1,
@@ -1038,3 +1058,102 @@ def test_a_describe_quorum_answer_needs_the_correlation_id() -> None:
     )
     with pytest.raises(RaftWireError, match="needs the request's correlation id"):
         encode_response(response)
+
+
+# --------------------------------------------------------------------------- byte sweeps
+
+_SWEEP_REQUESTS: list[Any] = [
+    VoteRequest(
+        correlation_id=1, replica_epoch=5, replica_id=2, last_offset_epoch=4, last_offset=99
+    ),
+    BeginQuorumEpochRequest(correlation_id=2, leader_id=1, leader_epoch=5),
+    EndQuorumEpochRequest(correlation_id=3, leader_id=1, leader_epoch=5, preferred_successors=(2,)),
+    FetchRequest(
+        correlation_id=4,
+        replica_id=2,
+        current_leader_epoch=5,
+        fetch_offset=9,
+        last_fetched_epoch=4,
+        max_wait_ms=500,
+    ),
+    FetchSnapshotRequest(
+        correlation_id=5,
+        replica_id=2,
+        current_leader_epoch=5,
+        snapshot_id=SnapshotId(end_offset=9, epoch=4),
+        position=0,
+        max_bytes=100,
+    ),
+    DescribeQuorumRequest(correlation_id=6),
+]
+
+
+@pytest.mark.parametrize("message", _SWEEP_REQUESTS, ids=lambda m: type(m).__name__)
+def test_every_byte_of_a_request_changed_is_refused_or_read(message: Any) -> None:
+    """Each byte set to 0x00, 0x7f, 0x80 and 0xff: a ProtocolError or a request, nothing else."""
+    frame = _frame_body(encode_request(message, destination=1, cluster_id="c"))
+    for index in range(len(frame)):
+        for value in (0x00, 0x7F, 0x80, 0xFF):
+            changed = bytearray(frame)
+            changed[index] = value
+            try:
+                decode_request(bytes(changed))
+            except ProtocolError as exc:
+                assert "\n" not in str(exc)
+
+
+_SWEEP_RESPONSES: list[Any] = [
+    VoteResponse(
+        correlation_id=1, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5, vote_granted=True
+    ),
+    BeginQuorumEpochResponse(
+        correlation_id=2, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5
+    ),
+    EndQuorumEpochResponse(
+        correlation_id=3, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5
+    ),
+    FetchResponse(
+        correlation_id=4,
+        error_code=ErrorCode.NONE,
+        high_watermark=9,
+        current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=5),
+        diverging_epoch=EpochEndOffset(epoch=4, end_offset=8),
+        records=(Entry(offset=9, epoch=5, payload=b"ab"), Entry(offset=10, epoch=5, payload=b"")),
+    ),
+    FetchSnapshotResponse(
+        correlation_id=5,
+        error_code=ErrorCode.NONE,
+        snapshot_id=SnapshotId(end_offset=9, epoch=4),
+        current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=5),
+        size=3,
+        position=0,
+        unaligned_records=b"abc",
+    ),
+    DescribeQuorumResponse(
+        error_code=ErrorCode.NONE,
+        leader_id=1,
+        leader_epoch=5,
+        high_watermark=9,
+        current_voters=(
+            ReplicaState(
+                replica_id=1, log_end_offset=9, last_fetch_timestamp=1, last_caught_up_timestamp=2
+            ),
+        ),
+        observers=(),
+    ),
+]
+
+
+@pytest.mark.parametrize("message", _SWEEP_RESPONSES, ids=lambda m: type(m).__name__)
+def test_every_byte_of_a_response_changed_is_refused_or_read(message: Any) -> None:
+    """Each byte set to 0x00, 0x7f, 0x80 and 0xff: a RaftWireError or a message, nothing else."""
+    key = api_key_of(message)
+    frame = _frame_body(encode_response(message, correlation_id=7))
+    for index in range(len(frame)):
+        for value in (0x00, 0x7F, 0x80, 0xFF):
+            changed = bytearray(frame)
+            changed[index] = value
+            try:
+                decode_response(bytes(changed), api_key=key, version=send_version(key))
+            except RaftWireError as exc:
+                assert "\n" not in str(exc)

@@ -29,7 +29,6 @@ SASL login), which also tells whether the peer serves the quorum APIs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -317,12 +316,8 @@ class QuorumLinks:
                 tasks.append(link.connecting)
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        for task in [*self._closing]:
-            with contextlib.suppress(Exception):
-                await task
+        # gather, not a suppressing loop: a cancellation of `close` itself still propagates.
+        await asyncio.gather(*tasks, *self._closing, return_exceptions=True)
         for link in self._links.values():
             connection, link.connection = link.connection, None
             if connection is not None:
@@ -354,7 +349,9 @@ class QuorumLinks:
                     _LinkConnection.connect(
                         link.bootstrap,
                         client_id=self.client_id,
-                        timeout_ms=self.request_timeout_ms,
+                        # The whole connect is bounded just below; its own steps' bound is
+                        # longer, so the one reason given is always that one.
+                        timeout_ms=self.request_timeout_ms + 1000,
                         security=self.security,
                     ),
                     timeout,

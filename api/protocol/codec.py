@@ -90,7 +90,15 @@ API_NAMES: Mapping[int, str] = {
     51: "AlterUserScramCredentials",
     17: "SaslHandshake",
     36: "SaslAuthenticate",
+    # The controller quorum's, served only by a server with a quorum endpoint (`raft_wire`).
+    1: "Fetch",
+    52: "Vote",
+    53: "BeginQuorumEpoch",
+    54: "EndQuorumEpoch",
+    55: "DescribeQuorum",
+    59: "FetchSnapshot",
 }
+"""The name of each Kafka API key this server may answer (for messages and the log)."""
 
 
 class ProtocolError(MetadataLogError):

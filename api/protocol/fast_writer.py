@@ -179,7 +179,7 @@ def _primitive(kafka_type: str, flexible: bool, optional: bool) -> Writer:
         return _uuid
     if kafka_type == "string":
         return _string(flexible, optional)
-    if kafka_type == "bytes":
+    if kafka_type in ("bytes", "records"):  # Kafka writes a records field as bytes
         return _bytes(flexible, optional)
     raise Unsupported(kafka_type)
 

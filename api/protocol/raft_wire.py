@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.protocol import codec
-from api.protocol.codec import KafkaRequest, ProtocolError, build, request_class, response_class
+from api.protocol.codec import KafkaRequest, ProtocolError, request_class, response_class
+from api.protocol.fast_writer import dict_writer_for
+from api.protocol.tagged import missing_required
 from metadata_log.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -82,25 +84,16 @@ QUORUM_VERSIONS: Mapping[int, tuple[int, int]] = {
 """The quorum APIs a controller serves, with their versions (ApiVersions advertises them only
 on a server that has a quorum endpoint). Requests are sent in the newest version."""
 
-QUORUM_API_NAMES: Mapping[int, str] = {
-    VOTE_KEY: "Vote",
-    BEGIN_QUORUM_EPOCH_KEY: "BeginQuorumEpoch",
-    END_QUORUM_EPOCH_KEY: "EndQuorumEpoch",
-    DESCRIBE_QUORUM_KEY: "DescribeQuorum",
-    FETCH_KEY: "Fetch",
-    FETCH_SNAPSHOT_KEY: "FetchSnapshot",
-}
+QUORUM_API_NAMES: Mapping[int, str] = {key: codec.API_NAMES[key] for key in QUORUM_VERSIONS}
+"""The quorum APIs' names (`codec.API_NAMES` has them, for the server's log lines)."""
 
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 """`MaxBytes` of a quorum Fetch (Kafka's `KafkaRaftClient.MAX_FETCH_SIZE_BYTES`)."""
-FETCH_SNAPSHOT_MAX_BYTES = 8 * 1024 * 1024
-"""`MaxBytes` of a FetchSnapshot when the request does not say (`max_bytes` is the core's)."""
 
 NO_DESCRIBE_SENDER = -1
 """The sender of a DescribeQuorum: no replica (it comes from a tool)."""
 
 # Kafka error codes this module answers with itself.
-UNKNOWN_SERVER_ERROR = -1
 INVALID_REQUEST = 42
 CLUSTER_AUTHORIZATION_FAILED = 31
 INCONSISTENT_CLUSTER_ID = 104
@@ -172,6 +165,7 @@ ENTRIES_MAGIC = b"mlqe"
 """The first bytes of `FetchResponse.records` holding core entries (metadata-log quorum entries)."""
 ENTRIES_VERSION = 1
 
+_REQUEST_PREFIX = struct.Struct(">hhih")  # API key, version, correlation id, client id size
 _ENTRIES_HEADER = struct.Struct(">4sBII")  # magic, version, count, crc32 of what follows
 _ENTRY_HEAD = struct.Struct(">qiBI")  # offset, epoch, flags, payload length
 _CONTROL = 0x01
@@ -258,27 +252,29 @@ def decode_entries(data: bytes | None) -> tuple[Entry, ...]:
         raise RaftWireError("fetch records: CRC-32 mismatch (damaged in transit)")
     entries: list[Entry] = []
     previous: Entry | None = None
-    head = _ENTRY_HEAD
+    head = _ENTRY_HEAD.unpack_from
+    head_size = _ENTRY_HEAD.size
+    data_bytes = data  # slices of it (a bytes subclass too) are plain bytes
     for index in range(count):
-        if size - pos < head.size:
+        if size - pos < head_size:
             raise RaftWireError(f"fetch records: entry {index} of {count} is truncated")
-        offset, epoch, flags, length = head.unpack_from(view, pos)
-        pos += head.size
+        offset, epoch, flags, length = head(data_bytes, pos)
+        pos += head_size
         if flags & ~_CONTROL:
             raise RaftWireError(f"fetch records: entry {index} has unknown flags {flags:#x}")
-        if length > size - pos:
+        end = pos + length
+        if end > size:
             raise RaftWireError(
                 f"fetch records: entry {index} claims {length} payload bytes, {size - pos} remain "
                 "(truncated or damaged)"
             )
         entry = Entry(
-            offset=offset,
-            epoch=epoch,
-            payload=bytes(view[pos : pos + length]),
-            control=bool(flags & _CONTROL),
+            offset=offset, epoch=epoch, payload=data_bytes[pos:end], control=flags == _CONTROL
         )
-        pos += length
-        _check_entry(entry, previous, "fetch records")
+        pos = end
+        # The common case (the next offset, the same epoch) checked inline; the rest names it.
+        if previous is None or offset != previous.offset + 1 or epoch < previous.epoch or epoch < 0:
+            _check_entry(entry, previous, "fetch records")
         entries.append(entry)
         previous = entry
     if pos != size:
@@ -478,24 +474,6 @@ def _request_values(
     return {"topics": [_topic({"partition_index": METADATA_PARTITION})]}
 
 
-def request_entity(
-    message: QuorumRequest, *, destination: int, cluster_id: str | None, version: int | None = None
-) -> Any:
-    """The kio request entity of a core request message, to `destination`.
-
-    `version` defaults to the newest served (`send_version`). `RaftWireError` if a value does
-    not fit its field.
-    """
-    key = _REQUEST_KEYS[type(message)]
-    version = send_version(key) if version is None else version
-    try:
-        return build(
-            request_class(key, version), **_request_values(message, destination, cluster_id)
-        )
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise RaftWireError(f"cannot send {_describe(message)}: {exc}") from None
-
-
 def encode_request(
     message: QuorumRequest,
     *,
@@ -508,13 +486,25 @@ def encode_request(
 
     The header's correlation id is the message's. `RaftWireError` if a value cannot be sent.
     """
-    body = request_entity(message, destination=destination, cluster_id=cluster_id, version=version)
+    key = _REQUEST_KEYS[type(message)]
+    version = send_version(key) if version is None else version
+    entity_class = request_class(key, version)
+    values = _request_values(message, destination, cluster_id)
+    client = client_id.encode()
+    buffer = bytearray(4)
     try:
-        return codec.encode_request(
-            body, correlation_id=message.correlation_id, client_id=client_id
-        )
-    except (struct.error, OverflowError, ValueError) as exc:
+        # Request header v2 (v1 for a version that is not flexible): key, version,
+        # correlation id, client id as an int16-sized string, then (v2) no tagged fields.
+        buffer += _REQUEST_PREFIX.pack(key, version, message.correlation_id, len(client))
+        buffer += client
+        if entity_class.__header_schema__.__flexible__:
+            buffer.append(0)
+        # The plain-value writer: the bytes of the built entity, without building it.
+        dict_writer_for(entity_class)(buffer, values)  # type: ignore[arg-type]  # classes hash
+    except (struct.error, OverflowError, ValueError, TypeError) as exc:
         raise RaftWireError(f"cannot send {_describe(message)}: {exc}") from None
+    struct.pack_into(">i", buffer, 0, len(buffer) - 4)
+    return bytes(buffer)
 
 
 def _describe(message: Any) -> str:
@@ -820,6 +810,9 @@ def decode_response(frame: bytes | memoryview, *, api_key: int, version: int) ->
         raise
     except Exception as exc:  # kio and the generated readers raise several types on bad bytes
         raise RaftWireError(f"malformed {name} v{version}: {exc}") from None
+    missing = missing_required(body)
+    if missing is not None:
+        raise RaftWireError(f"malformed {name} v{version}: {missing} is null")
     top = int(body.error_code)
     if top != 0:
         detail = getattr(body, "error_message", None)

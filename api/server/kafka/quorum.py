@@ -48,7 +48,10 @@ class QuorumEndpoint(Protocol):
 
         The answer must be the response of the request's API (a VoteResponse to a
         VoteRequest, ...). It may wait (a Fetch parked until there is news, up to its
-        `max_wait_ms`); the connection's next request waits meanwhile, as in Kafka.
+        `max_wait_ms`); the connection's next request waits meanwhile, as in Kafka. The
+        server stops only once the requests it is answering end, so at shutdown a parked
+        request must be answered or its wait cancelled (the connection then just closes).
+        An exception closes the request's connection, with a logged traceback.
         """
         ...
 
