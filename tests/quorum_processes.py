@@ -21,12 +21,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tcp_proxy import Proxy, ProxyLoop
+
 from api.client import AdminClient
 from api.controller.commands import CreatableTopic, RegisterBroker
 from metadata_log import MetadataLog
 from records import TopicRecord
 
 PROJECT = Path(__file__).resolve().parents[1]
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+"""Every test quorum's cluster id (with proxies, each node's voters string differs)."""
 
 
 def free_ports(count: int) -> list[int]:
@@ -70,13 +75,22 @@ class Quorum:
     root: Path
     size: int = 3
     timers: dict[str, int | str] = field(default_factory=dict)
+    proxies: ProxyLoop | None = None
+    """With proxies, node i reaches node j through its own proxy `links[i, j]` (cut-able)."""
     nodes: dict[int, Node] = field(default_factory=dict)
+    links: dict[tuple[int, int], Proxy] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ports = free_ports(self.size)
-        voters = ",".join(f"{i + 1}@127.0.0.1:{port}" for i, port in enumerate(ports))
+        ids = range(1, self.size + 1)
+        if self.proxies is not None:
+            for i in ids:
+                for j in ids:
+                    if i != j:
+                        self.links[i, j] = self.proxies.proxy(ports[j - 1])
         for index, port in enumerate(ports):
             node_id = index + 1
+            voters = ",".join(f"{j}@127.0.0.1:{self._port(node_id, j, ports[j - 1])}" for j in ids)
             directory = self.root / f"node{node_id}"
             directory.mkdir(parents=True, exist_ok=True)
             config = directory / "server.properties"
@@ -96,7 +110,31 @@ class Quorum:
                 stderr=directory / "stderr.txt",
             )
             self.nodes[node_id] = node
-            mlog("quorum", "format", "--config", str(config), "--data-dir", str(data))
+            mlog(
+                "quorum",
+                "format",
+                "--config",
+                str(config),
+                "--data-dir",
+                str(data),
+                "--cluster-id",
+                CLUSTER_ID,
+            )
+
+    def _port(self, source: int, destination: int, port: int) -> int:
+        link = self.links.get((source, destination))
+        return port if link is None else link.port
+
+    def isolate(self, node_id: int) -> None:
+        """Cut every link to and from `node_id` (needs proxies)."""
+        for (i, j), link in self.links.items():
+            if node_id in (i, j):
+                link.cut()
+
+    def heal(self) -> None:
+        """Restore every link."""
+        for link in self.links.values():
+            link.restore()
 
     def start(self, node_id: int) -> None:
         """Start node `node_id` (appending to its stderr file)."""

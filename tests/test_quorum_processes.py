@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from quorum_processes import Quorum, Writer, check_logs, mlog
+from tcp_proxy import proxy_loop
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -153,3 +154,51 @@ async def test_a_corrupted_follower_tail_stops_that_node_only_until_repaired(
         await writer.close()
     quorum.stop_all()
     check_logs(quorum, writer.acknowledged)
+
+
+async def test_a_leader_cut_off_by_the_network_is_replaced_and_rejoins(tmp_path: Path) -> None:
+    with proxy_loop() as proxies:
+        q = Quorum(tmp_path, timers=TIMERS, proxies=proxies)
+        q.start_all()
+        writer = Writer(q)
+        try:
+            await q.register_brokers()
+            await _write(writer, 10)
+            old = await q.leader()
+            q.isolate(old)
+            await _write(writer, 10)  # through a leader elected by the other two
+            assert await q.leader() != old
+            q.heal()
+            await _converge(q, writer)
+        finally:
+            await writer.close()
+            q.stop_all()
+    check_logs(q, writer.acknowledged)
+
+
+def test_clients_we_did_not_write_and_the_cli_find_the_leader(quorum: Quorum) -> None:
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from confluent_kafka.admin import NewTopic as ConfluentTopic
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    leader = asyncio.run(quorum.leader())
+    follower = next(n for i, n in quorum.nodes.items() if i != leader)
+    # kafka-python sends CreateTopics to the controller its Metadata names: the leader.
+    admin = KafkaAdminClient(bootstrap_servers=follower.address, request_timeout_ms=10_000)
+    try:
+        admin.create_topics(
+            [NewTopic(name="by-kafka-python", num_partitions=1, replication_factor=1)]
+        )
+    finally:
+        admin.close()
+    confluent = ConfluentAdmin({"bootstrap.servers": follower.address})
+    futures = confluent.create_topics([ConfluentTopic("by-confluent", 1, 1)])
+    futures["by-confluent"].result(20)
+    # The CLI through a follower: writes go to the leader, describe names it.
+    mlog("topics", "create", "--topic", "by-mlog", "--bootstrap-server", follower.address)
+    listed = mlog("topics", "list", "--bootstrap-server", follower.address)
+    for name in ("by-kafka-python", "by-confluent", "by-mlog"):
+        assert name in listed
+    described = mlog("quorum", "describe", "--bootstrap-server", follower.address)
+    assert f"LeaderId: {leader}" in described
+    assert described.count("voter") == 3

@@ -125,7 +125,7 @@ def cmd_quorum_describe(args: argparse.Namespace, settings: Settings, out: TextI
     """DescribeQuorum through a node: the leader, epoch, high watermark and each replica."""
     from api.cli.targets import describe_quorum
 
-    answer = describe_quorum(settings)
+    answer = describe_quorum(settings, args)
     rows: list[list[Any]] = []
     for kind, replicas in (("voter", answer["voters"]), ("observer", answer["observers"])):
         for replica in replicas:

@@ -551,6 +551,39 @@ Target = LocalTarget | RemoteTarget
 """What a CLI command runs against."""
 
 
+def describe_quorum(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    """DescribeQuorum through `--bootstrap-server` (any node: the client finds the leader)."""
+    if not settings.bootstrap_server:
+        raise CliError(
+            "mlog quorum describe asks a running node: give --bootstrap-server HOST:PORT"
+        )
+    target = RemoteTarget(settings.bootstrap_server, security=client_security(args))
+    try:
+        answer = target.wait(target.client.describe_quorum)
+    finally:
+        target.close()
+    now = int(time.time() * 1000)
+    end = max((r.log_end_offset for r in answer.current_voters), default=0)
+
+    def replica(state: Any) -> dict[str, Any]:
+        fetched = state.last_fetch_timestamp
+        return {
+            "replica_id": state.replica_id,
+            "log_end_offset": state.log_end_offset,
+            "lag": max(0, end - state.log_end_offset),
+            "last_fetch_timestamp": fetched,
+            "last_fetch_ms_ago": None if fetched < 0 else max(0, now - fetched),
+        }
+
+    return {
+        "leader_id": answer.leader_id,
+        "leader_epoch": answer.leader_epoch,
+        "high_watermark": answer.high_watermark,
+        "voters": [replica(r) for r in answer.current_voters],
+        "observers": [replica(r) for r in answer.observers],
+    }
+
+
 @contextlib.contextmanager
 def open_target(
     settings: Settings, args: argparse.Namespace, *, check_pending: bool = True

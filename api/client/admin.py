@@ -61,8 +61,9 @@ from api.controller.commands import (
     TopicRef,
 )
 from api.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
-from api.protocol import private
+from api.protocol import private, raft_wire
 from api.protocol.private import EntryDecoder
+from metadata_log.raft.messages import DescribeQuorumResponse
 from records.entry import LogEntry
 from records.model import ConfigResourceType
 from records.uuids import Uuid
@@ -154,6 +155,44 @@ class AdminClient(SecurityApis):
             if asyncio.get_running_loop().time() >= deadline:
                 return client  # writes will say NOT_CONTROLLER; reads work on any node
             await asyncio.sleep(0.1)
+
+    async def describe_quorum(self) -> DescribeQuorumResponse:
+        """DescribeQuorum (55) of a quorum's node: answered by the leader only.
+
+        `RemoteError` if refused (CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the
+        cluster; NOT_LEADER_OR_FOLLOWER from another node; not a quorum's node).
+        """
+        theirs = self._versions.get(DESCRIBE_QUORUM_KEY)
+        if theirs is None:
+            raise RemoteError(35, "this server is not a node of a controller quorum")
+        version = min(raft_wire.send_version(DESCRIBE_QUORUM_KEY), theirs[1])
+        correlation_id = next(self._ids)
+        frame = raft_wire.encode_request(
+            raft_wire.DescribeQuorumRequest(correlation_id=correlation_id),
+            destination=-1,
+            cluster_id=None,
+            client_id=self.client_id,
+            version=version,
+        )
+
+        def decode(data: bytes) -> Any:
+            try:
+                return raft_wire.decode_response(data, api_key=DESCRIBE_QUORUM_KEY, version=version)
+            except raft_wire.RaftWireRefusal as exc:
+                return RemoteError(exc.error_code, str(exc))
+
+        answer = await self._send(frame, correlation_id, decode)
+        if isinstance(answer, RemoteError):
+            raise answer
+        if not isinstance(answer, DescribeQuorumResponse):
+            raise ClientError(f"DescribeQuorum answered with {type(answer).__name__}")
+        if answer.error_code != 0:
+            raise RemoteError(
+                int(answer.error_code),
+                f"{answer.error_code.name} ({int(answer.error_code)}): this node does not "
+                f"lead (leader: {answer.leader_id}); ask the leader",
+            )
+        return answer
 
     # ------------------------------------------------------------------ Kafka APIs
 

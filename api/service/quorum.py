@@ -65,6 +65,7 @@ from metadata_log.raft.messages import (
     FetchResponse,
     LeaderIdAndEpoch,
     Message,
+    ReplicaState,
     VoteRequest,
     VoteResponse,
 )
@@ -455,8 +456,26 @@ class QuorumNode:
         )
 
     def describe(self) -> DescribeQuorumResponse:
-        """DescribeQuorum: the leader's view of every voter's and observer's progress."""
-        return self.core.describe_quorum()
+        """DescribeQuorum: the leader's view of every voter's and observer's progress.
+
+        The core keeps time on the monotonic clock; the answer's timestamps are wall-clock
+        milliseconds, as Kafka's (-1 stays -1: never).
+        """
+        answer = self.core.describe_quorum()
+        shift = _wall_ms() - self.core.now_ms
+
+        def wall(replica: ReplicaState) -> ReplicaState:
+            return replace(
+                replica,
+                last_fetch_timestamp=_shifted(replica.last_fetch_timestamp, shift),
+                last_caught_up_timestamp=_shifted(replica.last_caught_up_timestamp, shift),
+            )
+
+        return replace(
+            answer,
+            current_voters=tuple(wall(r) for r in answer.current_voters),
+            observers=tuple(wall(r) for r in answer.observers),
+        )
 
     async def propose(
         self, records: Sequence[Record], *, principal: str | None, first: int
@@ -641,8 +660,8 @@ class QuorumNode:
         data = json.loads(entry.payload)
         record = LeaderChangeRecord(
             leader_id=int(data["leaderId"]),
-            voters=[int(v) for v in data["voters"]],
-            granting_voters=[int(v) for v in data["grantingVoters"]],
+            voters=tuple(int(v) for v in data["voters"]),
+            granting_voters=tuple(int(v) for v in data["grantingVoters"]),
         )
         timestamp = max(_wall_ms(), self._last_timestamp)
         return self.log.encode_block(
@@ -782,6 +801,10 @@ class QuorumNode:
     async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: function(*args, **kwargs))
+
+
+def _shifted(timestamp: int, shift: int) -> int:
+    return timestamp if timestamp < 0 else timestamp + shift
 
 
 def _now_ms() -> int:
