@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from quorum_processes import Quorum, Writer, check_logs, mlog
+from quorum_processes import CLUSTER_ID, Quorum, Writer, check_logs, mlog
 from tcp_proxy import proxy_loop
 
 pytestmark = pytest.mark.timeout(240)
@@ -48,6 +48,9 @@ async def _converge(quorum: Quorum, writer: Writer, timeout: float = 60.0) -> No
     while True:
         ends = []
         for node in quorum.nodes.values():
+            if not (node.data_dir / "log").is_dir():
+                ends.append(-1)  # a node still starting (a wiped one makes its log anew)
+                continue
             with MetadataLog.open(node.data_dir / "log", read_only=True, replicated=True) as log:
                 ends.append(log.end_offset)
         if len(set(ends)) == 1:
@@ -202,3 +205,44 @@ def test_clients_we_did_not_write_and_the_cli_find_the_leader(quorum: Quorum) ->
     described = mlog("quorum", "describe", "--bootstrap-server", follower.address)
     assert f"LeaderId: {leader}" in described
     assert described.count("voter") == 3
+
+
+async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Quorum) -> None:
+    import shutil
+
+    writer = Writer(quorum)
+    try:
+        await _write(writer, 20)
+        leader = await quorum.leader()
+        wiped = next(i for i in quorum.nodes if i != leader)
+        node = quorum.nodes[wiped]
+        quorum.kill(wiped)
+        shutil.rmtree(node.data_dir)
+        quorum.start(wiped)  # refused: not formatted
+        assert node.process is not None and node.process.wait(60) == 2
+        assert "mlog quorum format --rejoin" in node.stderr.read_text()
+        told = mlog(
+            "quorum",
+            "format",
+            "--rejoin",
+            "--config",
+            str(node.config),
+            "--data-dir",
+            str(node.data_dir),
+            "--cluster-id",
+            CLUSTER_ID,
+        )
+        assert "catches up" in told
+        quorum.start(wiped)
+        await _write(writer, 10)
+        await _converge(quorum, writer)
+        # Caught up, it votes again: with the leader gone it and the third elect a new one.
+        gone = await quorum.leader()
+        quorum.kill(gone)
+        await _write(writer, 5)
+        quorum.start(gone)
+        await _converge(quorum, writer)
+    finally:
+        await writer.close()
+    quorum.stop_all()
+    check_logs(quorum, writer.acknowledged)

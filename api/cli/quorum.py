@@ -6,6 +6,9 @@ formatted again: started without it, it catches up as an observer first and only
 (KIP-642's lesson; docs/replication.md). So `format` refuses a directory that already has a
 `quorum-state` or a log.
 
+`format --rejoin` is for a voter whose data directory was lost: it writes the cluster's id
+only, so the node starts without a `quorum-state`, catches up and then votes.
+
 `describe` asks a node for DescribeQuorum (answered by the leader): leader, epoch, high
 watermark and each voter's and observer's end offset and lag.
 """
@@ -89,7 +92,7 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
             "formatting again would forget the node's vote. Start it as it is"
         )
     log_dir = settings.log_dir
-    if log_dir.exists() and any(log_dir.glob("*.avro")):
+    if not args.rejoin and log_dir.exists() and any(log_dir.glob("*.avro")):
         raise CliError(
             f"{log_dir} holds a log; a voter with a log but no quorum-state lost its state: "
             "start it without formatting, it catches up before it votes"
@@ -104,8 +107,17 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
             f"{directory} belongs to cluster {stored}, not {cluster_id}; give --cluster-id "
             f"{stored} or use an empty data directory"
         )
-    write_quorum_state(directory, QuorumState(leader_epoch=0, voters=quorum.voters))
     voters = ",".join(str(v) for v in sorted(quorum.voters))
+    if args.rejoin:
+        emit(
+            settings,
+            out,
+            {"node_id": quorum.node_id, "cluster_id": cluster_id, "rejoin": True},
+            f"node {quorum.node_id} rejoins cluster {cluster_id} without a quorum-state: it "
+            "catches up from the leader before it votes",
+        )
+        return EXIT_OK
+    write_quorum_state(directory, QuorumState(leader_epoch=0, voters=quorum.voters))
     emit(
         settings,
         out,
@@ -186,6 +198,12 @@ def add_verbs(quorum: argparse.ArgumentParser) -> None:
         type=_cluster_id,
         help="the cluster's id, the same on every voter (default: derived from "
         "controller.quorum.voters, so voters formatted alike agree)",
+    )
+    formatting.add_argument(
+        "--rejoin",
+        action="store_true",
+        help="a voter that lost its data directory: write the cluster id only (no "
+        "quorum-state), so it catches up from the leader before it votes",
     )
     formatting.set_defaults(handler=cmd_quorum_format)
 

@@ -249,6 +249,12 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     )
     listeners = server_listeners(config)
     raise_open_file_limit()  # each connection is a file; the default limit is often 1024
+    if config.quorum is not None and not (settings.data_dir / META_PROPERTIES).exists():
+        raise CliError(
+            f"{settings.data_dir} is not formatted for the quorum: run `mlog quorum format "
+            "--config FILE` (a new cluster's voter) or `mlog quorum format --rejoin --config "
+            "FILE` (a voter whose data directory was lost) first"
+        )
     cluster_id, node_id = cluster_identity(settings.data_dir, config.node_id)
     quorum = None
     if config.quorum is None:
