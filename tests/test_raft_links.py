@@ -296,7 +296,7 @@ def _free_port() -> int:
 async def test_a_peer_down_then_up_is_reconnected(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="api.client.raft_links")
+    caplog.set_level(logging.INFO, logger="api.server.quorum.links")
     port = _free_port()
     answers = Collected()
     links = links_to(port, answers, retry_backoff_ms=50, reconnect_backoff_max_ms=200)
@@ -353,7 +353,7 @@ async def test_a_peer_down_then_up_is_reconnected(
 async def test_a_request_never_answered_is_dropped_after_the_request_timeout(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
+    caplog.set_level(logging.WARNING, logger="api.server.quorum.links")
     endpoint = TestEndpoint()
     endpoint.hold.clear()
     answers = Collected()
@@ -417,7 +417,7 @@ async def test_send_never_waits_and_unknown_destinations_are_refused(tmp_path: P
 async def test_a_peer_without_the_quorum_apis_is_named(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
+    caplog.set_level(logging.WARNING, logger="api.server.quorum.links")
     answers = Collected()
     async with serving(tmp_path / "log", None) as server:
         links = links_to(server.port, answers)
@@ -491,7 +491,7 @@ async def test_links_log_in_with_scram_and_a_non_super_user_is_refused(
             refusals = [
                 r.getMessage()
                 for r in caplog.records
-                if r.name == "api.client.raft_links" and "answer dropped" in r.getMessage()
+                if r.name == "api.server.quorum.links" and "answer dropped" in r.getMessage()
             ]
             assert len(refusals) == 2
             assert "VoteResponse refused: CLUSTER_AUTHORIZATION_FAILED (31)" in refusals[0]
@@ -505,7 +505,7 @@ async def test_links_log_in_with_scram_and_a_non_super_user_is_refused(
                 sum(
                     "VoteResponse refused" in r.getMessage()
                     for r in caplog.records
-                    if r.name == "api.client.raft_links"
+                    if r.name == "api.server.quorum.links"
                 )
                 == 1
             )
@@ -786,7 +786,7 @@ def test_refused_codes_are_kafkas() -> None:
 async def test_a_peer_answering_garbage_is_dropped_with_one_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
+    caplog.set_level(logging.WARNING, logger="api.server.quorum.links")
     garbage = [b"\x00\x01", b"\xff" * 40]
 
     async def peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -1064,7 +1064,7 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
 async def test_a_peer_that_accepts_but_never_speaks_is_a_failed_connection(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="api.client.raft_links")
+    caplog.set_level(logging.WARNING, logger="api.server.quorum.links")
     held: list[asyncio.StreamWriter] = []
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

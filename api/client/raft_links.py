@@ -51,7 +51,8 @@ from api.security.client_config import ClientSecurity, client_security
 from api.security.errors import SecurityConfigError
 from metadata_log.raft.config import QuorumConfig, VoterAddress
 
-logger = logging.getLogger("api.client.raft_links")
+logger = logging.getLogger("api.server.quorum.links")
+"""Under the server's logger: a link's state changes are lines of `mlog serve`'s log."""
 
 MAX_IN_FLIGHT = 5
 """Unanswered requests per voter (Kafka's `max.in.flight.requests.per.connection`)."""
