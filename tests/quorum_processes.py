@@ -25,6 +25,7 @@ from tcp_proxy import Proxy, ProxyLoop
 
 from api.client import AdminClient
 from api.controller.commands import CreatableTopic, RegisterBroker
+from api.security.client_config import ClientSecurity
 from metadata_log import MetadataLog
 from records import TopicRecord
 
@@ -75,6 +76,11 @@ class Quorum:
     root: Path
     size: int = 3
     timers: dict[str, int | str] = field(default_factory=dict)
+    """More server keys (Kafka's names) for every node: timers, TLS, an authorizer."""
+    protocol: str = "PLAINTEXT"
+    """The one listener's security protocol (its name too)."""
+    security: ClientSecurity | None = None
+    """How the test's clients connect (None: PLAINTEXT)."""
     proxies: ProxyLoop | None = None
     """With proxies, node i reaches node j through its own proxy `links[i, j]` (cut-able)."""
     nodes: dict[int, Node] = field(default_factory=dict)
@@ -96,7 +102,7 @@ class Quorum:
             config = directory / "server.properties"
             lines = [
                 f"node.id={node_id}",
-                f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                f"listeners={self.protocol}://127.0.0.1:{port}",
                 f"controller.quorum.voters={voters}",
                 *(f"{key}={value}" for key, value in self.timers.items()),
             ]
@@ -199,7 +205,9 @@ class Quorum:
                 if not node.running:
                     continue
                 try:
-                    client = await asyncio.wait_for(AdminClient.connect(node.address), 2)
+                    client = await asyncio.wait_for(
+                        AdminClient.connect(node.address, security=self.security), 2
+                    )
                 except Exception:
                     continue
                 try:
@@ -220,7 +228,9 @@ class Quorum:
         while True:
             node = next(n for n in self.nodes.values() if n.running)
             try:
-                client = await AdminClient.connect_controller(node.address, timeout_ms=5000)
+                client = await AdminClient.connect_controller(
+                    node.address, timeout_ms=5000, security=self.security
+                )
                 try:
                     for broker_id in ids:
                         await client.register_broker(RegisterBroker(broker_id=broker_id))
@@ -260,7 +270,10 @@ class Writer:
                 continue
             try:
                 return await asyncio.wait_for(
-                    AdminClient.connect_controller(node.address, timeout_ms=5000), 8
+                    AdminClient.connect_controller(
+                        node.address, timeout_ms=5000, security=self.quorum.security
+                    ),
+                    8,
                 )
             except Exception as exc:
                 last = exc

@@ -18,6 +18,8 @@ import pytest
 from quorum_processes import CLUSTER_ID, Quorum, Writer, check_logs, mlog
 from tcp_proxy import proxy_loop
 
+from api.client import AdminClient
+
 pytestmark = pytest.mark.timeout(240)
 
 TIMERS: dict[str, int | str] = {
@@ -246,3 +248,58 @@ async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Q
         await writer.close()
     quorum.stop_all()
     check_logs(quorum, writer.acknowledged)
+
+
+async def test_controllers_authenticate_each_other_with_certificates(tmp_path: Path) -> None:
+    """mTLS on the controllers' listener and an authorizer: the quorum APIs need CLUSTER_ACTION,
+    which the controllers' certificate (a super user) has and an anonymous peer has not."""
+    import trustme
+
+    from api.security.client_config import client_security
+
+    ca = trustme.CA()
+    ca_path, key_path = tmp_path / "ca.pem", tmp_path / "controller.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    cert = ca.issue_cert("127.0.0.1", "localhost", common_name="controller")
+    cert.private_key_and_cert_chain_pem.write_to_path(str(key_path))
+    keys: dict[str, int | str] = {
+        **TIMERS,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(key_path),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca_path),
+        "ssl.client.auth": "required",
+        "controller.listener.names": "SSL",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+        "super.users": "User:controller",
+    }
+    security = client_security(
+        {
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(ca_path),
+            "ssl.keystore.location": str(key_path),
+            "ssl.keystore.type": "PEM",
+        },
+        source="test",
+    )
+    q = Quorum(tmp_path / "q", timers=keys, protocol="SSL", security=security)
+    q.start_all()
+    writer = Writer(q)
+    try:
+        await q.register_brokers()
+        await _write(writer, 10)
+        leader = await q.leader()
+        q.kill(leader)
+        await _write(writer, 10)  # elected over authenticated links
+        q.start(leader)
+        await _converge(q, writer)
+        # A peer without a certificate cannot even connect to a controller.
+        with pytest.raises(Exception):  # noqa: B017 - the TLS handshake's own error
+            await AdminClient.connect(q.nodes[leader].address, timeout_ms=3000)
+    finally:
+        await writer.close()
+        q.stop_all()
+    check_logs(q, writer.acknowledged)
+    for node in q.nodes.values():
+        assert "CLUSTER_AUTHORIZATION_FAILED" not in node.stderr.read_text()
