@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -178,5 +179,39 @@ async def test_embedded_writes_on_a_quorum_node_are_refused(tmp_path: Path) -> N
                 lambda image: service.controller.register_broker(image, RegisterBroker(broker_id=7))
             )
         assert refused.value.error_code == ErrorCode.NOT_CONTROLLER
+    finally:
+        await cluster.stop_all()
+
+
+async def test_a_leader_whose_disk_fails_stops_and_another_takes_over(tmp_path: Path) -> None:
+    import errno
+
+    from metadata_log.errors import LogFailedError
+
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        reasons: list[str] = []
+        leader.on_failure = reasons.append
+
+        def full(*args: object, **kwargs: object) -> int:
+            raise LogFailedError(f"append failed: {OSError(errno.ENOSPC, 'No space left')}")
+
+        leader.log.write_blocks = full  # type: ignore[method-assign]
+        with pytest.raises(ApiError) as refused:
+            await create_topic(leader, "never")
+        assert refused.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert leader.failed is not None and reasons == [leader.failed]
+        assert "No space left" in leader.failed
+        others = [n for n in cluster.network.nodes.values() if n is not leader]
+        for _ in range(1000):
+            if any(n.leading for n in others):
+                break
+            await asyncio.sleep(0.01)
+        successor = next(n for n in others if n.leading)
+        await create_topic(successor, "after")
+        assert successor.service.image.topics.get_by_name("never") is None
     finally:
         await cluster.stop_all()

@@ -279,6 +279,8 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         service.close()
         where = ", ".join(f"{item.host or '*'}:{item.port}" for item in listeners)
         raise CliError(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    if quorum is not None and quorum.failed is not None:
+        raise CliError(f"the quorum node stopped: {quorum.failed}; restart it")
     return EXIT_OK
 
 
@@ -374,6 +376,11 @@ async def _serve(server: MetadataServer) -> None:
     import signal
 
     await server.start()
+    node = server.quorum_node
+    if node is not None:
+        # A quorum node whose log failed stops, as KRaft's controllers do: the others elect a
+        # leader at once, and a restart recovers the log (the exit code says it failed).
+        node.on_failure = lambda reason: _stop(server, "the quorum node failed")
     # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
     # server: move it out of the cyclic collector's view, so a full collection scans only
     # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency).

@@ -256,6 +256,8 @@ class QuorumNode:
         self._resign_requested = False
         self.failed: str | None = None
         """Why the node stopped, once its storage failed."""
+        self.on_failure: Callable[[str], None] | None = None
+        """Called once with the reason when the node stops on a failure (the server exits)."""
         self.high_watermark = 0
         service.node = self
 
@@ -529,6 +531,9 @@ class QuorumNode:
         self._fail_proposals(
             ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"this controller stopped: {self.failed}")
         )
+        self._refuse_waiting(fetches_only=False)
+        if self.on_failure is not None:
+            self.on_failure(self.failed)
 
     def _take_inputs(self) -> None:
         core = self.core
