@@ -540,6 +540,7 @@ def _damage_missing(path: Path) -> None:
         ("wrong version", b"1\n1\n1 0\n"),
         ("count disagrees", b"0\n3\n1 0\n"),
         ("not increasing", b"0\n2\n8 0\n4 3\n"),
+        ("a number too long to be one", b"0\n1\n1 " + b"9" * 5000 + b"\n"),
         ("empty for a non-empty log", b"0\n0\n"),
         ("first epoch not at the log start", b"0\n1\n1 4\n"),
         ("stale: an epoch is missing", None),
