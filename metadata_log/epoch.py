@@ -82,7 +82,7 @@ def decode_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
     if not lines or lines[0] != _CHECKPOINT_VERSION:
         first = lines[0][:40] if lines else ""
         raise EpochCheckpointDamage(f"its version line is {first!r}, not {_CHECKPOINT_VERSION!r}")
-    if len(lines) < 2 or not lines[1].isdigit():
+    if len(lines) < 2 or not _is_number(lines[1]):
         raise EpochCheckpointDamage("its second line is not a count")
     count = int(lines[1])
     if count != len(lines) - 2:
@@ -90,7 +90,7 @@ def decode_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
     epochs: list[tuple[int, int]] = []
     for line in lines[2:]:
         epoch, sep, offset = line.partition(" ")
-        if not sep or not epoch.isdigit() or not offset.isdigit():
+        if not sep or not _is_number(epoch) or not _is_number(offset):
             raise EpochCheckpointDamage(f"it has a line {line[:60]!r}, not 'epoch offset'")
         pair = (int(epoch), int(offset))
         if epochs and (pair[0] <= epochs[-1][0] or pair[1] <= epochs[-1][1]):
@@ -99,6 +99,11 @@ def decode_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
             )
         epochs.append(pair)
     return epochs
+
+
+def _is_number(text: str) -> bool:
+    """True for a non-negative decimal of at most 19 digits (it fits an int64)."""
+    return 0 < len(text) <= 19 and text.isdigit()
 
 
 def read_epoch_checkpoint(directory: Path) -> list[tuple[int, int]] | None:

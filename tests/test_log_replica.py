@@ -540,6 +540,7 @@ def _damage_missing(path: Path) -> None:
         ("wrong version", b"1\n1\n1 0\n"),
         ("count disagrees", b"0\n3\n1 0\n"),
         ("not increasing", b"0\n2\n8 0\n4 3\n"),
+        ("a number too long to be one", b"0\n1\n1 " + b"9" * 5000 + b"\n"),
         ("empty for a non-empty log", b"0\n0\n"),
         ("first epoch not at the log start", b"0\n1\n1 4\n"),
         ("stale: an epoch is missing", None),
@@ -852,3 +853,66 @@ def _durable_size(log: MetadataLog, flushed: int) -> int:
             break
         position = raw.end
     return position
+
+
+# ------------------------------------------------------------------ kill -9 of a follower
+
+_FOLLOWER = """
+import sys
+from metadata_log import LogConfig, MetadataLog
+from records import ConfigRecord, ConfigResourceType
+
+log = MetadataLog.open(
+    sys.argv[1], config=LogConfig(segment_bytes=16 * 1024), replicated=True
+)
+offset = log.end_offset
+for n in range(100_000):
+    epoch = 1 + n // 40
+    records = [
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC, resource_name="k", name=str(offset + i),
+            value="v" * 40,
+        )
+        for i in range(n % 4 + 1)
+    ]
+    block = log.encode_block(
+        [(records, "p")], first_offset=offset, epoch=epoch, timestamp=1_700_000_000_000 + n
+    )
+    offset = log.write_blocks([block], check=n % 2 == 0)
+    if n % 3 == 0:
+        print(log.flush(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_follower_killed_at_any_moment_keeps_what_it_flushed(tmp_path: Path, seed: int) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    directory = tmp_path / "log"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _FOLLOWER, str(directory)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    flushed = 0
+    target = (30, 150, 400, 900)[seed]
+    while flushed < target:  # several segments and epochs for the later seeds
+        line = child.stdout.readline()
+        assert line, "the follower stopped early"
+        flushed = int(line)
+    time.sleep(0.002 * seed)  # the kill lands anywhere in the writes that follow
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    for line in child.stdout:
+        flushed = max(flushed, int(line))
+    with opened(directory) as log:
+        entries = list(log.read())
+        assert len(entries) >= flushed
+        assert [e.offset for e in entries] == list(range(len(entries)))
+        assert log.epoch_cache() == expected_cache(entries)
+        assert log.verify().ok
+        LogView.from_log(end_offset=log.end_offset, epochs=log.epoch_cache())
