@@ -83,6 +83,12 @@ _INT16 = (-INT16_MAX - 1, INT16_MAX)
 _INT32 = (INT32_MIN, INT32_MAX)
 
 
+def _address(host: Any, port: Any) -> str:
+    """`host:port` of a Metadata broker entry (an IPv6 host in brackets)."""
+    text = str(host)
+    return f"[{text}]:{int(port)}" if ":" in text else f"{text}:{int(port)}"
+
+
 def _fits(values: Any, bounds: tuple[int, int], what: str) -> None:
     """Refuse locally a value the request's field cannot carry (else `struct.error` later)."""
     low, high = bounds
@@ -130,31 +136,63 @@ class AdminClient(SecurityApis):
         """Connect to the node that takes writes: the quorum's leader, found from `bootstrap`.
 
         A single server is its own controller. A quorum node names the leader as the
-        Metadata answer's controller (Kafka's rule), and the client connects there; while an
-        election is under way (no controller named) it asks again for up to `wait_s`.
+        Metadata answer's controller (Kafka's rule) and lists every voter; the client
+        connects to the leader. A node that names none (an election, or a node cut off from
+        the others) is not the last word: the other voters are asked in turn, for up to
+        `wait_s`. Then the client stays with `bootstrap` (writes there answer NOT_CONTROLLER,
+        reads work).
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
         client = await cls.connect(
             bootstrap, client_id=client_id, timeout_ms=timeout_ms, security=security
         )
         if DESCRIBE_QUORUM_KEY not in client._versions:
             return client
-        deadline = asyncio.get_running_loop().time() + wait_s
+        asked: AdminClient | None = client
+        others: list[str] = []
+        turn = 0
         while True:
-            answer = await client.metadata([])
-            controller = int(answer.controller_id)
-            nodes = {int(b.node_id): (str(b.host), int(b.port)) for b in answer.brokers}
-            if controller in nodes:
-                host, port = nodes[controller]
-                address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-                if address == bootstrap:
-                    return client
-                await client.close()
-                return await cls.connect(
-                    address, client_id=client_id, timeout_ms=timeout_ms, security=security
-                )
-            if asyncio.get_running_loop().time() >= deadline:
+            if asked is not None:
+                try:
+                    answer = await asked.metadata([])
+                except ClientError:
+                    answer = None
+                if answer is not None:
+                    nodes = {int(b.node_id): _address(b.host, b.port) for b in answer.brokers}
+                    others = [a for a in nodes.values() if a != bootstrap] or others
+                    leader = nodes.get(int(answer.controller_id))
+                    if leader is not None:
+                        if asked is not client:
+                            await asked.close()
+                        if leader == bootstrap:
+                            return client
+                        await client.close()
+                        return await cls.connect(
+                            leader, client_id=client_id, timeout_ms=timeout_ms, security=security
+                        )
+                if asked is not client:
+                    await asked.close()
+            if loop.time() >= deadline:
                 return client  # writes will say NOT_CONTROLLER; reads work on any node
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)
+            # Ask the bootstrap node and the others in turn: one of them hears the leader.
+            turn += 1
+            where = bootstrap
+            if turn % 2 and others:
+                where = others[(turn // 2) % len(others)]
+            if where == bootstrap:
+                asked = client
+                continue
+            try:
+                asked = await asyncio.wait_for(
+                    cls.connect(
+                        where, client_id=client_id, timeout_ms=timeout_ms, security=security
+                    ),
+                    min(2.0, max(0.1, deadline - loop.time())),
+                )
+            except (ClientError, OSError, TimeoutError):
+                asked = None
 
     async def describe_quorum(self) -> DescribeQuorumResponse:
         """DescribeQuorum (55) of a quorum's node: answered by the leader only.
