@@ -262,10 +262,16 @@ class Writer:
     failures: int = 0
     latencies: list[float] = field(default_factory=list)
     _client: AdminClient | None = None
+    _turn: int = 0
 
     async def _connect(self) -> AdminClient:
         last: Exception | None = None
-        for node in self.quorum.nodes.values():
+        # A different node first each time: a client that knows every node's address tries
+        # another one when the last did not lead it to a controller.
+        self._turn += 1
+        nodes = list(self.quorum.nodes.values())
+        start = self._turn % len(nodes)
+        for node in nodes[start:] + nodes[:start]:
             if not node.running:
                 continue
             try:

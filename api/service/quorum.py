@@ -92,8 +92,8 @@ FETCH_MAX_BYTES = 1 << 20
 HANDOVER_WAIT_S = 3.0
 """How long a stopping leader waits for a successor before it stops anyway."""
 
-LEADER_WAIT_S = 5.0
-"""How long a write waits for an election to end before it answers NOT_CONTROLLER."""
+LEADER_WAIT_S = 3.0
+"""How long a write waits for this node's own election to end before NOT_CONTROLLER."""
 
 Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
 Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
@@ -311,12 +311,17 @@ class QuorumNode:
         )
 
     async def wait_leading(self, timeout: float = LEADER_WAIT_S) -> None:
-        """Wait while an election is under way; NOT_CONTROLLER if another node leads."""
+        """Wait while this node may be about to lead; NOT_CONTROLLER otherwise, at once.
+
+        A node standing for election (prospective, candidate) or leading without taking
+        writes yet (its LeaderChange not committed) is waited for, up to `timeout`: it is
+        likely the next controller. Any other node answers NOT_CONTROLLER at once (as Kafka's
+        controllers do), naming the leader it knows, so the client asks elsewhere.
+        """
         deadline = time.monotonic() + timeout
         while not self.leading:
             self._check_alive()
-            known = self.core.leader_id
-            if known not in (NO_LEADER, self.config.node_id) and self.core.role is Role.FOLLOWER:
+            if self.core.role not in _MAY_LEAD_SOON:
                 raise self.not_controller()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -806,6 +811,10 @@ class QuorumNode:
     async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: function(*args, **kwargs))
+
+
+_MAY_LEAD_SOON = frozenset({Role.PROSPECTIVE, Role.CANDIDATE, Role.LEADER})
+"""The roles in which a write waits for this node to take writes (`wait_leading`)."""
 
 
 def _shifted(timestamp: int, shift: int) -> int:
