@@ -102,6 +102,7 @@ class MetadataService:
         self._reopener: asyncio.Task[None] | None = None
         self._closing = False
         self._commit_waiters: list[asyncio.Future[None]] = []
+        self._snapshot_check_due = False
 
     @classmethod
     def open(
@@ -227,7 +228,18 @@ class MetadataService:
         self._next_offset = last + 1
         return image
 
-    def _commit(self, image: MetadataImage, appended: AppendResult) -> None:
+    def _commit(
+        self,
+        image: MetadataImage,
+        appended: AppendResult,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """Publish `image` as committed; with a `loop`, ask the snapshot policy once per turn.
+
+        The writes of one group commit are committed one after another in one turn of the
+        loop: the policy (a lock, the clock, two config values) is asked once, after the last
+        of them, about the newest committed image, not once per write.
+        """
         if image.provenance.timestamp != appended.timestamp:
             # The log stamps a block when it writes it; the image carries that time, as the
             # same image replayed from the log would (after a restart, or by time travel).
@@ -238,9 +250,19 @@ class MetadataService:
         if image.provenance.offset > self._committed.provenance.offset:
             self._committed = image
             if self._snapshots is not None:
-                self._snapshots.committed(image, self.log)
+                if loop is None:
+                    self._snapshots.committed(image, self.log)
+                elif not self._snapshot_check_due:
+                    self._snapshot_check_due = True
+                    loop.call_soon(self._check_snapshot)
             if self._commit_waiters:
                 self.release_waiters()
+
+    def _check_snapshot(self) -> None:
+        """The snapshot policy's check of the newest committed image (see `_commit`)."""
+        self._snapshot_check_due = False
+        if self._snapshots is not None and not self._closing:
+            self._snapshots.committed(self._committed, self.log)
 
     def _storage_failed(self, exc: BaseException) -> StorageError:
         """Refuse writes from now on and, in a server, start re-opening the log."""
@@ -380,8 +402,8 @@ class MetadataService:
             return result.response
         self._check_encodes(records)
         image = self._accept(records)
-        get_loop = _get_running_loop or _import_get_running_loop()
-        done: asyncio.Future[None] = get_loop().create_future()
+        loop = (_get_running_loop or _import_get_running_loop())()
+        done: asyncio.Future[None] = loop.create_future()
         self._last_append = done
         try:
             appended = await self.log.append_async(records, principal=principal)
@@ -395,7 +417,7 @@ class MetadataService:
             if isinstance(exc, RecordError):
                 raise _unencodable(exc) from None
             raise refused from None
-        self._commit(image, appended)
+        self._commit(image, appended, loop)
         done.set_result(None)
         return result.response
 
