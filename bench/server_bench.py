@@ -1,7 +1,14 @@
 """Load test of `mlog serve`: concurrent connections issuing create/describe/delete.
 
 Usage: python bench/server_bench.py [--connections 50] [--seconds 60] [--dir PATH]
-                                   [--profile FILE]
+                                   [--profile FILE] [--repo PATH]
+       python bench/server_bench.py --against PATH [--pairs 3] [--seconds 60] [--repo PATH]
+
+`--against PATH` measures two checkouts in one run: PATH's server and this checkout's (or
+`--repo`'s) take turns, before, now, before, now..., for `--pairs` pairs (so the host's drift
+falls on both alike), each on a fresh data directory with the same load and checks; it prints
+each run and the medians of writes/s and server CPU per request (the figure that depends least
+on the host's other load). Run it under `nice -n -15` where allowed.
 
 `--profile FILE` runs the server under cProfile and writes its statistics to FILE (read them
 with `python -m pstats FILE`); the figures of such a run are not the server's speed.
@@ -317,6 +324,109 @@ async def _baseline(data_dir: Path, tasks: int, seconds: float) -> float:
     return writes / elapsed
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """The figures of one served run."""
+
+    label: str
+    writes_per_s: float
+    requests: int
+    elapsed: float
+    p50_ms: float
+    p99_ms: float
+    cpu_us: float
+    """Server CPU per request, all threads."""
+    main_busy: float
+    """Share of the run the server's main thread (the event loop) was on the CPU."""
+    load: str
+    """The host's load averages when the run started."""
+
+
+def serve_run(
+    scratch: Path,
+    *,
+    connections: int,
+    seconds: float,
+    repo: Path | None,
+    label: str,
+    profile: Path | None = None,
+) -> tuple[Run, Stats]:
+    """One served run on a fresh data directory under `scratch`: its figures and what it saw."""
+    data_dir = scratch / "served"
+    if data_dir.exists():
+        raise SystemExit(f"{data_dir} exists; give an empty --dir")
+    _prepare(data_dir)
+    server_log = scratch / "server.log"
+    python = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
+    server, (_, port) = start_server(data_dir, server_log, python=python, repo=repo)
+    stats = Stats()
+    load_average = " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+    async def load() -> float:
+        deadline = time.perf_counter() + seconds
+        start = time.perf_counter()
+        await asyncio.gather(*(_connection(port, i, deadline, stats) for i in range(connections)))
+        return time.perf_counter() - start
+
+    process_stat = f"/proc/{server.pid}/stat"
+    main_stat = f"/proc/{server.pid}/task/{server.pid}/stat"
+    cpu_before = (cpu_seconds(process_stat), cpu_seconds(main_stat))
+    elapsed = asyncio.run(load())
+    cpu = (cpu_seconds(process_stat) - cpu_before[0], cpu_seconds(main_stat) - cpu_before[1])
+    server.send_signal(signal.SIGTERM)
+    code = server.wait(60)
+    if code != 0:
+        raise SystemExit(f"the server exited {code}: {server_log.read_text()[-2000:]}")
+    _check_log(data_dir, stats)
+    latencies = sorted(stats.latencies_ms)
+    run = Run(
+        label=label,
+        writes_per_s=stats.writes / elapsed,
+        requests=len(latencies),
+        elapsed=elapsed,
+        p50_ms=statistics.median(latencies),
+        p99_ms=latencies[int(len(latencies) * 0.99) - 1],
+        cpu_us=cpu[0] / len(latencies) * 1e6,
+        main_busy=cpu[1] / elapsed,
+        load=load_average,
+    )
+    return run, stats
+
+
+def _interleaved(args: argparse.Namespace, scratch: Path) -> None:
+    """`--against`: runs of the other checkout and of this one taken in turns; medians."""
+    runs: dict[str, list[Run]] = {"before": [], "now": []}
+    print(f"{'run':<10}{'writes/s':>10}{'CPU/req':>10}{'p99':>9}{'loop busy':>11}  load average")
+    for pair in range(1, args.pairs + 1):
+        for label, repo in (("before", args.against), ("now", args.repo)):
+            run, stats = serve_run(
+                scratch / f"{label}-{pair}",
+                connections=args.connections,
+                seconds=args.seconds,
+                repo=repo,
+                label=label,
+            )
+            if stats.errors:
+                print("errors:", *stats.errors[:10], sep="\n  ")
+                raise SystemExit(1)
+            runs[label].append(run)
+            print(
+                f"{label + ' ' + str(pair):<10}{run.writes_per_s:>10,.0f}{run.cpu_us:>8.1f}us"
+                f"{run.p99_ms:>7.1f}ms{run.main_busy:>10.0%}  {run.load}",
+                flush=True,
+            )
+    before = statistics.median(r.writes_per_s for r in runs["before"])
+    now = statistics.median(r.writes_per_s for r in runs["now"])
+    cpu_before = statistics.median(r.cpu_us for r in runs["before"])
+    cpu_now = statistics.median(r.cpu_us for r in runs["now"])
+    print()
+    print(f"median writes/s: before {before:,.0f}, now {now:,.0f} ({now / before:.3f}x)")
+    print(
+        f"median server CPU per request: before {cpu_before:.1f} us, now {cpu_now:.1f} us "
+        f"({cpu_now / cpu_before:.3f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--connections", type=int, default=50)
@@ -331,58 +441,48 @@ def main() -> None:
         help="serve with another checkout's code (say, a worktree of an earlier commit); the "
         "load, the checks and the in-process baseline stay this checkout's",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="another checkout (say, a worktree of an earlier commit) to run in turns with this "
+        "one (or with --repo): before, now, before, now... for --pairs pairs, then the medians "
+        "(no in-process baseline)",
+    )
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of runs with --against")
     args = parser.parse_args()
     _check_encoders()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="server-bench-"))
-    data_dir = scratch / "served"
-    if data_dir.exists():
-        raise SystemExit(f"{data_dir} exists; give an empty --dir")
-    _prepare(data_dir)
-    server_log = scratch / "server.log"
-    profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile is not None else []
-    server, (_, port) = start_server(data_dir, server_log, python=profile, repo=args.repo)
-    stats = Stats()
-
-    async def load() -> float:
-        deadline = time.perf_counter() + args.seconds
-        start = time.perf_counter()
-        await asyncio.gather(
-            *(_connection(port, i, deadline, stats) for i in range(args.connections))
-        )
-        return time.perf_counter() - start
-
-    process_stat = f"/proc/{server.pid}/stat"
-    main_stat = f"/proc/{server.pid}/task/{server.pid}/stat"
-    cpu_before = (cpu_seconds(process_stat), cpu_seconds(main_stat))
-    elapsed = asyncio.run(load())
-    cpu = (cpu_seconds(process_stat) - cpu_before[0], cpu_seconds(main_stat) - cpu_before[1])
-    server.send_signal(signal.SIGTERM)
-    code = server.wait(60)
-    if code != 0:
-        raise SystemExit(f"the server exited {code}: {server_log.read_text()[-2000:]}")
-    creates, deletes = _check_log(data_dir, stats)
+    if args.against is not None:
+        _interleaved(args, scratch)
+        return
+    run, stats = serve_run(
+        scratch,
+        connections=args.connections,
+        seconds=args.seconds,
+        repo=args.repo,
+        label="now",
+        profile=args.profile,
+    )
     baseline = asyncio.run(_baseline(scratch / "baseline", args.connections, args.baseline_seconds))
-
-    latencies = sorted(stats.latencies_ms)
-    p50 = statistics.median(latencies)
-    p99 = latencies[int(len(latencies) * 0.99) - 1]
-    rate = stats.writes / elapsed
     print(
-        f"{args.connections} connections, {elapsed:.1f} s, {len(latencies):,} requests "
-        f"({stats.writes:,} writes), errors: {len(stats.errors)}, log check: {creates:,} "
-        f"creates and {deletes:,} deletes match the acknowledgements"
+        f"{args.connections} connections, {run.elapsed:.1f} s, {run.requests:,} requests "
+        f"({stats.writes:,} writes), errors: {len(stats.errors)}, log check: "
+        f"{len(stats.created):,} creates and {len(stats.deleted):,} deletes match the "
+        f"acknowledgements; load average at the start {run.load}"
     )
     print()
     print(f"{'measure':<26}{'server':>14}{'in-process':>14}{'ratio':>8}  target")
+    rate = run.writes_per_s
     print(
         f"{'admin writes/s':<26}{rate:>14,.0f}{baseline:>14,.0f}{rate / baseline:>8.2f}  >= 3,000"
     )
-    print(f"{'requests/s (all)':<26}{len(latencies) / elapsed:>14,.0f}")
-    print(f"{'latency p50':<26}{p50:>12.1f}ms")
-    print(f"{'latency p99':<26}{p99:>12.1f}ms{'':>22}  <= 50 ms")
+    print(f"{'requests/s (all)':<26}{run.requests / run.elapsed:>14,.0f}")
+    print(f"{'latency p50':<26}{run.p50_ms:>12.1f}ms")
+    print(f"{'latency p99':<26}{run.p99_ms:>12.1f}ms{'':>22}  <= 50 ms")
     print(
-        f"{'server CPU per request':<26}{cpu[0] / len(latencies) * 1e6:>12.0f}us"
-        f"   (all threads; main thread busy {cpu[1] / elapsed:.0%} of the run)"
+        f"{'server CPU per request':<26}{run.cpu_us:>12.0f}us"
+        f"   (all threads; main thread busy {run.main_busy:.0%} of the run)"
     )
     if stats.errors:
         print("errors:", *stats.errors[:10], sep="\n  ")

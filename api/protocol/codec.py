@@ -143,16 +143,33 @@ def _payload_class(api_key: int, version: int, kind: EntityType) -> type[Any]:
     raise ProtocolError(f"kio has no {kind.name} for API {api_key} v{version}")
 
 
+_REQUEST_CLASSES: dict[tuple[int, int], type[Any]] = {}
+_RESPONSE_CLASSES: dict[tuple[int, int], type[Any]] = {}
+# Every request asks for both classes: a dict keyed by two ints answers in C, where the cache
+# of `_payload_class` hashes an enum member (a Python call) on every lookup.
+
+
 def request_class(api_key: int, version: int) -> type[Any]:
     """The kio request entity of an API version."""
-    return _payload_class(api_key, version, EntityType.request)
+    try:
+        return _REQUEST_CLASSES[api_key, version]
+    except KeyError:
+        found = _REQUEST_CLASSES[api_key, version] = _payload_class(
+            api_key, version, EntityType.request
+        )
+        return found
 
 
 def response_class(api_key: int, version: int) -> type[Any]:
     """The kio response entity of an API version (Metadata v9+ with the partition mode)."""
+    try:
+        return _RESPONSE_CLASSES[api_key, version]
+    except KeyError:
+        pass
     body = _payload_class(api_key, version, EntityType.response)
     if api_key == METADATA_KEY and body.__flexible__:
-        return _with_partition_mode(body)  # type: ignore[arg-type]  # classes are hashable
+        body = _with_partition_mode(body)  # type: ignore[arg-type]  # classes are hashable
+    _RESPONSE_CLASSES[api_key, version] = body
     return body
 
 
@@ -201,6 +218,11 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     Raises `ProtocolError` for anything malformed: truncated or with values out of range.
     """
     api_key, version, _ = peek_header(frame)
+    return decode_known_request(frame, api_key, version)
+
+
+def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) -> KafkaRequest:
+    """`decode_request` of a frame whose header `peek_header` has read already."""
     body_class = request_class(api_key, version)
     header_class = body_class.__header_schema__
     try:

@@ -25,7 +25,7 @@ from api.protocol.codec import (
     ProtocolError,
     RequestHeader,
     api_versions_error,
-    decode_request,
+    decode_known_request,
     peek_header,
 )
 from api.protocol.private import PRIVATE_VERSIONS, private_header
@@ -179,7 +179,7 @@ class Connection:
                 return Reply(api_versions_error(correlation_id, extra))
             return Close(f"unsupported version {version} of API key {api_key} ({low}..{high})")
         try:
-            return Request(decode_request(frame))
+            return Request(decode_known_request(frame, api_key, version))
         except ProtocolError as exc:
             return Close(str(exc))
 

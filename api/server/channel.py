@@ -5,7 +5,8 @@ connection can make the server hold more of its requests, or more of its answers
 
 - A connection's requests are decoded and answered one at a time, in order; a pipelined burst
   is taken one frame at a time, and the bytes read ahead of it are bounded (`READ_AHEAD`):
-  past that the server stops reading from the socket until the requests are answered.
+  past that the server stops reading from the socket until the requests are answered (a
+  frame larger than that is read to its end first: it cannot be answered before).
 - Answers the client has not taken stop the answering: above `WRITE_HIGH` unsent bytes the
   channel waits until the socket has taken them down to `WRITE_LOW` (so reading stops too).
 - Between the requests of a burst the channel gives the event loop to the other connections
@@ -28,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -56,6 +58,10 @@ WRITE_LOW = 64 * 1024
 
 SLICE = 0.002
 """Seconds a connection may answer a pipelined burst before it lets the others run."""
+
+_clock = time.monotonic
+"""The event loop's clock (asyncio's `loop.time()` is `time.monotonic()`), called directly: a
+request reads it once or twice, and the loop's method would add a Python call each time."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,8 +110,9 @@ class Channel(asyncio.Protocol):
         self._context = context
         self.peer = "?"
         self.ip = "?"
-        self._principal = context.principal
-        self._session: Session | None = None
+        self.session = Session(principal=context.principal, host=self.ip)
+        """The `Session` its requests are answered for: made anew only when the principal is
+        set (a login, a certificate), not for every request."""
         self.listener = context.security.listener
         self.sasl: SaslAuthenticator | None = None
         """The connection's login while it is under way (SASL listeners); None after it."""
@@ -133,19 +140,11 @@ class Channel(asyncio.Protocol):
     @property
     def principal(self) -> str:
         """Who the connection is: `User:ANONYMOUS` until a login or a certificate says."""
-        return self._principal
+        return self.session.principal
 
     @principal.setter
     def principal(self, value: str) -> None:
-        self._principal = value
-        self._session = None
-
-    @property
-    def session(self) -> Session:
-        """The `Session` its requests are answered for, made once per principal."""
-        if self._session is None:
-            self._session = Session(principal=self._principal, host=self.ip)
-        return self._session
+        self.session = Session(principal=value, host=self.ip)
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
@@ -157,6 +156,7 @@ class Channel(asyncio.Protocol):
         if peer:
             self.ip = str(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.session = Session(principal=self.session.principal, host=self.ip)
         over = self._context.counts.admit(self.ip)
         if over is not None:
             self._lost = True
@@ -176,7 +176,7 @@ class Channel(asyncio.Protocol):
                 self._connection.max_request_bytes = SASL_MAX_RECEIVE_SIZE
                 self._connection.max_request_key = "sasl.server.max.receive.size, before login"
         loop = asyncio.get_running_loop()
-        self._last_progress = loop.time()
+        self._last_progress = _clock()
         self._idle_timer = loop.call_at(
             self._last_progress + self._context.idle_seconds, self._check_idle
         )
@@ -186,19 +186,28 @@ class Channel(asyncio.Protocol):
         """Store the bytes; stop reading when enough are waiting; wake the answering task."""
         connection = self._connection
         connection.feed(data)
-        self._context.arrivals += 1
-        if not self._account():
-            self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
-            return
+        context = self._context
+        context.arrivals += 1
+        claimed = connection.claimed_bytes
+        held = self._held
+        if claimed != held:
+            if not context.memory.change(held, claimed):
+                self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
+                return
+            self._held = claimed
         buffered = connection.buffered_bytes
+        if claimed > buffered:
+            # The frame at the head is still partial: nothing to answer, so no task wake-up
+            # (a crowd of slowloris connections trickling bytes then costs next to nothing).
+            # Reading goes on whatever the read-ahead: the frame is bounded by the request
+            # limits, and it cannot be answered before all of it is read.
+            return
         if buffered >= READ_AHEAD and not self._read_paused:
             self._read_paused = True
             self._pause_reading()
-        if self._held > buffered:
-            # The frame at the head is still partial: nothing to answer, so no task wake-up
-            # (a crowd of slowloris connections trickling bytes then costs next to nothing).
-            return
-        self._wake_readable()
+        readable = self._readable
+        if readable is not None and not readable.done():
+            readable.set_result(None)
 
     def eof_received(self) -> bool:
         """The client sent all it will: answer what it sent, then close (keep the socket).
@@ -216,7 +225,7 @@ class Channel(asyncio.Protocol):
     def resume_writing(self) -> None:
         """The client took answers: that is progress, and answering goes on."""
         self._write_paused = False
-        self._last_progress = asyncio.get_running_loop().time()
+        self._last_progress = _clock()
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
 
@@ -263,6 +272,10 @@ class Channel(asyncio.Protocol):
         self._connection.max_request_bytes = self._context.max_request_bytes
         self._connection.max_request_key = "socket.request.max.bytes"
         self._connection.raw_tokens = False
+        # A frame at the head refused before (over the login's limit) may now be taken whole:
+        # its claim grows while no read may come to account for it.
+        if not self._account():
+            self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
 
     def expect_raw_tokens(self, raw: bool) -> None:
         """The next frames are raw SASL tokens (after a SaslHandshake v0), or requests again."""
@@ -272,43 +285,45 @@ class Channel(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         connection = self._connection
         context = self._context
-        yield_at = loop.time() + SLICE
+        answer = context.answer
         try:
             if self._tls and not await self._start_tls():
                 return
+            yield_at = _clock() + SLICE
             while not self._lost:
                 event = connection.next_event()
-                if not self._account():  # the next frame's claimed size may be larger
-                    self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
-                    break
-                if self._read_paused and connection.buffered_bytes < READ_AHEAD // 2:
-                    self._read_paused = False
-                    self._resume_reading()
                 if event is None:
+                    # Nothing was taken, so the claim and the read-ahead are as the last read
+                    # left them (reading is paused only while a whole frame waits).
                     if self._eof or self.closing or connection.closed:
                         break
-                    await self._wait_readable()
-                    yield_at = loop.time() + SLICE
+                    self._readable = readable = loop.create_future()
+                    await readable
+                    self._readable = None
+                    yield_at = _clock() + SLICE
                     continue
+                if not self._frame_taken():
+                    self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
+                    break
                 self.processing = True
                 arrivals = context.arrivals
                 try:
-                    keep = await context.answer(event, self)
+                    keep = await answer(event, self)
                 finally:
                     self.processing = False
-                self._last_progress = now = loop.time()
+                self._last_progress = now = _clock()
                 if not keep:
                     break
                 if self._write_paused and not self.closing:
                     await self._wait_writable()
-                    yield_at = loop.time() + SLICE
+                    yield_at = _clock() + SLICE
                 elif context.arrivals != arrivals:
                     # The answer waited (a write waits for its fsync) and the loop read from
                     # the other connections meanwhile: they had their turn, a new slice starts.
                     yield_at = now + SLICE
                 elif now >= yield_at:
                     await _let_others_run()
-                    yield_at = loop.time() + SLICE
+                    yield_at = _clock() + SLICE
         except (asyncio.CancelledError, ConnectionError):
             pass
         finally:
@@ -346,7 +361,7 @@ class Channel(asyncio.Protocol):
             return False
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
-        self._last_progress = asyncio.get_running_loop().time()
+        self._last_progress = _clock()
         certificate = transport.get_extra_info("peercert")
         if security.certificate_principal is not None and certificate:
             try:
@@ -361,14 +376,6 @@ class Channel(asyncio.Protocol):
                 )
                 return False
         return True
-
-    async def _wait_readable(self) -> None:
-        future = asyncio.get_running_loop().create_future()
-        self._readable = future
-        try:
-            await future
-        finally:
-            self._readable = None
 
     async def _wait_writable(self) -> None:
         future = asyncio.get_running_loop().create_future()
@@ -404,13 +411,32 @@ class Channel(asyncio.Protocol):
             return True
         return False
 
+    def _frame_taken(self) -> bool:
+        """A frame was taken: release its bytes, claim the next's; False if that is over the cap.
+
+        Reading resumes when the read-ahead is down to half, or when the frame now at the head
+        is partial (it cannot be answered before it is read whole).
+        """
+        connection = self._connection
+        claimed = connection.claimed_bytes
+        if claimed != self._held:
+            if not self._context.memory.change(self._held, claimed):
+                return False
+            self._held = claimed
+        if self._read_paused:
+            buffered = connection.buffered_bytes
+            if buffered < READ_AHEAD // 2 or claimed > buffered:
+                self._read_paused = False
+                self._resume_reading()
+        return True
+
     def _check_idle(self) -> None:
         self._idle_timer = None
         if self._lost:
             return
         loop = asyncio.get_running_loop()
         idle = self._context.idle_seconds
-        now = loop.time()
+        now = _clock()
         if self.processing:  # a request being answered (say, a long poll) is not idleness
             due = now + idle
         else:

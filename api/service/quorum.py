@@ -184,7 +184,7 @@ class ReplicatedService(MetadataService):
         first = self._next_offset
         image = self._accept(result.records)
         appended = await node.propose(result.records, principal=principal, first=first)
-        self._commit(image, appended)
+        self._commit(image, appended, asyncio.get_running_loop())
         return result.response
 
     async def purge_due_async(self, *, now_ms: int | None = None) -> list[PurgeResult]:

@@ -1,0 +1,101 @@
+"""An admin change's log line is the line `logger.info` would write, however it is made.
+
+`api.server.kafka.base.log_info` copies a record made once where `mlog serve` turns the
+caller, thread and process lookups off; anywhere else it is `logger.info` itself.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+
+from api.server.kafka.base import CHANGE_LINE, HandlerGroup, log_info, logger
+from api.server.server_log import LineFormatter, server_log
+
+
+class _Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _both(args: tuple[str, str, str, str]) -> tuple[logging.LogRecord, logging.LogRecord]:
+    """The record of `log_info` and of `logger.info` for the same line, under `server_log`."""
+    keep = _Keep()
+    with server_log(logger, io.StringIO()):
+        logger.addHandler(keep)
+        try:
+            log_info(CHANGE_LINE, args)
+            logger.info(CHANGE_LINE, *args)
+        finally:
+            logger.removeHandler(keep)
+    fast, plain = keep.records
+    return fast, plain
+
+
+def test_the_copied_record_is_logger_infos_record_but_for_its_time() -> None:
+    fast, plain = _both(("User:alice", "create topic", "payments", "ok"))
+    assert fast.__dict__.keys() == plain.__dict__.keys()
+    timed = {"created", "msecs", "relativeCreated", "asctime"}  # asctime: set by the writer
+    assert {k: v for k, v in fast.__dict__.items() if k not in timed} == {
+        k: v for k, v in plain.__dict__.items() if k not in timed
+    }
+    assert abs(fast.created - plain.created) < 60
+    assert abs(fast.relativeCreated - plain.relativeCreated) < 60_000
+    formatter = LineFormatter()
+    assert (
+        formatter.formatMessage(_with_message(fast)).split(" ", 2)[2]
+        == (formatter.formatMessage(_with_message(plain)).split(" ", 2)[2])
+    )
+
+
+def test_each_record_has_its_own_time_and_message() -> None:
+    first, _ = _both(("User:a", "delete topic", "one", "ok"))
+    time.sleep(0.01)
+    second, _ = _both(("User:b", "create topic", "two\nforged", "TOPIC_ALREADY_EXISTS"))
+    assert first.getMessage() == "User:a delete topic one: ok"
+    assert second.getMessage() == "User:b create topic two\nforged: TOPIC_ALREADY_EXISTS"
+    assert second.created > first.created
+    assert first.__dict__ is not second.__dict__
+
+
+def test_the_server_log_writes_one_escaped_line_per_change() -> None:
+    stream = io.StringIO()
+    with server_log(logger, stream):
+        HandlerGroup._log_change(
+            None,  # type: ignore[arg-type]  # the method uses nothing of its group
+            "User:x",
+            "create topic",
+            [("a\nb", 0), ("c", 36)],
+        )
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "INFO User:x create topic a\\nb: ok",
+        "INFO User:x create topic c: TOPIC_ALREADY_EXISTS",
+    ]
+
+
+def test_outside_the_server_the_line_goes_through_logger_info() -> None:
+    """Where the caller is looked up (pytest's logging), the record names this test's caller."""
+    keep = _Keep()
+    logger.addHandler(keep)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        log_info(CHANGE_LINE, ("User:x", "create topic", "t", "ok"))
+    finally:
+        logger.setLevel(level)
+        logger.removeHandler(keep)
+    (record,) = keep.records
+    assert record.getMessage() == "User:x create topic t: ok"
+    assert record.filename == "base.py"  # made by logger.info, which looked up its caller
+
+
+def _with_message(record: logging.LogRecord) -> logging.LogRecord:
+    record.message = record.getMessage()
+    record.asctime = "-"
+    return record
