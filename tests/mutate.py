@@ -81,6 +81,7 @@ _LOG_TESTS = (
     "tests/test_log_checkpoint.py",
     "tests/test_container_bounds.py",
     "tests/test_log_extent.py",
+    "tests/test_log_verify.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
