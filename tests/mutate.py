@@ -82,6 +82,7 @@ _LOG_TESTS = (
     "tests/test_container_bounds.py",
     "tests/test_log_extent.py",
     "tests/test_log_verify.py",
+    "tests/test_log_tail.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
