@@ -118,6 +118,8 @@ def test_the_record_union() -> None:
         {"type": "record", "name": "Empty", "fields": []},
         {"type": "record", "name": "Nulls", "fields": [{"name": "a", "type": "null"}] * 2},
         {"type": "fixed", "name": "F0", "size": 0},
+        {"type": "null"},
+        {"type": {"type": "null"}},
     ],
 )
 @pytest.mark.parametrize("kind", ["array", "map"])
@@ -231,3 +233,16 @@ def test_nesting_is_bounded_at_64_levels() -> None:
     # array chain of 61 puts its `long` at level 64, the deepest allowed.
     check(entry(branch("A", _nested(61))))
     assert refused(entry(branch("A", _nested(62)))) == "the header's schema nests too deeply"
+
+
+def _wrapped(depth: int) -> Any:
+    schema: Any = "long"
+    for _ in range(depth):
+        schema = {"type": schema}
+    return schema
+
+
+def test_a_type_wrapped_in_type_objects_counts_each_level() -> None:
+    # {"type": {"type": "long"}} is a long; each wrapping is one more level of nesting.
+    check(entry(branch("A", _wrapped(61), {"type": "array", "items": _wrapped(3)})))
+    assert refused(entry(branch("A", _wrapped(62)))) == "the header's schema nests too deeply"

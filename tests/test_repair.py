@@ -339,10 +339,12 @@ def test_two_repairs_in_the_same_second_get_their_own_quarantine(
     monkeypatch.setattr(time, "gmtime", lambda *_: fixed)
     first_id = time.strftime("%Y%m%dT%H%M%SZ", fixed) + "-after-20"
     (directory / "quarantine" / first_id).mkdir(parents=True)
-    (directory / "quarantine" / f"{first_id}.1").mkdir()
     report = truncate_after(directory, 20, force=True)
-    assert report.quarantine == directory / "quarantine" / f"{first_id}.2"
+    assert report.quarantine == directory / "quarantine" / f"{first_id}.1"
     assert (report.quarantine / "NOTE.txt").exists()
+    (directory / "quarantine" / f"{first_id}.2").mkdir()
+    report = truncate_after(directory, 20, force=True)
+    assert report.quarantine == directory / "quarantine" / f"{first_id}.3"
 
 
 def test_a_cut_leaks_no_descriptor(tmp_path: Path) -> None:
