@@ -75,6 +75,7 @@ def test_record_bytes_count_whole_uncompressed_blocks(built: Built) -> None:
             assert log.record_bytes_after(block.first) == (
                 rest if block.raw.count > 1 else rest - sizes[i]
             )  # from inside it: it counts whole
+        assert log.record_bytes_after(7) == sum(sizes[2:])  # a segment's last but one entry
         assert log.record_bytes_after(17) == 0 and log.record_bytes_after(40) == 0
         # A limit stops the count at the first whole block that reaches it.
         assert log.record_bytes_after(-1, limit=1) == sizes[0]
@@ -144,5 +145,7 @@ def test_record_blocks_are_trimmed_to_the_range(built: Built) -> None:
         assert [(b.first_offset, b.last_offset) for b in blocks] == [(3, 4), (5, 8), (9, 10)]
         records = [r for b in blocks for r in b.records]
         assert records == [e.record for e in built.entries[3:11]]
+        ending_at_a_block = [(b.first_offset, b.last_offset) for b in log.read_records(lte=9)]
+        assert ending_at_a_block == [(0, 1), (2, 4), (5, 8), (9, 9)]
         assert [b.first_offset for b in log.read_records()] == [0, 2, 5, 9, 11, 14]
         assert list(log.read_records(gt=17)) == []
