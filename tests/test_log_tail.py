@@ -189,3 +189,50 @@ def test_an_unreadable_count_is_none(built: Built) -> None:
     edit(built.path, last.position, b"\xff" * 40)  # a varint that never ends
     verdict = judge(built, last)
     assert verdict.entries is None and not verdict.torn
+
+
+def test_a_damaged_block_after_a_torn_one_does_not_refute_it(built: Built) -> None:
+    # Only a block that verifies (framing, marker and CRC) shows the bad one was not the last
+    # write; the bytes after a torn write can be anything.
+    big, last = built.blocks[1], built.blocks[2]
+    sector = (big.position // 512 + 2) * 512
+    edit(built.path, sector, bytes(512))
+    middle = (last.position + last.end) // 2
+    edit(built.path, middle, bytes([built.path.read_bytes()[middle] ^ 0x01]))
+    fds = len(os.listdir("/proc/self/fd"))
+    verdict = judge(built, big)
+    assert verdict.torn and verdict.why.startswith(f"the sector at byte {sector} ")
+    assert len(os.listdir("/proc/self/fd")) == fds  # the file is closed again
+
+
+@pytest.mark.parametrize("hit", ["size", "marker"])
+def test_a_valid_block_more_than_64_kib_after_a_bad_one_is_found(tmp_path: Path, hit: str) -> None:
+    # Past the brute force's 64 KiB, the next block is found where the bad block's size says it
+    # ends (its marker hit) or after the bad block's own marker (its size hit).
+    rng = random.Random(11)
+    with MetadataLog.open(tmp_path / "log", config=LogConfig()) as log:
+        for tag, count, size in (("a", 1, 10), ("huge", 40, 2000), ("c", 1, 10)):
+            log.append(
+                [
+                    ConfigRecord(
+                        resource_type=ConfigResourceType.TOPIC,
+                        resource_name=tag,
+                        name=str(i),
+                        value="".join(rng.choice(ascii_letters) for _ in range(size)),
+                    )
+                    for i in range(count)
+                ]
+            )
+        (info,) = log.segments()
+    segment = Segment.open_header(info.path, 0)
+    huge, last = list(segment.iter_blocks(segment.header.size, info.path.stat().st_size))[1:]
+    assert huge.end - huge.position > 70 * 1024
+    edit(info.path, (huge.position // 512 + 4) * 512, bytes(512))
+    if hit == "size":
+        edit(info.path, huge.position + len(encode_long(huge.count)), encode_long(5))
+    else:
+        edit(info.path, huge.end - SYNC_SIZE, bytes(SYNC_SIZE))
+    verdict = judge_tail(info.path, segment.header.sync, huge.position, info.path.stat().st_size)
+    assert verdict == TailVerdict(
+        torn=False, why=f"a valid block follows at byte {last.position}", entries=40
+    )
