@@ -86,6 +86,7 @@ _LOG_TESTS = (
     "tests/test_log_schema_check.py",
     "tests/test_log_reads.py",
     "tests/test_log_open.py",
+    "tests/test_log_segment.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",

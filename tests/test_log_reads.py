@@ -109,6 +109,7 @@ def test_block_bodies_are_the_stored_blocks_of_one_segment(built: Built) -> None
             blocks[1].raw.body + blocks[2].raw.body,
         )
         assert log.block_bodies(start=3, last=4, max_entries=100) == (schema, 3, blocks[1].raw.body)
+        assert log.block_bodies(start=2, last=4, max_entries=100) == (schema, 3, blocks[1].raw.body)
         assert log.block_bodies(start=3, last=5, max_entries=100)[1] == 7
         assert log.block_bodies(start=0, last=17, max_entries=2) == (schema, 2, blocks[0].raw.body)
         assert log.block_bodies(start=0, last=17, max_entries=3)[1] == 5
