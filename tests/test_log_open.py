@@ -306,3 +306,21 @@ async def test_aclose_waits_for_appends_in_flight(tmp_path: Path) -> None:
     assert sorted(t.result()[0] for t in tasks) == [0, 2, 4]
     with MetadataLog.open(tmp_path / "log", config=CONFIG, read_only=True) as reader:
         assert reader.end_offset == 6
+
+
+def test_a_failed_append_is_logged_as_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = MetadataLog.open(tmp_path / "log", config=CONFIG)
+
+    def failing_disk(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("metadata_log.log.os.fdatasync", failing_disk)
+    with caplog.at_level(logging.ERROR, logger="metadata_log"), pytest.raises(LogError):
+        log.append(batch("a", 1))
+    monkeypatch.undo()
+    log.close()
+    assert warnings_of(caplog) == [
+        "append failed, the log stops accepting writes: [Errno 5] Input/output error"
+    ]
