@@ -154,6 +154,19 @@ def test_a_lock_file_left_empty_names_another_process(tmp_path: Path) -> None:
     lock.release()
 
 
+def test_a_long_holder_text_is_quoted_by_its_first_256_bytes(tmp_path: Path) -> None:
+    text = "".join(chr(ord("a") + i % 26) for i in range(300))
+    (tmp_path / LOCK_NAME).write_text(text)
+    fd = os.open(tmp_path / LOCK_NAME, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(LogLockedError) as info:
+            DirectoryLock(tmp_path).acquire()
+        assert info.value.holder == text[:256]
+    finally:
+        os.close(fd)
+
+
 def test_a_refused_lock_leaks_no_descriptor(tmp_path: Path) -> None:
     holder = DirectoryLock(tmp_path)
     holder.acquire()
