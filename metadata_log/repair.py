@@ -198,6 +198,8 @@ def _execute(
     fsync_directory(quarantine.parent)
     fsync_directory(directory)
     problems = tuple(str(e) for e in report.errors)
+    # A torn tail alone is not a healthy log (the cut needs no --force): the note names it.
+    found = [*problems, *([report.torn_tail] if report.torn_tail else [])]
     moved: list[str] = []
     if cut.keep_until >= 0:
         path = directory / segment_name(cut.keep_until)
@@ -216,8 +218,7 @@ def _execute(
         f"kept: offsets up to {after}; the sound part of the log ended before offset {end_before}",
         *([f"reason: {reason}"] if reason else []),
         "found before the repair:",
-        *(f"  {p}" for p in problems or ("nothing: the log was healthy (forced)",)),
-        *([f"  {report.torn_tail}"] if report.torn_tail else []),
+        *(f"  {p}" for p in found or ("nothing: the log was healthy (forced)",)),
         "moved here:",
         *(f"  {m}" for m in moved or ("nothing (only the checkpoints were rewritten)",)),
     ]

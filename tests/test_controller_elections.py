@@ -150,3 +150,12 @@ def test_an_unclean_election_replaces_a_leader_that_is_not_live(service: Metadat
     (result,) = elect(service, ElectionType.UNCLEAN, "a")
     assert result.outcome.error_code == ErrorCode.NONE
     assert (partition(service, "a").leader, partition(service, "a").isr) == (2, (2,))
+
+
+def test_the_leader_is_fenced_while_an_added_replica_catches_up(service: MetadataService) -> None:
+    # The adding replica stays New (not in the ISR) while leadership moves: no transition.
+    fence(service, 3)
+    assert reassign(service, "a", (1, 2, 3)).outcome.ok
+    fence(service, 1)
+    moved = partition(service, "a")
+    assert (moved.leader, moved.isr, moved.adding_replicas) == (2, (2,), (3,))

@@ -121,3 +121,23 @@ def test_checked_change_returns_the_merged_partition() -> None:
     change = PartitionChangeRecord(partition_id=0, topic_id=T, isr=(1,))
     after = checked_change("t-0", before, change, LIVE, LIVE)
     assert after.isr == (1,) and after.replicas == (1, 2) and after.partition_epoch == 1
+
+
+def test_a_replica_still_catching_up_stays_new_while_its_leader_moves() -> None:
+    # New -> New is not in Kafka's table (its controller never commands it), but a replica
+    # whose derived state did not change made no transition: the leader move is legal.
+    before = _partition(replicas=(1, 2, 3), isr=(1, 2), adding_replicas=(3,))
+    change = PartitionChangeRecord(partition_id=0, topic_id=T, leader=2)
+    after = checked_change("t-0", before, change, LIVE, LIVE)
+    assert after.leader == 2 and after.adding_replicas == (3,)
+    assert replica_state(after, 3, LIVE) is ReplicaState.NEW
+    caught_up = PartitionChangeRecord(partition_id=0, topic_id=T, isr=(1, 2, 3))
+    assert checked_change("t-0", before, caught_up, LIVE, LIVE).isr == (1, 2, 3)  # New -> Online
+
+
+def test_an_offline_replica_it_keeps_cannot_become_new() -> None:
+    fenced_2 = _cluster(_broker(1), _broker(2, fenced=True), _broker(3))
+    before = _partition(replicas=(1, 2), isr=(1,))
+    after = _partition(replicas=(1, 2), isr=(1,), adding_replicas=(2,))
+    with pytest.raises(IllegalStateTransitionError, match="OfflineReplica -> NewReplica"):
+        check_change("t-0", before, after, fenced_2, fenced_2)

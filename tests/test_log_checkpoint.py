@@ -65,6 +65,15 @@ def test_write_then_read(tmp_path: Path) -> None:
             "it has an unexpected line 'log_start_offset -1'",
         ),
         (_with_crc("mlog-checkpoints 1\ncolour 1\n"), "it has an unexpected line 'colour 1'"),
+        # Long lines are quoted by their first 40 (magic) or 60 characters.
+        (
+            _with_crc("x" * 30 + "y" * 30 + "\n"),
+            "its first line is '" + "x" * 30 + "y" * 10 + "', not",
+        ),
+        (
+            _with_crc("mlog-checkpoints 1\ncolour " + "9" * 80 + "\n"),
+            "it has an unexpected line 'colour " + "9" * 53 + "'",
+        ),
         (
             _with_crc("mlog-checkpoints 1\nrecovery_point\n"),
             "it has an unexpected line 'recovery_point'",

@@ -82,6 +82,14 @@ def test_a_damaged_epoch_file_says_how_to_repair_it(tmp_path: Path, text: str) -
         bump_epoch(tmp_path)
 
 
+def test_a_long_damaged_epoch_file_is_quoted_by_its_first_40_characters(tmp_path: Path) -> None:
+    text = "".join(chr(ord("a") + i % 26) for i in range(100))
+    (tmp_path / EPOCH_NAME).write_text(text)
+    with pytest.raises(LogError) as info:
+        read_epoch(tmp_path)
+    assert f"found {text[:40]!r};" in str(info.value)
+
+
 def test_an_epoch_that_cannot_be_written_is_one_line_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / (EPOCH_NAME + ".tmp")).mkdir()  # open() for writing fails: a directory
     with pytest.raises(LogError, match="cannot write the leader epoch to") as info:
@@ -144,6 +152,19 @@ def test_a_lock_file_left_empty_names_another_process(tmp_path: Path) -> None:
     lock.acquire()  # a stale, longer holder text is replaced whole
     assert (tmp_path / LOCK_NAME).read_text() == f"pid {os.getpid()} on {os.uname().nodename}\n"
     lock.release()
+
+
+def test_a_long_holder_text_is_quoted_by_its_first_256_bytes(tmp_path: Path) -> None:
+    text = "".join(chr(ord("a") + i % 26) for i in range(300))
+    (tmp_path / LOCK_NAME).write_text(text)
+    fd = os.open(tmp_path / LOCK_NAME, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(LogLockedError) as info:
+            DirectoryLock(tmp_path).acquire()
+        assert info.value.holder == text[:256]
+    finally:
+        os.close(fd)
 
 
 def test_a_refused_lock_leaks_no_descriptor(tmp_path: Path) -> None:
