@@ -1378,7 +1378,7 @@ class MetadataLog:
                 if count >= max_entries:
                     break
             return segment.header.schema_json, count, b"".join(bodies)
-        if damaged is not None and damaged.damage is not None and start < damaged.next_offset:
+        if damaged is not None and damaged.damage is not None:
             raise damaged.damage
         return self.codec.entry_schema_json, 0, b""
 

@@ -135,6 +135,12 @@ def test_block_bodies_and_record_blocks_stop_at_damage(built: Built) -> None:
     with MetadataLog.open(built.directory, config=CONFIG, read_only=True, up_to_damage=True) as log:
         assert log.block_bodies(start=9, last=20, max_entries=100)[1] == 2
         assert log.block_bodies(start=0, last=8, max_entries=100)[1] == 9
+        # From the damage on there is nothing to serve: the damage is raised, as `read`
+        # raises it, not an empty answer a reader would take for "caught up".
+        with pytest.raises(LogCorruptionError):
+            log.block_bodies(start=11, last=20, max_entries=100)
+        with pytest.raises(LogCorruptionError):
+            list(log.read(gt=10))
         assert [b.first_offset for b in log.read_records(lte=10)] == [0, 2, 5, 9]
         with pytest.raises(LogCorruptionError):
             list(log.read_records(gt=8))
