@@ -180,7 +180,10 @@ class Channel(asyncio.Protocol):
         self._idle_timer = loop.call_at(
             self._last_progress + self._context.idle_seconds, self._check_idle
         )
-        self.task = loop.create_task(self._run())
+        if self._tls:
+            self.task = loop.create_task(self._run())  # the handshake is the task's first step
+        # Otherwise the answering task starts with the first whole frame (`_start`): a crowd
+        # of idle or trickling connections costs no task each, only its protocol object.
 
     def data_received(self, data: bytes) -> None:
         """Store the bytes; stop reading when enough are waiting; wake the answering task."""
@@ -205,6 +208,9 @@ class Channel(asyncio.Protocol):
         if buffered >= READ_AHEAD and not self._read_paused:
             self._read_paused = True
             self._pause_reading()
+        if self.task is None:
+            self._start()
+            return
         readable = self._readable
         if readable is not None and not readable.done():
             readable.set_result(None)
@@ -215,6 +221,8 @@ class Channel(asyncio.Protocol):
         A TLS connection cannot be kept half-open: it closes (asyncio's SSL transport).
         """
         self._eof = True
+        if self.task is None and not self._lost:
+            self._start()  # it answers what is buffered, then closes
         self._wake_readable()
         return not self._tls
 
@@ -280,6 +288,10 @@ class Channel(asyncio.Protocol):
     def expect_raw_tokens(self, raw: bool) -> None:
         """The next frames are raw SASL tokens (after a SaslHandshake v0), or requests again."""
         self._connection.raw_tokens = raw
+
+    def _start(self) -> None:
+        """Start the answering task (at the first whole frame, or at the end of input)."""
+        self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -348,7 +348,9 @@ class MetadataServer:
         channels = self._channels.channels if self._channels is not None else set()
         for channel in list(channels):
             channel.closing = True
-            if not channel.processing and channel.task is not None:
+            if channel.task is None:
+                channel.abort()  # never sent a whole request: nothing to answer
+            elif not channel.processing:
                 channel.task.cancel()
         tasks = [c.task for c in channels if c.task is not None]
         if tasks:
