@@ -87,6 +87,7 @@ _LOG_TESTS = (
     "tests/test_log_reads.py",
     "tests/test_log_open.py",
     "tests/test_log_segment.py",
+    "tests/test_log_replica.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
@@ -160,6 +161,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "container",
             "segment",
             "log",
+            "replica",
             "extent",
             "index",
             "spans",

@@ -916,3 +916,78 @@ def test_a_follower_killed_at_any_moment_keeps_what_it_flushed(tmp_path: Path, s
         assert log.epoch_cache() == expected_cache(entries)
         assert log.verify().ok
         LogView.from_log(end_offset=log.end_offset, epochs=log.epoch_cache())
+
+
+def _fields(**changes: object) -> ReplicaBlock:
+    values: dict[str, object] = {
+        "first_offset": 5,
+        "count": 3,
+        "epoch": 2,
+        "timestamp": 1_800_000_000_000,
+        "body": b"abcdef",
+        "crc32": zlib.crc32(b"abcdef"),
+    }
+    values.update(changes)
+    return ReplicaBlock(**values)  # type: ignore[arg-type]
+
+
+def test_a_blocks_offsets_are_its_first_and_count() -> None:
+    block = _fields()
+    assert (block.first_offset, block.last_offset, block.end_offset) == (5, 7, 8)
+    assert _fields(count=1).last_offset == 5
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"first_offset": 1 << 63}, "first offset"),
+        ({"first_offset": -1}, "first offset"),
+        ({"timestamp": 1 << 63}, "timestamp"),
+        ({"timestamp": -1}, "timestamp"),
+        ({"crc32": 1 << 32}, "CRC32"),
+        ({"count": 7}, "claims 7 entries in a body of 6 bytes"),
+        ({"count": 0}, "claims 0 entries"),
+        ({"epoch": 1 << 31}, "epoch"),
+    ],
+)
+def test_encode_refuses_each_field_one_past_its_range(
+    changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ReplicaBlockError, match=message):
+        _fields(**changes).encode()
+
+
+def test_encode_keeps_each_field_at_its_bound() -> None:
+    for changes in (
+        {"first_offset": (1 << 63) - 1},
+        {"timestamp": (1 << 63) - 1},
+        {"crc32": 0xFFFFFFFF},
+        {"count": 6},  # one byte per entry at most
+        {"epoch": (1 << 31) - 1},
+        {"first_offset": 0, "timestamp": 0, "crc32": 0, "epoch": 0},
+    ):
+        block = _fields(**changes)
+        assert ReplicaBlock.decode(block.encode()) == block
+
+
+def test_the_body_size_bound_is_inclusive() -> None:
+    from metadata_log.replica import MAX_BLOCK_BODY
+
+    at_bound = b"\0" * MAX_BLOCK_BODY
+    block = _fields(body=at_bound, crc32=zlib.crc32(at_bound))
+    assert ReplicaBlock.decode(block.encode()).body == at_bound
+    over = at_bound + b"\0"
+    with pytest.raises(ReplicaBlockError, match="larger than a block can be"):
+        _fields(body=over, crc32=zlib.crc32(over)).encode()
+
+
+def test_decode_from_a_position_near_the_end_is_truncated_not_a_struct_error() -> None:
+    data = _fields().encode()
+    tail = data + b"x" * 10
+    with pytest.raises(ReplicaBlockError, match=r"truncated: 10 bytes, a header alone"):
+        ReplicaBlock.decode_from(tail, len(data))
+    with pytest.raises(ReplicaBlockError, match=r"holds 3 bytes after its body"):
+        ReplicaBlock.decode(data + b"xyz")
+    header_only = data[:HEADER_SIZE]
+    with pytest.raises(ReplicaBlockError, match="its body claims 6 bytes, 0 follow"):
+        ReplicaBlock.decode(header_only)
