@@ -971,7 +971,7 @@ def test_encode_keeps_each_field_at_its_bound() -> None:
 
 
 def test_the_body_size_bound_is_inclusive() -> None:
-    from metadata_log.replica import MAX_BLOCK_BODY
+    from metadata_log.container import MAX_BLOCK_BODY
 
     at_bound = b"\0" * MAX_BLOCK_BODY
     block = _fields(body=at_bound, crc32=zlib.crc32(at_bound))
