@@ -33,7 +33,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -124,7 +124,6 @@ class _Proposal:
     first: int
     """The offset the working image gave its first record."""
     future: asyncio.Future[AppendResult]
-    result: AppendResult | None = None
 
 
 class ReplicatedService(MetadataService):
@@ -208,10 +207,14 @@ class ReplicatedService(MetadataService):
         if self._commit_waiters:
             self.release_waiters()
 
-    def lead_from(self, end_offset: int) -> None:
-        """Start writing after `end_offset - 1`: the committed image is the working one."""
+    def drop_uncommitted(self) -> None:
+        """Make the committed image the working one: on taking or losing the leadership.
+
+        A new leader writes after everything committed (its log holds nothing more); a
+        former one forgets what it accepted and the quorum did not commit.
+        """
         self._working = self._committed
-        self._next_offset = end_offset
+        self._next_offset = self._committed.provenance.offset + 1
 
 
 class QuorumNode:
@@ -241,7 +244,8 @@ class QuorumNode:
         self._answers: dict[tuple[int, int], tuple[asyncio.Future[Response], Request]] = {}
         """Requests from other nodes awaiting the core's answer, by (sender, correlation id)."""
         self._queued: list[_Proposal] = []
-        self._inflight: deque[_Proposal] = deque()
+        self._inflight: deque[tuple[_Proposal, AppendResult]] = deque()
+        """Proposed and not yet committed, in offset order, with where each went."""
         self._blocks: dict[int, tuple[ReplicaBlock, bool]] = {}
         """Blocks about to be appended, by first offset, and whether they came from a peer."""
         self._wake = asyncio.Event()
@@ -258,7 +262,6 @@ class QuorumNode:
         """Why the node stopped, once its storage failed."""
         self.on_failure: Callable[[str], None] | None = None
         """Called once with the reason when the node stops on a failure (the server exits)."""
-        self.high_watermark = 0
         service.node = self
 
     # ------------------------------------------------------------------ state
@@ -568,7 +571,7 @@ class QuorumNode:
             )
             for proposal in group:
                 proposal.future.set_exception(error)
-            self._reset_working()
+            self.service.drop_uncommitted()
             return
         timestamp = max(_wall_ms(), self._last_timestamp)
         block = self.log.encode_block(
@@ -587,8 +590,7 @@ class QuorumNode:
         offset = first
         for proposal in group:
             last = offset + len(proposal.records) - 1
-            proposal.result = AppendResult(offset, last, timestamp)
-            self._inflight.append(proposal)
+            self._inflight.append((proposal, AppendResult(offset, last, timestamp)))
             offset = last + 1
 
     async def _carry_out(self, ready: Ready) -> None:
@@ -735,14 +737,8 @@ class QuorumNode:
     # ------------------------------------------------------------------ commits and roles
 
     async def _committed(self, high_watermark: int) -> None:
-        self.high_watermark = high_watermark
-        while self._inflight and self._inflight[0].result is not None:
-            proposal = self._inflight[0]
-            result = proposal.result
-            assert result is not None  # checked by the loop's condition
-            if result[1] >= high_watermark:
-                break
-            self._inflight.popleft()
+        while self._inflight and self._inflight[0][1][1] < high_watermark:
+            proposal, result = self._inflight.popleft()
             if not proposal.future.done():
                 proposal.future.set_result(result)
         if self.leading:
@@ -781,12 +777,12 @@ class QuorumNode:
                 role.name.lower(),
             )
         self._fail_proposals(self.not_controller())
-        self._reset_working()
+        self.service.drop_uncommitted()
 
     def _start_leading(self) -> None:
         if self._leading.is_set():
             return
-        self.service.lead_from(self.core.log.end_offset)
+        self.service.drop_uncommitted()
         self._leading.set()
         self._role_seen.set()
         logger.info("controller %d takes writes from offset %d", self.config.node_id, self._applied)
@@ -797,11 +793,8 @@ class QuorumNode:
         with contextlib.suppress(ApiError):
             await self.service.submit(_bootstrap, principal=SERVICE_PRINCIPAL)
 
-    def _reset_working(self) -> None:
-        self.service.follow(self.service.image)
-
     def _fail_proposals(self, error: ApiError) -> None:
-        pending: Iterable[_Proposal] = [*self._inflight, *self._queued]
+        pending = [*(proposal for proposal, _ in self._inflight), *self._queued]
         self._inflight.clear()
         self._queued = []
         for proposal in pending:
