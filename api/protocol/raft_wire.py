@@ -840,24 +840,21 @@ def _vote(body: Any, correlation_id: int, name: str) -> QuorumResponse:
     )
 
 
-def _begin(body: Any, correlation_id: int, name: str) -> QuorumResponse:
-    p = _answer_partition(body.topics, name, "partition_index")
-    return BeginQuorumEpochResponse(
-        correlation_id=correlation_id,
-        error_code=core_error_code(int(p.error_code), what=name),
-        leader_id=int(p.leader_id),
-        leader_epoch=int(p.leader_epoch),
-    )
+def _epoch_answer(
+    kind: type[BeginQuorumEpochResponse] | type[EndQuorumEpochResponse],
+) -> Callable[[Any, int, str], QuorumResponse]:
+    """The reader of a Begin- or EndQuorumEpoch answer: the same fields, another class."""
 
+    def read(body: Any, correlation_id: int, name: str) -> QuorumResponse:
+        p = _answer_partition(body.topics, name, "partition_index")
+        return kind(
+            correlation_id=correlation_id,
+            error_code=core_error_code(int(p.error_code), what=name),
+            leader_id=int(p.leader_id),
+            leader_epoch=int(p.leader_epoch),
+        )
 
-def _end(body: Any, correlation_id: int, name: str) -> QuorumResponse:
-    p = _answer_partition(body.topics, name, "partition_index")
-    return EndQuorumEpochResponse(
-        correlation_id=correlation_id,
-        error_code=core_error_code(int(p.error_code), what=name),
-        leader_id=int(p.leader_id),
-        leader_epoch=int(p.leader_epoch),
-    )
+    return read
 
 
 def _optional_pair(first: int, second: int, what: str) -> tuple[int, int] | None:
@@ -936,8 +933,8 @@ def _describe_quorum(body: Any, correlation_id: int, name: str) -> QuorumRespons
 
 _DECODERS: Mapping[int, Callable[[Any, int, str], QuorumResponse]] = {
     VOTE_KEY: _vote,
-    BEGIN_QUORUM_EPOCH_KEY: _begin,
-    END_QUORUM_EPOCH_KEY: _end,
+    BEGIN_QUORUM_EPOCH_KEY: _epoch_answer(BeginQuorumEpochResponse),
+    END_QUORUM_EPOCH_KEY: _epoch_answer(EndQuorumEpochResponse),
     FETCH_KEY: _fetch,
     FETCH_SNAPSHOT_KEY: _fetch_snapshot,
     DESCRIBE_QUORUM_KEY: _describe_quorum,
