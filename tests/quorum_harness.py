@@ -148,12 +148,14 @@ class Cluster:
         for node_id in list(self.network.nodes):
             await self.stop(node_id)
 
-    async def leader(self, timeout: float = 10.0) -> QuorumNode:
-        """The node that leads and takes writes, once there is one."""
+    async def leader(
+        self, timeout: float = 10.0, *, excluding: QuorumNode | None = None
+    ) -> QuorumNode:
+        """The node that leads and takes writes (other than `excluding`), once there is one."""
         deadline = asyncio.get_running_loop().time() + timeout
         while asyncio.get_running_loop().time() < deadline:
             for node in self.network.nodes.values():
-                if node.leading:
+                if node.leading and node is not excluding:
                     return node
             await asyncio.sleep(0.01)
         raise TimeoutError("no leader took writes in time")

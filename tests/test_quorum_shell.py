@@ -20,7 +20,6 @@ def _entries(node_log: object) -> list[tuple[int, int, int, object]]:
 
 
 async def _converged(cluster: Cluster, offset: int, timeout: float = 10.0) -> None:
-    import asyncio
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -93,7 +92,6 @@ async def test_a_stopped_leader_hands_over_and_catches_up_when_back(tmp_path: Pa
 async def test_an_isolated_leader_loses_its_pending_write_and_the_rest_go_on(
     tmp_path: Path,
 ) -> None:
-    import asyncio
 
     cluster = Cluster(tmp_path)
     await cluster.start_all()
@@ -104,14 +102,7 @@ async def test_an_isolated_leader_loses_its_pending_write_and_the_rest_go_on(
         pending = asyncio.ensure_future(create_topic(leader, "lost"))
         await asyncio.sleep(0.05)
         assert not pending.done()  # not committed: no majority acknowledges it
-        others = [n for n in cluster.network.nodes.values() if n is not leader]
-        new = None
-        for _ in range(1000):
-            new = next((n for n in others if n.leading), None)
-            if new is not None:
-                break
-            await asyncio.sleep(0.01)
-        assert new is not None
+        new = await cluster.leader(excluding=leader)
         await create_topic(new, "kept")
         with pytest.raises(ApiError) as refused:
             await pending
@@ -205,12 +196,7 @@ async def test_a_leader_whose_disk_fails_stops_and_another_takes_over(tmp_path: 
         assert refused.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
         assert leader.failed is not None and reasons == [leader.failed]
         assert "No space left" in leader.failed
-        others = [n for n in cluster.network.nodes.values() if n is not leader]
-        for _ in range(1000):
-            if any(n.leading for n in others):
-                break
-            await asyncio.sleep(0.01)
-        successor = next(n for n in others if n.leading)
+        successor = await cluster.leader(excluding=leader)
         await create_topic(successor, "after")
         assert successor.service.image.topics.get_by_name("never") is None
     finally:
