@@ -19,6 +19,7 @@ Over TLS and with a SASL login, as a client config file says (`--command-config`
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,24 @@ def _address(host: Any, port: Any) -> str:
     return f"[{text}]:{int(port)}" if ":" in text else f"{text}:{int(port)}"
 
 
+async def _named_controller(
+    client: AdminClient, *, close: bool = False
+) -> tuple[str | None, list[str]] | None:
+    """The controller a node names (or None) and every node's address; None if it cannot say.
+
+    `close`: the connection was opened just to ask, and is closed after.
+    """
+    try:
+        answer = await client.metadata([])
+    except ClientError:
+        return None
+    finally:
+        if close:
+            await client.close()
+    nodes = {int(b.node_id): _address(b.host, b.port) for b in answer.brokers}
+    return nodes.get(int(answer.controller_id)), list(nodes.values())
+
+
 def _fits(values: Any, bounds: tuple[int, int], what: str) -> None:
     """Refuse locally a value the request's field cannot carry (else `struct.error` later)."""
     low, high = bounds
@@ -144,55 +163,42 @@ class AdminClient(SecurityApis):
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
-        client = await cls.connect(
-            bootstrap, client_id=client_id, timeout_ms=timeout_ms, security=security
-        )
+
+        async def connect(address: str) -> AdminClient:
+            return await cls.connect(
+                address, client_id=client_id, timeout_ms=timeout_ms, security=security
+            )
+
+        client = await connect(bootstrap)
         if DESCRIBE_QUORUM_KEY not in client._versions:
             return client
-        asked: AdminClient | None = client
         others: list[str] = []
-        turn = 0
-        while True:
-            if asked is not None:
-                try:
-                    answer = await asked.metadata([])
-                except ClientError:
-                    answer = None
-                if answer is not None:
-                    nodes = {int(b.node_id): _address(b.host, b.port) for b in answer.brokers}
-                    others = [a for a in nodes.values() if a != bootstrap] or others
-                    leader = nodes.get(int(answer.controller_id))
-                    if leader is not None:
-                        if asked is not client:
-                            await asked.close()
-                        if leader == bootstrap:
-                            return client
-                        await client.close()
-                        return await cls.connect(
-                            leader, client_id=client_id, timeout_ms=timeout_ms, security=security
-                        )
-                if asked is not client:
-                    await asked.close()
-            if loop.time() >= deadline:
-                return client  # writes will say NOT_CONTROLLER; reads work on any node
-            await asyncio.sleep(0.05)
-            # Ask the bootstrap node and the others in turn: one of them hears the leader.
-            turn += 1
+        for turn in itertools.count():
+            # The bootstrap node and the others in turn: one of them hears the leader.
             where = bootstrap
             if turn % 2 and others:
                 where = others[(turn // 2) % len(others)]
             if where == bootstrap:
-                asked = client
-                continue
-            try:
-                asked = await asyncio.wait_for(
-                    cls.connect(
-                        where, client_id=client_id, timeout_ms=timeout_ms, security=security
-                    ),
-                    min(2.0, max(0.1, deadline - loop.time())),
-                )
-            except (ClientError, OSError, TimeoutError):
-                asked = None
+                named = await _named_controller(client)
+            else:
+                wait = min(2.0, max(0.1, deadline - loop.time()))
+                try:
+                    asked = await asyncio.wait_for(connect(where), wait)
+                except (ClientError, OSError, TimeoutError):
+                    asked = None
+                named = None if asked is None else await _named_controller(asked, close=True)
+            if named is not None:
+                leader, voters = named
+                others = [a for a in voters if a != bootstrap] or others
+                if leader == bootstrap:
+                    return client
+                if leader is not None:
+                    await client.close()
+                    return await connect(leader)
+            if loop.time() >= deadline:
+                return client  # writes will say NOT_CONTROLLER; reads work on any node
+            await asyncio.sleep(0.05)
+        raise AssertionError("unreachable")  # itertools.count() never ends
 
     async def describe_quorum(self) -> DescribeQuorumResponse:
         """DescribeQuorum (55) of a quorum's node: answered by the leader only.
