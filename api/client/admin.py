@@ -62,9 +62,8 @@ from api.controller.commands import (
     TopicRef,
 )
 from api.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
-from api.protocol import private, raft_wire
+from api.protocol import private
 from api.protocol.private import EntryDecoder
-from metadata_log.raft.messages import DescribeQuorumResponse
 from records.entry import LogEntry
 from records.model import ConfigResourceType
 from records.uuids import Uuid
@@ -73,6 +72,7 @@ from replay.timetravel import Change, Entity, HistoryEntry
 
 if TYPE_CHECKING:
     from api.security.client_config import ClientSecurity
+    from metadata_log.raft.messages import DescribeQuorumResponse
 
 DESCRIBE_QUORUM_KEY = 55
 """DescribeQuorum: a server that offers it is a node of a controller quorum."""
@@ -206,6 +206,11 @@ class AdminClient(SecurityApis):
         `RemoteError` if refused (CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the
         cluster; NOT_LEADER_OR_FOLLOWER from another node; not a quorum's node).
         """
+        # Only `mlog quorum describe` asks: the quorum's messages (~25 ms of imports) are not
+        # loaded by every other command that connects to a server.
+        from api.protocol import raft_wire  # noqa: PLC0415
+        from metadata_log.raft.messages import DescribeQuorumResponse  # noqa: PLC0415
+
         theirs = self._versions.get(DESCRIBE_QUORUM_KEY)
         if theirs is None:
             raise RemoteError(35, "this server is not a node of a controller quorum")
