@@ -28,18 +28,6 @@ if TYPE_CHECKING:
     from metadata_log.raft.config import VoterAddress
 
 
-def _format_values(args: argparse.Namespace) -> dict[str, str]:
-    from api.security.properties import load_properties
-
-    values = load_properties(args.config) if args.config is not None else {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise CliError(f"--override {item!r} is not KEY=VALUE (e.g. --override node.id=1)")
-        values[key.strip()] = value
-    return values
-
-
 def quorum_cluster_id(addresses: Mapping[int, VoterAddress]) -> str:
     """The cluster id every voter of one `controller.quorum.voters` derives alike.
 
@@ -62,10 +50,11 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
     import dataclasses
     import os
 
+    from api.cli.serve import cluster_identity, file_values
     from api.server.config import server_config
     from metadata_log.raft.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 
-    config = server_config(_format_values(args))
+    config = server_config(file_values(args))
     if config.quorum is None:
         raise CliError(
             "no controller.quorum.voters in the config: give --config FILE (or --override "
@@ -97,8 +86,6 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
             f"{log_dir} holds a log; a voter with a log but no quorum-state lost its state: "
             "start it without formatting, it catches up before it votes"
         )
-    from api.cli.serve import cluster_identity
-
     cluster_id = args.cluster_id or quorum_cluster_id(quorum.addresses)
     directory.mkdir(parents=True, exist_ok=True)
     stored, _ = cluster_identity(directory, quorum.node_id, cluster_id=cluster_id)

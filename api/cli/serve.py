@@ -330,10 +330,9 @@ def _controller_listeners(values: Mapping[str, str]) -> list[str] | None:
     return [n for n in names if n] or None
 
 
-def config_values(args: argparse.Namespace) -> dict[str, str]:
-    """The config file's keys with `--override` and the flags that name a key laid over them."""
+def file_values(args: argparse.Namespace) -> dict[str, str]:
+    """`--config FILE`'s keys with each `--override KEY=VALUE` laid over them."""
     from api.security.properties import load_properties
-    from api.server.config import DEFAULT_LISTENERS, format_listener, parse_listeners
 
     values = load_properties(args.config) if args.config is not None else {}
     for item in args.override:
@@ -341,6 +340,14 @@ def config_values(args: argparse.Namespace) -> dict[str, str]:
         if not sep or not key.strip():
             raise CliError(f"--override {item!r} is not KEY=VALUE (e.g. --override node.id=1)")
         values[key.strip()] = value
+    return values
+
+
+def config_values(args: argparse.Namespace) -> dict[str, str]:
+    """The config file's keys with `--override` and the flags that name a key laid over them."""
+    from api.server.config import DEFAULT_LISTENERS, format_listener, parse_listeners
+
+    values = file_values(args)
     if args.listen is not None:
         values["listeners"] = format_listener("PLAINTEXT", *args.listen)
         values["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT"
