@@ -19,6 +19,7 @@ from quorum_processes import CLUSTER_ID, Quorum, Writer, check_logs, mlog
 from tcp_proxy import proxy_loop
 
 from api.client import AdminClient
+from api.client.connection import ClientError
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -307,7 +308,7 @@ async def test_controllers_authenticate_each_other_with_certificates(tmp_path: P
         q.start(leader)
         await _converge(q, writer)
         # A peer without a certificate cannot even connect to a controller.
-        with pytest.raises(Exception):  # noqa: B017 - the TLS handshake's own error
+        with pytest.raises(ClientError):
             await AdminClient.connect(q.nodes[leader].address, timeout_ms=3000)
     finally:
         await writer.close()
