@@ -69,12 +69,18 @@ def write_quorum_state(directory: Path, state: QuorumState) -> None:
         ) from exc
 
 
+_ADVICE = (
+    "move it aside (the node then catches up from the leader before it votes again) or "
+    "restore it from a backup"
+)
+"""What to do with a damaged `quorum-state`: the node without it is safe, as after a wipe."""
+
+
 def _int_field(data: dict[str, object], key: str, path: Path) -> int:
     value = data.get(key)
     if type(value) is not int:
         raise QuorumStateError(
-            f"{path} is damaged: {key!r} should be an integer, found {value!r:.40}; "
-            "restore it from a backup or remove the data directory and let the node catch up"
+            f"{path} is damaged: {key!r} should be an integer, found {value!r:.40}; {_ADVICE}"
         )
     return value
 
@@ -91,7 +97,7 @@ def read_quorum_state(directory: Path, *, voters: frozenset[int]) -> QuorumState
             raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         return None
-    advice = "restore it from a backup or remove the data directory and let the node catch up"
+    advice = _ADVICE
     if len(raw) > MAX_FILE_BYTES:
         raise QuorumStateError(f"{path} is over {MAX_FILE_BYTES} bytes, not a quorum-state file")
     try:
