@@ -32,6 +32,20 @@ class Link:
     """From the header: None if it predates the chain; empty if it had no previous segment."""
 
 
+def trimmed_leftovers(bases: list[int], start: int) -> int:
+    """How many of the sorted segment `bases` lie wholly below the log start `start`.
+
+    A trim (`MetadataLog.trim_before`) writes the new log start durably before it deletes the
+    segments below it, so a crash in between leaves them: they end at or before the next
+    segment's base, which is at or before the start. They are no part of the log (a writer
+    deletes them on open, readers skip them). The newest segment is never one of them.
+    """
+    count = 0
+    while count + 1 < len(bases) and bases[count + 1] <= start:
+        count += 1
+    return count
+
+
 def link_problem(previous: Link, segment: Link) -> LogCorruptionError | None:
     """The problem with `segment` following `previous`, or None if it follows it."""
     if segment.base_offset > previous.next_offset:

@@ -50,7 +50,7 @@ from metadata_log.errors import (
     ReadOnlyLogError,
     ReplicaBlockError,
 )
-from metadata_log.extent import Link, extent_problems, link_problem
+from metadata_log.extent import Link, extent_problems, link_problem, trimmed_leftovers
 from metadata_log.lock import DirectoryLock
 from metadata_log.repair import cut_segment, move_segment
 from metadata_log.replica import ReplicaBlock
@@ -95,6 +95,16 @@ class AppendResult(tuple[int, int]):
         result = super().__new__(cls, (first, last))
         result.timestamp = timestamp
         return result
+
+
+def _epochs_from(epochs: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
+    """The epoch cache of a log that starts at `start`: earlier epochs dropped or clipped."""
+    kept = [
+        (e, o)
+        for i, (e, o) in enumerate(epochs)
+        if i + 1 >= len(epochs) or epochs[i + 1][1] > start
+    ]
+    return [(e, max(o, start)) for e, o in kept]
 
 
 def _wall_clock_ms() -> int:
@@ -263,7 +273,23 @@ class MetadataLog:
             elif name.endswith(".tmp") and not self.read_only:
                 # An interrupted segment, index, checkpoint or epoch write: never the only copy.
                 (self.directory / name).unlink()
-        links = self._open_segments(sorted(bases))
+        bases.sort()
+        leftovers = trimmed_leftovers(
+            bases, 0 if checkpoint is None else checkpoint.log_start_offset
+        )
+        if leftovers:
+            if not self.read_only:
+                # A trim stopped after it moved the log start: finish it.
+                for base in bases[:leftovers]:
+                    move_segment(self.directory / segment_name(base), None)
+                fsync_directory(self.directory)
+                logger.info(
+                    "removed %d segment(s) below the log start %d left by an interrupted trim",
+                    leftovers,
+                    bases[leftovers],
+                )
+            bases = bases[leftovers:]
+        links = self._open_segments(bases)
         for problem in extent_problems(
             self.directory,
             checkpoint,
@@ -1114,6 +1140,51 @@ class MetadataLog:
         )
         segment.last_epoch = body_prefix(body)[1]
 
+    def trim_before(self, offset: int) -> list[SegmentInfo]:
+        """Remove the whole segments whose entries all lie below `offset`; the log start moves.
+
+        The newest segment is never removed, nor one holding `offset` or later entries, so
+        the log afterwards starts at a segment's base offset, at or before `offset`. The
+        caller decides what may go (`mlog log trim --before-snapshot`: below the newest
+        snapshot). Durable and crash-safe: the checkpoints (and, in quorum mode, the epoch
+        cache) name the new start first, then the segments are deleted, oldest first; segments
+        a crash left below the start are deleted on the next open. Returns what was removed.
+        """
+        with self._write_lock:
+            self._check_writable()
+            if not isinstance(offset, int) or offset < 0:
+                raise LogError(f"cannot trim before offset {offset!r}: give an offset >= 0")
+            gone = [s for s in self._segments[:-1] if s.next_offset <= offset]
+            if not gone:
+                return []
+            start = self._segments[len(gone)].base_offset
+            infos = [s.info() for s in gone]
+            try:
+                checkpoint = Checkpoint(
+                    log_start_offset=start,
+                    recovery_point=self._flushed_offset,
+                    newest_segment=self._segments[-1].base_offset,
+                )
+                write_checkpoint(self.directory, checkpoint, sync_directory=True)
+                self._checkpoint = checkpoint
+                if self.replicated:
+                    self._persist_epochs(_epochs_from(self._epochs, start))
+                for segment in gone:
+                    move_segment(segment.path, None)
+                fsync_directory(self.directory)
+            except OSError as exc:
+                self._fail("trim", exc)
+            self._segments = self._segments[len(gone) :]
+            logger.info(
+                "trimmed the log in %s: removed %d segment(s), offsets %d..%d; it starts at %d",
+                self.directory,
+                len(gone),
+                infos[0].base_offset,
+                start - 1,
+                start,
+            )
+            return infos
+
     def epoch_cache(self) -> list[tuple[int, int]]:
         """The leader-epoch cache: [(epoch, offset of its first entry)], oldest first.
 
@@ -1146,6 +1217,8 @@ class MetadataLog:
         except OSError as exc:
             problem = f"cannot be read ({exc})"
         if stored is not None:
+            # A trim writes the checkpoints first: a cache from before it still starts earlier.
+            stored = _epochs_from(stored, self.log_start_offset)
             problem = self._epochs_problem(stored)
         elif problem is None and self._next_offset > self.log_start_offset:
             problem = "is missing"

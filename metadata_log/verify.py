@@ -17,7 +17,13 @@ from pathlib import Path
 from metadata_log.checkpoint import CheckpointDamage, checkpoint_path, read_checkpoint
 from metadata_log.container import BlockDamage
 from metadata_log.errors import LogCorruptionError
-from metadata_log.extent import Link, chain_problem, extent_problems, link_problem
+from metadata_log.extent import (
+    Link,
+    chain_problem,
+    extent_problems,
+    link_problem,
+    trimmed_leftovers,
+)
 from metadata_log.segment import (
     ScanProblem,
     Segment,
@@ -98,6 +104,10 @@ def verify_log(
         checkpoint = None
     recovery_point = 0 if checkpoint is None else checkpoint.recovery_point
     bases = segment_bases(path)
+    # Segments an interrupted trim left below the log start are no part of the log.
+    bases = bases[
+        trimmed_leftovers(bases, 0 if checkpoint is None else checkpoint.log_start_offset) :
+    ]
     reports: list[SegmentReport] = []
     links: list[Link | None] = []
     torn_tail: str | None = None

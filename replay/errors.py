@@ -7,6 +7,25 @@ from records.model import Record
 from replay.rules import RULES
 
 
+class TrimmedLogError(MetadataLogError):
+    """The entries an image needs lie before the log's start: they were trimmed away.
+
+    `mlog log trim --before-snapshot` removes whole segments below the newest snapshot, so the
+    image before the log start exists only in the snapshots.
+    """
+
+    def __init__(self, log_start: int, needed: int) -> None:
+        super().__init__(
+            f"the log starts at offset {log_start} (the entries before it were trimmed with "
+            f"`mlog log trim`), but this needs offset {needed} on: the state before offset "
+            f"{log_start} is kept only in the snapshots. `mlog snapshot list` shows them; "
+            "`mlog image show --at-offset N` works from a snapshot's offset N on. If the "
+            "snapshot database was lost or damaged, restore it from a backup"
+        )
+        self.log_start = log_start
+        self.needed = needed
+
+
 class ReplayError(MetadataLogError):
     """A record cannot be replayed onto the image: the log (or a command) is inconsistent.
 

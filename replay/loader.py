@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from metadata_log.log import MetadataLog
 from records.model import Record
 from replay.delta import MetadataDelta
-from replay.errors import ReplayError
+from replay.errors import ReplayError, TrimmedLogError
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 
 PROGRESS_EVERY = 65_536
@@ -39,6 +39,11 @@ def load_image(
     block (a block holds whole batches), except a last block cut short by `lte`.
     """
     gt = base.provenance.offset if base.provenance.offset >= 0 else None
+    if base.provenance.offset + 1 < log.log_start_offset and (
+        lte is None or lte > base.provenance.offset
+    ):
+        # A trimmed log: what lies between `base` and the start is gone, never skipped.
+        raise TrimmedLogError(log.log_start_offset, base.provenance.offset + 1)
     if lte is not None and gt is not None and lte <= gt:
         return base
     delta = MetadataDelta(base)

@@ -160,6 +160,13 @@ def travel(
 ) -> Travel:
     """The image at a point in time (see the module docstring), with how it was built."""
     target = resolve_offset(log, at_offset=at_offset, at_time=at_time)
+    log_start = log.log_start_offset
+    if log_start > 0 and (target < log_start - 1 or (at_time is not None and target < log_start)):
+        if at_time is None:
+            kept = _snapshot_exactly_at(store, target)
+            if kept is not None:
+                return kept
+        raise TimeTravelError(_before_start(log, store, target, at_time))
     if target < 0:
         return Travel(
             image=EMPTY_IMAGE, snapshot=None, replayed=0, load_seconds=0, replay_seconds=0
@@ -176,6 +183,58 @@ def travel(
         load_seconds=load_seconds,
         replay_seconds=replay_seconds,
         skipped=tuple(skipped),
+    )
+
+
+def _snapshot_exactly_at(store: SnapshotStore | None, target: int) -> Travel | None:
+    """Before a trimmed log's start, only a snapshot taken at that very offset is an answer.
+
+    It cannot be checked against the log (the entry is gone), only against its checksum.
+    """
+    if store is None or store.missing():
+        return None
+    start = time.perf_counter()
+    try:
+        for info in store.snapshots(gt=target - 1, lte=target, desc=True):
+            try:
+                image = store.load(info.id)
+            except SnapshotContentError as exc:
+                logger.warning("%s", exc)
+                continue
+            return Travel(
+                image=image,
+                snapshot=info,
+                replayed=0,
+                load_seconds=time.perf_counter() - start,
+                replay_seconds=0.0,
+            )
+    except SnapshotStoreError as exc:
+        logger.warning("%s", exc)
+    return None
+
+
+def _before_start(
+    log: MetadataLog, store: SnapshotStore | None, target: int, at_time: int | str | None
+) -> str:
+    """Why a point before a trimmed log's start cannot be reached, and what can be."""
+    start = log.log_start_offset
+    point = f"offset {target}" if at_time is None else f"time {at_time!r}"
+    where = "is among" if at_time is None else "falls among"
+    older: list[int] = []
+    try:
+        if store is not None and not store.missing():
+            older = [i.offset for i in store.snapshots(lte=start - 2, desc=True, limit=5)]
+    except SnapshotStoreError:
+        pass
+    kept = (
+        "snapshots at offsets " + ", ".join(str(o) for o in sorted(older)) + " (newest five)"
+        if older
+        else "no snapshot"
+    )
+    return (
+        f"{point} {where} the entries trimmed from this log: it starts at offset {start} "
+        f"(`mlog log trim`). Before that only the snapshots' own offsets can be shown "
+        f"(`--at-offset` of one; `mlog snapshot list`), and the database holds {kept} there"
     )
 
 
@@ -204,6 +263,8 @@ def _newest_snapshot(
     try:
         candidates = store.snapshots(lte=target, desc=True)
         for info in candidates:
+            if info.offset < log.log_start_offset - 1:
+                break  # older than the log: nothing to check it against, nor to replay after
             if not snapshot_matches_log(log, info):
                 skipped.append(
                     f"snapshot {info.id} (offset {info.offset}) was not taken from this log"
@@ -557,6 +618,12 @@ def history(log: MetadataLog, entity: Entity, *, lte: int | None = None) -> Iter
     followed: set[Uuid] = set()
     if entity.topic_id is not None:
         followed.add(entity.topic_id)
+    if log.log_start_offset > 0:
+        logger.warning(
+            "the log starts at offset %d (trimmed with `mlog log trim`): the history before it "
+            "is gone, and names of what was created before it may not be known",
+            log.log_start_offset,
+        )
     for block in log.read_records(lte=lte):
         for index, record in enumerate(block.records):
             touched, topic_id = _touches(record, entity, names, followed)

@@ -99,8 +99,12 @@ class _Link:
 class Cluster:
     """Three (or five) formatted nodes in `root`, started and stopped one by one."""
 
-    def __init__(self, root: Path, size: int = 3, **timers: int) -> None:
+    def __init__(
+        self, root: Path, size: int = 3, *, snapshots: bool = False, **timers: int
+    ) -> None:
         self.root = root
+        self.snapshots = snapshots
+        """Give every node a SQL snapshot store (`<root>/<id>/snapshots.db`)."""
         self.ids = list(range(1, size + 1))
         self.network = LocalNetwork()
         self.timers = {**FAST, **timers}
@@ -120,9 +124,17 @@ class Cluster:
         )
 
     async def start(self, node_id: int) -> QuorumNode:
+        snapshots = None
+        if self.snapshots:
+            from api.service.snapshots import Snapshotter
+            from replay.sql.store import SnapshotStore, sqlite_url
+
+            db = self.root / str(node_id) / "snapshots.db"
+            snapshots = Snapshotter(lambda: SnapshotStore(sqlite_url(db)), file=db)
         service = ReplicatedService.open_replicated(
             self.root / str(node_id) / "log",
             controller=Controller(rng=random.Random(node_id)),
+            snapshots=snapshots,
         )
         node = QuorumNode(
             service,

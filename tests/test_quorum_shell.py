@@ -143,6 +143,40 @@ async def test_all_stopped_then_a_majority_restarted_keeps_every_committed_write
         await cluster.stop_all()
 
 
+async def test_a_restarted_node_starts_from_its_newest_snapshot_of_committed_state(
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster(tmp_path, snapshots=True)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        for i in range(4):
+            await create_topic(leader, f"t{i}")
+        await _converged(cluster, leader.service.image.provenance.offset)
+        follower = next(n for n in cluster.network.nodes.values() if n is not leader)
+        service = follower.service
+        assert service._snapshots is not None
+        # The snapshot is written on its worker thread while the loop goes on.
+        info = await asyncio.wrap_future(service._snapshots.request(service.image, service.log))
+        assert info is not None and info.offset == service.image.provenance.offset
+        leader = await cluster.leader()
+        await create_topic(leader, "after-the-snapshot")
+        await _converged(cluster, leader.service.image.provenance.offset)
+        node_id = follower.config.node_id
+        await cluster.stop(node_id, resign=False)
+        again = await cluster.start(node_id)
+        leader = await cluster.leader()
+        await _converged(cluster, leader.service.image.provenance.offset)
+        snapshots = again.service._snapshots
+        assert snapshots is not None and snapshots.started_from is not None
+        assert snapshots.started_from.offset == info.offset
+        assert again.service.image == leader.service.image
+        assert again.service.image.topics.get_by_name("after-the-snapshot")
+    finally:
+        await cluster.stop_all()
+
+
 async def test_five_voters_survive_two_silent_failures(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, size=5)
     await cluster.start_all()

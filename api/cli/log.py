@@ -18,6 +18,7 @@ from api.cli.common import (
 from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
 from api.cli.targets import QUORUM_STATE, open_reader, open_target
+from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogCorruptionError
 from metadata_log.log import MetadataLog
 from metadata_log.repair import truncate_after
@@ -216,6 +217,87 @@ def cmd_log_truncate(args: argparse.Namespace, settings: Settings, out: TextIO) 
     return EXIT_OK
 
 
+def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Remove the whole segments below the newest snapshot: the log's start moves forward.
+
+    The log is this product's history (time travel, audit), so nothing is ever trimmed
+    unless an operator asks. Only segments whose entries all lie below the newest snapshot
+    that belongs to this log and passes its checksum go; the segment holding that
+    snapshot's offset stays, so the snapshot is still checked against the log. Takes the
+    writer lock: the node is stopped.
+    """
+    from api.service.snapshots import existing_store
+    from replay.timetravel import snapshot_matches_log
+
+    if not settings.log_dir.is_dir():
+        raise CliError(f"there is no log at {settings.log_dir}; check --data-dir")
+    store = existing_store(settings)
+    if store is None:
+        raise CliError(
+            "there is no snapshot to trim before: take one first (`mlog snapshot create`, or "
+            "let the server's policy take it)"
+        )
+    quorum = (settings.data_dir / QUORUM_STATE).exists() or (
+        settings.log_dir / EPOCH_CHECKPOINT_NAME
+    ).exists()
+    if quorum:
+        raise CliError(
+            f"{settings.data_dir} belongs to a node of a controller quorum: trimming its log "
+            "is not supported yet (a follower below the leader's log start could not catch up)"
+        )
+    try:
+        with MetadataLog.open(settings.log_dir, config=settings.log) as log:
+            snapshot = None
+            for info in store.snapshots(gt=log.log_start_offset - 1, desc=True):
+                if snapshot_matches_log(log, info) and store.verify(info.id).ok:
+                    snapshot = info
+                    break
+            if snapshot is None:
+                raise CliError(
+                    "no snapshot of this log at or after its start passes its checks; take one "
+                    "(`mlog snapshot create`) and check it (`mlog snapshot verify`)"
+                )
+            before = log.log_start_offset
+            removed = [] if args.dry_run else log.trim_before(snapshot.offset)
+            if args.dry_run:
+                removed = [s for s in log.segments()[:-1] if s.next_offset <= snapshot.offset]
+            start = removed[-1].next_offset if removed else before
+    finally:
+        store.close()
+    freed = sum(s.size_bytes for s in removed)
+    if settings.output == "json":
+        out.write(
+            json.dumps(
+                {
+                    "snapshot_id": snapshot.id,
+                    "snapshot_offset": snapshot.offset,
+                    "log_start_offset": start,
+                    "removed": [s.path.name for s in removed],
+                    "bytes": freed,
+                    "dry_run": bool(args.dry_run),
+                }
+            )
+            + "\n"
+        )
+        return EXIT_OK
+    verb = "would remove" if args.dry_run else "removed"
+    if not removed:
+        out.write(
+            f"nothing to trim: every segment holds entries at or after offset {snapshot.offset} "
+            f"(snapshot {snapshot.id}), or is the newest; the log starts at offset {before}\n"
+        )
+        return EXIT_OK
+    out.write(
+        f"{verb} {len(removed)} segment(s), offsets {before}..{start - 1} ({freed} bytes), "
+        f"below snapshot {snapshot.id} at offset {snapshot.offset}\n"
+    )
+    out.write(
+        f"the log {'would start' if args.dry_run else 'now starts'} at offset {start}; the state "
+        "before it is kept only in the snapshots\n"
+    )
+    return EXIT_OK
+
+
 def cmd_log_segments(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """List the segments with their offset ranges, sizes and newest timestamps."""
     with open_reader(settings) as log:
@@ -365,6 +447,20 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
     )
     truncate.add_argument("--reason", help="why, for the note kept with the removed data")
     truncate.set_defaults(handler=cmd_log_truncate)
+
+    trim = verbs.add_parser(
+        "trim",
+        help="remove the segments below the newest snapshot (the log's start moves forward)",
+    )
+    add_global_options(trim)
+    trim.add_argument(
+        "--before-snapshot",
+        action="store_true",
+        required=True,
+        help="trim below the newest snapshot that belongs to this log and passes its checksum",
+    )
+    trim.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
+    trim.set_defaults(handler=cmd_log_trim)
 
     segments = verbs.add_parser("segments", help="list the segments")
     add_global_options(segments)

@@ -295,6 +295,7 @@ def _quorum_node(
     """
     from api.client.raft_links import QuorumLinks, controller_client_security
     from api.service.quorum import QuorumNode, ReplicatedService
+    from api.service.snapshots import open_snapshotter
     from metadata_log.raft.quorum_state import QUORUM_STATE_NAME
 
     security = None
@@ -308,7 +309,9 @@ def _quorum_node(
             quorum.node_id,
         )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    service = ReplicatedService.open_replicated(settings.log_dir, config=settings.log)
+    service = ReplicatedService.open_replicated(
+        settings.log_dir, config=settings.log, snapshots=open_snapshotter(settings)
+    )
     try:
         node = QuorumNode(
             service,

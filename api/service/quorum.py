@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from api.controller.commands import PurgeResult
 from api.controller.controller import Controller
@@ -80,6 +80,9 @@ from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
+
+if TYPE_CHECKING:
+    from api.service.snapshots import Snapshotter
 
 logger = logging.getLogger("api.server.quorum")
 """Under the server's logger: a quorum node's state changes are lines of `mlog serve`."""
@@ -143,14 +146,34 @@ class ReplicatedService(MetadataService):
         config: LogConfig | None = None,
         controller: Controller | None = None,
         clock_ms: Callable[[], int] | None = None,
+        snapshots: Snapshotter | None = None,
     ) -> ReplicatedService:
         """Open a quorum node's log; the image starts empty and follows the high watermark.
 
         The log's tail may hold entries that were never committed (a new leader may truncate
-        them), so nothing is replayed until the quorum says how far the log is committed.
+        them), so nothing is replayed until the quorum says how far the log is committed;
+        then the node starts from its newest snapshot at or below that offset that belongs to
+        this log (`snapshots`), and replays only the log after it. With `snapshots` the node
+        also takes snapshots of its committed image by the usual policy.
         """
-        log = MetadataLog.open(log_dir, config=config, replicated=True)
-        return cls(log, EMPTY_IMAGE, controller, clock_ms=clock_ms)
+        try:
+            log = MetadataLog.open(log_dir, config=config, replicated=True)
+        except BaseException:
+            if snapshots is not None:
+                snapshots.close()
+            raise
+        return cls(log, EMPTY_IMAGE, controller, clock_ms=clock_ms, snapshots=snapshots)
+
+    def first_image(self, last: int) -> MetadataImage:
+        """The image at committed offset `last` when nothing is applied yet (worker thread).
+
+        The newest snapshot at or before `last` whose entry this log still holds (same epoch
+        and timestamp) is the image of a committed prefix: entries up to a committed offset
+        are identical on every node that has them, so the log after it is all that replays.
+        """
+        if self._snapshots is None:
+            return load_image(self.log, lte=last)
+        return self._snapshots.start_image(self.log, lte=last)
 
     def _append_epoch(self) -> int:
         return 0 if self.node is None else self.node.core.epoch
@@ -746,11 +769,27 @@ class QuorumNode:
             return
         if high_watermark > self._applied:
             base = self.service.image
-            image = await self._io(self._replayed, base, high_watermark - 1)
+            if base is EMPTY_IMAGE:
+                image = await self._io(self.service.first_image, high_watermark - 1)
+                self._started_from(image)
+            else:
+                image = await self._io(self._replayed, base, high_watermark - 1)
             self._applied = image.provenance.offset + 1
             self.service.follow(image)
         if self.core.role is Role.LEADER and self._applied >= self._epoch_start:
             self._start_leading()
+
+    def _started_from(self, image: MetadataImage) -> None:
+        snapshots = self.service._snapshots
+        used = None if snapshots is None else snapshots.started_from
+        logger.info(
+            "controller %d applied the committed log up to offset %d (%s)",
+            self.config.node_id,
+            image.provenance.offset,
+            "replayed from the start"
+            if used is None
+            else f"from snapshot {used.id} at offset {used.offset}",
+        )
 
     def _replayed(self, base: MetadataImage, last: int) -> MetadataImage:
         return load_image(self.log, lte=last, base=base)

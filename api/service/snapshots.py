@@ -123,9 +123,16 @@ class Snapshotter:
     # ------------------------------------------------------------------ startup
 
     def start_image(
-        self, log: MetadataLog, progress: Callable[[int], None] | None = None
+        self,
+        log: MetadataLog,
+        progress: Callable[[int], None] | None = None,
+        *,
+        lte: int | None = None,
     ) -> MetadataImage:
-        """The newest valid snapshot plus the log after it (the whole log without one)."""
+        """The newest valid snapshot plus the log after it (the whole log without one).
+
+        Up to offset `lte` if given (a quorum node: its committed offset), else the log's end.
+        """
         usable = not self._holds_nothing()
         if usable:
             try:
@@ -139,7 +146,7 @@ class Snapshotter:
             # Time travel's machinery is needed only with snapshots to choose from.
             from replay.timetravel import travel
 
-            result = travel(log, self.store, progress=progress)
+            result = travel(log, self.store, at_offset=lte, progress=progress)
             image = result.image
             for reason in result.skipped:
                 self.last_error = reason
@@ -148,7 +155,7 @@ class Snapshotter:
                 self._last_offset = result.snapshot.offset
                 self._last_time = int(result.snapshot.created_at.timestamp() * 1000)
         else:
-            image = load_image(log, progress=progress)
+            image = load_image(log, lte=lte, progress=progress)
         # Only whether the threshold is reached matters, so the count stops there.
         max_bytes = _long_config(image.configs.cluster(), MAX_BYTES_KEY)
         self._backlog = log.record_bytes_after(self._last_offset, limit=max_bytes)

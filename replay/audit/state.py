@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from metadata_log.log import MetadataLog
 from records.model import Mode
 from replay.audit.session import read_log
+from replay.errors import TrimmedLogError
 from replay.image import MetadataImage
 from replay.loader import load_image
 
@@ -92,7 +93,14 @@ PARTITION_COLUMNS = (
 
 
 def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: int) -> StateTables:
-    """The topics and partitions live after the entry at `at_offset`, as lazy DataFrames."""
+    """The topics and partitions live after the entry at `at_offset`, as lazy DataFrames.
+
+    It replays the topic records from the log's first entry, so a trimmed log (`mlog log
+    trim`) is refused with `TrimmedLogError`: the topics created before its start are gone.
+    """
+    with MetadataLog.open(log_dir, read_only=True) as whole:
+        if whole.log_start_offset > 0:
+            raise TrimmedLogError(whole.log_start_offset, 0)
     # One scan of the log, kept for the many joins below: only the topic records, and only the
     # columns the rules read.
     log = (
