@@ -365,12 +365,10 @@ class ClientWritesImage:
                     if evicted is not None:
                         del by_client[evicted]
                     oldest += 1
-            return ClientWritesImage(
-                by_client=by_client.finish(),
-                serials=serials.finish(),
-                oldest=oldest,
-                next_serial=serial,
-            )
+            finished = by_client.finish(), serials.finish()
+        return ClientWritesImage(
+            by_client=finished[0], serials=finished[1], oldest=oldest, next_serial=serial
+        )
 
     def write(self) -> Iterator[Record]:
         """Every client's last write, oldest first: replayed, they rebuild the same order."""

@@ -19,7 +19,9 @@ Over TLS and with a SASL login, as a client config file says (`--command-config`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -61,8 +63,10 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
+from api.controller.errors import ErrorCode
 from api.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
-from api.protocol import private
+from api.protocol import codec, private
+from api.protocol.codec import build, request_class
 from api.protocol.private import EntryDecoder
 from records.entry import LogEntry
 from records.model import ConfigResourceType
@@ -76,6 +80,12 @@ if TYPE_CHECKING:
 
 DESCRIBE_QUORUM_KEY = 55
 """DescribeQuorum: a server that offers it is a node of a controller quorum."""
+
+WRITE_ATTEMPTS = 6
+"""How many times a write is sent at most: a first attempt and five retries (same write id)."""
+
+RETRY_BACKOFF_S = 0.1
+"""The pause before a write's first retry; it doubles for each next one (0.1 to 1.6 s)."""
 
 CONTROLLER_WAIT_S = 5.0
 """How long a client looks for the quorum's leader while an election is under way."""
@@ -106,6 +116,19 @@ async def _named_controller(
             await client.close()
     nodes = {int(b.node_id): _address(b.host, b.port) for b in answer.brokers}
     return nodes.get(int(answer.controller_id)), list(nodes.values())
+
+
+def _not_controller(response: Any) -> bool:
+    """Whether an answer refuses the write with NOT_CONTROLLER (anywhere in it)."""
+    if int(getattr(response, "error_code", 0) or 0) == ErrorCode.NOT_CONTROLLER:
+        return True
+    for field in dataclasses.fields(response):
+        value = getattr(response, field.name)
+        if isinstance(value, tuple):
+            for item in value:
+                if dataclasses.is_dataclass(item) and _not_controller(item):
+                    return True
+    return False
 
 
 def _fits(values: Any, bounds: tuple[int, int], what: str) -> None:
@@ -141,6 +164,55 @@ class AdminClient(SecurityApis):
     ) -> None:
         super().__init__(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
         self._entries = EntryDecoder()
+        self.instance_id = uuid.uuid4().bytes
+        """This client's random id: with a sequence number, it names each write it sends."""
+        self._sequences = itertools.count()
+
+    async def write(self, api_key: int, **values: Any) -> Any:
+        """A Kafka write API, idempotent: retried with the same write id until answered.
+
+        The write carries (`instance_id`, its sequence number) in the request header
+        (`codec.WRITE_ID_TAG`). It is sent again, with the same id, when the connection fails,
+        no answer comes in time, or the answer is NOT_CONTROLLER (the client then connects
+        to the quorum's leader): at most `WRITE_ATTEMPTS` times, backing off from
+        `RETRY_BACKOFF_S`. A server that saw the write already answers with the first
+        answer, so it is applied once (docs/replication.md).
+        """
+        body = build(request_class(api_key, self.version(api_key)), **values)
+        if not body.__header_schema__.__flexible__:
+            return await self._kafka(body)  # no tagged fields in header v1: as before
+        write_id = codec.write_id_bytes(self.instance_id, next(self._sequences))
+        pause = RETRY_BACKOFF_S
+        for attempt in range(WRITE_ATTEMPTS):
+            last = attempt == WRITE_ATTEMPTS - 1
+            try:
+                response = await self._kafka(body, write_id)
+            except ClientError:
+                if last or self.address is None:
+                    raise
+            else:
+                if last or not _not_controller(response) or self.address is None:
+                    return response
+            await asyncio.sleep(pause)
+            pause *= 2
+            await self._reconnect()
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    async def _reconnect(self) -> None:
+        """Connect again to the controller (the leader, found from the last address)."""
+        assert self.address is not None
+        await self.close()
+        try:
+            fresh = await AdminClient.connect_controller(
+                self.address,
+                client_id=self.client_id,
+                timeout_ms=self.timeout_ms,
+                security=self.security,
+                wait_s=CONTROLLER_WAIT_S,
+            )
+        except (ClientError, OSError):
+            return  # the next attempt fails on the closed connection, and tries again
+        self._take_over(fresh)
 
     @classmethod
     async def connect_controller(
@@ -288,7 +360,7 @@ class AdminClient(SecurityApis):
             for partition, brokers in t.assignments:
                 _fits(partition, _INT32, "partition")
                 _fits(brokers, _INT32, "broker id")
-        response = await self.request(
+        response = await self.write(
             19,
             topics=[
                 {
@@ -318,7 +390,7 @@ class AdminClient(SecurityApis):
 
     async def delete_topics(self, refs: Sequence[TopicRef]) -> list[DeleteTopicResult]:
         """DeleteTopics (v6: by name or id)."""
-        response = await self.request(
+        response = await self.write(
             20,
             topics=[{"name": r.name, "topic_id": (r.topic_id or Uuid.ZERO).bytes} for r in refs],
             topic_names=[r.name for r in refs if r.name is not None],
@@ -341,7 +413,7 @@ class AdminClient(SecurityApis):
             _fits(t.count, _INT32, "a partition count of")
             for brokers in t.assignments or ():
                 _fits(brokers, _INT32, "broker id")
-        response = await self.request(
+        response = await self.write(
             37,
             topics=[
                 {
@@ -383,7 +455,7 @@ class AdminClient(SecurityApis):
         validate_only: bool = False,
     ) -> Any:
         """AlterConfigs (legacy: replaces every override of the resource; kio entity)."""
-        return await self.request(
+        return await self.write(
             33,
             resources=[
                 {
@@ -402,7 +474,7 @@ class AdminClient(SecurityApis):
         validate_only: bool = False,
     ) -> list[AlterConfigsResult]:
         """IncrementalAlterConfigs: set, delete, append, subtract; one result per resource."""
-        response = await self.request(
+        response = await self.write(
             44,
             resources=[
                 {

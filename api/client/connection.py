@@ -178,6 +178,9 @@ class ClientConnection:
         self._receiver = asyncio.create_task(self._receive())
         self._closed = False
         self._secured = False
+        self.address: str | None = None
+        """`HOST:PORT` this connection was opened to (None: made from streams)."""
+        self.security: ClientSecurity | None = None
 
     @classmethod
     async def connect(
@@ -200,6 +203,8 @@ class ClientConnection:
         except (OSError, TimeoutError) as exc:
             raise _connect_error(host, port, exc, context) from None
         client = cls(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
+        client.address = bootstrap
+        client.security = security
         client._secured = security is not None and (tls or security.protocol.sasl)
         try:
             await client._negotiate()
@@ -336,13 +341,20 @@ class ClientConnection:
         except ConnectionError as exc:
             raise ClientError(f"the connection failed: {exc}") from None
 
-    async def _kafka(self, body: Any) -> Any:
+    def _take_over(self, other: ClientConnection) -> None:
+        """Use `other`'s connection from now on (this one is closed): a reconnect."""
+        self._reader, self._writer, self._receiver = other._reader, other._writer, other._receiver
+        self._pending, self._versions, self._ids = other._pending, other._versions, other._ids
+        self.address, self._secured, self._closed = other.address, other._secured, False
+        other._closed = True  # its streams and receiver are this one's now
+
+    async def _kafka(self, body: Any, write_id: bytes | None = None) -> Any:
         """Send a kio request entity; its kio response entity."""
         correlation_id = next(self._ids)
         api_key, version = int(body.__api_key__), int(body.__version__)
         try:
             frame = codec.encode_request(
-                body, correlation_id=correlation_id, client_id=self.client_id
+                body, correlation_id=correlation_id, client_id=self.client_id, write_id=write_id
             )
         except (struct.error, OverflowError) as exc:
             # A value the wire cannot carry; the checks of AdminClient name the field first.

@@ -42,11 +42,13 @@ from typing import Any, Protocol, TypeVar
 from api.controller.commands import PurgeResult
 from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode
+from api.service.client_writes import CURRENT_WRITE
 from api.service.service import (
     SERVICE_PRINCIPAL,
     Command,
     MetadataService,
     _bootstrap,
+    _noting,
 )
 from metadata_log.config import LogConfig
 from metadata_log.log import AppendResult, MetadataLog
@@ -171,6 +173,15 @@ class ReplicatedService(MetadataService):
         node = self.node
         if node is None:
             raise ApiError(ErrorCode.NOT_CONTROLLER, "the quorum is not running yet; retry")
+        write = CURRENT_WRITE.get()
+        if write is not None:
+            # Only the leader knows every accepted write: a retry is checked there.
+            if not node.leading:
+                await node.wait_leading()
+            found = self._retried(write)
+            if found is not None:
+                return await self._stored(found, write)  # type: ignore[no-any-return]
+            command = _noting(command, write)
         result = command(self._working)
         if not result.records:
             return result.response
