@@ -80,12 +80,18 @@ def cpu_seconds(path: str) -> float:
 
 
 def start_server(
-    data_dir: Path, log_path: Path, *, python: Sequence[str] = (), repo: Path | None = None
+    data_dir: Path,
+    log_path: Path,
+    *,
+    python: Sequence[str] = (),
+    repo: Path | None = None,
+    wrapper: Sequence[str] = (),
 ) -> tuple[subprocess.Popen[bytes], tuple[str, int]]:
     """`mlog serve` on a free port of 127.0.0.1; the process and its address once it serves.
 
     `python` goes between the interpreter and `-m api.cli` (`-m cProfile -o FILE`); `repo` runs
-    the server of another checkout instead of the one on this interpreter's path.
+    the server of another checkout instead of the one on this interpreter's path; `wrapper`
+    goes before the interpreter (`valgrind --tool=callgrind ...`).
     """
     where: dict[str, Any] = {}
     if repo is not None:
@@ -93,6 +99,7 @@ def start_server(
     with log_path.open("w") as log_file:
         server = subprocess.Popen(
             [
+                *wrapper,
                 sys.executable,
                 *python,
                 "-m",
@@ -106,7 +113,7 @@ def start_server(
             stderr=log_file,
             **where,
         )
-    for _ in range(600):
+    for _ in range(3000):  # 5 minutes: a server under valgrind starts slowly
         text = log_path.read_text()
         if "serving on " in text:
             host, port = text.split("serving on ", 1)[1].split()[0].rsplit(":", 1)
@@ -237,11 +244,19 @@ async def _connection(port: int, index: int, deadline: float, stats: Stats) -> N
         writer.close()
 
 
-async def _connection_loop(wire: Wire, index: int, deadline: float, stats: Stats) -> None:
-    """Create, describe and delete topics on one connection until `deadline`."""
+async def _connection_loop(
+    wire: Wire,
+    index: int,
+    deadline: float,
+    stats: Stats,
+    *,
+    prefix: str = "load",
+    cycles: int | None = None,
+) -> None:
+    """Create, describe and delete topics on one connection until `deadline` (or `cycles`)."""
     i = 0
-    while time.perf_counter() < deadline:
-        name = f"load-{index}-{i}"
+    while time.perf_counter() < deadline and (cycles is None or i < cycles):
+        name = f"{prefix}-{index}-{i}"
         i += 1
         start = time.perf_counter()
         created = await wire.call(19, 7, create_topic_v7, name)
@@ -427,6 +442,83 @@ def _interleaved(args: argparse.Namespace, scratch: Path) -> None:
     )
 
 
+async def _cycles(port: int, connections: int, cycles: int, tag: str, stats: Stats) -> None:
+    """`cycles` create/describe/delete loops on each of `connections` connections, in parallel."""
+
+    async def one(index: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            await _connection_loop(
+                Wire(reader, writer), index, float("inf"), stats, prefix=tag, cycles=cycles
+            )
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(one(i) for i in range(connections)))
+
+
+def instructions_run(scratch: Path, *, connections: int, cycles: int, repo: Path | None) -> float:
+    """Instructions the server executes per request (all threads), counted by callgrind.
+
+    The server runs under `valgrind --tool=callgrind` with counting off; after a warm-up of two
+    cycles per connection (imports, caches, the first segment), counting is turned on for
+    `cycles` cycles per connection and off again. A count of instructions does not depend on
+    what else the machine runs, unlike seconds (valgrind's documentation: the same binary and
+    inputs give the same count). The server runs about 50 times slower under valgrind, so more
+    requests wait per turn of its loop than at full speed: the count is that of a busy server.
+    """
+    data_dir = scratch / "served"
+    if data_dir.exists():
+        raise SystemExit(f"{data_dir} exists; give an empty --dir")
+    _prepare(data_dir)
+    out = scratch / "callgrind.out"
+    wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    server, (_, port) = start_server(data_dir, scratch / "server.log", repo=repo, wrapper=wrapper)
+    stats = Stats()
+    asyncio.run(_cycles(port, connections, 2, "warm", stats))
+    control = ["callgrind_control", "--instr"]
+    subprocess.run([*control, "on", str(server.pid)], check=True, capture_output=True)
+    measured = Stats()
+    asyncio.run(_cycles(port, connections, cycles, "load", measured))
+    subprocess.run([*control, "off", str(server.pid)], check=True, capture_output=True)
+    server.send_signal(signal.SIGTERM)
+    code = server.wait(300)
+    if code != 0:
+        log_tail = (scratch / "server.log").read_text()[-2000:]
+        raise SystemExit(f"the server exited {code}: {log_tail}")
+    if stats.errors or measured.errors:
+        raise SystemExit("errors: " + "; ".join((stats.errors + measured.errors)[:10]))
+    total = 0
+    for line in out.read_text().splitlines():
+        if line.startswith("totals:"):
+            total = int(line.split()[1])
+    if total == 0:
+        raise SystemExit(f"no instruction count in {out}")
+    return total / len(measured.latencies_ms)
+
+
+def _instructions(args: argparse.Namespace, scratch: Path) -> None:
+    """`--instructions`: callgrind counts of the other checkout and this one, in turns."""
+    counts: dict[str, list[float]] = {"before": [], "now": []}
+    cycles = args.instructions
+    print(f"{args.connections} connections x {cycles} cycles (3 requests each) under callgrind")
+    print(f"{'run':<10}{'instructions/request':>22}")
+    for pair in range(1, args.pairs + 1):
+        for label, repo in (("before", args.against), ("now", args.repo)):
+            count = instructions_run(
+                scratch / f"{label}-{pair}", connections=args.connections, cycles=cycles, repo=repo
+            )
+            counts[label].append(count)
+            print(f"{label + ' ' + str(pair):<10}{count:>22,.0f}", flush=True)
+    before = statistics.median(counts["before"])
+    now = statistics.median(counts["now"])
+    print()
+    print(
+        f"median instructions per request: before {before:,.0f}, now {now:,.0f} "
+        f"({now / before:.3f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--connections", type=int, default=50)
@@ -450,9 +542,24 @@ def main() -> None:
         "(no in-process baseline)",
     )
     parser.add_argument("--pairs", type=int, default=3, help="pairs of runs with --against")
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        default=None,
+        metavar="CYCLES",
+        help="with --against: count the server's instructions per request under callgrind "
+        "(valgrind), CYCLES create/describe/delete cycles per connection, instead of timing",
+    )
     args = parser.parse_args()
     _check_encoders()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="server-bench-"))
+    if args.instructions is not None:
+        if args.against is None:
+            parser.error("--instructions compares two checkouts: give --against PATH")
+        if args.instructions < 1:
+            parser.error(f"--instructions needs at least 1 cycle, got {args.instructions}")
+        _instructions(args, scratch)
+        return
     if args.against is not None:
         _interleaved(args, scratch)
         return

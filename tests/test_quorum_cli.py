@@ -71,7 +71,6 @@ def test_format_writes_the_state_once_and_every_voter_gets_the_same_cluster_id(
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        ("node.id=4\ncontroller.quorum.voters=" + VOTERS, "not among the voters"),
         ("node.id=1\n", "no controller.quorum.voters"),
         ("controller.quorum.voters=" + VOTERS, "needs node.id"),
         ("node.id=1\ncontroller.quorum.voters=1@h:99999", "port 99999"),
@@ -93,6 +92,30 @@ def test_format_refuses_a_bad_config_in_one_line(tmp_path: Path, lines: str, mes
     )
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "d" / "quorum-state").exists()
+
+
+def test_an_observer_is_formatted_with_the_voters_cluster_id_and_no_vote(tmp_path: Path) -> None:
+    voter = config(tmp_path / "n1.properties", 1)
+    code, out, _ = run(
+        [
+            "--output",
+            "json",
+            "quorum",
+            "format",
+            "--config",
+            str(voter),
+            "--data-dir",
+            str(tmp_path / "d1"),
+        ]
+    )
+    assert code == 0
+    cluster_id = json.loads(out)["cluster_id"]
+    observer = config(tmp_path / "n4.properties", 4)
+    data = tmp_path / "d4"
+    code, out, _ = run(["quorum", "format", "--config", str(observer), "--data-dir", str(data)])
+    assert code == 0 and "observer node 4" in out and "never votes" in out
+    assert f"cluster.id={cluster_id}" in (data / "meta.properties").read_text()
+    assert not (data / "quorum-state").exists()  # no vote to keep
 
 
 def test_quorum_keys_without_voters_are_refused() -> None:

@@ -9,6 +9,9 @@ formatted again: started without it, it catches up as an observer first and only
 `format --rejoin` is for a voter whose data directory was lost: it writes the cluster's id
 only, so the node starts without a `quorum-state`, catches up and then votes.
 
+An observer (a `node.id` outside `controller.quorum.voters`) is formatted with its cluster's
+id only, as Kafka formats every node: it holds no vote, so it gets no `quorum-state`.
+
 `describe` asks a node for DescribeQuorum (answered by the leader): leader, epoch, high
 watermark and each voter's and observer's end offset and lag.
 """
@@ -68,12 +71,6 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
     ):
         settings = dataclasses.replace(settings, data_dir=config.data_dir)
     directory = settings.data_dir
-    if not quorum.is_voter:
-        raise CliError(
-            f"node {quorum.node_id} is not among the voters "
-            f"{','.join(str(v) for v in sorted(quorum.voters))}; only voters are formatted "
-            "(an observer just starts)"
-        )
     existing = read_quorum_state(directory, voters=quorum.voters)
     if existing is not None:
         raise CliError(
@@ -95,6 +92,15 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
             f"{stored} or use an empty data directory"
         )
     voters = ",".join(str(v) for v in sorted(quorum.voters))
+    if not quorum.is_voter:
+        emit(
+            settings,
+            out,
+            {"node_id": quorum.node_id, "cluster_id": cluster_id, "observer": True},
+            f"formatted observer node {quorum.node_id} of cluster {cluster_id} in {directory}: "
+            f"not among the voters {voters}, it fetches the committed log and never votes",
+        )
+        return EXIT_OK
     if args.rejoin:
         emit(
             settings,

@@ -253,7 +253,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(
             f"{settings.data_dir} is not formatted for the quorum: run `mlog quorum format "
             "--config FILE` (a new cluster's voter) or `mlog quorum format --rejoin --config "
-            "FILE` (a voter whose data directory was lost) first"
+            "FILE` (a voter whose data directory was lost, or an observer) first"
         )
     cluster_id, node_id = cluster_identity(settings.data_dir, config.node_id)
     quorum = None
