@@ -2,8 +2,11 @@
 
 Each `Proxy` listens on a port of its own and forwards every connection to one target port.
 `cut()` closes the connections it carries and refuses new ones until `restore()`: to the
-nodes on either side, the link is down. The proxies run on an event loop in a thread of
-their own, so the test's loop and the servers' processes are unaffected.
+nodes on either side, the link is down. `lose_next_answer()` lets requests through and drops
+the next bytes the target sends back, cutting that connection there: the request was
+served, its answer is lost (`answer_lost` is set when it happened). The proxies run on an
+event loop in a thread of their own, so the test's loop and the servers' processes are
+unaffected.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class Proxy:
@@ -24,6 +27,8 @@ class Proxy:
         self.blocked = False
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._lose_answer = False
+        self.answer_lost = threading.Event()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -40,7 +45,9 @@ class Proxy:
             return
         self._writers.update((writer, up_writer))
         try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(
+                _pipe(reader, up_writer), _pipe(up_reader, writer, self._answer_check(writer))
+            )
         finally:
             for w in (writer, up_writer):
                 self._writers.discard(w)
@@ -65,10 +72,34 @@ class Proxy:
         """Carry connections again."""
         self.loop.call_soon_threadsafe(setattr, self, "blocked", False)
 
+    def lose_next_answer(self) -> None:
+        """Drop the next bytes any target sends back, and cut that connection (both ways)."""
+        self.answer_lost.clear()
+        self.loop.call_soon_threadsafe(setattr, self, "_lose_answer", True)
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _answer_check(self, writer: asyncio.StreamWriter) -> Callable[[], bool]:
+        """For the target-to-client pipe: whether to drop what came (and cut the link)."""
+
+        def check() -> bool:
+            if not self._lose_answer:
+                return False
+            self._lose_answer = False
+            writer.transport.abort()
+            self.answer_lost.set()
+            return True
+
+        return check
+
+
+async def _pipe(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    drop: Callable[[], bool] | None = None,
+) -> None:
     with contextlib.suppress(ConnectionError, OSError):
         while data := await reader.read(65536):
+            if drop is not None and drop():
+                break
             writer.write(data)
             await writer.drain()
     with contextlib.suppress(ConnectionError, OSError, RuntimeError):

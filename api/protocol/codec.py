@@ -251,6 +251,20 @@ def write_id_bytes(client_id: bytes, sequence: int) -> bytes:
     return _WRITE_ID.pack(client_id, sequence)
 
 
+def parse_write_id(raw: bytes, what: str) -> tuple[bytes, int]:
+    """(client instance id, sequence) of a `WRITE_ID_TAG` value; `ProtocolError` if malformed.
+
+    `what` names the request for the message (`CreateTopics v7`).
+    """
+    if len(raw) != _WRITE_ID.size:
+        raise ProtocolError(
+            f"malformed {what} request: a write id of {len(raw)} bytes "
+            f"(tag {WRITE_ID_TAG} holds {_WRITE_ID.size})"
+        )
+    client_id, sequence = _WRITE_ID.unpack(raw)
+    return client_id, int(sequence)
+
+
 def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     """Decode a request frame of an API and version in `SUPPORTED_VERSIONS`.
 
@@ -287,13 +301,7 @@ def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) 
     write_id = None
     raw = getattr(header, "write_id", b"")
     if raw:
-        if len(raw) != _WRITE_ID.size:
-            raise ProtocolError(
-                f"malformed {_name(api_key)} v{version} request: a write id of {len(raw)} bytes "
-                f"(tag {WRITE_ID_TAG} holds {_WRITE_ID.size})"
-            )
-        client_id, sequence = _WRITE_ID.unpack(raw)
-        write_id = (client_id, int(sequence))
+        write_id = parse_write_id(raw, f"{_name(api_key)} v{version}")
     return KafkaRequest(
         header=RequestHeader(
             api_key=api_key,

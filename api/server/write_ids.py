@@ -4,7 +4,9 @@ A write that carries a write id (`RequestHeader.write_id`) through one of `IDEMP
 handed to the service as a `PendingWrite` (`api.service.client_writes`) whose answer is stored
 as the controller's result, Avro-encoded through `avro_bind` (lists as a record of one array),
 so its stored form is the same whatever version of the API the request was. A write id on any
-other API (reads, PurgePending) is ignored.
+other API (the reads) is ignored. PurgePending is among the writes: a retried check whose
+first attempt put partitions in mode NONE would otherwise remove them at once, skipping the
+interval between the two steps.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from api.controller.commands import (
     DeleteTopicResult,
     MoveTopicResult,
     PartitionResult,
+    PurgeResult,
 )
 from api.controller.errors import ApiError, ErrorCode
 from api.protocol.avro_bind import BindError, binding
@@ -57,6 +60,7 @@ _LISTS: dict[int, type[Any]] = {
     31: _results("DeleteAclsAnswer", DeleteAclsResult),
     51: _results("AlterUserScramCredentialsAnswer", AlterScramResult),
     10004: _results("DeletePartitionsAnswer", DeletePartitionsResult),
+    10005: _results("PurgePendingAnswer", PurgeResult),
     10008: _results("CancelPartitionDeletionsAnswer", CancelPartitionDeletionResult),
 }
 """APIs whose controller result is a list: stored as a record of one array."""

@@ -208,6 +208,14 @@ class ReplicatedService(MetadataService):
                 raise
             return []  # leadership moved during the check; the next leader checks
 
+    async def purge_now(self) -> list[PurgeResult]:
+        """A client's check (PurgePending), through `submit` even on a follower.
+
+        There it answers NOT_CONTROLLER naming the leader when a step is due or the check
+        carries a write id, so the client follows; the scheduler's checks skip followers.
+        """
+        return await MetadataService.purge_due_async(self)
+
     def follow(self, image: MetadataImage) -> None:
         """Take `image` (committed blocks applied) as both the committed and the working image."""
         self._committed = image

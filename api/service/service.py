@@ -492,6 +492,10 @@ class MetadataService:
             principal=SERVICE_PRINCIPAL,
         )
 
+    async def purge_now(self) -> list[PurgeResult]:
+        """One check asked for by a client (PurgePending), answered by the controller."""
+        return await self.purge_due_async()
+
     def scheduler_interval_ms(self) -> int:
         """Time between two checks: the cluster's `delete.topic.partition.interval.delay.ms`."""
         value = cluster_value(self._committed.configs.cluster(), INTERVAL_KEY)
