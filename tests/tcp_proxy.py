@@ -28,6 +28,7 @@ class Proxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._lose_answer = False
+        self._then: Callable[[], object] | None = None
         self.answer_lost = threading.Event()
 
     async def start(self) -> None:
@@ -72,10 +73,18 @@ class Proxy:
         """Carry connections again."""
         self.loop.call_soon_threadsafe(setattr, self, "blocked", False)
 
-    def lose_next_answer(self) -> None:
-        """Drop the next bytes any target sends back, and cut that connection (both ways)."""
+    def lose_next_answer(self, then: Callable[[], object] | None = None) -> None:
+        """Drop the next bytes any target sends back, and cut that connection (both ways).
+
+        `then` runs (on the proxies' thread) when they came, before the cut: say, kill -9 of
+        the target, which then dies before its client can learn anything.
+        """
         self.answer_lost.clear()
-        self.loop.call_soon_threadsafe(setattr, self, "_lose_answer", True)
+
+        def arm() -> None:
+            self._lose_answer, self._then = True, then
+
+        self.loop.call_soon_threadsafe(arm)
 
     def _answer_check(self, writer: asyncio.StreamWriter) -> Callable[[], bool]:
         """For the target-to-client pipe: whether to drop what came (and cut the link)."""
@@ -84,6 +93,8 @@ class Proxy:
             if not self._lose_answer:
                 return False
             self._lose_answer = False
+            if self._then is not None:
+                self._then()
             writer.transport.abort()
             self.answer_lost.set()
             return True
