@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sql_backends import database_url, postgres_server, postgres_url
 
 from api.controller.commands import CreatableTopic, RegisterBroker
 from api.controller.errors import ApiError, ErrorCode
@@ -23,6 +24,8 @@ from replay.image import EMPTY_IMAGE, ClientWritesImage, Provenance
 from replay.loader import load_image
 from replay.sql.store import SnapshotStore
 from replay.timetravel import image_at
+
+__all__ = ["database_url", "postgres_server", "postgres_url"]
 
 P = Provenance(offset=0, epoch=1, timestamp=1)
 
@@ -174,8 +177,10 @@ def test_a_stored_answer_is_served_after_a_replay_of_the_log(tmp_path: Path) -> 
     assert _topics(tmp_path / "log") == ["t"]
 
 
-def test_a_stored_answer_is_served_after_a_restart_from_a_snapshot(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'snapshots.db'}"
+def test_a_stored_answer_is_served_after_a_restart_from_a_snapshot(
+    tmp_path: Path, database_url: str
+) -> None:
+    db = database_url
 
     async def first() -> object:
         service = _service(tmp_path / "log", db)
