@@ -580,7 +580,7 @@ class AdminClient(SecurityApis):
             for p in partitions:
                 by_topic.setdefault(await self.topic_name(p.topic), []).append(p.partition)
             wanted = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
-        response = await self.request(
+        response = await self.write(
             43, election_type=int(election), topic_partitions=wanted, timeout=self.timeout_ms
         )
         if int(response.error_code) != 0:
@@ -613,7 +613,7 @@ class AdminClient(SecurityApis):
                     "replicas": None if r.replicas is None else list(r.replicas),
                 }
             )
-        response = await self.request(
+        response = await self.write(
             45,
             topics=[{"name": n, "partitions": ps} for n, ps in by_topic.items()],
             timeout=self.timeout_ms,
