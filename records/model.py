@@ -432,6 +432,29 @@ class LeaderChangeRecord(Record):
     """Node ids of the voters that granted the leader their vote (KRaft's `GrantingVoters`)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientWriteRecord(Record):
+    """A client's idempotent write was applied: its (client id, sequence) and its answer.
+
+    Written in the same atomic batch as the write's own records, so a retry of the write (the
+    same client id and sequence, after its answer was lost) finds it in the image on any node
+    and is answered with `response` instead of being applied again (docs/replication.md).
+    """
+
+    RECORD_TYPE: ClassVar[int] = 107
+    VERSION: ClassVar[int] = 0
+    client_id: Uuid
+    """The client instance's random id (one per AdminClient)."""
+    sequence: int
+    """The write's sequence number within that client (0 and up, one per write)."""
+    principal: str | None
+    """Who made the write: only the same principal is answered from it."""
+    api_key: int
+    """The API the write came through (Kafka's key, or a private one): how `response` reads."""
+    response: bytes
+    """The write's answer as the API stores it (opaque to replay)."""
+
+
 RECORD_CLASSES: tuple[type[Record], ...] = (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -453,6 +476,7 @@ RECORD_CLASSES: tuple[type[Record], ...] = (
     AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
     LeaderChangeRecord,
+    ClientWriteRecord,
 )
 """Every record type this code writes, in a fixed order (the order of the Avro union).
 

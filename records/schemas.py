@@ -626,6 +626,27 @@ CURRENT_SCHEMAS: tuple[RecordSchema, ...] = (
             _ints("granting_voters", "Node ids of the voters that voted for the new leader."),
         ),
     ),
+    RecordSchema(
+        name="ClientWriteRecord",
+        record_type=model.ClientWriteRecord.RECORD_TYPE,
+        version=model.ClientWriteRecord.VERSION,
+        python_class=model.ClientWriteRecord,
+        doc="A client's idempotent write was applied, in the same batch as its records: the "
+        "answer a retry of it (same client id and sequence) gets instead of applying it again.",
+        fields=(
+            _uuid("client_id", "The client instance's random id."),
+            FieldSpec(name="sequence", type="long", doc="The write's sequence number (0 and up)."),
+            FieldSpec(
+                name="principal",
+                type=["null", "string"],
+                doc="Who made the write; only the same principal is answered from it.",
+            ),
+            FieldSpec(
+                name="api_key", type="int", doc="The API of the write (Kafka's or a private key)."
+            ),
+            FieldSpec(name="response", type="bytes", doc="The answer, in the API's stored form."),
+        ),
+    ),
 )
 """The schema every record type is written with today, in `model.RECORD_CLASSES` order."""
 

@@ -20,6 +20,7 @@ from records.model import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     CancelTopicPartitionsDeletionRecord,
+    ClientWriteRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -251,6 +252,7 @@ class MetadataDelta:
         self._cleared_configs: set[ConfigKey] = set()
         self._acls: dict[Uuid, AccessControlEntryRecord | None] = {}
         self._scram: dict[ScramKey, UserScramCredentialRecord | None] = {}
+        self._client_writes: list[ClientWriteRecord] = []
         self._child_counts: dict[str, int] | None = None
         """Live direct child namespaces per namespace, built on the first removal."""
         self._batch_topics: list[tuple[_TopicDraft, TopicRecord]] = []
@@ -897,6 +899,14 @@ class MetadataDelta:
     def _replay_leader_change(self, record: LeaderChangeRecord) -> None:
         """A quorum leader took office: no metadata changes, only the provenance moves on."""
 
+    def _replay_client_write(self, record: ClientWriteRecord) -> None:
+        """A client's idempotent write was applied: it becomes that client's last write.
+
+        Kept in order; `apply` adds them to the table one by one (with the eviction), so
+        replaying them in one delta or in many gives the same table.
+        """
+        self._client_writes.append(record)
+
     def scram_credential(
         self, name: str, mechanism: ScramMechanism
     ) -> UserScramCredentialRecord | None:
@@ -940,6 +950,9 @@ class MetadataDelta:
             scram=ScramImage(credentials=_updated(base.scram.credentials, self._scram))
             if self._scram
             else base.scram,
+            client_writes=base.client_writes.with_writes(self._client_writes)
+            if self._client_writes
+            else base.client_writes,
         )
 
     def _apply_features(self, base: FeaturesImage) -> FeaturesImage:
@@ -1031,6 +1044,7 @@ _DISPATCH: dict[type[Record], Callable[[MetadataDelta, Any], None]] = {
     AccessControlEntryRecord: MetadataDelta._replay_acl,
     RemoveAccessControlEntryRecord: MetadataDelta._replay_remove_acl,
     LeaderChangeRecord: MetadataDelta._replay_leader_change,
+    ClientWriteRecord: MetadataDelta._replay_client_write,
 }
 """The handler of each record type: a class-level table, so a delta holds no bound methods
 (which made every delta a reference cycle, left for the cyclic collector to free)."""

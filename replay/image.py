@@ -20,6 +20,7 @@ from immutables import Map
 
 from records.model import (
     AccessControlEntryRecord,
+    ClientWriteRecord,
     ConfigRecord,
     ConfigResourceType,
     DeleteTopicPartitionsRecord,
@@ -306,6 +307,83 @@ class ScramImage:
             yield self.credentials[key]
 
 
+MAX_CLIENT_WRITES = 1000
+"""The most client ids whose last idempotent write the image keeps (docs/replication.md).
+
+A new client id beyond it evicts the client whose last write is the oldest. It is a constant,
+not a setting: every node must replay the same log into the same table, so the bound is part
+of what the log means (a change of it is a change of replay, like a new record version)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ClientWritesImage:
+    """The last idempotent write of each recent client: a retry of it is answered from here.
+
+    `by_client` maps a client id to (serial, its last `ClientWriteRecord`); `serials` maps
+    serials back to client ids, oldest first, so eviction of the oldest costs O(log n). The
+    serials themselves are bookkeeping: two images with the same clients in the same order
+    are equal whatever their serials (a snapshot replays them renumbered).
+    """
+
+    by_client: Map[Uuid, tuple[int, ClientWriteRecord]] = field(default_factory=Map)
+    serials: Map[int, Uuid] = field(default_factory=Map)
+    oldest: int = 0
+    """No serial below it is live (where the eviction scan starts)."""
+    next_serial: int = 0
+
+    def get(self, client_id: Uuid) -> ClientWriteRecord | None:
+        """A client's last write, or None (never seen, or evicted)."""
+        found = self.by_client.get(client_id)
+        return None if found is None else found[1]
+
+    def __len__(self) -> int:
+        return len(self.by_client)
+
+    def ordered(self) -> list[ClientWriteRecord]:
+        """Every client's last write, oldest first (the eviction order)."""
+        return [self.by_client[self.serials[s]][1] for s in sorted(self.serials)]
+
+    def with_writes(
+        self, writes: list[ClientWriteRecord], limit: int = MAX_CLIENT_WRITES
+    ) -> ClientWritesImage:
+        """The table after `writes`, applied in order.
+
+        Each replaces its client's entry and becomes the newest; beyond `limit` clients, the
+        oldest are evicted.
+        """
+        oldest, serial = self.oldest, self.next_serial
+        with self.by_client.mutate() as by_client, self.serials.mutate() as serials:
+            for write in writes:
+                known = by_client.get(write.client_id)
+                if known is not None:
+                    del serials[known[0]]
+                by_client[write.client_id] = (serial, write)
+                serials[serial] = write.client_id
+                serial += 1
+                while len(by_client) > limit:
+                    evicted = serials.pop(oldest, None)
+                    if evicted is not None:
+                        del by_client[evicted]
+                    oldest += 1
+            finished = by_client.finish(), serials.finish()
+        return ClientWritesImage(
+            by_client=finished[0], serials=finished[1], oldest=oldest, next_serial=serial
+        )
+
+    def write(self) -> Iterator[Record]:
+        """Every client's last write, oldest first: replayed, they rebuild the same order."""
+        yield from self.ordered()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ClientWritesImage):
+            return NotImplemented
+        return self is other or (
+            len(self.by_client) == len(other.by_client) and self.ordered() == other.ordered()
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # equal by content, and mutable-looking
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataImage:
     """The whole metadata state after the entry named by `provenance`."""
@@ -318,6 +396,8 @@ class MetadataImage:
     configs: ConfigsImage = field(default_factory=ConfigsImage)
     acls: AclsImage = field(default_factory=AclsImage)
     scram: ScramImage = field(default_factory=ScramImage)
+    client_writes: ClientWritesImage = field(default_factory=ClientWritesImage)
+    """The last idempotent write of recent clients (a retried write is answered from it)."""
 
     def with_timestamp(self, timestamp: int) -> MetadataImage:
         """The same image with its provenance's timestamp set (a new field belongs here too).
@@ -336,6 +416,7 @@ class MetadataImage:
             configs=self.configs,
             acls=self.acls,
             scram=self.scram,
+            client_writes=self.client_writes,
         )
 
     @property
@@ -349,14 +430,16 @@ class MetadataImage:
             or self.configs.resources
             or self.acls.by_id
             or self.scram.credentials
+            or self.client_writes.by_client
         )
 
     def write(self) -> Iterator[Record]:
         """The records that rebuild this image from empty (a snapshot's content).
 
         Features come first (`metadata.version` leads), then brokers, namespaces (parents
-        first), topics with their partitions, configs, SCRAM credentials and ACLs. The order
-        is deterministic, so two equal images write identical record sequences.
+        first), topics with their partitions, configs, SCRAM credentials, ACLs and the
+        clients' last idempotent writes (oldest first). The order is deterministic, so two
+        equal images write identical record sequences.
         """
         yield from self.features.write()
         yield from self.cluster.write()
@@ -365,6 +448,7 @@ class MetadataImage:
         yield from self.configs.write()
         yield from self.scram.write()
         yield from self.acls.write()
+        yield from self.client_writes.write()
 
     def same_state(self, other: MetadataImage) -> bool:
         """Whether two images hold the same state, wherever they come from in the log."""
@@ -376,6 +460,7 @@ class MetadataImage:
             and self.configs == other.configs
             and self.acls == other.acls
             and self.scram == other.scram
+            and self.client_writes == other.client_writes
         )
 
 

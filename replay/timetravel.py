@@ -24,6 +24,7 @@ from records.model import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     CancelTopicPartitionsDeletionRecord,
+    ClientWriteRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -565,6 +566,11 @@ def describe(record: Record, names: _Names) -> str:
             return f"broker {record.broker_id}: {', '.join(change) or 'no change'}"
         case FeatureLevelRecord():
             return f"feature {record.name} level {record.feature_level}"
+        case ClientWriteRecord():
+            return (
+                f"client {record.client_id} write {record.sequence} applied "
+                f"(API {record.api_key}, answer of {len(record.response)} bytes kept)"
+            )
         case LeaderChangeRecord():
             return (
                 f"node {record.leader_id} leads the controller quorum (voters "

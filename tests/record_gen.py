@@ -20,6 +20,7 @@ from records.model import (
     AclPermissionType,
     BrokerRegistrationChangeRecord,
     CancelTopicPartitionsDeletionRecord,
+    ClientWriteRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -62,7 +63,13 @@ class LogGenerator:
     """Emits only batches that replay cleanly, choosing from the image they build."""
 
     def __init__(
-        self, seed: int, *, cancels: bool = False, security: bool = False, quorum: bool = False
+        self,
+        seed: int,
+        *,
+        cancels: bool = False,
+        security: bool = False,
+        quorum: bool = False,
+        client_writes: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.image: MetadataImage = EMPTY_IMAGE
@@ -76,6 +83,11 @@ class LogGenerator:
         then between the other batches, drawn from a generator of their own, so the other
         batches are the same as without them."""
         self.quorum_rng = random.Random(seed)
+        self.client_writes = client_writes
+        """Also idempotent writes' ClientWriteRecords, added to batches from a generator of
+        their own (a few client ids, so entries are replaced), the other records unchanged."""
+        self.client_rng = random.Random(seed + 1)
+        self.client_sequences: dict[Uuid, int] = {}
         self.epoch = 0
         self.counter = 0
 
@@ -109,6 +121,8 @@ class LogGenerator:
         while len(out) - markers < count:
             batch = self.rng.choices(funcs, weights)[0]()
             if batch:
+                if self.client_writes and self.client_rng.random() < 0.1:
+                    batch = [*batch, self._client_write()]
                 out.append(self._replayed(batch))
                 if self.quorum and self.quorum_rng.random() < 0.02:
                     out.append(self._replayed(self._leader_change()))
@@ -489,6 +503,19 @@ class LogGenerator:
             CancelTopicPartitionsDeletionRecord(topic_id=topic.topic_id, partition_count=keep)
         )
         return records
+
+    def _client_write(self) -> ClientWriteRecord:
+        rng = self.client_rng
+        client = Uuid(bytes([rng.randrange(4)] * 16))
+        sequence = self.client_sequences.get(client, -1) + 1
+        self.client_sequences[client] = sequence
+        return ClientWriteRecord(
+            client_id=client,
+            sequence=sequence,
+            principal=rng.choice((None, "User:alice")),
+            api_key=rng.choice((19, 20, 10000)),
+            response=rng.randbytes(rng.randrange(0, 40)),
+        )
 
     def _leader_change(self) -> list[Record]:
         voters = (1000, 1001, 1002)

@@ -72,11 +72,18 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def write_generated_log(
-    directory: Path, *, seed: int, batches: int, cancels: bool = False, security: bool = False
+    directory: Path,
+    *,
+    seed: int,
+    batches: int,
+    cancels: bool = False,
+    security: bool = False,
+    client_writes: bool = False,
 ) -> int:
     """A log of `batches` generated batches (one append each, 1 s apart); returns its end.
 
-    `security` adds ACLs and SCRAM credentials (LogGenerator's opt-in).
+    `security` adds ACLs and SCRAM credentials, `client_writes` idempotent writes' notes
+    (LogGenerator's opt-ins).
     """
     from itertools import count
 
@@ -86,6 +93,9 @@ def write_generated_log(
 
     ticks = count(1_700_000_000_000, 1000)
     with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as log:
-        for batch in LogGenerator(seed=seed, cancels=cancels, security=security).batches(batches):
+        generator = LogGenerator(
+            seed=seed, cancels=cancels, security=security, client_writes=client_writes
+        )
+        for batch in generator.batches(batches):
             log.append(batch, principal=f"User:gen{seed}")
         return log.end_offset

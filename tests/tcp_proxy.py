@@ -2,8 +2,11 @@
 
 Each `Proxy` listens on a port of its own and forwards every connection to one target port.
 `cut()` closes the connections it carries and refuses new ones until `restore()`: to the
-nodes on either side, the link is down. The proxies run on an event loop in a thread of
-their own, so the test's loop and the servers' processes are unaffected.
+nodes on either side, the link is down. `lose_next_answer()` lets requests through and drops
+the next bytes the target sends back, cutting that connection there: the request was
+served, its answer is lost (`answer_lost` is set when it happened). The proxies run on an
+event loop in a thread of their own, so the test's loop and the servers' processes are
+unaffected.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class Proxy:
@@ -24,6 +27,9 @@ class Proxy:
         self.blocked = False
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._lose_answer = False
+        self._then: Callable[[], object] | None = None
+        self.answer_lost = threading.Event()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -40,7 +46,9 @@ class Proxy:
             return
         self._writers.update((writer, up_writer))
         try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(
+                _pipe(reader, up_writer), _pipe(up_reader, writer, self._answer_check(writer))
+            )
         finally:
             for w in (writer, up_writer):
                 self._writers.discard(w)
@@ -65,10 +73,44 @@ class Proxy:
         """Carry connections again."""
         self.loop.call_soon_threadsafe(setattr, self, "blocked", False)
 
+    def lose_next_answer(self, then: Callable[[], object] | None = None) -> None:
+        """Drop the next bytes any target sends back, and cut that connection (both ways).
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        `then` runs (on the proxies' thread) when they came, before the cut: say, kill -9 of
+        the target, which then dies before its client can learn anything.
+        """
+        self.answer_lost.clear()
+
+        def arm() -> None:
+            self._lose_answer, self._then = True, then
+
+        self.loop.call_soon_threadsafe(arm)
+
+    def _answer_check(self, writer: asyncio.StreamWriter) -> Callable[[], bool]:
+        """For the target-to-client pipe: whether to drop what came (and cut the link)."""
+
+        def check() -> bool:
+            if not self._lose_answer:
+                return False
+            self._lose_answer = False
+            if self._then is not None:
+                self._then()
+            writer.transport.abort()
+            self.answer_lost.set()
+            return True
+
+        return check
+
+
+async def _pipe(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    drop: Callable[[], bool] | None = None,
+) -> None:
     with contextlib.suppress(ConnectionError, OSError):
         while data := await reader.read(65536):
+            if drop is not None and drop():
+                break
             writer.write(data)
             await writer.drain()
     with contextlib.suppress(ConnectionError, OSError, RuntimeError):

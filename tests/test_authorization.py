@@ -137,10 +137,17 @@ class Cluster:
     def end(self) -> int:
         return self.service.log.end_offset
 
-    def ask(self, api_key: int, version: int, session: Session, **values: Any) -> Any:
+    def ask(
+        self,
+        api_key: int,
+        version: int,
+        session: Session,
+        write_id: bytes | None = None,
+        **values: Any,
+    ) -> Any:
         """A Kafka request from `session`, answered, written (checked against kio) and read."""
         entity = codec.build(codec.request_class(api_key, version), **values)
-        frame = codec.encode_request(entity, correlation_id=7, client_id="test")
+        frame = codec.encode_request(entity, correlation_id=7, client_id="test", write_id=write_id)
         (event,) = Connection().receive(frame)
         assert isinstance(event, Request)
         answer = asyncio.run(self.kafka.handle(event.request, session))
@@ -160,12 +167,16 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     made.service.close()
 
 
-def _create(c: Cluster, session: Session, *names: str, version: int = 7) -> Any:
+def _create(
+    c: Cluster, session: Session, *names: str, version: int = 7, write_id: bytes | None = None
+) -> Any:
     topics = [
         {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
         for n in names
     ]
-    return c.ask(19, version, session, topics=topics, timeout=TIMEOUT, validate_only=False)
+    return c.ask(
+        19, version, session, write_id, topics=topics, timeout=TIMEOUT, validate_only=False
+    )
 
 
 def _codes(topics: Any) -> dict[str, int]:
@@ -246,6 +257,31 @@ def test_create_topics_hides_configs_without_describe_configs(cluster: Cluster) 
     # and the older versions, which have no such field, still answer
     c.grant(acl(TOPIC, "old", Op.CREATE))
     assert _codes(_create(c, ALICE, "old", version=4).topics) == {"old": 0}
+
+
+def test_a_retried_create_topics_hides_configs_as_a_fresh_answer_does(cluster: Cluster) -> None:
+    c = cluster
+    b_configs = acl(TOPIC, "b", Op.ALTER_CONFIGS)
+    c.grant(acl(TOPIC, "a", Op.CREATE), acl(TOPIC, "b", Op.CREATE), b_configs)
+    write_id = codec.write_id_bytes(bytes(16), 1)
+    first = _create(c, ALICE, "a", "b", write_id=write_id)
+    end = c.end
+    retried = _create(c, ALICE, "a", "b", write_id=write_id)
+    assert c.end == end  # answered from the stored answer: nothing appended
+    assert retried == first
+    hidden, shown = retried.topics
+    assert hidden.configs is None and hidden.topic_config_error_code == TOPIC_DENIED
+    assert (hidden.num_partitions, hidden.replication_factor) == (-1, -1)
+    assert shown.configs and (shown.num_partitions, shown.replication_factor) == (1, 1)
+    # Filtered by the ACLs of the answer's time, as a fresh answer is: now b's are hidden.
+    c.revoke(b_configs)
+    c.grant(acl(TOPIC, "a", Op.DESCRIBE_CONFIGS))
+    again = _create(c, ALICE, "a", "b", write_id=write_id)
+    assert c.end == end + 2  # the two ACL changes only
+    a, b = again.topics
+    assert a.configs and a.topic_config_error_code == 0 and a.num_partitions == 1
+    assert b.configs is None and b.topic_config_error_code == TOPIC_DENIED
+    assert a.topic_id == hidden.topic_id and b.topic_id == shown.topic_id
 
 
 def test_the_namespace_gate_refuses_a_create_the_topic_acl_allows(cluster: Cluster) -> None:

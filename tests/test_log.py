@@ -232,7 +232,9 @@ def test_offsets_are_dense_from_zero_with_principal_and_epoch_stamped(log_dir: P
 def test_read_with_any_range_equals_slicing_the_full_log(
     reader: MetadataLog, built_log: BuiltLog, gt: int | None, lte: int | None, limit: int | None
 ) -> None:
-    assert 300 < len(built_log.entries) < 900  # the strategy reaches past the end
+    # The strategy reaches past the end. (Each segment holds the entry schema, which grew with
+    # ClientWriteRecord: the four segments now hold 295 entries, not over 300.)
+    assert 250 < len(built_log.entries) < 900
     assert list(reader.read(gt=gt, lte=lte, limit=limit)) == expected_slice(
         built_log.entries, gt, lte, limit
     )

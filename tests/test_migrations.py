@@ -142,7 +142,7 @@ def test_0003_adds_the_security_tables_and_its_downgrade_drops_only_them(
             conn.exec_driver_sql("INSERT INTO snapshot_partitions VALUES " + row)
         with SnapshotStore(database_url) as store:
             _, after = store.upgrade()
-            assert after.revision == "0003" and store.drift() == []
+            assert after.revision == revision.HEAD_REVISION and store.drift() == []
         assert security <= _tables(database_url)
         with engine.begin() as conn:
             conn.execute(
@@ -159,6 +159,41 @@ def test_0003_adds_the_security_tables_and_its_downgrade_drops_only_them(
         assert not security & _tables(database_url)
         with engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM snapshot_partitions").scalar() == 1
+        with SnapshotStore(database_url) as store:
+            _, again = store.upgrade()
+            assert again.state is SchemaState.CURRENT and store.drift() == []
+    finally:
+        engine.dispose()
+
+
+def test_0004_adds_the_client_writes_table_and_its_downgrade_drops_only_it(
+    database_url: str,
+) -> None:
+    with SnapshotStore(database_url) as store:
+        store.upgrade("0003")
+    assert "snapshot_client_writes" not in _tables(database_url)
+    engine = create_engine(database_url)
+    try:
+        with SnapshotStore(database_url) as store:
+            _, after = store.upgrade()
+            assert after.revision == "0004" and store.drift() == []
+        assert "snapshot_client_writes" in _tables(database_url)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO snapshot_client_writes VALUES "
+                    "(1, 'AAAAAAAAAAAAAAAAAAAAAA', 0, 9007199254740993, NULL, 19, :answer)"
+                ),
+                {"answer": b"\x00answer"},
+            )
+            row = conn.exec_driver_sql(
+                "SELECT sequence, response FROM snapshot_client_writes"
+            ).one()
+            assert row[0] == 9007199254740993 and bytes(row[1]) == b"\x00answer"
+        with SnapshotStore(database_url) as store:
+            assert store.downgrade("0003").revision == "0003"
+        assert "snapshot_client_writes" not in _tables(database_url)
+        assert "snapshot_acls" in _tables(database_url)
         with SnapshotStore(database_url) as store:
             _, again = store.upgrade()
             assert again.state is SchemaState.CURRENT and store.drift() == []

@@ -28,6 +28,7 @@ from records.model import (
     BrokerFeature,
     BrokerRegistrationChangeRecord,
     CancelTopicPartitionsDeletionRecord,
+    ClientWriteRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
@@ -195,6 +196,14 @@ remove_access_control_entry_records: st.SearchStrategy[RemoveAccessControlEntryR
 leader_change_records: st.SearchStrategy[LeaderChangeRecord] = st.builds(
     LeaderChangeRecord, leader_id=int32s, voters=replica_lists, granting_voters=replica_lists
 )
+client_write_records: st.SearchStrategy[ClientWriteRecord] = st.builds(
+    ClientWriteRecord,
+    client_id=uuids,
+    sequence=st.integers(0, 2**63 - 1),
+    principal=st.none() | st.text(max_size=20),
+    api_key=int32s,
+    response=st.binary(max_size=64),
+)
 
 RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     FeatureLevelRecord: feature_level_records,
@@ -217,6 +226,7 @@ RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     AccessControlEntryRecord: access_control_entry_records,
     RemoveAccessControlEntryRecord: remove_access_control_entry_records,
     LeaderChangeRecord: leader_change_records,
+    ClientWriteRecord: client_write_records,
 }
 
 any_record: st.SearchStrategy[Record] = st.one_of(*RECORD_STRATEGIES.values())
@@ -246,7 +256,7 @@ def _write_body(writer_entry_schema: dict[str, Any], values: list[dict[str, Any]
 
 def test_strategies_cover_every_record_class() -> None:
     assert set(RECORD_STRATEGIES) == set(RECORD_CLASSES)
-    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 20
+    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 21
 
 
 @given(st.data())

@@ -70,6 +70,7 @@ RECORD_TYPES = {
     "PurgeTopicPartitionsRecord": (104, 0),
     "CancelTopicPartitionsDeletionRecord": (105, 0),
     "LeaderChangeRecord": (106, 0),
+    "ClientWriteRecord": (107, 0),
 }
 """name -> (record type, version): Kafka's numbers for Kafka's records, 100 and up for ours."""
 
@@ -94,6 +95,7 @@ UNION_ORDER = (
     "AccessControlEntryRecord",
     "RemoveAccessControlEntryRecord",
     "LeaderChangeRecord",
+    "ClientWriteRecord",
 )
 """The Avro union's branches by position: new record types go at the end."""
 

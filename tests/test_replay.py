@@ -74,7 +74,9 @@ def test_every_record_type_has_a_handler() -> None:
 
 
 def test_generated_log_every_prefix_writes_and_replays_to_itself() -> None:
-    batches = LogGenerator(seed=7, cancels=True, security=True, quorum=True).batches(900)
+    batches = LogGenerator(
+        seed=7, cancels=True, security=True, quorum=True, client_writes=True
+    ).batches(900)
     records = [r for batch in batches for r in batch]
     assert len(records) > 2000
     image = EMPTY_IMAGE

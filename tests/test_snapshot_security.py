@@ -269,7 +269,7 @@ def test_a_snapshot_of_the_format_before_acls_is_skipped(
         image = load_image(log)
         old = store.write(load_image(log, lte=100))
         _execute(database_url, f"UPDATE snapshots SET format_version = 1 WHERE id = {old.id}")
-        with pytest.raises(SnapshotContentError, match="format version 1, older than 2"):
+        with pytest.raises(SnapshotContentError, match="format version 1, older than 3"):
             store.load(old.id)
         verified = store.verify(old.id)
         assert not verified.ok and "snapshot delete" in (verified.error or "")
@@ -285,7 +285,7 @@ def test_a_snapshot_of_a_newer_format_says_to_upgrade(
     store: SnapshotStore, database_url: str
 ) -> None:
     info = store.write(IMAGE)
-    _execute(database_url, f"UPDATE snapshots SET format_version = 3 WHERE id = {info.id}")
+    _execute(database_url, f"UPDATE snapshots SET format_version = 4 WHERE id = {info.id}")
     result = store.verify(info.id)
     assert not result.ok and "a newer metadata-log wrote it" in (result.error or "")
 

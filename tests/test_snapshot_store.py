@@ -49,7 +49,14 @@ def _execute(url: str, sql: str) -> None:
 def test_snapshot_plus_tail_equals_replay_from_zero(
     tmp_path: Path, store: SnapshotStore, seed: int
 ) -> None:
-    end = write_generated_log(tmp_path / "log", seed=seed, batches=500, cancels=True, security=True)
+    end = write_generated_log(
+        tmp_path / "log",
+        seed=seed,
+        batches=500,
+        cancels=True,
+        security=True,
+        client_writes=True,
+    )
     rng = random.Random(seed)
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         snapshot_offsets = sorted(rng.sample(range(end), 6))
@@ -75,10 +82,14 @@ def test_snapshot_plus_tail_equals_replay_from_zero(
 
 
 def test_every_area_round_trips(tmp_path: Path, store: SnapshotStore) -> None:
-    end = write_generated_log(tmp_path / "log", seed=7, batches=900, cancels=True, security=True)
+    end = write_generated_log(
+        tmp_path / "log", seed=7, batches=900, cancels=True, security=True, client_writes=True
+    )
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         image = load_image(log)
     assert image.namespaces.by_name
+    assert len(image.client_writes) == 4  # the generator's four clients, each's last write
+    assert {w.principal for w in image.client_writes.ordered()} <= {None, "User:alice"}
     assert any(t.pending_deletion for t in image.topics.by_id.values())
     assert image.configs.resources
     assert len(image.acls.by_id) > 5

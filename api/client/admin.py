@@ -19,13 +19,17 @@ Over TLS and with a SASL login, as a client config file says (`--command-config`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from api.client.connection import (
     DEFAULT_TIMEOUT_MS,
+    ClientConnection,
     ClientError,
+    ConnectionLost,
     RemoteError,
     known_error_code,
 )
@@ -61,9 +65,11 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
+from api.controller.errors import ErrorCode
 from api.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
-from api.protocol import private
-from api.protocol.private import EntryDecoder
+from api.protocol import codec, private
+from api.protocol.codec import build, request_class
+from api.protocol.private import EntryDecoder, PrivateApi
 from records.entry import LogEntry
 from records.model import ConfigResourceType
 from records.uuids import Uuid
@@ -74,8 +80,16 @@ if TYPE_CHECKING:
     from api.security.client_config import ClientSecurity
     from metadata_log.raft.messages import DescribeQuorumResponse
 
+T = TypeVar("T")
+
 DESCRIBE_QUORUM_KEY = 55
 """DescribeQuorum: a server that offers it is a node of a controller quorum."""
+
+WRITE_ATTEMPTS = 6
+"""How many times a write is sent at most: a first attempt and five retries (same write id)."""
+
+RETRY_BACKOFF_S = 0.1
+"""The pause before a write's first retry; it doubles for each next one (0.1 to 1.6 s)."""
 
 CONTROLLER_WAIT_S = 5.0
 """How long a client looks for the quorum's leader while an election is under way."""
@@ -106,6 +120,19 @@ async def _named_controller(
             await client.close()
     nodes = {int(b.node_id): _address(b.host, b.port) for b in answer.brokers}
     return nodes.get(int(answer.controller_id)), list(nodes.values())
+
+
+def _not_controller(response: Any) -> bool:
+    """Whether an answer refuses the write with NOT_CONTROLLER (anywhere in it)."""
+    if int(getattr(response, "error_code", 0) or 0) == ErrorCode.NOT_CONTROLLER:
+        return True
+    for field in dataclasses.fields(response):
+        value = getattr(response, field.name)
+        if isinstance(value, tuple):
+            for item in value:
+                if dataclasses.is_dataclass(item) and _not_controller(item):
+                    return True
+    return False
 
 
 def _fits(values: Any, bounds: tuple[int, int], what: str) -> None:
@@ -141,6 +168,103 @@ class AdminClient(SecurityApis):
     ) -> None:
         super().__init__(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
         self._entries = EntryDecoder()
+        self.instance_id = uuid.uuid4().bytes
+        """This client's random id: with a sequence number, it names each write it sends."""
+        self._sequences = itertools.count()
+        self.bootstrap: list[str] = []
+        """Where else to look for the controller when a write must be sent again: the
+        quorum's voters `connect_controller` learned (a retry tries its own address first)."""
+
+    async def write(self, api_key: int, **values: Any) -> Any:
+        """A Kafka write API, idempotent: retried with the same write id until answered.
+
+        The write carries (`instance_id`, its sequence number) in the request header
+        (`codec.WRITE_ID_TAG`) and is retried as `_idempotent` says. A version without tagged
+        fields (a server that speaks no flexible one) is sent once, without an id.
+        """
+        body = build(request_class(api_key, self.version(api_key)), **values)
+        if not body.__header_schema__.__flexible__:
+            return await self._kafka(body)  # no tagged fields in header v1: as before
+        return await self._idempotent(lambda write_id: self._kafka(body, write_id))
+
+    async def call(
+        self,
+        api: PrivateApi,
+        request: Any,
+        *,
+        timeout_ms: int | None = None,
+        write_id: bytes | None = None,
+    ) -> Any:
+        """One of our own APIs; a write API is idempotent, retried as `_idempotent` says.
+
+        A write without a `write_id` gets the next one of this client, in the API's flexible
+        version (request header v2). A server that speaks only the API's older version
+        (negotiated down) gets it there, once and without an id, as before. With a
+        `write_id` the request is sent once, with that id.
+        """
+        if write_id is not None or not api.writes or not api.flexible(self.version(api.key)):
+            return await super().call(api, request, timeout_ms=timeout_ms, write_id=write_id)
+
+        async def send(write_id: bytes) -> Any:
+            return await ClientConnection.call(
+                self, api, request, timeout_ms=timeout_ms, write_id=write_id
+            )
+
+        return await self._idempotent(send)
+
+    async def _idempotent(self, send: Callable[[bytes], Awaitable[T]]) -> T:
+        """`send(write_id)` with this client's next write id; again, same id, until answered.
+
+        It is sent again when the answer is lost (`ConnectionLost`: the connection failed or
+        closed, or no answer came in time) or is NOT_CONTROLLER (in a Kafka answer, or a
+        private API's `RemoteError`): the client then connects to the quorum's leader. At most
+        `WRITE_ATTEMPTS` times, backing off from `RETRY_BACKOFF_S`. A server that saw the
+        write already answers with the first answer, so it is applied once
+        (docs/replication.md). Other errors are not retried: the same request would fail the
+        same way.
+        """
+        write_id = codec.write_id_bytes(self.instance_id, next(self._sequences))
+        pause = RETRY_BACKOFF_S
+        for attempt in range(WRITE_ATTEMPTS):
+            last = attempt == WRITE_ATTEMPTS - 1 or self.address is None
+            try:
+                response = await send(write_id)
+            except ConnectionLost:
+                if last:
+                    raise
+            except RemoteError as exc:
+                if last or exc.error_code != ErrorCode.NOT_CONTROLLER:
+                    raise
+            else:
+                if last or not _not_controller(response):
+                    return response
+            await asyncio.sleep(pause)
+            pause *= 2
+            await self._reconnect()
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    async def _reconnect(self) -> None:
+        """Connect again to the controller (the leader), found from the last address.
+
+        Else from the other addresses in `bootstrap`: the last node may be the one that died.
+        """
+        assert self.address is not None
+        await self.close()
+        for address in dict.fromkeys([self.address, *self.bootstrap]):
+            try:
+                fresh = await AdminClient.connect_controller(
+                    address,
+                    client_id=self.client_id,
+                    timeout_ms=self.timeout_ms,
+                    security=self.security,
+                    wait_s=CONTROLLER_WAIT_S,
+                )
+            except (ClientError, OSError):
+                continue
+            self.bootstrap = list(dict.fromkeys([*self.bootstrap, *fresh.bootstrap]))
+            self._take_over(fresh)
+            return
+        # None answered: the next attempt fails on the closed connection, and tries again.
 
     @classmethod
     async def connect_controller(
@@ -159,7 +283,7 @@ class AdminClient(SecurityApis):
         connects to the leader. A node that names none (an election, or a node cut off from
         the others) is not the last word: the other voters are asked in turn, for up to
         `wait_s`. Then the client stays with `bootstrap` (writes there answer NOT_CONTROLLER,
-        reads work).
+        reads work). The client keeps the voters it learned in `bootstrap`, for retries.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
@@ -190,12 +314,14 @@ class AdminClient(SecurityApis):
             if named is not None:
                 leader, voters = named
                 others = [a for a in voters if a != bootstrap] or others
-                if leader == bootstrap:
-                    return client
-                if leader is not None:
+                if leader is not None and leader != bootstrap:
                     await client.close()
-                    return await connect(leader)
+                    client = await connect(leader)
+                if leader is not None:
+                    client.bootstrap = [bootstrap, *others]
+                    return client
             if loop.time() >= deadline:
+                client.bootstrap = [bootstrap, *others]
                 return client  # writes will say NOT_CONTROLLER; reads work on any node
             await asyncio.sleep(0.05)
         raise AssertionError("unreachable")  # itertools.count() never ends
@@ -288,7 +414,7 @@ class AdminClient(SecurityApis):
             for partition, brokers in t.assignments:
                 _fits(partition, _INT32, "partition")
                 _fits(brokers, _INT32, "broker id")
-        response = await self.request(
+        response = await self.write(
             19,
             topics=[
                 {
@@ -318,7 +444,7 @@ class AdminClient(SecurityApis):
 
     async def delete_topics(self, refs: Sequence[TopicRef]) -> list[DeleteTopicResult]:
         """DeleteTopics (v6: by name or id)."""
-        response = await self.request(
+        response = await self.write(
             20,
             topics=[{"name": r.name, "topic_id": (r.topic_id or Uuid.ZERO).bytes} for r in refs],
             topic_names=[r.name for r in refs if r.name is not None],
@@ -341,7 +467,7 @@ class AdminClient(SecurityApis):
             _fits(t.count, _INT32, "a partition count of")
             for brokers in t.assignments or ():
                 _fits(brokers, _INT32, "broker id")
-        response = await self.request(
+        response = await self.write(
             37,
             topics=[
                 {
@@ -383,7 +509,7 @@ class AdminClient(SecurityApis):
         validate_only: bool = False,
     ) -> Any:
         """AlterConfigs (legacy: replaces every override of the resource; kio entity)."""
-        return await self.request(
+        return await self.write(
             33,
             resources=[
                 {
@@ -402,7 +528,7 @@ class AdminClient(SecurityApis):
         validate_only: bool = False,
     ) -> list[AlterConfigsResult]:
         """IncrementalAlterConfigs: set, delete, append, subtract; one result per resource."""
-        response = await self.request(
+        response = await self.write(
             44,
             resources=[
                 {
@@ -454,7 +580,7 @@ class AdminClient(SecurityApis):
             for p in partitions:
                 by_topic.setdefault(await self.topic_name(p.topic), []).append(p.partition)
             wanted = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
-        response = await self.request(
+        response = await self.write(
             43, election_type=int(election), topic_partitions=wanted, timeout=self.timeout_ms
         )
         if int(response.error_code) != 0:
@@ -487,7 +613,7 @@ class AdminClient(SecurityApis):
                     "replicas": None if r.replicas is None else list(r.replicas),
                 }
             )
-        response = await self.request(
+        response = await self.write(
             45,
             topics=[{"name": n, "partitions": ps} for n, ps in by_topic.items()],
             timeout=self.timeout_ms,

@@ -62,6 +62,14 @@ class ClientError(MetadataLogError):
     """The connection failed or the server answered something this client cannot read."""
 
 
+class ConnectionLost(ClientError):
+    """A request's answer did not come: the connection failed or closed, or it came too late.
+
+    The request may or may not have reached the server and been applied: a write is safe to
+    send again only with its write id (`AdminClient` does so).
+    """
+
+
 class RemoteError(ApiError):
     """The server refused a request; `str()` is what the embedded CLI prints for it."""
 
@@ -178,6 +186,9 @@ class ClientConnection:
         self._receiver = asyncio.create_task(self._receive())
         self._closed = False
         self._secured = False
+        self.address: str | None = None
+        """`HOST:PORT` this connection was opened to (None: made from streams)."""
+        self.security: ClientSecurity | None = None
 
     @classmethod
     async def connect(
@@ -200,6 +211,8 @@ class ClientConnection:
         except (OSError, TimeoutError) as exc:
             raise _connect_error(host, port, exc, context) from None
         client = cls(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
+        client.address = bootstrap
+        client.security = security
         client._secured = security is not None and (tls or security.protocol.sasl)
         try:
             await client._negotiate()
@@ -226,7 +239,7 @@ class ClientConnection:
         self._receiver.cancel()
         with contextlib.suppress(BaseException):
             await self._receiver
-        self._fail_pending(ClientError("the connection is closed"))
+        self._fail_pending(ConnectionLost("the connection is closed"))
         self._writer.close()
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()
@@ -321,7 +334,7 @@ class ClientConnection:
     ) -> Any:
         timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
         if self._closed:
-            raise ClientError("the connection is closed")
+            raise ConnectionLost("the connection is closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         # Its waiter may be gone (a timeout, an interrupt) when the answer or a failure comes:
         # mark the outcome seen, so asyncio does not report it as never retrieved.
@@ -332,17 +345,24 @@ class ClientConnection:
             await self._writer.drain()
             return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
         except TimeoutError:
-            raise ClientError(f"no answer within {timeout_ms} ms") from None
+            raise ConnectionLost(f"no answer within {timeout_ms} ms") from None
         except ConnectionError as exc:
-            raise ClientError(f"the connection failed: {exc}") from None
+            raise ConnectionLost(f"the connection failed: {exc}") from None
 
-    async def _kafka(self, body: Any) -> Any:
+    def _take_over(self, other: ClientConnection) -> None:
+        """Use `other`'s connection from now on (this one is closed): a reconnect."""
+        self._reader, self._writer, self._receiver = other._reader, other._writer, other._receiver
+        self._pending, self._versions, self._ids = other._pending, other._versions, other._ids
+        self.address, self._secured, self._closed = other.address, other._secured, False
+        other._closed = True  # its streams and receiver are this one's now
+
+    async def _kafka(self, body: Any, write_id: bytes | None = None) -> Any:
         """Send a kio request entity; its kio response entity."""
         correlation_id = next(self._ids)
         api_key, version = int(body.__api_key__), int(body.__version__)
         try:
             frame = codec.encode_request(
-                body, correlation_id=correlation_id, client_id=self.client_id
+                body, correlation_id=correlation_id, client_id=self.client_id, write_id=write_id
             )
         except (struct.error, OverflowError) as exc:
             # A value the wire cannot carry; the checks of AdminClient name the field first.
@@ -359,8 +379,19 @@ class ClientConnection:
         """Any Kafka API this server answers, at the newest common version (kio entities)."""
         return await self._kafka(build(request_class(api_key, self.version(api_key)), **values))
 
-    async def call(self, api: PrivateApi, request: Any, *, timeout_ms: int | None = None) -> Any:
-        """One of our own APIs; raises `RemoteError` when the server refuses it."""
+    async def call(
+        self,
+        api: PrivateApi,
+        request: Any,
+        *,
+        timeout_ms: int | None = None,
+        write_id: bytes | None = None,
+    ) -> Any:
+        """One of our own APIs; raises `RemoteError` when the server refuses it.
+
+        `write_id` (`codec.write_id_bytes`) makes a write idempotent; only a flexible version
+        carries one (`ClientError` if the server speaks none: see `AdminClient.call_write`).
+        """
         version = self.version(api.key)
         correlation_id = next(self._ids)
         try:
@@ -370,6 +401,7 @@ class ClientConnection:
                 correlation_id=correlation_id,
                 client_id=self.client_id,
                 version=version,
+                write_id=write_id,
             )
         except private.OlderVersionError as exc:
             raise ClientError(str(exc)) from None
@@ -378,7 +410,7 @@ class ClientConnection:
         _, status, body = await self._send(
             frame,
             correlation_id,
-            lambda data: private.decode_response(api, data),
+            lambda data: private.decode_response(api, data, version),
             max(self.timeout_ms, timeout_ms or 0),
         )
         if status.error_code != 0:
@@ -391,11 +423,11 @@ class ClientConnection:
                 size = _SIZE.unpack(await self._reader.readexactly(4))[0]
                 data = await self._reader.readexactly(size)
                 if not self._pending:
-                    raise ClientError("the server sent an answer to no request")
+                    raise ConnectionLost("the server sent an answer to no request")
                 pending = self._pending.popleft()
                 (correlation_id,) = _SIZE.unpack_from(data, 0)
                 if correlation_id != pending.correlation_id:
-                    raise ClientError(
+                    raise ConnectionLost(
                         f"answer for request {correlation_id}, expected {pending.correlation_id}"
                     )
                 if pending.future.done():
@@ -411,9 +443,9 @@ class ClientConnection:
                 else " (if its listener needs TLS or a login, give the client config with "
                 "--command-config)"
             )
-            self._fail_pending(ClientError("the server closed the connection" + hint))
+            self._fail_pending(ConnectionLost("the server closed the connection" + hint))
         except (ConnectionError, OSError) as exc:
-            self._fail_pending(ClientError(f"the connection failed: {exc}"))
+            self._fail_pending(ConnectionLost(f"the connection failed: {exc}"))
         except ClientError as exc:
             self._fail_pending(exc)
 

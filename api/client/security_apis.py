@@ -78,6 +78,10 @@ def _outcome(code: Any, message: str | None) -> Outcome:
 class SecurityApis(ClientConnection):
     """ACL and SCRAM credential APIs (the base of `AdminClient`)."""
 
+    async def write(self, api_key: int, **values: Any) -> Any:
+        """A Kafka write API, sent once; `AdminClient.write` makes it idempotent (retried)."""
+        return await self.request(api_key, **values)
+
     async def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
         """DescribeAcls: the ACLs a filter matches (every ACL without one)."""
         f = acl_filter or AclFilter()
@@ -112,7 +116,7 @@ class SecurityApis(ClientConnection):
         """CreateAcls: one result per binding."""
         for b in bindings:
             _fits_codes(b.resource_type, b.pattern_type, b.operation, b.permission_type)
-        response = await self.request(
+        response = await self.write(
             30,
             creations=[
                 {
@@ -136,7 +140,7 @@ class SecurityApis(ClientConnection):
         """DeleteAcls: per filter, the ACLs it removed."""
         for f in filters:
             _fits_codes(f.resource_type, f.pattern_type, f.operation, f.permission_type)
-        response = await self.request(
+        response = await self.write(
             31,
             filters=[
                 {
@@ -199,7 +203,7 @@ class SecurityApis(ClientConnection):
         """AlterUserScramCredentials: one result per user (sends salted passwords only)."""
         _fits_codes(*(d.mechanism for d in deletions), *(u.mechanism for u in upsertions))
         _fits([u.iterations for u in upsertions], _INT32, "an iteration count of")
-        response = await self.request(
+        response = await self.write(
             51,
             deletions=[{"name": d.name, "mechanism": d.mechanism} for d in deletions],
             upsertions=[

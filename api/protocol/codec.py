@@ -113,6 +113,8 @@ class RequestHeader:
     api_version: int
     correlation_id: int
     client_id: str | None
+    write_id: tuple[bytes, int] | None = None
+    """An idempotent write's (client instance id: 16 bytes, sequence), from `WRITE_ID_TAG`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,6 +214,57 @@ def _with_partition_mode(body: type[Any]) -> type[Any]:
     )
 
 
+WRITE_ID_TAG = 10_001
+"""The tag of an idempotent write's id in request header v2's tagged fields (flexible versions).
+
+Its value is 24 bytes: the client instance's random id (16) and the write's sequence number
+(int64, big-endian); a retry of the write sends the same (docs/replication.md). Like
+`PARTITION_MODE_TAG` it is far above Kafka's own tags, so a future Kafka header field cannot
+collide with it. Clients that do not send it get writes without deduplication.
+"""
+
+_WRITE_ID = struct.Struct(">16sq")
+
+
+def _with_write_id(header: type[Any]) -> type[Any]:
+    """Request header v2 with the `write_id` tagged field (empty when absent)."""
+    write_id = dataclasses.field(default=b"", metadata={"kafka_type": "bytes", "tag": WRITE_ID_TAG})
+    return dataclasses.make_dataclass(
+        header.__name__,
+        [("write_id", bytes, write_id)],
+        bases=(header,),
+        frozen=True,
+        slots=True,
+        kw_only=True,
+    )
+
+
+_HEADER_V2: type[Any] = request_class(API_VERSIONS_KEY, 3).__header_schema__
+"""kio's request header v2 (that of every flexible request version)."""
+_IDEMPOTENT_HEADER = _with_write_id(_HEADER_V2)
+_HEADERS: dict[type[Any], type[Any]] = {_HEADER_V2: _IDEMPOTENT_HEADER}
+"""Header classes read in place of kio's: v2 with the write id tag."""
+
+
+def write_id_bytes(client_id: bytes, sequence: int) -> bytes:
+    """The `WRITE_ID_TAG` value of a write."""
+    return _WRITE_ID.pack(client_id, sequence)
+
+
+def parse_write_id(raw: bytes, what: str) -> tuple[bytes, int]:
+    """(client instance id, sequence) of a `WRITE_ID_TAG` value; `ProtocolError` if malformed.
+
+    `what` names the request for the message (`CreateTopics v7`).
+    """
+    if len(raw) != _WRITE_ID.size:
+        raise ProtocolError(
+            f"malformed {what} request: a write id of {len(raw)} bytes "
+            f"(tag {WRITE_ID_TAG} holds {_WRITE_ID.size})"
+        )
+    client_id, sequence = _WRITE_ID.unpack(raw)
+    return client_id, int(sequence)
+
+
 def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     """Decode a request frame of an API and version in `SUPPORTED_VERSIONS`.
 
@@ -225,6 +278,7 @@ def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) 
     """`decode_request` of a frame whose header `peek_header` has read already."""
     body_class = request_class(api_key, version)
     header_class = body_class.__header_schema__
+    header_class = _HEADERS.get(header_class, header_class)
     try:
         header, body = _read(frame, header_class, body_class)
     except Exception as exc:  # kio raises several error types (and ValueError) on bad bytes
@@ -244,12 +298,17 @@ def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) 
     missing = missing_required(body)
     if missing is not None:
         raise ProtocolError(f"malformed {_name(api_key)} v{version} request: {missing} is null")
+    write_id = None
+    raw = getattr(header, "write_id", b"")
+    if raw:
+        write_id = parse_write_id(raw, f"{_name(api_key)} v{version}")
     return KafkaRequest(
         header=RequestHeader(
             api_key=api_key,
             api_version=version,
             correlation_id=int(header.correlation_id),
             client_id=header.client_id,
+            write_id=write_id,
         ),
         body=body,
     )
@@ -314,16 +373,26 @@ def encode_response_with_kio(correlation_id: int, body: Any) -> bytes:
 
 
 def encode_request(
-    body: Any, *, correlation_id: int, client_id: str | None = "metadata-log"
+    body: Any,
+    *,
+    correlation_id: int,
+    client_id: str | None = "metadata-log",
+    write_id: bytes | None = None,
 ) -> bytes:
-    """A request frame (int32 size first): for tests and tools that speak to a server."""
+    """A request frame (int32 size first): for tests and tools that speak to a server.
+
+    `write_id` (`write_id_bytes`) goes in the header's `WRITE_ID_TAG` (flexible versions only).
+    """
     header_class = type(body).__header_schema__
+    if write_id is not None:
+        header_class = _HEADERS.get(header_class, header_class)
     fields = {f.name for f in dataclasses.fields(header_class)}
     values: dict[str, Any] = {
         "request_api_key": int(body.__api_key__),
         "request_api_version": int(body.__version__),
         "correlation_id": correlation_id,
         "client_id": client_id,
+        "write_id": write_id,
     }
     header = header_class(**{k: v for k, v in values.items() if k in fields})
     buffer = io.BytesIO()

@@ -3,9 +3,14 @@
 A private request is a Kafka frame: int32 size, request header v1 (API key, version,
 correlation id, client id), then the request's Avro body. The response is int32 size,
 response header v0 (correlation id), a `PrivateStatus` body, and, when its `error_code` is 0,
-the response's Avro body. The bodies are the dataclasses the controller itself takes and
-returns (`api.controller.commands`) or the few defined here, bound to Avro by `avro_bind`;
-their schemas are listed in docs/server.md and pinned by a golden test.
+the response's Avro body. The write APIs' newer versions (`PrivateApi.flexible_from` on) are
+flexible, as Kafka's are: request header v2 (header v1 and tagged fields, where an idempotent
+write carries its id in `codec.WRITE_ID_TAG`) and response header v1 (correlation id and
+tagged fields, none so far); their bodies are the same Avro as the version before.
+
+The bodies are the dataclasses the controller itself takes and returns
+(`api.controller.commands`) or the few defined here, bound to Avro by `avro_bind`; their
+schemas are listed in docs/server.md and pinned by a golden test.
 
 Keys start at 10,000, far above Kafka's own (below 100 today), so a future Kafka API cannot
 collide with them. ApiVersions advertises them with their versions.
@@ -43,7 +48,9 @@ from api.controller.commands import (
     RegisterBroker,
 )
 from api.protocol.avro_bind import BindError, binding
-from api.protocol.codec import ProtocolError, RequestHeader
+from api.protocol.codec import WRITE_ID_TAG, ProtocolError, RequestHeader, parse_write_id
+from api.protocol.fast_reader_runtime import Refused, read_uvarint
+from api.protocol.fast_writer import uvarint
 from records.codec import RecordCodec
 from records.entry import LogEntry, make_entry
 from records.errors import MetadataLogError
@@ -303,28 +310,35 @@ class PrivateApi:
     older: Mapping[int, OlderRequest] = field(default_factory=dict)
     """Request bodies of versions below `max_version` that differ from the current one
     (responses are the same in every version so far)."""
+    flexible_from: int | None = None
+    """The first flexible version (request header v2, response header v1), or None."""
+
+    def flexible(self, version: int) -> bool:
+        """Whether `version`'s headers have tagged fields (and so can carry a write id)."""
+        return self.flexible_from is not None and version >= self.flexible_from
 
 
-CREATE_NAMESPACE = PrivateApi(
-    10000, "CreateNamespace", CreateNamespace, CreateNamespaceResult, True
-)
-DELETE_NAMESPACE = PrivateApi(
-    10001, "DeleteNamespace", DeleteNamespace, DeleteNamespaceResult, True
-)
+def _write_api(key: int, name: str, request: type[Any], response: type[Any]) -> PrivateApi:
+    """A write API: v0 with request header v1; v1, the same bodies, flexible (a write id)."""
+    return PrivateApi(key, name, request, response, True, max_version=1, flexible_from=1)
+
+
+# Every write API: v1 is v0 with flexible headers, so an idempotent write carries its id.
+CREATE_NAMESPACE = _write_api(10000, "CreateNamespace", CreateNamespace, CreateNamespaceResult)
+DELETE_NAMESPACE = _write_api(10001, "DeleteNamespace", DeleteNamespace, DeleteNamespaceResult)
 LIST_NAMESPACES = PrivateApi(10002, "ListNamespaces", ListNamespaces, NamespaceList, False)
-MOVE_TOPIC = PrivateApi(10003, "MoveTopic", MoveTopic, MoveTopicResult, True)
-DELETE_PARTITIONS = PrivateApi(
-    10004, "DeletePartitions", DeletePartitions, DeletePartitionsResponse, True
+MOVE_TOPIC = _write_api(10003, "MoveTopic", MoveTopic, MoveTopicResult)
+DELETE_PARTITIONS = _write_api(
+    10004, "DeletePartitions", DeletePartitions, DeletePartitionsResponse
 )
-PURGE_PENDING = PrivateApi(10005, "PurgePending", PurgePending, PurgePendingResponse, True)
-REGISTER_BROKER = PrivateApi(10006, "RegisterBroker", RegisterBroker, BrokerResult, True)
-CHANGE_BROKER = PrivateApi(10007, "ChangeBroker", ChangeBroker, BrokerResult, True)
-CANCEL_PARTITION_DELETIONS = PrivateApi(
+PURGE_PENDING = _write_api(10005, "PurgePending", PurgePending, PurgePendingResponse)
+REGISTER_BROKER = _write_api(10006, "RegisterBroker", RegisterBroker, BrokerResult)
+CHANGE_BROKER = _write_api(10007, "ChangeBroker", ChangeBroker, BrokerResult)
+CANCEL_PARTITION_DELETIONS = _write_api(
     10008,
     "CancelPartitionDeletions",
     CancelPartitionDeletions,
     CancelPartitionDeletionsResponse,
-    True,
 )
 FETCH_LOG = PrivateApi(10010, "FetchLog", FetchLog, FetchLogResponse, False)
 IMAGE_AT = PrivateApi(10011, "ImageAt", ImageAt, ImageResponse, False)
@@ -384,14 +398,23 @@ def encode_request(
     correlation_id: int,
     client_id: str | None = "mlog",
     version: int | None = None,
+    write_id: bytes | None = None,
 ) -> bytes:
-    """A private request frame (int32 size first), header v1, in `version` (default: newest).
+    """A private request frame (int32 size first) in `version` (default: newest).
 
-    Raises `OlderVersionError` if an older version cannot carry the request.
+    Header v1, or v2 in a flexible version, whose tagged fields carry `write_id`
+    (`codec.write_id_bytes`) when given. Raises `OlderVersionError` if the version cannot
+    carry the request or the write id.
     """
     if not isinstance(request, api.request):
         raise TypeError(f"{api.name} takes a {api.request.__name__}, not {type(request).__name__}")
     version = api.max_version if version is None else version
+    flexible = api.flexible(version)
+    if write_id is not None and not flexible:
+        raise OlderVersionError(
+            f"{api.name} v{version} has no tagged fields to carry a write id (v"
+            f"{api.flexible_from} and later have)"
+        )
     older = api.older.get(version)
     body = (
         binding(api.request).encode(request)
@@ -402,8 +425,37 @@ def encode_request(
     header = struct.pack(
         ">hhih", api.key, version, correlation_id, -1 if client is None else len(client)
     )
-    payload = b"".join((header, client or b"", body))
+    tags = _tags({WRITE_ID_TAG: write_id} if write_id is not None else {}) if flexible else b""
+    payload = b"".join((header, client or b"", tags, body))
     return _SIZE.pack(len(payload)) + payload
+
+
+def _tags(fields: Mapping[int, bytes]) -> bytes:
+    """A tagged-fields section (KIP-482): the count, then each tag, size and value by tag."""
+    out = bytearray()
+    uvarint(out, len(fields))
+    for tag, value in sorted(fields.items()):
+        uvarint(out, tag)
+        uvarint(out, len(value))
+        out += value
+    return bytes(out)
+
+
+def _read_tags(frame: bytes, pos: int) -> tuple[dict[int, bytes], int]:
+    """The tagged fields at `pos` and the position after them; `ProtocolError` if malformed."""
+    try:
+        count, pos = read_uvarint(frame, pos)
+        fields: dict[int, bytes] = {}
+        for _ in range(count):
+            tag, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
+            if pos + size > len(frame):
+                raise ProtocolError("malformed header: a tagged field goes past the frame")
+            fields[tag] = frame[pos : pos + size]
+            pos += size
+    except (Refused, IndexError):
+        raise ProtocolError("malformed header: its tagged fields are cut short") from None
+    return fields, pos
 
 
 def decode_request_body(api: PrivateApi, body: bytes, version: int | None = None) -> Any:
@@ -424,29 +476,44 @@ def encode_response(
     response: Any = None,
     *,
     status: PrivateStatus | None = None,
+    version: int | None = None,
 ) -> bytes:
-    """A private response frame: header v0, the status, then the body when it succeeded."""
+    """A private response frame to a request in `version` (default: newest).
+
+    Header v0 (v1, with no tagged fields, in a flexible version), the status, then the body
+    when it succeeded.
+    """
     status = status or PrivateStatus()
-    parts = [_SIZE.pack(correlation_id), _STATUS.encode(status)]
+    version = api.max_version if version is None else version
+    header = _SIZE.pack(correlation_id) + (b"\0" if api.flexible(version) else b"")
+    parts = [header, _STATUS.encode(status)]
     if status.error_code == 0:
         parts.append(binding(api.response).encode(response))
     payload = b"".join(parts)
     return _SIZE.pack(len(payload)) + payload
 
 
-def decode_response(api: PrivateApi, frame: bytes) -> tuple[int, PrivateStatus, Any]:
-    """Correlation id, status and body (None on error) of a response frame without its size."""
+def decode_response(
+    api: PrivateApi, frame: bytes, version: int | None = None
+) -> tuple[int, PrivateStatus, Any]:
+    """Correlation id, status and body (None on error) of a response frame without its size.
+
+    `version` is the request's (default: newest): a flexible one's header has tagged fields.
+    """
     if len(frame) < 4:
         raise ProtocolError(f"a {api.name} response of {len(frame)} bytes has no header")
     (correlation_id,) = _SIZE.unpack_from(frame, 0)
+    start = 4
+    if api.flexible(api.max_version if version is None else version):
+        _, start = _read_tags(frame, start)  # none is defined yet: skipped, as Kafka does
     try:
-        status, used = _STATUS.decode_prefix(frame[4:])
+        status, used = _STATUS.decode_prefix(frame[start:])
     except BindError as exc:
         raise ProtocolError(str(exc)) from None
     if status.error_code != 0:
         return correlation_id, status, None
     try:
-        body = binding(api.response).decode(frame[4 + used :])
+        body = binding(api.response).decode(frame[start + used :])
     except BindError as exc:
         raise ProtocolError(str(exc)) from None
     return correlation_id, status, body
@@ -455,7 +522,11 @@ def decode_response(api: PrivateApi, frame: bytes) -> tuple[int, PrivateStatus, 
 def private_header(
     frame: bytes, api_key: int, version: int, correlation_id: int
 ) -> tuple[RequestHeader, bytes]:
-    """Header v1 of a private request frame and its body bytes; `ProtocolError` if malformed."""
+    """The header of a private request frame and its body bytes; `ProtocolError` if malformed.
+
+    Header v1, or v2 in a flexible version: its tagged fields may hold a write id
+    (`codec.WRITE_ID_TAG`); tags this server does not know are skipped, as Kafka skips them.
+    """
     if len(frame) < 10:
         raise ProtocolError(f"a request of {len(frame)} bytes is too short for a header")
     (length,) = struct.unpack_from(">h", frame, 8)
@@ -466,8 +537,18 @@ def private_header(
         client_id = None if length < 0 else frame[10:start].decode()
     except UnicodeDecodeError:
         raise ProtocolError("malformed request header: the client id is not UTF-8") from None
+    write_id = None
+    if PRIVATE_APIS[api_key].flexible(version):
+        tags, start = _read_tags(frame, start)
+        raw = tags.get(WRITE_ID_TAG)
+        if raw is not None:
+            write_id = parse_write_id(raw, f"{PRIVATE_APIS[api_key].name} v{version}")
     header = RequestHeader(
-        api_key=api_key, api_version=version, correlation_id=correlation_id, client_id=client_id
+        api_key=api_key,
+        api_version=version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+        write_id=write_id,
     )
     return header, frame[start:]
 
@@ -570,6 +651,7 @@ def schemas_document() -> dict[str, Any]:
         api.name: {
             "key": api.key,
             "versions": [api.min_version, api.max_version],
+            **({"flexible_from": api.flexible_from} if api.flexible_from is not None else {}),
             "request": binding(api.request).schema,
             "response": binding(api.response).schema,
             **(

@@ -5,7 +5,9 @@ once durable) and are logged one line each. Reads of the present are answered fr
 committed image; the log and time travel (FetchLog, ImageAt at a past point, Diff, History)
 read the segment files on a worker thread, so a long replay never holds up other
 connections. A request that cannot be answered gets a status with the error the embedded
-CLI would print; the connection stays open.
+CLI would print; the connection stays open. A write in a flexible version may carry a write id
+(`codec.WRITE_ID_TAG`): the service then answers a retry of it from the stored answer, as for
+the Kafka writes (`api.server.write_ids`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from api.protocol.private import (
 )
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import Session
+from api.server.write_ids import pending_write
+from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
 from records.errors import MetadataLogError
 from records.model import AclOperation, ResourceType
@@ -149,6 +153,9 @@ class PrivateApis:
             request = private.decode_request_body(api, body, header.api_version)
         except (BindError, MetadataLogError, ValueError) as exc:
             return self._error(header, api, ErrorCode.INVALID_REQUEST, str(exc))
+        # Only around a write that carries an id: the service reads it in its first submit.
+        pending = None if header.write_id is None else pending_write(header, principal)
+        token = None if pending is None else CURRENT_WRITE.set(pending)
         try:
             response = await self._handlers[api.key](request, session)
         except ApiError as exc:
@@ -156,13 +163,20 @@ class PrivateApis:
             return self._error(header, api, exc.error_code, str(exc))
         except MetadataLogError as exc:
             return self._error(header, api, ErrorCode.INVALID_REQUEST, str(exc))
+        finally:
+            if token is not None:
+                CURRENT_WRITE.reset(token)
         self._log(principal, api, request, "ok")
-        return private.encode_response(header.correlation_id, api, response)
+        return private.encode_response(
+            header.correlation_id, api, response, version=header.api_version
+        )
 
     @staticmethod
     def _error(header: RequestHeader, api: PrivateApi, code: ErrorCode, text: str) -> bytes:
         status = PrivateStatus(error_code=int(code), error_message=text)
-        return private.encode_response(header.correlation_id, api, status=status)
+        return private.encode_response(
+            header.correlation_id, api, status=status, version=header.api_version
+        )
 
     @staticmethod
     def _log(principal: str, api: PrivateApi, request: Any, outcome: str) -> None:
@@ -333,7 +347,7 @@ class PrivateApis:
             for topic in image.topics.by_id.values():
                 if topic.pending_deletion is not None:
                     gate.require_topic(image, session, AclOperation.ALTER, topic.qualified_name)
-        return private.PurgePendingResponse(results=tuple(await self.service.purge_due_async()))
+        return private.PurgePendingResponse(results=tuple(await self.service.purge_now()))
 
     async def register_broker(self, request: RegisterBroker, session: Session) -> BrokerResult:
         """Register a broker (a new incarnation): CLUSTER_ACTION or ALTER on the cluster."""

@@ -42,11 +42,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from api.controller.commands import PurgeResult
 from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode
+from api.service.client_writes import CURRENT_WRITE
 from api.service.service import (
     SERVICE_PRINCIPAL,
     Command,
     MetadataService,
     _bootstrap,
+    _noting,
 )
 from metadata_log.config import LogConfig
 from metadata_log.log import AppendResult, MetadataLog
@@ -194,6 +196,15 @@ class ReplicatedService(MetadataService):
         node = self.node
         if node is None:
             raise ApiError(ErrorCode.NOT_CONTROLLER, "the quorum is not running yet; retry")
+        write = CURRENT_WRITE.get()
+        if write is not None:
+            # Only the leader knows every accepted write: a retry is checked there.
+            if not node.leading:
+                await node.wait_leading()
+            found = self._retried(write)
+            if found is not None:
+                return await self._stored(found, write)  # type: ignore[no-any-return]
+            command = _noting(command, write)
         result = command(self._working)
         if not result.records:
             return result.response
@@ -219,6 +230,14 @@ class ReplicatedService(MetadataService):
             if exc.error_code != ErrorCode.NOT_CONTROLLER:
                 raise
             return []  # leadership moved during the check; the next leader checks
+
+    async def purge_now(self) -> list[PurgeResult]:
+        """A client's check (PurgePending), through `submit` even on a follower.
+
+        There it answers NOT_CONTROLLER naming the leader when a step is due or the check
+        carries a write id, so the client follows; the scheduler's checks skip followers.
+        """
+        return await MetadataService.purge_due_async(self)
 
     def follow(self, image: MetadataImage) -> None:
         """Take `image` (committed blocks applied) as both the committed and the working image."""

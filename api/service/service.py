@@ -30,19 +30,25 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from api.controller.commands import ControllerResult, PurgeResult, PurgeStep
 from api.controller.config_defs import cluster_value
 from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
 from api.controller.partition_reduction import INTERVAL_KEY
+from api.service.client_writes import (
+    CURRENT_WRITE,
+    PendingWrite,
+    client_write_record,
+    stored_answer,
+)
 from metadata_log.config import LogConfig
 from metadata_log.errors import LogError
 from metadata_log.log import AppendResult, MetadataLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError, RecordError
-from records.model import FeatureLevelRecord, Record
+from records.model import ClientWriteRecord, FeatureLevelRecord, Record
 from replay.delta import MetadataDelta
 from replay.errors import ReplayError
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, Provenance
@@ -73,6 +79,9 @@ REOPEN_INTERVAL_S = 3.0
 
 MAX_ECHO = 200
 """Characters of an encoder's message kept in an error answer (it may quote a huge value)."""
+
+RETRY_COMMIT_WAIT_S = 5.0
+"""How long a retried write waits for the original (accepted, not yet durable) to commit."""
 
 
 class MetadataService:
@@ -397,6 +406,12 @@ class MetadataService:
         """
         if self._failure is not None:
             raise self._refusal(self._failure)
+        write = CURRENT_WRITE.get()
+        if write is not None:
+            found = self._retried(write)
+            if found is not None:
+                return await self._stored(found, write)  # type: ignore[no-any-return]
+            command = _noting(command, write)
         result = command(self._working)
         records = result.records
         if not records:
@@ -427,6 +442,33 @@ class MetadataService:
         done.set_result(None)
         return result.response
 
+    def _retried(self, write: PendingWrite) -> ClientWriteRecord | None:
+        """The client's last write if `write` is it or older (the write is not run again).
+
+        The write id is taken: a handler that submits twice writes its id once.
+        """
+        CURRENT_WRITE.set(None)
+        found = self._working.client_writes.get(write.write_id.client_id)
+        if found is None or found.sequence < write.write_id.sequence:
+            return None
+        return found
+
+    async def _stored(self, found: ClientWriteRecord, write: PendingWrite) -> Any:
+        """A retry's stored answer, once the write that stored it is committed."""
+        answer = stored_answer(found, write)  # refusals first: they need no commit
+        client = write.write_id.client_id
+        if self._committed.client_writes.get(client) != found:
+            # Accepted, not yet durable (the first attempt's answer is still on its way):
+            # the retry is answered when it is, like the first attempt.
+            await self.wait_committed(self._working.provenance.offset, RETRY_COMMIT_WAIT_S)
+            self._check_running()
+            if self._committed.client_writes.get(client) != found:
+                raise ApiError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"write {found.sequence} of client {client} is not committed yet; retry",
+                )
+        return answer
+
     # ------------------------------------------------------------------ scheduler
 
     def purge_due(self, *, now_ms: int | None = None) -> list[PurgeResult]:
@@ -449,6 +491,10 @@ class MetadataService:
             lambda image: self.controller.purge_partitions(image, now),
             principal=SERVICE_PRINCIPAL,
         )
+
+    async def purge_now(self) -> list[PurgeResult]:
+        """One check asked for by a client (PurgePending), answered by the controller."""
+        return await self.purge_due_async()
 
     def scheduler_interval_ms(self) -> int:
         """Time between two checks: the cluster's `delete.topic.partition.interval.delay.ms`."""
@@ -536,6 +582,19 @@ def _import_get_running_loop() -> Callable[[], asyncio.AbstractEventLoop]:
 
     _get_running_loop = asyncio.get_running_loop
     return _get_running_loop
+
+
+def _noting(command: Command[T], write: PendingWrite) -> Command[T]:
+    """`command`, whose records (if any) are followed by the note of the write's answer."""
+
+    def noted(image: MetadataImage) -> ControllerResult[T]:
+        result = command(image)
+        if not result.records:
+            return result  # nothing changed: a retry runs it again, as the first attempt
+        note = client_write_record(write, result.response)
+        return ControllerResult(records=(*result.records, note), response=result.response)
+
+    return noted
 
 
 def _wall_clock_ms() -> int:

@@ -92,6 +92,9 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("iterations", pa.int32(), "INT"),
     ("voters", _INT_LIST, "ARRAY<INT>"),
     ("granting_voters", _INT_LIST, "ARRAY<INT>"),
+    ("client_id", pa.string(), "STRING"),
+    ("sequence", pa.int64(), "BIGINT"),
+    ("api_key", pa.int32(), "INT"),
     ("payload", pa.string(), "STRING"),
 )
 _NOT_NULL = frozenset(("offset", "epoch", "timestamp", "record_type", "record_version"))
@@ -132,11 +135,14 @@ _RENAMED: dict[str, dict[str, str | None]] = {
     "RemoveUserScramCredentialRecord": {"name": "user_name"},
     # The quorum's new leader goes in `leader`, as a partition's leader does.
     "LeaderChangeRecord": {"leader_id": "leader"},
+    # The entry's `principal` is the writer's already; the stored answer is opaque bytes.
+    "ClientWriteRecord": {"principal": None, "response": None},
 }
 """Fields whose column has another name; None: the field is in `payload` only."""
 
 SECRET_FIELDS: dict[str, frozenset[str]] = {
     "UserScramCredentialRecord": frozenset({"salt", "stored_key", "server_key"}),
+    "ClientWriteRecord": frozenset({"response"}),
 }
 """Fields never shown: no column, and "(hidden)" in `payload`. Every bytes field of a record
 must be listed here (a new one fails `_TypePlan`), so no salt or key reaches the audit table."""

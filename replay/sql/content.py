@@ -30,6 +30,7 @@ from records.model import (
     AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
+    ClientWriteRecord,
     ConfigResourceType,
     DeleteTopicPartitionsRecord,
     Mode,
@@ -42,6 +43,7 @@ from records.slots import new_instance, slot_setter
 from records.uuids import Uuid
 from replay.image import (
     AclsImage,
+    ClientWritesImage,
     ClusterImage,
     ConfigsImage,
     FeaturesImage,
@@ -71,6 +73,7 @@ PENDING = "snapshot_pending_deletions"
 CONFIGS = "snapshot_configs"
 ACLS = security_rows.ACLS
 SCRAM = security_rows.SCRAM
+CLIENT_WRITES = "snapshot_client_writes"
 
 COLUMNS: dict[str, tuple[str, ...]] = {
     FEATURES: ("name", "level"),
@@ -108,6 +111,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     CONFIGS: ("resource_type", "resource_name", "name", "value"),
     SCRAM: security_rows.SCRAM_COLUMNS,
     ACLS: security_rows.ACL_COLUMNS,
+    CLIENT_WRITES: ("client_id", "position", "sequence", "principal", "api_key", "response"),
 }
 """Content columns of each table, in the order of the rows below (the write order)."""
 
@@ -151,7 +155,18 @@ def record_count(checksum: ContentChecksum) -> int:
     """How many records the image of these rows writes (endpoints are part of their broker)."""
     return sum(
         checksum.count(t)
-        for t in (FEATURES, BROKERS, NAMESPACES, TOPICS, PARTITIONS, PENDING, CONFIGS, SCRAM, ACLS)
+        for t in (
+            FEATURES,
+            BROKERS,
+            NAMESPACES,
+            TOPICS,
+            PARTITIONS,
+            PENDING,
+            CONFIGS,
+            SCRAM,
+            ACLS,
+            CLIENT_WRITES,
+        )
     )
 
 
@@ -185,7 +200,20 @@ def image_rows(image: MetadataImage, checksum: ContentChecksum) -> dict[str, Ite
         CONFIGS: _counted(checksum, CONFIGS, _config_rows(image.configs)),
         SCRAM: _counted(checksum, SCRAM, security_rows.scram_rows(image.scram)),
         ACLS: _counted(checksum, ACLS, security_rows.acl_rows(image.acls)),
+        CLIENT_WRITES: _counted(checksum, CLIENT_WRITES, _client_write_rows(image.client_writes)),
     }
+
+
+def _client_write_rows(table: ClientWritesImage) -> Iterator[Row]:
+    for position, write in enumerate(table.ordered()):
+        yield (
+            str(write.client_id),
+            position,
+            write.sequence,
+            write.principal,
+            write.api_key,
+            write.response,
+        )
 
 
 def _counted(checksum: ContentChecksum, table: str, rows: Iterable[Row]) -> Iterator[Row]:
@@ -336,6 +364,7 @@ def image_from_rows(
         configs=_configs(rows, checksum),
         acls=_acls(rows, checksum),
         scram=_scram(rows, checksum),
+        client_writes=_client_writes(rows, checksum),
     )
 
 
@@ -481,6 +510,43 @@ def _scram(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> Scra
             )
         credentials[key] = credential
     return ScramImage(credentials=Map(credentials))
+
+
+def _client_writes(
+    rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum
+) -> ClientWritesImage:
+    ordered: list[tuple[int, ClientWriteRecord]] = []
+    seen: set[Uuid] = set()
+    for raw in rows[CLIENT_WRITES]:
+        response = raw[5]
+        if isinstance(response, bytearray | memoryview):
+            response = bytes(response)  # drivers may give either for a binary column
+        row = (raw[0], raw[1], raw[2], raw[3], raw[4], response)
+        checksum.add(CLIENT_WRITES, row)
+        client_id = parse_id(row[0], "client id")
+        if client_id in seen:
+            raise SnapshotContentError(f"client {row[0]} has two last writes")
+        seen.add(client_id)
+        for index in (1, 2, 4):
+            if not isinstance(row[index], int) or isinstance(row[index], bool):
+                raise SnapshotContentError(f"client {row[0]} has a non-integer column")
+        if not isinstance(response, bytes) or not isinstance(row[3], str | None):
+            raise SnapshotContentError(f"client {row[0]} has a column of the wrong type")
+        ordered.append(
+            (
+                row[1],
+                ClientWriteRecord(
+                    client_id=client_id,
+                    sequence=row[2],
+                    principal=row[3],
+                    api_key=row[4],
+                    response=response,
+                ),
+            )
+        )
+    ordered.sort(key=lambda item: item[0])
+    # No eviction here: the snapshot holds at most the bound it was written with.
+    return ClientWritesImage().with_writes([w for _, w in ordered], limit=len(ordered))
 
 
 def _partitions(

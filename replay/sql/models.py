@@ -52,11 +52,13 @@ NAMING_CONVENTION = {
 ID_LENGTH = 22
 """A 128-bit id in Kafka's text form: URL-safe base64 without padding."""
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """How content is encoded in the rows (and so what the checksum covers); bumped on any change.
 
 2: ACLs and SCRAM credentials (migration 0003). A version 1 snapshot may lack both, so it is
 not read: time travel and startup replay the log instead, and the next snapshot is version 2.
+3: the clients' last idempotent writes (migration 0004); an older snapshot lacks them (a retry
+of a write it holds would be applied again), so it is not read either.
 """
 
 MODE_NAMES = tuple(m.name for m in Mode)
@@ -274,6 +276,24 @@ class SnapshotScramCredential(Base):
     iterations: Mapped[int] = mapped_column(Integer)
 
 
+class SnapshotClientWrite(Base):
+    """A client's last idempotent write (ClientWriteRecord): what a retry of it is answered.
+
+    `position` is the table's eviction order (0 = the oldest last write), so a snapshot read
+    back evicts the same client next as the image it was written from.
+    """
+
+    __tablename__ = "snapshot_client_writes"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    client_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, doc="eviction order, 0 = oldest")
+    sequence: Mapped[int] = mapped_column(BigInteger)
+    principal: Mapped[str | None] = mapped_column(Text, nullable=True)
+    api_key: Mapped[int] = mapped_column(Integer)
+    response: Mapped[bytes] = mapped_column(LargeBinary, doc="the stored answer (opaque)")
+
+
 SNAPSHOTS: Table = Base.metadata.tables["snapshots"]
 """The `snapshots` table."""
 
@@ -291,6 +311,7 @@ CONTENT_TABLES: tuple[Table, ...] = tuple(
         "snapshot_configs",
         "snapshot_scram_credentials",
         "snapshot_acls",
+        "snapshot_client_writes",
     )
 )
 """The per-snapshot tables, in the order a snapshot is written."""

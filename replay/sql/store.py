@@ -552,11 +552,13 @@ class SnapshotStore:
                 "Upgrade metadata-log, or use another database"
             )
         if info.format_version != FORMAT_VERSION:
-            # Older snapshots may lack areas added since (version 1: ACLs and credentials), so
-            # they cannot stand for the log; time travel skips them and replays the log.
+            # Older snapshots may lack areas added since (version 1: ACLs and credentials;
+            # version 2: the clients' idempotent writes), so they cannot stand for the log;
+            # time travel skips them and replays the log.
             raise SnapshotContentError(
                 f"snapshot {info.id} has format version {info.format_version}, older than "
-                f"{FORMAT_VERSION}, and may lack ACLs and SCRAM credentials; the log is "
+                f"{FORMAT_VERSION}, and may lack ACLs, SCRAM credentials or clients' "
+                "idempotent writes; the log is "
                 f"replayed instead. Delete it (`mlog snapshot delete {info.id}`); a new "
                 "snapshot replaces it"
             )

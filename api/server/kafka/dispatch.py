@@ -9,6 +9,8 @@ test checks every one).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from api.controller.authorizer import STANDARD_AUTHORIZER, Authorizer
 from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
@@ -25,6 +27,8 @@ from api.server.kafka.quorum import QuorumApis, QuorumEndpoint
 from api.server.kafka.refusals import refusal
 from api.server.kafka.topics import TopicApis
 from api.server.sasl import refuse_outside_login
+from api.server.write_ids import pending_write
+from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
 from records.model import AclOperation
 
@@ -103,6 +107,8 @@ class KafkaApis:
         A write the service refuses as a whole (storage failed: KAFKA_STORAGE_ERROR; records
         that cannot be stored: INVALID_REQUEST) is answered with that code on every item.
         """
+        if request.header.write_id is not None:
+            return await self._idempotent(request, session)
         key = request.header.api_key
         try:
             checked = CLUSTER_CHECKS.get(key)
@@ -117,6 +123,21 @@ class KafkaApis:
                 name = API_NAMES.get(request.header.api_key, request.header.api_key)
                 logger.info("%s %s refused: %s", session.principal, name, exc)
             return answer
+
+    async def _idempotent(self, request: KafkaRequest, session: Session) -> codec.Answer:
+        """`handle` for a request with a write id: the service sees it (`CURRENT_WRITE`)."""
+        pending = pending_write(request.header, session.principal)
+        if pending is None:  # not a write API: answered as without the id
+            return await self.handle(
+                replace(request, header=replace(request.header, write_id=None)), session
+            )
+        token = CURRENT_WRITE.set(pending)
+        try:
+            return await self.handle(
+                replace(request, header=replace(request.header, write_id=None)), session
+            )
+        finally:
+            CURRENT_WRITE.reset(token)
 
     def _check_cluster(
         self, session: Session, operation: AclOperation, needs_authorizer: bool

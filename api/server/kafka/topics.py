@@ -8,6 +8,7 @@ request into commands and the results into the answer, logging one line per topi
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from api.controller.commands import (
@@ -63,21 +64,17 @@ class TopicApis(HandlerGroup):
         validate_only = bool(getattr(body, "validate_only", False))
         controller = self.service.controller
         gate = self.gate
-        hidden: set[str] = set()
+        hidden: set[str] | None = None
 
         def create(image: MetadataImage) -> ControllerResult[list[CreateTopicResult]]:
+            nonlocal hidden
+
             def run(allowed: list[CreatableTopic]) -> ControllerResult[list[CreateTopicResult]]:
                 return controller.create_topics(image, allowed, validate_only=validate_only)
 
+            hidden = self._hidden_configs(image, session, (t.name for t in topics))
             if not gate.on:
                 return run(topics)
-            # Kafka: the topics a principal may not describe the configs of are created all the
-            # same, their configs left out of the answer.
-            hidden.update(
-                t.name
-                for t in topics
-                if not gate.allows(image, session, DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
-            )
             if gate.allows_cluster(image, session, AclOperation.CREATE):
                 return run(topics)
             # A name given twice is left to the controller (INVALID_REQUEST, as Kafka answers
@@ -95,6 +92,11 @@ class TopicApis(HandlerGroup):
             )
 
         results = await self.service.submit(create, principal=session.principal)
+        if hidden is None:
+            # A retry answered with its write's stored answer (`create` never ran): the
+            # answer is the principal's all the same, so its configs are hidden as a fresh
+            # answer's are, by the ACLs of now.
+            hidden = self._hidden_configs(self.service.image, session, (r.name for r in results))
         if not validate_only:
             self._log_change(
                 session.principal, "create topic", ((r.name, r.outcome.error_code) for r in results)
@@ -104,6 +106,22 @@ class TopicApis(HandlerGroup):
             throttle_time=0,
             topics=[self._created_topic(request, r, r.name in hidden) for r in results],
         )
+
+    def _hidden_configs(
+        self, image: MetadataImage, session: Session, names: Iterable[str]
+    ) -> set[str]:
+        """The topics whose configs `session` may not see (no DESCRIBE_CONFIGS on them).
+
+        Kafka creates them all the same and leaves their configs out of the answer.
+        """
+        gate = self.gate
+        if not gate.on:
+            return set()
+        return {
+            name
+            for name in names
+            if not gate.allows(image, session, DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
+        }
 
     def _created_topic(
         self, request: KafkaRequest, result: CreateTopicResult, hidden: bool
