@@ -6,6 +6,7 @@ import random
 from dataclasses import replace
 
 import pytest
+from test_raft_core import drain, elect, fetch, sent
 
 from metadata_log.raft import LogView, QuorumConfig, QuorumState, RaftCore, Ready, ReadyDone, Role
 from metadata_log.raft.errors import RaftError
@@ -21,7 +22,6 @@ from metadata_log.raft.messages import (
 )
 from metadata_log.raft.replication import diverging_epoch
 from metadata_log.raft.snapshot_fetch import snapshot_checksum_ok, with_checksum
-from tests.test_raft_core import drain, elect, fetch, sent
 
 VOTERS = frozenset({1, 2, 3})
 SNAP = SnapshotId(end_offset=10, epoch=2)
