@@ -137,7 +137,8 @@ class LogView:
             return
         if epoch < self.last_epoch:
             raise RaftError(f"appending epoch {epoch} after epoch {self.last_epoch}")
-        if epoch > self.last_epoch:
+        if not self.epochs or epoch > self.epochs[-1][0]:
+            # The first entry after the start opens the cache, even in the start's epoch.
             self.epochs.append((epoch, self.end_offset))
         self.end_offset += count
 
