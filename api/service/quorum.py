@@ -786,7 +786,13 @@ class QuorumNode:
         self, message: FetchSnapshotResponse, start: int, until: int
     ) -> FetchSnapshotResponse:
         """Fill a FetchSnapshot answer with bytes [start, until) of the snapshot it names."""
-        data = await self._io(self._snapshot_bytes, message.snapshot_id)
+        try:
+            data = await self._io(self._snapshot_bytes, message.snapshot_id)
+        except MetadataLogError as exc:
+            # The database failing a read is no reason to stop leading: the follower asks
+            # again (SNAPSHOT_NOT_FOUND makes it fetch, and be told the snapshot again).
+            logger.warning("cannot serve snapshot %s: %s", message.snapshot_id, exc)
+            data = None
         if data is None:
             return replace(message, error_code=RaftErrorCode.SNAPSHOT_NOT_FOUND)
         if start > len(data):
