@@ -63,6 +63,13 @@ from metadata_log.segment import (
     segment_name,
 )
 from metadata_log.spans import ReadSpan, spans_of
+from metadata_log.start_snapshot import (
+    START_SNAPSHOT_NAME,
+    StartSnapshot,
+    StartSnapshotDamage,
+    read_start_snapshot,
+    write_start_snapshot,
+)
 from metadata_log.tail import judge_tail
 from metadata_log.verify import VerifyReport, verify_log
 from records.codec import DEFAULT_CODEC, RecordBlock, RecordCodec
@@ -178,6 +185,7 @@ class MetadataLog:
         """With `up_to_damage`: the first damage found on open (reads stop before it)."""
         self._up_to_damage = False
         self._checkpoint: Checkpoint | None = None
+        self._start_snapshot: StartSnapshot | None = None
         self._rebuilt: list[Segment] = []
         self._checkpointed_at = time.monotonic()
 
@@ -265,6 +273,30 @@ class MetadataLog:
             )
             checkpoint = None
         self._checkpoint = checkpoint
+        try:
+            self._start_snapshot = read_start_snapshot(self.directory)
+        except StartSnapshotDamage as exc:
+            self._problem(
+                LogCorruptionError(
+                    self.directory / START_SNAPSHOT_NAME, 0, f"the file is damaged: {exc}"
+                )
+            )
+        snapshot = self._start_snapshot
+        if snapshot is not None and (
+            checkpoint is None or checkpoint.log_start_offset < snapshot.offset + 1
+        ):
+            if self.read_only:
+                raise LogError(
+                    f"the log in {self.directory} is being reset to start after snapshot offset "
+                    f"{snapshot.offset} (an install a crash interrupted); start the node (its "
+                    "writer finishes the reset), then read it"
+                )
+            logger.info(
+                "finishing the log reset to offset %d that a crash interrupted (an install)",
+                snapshot.offset + 1,
+            )
+            self._reset_files(snapshot.offset + 1)
+            checkpoint = self._checkpoint
         bases = []
         for name in os.listdir(self.directory):
             base = parse_segment_name(name)
@@ -1184,6 +1216,70 @@ class MetadataLog:
                 start,
             )
             return infos
+
+    @property
+    def start_snapshot(self) -> StartSnapshot | None:
+        """The snapshot this log starts just after (an install), if it still starts there."""
+        snapshot = self._start_snapshot
+        if snapshot is None or snapshot.offset + 1 != self.log_start_offset:
+            return None
+        return snapshot
+
+    def reset_to_snapshot(self, snapshot: StartSnapshot) -> None:
+        """Make the log empty, starting just after `snapshot` (a quorum node's install).
+
+        The caller stored the snapshot durably first. Crash-safe in this order: the
+        `log-start-snapshot` file (the intent), the segments from the new start on (newest
+        first), the new empty segment, the checkpoints and the empty epoch cache, then the
+        older segments; an open that finds the file ahead of the checkpoints' start finishes
+        the reset.
+        """
+        self._check_replicated("reset_to_snapshot")
+        start = snapshot.offset + 1
+        with self._write_lock:
+            self._check_writable()
+            try:
+                write_start_snapshot(self.directory, snapshot)
+                self._start_snapshot = snapshot
+                if self._fd is not None:
+                    os.close(self._fd)
+                    self._fd = None
+                active = self._reset_files(start)
+                self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
+            except OSError as exc:
+                self._fail("the reset to a snapshot", exc)
+            self._segments = [active]
+            self._next_offset = self._flushed_offset = start
+            self._dirty = False
+            self._last_timestamp = snapshot.timestamp
+        logger.info(
+            "reset the log in %s to start at offset %d after snapshot (offset %d, epoch %d)",
+            self.directory,
+            start,
+            snapshot.offset,
+            snapshot.epoch,
+        )
+
+    def _reset_files(self, start: int) -> Segment:
+        """On disk: only an empty segment at `start`, checkpoints and epoch cache naming it."""
+        bases = sorted(
+            base
+            for name in os.listdir(self.directory)
+            if (base := parse_segment_name(name)) is not None
+        )
+        for base in reversed([b for b in bases if b >= start]):
+            move_segment(self.directory / segment_name(base), None)
+        fsync_directory(self.directory)
+        active = Segment.create(self.directory, start, self.codec.entry_schema_json)
+        checkpoint = Checkpoint(log_start_offset=start, recovery_point=start, newest_segment=start)
+        write_checkpoint(self.directory, checkpoint, sync_directory=True)
+        self._checkpoint = checkpoint
+        write_epoch_checkpoint(self.directory, [])
+        self._epochs = []
+        for base in [b for b in bases if b < start]:
+            move_segment(self.directory / segment_name(base), None)
+        fsync_directory(self.directory)
+        return active
 
     def epoch_cache(self) -> list[tuple[int, int]]:
         """The leader-epoch cache: [(epoch, offset of its first entry)], oldest first.

@@ -143,8 +143,19 @@ class Travel:
 
 
 def snapshot_matches_log(log: MetadataLog, info: SnapshotInfo) -> bool:
-    """Whether the log's entry at the snapshot's offset is the one the snapshot was taken at."""
-    if info.offset >= log.end_offset:
+    """Whether the log's entry at the snapshot's offset is the one the snapshot was taken at.
+
+    A quorum log that starts just after an installed snapshot no longer has that entry: its
+    `log-start-snapshot` names the snapshot by offset, epoch, timestamp and checksum instead.
+    """
+    start = log.start_snapshot
+    if start is not None and info.offset == start.offset:
+        return (info.epoch, info.timestamp, info.checksum) == (
+            start.epoch,
+            start.timestamp,
+            start.checksum,
+        )
+    if info.offset >= log.end_offset or info.offset < log.log_start_offset:
         return False
     for entry in log.read(gt=info.offset - 1, lte=info.offset):
         return entry.epoch == info.epoch and entry.timestamp == info.timestamp

@@ -16,6 +16,7 @@ from pathlib import Path
 from api.controller.commands import CreatableTopic, RegisterBroker
 from api.controller.controller import Controller
 from api.service.quorum import QuorumNode, ReplicatedService
+from metadata_log.config import LogConfig
 from metadata_log.raft.config import QuorumConfig, VoterAddress
 from metadata_log.raft.messages import Message
 from metadata_log.raft.quorum_state import QuorumState, write_quorum_state
@@ -100,10 +101,18 @@ class Cluster:
     """Three (or five) formatted nodes in `root`, started and stopped one by one."""
 
     def __init__(
-        self, root: Path, size: int = 3, *, snapshots: bool = False, **timers: int
+        self,
+        root: Path,
+        size: int = 3,
+        *,
+        snapshots: bool = False,
+        log_config: LogConfig | None = None,
+        **timers: int,
     ) -> None:
         self.root = root
         self.snapshots = snapshots
+        self.log_config = log_config
+        """The nodes' log settings (small segments, so that a trim removes some)."""
         """Give every node a SQL snapshot store (`<root>/<id>/snapshots.db`)."""
         self.ids = list(range(1, size + 1))
         self.network = LocalNetwork()
@@ -133,6 +142,7 @@ class Cluster:
             snapshots = Snapshotter(lambda: SnapshotStore(sqlite_url(db)), file=db)
         service = ReplicatedService.open_replicated(
             self.root / str(node_id) / "log",
+            config=self.log_config,
             controller=Controller(rng=random.Random(node_id)),
             snapshots=snapshots,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import json
 import random
 import sys
 import time
@@ -25,11 +26,33 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from metadata_log.raft import LogView, QuorumConfig, RaftCore, Ready, ReadyDone, Role
-from metadata_log.raft.messages import Entry, FetchResponse, Message
+from metadata_log.raft.messages import (
+    Entry,
+    ErrorCode,
+    FetchResponse,
+    FetchSnapshotResponse,
+    Message,
+    SnapshotId,
+)
 from metadata_log.raft.quorum_state import QuorumState
+from metadata_log.raft.snapshot_fetch import with_checksum
 
 MAX_FETCH_ENTRIES = 4
 """The most entries per Fetch answer (small, so catching up takes several steps)."""
+
+
+def encode_snapshot(entries: tuple[Entry, ...]) -> bytes:
+    """A simulated snapshot's bytes: the state is the entries below its end, checksummed."""
+    rows = [[e.offset, e.epoch, e.payload.hex(), e.control] for e in entries]
+    return with_checksum(json.dumps(rows, separators=(",", ":")).encode())
+
+
+def decode_snapshot(data: bytes) -> tuple[Entry, ...]:
+    """The entries a simulated snapshot's bytes hold (the checksum was checked by the core)."""
+    rows = json.loads(data[:-4])
+    return tuple(
+        Entry(offset=o, epoch=e, payload=bytes.fromhex(p), control=c) for o, e, p, c in rows
+    )
 
 
 class InvariantViolation(AssertionError):
@@ -42,10 +65,18 @@ class SimLog:
 
     entries: list[Entry] = field(default_factory=list)
     flushed: int = 0
+    start: int = 0
+    """The log start: the entries below it are only in `snapshot` (kept here for the checker)."""
+    snapshot: tuple[SnapshotId, bytes] | None = None
+    """The newest snapshot of committed state: its id and bytes."""
+
+    @property
+    def start_epoch(self) -> int:
+        return self.entries[self.start - 1].epoch if self.start else 0
 
     def epochs(self) -> list[tuple[int, int]]:
         cache: list[tuple[int, int]] = []
-        for entry in self.entries:
+        for entry in self.entries[self.start :]:
             if not cache or cache[-1][0] != entry.epoch:
                 cache.append((entry.epoch, entry.offset))
         return cache
@@ -186,6 +217,9 @@ class Cluster:
         # One entry per answer lets a follower acknowledge a new leader's old-epoch entries
         # without its marker (where the epoch-start rule matters).
         self.fetch_entries = self.rng.randint(1, MAX_FETCH_ENTRIES)
+        # Small chunks make a snapshot transfer take several requests (and see leader changes).
+        # (Taken from the seed, not the random stream, so the other draws stay as they were.)
+        self.snapshot_chunk = (64, 256, 1 << 20)[seed % 3]
         if not faults:
             # A directed schedule: a reliable, fast network, one entry per fetch, no linger.
             self.drop_rate = self.dup_rate = 0.0
@@ -208,7 +242,12 @@ class Cluster:
         return [self.nodes[i] for i in sorted(self.voter_ids)]
 
     def config(self, node_id: int) -> QuorumConfig:
-        return QuorumConfig(node_id=node_id, voters=self.voter_ids, append_linger_ms=self.linger)
+        return QuorumConfig(
+            node_id=node_id,
+            voters=self.voter_ids,
+            append_linger_ms=self.linger,
+            fetch_snapshot_max_bytes=self.snapshot_chunk,
+        )
 
     def start(self, node: SimNode) -> None:
         if node.core is not None:
@@ -218,7 +257,14 @@ class Cluster:
         if node.state is None:
             # No durable election state: the epoch it knew was never persisted (it cannot vote).
             self.checker.epochs.pop(node.id, None)
-        view = LogView.from_log(end_offset=len(node.log.entries), epochs=node.log.epochs())
+        log = node.log
+        view = LogView.from_log(
+            end_offset=len(log.entries),
+            epochs=log.epochs(),
+            start_offset=log.start,
+            start_epoch=log.start_epoch,
+            snapshot=None if log.snapshot is None else log.snapshot[0],
+        )
         node.core = RaftCore(
             self.config(node.id),
             state=node.state,
@@ -240,6 +286,33 @@ class Cluster:
         self.stats["kills"] += 1
         self.stats["entries lost on kill"] += before - len(node.log.entries)
         self.checker.check_all_committed()
+
+    def snapshot_and_trim(self, node: SimNode, *, whole: bool = False) -> None:
+        """Stop the node, snapshot a committed prefix of its log, move its start, restart it.
+
+        As `mlog snapshot create` and `mlog log trim --before-snapshot` on a stopped node: the
+        snapshot is of committed entries only, and the start moves at most to its end.
+        """
+        self.kill(node)
+        log = node.log
+        committed = self.checker.committed
+        agreed = 0
+        while (
+            agreed < min(log.flushed, len(committed)) and log.entries[agreed] == committed[agreed]
+        ):
+            agreed += 1
+        low = max(log.start, 1, 0 if log.snapshot is None else log.snapshot[0].end_offset)
+        if agreed >= low:
+            end = self.rng.randint(low, agreed)
+            entries = tuple(log.entries[:end])
+            log.snapshot = (
+                SnapshotId(end_offset=end, epoch=entries[-1].epoch),
+                encode_snapshot(entries),
+            )
+            log.start = end if whole else self.rng.randint(log.start, end)
+            self.log(f"snapshot {node.id} at end {end}, log start {log.start}")
+            self.stats["trims"] += 1
+        self.start(node)
 
     def wipe(self, node: SimNode) -> None:
         self.kill(node)
@@ -306,6 +379,10 @@ class Cluster:
             self.stats["leaders elected"] += 1
         if ready.role is Role.RESIGNED:
             self.stats["resignations"] += 1
+        if ready.install is not None:
+            if node.core is not None and node.core.snapshot_transfers > 1:
+                self.stats["snapshot transfers started over"] += 1
+            self.install(node, ready.install.snapshot_id, ready.install.data)
         if ready.truncate_to is not None:
             self.checker.on_truncate(node, ready.truncate_to)
             self.stats["truncations"] += 1
@@ -323,9 +400,36 @@ class Cluster:
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
                 until = min(out.read_until, out.read_from + self.fetch_entries, len(log.entries))
                 message = replace(message, records=tuple(log.entries[out.read_from : until]))
+            elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
+                if log.snapshot is None or log.snapshot[0] != message.snapshot_id:
+                    raise InvariantViolation(f"node {node.id} serves a snapshot it lacks")
+                data = log.snapshot[1]
+                if out.read_from > len(data):
+                    message = replace(message, error_code=ErrorCode.POSITION_OUT_OF_RANGE)
+                else:
+                    chunk = data[out.read_from : out.read_until]
+                    message = replace(message, size=len(data), unaligned_records=chunk)
             self.send(node.id, out.destination, message)
         if ready.role is not None and self.trace:
             self.log(f"node {node.id} is {ready.role.name} in epoch {node.core.epoch}")  # type: ignore[union-attr] # the core runs while its Ready is applied
+
+    def install(self, node: SimNode, snapshot_id: SnapshotId, data: bytes) -> None:
+        """The node's log becomes the snapshot: its state must be the committed entries."""
+        entries = decode_snapshot(data)
+        end = snapshot_id.end_offset
+        committed = self.checker.committed
+        if len(entries) != end or list(entries) != committed[:end] or end > len(committed):
+            self.checker.fail(
+                f"node {node.id} installs snapshot {snapshot_id} of uncommitted state"
+            )
+        if entries[-1].epoch != snapshot_id.epoch:
+            self.checker.fail(f"node {node.id} installs snapshot {snapshot_id} of another epoch")
+        self.checker.on_truncate(node, end)
+        node.log = SimLog(
+            entries=list(entries), flushed=end, start=end, snapshot=(snapshot_id, data)
+        )
+        self.stats["snapshots installed"] += 1
+        self.checker.check_all_committed()
 
     def on_commit(self, node: SimNode, high_watermark: int) -> None:
         pending = self.proposed.get(node.id, [])
@@ -421,6 +525,7 @@ SCENARIOS = (
     "wiped_node",
     "one_way",
     "chaos",
+    "lagging_trimmed",
 )
 
 
@@ -470,6 +575,16 @@ def run_seed(seed: int, *, trace: bool = False, scenario: str | None = None) -> 
             c.at(fault_at + rng.randint(100, 2000), lambda: c.start(node))
 
         c.at(fault_at, wipe)
+    elif name == "lagging_trimmed":
+        # A follower stops; the others snapshot and trim past it, one at a time (a majority
+        # stays up), so it catches up by FetchSnapshot when it comes back.
+        lagging = c.nodes[rng.choice(sorted(c.voter_ids))]
+        c.at(fault_at - 1000, lambda: c.kill(lagging))
+        others = [n for n in c.nodes.values() if n is not lagging]
+        for k, node in enumerate(others):
+            trim = partial(c.snapshot_and_trim, node, whole=rng.random() < 0.7)
+            c.at(fault_at + k * rng.randint(200, 700), trim)
+        c.at(fault_at + 2500, lambda: c.start(lagging))
     elif name == "chaos":
         for k in range(4):
             at = fault_at - 1500 + k * rng.randint(400, 1200)
@@ -503,6 +618,8 @@ def _chaos_step(c: Cluster) -> None:
         node = rng.choice(live)
         c.wipe(node)
         c.at(c.now + rng.randint(100, 2000), lambda: c.start(node))
+    elif choice < 0.8:
+        c.snapshot_and_trim(rng.choice(list(c.nodes.values())))
     elif choice < 0.9:
         c.partition(set(rng.sample(sorted(c.nodes), rng.randint(1, 2))), one_way=rng.random() < 0.3)
     else:

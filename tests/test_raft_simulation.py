@@ -2,7 +2,8 @@
 
 Each seed picks a scenario (election, leader kill and restart, all killed then a majority
 restarted, leader partitioned away, a 2|3 split of five voters, back-to-back failures, a wiped
-node, one-way partitions, chaos) and network faults; `tests/raft_sim.py` holds the world and
+node, one-way partitions, chaos, a follower stopped while the others snapshot and trim past
+it so it catches up by FetchSnapshot) and network faults; `tests/raft_sim.py` holds the world and
 the checker and runs millions of seeds from the command line.
 """
 
@@ -45,6 +46,8 @@ def test_the_seeds_exercise_what_they_claim() -> None:
         "wipes",
         "wiped voters caught up",
         "resignations",
+        "trims",
+        "snapshots installed",
     ):
         assert stats[what] > 0, f"no seed exercised {what}: {dict(stats)}"
     assert stats["leaders elected"] > 2 * 4 * len(SCENARIOS)
@@ -63,6 +66,8 @@ def test_every_scenario_commits_and_changes_leaders_under_faults() -> None:
         assert len(cluster.checker.acked) >= 2, name
         if name in ("leader_kill_restart", "back_to_back", "all_killed_majority_restarted"):
             assert len(cluster.checker.leaders) >= 2, name
+        if name == "lagging_trimmed":
+            assert cluster.stats["snapshots installed"] >= 1, name
 
 
 # --- the checker catches planted bugs -------------------------------------------------------

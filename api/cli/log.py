@@ -240,13 +240,11 @@ def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     quorum = (settings.data_dir / QUORUM_STATE).exists() or (
         settings.log_dir / EPOCH_CHECKPOINT_NAME
     ).exists()
-    if quorum:
-        raise CliError(
-            f"{settings.data_dir} belongs to a node of a controller quorum: trimming its log "
-            "is not supported yet (a follower below the leader's log start could not catch up)"
-        )
+    # A quorum node's snapshots are of committed state only (its policy snapshots committed
+    # images; `mlog snapshot create` refuses its directory), so the trim stays below the
+    # committed offset; a follower below the new start catches up by FetchSnapshot.
     try:
-        with MetadataLog.open(settings.log_dir, config=settings.log) as log:
+        with MetadataLog.open(settings.log_dir, config=settings.log, replicated=quorum) as log:
             snapshot = None
             for info in store.snapshots(gt=log.log_start_offset - 1, desc=True):
                 if snapshot_matches_log(log, info) and store.verify(info.id).ok:

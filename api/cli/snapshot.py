@@ -22,8 +22,9 @@ from api.cli.common import (
 )
 from api.cli.output import emit, format_time, print_table
 from api.cli.progress import Progress
-from api.cli.targets import open_reader
+from api.cli.targets import QUORUM_STATE, open_reader
 from api.service.snapshots import open_store
+from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from replay.timetravel import snapshot_matches_log, travel
 
 if TYPE_CHECKING:
@@ -46,6 +47,16 @@ def _info_json(info: SnapshotInfo) -> dict[str, Any]:
 
 def cmd_snapshot_create(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Write a snapshot of the image at the end of the log (or at --at-offset)."""
+    if (settings.data_dir / QUORUM_STATE).exists() or (
+        settings.log_dir / EPOCH_CHECKPOINT_NAME
+    ).exists():
+        # Its log's tail may hold entries the quorum never committed, and its snapshots are
+        # offered to other nodes (FetchSnapshot) and trimmed below: committed state only.
+        raise CliError(
+            f"{settings.data_dir} belongs to a node of a controller quorum: its snapshots are "
+            "taken by the running node, of committed state only (metadata.log.max.snapshot."
+            "interval.ms, metadata.log.max.record.bytes.between.snapshots)"
+        )
     with open_reader(settings) as log, open_store(settings) as store:
         store.ensure_schema()
         progress = Progress("building the image")

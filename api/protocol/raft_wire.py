@@ -122,6 +122,7 @@ _TO_WIRE: Mapping[ErrorCode, int] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: 75,
     ErrorCode.INCONSISTENT_VOTER_SET: _WIRE_INCONSISTENT_VOTER_SET,
     ErrorCode.SNAPSHOT_NOT_FOUND: 98,
+    ErrorCode.POSITION_OUT_OF_RANGE: 99,
 }
 _FROM_WIRE: Mapping[int, ErrorCode] = {wire: core for core, wire in _TO_WIRE.items()}
 

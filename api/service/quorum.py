@@ -54,6 +54,7 @@ from metadata_log.config import LogConfig
 from metadata_log.log import AppendResult, MetadataLog
 from metadata_log.raft.config import QuorumConfig
 from metadata_log.raft.core import NEVER, RaftCore
+from metadata_log.raft.errors import RaftError
 from metadata_log.raft.log_view import LogView
 from metadata_log.raft.messages import (
     NO_LEADER,
@@ -65,9 +66,12 @@ from metadata_log.raft.messages import (
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderIdAndEpoch,
     Message,
     ReplicaState,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -75,16 +79,19 @@ from metadata_log.raft.messages import (
     ErrorCode as RaftErrorCode,
 )
 from metadata_log.raft.quorum_state import read_quorum_state, write_quorum_state
-from metadata_log.raft.ready import NotLeader, Ready, ReadyDone
+from metadata_log.raft.ready import NotLeader, Ready, ReadyDone, SnapshotInstall
 from metadata_log.raft.roles import Role
 from metadata_log.replica import ReplicaBlock
+from metadata_log.start_snapshot import StartSnapshot
 from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
+from replay.snapshot_bytes import decode_snapshot, encode_snapshot
 
 if TYPE_CHECKING:
     from api.service.snapshots import Snapshotter
+    from replay.sql.store import SnapshotInfo
 
 logger = logging.getLogger("api.server.quorum")
 """Under the server's logger: a quorum node's state changes are lines of `mlog serve`."""
@@ -100,8 +107,20 @@ HANDOVER_WAIT_S = 3.0
 LEADER_WAIT_S = 3.0
 """How long a write waits for this node's own election to end before NOT_CONTROLLER."""
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+Request = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | FetchSnapshotRequest
+)
+Response = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | FetchSnapshotResponse
+)
 
 
 class QuorumTransport(Protocol):
@@ -176,6 +195,24 @@ class ReplicatedService(MetadataService):
         if self._snapshots is None:
             return load_image(self.log, lte=last)
         return self._snapshots.start_image(self.log, lte=last)
+
+    def committed_snapshot(self) -> SnapshotInfo | None:
+        """The newest stored snapshot that belongs to this log (worker thread or start-up).
+
+        A quorum node's snapshots are taken of committed images only (by the policy, or
+        installed from the leader), so this one is of committed state. None without a store.
+        """
+        if self._snapshots is None or self._snapshots._holds_nothing():
+            return None
+        # Time travel's machinery only where a store holds snapshots (as `start_image`).
+        from replay.timetravel import snapshot_matches_log  # noqa: PLC0415
+
+        store = self._snapshots.store
+        store.ensure_schema()
+        for info in store.snapshots(gt=self.log.log_start_offset - 2, desc=True):
+            if snapshot_matches_log(self.log, info):
+                return info
+        return None
 
     def _append_epoch(self) -> int:
         return 0 if self.node is None else self.node.core.epoch
@@ -276,7 +313,7 @@ class QuorumNode:
         self.state_dir = state_dir
         self.log: MetadataLog = service.log
         state = read_quorum_state(state_dir, voters=config.voters)
-        view = LogView.from_log(end_offset=self.log.end_offset, epochs=self.log.epoch_cache())
+        view = self._log_view(service)
         self.core = RaftCore(
             config, state=state, log=view, rng=rng or random.Random(), now_ms=_now_ms()
         )
@@ -297,6 +334,10 @@ class QuorumNode:
         self._flushed = self.log.end_offset
         self._applied = service.image.provenance.offset + 1
         self._last_timestamp = max(service.image.provenance.timestamp, self.log.last_timestamp)
+        self._offered: int | None = None
+        """The id of the stored snapshot last offered to the core (FetchSnapshot)."""
+        self._served: tuple[SnapshotId, bytes] | None = None
+        """The serialization of the snapshot the core offers, made on the first request."""
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._resign_requested = False
@@ -305,6 +346,38 @@ class QuorumNode:
         self.on_failure: Callable[[str], None] | None = None
         """Called once with the reason when the node stops on a failure (the server exits)."""
         service.node = self
+
+    @staticmethod
+    def _log_view(service: ReplicatedService) -> LogView:
+        """The core's view of the opened log: its start, the epoch before it, its snapshot.
+
+        A log that starts after an installed snapshot knows the epoch before its start from
+        `log-start-snapshot`; one trimmed below a snapshot it still holds uses the epoch of
+        its first entry (at least the one before it: a fetcher there may be sent the snapshot
+        when blocks would do, never the other way round). The newest stored snapshot of
+        this log is offered to fetchers below the start.
+        """
+        log = service.log
+        epochs = log.epoch_cache()
+        start = log.log_start_offset
+        if start == 0:
+            return LogView.from_log(end_offset=log.end_offset, epochs=epochs)
+        info = service.committed_snapshot()
+        snapshot = (
+            None if info is None else SnapshotId(end_offset=info.offset + 1, epoch=info.epoch)
+        )
+        start_snapshot = log.start_snapshot
+        if start_snapshot is not None:
+            start_epoch = start_snapshot.epoch
+        else:
+            start_epoch = epochs[0][0] if epochs else 0
+        return LogView.from_log(
+            end_offset=log.end_offset,
+            epochs=epochs,
+            start_offset=start,
+            start_epoch=start_epoch,
+            snapshot=snapshot,
+        )
 
     # ------------------------------------------------------------------ state
 
@@ -487,6 +560,15 @@ class QuorumNode:
                 high_watermark=-1,
                 current_leader=leader,
             )
+        if isinstance(message, FetchSnapshotRequest):
+            return FetchSnapshotResponse(
+                correlation_id=message.correlation_id,
+                error_code=error,
+                snapshot_id=message.snapshot_id,
+                current_leader=leader,
+                size=0,
+                position=message.position,
+            )
         if isinstance(message, VoteRequest):
             return VoteResponse(
                 correlation_id=message.correlation_id,
@@ -590,12 +672,25 @@ class QuorumNode:
         if self._resign_requested:
             self._resign_requested = False
             core.resign()
+        self._offer_snapshot()
         core.tick(_now_ms())
         while self._inbox:
             source, message = self._inbox.popleft()
             core.step(source, message)
         if self._queued:
             self._propose_queued()
+
+    def _offer_snapshot(self) -> None:
+        """Offer the core the newest snapshot the policy wrote (of committed state)."""
+        snapshots = self.service._snapshots
+        info = None if snapshots is None else snapshots.written
+        if info is None or info.id == self._offered:
+            return
+        self._offered = info.id
+        try:
+            self.core.snapshot_taken(SnapshotId(end_offset=info.offset + 1, epoch=info.epoch))
+        except RaftError as exc:
+            logger.warning("snapshot %d is not offered to other nodes: %s", info.id, exc)
 
     def _propose_queued(self) -> None:
         group, self._queued = self._queued, []
@@ -639,6 +734,8 @@ class QuorumNode:
         log = self.log
         if ready.quorum_state is not None:
             await self._io(write_quorum_state, self.state_dir, ready.quorum_state)
+        if ready.install is not None:
+            await self._install(ready.install)
         if ready.truncate_to is not None:
             offset = ready.truncate_to
             await self._io(log.truncate_to, offset)
@@ -654,11 +751,89 @@ class QuorumNode:
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
                 entries = await self._io(self._entries, out.read_from, out.read_until)
                 message = replace(message, records=entries)
+            elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
+                message = await self._snapshot_chunk(message, out.read_from, out.read_until)
             self._send(out.destination, message)
         if ready.role is not None:
             self._role_changed(ready.role)
         if ready.high_watermark is not None:
             await self._committed(ready.high_watermark)
+
+    async def _install(self, install: SnapshotInstall) -> None:
+        """Make the leader's snapshot this node's: SQL snapshot first, then the log reset."""
+        snapshots = self.service._snapshots
+        if snapshots is None:
+            raise QuorumFailedError(
+                "a snapshot came from the leader but this node has no snapshot store"
+            )
+        image, header = await self._io(decode_snapshot, install.data)
+        p = header.provenance
+        if (p.offset + 1, p.epoch) != (install.snapshot_id.end_offset, install.snapshot_id.epoch):
+            raise QuorumFailedError(
+                f"the leader's snapshot {install.snapshot_id} holds the image at offset "
+                f"{p.offset} of epoch {p.epoch}"
+            )
+        # One transaction holds the rows and the offset they are the state at.
+        info = await self._io(snapshots.store.write, image)
+        if info.checksum != header.checksum:
+            raise QuorumFailedError(
+                f"the snapshot installed at offset {p.offset} has checksum {info.checksum[:16]}, "
+                f"the leader's {header.checksum[:16]}: the copy is not the leader's state"
+            )
+        start = StartSnapshot(
+            offset=p.offset, epoch=p.epoch, timestamp=p.timestamp, checksum=info.checksum
+        )
+        await self._io(self.log.reset_to_snapshot, start)
+        self._flushed = self.log.end_offset
+        self._blocks.clear()
+        self._applied = p.offset + 1
+        self._last_timestamp = max(self._last_timestamp, p.timestamp)
+        self._offered = info.id
+        logger.info(
+            "controller %d installed the leader's snapshot at offset %d (epoch %d, %d records, "
+            "%d bytes); its log now starts at offset %d",
+            self.config.node_id,
+            p.offset,
+            p.epoch,
+            header.count,
+            len(install.data),
+            p.offset + 1,
+        )
+        self.service.follow(image)
+
+    async def _snapshot_chunk(
+        self, message: FetchSnapshotResponse, start: int, until: int
+    ) -> FetchSnapshotResponse:
+        """Fill a FetchSnapshot answer with bytes [start, until) of the snapshot it names."""
+        try:
+            data = await self._io(self._snapshot_bytes, message.snapshot_id)
+        except MetadataLogError as exc:
+            # The database failing a read is no reason to stop leading: the follower asks
+            # again (SNAPSHOT_NOT_FOUND makes it fetch, and be told the snapshot again).
+            logger.warning("cannot serve snapshot %s: %s", message.snapshot_id, exc)
+            data = None
+        if data is None:
+            return replace(message, error_code=RaftErrorCode.SNAPSHOT_NOT_FOUND)
+        if start > len(data):
+            return replace(message, error_code=RaftErrorCode.POSITION_OUT_OF_RANGE)
+        return replace(message, size=len(data), unaligned_records=data[start:until])
+
+    def _snapshot_bytes(self, snapshot_id: SnapshotId) -> bytes | None:
+        """The serialization of the stored snapshot `snapshot_id` (worker thread), kept."""
+        if self._served is not None and self._served[0] == snapshot_id:
+            return self._served[1]
+        snapshots = self.service._snapshots
+        if snapshots is None:
+            return None
+        store = snapshots.store
+        offset = snapshot_id.end_offset - 1
+        for info in store.snapshots(gt=offset - 1, lte=offset, desc=True):
+            if info.epoch != snapshot_id.epoch:
+                continue
+            data = encode_snapshot(store.load(info.id), checksum=info.checksum)
+            self._served = (snapshot_id, data)
+            return data
+        return None
 
     def _send(self, destination: int, message: Message) -> None:
         if isinstance(message, Response):

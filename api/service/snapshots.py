@@ -105,6 +105,8 @@ class Snapshotter:
         """Why the last attempt failed (None after a success)."""
         self.started_from: SnapshotInfo | None = None
         """The snapshot the service started from (None: the whole log was replayed)."""
+        self.written: SnapshotInfo | None = None
+        """The newest snapshot this snapshotter wrote (a quorum node offers it to others)."""
 
     @property
     def store(self) -> SnapshotStore:
@@ -205,6 +207,7 @@ class Snapshotter:
             self._failed(f"snapshot at offset {image.provenance.offset} failed: {exc}")
             return None
         with self._lock:
+            self.written = info
             self._last_offset = info.offset
             self._last_time = self._clock_ms()
             self._bytes_at_last = bytes_now

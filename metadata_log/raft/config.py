@@ -71,6 +71,8 @@ class QuorumConfig:
     """`controller.quorum.retry.backoff.ms`: the wait before asking again after a refusal."""
     fetch_max_wait_ms: int = 500
     """How long the leader parks a Fetch that has nothing new (Kafka's `MaxWaitMs`)."""
+    fetch_snapshot_max_bytes: int = 1 << 20
+    """The most snapshot bytes one FetchSnapshot answer carries (Kafka's `MaxBytes`)."""
     addresses: dict[int, VoterAddress] = field(default_factory=dict, compare=False)
     """The voters' addresses, for the shell (the core uses ids only)."""
 
@@ -89,6 +91,7 @@ class QuorumConfig:
             ("controller.quorum.request.timeout.ms", self.request_timeout_ms),
             ("fetch max wait", self.fetch_max_wait_ms),
             ("controller.quorum.retry.backoff.ms", self.retry_backoff_ms),
+            ("fetch snapshot max bytes", self.fetch_snapshot_max_bytes),
         ):
             if not 1 <= value <= MAX_TIMEOUT_MS:
                 raise RaftConfigError(f"{key} must be in 1..{MAX_TIMEOUT_MS} ms, got {value}")

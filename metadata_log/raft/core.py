@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from metadata_log.raft import handlers
+from metadata_log.raft import handlers, snapshot_fetch
 from metadata_log.raft.config import QuorumConfig
 from metadata_log.raft.election import (
     election_backoff,
@@ -31,9 +31,12 @@ from metadata_log.raft.messages import (
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderChangeMessage,
     LeaderIdAndEpoch,
     Message,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -87,6 +90,10 @@ class RaftCore:
         self._fetch: tuple[int, int, int, int, int] | None = None
         """The outstanding fetch: (correlation id, destination, offset, last epoch, retry at)."""
         self._fetch_target = NO_LEADER
+        self._transfer: snapshot_fetch.SnapshotTransfer | None = None
+        """A snapshot being copied from the leader (FetchSnapshot), while one is."""
+        self.snapshot_transfers = 0
+        """How many snapshot transfers this core started (for tests and logs)."""
         self._leader: LeaderState | None = None
         self._heard: dict[int, int] = {}
         self._probe_at = now_ms
@@ -118,6 +125,7 @@ class RaftCore:
             p.flush = True
         ready = Ready(
             quorum_state=p.quorum_state,
+            install=p.install,
             truncate_to=p.truncate_to,
             append=tuple(p.append),
             flush=p.flush,
@@ -144,6 +152,8 @@ class RaftCore:
         deadlines = [self._election_at, self._prevote_at, self._fetch_deadline, self._linger_at]
         if self._fetch is not None:
             deadlines.append(self._fetch[4])
+        if self._transfer is not None:
+            deadlines.append(self._transfer.retry_at)
         if self.catching_up:
             deadlines.append(self._probe_at)
         if self._leader is not None:
@@ -189,6 +199,7 @@ class RaftCore:
                 self.leader_id = NO_LEADER
                 self._fetch_target = NO_LEADER
             self._send_fetch()
+        snapshot_fetch.tick_transfer(self, now)
         if self.catching_up and now >= self._probe_at:
             self._probe()
         if now >= self._fetch_deadline:
@@ -226,11 +237,23 @@ class RaftCore:
             self._on_fetch_request(sender, message)
         elif isinstance(message, FetchResponse):
             self._on_fetch_response(sender, message)
+        elif isinstance(message, FetchSnapshotRequest):
+            snapshot_fetch.on_fetch_snapshot_request(self, sender, message)
+        elif isinstance(message, FetchSnapshotResponse):
+            snapshot_fetch.on_fetch_snapshot_response(self, sender, message)
         elif isinstance(message, BeginQuorumEpochResponse):
             if self._leader is not None and message.leader_epoch == self.epoch:
                 self._leader.begin_sent_ms.pop(sender, None)
         elif isinstance(message, EndQuorumEpochResponse):
             pass  # Nothing to do: the election that follows tells the rest.
+
+    def snapshot_taken(self, snapshot_id: SnapshotId) -> None:
+        """The shell stored a snapshot of committed state: offer it to fetchers below the start.
+
+        Its end offset must be in this log (or at its start) with the epoch of the entry
+        before it; only a newer snapshot than the one known replaces it.
+        """
+        self.log.take_snapshot(snapshot_id)
 
     def describe_quorum(self) -> DescribeQuorumResponse:
         """DescribeQuorum as this node answers it (NOT_LEADER_OR_FOLLOWER off the leader)."""
@@ -253,6 +276,7 @@ class RaftCore:
         self.role = role
         self._election_at = self._prevote_at = self._fetch_deadline = NEVER
         self._fetch = None
+        self._transfer = None
         self._leader = None
         self._leader_ended = False
 
@@ -289,6 +313,7 @@ class RaftCore:
         if self.catching_up or not self.config.is_voter:
             if self._fetch_target != leader:
                 self._fetch_target = leader
+                self._transfer = None
                 self._send_fetch()
             return
         self._set_role(Role.FOLLOWER)
@@ -422,6 +447,8 @@ class RaftCore:
         self._pending.append.append(entry)
 
     def _truncate(self, offset: int) -> None:
+        # Entries below the log start are in a snapshot of committed state: never cut.
+        offset = max(offset, self.log.start_offset)
         p = self._pending
         first_queued = p.append[0].offset if p.append else self.log.end_offset
         if offset >= first_queued:
@@ -506,9 +533,14 @@ def _well_formed(message: Message) -> bool:
             "current_leader_epoch",
             "fetch_offset",
             "last_fetched_epoch",
+            "position",
+            "size",
         )
         if hasattr(message, name)
     ]
+    snapshot = getattr(message, "snapshot_id", None)
+    if snapshot is not None:
+        numbers += [snapshot.end_offset, snapshot.epoch]
     return all(isinstance(n, int) and 0 <= n < 2**63 for n in numbers)
 
 
@@ -517,8 +549,10 @@ def _message_epoch(message: Message) -> int | None:
         return message.replica_epoch
     if isinstance(message, FetchResponse):
         return message.current_leader.leader_epoch
-    if isinstance(message, FetchRequest):
+    if isinstance(message, FetchRequest | FetchSnapshotRequest):
         return message.current_leader_epoch
+    if isinstance(message, FetchSnapshotResponse):
+        return message.current_leader.leader_epoch
     if isinstance(
         message,
         VoteResponse | BeginQuorumEpochRequest | BeginQuorumEpochResponse | EndQuorumEpochRequest,

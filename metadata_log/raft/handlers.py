@@ -33,6 +33,7 @@ from metadata_log.raft.messages import (
 )
 from metadata_log.raft.replication import VoterProgress, diverging_epoch, truncation_offset
 from metadata_log.raft.roles import Role
+from metadata_log.raft.snapshot_fetch import start_transfer
 
 if TYPE_CHECKING:
     from metadata_log.raft.core import RaftCore
@@ -267,6 +268,23 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     if msg.current_leader_epoch > core.epoch:
         refuse(ErrorCode.UNKNOWN_LEADER_EPOCH)
         return
+    snapshot = core.log.snapshot
+    if snapshot is not None and core.log.below_start(
+        fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
+    ):
+        # KIP-630: the log cannot show this fetcher where it agrees; the snapshot can.
+        leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = core.now_ms
+        core._send(
+            sender,
+            FetchResponse(
+                correlation_id=msg.correlation_id,
+                error_code=ErrorCode.NONE,
+                high_watermark=_leader_high_watermark(core),
+                current_leader=core.current_leader(),
+                snapshot_id=snapshot,
+            ),
+        )
+        return
     diverging = diverging_epoch(
         core.log, fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
     )
@@ -378,6 +396,9 @@ def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
         core.leader_id = sender
         core._fetch_target = sender
     else:
+        return
+    if msg.snapshot_id is not None:
+        start_transfer(core, sender, msg.snapshot_id)
         return
     if msg.diverging_epoch is not None:
         _truncate_to(core, msg.diverging_epoch)

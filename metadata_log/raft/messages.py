@@ -27,6 +27,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     INCONSISTENT_VOTER_SET = 94
     SNAPSHOT_NOT_FOUND = 98
+    POSITION_OUT_OF_RANGE = 99
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,7 +185,7 @@ class FetchResponse:
     current_leader: LeaderIdAndEpoch
     diverging_epoch: EpochEndOffset | None = None
     snapshot_id: SnapshotId | None = None
-    """Set when the fetch offset is below the leader's log start (not produced yet)."""
+    """Set when the fetch offset is below the leader's log start: fetch this snapshot."""
     records: tuple[Entry, ...] = ()
 
 
@@ -224,7 +225,11 @@ class FetchSnapshotRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchSnapshotResponse:
-    """FetchSnapshotResponse (59)."""
+    """FetchSnapshotResponse (59): `unaligned_records` holds bytes [position, ...) of `size`.
+
+    The core fills all but `size` and the bytes: the shell reads those from its serialization
+    of the snapshot, at `Outgoing.read_from` up to `Outgoing.read_until`.
+    """
 
     correlation_id: int
     error_code: ErrorCode
@@ -244,5 +249,7 @@ Message = (
     | EndQuorumEpochResponse
     | FetchRequest
     | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
 )
-"""What `RaftCore.step` accepts (DescribeQuorum and FetchSnapshot are answered by the shell)."""
+"""What `RaftCore.step` accepts (DescribeQuorum is answered by the shell)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from metadata_log.raft.messages import Entry, Message
+from metadata_log.raft.messages import Entry, Message, SnapshotId
 from metadata_log.raft.quorum_state import QuorumState
 from metadata_log.raft.roles import Role
 
@@ -17,7 +17,22 @@ class Outgoing:
     message: Message
     read_from: int = 0
     read_until: int = 0
-    """For a FetchResponse: fill `records` with entries in [read_from, read_until)."""
+    """For a FetchResponse: fill `records` with entries in [read_from, read_until); for a
+    FetchSnapshotResponse: fill `size` and the snapshot's bytes [read_from, read_until)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotInstall:
+    """A snapshot fetched whole from the leader: make it this node's state and log start.
+
+    `data` is the leader's serialization of the snapshot, whose last 4 bytes (a CRC32 of the
+    rest, big-endian) the core checked. Installing stores the snapshot durably, then resets
+    the log to start, empty, at `snapshot_id.end_offset` (the entry before it of epoch
+    `snapshot_id.epoch`).
+    """
+
+    snapshot_id: SnapshotId
+    data: bytes = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,6 +41,8 @@ class Ready:
 
     quorum_state: QuorumState | None = None
     """Write this `quorum-state` durably first."""
+    install: SnapshotInstall | None = None
+    """Then install this snapshot (the log is replaced by it)."""
     truncate_to: int | None = None
     """Then remove every entry at this offset and after."""
     append: tuple[Entry, ...] = ()
@@ -42,6 +59,7 @@ class Ready:
         """Whether there is nothing to do."""
         return (
             self.quorum_state is None
+            and self.install is None
             and self.truncate_to is None
             and not self.append
             and not self.flush
@@ -80,6 +98,7 @@ class Pending:
     """Work queued by the core until the next `ready()`."""
 
     quorum_state: QuorumState | None = None
+    install: SnapshotInstall | None = None
     truncate_to: int | None = None
     append: list[Entry] = field(default_factory=list)
     flush: bool = False

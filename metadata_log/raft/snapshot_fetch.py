@@ -1,0 +1,202 @@
+"""FetchSnapshot (KIP-630): a follower below the leader's log start copies its snapshot.
+
+The leader answers a Fetch below its log start with its newest snapshot's id (handlers.py);
+the follower then asks for the snapshot in chunks (`FetchSnapshotRequest`: id, position, max
+bytes), the leader's core checks each request and its shell fills the bytes, and once the last
+chunk is in and its checksum holds, the follower's core hands its shell a `SnapshotInstall`
+and fetches on from the snapshot's end. The bytes are opaque here but for their framing: the
+last 4 are a big-endian CRC32 of the rest. A transfer starts over (with a Fetch, which names
+the leader's snapshot again) whenever anything disagrees: another leader, SNAPSHOT_NOT_FOUND
+(the leader has a newer snapshot), a position that is not the one asked for, a bad checksum.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from metadata_log.raft.messages import (
+    NO_LEADER,
+    ErrorCode,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    SnapshotId,
+)
+from metadata_log.raft.ready import SnapshotInstall
+from metadata_log.raft.replication import VoterProgress
+from metadata_log.raft.roles import Role
+
+if TYPE_CHECKING:
+    from metadata_log.raft.core import RaftCore
+
+
+def snapshot_checksum_ok(data: bytes) -> bool:
+    """Whether `data` ends with the big-endian CRC32 of what precedes it."""
+    return len(data) >= 4 and zlib.crc32(data[:-4]).to_bytes(4, "big") == data[-4:]
+
+
+def with_checksum(body: bytes) -> bytes:
+    """`body` framed as a snapshot's bytes: followed by its big-endian CRC32."""
+    return body + zlib.crc32(body).to_bytes(4, "big")
+
+
+@dataclass(slots=True)
+class SnapshotTransfer:
+    """A snapshot being copied from `source`: the bytes so far and the request in flight."""
+
+    snapshot_id: SnapshotId
+    source: int
+    data: bytearray = field(default_factory=bytearray)
+    correlation: int = 0
+    retry_at: int = 0
+
+
+# ------------------------------------------------------------------------------ the leader
+
+
+def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotRequest) -> None:
+    """Check a chunk request; the shell fills the bytes of the answer."""
+
+    def answer(error: ErrorCode, until: int = 0) -> None:
+        core._send(
+            sender,
+            FetchSnapshotResponse(
+                correlation_id=msg.correlation_id,
+                error_code=error,
+                snapshot_id=msg.snapshot_id,
+                current_leader=core.current_leader(),
+                size=0,
+                position=msg.position,
+            ),
+            read_from=msg.position,
+            until=until,
+        )
+
+    if sender != msg.replica_id or sender == core.id:
+        return
+    leader = core._leader
+    if core.role is not Role.LEADER or leader is None:
+        answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return
+    if msg.current_leader_epoch < core.epoch:
+        answer(ErrorCode.FENCED_LEADER_EPOCH)
+        return
+    if msg.current_leader_epoch > core.epoch:
+        answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return
+    if msg.snapshot_id != core.log.snapshot:
+        answer(ErrorCode.SNAPSHOT_NOT_FOUND)
+        return
+    # A replica copying a snapshot is alive (check-quorum), though it acknowledges nothing.
+    leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = core.now_ms
+    size = min(msg.max_bytes, core.config.fetch_snapshot_max_bytes)
+    answer(ErrorCode.NONE, msg.position + max(size, 1))
+
+
+# ---------------------------------------------------------------------------- the follower
+
+
+def start_transfer(core: RaftCore, source: int, snapshot_id: SnapshotId) -> None:
+    """The leader says our position is below its log start: copy its snapshot from byte 0."""
+    core._fetch = None
+    core._transfer = SnapshotTransfer(snapshot_id=snapshot_id, source=source)
+    core.snapshot_transfers += 1
+    request_chunk(core)
+
+
+def request_chunk(core: RaftCore) -> None:
+    """Ask for the next chunk (again, after a timeout)."""
+    transfer = core._transfer
+    if transfer is None:
+        return
+    transfer.correlation = core._next_correlation()
+    transfer.retry_at = core.now_ms + core.config.request_timeout_ms
+    core._send(
+        transfer.source,
+        FetchSnapshotRequest(
+            correlation_id=transfer.correlation,
+            replica_id=core.id,
+            current_leader_epoch=core.epoch,
+            snapshot_id=transfer.snapshot_id,
+            position=len(transfer.data),
+            max_bytes=core.config.fetch_snapshot_max_bytes,
+        ),
+    )
+
+
+def abandon(core: RaftCore, *, retry_in_ms: int) -> None:
+    """Give the transfer up; a Fetch after `retry_in_ms` finds out what the leader offers now."""
+    core._transfer = None
+    if retry_in_ms == 0:
+        core._send_fetch()
+        return
+    # Correlation id 0 is never sent: no answer matches it, and at its retry time the tick
+    # sends a real Fetch.
+    end, epoch = core.log.end_offset, core.log.last_epoch
+    core._fetch = (0, core._fetch_target, end, epoch, core.now_ms + retry_in_ms)
+
+
+def tick_transfer(core: RaftCore, now: int) -> None:
+    """A chunk request went unanswered: ask again (an observer asks around for the leader)."""
+    transfer = core._transfer
+    if transfer is None or now < transfer.retry_at:
+        return
+    if core.role is Role.OBSERVER:
+        core._transfer = None
+        core.leader_id = NO_LEADER
+        core._fetch_target = NO_LEADER
+        core._send_fetch()
+        return
+    request_chunk(core)
+
+
+def on_fetch_snapshot_response(core: RaftCore, sender: int, msg: FetchSnapshotResponse) -> None:
+    """Take a chunk: ask for the next one, install the whole snapshot, or start over."""
+    hint = msg.current_leader
+    if hint.leader_epoch > core.epoch:
+        if hint.leader_id in core.config.voters and hint.leader_id != core.id:
+            core._become_follower(hint.leader_epoch, hint.leader_id)
+        else:
+            core._become_unattached(hint.leader_epoch)
+        return
+    transfer = core._transfer
+    if transfer is None or transfer.correlation != msg.correlation_id or transfer.source != sender:
+        return  # late, duplicated, or for a transfer given up
+    if msg.error_code != ErrorCode.NONE or hint.leader_id != sender:
+        abandon(core, retry_in_ms=core.config.retry_backoff_ms)
+        return
+    chunk = msg.unaligned_records
+    position = len(transfer.data)
+    if (
+        msg.snapshot_id != transfer.snapshot_id
+        or msg.position != position
+        or position + len(chunk) > msg.size
+        or (not chunk and position < msg.size)
+    ):
+        abandon(core, retry_in_ms=0)
+        return
+    if core.role is Role.FOLLOWER and core.leader_id == sender:
+        core._fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
+        core._fetched_ms = core.now_ms
+    transfer.data += chunk
+    if len(transfer.data) < msg.size:
+        request_chunk(core)
+        return
+    data = bytes(transfer.data)
+    if not snapshot_checksum_ok(data):
+        abandon(core, retry_in_ms=0)
+        return
+    install(core, transfer.snapshot_id, data)
+
+
+def install(core: RaftCore, snapshot_id: SnapshotId, data: bytes) -> None:
+    """Replace the log by the snapshot (the shell does it first in the next Ready), fetch on."""
+    p = core._pending
+    p.install = SnapshotInstall(snapshot_id=snapshot_id, data=data)
+    p.append = []
+    p.truncate_to = None
+    core._transfer = None
+    core.log.install(snapshot_id)
+    core._set_high_watermark(snapshot_id.end_offset)
+    core._send_fetch()
