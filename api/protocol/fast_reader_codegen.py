@@ -459,7 +459,16 @@ else:
     elif tagged:
         known = src.const({tag: (i, read) for i, (tag, _, read, _) in enumerate(tagged)}, "_T")
         defaults = src.const([default for _, _, _, default in tagged], "_D")
-        src.block(f"tags, pos = _tags(buffer, pos, {known}, {defaults})")
+        # Most frames carry none of the declared tags (a count of 0): the defaults, inline.
+        src.block(
+            f"""
+if buffer[pos]:
+    tags, pos = _tags(buffer, pos, {known}, {defaults})
+else:
+    tags = {defaults}
+    pos += 1
+"""
+        )
         assigned += [(name, f"tags[{i}]") for i, (_, name, _, _) in enumerate(tagged)]
     return src, _construction(entity_class, src, assigned)
 
