@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 from raft_sim import Cluster, InvariantViolation, SimNode
 
-from metadata_log.raft import Role, handlers
+from metadata_log.raft import RaftCore, Role, handlers
 from metadata_log.raft.messages import UNCOUNTED_REPLICA, FetchRequest
 
 
@@ -72,9 +72,10 @@ def stale_leader_and_wiped_voter(seed: int) -> Cluster:
     assert a.core.high_watermark <= a_end
     # A resumes: C's fetches do not keep it alive either, check-quorum makes it resign.
     a.core.config = config
+    stale = a.core
     assert c.run_until(
-        c.now + 2 * config.fetch_timeout_ms, until=lambda: a.core.role is not Role.LEADER
-    )  # type: ignore[union-attr] # it keeps running
+        c.now + 2 * config.fetch_timeout_ms, until=lambda: stale.role is not Role.LEADER
+    )
     c.heal()
     assert c.run_until(c.now + 10_000, until=lambda: wiped.state is not None)
     c.propose()
@@ -90,7 +91,7 @@ def test_a_stale_leader_does_not_count_a_wiped_voter(seed: int) -> None:
     stale_leader_and_wiped_voter(seed)
 
 
-def _count_observer_fetches(core: object, sender: int, msg: FetchRequest) -> None:
+def _count_uncounted_fetches(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     """The planted bug: a fetch without durable state is a voter's acknowledgement."""
     handlers_on_fetch(core, sender, replace(msg, replica_id=sender))
 
@@ -101,7 +102,7 @@ handlers_on_fetch = handlers.on_fetch_request
 def test_counting_the_wiped_voter_commits_a_conflicting_entry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(handlers, "on_fetch_request", _count_observer_fetches)
+    monkeypatch.setattr(handlers, "on_fetch_request", _count_uncounted_fetches)
     caught = 0
     for seed in range(10):
         try:
