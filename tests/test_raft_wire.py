@@ -7,7 +7,7 @@ import zlib
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from api.protocol import codec
@@ -183,6 +183,8 @@ def test_end_quorum_epoch_requests_round_trip(
     last_epoch=INT32,
     wait=st.integers(0, 2**31 - 1),
 )
+# A voter without durable state fetches as replica -1: ReplicaState then holds its default.
+@example(correlation=1, replica=-1, leader_epoch=3, offset=0, last_epoch=0, wait=500)
 def test_fetch_requests_round_trip(
     *, correlation: int, replica: int, leader_epoch: int, offset: int, last_epoch: int, wait: int
 ) -> None:
@@ -898,6 +900,23 @@ def test_fetch_request_bytes_follow_kafkas_schema() -> None:
     )
     expected = sized(request_header(1, 17, 14, CLIENT) + body)
     assert encode_request(request, destination=1, cluster_id="cid") == expected
+
+
+def test_an_uncounted_fetch_leaves_replica_state_out() -> None:
+    """Replica -1 (and epoch -1) is ReplicaState's default: Kafka omits a tagged field then."""
+    request = FetchRequest(
+        correlation_id=14,
+        replica_id=-1,
+        current_leader_epoch=7,
+        fetch_offset=120,
+        last_fetched_epoch=6,
+        max_wait_ms=500,
+    )
+    frame = encode_request(request, destination=1, cluster_id="cid")
+    assert frame.endswith(tags({0: compact_string("cid")}))  # ClusterId only
+    inbound = decode_request(frame[4:])
+    assert inbound.message == request
+    assert inbound.sender_id == -1
 
 
 def test_fetch_response_bytes_follow_kafkas_schema() -> None:

@@ -362,6 +362,22 @@ def _normal(value: Any) -> Any:
     return tuple(value) if type(value) is list else value
 
 
+def _at_default(value: Any, default: Any) -> bool:
+    """Whether a tagged field's plain value equals its default (Kafka then leaves it out).
+
+    A nested entity given as a dict is compared field by field with the default entity (a key
+    left out takes the default's value); anything else is compared as `codec.build` holds it.
+    """
+    if value is default:
+        return True
+    if type(value) is dict and dataclasses.is_dataclass(default):
+        return all(
+            _at_default(value.get(f.name, getattr(default, f.name)), getattr(default, f.name))
+            for f in dataclasses.fields(default)
+        )
+    return bool(_normal(value) == default)
+
+
 def _emit_tags(buffer: bytearray, present: list[tuple[int, Writer, Any]]) -> None:
     """The tagged-fields section: the count, then each tag, its size and its value."""
     uvarint(buffer, len(present))
@@ -402,6 +418,7 @@ def dict_writer_for(entity_class: type[Any]) -> Writer:
         "_missing": _missing,
         "_emit_tags": _emit_tags,
         "_normal": _normal,
+        "_at_default": _at_default,
     }
     lines = ["def write(buffer, values):", "    get = values.get"]
     tag_lines: list[str] = []
@@ -413,7 +430,7 @@ def dict_writer_for(entity_class: type[Any]) -> Writer:
             namespace[f"d{i}"] = get_tagged_field_default(field)
             tag_lines += [
                 f"    v = get({name}, d{i})",
-                f"    if v is not d{i} and _normal(v) != d{i}:",
+                f"    if not _at_default(v, d{i}):",
                 f"        tags.append(({int(tag)}, w{i}, v))",
             ]
             continue

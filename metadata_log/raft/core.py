@@ -23,6 +23,7 @@ from metadata_log.raft.log_view import LogView
 from metadata_log.raft.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
+    UNCOUNTED_REPLICA,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -478,10 +479,15 @@ class RaftCore:
             if voter != self._fetch_target:
                 self._send(voter, self._fetch_request(self._next_correlation()))
 
+    @property
+    def fetch_replica_id(self) -> int:
+        """The replica id this node fetches with: none that counts while it has no state."""
+        return UNCOUNTED_REPLICA if self.catching_up else self.id
+
     def _fetch_request(self, correlation: int) -> FetchRequest:
         return FetchRequest(
             correlation_id=correlation,
-            replica_id=self.id,
+            replica_id=self.fetch_replica_id,
             current_leader_epoch=self.epoch,
             fetch_offset=self.log.end_offset,
             last_fetched_epoch=self.log.last_epoch,

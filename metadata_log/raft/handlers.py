@@ -18,6 +18,7 @@ from metadata_log.raft.election import (
 from metadata_log.raft.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
+    UNCOUNTED_REPLICA,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -256,8 +257,11 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
             ),
         )
 
-    if sender != msg.replica_id or sender == core.id:
+    if msg.replica_id not in (sender, UNCOUNTED_REPLICA) or sender == core.id:
         return
+    # A fetch without a replica id (a voter without durable state) is answered, never counted:
+    # not toward the high watermark, not as alive for check-quorum.
+    counted = msg.replica_id == sender
     leader = core._leader
     if core.role is not Role.LEADER or leader is None:
         refuse(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -273,7 +277,8 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
         fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
     ):
         # KIP-630: the log cannot show this fetcher where it agrees; the snapshot can.
-        leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = core.now_ms
+        if counted:
+            leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = core.now_ms
         core._send(
             sender,
             FetchResponse(
@@ -301,9 +306,10 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
         )
         return
     leader.parked.pop(sender, None)
-    leader.begin_sent_ms.pop(sender, None)
-    leader.record_fetch(sender, msg.fetch_offset, core.now_ms, core.log.end_offset)
-    update_high_watermark(core)
+    if counted:
+        leader.begin_sent_ms.pop(sender, None)
+        leader.record_fetch(sender, msg.fetch_offset, core.now_ms, core.log.end_offset)
+        update_high_watermark(core)
     if msg.fetch_offset < core.log.end_offset or msg.max_wait_ms == 0:
         _answer_fetch(core, sender, msg)
     else:

@@ -16,6 +16,13 @@ NO_LEADER = -1
 """Kafka's `LeaderId` when no leader is known."""
 NO_HIGH_WATERMARK = -1
 """`HighWatermark` before the leader has committed an entry of its own epoch."""
+UNCOUNTED_REPLICA = -1
+"""The `ReplicaId` of a Fetch or FetchSnapshot that acknowledges nothing (Kafka's observer id).
+
+A voter without durable state sends it until it has written its quorum state again: it may
+have forgotten acknowledging entries of a later epoch, so no leader may count it (nor, for
+check-quorum, as alive). The leader answers the sender as usual.
+"""
 
 
 class ErrorCode(IntEnum):

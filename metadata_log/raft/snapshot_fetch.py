@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from metadata_log.raft.messages import (
     NO_LEADER,
+    UNCOUNTED_REPLICA,
     ErrorCode,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
@@ -73,7 +74,7 @@ def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotReq
             until=until,
         )
 
-    if sender != msg.replica_id or sender == core.id:
+    if msg.replica_id not in (sender, UNCOUNTED_REPLICA) or sender == core.id:
         return
     leader = core._leader
     if core.role is not Role.LEADER or leader is None:
@@ -88,8 +89,9 @@ def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotReq
     if msg.snapshot_id != core.log.snapshot:
         answer(ErrorCode.SNAPSHOT_NOT_FOUND)
         return
-    # A replica copying a snapshot is alive (check-quorum), though it acknowledges nothing.
-    leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = core.now_ms
+    if msg.replica_id == sender:
+        # A replica copying a snapshot is alive (check-quorum), though it acknowledges nothing.
+        leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = core.now_ms
     size = min(msg.max_bytes, core.config.fetch_snapshot_max_bytes)
     answer(ErrorCode.NONE, msg.position + max(size, 1))
 
@@ -116,7 +118,7 @@ def request_chunk(core: RaftCore) -> None:
         transfer.source,
         FetchSnapshotRequest(
             correlation_id=transfer.correlation,
-            replica_id=core.id,
+            replica_id=core.fetch_replica_id,
             current_leader_epoch=core.epoch,
             snapshot_id=transfer.snapshot_id,
             position=len(transfer.data),
