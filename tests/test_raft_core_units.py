@@ -12,10 +12,11 @@ import dataclasses
 import random
 
 import pytest
-from test_raft_core import VOTERS, drain, elect, fetch, make, role, sent
+from test_raft_core import VOTERS, drain, elect, fetch, make, role, sent, vote
 
 from metadata_log.raft import (
     LogView,
+    NotLeader,
     QuorumConfig,
     QuorumState,
     RaftCore,
@@ -406,3 +407,145 @@ def test_numbers_out_of_range_make_a_message_garbage() -> None:
     assert not _well_formed(dataclasses.replace(good, fetch_offset=2**63))
     assert not _well_formed(dataclasses.replace(good, last_fetched_epoch=-1))
     assert not _well_formed(dataclasses.replace(good, current_leader_epoch=-1))
+
+
+# --- transitions ----------------------------------------------------------------------------
+
+
+def _pre_vote_round(core: RaftCore) -> dict[int, int]:
+    """The correlation id of the pre-vote sent to each voter in the core's last Ready."""
+    return {out.destination: out.message.correlation_id for out in sent(drain(core), VoteRequest)}
+
+
+def _granted(core: RaftCore, correlation: int, epoch: int) -> VoteResponse:
+    return VoteResponse(
+        correlation_id=correlation,
+        error_code=ErrorCode.NONE,
+        leader_id=-1,
+        leader_epoch=epoch,
+        vote_granted=True,
+    )
+
+
+def test_a_resigned_leader_keeps_no_leader_state_and_stands_after_a_timeout() -> None:
+    core = make(1)
+    elect(core)
+    drain(core)
+    core.tick(core.now_ms + 100)
+    core.resign()
+    assert core.leader_state is None and core.role is Role.RESIGNED
+    deadline = core.next_deadline_ms()
+    assert core.now_ms + 1000 <= deadline < core.now_ms + 2000
+    core.step(2, fetch(2, core.epoch, 1, core.epoch))
+    ready = drain(core)
+    [out] = sent(ready, FetchResponse)
+    assert out.message.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert ready.high_watermark is None and core.high_watermark == 0
+
+
+def test_a_follower_of_a_new_leader_forgets_that_the_old_one_ended() -> None:
+    core = make(2, epoch=3, leader=1)
+    drain(core)
+    core.step(1, EndQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=3,
+                                       preferred_successors=(3, 2)))  # fmt: skip
+    core.step(3, BeginQuorumEpochRequest(correlation_id=2, leader_id=3, leader_epoch=4))
+    ready = drain(core)
+    assert core.role is Role.FOLLOWER and core.leader_id == 3
+    assert ready.role is None  # still a follower: no role change to report
+    core.step(1, vote(1, 4, 9, 99, pre=True))
+    [out] = sent(drain(core), VoteResponse)
+    assert not out.message.vote_granted  # its leader (3) is live
+
+
+def test_a_prospective_names_the_leader_it_followed_and_a_candidate_none() -> None:
+    follower = make(2, epoch=3, leader=1)
+    drain(follower)
+    follower.tick(follower.config.fetch_timeout_ms)
+    assert follower.role is Role.PROSPECTIVE
+    assert follower.propose([b"x"]) == NotLeader(leader_id=1, leader_epoch=3)
+    restarted = make(1, epoch=4, leader=1, voted=1)
+    restarted.tick(restarted.next_deadline_ms())
+    assert restarted.role is Role.PROSPECTIVE
+    assert restarted.propose([b"x"]) == NotLeader(leader_id=-1, leader_epoch=4)
+    round_ = _pre_vote_round(follower)
+    follower.step(3, _granted(follower, round_[3], 3))
+    ready = drain(follower)
+    assert role(follower) is Role.CANDIDATE
+    assert ready.quorum_state == QuorumState(leader_epoch=4, voted_id=2, voters=VOTERS)
+
+
+def test_answers_of_an_earlier_round_are_not_counted() -> None:
+    core = make(1, epoch=3)
+    drain(core)
+    core.tick(core.next_deadline_ms())
+    first = _pre_vote_round(core)
+    core.tick(core.next_deadline_ms())  # no answer: a new pre-vote round
+    assert core.role is Role.PROSPECTIVE
+    second = _pre_vote_round(core)
+    assert set(first.values()).isdisjoint(second.values())
+    core.step(2, _granted(core, first[2], 3))
+    assert core.role is Role.PROSPECTIVE
+    core.step(2, _granted(core, second[2], 3))
+    assert role(core) is Role.CANDIDATE and core.epoch == 4
+    # A pre-vote granted by a voter already in epoch 4 is not a vote in epoch 4.
+    core.step(3, _granted(core, second[3], 4))
+    assert role(core) is Role.CANDIDATE
+
+
+def test_a_voter_votes_in_a_newer_epoch_whatever_leader_it_had() -> None:
+    core = make(2, epoch=3, leader=1)
+    drain(core)
+    core.step(3, vote(3, 4, 0, 0))
+    ready = drain(core)
+    [out] = sent(ready, VoteResponse)
+    assert out.message.vote_granted
+    assert ready.quorum_state == QuorumState(leader_epoch=4, voted_id=3, voters=VOTERS)
+
+
+def test_a_voter_without_state_learns_a_newer_epoch_without_voting() -> None:
+    core = make(2, state=False)
+    assert core.epoch == 0
+    drain(core)
+    core.step(3, vote(3, 5, 0, 0))
+    ready = drain(core)
+    assert core.epoch == 5 and core.role is Role.OBSERVER and ready.quorum_state is None
+    [out] = sent(ready, VoteResponse)
+    assert not out.message.vote_granted and out.message.leader_epoch == 5
+
+
+def test_messages_without_entries_ask_the_shell_to_read_none() -> None:
+    core = make(2, epoch=1, leader=1)
+    ready = drain(core)
+    core.step(3, fetch(3, 1, 0, 0))  # refused: not the leader
+    ready = drain(core)
+    for out in ready.messages:
+        assert out.read_until <= out.read_from, out
+
+
+def test_appends_all_dropped_again_leave_nothing_to_truncate() -> None:
+    core = make(2, epoch=2, leader=1, epochs=[(1, 0)], end=2)
+    drain(core)
+    respond(core, 1, epoch=2, records=entries(2, [2, 2]))
+    respond(core, 1, epoch=2, diverging=EpochEndOffset(epoch=1, end_offset=2))
+    ready = core.ready()
+    assert ready.truncate_to is None and ready.append == ()
+    assert core.log.end_offset == 2
+
+
+def test_a_truncation_below_the_queued_appends_drops_them_all() -> None:
+    core = make(2, epoch=2, leader=1, epochs=[(1, 0)], end=4)
+    drain(core)
+    respond(core, 1, epoch=2, records=entries(4, [2, 2]))
+    respond(core, 1, epoch=2, diverging=EpochEndOffset(epoch=1, end_offset=2))
+    ready = core.ready()
+    assert ready.truncate_to == 2 and ready.append == ()
+    assert core.log.end_offset == 2
+
+
+def test_an_unchanged_high_watermark_is_not_reported_again() -> None:
+    core = make(2, epoch=1, leader=1)
+    drain(core)
+    respond(core, 1, epoch=1, records=entries(0, [1, 1]), high_watermark=2)
+    assert core.ready().high_watermark == 2
+    respond(core, 1, epoch=1, high_watermark=2)
+    assert core.ready().high_watermark is None
