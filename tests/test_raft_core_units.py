@@ -53,6 +53,8 @@ def core_with(
     fetch_timeout_ms: int = 2000,
     fetch_max_wait_ms: int = 500,
     append_linger_ms: int = 25,
+    election_timeout_ms: int = 1000,
+    election_backoff_max_ms: int = 1000,
 ) -> RaftCore:
     """A core with chosen timers (make() keeps Kafka's defaults)."""
     return RaftCore(
@@ -63,6 +65,8 @@ def core_with(
             fetch_timeout_ms=fetch_timeout_ms,
             fetch_max_wait_ms=fetch_max_wait_ms,
             append_linger_ms=append_linger_ms,
+            election_timeout_ms=election_timeout_ms,
+            election_backoff_max_ms=election_backoff_max_ms,
         ),
         state=state,
         log=LogView.from_log(end_offset=end, epochs=epochs or []),
@@ -549,3 +553,25 @@ def test_an_unchanged_high_watermark_is_not_reported_again() -> None:
     assert core.ready().high_watermark == 2
     respond(core, 1, epoch=1, high_watermark=2)
     assert core.ready().high_watermark is None
+
+
+def test_the_backoff_delays_the_next_election_timer_too() -> None:
+    # A backoff far longer than the election timeout: the next election can only come after
+    # the backed-off pre-votes, by a whole election timeout.
+    core = core_with(
+        1,
+        state=QuorumState(leader_epoch=4, voted_id=1, voters=VOTERS),
+        election_timeout_ms=100,
+        election_backoff_max_ms=100_000,
+    )
+    core.tick(core.next_deadline_ms())  # prospective
+    round_ = _pre_vote_round(core)
+    core.step(2, _granted(core, round_[2], 4))
+    assert role(core) is Role.CANDIDATE
+    drain(core)
+    core.tick(core._election_at)
+    assert role(core) is Role.PROSPECTIVE
+    prevote_at = core._prevote_at
+    assert core.now_ms + 100 < prevote_at  # this seed's backoff is longer than a timeout
+    assert prevote_at + 100 <= core._election_at < prevote_at + 200
+    assert core.next_deadline_ms() == prevote_at

@@ -494,6 +494,11 @@ def test_a_voter_without_state_votes_again_once_caught_up_and_fenced() -> None:
     assert ready.quorum_state == QuorumState(
         leader_epoch=4, leader_id=1, voted_id=2, voters=frozenset({1, 2, 3})
     )
+    now = core.now_ms  # a follower now: it gives up on a silent leader after the fetch timeout
+    core.tick(now + core.config.fetch_timeout_ms - 1)
+    assert core.role is Role.FOLLOWER
+    core.tick(now + core.config.fetch_timeout_ms)
+    assert role(core) is Role.PROSPECTIVE
     fenced = core_with(2, state=None)
     drain(fenced)
     fenced.step(1, BeginQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=4))
@@ -536,3 +541,88 @@ def test_describe_quorum_reports_a_replica_that_never_fetched() -> None:
     core.step(2, fetch(2, core.epoch, 0, 0))
     [two] = [r for r in core.describe_quorum().current_voters if r.replica_id == 2]
     assert two.last_fetch_timestamp == core.now_ms and two.last_caught_up_timestamp == -1
+
+
+# --- what the first mutation run of handlers.py left open -----------------------------------
+
+
+def test_a_follower_that_never_heard_from_its_leader_grants_pre_votes() -> None:
+    core = make(2, epoch=3, leader=1)
+    drain(core)
+    core.tick(100)
+    core.step(3, vote(3, 3, 0, 0, pre=True))
+    assert answer(drain(core)).vote_granted  # no fetch answered since it started: not live
+
+
+def test_a_new_fetch_replaces_the_parked_one_of_its_replica() -> None:
+    core = leader()
+    end = core.log.end_offset
+    parked = dataclasses.replace(fetch(3, core.epoch, end, core.epoch), max_wait_ms=400)
+    core.step(3, parked)
+    core.step(3, fetch(3, core.epoch, end, core.epoch, correlation=2))  # max_wait 0: answered
+    [out] = sent(drain(core), FetchResponse)
+    assert out.message.correlation_id == 2
+    core.propose([b"news"])
+    assert not sent(core.ready(), FetchResponse)  # the first one is not answered too
+
+
+def test_a_fetch_waits_even_one_millisecond_when_asked_to() -> None:
+    core = leader()
+    end = core.log.end_offset
+    start = core.now_ms
+    core.step(2, dataclasses.replace(fetch(2, core.epoch, end, core.epoch), max_wait_ms=1))
+    assert not sent(drain(core), FetchResponse)
+    core.tick(start + 1)
+    assert sent(drain(core), FetchResponse)
+
+
+def test_a_high_watermark_that_did_not_move_answers_no_parked_fetch() -> None:
+    core = leader()
+    end = core.log.end_offset
+    core.step(2, fetch(2, core.epoch, end, core.epoch))
+    drain(core)
+    assert core.high_watermark == end
+    core.step(3, dataclasses.replace(fetch(3, core.epoch, end, core.epoch), max_wait_ms=400))
+    core.step(2, fetch(2, core.epoch, end, core.epoch, correlation=2))  # same HW again
+    ready = drain(core)
+    assert [out.destination for out in sent(ready, FetchResponse)] == [2]
+
+
+def test_a_follower_told_its_leader_stopped_grants_pre_votes_and_does_not_follow_it_again() -> None:
+    core = make(2, epoch=3, leader=1)
+    drain(core)
+    core.tick(100)
+    respond(core, 1, epoch=3, high_watermark=0)  # a good answer: the leader is live
+    drain(core)
+    respond(core, 1, epoch=3, error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    drain(core)
+    core.step(3, vote(3, 3, 0, 0, pre=True))
+    assert answer(drain(core)).vote_granted
+    core.tick(core.now_ms)
+    assert role(core) is Role.PROSPECTIVE
+    core.step(3, vote_answer(core, 3, granted=False, leader=1))
+    assert core.role is Role.PROSPECTIVE  # (3, 1) said it stopped: not followed again
+
+
+def test_end_quorum_epoch_of_another_voter_than_the_leader_changes_nothing() -> None:
+    core = make(2, epoch=3, leader=1)
+    drain(core)
+    core.step(3, EndQuorumEpochRequest(correlation_id=1, leader_id=3, leader_epoch=3,
+                                       preferred_successors=(2,)))  # fmt: skip
+    drain(core)
+    assert not core._leader_ended and core._fetch_deadline == core.config.fetch_timeout_ms
+
+
+def test_an_error_naming_no_leader_or_a_non_voter_only_backs_off() -> None:
+    for named in (-1, 7):
+        core = core_with(9, state=None, request_timeout_ms=300)
+        [out] = sent(drain(core), FetchRequest)
+        respond(core, out.destination, epoch=2)  # epoch 2 learnt
+        drain(core)
+        core.tick(core.now_ms + 300)
+        [asked] = sent(drain(core), FetchRequest)
+        respond(
+            core, asked.destination, epoch=2, leader=named, error=ErrorCode.NOT_LEADER_OR_FOLLOWER
+        )
+        assert core.leader_id == -1 and not sent(drain(core), FetchRequest)
+        assert core.next_deadline_ms() == core.now_ms + core.config.retry_backoff_ms
