@@ -116,6 +116,7 @@ _RAFT_TESTS = (
     "tests/test_raft_core_units.py",
     "tests/test_raft_handlers_units.py",
     "tests/test_raft_log_view.py",
+    "tests/test_raft_rules.py",
     "tests/test_raft_quorum_state.py",
     "tests/test_raft_figure_eight.py",
     "tests/test_raft_simulation.py",

@@ -1,0 +1,80 @@
+"""The quorum's pure rules (election.py, replication.py) at their edges."""
+
+from __future__ import annotations
+
+from test_raft_core import answer, drain, fetch, make, role, vote
+from test_raft_handlers_units import leader
+
+from metadata_log.raft import Role
+from metadata_log.raft.election import may_grant_pre_vote, may_grant_vote, successor_backoff
+from metadata_log.raft.replication import LeaderState, majority_offset
+
+
+def test_the_majority_offset_of_an_even_number_of_voters() -> None:
+    assert majority_offset([5, 3, 9, 1], 3) == 3  # three of four have reached 3
+    assert majority_offset([5, 3, 9], 2) == 5
+    assert majority_offset([7], 1) == 7
+    state = LeaderState(epoch_start_offset=0, started_ms=0, voters=frozenset({1, 2, 3, 4}))
+    state.record_fetch(2, 6, 0, 9)
+    state.record_fetch(3, 4, 0, 9)
+    assert state.high_watermark(leader=1, flushed_offset=9, majority=3) == 4
+
+
+def test_vote_decisions_are_booleans() -> None:
+    def grant(
+        *, voted: int = -1, leader: int = -1, log_ok: bool = True, wiped: bool = False
+    ) -> bool:
+        return may_grant_vote(
+            candidate=3,
+            voted_id=voted,
+            leader_id=leader,
+            is_leader=False,
+            log_ok=log_ok,
+            catching_up=wiped,
+        )
+
+    assert grant() is True
+    assert grant(log_ok=False) is False
+    assert grant(wiped=True) is False
+    assert grant(leader=1) is False
+    assert grant(voted=2) is False
+    assert grant(voted=3) is True
+    assert may_grant_pre_vote(has_live_leader=False, log_ok=True, catching_up=False) is True
+
+
+def test_a_voter_that_knows_the_leader_of_an_epoch_votes_for_no_one_else_in_it() -> None:
+    core = make(2, epoch=3, leader=1)  # learnt from BeginQuorumEpoch: no vote cast
+    drain(core)
+    core.step(3, vote(3, 3, 9, 99))
+    response = answer(drain(core))
+    assert response.vote_granted is False and core.voted_id == -1
+
+
+def test_later_successors_wait_twice_as_long_each_up_to_a_bound() -> None:
+    assert [successor_backoff(p, 10_000) for p in range(-1, 6)] == [0, 0, 50, 100, 200, 400, 800]
+    assert successor_backoff(12, 10_000) == 10_000
+    assert successor_backoff(40, 86_400_000) == 50 << 20  # the shift is bounded
+
+
+def test_a_fetch_at_the_leaders_end_is_caught_up() -> None:
+    core = leader()
+    end = core.log.end_offset
+    core.tick(core.now_ms + 10)
+    core.step(2, fetch(2, core.epoch, end, core.epoch))
+    [two] = [r for r in core.describe_quorum().current_voters if r.replica_id == 2]
+    assert two.last_caught_up_timestamp == core.now_ms == two.last_fetch_timestamp
+
+
+def test_check_quorum_at_its_exact_bounds() -> None:
+    core = leader(fetch_timeout_ms=1000)
+    start = core.now_ms
+    core.tick(start + 1000)  # the first timeout has passed: checked, no fetch at all
+    assert core.role is Role.RESIGNED
+    core = leader(fetch_timeout_ms=1000)
+    start = core.now_ms
+    core.tick(start + 500)
+    core.step(2, fetch(2, core.epoch, 1, core.epoch))
+    core.tick(start + 1499)
+    assert core.role is Role.LEADER  # node 2 fetched 999 ms ago
+    core.tick(start + 1500)
+    assert role(core) is Role.RESIGNED  # exactly the timeout ago: not recent
