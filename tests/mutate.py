@@ -92,6 +92,7 @@ _LOG_TESTS = (
     "tests/test_log_open.py",
     "tests/test_log_segment.py",
     "tests/test_log_replica.py",
+    "tests/test_log_quorum_units.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
