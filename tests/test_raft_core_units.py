@@ -575,3 +575,17 @@ def test_the_backoff_delays_the_next_election_timer_too() -> None:
     assert core.now_ms + 100 < prevote_at  # this seed's backoff is longer than a timeout
     assert prevote_at + 100 <= core._election_at < prevote_at + 200
     assert core.next_deadline_ms() == prevote_at
+
+
+def test_an_observer_without_answers_asks_other_voters_than_the_one_it_followed() -> None:
+    core = core_with(9, state=None, request_timeout_ms=300)
+    [out] = sent(drain(core), FetchRequest)
+    followed = out.destination
+    respond(core, followed, epoch=2)  # follows it in epoch 2
+    drain(core)
+    asked: set[int] = set()
+    for _ in range(12):  # no answers any more: each retry asks some voter at random
+        core.tick(core.now_ms + 300)
+        assert core.leader_id == -1
+        asked.update(o.destination for o in sent(drain(core), FetchRequest))
+    assert asked - {followed}

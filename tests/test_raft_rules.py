@@ -1,13 +1,22 @@
-"""The quorum's pure rules (election.py, replication.py) at their edges."""
+"""The quorum's pure rules (election.py, replication.py) and its persisted state at their edges."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 from test_raft_core import answer, drain, fetch, make, role, vote
 from test_raft_handlers_units import leader
 
-from metadata_log.raft import Role
+import metadata_log.raft.quorum_state as quorum_state_module
+from metadata_log.raft import QuorumState, Role, read_quorum_state, write_quorum_state
 from metadata_log.raft.election import may_grant_pre_vote, may_grant_vote, successor_backoff
+from metadata_log.raft.errors import QuorumStateError
+from metadata_log.raft.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
 from metadata_log.raft.replication import LeaderState, majority_offset
+
+VOTERS = frozenset({1, 2, 3})
 
 
 def test_the_majority_offset_of_an_even_number_of_voters() -> None:
@@ -78,3 +87,61 @@ def test_check_quorum_at_its_exact_bounds() -> None:
     assert core.role is Role.LEADER  # node 2 fetched 999 ms ago
     core.tick(start + 1500)
     assert role(core) is Role.RESIGNED  # exactly the timeout ago: not recent
+
+
+# --- quorum-state ---------------------------------------------------------------------------
+
+
+def test_a_quorum_state_epoch_is_an_int32(tmp_path: Path) -> None:
+    assert MAX_EPOCH == 2**31 - 1
+    top = QuorumState(leader_epoch=MAX_EPOCH, voters=VOTERS)
+    write_quorum_state(tmp_path, top)
+    assert read_quorum_state(tmp_path, voters=VOTERS) == top
+    for epoch in (-1, MAX_EPOCH + 1):
+        with pytest.raises(QuorumStateError, match=f"leader epoch {epoch} is not in 0.."):
+            QuorumState(leader_epoch=epoch, voters=VOTERS)
+    path = tmp_path / QUORUM_STATE_NAME
+    data = json.loads(path.read_text())
+    assert data["appliedOffset"] == 0  # Kafka's file: this field is always 0 in KRaft
+    path.write_text(json.dumps({**data, "leaderEpoch": MAX_EPOCH + 1}))
+    with pytest.raises(QuorumStateError, match="out of range"):
+        read_quorum_state(tmp_path, voters=VOTERS)
+
+
+def test_a_quorum_state_file_of_the_size_bound_is_read(tmp_path: Path) -> None:
+    write_quorum_state(tmp_path, QuorumState(leader_epoch=3, voters=VOTERS))
+    path = tmp_path / QUORUM_STATE_NAME
+    text = path.read_bytes().rstrip(b"\n")
+    path.write_bytes(text + b" " * (MAX_FILE_BYTES - len(text)))
+    assert read_quorum_state(tmp_path, voters=VOTERS) == QuorumState(leader_epoch=3, voters=VOTERS)
+    path.write_bytes(text + b" " * (MAX_FILE_BYTES + 1 - len(text)))
+    with pytest.raises(QuorumStateError, match="is over"):
+        read_quorum_state(tmp_path, voters=VOTERS)
+
+
+def test_voters_listed_as_anything_but_objects_are_a_damaged_file(tmp_path: Path) -> None:
+    write_quorum_state(tmp_path, QuorumState(leader_epoch=3, voters=VOTERS))
+    path = tmp_path / QUORUM_STATE_NAME
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "currentVoters": [1, 2, 3]}))
+    with pytest.raises(QuorumStateError, match="'currentVoters' is malformed"):
+        read_quorum_state(tmp_path, voters=VOTERS)
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (OSError(28, "No space left on device"), ": No space left on device [ENOSPC];"),
+        (OSError("no errno"), ": no errno [None];"),
+    ],
+)
+def test_a_quorum_state_that_cannot_be_written_names_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, says: str
+) -> None:
+    def failing(*_args: object) -> None:
+        raise error
+
+    monkeypatch.setattr(quorum_state_module, "replace_file", failing)
+    with pytest.raises(QuorumStateError) as info:
+        write_quorum_state(tmp_path, QuorumState(leader_epoch=1, voters=VOTERS))
+    assert says in str(info.value)
