@@ -1,4 +1,4 @@
-"""The core's view of the log (epoch cache, end and flushed offsets) and the quorum's bounds."""
+"""The core's view of the log (epoch cache, end and flushed offsets) and the quorum's config."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from metadata_log.raft import LogView, QuorumConfig
-from metadata_log.raft.config import MAX_NODE_ID, MAX_TIMEOUT_MS
+from metadata_log.raft.config import MAX_NODE_ID, MAX_TIMEOUT_MS, VoterAddress, parse_voters
 from metadata_log.raft.errors import RaftConfigError, RaftError
 
 
@@ -112,3 +112,49 @@ def test_node_ids_and_timers_are_bounded() -> None:
         with pytest.raises(RaftConfigError, match=r"append\.linger\.ms must be in 0\.\."):
             QuorumConfig(node_id=1, voters=voters, append_linger_ms=bad)
     assert MAX_TIMEOUT_MS == 86_400_000 and MAX_NODE_ID == 2**31 - 1
+
+
+def test_the_timers_default_to_kafkas_in_the_config_and_its_properties() -> None:
+    kafka = {
+        "election_timeout_ms": 1000,
+        "fetch_timeout_ms": 2000,
+        "election_backoff_max_ms": 1000,
+        "append_linger_ms": 25,
+        "request_timeout_ms": 2000,
+        "retry_backoff_ms": 20,
+        "fetch_max_wait_ms": 500,
+    }
+    built = QuorumConfig(node_id=1, voters=frozenset({1}))
+    parsed = QuorumConfig.from_properties({"node.id": "1", "controller.quorum.voters": "1@h:1"})
+    for config in (built, parsed):
+        assert {name: getattr(config, name) for name in kafka} == kafka
+
+
+def test_voter_ids_and_ports_at_their_bounds() -> None:
+    voters = parse_voters(f"{MAX_NODE_ID}@h:65535,0@h:1")
+    assert voters[MAX_NODE_ID] == VoterAddress(host="h", port=65535)
+    with pytest.raises(RaftConfigError, match=f"node id {MAX_NODE_ID + 1} is above"):
+        parse_voters(f"{MAX_NODE_ID + 1}@h:1")
+    with pytest.raises(RaftConfigError, match="port 65536 of voter 1"):
+        parse_voters("1@h:65536")
+
+
+def test_bad_values_are_quoted_short() -> None:
+    with pytest.raises(RaftConfigError) as info:
+        parse_voters("x" * 100)
+    assert f"{'x' * 60!r} is not id@host:port" in str(info.value)
+    with pytest.raises(RaftConfigError) as info:
+        QuorumConfig.from_properties(
+            {
+                "node.id": "1",
+                "controller.quorum.voters": "1@h:1",
+                "controller.quorum.fetch.timeout.ms": "y" * 100,
+            }
+        )
+    assert str(info.value).endswith(f"got {'y' * 40!r}")
+
+
+def test_addresses_are_not_part_of_a_configs_identity() -> None:
+    a = QuorumConfig.from_properties({"node.id": "1", "controller.quorum.voters": "1@a:1"})
+    b = QuorumConfig.from_properties({"node.id": "1", "controller.quorum.voters": "1@b:2"})
+    assert a == b and a.addresses != b.addresses
