@@ -145,3 +145,10 @@ def test_a_quorum_state_that_cannot_be_written_names_the_error(
     with pytest.raises(QuorumStateError) as info:
         write_quorum_state(tmp_path, QuorumState(leader_epoch=1, voters=VOTERS))
     assert says in str(info.value)
+
+
+def test_every_role_is_its_own() -> None:
+    assert len(Role) == len({role.value for role in Role}) == 7  # no value is an alias
+    assert [role.name for role in Role] == [
+        "UNATTACHED", "PROSPECTIVE", "CANDIDATE", "LEADER", "FOLLOWER", "RESIGNED", "OBSERVER"
+    ]  # fmt: skip
