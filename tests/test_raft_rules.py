@@ -1,4 +1,4 @@
-"""The quorum's pure rules (election.py, replication.py) and its persisted state at their edges."""
+"""The quorum's pure rules, messages and persisted state at their edges."""
 
 from __future__ import annotations
 
@@ -13,6 +13,18 @@ import metadata_log.raft.quorum_state as quorum_state_module
 from metadata_log.raft import QuorumState, Role, read_quorum_state, write_quorum_state
 from metadata_log.raft.election import may_grant_pre_vote, may_grant_vote, successor_backoff
 from metadata_log.raft.errors import QuorumStateError
+from metadata_log.raft.messages import (
+    NO_HIGH_WATERMARK,
+    NO_LEADER,
+    Entry,
+    ErrorCode,
+    FetchRequest,
+    FetchSnapshotResponse,
+    LeaderChangeMessage,
+    LeaderIdAndEpoch,
+    SnapshotId,
+    VoteRequest,
+)
 from metadata_log.raft.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
 from metadata_log.raft.replication import LeaderState, majority_offset
 
@@ -152,3 +164,47 @@ def test_every_role_is_its_own() -> None:
     assert [role.name for role in Role] == [
         "UNATTACHED", "PROSPECTIVE", "CANDIDATE", "LEADER", "FOLLOWER", "RESIGNED", "OBSERVER"
     ]  # fmt: skip
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def test_error_codes_and_sentinels_are_kafkas() -> None:
+    assert {code.name: code.value for code in ErrorCode} == {
+        "NONE": 0,
+        "NOT_LEADER_OR_FOLLOWER": 6,
+        "FENCED_LEADER_EPOCH": 74,
+        "UNKNOWN_LEADER_EPOCH": 75,
+        "INCONSISTENT_VOTER_SET": 94,
+        "SNAPSHOT_NOT_FOUND": 98,
+    }
+    assert NO_HIGH_WATERMARK == NO_LEADER == -1
+
+
+def test_the_leader_change_marker_is_kafkas_json() -> None:
+    marker = LeaderChangeMessage(leader_id=2, voters=(1, 2, 3), granting_voters=(2, 3))
+    assert marker.encode() == b'{"version":0,"leaderId":2,"voters":[1,2,3],"grantingVoters":[2,3]}'
+
+
+def test_message_defaults() -> None:
+    assert Entry(offset=0, epoch=1, payload=b"").control is False
+    assert LeaderIdAndEpoch() == LeaderIdAndEpoch(leader_id=-1, leader_epoch=0)
+    request = VoteRequest(
+        correlation_id=1, replica_epoch=1, replica_id=1, last_offset_epoch=0, last_offset=0
+    )
+    assert request.pre_vote is False
+    fetch_request = FetchRequest(
+        correlation_id=1, replica_id=1, current_leader_epoch=1, fetch_offset=0,
+        last_fetched_epoch=0,
+    )  # fmt: skip
+    assert fetch_request.max_wait_ms == 0
+    chunk = FetchSnapshotResponse(
+        correlation_id=1,
+        error_code=ErrorCode.NONE,
+        snapshot_id=SnapshotId(end_offset=5, epoch=1),
+        current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=1),
+        size=10,
+        position=0,
+        unaligned_records=b"\x00secret-ish bytes",
+    )
+    assert chunk.unaligned_records and "unaligned_records" not in repr(chunk)  # bytes kept out
