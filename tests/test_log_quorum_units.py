@@ -215,7 +215,7 @@ def test_a_flush_writes_the_checkpoint_once_its_interval_has_passed(
     with MetadataLog.open(directory, config=config, replicated=True) as log:
         log._checkpointed_at = 1000.0
         log.write_blocks([block_of(log, 0, 2, 1)], check=True)
-        now[0] = 1000.999
+        now[0] = 1000.9995  # the interval is 1 s (1000 ms), not a hair under
         assert log.flush() == 2
         checkpoint = read_checkpoint(directory)
         assert checkpoint is None or checkpoint.recovery_point < 2  # not yet
@@ -321,3 +321,30 @@ def test_an_epoch_cache_that_cannot_be_read_is_rebuilt(
             log.close()
     [warning] = metadata_log_warnings(caplog)
     assert "cannot be read" in warning
+
+
+def test_the_body_bound_of_a_block_is_inclusive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with opened(tmp_path / "log") as log:
+        block = block_of(log, 0, 1, 1)
+        monkeypatch.setattr(log_module, "MAX_BLOCK_BODY", len(block.body) - 1)
+        with pytest.raises(ReplicaBlockError, match="claims 1 entries"):
+            log.write_blocks([block], check=True)
+        monkeypatch.setattr(log_module, "MAX_BLOCK_BODY", len(block.body))
+        assert log.write_blocks([block], check=True) == 1
+
+
+def test_a_rewrite_that_fails_leaves_no_temporary_file_and_no_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "log"
+    build(directory, [(6, 1)] * 4)
+    with opened(directory) as log:
+        fds = len(os.listdir("/proc/self/fd"))
+        monkeypatch.setattr(log_module, "write_all", _failing)
+        with pytest.raises(LogFailedError, match=r"truncation failed: .*Input/output error"):
+            log.truncate_to(9)  # inside the second block: its segment is rewritten
+        monkeypatch.undo()
+        assert len(os.listdir("/proc/self/fd")) == fds - 1  # the log's own, closed for the cut
+        assert not list(directory.glob("*.tmp"))
