@@ -158,3 +158,17 @@ def test_addresses_are_not_part_of_a_configs_identity() -> None:
     a = QuorumConfig.from_properties({"node.id": "1", "controller.quorum.voters": "1@a:1"})
     b = QuorumConfig.from_properties({"node.id": "1", "controller.quorum.voters": "1@b:2"})
     assert a == b and a.addresses != b.addresses
+
+
+def test_an_epoch_cache_with_negative_numbers_or_without_offset_0_is_refused() -> None:
+    for end, epochs in ((0, [(1, -1)]), (3, [(-1, 0)]), (1, [])):
+        with pytest.raises(RaftError):
+            LogView.from_log(end_offset=end, epochs=epochs)
+    assert LogView().flushed_offset == 0 == LogView().end_offset
+
+
+def test_a_bad_epoch_cache_is_quoted_up_to_8_epochs() -> None:
+    epochs = [(e, e) for e in range(10, 0, -1)]
+    with pytest.raises(RaftError) as info:
+        LogView.from_log(end_offset=20, epochs=epochs)
+    assert str(epochs[:8]) in str(info.value) and str(epochs[:9]) not in str(info.value)
