@@ -324,3 +324,9 @@ def test_a_one_byte_snappy_stream_with_a_continued_preamble_is_damage() -> None:
     framed = encode_long(1) + encode_long(1 + 4) + b"\x80" + bytes(4) + SYNC
     with pytest.raises(BlockDamage, match="no valid length preamble"):
         read_block(framed, 0, SYNC)
+
+
+def test_a_bad_chain_value_is_quoted_up_to_40_bytes() -> None:
+    with pytest.raises(BlockDamage) as info:
+        decode_header(encode_header(SCHEMA, SYNC, {"mlog.base_offset": b"x" * 100}))
+    assert str(info.value).endswith(f"({b'x' * 40!r})")

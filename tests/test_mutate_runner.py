@@ -1,13 +1,15 @@
-"""The mutation runner's choices: what it mutates, which tests a mutant runs, `--again`."""
+"""The mutation runner's choices: what it mutates, which tests a mutant runs, --again, --since."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
+import mutate
 import pytest
-from mutate import Mutant, _previous_survivors, _tests_for, enumerate_mutants
+from mutate import Mutant, _previous_survivors, _tests_for, changed_lines, enumerate_mutants
 
 SOURCE = '''
 from __future__ import annotations
@@ -68,3 +70,22 @@ def test_again_takes_the_last_report_of_an_unchanged_module(tmp_path: Path) -> N
         _previous_survivors("m.py", tmp_path, source + "z = 3\n")
     with pytest.raises(SystemExit, match="no earlier report"):
         _previous_survivors("other.py", tmp_path, source)
+
+
+def test_since_takes_the_lines_added_or_changed_since_a_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "m.py").write_text("a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n")
+    git("add", "m.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "m")
+    # b changed, d removed (a hunk of no new line), f added at the end.
+    (tmp_path / "m.py").write_text("a = 1\nb = 20\nc = 3\ne = 5\nf = 6\n")
+    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    assert changed_lines("m.py", "HEAD") == {2, 5}
+    (tmp_path / "n.py").write_text("x = 1\ny = 2\n")
+    git("add", "n.py")
+    assert changed_lines("n.py", "HEAD") == {1, 2}  # a new file: every line
