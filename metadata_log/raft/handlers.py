@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from metadata_log.raft.election import (
-    election_timeout,
     log_at_least_as_up_to_date,
     may_grant_pre_vote,
     may_grant_vote,
@@ -436,27 +435,25 @@ def _append_records(core: RaftCore, msg: FetchResponse) -> None:
 def _caught_up(core: RaftCore) -> None:
     """A voter without durable state becomes a voter again once it is safe to vote.
 
-    It holds everything the leader had committed, and it has heard every other voter's epoch:
-    it may have voted, before it lost its state, in any epoch up to the largest of those (a
-    candidate persists its epoch before asking), so it takes that epoch with its vote spent.
+    It has heard every other voter's epoch: it may have voted, before it lost its state, in
+    any epoch up to the largest of those (a candidate persists its epoch before asking), so it
+    takes that epoch with its vote spent. And it holds everything committed up to then: the
+    high watermark it reached was reported by the leader of that same newest epoch. A high
+    watermark of an older epoch's leader will not do: it may lack entries of a later epoch
+    that this voter acknowledged before it lost its disk, and its vote could then elect a
+    leader without them. Hearing a newer epoch, it moves to it and looks for that leader.
     """
     others = core.config.voters - {core.id}
     if not others <= set(core._heard):
         return
     fence = max([core.epoch, *core._heard.values()])
+    if fence > core.epoch:
+        core._new_epoch(fence)
+        core._fetch_target = NO_LEADER
+        return
     core.catching_up = False
     core._heard = {}
     leader = core.leader_id
-    if fence > core.epoch:
-        core.epoch = fence
-        core.leader_id = NO_LEADER
-        core.voted_id = core.id
-        core._set_role(Role.UNATTACHED)
-        core._election_at = core.now_ms + election_timeout(
-            core.rng, core.config.election_timeout_ms
-        )
-        core._persist()
-        return
     core.voted_id = core.id
     core._set_role(Role.FOLLOWER)
     core.leader_id = leader
