@@ -177,6 +177,7 @@ def test_error_codes_and_sentinels_are_kafkas() -> None:
         "UNKNOWN_LEADER_EPOCH": 75,
         "INCONSISTENT_VOTER_SET": 94,
         "SNAPSHOT_NOT_FOUND": 98,
+        "POSITION_OUT_OF_RANGE": 99,
     }
     assert NO_HIGH_WATERMARK == NO_LEADER == -1
 
