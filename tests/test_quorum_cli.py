@@ -156,3 +156,19 @@ def test_serve_refuses_an_unformatted_quorum_directory(tmp_path: Path) -> None:
     props = config(tmp_path / "n1.properties")
     code, _, err = run(["serve", "--config", str(props), "--data-dir", str(tmp_path / "d")])
     assert code == 2 and "mlog quorum format" in err and "--rejoin" in err
+
+
+def test_a_sole_voter_without_its_state_is_refused_not_left_waiting(tmp_path: Path) -> None:
+    # With no other voter to catch up from, a sole voter without quorum-state could never vote
+    # again (tests/test_raft_core_units.py: the core's known gap); the CLI says so instead.
+    props = config(tmp_path / "n1.properties", 1, voters="1@127.0.0.1:19091")
+    data = tmp_path / "d"
+    code, _, err = run(
+        ["quorum", "format", "--rejoin", "--config", str(props), "--data-dir", str(data)]
+    )
+    assert code == 2 and "only voter" in err and err.count("\n") == 1, err
+    assert not data.exists()
+    assert run(["quorum", "format", "--config", str(props), "--data-dir", str(data)])[0] == 0
+    (data / "quorum-state").unlink()  # the state lost, the cluster id kept
+    code, _, err = run(["serve", "--config", str(props), "--data-dir", str(data)])
+    assert code == 2 and "only voter" in err and "Restore quorum-state" in err, err

@@ -78,6 +78,10 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
             "formatting again would forget the node's vote. Start it as it is"
         )
     log_dir = settings.log_dir
+    if args.rejoin and quorum.voters == {quorum.node_id}:
+        from api.cli.serve import SOLE_VOTER_WITHOUT_STATE
+
+        raise CliError(SOLE_VOTER_WITHOUT_STATE.format(node=quorum.node_id))
     if not args.rejoin and log_dir.exists() and any(log_dir.glob("*.avro")):
         raise CliError(
             f"{log_dir} holds a log; a voter with a log but no quorum-state lost its state: "

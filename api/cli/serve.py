@@ -284,6 +284,15 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+SOLE_VOTER_WITHOUT_STATE = (
+    "node {node} is the quorum's only voter and has no quorum-state: there is no other voter "
+    "to catch up from, so it could never vote again (it may have led an epoch it no longer "
+    "knows). Restore quorum-state from a backup of this data directory, or, for a new "
+    "cluster, run `mlog quorum format` on an empty data directory"
+)
+"""Why a sole voter without its quorum-state does not start (it would wait for ever)."""
+
+
 def _quorum_node(
     quorum: QuorumConfig, settings: Settings, values: Mapping[str, str], cluster_id: str
 ) -> tuple[MetadataService, QuorumNode]:
@@ -302,6 +311,8 @@ def _quorum_node(
     if values.get("controller.listener.names"):
         security = controller_client_security(values)
     if quorum.is_voter and not (settings.data_dir / QUORUM_STATE_NAME).exists():
+        if quorum.voters == {quorum.node_id}:
+            raise CliError(SOLE_VOTER_WITHOUT_STATE.format(node=quorum.node_id))
         logging.getLogger("api.server").warning(
             "%s has no quorum-state: node %d catches up from the leader before it votes; "
             "a new cluster's voters are formatted first (mlog quorum format)",
