@@ -126,6 +126,7 @@ _RAFT_TESTS = (
     "tests/test_raft_simulation.py",
     "tests/test_raft_snapshot_fetch.py",
     "tests/test_raft_snapshot_fetch_units.py",
+    "tests/test_raft_log_view_start.py",
     "tests/test_raft_wiped_voter_epoch.py",
 )
 SIM_SEEDS = "250"
@@ -153,11 +154,21 @@ judged the same verdicts directly: tail.py 15.8%, verify.py 73.6%, schema_check.
 
 TARGETS: dict[str, tuple[str, ...]] = {
     # replay/
-    "replay/delta.py": (*_REPLAY_TESTS, "tests/test_namespaces.py"),
+    "replay/delta.py": (*_REPLAY_TESTS, "tests/test_namespaces.py", "tests/test_client_writes.py"),
     "replay/rules.py": _REPLAY_TESTS,
-    "replay/errors.py": _REPLAY_TESTS,
-    "replay/image.py": (*_REPLAY_TESTS, "tests/test_namespaces.py", "tests/test_timetravel.py"),
-    "replay/loader.py": (*_REPLAY_TESTS, "tests/test_timetravel.py"),
+    "replay/errors.py": (*_REPLAY_TESTS, "tests/test_timetravel_trimmed.py"),
+    "replay/image.py": (
+        *_REPLAY_TESTS,
+        "tests/test_namespaces.py",
+        "tests/test_timetravel.py",
+        "tests/test_client_writes.py",
+        "tests/test_client_writes_image.py",
+    ),
+    "replay/loader.py": (
+        *_REPLAY_TESTS,
+        "tests/test_timetravel.py",
+        "tests/test_timetravel_trimmed.py",
+    ),
     "replay/append.py": ("tests/test_log_replay_checks.py", "tests/test_cli.py"),
     "replay/timetravel.py": (
         "tests/test_timetravel.py",

@@ -34,6 +34,7 @@ from metadata_log.raft.messages import (
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
 )
+from metadata_log.raft.ready import SnapshotInstall
 from metadata_log.raft.snapshot_fetch import snapshot_checksum_ok, with_checksum
 
 
@@ -169,7 +170,7 @@ def refused(node: RaftCore, answer: FetchSnapshotResponse) -> None:
     ready = drain(node)
     assert sent(ready, FetchSnapshotRequest) == [] and ready.install is None
     [out] = sent(ready, FetchRequest)
-    assert out.message.fetch_offset == 3  # type: ignore[attr-defined]
+    assert out.message.fetch_offset == 3
     assert node._transfer is None
 
 
@@ -302,3 +303,10 @@ def test_a_fetch_below_the_start_counts_as_fetching_unless_uncounted() -> None:
     progress = leader._leader.progress  # type: ignore[union-attr]
     assert progress[2].last_fetch_ms == leader.now_ms
     assert 3 not in progress or progress[3].last_fetch_ms != leader.now_ms
+
+
+def test_kafkas_defaults_and_a_repr_without_the_snapshots_bytes() -> None:
+    assert QuorumConfig(node_id=1, voters=VOTERS).fetch_snapshot_max_bytes == 1 << 20
+    assert UNCOUNTED_REPLICA == -1  # Kafka's replica id of a fetcher that is not counted
+    install = SnapshotInstall(snapshot_id=SNAP, data=b"secret bytes")
+    assert "secret" not in repr(install) and "SnapshotInstall" in repr(install)
