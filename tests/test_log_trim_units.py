@@ -16,6 +16,7 @@ from test_log_start_snapshot import fill, segment_bases
 from test_log_trim import CONFIG, build
 
 from metadata_log import LogError, MetadataLog
+from metadata_log.extent import trimmed_leftovers
 from metadata_log.log import _epochs_from
 from metadata_log.start_snapshot import StartSnapshot
 
@@ -90,3 +91,13 @@ def test_a_reset_to_the_base_of_a_segment_it_has_leaves_it_empty_there(tmp_path:
         assert (log.log_start_offset, log.end_offset) == (base, base + 5)
         assert log.start_snapshot == snapshot
         assert log.epoch_cache() == [(3, base)]
+
+
+def test_the_segments_left_below_a_start_never_include_the_newest() -> None:
+    assert trimmed_leftovers([0, 3, 6], 0) == 0
+    assert trimmed_leftovers([0, 3, 6], 3) == 1
+    assert trimmed_leftovers([0, 3, 6], 5) == 1
+    assert trimmed_leftovers([0, 3, 6], 6) == 2  # a start at the newest base: all but it
+    assert trimmed_leftovers([0, 3, 6], 100) == 2
+    assert trimmed_leftovers([6], 6) == 0
+    assert trimmed_leftovers([], 6) == 0

@@ -184,3 +184,31 @@ def test_loading_across_the_trimmed_start_names_the_start_and_the_offset_needed(
         assert (caught.value.log_start, caught.value.needed) == (3, 2)
     assert load_image(log, lte=1, base=at_1) is at_1  # nothing to replay: no refusal
     assert load_image(log, lte=0, base=at_1) is at_1
+
+
+def test_a_time_before_the_first_entry_of_an_untrimmed_log_is_the_empty_image(
+    tmp_path: Path,
+) -> None:
+    ticks = count(T0, 1000)
+    with MetadataLog.open(tmp_path / "log", config=CONFIG, clock_ms=lambda: next(ticks)) as log:
+        for batch in LogGenerator(seed=3).batches(2):
+            log.append(batch, principal="User:g")
+        answer = travel(log, None, at_time=T0 - 1)
+        assert answer.image.provenance.offset == -1 and answer.replayed == 0
+
+
+def test_a_log_that_starts_at_1_refuses_a_time_before_it_and_warns_in_history(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ticks = count(T0, 1000)
+    with MetadataLog.open(tmp_path / "log", config=CONFIG, clock_ms=lambda: next(ticks)) as log:
+        for batch in LogGenerator(seed=3).batches(3):
+            log.append(batch, principal="User:g")
+        assert [s.base_offset for s in log.segments()][:2] == [0, 1]
+        log.trim_before(1)
+        assert log.log_start_offset == 1
+        with pytest.raises(TimeTravelError, match="time 1700000000000 falls among"):
+            travel(log, None, at_time=T0)
+        with caplog.at_level(logging.WARNING):
+            list(history(log, Entity(broker=1)))
+    assert "the log starts at offset 1 (trimmed" in caplog.text
