@@ -8,6 +8,7 @@ base of a segment the log already has.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,11 @@ from test_log_start_snapshot import fill, segment_bases
 from test_log_trim import CONFIG, build
 
 from metadata_log import LogError, MetadataLog
+from metadata_log.checkpoint import read_checkpoint
+from metadata_log.epoch import read_epoch_checkpoint
 from metadata_log.extent import trimmed_leftovers
 from metadata_log.log import _epochs_from
-from metadata_log.start_snapshot import StartSnapshot
+from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 
 
 def test_a_new_start_drops_the_epochs_before_it_and_clips_the_one_it_falls_in() -> None:
@@ -101,3 +104,38 @@ def test_the_segments_left_below_a_start_never_include_the_newest() -> None:
     assert trimmed_leftovers([0, 3, 6], 100) == 2
     assert trimmed_leftovers([6], 6) == 0
     assert trimmed_leftovers([], 6) == 0
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+def test_a_trim_and_a_reset_write_their_checkpoints_at_once_and_leak_no_descriptor(
+    tmp_path: Path,
+) -> None:
+    fill(tmp_path)
+    with opened(tmp_path) as log:
+        bases = segment_bases(tmp_path)
+        log.trim_before(bases[2])
+        checkpoint = read_checkpoint(tmp_path)
+        assert checkpoint is not None and checkpoint.log_start_offset == bases[2]
+        assert checkpoint.newest_segment == bases[-1]
+        assert read_epoch_checkpoint(tmp_path) == log.epoch_cache()
+        before = open_descriptors()
+        log.reset_to_snapshot(StartSnapshot(offset=499, epoch=4, timestamp=T0, checksum="a"))
+        assert open_descriptors() == before  # the old active segment's descriptor is closed
+        checkpoint = read_checkpoint(tmp_path)
+        assert checkpoint is not None
+        assert (checkpoint.log_start_offset, checkpoint.newest_segment) == (500, 500)
+        assert read_epoch_checkpoint(tmp_path) == []
+
+
+def test_an_interrupted_reset_says_it_finished_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fill(tmp_path)
+    write_start_snapshot(tmp_path, StartSnapshot(offset=499, epoch=4, timestamp=T0, checksum="a"))
+    with caplog.at_level(logging.INFO, logger="metadata_log"), opened(tmp_path) as log:
+        assert (log.log_start_offset, log.end_offset) == (500, 500)
+    assert "finishing the log reset to offset 500 that a crash interrupted" in caplog.text
