@@ -93,6 +93,9 @@ _LOG_TESTS = (
     "tests/test_log_segment.py",
     "tests/test_log_replica.py",
     "tests/test_log_quorum_units.py",
+    "tests/test_log_trim.py",
+    "tests/test_log_trim_units.py",
+    "tests/test_log_start_snapshot.py",
 )
 _CONTROLLER_TESTS = (
     "tests/test_controller.py",
@@ -121,6 +124,10 @@ _RAFT_TESTS = (
     "tests/test_raft_quorum_state.py",
     "tests/test_raft_figure_eight.py",
     "tests/test_raft_simulation.py",
+    "tests/test_raft_snapshot_fetch.py",
+    "tests/test_raft_snapshot_fetch_units.py",
+    "tests/test_raft_log_view_start.py",
+    "tests/test_raft_wiped_voter_epoch.py",
 )
 SIM_SEEDS = "250"
 """The seeds of `tests/test_raft_simulation.py` under mutation (`MLOG_SIM_SEEDS`; CI runs 2,000):
@@ -147,13 +154,34 @@ judged the same verdicts directly: tail.py 15.8%, verify.py 73.6%, schema_check.
 
 TARGETS: dict[str, tuple[str, ...]] = {
     # replay/
-    "replay/delta.py": (*_REPLAY_TESTS, "tests/test_namespaces.py"),
+    "replay/delta.py": (*_REPLAY_TESTS, "tests/test_namespaces.py", "tests/test_client_writes.py"),
     "replay/rules.py": _REPLAY_TESTS,
-    "replay/errors.py": _REPLAY_TESTS,
-    "replay/image.py": (*_REPLAY_TESTS, "tests/test_namespaces.py", "tests/test_timetravel.py"),
-    "replay/loader.py": (*_REPLAY_TESTS, "tests/test_timetravel.py"),
+    "replay/errors.py": (*_REPLAY_TESTS, "tests/test_timetravel_trimmed.py"),
+    "replay/image.py": (
+        *_REPLAY_TESTS,
+        "tests/test_namespaces.py",
+        "tests/test_timetravel.py",
+        "tests/test_client_writes.py",
+        "tests/test_client_writes_image.py",
+    ),
+    "replay/loader.py": (
+        *_REPLAY_TESTS,
+        "tests/test_timetravel.py",
+        "tests/test_timetravel_trimmed.py",
+    ),
     "replay/append.py": ("tests/test_log_replay_checks.py", "tests/test_cli.py"),
-    "replay/timetravel.py": ("tests/test_timetravel.py", "tests/test_snapshot_store.py"),
+    "replay/timetravel.py": (
+        "tests/test_timetravel.py",
+        "tests/test_snapshot_store.py",
+        "tests/test_log_trim.py",
+        "tests/test_timetravel_trimmed.py",
+    ),
+    # The FetchSnapshot form: its wire test, and the catch-up of a real follower through it.
+    "replay/snapshot_bytes.py": (
+        "tests/test_snapshot_bytes.py",
+        "tests/test_raft_wire.py",
+        "tests/test_quorum_snapshot_catch_up.py",
+    ),
     # records/
     **{
         f"records/{name}.py": _RECORDS_TESTS
@@ -212,6 +240,14 @@ TARGETS: dict[str, tuple[str, ...]] = {
         )
     },
     "metadata_log/raft/messages.py": (*_RAFT_TESTS, "tests/test_raft_wire.py"),
+    "metadata_log/raft/snapshot_fetch.py": (*_RAFT_TESTS, "tests/test_raft_wire.py"),
+    # The start snapshot a log trimmed below its first entry keeps (`trim_before`).
+    "metadata_log/start_snapshot.py": (
+        "tests/test_start_snapshot_file.py",
+        "tests/test_log_start_snapshot.py",
+        "tests/test_log_trim.py",
+        "tests/test_log_replica.py",
+    ),
     "metadata_log/raft/log_view.py": (*_RAFT_TESTS, "tests/test_log_replica.py"),
     # api/controller/
     "api/controller/placement.py": ("tests/test_placement.py",),
