@@ -87,6 +87,22 @@ class LineFormatter(logging.Formatter):
         return line
 
 
+def direct_handler(logger: logging.Logger) -> logging.Handler | None:
+    """The writer's handler if it is `logger`'s only way out, or None.
+
+    Then a record may be given to it directly (`emit`), skipping `Logger.handle`'s walk of
+    filters, handlers and locks, with the same result: no filter, no other handler, no parent
+    (`server_log` turns propagation off), a queue that needs no lock.
+    """
+    handlers = logger.handlers
+    if len(handlers) != 1 or logger.propagate or logger.filters or logger.disabled:
+        return None
+    handler = handlers[0]
+    if type(handler) is not _QueueingHandler or handler.filters or handler.level > logging.INFO:
+        return None
+    return handler
+
+
 class _QueueingHandler(logging.Handler):
     """Puts records on the writer's queue; exception text is formatted here, while current."""
 

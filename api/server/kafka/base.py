@@ -20,6 +20,7 @@ from api.controller.errors import ErrorCode
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.server.kafka.authorization import Gate
+from api.server.server_log import direct_handler
 from api.service.service import MetadataService
 from records.uuids import Uuid
 
@@ -142,7 +143,11 @@ def log_info(msg: str, args: tuple[Any, ...]) -> None:
     record.created = now
     record.msecs = int((now - int(now)) * 1000) + 0.0  # as LogRecord (gh-89047)
     record.relativeCreated = template.relativeCreated + (now - template.created) * 1000
-    logger.handle(record)
+    handler = direct_handler(logger)
+    if handler is not None:
+        handler.emit(record)  # `mlog serve`: straight to the writer thread's queue
+    else:
+        logger.handle(record)
 
 
 def uuid_of(value: Any) -> Uuid | None:

@@ -72,7 +72,9 @@ class TopicApis(HandlerGroup):
             def run(allowed: list[CreatableTopic]) -> ControllerResult[list[CreateTopicResult]]:
                 return controller.create_topics(image, allowed, validate_only=validate_only)
 
-            hidden = self._hidden_configs(image, session, (t.name for t in topics))
+            hidden = (
+                self._hidden_configs(image, session, (t.name for t in topics)) if gate.on else set()
+            )
             if not gate.on:
                 return run(topics)
             if gate.allows_cluster(image, session, AclOperation.CREATE):
