@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,6 +54,23 @@ def _topics(address: str) -> list[tuple[str, str]]:
     """(qualified name, topic id) of every topic, as the node at `address` answers."""
     listed = json.loads(mlog("topics", "list", "--output", "json", "--bootstrap-server", address))
     return sorted((t["topic"], t["topic_id"]) for t in listed)
+
+
+async def _same_topics(follower: str, leader: str, timeout: float = 20.0) -> list[tuple[str, str]]:
+    """The leader's topics, once the follower answers the same.
+
+    A follower applies entries up to the high watermark it last heard: its logs' ends being
+    equal, it may still learn the last entry's commit one fetch later.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        expected = _topics(leader)
+        seen = _topics(follower)
+        if seen == expected:
+            return expected
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the follower answers {seen}, the leader {expected}")
+        await asyncio.sleep(0.2)
 
 
 def test_a_lagging_follower_catches_up_by_fetch_snapshot(quorum: Quorum) -> None:
@@ -101,14 +119,13 @@ async def _scenario(quorum: Quorum) -> None:
         start, _ = _log_start(quorum, lagging)
         assert start > lagging_end
         leader = await quorum.leader()
-        expected = _topics(quorum.nodes[leader].address)
+        expected = await _same_topics(node.address, quorum.nodes[leader].address)
         names = {name.rpartition(".")[2] for name, _ in expected}
         assert set(writer.acknowledged) <= names
-        assert _topics(node.address) == expected
         await _write(writer, 5)
         await _converge(quorum, writer)
         leader = await quorum.leader()
-        assert _topics(node.address) == _topics(quorum.nodes[leader].address)
+        await _same_topics(node.address, quorum.nodes[leader].address)
     finally:
         await writer.close()
     quorum.stop_all()
