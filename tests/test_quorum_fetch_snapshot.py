@@ -114,8 +114,12 @@ async def _scenario(quorum: Quorum) -> None:
         quorum.start(lagging)
         await _converge(quorum, writer)
         node = quorum.nodes[lagging]
-        text = node.stderr.read_text()
-        assert "installed the leader's snapshot" in text, quorum.stderr_tails()
+        # The server's lines reach stderr through a writer thread, up to 20 ms late (or more
+        # on a loaded host): wait for the line rather than read the file once.
+        deadline = time.monotonic() + 20
+        while "installed the leader's snapshot" not in node.stderr.read_text():
+            assert time.monotonic() < deadline, quorum.stderr_tails()
+            await asyncio.sleep(0.1)
         start, _ = _log_start(quorum, lagging)
         assert start > lagging_end
         leader = await quorum.leader()

@@ -251,7 +251,13 @@ async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Q
         quorum.start(wiped)
         await _write(writer, 10)
         await _converge(quorum, writer)
-        # Caught up, it votes again: with the leader gone it and the third elect a new one.
+        # Caught up, it votes again once it has written its quorum-state (its log's end can
+        # equal the leader's a little before: it rejoins from a leader of the newest epoch it
+        # heard). Then, with the leader gone, it and the third elect a new one.
+        deadline = time.monotonic() + 30
+        while not (node.data_dir / "quorum-state").exists():
+            assert time.monotonic() < deadline, quorum.stderr_tails()
+            await asyncio.sleep(0.1)
         gone = await quorum.leader()
         quorum.kill(gone)
         await _write(writer, 5)
