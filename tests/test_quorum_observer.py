@@ -8,6 +8,7 @@ ends with the same entries as the voters, across a leader's kill -9 and its own.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,11 +86,18 @@ async def test_an_observer_follows_answers_reads_and_never_votes(quorum: Quorum)
         await _write(writer, 10)
         await _converge(quorum, writer)
         leader = await quorum.leader()
-        described = _describe(quorum, quorum.nodes[leader])
+        # The leader lists it among the observers, caught up (lag 0) once its next fetch has
+        # told the leader so: NodeId Role LogEndOffset Lag LastFetchMsAgo.
+        deadline = time.monotonic() + 20
+        while True:
+            described = _describe(quorum, quorum.nodes[leader])
+            rows = {
+                int(line.split()[0]): line.split() for line in described.splitlines()[2:] if line
+            }
+            if rows.get(OBSERVER, ["", "", "", ""])[3] == "0" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
         assert described.count("voter") == 3
-        # The leader lists it among the observers, caught up (lag 0).
-        # The leader lists it among the observers, caught up: NodeId Role LogEndOffset Lag ...
-        rows = {int(line.split()[0]): line.split() for line in described.splitlines()[2:] if line}
         assert rows[OBSERVER][1] == "observer" and rows[OBSERVER][3] == "0", described
 
         # Reads through it: the committed topics; its Metadata names the leader.
