@@ -33,7 +33,7 @@ from metadata_log.raft.messages import (
 )
 from metadata_log.raft.replication import VoterProgress, diverging_epoch, truncation_offset
 from metadata_log.raft.roles import Role
-from metadata_log.raft.snapshot_fetch import start_transfer
+from metadata_log.raft.snapshot_fetch import leader_refusal, start_transfer
 
 if TYPE_CHECKING:
     from metadata_log.raft.core import RaftCore
@@ -262,37 +262,24 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     # not toward the high watermark, not as alive for check-quorum.
     counted = msg.replica_id == sender
     leader = core._leader
-    if core.role is not Role.LEADER or leader is None:
-        refuse(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return
-    if msg.current_leader_epoch < core.epoch:
-        refuse(ErrorCode.FENCED_LEADER_EPOCH)
-        return
-    if msg.current_leader_epoch > core.epoch:
-        refuse(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    refusal = leader_refusal(core, msg.current_leader_epoch)
+    if refusal is not None or leader is None:
+        refuse(refusal or ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
     snapshot = core.log.snapshot
-    if snapshot is not None and core.log.below_start(
+    below_start = snapshot is not None and core.log.below_start(
         fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
-    ):
+    )
+    diverging = None
+    if below_start:
         # KIP-630: the log cannot show this fetcher where it agrees; the snapshot can.
         if counted:
             leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = core.now_ms
-        core._send(
-            sender,
-            FetchResponse(
-                correlation_id=msg.correlation_id,
-                error_code=ErrorCode.NONE,
-                high_watermark=_leader_high_watermark(core),
-                current_leader=core.current_leader(),
-                snapshot_id=snapshot,
-            ),
+    else:
+        diverging = diverging_epoch(
+            core.log, fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
         )
-        return
-    diverging = diverging_epoch(
-        core.log, fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
-    )
-    if diverging is not None:
+    if below_start or diverging is not None:
         core._send(
             sender,
             FetchResponse(
@@ -300,6 +287,7 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
                 error_code=ErrorCode.NONE,
                 high_watermark=_leader_high_watermark(core),
                 current_leader=core.current_leader(),
+                snapshot_id=snapshot if below_start else None,
                 diverging_epoch=diverging,
             ),
         )

@@ -56,6 +56,21 @@ class SnapshotTransfer:
 # ------------------------------------------------------------------------------ the leader
 
 
+def leader_refusal(core: RaftCore, current_leader_epoch: int) -> ErrorCode | None:
+    """Why a leader's request (Fetch, FetchSnapshot) is refused here, or None: Kafka's order.
+
+    NOT_LEADER_OR_FOLLOWER unless this node leads; FENCED_LEADER_EPOCH for an older epoch
+    than its own; UNKNOWN_LEADER_EPOCH for a newer one.
+    """
+    if core.role is not Role.LEADER or core._leader is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if current_leader_epoch < core.epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if current_leader_epoch > core.epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return None
+
+
 def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotRequest) -> None:
     """Check a chunk request; the shell fills the bytes of the answer."""
 
@@ -77,14 +92,9 @@ def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotReq
     if msg.replica_id not in (sender, UNCOUNTED_REPLICA) or sender == core.id:
         return
     leader = core._leader
-    if core.role is not Role.LEADER or leader is None:
-        answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return
-    if msg.current_leader_epoch < core.epoch:
-        answer(ErrorCode.FENCED_LEADER_EPOCH)
-        return
-    if msg.current_leader_epoch > core.epoch:
-        answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    refusal = leader_refusal(core, msg.current_leader_epoch)
+    if refusal is not None or leader is None:
+        answer(refusal or ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
     if msg.snapshot_id != core.log.snapshot:
         answer(ErrorCode.SNAPSHOT_NOT_FOUND)
