@@ -115,6 +115,28 @@ _CONTROLLER_TESTS = (
     "tests/test_validation.py",
     "tests/test_placement.py",
 )
+_SQL_TESTS = (
+    "tests/test_snapshot_store.py",
+    "tests/test_snapshot_security.py",
+    "tests/test_snapshot_damage.py",
+    "tests/test_migrations.py",
+    "tests/test_snapshot_crash.py",
+    "tests/test_timetravel_trimmed.py",
+    "tests/test_client_writes.py",
+)
+_AUDIT_TESTS = (
+    "tests/test_audit_columns.py",
+    "tests/test_audit_session.py",
+    "tests/test_audit.py",
+    "tests/test_leader_change_record.py",
+)
+_SECURITY_TESTS = (
+    "tests/test_authorizer.py",
+    "tests/test_acls_api.py",
+    "tests/test_authorization.py",
+    "tests/test_scram.py",
+    "tests/test_replay_security.py",
+)
 _RAFT_TESTS = (
     "tests/test_raft_core.py",
     "tests/test_raft_core_units.py",
@@ -176,6 +198,33 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_log_trim.py",
         "tests/test_timetravel_trimmed.py",
     ),
+    "replay/changes.py": ("tests/test_timetravel.py", "tests/test_timetravel_security.py"),
+    "replay/timetravel_security.py": (
+        "tests/test_timetravel_security.py",
+        "tests/test_timetravel.py",
+        "tests/test_replay_security.py",
+    ),
+    # replay/sql/: the snapshot store, on SQLite and PostgreSQL (the fast SQLite cases run
+    # first: a mutant stops at its first failing test).
+    **{
+        f"replay/sql/{name}.py": _SQL_TESTS
+        for name in (
+            "content",
+            "errors",
+            "ids",
+            "models",
+            "revision",
+            "schema",
+            "security_rows",
+            "store",
+        )
+    },
+    # replay/audit/: the columns and state are pure Python over pyarrow; the Spark tests run
+    # only what a local session needs (one session per mutant child).
+    **{
+        f"replay/audit/{name}.py": _AUDIT_TESTS
+        for name in ("access", "columns", "errors", "queries", "session", "source", "state")
+    },
     # The FetchSnapshot form: its wire test, and the catch-up of a real follower through it.
     "replay/snapshot_bytes.py": (
         "tests/test_snapshot_bytes.py",
@@ -267,6 +316,12 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "limits",
             "errors",
         )
+    },
+    # The security side of the controller: ACLs, their index, the authorizer, credentials; and
+    # the controller's front (commands, Controller) that every write goes through.
+    **{
+        f"api/controller/{name}.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS)
+        for name in ("acl_index", "acls", "authorizer", "credentials", "commands", "controller")
     },
 }
 """Each module under mutation and the tests that exercise it (kept tight: they run per mutant)."""
