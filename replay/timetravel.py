@@ -155,8 +155,15 @@ def snapshot_matches_log(log: MetadataLog, info: SnapshotInfo) -> bool:
             start.timestamp,
             start.checksum,
         )
-    if info.offset >= log.end_offset or info.offset < log.log_start_offset:
+    if info.offset >= log.end_offset or info.offset < log.log_start_offset - 1:
         return False
+    if info.offset == log.log_start_offset - 1:
+        # Trimmed to start just after it (`MetadataLog.trim_before(offset + 1)`) with no
+        # `log-start-snapshot` naming it: its entry is gone. What is left to check is that
+        # the log goes on from it (epochs never go down); its checksum is checked as it loads.
+        for entry in log.read(gt=info.offset, lte=info.offset + 1):
+            return entry.epoch >= info.epoch
+        return True
     for entry in log.read(gt=info.offset - 1, lte=info.offset):
         return entry.epoch == info.epoch and entry.timestamp == info.timestamp
     return False

@@ -94,7 +94,7 @@ def test_a_time_before_the_start_is_refused_with_the_snapshots_before_it(
         travel(log, store, at_time=at)
     text = str(caught.value)
     assert text.startswith(f"time {at!r} falls among the entries trimmed from this log")
-    # the snapshots at least two below the start: the one at start - 1 has no entry to match
+    # the snapshots at least two below the start: the one at start - 1 is a base, reached as such
     assert text.endswith("the database holds snapshots at offsets 0, 1 (newest five) there")
 
 
@@ -212,3 +212,29 @@ def test_a_log_that_starts_at_1_refuses_a_time_before_it_and_warns_in_history(
         with caplog.at_level(logging.WARNING):
             list(history(log, Entity(broker=1)))
     assert "the log starts at offset 1 (trimmed" in caplog.text
+
+
+def test_a_log_trimmed_to_just_after_a_snapshot_travels_from_it(tmp_path: Path) -> None:
+    """`trim_before(offset + 1)` (the API; the CLI keeps the snapshot's own entry) leaves no
+    entry to check the snapshot at start - 1 against: it is the base all the same, for its own
+    offset and every later one, unless the log's epochs go down from it (another log's)."""
+    ticks = count(T0, 1000)
+    with MetadataLog.open(tmp_path / "log", config=CONFIG, clock_ms=lambda: next(ticks)) as log:
+        for batch in LogGenerator(seed=5).batches(6):
+            log.append(batch, principal="User:g")
+        assert [s.base_offset for s in log.segments()][:4] == [0, 1, 2, 3]
+        wanted = {offset: load_image(log, lte=offset) for offset in (2, 3, 4)}
+        with SnapshotStore(f"sqlite:///{tmp_path / 'snapshots.db'}") as store:
+            info = store.write(wanted[2])
+            log.trim_before(3)
+            assert log.log_start_offset == 3 and log.start_snapshot is None
+            assert snapshot_matches_log(log, info)
+            for offset, replayed in ((2, 0), (3, 1), (4, 2)):
+                answer = travel(log, store, at_offset=offset)
+                assert answer.snapshot is not None and answer.snapshot.id == info.id
+                assert answer.replayed == replayed and answer.skipped == ()
+                assert answer.image.same_state(wanted[offset])
+                assert answer.image.provenance.offset == offset
+            first = next(iter(log.read(gt=2, lte=3)))
+            assert not snapshot_matches_log(log, replace(info, epoch=first.epoch + 1))
+            assert not snapshot_matches_log(log, replace(info, offset=1))
