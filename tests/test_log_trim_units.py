@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 from test_log_replica import T0, block_of, opened
 from test_log_start_snapshot import fill, segment_bases
-from test_log_trim import CONFIG, build
+from test_log_trim import CONFIG, build, config
 
 from metadata_log import LogError, MetadataLog
-from metadata_log.checkpoint import read_checkpoint
+from metadata_log.checkpoint import CHECKPOINT_NAME, read_checkpoint
 from metadata_log.epoch import read_epoch_checkpoint
 from metadata_log.extent import trimmed_leftovers
 from metadata_log.log import _epochs_from
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
+from metadata_log.verify import verify_log
 
 
 def test_a_new_start_drops_the_epochs_before_it_and_clips_the_one_it_falls_in() -> None:
@@ -139,3 +140,25 @@ def test_an_interrupted_reset_says_it_finished_it(
     with caplog.at_level(logging.INFO, logger="metadata_log"), opened(tmp_path) as log:
         assert (log.log_start_offset, log.end_offset) == (500, 500)
     assert "finishing the log reset to offset 500 that a crash interrupted" in caplog.text
+
+
+def test_a_log_without_a_readable_checkpoint_starts_at_its_first_segment(tmp_path: Path) -> None:
+    """No checkpoint to read (damaged, or removed) means a start of 0: a second segment at offset
+    1 does not make the first one a trim's leftover, for `verify` or an open up to the damage."""
+    now = [T0]
+    for n in range(3):
+        with MetadataLog.open(tmp_path, config=CONFIG, clock_ms=lambda: now[0]) as log:
+            log.append([config(f"s{n}", 0)])
+        now[0] += CONFIG.segment_ms
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"garbage")
+    report = verify_log(tmp_path)
+    assert [s.info.base_offset for s in report.segments] == [0, 1, 2]
+    assert report.entries == 3 and not report.ok
+    assert "the checkpoint file is damaged" in str(report.problems[0])
+    (tmp_path / CHECKPOINT_NAME).unlink()
+    with MetadataLog.open(tmp_path, config=CONFIG, read_only=True, up_to_damage=True) as log:
+        assert log.damage is not None and "checkpoint file is missing" in str(log.damage)
+        assert log.log_start_offset == 0
+        assert [s.base_offset for s in log.segments()] == [0, 1, 2]
+        assert [e.offset for e in log.read()] == [0, 1, 2]
+    assert segment_bases(tmp_path) == [0, 1, 2]
