@@ -23,6 +23,8 @@ from records.model import (
     AccessControlEntryRecord,
     AclOperation,
     AclPermissionType,
+    ConfigRecord,
+    ConfigResourceType,
     FeatureLevelRecord,
     NamespaceRecord,
     PartitionRecord,
@@ -36,8 +38,10 @@ from records.model import (
     UserScramCredentialRecord,
 )
 from records.uuids import Uuid
+from replay.changes import Change
 from replay.loader import load_image
 from replay.timetravel import Entity, TimeTravelError, diff, history, image_at
+from replay.timetravel_security import acl_applies, describe_security
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 A1, A2, A3, A4 = (Uuid(bytes([n] * 16)) for n in range(1, 5))
@@ -428,3 +432,50 @@ def test_the_same_answers_through_a_server(data_dir: Path) -> None:
             assert main(["--bootstrap-server", server.address, *command], out=out) == 0
             assert out.getvalue() == expected, command
             _no_secret(out.getvalue())
+
+
+def test_acl_applies_answers_a_bool_for_every_resource_type() -> None:
+    acl = _acl(A1)
+    assert acl_applies(acl, ResourceType.TOPIC, "org:orders") is True
+    assert acl_applies(acl, ResourceType.GROUP, "org:orders") is False
+    assert acl_applies(acl, ResourceType.TOPIC, "org:other") is False
+
+
+def test_only_a_security_record_is_described_here() -> None:
+    record = ConfigRecord(
+        resource_type=ConfigResourceType.TOPIC, resource_name="t", name="k", value="v"
+    )
+    with pytest.raises(TypeError, match="ConfigRecord is not a security record"):
+        describe_security(record, {})
+
+
+@pytest.mark.parametrize(
+    ("change", "text"),
+    [
+        (
+            Change(op="~", kind="broker", name="1", fields=(("rack", None, "r1"),)),
+            "~ broker 1: rack none -> r1",
+        ),
+        (
+            Change(op="~", kind="partition", name="t-0", fields=(("isr", [1, 2], [1]),)),
+            "~ partition t-0: isr [1,2] -> [1]",
+        ),
+        (
+            Change(op="~", kind="broker", name="2", fields=(("fenced", False, True),)),
+            "~ broker 2: fenced false -> true",
+        ),
+        (
+            Change(op="-", kind="topic", name="t", id="x", fields=(("partitions", 3, None),)),
+            "- topic t (id x): partitions 3",
+        ),
+        (
+            Change(op="+", kind="topic", name="t", fields=(("partitions", None, 2),)),
+            "+ topic t: partitions 2",
+        ),
+    ],
+)
+def test_a_change_shows_none_lists_and_booleans_in_one_line(change: Change, text: str) -> None:
+    assert change.text() == text
+    assert change.to_json()["changes"] == {
+        f: {"before": b, "after": a} for f, b, a in change.fields
+    }
