@@ -192,13 +192,24 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_timetravel_trimmed.py",
     ),
     "replay/append.py": ("tests/test_log_replay_checks.py", "tests/test_cli.py"),
+    # Time travel, diff and history: in-process, through `mlog` and through the private APIs.
     "replay/timetravel.py": (
+        "tests/test_timetravel_units.py",
         "tests/test_timetravel.py",
         "tests/test_snapshot_store.py",
         "tests/test_log_trim.py",
         "tests/test_timetravel_trimmed.py",
+        "tests/test_timetravel_security.py",
+        "tests/test_cli_ranges.py",
+        "tests/test_cli_refusals.py",
+        "tests/test_cli_snapshots.py",
+        "tests/test_remote.py",
     ),
-    "replay/changes.py": ("tests/test_timetravel.py", "tests/test_timetravel_security.py"),
+    "replay/changes.py": (
+        "tests/test_timetravel_units.py",
+        "tests/test_timetravel.py",
+        "tests/test_timetravel_security.py",
+    ),
     "replay/timetravel_security.py": (
         "tests/test_timetravel_security.py",
         "tests/test_timetravel.py",
