@@ -8,6 +8,8 @@ while the ACLs change under one authorizer (its cached index). Named examples pi
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterable, Sequence
 
 import pytest
@@ -387,6 +389,20 @@ def test_index_is_built_once_per_acl_map_and_rebuilt_when_it_changes() -> None:
     assert authorizer.index(first) is index
     assert authorizer.index(removed) is authorizer.index(removed)
     assert authorizer.index(first) is index
+
+
+def test_the_authorizer_keeps_only_the_last_two_acl_maps_alive() -> None:
+    # A server runs for months through ACL changes: each change must not pin another map.
+    authorizer = Authorizer(AuthorizerConfig())
+    images = [image_of([acl(TOPIC, f"t{i}", Op.READ)]) for i in range(3)]
+    held = [weakref.ref(image.acls.by_id) for image in images]
+    for image in images:
+        authorizer.index(image)
+    oldest = images.pop(0)
+    del oldest
+    gc.collect()
+    assert held[0]() is None
+    assert all(ref() is not None for ref in held[1:])
 
 
 def test_index_size_and_unknown_permission_or_pattern() -> None:
