@@ -54,6 +54,7 @@ from api.controller.commands import (
     ScramUpsertion,
 )
 from api.controller.controller import Controller
+from api.controller.credentials import MAX_SALT_BYTES, MAX_USER_NAME_LENGTH
 from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.connection import Connection, Request
@@ -565,6 +566,45 @@ def test_a_user_named_twice_gets_duplicate_resource_and_nothing_is_written_for_i
         "frank": ErrorCode.NONE,
     }
     assert [r.name for r in result.records] == ["frank"]  # type: ignore[attr-defined]
+
+
+def test_a_user_deleted_twice_or_three_times_gets_duplicate_resource_and_keeps_it() -> None:
+    image = applied(
+        EMPTY_IMAGE,
+        Controller.alter_user_scram_credentials(
+            EMPTY_IMAGE, [], [upsertion("dave"), upsertion("erin")]
+        ).records,
+    )
+    dave, erin = (ScramDeletion(name=name, mechanism=SHA256) for name in ("dave", "erin"))
+    result = Controller.alter_user_scram_credentials(image, [dave, dave, erin, erin, erin], [])
+    assert [(r.user, r.outcome.error_code) for r in result.response] == [
+        ("dave", ErrorCode.DUPLICATE_RESOURCE),
+        ("erin", ErrorCode.DUPLICATE_RESOURCE),
+    ]
+    assert result.records == ()
+
+
+def test_the_largest_credential_kafka_allows_is_stored_and_one_more_is_refused() -> None:
+    longest_name = "u" * MAX_USER_NAME_LENGTH
+    largest = [
+        upsertion(longest_name),
+        upsertion("bob", iterations=16384),
+        upsertion("carol", salt=b"s" * MAX_SALT_BYTES),
+    ]
+    result = Controller.alter_user_scram_credentials(EMPTY_IMAGE, [], largest)
+    assert all(r.outcome.ok for r in result.response) and len(result.records) == 3
+    # the longest user name is still an ACL's principal
+    assert with_acls(acl(principal=f"User:{longest_name}")).acls.by_id
+    one_more = [
+        upsertion(longest_name + "u"),
+        upsertion("bob", iterations=16385),
+        upsertion("carol", salt=b"s" * (MAX_SALT_BYTES + 1)),
+    ]
+    result = Controller.alter_user_scram_credentials(EMPTY_IMAGE, [], one_more)
+    assert [r.outcome.error_code for r in result.response] == [
+        ErrorCode.UNACCEPTABLE_CREDENTIAL
+    ] * 3
+    assert result.records == ()
 
 
 def test_delete_then_describe_credentials() -> None:
