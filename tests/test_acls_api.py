@@ -589,7 +589,7 @@ def test_the_largest_credential_kafka_allows_is_stored_and_one_more_is_refused()
     largest = [
         upsertion(longest_name),
         upsertion("bob", iterations=16384),
-        upsertion("carol", salt=b"s" * 1024),  # the 1 KiB the docs promise, spelled out
+        upsertion("carol", salt=b"s" * 1024),  # docs/controller.md: "over 1024 bytes"
     ]
     result = Controller.alter_user_scram_credentials(EMPTY_IMAGE, [], largest)
     assert all(r.outcome.ok for r in result.response) and len(result.records) == 3
