@@ -324,10 +324,12 @@ TARGETS: dict[str, tuple[str, ...]] = {
         f"api/controller/{name}.py": _SECURITY_TESTS
         for name in ("acl_index", "acls", "authorizer", "credentials")
     },
-    **{
-        f"api/controller/{name}.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS)
-        for name in ("commands", "controller")
-    },
+    "api/controller/commands.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS),
+    "api/controller/controller.py": (
+        *_SECURITY_TESTS,
+        *_CONTROLLER_TESTS,
+        "tests/test_controller_front.py",
+    ),
 }
 """Each module under mutation and the tests that exercise it (kept tight: they run per mutant)."""
 
