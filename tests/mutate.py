@@ -328,12 +328,19 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "errors",
         )
     },
-    # The security side of the controller: ACLs, their index, the authorizer, credentials; and
-    # the controller's front (commands, Controller) that every write goes through.
+    # The security side of the controller: ACLs, their index, the authorizer, credentials (no
+    # test of _CONTROLLER_TESTS imports them); and the controller's front (commands,
+    # Controller) that every write goes through.
     **{
-        f"api/controller/{name}.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS)
-        for name in ("acl_index", "acls", "authorizer", "credentials", "commands", "controller")
+        f"api/controller/{name}.py": _SECURITY_TESTS
+        for name in ("acl_index", "acls", "authorizer", "credentials")
     },
+    "api/controller/commands.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS),
+    "api/controller/controller.py": (
+        *_SECURITY_TESTS,
+        *_CONTROLLER_TESTS,
+        "tests/test_controller_front.py",
+    ),
 }
 """Each module under mutation and the tests that exercise it (kept tight: they run per mutant)."""
 

@@ -45,7 +45,7 @@ from kafka.admin import (
 from server_thread import running_server
 
 from api.client import AdminClient as OurClient
-from api.controller.acls import MAX_RECORDS_PER_REQUEST
+from api.controller.acls import MAX_NAME_LENGTH, MAX_RECORDS_PER_REQUEST
 from api.controller.authorizer import Authorizer, AuthorizerConfig
 from api.controller.commands import (
     AclBinding,
@@ -54,6 +54,7 @@ from api.controller.commands import (
     ScramUpsertion,
 )
 from api.controller.controller import Controller
+from api.controller.credentials import MAX_USER_NAME_LENGTH
 from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.connection import Connection, Request
@@ -162,6 +163,15 @@ def test_a_colliding_random_id_is_drawn_again() -> None:
     assert [r.id for r in result.records] == [fresh]  # type: ignore[attr-defined]
 
 
+def test_an_id_drawn_twice_in_one_request_is_drawn_again() -> None:
+    # Two ACLs of one batch under one id: the second record would replace the first.
+    same, fresh = Uuid.random(), Uuid.random()
+    ids = iter([same, same, fresh])
+    result = Controller(new_id=lambda: next(ids)).create_acls(EMPTY_IMAGE, [acl("x"), acl("y")])
+    assert [r.id for r in result.records] == [same, fresh]  # type: ignore[attr-defined]
+    assert len(applied(EMPTY_IMAGE, result.records).acls.by_id) == 2
+
+
 BAD_BINDINGS = [
     (acl(resource_type=Rt.UNKNOWN), "resourceType"),
     (acl(resource_type=Rt.ANY), "resourceType"),
@@ -192,6 +202,7 @@ BAD_BINDINGS = [
     (acl(host="10.0.0.256"), "not an IP address"),
     (acl(host="::0001"), "write '::1'"),
     (acl(host="h" * 10_000), "longer than"),
+    (acl(host="1" * 65), "longer than 64"),
 ]
 
 
@@ -354,6 +365,73 @@ def test_a_filter_with_an_unknown_part_is_refused_alone(bad: AclFilter) -> None:
     assert caught.value.error_code == ErrorCode.INVALID_REQUEST
 
 
+def filter_of(field: str, text: str) -> AclFilter:
+    """A filter naming `text` as its resource name, principal or host."""
+    return AclFilter(
+        resource_name=text if field == "resource_name" else None,
+        principal=text if field == "principal" else None,
+        host=text if field == "host" else None,
+    )
+
+
+@pytest.mark.parametrize("field", ["resource_name", "principal", "host"])
+def test_a_filters_strings_may_be_as_long_as_a_stored_acls(field: str) -> None:
+    image = with_acls(acl())
+    longest = filter_of(field, "x" * MAX_NAME_LENGTH)
+    assert Controller.describe_acls(image, longest) == []
+    result = Controller.delete_acls(image, [longest, filter_of(field, "x" * 1001)])
+    fits, too_long = result.response
+    assert fits.outcome.ok and result.records == ()
+    assert too_long.outcome.error_code == ErrorCode.INVALID_REQUEST
+    assert too_long.outcome.error_message is not None
+    assert "longer than 1000" in too_long.outcome.error_message
+    with pytest.raises(ApiError, match="longer than 1000"):
+        Controller.describe_acls(image, filter_of(field, "x" * 1001))
+
+
+def many_acls(count: int, *, principal: str) -> list[AccessControlEntryRecord]:
+    """`count` distinct ALLOW READ ACLs of one principal (records: no request limit)."""
+    return [
+        AccessControlEntryRecord(
+            id=Uuid.random(),
+            resource_type=Rt.TOPIC,
+            resource_name=f"t{i}",
+            pattern_type=PatternType.LITERAL,
+            principal=principal,
+            host="*",
+            operation=AclOperation.READ,
+            permission_type=AclPermissionType.ALLOW,
+        )
+        for i in range(count)
+    ]
+
+
+def test_a_request_deletes_at_most_the_bounded_number_of_acls() -> None:
+    half = MAX_RECORDS_PER_REQUEST // 2
+    image = applied(
+        EMPTY_IMAGE,
+        (
+            *many_acls(MAX_RECORDS_PER_REQUEST + 1, principal="User:many"),
+            *many_acls(half, principal="User:alice"),
+            *many_acls(half, principal="User:bob"),
+        ),
+    )
+    alice, bob, many = (AclFilter(principal=f"User:{who}") for who in ("alice", "bob", "many"))
+    # one filter over the bound: refused, nothing written for it
+    result = Controller.delete_acls(image, [many, bob])
+    refused, ok = result.response
+    assert refused.outcome.error_code == ErrorCode.INVALID_REQUEST and refused.matching == ()
+    assert ok.outcome.ok and len(ok.matching) == half == len(result.records)
+    # exactly the bound, over two filters (a repeat counts once): done
+    result = Controller.delete_acls(image, [alice, bob, alice])
+    assert all(r.outcome.ok for r in result.response)
+    assert len(result.records) == MAX_RECORDS_PER_REQUEST
+    # the bound is on the whole request: the filter that passes it is refused
+    result = Controller.delete_acls(image, [bob, alice, AclFilter(resource_name="t0")])
+    assert [r.outcome.ok for r in result.response] == [True, True, False]
+    assert len(result.records) == MAX_RECORDS_PER_REQUEST
+
+
 def test_deleting_what_matches_nothing_writes_nothing() -> None:
     image = with_acls(acl())
     result = Controller.delete_acls(image, [AclFilter(principal="User:nobody")])
@@ -488,6 +566,45 @@ def test_a_user_named_twice_gets_duplicate_resource_and_nothing_is_written_for_i
         "frank": ErrorCode.NONE,
     }
     assert [r.name for r in result.records] == ["frank"]  # type: ignore[attr-defined]
+
+
+def test_a_user_deleted_twice_or_three_times_gets_duplicate_resource_and_keeps_it() -> None:
+    image = applied(
+        EMPTY_IMAGE,
+        Controller.alter_user_scram_credentials(
+            EMPTY_IMAGE, [], [upsertion("dave"), upsertion("erin")]
+        ).records,
+    )
+    dave, erin = (ScramDeletion(name=name, mechanism=SHA256) for name in ("dave", "erin"))
+    result = Controller.alter_user_scram_credentials(image, [dave, dave, erin, erin, erin], [])
+    assert [(r.user, r.outcome.error_code) for r in result.response] == [
+        ("dave", ErrorCode.DUPLICATE_RESOURCE),
+        ("erin", ErrorCode.DUPLICATE_RESOURCE),
+    ]
+    assert result.records == ()
+
+
+def test_the_largest_credential_kafka_allows_is_stored_and_one_more_is_refused() -> None:
+    longest_name = "u" * MAX_USER_NAME_LENGTH
+    largest = [
+        upsertion(longest_name),
+        upsertion("bob", iterations=16384),
+        upsertion("carol", salt=b"s" * 1024),  # docs/controller.md: "over 1024 bytes"
+    ]
+    result = Controller.alter_user_scram_credentials(EMPTY_IMAGE, [], largest)
+    assert all(r.outcome.ok for r in result.response) and len(result.records) == 3
+    # the longest user name is still an ACL's principal
+    assert with_acls(acl(principal=f"User:{longest_name}")).acls.by_id
+    one_more = [
+        upsertion(longest_name + "u"),
+        upsertion("bob", iterations=16385),
+        upsertion("carol", salt=b"s" * 1025),
+    ]
+    result = Controller.alter_user_scram_credentials(EMPTY_IMAGE, [], one_more)
+    assert [r.outcome.error_code for r in result.response] == [
+        ErrorCode.UNACCEPTABLE_CREDENTIAL
+    ] * 3
+    assert result.records == ()
 
 
 def test_delete_then_describe_credentials() -> None:

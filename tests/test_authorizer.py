@@ -8,7 +8,10 @@ while the ACLs change under one authorizer (its cached index). Named examples pi
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -389,6 +392,20 @@ def test_index_is_built_once_per_acl_map_and_rebuilt_when_it_changes() -> None:
     assert authorizer.index(first) is index
 
 
+def test_the_authorizer_keeps_only_the_last_two_acl_maps_alive() -> None:
+    # A server runs for months through ACL changes: each change must not pin another map.
+    authorizer = Authorizer(AuthorizerConfig())
+    images = [image_of([acl(TOPIC, f"t{i}", Op.READ)]) for i in range(3)]
+    held = [weakref.ref(image.acls.by_id) for image in images]
+    for image in images:
+        authorizer.index(image)
+    oldest = images.pop(0)
+    del oldest
+    gc.collect()
+    assert held[0]() is None
+    assert all(ref() is not None for ref in held[1:])
+
+
 def test_index_size_and_unknown_permission_or_pattern() -> None:
     index = AclIndex([acl(TOPIC, "t", Op.READ), acl(TOPIC, "u", Op.READ, pattern=PREFIXED)])
     assert index.size == 2
@@ -542,6 +559,24 @@ def test_authorizer_decides_as_the_reference(
 
 
 @settings(max_examples=300)
+def contents(index: AclIndex) -> object:
+    """Everything an index holds, comparable (its grants by value, its records by identity)."""
+
+    def grants(by_name: dict[str, Any]) -> object:
+        return {
+            name: {who: (m.deny, m.allow, m.hosts) for who, m in by_who.items()}
+            for name, by_who in by_name.items()
+        }
+
+    return (
+        {pattern: sorted(map(id, acls)) for pattern, acls in index._patterns.items()},
+        {kind: grants(by_name) for kind, by_name in index._literal.items()},
+        {kind: (lengths, grants(by)) for kind, (lengths, by) in index._prefixed.items()},
+        index._namespaced,
+        index._literal_namespace_lengths,
+    )
+
+
 @given(
     st.lists(acls_strategy, max_size=30),
     st.lists(st.integers(0, 29), max_size=15),
@@ -561,6 +596,8 @@ def test_an_updated_index_decides_as_a_fresh_one_and_leaves_its_source_alone(
     updated = source.updated(after)
     fresh_before, fresh_after = AclIndex(before.values()), AclIndex(after.values())
     assert updated.size == fresh_after.size == len(after)
+    # nothing left behind by what was removed: a server whose ACLs come and go does not grow
+    assert contents(updated) == contents(fresh_after)
     for principal, host, op, (kind, name) in asked:
         request = (principal, host, op, kind, name)
         assert updated.decide(*request) == fresh_after.decide(*request), request

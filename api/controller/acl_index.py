@@ -117,14 +117,12 @@ def _grants(acls: Iterable[AccessControlEntryRecord]) -> _Grants:
         masks = grants.get(acl.principal)
         if masks is None:
             masks = grants[acl.principal] = _Masks()
-        # Another permission type matches nothing, but the ACL is on the resource all the
-        # same (it counts against allow.everyone.if.no.acl.found, as in Kafka).
+        # Another permission type matches nothing, but its (empty) masks put the ACL on the
+        # resource all the same (it counts against allow.everyone.if.no.acl.found, as in Kafka).
         if acl.permission_type == AclPermissionType.DENY:
             masks.add(acl.host, _denied_mask(acl.operation), 0)
         elif acl.permission_type == AclPermissionType.ALLOW:
             masks.add(acl.host, 0, _granted_mask(acl.operation))
-        else:
-            masks.add(acl.host, 0, 0)
     return grants
 
 

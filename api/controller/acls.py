@@ -51,9 +51,9 @@ MAX_NAME_LENGTH = 1000
 MAX_RECORDS_PER_REQUEST = 10_000
 """ACLs one request may create or delete (Kafka's `MAX_RECORDS_PER_USER_OP`)."""
 
-_STORED_PATTERNS = (PatternType.LITERAL, PatternType.PREFIXED)
-_STORED_PERMISSIONS = (AclPermissionType.ALLOW, AclPermissionType.DENY)
 _FILTER_ONLY = ("UNKNOWN", "ANY", "MATCH")
+"""The members of the ACL enums that only a filter holds: without them, a pattern type is
+LITERAL or PREFIXED and a permission type ALLOW or DENY."""
 
 
 def _invalid(message: str) -> ApiError:
@@ -108,12 +108,8 @@ def validate_binding(binding: AclBinding) -> AclBinding:
     """The binding with its codes as enums, if a stored ACL may hold it; else INVALID_REQUEST."""
     resource_type = _concrete(ResourceType, binding.resource_type, "resourceType")
     pattern_type = _concrete(PatternType, binding.pattern_type, "patternType")
-    if pattern_type not in _STORED_PATTERNS:
-        raise _invalid(f"Invalid patternType {PatternType(pattern_type).name}")
     operation = _concrete(AclOperation, binding.operation, "operation")
     permission = _concrete(AclPermissionType, binding.permission_type, "permissionType")
-    if permission not in _STORED_PERMISSIONS:
-        raise _invalid(f"Invalid permissionType {AclPermissionType(permission).name}")
     name = binding.resource_name
     if isinstance(name, str) and not name:
         raise _invalid("Resource name should not be empty")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from api.controller import (
@@ -160,13 +160,6 @@ class Controller:
     ) -> list[ResolvedConfig]:
         """Every known key of a resource with its value and where the value comes from."""
         return configs.describe_configs(image, resource)
-
-    @staticmethod
-    def namespace_configs(
-        image: MetadataImage, namespace: str
-    ) -> list[tuple[str, Mapping[str, str]]]:
-        """The configs of a namespace and of those enclosing it, nearest first."""
-        return configs.namespace_configs(image, namespace)
 
     def incremental_alter_configs(
         self,
