@@ -6,6 +6,7 @@ the boundaries of a point in time (what a mutation run of `replay/timetravel.py`
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -13,27 +14,31 @@ from itertools import count
 from pathlib import Path
 
 import pytest
-from test_timetravel import BATCHES, START, T1, _broker, _topic
+from test_timetravel import BATCHES, START, T1, T3, _broker, _topic
 
-from metadata_log import MetadataLog
+from metadata_log import LogConfig, MetadataLog
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
     AclPermissionType,
     BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
     ConfigResourceType,
     ControlledShutdownChange,
     FeatureLevelRecord,
     FencingChange,
+    LeaderChangeRecord,
     Mode,
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
     PatternType,
+    PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveNamespaceRecord,
+    RemoveTopicRecord,
     ResourceType,
     ScramMechanism,
     UnregisterBrokerRecord,
@@ -41,6 +46,7 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay.delta import replay_records
+from replay.errors import TrimmedLogError
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 from replay.loader import load_image
 from replay.sql.store import SnapshotStore
@@ -52,6 +58,7 @@ from replay.timetravel import (
     describe,
     diff,
     diff_points,
+    history,
     history_range,
     parse_time,
     resolve_offset,
@@ -60,6 +67,7 @@ from replay.timetravel import (
 )
 
 NS = Uuid(bytes([5] * 16))
+TRIM_CONFIG = LogConfig(segment_ms=1000)
 ACL = Uuid(bytes([6] * 16))
 
 
@@ -171,6 +179,18 @@ def _change(**fields: object) -> PartitionChangeRecord:
         (
             FeatureLevelRecord(name="metadata.version", feature_level=3),
             "feature metadata.version level 3",
+        ),
+        (
+            PurgeTopicPartitionsRecord(topic_id=T1, partition_count=2),
+            "removed partitions 2 and above of orders (pending deletion done)",
+        ),
+        (
+            CancelTopicPartitionsDeletionRecord(topic_id=T1, partition_count=2),
+            "cancelled the pending deletion of orders to 2 partitions",
+        ),
+        (
+            LeaderChangeRecord(leader_id=2, voters=(1, 2, 3), granting_voters=(2, 3)),
+            "node 2 leads the controller quorum (voters [1,2,3], granted by [2,3])",
         ),
         (
             _acl(),
@@ -365,6 +385,15 @@ def test_diff_points_in_either_order_and_to_the_end(log: MetadataLog) -> None:
     assert (start, end) == (22, log.end_offset - 1) == (22, 23)
     assert [c.text() for c in to_end] == ["~ broker 2: fenced false -> true"]
     assert diff_points(log, None, "23", None) == (23, 23, [])
+    # A pending deletion that appears, and (the other way) one that goes.
+    _, _, added = diff_points(log, None, "19", "20")
+    _, _, gone = diff_points(log, None, "20", "19")
+    assert [c.text() for c in added if c.kind == "pending_deletion"] == [
+        f"+ pending_deletion team:audit (id {T3}): keep_partitions 1"
+    ]
+    assert [c.text() for c in gone if c.kind == "pending_deletion"] == [
+        f"- pending_deletion team:audit (id {T3}): keep_partitions 1"
+    ]
 
 
 def test_points_in_time_at_each_boundary(log: MetadataLog) -> None:
@@ -383,6 +412,7 @@ def test_points_in_time_at_each_boundary(log: MetadataLog) -> None:
 def test_the_first_entry_is_an_image_and_minus_one_the_empty_one(log: MetadataLog) -> None:
     first = travel(log, None, at_offset=0)
     assert first.image.provenance.offset == 0 and first.replayed == 1
+    assert 0 <= first.replay_seconds < 60
     assert dict(first.image.features.levels) == {"metadata.version": 1}
     empty = travel(log, None, at_offset=-1)
     assert empty.image is EMPTY_IMAGE and empty.replayed == 0
@@ -419,3 +449,98 @@ def test_a_snapshot_of_another_log_is_skipped_with_a_warning_and_timed(
         assert answer.snapshot is not None and answer.snapshot.id == good.id
         assert answer.replayed == 7 and 0 < answer.load_seconds < 60
         assert answer.skipped == (reason,)
+
+
+@pytest.fixture
+def start_8(tmp_path: Path) -> Iterator[tuple[MetadataLog, SnapshotStore, Path]]:
+    """Single-entry segments 0..10, snapshots at 0-4 and 6, the log trimmed to start at 8."""
+    ticks = count(START, 1000)
+    with MetadataLog.open(
+        tmp_path / "log", config=TRIM_CONFIG, clock_ms=lambda: next(ticks)
+    ) as writer:
+        writer.append([FeatureLevelRecord(name="metadata.version", feature_level=1)])
+        for broker_id in range(1, 11):
+            writer.append([_broker(broker_id)])
+    database = tmp_path / "snapshots.db"
+    with (
+        MetadataLog.open(tmp_path / "log", config=TRIM_CONFIG) as log,
+        SnapshotStore(f"sqlite:///{database}") as store,
+    ):
+        for offset in (0, 1, 2, 3, 4, 6):
+            store.write(load_image(log, lte=offset))
+        log.trim_before(8)
+        assert log.log_start_offset == 8
+        yield log, store, database
+
+
+def test_a_refusal_before_the_start_lists_the_newest_five_snapshots(
+    start_8: tuple[MetadataLog, SnapshotStore, Path],
+) -> None:
+    log, store, _ = start_8
+    # 5 has no snapshot of its own: refused, not answered by the one at 4 before it.
+    with pytest.raises(TimeTravelError) as caught:
+        travel(log, store, at_offset=5)
+    assert str(caught.value).endswith(
+        "the database holds snapshots at offsets 1, 2, 3, 4, 6 (newest five) there"
+    )
+
+
+def test_snapshots_older_than_the_start_are_not_checked_or_warned_about(
+    start_8: tuple[MetadataLog, SnapshotStore, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    log, store, _ = start_8
+    with caplog.at_level(logging.WARNING), pytest.raises(TrimmedLogError):
+        travel(log, store, at_offset=9)
+    assert "not taken from this log" not in caplog.text
+    # start - 1 has no entry and no snapshot: what it needs is gone, said as replay says it.
+    with pytest.raises(TrimmedLogError):
+        travel(log, None, at_offset=7)
+
+
+def test_a_damaged_snapshot_at_a_trimmed_offset_is_a_warning_and_a_refusal(
+    start_8: tuple[MetadataLog, SnapshotStore, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    log, store, database = start_8
+    assert travel(log, store, at_offset=3).snapshot is not None
+    with sqlite3.connect(database) as conn:
+        conn.execute("UPDATE snapshot_brokers SET rack = 'changed' WHERE broker_id = 1")
+    conn.close()
+    with caplog.at_level(logging.WARNING), pytest.raises(TimeTravelError, match="offset 3 is"):
+        travel(log, store, at_offset=3)
+    assert "checksum" in caplog.text
+
+
+def test_an_unreadable_database_is_a_warning_and_the_log_alone(
+    start_8: tuple[MetadataLog, SnapshotStore, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    log, store, database = start_8
+    with sqlite3.connect(database) as conn:
+        conn.execute("DROP TABLE snapshots")
+    conn.close()
+    with caplog.at_level(logging.WARNING), pytest.raises(TimeTravelError, match="offset 3 is"):
+        travel(log, store, at_offset=3)
+    assert "snapshots" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), pytest.raises(TrimmedLogError):
+        travel(log, store, at_offset=9)
+    assert "replaying the log from the start" in caplog.text
+
+
+def test_a_namespace_history_keeps_its_topics_and_its_own_removal(tmp_path: Path) -> None:
+    records: list[Record] = [
+        _broker(1),
+        NamespaceRecord(namespace_id=NS, name="team"),
+        *_topic("a", T1, 1, namespace="team"),
+        RemoveTopicRecord(topic_id=T1),
+        RemoveNamespaceRecord(namespace_id=NS),
+    ]
+    with MetadataLog.open(tmp_path / "log") as writer:
+        writer.append(records, principal="User:alice")
+        load_image(writer)  # a history any controller could write
+        entries = list(history(writer, Entity(namespace="team")))
+    assert [(e.offset, e.description) for e in entries] == [
+        (1, f"created namespace team with id {NS}"),
+        (2, f"created topic team:a with id {T1}"),
+        (4, f"deleted topic team:a (id {T1})"),
+        (5, f"deleted namespace team (id {NS})"),
+    ]
