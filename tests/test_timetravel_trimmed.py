@@ -238,3 +238,16 @@ def test_a_log_trimmed_to_just_after_a_snapshot_travels_from_it(tmp_path: Path) 
             first = next(iter(log.read(gt=2, lte=3)))
             assert not snapshot_matches_log(log, replace(info, epoch=first.epoch + 1))
             assert not snapshot_matches_log(log, replace(info, offset=1))
+
+
+def test_a_time_of_the_first_kept_entry_is_answered(
+    trimmed: tuple[MetadataLog, SnapshotStore],
+) -> None:
+    """The entry at the start is kept: its own time is a point of the log, not before it."""
+    log, store = trimmed
+    first = next(iter(log.read(gt=2, lte=3)))
+    answer = travel(log, store, at_time=first.timestamp)
+    assert answer.image.provenance.offset == 3
+    assert answer.snapshot is not None and answer.snapshot.offset == 2
+    with pytest.raises(TimeTravelError, match="falls among the entries trimmed"):
+        travel(log, store, at_time=first.timestamp - 1)
