@@ -116,6 +116,7 @@ _CONTROLLER_TESTS = (
     "tests/test_placement.py",
 )
 _SQL_TESTS = (
+    "tests/test_snapshot_store_edges.py",
     "tests/test_snapshot_store.py",
     "tests/test_snapshot_security.py",
     "tests/test_snapshot_damage.py",

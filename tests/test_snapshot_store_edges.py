@@ -1,0 +1,431 @@
+"""Edges of the SQL snapshot store: hand-edited rows, schema states, progress, dialect paths.
+
+A small image that has every area (a broker with listeners and features, nested namespaces,
+topics with partitions in every mode, a pending partition deletion, configs, ACLs, SCRAM
+credentials, clients' writes) is written, changed by hand in the database, and read back: what
+a damaged or edited snapshot gives is a SnapshotContentError that names the row, never a wrong
+image or a Python error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sql_backends import database_url, postgres_server, postgres_url
+from sqlalchemy import create_engine, text
+
+from records.model import (
+    AccessControlEntryRecord,
+    AclOperation,
+    AclPermissionType,
+    BrokerEndpoint,
+    BrokerFeature,
+    ClientWriteRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    DeleteTopicPartitionsRecord,
+    FeatureLevelRecord,
+    Mode,
+    NamespaceRecord,
+    PartitionRecord,
+    PatternType,
+    Record,
+    RegisterBrokerRecord,
+    ResourceType,
+    ScramMechanism,
+    TopicRecord,
+    UserScramCredentialRecord,
+)
+from records.uuids import Uuid
+from replay.delta import replay_records
+from replay.image import EMPTY_IMAGE, Provenance
+from replay.sql import content
+from replay.sql.errors import SchemaAheadError, SnapshotContentError
+from replay.sql.schema import SchemaState
+from replay.sql.store import SnapshotStore
+
+__all__ = ["database_url", "postgres_server", "postgres_url"]
+
+
+def _id(n: int) -> Uuid:
+    return Uuid(bytes([n] * 16))
+
+
+ORG, APACHE = _id(1), _id(2)
+T1, T2 = _id(3), _id(4)
+ACL = _id(5)
+CLIENT_A, CLIENT_B = _id(7), _id(6)  # A writes first: the id order is not the eviction order
+INCARNATION = _id(8)
+
+RECORDS: list[Record] = [
+    FeatureLevelRecord(name="metadata.version", feature_level=3),
+    FeatureLevelRecord(name="kraft.version", feature_level=1),
+    RegisterBrokerRecord(
+        broker_id=1,
+        incarnation_id=INCARNATION,
+        broker_epoch=10,
+        end_points=(
+            BrokerEndpoint(name="SSL", host="h1", port=9093, security_protocol=1),
+            BrokerEndpoint(name="PLAINTEXT", host="h1", port=9092, security_protocol=0),
+        ),
+        features=(
+            BrokerFeature(
+                name="metadata.version", min_supported_version=1, max_supported_version=9
+            ),
+            BrokerFeature(name="kraft.version", min_supported_version=0, max_supported_version=1),
+        ),
+        rack="r1",
+        fenced=False,
+        in_controlled_shutdown=True,
+    ),
+    RegisterBrokerRecord(broker_id=2, incarnation_id=_id(9), broker_epoch=11),
+    NamespaceRecord(namespace_id=ORG, name="org"),
+    NamespaceRecord(namespace_id=APACHE, name="org:apache", parent_id=ORG),
+    TopicRecord(name="t", topic_id=T1, namespace="org:apache"),
+    *(
+        PartitionRecord(
+            partition_id=p,
+            topic_id=T1,
+            replicas=(1, 2),
+            isr=(1,) if p else (1, 2),
+            removing_replicas=(2,) if p == 1 else (),
+            adding_replicas=(2,) if p == 2 else (),
+            leader=1,
+            leader_epoch=p,
+            partition_epoch=p + 1,
+            mode=mode,
+        )
+        for p, mode in enumerate((Mode.READ_WRITE, Mode.READ_ONLY, Mode.NONE))
+    ),
+    TopicRecord(name="u", topic_id=T2),
+    PartitionRecord(partition_id=0, topic_id=T2, replicas=(2,), isr=(2,), leader=2),
+    PartitionRecord(partition_id=1, topic_id=T2, replicas=(2,), isr=(2,), leader=2),
+    DeleteTopicPartitionsRecord(topic_id=T2, partition_count=1, delete_after_ms=5, created_ms=2),
+    ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name="u", name="a.b", value="1"),
+    ConfigRecord(resource_type=ConfigResourceType.BROKER, resource_name="", name="c", value="2"),
+    AccessControlEntryRecord(
+        id=ACL,
+        resource_type=ResourceType.TOPIC,
+        resource_name="u",
+        pattern_type=PatternType.LITERAL,
+        principal="User:alice",
+        host="*",
+        operation=AclOperation.READ,
+        permission_type=AclPermissionType.ALLOW,
+    ),
+    UserScramCredentialRecord(
+        name="alice",
+        mechanism=ScramMechanism.SCRAM_SHA_256,
+        salt=b"salt",
+        stored_key=b"k" * 32,
+        server_key=b"s" * 32,
+        iterations=4096,
+    ),
+    ClientWriteRecord(
+        client_id=CLIENT_A, sequence=3, principal="User:alice", api_key=19, response=b"\x00a"
+    ),
+    ClientWriteRecord(client_id=CLIENT_B, sequence=0, principal=None, api_key=20, response=b"b"),
+]
+
+IMAGE = replay_records(EMPTY_IMAGE, RECORDS, Provenance(offset=41, epoch=2, timestamp=1_000))
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[SnapshotStore]:
+    with SnapshotStore(database_url) as opened:
+        yield opened
+
+
+def _execute(url: str, sql: str, **params: object) -> None:
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql), params)
+    finally:
+        engine.dispose()
+
+
+def _sqlite(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'edges.db'}"
+
+
+# ---------------------------------------------------------------------------- ids
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "AAAAAAAAAAAAAAAAAAAAA!",  # 21 base64 characters: not a whole number of bytes
+        "AAAAAAAAAAAAAAAAAAAA!!",  # 20: 15 bytes, one short of an id
+        "AAAAAAAAAAAAAAAAAAAAA",  # 21 characters
+    ],
+)
+def test_an_id_that_is_not_22_base64_characters_of_16_bytes_is_refused(
+    store: SnapshotStore, database_url: str, bad: str
+) -> None:
+    info = store.write(IMAGE)
+    _execute(database_url, "UPDATE snapshot_acls SET acl_id = :bad", bad=bad)
+    with pytest.raises(SnapshotContentError, match="is not a 22-character id"):
+        store.load(info.id)
+    verified = store.verify(info.id)
+    assert not verified.ok and repr(bad) in (verified.error or "")
+
+
+def test_an_id_stored_as_bytes_is_refused(tmp_path: Path) -> None:
+    # SQLite keeps a BLOB in a text column as it is: 22 bytes are not 22 characters.
+    url = _sqlite(tmp_path)
+    with SnapshotStore(url) as store:
+        info = store.write(IMAGE)
+        _execute(
+            url,
+            "UPDATE snapshot_namespaces SET namespace_id = :raw WHERE name = 'org'",
+            raw=b"A" * 22,
+        )
+        with pytest.raises(SnapshotContentError, match=r"namespace id b'A+' is not a 22-char"):
+            store.load(info.id)
+
+
+# ---------------------------------------------------------------------------- schema states
+
+
+def test_each_schema_state_is_described_with_what_to_do(database_url: str) -> None:
+    with SnapshotStore(database_url) as store:
+        empty = store.status()
+        assert empty.describe() == "no schema yet (head is 0004); `mlog db upgrade` creates it"
+        store.upgrade("0003")
+        assert store.status().describe() == "revision 0003, behind head 0004; run `mlog db upgrade`"
+        _, current = store.upgrade()
+        assert current.describe() == "revision 0004 (head): up to date"
+        assert store.status() == current
+        store.downgrade("base")
+    _execute(database_url, "CREATE TABLE snapshots (id INTEGER PRIMARY KEY)")
+    with SnapshotStore(database_url) as store:
+        unmanaged = store.status()
+        assert unmanaged.state is SchemaState.UNMANAGED
+        assert "carry no Alembic revision" in unmanaged.describe()
+        assert "point --db at another database" in unmanaged.describe()
+
+
+def test_two_revisions_at_once_are_a_schema_from_elsewhere(database_url: str) -> None:
+    # A branched history (two heads) is not this code's: refused like one ahead of it.
+    with SnapshotStore(database_url) as store:
+        store.upgrade()
+    _execute(database_url, "INSERT INTO alembic_version VALUES ('0003')")
+    with SnapshotStore(database_url) as store:
+        status = store.status()
+        assert status.state is SchemaState.AHEAD
+        assert sorted(status.revision.split(",")) == ["0003", "0004"]  # type: ignore[union-attr]
+        with pytest.raises(SchemaAheadError, match="is unknown to this metadata-log"):
+            store.ensure_schema()
+
+
+def test_a_column_of_another_type_is_drift(postgres_url: str) -> None:
+    with SnapshotStore(postgres_url) as store:
+        store.upgrade()
+    _execute(postgres_url, "ALTER TABLE snapshot_topics ALTER COLUMN name TYPE varchar(300)")
+    with SnapshotStore(postgres_url) as store:
+        drift = store.drift()
+    assert any("modify_type" in d and "snapshot_topics" in d for d in drift), drift
+
+
+def test_the_image_has_every_area() -> None:
+    # The fixture above is only worth its rows if each area holds something.
+    checksum = content.ContentChecksum()
+    for rows in content.image_rows(IMAGE, checksum).values():
+        list(rows)
+    assert all(checksum.count(t) for t in content.COLUMNS), {
+        t: checksum.count(t) for t in content.COLUMNS
+    }
+
+
+# ---------------------------------------------------------------------------- content rows
+
+
+def test_the_image_round_trips_with_its_orders_and_counts(store: SnapshotStore) -> None:
+    info = store.write(IMAGE)
+    loaded = store.load(info.id)
+    assert loaded == IMAGE
+    broker = loaded.cluster.brokers[1]
+    assert [e.name for e in broker.end_points] == ["SSL", "PLAINTEXT"]
+    assert [f.name for f in broker.features] == ["metadata.version", "kraft.version"]
+    assert [w.client_id for w in loaded.client_writes.ordered()] == [CLIENT_A, CLIENT_B]
+    assert dict(loaded.namespaces.topic_counts) == {"org:apache": 1}
+    assert loaded.namespaces.by_name["org:apache"].parent_id == ORG
+    assert loaded.namespaces.by_name["org"].parent_id is None
+    assert info.record_count == len(list(IMAGE.write()))
+
+
+def _edited_sqlite(tmp_path: Path, *statements: str, **params: object) -> tuple[str, int]:
+    """A SQLite snapshot of IMAGE, then `statements` with its CHECK constraints ignored.
+
+    SQLite's `ignore_check_constraints` stands for any edit the tables would refuse (an old
+    copy, a hand-made table): the reader must refuse such rows all the same.
+    """
+    url = _sqlite(tmp_path)
+    with SnapshotStore(url) as store:
+        info = store.write(IMAGE)
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("PRAGMA ignore_check_constraints = ON")
+            for statement in statements:
+                conn.execute(text(statement), params)
+    finally:
+        engine.dispose()
+    return url, info.id
+
+
+def _refused(url: str, snapshot_id: int, message: str) -> None:
+    with SnapshotStore(url) as store:
+        with pytest.raises(SnapshotContentError, match=message):
+            store.load(snapshot_id)
+        verified = store.verify(snapshot_id)
+        assert not verified.ok and verified.computed is None
+        assert verified.error is not None and re.search(message, verified.error)
+
+
+T1_TEXT, T2_TEXT = str(T1), str(T2)
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        # replica lists
+        ("UPDATE snapshot_partitions SET isr = '[1,'", r"'\[1,' is not a JSON array of broker"),
+        ("UPDATE snapshot_partitions SET isr = '5'", "'5' is not a JSON array"),
+        ("UPDATE snapshot_partitions SET isr = 'null'", "'null' is not a JSON array"),
+        ("UPDATE snapshot_partitions SET replicas = '[1,\"2\"]'", "is not a JSON array"),
+        ("UPDATE snapshot_partitions SET adding_replicas = '[true]'", r"'\[true\]' is not a"),
+        ("UPDATE snapshot_partitions SET removing_replicas = '[1.5]'", "is not a JSON array"),
+        # partitions and their topics
+        (
+            f"UPDATE snapshot_partitions SET partition_id = 3 "
+            f"WHERE topic_id = '{T1_TEXT}' AND partition_id = 2",
+            f"topic id {T1_TEXT} has partition 3 where partition 2 belongs",
+        ),
+        (
+            f"DELETE FROM snapshot_partitions WHERE topic_id = '{T1_TEXT}' AND partition_id = 0",
+            f"topic id {T1_TEXT} has partition 1 where partition 0 belongs",
+        ),
+        (
+            f"DELETE FROM snapshot_topics WHERE topic_id = '{T1_TEXT}'",
+            f"partition [0-9] of topic id {T1_TEXT} without a topic",
+        ),
+        (
+            f"UPDATE snapshot_partitions SET mode = 'WRITE_ONLY' WHERE topic_id = '{T2_TEXT}'",
+            f"partition {T2_TEXT}-[01] has unknown mode 'WRITE_ONLY'",
+        ),
+        (
+            f"DELETE FROM snapshot_topics WHERE topic_id = '{T2_TEXT}'",
+            "without a topic",
+        ),
+        # brokers
+        (
+            "UPDATE snapshot_broker_endpoints SET broker_id = 7 WHERE position = 1",
+            r"endpoints or features of unknown brokers \[7\]",
+        ),
+        (
+            "UPDATE snapshot_broker_features SET broker_id = 8 WHERE position = 0",
+            r"endpoints or features of unknown brokers \[8\]",
+        ),
+        ("UPDATE snapshot_brokers SET incarnation_id = 'x'", "incarnation id 'x' is not a"),
+        # namespaces, configs, clients' writes
+        (
+            "UPDATE snapshot_namespaces SET parent_id = 'nope' WHERE parent_id IS NOT NULL",
+            "parent namespace id 'nope' is not a 22-character id",
+        ),
+        (
+            "UPDATE snapshot_configs SET resource_type = 'GROUP' WHERE name = 'c'",
+            "unknown config resource type 'GROUP'",
+        ),
+        (
+            "UPDATE snapshot_client_writes SET client_id = 'c' WHERE position = 1",
+            "client id 'c' is not a",
+        ),
+        (
+            "UPDATE snapshot_client_writes SET sequence = 'x' WHERE position = 1",
+            "has a non-integer column",
+        ),
+        (
+            "UPDATE snapshot_client_writes SET position = 'first' WHERE position = 1",
+            "has a non-integer column",
+        ),
+        ("UPDATE snapshot_client_writes SET api_key = 1.5", "has a non-integer column"),
+        (
+            "UPDATE snapshot_client_writes SET response = 'text' WHERE position = 0",
+            "has a column of the wrong type",
+        ),
+        (
+            "UPDATE snapshot_client_writes SET principal = X'00' WHERE position = 0",
+            "has a column of the wrong type",
+        ),
+    ],
+)
+def test_rows_that_form_no_image_are_refused_by_name(
+    tmp_path: Path, statement: str, message: str
+) -> None:
+    url, snapshot_id = _edited_sqlite(tmp_path, statement)
+    _refused(url, snapshot_id, message)
+
+
+def test_a_pending_deletion_of_a_missing_topic_is_refused(tmp_path: Path) -> None:
+    url, snapshot_id = _edited_sqlite(
+        tmp_path, "UPDATE snapshot_pending_deletions SET topic_id = :other", other=str(ACL)
+    )
+    _refused(url, snapshot_id, f"pending deletions of unknown topics \\['{ACL}'\\]")
+
+
+def test_a_clients_second_last_write_is_refused(tmp_path: Path) -> None:
+    # The primary key keeps a client once per snapshot; a table without it must not matter.
+    url, snapshot_id = _edited_sqlite(
+        tmp_path,
+        "CREATE TABLE cw AS SELECT * FROM snapshot_client_writes",
+        "DROP TABLE snapshot_client_writes",
+        "ALTER TABLE cw RENAME TO snapshot_client_writes",
+        "INSERT INTO snapshot_client_writes SELECT snapshot_id, client_id, 5, sequence + 1,"
+        " principal, api_key, response FROM snapshot_client_writes WHERE position = 0",
+    )
+    _refused(url, snapshot_id, f"client {CLIENT_A} has two last writes")
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        (
+            "UPDATE snapshot_acls SET resource_type = 'ANY'",
+            f"ACL {ACL} breaks rule acl.resource-type: an ACL cannot be stored with resource type",
+        ),
+        ("UPDATE snapshot_acls SET resource_type = 'TOPICS'", "has unknown ResourceType 'TOPICS'"),
+        ("UPDATE snapshot_acls SET pattern_type = 'MATCH'", "breaks rule acl.pattern"),
+        ("UPDATE snapshot_acls SET pattern_type = 'EXACT'", "has unknown PatternType 'EXACT'"),
+        ("UPDATE snapshot_acls SET operation = 'READS'", "has unknown AclOperation 'READS'"),
+        ("UPDATE snapshot_acls SET permission_type = 'allow'", "unknown AclPermissionType 'allow'"),
+        ("UPDATE snapshot_acls SET resource_name = X'75'", f"ACL {ACL} has a bytes where text is"),
+        ("UPDATE snapshot_acls SET principal = X'75'", "has a bytes where text is"),
+        ("UPDATE snapshot_acls SET host = X'2a'", "has a bytes where text is"),
+        (
+            "UPDATE snapshot_scram_credentials SET name = X'61'",
+            "a SCRAM credential has a user name b'a' that is not text",
+        ),
+        (
+            "UPDATE snapshot_scram_credentials SET mechanism = 'SCRAM_SHA_1'",
+            "the SCRAM credential of user 'alice' has unknown ScramMechanism 'SCRAM_SHA_1'",
+        ),
+        ("UPDATE snapshot_scram_credentials SET salt = 'salt'", "has a salt or key that is not"),
+        ("UPDATE snapshot_scram_credentials SET stored_key = 'k'", "has a salt or key that is not"),
+        ("UPDATE snapshot_scram_credentials SET server_key = 's'", "has a salt or key that is not"),
+        (
+            "UPDATE snapshot_scram_credentials SET iterations = 'many'",
+            "of user 'alice' has an iteration count that is not a number",
+        ),
+        ("UPDATE snapshot_scram_credentials SET iterations = 4096.5", "is not a number"),
+    ],
+)
+def test_security_rows_no_record_could_hold_are_refused_by_name(
+    tmp_path: Path, statement: str, message: str
+) -> None:
+    url, snapshot_id = _edited_sqlite(tmp_path, statement)
+    _refused(url, snapshot_id, message)
