@@ -43,7 +43,14 @@ from records.uuids import Uuid
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, Provenance
 from replay.sql import content
-from replay.sql.errors import SchemaAheadError, SnapshotContentError
+from replay.sql import store as store_module
+from replay.sql.errors import (
+    SchemaAheadError,
+    SchemaBehindError,
+    SchemaError,
+    SnapshotContentError,
+    SnapshotNotFoundError,
+)
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotStore
 
@@ -429,3 +436,72 @@ def test_security_rows_no_record_could_hold_are_refused_by_name(
 ) -> None:
     url, snapshot_id = _edited_sqlite(tmp_path, statement)
     _refused(url, snapshot_id, message)
+
+
+# ---------------------------------------------------------------------------- the store
+
+
+def test_progress_counts_every_row_written_and_read(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The progress bar of `mlog snapshot create` and of a load: every row once, in steps.
+    monkeypatch.setattr(store_module, "PROGRESS_EVERY", 2)
+    rows = sum(1 for r in content.image_rows(IMAGE, content.ContentChecksum()).values() for _ in r)
+    written: list[int] = []
+    info = store.write(IMAGE, progress=written.append)
+    assert sum(written) == rows
+    assert max(written) == 2 and 0 not in written
+    read: list[int] = []
+    assert store.load(info.id, progress=read.append) == IMAGE
+    assert sum(read) == rows and 0 not in read
+    assert sum(store.count_rows(info.id).values()) == rows
+
+
+def test_a_reader_of_an_empty_database_sees_no_snapshot_and_creates_nothing(
+    database_url: str,
+) -> None:
+    with SnapshotStore(database_url, create=False) as reader:
+        assert not reader.ensure_schema()
+        assert reader.snapshots() == []
+        assert reader.newest() is None
+        with pytest.raises(SnapshotNotFoundError, match="no snapshot 1 in"):
+            reader.get(1)
+        assert reader.status().state is SchemaState.EMPTY
+    with SnapshotStore(database_url) as writer:
+        assert writer.ensure_schema()
+        assert writer.status().state is SchemaState.CURRENT
+
+
+def test_an_unmanaged_schema_is_neither_used_nor_upgraded(database_url: str) -> None:
+    _execute(database_url, "CREATE TABLE snapshot_topics (id INTEGER PRIMARY KEY)")
+    with SnapshotStore(database_url) as store:
+        with pytest.raises(SchemaError, match="carry no Alembic revision") as caught:
+            store.ensure_schema()
+        assert type(caught.value) is SchemaError
+        with pytest.raises(SchemaError, match="carry no Alembic revision"):
+            store.upgrade()
+        assert store.status().state is SchemaState.UNMANAGED
+
+
+def test_a_downgraded_schema_is_checked_again(database_url: str) -> None:
+    # The store remembers a checked schema; a downgrade through it forgets that.
+    with SnapshotStore(database_url) as store:
+        store.write(IMAGE)
+        assert store.downgrade("0003").state is SchemaState.BEHIND
+        with pytest.raises(SchemaBehindError, match="behind head 0004"):
+            store.snapshots()
+        before, after = store.upgrade()
+        assert (before.revision, after.revision) == ("0003", "0004")
+        assert [s.offset for s in store.snapshots()] == [IMAGE.provenance.offset]
+
+
+def test_the_generic_writer_writes_the_same_snapshot(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Databases other than SQLite and PostgreSQL/psycopg are written with SQLAlchemy Core,
+    # in chunks.
+    monkeypatch.setattr(store_module, "_writer_for", lambda conn: store_module._core_rows)
+    monkeypatch.setattr(store_module, "_CHUNK", 2)
+    info = store.write(IMAGE)
+    assert store.load(info.id) == IMAGE
+    assert store.verify(info.id).ok
