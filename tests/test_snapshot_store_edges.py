@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
-from sql_backends import database_url, postgres_server, postgres_url
-from sqlalchemy import create_engine, text
+from sql_backends import _libpq, database_url, postgres_server, postgres_url
+from sqlalchemy import create_engine, event, text
 
 from records.model import (
     AccessControlEntryRecord,
@@ -49,7 +51,9 @@ from replay.sql.errors import (
     SchemaBehindError,
     SchemaError,
     SnapshotContentError,
+    SnapshotDatabaseDamagedError,
     SnapshotNotFoundError,
+    StoreUnavailableError,
 )
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotStore
@@ -505,3 +509,61 @@ def test_the_generic_writer_writes_the_same_snapshot(
     info = store.write(IMAGE)
     assert store.load(info.id) == IMAGE
     assert store.verify(info.id).ok
+
+
+def test_a_database_that_cannot_be_reached_says_what_to_check(tmp_path: Path) -> None:
+    down = SnapshotStore("postgresql+psycopg://nobody@127.0.0.1:1/x")
+    with pytest.raises(StoreUnavailableError, match="check that it is running") as caught:
+        down.snapshots()
+    assert "cannot reach the snapshot database postgresql+psycopg://nobody@127.0.0.1:1/x" in str(
+        caught.value
+    )
+    nowhere = SnapshotStore(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
+    with pytest.raises(StoreUnavailableError, match="check that its directory exists"):
+        nowhere.snapshots()
+
+
+def test_verify_raises_for_a_database_it_cannot_reach_rather_than_blaming_the_snapshot(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = store.write(IMAGE)
+
+    def unreachable(*args: object) -> None:
+        raise StoreUnavailableError("cannot reach the snapshot database")
+
+    monkeypatch.setattr(store, "_read", unreachable)
+    with pytest.raises(StoreUnavailableError):
+        store.verify(info.id)
+
+
+def test_postgresql_data_corrupted_is_damage(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # XX001 (data_corrupted) is what a damaged heap page gives: a cache to rebuild, so the
+    # service warns and replays (tests/test_snapshot_damage.py), not a failure.
+    with SnapshotStore(postgres_url) as store:
+        info = store.write(IMAGE)
+
+        def corrupted(*args: object) -> None:
+            raise psycopg.errors.DataCorrupted("invalid page in block 7 of relation base/1/2")
+
+        monkeypatch.setattr(store_module, "_select_chunks", corrupted)
+        with pytest.raises(SnapshotDatabaseDamagedError, match="invalid page in block 7"):
+            store.load(info.id)
+
+
+def test_a_lost_connection_is_unavailable_not_damage(postgres_url: str) -> None:
+    # The server ends the session (a restart, an admin) just before a statement runs.
+    with SnapshotStore(postgres_url) as store:
+        store.write(IMAGE)
+
+        def terminate(conn: Any, *args: object) -> None:
+            pid = conn.connection.dbapi_connection.info.backend_pid
+            with psycopg.connect(_libpq(postgres_url), autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        event.listen(store.engine, "before_cursor_execute", terminate)
+        with pytest.raises(
+            StoreUnavailableError, match=r"lost the snapshot database .* while listing"
+        ):
+            store.snapshots()
