@@ -9,8 +9,10 @@ image or a Python error.
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +55,10 @@ from replay.sql.errors import (
     SnapshotContentError,
     SnapshotDatabaseDamagedError,
     SnapshotNotFoundError,
+    SnapshotStoreError,
     StoreUnavailableError,
 )
+from replay.sql.models import CONTENT_TABLES
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotStore
 
@@ -544,11 +548,19 @@ def test_postgresql_data_corrupted_is_damage(
     with SnapshotStore(postgres_url) as store:
         info = store.write(IMAGE)
 
+        messages = ["invalid page in block 7 of relation base/1/2\nDETAIL: more", ""]
+
         def corrupted(*args: object) -> None:
-            raise psycopg.errors.DataCorrupted("invalid page in block 7 of relation base/1/2")
+            raise psycopg.errors.DataCorrupted(messages.pop(0))
 
         monkeypatch.setattr(store_module, "_select_chunks", corrupted)
-        with pytest.raises(SnapshotDatabaseDamagedError, match="invalid page in block 7"):
+        with pytest.raises(
+            SnapshotDatabaseDamagedError, match=r"damaged \(invalid page in "
+        ) as hit:
+            store.load(info.id)
+        assert "DETAIL" not in str(hit.value)  # one line
+        # A driver error without a message is named by its type.
+        with pytest.raises(SnapshotDatabaseDamagedError, match=r"damaged \(DataCorrupted\)"):
             store.load(info.id)
 
 
@@ -567,3 +579,104 @@ def test_a_lost_connection_is_unavailable_not_damage(postgres_url: str) -> None:
             StoreUnavailableError, match=r"lost the snapshot database .* while listing"
         ):
             store.snapshots()
+
+
+def test_sqlite_urls_and_files(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SnapshotStore(store_module.sqlite_url(path))
+    assert store.is_sqlite and store.sqlite_path() == path and store.missing()
+    store.write(IMAGE)
+    assert not store.missing()
+    # WAL: readers go on while a snapshot is being written.
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    conn.close()
+    store.close()
+    memory = SnapshotStore("sqlite://", create=False)
+    assert memory.is_sqlite and memory.sqlite_path() is None and not memory.missing()
+    assert SnapshotStore("sqlite:///:memory:").sqlite_path() is None
+    other = SnapshotStore("postgresql+psycopg://u@h/db")
+    assert not other.is_sqlite and other.sqlite_path() is None and not other.missing()
+
+
+def test_a_write_that_fails_half_way_leaves_nothing(database_url: str) -> None:
+    # As a kill -9 (tests/test_snapshot_crash.py), in process: one transaction or nothing.
+    class Stop(Exception):
+        pass
+
+    def stop_after_some_rows(count: int) -> None:
+        raise Stop
+
+    with SnapshotStore(database_url) as store:
+        with pytest.raises(Stop):
+            store.write(IMAGE, progress=stop_after_some_rows)
+        assert store.snapshots() == []
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            for table in CONTENT_TABLES:
+                assert conn.execute(text(f"SELECT count(*) FROM {table.name}")).scalar() == 0
+    finally:
+        engine.dispose()
+
+
+def test_a_store_upgraded_to_an_older_revision_refuses_to_use_it(database_url: str) -> None:
+    with SnapshotStore(database_url) as store:
+        _, after = store.upgrade("0003")
+        assert after.state is SchemaState.BEHIND
+        with pytest.raises(SchemaBehindError):
+            store.snapshots()
+
+
+def test_a_deleted_snapshot_leaves_no_row_behind(database_url: str) -> None:
+    with SnapshotStore(database_url) as store:
+        first = store.write(IMAGE)
+        second = store.write(IMAGE.with_timestamp(2_000))
+        third = store.write(IMAGE.with_timestamp(3_000))
+        store.delete(third.id)
+        assert store.retain(1) == [first]
+        # SQLite may give the next snapshot a deleted one's id: no old row may join it.
+        fourth = store.write(IMAGE.with_timestamp(4_000))
+        assert store.load(fourth.id) == IMAGE.with_timestamp(4_000)
+        assert [s.id for s in store.snapshots()] == [second.id, fourth.id]
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            for table in CONTENT_TABLES:
+                ids = conn.execute(text(f"SELECT DISTINCT snapshot_id FROM {table.name}"))
+                assert sorted(ids.scalars()) == sorted({second.id, fourth.id}), table.name
+    finally:
+        engine.dispose()
+
+
+def test_a_missing_table_fails_each_operation_by_name(
+    store: SnapshotStore, database_url: str
+) -> None:
+    info = store.write(IMAGE)
+    other = store.write(IMAGE.with_timestamp(2_000))
+    _execute(database_url, "DROP TABLE snapshot_acls")
+    calls: list[tuple[str, Callable[[], object]]] = [
+        ("reading snapshot", lambda: store.load(info.id)),
+        ("counting rows", lambda: store.count_rows(info.id)),
+        ("deleting a snapshot", lambda: store.delete(info.id)),
+        ("deleting old snapshots", lambda: store.retain(1)),
+        ("writing a snapshot", lambda: store.write(IMAGE)),
+    ]
+    for operation, call in calls:
+        with pytest.raises(SnapshotStoreError, match=f"failed while {operation}"):
+            call()
+    assert [s.id for s in store.snapshots()] == [info.id, other.id]
+    assert any("snapshot_acls" in d for d in store.drift())
+
+
+def test_the_garbage_collector_is_as_it_was_after_a_load(store: SnapshotStore) -> None:
+    info = store.write(IMAGE)
+    assert gc.isenabled()
+    store.load(info.id)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        store.load(info.id)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
