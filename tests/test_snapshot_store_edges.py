@@ -680,3 +680,47 @@ def test_the_garbage_collector_is_as_it_was_after_a_load(store: SnapshotStore) -
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize(
+    ("table", "copy", "message"),
+    [
+        (
+            "snapshot_acls",
+            "snapshot_id, acl_id, resource_type, 'v', pattern_type, principal, host, operation,"
+            " permission_type",
+            f"ACL {ACL} appears twice",
+        ),
+        (
+            "snapshot_scram_credentials",
+            "snapshot_id, name, mechanism, salt, stored_key, server_key, iterations + 1",
+            "user 'alice' has two SCRAM-SHA-256 credentials",
+        ),
+    ],
+)
+def test_a_second_acl_or_credential_under_one_key_is_refused(
+    tmp_path: Path, table: str, copy: str, message: str
+) -> None:
+    # As for clients' writes: the primary key is not what keeps a key once.
+    url, snapshot_id = _edited_sqlite(
+        tmp_path,
+        f"CREATE TABLE copied AS SELECT * FROM {table}",
+        f"DROP TABLE {table}",
+        f"ALTER TABLE copied RENAME TO {table}",
+        f"INSERT INTO {table} SELECT {copy} FROM {table}",
+    )
+    _refused(url, snapshot_id, message)
+
+
+def test_binary_columns_are_bytes_whatever_the_driver_gives() -> None:
+    # A driver may read BLOB/bytea as memoryview or bytearray; the image holds bytes, and the
+    # checksum is the one of the bytes written.
+    written = content.ContentChecksum()
+    tables = {name: list(rows) for name, rows in content.image_rows(IMAGE, written).items()}
+    for name, wrap in ((content.CLIENT_WRITES, memoryview), (content.SCRAM, bytearray)):
+        tables[name] = [tuple(wrap(v) if type(v) is bytes else v for v in r) for r in tables[name]]
+    read = content.ContentChecksum()
+    image = content.image_from_rows(IMAGE.provenance, tables, read)
+    assert image == IMAGE
+    assert read.hexdigest() == written.hexdigest()
+    assert all(type(w.response) is bytes for w in image.client_writes.ordered())
