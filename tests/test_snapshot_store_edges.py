@@ -724,3 +724,22 @@ def test_binary_columns_are_bytes_whatever_the_driver_gives() -> None:
     assert image == IMAGE
     assert read.hexdigest() == written.hexdigest()
     assert all(type(w.response) is bytes for w in image.client_writes.ordered())
+
+
+def test_a_password_in_the_url_is_never_shown() -> None:
+    store = SnapshotStore("postgresql+psycopg://mlog:s3cret@127.0.0.1:1/x")
+    assert "s3cret" not in store.shown_url and "***" in store.shown_url
+    with pytest.raises(StoreUnavailableError) as caught:
+        store.status()
+    assert "s3cret" not in str(caught.value) and "mlog:***@127.0.0.1:1/x" in str(caught.value)
+
+
+def test_a_connection_the_server_closed_between_operations_is_replaced(postgres_url: str) -> None:
+    # A PostgreSQL restart between two snapshots: the pool checks a connection before use.
+    with SnapshotStore(postgres_url) as store:
+        first = store.write(IMAGE)
+        with store.engine.connect() as conn:
+            pid = conn.connection.dbapi_connection.info.backend_pid  # type: ignore[union-attr]
+        with psycopg.connect(_libpq(postgres_url), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert store.snapshots() == [first]
