@@ -10,6 +10,7 @@ image or a Python error.
 from __future__ import annotations
 
 import gc
+import logging
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -789,3 +790,108 @@ def test_the_checksum_of_a_known_image_is_pinned() -> None:
         list(rows)
     assert checksum.hexdigest() == PINNED_CHECKSUM
     assert content.record_count(checksum) == len(list(IMAGE.write())) == 20
+
+
+def test_closing_the_store_closes_its_connections(postgres_url: str) -> None:
+    # A service or a command that closes its store leaves no session on the server.
+    url = f"{postgres_url}&application_name=mlog_close_test"
+    with SnapshotStore(url) as store:
+        store.write(IMAGE)
+        assert store.snapshots()
+        assert _sessions(postgres_url, "mlog_close_test") >= 1
+    assert _sessions(postgres_url, "mlog_close_test") == 0
+    again = SnapshotStore(url)
+    again.ensure_schema()
+    again.close()
+    again.close()  # twice is fine
+    assert _sessions(postgres_url, "mlog_close_test") == 0
+
+
+def _sessions(url: str, application: str) -> int:
+    with psycopg.connect(_libpq(url), autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (application,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_version_table_of_another_shape_is_an_error_that_says_so(database_url: str) -> None:
+    _execute(database_url, "CREATE TABLE alembic_version (version integer)")
+    with SnapshotStore(database_url) as store:
+        with pytest.raises(SnapshotStoreError, match="failed while reading the schema revision"):
+            store.status()
+        with pytest.raises(SnapshotStoreError, match="failed while reading the schema revision"):
+            store.snapshots()
+
+
+def test_a_migration_that_fails_says_so_and_changes_nothing(database_url: str) -> None:
+    with SnapshotStore(database_url) as store:
+        store.upgrade("0003")
+    _execute(database_url, "CREATE TABLE snapshot_client_writes (x integer)")
+    with SnapshotStore(database_url) as store:
+        with pytest.raises(SnapshotStoreError, match="failed while migrating"):
+            store.upgrade()
+        assert store.status().revision == "0003"
+    _execute(database_url, "DROP TABLE snapshot_client_writes")
+    _execute(database_url, "DROP TABLE snapshot_acls")
+    with SnapshotStore(database_url) as store:
+        with pytest.raises(SnapshotStoreError, match="failed while migrating"):
+            store.downgrade("0002")
+        assert store.status().revision == "0003"
+
+
+def test_the_first_write_to_an_empty_database_says_it_creates_the_tables(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        caplog.at_level(logging.INFO, logger="replay.sql.store"),
+        SnapshotStore(database_url) as store,
+    ):
+        store.write(IMAGE)
+        store.write(IMAGE)
+    created = [
+        r.getMessage() for r in caplog.records if "creating the snapshot tables" in r.message
+    ]
+    assert created == [f"creating the snapshot tables in {store.shown_url}"]
+
+
+def test_a_database_at_head_is_recognised_without_alembic(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every start-up against an up-to-date database: one query, no Alembic (the status).
+    with SnapshotStore(database_url) as store:
+        store.ensure_schema()
+    with SnapshotStore(database_url) as store:
+
+        def no_alembic() -> None:
+            raise AssertionError("Alembic was asked")
+
+        monkeypatch.setattr(store, "status", no_alembic)
+        assert store.ensure_schema()
+        assert store.snapshots() == []
+
+
+def test_a_missing_snapshots_table_fails_listing_and_reading_by_name(
+    store: SnapshotStore, database_url: str
+) -> None:
+    info = store.write(IMAGE)
+    _execute(database_url, "DROP TABLE snapshots")
+    with pytest.raises(SnapshotStoreError, match="failed while listing snapshots"):
+        store.snapshots()
+    with pytest.raises(SnapshotStoreError, match="failed while reading a snapshot"):
+        store.get(info.id)
+
+
+def test_a_driver_with_another_parameter_style_is_refused_for_fast_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bulk reads write their own SQL: `?` (sqlite3) or `%s` (psycopg). A driver of another
+    # style is refused by name, not handed a query it would misread. (The store's own queries
+    # were compiled by the first load, so only the bulk read meets the new style.)
+    with SnapshotStore(_sqlite(tmp_path)) as store:
+        info = store.write(IMAGE)
+        store.load(info.id)
+        monkeypatch.setattr(store.engine.dialect, "paramstyle", "named")
+        with pytest.raises(SnapshotStoreError, match="paramstyle 'named' is not supported"):
+            store.load(info.id)
