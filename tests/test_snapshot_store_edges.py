@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from sql_backends import _libpq, database_url, postgres_server, postgres_url
 from sqlalchemy import create_engine, event, text
+from sqlalchemy.exc import OperationalError
 
 from records.model import (
     AccessControlEntryRecord,
@@ -48,11 +49,13 @@ from records.uuids import Uuid
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, Provenance
 from replay.sql import content
+from replay.sql import schema as schema_module
 from replay.sql import store as store_module
 from replay.sql.errors import (
     SchemaAheadError,
     SchemaBehindError,
     SchemaError,
+    SnapshotChecksumError,
     SnapshotContentError,
     SnapshotDatabaseDamagedError,
     SnapshotNotFoundError,
@@ -470,7 +473,7 @@ def test_a_reader_of_an_empty_database_sees_no_snapshot_and_creates_nothing(
     database_url: str,
 ) -> None:
     with SnapshotStore(database_url, create=False) as reader:
-        assert not reader.ensure_schema()
+        assert reader.ensure_schema() is False
         assert reader.snapshots() == []
         assert reader.newest() is None
         with pytest.raises(SnapshotNotFoundError, match="no snapshot 1 in"):
@@ -634,7 +637,7 @@ def test_a_deleted_snapshot_leaves_no_row_behind(database_url: str) -> None:
         first = store.write(IMAGE)
         second = store.write(IMAGE.with_timestamp(2_000))
         third = store.write(IMAGE.with_timestamp(3_000))
-        store.delete(third.id)
+        assert store.delete(third.id) == third
         assert store.retain(1) == [first]
         # SQLite may give the next snapshot a deleted one's id: no old row may join it.
         fourth = store.write(IMAGE.with_timestamp(4_000))
@@ -895,3 +898,81 @@ def test_a_driver_with_another_parameter_style_is_refused_for_fast_reads(
         monkeypatch.setattr(store.engine.dialect, "paramstyle", "named")
         with pytest.raises(SnapshotStoreError, match="paramstyle 'named' is not supported"):
             store.load(info.id)
+
+
+def test_the_schema_is_checked_once_per_store(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.write(IMAGE)
+
+    def asked(*args: object) -> None:
+        raise AssertionError("the schema was checked again")
+
+    monkeypatch.setattr(store, "_at_head", asked)
+    monkeypatch.setattr(store, "status", asked)
+    assert len(store.snapshots()) == 1
+    store.write(IMAGE)
+
+
+def test_snapshots_are_listed_by_offset_whatever_the_write_order(store: SnapshotStore) -> None:
+    late = store.write(IMAGE.with_timestamp(9))  # offset 41
+    early_image = replay_records(
+        EMPTY_IMAGE, RECORDS[:2], Provenance(offset=5, epoch=1, timestamp=1)
+    )
+    early = store.write(early_image)
+    again = store.write(early_image)  # the same offset: by id
+    assert store.snapshots() == [early, again, late]
+    assert store.snapshots(desc=True) == [late, again, early]
+    assert store.newest(lte=40) == again
+
+
+def test_counting_the_rows_of_a_missing_snapshot_is_not_found(store: SnapshotStore) -> None:
+    store.write(IMAGE)
+    with pytest.raises(SnapshotNotFoundError, match="no snapshot 999"):
+        store.count_rows(999)
+
+
+def test_the_garbage_collector_is_paused_while_a_snapshot_is_read(store: SnapshotStore) -> None:
+    # A load makes millions of long-lived objects and no cycles (as load_image).
+    info = store.write(IMAGE)
+    during: list[bool] = []
+    store.load(info.id, progress=lambda _: during.append(gc.isenabled()))
+    assert during and not any(during)
+    assert gc.isenabled()
+
+
+def test_a_damaged_sqlite_header_is_damage_found_while_opening(tmp_path: Path) -> None:
+    path = tmp_path / "edges.db"
+    with SnapshotStore(_sqlite(tmp_path)) as store:
+        store.write(IMAGE)
+    with path.open("r+b") as f:
+        f.write(b"this is no database header")
+    with SnapshotStore(_sqlite(tmp_path)) as store:
+        damaged = r"is damaged \(file is not a database\), found while opening it"
+        with pytest.raises(SnapshotDatabaseDamagedError, match=damaged):
+            store.snapshots()
+
+
+def test_a_checksum_mismatch_shows_both_checksums_short(
+    store: SnapshotStore, database_url: str
+) -> None:
+    info = store.write(IMAGE)
+    _execute(database_url, "UPDATE snapshot_configs SET value = '3' WHERE name = 'c'")
+    with pytest.raises(SnapshotChecksumError) as caught:
+        store.load(info.id)
+    shown = re.search(r"\(stored (\w+)\.\.\., rows give (\w+)\.\.\.\)", str(caught.value))
+    assert shown is not None and shown[1] == info.checksum[:12]
+    assert len(shown[2]) == 12 and shown[2] != shown[1]
+
+
+def test_a_failing_schema_comparison_is_an_error_that_says_so(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.ensure_schema()
+
+    def failing(conn: object) -> list[str]:
+        raise OperationalError("SELECT", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(schema_module, "drift", failing)
+    with pytest.raises(SnapshotStoreError, match="failed while comparing the schema: disk I/O"):
+        store.drift()
