@@ -21,7 +21,14 @@ from records.errors import RecordError, UnknownRecordTypeError
 from records.json_form import record_to_json
 from records.model import Record, ScramMechanism, UserScramCredentialRecord
 from records.schemas import CURRENT_SCHEMAS
-from replay.audit.columns import HIDDEN, SECRET_FIELDS, BatchBuilder, BlockConverter, _RowsBuilder
+from replay.audit.columns import (
+    ARROW_SCHEMA,
+    HIDDEN,
+    SECRET_FIELDS,
+    BatchBuilder,
+    BlockConverter,
+    _RowsBuilder,
+)
 
 pytestmark = pytest.mark.skipif(
     not fast_decode.AVAILABLE, reason="the compiled decoder is not built here"
@@ -176,3 +183,89 @@ def test_no_salt_or_key_reaches_the_table() -> None:
             assert record_to_json(record)["data"]["salt"] not in text
         if payload:
             assert json.loads(row["payload"])["salt"] == HIDDEN
+
+
+# The columns each record field fills, as docs/audit.md documents them: a field not listed is in
+# the column of its own name; None: in `payload` only.
+DOCUMENTED_COLUMNS: dict[str, dict[str, str | None]] = {
+    "TopicRecord": {"name": "topic_name"},
+    "NamespaceRecord": {"name": "namespace", "parent_id": "parent_namespace_id"},
+    "FeatureLevelRecord": {"name": "feature_name"},
+    "RegisterBrokerRecord": {"end_points": None, "features": None},
+    "BrokerRegistrationChangeRecord": {
+        "fenced": "fencing_change",
+        "in_controlled_shutdown": "controlled_shutdown_change",
+    },
+    "ConfigRecord": {"name": "config_name", "value": "config_value"},
+    "AccessControlEntryRecord": {"id": "acl_id", "principal": "acl_principal", "host": "acl_host"},
+    "RemoveAccessControlEntryRecord": {"id": "acl_id"},
+    "UserScramCredentialRecord": {
+        "name": "user_name",
+        "salt": None,
+        "stored_key": None,
+        "server_key": None,
+    },
+    "RemoveUserScramCredentialRecord": {"name": "user_name"},
+    "LeaderChangeRecord": {"leader_id": "leader"},
+    "ClientWriteRecord": {"principal": None, "response": None},
+}
+
+
+def _documented_row(entry: EntryTuple) -> dict[str, Any]:
+    """The row docs/audit.md says an entry makes (its timestamp left out), from its JSON form."""
+    offset, epoch, _, principal, record = entry
+    name = type(record).__name__
+    row: dict[str, Any] = dict.fromkeys(ARROW_SCHEMA.names)
+    row.update(offset=offset, epoch=epoch, principal=principal, record_type=name, record_version=0)
+    for field, value in record_to_json(record)["data"].items():
+        column = DOCUMENTED_COLUMNS.get(name, {}).get(field, field)
+        if column is None:
+            continue
+        unchanged = name == "PartitionChangeRecord" and field == "leader" and value == -2
+        row[column] = None if unchanged else value  # a leader of -2: unchanged
+    row.pop("timestamp")
+    row.pop("payload")
+    return row
+
+
+def _check_documented(entries: list[EntryTuple], batch: pa.RecordBatch) -> None:
+    got = batch.drop_columns(["timestamp", "payload"]).to_pylist()
+    for row, entry in zip(got, entries, strict=True):
+        assert row == _documented_row(entry), (type(entry[4]).__name__, row)
+    micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    assert micros == [e[2] * 1000 for e in entries]
+
+
+@given(st.lists(st.lists(entries, min_size=1, max_size=8), min_size=1, max_size=3), st.booleans())
+def test_every_field_is_in_its_documented_column(
+    blocks: list[list[EntryTuple]], payload: bool
+) -> None:
+    encoded = [DEFAULT_CODEC.encode_entries(block) for block in blocks]
+    batch = _same(DEFAULT_CODEC.entry_schema_json, encoded, payload=payload)
+    _check_documented([e for block in blocks for e in block], batch)
+
+
+@pytest.mark.parametrize("kind", ["plain", "security", "quorum", "client_writes"])
+def test_a_generated_log_fills_the_documented_columns(kind: str) -> None:
+    generator = LogGenerator(seed=7, **({} if kind == "plain" else {kind: True}))
+    flat: list[EntryTuple] = []
+    blocks = []
+    for batch in generator.batches(200):
+        block = [
+            (len(flat) + i, 3, 1_700_000_000_000 + len(flat), f"User:p{i % 2}", r)
+            for i, r in enumerate(batch)
+        ]
+        flat.extend(block)
+        blocks.append(DEFAULT_CODEC.encode_entries(block))
+    kinds = {type(e[4]).__name__ for e in flat}
+    assert len(kinds) > 5
+    for payload in (True, False):
+        converter = BlockConverter(DEFAULT_CODEC.entry_schema_json, payload=payload)
+        for builder in (converter.builder(), _RowsBuilder(converter)):
+            for count, body in blocks:
+                builder.add(count, body)
+            table = builder.finish()
+            _check_documented(flat, table)
+            if payload:
+                shown = [json.loads(p) for p in table.column("payload").to_pylist()]
+                assert shown == [_shown(e[4]) for e in flat]
