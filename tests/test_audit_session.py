@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,15 @@ from metadata_log import MetadataLog
 from records.model import FeatureLevelRecord, TopicRecord
 from records.uuids import Uuid
 from replay.audit.errors import AuditSessionError
-from replay.audit.session import SPARK_BANNERS, _forward_jvm_output, check_master, reach_masters
+from replay.audit.session import (
+    SPARK_BANNERS,
+    _bounded,
+    _first_line,
+    _forward_jvm_output,
+    _log4j_config,
+    check_master,
+    reach_masters,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = "SELECT count(*) AS n FROM metadata_log"
@@ -194,3 +203,106 @@ def test_a_master_that_never_registers_the_audit_gives_up_in_time(silent_master:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "did not register this application within 3 s" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_master_bounds_and_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert check_master("local[1]") == [] and check_master("local[3,1]") == []
+    assert check_master("spark://h:1") == [("h", 1)]
+    assert check_master("spark://h:65535") == [("h", 65535)]
+    for master in ("spark://h:65536", "spark://a:1,b", "local[1,0]", "local-cluster[0,1,1]"):
+        with pytest.raises(AuditSessionError, match="--master"):
+            check_master(master)
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    with pytest.raises(AuditSessionError, match="needs HADOOP_CONF_DIR or YARN_CONF_DIR"):
+        check_master("yarn")
+    for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR"):
+        with monkeypatch.context() as env:
+            env.setenv(name, "/etc/hadoop")
+            assert check_master("yarn") == []
+
+
+def test_reaching_masters(closed_port: int, silent_master: int) -> None:
+    reach_masters([])  # nothing to reach: no connection tried
+    # One master that accepts a connection is enough, wherever it is in the list.
+    reach_masters([("127.0.0.1", closed_port), ("127.0.0.1", silent_master)], timeout=2)
+    with pytest.raises(AuditSessionError) as caught:
+        reach_masters([("127.0.0.1", closed_port), ("127.0.0.1", closed_port)], timeout=2)
+    text = str(caught.value)
+    assert text.startswith("cannot reach the Spark master (127.0.0.1:")
+    assert text.count(f"127.0.0.1:{closed_port}") == 2 and "; " in text
+    assert "check that it is running" in text
+
+
+def test_a_closed_sink_does_not_stop_the_draining() -> None:
+    class Closed(io.StringIO):
+        def write(self, text: str) -> int:
+            raise ValueError("I/O operation on closed file")
+
+    stream = io.BytesIO(b"one\ntwo\nthree\n")
+    _forward_jvm_output(stream, Closed())
+    assert stream.read() == b""  # every line was read
+
+
+def test_a_start_is_bounded_only_when_asked() -> None:
+    calls: list[str] = []
+    _bounded(lambda: calls.append("now"), None, "local[*]")
+    assert calls == ["now"]
+    _bounded(lambda: calls.append("thread"), 5.0, "spark://h:7077")
+    assert calls == ["now", "thread"]
+
+    def fails() -> None:
+        raise RuntimeError("refused by the master")
+
+    with pytest.raises(RuntimeError, match="refused by the master"):
+        _bounded(fails, 5.0, "spark://h:7077")
+    release = threading.Event()
+    try:
+        with pytest.raises(AuditSessionError, match=r"spark://h:7077 .* within 0\.2 s"):
+            _bounded(release.wait, 0.2, "spark://h:7077")
+    finally:
+        release.set()
+
+
+def test_the_first_line_of_a_failure() -> None:
+    class Java:
+        def __init__(self, text: str | None) -> None:
+            self.text = text
+
+        def toString(self) -> str:  # noqa: N802 - py4j's name
+            if self.text is None:
+                raise ConnectionError("the JVM is gone")
+            return self.text
+
+    def failure(text: str, java: str | None = "", *, has_java: bool = True) -> Exception:
+        exc = RuntimeError(text)
+        if has_java:
+            exc.java_exception = Java(java)  # type: ignore[attr-defined]  # as py4j's errors have
+        return exc
+
+    java = "org.apache.spark.SparkException: bad\n\tat Foo.bar"
+    assert _first_line(failure("py text", java)) == "org.apache.spark.SparkException: bad"
+    assert _first_line(failure("py first\npy second", None)) == "py first"
+    assert _first_line(failure("  only python\nmore  ", has_java=False)) == "only python"
+    assert _first_line(failure("", has_java=False)) == "RuntimeError"
+
+
+def test_the_log_settings_ship_with_the_package() -> None:
+    path = Path(_log4j_config())
+    assert path.name == "log4j2.properties" and path.is_file()
+
+
+def test_the_default_master_is_local_on_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replay.audit import session
+
+    asked: list[str] = []
+
+    def refuse(master: str) -> list[tuple[str, int]]:
+        asked.append(master)
+        raise AuditSessionError("stop before a JVM starts")
+
+    monkeypatch.setattr(session, "check_master", refuse)
+    for master in (None, ""):
+        with pytest.raises(AuditSessionError, match="stop before"):
+            session.audit_session(master=master)
+    assert asked == ["local[*]", "local[*]"]
