@@ -8,8 +8,9 @@ what they check is what a Spark query gets, and a change to the reader shows her
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,9 @@ def test_spans_outside_the_bounds_are_not_planned(log_dir: Path) -> None:
     kept = reader.partitions()
     assert 0 < len(kept) < len(everything)
     assert all(isinstance(p, SpanPartition) and p.span.next_offset > 20 for p in kept)
+    # What Spark shows of a partition: its segment file and byte range.
+    spans = [p.span for p in kept if isinstance(p, SpanPartition)]
+    assert [p.value for p in kept] == [(str(s.path), s.start, s.end) for s in spans]
     assert _offsets([b for p in kept for b in reader.read(p)]) == list(range(20, 24))
 
 
@@ -331,6 +335,14 @@ def test_a_log_of_several_segments_reads_whole(tmp_path: Path) -> None:
     assert _offsets(batches) == list(range(51, 80))
 
 
-def test_timestamp_ms_reads_naive_times_as_utc() -> None:
-    assert timestamp_ms(datetime(2026, 1, 1, 0, 0, 1, 500_000)) == T0 + 1500
-    assert timestamp_ms(_at(2)) == T0 + 2 * HOUR
+def test_timestamp_ms_reads_naive_times_as_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "America/New_York")  # local time is not UTC here
+    time.tzset()
+    try:
+        assert timestamp_ms(datetime(2026, 1, 1, 0, 0, 1, 500_000)) == T0 + 1500
+        assert timestamp_ms(_at(2)) == T0 + 2 * HOUR
+        paris = timezone(timedelta(hours=1))
+        assert timestamp_ms(datetime(2026, 1, 1, 1, tzinfo=paris)) == T0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
