@@ -260,6 +260,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "errors",
         )
     },
+    # `column_plan` is the audit's columnar decoder: its tests are the audit columns' (pyarrow).
+    "records/fast_decode.py": (*_RECORDS_TESTS, "tests/test_audit_columns.py"),
     # metadata_log/
     **{
         f"metadata_log/{name}.py": _LOG_TESTS

@@ -16,6 +16,7 @@ import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -306,3 +307,159 @@ def test_the_default_master_is_local_on_every_core(monkeypatch: pytest.MonkeyPat
         with pytest.raises(AuditSessionError, match="stop before"):
             session.audit_session(master=master)
     assert asked == ["local[*]", "local[*]"]
+
+
+class _Started(BaseException):
+    """Raised by a stand-in for the JVM's start (not an Exception: nothing may catch it)."""
+
+
+@pytest.fixture
+def prepared(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """audit_session up to the JVM's start, with the start replaced: the conf it would use."""
+    from replay.audit import session
+
+    seen: list[dict[str, Any]] = []
+
+    def launch(spark_conf: Any, jvm_log: Any) -> object:
+        seen.append({"conf": dict(spark_conf.getAll()), "jvm_log": jvm_log})
+        return object()
+
+    def bounded(create: Any, timeout: float | None, master: str) -> None:
+        seen[-1].update(timeout=timeout, master=master)
+        raise _Started
+
+    monkeypatch.setattr(session, "_launch_jvm", launch)
+    monkeypatch.setattr(session, "_bounded", bounded)
+    monkeypatch.setattr("pyspark.SparkContext._gateway", None)
+    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP"):
+        monkeypatch.delenv(name, raising=False)
+    return seen
+
+
+def test_a_local_session_is_prepared_as_documented(prepared: list[dict[str, Any]]) -> None:
+    from replay.audit import session
+
+    sink = io.StringIO()
+    with pytest.raises(_Started):
+        session.audit_session(master="local[2]", jvm_log=sink)
+    (start,) = prepared
+    log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+    assert start["conf"] == {
+        "spark.master": "local[2]",
+        "spark.app.name": "mlog audit",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.driver.extraJavaOptions": log4j,
+        "spark.executor.extraJavaOptions": log4j,
+        "spark.sql.shuffle.partitions": "4",
+        "spark.driver.memory": "4g",
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    }
+    assert start["jvm_log"] is sink
+    assert start["timeout"] is None  # a local start is not bounded
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    assert os.environ["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+
+def test_a_cluster_session_is_bounded_and_keeps_what_was_set(
+    prepared: list[dict[str, Any]], silent_master: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replay.audit import session
+
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python3")
+    master = f"spark://127.0.0.1:{silent_master}"
+    conf = {"spark.sql.shuffle.partitions": "64", "spark.app.name": "nightly audit"}
+    with pytest.raises(_Started):
+        session.audit_session(master=master, conf=conf, registration_timeout=7.5)
+    (start,) = prepared
+    assert (start["timeout"], start["master"]) == (7.5, master)
+    assert start["conf"]["spark.master"] == master
+    # `conf` comes last; a cluster run gets none of the local defaults.
+    assert start["conf"]["spark.sql.shuffle.partitions"] == "64"
+    assert start["conf"]["spark.app.name"] == "nightly audit"
+    assert "spark.driver.memory" not in start["conf"]
+    assert "spark.sql.inMemoryColumnarStorage.compressed" not in start["conf"]
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/python3"  # set already: kept
+    assert "SPARK_LOCAL_IP" not in os.environ  # a cluster needs the network
+
+
+def test_a_failed_start_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replay.audit import session
+
+    def broken(spark_conf: Any, jvm_log: Any) -> object:
+        raise RuntimeError("Java gateway process exited\nbefore sending its port number")
+
+    monkeypatch.setattr(session, "_launch_jvm", broken)
+    monkeypatch.setattr("pyspark.SparkContext._gateway", None)
+    with pytest.raises(AuditSessionError) as caught:
+        session.audit_session(master="local[1]")
+    assert str(caught.value) == "Spark did not start: Java gateway process exited"
+
+    def stuck(create: Any, timeout: float | None, master: str) -> None:
+        raise AuditSessionError("the Spark master did not register this application")
+
+    monkeypatch.setattr(session, "_launch_jvm", lambda conf, log: object())
+    monkeypatch.setattr(session, "_bounded", stuck)
+    with pytest.raises(AuditSessionError) as caught:
+        session.audit_session(master="local[1]")
+    assert str(caught.value) == "the Spark master did not register this application"
+
+
+def test_the_jvm_is_launched_with_its_stderr_forwarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replay.audit import session
+
+    launched: list[Any] = []
+
+    class Gateway:
+        class proc:  # noqa: N801 - py4j's attribute
+            stderr = io.BytesIO(b"Setting default log level to WARN\nERROR real trouble\n")
+
+    def launch_gateway(conf: Any, popen_kwargs: dict[str, Any]) -> Gateway:
+        launched.append((conf, popen_kwargs))
+        return Gateway()
+
+    threads: list[threading.Thread] = []
+
+    class Recorded(threading.Thread):
+        def start(self) -> None:
+            threads.append(self)
+            super().start()
+
+    monkeypatch.setattr("pyspark.java_gateway.launch_gateway", launch_gateway)
+    monkeypatch.setattr(threading, "Thread", Recorded)
+    sink = io.StringIO()
+    conf = object()
+    gateway = session._launch_jvm(conf, sink)  # type: ignore[arg-type]  # a stand-in conf
+    assert isinstance(gateway, Gateway)
+    assert launched == [(conf, {"stderr": subprocess.PIPE})]
+    (forwarder,) = threads
+    assert forwarder.daemon and forwarder.name == "spark-jvm-stderr"
+    forwarder.join(10)
+    assert sink.getvalue() == "ERROR real trouble\n"
+
+
+def test_register_adds_the_source_to_any_session() -> None:
+    from replay.audit.session import register
+    from replay.audit.source import MetadataLogDataSource
+
+    calls: list[tuple[str, Any]] = []
+
+    class Session:
+        class conf:  # noqa: N801 - SparkSession's attribute
+            @staticmethod
+            def set(key: str, value: str) -> None:
+                calls.append(("conf", (key, value)))
+
+        class dataSource:  # noqa: N801 - SparkSession's attribute
+            @staticmethod
+            def register(source: type) -> None:
+                calls.append(("source", source))
+
+    register(Session())  # type: ignore[arg-type]  # a stand-in session
+    assert calls == [
+        ("conf", ("spark.sql.python.filterPushdown.enabled", "true")),
+        ("source", MetadataLogDataSource),
+    ]
