@@ -21,9 +21,11 @@ from records.errors import RecordError, UnknownRecordTypeError
 from records.json_form import record_to_json
 from records.model import Record, ScramMechanism, UserScramCredentialRecord
 from records.schemas import CURRENT_SCHEMAS
+from replay.audit import columns
 from replay.audit.columns import (
     ARROW_SCHEMA,
     HIDDEN,
+    SCHEMA_DDL,
     SECRET_FIELDS,
     BatchBuilder,
     BlockConverter,
@@ -269,3 +271,116 @@ def test_a_generated_log_fills_the_documented_columns(kind: str) -> None:
             if payload:
                 shown = [json.loads(p) for p in table.column("payload").to_pylist()]
                 assert shown == [_shown(e[4]) for e in flat]
+
+
+def _generated_blocks(seed: int, batches: int) -> tuple[list[EntryTuple], list[tuple[int, bytes]]]:
+    flat: list[EntryTuple] = []
+    blocks = []
+    for batch in LogGenerator(seed=seed, security=True).batches(batches):
+        block = [(len(flat) + i, 1, 1_700_000_000_000, "User:p", r) for i, r in enumerate(batch)]
+        flat.extend(block)
+        blocks.append(DEFAULT_CODEC.encode_entries(block))
+    return flat, blocks
+
+
+def test_the_row_builder_counts_what_it_holds() -> None:
+    _, blocks = _generated_blocks(4, 20)
+    builder = _RowsBuilder(BlockConverter(DEFAULT_CODEC.entry_schema_json))
+    assert builder.rows == 0
+    (c0, b0), (c1, b1) = blocks[:2]
+    builder.add(c0, b0)
+    assert builder.rows == c0
+    builder.add(c1, b1)
+    assert builder.rows == c0 + c1
+    assert builder.finish().num_rows == c0 + c1
+    assert builder.rows == 0
+    builder.add(c1, b1)
+    assert builder.rows == c1 and builder.finish().num_rows == c1
+
+
+def test_a_converter_fills_the_payload_unless_told_not_to() -> None:
+    flat, blocks = _generated_blocks(4, 5)
+    builder = BlockConverter(DEFAULT_CODEC.entry_schema_json).builder()
+    for count, body in blocks:
+        builder.add(count, body)
+    payload = builder.finish().column("payload")
+    assert payload.null_count == 0 and len(payload) == len(flat)
+
+
+def test_without_a_columnar_plan_the_compiled_rows_build_the_same_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A writer schema the columnar decoder cannot plan for is read row by row by the compiled
+    # block decoder (then by the codec if that cannot either): the same table.
+    flat, blocks = _generated_blocks(6, 80)
+    for payload in (True, False):
+        columnar = BlockConverter(DEFAULT_CODEC.entry_schema_json, payload=payload)
+        with monkeypatch.context() as patched:
+            patched.setattr(columns, "column_plan", lambda *args, **kwargs: None)
+            by_rows = BlockConverter(DEFAULT_CODEC.entry_schema_json, payload=payload)
+        expected = _batches(columnar, columnar.builder(), blocks)
+        rows_builder = by_rows.builder()
+        assert isinstance(rows_builder, _RowsBuilder)
+        got = _batches(by_rows, rows_builder, blocks)
+        assert got[0] == expected[0]
+        assert got[1].equals(expected[1])
+        _check_documented(flat, got[1])
+        with monkeypatch.context() as patched:
+            patched.setattr(columns, "column_plan", lambda *args, **kwargs: None)
+            patched.setattr(columns, "fast_decoder", lambda *args, **kwargs: None)
+            by_codec = BlockConverter(DEFAULT_CODEC.entry_schema_json, payload=payload)
+        assert _batches(by_codec, by_codec.builder(), blocks)[1].equals(expected[1])
+
+
+def test_qualified_branch_names_read_like_bare_ones() -> None:
+    # Branch names with their namespace (as Avro allows), fields reversed: read by name.
+    writer = json.loads(DEFAULT_CODEC.entry_schema_json)
+    namespace = writer["namespace"]
+    for branch in writer["fields"][4]["type"]:
+        branch["fields"].reverse()
+        branch["name"] = f"{namespace}.{branch['name']}"
+    records = [r for b in LogGenerator(seed=9).batches(40) for r in b]
+    values = []
+    for i, record in enumerate(records):
+        name, avro = DEFAULT_CODEC.encode_record(record)
+        values.append(
+            {"offset": i, "epoch": 1, "timestamp": 10 * i, "principal": "p", "record": (name, avro)}
+        )
+    body = _write_body(writer, values)
+    batch = _same(json.dumps(writer), [(len(values), body)], payload=True)
+    assert [json.loads(p) for p in batch.column("payload").to_pylist()] == [
+        record_to_json(r)["data"] for r in records
+    ]
+
+
+def test_only_the_entrys_own_fields_are_never_null() -> None:
+    own = {"offset", "epoch", "timestamp", "record_type", "record_version"}
+    for field in ARROW_SCHEMA:
+        assert field.nullable == (field.name not in own), field.name
+        declared = f"`{field.name}` "
+        (column,) = [c for c in SCHEMA_DDL.split(", ") if c.startswith(declared)]
+        assert column.endswith(" NOT NULL") == (field.name in own), column
+    assert SCHEMA_DDL.startswith("`offset` BIGINT NOT NULL, `epoch` INT NOT NULL, ")
+
+
+def test_a_bytes_field_must_be_declared_secret_and_have_no_column(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refused(match: str) -> None:
+        with pytest.raises(ValueError, match=match):
+            BlockConverter(DEFAULT_CODEC.entry_schema_json)
+
+    with monkeypatch.context() as patched:  # a bytes field not declared
+        patched.setitem(SECRET_FIELDS, "UserScramCredentialRecord", frozenset({"salt"}))
+        refused("bytes fields, and only they, are secret fields")
+    with monkeypatch.context() as patched:  # a declared field that is not bytes
+        patched.setitem(SECRET_FIELDS, "TopicRecord", frozenset({"name"}))
+        refused("bytes fields, and only they, are secret fields")
+    with monkeypatch.context() as patched:  # a secret given a column
+        renamed = dict(columns._RENAMED["UserScramCredentialRecord"], salt="user_name")
+        patched.setitem(columns._RENAMED, "UserScramCredentialRecord", renamed)
+        refused("UserScramCredentialRecord.salt: bytes fields")
+    with monkeypatch.context() as patched:  # a column the table does not have
+        patched.setitem(columns._RENAMED, "TopicRecord", {"name": "no_such_column"})
+        refused("TopicRecord.name has no column 'no_such_column'")
+    BlockConverter(DEFAULT_CODEC.entry_schema_json)  # as shipped: accepted
