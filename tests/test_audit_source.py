@@ -32,9 +32,12 @@ from pyspark.sql.datasource import (
 )
 
 from metadata_log import LogConfig, MetadataLog
+from metadata_log.container import RawBlock
 from metadata_log.errors import LogCorruptionError
 from metadata_log.spans import ReadSpan
+from records.codec import DEFAULT_CODEC
 from records.model import ConfigRecord, ConfigResourceType, FeatureLevelRecord
+from replay.audit import source
 from replay.audit.columns import ARROW_SCHEMA, SCHEMA_DDL
 from replay.audit.source import (
     Bounds,
@@ -289,6 +292,7 @@ def test_read_batches_slices_blocks_cut_by_the_bounds(log_dir: Path) -> None:
         (span,) = log.read_spans()
     whole = list(read_batches(span))
     assert len(whole) == 1 and _offsets(whole) == list(range(BLOCKS * BLOCK))
+    assert whole[0].column("payload").null_count == 0  # payload by default
     # Blocks before a cut block go out first, the cut block alone, sliced; then the rest.
     cut = list(read_batches(span, Bounds(lo=2, hi=13)))
     assert [b.column("offset").to_pylist() for b in cut] == [
@@ -346,3 +350,42 @@ def test_timestamp_ms_reads_naive_times_as_utc(monkeypatch: pytest.MonkeyPatch) 
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_block_whose_entries_skip_an_offset_is_corrupt(
+    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A block's CRC holds, its prefix says offsets 0..1, its entries are 0 and 2.
+    record = FeatureLevelRecord(name="f", feature_level=1)
+    count, body = DEFAULT_CODEC.encode_entries([(0, 1, T0, None, record), (2, 1, T0, None, record)])
+    block = RawBlock(position=77, end=99, count=count, body=body)
+    monkeypatch.setattr(
+        source, "read_span", lambda span: (DEFAULT_CODEC.entry_schema_json, iter([block]))
+    )
+    with pytest.raises(LogCorruptionError, match=r"block holds offsets 0\.\.2") as caught:
+        list(read_batches(_span(first_offset=0, next_offset=2)))
+    assert caught.value.position == 77
+
+
+def test_a_full_batch_is_cut_at_32768_rows(tmp_path: Path) -> None:
+    record = FeatureLevelRecord(name="f", feature_level=1)
+    with MetadataLog.open(tmp_path / "log") as log:
+        for _ in range(33):  # a block each
+            log.append([record] * 1024)
+        (span,) = log.read_spans()
+    batches = list(read_batches(span))
+    assert [b.num_rows for b in batches] == [32_768, 1024]
+    assert _offsets(batches) == list(range(33 * 1024))
+
+
+def test_a_log_being_written_is_planned_and_read(log_dir: Path, tmp_path: Path) -> None:
+    record = FeatureLevelRecord(name="f", feature_level=1)
+    with MetadataLog.open(tmp_path / "log") as writer:
+        writer.append([record] * 3)
+        _, batches = _scan(_reader(tmp_path / "log"))
+        assert _offsets(batches) == [0, 1, 2]
+
+
+def test_the_default_split_is_16_mib(log_dir: Path) -> None:
+    assert _reader(log_dir).split_bytes == 16 << 20
+    assert _reader(log_dir, splitBytes="4096").split_bytes == 4096
