@@ -201,6 +201,8 @@ def test_the_session_is_set_up_for_audits(spark: Any) -> None:
     for side in ("driver", "executor"):
         options = started.get(f"spark.{side}.extraJavaOptions")
         assert options.endswith("-Dlog4j2.configurationFile=file:" + _log4j_config())
+    # The JVM was started here with its stderr piped (to drop Spark's banners), not by PySpark.
+    assert spark.sparkContext._gateway.proc.stderr is not None
     # The workers run this interpreter, on the loopback interface.
     assert os.environ["PYSPARK_PYTHON"] and os.environ["PYSPARK_DRIVER_PYTHON"]
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
