@@ -57,6 +57,10 @@ from replay.audit.access import ACCESS_COLUMNS, access_changes
 from replay.audit.session import _log4j_config, audit_session, read_log
 from replay.audit.state import compare_with_image, state_at
 
+# A per-test timeout (`make mutate`) times the test, not the module's session start: the first
+# test of a run starts the JVM (tens of seconds on a busy machine), whichever test that is.
+pytestmark = pytest.mark.timeout(func_only=True)
+
 T0 = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
 HOUR = 3_600_000
 A = Uuid(bytes(range(1, 17)))  # orders, first incarnation
