@@ -384,3 +384,8 @@ def test_a_bytes_field_must_be_declared_secret_and_have_no_column(
         patched.setitem(columns._RENAMED, "TopicRecord", {"name": "no_such_column"})
         refused("TopicRecord.name has no column 'no_such_column'")
     BlockConverter(DEFAULT_CODEC.entry_schema_json)  # as shipped: accepted
+
+
+def test_an_empty_batch_has_the_tables_schema() -> None:
+    batch = columns.empty_batch()
+    assert batch.num_rows == 0 and batch.schema == ARROW_SCHEMA
