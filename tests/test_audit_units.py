@@ -13,6 +13,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from pyspark.errors import PySparkRuntimeError
+
 from metadata_log import MetadataLog
 from records.model import (
     DeleteTopicPartitionsRecord,
@@ -166,3 +168,35 @@ def test_named_query_arguments_are_checked() -> None:
     for statement in ("", "  \n"):
         with pytest.raises(AuditQueryError, match="sql needs a statement"):
             queries.sql(NO_LOG, NO_LOG, statement)
+
+
+class _Planned(Exception):
+    """The query got past its checks and used the log."""
+
+
+class _Log:
+    """A stand-in log: any use of it means the query is being planned."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise _Planned(name)
+
+
+def _accepted(call: Any) -> None:
+    """`call` gets past its argument checks, to planning (which fails: there is no session)."""
+    with pytest.raises((_Planned, PySparkRuntimeError, AssertionError)):
+        # AssertionError, PySparkRuntimeError: pyspark's own "no SparkContext" checks.
+        call()
+
+
+def test_arguments_that_are_fine_are_not_refused() -> None:
+    log: Any = _Log()
+    for query in (queries.who_changed, access_changes):
+        _accepted(lambda query=query: query(log))
+        _accepted(lambda query=query: query(log, since_ms=5))
+        _accepted(lambda query=query: query(log, until_ms=5))
+        _accepted(lambda query=query: query(log, since_ms=5, until_ms=5))
+    _accepted(lambda: access_changes(log, user="bob"))
+    _accepted(lambda: queries.topic_lifecycle(log, "team:orders"))
+    for by in ("hour", "day"):
+        _accepted(lambda by=by: queries.churn(log, by=by))
+    _accepted(lambda: queries.sql(NO_LOG, log, "SELECT 1"))
