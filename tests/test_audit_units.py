@@ -200,3 +200,19 @@ def test_arguments_that_are_fine_are_not_refused() -> None:
     for by in ("hour", "day"):
         _accepted(lambda by=by: queries.churn(log, by=by))
     _accepted(lambda: queries.sql(NO_LOG, log, "SELECT 1"))
+
+
+def test_the_state_of_a_trimmed_log_is_refused_before_spark(tmp_path: Path) -> None:
+    from metadata_log import LogConfig
+    from replay.audit.state import state_at
+    from replay.errors import TrimmedLogError
+
+    with MetadataLog.open(tmp_path / "log", config=LogConfig(segment_bytes=4096)) as log:
+        for i in range(4):
+            log.append([TopicRecord(name=f"t{i}", topic_id=Uuid(bytes([i + 5] * 16)))])
+        assert log.trim_before(2)
+        start = log.log_start_offset
+    no_spark: Any = None  # refused before any Spark call
+    with pytest.raises(TrimmedLogError) as caught:
+        state_at(no_spark, tmp_path / "log", 3)
+    assert start > 0 and str(start) in str(caught.value)
