@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -231,8 +232,41 @@ def test_reaching_masters(closed_port: int, silent_master: int) -> None:
         reach_masters([("127.0.0.1", closed_port), ("127.0.0.1", closed_port)], timeout=2)
     text = str(caught.value)
     assert text.startswith("cannot reach the Spark master (127.0.0.1:")
-    assert text.count(f"127.0.0.1:{closed_port}") == 2 and "; " in text
+    # Each master's reason in words (the OS's text, without Python's "[Errno N]").
+    refused = f"127.0.0.1:{closed_port}: Connection refused"
+    assert text.count(refused) == 2 and f"{refused}; {refused})" in text
+    assert "Errno" not in text
     assert "check that it is running" in text
+
+
+def test_each_forwarded_line_is_flushed() -> None:
+    raw = io.BytesIO()
+    sink = io.TextIOWrapper(raw, encoding="utf-8")  # buffers until flushed
+    _forward_jvm_output(io.BytesIO(b"ERROR one\nERROR two\n"), sink)
+    assert raw.getvalue() == b"ERROR one\nERROR two\n"
+
+
+def test_a_master_that_does_not_answer_is_given_up_on_in_time() -> None:
+    # A listening socket whose backlog is full: the kernel drops further connection requests.
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        queued = []
+        try:
+            for _ in range(8):
+                client = socket.socket()
+                client.setblocking(False)
+                client.connect_ex(("127.0.0.1", port))
+                queued.append(client)
+            started = time.monotonic()
+            with pytest.raises(AuditSessionError) as caught:
+                reach_masters([("127.0.0.1", port)], timeout=0.5)
+            assert time.monotonic() - started < 5
+        finally:
+            for client in queued:
+                client.close()
+    assert f"127.0.0.1:{port} did not answer within 0.5 s" in str(caught.value)
 
 
 def test_a_closed_sink_does_not_stop_the_draining() -> None:
@@ -249,8 +283,24 @@ def test_a_start_is_bounded_only_when_asked() -> None:
     calls: list[str] = []
     _bounded(lambda: calls.append("now"), None, "local[*]")
     assert calls == ["now"]
-    _bounded(lambda: calls.append("thread"), 5.0, "spark://h:7077")
+    threads: list[threading.Thread] = []
+
+    class Recorded(threading.Thread):
+        def start(self) -> None:
+            threads.append(self)
+            super().start()
+
+    def slow_start() -> None:
+        time.sleep(0.3)
+        calls.append("thread")
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(threading, "Thread", Recorded)
+        _bounded(slow_start, 5.0, "spark://h:7077")  # waited for, well within its bound
     assert calls == ["now", "thread"]
+    # A start left behind never keeps the process from exiting.
+    (starter,) = threads
+    assert starter.daemon and starter.name == "spark-context-start"
 
     def fails() -> None:
         raise RuntimeError("refused by the master")
