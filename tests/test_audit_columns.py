@@ -389,3 +389,27 @@ def test_a_bytes_field_must_be_declared_secret_and_have_no_column(
 def test_an_empty_batch_has_the_tables_schema() -> None:
     batch = columns.empty_batch()
     assert batch.num_rows == 0 and batch.schema == ARROW_SCHEMA
+
+
+def test_a_branch_nothing_reads_is_refused_by_the_columnar_decoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without a by-name decoder for it, a renamed branch is refused when an entry uses it;
+    # entries of the other branches still decode.
+    old = RecordCodec(list(CURRENT_SCHEMAS))
+    schema = json.loads(old.entry_schema_json)
+    renamed = schema["fields"][4]["type"][0]
+    renamed["name"] = renamed["name"][:-1] + "9"
+    first_type = CURRENT_SCHEMAS[0].python_class
+    sample = [r for b in LogGenerator(seed=3).batches(40) for r in b]
+    unread: list[EntryTuple] = [(0, 0, 5, None, next(r for r in sample if type(r) is first_type))]
+    others: list[EntryTuple] = [
+        (i, 0, 5, None, r) for i, r in enumerate(r for r in sample if type(r) is not first_type)
+    ]
+    monkeypatch.setattr(BlockConverter, "_dict_decoders", lambda self, writer: {})
+    builder = BlockConverter(json.dumps(schema)).builder()
+    assert not isinstance(builder, _RowsBuilder)
+    with pytest.raises(UnknownRecordTypeError):
+        builder.add(*old.encode_entries(unread))
+    assert builder.add(*old.encode_entries(others)) == (0, len(others) - 1)
+    _check_documented(others, builder.finish())
