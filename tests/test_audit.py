@@ -210,12 +210,18 @@ def test_the_session_is_set_up_for_audits(spark: Any) -> None:
     # The workers run this interpreter, on the loopback interface.
     assert os.environ["PYSPARK_PYTHON"] and os.environ["PYSPARK_DRIVER_PYTHON"]
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
-    # `conf` entries come last: they override the defaults (the same session, reconfigured).
+    # `conf` entries come last: they override the defaults (the same session, reconfigured),
+    # and a running JVM whose logging was turned up logs errors only again.
+    root = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getRootLogger()
+    spark.sparkContext.setLogLevel("INFO")
+    assert root.getLevel().toString() == "INFO"
     again = audit_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "3"})
     try:
         assert again.conf.get("spark.sql.shuffle.partitions") == "3"
+        assert root.getLevel().toString() == "ERROR"
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.sparkContext.setLogLevel("ERROR")
 
 
 # ---------------------------------------------------------------------- the data source
