@@ -216,3 +216,9 @@ def test_the_state_of_a_trimmed_log_is_refused_before_spark(tmp_path: Path) -> N
     with pytest.raises(TrimmedLogError) as caught:
         state_at(no_spark, tmp_path / "log", 3)
     assert start > 0 and str(start) in str(caught.value)
+
+
+def test_the_access_actions_one_per_record_type() -> None:
+    from replay.audit.access import ACTIONS
+
+    assert ACTIONS == ("grant", "revoke", "credential-set", "credential-removed")
