@@ -134,6 +134,12 @@ _AUDIT_TESTS = (
     "tests/test_audit.py",
     "tests/test_leader_change_record.py",
 )
+_AUDIT_FAST_TESTS = ("tests/test_audit_columns.py", "tests/test_audit_source.py")
+"""In-process audit tests (pyarrow, no JVM): the only ones that see a mutant of the code Spark's
+Python workers run (the data source's reader and the columns), which they import from disk."""
+_AUDIT_SPARK_TESTS = ("tests/test_audit_units.py", "tests/test_audit.py")
+"""The driver-side audit code: its checks in-process first, then one local session per mutant
+child (test_audit_session.py's JVM runs are child processes, which import from disk too)."""
 _SECURITY_TESTS = (
     "tests/test_authorizer.py",
     "tests/test_acls_api.py",
@@ -226,12 +232,16 @@ TARGETS: dict[str, tuple[str, ...]] = {
         f"replay/sql/{name}.py": _SQL_CONTENT_TESTS
         for name in ("content", "errors", "ids", "security_rows")
     },
-    # replay/audit/: the columns and state are pure Python over pyarrow; the Spark tests run
-    # only what a local session needs (one session per mutant child).
-    **{
-        f"replay/audit/{name}.py": _AUDIT_TESTS
-        for name in ("access", "columns", "errors", "queries", "session", "source", "state")
-    },
+    # replay/audit/: the reader and the columns run in Spark's Python workers, which import
+    # them from disk, never the mutant: only in-process tests judge them. The driver-side
+    # modules start one local session per mutant child (the JVM: seconds to tens of seconds).
+    "replay/audit/columns.py": _AUDIT_FAST_TESTS,
+    "replay/audit/source.py": ("tests/test_audit_source.py",),
+    "replay/audit/state.py": _AUDIT_SPARK_TESTS,
+    "replay/audit/access.py": _AUDIT_SPARK_TESTS,
+    "replay/audit/queries.py": (*_AUDIT_SPARK_TESTS, "tests/test_leader_change_record.py"),
+    "replay/audit/session.py": ("tests/test_audit_session.py", "tests/test_audit.py"),
+    "replay/audit/errors.py": _AUDIT_TESTS,
     # The FetchSnapshot form: its wire test, and the catch-up of a real follower through it.
     "replay/snapshot_bytes.py": (
         "tests/test_snapshot_bytes.py",
@@ -257,6 +267,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "errors",
         )
     },
+    # `column_plan` is the audit's columnar decoder: its tests are the audit columns' (pyarrow).
+    "records/fast_decode.py": (*_RECORDS_TESTS, "tests/test_audit_columns.py"),
     # metadata_log/
     **{
         f"metadata_log/{name}.py": _LOG_TESTS

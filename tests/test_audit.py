@@ -54,8 +54,12 @@ from records.model import (
 from records.uuids import Uuid
 from replay.audit import queries
 from replay.audit.access import ACCESS_COLUMNS, access_changes
-from replay.audit.session import audit_session, read_log
+from replay.audit.session import _log4j_config, audit_session, read_log
 from replay.audit.state import compare_with_image, state_at
+
+# A per-test timeout (`make mutate`) times the test, not the module's session start: the first
+# test of a run starts the JVM (tens of seconds on a busy machine), whichever test that is.
+pytestmark = pytest.mark.timeout(func_only=True)
 
 T0 = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
 HOUR = 3_600_000
@@ -183,6 +187,43 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data_dir
 
 
+# ---------------------------------------------------------------------- the session
+
+
+def test_the_session_is_set_up_for_audits(spark: Any) -> None:
+    """What `audit_session` promises (docs/audit.md): UTC, few shuffle partitions, quiet, ..."""
+    assert spark.sparkContext.master == "local[2]"
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
+    started = spark.sparkContext.getConf()
+    assert started.get("spark.app.name") == "mlog audit"
+    assert started.get("spark.ui.enabled") == "false"
+    assert started.get("spark.ui.showConsoleProgress") == "false"
+    assert started.get("spark.driver.memory") == "4g"
+    assert started.get("spark.sql.inMemoryColumnarStorage.compressed") == "false"
+    for side in ("driver", "executor"):
+        options = started.get(f"spark.{side}.extraJavaOptions")
+        assert options.endswith("-Dlog4j2.configurationFile=file:" + _log4j_config())
+    # The JVM was started here with its stderr piped (to drop Spark's banners), not by PySpark.
+    assert spark.sparkContext._gateway.proc.stderr is not None
+    # The workers run this interpreter, on the loopback interface.
+    assert os.environ["PYSPARK_PYTHON"] and os.environ["PYSPARK_DRIVER_PYTHON"]
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    # `conf` entries come last: they override the defaults (the same session, reconfigured),
+    # and a running JVM whose logging was turned up logs errors only again.
+    root = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getRootLogger()
+    spark.sparkContext.setLogLevel("INFO")
+    assert root.getLevel().toString() == "INFO"
+    again = audit_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "3"})
+    try:
+        assert again.conf.get("spark.sql.shuffle.partitions") == "3"
+        assert root.getLevel().toString() == "ERROR"
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.sparkContext.setLogLevel("ERROR")
+
+
 # ---------------------------------------------------------------------- the data source
 
 
@@ -202,6 +243,8 @@ def test_every_entry_has_its_columns_and_payload(spark: Any, story: Path) -> Non
     assert change["isr"] == [1] and change["leader"] is None and change["mode"] is None
     leader = rows[LAST[5]]
     assert leader["leader"] == 1 and leader["isr"] is None
+    unpaid = read_log(spark, story / "log", payload=False).where("offset < 3").collect()
+    assert [r["payload"] for r in unpaid] == [None] * 3 and unpaid[0]["feature_level"] == 1
     config = rows[LAST[6]]
     assert (config["resource_type"], config["resource_name"], config["config_name"]) == (
         "TOPIC",

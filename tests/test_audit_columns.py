@@ -21,7 +21,16 @@ from records.errors import RecordError, UnknownRecordTypeError
 from records.json_form import record_to_json
 from records.model import Record, ScramMechanism, UserScramCredentialRecord
 from records.schemas import CURRENT_SCHEMAS
-from replay.audit.columns import HIDDEN, SECRET_FIELDS, BatchBuilder, BlockConverter, _RowsBuilder
+from replay.audit import columns
+from replay.audit.columns import (
+    ARROW_SCHEMA,
+    HIDDEN,
+    SCHEMA_DDL,
+    SECRET_FIELDS,
+    BatchBuilder,
+    BlockConverter,
+    _RowsBuilder,
+)
 
 pytestmark = pytest.mark.skipif(
     not fast_decode.AVAILABLE, reason="the compiled decoder is not built here"
@@ -176,3 +185,231 @@ def test_no_salt_or_key_reaches_the_table() -> None:
             assert record_to_json(record)["data"]["salt"] not in text
         if payload:
             assert json.loads(row["payload"])["salt"] == HIDDEN
+
+
+# The columns each record field fills, as docs/audit.md documents them: a field not listed is in
+# the column of its own name; None: in `payload` only.
+DOCUMENTED_COLUMNS: dict[str, dict[str, str | None]] = {
+    "TopicRecord": {"name": "topic_name"},
+    "NamespaceRecord": {"name": "namespace", "parent_id": "parent_namespace_id"},
+    "FeatureLevelRecord": {"name": "feature_name"},
+    "RegisterBrokerRecord": {"end_points": None, "features": None},
+    "BrokerRegistrationChangeRecord": {
+        "fenced": "fencing_change",
+        "in_controlled_shutdown": "controlled_shutdown_change",
+    },
+    "ConfigRecord": {"name": "config_name", "value": "config_value"},
+    "AccessControlEntryRecord": {"id": "acl_id", "principal": "acl_principal", "host": "acl_host"},
+    "RemoveAccessControlEntryRecord": {"id": "acl_id"},
+    "UserScramCredentialRecord": {
+        "name": "user_name",
+        "salt": None,
+        "stored_key": None,
+        "server_key": None,
+    },
+    "RemoveUserScramCredentialRecord": {"name": "user_name"},
+    "LeaderChangeRecord": {"leader_id": "leader"},
+    "ClientWriteRecord": {"principal": None, "response": None},
+}
+
+
+def _documented_row(entry: EntryTuple) -> dict[str, Any]:
+    """The row docs/audit.md says an entry makes (its timestamp left out), from its JSON form."""
+    offset, epoch, _, principal, record = entry
+    name = type(record).__name__
+    row: dict[str, Any] = dict.fromkeys(ARROW_SCHEMA.names)
+    row.update(offset=offset, epoch=epoch, principal=principal, record_type=name, record_version=0)
+    for field, value in record_to_json(record)["data"].items():
+        column = DOCUMENTED_COLUMNS.get(name, {}).get(field, field)
+        if column is None:
+            continue
+        unchanged = name == "PartitionChangeRecord" and field == "leader" and value == -2
+        row[column] = None if unchanged else value  # a leader of -2: unchanged
+    row.pop("timestamp")
+    row.pop("payload")
+    return row
+
+
+def _check_documented(entries: list[EntryTuple], batch: pa.RecordBatch) -> None:
+    got = batch.drop_columns(["timestamp", "payload"]).to_pylist()
+    for row, entry in zip(got, entries, strict=True):
+        assert row == _documented_row(entry), (type(entry[4]).__name__, row)
+    micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    assert micros == [e[2] * 1000 for e in entries]
+
+
+@given(st.lists(st.lists(entries, min_size=1, max_size=8), min_size=1, max_size=3), st.booleans())
+def test_every_field_is_in_its_documented_column(
+    blocks: list[list[EntryTuple]], payload: bool
+) -> None:
+    encoded = [DEFAULT_CODEC.encode_entries(block) for block in blocks]
+    batch = _same(DEFAULT_CODEC.entry_schema_json, encoded, payload=payload)
+    _check_documented([e for block in blocks for e in block], batch)
+
+
+@pytest.mark.parametrize("kind", ["plain", "security", "quorum", "client_writes"])
+def test_a_generated_log_fills_the_documented_columns(kind: str) -> None:
+    generator = LogGenerator(seed=7, **({} if kind == "plain" else {kind: True}))
+    flat: list[EntryTuple] = []
+    blocks = []
+    for batch in generator.batches(200):
+        block = [
+            (len(flat) + i, 3, 1_700_000_000_000 + len(flat), f"User:p{i % 2}", r)
+            for i, r in enumerate(batch)
+        ]
+        flat.extend(block)
+        blocks.append(DEFAULT_CODEC.encode_entries(block))
+    kinds = {type(e[4]).__name__ for e in flat}
+    assert len(kinds) > 5
+    for payload in (True, False):
+        converter = BlockConverter(DEFAULT_CODEC.entry_schema_json, payload=payload)
+        for builder in (converter.builder(), _RowsBuilder(converter)):
+            for count, body in blocks:
+                builder.add(count, body)
+            table = builder.finish()
+            _check_documented(flat, table)
+            if payload:
+                shown = [json.loads(p) for p in table.column("payload").to_pylist()]
+                assert shown == [_shown(e[4]) for e in flat]
+
+
+def _generated_blocks(seed: int, batches: int) -> tuple[list[EntryTuple], list[tuple[int, bytes]]]:
+    flat: list[EntryTuple] = []
+    blocks = []
+    for batch in LogGenerator(seed=seed, security=True).batches(batches):
+        block = [(len(flat) + i, 1, 1_700_000_000_000, "User:p", r) for i, r in enumerate(batch)]
+        flat.extend(block)
+        blocks.append(DEFAULT_CODEC.encode_entries(block))
+    return flat, blocks
+
+
+def test_the_row_builder_counts_what_it_holds() -> None:
+    _, blocks = _generated_blocks(4, 20)
+    builder = _RowsBuilder(BlockConverter(DEFAULT_CODEC.entry_schema_json))
+    assert builder.rows == 0
+    (c0, b0), (c1, b1) = blocks[:2]
+    builder.add(c0, b0)
+    assert builder.rows == c0
+    builder.add(c1, b1)
+    assert builder.rows == c0 + c1
+    assert builder.finish().num_rows == c0 + c1
+    assert builder.rows == 0
+    builder.add(c1, b1)
+    assert builder.rows == c1 and builder.finish().num_rows == c1
+
+
+def test_a_converter_fills_the_payload_unless_told_not_to() -> None:
+    flat, blocks = _generated_blocks(4, 5)
+    builder = BlockConverter(DEFAULT_CODEC.entry_schema_json).builder()
+    for count, body in blocks:
+        builder.add(count, body)
+    payload = builder.finish().column("payload")
+    assert payload.null_count == 0 and len(payload) == len(flat)
+
+
+def test_without_a_columnar_plan_the_compiled_rows_build_the_same_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A writer schema the columnar decoder cannot plan for is read row by row by the compiled
+    # block decoder (then by the codec if that cannot either): the same table.
+    flat, blocks = _generated_blocks(6, 80)
+    for payload in (True, False):
+        columnar = BlockConverter(DEFAULT_CODEC.entry_schema_json, payload=payload)
+        with monkeypatch.context() as patched:
+            patched.setattr(columns, "column_plan", lambda *args, **kwargs: None)
+            by_rows = BlockConverter(DEFAULT_CODEC.entry_schema_json, payload=payload)
+        expected = _batches(columnar, columnar.builder(), blocks)
+        rows_builder = by_rows.builder()
+        assert isinstance(rows_builder, _RowsBuilder)
+        got = _batches(by_rows, rows_builder, blocks)
+        assert got[0] == expected[0]
+        assert got[1].equals(expected[1])
+        _check_documented(flat, got[1])
+        with monkeypatch.context() as patched:
+            patched.setattr(columns, "column_plan", lambda *args, **kwargs: None)
+            patched.setattr(columns, "fast_decoder", lambda *args, **kwargs: None)
+            by_codec = BlockConverter(DEFAULT_CODEC.entry_schema_json, payload=payload)
+        assert _batches(by_codec, by_codec.builder(), blocks)[1].equals(expected[1])
+
+
+def test_qualified_branch_names_read_like_bare_ones() -> None:
+    # Branch names with their namespace (as Avro allows), fields reversed: read by name.
+    writer = json.loads(DEFAULT_CODEC.entry_schema_json)
+    namespace = writer["namespace"]
+    for branch in writer["fields"][4]["type"]:
+        branch["fields"].reverse()
+        branch["name"] = f"{namespace}.{branch['name']}"
+    records = [r for b in LogGenerator(seed=9).batches(40) for r in b]
+    values = []
+    for i, record in enumerate(records):
+        name, avro = DEFAULT_CODEC.encode_record(record)
+        values.append(
+            {"offset": i, "epoch": 1, "timestamp": 10 * i, "principal": "p", "record": (name, avro)}
+        )
+    body = _write_body(writer, values)
+    batch = _same(json.dumps(writer), [(len(values), body)], payload=True)
+    assert [json.loads(p) for p in batch.column("payload").to_pylist()] == [
+        record_to_json(r)["data"] for r in records
+    ]
+
+
+def test_only_the_entrys_own_fields_are_never_null() -> None:
+    own = {"offset", "epoch", "timestamp", "record_type", "record_version"}
+    for field in ARROW_SCHEMA:
+        assert field.nullable == (field.name not in own), field.name
+        declared = f"`{field.name}` "
+        (column,) = [c for c in SCHEMA_DDL.split(", ") if c.startswith(declared)]
+        assert column.endswith(" NOT NULL") == (field.name in own), column
+    assert SCHEMA_DDL.startswith("`offset` BIGINT NOT NULL, `epoch` INT NOT NULL, ")
+
+
+def test_a_bytes_field_must_be_declared_secret_and_have_no_column(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refused(match: str) -> None:
+        with pytest.raises(ValueError, match=match):
+            BlockConverter(DEFAULT_CODEC.entry_schema_json)
+
+    with monkeypatch.context() as patched:  # a bytes field not declared
+        patched.setitem(SECRET_FIELDS, "UserScramCredentialRecord", frozenset({"salt"}))
+        refused("bytes fields, and only they, are secret fields")
+    with monkeypatch.context() as patched:  # a declared field that is not bytes
+        patched.setitem(SECRET_FIELDS, "TopicRecord", frozenset({"name"}))
+        refused("bytes fields, and only they, are secret fields")
+    with monkeypatch.context() as patched:  # a secret given a column
+        renamed = dict(columns._RENAMED["UserScramCredentialRecord"], salt="user_name")
+        patched.setitem(columns._RENAMED, "UserScramCredentialRecord", renamed)
+        refused("UserScramCredentialRecord.salt: bytes fields")
+    with monkeypatch.context() as patched:  # a column the table does not have
+        patched.setitem(columns._RENAMED, "TopicRecord", {"name": "no_such_column"})
+        refused("TopicRecord.name has no column 'no_such_column'")
+    BlockConverter(DEFAULT_CODEC.entry_schema_json)  # as shipped: accepted
+
+
+def test_an_empty_batch_has_the_tables_schema() -> None:
+    batch = columns.empty_batch()
+    assert batch.num_rows == 0 and batch.schema == ARROW_SCHEMA
+
+
+def test_a_branch_nothing_reads_is_refused_by_the_columnar_decoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without a by-name decoder for it, a renamed branch is refused when an entry uses it;
+    # entries of the other branches still decode.
+    old = RecordCodec(list(CURRENT_SCHEMAS))
+    schema = json.loads(old.entry_schema_json)
+    renamed = schema["fields"][4]["type"][0]
+    renamed["name"] = renamed["name"][:-1] + "9"
+    first_type = CURRENT_SCHEMAS[0].python_class
+    sample = [r for b in LogGenerator(seed=3).batches(40) for r in b]
+    unread: list[EntryTuple] = [(0, 0, 5, None, next(r for r in sample if type(r) is first_type))]
+    others: list[EntryTuple] = [
+        (i, 0, 5, None, r) for i, r in enumerate(r for r in sample if type(r) is not first_type)
+    ]
+    monkeypatch.setattr(BlockConverter, "_dict_decoders", lambda self, writer: {})
+    builder = BlockConverter(json.dumps(schema)).builder()
+    assert not isinstance(builder, _RowsBuilder)
+    with pytest.raises(UnknownRecordTypeError):
+        builder.add(*old.encode_entries(unread))
+    assert builder.add(*old.encode_entries(others)) == (0, len(others) - 1)
+    _check_documented(others, builder.finish())
