@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -69,6 +70,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'snapshots.db'}"
     url: str = request.getfixturevalue("postgres_url")
     return url
+
+
+def execute_sql(url: str, sql: str, **params: object) -> None:
+    """Run one statement in a database of the fixtures, as an editor of its rows would."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql), params)
+    finally:
+        engine.dispose()
 
 
 def write_generated_log(

@@ -11,8 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sql_backends import database_url, postgres_server, postgres_url, write_generated_log
-from sqlalchemy import create_engine, text
+from sql_backends import (
+    database_url,
+    execute_sql,
+    postgres_server,
+    postgres_url,
+    write_generated_log,
+)
 from sqlalchemy.exc import IntegrityError
 
 from metadata_log import MetadataLog
@@ -110,15 +115,6 @@ def store(database_url: str) -> Iterator[SnapshotStore]:
         yield opened
 
 
-def _execute(url: str, sql: str, **params: object) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(sql), params)
-    finally:
-        engine.dispose()
-
-
 def test_acls_and_credentials_round_trip_byte_for_byte(store: SnapshotStore) -> None:
     info = store.write(IMAGE)
     assert info.record_count == len(list(IMAGE.write()))
@@ -180,7 +176,7 @@ def test_a_hand_edited_row_is_refused_with_the_rule_it_breaks(
     store: SnapshotStore, database_url: str, sql: str, params: dict[str, object], message: str
 ) -> None:
     info = store.write(IMAGE)
-    _execute(database_url, sql, **params)
+    execute_sql(database_url, sql, **params)
     with pytest.raises(SnapshotContentError, match=message) as caught:
         store.load(info.id)
     # Errors name users and ACLs, never a salt or a key.
@@ -191,7 +187,7 @@ def test_a_hand_edited_row_is_refused_with_the_rule_it_breaks(
 
 def test_a_changed_salt_or_key_fails_the_checksum(store: SnapshotStore, database_url: str) -> None:
     info = store.write(IMAGE)
-    _execute(database_url, f"UPDATE {SCRAM} SET salt = :salt WHERE iterations = 4096", salt=b"x")
+    execute_sql(database_url, f"UPDATE {SCRAM} SET salt = :salt WHERE iterations = 4096", salt=b"x")
     with pytest.raises(SnapshotChecksumError):
         store.load(info.id)
     assert SALT.hex() not in str(store.verify(info.id).error)
@@ -199,7 +195,7 @@ def test_a_changed_salt_or_key_fails_the_checksum(store: SnapshotStore, database
 
 def test_a_deleted_acl_row_fails_the_checksum(store: SnapshotStore, database_url: str) -> None:
     info = store.write(IMAGE)
-    _execute(database_url, f"DELETE FROM {ACLS} WHERE resource_type = 'NAMESPACE'")
+    execute_sql(database_url, f"DELETE FROM {ACLS} WHERE resource_type = 'NAMESPACE'")
     with pytest.raises(SnapshotChecksumError):
         store.load(info.id)
 
@@ -222,7 +218,7 @@ def test_the_acl_table_refuses_values_no_stored_acl_has(
 ) -> None:
     store.write(IMAGE)
     with pytest.raises(IntegrityError):
-        _execute(database_url, f"UPDATE {ACLS} SET {column} = :value", value=value)
+        execute_sql(database_url, f"UPDATE {ACLS} SET {column} = :value", value=value)
 
 
 def test_the_credential_table_refuses_an_unknown_mechanism(
@@ -230,7 +226,7 @@ def test_the_credential_table_refuses_an_unknown_mechanism(
 ) -> None:
     store.write(IMAGE)
     with pytest.raises(IntegrityError):
-        _execute(database_url, f"UPDATE {SCRAM} SET mechanism = 'UNKNOWN'")
+        execute_sql(database_url, f"UPDATE {SCRAM} SET mechanism = 'UNKNOWN'")
 
 
 def test_removals_are_snapshotted_and_time_travel_sees_them(
@@ -268,7 +264,7 @@ def test_a_snapshot_of_the_format_before_acls_is_skipped(
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         image = load_image(log)
         old = store.write(load_image(log, lte=100))
-        _execute(database_url, f"UPDATE snapshots SET format_version = 1 WHERE id = {old.id}")
+        execute_sql(database_url, f"UPDATE snapshots SET format_version = 1 WHERE id = {old.id}")
         with pytest.raises(SnapshotContentError, match="format version 1, older than 3"):
             store.load(old.id)
         verified = store.verify(old.id)
@@ -285,7 +281,7 @@ def test_a_snapshot_of_a_newer_format_says_to_upgrade(
     store: SnapshotStore, database_url: str
 ) -> None:
     info = store.write(IMAGE)
-    _execute(database_url, f"UPDATE snapshots SET format_version = 4 WHERE id = {info.id}")
+    execute_sql(database_url, f"UPDATE snapshots SET format_version = 4 WHERE id = {info.id}")
     result = store.verify(info.id)
     assert not result.ok and "a newer metadata-log wrote it" in (result.error or "")
 

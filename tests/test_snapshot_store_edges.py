@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from sql_backends import _libpq, database_url, postgres_server, postgres_url
+from sql_backends import _libpq, database_url, execute_sql, postgres_server, postgres_url
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import OperationalError
 
@@ -158,15 +158,6 @@ def store(database_url: str) -> Iterator[SnapshotStore]:
         yield opened
 
 
-def _execute(url: str, sql: str, **params: object) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(sql), params)
-    finally:
-        engine.dispose()
-
-
 def _sqlite(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'edges.db'}"
 
@@ -186,7 +177,7 @@ def test_an_id_that_is_not_22_base64_characters_of_16_bytes_is_refused(
     store: SnapshotStore, database_url: str, bad: str
 ) -> None:
     info = store.write(IMAGE)
-    _execute(database_url, "UPDATE snapshot_acls SET acl_id = :bad", bad=bad)
+    execute_sql(database_url, "UPDATE snapshot_acls SET acl_id = :bad", bad=bad)
     with pytest.raises(SnapshotContentError, match="is not a 22-character id"):
         store.load(info.id)
     verified = store.verify(info.id)
@@ -198,7 +189,7 @@ def test_an_id_stored_as_bytes_is_refused(tmp_path: Path) -> None:
     url = _sqlite(tmp_path)
     with SnapshotStore(url) as store:
         info = store.write(IMAGE)
-        _execute(
+        execute_sql(
             url,
             "UPDATE snapshot_namespaces SET namespace_id = :raw WHERE name = 'org'",
             raw=b"A" * 22,
@@ -220,7 +211,7 @@ def test_each_schema_state_is_described_with_what_to_do(database_url: str) -> No
         assert current.describe() == "revision 0004 (head): up to date"
         assert store.status() == current
         store.downgrade("base")
-    _execute(database_url, "CREATE TABLE snapshots (id INTEGER PRIMARY KEY)")
+    execute_sql(database_url, "CREATE TABLE snapshots (id INTEGER PRIMARY KEY)")
     with SnapshotStore(database_url) as store:
         unmanaged = store.status()
         assert unmanaged.state is SchemaState.UNMANAGED
@@ -232,7 +223,7 @@ def test_two_revisions_at_once_are_a_schema_from_elsewhere(database_url: str) ->
     # A branched history (two heads) is not this code's: refused like one ahead of it.
     with SnapshotStore(database_url) as store:
         store.upgrade()
-    _execute(database_url, "INSERT INTO alembic_version VALUES ('0003')")
+    execute_sql(database_url, "INSERT INTO alembic_version VALUES ('0003')")
     with SnapshotStore(database_url) as store:
         status = store.status()
         assert status.state is SchemaState.AHEAD
@@ -244,7 +235,7 @@ def test_two_revisions_at_once_are_a_schema_from_elsewhere(database_url: str) ->
 def test_a_column_of_another_type_is_drift(postgres_url: str) -> None:
     with SnapshotStore(postgres_url) as store:
         store.upgrade()
-    _execute(postgres_url, "ALTER TABLE snapshot_topics ALTER COLUMN name TYPE varchar(300)")
+    execute_sql(postgres_url, "ALTER TABLE snapshot_topics ALTER COLUMN name TYPE varchar(300)")
     with SnapshotStore(postgres_url) as store:
         drift = store.drift()
     assert any("modify_type" in d and "snapshot_topics" in d for d in drift), drift
@@ -485,7 +476,7 @@ def test_a_reader_of_an_empty_database_sees_no_snapshot_and_creates_nothing(
 
 
 def test_an_unmanaged_schema_is_neither_used_nor_upgraded(database_url: str) -> None:
-    _execute(database_url, "CREATE TABLE snapshot_topics (id INTEGER PRIMARY KEY)")
+    execute_sql(database_url, "CREATE TABLE snapshot_topics (id INTEGER PRIMARY KEY)")
     with SnapshotStore(database_url) as store:
         with pytest.raises(SchemaError, match="carry no Alembic revision") as caught:
             store.ensure_schema()
@@ -658,7 +649,7 @@ def test_a_missing_table_fails_each_operation_by_name(
 ) -> None:
     info = store.write(IMAGE)
     other = store.write(IMAGE.with_timestamp(2_000))
-    _execute(database_url, "DROP TABLE snapshot_acls")
+    execute_sql(database_url, "DROP TABLE snapshot_acls")
     calls: list[tuple[str, Callable[[], object]]] = [
         ("reading snapshot", lambda: store.load(info.id)),
         ("counting rows", lambda: store.count_rows(info.id)),
@@ -776,7 +767,7 @@ def test_partition_rows_in_any_order_read_back_the_same_image(database_url: str)
             "INSERT INTO snapshot_partitions SELECT * FROM reversed",
             "DROP TABLE reversed",
         ):
-            _execute(database_url, sql)
+            execute_sql(database_url, sql)
         assert store.load(info.id) == IMAGE
         assert store.verify(info.id).ok
 
@@ -820,7 +811,7 @@ def _sessions(url: str, application: str) -> int:
 
 
 def test_a_version_table_of_another_shape_is_an_error_that_says_so(database_url: str) -> None:
-    _execute(database_url, "CREATE TABLE alembic_version (version integer)")
+    execute_sql(database_url, "CREATE TABLE alembic_version (version integer)")
     with SnapshotStore(database_url) as store:
         with pytest.raises(SnapshotStoreError, match="failed while reading the schema revision"):
             store.status()
@@ -831,13 +822,13 @@ def test_a_version_table_of_another_shape_is_an_error_that_says_so(database_url:
 def test_a_migration_that_fails_says_so_and_changes_nothing(database_url: str) -> None:
     with SnapshotStore(database_url) as store:
         store.upgrade("0003")
-    _execute(database_url, "CREATE TABLE snapshot_client_writes (x integer)")
+    execute_sql(database_url, "CREATE TABLE snapshot_client_writes (x integer)")
     with SnapshotStore(database_url) as store:
         with pytest.raises(SnapshotStoreError, match="failed while migrating"):
             store.upgrade()
         assert store.status().revision == "0003"
-    _execute(database_url, "DROP TABLE snapshot_client_writes")
-    _execute(database_url, "DROP TABLE snapshot_acls")
+    execute_sql(database_url, "DROP TABLE snapshot_client_writes")
+    execute_sql(database_url, "DROP TABLE snapshot_acls")
     with SnapshotStore(database_url) as store:
         with pytest.raises(SnapshotStoreError, match="failed while migrating"):
             store.downgrade("0002")
@@ -879,7 +870,7 @@ def test_a_missing_snapshots_table_fails_listing_and_reading_by_name(
     store: SnapshotStore, database_url: str
 ) -> None:
     info = store.write(IMAGE)
-    _execute(database_url, "DROP TABLE snapshots")
+    execute_sql(database_url, "DROP TABLE snapshots")
     with pytest.raises(SnapshotStoreError, match="failed while listing snapshots"):
         store.snapshots()
     with pytest.raises(SnapshotStoreError, match="failed while reading a snapshot"):
@@ -960,7 +951,7 @@ def test_a_checksum_mismatch_shows_both_checksums_short(
     store: SnapshotStore, database_url: str
 ) -> None:
     info = store.write(IMAGE)
-    _execute(database_url, "UPDATE snapshot_configs SET value = '3' WHERE name = 'c'")
+    execute_sql(database_url, "UPDATE snapshot_configs SET value = '3' WHERE name = 'c'")
     with pytest.raises(SnapshotChecksumError) as caught:
         store.load(info.id)
     shown = re.search(r"\(stored (\w+)\.\.\., rows give (\w+)\.\.\.\)", str(caught.value))

@@ -291,17 +291,7 @@ def test_security_records_touch_a_namespace_a_topic_and_a_topic_id_by_their_reso
 
 
 def _acl_on(kind: ResourceType, name: str) -> AccessControlEntryRecord:
-    acl = _acl()
-    return AccessControlEntryRecord(
-        id=acl.id,
-        resource_type=kind,
-        resource_name=name,
-        pattern_type=acl.pattern_type,
-        principal=acl.principal,
-        host=acl.host,
-        operation=acl.operation,
-        permission_type=acl.permission_type,
-    )
+    return replace(_acl(), resource_type=kind, resource_name=name)
 
 
 def test_a_user_to_follow_needs_a_name() -> None:
