@@ -17,7 +17,10 @@ MODULE is a source file of `TARGETS` (default: all of them, one after another). 
 Each mutant runs in a forked child of a process that has imported the third-party libraries
 but none of the project, so the child imports the project afresh with the mutant in place of
 the module; the file on disk is never changed. The report (`--report`, default
-`.mutation/`) has one JSON file per module with every survivor. Exit 1 if a module scores
+`.mutation/`) has one JSON file per module with every survivor; while a module runs, each
+mutant's verdict is appended to `<module>.progress.jsonl` beside it, so a run cut short (a
+killed session, a machine restart) resumes where it stopped while the module, its tests and
+the runner are unchanged. Exit 1 if a module scores
 below `--min-score` (default 90). `--since COMMIT` makes only the mutants of lines added or
 changed since COMMIT (`git diff`): a cheap re-score of a module's new code, reported as such.
 
@@ -896,6 +899,84 @@ def changed_lines(target: str, since: str) -> set[int]:
     return lines
 
 
+def _progress(path: Path, digest: str, *, again: bool, since: str | None) -> dict[int, Any]:
+    """The verdicts a cut-short run of the same module, tests, runner and mode left, by mutant.
+
+    The file's first line says what it was run on; a file of another run is started afresh.
+    A last line cut mid-write (the run killed while appending) is dropped.
+    """
+    header = {"digest": digest, "again": again, "since": since}
+    if path.exists():
+        lines = path.read_text().splitlines()
+        with contextlib.suppress(ValueError, IndexError):
+            if json.loads(lines[0]) == header:
+                done: dict[int, Any] = {}
+                for line in lines[1:]:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        break
+                    done[record["n"]] = record
+                print(f"  resuming: {len(done)} mutants judged by an earlier run", flush=True)
+                return done
+    path.write_text(json.dumps(header) + "\n")
+    return {}
+
+
+def _count(score: Score, verdict: str, entry: dict[str, Any]) -> None:
+    if verdict == "killed":
+        score.killed += 1
+    elif verdict == "timed_out":
+        score.timed_out += 1
+    elif verdict == "survived":
+        score.survived.append(entry)
+    else:
+        score.uncovered.append(entry)
+
+
+def _judge(
+    target: str,
+    source: str,
+    made: tuple[Mutant, Change, int],
+    entry: dict[str, Any],
+    *,
+    by_line: dict[int, list[str]],
+    durations: dict[str, float],
+    log_dir: Path,
+) -> str:
+    """Run one mutant against its tests: "killed", "timed_out", "survived" or "uncovered".
+
+    An unusual end (nothing ran, or the child died of a signal) is noted in `entry`.
+    """
+    mutant, change, position = made
+    contexts = sorted(
+        {c for n in range(mutant.line, mutant.last_line + 1) for c in by_line.get(n, [])}
+    )
+    nodeids = sorted(_tests_for(mutant, contexts, durations), key=lambda t: durations.get(t, 0.0))
+    if not nodeids:
+        return "uncovered"
+    code = mutated_code(source, str(ROOT / target), change, position)
+    budget = sum(durations.get(t, 1.0) for t in nodeids)
+    per_test = max(10.0, 5 * max(durations.get(t, 1.0) for t in nodeids))
+    outcome, _ = _in_child(
+        lambda: _mutant_child(target, code, nodeids, per_test),
+        limit=max(30.0, 3 * budget + 20),
+        log=log_dir / "mutant.log",
+    )
+    if outcome == "timeout":
+        return "timed_out"
+    if outcome == "exit 0":
+        return "survived"
+    if outcome in ("exit 1", "exit 2", "exit 3", "exit 4"):
+        # Tests failed, or the mutant broke their collection (an import-time error makes
+        # pytest find no test of a node id the unmutated run had: exit 4).
+        return "killed"
+    entry["outcome"] = outcome
+    if outcome == "exit 5":  # nothing ran: the runner's fault, never the mutant's credit
+        return "survived"
+    return "killed"  # the child crashed (a signal): the mutant broke it, so it is caught
+
+
 def run_target(
     target: str,
     report: Path,
@@ -936,6 +1017,8 @@ def run_target(
         raise SystemExit(
             f"{target}: its tests do not pass unmutated ({outcome}); see {log_dir}/coverage.log"
         )
+    progress_file = report / (target.replace("/", "__") + ".progress.jsonl")
+    done = _progress(progress_file, digest.hexdigest(), again=again, since=since)
     durations: dict[str, float] = measured["durations"]
     by_line: dict[int, list[str]] = {int(k): v for k, v in measured["lines"].items()}
     mutants = enumerate_mutants(source)
@@ -957,40 +1040,21 @@ def run_target(
         entry = _entry(mutant)
         if only is not None and _survivor_key(entry) not in only:
             continue
-        contexts = sorted(
-            {c for n in range(mutant.line, mutant.last_line + 1) for c in by_line.get(n, [])}
-        )
-        nodeids = sorted(
-            _tests_for(mutant, contexts, durations),
-            key=lambda t: durations.get(t, 0.0),
-        )
-        if not nodeids:
-            score.uncovered.append(entry)
+        if n in done:  # an earlier, cut-short run judged it
+            _count(score, done[n]["verdict"], done[n]["entry"])
             continue
-        code = mutated_code(source, str(ROOT / target), change, position)
-        budget = sum(durations.get(t, 1.0) for t in nodeids)
-        per_test = max(10.0, 5 * max(durations.get(t, 1.0) for t in nodeids))
-        outcome, _ = _in_child(
-            lambda code=code, nodeids=nodeids, per_test=per_test: _mutant_child(  # type: ignore[misc]
-                target, code, nodeids, per_test
-            ),
-            limit=max(30.0, 3 * budget + 20),
-            log=log_dir / "mutant.log",
+        verdict = _judge(
+            target,
+            source,
+            (mutant, change, position),
+            entry,
+            by_line=by_line,
+            durations=durations,
+            log_dir=log_dir,
         )
-        if outcome == "timeout":
-            score.timed_out += 1
-        elif outcome == "exit 0":
-            score.survived.append(entry)
-        elif outcome in ("exit 1", "exit 2", "exit 3", "exit 4"):
-            # Tests failed, or the mutant broke their collection (an import-time error makes
-            # pytest find no test of a node id the unmutated run had: exit 4).
-            score.killed += 1
-        elif outcome == "exit 5":  # nothing ran: the runner's fault, never the mutant's credit
-            entry["outcome"] = outcome
-            score.survived.append(entry)
-        else:  # the child crashed (a signal): the mutant broke it, so it is caught; say so
-            score.killed += 1
-            entry["outcome"] = outcome
+        _count(score, verdict, entry)
+        with progress_file.open("a") as out:
+            out.write(json.dumps({"n": n, "verdict": verdict, "entry": entry}) + "\n")
         if n % 50 == 0:
             print(f"  {n}/{len(mutants)}: {score.percent:.1f}% caught so far", flush=True)
     score.seconds = time.monotonic() - started
@@ -1012,6 +1076,7 @@ def run_target(
             indent=1,
         )
     )
+    progress_file.unlink(missing_ok=True)
     return score
 
 

@@ -1,4 +1,5 @@
-"""The mutation runner's choices: what it mutates, which tests a mutant runs, --again, --since."""
+"""The mutation runner's choices: what it mutates, which tests a mutant runs, --again, --since,
+resuming a run cut short."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from pathlib import Path
 
 import mutate
 import pytest
-from mutate import Mutant, _previous_survivors, _tests_for, changed_lines, enumerate_mutants
+from mutate import (
+    Mutant,
+    _previous_survivors,
+    _progress,
+    _tests_for,
+    changed_lines,
+    enumerate_mutants,
+)
 
 SOURCE = '''
 from __future__ import annotations
@@ -89,3 +97,24 @@ def test_since_takes_the_lines_added_or_changed_since_a_commit(
     (tmp_path / "n.py").write_text("x = 1\ny = 2\n")
     git("add", "n.py")
     assert changed_lines("n.py", "HEAD") == {1, 2}  # a new file: every line
+
+
+def test_a_cut_short_run_resumes_from_its_progress_file(tmp_path: Path) -> None:
+    path = tmp_path / "m.py.progress.jsonl"
+    assert _progress(path, "d1", again=False, since=None) == {}  # a fresh start writes the header
+    entry = {"line": 1, "operator": "constant", "mutation": "1 -> 2", "source": "x = 1"}
+    with path.open("a") as out:
+        out.write(json.dumps({"n": 1, "verdict": "killed", "entry": entry}) + "\n")
+        out.write(json.dumps({"n": 2, "verdict": "survived", "entry": entry}) + "\n")
+        out.write('{"n": 3, "verd')  # killed mid-append
+    done = _progress(path, "d1", again=False, since=None)
+    assert {n: r["verdict"] for n, r in done.items()} == {1: "killed", 2: "survived"}
+    score = mutate.Score(target="m.py")
+    for record in done.values():
+        mutate._count(score, record["verdict"], record["entry"])
+    assert (score.killed, score.survived) == (1, [entry])
+    # Another module or test digest, or another mode: the old verdicts do not apply.
+    assert _progress(path, "d1", again=True, since=None) == {}
+    assert path.read_text().count("\n") == 1
+    path.write_text("not json\n")
+    assert _progress(path, "d1", again=False, since=None) == {}
