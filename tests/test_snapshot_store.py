@@ -7,10 +7,17 @@ import random
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sql_backends import database_url, postgres_server, postgres_url, write_generated_log
-from sqlalchemy import create_engine, text
+from sql_backends import (
+    database_url,
+    execute_sql,
+    postgres_server,
+    postgres_url,
+    write_generated_log,
+)
+from sqlalchemy import event
 
 from metadata_log import MetadataLog
 from records.model import ScramMechanism
@@ -34,15 +41,6 @@ __all__ = ["database_url", "postgres_server", "postgres_url"]
 def store(database_url: str) -> Iterator[SnapshotStore]:
     with SnapshotStore(database_url) as opened:
         yield opened
-
-
-def _execute(url: str, sql: str) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(sql))
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.parametrize("seed", [11, 12])
@@ -110,7 +108,7 @@ def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         older = store.write(load_image(log, lte=end // 2))
         newer = store.write(load_image(log))
-        _execute(
+        execute_sql(
             database_url,
             f"UPDATE snapshot_partitions SET mode = 'NONE' WHERE snapshot_id = {newer.id}",
         )
@@ -166,13 +164,13 @@ def test_schema_ahead_is_refused_and_behind_is_reported(
 ) -> None:
     with SnapshotStore(database_url) as store:
         store.ensure_schema()
-    _execute(database_url, "UPDATE alembic_version SET version_num = 'f00d'")
+    execute_sql(database_url, "UPDATE alembic_version SET version_num = 'f00d'")
     with SnapshotStore(database_url) as store:
         with pytest.raises(SchemaAheadError, match="newer version wrote it"):
             store.ensure_schema()
         with pytest.raises(SchemaAheadError):
             store.upgrade()
-    _execute(database_url, "UPDATE alembic_version SET version_num = '0001'")
+    execute_sql(database_url, "UPDATE alembic_version SET version_num = '0001'")
     monkeypatch.setattr(schema, "head_revision", lambda: "0002")
     with SnapshotStore(database_url) as store, pytest.raises(SchemaBehindError, match="db upgrade"):
         store.ensure_schema()
@@ -244,6 +242,52 @@ def test_a_reader_of_an_unwritable_sqlite_directory_uses_its_snapshots(
             assert result.image == image
     assert not caplog.records  # no "cannot reach the snapshot database" on every read
     assert sorted(p.name for p in data.iterdir()) == ["snapshots.db"]
+
+
+def _reads_in_one_transaction(store: SnapshotStore) -> list[str]:
+    """Listen to `store`'s engine: each statement it runs, and whether a transaction was open."""
+    seen: list[str] = []
+
+    def before(_conn: object, cursor: Any, statement: str, *_args: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append("in" if cursor.connection.in_transaction else "outside")
+
+    event.listen(store.engine, "before_cursor_execute", before)
+    return seen
+
+
+def test_every_read_of_a_read_only_sqlite_file_is_one_transaction(tmp_path: Path) -> None:
+    # The read-only engine begins its transactions as the writable one does: without that a
+    # reader beside a live writer (`mode=ro` with a `-wal`) would read each table at another
+    # commit.
+    write_generated_log(tmp_path / "log", seed=6, batches=30)
+    data = tmp_path / "db"
+    data.mkdir()
+    url = f"sqlite:///{data / 'snapshots.db'}"
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        image = load_image(log)
+    with SnapshotStore(url) as writer:
+        info = writer.write(image)
+        seen = _reads_in_one_transaction(writer)
+        assert writer.load(info.id) == image
+        assert seen and set(seen) == {"in"}
+    with _unwritable(data), SnapshotStore(url, create=False) as reader:
+        assert reader.load(info.id) == image  # switches to the read-only engine
+        assert "mode=ro" in str(reader.engine.url)
+        seen = _reads_in_one_transaction(reader)
+        assert reader.load(info.id) == image
+        assert seen and set(seen) == {"in"}
+
+
+def test_a_store_waits_for_a_lock_or_a_server_as_documented(store: SnapshotStore) -> None:
+    # Timeouts no test waits out: read from the driver's connection (docs/snapshots.md).
+    with store.engine.connect() as conn:
+        if store.is_sqlite:
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
+        else:
+            dbapi = conn.connection.dbapi_connection
+            assert dbapi is not None
+            assert dbapi.info.get_parameters()["connect_timeout"] == "10"
 
 
 def test_bad_urls_are_one_line_errors() -> None:
