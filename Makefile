@@ -65,11 +65,13 @@ bench: $(STAMP_TEST)
 
 # Mutation testing (docs/testing.md): each module's mutants against the tests that exercise it,
 # one module at a time, at low priority. `make mutate MODULES=replay/delta.py` for one module;
-# `make mutate MODULES=... AGAIN=1` runs only the survivors of each module's last report.
+# `make mutate MODULES=... AGAIN=1` runs only the survivors of each module's last report;
+# `JOBS=2` runs two mutants at once (one per core). A run cut short resumes where it stopped.
 MODULES ?=
 AGAIN ?=
+JOBS ?= 1
 mutate: $(STAMP_TEST)
-	nice -n 10 $(PY) tests/mutate.py $(if $(AGAIN),--again) $(MODULES)
+	nice -n 10 $(PY) tests/mutate.py --jobs $(JOBS) $(if $(AGAIN),--again) $(MODULES)
 
 clean:
 	rm -rf .mutation $(VENV) tests/interop/node_modules build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,6 @@
 """Mutation testing: small changes to a module (mutants) run against the tests that exercise it.
 
-Usage: python tests/mutate.py [--min-score PCT] [--report DIR] [--list] [--again]
+Usage: python tests/mutate.py [--min-score PCT] [--report DIR] [--list] [--again] [--jobs N]
                               [--since COMMIT] [MODULE ...]
 
 MODULE is a source file of `TARGETS` (default: all of them, one after another). For each:
@@ -749,9 +749,8 @@ def _mutant_child(target: str, code: CodeType, nodeids: Sequence[str], timeout: 
     return int(pytest.main(_pytest_args(["-x", f"--timeout={timeout:.0f}", *nodeids])))
 
 
-def _in_child(work: Callable[[], int | None], *, limit: float, log: Path) -> tuple[str, float]:
-    """Run `work` in a forked child; ("exit N" | "timeout", seconds)."""
-    start = time.monotonic()
+def _fork(work: Callable[[], int | None], log: Path) -> int:
+    """Start `work` in a forked child in its own process group, its output to `log`; its pid."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         code = 3
@@ -766,17 +765,29 @@ def _in_child(work: Callable[[], int | None], *, limit: float, log: Path) -> tup
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    deadline = start + limit
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return f"exit {os.waitstatus_to_exitcode(status)}", time.monotonic() - start
-        if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return "timeout", time.monotonic() - start
+    return pid
+
+
+def _reap(pid: int, deadline: float) -> str | None:
+    """A child's end ("exit N" | "timeout", killing it and its group), or None while it runs."""
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        return f"exit {os.waitstatus_to_exitcode(status)}"
+    if time.monotonic() > deadline:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return "timeout"
+    return None
+
+
+def _in_child(work: Callable[[], int | None], *, limit: float, log: Path) -> tuple[str, float]:
+    """Run `work` in a forked child; ("exit N" | "timeout", seconds)."""
+    start = time.monotonic()
+    pid = _fork(work, log)
+    while (outcome := _reap(pid, start + limit)) is None:
         select.select([], [], [], 0.05)
+    return outcome, time.monotonic() - start
 
 
 # ---------------------------------------------------------------------- the campaign
@@ -934,35 +945,33 @@ def _count(score: Score, verdict: str, entry: dict[str, Any]) -> None:
         score.uncovered.append(entry)
 
 
-def _judge(
+def _plan(
     target: str,
     source: str,
     made: tuple[Mutant, Change, int],
-    entry: dict[str, Any],
     *,
     by_line: dict[int, list[str]],
     durations: dict[str, float],
-    log_dir: Path,
-) -> str:
-    """Run one mutant against its tests: "killed", "timed_out", "survived" or "uncovered".
-
-    An unusual end (nothing ran, or the child died of a signal) is noted in `entry`.
-    """
+) -> tuple[Callable[[], int], float] | None:
+    """What a mutant's child runs (its tests against it) and its hard limit; None if uncovered."""
     mutant, change, position = made
     contexts = sorted(
         {c for n in range(mutant.line, mutant.last_line + 1) for c in by_line.get(n, [])}
     )
     nodeids = sorted(_tests_for(mutant, contexts, durations), key=lambda t: durations.get(t, 0.0))
     if not nodeids:
-        return "uncovered"
+        return None
     code = mutated_code(source, str(ROOT / target), change, position)
     budget = sum(durations.get(t, 1.0) for t in nodeids)
     per_test = max(10.0, 5 * max(durations.get(t, 1.0) for t in nodeids))
-    outcome, _ = _in_child(
-        lambda: _mutant_child(target, code, nodeids, per_test),
-        limit=max(30.0, 3 * budget + 20),
-        log=log_dir / "mutant.log",
-    )
+    return lambda: _mutant_child(target, code, nodeids, per_test), max(30.0, 3 * budget + 20)
+
+
+def _verdict(outcome: str, entry: dict[str, Any]) -> str:
+    """A child's end as a verdict: "killed", "timed_out" or "survived".
+
+    An unusual end (nothing ran, or the child died of a signal) is noted in `entry`.
+    """
     if outcome == "timeout":
         return "timed_out"
     if outcome == "exit 0":
@@ -984,12 +993,13 @@ def run_target(
     log_dir: Path,
     again: bool = False,
     since: str | None = None,
+    jobs: int = 1,
 ) -> Score:
     """Mutate one module; the score, with every survivor.
 
     With `again`, only the survivors of the module's last report run; the others keep their
     verdict (the tests only grew since). With `since`, only the mutants of lines changed since
-    that commit are made (and the report says so).
+    that commit are made (and the report says so). `jobs` mutants run at once.
     """
     tests = TARGETS[target]
     source = (ROOT / target).read_text()
@@ -1036,27 +1046,60 @@ def run_target(
         f"{target}: {len(mutants)} mutants, {len(durations)} tests ({seconds:.0f} s unmutated)",
         flush=True,
     )
-    for n, (mutant, change, position) in enumerate(mutants, 1):
-        entry = _entry(mutant)
-        if only is not None and _survivor_key(entry) not in only:
-            continue
-        if n in done:  # an earlier, cut-short run judged it
-            _count(score, done[n]["verdict"], done[n]["entry"])
-            continue
-        verdict = _judge(
-            target,
-            source,
-            (mutant, change, position),
-            entry,
-            by_line=by_line,
-            durations=durations,
-            log_dir=log_dir,
-        )
+    judged = 0
+
+    def record(n: int, verdict: str, entry: dict[str, Any]) -> None:
+        nonlocal judged
         _count(score, verdict, entry)
         with progress_file.open("a") as out:
             out.write(json.dumps({"n": n, "verdict": verdict, "entry": entry}) + "\n")
-        if n % 50 == 0:
-            print(f"  {n}/{len(mutants)}: {score.percent:.1f}% caught so far", flush=True)
+        judged += 1
+        if judged % 50 == 0:
+            print(f"  {judged} judged: {score.percent:.1f}% caught so far", flush=True)
+
+    # Up to `jobs` mutants at once, each in its own child (and log); verdicts as they end.
+    running: dict[int, tuple[int, dict[str, Any], float, Path]] = {}
+    free_logs = [log_dir / f"mutant-{k}.log" for k in range(jobs)]
+    queue = iter(enumerate(mutants, 1))
+    exhausted = False
+    try:
+        while not exhausted or running:
+            while not exhausted and len(running) < jobs:
+                item = next(queue, None)
+                if item is None:
+                    exhausted = True
+                    break
+                n, (mutant, change, position) = item
+                entry = _entry(mutant)
+                if only is not None and _survivor_key(entry) not in only:
+                    continue
+                if n in done:  # an earlier, cut-short run judged it
+                    _count(score, done[n]["verdict"], done[n]["entry"])
+                    continue
+                plan = _plan(
+                    target, source, (mutant, change, position), by_line=by_line, durations=durations
+                )
+                if plan is None:
+                    record(n, "uncovered", entry)
+                    continue
+                work, limit = plan
+                log = free_logs.pop()
+                running[_fork(work, log)] = (n, entry, time.monotonic() + limit, log)
+            for pid, (n, entry, deadline, log) in list(running.items()):
+                ended = _reap(pid, deadline)
+                if ended is not None:
+                    del running[pid]
+                    free_logs.append(log)
+                    record(n, _verdict(ended, entry), entry)
+            if running:
+                select.select([], [], [], 0.05)
+    finally:  # cut short (Ctrl-C, an error): the children in their own groups go too
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    score.survived.sort(key=lambda e: e["line"])
+    score.uncovered.sort(key=lambda e: e["line"])
     score.seconds = time.monotonic() - started
     (report / (target.replace("/", "__") + ".json")).write_text(
         json.dumps(
@@ -1096,7 +1139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="COMMIT",
         help="only the mutants of lines added or changed since COMMIT (git diff)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="mutants run at once, each in its own child (default 1; at most one per core)",
+    )
     args = parser.parse_args(argv)
+    if not 1 <= args.jobs <= (os.cpu_count() or 1):
+        parser.error(f"--jobs must be 1 to {os.cpu_count() or 1} (this machine's cores)")
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
         parser.error(f"not in TARGETS: {', '.join(unknown)} (known: {', '.join(TARGETS)})")
@@ -1132,6 +1184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     log_dir=Path(scratch),
                     again=args.again,
                     since=args.since,
+                    jobs=args.jobs,
                 )
             )
     print()

@@ -118,3 +118,52 @@ def test_a_cut_short_run_resumes_from_its_progress_file(tmp_path: Path) -> None:
     assert path.read_text().count("\n") == 1
     path.write_text("not json\n")
     assert _progress(path, "d1", again=False, since=None) == {}
+
+
+def test_a_run_with_two_jobs_judges_every_mutant_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The whole runner on a module of five mutants: a coverage run, two mutant children at
+    # once, the report; then a run cut short after two verdicts resumes with the other three.
+    (tmp_path / "toy.py").write_text(
+        "def double(x: int) -> int:\n    return x * 2\n\n\ndef unused() -> int:\n    return 1\n"
+    )
+    (tmp_path / "test_toy.py").write_text(
+        "import toy\n\n\ndef test_double() -> None:\n    assert toy.double(3) == 6\n"
+    )
+    (tmp_path / "tests").mkdir()  # the runner's own digest is part of the coverage run's key
+    (tmp_path / "tests" / "mutate.py").write_bytes(Path(mutate.__file__).read_bytes())
+    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    monkeypatch.setitem(mutate.TARGETS, "toy.py", ("test_toy.py",))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    report, logs = tmp_path / "report", tmp_path / "logs"
+    logs.mkdir()
+    assert len(enumerate_mutants((tmp_path / "toy.py").read_text())) == 5
+    score = mutate.run_target("toy.py", report, log_dir=logs, jobs=2)
+    # `return x * 2`: `*` -> `+`, 2 -> 3 and `return None` caught; `unused`'s two uncovered.
+    assert (score.killed, score.timed_out, score.survived) == (3, 0, [])
+    assert [e["source"] for e in score.uncovered] == ["return 1", "return 1"]
+    written = json.loads((report / "toy.py.json").read_text())
+    assert (written["killed"], written["total"]) == (3, 5)
+    assert not (report / "toy.py.progress.jsonl").exists()  # a finished run leaves none
+
+    progress = report / "toy.py.progress.jsonl"
+    real_record = mutate._count
+    calls = 0
+
+    def cut_short(*args: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 2:
+            raise KeyboardInterrupt
+        real_record(*args)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mutate, "_count", cut_short)
+        with pytest.raises(KeyboardInterrupt):
+            mutate.run_target("toy.py", report, log_dir=logs, jobs=2)
+    lines = progress.read_text().splitlines()
+    assert len(lines) == 1 + 2  # the header and two verdicts
+    again = mutate.run_target("toy.py", report, log_dir=logs, jobs=1)
+    assert (again.killed, len(again.uncovered)) == (3, 2)
