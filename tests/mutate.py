@@ -800,6 +800,7 @@ class Score:
     target: str
     killed: int = 0
     timed_out: int = 0
+    timeouts: list[dict[str, Any]] = field(default_factory=list)  # this run's, to check
     survived: list[dict[str, Any]] = field(default_factory=list)
     uncovered: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
@@ -939,6 +940,7 @@ def _count(score: Score, verdict: str, entry: dict[str, Any]) -> None:
         score.killed += 1
     elif verdict == "timed_out":
         score.timed_out += 1
+        score.timeouts.append(entry)
     elif verdict == "survived":
         score.survived.append(entry)
     else:
@@ -1111,6 +1113,7 @@ def run_target(
                 "total": score.total,
                 "killed": score.killed,
                 "timed_out": score.timed_out,
+                "timed_out_mutants": sorted(score.timeouts, key=lambda e: e["line"]),
                 "survived": score.survived,
                 "uncovered": score.uncovered,
                 "percent": round(score.percent, 1),

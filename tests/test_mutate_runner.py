@@ -145,7 +145,7 @@ def test_a_run_with_two_jobs_judges_every_mutant_and_resumes(
     assert (score.killed, score.timed_out, score.survived) == (3, 0, [])
     assert [e["source"] for e in score.uncovered] == ["return 1", "return 1"]
     written = json.loads((report / "toy.py.json").read_text())
-    assert (written["killed"], written["total"]) == (3, 5)
+    assert (written["killed"], written["total"], written["timed_out_mutants"]) == (3, 5, [])
     assert not (report / "toy.py.progress.jsonl").exists()  # a finished run leaves none
 
     progress = report / "toy.py.progress.jsonl"
