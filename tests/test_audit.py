@@ -55,7 +55,7 @@ from records.uuids import Uuid
 from replay.audit import queries
 from replay.audit.access import ACCESS_COLUMNS, access_changes
 from replay.audit.session import _log4j_config, audit_session, read_log
-from replay.audit.state import compare_with_image, state_at
+from replay.audit.state import PARTITION_COLUMNS, TOPIC_COLUMNS, compare_with_image, state_at
 
 # A per-test timeout (`make mutate`) times the test, not the module's session start: the first
 # test of a run starts the JVM (tens of seconds on a busy machine), whichever test that is.
@@ -331,6 +331,34 @@ def test_topic_lifecycle(spark: Any, story: Path) -> None:
     assert [p["partitions"] for p in second["partition_counts"]] == [4, 2, 3]
 
 
+def test_topic_lifecycle_matches_a_plain_reference_on_a_generated_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Several names per namespace, re-created names, moves: each name's incarnations are its
+    # TopicRecords (of that name, in that namespace) and their removals, nothing else.
+    write_generated_log(tmp_path / "log", seed=21, batches=250)
+    created: dict[tuple[str, str], list[str]] = {}
+    deleted: set[str] = set()
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        for entry in log.read():
+            record = entry.record
+            if isinstance(record, TopicRecord):
+                key = (record.namespace, record.name)
+                created.setdefault(key, []).append(str(record.topic_id))
+            elif isinstance(record, RemoveTopicRecord):
+                deleted.add(str(record.topic_id))
+    frame = read_log(spark, tmp_path / "log")
+    busiest = max(created, key=lambda k: (len(created[k]), k))
+    namesakes = [k for k in created if k[0] == busiest[0]]
+    assert len(created[busiest]) >= 2 and len(namesakes) >= 2
+    for namespace, name in {busiest, *namesakes[:2]}:
+        topic = f"{namespace}:{name}" if namespace else name
+        rows = queries.topic_lifecycle(frame, topic).collect()
+        assert [(r["topic_id"], r["namespace"], r["deleted"] is not None) for r in rows] == [
+            (tid, namespace, tid in deleted) for tid in created[(namespace, name)]
+        ], topic
+
+
 def test_who_changed(spark: Any, story: Path) -> None:
     log = read_log(spark, story / "log")
     bob = queries.who_changed(log, principal="bob").collect()
@@ -354,6 +382,8 @@ def test_partition_modes(spark: Any, story: Path) -> None:
     rows = queries.partition_modes(read_log(spark, story / "log"), topic="orders").collect()
     events = [(r["topic_id"] == str(B), r["event"], r["partition_id"], r["mode"]) for r in rows]
     b_events = [e[1:] for e in events if e[0]]
+    # The first incarnation's ISR and leader changes set no mode: not events here.
+    assert [e[1:] for e in events if not e[0]] == [("mode", p, "READ_WRITE") for p in range(3)]
     assert b_events == [
         ("mode", 0, "READ_WRITE"),
         ("mode", 1, "READ_WRITE"),
@@ -391,11 +421,21 @@ def test_state_matches_the_image(spark: Any, story: Path, append: int) -> None:
     assert compare_with_image(spark, story / "log", LAST[append]) == []
 
 
+def _cached_rdds(spark: Any) -> int:
+    return int(spark.sparkContext._jsc.getPersistentRDDs().size())
+
+
 def test_state_matches_the_image_on_a_generated_log(spark: Any, tmp_path: Path) -> None:
-    """Random valid histories (moves, purges, namespace removals, re-creations) agree too."""
+    """Random valid histories (moves, purges, namespace removals, re-creations) agree too.
+
+    With a writer holding the log open (the audit only reads it), and leaving no cached scan.
+    """
     end = write_generated_log(tmp_path / "log", seed=21, batches=250)
-    for offset in (end // 3, end - 1):
-        assert compare_with_image(spark, tmp_path / "log", offset) == []
+    cached = _cached_rdds(spark)
+    with MetadataLog.open(tmp_path / "log"):
+        for offset in (end // 3, end - 1):
+            assert compare_with_image(spark, tmp_path / "log", offset) == []
+    assert _cached_rdds(spark) == cached
 
 
 def test_state_matches_the_image_with_cancelled_deletions(spark: Any, tmp_path: Path) -> None:
@@ -410,14 +450,33 @@ def test_state_matches_the_image_with_cancelled_deletions(spark: Any, tmp_path: 
 
 def test_state_content(spark: Any, story: Path) -> None:
     state = state_at(spark, story / "log", LAST[-1])
+    assert (state.topics.columns, state.partitions.columns) == (
+        list(TOPIC_COLUMNS),
+        list(PARTITION_COLUMNS),
+    )
     topics = {r["topic_id"]: r for r in state.topics.collect()}
     parts = {(r["topic_id"], r["partition_id"]): r for r in state.partitions.collect()}
+    assert state.source.is_cached
     state.release()
+    assert not state.source.is_cached
     assert set(topics) == {str(B), str(P)}
     assert topics[str(P)]["namespace"] == "" and topics[str(B)]["partitions"] == 3
     p1 = parts[(str(P), 1)]
     assert (p1["isr"], p1["leader"], p1["leader_epoch"], p1["partition_epoch"]) == ([2], 2, 1, 8)
     assert parts[(str(B), 2)]["mode"] == "READ_WRITE" and (str(B), 3) not in parts
+
+
+def test_a_topic_before_its_partitions_has_none(spark: Any, story: Path) -> None:
+    # At the offset of the second incarnation's TopicRecord, before its command's
+    # PartitionRecords: a live topic with 0 partitions (not null), as the image has it.
+    created = LAST[7] + 1
+    state = state_at(spark, story / "log", created)
+    try:
+        row = next(r for r in state.topics.collect() if r["topic_id"] == str(B))
+    finally:
+        state.release()
+    assert row["partitions"] == 0
+    assert compare_with_image(spark, story / "log", created) == []
 
 
 # ---------------------------------------------------------------------- CLI

@@ -6,6 +6,7 @@ report), and the arguments the named queries refuse before they build any Spark 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from pyspark.errors import PySparkRuntimeError
 
 from metadata_log import MetadataLog
 from records.model import (
+    ConfigRecord,
+    ConfigResourceType,
     DeleteTopicPartitionsRecord,
     Mode,
     NamespaceRecord,
@@ -28,7 +31,13 @@ from records.uuids import Uuid
 from replay.audit import queries
 from replay.audit.access import access_changes
 from replay.audit.queries import AuditQueryError
-from replay.audit.state import StateDifference, _compare, image_tables
+from replay.audit.state import (
+    PARTITION_COLUMNS,
+    TOPIC_COLUMNS,
+    StateDifference,
+    _compare,
+    image_tables,
+)
 from replay.loader import load_image
 
 A = Uuid(bytes(range(1, 17)))
@@ -89,6 +98,9 @@ def test_image_tables_are_shaped_as_the_spark_rows(tmp_path: Path) -> None:
         },
     }
     assert sorted(partitions) == [(str(A), 0), (str(A), 1), (str(A), 2), (str(B), 0)]
+    # Keyed in the order of `state_at`'s columns, as docs/audit.md lists them.
+    assert {tuple(row) for row in topics.values()} == {TOPIC_COLUMNS}
+    assert {tuple(row) for row in partitions.values()} == {PARTITION_COLUMNS}
     assert partitions[(str(A), 2)] == {
         "topic_id": str(A),
         "topic_name": "orders",
@@ -207,15 +219,37 @@ def test_the_state_of_a_trimmed_log_is_refused_before_spark(tmp_path: Path) -> N
     from replay.audit.state import state_at
     from replay.errors import TrimmedLogError
 
-    with MetadataLog.open(tmp_path / "log", config=LogConfig(segment_bytes=4096)) as log:
-        for i in range(4):
+    # A first entry bigger than a segment, alone in it: the log can start at offset 1, the
+    # smallest trim there is. The writer stays open: the check only reads the log.
+    config = LogConfig(segment_bytes=4096)
+    with MetadataLog.open(tmp_path / "log", config=config) as log:
+        log.append(
+            [
+                ConfigRecord(
+                    resource_type=ConfigResourceType.TOPIC,
+                    resource_name="t0",
+                    name="cleanup.policy",
+                    value="x" * 5000,
+                )
+            ]
+        )
+        for i in range(3):
             log.append([TopicRecord(name=f"t{i}", topic_id=Uuid(bytes([i + 5] * 16)))])
-        assert log.trim_before(2)
-        start = log.log_start_offset
-    no_spark: Any = None  # refused before any Spark call
-    with pytest.raises(TrimmedLogError) as caught:
-        state_at(no_spark, tmp_path / "log", 3)
-    assert start > 0 and str(start) in str(caught.value)
+        assert log.trim_before(1)
+        assert log.log_start_offset == 1
+        no_spark: Any = None  # refused before any Spark call
+        with pytest.raises(TrimmedLogError) as caught:
+            state_at(no_spark, tmp_path / "log", 3)
+    assert (caught.value.log_start, caught.value.needed) == (1, 0)
+    assert "starts at offset 1 " in str(caught.value)
+
+
+def test_the_state_columns_are_the_documented_ones() -> None:
+    text = " ".join((Path(__file__).parents[1] / "docs" / "audit.md").read_text().split())
+    described = re.search(r"computes the live topics \((.*?)\) and partitions \((.*?)\)", text)
+    assert described is not None
+    topics, partitions = (re.findall(r"`(\w+)`", group) for group in described.groups())
+    assert (tuple(topics), tuple(partitions)) == (TOPIC_COLUMNS, PARTITION_COLUMNS)
 
 
 def test_the_access_actions_one_per_record_type() -> None:

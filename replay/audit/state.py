@@ -67,6 +67,8 @@ _STATE_INPUT = (
 _FIELDS = ("replicas", "isr", "removing_replicas", "adding_replicas", "mode")
 _MERGED = (*_FIELDS, "leader", "leader_epoch", "partition_epoch")
 
+# `state_at`'s tables, column by column (docs/audit.md names them; `image_tables` keys its rows
+# the same way).
 TOPIC_COLUMNS = (
     "topic_id",
     "topic_name",
@@ -237,30 +239,13 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
             "left_anti",
         )
     )
-    partitions = merged.select(
-        "topic_id",
-        "topic_name",
-        "namespace",
-        "partition_id",
-        *_FIELDS[:4],
-        "leader",
-        "leader_epoch",
-        "partition_epoch",
-        "mode",
-    )
+    partitions = merged.select(*PARTITION_COLUMNS)
     counts = partitions.groupBy("topic_id").agg(F.count("*").alias("partitions"))
     topic_table = (
         topics.join(counts, "topic_id", "left")
         .join(pending, "topic_id", "left")
-        .select(
-            "topic_id",
-            "topic_name",
-            "namespace",
-            F.coalesce(F.col("partitions"), F.lit(0)).alias("partitions"),
-            "pending_partition_count",
-            "pending_delete_after_ms",
-            "pending_created_ms",
-        )
+        .withColumn("partitions", F.coalesce(F.col("partitions"), F.lit(0)))
+        .select(*TOPIC_COLUMNS)
     )
     return StateTables(topics=topic_table, partitions=partitions, source=log)
 
