@@ -182,6 +182,36 @@ class Cluster:
             await asyncio.sleep(0.01)
         raise TimeoutError("no leader took writes in time")
 
+    async def converged(self, offset: int, timeout: float = 20.0) -> None:
+        """Wait until every running node's image has reached `offset`."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            nodes = self.network.nodes.values()
+            if all(n.service.image.provenance.offset >= offset for n in nodes):
+                return
+            await asyncio.sleep(0.01)
+        raise TimeoutError(
+            f"images at {[n.service.image.provenance.offset for n in self.network.nodes.values()]}"
+            f", wanted {offset}"
+        )
+
+    async def agreed(self, timeout: float = 20.0) -> None:
+        """Wait until every running node holds the same image (a node that never does fails).
+
+        A leader may change at any time (with FAST's timers a busy host lets an election timer
+        fire), and the new one appends its leader-change record: comparing with a leader fetched
+        earlier is a race.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            images = [n.service.image for n in self.network.nodes.values()]
+            if all(image == images[0] for image in images):
+                return
+            await asyncio.sleep(0.01)
+        raise TimeoutError(
+            f"images at {[n.service.image.provenance for n in self.network.nodes.values()]}"
+        )
+
 
 async def register(node: QuorumNode, broker_id: int) -> None:
     """Register a broker through `node` (the leader)."""

@@ -19,20 +19,6 @@ def _entries(node_log: object) -> list[tuple[int, int, int, object]]:
     return [(e.offset, e.epoch, e.timestamp, e.record) for e in node_log.read()]  # type: ignore[attr-defined]
 
 
-async def _converged(cluster: Cluster, offset: int, timeout: float = 10.0) -> None:
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if all(n.service.image.provenance.offset >= offset for n in cluster.network.nodes.values()):
-            return
-        await asyncio.sleep(0.01)
-    raise TimeoutError(
-        f"images at {[n.service.image.provenance.offset for n in cluster.network.nodes.values()]}"
-        f", wanted {offset}"
-    )
-
-
 async def test_three_nodes_elect_a_leader_and_replicate_committed_writes(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path)
     await cluster.start_all()
@@ -41,7 +27,7 @@ async def test_three_nodes_elect_a_leader_and_replicate_committed_writes(tmp_pat
         await register(leader, 1)
         await create_topic(leader, "orders")
         offset = leader.service.image.provenance.offset
-        await _converged(cluster, offset)
+        await cluster.converged(offset)
         images = [n.service.image for n in cluster.network.nodes.values()]
         assert all(image.topics.get_by_name("orders") is not None for image in images)
         logs = [_entries(n.log)[: offset + 1] for n in cluster.network.nodes.values()]
@@ -59,7 +45,7 @@ async def test_a_write_on_a_follower_names_the_leader(tmp_path: Path) -> None:
         leader = await cluster.leader()
         await register(leader, 1)
         follower = next(n for n in nodes if n is not leader)
-        await _converged(cluster, leader.service.image.provenance.offset)
+        await cluster.converged(leader.service.image.provenance.offset)
         with pytest.raises(ApiError) as refused:
             await create_topic(follower, "t")
         assert refused.value.error_code == ErrorCode.NOT_CONTROLLER
@@ -82,7 +68,7 @@ async def test_a_stopped_leader_hands_over_and_catches_up_when_back(tmp_path: Pa
         assert second.service.image.topics.get_by_name("a") is not None
         await create_topic(second, "b")
         back = await cluster.start(old)
-        await _converged(cluster, second.service.image.provenance.offset)
+        await cluster.converged(second.service.image.provenance.offset)
         assert back.service.image.topics.get_by_name("b") is not None
         assert not back.leading
     finally:
@@ -108,7 +94,7 @@ async def test_an_isolated_leader_loses_its_pending_write_and_the_rest_go_on(
             await pending
         assert refused.value.error_code == ErrorCode.NOT_CONTROLLER
         cluster.network.heal()
-        await _converged(cluster, new.service.image.provenance.offset)
+        await cluster.converged(new.service.image.provenance.offset)
         for node in cluster.network.nodes.values():
             assert node.service.image.topics.get_by_name("lost") is None
             assert node.service.image.topics.get_by_name("kept") is not None
@@ -136,7 +122,7 @@ async def test_all_stopped_then_a_majority_restarted_keeps_every_committed_write
         assert all(again.service.image.topics.get_by_name(f"t{i}") for i in range(5))
         await create_topic(again, "after")
         await cluster.start(3)
-        await _converged(cluster, again.service.image.provenance.offset)
+        await cluster.converged(again.service.image.provenance.offset)
         logs = [_entries(n.log) for n in cluster.network.nodes.values()]
         assert logs[0] == logs[1] == logs[2]
     finally:
@@ -153,7 +139,7 @@ async def test_a_restarted_node_starts_from_its_newest_snapshot_of_committed_sta
         await register(leader, 1)
         for i in range(4):
             await create_topic(leader, f"t{i}")
-        await _converged(cluster, leader.service.image.provenance.offset)
+        await cluster.converged(leader.service.image.provenance.offset)
         follower = next(n for n in cluster.network.nodes.values() if n is not leader)
         service = follower.service
         assert service._snapshots is not None
@@ -162,16 +148,14 @@ async def test_a_restarted_node_starts_from_its_newest_snapshot_of_committed_sta
         assert info is not None and info.offset == service.image.provenance.offset
         leader = await cluster.leader()
         await create_topic(leader, "after-the-snapshot")
-        await _converged(cluster, leader.service.image.provenance.offset)
+        await cluster.converged(leader.service.image.provenance.offset)
         node_id = follower.config.node_id
         await cluster.stop(node_id, resign=False)
         again = await cluster.start(node_id)
-        leader = await cluster.leader()
-        await _converged(cluster, leader.service.image.provenance.offset)
+        await cluster.agreed()
         snapshots = again.service._snapshots
         assert snapshots is not None and snapshots.started_from is not None
         assert snapshots.started_from.offset == info.offset
-        assert again.service.image == leader.service.image
         assert again.service.image.topics.get_by_name("after-the-snapshot")
     finally:
         await cluster.stop_all()
