@@ -16,6 +16,7 @@ from api.controller.limits import (
     check_label,
     check_text,
     clip,
+    echo,
 )
 
 
@@ -38,6 +39,18 @@ def test_a_short_value_is_quoted_whole_and_a_long_one_is_cut() -> None:
     assert clip(longer) == repr(longer)[:MAX_ECHO] + f"... ({MAX_ECHO - 1} characters)"
     assert clip(list(range(100))).endswith(f"... ({len(repr(list(range(100))))} characters)")
     assert clip(5) == "5"
+
+
+def test_a_clients_string_is_logged_as_is_only_when_printable_and_short() -> None:
+    """`echo` (the ACL and credential handlers' log lines): a printable string of up to
+    MAX_ECHO characters as is, anything else as `clip` quotes it."""
+    exact = "u" * MAX_ECHO
+    assert echo(exact) == exact
+    assert echo("") == ""
+    longer = "u" * (MAX_ECHO + 1)
+    assert echo(longer) == clip(longer) != longer
+    assert echo("User:al\nice") == repr("User:al\nice")
+    assert echo("\x1b[2J") == repr("\x1b[2J")
 
 
 def _refusal(call: object, code: ErrorCode = ErrorCode.INVALID_REQUEST) -> str:

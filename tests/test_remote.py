@@ -7,6 +7,7 @@ a server, and requires the same output, the same errors and the same exit codes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import io
 import json
@@ -401,7 +402,13 @@ def test_log_dump_follow_prints_entries_as_they_are_committed(
 def test_log_dump_follow_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """SIGINT ends a follower with exit 0, what it printed intact and nothing on stderr."""
     log_dir = tmp_path / "data" / "log"
-    with running_server(log_dir, brokers=1) as server:
+    # A suite started as a background job of a shell without job control (`nohup ... &`, the
+    # mutation runner under it) ignores SIGINT, and an ignored signal stays ignored across
+    # exec: the followers would never see the Ctrl-C. A handled one is reset to the default.
+    with contextlib.ExitStack() as stack:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        stack.callback(signal.signal, signal.SIGINT, previous)
+        server = stack.enter_context(running_server(log_dir, brokers=1))
         followers = {
             where: subprocess.Popen(
                 [sys.executable, "-m", "api.cli", *args, "log", "dump", "--follow"],
