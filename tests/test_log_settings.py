@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from metadata_log.config import MIN_SEGMENT_BYTES, LogConfig
-from metadata_log.epoch import EPOCH_NAME, bump_epoch, read_epoch
+from metadata_log.epoch import (
+    EPOCH_CHECKPOINT_NAME,
+    EPOCH_NAME,
+    EpochCheckpointDamage,
+    bump_epoch,
+    decode_epoch_checkpoint,
+    encode_epoch_checkpoint,
+    read_epoch,
+    read_epoch_checkpoint,
+)
 from metadata_log.errors import LogConfigError, LogCorruptionError, LogError, LogLockedError
 from metadata_log.lock import LOCK_NAME, DirectoryLock
 
@@ -96,6 +106,70 @@ def test_an_epoch_that_cannot_be_written_is_one_line_naming_the_file(tmp_path: P
         bump_epoch(tmp_path)
     assert "Is a directory [EISDIR]; free space or fix the disk" in str(info.value)
     assert read_epoch(tmp_path) == 0
+
+
+def test_the_epoch_cache_is_kafkas_text_format_both_ways(tmp_path: Path) -> None:
+    epochs = [(1, 0), (3, 120), (9_999_999_999_999_999_999, 9_999_999_999_999_999_999)]
+    data = encode_epoch_checkpoint(epochs)
+    assert data == b"0\n3\n1 0\n3 120\n9999999999999999999 9999999999999999999\n"
+    assert decode_epoch_checkpoint(data) == epochs
+    assert decode_epoch_checkpoint(b"0\n0\n") == []
+    # Without the final newline, or with leading zeros, it says the same.
+    assert decode_epoch_checkpoint(b"0\n2\n1 0\n3 120") == epochs[:2]
+    assert decode_epoch_checkpoint(b"0\n01\n0001 0\n") == [(1, 0)]
+    assert read_epoch_checkpoint(tmp_path) is None
+    (tmp_path / EPOCH_CHECKPOINT_NAME).write_bytes(data)
+    assert read_epoch_checkpoint(tmp_path) == epochs
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "its version line is '', not '0'"),
+        (b"\n", "its version line is '', not '0'"),
+        (b"1\n0\n", "its version line is '1', not '0'"),
+        (b"\xff\n0\n", "it is not ASCII text"),
+        (b"x" * 50 + b"\n0\n", f"its version line is {'x' * 40!r}, not '0'"),
+        (b"0\n", "its second line is not a count"),
+        (b"0", "its second line is not a count"),
+        (b"0\nx\n", "its second line is not a count"),
+        (b"0\n-1\n", "its second line is not a count"),
+        (b"0\n" + b"1" * 20 + b"\n", "its second line is not a count"),
+        (b"0\n2\n1 0\n", "it announces 2 lines but holds 1"),
+        (b"0\n0\n1 0\n", "it announces 0 lines but holds 1"),
+        (b"0\n1\n1 0\n\n", "it announces 1 lines but holds 2"),
+        (b"0\n1\n10\n", "it has a line '10', not 'epoch offset'"),
+        (b"0\n1\n1 \n", "it has a line '1 ', not 'epoch offset'"),
+        (b"0\n1\n 0\n", "it has a line ' 0', not 'epoch offset'"),
+        (b"0\n1\n1 -2\n", "it has a line '1 -2', not 'epoch offset'"),
+        (b"0\n1\n1 0 \n", "it has a line '1 0 ', not 'epoch offset'"),
+        (b"0\n1\n1 " + b"2" * 20 + b"\n", "it has a line '1 " + "2" * 20 + "', not"),
+        (b"0\n1\n1 " + b"7" * 70 + b"\n", f"it has a line {'1 ' + '7' * 58!r}, not"),
+        (b"0\n2\n1 0\n1 5\n", "its epochs or offsets do not increase ((1, 0) then (1, 5))"),
+        (b"0\n2\n1 5\n2 5\n", "its epochs or offsets do not increase ((1, 5) then (2, 5))"),
+        (b"0\n2\n2 0\n1 5\n", "its epochs or offsets do not increase ((2, 0) then (1, 5))"),
+        (b"0\n2\n1 5\n2 4\n", "its epochs or offsets do not increase ((1, 5) then (2, 4))"),
+    ],
+)
+def test_a_damaged_epoch_cache_says_why(tmp_path: Path, data: bytes, message: str) -> None:
+    with pytest.raises(EpochCheckpointDamage) as caught:
+        decode_epoch_checkpoint(data)
+    assert str(caught.value).startswith(message)
+    (tmp_path / EPOCH_CHECKPOINT_NAME).write_bytes(data)
+    with pytest.raises(EpochCheckpointDamage, match="^" + re.escape(message)):
+        read_epoch_checkpoint(tmp_path)
+
+
+def test_an_epoch_cache_over_64_mib_is_damage_without_parsing_it(tmp_path: Path) -> None:
+    """The bound is 64 MiB: a file of exactly that size is parsed, one byte more is not."""
+    path = tmp_path / EPOCH_CHECKPOINT_NAME
+    path.write_bytes(b"y" * (64 << 20))
+    with pytest.raises(EpochCheckpointDamage, match=f"^its version line is {'y' * 40!r}"):
+        read_epoch_checkpoint(tmp_path)
+    with open(path, "ab") as f:
+        f.write(b"y")
+    with pytest.raises(EpochCheckpointDamage, match=r"^it is larger than 67108864 bytes$"):
+        read_epoch_checkpoint(tmp_path)
 
 
 def test_corruption_names_the_file_byte_offset_and_repair() -> None:

@@ -478,6 +478,15 @@ REFUSED: list[tuple[str, type[ReplayError], list[Record]]] = [
         InvalidPartitionError,
         [*_change(SHRINKING, 2, mode=Mode.NONE), *_change(SHRINKING, 2, mode=Mode.READ_ONLY)],
     ),
+    (  # NONE is past the purge time: no cancel brings it back, even one in the same batch
+        "partition.mode-by-deletion",
+        InvalidPartitionError,
+        [
+            *_change(SHRINKING, 2, mode=Mode.NONE),
+            *_change(SHRINKING, 2, mode=Mode.READ_WRITE),
+            CancelTopicPartitionsDeletionRecord(topic_id=SHRINKING, partition_count=2),
+        ],
+    ),
     (
         "partition.mode-by-deletion",
         InvalidPartitionError,
