@@ -746,6 +746,7 @@ class MetadataLog:
             end=position + len(data),
             first_offset=first,
             count=total,
+            epoch=epoch,
             timestamp=timestamp,
             interval=self.config.index_interval_bytes,
         )
@@ -1012,6 +1013,7 @@ class MetadataLog:
             end=position + len(data),
             first_offset=block.first_offset,
             count=block.count,
+            epoch=block.epoch,
             timestamp=block.timestamp,
             interval=self.config.index_interval_bytes,
         )
@@ -1160,17 +1162,17 @@ class MetadataLog:
         fsync_directory(self.directory)
         for suffix in (".index", ".timeindex"):
             path.with_suffix(suffix).unlink(missing_ok=True)
-        _, _, timestamp = body_prefix(body)
+        _, epoch, timestamp = body_prefix(body)
         segment.forget_from(block.position, first)
         segment.note_block(
             position=block.position,
             end=block.position + len(framed),
             first_offset=first,
             count=keep,
+            epoch=epoch,
             timestamp=timestamp,
             interval=self.config.index_interval_bytes,
         )
-        segment.last_epoch = body_prefix(body)[1]
 
     def trim_before(self, offset: int) -> list[SegmentInfo]:
         """Remove the whole segments whose entries all lie below `offset`; the log start moves.

@@ -233,6 +233,7 @@ class Segment:
         end: int,
         first_offset: int,
         count: int,
+        epoch: int,
         timestamp: int,
         interval: int,
     ) -> None:
@@ -244,6 +245,7 @@ class Segment:
         if self.first_timestamp < 0:
             self.first_timestamp = timestamp
         self.max_timestamp = max(self.max_timestamp, timestamp)
+        self.last_epoch = epoch
         self.next_offset = first_offset + count
         self.size = end
 
@@ -332,7 +334,8 @@ class Segment:
         The CRC covers a block's entries but not its entry count, so each count is checked
         against the next block's first offset, and the last block is decoded in full.
         """
-        pending: tuple[RawBlock, int, int] | None = None  # block, first offset, timestamp
+        # block, first offset, epoch, timestamp
+        pending: tuple[RawBlock, int, int, int] | None = None
         stop: ScanProblem | None = None
         try:
             for block in self.iter_blocks(self.header.size, file_size):
@@ -347,7 +350,7 @@ class Segment:
                         first_offset=self.next_offset if pending is None else None,
                     )
                 if pending is not None:
-                    previous, first, _ = pending
+                    previous, first, _, _ = pending
                     if first + previous.count != offset:
                         return ScanProblem(
                             previous.position,
@@ -366,12 +369,11 @@ class Segment:
                         certain_damage=True,
                         first_offset=self.next_offset,
                     )
-                self.last_epoch = epoch
-                pending = (block, offset, timestamp)
+                pending = (block, offset, epoch, timestamp)
         except ScanProblem as problem:
             stop = problem
         if pending is not None:
-            block, first, _ = pending
+            block, first, _, _ = pending
             try:
                 self.decode(codec, block, self.array_schema(codec), first)
             except LogCorruptionError as exc:
@@ -388,13 +390,14 @@ class Segment:
             stop.first_offset = self.next_offset
         return stop
 
-    def _note(self, pending: tuple[RawBlock, int, int], interval: int) -> None:
-        block, first, timestamp = pending
+    def _note(self, pending: tuple[RawBlock, int, int, int], interval: int) -> None:
+        block, first, epoch, timestamp = pending
         self.note_block(
             position=block.position,
             end=block.end,
             first_offset=first,
             count=block.count,
+            epoch=epoch,
             timestamp=timestamp,
             interval=interval,
         )

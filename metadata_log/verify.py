@@ -190,6 +190,7 @@ def _check_segment(
                 end=block.end,
                 first_offset=decoded.first_offset,
                 count=block.count,
+                epoch=decoded.epochs[0],
                 timestamp=decoded.timestamps[0],
                 interval=_NO_INDEX,
             )

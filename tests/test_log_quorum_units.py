@@ -245,6 +245,25 @@ def test_a_truncation_says_what_it_removed(
     assert any("removed 3 entries (offsets 5..7)" in m for m in caplog.messages)
 
 
+def test_a_truncation_of_a_trimmed_log_keeps_its_start(tmp_path: Path) -> None:
+    """The checkpoint a cut writes first keeps the log start a trim moved past 0."""
+    directory = tmp_path / "log"
+    build(directory)
+    with opened(directory) as log:
+        start = log.segments()[1].base_offset
+        assert start > 0
+        log.trim_before(start)
+        end = log.end_offset
+        kept = list(log.read())[: end - start - 3]
+        assert log.truncate_to(end - 3) == 3
+        checkpoint = read_checkpoint(directory)
+        assert checkpoint is not None and checkpoint.log_start_offset == start
+        assert log.log_start_offset == start
+    with opened(directory) as log:
+        assert (log.log_start_offset, log.end_offset) == (start, end - 3)
+        assert list(log.read()) == kept
+
+
 def test_a_cut_inside_a_block_leaves_no_stale_index_and_no_descriptor(tmp_path: Path) -> None:
     directory = tmp_path / "log"
     build(directory, [(6, 1)] * 40)

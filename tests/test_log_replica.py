@@ -22,8 +22,16 @@ from metadata_log.errors import ReplicaBlockError
 from metadata_log.raft.log_view import LogView
 from metadata_log.replica import HEADER_SIZE, ReplicaBlock
 from metadata_log.segment import Segment
-from records import ConfigRecord, ConfigResourceType, LogEntry, RecordCodec, RecordError
+from records import (
+    ConfigRecord,
+    ConfigResourceType,
+    LogEntry,
+    RecordCodec,
+    RecordError,
+    TopicRecord,
+)
 from records.schemas import CURRENT_SCHEMAS
+from records.uuids import Uuid
 
 CONFIG = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=256)
 """Small segments (the header alone is about 9 KB) and a dense index, so a few dozen blocks
@@ -88,6 +96,22 @@ def expected_cache(entries: list[LogEntry]) -> list[tuple[int, int]]:
         if not cache or entry.epoch > cache[-1][0]:
             cache.append((entry.epoch, entry.offset))
     return cache
+
+
+def active_state(log: MetadataLog) -> tuple[object, ...]:
+    """What the log keeps in memory of its newest segment: a scan on open builds the same."""
+    s = log._segments[-1]
+    return (
+        s.base_offset,
+        s.size,
+        s.next_offset,
+        s.first_timestamp,
+        s.max_timestamp,
+        s.last_epoch,
+        s._last_indexed,
+        (list(s.offset_index.keys), list(s.offset_index.values)),
+        (list(s.time_index.keys), list(s.time_index.values)),
+    )
 
 
 _TEN = [(3, 1), (1, 1), (4, 1), (2, 2), (5, 2), (1, 4), (3, 4), (2, 4), (4, 5), (1, 7)]
@@ -484,9 +508,13 @@ def test_truncating_at_every_offset_of_a_multi_segment_log_keeps_everything_cons
                 lines = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
                 assert len(lines) == 1 and f"removed {end - offset} entries" in lines[0]
             assert log.verify().ok
+            cut_state = active_state(log)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="metadata_log"), opened(copy) as log:
             assert metadata_log_warnings(caplog) == [], offset
+            # What the cut left in memory (timestamps, epoch, index spacing of the segment cut
+            # into) is what a scan of the file finds.
+            assert active_state(log) == cut_state, offset
             assert list(log.read()) == kept
             assert log.epoch_cache() == expected_cache(kept)
             LogView.from_log(end_offset=offset, epochs=log.epoch_cache())
@@ -497,7 +525,9 @@ def test_truncating_at_every_offset_of_a_multi_segment_log_keeps_everything_cons
             assert log.epoch_cache() == [*expected_cache(kept), (epoch, offset)]
             served = log.replica_blocks(start=offset, max_bytes=1 << 20)
             assert [(b.first_offset, b.count, b.epoch) for b in served] == [(offset, 2, epoch)]
+            appended_state = active_state(log)
         with opened(copy) as log:
+            assert active_state(log) == appended_state, offset
             assert list(log.read())[:offset] == kept
             assert log.end_offset == offset + 2
             assert log.verify().ok
@@ -690,6 +720,40 @@ def test_blocks_of_a_segment_with_an_older_entry_schema_are_served_in_todays(
         assert [e.record for e in log.read()] == [record("old", 0)]
         log.write_blocks([block_of(log, 1, 1, 3)], check=True)
         assert [e.offset for e in log.read()] == [0, 1]
+        assert log.verify().ok
+
+
+def test_a_cut_to_an_empty_segment_of_an_older_schema_starts_it_over_in_todays(
+    tmp_path: Path,
+) -> None:
+    """The segment a cut leaves empty is created again in this code's schema, chained to the
+    one before it, so the next block (of a type the older schema lacks) goes into it."""
+    older = RecordCodec([s for s in CURRENT_SCHEMAS if s.name != "TopicRecord"])
+    directory = tmp_path / "log"
+    with MetadataLog.open(directory, config=CONFIG, codec=older, clock_ms=lambda: T0) as single:
+        for i in range(6):
+            single.append([record("old", i, 3000)], principal="p")
+    with opened(directory) as log:
+        old_bases = [s.base_offset for s in log.segments()]
+        assert len(old_bases) >= 3  # the last one is today's, started by the open
+        cut = old_bases[1]
+        assert log.truncate_to(cut) == 6 - cut
+        assert [s.base_offset for s in log.segments()] == old_bases[:2]
+        assert log._segments[-1].header.schema_json == log.codec.entry_schema_json
+        new = TopicRecord(name="t", topic_id=Uuid.random())
+        block = log.encode_block([([new], "p")], first_offset=cut, epoch=2, timestamp=T0 + 9)
+        log.write_blocks([block], check=True)
+        log.flush()
+        assert [s.base_offset for s in log.segments()] == old_bases[:2]
+        kept = [record("old", i, 3000) for i in range(cut)]
+        assert [e.record for e in log.read()] == [*kept, new]
+    with opened(directory, read_only=True) as log:
+        assert [e.record for e in log.read()] == [*kept, new]
+        assert log.verify().ok  # the segment started over is chained to the one before
+    with opened(directory) as log:  # and the first segment, with none before it
+        assert log.truncate_to(0) == cut + 1
+        assert [s.base_offset for s in log.segments()] == [0]
+        assert log._segments[0].header.schema_json == log.codec.entry_schema_json
         assert log.verify().ok
 
 

@@ -86,6 +86,7 @@ def test_blocks_are_indexed_every_interval_bytes(tmp_path: Path) -> None:
             end=start + position + 10,
             first_offset=first,
             count=2,
+            epoch=first,
             timestamp=timestamp,
             interval=100,
         )
@@ -93,6 +94,7 @@ def test_blocks_are_indexed_every_interval_bytes(tmp_path: Path) -> None:
     assert segment.offset_index.keys == [10, 14, 16]
     assert segment.time_index.keys == [0, 7, 7]
     assert (segment.first_timestamp, segment.max_timestamp) == (0, 7)
+    assert segment.last_epoch == 16  # the last block's
     assert (segment.next_offset, segment.size) == (18, start + 260)
 
 

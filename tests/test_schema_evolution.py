@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, cast
 
 import fastavro
+import pytest
 
 from metadata_log import MetadataLog
 from records.codec import DEFAULT_CODEC, RecordCodec
@@ -96,6 +98,38 @@ def test_an_empty_old_segment_is_started_over_with_the_new_schema(tmp_path: Path
         writer.append([*OLD_RECORDS, MoveTopicRecord(topic_id=TOPIC, namespace="")])
     assert [p.name for p in directory.glob("*.avro")] == ["00000000000000000000.avro"]
     assert len(avro_values(directory / "00000000000000000000.avro")) == 4
+
+
+def test_an_empty_old_segment_after_another_is_started_over_linked_to_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer of a newer schema rolls to an empty segment; one newer still starts it over."""
+    older = RecordCodec(
+        [s for s in CURRENT_SCHEMAS if RECORD_CLASSES.index(s.python_class) < _FIRST_NEW - 1]
+    )
+    directory = tmp_path / "log"
+    with MetadataLog.open(directory, codec=older) as log:
+        log.append(OLD_RECORDS[:1])
+    with (
+        caplog.at_level(logging.INFO, logger="metadata_log"),
+        MetadataLog.open(directory, codec=OLD_CODEC),
+    ):
+        pass  # rolls: a second segment, empty, of OLD_CODEC's schema
+    assert "the record schema changed; starting a new segment" in caplog.messages
+    second = directory / "00000000000000000001.avro"
+    assert avro_values(second) == []
+    move = MoveTopicRecord(topic_id=TOPIC, namespace="")
+    with MetadataLog.open(directory) as writer:
+        writer.append([move])
+    assert sorted(p.name for p in directory.glob("*.avro")) == [
+        "00000000000000000000.avro",
+        second.name,
+    ]
+    (value,) = avro_values(second)
+    assert value["record"][0] == "mlog.MoveTopicRecordV0"
+    with MetadataLog.open(directory, read_only=True) as reader:
+        assert [e.record for e in reader.read()] == [OLD_RECORDS[0], move]
+        assert reader.verify().ok  # the segment started over is chained to the one before
 
 
 def avro_values(path: Path) -> list[dict[str, Any]]:
