@@ -184,15 +184,13 @@ class Cluster:
 
     async def converged(self, offset: int, timeout: float = 20.0) -> None:
         """Wait until every running node's image has reached `offset`."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while asyncio.get_running_loop().time() < deadline:
-            nodes = self.network.nodes.values()
-            if all(n.service.image.provenance.offset >= offset for n in nodes):
-                return
-            await asyncio.sleep(0.01)
-        raise TimeoutError(
-            f"images at {[n.service.image.provenance.offset for n in self.network.nodes.values()]}"
-            f", wanted {offset}"
+        await self._until(
+            lambda: all(n.service.image.provenance.offset >= offset for n in self._running()),
+            timeout,
+            lambda: (
+                f"images at {[n.service.image.provenance.offset for n in self._running()]}"
+                f", wanted {offset}"
+            ),
         )
 
     async def agreed(self, timeout: float = 20.0) -> None:
@@ -202,15 +200,28 @@ class Cluster:
         fire), and the new one appends its leader-change record: comparing with a leader fetched
         earlier is a race.
         """
+
+        def same() -> bool:
+            images = [n.service.image for n in self._running()]
+            return all(image == images[0] for image in images)
+
+        await self._until(
+            same,
+            timeout,
+            lambda: f"images at {[n.service.image.provenance for n in self._running()]}",
+        )
+
+    def _running(self) -> list[QuorumNode]:
+        return list(self.network.nodes.values())
+
+    @staticmethod
+    async def _until(done: Callable[[], bool], timeout: float, state: Callable[[], str]) -> None:
         deadline = asyncio.get_running_loop().time() + timeout
         while asyncio.get_running_loop().time() < deadline:
-            images = [n.service.image for n in self.network.nodes.values()]
-            if all(image == images[0] for image in images):
+            if done():
                 return
             await asyncio.sleep(0.01)
-        raise TimeoutError(
-            f"images at {[n.service.image.provenance for n in self.network.nodes.values()]}"
-        )
+        raise TimeoutError(state())
 
 
 async def register(node: QuorumNode, broker_id: int) -> None:

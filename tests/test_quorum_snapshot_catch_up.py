@@ -64,7 +64,6 @@ async def test_a_lagging_follower_gets_the_snapshot_installs_it_and_follows(
         assert back.core.snapshot_transfers >= 1
         assert back.log.start_snapshot is not None
         assert back.log.log_start_offset == back.log.start_snapshot.offset + 1 > start
-        assert back in cluster.network.nodes.values()
         await cluster.agreed()
         await create_topic(await cluster.leader(), "after")
         await cluster.agreed()
@@ -72,7 +71,6 @@ async def test_a_lagging_follower_gets_the_snapshot_installs_it_and_follows(
         # Restarted, it starts from the snapshot its log starts after.
         await cluster.stop(lagging_id, resign=False)
         again = await cluster.start(lagging_id)
-        assert again in cluster.network.nodes.values()
         await cluster.agreed()
         assert again.core.snapshot_transfers == 0
     finally:
