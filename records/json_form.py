@@ -118,7 +118,10 @@ def _from_json(avro_type: Any, value: Any, where: str, enum: type[IntEnum] | Non
     if avro_type in _INT_BOUNDS:
         low, high = _INT_BOUNDS[avro_type]
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise RecordError(f"{where}: expected a {avro_type} in [{low}, {high}], got {value!r}")
+            article = "an" if avro_type == "int" else "a"
+            raise RecordError(
+                f"{where}: expected {article} {avro_type} in [{low}, {high}], got {value!r}"
+            )
         return value
     if avro_type == "string":
         if not isinstance(value, str):

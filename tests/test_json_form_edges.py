@@ -98,7 +98,7 @@ def test_structs_refuse_what_is_not_an_object_or_misses_a_field() -> None:
     _refused(obj, "features[0]", "name")
     obj = record_to_json(_broker())
     obj["data"]["end_points"][0]["port"] = "9092"
-    _refused(obj, "end_points[0].port", "expected a int")
+    _refused(obj, "end_points[0].port", "expected an int in [-2147483648, 2147483647]")
 
 
 def test_lists_refuse_what_is_not_a_list_and_name_the_bad_item() -> None:
