@@ -69,7 +69,8 @@ def load_image(
                     hint=(
                         "the log holds a record no controller writes (edited by hand, or "
                         "damaged); drop the batch holding it and everything after it with "
-                        f"`{REPAIR_COMMAND} {block.first_offset - 1}`"
+                        f"`{REPAIR_COMMAND} {block.first_offset - 1} --force` (its bytes are "
+                        "sound, so the cut needs --force)"
                     ),
                 )
                 raise

@@ -87,7 +87,8 @@ def test_opening_a_log_that_does_not_replay_names_offset_record_rule_and_repair(
         f"topic 't' ({T}) partition 1 already exists; a partition is created once and changed "
         "with PartitionChangeRecords; the log holds a record no controller writes (edited by "
         "hand, or damaged); drop the batch holding it and everything after it with "
-        "`mlog log truncate --after-offset 3`"
+        "`mlog log truncate --after-offset 3 --force` (its bytes are sound, so the cut needs "
+        "--force)"
     )
 
 
@@ -110,7 +111,7 @@ def test_a_duplicate_replica_is_located_at_its_own_offset(tmp_path: Path) -> Non
     ):
         load_image(log)
     assert (caught.value.offset, caught.value.rule) == (5, "partition.replicas-valid")
-    assert str(caught.value).endswith("`mlog log truncate --after-offset 4`")
+    assert "`mlog log truncate --after-offset 4 --force`" in str(caught.value)
 
 
 def test_a_batch_rule_is_checked_per_batch_and_located_at_the_record_that_broke_it(
@@ -145,7 +146,7 @@ def test_a_batch_rule_is_located_at_its_record_inside_a_longer_batch(tmp_path: P
     ):
         load_image(log)
     assert caught.value.offset == 4
-    assert str(caught.value).endswith("`mlog log truncate --after-offset 3`")
+    assert "`mlog log truncate --after-offset 3 --force`" in str(caught.value)
 
 
 def test_a_log_resumed_from_a_base_image_is_checked_too(tmp_path: Path) -> None:
@@ -229,9 +230,18 @@ def test_a_command_on_a_log_that_does_not_replay_is_a_one_line_error(
         err = capsys.readouterr().err
         assert err.count("\n") == 1, err
         assert err.startswith("mlog: error: the PartitionRecord at offset 5 breaks rule ")
-        assert err.rstrip().endswith("`mlog log truncate --after-offset 3`")
+        assert "`mlog log truncate --after-offset 3 --force`" in err
     with MetadataLog.open(tmp_path / "log", read_only=True) as log:
         assert log.end_offset == 6
+    # The command the error names repairs the log: it ends before the batch, which is kept in
+    # quarantine, and commands work again.
+    command = err.split("`")[1].split()
+    assert command[:3] == ["mlog", "log", "truncate"]
+    assert _run(tmp_path, command[1:]) == 0, capsys.readouterr().err
+    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+        assert log.end_offset == 4
+    assert [p.name for p in (tmp_path / "log" / "quarantine").iterdir()]
+    assert _run(tmp_path, ["topics", "list"]) == 0
 
 
 def test_load_image_reports_progress_and_restores_the_collector(
