@@ -2,11 +2,12 @@
 
 `alter_credentials` follows `ScramControlManager.alterCredentials`: a user named twice in one
 request (in deletions, upsertions or both) gets DUPLICATE_RESOURCE and nothing of it is
-written; each other user's deletion or upsertion is checked alone (empty name and too few or
-too many iterations, a reserved name (ANONYMOUS, `*`): UNACCEPTABLE_CREDENTIAL; an unknown mechanism: UNSUPPORTED_SASL_MECHANISM;
-deleting what does not exist: RESOURCE_NOT_FOUND). An upsertion carries the salted password,
-from which the stored and server keys are derived here; the salted password itself is never
-stored or shown. `describe_credentials` answers mechanisms and iterations only.
+written; each other user's deletion or upsertion is checked alone (empty name, a reserved
+name (ANONYMOUS, `*`), too few or too many iterations: UNACCEPTABLE_CREDENTIAL; an unknown
+mechanism: UNSUPPORTED_SASL_MECHANISM; deleting what does not exist: RESOURCE_NOT_FOUND). An
+upsertion carries the salted password, from which the stored and server keys are derived
+here; the salted password itself is never stored or shown. `describe_credentials` answers
+mechanisms and iterations only.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from api.protocol.codec import (
 from api.security.derived_keys import DerivedKeys
 from api.security.errors import AuthenticationFailed
 from api.security.plain import PlainServer
-from api.security.scram import ScramServer, StoredCredential
+from api.security.scram import DEFAULT_ITERATIONS, ScramServer, StoredCredential
 from api.security.unknown_users import FakeSalts
 from records.model import ScramMechanism
 
@@ -111,7 +111,7 @@ def mechanism_server(
 def _unknown_plain(costs: LoginCosts, mechanism: ScramMechanism, name: str) -> tuple[bytes, int]:
     salts = costs.fake_salts or _FAKE_SALTS
     iterations = costs.unknown_iterations
-    return salts.salt(mechanism, name), iterations(mechanism) if iterations else 4096
+    return salts.salt(mechanism, name), iterations(mechanism) if iterations else DEFAULT_ITERATIONS
 
 
 _FAKE_SALTS = FakeSalts()
