@@ -499,11 +499,14 @@ class MetadataServer:
         """One frame of a connection that has not logged in; False when it must close."""
         # PLAIN's check derives a key (PBKDF2, thousands of rounds): off the event loop, on
         # the login threads, a bounded number per client address. SCRAM's steps are a few
-        # HMACs: answered here.
+        # HMACs: on the default executor as before (answering them inline measured slower
+        # over TLS: bench/auth_bench.py's logins, interleaved with the code before).
         pool = self._login_pool if sasl.mechanism == "PLAIN" else None
         if isinstance(event, Request):
             if event.request.header.api_key == SASL_AUTHENTICATE_KEY and pool is not None:
                 step = await pool.run(channel.ip, functools.partial(sasl.on_request, event.request))
+            elif event.request.header.api_key == SASL_AUTHENTICATE_KEY:
+                step = await asyncio.to_thread(sasl.on_request, event.request)
             else:
                 step = sasl.on_request(event.request)
             if step.handle:
@@ -516,7 +519,7 @@ class MetadataServer:
             if pool is not None:
                 step = await pool.run(channel.ip, functools.partial(sasl.on_token, event.data))
             else:
-                step = sasl.on_token(event.data)
+                step = await asyncio.to_thread(sasl.on_token, event.data)
         elif isinstance(event, PrivateRequest):
             step = sasl.on_private(PRIVATE_APIS[event.header.api_key].name)
         elif isinstance(event, Reply):  # an ApiVersions of a version not served
