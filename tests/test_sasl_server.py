@@ -411,20 +411,25 @@ def test_a_failed_login_holds_up_no_other_connection(tmp_path: Path) -> None:
             other.close()
 
 
-def test_failed_logins_are_logged_once_each_without_secrets(
-    server: MetadataServer, caplog: pytest.LogCaptureFixture
+def test_a_failed_login_is_logged_with_its_user_name_without_secrets(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The first failure of an interval is logged at once (later ones: docs/security.md)."""
     caplog.set_level("INFO", logger="api.server")
-    raw = Raw(server.address)
-    try:
-        assert raw.answer(HandshakeV1(mechanism="PLAIN")).error_code == 0
-        raw.answer(AuthenticateV2(auth_bytes=plain_token("alice", "hunter2-wrong")))
-        assert raw.closed()
-    finally:
-        raw.close()
+    log_dir = tmp_path / "log"
+    seed_users(log_dir)
+    with running_server(log_dir, brokers=1, listeners=[SASL]) as server:
+        raw = Raw(server.address)
+        try:
+            assert raw.answer(HandshakeV1(mechanism="PLAIN")).error_code == 0
+            raw.answer(AuthenticateV2(auth_bytes=plain_token("alice", "hunter2-wrong")))
+            assert raw.closed()
+        finally:
+            raw.close()
     lines = [r.getMessage() for r in caplog.records if "failed authentication" in r.getMessage()]
     assert len(lines) == 1
     assert "127.0.0.1:" in lines[0] and "SASL_PLAINTEXT" in lines[0]
+    assert "user 'alice'" in lines[0]
     assert "hunter2" not in caplog.text
 
 
@@ -455,6 +460,7 @@ def test_kafka_python_with_a_wrong_password_fails(
 ) -> None:
     from kafka import errors as kerrors
 
+    before = server.failed_logins.total
     with pytest.raises(kerrors.KafkaError):
         KafkaAdminClient(
             bootstrap_servers=server.address,
@@ -466,9 +472,9 @@ def test_kafka_python_with_a_wrong_password_fails(
         )
     # The server answered 58 before closing (the raw tests above read it), but kafka-python
     # 3.0 drops what it read in the same poll as the close ("socket disconnected"), so whether
-    # it reports SaslAuthenticationFailedError depends on timing; the server's line does not.
-    assert "failed authentication from 127.0.0.1:" in caplog.text
-    assert SCRAM_FAILED in caplog.text
+    # it reports SaslAuthenticationFailedError depends on timing; the server's count does not
+    # (its line may be in the interval's summary: the module's server has failed logins before).
+    assert server.failed_logins.total > before
 
 
 def _confluent(

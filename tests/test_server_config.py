@@ -14,7 +14,7 @@ from api.cli.main import main
 from api.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 from api.security.properties import load_properties
 from api.server.config import (
-    SUPPORTED_MECHANISMS,
+    DEFAULT_MECHANISMS,
     ListenerConfig,
     ServerConfigError,
     TlsConfig,
@@ -72,7 +72,7 @@ def test_several_listeners_custom_names_mapped_and_advertised() -> None:
         "0.0.0.0",
     )
     assert (external.advertised_host, external.advertised_port) == ("kafka.example.com", 19094)
-    assert external.sasl_mechanisms == SUPPORTED_MECHANISMS
+    assert external.sasl_mechanisms == DEFAULT_MECHANISMS == ("SCRAM-SHA-256", "SCRAM-SHA-512")
     assert external.tls == TlsConfig(keystore_location=Path("/etc/mlog/server.pem"))
     assert (local.host, local.port, local.security_protocol) == ("::1", 9095, "SASL_PLAINTEXT")
     assert local.tls is None

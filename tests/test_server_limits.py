@@ -291,27 +291,32 @@ def test_connections_over_max_connections_are_closed(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------- request bytes
 
 
-def test_a_frame_claiming_a_huge_size_counts_against_queued_max_request_bytes(
+def test_a_claimed_size_costs_nothing_and_a_connection_over_the_pool_waits_unclosed(
     tmp_path: Path,
 ) -> None:
+    """Bytes count as they arrive; past queued.max.request.bytes a connection waits (issue #31)."""
     mib = 1024 * 1024
     limits = ServerLimits(queued_max_request_bytes=2 * mib)
-    with running_server(tmp_path / "log", limits=limits, max_request_bytes=mib) as server:
-        first = _connect(server)
-        first.sendall(struct.pack(">i", mib) + bytes(100))  # 100 bytes of a claimed 1 MiB
-        assert _until(lambda: server.queued_request_bytes >= mib)
-        # A small request still fits beside it.
+    with running_server(tmp_path / "log", limits=limits, max_request_bytes=2 * mib) as server:
+        claimer = _connect(server)
+        claimer.sendall(struct.pack(">i", 2 * mib - 4) + bytes(100))  # 100 bytes of 2 MiB
+        assert _until(lambda: server.queued_request_bytes == 104)  # the claim itself is free
+        filler = _connect(server)  # real bytes up to the pool's capacity, exactly
+        filler.sendall(struct.pack(">i", 2 * mib - 4) + bytes(2 * mib - 108))
+        assert _until(lambda: server.queued_request_bytes == 2 * mib)
         small = _connect(server)
-        _ask(small, _api_versions(1), 1)
-        second = _connect(server)
-        second.sendall(struct.pack(">i", mib) + bytes(100))  # 2 MiB claimed in all: over
-        assert _closed_by_server(second)
-        assert server.limit_closes == {"queued.max.request.bytes": 1}
-        _ask(small, _api_versions(2), 2)
-        first.close()
-        assert _until(lambda: server.queued_request_bytes == 0)
-        for sock in (small, second):
+        _ask(small, _api_versions(1), 1)  # read before the pool was found full: answered
+        small.sendall(_api_versions(2))  # now it waits, unread, and is not closed
+        small.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            small.recv(1)
+        small.settimeout(WAIT)
+        claimer.close()  # memory released: the waiting connection is read and answered
+        assert _answer_id(small) == 2
+        assert server.limit_closes == {}
+        for sock in (small, filler):
             sock.close()
+        assert _until(lambda: server.queued_request_bytes == 0)
 
 
 # ---------------------------------------------------------------------------------- parts
@@ -325,6 +330,22 @@ def test_request_memory_refuses_growth_past_its_capacity_and_always_takes_shrink
     assert memory.change(0, 40)
     assert memory.change(60, 10)
     assert memory.used == 50
+
+
+def test_request_memory_holds_what_arrived_and_wakes_waiters_in_order_on_release() -> None:
+    memory = RequestMemory(100)
+    woken: list[str] = []
+    assert memory.hold(0, 100)  # exactly full is within
+    assert not memory.hold(0, 30)  # counted all the same: the bytes are in memory
+    assert memory.used == 130
+    memory.wait(lambda: woken.append("a"))
+    memory.wait(lambda: woken.append("b"))
+    assert memory.hold(30, 0) is True and woken == []  # back at the capacity: no room yet
+    memory.hold(100, 99)
+    assert woken == ["a"]  # one byte of room wakes one waiter (at least one)
+    memory.hold(99, 0)
+    assert woken == ["a", "b"]
+    assert memory.waiting == 0
 
 
 def test_connection_counts_by_address() -> None:

@@ -2,11 +2,12 @@
 
 `alter_credentials` follows `ScramControlManager.alterCredentials`: a user named twice in one
 request (in deletions, upsertions or both) gets DUPLICATE_RESOURCE and nothing of it is
-written; each other user's deletion or upsertion is checked alone (empty name and too few or
-too many iterations: UNACCEPTABLE_CREDENTIAL; an unknown mechanism: UNSUPPORTED_SASL_MECHANISM;
-deleting what does not exist: RESOURCE_NOT_FOUND). An upsertion carries the salted password,
-from which the stored and server keys are derived here; the salted password itself is never
-stored or shown. `describe_credentials` answers mechanisms and iterations only.
+written; each other user's deletion or upsertion is checked alone (empty name, a reserved
+name (ANONYMOUS, `*`), too few or too many iterations: UNACCEPTABLE_CREDENTIAL; an unknown
+mechanism: UNSUPPORTED_SASL_MECHANISM; deleting what does not exist: RESOURCE_NOT_FOUND). An
+upsertion carries the salted password, from which the stored and server keys are derived
+here; the salted password itself is never stored or shown. `describe_credentials` answers
+mechanisms and iterations only.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from replay.image import MetadataImage
 
 MAX_USER_NAME_LENGTH = 995
 """Characters of a SCRAM user name: `User:` and the name fit an ACL's principal (1000)."""
+
+RESERVED_USER_NAMES = frozenset({"ANONYMOUS", "*"})
+"""Names no credential may be created for: the unauthenticated principal and the ACL wildcard."""
 
 MAX_SALT_BYTES = 1024
 """Bytes of a salt: far above the 16 to 64 bytes clients draw."""
@@ -76,6 +80,10 @@ def _upsertion_record(upsertion: ScramUpsertion) -> UserScramCredentialRecord:
     )
 
     mechanism = _mechanism(upsertion.name, upsertion.mechanism)
+    if upsertion.name in RESERVED_USER_NAMES:
+        # `User:ANONYMOUS` is every unauthenticated client and `User:*` every principal in an
+        # ACL: a login as either would take what is granted to all of them.
+        raise _unacceptable(f"The user name {upsertion.name} is reserved; choose another")
     if upsertion.iterations < MIN_ITERATIONS:
         raise _unacceptable(f"Too few iterations: at least {MIN_ITERATIONS}")
     if upsertion.iterations > MAX_ITERATIONS:

@@ -186,7 +186,13 @@ class ScramServer:
         *,
         server_nonce: str | None = None,
         fake_salt_key: bytes | None = None,
+        unknown_iterations: Callable[[], int] | None = None,
     ) -> None:
+        """A login's server side; `unknown_iterations` is the count an unknown user is told.
+
+        The one most real users have (`unknown_users.TypicalIterations`), so the count does not
+        tell whether a user exists; DEFAULT_ITERATIONS without it.
+        """
         hash_name(mechanism)
         if server_nonce is not None and not printable(server_nonce):
             raise ValueError("a server nonce must be printable ASCII without commas")
@@ -194,6 +200,9 @@ class ScramServer:
         self._lookup = lookup
         self._server_nonce = server_nonce
         self._fake_salt_key = _FAKE_SALT_KEY if fake_salt_key is None else fake_salt_key
+        self._unknown_iterations = unknown_iterations
+        self.attempted_username: str | None = None
+        """The user name the client gave (for the log of a failed login), once parsed."""
         self._state = _State.FIRST
         self.username: str | None = None
         """The authenticated user name, once `final` succeeded; None before."""
@@ -233,6 +242,7 @@ class ScramServer:
             first = parse_client_first(client_first)
         except ValueError as exc:
             raise self._malformed("client-first message", str(exc)) from None
+        self.attempted_username = first.username
         if _TOKEN_AUTH in first.extensions:
             self._state = _State.FAILED
             raise AuthenticationFailed(
@@ -252,10 +262,11 @@ class ScramServer:
             self.mechanism.mechanism_name.encode() + b"\x00" + first.username.encode("utf-8"),
         )[:32]
         credential = self._lookup(first.username)
+        unknown = DEFAULT_ITERATIONS
+        if credential is None and self._unknown_iterations is not None:
+            unknown = self._unknown_iterations()
         salt, iterations = (
-            (fake_salt, DEFAULT_ITERATIONS)
-            if credential is None
-            else (credential.salt, credential.iterations)
+            (fake_salt, unknown) if credential is None else (credential.salt, credential.iterations)
         )
         server_nonce = self._server_nonce or secrets.token_urlsafe(24)
         self._first = first
