@@ -192,7 +192,24 @@ judged the same verdicts directly: tail.py 15.8%, verify.py 73.6%, schema_check.
 
 TARGETS: dict[str, tuple[str, ...]] = {
     # replay/
-    "replay/delta.py": (*_REPLAY_TESTS, "tests/test_namespaces.py", "tests/test_client_writes.py"),
+    **{
+        f"replay/delta/{name}.py": (
+            *_REPLAY_TESTS,
+            "tests/test_namespaces.py",
+            "tests/test_client_writes.py",
+        )
+        for name in (
+            "metadata",
+            "features",
+            "cluster",
+            "namespaces",
+            "topics",
+            "configs",
+            "acls",
+            "scram",
+            "client_writes",
+        )
+    },
     "replay/rules.py": _REPLAY_TESTS,
     "replay/errors.py": (*_REPLAY_TESTS, "tests/test_timetravel_trimmed.py"),
     "replay/image.py": (
