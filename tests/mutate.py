@@ -340,10 +340,10 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_log_replica.py",
     ),
     "metadata_log/raft/log_view.py": (*_RAFT_TESTS, "tests/test_log_replica.py"),
-    # api/controller/
-    "api/controller/placement.py": ("tests/test_placement.py",),
+    # replay/controller/
+    "replay/controller/placement.py": ("tests/test_placement.py",),
     **{
-        f"api/controller/{name}.py": _CONTROLLER_TESTS
+        f"replay/controller/{name}.py": _CONTROLLER_TESTS
         for name in (
             "topics",
             "brokers",
@@ -363,11 +363,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
     # test of _CONTROLLER_TESTS imports them); and the controller's front (commands,
     # Controller) that every write goes through.
     **{
-        f"api/controller/{name}.py": _SECURITY_TESTS
+        f"replay/controller/{name}.py": _SECURITY_TESTS
         for name in ("acl_index", "acls", "authorizer", "credentials")
     },
-    "api/controller/commands.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS),
-    "api/controller/controller.py": (
+    "replay/controller/commands.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS),
+    "replay/controller/controller.py": (
         *_SECURITY_TESTS,
         *_CONTROLLER_TESTS,
         "tests/test_controller_front.py",

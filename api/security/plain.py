@@ -12,14 +12,10 @@ import hmac
 from collections.abc import Callable
 
 from api.security.errors import AuthenticationFailed
-from api.security.scram import (
-    DEFAULT_ITERATIONS,
-    StoredCredential,
-    h,
-    hmac_of,
-    salted_password,
-)
+from api.security.scram import StoredCredential
 from records.model import ScramMechanism
+from replay.security.scram_keys import h, hmac_of, salted_password
+from replay.security.scram_rules import DEFAULT_ITERATIONS
 
 MECHANISM_NAME = "PLAIN"
 
