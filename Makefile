@@ -64,7 +64,7 @@ bench: $(STAMP_TEST)
 	$(PY) bench/cli_bench.py
 
 # Mutation testing (docs/testing.md): each module's mutants against the tests that exercise it,
-# one module at a time, at low priority. `make mutate MODULES=replay/delta.py` for one module;
+# one module at a time, at low priority. `make mutate MODULES=replay/delta/topics.py` for one module;
 # `make mutate MODULES=... AGAIN=1` runs only the survivors of each module's last report;
 # `JOBS=2` runs two mutants at once (one per core). A run cut short resumes where it stopped.
 MODULES ?=

@@ -46,9 +46,6 @@ from immutables import Map
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.controller.acl_index import AclIndex
-from api.controller.authorizer import CLUSTER_NAME, Authorizer, AuthorizerConfig, namespace_chain
-from api.controller.commands import ControllerResult, RegisterBroker
 from api.server.server import MetadataServer
 from api.service.service import MetadataService
 from records.model import (
@@ -59,6 +56,9 @@ from records.model import (
     ResourceType,
 )
 from records.uuids import Uuid
+from replay.controller.acl_index import AclIndex
+from replay.controller.authorizer import CLUSTER_NAME, Authorizer, AuthorizerConfig, namespace_chain
+from replay.controller.commands import ControllerResult, RegisterBroker
 from replay.image import AclsImage, MetadataImage
 
 Op = AclOperation

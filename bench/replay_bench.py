@@ -39,8 +39,6 @@ import fastavro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.controller.commands import CreatableTopic, RegisterBroker
-from api.controller.controller import Controller
 from api.service.service import MetadataService
 from metadata_log import MetadataLog
 from records import (
@@ -52,6 +50,8 @@ from records import (
     Uuid,
 )
 from records.codec import DEFAULT_CODEC
+from replay.controller.commands import CreatableTopic, RegisterBroker
+from replay.controller.controller import Controller
 from replay.loader import load_image
 
 BROKERS = 6

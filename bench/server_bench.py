@@ -51,11 +51,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.controller.commands import CreatableTopic, RegisterBroker, TopicRef
 from api.protocol import codec
 from api.service.service import MetadataService
 from metadata_log import MetadataLog
 from records import RemoveTopicRecord, TopicRecord
+from replay.controller.commands import CreatableTopic, RegisterBroker, TopicRef
 
 
 @dataclass

@@ -42,10 +42,10 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.controller.config_defs import CLUSTER_CONFIGS
 from api.service.snapshots import MAX_BYTES_KEY
 from metadata_log import MetadataLog
 from records import PartitionRecord, Record, RemoveTopicRecord, TopicRecord, Uuid
+from replay.controller.config_defs import CLUSTER_CONFIGS
 from replay.delta import MetadataDelta, replay_records
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 from replay.loader import load_image

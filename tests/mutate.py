@@ -192,7 +192,24 @@ judged the same verdicts directly: tail.py 15.8%, verify.py 73.6%, schema_check.
 
 TARGETS: dict[str, tuple[str, ...]] = {
     # replay/
-    "replay/delta.py": (*_REPLAY_TESTS, "tests/test_namespaces.py", "tests/test_client_writes.py"),
+    **{
+        f"replay/delta/{name}.py": (
+            *_REPLAY_TESTS,
+            "tests/test_namespaces.py",
+            "tests/test_client_writes.py",
+        )
+        for name in (
+            "metadata",
+            "features",
+            "cluster",
+            "namespaces",
+            "topics",
+            "configs",
+            "acls",
+            "scram",
+            "client_writes",
+        )
+    },
     "replay/rules.py": _REPLAY_TESTS,
     "replay/errors.py": (*_REPLAY_TESTS, "tests/test_timetravel_trimmed.py"),
     "replay/image.py": (
@@ -323,10 +340,10 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_log_replica.py",
     ),
     "metadata_log/raft/log_view.py": (*_RAFT_TESTS, "tests/test_log_replica.py"),
-    # api/controller/
-    "api/controller/placement.py": ("tests/test_placement.py",),
+    # replay/controller/
+    "replay/controller/placement.py": ("tests/test_placement.py",),
     **{
-        f"api/controller/{name}.py": _CONTROLLER_TESTS
+        f"replay/controller/{name}.py": _CONTROLLER_TESTS
         for name in (
             "topics",
             "brokers",
@@ -346,11 +363,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
     # test of _CONTROLLER_TESTS imports them); and the controller's front (commands,
     # Controller) that every write goes through.
     **{
-        f"api/controller/{name}.py": _SECURITY_TESTS
+        f"replay/controller/{name}.py": _SECURITY_TESTS
         for name in ("acl_index", "acls", "authorizer", "credentials")
     },
-    "api/controller/commands.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS),
-    "api/controller/controller.py": (
+    "replay/controller/commands.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS),
+    "replay/controller/controller.py": (
         *_SECURITY_TESTS,
         *_CONTROLLER_TESTS,
         "tests/test_controller_front.py",

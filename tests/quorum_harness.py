@@ -13,13 +13,13 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from api.controller.commands import CreatableTopic, RegisterBroker
-from api.controller.controller import Controller
 from api.service.quorum import QuorumNode, ReplicatedService
 from metadata_log.config import LogConfig
 from metadata_log.raft.config import QuorumConfig, VoterAddress
 from metadata_log.raft.messages import Message
 from metadata_log.raft.quorum_state import QuorumState, write_quorum_state
+from replay.controller.commands import CreatableTopic, RegisterBroker
+from replay.controller.controller import Controller
 
 FAST = {
     "election_timeout_ms": 150,

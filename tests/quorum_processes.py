@@ -24,10 +24,10 @@ from pathlib import Path
 from tcp_proxy import Proxy, ProxyLoop
 
 from api.client import AdminClient
-from api.controller.commands import CreatableTopic, RegisterBroker
 from api.security.client_config import ClientSecurity
 from metadata_log import MetadataLog
 from records import TopicRecord
+from replay.controller.commands import CreatableTopic, RegisterBroker
 
 PROJECT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Random but valid sequences of metadata record batches, for replay and snapshot tests.
 
-Every batch is one the controller could write (api/controller): a broker fenced, shut down or
+Every batch is one the controller could write (replay/controller): a broker fenced, shut down or
 unregistered moves leadership off it and drops it from ISRs (keeping the last member), an
 elected leader is live, a reassignment writes Kafka's start and completing changes, modes move
 only under a pending partition deletion. Replay refuses anything else, so the generator keeps

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import api.server.server
-from api.controller.commands import RegisterBroker
 from api.protocol import codec
 from api.server.server import MetadataServer
 from api.service.service import MetadataService
+from replay.controller.commands import RegisterBroker
 
 
 def _checked_encode(correlation_id: int, body: Any) -> bytes:

@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from api.controller.commands import CreatableTopic, RegisterBroker
 from api.service.service import MetadataService
 from api.service.snapshots import Snapshotter
+from replay.controller.commands import CreatableTopic, RegisterBroker
 from replay.sql.store import SnapshotStore
 
 written = 0

@@ -45,20 +45,8 @@ from kafka.admin import (
 from server_thread import running_server
 
 from api.client import AdminClient as OurClient
-from api.controller.acls import MAX_NAME_LENGTH, MAX_RECORDS_PER_REQUEST
-from api.controller.authorizer import Authorizer, AuthorizerConfig
-from api.controller.commands import (
-    AclBinding,
-    AclFilter,
-    ScramDeletion,
-    ScramUpsertion,
-)
-from api.controller.controller import Controller
-from api.controller.credentials import MAX_USER_NAME_LENGTH
-from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.connection import Connection, Request
-from api.security.scram import new_credential, salted_password
 from api.server.kafka.base import Listener, Session
 from api.server.kafka.dispatch import KafkaApis
 from api.server.server import MetadataServer
@@ -77,8 +65,20 @@ from records.model import (
 )
 from records.model import ResourceType as Rt
 from records.uuids import Uuid
+from replay.controller.acls import MAX_NAME_LENGTH, MAX_RECORDS_PER_REQUEST
+from replay.controller.authorizer import Authorizer, AuthorizerConfig
+from replay.controller.commands import (
+    AclBinding,
+    AclFilter,
+    ScramDeletion,
+    ScramUpsertion,
+)
+from replay.controller.controller import Controller
+from replay.controller.credentials import MAX_USER_NAME_LENGTH
+from replay.controller.errors import ApiError, ErrorCode, StorageError
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
+from replay.security.scram_keys import new_credential, salted_password
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

@@ -28,23 +28,6 @@ from server_thread import running_server
 
 from api.client.admin import AdminClient
 from api.client.connection import RemoteError
-from api.controller.authorizer import CLUSTER_NAME, Authorizer, AuthorizerConfig
-from api.controller.commands import (
-    AlterConfig,
-    AlterConfigOp,
-    BrokerAction,
-    CancelPartitionDeletion,
-    ConfigResource,
-    ControllerResult,
-    CreatableTopic,
-    CreateNamespace,
-    DeleteNamespace,
-    DeletePartitionsTopic,
-    MoveTopic,
-    RegisterBroker,
-    TopicRef,
-)
-from api.controller.errors import ApiError, ErrorCode
 from api.protocol import codec, private
 from api.protocol.connection import Connection, Request
 from api.server.kafka.base import Listener, Session
@@ -61,7 +44,23 @@ from records.model import (
     ResourceType,
 )
 from records.uuids import Uuid
-from replay.timetravel import Entity
+from replay.controller.authorizer import CLUSTER_NAME, Authorizer, AuthorizerConfig
+from replay.controller.commands import (
+    AlterConfig,
+    AlterConfigOp,
+    BrokerAction,
+    CancelPartitionDeletion,
+    ConfigResource,
+    ControllerResult,
+    CreatableTopic,
+    CreateNamespace,
+    DeleteNamespace,
+    DeletePartitionsTopic,
+    MoveTopic,
+    RegisterBroker,
+    TopicRef,
+)
+from replay.controller.errors import ApiError, ErrorCode
 
 Op = AclOperation
 TOPIC, NAMESPACE, CLUSTER = ResourceType.TOPIC, ResourceType.NAMESPACE, ResourceType.CLUSTER
@@ -812,7 +811,7 @@ def test_log_and_time_travel_reads_need_describe_on_the_cluster(cluster: Cluster
     reads = [
         (c.private.fetch_log, private.FetchLog(offset=0, max_wait_ms=0)),
         (c.private.image_at, private.ImageAt()),
-        (c.private.history, private.History(entity=Entity(topic="t"))),
+        (c.private.history, private.History(entity=private.Entity(topic="t"))),
     ]
     for handler, request in reads:
         with pytest.raises(ApiError) as refused:

@@ -18,14 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from immutables import Map
 
-from api.controller.acl_index import CONCRETE_OPERATIONS, AclIndex
-from api.controller.authorizer import (
-    CLUSTER_NAME,
-    TOPIC_OPERATIONS,
-    Authorizer,
-    AuthorizerConfig,
-    namespace_chain,
-)
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -34,6 +26,14 @@ from records.model import (
     ResourceType,
 )
 from records.uuids import Uuid
+from replay.controller.acl_index import CONCRETE_OPERATIONS, AclIndex
+from replay.controller.authorizer import (
+    CLUSTER_NAME,
+    TOPIC_OPERATIONS,
+    Authorizer,
+    AuthorizerConfig,
+    namespace_chain,
+)
 from replay.image import AclsImage, MetadataImage
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY

@@ -19,8 +19,6 @@ import pytest
 from server_thread import running_server
 
 from api.cli.main import main
-from api.controller.authorizer import AuthorizerConfig
-from api.security.scram import new_credential
 from metadata_log.log import MetadataLog
 from records.model import (
     AccessControlEntryRecord,
@@ -32,6 +30,8 @@ from records.model import (
     ScramMechanism,
     UserScramCredentialRecord,
 )
+from replay.controller.authorizer import AuthorizerConfig
+from replay.security.scram_keys import new_credential
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

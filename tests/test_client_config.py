@@ -20,8 +20,9 @@ from api.security.errors import SaslClientError, SecurityConfigError
 from api.security.jaas import PLAIN_MODULE, SCRAM_MODULE, parse_jaas
 from api.security.properties import parse_properties
 from api.security.sasl_client import SaslClient
-from api.security.scram import ScramServer, new_credential
+from api.security.scram import ScramServer
 from records.model import ScramMechanism
+from replay.security.scram_keys import new_credential
 
 
 def security(text: str) -> ClientSecurity:

@@ -155,7 +155,7 @@ async def test_admin_client_over_sasl_ssl(server: MetadataServer, pki: Pki, mech
         }
     )
     async with await AdminClient.connect(address(server, "EXTERNAL"), security=security) as client:
-        from api.controller.commands import CreatableTopic
+        from replay.controller.commands import CreatableTopic
 
         topic = f"tls-{mechanism.lower()}"
         (result,) = await client.create_topics([CreatableTopic(name=topic, num_partitions=1)])
@@ -173,7 +173,7 @@ async def test_admin_client_over_ssl_with_a_certificate(server: MetadataServer, 
         }
     )
     async with await AdminClient.connect(address(server, "SERVICES"), security=security) as client:
-        from api.controller.commands import CreatableTopic
+        from replay.controller.commands import CreatableTopic
 
         (result,) = await client.create_topics([CreatableTopic(name="by-cert", num_partitions=1)])
         assert result.outcome.ok

@@ -31,9 +31,11 @@ from api.security.client_config import ClientSecurity, SecurityProtocol, client_
 from api.security.errors import AuthenticationFailed
 from api.security.plain import PlainServer
 from api.security.principal import PrincipalMapper
-from api.security.scram import ScramCredential, ScramServer, mechanism_by_name, new_credential
+from api.security.scram import ScramServer
 from api.security.tls import server_context
 from records.model import ScramMechanism
+from replay.security.scram_keys import ScramCredential, new_credential
+from replay.security.scram_rules import mechanism_by_name
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

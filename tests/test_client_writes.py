@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 from sql_backends import database_url, postgres_server, postgres_url
 
-from api.controller.commands import CreatableTopic, RegisterBroker
-from api.controller.errors import ApiError, ErrorCode
 from api.protocol.codec import RequestHeader
 from api.server.write_ids import pending_write
 from api.service.client_writes import CURRENT_WRITE, PendingWrite
@@ -19,6 +17,8 @@ from api.service.service import MetadataService
 from metadata_log import MetadataLog
 from records.model import ClientWriteRecord, TopicRecord
 from records.uuids import Uuid
+from replay.controller.commands import CreatableTopic, RegisterBroker
+from replay.controller.errors import ApiError, ErrorCode
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, ClientWritesImage, Provenance
 from replay.loader import load_image

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from api.controller.config_defs import (
+from replay.controller.config_defs import (
     CLUSTER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigSource,
@@ -18,7 +18,7 @@ from api.controller.config_defs import (
     validate_cluster_config,
     validate_topic_config,
 )
-from api.controller.config_values import InvalidConfigError
+from replay.controller.config_values import InvalidConfigError
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.controller.config_defs import (
+from replay.controller.config_defs import (
     CLUSTER_CONFIGS,
     TOPIC_CONFIGS,
     cluster_bool,
@@ -14,7 +14,7 @@ from api.controller.config_defs import (
     validate_cluster_config,
     validate_topic_config,
 )
-from api.controller.config_values import ConfigType, InvalidConfigError
+from replay.controller.config_values import ConfigType, InvalidConfigError
 
 TOPIC_MINIMA = {
     "delete.retention.ms": 0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.controller.config_values import (
+from replay.controller.config_values import (
     LONG_MAX,
     ConfigDef,
     ConfigType,

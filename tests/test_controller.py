@@ -10,7 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from api.controller.commands import (
+from api.service.service import MetadataService
+from records.model import (
+    ConfigResourceType,
+    Mode,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from records.uuids import Uuid
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     BrokerAction,
@@ -26,15 +36,15 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.config_defs import ConfigSource
-from api.controller.controller import Controller, ControllerOptions
-from api.controller.errors import (
+from replay.controller.config_defs import ConfigSource
+from replay.controller.controller import Controller, ControllerOptions
+from replay.controller.errors import (
     ApiError,
     ErrorCode,
     IllegalStateTransitionError,
     StorageError,
 )
-from api.controller.states import (
+from replay.controller.states import (
     PARTITION_DELETION,
     REPLICA_DELETION,
     PartitionState,
@@ -43,16 +53,6 @@ from api.controller.states import (
     check_replica_path,
     partition_state,
 )
-from api.service.service import MetadataService
-from records.model import (
-    ConfigResourceType,
-    Mode,
-    PartitionChangeRecord,
-    PartitionRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-)
-from records.uuids import Uuid
 from replay.image import MetadataImage
 
 

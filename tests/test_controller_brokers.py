@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from api.controller.commands import (
+from api.service.service import MetadataService
+from records.model import NO_LEADER, BrokerEndpoint, PartitionRecord
+from replay.controller.commands import (
     BrokerAction,
     BrokerResult,
     CreatableTopic,
     RegisterBroker,
 )
-from api.controller.controller import Controller, ControllerOptions
-from api.controller.errors import ApiError, ErrorCode
-from api.service.service import MetadataService
-from records.model import NO_LEADER, BrokerEndpoint, PartitionRecord
+from replay.controller.controller import Controller, ControllerOptions
+from replay.controller.errors import ApiError, ErrorCode
 
 
 @pytest.fixture

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from api.controller.commands import (
+from api.service.service import MetadataService
+from records.model import ConfigResourceType
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     ConfigResource,
     CreatableTopic,
     RegisterBroker,
 )
-from api.controller.config_defs import ConfigSource
-from api.controller.controller import Controller, ControllerOptions
-from api.controller.errors import ApiError, ErrorCode
-from api.service.service import MetadataService
-from records.model import ConfigResourceType
+from replay.controller.config_defs import ConfigSource
+from replay.controller.controller import Controller, ControllerOptions
+from replay.controller.errors import ApiError, ErrorCode
 
 BROKER = ConfigResourceType.BROKER
 TOPIC = ConfigResourceType.TOPIC

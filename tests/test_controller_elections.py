@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from api.controller.commands import (
+from api.service.service import MetadataService
+from records.model import NO_LEADER, PartitionChangeRecord, PartitionRecord
+from replay.controller.commands import (
     BrokerAction,
     ControllerResult,
     CreatableTopic,
@@ -19,10 +21,8 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.controller import Controller, ControllerOptions
-from api.controller.errors import ErrorCode
-from api.service.service import MetadataService
-from records.model import NO_LEADER, PartitionChangeRecord, PartitionRecord
+from replay.controller.controller import Controller, ControllerOptions
+from replay.controller.errors import ErrorCode
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.controller.errors import (
+from records.errors import MetadataLogError
+from replay.controller.errors import (
     MAX_MESSAGE,
     ApiError,
     ErrorCode,
@@ -12,7 +13,6 @@ from api.controller.errors import (
     StorageError,
     shorten,
 )
-from records.errors import MetadataLogError
 
 KAFKA_ERROR_CODES = {
     "UNKNOWN_SERVER_ERROR": -1,

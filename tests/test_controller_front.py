@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from api.controller.commands import (
+from records.model import ConfigResourceType
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     ConfigResource,
@@ -19,8 +20,7 @@ from api.controller.commands import (
     RegisterBroker,
     TopicRef,
 )
-from api.controller.controller import Controller
-from records.model import ConfigResourceType
+from replay.controller.controller import Controller
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 

@@ -1,11 +1,11 @@
-"""The field limits every command checks before it makes a record (api/controller/limits.py)."""
+"""The field limits every command checks before it makes a record (replay/controller/limits.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.limits import (
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.limits import (
     INT16_MAX,
     INT32_MAX,
     INT32_MIN,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from api.controller.commands import TopicRef
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.names import (
+from records.model import NamespaceRecord, PartitionRecord, Record, TopicRecord
+from records.uuids import Uuid
+from replay.controller.commands import TopicRef
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.names import (
     CLUSTER_METADATA_TOPIC,
     colliding_name,
     is_internal_topic,
@@ -17,9 +19,7 @@ from api.controller.names import (
     unify_collision_chars,
     validate_topic_name,
 )
-from api.controller.namespaces import validate_namespace_name
-from records.model import NamespaceRecord, PartitionRecord, Record, TopicRecord
-from records.uuids import Uuid
+from replay.controller.namespaces import validate_namespace_name
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage
 from replay.rules import MAX_NAME_LENGTH

@@ -6,16 +6,6 @@ import dataclasses
 
 import pytest
 
-from api.controller.errors import IllegalStateTransitionError
-from api.controller.states import (
-    PartitionState,
-    ReplicaState,
-    check_change,
-    checked_change,
-    is_live,
-    partition_state,
-    replica_state,
-)
 from records.model import (
     BrokerRegistrationChangeRecord,
     ControlledShutdownChange,
@@ -27,6 +17,16 @@ from records.model import (
     RegisterBrokerRecord,
 )
 from records.uuids import Uuid
+from replay.controller.errors import IllegalStateTransitionError
+from replay.controller.states import (
+    PartitionState,
+    ReplicaState,
+    check_change,
+    checked_change,
+    is_live,
+    partition_state,
+    replica_state,
+)
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, ClusterImage
 

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from api.controller.commands import (
+from api.service.service import MetadataService
+from records.uuids import Uuid
+from replay.controller.commands import (
     BrokerAction,
     CreatableTopic,
     CreatePartitionsTopic,
     RegisterBroker,
     TopicRef,
 )
-from api.controller.controller import Controller, ControllerOptions
-from api.controller.errors import ErrorCode
-from api.controller.topics import MAX_PARTITIONS_PER_REQUEST
-from api.service.service import MetadataService
-from records.uuids import Uuid
+from replay.controller.controller import Controller, ControllerOptions
+from replay.controller.errors import ErrorCode
+from replay.controller.topics import MAX_PARTITIONS_PER_REQUEST
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from server_process import serve_process
 
 from api.cli.main import main
 from api.client import AdminClient
-from api.controller.commands import CreatableTopic
-from api.controller.errors import ErrorCode
 from metadata_log.log import MetadataLog
 from records import TopicRecord
+from replay.controller.commands import CreatableTopic
+from replay.controller.errors import ErrorCode
 
 
 @pytest.fixture

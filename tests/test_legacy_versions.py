@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from api.controller.authorizer import STANDARD_AUTHORIZER
-from api.controller.commands import AlterConfig, AlterConfigOp, ConfigResource, RegisterBroker
-from api.controller.commands import CreatableTopic as Creatable
 from api.protocol import codec
 from api.protocol.connection import Connection, Request
 from api.server.kafka.base import Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.service.service import MetadataService
 from records.model import ConfigResourceType
+from replay.controller.authorizer import STANDARD_AUTHORIZER
+from replay.controller.commands import AlterConfig, AlterConfigOp, ConfigResource, RegisterBroker
+from replay.controller.commands import CreatableTopic as Creatable
 
 CORRELATION = 0x01020304
 

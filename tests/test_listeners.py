@@ -35,12 +35,12 @@ from server_process import _address, serve_process
 from server_thread import running_server
 from test_sasl_server import USERS, Raw, _created_by, seed_users
 
-from api.controller.authorizer import STANDARD_AUTHORIZER
 from api.security.plain import plain_token
 from api.server.config import ListenerConfig, TlsConfig
 from api.server.limits import ServerLimits
 from api.server.listeners import server_listener
 from api.server.server import MetadataServer
+from replay.controller.authorizer import STANDARD_AUTHORIZER
 
 DATA = Path(__file__).parent / "data"
 
@@ -676,7 +676,7 @@ def test_the_authenticated_principal_is_what_the_authorizer_decides_on(
 ) -> None:
     from kafka import errors as kerrors
 
-    from api.controller.authorizer import AuthorizerConfig
+    from replay.controller.authorizer import AuthorizerConfig
 
     log_dir = tmp_path / "log"
     seed_users(log_dir)

@@ -14,22 +14,6 @@ from typing import Any, TypeVar
 import pytest
 
 from api.cli.main import main
-from api.controller.commands import (
-    AlterConfig,
-    AlterConfigOp,
-    ConfigResource,
-    ControllerResult,
-    CreatableTopic,
-    CreateNamespace,
-    DeleteNamespace,
-    MoveTopic,
-    RegisterBroker,
-    TopicRef,
-)
-from api.controller.config_defs import ConfigSource
-from api.controller.controller import Controller, ControllerOptions
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.namespaces import InvalidNamespaceError
 from api.service.service import MetadataService
 from metadata_log import MetadataLog
 from records.model import (
@@ -49,6 +33,22 @@ from records.model import (
     TopicRecord,
 )
 from records.uuids import Uuid
+from replay.controller.commands import (
+    AlterConfig,
+    AlterConfigOp,
+    ConfigResource,
+    ControllerResult,
+    CreatableTopic,
+    CreateNamespace,
+    DeleteNamespace,
+    MoveTopic,
+    RegisterBroker,
+    TopicRef,
+)
+from replay.controller.config_defs import ConfigSource
+from replay.controller.controller import Controller, ControllerOptions
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.namespaces import InvalidNamespaceError
 from replay.delta import replay_records
 from replay.errors import DuplicateTopicError, NamespaceReplayError, PendingDeletionError
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage, Provenance

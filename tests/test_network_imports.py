@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,13 +12,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 ALLOWED = {
-    "api.protocol": ("api.protocol", "api.controller.commands", "api.controller.errors"),
-    "api.server": ("api.server", "api.protocol", "api.service", "api.controller", "api.security"),
-    "api.client": ("api.client", "api.protocol", "api.controller", "api.security"),
-    # A leaf: the controller, the server, the client and the CLI all use it.
+    "api.protocol": ("api.protocol",),
+    "api.server": ("api.server", "api.protocol", "api.service", "api.security"),
+    "api.client": ("api.client", "api.protocol", "api.security"),
+    # A leaf: the server, the client and the CLI all use it.
     "api.security": ("api.security",),
 }
 """What each room may import from `api`; the layers below `api` (records, replay) are free."""
+
+PROTOCOL_REPLAY = ("replay.controller.commands", "replay.controller.errors")
+"""All the wire codec may import of replay: the domain's commands and errors, which it carries.
+The image, the deltas and time travel stay out; the server and the client convert."""
 
 
 def _imports(path: Path) -> set[str]:
@@ -40,5 +46,41 @@ def test_a_network_room_imports_only_the_rooms_below_it(room: str) -> None:
         for name in _imports(path)
         if (name == "api" or name.startswith("api."))
         and not any(name == ok or name.startswith(ok + ".") for ok in ALLOWED[room])
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_the_wire_codec_imports_of_replay_only_the_domain_values() -> None:
+    files = sorted((ROOT / "api" / "protocol").rglob("*.py"))
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in files
+        for name in _imports(path)
+        if (name == "replay" or name.startswith("replay.")) and name not in PROTOCOL_REPLAY
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_loading_the_wire_codec_loads_no_image_delta_or_time_travel() -> None:
+    code = (
+        "import sys\n"
+        "import api.protocol.codec, api.protocol.connection, api.protocol.private\n"
+        "print(sorted(m for m in sys.modules if m.startswith('replay.')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert ast.literal_eval(out) == ["replay.controller", *PROTOCOL_REPLAY]
+
+
+@pytest.mark.parametrize("layer", ["records", "metadata_log", "replay"])
+def test_a_layer_below_api_imports_nothing_of_api(layer: str) -> None:
+    files = sorted((ROOT / layer).rglob("*.py"))
+    assert files
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in files
+        for name in _imports(path)
+        if name == "api" or name.startswith("api.")
     }
     assert not wrong, sorted(wrong)

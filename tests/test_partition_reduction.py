@@ -14,7 +14,18 @@ from typing import Any
 import pytest
 
 from api.cli.main import main
-from api.controller.commands import (
+from api.service.service import SERVICE_PRINCIPAL, MetadataService
+from metadata_log import MetadataLog
+from records.model import (
+    CancelTopicPartitionsDeletionRecord,
+    ConfigResourceType,
+    DeleteTopicPartitionsRecord,
+    Mode,
+    PartitionChangeRecord,
+    PurgeTopicPartitionsRecord,
+    Record,
+)
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     BrokerAction,
@@ -34,22 +45,11 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.config_defs import CLUSTER_CONFIGS, validate_cluster_config
-from api.controller.config_values import InvalidConfigError
-from api.controller.controller import Controller, ControllerOptions
-from api.controller.errors import ErrorCode
-from api.controller.states import PartitionState, ReplicaState, partition_state, replica_state
-from api.service.service import SERVICE_PRINCIPAL, MetadataService
-from metadata_log import MetadataLog
-from records.model import (
-    CancelTopicPartitionsDeletionRecord,
-    ConfigResourceType,
-    DeleteTopicPartitionsRecord,
-    Mode,
-    PartitionChangeRecord,
-    PurgeTopicPartitionsRecord,
-    Record,
-)
+from replay.controller.config_defs import CLUSTER_CONFIGS, validate_cluster_config
+from replay.controller.config_values import InvalidConfigError
+from replay.controller.controller import Controller, ControllerOptions
+from replay.controller.errors import ErrorCode
+from replay.controller.states import PartitionState, ReplicaState, partition_state, replica_state
 from replay.image import TopicImage
 
 T0 = 1_700_000_000_000

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.placement import (
+from records.errors import MetadataLogError
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.placement import (
     BrokerPlacementInfo,
     PlacementError,
     RackAwareMode,
@@ -26,7 +27,6 @@ from api.controller.placement import (
     assign_replicas_to_brokers,
     rack_alternated_broker_list,
 )
-from records.errors import MetadataLogError
 
 Assignment = dict[int, list[int]]
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from api.security.errors import AuthenticationFailed
 from api.security.plain import MAX_TOKEN_BYTES, PlainServer, plain_token
-from api.security.scram import ScramCredential, new_credential
 from records.model import ScramMechanism
+from replay.security.scram_keys import ScramCredential, new_credential
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

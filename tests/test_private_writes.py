@@ -22,7 +22,11 @@ from tcp_proxy import proxy_loop
 from api.cli.main import main
 from api.client import AdminClient
 from api.client.connection import ClientError
-from api.controller.commands import (
+from api.protocol import codec, private
+from api.protocol.connection import Close, Connection, PrivateRequest
+from metadata_log import MetadataLog
+from records.model import ClientWriteRecord, ConfigResourceType, NamespaceRecord
+from replay.controller.commands import (
     BrokerAction,
     CancelPartitionDeletion,
     ConfigResource,
@@ -35,10 +39,6 @@ from api.controller.commands import (
     RegisterBroker,
     TopicRef,
 )
-from api.protocol import codec, private
-from api.protocol.connection import Close, Connection, PrivateRequest
-from metadata_log import MetadataLog
-from records.model import ClientWriteRecord, ConfigResourceType, NamespaceRecord
 
 WRITE_APIS = [api for api in private.PRIVATE_APIS.values() if api.writes]
 CLIENT = bytes(range(16))

@@ -14,7 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader
 
-from api.controller.commands import (
+from api.protocol import codec
+from api.protocol.connection import Close, Connection, Reply, Request
+from api.server.kafka.base import Listener
+from api.server.kafka.dispatch import KafkaApis
+from api.service.service import MetadataService
+from records.model import ConfigResourceType, Mode
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     ConfigResource,
@@ -22,13 +28,7 @@ from api.controller.commands import (
     RegisterBroker,
     TopicRef,
 )
-from api.controller.commands import CreatableTopic as Creatable
-from api.protocol import codec
-from api.protocol.connection import Close, Connection, Reply, Request
-from api.server.kafka.base import Listener
-from api.server.kafka.dispatch import KafkaApis
-from api.service.service import MetadataService
-from records.model import ConfigResourceType, Mode
+from replay.controller.commands import CreatableTopic as Creatable
 
 
 def _request(api_key: int, version: int, **values: Any) -> Any:

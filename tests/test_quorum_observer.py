@@ -17,8 +17,8 @@ from quorum_processes import CLUSTER_ID, Node, Quorum, Writer, check_logs, free_
 from test_quorum_processes import TIMERS, _converge, _write
 
 from api.client import AdminClient
-from api.controller.commands import CreatableTopic
-from api.controller.errors import ErrorCode
+from replay.controller.commands import CreatableTopic
+from replay.controller.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(240)
 

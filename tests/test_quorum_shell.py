@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from quorum_harness import Cluster, create_topic, register
 
-from api.controller.commands import RegisterBroker
-from api.controller.errors import ApiError, ErrorCode
 from records.model import LeaderChangeRecord, TopicRecord
+from replay.controller.commands import RegisterBroker
+from replay.controller.errors import ApiError, ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
 

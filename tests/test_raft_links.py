@@ -22,7 +22,6 @@ import trustme
 from test_sasl_server import USERS, seed_users
 
 from api.client.raft_links import LinkStats, QuorumLinks, controller_client_security
-from api.controller.authorizer import AuthorizerConfig
 from api.protocol import codec
 from api.protocol.raft_wire import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -65,6 +64,7 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from replay.controller.authorizer import AuthorizerConfig
 
 CLUSTER = "test-cluster"
 

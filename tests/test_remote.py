@@ -32,7 +32,14 @@ from server_thread import running_server
 from api.cli.main import main
 from api.client import AdminClient, RemoteError
 from api.client.connection import ClientError
-from api.controller.commands import (
+from api.protocol import private
+from api.protocol.connection import Close, Connection, PrivateRequest
+from api.server.kafka.base import Session
+from api.server.private_apis import PrivateApis, plain_fields
+from api.service.service import MetadataService
+from records.model import ConfigResourceType
+from records.uuids import Uuid
+from replay.controller.commands import (
     BrokerAction,
     ConfigResource,
     CreatableTopic,
@@ -43,14 +50,7 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.errors import ErrorCode
-from api.protocol import private
-from api.protocol.connection import Close, Connection, PrivateRequest
-from api.server.kafka.base import Session
-from api.server.private_apis import PrivateApis, plain_fields
-from api.service.service import MetadataService
-from records.model import ConfigResourceType
-from records.uuids import Uuid
+from replay.controller.errors import ErrorCode
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, Provenance
 from replay.timetravel import Entity
@@ -527,7 +527,7 @@ _PRIVATE_SEEDS = [
         (private.FETCH_LOG, private.FetchLog(offset=0, max_entries=3)),
         (private.IMAGE_AT, private.ImageAt(at_offset=0)),
         (private.DIFF, private.Diff(from_point="0")),
-        (private.HISTORY, private.History(entity=Entity(topic="t"), limit=2)),
+        (private.HISTORY, private.History(entity=private.Entity(topic="t"), limit=2)),
     )
 ]
 
@@ -656,7 +656,7 @@ def test_describe_topic_partitions_pages_by_the_partition_limit(tmp_path: Path) 
 
 def test_history_v0_requests_are_read_as_before_users_could_be_followed() -> None:
     # A History v0 frame (an older mlog) is read as the same request, not misread as v1.
-    request = private.History(entity=Entity(namespace="org"), gt=3, lte=9, limit=2)
+    request = private.History(entity=private.Entity(namespace="org"), gt=3, lte=9, limit=2)
     frame = private.encode_request(private.HISTORY, request, correlation_id=1, version=0)
     header, body = private.private_header(frame[4:], private.HISTORY.key, 0, 1)
     assert private.decode_request_body(private.HISTORY, body, header.api_version) == request
@@ -668,6 +668,6 @@ def test_history_v0_requests_are_read_as_before_users_could_be_followed() -> Non
 
 
 def test_a_user_history_cannot_be_asked_of_a_server_that_only_speaks_history_v0() -> None:
-    request = private.History(entity=Entity(user="alice"))
+    request = private.History(entity=private.Entity(user="alice"))
     with pytest.raises(private.OlderVersionError, match="upgrade the server"):
         private.encode_request(private.HISTORY, request, correlation_id=1, version=0)

@@ -33,8 +33,9 @@ from records.model import (
     UnregisterBrokerRecord,
 )
 from records.uuids import Uuid
-from replay import delta as delta_module
 from replay.delta import MetadataDelta, replay_records
+from replay.delta import topics as topics_delta
+from replay.delta.features import FeaturesDelta
 from replay.errors import (
     ConfigReplayError,
     DuplicateTopicError,
@@ -771,10 +772,10 @@ def test_an_unknown_record_type_is_refused_by_both_replay_paths() -> None:
 def test_a_key_error_inside_a_handler_is_not_taken_for_an_unknown_type(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken(delta: MetadataDelta, record: Record) -> None:
+    def broken(delta: FeaturesDelta, record: Record) -> None:
         raise KeyError("a key of the handler's own")  # as a bug in a handler would
 
-    monkeypatch.setitem(delta_module._DISPATCH, FeatureLevelRecord, broken)
+    monkeypatch.setattr(FeaturesDelta, "replay_feature_level", broken)
     with pytest.raises(KeyError, match="a key of the handler's own"):
         MetadataDelta(BASE).replay_all([FeatureLevelRecord(name="x", feature_level=1)])
 
@@ -811,10 +812,10 @@ def test_finish_batch_checks_only_the_batch_since_the_last() -> None:
 def test_the_replica_list_memo_only_skips_work_never_a_rule(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(delta_module, "_VALID_REPLICAS", set())
-    monkeypatch.setattr(delta_module, "_VALID_REPLICAS_MAX", 2)
+    monkeypatch.setattr(topics_delta, "_VALID_REPLICAS", set())
+    monkeypatch.setattr(topics_delta, "_VALID_REPLICAS_MAX", 2)
     image = replay_batch([_partition(ORDERS, 2, (1, 2)), _partition(ORDERS, 3, (2, 3))])
-    assert sorted(delta_module._VALID_REPLICAS) == [(1, 2), (2, 3)]
+    assert sorted(topics_delta._VALID_REPLICAS) == [(1, 2), (2, 3)]
     # Known replicas, but a leader outside the ISR: still refused.
     with pytest.raises(InvalidPartitionError, match="leader 3"):
         replay_batch([_partition(ORDERS, 4, (1, 2), leader=3)], image)
@@ -822,7 +823,7 @@ def test_the_replica_list_memo_only_skips_work_never_a_rule(
         replay_batch([_partition(ORDERS, 4, (1, 2), isr=(1, 1))], image)
     # Full: the memo starts again rather than grow.
     replay_batch([_partition(ORDERS, 4, (3, 1))], image)
-    assert sorted(delta_module._VALID_REPLICAS) == [(3, 1)]
+    assert sorted(topics_delta._VALID_REPLICAS) == [(3, 1)]
 
 
 def test_replay_records_leaves_batch_rules_to_the_caller() -> None:

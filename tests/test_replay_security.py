@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.security import scram as security_scram
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -28,14 +27,9 @@ from records.uuids import Uuid
 from replay.delta import MetadataDelta
 from replay.errors import AclReplayError, ReplayError, ScramReplayError
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage
-from replay.rules import (
-    RULES,
-    SCRAM_KEY_SIZES,
-    SCRAM_MAX_ITERATIONS,
-    SCRAM_MIN_ITERATIONS,
-    acl_problem,
-    scram_problem,
-)
+from replay.rules import RULES, acl_problem, scram_problem
+from replay.security.scram_keys import new_credential
+from replay.security.scram_rules import MAX_ITERATIONS, MIN_ITERATIONS
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512
@@ -270,8 +264,8 @@ ACCEPTED: list[tuple[str, list[Record]]] = [
         "remove and create again under the same id, in one batch",
         [RemoveAccessControlEntryRecord(id=ACL_1), _acl(id=ACL_1, principal="User:carol")],
     ),
-    ("credential at 4096 iterations", [_scram(iterations=SCRAM_MIN_ITERATIONS)]),
-    ("credential at 16384 iterations", [_scram(iterations=SCRAM_MAX_ITERATIONS)]),
+    ("credential at 4096 iterations", [_scram(iterations=MIN_ITERATIONS)]),
+    ("credential at 16384 iterations", [_scram(iterations=MAX_ITERATIONS)]),
     ("a one-byte salt", [_scram(salt=b"\x00")]),
     (
         "SHA-512 credential",
@@ -341,18 +335,9 @@ def test_the_image_areas_make_images_differ() -> None:
     assert not BASE.is_empty
 
 
-def test_replay_keeps_the_iteration_bounds_and_key_sizes_of_api_security() -> None:
-    # replay sits below api and cannot import it: its copies must not drift.
-    assert security_scram.MIN_ITERATIONS == SCRAM_MIN_ITERATIONS
-    assert security_scram.MAX_ITERATIONS == SCRAM_MAX_ITERATIONS
-    for mechanism, size in SCRAM_KEY_SIZES.items():
-        assert security_scram.key_size(mechanism) == size
-    assert set(SCRAM_KEY_SIZES) == {SHA256, SHA512}
-
-
 def test_a_real_credential_replays() -> None:
     for mechanism in (SHA256, SHA512):
-        made = security_scram.new_credential(mechanism, "pa\u00dfword", iterations=4096)
+        made = new_credential(mechanism, "pa\u00dfword", iterations=4096)
         record = UserScramCredentialRecord(
             name="alice",
             mechanism=mechanism,

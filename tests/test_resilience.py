@@ -13,7 +13,13 @@ from server_thread import running_server
 
 from api.cli.main import main
 from api.client import AdminClient, RemoteError
-from api.controller.commands import (
+from api.server.server import MetadataServer
+from api.service.service import MetadataService
+from metadata_log.errors import LogError
+from metadata_log.log import MetadataLog
+from records.model import ConfigRecord, ConfigResourceType, RegisterBrokerRecord, TopicRecord
+from records.uuids import Uuid
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     ConfigResource,
@@ -26,13 +32,7 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.errors import ApiError, ErrorCode, StorageError
-from api.server.server import MetadataServer
-from api.service.service import MetadataService
-from metadata_log.errors import LogError
-from metadata_log.log import MetadataLog
-from records.model import ConfigRecord, ConfigResourceType, RegisterBrokerRecord, TopicRecord
-from records.uuids import Uuid
+from replay.controller.errors import ApiError, ErrorCode, StorageError
 
 BROKER_GROUPS = ((1, 2, 3), (4,), (5, 6, 7, 8))
 """The sweep's workload: broker registrations, concurrent within a group (group commit)."""

@@ -32,15 +32,16 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 from server_thread import running_server
 
-from api.controller.commands import ControllerResult
 from api.protocol import codec
 from api.protocol.private import PRIVATE_APIS
 from api.security.plain import plain_token
-from api.security.scram import ScramClient, new_credential
+from api.security.scram import ScramClient
 from api.server.sasl import SaslAuthenticator
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
 from records.model import ScramMechanism, UserScramCredentialRecord
+from replay.controller.commands import ControllerResult
+from replay.security.scram_keys import new_credential
 
 USERS = {"alice": "alice-secret", "bob": "b=b,\u00e9"}
 """Test users and their passwords (bob's name-like password has SCRAM's special characters)."""

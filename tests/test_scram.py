@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Callable
 
 import pytest
@@ -10,19 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.security.errors import SASL_AUTHENTICATION_FAILED, AuthenticationFailed, SaslClientError
-from api.security.scram import (
-    MAX_ITERATIONS,
-    MIN_ITERATIONS,
-    ScramClient,
-    ScramCredential,
-    ScramServer,
-    h,
-    hmac_of,
-    new_credential,
-    salted_password,
-)
+from api.security.scram import ScramClient, ScramServer
 from api.security.scram_messages import MAX_MESSAGE_BYTES, escape_name, unescape_name
 from records.model import ScramMechanism
+from replay.security.scram_keys import ScramCredential, h, hmac_of, new_credential, salted_password
+from replay.security.scram_rules import HASH_NAMES, MAX_ITERATIONS, MIN_ITERATIONS, key_size
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512
@@ -570,3 +563,11 @@ def test_any_name_and_password_round_trip(
     client = ScramClient(name, password + "x", mechanism)
     with pytest.raises(AuthenticationFailed):
         wrong.final(client.final(wrong.first(client.first())))
+
+
+def test_a_key_size_is_the_digest_size_of_the_mechanism_hash() -> None:
+    assert set(HASH_NAMES) == {SHA256, SHA512}
+    for mechanism, name in HASH_NAMES.items():
+        assert key_size(mechanism) == hashlib.new(name).digest_size
+    with pytest.raises(ValueError, match="not a SCRAM mechanism"):
+        key_size(ScramMechanism.UNKNOWN)

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.cli.main import main
-from api.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 from api.security.properties import load_properties
 from api.server.config import (
     DEFAULT_MECHANISMS,
@@ -21,6 +20,7 @@ from api.server.config import (
     parse_listeners,
     server_config,
 )
+from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 
 DATA = Path(__file__).parent / "data"
 KAFKA_39 = DATA / "kafka-3.9-server.properties"

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 from sql_backends import database_url, postgres_server, postgres_url
 
-from api.controller.commands import (
+from api.service.service import MetadataService
+from api.service.settings import load_settings
+from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter, open_snapshotter
+from metadata_log import MetadataLog
+from records.model import ConfigResourceType
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     ConfigResource,
     CreatableTopic,
     RegisterBroker,
 )
-from api.service.service import MetadataService
-from api.service.settings import load_settings
-from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter, open_snapshotter
-from metadata_log import MetadataLog
-from records.model import ConfigResourceType
 from replay.loader import load_image
 from replay.sql import revision, schema
 from replay.sql.errors import SchemaAheadError

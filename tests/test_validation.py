@@ -21,7 +21,9 @@ from server_thread import running_server
 
 from api.client import AdminClient, RemoteError
 from api.client.connection import ClientError
-from api.controller.commands import (
+from records.codec import DEFAULT_CODEC
+from records.model import BrokerEndpoint, ConfigResourceType
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     BrokerAction,
@@ -39,10 +41,8 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.controller import Controller, ControllerOptions
-from api.controller.errors import ApiError, ErrorCode
-from records.codec import DEFAULT_CODEC
-from records.model import BrokerEndpoint, ConfigResourceType
+from replay.controller.controller import Controller, ControllerOptions
+from replay.controller.errors import ApiError, ErrorCode
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 

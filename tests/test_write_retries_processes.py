@@ -21,9 +21,9 @@ from server_process import serve_process
 from tcp_proxy import Proxy, ProxyLoop, proxy_loop
 
 from api.client import AdminClient
-from api.controller.commands import CreatableTopic, RegisterBroker
 from metadata_log import MetadataLog
 from records.model import ClientWriteRecord, NamespaceRecord, TopicRecord
+from replay.controller.commands import CreatableTopic, RegisterBroker
 
 pytestmark = pytest.mark.timeout(120)
 

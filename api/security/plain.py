@@ -17,14 +17,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from api.security.errors import AuthenticationFailed
-from api.security.scram import (
-    DEFAULT_ITERATIONS,
-    StoredCredential,
-    h,
-    hmac_of,
-    salted_password,
-)
+from api.security.scram import StoredCredential
 from records.model import ScramMechanism
+from replay.security.scram_keys import h, hmac_of, salted_password
+from replay.security.scram_rules import DEFAULT_ITERATIONS
 
 if TYPE_CHECKING:
     from api.security.derived_keys import DerivedKeys

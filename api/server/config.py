@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from api.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 from api.server.limits import SPECS, LimitSpec
 from metadata_log.raft.config import QuorumConfig
 from metadata_log.raft.errors import RaftConfigError
 from records.errors import MetadataLogError
+from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 
 _Take = Callable[[str], "str | None"]
 """`take(key)`: a key's stripped value (marking the key used), or None when it is absent."""

@@ -35,7 +35,6 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from api.controller.authorizer import Authorizer, AuthorizerConfig
 from api.protocol.codec import API_NAMES, SASL_AUTHENTICATE_KEY, encode_response
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
@@ -73,6 +72,7 @@ from api.server.quorum_endpoint import NodeEndpoint
 from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
 from records.model import ScramMechanism
+from replay.controller.authorizer import Authorizer, AuthorizerConfig
 
 if TYPE_CHECKING:
     from api.service.quorum import QuorumNode

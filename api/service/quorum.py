@@ -39,9 +39,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from api.controller.commands import PurgeResult
-from api.controller.controller import Controller
-from api.controller.errors import ApiError, ErrorCode
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import (
     SERVICE_PRINCIPAL,
@@ -85,6 +82,9 @@ from metadata_log.replica import ReplicaBlock
 from metadata_log.start_snapshot import StartSnapshot
 from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
+from replay.controller.commands import PurgeResult
+from replay.controller.controller import Controller
+from replay.controller.errors import ApiError, ErrorCode
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
 from replay.snapshot_bytes import decode_snapshot, encode_snapshot

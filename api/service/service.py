@@ -32,11 +32,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from api.controller.commands import ControllerResult, PurgeResult, PurgeStep
-from api.controller.config_defs import cluster_value
-from api.controller.controller import Controller
-from api.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
-from api.controller.partition_reduction import INTERVAL_KEY
 from api.service.client_writes import (
     CURRENT_WRITE,
     PendingWrite,
@@ -49,6 +44,11 @@ from metadata_log.log import AppendResult, MetadataLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError, RecordError
 from records.model import ClientWriteRecord, FeatureLevelRecord, Record
+from replay.controller.commands import ControllerResult, PurgeResult, PurgeStep
+from replay.controller.config_defs import cluster_value
+from replay.controller.controller import Controller
+from replay.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
+from replay.controller.partition_reduction import INTERVAL_KEY
 from replay.delta import MetadataDelta
 from replay.errors import ReplayError
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, Provenance

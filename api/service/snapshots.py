@@ -50,7 +50,7 @@ def _wall_clock_ms() -> int:
 
 def _long_config(cluster: Mapping[str, str], key: str) -> int:
     # The config definitions only where the policy runs: a read-only command skips them.
-    from api.controller.config_defs import cluster_value
+    from replay.controller.config_defs import cluster_value
 
     value = cluster_value(cluster, key)
     if isinstance(value, bool) or not isinstance(value, int):  # pragma: no cover - LONG keys

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from api.controller.authorizer import STANDARD_AUTHORIZER, Authorizer
-from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
 from api.protocol.raft_wire import QUORUM_VERSIONS
@@ -31,6 +29,8 @@ from api.server.write_ids import pending_write
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
 from records.model import AclOperation
+from replay.controller.authorizer import STANDARD_AUTHORIZER, Authorizer
+from replay.controller.errors import ApiError, ErrorCode, StorageError
 
 CLUSTER_CHECKS: dict[int, tuple[AclOperation, bool]] = {
     29: (AclOperation.DESCRIBE, True),  # DescribeAcls

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from api.controller.errors import ApiError
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
 from api.protocol.private import PRIVATE_VERSIONS
@@ -38,6 +37,7 @@ from api.server.kafka.authorization import Gate
 from api.server.kafka.base import Listener, Session, logger
 from api.service.service import MetadataService
 from records.model import AclOperation
+from replay.controller.errors import ApiError
 
 
 class QuorumEndpoint(Protocol):

@@ -18,7 +18,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from api.controller import (
+from records.model import PartitionRecord
+from records.uuids import Uuid
+from replay.controller import (
     acls,
     brokers,
     configs,
@@ -28,7 +30,7 @@ from api.controller import (
     partition_reduction,
     topics,
 )
-from api.controller.commands import (
+from replay.controller.commands import (
     AclBinding,
     AclFilter,
     AlterConfig,
@@ -67,10 +69,8 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.config_defs import ResolvedConfig
-from api.controller.names import resolve_topic
-from records.model import PartitionRecord
-from records.uuids import Uuid
+from replay.controller.config_defs import ResolvedConfig
+from replay.controller.names import resolve_topic
 from replay.image import MetadataImage, TopicImage
 
 

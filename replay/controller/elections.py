@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from api.controller import partition_reduction
-from api.controller.commands import (
+from records.model import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+)
+from replay.controller import partition_reduction
+from replay.controller.commands import (
     ControllerResult,
     ElectionType,
     Outcome,
@@ -19,17 +26,10 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.names import partition_name, resolve_topic
-from api.controller.states import checked_change, is_live
-from api.controller.topics import check_replica_lists
-from records.model import (
-    LEADER_UNCHANGED,
-    NO_LEADER,
-    PartitionChangeRecord,
-    PartitionRecord,
-    Record,
-)
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.names import partition_name, resolve_topic
+from replay.controller.states import checked_change, is_live
+from replay.controller.topics import check_replica_lists
 from replay.delta import MetadataDelta
 from replay.image import ClusterImage, MetadataImage, TopicImage
 

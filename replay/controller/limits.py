@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from api.controller.errors import ApiError, ErrorCode
+from replay.controller.errors import ApiError, ErrorCode
 
 INT16_MAX = 2**15 - 1
 INT32_MAX = 2**31 - 1

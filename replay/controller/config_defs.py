@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from api.controller.config_values import (
+from replay.controller.config_values import (
     LONG_MAX,
     Check,
     ConfigDef,

@@ -14,43 +14,6 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from api.controller.commands import (
-    ControllerResult,
-    CreatableTopic,
-    CreatedConfig,
-    CreatePartitionsResult,
-    CreatePartitionsTopic,
-    CreateTopicResult,
-    DeleteTopicResult,
-    Outcome,
-    TopicRef,
-)
-from api.controller.config_defs import (
-    ResolvedConfig,
-    cluster_bool,
-    cluster_int,
-    resolve_topic_configs,
-    validate_topic_config,
-)
-from api.controller.config_values import InvalidConfigError
-from api.controller.configs import namespace_configs
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.limits import INT16_MAX
-from api.controller.names import (
-    colliding_name,
-    partition_name,
-    refuse_reserved_name,
-    resolve_unseen_topic,
-    validate_topic_name,
-)
-from api.controller.namespaces import require_namespace
-from api.controller.partition_reduction import under_changes
-from api.controller.placement import (
-    BrokerPlacementInfo,
-    assign_added_partitions,
-    assign_replicas_to_brokers,
-)
-from api.controller.states import check_change, is_live
 from records.model import (
     ConfigRecord,
     ConfigResourceType,
@@ -61,6 +24,43 @@ from records.model import (
     TopicRecord,
 )
 from records.uuids import Uuid
+from replay.controller.commands import (
+    ControllerResult,
+    CreatableTopic,
+    CreatedConfig,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    Outcome,
+    TopicRef,
+)
+from replay.controller.config_defs import (
+    ResolvedConfig,
+    cluster_bool,
+    cluster_int,
+    resolve_topic_configs,
+    validate_topic_config,
+)
+from replay.controller.config_values import InvalidConfigError
+from replay.controller.configs import namespace_configs
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.limits import INT16_MAX
+from replay.controller.names import (
+    colliding_name,
+    partition_name,
+    refuse_reserved_name,
+    resolve_unseen_topic,
+    validate_topic_name,
+)
+from replay.controller.namespaces import require_namespace
+from replay.controller.partition_reduction import under_changes
+from replay.controller.placement import (
+    BrokerPlacementInfo,
+    assign_added_partitions,
+    assign_replicas_to_brokers,
+)
+from replay.controller.states import check_change, is_live
 from replay.delta import MetadataDelta
 from replay.image import ClusterImage, MetadataImage, TopicImage, split_qualified_name
 

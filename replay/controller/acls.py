@@ -12,16 +12,6 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable, Iterable, Sequence
 
-from api.controller.commands import (
-    AclBinding,
-    AclFilter,
-    ControllerResult,
-    CreateAclResult,
-    DeleteAclsResult,
-    Outcome,
-)
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.limits import check_label, clip
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -32,13 +22,23 @@ from records.model import (
     ResourceType,
 )
 from records.uuids import Uuid
+from replay.controller.commands import (
+    AclBinding,
+    AclFilter,
+    ControllerResult,
+    CreateAclResult,
+    DeleteAclsResult,
+    Outcome,
+)
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.limits import check_label, clip
 from replay.image import MetadataImage
-from replay.rules import CLUSTER_RESOURCE_NAME
+from replay.rules import CLUSTER_RESOURCE_NAME, WILDCARD_RESOURCE
 
 CLUSTER_NAME = CLUSTER_RESOURCE_NAME
 """The name of the cluster resource (Kafka's `kafka-cluster`); the only one a CLUSTER ACL has."""
 
-WILDCARD = "*"
+WILDCARD = WILDCARD_RESOURCE
 """A literal resource name, principal name or host that stands for every one."""
 
 USER_PREFIX = "User:"

@@ -10,11 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from api.controller.commands import BrokerAction, BrokerResult, ControllerResult, RegisterBroker
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.limits import INT16_MAX, INT32_MAX, check_int, check_label, clip
-from api.controller.names import partition_name
-from api.controller.states import checked_change, is_live
 from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
@@ -27,6 +22,11 @@ from records.model import (
     UnregisterBrokerRecord,
 )
 from records.uuids import Uuid
+from replay.controller.commands import BrokerAction, BrokerResult, ControllerResult, RegisterBroker
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.limits import INT16_MAX, INT32_MAX, check_int, check_label, clip
+from replay.controller.names import partition_name
+from replay.controller.states import checked_change, is_live
 from replay.delta import MetadataDelta
 from replay.image import ClusterImage, MetadataImage
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Generic, TypeVar
 
-from api.controller.errors import ApiError, ErrorCode
 from records.model import (
     AclOperation,
     AclPermissionType,
@@ -21,6 +20,7 @@ from records.model import (
     ResourceType,
 )
 from records.uuids import Uuid
+from replay.controller.errors import ApiError, ErrorCode
 
 T = TypeVar("T")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Set
 
-from api.controller.commands import TopicRef
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.limits import clip
 from records.uuids import Uuid
+from replay.controller.commands import TopicRef
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.limits import clip
 from replay.image import MetadataImage, TopicImage
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars
 

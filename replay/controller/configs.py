@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from api.controller.commands import (
+from records.model import ConfigRecord, ConfigResourceType, Record
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     AlterConfigsResult,
@@ -19,7 +20,7 @@ from api.controller.commands import (
     Outcome,
     TopicRef,
 )
-from api.controller.config_defs import (
+from replay.controller.config_defs import (
     CLUSTER_CONFIGS,
     TOPIC_CONFIGS,
     ResolvedConfig,
@@ -28,11 +29,10 @@ from api.controller.config_defs import (
     validate_cluster_config,
     validate_topic_config,
 )
-from api.controller.config_values import ConfigType, InvalidConfigError
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.names import resolve_topic
-from api.controller.namespaces import require_namespace
-from records.model import ConfigRecord, ConfigResourceType, Record
+from replay.controller.config_values import ConfigType, InvalidConfigError
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.names import resolve_topic
+from replay.controller.namespaces import require_namespace
 from replay.image import MetadataImage, enclosing_namespaces
 
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from api.controller.commands import (
+from records.model import (
+    MoveTopicRecord,
+    NamespaceRecord,
+    Record,
+    RemoveNamespaceRecord,
+    RemoveTopicRecord,
+)
+from records.uuids import Uuid
+from replay.controller.commands import (
     ControllerResult,
     CreateNamespace,
     CreateNamespaceResult,
@@ -21,18 +29,10 @@ from api.controller.commands import (
     MoveTopicResult,
     NamespaceInfo,
 )
-from api.controller.config_defs import cluster_bool
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.names import colliding_name, refuse_reserved_name, resolve_topic
-from api.controller.states import check_change
-from records.model import (
-    MoveTopicRecord,
-    NamespaceRecord,
-    Record,
-    RemoveNamespaceRecord,
-    RemoveTopicRecord,
-)
-from records.uuids import Uuid
+from replay.controller.config_defs import cluster_bool
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.names import colliding_name, refuse_reserved_name, resolve_topic
+from replay.controller.states import check_change
 from replay.image import NAMESPACE_SEPARATOR, MetadataImage, TopicImage, qualified_name
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, namespace_tier_chars
 

@@ -20,7 +20,7 @@ namespace gate, whatever the topic's own ACLs say), then a DENY on the entity re
 ALLOW on the entity or anywhere on the chain grants; the no-ACL rule counts the chain's ACLs too.
 Moving a topic changes its qualified name, so its chain and the namespace ACLs that apply.
 
-Decisions use an index of the image's ACLs (`api.controller.acl_index`), made once per
+Decisions use an index of the image's ACLs (`replay.controller.acl_index`), made once per
 `image.acls.by_id` object (images share it until an ACL changes), so a decision is a few dict
 lookups whatever the ACL count.
 """
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 from immutables import Map
 
-from api.controller.acl_index import AclIndex
 from records.model import AccessControlEntryRecord, AclOperation, ResourceType
 from records.uuids import Uuid
+from replay.controller.acl_index import AclIndex
 from replay.image import MetadataImage, enclosing_namespaces, split_qualified_name
 from replay.rules import CLUSTER_RESOURCE_NAME
 

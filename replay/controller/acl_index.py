@@ -4,7 +4,7 @@
 prefix lengths in use), then by principal, each entry holding the operations denied and
 allowed as bit masks (ALL and the implied operations expanded), host-specific ACLs apart. A
 decision looks up the resource's name, `*` and each prefix length, then the requester and
-`User:*`: its cost does not grow with the number of ACLs. `api.controller.authorizer` states
+`User:*`: its cost does not grow with the number of ACLs. `replay.controller.authorizer` states
 the rules; this module only makes them fast.
 
 An index is immutable once made. `updated` makes the index of a changed ACL map from the one
@@ -25,8 +25,9 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay.image import NAMESPACE_SEPARATOR
+from replay.rules import WILDCARD_RESOURCE
 
-WILDCARD = "*"
+WILDCARD = WILDCARD_RESOURCE
 """A LITERAL resource name or an ACL host that matches every name or host."""
 
 WILDCARD_PRINCIPAL = "User:*"

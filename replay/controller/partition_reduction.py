@@ -19,21 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from api.controller.commands import (
-    CancelPartitionDeletion,
-    CancelPartitionDeletionResult,
-    ControllerResult,
-    DeletePartitionsResult,
-    DeletePartitionsTopic,
-    Outcome,
-    PurgeResult,
-    PurgeStep,
-)
-from api.controller.config_defs import cluster_bool
-from api.controller.config_values import LONG_MAX
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.names import resolve_unseen_topic
-from api.controller.states import check_change
 from records.model import (
     CancelTopicPartitionsDeletionRecord,
     DeleteTopicPartitionsRecord,
@@ -43,6 +28,21 @@ from records.model import (
     Record,
 )
 from records.uuids import Uuid
+from replay.controller.commands import (
+    CancelPartitionDeletion,
+    CancelPartitionDeletionResult,
+    ControllerResult,
+    DeletePartitionsResult,
+    DeletePartitionsTopic,
+    Outcome,
+    PurgeResult,
+    PurgeStep,
+)
+from replay.controller.config_defs import cluster_bool
+from replay.controller.config_values import LONG_MAX
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.names import resolve_unseen_topic
+from replay.controller.states import check_change
 from replay.delta import merge_partition_change
 from replay.image import MetadataImage, TopicImage
 

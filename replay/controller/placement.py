@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from api.controller.errors import ApiError, ErrorCode
+from replay.controller.errors import ApiError, ErrorCode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

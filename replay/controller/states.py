@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from enum import Enum
 from itertools import pairwise
 
-from api.controller.errors import IllegalStateTransitionError
 from records.model import NO_LEADER, Mode, PartitionChangeRecord, PartitionRecord
+from replay.controller.errors import IllegalStateTransitionError
 from replay.delta import merge_partition_change
 from replay.image import ClusterImage
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from api.controller.commands import (
+from records.model import (
+    Record,
+    RemoveUserScramCredentialRecord,
+    ScramMechanism,
+    UserScramCredentialRecord,
+)
+from replay.controller.commands import (
     AlterScramResult,
     ControllerResult,
     DescribeScramResult,
@@ -23,15 +29,10 @@ from api.controller.commands import (
     ScramDeletion,
     ScramUpsertion,
 )
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.limits import check_label
-from records.model import (
-    Record,
-    RemoveUserScramCredentialRecord,
-    ScramMechanism,
-    UserScramCredentialRecord,
-)
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.limits import check_label
 from replay.image import MetadataImage
+from replay.security.scram_rules import MAX_ITERATIONS, MIN_ITERATIONS, key_size
 
 MAX_USER_NAME_LENGTH = 995
 """Characters of a SCRAM user name: `User:` and the name fit an ACL's principal (1000)."""
@@ -70,14 +71,9 @@ def _mechanism(name: str, code: int) -> ScramMechanism:
 
 
 def _upsertion_record(upsertion: ScramUpsertion) -> UserScramCredentialRecord:
-    # Imported here: hashlib and the SCRAM exchanges cost every local command's start-up
-    # (the controller is imported by all of them) and only this step needs them.
-    from api.security.scram import (  # noqa: PLC0415
-        MAX_ITERATIONS,
-        MIN_ITERATIONS,
-        credential_from_salted,
-        key_size,
-    )
+    # Imported here: hashlib costs every local command's start-up (the controller is
+    # imported by all of them) and only this step needs it.
+    from replay.security.scram_keys import credential_from_salted  # noqa: PLC0415
 
     mechanism = _mechanism(upsertion.name, upsertion.mechanism)
     if upsertion.name in RESERVED_USER_NAMES:
