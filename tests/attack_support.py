@@ -7,12 +7,13 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from api.controller.commands import ControllerResult
 from api.protocol import codec
-from api.security.scram import ScramClient, new_credential
+from api.security.scram import ScramClient
 from api.server.server import MetadataServer
 from api.service.service import MetadataService
 from records.model import ScramMechanism, UserScramCredentialRecord
+from replay.controller.commands import ControllerResult
+from replay.security.scram_keys import new_credential
 
 WAIT = 20.0
 """Seconds any single socket wait may take before the test fails."""

@@ -10,10 +10,11 @@ import pytest
 
 from api.security.derived_keys import DerivedKeys
 from api.security.plain import PlainServer, plain_token
-from api.security.scram import DEFAULT_ITERATIONS, ScramCredential, new_credential
 from api.security.unknown_users import FakeSalts, TypicalIterations
 from api.server.login_guard import LoginPool, SourceSlots, SummarizedWarnings
 from records.model import ScramMechanism
+from replay.security.scram_keys import ScramCredential, new_credential
+from replay.security.scram_rules import DEFAULT_ITERATIONS
 
 SHA512 = ScramMechanism.SCRAM_SHA_512
 

@@ -14,8 +14,8 @@ import secrets
 import threading
 from collections import OrderedDict
 
-from api.security.scram import h, hmac_of, salted_password
 from records.model import ScramMechanism
+from replay.security.scram_keys import h, hmac_of, salted_password
 
 DEFAULT_ENTRIES = 4096
 """Derivations kept (about 100 bytes each); the least recently used goes first."""

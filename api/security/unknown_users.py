@@ -14,8 +14,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Protocol
 
-from api.security.scram import DEFAULT_ITERATIONS, hmac_of
 from records.model import ScramMechanism
+from replay.security.scram_keys import hmac_of
+from replay.security.scram_rules import DEFAULT_ITERATIONS
 
 FAKE_SALT_BYTES = 32
 """Bytes of an unknown user's salt (as many as a salt drawn by this project's CLI)."""

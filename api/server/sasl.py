@@ -36,9 +36,10 @@ from api.protocol.codec import (
 from api.security.derived_keys import DerivedKeys
 from api.security.errors import AuthenticationFailed
 from api.security.plain import PlainServer
-from api.security.scram import DEFAULT_ITERATIONS, ScramServer, StoredCredential
+from api.security.scram import ScramServer, StoredCredential
 from api.security.unknown_users import FakeSalts
 from records.model import ScramMechanism
+from replay.security.scram_rules import DEFAULT_ITERATIONS
 
 SASL_MAX_RECEIVE_SIZE = 524288
 """Largest frame taken before authentication (Kafka's `sasl.server.max.receive.size`)."""
