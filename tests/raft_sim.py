@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from metadata_log.raft import LogView, QuorumConfig, RaftCore, Ready, ReadyDone, Role
-from metadata_log.raft.messages import (
+from api.raft.core import LogView, QuorumConfig, RaftCore, Ready, ReadyDone, Role
+from api.raft.core.messages import (
     Entry,
     ErrorCode,
     FetchResponse,
@@ -34,8 +34,8 @@ from metadata_log.raft.messages import (
     Message,
     SnapshotId,
 )
-from metadata_log.raft.quorum_state import QuorumState
-from metadata_log.raft.snapshot_fetch import with_checksum
+from api.raft.core.quorum_state import QuorumState
+from api.raft.core.snapshot_fetch import with_checksum
 
 MAX_FETCH_ENTRIES = 4
 """The most entries per Fetch answer (small, so catching up takes several steps)."""

@@ -11,8 +11,34 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ALLOWED = {
     "api.protocol": ("api.protocol", "api.controller.commands", "api.controller.errors"),
-    "api.server": ("api.server", "api.protocol", "api.service", "api.controller", "api.security"),
-    "api.client": ("api.client", "api.protocol", "api.controller", "api.security"),
+    "api.server": (
+        "api.server",
+        "api.protocol",
+        "api.service",
+        "api.controller",
+        "api.security",
+        "api.raft",
+    ),
+    "api.client": (
+        "api.client",
+        "api.protocol",
+        "api.controller",
+        "api.security",
+        # DescribeQuorum (`mlog quorum describe`): the wire codec and the messages it decodes to.
+        "api.raft.transport.wire",
+        "api.raft.core.messages",
+    ),
+    # The quorum: its links are clients, its shell drives the service.
+    "api.raft": (
+        "api.raft",
+        "api.protocol",
+        "api.client.connection",
+        "api.service",
+        "api.controller",
+        "api.security",
+    ),
+    # The sans-IO core imports nothing of `api` but itself.
+    "api.raft.core": ("api.raft.core",),
     # A leaf: the controller, the server, the client and the CLI all use it.
     "api.security": ("api.security",),
 }

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from metadata_log.raft import (
+from api.raft.core import (
     LogView,
     NotLeader,
     OffsetRange,
@@ -17,8 +17,8 @@ from metadata_log.raft import (
     ReadyDone,
     Role,
 )
-from metadata_log.raft.errors import RaftError
-from metadata_log.raft.messages import (
+from api.raft.core.errors import RaftError
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
@@ -30,7 +30,7 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from metadata_log.raft.replication import diverging_epoch, truncation_offset
+from api.raft.core.replication import diverging_epoch, truncation_offset
 
 VOTERS = frozenset({1, 2, 3})
 

@@ -1,7 +1,7 @@
 """The core's own rules one at a time: its timers, its Ready, its bookkeeping of the log.
 
 `tests/test_raft_core.py` walks the protocol's main paths; these pin what the mutation run of
-`metadata_log/raft/core.py` found only the simulation's seeds (or nothing) judging: when `tick`
+`api/raft/core/core.py` found only the simulation's seeds (or nothing) judging: when `tick`
 has work next, what a Ready flushes and truncates, a one-voter quorum, what a voter without
 durable state learns from each message.
 """
@@ -14,7 +14,7 @@ import random
 import pytest
 from test_raft_core import VOTERS, drain, elect, fetch, make, role, sent, vote
 
-from metadata_log.raft import (
+from api.raft.core import (
     LogView,
     NotLeader,
     QuorumConfig,
@@ -23,9 +23,9 @@ from metadata_log.raft import (
     ReadyDone,
     Role,
 )
-from metadata_log.raft.core import NEVER, _message_epoch, _well_formed
-from metadata_log.raft.errors import RaftError
-from metadata_log.raft.messages import (
+from api.raft.core.core import NEVER, _message_epoch, _well_formed
+from api.raft.core.errors import RaftError
+from api.raft.core.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from raft_sim import Cluster, InvariantViolation, SimNode
 
-from metadata_log.raft import Role, handlers
+from api.raft.core import Role, handlers
 
 
 def _split(c: Cluster, *groups: set[int]) -> None:

@@ -1,4 +1,4 @@
-"""How the core answers each message, one rule at a time (metadata_log/raft/handlers.py).
+"""How the core answers each message, one rule at a time (api/raft/core/handlers.py).
 
 The paths the simulation's seeds walk in bulk, pinned one by one: pre-vote ties between two
 prospectives, vote answers from a newer epoch, BeginQuorumEpoch and EndQuorumEpoch refusals,
@@ -13,9 +13,9 @@ import dataclasses
 from test_raft_core import answer, drain, elect, fetch, make, role, sent, vote
 from test_raft_core_units import core_with, entries, respond
 
-from metadata_log.raft import QuorumState, RaftCore, ReadyDone, Role
-from metadata_log.raft.core import NEVER
-from metadata_log.raft.messages import (
+from api.raft.core import QuorumState, RaftCore, ReadyDone, Role
+from api.raft.core.core import NEVER
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

@@ -21,10 +21,29 @@ import pytest
 import trustme
 from test_sasl_server import USERS, seed_users
 
-from api.client.raft_links import LinkStats, QuorumLinks, controller_client_security
 from api.controller.authorizer import AuthorizerConfig
 from api.protocol import codec
-from api.protocol.raft_wire import (
+from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.core.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    LeaderIdAndEpoch,
+    ReplicaState,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
+from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
+from api.raft.transport.wire import (
     CLUSTER_AUTHORIZATION_FAILED,
     DESCRIBE_QUORUM_KEY,
     FETCH_KEY,
@@ -46,25 +65,6 @@ from api.server.config import ListenerConfig, TlsConfig
 from api.server.listeners import server_listener
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
-from metadata_log.raft.config import QuorumConfig, VoterAddress
-from metadata_log.raft.messages import (
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
-    DescribeQuorumResponse,
-    EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
-    Entry,
-    ErrorCode,
-    FetchRequest,
-    FetchResponse,
-    FetchSnapshotRequest,
-    FetchSnapshotResponse,
-    LeaderIdAndEpoch,
-    ReplicaState,
-    SnapshotId,
-    VoteRequest,
-    VoteResponse,
-)
 
 CLUSTER = "test-cluster"
 
@@ -908,9 +908,9 @@ class MiniShell:
     def __init__(self, node_id: int, config: QuorumConfig) -> None:
         import random
 
-        from metadata_log.raft.core import RaftCore
-        from metadata_log.raft.log_view import LogView
-        from metadata_log.raft.quorum_state import QuorumState
+        from api.raft.core.core import RaftCore
+        from api.raft.core.log_view import LogView
+        from api.raft.core.quorum_state import QuorumState
 
         self.loop = asyncio.get_running_loop()
         self.core = RaftCore(
@@ -951,7 +951,7 @@ class MiniShell:
     def pump(self) -> None:
         from dataclasses import replace
 
-        from metadata_log.raft.ready import ReadyDone
+        from api.raft.core.ready import ReadyDone
 
         while not (ready := self.core.ready()).empty:
             if ready.truncate_to is not None:
@@ -981,7 +981,7 @@ class MiniShell:
 
 
 async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Path) -> None:
-    from metadata_log.raft.ready import OffsetRange
+    from api.raft.core.ready import OffsetRange
 
     ports = {node: _free_port() for node in (1, 2, 3)}
     config_of = {

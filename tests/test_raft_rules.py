@@ -9,11 +9,11 @@ import pytest
 from test_raft_core import answer, drain, fetch, make, role, vote
 from test_raft_handlers_units import leader
 
-import metadata_log.raft.quorum_state as quorum_state_module
-from metadata_log.raft import QuorumState, Role, read_quorum_state, write_quorum_state
-from metadata_log.raft.election import may_grant_pre_vote, may_grant_vote, successor_backoff
-from metadata_log.raft.errors import QuorumStateError
-from metadata_log.raft.messages import (
+import api.raft.core.quorum_state as quorum_state_module
+from api.raft.core import QuorumState, Role, read_quorum_state, write_quorum_state
+from api.raft.core.election import may_grant_pre_vote, may_grant_vote, successor_backoff
+from api.raft.core.errors import QuorumStateError
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     Entry,
@@ -25,8 +25,8 @@ from metadata_log.raft.messages import (
     SnapshotId,
     VoteRequest,
 )
-from metadata_log.raft.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
-from metadata_log.raft.replication import LeaderState, majority_offset
+from api.raft.core.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
+from api.raft.core.replication import LeaderState, majority_offset
 
 VOTERS = frozenset({1, 2, 3})
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import pytest
 from raft_sim import SCENARIOS, InvariantViolation, run_seed
 
-from metadata_log.raft import handlers, replication
+from api.raft.core import handlers, replication
 
 SEEDS = int(os.environ.get("MLOG_SIM_SEEDS", "2000"))
 """2,000 in CI; `tests/mutate.py` sets `MLOG_SIM_SEEDS` lower for the raft modules (every

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 from test_raft_core import drain, elect, fetch, sent
 
-from metadata_log.raft import LogView, QuorumConfig, QuorumState, RaftCore, Ready, ReadyDone, Role
-from metadata_log.raft.errors import RaftError
-from metadata_log.raft.messages import (
+from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, Ready, ReadyDone, Role
+from api.raft.core.errors import RaftError
+from api.raft.core.messages import (
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
@@ -20,8 +20,8 @@ from metadata_log.raft.messages import (
     LeaderIdAndEpoch,
     SnapshotId,
 )
-from metadata_log.raft.replication import diverging_epoch
-from metadata_log.raft.snapshot_fetch import snapshot_checksum_ok, with_checksum
+from api.raft.core.replication import diverging_epoch
+from api.raft.core.snapshot_fetch import snapshot_checksum_ok, with_checksum
 
 VOTERS = frozenset({1, 2, 3})
 SNAP = SnapshotId(end_offset=10, epoch=2)

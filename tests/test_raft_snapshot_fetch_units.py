@@ -1,4 +1,4 @@
-"""FetchSnapshot's rules one at a time (`metadata_log/raft/snapshot_fetch.py`).
+"""FetchSnapshot's rules one at a time (`api/raft/core/snapshot_fetch.py`).
 
 `tests/test_raft_snapshot_fetch.py` copies snapshots end to end; these pin what a mutation run
 of the module found unpinned: who the leader answers, what an answer carries before the shell
@@ -22,9 +22,9 @@ from test_raft_snapshot_fetch import (
     trimmed_leader,
 )
 
-from metadata_log.raft import LogView, QuorumConfig, RaftCore, Role
-from metadata_log.raft.core import NEVER
-from metadata_log.raft.messages import (
+from api.raft.core import LogView, QuorumConfig, RaftCore, Role
+from api.raft.core.core import NEVER
+from api.raft.core.messages import (
     NO_LEADER,
     UNCOUNTED_REPLICA,
     ErrorCode,
@@ -34,8 +34,8 @@ from metadata_log.raft.messages import (
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
 )
-from metadata_log.raft.ready import SnapshotInstall
-from metadata_log.raft.snapshot_fetch import snapshot_checksum_ok, with_checksum
+from api.raft.core.ready import SnapshotInstall
+from api.raft.core.snapshot_fetch import snapshot_checksum_ok, with_checksum
 
 
 def ask_of(leader: RaftCore, **changes: object) -> FetchSnapshotRequest:

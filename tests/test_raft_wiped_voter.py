@@ -17,8 +17,8 @@ from dataclasses import replace
 import pytest
 from raft_sim import Cluster, InvariantViolation, SimNode
 
-from metadata_log.raft import RaftCore, Role, handlers
-from metadata_log.raft.messages import UNCOUNTED_REPLICA, FetchRequest
+from api.raft.core import RaftCore, Role, handlers
+from api.raft.core.messages import UNCOUNTED_REPLICA, FetchRequest
 
 
 def _leader_in(c: Cluster, ids: set[int], above: int) -> SimNode | None:

@@ -12,7 +12,26 @@ from hypothesis import strategies as st
 
 from api.protocol import codec
 from api.protocol.codec import ProtocolError
-from api.protocol.raft_wire import (
+from api.raft.core.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    EpochEndOffset,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    LeaderIdAndEpoch,
+    ReplicaState,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
+from api.raft.transport.wire import (
     DESCRIBE_QUORUM_KEY,
     ENTRIES_MAGIC,
     FETCH_KEY,
@@ -38,25 +57,6 @@ from api.protocol.raft_wire import (
     error_answer,
     send_version,
     wire_error_code,
-)
-from metadata_log.raft.messages import (
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
-    DescribeQuorumResponse,
-    EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
-    Entry,
-    EpochEndOffset,
-    ErrorCode,
-    FetchRequest,
-    FetchResponse,
-    FetchSnapshotRequest,
-    FetchSnapshotResponse,
-    LeaderIdAndEpoch,
-    ReplicaState,
-    SnapshotId,
-    VoteRequest,
-    VoteResponse,
 )
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -466,7 +466,7 @@ def test_the_fast_writer_writes_what_kio_writes_for_every_answer() -> None:
             observers=(),
         ),
     ]
-    from api.protocol.raft_wire import response_answer
+    from api.raft.transport.wire import response_answer
 
     for message in answers:
         for version in range(

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from api.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
+from api.raft.core.config import QuorumConfig
+from api.raft.core.errors import RaftConfigError
 from api.server.limits import SPECS, LimitSpec
-from metadata_log.raft.config import QuorumConfig
-from metadata_log.raft.errors import RaftConfigError
 from records.errors import MetadataLogError
 
 _Take = Callable[[str], "str | None"]

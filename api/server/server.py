@@ -46,7 +46,8 @@ from api.protocol.connection import (
     SaslToken,
 )
 from api.protocol.private import PRIVATE_APIS
-from api.protocol.raft_wire import QUORUM_VERSIONS
+from api.raft.transport.endpoint import NodeEndpoint
+from api.raft.transport.wire import QUORUM_VERSIONS
 from api.security.scram import StoredCredential
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
 from api.server.kafka.base import ANONYMOUS, Listener
@@ -64,13 +65,12 @@ from api.server.limits import (
     connection_capacity,
 )
 from api.server.private_apis import PrivateApis
-from api.server.quorum_endpoint import NodeEndpoint
 from api.server.sasl import SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
 from records.model import ScramMechanism
 
 if TYPE_CHECKING:
-    from api.service.quorum import QuorumNode
+    from api.raft.node import QuorumNode
 
 logger = logging.getLogger("api.server")
 

@@ -15,7 +15,7 @@ from api.controller.authorizer import STANDARD_AUTHORIZER, Authorizer
 from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
-from api.protocol.raft_wire import QUORUM_VERSIONS
+from api.raft.transport.wire import QUORUM_VERSIONS
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger

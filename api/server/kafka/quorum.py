@@ -20,7 +20,7 @@ from api.controller.errors import ApiError
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
 from api.protocol.private import PRIVATE_VERSIONS
-from api.protocol.raft_wire import (
+from api.raft.transport.wire import (
     DESCRIBE_QUORUM_KEY,
     INCONSISTENT_CLUSTER_ID,
     INVALID_VOTER_KEY,

@@ -1,6 +1,6 @@
 """The controller quorum's messages on Kafka's wire: core dataclasses <-> KRaft frames (sans-IO).
 
-The consensus core (`metadata_log.raft`) speaks in its own dataclasses; controllers speak
+The consensus core (`api.raft.core`) speaks in its own dataclasses; controllers speak
 Kafka's KRaft APIs to each other, through kio's schemas and `codec`'s framing and header. This
 module maps one onto the other, both ways, for the one partition there is: Kafka's
 `__cluster_metadata` partition 0 (topic id `AAAAAAAAAAAAAAAAAAAAAQ`, Kafka's
@@ -38,7 +38,7 @@ from api.protocol import codec
 from api.protocol.codec import KafkaRequest, ProtocolError, request_class, response_class
 from api.protocol.fast_writer import dict_writer_for
 from api.protocol.tagged import missing_required
-from metadata_log.raft.messages import (
+from api.raft.core.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,

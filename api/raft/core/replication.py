@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from metadata_log.raft.log_view import LogView
-from metadata_log.raft.messages import EpochEndOffset, FetchRequest
+from api.raft.core.log_view import LogView
+from api.raft.core.messages import EpochEndOffset, FetchRequest
 
 
 def majority_offset(offsets: list[int], majority: int) -> int:

@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from metadata_log.raft.messages import (
+from api.raft.core.messages import (
     NO_LEADER,
     UNCOUNTED_REPLICA,
     ErrorCode,
@@ -24,12 +24,12 @@ from metadata_log.raft.messages import (
     FetchSnapshotResponse,
     SnapshotId,
 )
-from metadata_log.raft.ready import SnapshotInstall
-from metadata_log.raft.replication import VoterProgress
-from metadata_log.raft.roles import Role
+from api.raft.core.ready import SnapshotInstall
+from api.raft.core.replication import VoterProgress
+from api.raft.core.roles import Role
 
 if TYPE_CHECKING:
-    from metadata_log.raft.core import RaftCore
+    from api.raft.core.core import RaftCore
 
 
 def snapshot_checksum_ok(data: bytes) -> bool:

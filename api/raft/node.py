@@ -1,6 +1,6 @@
 """The controller quorum's shell: the consensus core driven over the real log and network.
 
-`metadata_log.raft.RaftCore` decides; this module does what it asks, in the order it asks
+`api.raft.core.RaftCore` decides; this module does what it asks, in the order it asks
 (etcd raft's `Ready` loop): write the `quorum-state` durably, truncate, append, flush, and only
 then send. Every call into the core happens in one task (`QuorumNode._run`), between two
 `Ready`s, so the flushed offset it is told always describes the log it asked for: messages and
@@ -42,21 +42,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from api.controller.commands import PurgeResult
 from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode
-from api.service.client_writes import CURRENT_WRITE
-from api.service.service import (
-    SERVICE_PRINCIPAL,
-    Command,
-    MetadataService,
-    _bootstrap,
-    _noting,
-)
-from metadata_log.config import LogConfig
-from metadata_log.log import AppendResult, MetadataLog
-from metadata_log.raft.config import QuorumConfig
-from metadata_log.raft.core import NEVER, RaftCore
-from metadata_log.raft.errors import RaftError
-from metadata_log.raft.log_view import LogView
-from metadata_log.raft.messages import (
+from api.raft.core.config import QuorumConfig
+from api.raft.core.core import NEVER, RaftCore
+from api.raft.core.errors import RaftError
+from api.raft.core.log_view import LogView
+from api.raft.core.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -75,19 +65,29 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from metadata_log.raft.messages import (
+from api.raft.core.messages import (
     ErrorCode as RaftErrorCode,
 )
-from metadata_log.raft.quorum_state import read_quorum_state, write_quorum_state
-from metadata_log.raft.ready import NotLeader, Ready, ReadyDone, SnapshotInstall
-from metadata_log.raft.roles import Role
+from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
+from api.raft.core.ready import NotLeader, Ready, ReadyDone, SnapshotInstall
+from api.raft.core.roles import Role
+from api.raft.snapshot_bytes import decode_snapshot, encode_snapshot
+from api.service.client_writes import CURRENT_WRITE
+from api.service.service import (
+    SERVICE_PRINCIPAL,
+    Command,
+    MetadataService,
+    _bootstrap,
+    _noting,
+)
+from metadata_log.config import LogConfig
+from metadata_log.log import AppendResult, MetadataLog
 from metadata_log.replica import ReplicaBlock
 from metadata_log.start_snapshot import StartSnapshot
 from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
-from replay.snapshot_bytes import decode_snapshot, encode_snapshot
 
 if TYPE_CHECKING:
     from api.service.snapshots import Snapshotter

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from metadata_log.raft.election import (
+from api.raft.core.election import (
     log_at_least_as_up_to_date,
     may_grant_pre_vote,
     may_grant_vote,
     successor_backoff,
 )
-from metadata_log.raft.messages import (
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     UNCOUNTED_REPLICA,
@@ -31,12 +31,12 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from metadata_log.raft.replication import VoterProgress, diverging_epoch, truncation_offset
-from metadata_log.raft.roles import Role
-from metadata_log.raft.snapshot_fetch import leader_refusal, start_transfer
+from api.raft.core.replication import VoterProgress, diverging_epoch, truncation_offset
+from api.raft.core.roles import Role
+from api.raft.core.snapshot_fetch import leader_refusal, start_transfer
 
 if TYPE_CHECKING:
-    from metadata_log.raft.core import RaftCore
+    from api.raft.core.core import RaftCore
 
 
 # ------------------------------------------------------------------------------- votes

@@ -12,15 +12,15 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from metadata_log.raft import handlers, snapshot_fetch
-from metadata_log.raft.config import QuorumConfig
-from metadata_log.raft.election import (
+from api.raft.core import handlers, snapshot_fetch
+from api.raft.core.config import QuorumConfig
+from api.raft.core.election import (
     election_backoff,
     election_timeout,
 )
-from metadata_log.raft.errors import RaftError
-from metadata_log.raft.log_view import LogView
-from metadata_log.raft.messages import (
+from api.raft.core.errors import RaftError
+from api.raft.core.log_view import LogView
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     UNCOUNTED_REPLICA,
@@ -41,10 +41,10 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from metadata_log.raft.quorum_state import QuorumState
-from metadata_log.raft.ready import NotLeader, OffsetRange, Outgoing, Pending, Ready, ReadyDone
-from metadata_log.raft.replication import LeaderState
-from metadata_log.raft.roles import Role
+from api.raft.core.quorum_state import QuorumState
+from api.raft.core.ready import NotLeader, OffsetRange, Outgoing, Pending, Ready, ReadyDone
+from api.raft.core.replication import LeaderState
+from api.raft.core.roles import Role
 
 NEVER = 2**62
 
