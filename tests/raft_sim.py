@@ -25,9 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from api.raft.core import LogView, QuorumConfig, RaftCore, Ready, ReadyDone, Role
+from api.raft.core import Batch, LogView, QuorumConfig, RaftCore, Ready, ReadyDone, Role
 from api.raft.core.messages import (
     Entry,
+    EntryKind,
     ErrorCode,
     FetchResponse,
     FetchSnapshotResponse,
@@ -35,7 +36,7 @@ from api.raft.core.messages import (
     SnapshotId,
 )
 from api.raft.core.quorum_state import QuorumState
-from api.raft.core.snapshot_fetch import with_checksum
+from api.raft.core.transfer import with_checksum
 
 MAX_FETCH_ENTRIES = 4
 """The most entries per Fetch answer (small, so catching up takes several steps)."""
@@ -43,7 +44,7 @@ MAX_FETCH_ENTRIES = 4
 
 def encode_snapshot(entries: tuple[Entry, ...]) -> bytes:
     """A simulated snapshot's bytes: the state is the entries below its end, checksummed."""
-    rows = [[e.offset, e.epoch, e.payload.hex(), e.control] for e in entries]
+    rows = [[e.offset, e.epoch, e.payload.hex(), int(e.kind)] for e in entries]
     return with_checksum(json.dumps(rows, separators=(",", ":")).encode())
 
 
@@ -51,7 +52,7 @@ def decode_snapshot(data: bytes) -> tuple[Entry, ...]:
     """The entries a simulated snapshot's bytes hold (the checksum was checked by the core)."""
     rows = json.loads(data[:-4])
     return tuple(
-        Entry(offset=o, epoch=e, payload=bytes.fromhex(p), control=c) for o, e, p, c in rows
+        Entry(offset=o, epoch=e, payload=bytes.fromhex(p), kind=EntryKind(k)) for o, e, p, k in rows
     )
 
 
@@ -444,7 +445,7 @@ class Cluster:
             return
         self.payloads += 1
         payload = f"{self.seed}:{self.payloads}".encode()
-        answer = node.core.propose([payload])
+        answer = node.core.propose([Batch(payload=payload)])
         if hasattr(answer, "first"):
             entry = Entry(offset=answer.first, epoch=answer.epoch, payload=payload)  # type: ignore[union-attr] # an OffsetRange
             self.proposed[node.id].append(entry)

@@ -23,6 +23,7 @@ from test_sasl_server import USERS, seed_users
 
 from api.controller.authorizer import AuthorizerConfig
 from api.protocol import codec
+from api.raft.core import Batch
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.messages import (
     BeginQuorumEpochRequest,
@@ -31,6 +32,7 @@ from api.raft.core.messages import (
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     Entry,
+    EntryKind,
     ErrorCode,
     FetchRequest,
     FetchResponse,
@@ -114,10 +116,7 @@ def answer(message: QuorumRequest) -> QuorumResponse:
             error_code=ok,
             high_watermark=message.fetch_offset,
             current_leader=leader,
-            records=(
-                Entry(offset=message.fetch_offset, epoch=5, payload=b"block"),
-                Entry(offset=message.fetch_offset + 1, epoch=5, payload=b""),
-            ),
+            records=(Entry(offset=message.fetch_offset, epoch=5, payload=b"block", count=2),),
         )
     if isinstance(message, FetchSnapshotRequest):
         return FetchSnapshotResponse(
@@ -1023,7 +1022,7 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
         await until(lambda: leader() is not None, "a leader elected over the wire", 30)
         chief = leader()
         assert chief is not None
-        placed = chief.core.propose([b"first", b"second"])
+        placed = chief.core.propose([Batch(payload=b"first"), Batch(payload=b"second")])
         assert isinstance(placed, OffsetRange)
         chief.pump()
         await until(
@@ -1034,7 +1033,8 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
         logs = [s.entries[: placed.last + 1] for s in shells.values()]
         assert logs[0] == logs[1] == logs[2]
         assert [e.payload for e in logs[0][-2:]] == [b"first", b"second"]
-        assert logs[0][0].control  # the LeaderChange marker came through the Fetch records
+        # The LeaderChange marker came through the Fetch records.
+        assert logs[0][0].kind is EntryKind.LEADER_CHANGE
         # DescribeQuorum over the wire from a tool: the leader's view of the voters.
         (frame,) = await _exchange(
             ports[chief.core.id],

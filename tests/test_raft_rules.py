@@ -17,6 +17,7 @@ from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     Entry,
+    EntryKind,
     ErrorCode,
     FetchRequest,
     FetchSnapshotResponse,
@@ -188,7 +189,8 @@ def test_the_leader_change_marker_is_kafkas_json() -> None:
 
 
 def test_message_defaults() -> None:
-    assert Entry(offset=0, epoch=1, payload=b"").control is False
+    entry = Entry(offset=0, epoch=1, payload=b"")
+    assert entry.kind is EntryKind.DATA and entry.count == 1
     assert LeaderIdAndEpoch() == LeaderIdAndEpoch(leader_id=-1, leader_epoch=0)
     request = VoteRequest(
         correlation_id=1, replica_epoch=1, replica_id=1, last_offset_epoch=0, last_offset=0

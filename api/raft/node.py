@@ -6,12 +6,12 @@ then send. Every call into the core happens in one task (`QuorumNode._run`), bet
 `Ready`s, so the flushed offset it is told always describes the log it asked for: messages and
 proposals that arrive while a `Ready` is being carried out wait in a queue.
 
-Blocks and entries. The core sees one entry per log offset; the log stores blocks (one block is
-one atomic batch of one epoch). The first entry of a block carries the whole block
-(`ReplicaBlock.encode()`), the others an empty payload; fetch answers hold whole blocks, so
+Blocks and entries. The core's entries are whole batches (first offset, count, epoch, kind);
+the log stores blocks (one block is one atomic batch of one epoch), so a data entry is one
+block (`ReplicaBlock.encode()`) and is written as it is; fetch answers hold whole blocks, so
 every node's log, every fetch offset and hence the high watermark stay on block boundaries and
-no batch is ever applied in part. A new leader's LeaderChange marker becomes a block of one
-`LeaderChangeRecord`.
+no batch is ever applied in part. A new leader's LeaderChange marker (an entry of kind
+`LEADER_CHANGE`) becomes a block of one `LeaderChangeRecord`.
 
 The service (`ReplicatedService`) answers writes only on the leader, and only once they are
 committed (the high watermark passed them); a follower refuses them with NOT_CONTROLLER (41)
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
@@ -43,7 +42,7 @@ from api.controller.commands import PurgeResult
 from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode
 from api.raft.core.config import QuorumConfig
-from api.raft.core.core import NEVER, RaftCore
+from api.raft.core.core import RaftCore
 from api.raft.core.errors import RaftError
 from api.raft.core.log_view import LogView
 from api.raft.core.messages import (
@@ -54,10 +53,12 @@ from api.raft.core.messages import (
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     Entry,
+    EntryKind,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    LeaderChangeMessage,
     LeaderIdAndEpoch,
     Message,
     ReplicaState,
@@ -69,8 +70,9 @@ from api.raft.core.messages import (
     ErrorCode as RaftErrorCode,
 )
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
-from api.raft.core.ready import NotLeader, Ready, ReadyDone, SnapshotInstall
+from api.raft.core.ready import Batch, NotLeader, Ready, ReadyDone, SnapshotInstall
 from api.raft.core.roles import Role
+from api.raft.core.states import NEVER
 from api.raft.snapshot_bytes import decode_snapshot, encode_snapshot
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import (
@@ -717,7 +719,7 @@ class QuorumNode:
             epoch=core.epoch,
             timestamp=timestamp,
         )
-        placed = core.propose([block.encode()] + [b""] * (block.count - 1))
+        placed = core.propose([Batch(payload=block.encode(), count=block.count)])
         if isinstance(placed, NotLeader):
             for proposal in group:
                 proposal.future.set_exception(self.not_controller())
@@ -844,34 +846,26 @@ class QuorumNode:
         self._transport.send(destination, message)
 
     async def _append(self, entries: Sequence[Entry]) -> None:
-        """Write the entries of a `Ready` as the blocks they stand for."""
+        """Write the entries (batches) of a `Ready` as the blocks they are."""
         blocks: list[tuple[ReplicaBlock, bool]] = []
-        covered = 0  # the offset the blocks so far reach
         for entry in entries:
-            if not entry.payload:
-                if entry.offset >= covered:
-                    raise QuorumFailedError(
-                        f"internal: entry {entry.offset} belongs to no block of this append"
-                    )
-                continue
-            if entry.control and entry.payload[:1] == b"{":
+            if entry.kind is EntryKind.LEADER_CHANGE:
                 block = self._marker_block(entry)
                 peer = False
             else:
-                block, peer = self._blocks.pop(entry.offset, (None, True))  # type: ignore[assignment]
-                if block is None:
-                    block = ReplicaBlock.decode(entry.payload)
-            if block.first_offset != entry.offset or block.epoch != entry.epoch:
+                cached = self._blocks.pop(entry.offset, None)
+                block, peer = cached or (ReplicaBlock.decode(entry.payload), True)
+            if (block.first_offset, block.count, block.epoch) != (
+                entry.offset,
+                entry.count,
+                entry.epoch,
+            ):
                 raise QuorumFailedError(
-                    f"internal: block at {block.first_offset} (epoch {block.epoch}) stands for "
-                    f"entry {entry.offset} (epoch {entry.epoch})"
+                    f"internal: block at {block.first_offset} ({block.count} records, epoch "
+                    f"{block.epoch}) stands for entry {entry.offset} ({entry.count}, epoch "
+                    f"{entry.epoch})"
                 )
             blocks.append((block, peer))
-            covered = block.first_offset + block.count
-        if entries and covered != entries[-1].offset + 1:
-            raise QuorumFailedError(
-                f"internal: the append ends at {entries[-1].offset + 1}, its blocks at {covered}"
-            )
         # Own blocks (proposals, markers) were made here; peers' are checked entry by entry.
         run: list[ReplicaBlock] = []
         run_peer = False
@@ -886,11 +880,11 @@ class QuorumNode:
             await self._io(self.log.write_blocks, run, check=run_peer)
 
     def _marker_block(self, entry: Entry) -> ReplicaBlock:
-        data = json.loads(entry.payload)
+        marker = LeaderChangeMessage.decode(entry.payload)
         record = LeaderChangeRecord(
-            leader_id=int(data["leaderId"]),
-            voters=tuple(int(v) for v in data["voters"]),
-            granting_voters=tuple(int(v) for v in data["grantingVoters"]),
+            leader_id=marker.leader_id,
+            voters=marker.voters,
+            granting_voters=marker.granting_voters,
         )
         timestamp = max(_wall_ms(), self._last_timestamp)
         return self.log.encode_block(
@@ -908,11 +902,12 @@ class QuorumNode:
             if end > until:
                 break
             entries.append(
-                Entry(offset=block.first_offset, epoch=block.epoch, payload=block.encode())
-            )
-            entries.extend(
-                Entry(offset=offset, epoch=block.epoch, payload=b"")
-                for offset in range(block.first_offset + 1, end)
+                Entry(
+                    offset=block.first_offset,
+                    epoch=block.epoch,
+                    count=block.count,
+                    payload=block.encode(),
+                )
             )
         return tuple(entries)
 
@@ -920,34 +915,25 @@ class QuorumNode:
         """A fetch answer's entries decoded into blocks; a malformed or partial tail is cut."""
         kept: list[Entry] = []
         decoded: dict[int, tuple[ReplicaBlock, bool]] = {}
-        entries = message.records
-        index = 0
-        while index < len(entries):
-            head = entries[index]
+        for entry in message.records:
             try:
-                block = ReplicaBlock.decode(head.payload)
+                block = ReplicaBlock.decode(entry.payload)
             except MetadataLogError as exc:
                 logger.warning(
                     "fetch answer from node %d: entry %d is not a block (%s); ignoring the rest",
                     source,
-                    head.offset,
+                    entry.offset,
                     exc,
                 )
                 break
-            members = entries[index : index + block.count]
-            if (
-                block.first_offset != head.offset
-                or len(members) != block.count
-                or any(
-                    m.offset != block.first_offset + i or m.epoch != block.epoch
-                    for i, m in enumerate(members)
-                )
-                or any(m.payload for m in members[1:])
-            ):
+            if entry.kind is not EntryKind.DATA or (
+                block.first_offset,
+                block.count,
+                block.epoch,
+            ) != (entry.offset, entry.count, entry.epoch):
                 break
             decoded[block.first_offset] = (block, True)
-            kept.extend(members)
-            index += block.count
+            kept.append(entry)
         self._blocks.update(decoded)
         return replace(message, records=tuple(kept))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from api.raft.core.snapshot_fetch import snapshot_checksum_ok, with_checksum
+from api.raft.core.transfer import snapshot_checksum_ok, with_checksum
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError
 from replay.delta import MetadataDelta

@@ -77,6 +77,14 @@ class ReadyDone:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Batch:
+    """A proposal's batch: an opaque body standing for `count` offsets (one block)."""
+
+    payload: bytes
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetRange:
     """Where a proposal went: offsets first..last; it is committed once the HW passes last."""
 
