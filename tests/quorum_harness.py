@@ -18,7 +18,8 @@ from api.controller.controller import Controller
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.messages import Message
 from api.raft.core.quorum_state import QuorumState, write_quorum_state
-from api.raft.node import QuorumNode, ReplicatedService
+from api.raft.node import QuorumNode
+from api.service.replicated import ReplicatedService
 from metadata_log.config import LogConfig
 
 FAST = {

@@ -24,7 +24,7 @@ from api.raft.core import (
     ReadyDone,
     Role,
 )
-from api.raft.core.core import _message_epoch, _well_formed
+from api.raft.core.core import message_epoch, well_formed
 from api.raft.core.errors import RaftError
 from api.raft.core.messages import (
     BeginQuorumEpochRequest,
@@ -392,7 +392,7 @@ def test_the_epoch_each_message_tells_a_voter_without_state() -> None:
                                 leader_epoch=11), None),
     ]  # fmt: skip
     for message, epoch in cases:
-        assert _message_epoch(message) == epoch, message
+        assert message_epoch(message) == epoch, message
 
 
 def test_a_voter_without_state_keeps_the_largest_epoch_it_heard_from_voters_only() -> None:
@@ -409,11 +409,11 @@ def test_a_voter_without_state_keeps_the_largest_epoch_it_heard_from_voters_only
 
 def test_numbers_out_of_range_make_a_message_garbage() -> None:
     good = fetch(2, 1, 0, 0)
-    assert _well_formed(good)
-    assert _well_formed(dataclasses.replace(good, fetch_offset=2**63 - 1))
-    assert not _well_formed(dataclasses.replace(good, fetch_offset=2**63))
-    assert not _well_formed(dataclasses.replace(good, last_fetched_epoch=-1))
-    assert not _well_formed(dataclasses.replace(good, current_leader_epoch=-1))
+    assert well_formed(good)
+    assert well_formed(dataclasses.replace(good, fetch_offset=2**63 - 1))
+    assert not well_formed(dataclasses.replace(good, fetch_offset=2**63))
+    assert not well_formed(dataclasses.replace(good, last_fetched_epoch=-1))
+    assert not well_formed(dataclasses.replace(good, current_leader_epoch=-1))
 
 
 # --- transitions ----------------------------------------------------------------------------

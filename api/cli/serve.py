@@ -303,8 +303,9 @@ def _quorum_node(
     was never formatted): it catches up as an observer before it votes (docs/replication.md).
     """
     from api.raft.core.quorum_state import QUORUM_STATE_NAME
-    from api.raft.node import QuorumNode, ReplicatedService
+    from api.raft.node import QuorumNode
     from api.raft.transport.links import QuorumLinks, controller_client_security
+    from api.service.replicated import ReplicatedService
     from api.service.snapshots import open_snapshotter
 
     security = None

@@ -6,17 +6,15 @@ then send. Every call into the core happens in one task (`QuorumNode._run`), bet
 `Ready`s, so the flushed offset it is told always describes the log it asked for: messages and
 proposals that arrive while a `Ready` is being carried out wait in a queue.
 
-Blocks and entries. The core's entries are whole batches (first offset, count, epoch, kind);
-the log stores blocks (one block is one atomic batch of one epoch), so a data entry is one
-block (`ReplicaBlock.encode()`) and is written as it is; fetch answers hold whole blocks, so
-every node's log, every fetch offset and hence the high watermark stay on block boundaries and
-no batch is ever applied in part. A new leader's LeaderChange marker (an entry of kind
-`LEADER_CHANGE`) becomes a block of one `LeaderChangeRecord`.
+The shell's other jobs have their own modules: the core's entries as the log's blocks
+(blocks.py), snapshots offered, served and installed (snapshot_shipping.py), refusals made
+without the core (requests.py); the transport comes through `transport.protocol`.
 
-The service (`ReplicatedService`) answers writes only on the leader, and only once they are
-committed (the high watermark passed them); a follower refuses them with NOT_CONTROLLER (41)
-naming the leader. Every node applies committed blocks to its image, so reads anywhere reflect
-the committed offset they report. A new leader takes writes once everything before its epoch is
+The service (`api.service.replicated.ReplicatedService`, used through its public API)
+answers writes only on the leader, and only once they are committed (the high watermark
+passed them); a follower refuses them with NOT_CONTROLLER (41) naming the leader. Every node
+applies committed blocks to its image, so reads anywhere reflect the committed offset they
+report. A new leader takes writes once everything before its epoch is
 committed and applied (its LeaderChange marker is committed).
 
 Failures. Messages may be lost (the core retries). A storage error in the shell is fatal for
@@ -36,107 +34,47 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from api.controller.commands import PurgeResult
-from api.controller.controller import Controller
 from api.controller.errors import ApiError, ErrorCode
+from api.raft.blocks import ReplicaBlocks, log_view
 from api.raft.core.config import QuorumConfig
 from api.raft.core.core import RaftCore
-from api.raft.core.errors import RaftError
-from api.raft.core.log_view import LogView
 from api.raft.core.messages import (
     NO_LEADER,
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
     DescribeQuorumResponse,
-    EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
-    Entry,
-    EntryKind,
     FetchRequest,
     FetchResponse,
-    FetchSnapshotRequest,
     FetchSnapshotResponse,
-    LeaderChangeMessage,
-    LeaderIdAndEpoch,
     Message,
-    ReplicaState,
-    SnapshotId,
-    VoteRequest,
-    VoteResponse,
-)
-from api.raft.core.messages import (
-    ErrorCode as RaftErrorCode,
 )
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
 from api.raft.core.ready import Batch, NotLeader, Ready, ReadyDone, SnapshotInstall
 from api.raft.core.roles import Role
 from api.raft.core.states import NEVER
-from api.raft.snapshot_bytes import decode_snapshot, encode_snapshot
-from api.service.client_writes import CURRENT_WRITE
-from api.service.service import (
-    SERVICE_PRINCIPAL,
-    Command,
-    MetadataService,
-    _bootstrap,
-    _noting,
-)
-from metadata_log.config import LogConfig
+from api.raft.requests import Request, Response, on_wall_clock, refusal
+from api.raft.snapshot_shipping import SnapshotShipping
+from api.raft.transport.protocol import TransportFactory
+from api.service.replicated import ReplicatedService
 from metadata_log.log import AppendResult, MetadataLog
-from metadata_log.replica import ReplicaBlock
-from metadata_log.start_snapshot import StartSnapshot
 from records.errors import MetadataLogError
-from records.model import LeaderChangeRecord, Record
+from records.model import Record
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
 
 if TYPE_CHECKING:
-    from api.service.snapshots import Snapshotter
-    from replay.sql.store import SnapshotInfo
+    pass
 
 logger = logging.getLogger("api.server.quorum")
 """Under the server's logger: a quorum node's state changes are lines of `mlog serve`."""
 
 T = TypeVar("T")
 
-FETCH_MAX_BYTES = 1 << 20
-"""Block bytes a fetch answer carries at most (at least one block, whatever its size)."""
-
 HANDOVER_WAIT_S = 3.0
 """How long a stopping leader waits for a successor before it stops anyway."""
 
 LEADER_WAIT_S = 3.0
 """How long a write waits for this node's own election to end before NOT_CONTROLLER."""
-
-Request = (
-    VoteRequest
-    | BeginQuorumEpochRequest
-    | EndQuorumEpochRequest
-    | FetchRequest
-    | FetchSnapshotRequest
-)
-Response = (
-    VoteResponse
-    | BeginQuorumEpochResponse
-    | EndQuorumEpochResponse
-    | FetchResponse
-    | FetchSnapshotResponse
-)
-
-
-class QuorumTransport(Protocol):
-    """Sends the core's requests to the other nodes; their answers come back by callback."""
-
-    def send(self, destination: int, message: Any) -> bool:
-        """Send a request (never blocks; False: dropped, e.g. the link is down)."""
-
-    async def close(self) -> None:
-        """Close every link."""
-
-
-TransportFactory = Callable[[Callable[[int, Any], None]], QuorumTransport]
-"""Makes the transport, given the callback its answers go to: `(source node id, message)`."""
 
 
 class QuorumFailedError(MetadataLogError):
@@ -150,152 +88,6 @@ class _Proposal:
     first: int
     """The offset the working image gave its first record."""
     future: asyncio.Future[AppendResult]
-
-
-class ReplicatedService(MetadataService):
-    """A `MetadataService` whose writes are replicated by the quorum before they are answered.
-
-    `node` is set by `QuorumNode`. Commands that write run only on the leader; commands that
-    only read run anywhere, on the committed image.
-    """
-
-    node: QuorumNode | None = None
-
-    @classmethod
-    def open_replicated(
-        cls,
-        log_dir: Path,
-        *,
-        config: LogConfig | None = None,
-        controller: Controller | None = None,
-        clock_ms: Callable[[], int] | None = None,
-        snapshots: Snapshotter | None = None,
-    ) -> ReplicatedService:
-        """Open a quorum node's log; the image starts empty and follows the high watermark.
-
-        The log's tail may hold entries that were never committed (a new leader may truncate
-        them), so nothing is replayed until the quorum says how far the log is committed;
-        then the node starts from its newest snapshot at or below that offset that belongs to
-        this log (`snapshots`), and replays only the log after it. With `snapshots` the node
-        also takes snapshots of its committed image by the usual policy.
-        """
-        try:
-            log = MetadataLog.open(log_dir, config=config, replicated=True)
-        except BaseException:
-            if snapshots is not None:
-                snapshots.close()
-            raise
-        return cls(log, EMPTY_IMAGE, controller, clock_ms=clock_ms, snapshots=snapshots)
-
-    def first_image(self, last: int) -> MetadataImage:
-        """The image at committed offset `last` when nothing is applied yet (worker thread).
-
-        The newest snapshot at or before `last` whose entry this log still holds (same epoch
-        and timestamp) is the image of a committed prefix: entries up to a committed offset
-        are identical on every node that has them, so the log after it is all that replays.
-        """
-        if self._snapshots is None:
-            return load_image(self.log, lte=last)
-        return self._snapshots.start_image(self.log, lte=last)
-
-    def committed_snapshot(self) -> SnapshotInfo | None:
-        """The newest stored snapshot that belongs to this log (worker thread or start-up).
-
-        A quorum node's snapshots are taken of committed images only (by the policy, or
-        installed from the leader), so this one is of committed state. None without a store.
-        """
-        if self._snapshots is None or self._snapshots._holds_nothing():
-            return None
-        # Time travel's machinery only where a store holds snapshots (as `start_image`).
-        from replay.timetravel import snapshot_matches_log  # noqa: PLC0415
-
-        store = self._snapshots.store
-        store.ensure_schema()
-        for info in store.snapshots(gt=self.log.log_start_offset - 2, desc=True):
-            if snapshot_matches_log(self.log, info):
-                return info
-        return None
-
-    def _append_epoch(self) -> int:
-        return 0 if self.node is None else self.node.core.epoch
-
-    def execute(self, command: Command[T], *, principal: str | None = None) -> T:
-        """Embedded writes are not possible on a quorum's node: they go through the leader."""
-        result = command(self._working)
-        if result.records:
-            raise ApiError(
-                ErrorCode.NOT_CONTROLLER,
-                "this data directory belongs to a controller quorum: write through the quorum "
-                "with --bootstrap-server",
-            )
-        return result.response
-
-    async def submit(self, command: Command[T], *, principal: str | None = None) -> T:
-        """Run a command; a write is answered once the quorum has committed it."""
-        node = self.node
-        if node is None:
-            raise ApiError(ErrorCode.NOT_CONTROLLER, "the quorum is not running yet; retry")
-        write = CURRENT_WRITE.get()
-        if write is not None:
-            # Only the leader knows every accepted write: a retry is checked there.
-            if not node.leading:
-                await node.wait_leading()
-            found = self._retried(write)
-            if found is not None:
-                return await self._stored(found, write)  # type: ignore[no-any-return]
-            command = _noting(command, write)
-        result = command(self._working)
-        if not result.records:
-            return result.response
-        if not node.leading:
-            await node.wait_leading()
-            result = command(self._working)  # the image may have moved meanwhile
-            if not result.records:
-                return result.response
-        self._check_encodes(result.records)
-        first = self._next_offset
-        image = self._accept(result.records)
-        appended = await node.propose(result.records, principal=principal, first=first)
-        self._commit(image, appended, asyncio.get_running_loop())
-        return result.response
-
-    async def purge_due_async(self, *, now_ms: int | None = None) -> list[PurgeResult]:
-        """Pending partition deletions move on by the leader's checks only."""
-        if self.node is None or not self.node.leading:
-            return []
-        try:
-            return await super().purge_due_async(now_ms=now_ms)
-        except ApiError as exc:
-            if exc.error_code != ErrorCode.NOT_CONTROLLER:
-                raise
-            return []  # leadership moved during the check; the next leader checks
-
-    async def purge_now(self) -> list[PurgeResult]:
-        """A client's check (PurgePending), through `submit` even on a follower.
-
-        There it answers NOT_CONTROLLER naming the leader when a step is due or the check
-        carries a write id, so the client follows; the scheduler's checks skip followers.
-        """
-        return await MetadataService.purge_due_async(self)
-
-    def follow(self, image: MetadataImage) -> None:
-        """Take `image` (committed blocks applied) as both the committed and the working image."""
-        self._committed = image
-        self._working = image
-        self._next_offset = image.provenance.offset + 1
-        if self._snapshots is not None:
-            self._snapshots.committed(image, self.log)
-        if self._commit_waiters:
-            self.release_waiters()
-
-    def drop_uncommitted(self) -> None:
-        """Make the committed image the working one: on taking or losing the leadership.
-
-        A new leader writes after everything committed (its log holds nothing more); a
-        former one forgets what it accepted and the quorum did not commit.
-        """
-        self._working = self._committed
-        self._next_offset = self._committed.provenance.offset + 1
 
 
 class QuorumNode:
@@ -315,7 +107,7 @@ class QuorumNode:
         self.state_dir = state_dir
         self.log: MetadataLog = service.log
         state = read_quorum_state(state_dir, voters=config.voters)
-        view = self._log_view(service)
+        view = log_view(service)
         self.core = RaftCore(
             config, state=state, log=view, rng=rng or random.Random(), now_ms=_now_ms()
         )
@@ -327,19 +119,17 @@ class QuorumNode:
         self._queued: list[_Proposal] = []
         self._inflight: deque[tuple[_Proposal, AppendResult]] = deque()
         """Proposed and not yet committed, in offset order, with where each went."""
-        self._blocks: dict[int, tuple[ReplicaBlock, bool]] = {}
-        """Blocks about to be appended, by first offset, and whether they came from a peer."""
+        self._blocks = ReplicaBlocks(
+            self.log,
+            last_timestamp=max(service.image.provenance.timestamp, self.log.last_timestamp),
+        )
+        self._snapshots = SnapshotShipping(service)
         self._wake = asyncio.Event()
         self._leading = asyncio.Event()
         self._role_seen = asyncio.Event()
         self._epoch_start = NEVER
         self._flushed = self.log.end_offset
         self._applied = service.image.provenance.offset + 1
-        self._last_timestamp = max(service.image.provenance.timestamp, self.log.last_timestamp)
-        self._offered: int | None = None
-        """The id of the stored snapshot last offered to the core (FetchSnapshot)."""
-        self._served: tuple[SnapshotId, bytes] | None = None
-        """The serialization of the snapshot the core offers, made on the first request."""
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._resign_requested = False
@@ -348,38 +138,6 @@ class QuorumNode:
         self.on_failure: Callable[[str], None] | None = None
         """Called once with the reason when the node stops on a failure (the server exits)."""
         service.node = self
-
-    @staticmethod
-    def _log_view(service: ReplicatedService) -> LogView:
-        """The core's view of the opened log: its start, the epoch before it, its snapshot.
-
-        A log that starts after an installed snapshot knows the epoch before its start from
-        `log-start-snapshot`; one trimmed below a snapshot it still holds uses the epoch of
-        its first entry (at least the one before it: a fetcher there may be sent the snapshot
-        when blocks would do, never the other way round). The newest stored snapshot of
-        this log is offered to fetchers below the start.
-        """
-        log = service.log
-        epochs = log.epoch_cache()
-        start = log.log_start_offset
-        if start == 0:
-            return LogView.from_log(end_offset=log.end_offset, epochs=epochs)
-        info = service.committed_snapshot()
-        snapshot = (
-            None if info is None else SnapshotId(end_offset=info.offset + 1, epoch=info.epoch)
-        )
-        start_snapshot = log.start_snapshot
-        if start_snapshot is not None:
-            start_epoch = start_snapshot.epoch
-        else:
-            start_epoch = epochs[0][0] if epochs else 0
-        return LogView.from_log(
-            end_offset=log.end_offset,
-            epochs=epochs,
-            start_offset=start,
-            start_epoch=start_epoch,
-            snapshot=snapshot,
-        )
 
     # ------------------------------------------------------------------ state
 
@@ -508,7 +266,7 @@ class QuorumNode:
     def _received(self, source: int, message: Message) -> None:
         """An answer from a link (or any message from a test network)."""
         if isinstance(message, FetchResponse) and message.records:
-            message = self._whole_blocks(source, message)
+            message = self._blocks.fetched(source, message)
         self._inbox.append((source, message))
         self._wake.set()
 
@@ -553,65 +311,11 @@ class QuorumNode:
 
     def _unanswered(self, message: Request) -> Response:
         """What a request the core dropped gets: a refusal naming the leader this node knows."""
-        error = RaftErrorCode.NOT_LEADER_OR_FOLLOWER
-        leader = LeaderIdAndEpoch(leader_id=self.core.leader_id, leader_epoch=self.core.epoch)
-        if isinstance(message, FetchRequest):
-            return FetchResponse(
-                correlation_id=message.correlation_id,
-                error_code=error,
-                high_watermark=-1,
-                current_leader=leader,
-            )
-        if isinstance(message, FetchSnapshotRequest):
-            return FetchSnapshotResponse(
-                correlation_id=message.correlation_id,
-                error_code=error,
-                snapshot_id=message.snapshot_id,
-                current_leader=leader,
-                size=0,
-                position=message.position,
-            )
-        if isinstance(message, VoteRequest):
-            return VoteResponse(
-                correlation_id=message.correlation_id,
-                error_code=error,
-                leader_id=leader.leader_id,
-                leader_epoch=leader.leader_epoch,
-                vote_granted=False,
-            )
-        kind = (
-            BeginQuorumEpochResponse
-            if isinstance(message, BeginQuorumEpochRequest)
-            else EndQuorumEpochResponse
-        )
-        return kind(
-            correlation_id=message.correlation_id,
-            error_code=error,
-            leader_id=leader.leader_id,
-            leader_epoch=leader.leader_epoch,
-        )
+        return refusal(message, self.core.current_leader())
 
     def describe(self) -> DescribeQuorumResponse:
-        """DescribeQuorum: the leader's view of every voter's and observer's progress.
-
-        The core keeps time on the monotonic clock; the answer's timestamps are wall-clock
-        milliseconds, as Kafka's (-1 stays -1: never).
-        """
-        answer = self.core.describe_quorum()
-        shift = _wall_ms() - self.core.now_ms
-
-        def wall(replica: ReplicaState) -> ReplicaState:
-            return replace(
-                replica,
-                last_fetch_timestamp=_shifted(replica.last_fetch_timestamp, shift),
-                last_caught_up_timestamp=_shifted(replica.last_caught_up_timestamp, shift),
-            )
-
-        return replace(
-            answer,
-            current_voters=tuple(wall(r) for r in answer.current_voters),
-            observers=tuple(wall(r) for r in answer.observers),
-        )
+        """DescribeQuorum: the leader's view of every voter's and observer's progress."""
+        return on_wall_clock(self.core.describe_quorum(), now_ms=self.core.now_ms)
 
     async def propose(
         self, records: Sequence[Record], *, principal: str | None, first: int
@@ -674,25 +378,13 @@ class QuorumNode:
         if self._resign_requested:
             self._resign_requested = False
             core.resign()
-        self._offer_snapshot()
+        self._snapshots.offer(core)
         core.tick(_now_ms())
         while self._inbox:
             source, message = self._inbox.popleft()
             core.step(source, message)
         if self._queued:
             self._propose_queued()
-
-    def _offer_snapshot(self) -> None:
-        """Offer the core the newest snapshot the policy wrote (of committed state)."""
-        snapshots = self.service._snapshots
-        info = None if snapshots is None else snapshots.written
-        if info is None or info.id == self._offered:
-            return
-        self._offered = info.id
-        try:
-            self.core.snapshot_taken(SnapshotId(end_offset=info.offset + 1, epoch=info.epoch))
-        except RaftError as exc:
-            logger.warning("snapshot %d is not offered to other nodes: %s", info.id, exc)
 
     def _propose_queued(self) -> None:
         group, self._queued = self._queued, []
@@ -712,20 +404,16 @@ class QuorumNode:
                 proposal.future.set_exception(error)
             self.service.drop_uncommitted()
             return
-        timestamp = max(_wall_ms(), self._last_timestamp)
-        block = self.log.encode_block(
-            [(p.records, p.principal) for p in group],
-            first_offset=first,
-            epoch=core.epoch,
-            timestamp=timestamp,
+        block = self._blocks.encode(
+            [(p.records, p.principal) for p in group], first=first, epoch=core.epoch
         )
         placed = core.propose([Batch(payload=block.encode(), count=block.count)])
         if isinstance(placed, NotLeader):
             for proposal in group:
                 proposal.future.set_exception(self.not_controller())
             return
-        self._last_timestamp = timestamp
-        self._blocks[first] = (block, False)
+        self._blocks.keep(block)
+        timestamp = block.timestamp
         offset = first
         for proposal in group:
             last = offset + len(proposal.records) - 1
@@ -742,19 +430,20 @@ class QuorumNode:
             offset = ready.truncate_to
             await self._io(log.truncate_to, offset)
             self._flushed = min(self._flushed, offset)
-            for first in [f for f in self._blocks if f >= offset]:
-                del self._blocks[first]
+            self._blocks.truncated(offset)
         if ready.append:
-            await self._append(ready.append)
+            await self._blocks.write(ready.append, self._io)
         if ready.flush:
             self._flushed = await self._io(log.flush)
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
-                entries = await self._io(self._entries, out.read_from, out.read_until)
+                entries = await self._io(self._blocks.read, out.read_from, out.read_until)
                 message = replace(message, records=entries)
             elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
-                message = await self._snapshot_chunk(message, out.read_from, out.read_until)
+                message = await self._snapshots.chunk(
+                    message, out.read_from, out.read_until, self._io
+                )
             self._send(out.destination, message)
         if ready.role is not None:
             self._role_changed(ready.role)
@@ -762,80 +451,23 @@ class QuorumNode:
             await self._committed(ready.high_watermark)
 
     async def _install(self, install: SnapshotInstall) -> None:
-        """Make the leader's snapshot this node's: SQL snapshot first, then the log reset."""
-        snapshots = self.service._snapshots
-        if snapshots is None:
-            raise QuorumFailedError(
-                "a snapshot came from the leader but this node has no snapshot store"
-            )
-        image, header = await self._io(decode_snapshot, install.data)
-        p = header.provenance
-        if (p.offset + 1, p.epoch) != (install.snapshot_id.end_offset, install.snapshot_id.epoch):
-            raise QuorumFailedError(
-                f"the leader's snapshot {install.snapshot_id} holds the image at offset "
-                f"{p.offset} of epoch {p.epoch}"
-            )
-        # One transaction holds the rows and the offset they are the state at.
-        info = await self._io(snapshots.store.write, image)
-        if info.checksum != header.checksum:
-            raise QuorumFailedError(
-                f"the snapshot installed at offset {p.offset} has checksum {info.checksum[:16]}, "
-                f"the leader's {header.checksum[:16]}: the copy is not the leader's state"
-            )
-        start = StartSnapshot(
-            offset=p.offset, epoch=p.epoch, timestamp=p.timestamp, checksum=info.checksum
-        )
-        await self._io(self.log.reset_to_snapshot, start)
+        """Make the leader's snapshot this node's, then follow its image."""
+        installed = await self._snapshots.install(install, self._io)
+        p = installed.provenance
         self._flushed = self.log.end_offset
-        self._blocks.clear()
+        self._blocks.reset(last_timestamp=p.timestamp)
         self._applied = p.offset + 1
-        self._last_timestamp = max(self._last_timestamp, p.timestamp)
-        self._offered = info.id
         logger.info(
             "controller %d installed the leader's snapshot at offset %d (epoch %d, %d records, "
             "%d bytes); its log now starts at offset %d",
             self.config.node_id,
             p.offset,
             p.epoch,
-            header.count,
-            len(install.data),
+            installed.count,
+            installed.size,
             p.offset + 1,
         )
-        self.service.follow(image)
-
-    async def _snapshot_chunk(
-        self, message: FetchSnapshotResponse, start: int, until: int
-    ) -> FetchSnapshotResponse:
-        """Fill a FetchSnapshot answer with bytes [start, until) of the snapshot it names."""
-        try:
-            data = await self._io(self._snapshot_bytes, message.snapshot_id)
-        except MetadataLogError as exc:
-            # The database failing a read is no reason to stop leading: the follower asks
-            # again (SNAPSHOT_NOT_FOUND makes it fetch, and be told the snapshot again).
-            logger.warning("cannot serve snapshot %s: %s", message.snapshot_id, exc)
-            data = None
-        if data is None:
-            return replace(message, error_code=RaftErrorCode.SNAPSHOT_NOT_FOUND)
-        if start > len(data):
-            return replace(message, error_code=RaftErrorCode.POSITION_OUT_OF_RANGE)
-        return replace(message, size=len(data), unaligned_records=data[start:until])
-
-    def _snapshot_bytes(self, snapshot_id: SnapshotId) -> bytes | None:
-        """The serialization of the stored snapshot `snapshot_id` (worker thread), kept."""
-        if self._served is not None and self._served[0] == snapshot_id:
-            return self._served[1]
-        snapshots = self.service._snapshots
-        if snapshots is None:
-            return None
-        store = snapshots.store
-        offset = snapshot_id.end_offset - 1
-        for info in store.snapshots(gt=offset - 1, lte=offset, desc=True):
-            if info.epoch != snapshot_id.epoch:
-                continue
-            data = encode_snapshot(store.load(info.id), checksum=info.checksum)
-            self._served = (snapshot_id, data)
-            return data
-        return None
+        self.service.follow(installed.image)
 
     def _send(self, destination: int, message: Message) -> None:
         if isinstance(message, Response):
@@ -844,98 +476,6 @@ class QuorumNode:
                 waiting[0].set_result(message)
             return
         self._transport.send(destination, message)
-
-    async def _append(self, entries: Sequence[Entry]) -> None:
-        """Write the entries (batches) of a `Ready` as the blocks they are."""
-        blocks: list[tuple[ReplicaBlock, bool]] = []
-        for entry in entries:
-            if entry.kind is EntryKind.LEADER_CHANGE:
-                block = self._marker_block(entry)
-                peer = False
-            else:
-                cached = self._blocks.pop(entry.offset, None)
-                block, peer = cached or (ReplicaBlock.decode(entry.payload), True)
-            if (block.first_offset, block.count, block.epoch) != (
-                entry.offset,
-                entry.count,
-                entry.epoch,
-            ):
-                raise QuorumFailedError(
-                    f"internal: block at {block.first_offset} ({block.count} records, epoch "
-                    f"{block.epoch}) stands for entry {entry.offset} ({entry.count}, epoch "
-                    f"{entry.epoch})"
-                )
-            blocks.append((block, peer))
-        # Own blocks (proposals, markers) were made here; peers' are checked entry by entry.
-        run: list[ReplicaBlock] = []
-        run_peer = False
-        for block, peer in blocks:
-            if run and peer != run_peer:
-                await self._io(self.log.write_blocks, run, check=run_peer)
-                run = []
-            run.append(block)
-            run_peer = peer
-            self._last_timestamp = max(self._last_timestamp, block.timestamp)
-        if run:
-            await self._io(self.log.write_blocks, run, check=run_peer)
-
-    def _marker_block(self, entry: Entry) -> ReplicaBlock:
-        marker = LeaderChangeMessage.decode(entry.payload)
-        record = LeaderChangeRecord(
-            leader_id=marker.leader_id,
-            voters=marker.voters,
-            granting_voters=marker.granting_voters,
-        )
-        timestamp = max(_wall_ms(), self._last_timestamp)
-        return self.log.encode_block(
-            [((record,), SERVICE_PRINCIPAL)],
-            first_offset=entry.offset,
-            epoch=entry.epoch,
-            timestamp=timestamp,
-        )
-
-    def _entries(self, start: int, until: int) -> tuple[Entry, ...]:
-        """Whole blocks of the log in [start, until), as the core's entries (a fetch answer)."""
-        entries: list[Entry] = []
-        for block in self.log.replica_blocks(start=start, max_bytes=FETCH_MAX_BYTES):
-            end = block.first_offset + block.count
-            if end > until:
-                break
-            entries.append(
-                Entry(
-                    offset=block.first_offset,
-                    epoch=block.epoch,
-                    count=block.count,
-                    payload=block.encode(),
-                )
-            )
-        return tuple(entries)
-
-    def _whole_blocks(self, source: int, message: FetchResponse) -> FetchResponse:
-        """A fetch answer's entries decoded into blocks; a malformed or partial tail is cut."""
-        kept: list[Entry] = []
-        decoded: dict[int, tuple[ReplicaBlock, bool]] = {}
-        for entry in message.records:
-            try:
-                block = ReplicaBlock.decode(entry.payload)
-            except MetadataLogError as exc:
-                logger.warning(
-                    "fetch answer from node %d: entry %d is not a block (%s); ignoring the rest",
-                    source,
-                    entry.offset,
-                    exc,
-                )
-                break
-            if entry.kind is not EntryKind.DATA or (
-                block.first_offset,
-                block.count,
-                block.epoch,
-            ) != (entry.offset, entry.count, entry.epoch):
-                break
-            decoded[block.first_offset] = (block, True)
-            kept.append(entry)
-        self._blocks.update(decoded)
-        return replace(message, records=tuple(kept))
 
     # ------------------------------------------------------------------ commits and roles
 
@@ -960,8 +500,7 @@ class QuorumNode:
             self._start_leading()
 
     def _started_from(self, image: MetadataImage) -> None:
-        snapshots = self.service._snapshots
-        used = None if snapshots is None else snapshots.started_from
+        used = self.service.started_from_snapshot
         logger.info(
             "controller %d applied the committed log up to offset %d (%s)",
             self.config.node_id,
@@ -1006,11 +545,7 @@ class QuorumNode:
         self._role_seen.set()
         logger.info("controller %d takes writes from offset %d", self.config.node_id, self._applied)
         if METADATA_VERSION not in self.service.image.features.levels:
-            asyncio.get_running_loop().create_task(self._bootstrap())
-
-    async def _bootstrap(self) -> None:
-        with contextlib.suppress(ApiError):
-            await self.service.submit(_bootstrap, principal=SERVICE_PRINCIPAL)
+            asyncio.get_running_loop().create_task(self.service.bootstrap())
 
     def _fail_proposals(self, error: ApiError) -> None:
         pending = [*(proposal for proposal, _ in self._inflight), *self._queued]
@@ -1029,13 +564,5 @@ _MAY_LEAD_SOON = frozenset({Role.PROSPECTIVE, Role.CANDIDATE, Role.LEADER})
 """The roles in which a write waits for this node to take writes (`wait_leading`)."""
 
 
-def _shifted(timestamp: int, shift: int) -> int:
-    return timestamp if timestamp < 0 else timestamp + shift
-
-
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -273,7 +273,7 @@ class RaftCore:
 
     def step(self, sender: int, message: Message) -> None:
         """Handle one message from `sender`."""
-        if not _well_formed(message):
+        if not well_formed(message):
             return
         self._hear(sender, message)
         if isinstance(message, VoteRequest):
@@ -574,7 +574,7 @@ class RaftCore:
         """A voter without durable state learns the epochs the others are in (its vote fence)."""
         if not self.catching_up or sender not in self.config.voters:
             return
-        epoch = _message_epoch(message)
+        epoch = message_epoch(message)
         if epoch is not None:
             self.heard[sender] = max(self.heard.get(sender, 0), epoch)
 
@@ -585,7 +585,7 @@ class RaftCore:
                 self.send(voter, self.fetch_request(self.next_correlation()))
 
 
-def _well_formed(message: Message) -> bool:
+def well_formed(message: Message) -> bool:
     """Messages with negative offsets or epochs are garbage and are dropped."""
     numbers = [
         getattr(message, name)
@@ -608,7 +608,8 @@ def _well_formed(message: Message) -> bool:
     return all(isinstance(n, int) and 0 <= n < 2**63 for n in numbers)
 
 
-def _message_epoch(message: Message) -> int | None:
+def message_epoch(message: Message) -> int | None:
+    """The epoch a message shows its sender is in (None for a message that shows none)."""
     if isinstance(message, VoteRequest):
         return message.replica_epoch
     if isinstance(message, FetchResponse):
