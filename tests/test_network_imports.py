@@ -26,6 +26,7 @@ ALLOWED = {
         "api.security",
         # DescribeQuorum (`mlog quorum describe`): the wire codec and the messages it decodes to.
         "api.raft.transport.wire",
+        "api.raft.transport.errors",
         "api.raft.core.messages",
     ),
     # The quorum: its links are clients, its shell drives the service.

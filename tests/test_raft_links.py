@@ -44,20 +44,22 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
-from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
-from api.raft.transport.wire import (
+from api.raft.transport.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
-    DESCRIBE_QUORUM_KEY,
-    FETCH_KEY,
     INCONSISTENT_CLUSTER_ID,
     INVALID_REQUEST,
     INVALID_VOTER_KEY,
+    RaftWireRefusal,
+)
+from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
+from api.raft.transport.wire import (
+    DESCRIBE_QUORUM_KEY,
+    FETCH_KEY,
     QUORUM_VERSIONS,
     VOTE_KEY,
     DescribeQuorumRequest,
     QuorumRequest,
     QuorumResponse,
-    RaftWireRefusal,
     decode_response,
     encode_request,
 )

@@ -32,32 +32,36 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.transport.entries import (
+    ENTRIES_MAGIC,
+    decode_entries,
+    encode_entries,
+)
+from api.raft.transport.errors import (
+    INVALID_REQUEST,
+    RaftWireError,
+    RaftWireRefusal,
+    core_error_code,
+    wire_error_code,
+)
 from api.raft.transport.wire import (
     DESCRIBE_QUORUM_KEY,
-    ENTRIES_MAGIC,
     FETCH_KEY,
     FETCH_MAX_BYTES,
-    INVALID_REQUEST,
     METADATA_TOPIC,
     METADATA_TOPIC_ID,
     QUORUM_VERSIONS,
     VOTE_KEY,
     DescribeQuorumRequest,
     QuorumResponse,
-    RaftWireError,
-    RaftWireRefusal,
     _request_values,
     api_key_of,
-    core_error_code,
-    decode_entries,
     decode_request,
     decode_response,
-    encode_entries,
     encode_request,
     encode_response,
     error_answer,
     send_version,
-    wire_error_code,
 )
 
 INT32 = st.integers(-(2**31), 2**31 - 1)

@@ -348,9 +348,9 @@ class AdminClient(SecurityApis):
         # Only `mlog quorum describe` asks: the quorum's messages (~25 ms of imports) are not
         # loaded by every other command that connects to a server.
         from api.raft.core.messages import DescribeQuorumResponse  # noqa: PLC0415
+        from api.raft.transport.errors import RaftWireRefusal  # noqa: PLC0415
         from api.raft.transport.wire import (  # noqa: PLC0415
             DescribeQuorumRequest,
-            RaftWireRefusal,
             decode_response,
             encode_request,
             send_version,

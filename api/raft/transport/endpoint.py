@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.raft.core.messages import DescribeQuorumResponse
-from api.raft.transport.wire import DescribeQuorumRequest, QuorumRequest, QuorumResponse
+from api.raft.transport.wire import (
+    DescribeQuorumRequest,
+    QuorumRequest,
+    QuorumResponse,
+)
 
 if TYPE_CHECKING:
     from api.raft.node import QuorumNode

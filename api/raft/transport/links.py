@@ -36,13 +36,15 @@ from typing import Any
 
 from api.client.connection import ClientConnection, ClientError
 from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.transport.wire import (
+from api.raft.transport.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
+    RaftWireError,
+)
+from api.raft.transport.wire import (
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
     QuorumRequest,
     QuorumResponse,
-    RaftWireError,
     api_key_of,
     decode_response,
     encode_request,

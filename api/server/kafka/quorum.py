@@ -20,15 +20,17 @@ from api.controller.errors import ApiError
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
 from api.protocol.private import PRIVATE_VERSIONS
-from api.raft.transport.wire import (
-    DESCRIBE_QUORUM_KEY,
+from api.raft.transport.errors import (
     INCONSISTENT_CLUSTER_ID,
     INVALID_VOTER_KEY,
+    RaftWireRefusal,
+)
+from api.raft.transport.wire import (
+    DESCRIBE_QUORUM_KEY,
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
     QuorumRequest,
     QuorumResponse,
-    RaftWireRefusal,
     api_key_of,
     error_answer,
     inbound_request,
