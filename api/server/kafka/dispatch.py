@@ -49,8 +49,8 @@ class KafkaApis:
 
     With an `authorizer`, each API checks what Kafka's checks (docs/security.md); without one,
     everything is allowed and the ACL APIs answer SECURITY_DISABLED. With a `quorum` endpoint
-    the controller quorum's APIs (`raft_wire.QUORUM_VERSIONS`) are answered too, and
-    ApiVersions lists them.
+    the controller quorum's APIs (`api.raft.transport.wire.QUORUM_VERSIONS`) are answered too,
+    and ApiVersions lists them.
     """
 
     def __init__(
