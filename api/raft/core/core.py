@@ -7,6 +7,9 @@ snapshot_fetch.py, which use the transitions and helpers below. Each call may qu
 durably, truncate, append, flush, and only then send the messages (a vote or a fetch
 acknowledges what was persisted before it). The shell then calls `advance()` with the log's
 flushed end offset.
+
+One concern over ~600 lines: one node's state and its transitions (the shell's interface,
+the transitions the handlers use, the timers); the rules per message are in handlers.py.
 """
 
 from __future__ import annotations
