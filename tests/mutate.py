@@ -266,7 +266,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "replay/audit/session.py": ("tests/test_audit_session.py", "tests/test_audit.py"),
     "replay/audit/errors.py": _AUDIT_TESTS,
     # The FetchSnapshot form: its wire test, and the catch-up of a real follower through it.
-    "replay/snapshot_bytes.py": (
+    "api/raft/snapshot_bytes.py": (
         "tests/test_snapshot_bytes.py",
         "tests/test_raft_wire.py",
         "tests/test_quorum_snapshot_catch_up.py",
@@ -316,9 +316,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
     # Torn-tail classification is what the bit sweeps and the crash tests (real processes
     # killed mid-write) check: tail.py keeps them (SWEEP_TARGETS), at seconds a mutant.
     "metadata_log/tail.py": (*_LOG_TESTS, "tests/test_crash.py"),
-    # metadata_log/raft/: the sans-IO core, fed by hand and by the simulation's seeds.
+    # api/raft/core/: the sans-IO core, fed by hand and by the simulation's seeds.
     **{
-        f"metadata_log/raft/{name}.py": _RAFT_TESTS
+        f"api/raft/core/{name}.py": _RAFT_TESTS
         for name in (
             "core",
             "handlers",
@@ -330,8 +330,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "roles",
         )
     },
-    "metadata_log/raft/messages.py": (*_RAFT_TESTS, "tests/test_raft_wire.py"),
-    "metadata_log/raft/snapshot_fetch.py": (*_RAFT_TESTS, "tests/test_raft_wire.py"),
+    "api/raft/core/messages.py": (*_RAFT_TESTS, "tests/test_raft_wire.py"),
+    "api/raft/core/snapshot_fetch.py": (*_RAFT_TESTS, "tests/test_raft_wire.py"),
     # The start snapshot a log trimmed below its first entry keeps (`trim_before`).
     "metadata_log/start_snapshot.py": (
         "tests/test_start_snapshot_file.py",
@@ -339,7 +339,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_log_trim.py",
         "tests/test_log_replica.py",
     ),
-    "metadata_log/raft/log_view.py": (*_RAFT_TESTS, "tests/test_log_replica.py"),
+    "api/raft/core/log_view.py": (*_RAFT_TESTS, "tests/test_log_replica.py"),
     # replay/controller/
     "replay/controller/placement.py": ("tests/test_placement.py",),
     **{

@@ -1,7 +1,7 @@
 """Quorum nodes in one event loop over real logs, joined by an in-process network.
 
 For the shell's tests: the consensus core is proven by the simulation (tests/raft_sim.py);
-these drive the real shell (`api.service.quorum`) over real `MetadataLog`s in temporary
+these drive the real shell (`api.raft.node`) over real `MetadataLog`s in temporary
 directories, with a network that can cut links. Real processes and sockets are
 tests/test_quorum_processes.py's.
 """
@@ -13,11 +13,12 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from api.service.quorum import QuorumNode, ReplicatedService
+from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.core.messages import Message
+from api.raft.core.quorum_state import QuorumState, write_quorum_state
+from api.raft.node import QuorumNode
+from api.service.replicated import ReplicatedService
 from metadata_log.config import LogConfig
-from metadata_log.raft.config import QuorumConfig, VoterAddress
-from metadata_log.raft.messages import Message
-from metadata_log.raft.quorum_state import QuorumState, write_quorum_state
 from replay.controller.commands import CreatableTopic, RegisterBroker
 from replay.controller.controller import Controller
 

@@ -25,17 +25,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from metadata_log.raft import LogView, QuorumConfig, RaftCore, Ready, ReadyDone, Role
-from metadata_log.raft.messages import (
+from api.raft.core import (
+    Batch,
+    LogView,
+    OffsetRange,
+    QuorumConfig,
+    RaftCore,
+    Ready,
+    ReadyDone,
+    Role,
+)
+from api.raft.core.messages import (
     Entry,
+    EntryKind,
     ErrorCode,
     FetchResponse,
     FetchSnapshotResponse,
     Message,
     SnapshotId,
 )
-from metadata_log.raft.quorum_state import QuorumState
-from metadata_log.raft.snapshot_fetch import with_checksum
+from api.raft.core.quorum_state import QuorumState
+from api.raft.core.transfer import with_checksum
 
 MAX_FETCH_ENTRIES = 4
 """The most entries per Fetch answer (small, so catching up takes several steps)."""
@@ -43,7 +53,7 @@ MAX_FETCH_ENTRIES = 4
 
 def encode_snapshot(entries: tuple[Entry, ...]) -> bytes:
     """A simulated snapshot's bytes: the state is the entries below its end, checksummed."""
-    rows = [[e.offset, e.epoch, e.payload.hex(), e.control] for e in entries]
+    rows = [[e.offset, e.epoch, e.payload.hex(), int(e.kind), e.count] for e in entries]
     return with_checksum(json.dumps(rows, separators=(",", ":")).encode())
 
 
@@ -51,7 +61,8 @@ def decode_snapshot(data: bytes) -> tuple[Entry, ...]:
     """The entries a simulated snapshot's bytes hold (the checksum was checked by the core)."""
     rows = json.loads(data[:-4])
     return tuple(
-        Entry(offset=o, epoch=e, payload=bytes.fromhex(p), control=c) for o, e, p, c in rows
+        Entry(offset=o, epoch=e, payload=bytes.fromhex(p), kind=EntryKind(k), count=n)
+        for o, e, p, k, n in rows
     )
 
 
@@ -61,7 +72,11 @@ class InvariantViolation(AssertionError):
 
 @dataclass(slots=True)
 class SimLog:
-    """A node's log: entries are durable only up to `flushed`."""
+    """A node's log: entries are durable only up to `flushed`.
+
+    `entries[offset]` is the batch that holds `offset` (a batch of several offsets is there
+    once per offset); the log is cut, torn and trimmed on batch boundaries only, as blocks.
+    """
 
     entries: list[Entry] = field(default_factory=list)
     flushed: int = 0
@@ -81,11 +96,18 @@ class SimLog:
                 cache.append((entry.epoch, entry.offset))
         return cache
 
+    def boundary(self, offset: int) -> int:
+        """The batch boundary at or below `offset` (a batch is kept or lost whole)."""
+        while offset < len(self.entries) and self.entries[offset].offset != offset:
+            offset -= 1
+        return offset
+
     def crash(self, rng: random.Random) -> None:
         """Lose what was not flushed: a random prefix of it survives, the last one maybe torn."""
         keep = self.flushed + rng.randint(0, len(self.entries) - self.flushed)
         if keep > self.flushed and rng.random() < 0.5:
             keep -= 1  # a torn last entry: recovery drops it
+        keep = self.boundary(keep)
         del self.entries[keep:]
         self.flushed = len(self.entries)
 
@@ -198,8 +220,11 @@ class Cluster:
         observers: int = 0,
         trace: bool = False,
         faults: bool = True,
+        batch_max: int = 1,
     ) -> None:
         self.seed = seed
+        self.batch_max = batch_max
+        """Proposals are batches of 1..batch_max offsets (1: the seeds' historical runs)."""
         self.rng = random.Random(seed)
         self.trace = trace
         self.now = 0
@@ -302,14 +327,14 @@ class Cluster:
         ):
             agreed += 1
         low = max(log.start, 1, 0 if log.snapshot is None else log.snapshot[0].end_offset)
-        if agreed >= low:
-            end = self.rng.randint(low, agreed)
+        end = log.boundary(self.rng.randint(low, agreed)) if agreed >= low else 0
+        if end >= low:
             entries = tuple(log.entries[:end])
             log.snapshot = (
                 SnapshotId(end_offset=end, epoch=entries[-1].epoch),
                 encode_snapshot(entries),
             )
-            log.start = end if whole else self.rng.randint(log.start, end)
+            log.start = end if whole else log.boundary(self.rng.randint(log.start, end))
             self.log(f"snapshot {node.id} at end {end}, log start {log.start}")
             self.stats["trims"] += 1
         self.start(node)
@@ -392,14 +417,15 @@ class Cluster:
         for entry in ready.append:
             if entry.offset != len(log.entries):
                 raise InvariantViolation(f"node {node.id} appends {entry} at {len(log.entries)}")
-            log.entries.append(entry)
+            log.entries.extend([entry] * entry.count)
         if ready.flush:
             log.flushed = len(log.entries)
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
-                until = min(out.read_until, out.read_from + self.fetch_entries, len(log.entries))
-                message = replace(message, records=tuple(log.entries[out.read_from : until]))
+                message = replace(
+                    message, records=self.batches(node, out.read_from, out.read_until)
+                )
             elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
                 if log.snapshot is None or log.snapshot[0] != message.snapshot_id:
                     raise InvariantViolation(f"node {node.id} serves a snapshot it lacks")
@@ -412,6 +438,21 @@ class Cluster:
             self.send(node.id, out.destination, message)
         if ready.role is not None and self.trace:
             self.log(f"node {node.id} is {ready.role.name} in epoch {node.core.epoch}")  # type: ignore[union-attr] # the core runs while its Ready is applied
+
+    def batches(self, node: SimNode, start: int, until: int) -> tuple[Entry, ...]:
+        """The whole batches of the node's log in [start, until), `fetch_entries` at most."""
+        entries = node.log.entries
+        found: list[Entry] = []
+        offset = start
+        while offset < min(until, len(entries)) and len(found) < self.fetch_entries:
+            batch = entries[offset]
+            if batch.offset != offset:
+                raise InvariantViolation(f"node {node.id} reads from {offset}, inside {batch}")
+            if batch.end_offset > until:
+                break
+            found.append(batch)
+            offset = batch.end_offset
+        return tuple(found)
 
     def install(self, node: SimNode, snapshot_id: SnapshotId, data: bytes) -> None:
         """The node's log becomes the snapshot: its state must be the committed entries."""
@@ -444,9 +485,10 @@ class Cluster:
             return
         self.payloads += 1
         payload = f"{self.seed}:{self.payloads}".encode()
-        answer = node.core.propose([payload])
-        if hasattr(answer, "first"):
-            entry = Entry(offset=answer.first, epoch=answer.epoch, payload=payload)  # type: ignore[union-attr] # an OffsetRange
+        count = self.rng.randint(1, self.batch_max) if self.batch_max > 1 else 1
+        answer = node.core.propose([Batch(payload=payload, count=count)])
+        if isinstance(answer, OffsetRange):
+            entry = Entry(offset=answer.first, epoch=answer.epoch, payload=payload, count=count)
             self.proposed[node.id].append(entry)
         self.process(node)
 
@@ -529,11 +571,19 @@ SCENARIOS = (
 )
 
 
-def run_seed(seed: int, *, trace: bool = False, scenario: str | None = None) -> Cluster:
+def run_seed(
+    seed: int, *, trace: bool = False, scenario: str | None = None, batch_max: int = 1
+) -> Cluster:
     """Run one seed to the end; raises InvariantViolation (or AssertionError) on a bug."""
     name = scenario or SCENARIOS[seed % len(SCENARIOS)]
     voters = 5 if name == "split_2_3" or (name == "chaos" and seed % 2) else 3
-    c = Cluster(seed, voters=voters, observers=1 if seed % 3 == 0 else 0, trace=trace)
+    c = Cluster(
+        seed,
+        voters=voters,
+        observers=1 if seed % 3 == 0 else 0,
+        trace=trace,
+        batch_max=batch_max,
+    )
     c.log(f"scenario {name}, {voters} voters")
     rng = c.rng
     fault_at = rng.randint(2000, 3500)

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.raft.core.log_view import LogView
 from metadata_log import LogConfig, LogError, MetadataLog
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME, EPOCH_NAME
 from metadata_log.errors import ReplicaBlockError
-from metadata_log.raft.log_view import LogView
 from metadata_log.replica import HEADER_SIZE, ReplicaBlock
 from metadata_log.segment import Segment
 from records import (

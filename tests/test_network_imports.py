@@ -13,9 +13,33 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ALLOWED = {
     "api.protocol": ("api.protocol",),
-    "api.server": ("api.server", "api.protocol", "api.service", "api.security"),
-    "api.client": ("api.client", "api.protocol", "api.security"),
-    # A leaf: the server, the client and the CLI all use it.
+    "api.server": (
+        "api.server",
+        "api.protocol",
+        "api.service",
+        "api.security",
+        "api.raft",
+    ),
+    "api.client": (
+        "api.client",
+        "api.protocol",
+        "api.security",
+        # DescribeQuorum (`mlog quorum describe`): the wire codec and the messages it decodes to.
+        "api.raft.transport.wire",
+        "api.raft.transport.errors",
+        "api.raft.core.messages",
+    ),
+    # The quorum: its links are clients, its shell drives the service.
+    "api.raft": (
+        "api.raft",
+        "api.protocol",
+        "api.client.connection",
+        "api.service",
+        "api.security",
+    ),
+    # The sans-IO core imports nothing of `api` but itself.
+    "api.raft.core": ("api.raft.core",),
+    # A leaf: the controller, the server, the client and the CLI all use it.
     "api.security": ("api.security",),
 }
 """What each room may import from `api`; the layers below `api` (records, replay) are free."""

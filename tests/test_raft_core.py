@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from metadata_log.raft import (
+from api.raft.core import (
     LogView,
     NotLeader,
     OffsetRange,
@@ -17,11 +17,12 @@ from metadata_log.raft import (
     ReadyDone,
     Role,
 )
-from metadata_log.raft.errors import RaftError
-from metadata_log.raft.messages import (
+from api.raft.core.errors import RaftError
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
+    EntryKind,
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
@@ -30,7 +31,8 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from metadata_log.raft.replication import diverging_epoch, truncation_offset
+from api.raft.core.ready import Batch
+from api.raft.core.replication import diverging_epoch, truncation_offset
 
 VOTERS = frozenset({1, 2, 3})
 
@@ -248,7 +250,8 @@ def test_a_new_leader_appends_its_marker_and_announces_itself() -> None:
     ready = drain(core)
     assert ready.quorum_state is not None and ready.quorum_state.leader_id == 1
     [marker] = ready.append
-    assert marker.control and marker.epoch == core.epoch and marker.offset == 0
+    assert marker.kind is EntryKind.LEADER_CHANGE
+    assert marker.epoch == core.epoch and marker.offset == 0
     assert {out.destination for out in sent(ready, BeginQuorumEpochRequest)} == {2, 3}
 
 
@@ -273,7 +276,7 @@ def test_the_high_watermark_counts_the_leaders_flushed_offset_only() -> None:
     core.step(2, fetch(2, core.epoch, 1, core.epoch))
     drain(core)
     assert core.high_watermark == 1
-    answer_range = core.propose([b"a", b"b"])
+    answer_range = core.propose([Batch(payload=b"a"), Batch(payload=b"b")])
     assert answer_range == OffsetRange(epoch=core.epoch, first=1, last=2)
     core.ready()
     core.advance(ReadyDone(flushed_offset=1))  # the leader has not flushed them yet
@@ -332,14 +335,14 @@ def test_check_quorum_makes_a_leader_without_fetches_resign() -> None:
     ready = drain(core)
     assert core.role is Role.RESIGNED and ready.role is Role.RESIGNED
     assert {out.destination for out in sent(ready, EndQuorumEpochRequest)} == {2, 3}
-    assert isinstance(core.propose([b"x"]), NotLeader)
+    assert isinstance(core.propose([Batch(payload=b"x")]), NotLeader)
 
 
 def test_graceful_resignation_names_the_most_caught_up_successor_first() -> None:
     core = make(1)
     elect(core)
     drain(core)
-    core.propose([b"x"])
+    core.propose([Batch(payload=b"x")])
     drain(core)
     core.step(3, fetch(3, core.epoch, 2, core.epoch))
     core.step(2, fetch(2, core.epoch, 1, core.epoch))
@@ -370,7 +373,7 @@ def test_begin_quorum_epoch_makes_a_voter_follow() -> None:
 
 def test_proposals_are_refused_off_the_leader_with_a_hint() -> None:
     core = make(2, epoch=3, leader=1)
-    assert core.propose([b"x"]) == NotLeader(leader_id=1, leader_epoch=3)
+    assert core.propose([Batch(payload=b"x")]) == NotLeader(leader_id=1, leader_epoch=3)
     leader = make(1)
     elect(leader)
     with pytest.raises(RaftError):
@@ -380,7 +383,7 @@ def test_proposals_are_refused_off_the_leader_with_a_hint() -> None:
 def test_a_restarted_leader_does_not_lead_again_in_its_epoch() -> None:
     core = make(1, epoch=4, leader=1, voted=1)
     assert core.role is Role.RESIGNED
-    assert isinstance(core.propose([b"x"]), NotLeader)
+    assert isinstance(core.propose([Batch(payload=b"x")]), NotLeader)
 
 
 def test_a_follower_whose_leader_says_it_no_longer_leads_stands_at_once() -> None:
@@ -423,7 +426,7 @@ def test_describe_quorum_shows_each_voters_lag_on_the_leader_only() -> None:
     core = make(1)
     elect(core)
     drain(core)
-    core.propose([b"a", b"b"])
+    core.propose([Batch(payload=b"a"), Batch(payload=b"b")])
     drain(core)
     core.step(2, fetch(2, core.epoch, 3, core.epoch))
     core.step(9, fetch(9, core.epoch, 1, core.epoch))  # an observer

@@ -1,7 +1,7 @@
 """The core's own rules one at a time: its timers, its Ready, its bookkeeping of the log.
 
 `tests/test_raft_core.py` walks the protocol's main paths; these pin what the mutation run of
-`metadata_log/raft/core.py` found only the simulation's seeds (or nothing) judging: when `tick`
+`api/raft/core/core.py` found only the simulation's seeds (or nothing) judging: when `tick`
 has work next, what a Ready flushes and truncates, a one-voter quorum, what a voter without
 durable state learns from each message.
 """
@@ -12,9 +12,10 @@ import dataclasses
 import random
 
 import pytest
+from raft_states import election_at, fetch_in_flight, prevote_at, running_fetch
 from test_raft_core import VOTERS, drain, elect, fetch, make, role, sent, vote
 
-from metadata_log.raft import (
+from api.raft.core import (
     LogView,
     NotLeader,
     QuorumConfig,
@@ -23,9 +24,9 @@ from metadata_log.raft import (
     ReadyDone,
     Role,
 )
-from metadata_log.raft.core import NEVER, _message_epoch, _well_formed
-from metadata_log.raft.errors import RaftError
-from metadata_log.raft.messages import (
+from api.raft.core.core import message_epoch, well_formed
+from api.raft.core.errors import RaftError
+from api.raft.core.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -40,6 +41,8 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.core.ready import Batch
+from api.raft.core.states import NEVER
 
 
 def core_with(
@@ -87,11 +90,11 @@ def respond(
     diverging: EpochEndOffset | None = None,
 ) -> None:
     """Answer the core's outstanding fetch (to `sender`) as that node would."""
-    assert core._fetch is not None and core._fetch[1] == sender
+    assert fetch_in_flight(core) is not None and running_fetch(core).destination == sender
     core.step(
         sender,
         FetchResponse(
-            correlation_id=core._fetch[0],
+            correlation_id=running_fetch(core).correlation,
             error_code=error,
             high_watermark=high_watermark,
             current_leader=LeaderIdAndEpoch(
@@ -149,21 +152,21 @@ def test_the_leader_flushes_its_proposals_when_the_linger_ends() -> None:
     elect(core)
     drain(core)
     now = core.now_ms
-    core.propose([b"a"])
+    core.propose([Batch(payload=b"a")])
     first = core.ready()
     assert first.append and not first.flush  # batched, not yet flushed
     assert core.next_deadline_ms() == now + 30
     core.tick(now + 10)
-    core.propose([b"b"])  # the linger started with the first proposal
+    core.propose([Batch(payload=b"b")])  # the linger started with the first proposal
     assert not core.ready().flush
     core.tick(now + 29)
     assert not core.ready().flush
     core.tick(now + 30)
     ready = core.ready()
     assert ready.flush
-    assert core._linger_at == NEVER  # the flush ended the linger
+    assert core.linger_at == NEVER  # the flush ended the linger
     core.advance(ReadyDone(flushed_offset=core.log.end_offset))
-    core.propose([b"c"])
+    core.propose([Batch(payload=b"c")])
     assert core.next_deadline_ms() == core.now_ms + 30
 
 
@@ -297,21 +300,21 @@ def test_a_candidate_that_times_out_backs_off_before_its_next_pre_votes() -> Non
     ready = drain(core)
     assert core.role is Role.CANDIDATE and core.epoch == 1
     assert all(not out.message.pre_vote for out in sent(ready, VoteRequest))
-    election_at = core._election_at
-    core.tick(election_at)  # no majority in time
+    lost_at = election_at(core)
+    core.tick(lost_at)  # no majority in time
     ready = drain(core)
     assert role(core) is Role.PROSPECTIVE and core.epoch == 1
     assert not sent(ready, VoteRequest)  # the backoff first
-    prevote_at = core.next_deadline_ms()
-    assert election_at <= prevote_at < election_at + core.config.election_backoff_max_ms
-    assert core._election_at - prevote_at >= core.config.election_timeout_ms
-    core.tick(prevote_at - 1)
+    asks_at = core.next_deadline_ms()
+    assert lost_at <= asks_at < lost_at + core.config.election_backoff_max_ms
+    assert election_at(core) - asks_at >= core.config.election_timeout_ms
+    core.tick(asks_at - 1)
     assert not sent(drain(core), VoteRequest)
-    core.tick(prevote_at)
+    core.tick(asks_at)
     ready = drain(core)
     assert {out.destination for out in sent(ready, VoteRequest)} == {2, 3}
     assert all(out.message.pre_vote for out in sent(ready, VoteRequest))
-    assert core._prevote_at == NEVER
+    assert prevote_at(core) == NEVER
 
 
 def test_a_voter_alone_in_its_quorum_leads_without_asking_anyone() -> None:
@@ -389,7 +392,7 @@ def test_the_epoch_each_message_tells_a_voter_without_state() -> None:
                                 leader_epoch=11), None),
     ]  # fmt: skip
     for message, epoch in cases:
-        assert _message_epoch(message) == epoch, message
+        assert message_epoch(message) == epoch, message
 
 
 def test_a_voter_without_state_keeps_the_largest_epoch_it_heard_from_voters_only() -> None:
@@ -398,19 +401,19 @@ def test_a_voter_without_state_keeps_the_largest_epoch_it_heard_from_voters_only
     core.step(3, BeginQuorumEpochRequest(correlation_id=1, leader_id=3, leader_epoch=6))
     core.step(3, BeginQuorumEpochRequest(correlation_id=2, leader_id=3, leader_epoch=4))
     core.step(9, BeginQuorumEpochRequest(correlation_id=3, leader_id=9, leader_epoch=8))
-    assert core._heard == {3: 6}
+    assert core.heard == {3: 6}
     voter = make(2, epoch=1)
     voter.step(3, BeginQuorumEpochRequest(correlation_id=1, leader_id=3, leader_epoch=6))
-    assert voter._heard == {}  # a voter with durable state needs no fence
+    assert voter.heard == {}  # a voter with durable state needs no fence
 
 
 def test_numbers_out_of_range_make_a_message_garbage() -> None:
     good = fetch(2, 1, 0, 0)
-    assert _well_formed(good)
-    assert _well_formed(dataclasses.replace(good, fetch_offset=2**63 - 1))
-    assert not _well_formed(dataclasses.replace(good, fetch_offset=2**63))
-    assert not _well_formed(dataclasses.replace(good, last_fetched_epoch=-1))
-    assert not _well_formed(dataclasses.replace(good, current_leader_epoch=-1))
+    assert well_formed(good)
+    assert well_formed(dataclasses.replace(good, fetch_offset=2**63 - 1))
+    assert not well_formed(dataclasses.replace(good, fetch_offset=2**63))
+    assert not well_formed(dataclasses.replace(good, last_fetched_epoch=-1))
+    assert not well_formed(dataclasses.replace(good, current_leader_epoch=-1))
 
 
 # --- transitions ----------------------------------------------------------------------------
@@ -466,11 +469,11 @@ def test_a_prospective_names_the_leader_it_followed_and_a_candidate_none() -> No
     drain(follower)
     follower.tick(follower.config.fetch_timeout_ms)
     assert follower.role is Role.PROSPECTIVE
-    assert follower.propose([b"x"]) == NotLeader(leader_id=1, leader_epoch=3)
+    assert follower.propose([Batch(payload=b"x")]) == NotLeader(leader_id=1, leader_epoch=3)
     restarted = make(1, epoch=4, leader=1, voted=1)
     restarted.tick(restarted.next_deadline_ms())
     assert restarted.role is Role.PROSPECTIVE
-    assert restarted.propose([b"x"]) == NotLeader(leader_id=-1, leader_epoch=4)
+    assert restarted.propose([Batch(payload=b"x")]) == NotLeader(leader_id=-1, leader_epoch=4)
     round_ = _pre_vote_round(follower)
     follower.step(3, _granted(follower, round_[3], 3))
     ready = drain(follower)
@@ -569,12 +572,12 @@ def test_the_backoff_delays_the_next_election_timer_too() -> None:
     core.step(2, _granted(core, round_[2], 4))
     assert role(core) is Role.CANDIDATE
     drain(core)
-    core.tick(core._election_at)
+    core.tick(election_at(core))
     assert role(core) is Role.PROSPECTIVE
-    prevote_at = core._prevote_at
-    assert core.now_ms + 100 < prevote_at  # this seed's backoff is longer than a timeout
-    assert prevote_at + 100 <= core._election_at < prevote_at + 200
-    assert core.next_deadline_ms() == prevote_at
+    asks_at = prevote_at(core)
+    assert core.now_ms + 100 < asks_at  # this seed's backoff is longer than a timeout
+    assert asks_at + 100 <= election_at(core) < asks_at + 200
+    assert core.next_deadline_ms() == asks_at
 
 
 def test_an_observer_without_answers_asks_other_voters_than_the_one_it_followed() -> None:

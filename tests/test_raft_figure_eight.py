@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from raft_sim import Cluster, InvariantViolation, SimNode
 
-from metadata_log.raft import Role, handlers
+from api.raft.core import Role, handlers
 
 
 def _split(c: Cluster, *groups: set[int]) -> None:
@@ -81,7 +81,7 @@ def test_the_epoch_start_rule_survives_figure_eight(seed: int) -> None:
 
 def _commit_past_epochs(core: object) -> None:
     """The planted bug: the leader's HW moves as soon as a majority has an offset."""
-    leader = core._leader  # type: ignore[attr-defined]
+    leader = core.leader_state  # type: ignore[attr-defined]
     if leader is None:
         return
     hw = leader.high_watermark(
@@ -90,7 +90,7 @@ def _commit_past_epochs(core: object) -> None:
         majority=core.config.majority,  # type: ignore[attr-defined]
     )
     if hw > core.high_watermark:  # type: ignore[attr-defined]
-        core._set_high_watermark(hw)  # type: ignore[attr-defined]
+        core.set_high_watermark(hw)  # type: ignore[attr-defined]
         handlers.answer_parked(core, force=True)  # type: ignore[arg-type]
 
 

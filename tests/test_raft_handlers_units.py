@@ -1,4 +1,4 @@
-"""How the core answers each message, one rule at a time (metadata_log/raft/handlers.py).
+"""How the core answers each message, one rule at a time (api/raft/core/handlers.py).
 
 The paths the simulation's seeds walk in bulk, pinned one by one: pre-vote ties between two
 prospectives, vote answers from a newer epoch, BeginQuorumEpoch and EndQuorumEpoch refusals,
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from raft_states import election_at, fetch_deadline, fetch_in_flight, leader_ended, running_fetch
 from test_raft_core import answer, drain, elect, fetch, make, role, sent, vote
 from test_raft_core_units import core_with, entries, respond
 
-from metadata_log.raft import QuorumState, RaftCore, ReadyDone, Role
-from metadata_log.raft.core import NEVER
-from metadata_log.raft.messages import (
+from api.raft.core import QuorumState, RaftCore, ReadyDone, Role
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -28,6 +28,8 @@ from metadata_log.raft.messages import (
     LeaderIdAndEpoch,
     VoteResponse,
 )
+from api.raft.core.ready import Batch
+from api.raft.core.states import NEVER
 
 
 def prospective(node: int, *, epoch: int = 3, end: int = 0) -> RaftCore:
@@ -52,7 +54,7 @@ def vote_answer(
 ) -> VoteResponse:
     """An answer to the core's (pre-)vote request to `sender`."""
     if correlation is None:
-        correlation = max(core._round)
+        correlation = max(core.votes.requests)
     return VoteResponse(
         correlation_id=correlation,
         error_code=ErrorCode.NONE,
@@ -148,7 +150,7 @@ def test_a_vote_answer_from_a_newer_epoch_makes_the_candidate_follow_or_wait() -
 
 def test_vote_answers_of_another_round_or_epoch_are_not_counted() -> None:
     core = prospective(1)
-    core.step(2, vote_answer(core, 2, granted=True, correlation=max(core._round) + 50))
+    core.step(2, vote_answer(core, 2, granted=True, correlation=max(core.votes.requests) + 50))
     assert core.role is Role.PROSPECTIVE
     core.step(2, vote_answer(core, 2, granted=True, epoch=core.epoch - 1))
     assert core.role is Role.PROSPECTIVE
@@ -226,12 +228,12 @@ def test_end_quorum_epoch_from_a_stale_or_foreign_leader_is_fenced_and_ignored()
         core.step(sender, request)
         [out] = sent(drain(core), EndQuorumEpochResponse)
         assert out.message.error_code is ErrorCode.FENCED_LEADER_EPOCH
-        assert core._fetch_deadline == core.config.fetch_timeout_ms  # unchanged
+        assert fetch_deadline(core) == core.config.fetch_timeout_ms  # unchanged
     core.step(7, EndQuorumEpochRequest(correlation_id=1, leader_id=7, leader_epoch=4,
                                        preferred_successors=(2,)))  # fmt: skip
     [out] = sent(drain(core), EndQuorumEpochResponse)
     assert out.message.error_code is ErrorCode.NONE
-    assert core._fetch_deadline == core.config.fetch_timeout_ms and not core._leader_ended
+    assert fetch_deadline(core) == core.config.fetch_timeout_ms and not leader_ended(core)
 
 
 def test_a_later_successor_waits_its_backoff_and_an_unattached_voter_moves_its_timer() -> None:
@@ -240,8 +242,8 @@ def test_a_later_successor_waits_its_backoff_and_an_unattached_voter_moves_its_t
     core.tick(100)
     core.step(1, EndQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=4,
                                        preferred_successors=(2, 3)))  # fmt: skip
-    assert core._fetch_deadline == 100 + 50  # the second successor: 50 ms
-    assert core._ended == (4, 1) and core._leader_ended
+    assert fetch_deadline(core) == 100 + 50  # the second successor: 50 ms
+    assert core.ended == (4, 1) and leader_ended(core)
     unattached = make(3, epoch=4)
     drain(unattached)
     unattached.step(1, EndQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=6,
@@ -253,7 +255,7 @@ def test_a_later_successor_waits_its_backoff_and_an_unattached_voter_moves_its_t
     drain(caught_up)
     caught_up.step(1, EndQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=6,
                                             preferred_successors=(3,)))  # fmt: skip
-    assert caught_up.role is Role.OBSERVER and caught_up._election_at == NEVER
+    assert caught_up.role is Role.OBSERVER and election_at(caught_up) == NEVER
 
 
 # --- the leader's side of fetching ----------------------------------------------------------
@@ -306,14 +308,14 @@ def test_a_fetch_with_nothing_new_waits_for_news_or_its_time() -> None:
     assert _fetch_answer(core).high_watermark == end  # node 2 and the leader hold the marker
     core.step(3, dataclasses.replace(fetch(3, core.epoch, end, core.epoch), max_wait_ms=9000))
     drain(core)
-    core.propose([b"news"])
+    core.propose([Batch(payload=b"news")])
     [out] = sent(core.ready(), FetchResponse)
     assert out.destination == 3 and (out.read_from, out.read_until) == (end, end + 1)
 
 
 def test_a_parked_fetch_is_answered_when_the_high_watermark_moves() -> None:
     core = leader()
-    core.propose([b"x"])
+    core.propose([Batch(payload=b"x")])
     core.ready()  # handed over, not yet flushed by the leader
     end = core.log.end_offset
     core.step(3, dataclasses.replace(fetch(3, core.epoch, end, core.epoch), max_wait_ms=400))
@@ -399,8 +401,11 @@ def test_after_an_error_a_follower_asks_again_after_the_retry_backoff() -> None:
     core.tick(100)
     respond(core, 1, epoch=3, error=ErrorCode.UNKNOWN_LEADER_EPOCH)
     assert not sent(drain(core), FetchRequest)
-    assert core._fetch is not None and core._fetch[4] == 100 + core.config.retry_backoff_ms
-    assert not core._leader_ended and core.role is Role.FOLLOWER
+    assert (
+        fetch_in_flight(core) is not None
+        and running_fetch(core).retry_at == 100 + core.config.retry_backoff_ms
+    )
+    assert not leader_ended(core) and core.role is Role.FOLLOWER
     core.tick(100 + core.config.retry_backoff_ms)
     [out] = sent(drain(core), FetchRequest)
     assert out.destination == 1
@@ -413,14 +418,22 @@ def test_a_fetch_answer_of_another_epoch_or_leader_is_ignored() -> None:
     assert core.log.end_offset == 0 and not sent(drain(core), FetchRequest)
     core = make(2, epoch=3, leader=1)
     drain(core)
-    core._fetch_target = 3
-    core._send_fetch()
+    core.fetch_target = 3
+    core.send_fetch()
     drain(core)
     respond(core, 3, epoch=3, leader=3, records=entries(0, [3]))  # 3 says it leads; 1 does
     assert core.log.end_offset == 0
     candidate = prospective(1)
-    candidate._fetch = (77, 2, 0, 0, NEVER)
-    respond(candidate, 2, epoch=3, records=entries(0, [3]))
+    # A prospective holds no Fetch at all (its role state has none), so no answer matches.
+    assert fetch_in_flight(candidate) is None
+    answer = FetchResponse(
+        correlation_id=77,
+        error_code=ErrorCode.NONE,
+        high_watermark=-1,
+        current_leader=LeaderIdAndEpoch(leader_id=2, leader_epoch=candidate.epoch),
+        records=entries(0, [candidate.epoch]),
+    )
+    candidate.step(2, answer)
     assert candidate.log.end_offset == 0
 
 
@@ -430,7 +443,7 @@ def test_a_good_fetch_answer_keeps_the_follower_and_sets_its_timers() -> None:
     drain(core)
     core.tick(700)
     respond(core, 1, epoch=3, records=entries(0, [3]), high_watermark=1)
-    assert core._fetch_deadline == 1700 and core._fetched_ms == 700
+    assert fetch_deadline(core) == 1700 and core.fetched_ms == 700
     [out] = sent(drain(core), FetchRequest)
     assert out.destination == 1 and out.message.fetch_offset == 1
 
@@ -463,7 +476,7 @@ def test_an_observer_follows_whoever_answers_as_leader() -> None:
     assert core.leader_id == -1
     [asked] = sent(drain(core), FetchRequest)
     respond(core, asked.destination, epoch=2)  # it answers as the leader of the epoch
-    assert core.leader_id == asked.destination and core._fetch_target == asked.destination
+    assert core.leader_id == asked.destination and core.fetch_target == asked.destination
     [next_fetch] = sent(drain(core), FetchRequest)
     assert next_fetch.destination == asked.destination
 
@@ -516,8 +529,8 @@ def test_a_voter_without_state_below_the_high_watermark_keeps_catching_up() -> N
     core = core_with(2, state=None)
     drain(core)
     core.step(3, vote(3, 4, 0, 0))
-    core._fetch_target = 1
-    core._send_fetch()
+    core.fetch_target = 1
+    core.send_fetch()
     drain(core)
     respond(core, 1, epoch=4, records=entries(0, [4]), high_watermark=3)
     assert core.catching_up and core.role is Role.OBSERVER
@@ -561,7 +574,7 @@ def test_a_new_fetch_replaces_the_parked_one_of_its_replica() -> None:
     core.step(3, fetch(3, core.epoch, end, core.epoch, correlation=2))  # max_wait 0: answered
     [out] = sent(drain(core), FetchResponse)
     assert out.message.correlation_id == 2
-    core.propose([b"news"])
+    core.propose([Batch(payload=b"news")])
     assert not sent(core.ready(), FetchResponse)  # the first one is not answered too
 
 
@@ -609,7 +622,7 @@ def test_end_quorum_epoch_of_another_voter_than_the_leader_changes_nothing() -> 
     core.step(3, EndQuorumEpochRequest(correlation_id=1, leader_id=3, leader_epoch=3,
                                        preferred_successors=(2,)))  # fmt: skip
     drain(core)
-    assert not core._leader_ended and core._fetch_deadline == core.config.fetch_timeout_ms
+    assert not leader_ended(core) and fetch_deadline(core) == core.config.fetch_timeout_ms
 
 
 def test_an_error_naming_no_leader_or_a_non_voter_only_backs_off() -> None:

@@ -21,38 +21,17 @@ import pytest
 import trustme
 from test_sasl_server import USERS, seed_users
 
-from api.client.raft_links import LinkStats, QuorumLinks, controller_client_security
 from api.protocol import codec
-from api.protocol.raft_wire import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    DESCRIBE_QUORUM_KEY,
-    FETCH_KEY,
-    INCONSISTENT_CLUSTER_ID,
-    INVALID_REQUEST,
-    INVALID_VOTER_KEY,
-    QUORUM_VERSIONS,
-    VOTE_KEY,
-    DescribeQuorumRequest,
-    QuorumRequest,
-    QuorumResponse,
-    RaftWireRefusal,
-    decode_response,
-    encode_request,
-)
-from api.security.client_config import SecurityProtocol
-from api.security.errors import SecurityConfigError
-from api.server.config import ListenerConfig, TlsConfig
-from api.server.listeners import server_listener
-from api.server.server import MetadataServer, ServerListener
-from api.service.service import MetadataService
-from metadata_log.raft.config import QuorumConfig, VoterAddress
-from metadata_log.raft.messages import (
+from api.raft.core import Batch
+from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.core.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     Entry,
+    EntryKind,
     ErrorCode,
     FetchRequest,
     FetchResponse,
@@ -64,6 +43,31 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.transport.errors import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_REQUEST,
+    INVALID_VOTER_KEY,
+    RaftWireRefusal,
+)
+from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
+from api.raft.transport.wire import (
+    DESCRIBE_QUORUM_KEY,
+    FETCH_KEY,
+    QUORUM_VERSIONS,
+    VOTE_KEY,
+    DescribeQuorumRequest,
+    QuorumRequest,
+    QuorumResponse,
+    decode_response,
+    encode_request,
+)
+from api.security.client_config import SecurityProtocol
+from api.security.errors import SecurityConfigError
+from api.server.config import ListenerConfig, TlsConfig
+from api.server.listeners import server_listener
+from api.server.server import MetadataServer, ServerListener
+from api.service.service import MetadataService
 from replay.controller.authorizer import AuthorizerConfig
 
 CLUSTER = "test-cluster"
@@ -114,10 +118,7 @@ def answer(message: QuorumRequest) -> QuorumResponse:
             error_code=ok,
             high_watermark=message.fetch_offset,
             current_leader=leader,
-            records=(
-                Entry(offset=message.fetch_offset, epoch=5, payload=b"block"),
-                Entry(offset=message.fetch_offset + 1, epoch=5, payload=b""),
-            ),
+            records=(Entry(offset=message.fetch_offset, epoch=5, payload=b"block", count=2),),
         )
     if isinstance(message, FetchSnapshotRequest):
         return FetchSnapshotResponse(
@@ -908,9 +909,9 @@ class MiniShell:
     def __init__(self, node_id: int, config: QuorumConfig) -> None:
         import random
 
-        from metadata_log.raft.core import RaftCore
-        from metadata_log.raft.log_view import LogView
-        from metadata_log.raft.quorum_state import QuorumState
+        from api.raft.core.core import RaftCore
+        from api.raft.core.log_view import LogView
+        from api.raft.core.quorum_state import QuorumState
 
         self.loop = asyncio.get_running_loop()
         self.core = RaftCore(
@@ -951,7 +952,7 @@ class MiniShell:
     def pump(self) -> None:
         from dataclasses import replace
 
-        from metadata_log.raft.ready import ReadyDone
+        from api.raft.core.ready import ReadyDone
 
         while not (ready := self.core.ready()).empty:
             if ready.truncate_to is not None:
@@ -981,7 +982,7 @@ class MiniShell:
 
 
 async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Path) -> None:
-    from metadata_log.raft.ready import OffsetRange
+    from api.raft.core.ready import OffsetRange
 
     ports = {node: _free_port() for node in (1, 2, 3)}
     config_of = {
@@ -1023,7 +1024,7 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
         await until(lambda: leader() is not None, "a leader elected over the wire", 30)
         chief = leader()
         assert chief is not None
-        placed = chief.core.propose([b"first", b"second"])
+        placed = chief.core.propose([Batch(payload=b"first"), Batch(payload=b"second")])
         assert isinstance(placed, OffsetRange)
         chief.pump()
         await until(
@@ -1034,7 +1035,8 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
         logs = [s.entries[: placed.last + 1] for s in shells.values()]
         assert logs[0] == logs[1] == logs[2]
         assert [e.payload for e in logs[0][-2:]] == [b"first", b"second"]
-        assert logs[0][0].control  # the LeaderChange marker came through the Fetch records
+        # The LeaderChange marker came through the Fetch records.
+        assert logs[0][0].kind is EntryKind.LEADER_CHANGE
         # DescribeQuorum over the wire from a tool: the leader's view of the voters.
         (frame,) = await _exchange(
             ports[chief.core.id],

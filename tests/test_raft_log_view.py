@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from metadata_log.raft import LogView, QuorumConfig
-from metadata_log.raft.config import MAX_NODE_ID, MAX_TIMEOUT_MS, VoterAddress, parse_voters
-from metadata_log.raft.errors import RaftConfigError, RaftError
+from api.raft.core import LogView, QuorumConfig
+from api.raft.core.config import MAX_NODE_ID, MAX_TIMEOUT_MS, VoterAddress, parse_voters
+from api.raft.core.errors import RaftConfigError, RaftError
 
 
 def test_an_opened_log_must_have_an_increasing_epoch_cache_from_offset_0() -> None:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata_log.raft import QuorumConfig, QuorumState, parse_voters
-from metadata_log.raft.errors import QuorumStateError, RaftConfigError
-from metadata_log.raft.quorum_state import (
+from api.raft.core import QuorumConfig, QuorumState, parse_voters
+from api.raft.core.errors import QuorumStateError, RaftConfigError
+from api.raft.core.quorum_state import (
     QUORUM_STATE_NAME,
     read_quorum_state,
     write_quorum_state,

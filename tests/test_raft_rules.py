@@ -9,14 +9,15 @@ import pytest
 from test_raft_core import answer, drain, fetch, make, role, vote
 from test_raft_handlers_units import leader
 
-import metadata_log.raft.quorum_state as quorum_state_module
-from metadata_log.raft import QuorumState, Role, read_quorum_state, write_quorum_state
-from metadata_log.raft.election import may_grant_pre_vote, may_grant_vote, successor_backoff
-from metadata_log.raft.errors import QuorumStateError
-from metadata_log.raft.messages import (
+import api.raft.core.quorum_state as quorum_state_module
+from api.raft.core import QuorumState, Role, read_quorum_state, write_quorum_state
+from api.raft.core.election import may_grant_pre_vote, may_grant_vote, successor_backoff
+from api.raft.core.errors import QuorumStateError
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     Entry,
+    EntryKind,
     ErrorCode,
     FetchRequest,
     FetchSnapshotResponse,
@@ -25,8 +26,8 @@ from metadata_log.raft.messages import (
     SnapshotId,
     VoteRequest,
 )
-from metadata_log.raft.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
-from metadata_log.raft.replication import LeaderState, majority_offset
+from api.raft.core.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
+from api.raft.core.replication import LeaderState, majority_offset
 
 VOTERS = frozenset({1, 2, 3})
 
@@ -188,7 +189,8 @@ def test_the_leader_change_marker_is_kafkas_json() -> None:
 
 
 def test_message_defaults() -> None:
-    assert Entry(offset=0, epoch=1, payload=b"").control is False
+    entry = Entry(offset=0, epoch=1, payload=b"")
+    assert entry.kind is EntryKind.DATA and entry.count == 1
     assert LeaderIdAndEpoch() == LeaderIdAndEpoch(leader_id=-1, leader_epoch=0)
     request = VoteRequest(
         correlation_id=1, replica_epoch=1, replica_id=1, last_offset_epoch=0, last_offset=0

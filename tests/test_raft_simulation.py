@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import pytest
 from raft_sim import SCENARIOS, InvariantViolation, run_seed
 
-from metadata_log.raft import handlers, replication
+from api.raft.core import handlers, replication
 
 SEEDS = int(os.environ.get("MLOG_SIM_SEEDS", "2000"))
 """2,000 in CI; `tests/mutate.py` sets `MLOG_SIM_SEEDS` lower for the raft modules (every
@@ -34,6 +34,31 @@ def test_seeds_keep_every_invariant(first: int) -> None:
         except AssertionError as exc:
             failures.append(f"{exc} (replay: python tests/raft_sim.py --seed {seed} --trace)")
     assert not failures, "\n".join(failures[:5])
+
+
+BATCH_SEEDS = max(SEEDS // 4, 1)
+"""Seeds run again with proposals of several offsets each (blocks of many records)."""
+
+
+@pytest.mark.parametrize("first", range(0, BATCH_SEEDS, CHUNK))
+def test_batches_of_several_offsets_keep_every_invariant(first: int) -> None:
+    """Entries are whole batches: kills, trims, truncations and fetches never split one."""
+    failures = []
+    for seed in range(first, min(first + CHUNK, BATCH_SEEDS)):
+        try:
+            cluster = run_seed(seed, batch_max=4)
+        except AssertionError as exc:
+            failures.append(f"{exc} (seed {seed}, batch_max=4)")
+            continue
+        committed = cluster.checker.committed
+        assert all(committed[e.offset] == e for e in committed), seed
+    assert not failures, "\n".join(failures[:5])
+
+
+def test_batched_seeds_commit_batches_of_several_offsets() -> None:
+    """The batched run is not the plain one: batches of more than one offset commit."""
+    committed = [e for seed in range(20) for e in run_seed(seed, batch_max=4).checker.committed]
+    assert any(e.count > 1 for e in committed)
 
 
 def test_the_seeds_exercise_what_they_claim() -> None:

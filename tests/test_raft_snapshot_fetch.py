@@ -6,11 +6,12 @@ import random
 from dataclasses import replace
 
 import pytest
+from raft_states import transfer
 from test_raft_core import drain, elect, fetch, sent
 
-from metadata_log.raft import LogView, QuorumConfig, QuorumState, RaftCore, Ready, ReadyDone, Role
-from metadata_log.raft.errors import RaftError
-from metadata_log.raft.messages import (
+from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, Ready, ReadyDone, Role
+from api.raft.core.errors import RaftError
+from api.raft.core.messages import (
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
@@ -20,8 +21,8 @@ from metadata_log.raft.messages import (
     LeaderIdAndEpoch,
     SnapshotId,
 )
-from metadata_log.raft.replication import diverging_epoch
-from metadata_log.raft.snapshot_fetch import snapshot_checksum_ok, with_checksum
+from api.raft.core.replication import diverging_epoch
+from api.raft.core.transfer import snapshot_checksum_ok, with_checksum
 
 VOTERS = frozenset({1, 2, 3})
 SNAP = SnapshotId(end_offset=10, epoch=2)
@@ -211,7 +212,7 @@ def test_a_transfer_that_goes_wrong_starts_over_with_a_fetch(trouble: str) -> No
         ready = drain(node)
         [out] = sent(ready, FetchRequest)
         assert out.destination == 3 and out.message.current_leader_epoch == 5
-        assert node._transfer is None and node.log.end_offset == 3
+        assert transfer(node) is None and node.log.end_offset == 3
         return
     elif trouble == "timeout then answer":
         node.tick(node.next_deadline_ms())

@@ -1,4 +1,4 @@
-"""FetchSnapshot's rules one at a time (`metadata_log/raft/snapshot_fetch.py`).
+"""FetchSnapshot's rules one at a time (`api/raft/core/snapshot_fetch.py`).
 
 `tests/test_raft_snapshot_fetch.py` copies snapshots end to end; these pin what a mutation run
 of the module found unpinned: who the leader answers, what an answer carries before the shell
@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from raft_states import fetch_deadline, fetch_in_flight, running_transfer, transfer
 from test_raft_core import drain, fetch, sent
 from test_raft_snapshot_fetch import (
     BLOB,
@@ -22,9 +23,8 @@ from test_raft_snapshot_fetch import (
     trimmed_leader,
 )
 
-from metadata_log.raft import LogView, QuorumConfig, RaftCore, Role
-from metadata_log.raft.core import NEVER
-from metadata_log.raft.messages import (
+from api.raft.core import LogView, QuorumConfig, RaftCore, Role
+from api.raft.core.messages import (
     NO_LEADER,
     UNCOUNTED_REPLICA,
     ErrorCode,
@@ -34,8 +34,9 @@ from metadata_log.raft.messages import (
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
 )
-from metadata_log.raft.ready import SnapshotInstall
-from metadata_log.raft.snapshot_fetch import snapshot_checksum_ok, with_checksum
+from api.raft.core.ready import SnapshotInstall
+from api.raft.core.states import NEVER
+from api.raft.core.transfer import snapshot_checksum_ok, with_checksum
 
 
 def ask_of(leader: RaftCore, **changes: object) -> FetchSnapshotRequest:
@@ -92,7 +93,7 @@ def test_a_replica_copying_a_snapshot_counts_as_fetching_but_an_uncounted_one_do
     leader.step(2, ask_of(leader))
     leader.step(3, ask_of(leader, replica_id=UNCOUNTED_REPLICA))
     drain(leader)
-    progress = leader._leader.progress  # type: ignore[union-attr]
+    progress = leader.leader_state.progress  # type: ignore[union-attr]
     assert progress[2].last_fetch_ms == leader.now_ms
     assert 3 not in progress or progress[3].last_fetch_ms != leader.now_ms
 
@@ -104,7 +105,7 @@ def test_a_transfer_replaces_the_fetch_in_flight_and_is_counted() -> None:
     node = follower()
     assert node.snapshot_transfers == 0
     start(node)
-    assert node._fetch is None and node._transfer is not None
+    assert fetch_in_flight(node) is None and transfer(node) is not None
     assert node.snapshot_transfers == 1
 
 
@@ -125,7 +126,7 @@ def test_a_refused_chunk_waits_the_retry_backoff_and_late_fetch_answers_do_not_c
     node.tick(node.now_ms + 100)
     refused_at = node.now_ms
     node.step(1, chunk(ask, error=ErrorCode.SNAPSHOT_NOT_FOUND))
-    assert node._transfer is None
+    assert transfer(node) is None
     assert sent(drain(node), FetchRequest) == []  # not at once: after the backoff
     assert node.next_deadline_ms() == refused_at + node.config.retry_backoff_ms
     # the first Fetch's answer, late and again: the placeholder fetch matches no request
@@ -138,7 +139,7 @@ def test_a_refused_chunk_waits_the_retry_backoff_and_late_fetch_answers_do_not_c
         snapshot_id=SNAP,
     )
     node.step(1, late)
-    assert sent(drain(node), FetchSnapshotRequest) == [] and node._transfer is None
+    assert sent(drain(node), FetchSnapshotRequest) == [] and transfer(node) is None
     node.tick(refused_at + node.config.retry_backoff_ms)
     [out] = sent(drain(node), FetchRequest)
     assert out.destination == 1
@@ -149,8 +150,8 @@ def test_a_follower_copying_from_its_leader_is_hearing_from_it() -> None:
     ask = start(node)
     node.tick(node.now_ms + 1500)
     node.step(1, chunk(ask))
-    assert node._fetched_ms == node.now_ms
-    assert node._fetch_deadline == node.now_ms + node.config.fetch_timeout_ms
+    assert node.fetched_ms == node.now_ms
+    assert fetch_deadline(node) == node.now_ms + node.config.fetch_timeout_ms
     node.tick(node.now_ms + node.config.fetch_timeout_ms - 1)
     assert node.role is Role.FOLLOWER  # no election while the chunks keep coming
 
@@ -171,7 +172,7 @@ def refused(node: RaftCore, answer: FetchSnapshotResponse) -> None:
     assert sent(ready, FetchSnapshotRequest) == [] and ready.install is None
     [out] = sent(ready, FetchRequest)
     assert out.message.fetch_offset == 3
-    assert node._transfer is None
+    assert transfer(node) is None
 
 
 def test_a_chunk_past_the_size_is_refused() -> None:
@@ -217,9 +218,9 @@ def copying_observer() -> tuple[RaftCore, FetchSnapshotRequest]:
             ),
         )
         ready = drain(node)
-        if node._transfer is not None:
+        if transfer(node) is not None:
             break
-    assert node.role is Role.OBSERVER and node._transfer is not None
+    assert node.role is Role.OBSERVER and transfer(node) is not None
     ask = only(ready, FetchSnapshotRequest).message  # type: ignore[attr-defined]
     return node, ask
 
@@ -228,8 +229,8 @@ def test_an_observer_whose_chunk_goes_unanswered_asks_around_again() -> None:
     node, _ = copying_observer()
     node.tick(node.now_ms + node.config.request_timeout_ms)
     ready = drain(node)
-    assert node._transfer is None and node.leader_id == NO_LEADER
-    assert node._fetch_target == NO_LEADER  # any voter may answer, not only the silent one
+    assert transfer(node) is None and node.leader_id == NO_LEADER
+    assert node.fetch_target == NO_LEADER  # any voter may answer, not only the silent one
     assert sent(ready, FetchSnapshotRequest) == []
     assert len(sent(ready, FetchRequest)) == 1
 
@@ -255,17 +256,19 @@ def test_an_empty_chunk_at_the_size_completes_the_transfer() -> None:
 
 def test_an_observer_copying_a_snapshot_gets_no_fetch_deadline() -> None:
     node, ask = copying_observer()
-    before = node._fetch_deadline
-    assert node._transfer is not None
+    before = fetch_deadline(node)
+    assert transfer(node) is not None
     node.step(
-        node._transfer.source,
+        running_transfer(node).source,
         replace(
             chunk(ask),
-            current_leader=LeaderIdAndEpoch(leader_id=node._transfer.source, leader_epoch=4),
+            current_leader=LeaderIdAndEpoch(
+                leader_id=running_transfer(node).source, leader_epoch=4
+            ),
         ),
     )
     assert len(sent(drain(node), FetchSnapshotRequest)) == 1  # taken: the next one asked
-    assert node._fetch_deadline == before == NEVER
+    assert fetch_deadline(node) == before == NEVER
 
 
 def test_a_request_naming_a_negative_snapshot_is_dropped() -> None:
@@ -277,18 +280,18 @@ def test_a_request_naming_a_negative_snapshot_is_dropped() -> None:
 
 def test_an_observers_next_deadline_is_its_chunk_retry() -> None:
     node, _ = copying_observer()
-    assert node._transfer is not None
-    assert node.next_deadline_ms() == node._transfer.retry_at
+    assert transfer(node) is not None
+    assert node.next_deadline_ms() == running_transfer(node).retry_at
 
 
 def test_an_observer_told_of_another_leader_drops_its_transfer_and_fetches_from_it() -> None:
     node, ask = copying_observer()
-    assert node._transfer is not None
-    other = min(VOTERS - {node._transfer.source})
+    assert transfer(node) is not None
+    other = min(VOTERS - {running_transfer(node).source})
     hint = LeaderIdAndEpoch(leader_id=other, leader_epoch=5)
-    node.step(node._transfer.source, replace(chunk(ask), current_leader=hint))
+    node.step(running_transfer(node).source, replace(chunk(ask), current_leader=hint))
     ready = drain(node)
-    assert node._transfer is None and sent(ready, FetchSnapshotRequest) == []
+    assert transfer(node) is None and sent(ready, FetchSnapshotRequest) == []
     [out] = sent(ready, FetchRequest)
     assert out.destination == other
 
@@ -300,7 +303,7 @@ def test_a_fetch_below_the_start_counts_as_fetching_unless_uncounted() -> None:
     leader.step(3, replace(fetch(3, leader.epoch, 3, 1), replica_id=UNCOUNTED_REPLICA))
     ready = drain(leader)
     assert [out.message.snapshot_id for out in sent(ready, FetchResponse)] == [SNAP, SNAP]
-    progress = leader._leader.progress  # type: ignore[union-attr]
+    progress = leader.leader_state.progress  # type: ignore[union-attr]
     assert progress[2].last_fetch_ms == leader.now_ms
     assert 3 not in progress or progress[3].last_fetch_ms != leader.now_ms
 

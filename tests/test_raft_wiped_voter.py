@@ -17,8 +17,9 @@ from dataclasses import replace
 import pytest
 from raft_sim import Cluster, InvariantViolation, SimNode
 
-from metadata_log.raft import RaftCore, Role, handlers
-from metadata_log.raft.messages import UNCOUNTED_REPLICA, FetchRequest
+from api.raft.core import RaftCore, Role, handlers
+from api.raft.core.messages import UNCOUNTED_REPLICA, FetchRequest
+from api.raft.core.ready import Batch
 
 
 def _leader_in(c: Cluster, ids: set[int], above: int) -> SimNode | None:
@@ -57,7 +58,7 @@ def stale_leader_and_wiped_voter(seed: int) -> Cluster:
     a_end = a.core.log.end_offset
     assert a_end <= x
     for _ in range(x - a_end + 2):
-        assert hasattr(a.core.propose([b"stale"]), "first")
+        assert hasattr(a.core.propose([Batch(payload=b"stale")]), "first")
     c.process(a)
     c.wipe(wiped)
     c.blocked = {

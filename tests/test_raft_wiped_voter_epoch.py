@@ -19,8 +19,9 @@ from dataclasses import replace
 import pytest
 from raft_sim import Cluster, InvariantViolation, SimNode
 
-from metadata_log.raft import RaftCore, Role, handlers
-from metadata_log.raft.messages import NO_LEADER
+from api.raft.core import RaftCore, Role, handlers
+from api.raft.core.messages import NO_LEADER
+from api.raft.core.states import UnattachedState
 
 
 def _leader_in(c: Cluster, ids: set[int], above: int) -> SimNode | None:
@@ -93,27 +94,26 @@ def test_a_wiped_voter_rejoins_only_from_a_leader_of_the_newest_epoch(seed: int)
 
 def _rejoin_at_any_high_watermark(core: RaftCore) -> None:
     """The planted bug (the old rule): any leader's high watermark will do."""
-    fence = max([core.epoch, *core._heard.values()])
-    if fence > core.epoch and set(core._heard) >= core.config.voters - {core.id}:
+    fence = max([core.epoch, *core.heard.values()])
+    if fence > core.epoch and set(core.heard) >= core.config.voters - {core.id}:
         core.catching_up = False
-        core._heard = {}
+        core.heard = {}
         core.epoch = fence
         core.leader_id = NO_LEADER
         core.voted_id = core.id
-        core._set_role(Role.UNATTACHED)
-        core._election_at = core.now_ms + core.config.election_timeout_ms
-        core._persist()
+        core.set_role(UnattachedState(election_at=core.now_ms + core.config.election_timeout_ms))
+        core.persist()
         return
     handlers_caught_up(core)
 
 
-handlers_caught_up = handlers._caught_up
+handlers_caught_up = handlers.caught_up
 
 
 def test_rejoining_from_an_older_epoch_loses_a_committed_entry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(handlers, "_caught_up", _rejoin_at_any_high_watermark)
+    monkeypatch.setattr(handlers, "caught_up", _rejoin_at_any_high_watermark)
     caught = 0
     for seed in range(10):
         try:

@@ -12,40 +12,14 @@ from hypothesis import strategies as st
 
 from api.protocol import codec
 from api.protocol.codec import ProtocolError
-from api.protocol.raft_wire import (
-    DESCRIBE_QUORUM_KEY,
-    ENTRIES_MAGIC,
-    FETCH_KEY,
-    FETCH_MAX_BYTES,
-    INVALID_REQUEST,
-    METADATA_TOPIC,
-    METADATA_TOPIC_ID,
-    QUORUM_VERSIONS,
-    VOTE_KEY,
-    DescribeQuorumRequest,
-    QuorumResponse,
-    RaftWireError,
-    RaftWireRefusal,
-    _request_values,
-    api_key_of,
-    core_error_code,
-    decode_entries,
-    decode_request,
-    decode_response,
-    encode_entries,
-    encode_request,
-    encode_response,
-    error_answer,
-    send_version,
-    wire_error_code,
-)
-from metadata_log.raft.messages import (
+from api.raft.core.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     Entry,
+    EntryKind,
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
@@ -57,6 +31,37 @@ from metadata_log.raft.messages import (
     SnapshotId,
     VoteRequest,
     VoteResponse,
+)
+from api.raft.transport.entries import (
+    ENTRIES_MAGIC,
+    decode_entries,
+    encode_entries,
+)
+from api.raft.transport.errors import (
+    INVALID_REQUEST,
+    RaftWireError,
+    RaftWireRefusal,
+    core_error_code,
+    wire_error_code,
+)
+from api.raft.transport.wire import (
+    DESCRIBE_QUORUM_KEY,
+    FETCH_KEY,
+    FETCH_MAX_BYTES,
+    METADATA_TOPIC,
+    METADATA_TOPIC_ID,
+    QUORUM_VERSIONS,
+    VOTE_KEY,
+    DescribeQuorumRequest,
+    QuorumResponse,
+    _request_values,
+    api_key_of,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    error_answer,
+    send_version,
 )
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -274,21 +279,25 @@ def test_begin_and_end_quorum_epoch_responses_round_trip(
 
 
 def _dense_entries(
-    first: int, epochs: list[int], payloads: list[bytes], controls: list[bool]
+    first: int, epochs: list[int], payloads: list[bytes], controls: list[bool], counts: list[int]
 ) -> tuple[Entry, ...]:
-    ordered = sorted(epochs)
-    return tuple(
-        Entry(offset=first + i, epoch=e, payload=p, control=c)
-        for i, (e, p, c) in enumerate(zip(ordered, payloads, controls, strict=False))
-    )
+    """Dense batches (a marker is one offset; a batch's body is never empty)."""
+    entries: list[Entry] = []
+    offset = first
+    for e, p, c, n in zip(sorted(epochs), payloads, controls, counts, strict=False):
+        kind = EntryKind.LEADER_CHANGE if c else EntryKind.DATA
+        entries.append(Entry(offset=offset, epoch=e, payload=p, kind=kind, count=1 if c else n))
+        offset += entries[-1].count
+    return tuple(entries)
 
 
 ENTRIES = st.builds(
     _dense_entries,
-    st.integers(0, 2**62),
+    st.integers(0, 2**61),
     st.lists(EPOCHS, max_size=8),
-    st.lists(st.binary(max_size=64), min_size=8, max_size=8),
+    st.lists(st.binary(min_size=1, max_size=64), min_size=8, max_size=8),
     st.lists(st.booleans(), min_size=8, max_size=8),
+    st.lists(st.integers(1, 5), min_size=8, max_size=8),
 )
 
 
@@ -466,7 +475,7 @@ def test_the_fast_writer_writes_what_kio_writes_for_every_answer() -> None:
             observers=(),
         ),
     ]
-    from api.protocol.raft_wire import response_answer
+    from api.raft.transport.wire import response_answer
 
     for message in answers:
         for version in range(
@@ -531,11 +540,24 @@ def test_entries_round_trip(records: tuple[Entry, ...]) -> None:
 def _sample_entries() -> bytes:
     return encode_entries(
         (
-            Entry(offset=5, epoch=2, payload=b"block-a", control=False),
-            Entry(offset=6, epoch=2, payload=b"", control=False),
-            Entry(offset=7, epoch=3, payload=b'{"leaderId":1}', control=True),
+            Entry(offset=5, epoch=2, payload=b"block-a", count=2),
+            Entry(offset=7, epoch=3, payload=b'{"leaderId":1}', kind=EntryKind.LEADER_CHANGE),
         )
     )
+
+
+def test_a_batch_goes_on_the_wire_as_its_body_and_empty_offsets() -> None:
+    """The frame predates batch-aware entries: one offset each, the body at the first."""
+    head = struct.Struct(">qiBI")
+    body = b"".join(
+        [
+            head.pack(5, 2, 0, 7) + b"block-a",
+            head.pack(6, 2, 0, 0),
+            head.pack(7, 3, 1, 14) + b'{"leaderId":1}',
+        ]
+    )
+    expected = struct.pack(">4sBII", b"mlqe", 1, 3, zlib.crc32(body)) + body
+    assert _sample_entries() == expected
 
 
 def test_entries_refuse_every_truncation_and_every_flipped_bit() -> None:
@@ -920,7 +942,7 @@ def test_an_uncounted_fetch_leaves_replica_state_out() -> None:
 
 
 def test_fetch_response_bytes_follow_kafkas_schema() -> None:
-    entries = (Entry(offset=120, epoch=7, payload=b"blk", control=False),)
+    entries = (Entry(offset=120, epoch=7, payload=b"blk"),)
     response = FetchResponse(
         correlation_id=14,
         error_code=ErrorCode.NONE,
@@ -1137,7 +1159,7 @@ _SWEEP_RESPONSES: list[Any] = [
         high_watermark=9,
         current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=5),
         diverging_epoch=EpochEndOffset(epoch=4, end_offset=8),
-        records=(Entry(offset=9, epoch=5, payload=b"ab"), Entry(offset=10, epoch=5, payload=b"")),
+        records=(Entry(offset=9, epoch=5, payload=b"ab", count=2),),
     ),
     FetchSnapshotResponse(
         correlation_id=5,

@@ -1,4 +1,4 @@
-"""`replay.snapshot_bytes`: a snapshot's image as FetchSnapshot bytes, and each refusal of them.
+"""`api.raft.snapshot_bytes`: a snapshot's image as FetchSnapshot bytes, and each refusal of them.
 
 `tests/test_quorum_snapshot_catch_up.py` sends these bytes between real processes; these pin
 the form (its header, the records, the CRC32) and every way a decode says no, by its message.
@@ -11,11 +11,7 @@ import zlib
 
 import pytest
 
-from records.model import PartitionRecord, RegisterBrokerRecord, TopicRecord
-from records.uuids import Uuid
-from replay.delta import replay_records
-from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
-from replay.snapshot_bytes import (
+from api.raft.snapshot_bytes import (
     FORMAT,
     VERSION,
     SnapshotBytesError,
@@ -23,6 +19,10 @@ from replay.snapshot_bytes import (
     decode_snapshot,
     encode_snapshot,
 )
+from records.model import PartitionRecord, RegisterBrokerRecord, TopicRecord
+from records.uuids import Uuid
+from replay.delta import replay_records
+from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 
 TOPIC = Uuid(bytes(range(1, 17)))
 INCARNATION = Uuid(bytes(range(2, 18)))

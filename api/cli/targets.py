@@ -77,7 +77,7 @@ T = TypeVar("T")
 
 
 QUORUM_STATE = "quorum-state"
-"""The file that makes a data directory a quorum node's (metadata_log.raft.quorum_state)."""
+"""The file that makes a data directory a quorum node's (api.raft.core.quorum_state)."""
 
 
 def open_service(settings: Settings) -> MetadataService:

@@ -78,8 +78,8 @@ from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
 
 if TYPE_CHECKING:
+    from api.raft.core.messages import DescribeQuorumResponse
     from api.security.client_config import ClientSecurity
-    from metadata_log.raft.messages import DescribeQuorumResponse
 
 T = TypeVar("T")
 
@@ -348,16 +348,22 @@ class AdminClient(SecurityApis):
         """
         # Only `mlog quorum describe` asks: the quorum's messages (~25 ms of imports) are not
         # loaded by every other command that connects to a server.
-        from api.protocol import raft_wire  # noqa: PLC0415
-        from metadata_log.raft.messages import DescribeQuorumResponse  # noqa: PLC0415
+        from api.raft.core.messages import DescribeQuorumResponse  # noqa: PLC0415
+        from api.raft.transport.errors import RaftWireRefusal  # noqa: PLC0415
+        from api.raft.transport.wire import (  # noqa: PLC0415
+            DescribeQuorumRequest,
+            decode_response,
+            encode_request,
+            send_version,
+        )
 
         theirs = self._versions.get(DESCRIBE_QUORUM_KEY)
         if theirs is None:
             raise RemoteError(35, "this server is not a node of a controller quorum")
-        version = min(raft_wire.send_version(DESCRIBE_QUORUM_KEY), theirs[1])
+        version = min(send_version(DESCRIBE_QUORUM_KEY), theirs[1])
         correlation_id = next(self._ids)
-        frame = raft_wire.encode_request(
-            raft_wire.DescribeQuorumRequest(correlation_id=correlation_id),
+        frame = encode_request(
+            DescribeQuorumRequest(correlation_id=correlation_id),
             destination=-1,
             cluster_id=None,
             client_id=self.client_id,
@@ -366,8 +372,8 @@ class AdminClient(SecurityApis):
 
         def decode(data: bytes) -> Any:
             try:
-                return raft_wire.decode_response(data, api_key=DESCRIBE_QUORUM_KEY, version=version)
-            except raft_wire.RaftWireRefusal as exc:
+                return decode_response(data, api_key=DESCRIBE_QUORUM_KEY, version=version)
+            except RaftWireRefusal as exc:
                 return RemoteError(exc.error_code, str(exc))
 
         answer = await self._send(frame, correlation_id, decode)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from api.raft.core.config import QuorumConfig
+from api.raft.core.errors import RaftConfigError
 from api.server.limits import SPECS, LimitSpec
-from metadata_log.raft.config import QuorumConfig
-from metadata_log.raft.errors import RaftConfigError
 from records.errors import MetadataLogError
 from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 

@@ -46,7 +46,8 @@ from api.protocol.connection import (
     SaslToken,
 )
 from api.protocol.private import PRIVATE_APIS
-from api.protocol.raft_wire import QUORUM_VERSIONS
+from api.raft.transport.endpoint import NodeEndpoint
+from api.raft.transport.wire import QUORUM_VERSIONS
 from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, TypicalIterations
@@ -68,14 +69,13 @@ from api.server.limits import (
 )
 from api.server.login_guard import FailedLogins, LoginPool, SourceSlots, SummarizedWarnings
 from api.server.private_apis import PrivateApis
-from api.server.quorum_endpoint import NodeEndpoint
 from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
 from records.model import ScramMechanism
 from replay.controller.authorizer import Authorizer, AuthorizerConfig
 
 if TYPE_CHECKING:
-    from api.service.quorum import QuorumNode
+    from api.raft.node import QuorumNode
 
 logger = logging.getLogger("api.server")
 

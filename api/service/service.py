@@ -145,7 +145,7 @@ class MetadataService:
         service = cls(log, image, controller, clock_ms=clock_ms, snapshots=snapshots)
         if log.end_offset == 0:
             # metadata.version leads every log, as in KRaft.
-            service.execute(_bootstrap, principal=SERVICE_PRINCIPAL)
+            service.execute(bootstrap_features, principal=SERVICE_PRINCIPAL)
         return service
 
     # ------------------------------------------------------------------ state
@@ -411,7 +411,7 @@ class MetadataService:
             found = self._retried(write)
             if found is not None:
                 return await self._stored(found, write)  # type: ignore[no-any-return]
-            command = _noting(command, write)
+            command = noting_write(command, write)
         result = command(self._working)
         records = result.records
         if not records:
@@ -584,7 +584,7 @@ def _import_get_running_loop() -> Callable[[], asyncio.AbstractEventLoop]:
     return _get_running_loop
 
 
-def _noting(command: Command[T], write: PendingWrite) -> Command[T]:
+def noting_write(command: Command[T], write: PendingWrite) -> Command[T]:
     """`command`, whose records (if any) are followed by the note of the write's answer."""
 
     def noted(image: MetadataImage) -> ControllerResult[T]:
@@ -630,11 +630,12 @@ def _open_replayed(
 def first_image() -> MetadataImage:
     """The image a new log starts with: its bootstrap records replayed onto the empty image."""
     delta = MetadataDelta(EMPTY_IMAGE)
-    delta.replay_all(_bootstrap(EMPTY_IMAGE).records)
+    delta.replay_all(bootstrap_features(EMPTY_IMAGE).records)
     return delta.apply(Provenance(offset=0, epoch=0, timestamp=0))
 
 
-def _bootstrap(image: MetadataImage) -> ControllerResult[None]:
+def bootstrap_features(image: MetadataImage) -> ControllerResult[None]:
+    """The first records of a new log: the metadata.version feature level."""
     return ControllerResult(
         records=(FeatureLevelRecord(name=METADATA_VERSION, feature_level=METADATA_VERSION_LEVEL),),
         response=None,

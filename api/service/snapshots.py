@@ -122,6 +122,10 @@ class Snapshotter:
         """Whether the store is known to hold no snapshot without opening it (no file yet)."""
         return self._store is None and self._file is not None and not self._file.exists()
 
+    def may_hold_snapshots(self) -> bool:
+        """Whether the store may hold a snapshot (False: known empty, without opening it)."""
+        return not self._holds_nothing()
+
     # ------------------------------------------------------------------ startup
 
     def start_image(

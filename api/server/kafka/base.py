@@ -34,7 +34,7 @@ UNAUTHORIZED_OPS = -(2**31)
 
 
 class QuorumView(Protocol):
-    """What the answers of a quorum's node say about the quorum (api.service.quorum)."""
+    """What the answers of a quorum's node say about the quorum (api.raft.node)."""
 
     @property
     def leader_id(self) -> int:

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
-from api.protocol.raft_wire import QUORUM_VERSIONS
+from api.raft.transport.wire import QUORUM_VERSIONS
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
@@ -49,8 +49,8 @@ class KafkaApis:
 
     With an `authorizer`, each API checks what Kafka's checks (docs/security.md); without one,
     everything is allowed and the ACL APIs answer SECURITY_DISABLED. With a `quorum` endpoint
-    the controller quorum's APIs (`raft_wire.QUORUM_VERSIONS`) are answered too, and
-    ApiVersions lists them.
+    the controller quorum's APIs (`api.raft.transport.wire.QUORUM_VERSIONS`) are answered too,
+    and ApiVersions lists them.
     """
 
     def __init__(

@@ -8,12 +8,17 @@ docs/replication.md.
 
 from __future__ import annotations
 
-from metadata_log.raft.config import QuorumConfig, parse_voters
-from metadata_log.raft.core import NotLeader, OffsetRange, RaftCore, Ready, ReadyDone, Role
-from metadata_log.raft.log_view import LogView
-from metadata_log.raft.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+from api.raft.core.config import QuorumConfig, parse_voters
+from api.raft.core.core import NotLeader, OffsetRange, RaftCore, Ready, ReadyDone, Role
+from api.raft.core.log_view import LogView
+from api.raft.core.messages import Entry, EntryKind
+from api.raft.core.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+from api.raft.core.ready import Batch
 
 __all__ = [
+    "Batch",
+    "Entry",
+    "EntryKind",
     "LogView",
     "NotLeader",
     "OffsetRange",

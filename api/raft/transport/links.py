@@ -35,13 +35,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.client.connection import ClientConnection, ClientError
-from api.protocol.raft_wire import (
+from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.transport.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
+    RaftWireError,
+)
+from api.raft.transport.wire import (
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
     QuorumRequest,
     QuorumResponse,
-    RaftWireError,
     api_key_of,
     decode_response,
     encode_request,
@@ -49,7 +52,6 @@ from api.protocol.raft_wire import (
 )
 from api.security.client_config import ClientSecurity, client_security
 from api.security.errors import SecurityConfigError
-from metadata_log.raft.config import QuorumConfig, VoterAddress
 
 logger = logging.getLogger("api.server.quorum.links")
 """Under the server's logger: a link's state changes are lines of `mlog serve`'s log."""

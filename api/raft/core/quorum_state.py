@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from api.raft.core.errors import QuorumStateError
+from api.raft.core.messages import NO_LEADER
 from metadata_log.container import replace_file
-from metadata_log.raft.errors import QuorumStateError
-from metadata_log.raft.messages import NO_LEADER
 
 QUORUM_STATE_NAME = "quorum-state"
 DATA_VERSION = 0

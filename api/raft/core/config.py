@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from metadata_log.raft.errors import RaftConfigError
+from api.raft.core.errors import RaftConfigError
 
 MAX_NODE_ID = 2**31 - 1
 MAX_TIMEOUT_MS = 24 * 3600 * 1000

@@ -37,15 +37,32 @@ class ErrorCode(IntEnum):
     POSITION_OUT_OF_RANGE = 99
 
 
+class EntryKind(IntEnum):
+    """What an entry's body is: a batch of records, or the leader-change control marker."""
+
+    DATA = 0
+    LEADER_CHANGE = 1
+    """A new leader's LeaderChange marker (`LeaderChangeMessage.encode()`), one offset."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
-    """One log entry as the core sees it: its place, its epoch and an opaque body."""
+    """One batch of the log as the core sees it: `count` offsets from `offset`, one epoch.
+
+    A batch is written and read whole (one atomic block of the log): every fetch answer,
+    truncation and high watermark falls on batch boundaries. The body is opaque to the core.
+    """
 
     offset: int
     epoch: int
     payload: bytes
-    control: bool = False
-    """A control entry (the LeaderChange marker), not a batch of records."""
+    count: int = 1
+    kind: EntryKind = EntryKind.DATA
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the batch's last."""
+        return self.offset + self.count
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +84,16 @@ class LeaderChangeMessage:
             },
             separators=(",", ":"),
         ).encode()
+
+    @classmethod
+    def decode(cls, payload: bytes) -> LeaderChangeMessage:
+        """The marker `encode()` wrote."""
+        data = json.loads(payload)
+        return cls(
+            leader_id=int(data["leaderId"]),
+            voters=tuple(int(v) for v in data["voters"]),
+            granting_voters=tuple(int(v) for v in data["grantingVoters"]),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

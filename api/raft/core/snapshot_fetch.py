@@ -1,6 +1,7 @@
 """FetchSnapshot (KIP-630): a follower below the leader's log start copies its snapshot.
 
-The leader answers a Fetch below its log start with its newest snapshot's id (handlers.py);
+The leader answers a Fetch below its log start with its newest snapshot's id (handlers.py,
+which starts the transfer here; this module needs nothing of it);
 the follower then asks for the snapshot in chunks (`FetchSnapshotRequest`: id, position, max
 bytes), the leader's core checks each request and its shell fills the bytes, and once the last
 chunk is in and its checksum holds, the follower's core hands its shell a `SnapshotInstall`
@@ -12,11 +13,9 @@ the leader's snapshot again) whenever anything disagrees: another leader, SNAPSH
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from metadata_log.raft.messages import (
+from api.raft.core.messages import (
     NO_LEADER,
     UNCOUNTED_REPLICA,
     ErrorCode,
@@ -24,58 +23,22 @@ from metadata_log.raft.messages import (
     FetchSnapshotResponse,
     SnapshotId,
 )
-from metadata_log.raft.ready import SnapshotInstall
-from metadata_log.raft.replication import VoterProgress
-from metadata_log.raft.roles import Role
+from api.raft.core.replication import VoterProgress, leader_refusal
+from api.raft.core.states import FetchInFlight, FollowerState, ObserverState
+from api.raft.core.transfer import SnapshotTransfer, snapshot_checksum_ok
 
 if TYPE_CHECKING:
-    from metadata_log.raft.core import RaftCore
-
-
-def snapshot_checksum_ok(data: bytes) -> bool:
-    """Whether `data` ends with the big-endian CRC32 of what precedes it."""
-    return len(data) >= 4 and zlib.crc32(data[:-4]).to_bytes(4, "big") == data[-4:]
-
-
-def with_checksum(body: bytes) -> bytes:
-    """`body` framed as a snapshot's bytes: followed by its big-endian CRC32."""
-    return body + zlib.crc32(body).to_bytes(4, "big")
-
-
-@dataclass(slots=True)
-class SnapshotTransfer:
-    """A snapshot being copied from `source`: the bytes so far and the request in flight."""
-
-    snapshot_id: SnapshotId
-    source: int
-    data: bytearray = field(default_factory=bytearray)
-    correlation: int = 0
-    retry_at: int = 0
+    from api.raft.core.core import RaftCore
 
 
 # ------------------------------------------------------------------------------ the leader
-
-
-def leader_refusal(core: RaftCore, current_leader_epoch: int) -> ErrorCode | None:
-    """Why a leader's request (Fetch, FetchSnapshot) is refused here, or None: Kafka's order.
-
-    NOT_LEADER_OR_FOLLOWER unless this node leads; FENCED_LEADER_EPOCH for an older epoch
-    than its own; UNKNOWN_LEADER_EPOCH for a newer one.
-    """
-    if core.role is not Role.LEADER or core._leader is None:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    if current_leader_epoch < core.epoch:
-        return ErrorCode.FENCED_LEADER_EPOCH
-    if current_leader_epoch > core.epoch:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-    return None
 
 
 def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotRequest) -> None:
     """Check a chunk request; the shell fills the bytes of the answer."""
 
     def answer(error: ErrorCode, until: int = 0) -> None:
-        core._send(
+        core.send(
             sender,
             FetchSnapshotResponse(
                 correlation_id=msg.correlation_id,
@@ -91,8 +54,10 @@ def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotReq
 
     if msg.replica_id not in (sender, UNCOUNTED_REPLICA) or sender == core.id:
         return
-    leader = core._leader
-    refusal = leader_refusal(core, msg.current_leader_epoch)
+    leader = core.leader_state
+    refusal = leader_refusal(
+        core.state, epoch=core.epoch, current_leader_epoch=msg.current_leader_epoch
+    )
     if refusal is not None or leader is None:
         answer(refusal or ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
@@ -111,20 +76,23 @@ def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotReq
 
 def start_transfer(core: RaftCore, source: int, snapshot_id: SnapshotId) -> None:
     """The leader says our position is below its log start: copy its snapshot from byte 0."""
-    core._fetch = None
-    core._transfer = SnapshotTransfer(snapshot_id=snapshot_id, source=source)
+    state = core.state
+    if not isinstance(state, FollowerState | ObserverState):
+        return
+    state.fetch = None
+    state.transfer = SnapshotTransfer(snapshot_id=snapshot_id, source=source)
     core.snapshot_transfers += 1
     request_chunk(core)
 
 
 def request_chunk(core: RaftCore) -> None:
     """Ask for the next chunk (again, after a timeout)."""
-    transfer = core._transfer
+    transfer = _transfer(core)
     if transfer is None:
         return
-    transfer.correlation = core._next_correlation()
+    transfer.correlation = core.next_correlation()
     transfer.retry_at = core.now_ms + core.config.request_timeout_ms
-    core._send(
+    core.send(
         transfer.source,
         FetchSnapshotRequest(
             correlation_id=transfer.correlation,
@@ -139,26 +107,35 @@ def request_chunk(core: RaftCore) -> None:
 
 def abandon(core: RaftCore, *, retry_in_ms: int) -> None:
     """Give the transfer up; a Fetch after `retry_in_ms` finds out what the leader offers now."""
-    core._transfer = None
+    state = core.state
+    if not isinstance(state, FollowerState | ObserverState):
+        return
+    state.transfer = None
     if retry_in_ms == 0:
-        core._send_fetch()
+        core.send_fetch()
         return
     # Correlation id 0 is never sent: no answer matches it, and at its retry time the tick
     # sends a real Fetch.
-    end, epoch = core.log.end_offset, core.log.last_epoch
-    core._fetch = (0, core._fetch_target, end, epoch, core.now_ms + retry_in_ms)
+    state.fetch = FetchInFlight(
+        correlation=0,
+        destination=core.fetch_target,
+        offset=core.log.end_offset,
+        last_epoch=core.log.last_epoch,
+        retry_at=core.now_ms + retry_in_ms,
+    )
 
 
 def tick_transfer(core: RaftCore, now: int) -> None:
     """A chunk request went unanswered: ask again (an observer asks around for the leader)."""
-    transfer = core._transfer
+    state = core.state
+    transfer = _transfer(core)
     if transfer is None or now < transfer.retry_at:
         return
-    if core.role is Role.OBSERVER:
-        core._transfer = None
+    if isinstance(state, ObserverState):
+        state.transfer = None
         core.leader_id = NO_LEADER
-        core._fetch_target = NO_LEADER
-        core._send_fetch()
+        core.fetch_target = NO_LEADER
+        core.send_fetch()
         return
     request_chunk(core)
 
@@ -168,11 +145,11 @@ def on_fetch_snapshot_response(core: RaftCore, sender: int, msg: FetchSnapshotRe
     hint = msg.current_leader
     if hint.leader_epoch > core.epoch:
         if hint.leader_id in core.config.voters and hint.leader_id != core.id:
-            core._become_follower(hint.leader_epoch, hint.leader_id)
+            core.become_follower(hint.leader_epoch, hint.leader_id)
         else:
-            core._become_unattached(hint.leader_epoch)
+            core.become_unattached(hint.leader_epoch)
         return
-    transfer = core._transfer
+    transfer = _transfer(core)
     if transfer is None or transfer.correlation != msg.correlation_id or transfer.source != sender:
         return  # late, duplicated, or for a transfer given up
     if msg.error_code != ErrorCode.NONE or hint.leader_id != sender:
@@ -188,9 +165,10 @@ def on_fetch_snapshot_response(core: RaftCore, sender: int, msg: FetchSnapshotRe
     ):
         abandon(core, retry_in_ms=0)
         return
-    if core.role is Role.FOLLOWER and core.leader_id == sender:
-        core._fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
-        core._fetched_ms = core.now_ms
+    state = core.state
+    if isinstance(state, FollowerState) and core.leader_id == sender:
+        state.fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
+        core.fetched_ms = core.now_ms
     transfer.data += chunk
     if len(transfer.data) < msg.size:
         request_chunk(core)
@@ -204,11 +182,10 @@ def on_fetch_snapshot_response(core: RaftCore, sender: int, msg: FetchSnapshotRe
 
 def install(core: RaftCore, snapshot_id: SnapshotId, data: bytes) -> None:
     """Replace the log by the snapshot (the shell does it first in the next Ready), fetch on."""
-    p = core._pending
-    p.install = SnapshotInstall(snapshot_id=snapshot_id, data=data)
-    p.append = []
-    p.truncate_to = None
-    core._transfer = None
-    core.log.install(snapshot_id)
-    core._set_high_watermark(snapshot_id.end_offset)
-    core._send_fetch()
+    core.install_snapshot(snapshot_id, data)
+    core.send_fetch()
+
+
+def _transfer(core: RaftCore) -> SnapshotTransfer | None:
+    state = core.state
+    return state.transfer if isinstance(state, FollowerState | ObserverState) else None

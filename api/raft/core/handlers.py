@@ -1,20 +1,23 @@
 """How the core answers each message, and the leader's timers (KIP-595 / KIP-996 rules).
 
 Functions of `RaftCore` kept apart from its state and transitions (core.py) so each module
-has one job; they use the core's transition helpers and never do I/O.
+has one job; they use the core's public transitions and helpers and its role states
+(states.py), and never do I/O.
+This module starts a snapshot transfer (snapshot_fetch.py), which needs nothing of it.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from metadata_log.raft.election import (
+from api.raft.core.election import (
     log_at_least_as_up_to_date,
     may_grant_pre_vote,
     may_grant_vote,
     successor_backoff,
 )
-from metadata_log.raft.messages import (
+from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     UNCOUNTED_REPLICA,
@@ -31,12 +34,22 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from metadata_log.raft.replication import VoterProgress, diverging_epoch, truncation_offset
-from metadata_log.raft.roles import Role
-from metadata_log.raft.snapshot_fetch import leader_refusal, start_transfer
+from api.raft.core.replication import (
+    VoterProgress,
+    diverging_epoch,
+    leader_refusal,
+    truncation_offset,
+)
+from api.raft.core.roles import Role
+from api.raft.core.snapshot_fetch import start_transfer
+from api.raft.core.states import (
+    FollowerState,
+    ObserverState,
+    UnattachedState,
+)
 
 if TYPE_CHECKING:
-    from metadata_log.raft.core import RaftCore
+    from api.raft.core.core import RaftCore
 
 
 # ------------------------------------------------------------------------------- votes
@@ -48,7 +61,7 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
     def reply(granted: bool, error: ErrorCode = ErrorCode.NONE) -> None:
         # Only a live leader is named: a prospective must not go back to a dead one.
         live_leader = core.leader_id if core.role in (Role.LEADER, Role.FOLLOWER) else NO_LEADER
-        core._send(
+        core.send(
             sender,
             VoteResponse(
                 correlation_id=msg.correlation_id,
@@ -72,10 +85,11 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
     )
     if msg.pre_vote:
         # KIP-996: nothing changes here, whatever the answer.
+        state = core.state
         live = core.role is Role.LEADER or (
-            core.role is Role.FOLLOWER
-            and not core._leader_ended
-            and core.now_ms - core._fetched_ms < core.config.fetch_timeout_ms
+            isinstance(state, FollowerState)
+            and not state.leader_ended
+            and core.now_ms - core.fetched_ms < core.config.fetch_timeout_ms
         )
         granted = msg.replica_epoch >= core.epoch and may_grant_pre_vote(
             has_live_leader=live, log_ok=log_ok, catching_up=core.catching_up
@@ -95,7 +109,7 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
         reply(False)
         return
     if msg.replica_epoch > core.epoch:
-        core._become_unattached(msg.replica_epoch)
+        core.become_unattached(msg.replica_epoch)
     granted = may_grant_vote(
         candidate=sender,
         voted_id=core.voted_id,
@@ -106,9 +120,9 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
     )
     if granted and core.voted_id != sender:
         core.voted_id = sender
-        core._persist()
-        if core.role is Role.UNATTACHED:
-            core._election_at = core.now_ms + core.config.election_timeout_ms
+        core.persist()
+        if isinstance(core.state, UnattachedState):
+            core.state.election_at = core.now_ms + core.config.election_timeout_ms
     reply(granted)
 
 
@@ -116,37 +130,37 @@ def on_vote_response(core: RaftCore, sender: int, msg: VoteResponse) -> None:
     """Count (pre-)votes of the current round; learn of a newer epoch or a leader."""
     if msg.leader_epoch > core.epoch:
         if msg.leader_id in core.config.voters and msg.leader_id != core.id:
-            core._become_follower(msg.leader_epoch, msg.leader_id)
+            core.become_follower(msg.leader_epoch, msg.leader_id)
         else:
-            core._become_unattached(msg.leader_epoch)
+            core.become_unattached(msg.leader_epoch)
         return
-    if msg.correlation_id not in core._round or msg.leader_epoch != core.epoch:
+    if msg.correlation_id not in core.votes.requests or msg.leader_epoch != core.epoch:
         return
     if core.role is Role.PROSPECTIVE:
         if (
             not msg.vote_granted
             and msg.leader_id in core.config.voters
             and msg.leader_id != core.id
-            and (core.epoch, msg.leader_id) != core._ended
+            and (core.epoch, msg.leader_id) != core.ended
         ):
             # KIP-996: a prospective that hears of a leader of its epoch follows it again.
-            core._become_follower(core.epoch, msg.leader_id)
+            core.become_follower(core.epoch, msg.leader_id)
             return
         if msg.vote_granted:
-            core._granted.add(sender)
-            if len(core._granted) >= core.config.majority:
-                core._become_candidate()
+            core.votes.granted.add(sender)
+            if len(core.votes.granted) >= core.config.majority:
+                core.become_candidate()
     elif core.role is Role.CANDIDATE and msg.vote_granted:
-        core._granted.add(sender)
-        if len(core._granted) >= core.config.majority:
-            core._become_leader()
+        core.votes.granted.add(sender)
+        if len(core.votes.granted) >= core.config.majority:
+            core.become_leader()
 
 
 def on_begin_quorum_epoch(core: RaftCore, sender: int, msg: BeginQuorumEpochRequest) -> None:
     """A new leader announces its epoch: follow it."""
 
     def reply(error: ErrorCode) -> None:
-        core._send(
+        core.send(
             sender,
             BeginQuorumEpochResponse(
                 correlation_id=msg.correlation_id,
@@ -165,15 +179,15 @@ def on_begin_quorum_epoch(core: RaftCore, sender: int, msg: BeginQuorumEpochRequ
         reply(ErrorCode.FENCED_LEADER_EPOCH)
         return
     if not (core.role is Role.FOLLOWER and core.leader_id == sender):
-        core._become_follower(msg.leader_epoch, sender)
-    core._fetched_ms = core.now_ms
+        core.become_follower(msg.leader_epoch, sender)
+    core.fetched_ms = core.now_ms
     reply(ErrorCode.NONE)
 
 
 def on_end_quorum_epoch(core: RaftCore, sender: int, msg: EndQuorumEpochRequest) -> None:
     """The leader resigned: its preferred successors stand soon, the first at once."""
     stale = msg.leader_epoch < core.epoch or sender != msg.leader_id
-    core._send(
+    core.send(
         sender,
         EndQuorumEpochResponse(
             correlation_id=msg.correlation_id,
@@ -185,51 +199,33 @@ def on_end_quorum_epoch(core: RaftCore, sender: int, msg: EndQuorumEpochRequest)
     if stale or sender not in core.config.voters:
         return
     if msg.leader_epoch > core.epoch:
-        core._become_unattached(msg.leader_epoch)
+        core.become_unattached(msg.leader_epoch)
     if core.catching_up or not core.config.is_voter:
         return
     successors = msg.preferred_successors
     position = successors.index(core.id) if core.id in successors else len(successors)
     at = core.now_ms + successor_backoff(position, core.config.election_backoff_max_ms)
-    if core.role is Role.FOLLOWER and core.leader_id == sender:
-        core._leader_ended = True
-        core._ended = (core.epoch, sender)
-        core._fetch_deadline = min(core._fetch_deadline, at)
-    elif core.role is Role.UNATTACHED:
-        core._election_at = min(core._election_at, at)
+    state = core.state
+    if isinstance(state, FollowerState) and core.leader_id == sender:
+        state.leader_ended = True
+        core.ended = (core.epoch, sender)
+        state.fetch_deadline = min(state.fetch_deadline, at)
+    elif isinstance(state, UnattachedState):
+        state.election_at = min(state.election_at, at)
 
 
 # --------------------------------------------------------------------------- fetching
 
 
-def send_fetch(core: RaftCore) -> None:
-    """Fetch from the leader (or, not knowing one, from some voter that may know it)."""
-    target = core._fetch_target
-    if target == NO_LEADER:
-        others = sorted(core.config.voters - {core.id})
-        if not others:
-            return
-        target = core.rng.choice(others)
-    correlation = core._next_correlation()
-    core._fetch = (
-        correlation,
-        target,
-        core.log.end_offset,
-        core.log.last_epoch,
-        core.now_ms + core.config.request_timeout_ms,
-    )
-    core._send(target, core._fetch_request(correlation))
-
-
 def _leader_high_watermark(core: RaftCore) -> int:
-    leader = core._leader
+    leader = core.leader_state
     if leader is None or core.high_watermark <= leader.epoch_start_offset:
         return NO_HIGH_WATERMARK
     return core.high_watermark
 
 
 def _answer_fetch(core: RaftCore, replica: int, msg: FetchRequest) -> None:
-    core._send(
+    core.send(
         replica,
         FetchResponse(
             correlation_id=msg.correlation_id,
@@ -246,7 +242,7 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     """Answer a fetch as leader: diverging epoch, records, or park it until there is news."""
 
     def refuse(error: ErrorCode) -> None:
-        core._send(
+        core.send(
             sender,
             FetchResponse(
                 correlation_id=msg.correlation_id,
@@ -261,8 +257,10 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     # A fetch without a replica id (a voter without durable state) is answered, never counted:
     # not toward the high watermark, not as alive for check-quorum.
     counted = msg.replica_id == sender
-    leader = core._leader
-    refusal = leader_refusal(core, msg.current_leader_epoch)
+    leader = core.leader_state
+    refusal = leader_refusal(
+        core.state, epoch=core.epoch, current_leader_epoch=msg.current_leader_epoch
+    )
     if refusal is not None or leader is None:
         refuse(refusal or ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
@@ -280,7 +278,7 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
             core.log, fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
         )
     if below_start or diverging is not None:
-        core._send(
+        core.send(
             sender,
             FetchResponse(
                 correlation_id=msg.correlation_id,
@@ -306,20 +304,20 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
 
 def update_high_watermark(core: RaftCore) -> None:
     """Move the leader's HW to the majority's flushed end, once past its epoch start."""
-    leader = core._leader
+    leader = core.leader_state
     if leader is None:
         return
     hw = leader.high_watermark(
         leader=core.id, flushed_offset=core.log.flushed_offset, majority=core.config.majority
     )
     if hw > leader.epoch_start_offset and hw > core.high_watermark:
-        core._set_high_watermark(hw)
+        core.set_high_watermark(hw)
         answer_parked(core, force=True)
 
 
 def answer_parked(core: RaftCore, *, force: bool) -> None:
     """Answer parked fetches: all of them (news), or those whose wait is over."""
-    leader = core._leader
+    leader = core.leader_state
     if leader is None:
         return
     for replica, (msg, deadline) in list(leader.parked.items()):
@@ -330,7 +328,7 @@ def answer_parked(core: RaftCore, *, force: bool) -> None:
 
 def tick_leader(core: RaftCore, now: int) -> None:
     """Check-quorum, parked fetches and BeginQuorumEpoch retries."""
-    leader = core._leader
+    leader = core.leader_state
     if leader is None:
         return
     if not leader.has_quorum(
@@ -339,12 +337,12 @@ def tick_leader(core: RaftCore, now: int) -> None:
         timeout_ms=core.config.fetch_timeout_ms,
         majority=core.config.majority,
     ):
-        core._resign()
+        core.resign()
         return
     answer_parked(core, force=False)
     for voter, sent in list(leader.begin_sent_ms.items()):
         if now >= sent + core.config.request_timeout_ms:
-            core._send_begin(voter)
+            core.send_begin(voter)
 
 
 def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
@@ -352,42 +350,45 @@ def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
     hint = msg.current_leader
     if hint.leader_epoch > core.epoch:
         if hint.leader_id in core.config.voters and hint.leader_id != core.id:
-            core._become_follower(hint.leader_epoch, hint.leader_id)
+            core.become_follower(hint.leader_epoch, hint.leader_id)
         else:
-            core._become_unattached(hint.leader_epoch)
+            core.become_unattached(hint.leader_epoch)
         return
-    fetch = core._fetch
-    if fetch is None or fetch[0] != msg.correlation_id or fetch[1] != sender:
+    state = core.state
+    fetch = state.fetch if isinstance(state, FollowerState | ObserverState) else None
+    if fetch is None or fetch.correlation != msg.correlation_id or fetch.destination != sender:
         return  # late, duplicated or from another incarnation's request
-    if (fetch[2], fetch[3]) != (core.log.end_offset, core.log.last_epoch):
+    if (fetch.offset, fetch.last_epoch) != (core.log.end_offset, core.log.last_epoch):
         return
     if msg.error_code != ErrorCode.NONE or hint.leader_id != sender:
         known = hint.leader_epoch == core.epoch and hint.leader_id in core.config.voters
         if known and hint.leader_id not in (sender, core.id) and core.leader_id == NO_LEADER:
-            core._become_follower(core.epoch, hint.leader_id)
+            core.become_follower(core.epoch, hint.leader_id)
             if core.role is Role.OBSERVER:
                 return
+        state = core.state
         if (
-            core.role is Role.FOLLOWER
+            isinstance(state, FollowerState)
             and sender == core.leader_id
             and msg.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         ):
             # Our leader says it no longer leads this epoch (it resigned or restarted).
-            core._leader_ended = True
-            core._ended = (core.epoch, sender)
-            core._fetch_deadline = core.now_ms
-        core._fetch = (*fetch[:4], core.now_ms + core.config.retry_backoff_ms)
+            state.leader_ended = True
+            core.ended = (core.epoch, sender)
+            state.fetch_deadline = core.now_ms
+        if isinstance(state, FollowerState | ObserverState):
+            state.fetch = replace(fetch, retry_at=core.now_ms + core.config.retry_backoff_ms)
         return
     if hint.leader_epoch != core.epoch:
         return
-    if core.role is Role.FOLLOWER:
+    if isinstance(state, FollowerState):
         if core.leader_id != sender:
             return
-        core._fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
-        core._fetched_ms = core.now_ms
+        state.fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
+        core.fetched_ms = core.now_ms
     elif core.role is Role.OBSERVER:
         core.leader_id = sender
-        core._fetch_target = sender
+        core.fetch_target = sender
     else:
         return
     if msg.snapshot_id is not None:
@@ -397,13 +398,14 @@ def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
         _truncate_to(core, msg.diverging_epoch)
     else:
         _append_records(core, msg)
-    core._fetch = None
-    if core.role in (Role.FOLLOWER, Role.OBSERVER):
-        send_fetch(core)
+    state = core.state
+    if isinstance(state, FollowerState | ObserverState):
+        state.fetch = None
+        core.send_fetch()
 
 
 def _truncate_to(core: RaftCore, diverging: EpochEndOffset) -> None:
-    core._truncate(truncation_offset(core.log, diverging))
+    core.truncate_log(truncation_offset(core.log, diverging))
 
 
 def _append_records(core: RaftCore, msg: FetchResponse) -> None:
@@ -413,14 +415,14 @@ def _append_records(core: RaftCore, msg: FetchResponse) -> None:
             core.log.last_epoch <= entry.epoch <= core.epoch
         ):
             break
-        core._append(entry)
+        core.append_entry(entry)
     if msg.high_watermark >= 0:
-        core._set_high_watermark(min(msg.high_watermark, core.log.end_offset))
+        core.set_high_watermark(min(msg.high_watermark, core.log.end_offset))
         if core.catching_up and core.log.end_offset >= msg.high_watermark:
-            _caught_up(core)
+            caught_up(core)
 
 
-def _caught_up(core: RaftCore) -> None:
+def caught_up(core: RaftCore) -> None:
     """A voter without durable state becomes a voter again once it is safe to vote.
 
     It has heard every other voter's epoch: it may have voted, before it lost its state, in
@@ -432,28 +434,20 @@ def _caught_up(core: RaftCore) -> None:
     leader without them. Hearing a newer epoch, it moves to it and looks for that leader.
     """
     others = core.config.voters - {core.id}
-    if not others <= set(core._heard):
+    if not others <= set(core.heard):
         return
-    fence = max([core.epoch, *core._heard.values()])
+    fence = max([core.epoch, *core.heard.values()])
     if fence > core.epoch:
-        core._new_epoch(fence)
-        core._fetch_target = NO_LEADER
+        core.new_epoch(fence)
+        core.fetch_target = NO_LEADER
         return
-    core.catching_up = False
-    core._heard = {}
-    leader = core.leader_id
-    core.voted_id = core.id
-    core._set_role(Role.FOLLOWER)
-    core.leader_id = leader
-    core._fetch_target = leader
-    core._fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
-    core._persist()
+    core.rejoin_as_voter()
 
 
 def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
     """DescribeQuorum: the leader's view of every replica (the lag `mlog quorum describe` shows)."""
-    leader = core._leader
-    if core.role is not Role.LEADER or leader is None:
+    leader = core.leader_state
+    if leader is None:
         return DescribeQuorumResponse(
             error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
             leader_id=core.leader_id,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from metadata_log.raft.messages import Entry, Message, SnapshotId
-from metadata_log.raft.quorum_state import QuorumState
-from metadata_log.raft.roles import Role
+from api.raft.core.messages import Entry, Message, SnapshotId
+from api.raft.core.quorum_state import QuorumState
+from api.raft.core.roles import Role
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +74,14 @@ class ReadyDone:
     """What the shell reports after carrying out a `Ready`."""
 
     flushed_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Batch:
+    """A proposal's batch: an opaque body standing for `count` offsets (one block)."""
+
+    payload: bytes
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,7 +1,7 @@
 """The server's quorum endpoint: the quorum APIs a node receives, answered by its shell.
 
 `api.server.kafka.quorum.QuorumApis` authorizes and decodes a request; this hands it to the
-node (`api.service.quorum.QuorumNode`): the core's requests (FetchSnapshot among them: the
+node (`api.raft.node.QuorumNode`): the core's requests (FetchSnapshot among them: the
 leader's core checks it and its shell fills the snapshot's bytes) go through its loop, and
 DescribeQuorum is answered from the core's view.
 """
@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol.raft_wire import DescribeQuorumRequest, QuorumRequest, QuorumResponse
-from metadata_log.raft.messages import DescribeQuorumResponse
+from api.raft.core.messages import DescribeQuorumResponse
+from api.raft.transport.wire import (
+    DescribeQuorumRequest,
+    QuorumRequest,
+    QuorumResponse,
+)
 
 if TYPE_CHECKING:
-    from api.service.quorum import QuorumNode
+    from api.raft.node import QuorumNode
 
 
 class NodeEndpoint:

@@ -4,7 +4,7 @@ The form: one JSON header line (`format`, `version`, the provenance `offset`, `e
 `timestamp`, the SQL snapshot's content `checksum` and the record `count`), then the image
 written back out as records (`image.write()`, KRaft's snapshot-as-records) in one block body of
 the log's entry encoding (each record an entry at the snapshot's offset, epoch and timestamp),
-then a big-endian CRC32 of everything before it (`metadata_log.raft.snapshot_fetch`, checked
+then a big-endian CRC32 of everything before it (`api.raft.core.snapshot_fetch`, checked
 by the fetching core). The same image always gives the same bytes. The receiver replays the
 records onto the empty image and, once it has stored the result as its own SQL snapshot,
 compares that snapshot's content checksum with the header's: equal rows, equal state.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from metadata_log.raft.snapshot_fetch import snapshot_checksum_ok, with_checksum
+from api.raft.core.transfer import snapshot_checksum_ok, with_checksum
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError
 from replay.delta import MetadataDelta

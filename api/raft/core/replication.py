@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from metadata_log.raft.log_view import LogView
-from metadata_log.raft.messages import EpochEndOffset, FetchRequest
+from api.raft.core.log_view import LogView
+from api.raft.core.messages import EpochEndOffset, ErrorCode, FetchRequest
+from api.raft.core.roles import Role
 
 
 def majority_offset(offsets: list[int], majority: int) -> int:
@@ -50,7 +52,9 @@ class VoterProgress:
 
 @dataclass(slots=True)
 class LeaderState:
-    """The leader's bookkeeping: progress per replica, parked fetches, who was told."""
+    """The leader's role state: progress per replica, parked fetches, who was told."""
+
+    role: ClassVar[Role] = Role.LEADER
 
     epoch_start_offset: int
     started_ms: int
@@ -96,3 +100,19 @@ class LeaderState:
         """The other voters, most caught-up first (EndQuorumEpoch's preferred successors)."""
         others = [v for v in self.voters if v != leader]
         return tuple(sorted(others, key=lambda v: (-self._end(v), v)))
+
+
+def leader_refusal(state: object, *, epoch: int, current_leader_epoch: int) -> ErrorCode | None:
+    """Why a leader's request (Fetch, FetchSnapshot) is refused here, or None: Kafka's order.
+
+    NOT_LEADER_OR_FOLLOWER unless this node leads (`state` is its role state); then
+    FENCED_LEADER_EPOCH for an older epoch than its own `epoch`; UNKNOWN_LEADER_EPOCH for a
+    newer one.
+    """
+    if not isinstance(state, LeaderState):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if current_leader_epoch < epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if current_leader_epoch > epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return None

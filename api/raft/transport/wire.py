@@ -1,6 +1,6 @@
 """The controller quorum's messages on Kafka's wire: core dataclasses <-> KRaft frames (sans-IO).
 
-The consensus core (`metadata_log.raft`) speaks in its own dataclasses; controllers speak
+The consensus core (`api.raft.core`) speaks in its own dataclasses; controllers speak
 Kafka's KRaft APIs to each other, through kio's schemas and `codec`'s framing and header. This
 module maps one onto the other, both ways, for the one partition there is: Kafka's
 `__cluster_metadata` partition 0 (topic id `AAAAAAAAAAAAAAAAAAAAAQ`, Kafka's
@@ -12,16 +12,19 @@ EndQuorumEpoch v1, Fetch v17 (the replica in `ReplicaState`, the topic by id),
 FetchSnapshot v1 and DescribeQuorum v0-v2 (v2 sent; older ones served to older tools). The
 directory ids and endpoints of KIP-853 are sent empty (no voter set changes here).
 
-`FetchResponse.records` holds the core's entries in our own framing (`encode_entries`), not
+`FetchResponse.records` holds the core's entries in our own framing (`entries.py`), not
 Kafka record batches: the payloads are opaque to this layer, and a frame that is truncated,
 damaged or claims more than it holds is refused with one line (`RaftWireError`).
 
-Error codes are mapped both ways (`wire_error_code`, `core_error_code`): they are Kafka's,
+Error codes are mapped both ways (`errors.py`: `wire_error_code`, `core_error_code`): Kafka's,
 except the core's INCONSISTENT_VOTER_SET, which is 94 on the wire. An answer with a code the
 core does not know (say, CLUSTER_AUTHORIZATION_FAILED at the top level) is a `RaftWireRefusal`
 carrying it: the caller logs it and drops the answer, as Raft drops a lost message.
 
 Requests carry the core's `correlation_id` in their header, and answers echo it there.
+
+One concern over ~750 lines: the mapping of the six quorum APIs, requests and answers, both
+ways; the entries' framing (`entries.py`) and the error codes (`errors.py`) are apart.
 """
 
 from __future__ import annotations
@@ -29,24 +32,21 @@ from __future__ import annotations
 import datetime
 import struct
 import uuid
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from api.protocol import codec
-from api.protocol.codec import KafkaRequest, ProtocolError, request_class, response_class
+from api.protocol.codec import KafkaRequest, request_class, response_class
 from api.protocol.fast_writer import dict_writer_for
 from api.protocol.tagged import missing_required
-from metadata_log.raft.messages import (
+from api.raft.core.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
-    Entry,
     EpochEndOffset,
-    ErrorCode,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
@@ -56,6 +56,15 @@ from metadata_log.raft.messages import (
     SnapshotId,
     VoteRequest,
     VoteResponse,
+)
+from api.raft.transport.entries import decode_entries, encode_entries
+from api.raft.transport.errors import (
+    INVALID_REQUEST,
+    RaftWireError,
+    RaftWireRefusal,
+    core_error_code,
+    error_name,
+    wire_error_code,
 )
 from records.uuids import Uuid
 
@@ -93,194 +102,9 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024
 NO_DESCRIBE_SENDER = -1
 """The sender of a DescribeQuorum: no replica (it comes from a tool)."""
 
-# Kafka error codes this module answers with itself.
-INVALID_REQUEST = 42
-CLUSTER_AUTHORIZATION_FAILED = 31
-INCONSISTENT_CLUSTER_ID = 104
-INVALID_VOTER_KEY = 125
-_WIRE_INCONSISTENT_VOTER_SET = 94
-
-
-class RaftWireError(ProtocolError):
-    """A quorum frame that cannot be mapped: malformed, truncated or out of range (one line)."""
-
-
-class RaftWireRefusal(RaftWireError):
-    """A request refused as a whole, or an answer with an error code the core does not know."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-
-
-# --------------------------------------------------------------------------- error codes
-
-_TO_WIRE: Mapping[ErrorCode, int] = {
-    ErrorCode.NONE: 0,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: 6,
-    ErrorCode.FENCED_LEADER_EPOCH: 74,
-    ErrorCode.UNKNOWN_LEADER_EPOCH: 75,
-    ErrorCode.INCONSISTENT_VOTER_SET: _WIRE_INCONSISTENT_VOTER_SET,
-    ErrorCode.SNAPSHOT_NOT_FOUND: 98,
-    ErrorCode.POSITION_OUT_OF_RANGE: 99,
-}
-_FROM_WIRE: Mapping[int, ErrorCode] = {wire: core for core, wire in _TO_WIRE.items()}
-
-_WIRE_NAMES: Mapping[int, str] = {
-    -1: "UNKNOWN_SERVER_ERROR",
-    3: "UNKNOWN_TOPIC_OR_PARTITION",
-    8: "BROKER_NOT_AVAILABLE",
-    31: "CLUSTER_AUTHORIZATION_FAILED",
-    35: "UNSUPPORTED_VERSION",
-    42: "INVALID_REQUEST",
-    98: "SNAPSHOT_NOT_FOUND",
-    99: "POSITION_OUT_OF_RANGE",
-    104: "INCONSISTENT_CLUSTER_ID",
-    125: "INVALID_VOTER_KEY",
-    **{wire: core.name for core, wire in _TO_WIRE.items()},
-}
-
-
-def wire_error_code(code: ErrorCode) -> int:
-    """The Kafka error code on the wire of a core error code."""
-    return _TO_WIRE[code]
-
-
-def core_error_code(code: int, *, what: str) -> ErrorCode:
-    """The core's error code of a wire one; `RaftWireRefusal` if the core has no such code."""
-    core = _FROM_WIRE.get(int(code))
-    if core is None:
-        raise RaftWireRefusal(int(code), f"{what} answered {error_name(int(code))}")
-    return core
-
-
-def error_name(code: int) -> str:
-    """A Kafka error code as `NAME (n)` (just `error n` for one this module does not name)."""
-    name = _WIRE_NAMES.get(code)
-    return f"{name} ({code})" if name is not None else f"error {code}"
-
-
-# --------------------------------------------------------------------------- entries
-
-ENTRIES_MAGIC = b"mlqe"
-"""The first bytes of `FetchResponse.records` holding core entries (metadata-log quorum entries)."""
-ENTRIES_VERSION = 1
-
 _REQUEST_PREFIX = struct.Struct(">hhih")  # API key, version, correlation id, client id size
-_ENTRIES_HEADER = struct.Struct(">4sBII")  # magic, version, count, crc32 of what follows
-_ENTRY_HEAD = struct.Struct(">qiBI")  # offset, epoch, flags, payload length
-_CONTROL = 0x01
 _MILLISECOND = datetime.timedelta(milliseconds=1)
 _INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
-
-
-def encode_entries(entries: Sequence[Entry]) -> bytes:
-    """The `records` bytes of a FetchResponse holding `entries` (empty bytes for none).
-
-    Layout, version 1: `mlqe`, version (int8), count (uint32), CRC-32 of the rest (uint32),
-    then per entry: offset (int64), epoch (int32), flags (int8, 1 = control), payload length
-    (uint32), payload. Offsets must be dense and epochs must not go down (a Fetch answer is a
-    stretch of the leader's log); `RaftWireError` otherwise.
-    """
-    if not entries:
-        return b""
-    parts: list[bytes] = []
-    previous: Entry | None = None
-    for entry in entries:
-        _check_entry(entry, previous, "cannot send entries")
-        parts.append(
-            _ENTRY_HEAD.pack(
-                entry.offset, entry.epoch, _CONTROL if entry.control else 0, len(entry.payload)
-            )
-        )
-        parts.append(entry.payload)
-        previous = entry
-    body = b"".join(parts)
-    header = _ENTRIES_HEADER.pack(
-        ENTRIES_MAGIC, ENTRIES_VERSION, len(entries), zlib.crc32(body) & 0xFFFFFFFF
-    )
-    return header + body
-
-
-def _check_entry(entry: Entry, previous: Entry | None, what: str) -> None:
-    if not 0 <= entry.offset <= _INT64_MAX or not 0 <= entry.epoch <= _INT32_MAX:
-        raise RaftWireError(
-            f"{what}: entry at offset {entry.offset}, epoch {entry.epoch} is out of range"
-        )
-    if previous is not None:
-        if entry.offset != previous.offset + 1:
-            raise RaftWireError(
-                f"{what}: offset {entry.offset} follows {previous.offset} (entries must be dense)"
-            )
-        if entry.epoch < previous.epoch:
-            raise RaftWireError(
-                f"{what}: epoch {entry.epoch} at offset {entry.offset} follows epoch "
-                f"{previous.epoch} (epochs never go down)"
-            )
-
-
-def decode_entries(data: bytes | None) -> tuple[Entry, ...]:
-    """The entries of a FetchResponse's `records` bytes (None or empty: none).
-
-    `RaftWireError` (one line) for anything but a well-formed frame of `encode_entries`:
-    another magic or version, a CRC mismatch, a count or a payload length beyond the bytes
-    there are, bytes left over, unknown flags, offsets not dense or epochs going down.
-    """
-    if not data:
-        return ()
-    view = memoryview(data)
-    size = len(view)
-    if size < _ENTRIES_HEADER.size:
-        raise RaftWireError(f"fetch records: {size} bytes are too short for the entries header")
-    magic, version, count, crc = _ENTRIES_HEADER.unpack_from(view, 0)
-    if magic != ENTRIES_MAGIC:
-        raise RaftWireError(
-            f"fetch records: they start {bytes(magic)!r}, not {ENTRIES_MAGIC!r} (not quorum "
-            "entries of metadata-log)"
-        )
-    if version != ENTRIES_VERSION:
-        raise RaftWireError(
-            f"fetch records: entries version {version} is not {ENTRIES_VERSION}; upgrade this "
-            "node to the leader's release"
-        )
-    pos = _ENTRIES_HEADER.size
-    if count == 0 or count > (size - pos) // _ENTRY_HEAD.size:
-        raise RaftWireError(
-            f"fetch records: {count} entries claimed in {size - pos} bytes (truncated or damaged)"
-        )
-    if zlib.crc32(view[pos:]) & 0xFFFFFFFF != crc:
-        raise RaftWireError("fetch records: CRC-32 mismatch (damaged in transit)")
-    entries: list[Entry] = []
-    previous: Entry | None = None
-    head = _ENTRY_HEAD.unpack_from
-    head_size = _ENTRY_HEAD.size
-    data_bytes = data  # slices of it (a bytes subclass too) are plain bytes
-    for index in range(count):
-        if size - pos < head_size:
-            raise RaftWireError(f"fetch records: entry {index} of {count} is truncated")
-        offset, epoch, flags, length = head(data_bytes, pos)
-        pos += head_size
-        if flags & ~_CONTROL:
-            raise RaftWireError(f"fetch records: entry {index} has unknown flags {flags:#x}")
-        end = pos + length
-        if end > size:
-            raise RaftWireError(
-                f"fetch records: entry {index} claims {length} payload bytes, {size - pos} remain "
-                "(truncated or damaged)"
-            )
-        entry = Entry(
-            offset=offset, epoch=epoch, payload=data_bytes[pos:end], control=flags == _CONTROL
-        )
-        pos = end
-        # The common case (the next offset, the same epoch) checked inline; the rest names it.
-        if previous is None or offset != previous.offset + 1 or epoch < previous.epoch or epoch < 0:
-            _check_entry(entry, previous, "fetch records")
-        entries.append(entry)
-        previous = entry
-    if pos != size:
-        raise RaftWireError(f"fetch records: {size - pos} bytes after the last entry")
-    return tuple(entries)
 
 
 # --------------------------------------------------------------------------- messages
