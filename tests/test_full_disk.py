@@ -20,7 +20,7 @@ from api.cli.main import main
 from api.client import AdminClient
 from api.controller.commands import CreatableTopic
 from api.controller.errors import ErrorCode
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from records import TopicRecord
 
 
@@ -106,6 +106,6 @@ def test_a_full_disk_answers_storage_errors_and_heals_without_a_restart(
     # One line when writes stop, one when they resume.
     assert len(re.findall("the metadata log cannot be written", text)) == 1, text
     assert len(re.findall("re-opened at end offset", text)) == 1, text
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         names = {e.record.name for e in log.read() if isinstance(e.record, TopicRecord)}
     assert set(acked) <= names  # nothing acknowledged was lost

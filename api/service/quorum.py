@@ -51,7 +51,7 @@ from api.service.service import (
     _noting,
 )
 from metadata_log.config import LogConfig
-from metadata_log.log import AppendResult, MetadataLog
+from metadata_log.log import AppendResult
 from metadata_log.raft.config import QuorumConfig
 from metadata_log.raft.core import NEVER, RaftCore
 from metadata_log.raft.errors import RaftError
@@ -82,6 +82,7 @@ from metadata_log.raft.quorum_state import read_quorum_state, write_quorum_state
 from metadata_log.raft.ready import NotLeader, Ready, ReadyDone, SnapshotInstall
 from metadata_log.raft.roles import Role
 from metadata_log.replica import ReplicaBlock
+from metadata_log.replica_log import ReplicaLog
 from metadata_log.start_snapshot import StartSnapshot
 from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
@@ -178,12 +179,20 @@ class ReplicatedService(MetadataService):
         also takes snapshots of its committed image by the usual policy.
         """
         try:
-            log = MetadataLog.open(log_dir, config=config, replicated=True)
+            log = ReplicaLog.open(log_dir, config=config)
         except BaseException:
             if snapshots is not None:
                 snapshots.close()
             raise
         return cls(log, EMPTY_IMAGE, controller, clock_ms=clock_ms, snapshots=snapshots)
+
+    @property
+    def replica_log(self) -> ReplicaLog:
+        """The node's log, as its Raft shell writes it."""
+        log = self.log
+        if not isinstance(log, ReplicaLog):  # pragma: no cover - open_replicated makes one
+            raise TypeError(f"a quorum node needs a ReplicaLog, not {type(log).__name__}")
+        return log
 
     def first_image(self, last: int) -> MetadataImage:
         """The image at committed offset `last` when nothing is applied yet (worker thread).
@@ -311,7 +320,7 @@ class QuorumNode:
         self.service = service
         self.config = config
         self.state_dir = state_dir
-        self.log: MetadataLog = service.log
+        self.log: ReplicaLog = service.replica_log
         state = read_quorum_state(state_dir, voters=config.voters)
         view = self._log_view(service)
         self.core = RaftCore(
@@ -357,7 +366,7 @@ class QuorumNode:
         when blocks would do, never the other way round). The newest stored snapshot of
         this log is offered to fetchers below the start.
         """
-        log = service.log
+        log = service.replica_log
         epochs = log.epoch_cache()
         start = log.log_start_offset
         if start == 0:
