@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from metadata_log.errors import ReadOnlyLogError as ReadOnlyLogError
     from metadata_log.errors import ReplicaBlockError as ReplicaBlockError
     from metadata_log.log import MetadataLog as MetadataLog
+    from metadata_log.memory import MemoryLog as MemoryLog
+    from metadata_log.protocols import AppendLog as AppendLog
+    from metadata_log.protocols import ReadLog as ReadLog
+    from metadata_log.protocols import ReplicatedLog as ReplicatedLog
     from metadata_log.reader import LogReader as LogReader
     from metadata_log.reads import StoredLog as StoredLog
     from metadata_log.repair import RepairRefusedError as RepairRefusedError
