@@ -16,6 +16,7 @@ from pathlib import Path
 from metadata_log.active import ActiveSegment, lock_directory
 from metadata_log.config import LogConfig
 from metadata_log.epoch import bump_epoch
+from metadata_log.errors import LogClosedError
 from metadata_log.reads import StoredLog
 from metadata_log.recovery import Repair
 from metadata_log.segment import SegmentInfo
@@ -107,6 +108,8 @@ class MetadataLog(StoredLog):
 
     def flush(self) -> int:
         """Every append is durable when it returns: the end offset."""
+        if self.storage.closed:
+            raise LogClosedError("the log is closed")
         return self.storage.next_offset
 
     def trim_before(self, offset: int) -> list[SegmentInfo]:
