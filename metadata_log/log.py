@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
+from typing import Any
 
 from metadata_log.active import ActiveSegment, lock_directory
 from metadata_log.config import LogConfig
@@ -96,15 +97,16 @@ class MetadataLog(StoredLog):
         """
         return self._writer.append_batches(batches)
 
-    async def append_async(
+    def append_async(
         self, records: Iterable[Record], *, principal: str | None = None
-    ) -> AppendResult:
+    ) -> Coroutine[Any, Any, AppendResult]:
         """Append `records` as one atomic batch, group-committed with concurrent callers.
 
         The write and fsync run on a worker thread; batches submitted while one is in flight go
         together in the next write. If the caller is cancelled the batch may still be written.
+        The writer's coroutine itself is returned (no second coroutine per append).
         """
-        return await self._writer.append_async(records, principal=principal)
+        return self._writer.append_async(records, principal=principal)
 
     def flush(self) -> int:
         """Every append is durable when it returns: the end offset."""
