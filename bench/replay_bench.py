@@ -40,7 +40,7 @@ import fastavro
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.service.service import MetadataService
-from metadata_log import MetadataLog
+from metadata_log import LogReader, MetadataLog
 from records import (
     FeatureLevelRecord,
     PartitionRecord,
@@ -123,7 +123,7 @@ def raw_decode(log_dir: Path) -> int:
 
 def replay(log_dir: Path) -> int:
     """Read-only open + load_image; returns the partitions in the image."""
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         image = load_image(log)
     return image.topics.partition_count()
 
@@ -142,7 +142,7 @@ def memory_child(log_dir: Path) -> None:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         gc.collect()
         before = rss()
         image = load_image(log)
@@ -182,7 +182,7 @@ def service_create(service_dir: Path, topics: int, partitions: int) -> float:
     start = time.perf_counter()
     asyncio.run(create_all())
     elapsed = time.perf_counter() - start
-    with MetadataLog.open(service_dir, read_only=True) as log:
+    with LogReader.open(service_dir) as log:
         expected = 1 + BROKERS + topics * (1 + partitions)
         if log.end_offset != expected:
             raise SystemExit(f"service wrote {log.end_offset} entries, expected {expected}")

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.protocol import codec
 from api.service.service import MetadataService
-from metadata_log import MetadataLog
+from metadata_log import LogReader
 from records import RemoveTopicRecord, TopicRecord
 from replay.controller.commands import CreatableTopic, RegisterBroker, TopicRef
 
@@ -296,7 +296,7 @@ def _check_log(data_dir: Path, stats: Stats) -> tuple[int, int]:
     created: set[str] = set()
     deleted: set[str] = set()
     names: dict[bytes, str] = {}
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         for entry in log.read():
             record = entry.record
             if isinstance(record, TopicRecord) and record.name.startswith("load-"):

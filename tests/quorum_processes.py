@@ -25,7 +25,7 @@ from tcp_proxy import Proxy, ProxyLoop
 
 from api.client import AdminClient
 from api.security.client_config import ClientSecurity
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records import TopicRecord
 from replay.controller.commands import CreatableTopic, RegisterBroker
 
@@ -324,7 +324,7 @@ def check_logs(quorum: Quorum, acknowledged: Sequence[str]) -> list[tuple[int, i
     """
     logs: dict[int, list[tuple[int, int, int, str | None, object]]] = {}
     for node in quorum.nodes.values():
-        with MetadataLog.open(node.data_dir / "log", read_only=True, replicated=True) as log:
+        with LogReader.open(node.data_dir / "log") as log:
             logs[node.node_id] = [
                 (e.offset, e.epoch, e.timestamp, e.principal, e.record) for e in log.read()
             ]

@@ -27,6 +27,7 @@ from record_gen import LogGenerator
 
 from metadata_log import LogConfig, LogCorruptionError, MetadataLog, verify_log
 from metadata_log.container import MAGIC, decode_header
+from metadata_log.reader import LogReader
 from records import DEFAULT_CODEC, LogEntry
 from records.varint import encode_long
 
@@ -47,7 +48,7 @@ def outcome(directory: Path, expected: list[LogEntry]) -> str:
     DEFAULT_CODEC._reader_arrays = {DEFAULT_CODEC.entry_schema_json: DEFAULT_CODEC._writer_array}
     try:
         report = verify_log(directory)
-        with MetadataLog.open(directory, read_only=True) as log:
+        with LogReader.open(directory) as log:
             got = list(log.read())
     except LogCorruptionError:
         return "LogCorruptionError"

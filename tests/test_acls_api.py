@@ -51,7 +51,7 @@ from api.server.kafka.base import Listener, Session
 from api.server.kafka.dispatch import KafkaApis
 from api.server.server import MetadataServer
 from api.service.service import MetadataService
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from records.codec import RecordCodec
 from records.model import (
     AccessControlEntryRecord,
@@ -771,7 +771,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetadataServer]
 
 
 def _log_records(server: MetadataServer) -> list[tuple[str | None, Any]]:
-    with MetadataLog.open(server.service.log.directory, read_only=True) as log:
+    with LogReader.open(server.service.log.directory) as log:
         return [(e.principal, e.record) for e in log.read()]
 
 

@@ -25,6 +25,7 @@ from sql_backends import write_generated_log
 
 from api.cli.main import main
 from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.json_form import record_to_json
 from records.model import (
     AccessControlEntryRecord,
@@ -229,7 +230,7 @@ def test_the_session_is_set_up_for_audits(spark: Any) -> None:
 
 def test_every_entry_has_its_columns_and_payload(spark: Any, story: Path) -> None:
     rows = read_log(spark, story / "log").orderBy("offset").collect()
-    with MetadataLog.open(story / "log", read_only=True) as log:
+    with LogReader.open(story / "log") as log:
         entries = list(log.read())
     assert [r["offset"] for r in rows] == [e.offset for e in entries]
     for row, entry in zip(rows, entries, strict=True):
@@ -276,7 +277,7 @@ def test_split_spans_read_the_same_rows(spark: Any, tmp_path: Path) -> None:
             log.append([TopicRecord(name=f"t{i}", topic_id=Uuid.random())], principal="p")
     from pyspark.sql import functions as F
 
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         assert len(log.read_spans(split_bytes=2048)) > 1
     frame = spark.read.format("metadata_log").option("splitBytes", "2048").load(str(log_dir))
     assert frame.select(F.spark_partition_id()).distinct().count() > 1
@@ -339,7 +340,7 @@ def test_topic_lifecycle_matches_a_plain_reference_on_a_generated_log(
     write_generated_log(tmp_path / "log", seed=21, batches=250)
     created: dict[tuple[str, str], list[str]] = {}
     deleted: set[str] = set()
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         for entry in log.read():
             record = entry.record
             if isinstance(record, TopicRecord):
@@ -441,7 +442,7 @@ def test_state_matches_the_image_on_a_generated_log(spark: Any, tmp_path: Path) 
 def test_state_matches_the_image_with_cancelled_deletions(spark: Any, tmp_path: Path) -> None:
     """A cancelled partition deletion is no longer pending, and its partitions stay."""
     end = write_generated_log(tmp_path / "log", seed=21, batches=250, cancels=True)
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         kinds = {type(e.record).__name__ for e in log.read()}
     assert "CancelTopicPartitionsDeletionRecord" in kinds
     for offset in (end // 3, end - 1):
@@ -710,7 +711,7 @@ def test_who_changed_describes_access_changes(spark: Any, access_story: Path) ->
 
 def test_the_table_hides_salts_and_keys(spark: Any, access_story: Path) -> None:
     rows = read_log(spark, access_story / "log").orderBy("offset").collect()
-    with MetadataLog.open(access_story / "log", read_only=True) as log:
+    with LogReader.open(access_story / "log") as log:
         entries = list(log.read())
     for row, entry in zip(rows, entries, strict=True):
         expected = record_to_json(entry.record)["data"]
@@ -735,7 +736,7 @@ def _reference_access_changes(log_dir: Path) -> list[tuple[Any, ...]]:
     """access-changes computed plainly, entry by entry, from the records themselves."""
     rows: list[tuple[Any, ...]] = []
     acls: dict[Uuid, AccessControlEntryRecord] = {}
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         for entry in log.read():
             record = entry.record
             acl: AccessControlEntryRecord | None = None

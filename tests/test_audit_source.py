@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
 from metadata_log import LogConfig, MetadataLog
 from metadata_log.container import RawBlock
 from metadata_log.errors import LogCorruptionError
+from metadata_log.reader import LogReader
 from metadata_log.spans import ReadSpan
 from records.codec import DEFAULT_CODEC
 from records.model import ConfigRecord, ConfigResourceType, FeatureLevelRecord
@@ -288,7 +289,7 @@ def test_bounds_keep_a_span_with_any_entry_inside() -> None:
 
 
 def test_read_batches_slices_blocks_cut_by_the_bounds(log_dir: Path) -> None:
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         (span,) = log.read_spans()
     whole = list(read_batches(span))
     assert len(whole) == 1 and _offsets(whole) == list(range(BLOCKS * BLOCK))
@@ -311,7 +312,7 @@ def test_read_batches_slices_blocks_cut_by_the_bounds(log_dir: Path) -> None:
 
 
 def test_a_span_whose_blocks_do_not_start_where_planned_is_corrupt(log_dir: Path) -> None:
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         (span,) = log.read_spans()
     for first in (span.first_offset + 1, span.first_offset - 1):
         shifted = ReadSpan(

@@ -16,6 +16,7 @@ from api.cli.main import main
 from api.cli.output import display_width, print_table
 from api.service.settings import SettingsError, load_settings
 from metadata_log import LogConfigError, MetadataLog
+from metadata_log.reader import LogReader
 from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, PartitionRecord, TopicRecord, Uuid
 
@@ -73,7 +74,7 @@ def test_append_then_dump_table_and_json(tmp_path: Path) -> None:
     assert entry["offset"] == 1 and entry["principal"] == "admin"
     assert entry["record"]["type"] == "PARTITION_RECORD"
 
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         records = [e.record for e in log.read()]
     assert records == [
         TopicRecord(name="orders", topic_id=Uuid.parse(TOPIC_ID)),
@@ -94,8 +95,8 @@ def test_dump_json_output_can_be_appended_to_another_log(tmp_path: Path) -> None
     code, _ = run(["--data-dir", str(tmp_path / "b"), "log", "append"], text)
     assert code == 0
     with (
-        MetadataLog.open(tmp_path / "a" / "log", read_only=True) as a,
-        MetadataLog.open(tmp_path / "b" / "log", read_only=True) as b,
+        LogReader.open(tmp_path / "a" / "log") as a,
+        LogReader.open(tmp_path / "b" / "log") as b,
     ):
         assert [e.record for e in a.read()] == [e.record for e in b.read()]
 
@@ -153,7 +154,7 @@ def test_bad_append_input_is_refused_and_nothing_is_written(
         err = capsys.readouterr().err
         assert err.startswith("mlog: error: ") and message in err, err
         assert len(err.strip().splitlines()) == 1
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         assert log.end_offset == 2
 
 

@@ -19,7 +19,7 @@ import pytest
 from server_thread import running_server
 
 from api.cli.main import main
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -78,7 +78,7 @@ def records(target: Target) -> list[tuple[str | None, Any]]:
         return []
     # Without the notes of idempotent writes (through a server, each write's batch has one):
     # what is compared is what the commands changed.
-    with MetadataLog.open(target.log_dir, read_only=True) as log:
+    with LogReader.open(target.log_dir) as log:
         return [
             (e.principal, e.record)
             for e in log.read()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from api.cli.main import main
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 
 
 def mlog(data_dir: Path, *args: str) -> tuple[int, str]:
@@ -33,7 +33,7 @@ def as_json(data_dir: Path, *args: str) -> Any:
 
 
 def entries(data_dir: Path) -> int:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         return log.end_offset
 
 

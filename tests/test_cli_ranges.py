@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from api.cli.main import main
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 
 BIG32 = str(2**31)
 BIG64 = str(2**63)
@@ -58,7 +58,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 def _end(data_dir: Path) -> int:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         return log.end_offset
 
 

@@ -14,7 +14,7 @@ from api.protocol.codec import RequestHeader
 from api.server.write_ids import pending_write
 from api.service.client_writes import CURRENT_WRITE, PendingWrite
 from api.service.service import MetadataService
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import ClientWriteRecord, TopicRecord
 from records.uuids import Uuid
 from replay.controller.commands import CreatableTopic, RegisterBroker
@@ -139,7 +139,7 @@ def _service(log_dir: Path, db: str | None = None) -> MetadataService:
 
 
 def _topics(log_dir: Path) -> list[str]:
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         return [e.record.name for e in log.read() if isinstance(e.record, TopicRecord)]
 
 
@@ -237,7 +237,7 @@ def test_the_table_travels_in_time_with_the_log(tmp_path: Path) -> None:
         await service.aclose()
 
     asyncio.run(run())
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         notes = [e for e in log.read() if isinstance(e.record, ClientWriteRecord)]
         assert [getattr(n.record, "sequence", None) for n in notes] == [0, 1]
         # The note is in the same block as the write: the entry before it is the topic's.

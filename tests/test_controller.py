@@ -804,7 +804,7 @@ async def test_a_failed_append_refuses_writes_with_a_storage_error(tmp_path: Pat
         def broken(records: object, *, principal: str | None = None) -> object:
             raise OSError(28, "No space left on device")
 
-        svc.log.append = broken  # type: ignore[assignment,method-assign]  # simulate a full disk
+        svc.log.append = broken  # type: ignore[attr-defined]  # simulate a full disk
         committed = svc.image
         with pytest.raises(StorageError, match="ENOSPC"):
             svc.execute(

@@ -16,11 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from metadata_log import LogConfig, LogCorruptionError, MetadataLog
 from metadata_log.container import RawBlock, body_prefix
+from metadata_log.reader import LogReader
+from metadata_log.reads import StoredLog
 from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, LogEntry
 
@@ -73,9 +76,9 @@ def metadata_log_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 @contextmanager
-def opened(directory: Path, *, read_only: bool = False) -> Iterator[MetadataLog]:
+def opened(directory: Path, *, read_only: bool = False) -> Iterator[Any]:
     """Open a log and close it afterwards, whatever happens."""
-    log = MetadataLog.open(directory, config=CONFIG, read_only=read_only)
+    log = (LogReader if read_only else MetadataLog).open(directory, config=CONFIG)
     try:
         yield log
     finally:
@@ -194,7 +197,7 @@ def run_writer_and_kill(
     return parse_acks(bytes(out))
 
 
-def blocks_with_several_batches(log: MetadataLog, batch_starts: set[int]) -> int:
+def blocks_with_several_batches(log: StoredLog, batch_starts: set[int]) -> int:
     """How many blocks of the log hold more than one batch (written by one group commit)."""
     grouped = 0
     for segment in log.segments():
@@ -277,7 +280,7 @@ def crash_directory(directory: Path, first_seed: int, runs: int) -> CrashResult:
             acked[ack.batch_id] = ack
         recovered = check_recovered(directory, acked)
         assert recovered.entries >= sum(a.last - a.first + 1 for a in acked.values())
-    with MetadataLog.open(directory, config=CRASH_CONFIG, read_only=True) as log:
+    with LogReader.open(directory, config=CRASH_CONFIG) as log:
         grouped = blocks_with_several_batches(log, recovered.batch_starts)
     return CrashResult(len(acked), recovered.entries, grouped)
 

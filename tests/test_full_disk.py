@@ -18,7 +18,7 @@ from server_process import serve_process
 
 from api.cli.main import main
 from api.client import AdminClient
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from records import TopicRecord
 from replay.controller.commands import CreatableTopic
 from replay.controller.errors import ErrorCode
@@ -106,6 +106,6 @@ def test_a_full_disk_answers_storage_errors_and_heals_without_a_restart(
     # One line when writes stop, one when they resume.
     assert len(re.findall("the metadata log cannot be written", text)) == 1, text
     assert len(re.findall("re-opened at end offset", text)) == 1, text
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         names = {e.record.name for e in log.read() if isinstance(e.record, TopicRecord)}
     assert set(acked) <= names  # nothing acknowledged was lost

@@ -39,6 +39,7 @@ from metadata_log.container import (
     TruncatedBlock,
     decode_header,
 )
+from metadata_log.reader import LogReader
 from metadata_log.segment import Segment, segment_name
 from records import ConfigRecord, ConfigResourceType, LogEntry, Record, TopicRecord, Uuid
 from records.json_form import record_to_json
@@ -163,7 +164,7 @@ class Sweeper:
         report = verify_log(directory)
         reader_saw_damage = False
         try:
-            reader = MetadataLog.open(directory, config=CONFIG, read_only=True)
+            reader = LogReader.open(directory, config=CONFIG)
         except LogCorruptionError:
             reader_saw_damage = True
         else:
@@ -304,7 +305,7 @@ def test_a_sample_of_an_older_segments_bits(small_log: SmallLog) -> None:
 def open_fails(directory: Path, *, read_only: bool) -> LogCorruptionError:
     """The error an open of a damaged log raises (it must raise one)."""
     with pytest.raises(LogCorruptionError) as info:
-        MetadataLog.open(directory, config=CONFIG, read_only=read_only).close()
+        (LogReader if read_only else MetadataLog).open(directory, config=CONFIG).close()
     return info.value
 
 
@@ -414,8 +415,8 @@ def test_a_segment_is_born_complete_despite_short_writes(
     with MetadataLog.open(tmp_path / "log", config=CONFIG) as log:
         log.append([config("a", 0)])
     monkeypatch.undo()
-    with MetadataLog.open(tmp_path / "log", config=CONFIG, read_only=True) as log:
-        assert [e.record for e in log.read()] == [config("a", 0)]
+    with LogReader.open(tmp_path / "log", config=CONFIG) as reader:
+        assert [e.record for e in reader.read()] == [config("a", 0)]
     assert verify_log(tmp_path / "log").ok
 
 
@@ -459,10 +460,10 @@ def test_up_to_damage_serves_the_entries_before_it_with_a_warning(
     data = bytearray(small_log.newest.read_bytes())
     data[(block.position + block.end) // 2] ^= 0x01
     small_log.newest.write_bytes(bytes(data))
-    with pytest.raises(LogError, match="read-only"):
-        MetadataLog.open(small_log.directory, up_to_damage=True)
+    with pytest.raises(TypeError, match="up_to_damage"):  # a writer never opens past damage
+        MetadataLog.open(small_log.directory, up_to_damage=True)  # type: ignore[call-arg]
     with caplog.at_level(logging.WARNING, logger="metadata_log"):
-        log = MetadataLog.open(small_log.directory, read_only=True, up_to_damage=True)
+        log = LogReader.open_up_to_damage(small_log.directory)
     with log:
         assert log.damage is not None and log.damage.position == block.position
         (warning,) = [r.getMessage() for r in caplog.records if r.name == "metadata_log"]
@@ -506,8 +507,8 @@ def test_a_log_written_before_checkpoints_and_header_crcs_still_reads_and_grows(
         }
 
     assert verify_log(directory).ok
-    with MetadataLog.open(directory, read_only=True) as log:
-        assert [as_json(e) for e in log.read()] == expected
+    with LogReader.open(directory) as reader:
+        assert [as_json(e) for e in reader.read()] == expected
     old = {p.name: p.read_bytes() for p in directory.glob("*.avro")}
     assert not any(
         Segment.open_header(p, int(p.stem)).header.checksummed for p in directory.glob("*.avro")

@@ -28,7 +28,7 @@ from kafka.admin import NewTopic as KpNewTopic
 from server_thread import running_server
 
 from api.server.server import MetadataServer
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from records.uuids import Uuid
 from replay.loader import load_image
 
@@ -251,6 +251,6 @@ def test_confluent_partitions_configs_and_delete(ck: AdminClient) -> None:
 
 def test_every_acknowledged_change_is_in_the_log(server: MetadataServer, ck: AdminClient) -> None:
     _result(ck.create_topics([NewTopic("ck-durable", 2, 1)]))
-    with MetadataLog.open(server.service.log.directory, read_only=True) as log:
+    with LogReader.open(server.service.log.directory) as log:
         replayed = load_image(log)
     assert replayed.topics.get_by_name("ck-durable") is not None

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from metadata_log import LogConfig, MetadataLog
+from metadata_log import LogConfig
+from metadata_log.reader import LogReader
+from metadata_log.replica_log import ReplicaLog
 from records.codec import DEFAULT_CODEC
 from records.json_form import record_from_json, record_to_json
 from records.model import (
@@ -124,7 +126,7 @@ def _quorum_log(directory: Path) -> list[Record]:
         ([second], 4, "controller"),
         ([config], 4, "User:admin"),
     ]
-    with MetadataLog.open(directory, replicated=True, config=LogConfig()) as log:
+    with ReplicaLog.open(directory, config=LogConfig()) as log:
         offset = 0
         for records, epoch, principal in blocks:
             block = log.encode_block(
@@ -138,7 +140,7 @@ def _quorum_log(directory: Path) -> list[Record]:
 
 def test_a_quorum_log_with_markers_replays_and_travels_in_time(tmp_path: Path) -> None:
     records = _quorum_log(tmp_path / "log")
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         assert [e.record for e in log.read()] == records
         image = load_image(log)
         assert image.provenance.offset == 4 and image.provenance.epoch == 4
@@ -163,7 +165,7 @@ def test_the_audit_table_puts_it_in_leader_and_voter_columns(tmp_path: Path) -> 
     from replay.audit.columns import BlockConverter
 
     records = _quorum_log(tmp_path / "log")
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         schema, count, body = log.block_bodies(start=0, last=log.end_offset - 1, max_entries=99)
     converter = BlockConverter(schema)
     builder = converter.builder()

@@ -30,9 +30,10 @@ from metadata_log import (
     LogFailedError,
     LogLockedError,
     MetadataLog,
-    ReadOnlyLogError,
 )
 from metadata_log.container import SYNC_SIZE, RawBlock, encode_block
+from metadata_log.reader import LogReader
+from metadata_log.reads import StoredLog
 from metadata_log.segment import Segment
 from records import (
     DEFAULT_CODEC,
@@ -181,9 +182,9 @@ def built_log(tmp_path_factory: pytest.TempPathFactory) -> BuiltLog:
 
 
 @pytest.fixture(scope="module")
-def reader(built_log: BuiltLog) -> Iterator[MetadataLog]:
+def reader(built_log: BuiltLog) -> Iterator[LogReader]:
     """A read-only instance on `built_log`."""
-    log = MetadataLog.open(built_log.directory, config=built_log.config, read_only=True)
+    log = LogReader.open(built_log.directory, config=built_log.config)
     yield log
     log.close()
 
@@ -373,7 +374,7 @@ def test_every_record_reads_back_equal_to_what_was_appended(
             for records, principal in batches:
                 log.append(records, principal=principal)
             assert [(e.record, e.principal) for e in log.read()] == expected
-        with MetadataLog.open(tmp, read_only=True) as log:
+        with LogReader.open(tmp) as log:
             entries = list(log.read())
             assert [(e.record, e.principal) for e in entries] == expected
             assert [e.offset for e in entries] == list(range(len(expected)))
@@ -559,12 +560,11 @@ def test_reopen_keeps_entries_and_each_writer_open_takes_the_next_epoch(log_dir:
     assert [e.epoch for e in entries] == [1, 1, 1, 2, 2]
 
     for _ in range(2):
-        with MetadataLog.open(log_dir, read_only=True) as log:
+        with LogReader.open(log_dir) as log:
             assert log.epoch == 2
             assert list(log.read()) == entries
             assert log.end_offset == 5
-            with pytest.raises(ReadOnlyLogError):
-                log.append(batch("c", 1))
+            assert not hasattr(log, "append")  # a reader is a role without appends
         assert epoch_file.read_text().strip() == "2"
 
     with MetadataLog.open(log_dir) as log:
@@ -618,23 +618,23 @@ def test_damaged_index_of_a_sealed_segment_is_rebuilt(
     ks = [0, 1, 57, 200, 333, len(entries) // 2, len(entries) - 2]
     times = sorted({e.timestamp for e in entries})
 
-    def check_reads(log: MetadataLog) -> None:
+    def check_reads(log: StoredLog) -> None:
         assert list(log.read()) == entries
         for k in ks:
             assert list(log.read(gt=k)) == entries[k + 1 :], k
         for t in times[:: max(1, len(times) // 10)]:
             assert list(log.read_from_time(t)) == [e for e in entries if e.timestamp >= t], t
 
-    with MetadataLog.open(log_copy, config=built_log.config, read_only=True) as log:
+    with LogReader.open(log_copy, config=built_log.config) as log:
         check_reads(log)
     # A read-only open changes nothing on disk.
     assert {p: p.read_bytes() if p.exists() else None for p in originals} == damaged
 
-    with MetadataLog.open(log_copy, config=built_log.config) as log:
-        check_reads(log)
+    with MetadataLog.open(log_copy, config=built_log.config) as writer:
+        check_reads(writer)
         # Rebuilt at open: the files are whole again, identical to the ones written live.
         assert {p: p.read_bytes() for p in originals} == originals
-    with MetadataLog.open(log_copy, config=built_log.config, read_only=True) as log:
+    with LogReader.open(log_copy, config=built_log.config) as log:
         check_reads(log)
 
 
@@ -642,7 +642,7 @@ def test_index_of_another_segment_is_not_trusted(built_log: BuiltLog, log_copy: 
     first, second = sorted(log_copy.glob("*.avro"))[:2]
     for suffix in (".index", ".timeindex"):
         shutil.copyfile(first.with_suffix(suffix), second.with_suffix(suffix))
-    with MetadataLog.open(log_copy, config=built_log.config, read_only=True) as log:
+    with LogReader.open(log_copy, config=built_log.config) as log:
         assert list(log.read()) == built_log.entries
         for k in range(0, len(built_log.entries), 13):
             assert list(log.read(gt=k, limit=5)) == built_log.entries[k + 1 : k + 6]
@@ -658,7 +658,7 @@ def test_reads_from_the_middle_start_at_an_indexed_block(log_dir: Path) -> None:
         sealed = log.segments()[0]
     blocks = scan_blocks(sealed.path, 0)
     flip_byte(sealed.path, blocks[0].end - 20)  # inside the first block's data or CRC
-    with MetadataLog.open(log_dir, config=cfg, read_only=True) as log:
+    with LogReader.open(log_dir, config=cfg) as log:
         with pytest.raises(LogCorruptionError) as info:
             list(log.read())
         assert info.value.segment == sealed.path
@@ -690,7 +690,7 @@ def test_timestamps_never_decrease_and_read_from_time_finds_exactly_the_later_en
         entries = list(log.read())
     assert [e.timestamp for e in entries] == expected_ts
 
-    def check(log: MetadataLog, entries: list[LogEntry]) -> None:
+    def check(log: StoredLog, entries: list[LogEntry]) -> None:
         stamps = sorted({e.timestamp for e in entries})
         for t in {T0 - 5, *stamps, *(s + 1 for s in stamps), *(s - 1 for s in stamps)}:
             later = [e for e in entries if e.timestamp >= t]
@@ -700,8 +700,8 @@ def test_timestamps_never_decrease_and_read_from_time_finds_exactly_the_later_en
             lte = len(entries) // 2
             assert list(log.read_from_time(t, lte=lte)) == [e for e in later if e.offset <= lte]
 
-    with MetadataLog.open(log_dir, config=cfg, read_only=True) as log:
-        check(log, entries)
+    with LogReader.open(log_dir, config=cfg) as reader:
+        check(reader, entries)
     # A restarted writer whose clock is behind keeps stamping the highest time seen.
     clock.now = T0 - 1000
     with MetadataLog.open(log_dir, config=cfg, clock_ms=clock) as log:
@@ -743,7 +743,7 @@ def test_second_writer_in_the_same_process_is_refused_naming_the_holder(log_dir:
         assert f"pid {os.getpid()}" in str(info.value)
         assert "--bootstrap-server" in str(info.value)  # the way past a running `mlog serve`
         # Readers work alongside the writer.
-        with MetadataLog.open(log_dir, read_only=True) as reader:
+        with LogReader.open(log_dir) as reader:
             assert [e.record for e in reader.read()] == batch("a", 2)
         assert writer.append(batch("b", 1)) == (2, 2)
     finally:
@@ -790,7 +790,7 @@ def test_lock_held_by_another_process_until_it_closes_or_dies(log_dir: Path, end
         with pytest.raises(LogLockedError) as info:
             MetadataLog.open(log_dir)
         assert f"pid {proc.pid}" in str(info.value)
-        with MetadataLog.open(log_dir, read_only=True) as reader:
+        with LogReader.open(log_dir) as reader:
             assert [e.record for e in reader.read()] == batch("a", 2)
         if ending == "close":
             proc.stdin.write("\n")
@@ -881,11 +881,9 @@ async def test_empty_batches_are_refused(log_dir: Path) -> None:
 async def test_read_only_and_closed_logs_refuse_appends(log_dir: Path) -> None:
     with MetadataLog.open(log_dir) as log:
         log.append(batch("a", 1))
-    with MetadataLog.open(log_dir, read_only=True) as reader:
-        with pytest.raises(ReadOnlyLogError):
-            reader.append(batch("b", 1))
-        with pytest.raises(ReadOnlyLogError):
-            await reader.append_async(batch("b", 1))
+    with LogReader.open(log_dir) as reader:
+        # A reader is a role without appends: the writing methods are not there at all.
+        assert not any(hasattr(reader, name) for name in ("append", "append_async"))
     log = MetadataLog.open(log_dir)
     log.close()
     log.close()  # idempotent
@@ -895,13 +893,13 @@ async def test_read_only_and_closed_logs_refuse_appends(log_dir: Path) -> None:
         await log.append_async(batch("c", 1))
     with pytest.raises(LogClosedError):
         list(log.read())
-    with MetadataLog.open(log_dir, read_only=True) as reader:
+    with LogReader.open(log_dir) as reader:
         assert [e.record for e in reader.read()] == batch("a", 1)
 
 
 def test_read_only_open_of_a_missing_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LogError):
-        MetadataLog.open(tmp_path / "nowhere", read_only=True)
+        LogReader.open(tmp_path / "nowhere")
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -914,14 +912,14 @@ def broken_writes(log: MetadataLog) -> Iterator[None]:
 
     On exit the real descriptor is put back: the storage "recovers", the log must not.
     """
-    real = log._fd
+    real = log._active.fd
     assert real is not None
     read_only_fd = os.open(log.segments()[-1].path, os.O_RDONLY)
-    log._fd = read_only_fd
+    log._active.fd = read_only_fd
     try:
         yield
     finally:
-        log._fd = real
+        log._active.fd = real
         os.close(read_only_fd)
 
 
@@ -991,7 +989,7 @@ def test_verify_names_the_damaged_sealed_segment(built_log: BuiltLog, log_copy: 
     damaged_block = blocks[len(blocks) // 2]
     flip_byte(target, (damaged_block.position + damaged_block.end) // 2)
 
-    with MetadataLog.open(log_copy, config=built_log.config, read_only=True) as log:
+    with LogReader.open(log_copy, config=built_log.config) as log:
         progress: list[int] = []
         report = log.verify(progress=progress.append)
         assert not report.ok

@@ -13,6 +13,7 @@ import pytest
 from metadata_log import LogClosedError, LogConfig, LogCorruptionError, LogError, MetadataLog
 from metadata_log.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from metadata_log.container import RawBlock
+from metadata_log.reader import LogReader
 from metadata_log.segment import Segment, segment_name
 from records import ConfigRecord, ConfigResourceType, Record, TopicRecord, Uuid
 from records.errors import RecordError
@@ -69,7 +70,7 @@ def test_a_torn_tail_is_reported_read_only_and_cut_by_a_writer(
     build(directory)
     newest, last = tear(directory, recovery_point=15)  # the torn block starts at it
     size = newest.stat().st_size
-    with MetadataLog.open(directory, config=CONFIG, read_only=True) as log:
+    with LogReader.open(directory, config=CONFIG) as log:
         assert log.end_offset == 15 and len(list(log.read())) == 15
         assert log.torn_tail is not None
         assert log.torn_tail.startswith(f"segment {newest}: torn tail at byte {last.position} (")
@@ -102,7 +103,7 @@ def test_a_torn_tail_below_the_recovery_point_refuses_every_open(tmp_path: Path)
     cut = newest.read_bytes()
     for read_only in (True, False):
         with pytest.raises(LogCorruptionError) as info:
-            MetadataLog.open(directory, config=CONFIG, read_only=read_only)
+            (LogReader if read_only else MetadataLog).open(directory, config=CONFIG)
         assert info.value.position == last.position and info.value.first_offset == 15
         assert "but the checkpoints say offsets up to 15 were durable" in str(info.value)
     assert newest.read_bytes() == cut
@@ -115,12 +116,12 @@ def test_a_damaged_checkpoint_file_refuses_an_open_or_is_read_past(
     build(directory)
     (directory / "checkpoints").write_bytes(b"mlog-checkpoints 1\n")
     with pytest.raises(LogCorruptionError) as info:
-        MetadataLog.open(directory, config=CONFIG, read_only=True)
+        LogReader.open(directory, config=CONFIG)
     assert info.value.segment == directory / "checkpoints" and info.value.position == 0
     assert "the checkpoint file is damaged: it has no crc32 line" in str(info.value)
     with (
         caplog.at_level(logging.WARNING, logger="metadata_log"),
-        MetadataLog.open(directory, config=CONFIG, read_only=True, up_to_damage=True) as log,
+        LogReader.open_up_to_damage(directory, config=CONFIG) as log,
     ):
         assert log.damage is not None and "checkpoint file is damaged" in str(log.damage)
         assert len(list(log.read())) == 18
@@ -134,7 +135,7 @@ def test_a_damaged_header_stops_an_up_to_damage_read_before_it(tmp_path: Path) -
     data = bytearray(middle.read_bytes())
     data[30] ^= 0x10
     middle.write_bytes(bytes(data))
-    with MetadataLog.open(directory, config=CONFIG, read_only=True, up_to_damage=True) as log:
+    with LogReader.open_up_to_damage(directory, config=CONFIG) as log:
         assert log.damage is not None and log.damage.position == 0
         assert "bad segment header" in str(log.damage)
         assert [s.base_offset for s in log.segments()] == [0]
@@ -149,7 +150,7 @@ def test_damage_in_a_block_serves_the_range_before_it(tmp_path: Path) -> None:
     data = bytearray(newest.read_bytes())
     data[(second.position + second.end) // 2] ^= 0x10
     newest.write_bytes(bytes(data))
-    with MetadataLog.open(directory, config=CONFIG, read_only=True, up_to_damage=True) as log:
+    with LogReader.open_up_to_damage(directory, config=CONFIG) as log:
         assert [e.offset for e in log.read(lte=11)][-1] == 11  # before the damage: no error
         with pytest.raises(LogCorruptionError):
             list(log.read(lte=12))  # reaches it
@@ -163,7 +164,7 @@ def test_a_writer_open_removes_interrupted_writes_a_reader_leaves_them(tmp_path:
     build(directory, segments=1)
     leftover = directory / f"{segment_name(9)}.tmp"  # a roll killed before its rename
     leftover.write_bytes(b"half")
-    with MetadataLog.open(directory, config=CONFIG, read_only=True):
+    with LogReader.open(directory, config=CONFIG):
         pass
     assert leftover.exists()
     with MetadataLog.open(directory, config=CONFIG):
@@ -188,7 +189,7 @@ def test_a_log_that_starts_past_zero_keeps_its_start(tmp_path: Path) -> None:
 
 
 def test_an_empty_directory_opened_read_only_is_an_empty_log(tmp_path: Path) -> None:
-    with MetadataLog.open(tmp_path, config=CONFIG, read_only=True) as log:
+    with LogReader.open(tmp_path, config=CONFIG) as log:
         assert log.end_offset == 0 and list(log.read()) == [] and log.segments() == []
         assert log.offset_for_time(0) is None
 
@@ -255,7 +256,7 @@ def test_a_checkpoint_that_cannot_be_written_after_an_append_is_a_warning(
     def full_disk(*_: object, **__: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("metadata_log.log.write_checkpoint", full_disk)
+    monkeypatch.setattr("metadata_log.storage.write_checkpoint", full_disk)
     with caplog.at_level(logging.WARNING, logger="metadata_log"):
         time.sleep(0.01)
         assert log.append(batch("a", 1)) == (0, 0)  # the block is durable all the same
@@ -265,7 +266,7 @@ def test_a_checkpoint_that_cannot_be_written_after_an_append_is_a_warning(
         "could not save the index or checkpoints: [Errno 28] No space left on device",
     ]
     monkeypatch.undo()
-    with MetadataLog.open(directory, config=often, read_only=True) as reader:
+    with LogReader.open(directory, config=often) as reader:
         assert reader.end_offset == 1
 
 
@@ -289,12 +290,15 @@ def test_what_an_append_refuses(tmp_path: Path) -> None:
         with pytest.raises(RecordError):
             log.append_batches([(batch("good", 2), "p"), (bad, "q")])
         assert log.end_offset == 0  # all or nothing
-    reader = MetadataLog.open(directory, config=CONFIG, read_only=True)
+    reader = LogReader.open(directory, config=CONFIG)
     reader.close()
-    with pytest.raises(LogClosedError):  # closed comes before read-only
-        reader.append(batch("late", 1))
+    assert not hasattr(reader, "append")  # a reader is a role without appends
     with pytest.raises(LogClosedError):
         reader.verify()
+    closed = MetadataLog.open(directory, config=CONFIG)
+    closed.close()
+    with pytest.raises(LogClosedError):
+        closed.append(batch("late", 1))
 
 
 async def test_aclose_waits_for_appends_in_flight(tmp_path: Path) -> None:
@@ -304,7 +308,7 @@ async def test_aclose_waits_for_appends_in_flight(tmp_path: Path) -> None:
     await log.aclose()
     assert all(t.done() for t in tasks)
     assert sorted(t.result()[0] for t in tasks) == [0, 2, 4]
-    with MetadataLog.open(tmp_path / "log", config=CONFIG, read_only=True) as reader:
+    with LogReader.open(tmp_path / "log", config=CONFIG) as reader:
         assert reader.end_offset == 6
 
 

@@ -18,11 +18,16 @@ from pathlib import Path
 import pytest
 from test_log_replica import CONFIG, T0, block_of, build, metadata_log_warnings, opened, record
 
-import metadata_log.log as log_module
-from metadata_log import LogError, MetadataLog
+import metadata_log.active as active_module
+import metadata_log.epoch_cache as epoch_cache_module
+import metadata_log.replica_log as replica_log_module
+import metadata_log.storage as storage_module
+from metadata_log import LogError
 from metadata_log.checkpoint import read_checkpoint
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogClosedError, LogFailedError, ReplicaBlockError
+from metadata_log.reader import LogReader
+from metadata_log.replica_log import ReplicaLog
 
 INT32_MAX = 2**31 - 1
 
@@ -98,7 +103,7 @@ def test_the_refusals_say_where_the_log_ends_and_what_the_block_holds(tmp_path: 
 def test_a_closed_log_refuses_every_quorum_operation_and_changes_nothing(tmp_path: Path) -> None:
     directory = tmp_path / "log"
     build(directory, [(2, 1), (2, 2)])
-    log = MetadataLog.open(directory, config=CONFIG, replicated=True)
+    log = ReplicaLog.open(directory, config=CONFIG)
     block = block_of(log, 4, 1, 9)
     log.close()
     cache = (directory / EPOCH_CHECKPOINT_NAME).read_bytes()
@@ -116,9 +121,9 @@ def test_a_closed_log_refuses_every_quorum_operation_and_changes_nothing(tmp_pat
         assert again.end_offset == 4 and again.epoch_cache() == [(1, 0), (2, 2)]
 
 
-async def test_a_quorum_log_refuses_asynchronous_appends(tmp_path: Path) -> None:
-    with opened(tmp_path / "log") as log, pytest.raises(LogError, match="write_blocks"):
-        await log.append_async([record("a", 0)])
+def test_a_quorum_log_has_no_asynchronous_appends(tmp_path: Path) -> None:
+    with opened(tmp_path / "log") as log:
+        assert not hasattr(log, "append_async")  # blocks come through write_blocks only
 
 
 def test_written_bytes_are_counted(tmp_path: Path) -> None:
@@ -140,7 +145,7 @@ def test_an_epoch_cache_that_cannot_be_written_stops_the_log(
 ) -> None:
     with opened(tmp_path / "log") as log:
         log.write_blocks([block_of(log, 0, 1, 1)], check=True)
-        monkeypatch.setattr(log_module, "write_epoch_checkpoint", _failing)
+        monkeypatch.setattr(epoch_cache_module, "write_epoch_checkpoint", _failing)
         with pytest.raises(LogFailedError, match=EPOCH_CHECKPOINT_NAME):
             log.write_blocks([block_of(log, 1, 1, 2)], check=True)
         monkeypatch.undo()
@@ -150,7 +155,7 @@ def test_an_epoch_cache_that_cannot_be_written_stops_the_log(
 
 def test_a_write_that_fails_stops_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with opened(tmp_path / "log") as log:
-        monkeypatch.setattr(log_module, "write_all", _failing)
+        monkeypatch.setattr(active_module, "write_all", _failing)
         with pytest.raises(LogFailedError, match="writing replicated blocks"):
             log.write_blocks([block_of(log, 0, 1, 1)], check=True)
         monkeypatch.undo()
@@ -171,7 +176,7 @@ def test_a_flush_that_fails_stops_the_log(tmp_path: Path, monkeypatch: pytest.Mo
 def test_a_close_that_cannot_flush_warns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    log = MetadataLog.open(tmp_path / "log", config=CONFIG, replicated=True)
+    log = ReplicaLog.open(tmp_path / "log", config=CONFIG)
     log.write_blocks([block_of(log, 0, 1, 1)], check=True)
     monkeypatch.setattr(os, "fdatasync", _failing)
     with caplog.at_level(logging.WARNING, logger="metadata_log"):
@@ -185,7 +190,7 @@ def test_an_open_that_cannot_fsync_the_page_cache_refuses(
     build(tmp_path / "log", [(1, 1)])
     monkeypatch.setattr(os, "fsync", _failing)
     with pytest.raises(LogError, match=r"cannot fsync the log in .*: Input/output error; fix"):
-        MetadataLog.open(tmp_path / "log", config=CONFIG, replicated=True)
+        ReplicaLog.open(tmp_path / "log", config=CONFIG)
 
 
 def test_a_decoder_out_of_memory_is_not_called_a_bad_block(
@@ -212,8 +217,8 @@ def test_a_flush_writes_the_checkpoint_once_its_interval_has_passed(
     config = dataclasses.replace(CONFIG, checkpoint_interval_ms=1000)
     now = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: now[0])
-    with MetadataLog.open(directory, config=config, replicated=True) as log:
-        log._checkpointed_at = 1000.0
+    with ReplicaLog.open(directory, config=config) as log:
+        log.storage.checkpointed_at = 1000.0
         log.write_blocks([block_of(log, 0, 2, 1)], check=True)
         now[0] = 1000.9995  # the interval is 1 s (1000 ms), not a hair under
         assert log.flush() == 2
@@ -226,11 +231,11 @@ def test_a_flush_writes_the_checkpoint_once_its_interval_has_passed(
         assert checkpoint is not None and checkpoint.recovery_point == 3
         log.write_blocks([block_of(log, 3, 1, 1)], check=True)
         now[0] = 1003.0
-        monkeypatch.setattr(log_module, "write_checkpoint", _failing)
+        monkeypatch.setattr(storage_module, "write_checkpoint", _failing)
         with caplog.at_level(logging.WARNING, logger="metadata_log"):
             assert log.flush() == 4  # the blocks are durable all the same
         assert any("could not write the log checkpoints" in m for m in caplog.messages)
-        assert log._checkpointed_at == 1003.0  # retried after the interval, not every flush
+        assert log.storage.checkpointed_at == 1003.0  # retried after the interval, not every flush
 
 
 # --- truncation -----------------------------------------------------------------------------
@@ -333,7 +338,7 @@ def test_an_epoch_cache_that_cannot_be_read_is_rebuilt(
     path.unlink()
     path.mkdir()  # reading it is an OSError
     with caplog.at_level(logging.WARNING, logger="metadata_log"):
-        log = MetadataLog.open(directory, config=CONFIG, replicated=True, read_only=True)
+        log = LogReader.open(directory, config=CONFIG)
         try:
             assert log.epoch_cache() == [(1, 0)]
         finally:
@@ -347,10 +352,10 @@ def test_the_body_bound_of_a_block_is_inclusive(
 ) -> None:
     with opened(tmp_path / "log") as log:
         block = block_of(log, 0, 1, 1)
-        monkeypatch.setattr(log_module, "MAX_BLOCK_BODY", len(block.body) - 1)
+        monkeypatch.setattr(replica_log_module, "MAX_BLOCK_BODY", len(block.body) - 1)
         with pytest.raises(ReplicaBlockError, match="claims 1 entries"):
             log.write_blocks([block], check=True)
-        monkeypatch.setattr(log_module, "MAX_BLOCK_BODY", len(block.body))
+        monkeypatch.setattr(replica_log_module, "MAX_BLOCK_BODY", len(block.body))
         assert log.write_blocks([block], check=True) == 1
 
 
@@ -361,7 +366,7 @@ def test_a_rewrite_that_fails_leaves_no_temporary_file_and_no_descriptor(
     build(directory, [(6, 1)] * 4)
     with opened(directory) as log:
         fds = len(os.listdir("/proc/self/fd"))
-        monkeypatch.setattr(log_module, "write_all", _failing)
+        monkeypatch.setattr(replica_log_module, "write_all", _failing)
         with pytest.raises(LogFailedError, match=r"truncation failed: .*Input/output error"):
             log.truncate_to(9)  # inside the second block: its segment is rewritten
         monkeypatch.undo()

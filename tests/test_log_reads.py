@@ -9,6 +9,7 @@ import pytest
 
 from metadata_log import LogConfig, LogCorruptionError, MetadataLog
 from metadata_log.container import RawBlock
+from metadata_log.reader import LogReader
 from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, LogEntry
 from records.codec import DEFAULT_CODEC
@@ -66,7 +67,7 @@ def built(tmp_path: Path) -> Built:
 
 def test_record_bytes_count_whole_uncompressed_blocks(built: Built) -> None:
     sizes = [len(b.raw.body) for b in built.blocks]
-    with MetadataLog.open(built.directory, config=CONFIG, read_only=True) as log:
+    with LogReader.open(built.directory, config=CONFIG) as log:
         assert log.record_bytes_appended == 0  # none appended by this open
         assert log.record_bytes_after(-1) == sum(sizes)
         for i, block in enumerate(built.blocks):
@@ -96,7 +97,7 @@ def test_record_bytes_appended_counts_this_opens_appends(built: Built) -> None:
 def test_block_bodies_are_the_stored_blocks_of_one_segment(built: Built) -> None:
     blocks = built.blocks
     schema = DEFAULT_CODEC.entry_schema_json
-    with MetadataLog.open(built.directory, config=CONFIG, read_only=True) as log:
+    with LogReader.open(built.directory, config=CONFIG) as log:
         # From the block holding `start`, within its segment, up to `last` or `max_entries`.
         assert log.block_bodies(start=0, last=17, max_entries=100) == (
             schema,
@@ -132,7 +133,7 @@ def test_block_bodies_and_record_blocks_stop_at_damage(built: Built) -> None:
     data = bytearray(newest.read_bytes())
     data[(second.position + second.end) // 2] ^= 0x10
     newest.write_bytes(bytes(data))
-    with MetadataLog.open(built.directory, config=CONFIG, read_only=True, up_to_damage=True) as log:
+    with LogReader.open_up_to_damage(built.directory, config=CONFIG) as log:
         assert log.block_bodies(start=9, last=20, max_entries=100)[1] == 2
         assert log.block_bodies(start=0, last=8, max_entries=100)[1] == 9
         # From the damage on there is nothing to serve: the damage is raised, as `read`
@@ -147,7 +148,7 @@ def test_block_bodies_and_record_blocks_stop_at_damage(built: Built) -> None:
 
 
 def test_record_blocks_are_trimmed_to_the_range(built: Built) -> None:
-    with MetadataLog.open(built.directory, config=CONFIG, read_only=True) as log:
+    with LogReader.open(built.directory, config=CONFIG) as log:
         blocks = list(log.read_records(gt=2, lte=10))
         assert [(b.first_offset, b.last_offset) for b in blocks] == [(3, 4), (5, 8), (9, 10)]
         records = [r for b in blocks for r in b.records]

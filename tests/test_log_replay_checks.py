@@ -15,6 +15,7 @@ import pytest
 
 from api.cli.main import main
 from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.json_form import record_to_json
 from records.model import (
     PartitionRecord,
@@ -75,7 +76,7 @@ def test_opening_a_log_that_does_not_replay_names_offset_record_rule_and_repair(
 ) -> None:
     # The bad record is the second of its batch (offsets 4-5): partition 1 created again.
     log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,)), BAD_PARTITION])
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         with pytest.raises(UnknownPartitionError) as caught:
             load_image(log)
         # Up to the last good batch, the log replays.
@@ -95,7 +96,7 @@ def test_opening_a_log_that_does_not_replay_names_offset_record_rule_and_repair(
 def test_the_first_record_of_a_batch_is_located_too(tmp_path: Path) -> None:
     log_dir = _log(tmp_path / "log", *GOOD, [_partition(U, 0, (1,)), _partition(T, 1, (2,))])
     with (
-        MetadataLog.open(log_dir, read_only=True) as log,
+        LogReader.open(log_dir) as log,
         pytest.raises(UnknownTopicError) as caught,
     ):
         load_image(log)
@@ -106,7 +107,7 @@ def test_the_first_record_of_a_batch_is_located_too(tmp_path: Path) -> None:
 def test_a_duplicate_replica_is_located_at_its_own_offset(tmp_path: Path) -> None:
     log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,))], [_partition(T, 2, (1, 1))])
     with (
-        MetadataLog.open(log_dir, read_only=True) as log,
+        LogReader.open(log_dir) as log,
         pytest.raises(InvalidPartitionError) as caught,
     ):
         load_image(log)
@@ -123,7 +124,7 @@ def test_a_batch_rule_is_checked_per_batch_and_located_at_the_record_that_broke_
         [TopicRecord(name="u", topic_id=U)],  # offset 4: a topic with no partitions
         [_partition(U, 0, (1,))],  # offset 5: too late, the batch before ended without it
     )
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         with pytest.raises(InvalidTopicError) as caught:
             load_image(log)
         # An image inside a batch (time travel to an offset) is not held to batch rules.
@@ -141,7 +142,7 @@ def test_a_batch_rule_is_located_at_its_record_inside_a_longer_batch(tmp_path: P
         [TopicRecord(name="u", topic_id=U), _partition(T, 1, (2,))],  # offsets 4-5
     )
     with (
-        MetadataLog.open(log_dir, read_only=True) as log,
+        LogReader.open(log_dir) as log,
         pytest.raises(InvalidTopicError) as caught,
     ):
         load_image(log)
@@ -151,7 +152,7 @@ def test_a_batch_rule_is_located_at_its_record_inside_a_longer_batch(tmp_path: P
 
 def test_a_log_resumed_from_a_base_image_is_checked_too(tmp_path: Path) -> None:
     log_dir = _log(tmp_path / "log", *GOOD, [BAD_PARTITION])
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         base = load_image(log, lte=3)
         with pytest.raises(InvalidPartitionError) as caught:
             load_image(log, base=base)
@@ -201,7 +202,7 @@ def test_the_issue_example_is_refused_by_log_append_and_nothing_is_appended(
         assert _run(tmp_path, ["brokers", "register", "--id", broker_id]) == 0
     create = ["topics", "create", "--topic", "t", "--partitions", "1", "--replication-factor", "1"]
     assert _run(tmp_path, create) == 0
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         end = log.end_offset
         topic_id = next(e.record.topic_id for e in log.read() if isinstance(e.record, TopicRecord))
     capsys.readouterr()
@@ -212,12 +213,12 @@ def test_the_issue_example_is_refused_by_log_append_and_nothing_is_appended(
     assert err.count("\n") == 1
     assert err.startswith(f"mlog: error: the PartitionRecord at offset {end} breaks rule ")
     assert "partition.replicas-valid" in err and "nothing was appended" in err
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         assert log.end_offset == end
     # The same partition, well formed, is appended.
     good = PartitionRecord(partition_id=1, topic_id=topic_id, replicas=(1, 2), isr=(2,), leader=2)
     assert _run(tmp_path, ["log", "append"], json.dumps(record_to_json(good))) == 0
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         assert log.end_offset == end + 1
 
 
@@ -231,14 +232,14 @@ def test_a_command_on_a_log_that_does_not_replay_is_a_one_line_error(
         assert err.count("\n") == 1, err
         assert err.startswith("mlog: error: the PartitionRecord at offset 5 breaks rule ")
         assert "`mlog log truncate --after-offset 3 --force`" in err
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         assert log.end_offset == 6
     # The command the error names repairs the log: it ends before the batch, which is kept in
     # quarantine, and commands work again.
     command = err.split("`")[1].split()
     assert command[:3] == ["mlog", "log", "truncate"]
     assert _run(tmp_path, command[1:]) == 0, capsys.readouterr().err
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         assert log.end_offset == 4
     assert [p.name for p in (tmp_path / "log" / "quarantine").iterdir()]
     assert _run(tmp_path, ["topics", "list"]) == 0
@@ -254,7 +255,7 @@ def test_load_image_reports_progress_and_restores_the_collector(
     log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,))], [_partition(T, 2, (2,))])
     monkeypatch.setattr(loader, "PROGRESS_EVERY", 3)
     calls: list[tuple[int, bool]] = []
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         for enabled in (True, False):
             (gc.enable if enabled else gc.disable)()
             calls.clear()
@@ -272,7 +273,7 @@ def test_load_image_reports_progress_and_restores_the_collector(
 
 def test_load_image_from_a_base_replays_only_what_follows_it(tmp_path: Path) -> None:
     log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,))])
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         whole = load_image(log)
         first = load_image(log, lte=0)  # a base at offset 0: its one entry is not replayed again
         assert first.provenance.offset == 0

@@ -20,7 +20,9 @@ from api.raft.core.log_view import LogView
 from metadata_log import LogConfig, LogError, MetadataLog
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME, EPOCH_NAME
 from metadata_log.errors import ReplicaBlockError
+from metadata_log.reader import LogReader
 from metadata_log.replica import HEADER_SIZE, ReplicaBlock
+from metadata_log.replica_log import ReplicaLog
 from metadata_log.segment import Segment
 from records import (
     ConfigRecord,
@@ -63,17 +65,24 @@ def metadata_log_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 @contextmanager
-def opened(directory: Path, *, read_only: bool = False) -> Iterator[MetadataLog]:
+def opened(directory: Path) -> Iterator[ReplicaLog]:
     """Open a quorum-mode log and close it afterwards, whatever happens."""
-    log = MetadataLog.open(directory, config=CONFIG, replicated=True, read_only=read_only)
+    log = ReplicaLog.open(directory, config=CONFIG)
     try:
         yield log
     finally:
         log.close()
 
 
+@contextmanager
+def opened_reader(directory: Path) -> Iterator[LogReader]:
+    """Open a reader of a quorum-mode log and close it afterwards, whatever happens."""
+    with LogReader.open(directory, config=CONFIG) as log:
+        yield log
+
+
 def block_of(
-    log: MetadataLog,
+    log: ReplicaLog,
     first: int,
     count: int,
     epoch: int,
@@ -98,9 +107,9 @@ def expected_cache(entries: list[LogEntry]) -> list[tuple[int, int]]:
     return cache
 
 
-def active_state(log: MetadataLog) -> tuple[object, ...]:
+def active_state(log: ReplicaLog) -> tuple[object, ...]:
     """What the log keeps in memory of its newest segment: a scan on open builds the same."""
-    s = log._segments[-1]
+    s = log.storage.segments[-1]
     return (
         s.base_offset,
         s.size,
@@ -132,7 +141,7 @@ def build(directory: Path, shape: list[tuple[int, int]] = SHAPE) -> list[Replica
     return blocks
 
 
-def state(log: MetadataLog) -> tuple[object, ...]:
+def state(log: ReplicaLog) -> tuple[object, ...]:
     """What a reader can see of a log, for "nothing changed" checks."""
     return (
         log.end_offset,
@@ -290,21 +299,14 @@ def test_written_blocks_are_read_back_with_their_epochs_and_flushed_on_demand(
 
 
 def test_quorum_and_single_node_operations_do_not_mix(tmp_path: Path) -> None:
+    # The roles are separate classes: a quorum node's log has no append, the user's log no
+    # replica writes.
     with opened(tmp_path / "q") as log:
-        with pytest.raises(LogError, match="write_blocks"):
-            log.append([record("a", 0)])
-        with pytest.raises(LogError, match="write_blocks"):
-            log.append_batches([([record("a", 0)], None)])
+        assert not hasattr(log, "append") and not hasattr(log, "append_batches")
     with MetadataLog.open(tmp_path / "s", config=CONFIG) as single:
         single.append([record("a", 0)])
-        block = block_of(single, 1, 1, 9)
-        for call in (
-            lambda: single.write_blocks([block], check=True),
-            lambda: single.truncate_to(0),
-            single.epoch_cache,
-        ):
-            with pytest.raises(LogError, match="replicated=True"):
-                call()
+        for name in ("write_blocks", "truncate_to", "epoch_cache", "encode_block"):
+            assert not hasattr(single, name)
         assert single.flush() == single.end_offset == 1
         assert single.epoch == 1
     assert (tmp_path / "s" / EPOCH_NAME).read_text() == "1\n"
@@ -332,7 +334,7 @@ def test_encode_block_refuses_what_cannot_be_a_block(tmp_path: Path) -> None:
 # ------------------------------------------------------------------- refusing bad blocks
 
 
-def _bad_blocks(log: MetadataLog) -> dict[str, list[ReplicaBlock]]:
+def _bad_blocks(log: ReplicaLog) -> dict[str, list[ReplicaBlock]]:
     """Each kind of bad block, after a good one, at the end of a log that ends at 4 (epoch 3)."""
     good = block_of(log, 4, 2, 3)
     body_epoch4 = block_of(log, 6, 2, 4)
@@ -417,7 +419,7 @@ def test_a_crash_anywhere_in_unflushed_blocks_recovers_with_a_consistent_epoch_c
     source = tmp_path / "source"
     blocks = build(source, SHAPE[:10])
     flushed = blocks[-1].end_offset
-    log = MetadataLog.open(source, config=CONFIG, replicated=True)
+    log = ReplicaLog.open(source, config=CONFIG)
     try:
         segment = Path(log.segments()[-1].path)
         sweep_from = segment.stat().st_size
@@ -623,7 +625,7 @@ def test_a_read_only_open_rebuilds_the_cache_in_memory_only(
     (directory / EPOCH_CHECKPOINT_NAME).unlink()
     with (
         caplog.at_level(logging.WARNING, logger="metadata_log"),
-        opened(directory, read_only=True) as log,
+        opened_reader(directory) as log,
     ):
         assert log.epoch_cache() == [(1, 0), (2, 8)]
         assert len(metadata_log_warnings(caplog)) == 1
@@ -682,7 +684,7 @@ def test_copying_a_log_block_by_block_gives_identical_entries_and_bodies(tmp_pat
             for n in range(40):
                 batch = [record(f"i{incarnation}", n * 5 + k) for k in range(n % 4 + 1)]
                 single.append(batch, principal=None if n % 5 == 0 else f"User:u{n % 3}")
-    with MetadataLog.open(source, config=CONFIG, read_only=True) as reader:
+    with LogReader.open(source, config=CONFIG) as reader:
         assert len(reader.segments()) >= 3
         entries = list(reader.read())
         with opened(tmp_path / "copy") as copy:
@@ -739,7 +741,7 @@ def test_a_cut_to_an_empty_segment_of_an_older_schema_starts_it_over_in_todays(
         cut = old_bases[1]
         assert log.truncate_to(cut) == 6 - cut
         assert [s.base_offset for s in log.segments()] == old_bases[:2]
-        assert log._segments[-1].header.schema_json == log.codec.entry_schema_json
+        assert log.storage.segments[-1].header.schema_json == log.codec.entry_schema_json
         new = TopicRecord(name="t", topic_id=Uuid.random())
         block = log.encode_block([([new], "p")], first_offset=cut, epoch=2, timestamp=T0 + 9)
         log.write_blocks([block], check=True)
@@ -747,13 +749,13 @@ def test_a_cut_to_an_empty_segment_of_an_older_schema_starts_it_over_in_todays(
         assert [s.base_offset for s in log.segments()] == old_bases[:2]
         kept = [record("old", i, 3000) for i in range(cut)]
         assert [e.record for e in log.read()] == [*kept, new]
-    with opened(directory, read_only=True) as log:
+    with opened_reader(directory) as log:
         assert [e.record for e in log.read()] == [*kept, new]
         assert log.verify().ok  # the segment started over is chained to the one before
     with opened(directory) as log:  # and the first segment, with none before it
         assert log.truncate_to(0) == cut + 1
         assert [s.base_offset for s in log.segments()] == [0]
-        assert log._segments[0].header.schema_json == log.codec.entry_schema_json
+        assert log.storage.segments[0].header.schema_json == log.codec.entry_schema_json
         assert log.verify().ok
 
 
@@ -799,7 +801,7 @@ def test_an_io_error_at_any_step_of_a_truncation_never_loses_an_entry_before_it(
     while True:
         copy = tmp_path / f"f{point}"
         shutil.copytree(source, copy)
-        log = MetadataLog.open(copy, config=CONFIG, replicated=True)
+        log = ReplicaLog.open(copy, config=CONFIG)
         fail = FailPoint(point)
         for name in _SYSCALLS:
             monkeypatch.setattr(os, name, fail.wrap(name))
@@ -841,7 +843,7 @@ def test_random_writes_flushes_truncations_reopens_and_crashes_match_a_model(
     model: list[LogEntry] = []
     flushed = 0
     epoch = 1
-    log = MetadataLog.open(directory, config=CONFIG, replicated=True)
+    log = ReplicaLog.open(directory, config=CONFIG)
     try:
         for step in range(60):
             action = rng.choices(
@@ -883,7 +885,7 @@ def test_random_writes_flushes_truncations_reopens_and_crashes_match_a_model(
                     os.replace(image, directory)
                 else:
                     log.close()
-                log = MetadataLog.open(directory, config=CONFIG, replicated=True)
+                log = ReplicaLog.open(directory, config=CONFIG)
                 kept = list(log.read())
                 assert kept == model[: len(kept)] and len(kept) >= flushed, (seed, step)
                 model = kept
@@ -898,13 +900,13 @@ def test_random_writes_flushes_truncations_reopens_and_crashes_match_a_model(
         log.close()
 
 
-def _entries_of(log: MetadataLog, block: ReplicaBlock) -> list[LogEntry]:
+def _entries_of(log: ReplicaLog, block: ReplicaBlock) -> list[LogEntry]:
     """The entries a block holds, as the log will read them back."""
     array = log.codec.reader_array_schema(log.codec.entry_schema_json)
     return log.codec.decode_entries(block.count, block.body, array)
 
 
-def _durable_size(log: MetadataLog, flushed: int) -> int:
+def _durable_size(log: ReplicaLog, flushed: int) -> int:
     """The newest segment's size up to the end of its durable blocks (`flushed` and below)."""
     newest = log.segments()[-1]
     if flushed >= newest.next_offset:
@@ -923,12 +925,10 @@ def _durable_size(log: MetadataLog, flushed: int) -> int:
 
 _FOLLOWER = """
 import sys
-from metadata_log import LogConfig, MetadataLog
+from metadata_log import LogConfig, ReplicaLog
 from records import ConfigRecord, ConfigResourceType
 
-log = MetadataLog.open(
-    sys.argv[1], config=LogConfig(segment_bytes=16 * 1024), replicated=True
-)
+log = ReplicaLog.open(sys.argv[1], config=LogConfig(segment_bytes=16 * 1024))
 offset = log.end_offset
 for n in range(100_000):
     epoch = 1 + n // 40

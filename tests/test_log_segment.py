@@ -18,6 +18,7 @@ from metadata_log.container import (
 )
 from metadata_log.epoch import EPOCH_NAME
 from metadata_log.index import OFFSET_MAGIC, TIME_MAGIC, IndexFooter, SparseIndex
+from metadata_log.reader import LogReader
 from metadata_log.segment import ScanProblem, Segment, decoder_failure, segment_name
 from records import ConfigRecord, ConfigResourceType
 from records.codec import DEFAULT_CODEC
@@ -103,7 +104,7 @@ def test_the_epoch_goes_past_the_entries_even_when_its_file_is_lost(tmp_path: Pa
     for _ in range(3):
         with MetadataLog.open(directory, config=LogConfig()) as log:
             log.append([config("a", 0)])
-    with MetadataLog.open(directory, config=LogConfig(), read_only=True) as log:
+    with LogReader.open(directory, config=LogConfig()) as log:
         newest = max(e.epoch for e in log.read())
     assert newest == 3
     (directory / EPOCH_NAME).unlink()

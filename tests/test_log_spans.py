@@ -12,6 +12,7 @@ import pytest
 from metadata_log import LogConfig, LogCorruptionError, LogError, MetadataLog
 from metadata_log.errors import LogClosedError
 from metadata_log.index import OFFSET_MAGIC, SparseIndex
+from metadata_log.reader import LogReader
 from metadata_log.spans import ReadSpan, read_span
 from records.codec import DEFAULT_CODEC
 from records.entry import LogEntry
@@ -53,7 +54,7 @@ def test_spans_cover_every_entry_once_in_order(
     built: tuple[Path, list[LogEntry]], split_bytes: int
 ) -> None:
     directory, entries = built
-    with MetadataLog.open(directory, config=CONFIG, read_only=True) as log:
+    with LogReader.open(directory, config=CONFIG) as log:
         spans = log.read_spans(split_bytes=split_bytes)
         segments = log.segments()
     assert [e for s in spans for e in _entries(s)] == entries
@@ -94,7 +95,7 @@ def test_an_empty_log_has_no_spans(tmp_path: Path) -> None:
 
 def test_split_bytes_must_be_positive_and_the_log_open(tmp_path: Path) -> None:
     _build(tmp_path / "log", batches=2)
-    log = MetadataLog.open(tmp_path / "log", config=CONFIG, read_only=True)
+    log = LogReader.open(tmp_path / "log", config=CONFIG)
     for bad in (0, -1):
         with pytest.raises(LogError, match="split_bytes must be positive"):
             log.read_spans(split_bytes=bad)
@@ -106,7 +107,7 @@ def test_split_bytes_must_be_positive_and_the_log_open(tmp_path: Path) -> None:
 
 def test_damage_inside_a_span_names_its_place_and_first_offset(tmp_path: Path) -> None:
     _build(tmp_path / "log", batches=20)
-    with MetadataLog.open(tmp_path / "log", config=CONFIG, read_only=True) as log:
+    with LogReader.open(tmp_path / "log", config=CONFIG) as log:
         spans = log.read_spans(split_bytes=1)
     span = spans[1]
     data = bytearray(span.path.read_bytes())
@@ -119,14 +120,14 @@ def test_damage_inside_a_span_names_its_place_and_first_offset(tmp_path: Path) -
     assert info.value.position >= span.start
     with (
         pytest.raises(LogCorruptionError),
-        MetadataLog.open(tmp_path / "log", config=CONFIG, read_only=True) as log,
+        LogReader.open(tmp_path / "log", config=CONFIG) as log,
     ):
         log.read_spans()
 
 
 def test_a_damaged_header_is_named_as_such(tmp_path: Path) -> None:
     _build(tmp_path / "log", batches=2)
-    with MetadataLog.open(tmp_path / "log", config=CONFIG, read_only=True) as log:
+    with LogReader.open(tmp_path / "log", config=CONFIG) as log:
         (span,) = log.read_spans()
     data = bytearray(span.path.read_bytes())
     data[0] ^= 0xFF  # the magic
@@ -155,7 +156,7 @@ def test_a_cut_falls_on_the_first_index_point_split_bytes_away(
     built: tuple[Path, list[LogEntry]],
 ) -> None:
     directory, _ = built
-    with MetadataLog.open(directory, config=CONFIG, read_only=True) as log:
+    with LogReader.open(directory, config=CONFIG) as log:
         finest = log.read_spans(split_bytes=1)
         first_segment = [s for s in finest if s.path == finest[0].path]
         assert len(first_segment) >= 3

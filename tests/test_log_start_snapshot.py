@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_log_replica import T0, block_of, opened
+from test_log_replica import T0, block_of, opened, opened_reader
 
 from metadata_log import LogError
 from metadata_log.segment import parse_segment_name
@@ -47,7 +47,7 @@ def test_a_reset_leaves_an_empty_log_after_the_snapshot_and_survives_a_reopen(
         assert (log.log_start_offset, log.end_offset, log.epoch_cache()) == (500, 503, [(5, 500)])
         assert log.start_snapshot == SNAP
         assert [e.offset for e in log.read()] == [500, 501, 502]
-    with opened(tmp_path, read_only=True) as log:
+    with opened_reader(tmp_path) as log:
         assert log.start_snapshot == SNAP and log.verify().ok
 
 
@@ -71,7 +71,7 @@ def test_an_interrupted_reset_is_finished_by_the_next_writer(tmp_path: Path, sta
         from records.codec import DEFAULT_CODEC
 
         Segment.create(tmp_path, 500, DEFAULT_CODEC.entry_schema_json)
-    with pytest.raises(LogError, match="interrupted"), opened(tmp_path, read_only=True):
+    with pytest.raises(LogError, match="interrupted"), opened_reader(tmp_path):
         pass
     with opened(tmp_path) as log:
         assert (log.log_start_offset, log.end_offset, log.start_snapshot) == (500, 500, SNAP)

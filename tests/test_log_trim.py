@@ -17,6 +17,8 @@ from test_log_replica import block_of, opened
 from api.cli.main import main
 from metadata_log import LogConfig, MetadataLog
 from metadata_log.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from metadata_log.reader import LogReader
+from metadata_log.reads import StoredLog
 from metadata_log.segment import segment_name
 from metadata_log.verify import verify_log
 from records import ConfigRecord, ConfigResourceType
@@ -42,7 +44,7 @@ def build(directory: Path, segments: int) -> None:
         now[0] += CONFIG.segment_ms
 
 
-def bases(log: MetadataLog) -> list[int]:
+def bases(log: StoredLog) -> list[int]:
     return [s.base_offset for s in log.segments()]
 
 
@@ -66,7 +68,7 @@ def test_trimming_removes_whole_segments_below_the_offset_and_moves_the_start(
     assert not (directory / segment_name(0)).exists()
     assert not (directory / segment_name(3)).with_suffix(".index").exists()
     assert verify_log(directory).ok
-    with MetadataLog.open(directory, config=CONFIG, read_only=True) as log:
+    with LogReader.open(directory, config=CONFIG) as log:
         assert [e.offset for e in log.read()] == [9, 10, 11, 12]
         assert [e.offset for e in log.read(gt=-1, lte=10)] == [9, 10]
 
@@ -79,7 +81,7 @@ def test_a_trim_interrupted_after_its_checkpoint_is_finished_on_the_next_open(
     # What a crash between the durable checkpoint and the deletions leaves.
     write_checkpoint(directory, Checkpoint(log_start_offset=6, recovery_point=9, newest_segment=6))
     assert verify_log(directory).ok  # the leftovers are no part of the log
-    with MetadataLog.open(directory, config=CONFIG, read_only=True) as log:
+    with LogReader.open(directory, config=CONFIG) as log:
         assert bases(log) == [6] and [e.offset for e in log.read()] == [6, 7, 8]
     assert (directory / segment_name(0)).exists()  # a reader changes nothing
     with (

@@ -12,15 +12,16 @@ import os
 from pathlib import Path
 
 import pytest
-from test_log_replica import T0, block_of, opened
+from test_log_replica import T0, block_of, opened, opened_reader
 from test_log_start_snapshot import fill, segment_bases
 from test_log_trim import CONFIG, build, config
 
 from metadata_log import LogError, MetadataLog
 from metadata_log.checkpoint import CHECKPOINT_NAME, read_checkpoint
 from metadata_log.epoch import read_epoch_checkpoint
+from metadata_log.epoch_cache import epochs_from as _epochs_from
 from metadata_log.extent import trimmed_leftovers
-from metadata_log.log import _epochs_from
+from metadata_log.reader import LogReader
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 from metadata_log.verify import verify_log
 
@@ -47,19 +48,16 @@ def test_a_trim_needs_an_offset_of_zero_or_more(tmp_path: Path, offset: object) 
 
 def test_a_read_only_log_is_neither_trimmed_nor_reset(tmp_path: Path) -> None:
     fill(tmp_path)
-    with opened(tmp_path, read_only=True) as log:
-        with pytest.raises(LogError):
-            log.trim_before(100)
-        with pytest.raises(LogError):
-            log.reset_to_snapshot(StartSnapshot(offset=9, epoch=1, timestamp=T0, checksum="a"))
+    with opened_reader(tmp_path) as log:
+        # A reader is its own role: it has neither operation.
+        assert not hasattr(log, "trim_before") and not hasattr(log, "reset_to_snapshot")
     assert segment_bases(tmp_path)[0] == 0
 
 
 def test_a_single_node_log_is_not_reset_to_a_snapshot(tmp_path: Path) -> None:
     build(tmp_path, 2)
     with MetadataLog.open(tmp_path, config=CONFIG) as log:
-        with pytest.raises(LogError, match="reset_to_snapshot"):
-            log.reset_to_snapshot(StartSnapshot(offset=9, epoch=1, timestamp=T0, checksum="a"))
+        assert not hasattr(log, "reset_to_snapshot")  # a quorum node's role only
         assert log.end_offset == 6
 
 
@@ -156,7 +154,7 @@ def test_a_log_without_a_readable_checkpoint_starts_at_its_first_segment(tmp_pat
     assert report.entries == 3 and not report.ok
     assert "the checkpoint file is damaged" in str(report.problems[0])
     (tmp_path / CHECKPOINT_NAME).unlink()
-    with MetadataLog.open(tmp_path, config=CONFIG, read_only=True, up_to_damage=True) as log:
+    with LogReader.open_up_to_damage(tmp_path, config=CONFIG) as log:
         assert log.damage is not None and "checkpoint file is missing" in str(log.damage)
         assert log.log_start_offset == 0
         assert [s.base_offset for s in log.segments()] == [0, 1, 2]

@@ -16,6 +16,7 @@ import pytest
 from api.cli.main import main
 from api.service.service import MetadataService
 from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import (
     ConfigRecord,
     ConfigResourceType,
@@ -823,7 +824,7 @@ def test_load_image_replays_moves_from_the_log(tmp_path: Path) -> None:
     with MetadataLog.open(tmp_path / "log") as log:
         log.append(SCRIPT[:20])
         log.append(SCRIPT[20:])
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         loaded = load_image(log)
     direct = replay_records(EMPTY_IMAGE, SCRIPT, loaded.provenance)
     assert loaded == direct
@@ -852,7 +853,7 @@ def as_json(data_dir: Path, *args: str) -> Any:
 
 
 def entries(data_dir: Path) -> int:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         return log.end_offset
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from api.cli.main import main
 from api.service.service import SERVICE_PRINCIPAL, MetadataService
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import (
     CancelTopicPartitionsDeletionRecord,
     ConfigResourceType,
@@ -634,7 +634,7 @@ def as_json(data_dir: Path, *args: str) -> Any:
 
 
 def entries(data_dir: Path) -> int:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         return log.end_offset
 
 

@@ -24,7 +24,7 @@ from api.client import AdminClient
 from api.client.connection import ClientError
 from api.protocol import codec, private
 from api.protocol.connection import Close, Connection, PrivateRequest
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import ClientWriteRecord, ConfigResourceType, NamespaceRecord
 from replay.controller.commands import (
     BrokerAction,
@@ -45,17 +45,17 @@ CLIENT = bytes(range(16))
 
 
 def _notes(log_dir: Path) -> list[ClientWriteRecord]:
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         return [e.record for e in log.read() if isinstance(e.record, ClientWriteRecord)]
 
 
 def _end(log_dir: Path) -> int:
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         return log.end_offset
 
 
 def _namespaces(log_dir: Path) -> list[str]:
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         return [e.record.name for e in log.read() if isinstance(e.record, NamespaceRecord)]
 
 

@@ -20,7 +20,7 @@ import pytest
 from quorum_processes import Quorum, Writer, mlog
 from test_quorum_processes import TIMERS, _converge, _write
 
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,13 +40,13 @@ def quorum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Quorum]:
 
 def _log_start(quorum: Quorum, node_id: int) -> tuple[int, int]:
     path = quorum.nodes[node_id].data_dir / "log"
-    with MetadataLog.open(path, read_only=True, replicated=True) as log:
+    with LogReader.open(path) as log:
         return log.log_start_offset, log.end_offset
 
 
 def _entries(quorum: Quorum, node_id: int) -> dict[int, tuple[object, ...]]:
     path = quorum.nodes[node_id].data_dir / "log"
-    with MetadataLog.open(path, read_only=True, replicated=True) as log:
+    with LogReader.open(path) as log:
         return {e.offset: (e.epoch, e.timestamp, e.principal, e.record) for e in log.read()}
 
 

@@ -20,6 +20,7 @@ from tcp_proxy import proxy_loop
 
 from api.client import AdminClient
 from api.client.connection import ClientError
+from metadata_log.reader import LogReader
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -44,7 +45,6 @@ async def _write(writer: Writer, count: int, timeout: float = 60.0) -> None:
 
 async def _converge(quorum: Quorum, writer: Writer, timeout: float = 60.0) -> None:
     """Wait until every running node's log ends where the leader's does."""
-    from metadata_log import MetadataLog
 
     await _write(writer, 1)  # a write of the final leader's epoch: all before it is committed
     deadline = time.monotonic() + timeout
@@ -54,7 +54,7 @@ async def _converge(quorum: Quorum, writer: Writer, timeout: float = 60.0) -> No
             if not (node.data_dir / "log").is_dir():
                 ends.append(-1)  # a node still starting (a wiped one makes its log anew)
                 continue
-            with MetadataLog.open(node.data_dir / "log", read_only=True, replicated=True) as log:
+            with LogReader.open(node.data_dir / "log") as log:
                 ends.append(log.end_offset)
         if len(set(ends)) == 1:
             return

@@ -20,6 +20,7 @@ from metadata_log import (
 )
 from metadata_log.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from metadata_log.container import RawBlock
+from metadata_log.reader import LogReader
 from metadata_log.segment import Segment, segment_name
 from records import ConfigRecord, ConfigResourceType, LogEntry
 
@@ -139,7 +140,7 @@ def test_a_lost_newest_segment_is_accepted_by_cutting_before_it(tmp_path: Path, 
     else:
         flip(newest, 30)
     with pytest.raises(LogCorruptionError) as info:
-        MetadataLog.open(directory, config=CONFIG, read_only=True)
+        LogReader.open(directory, config=CONFIG)
     assert "--after-offset 17" in str(info.value)
     report = truncate_after(directory, 17)
     assert report.problems

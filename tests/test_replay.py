@@ -10,6 +10,7 @@ import pytest
 from record_gen import LogGenerator
 
 from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import (
     RECORD_CLASSES,
     BrokerRegistrationChangeRecord,
@@ -373,7 +374,7 @@ def test_load_image_from_log_matches_direct_replay(tmp_path: Path) -> None:
             log.append(batch, principal="test")
         end = log.end_offset
     records = [r for batch in batches for r in batch]
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         seen: list[int] = []
         image = load_image(log, progress=seen.append)
         assert image.provenance.offset == end - 1

@@ -10,6 +10,7 @@ import fastavro
 import pytest
 
 from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.model import (
     RECORD_CLASSES,
@@ -66,7 +67,7 @@ def test_an_old_log_is_read_and_appended_to_through_a_new_segment(tmp_path: Path
     old_bytes = first.read_bytes()
 
     # Today's code reads the old segment with the schema in its header.
-    with MetadataLog.open(directory, read_only=True) as reader:
+    with LogReader.open(directory) as reader:
         assert [e.record for e in reader.read()] == OLD_RECORDS
 
     # Writing a new type goes to a new segment, whose header carries today's schema.
@@ -76,7 +77,7 @@ def test_an_old_log_is_read_and_appended_to_through_a_new_segment(tmp_path: Path
     assert first.read_bytes() == old_bytes
     second = directory / "00000000000000000003.avro"
     assert second.exists()
-    with MetadataLog.open(directory, read_only=True) as reader:
+    with LogReader.open(directory) as reader:
         assert [e.record for e in reader.read()] == [*OLD_RECORDS, move]
 
     # Any Avro tool reads both segments: each block is written with its file's own schema.
@@ -127,7 +128,7 @@ def test_an_empty_old_segment_after_another_is_started_over_linked_to_it(
     ]
     (value,) = avro_values(second)
     assert value["record"][0] == "mlog.MoveTopicRecordV0"
-    with MetadataLog.open(directory, read_only=True) as reader:
+    with LogReader.open(directory) as reader:
         assert [e.record for e in reader.read()] == [OLD_RECORDS[0], move]
         assert reader.verify().ok  # the segment started over is chained to the one before
 

@@ -18,7 +18,7 @@ from server_process import serve_process
 
 from api.cli.main import main
 from api.server.server_log import server_log
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from records import TopicRecord
 
 
@@ -43,7 +43,7 @@ def test_serve_answers_a_client_and_stops_cleanly_on_sigterm(tmp_path: Path) -> 
     assert len(re.findall("serving on", text)) == 1, text
     assert len(re.findall(r"stopped \(SIGTERM\); log end offset \d+", text)) == 1, text
     assert "cluster.id=" in (data_dir / "meta.properties").read_text()
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         names = [e.record.name for e in log.read() if isinstance(e.record, TopicRecord)]
     assert names == ["served"]
 

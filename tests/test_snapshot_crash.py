@@ -12,7 +12,7 @@ from pathlib import Path
 from sql_backends import database_url, postgres_server, postgres_url
 from sqlalchemy import create_engine, text
 
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from replay.loader import load_image
 from replay.sql.models import CONTENT_TABLES
 from replay.sql.store import SnapshotStore
@@ -71,7 +71,7 @@ def test_kill_during_a_snapshot_write_leaves_nothing_partial(
     with SnapshotStore(database_url) as store:
         assert store.snapshots() == []
         assert set(_rows_per_table(database_url).values()) == {0}
-        with MetadataLog.open(log_dir, read_only=True) as log:
+        with LogReader.open(log_dir) as log:
             assert log.end_offset == int(offset) + 1
             image = load_image(log)
         info = store.write(image)

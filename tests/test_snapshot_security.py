@@ -21,6 +21,7 @@ from sql_backends import (
 from sqlalchemy.exc import IntegrityError
 
 from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -244,7 +245,7 @@ def test_removals_are_snapshotted_and_time_travel_sees_them(
             ],
             principal="User:admin",
         )
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         before = load_image(log, lte=len(RECORDS) - 1)
         after = load_image(log)
         store.write(before)
@@ -261,7 +262,7 @@ def test_a_snapshot_of_the_format_before_acls_is_skipped(
     tmp_path: Path, store: SnapshotStore, database_url: str
 ) -> None:
     write_generated_log(tmp_path / "log", seed=9, batches=200, security=True)
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         image = load_image(log)
         old = store.write(load_image(log, lte=100))
         execute_sql(database_url, f"UPDATE snapshots SET format_version = 1 WHERE id = {old.id}")

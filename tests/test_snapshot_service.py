@@ -13,7 +13,7 @@ from sql_backends import database_url, postgres_server, postgres_url
 from api.service.service import MetadataService
 from api.service.settings import load_settings
 from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter, open_snapshotter
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import ConfigResourceType
 from replay.controller.commands import (
     AlterConfig,
@@ -80,7 +80,7 @@ def _set_cluster(service: MetadataService, key: str, value: str) -> None:
 
 
 def _replayed(log_dir: Path) -> object:
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         return load_image(log)
 
 
@@ -279,7 +279,7 @@ async def test_snapshots_go_on_beside_concurrent_submits(tmp_path: Path, databas
     await service.aclose()
     with (
         SnapshotStore(database_url) as store,
-        MetadataLog.open(log_dir, read_only=True) as log,
+        LogReader.open(log_dir) as log,
     ):
         infos = store.snapshots()
         assert infos

@@ -19,7 +19,7 @@ from sql_backends import (
 )
 from sqlalchemy import event
 
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import ScramMechanism
 from replay.image import EMPTY_IMAGE
 from replay.loader import load_image
@@ -56,7 +56,7 @@ def test_snapshot_plus_tail_equals_replay_from_zero(
         client_writes=True,
     )
     rng = random.Random(seed)
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         snapshot_offsets = sorted(rng.sample(range(end), 6))
         for offset in snapshot_offsets:
             info = store.write(load_image(log, lte=offset))
@@ -83,7 +83,7 @@ def test_every_area_round_trips(tmp_path: Path, store: SnapshotStore) -> None:
     end = write_generated_log(
         tmp_path / "log", seed=7, batches=900, cancels=True, security=True, client_writes=True
     )
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         image = load_image(log)
     assert image.namespaces.by_name
     assert len(image.client_writes) == 4  # the generator's four clients, each's last write
@@ -105,7 +105,7 @@ def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
     tmp_path: Path, database_url: str, store: SnapshotStore
 ) -> None:
     end = write_generated_log(tmp_path / "log", seed=3, batches=300, cancels=True, security=True)
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         older = store.write(load_image(log, lte=end // 2))
         newer = store.write(load_image(log))
         execute_sql(
@@ -126,9 +126,9 @@ def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
 def test_a_snapshot_of_another_log_is_not_used(tmp_path: Path, store: SnapshotStore) -> None:
     write_generated_log(tmp_path / "a", seed=1, batches=200, security=True)
     write_generated_log(tmp_path / "b", seed=2, batches=200, security=True)
-    with MetadataLog.open(tmp_path / "a", read_only=True) as log_a:
+    with LogReader.open(tmp_path / "a") as log_a:
         store.write(load_image(log_a))
-    with MetadataLog.open(tmp_path / "b", read_only=True) as log_b:
+    with LogReader.open(tmp_path / "b") as log_b:
         result = travel(log_b, store)
         assert result.snapshot is None
         assert result.image == load_image(log_b)
@@ -136,7 +136,7 @@ def test_a_snapshot_of_another_log_is_not_used(tmp_path: Path, store: SnapshotSt
 
 def test_list_ranges_get_delete_and_retention(tmp_path: Path, store: SnapshotStore) -> None:
     write_generated_log(tmp_path / "log", seed=4, batches=100)
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         infos = [store.write(load_image(log, lte=o)) for o in (10, 20, 30, 40, 50)]
     assert [s.offset for s in store.snapshots(gt=10, lte=40)] == [20, 30, 40]
     assert [s.offset for s in store.snapshots(desc=True, limit=2)] == [50, 40]
@@ -181,7 +181,7 @@ def test_a_reader_does_not_create_a_missing_sqlite_file(tmp_path: Path) -> None:
     path = tmp_path / "nothing-here.db"
     with (
         SnapshotStore(f"sqlite:///{path}", create=False) as store,
-        MetadataLog.open(tmp_path / "log", read_only=True) as log,
+        LogReader.open(tmp_path / "log") as log,
     ):
         assert store.missing()
         assert image_at(log, store) == load_image(log)
@@ -232,7 +232,7 @@ def test_a_reader_of_an_unwritable_sqlite_directory_uses_its_snapshots(
     data = tmp_path / "db"
     data.mkdir()
     url = f"sqlite:///{data / 'snapshots.db'}"
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         image = load_image(log)
         with SnapshotStore(url) as writer:
             info = writer.write(image)
@@ -264,7 +264,7 @@ def test_every_read_of_a_read_only_sqlite_file_is_one_transaction(tmp_path: Path
     data = tmp_path / "db"
     data.mkdir()
     url = f"sqlite:///{data / 'snapshots.db'}"
-    with MetadataLog.open(tmp_path / "log", read_only=True) as log:
+    with LogReader.open(tmp_path / "log") as log:
         image = load_image(log)
     with SnapshotStore(url) as writer:
         info = writer.write(image)

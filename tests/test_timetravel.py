@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -93,12 +94,12 @@ BATCHES: list[list[Record]] = [
 
 
 @pytest.fixture
-def log(tmp_path: Path) -> Iterator[MetadataLog]:
+def log(tmp_path: Path) -> Iterator[LogReader]:
     ticks = count(START, 1000)
     with MetadataLog.open(tmp_path / "log", clock_ms=lambda: next(ticks)) as writer:
         for batch in BATCHES:
             writer.append(batch, principal="User:alice")
-    reader = MetadataLog.open(tmp_path / "log", read_only=True)
+    reader = LogReader.open(tmp_path / "log")
     yield reader
     reader.close()
 

@@ -18,6 +18,7 @@ import pytest
 from api.cli.image_tree import Directory, PathError, lookup, path_name, walk
 from api.cli.main import main
 from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.json_form import record_to_json
 from records.model import (
     AccessControlEntryRecord,
@@ -145,7 +146,7 @@ def mlog(data_dir: Path, *args: str) -> str:
 
 
 def test_image_at_an_offset_holds_the_acls_and_credentials_of_then(data_dir: Path) -> None:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         early = image_at(log, at_offset=_offset(4))
         late = image_at(log)
         assert early == load_image(log, lte=_offset(4))
@@ -160,7 +161,7 @@ def test_image_at_an_offset_holds_the_acls_and_credentials_of_then(data_dir: Pat
 
 
 def test_diff_shows_acl_and_credential_changes_without_secrets(data_dir: Path) -> None:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         before = image_at(log, at_offset=_offset(4))
         after = image_at(log, at_offset=_offset(9))
         replaced = image_at(log, at_offset=_offset(8))
@@ -194,7 +195,7 @@ def test_diff_shows_acl_and_credential_changes_without_secrets(data_dir: Path) -
 
 
 def test_the_same_credential_set_again_is_no_change(data_dir: Path) -> None:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         image = image_at(log, at_offset=_offset(3))
     from replay.delta import replay_records
 
@@ -208,7 +209,7 @@ def test_the_same_credential_set_again_is_no_change(data_dir: Path) -> None:
 
 
 def _history(data_dir: Path, entity: Entity) -> list[tuple[int, str | None, str]]:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         return [(h.offset, h.principal, h.description) for h in history(log, entity)]
 
 
@@ -258,7 +259,7 @@ def _leaves(image: Any, path: str) -> dict[str, Any]:
 
 
 def test_the_image_tree_has_acls_and_users_but_no_secrets(data_dir: Path) -> None:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         image = image_at(log, at_offset=_offset(8))
     root = lookup(image, "/")
     assert isinstance(root, Directory)
@@ -395,7 +396,7 @@ def test_log_append_replays_security_records_and_dump_shows_them(
         err = capsys.readouterr().err
         assert code == 2 and f"rule {rule}" in err and err.count("\n") == 1, err
         _no_secret(err)
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         assert log.end_offset == end + 2
         assert "erin" not in load_image(log).scram.users()
 

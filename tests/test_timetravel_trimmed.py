@@ -18,6 +18,7 @@ from record_gen import LogGenerator
 from test_log_trim import CONFIG
 
 from metadata_log import MetadataLog
+from metadata_log.replica_log import ReplicaLog
 from metadata_log.start_snapshot import StartSnapshot
 from records.errors import MetadataLogError
 from records.model import ClientWriteRecord
@@ -154,7 +155,7 @@ def test_a_quorum_log_reset_to_a_snapshot_answers_its_offset_from_it(tmp_path: P
         )
         for start, used in ((named, True), (replace(named, checksum="other"), False)):
             directory = tmp_path / f"quorum-{used}"
-            with MetadataLog.open(directory, config=CONFIG, replicated=True) as log:
+            with ReplicaLog.open(directory, config=CONFIG) as log:
                 log.reset_to_snapshot(start)
                 assert (log.log_start_offset, log.end_offset) == (5, 5)
                 assert snapshot_matches_log(log, info) is used

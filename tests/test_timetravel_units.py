@@ -17,6 +17,7 @@ import pytest
 from test_timetravel import BATCHES, START, T1, T3, _broker, _topic
 
 from metadata_log import LogConfig, MetadataLog
+from metadata_log.reader import LogReader
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -72,14 +73,14 @@ ACL = Uuid(bytes([6] * 16))
 
 
 @pytest.fixture(scope="module")
-def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetadataLog]:
+def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LogReader]:
     """test_timetravel's log: batch n appended at START + n * 1000 ms."""
     directory = tmp_path_factory.mktemp("units") / "log"
     ticks = count(START, 1000)
     with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as writer:
         for batch in BATCHES:
             writer.append(batch, principal="User:alice")
-    with MetadataLog.open(directory, read_only=True) as reader:
+    with LogReader.open(directory) as reader:
         yield reader
 
 

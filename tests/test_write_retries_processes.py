@@ -21,7 +21,7 @@ from server_process import serve_process
 from tcp_proxy import Proxy, ProxyLoop, proxy_loop
 
 from api.client import AdminClient
-from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import ClientWriteRecord, NamespaceRecord, TopicRecord
 from replay.controller.commands import CreatableTopic, RegisterBroker
 
@@ -36,7 +36,7 @@ TIMERS: dict[str, int | str] = {
 
 
 def _records(log_dir: Path, kind: type, *, replicated: bool = False) -> list[Any]:
-    with MetadataLog.open(log_dir, read_only=True, replicated=replicated) as log:
+    with LogReader.open(log_dir) as log:
         return [e.record for e in log.read() if isinstance(e.record, kind)]
 
 

@@ -26,7 +26,8 @@ from api.cli.common import CliError, given_principal, login_principal
 from api.cli.progress import Progress
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
+from metadata_log.reads import StoredLog
 from metadata_log.segment import SEGMENT_SUFFIX
 from replay.controller.errors import ErrorCode, IllegalStateTransitionError
 
@@ -101,9 +102,9 @@ def open_service(settings: Settings) -> MetadataService:
         progress.finish()
 
 
-def open_reader(settings: Settings) -> MetadataLog:
+def open_reader(settings: Settings) -> StoredLog:
     """The log of the data directory, opened read-only (no lock, no recovery writes)."""
-    return MetadataLog.open(settings.log_dir, config=settings.log, read_only=True)
+    return LogReader.open(settings.log_dir, config=settings.log)
 
 
 def purge_text(result: PurgeResult) -> str:

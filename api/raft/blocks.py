@@ -31,8 +31,8 @@ from api.raft.core.messages import (
 )
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
-from metadata_log.log import MetadataLog
 from metadata_log.replica import ReplicaBlock
+from metadata_log.replica_log import ReplicaLog
 from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
 
@@ -52,7 +52,7 @@ class BlockMismatchError(RaftError):
 class ReplicaBlocks:
     """Turns the core's entries into the log's blocks and back, keeping the newest timestamp."""
 
-    def __init__(self, log: MetadataLog, *, last_timestamp: int) -> None:
+    def __init__(self, log: ReplicaLog, *, last_timestamp: int) -> None:
         self.log = log
         self.last_timestamp = last_timestamp
         """The newest timestamp in the log or the image: new blocks never go back in time."""
@@ -181,7 +181,7 @@ def log_view(service: ReplicatedService) -> LogView:
     when blocks would do, never the other way round). The newest stored snapshot of
     this log is offered to fetchers below the start.
     """
-    log = service.log
+    log = service.replica_log
     epochs = log.epoch_cache()
     start = log.log_start_offset
     if start == 0:

@@ -55,7 +55,8 @@ from api.raft.requests import Request, Response, on_wall_clock, refusal
 from api.raft.snapshot_shipping import SnapshotShipping
 from api.raft.transport.protocol import TransportFactory
 from api.service.replicated import ReplicatedService
-from metadata_log.log import AppendResult, MetadataLog
+from metadata_log.log import AppendResult
+from metadata_log.replica_log import ReplicaLog
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
@@ -105,7 +106,7 @@ class QuorumNode:
         self.service = service
         self.config = config
         self.state_dir = state_dir
-        self.log: MetadataLog = service.log
+        self.log: ReplicaLog = service.replica_log
         state = read_quorum_state(state_dir, voters=config.voters)
         view = log_view(service)
         self.core = RaftCore(

@@ -89,7 +89,7 @@ class SnapshotShipping:
         start = StartSnapshot(
             offset=p.offset, epoch=p.epoch, timestamp=p.timestamp, checksum=info.checksum
         )
-        await io(self.service.log.reset_to_snapshot, start)
+        await io(self.service.replica_log.reset_to_snapshot, start)
         self._offered = info.id
         return Installed(image=image, provenance=p, count=header.count, size=len(install.data))
 

@@ -23,7 +23,8 @@ from api.service.service import (
     noting_write,
 )
 from metadata_log.config import LogConfig
-from metadata_log.log import AppendResult, MetadataLog
+from metadata_log.log import AppendResult
+from metadata_log.replica_log import ReplicaLog
 from records.model import Record
 from replay.controller.commands import PurgeResult
 from replay.controller.controller import Controller
@@ -90,12 +91,20 @@ class ReplicatedService(MetadataService):
         also takes snapshots of its committed image by the usual policy.
         """
         try:
-            log = MetadataLog.open(log_dir, config=config, replicated=True)
+            log = ReplicaLog.open(log_dir, config=config)
         except BaseException:
             if snapshots is not None:
                 snapshots.close()
             raise
         return cls(log, EMPTY_IMAGE, controller, clock_ms=clock_ms, snapshots=snapshots)
+
+    @property
+    def replica_log(self) -> ReplicaLog:
+        """The node's log, as its Raft shell writes it."""
+        log = self.log
+        if not isinstance(log, ReplicaLog):  # pragma: no cover - open_replicated makes one
+            raise TypeError(f"a quorum node needs a ReplicaLog, not {type(log).__name__}")
+        return log
 
     def first_image(self, last: int) -> MetadataImage:
         """The image at committed offset `last` when nothing is applied yet (worker thread).
