@@ -8,16 +8,12 @@ import json
 import subprocess
 from pathlib import Path
 
-import mutate
 import pytest
-from mutate import (
-    Mutant,
-    _previous_survivors,
-    _progress,
-    _tests_for,
-    changed_lines,
-    enumerate_mutants,
-)
+
+from tools.mutate import runner as mutate
+from tools.mutate import targets
+from tools.mutate.mutants import Mutant, enumerate_mutants
+from tools.mutate.runner import _previous_survivors, _progress, _tests_for, changed_lines
 
 SOURCE = '''
 from __future__ import annotations
@@ -120,6 +116,7 @@ def test_a_cut_short_run_resumes_from_its_progress_file(tmp_path: Path) -> None:
     assert _progress(path, "d1", again=False, since=None) == {}
 
 
+@pytest.mark.process  # forks a coverage run and mutant children, each a pytest session
 def test_a_run_with_two_jobs_judges_every_mutant_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,10 +128,8 @@ def test_a_run_with_two_jobs_judges_every_mutant_and_resumes(
     (tmp_path / "test_toy.py").write_text(
         "import toy\n\n\ndef test_double() -> None:\n    assert toy.double(3) == 6\n"
     )
-    (tmp_path / "tests").mkdir()  # the runner's own digest is part of the coverage run's key
-    (tmp_path / "tests" / "mutate.py").write_bytes(Path(mutate.__file__).read_bytes())
     monkeypatch.setattr(mutate, "ROOT", tmp_path)
-    monkeypatch.setitem(mutate.TARGETS, "toy.py", ("test_toy.py",))
+    monkeypatch.setitem(targets.TARGETS, "toy.py", ("test_toy.py",))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     report, logs = tmp_path / "report", tmp_path / "logs"

@@ -1,9 +1,10 @@
 """Mutation testing: small changes to a module (mutants) run against the tests that exercise it.
 
-Usage: python tests/mutate.py [--min-score PCT] [--report DIR] [--list] [--again] [--jobs N]
-                              [--since COMMIT] [MODULE ...]
+Usage: python -m tools.mutate [--min-score PCT] [--report DIR] [--list] [--again] [--jobs N]
+                               [--since COMMIT] [MODULE ...]
 
-MODULE is a source file of `TARGETS` (default: all of them, one after another). For each:
+MODULE is a source file of `TARGETS` (tools/mutate/targets.py; default: all of them, one after
+another). For each:
 
 1. the module's tests run once under coverage, each test in its own context: which tests run
    which line, and how long each takes (they must all pass);
@@ -36,7 +37,6 @@ is a line marked `# pragma: no mutate`.
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import hashlib
 import importlib
@@ -54,605 +54,19 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools.mutate.mutants import Change, Mutant, enumerate_mutants, mutated_code
+from tools.mutate.targets import SIM_SEEDS, SWEEP_TARGETS, SWEEPS, TARGETS
 
-_REPLAY_TESTS = (
-    "tests/test_replay_rules.py",
-    "tests/test_replay.py",
-    "tests/test_log_replay_checks.py",
-    "tests/test_replay_security.py",
-)
-_RECORDS_TESTS = (
-    "tests/test_records.py",
-    "tests/test_codec_edges.py",
-    "tests/test_json_form_edges.py",
-    "tests/test_records_support.py",
-    "tests/test_records_format.py",
-    "tests/test_fast_decode_programs.py",
-    "tests/test_fast_decode.py",
-    "tests/test_schema_evolution.py",
-)
-_LOG_TESTS = (
-    "tests/test_container.py",
-    "tests/test_log.py",
-    "tests/test_integrity.py",
-    "tests/test_repair.py",
-    "tests/test_cli_integrity.py",
-    "tests/test_log_settings.py",
-    "tests/test_log_spans.py",
-    "tests/test_log_index.py",
-    "tests/test_log_checkpoint.py",
-    "tests/test_container_bounds.py",
-    "tests/test_log_extent.py",
-    "tests/test_log_verify.py",
-    "tests/test_log_tail.py",
-    "tests/test_log_schema_check.py",
-    "tests/test_log_reads.py",
-    "tests/test_log_open.py",
-    "tests/test_log_segment.py",
-    "tests/test_log_replica.py",
-    "tests/test_log_quorum_units.py",
-    "tests/test_log_trim.py",
-    "tests/test_log_trim_units.py",
-    "tests/test_log_start_snapshot.py",
-    "tests/test_schema_evolution.py",  # an active segment of an older entry schema on open
-)
-_CONTROLLER_TESTS = (
-    "tests/test_controller.py",
-    "tests/test_controller_names.py",
-    "tests/test_controller_limits.py",
-    "tests/test_controller_errors.py",
-    "tests/test_config_values.py",
-    "tests/test_controller_topics.py",
-    "tests/test_controller_states.py",
-    "tests/test_config_ranges.py",
-    "tests/test_controller_configs.py",
-    "tests/test_controller_brokers.py",
-    "tests/test_controller_elections.py",
-    "tests/test_config_defs.py",
-    "tests/test_namespaces.py",
-    "tests/test_partition_reduction.py",
-    "tests/test_validation.py",
-    "tests/test_placement.py",
-)
-_SQL_TESTS = (
-    "tests/test_snapshot_store_edges.py",
-    "tests/test_snapshot_store.py",
-    "tests/test_snapshot_security.py",
-    "tests/test_migrations.py",
-    "tests/test_snapshot_damage.py",
-)
-"""The snapshot store's tests. Left out (a surviving mutant runs every test of its line): the
-crash test (real processes), time travel in a trimmed log and the clients' writes through the
-service, which run no line of replay/sql that these do not (measured with coverage)."""
-_SQL_CONTENT_TESTS = _SQL_TESTS[:3]
-"""Rows to image and back: the damage tests (SQLite pages, a dropped PostgreSQL table) and the
-migrations run no line of content.py, security_rows.py or ids.py that these do not."""
-_AUDIT_TESTS = (
-    "tests/test_audit_columns.py",
-    "tests/test_audit_session.py",
-    "tests/test_audit.py",
-    "tests/test_leader_change_record.py",
-)
-_AUDIT_FAST_TESTS = ("tests/test_audit_columns.py", "tests/test_audit_source.py")
-"""In-process audit tests (pyarrow, no JVM): the only ones that see a mutant of the code Spark's
-Python workers run (the data source's reader and the columns), which they import from disk."""
-_AUDIT_SPARK_TESTS = ("tests/test_audit_units.py", "tests/test_audit.py")
-"""The driver-side audit code: its checks in-process first, then one local session per mutant
-child (test_audit_session.py's JVM runs are child processes, which import from disk too)."""
-_SECURITY_TESTS = (
-    "tests/test_authorizer.py",
-    "tests/test_acls_api.py",
-    "tests/test_authorization.py",
-    "tests/test_scram.py",
-    "tests/test_replay_security.py",
-)
-_RAFT_TESTS = (
-    "tests/test_raft_core.py",
-    "tests/test_raft_core_units.py",
-    "tests/test_raft_handlers_units.py",
-    "tests/test_raft_log_view.py",
-    "tests/test_raft_rules.py",
-    "tests/test_raft_quorum_state.py",
-    "tests/test_raft_figure_eight.py",
-    "tests/test_raft_simulation.py",
-    "tests/test_raft_snapshot_fetch.py",
-    "tests/test_raft_snapshot_fetch_units.py",
-    "tests/test_raft_log_view_start.py",
-    "tests/test_raft_wiped_voter_epoch.py",
-)
-SIM_SEEDS = "250"
-"""The seeds of `tests/test_raft_simulation.py` under mutation (`MLOG_SIM_SEEDS`; CI runs 2,000):
-a surviving mutant runs every seed test of its line, ~10 s for 2,000. What the seeds catch the
-first 250 mostly catch too; where they do not, a unit test is the better fix than more seeds."""
-SWEEPS = (
-    "tests/test_integrity.py::test_every_bit_of_the_newest_segments_blocks_and_sync_marker",
-    "tests/test_integrity.py::test_every_bit_of_the_newest_segments_header_is_caught_by_its_crc",
-    "tests/test_integrity.py::test_schema_text_flips_decode_in_bounded_memory_in_a_capped_child",
-    "tests/test_integrity.py::test_a_sample_of_an_older_segments_bits",
-    "tests/test_log.py::test_every_record_reads_back_equal_to_what_was_appended",
-)
-"""Tests left out of the mutant runs of every module but `SWEEP_TARGETS`: seconds each (three
-quarters of the log tests' time), and a survivor runs every test of its line. What they sweep
-(every bit of a segment) other tests check at chosen points; leaving them out can only count a
-mutant as surviving."""
-
-SWEEP_TARGETS = frozenset(
-    {"metadata_log/tail.py", "metadata_log/verify.py", "metadata_log/schema_check.py"}
-)
-"""Modules whose verdicts the sweeps judge through the log: their mutants run them (first runs
-without them, and before test_log_tail.py, test_log_verify.py and test_log_schema_check.py
-judged the same verdicts directly: tail.py 15.8%, verify.py 73.6%, schema_check.py 55.5%)."""
-
-TARGETS: dict[str, tuple[str, ...]] = {
-    # replay/
-    "replay/delta.py": (*_REPLAY_TESTS, "tests/test_namespaces.py", "tests/test_client_writes.py"),
-    "replay/rules.py": _REPLAY_TESTS,
-    "replay/errors.py": (*_REPLAY_TESTS, "tests/test_timetravel_trimmed.py"),
-    "replay/image.py": (
-        *_REPLAY_TESTS,
-        "tests/test_namespaces.py",
-        "tests/test_timetravel.py",
-        "tests/test_client_writes.py",
-        "tests/test_client_writes_image.py",
-    ),
-    "replay/loader.py": (
-        *_REPLAY_TESTS,
-        "tests/test_timetravel.py",
-        "tests/test_timetravel_trimmed.py",
-    ),
-    "replay/append.py": ("tests/test_log_replay_checks.py", "tests/test_cli.py"),
-    # Time travel, diff and history: in-process, through `mlog` and through the private APIs.
-    "replay/timetravel.py": (
-        "tests/test_timetravel_units.py",
-        "tests/test_timetravel.py",
-        "tests/test_snapshot_store.py",
-        "tests/test_log_trim.py",
-        "tests/test_timetravel_trimmed.py",
-        "tests/test_timetravel_security.py",
-        "tests/test_cli_ranges.py",
-        "tests/test_cli_refusals.py",
-        "tests/test_cli_snapshots.py",
-        "tests/test_remote.py",
-    ),
-    "replay/changes.py": (
-        "tests/test_timetravel_units.py",
-        "tests/test_timetravel.py",
-        "tests/test_timetravel_security.py",
-    ),
-    "replay/timetravel_security.py": (
-        "tests/test_timetravel_security.py",
-        "tests/test_timetravel.py",
-        "tests/test_replay_security.py",
-    ),
-    # replay/sql/: the snapshot store, on SQLite and PostgreSQL (the fast SQLite cases run
-    # first: a mutant stops at its first failing test).
-    **{f"replay/sql/{name}.py": _SQL_TESTS for name in ("models", "revision", "schema", "store")},
-    **{
-        f"replay/sql/{name}.py": _SQL_CONTENT_TESTS
-        for name in ("content", "errors", "ids", "security_rows")
-    },
-    # replay/audit/: the reader and the columns run in Spark's Python workers, which import
-    # them from disk, never the mutant: only in-process tests judge them. The driver-side
-    # modules start one local session per mutant child (the JVM: seconds to tens of seconds).
-    "replay/audit/columns.py": _AUDIT_FAST_TESTS,
-    "replay/audit/source.py": ("tests/test_audit_source.py",),
-    "replay/audit/state.py": _AUDIT_SPARK_TESTS,
-    "replay/audit/access.py": _AUDIT_SPARK_TESTS,
-    "replay/audit/queries.py": (*_AUDIT_SPARK_TESTS, "tests/test_leader_change_record.py"),
-    "replay/audit/session.py": ("tests/test_audit_session.py", "tests/test_audit.py"),
-    "replay/audit/errors.py": _AUDIT_TESTS,
-    # The FetchSnapshot form: its wire test, and the catch-up of a real follower through it.
-    "replay/snapshot_bytes.py": (
-        "tests/test_snapshot_bytes.py",
-        "tests/test_raft_wire.py",
-        "tests/test_quorum_snapshot_catch_up.py",
-    ),
-    # records/
-    **{
-        f"records/{name}.py": _RECORDS_TESTS
-        for name in (
-            "codec",
-            "schemas",
-            "json_form",
-            "uuids",
-            "avro_array",
-            "fast_decode",
-            "upcasting",
-            "interning",
-            "varint",
-            "slots",
-            "entry",
-            "model",
-            "errors",
-        )
-    },
-    # `column_plan` is the audit's columnar decoder: its tests are the audit columns' (pyarrow).
-    "records/fast_decode.py": (*_RECORDS_TESTS, "tests/test_audit_columns.py"),
-    # metadata_log/
-    **{
-        f"metadata_log/{name}.py": _LOG_TESTS
-        for name in (
-            "container",
-            "segment",
-            "log",
-            "replica",
-            "extent",
-            "index",
-            "spans",
-            "verify",
-            "repair",
-            "checkpoint",
-            "schema_check",
-            "epoch",
-            "lock",
-            "config",
-            "errors",
-        )
-    },
-    # Torn-tail classification is what the bit sweeps and the crash tests (real processes
-    # killed mid-write) check: tail.py keeps them (SWEEP_TARGETS), at seconds a mutant.
-    "metadata_log/tail.py": (*_LOG_TESTS, "tests/test_crash.py"),
-    # metadata_log/raft/: the sans-IO core, fed by hand and by the simulation's seeds.
-    **{
-        f"metadata_log/raft/{name}.py": _RAFT_TESTS
-        for name in (
-            "core",
-            "handlers",
-            "replication",
-            "election",
-            "quorum_state",
-            "config",
-            "ready",
-            "roles",
-        )
-    },
-    "metadata_log/raft/messages.py": (*_RAFT_TESTS, "tests/test_raft_wire.py"),
-    "metadata_log/raft/snapshot_fetch.py": (*_RAFT_TESTS, "tests/test_raft_wire.py"),
-    # The start snapshot a log trimmed below its first entry keeps (`trim_before`).
-    "metadata_log/start_snapshot.py": (
-        "tests/test_start_snapshot_file.py",
-        "tests/test_log_start_snapshot.py",
-        "tests/test_log_trim.py",
-        "tests/test_log_replica.py",
-    ),
-    "metadata_log/raft/log_view.py": (*_RAFT_TESTS, "tests/test_log_replica.py"),
-    # api/controller/
-    "api/controller/placement.py": ("tests/test_placement.py",),
-    **{
-        f"api/controller/{name}.py": _CONTROLLER_TESTS
-        for name in (
-            "topics",
-            "brokers",
-            "configs",
-            "config_values",
-            "config_defs",
-            "elections",
-            "namespaces",
-            "partition_reduction",
-            "names",
-            "states",
-            "limits",
-            "errors",
-        )
-    },
-    # The security side of the controller: ACLs, their index, the authorizer, credentials (no
-    # test of _CONTROLLER_TESTS imports them); and the controller's front (commands,
-    # Controller) that every write goes through.
-    **{
-        f"api/controller/{name}.py": _SECURITY_TESTS
-        for name in ("acl_index", "acls", "authorizer", "credentials")
-    },
-    "api/controller/commands.py": (*_SECURITY_TESTS, *_CONTROLLER_TESTS),
-    "api/controller/controller.py": (
-        *_SECURITY_TESTS,
-        *_CONTROLLER_TESTS,
-        "tests/test_controller_front.py",
-    ),
-}
-"""Each module under mutation and the tests that exercise it (kept tight: they run per mutant)."""
-
-# ---------------------------------------------------------------------- mutants
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Mutant:
-    """One AST change: where, what, and the code of the module with it."""
-
-    index: int
-    line: int
-    last_line: int
-    """The lines whose tests run the mutant: those of the changed code (an `if`'s condition)."""
-    module_level: bool
-    """Outside every function: run at import, so every test may depend on it."""
-    operator: str
-    description: str
-    source_line: str
-
-
-def _docstring_nodes(tree: ast.AST) -> set[int]:
-    """ids of the Expr nodes that are docstrings (module, class, function)."""
-    found: set[int] = set()
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-            and node.body
-        ):
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first))
-        # Attribute docstrings: a string statement after an assignment.
-        body = getattr(node, "body", None)
-        if isinstance(body, list):
-            for statement in body:
-                if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
-                    found.add(id(statement))
-    return found
-
-
-_COMPARE_SWAPS: dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]] = {
-    ast.Eq: (ast.NotEq,),
-    ast.NotEq: (ast.Eq,),
-    ast.Lt: (ast.LtE, ast.GtE),
-    ast.LtE: (ast.Lt, ast.Gt),
-    ast.Gt: (ast.GtE, ast.LtE),
-    ast.GtE: (ast.Gt, ast.Lt),
-    ast.In: (ast.NotIn,),
-    ast.NotIn: (ast.In,),
-    ast.Is: (ast.IsNot,),
-    ast.IsNot: (ast.Is,),
-}
-_BINOP_SWAPS: dict[type[ast.operator], type[ast.operator]] = {
-    ast.Add: ast.Sub,
-    ast.Sub: ast.Add,
-    ast.Mult: ast.Add,
-    ast.FloorDiv: ast.Mult,
-    ast.Div: ast.Mult,
-    ast.Mod: ast.FloorDiv,
-    ast.BitOr: ast.BitAnd,
-    ast.BitAnd: ast.BitOr,
-    ast.LShift: ast.RShift,
-    ast.RShift: ast.LShift,
-}
-_OP_TEXT = {
-    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
-    ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Div: "/", ast.Mod: "%",
-    ast.BitOr: "|", ast.BitAnd: "&", ast.LShift: "<<", ast.RShift: ">>",
-    ast.And: "and", ast.Or: "or",
-}  # fmt: skip
-
-Change = Callable[[ast.AST], None]
-"""Applies one mutation to the node it was found at (in a fresh copy of the tree)."""
-
-
-def _changes(node: ast.AST, docstrings: set[int]) -> Iterator[tuple[str, str, Change]]:
-    """(operator, description, change) for every mutation of `node` itself."""
-    if isinstance(node, ast.Compare):
-        for i, op in enumerate(node.ops):
-            for swap in _COMPARE_SWAPS.get(type(op), ()):
-                kind = "boundary" if {type(op), swap} in _BOUNDARIES else "comparison"
-
-                def change(n: ast.AST, i: int = i, swap: type[ast.cmpop] = swap) -> None:
-                    assert isinstance(n, ast.Compare)
-                    n.ops[i] = swap()
-
-                yield kind, f"{_OP_TEXT[type(op)]} -> {_OP_TEXT[swap]}", change
-    elif isinstance(node, ast.BoolOp):
-        swap_op: type[ast.boolop] = ast.Or if isinstance(node.op, ast.And) else ast.And
-
-        def change_bool(n: ast.AST, swap_op: type[ast.boolop] = swap_op) -> None:
-            assert isinstance(n, ast.BoolOp)
-            n.op = swap_op()
-
-        yield "boolean", f"{_OP_TEXT[type(node.op)]} -> {_OP_TEXT[swap_op]}", change_bool
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-
-        def drop_not(n: ast.AST) -> None:
-            assert isinstance(n, ast.UnaryOp)
-            # `not x` -> `True if x else False`, i.e. bool(x)
-            _become(
-                n, ast.IfExp, test=n.operand, body=ast.Constant(True), orelse=ast.Constant(False)
-            )
-
-        yield "boolean", "not x -> x", drop_not
-    elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _BINOP_SWAPS:
-        arith = _BINOP_SWAPS[type(node.op)]
-
-        def change_arith(n: ast.AST, arith: type[ast.operator] = arith) -> None:
-            assert isinstance(n, ast.BinOp | ast.AugAssign)
-            n.op = arith()
-
-        yield "arithmetic", f"{_OP_TEXT[type(node.op)]} -> {_OP_TEXT[arith]}", change_arith
-    elif isinstance(node, ast.Constant) and not isinstance(node.value, str | bytes):
-        value = node.value
-        if isinstance(value, bool):
-
-            def flip(n: ast.AST) -> None:
-                assert isinstance(n, ast.Constant)
-                n.value = not n.value
-
-            yield "constant", f"{value} -> {not value}", flip
-        elif isinstance(value, int):
-
-            def bump(n: ast.AST) -> None:
-                assert isinstance(n, ast.Constant) and isinstance(n.value, int)
-                n.value = n.value + 1
-
-            yield "constant", f"{value} -> {value + 1}", bump
-    if isinstance(node, ast.If | ast.While | ast.IfExp):
-
-        def negate(n: ast.AST) -> None:
-            assert isinstance(n, ast.If | ast.While | ast.IfExp)
-            n.test = ast.UnaryOp(op=ast.Not(), operand=n.test)
-
-        yield "boolean", "condition negated", negate
-    returned = node.value if isinstance(node, ast.Return) else None
-    if returned is not None and not (isinstance(returned, ast.Constant) and returned.value is None):
-
-        def return_none(n: ast.AST) -> None:
-            assert isinstance(n, ast.Return)
-            n.value = ast.Constant(value=None)
-
-        yield "return", "return x -> return None", return_none
-    deletable = ast.Assign | ast.AugAssign | ast.Raise | ast.Continue | ast.Break | ast.Delete
-    call = isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant)
-    if (call and id(node) not in docstrings) or isinstance(node, deletable):
-        yield "statement", f"{type(node).__name__.lower()} deleted", _to_pass
-
-
-_BOUNDARIES = [{ast.Lt, ast.LtE}, {ast.Gt, ast.GtE}]
-
-
-def _become(node: ast.AST, cls: type[ast.AST], **fields: object) -> None:
-    """Turn `node` into a `cls` node in place: its place in the tree (and location) stays."""
-    for name in list(node._fields):
-        if hasattr(node, name):
-            delattr(node, name)
-    node.__class__ = cls
-    for name, value in fields.items():
-        setattr(node, name, value)
-
-
-def _to_pass(node: ast.AST) -> None:
-    """Turn a statement into `pass`."""
-    _become(node, ast.Pass)
-
-
-def _skipped_subtrees(tree: ast.AST) -> set[int]:
-    """ids of nodes never mutated: asserts, annotations, `TYPE_CHECKING` blocks, __slots__."""
-    skip: set[int] = set()
-
-    def all_ids(node: ast.AST) -> None:
-        skip.update(id(n) for n in ast.walk(node))
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assert):
-            all_ids(node)
-        elif isinstance(node, ast.AnnAssign):
-            all_ids(node.annotation)
-        elif isinstance(node, ast.ClassDef):
-            # `@dataclass(frozen=True, slots=True, kw_only=True)`: conventions mypy and review
-            # hold, not behaviour a test can tell apart.
-            for decorator in node.decorator_list:
-                all_ids(decorator)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            for arg in [*node.args.args, *node.args.kwonlyargs, *node.args.posonlyargs]:
-                if arg.annotation is not None:
-                    all_ids(arg.annotation)
-            if node.returns is not None:
-                all_ids(node.returns)
-        elif (
-            (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
-            or isinstance(node, ast.ImportFrom | ast.Import)
-            or (
-                isinstance(node, ast.Assign)
-                and any(
-                    isinstance(t, ast.Name) and t.id in ("__slots__", "__all__")
-                    for t in node.targets
-                )
-            )
-        ):
-            all_ids(node)
-    skip.update(_type_aliases(tree, skip))
-    return skip
-
-
-def _type_aliases(tree: ast.AST, annotations: set[int]) -> set[int]:
-    """ids of module-level type aliases (`X = Callable[...]`, `Y = A | B`) that only annotate.
-
-    With `from __future__ import annotations` an annotation is never evaluated, so deleting an
-    alias that no code reads at run time changes nothing: it is an annotation, left alone.
-    """
-    read = {
-        n.id
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in annotations
-    }
-    found: set[int] = set()
-    for node in getattr(tree, "body", []):
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id not in read
-            and _is_type_expression(node.value)
-        ):
-            found.update(id(n) for n in ast.walk(node))
-    return found
-
-
-def _is_type_expression(node: ast.expr, *, top: bool = True) -> bool:
-    """`Name[...]`, `a.B[...]`, or a `|` of types with one such: a type's shape, not a value's."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        sides = (node.left, node.right)
-        return all(_is_type_expression(n, top=False) for n in sides) and (
-            not top or any(isinstance(n, ast.Subscript) for n in sides)
-        )
-    if isinstance(node, ast.Subscript):
-        return isinstance(node.value, ast.Name | ast.Attribute)
-    return not top and (
-        isinstance(node, ast.Name | ast.Attribute)
-        or (isinstance(node, ast.Constant) and node.value is None)
-    )
-
-
-def enumerate_mutants(source: str) -> list[tuple[Mutant, Change, int]]:
-    """Every mutant of `source`: (mutant, change, position of its node in `ast.walk`)."""
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    docstrings = _docstring_nodes(tree)
-    skip = _skipped_subtrees(tree)
-    in_functions = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        for inner in ast.walk(node)
-        if inner is not node
-    }
-    out: list[tuple[Mutant, Change, int]] = []
-    for position, node in enumerate(ast.walk(tree)):
-        if id(node) in skip or not hasattr(node, "lineno"):
-            continue
-        line = node.lineno
-        text = lines[line - 1]
-        if "pragma: no mutate" in text:
-            continue
-        for operator, description, change in _changes(node, docstrings):
-            span: ast.AST = node
-            if isinstance(node, ast.If | ast.While | ast.IfExp) and description == (
-                "condition negated"
-            ):
-                span = node.test
-            mutant = Mutant(
-                index=len(out),
-                line=line,
-                last_line=max(line, getattr(span, "end_lineno", None) or line),
-                module_level=id(node) not in in_functions,
-                operator=operator,
-                description=description,
-                source_line=text.strip(),
-            )
-            out.append((mutant, change, position))
-    return out
-
-
-def mutated_code(source: str, filename: str, change: Change, position: int) -> CodeType:
-    """The module's code with one change applied to the node at `position` of `ast.walk`."""
-    tree = ast.parse(source)
-    for i, node in enumerate(ast.walk(tree)):
-        if i == position:
-            change(node)
-            break
-    ast.fix_missing_locations(tree)
-    return compile(tree, filename, "exec")
-
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository: the modules under mutation and their tests are named relative to it."""
+RUNNER = tuple(sorted(Path(__file__).resolve().parent.glob("*.py")))
+"""The runner's own modules: a change to them starts a module's run afresh."""
 
 # ---------------------------------------------------------------------- the child side
 
@@ -810,14 +224,17 @@ class Score:
 
     @property
     def total(self) -> int:
+        """Mutants made."""
         return self.killed + self.timed_out + len(self.survived) + len(self.uncovered)
 
     @property
     def caught(self) -> int:
+        """Mutants killed or timed out."""
         return self.killed + self.timed_out
 
     @property
     def percent(self) -> float:
+        """The score: caught of made, in percent (100 when none were made)."""
         return 100.0 * self.caught / self.total if self.total else 100.0
 
 
@@ -1015,8 +432,8 @@ def run_target(
     started = time.monotonic()
     # The coverage run is kept beside the report while the module and its tests are unchanged.
     digest = hashlib.sha256()
-    for path in (target, *tests, "tests/mutate.py"):
-        digest.update((ROOT / path).read_bytes())
+    for path in (ROOT / target, *(ROOT / test for test in tests), *RUNNER):
+        digest.update(path.read_bytes())
     report.mkdir(parents=True, exist_ok=True)
     coverage_file = report / (target.replace("/", "__") + f".coverage-{digest.hexdigest()[:16]}")
     outcome, seconds = "kept", 0.0
@@ -1132,6 +549,7 @@ def run_target(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the modules named (or all of `TARGETS`); exit 1 if any scores below --min-score."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="files of TARGETS (default: all)")
     parser.add_argument("--min-score", type=float, default=90.0)
@@ -1172,9 +590,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{target}:{mutant.line}: {mutant.operator}: {mutant.description}")
         return 0
     os.chdir(ROOT)
-    # This checkout's project, not the one an editable install (or `python tests/mutate.py`'s
-    # sys.path[0], tests/) finds: with a venv shared between git worktrees, the other
-    # worktree's modules were imported and coverage saw no line of the target (all uncovered).
+    # This checkout's project, not the one an editable install finds: with a venv shared
+    # between git worktrees, the other worktree's modules were imported and coverage saw no
+    # line of the target (all uncovered).
     sys.path.insert(0, str(ROOT))
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
