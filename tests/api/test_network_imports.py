@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
+ROOT = REPO
 
 ALLOWED = {
     "api.protocol": ("api.protocol", "api.controller.commands", "api.controller.errors"),

@@ -27,11 +27,15 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KpNewTopic
-from server_process import ServeProcess, serve_process
 
 from api.cli.main import main
+from tests.support.paths import INTEROP
+from tests.support.server_process import ServeProcess, serve_process
 
-INTEROP = Path(__file__).parent / "interop"
+# kafkajs under node and a compiled librdkafka program: real processes too (the directory
+# marks every test `interop`).
+pytestmark = pytest.mark.process
+
 RDKAFKA_HEADER = Path("/usr/include/librdkafka/rdkafka.h")
 CLIENT_TIMEOUT = 120
 

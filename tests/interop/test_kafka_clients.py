@@ -25,12 +25,12 @@ from kafka.admin import ConfigResource as KpResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewPartitions as KpNewPartitions
 from kafka.admin import NewTopic as KpNewTopic
-from server_thread import running_server
 
 from api.server.server import MetadataServer
 from metadata_log.log import MetadataLog
 from records.uuids import Uuid
 from replay.loader import load_image
+from tests.support.server_thread import running_server
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,7 @@ from metadata_log.segment import Segment, segment_name
 from records import ConfigRecord, ConfigResourceType, LogEntry, Record, TopicRecord, Uuid
 from records.json_form import record_to_json
 from records.varint import encode_long, read_long
+from tests.support.paths import DATA, REPO
 
 CONFIG = LogConfig(segment_bytes=64 * 1024, segment_ms=1000)
 T0 = 1_700_000_000_000
@@ -478,7 +479,7 @@ def test_up_to_damage_serves_the_entries_before_it_with_a_warning(
 
 # --------------------------------------------------------------------------- compatibility
 
-LEGACY = Path(__file__).resolve().parent / "data" / "legacy-log"
+LEGACY = DATA / "legacy-log"
 
 
 def test_a_log_written_before_checkpoints_and_header_crcs_still_reads_and_grows(
@@ -532,11 +533,11 @@ def test_a_log_written_before_checkpoints_and_header_crcs_still_reads_and_grows(
 
 # ------------------------------------------------------------------------------ memory bound
 
-CHILD = Path(__file__).resolve().with_name("schema_flip_child.py")
 MEMORY_CAP_MIB = 512
 """The child's whole address space: the interpreter and libraries take about 40 MiB of it."""
 
 
+@pytest.mark.process
 def test_schema_text_flips_decode_in_bounded_memory_in_a_capped_child(tmp_path: Path) -> None:
     """Flipped schema text, in a header without CRC and in one with it, under RLIMIT_AS.
 
@@ -545,7 +546,15 @@ def test_schema_text_flips_decode_in_bounded_memory_in_a_capped_child(tmp_path: 
     Here every flip must end in a LogCorruptionError or in entries identical to those written.
     """
     result = subprocess.run(
-        [sys.executable, str(CHILD), str(tmp_path), str(MEMORY_CAP_MIB), "2000"],
+        [
+            sys.executable,
+            "-m",
+            "tests.support.schema_flip_child",
+            str(tmp_path),
+            str(MEMORY_CAP_MIB),
+            "2000",
+        ],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=600,

@@ -50,8 +50,8 @@ from records import (
     TopicRecord,
     Uuid,
 )
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SEGMENT_BYTES = 64 * 1024
 """Big enough for the ~9 KB segment header plus a useful number of blocks."""
 T0 = 1_700_000_000_000
@@ -752,6 +752,7 @@ def test_second_writer_in_the_same_process_is_refused_naming_the_holder(log_dir:
         assert log.append(batch("c", 1)) == (3, 3)
 
 
+@pytest.mark.process
 def test_writer_in_another_process_is_refused_naming_this_pid(log_dir: Path) -> None:
     def contend() -> str:
         result = subprocess.run(
@@ -773,6 +774,7 @@ def test_writer_in_another_process_is_refused_naming_this_pid(log_dir: Path) -> 
     assert output.startswith("OPENED"), output
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("ending", ["close", "sigkill"])
 def test_lock_held_by_another_process_until_it_closes_or_dies(log_dir: Path, ending: str) -> None:
     with MetadataLog.open(log_dir) as log:

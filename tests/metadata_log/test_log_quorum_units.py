@@ -1,10 +1,10 @@
 """The quorum mode of MetadataLog at its edges: bounds, refusals, their words, failures.
 
-`tests/test_log_replica.py` sweeps the quorum mode's behaviour (every truncation point, every
-crash point, a model); these pin what the mutation run of log.py's quorum-mode lines found it
-left open: int32 epochs at their bound, epoch 0, a batch of blocks checked as a whole, a
-closed log, I/O errors while writing, flushing or fsyncing on open, the flush's checkpoint
-pacing, and what the refusals and warnings say.
+`tests/metadata_log/test_log_replica.py` sweeps the quorum mode's behaviour (every truncation
+point, every crash point, a model); these pin what the mutation run of log.py's quorum-mode
+lines found it left open: int32 epochs at their bound, epoch 0, a batch of blocks checked as a
+whole, a closed log, I/O errors while writing, flushing or fsyncing on open, the flush's
+checkpoint pacing, and what the refusals and warnings say.
 """
 
 from __future__ import annotations
@@ -16,13 +16,21 @@ import time
 from pathlib import Path
 
 import pytest
-from test_log_replica import CONFIG, T0, block_of, build, metadata_log_warnings, opened, record
 
 import metadata_log.log as log_module
 from metadata_log import LogError, MetadataLog
 from metadata_log.checkpoint import read_checkpoint
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogClosedError, LogFailedError, ReplicaBlockError
+from tests.support.replica_logs import (
+    CONFIG,
+    T0,
+    block_of,
+    build,
+    metadata_log_warnings,
+    opened,
+    record,
+)
 
 INT32_MAX = 2**31 - 1
 

@@ -8,15 +8,14 @@ import os
 import random
 import shutil
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata_log import LogConfig, LogError, MetadataLog
+from metadata_log import LogError, MetadataLog
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME, EPOCH_NAME
 from metadata_log.errors import ReplicaBlockError
 from metadata_log.raft.log_view import LogView
@@ -32,61 +31,18 @@ from records import (
 )
 from records.schemas import CURRENT_SCHEMAS
 from records.uuids import Uuid
-
-CONFIG = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=256)
-"""Small segments (the header alone is about 9 KB) and a dense index, so a few dozen blocks
-span several segments and the index is used."""
-T0 = 1_700_000_000_000
-
+from tests.support.replica_logs import (
+    CONFIG,
+    SHAPE,
+    T0,
+    block_of,
+    build,
+    metadata_log_warnings,
+    opened,
+    record,
+)
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def record(tag: str, i: int, value_bytes: int = 24) -> ConfigRecord:
-    """A record with an incompressible value, so blocks have a real size."""
-    rng = random.Random(f"{tag}/{i}")
-    return ConfigRecord(
-        resource_type=ConfigResourceType.TOPIC,
-        resource_name=tag,
-        name=str(i),
-        value=rng.randbytes(value_bytes).hex(),
-    )
-
-
-def metadata_log_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """Messages of the WARNING records logged on the "metadata_log" logger."""
-    return [
-        r.getMessage()
-        for r in caplog.records
-        if r.name == "metadata_log" and r.levelno == logging.WARNING
-    ]
-
-
-@contextmanager
-def opened(directory: Path, *, read_only: bool = False) -> Iterator[MetadataLog]:
-    """Open a quorum-mode log and close it afterwards, whatever happens."""
-    log = MetadataLog.open(directory, config=CONFIG, replicated=True, read_only=read_only)
-    try:
-        yield log
-    finally:
-        log.close()
-
-
-def block_of(
-    log: MetadataLog,
-    first: int,
-    count: int,
-    epoch: int,
-    *,
-    tag: str = "b",
-    principal: str = "p",
-    value_bytes: int = 24,
-) -> ReplicaBlock:
-    """A block of `count` records at `first`, stamped `epoch` and a timestamp from `first`."""
-    records = [record(tag, first + i, value_bytes) for i in range(count)]
-    return log.encode_block(
-        [(records, principal)], first_offset=first, epoch=epoch, timestamp=T0 + first
-    )
 
 
 def expected_cache(entries: list[LogEntry]) -> list[tuple[int, int]]:
@@ -112,24 +68,6 @@ def active_state(log: MetadataLog) -> tuple[object, ...]:
         (list(s.offset_index.keys), list(s.offset_index.values)),
         (list(s.time_index.keys), list(s.time_index.values)),
     )
-
-
-_TEN = [(3, 1), (1, 1), (4, 1), (2, 2), (5, 2), (1, 4), (3, 4), (2, 4), (4, 5), (1, 7)]
-SHAPE = [(count, epoch + 7 * n) for n in range(3) for count, epoch in _TEN]
-"""(entries, epoch) of each block of the standard test log; epochs only go up."""
-
-
-def build(directory: Path, shape: list[tuple[int, int]] = SHAPE) -> list[ReplicaBlock]:
-    """A flushed quorum log of one block per (count, epoch) of `shape`."""
-    blocks: list[ReplicaBlock] = []
-    with opened(directory) as log:
-        offset = 0
-        for count, epoch in shape:
-            block = block_of(log, offset, count, epoch, value_bytes=96)
-            offset = log.write_blocks([block], check=True)
-            blocks.append(block)
-        log.flush()
-    return blocks
 
 
 def state(log: MetadataLog) -> tuple[object, ...]:
@@ -948,6 +886,7 @@ for n in range(100_000):
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("seed", range(4))
 def test_a_follower_killed_at_any_moment_keeps_what_it_flushed(tmp_path: Path, seed: int) -> None:
     import signal

@@ -5,31 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_log_replica import T0, block_of, opened
 
 from metadata_log import LogError
-from metadata_log.segment import parse_segment_name
 from metadata_log.start_snapshot import (
     START_SNAPSHOT_NAME,
     StartSnapshot,
     read_start_snapshot,
     write_start_snapshot,
 )
+from tests.support.replica_logs import T0, block_of, opened
+from tests.support.trim_logs import fill, segment_bases
 
 SNAP = StartSnapshot(offset=499, epoch=4, timestamp=T0 + 499, checksum="ab" * 32)
-
-
-def fill(directory: Path, blocks: int = 40) -> None:
-    """Several segments of blocks of 5 entries, epochs 1 then 2, all flushed."""
-    with opened(directory) as log:
-        for i in range(blocks):
-            log.write_blocks([block_of(log, i * 5, 5, 1 if i < 20 else 2)], check=False)
-        log.flush()
-        assert len(log.segments()) > 2
-
-
-def segment_bases(directory: Path) -> list[int]:
-    return sorted(b for n in directory.iterdir() if (b := parse_segment_name(n.name)) is not None)
 
 
 def test_a_reset_leaves_an_empty_log_after_the_snapshot_and_survives_a_reopen(

@@ -6,40 +6,22 @@ below a snapshot; everything that reads the log then says clearly what is gone.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from pathlib import Path
 
 import pytest
-from test_log_replica import block_of, opened
 
-from api.cli.main import main
-from metadata_log import LogConfig, MetadataLog
+from metadata_log import MetadataLog
 from metadata_log.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from metadata_log.segment import segment_name
 from metadata_log.verify import verify_log
-from records import ConfigRecord, ConfigResourceType
 from replay.errors import TrimmedLogError
 from replay.loader import load_image
 from replay.timetravel import TimeTravelError, image_at
-
-CONFIG = LogConfig(segment_ms=1000)
-
-
-def config(tag: str, i: int) -> ConfigRecord:
-    return ConfigRecord(
-        resource_type=ConfigResourceType.TOPIC, resource_name=tag, name=str(i), value="v"
-    )
-
-
-def build(directory: Path, segments: int) -> None:
-    """A log of `segments` segments of 3 entries each (one block per segment)."""
-    now = [1_700_000_000_000]
-    for n in range(segments):
-        with MetadataLog.open(directory, config=CONFIG, clock_ms=lambda: now[0]) as log:
-            log.append([config(f"s{n}", i) for i in range(3)])
-        now[0] += CONFIG.segment_ms
+from tests.support.cli import mlog, ok
+from tests.support.replica_logs import block_of, opened
+from tests.support.trim_logs import CONFIG, build, config
 
 
 def bases(log: MetadataLog) -> list[int]:
@@ -138,21 +120,6 @@ def test_replay_from_before_a_trimmed_start_is_refused_not_silently_short(
 
 
 # ---------------------------------------------------------------------- the command
-
-
-def mlog(data_dir: Path, *args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        code = main(["--data-dir", str(data_dir), *args], out=out)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, out.getvalue()
-
-
-def ok(data_dir: Path, *args: str) -> str:
-    code, text = mlog(data_dir, *args)
-    assert code == 0, text
-    return text
 
 
 def test_mlog_log_trim_keeps_every_answer_from_the_snapshot_on(

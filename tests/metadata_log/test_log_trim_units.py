@@ -1,8 +1,8 @@
 """`trim_before` and `reset_to_snapshot`'s rules one at a time (what a mutation run found unpinned).
 
-`tests/test_log_trim.py` and `tests/test_log_start_snapshot.py` trim and reset logs end to end;
-these pin the refusals, the log lines, the epoch cache a new start clips, and a reset to the
-base of a segment the log already has.
+`tests/metadata_log/test_log_trim.py` and `tests/metadata_log/test_log_start_snapshot.py` trim
+and reset logs end to end; these pin the refusals, the log lines, the epoch cache a new start
+clips, and a reset to the base of a segment the log already has.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-from test_log_replica import T0, block_of, opened
-from test_log_start_snapshot import fill, segment_bases
-from test_log_trim import CONFIG, build, config
 
 from metadata_log import LogError, MetadataLog
 from metadata_log.checkpoint import CHECKPOINT_NAME, read_checkpoint
@@ -23,6 +20,8 @@ from metadata_log.extent import trimmed_leftovers
 from metadata_log.log import _epochs_from
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 from metadata_log.verify import verify_log
+from tests.support.replica_logs import T0, block_of, opened
+from tests.support.trim_logs import CONFIG, build, config, fill, segment_bases
 
 
 def test_a_new_start_drops_the_epochs_before_it_and_clips_the_one_it_falls_in() -> None:

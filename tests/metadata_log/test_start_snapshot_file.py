@@ -1,7 +1,8 @@
 """The `log-start-snapshot` file's own checks: what `StartSnapshot.decode` refuses, and why.
 
-`tests/test_log_start_snapshot.py` writes and reads the file through the log; these pin each
-refusal by its message, so a check that stops refusing (or refuses for another reason) shows.
+`tests/metadata_log/test_log_start_snapshot.py` writes and reads the file through the log; these
+pin each refusal by its message, so a check that stops refusing (or refuses for another reason)
+shows.
 """
 
 from __future__ import annotations

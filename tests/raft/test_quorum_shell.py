@@ -6,11 +6,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from quorum_harness import Cluster, create_topic, register
 
 from api.controller.commands import RegisterBroker
 from api.controller.errors import ApiError, ErrorCode
 from records.model import LeaderChangeRecord, TopicRecord
+from tests.support.quorum_harness import Cluster, create_topic, register
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,10 +7,10 @@ import io
 from pathlib import Path
 
 import pytest
-from quorum_harness import Cluster, create_topic, register
 
 from api.cli.main import main
 from metadata_log.config import LogConfig
+from tests.support.quorum_harness import Cluster, create_topic, register
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from metadata_log.raft import (
     LogView,
     NotLeader,
     OffsetRange,
-    QuorumConfig,
     QuorumState,
-    RaftCore,
-    Ready,
     ReadyDone,
     Role,
 )
@@ -28,109 +23,19 @@ from metadata_log.raft.messages import (
     FetchResponse,
     LeaderIdAndEpoch,
     VoteRequest,
-    VoteResponse,
 )
 from metadata_log.raft.replication import diverging_epoch, truncation_offset
-
-VOTERS = frozenset({1, 2, 3})
-
-
-def make(
-    node: int = 1,
-    *,
-    epoch: int = 0,
-    voted: int = -1,
-    leader: int = -1,
-    epochs: list[tuple[int, int]] | None = None,
-    end: int = 0,
-    state: bool = True,
-) -> RaftCore:
-    quorum = (
-        QuorumState(leader_epoch=epoch, voted_id=voted, leader_id=leader, voters=VOTERS)
-        if state
-        else None
-    )
-    return RaftCore(
-        QuorumConfig(node_id=node, voters=VOTERS),
-        state=quorum,
-        log=LogView.from_log(end_offset=end, epochs=epochs or []),
-        rng=random.Random(0),
-        now_ms=0,
-    )
-
-
-def drain(core: RaftCore) -> Ready:
-    """The core's Ready, carried out by a perfect shell (everything flushed)."""
-    ready = core.ready()
-    core.advance(ReadyDone(flushed_offset=core.log.end_offset))
-    return ready
-
-
-def sent(ready: Ready, kind: type) -> list:  # type: ignore[type-arg] # any message class
-    return [out for out in ready.messages if isinstance(out.message, kind)]
-
-
-def vote(candidate: int, epoch: int, last_epoch: int, last_offset: int, *, pre: bool = False):  # type: ignore[no-untyped-def] # a VoteRequest
-    return VoteRequest(
-        correlation_id=9,
-        replica_epoch=epoch,
-        replica_id=candidate,
-        last_offset_epoch=last_epoch,
-        last_offset=last_offset,
-        pre_vote=pre,
-    )
-
-
-def answer(ready: Ready) -> VoteResponse:
-    [out] = sent(ready, VoteResponse)
-    message = out.message
-    assert isinstance(message, VoteResponse)
-    return message
-
-
-def elect(core: RaftCore) -> None:
-    """Win pre-vote and vote with node 2's help."""
-    drain(core)
-    core.tick(core.next_deadline_ms())
-    ready = drain(core)
-    for out in sent(ready, VoteRequest):
-        if out.destination == 2:
-            core.step(2, _grant(core, out.message))
-    ready = drain(core)
-    assert role(core) is Role.CANDIDATE
-    for out in sent(ready, VoteRequest):
-        if out.destination == 2:
-            core.step(2, _grant(core, out.message))
-    assert core.role is Role.LEADER
-
-
-def role(core: RaftCore) -> Role:
-    """The role now (a call, so that mypy does not narrow it across steps)."""
-    return core.role
-
-
-def _grant(core: RaftCore, request: VoteRequest) -> VoteResponse:
-    return VoteResponse(
-        correlation_id=request.correlation_id,
-        error_code=ErrorCode.NONE,
-        leader_id=-1,
-        leader_epoch=core.epoch,
-        vote_granted=True,
-    )
-
-
-def fetch(
-    node: int, epoch: int, offset: int, last_epoch: int, correlation: int = 1
-) -> FetchRequest:
-    return FetchRequest(
-        correlation_id=correlation,
-        replica_id=node,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        max_wait_ms=0,
-    )
-
+from tests.support.raft_core import (
+    VOTERS,
+    answer,
+    drain,
+    elect,
+    fetch,
+    make,
+    role,
+    sent,
+    vote,
+)
 
 # --- votes ----------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The core's own rules one at a time: its timers, its Ready, its bookkeeping of the log.
 
-`tests/test_raft_core.py` walks the protocol's main paths; these pin what the mutation run of
+`tests/raft/test_raft_core.py` walks the protocol's main paths; these pin what the mutation run of
 `metadata_log/raft/core.py` found only the simulation's seeds (or nothing) judging: when `tick`
 has work next, what a Ready flushes and truncates, a one-voter quorum, what a voter without
 durable state learns from each message.
@@ -9,15 +9,11 @@ durable state learns from each message.
 from __future__ import annotations
 
 import dataclasses
-import random
 
 import pytest
-from test_raft_core import VOTERS, drain, elect, fetch, make, role, sent, vote
 
 from metadata_log.raft import (
-    LogView,
     NotLeader,
-    QuorumConfig,
     QuorumState,
     RaftCore,
     ReadyDone,
@@ -30,7 +26,6 @@ from metadata_log.raft.messages import (
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
-    Entry,
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
@@ -40,75 +35,19 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-
-
-def core_with(
-    node: int = 1,
-    *,
-    voters: frozenset[int] = VOTERS,
-    state: QuorumState | None = None,
-    end: int = 0,
-    epochs: list[tuple[int, int]] | None = None,
-    request_timeout_ms: int = 2000,
-    fetch_timeout_ms: int = 2000,
-    fetch_max_wait_ms: int = 500,
-    append_linger_ms: int = 25,
-    election_timeout_ms: int = 1000,
-    election_backoff_max_ms: int = 1000,
-) -> RaftCore:
-    """A core with chosen timers (make() keeps Kafka's defaults)."""
-    return RaftCore(
-        QuorumConfig(
-            node_id=node,
-            voters=voters,
-            request_timeout_ms=request_timeout_ms,
-            fetch_timeout_ms=fetch_timeout_ms,
-            fetch_max_wait_ms=fetch_max_wait_ms,
-            append_linger_ms=append_linger_ms,
-            election_timeout_ms=election_timeout_ms,
-            election_backoff_max_ms=election_backoff_max_ms,
-        ),
-        state=state,
-        log=LogView.from_log(end_offset=end, epochs=epochs or []),
-        rng=random.Random(0),
-        now_ms=0,
-    )
-
-
-def respond(
-    core: RaftCore,
-    sender: int,
-    *,
-    epoch: int,
-    leader: int | None = None,
-    records: tuple[Entry, ...] = (),
-    high_watermark: int = -1,
-    error: ErrorCode = ErrorCode.NONE,
-    diverging: EpochEndOffset | None = None,
-) -> None:
-    """Answer the core's outstanding fetch (to `sender`) as that node would."""
-    assert core._fetch is not None and core._fetch[1] == sender
-    core.step(
-        sender,
-        FetchResponse(
-            correlation_id=core._fetch[0],
-            error_code=error,
-            high_watermark=high_watermark,
-            current_leader=LeaderIdAndEpoch(
-                leader_id=sender if leader is None else leader, leader_epoch=epoch
-            ),
-            records=records,
-            diverging_epoch=diverging,
-        ),
-    )
-
-
-def entries(first: int, epochs: list[int]) -> tuple[Entry, ...]:
-    return tuple(
-        Entry(offset=first + i, epoch=epoch, payload=b"p%d" % (first + i))
-        for i, epoch in enumerate(epochs)
-    )
-
+from tests.support.raft_core import (
+    VOTERS,
+    core_with,
+    drain,
+    elect,
+    entries,
+    fetch,
+    make,
+    respond,
+    role,
+    sent,
+    vote,
+)
 
 # --- start ----------------------------------------------------------------------------------
 

@@ -11,9 +11,9 @@ marker is on a majority, and then L2 cannot win.
 from __future__ import annotations
 
 import pytest
-from raft_sim import Cluster, InvariantViolation, SimNode
 
 from metadata_log.raft import Role, handlers
+from tests.support.raft_sim import Cluster, InvariantViolation, SimNode
 
 
 def _split(c: Cluster, *groups: set[int]) -> None:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from test_raft_core import answer, drain, elect, fetch, make, role, sent, vote
-from test_raft_core_units import core_with, entries, respond
-
 from metadata_log.raft import QuorumState, RaftCore, ReadyDone, Role
 from metadata_log.raft.core import NEVER
 from metadata_log.raft.messages import (
@@ -27,6 +24,19 @@ from metadata_log.raft.messages import (
     FetchResponse,
     LeaderIdAndEpoch,
     VoteResponse,
+)
+from tests.support.raft_core import (
+    answer,
+    core_with,
+    drain,
+    entries,
+    fetch,
+    leader,
+    make,
+    respond,
+    role,
+    sent,
+    vote,
 )
 
 
@@ -60,22 +70,6 @@ def vote_answer(
         leader_epoch=core.epoch if epoch is None else epoch,
         vote_granted=granted,
     )
-
-
-def leader(
-    *, request_timeout_ms: int = 2000, fetch_timeout_ms: int = 2000, fetch_max_wait_ms: int = 500
-) -> RaftCore:
-    """Node 1, just elected (with node 2's votes) and drained."""
-    core = core_with(
-        1,
-        state=QuorumState(leader_epoch=0, voters=frozenset({1, 2, 3})),
-        request_timeout_ms=request_timeout_ms,
-        fetch_timeout_ms=fetch_timeout_ms,
-        fetch_max_wait_ms=fetch_max_wait_ms,
-    )
-    elect(core)
-    drain(core)
-    return core
 
 
 # --- votes ----------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import trustme
-from test_sasl_server import USERS, seed_users
 
 from api.client.raft_links import LinkStats, QuorumLinks, controller_client_security
 from api.controller.authorizer import AuthorizerConfig
@@ -65,6 +64,7 @@ from metadata_log.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from tests.support.sasl_users import USERS, seed_users
 
 CLUSTER = "test-cluster"
 

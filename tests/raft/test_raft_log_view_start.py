@@ -1,6 +1,6 @@
 """`LogView` of a log whose start moved: its checks and answers at the edge (offset 1 too).
 
-`tests/test_raft_snapshot_fetch.py` uses views that start at 8 and 10; a start at 1 tells a
+`tests/raft/test_raft_snapshot_fetch.py` uses views that start at 8 and 10; a start at 1 tells a
 `> 0` from a `> 1`, and these pin what a mutation run of the view found unpinned.
 """
 

@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from test_raft_core import answer, drain, fetch, make, role, vote
-from test_raft_handlers_units import leader
 
 import metadata_log.raft.quorum_state as quorum_state_module
 from metadata_log.raft import QuorumState, Role, read_quorum_state, write_quorum_state
@@ -27,6 +25,7 @@ from metadata_log.raft.messages import (
 )
 from metadata_log.raft.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
 from metadata_log.raft.replication import LeaderState, majority_offset
+from tests.support.raft_core import answer, drain, fetch, leader, make, role, vote
 
 VOTERS = frozenset({1, 2, 3})
 

@@ -2,9 +2,9 @@
 
 Each seed picks a scenario (election, leader kill and restart, all killed then a majority
 restarted, leader partitioned away, a 2|3 split of five voters, back-to-back failures, a wiped
-node, one-way partitions, chaos, a follower stopped while the others snapshot and trim past
-it so it catches up by FetchSnapshot) and network faults; `tests/raft_sim.py` holds the world and
-the checker and runs millions of seeds from the command line.
+node, one-way partitions, chaos, a follower stopped while the others snapshot and trim past it
+so it catches up by FetchSnapshot) and network faults; `tests/support/raft_sim.py` holds the
+world and the checker and runs millions of seeds from the command line.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from raft_sim import SCENARIOS, InvariantViolation, run_seed
 
 from metadata_log.raft import handlers, replication
+from tests.support.raft_sim import SCENARIOS, InvariantViolation, run_seed
 
 SEEDS = int(os.environ.get("MLOG_SIM_SEEDS", "2000"))
-"""2,000 in CI; `tests/mutate.py` sets `MLOG_SIM_SEEDS` lower for the raft modules (every
+"""2,000 in CI; `tools/mutate/runner.py` sets `MLOG_SIM_SEEDS` lower for the raft modules (every
 surviving mutant runs every seed test of its line: 2,000 seeds are ~10 s a mutant)."""
 CHUNK = min(250, SEEDS)
 
@@ -32,7 +32,9 @@ def test_seeds_keep_every_invariant(first: int) -> None:
         try:
             run_seed(seed)
         except AssertionError as exc:
-            failures.append(f"{exc} (replay: python tests/raft_sim.py --seed {seed} --trace)")
+            failures.append(
+                f"{exc} (replay: python tests/support/raft_sim.py --seed {seed} --trace)"
+            )
     assert not failures, "\n".join(failures[:5])
 
 

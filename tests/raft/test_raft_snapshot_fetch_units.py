@@ -1,6 +1,6 @@
 """FetchSnapshot's rules one at a time (`metadata_log/raft/snapshot_fetch.py`).
 
-`tests/test_raft_snapshot_fetch.py` copies snapshots end to end; these pin what a mutation run
+`tests/raft/test_raft_snapshot_fetch.py` copies snapshots end to end; these pin what a mutation run
 of the module found unpinned: who the leader answers, what an answer carries before the shell
 fills it, the follower's liveness while it copies, and each way a chunk is refused.
 """
@@ -9,18 +9,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-
-from test_raft_core import drain, fetch, sent
-from test_raft_snapshot_fetch import (
-    BLOB,
-    SNAP,
-    VOTERS,
-    chunk,
-    follower,
-    only,
-    start,
-    trimmed_leader,
-)
 
 from metadata_log.raft import LogView, QuorumConfig, RaftCore, Role
 from metadata_log.raft.core import NEVER
@@ -36,6 +24,17 @@ from metadata_log.raft.messages import (
 )
 from metadata_log.raft.ready import SnapshotInstall
 from metadata_log.raft.snapshot_fetch import snapshot_checksum_ok, with_checksum
+from tests.support.raft_core import drain, fetch, sent
+from tests.support.raft_snapshots import (
+    BLOB,
+    SNAP,
+    VOTERS,
+    chunk,
+    follower,
+    only,
+    start,
+    trimmed_leader,
+)
 
 
 def ask_of(leader: RaftCore, **changes: object) -> FetchSnapshotRequest:

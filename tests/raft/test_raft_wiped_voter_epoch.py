@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from raft_sim import Cluster, InvariantViolation, SimNode
 
 from metadata_log.raft import RaftCore, Role, handlers
 from metadata_log.raft.messages import NO_LEADER
+from tests.support.raft_sim import Cluster, InvariantViolation, SimNode
 
 
 def _leader_in(c: Cluster, ids: set[int], above: int) -> SimNode | None:

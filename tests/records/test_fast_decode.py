@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from record_gen import LogGenerator
-from test_records import entry_tuples
 
 from records import fast_decode
 from records.codec import DEFAULT_CODEC, EntryTuple, RecordBlock, RecordCodec
 from records.errors import RecordError, UnknownRecordTypeError
 from records.schemas import CURRENT_SCHEMAS
+from tests.support.record_gen import LogGenerator
+from tests.support.record_strategies import entry_tuples
 
 pytestmark = pytest.mark.skipif(
     not fast_decode.AVAILABLE and not os.environ.get("CI"),

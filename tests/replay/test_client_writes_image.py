@@ -1,7 +1,8 @@
 """`ClientWritesImage`'s equality and its bound (what a mutation run of `replay/image.py` found).
 
-`tests/test_client_writes.py` replays and answers client writes; these pin that two tables are
-equal only with the same clients in the same order, and the default bound of 1,000 clients.
+`tests/api/service/test_client_writes.py` replays and answers client writes; these pin that two
+tables are equal only with the same clients in the same order, and the default bound of 1,000
+clients.
 """
 
 from __future__ import annotations

@@ -181,6 +181,7 @@ def test_the_audit_table_puts_it_in_leader_and_voter_columns(tmp_path: Path) -> 
     assert rows[1]["voters"] is None and rows[1]["leader"] is None
 
 
+@pytest.mark.spark
 def test_who_changed_describes_it(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     from replay.audit import queries

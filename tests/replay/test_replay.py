@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import pytest
-from record_gen import LogGenerator
 
 from metadata_log import MetadataLog
 from records.model import (
@@ -42,6 +41,7 @@ from replay.errors import (
 )
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage, Provenance
 from replay.loader import load_image
+from tests.support.record_gen import LogGenerator
 
 T1 = Uuid.random()
 

@@ -1,6 +1,6 @@
 """`replay.snapshot_bytes`: a snapshot's image as FetchSnapshot bytes, and each refusal of them.
 
-`tests/test_quorum_snapshot_catch_up.py` sends these bytes between real processes; these pin
+`tests/raft/test_quorum_snapshot_catch_up.py` sends these bytes between real processes; these pin
 the form (its header, the records, the CRC32) and every way a decode says no, by its message.
 """
 

@@ -10,21 +10,14 @@ import pytest
 
 from metadata_log import MetadataLog
 from records.model import (
-    BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
-    DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
-    FencingChange,
-    Mode,
     MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
     PartitionRecord,
     Record,
-    RegisterBrokerRecord,
-    RemoveTopicRecord,
-    TopicRecord,
 )
 from records.uuids import Uuid
 from replay.image import EMPTY_IMAGE
@@ -39,57 +32,16 @@ from replay.timetravel import (
     parse_time,
     point_offset,
 )
-
-T1, T2, T3, NS = Uuid.random(), Uuid.random(), Uuid.random(), Uuid.random()
-START = 1_700_000_000_000
-
-
-def _broker(broker_id: int) -> RegisterBrokerRecord:
-    return RegisterBrokerRecord(
-        broker_id=broker_id, incarnation_id=Uuid.random(), broker_epoch=broker_id, fenced=False
-    )
-
-
-def _topic(name: str, topic_id: Uuid, partitions: int, namespace: str = "") -> list[Record]:
-    out: list[Record] = [TopicRecord(name=name, topic_id=topic_id, namespace=namespace)]
-    out += [
-        PartitionRecord(partition_id=p, topic_id=topic_id, replicas=(1, 2), isr=(1, 2), leader=1)
-        for p in range(partitions)
-    ]
-    return out
-
-
-BATCHES: list[list[Record]] = [
-    [FeatureLevelRecord(name="metadata.version", feature_level=1), _broker(1), _broker(2)],  # 0-2
-    _topic("orders", T1, 2),  # 3-5
-    [
-        ConfigRecord(
-            resource_type=ConfigResourceType.TOPIC,
-            resource_name="orders",
-            name="retention.ms",
-            value="1000",
-        )
-    ],  # 6
-    [NamespaceRecord(namespace_id=NS, name="team")],  # 7
-    _topic("audit", T3, 3, namespace="team"),  # 8-11
-    [PartitionChangeRecord(partition_id=0, topic_id=T1, leader=2, isr=(2,))],  # 12
-    [
-        DeleteTopicPartitionsRecord(
-            topic_id=T1, partition_count=1, delete_after_ms=9, created_ms=1
-        ),
-        PartitionChangeRecord(partition_id=1, topic_id=T1, mode=Mode.READ_ONLY),
-    ],  # 13-14
-    [RemoveTopicRecord(topic_id=T1)],  # 15
-    _topic("orders", T2, 3),  # 16-19
-    [
-        DeleteTopicPartitionsRecord(
-            topic_id=T3, partition_count=1, delete_after_ms=9, created_ms=1
-        ),
-        PartitionChangeRecord(partition_id=1, topic_id=T3, mode=Mode.READ_ONLY),
-        PartitionChangeRecord(partition_id=2, topic_id=T3, mode=Mode.READ_ONLY),
-    ],  # 20-22
-    [BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=2, fenced=FencingChange.FENCE)],  # 23
-]
+from tests.support.timetravel_logs import (
+    BATCHES,
+    NS,
+    START,
+    T1,
+    T2,
+    T3,
+    broker_of,
+    topic_of,
+)
 
 
 @pytest.fixture
@@ -179,7 +131,7 @@ def test_diff_partitions_added_and_removed() -> None:
 
     base = replay_records(
         EMPTY_IMAGE,
-        [_broker(1), _broker(2), *_topic("t", T1, 2)],
+        [broker_of(1), broker_of(2), *topic_of("t", T1, 2)],
         Provenance(offset=3, epoch=1, timestamp=0),
     )
     more = replay_records(
@@ -226,10 +178,14 @@ def test_history_needs_exactly_one_entity() -> None:
 def test_history_and_diff_follow_a_topic_across_a_move(tmp_path: Path) -> None:
     org, apache, events = Uuid.random(), Uuid.random(), Uuid.random()
     batches: list[list[Record]] = [
-        [FeatureLevelRecord(name="metadata.version", feature_level=1), _broker(1), _broker(2)],
+        [
+            FeatureLevelRecord(name="metadata.version", feature_level=1),
+            broker_of(1),
+            broker_of(2),
+        ],
         [NamespaceRecord(namespace_id=org, name="org")],  # 3
         [NamespaceRecord(namespace_id=apache, name="org:apache", parent_id=org)],  # 4
-        _topic("events", events, 1, namespace="org:apache"),  # 5-6
+        topic_of("events", events, 1, namespace="org:apache"),  # 5-6
         [
             ConfigRecord(
                 resource_type=ConfigResourceType.TOPIC,

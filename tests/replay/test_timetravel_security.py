@@ -42,6 +42,7 @@ from replay.changes import Change
 from replay.loader import load_image
 from replay.timetravel import Entity, TimeTravelError, diff, history, image_at
 from replay.timetravel_security import acl_applies, describe_security
+from tests.support.cli import ok
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 A1, A2, A3, A4 = (Uuid(bytes([n] * 16)) for n in range(1, 5))
@@ -136,10 +137,8 @@ def _offset(index: int) -> int:
 
 
 def mlog(data_dir: Path, *args: str) -> str:
-    out = io.StringIO()
-    code = main(["--data-dir", str(data_dir), *args], out=out)
-    assert code == 0
-    text = out.getvalue()
+    """Run a command that must succeed and whose output names no secret; its stdout."""
+    text = ok(data_dir, *args)
     _no_secret(text)
     return text
 
@@ -416,7 +415,7 @@ def test_shell_lists_users_and_follows_one(data_dir: Path) -> None:
 
 
 def test_the_same_answers_through_a_server(data_dir: Path) -> None:
-    from server_thread import running_server
+    from tests.support.server_thread import running_server
 
     commands = [
         ["history", "--user", "alice"],

@@ -1,8 +1,9 @@
 """Time travel in a trimmed log: which points before its start a snapshot still answers.
 
 A log of single-entry segments at 0..4 (then 10), snapshots at 0, 1, 2, 4 and 6 in SQLite, the
-log trimmed to start at 3. `tests/test_log_trim.py` checks one refusal through `mlog`; these
-pin the boundaries (a snapshot exactly at the offset, the start, times) and the refusals' text.
+log trimmed to start at 3. `tests/metadata_log/test_log_trim.py` checks one refusal through
+`mlog`; these pin the boundaries (a snapshot exactly at the offset, the start, times) and the
+refusals' text.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from itertools import count
 from pathlib import Path
 
 import pytest
-from record_gen import LogGenerator
-from test_log_trim import CONFIG
 
 from metadata_log import MetadataLog
 from metadata_log.start_snapshot import StartSnapshot
@@ -34,6 +33,8 @@ from replay.timetravel import (
     snapshot_matches_log,
     travel,
 )
+from tests.support.record_gen import LogGenerator
+from tests.support.trim_logs import CONFIG
 
 T0 = 1_700_000_000_000
 

@@ -14,7 +14,6 @@ from itertools import count
 from pathlib import Path
 
 import pytest
-from test_timetravel import BATCHES, START, T1, T3, _broker, _topic
 
 from metadata_log import LogConfig, MetadataLog
 from records.model import (
@@ -64,6 +63,14 @@ from replay.timetravel import (
     resolve_offset,
     snapshot_matches_log,
     travel,
+)
+from tests.support.timetravel_logs import (
+    BATCHES,
+    START,
+    T1,
+    T3,
+    broker_of,
+    topic_of,
 )
 
 NS = Uuid(bytes([5] * 16))
@@ -197,6 +204,9 @@ def _change(**fields: object) -> PartitionChangeRecord:
             f"added ACL {ACL}: ALLOW User:bob READ on topic orders (LITERAL) from host *",
         ),
     ],
+    # Ids by record type: some texts hold random topic ids, and pytest-xdist's workers must
+    # collect the same ids.
+    ids=lambda value: "text" if isinstance(value, str) else type(value).__name__,
 )
 def test_every_record_is_described_in_one_line(record: Record, text: str) -> None:
     assert describe(record, _names()) == text
@@ -260,7 +270,7 @@ def test_what_touches_a_namespace() -> None:
     assert not _touched(ConfigRecord(resource_type=ConfigResourceType.TOPIC, **config), team)
     other = {**config, "resource_name": "other"}
     assert not _touched(ConfigRecord(resource_type=ConfigResourceType.NAMESPACE, **other), team)
-    assert not _touched(_broker(1), team)
+    assert not _touched(broker_of(1), team)
 
 
 def test_a_user_is_touched_only_by_its_security_records() -> None:
@@ -275,7 +285,7 @@ def test_a_user_is_touched_only_by_its_security_records() -> None:
         iterations=4096,
     )
     assert _touched(credential, alice) and not _touched(credential, bob)
-    for record in (_broker(1), *_topic("orders", T1, 1), _change(leader=1)):
+    for record in (broker_of(1), *topic_of("orders", T1, 1), _change(leader=1)):
         assert _touches(record, alice, _names(), set()) == (False, None)
 
 
@@ -309,8 +319,8 @@ def test_diff_of_features_brokers_namespaces_and_security() -> None:
         [
             FeatureLevelRecord(name="metadata.version", feature_level=1),
             FeatureLevelRecord(name="kraft.version", feature_level=1),
-            _broker(1),
-            _broker(2),
+            broker_of(1),
+            broker_of(2),
             NamespaceRecord(namespace_id=NS, name="team"),
         ]
     )
@@ -326,7 +336,7 @@ def test_diff_of_features_brokers_namespaces_and_security() -> None:
         [
             FeatureLevelRecord(name="metadata.version", feature_level=2),
             FeatureLevelRecord(name="group.version", feature_level=1),
-            _broker(3),
+            broker_of(3),
             RemoveNamespaceRecord(namespace_id=NS),
             credential,
             _acl_on(ResourceType.GROUP, "g"),
@@ -450,7 +460,7 @@ def start_8(tmp_path: Path) -> Iterator[tuple[MetadataLog, SnapshotStore, Path]]
     ) as writer:
         writer.append([FeatureLevelRecord(name="metadata.version", feature_level=1)])
         for broker_id in range(1, 11):
-            writer.append([_broker(broker_id)])
+            writer.append([broker_of(broker_id)])
     database = tmp_path / "snapshots.db"
     with (
         MetadataLog.open(tmp_path / "log", config=TRIM_CONFIG) as log,
@@ -518,9 +528,9 @@ def test_an_unreadable_database_is_a_warning_and_the_log_alone(
 
 def test_a_namespace_history_keeps_its_topics_and_its_own_removal(tmp_path: Path) -> None:
     records: list[Record] = [
-        _broker(1),
+        broker_of(1),
         NamespaceRecord(namespace_id=NS, name="team"),
-        *_topic("a", T1, 1, namespace="team"),
+        *topic_of("a", T1, 1, namespace="team"),
         RemoveTopicRecord(topic_id=T1),
         RemoveNamespaceRecord(namespace_id=NS),
     ]

@@ -1,6 +1,6 @@
 """Append to a metadata log forever, acknowledging each batch on stdout; killed by test_crash.
 
-Usage: `python tests/crash_writer.py <log dir> <seed>`.
+Usage: `python -m tests.support.crash_writer <log dir> <seed>`.
 
 Every batch carries its id and size: record `i` of batch `<id>` of `n` records is
 `ConfigRecord(resource_type=TOPIC, resource_name="b<id>", name=str(i), value=str(n))`, with batch

@@ -1,9 +1,9 @@
 """Quorum nodes in one event loop over real logs, joined by an in-process network.
 
-For the shell's tests: the consensus core is proven by the simulation (tests/raft_sim.py);
+For the shell's tests: the consensus core is proven by the simulation (tests/support/raft_sim.py);
 these drive the real shell (`api.service.quorum`) over real `MetadataLog`s in temporary
 directories, with a network that can cut links. Real processes and sockets are
-tests/test_quorum_processes.py's.
+tests/system/test_quorum_processes.py's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A controller quorum of real `mlog serve` processes on loopback, and the checks of its logs.
 
-Used by tests/test_quorum_processes.py and bench/quorum_bench.py. Each node is formatted with
+Used by tests/system/test_quorum_processes.py and bench/quorum_bench.py. Each node is formatted with
 `mlog quorum format` and started with `mlog serve --config` (Kafka's keys), on ports picked
 free beforehand. `Quorum.writer` drives writes through `AdminClient.connect_controller`,
 following the leader across failures, and remembers what was acknowledged; `check_logs`
@@ -21,15 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tcp_proxy import Proxy, ProxyLoop
-
 from api.client import AdminClient
 from api.controller.commands import CreatableTopic, RegisterBroker
 from api.security.client_config import ClientSecurity
 from metadata_log import MetadataLog
 from records import TopicRecord
-
-PROJECT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+from tests.support.tcp_proxy import Proxy, ProxyLoop
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 """Every test quorum's cluster id (with proxies, each node's voters string differs)."""
@@ -158,7 +156,7 @@ class Quorum:
                     str(node.data_dir),
                 ],
                 stderr=err,
-                cwd=PROJECT,
+                cwd=REPO,
                 env=_env(),
             )
 
@@ -349,7 +347,7 @@ def mlog(*args: str) -> str:
         [sys.executable, "-m", "api.cli", *args],
         capture_output=True,
         text=True,
-        cwd=PROJECT,
+        cwd=REPO,
         env=_env(),
         timeout=120,
         check=False,
@@ -364,3 +362,42 @@ def _env() -> dict[str, str]:
     env.pop("MLOG_DATA_DIR", None)
     env.pop("MLOG_BOOTSTRAP_SERVER", None)
     return env
+
+
+TIMERS: dict[str, int | str] = {
+    "controller.quorum.election.timeout.ms": "500",
+    "controller.quorum.fetch.timeout.ms": "1000",
+    "controller.quorum.election.backoff.max.ms": "500",
+}
+
+
+async def write_until(writer: Writer, count: int, timeout: float = 60.0) -> None:
+    """Write until `count` more writes are acknowledged."""
+    target = len(writer.acknowledged) + count
+    deadline = time.monotonic() + timeout
+    while len(writer.acknowledged) < target:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(writer.acknowledged)} of {target} writes acknowledged")
+        if not await writer.write_one():
+            await asyncio.sleep(0.05)
+
+
+async def converge(quorum: Quorum, writer: Writer, timeout: float = 60.0) -> None:
+    """Wait until every running node's log ends where the leader's does."""
+    from metadata_log import MetadataLog
+
+    await write_until(writer, 1)  # a write of the final leader's epoch: all before it is committed
+    deadline = time.monotonic() + timeout
+    while True:
+        ends = []
+        for node in quorum.nodes.values():
+            if not (node.data_dir / "log").is_dir():
+                ends.append(-1)  # a node still starting (a wiped one makes its log anew)
+                continue
+            with MetadataLog.open(node.data_dir / "log", read_only=True, replicated=True) as log:
+                ends.append(log.end_offset)
+        if len(set(ends)) == 1:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"log ends {ends} did not converge: {quorum.stderr_tails()}")
+        await asyncio.sleep(0.2)

@@ -5,8 +5,8 @@ reordering, one-way and two-way partitions), kills that lose unflushed entries a
 last one, wipes, and every election timeout. A fake clock jumps from event to event. The
 invariants (`Checker`) are checked after every event.
 
-    python tests/raft_sim.py --seeds 100000          # run seeds 0..99999, print failures
-    python tests/raft_sim.py --seed 42 --trace       # replay one seed, printing every event
+    python -m tests.support.raft_sim --seeds 100000          # run seeds 0..99999, print failures
+    python -m tests.support.raft_sim --seed 42 --trace       # replay one seed, printing every event
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from metadata_log.raft import LogView, QuorumConfig, RaftCore, Ready, ReadyDone, Role
 from metadata_log.raft.messages import (
@@ -643,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
             events += run_seed(seed, trace=args.trace).events
         except AssertionError as exc:
             failures += 1
-            print(f"FAIL {exc}\n  replay: python tests/raft_sim.py --seed {seed} --trace")
+            print(f"FAIL {exc}\n  replay: python -m tests.support.raft_sim --seed {seed} --trace")
     took = time.monotonic() - began
     print(f"{len(seeds)} seeds, {events} events, {failures} failed, {took:.1f} s")
     return 1 if failures else 0

@@ -1,6 +1,6 @@
 """Flip bits of a segment header's schema text under a memory cap; run by test_integrity.
 
-Usage: `python tests/schema_flip_child.py <scratch dir> <address-space cap in MiB> <sample>`.
+Usage: `python -m tests.support.schema_flip_child <scratch dir> <cap in MiB> <sample>`.
 
 The cap (RLIMIT_AS) is set before the log is built, so any decode that allocates without bound
 dies here with a MemoryError (or, for a native allocator, a signal) instead of eating the
@@ -20,15 +20,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from record_gen import LogGenerator
-
 from metadata_log import LogConfig, LogCorruptionError, MetadataLog, verify_log
 from metadata_log.container import MAGIC, decode_header
 from records import DEFAULT_CODEC, LogEntry
 from records.varint import encode_long
+from tests.support.record_gen import LogGenerator
 
 
 def legacy_header(header_bytes: bytes) -> bytes:

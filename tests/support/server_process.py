@@ -60,14 +60,14 @@ def serve_process(
             env=env,
         )
     try:
-        yield ServeProcess(process=process, address=_address(process, stderr), stderr=stderr)
+        yield ServeProcess(process=process, address=serving_address(process, stderr), stderr=stderr)
     finally:
         if process.poll() is None:
             process.kill()
         process.wait(30)
 
 
-def _address(process: subprocess.Popen[bytes], stderr: Path) -> str:
+def serving_address(process: subprocess.Popen[bytes], stderr: Path) -> str:
     """The address in the server's "serving on" line, once written; fails if it never is."""
     deadline = time.monotonic() + START_WAIT
     while True:

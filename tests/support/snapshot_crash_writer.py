@@ -1,6 +1,6 @@
 """Run a service that writes a snapshot and stalls half-way through it; killed by the test.
 
-Usage: `python tests/snapshot_crash_writer.py <log dir> <database url> <topics>`.
+Usage: `python -m tests.support.snapshot_crash_writer <log dir> <database url> <topics>`.
 
 Creates `<topics>` topics of 10 partitions through the service, asks for a snapshot, and from
 the snapshot's progress callback (the transaction is open, rows are written) prints

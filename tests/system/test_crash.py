@@ -23,9 +23,8 @@ from metadata_log import LogConfig, LogCorruptionError, MetadataLog
 from metadata_log.container import RawBlock, body_prefix
 from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, LogEntry
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
-WRITER = Path(__file__).resolve().with_name("crash_writer.py")
 CRASH_CONFIG = LogConfig(segment_bytes=64 * 1024)
 """The writer script's config: the checking open must use the same one, as the next run would."""
 CONFIG = LogConfig(segment_bytes=64 * 1024)
@@ -165,7 +164,7 @@ def run_writer_and_kill(
     """Start the writer, optionally wait for its first ACK, SIGKILL it after `delay` seconds."""
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, str(WRITER), str(directory), str(seed)],
+            [sys.executable, "-m", "tests.support.crash_writer", str(directory), str(seed)],
             stdout=subprocess.PIPE,
             stderr=stderr,
             cwd=REPO,

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import serve_process
 
 from api.cli.main import main
 from api.client import AdminClient
@@ -22,6 +21,7 @@ from api.controller.commands import CreatableTopic
 from api.controller.errors import ErrorCode
 from metadata_log.log import MetadataLog
 from records import TopicRecord
+from tests.support.server_process import serve_process
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 MODULES = ("records", "metadata_log", "api", "api.cli", "replay.sql.store", "migrations")
 
 # Copy the sources rather than build in place: an in-tree build writes build/ and *.egg-info

@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from quorum_processes import Quorum, Writer, mlog
-from test_quorum_processes import TIMERS, _converge, _write
 
 from metadata_log import MetadataLog
+from tests.support.quorum_processes import TIMERS, Quorum, Writer, converge, mlog, write_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -80,7 +79,7 @@ def test_a_lagging_follower_catches_up_by_fetch_snapshot(quorum: Quorum) -> None
 async def _scenario(quorum: Quorum) -> None:
     writer = Writer(quorum)
     try:
-        await _write(writer, 3)
+        await write_until(writer, 3)
         leader = await quorum.leader()
         mlog(
             "configs",
@@ -94,9 +93,9 @@ async def _scenario(quorum: Quorum) -> None:
         lagging = next(i for i in quorum.nodes if i != leader)
         quorum.kill(lagging)
         _, lagging_end = _log_start(quorum, lagging)
-        await _write(writer, 120)
+        await write_until(writer, 120)
         for node_id in [i for i in quorum.nodes if i != lagging]:
-            await _write(writer, 2)
+            await write_until(writer, 2)
             quorum.kill(node_id, signal.SIGTERM)
             trimmed = mlog(
                 "log",
@@ -108,11 +107,11 @@ async def _scenario(quorum: Quorum) -> None:
             assert "now starts at offset" in trimmed, trimmed
             quorum.start(node_id)
             await quorum.leader()
-        await _write(writer, 2)
+        await write_until(writer, 2)
         starts = [_log_start(quorum, i)[0] for i in quorum.nodes if i != lagging]
         assert min(starts) > lagging_end, (starts, lagging_end)
         quorum.start(lagging)
-        await _converge(quorum, writer)
+        await converge(quorum, writer)
         node = quorum.nodes[lagging]
         # The server's lines reach stderr through a writer thread, up to 20 ms late (or more
         # on a loaded host): wait for the line rather than read the file once.
@@ -126,8 +125,8 @@ async def _scenario(quorum: Quorum) -> None:
         expected = await _same_topics(node.address, quorum.nodes[leader].address)
         names = {name.rpartition(".")[2] for name, _ in expected}
         assert set(writer.acknowledged) <= names
-        await _write(writer, 5)
-        await _converge(quorum, writer)
+        await write_until(writer, 5)
+        await converge(quorum, writer)
         leader = await quorum.leader()
         await _same_topics(node.address, quorum.nodes[leader].address)
     finally:

@@ -13,12 +13,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from quorum_processes import CLUSTER_ID, Node, Quorum, Writer, check_logs, free_ports, mlog
-from test_quorum_processes import TIMERS, _converge, _write
 
 from api.client import AdminClient
 from api.controller.commands import CreatableTopic
 from api.controller.errors import ErrorCode
+from tests.support.quorum_processes import (
+    CLUSTER_ID,
+    TIMERS,
+    Node,
+    Quorum,
+    Writer,
+    check_logs,
+    converge,
+    free_ports,
+    mlog,
+    write_until,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -81,10 +91,10 @@ async def test_an_observer_follows_answers_reads_and_never_votes(quorum: Quorum)
     assert "observer node 4" in told
     writer = Writer(quorum)
     try:
-        await _write(writer, 10)
+        await write_until(writer, 10)
         quorum.start(OBSERVER)  # joins late: catches up from the log's start
-        await _write(writer, 10)
-        await _converge(quorum, writer)
+        await write_until(writer, 10)
+        await converge(quorum, writer)
         leader = await quorum.leader()
         # The leader lists it among the observers, caught up (lag 0) once its next fetch has
         # told the leader so: NodeId Role LogEndOffset Lag LastFetchMsAgo.
@@ -121,15 +131,15 @@ async def test_an_observer_follows_answers_reads_and_never_votes(quorum: Quorum)
 
         # The leader dies: the two voters left elect one of themselves, never the observer.
         quorum.kill(leader)
-        await _write(writer, 5)
+        await write_until(writer, 5)
         new_leader = await quorum.leader()
         assert new_leader not in (leader, OBSERVER)
         # The observer dies and comes back: it catches up again from its own log's end.
         quorum.kill(OBSERVER)
-        await _write(writer, 5)
+        await write_until(writer, 5)
         quorum.start(OBSERVER)
         quorum.start(leader)
-        await _converge(quorum, writer)
+        await converge(quorum, writer)
         assert f"LeaderId: {new_leader}" in _describe(quorum, observer)
         # Its log as a reader sees it: committed entries only, the same as a voter's.
         dumped = mlog("log", "dump", "--bootstrap-server", observer.address)

@@ -11,56 +11,27 @@ import asyncio
 import re
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from quorum_processes import CLUSTER_ID, Quorum, Writer, check_logs, mlog
-from tcp_proxy import proxy_loop
 
 from api.client import AdminClient
 from api.client.connection import ClientError
+from tests.support.quorum_processes import (
+    CLUSTER_ID,
+    TIMERS,
+    Quorum,
+    Writer,
+    check_logs,
+    converge,
+    mlog,
+    write_until,
+)
+from tests.support.tcp_proxy import proxy_loop
 
 pytestmark = pytest.mark.timeout(240)
 
-TIMERS: dict[str, int | str] = {
-    "controller.quorum.election.timeout.ms": "500",
-    "controller.quorum.fetch.timeout.ms": "1000",
-    "controller.quorum.election.backoff.max.ms": "500",
-}
 """Half of Kafka's defaults: the same protocol, shorter tests."""
-
-
-async def _write(writer: Writer, count: int, timeout: float = 60.0) -> None:
-    """Write until `count` more writes are acknowledged."""
-    target = len(writer.acknowledged) + count
-    deadline = time.monotonic() + timeout
-    while len(writer.acknowledged) < target:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(writer.acknowledged)} of {target} writes acknowledged")
-        if not await writer.write_one():
-            await asyncio.sleep(0.05)
-
-
-async def _converge(quorum: Quorum, writer: Writer, timeout: float = 60.0) -> None:
-    """Wait until every running node's log ends where the leader's does."""
-    from metadata_log import MetadataLog
-
-    await _write(writer, 1)  # a write of the final leader's epoch: all before it is committed
-    deadline = time.monotonic() + timeout
-    while True:
-        ends = []
-        for node in quorum.nodes.values():
-            if not (node.data_dir / "log").is_dir():
-                ends.append(-1)  # a node still starting (a wiped one makes its log anew)
-                continue
-            with MetadataLog.open(node.data_dir / "log", read_only=True, replicated=True) as log:
-                ends.append(log.end_offset)
-        if len(set(ends)) == 1:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"log ends {ends} did not converge: {quorum.stderr_tails()}")
-        await asyncio.sleep(0.2)
 
 
 async def _controller_named_by(address: str) -> int:
@@ -71,27 +42,16 @@ async def _controller_named_by(address: str) -> int:
         await client.close()
 
 
-@pytest.fixture
-def quorum(tmp_path: Path) -> Iterator[Quorum]:
-    q = Quorum(tmp_path, timers=TIMERS)
-    q.start_all()
-    try:
-        asyncio.run(q.register_brokers())
-        yield q
-    finally:
-        q.stop_all()
-
-
 async def test_kill_9_of_the_leader_loses_no_acknowledged_write(quorum: Quorum) -> None:
     writer = Writer(quorum)
     try:
-        await _write(writer, 20)
+        await write_until(writer, 20)
         for _ in range(3):
             leader = await quorum.leader()
             quorum.kill(leader)
-            await _write(writer, 10)
+            await write_until(writer, 10)
             quorum.start(leader)
-        await _converge(quorum, writer)
+        await converge(quorum, writer)
     finally:
         await writer.close()
     quorum.stop_all()
@@ -101,12 +61,12 @@ async def test_kill_9_of_the_leader_loses_no_acknowledged_write(quorum: Quorum) 
 async def test_all_three_killed_then_restarted(quorum: Quorum) -> None:
     writer = Writer(quorum)
     try:
-        await _write(writer, 20)
+        await write_until(writer, 20)
         for node_id in quorum.nodes:
             quorum.kill(node_id)
         quorum.start_all()
-        await _write(writer, 10)
-        await _converge(quorum, writer)
+        await write_until(writer, 10)
+        await converge(quorum, writer)
     finally:
         await writer.close()
     quorum.stop_all()
@@ -116,12 +76,12 @@ async def test_all_three_killed_then_restarted(quorum: Quorum) -> None:
 async def test_a_paused_leader_is_replaced_and_steps_down_when_resumed(quorum: Quorum) -> None:
     writer = Writer(quorum)
     try:
-        await _write(writer, 10)
+        await write_until(writer, 10)
         paused = await quorum.leader()
         quorum.kill(paused, signal.SIGSTOP)
-        await _write(writer, 10)  # through a new leader
+        await write_until(writer, 10)  # through a new leader
         quorum.kill(paused, signal.SIGCONT)
-        await _converge(quorum, writer)
+        await converge(quorum, writer)
         # One leader, and the resumed node knows it (it may have won a later election itself).
         named = {i: await _controller_named_by(quorum.nodes[i].address) for i in quorum.nodes}
         leaders = {i for i, controller in named.items() if controller == i}
@@ -138,7 +98,7 @@ async def test_a_corrupted_follower_tail_stops_that_node_only_until_repaired(
 ) -> None:
     writer = Writer(quorum)
     try:
-        await _write(writer, 20)
+        await write_until(writer, 20)
         leader = await quorum.leader()
         victim = next(i for i in quorum.nodes if i != leader)
         quorum.kill(victim, signal.SIGTERM)
@@ -148,7 +108,7 @@ async def test_a_corrupted_follower_tail_stops_that_node_only_until_repaired(
         data[-40] ^= 0x01  # inside the last block: a CRC failure, not a torn tail
         segment.write_bytes(bytes(data))
         quorum.start(victim)
-        await _write(writer, 10)  # the majority goes on
+        await write_until(writer, 10)  # the majority goes on
         deadline = time.monotonic() + 30
         while quorum.nodes[victim].running and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
@@ -167,7 +127,7 @@ async def test_a_corrupted_follower_tail_stops_that_node_only_until_repaired(
         )
         assert "quorum-state" in repaired  # it forgets its vote: it catches up before voting
         quorum.start(victim)
-        await _converge(quorum, writer)
+        await converge(quorum, writer)
     finally:
         await writer.close()
     quorum.stop_all()
@@ -181,13 +141,13 @@ async def test_a_leader_cut_off_by_the_network_is_replaced_and_rejoins(tmp_path:
         writer = Writer(q)
         try:
             await q.register_brokers()
-            await _write(writer, 10)
+            await write_until(writer, 10)
             old = await q.leader()
             q.isolate(old)
-            await _write(writer, 10)  # through a leader elected by the other two
+            await write_until(writer, 10)  # through a leader elected by the other two
             assert await q.leader() != old
             q.heal()
-            await _converge(q, writer)
+            await converge(q, writer)
         finally:
             await writer.close()
             q.stop_all()
@@ -227,7 +187,7 @@ async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Q
 
     writer = Writer(quorum)
     try:
-        await _write(writer, 20)
+        await write_until(writer, 20)
         leader = await quorum.leader()
         wiped = next(i for i in quorum.nodes if i != leader)
         node = quorum.nodes[wiped]
@@ -249,8 +209,8 @@ async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Q
         )
         assert "catches up" in told
         quorum.start(wiped)
-        await _write(writer, 10)
-        await _converge(quorum, writer)
+        await write_until(writer, 10)
+        await converge(quorum, writer)
         # Caught up, it votes again once it has written its quorum-state (its log's end can
         # equal the leader's a little before: it rejoins from a leader of the newest epoch it
         # heard). Then, with the leader gone, it and the third elect a new one.
@@ -260,9 +220,9 @@ async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Q
             await asyncio.sleep(0.1)
         gone = await quorum.leader()
         quorum.kill(gone)
-        await _write(writer, 5)
+        await write_until(writer, 5)
         quorum.start(gone)
-        await _converge(quorum, writer)
+        await converge(quorum, writer)
     finally:
         await writer.close()
     quorum.stop_all()
@@ -307,12 +267,12 @@ async def test_controllers_authenticate_each_other_with_certificates(tmp_path: P
     writer = Writer(q)
     try:
         await q.register_brokers()
-        await _write(writer, 10)
+        await write_until(writer, 10)
         leader = await q.leader()
         q.kill(leader)
-        await _write(writer, 10)  # elected over authenticated links
+        await write_until(writer, 10)  # elected over authenticated links
         q.start(leader)
-        await _converge(q, writer)
+        await converge(q, writer)
         # A peer without a certificate cannot even connect to a controller.
         with pytest.raises(ClientError):
             await AdminClient.connect(q.nodes[leader].address, timeout_ms=3000)

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
-from server_process import serve_process
 
 from api.cli.main import main
 from api.server.server_log import server_log
 from metadata_log.log import MetadataLog
 from records import TopicRecord
+from tests.support.server_process import serve_process
 
 
 def test_serve_answers_a_client_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:

@@ -9,18 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sql_backends import database_url, postgres_server, postgres_url
 from sqlalchemy import create_engine, text
 
 from metadata_log import MetadataLog
 from replay.loader import load_image
 from replay.sql.models import CONTENT_TABLES
 from replay.sql.store import SnapshotStore
+from tests.support.paths import REPO
 
-__all__ = ["database_url", "postgres_server", "postgres_url"]
-
-REPO = Path(__file__).resolve().parent.parent
-WRITER = Path(__file__).resolve().with_name("snapshot_crash_writer.py")
+WRITER = [sys.executable, "-m", "tests.support.snapshot_crash_writer"]
 
 
 def _rows_per_table(url: str) -> dict[str, int]:
@@ -41,7 +38,14 @@ def test_kill_during_a_snapshot_write_leaves_nothing_partial(
     log_dir = tmp_path / "log"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     child = subprocess.Popen(
-        [sys.executable, str(WRITER), str(log_dir), database_url, "300"],
+        [
+            sys.executable,
+            "-m",
+            "tests.support.snapshot_crash_writer",
+            str(log_dir),
+            database_url,
+            "300",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

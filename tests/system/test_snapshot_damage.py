@@ -7,7 +7,6 @@ commands that need the image warn and replay the whole log, `mlog serve` starts,
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import sqlite3
@@ -15,27 +14,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from server_process import serve_process
-from sql_backends import postgres_server, postgres_url
 from sqlalchemy.engine import make_url
 
-from api.cli.main import main
-
-__all__ = ["postgres_server", "postgres_url"]
-
-
-def mlog(data_dir: Path, *args: str) -> tuple[int, str]:
-    """Run `mlog --data-dir DIR ARGS...` in-process: (exit code, stdout)."""
-    out = io.StringIO()
-    code = main(["--data-dir", str(data_dir), *args], out=out)
-    return code, out.getvalue()
-
-
-def ok(data_dir: Path, *args: str) -> str:
-    """Run a command that must succeed."""
-    code, text = mlog(data_dir, *args)
-    assert code == 0, text
-    return text
+from tests.support.cli import mlog, ok
+from tests.support.server_process import serve_process
 
 
 @pytest.fixture

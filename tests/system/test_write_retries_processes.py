@@ -1,6 +1,6 @@
 """Retried writes with real `mlog serve` processes: a lost answer's write is applied once.
 
-The client talks to the server through a TCP proxy (tests/tcp_proxy.py) that lets the write
+The client talks to the server through a TCP proxy (tests/support/tcp_proxy.py) that lets the write
 through and drops its answer, cutting the connection: the write was committed (answers are
 sent only then) and the client cannot know it. The client sends it again with the same write
 id; the server answers with the first answer and appends nothing. With a quorum the leader is
@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from quorum_processes import Quorum, check_logs
-from server_process import serve_process
-from tcp_proxy import Proxy, ProxyLoop, proxy_loop
 
 from api.client import AdminClient
 from api.controller.commands import CreatableTopic, RegisterBroker
 from metadata_log import MetadataLog
 from records.model import ClientWriteRecord, NamespaceRecord, TopicRecord
+from tests.support.quorum_processes import Quorum, check_logs
+from tests.support.server_process import serve_process
+from tests.support.tcp_proxy import Proxy, ProxyLoop, proxy_loop
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,7 +32,7 @@ TIMERS: dict[str, int | str] = {
     "controller.quorum.fetch.timeout.ms": "1000",
     "controller.quorum.election.backoff.max.ms": "500",
 }
-"""As tests/test_quorum_processes.py: half of Kafka's defaults, a quick election."""
+"""As tests/system/test_quorum_processes.py: half of Kafka's defaults, a quick election."""
 
 
 def _records(log_dir: Path, kind: type, *, replicated: bool = False) -> list[Any]:

@@ -219,6 +219,7 @@ def test_settings_precedence_and_validation(tmp_path: Path) -> None:
         load_settings(env={"MLOG_OUTPUT": "yaml"})
 
 
+@pytest.mark.process
 def test_bad_flag_values_exit_nonzero_with_one_line(tmp_path: Path) -> None:
     for args in (["log", "dump", "--gt", "x"], ["log", "dump", "--limit", "-3"], ["log", "nope"]):
         proc = subprocess.run(
@@ -231,6 +232,7 @@ def test_bad_flag_values_exit_nonzero_with_one_line(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.process
 def test_console_script_runs_and_writer_lock_is_reported(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "mlog"
     if not script.exists():
@@ -257,6 +259,7 @@ def test_console_script_runs_and_writer_lock_is_reported(tmp_path: Path) -> None
         assert dump.returncode == 0 and "CONFIG_RECORD" in dump.stdout
 
 
+@pytest.mark.process
 def test_dump_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     lines = [
         {

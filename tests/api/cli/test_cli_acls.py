@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_thread import running_server
 
 from api.cli.main import main
 from api.controller.authorizer import AuthorizerConfig
@@ -32,6 +31,7 @@ from records.model import (
     ScramMechanism,
     UserScramCredentialRecord,
 )
+from tests.support.server_thread import running_server
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -371,10 +371,11 @@ def test_deleting_or_listing_a_missing_user(
     assert "RESOURCE_NOT_FOUND (91)" in err
 
 
+@pytest.mark.process
 def test_through_a_real_mlog_serve_the_log_lines_name_who_and_never_a_secret(
     tmp_path: Path,
 ) -> None:
-    from server_process import serve_process
+    from tests.support.server_process import serve_process
 
     def mlog(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(

@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from api.cli.main import main
 from metadata_log import LogConfig, MetadataLog
 from metadata_log.container import RawBlock
 from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, Uuid
-
-
-def mlog(data_dir: Path, *args: str, stdin: str = "") -> tuple[int, str]:
-    """Run `mlog --data-dir DIR ARGS...` in-process: (exit code, stdout)."""
-    out = io.StringIO()
-    old_stdin = sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        code = main(["--data-dir", str(data_dir), *args], out=out)
-    finally:
-        sys.stdin = old_stdin
-    return code, out.getvalue()
-
-
-def ok(data_dir: Path, *args: str, stdin: str = "") -> str:
-    """Run a command that must succeed; its stdout."""
-    code, text = mlog(data_dir, *args, stdin=stdin)
-    assert code == 0, text
-    return text
+from tests.support.cli import mlog, ok
 
 
 def newest(data_dir: Path) -> Path:

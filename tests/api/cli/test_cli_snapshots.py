@@ -2,33 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sql_backends import postgres_server, postgres_url
 
-from api.cli.main import main
-
-__all__ = ["postgres_server", "postgres_url"]
-
-
-def mlog(data_dir: Path, *args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        code = main(["--data-dir", str(data_dir), *args], out=out)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, out.getvalue()
-
-
-def ok(data_dir: Path, *args: str) -> str:
-    code, text = mlog(data_dir, *args)
-    assert code == 0, text
-    return text
+from tests.support.cli import mlog, ok
 
 
 def as_json(data_dir: Path, *args: str) -> Any:

@@ -57,12 +57,14 @@ def _mlog(data_dir: Path, *args: str) -> tuple[set[str], str]:
     return modules, proc.stdout
 
 
+@pytest.mark.process
 def test_importing_the_cli_imports_no_heavy_library() -> None:
     modules, proc = _modules_after("import api.cli")
     assert proc.returncode == 0, proc.stderr
     assert not modules & set(HEAVY)
 
 
+@pytest.mark.process
 def test_building_every_command_imports_no_heavy_library() -> None:
     # Each noun module keeps kio, SQLAlchemy, Alembic and PySpark inside its handlers.
     modules, proc = _modules_after(
@@ -84,6 +86,7 @@ def small_cluster(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.process
 def test_topics_list_on_a_data_directory_imports_no_heavy_library(small_cluster: Path) -> None:
     modules, out = _mlog(small_cluster, "topics", "list")
     assert "orders" in out and "payments" in out
@@ -94,6 +97,7 @@ def test_topics_list_on_a_data_directory_imports_no_heavy_library(small_cluster:
     assert "getpass" not in modules
 
 
+@pytest.mark.process
 def test_topics_create_without_snapshots_opens_no_database(small_cluster: Path) -> None:
     modules, out = _mlog(small_cluster, "topics", "create", "--topic", "audit")
     assert "created topic audit" in out
@@ -102,6 +106,7 @@ def test_topics_create_without_snapshots_opens_no_database(small_cluster: Path) 
     assert not (small_cluster / "snapshots.db").exists()
 
 
+@pytest.mark.process
 def test_with_a_snapshot_at_the_head_revision_alembic_stays_out(small_cluster: Path) -> None:
     _mlog(small_cluster, "snapshot", "create")
     assert (small_cluster / "snapshots.db").exists()
@@ -111,6 +116,7 @@ def test_with_a_snapshot_at_the_head_revision_alembic_stays_out(small_cluster: P
     assert not modules & {"alembic", "pyspark", "kio"}
 
 
+@pytest.mark.process
 def test_version_prints_the_installed_version() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "api.cli", "--version"],

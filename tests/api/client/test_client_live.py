@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 import trustme
-from server_thread import running_server
-from test_sasl_server import seed_users
 
 from api.cli.main import main
 from api.client import AdminClient
@@ -23,6 +21,8 @@ from api.security.client_config import client_security
 from api.security.principal import PrincipalMapper
 from api.security.tls import server_context
 from api.server.server import MetadataServer, ServerListener
+from tests.support.sasl_users import seed_users
+from tests.support.server_thread import running_server
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 

@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from server_thread import running_server
 
 from api.cli.main import main
 from api.client import AdminClient, RemoteError
@@ -54,6 +53,8 @@ from records.uuids import Uuid
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, Provenance
 from replay.timetravel import Entity
+from tests.support.paths import REPO
+from tests.support.server_thread import running_server
 
 PRINCIPAL = "User:ANONYMOUS"  # what the server records for its (unauthenticated) clients
 
@@ -399,6 +400,7 @@ def test_log_dump_follow_prints_entries_as_they_are_committed(
     assert '"name":"late"' in lines[0] and "PARTITION_RECORD" in lines[1]
 
 
+@pytest.mark.process
 def test_log_dump_follow_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """SIGINT ends a follower with exit 0, what it printed intact and nothing on stderr."""
     log_dir = tmp_path / "data" / "log"
@@ -505,7 +507,7 @@ def test_client_errors_are_clear(tmp_path: Path) -> None:
 
 
 def test_private_api_schemas_are_the_documented_ones() -> None:
-    documented = json.loads((Path(__file__).parents[1] / "docs" / "private_apis.json").read_text())
+    documented = json.loads((REPO / "docs" / "private_apis.json").read_text())
     assert private.schemas_document() == documented, (
         "regenerate with `python -m api.protocol.private`"
     )

@@ -83,7 +83,10 @@ def test_every_numeric_key_with_a_range_is_listed() -> None:
         assert ranged == set(minima)
 
 
-@pytest.mark.parametrize(("validate", "name", "low"), CASES, ids=str)
+# Ids by name: a function's str holds its address, which pytest-xdist's workers do not share.
+@pytest.mark.parametrize(
+    ("validate", "name", "low"), CASES, ids=lambda value: getattr(value, "__name__", str(value))
+)
 def test_the_least_value_is_taken_and_one_less_refused(
     validate: object, name: str, low: int
 ) -> None:

@@ -4,8 +4,6 @@ config inheritance, their records and replay, and the CLI."""
 from __future__ import annotations
 
 import functools
-import io
-import json
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +11,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from api.cli.main import main
 from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
@@ -53,6 +50,7 @@ from replay.delta import replay_records
 from replay.errors import DuplicateTopicError, NamespaceReplayError, PendingDeletionError
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage, Provenance
 from replay.loader import load_image
+from tests.support.cli import as_json, error, ok
 
 T = TypeVar("T")
 
@@ -830,41 +828,6 @@ def test_load_image_replays_moves_from_the_log(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- CLI
-
-
-def mlog(data_dir: Path, *args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        code = main(["--data-dir", str(data_dir), *args], out=out)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, out.getvalue()
-
-
-def ok(data_dir: Path, *args: str) -> str:
-    code, text = mlog(data_dir, *args)
-    assert code == 0, text
-    return text
-
-
-def as_json(data_dir: Path, *args: str) -> Any:
-    return json.loads(ok(data_dir, "--output", "json", *args))
-
-
-def entries(data_dir: Path) -> int:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
-        return log.end_offset
-
-
-def error(data_dir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    capsys.readouterr()
-    before = entries(data_dir)
-    code, _ = mlog(data_dir, *args)
-    assert code == 2
-    assert entries(data_dir) == before
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err
-    return err
 
 
 @pytest.fixture

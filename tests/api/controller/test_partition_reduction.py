@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import functools
-import io
-import json
 import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from api.cli.main import main
 from api.controller.commands import (
     AlterConfig,
     AlterConfigOp,
@@ -40,7 +36,6 @@ from api.controller.controller import Controller, ControllerOptions
 from api.controller.errors import ErrorCode
 from api.controller.states import PartitionState, ReplicaState, partition_state, replica_state
 from api.service.service import SERVICE_PRINCIPAL, MetadataService
-from metadata_log import MetadataLog
 from records.model import (
     CancelTopicPartitionsDeletionRecord,
     ConfigResourceType,
@@ -51,6 +46,7 @@ from records.model import (
     Record,
 )
 from replay.image import TopicImage
+from tests.support.cli import as_json, error, mlog, ok
 
 T0 = 1_700_000_000_000
 """The test clock's start, ms since the epoch."""
@@ -612,41 +608,6 @@ async def test_purge_through_submit(service: MetadataService, clock: Clock) -> N
 
 
 # ---------------------------------------------------------------------- CLI
-
-
-def mlog(data_dir: Path, *args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        code = main(["--data-dir", str(data_dir), *args], out=out)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, out.getvalue()
-
-
-def ok(data_dir: Path, *args: str) -> str:
-    code, text = mlog(data_dir, *args)
-    assert code == 0, text
-    return text
-
-
-def as_json(data_dir: Path, *args: str) -> Any:
-    return json.loads(ok(data_dir, "--output", "json", *args))
-
-
-def entries(data_dir: Path) -> int:
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
-        return log.end_offset
-
-
-def error(data_dir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    capsys.readouterr()
-    before = entries(data_dir)
-    code, _ = mlog(data_dir, *args)
-    assert code == 2
-    assert entries(data_dir) == before
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err
-    return err
 
 
 @pytest.fixture

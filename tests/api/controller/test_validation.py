@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from server_thread import running_server
 
 from api.client import AdminClient, RemoteError
 from api.client.connection import ClientError
@@ -45,6 +44,7 @@ from records.codec import DEFAULT_CODEC
 from records.model import BrokerEndpoint, ConfigResourceType
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
+from tests.support.server_thread import running_server
 
 NOW_MS = 1_700_000_000_000
 MAX_MESSAGE = 1_000

@@ -9,7 +9,6 @@ import sys
 import uuid
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -29,12 +28,13 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.static.primitive import i8, i32
-from test_protocol import _SEEDS, API_VERSIONS, _metadata_frame
 
 from api.protocol import codec
 from api.protocol.fast_reader import read_request, reader_for
 from api.protocol.fast_reader_codegen import Unsupported, compiled_reader
 from api.protocol.fast_reader_runtime import ImpossibleCount
+from tests.support.paths import REPO
+from tests.support.protocol_frames import API_VERSIONS, SEEDS, metadata_frame
 
 REQUESTS = [
     (key, version)
@@ -248,7 +248,7 @@ def _request(key: int, version: int, client_id: str | None = "c", **values: Any)
     return codec.encode_request(body, correlation_id=7, client_id=client_id)[4:]
 
 
-def _topic(**values: Any) -> dict[str, Any]:
+def topic_records(**values: Any) -> dict[str, Any]:
     return {"num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []} | values
 
 
@@ -263,7 +263,7 @@ METADATA_V12 = _request(
 
 SEED_FRAMES = [
     # The server benchmark's three requests (bench/server_bench.py).
-    _request(19, 7, topics=[_topic(name="topic-1")], timeout=30_000, validate_only=False),
+    _request(19, 7, topics=[topic_records(name="topic-1")], timeout=30_000, validate_only=False),
     METADATA_V12,
     _request(20, 6, topics=[{"name": None, "topic_id": bytes(range(16))}], timeout=30_000),
     _request(20, 6, topics=[{"name": "t", "topic_id": bytes(16)}], timeout=30_000),
@@ -272,7 +272,7 @@ SEED_FRAMES = [
         4,
         client_id=None,
         topics=[
-            _topic(
+            topic_records(
                 name="t",
                 num_partitions=-1,
                 assignments=[{"partition_index": 0, "broker_ids": [1, 2, 3]}],
@@ -284,8 +284,8 @@ SEED_FRAMES = [
     ),
     METADATA_V1,
     API_VERSIONS[4:],
-    *(seed[4:] for seed in _SEEDS),
-    _metadata_frame(),
+    *(seed[4:] for seed in SEEDS),
+    metadata_frame(),
 ]
 
 
@@ -321,6 +321,7 @@ def test_an_array_count_beyond_the_frame_is_refused_before_its_items(
         compiled_reader(body_class)(frame[:used] + count, used)  # type: ignore[arg-type]  # classes are hashable
 
 
+@pytest.mark.process
 def test_a_17_byte_frame_with_a_huge_count_closes_only_its_connection() -> None:
     # Through the whole decoding path, in a child process whose address space is capped, so a
     # regression (kio reserving 2**32 items) fails this test instead of the test run.
@@ -339,7 +340,7 @@ print(event.reason)
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=REPO,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "malformed Metadata v12 request" in done.stdout
@@ -363,12 +364,12 @@ _PROTOCOL_FRAMES = [
     *SEED_FRAMES,
     struct.pack(">hhihi", 3, 1, 1, -1, 5),  # a null client id and a truncated body
     bytes.fromhex("00130007000000070008746573740002026600000000010001010100000000ea600100"),
-    _metadata_frame()[:-1] + bytes([1, 5, 40, 0]),  # a tagged section past the end
+    metadata_frame()[:-1] + bytes([1, 5, 40, 0]),  # a tagged section past the end
     *(
-        _metadata_frame()[:index] + bytes([2, 5, 1, 0, 99, 2, 1, 1]) + _metadata_frame()[rest:]
-        for index, rest in [(22, 23), (len(_metadata_frame()) - 4, -3)]
+        metadata_frame()[:index] + bytes([2, 5, 1, 0, 99, 2, 1, 1]) + metadata_frame()[rest:]
+        for index, rest in [(22, 23), (len(metadata_frame()) - 4, -3)]
     ),
-    _metadata_frame()[:-1] + bytes([2, 5, 1, 0, 99, 2, 1, 1]),  # unknown tags: kio strips them
+    metadata_frame()[:-1] + bytes([2, 5, 1, 0, 99, 2, 1, 1]),  # unknown tags: kio strips them
 ]
 
 

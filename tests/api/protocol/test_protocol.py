@@ -29,37 +29,19 @@ from api.server.kafka.base import Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.service.service import MetadataService
 from records.model import ConfigResourceType, Mode
-
-
-def _request(api_key: int, version: int, **values: Any) -> Any:
-    return codec.build(codec.request_class(api_key, version), **values)
-
-
-def ApiVersionsRequest(**values: Any) -> Any:  # noqa: N802 - reads as the kio class it builds
-    return _request(18, 3, **values)
-
-
-def MetadataRequest(**values: Any) -> Any:  # noqa: N802
-    return _request(3, 12, **values)
+from tests.support.protocol_frames import (
+    API_VERSIONS,
+    SEEDS,
+    CreatableTopic,
+    CreateTopicsRequest,
+    MetadataRequest,
+    _frame,
+    metadata_frame,
+)
 
 
 def MetadataRequestTopic(**values: Any) -> dict[str, Any]:  # noqa: N802
     return values
-
-
-def CreateTopicsRequest(**values: Any) -> Any:  # noqa: N802
-    return _request(19, 7, **values)
-
-
-def CreatableTopic(**values: Any) -> dict[str, Any]:  # noqa: N802
-    return values
-
-
-def _frame(body: object, correlation_id: int = 7) -> bytes:
-    return codec.encode_request(body, correlation_id=correlation_id, client_id="test")
-
-
-API_VERSIONS = _frame(ApiVersionsRequest(client_software_name="test", client_software_version="1"))
 
 
 def test_a_frame_split_anywhere_decodes_once_and_two_frames_decode_in_order() -> None:
@@ -255,29 +237,10 @@ def _set(name: str, value: str) -> AlterConfig:
 
 # ----------------------------------------------------------------------------- fuzz
 
-_SEEDS = [
-    API_VERSIONS,
-    _frame(
-        MetadataRequest(
-            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
-        )
-    ),
-    _frame(
-        CreateTopicsRequest(
-            topics=(
-                CreatableTopic(
-                    name="f", num_partitions=1, replication_factor=1, assignments=(), configs=()
-                ),
-            ),
-            validate_only=True,
-        )
-    ),
-]
-
 
 @st.composite
 def _mutated(draw: st.DrawFn) -> bytes:
-    frame = bytearray(draw(st.sampled_from(_SEEDS)))
+    frame = bytearray(draw(st.sampled_from(SEEDS)))
     for _ in range(draw(st.integers(1, 4))):
         position = draw(st.integers(4, len(frame) - 1))
         frame[position] = draw(st.integers(0, 255))
@@ -369,18 +332,8 @@ def test_an_answer_without_a_required_value_or_with_a_bad_uuid_is_refused() -> N
 # ---------------------------------------------------------------------- unknown tagged fields
 
 
-def _metadata_frame() -> bytes:
-    body = codec.build(
-        codec.request_class(3, 12),
-        topics=[{"name": "x", "topic_id": bytes(16)}],
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
-    return codec.encode_request(body, correlation_id=9)[4:]
-
-
 def test_unknown_tagged_fields_are_ignored_as_kafka_ignores_them() -> None:
-    frame = _metadata_frame()
+    frame = metadata_frame()
     plain = codec.decode_request(frame)
     header_tags = 8 + 2 + len("metadata-log")
     extra = bytes([2, 5, 1, 0, 99, 2, 1, 1])  # two tags this schema does not declare
@@ -395,7 +348,7 @@ def test_unknown_tagged_fields_are_ignored_as_kafka_ignores_them() -> None:
 
 
 def test_a_tagged_section_that_overruns_the_frame_still_closes_the_connection() -> None:
-    frame = _metadata_frame()
+    frame = metadata_frame()
     bad = frame[:-1] + bytes([1, 5, 40, 0])  # says 40 bytes follow, one does
     with pytest.raises(codec.ProtocolError, match="malformed Metadata v12"):
         codec.decode_request(bad)

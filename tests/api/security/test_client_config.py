@@ -261,6 +261,7 @@ def test_load_names_the_file(tmp_path: Path) -> None:
     assert load_client_security(path).mechanism == "SCRAM-SHA-256"
 
 
+@pytest.mark.process
 def test_loading_a_config_imports_neither_ssl_nor_hashlib(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
     path.write_text(

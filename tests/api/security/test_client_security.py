@@ -606,6 +606,7 @@ def test_cli_ignores_the_environments_config_on_the_data_directory(
     capsys.readouterr()
 
 
+@pytest.mark.process
 def test_local_commands_never_load_the_security_modules(tmp_path: Path) -> None:
     import subprocess
     import sys

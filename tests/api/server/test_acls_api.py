@@ -42,7 +42,6 @@ from kafka.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
-from server_thread import running_server
 
 from api.client import AdminClient as OurClient
 from api.controller.acls import MAX_NAME_LENGTH, MAX_RECORDS_PER_REQUEST
@@ -79,6 +78,7 @@ from records.model import ResourceType as Rt
 from records.uuids import Uuid
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
+from tests.support.server_thread import running_server
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512
@@ -775,6 +775,7 @@ def _log_records(server: MetadataServer) -> list[tuple[str | None, Any]]:
         return [(e.principal, e.record) for e in log.read()]
 
 
+@pytest.mark.interop
 def test_kafka_python_creates_describes_and_deletes_acls(server: MetadataServer) -> None:
     admin = KafkaAdminClient(bootstrap_servers=server.address, request_timeout_ms=10_000)
     try:
@@ -812,6 +813,7 @@ def test_kafka_python_creates_describes_and_deletes_acls(server: MetadataServer)
     assert ("User:ANONYMOUS", RemoveAccessControlEntryRecord) in records
 
 
+@pytest.mark.interop
 def test_kafka_python_alters_and_describes_scram_credentials(server: MetadataServer) -> None:
     from kafka.admin import (
         ScramMechanism as KpMechanism,
@@ -844,6 +846,7 @@ def test_kafka_python_alters_and_describes_scram_credentials(server: MetadataSer
         admin.close()
 
 
+@pytest.mark.interop
 def test_confluent_creates_describes_and_deletes_acls(server: MetadataServer) -> None:
     ck = AdminClient({"bootstrap.servers": server.address})
     allow = CkBinding(
@@ -872,6 +875,7 @@ def test_confluent_creates_describes_and_deletes_acls(server: MetadataServer) ->
     assert ck.describe_acls(everything).result(timeout=20) == [cluster]
 
 
+@pytest.mark.interop
 def test_confluent_alters_and_describes_scram_credentials(server: MetadataServer) -> None:
     ck = AdminClient({"bootstrap.servers": server.address})
     salt = b"confluent-salt-0"

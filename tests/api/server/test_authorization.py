@@ -24,7 +24,6 @@ from confluent_kafka.admin import NewTopic
 from kafka import errors as kerrors
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KpNewTopic
-from server_thread import running_server
 
 from api.client.admin import AdminClient
 from api.client.connection import RemoteError
@@ -62,6 +61,7 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay.timetravel import Entity
+from tests.support.server_thread import running_server
 
 Op = AclOperation
 TOPIC, NAMESPACE, CLUSTER = ResourceType.TOPIC, ResourceType.NAMESPACE, ResourceType.CLUSTER
@@ -858,6 +858,7 @@ def served(tmp_path: Path) -> Iterator[Any]:
         yield server
 
 
+@pytest.mark.interop
 def test_kafka_python_against_the_authorizer(served: Any) -> None:
     admin = KafkaAdminClient(bootstrap_servers=served.address, request_timeout_ms=10_000)
     try:
@@ -875,6 +876,7 @@ def test_kafka_python_against_the_authorizer(served: Any) -> None:
         admin.close()
 
 
+@pytest.mark.interop
 def test_confluent_kafka_against_the_authorizer(served: Any) -> None:
     admin = ConfluentAdmin({"bootstrap.servers": served.address})
     futures = admin.create_topics([NewTopic("mine-ck", 1, 1), NewTopic("other-ck", 1, 1)])

@@ -2,7 +2,7 @@
 
 The server holds at most `READ_AHEAD` bytes of a connection's pipelined requests before it
 stops reading; a single request larger than that must still be read to its end and answered,
-alone or behind smaller ones. Real sockets against `tests/server_thread.py`'s server; every
+alone or behind smaller ones. Real sockets against `tests/support/server_thread.py`'s server; every
 wait is bounded, nothing asserts how fast anything is.
 """
 
@@ -12,11 +12,10 @@ import socket
 import struct
 from pathlib import Path
 
-from server_thread import running_server
-
 from api.protocol import codec
 from api.server.channel import READ_AHEAD
 from api.server.limits import ServerLimits
+from tests.support.server_thread import running_server
 
 WAIT = 20.0
 

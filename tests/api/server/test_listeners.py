@@ -31,9 +31,6 @@ from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
 from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-from server_process import _address, serve_process
-from server_thread import running_server
-from test_sasl_server import USERS, Raw, _created_by, seed_users
 
 from api.controller.authorizer import STANDARD_AUTHORIZER
 from api.security.plain import plain_token
@@ -41,8 +38,10 @@ from api.server.config import ListenerConfig, TlsConfig
 from api.server.limits import ServerLimits
 from api.server.listeners import server_listener
 from api.server.server import MetadataServer
-
-DATA = Path(__file__).parent / "data"
+from tests.support.paths import DATA, INTEROP
+from tests.support.sasl_users import USERS, Raw, created_by, seed_users
+from tests.support.server_process import serve_process, serving_address
+from tests.support.server_thread import running_server
 
 RULES = "RULE:^CN=([A-Za-z.-]+),OU=Services,.*$/$1/L,DEFAULT"
 
@@ -180,6 +179,8 @@ def test_each_listener_advertises_itself(server: MetadataServer, pki: Pki) -> No
         tls.close()
 
 
+@pytest.mark.interop
+@pytest.mark.process
 def test_serve_with_a_secured_config_file(tmp_path: Path, pki: Pki) -> None:
     text = (DATA / "secured-server.properties").read_text()
     text = text.replace("@KEYSTORE@", str(pki.keystore)).replace("@TRUSTSTORE@", str(pki.ca))
@@ -197,7 +198,7 @@ def test_serve_with_a_secured_config_file(tmp_path: Path, pki: Pki) -> None:
             stderr=err,
         )
     try:
-        address = _address(process, stderr)
+        address = serving_address(process, stderr)
         log = stderr.read_text()
         assert "(SASL_PLAINTEXT as INTERNAL" in log
         assert "(SASL_SSL as EXTERNAL" in log and "(SSL as SERVICES" in log
@@ -232,6 +233,7 @@ def test_serve_with_a_secured_config_file(tmp_path: Path, pki: Pki) -> None:
         process.wait(30)
 
 
+@pytest.mark.process
 def test_listen_flag_still_means_one_plaintext_listener(tmp_path: Path) -> None:
     with serve_process(tmp_path / "data", tmp_path / "stderr") as process:
         log = process.log()
@@ -243,6 +245,7 @@ def test_listen_flag_still_means_one_plaintext_listener(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- SSL
 
 
+@pytest.mark.interop
 def test_kafka_python_over_ssl_with_a_client_certificate(server: MetadataServer, pki: Pki) -> None:
     admin = KafkaAdminClient(
         bootstrap_servers=server.listener_address("SERVICES"),
@@ -258,9 +261,10 @@ def test_kafka_python_over_ssl_with_a_client_certificate(server: MetadataServer,
     finally:
         admin.close()
     # The DN is CN=Orders.Example.com,OU=Services,O=Example; the rule takes CN in lower case.
-    assert _created_by(server, "kp-ssl") == "User:orders.example.com"
+    assert created_by(server, "kp-ssl") == "User:orders.example.com"
 
 
+@pytest.mark.interop
 def test_confluent_kafka_over_ssl_with_a_client_certificate(
     server: MetadataServer, pki: Pki
 ) -> None:
@@ -276,7 +280,7 @@ def test_confluent_kafka_over_ssl_with_a_client_certificate(
     for future in admin.create_topics([NewTopic("ck-ssl", 1, 1)]).values():
         future.result(timeout=20)
     assert "ck-ssl" in admin.list_topics(timeout=20).topics
-    assert _created_by(server, "ck-ssl") == "User:orders.example.com"
+    assert created_by(server, "ck-ssl") == "User:orders.example.com"
 
 
 def test_ssl_without_a_client_certificate_where_requested_is_anonymous(
@@ -378,6 +382,7 @@ def test_a_stalled_handshake_holds_up_no_one(server: MetadataServer, pki: Pki) -
 # ----------------------------------------------------------------------------- SASL_SSL
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
 def test_kafka_python_over_sasl_ssl(server: MetadataServer, pki: Pki, mechanism: str) -> None:
     admin = KafkaAdminClient(
@@ -395,9 +400,10 @@ def test_kafka_python_over_sasl_ssl(server: MetadataServer, pki: Pki, mechanism:
         assert topic in admin.list_topics()
     finally:
         admin.close()
-    assert _created_by(server, topic) == "User:bob"
+    assert created_by(server, topic) == "User:bob"
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
 def test_confluent_kafka_over_sasl_ssl(server: MetadataServer, pki: Pki, mechanism: str) -> None:
     admin = AdminClient(
@@ -414,9 +420,10 @@ def test_confluent_kafka_over_sasl_ssl(server: MetadataServer, pki: Pki, mechani
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         future.result(timeout=20)
     assert topic in admin.list_topics(timeout=20).topics
-    assert _created_by(server, topic) == "User:alice"
+    assert created_by(server, topic) == "User:alice"
 
 
+@pytest.mark.interop
 def test_sasl_ssl_with_a_client_certificate_takes_the_login_principal(
     server: MetadataServer, pki: Pki
 ) -> None:
@@ -436,7 +443,7 @@ def test_sasl_ssl_with_a_client_certificate_takes_the_login_principal(
         admin.create_topics([KpNewTopic("sasl-ssl-cert", 1, 1)])
     finally:
         admin.close()
-    assert _created_by(server, "sasl-ssl-cert") == "User:alice"
+    assert created_by(server, "sasl-ssl-cert") == "User:alice"
 
 
 def test_metadata_before_login_on_sasl_ssl_closes(server: MetadataServer, pki: Pki) -> None:
@@ -508,9 +515,11 @@ def test_a_silent_tls_peer_is_closed_by_the_idle_limit(tmp_path: Path, pki: Pki)
 # ----------------------------------------------------------------------------- kafkajs
 
 
+@pytest.mark.interop
+@pytest.mark.process
 @pytest.mark.parametrize("mechanism", ["scram-sha-256", "scram-sha-512"])
 def test_kafkajs_with_scram_over_ssl(server: MetadataServer, pki: Pki, mechanism: str) -> None:
-    interop = Path(__file__).parent / "interop"
+    interop = INTEROP
     if shutil.which("node") is None or not (interop / "node_modules" / "kafkajs").exists():
         if os.environ.get("CI") == "true":
             pytest.fail("node or kafkajs is missing (CI=true: every interop client is tested)")
@@ -532,7 +541,7 @@ def test_kafkajs_with_scram_over_ssl(server: MetadataServer, pki: Pki, mechanism
     done = run(USERS["alice"])
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"created": True, "listed": True}
-    assert _created_by(server, topic) == "User:alice"
+    assert created_by(server, topic) == "User:alice"
     refused = run("wrong")
     assert refused.returncode == 1
     assert "invalid credentials" in refused.stderr, refused.stderr
@@ -552,6 +561,7 @@ def _mlog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.process
 def test_a_secured_set_up_from_nothing_with_mlog_alone(tmp_path: Path, pki: Pki) -> None:
     # docs/security.md's steps: a user written into the data directory, a SASL_SSL server from
     # a config file, and the CLI through it with a client config.
@@ -579,7 +589,7 @@ def test_a_secured_set_up_from_nothing_with_mlog_alone(tmp_path: Path, pki: Pki)
             stderr=err,
         )
     try:
-        address = _address(process, stderr)
+        address = serving_address(process, stderr)
         client = tmp_path / "client.properties"
         client.write_text(
             "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\n"
@@ -628,6 +638,7 @@ def test_a_handshaking_tls_connection_counts_against_max_connections(
         assert full_server.limit_closes == {"max.connections": 1}
 
 
+@pytest.mark.interop
 def test_an_ipv6_listener_beside_an_ipv4_one(tmp_path: Path, pki: Pki) -> None:
     ipv6 = server_listener(
         ListenerConfig(
@@ -665,12 +676,13 @@ def test_an_ipv6_listener_beside_an_ipv4_one(tmp_path: Path, pki: Pki) -> None:
             admin.create_topics([KpNewTopic("over-ipv6", 1, 1)])
         finally:
             admin.close()
-        assert _created_by(dual, "over-ipv6") == "User:bob"
+        assert created_by(dual, "over-ipv6") == "User:bob"
 
 
 # ----------------------------------------------------------------------------- with ACLs
 
 
+@pytest.mark.interop
 def test_the_authenticated_principal_is_what_the_authorizer_decides_on(
     tmp_path: Path, pki: Pki
 ) -> None:
@@ -725,6 +737,6 @@ def test_the_authenticated_principal_is_what_the_authorizer_decides_on(
             service.create_topics([KpNewTopic("acl-service", 1, 1)])
         finally:
             service.close()
-        assert _created_by(secured, "acl-alice") == "User:alice"
-        assert _created_by(secured, "acl-service") == "User:orders.example.com"
+        assert created_by(secured, "acl-alice") == "User:alice"
+        assert created_by(secured, "acl-service") == "User:orders.example.com"
         assert secured.service.image.topics.get_by_name("acl-bob") is None

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_thread import running_server
-from tcp_proxy import proxy_loop
 
 from api.cli.main import main
 from api.client import AdminClient
@@ -39,6 +37,8 @@ from api.protocol import codec, private
 from api.protocol.connection import Close, Connection, PrivateRequest
 from metadata_log import MetadataLog
 from records.model import ClientWriteRecord, ConfigResourceType, NamespaceRecord
+from tests.support.server_thread import running_server
+from tests.support.tcp_proxy import proxy_loop
 
 WRITE_APIS = [api for api in private.PRIVATE_APIS.values() if api.writes]
 CLIENT = bytes(range(16))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import select
-import socket
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,53 +29,20 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as Handsha
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as HandshakeV1
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
-from server_thread import running_server
 
-from api.controller.commands import ControllerResult
 from api.protocol import codec
 from api.protocol.private import PRIVATE_APIS
 from api.security.plain import plain_token
 from api.security.scram import ScramClient, new_credential
 from api.server.sasl import SaslAuthenticator
-from api.server.server import MetadataServer, ServerListener
-from api.service.service import MetadataService
-from records.model import ScramMechanism, UserScramCredentialRecord
-
-USERS = {"alice": "alice-secret", "bob": "b=b,\u00e9"}
-"""Test users and their passwords (bob's name-like password has SCRAM's special characters)."""
+from api.server.server import MetadataServer
+from records.model import ScramMechanism
+from tests.support.sasl_users import SASL, USERS, Raw, created_by, seed_users
+from tests.support.server_thread import running_server
 
 SCRAM_FAILED = (
     "Authentication failed during authentication due to invalid credentials with SASL "
     "mechanism SCRAM-SHA-256"
-)
-
-
-def seed_users(log_dir: Path, users: dict[str, str] = USERS) -> None:
-    """Append both SCRAM credentials of each user to the log at `log_dir` (4096 iterations)."""
-    records = []
-    for name, password in users.items():
-        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
-            credential = new_credential(mechanism, password)
-            records.append(
-                UserScramCredentialRecord(
-                    name=name,
-                    mechanism=mechanism,
-                    salt=credential.salt,
-                    stored_key=credential.stored_key,
-                    server_key=credential.server_key,
-                    iterations=credential.iterations,
-                )
-            )
-    with MetadataService.open(log_dir) as service:
-        service.execute(lambda image: ControllerResult(records=tuple(records), response=None))
-
-
-SASL = ServerListener(
-    name="SASL_PLAINTEXT",
-    security_protocol="SASL_PLAINTEXT",
-    host="127.0.0.1",
-    port=0,
-    sasl_mechanisms=("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"),
 )
 
 
@@ -91,61 +57,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetadataServer]
 
 
 # ----------------------------------------------------------------------------- raw frames
-
-
-class Raw:
-    """A blocking client connection speaking raw frames."""
-
-    def __init__(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=10)
-        self.correlation = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, body: Any) -> int:
-        self.correlation += 1
-        self.sock.sendall(codec.encode_request(body, correlation_id=self.correlation))
-        return self.correlation
-
-    def send_frame(self, payload: bytes) -> None:
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-
-    def frame(self) -> bytes | None:
-        """The next frame's payload, or None if the server closed the connection."""
-        head = self._exactly(4)
-        if head is None:
-            return None
-        (size,) = struct.unpack(">i", head)
-        return self._exactly(size)
-
-    def answer(self, body: Any) -> Any:
-        correlation = self.send(body)
-        payload = self.frame()
-        assert payload is not None, "the server closed the connection"
-        got, answer = codec.decode_response(int(body.__api_key__), int(body.__version__), payload)
-        assert got == correlation
-        return answer
-
-    def closed(self) -> bool:
-        """The server closed the connection (EOF or reset), having sent nothing more."""
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def _exactly(self, size: int) -> bytes | None:
-        data = b""
-        while len(data) < size:
-            try:
-                chunk = self.sock.recv(size - len(data))
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            data += chunk
-        return data
 
 
 @pytest.fixture
@@ -168,13 +79,6 @@ def scram_login(raw: Raw, user: str, password: str, mechanism: ScramMechanism) -
         client.verify(final.auth_bytes)
         assert client.complete
     return final
-
-
-def _created_by(server: MetadataServer, topic: str) -> str | None:
-    for entry in server.service.log.read():
-        if getattr(entry.record, "name", None) == topic:
-            return entry.principal
-    raise AssertionError(f"no record names {topic}")
 
 
 def _create(raw: Raw, topic: str) -> int:
@@ -206,7 +110,7 @@ def test_scram_login_then_requests_carry_the_principal(
     assert final.session_lifetime.total_seconds() == 0
     topic = f"scram-{mechanism.value}"
     assert _create(raw, topic) == 0
-    assert _created_by(server, topic) == "User:bob"
+    assert created_by(server, topic) == "User:bob"
     # Re-authentication is not offered: a new handshake is ILLEGAL_SASL_STATE, as Kafka's
     # answer on a listener without SASL.
     assert raw.answer(HandshakeV1(mechanism="PLAIN")).error_code == 34
@@ -217,7 +121,7 @@ def test_plain_login_through_saslauthenticate_v0(server: MetadataServer, raw: Ra
     answer = raw.answer(AuthenticateV0(auth_bytes=plain_token("alice", USERS["alice"])))
     assert (answer.error_code, answer.auth_bytes) == (0, b"")
     assert _create(raw, "plain-v0") == 0
-    assert _created_by(server, "plain-v0") == "User:alice"
+    assert created_by(server, "plain-v0") == "User:alice"
 
 
 def test_handshake_v0_then_raw_tokens(server: MetadataServer, raw: Raw) -> None:
@@ -233,7 +137,7 @@ def test_handshake_v0_then_raw_tokens(server: MetadataServer, raw: Raw) -> None:
     # Authenticated: Kafka frames again.
     assert raw.answer(MetadataRequest(topics=())).brokers
     assert _create(raw, "raw-v0") == 0
-    assert _created_by(server, "raw-v0") == "User:alice"
+    assert created_by(server, "raw-v0") == "User:alice"
 
 
 def test_wrong_password_is_58_with_kafkas_message_then_closed(raw: Raw) -> None:
@@ -431,6 +335,7 @@ def test_failed_logins_are_logged_once_each_without_secrets(
 # ----------------------------------------------------------------------------- real clients
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_kafka_python_over_sasl_plaintext(server: MetadataServer, mechanism: str) -> None:
     admin = KafkaAdminClient(
@@ -447,9 +352,10 @@ def test_kafka_python_over_sasl_plaintext(server: MetadataServer, mechanism: str
         assert topic in admin.list_topics()
     finally:
         admin.close()
-    assert _created_by(server, topic) == "User:alice"
+    assert created_by(server, topic) == "User:alice"
 
 
+@pytest.mark.interop
 def test_kafka_python_with_a_wrong_password_fails(
     server: MetadataServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -486,6 +392,7 @@ def _confluent(
     return AdminClient(config)
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_confluent_kafka_over_sasl_plaintext(server: MetadataServer, mechanism: str) -> None:
     admin = _confluent(server, mechanism, USERS["bob"])
@@ -493,9 +400,10 @@ def test_confluent_kafka_over_sasl_plaintext(server: MetadataServer, mechanism: 
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         future.result(timeout=20)
     assert topic in admin.list_topics(timeout=20).topics
-    assert _created_by(server, topic) == "User:bob"
+    assert created_by(server, topic) == "User:bob"
 
 
+@pytest.mark.interop
 def test_confluent_kafka_with_a_wrong_password_fails(server: MetadataServer) -> None:
     from confluent_kafka import KafkaException
 

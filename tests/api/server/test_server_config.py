@@ -21,8 +21,8 @@ from api.server.config import (
     parse_listeners,
     server_config,
 )
+from tests.support.paths import DATA
 
-DATA = Path(__file__).parent / "data"
 KAFKA_39 = DATA / "kafka-3.9-server.properties"
 
 

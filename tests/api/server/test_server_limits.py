@@ -1,6 +1,6 @@
 """Fair service per connection and limits on hostile ones, over real sockets (issue #18, item 3).
 
-The server runs in a thread of this process (`tests/server_thread.py`); clients are blocking
+The server runs in a thread of this process (`tests/support/server_thread.py`); clients are blocking
 sockets speaking the wire protocol. Every wait is bounded; nothing asserts how fast anything is.
 """
 
@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from server_thread import running_server
 
 from api.protocol import codec
 from api.protocol.connection import Close, Connection, Request
@@ -29,6 +28,7 @@ from api.server.limits import (
     resolve_limits,
 )
 from api.server.server import MetadataServer
+from tests.support.server_thread import running_server
 
 WAIT = 20.0  # seconds any single wait may take before the test fails
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sql_backends import database_url, postgres_server, postgres_url
 
 from api.controller.commands import CreatableTopic, RegisterBroker
 from api.controller.errors import ApiError, ErrorCode
@@ -24,8 +23,6 @@ from replay.image import EMPTY_IMAGE, ClientWritesImage, Provenance
 from replay.loader import load_image
 from replay.sql.store import SnapshotStore
 from replay.timetravel import image_at
-
-__all__ = ["database_url", "postgres_server", "postgres_url"]
 
 P = Provenance(offset=0, epoch=1, timestamp=1)
 

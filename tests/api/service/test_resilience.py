@@ -8,8 +8,6 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from faults import KINDS, Fault, inject_faults
-from server_thread import running_server
 
 from api.cli.main import main
 from api.client import AdminClient, RemoteError
@@ -33,6 +31,8 @@ from metadata_log.errors import LogError
 from metadata_log.log import MetadataLog
 from records.model import ConfigRecord, ConfigResourceType, RegisterBrokerRecord, TopicRecord
 from records.uuids import Uuid
+from tests.support.faults import KINDS, Fault, inject_faults
+from tests.support.server_thread import running_server
 
 BROKER_GROUPS = ((1, 2, 3), (4,), (5, 6, 7, 8))
 """The sweep's workload: broker registrations, concurrent within a group (group commit)."""

@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from sql_backends import database_url, postgres_server, postgres_url
 
 from api.controller.commands import (
     AlterConfig,
@@ -26,8 +25,6 @@ from replay.loader import load_image
 from replay.sql import revision, schema
 from replay.sql.errors import SchemaAheadError
 from replay.sql.store import SnapshotStore
-
-__all__ = ["database_url", "postgres_server", "postgres_url"]
 
 
 class Clock:

@@ -21,8 +21,6 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from sql_backends import write_generated_log
-
 from api.cli.main import main
 from metadata_log import MetadataLog
 from records.json_form import record_to_json
@@ -56,10 +54,12 @@ from replay.audit import queries
 from replay.audit.access import ACCESS_COLUMNS, access_changes
 from replay.audit.session import _log4j_config, audit_session, read_log
 from replay.audit.state import PARTITION_COLUMNS, TOPIC_COLUMNS, compare_with_image, state_at
+from tests.support.sql_backends import write_generated_log
 
-# A per-test timeout (`make mutate`) times the test, not the module's session start: the first
-# test of a run starts the JVM (tens of seconds on a busy machine), whichever test that is.
-pytestmark = pytest.mark.timeout(func_only=True)
+# One local Spark session for the module: every test here needs the JVM. A per-test timeout
+# (`make mutate`) times the test, not the module's session start: the first test of a run starts
+# the JVM (tens of seconds on a busy machine), whichever test that is.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(func_only=True)]
 
 T0 = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
 HOUR = 3_600_000

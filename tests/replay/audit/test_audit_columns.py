@@ -12,8 +12,6 @@ pytest.importorskip("pyarrow")
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
-from record_gen import LogGenerator
-from test_records import _write_body, any_record, int32s, int64s, texts
 
 from records import fast_decode
 from records.codec import DEFAULT_CODEC, EntryTuple, RecordCodec
@@ -31,6 +29,8 @@ from replay.audit.columns import (
     BlockConverter,
     _RowsBuilder,
 )
+from tests.support.record_gen import LogGenerator
+from tests.support.record_strategies import any_record, int32s, int64s, texts, write_body
 
 pytestmark = pytest.mark.skipif(
     not fast_decode.AVAILABLE, reason="the compiled decoder is not built here"
@@ -134,7 +134,7 @@ def _reads_back_by_name(writer: dict[str, Any], *, seed: int, batches: int) -> N
         values.append(
             {"offset": i, "epoch": 1, "timestamp": 10 * i, "principal": "p", "record": (name, avro)}
         )
-    body = _write_body(writer, values)
+    body = write_body(writer, values)
     batch = _same(json.dumps(writer), [(len(values), body)], payload=True)
     assert [json.loads(p) for p in batch.column("payload").to_pylist()] == [
         record_to_json(r)["data"] for r in records

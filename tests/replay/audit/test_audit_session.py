@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import REPO
+
 pytest.importorskip("pyspark")
 
 from api.cli.audit import SparkStart
@@ -39,7 +41,7 @@ from replay.audit.session import (
     reach_masters,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 COUNT = "SELECT count(*) AS n FROM metadata_log"
 
 
@@ -163,6 +165,8 @@ def _child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.process
+@pytest.mark.spark
 def test_an_audit_prints_its_result_and_the_time_taken_and_no_banner(data_dir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "api.cli", "audit", "sql", COUNT, "--data-dir", str(data_dir)],
@@ -180,6 +184,7 @@ def test_an_audit_prints_its_result_and_the_time_taken_and_no_banner(data_dir: P
     assert lines[0].startswith("mlog: audit took ") and "(Spark start " in lines[0]
 
 
+@pytest.mark.spark
 def test_a_master_that_never_registers_the_audit_gives_up_in_time(silent_master: int) -> None:
     script = textwrap.dedent(
         f"""

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import REPO
+
 pytest.importorskip("pyspark")
 
 from pyspark.errors import PySparkRuntimeError
@@ -245,7 +247,7 @@ def test_the_state_of_a_trimmed_log_is_refused_before_spark(tmp_path: Path) -> N
 
 
 def test_the_state_columns_are_the_documented_ones() -> None:
-    text = " ".join((Path(__file__).parents[1] / "docs" / "audit.md").read_text().split())
+    text = " ".join((REPO / "docs" / "audit.md").read_text().split())
     described = re.search(r"computes the live topics \((.*?)\) and partitions \((.*?)\)", text)
     assert described is not None
     topics, partitions = (re.findall(r"`(\w+)`", group) for group in described.groups())

@@ -6,7 +6,6 @@ import itertools
 import re
 from pathlib import Path
 
-from sql_backends import database_url, postgres_server, postgres_url
 from sqlalchemy import CheckConstraint, create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
@@ -14,8 +13,6 @@ from replay.sql import revision, schema
 from replay.sql.models import Base
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotStore
-
-__all__ = ["database_url", "postgres_server", "postgres_url"]
 
 
 def _tables(url: str) -> set[str]:

@@ -11,13 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sql_backends import (
-    database_url,
-    execute_sql,
-    postgres_server,
-    postgres_url,
-    write_generated_log,
-)
 from sqlalchemy.exc import IntegrityError
 
 from metadata_log import MetadataLog
@@ -42,8 +35,7 @@ from replay.sql.content import ACLS, SCRAM
 from replay.sql.errors import SnapshotChecksumError, SnapshotContentError
 from replay.sql.store import SnapshotStore
 from replay.timetravel import travel
-
-__all__ = ["database_url", "postgres_server", "postgres_url"]
+from tests.support.sql_backends import execute_sql, write_generated_log
 
 SALT = bytes(range(256))  # every byte value, NUL and 0xff included
 STORED = bytes(reversed(range(32)))

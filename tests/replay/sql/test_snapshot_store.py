@@ -10,13 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sql_backends import (
-    database_url,
-    execute_sql,
-    postgres_server,
-    postgres_url,
-    write_generated_log,
-)
 from sqlalchemy import event
 
 from metadata_log import MetadataLog
@@ -33,8 +26,7 @@ from replay.sql.errors import (
 )
 from replay.sql.store import SnapshotStore
 from replay.timetravel import image_at, travel
-
-__all__ = ["database_url", "postgres_server", "postgres_url"]
+from tests.support.sql_backends import execute_sql, write_generated_log
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from sql_backends import _libpq, database_url, execute_sql, postgres_server, postgres_url
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import OperationalError
 
@@ -65,8 +64,7 @@ from replay.sql.errors import (
 from replay.sql.models import CONTENT_TABLES
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotStore
-
-__all__ = ["database_url", "postgres_server", "postgres_url"]
+from tests.support.sql_backends import execute_sql, libpq
 
 
 def _id(n: int) -> Uuid:
@@ -539,7 +537,7 @@ def test_postgresql_data_corrupted_is_damage(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # XX001 (data_corrupted) is what a damaged heap page gives: a cache to rebuild, so the
-    # service warns and replays (tests/test_snapshot_damage.py), not a failure.
+    # service warns and replays (tests/system/test_snapshot_damage.py), not a failure.
     with SnapshotStore(postgres_url) as store:
         info = store.write(IMAGE)
 
@@ -566,7 +564,7 @@ def test_a_lost_connection_is_unavailable_not_damage(postgres_url: str) -> None:
 
         def terminate(conn: Any, *args: object) -> None:
             pid = conn.connection.dbapi_connection.info.backend_pid
-            with psycopg.connect(_libpq(postgres_url), autocommit=True) as admin:
+            with psycopg.connect(libpq(postgres_url), autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
         event.listen(store.engine, "before_cursor_execute", terminate)
@@ -595,7 +593,7 @@ def test_sqlite_urls_and_files(tmp_path: Path) -> None:
 
 
 def test_a_write_that_fails_half_way_leaves_nothing(database_url: str) -> None:
-    # As a kill -9 (tests/test_snapshot_crash.py), in process: one transaction or nothing.
+    # As a kill -9 (tests/system/test_snapshot_crash.py), in process: one transaction or nothing.
     class Stop(Exception):
         pass
 
@@ -735,7 +733,7 @@ def test_a_connection_the_server_closed_between_operations_is_replaced(postgres_
         first = store.write(IMAGE)
         with store.engine.connect() as conn:
             pid = conn.connection.dbapi_connection.info.backend_pid  # type: ignore[union-attr]
-        with psycopg.connect(_libpq(postgres_url), autocommit=True) as admin:
+        with psycopg.connect(libpq(postgres_url), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         assert store.snapshots() == [first]
 
@@ -802,7 +800,7 @@ def test_closing_the_store_closes_its_connections(postgres_url: str) -> None:
 
 
 def _sessions(url: str, application: str) -> int:
-    with psycopg.connect(_libpq(url), autocommit=True) as admin:
+    with psycopg.connect(libpq(url), autocommit=True) as admin:
         row = admin.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (application,)
         ).fetchone()
