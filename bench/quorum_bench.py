@@ -34,11 +34,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from quorum_processes import Quorum, Writer  # noqa: E402
 from server_bench import Stats, _connection, _prepare, start_server  # noqa: E402
+
+from tests.support.quorum_processes import Quorum, Writer  # noqa: E402
 
 
 async def _load(port: int, connections: int, seconds: float) -> Stats:
