@@ -199,7 +199,7 @@ def _typed(hint: Any, where: str) -> _Typed:
         item, *rest = get_args(hint)
         if rest != [Ellipsis]:
             raise TypeError(f"{where}: a sequence is declared `tuple[X, ...]`, not {hint!r}")
-        return _array(item, _typed(item, where), where)
+        return _array(item, where)
     if hint in _PRIMITIVES:
         return _Typed(type=_PRIMITIVES[hint])
     if hint is Uuid:
@@ -208,12 +208,12 @@ def _typed(hint: Any, where: str) -> _Typed:
         return _Typed(type="int", codec=_enum_codec(hint, optional=False), enum=hint)
     if hint is int:
         raise TypeError(f"{where}: say how an int is written: Int32 or Int64 (records.fields)")
-    if hint in STRUCT_CLASSES:
-        return _Typed(type=avro_name(hint))
     raise TypeError(f"{where}: no Avro form for {hint!r}")
 
 
 _PRIMITIVES: Mapping[Any, str] = {str: "string", bytes: "bytes", bool: "boolean"}
+_PLAIN = frozenset(("string", "bytes", "boolean", "int", "long"))
+"""Avro types whose values fastavro writes as Python holds them."""
 
 
 def _optional(inner: _Typed, where: str) -> _Typed:
@@ -221,7 +221,7 @@ def _optional(inner: _Typed, where: str) -> _Typed:
     avro_type = ["null", inner.type]
     if inner.enum is not None:
         return _Typed(type=avro_type, codec=_enum_codec(inner.enum, optional=True), enum=inner.enum)
-    if inner.codec is None:
+    if inner.codec is None and inner.type in _PLAIN:
         return _Typed(type=avro_type)
     if inner.codec is UUID_CODEC:
         return _Typed(type=avro_type, codec=OPTIONAL_UUID_CODEC)
@@ -230,13 +230,13 @@ def _optional(inner: _Typed, where: str) -> _Typed:
     raise TypeError(f"{where}: no Avro form for an optional {inner.type!r}")
 
 
-def _array(item: Any, inner: _Typed, where: str) -> _Typed:
-    """`tuple[X, ...]`: an Avro array, read back into a tuple."""
-    avro_type = {"type": "array", "items": inner.type}
-    if inner.type in ("int", "long") and inner.codec is None:
-        return _Typed(type=avro_type, codec=INTS_CODEC)
+def _array(item: Any, where: str) -> _Typed:
+    """`tuple[X, ...]`: an Avro array of ints or of structs, read back into a tuple."""
     if item in STRUCT_CLASSES:
-        return _Typed(type=avro_type, codec=_struct_codec(item))
+        return _Typed(type={"type": "array", "items": avro_name(item)}, codec=_struct_codec(item))
+    inner = _typed(item, where)
+    if inner.type in ("int", "long") and inner.codec is None:
+        return _Typed(type={"type": "array", "items": inner.type}, codec=INTS_CODEC)
     raise TypeError(f"{where}: no Avro form for an array of {inner.type!r}")
 
 

@@ -153,6 +153,14 @@ def _declare(annotation: Any, **field_args: Any) -> type[Record]:
         ("Annotated[tuple[str, str], Doc('A pair.')]", {}, r"declared `tuple\[X, \.\.\.\]`"),
         ("Annotated[tuple[str, ...], Doc('Strings.')]", {}, r"no Avro form for an array"),
         ("Annotated[float, Doc('A float.')]", {}, r"BadRecord\.x: no Avro form"),
+        ("Annotated[BrokerEndpoint, Doc('One.')]", {}, r"BadRecord\.x: no Avro form"),
+        ("Annotated[Uuid | None, Doc('Maybe.')] | None", {}, r"BadRecord\.x: declare it"),
+        (
+            "Annotated[tuple[BrokerEndpoint, ...] | None, Doc('Maybe.')]",
+            {},
+            r"no Avro form for an optional",
+        ),
+        ("Annotated[tuple[Mode, ...], Doc('Modes.')]", {}, r"no Avro form for an array of 'int'"),
         (
             "Annotated[tuple[Int32, ...], Doc('Ints.')]",
             {"default_factory": tuple},
