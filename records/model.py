@@ -3,7 +3,8 @@
 Each class is the one declaration of its record type: `records.schemas` derives its Avro
 schema (record doc from `AVRO_DOC`, field types and docs from the annotations, see
 `records.fields`, defaults from the dataclass defaults), and from that schema the codec and
-the JSON form. Written schemas never change: a changed meaning is a new `VERSION`.
+the JSON form. Docs and types once written are never edited (`tests/data/record-schemas.txt`
+pins them): a new field gets a default, a changed meaning a new `VERSION` and an upcaster.
 
 `RECORD_TYPE` values follow Kafka's `MetadataRecordType` ids where Kafka has the record, and
 start at 100 for records Kafka does not have. They are never reused or renumbered: stored data is
