@@ -10,11 +10,12 @@ log entry schema are all derived from these.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from records import model
 from records.fields import AvroInt, Doc
@@ -251,11 +252,13 @@ def _avro_default(value: Any) -> Any:
 
 def _declared_fields(cls: type[Any]) -> list[tuple[dataclasses.Field[Any], Any, str]]:
     """(field, Python type, doc) of each field of a record or struct class, in order."""
-    hints = get_type_hints(cls, include_extras=True)
+    module = vars(sys.modules[cls.__module__])
     declared = []
     for f in dataclasses.fields(cls):
         where = f"{cls.__name__}.{f.name}"
-        hint = hints[f.name]
+        # A postponed annotation (PEP 563) is evaluated as `typing.get_type_hints` would, but
+        # for the fields alone: the class constants' annotations would double the cost.
+        hint = eval(f.type, module) if isinstance(f.type, str) else f.type
         docs = [e.text for e in get_args(hint)[1:] if isinstance(e, Doc)]
         if get_origin(hint) is not Annotated or len(docs) != 1:
             raise TypeError(f"{where}: declare it `Annotated[<type>, Doc(...)]`")
