@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
-# What tests/test_interop_clients.py drives: kafkajs from tests/interop's lock file (npm ci
+# What tests/interop/test_interop_clients.py drives: kafkajs from tests/interop's lock file (npm ci
 # writes node_modules/.package-lock.json) and librdkafka's C headers from the system.
 STAMP_INTEROP := tests/interop/node_modules/.package-lock.json
 RDKAFKA_HEADER := /usr/include/librdkafka/rdkafka.h
@@ -12,7 +12,7 @@ RDKAFKA_HEADER := /usr/include/librdkafka/rdkafka.h
 # a read-only tree) every `mlog` would compile its modules again, ~70% more start-up time.
 COMPILE := $(PY) -m compileall -q records metadata_log replay api migrations
 
-.PHONY: demo test interop lint bench mutate clean
+.PHONY: demo test test-fast interop lint bench mutate clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "metadata-log needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -50,8 +50,18 @@ interop: $(STAMP_INTEROP)
 		fi; \
 	fi
 
+# Both run on every core (pytest-xdist; worksteal evens out the long process tests).
+# docs/testing.md: the markers, the tree, how to run a part.
+XDIST := -n auto --dist worksteal
+FAST := not process and not spark and not postgres and not interop
+
+# Everything: units, real processes, Spark, PostgreSQL, foreign clients.
 test: $(STAMP_TEST) interop
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
+
+# The units alone: no process started, no JVM, no PostgreSQL server, no foreign client.
+test-fast: $(STAMP_TEST)
+	$(PY) -m pytest $(XDIST) -m "$(FAST)"
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .
@@ -63,15 +73,16 @@ bench: $(STAMP_TEST)
 	$(PY) bench/replay_bench.py
 	$(PY) bench/cli_bench.py
 
-# Mutation testing (docs/testing.md): each module's mutants against the tests that exercise it,
-# one module at a time, at low priority. `make mutate MODULES=replay/delta.py` for one module;
+# Mutation testing (docs/testing.md; the runner is tools/mutate/): each module's mutants against
+# the tests that exercise it, one module at a time, at low priority.
+# `make mutate MODULES=replay/delta/topics.py` for one module;
 # `make mutate MODULES=... AGAIN=1` runs only the survivors of each module's last report;
 # `JOBS=2` runs two mutants at once (one per core). A run cut short resumes where it stopped.
 MODULES ?=
 AGAIN ?=
 JOBS ?= 1
 mutate: $(STAMP_TEST)
-	nice -n 10 $(PY) tests/mutate.py --jobs $(JOBS) $(if $(AGAIN),--again) $(MODULES)
+	nice -n 10 $(PY) -m tools.mutate --jobs $(JOBS) $(if $(AGAIN),--again) $(MODULES)
 
 clean:
 	rm -rf .mutation $(VENV) tests/interop/node_modules build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

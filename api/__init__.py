@@ -5,7 +5,9 @@
   sans-IO wire core both of them use.
 - `api.service`: the log, the image and the controller together (group commit, snapshots,
   settings).
-- `api.controller`: the domain rules: commands in, records and answers out.
+
+Below them all, `replay.controller` holds the domain rules (commands in, records and answers
+out) and `replay.security` the pure security rules, so replay uses the same limits.
 
 docs/architecture.md maps what lives where.
 """

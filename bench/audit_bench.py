@@ -36,7 +36,7 @@ import fastavro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metadata_log import MetadataLog
+from metadata_log import LogReader, MetadataLog
 from records import (
     ConfigRecord,
     ConfigResourceType,
@@ -249,7 +249,7 @@ def main() -> None:
         counts: list[tuple[int, int]] = []
         state_seconds = timed(run_state)
         images: list[object] = []
-        with MetadataLog.open(log_dir, read_only=True) as log:
+        with LogReader.open(log_dir) as log:
             image_seconds = timed(lambda: images.append(load_image(log)))
         rows.append(
             f"{'state':<8}{state_seconds:>12,.1f} s  {'':>16}{'':>8}"

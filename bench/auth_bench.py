@@ -44,12 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from server_bench import Stats, Wire, _check_encoders, _connection_loop, _prepare
 
-from api.controller.authorizer import STANDARD_AUTHORIZER
-from api.controller.commands import ControllerResult
 from api.protocol import codec
-from api.security.scram import ScramClient, new_credential
+from api.security.scram import ScramClient
 from api.service.service import MetadataService
 from records.model import ScramMechanism, UserScramCredentialRecord
+from replay.controller.authorizer import STANDARD_AUTHORIZER
+from replay.controller.commands import ControllerResult
+from replay.security.scram_keys import new_credential
 
 USER, PASSWORD = "bench", "bench-password"
 MECHANISM = ScramMechanism.SCRAM_SHA_256

@@ -13,11 +13,11 @@ ACL on, some not), then namespaces and the cluster.
 
 Each decision is timed on its own (`perf_counter_ns` around one `authorize` call; the timer's
 own cost, ~0.1 µs, is included), giving a median and a p99. The baseline, in the same run, is a
-linear scan of every ACL per decision (the rules read literally, as tests/test_authorizer.py's
-reference); it takes tens of milliseconds a decision, so it runs on `--scans` of the requests,
-and both must give the same decision on each. The index build (of a server's first decision)
-is timed over 5 builds, and its update after one ACL change (`AclIndex.updated`, what the
-first decision after an ACL change costs) over 10 changes.
+linear scan of every ACL per decision (the rules read literally, as
+tests/replay/controller/test_authorizer.py's reference); it takes tens of milliseconds a decision,
+so it runs on `--scans` of the requests, and both must give the same decision on each. The index
+build (of a server's first decision) is timed over 5 builds, and its update after one ACL change
+(`AclIndex.updated`, what the first decision after an ACL change costs) over 10 changes.
 
 `--server` adds what authorization costs a server: a `MetadataServer` process (on a data
 directory holding the same ACLs, plus a grant of everything on topics `load-*` to the load's
@@ -46,9 +46,6 @@ from immutables import Map
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.controller.acl_index import AclIndex
-from api.controller.authorizer import CLUSTER_NAME, Authorizer, AuthorizerConfig, namespace_chain
-from api.controller.commands import ControllerResult, RegisterBroker
 from api.server.server import MetadataServer
 from api.service.service import MetadataService
 from records.model import (
@@ -59,6 +56,9 @@ from records.model import (
     ResourceType,
 )
 from records.uuids import Uuid
+from replay.controller.acl_index import AclIndex
+from replay.controller.authorizer import CLUSTER_NAME, Authorizer, AuthorizerConfig, namespace_chain
+from replay.controller.commands import ControllerResult, RegisterBroker
 from replay.image import AclsImage, MetadataImage
 
 Op = AclOperation

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from api.controller.commands import CreatableTopic, RegisterBroker, TopicRef
 from api.service.service import MetadataService
+from replay.controller.commands import CreatableTopic, RegisterBroker, TopicRef
 
 
 def _no_check(records: object) -> None:

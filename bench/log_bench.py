@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import fastavro
 from against import Figure, measured_code, paired, print_table, run_child
@@ -49,6 +50,13 @@ from against import Figure, measured_code, paired, print_table, run_child
 sys.path.insert(0, str(measured_code()))
 
 from metadata_log import MetadataLog
+
+# Imported here, not in the timed part: a checkout from before the log was split by role has
+# no LogReader, and opens its readers with `MetadataLog.open(..., read_only=True)`.
+try:
+    from metadata_log.reader import LogReader as _LogReader
+except ImportError:
+    _LogReader = None  # type: ignore[assignment,misc,unused-ignore]
 from records import (
     DEFAULT_CODEC,
     BrokerRegistrationChangeRecord,
@@ -220,6 +228,13 @@ CHILD_LABELS = {
 }
 
 
+def open_reader(directory: Path) -> Any:
+    """A reader of `directory`, with the API of the checkout measured (old or new)."""
+    if _LogReader is None:  # a checkout from before the log was split by role
+        return MetadataLog.open(directory, read_only=True)  # type: ignore[call-arg,unused-ignore]
+    return _LogReader.open(directory)
+
+
 def child(op: str, args: argparse.Namespace, scratch: Path) -> float:
     """Run one operation with the code on sys.path; the seconds it took (setup excluded)."""
     n = args.entries if op != "append_async" else (args.async_entries // 64) * 64
@@ -256,9 +271,9 @@ def child(op: str, args: argparse.Namespace, scratch: Path) -> float:
 
         asyncio.run(group_commit())
     elif op == "open":
-        MetadataLog.open(directory, read_only=True).close()
+        open_reader(directory).close()
     else:
-        with MetadataLog.open(directory, read_only=True) as log:
+        with open_reader(directory) as log:
             began = time.perf_counter()
             count = sum(1 for _ in log.read())
         if count != n:
@@ -350,7 +365,7 @@ def run(n: int, n_async: int, repeat: int, mix: str, scratch: Path, *, reads_onl
     read_dir = scratch / "log-read"
     log_append()
     shutil.copytree(log_dir, read_dir)
-    reader = MetadataLog.open(read_dir, read_only=True)
+    reader = open_reader(read_dir)
     segment_paths = [s.path for s in reader.segments()]
 
     def raw_read() -> None:

@@ -43,13 +43,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import quorum_processes  # noqa: E402
 from against import Figure, measured_code, paired, print_table, run_child  # noqa: E402
-from quorum_processes import Quorum, Writer  # noqa: E402
 from server_bench import Stats, _connection, _prepare, start_server  # noqa: E402
+
+from tests.support import quorum_processes  # noqa: E402
+from tests.support.quorum_processes import Quorum, Writer  # noqa: E402
 
 # The servers run the measured code: this checkout's, or the one a parent `--against` run names
 # (the harness starts `mlog serve` in its PROJECT directory, which comes first on their path).

@@ -47,10 +47,8 @@ from against import Figure, measured_code, paired, print_table, run_child
 # The code measured: this checkout, or the one a parent `--against` run names.
 sys.path.insert(0, str(measured_code()))
 
-from api.controller.commands import CreatableTopic, RegisterBroker
-from api.controller.controller import Controller
 from api.service.service import MetadataService
-from metadata_log import MetadataLog
+from metadata_log import LogReader, MetadataLog
 from records import (
     FeatureLevelRecord,
     PartitionRecord,
@@ -60,6 +58,8 @@ from records import (
     Uuid,
 )
 from records.codec import DEFAULT_CODEC
+from replay.controller.commands import CreatableTopic, RegisterBroker
+from replay.controller.controller import Controller
 from replay.loader import load_image
 
 BROKERS = 6
@@ -131,7 +131,7 @@ def raw_decode(log_dir: Path) -> int:
 
 def replay(log_dir: Path) -> int:
     """Read-only open + load_image; returns the partitions in the image."""
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         image = load_image(log)
     return image.topics.partition_count()
 
@@ -150,7 +150,7 @@ def memory_child(log_dir: Path) -> dict[str, int]:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         gc.collect()
         before = rss()
         image = load_image(log)
@@ -190,7 +190,7 @@ def service_create(service_dir: Path, topics: int, partitions: int) -> float:
     start = time.perf_counter()
     asyncio.run(create_all())
     elapsed = time.perf_counter() - start
-    with MetadataLog.open(service_dir, read_only=True) as log:
+    with LogReader.open(service_dir) as log:
         expected = 1 + BROKERS + topics * (1 + partitions)
         if log.end_offset != expected:
             raise SystemExit(f"service wrote {log.end_offset} entries, expected {expected}")

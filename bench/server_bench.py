@@ -53,11 +53,11 @@ from against import THIS, Figure, code_env, paired, print_table
 
 sys.path.insert(0, str(THIS))
 
-from api.controller.commands import CreatableTopic, RegisterBroker, TopicRef
 from api.protocol import codec
 from api.service.service import MetadataService
-from metadata_log import MetadataLog
+from metadata_log import LogReader
 from records import RemoveTopicRecord, TopicRecord
+from replay.controller.commands import CreatableTopic, RegisterBroker, TopicRef
 
 
 @dataclass
@@ -298,7 +298,7 @@ def _check_log(data_dir: Path, stats: Stats) -> tuple[int, int]:
     created: set[str] = set()
     deleted: set[str] = set()
     names: dict[bytes, str] = {}
-    with MetadataLog.open(data_dir / "log", read_only=True) as log:
+    with LogReader.open(data_dir / "log") as log:
         for entry in log.read():
             record = entry.record
             if isinstance(record, TopicRecord) and record.name.startswith("load-"):

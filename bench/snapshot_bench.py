@@ -42,10 +42,10 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.controller.config_defs import CLUSTER_CONFIGS
 from api.service.snapshots import MAX_BYTES_KEY
-from metadata_log import MetadataLog
+from metadata_log import LogReader, MetadataLog
 from records import PartitionRecord, Record, RemoveTopicRecord, TopicRecord, Uuid
+from replay.controller.config_defs import CLUSTER_CONFIGS
 from replay.delta import MetadataDelta, replay_records
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 from replay.loader import load_image
@@ -307,7 +307,7 @@ def part2(args: argparse.Namespace, scratch: Path) -> list[str]:
     rng = random.Random(9)
     results = []
     with (
-        MetadataLog.open(log_dir, read_only=True) as log,
+        LogReader.open(log_dir) as log,
         SnapshotStore(f"sqlite:///{db_path}", create=False) as store,
     ):
         on_disk = sum(s.size_bytes for s in log.segments())

@@ -1,87 +1,46 @@
 """Where metadata is kept: a segmented, Avro-encoded, crash-safe append-only log.
 
-The names below are imported from their modules on first use, so that importing one module
-(`metadata_log.config`) does not import the log and the codec.
+The public names are declared once, by the imports below; at run time they are imported from
+their modules on first use (PEP 562), so that importing one module (`metadata_log.config`)
+does not import the log and the codec. `__all__` and the lazy lookup are derived from these
+imports, read from this file's source on first use.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from metadata_log.config import LogConfig
-    from metadata_log.errors import (
-        LogClosedError,
-        LogConfigError,
-        LogCorruptionError,
-        LogError,
-        LogFailedError,
-        LogLockedError,
-        ReadOnlyLogError,
-        ReplicaBlockError,
-    )
-    from metadata_log.log import AppendResult, MetadataLog
-    from metadata_log.repair import RepairRefusedError, RepairReport, truncate_after
-    from metadata_log.replica import ReplicaBlock
-    from metadata_log.segment import SegmentInfo
-    from metadata_log.verify import SegmentReport, VerifyReport, verify_log
-
-_HOMES = {
-    "LogConfig": "metadata_log.config",
-    "LogClosedError": "metadata_log.errors",
-    "LogConfigError": "metadata_log.errors",
-    "LogCorruptionError": "metadata_log.errors",
-    "LogError": "metadata_log.errors",
-    "LogFailedError": "metadata_log.errors",
-    "LogLockedError": "metadata_log.errors",
-    "ReadOnlyLogError": "metadata_log.errors",
-    "ReplicaBlockError": "metadata_log.errors",
-    "AppendResult": "metadata_log.log",
-    "MetadataLog": "metadata_log.log",
-    "RepairRefusedError": "metadata_log.repair",
-    "RepairReport": "metadata_log.repair",
-    "truncate_after": "metadata_log.repair",
-    "ReplicaBlock": "metadata_log.replica",
-    "SegmentInfo": "metadata_log.segment",
-    "SegmentReport": "metadata_log.verify",
-    "VerifyReport": "metadata_log.verify",
-    "verify_log": "metadata_log.verify",
-}
-"""Where each name of `metadata_log` is defined: imported from there on first use."""
+    from metadata_log.config import LogConfig as LogConfig
+    from metadata_log.errors import LogClosedError as LogClosedError
+    from metadata_log.errors import LogConfigError as LogConfigError
+    from metadata_log.errors import LogCorruptionError as LogCorruptionError
+    from metadata_log.errors import LogError as LogError
+    from metadata_log.errors import LogFailedError as LogFailedError
+    from metadata_log.errors import LogLockedError as LogLockedError
+    from metadata_log.errors import ReadOnlyLogError as ReadOnlyLogError
+    from metadata_log.errors import ReplicaBlockError as ReplicaBlockError
+    from metadata_log.log import MetadataLog as MetadataLog
+    from metadata_log.memory import MemoryLog as MemoryLog
+    from metadata_log.protocols import AppendLog as AppendLog
+    from metadata_log.protocols import ReadLog as ReadLog
+    from metadata_log.protocols import ReplicatedLog as ReplicatedLog
+    from metadata_log.reader import LogReader as LogReader
+    from metadata_log.reads import StoredLog as StoredLog
+    from metadata_log.repair import RepairRefusedError as RepairRefusedError
+    from metadata_log.repair import RepairReport as RepairReport
+    from metadata_log.repair import truncate_after as truncate_after
+    from metadata_log.replica import ReplicaBlock as ReplicaBlock
+    from metadata_log.replica_log import ReplicaLog as ReplicaLog
+    from metadata_log.segment import SegmentInfo as SegmentInfo
+    from metadata_log.verify import SegmentReport as SegmentReport
+    from metadata_log.verify import VerifyReport as VerifyReport
+    from metadata_log.verify import verify_log as verify_log
+    from metadata_log.writer import AppendResult as AppendResult
 
 
 # mypy sees the names through the imports above; only the interpreter needs the hook.
 if not TYPE_CHECKING:
+    from metadata_log.exports import lazy_getattr
 
-    def __getattr__(name: str) -> object:
-        """`metadata_log.<name>`: import the module that defines it (PEP 562), once."""
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
-        globals()[name] = value
-        return value
-
-
-__all__ = [
-    "AppendResult",
-    "LogClosedError",
-    "LogConfig",
-    "LogConfigError",
-    "LogCorruptionError",
-    "LogError",
-    "LogFailedError",
-    "LogLockedError",
-    "MetadataLog",
-    "ReadOnlyLogError",
-    "RepairRefusedError",
-    "RepairReport",
-    "ReplicaBlock",
-    "ReplicaBlockError",
-    "SegmentInfo",
-    "SegmentReport",
-    "VerifyReport",
-    "truncate_after",
-    "verify_log",
-]
+    __getattr__ = lazy_getattr(__name__, __file__)

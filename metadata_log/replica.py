@@ -12,7 +12,7 @@ magic "MLRB" | version (1 byte, 0) | first_offset (int64) | count (uint32) | epo
 ```
 
 `decode` checks the framing and every field's range before it allocates anything; the CRC of
-the body is checked by `MetadataLog.write_blocks(check=True)`, which decodes the entries too.
+the body is checked by `ReplicaLog.write_blocks(check=True)`, which decodes the entries too.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Sequence
 
-from metadata_log.log import MetadataLog
+from metadata_log.reads import StoredLog
 from records.model import Record
 from replay.delta import MetadataDelta
 from replay.errors import ReplayError, TrimmedLogError
@@ -19,7 +19,7 @@ REPAIR_COMMAND = "mlog log truncate --after-offset"
 
 
 def load_image(
-    log: MetadataLog,
+    log: StoredLog,
     *,
     lte: int | None = None,
     base: MetadataImage = EMPTY_IMAGE,

@@ -1,7 +1,7 @@
 """The invariants replay holds the image to: each rule's name and meaning, and the name rules.
 
 Replay refuses a record that would break one of these rules (a `ReplayError` naming the rule),
-whatever wrote it. They are the promises of the controller (`api/controller/`): a log it wrote
+whatever wrote it. They are the promises of the controller (`replay/controller/`): a log it wrote
 always replays, and a record it could not have written (typed by hand into `mlog log append`, or
 from a faulty program) does not, as in Kafka's KRaft, where a controller that cannot replay a
 committed record stops rather than serve a state no controller made.
@@ -28,22 +28,10 @@ from records.model import (
     AclPermissionType,
     PatternType,
     ResourceType,
-    ScramMechanism,
     UserScramCredentialRecord,
 )
 from replay.image import NAMESPACE_SEPARATOR
-
-SCRAM_MIN_ITERATIONS: Final = 4096
-"""The fewest PBKDF2 iterations a stored credential may have (`api.security.scram`'s minimum,
-RFC 7677's and Kafka's; replay sits below `api` and keeps its own copy, tested equal)."""
-
-SCRAM_MAX_ITERATIONS: Final = 16384
-"""The most PBKDF2 iterations a stored credential may have (Kafka's `maxIterations`)."""
-
-SCRAM_KEY_SIZES: Final[Mapping[ScramMechanism, int]] = MappingProxyType(
-    {ScramMechanism.SCRAM_SHA_256: 32, ScramMechanism.SCRAM_SHA_512: 64}
-)
-"""The size of a stored key and a server key, per mechanism (its hash's digest size)."""
+from replay.security.scram_rules import KEY_SIZES, MAX_ITERATIONS, MIN_ITERATIONS
 
 CLUSTER_RESOURCE_NAME: Final = "kafka-cluster"
 """The one resource name of a CLUSTER ACL (Kafka's `CLUSTER_NAME`)."""
@@ -161,7 +149,7 @@ RULES: Final[Mapping[str, str]] = MappingProxyType(
         "scram.name": "a credential's user name is not empty and holds no control characters",
         "scram.mechanism": "a credential's mechanism is SCRAM-SHA-256 or SCRAM-SHA-512",
         "scram.iterations": (
-            f"a credential's iteration count is {SCRAM_MIN_ITERATIONS}..{SCRAM_MAX_ITERATIONS}"
+            f"a credential's iteration count is {MIN_ITERATIONS}..{MAX_ITERATIONS}"
         ),
         "scram.salt": "a credential's salt is not empty",
         "scram.key-size": (
@@ -275,7 +263,7 @@ def acl_problem(acl: AccessControlEntryRecord) -> tuple[str, str] | None:
             "use LITERAL or PREFIXED",
         )
     # As Kafka: a PREFIXED '*' matches names that start with '*' (no topic has one), and a
-    # CLUSTER ACL is checked by name only; the controller (api/controller/acls.py) stores both.
+    # CLUSTER ACL is checked by name only; the controller (replay/controller/acls.py) stores both.
     if acl.resource_type == ResourceType.CLUSTER and name != CLUSTER_RESOURCE_NAME:
         return (
             "acl.cluster-resource",
@@ -311,7 +299,7 @@ def scram_problem(credential: UserScramCredentialRecord) -> tuple[str, str] | No
         return ("scram.name", "a SCRAM credential's user name cannot be empty")
     if has_control_character(name):
         return ("scram.name", f"user name {name!r} holds a control character")
-    size = SCRAM_KEY_SIZES.get(credential.mechanism)
+    size = KEY_SIZES.get(credential.mechanism)
     if size is None:
         return (
             "scram.mechanism",
@@ -319,11 +307,11 @@ def scram_problem(credential: UserScramCredentialRecord) -> tuple[str, str] | No
             "SCRAM-SHA-256 or SCRAM-SHA-512",
         )
     mechanism = credential.mechanism.mechanism_name
-    if not SCRAM_MIN_ITERATIONS <= credential.iterations <= SCRAM_MAX_ITERATIONS:
+    if not MIN_ITERATIONS <= credential.iterations <= MAX_ITERATIONS:
         return (
             "scram.iterations",
             f"user {name!r} {mechanism}: {credential.iterations} iterations is outside "
-            f"{SCRAM_MIN_ITERATIONS}..{SCRAM_MAX_ITERATIONS}",
+            f"{MIN_ITERATIONS}..{MAX_ITERATIONS}",
         )
     if not credential.salt:
         return ("scram.salt", f"user {name!r} {mechanism}: the salt cannot be empty")

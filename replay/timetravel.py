@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from metadata_log.log import MetadataLog
+from metadata_log.reads import StoredLog
 from records.errors import MetadataLogError
 from records.model import (
     NO_LEADER,
@@ -100,14 +100,14 @@ def parse_time(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def offset_at_time(log: MetadataLog, at_time: int) -> int:
+def offset_at_time(log: StoredLog, at_time: int) -> int:
     """Offset of the last entry appended at or before `at_time` (ms); -1 if none was."""
     first_after = log.offset_for_time(at_time + 1)
     return log.end_offset - 1 if first_after is None else first_after - 1
 
 
 def resolve_offset(
-    log: MetadataLog, *, at_offset: int | None = None, at_time: int | str | None = None
+    log: StoredLog, *, at_offset: int | None = None, at_time: int | str | None = None
 ) -> int:
     """The offset a point in time names (the last entry when neither is given)."""
     if at_offset is not None and at_time is not None:
@@ -142,7 +142,7 @@ class Travel:
     """Why newer snapshots were not used (not of this log, damaged, database down)."""
 
 
-def snapshot_matches_log(log: MetadataLog, info: SnapshotInfo) -> bool:
+def snapshot_matches_log(log: StoredLog, info: SnapshotInfo) -> bool:
     """Whether the log's entry at the snapshot's offset is the one the snapshot was taken at.
 
     A quorum log that starts just after an installed snapshot no longer has that entry: its
@@ -170,7 +170,7 @@ def snapshot_matches_log(log: MetadataLog, info: SnapshotInfo) -> bool:
 
 
 def travel(
-    log: MetadataLog,
+    log: StoredLog,
     store: SnapshotStore | None,
     *,
     at_offset: int | None = None,
@@ -233,7 +233,7 @@ def _snapshot_exactly_at(store: SnapshotStore | None, target: int) -> Travel | N
 
 
 def _before_start(
-    log: MetadataLog, store: SnapshotStore | None, target: int, at_time: int | str | None
+    log: StoredLog, store: SnapshotStore | None, target: int, at_time: int | str | None
 ) -> str:
     """Why a point before a trimmed log's start cannot be reached, and what can be."""
     start = log.log_start_offset
@@ -258,7 +258,7 @@ def _before_start(
 
 
 def image_at(
-    log: MetadataLog,
+    log: StoredLog,
     store: SnapshotStore | None = None,
     *,
     at_offset: int | None = None,
@@ -274,7 +274,7 @@ def image_at(
 
 
 def _newest_snapshot(
-    log: MetadataLog, store: SnapshotStore | None, target: int, skipped: list[str]
+    log: StoredLog, store: SnapshotStore | None, target: int, skipped: list[str]
 ) -> tuple[MetadataImage, SnapshotInfo | None, float]:
     if store is None or store.missing():
         return EMPTY_IMAGE, None, 0.0
@@ -629,7 +629,7 @@ class Entity:
             raise TimeTravelError("a user to follow needs a name, e.g. alice")
 
 
-def history(log: MetadataLog, entity: Entity, *, lte: int | None = None) -> Iterator[HistoryEntry]:
+def history(log: StoredLog, entity: Entity, *, lte: int | None = None) -> Iterator[HistoryEntry]:
     """Every entry (up to offset `lte`) that touched `entity`, oldest first.
 
     A topic followed by name is followed through every incarnation (delete and recreate give a
@@ -798,7 +798,7 @@ def _touches_broker(record: Record, broker: int | None) -> bool:
     return False
 
 
-def point_offset(log: MetadataLog, text: str) -> int:
+def point_offset(log: StoredLog, text: str) -> int:
     """An offset from an argument: an integer is an offset, anything else an ISO-8601 time."""
     stripped = text.strip()
     if stripped.lstrip("-").isdigit():
@@ -815,7 +815,7 @@ def point_offset(log: MetadataLog, text: str) -> int:
 
 
 def diff_points(
-    log: MetadataLog, store: SnapshotStore | None, from_point: str, to_point: str | None
+    log: StoredLog, store: SnapshotStore | None, from_point: str, to_point: str | None
 ) -> tuple[int, int, list[Change]]:
     """(from offset, to offset, changes) between two points; `to_point` None is the end.
 
@@ -831,7 +831,7 @@ def diff_points(
 
 
 def history_range(
-    log: MetadataLog,
+    log: StoredLog,
     entity: Entity,
     *,
     gt: int | None = None,

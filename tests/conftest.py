@@ -1,9 +1,99 @@
-"""Suite-wide test settings."""
+"""Suite-wide settings, the markers each directory implies, and the shared fixtures.
 
+Markers (registered in pyproject.toml, `--strict-markers`): `process` (starts real processes:
+`mlog serve`, crash writers, quorum nodes, interpreters whose imports are checked), `spark` (a
+JVM), `postgres` (a PostgreSQL server), `interop` (clients we did not write). `make test-fast`
+deselects all four.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
 from hypothesis import HealthCheck, settings
+from sqlalchemy.engine import make_url
+
+from tests.support.paths import TESTS
+from tests.support.sql_backends import BACKENDS, DEFAULT_POSTGRES_URL, libpq
 
 # Hypothesis' per-example deadline is a timing assertion: on a loaded 2-core CI machine a first
 # example that imports and compiles codecs lazily can take longer than 200 ms. The suite asserts
 # behaviour only; speed is measured by the scripts under bench/.
 settings.register_profile("mlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("mlog")
+
+DIRECTORY_MARKERS = {
+    TESTS / "system": ("process",),
+    TESTS / "interop": ("interop",),
+}
+"""Every test under these directories carries these markers."""
+
+FIXTURE_MARKERS = {
+    "postgres_server": "postgres",
+    "spark": "spark",
+}
+"""A test that uses one of these fixtures (directly or through another) carries the marker."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of the directories and fixtures above."""
+    for item in items:
+        path = Path(item.path)
+        for directory, names in DIRECTORY_MARKERS.items():
+            if path.is_relative_to(directory):
+                for name in names:
+                    item.add_marker(name)
+        for fixture in getattr(item, "fixturenames", ()):
+            if fixture in FIXTURE_MARKERS:
+                item.add_marker(FIXTURE_MARKERS[fixture])
+
+
+# ---------------------------------------------------------------------- databases
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The SQLAlchemy URL of a database created for this test run (dropped afterwards)."""
+    base = os.environ.get("MLOG_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    try:
+        admin = psycopg.connect(libpq(base), autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        reason = f"PostgreSQL at {make_url(base).render_as_string()} is unreachable: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (CI=true: both backends must be tested)")
+        pytest.skip(f"{reason}; set MLOG_TEST_POSTGRES_URL to test PostgreSQL")
+    name = f"mlog_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield make_url(base).set(database=name).render_as_string(hide_password=False)
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh schema in the run's database, as a URL whose search_path points at it."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(libpq(postgres_server), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = make_url(postgres_server).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(libpq(postgres_server), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database: a SQLite file, or a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'snapshots.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url

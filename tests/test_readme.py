@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
@@ -22,6 +24,7 @@ def test_the_block_extractor_finds_fenced_python_only() -> None:
     assert python_blocks(text) == ["x = 1\n", "y = 2\nz = 3\n"]
 
 
+@pytest.mark.process
 def test_readme_python_examples_run_in_order(tmp_path: Path) -> None:
     blocks = python_blocks((ROOT / "README.md").read_text())
     assert len(blocks) >= 2, "the README's Python examples were not found"

@@ -11,7 +11,8 @@ Start-up is part of the interface: a command imports what it uses and nothing el
 imports a noun's module only when that noun is chosen, and a noun module imports at top level
 only what its parser and its output need; kio (the server, the client), SQLAlchemy and Alembic
 (the snapshot store), PySpark (audit) and the controller's request types are imported inside
-the handlers that use them. `tests/test_cli_startup.py` checks this; `bench/cli_bench.py` times it.
+the handlers that use them. `tests/api/cli/test_cli_startup.py` checks this; `bench/cli_bench.py`
+times it.
 """
 
 from api.cli.main import main

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options, add_writer_options, check
 from api.cli.targets import LocalTarget, Target, open_target
-from api.controller.acls import CLUSTER_NAME, resources, validate_binding
-from api.controller.authorizer import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
-from api.controller.commands import AclBinding, AclFilter
 from records.model import AclOperation, AclPermissionType, PatternType, ResourceType
+from replay.controller.acls import CLUSTER_NAME, resources, validate_binding
+from replay.controller.authorizer import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
+from replay.controller.commands import AclBinding, AclFilter
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -136,7 +136,7 @@ def _print_groups(title: str, bindings: Iterable[AclBinding], out: TextIO) -> No
 def describe(target: Target, acl_filter: AclFilter) -> list[AclBinding]:
     """The ACLs a filter matches, from the data directory's image or through DescribeAcls."""
     if isinstance(target, LocalTarget):
-        from api.controller.controller import Controller
+        from replay.controller.controller import Controller
 
         return Controller.describe_acls(target.image(), acl_filter)
     return target.wait(lambda: target.client.describe_acls(acl_filter))

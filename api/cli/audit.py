@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_DAMAGED, EXIT_OK, CliError, offset_arg
 from api.cli.output import print_table
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from replay.timetravel import parse_time
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def _log_dir(args: argparse.Namespace, settings: Settings) -> Path:
         raise CliError(
             f"there is no log at {path}; give --data-dir (the log is <data-dir>/log) or --log-dir"
         )
-    with MetadataLog.open(path, read_only=True):
+    with LogReader.open(path):
         pass  # fails here, with a clear message, on a damaged log
     return path
 
@@ -227,7 +227,7 @@ def cmd_state(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """The Spark replay of topics and partitions at an offset; `--check` compares with the image."""
     _output(args)
     log_dir = _log_dir(args, settings)
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         end = log.end_offset
     if not 0 <= args.at_offset < end:
         raise CliError(

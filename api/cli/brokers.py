@@ -16,8 +16,8 @@ from api.cli.common import (
 )
 from api.cli.output import emit, print_table
 from api.cli.targets import fetch_image, open_target
-from api.controller.commands import BrokerAction, RegisterBroker
 from records.model import BrokerEndpoint
+from replay.controller.commands import BrokerAction, RegisterBroker
 
 if TYPE_CHECKING:
     from api.service.settings import Settings

@@ -6,13 +6,13 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from api.controller.errors import ApiError
 from api.service.settings import OUTPUT_FORMATS
 from records.errors import MetadataLogError
+from replay.controller.errors import ApiError
 
 if TYPE_CHECKING:
-    from api.controller.commands import Outcome
     from api.service.settings import Settings
+    from replay.controller.commands import Outcome
 
 EXIT_OK = 0
 EXIT_DAMAGED = 1

@@ -18,15 +18,15 @@ from api.cli.common import (
 from api.cli.output import emit, print_table
 from api.cli.targets import fetch_image, open_target
 from api.cli.topic_options import add_namespace_option, topic_name
-from api.controller.commands import AlterConfig, AlterConfigOp, ConfigResource
-from api.controller.config_defs import ConfigSource
-from api.controller.controller import Controller
-from api.controller.namespaces import validate_namespace_name
 from records.model import ConfigResourceType
+from replay.controller.commands import AlterConfig, AlterConfigOp, ConfigResource
+from replay.controller.config_defs import ConfigSource
+from replay.controller.controller import Controller
+from replay.controller.namespaces import validate_namespace_name
 
 if TYPE_CHECKING:
-    from api.controller.config_defs import ResolvedConfig
     from api.service.settings import Settings
+    from replay.controller.config_defs import ResolvedConfig
 
 
 def _resource(args: argparse.Namespace) -> ConfigResource:

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.controller.states import partition_state, replica_state
 from records.json_form import record_to_json
 from records.model import ConfigResourceType, PartitionRecord
 from records.uuids import Uuid
+from replay.controller.states import partition_state, replica_state
 from replay.image import MetadataImage, TopicImage
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, TextIO
 from api.cli.common import EXIT_OK, CliError, add_writer_options, check, integer_arg
 from api.cli.targets import open_target
 from api.cli.topic_options import add_topic_options, optional_topic_ref
-from api.controller.commands import ElectionType, PartitionResult, TopicPartition
-from api.controller.errors import ApiError
+from replay.controller.commands import ElectionType, PartitionResult, TopicPartition
+from replay.controller.errors import ApiError
 
 if TYPE_CHECKING:
     from api.service.settings import Settings

@@ -21,7 +21,9 @@ from api.cli.targets import QUORUM_STATE, open_reader, open_target
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogCorruptionError
 from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from metadata_log.repair import truncate_after
+from metadata_log.replica_log import ReplicaLog
 from metadata_log.verify import VerifyReport, verify_log
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
@@ -85,7 +87,7 @@ def _dump_up_to_damage(args: argparse.Namespace, settings: Settings, out: TextIO
     """`log dump --up-to-damage`: the entries before the first damage, then a warning line."""
     if args.follow:
         raise CliError("--up-to-damage reads what is there; it cannot be used with --follow")
-    log = MetadataLog.open(settings.log_dir, config=settings.log, read_only=True, up_to_damage=True)
+    log = LogReader.open_up_to_damage(settings.log_dir, config=settings.log)
     damage: LogCorruptionError | None = log.damage
     try:
         for entry in log.read(gt=args.gt, lte=args.lte, limit=args.limit):
@@ -243,8 +245,9 @@ def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     # A quorum node's snapshots are of committed state only (its policy snapshots committed
     # images; `mlog snapshot create` refuses its directory), so the trim stays below the
     # committed offset; a follower below the new start catches up by FetchSnapshot.
+    opener = ReplicaLog.open if quorum else MetadataLog.open
     try:
-        with MetadataLog.open(settings.log_dir, config=settings.log, replicated=quorum) as log:
+        with opener(settings.log_dir, config=settings.log) as log:
             snapshot = None
             for info in store.snapshots(gt=log.log_start_offset - 1, desc=True):
                 if snapshot_matches_log(log, info) and store.verify(info.id).ok:

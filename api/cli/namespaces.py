@@ -10,8 +10,8 @@ from api.cli.common import EXIT_OK, add_global_options, add_writer_options
 from api.cli.output import emit, print_table
 from api.cli.targets import fetch_image, open_target
 from api.cli.topics import add_move_options
-from api.controller.commands import CreateNamespace, DeleteNamespace
-from api.controller.controller import Controller
+from replay.controller.commands import CreateNamespace, DeleteNamespace
+from replay.controller.controller import Controller
 
 if TYPE_CHECKING:
     from api.service.settings import Settings

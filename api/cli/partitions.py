@@ -19,8 +19,8 @@ from api.cli.common import (
 from api.cli.output import emit, ints, print_table
 from api.cli.targets import fetch_image, open_target
 from api.cli.topic_options import add_topic_options, topic_ref
-from api.controller.commands import Reassignment, TopicPartition
-from api.controller.controller import Controller
+from replay.controller.commands import Reassignment, TopicPartition
+from replay.controller.controller import Controller
 
 if TYPE_CHECKING:
     from api.service.settings import Settings

@@ -27,8 +27,8 @@ from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.output import emit, print_table
 
 if TYPE_CHECKING:
+    from api.raft.core.config import VoterAddress
     from api.service.settings import Settings
-    from metadata_log.raft.config import VoterAddress
 
 
 def quorum_cluster_id(addresses: Mapping[int, VoterAddress]) -> str:
@@ -54,8 +54,8 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
     import os
 
     from api.cli.serve import cluster_identity, file_values
+    from api.raft.core.quorum_state import QuorumState, read_quorum_state, write_quorum_state
     from api.server.config import server_config
-    from metadata_log.raft.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 
     config = server_config(file_values(args))
     if config.quorum is None:

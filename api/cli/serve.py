@@ -28,12 +28,12 @@ from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_l
 from records.uuids import Uuid
 
 if TYPE_CHECKING:
+    from api.raft.core.config import QuorumConfig
+    from api.raft.node import QuorumNode
     from api.server.config import ServerConfig
     from api.server.server import MetadataServer
-    from api.service.quorum import QuorumNode
     from api.service.service import MetadataService
     from api.service.settings import Settings
-    from metadata_log.raft.config import QuorumConfig
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 
@@ -302,10 +302,11 @@ def _quorum_node(
     without it). A data directory without `quorum-state` is a voter that lost its state (or
     was never formatted): it catches up as an observer before it votes (docs/replication.md).
     """
-    from api.client.raft_links import QuorumLinks, controller_client_security
-    from api.service.quorum import QuorumNode, ReplicatedService
+    from api.raft.core.quorum_state import QUORUM_STATE_NAME
+    from api.raft.node import QuorumNode
+    from api.raft.transport.links import QuorumLinks, controller_client_security
+    from api.service.replicated import ReplicatedService
     from api.service.snapshots import open_snapshotter
-    from metadata_log.raft.quorum_state import QUORUM_STATE_NAME
 
     security = None
     if values.get("controller.listener.names"):

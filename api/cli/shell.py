@@ -36,7 +36,7 @@ from replay.timetravel import (
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
-    from metadata_log.log import MetadataLog
+    from metadata_log.reads import StoredLog
     from replay.image import MetadataImage
     from replay.sql.store import SnapshotStore
 
@@ -67,7 +67,7 @@ class ImageShell:
     """The state of one shell session: where in the tree, and at which point of the log."""
 
     def __init__(
-        self, log: MetadataLog, store: SnapshotStore | None, image: MetadataImage, out: TextIO
+        self, log: StoredLog, store: SnapshotStore | None, image: MetadataImage, out: TextIO
     ) -> None:
         self.log = log
         self.store = store
@@ -266,7 +266,7 @@ def cmd_shell(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
 
 def _session(
-    args: argparse.Namespace, log: MetadataLog, store: SnapshotStore | None, out: TextIO
+    args: argparse.Namespace, log: StoredLog, store: SnapshotStore | None, out: TextIO
 ) -> int:
     offset = args.at_offset
     if args.at_time is not None:

@@ -1,6 +1,6 @@
 """What a CLI command runs against: the data directory, or a server (`--bootstrap-server`).
 
-Both targets answer the same calls with the same result dataclasses (`api.controller.commands`),
+Both targets answer the same calls with the same result dataclasses (`replay.controller.commands`),
 so a command's output does not depend on where it ran. `LocalTarget` opens the service on the
 data directory (for writes; reads replay the log read-only, beside a running writer) and records
 the caller's principal; `RemoteTarget` sends each call through the `AdminClient` on a private
@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from api.cli.common import CliError, given_principal, login_principal
 from api.cli.progress import Progress
-from api.controller.errors import ErrorCode, IllegalStateTransitionError
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
+from metadata_log.reads import StoredLog
 from metadata_log.segment import SEGMENT_SUFFIX
+from replay.controller.errors import ErrorCode, IllegalStateTransitionError
 
 COMMAND_CONFIG_ENV = "MLOG_COMMAND_CONFIG"
 """The environment variable naming the client config when `--command-config` is not given."""
@@ -37,7 +38,10 @@ if TYPE_CHECKING:
     import argparse
 
     from api.client import AdminClient
-    from api.controller.commands import (
+    from api.security.client_config import ClientSecurity
+    from api.service.service import MetadataService
+    from records.entry import LogEntry
+    from replay.controller.commands import (
         AlterConfig,
         AlterConfigsResult,
         BrokerAction,
@@ -66,10 +70,7 @@ if TYPE_CHECKING:
         TopicPartition,
         TopicRef,
     )
-    from api.controller.controller import Controller
-    from api.security.client_config import ClientSecurity
-    from api.service.service import MetadataService
-    from records.entry import LogEntry
+    from replay.controller.controller import Controller
     from replay.image import MetadataImage
     from replay.timetravel import Change, Entity, HistoryEntry
 
@@ -77,7 +78,7 @@ T = TypeVar("T")
 
 
 QUORUM_STATE = "quorum-state"
-"""The file that makes a data directory a quorum node's (metadata_log.raft.quorum_state)."""
+"""The file that makes a data directory a quorum node's (api.raft.core.quorum_state)."""
 
 
 def open_service(settings: Settings) -> MetadataService:
@@ -101,14 +102,14 @@ def open_service(settings: Settings) -> MetadataService:
         progress.finish()
 
 
-def open_reader(settings: Settings) -> MetadataLog:
+def open_reader(settings: Settings) -> StoredLog:
     """The log of the data directory, opened read-only (no lock, no recovery writes)."""
-    return MetadataLog.open(settings.log_dir, config=settings.log, read_only=True)
+    return LogReader.open(settings.log_dir, config=settings.log)
 
 
 def purge_text(result: PurgeResult) -> str:
     """One line saying what a pending-deletion check did to a topic."""
-    from api.controller.commands import PurgeStep
+    from replay.controller.commands import PurgeStep
 
     done = "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE"
     partitions = ",".join(str(p) for p in result.partitions)
@@ -183,8 +184,8 @@ class LocalTarget:
         from there and nothing is created, not the directory, the log or its first record.
         """
         if self._service is None and not _segment_files(self.settings.log_dir):
-            from api.controller.controller import Controller
             from api.service.service import first_image
+            from replay.controller.controller import Controller
 
             result = command(Controller(), first_image())
             if not result.records:
@@ -262,7 +263,7 @@ class LocalTarget:
         self, topics: Sequence[TopicRef]
     ) -> list[CancelPartitionDeletionResult]:
         """Cancel pending partition deletions (before their purge time)."""
-        from api.controller.commands import CancelPartitionDeletion
+        from replay.controller.commands import CancelPartitionDeletion
 
         requests = [CancelPartitionDeletion(topic=t) for t in topics]
         return self._run(lambda ctl, image: ctl.cancel_partition_deletions(image, requests))

@@ -13,7 +13,7 @@ from records.uuids import Uuid
 from replay.image import NAMESPACE_SEPARATOR, qualified_name
 
 if TYPE_CHECKING:
-    from api.controller.commands import TopicRef
+    from replay.controller.commands import TopicRef
 
 
 def add_topic_options(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def topic_name(args: argparse.Namespace) -> str | None:
     namespace: str | None = getattr(args, "namespace", None)
     if namespace is None:
         return name
-    from api.controller.namespaces import validate_namespace_name
+    from replay.controller.namespaces import validate_namespace_name
 
     validate_namespace_name(namespace)
     if name is None:
@@ -62,7 +62,7 @@ def optional_topic_ref(args: argparse.Namespace) -> TopicRef | None:
             raise CliError(f"--topic-id: {exc}") from None
     if name is None and topic_id is None:
         return None
-    from api.controller.commands import TopicRef
+    from replay.controller.commands import TopicRef
 
     return TopicRef(name=name, topic_id=topic_id)
 

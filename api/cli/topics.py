@@ -39,8 +39,8 @@ from api.cli.topic_options import (
     topic_name,
     topic_ref,
 )
-from api.controller.states import partition_state, replica_state
 from records.model import ConfigResourceType, Mode
+from replay.controller.states import partition_state, replica_state
 from replay.image import NAMESPACE_SEPARATOR, qualified_name
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def _parse_assignment(text: str) -> list[tuple[int, ...]]:
 
 def cmd_topics_create(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Create a topic (KIP-4 semantics)."""
-    from api.controller.commands import CreatableTopic
+    from replay.controller.commands import CreatableTopic
 
     assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()
     partitions = args.partitions if args.partitions is not None else -1
@@ -205,7 +205,7 @@ def _describe_text(image: MetadataImage, topic: TopicImage, out: TextIO) -> None
 
 def cmd_topics_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Describe one topic (or all): id, partitions, leaders, ISRs, modes and states."""
-    from api.controller.controller import Controller
+    from replay.controller.controller import Controller
 
     ref = optional_topic_ref(args) if args.topic or args.topic_id else None
     image = fetch_image(settings, args)
@@ -248,7 +248,7 @@ def _topics_in(image: MetadataImage, namespace: str | None) -> list[TopicImage]:
     """Every topic, or those directly in `namespace` (which must exist)."""
     if namespace is None:
         return image.topics.sorted()
-    from api.controller.namespaces import require_namespace
+    from replay.controller.namespaces import require_namespace
 
     require_namespace(image, namespace)
     return [t for t in image.topics.sorted() if t.namespace == namespace]
@@ -256,7 +256,7 @@ def _topics_in(image: MetadataImage, namespace: str | None) -> list[TopicImage]:
 
 def cmd_topics_add_partitions(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Raise a topic's partition count."""
-    from api.controller.commands import CreatePartitionsTopic
+    from replay.controller.commands import CreatePartitionsTopic
 
     ref = topic_ref(args)
     assignments = None
@@ -278,8 +278,8 @@ def cmd_topics_add_partitions(args: argparse.Namespace, settings: Settings, out:
 
 def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Raise or lower a topic's partition count (a decrease deletes the highest partitions)."""
-    from api.controller.commands import CreatePartitionsTopic, DeletePartitionsTopic
-    from api.controller.controller import Controller
+    from replay.controller.commands import CreatePartitionsTopic, DeletePartitionsTopic
+    from replay.controller.controller import Controller
 
     ref = topic_ref(args)
     delay = args.delete_partitions_delay
@@ -351,8 +351,8 @@ def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) 
 
 def cmd_topics_move(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Move a topic to another namespace; it keeps its topic id, partitions and configs."""
-    from api.controller.commands import MoveTopic, TopicRef
-    from api.controller.namespaces import validate_namespace_name
+    from replay.controller.commands import MoveTopic, TopicRef
+    from replay.controller.namespaces import validate_namespace_name
 
     if NAMESPACE_SEPARATOR in args.topic:
         raise CliError(

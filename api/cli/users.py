@@ -27,20 +27,20 @@ from api.cli.common import (
 )
 from api.cli.output import emit, print_table
 from api.cli.targets import LocalTarget, Target, open_target
-from api.controller.commands import (
+from records.model import ScramMechanism
+from replay.controller.commands import (
     AlterScramResult,
     DescribeScramResult,
     ScramDeletion,
     ScramUpsertion,
 )
-from api.security.scram import (
+from replay.security.scram_keys import salted_password
+from replay.security.scram_rules import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     mechanism_by_name,
-    salted_password,
 )
-from records.model import ScramMechanism
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -140,7 +140,7 @@ def alter(
 def describe(target: Target, users: list[str] | None) -> list[DescribeScramResult]:
     """DescribeUserScramCredentials on the data directory's image or through the server."""
     if isinstance(target, LocalTarget):
-        from api.controller.controller import Controller
+        from replay.controller.controller import Controller
 
         return Controller.describe_user_scram_credentials(target.image(), users)
     remote = target

@@ -1,7 +1,7 @@
 """`AdminClient`: every API `mlog serve` answers, as methods over one `ClientConnection`.
 
 Kafka APIs are built and read with the protocol core's kio codec. The methods the CLI uses
-return the same result dataclasses the embedded controller returns (`api.controller.commands`),
+return the same result dataclasses the embedded controller returns (`replay.controller.commands`),
 so a command prints the same thing whichever it runs against; the others return kio's response
 entity. Our own APIs (`api.protocol.private`) return their Avro-bound dataclasses; a refused
 request raises `RemoteError` with the code and the text the embedded CLI would print.
@@ -34,7 +34,14 @@ from api.client.connection import (
     known_error_code,
 )
 from api.client.security_apis import SecurityApis
-from api.controller.commands import (
+from api.client.time_travel import change_of, history_entry_of, image_from_response, wire_entity
+from api.protocol import codec, private
+from api.protocol.codec import build, request_class
+from api.protocol.private import EntryDecoder, PrivateApi
+from records.entry import LogEntry
+from records.model import ConfigResourceType
+from records.uuids import Uuid
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigsResult,
     BrokerAction,
@@ -65,20 +72,14 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.errors import ErrorCode
-from api.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
-from api.protocol import codec, private
-from api.protocol.codec import build, request_class
-from api.protocol.private import EntryDecoder, PrivateApi
-from records.entry import LogEntry
-from records.model import ConfigResourceType
-from records.uuids import Uuid
+from replay.controller.errors import ErrorCode
+from replay.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
 from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
 
 if TYPE_CHECKING:
+    from api.raft.core.messages import DescribeQuorumResponse
     from api.security.client_config import ClientSecurity
-    from metadata_log.raft.messages import DescribeQuorumResponse
 
 T = TypeVar("T")
 
@@ -347,16 +348,22 @@ class AdminClient(SecurityApis):
         """
         # Only `mlog quorum describe` asks: the quorum's messages (~25 ms of imports) are not
         # loaded by every other command that connects to a server.
-        from api.protocol import raft_wire  # noqa: PLC0415
-        from metadata_log.raft.messages import DescribeQuorumResponse  # noqa: PLC0415
+        from api.raft.core.messages import DescribeQuorumResponse  # noqa: PLC0415
+        from api.raft.transport.errors import RaftWireRefusal  # noqa: PLC0415
+        from api.raft.transport.wire import (  # noqa: PLC0415
+            DescribeQuorumRequest,
+            decode_response,
+            encode_request,
+            send_version,
+        )
 
         theirs = self._versions.get(DESCRIBE_QUORUM_KEY)
         if theirs is None:
             raise RemoteError(35, "this server is not a node of a controller quorum")
-        version = min(raft_wire.send_version(DESCRIBE_QUORUM_KEY), theirs[1])
+        version = min(send_version(DESCRIBE_QUORUM_KEY), theirs[1])
         correlation_id = next(self._ids)
-        frame = raft_wire.encode_request(
-            raft_wire.DescribeQuorumRequest(correlation_id=correlation_id),
+        frame = encode_request(
+            DescribeQuorumRequest(correlation_id=correlation_id),
             destination=-1,
             cluster_id=None,
             client_id=self.client_id,
@@ -365,8 +372,8 @@ class AdminClient(SecurityApis):
 
         def decode(data: bytes) -> Any:
             try:
-                return raft_wire.decode_response(data, api_key=DESCRIBE_QUORUM_KEY, version=version)
-            except raft_wire.RaftWireRefusal as exc:
+                return decode_response(data, api_key=DESCRIBE_QUORUM_KEY, version=version)
+            except RaftWireRefusal as exc:
                 return RemoteError(exc.error_code, str(exc))
 
         answer = await self._send(frame, correlation_id, decode)
@@ -758,7 +765,7 @@ class AdminClient(SecurityApis):
             at_offset=at_offset, at_time=at_time, schema_id=self._entries.known
         )
         response = await self.call(private.IMAGE_AT, request)
-        return private.image_from_response(response, self._entries)
+        return image_from_response(response, self._entries)
 
     async def diff(
         self, from_point: str, to_point: str | None = None
@@ -767,7 +774,8 @@ class AdminClient(SecurityApis):
         response = await self.call(
             private.DIFF, private.Diff(from_point=from_point, to_point=to_point)
         )
-        return int(response.from_offset), int(response.to_offset), list(response.changes)
+        changes = [change_of(change) for change in response.changes]
+        return int(response.from_offset), int(response.to_offset), changes
 
     async def history(
         self,
@@ -779,6 +787,7 @@ class AdminClient(SecurityApis):
     ) -> list[HistoryEntry]:
         """Every entry that touched `entity`, oldest first."""
         response = await self.call(
-            private.HISTORY, private.History(entity=entity, gt=gt, lte=lte, limit=limit)
+            private.HISTORY,
+            private.History(entity=wire_entity(entity), gt=gt, lte=lte, limit=limit),
         )
-        return list(response.entries)
+        return [history_entry_of(entry) for entry in response.entries]

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from api.controller.errors import ApiError, ErrorCode
 from api.protocol import codec, private
 from api.protocol.codec import SUPPORTED_VERSIONS, ProtocolError, build, request_class
 from api.protocol.private import PRIVATE_VERSIONS, PrivateApi
 from api.security.errors import SaslClientError
 from records.errors import MetadataLogError
+from replay.controller.errors import ApiError, ErrorCode
 
 if TYPE_CHECKING:
     from api.security.client_config import ClientSecurity

@@ -1,7 +1,7 @@
 """The ACL and SCRAM credential APIs of `AdminClient`, over its `ClientConnection`.
 
 CreateAcls, DescribeAcls, DeleteAcls, DescribeUserScramCredentials and
-AlterUserScramCredentials take and return the controller's values (`api.controller.commands`),
+AlterUserScramCredentials take and return the controller's values (`replay.controller.commands`),
 so `mlog acls` and `mlog users` print the same thing on a data directory and through a server.
 Codes a client may not know (a newer server's) come back as ints. Only salted passwords are
 ever sent; a password never leaves the caller.
@@ -14,7 +14,14 @@ from enum import IntEnum
 from typing import Any, TypeVar
 
 from api.client.connection import ClientConnection, ClientError, RemoteError, known_error_code
-from api.controller.commands import (
+from records.model import (
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+)
+from replay.controller.commands import (
     AclBinding,
     AclFilter,
     AlterScramResult,
@@ -26,14 +33,7 @@ from api.controller.commands import (
     ScramDeletion,
     ScramUpsertion,
 )
-from api.controller.limits import INT32_MAX, INT32_MIN
-from records.model import (
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-    ScramMechanism,
-)
+from replay.controller.limits import INT32_MAX, INT32_MIN
 
 _INT8 = (-128, 127)
 _INT32 = (INT32_MIN, INT32_MAX)

@@ -1,8 +1,8 @@
 """Avro schemas and converters derived from frozen dataclasses, for the private API bodies.
 
 A private API's request and response are the same dataclasses the controller takes and
-returns (`api.controller.commands`), so the wire form cannot drift from what the service means. This
-module maps their type hints onto Avro once per class:
+returns (`replay.controller.commands`), so the wire form cannot drift from what the service
+means. This module maps their type hints onto Avro once per class:
 
 | Python hint                | Avro                                   |
 | -------------------------- | -------------------------------------- |

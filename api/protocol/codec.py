@@ -90,7 +90,8 @@ API_NAMES: Mapping[int, str] = {
     51: "AlterUserScramCredentials",
     17: "SaslHandshake",
     36: "SaslAuthenticate",
-    # The controller quorum's, served only by a server with a quorum endpoint (`raft_wire`).
+    # The controller quorum's, served only by a server with a quorum endpoint
+    # (`api.raft.transport.wire`).
     1: "Fetch",
     52: "Vote",
     53: "BeginQuorumEpoch",

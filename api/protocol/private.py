@@ -9,7 +9,7 @@ write carries its id in `codec.WRITE_ID_TAG`) and response header v1 (correlatio
 tagged fields, none so far); their bodies are the same Avro as the version before.
 
 The bodies are the dataclasses the controller itself takes and returns
-(`api.controller.commands`) or the few defined here, bound to Avro by `avro_bind`; their
+(`replay.controller.commands`) or the few defined here, bound to Avro by `avro_bind`; their
 schemas are listed in docs/server.md and pinned by a golden test.
 
 Keys start at 10,000, far above Kafka's own (below 100 today), so a future Kafka API cannot
@@ -19,6 +19,12 @@ Log entries (FetchLog) and image records (ImageAt) travel as one Avro block body
 entries in the server's entry schema, the same bytes a segment holds. The schema (about 8 KB)
 is sent only when the request's `schema_id` is not the server's, so a follower pays for it
 once.
+
+The wire carries records and plain values only: the server turns an image into its records,
+the client replays them into an image, and the time-travel values (`Change`, `Entity`,
+`HistoryEntry`) are plain forms of replay's, converted at both ends (`api.server.time_travel`,
+`api.client.time_travel`). So the codec imports none of replay's image, delta or time travel,
+only the domain's commands and errors (`replay.controller`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.controller.commands import (
+from api.protocol.avro_bind import BindError, binding
+from api.protocol.codec import WRITE_ID_TAG, ProtocolError, RequestHeader, parse_write_id
+from api.protocol.fast_reader_runtime import Refused, read_uvarint
+from api.protocol.fast_writer import uvarint
+from records.codec import RecordCodec
+from records.entry import LogEntry, make_entry
+from records.errors import MetadataLogError
+from records.model import Record
+from records.uuids import Uuid
+from replay.controller.commands import (
     BrokerAction,
     BrokerResult,
     CancelPartitionDeletion,
@@ -47,18 +62,6 @@ from api.controller.commands import (
     PurgeResult,
     RegisterBroker,
 )
-from api.protocol.avro_bind import BindError, binding
-from api.protocol.codec import WRITE_ID_TAG, ProtocolError, RequestHeader, parse_write_id
-from api.protocol.fast_reader_runtime import Refused, read_uvarint
-from api.protocol.fast_writer import uvarint
-from records.codec import RecordCodec
-from records.entry import LogEntry, make_entry
-from records.errors import MetadataLogError
-from records.model import Record
-from records.uuids import Uuid
-from replay.delta import MetadataDelta
-from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
-from replay.timetravel import Change, Entity, HistoryEntry
 
 # ---------------------------------------------------------------------- bodies
 
@@ -192,6 +195,40 @@ class Diff:
 
     from_point: str
     to_point: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One difference between two images, as the Diff API carries `replay.changes.Change`."""
+
+    op: str
+    kind: str
+    name: str
+    id: str | None = None
+    fields: tuple[tuple[str, Any, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entity:
+    """What History follows (`replay.timetravel.Entity`, checked there): one field is set."""
+
+    topic: str | None = None
+    topic_id: Uuid | None = None
+    namespace: str | None = None
+    broker: int | None = None
+    user: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryEntry:
+    """One log entry that touched an entity (`replay.timetravel.HistoryEntry`)."""
+
+    offset: int
+    timestamp: int
+    principal: str | None
+    record_type: str
+    description: str
+    topic_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -622,27 +659,6 @@ class EntryDecoder:
             for offset, epoch, timestamp, principal, record in rows
             if lo <= offset and (hi is None or offset <= hi)
         ]
-
-
-def image_response(image: MetadataImage, codec: RecordCodec, known: str | None) -> ImageResponse:
-    """An image as the records that rebuild it (numbered from 0, no principal)."""
-    entries = ((i, 0, 0, None, r) for i, r in enumerate(image.write()))
-    p = image.provenance
-    return ImageResponse(
-        offset=p.offset,
-        epoch=p.epoch,
-        timestamp=p.timestamp,
-        records=entry_block(codec, entries, known),
-    )
-
-
-def image_from_response(response: ImageResponse, decoder: EntryDecoder) -> MetadataImage:
-    """The image an `ImageResponse` carries, rebuilt by replaying its records."""
-    delta = MetadataDelta(EMPTY_IMAGE)
-    delta.replay_all(e.record for e in decoder.decode(response.records))
-    return delta.apply(
-        Provenance(offset=response.offset, epoch=response.epoch, timestamp=response.timestamp)
-    )
 
 
 def schemas_document() -> dict[str, Any]:

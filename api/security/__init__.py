@@ -1,5 +1,6 @@
 """Security primitives: SASL mechanisms, TLS contexts, principals and security configs.
 
-A leaf package (standard library and `records` only), so the controller, the server, the
-client and the command line can all use it without breaking the layers' import order.
+A leaf of `api` (the standard library, `records` and the pure rules of `replay.security`), so
+the server, the client and the command line can all use it without breaking the layers'
+import order.
 """

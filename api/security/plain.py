@@ -4,22 +4,29 @@ The server never keeps a password: a PLAIN login derives the salted password wit
 salt and iteration count (of SCRAM-SHA-512 if the user has it, else SCRAM-SHA-256) and compares
 the StoredKey it gives with the stored one in constant time. PLAIN sends the password itself,
 so use it over TLS (SASL_SSL) only.
+
+A server passes `DerivedKeys` (a derivation is done once per password, salt and count) and
+`unknown` (the salt and count an unknown user is checked with: those SCRAM answers for it), so
+a guess costs the same, and repeated guesses nothing, whether the user exists or not.
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from api.security.errors import AuthenticationFailed
-from api.security.scram import (
-    DEFAULT_ITERATIONS,
-    StoredCredential,
-    h,
-    hmac_of,
-    salted_password,
-)
+from api.security.scram import StoredCredential
 from records.model import ScramMechanism
+from replay.security.scram_keys import h, hmac_of, salted_password
+from replay.security.scram_rules import DEFAULT_ITERATIONS
+
+if TYPE_CHECKING:
+    from api.security.derived_keys import DerivedKeys
+
+UnknownUser = Callable[[ScramMechanism, str], tuple[bytes, int]]
+"""`(mechanism, user name) -> (salt, iterations)`: what checks a guess for an unknown user."""
 
 MECHANISM_NAME = "PLAIN"
 
@@ -57,11 +64,21 @@ class PlainServer:
 
     mechanism_name = MECHANISM_NAME
 
-    def __init__(self, lookup: Callable[[str, ScramMechanism], StoredCredential | None]) -> None:
+    def __init__(
+        self,
+        lookup: Callable[[str, ScramMechanism], StoredCredential | None],
+        *,
+        keys: DerivedKeys | None = None,
+        unknown: UnknownUser | None = None,
+    ) -> None:
         self._lookup = lookup
+        self._keys = keys
+        self._unknown = unknown
         self._done = False
         self.username: str | None = None
         """The authenticated user name, once `evaluate` succeeded; None before."""
+        self.attempted_username: str | None = None
+        """The user name the client gave (for the log of a failed login), once parsed."""
 
     @property
     def complete(self) -> bool:
@@ -74,23 +91,36 @@ class PlainServer:
             raise _refused("the PLAIN exchange is already over")
         self._done = True
         username, password = self._parse(response)
+        self.attempted_username = username
         found = [
             (mechanism, credential)
             for mechanism in _PREFERENCE
             if (credential := self._lookup(username, mechanism)) is not None
         ]
         if not found:
-            # What a user of the preferred mechanism at the default iterations costs, so the
-            # time taken does not tell an unknown user from a wrong password.
-            salted_password(_PREFERENCE[0], password, _DUMMY_SALT, DEFAULT_ITERATIONS)
+            # What a user of the preferred mechanism costs (at the count SCRAM answers for this
+            # name), so the time taken does not tell an unknown user from a wrong password.
+            salt, iterations = (
+                (_DUMMY_SALT, DEFAULT_ITERATIONS)
+                if self._unknown is None
+                else self._unknown(_PREFERENCE[0], username)
+            )
+            self._stored_key(_PREFERENCE[0], password, salt, iterations)
             raise _refused("Invalid username or password")
         mechanism, credential = found[0]
-        salted = salted_password(mechanism, password, credential.salt, credential.iterations)
-        stored_key = h(mechanism, hmac_of(mechanism, salted, b"Client Key"))
+        stored_key = self._stored_key(mechanism, password, credential.salt, credential.iterations)
         if not hmac.compare_digest(stored_key, credential.stored_key):
             raise _refused("Invalid username or password")
         self.username = username
         return b""
+
+    def _stored_key(
+        self, mechanism: ScramMechanism, password: bytes, salt: bytes, iterations: int
+    ) -> bytes:
+        if self._keys is not None:
+            return self._keys.stored_key(mechanism, password, salt, iterations)
+        salted = salted_password(mechanism, password, salt, iterations)
+        return h(mechanism, hmac_of(mechanism, salted, b"Client Key"))
 
     @staticmethod
     def _parse(response: bytes) -> tuple[str, bytes]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from api.security.errors import SaslClientError
 from api.security.plain import MECHANISM_NAME as PLAIN
 from api.security.plain import plain_token
-from api.security.scram import ScramClient, mechanism_by_name
+from api.security.scram import ScramClient
+from replay.security.scram_rules import mechanism_by_name
 
 MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512")
 """The SASL mechanisms our client (and server) speak, by their SASL names."""

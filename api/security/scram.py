@@ -7,16 +7,17 @@ HMAC(SaltedPassword, "Server Key"), SaltedPassword = PBKDF2-HMAC(password, salt,
 `ScramServer` and `ScramClient` are the two sides of a login, sans-IO (bytes in, bytes out):
 the server's lookup gives it the stored credential of a user name, the client derives its
 proof from the password; `scram_messages` holds the messages' grammar.
+
+The stored credential and its derivation are pure rules below the service:
+`replay.security.scram_keys` and `replay.security.scram_rules`.
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
 import hmac
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from api.security.errors import (
@@ -37,101 +38,14 @@ from api.security.scram_messages import (
     xor,
 )
 from records.model import ScramMechanism
-
-MIN_ITERATIONS = 4096
-"""The fewest PBKDF2 iterations accepted (RFC 7677's minimum; Kafka's too)."""
-
-MAX_ITERATIONS = 16384
-"""The most PBKDF2 iterations accepted (Kafka's `ScramMechanism.maxIterations`)."""
-
-DEFAULT_ITERATIONS = 4096
-
-_HASHES = {ScramMechanism.SCRAM_SHA_256: "sha256", ScramMechanism.SCRAM_SHA_512: "sha512"}
-
-
-def hash_name(mechanism: ScramMechanism) -> str:
-    """The hashlib name of a mechanism's hash; ValueError for UNKNOWN."""
-    try:
-        return _HASHES[mechanism]
-    except KeyError:
-        raise ValueError(f"{mechanism!r} is not a SCRAM mechanism") from None
-
-
-def key_size(mechanism: ScramMechanism) -> int:
-    """Bytes of a mechanism's keys (32 for SHA-256, 64 for SHA-512)."""
-    return hashlib.new(hash_name(mechanism)).digest_size
-
-
-def mechanism_by_name(name: str) -> ScramMechanism:
-    """SCRAM-SHA-256 or SCRAM-SHA-512 by its SASL name; ValueError otherwise."""
-    for mechanism in _HASHES:
-        if mechanism.mechanism_name == name:
-            return mechanism
-    raise ValueError(f"unknown SCRAM mechanism {name!r}; use SCRAM-SHA-256 or SCRAM-SHA-512")
-
-
-def salted_password(
-    mechanism: ScramMechanism, password: bytes, salt: bytes, iterations: int
-) -> bytes:
-    """Hi(password, salt, i) of RFC 5802: PBKDF2 with the mechanism's HMAC."""
-    return hashlib.pbkdf2_hmac(hash_name(mechanism), password, salt, iterations)
-
-
-def hmac_of(mechanism: ScramMechanism, key: bytes, message: bytes) -> bytes:
-    """HMAC(key, message) with the mechanism's hash."""
-    return hmac.new(key, message, hash_name(mechanism)).digest()
-
-
-def h(mechanism: ScramMechanism, data: bytes) -> bytes:
-    """H(data): the mechanism's hash."""
-    return hashlib.new(hash_name(mechanism), data).digest()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScramCredential:
-    """What a server stores for one user and mechanism."""
-
-    mechanism: ScramMechanism
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-
-def credential_from_salted(
-    mechanism: ScramMechanism, salt: bytes, salted: bytes, iterations: int
-) -> ScramCredential:
-    """The stored credential of a salted password (what AlterUserScramCredentials sends)."""
-    client_key = hmac_of(mechanism, salted, b"Client Key")
-    return ScramCredential(
-        mechanism=mechanism,
-        salt=salt,
-        stored_key=h(mechanism, client_key),
-        server_key=hmac_of(mechanism, salted, b"Server Key"),
-        iterations=iterations,
-    )
-
-
-def new_credential(
-    mechanism: ScramMechanism,
-    password: str,
-    *,
-    iterations: int = DEFAULT_ITERATIONS,
-    salt: bytes | None = None,
-) -> ScramCredential:
-    """A credential for a password, with a fresh random salt unless one is given.
-
-    The password is used as its UTF-8 bytes, as Kafka does (it applies no SASLprep), so a
-    credential made here works with every Kafka client.
-    """
-    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
-        raise ValueError(
-            f"iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {iterations}"
-        )
-    salt = secrets.token_bytes(32) if salt is None else salt
-    salted = salted_password(mechanism, password.encode("utf-8"), salt, iterations)
-    return credential_from_salted(mechanism, salt, salted, iterations)
-
+from replay.security.scram_keys import h, hmac_of, salted_password
+from replay.security.scram_rules import (
+    DEFAULT_ITERATIONS,
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
+    hash_name,
+    key_size,
+)
 
 # --------------------------------------------------------------------------- the exchange
 
@@ -186,7 +100,13 @@ class ScramServer:
         *,
         server_nonce: str | None = None,
         fake_salt_key: bytes | None = None,
+        unknown_iterations: Callable[[], int] | None = None,
     ) -> None:
+        """A login's server side; `unknown_iterations` is the count an unknown user is told.
+
+        The one most real users have (`unknown_users.TypicalIterations`), so the count does not
+        tell whether a user exists; DEFAULT_ITERATIONS without it.
+        """
         hash_name(mechanism)
         if server_nonce is not None and not printable(server_nonce):
             raise ValueError("a server nonce must be printable ASCII without commas")
@@ -194,6 +114,9 @@ class ScramServer:
         self._lookup = lookup
         self._server_nonce = server_nonce
         self._fake_salt_key = _FAKE_SALT_KEY if fake_salt_key is None else fake_salt_key
+        self._unknown_iterations = unknown_iterations
+        self.attempted_username: str | None = None
+        """The user name the client gave (for the log of a failed login), once parsed."""
         self._state = _State.FIRST
         self.username: str | None = None
         """The authenticated user name, once `final` succeeded; None before."""
@@ -233,6 +156,7 @@ class ScramServer:
             first = parse_client_first(client_first)
         except ValueError as exc:
             raise self._malformed("client-first message", str(exc)) from None
+        self.attempted_username = first.username
         if _TOKEN_AUTH in first.extensions:
             self._state = _State.FAILED
             raise AuthenticationFailed(
@@ -252,10 +176,11 @@ class ScramServer:
             self.mechanism.mechanism_name.encode() + b"\x00" + first.username.encode("utf-8"),
         )[:32]
         credential = self._lookup(first.username)
+        unknown = DEFAULT_ITERATIONS
+        if credential is None and self._unknown_iterations is not None:
+            unknown = self._unknown_iterations()
         salt, iterations = (
-            (fake_salt, DEFAULT_ITERATIONS)
-            if credential is None
-            else (credential.salt, credential.iterations)
+            (fake_salt, unknown) if credential is None else (credential.salt, credential.iterations)
         )
         server_nonce = self._server_nonce or secrets.token_urlsafe(24)
         self._first = first

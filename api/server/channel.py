@@ -12,7 +12,9 @@ connection can make the server hold more of its requests, or more of its answers
 - Between the requests of a burst the channel gives the event loop to the other connections
   every `SLICE` seconds, so one busy connection delays another by at most about one request.
 - Limits (`limits.py`): the bytes of requests being read count against
-  `queued.max.request.bytes`, a connection that completes no request for
+  `queued.max.request.bytes` (before a SASL login, against the listener's pre-login pool); a
+  connection that would go over stops being read and waits for memory (it is not closed,
+  and closes no one else); a connection that completes no request for
   `connections.max.idle.ms` is closed, and so is one over `max.connections(.per.ip)`.
 
 On a TLS listener the handshake runs in the connection's own task (asyncio's `start_tls`, not
@@ -43,6 +45,7 @@ from api.server.limits import (
     ConnectionCounts,
     RequestMemory,
 )
+from api.server.login_guard import SourceSlots, SummarizedWarnings
 from api.server.sasl import SASL_MAX_RECEIVE_SIZE, SaslAuthenticator
 
 logger = logging.getLogger("api.server")
@@ -79,6 +82,12 @@ class ChannelSecurity:
     no mapping rule applies."""
     new_authenticator: Callable[[], SaslAuthenticator] | None = None
     """A new connection's login (SASL listeners)."""
+    handshakes: SourceSlots | None = None
+    """TLS handshakes under way per client address, against their bound (TLS listeners)."""
+    handshakes_key: str = "tls.handshakes.per.ip"
+    """The summary line's name for connections closed over that bound."""
+    tls_failures: SummarizedWarnings | None = None
+    """Where failed handshakes are logged (one line per listener and reason per interval)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -90,12 +99,15 @@ class ChannelContext:
     max_request_bytes: int
     idle_seconds: float
     memory: RequestMemory
+    """The pool of logged-in connections (`queued.max.request.bytes`), shared by all listeners."""
     counts: ConnectionCounts
     summary: CloseSummary
     principal: str
     """The principal of a new connection (until authentication says otherwise)."""
     channels: set[Channel] = field(default_factory=set)
     security: ChannelSecurity = field(default_factory=ChannelSecurity)
+    prelogin: RequestMemory | None = None
+    """The listener's pool for connections whose SASL login has not ended (SASL listeners)."""
     extra_versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     """Kafka APIs this listener serves beyond `codec.SUPPORTED_VERSIONS` (the quorum's)."""
     arrivals: int = 0
@@ -126,7 +138,9 @@ class Channel(asyncio.Protocol):
             max_request_bytes=context.max_request_bytes, extra_versions=context.extra_versions
         )
         self._admitted = False
-        self._held = 0  # this connection's share of queued.max.request.bytes
+        self._held = 0  # bytes of this connection counted in `_memory`
+        self._memory = context.memory
+        self._memory_paused = False  # not read until its pool has room again
         self._lost = False
         self._eof = False
         self._read_paused = False
@@ -172,6 +186,8 @@ class Channel(asyncio.Protocol):
             transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
         if security.new_authenticator is not None:
             self.sasl = security.new_authenticator()
+            if self._context.prelogin is not None:
+                self._memory = self._context.prelogin
             if self._context.max_request_bytes > SASL_MAX_RECEIVE_SIZE:
                 self._connection.max_request_bytes = SASL_MAX_RECEIVE_SIZE
                 self._connection.max_request_key = "sasl.server.max.receive.size, before login"
@@ -191,23 +207,27 @@ class Channel(asyncio.Protocol):
         connection.feed(data)
         context = self._context
         context.arrivals += 1
-        claimed = connection.claimed_bytes
-        held = self._held
-        if claimed != held:
-            if not context.memory.change(held, claimed):
-                self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
-                return
-            self._held = claimed
         buffered = connection.buffered_bytes
+        held = self._held
+        # Bytes received are counted as they arrive, never a frame's claimed size: a size
+        # alone reserves nothing. Over the pool's capacity the connection waits, unread.
+        if buffered != held:
+            self._held = buffered
+            if not self._memory.hold(held, buffered) and not self._memory_paused:
+                self._wait_for_memory()
+        claimed = connection.claimed_bytes
         if claimed > buffered:
             # The frame at the head is still partial: nothing to answer, so no task wake-up
             # (a crowd of slowloris connections trickling bytes then costs next to nothing).
             # Reading goes on whatever the read-ahead: the frame is bounded by the request
             # limits, and it cannot be answered before all of it is read.
+            if claimed > self._memory.capacity:
+                self._close_over(QUEUED_MAX_REQUEST_BYTES.key)  # it could never be read whole
             return
         if buffered >= READ_AHEAD and not self._read_paused:
             self._read_paused = True
-            self._pause_reading()
+            if not self._memory_paused:
+                self._pause_reading()
         if self.task is None:
             self._start()
             return
@@ -244,7 +264,8 @@ class Channel(asyncio.Protocol):
             return
         self._admitted = False
         self._context.counts.release(self.ip)
-        self._context.memory.change(self._held, 0)
+        self._memory.forget(self._memory_free)
+        self._memory.hold(self._held, 0)
         self._held = 0
         self._context.channels.discard(self)
         if self._idle_timer is not None:
@@ -280,10 +301,17 @@ class Channel(asyncio.Protocol):
         self._connection.max_request_bytes = self._context.max_request_bytes
         self._connection.max_request_key = "socket.request.max.bytes"
         self._connection.raw_tokens = False
-        # A frame at the head refused before (over the login's limit) may now be taken whole:
-        # its claim grows while no read may come to account for it.
-        if not self._account():
-            self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
+        memory = self._context.memory
+        if self._memory is not memory:
+            # What it holds moves from the listener's pre-login pool to the logged-in one.
+            held = self._held
+            self._memory.forget(self._memory_free)
+            self._memory.hold(held, 0)
+            self._memory = memory
+            if not memory.hold(0, held):
+                self._wait_for_memory()
+            elif self._memory_paused:
+                self._memory_free()
 
     def expect_raw_tokens(self, raw: bool) -> None:
         """The next frames are raw SASL tokens (after a SaslHandshake v0), or requests again."""
@@ -314,9 +342,7 @@ class Channel(asyncio.Protocol):
                     self._readable = None
                     yield_at = _clock() + SLICE
                     continue
-                if not self._frame_taken():
-                    self._close_over(QUEUED_MAX_REQUEST_BYTES.key)
-                    break
+                self._frame_taken()
                 self.processing = True
                 arrivals = context.arrivals
                 try:
@@ -348,6 +374,20 @@ class Channel(asyncio.Protocol):
         context = security.ssl_context
         raw = self._transport
         assert context is not None and raw is not None  # a TLS listener's admitted connection
+        slots = security.handshakes
+        if slots is not None and not slots.take(self.ip):
+            # Handshakes cost a TLS object and its buffers each: one address gets a bounded
+            # number under way at once (its next connections are closed, summed up).
+            self._close_over(security.handshakes_key)
+            return False
+        try:
+            return await self._handshake(context, raw)
+        finally:
+            if slots is not None:
+                slots.give_back(self.ip)
+
+    async def _handshake(self, context: ssl.SSLContext, raw: asyncio.Transport) -> bool:
+        security = self._context.security
         try:
             transport = await asyncio.get_running_loop().start_tls(
                 raw,
@@ -361,12 +401,19 @@ class Channel(asyncio.Protocol):
             raise
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
             if not self._lost:  # not closed by a limit or by the server stopping
-                logger.warning(
-                    "closing connection from %s on listener %s: TLS handshake failed: %s",
-                    self.peer,
-                    security.listener,
-                    _tls_reason(exc),
+                reason = _tls_reason(exc)
+                line = (
+                    f"closing connection from {self.peer} on listener {security.listener}: "
+                    f"TLS handshake failed: {reason}"
                 )
+                if security.tls_failures is None:
+                    logger.warning("%s", line)
+                else:
+                    security.tls_failures.warn(
+                        f"{security.listener} {reason}",
+                        line,
+                        f"{reason} from {self.ip} on {security.listener}",
+                    )
             self.connection_lost(None)
             return False
         if self._lost or transport is None:
@@ -413,34 +460,37 @@ class Channel(asyncio.Protocol):
 
     # ------------------------------------------------------------------ limits
 
-    def _account(self) -> bool:
-        """Bring this connection's share of queued.max.request.bytes up to date; False if over."""
-        wanted = self._connection.claimed_bytes
-        if wanted == self._held:
-            return True
-        if self._context.memory.change(self._held, wanted):
-            self._held = wanted
-            return True
-        return False
-
-    def _frame_taken(self) -> bool:
-        """A frame was taken: release its bytes, claim the next's; False if that is over the cap.
+    def _frame_taken(self) -> None:
+        """A frame was taken: release its bytes; resume reading when the read-ahead allows.
 
         Reading resumes when the read-ahead is down to half, or when the frame now at the head
-        is partial (it cannot be answered before it is read whole).
+        is partial (it cannot be answered before it is read whole), unless the connection
+        waits for memory.
         """
         connection = self._connection
-        claimed = connection.claimed_bytes
-        if claimed != self._held:
-            if not self._context.memory.change(self._held, claimed):
-                return False
-            self._held = claimed
-        if self._read_paused:
-            buffered = connection.buffered_bytes
-            if buffered < READ_AHEAD // 2 or claimed > buffered:
-                self._read_paused = False
+        buffered = connection.buffered_bytes
+        if buffered != self._held:
+            self._memory.hold(self._held, buffered)
+            self._held = buffered
+        if self._read_paused and (
+            buffered < READ_AHEAD // 2 or connection.claimed_bytes > buffered
+        ):
+            self._read_paused = False
+            if not self._memory_paused:
                 self._resume_reading()
-        return True
+
+    def _wait_for_memory(self) -> None:
+        """Stop reading until the pool has room (Kafka mutes a channel its pool cannot serve)."""
+        self._memory_paused = True
+        self._memory.wait(self._memory_free)
+        if not self._read_paused:
+            self._pause_reading()
+
+    def _memory_free(self) -> None:
+        """The pool released memory: read again (unless the read-ahead holds reading)."""
+        self._memory_paused = False
+        if not self._read_paused:
+            self._resume_reading()
 
     def _check_idle(self) -> None:
         self._idle_timer = None

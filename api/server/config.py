@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from api.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
+from api.raft.core.config import QuorumConfig
+from api.raft.core.errors import RaftConfigError
 from api.server.limits import SPECS, LimitSpec
-from metadata_log.raft.config import QuorumConfig
-from metadata_log.raft.errors import RaftConfigError
 from records.errors import MetadataLogError
+from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 
 _Take = Callable[[str], "str | None"]
 """`take(key)`: a key's stripped value (marking the key used), or None when it is absent."""
@@ -40,8 +40,11 @@ TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 SUPPORTED_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
-"""The SASL mechanisms served, and the default of `sasl.enabled.mechanisms` (Kafka's is GSSAPI,
-which this server does not have)."""
+"""The SASL mechanisms served."""
+
+DEFAULT_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The default of `sasl.enabled.mechanisms` (Kafka's is GSSAPI, which this server does not
+have): SCRAM only, since PLAIN sends the password itself; PLAIN is served only when named."""
 
 UNSUPPORTED_MECHANISMS = ("GSSAPI", "OAUTHBEARER")
 """Kafka's other mechanisms: named in a config, they are reported and left out, not an error."""
@@ -363,7 +366,7 @@ def _protocol_map(text: str | None) -> dict[str, str]:
 def _mechanisms(key: str, take: _Take, notes: list[str]) -> tuple[str, ...]:
     text = take(key)
     if text is None:
-        return SUPPORTED_MECHANISMS
+        return DEFAULT_MECHANISMS
     enabled: list[str] = []
     left_out: list[str] = []
     for name in (part.strip() for part in text.split(",")):

@@ -1,14 +1,20 @@
 """The server's limits on connections, with Kafka's names, and the bookkeeping that enforces them.
 
-- `queued.max.request.bytes`: request bytes all connections together may hold while reading
-  (a frame counts at the size it claims from the moment its size arrives, as Kafka's memory
-  pool allocates a receive's whole buffer then).
+- `queued.max.request.bytes`: request bytes all logged-in connections together may hold while
+  reading. A frame counts by the bytes that have arrived, not by the size it claims (a claim
+  alone costs nothing: six sockets sending only a size hold nothing). A connection that would
+  take the pool past its capacity stops being read and waits until memory is released, as
+  Kafka mutes a channel its memory pool cannot serve; it pushes no other connection out. A
+  frame claiming more than the whole pool could never be read: its connection is closed.
+- Before a SASL login ends a connection's bytes count against its listener's own pre-login
+  pool (`PRELOGIN_BYTES`, frames at most `sasl.server.max.receive.size`), never against the
+  pool of logged-in connections: anonymous claims cannot starve authenticated clients.
 - `connections.max.idle.ms`: a connection that completes no request (and has no answer taken by
   its client) for this long is closed; bytes of a frame that never completes do not count, so
   a slowloris connection trickling a request is closed too.
 - `max.connections`, `max.connections.per.ip`: a new connection over either is closed at once.
 
-A connection over a limit is closed; what was closed is logged as one summary line per
+A connection over a connection limit is closed; what was closed is logged as one summary line per
 `SUMMARY_INTERVAL`, never one line per connection (a flood of them must not flood the log).
 """
 
@@ -18,7 +24,7 @@ import asyncio
 import logging
 import resource
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from records.errors import MetadataLogError
@@ -36,6 +42,14 @@ DEFAULT_MAX_CONNECTIONS_PER_IP = INT_MAX
 
 FD_RESERVE = 256
 """Open files kept back from connections for the log's segments, indexes and the database."""
+
+PRELOGIN_BYTES = 32 * 1024 * 1024
+"""Request bytes the connections of one SASL listener may hold together before their logins end
+(64 frames of Kafka's `sasl.server.max.receive.size`); capped at `queued.max.request.bytes`."""
+
+WAKE_SHARE = 64 * 1024
+"""Bytes of headroom each waiting connection woken by a release is counted on (one read's worth):
+a release wakes as many waiters as the free memory can take, at least one."""
 
 SUMMARY_INTERVAL = 10.0
 """Seconds between two summary lines of connections closed over a limit."""
@@ -159,23 +173,63 @@ def connection_capacity(limits: ServerLimits) -> int:
 
 
 class RequestMemory:
-    """The bytes all connections hold of requests being read, against `queued.max.request.bytes`."""
+    """The bytes connections hold of requests being read, against a capacity.
+
+    Received bytes are always counted (`hold`): they are in memory already. A connection that
+    takes the pool past its capacity is told so and waits (`wait`) with reading stopped; a
+    release wakes waiting connections in the order they came, as many as the free memory can
+    take (`WAKE_SHARE` each, at least one).
+    """
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.used = 0
+        self._waiting: dict[Callable[[], None], None] = {}  # an ordered set of wake-ups
 
     def change(self, held: int, wanted: int) -> bool:
         """Move a connection's share from `held` to `wanted`; False if that exceeds the cap.
 
-        A refused growth changes nothing (the caller closes the connection and releases what
-        it `held`). Shrinking always succeeds.
+        A refused growth changes nothing. Shrinking always succeeds.
         """
         grown = self.used + wanted - held
         if wanted > held and grown > self.capacity:
             return False
         self.used = grown
+        if self._waiting and grown < self.capacity:
+            self._wake()
         return True
+
+    def hold(self, held: int, wanted: int) -> bool:
+        """Move a connection's share from `held` to `wanted` (always); False if now over the cap."""
+        used = self.used = self.used + wanted - held
+        if used < self.capacity:
+            if self._waiting:
+                self._wake()
+            return True
+        return used == self.capacity
+
+    @property
+    def waiting(self) -> int:
+        """Connections waiting for memory."""
+        return len(self._waiting)
+
+    def wait(self, wake: Callable[[], None]) -> None:
+        """Call `wake` once memory is released (a connection that stopped reading)."""
+        self._waiting[wake] = None
+
+    def forget(self, wake: Callable[[], None]) -> None:
+        """No longer wake `wake` (its connection went, or moved to another pool)."""
+        self._waiting.pop(wake, None)
+
+    def _wake(self) -> None:
+        free = self.capacity - self.used
+        while self._waiting:
+            wake = next(iter(self._waiting))
+            del self._waiting[wake]
+            wake()
+            free -= WAKE_SHARE
+            if free <= 0:
+                break
 
 
 class ConnectionCounts:

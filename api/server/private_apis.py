@@ -20,8 +20,27 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from api.controller.authorizer import Authorizer
-from api.controller.commands import (
+from api.protocol import private
+from api.protocol.avro_bind import BindError
+from api.protocol.codec import RequestHeader
+from api.protocol.private import (
+    MAX_FETCH_ENTRIES,
+    MAX_FETCH_WAIT_MS,
+    PRIVATE_APIS,
+    PrivateApi,
+    PrivateStatus,
+)
+from api.server.kafka.authorization import Gate, name_of, run_gated
+from api.server.kafka.base import Session
+from api.server.time_travel import entity_of, image_response, wire_change, wire_history_entry
+from api.server.write_ids import pending_write
+from api.service.client_writes import CURRENT_WRITE
+from api.service.service import MetadataService
+from records.errors import MetadataLogError
+from records.model import AclOperation, ResourceType
+from records.uuids import Uuid
+from replay.controller.authorizer import Authorizer
+from replay.controller.commands import (
     BrokerResult,
     CancelPartitionDeletion,
     CancelPartitionDeletionResult,
@@ -35,26 +54,8 @@ from api.controller.commands import (
     RegisterBroker,
     TopicRef,
 )
-from api.controller.controller import Controller
-from api.controller.errors import ApiError, ErrorCode
-from api.protocol import private
-from api.protocol.avro_bind import BindError
-from api.protocol.codec import RequestHeader
-from api.protocol.private import (
-    MAX_FETCH_ENTRIES,
-    MAX_FETCH_WAIT_MS,
-    PRIVATE_APIS,
-    PrivateApi,
-    PrivateStatus,
-)
-from api.server.kafka.authorization import Gate, name_of, run_gated
-from api.server.kafka.base import Session
-from api.server.write_ids import pending_write
-from api.service.client_writes import CURRENT_WRITE
-from api.service.service import MetadataService
-from records.errors import MetadataLogError
-from records.model import AclOperation, ResourceType
-from records.uuids import Uuid
+from replay.controller.controller import Controller
+from replay.controller.errors import ApiError, ErrorCode
 from replay.image import (
     MetadataImage,
     enclosing_namespaces,
@@ -435,7 +436,7 @@ class PrivateApis:
                 store = self.service.snapshot_store
                 log = self.service.log
                 image = travel(log, store, at_offset=at_offset, at_time=at_time).image
-            return private.image_response(image, self._codec, request.schema_id)
+            return image_response(image, self._codec, request.schema_id)
 
         return await asyncio.to_thread(build)
 
@@ -446,19 +447,24 @@ class PrivateApis:
         start, end, changes = await asyncio.to_thread(
             diff_points, self.service.log, store, request.from_point, request.to_point
         )
-        return private.DiffResponse(from_offset=start, to_offset=end, changes=tuple(changes))
+        return private.DiffResponse(
+            from_offset=start, to_offset=end, changes=tuple(map(wire_change, changes))
+        )
 
     async def history(self, request: private.History, session: Session) -> private.HistoryResponse:
         """Every entry that touched an entity."""
+        # Checked before authorization, as when the wire decoded replay's Entity itself: a
+        # malformed entity is an invalid request whoever asks.
+        entity = entity_of(request.entity)
         self._require_log_reader(session)
         committed = self.service.image.provenance.offset
         lte = committed if request.lte is None else min(request.lte, committed)
         entries = await asyncio.to_thread(
             history_range,
             self.service.log,
-            request.entity,
+            entity,
             gt=request.gt,
             lte=lte,
             limit=request.limit,
         )
-        return private.HistoryResponse(entries=tuple(entries))
+        return private.HistoryResponse(entries=tuple(map(wire_history_entry, entries)))

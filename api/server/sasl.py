@@ -33,10 +33,13 @@ from api.protocol.codec import (
     KafkaRequest,
     response_class,
 )
+from api.security.derived_keys import DerivedKeys
 from api.security.errors import AuthenticationFailed
 from api.security.plain import PlainServer
 from api.security.scram import ScramServer, StoredCredential
+from api.security.unknown_users import FakeSalts
 from records.model import ScramMechanism
+from replay.security.scram_rules import DEFAULT_ITERATIONS
 
 SASL_MAX_RECEIVE_SIZE = 524288
 """Largest frame taken before authentication (Kafka's `sasl.server.max.receive.size`)."""
@@ -60,18 +63,59 @@ class MechanismServer(Protocol):
     def username(self) -> str | None:
         """The authenticated user name once complete."""
 
+    @property
+    def attempted_username(self) -> str | None:
+        """The user name the client gave, once its message was parsed (for the log)."""
+
     def evaluate(self, response: bytes) -> bytes:
         """The answer to the client's next token; `AuthenticationFailed` ends the login."""
 
 
-def mechanism_server(name: str, credentials: Credentials) -> MechanismServer:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoginCosts:
+    """What makes a login cost the same, and little, for a user known or not (one per server)."""
+
+    keys: DerivedKeys | None = None
+    """PLAIN's derivations, done once per password, salt and count."""
+    unknown_iterations: Callable[[ScramMechanism], int] | None = None
+    """The iteration count answered for an unknown user (the one most real users have)."""
+    fake_salts: FakeSalts | None = None
+    """The salt a PLAIN guess of an unknown user is checked with."""
+
+
+def mechanism_server(
+    name: str, credentials: Credentials, costs: LoginCosts | None = None
+) -> MechanismServer:
     """The exchange of the mechanism `name` (one of `config.SUPPORTED_MECHANISMS`)."""
+    costs = costs or LoginCosts()
     if name == "PLAIN":
-        return PlainServer(credentials)
+        return PlainServer(
+            credentials,
+            keys=costs.keys,
+            unknown=None
+            if costs.unknown_iterations is None
+            else functools.partial(_unknown_plain, costs),
+        )
     for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
         if mechanism.mechanism_name == name:
-            return ScramServer(functools.partial(_lookup, credentials, mechanism), mechanism)
+            iterations = costs.unknown_iterations
+            return ScramServer(
+                functools.partial(_lookup, credentials, mechanism),
+                mechanism,
+                unknown_iterations=(
+                    None if iterations is None else functools.partial(iterations, mechanism)
+                ),
+            )
     raise ValueError(f"no SASL mechanism {name!r}")
+
+
+def _unknown_plain(costs: LoginCosts, mechanism: ScramMechanism, name: str) -> tuple[bytes, int]:
+    salts = costs.fake_salts or _FAKE_SALTS
+    iterations = costs.unknown_iterations
+    return salts.salt(mechanism, name), iterations(mechanism) if iterations else DEFAULT_ITERATIONS
+
+
+_FAKE_SALTS = FakeSalts()
 
 
 def _lookup(
@@ -104,6 +148,8 @@ class SaslStep:
     """The login succeeded: the connection's principal from now on."""
     failure: str | None = None
     """The login failed (for the log, never a secret): answer after the delay, then close."""
+    user: str | None = None
+    """The user name a failed login gave, made printable (for the log), if it got that far."""
     close: str | None = None
     """A protocol violation (for the log): close at once, answering nothing."""
 
@@ -111,9 +157,17 @@ class SaslStep:
 class SaslAuthenticator:
     """One connection's login: feed it the connection's frames until `done`."""
 
-    def __init__(self, mechanisms: tuple[str, ...], credentials: Credentials) -> None:
+    def __init__(
+        self,
+        mechanisms: tuple[str, ...],
+        credentials: Credentials,
+        *,
+        costs: LoginCosts | None = None,
+    ) -> None:
         self.mechanisms = mechanisms
         self._credentials = credentials
+        self._costs = costs
+        self._attempted: str | None = None
         self.state = SaslState.HANDSHAKE_OR_VERSIONS
         self.mechanism: str | None = None
         """The mechanism chosen by the client's SaslHandshake."""
@@ -159,7 +213,7 @@ class SaslAuthenticator:
         try:
             reply, principal = self._evaluate(token)
         except AuthenticationFailed as exc:
-            return SaslStep(failure=self._failed(str(exc)))
+            return SaslStep(failure=self._failed(str(exc)), user=self._attempted_user())
         return SaslStep(raw=reply, principal=principal)
 
     # ------------------------------------------------------------------ the steps
@@ -178,7 +232,7 @@ class SaslAuthenticator:
             )
             return SaslStep(answer=answer, failure=failure)
         self.mechanism = mechanism
-        self._server = mechanism_server(mechanism, self._credentials)
+        self._server = mechanism_server(mechanism, self._credentials, self._costs)
         self.state = SaslState.AUTHENTICATE
         self.raw_tokens = request.header.api_version == 0
         return SaslStep(answer=_answer(request, error_code=0, mechanisms=list(self.mechanisms)))
@@ -194,7 +248,9 @@ class SaslAuthenticator:
                 error_message=message,
                 auth_bytes=b"",
             )
-            return SaslStep(answer=answer, failure=self._failed(message))
+            return SaslStep(
+                answer=answer, failure=self._failed(message), user=self._attempted_user()
+            )
         answer = _answer(request, error_code=0, error_message=None, auth_bytes=reply)
         return SaslStep(answer=answer, principal=principal)
 
@@ -206,6 +262,7 @@ class SaslAuthenticator:
         try:
             reply = server.evaluate(token)
         except AuthenticationFailed:
+            self._attempted = server.attempted_username
             self._server = None
             raise
         if not server.complete:
@@ -217,6 +274,9 @@ class SaslAuthenticator:
         self.state = SaslState.COMPLETE
         self.raw_tokens = False
         return reply, f"User:{username}"
+
+    def _attempted_user(self) -> str | None:
+        return None if self._attempted is None else _printable(self._attempted)
 
     def _failed(self, reason: str) -> str:
         self.state = SaslState.FAILED

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import socket
 import ssl
@@ -34,7 +35,6 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from api.controller.authorizer import Authorizer, AuthorizerConfig
 from api.protocol.codec import API_NAMES, SASL_AUTHENTICATE_KEY, encode_response
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
@@ -46,8 +46,11 @@ from api.protocol.connection import (
     SaslToken,
 )
 from api.protocol.private import PRIVATE_APIS
-from api.protocol.raft_wire import QUORUM_VERSIONS
+from api.raft.transport.endpoint import NodeEndpoint
+from api.raft.transport.wire import QUORUM_VERSIONS
+from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
+from api.security.unknown_users import FakeSalts, TypicalIterations
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
@@ -56,6 +59,7 @@ from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_IP,
+    PRELOGIN_BYTES,
     QUEUED_MAX_REQUEST_BYTES,
     CloseSummary,
     ConnectionCounts,
@@ -63,19 +67,29 @@ from api.server.limits import (
     ServerLimits,
     connection_capacity,
 )
+from api.server.login_guard import FailedLogins, LoginPool, SourceSlots, SummarizedWarnings
 from api.server.private_apis import PrivateApis
-from api.server.quorum_endpoint import NodeEndpoint
-from api.server.sasl import SaslAuthenticator, SaslStep
+from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
 from records.model import ScramMechanism
+from replay.controller.authorizer import Authorizer, AuthorizerConfig
 
 if TYPE_CHECKING:
-    from api.service.quorum import QuorumNode
+    from api.raft.node import QuorumNode
 
 logger = logging.getLogger("api.server")
 
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 """Kafka's `connection.failed.authentication.delay.ms` default."""
+
+TLS_HANDSHAKE_TIMEOUT = 10.0
+"""Seconds a TLS handshake may take (at most `connections.max.idle.ms`)."""
+
+TLS_HANDSHAKES_PER_IP = 32
+"""TLS handshakes under way from one client address; a connection over it is closed at once."""
+
+TLS_HANDSHAKES_KEY = "tls.handshakes.per.ip"
+"""How the summary line names connections closed over `TLS_HANDSHAKES_PER_IP`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,6 +195,20 @@ class MetadataServer:
         """The Kafka handlers of the first listener."""
         self._apis: dict[str, KafkaApis] = {}
         self._stopped = asyncio.Event()
+        self._prelogin: list[RequestMemory] = []
+        self._login_pool: LoginPool | None = None
+        self.failed_logins = FailedLogins(logger)
+        """Failed logins, logged at most once per interval with a summary of the rest."""
+        self._handshakes = SourceSlots(TLS_HANDSHAKES_PER_IP)
+        self._tls_failures = SummarizedWarnings(logger, "TLS handshake failed")
+        typical = TypicalIterations()
+        self._login_costs = LoginCosts(
+            keys=DerivedKeys(),
+            unknown_iterations=lambda mechanism: typical.of(
+                service.image.scram.credentials, mechanism
+            ),
+            fake_salts=FakeSalts(),
+        )
 
     async def start(self) -> None:
         """Listen (port 0 picks a free port; `port` is then the one picked)."""
@@ -201,11 +229,13 @@ class MetadataServer:
                     CONNECTIONS_MAX_IDLE_MS.key: limits.connections_max_idle_ms,
                     MAX_CONNECTIONS.key: capacity,
                     MAX_CONNECTIONS_PER_IP.key: limits.max_connections_per_ip,
+                    TLS_HANDSHAKES_KEY: TLS_HANDSHAKES_PER_IP,
                 },
             ),
             principal=ANONYMOUS,
         )
         shared = self._channels
+        self._login_pool = LoginPool()
         advertised: list[str] = []
         try:
             for index, listener in enumerate(self.listeners):
@@ -236,6 +266,13 @@ class MetadataServer:
             await self.quorum_node.start()
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
+        for listener in self.listeners:
+            if "PLAIN" in listener.sasl_mechanisms and listener.ssl_context is None:
+                logger.warning(
+                    "listener %s serves SASL PLAIN without TLS: passwords cross the network "
+                    "in clear; use SASL_SSL, or SCRAM only (sasl.enabled.mechanisms)",
+                    listener.name,
+                )
         if self.authorizer is not None:
             config = self.authorizer.config
             logger.info(
@@ -268,6 +305,10 @@ class MetadataServer:
 
     async def _listen(self, listener: ServerListener, shared: ChannelContext) -> ServerListener:
         """Bind one listener; the listener with its bound port."""
+        prelogin = None
+        if listener.sasl_mechanisms:
+            prelogin = RequestMemory(min(PRELOGIN_BYTES, self.limits.queued_max_request_bytes))
+            self._prelogin.append(prelogin)
         context = ChannelContext(
             answer=shared.answer,
             max_request_bytes=shared.max_request_bytes,
@@ -279,6 +320,7 @@ class MetadataServer:
             channels=shared.channels,
             security=self._channel_security(listener),
             extra_versions=QUORUM_VERSIONS if self._serves_quorum(listener.name) else {},
+            prelogin=prelogin,
         )
         # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
         # retries (the limits, not the backlog, decide who is served).
@@ -299,13 +341,20 @@ class MetadataServer:
             # Read from the committed image at each login step, never a copy.
             return service.image.scram.get(name, mechanism)
 
+        costs = self._login_costs
+
         def new_authenticator() -> SaslAuthenticator:
-            return SaslAuthenticator(mechanisms, credentials)
+            return SaslAuthenticator(mechanisms, credentials, costs=costs)
 
         return ChannelSecurity(
             listener=listener.name,
             ssl_context=listener.ssl_context,
-            handshake_timeout=min(60.0, self.limits.connections_max_idle_ms / 1000),
+            handshake_timeout=min(
+                TLS_HANDSHAKE_TIMEOUT, self.limits.connections_max_idle_ms / 1000
+            ),
+            handshakes=self._handshakes,
+            tls_failures=self._tls_failures,
+            handshakes_key=TLS_HANDSHAKES_KEY,
             certificate_principal=listener.certificate_principal,
             new_authenticator=new_authenticator if mechanisms else None,
         )
@@ -357,6 +406,10 @@ class MetadataServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         if self._channels is not None:
             self._channels.summary.flush()
+        self.failed_logins.flush()
+        self._tls_failures.flush()
+        if self._login_pool is not None:
+            self._login_pool.close()
         for server in servers:
             await server.wait_closed()
         if self.quorum_node is not None:
@@ -389,8 +442,10 @@ class MetadataServer:
 
     @property
     def queued_request_bytes(self) -> int:
-        """Request bytes held (or claimed by frames being read) across all connections."""
-        return 0 if self._channels is None else self._channels.memory.used
+        """Request bytes held by frames being read across all connections (and pre-login pools)."""
+        if self._channels is None:
+            return 0
+        return self._channels.memory.used + sum(pool.used for pool in self._prelogin)
 
     @property
     def unsent_answer_bytes(self) -> int:
@@ -442,10 +497,15 @@ class MetadataServer:
 
     async def _authenticate(self, event: Event, channel: Channel, sasl: SaslAuthenticator) -> bool:
         """One frame of a connection that has not logged in; False when it must close."""
+        # PLAIN's check derives a key (PBKDF2, thousands of rounds): off the event loop, on
+        # the login threads, a bounded number per client address. SCRAM's steps are a few
+        # HMACs: on the default executor as before (answering them inline measured slower
+        # over TLS: bench/auth_bench.py's logins, interleaved with the code before).
+        pool = self._login_pool if sasl.mechanism == "PLAIN" else None
         if isinstance(event, Request):
-            if event.request.header.api_key == SASL_AUTHENTICATE_KEY:
-                # A token's check may derive a key (PLAIN: PBKDF2, thousands of rounds): off
-                # the event loop, so logins never hold up other connections' requests.
+            if event.request.header.api_key == SASL_AUTHENTICATE_KEY and pool is not None:
+                step = await pool.run(channel.ip, functools.partial(sasl.on_request, event.request))
+            elif event.request.header.api_key == SASL_AUTHENTICATE_KEY:
                 step = await asyncio.to_thread(sasl.on_request, event.request)
             else:
                 step = sasl.on_request(event.request)
@@ -456,7 +516,10 @@ class MetadataServer:
                 finally:
                     channel.sasl = sasl
         elif isinstance(event, SaslToken):
-            step = await asyncio.to_thread(sasl.on_token, event.data)
+            if pool is not None:
+                step = await pool.run(channel.ip, functools.partial(sasl.on_token, event.data))
+            else:
+                step = await asyncio.to_thread(sasl.on_token, event.data)
         elif isinstance(event, PrivateRequest):
             step = sasl.on_private(PRIVATE_APIS[event.header.api_key].name)
         elif isinstance(event, Reply):  # an ApiVersions of a version not served
@@ -480,11 +543,12 @@ class MetadataServer:
             channel.authenticated(None)
             return False
         if step.failure is not None:
-            logger.warning(
-                "failed authentication from %s on listener %s: %s",
-                channel.peer,
-                channel.listener,
-                step.failure,
+            self.failed_logins.failed(
+                peer=channel.peer,
+                ip=channel.ip,
+                listener=channel.listener,
+                user=step.user,
+                reason=step.failure,
             )
             channel.authenticated(None)
             # Kafka answers a failed login only after the delay (slowing password guessing),

@@ -14,7 +14,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from api.controller.commands import (
+from api.protocol.avro_bind import BindError, binding
+from api.protocol.codec import RequestHeader
+from api.service.client_writes import PendingWrite, WriteId
+from records.uuids import Uuid
+from replay.controller.commands import (
     AlterConfigsResult,
     AlterScramResult,
     BrokerResult,
@@ -31,11 +35,7 @@ from api.controller.commands import (
     PartitionResult,
     PurgeResult,
 )
-from api.controller.errors import ApiError, ErrorCode
-from api.protocol.avro_bind import BindError, binding
-from api.protocol.codec import RequestHeader
-from api.service.client_writes import PendingWrite, WriteId
-from records.uuids import Uuid
+from replay.controller.errors import ApiError, ErrorCode
 
 
 def _results(name: str, item: type[Any]) -> type[Any]:

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from api.controller.errors import ApiError, ErrorCode
 from records.model import ClientWriteRecord
 from records.uuids import Uuid
+from replay.controller.errors import ApiError, ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,11 +32,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from api.controller.commands import ControllerResult, PurgeResult, PurgeStep
-from api.controller.config_defs import cluster_value
-from api.controller.controller import Controller
-from api.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
-from api.controller.partition_reduction import INTERVAL_KEY
 from api.service.client_writes import (
     CURRENT_WRITE,
     PendingWrite,
@@ -44,11 +39,18 @@ from api.service.client_writes import (
     stored_answer,
 )
 from metadata_log.config import LogConfig
-from metadata_log.errors import LogError
+from metadata_log.errors import LogError, ReadOnlyLogError
 from metadata_log.log import AppendResult, MetadataLog
+from metadata_log.reader import LogReader
+from metadata_log.reads import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError, RecordError
 from records.model import ClientWriteRecord, FeatureLevelRecord, Record
+from replay.controller.commands import ControllerResult, PurgeResult, PurgeStep
+from replay.controller.config_defs import cluster_value
+from replay.controller.controller import Controller
+from replay.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
+from replay.controller.partition_reduction import INTERVAL_KEY
 from replay.delta import MetadataDelta
 from replay.errors import ReplayError
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, Provenance
@@ -89,7 +91,7 @@ class MetadataService:
 
     def __init__(
         self,
-        log: MetadataLog,
+        log: StoredLog,
         image: MetadataImage,
         controller: Controller | None = None,
         *,
@@ -98,6 +100,8 @@ class MetadataService:
         reopen_interval_s: float = REOPEN_INTERVAL_S,
     ) -> None:
         self.log = log
+        """The user's `MetadataLog`, a quorum node's `ReplicaLog`, or after a storage failure
+        a `LogReader` over the same directory (reads go on, writes are refused)."""
         self.reopen_interval_s = reopen_interval_s
         self._snapshots = snapshots
         self._clock_ms = clock_ms or _wall_clock_ms
@@ -145,7 +149,7 @@ class MetadataService:
         service = cls(log, image, controller, clock_ms=clock_ms, snapshots=snapshots)
         if log.end_offset == 0:
             # metadata.version leads every log, as in KRaft.
-            service.execute(_bootstrap, principal=SERVICE_PRINCIPAL)
+            service.execute(bootstrap_features, principal=SERVICE_PRINCIPAL)
         return service
 
     # ------------------------------------------------------------------ state
@@ -194,6 +198,16 @@ class MetadataService:
     def _check_running(self) -> None:
         if self._failure is not None:
             raise self._refusal(self._failure)
+
+    def _writer(self) -> MetadataLog:
+        """The log to append to: the user's log (never a reader or a quorum node's log)."""
+        log = self.log
+        if not isinstance(log, MetadataLog):
+            raise ReadOnlyLogError(
+                f"the log at {log.directory} is not open for appending here; writes go through "
+                "the user's log (or the quorum's leader)"
+            )
+        return log
 
     def _refusal(self, failure: str) -> StorageError:
         return StorageError(
@@ -330,27 +344,25 @@ class MetadataService:
         import asyncio
 
         current = self.log
-        if not current.read_only:
+        if not isinstance(current, LogReader):
             await current.aclose()
             self.log = self._reader(current)
         log, image = await asyncio.to_thread(self._open_again, self.log)
         self._install(log, image)
 
     @staticmethod
-    def _reader(failed: MetadataLog) -> MetadataLog:
+    def _reader(failed: StoredLog) -> StoredLog:
         """A read-only log over the failed one's directory, so reads of the log go on.
 
         It holds no lock and stops before a torn tail; the failed writer is closed already.
         """
         try:
-            return MetadataLog.open(
-                failed.directory, config=failed.config, codec=failed.codec, read_only=True
-            )
+            return LogReader.open(failed.directory, config=failed.config, codec=failed.codec)
         except (MetadataLogError, OSError) as exc:
             logger.warning("the metadata log cannot be read either: %s", _one_line(exc))
             return failed
 
-    def _open_again(self, old: MetadataLog) -> tuple[MetadataLog, MetadataImage]:
+    def _open_again(self, old: StoredLog) -> tuple[MetadataLog, MetadataImage]:
         return _open_replayed(
             old.directory,
             config=old.config,
@@ -363,7 +375,7 @@ class MetadataService:
         # Unacknowledged records may or may not have reached the disk: the replayed image is
         # the truth, for the working image as well as the committed one.
         reader, self.log = self.log, log
-        if reader.read_only:
+        if isinstance(reader, LogReader):
             reader.close()
         self._committed = image
         self._working = image
@@ -389,7 +401,7 @@ class MetadataService:
         self._check_encodes(result.records)
         image = self._accept(result.records)
         try:
-            appended = self.log.append(result.records, principal=principal)
+            appended = self._writer().append(result.records, principal=principal)
         except (LogError, RecordError, OSError) as exc:
             refused = self._storage_failed(exc)
             if isinstance(exc, RecordError):
@@ -411,7 +423,7 @@ class MetadataService:
             found = self._retried(write)
             if found is not None:
                 return await self._stored(found, write)  # type: ignore[no-any-return]
-            command = _noting(command, write)
+            command = noting_write(command, write)
         result = command(self._working)
         records = result.records
         if not records:
@@ -427,7 +439,7 @@ class MetadataService:
         done: asyncio.Future[None] = loop.create_future()
         self._last_append = done
         try:
-            appended = await self.log.append_async(records, principal=principal)
+            appended = await self._writer().append_async(records, principal=principal)
         except (LogError, RecordError, OSError) as exc:
             # A RecordError: the log refused (alone) a batch the check above let through, e.g.
             # a string that is not valid UTF-8. The working image holds it all the same, so the
@@ -584,7 +596,7 @@ def _import_get_running_loop() -> Callable[[], asyncio.AbstractEventLoop]:
     return _get_running_loop
 
 
-def _noting(command: Command[T], write: PendingWrite) -> Command[T]:
+def noting_write(command: Command[T], write: PendingWrite) -> Command[T]:
     """`command`, whose records (if any) are followed by the note of the write's answer."""
 
     def noted(image: MetadataImage) -> ControllerResult[T]:
@@ -630,11 +642,12 @@ def _open_replayed(
 def first_image() -> MetadataImage:
     """The image a new log starts with: its bootstrap records replayed onto the empty image."""
     delta = MetadataDelta(EMPTY_IMAGE)
-    delta.replay_all(_bootstrap(EMPTY_IMAGE).records)
+    delta.replay_all(bootstrap_features(EMPTY_IMAGE).records)
     return delta.apply(Provenance(offset=0, epoch=0, timestamp=0))
 
 
-def _bootstrap(image: MetadataImage) -> ControllerResult[None]:
+def bootstrap_features(image: MetadataImage) -> ControllerResult[None]:
+    """The first records of a new log: the metadata.version feature level."""
     return ControllerResult(
         records=(FeatureLevelRecord(name=METADATA_VERSION, feature_level=METADATA_VERSION_LEVEL),),
         response=None,

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api.service.settings import Settings
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
+from metadata_log.reads import StoredLog
 from replay.loader import load_image
 from replay.sql.errors import SchemaAheadError, SnapshotStoreError
 
@@ -50,7 +51,7 @@ def _wall_clock_ms() -> int:
 
 def _long_config(cluster: Mapping[str, str], key: str) -> int:
     # The config definitions only where the policy runs: a read-only command skips them.
-    from api.controller.config_defs import cluster_value
+    from replay.controller.config_defs import cluster_value
 
     value = cluster_value(cluster, key)
     if isinstance(value, bool) or not isinstance(value, int):  # pragma: no cover - LONG keys
@@ -122,11 +123,15 @@ class Snapshotter:
         """Whether the store is known to hold no snapshot without opening it (no file yet)."""
         return self._store is None and self._file is not None and not self._file.exists()
 
+    def may_hold_snapshots(self) -> bool:
+        """Whether the store may hold a snapshot (False: known empty, without opening it)."""
+        return not self._holds_nothing()
+
     # ------------------------------------------------------------------ startup
 
     def start_image(
         self,
-        log: MetadataLog,
+        log: StoredLog,
         progress: Callable[[int], None] | None = None,
         *,
         lte: int | None = None,
@@ -166,7 +171,7 @@ class Snapshotter:
 
     # ------------------------------------------------------------------ policy
 
-    def due(self, image: MetadataImage, log: MetadataLog) -> bool:
+    def due(self, image: MetadataImage, log: StoredLog) -> bool:
         """Whether the policy asks for a snapshot of `image` now."""
         if image.provenance.offset <= self._last_offset:
             return False
@@ -180,7 +185,7 @@ class Snapshotter:
             return True
         return interval > 0 and now - self._last_time >= interval
 
-    def committed(self, image: MetadataImage, log: MetadataLog) -> None:
+    def committed(self, image: MetadataImage, log: StoredLog) -> None:
         """After each commit: start a background snapshot if the policy asks for one."""
         with self._lock:
             if self._inflight is not None and not self._inflight.done():
@@ -188,7 +193,7 @@ class Snapshotter:
         if self.due(image, log):
             self.request(image, log)
 
-    def request(self, image: MetadataImage, log: MetadataLog) -> Future[SnapshotInfo | None]:
+    def request(self, image: MetadataImage, log: StoredLog) -> Future[SnapshotInfo | None]:
         """Write a snapshot of `image` on the worker thread (on demand, or by policy)."""
         with self._lock:
             if self._inflight is not None and not self._inflight.done():
@@ -289,7 +294,7 @@ def read_image(
     Starts from the newest usable snapshot at or before the point (a missing database file is
     not created) and replays the log after it.
     """
-    with MetadataLog.open(settings.log_dir, config=settings.log, read_only=True) as log:
+    with LogReader.open(settings.log_dir, config=settings.log) as log:
         store = existing_store(settings)
         if store is None and at_offset is None and at_time is None:
             return load_image(log, progress=progress)  # no snapshot, no past point: the log

@@ -269,10 +269,10 @@ def read_log(
     """
     from pyspark.sql import functions as F
 
-    from metadata_log.log import MetadataLog
+    from metadata_log.reader import LogReader
     from replay.audit.source import SOURCE_NAME
 
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         log.read_spans()  # a damaged log fails here, with the segment and position
     reader = spark.read.format(SOURCE_NAME)
     if not payload:

@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 
 from metadata_log.container import body_prefix
 from metadata_log.errors import LogCorruptionError
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from metadata_log.spans import ReadSpan, read_span
 from replay.audit.columns import SCHEMA_DDL, BlockConverter
 
@@ -140,7 +140,7 @@ class MetadataLogReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         """One partition per span of whole blocks that can hold wanted entries."""
-        with MetadataLog.open(self.path, read_only=True) as log:
+        with LogReader.open(self.path) as log:
             spans = log.read_spans(split_bytes=self.split_bytes)
         return [
             SpanPartition(s, self.bounds, payload=self.payload)

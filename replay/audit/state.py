@@ -28,7 +28,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from metadata_log.log import MetadataLog
+from metadata_log.reader import LogReader
 from records.model import Mode
 from replay.audit.session import read_log
 from replay.errors import TrimmedLogError
@@ -100,7 +100,7 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
     It replays the topic records from the log's first entry, so a trimmed log (`mlog log
     trim`) is refused with `TrimmedLogError`: the topics created before its start are gone.
     """
-    with MetadataLog.open(log_dir, read_only=True) as whole:
+    with LogReader.open(log_dir) as whole:
         if whole.log_start_offset > 0:
             raise TrimmedLogError(whole.log_start_offset, 0)
     # One scan of the log, kept for the many joins below: only the topic records, and only the
@@ -351,7 +351,7 @@ def compare_with_image(
         }
     finally:
         state.release()
-    with MetadataLog.open(log_dir, read_only=True) as log:
+    with LogReader.open(log_dir) as log:
         image = load_image(log, lte=at_offset)
     image_topics, image_partitions = image_tables(image)
     return _compare("topic", spark_topics, image_topics) + _compare(

@@ -1,7 +1,7 @@
 """ACLs: CreateAcls (30), DescribeAcls (29) and DeleteAcls (31), v0-3 each as Kafka 3.9.
 
 Creations and deletions go through `MetadataService.submit` as the connection's principal, so
-they are group-committed and answered once durable; the controller (`api.controller.acls`)
+they are group-committed and answered once durable; the controller (`replay.controller.acls`)
 validates each ACL and filter, and this module turns kio's request into bindings and filters
 and the results into the answer, logging one line per ACL created or removed. DescribeAcls
 answers from the committed image. v0 requests carry no pattern type: their ACLs and filters
@@ -15,12 +15,12 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from api.controller import acls
-from api.controller.commands import AclBinding, AclFilter
-from api.controller.limits import echo
 from api.protocol.codec import KafkaRequest
 from api.server.kafka.base import HandlerGroup, Session
 from records.model import AclOperation, AclPermissionType, PatternType, ResourceType
+from replay.controller import acls
+from replay.controller.commands import AclBinding, AclFilter
+from replay.controller.limits import echo
 
 
 def bindingecho(binding: AclBinding) -> str:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from api.controller.authorizer import CLUSTER_NAME, Authorizer
-from api.controller.commands import ControllerResult, TopicRef
-from api.controller.errors import ApiError, ErrorCode
-from api.controller.limits import clip
 from records.model import AclOperation, ResourceType
+from replay.controller.authorizer import CLUSTER_NAME, Authorizer
+from replay.controller.commands import ControllerResult, TopicRef
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.limits import clip
 from replay.image import MetadataImage
 
 if TYPE_CHECKING:  # base imports this module: the Session class is only named here

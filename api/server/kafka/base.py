@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from api.controller.errors import ErrorCode
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.server.kafka.authorization import Gate
 from api.server.server_log import direct_handler
 from api.service.service import MetadataService
 from records.uuids import Uuid
+from replay.controller.errors import ErrorCode
 
 logger = logging.getLogger("api.server")
 
@@ -34,7 +34,7 @@ UNAUTHORIZED_OPS = -(2**31)
 
 
 class QuorumView(Protocol):
-    """What the answers of a quorum's node say about the quorum (api.service.quorum)."""
+    """What the answers of a quorum's node say about the quorum (api.raft.node)."""
 
     @property
     def leader_id(self) -> int:

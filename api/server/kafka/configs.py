@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from api.controller.commands import (
+from api.protocol.codec import KafkaRequest
+from api.server.kafka.authorization import run_gated
+from api.server.kafka.base import HandlerGroup, Session
+from records.model import AclOperation, ConfigResourceType
+from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
     AlterConfigsResult,
@@ -19,13 +23,9 @@ from api.controller.commands import (
     ControllerResult,
     Outcome,
 )
-from api.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS
-from api.controller.config_values import ConfigDef, ConfigType
-from api.controller.errors import ApiError, ErrorCode
-from api.protocol.codec import KafkaRequest
-from api.server.kafka.authorization import run_gated
-from api.server.kafka.base import HandlerGroup, Session
-from records.model import AclOperation, ConfigResourceType
+from replay.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS
+from replay.controller.config_values import ConfigDef, ConfigType
+from replay.controller.errors import ApiError, ErrorCode
 from replay.image import MetadataImage
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS

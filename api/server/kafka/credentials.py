@@ -1,7 +1,7 @@
 """SCRAM credentials: DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), v0.
 
 Alterations go through `MetadataService.submit` as the connection's principal; the controller
-(`api.controller.credentials`) checks each user's deletion or upsertion and derives the stored
+(`replay.controller.credentials`) checks each user's deletion or upsertion and derives the stored
 keys from the salted password. Descriptions answer from the committed image: mechanisms and
 iterations, never a salt or a key. Log lines name the user and the outcome only.
 A request refused as a whole (the log's storage failed, a cluster check) is answered by
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.controller.commands import ScramDeletion, ScramUpsertion
-from api.controller.limits import echo
 from api.protocol.codec import KafkaRequest
 from api.server.kafka.base import HandlerGroup, Session
+from replay.controller.commands import ScramDeletion, ScramUpsertion
+from replay.controller.limits import echo
 
 
 class CredentialApis(HandlerGroup):

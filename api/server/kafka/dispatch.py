@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from api.controller.authorizer import STANDARD_AUTHORIZER, Authorizer
-from api.controller.errors import ApiError, ErrorCode, StorageError
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
-from api.protocol.raft_wire import QUORUM_VERSIONS
+from api.raft.transport.wire import QUORUM_VERSIONS
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
@@ -31,6 +29,8 @@ from api.server.write_ids import pending_write
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
 from records.model import AclOperation
+from replay.controller.authorizer import STANDARD_AUTHORIZER, Authorizer
+from replay.controller.errors import ApiError, ErrorCode, StorageError
 
 CLUSTER_CHECKS: dict[int, tuple[AclOperation, bool]] = {
     29: (AclOperation.DESCRIBE, True),  # DescribeAcls
@@ -49,8 +49,8 @@ class KafkaApis:
 
     With an `authorizer`, each API checks what Kafka's checks (docs/security.md); without one,
     everything is allowed and the ACL APIs answer SECURITY_DISABLED. With a `quorum` endpoint
-    the controller quorum's APIs (`raft_wire.QUORUM_VERSIONS`) are answered too, and
-    ApiVersions lists them.
+    the controller quorum's APIs (`api.raft.transport.wire.QUORUM_VERSIONS`) are answered too,
+    and ApiVersions lists them.
     """
 
     def __init__(

@@ -12,9 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from api.controller.authorizer import CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
-from api.controller.errors import ErrorCode
-from api.controller.names import is_internal_topic
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from api.protocol.fast_writer import Encoded, field_encoder
@@ -24,6 +21,9 @@ from api.server.kafka.base import UNAUTHORIZED_OPS, HandlerGroup, Listener, Sess
 from api.service.service import MetadataService
 from records.model import AclOperation, PartitionRecord, ResourceType
 from records.uuids import Uuid
+from replay.controller.authorizer import CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
+from replay.controller.errors import ErrorCode
+from replay.controller.names import is_internal_topic
 from replay.image import MetadataImage, TopicImage
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from api.controller.commands import (
+from api.protocol.codec import KafkaRequest
+from api.server.kafka.base import HandlerGroup, Session
+from records.model import AclOperation
+from replay.controller.commands import (
     ControllerResult,
     ElectionType,
     PartitionResult,
@@ -18,10 +21,7 @@ from api.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from api.controller.errors import ApiError
-from api.protocol.codec import KafkaRequest
-from api.server.kafka.base import HandlerGroup, Session
-from records.model import AclOperation
+from replay.controller.errors import ApiError
 from replay.image import MetadataImage
 
 

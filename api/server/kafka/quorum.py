@@ -6,29 +6,30 @@ A server given no endpoint does not serve them at all (not in ApiVersions, and a
 one of their keys closes the connection as any unknown API does). With one, each request is
 authorized as Kafka's controller authorizes it (CLUSTER_ACTION on the cluster, DESCRIBE for
 DescribeQuorum), checked as KRaft checks it (the metadata partition only, this cluster's id,
-this node as the voter meant), mapped to the core's message (`raft_wire`) and answered with
-what the endpoint answers. A refused request is answered with its error code at the top level
-(CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, INCONSISTENT_CLUSTER_ID, INVALID_VOTER_KEY),
-as Kafka answers it, and the connection stays open.
+this node as the voter meant), mapped to the core's message (`api.raft.transport.wire`) and
+answered with what the endpoint answers. A refused request is answered with its error code at
+the top level (CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, INCONSISTENT_CLUSTER_ID,
+INVALID_VOTER_KEY), as Kafka answers it, and the connection stays open.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from api.controller.errors import ApiError
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
 from api.protocol.private import PRIVATE_VERSIONS
-from api.protocol.raft_wire import (
-    DESCRIBE_QUORUM_KEY,
+from api.raft.transport.errors import (
     INCONSISTENT_CLUSTER_ID,
     INVALID_VOTER_KEY,
+    RaftWireRefusal,
+)
+from api.raft.transport.wire import (
+    DESCRIBE_QUORUM_KEY,
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
     QuorumRequest,
     QuorumResponse,
-    RaftWireRefusal,
     api_key_of,
     error_answer,
     inbound_request,
@@ -38,6 +39,7 @@ from api.server.kafka.authorization import Gate
 from api.server.kafka.base import Listener, Session, logger
 from api.service.service import MetadataService
 from records.model import AclOperation
+from replay.controller.errors import ApiError
 
 
 class QuorumEndpoint(Protocol):

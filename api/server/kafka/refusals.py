@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from api.controller.errors import ApiError
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
 from records.uuids import Uuid
+from replay.controller.errors import ApiError
 
 
 def _item(error: ApiError, **values: Any) -> dict[str, Any]:

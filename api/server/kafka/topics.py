@@ -1,7 +1,7 @@
 """Topic writes: CreateTopics, DeleteTopics and CreatePartitions.
 
 Each goes through `MetadataService.submit`, so it is group-committed and answered once
-durable; the controller validates it (`api.controller`) and this module only turns kio's
+durable; the controller validates it (`replay.controller`) and this module only turns kio's
 request into commands and the results into the answer, logging one line per topic.
 """
 
@@ -11,7 +11,15 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from api.controller.commands import (
+from api.protocol import codec
+from api.protocol.codec import KafkaRequest, response_class
+from api.protocol.fast_writer import Encoded, field_encoder
+from api.server.kafka.authorization import Gate, name_of, run_gated
+from api.server.kafka.base import HandlerGroup, Listener, Session, uuid_of
+from api.service.service import MetadataService
+from records.model import AclOperation, ResourceType
+from records.uuids import Uuid
+from replay.controller.commands import (
     ControllerResult,
     CreatableTopic,
     CreatedConfig,
@@ -22,15 +30,7 @@ from api.controller.commands import (
     Outcome,
     TopicRef,
 )
-from api.controller.errors import ApiError, ErrorCode
-from api.protocol import codec
-from api.protocol.codec import KafkaRequest, response_class
-from api.protocol.fast_writer import Encoded, field_encoder
-from api.server.kafka.authorization import Gate, name_of, run_gated
-from api.server.kafka.base import HandlerGroup, Listener, Session, uuid_of
-from api.service.service import MetadataService
-from records.model import AclOperation, ResourceType
-from records.uuids import Uuid
+from replay.controller.errors import ApiError, ErrorCode
 from replay.image import MetadataImage
 
 DESCRIBE_CONFIGS = AclOperation.DESCRIBE_CONFIGS

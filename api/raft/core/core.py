@@ -1,0 +1,642 @@
+"""The sans-IO consensus core: a pure state machine fed messages, time and proposals.
+
+It owns neither the log nor the transport nor a clock (etcd raft's model). It holds the state
+of its current role (`states.py`); how it answers each message is in handlers.py and
+snapshot_fetch.py, which use the transitions and helpers below. Each call may queue work;
+`ready()` hands it over as a `Ready` the shell carries out IN ORDER: write the quorum state
+durably, truncate, append, flush, and only then send the messages (a vote or a fetch
+acknowledges what was persisted before it). The shell then calls `advance()` with the log's
+flushed end offset.
+
+One concern over ~600 lines: one node's state and its transitions (the shell's interface,
+the transitions the handlers use, the timers); the rules per message are in handlers.py.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from api.raft.core import handlers, snapshot_fetch
+from api.raft.core.config import QuorumConfig
+from api.raft.core.election import (
+    election_backoff,
+    election_timeout,
+)
+from api.raft.core.errors import RaftError
+from api.raft.core.log_view import LogView
+from api.raft.core.messages import (
+    NO_HIGH_WATERMARK,
+    NO_LEADER,
+    UNCOUNTED_REPLICA,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    EntryKind,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    LeaderChangeMessage,
+    LeaderIdAndEpoch,
+    Message,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
+from api.raft.core.quorum_state import QuorumState
+from api.raft.core.ready import (
+    Batch,
+    NotLeader,
+    OffsetRange,
+    Outgoing,
+    Pending,
+    Ready,
+    ReadyDone,
+    SnapshotInstall,
+)
+from api.raft.core.replication import LeaderState
+from api.raft.core.roles import Role
+from api.raft.core.states import (
+    NEVER,
+    CandidateState,
+    ElectionTimed,
+    FetchInFlight,
+    FollowerState,
+    ObserverState,
+    ProspectiveState,
+    ResignedState,
+    RoleState,
+    UnattachedState,
+    VoteRound,
+)
+
+
+class RaftCore:
+    """One node of the quorum: `step`, `tick`, `propose`, then `ready` / `advance`.
+
+    Besides that interface for the shell, its public methods below the line are the
+    transitions and helpers the message handlers (handlers.py, snapshot_fetch.py) use.
+    """
+
+    def __init__(
+        self,
+        config: QuorumConfig,
+        *,
+        state: QuorumState | None,
+        log: LogView,
+        rng: random.Random,
+        now_ms: int,
+    ) -> None:
+        """Start from the durable state; `state=None` means none survived (or never existed)."""
+        self.config = config
+        self.log = log
+        self.rng = rng
+        self.now_ms = now_ms
+        self.id = config.node_id
+        self.high_watermark = 0
+        """Entries below this are known committed (0 after a restart until told)."""
+        self._hw_change: int | None = None
+        self.catching_up = state is None and config.is_voter
+        self.epoch = state.leader_epoch if state is not None else 0
+        self.leader_id = state.leader_id if state is not None else NO_LEADER
+        self.voted_id = state.voted_id if state is not None else NO_LEADER
+        self.state: RoleState = UnattachedState()
+        """The current role's state (its timers); a role change makes a fresh one."""
+        self._pending = Pending()
+        self._correlation = 0
+        self.ended = (-1, NO_LEADER)
+        """(epoch, leader) of a leader known to have stopped leading: not followed again."""
+        self.fetched_ms = -NEVER
+        """When the leader last answered a fetch (KIP-996: a live leader refuses pre-votes)."""
+        self.linger_at = NEVER
+        """When the leader's append linger ends and it flushes (NEVER: nothing lingers)."""
+        self.votes = VoteRound()
+        """The current (pre-)vote round: it outlives the role that started it."""
+        self.fetch_target = NO_LEADER
+        """Whom this node fetches from (NO_LEADER: some voter that may know the leader)."""
+        self.snapshot_transfers = 0
+        """How many snapshot transfers this core started (for tests and logs)."""
+        self.heard: dict[int, int] = {}
+        """A voter without durable state: the newest epoch heard from each other voter."""
+        self._probe_at = now_ms
+        if state is not None and state.voters != config.voters:
+            raise RaftError(
+                f"the quorum state names voters {sorted(state.voters)}, the config "
+                f"{sorted(config.voters)}; they must agree"
+            )
+        if not config.is_voter or self.catching_up:
+            self.set_role(ObserverState())
+            self.send_fetch()
+        elif self.leader_id == self.id:
+            # A leader that restarted does not lead again in its epoch: it resigned by crashing.
+            self.set_role(ResignedState(election_at=now_ms + self._election_timeout()))
+        elif self.leader_id != NO_LEADER:
+            self.become_follower(self.epoch, self.leader_id)
+        else:
+            self.become_unattached(self.epoch)
+
+    @property
+    def role(self) -> Role:
+        """The node's role now."""
+        return self.state.role
+
+    # ----------------------------------------------------------------- the shell's interface
+
+    def ready(self) -> Ready:
+        """Hand over the queued work (and forget it)."""
+        p = self._pending
+        if self.role is not Role.LEADER and self.log.flushed_offset < self.log.end_offset:
+            # Followers and observers acknowledge by fetching: what they append is flushed
+            # before their next Fetch leaves.
+            p.flush = True
+        ready = Ready(
+            quorum_state=p.quorum_state,
+            install=p.install,
+            truncate_to=p.truncate_to,
+            append=tuple(p.append),
+            flush=p.flush,
+            messages=tuple(p.messages),
+            high_watermark=self._hw_change,
+            role=self.role if p.role_changed else None,
+        )
+        self._pending = Pending()
+        self._hw_change = None
+        if ready.flush:
+            self.linger_at = NEVER
+        return ready
+
+    def advance(self, done: ReadyDone) -> None:
+        """The shell did the last `Ready`; its log is flushed up to `done.flushed_offset`."""
+        flushed = min(done.flushed_offset, self.log.end_offset)
+        if flushed > self.log.flushed_offset:
+            self.log.flushed_offset = flushed
+            if isinstance(self.state, LeaderState):
+                handlers.update_high_watermark(self)
+
+    def next_deadline_ms(self) -> int:
+        """When `tick` next has something to do (the shell may tick more often)."""
+        deadlines = [self.linger_at]
+        state = self.state
+        if isinstance(state, ElectionTimed):
+            deadlines.append(state.election_at)
+        if isinstance(state, ProspectiveState):
+            deadlines.append(state.prevote_at)
+        if isinstance(state, FollowerState):
+            deadlines.append(state.fetch_deadline)
+        if isinstance(state, FollowerState | ObserverState):
+            if state.fetch is not None:
+                deadlines.append(state.fetch.retry_at)
+            if state.transfer is not None:
+                deadlines.append(state.transfer.retry_at)
+        if self.catching_up:
+            deadlines.append(self._probe_at)
+        if isinstance(state, LeaderState):
+            deadlines.extend(deadline for _, deadline in state.parked.values())
+            deadlines.append(self.now_ms + self.config.fetch_timeout_ms // 4)
+            deadlines.extend(
+                sent + self.config.request_timeout_ms for sent in state.begin_sent_ms.values()
+            )
+        return min(deadlines)
+
+    def propose(self, entries: Sequence[Batch]) -> OffsetRange | NotLeader:
+        """Append `entries` (each a batch of `count` offsets) in this leader's epoch, or refuse."""
+        if self.role is not Role.LEADER:
+            return NotLeader(leader_id=self.leader_id, leader_epoch=self.epoch)
+        if not entries:
+            raise RaftError("a proposal needs at least one entry")
+        first = self.log.end_offset
+        for batch in entries:
+            self.append_entry(
+                Entry(
+                    offset=self.log.end_offset,
+                    epoch=self.epoch,
+                    count=batch.count,
+                    payload=batch.payload,
+                )
+            )
+        if self.linger_at == NEVER:
+            self.linger_at = self.now_ms + self.config.append_linger_ms
+        handlers.answer_parked(self, force=True)
+        return OffsetRange(epoch=self.epoch, first=first, last=self.log.end_offset - 1)
+
+    def resign(self) -> None:
+        """Graceful leader change: stop leading and name the successors (EndQuorumEpoch)."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            return
+        successors = state.successors(self.id)
+        self.set_role(ResignedState(election_at=self.now_ms + self._election_timeout()))
+        for voter in successors:
+            self.send(
+                voter,
+                EndQuorumEpochRequest(
+                    correlation_id=self.next_correlation(),
+                    leader_id=self.id,
+                    leader_epoch=self.epoch,
+                    preferred_successors=successors,
+                ),
+            )
+
+    def tick(self, now_ms: int) -> None:
+        """Let time pass to `now_ms` (never backwards) and fire the timers that expired."""
+        self.now_ms = max(self.now_ms, now_ms)
+        now = self.now_ms
+        if now >= self.linger_at:
+            self._pending.flush = True
+        if isinstance(self.state, LeaderState):
+            handlers.tick_leader(self, now)
+            return
+        state = self.state
+        fetch = state.fetch if isinstance(state, FollowerState | ObserverState) else None
+        if fetch is not None and now >= fetch.retry_at:
+            if self.role is Role.OBSERVER:
+                # No answer (or no leader there): ask another voter who leads.
+                self.leader_id = NO_LEADER
+                self.fetch_target = NO_LEADER
+            self.send_fetch()
+        snapshot_fetch.tick_transfer(self, now)
+        if self.catching_up and now >= self._probe_at:
+            self._probe()
+        state = self.state
+        if isinstance(state, FollowerState) and now >= state.fetch_deadline:
+            state.fetch_deadline = NEVER
+            self.become_prospective(backoff=False)
+        state = self.state
+        if isinstance(state, ElectionTimed) and now >= state.election_at:
+            state.election_at = NEVER
+            self.become_prospective(backoff=isinstance(state, CandidateState))
+        state = self.state
+        if isinstance(state, ProspectiveState) and now >= state.prevote_at:
+            state.prevote_at = NEVER
+            self._send_pre_votes()
+
+    def step(self, sender: int, message: Message) -> None:
+        """Handle one message from `sender`."""
+        if not well_formed(message):
+            return
+        self._hear(sender, message)
+        if isinstance(message, VoteRequest):
+            handlers.on_vote_request(self, sender, message)
+        elif isinstance(message, VoteResponse):
+            handlers.on_vote_response(self, sender, message)
+        elif isinstance(message, BeginQuorumEpochRequest):
+            handlers.on_begin_quorum_epoch(self, sender, message)
+        elif isinstance(message, EndQuorumEpochRequest):
+            handlers.on_end_quorum_epoch(self, sender, message)
+        elif isinstance(message, FetchRequest):
+            handlers.on_fetch_request(self, sender, message)
+        elif isinstance(message, FetchResponse):
+            handlers.on_fetch_response(self, sender, message)
+        elif isinstance(message, FetchSnapshotRequest):
+            snapshot_fetch.on_fetch_snapshot_request(self, sender, message)
+        elif isinstance(message, FetchSnapshotResponse):
+            snapshot_fetch.on_fetch_snapshot_response(self, sender, message)
+        elif isinstance(message, BeginQuorumEpochResponse):
+            state = self.state
+            if isinstance(state, LeaderState) and message.leader_epoch == self.epoch:
+                state.begin_sent_ms.pop(sender, None)
+        elif isinstance(message, EndQuorumEpochResponse):
+            pass  # Nothing to do: the election that follows tells the rest.
+
+    def snapshot_taken(self, snapshot_id: SnapshotId) -> None:
+        """The shell stored a snapshot of committed state: offer it to fetchers below the start.
+
+        Its end offset must be in this log (or at its start) with the epoch of the entry
+        before it; only a newer snapshot than the one known replaces it.
+        """
+        self.log.take_snapshot(snapshot_id)
+
+    def describe_quorum(self) -> DescribeQuorumResponse:
+        """DescribeQuorum as this node answers it (NOT_LEADER_OR_FOLLOWER off the leader)."""
+        return handlers.describe_quorum(self)
+
+    def current_leader(self) -> LeaderIdAndEpoch:
+        """The leader this node knows of, and its epoch."""
+        return LeaderIdAndEpoch(leader_id=self.leader_id, leader_epoch=self.epoch)
+
+    @property
+    def leader_state(self) -> LeaderState | None:
+        """The leader's bookkeeping (DescribeQuorum), None unless leading."""
+        state = self.state
+        return state if isinstance(state, LeaderState) else None
+
+    @property
+    def fetch_replica_id(self) -> int:
+        """The replica id this node fetches with: none that counts while it has no state."""
+        return UNCOUNTED_REPLICA if self.catching_up else self.id
+
+    # -------------------------------------------------- transitions (for the handlers)
+
+    def set_role(self, state: RoleState) -> None:
+        """Enter the role of `state` (a fresh one: no timer of the old role survives)."""
+        if state.role is not self.role or state.role is Role.OBSERVER:
+            self._pending.role_changed = True
+        self.state = state
+
+    def persist(self) -> None:
+        """Queue the election state (epoch, leader, vote) to be written before anything else."""
+        if self.catching_up or not self.config.is_voter:
+            return
+        self._pending.quorum_state = QuorumState(
+            leader_epoch=self.epoch,
+            leader_id=self.leader_id,
+            voted_id=self.voted_id,
+            voters=self.config.voters,
+        )
+
+    def new_epoch(self, epoch: int) -> None:
+        """Move to a newer `epoch` (no vote, no leader in it yet); an older one changes nothing."""
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.voted_id = NO_LEADER
+            self.leader_id = NO_LEADER
+
+    def become_unattached(self, epoch: int) -> None:
+        """Learn of `epoch` without its leader: wait for one, or stand after a timeout."""
+        if self.catching_up or not self.config.is_voter:
+            self.new_epoch(epoch)
+            return
+        self.new_epoch(epoch)
+        self.set_role(UnattachedState(election_at=self.now_ms + self._election_timeout()))
+        self.persist()
+
+    def become_follower(self, epoch: int, leader: int) -> None:
+        """Follow `leader` of `epoch` (an observer just fetches from it)."""
+        self.new_epoch(epoch)
+        self.leader_id = leader
+        if self.catching_up or not self.config.is_voter:
+            if self.fetch_target != leader:
+                self.fetch_target = leader
+                if isinstance(self.state, FollowerState | ObserverState):
+                    self.state.transfer = None
+                self.send_fetch()
+            return
+        self.set_role(FollowerState(fetch_deadline=self.now_ms + self.config.fetch_timeout_ms))
+        self.fetch_target = leader
+        self.persist()
+        self.send_fetch()
+
+    def become_prospective(self, *, backoff: bool) -> None:
+        """KIP-996: ask for pre-votes (after a backoff when an election was just lost)."""
+        leader = self.leader_id if self.role is Role.FOLLOWER else NO_LEADER
+        state = ProspectiveState(election_at=self.now_ms + self._election_timeout())
+        self.set_role(state)
+        self.leader_id = leader
+        if backoff:
+            delay = election_backoff(self.rng, self.config.election_backoff_max_ms)
+            state.prevote_at = self.now_ms + delay
+            state.election_at += delay
+        else:
+            self._send_pre_votes()
+
+    def become_candidate(self) -> None:
+        """Stand in the next epoch, voting for itself; lead at once if that is a majority."""
+        self.epoch += 1
+        self.voted_id = self.id
+        self.leader_id = NO_LEADER
+        state = CandidateState()
+        self.set_role(state)
+        self.persist()
+        state.election_at = self.now_ms + self._election_timeout()
+        self.votes = VoteRound(granted={self.id})
+        if len(self.votes.granted) >= self.config.majority:
+            self.become_leader()
+            return
+        for voter in sorted(self.config.voters - {self.id}):
+            self._send_vote_request(voter, pre_vote=False)
+
+    def become_leader(self) -> None:
+        """Lead this epoch: append the LeaderChange marker and tell the voters."""
+        granting = tuple(sorted(self.votes.granted))
+        self.leader_id = self.id
+        leader = LeaderState(
+            epoch_start_offset=self.log.end_offset,
+            started_ms=self.now_ms,
+            voters=self.config.voters,
+        )
+        self.set_role(leader)
+        self.persist()
+        marker = LeaderChangeMessage(
+            leader_id=self.id, voters=tuple(sorted(self.config.voters)), granting_voters=granting
+        )
+        self.append_entry(
+            Entry(
+                offset=self.log.end_offset,
+                epoch=self.epoch,
+                payload=marker.encode(),
+                kind=EntryKind.LEADER_CHANGE,
+            )
+        )
+        self._pending.flush = True
+        for voter in sorted(self.config.voters - {self.id}):
+            self.send_begin(voter)
+        handlers.update_high_watermark(self)
+
+    def rejoin_as_voter(self) -> None:
+        """A voter without durable state caught up: it follows its leader with its vote spent."""
+        self.catching_up = False
+        self.heard = {}
+        leader = self.leader_id
+        self.voted_id = self.id
+        self.set_role(FollowerState(fetch_deadline=self.now_ms + self.config.fetch_timeout_ms))
+        self.leader_id = leader
+        self.fetch_target = leader
+        self.persist()
+
+    def send_begin(self, voter: int) -> None:
+        """(Re)send BeginQuorumEpoch to `voter`."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            raise RaftError("internal: BeginQuorumEpoch sent while not leading")
+        state.begin_sent_ms[voter] = self.now_ms
+        self.send(
+            voter,
+            BeginQuorumEpochRequest(
+                correlation_id=self.next_correlation(), leader_id=self.id, leader_epoch=self.epoch
+            ),
+        )
+
+    def send_fetch(self) -> None:
+        """Fetch from the leader (or, not knowing one, from some voter that may know it)."""
+        target = self.fetch_target
+        if target == NO_LEADER:
+            others = sorted(self.config.voters - {self.id})
+            if not others:
+                return
+            target = self.rng.choice(others)
+        correlation = self.next_correlation()
+        fetch = FetchInFlight(
+            correlation=correlation,
+            destination=target,
+            offset=self.log.end_offset,
+            last_epoch=self.log.last_epoch,
+            retry_at=self.now_ms + self.config.request_timeout_ms,
+        )
+        state = self.state
+        if isinstance(state, FollowerState | ObserverState):
+            state.fetch = fetch
+        self.send(target, self.fetch_request(correlation))
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Replace the log by a fetched snapshot (the shell does it first in the next Ready)."""
+        p = self._pending
+        p.install = SnapshotInstall(snapshot_id=snapshot_id, data=data)
+        p.append = []
+        p.truncate_to = None
+        if isinstance(self.state, FollowerState | ObserverState):
+            self.state.transfer = None
+        self.log.install(snapshot_id)
+        self.set_high_watermark(snapshot_id.end_offset)
+
+    # --------------------------------------------------------- helpers (for the handlers)
+
+    def next_correlation(self) -> int:
+        """A new correlation id for a request."""
+        self._correlation += 1
+        return self._correlation
+
+    def send(self, destination: int, message: Message, read_from: int = 0, until: int = 0) -> None:
+        """Queue `message` (the shell fills a fetch answer from [read_from, until))."""
+        self._pending.messages.append(
+            Outgoing(
+                destination=destination, message=message, read_from=read_from, read_until=until
+            )
+        )
+
+    def append_entry(self, entry: Entry) -> None:
+        """Queue `entry` for the log and account for it in the view."""
+        self.log.append(entry.epoch, entry.count)
+        self._pending.append.append(entry)
+
+    def truncate_log(self, offset: int) -> None:
+        """Cut the log at `offset` (never below its start), and what is queued after it."""
+        # Entries below the log start are in a snapshot of committed state: never cut.
+        offset = max(offset, self.log.start_offset)
+        p = self._pending
+        first_queued = p.append[0].offset if p.append else self.log.end_offset
+        if offset >= first_queued:
+            # Only entries queued in this Ready (if any) are cut.
+            if any(entry.offset < offset < entry.end_offset for entry in p.append):
+                raise RaftError(f"internal: a cut at offset {offset} splits a batch")
+            p.append = [entry for entry in p.append if entry.offset < offset]
+        else:
+            p.append = []
+            p.truncate_to = offset if p.truncate_to is None else min(p.truncate_to, offset)
+        self.log.truncate(offset)
+
+    def set_high_watermark(self, value: int) -> None:
+        """Raise the high watermark to `value` (it never goes down)."""
+        if value > self.high_watermark:
+            self.high_watermark = value
+            self._hw_change = value
+
+    def fetch_request(self, correlation: int) -> FetchRequest:
+        """A Fetch from this node's log end."""
+        return FetchRequest(
+            correlation_id=correlation,
+            replica_id=self.fetch_replica_id,
+            current_leader_epoch=self.epoch,
+            fetch_offset=self.log.end_offset,
+            last_fetched_epoch=self.log.last_epoch,
+            max_wait_ms=self.config.fetch_max_wait_ms,
+        )
+
+    # ---------------------------------------------------------------------- own helpers
+
+    def _election_timeout(self) -> int:
+        return election_timeout(self.rng, self.config.election_timeout_ms)
+
+    def _send_pre_votes(self) -> None:
+        self.votes = VoteRound(granted={self.id})
+        if len(self.votes.granted) >= self.config.majority:
+            self.become_candidate()
+            return
+        for voter in sorted(self.config.voters - {self.id}):
+            self._send_vote_request(voter, pre_vote=True)
+
+    def _send_vote_request(self, voter: int, *, pre_vote: bool) -> None:
+        correlation = self.next_correlation()
+        self.votes.requests.add(correlation)
+        self.send(
+            voter,
+            VoteRequest(
+                correlation_id=correlation,
+                replica_epoch=self.epoch,
+                replica_id=self.id,
+                last_offset_epoch=self.log.last_epoch,
+                last_offset=self.log.end_offset,
+                pre_vote=pre_vote,
+            ),
+        )
+
+    def _hear(self, sender: int, message: Message) -> None:
+        """A voter without durable state learns the epochs the others are in (its vote fence)."""
+        if not self.catching_up or sender not in self.config.voters:
+            return
+        epoch = message_epoch(message)
+        if epoch is not None:
+            self.heard[sender] = max(self.heard.get(sender, 0), epoch)
+
+    def _probe(self) -> None:
+        self._probe_at = self.now_ms + self.config.request_timeout_ms
+        for voter in sorted(self.config.voters - {self.id} - set(self.heard)):
+            if voter != self.fetch_target:
+                self.send(voter, self.fetch_request(self.next_correlation()))
+
+
+def well_formed(message: Message) -> bool:
+    """Messages with negative offsets or epochs are garbage and are dropped."""
+    numbers = [
+        getattr(message, name)
+        for name in (
+            "replica_epoch",
+            "last_offset_epoch",
+            "last_offset",
+            "leader_epoch",
+            "current_leader_epoch",
+            "fetch_offset",
+            "last_fetched_epoch",
+            "position",
+            "size",
+        )
+        if hasattr(message, name)
+    ]
+    snapshot = getattr(message, "snapshot_id", None)
+    if snapshot is not None:
+        numbers += [snapshot.end_offset, snapshot.epoch]
+    return all(isinstance(n, int) and 0 <= n < 2**63 for n in numbers)
+
+
+def message_epoch(message: Message) -> int | None:
+    """The epoch a message shows its sender is in (None for a message that shows none)."""
+    if isinstance(message, VoteRequest):
+        return message.replica_epoch
+    if isinstance(message, FetchResponse):
+        return message.current_leader.leader_epoch
+    if isinstance(message, FetchRequest | FetchSnapshotRequest):
+        return message.current_leader_epoch
+    if isinstance(message, FetchSnapshotResponse):
+        return message.current_leader.leader_epoch
+    if isinstance(
+        message,
+        VoteResponse | BeginQuorumEpochRequest | BeginQuorumEpochResponse | EndQuorumEpochRequest,
+    ):
+        return message.leader_epoch
+    return None
+
+
+__all__ = [
+    "NO_HIGH_WATERMARK",
+    "Batch",
+    "NotLeader",
+    "OffsetRange",
+    "Outgoing",
+    "RaftCore",
+    "Ready",
+    "ReadyDone",
+    "Role",
+]

@@ -1,0 +1,569 @@
+"""The controller quorum's shell: the consensus core driven over the real log and network.
+
+`api.raft.core.RaftCore` decides; this module does what it asks, in the order it asks
+(etcd raft's `Ready` loop): write the `quorum-state` durably, truncate, append, flush, and only
+then send. Every call into the core happens in one task (`QuorumNode._run`), between two
+`Ready`s, so the flushed offset it is told always describes the log it asked for: messages and
+proposals that arrive while a `Ready` is being carried out wait in a queue.
+
+The shell's other jobs have their own modules: the core's entries as the log's blocks
+(blocks.py), snapshots offered, served and installed (snapshot_shipping.py), refusals made
+without the core (requests.py); the transport comes through `transport.protocol`.
+
+The service (`api.service.replicated.ReplicatedService`, used through its public API)
+answers writes only on the leader, and only once they are committed (the high watermark
+passed them); a follower refuses them with NOT_CONTROLLER (41) naming the leader. Every node
+applies committed blocks to its image, so reads anywhere reflect the committed offset they
+report. A new leader takes writes once everything before its epoch is
+committed and applied (its LeaderChange marker is committed).
+
+Failures. Messages may be lost (the core retries). A storage error in the shell is fatal for
+the node, as in KRaft: it stops (`failed` says why) and the other voters elect a new leader; a
+restart recovers the log's tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from api.raft.blocks import ReplicaBlocks, log_view
+from api.raft.core.config import QuorumConfig
+from api.raft.core.core import RaftCore
+from api.raft.core.messages import (
+    NO_LEADER,
+    DescribeQuorumResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotResponse,
+    Message,
+)
+from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
+from api.raft.core.ready import Batch, NotLeader, Ready, ReadyDone, SnapshotInstall
+from api.raft.core.roles import Role
+from api.raft.core.states import NEVER
+from api.raft.requests import Request, Response, on_wall_clock, refusal
+from api.raft.snapshot_shipping import SnapshotShipping
+from api.raft.transport.protocol import TransportFactory
+from api.service.replicated import ReplicatedService
+from metadata_log.log import AppendResult
+from metadata_log.replica_log import ReplicaLog
+from records.errors import MetadataLogError
+from records.model import Record
+from replay.controller.errors import ApiError, ErrorCode
+from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
+from replay.loader import load_image
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger("api.server.quorum")
+"""Under the server's logger: a quorum node's state changes are lines of `mlog serve`."""
+
+T = TypeVar("T")
+
+HANDOVER_WAIT_S = 3.0
+"""How long a stopping leader waits for a successor before it stops anyway."""
+
+LEADER_WAIT_S = 3.0
+"""How long a write waits for this node's own election to end before NOT_CONTROLLER."""
+
+
+class QuorumFailedError(MetadataLogError):
+    """The node stopped: its log or quorum state could not be written (it must restart)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Proposal:
+    records: tuple[Record, ...]
+    principal: str | None
+    first: int
+    """The offset the working image gave its first record."""
+    future: asyncio.Future[AppendResult]
+
+
+class QuorumNode:
+    """One controller of the quorum: the core, the log, the `quorum-state` and the links."""
+
+    def __init__(
+        self,
+        service: ReplicatedService,
+        config: QuorumConfig,
+        *,
+        state_dir: Path,
+        transport: TransportFactory,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.service = service
+        self.config = config
+        self.state_dir = state_dir
+        self.log: ReplicaLog = service.replica_log
+        state = read_quorum_state(state_dir, voters=config.voters)
+        view = log_view(service)
+        self.core = RaftCore(
+            config, state=state, log=view, rng=rng or random.Random(), now_ms=_now_ms()
+        )
+        self._transport = transport(self._received)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"mlog-quorum-{config.node_id}")
+        self._inbox: deque[tuple[int, Message]] = deque()
+        self._answers: dict[tuple[int, int], tuple[asyncio.Future[Response], Request]] = {}
+        """Requests from other nodes awaiting the core's answer, by (sender, correlation id)."""
+        self._queued: list[_Proposal] = []
+        self._inflight: deque[tuple[_Proposal, AppendResult]] = deque()
+        """Proposed and not yet committed, in offset order, with where each went."""
+        self._blocks = ReplicaBlocks(
+            self.log,
+            last_timestamp=max(service.image.provenance.timestamp, self.log.last_timestamp),
+        )
+        self._snapshots = SnapshotShipping(service)
+        self._wake = asyncio.Event()
+        self._leading = asyncio.Event()
+        self._role_seen = asyncio.Event()
+        self._epoch_start = NEVER
+        self._flushed = self.log.end_offset
+        self._applied = service.image.provenance.offset + 1
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._resign_requested = False
+        self.failed: str | None = None
+        """Why the node stopped, once its storage failed."""
+        self.on_failure: Callable[[str], None] | None = None
+        """Called once with the reason when the node stops on a failure (the server exits)."""
+        service.node = self
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def leading(self) -> bool:
+        """Whether this node leads and takes writes (everything before its epoch applied)."""
+        return self._leading.is_set()
+
+    @property
+    def leader_id(self) -> int:
+        """The live leader's id as this node knows it, -1 when there is none (an election).
+
+        A node that has not heard from a leader in its current epoch (unattached, prospective,
+        a candidate, resigned) names none: its last leader may be gone.
+        """
+        role = self.core.role
+        if role is Role.LEADER or role is Role.FOLLOWER or role is Role.OBSERVER:
+            return self.core.leader_id
+        return NO_LEADER
+
+    @property
+    def epoch(self) -> int:
+        """The current epoch."""
+        return self.core.epoch
+
+    @property
+    def role(self) -> Role:
+        """The node's role now."""
+        return self.core.role
+
+    def voter_addresses(self) -> dict[int, tuple[str, int]]:
+        """Each voter's `(host, port)` (`controller.quorum.voters`), by node id."""
+        return {i: (a.host, a.port) for i, a in self.config.addresses.items()}
+
+    def leader_address(self) -> str:
+        """`host:port` of the leader's controller address, or why there is none."""
+        leader = self.leader_id
+        address = self.config.addresses.get(leader)
+        if leader == NO_LEADER or address is None:
+            return "not known yet (an election is under way): retry in a moment"
+        return f"node {leader} at {address.host}:{address.port}"
+
+    def not_controller(self) -> ApiError:
+        """The refusal of a write on a node that does not lead."""
+        return ApiError(
+            ErrorCode.NOT_CONTROLLER,
+            f"node {self.config.node_id} is not the active controller; the leader is "
+            f"{self.leader_address()}",
+        )
+
+    async def wait_leading(self, timeout: float = LEADER_WAIT_S) -> None:
+        """Wait while this node may be about to lead; NOT_CONTROLLER otherwise, at once.
+
+        A node standing for election (prospective, candidate) or leading without taking
+        writes yet (its LeaderChange not committed) is waited for, up to `timeout`: it is
+        likely the next controller. Any other node answers NOT_CONTROLLER at once (as Kafka's
+        controllers do), naming the leader it knows, so the client asks elsewhere.
+        """
+        deadline = time.monotonic() + timeout
+        while not self.leading:
+            self._check_alive()
+            if self.core.role not in _MAY_LEAD_SOON:
+                raise self.not_controller()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self.not_controller()
+            self._role_seen.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._role_seen.wait(), min(remaining, 0.05))
+
+    def _check_alive(self) -> None:
+        if self.failed is not None:
+            raise ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"this controller stopped: {self.failed}")
+        if self._closing:
+            raise self.not_controller()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start the loop; the node joins the quorum (elections, fetching)."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def resign(self, timeout: float = HANDOVER_WAIT_S) -> None:
+        """Hand leadership over (EndQuorumEpoch) and wait until another node leads.
+
+        A stopping leader does this first, still answering the others meanwhile, so the most
+        caught-up voter stands at once and the pause is one election, not a fetch timeout.
+        Returns at once on a node that does not lead; after `timeout` regardless.
+        """
+        if self.core.role is not Role.LEADER or self.failed is not None or self._task is None:
+            return
+        epoch = self.core.epoch
+        self._resign_requested = True
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.failed is None:
+            leader = self.core.leader_id
+            if self.core.epoch > epoch and leader not in (NO_LEADER, self.config.node_id):
+                return
+            self._role_seen.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._role_seen.wait(), 0.02)
+
+    async def aclose(self, *, resign: bool = True) -> None:
+        """Stop: resign if leading (so another takes over at once), close links and the loop.
+
+        `resign=False` stops as a crash would, without telling the others (tests).
+        """
+        if self._closing:
+            return
+        if resign:
+            await self.resign()
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, QuorumFailedError):
+                await self._task
+        self._fail_proposals(self.not_controller())
+        self._refuse_waiting(fetches_only=False)
+        await self._transport.close()
+        self._executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ inputs
+
+    def _received(self, source: int, message: Message) -> None:
+        """An answer from a link (or any message from a test network)."""
+        if isinstance(message, FetchResponse) and message.records:
+            message = self._blocks.fetched(source, message)
+        self._inbox.append((source, message))
+        self._wake.set()
+
+    async def handle(self, sender: int, message: Message) -> Message:
+        """Answer a request from another node (the server's quorum endpoint)."""
+        if not isinstance(message, Request):
+            raise TypeError(f"{type(message).__name__} is not a quorum request")
+        if self.failed is not None or self._closing:
+            return self._unanswered(message)
+        key = (sender, message.correlation_id)
+        previous = self._answers.pop(key, None)
+        if previous is not None and not previous[0].done():
+            previous[0].set_result(self._unanswered(previous[1]))
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._answers[key] = (future, message)
+        self._inbox.append((sender, message))
+        self._wake.set()
+        wait = self.config.request_timeout_ms / 1000
+        if isinstance(message, FetchRequest):
+            wait += message.max_wait_ms / 1000
+        try:
+            return await asyncio.wait_for(future, wait)
+        except TimeoutError:
+            return self._unanswered(message)
+        finally:
+            waiting = self._answers.get(key)
+            if waiting is not None and waiting[0] is future:
+                del self._answers[key]
+
+    def _refuse_waiting(self, *, fetches_only: bool) -> None:
+        """Answer waiting requests now with a refusal naming the leader this node knows.
+
+        A leader that stops leading answers its parked fetches at once, so followers ask the
+        new leader without waiting out their fetch; a stopping node answers everything.
+        """
+        for key, (future, message) in list(self._answers.items()):
+            if fetches_only and not isinstance(message, FetchRequest):
+                continue
+            del self._answers[key]
+            if not future.done():
+                future.set_result(self._unanswered(message))
+
+    def _unanswered(self, message: Request) -> Response:
+        """What a request the core dropped gets: a refusal naming the leader this node knows."""
+        return refusal(message, self.core.current_leader())
+
+    def describe(self) -> DescribeQuorumResponse:
+        """DescribeQuorum: the leader's view of every voter's and observer's progress."""
+        return on_wall_clock(self.core.describe_quorum(), now_ms=self.core.now_ms)
+
+    async def propose(
+        self, records: Sequence[Record], *, principal: str | None, first: int
+    ) -> AppendResult:
+        """Append `records` as a batch starting at `first`; returns once committed."""
+        self._check_alive()
+        if not self.leading:
+            raise self.not_controller()
+        future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        self._queued.append(
+            _Proposal(records=tuple(records), principal=principal, first=first, future=future)
+        )
+        self._wake.set()
+        return await future
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        core = self.core
+        try:
+            while not self._closing:
+                self._wake.clear()
+                self._take_inputs()
+                ready = core.ready()
+                if not ready.empty:
+                    await self._carry_out(ready)
+                    core.advance(ReadyDone(flushed_offset=self._flushed))
+                    continue
+                if self._inbox or self._queued:
+                    continue
+                delay = (core.next_deadline_ms() - _now_ms()) / 1000
+                if delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+        except asyncio.CancelledError:
+            raise
+        except (OSError, MetadataLogError) as exc:
+            self._stop(exc)
+        except Exception as exc:  # a bug: stop this node loudly rather than go on wrong
+            logger.exception("the quorum loop failed")
+            self._stop(exc)
+
+    def _stop(self, exc: BaseException) -> None:
+        self.failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        logger.error(
+            "controller %d stops: %s; restart it (its log recovers on open)",
+            self.config.node_id,
+            self.failed,
+        )
+        self._leading.clear()
+        self._fail_proposals(
+            ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"this controller stopped: {self.failed}")
+        )
+        self._refuse_waiting(fetches_only=False)
+        if self.on_failure is not None:
+            self.on_failure(self.failed)
+
+    def _take_inputs(self) -> None:
+        core = self.core
+        if self._resign_requested:
+            self._resign_requested = False
+            core.resign()
+        self._snapshots.offer(core)
+        core.tick(_now_ms())
+        while self._inbox:
+            source, message = self._inbox.popleft()
+            core.step(source, message)
+        if self._queued:
+            self._propose_queued()
+
+    def _propose_queued(self) -> None:
+        group, self._queued = self._queued, []
+        core = self.core
+        if core.role is not Role.LEADER or not self.leading:
+            for proposal in group:
+                proposal.future.set_exception(self.not_controller())
+            return
+        first = core.log.end_offset
+        if group[0].first != first:
+            # The working image and the log disagree: a bug; refuse rather than misplace.
+            error = ApiError(
+                ErrorCode.NOT_CONTROLLER,
+                f"internal: the write expected offset {group[0].first}, the log is at {first}",
+            )
+            for proposal in group:
+                proposal.future.set_exception(error)
+            self.service.drop_uncommitted()
+            return
+        block = self._blocks.encode(
+            [(p.records, p.principal) for p in group], first=first, epoch=core.epoch
+        )
+        placed = core.propose([Batch(payload=block.encode(), count=block.count)])
+        if isinstance(placed, NotLeader):
+            for proposal in group:
+                proposal.future.set_exception(self.not_controller())
+            return
+        self._blocks.keep(block)
+        timestamp = block.timestamp
+        offset = first
+        for proposal in group:
+            last = offset + len(proposal.records) - 1
+            self._inflight.append((proposal, AppendResult(offset, last, timestamp)))
+            offset = last + 1
+
+    async def _carry_out(self, ready: Ready) -> None:
+        log = self.log
+        if ready.quorum_state is not None:
+            await self._io(write_quorum_state, self.state_dir, ready.quorum_state)
+        if ready.install is not None:
+            await self._install(ready.install)
+        if ready.truncate_to is not None:
+            offset = ready.truncate_to
+            await self._io(log.truncate_to, offset)
+            self._flushed = min(self._flushed, offset)
+            self._blocks.truncated(offset)
+        if ready.append:
+            await self._blocks.write(ready.append, self._io)
+        if ready.flush:
+            self._flushed = await self._io(log.flush)
+        for out in ready.messages:
+            message = out.message
+            if isinstance(message, FetchResponse) and out.read_until > out.read_from:
+                entries = await self._io(self._blocks.read, out.read_from, out.read_until)
+                message = replace(message, records=entries)
+            elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
+                message = await self._snapshots.chunk(
+                    message, out.read_from, out.read_until, self._io
+                )
+            self._send(out.destination, message)
+        if ready.role is not None:
+            self._role_changed(ready.role)
+        if ready.high_watermark is not None:
+            await self._committed(ready.high_watermark)
+
+    async def _install(self, install: SnapshotInstall) -> None:
+        """Make the leader's snapshot this node's, then follow its image."""
+        installed = await self._snapshots.install(install, self._io)
+        p = installed.provenance
+        self._flushed = self.log.end_offset
+        self._blocks.reset(last_timestamp=p.timestamp)
+        self._applied = p.offset + 1
+        logger.info(
+            "controller %d installed the leader's snapshot at offset %d (epoch %d, %d records, "
+            "%d bytes); its log now starts at offset %d",
+            self.config.node_id,
+            p.offset,
+            p.epoch,
+            installed.count,
+            installed.size,
+            p.offset + 1,
+        )
+        self.service.follow(installed.image)
+
+    def _send(self, destination: int, message: Message) -> None:
+        if isinstance(message, Response):
+            waiting = self._answers.pop((destination, message.correlation_id), None)
+            if waiting is not None and not waiting[0].done():
+                waiting[0].set_result(message)
+            return
+        self._transport.send(destination, message)
+
+    # ------------------------------------------------------------------ commits and roles
+
+    async def _committed(self, high_watermark: int) -> None:
+        while self._inflight and self._inflight[0][1][1] < high_watermark:
+            proposal, result = self._inflight.popleft()
+            if not proposal.future.done():
+                proposal.future.set_result(result)
+        if self.leading:
+            self._applied = max(self._applied, high_watermark)
+            return
+        if high_watermark > self._applied:
+            base = self.service.image
+            if base is EMPTY_IMAGE:
+                image = await self._io(self.service.first_image, high_watermark - 1)
+                self._started_from(image)
+            else:
+                image = await self._io(self._replayed, base, high_watermark - 1)
+            self._applied = image.provenance.offset + 1
+            self.service.follow(image)
+        if self.core.role is Role.LEADER and self._applied >= self._epoch_start:
+            self._start_leading()
+
+    def _started_from(self, image: MetadataImage) -> None:
+        used = self.service.started_from_snapshot
+        logger.info(
+            "controller %d applied the committed log up to offset %d (%s)",
+            self.config.node_id,
+            image.provenance.offset,
+            "replayed from the start"
+            if used is None
+            else f"from snapshot {used.id} at offset {used.offset}",
+        )
+
+    def _replayed(self, base: MetadataImage, last: int) -> MetadataImage:
+        return load_image(self.log, lte=last, base=base)
+
+    def _role_changed(self, role: Role) -> None:
+        self._role_seen.set()
+        if role is Role.LEADER:
+            self._epoch_start = self.core.log.end_offset
+            logger.info(
+                "controller %d leads epoch %d (log end %d)",
+                self.config.node_id,
+                self.core.epoch,
+                self.core.log.end_offset,
+            )
+            return
+        self._epoch_start = NEVER
+        self._refuse_waiting(fetches_only=True)
+        if self._leading.is_set():
+            self._leading.clear()
+            logger.info(
+                "controller %d stops leading (epoch %d, now %s)",
+                self.config.node_id,
+                self.core.epoch,
+                role.name.lower(),
+            )
+        self._fail_proposals(self.not_controller())
+        self.service.drop_uncommitted()
+
+    def _start_leading(self) -> None:
+        if self._leading.is_set():
+            return
+        self.service.drop_uncommitted()
+        self._leading.set()
+        self._role_seen.set()
+        logger.info("controller %d takes writes from offset %d", self.config.node_id, self._applied)
+        if METADATA_VERSION not in self.service.image.features.levels:
+            asyncio.get_running_loop().create_task(self.service.bootstrap())
+
+    def _fail_proposals(self, error: ApiError) -> None:
+        pending = [*(proposal for proposal, _ in self._inflight), *self._queued]
+        self._inflight.clear()
+        self._queued = []
+        for proposal in pending:
+            if not proposal.future.done():
+                proposal.future.set_exception(error)
+
+    async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: function(*args, **kwargs))
+
+
+_MAY_LEAD_SOON = frozenset({Role.PROSPECTIVE, Role.CANDIDATE, Role.LEADER})
+"""The roles in which a write waits for this node to take writes (`wait_leading`)."""
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000

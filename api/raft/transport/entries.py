@@ -1,0 +1,164 @@
+"""The core's entries in a FetchResponse's `records` bytes: our own framing, checksummed.
+
+Not Kafka record batches: the payloads are opaque here, and a frame that is truncated,
+damaged or claims more than it holds is refused with one line (`RaftWireError`).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import replace
+
+from api.raft.core.messages import Entry, EntryKind
+from api.raft.transport.errors import RaftWireError
+
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+ENTRIES_MAGIC = b"mlqe"
+"""The first bytes of `FetchResponse.records` holding core entries (metadata-log quorum entries)."""
+ENTRIES_VERSION = 1
+
+_ENTRIES_HEADER = struct.Struct(">4sBII")  # magic, version, count, crc32 of what follows
+_ENTRY_HEAD = struct.Struct(">qiBI")  # offset, epoch, flags, payload length
+_CONTROL = 0x01
+
+
+def encode_entries(entries: Sequence[Entry]) -> bytes:
+    """The `records` bytes of a FetchResponse holding the batches `entries` (b"" for none).
+
+    Layout, version 1: `mlqe`, version (int8), count (uint32), CRC-32 of the rest (uint32),
+    then per offset: offset (int64), epoch (int32), flags (int8, 1 = control), payload length
+    (uint32), payload. A batch of `count` offsets is its body at its first offset followed by
+    `count - 1` empty ones of its epoch (the frame predates batch-aware entries and stays
+    byte for byte the same). Offsets must be dense and epochs must not go down (a Fetch
+    answer is a stretch of the leader's log); `RaftWireError` otherwise.
+    """
+    if not entries:
+        return b""
+    parts: list[bytes] = []
+    previous: Entry | None = None
+    total = 0
+    for entry in entries:
+        _check_entry(entry, previous, "cannot send entries")
+        control = _CONTROL if entry.kind is EntryKind.LEADER_CHANGE else 0
+        parts.append(_ENTRY_HEAD.pack(entry.offset, entry.epoch, control, len(entry.payload)))
+        parts.append(entry.payload)
+        parts.extend(
+            _ENTRY_HEAD.pack(offset, entry.epoch, 0, 0)
+            for offset in range(entry.offset + 1, entry.end_offset)
+        )
+        total += entry.count
+        previous = entry
+    body = b"".join(parts)
+    header = _ENTRIES_HEADER.pack(
+        ENTRIES_MAGIC, ENTRIES_VERSION, total, zlib.crc32(body) & 0xFFFFFFFF
+    )
+    return header + body
+
+
+def _check_entry(entry: Entry, previous: Entry | None, what: str) -> None:
+    if not 0 <= entry.offset <= _INT64_MAX or not 0 <= entry.epoch <= _INT32_MAX or entry.count < 1:
+        raise RaftWireError(
+            f"{what}: entry at offset {entry.offset}, epoch {entry.epoch} is out of range"
+        )
+    if previous is not None:
+        if entry.offset != previous.end_offset:
+            raise RaftWireError(
+                f"{what}: offset {entry.offset} follows {previous.end_offset - 1} (entries must "
+                "be dense)"
+            )
+        if entry.epoch < previous.epoch:
+            raise RaftWireError(
+                f"{what}: epoch {entry.epoch} at offset {entry.offset} follows epoch "
+                f"{previous.epoch} (epochs never go down)"
+            )
+
+
+def decode_entries(data: bytes | None) -> tuple[Entry, ...]:
+    """The batches of a FetchResponse's `records` bytes (None or empty: none).
+
+    An empty, plain offset of the same epoch right after a data batch extends that batch
+    (`encode_entries`' layout); any other offset starts a batch.
+
+    `RaftWireError` (one line) for anything but a well-formed frame of `encode_entries`:
+    another magic or version, a CRC mismatch, a count or a payload length beyond the bytes
+    there are, bytes left over, unknown flags, offsets not dense or epochs going down.
+    """
+    if not data:
+        return ()
+    view = memoryview(data)
+    size = len(view)
+    if size < _ENTRIES_HEADER.size:
+        raise RaftWireError(f"fetch records: {size} bytes are too short for the entries header")
+    magic, version, count, crc = _ENTRIES_HEADER.unpack_from(view, 0)
+    if magic != ENTRIES_MAGIC:
+        raise RaftWireError(
+            f"fetch records: they start {bytes(magic)!r}, not {ENTRIES_MAGIC!r} (not quorum "
+            "entries of metadata-log)"
+        )
+    if version != ENTRIES_VERSION:
+        raise RaftWireError(
+            f"fetch records: entries version {version} is not {ENTRIES_VERSION}; upgrade this "
+            "node to the leader's release"
+        )
+    pos = _ENTRIES_HEADER.size
+    if count == 0 or count > (size - pos) // _ENTRY_HEAD.size:
+        raise RaftWireError(
+            f"fetch records: {count} entries claimed in {size - pos} bytes (truncated or damaged)"
+        )
+    if zlib.crc32(view[pos:]) & 0xFFFFFFFF != crc:
+        raise RaftWireError("fetch records: CRC-32 mismatch (damaged in transit)")
+    entries: list[Entry] = []
+    counts: list[int] = []
+    previous: Entry | None = None
+    previous_end = 0
+    head = _ENTRY_HEAD.unpack_from
+    head_size = _ENTRY_HEAD.size
+    data_bytes = data  # slices of it (a bytes subclass too) are plain bytes
+    for index in range(count):
+        if size - pos < head_size:
+            raise RaftWireError(f"fetch records: entry {index} of {count} is truncated")
+        offset, epoch, flags, length = head(data_bytes, pos)
+        pos += head_size
+        if flags & ~_CONTROL:
+            raise RaftWireError(f"fetch records: entry {index} has unknown flags {flags:#x}")
+        end = pos + length
+        if end > size:
+            raise RaftWireError(
+                f"fetch records: entry {index} claims {length} payload bytes, {size - pos} remain "
+                "(truncated or damaged)"
+            )
+        if (
+            previous is not None
+            and length == 0
+            and not flags
+            and offset == previous_end
+            and epoch == previous.epoch
+            and previous.kind is EntryKind.DATA
+        ):
+            counts[-1] += 1  # an empty offset of the batch before
+            previous_end += 1
+            continue
+        entry = Entry(
+            offset=offset,
+            epoch=epoch,
+            payload=data_bytes[pos:end],
+            kind=EntryKind.LEADER_CHANGE if flags == _CONTROL else EntryKind.DATA,
+        )
+        pos = end
+        # The common case (the next offset, the same epoch) checked inline; the rest names it.
+        if previous is None or offset != previous_end or epoch < previous.epoch or epoch < 0:
+            _check_entry(entry, previous and replace(previous, count=counts[-1]), "fetch records")
+        entries.append(entry)
+        counts.append(1)
+        previous = entry
+        previous_end = offset + 1
+    if pos != size:
+        raise RaftWireError(f"fetch records: {size - pos} bytes after the last entry")
+    return tuple(
+        entry if count == 1 else replace(entry, count=count)
+        for entry, count in zip(entries, counts, strict=True)
+    )

@@ -1,0 +1,58 @@
+"""The server's side of the time-travel APIs: replay's values into their wire forms and back.
+
+The wire codec (`api.protocol.private`) carries records and plain values only; this module
+turns an image into the records that rebuild it, replay's changes and history entries into
+their wire forms, and a requested entity into replay's (whose checks it then runs).
+"""
+
+from __future__ import annotations
+
+from api.protocol import private
+from records.codec import RecordCodec
+from replay.changes import Change
+from replay.image import MetadataImage
+from replay.timetravel import Entity, HistoryEntry
+
+
+def image_response(
+    image: MetadataImage, codec: RecordCodec, known: str | None
+) -> private.ImageResponse:
+    """An image as the records that rebuild it (numbered from 0, no principal)."""
+    entries = ((i, 0, 0, None, r) for i, r in enumerate(image.write()))
+    p = image.provenance
+    return private.ImageResponse(
+        offset=p.offset,
+        epoch=p.epoch,
+        timestamp=p.timestamp,
+        records=private.entry_block(codec, entries, known),
+    )
+
+
+def wire_change(change: Change) -> private.Change:
+    """A change as the Diff API carries it."""
+    return private.Change(
+        op=change.op, kind=change.kind, name=change.name, id=change.id, fields=change.fields
+    )
+
+
+def wire_history_entry(entry: HistoryEntry) -> private.HistoryEntry:
+    """A history entry as the History API carries it."""
+    return private.HistoryEntry(
+        offset=entry.offset,
+        timestamp=entry.timestamp,
+        principal=entry.principal,
+        record_type=entry.record_type,
+        description=entry.description,
+        topic_id=entry.topic_id,
+    )
+
+
+def entity_of(wire: private.Entity) -> Entity:
+    """The entity a History request follows; a `TimeTravelError` unless exactly one is named."""
+    return Entity(
+        topic=wire.topic,
+        topic_id=wire.topic_id,
+        namespace=wire.namespace,
+        broker=wire.broker,
+        user=wire.user,
+    )

@@ -1,0 +1,299 @@
+"""The writing end of a log directory: the lock, the newest segment's descriptor, rolls.
+
+Both writing roles (the user's `MetadataLog` and a quorum node's `ReplicaLog`) put whole
+blocks at the end of the storage through an `ActiveSegment`; what differs between them (who
+chooses offsets and epochs, when the fsync happens) stays in the role.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+from metadata_log.checkpoint import Checkpoint
+from metadata_log.container import SYNC_SIZE, fsync_directory, write_all
+from metadata_log.errors import LogClosedError, LogError, LogFailedError
+from metadata_log.lock import DirectoryLock
+from metadata_log.repair import move_segment
+from metadata_log.segment import Segment, SegmentInfo
+from metadata_log.storage import SegmentStorage
+
+logger = logging.getLogger("metadata_log")
+
+
+def lock_directory(path: Path) -> DirectoryLock:
+    """Create the log directory if needed and take its writer lock."""
+    if not path.is_dir():
+        path.mkdir(parents=True)
+        fsync_directory(path.parent)
+    lock = DirectoryLock(path)
+    lock.acquire()
+    return lock
+
+
+class ActiveSegment:
+    """Appends whole blocks to the newest segment of `storage`, rolling when it is full.
+
+    Fail-stop: after an I/O error every write raises `LogFailedError` until the log is opened
+    again (the open recovers what the disk holds). Callers hold `write_lock` around writes.
+    """
+
+    def __init__(self, storage: SegmentStorage, lock: DirectoryLock) -> None:
+        self.storage = storage
+        self.lock = lock
+        self.write_lock = threading.Lock()
+        self.fd: int | None = None
+        self.failed: OSError | None = None
+        self.dirty = False
+        """True while written blocks wait for `sync` (a replica's writes)."""
+
+    # ---------------------------------------------------------------- opening
+
+    def prepare(self) -> None:
+        """After a sound open: save rebuilt indexes, create the first segment of a new log."""
+        storage = self.storage
+        for segment in storage.rebuilt:
+            logger.info("rebuilt the indexes of segment %s", segment.path)
+            segment.save_indexes()
+        if not storage.segments:
+            start = 0 if storage.checkpoint is None else storage.checkpoint.log_start_offset
+            storage.next_offset = storage.flushed_offset = start
+            storage.write_checkpoint(start)
+            storage.segments.append(
+                Segment.create(storage.directory, start, storage.codec.entry_schema_json)
+            )
+
+    def start(self) -> None:
+        """Open the newest segment for appending (after `prepare`), in this code's schema."""
+        storage = self.storage
+        self.resume(self._in_this_schema(storage.segments[-1]))
+        checkpoint = storage.checkpoint
+        start = 0 if checkpoint is None else checkpoint.log_start_offset
+        if checkpoint is None or checkpoint.newest_segment != storage.segments[-1].base_offset:
+            # A log from before checkpoints existed, or one repaired down to an older segment.
+            storage.write_checkpoint(start)
+        if storage.segments[-1].header.schema_json != storage.codec.entry_schema_json:
+            # A segment's blocks are read with the schema in its header, and this code's union
+            # of record types differs (a newer version added a type): new entries go to a new
+            # segment, so every segment stays readable by any Avro tool and by this code.
+            logger.info("the record schema changed; starting a new segment")
+            self.roll()
+
+    def _in_this_schema(self, active: Segment) -> Segment:
+        """`active`, started over in this code's schema if nothing was written with the old."""
+        storage = self.storage
+        schema = storage.codec.entry_schema_json
+        if active.is_empty and active.header.schema_json != schema:
+            segments = storage.segments
+            previous = segments[-2] if len(segments) > 1 else None
+            active = Segment.create(storage.directory, active.base_offset, schema, previous)
+            segments[-1] = active
+        return active
+
+    def resume(self, active: Segment) -> None:
+        """Write to `active` (the newest segment) from now on."""
+        self.fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
+
+    def restart_after_cut(self) -> None:
+        """After a truncation: the cut segment is the newest again, in this code's schema."""
+        storage = self.storage
+        self.resume(self._in_this_schema(storage.segments[-1]))
+        if storage.segments[-1].header.schema_json != storage.codec.entry_schema_json:
+            self.roll()  # new blocks go in this code's schema, as after an open
+
+    def release_fd(self) -> None:
+        """Close the newest segment's descriptor (before its file is cut or replaced)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def sync_now(self) -> None:
+        """Fsync the newest segment: what a crashed process left in the page cache is durable."""
+        if self.fd is not None:
+            os.fsync(self.fd)
+
+    # ---------------------------------------------------------------- writing
+
+    def check_writable(self) -> None:
+        """Raise unless the log is open and has not failed."""
+        if self.storage.closed:
+            raise LogClosedError("the log is closed")
+        if self.failed is not None:
+            raise LogFailedError(
+                f"an earlier append failed ({self.failed}); the log accepts no more writes. "
+                "Fix the storage problem and restart: the log recovers on open"
+            )
+
+    def segment_for(self, framed_size: int, timestamp: int) -> Segment:
+        """The segment a block of `framed_size` bytes stamped `timestamp` goes to (rolls if due)."""
+        active = self.storage.segments[-1]
+        config = self.storage.config
+        if not active.is_empty and (
+            active.size + framed_size + SYNC_SIZE > config.segment_bytes
+            or timestamp - active.first_timestamp >= config.segment_ms
+        ):
+            active = self.roll()
+        return active
+
+    def write(
+        self,
+        framed: bytes,
+        *,
+        first_offset: int,
+        count: int,
+        epoch: int,
+        timestamp: int,
+        durable: bool,
+        what: str,
+    ) -> None:
+        """Write one framed block at the end; with `durable` fdatasync it before publishing.
+
+        Without `durable` (a replica's writes) readers see the block at once and `sync` makes
+        it durable later. An I/O error fails the log (fail-stop) naming `what`.
+        """
+        try:
+            active = self.segment_for(len(framed), timestamp)
+            data = framed + active.header.sync
+            position = active.size
+            fd = self.fd
+            if fd is None:  # pragma: no cover - guarded by check_writable
+                raise LogClosedError("the log is closed")
+            if durable:
+                write_all(fd, data)
+                os.fdatasync(fd)
+            else:
+                self.dirty = True
+                write_all(fd, data)
+        except OSError as exc:
+            self.fail(what, exc)
+        # Published only now (after the fsync of a durable write): readers never look past
+        # `active.size`.
+        active.note_block(
+            position=position,
+            end=position + len(data),
+            first_offset=first_offset,
+            count=count,
+            epoch=epoch,
+            timestamp=timestamp,
+            interval=self.storage.config.index_interval_bytes,
+        )
+
+    def sync(self) -> None:
+        """Make every block written so far durable (fdatasync of the newest segment)."""
+        if self.fd is not None:
+            os.fdatasync(self.fd)
+        self.dirty = False
+        self.storage.flushed_offset = self.storage.next_offset
+
+    def checkpoint_if_due(self) -> None:
+        """Write the checkpoints if the interval passed; a failure only logs (retried later)."""
+        storage = self.storage
+        if (
+            time.monotonic() - storage.checkpointed_at
+            >= storage.config.checkpoint_interval_ms / 1000
+        ):
+            try:
+                storage.write_checkpoint()
+            except OSError as exc:  # the blocks are durable; the next roll or close retries
+                storage.checkpointed_at = time.monotonic()
+                logger.warning("could not write the log checkpoints: %s", exc)
+
+    def fail(self, what: str, exc: OSError) -> NoReturn:
+        """An I/O error while writing: the log stops accepting writes (fail-stop)."""
+        self.failed = exc
+        logger.error("%s failed, the log stops accepting writes: %s", what, exc)
+        raise LogFailedError(
+            f"{what} failed: {exc}. The log accepts no more writes; fix the storage problem "
+            "and restart (the log recovers on open)"
+        ) from exc
+
+    def roll(self) -> Segment:
+        """Seal the newest segment (durable, indexes saved) and start the next one."""
+        storage = self.storage
+        old = storage.segments[-1]
+        if self.dirty:
+            # A sealed segment is complete and durable before the next one exists: on open,
+            # anything wrong in a segment that is not the newest is damage, never a torn tail.
+            self.sync()
+        old.save_indexes()
+        self.release_fd()
+        segment = Segment.create(
+            storage.directory, storage.next_offset, storage.codec.entry_schema_json, old
+        )
+        self.resume(segment)
+        storage.segments = [*storage.segments, segment]
+        # The checkpoints now name the new segment: from here on, losing it is noticed.
+        storage.write_checkpoint()
+        logger.info("rolled to segment %s", segment.path.name)
+        return segment
+
+    def trim_before(
+        self, offset: int, *, new_start: Callable[[int], None] | None = None
+    ) -> list[SegmentInfo]:
+        """Remove the whole segments whose entries all lie below `offset`; what was removed.
+
+        The newest segment is never removed, nor one holding `offset` or later entries. The
+        checkpoints name the new start first (then `new_start`, for a replica's epoch cache),
+        then the segments are deleted, oldest first; a crash leaves leftovers the next open
+        removes.
+        """
+        storage = self.storage
+        with self.write_lock:
+            self.check_writable()
+            if not isinstance(offset, int) or offset < 0:
+                raise LogError(f"cannot trim before offset {offset!r}: give an offset >= 0")
+            gone = [s for s in storage.segments[:-1] if s.next_offset <= offset]
+            if not gone:
+                return []
+            start = storage.segments[len(gone)].base_offset
+            infos = [s.info() for s in gone]
+            try:
+                storage.write_checkpoint_durably(
+                    Checkpoint(
+                        log_start_offset=start,
+                        recovery_point=storage.flushed_offset,
+                        newest_segment=storage.segments[-1].base_offset,
+                    )
+                )
+                if new_start is not None:
+                    new_start(start)
+                for segment in gone:
+                    move_segment(segment.path, None)
+                fsync_directory(storage.directory)
+            except OSError as exc:
+                self.fail("trim", exc)
+            storage.segments = storage.segments[len(gone) :]
+            logger.info(
+                "trimmed the log in %s: removed %d segment(s), offsets %d..%d; it starts at %d",
+                storage.directory,
+                len(gone),
+                infos[0].base_offset,
+                start - 1,
+                start,
+            )
+            return infos
+
+    # ---------------------------------------------------------------- closing
+
+    def close(self) -> None:
+        """Flush what waits, save the newest segment's indexes and the checkpoints, unlock."""
+        with self.write_lock:
+            if self.fd is not None:
+                if self.dirty and self.failed is None:
+                    try:
+                        self.sync()
+                    except OSError as exc:  # the blocks may be lost; the checkpoints say so
+                        logger.warning("could not flush the log on close: %s", exc)
+                self.release_fd()
+                if self.failed is None and self.storage.segments:
+                    try:
+                        self.storage.segments[-1].save_indexes()
+                        self.storage.write_checkpoint()
+                    except OSError as exc:  # rebuilt or rewritten on the next open
+                        logger.warning("could not save the index or checkpoints: %s", exc)
+        self.lock.release()

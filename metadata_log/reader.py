@@ -1,0 +1,85 @@
+"""A reader of a log directory: no lock, nothing changed on disk, any number beside a writer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from metadata_log.config import LogConfig
+from metadata_log.epoch_cache import EpochCache
+from metadata_log.errors import LogClosedError, LogCorruptionError, LogError
+from metadata_log.reads import StoredLog
+from metadata_log.recovery import Inspect, InspectUpToDamage
+from metadata_log.storage import SegmentStorage
+from records.codec import DEFAULT_CODEC, RecordCodec
+
+
+class LogReader(StoredLog):
+    """Reads a log that a writer (`MetadataLog`, `ReplicaLog`) may be appending to.
+
+    Stops before a torn tail (reported as `torn_tail`; the next writer truncates it) and
+    raises `LogCorruptionError` for damage, unless opened with `open_up_to_damage`.
+    """
+
+    def __init__(self, storage: SegmentStorage) -> None:
+        super().__init__(storage)
+        self._epochs: EpochCache | None = None
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        config: LogConfig | None = None,
+        codec: RecordCodec = DEFAULT_CODEC,
+    ) -> LogReader:
+        """Open the log in `directory` for reading; `LogCorruptionError` if it is damaged."""
+        return cls(cls._storage(directory, config, codec, Inspect()))
+
+    @classmethod
+    def open_up_to_damage(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        config: LogConfig | None = None,
+        codec: RecordCodec = DEFAULT_CODEC,
+    ) -> LogReader:
+        """Open the log in `directory` and serve it up to the first damage (repair, dumps).
+
+        Each damage found is logged as a WARNING; `damage` is the first, and reads that reach
+        it raise it.
+        """
+        return cls(cls._storage(directory, config, codec, InspectUpToDamage()))
+
+    @staticmethod
+    def _storage(
+        directory: str | os.PathLike[str],
+        config: LogConfig | None,
+        codec: RecordCodec,
+        recovery: Inspect,
+    ) -> SegmentStorage:
+        path = Path(directory)
+        if not path.is_dir():
+            raise LogError(
+                f"there is no log at {path}; check --data-dir (the log lives in <data-dir>/log)"
+            )
+        return SegmentStorage.open(
+            path, config=config or LogConfig(), codec=codec, recovery=recovery
+        )
+
+    @property
+    def damage(self) -> LogCorruptionError | None:
+        """Opened up to damage: the first damage found (reads stop before it)."""
+        return self.storage.damage
+
+    def epoch_cache(self) -> list[tuple[int, int]]:
+        """A quorum log's leader-epoch cache, checked against the log (rebuilt in memory only).
+
+        [(epoch, offset of its first entry)], oldest first; see `ReplicaLog.epoch_cache`.
+        """
+        if self.storage.closed:
+            raise LogClosedError("the log is closed")
+        if self._epochs is None:
+            self._epochs = EpochCache(self.storage)
+            self._epochs.load(persist=False)
+        return list(self._epochs.epochs)

@@ -1,0 +1,501 @@
+"""Topics: creating them (placed or manually assigned), deleting them, adding partitions.
+
+Validation follows Kafka's `ReplicationControlManager`: the same checks, in the same order, with
+the same error codes and messages. Placement itself is `placement` (Kafka's
+`assignReplicasToBrokers`); this module feeds it the usable brokers and checks manual
+assignments. Creating is the hot path of the service, so `TopicCreator` keeps what consecutive
+creates share (the usable brokers, the resolved configs) while the image parts they come from
+are the same objects.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from records.model import (
+    ConfigRecord,
+    ConfigResourceType,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from records.uuids import Uuid
+from replay.controller.commands import (
+    ControllerResult,
+    CreatableTopic,
+    CreatedConfig,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    Outcome,
+    TopicRef,
+)
+from replay.controller.config_defs import (
+    ResolvedConfig,
+    cluster_bool,
+    cluster_int,
+    resolve_topic_configs,
+    validate_topic_config,
+)
+from replay.controller.config_values import InvalidConfigError
+from replay.controller.configs import namespace_configs
+from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.limits import INT16_MAX
+from replay.controller.names import (
+    colliding_name,
+    partition_name,
+    refuse_reserved_name,
+    resolve_unseen_topic,
+    validate_topic_name,
+)
+from replay.controller.namespaces import require_namespace
+from replay.controller.partition_reduction import under_changes
+from replay.controller.placement import (
+    BrokerPlacementInfo,
+    assign_added_partitions,
+    assign_replicas_to_brokers,
+)
+from replay.controller.states import check_change, is_live
+from replay.delta import MetadataDelta
+from replay.image import ClusterImage, MetadataImage, TopicImage, split_qualified_name
+
+MAX_PARTITIONS_PER_REQUEST = 10_000
+"""The most partitions one request may create in one topic.
+
+Kafka's controller writes at most 10,000 records for one user operation
+(`QuorumController.MAX_RECORDS_PER_USER_OP`); without a bound, a request for 2^31-1 partitions
+would try to place them all in memory. Larger topics are grown with further create-partitions.
+"""
+
+
+class TopicCreator:
+    """Creates topics and adds partitions, reusing what consecutive requests share."""
+
+    def __init__(
+        self, *, fixed_start_index: int, new_id: Callable[[], Uuid], rng: random.Random
+    ) -> None:
+        self._fixed_start_index = fixed_start_index
+        self._new_id = new_id
+        self._rng = rng
+        self._last_created: tuple[Any, ...] | None = None
+        self._last_usable: tuple[ClusterImage, list[BrokerPlacementInfo]] | None = None
+
+    def create_topics(
+        self, image: MetadataImage, topics: Sequence[CreatableTopic], *, validate_only: bool
+    ) -> ControllerResult[list[CreateTopicResult]]:
+        """Create a batch of topics (KIP-4): one result per topic; failures do not spread.
+
+        Every topic's records are validated against the image as left by the topics before
+        it in the batch, so two new names that collide are caught too.
+        """
+        counts: dict[str, int] = {}
+        for topic in topics:
+            counts[topic.name] = counts.get(topic.name, 0) + 1
+        results: list[CreateTopicResult] = []
+        records: list[Record] = []
+        working = image
+        last = len(topics) - 1
+        for index, topic in enumerate(topics):
+            if counts[topic.name] > 1:
+                results.append(
+                    CreateTopicResult(
+                        name=topic.name,
+                        outcome=Outcome(
+                            error_code=ErrorCode.INVALID_REQUEST,
+                            error_message="Duplicate topic name.",
+                        ),
+                    )
+                )
+                continue
+            try:
+                topic_records, result = self._create_topic(working, topic, validate_only)
+            except ApiError as exc:
+                results.append(CreateTopicResult(name=topic.name, outcome=Outcome.from_error(exc)))
+                continue
+            results.append(result)
+            if topic_records:
+                records.extend(topic_records)
+                if index == last:
+                    break  # no topic left to check against it: the service replays the batch
+                delta = MetadataDelta(working)
+                delta.replay_all(topic_records)
+                working = delta.apply(working.provenance)
+        return ControllerResult(records=tuple(records), response=results)
+
+    def _create_topic(
+        self, image: MetadataImage, request: CreatableTopic, validate_only: bool
+    ) -> tuple[list[Record], CreateTopicResult]:
+        qualified = request.name
+        refuse_reserved_name(qualified)
+        namespace, name = split_qualified_name(qualified)
+        validate_topic_name(name)
+        require_namespace(image, namespace)
+        if image.topics.get_by_name(qualified) is not None:
+            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{qualified}' already exists.")
+        collision = colliding_name(
+            qualified,
+            lambda n: n in image.topics.by_name,
+            lambda: list(image.topics.by_name),
+        )
+        if collision is not None:
+            raise ApiError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{qualified}' collides with existing topic: {collision}",
+            )
+        configs = _topic_configs(request.configs)
+        if request.assignments:
+            assignment = _manual_assignment(image, request)
+        else:
+            assignment = self._placed_assignment(image, request, self._usable(image.cluster))
+        replication_factor = len(assignment[0])
+        topic_id = self._new_id()
+        result = CreateTopicResult(
+            name=qualified,
+            topic_id=topic_id,
+            num_partitions=len(assignment),
+            replication_factor=replication_factor,
+            configs=self._created_configs(
+                configs, image.configs.cluster(), namespace_configs(image, namespace)
+            ),
+        )
+        if validate_only:
+            return [], result
+        records: list[Record] = [TopicRecord(name=name, topic_id=topic_id, namespace=namespace)]
+        records.extend(
+            ConfigRecord(
+                resource_type=ConfigResourceType.TOPIC,
+                resource_name=qualified,
+                name=key,
+                value=value,
+            )
+            for key, value in sorted(configs.items())
+        )
+        records.extend(_new_partitions(image, qualified, topic_id, 0, assignment))
+        return records, result
+
+    def _created_configs(
+        self,
+        overrides: Mapping[str, str],
+        cluster: Mapping[str, str],
+        chain: Sequence[tuple[str, Mapping[str, str]]],
+    ) -> tuple[CreatedConfig, ...]:
+        """Every key of a new topic with its value and source (CreateTopics v5+ answers).
+
+        Consecutive creates mostly resolve the same way (no overrides, same cluster and
+        namespace configs), so the last answer is kept and reused while its inputs are the
+        same objects (the image's config maps are immutable, replaced on every change).
+        """
+        key = tuple(sorted(overrides.items()))
+        last = self._last_created
+        if (
+            last is not None
+            and last[0] is cluster
+            and last[1] == key
+            and len(last[2]) == len(chain)
+            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(last[2], chain, strict=True))
+        ):
+            created: tuple[CreatedConfig, ...] = last[3]
+            return created
+        resolved = resolve_topic_configs(overrides, cluster, chain)
+        created = tuple(_created_config(c) for c in resolved)
+        self._last_created = (cluster, key, tuple(chain), created)
+        return created
+
+    def _placed_assignment(
+        self,
+        image: MetadataImage,
+        request: CreatableTopic,
+        usable: Sequence[BrokerPlacementInfo],
+    ) -> list[list[int]]:
+        partitions = request.num_partitions
+        if partitions == -1:
+            partitions = cluster_int(image.configs.cluster(), "num.partitions")
+        replication = request.replication_factor
+        if replication == -1:
+            replication = cluster_int(image.configs.cluster(), "default.replication.factor")
+        if partitions <= 0:
+            raise ApiError(
+                ErrorCode.INVALID_PARTITIONS,
+                "Number of partitions was set to an invalid non-positive value.",
+            )
+        _check_partition_count(partitions)
+        if replication <= 0:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if replication > INT16_MAX:  # an int16 in Kafka's CreateTopics
+            raise ApiError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor {replication} is more than {INT16_MAX}, the largest "
+                "Kafka's protocol carries.",
+            )
+        if replication > len(usable):
+            raise ApiError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication} time(s): The target "
+                f"replication factor of {replication} cannot be reached because only "
+                f"{len(usable)} broker(s) are registered and usable (unfenced, not in "
+                "controlled shutdown).",
+            )
+        # PlacementError is an ApiError: it carries Kafka's code for the client.
+        placed = assign_replicas_to_brokers(
+            usable,
+            partitions,
+            replication,
+            fixed_start_index=self._fixed_start_index,
+            rng=self._rng,
+        )
+        return [list(placed[p]) for p in range(partitions)]
+
+    def _usable(self, cluster: ClusterImage) -> list[BrokerPlacementInfo]:
+        """The brokers new replicas may go to, kept while the cluster image is the same object.
+
+        The image's cluster part is immutable and replaced on every broker change, so
+        consecutive creates reuse the list (do not change it).
+        """
+        last = self._last_usable
+        if last is None or last[0] is not cluster:
+            last = (cluster, _placement_info(cluster.usable()))
+            self._last_usable = last
+        return last[1]
+
+    def create_partitions(
+        self,
+        image: MetadataImage,
+        requests: Sequence[CreatePartitionsTopic],
+        *,
+        validate_only: bool,
+    ) -> ControllerResult[list[CreatePartitionsResult]]:
+        """Raise partition counts; new partitions are placed as Kafka places added ones."""
+        results: list[CreatePartitionsResult] = []
+        records: list[Record] = []
+        seen: set[Uuid] = set()
+        for request in requests:
+            try:
+                topic = resolve_unseen_topic(image, request.topic, seen)
+                new = self._added_partitions(image, topic, request)
+            except ApiError as exc:
+                results.append(
+                    CreatePartitionsResult(name=str(request.topic), outcome=Outcome.from_error(exc))
+                )
+                continue
+            seen.add(topic.topic_id)
+            if not validate_only:
+                records.extend(new)
+            results.append(CreatePartitionsResult(name=topic.qualified_name))
+        return ControllerResult(records=tuple(records), response=results)
+
+    def _added_partitions(
+        self, image: MetadataImage, topic: TopicImage, request: CreatePartitionsTopic
+    ) -> list[Record]:
+        current = len(topic.partitions)
+        if topic.pending_deletion is not None:
+            raise under_changes(topic, "adding partitions")
+        if request.count < current:
+            raise ApiError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {topic.qualified_name} currently has {current} partition(s); "
+                f"{request.count} would not be an increase.",
+            )
+        if request.count == current:
+            raise ApiError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic already has {current} partition(s).",
+            )
+        added = request.count - current
+        _check_partition_count(added)
+        if request.assignments is not None:
+            if len(request.assignments) != added:
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(request.assignments)} assignment(s) were specified.",
+                )
+            assignment = [list(r) for r in request.assignments]
+            check_replica_lists(image, assignment, expected=len(topic.partitions[0].replicas))
+        else:
+            usable = self._usable(image.cluster)
+            existing = {p.partition_id: list(p.replicas) for p in topic.partitions}
+            replication = len(topic.partitions[0].replicas)
+            if replication > len(usable):
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {replication} time(s): only "
+                    f"{len(usable)} broker(s) are registered and usable.",
+                )
+            placed = assign_added_partitions(usable, existing, request.count)
+            assignment = [list(placed[p]) for p in range(current, request.count)]
+        return _new_partitions(image, topic.qualified_name, topic.topic_id, current, assignment)
+
+
+def delete_topics(
+    image: MetadataImage, refs: Sequence[TopicRef]
+) -> ControllerResult[list[DeleteTopicResult]]:
+    """Delete topics by name or id; each result stands alone, deletion is immediate."""
+    enabled = cluster_bool(image.configs.cluster(), "delete.topic.enable")
+    results: list[DeleteTopicResult] = []
+    records: list[Record] = []
+    seen: set[Uuid] = set()
+    for ref in refs:
+        try:
+            if not enabled:
+                raise ApiError(
+                    ErrorCode.TOPIC_DELETION_DISABLED,
+                    "Topic deletion is disabled; set delete.topic.enable=true "
+                    "(`mlog configs alter --cluster --set delete.topic.enable=true`)",
+                )
+            topic = resolve_unseen_topic(image, ref, seen)
+        except ApiError as exc:
+            results.append(
+                DeleteTopicResult(
+                    name=ref.name,
+                    topic_id=ref.topic_id or Uuid.ZERO,
+                    outcome=Outcome.from_error(exc),
+                )
+            )
+            continue
+        seen.add(topic.topic_id)
+        for partition in topic.partitions:
+            check_change(
+                partition_name(topic, partition.partition_id),
+                partition,
+                None,
+                image.cluster,
+                image.cluster,
+            )
+        records.append(RemoveTopicRecord(topic_id=topic.topic_id))
+        results.append(DeleteTopicResult(name=topic.qualified_name, topic_id=topic.topic_id))
+    return ControllerResult(records=tuple(records), response=results)
+
+
+def check_replica_lists(
+    image: MetadataImage, assignment: Sequence[Sequence[int]], *, expected: int | None
+) -> None:
+    """Kafka's checks of a manual assignment (INVALID_REPLICA_ASSIGNMENT)."""
+    for replicas in assignment:
+        if not replicas:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        seen: set[int] = set()
+        for broker_id in replicas:
+            if broker_id in seen:
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {broker_id} more "
+                    "than once.",
+                )
+            seen.add(broker_id)
+            if image.cluster.get(broker_id) is None:
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker_id}, but no such "
+                    "broker is registered.",
+                )
+        if expected is not None and len(replicas) != expected:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                f"replica(s), but this is not consistent with previous partitions, which have "
+                f"{expected} replica(s).",
+            )
+
+
+def _new_partitions(
+    image: MetadataImage,
+    qualified: str,
+    topic_id: Uuid,
+    first_id: int,
+    assignment: Sequence[Sequence[int]],
+) -> list[Record]:
+    """A `PartitionRecord` per replica list from partition `first_id`, led by the first live one."""
+    records: list[Record] = []
+    for partition_id, replicas in enumerate(assignment, start=first_id):
+        isr = tuple(b for b in replicas if is_live(image.cluster, b))
+        if not isr:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"All brokers specified in the manual partition assignment for partition "
+                f"{partition_id} are fenced or in controlled shutdown.",
+            )
+        partition = PartitionRecord(
+            partition_id=partition_id,
+            topic_id=topic_id,
+            replicas=tuple(replicas),
+            isr=isr,
+            leader=isr[0],
+        )
+        check_change(f"{qualified}-{partition_id}", None, partition, image.cluster, image.cluster)
+        records.append(partition)
+    return records
+
+
+def _check_partition_count(count: int) -> None:
+    if count > MAX_PARTITIONS_PER_REQUEST:
+        raise ApiError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"{count} partitions in one request is more than the {MAX_PARTITIONS_PER_REQUEST:,} "
+            "one request may create; create fewer and add the rest with create-partitions "
+            f"requests of at most {MAX_PARTITIONS_PER_REQUEST:,} each.",
+        )
+
+
+def _topic_configs(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
+    configs: dict[str, str] = {}
+    for key, value in pairs:
+        if key in configs:
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"Config {key} is given twice; give it once")
+        if value is None:
+            raise ApiError(
+                ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {key}"
+            )
+        try:
+            configs[key] = validate_topic_config(key, value)
+        except InvalidConfigError as exc:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    return configs
+
+
+def _manual_assignment(image: MetadataImage, request: CreatableTopic) -> list[list[int]]:
+    if request.replication_factor != -1:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not "
+            "set to -1.",
+        )
+    if request.num_partitions != -1:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    _check_partition_count(len(request.assignments))
+    by_id = dict(request.assignments)
+    if len(by_id) != len(request.assignments) or sorted(by_id) != list(range(len(by_id))):
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "Partitions should be a consecutive 0-based integer sequence",
+        )
+    assignment = [list(by_id[p]) for p in range(len(by_id))]
+    check_replica_lists(image, assignment, expected=len(assignment[0]))
+    return assignment
+
+
+def _placement_info(brokers: Sequence[RegisterBrokerRecord]) -> list[BrokerPlacementInfo]:
+    return [BrokerPlacementInfo(broker_id=b.broker_id, rack=b.rack) for b in brokers]
+
+
+def _created_config(config: ResolvedConfig) -> CreatedConfig:
+    return CreatedConfig(
+        name=config.name,
+        value=None if config.sensitive else config.value,
+        read_only=config.read_only,
+        source=int(config.source),
+        sensitive=config.sensitive,
+    )

@@ -1,0 +1,594 @@
+"""TopicsDelta: topics, their partitions and their pending partition deletions.
+
+The largest area: partitions are most of the records of a log, so the checks of a
+PartitionRecord are shaped for speed (a memo of replica lists already found valid). Topic
+records also change other areas: a topic counts in its namespace, and its configs go with it
+when it is removed or moved.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from records.model import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    CancelTopicPartitionsDeletionRecord,
+    ConfigResourceType,
+    DeleteTopicPartitionsRecord,
+    Mode,
+    MoveTopicRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    PurgeTopicPartitionsRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from records.slots import new_instance, slot_setter
+from records.uuids import Uuid
+from replay.delta.maps import MISSING, updated
+from replay.errors import (
+    DuplicateTopicError,
+    InvalidPartitionError,
+    InvalidTopicError,
+    NamespaceReplayError,
+    PendingDeletionError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from replay.image import TopicImage, TopicsImage, qualified_name
+from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars, topic_name_problem
+
+if TYPE_CHECKING:
+    from replay.delta.cluster import ClusterDelta
+    from replay.delta.configs import ConfigChanges
+    from replay.delta.namespaces import NamespacesDelta
+
+_PARTITION_FIELDS = (
+    "partition_id",
+    "topic_id",
+    "replicas",
+    "isr",
+    "removing_replicas",
+    "adding_replicas",
+    "leader",
+    "leader_epoch",
+    "partition_epoch",
+    "mode",
+)
+_partition_setters = tuple(slot_setter(PartitionRecord, name) for name in _PARTITION_FIELDS)
+
+
+def _partition(*values: Any) -> PartitionRecord:
+    """A PartitionRecord from values in `_PARTITION_FIELDS` order that replay has checked."""
+    record: PartitionRecord = new_instance(PartitionRecord)
+    for setter, value in zip(_partition_setters, values, strict=True):
+        setter(record, value)
+    return record
+
+
+def merge_partition_change(
+    current: PartitionRecord, change: PartitionChangeRecord
+) -> PartitionRecord:
+    """The partition after a sparse change, as Kafka's `PartitionRegistration.merge` computes it.
+
+    Absent fields keep their value; a leader change (leader other than -2) bumps the leader
+    epoch, and every change bumps the partition epoch, unless the record states the epochs.
+    """
+    replicas = current.replicas if change.replicas is None else change.replicas
+    isr = current.isr if change.isr is None else change.isr
+    leader = current.leader if change.leader == LEADER_UNCHANGED else change.leader
+    if change.leader_epoch is not None:
+        leader_epoch = change.leader_epoch
+    elif change.leader != LEADER_UNCHANGED:
+        leader_epoch = current.leader_epoch + 1
+    else:
+        leader_epoch = current.leader_epoch
+    return _partition(
+        current.partition_id,
+        current.topic_id,
+        replicas,
+        isr,
+        current.removing_replicas if change.removing_replicas is None else change.removing_replicas,
+        current.adding_replicas if change.adding_replicas is None else change.adding_replicas,
+        leader,
+        leader_epoch,
+        current.partition_epoch + 1 if change.partition_epoch is None else change.partition_epoch,
+        current.mode if change.mode is None else change.mode,
+    )
+
+
+_VALID_REPLICAS: set[tuple[int, ...]] = set()
+"""Replica lists already found valid (non-empty, distinct, ids >= 0): a memo of a pure check.
+
+A cluster has few distinct replica lists (placement repeats a handful of patterns), and looking
+one up costs a fraction of checking it again; replay of a PartitionRecord pays this on every
+record. Bounded: cleared when full.
+"""
+_VALID_REPLICAS_MAX = 65_536
+
+_MODE_ORDER = {Mode.READ_WRITE: 0, Mode.READ_ONLY: 1, Mode.NONE: 2}
+"""The order in which a partition's mode may move (a partition being deleted never returns)."""
+
+
+def _check_partition(record: PartitionRecord, where: str) -> None:
+    """Raise `InvalidPartitionError` unless the partition state holds every state rule."""
+    replicas = record.replicas
+    if not replicas or len(set(replicas)) != len(replicas) or min(replicas) < 0:
+        raise InvalidPartitionError(
+            "partition.replicas-valid",
+            f"{where}: replicas {list(replicas)} are not one or more distinct broker ids >= 0",
+        )
+    isr = record.isr
+    if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
+        raise InvalidPartitionError(
+            "partition.isr-valid",
+            f"{where}: ISR {list(isr)} is not one or more distinct replicas of {list(replicas)}",
+        )
+    if record.leader != NO_LEADER and record.leader not in isr:
+        raise InvalidPartitionError(
+            "partition.leader-in-isr",
+            f"{where}: leader {record.leader} is not -1 and not in the ISR {list(isr)}",
+        )
+    adding = record.adding_replicas
+    removing = record.removing_replicas
+    if adding or removing:
+        moving = set(adding) | set(removing)
+        if (
+            len(set(adding)) != len(adding)
+            or len(set(removing)) != len(removing)
+            or len(moving) != len(adding) + len(removing)
+            or not moving <= set(replicas)
+            or set(removing) >= set(replicas)
+        ):
+            raise InvalidPartitionError(
+                "partition.reassignment-valid",
+                f"{where}: adding {list(adding)} and removing {list(removing)} are not "
+                f"distinct, disjoint replicas of {list(replicas)} leaving one in place",
+            )
+    if record.leader_epoch < 0 or record.partition_epoch < 0:
+        raise InvalidPartitionError(
+            "partition.epochs-valid",
+            f"{where}: leader epoch {record.leader_epoch} and partition epoch "
+            f"{record.partition_epoch} must be >= 0",
+        )
+    if len(_VALID_REPLICAS) >= _VALID_REPLICAS_MAX:
+        _VALID_REPLICAS.clear()
+    _VALID_REPLICAS.add(replicas)
+
+
+class _TopicDraft:
+    """A topic being changed by a delta: mutable copies of the parts that change."""
+
+    __slots__ = ("name", "namespace", "partitions", "pending_deletion", "topic_id")
+
+    def __init__(
+        self,
+        topic_id: Uuid,
+        name: str,
+        namespace: str,
+        partitions: list[PartitionRecord],
+        pending_deletion: DeleteTopicPartitionsRecord | None,
+    ) -> None:
+        self.topic_id = topic_id
+        self.name = name
+        self.namespace = namespace
+        self.partitions = partitions
+        self.pending_deletion = pending_deletion
+
+    def image(self) -> TopicImage:
+        return TopicImage(
+            topic_id=self.topic_id,
+            name=self.name,
+            namespace=self.namespace,
+            partitions=tuple(self.partitions),
+            pending_deletion=self.pending_deletion,
+        )
+
+    def where(self, partition_id: int | None = None) -> str:
+        topic = f"topic {qualified_name(self.namespace, self.name)!r} ({self.topic_id})"
+        return topic if partition_id is None else f"{topic} partition {partition_id}"
+
+
+class TopicsDelta:
+    """Topics created, changed and removed since the base image."""
+
+    __slots__ = (
+        "_batch_modes",
+        "_batch_topics",
+        "_cluster",
+        "_configs",
+        "_names",
+        "_namespaces",
+        "_topics",
+        "image",
+    )
+
+    def __init__(
+        self,
+        image: TopicsImage,
+        cluster: ClusterDelta,
+        namespaces: NamespacesDelta,
+        configs: ConfigChanges,
+    ) -> None:
+        self.image = image
+        self._cluster = cluster
+        self._namespaces = namespaces
+        self._configs = configs
+        self._topics: dict[Uuid, _TopicDraft | None] = {}
+        self._names: dict[str, Uuid | None] = {}
+        self._batch_topics: list[tuple[_TopicDraft, TopicRecord]] = []
+        """Topics created since the last `finish_batch`: they must have partitions by then."""
+        self._batch_modes: list[tuple[_TopicDraft, PartitionRecord]] = []
+        """Partitions created since the last `finish_batch` in a mode other than READ_WRITE."""
+
+    def finish_batch(self) -> None:
+        """Check the rules that hold between batches (not inside one); the next batch starts.
+
+        A batch is replayed whole before its end is checked: the controller writes a topic
+        and its partitions in one batch, and a snapshot writes a partition's mode before the
+        pending deletion that explains it. Raises a `ReplayError` whose `record` is the record
+        that created the offending topic or partition.
+        """
+        topics, self._batch_topics = self._batch_topics, []
+        modes, self._batch_modes = self._batch_modes, []
+        for draft, topic_record in topics:
+            if not draft.partitions and self._topics.get(draft.topic_id) is draft:
+                raise InvalidTopicError(
+                    "topic.has-partitions",
+                    f"{draft.where()} has no partitions at the end of the batch that created "
+                    "it; a topic is created with its partitions in one batch",
+                    record=topic_record,
+                )
+        for draft, partition_record in modes:
+            partition_id = partition_record.partition_id
+            if self._topics.get(draft.topic_id) is not draft or partition_id >= len(
+                draft.partitions
+            ):
+                continue  # the topic or the partition is gone again
+            mode = draft.partitions[partition_id].mode
+            pending = draft.pending_deletion
+            if (
+                mode == Mode.READ_WRITE
+                and pending is not None
+                and partition_id >= pending.partition_count
+            ):
+                raise InvalidPartitionError(
+                    "partition.mode-by-deletion",
+                    f"{draft.where(partition_id)} is READ_WRITE again at the end of its batch, "
+                    "but its deletion is still pending (a cancel must end that batch)",
+                    record=partition_record,
+                )
+            if mode != Mode.READ_WRITE and (
+                pending is None or partition_id < pending.partition_count
+            ):
+                raise InvalidPartitionError(
+                    "partition.mode-by-deletion",
+                    f"{draft.where(partition_id)} is in mode {mode.name} at the end of its "
+                    "batch, but no pending deletion removes it",
+                    record=partition_record,
+                )
+
+    def topic_id(self, qualified: str) -> Uuid | None:
+        """The id of the live topic with a qualified name, as of the records replayed so far."""
+        found = self._names.get(qualified, MISSING)
+        if found is MISSING:
+            return self.image.by_name.get(qualified)
+        return found  # type: ignore[return-value]  # MISSING ruled out above
+
+    def _draft(self, topic_id: Uuid, what: str) -> _TopicDraft:
+        draft = self._topics.get(topic_id, MISSING)
+        if draft is MISSING:
+            topic = self.image.by_id.get(topic_id)
+            if topic is None:
+                raise UnknownTopicError("topic.exists", f"{what}: no live topic has id {topic_id}")
+            draft = _TopicDraft(
+                topic.topic_id,
+                topic.name,
+                topic.namespace,
+                list(topic.partitions),
+                topic.pending_deletion,
+            )
+            self._topics[topic_id] = draft
+        elif draft is None:
+            raise UnknownTopicError("topic.exists", f"{what}: topic id {topic_id} was deleted")
+        return draft  # type: ignore[return-value]  # MISSING and None ruled out above
+
+    def _topic_live(self, topic_id: Uuid) -> bool:
+        draft = self._topics.get(topic_id, MISSING)
+        if draft is MISSING:
+            return topic_id in self.image.by_id
+        return draft is not None
+
+    def replay_topic(self, record: TopicRecord) -> None:
+        """Create a topic (its partitions follow in the same batch)."""
+        qualified = qualified_name(record.namespace, record.name)
+        name = record.name
+        if topic_name_chars(name) is None or len(name) > MAX_NAME_LENGTH or name in NO_TIER_NAMES:
+            raise InvalidTopicError("topic.name-legal", str(topic_name_problem(name)))
+        if self.topic_id(qualified) is not None:
+            raise DuplicateTopicError("topic.name-unique", f"topic {qualified!r} already exists")
+        if record.topic_id in Uuid.RESERVED:
+            raise DuplicateTopicError("topic.id-unique", f"topic id {record.topic_id} is reserved")
+        if self._topic_live(record.topic_id):
+            raise DuplicateTopicError(
+                "topic.id-unique", f"topic id {record.topic_id} is already in use"
+            )
+        if record.namespace and self._namespaces.namespace(record.namespace) is None:
+            raise NamespaceReplayError(
+                "topic.namespace-exists",
+                f"topic {qualified!r} is in namespace {record.namespace!r}, which does not exist",
+            )
+        draft = _TopicDraft(record.topic_id, record.name, record.namespace, [], None)
+        self._topics[record.topic_id] = draft
+        self._names[qualified] = record.topic_id
+        self._namespaces.count_topic(record.namespace, 1)
+        self._batch_topics.append((draft, record))
+
+    def replay_partition(self, record: PartitionRecord) -> None:
+        """Create a topic's next partition."""
+        draft = self._topics.get(record.topic_id)
+        if draft is None:
+            draft = self._draft(record.topic_id, "partition")
+        partitions = draft.partitions
+        if record.partition_id != len(partitions) or draft.pending_deletion is not None:
+            _refuse_new_partition(draft, record)
+        replicas = record.replicas
+        isr = record.isr
+        leader = record.leader
+        # The usual partition (valid replicas seen before, ISR = replicas, leader among them,
+        # no reassignment) is recognised in a few C-level steps; anything else is checked in
+        # full, and refused if it breaks a rule.
+        if (
+            replicas not in _VALID_REPLICAS
+            or isr != replicas
+            or (leader not in isr and leader != NO_LEADER)
+            or record.adding_replicas
+            or record.removing_replicas
+            or record.leader_epoch < 0
+            or record.partition_epoch < 0
+        ):
+            _check_partition(record, draft.where(record.partition_id))
+        partitions.append(record)
+        if record.mode:  # not READ_WRITE (0); `!= Mode.READ_WRITE` costs an enum lookup
+            self._batch_modes.append((draft, record))
+
+    def replay_partition_change(self, record: PartitionChangeRecord) -> None:
+        """Change a partition by a sparse diff the controller could have made."""
+        draft = self._draft(record.topic_id, "partition change")
+        partition_id = record.partition_id
+        if not 0 <= partition_id < len(draft.partitions):
+            raise UnknownPartitionError(
+                "partition.exists",
+                f"{draft.where(partition_id)} does not exist (the topic has "
+                f"{len(draft.partitions)} partitions)",
+            )
+        before = draft.partitions[partition_id]
+        merged = merge_partition_change(before, record)
+        where = draft.where(partition_id)
+        _check_partition(merged, where)
+        self._check_change(draft, before, merged, record.leader, where)
+        draft.partitions[partition_id] = merged
+
+    def _check_change(
+        self,
+        draft: _TopicDraft,
+        before: PartitionRecord,
+        after: PartitionRecord,
+        elected: int,
+        where: str,
+    ) -> None:
+        """Raise unless `before` -> `after` is a change the controller can make."""
+        if after.partition_epoch <= before.partition_epoch or after.leader_epoch < (
+            before.leader_epoch + (after.leader != before.leader)
+        ):
+            raise InvalidPartitionError(
+                "partition.epochs-valid",
+                f"{where}: a change from partition epoch {before.partition_epoch} and leader "
+                f"epoch {before.leader_epoch} (leader {before.leader}) to "
+                f"{after.partition_epoch} and {after.leader_epoch} (leader {after.leader}) "
+                "does not raise them as it must",
+            )
+        if (
+            after.replicas != before.replicas
+            or after.adding_replicas != before.adding_replicas
+            or after.removing_replicas != before.removing_replicas
+        ):
+            if draft.pending_deletion is not None:
+                raise InvalidPartitionError(
+                    "partition.stable-while-deleting",
+                    f"{where}: replicas cannot change while a partition deletion of the topic "
+                    "is pending",
+                )
+            for broker_id in after.replicas:
+                if broker_id not in before.replicas and self._cluster.broker(broker_id) is None:
+                    raise InvalidPartitionError(
+                        "partition.added-replicas-registered",
+                        f"{where}: new replica {broker_id} is not a registered broker",
+                    )
+        if elected not in (LEADER_UNCHANGED, NO_LEADER):
+            broker = self._cluster.broker(elected)
+            if broker is None or broker.fenced or broker.in_controlled_shutdown:
+                state = (
+                    "not registered"
+                    if broker is None
+                    else "fenced"
+                    if broker.fenced
+                    else "in controlled shutdown"
+                )
+                raise InvalidPartitionError(
+                    "partition.elected-leader-live",
+                    f"{where}: new leader {elected} is {state}",
+                )
+        if after.mode != before.mode:
+            pending = draft.pending_deletion
+            # READ_ONLY -> READ_WRITE is a cancel's step; the batch must end with the cancel
+            # (checked by `finish_batch`).
+            back = before.mode == Mode.READ_ONLY and after.mode == Mode.READ_WRITE
+            if (
+                pending is None
+                or after.partition_id < pending.partition_count
+                or (_MODE_ORDER[after.mode] < _MODE_ORDER[before.mode] and not back)
+            ):
+                raise InvalidPartitionError(
+                    "partition.mode-by-deletion",
+                    f"{where}: mode {before.mode.name} -> {after.mode.name} is not a step of a "
+                    "pending deletion that removes the partition",
+                )
+            if back:
+                self._batch_modes.append((draft, after))
+
+    def replay_remove_topic(self, record: RemoveTopicRecord) -> None:
+        """Remove a topic, and its configs with it."""
+        draft = self._draft(record.topic_id, "remove topic")
+        qualified = qualified_name(draft.namespace, draft.name)
+        self._topics[record.topic_id] = None
+        self._names[qualified] = None
+        self._namespaces.count_topic(draft.namespace, -1)
+        # As Kafka does: a topic's configs go with it, so a new topic of the same name starts
+        # from the defaults.
+        self._configs.clear((ConfigResourceType.TOPIC, qualified))
+
+    def replay_move_topic(self, record: MoveTopicRecord) -> None:
+        """Move a topic, with its configs, to another namespace."""
+        draft = self._draft(record.topic_id, "move topic")
+        old = qualified_name(draft.namespace, draft.name)
+        new = qualified_name(record.namespace, draft.name)
+        if record.namespace == draft.namespace:
+            raise NamespaceReplayError(
+                "topic.move-changes-namespace",
+                f"{draft.where()} is already in namespace {record.namespace!r}",
+            )
+        if record.namespace and self._namespaces.namespace(record.namespace) is None:
+            raise NamespaceReplayError(
+                "topic.namespace-exists",
+                f"{draft.where()} cannot move to namespace {record.namespace!r}, which does not "
+                "exist",
+            )
+        if self.topic_id(new) is not None:
+            raise DuplicateTopicError(
+                "topic.name-unique", f"{draft.where()} cannot move: topic {new!r} already exists"
+            )
+        self._names[old] = None
+        self._names[new] = record.topic_id
+        self._namespaces.count_topic(draft.namespace, -1)
+        self._namespaces.count_topic(record.namespace, 1)
+        draft.namespace = record.namespace
+        # Topic configs are keyed by qualified name: they move with the topic.
+        self._configs.move((ConfigResourceType.TOPIC, old), (ConfigResourceType.TOPIC, new))
+
+    def replay_delete_partitions(self, record: DeleteTopicPartitionsRecord) -> None:
+        """Start a deletion of a topic's last partitions."""
+        draft = self._draft(record.topic_id, "delete partitions")
+        where = draft.where()
+        if draft.pending_deletion is not None:
+            raise PendingDeletionError(
+                "deletion.one-pending", f"{where} already has a partition deletion pending"
+            )
+        if not 1 <= record.partition_count < len(draft.partitions):
+            raise PendingDeletionError(
+                "deletion.count-valid",
+                f"{where}: cannot reduce {len(draft.partitions)} partitions to "
+                f"{record.partition_count}",
+            )
+        if record.delete_after_ms < record.created_ms:
+            raise PendingDeletionError(
+                "deletion.times-valid",
+                f"{where}: purge time {record.delete_after_ms} is before the deletion's "
+                f"creation time {record.created_ms}",
+            )
+        moving = [
+            p.partition_id for p in draft.partitions if p.adding_replicas or p.removing_replicas
+        ]
+        if moving:
+            raise PendingDeletionError(
+                "deletion.no-reassignment",
+                f"{where}: partitions {moving} are being reassigned",
+            )
+        draft.pending_deletion = record
+
+    def _ending_deletion(self, topic_id: Uuid, count: int, what: str, rule: str) -> _TopicDraft:
+        """The draft of a topic whose pending deletion, to `count` partitions, a record ends.
+
+        Raises `PendingDeletionError` (`rule`) unless that deletion is pending.
+        """
+        draft = self._draft(topic_id, what)
+        pending = draft.pending_deletion
+        if pending is None:
+            raise PendingDeletionError(rule, f"{draft.where()} has no partition deletion pending")
+        if count != pending.partition_count:
+            raise PendingDeletionError(
+                rule,
+                f"{draft.where()}: the pending deletion keeps {pending.partition_count} "
+                f"partitions, not {count}",
+            )
+        return draft
+
+    def replay_purge_partitions(self, record: PurgeTopicPartitionsRecord) -> None:
+        """End a pending deletion: the deleted partitions go."""
+        count = record.partition_count
+        draft = self._ending_deletion(
+            record.topic_id, count, "purge partitions", "deletion.purge-matches"
+        )
+        live = [p.partition_id for p in draft.partitions[count:] if p.mode != Mode.NONE]
+        if live:
+            raise PendingDeletionError(
+                "deletion.purged-mode-none",
+                f"{draft.where()}: partitions {live} are still readable (mode is not NONE)",
+            )
+        del draft.partitions[count:]
+        draft.pending_deletion = None
+
+    def replay_cancel_partitions_deletion(
+        self, record: CancelTopicPartitionsDeletionRecord
+    ) -> None:
+        """Cancel a pending deletion: the partitions are READ_WRITE again."""
+        count = record.partition_count
+        draft = self._ending_deletion(
+            record.topic_id, count, "cancel a partition deletion", "deletion.cancel-matches"
+        )
+        not_back = [p.partition_id for p in draft.partitions[count:] if p.mode != Mode.READ_WRITE]
+        if not_back:
+            # The cancel follows the changes that make them READ_WRITE again; a partition in
+            # mode NONE is past its purge time and cannot come back.
+            raise PendingDeletionError(
+                "deletion.cancel-read-write",
+                f"{draft.where()}: partitions {not_back} are not READ_WRITE again",
+            )
+        draft.pending_deletion = None
+
+    def apply(self) -> TopicsImage:
+        """The topics image with the changes applied (the base itself if none)."""
+        base = self.image
+        if not self._topics:
+            return base
+        with base.by_id.mutate() as by_id:
+            for topic_id, draft in self._topics.items():
+                if draft is None:
+                    by_id.pop(topic_id, None)
+                else:
+                    by_id[topic_id] = draft.image()
+            topics_by_id = by_id.finish()
+        return TopicsImage(by_id=topics_by_id, by_name=updated(base.by_name, self._names))
+
+
+def _refuse_new_partition(draft: _TopicDraft, record: PartitionRecord) -> None:
+    """Raise the error for a PartitionRecord that does not create the topic's next partition."""
+    count = len(draft.partitions)
+    where = draft.where(record.partition_id)
+    if draft.pending_deletion is not None:
+        raise InvalidPartitionError(
+            "partition.stable-while-deleting",
+            f"{where} cannot be added while a partition deletion of the topic is pending",
+        )
+    if 0 <= record.partition_id < count:
+        raise UnknownPartitionError(
+            "partition.next-id",
+            f"{where} already exists; a partition is created once and changed with "
+            "PartitionChangeRecords",
+        )
+    raise UnknownPartitionError(
+        "partition.next-id",
+        f"{where}: partition ids must be contiguous; the topic has {count} partitions, so the "
+        f"next one is {count}",
+    )

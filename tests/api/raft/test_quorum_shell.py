@@ -1,0 +1,221 @@
+"""The quorum's shell over real logs: elections, committed writes, followers, leader changes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from records.model import LeaderChangeRecord, TopicRecord
+from replay.controller.commands import RegisterBroker
+from replay.controller.errors import ApiError, ErrorCode
+from tests.support.quorum_harness import Cluster, create_topic, register
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _entries(node_log: object) -> list[tuple[int, int, int, object]]:
+    return [(e.offset, e.epoch, e.timestamp, e.record) for e in node_log.read()]  # type: ignore[attr-defined]
+
+
+async def test_three_nodes_elect_a_leader_and_replicate_committed_writes(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        await create_topic(leader, "orders")
+        offset = leader.service.image.provenance.offset
+        await cluster.converged(offset)
+        images = [n.service.image for n in cluster.network.nodes.values()]
+        assert all(image.topics.get_by_name("orders") is not None for image in images)
+        logs = [_entries(n.log)[: offset + 1] for n in cluster.network.nodes.values()]
+        assert logs[0] == logs[1] == logs[2]
+        assert isinstance(logs[0][0][3], LeaderChangeRecord)
+        assert sum(isinstance(e[3], TopicRecord) for e in logs[0]) == 1
+    finally:
+        await cluster.stop_all()
+
+
+async def test_a_write_on_a_follower_names_the_leader(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    nodes = await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        follower = next(n for n in nodes if n is not leader)
+        await cluster.converged(leader.service.image.provenance.offset)
+        with pytest.raises(ApiError) as refused:
+            await create_topic(follower, "t")
+        assert refused.value.error_code == ErrorCode.NOT_CONTROLLER
+        assert f"node {leader.config.node_id} at 127.0.0.1:" in str(refused.value)
+    finally:
+        await cluster.stop_all()
+
+
+async def test_a_stopped_leader_hands_over_and_catches_up_when_back(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        first = await cluster.leader()
+        await register(first, 1)
+        await create_topic(first, "a")
+        old = first.config.node_id
+        await cluster.stop(old)
+        second = await cluster.leader()
+        assert second.config.node_id != old
+        assert second.service.image.topics.get_by_name("a") is not None
+        await create_topic(second, "b")
+        back = await cluster.start(old)
+        await cluster.converged(second.service.image.provenance.offset)
+        assert back.service.image.topics.get_by_name("b") is not None
+        assert not back.leading
+    finally:
+        await cluster.stop_all()
+
+
+async def test_an_isolated_leader_loses_its_pending_write_and_the_rest_go_on(
+    tmp_path: Path,
+) -> None:
+
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        cluster.network.isolate(leader.config.node_id)
+        pending = asyncio.ensure_future(create_topic(leader, "lost"))
+        await asyncio.sleep(0.05)
+        assert not pending.done()  # not committed: no majority acknowledges it
+        new = await cluster.leader(excluding=leader)
+        await create_topic(new, "kept")
+        with pytest.raises(ApiError) as refused:
+            await pending
+        assert refused.value.error_code == ErrorCode.NOT_CONTROLLER
+        cluster.network.heal()
+        await cluster.converged(new.service.image.provenance.offset)
+        for node in cluster.network.nodes.values():
+            assert node.service.image.topics.get_by_name("lost") is None
+            assert node.service.image.topics.get_by_name("kept") is not None
+    finally:
+        await cluster.stop_all()
+
+
+async def test_all_stopped_then_a_majority_restarted_keeps_every_committed_write(
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        for i in range(5):
+            await create_topic(leader, f"t{i}")
+        committed = leader.service.image.provenance.offset
+        for node_id in list(cluster.network.nodes):
+            await cluster.stop(node_id, resign=False)
+        await cluster.start(1)
+        await cluster.start(2)
+        again = await cluster.leader()
+        assert again.service.image.provenance.offset >= committed
+        assert all(again.service.image.topics.get_by_name(f"t{i}") for i in range(5))
+        await create_topic(again, "after")
+        await cluster.start(3)
+        await cluster.converged(again.service.image.provenance.offset)
+        logs = [_entries(n.log) for n in cluster.network.nodes.values()]
+        assert logs[0] == logs[1] == logs[2]
+    finally:
+        await cluster.stop_all()
+
+
+async def test_a_restarted_node_starts_from_its_newest_snapshot_of_committed_state(
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster(tmp_path, snapshots=True)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        for i in range(4):
+            await create_topic(leader, f"t{i}")
+        await cluster.converged(leader.service.image.provenance.offset)
+        follower = next(n for n in cluster.network.nodes.values() if n is not leader)
+        service = follower.service
+        assert service._snapshots is not None
+        # The snapshot is written on its worker thread while the loop goes on.
+        info = await asyncio.wrap_future(service._snapshots.request(service.image, service.log))
+        assert info is not None and info.offset == service.image.provenance.offset
+        leader = await cluster.leader()
+        await create_topic(leader, "after-the-snapshot")
+        await cluster.converged(leader.service.image.provenance.offset)
+        node_id = follower.config.node_id
+        await cluster.stop(node_id, resign=False)
+        again = await cluster.start(node_id)
+        await cluster.agreed()
+        snapshots = again.service._snapshots
+        assert snapshots is not None and snapshots.started_from is not None
+        assert snapshots.started_from.offset == info.offset
+        assert again.service.image.topics.get_by_name("after-the-snapshot")
+    finally:
+        await cluster.stop_all()
+
+
+async def test_five_voters_survive_two_silent_failures(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, size=5)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        others = [i for i in cluster.ids if i != leader.config.node_id]
+        await cluster.stop(leader.config.node_id, resign=False)
+        await cluster.stop(others[0], resign=False)
+        survivor = await cluster.leader()
+        await create_topic(survivor, "still")
+        assert survivor.service.image.topics.get_by_name("still") is not None
+    finally:
+        await cluster.stop_all()
+
+
+async def test_embedded_writes_on_a_quorum_node_are_refused(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        service = leader.service
+        with pytest.raises(ApiError) as refused:
+            service.execute(
+                lambda image: service.controller.register_broker(image, RegisterBroker(broker_id=7))
+            )
+        assert refused.value.error_code == ErrorCode.NOT_CONTROLLER
+    finally:
+        await cluster.stop_all()
+
+
+async def test_a_leader_whose_disk_fails_stops_and_another_takes_over(tmp_path: Path) -> None:
+    import errno
+
+    from metadata_log.errors import LogFailedError
+
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        reasons: list[str] = []
+        leader.on_failure = reasons.append
+
+        def full(*args: object, **kwargs: object) -> int:
+            raise LogFailedError(f"append failed: {OSError(errno.ENOSPC, 'No space left')}")
+
+        leader.log.write_blocks = full  # type: ignore[method-assign]
+        with pytest.raises(ApiError) as refused:
+            await create_topic(leader, "never")
+        assert refused.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert leader.failed is not None and reasons == [leader.failed]
+        assert "No space left" in leader.failed
+        successor = await cluster.leader(excluding=leader)
+        await create_topic(successor, "after")
+        assert successor.service.image.topics.get_by_name("never") is None
+    finally:
+        await cluster.stop_all()

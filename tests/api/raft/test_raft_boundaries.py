@@ -1,0 +1,161 @@
+"""The Raft package's boundaries: nobody reads the core's private names, and no cycles.
+
+Like the network rooms' import test (`test_network_imports.py`), these read the source (AST):
+the core (`api/raft/core`) is used only through its public names, by the shell, the
+transport and the tests alike; the server needs no private name of the raft package; and
+the core's modules import each other one way (the handlers and the snapshot fetch used to
+import each other in a circle).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.support.paths import REPO
+
+ROOT = REPO
+CORE = ROOT / "api" / "raft" / "core"
+RAFT = ROOT / "api" / "raft"
+SOURCES = ("api", "metadata_log", "replay", "records", "migrations", "bench", "tests")
+"""Where code that may use the core lives."""
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    """The private names a module defines: its functions and classes, names and fields."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+    return {name for name in names if _private(name)}
+
+
+def _core_private_names() -> set[str]:
+    """Every private name the core defines: module names, class members, `self._x` fields."""
+    return {name for path in CORE.glob("*.py") for name in _defined(_tree(path))}
+
+
+def _outside(package: Path, sources: tuple[str, ...] = SOURCES) -> list[Path]:
+    return [
+        path
+        for source in sources
+        for path in sorted((ROOT / source).rglob("*.py"))
+        if package not in path.parents and ".venv" not in path.parts
+    ]
+
+
+def test_the_core_defines_private_names_to_guard() -> None:
+    names = _core_private_names()
+    assert {"_pending", "_hw_change", "_probe"} <= names  # the check below has teeth
+
+
+def test_no_module_outside_the_core_reads_its_private_names() -> None:
+    private = _core_private_names()
+    wrong: set[str] = set()
+    for path in _outside(CORE):
+        where = path.relative_to(ROOT)
+        tree = _tree(path)
+        # A field of the same name the module keeps itself is its own (`other._pending` of
+        # its own class), not the core's.
+        guarded = private - _defined(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("api.raft.core"):
+                wrong.update(
+                    f"{where}:{node.lineno}: imports {a.name}"
+                    for a in node.names
+                    if _private(a.name)
+                )
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr in guarded
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                wrong.add(f"{where}:{node.lineno}: reads .{node.attr}")
+    assert not wrong, sorted(wrong)
+
+
+def test_the_server_needs_no_private_name_of_the_raft_package() -> None:
+    wrong = {
+        f"{path.relative_to(ROOT)}:{node.lineno}: {alias.name}"
+        for path in _outside(RAFT, tuple(source for source in SOURCES if source != "tests"))
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("api.raft")
+        for alias in node.names
+        if _private(alias.name)
+    }
+    assert not wrong, sorted(wrong)
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The core modules `path` imports when it runs (not those only for type checking)."""
+    found: set[str] = set()
+    tree = _tree(path)
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(inner) for inner in ast.walk(node))
+    for node in ast.walk(tree):
+        if id(node) in skip or not isinstance(node, ast.ImportFrom) or node.module is None:
+            continue
+        if node.module == "api.raft.core":
+            found.update(f"api.raft.core.{alias.name}" for alias in node.names)
+        elif node.module.startswith("api.raft.core."):
+            found.add(node.module)
+    return {
+        name.rsplit(".", 1)[1] for name in found if (CORE / f"{name.rsplit('.', 1)[1]}.py").exists()
+    }
+
+
+def test_the_core_modules_import_each_other_one_way() -> None:
+    graph = {path.stem: _runtime_imports(path) - {path.stem} for path in CORE.glob("*.py")}
+    graph.pop("__init__")
+    for edges in graph.values():
+        edges.discard("__init__")
+    assert "snapshot_fetch" in graph["handlers"]  # the handlers start a snapshot transfer
+    assert "handlers" not in graph["snapshot_fetch"]
+    seen: set[str] = set()
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in seen or module in done, f"import cycle: {' -> '.join(path)}"
+        if module in done:
+            return
+        seen.add(module)
+        for other in sorted(graph.get(module, ())):
+            visit(other, (*path, other))
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, (module,))
+
+
+def test_the_raft_package_reads_no_other_modules_private_names() -> None:
+    """The shell uses the service's public API (it read `service._snapshots` before)."""
+    wrong: set[str] = set()
+    for path in sorted(RAFT.rglob("*.py")):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ImportFrom):
+                wrong.update(
+                    f"{path.relative_to(ROOT)}:{node.lineno}: imports {alias.name}"
+                    for alias in node.names
+                    if _private(alias.name)
+                )
+            elif (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                wrong.add(f"{path.relative_to(ROOT)}:{node.lineno}: reads .{node.attr}")
+    assert not wrong, sorted(wrong)

@@ -1,0 +1,212 @@
+"""The quorum's pure rules, messages and persisted state at their edges."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import api.raft.core.quorum_state as quorum_state_module
+from api.raft.core import QuorumState, Role, read_quorum_state, write_quorum_state
+from api.raft.core.election import may_grant_pre_vote, may_grant_vote, successor_backoff
+from api.raft.core.errors import QuorumStateError
+from api.raft.core.messages import (
+    NO_HIGH_WATERMARK,
+    NO_LEADER,
+    Entry,
+    EntryKind,
+    ErrorCode,
+    FetchRequest,
+    FetchSnapshotResponse,
+    LeaderChangeMessage,
+    LeaderIdAndEpoch,
+    SnapshotId,
+    VoteRequest,
+)
+from api.raft.core.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
+from api.raft.core.replication import LeaderState, majority_offset
+from tests.support.raft_core import answer, drain, fetch, leader, make, role, vote
+
+VOTERS = frozenset({1, 2, 3})
+
+
+def test_the_majority_offset_of_an_even_number_of_voters() -> None:
+    assert majority_offset([5, 3, 9, 1], 3) == 3  # three of four have reached 3
+    assert majority_offset([5, 3, 9], 2) == 5
+    assert majority_offset([7], 1) == 7
+    state = LeaderState(epoch_start_offset=0, started_ms=0, voters=frozenset({1, 2, 3, 4}))
+    state.record_fetch(2, 6, 0, 9)
+    state.record_fetch(3, 4, 0, 9)
+    assert state.high_watermark(leader=1, flushed_offset=9, majority=3) == 4
+
+
+def test_vote_decisions_are_booleans() -> None:
+    def grant(
+        *, voted: int = -1, leader: int = -1, log_ok: bool = True, wiped: bool = False
+    ) -> bool:
+        return may_grant_vote(
+            candidate=3,
+            voted_id=voted,
+            leader_id=leader,
+            is_leader=False,
+            log_ok=log_ok,
+            catching_up=wiped,
+        )
+
+    assert grant() is True
+    assert grant(log_ok=False) is False
+    assert grant(wiped=True) is False
+    assert grant(leader=1) is False
+    assert grant(voted=2) is False
+    assert grant(voted=3) is True
+    assert may_grant_pre_vote(has_live_leader=False, log_ok=True, catching_up=False) is True
+
+
+def test_a_voter_that_knows_the_leader_of_an_epoch_votes_for_no_one_else_in_it() -> None:
+    core = make(2, epoch=3, leader=1)  # learnt from BeginQuorumEpoch: no vote cast
+    drain(core)
+    core.step(3, vote(3, 3, 9, 99))
+    response = answer(drain(core))
+    assert response.vote_granted is False and core.voted_id == -1
+
+
+def test_later_successors_wait_twice_as_long_each_up_to_a_bound() -> None:
+    assert [successor_backoff(p, 10_000) for p in range(-1, 6)] == [0, 0, 50, 100, 200, 400, 800]
+    assert successor_backoff(12, 10_000) == 10_000
+    assert successor_backoff(40, 86_400_000) == 50 << 20  # the shift is bounded
+
+
+def test_a_fetch_at_the_leaders_end_is_caught_up() -> None:
+    core = leader()
+    end = core.log.end_offset
+    core.tick(core.now_ms + 10)
+    core.step(2, fetch(2, core.epoch, end, core.epoch))
+    [two] = [r for r in core.describe_quorum().current_voters if r.replica_id == 2]
+    assert two.last_caught_up_timestamp == core.now_ms == two.last_fetch_timestamp
+
+
+def test_check_quorum_at_its_exact_bounds() -> None:
+    core = leader(fetch_timeout_ms=1000)
+    start = core.now_ms
+    core.tick(start + 1000)  # the first timeout has passed: checked, no fetch at all
+    assert core.role is Role.RESIGNED
+    core = leader(fetch_timeout_ms=1000)
+    start = core.now_ms
+    core.tick(start + 500)
+    core.step(2, fetch(2, core.epoch, 1, core.epoch))
+    core.tick(start + 1499)
+    assert core.role is Role.LEADER  # node 2 fetched 999 ms ago
+    core.tick(start + 1500)
+    assert role(core) is Role.RESIGNED  # exactly the timeout ago: not recent
+
+
+# --- quorum-state ---------------------------------------------------------------------------
+
+
+def test_a_quorum_state_epoch_is_an_int32(tmp_path: Path) -> None:
+    assert MAX_EPOCH == 2**31 - 1
+    top = QuorumState(leader_epoch=MAX_EPOCH, voters=VOTERS)
+    write_quorum_state(tmp_path, top)
+    assert read_quorum_state(tmp_path, voters=VOTERS) == top
+    for epoch in (-1, MAX_EPOCH + 1):
+        with pytest.raises(QuorumStateError, match=f"leader epoch {epoch} is not in 0.."):
+            QuorumState(leader_epoch=epoch, voters=VOTERS)
+    path = tmp_path / QUORUM_STATE_NAME
+    data = json.loads(path.read_text())
+    assert data["appliedOffset"] == 0  # Kafka's file: this field is always 0 in KRaft
+    path.write_text(json.dumps({**data, "leaderEpoch": MAX_EPOCH + 1}))
+    with pytest.raises(QuorumStateError, match="out of range"):
+        read_quorum_state(tmp_path, voters=VOTERS)
+
+
+def test_a_quorum_state_file_of_the_size_bound_is_read(tmp_path: Path) -> None:
+    write_quorum_state(tmp_path, QuorumState(leader_epoch=3, voters=VOTERS))
+    path = tmp_path / QUORUM_STATE_NAME
+    text = path.read_bytes().rstrip(b"\n")
+    path.write_bytes(text + b" " * (MAX_FILE_BYTES - len(text)))
+    assert read_quorum_state(tmp_path, voters=VOTERS) == QuorumState(leader_epoch=3, voters=VOTERS)
+    path.write_bytes(text + b" " * (MAX_FILE_BYTES + 1 - len(text)))
+    with pytest.raises(QuorumStateError, match="is over"):
+        read_quorum_state(tmp_path, voters=VOTERS)
+
+
+def test_voters_listed_as_anything_but_objects_are_a_damaged_file(tmp_path: Path) -> None:
+    write_quorum_state(tmp_path, QuorumState(leader_epoch=3, voters=VOTERS))
+    path = tmp_path / QUORUM_STATE_NAME
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "currentVoters": [1, 2, 3]}))
+    with pytest.raises(QuorumStateError, match="'currentVoters' is malformed"):
+        read_quorum_state(tmp_path, voters=VOTERS)
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (OSError(28, "No space left on device"), ": No space left on device [ENOSPC];"),
+        (OSError("no errno"), ": no errno [None];"),
+    ],
+)
+def test_a_quorum_state_that_cannot_be_written_names_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, says: str
+) -> None:
+    def failing(*_args: object) -> None:
+        raise error
+
+    monkeypatch.setattr(quorum_state_module, "replace_file", failing)
+    with pytest.raises(QuorumStateError) as info:
+        write_quorum_state(tmp_path, QuorumState(leader_epoch=1, voters=VOTERS))
+    assert says in str(info.value)
+
+
+def test_every_role_is_its_own() -> None:
+    assert len(Role) == len({role.value for role in Role}) == 7  # no value is an alias
+    assert [role.name for role in Role] == [
+        "UNATTACHED", "PROSPECTIVE", "CANDIDATE", "LEADER", "FOLLOWER", "RESIGNED", "OBSERVER"
+    ]  # fmt: skip
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def test_error_codes_and_sentinels_are_kafkas() -> None:
+    assert {code.name: code.value for code in ErrorCode} == {
+        "NONE": 0,
+        "NOT_LEADER_OR_FOLLOWER": 6,
+        "FENCED_LEADER_EPOCH": 74,
+        "UNKNOWN_LEADER_EPOCH": 75,
+        "INCONSISTENT_VOTER_SET": 94,
+        "SNAPSHOT_NOT_FOUND": 98,
+        "POSITION_OUT_OF_RANGE": 99,
+    }
+    assert NO_HIGH_WATERMARK == NO_LEADER == -1
+
+
+def test_the_leader_change_marker_is_kafkas_json() -> None:
+    marker = LeaderChangeMessage(leader_id=2, voters=(1, 2, 3), granting_voters=(2, 3))
+    assert marker.encode() == b'{"version":0,"leaderId":2,"voters":[1,2,3],"grantingVoters":[2,3]}'
+
+
+def test_message_defaults() -> None:
+    entry = Entry(offset=0, epoch=1, payload=b"")
+    assert entry.kind is EntryKind.DATA and entry.count == 1
+    assert LeaderIdAndEpoch() == LeaderIdAndEpoch(leader_id=-1, leader_epoch=0)
+    request = VoteRequest(
+        correlation_id=1, replica_epoch=1, replica_id=1, last_offset_epoch=0, last_offset=0
+    )
+    assert request.pre_vote is False
+    fetch_request = FetchRequest(
+        correlation_id=1, replica_id=1, current_leader_epoch=1, fetch_offset=0,
+        last_fetched_epoch=0,
+    )  # fmt: skip
+    assert fetch_request.max_wait_ms == 0
+    chunk = FetchSnapshotResponse(
+        correlation_id=1,
+        error_code=ErrorCode.NONE,
+        snapshot_id=SnapshotId(end_offset=5, epoch=1),
+        current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=1),
+        size=10,
+        position=0,
+        unaligned_records=b"\x00secret-ish bytes",
+    )
+    assert chunk.unaligned_records and "unaligned_records" not in repr(chunk)  # bytes kept out

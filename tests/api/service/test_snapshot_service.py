@@ -1,0 +1,284 @@
+"""The service with snapshots: start from snapshot + tail, the policy, a database down or behind."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from pathlib import Path
+
+import pytest
+
+from api.service.service import MetadataService
+from api.service.settings import load_settings
+from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter, open_snapshotter
+from metadata_log.reader import LogReader
+from records.model import ConfigResourceType
+from replay.controller.commands import (
+    AlterConfig,
+    AlterConfigOp,
+    ConfigResource,
+    CreatableTopic,
+    RegisterBroker,
+)
+from replay.loader import load_image
+from replay.sql import revision, schema
+from replay.sql.errors import SchemaAheadError
+from replay.sql.store import SnapshotStore
+
+
+class Clock:
+    """A wall clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _open(
+    log_dir: Path, url: str, clock: Clock | None = None, *, retention: int = 10, retry_ms: int = 1
+) -> MetadataService:
+    clock = clock or Clock()
+    snapshotter = Snapshotter(
+        SnapshotStore(url), clock_ms=clock, retention=retention, retry_ms=retry_ms
+    )
+    return MetadataService.open(log_dir, snapshots=snapshotter, clock_ms=clock)
+
+
+def _snapshotter(service: MetadataService) -> Snapshotter:
+    found = service._snapshots  # the hook under test
+    assert found is not None
+    return found
+
+
+def _register(service: MetadataService, *ids: int) -> None:
+    for broker_id in ids:
+        request = RegisterBroker(broker_id=broker_id)
+        service.execute(functools.partial(service.controller.register_broker, request=request))
+
+
+def _create(service: MetadataService, name: str, partitions: int = 3) -> None:
+    topic = CreatableTopic(name=name, num_partitions=partitions, replication_factor=2)
+    (result,) = service.execute(functools.partial(service.controller.create_topics, topics=[topic]))
+    assert result.outcome.ok
+
+
+def _set_cluster(service: MetadataService, key: str, value: str) -> None:
+    change = (
+        ConfigResource(type=ConfigResourceType.BROKER, name=""),
+        [AlterConfig(name=key, op=AlterConfigOp.SET, value=value)],
+    )
+    (result,) = service.execute(
+        functools.partial(service.controller.incremental_alter_configs, changes=[change])
+    )
+    assert result.outcome.ok, result.outcome
+
+
+def _replayed(log_dir: Path) -> object:
+    with LogReader.open(log_dir) as log:
+        return load_image(log)
+
+
+def test_restart_starts_from_the_newest_snapshot_plus_the_tail(
+    tmp_path: Path, database_url: str
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url) as service:
+        _register(service, 1, 2, 3)
+        for n in range(5):
+            _create(service, f"t{n}")
+        snapshotter = _snapshotter(service)
+        info = snapshotter.request(service.image, service.log).result()
+        assert info is not None
+        assert info.offset == service.image.provenance.offset
+        for n in range(5, 8):
+            _create(service, f"t{n}")
+        before = service.image
+    with _open(log_dir, database_url) as service:
+        started = _snapshotter(service).started_from
+        assert started is not None
+        assert started.id == info.id
+        assert service.image == before
+        assert service.image == _replayed(log_dir)
+        _create(service, "after-restart")
+
+
+def test_the_default_database_is_created_with_the_first_snapshot(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=str(tmp_path), env={})
+    database = tmp_path / "snapshots.db"
+    with MetadataService.open(settings.log_dir, snapshots=open_snapshotter(settings)) as service:
+        _register(service, 1, 2)
+        _create(service, "t")
+        # No snapshot due yet: the store is not opened, the file not created.
+        assert not database.exists()
+        assert _snapshotter(service).started_from is None
+        _set_cluster(service, MAX_BYTES_KEY, "1")
+        _create(service, "u")
+        info = _snapshotter(service).wait()
+        assert info is not None
+        assert database.exists()
+        before = service.image
+    with MetadataService.open(settings.log_dir, snapshots=open_snapshotter(settings)) as service:
+        started = _snapshotter(service).started_from
+        assert started is not None and started.id == info.id
+        assert service.image == before
+
+
+def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
+    tmp_path: Path, database_url: str
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url, retention=2) as service:
+        _register(service, 1, 2)
+        assert SnapshotStore(database_url).snapshots() == []
+        _set_cluster(service, MAX_BYTES_KEY, "1")
+        snapshotter = _snapshotter(service)
+        offsets = []
+        for n in range(4):
+            snapshotter.wait()
+            _create(service, f"t{n}", partitions=1)
+            info = snapshotter.wait()
+            assert info is not None
+            offsets.append(info.offset)
+        assert offsets[-1] == service.image.provenance.offset
+    with SnapshotStore(database_url) as store:
+        kept = store.snapshots()
+        assert [s.offset for s in kept] == offsets[-2:]
+        assert all(store.verify(s.id).ok for s in kept)
+
+
+def test_the_byte_policy_counts_uncompressed_record_bytes_and_the_backlog_at_restart(
+    tmp_path: Path, database_url: str
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url) as service:
+        _register(service, 1, 2)
+        for n in range(20):
+            _create(service, f"t{n:02d}", partitions=4)
+        appended = service.log.record_bytes_appended
+        # Every entry counts at its uncompressed size, whatever snappy makes of it on disk.
+        assert appended > 0
+        assert appended == service.log.record_bytes_after(-1)
+        assert service.log.record_bytes_after(-1, limit=10) >= 10
+        # A threshold just above what was written: not due yet; after a restart, the entries
+        # already in the log still count towards it.
+        _set_cluster(service, MAX_BYTES_KEY, str(appended * 2))
+        assert not _snapshotter(service).due(service.image, service.log)
+    with _open(log_dir, database_url) as service:
+        snapshotter = _snapshotter(service)
+        assert snapshotter.started_from is None
+        assert not snapshotter.due(service.image, service.log)
+        for n in range(20, 45):
+            _create(service, f"t{n:02d}", partitions=4)
+        info = snapshotter.wait()
+        assert info is not None, "the backlog from before the restart plus new entries is due"
+
+
+def test_the_interval_policy_needs_new_entries(tmp_path: Path, database_url: str) -> None:
+    clock = Clock()
+    with _open(tmp_path / "log", database_url, clock) as service:
+        _register(service, 1, 2)
+        snapshotter = _snapshotter(service)
+        assert snapshotter.wait() is None  # nothing due yet
+        _set_cluster(service, MAX_INTERVAL_KEY, "60000")
+        clock.now += 60_000
+        _create(service, "t", partitions=1)
+        info = snapshotter.wait()
+        assert info is not None and info.offset == service.image.provenance.offset
+        clock.now += 120_000
+        assert not snapshotter.due(service.image, service.log)  # no entry since
+        _set_cluster(service, MAX_INTERVAL_KEY, "0")
+        clock.now += 10**9
+        _create(service, "u", partitions=1)
+        assert not snapshotter.due(service.image, service.log)  # 0 = no time limit
+
+
+def test_a_database_that_is_down_costs_a_full_replay_and_is_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log_dir = tmp_path / "log"
+    with MetadataService.open(log_dir) as service:
+        _register(service, 1, 2)
+        _create(service, "t")
+    missing_dir = tmp_path / "not-yet"
+    url = f"sqlite:///{missing_dir / 'snapshots.db'}"
+    clock = Clock()
+    caplog.set_level(logging.WARNING)
+    with _open(log_dir, url, clock, retry_ms=30_000) as service:
+        assert service.image == _replayed(log_dir)
+        assert "replaying the whole log" in caplog.text
+        snapshotter = _snapshotter(service)
+        _set_cluster(service, MAX_BYTES_KEY, "1")
+        assert not snapshotter.due(service.image, service.log)  # waiting to retry
+        missing_dir.mkdir()
+        clock.now += 30_000
+        _create(service, "u")
+        info = snapshotter.wait()
+        assert info is not None
+        assert snapshotter.last_error is None
+
+
+def test_a_schema_behind_is_a_warning_and_ahead_is_refused(
+    tmp_path: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url) as service:
+        _register(service, 1)
+    # the code pretends to know a revision newer than any the database has seen (Alembic's
+    # head, and the one recognised without Alembic)
+    monkeypatch.setattr(schema, "head_revision", lambda: "9999")
+    monkeypatch.setattr(revision, "HEAD_REVISION", "9999")
+    caplog.set_level(logging.WARNING)
+    with _open(log_dir, database_url) as service:
+        assert "db upgrade" in caplog.text
+        assert service.image == _replayed(log_dir)
+    monkeypatch.setattr(schema, "head_revision", lambda: "0000")
+    monkeypatch.setattr(revision, "HEAD_REVISION", "0000")
+    monkeypatch.setattr(schema, "script_directory", _only_revision("0000"))
+    with pytest.raises(SchemaAheadError, match="upgrade metadata-log"):
+        _open(log_dir, database_url)
+    monkeypatch.undo()
+    with _open(log_dir, database_url) as service:  # the lock was released
+        assert service.image == _replayed(log_dir)
+
+
+def _only_revision(revision: str) -> object:
+    class _Script:
+        def __init__(self) -> None:
+            self.revision = revision
+
+    class _Scripts:
+        def walk_revisions(self) -> list[_Script]:
+            return [_Script()]
+
+    return _Scripts
+
+
+async def test_snapshots_go_on_beside_concurrent_submits(tmp_path: Path, database_url: str) -> None:
+    log_dir = tmp_path / "log"
+    service = _open(log_dir, database_url)
+    _register(service, 1, 2, 3)
+    _set_cluster(service, MAX_BYTES_KEY, "1")
+
+    async def create(n: int) -> None:
+        topic = CreatableTopic(name=f"c{n}", num_partitions=2, replication_factor=2)
+        (result,) = await service.submit(
+            functools.partial(service.controller.create_topics, topics=[topic])
+        )
+        assert result.outcome.ok
+
+    await asyncio.gather(*(create(n) for n in range(60)))
+    await service.aclose()
+    with (
+        SnapshotStore(database_url) as store,
+        LogReader.open(log_dir) as log,
+    ):
+        infos = store.snapshots()
+        assert infos
+        for info in infos:
+            assert store.load(info.id) == load_image(log, lte=info.offset)

@@ -1,0 +1,112 @@
+"""The network rooms import only downward: protocol below server and client, cli above both."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+
+ROOT = REPO
+
+ALLOWED = {
+    "api.protocol": ("api.protocol",),
+    "api.server": (
+        "api.server",
+        "api.protocol",
+        "api.service",
+        "api.security",
+        "api.raft",
+    ),
+    "api.client": (
+        "api.client",
+        "api.protocol",
+        "api.security",
+        # DescribeQuorum (`mlog quorum describe`): the wire codec and the messages it decodes to.
+        "api.raft.transport.wire",
+        "api.raft.transport.errors",
+        "api.raft.core.messages",
+    ),
+    # The quorum: its links are clients, its shell drives the service.
+    "api.raft": (
+        "api.raft",
+        "api.protocol",
+        "api.client.connection",
+        "api.service",
+        "api.security",
+    ),
+    # The sans-IO core imports nothing of `api` but itself.
+    "api.raft.core": ("api.raft.core",),
+    # A leaf: the controller, the server, the client and the CLI all use it.
+    "api.security": ("api.security",),
+}
+"""What each room may import from `api`; the layers below `api` (records, replay) are free."""
+
+PROTOCOL_REPLAY = ("replay.controller.commands", "replay.controller.errors")
+"""All the wire codec may import of replay: the domain's commands and errors, which it carries.
+The image, the deltas and time travel stay out; the server and the client convert."""
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at its top or inside a function."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("room", sorted(ALLOWED))
+def test_a_network_room_imports_only_the_rooms_below_it(room: str) -> None:
+    files = sorted((ROOT / room.replace(".", "/")).rglob("*.py"))
+    assert files
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in files
+        for name in _imports(path)
+        if (name == "api" or name.startswith("api."))
+        and not any(name == ok or name.startswith(ok + ".") for ok in ALLOWED[room])
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_the_wire_codec_imports_of_replay_only_the_domain_values() -> None:
+    files = sorted((ROOT / "api" / "protocol").rglob("*.py"))
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in files
+        for name in _imports(path)
+        if (name == "replay" or name.startswith("replay.")) and name not in PROTOCOL_REPLAY
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_loading_the_wire_codec_loads_no_image_delta_or_time_travel() -> None:
+    code = (
+        "import sys\n"
+        "import api.protocol.codec, api.protocol.connection, api.protocol.private\n"
+        "print(sorted(m for m in sys.modules if m.startswith('replay.')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert ast.literal_eval(out) == ["replay.controller", *PROTOCOL_REPLAY]
+
+
+@pytest.mark.parametrize("layer", ["records", "metadata_log", "replay"])
+def test_a_layer_below_api_imports_nothing_of_api(layer: str) -> None:
+    files = sorted((ROOT / layer).rglob("*.py"))
+    assert files
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in files
+        for name in _imports(path)
+        if name == "api" or name.startswith("api.")
+    }
+    assert not wrong, sorted(wrong)

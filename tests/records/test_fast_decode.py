@@ -1,0 +1,189 @@
+"""The compiled block decoder gives exactly what the fastavro path gives, and fails as it does."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from records import fast_decode
+from records.codec import DEFAULT_CODEC, EntryTuple, RecordBlock, RecordCodec
+from records.errors import RecordError, UnknownRecordTypeError
+from records.schemas import CURRENT_SCHEMAS
+from tests.support.record_gen import LogGenerator
+from tests.support.record_strategies import entry_tuples
+
+pytestmark = pytest.mark.skipif(
+    not fast_decode.AVAILABLE and not os.environ.get("CI"),
+    reason="the compiled decoder is not built here (no C compiler at install)",
+)
+
+
+def test_ci_builds_the_compiled_decoder() -> None:
+    # `make test` installs with Cython and gcc: CI must exercise the compiled path.
+    assert fast_decode.AVAILABLE
+    assert DEFAULT_CODEC.decoder_name == "compiled"
+
+
+def _both(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tuple[Any, Any]:
+    """(compiled result or error, fastavro result or error) for one body."""
+    array = codec.reader_array_schema(schema_json)
+    assert array.fast is not None
+    results: list[Any] = []
+    for fast in (array.fast, None):
+        saved, array.fast = array.fast, fast
+        try:
+            results.append(_plain(codec.decode_block(count, body, array)))
+        except RecordError as exc:
+            results.append(type(exc))
+        finally:
+            array.fast = saved
+    return results[0], results[1]
+
+
+def _both_entries(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tuple[Any, Any]:
+    """`decode_entries` (the public read path) through the compiled decoder and fastavro."""
+    array = codec.reader_array_schema(schema_json)
+    assert array.fast is not None
+    results: list[Any] = []
+    for fast in (array.fast, None):
+        saved, array.fast = array.fast, fast
+        try:
+            results.append(codec.decode_entries(count, body, array))
+        except RecordError as exc:
+            results.append(type(exc))
+        finally:
+            array.fast = saved
+    return results[0], results[1]
+
+
+def _plain(block: RecordBlock) -> tuple[Any, ...]:
+    return (
+        block.first_offset,
+        block.records,
+        block.offsets,
+        block.epochs,
+        block.timestamps,
+        block.principals,
+    )
+
+
+def test_a_generated_log_decodes_identically() -> None:
+    generator = LogGenerator(seed=11)
+    offset = 0
+    for batch in generator.batches(400):
+        entries: list[EntryTuple] = []
+        for record in batch:
+            entries.append((offset, 3, 1_700_000_000_000 + offset, f"User:p{offset % 3}", record))
+            offset += 1
+        count, body = DEFAULT_CODEC.encode_entries(entries)
+        fast, slow = _both(DEFAULT_CODEC, DEFAULT_CODEC.entry_schema_json, count, body)
+        assert fast == slow
+        assert fast[1] == list(batch)
+        fast_entries, slow_entries = _both_entries(
+            DEFAULT_CODEC, DEFAULT_CODEC.entry_schema_json, count, body
+        )
+        assert fast_entries == slow_entries
+        assert [e.record for e in fast_entries] == list(batch)
+
+
+@given(st.lists(entry_tuples, min_size=1, max_size=20))
+def test_every_record_type_and_edge_value_decodes_identically(entries: list[EntryTuple]) -> None:
+    count, body = DEFAULT_CODEC.encode_entries(entries)
+    fast, slow = _both(DEFAULT_CODEC, DEFAULT_CODEC.entry_schema_json, count, body)
+    assert fast == slow
+    assert fast[1] == [e[4] for e in entries]
+    assert fast[5] == [e[3] for e in entries]
+    fast_entries, slow_entries = _both_entries(
+        DEFAULT_CODEC, DEFAULT_CODEC.entry_schema_json, count, body
+    )
+    assert fast_entries == slow_entries
+    assert [(e.offset, e.epoch, e.timestamp, e.principal, e.record) for e in fast_entries] == [
+        tuple(e) for e in entries
+    ]
+
+
+@given(st.lists(entry_tuples, min_size=1, max_size=5), st.data())
+def test_damaged_bodies_fail_with_record_error(
+    entries: list[EntryTuple], data: st.DataObject
+) -> None:
+    count, body = DEFAULT_CODEC.encode_entries(entries)
+    array = DEFAULT_CODEC.reader_array_schema(DEFAULT_CODEC.entry_schema_json)
+    cut = data.draw(st.integers(0, len(body) - 1))
+    with pytest.raises(RecordError):
+        DEFAULT_CODEC.decode_block(count, body[:cut], array)
+    wrong_count = data.draw(st.integers(0, 2 * count + 2).filter(lambda n: n != count))
+    with pytest.raises(RecordError):
+        DEFAULT_CODEC.decode_block(wrong_count, body, array)
+    extra = data.draw(st.binary(min_size=1, max_size=8))
+    with pytest.raises(RecordError):
+        DEFAULT_CODEC.decode_block(count, body + extra, array)
+    # The public read path refuses the same bodies through the compiled decoder.
+    for wrong in ((count, body[:cut]), (wrong_count, body), (count, body + extra)):
+        with pytest.raises(RecordError):
+            DEFAULT_CODEC.decode_entries(*wrong, array)
+    # Any single flipped byte: a record error or some decodable block, never another exception.
+    at = data.draw(st.integers(0, len(body) - 1))
+    flipped = body[:at] + bytes([body[at] ^ data.draw(st.integers(1, 255))]) + body[at + 1 :]
+    with contextlib.suppress(RecordError):
+        DEFAULT_CODEC.decode_block(count, flipped, array)
+
+
+def test_overlong_numbers_and_lengths_are_refused() -> None:
+    array = DEFAULT_CODEC.reader_array_schema(DEFAULT_CODEC.entry_schema_json)
+    for body in (b"\xff" * 11, b"\x00\x00\x00\x02\xff\xff\xff\xff\x0f", b"\x00\x00\x00\x04"):
+        with pytest.raises(RecordError):
+            DEFAULT_CODEC.decode_block(1, body, array)
+
+
+def test_an_old_writer_schema_is_upcast_and_an_unknown_branch_refused() -> None:
+    # A writer union without today's last two record types, in the same order: every branch it
+    # has is today's, so it decodes positionally; a renamed branch is read by name or refused.
+    old = RecordCodec(list(CURRENT_SCHEMAS[:-2]))
+    entries: list[EntryTuple] = [
+        (0, 0, 5, None, e[4]) for e in _sample(old, 30) if type(e[4]) in _classes(old)
+    ]
+    count, body = old.encode_entries(entries)
+    fast, slow = _both(DEFAULT_CODEC, old.entry_schema_json, count, body)
+    assert fast == slow and fast[1] == [e[4] for e in entries]
+    assert (
+        _both_entries(DEFAULT_CODEC, old.entry_schema_json, count, body)[0]
+        == (_both_entries(DEFAULT_CODEC, old.entry_schema_json, count, body)[1])
+    )
+
+    schema = json.loads(old.entry_schema_json)
+    branch = schema["fields"][4]["type"][0]
+    branch["name"] = branch["name"][:-1] + "9"  # FeatureLevelRecordV0 -> ...V9
+    renamed = json.dumps(schema)
+    first_of_branch = [e for e in entries if type(e[4]) is CURRENT_SCHEMAS[0].python_class][:1]
+    assert first_of_branch
+    count, body = old.encode_entries(first_of_branch)
+    array = DEFAULT_CODEC.reader_array_schema(renamed)
+    assert array.fast is not None
+    with pytest.raises(UnknownRecordTypeError):
+        DEFAULT_CODEC.decode_block(count, body, array)
+    with pytest.raises(UnknownRecordTypeError):
+        DEFAULT_CODEC.decode_entries(count, body, array)
+
+
+def _classes(codec: RecordCodec) -> set[type]:
+    return {s.python_class for s in codec.schemas if s.python_class is not None}
+
+
+def _sample(codec: RecordCodec, n: int) -> list[EntryTuple]:
+    generator = LogGenerator(seed=3)
+    out: list[EntryTuple] = []
+    for batch in generator.batches(n):
+        out.extend((0, 0, 0, None, r) for r in batch)
+    return out
+
+
+def test_a_writer_schema_of_another_shape_falls_back_to_fastavro() -> None:
+    schema = json.loads(DEFAULT_CODEC.entry_schema_json)
+    schema["fields"][3]["type"] = ["string", "null"]
+    assert DEFAULT_CODEC.reader_array_schema(json.dumps(schema)).fast is None

@@ -1,0 +1,406 @@
+"""A controller quorum of real `mlog serve` processes on loopback, and the checks of its logs.
+
+Used by tests/system/test_quorum_processes.py and bench/quorum_bench.py. Each node is formatted with
+`mlog quorum format` and started with `mlog serve --config` (Kafka's keys), on ports picked
+free beforehand. `Quorum.writer` drives writes through `AdminClient.connect_controller`,
+following the leader across failures, and remembers what was acknowledged; `check_logs`
+proves every acknowledged write is in every node's log, with identical entries per offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from api.client import AdminClient
+from api.security.client_config import ClientSecurity
+from metadata_log.reader import LogReader
+from records import TopicRecord
+from replay.controller.commands import CreatableTopic, RegisterBroker
+from tests.support.paths import REPO
+from tests.support.tcp_proxy import Proxy, ProxyLoop
+
+PROJECT = REPO
+"""Where `mlog serve` children start (first on their path): a bench may point it at another
+checkout to run that code."""
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+"""Every test quorum's cluster id (with proxies, each node's voters string differs)."""
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` TCP ports of 127.0.0.1 that were free a moment ago."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@dataclass(slots=True)
+class Node:
+    """One controller: its id, port, data directory and (while running) its process."""
+
+    node_id: int
+    port: int
+    data_dir: Path
+    config: Path
+    stderr: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """`127.0.0.1:port`."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """Whether its process is alive."""
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass(slots=True)
+class Quorum:
+    """Three (or five) `mlog serve` processes forming one quorum."""
+
+    root: Path
+    size: int = 3
+    timers: dict[str, int | str] = field(default_factory=dict)
+    """More server keys (Kafka's names) for every node: timers, TLS, an authorizer."""
+    protocol: str = "PLAINTEXT"
+    """The one listener's security protocol (its name too)."""
+    security: ClientSecurity | None = None
+    """How the test's clients connect (None: PLAINTEXT)."""
+    proxies: ProxyLoop | None = None
+    """With proxies, node i reaches node j through its own proxy `links[i, j]` (cut-able)."""
+    nodes: dict[int, Node] = field(default_factory=dict)
+    links: dict[tuple[int, int], Proxy] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ports = free_ports(self.size)
+        ids = range(1, self.size + 1)
+        if self.proxies is not None:
+            for i in ids:
+                for j in ids:
+                    if i != j:
+                        self.links[i, j] = self.proxies.proxy(ports[j - 1])
+        for index, port in enumerate(ports):
+            node_id = index + 1
+            voters = ",".join(f"{j}@127.0.0.1:{self._port(node_id, j, ports[j - 1])}" for j in ids)
+            directory = self.root / f"node{node_id}"
+            directory.mkdir(parents=True, exist_ok=True)
+            config = directory / "server.properties"
+            lines = [
+                f"node.id={node_id}",
+                f"listeners={self.protocol}://127.0.0.1:{port}",
+                f"controller.quorum.voters={voters}",
+                *(f"{key}={value}" for key, value in self.timers.items()),
+            ]
+            config.write_text("\n".join(lines) + "\n")
+            data = directory / "data"
+            node = Node(
+                node_id=node_id,
+                port=port,
+                data_dir=data,
+                config=config,
+                stderr=directory / "stderr.txt",
+            )
+            self.nodes[node_id] = node
+            mlog(
+                "quorum",
+                "format",
+                "--config",
+                str(config),
+                "--data-dir",
+                str(data),
+                "--cluster-id",
+                CLUSTER_ID,
+            )
+
+    def _port(self, source: int, destination: int, port: int) -> int:
+        link = self.links.get((source, destination))
+        return port if link is None else link.port
+
+    def isolate(self, node_id: int) -> None:
+        """Cut every link to and from `node_id` (needs proxies)."""
+        for (i, j), link in self.links.items():
+            if node_id in (i, j):
+                link.cut()
+
+    def heal(self) -> None:
+        """Restore every link."""
+        for link in self.links.values():
+            link.restore()
+
+    def start(self, node_id: int) -> None:
+        """Start node `node_id` (appending to its stderr file)."""
+        node = self.nodes[node_id]
+        with node.stderr.open("a") as err:
+            node.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "api.cli",
+                    "serve",
+                    "--config",
+                    str(node.config),
+                    "--data-dir",
+                    str(node.data_dir),
+                ],
+                stderr=err,
+                cwd=PROJECT,
+                env=_env(),
+            )
+
+    def start_all(self) -> None:
+        """Start every node."""
+        for node_id in self.nodes:
+            self.start(node_id)
+
+    def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:
+        """Send `sig` (kill -9 by default) and, for a kill, wait for the process to end."""
+        node = self.nodes[node_id]
+        if node.process is None:
+            return
+        node.process.send_signal(sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            node.process.wait(60)
+            node.process = None
+
+    def signal(self, node_id: int, sig: int) -> None:
+        """Send `sig` to node `node_id` without waiting for anything."""
+        process = self.nodes[node_id].process
+        if process is not None:
+            process.send_signal(sig)
+
+    def stop_all(self) -> None:
+        """SIGTERM every running node (then SIGKILL what does not stop)."""
+        for node in self.nodes.values():
+            if node.process is not None:
+                if node.process.poll() is None:
+                    node.process.send_signal(signal.SIGCONT)
+                    node.process.send_signal(signal.SIGTERM)
+                try:
+                    node.process.wait(30)
+                except subprocess.TimeoutExpired:
+                    node.process.kill()
+                    node.process.wait(30)
+                node.process = None
+
+    async def leader(self, timeout: float = 30.0) -> int:
+        """The id of the node that takes writes, asked of the running nodes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for node in self.nodes.values():
+                if not node.running:
+                    continue
+                try:
+                    client = await asyncio.wait_for(
+                        AdminClient.connect(node.address, security=self.security), 2
+                    )
+                except Exception:
+                    continue
+                try:
+                    answer = await asyncio.wait_for(client.metadata([]), 2)
+                    controller = int(answer.controller_id)
+                except Exception:
+                    controller = -1
+                finally:
+                    await client.close()
+                if controller == node.node_id:  # the leader says so itself
+                    return controller
+            await asyncio.sleep(0.1)
+        raise TimeoutError("no leader in time: " + self.stderr_tails())
+
+    async def register_brokers(self, ids: Sequence[int] = (1, 2, 3), timeout: float = 30) -> None:
+        """Register brokers through the leader (topics need one), retrying while it changes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            node = next(n for n in self.nodes.values() if n.running)
+            try:
+                client = await AdminClient.connect_controller(
+                    node.address, timeout_ms=5000, security=self.security
+                )
+                try:
+                    for broker_id in ids:
+                        await client.register_broker(RegisterBroker(broker_id=broker_id))
+                finally:
+                    await client.close()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    def stderr_tails(self) -> str:
+        """The last lines of each node's stderr (for a failing test's message)."""
+        parts = []
+        for node in self.nodes.values():
+            text = node.stderr.read_text() if node.stderr.exists() else ""
+            parts.append(f"--- node {node.node_id}:\n" + "\n".join(text.splitlines()[-15:]))
+        return "\n".join(parts)
+
+
+@dataclass(slots=True)
+class Writer:
+    """Creates topics one at a time through the leader, following it across failures."""
+
+    quorum: Quorum
+    prefix: str = "w"
+    acknowledged: list[str] = field(default_factory=list)
+    attempts: int = 0
+    failures: int = 0
+    latencies: list[float] = field(default_factory=list)
+    _client: AdminClient | None = None
+    _turn: int = 0
+
+    async def _connect(self) -> AdminClient:
+        last: Exception | None = None
+        # A different node first each time: a client that knows every node's address tries
+        # another one when the last did not lead it to a controller.
+        self._turn += 1
+        nodes = list(self.quorum.nodes.values())
+        start = self._turn % len(nodes)
+        for node in nodes[start:] + nodes[:start]:
+            if not node.running:
+                continue
+            try:
+                return await asyncio.wait_for(
+                    AdminClient.connect_controller(
+                        node.address, timeout_ms=5000, security=self.quorum.security
+                    ),
+                    8,
+                )
+            except Exception as exc:
+                last = exc
+        raise ConnectionError(f"no node reachable: {last}")
+
+    async def write_one(self) -> bool:
+        """One CreateTopics of a new name; True if acknowledged."""
+        name = f"{self.prefix}{self.attempts}"
+        self.attempts += 1
+        started = time.monotonic()
+        try:
+            if self._client is None:
+                self._client = await self._connect()
+            (result,) = await asyncio.wait_for(
+                self._client.create_topics([CreatableTopic(name=name)]), 10
+            )
+        except Exception:
+            self.failures += 1
+            await self.close()
+            return False
+        if result.outcome.error_code != 0:
+            self.failures += 1
+            await self.close()  # NOT_CONTROLLER: find the leader again
+            return False
+        self.acknowledged.append(name)
+        self.latencies.append(time.monotonic() - started)
+        return True
+
+    async def close(self) -> None:
+        """Drop the connection."""
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+
+def check_logs(quorum: Quorum, acknowledged: Sequence[str]) -> list[tuple[int, int, int]]:
+    """Check every node's log; returns (node id, end offset, committed prefix) per node.
+
+    Every offset present on two nodes holds identical entries; every acknowledged topic is in
+    every node's log exactly once.
+    """
+    logs: dict[int, list[tuple[int, int, int, str | None, object]]] = {}
+    for node in quorum.nodes.values():
+        with LogReader.open(node.data_dir / "log") as log:
+            logs[node.node_id] = [
+                (e.offset, e.epoch, e.timestamp, e.principal, e.record) for e in log.read()
+            ]
+    reference = max(logs.values(), key=len)
+    summary = []
+    for node_id, entries in logs.items():
+        common = min(len(entries), len(reference))
+        # Only a tail past the committed entries may differ (and be truncated later); the
+        # checker requires identical entries on the offsets the final leader's log has.
+        assert entries[:common] == reference[:common], f"node {node_id} diverges"
+        names = [e[4].name for e in entries if isinstance(e[4], TopicRecord)]
+        assert len(names) == len(set(names)), f"node {node_id} has a topic twice"
+        missing = set(acknowledged) - set(names)
+        assert not missing, f"node {node_id} lost acknowledged writes {sorted(missing)[:5]}"
+        summary.append((node_id, len(entries), common))
+    return summary
+
+
+def mlog(*args: str) -> str:
+    """Run `mlog ARGS...`; its stdout (fails on a non-zero exit)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"mlog {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("MLOG_DATA_DIR", None)
+    env.pop("MLOG_BOOTSTRAP_SERVER", None)
+    return env
+
+
+TIMERS: dict[str, int | str] = {
+    "controller.quorum.election.timeout.ms": "500",
+    "controller.quorum.fetch.timeout.ms": "1000",
+    "controller.quorum.election.backoff.max.ms": "500",
+}
+
+
+async def write_until(writer: Writer, count: int, timeout: float = 60.0) -> None:
+    """Write until `count` more writes are acknowledged."""
+    target = len(writer.acknowledged) + count
+    deadline = time.monotonic() + timeout
+    while len(writer.acknowledged) < target:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(writer.acknowledged)} of {target} writes acknowledged")
+        if not await writer.write_one():
+            await asyncio.sleep(0.05)
+
+
+async def converge(quorum: Quorum, writer: Writer, timeout: float = 60.0) -> None:
+    """Wait until every running node's log ends where the leader's does."""
+
+    await write_until(writer, 1)  # a write of the final leader's epoch: all before it is committed
+    deadline = time.monotonic() + timeout
+    while True:
+        ends = []
+        for node in quorum.nodes.values():
+            if not (node.data_dir / "log").is_dir():
+                ends.append(-1)  # a node still starting (a wiped one makes its log anew)
+                continue
+            with LogReader.open(node.data_dir / "log") as log:
+                ends.append(log.end_offset)
+        if len(set(ends)) == 1:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"log ends {ends} did not converge: {quorum.stderr_tails()}")
+        await asyncio.sleep(0.2)

@@ -1,0 +1,700 @@
+"""Deterministic simulation of the controller quorum (Kafka's RaftEventSimulationTest as model).
+
+One seed fixes everything: the scenario, the network's faults (drops, delays, duplicates,
+reordering, one-way and two-way partitions), kills that lose unflushed entries and may tear the
+last one, wipes, and every election timeout. A fake clock jumps from event to event. The
+invariants (`Checker`) are checked after every event.
+
+    python -m tests.support.raft_sim --seeds 100000          # run seeds 0..99999, print failures
+    python -m tests.support.raft_sim --seed 42 --trace       # replay one seed, printing every event
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+from api.raft.core import (
+    Batch,
+    LogView,
+    OffsetRange,
+    QuorumConfig,
+    RaftCore,
+    Ready,
+    ReadyDone,
+    Role,
+)
+from api.raft.core.messages import (
+    Entry,
+    EntryKind,
+    ErrorCode,
+    FetchResponse,
+    FetchSnapshotResponse,
+    Message,
+    SnapshotId,
+)
+from api.raft.core.quorum_state import QuorumState
+from api.raft.core.transfer import with_checksum
+
+MAX_FETCH_ENTRIES = 4
+"""The most entries per Fetch answer (small, so catching up takes several steps)."""
+
+
+def encode_snapshot(entries: tuple[Entry, ...]) -> bytes:
+    """A simulated snapshot's bytes: the state is the entries below its end, checksummed."""
+    rows = [[e.offset, e.epoch, e.payload.hex(), int(e.kind), e.count] for e in entries]
+    return with_checksum(json.dumps(rows, separators=(",", ":")).encode())
+
+
+def decode_snapshot(data: bytes) -> tuple[Entry, ...]:
+    """The entries a simulated snapshot's bytes hold (the checksum was checked by the core)."""
+    rows = json.loads(data[:-4])
+    return tuple(
+        Entry(offset=o, epoch=e, payload=bytes.fromhex(p), kind=EntryKind(k), count=n)
+        for o, e, p, k, n in rows
+    )
+
+
+class InvariantViolation(AssertionError):
+    """An invariant broke: the message says which, where and when."""
+
+
+@dataclass(slots=True)
+class SimLog:
+    """A node's log: entries are durable only up to `flushed`.
+
+    `entries[offset]` is the batch that holds `offset` (a batch of several offsets is there
+    once per offset); the log is cut, torn and trimmed on batch boundaries only, as blocks.
+    """
+
+    entries: list[Entry] = field(default_factory=list)
+    flushed: int = 0
+    start: int = 0
+    """The log start: the entries below it are only in `snapshot` (kept here for the checker)."""
+    snapshot: tuple[SnapshotId, bytes] | None = None
+    """The newest snapshot of committed state: its id and bytes."""
+
+    @property
+    def start_epoch(self) -> int:
+        return self.entries[self.start - 1].epoch if self.start else 0
+
+    def epochs(self) -> list[tuple[int, int]]:
+        cache: list[tuple[int, int]] = []
+        for entry in self.entries[self.start :]:
+            if not cache or cache[-1][0] != entry.epoch:
+                cache.append((entry.epoch, entry.offset))
+        return cache
+
+    def boundary(self, offset: int) -> int:
+        """The batch boundary at or below `offset` (a batch is kept or lost whole)."""
+        while offset < len(self.entries) and self.entries[offset].offset != offset:
+            offset -= 1
+        return offset
+
+    def crash(self, rng: random.Random) -> None:
+        """Lose what was not flushed: a random prefix of it survives, the last one maybe torn."""
+        keep = self.flushed + rng.randint(0, len(self.entries) - self.flushed)
+        if keep > self.flushed and rng.random() < 0.5:
+            keep -= 1  # a torn last entry: recovery drops it
+        keep = self.boundary(keep)
+        del self.entries[keep:]
+        self.flushed = len(self.entries)
+
+
+@dataclass(slots=True)
+class SimNode:
+    """A node: its durable state (log, quorum-state) and, while it runs, its core."""
+
+    id: int
+    log: SimLog = field(default_factory=SimLog)
+    state: QuorumState | None = None
+    core: RaftCore | None = None
+    incarnation: int = 0
+    next_tick: int = -1
+
+
+@dataclass(slots=True)
+class Checker:
+    """The invariants, checked after every event."""
+
+    cluster: Cluster
+    leaders: dict[int, int] = field(default_factory=dict)
+    epochs: dict[int, int] = field(default_factory=dict)
+    high_watermarks: dict[tuple[int, int], int] = field(default_factory=dict)
+    committed: list[Entry] = field(default_factory=list)
+    acked: dict[int, Entry] = field(default_factory=dict)
+
+    def fail(self, what: str) -> None:
+        raise InvariantViolation(f"seed {self.cluster.seed} at {self.cluster.now} ms: {what}")
+
+    def after_event(self, node: SimNode, ready_log: list[Ready]) -> None:
+        core = node.core
+        if core is None:
+            return
+        if core.epoch < self.epochs.get(node.id, 0):
+            self.fail(f"node {node.id} epoch went back to {core.epoch}")
+        self.epochs[node.id] = core.epoch
+        key = (node.id, node.incarnation)
+        if core.high_watermark < self.high_watermarks.get(key, 0):
+            self.fail(f"node {node.id} high watermark went back to {core.high_watermark}")
+        for ready in ready_log:
+            if ready.role is Role.LEADER:
+                holder = self.leaders.setdefault(core.epoch, node.id)
+                if holder != node.id:
+                    self.fail(f"two leaders in epoch {core.epoch}: {holder} and {node.id}")
+                self.check_acked_in(node)
+            if ready.high_watermark is not None:
+                self.on_commit(node, self.high_watermarks.get(key, 0), ready.high_watermark)
+                self.high_watermarks[key] = ready.high_watermark
+
+    def on_truncate(self, node: SimNode, offset: int) -> None:
+        core = node.core
+        if core is not None and offset < self.high_watermarks.get((node.id, node.incarnation), 0):
+            self.fail(f"node {node.id} truncated to {offset}, below its high watermark")
+
+    def on_commit(self, node: SimNode, old: int, new: int) -> None:
+        if new > len(node.log.entries):
+            self.fail(f"node {node.id} high watermark {new} is past its log end")
+        for offset in range(old, new):
+            entry = node.log.entries[offset]
+            if offset < len(self.committed):
+                if self.committed[offset] != entry:
+                    self.fail(
+                        f"node {node.id} commits {entry} where {self.committed[offset]} "
+                        "was committed"
+                    )
+            elif offset == len(self.committed):
+                self.committed.append(entry)
+                self.check_on_majority(offset)
+            else:
+                self.fail(f"node {node.id} committed offset {offset} out of order")
+        self.cluster.on_commit(node, new)
+
+    def holds(self, node: SimNode, offset: int) -> bool:
+        entries = node.log.entries
+        return offset < len(entries) and entries[offset] == self.committed[offset]
+
+    def check_on_majority(self, offset: int) -> None:
+        count = 0
+        for node in self.cluster.voters():
+            # A wiped voter that has not caught up cannot vote: it counts as still holding
+            # what it held (the only way to lose a durable entry is the test's wipe).
+            if node.state is None or self.holds(node, offset):
+                count += 1
+        if count < self.cluster.majority:
+            self.fail(f"committed offset {offset} is on {count} voters only")
+
+    def check_all_committed(self) -> None:
+        for offset in range(len(self.committed)):
+            self.check_on_majority(offset)
+
+    def check_acked_in(self, node: SimNode) -> None:
+        for offset, entry in self.acked.items():
+            entries = node.log.entries
+            if offset >= len(entries) or entries[offset] != entry:
+                self.fail(f"new leader {node.id} lacks acknowledged {entry}")
+
+    def acknowledge(self, entry: Entry) -> None:
+        self.acked[entry.offset] = entry
+
+
+class Cluster:
+    """Nodes, the network, the clock and the event queue of one seed."""
+
+    def __init__(
+        self,
+        seed: int,
+        *,
+        voters: int = 3,
+        observers: int = 0,
+        trace: bool = False,
+        faults: bool = True,
+        batch_max: int = 1,
+    ) -> None:
+        self.seed = seed
+        self.batch_max = batch_max
+        """Proposals are batches of 1..batch_max offsets (1: the seeds' historical runs)."""
+        self.rng = random.Random(seed)
+        self.trace = trace
+        self.now = 0
+        self.queue: list[tuple[int, int, str, tuple[object, ...]]] = []
+        self.seq = 0
+        ids = list(range(1, voters + 1))
+        self.voter_ids = frozenset(ids)
+        self.majority = voters // 2 + 1
+        self.nodes = {i: SimNode(id=i) for i in range(1, voters + observers + 1)}
+        self.drop_rate = self.rng.choice([0.0, 0.0, 0.02, 0.1])
+        self.dup_rate = self.rng.choice([0.0, 0.01, 0.05])
+        self.max_delay = self.rng.choice([2, 10, 40])
+        # A long linger widens the window in which the leader's entries are not yet durable.
+        self.linger = self.rng.choice([0, 25, 25, 400])
+        # One entry per answer lets a follower acknowledge a new leader's old-epoch entries
+        # without its marker (where the epoch-start rule matters).
+        self.fetch_entries = self.rng.randint(1, MAX_FETCH_ENTRIES)
+        # Small chunks make a snapshot transfer take several requests (and see leader changes).
+        # (Taken from the seed, not the random stream, so the other draws stay as they were.)
+        self.snapshot_chunk = (64, 256, 1 << 20)[seed % 3]
+        if not faults:
+            # A directed schedule: a reliable, fast network, one entry per fetch, no linger.
+            self.drop_rate = self.dup_rate = 0.0
+            self.max_delay, self.linger, self.fetch_entries = 2, 0, 1
+        self.blocked: set[tuple[int, int]] = set()
+        self.checker = Checker(self)
+        self.proposed: dict[int, list[Entry]] = {}
+        self.payloads = 0
+        self.events = 0
+        self.stats: Counter[str] = Counter()
+        """What the seed exercised: leaders elected, truncations, entries lost on kill, ..."""
+        for node in self.nodes.values():
+            if node.id in self.voter_ids:
+                node.state = QuorumState(leader_epoch=0, voters=self.voter_ids)
+            self.start(node)
+
+    # ------------------------------------------------------------------------ nodes
+
+    def voters(self) -> list[SimNode]:
+        return [self.nodes[i] for i in sorted(self.voter_ids)]
+
+    def config(self, node_id: int) -> QuorumConfig:
+        return QuorumConfig(
+            node_id=node_id,
+            voters=self.voter_ids,
+            append_linger_ms=self.linger,
+            fetch_snapshot_max_bytes=self.snapshot_chunk,
+        )
+
+    def start(self, node: SimNode) -> None:
+        if node.core is not None:
+            return
+        self.log(f"start {node.id}")
+        node.incarnation += 1
+        if node.state is None:
+            # No durable election state: the epoch it knew was never persisted (it cannot vote).
+            self.checker.epochs.pop(node.id, None)
+        log = node.log
+        view = LogView.from_log(
+            end_offset=len(log.entries),
+            epochs=log.epochs(),
+            start_offset=log.start,
+            start_epoch=log.start_epoch,
+            snapshot=None if log.snapshot is None else log.snapshot[0],
+        )
+        node.core = RaftCore(
+            self.config(node.id),
+            state=node.state,
+            log=view,
+            rng=random.Random(self.rng.getrandbits(64)),
+            now_ms=self.now,
+        )
+        node.next_tick = -1
+        self.proposed[node.id] = []
+        self.process(node)
+
+    def kill(self, node: SimNode) -> None:
+        if node.core is None:
+            return
+        self.log(f"kill {node.id}")
+        node.core = None
+        before = len(node.log.entries)
+        node.log.crash(self.rng)
+        self.stats["kills"] += 1
+        self.stats["entries lost on kill"] += before - len(node.log.entries)
+        self.checker.check_all_committed()
+
+    def snapshot_and_trim(self, node: SimNode, *, whole: bool = False) -> None:
+        """Stop the node, snapshot a committed prefix of its log, move its start, restart it.
+
+        As `mlog snapshot create` and `mlog log trim --before-snapshot` on a stopped node: the
+        snapshot is of committed entries only, and the start moves at most to its end.
+        """
+        self.kill(node)
+        log = node.log
+        committed = self.checker.committed
+        agreed = 0
+        while (
+            agreed < min(log.flushed, len(committed)) and log.entries[agreed] == committed[agreed]
+        ):
+            agreed += 1
+        low = max(log.start, 1, 0 if log.snapshot is None else log.snapshot[0].end_offset)
+        end = log.boundary(self.rng.randint(low, agreed)) if agreed >= low else 0
+        if end >= low:
+            entries = tuple(log.entries[:end])
+            log.snapshot = (
+                SnapshotId(end_offset=end, epoch=entries[-1].epoch),
+                encode_snapshot(entries),
+            )
+            log.start = end if whole else log.boundary(self.rng.randint(log.start, end))
+            self.log(f"snapshot {node.id} at end {end}, log start {log.start}")
+            self.stats["trims"] += 1
+        self.start(node)
+
+    def wipe(self, node: SimNode) -> None:
+        self.kill(node)
+        self.log(f"wipe {node.id}")
+        self.stats["wipes"] += 1
+        node.log = SimLog()
+        node.state = None
+        self.checker.epochs.pop(node.id, None)
+
+    def leader(self) -> SimNode | None:
+        best = None
+        for node in self.nodes.values():
+            core = node.core
+            if (
+                core is not None
+                and core.role is Role.LEADER
+                and (best is None or best.core is None or core.epoch > best.core.epoch)
+            ):
+                best = node
+        return best
+
+    # ---------------------------------------------------------------------- events
+
+    def schedule(self, at: int, kind: str, *args: object) -> None:
+        self.seq += 1
+        heapq.heappush(self.queue, (at, self.seq, kind, args))
+
+    def at(self, at: int, action: Callable[[], None]) -> None:
+        self.schedule(at, "action", action)
+
+    def send(self, source: int, destination: int, message: Message) -> None:
+        if self.rng.random() < self.drop_rate:
+            return
+        copies = 2 if self.rng.random() < self.dup_rate else 1
+        for _ in range(copies):
+            delay = self.rng.randint(1, self.max_delay)
+            self.schedule(self.now + delay, "deliver", source, destination, message)
+
+    def process(self, node: SimNode) -> None:
+        """Run the node's Ready loop to quiescence, then check the invariants."""
+        core = node.core
+        assert core is not None
+        readies: list[Ready] = []
+        while True:
+            ready = core.ready()
+            if ready.empty:
+                break
+            readies.append(ready)
+            self.apply(node, ready)
+            core.advance(ReadyDone(flushed_offset=node.log.flushed))
+        self.checker.after_event(node, readies)
+        deadline = core.next_deadline_ms()
+        if deadline < 2**61 and (node.next_tick < self.now or deadline < node.next_tick):
+            node.next_tick = max(deadline, self.now + 1)
+            self.schedule(node.next_tick, "tick", node.id, node.incarnation)
+
+    def apply(self, node: SimNode, ready: Ready) -> None:
+        log = node.log
+        if ready.quorum_state is not None:
+            if node.state is None:
+                self.stats["wiped voters caught up"] += 1
+            node.state = ready.quorum_state
+        if ready.role is Role.LEADER:
+            self.stats["leaders elected"] += 1
+        if ready.role is Role.RESIGNED:
+            self.stats["resignations"] += 1
+        if ready.install is not None:
+            if node.core is not None and node.core.snapshot_transfers > 1:
+                self.stats["snapshot transfers started over"] += 1
+            self.install(node, ready.install.snapshot_id, ready.install.data)
+        if ready.truncate_to is not None:
+            self.checker.on_truncate(node, ready.truncate_to)
+            self.stats["truncations"] += 1
+            del log.entries[ready.truncate_to :]
+            log.flushed = min(log.flushed, len(log.entries))
+            self.checker.check_all_committed()
+        for entry in ready.append:
+            if entry.offset != len(log.entries):
+                raise InvariantViolation(f"node {node.id} appends {entry} at {len(log.entries)}")
+            log.entries.extend([entry] * entry.count)
+        if ready.flush:
+            log.flushed = len(log.entries)
+        for out in ready.messages:
+            message = out.message
+            if isinstance(message, FetchResponse) and out.read_until > out.read_from:
+                message = replace(
+                    message, records=self.batches(node, out.read_from, out.read_until)
+                )
+            elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
+                if log.snapshot is None or log.snapshot[0] != message.snapshot_id:
+                    raise InvariantViolation(f"node {node.id} serves a snapshot it lacks")
+                data = log.snapshot[1]
+                if out.read_from > len(data):
+                    message = replace(message, error_code=ErrorCode.POSITION_OUT_OF_RANGE)
+                else:
+                    chunk = data[out.read_from : out.read_until]
+                    message = replace(message, size=len(data), unaligned_records=chunk)
+            self.send(node.id, out.destination, message)
+        if ready.role is not None and self.trace:
+            self.log(f"node {node.id} is {ready.role.name} in epoch {node.core.epoch}")  # type: ignore[union-attr] # the core runs while its Ready is applied
+
+    def batches(self, node: SimNode, start: int, until: int) -> tuple[Entry, ...]:
+        """The whole batches of the node's log in [start, until), `fetch_entries` at most."""
+        entries = node.log.entries
+        found: list[Entry] = []
+        offset = start
+        while offset < min(until, len(entries)) and len(found) < self.fetch_entries:
+            batch = entries[offset]
+            if batch.offset != offset:
+                raise InvariantViolation(f"node {node.id} reads from {offset}, inside {batch}")
+            if batch.end_offset > until:
+                break
+            found.append(batch)
+            offset = batch.end_offset
+        return tuple(found)
+
+    def install(self, node: SimNode, snapshot_id: SnapshotId, data: bytes) -> None:
+        """The node's log becomes the snapshot: its state must be the committed entries."""
+        entries = decode_snapshot(data)
+        end = snapshot_id.end_offset
+        committed = self.checker.committed
+        if len(entries) != end or list(entries) != committed[:end] or end > len(committed):
+            self.checker.fail(
+                f"node {node.id} installs snapshot {snapshot_id} of uncommitted state"
+            )
+        if entries[-1].epoch != snapshot_id.epoch:
+            self.checker.fail(f"node {node.id} installs snapshot {snapshot_id} of another epoch")
+        self.checker.on_truncate(node, end)
+        node.log = SimLog(
+            entries=list(entries), flushed=end, start=end, snapshot=(snapshot_id, data)
+        )
+        self.stats["snapshots installed"] += 1
+        self.checker.check_all_committed()
+
+    def on_commit(self, node: SimNode, high_watermark: int) -> None:
+        pending = self.proposed.get(node.id, [])
+        while pending and pending[0].offset < high_watermark:
+            entry = pending.pop(0)
+            if node.log.entries[entry.offset] == entry:
+                self.checker.acknowledge(entry)
+
+    def propose(self) -> None:
+        node = self.leader()
+        if node is None or node.core is None:
+            return
+        self.payloads += 1
+        payload = f"{self.seed}:{self.payloads}".encode()
+        count = self.rng.randint(1, self.batch_max) if self.batch_max > 1 else 1
+        answer = node.core.propose([Batch(payload=payload, count=count)])
+        if isinstance(answer, OffsetRange):
+            entry = Entry(offset=answer.first, epoch=answer.epoch, payload=payload, count=count)
+            self.proposed[node.id].append(entry)
+        self.process(node)
+
+    def run_until(self, end: int, *, until: Callable[[], bool] | None = None) -> bool:
+        """Run the events up to time `end`, or until `until()` holds after an event."""
+        while self.queue and self.queue[0][0] <= end:
+            if until is not None and until():
+                return True
+            at, _, kind, args = heapq.heappop(self.queue)
+            self.now = max(self.now, at)
+            self.events += 1
+            if kind == "action":
+                action = args[0]
+                assert callable(action)
+                action()
+                continue
+            if kind == "tick":
+                node = self.nodes[int(args[0])]  # type: ignore[call-overload]
+                if node.core is None or node.incarnation != args[1]:
+                    continue
+                node.next_tick = -1
+                node.core.tick(self.now)
+                self.process(node)
+            elif kind == "deliver":
+                source, destination, message = args
+                node = self.nodes[destination]  # type: ignore[index]
+                if node.core is None or (source, destination) in self.blocked:
+                    continue
+                if self.trace:
+                    self.log(f"{source} -> {destination}: {message}")
+                node.core.step(source, message)  # type: ignore[arg-type]
+                self.process(node)
+        if until is not None and until():
+            return True
+        self.now = max(self.now, end)
+        return False
+
+    def log(self, text: str) -> None:
+        if self.trace:
+            print(f"{self.now:>7} ms  {text}")
+
+    # ------------------------------------------------------------------- network faults
+
+    def partition(self, group: set[int], *, one_way: bool = False) -> None:
+        others = set(self.nodes) - group
+        self.log(f"partition {sorted(group)} | {sorted(others)}{' one way' if one_way else ''}")
+        for a in group:
+            for b in others:
+                self.blocked.add((a, b))
+                if not one_way:
+                    self.blocked.add((b, a))
+
+    def heal(self) -> None:
+        self.log("heal")
+        self.blocked.clear()
+        self.drop_rate = 0.0
+        for node in self.nodes.values():
+            if node.core is None:
+                self.start(node)
+
+
+def _scenario_kill_leader(c: Cluster, t: int) -> None:
+    node = c.leader()
+    if node is not None:
+        c.kill(node)
+        c.at(t + c.rng.randint(200, 3000), lambda: c.start(node))
+
+
+SCENARIOS = (
+    "election",
+    "leader_kill_restart",
+    "all_killed_majority_restarted",
+    "leader_partitioned",
+    "split_2_3",
+    "back_to_back",
+    "wiped_node",
+    "one_way",
+    "chaos",
+    "lagging_trimmed",
+)
+
+
+def run_seed(
+    seed: int, *, trace: bool = False, scenario: str | None = None, batch_max: int = 1
+) -> Cluster:
+    """Run one seed to the end; raises InvariantViolation (or AssertionError) on a bug."""
+    name = scenario or SCENARIOS[seed % len(SCENARIOS)]
+    voters = 5 if name == "split_2_3" or (name == "chaos" and seed % 2) else 3
+    c = Cluster(
+        seed,
+        voters=voters,
+        observers=1 if seed % 3 == 0 else 0,
+        trace=trace,
+        batch_max=batch_max,
+    )
+    c.log(f"scenario {name}, {voters} voters")
+    rng = c.rng
+    fault_at = rng.randint(2000, 3500)
+    for t in range(500, 7000, rng.choice([200, 400, 800])):
+        c.at(t, c.propose)
+    if name == "leader_kill_restart":
+        c.at(fault_at, lambda: _scenario_kill_leader(c, fault_at))
+    elif name == "all_killed_majority_restarted":
+
+        def all_killed() -> None:
+            for node in c.nodes.values():
+                c.kill(node)
+            for node in rng.sample(c.voters(), c.majority):
+                c.at(fault_at + rng.randint(10, 1500), partial(c.start, node))
+
+        c.at(fault_at, all_killed)
+    elif name in ("leader_partitioned", "one_way"):
+
+        def cut() -> None:
+            node = c.leader()
+            if node is not None:
+                c.partition({node.id}, one_way=name == "one_way")
+                if name == "one_way" and rng.random() < 0.5:
+                    # The other way round: the leader hears the others, they do not hear it.
+                    c.blocked = {(b, a) for a, b in c.blocked}
+
+        c.at(fault_at, cut)
+    elif name == "split_2_3":
+        c.at(fault_at, lambda: c.partition(set(rng.sample(sorted(c.voter_ids), 2))))
+    elif name == "back_to_back":
+        for k in range(3):
+            at = fault_at + k * rng.randint(300, 1500)
+            c.at(at, partial(_scenario_kill_leader, c, at))
+    elif name == "wiped_node":
+
+        def wipe() -> None:
+            node = c.nodes[rng.choice(sorted(c.voter_ids))]
+            c.wipe(node)
+            c.at(fault_at + rng.randint(100, 2000), lambda: c.start(node))
+
+        c.at(fault_at, wipe)
+    elif name == "lagging_trimmed":
+        # A follower stops; the others snapshot and trim past it, one at a time (a majority
+        # stays up), so it catches up by FetchSnapshot when it comes back.
+        lagging = c.nodes[rng.choice(sorted(c.voter_ids))]
+        c.at(fault_at - 1000, lambda: c.kill(lagging))
+        others = [n for n in c.nodes.values() if n is not lagging]
+        for k, node in enumerate(others):
+            trim = partial(c.snapshot_and_trim, node, whole=rng.random() < 0.7)
+            c.at(fault_at + k * rng.randint(200, 700), trim)
+        c.at(fault_at + 2500, lambda: c.start(lagging))
+    elif name == "chaos":
+        for k in range(4):
+            at = fault_at - 1500 + k * rng.randint(400, 1200)
+            c.at(at, lambda: _chaos_step(c))
+    heal_at = 7000
+    c.run_until(heal_at)
+    c.heal()
+    # Liveness once everything is healed: within 10 s, proposals are acknowledged again.
+    acked = len(c.checker.acked)
+    while len(c.checker.acked) < acked + 2 and c.now < heal_at + 10_000:
+        c.propose()
+        c.run_until(c.now + 250)
+    if len(c.checker.acked) < acked + 2:
+        raise InvariantViolation(f"seed {seed}: no proposal acknowledged 10 s after healing")
+    c.checker.check_all_committed()
+    return c
+
+
+def _chaos_step(c: Cluster) -> None:
+    rng = c.rng
+    live = [n for n in c.nodes.values() if n.core is not None]
+    down = [n for n in c.nodes.values() if n.core is None]
+    choice = rng.random()
+    if choice < 0.3 and down:
+        c.start(rng.choice(down))
+    elif choice < 0.55 and len(down) < c.majority - 1 + (len(c.voter_ids) > 3):
+        c.kill(rng.choice(live))
+    elif choice < 0.7 and all(n.state is not None for n in c.voters()):
+        # One wipe at a time: a voter that lost its state must catch up before another does
+        # (wiping a majority loses committed entries whatever the protocol).
+        node = rng.choice(live)
+        c.wipe(node)
+        c.at(c.now + rng.randint(100, 2000), lambda: c.start(node))
+    elif choice < 0.8:
+        c.snapshot_and_trim(rng.choice(list(c.nodes.values())))
+    elif choice < 0.9:
+        c.partition(set(rng.sample(sorted(c.nodes), rng.randint(1, 2))), one_way=rng.random() < 0.3)
+    else:
+        c.blocked.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run many seeds (or replay one) and print any failing seed with its replay command."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
+    parser.add_argument("--start", type=int, default=0, help="first seed")
+    parser.add_argument("--seed", type=int, help="run only this seed")
+    parser.add_argument("--trace", action="store_true", help="print every event")
+    args = parser.parse_args(argv)
+    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
+    failures = 0
+    began = time.monotonic()
+    events = 0
+    for seed in seeds:
+        try:
+            events += run_seed(seed, trace=args.trace).events
+        except AssertionError as exc:
+            failures += 1
+            print(f"FAIL {exc}\n  replay: python -m tests.support.raft_sim --seed {seed} --trace")
+    took = time.monotonic() - began
+    print(f"{len(seeds)} seeds, {events} events, {failures} failed, {took:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

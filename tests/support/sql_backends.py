@@ -1,0 +1,66 @@
+"""Database fixtures: every snapshot test runs on SQLite and on a real PostgreSQL.
+
+PostgreSQL comes from MLOG_TEST_POSTGRES_URL (default the local `test` database). Each test run
+creates a database of its own and drops it at the end; each test gets a fresh schema in it. When
+the server cannot be reached the PostgreSQL cases are skipped with the reason, except under
+CI=true, where that is a failure: CI must test both backends.
+
+The fixtures (`database_url`, `postgres_url`, `postgres_server`) are tests/conftest.py's; this
+module keeps what they share and the helpers of the database tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
+"""The `database_url` fixture's parameters: the PostgreSQL case is marked `postgres`."""
+
+
+def libpq(url: str) -> str:
+    """A SQLAlchemy URL as a libpq connection URI (what psycopg.connect takes)."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def execute_sql(url: str, sql: str, **params: object) -> None:
+    """Run one statement in a database of the fixtures, as an editor of its rows would."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql), params)
+    finally:
+        engine.dispose()
+
+
+def write_generated_log(
+    directory: Path,
+    *,
+    seed: int,
+    batches: int,
+    cancels: bool = False,
+    security: bool = False,
+    client_writes: bool = False,
+) -> int:
+    """A log of `batches` generated batches (one append each, 1 s apart); returns its end.
+
+    `security` adds ACLs and SCRAM credentials, `client_writes` idempotent writes' notes
+    (LogGenerator's opt-ins).
+    """
+    from itertools import count
+
+    from metadata_log import MetadataLog
+    from tests.support.record_gen import LogGenerator
+
+    ticks = count(1_700_000_000_000, 1000)
+    with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as log:
+        generator = LogGenerator(
+            seed=seed, cancels=cancels, security=security, client_writes=client_writes
+        )
+        for batch in generator.batches(batches):
+            log.append(batch, principal=f"User:gen{seed}")
+        return log.end_offset

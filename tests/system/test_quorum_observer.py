@@ -1,0 +1,151 @@
+"""An observer: a fourth `mlog serve` process whose node.id is not among the voters.
+
+It is never formatted (only voters are), fetches the log like a follower, never votes and
+never leads, answers reads from what is committed, sends writes' clients to the leader, and
+ends with the same entries as the voters, across a leader's kill -9 and its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from api.client import AdminClient
+from replay.controller.commands import CreatableTopic
+from replay.controller.errors import ErrorCode
+from tests.support.quorum_processes import (
+    CLUSTER_ID,
+    TIMERS,
+    Node,
+    Quorum,
+    Writer,
+    check_logs,
+    converge,
+    free_ports,
+    mlog,
+    write_until,
+)
+
+pytestmark = pytest.mark.timeout(240)
+
+OBSERVER = 4
+
+
+def _add_observer(quorum: Quorum) -> Node:
+    """Node 4, configured with the voters' addresses, not formatted, not started."""
+    (port,) = free_ports(1)
+    directory = quorum.root / f"node{OBSERVER}"
+    directory.mkdir(parents=True)
+    voters = ",".join(f"{n.node_id}@{n.address}" for n in quorum.nodes.values())
+    config = directory / "server.properties"
+    lines = [
+        f"node.id={OBSERVER}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        f"controller.quorum.voters={voters}",
+        *(f"{key}={value}" for key, value in quorum.timers.items()),
+    ]
+    config.write_text("\n".join(lines) + "\n")
+    node = Node(
+        node_id=OBSERVER,
+        port=port,
+        data_dir=directory / "data",
+        config=config,
+        stderr=directory / "stderr.txt",
+    )
+    quorum.nodes[OBSERVER] = node
+    return node
+
+
+@pytest.fixture
+def quorum(tmp_path: Path) -> Iterator[Quorum]:
+    q = Quorum(tmp_path, timers=TIMERS)
+    q.start_all()
+    try:
+        asyncio.run(q.register_brokers())
+        yield q
+    finally:
+        q.stop_all()
+
+
+def _describe(quorum: Quorum, via: Node) -> str:
+    return mlog("quorum", "describe", "--bootstrap-server", via.address)
+
+
+async def test_an_observer_follows_answers_reads_and_never_votes(quorum: Quorum) -> None:
+    # Formatted as Kafka formats every node: the cluster's id, no quorum-state (no vote).
+    observer = _add_observer(quorum)
+    told = mlog(
+        "quorum",
+        "format",
+        "--config",
+        str(observer.config),
+        "--data-dir",
+        str(observer.data_dir),
+        "--cluster-id",
+        CLUSTER_ID,
+    )
+    assert "observer node 4" in told
+    writer = Writer(quorum)
+    try:
+        await write_until(writer, 10)
+        quorum.start(OBSERVER)  # joins late: catches up from the log's start
+        await write_until(writer, 10)
+        await converge(quorum, writer)
+        leader = await quorum.leader()
+        # The leader lists it among the observers, caught up (lag 0) once its next fetch has
+        # told the leader so: NodeId Role LogEndOffset Lag LastFetchMsAgo.
+        deadline = time.monotonic() + 20
+        while True:
+            described = _describe(quorum, quorum.nodes[leader])
+            rows = {
+                int(line.split()[0]): line.split() for line in described.splitlines()[2:] if line
+            }
+            if rows.get(OBSERVER, ["", "", "", ""])[3] == "0" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        assert described.count("voter") == 3
+        assert rows[OBSERVER][1] == "observer" and rows[OBSERVER][3] == "0", described
+
+        # Reads through it: the committed topics; its Metadata names the leader.
+        listed = mlog("topics", "list", "--bootstrap-server", observer.address)
+        for name in writer.acknowledged:
+            assert name in listed
+        client = await AdminClient.connect(observer.address)
+        try:
+            assert int((await client.metadata([])).controller_id) == leader
+            # A write sent to it is refused with NOT_CONTROLLER, naming no other leader than
+            # the real one: the client follows that and sends the write again (same write id).
+            (result,) = await client.create_topics([CreatableTopic(name="to-observer")])
+            assert result.outcome.error_code == ErrorCode.NONE, result
+            assert client.address == quorum.nodes[leader].address
+            writer.acknowledged.append("to-observer")
+        finally:
+            await client.close()
+        # The CLI's writes through the observer land on the leader.
+        mlog("topics", "create", "--topic", "via-observer", "--bootstrap-server", observer.address)
+        writer.acknowledged.append("via-observer")
+
+        # The leader dies: the two voters left elect one of themselves, never the observer.
+        quorum.kill(leader)
+        await write_until(writer, 5)
+        new_leader = await quorum.leader()
+        assert new_leader not in (leader, OBSERVER)
+        # The observer dies and comes back: it catches up again from its own log's end.
+        quorum.kill(OBSERVER)
+        await write_until(writer, 5)
+        quorum.start(OBSERVER)
+        quorum.start(leader)
+        await converge(quorum, writer)
+        assert f"LeaderId: {new_leader}" in _describe(quorum, observer)
+        # Its log as a reader sees it: committed entries only, the same as a voter's.
+        dumped = mlog("log", "dump", "--bootstrap-server", observer.address)
+        assert "via-observer" in dumped
+    finally:
+        await writer.close()
+    quorum.stop_all()
+    summary = check_logs(quorum, writer.acknowledged)
+    assert {node_id for node_id, _, _ in summary} == {1, 2, 3, OBSERVER}

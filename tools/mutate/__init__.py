@@ -1,0 +1,1 @@
+"""Mutation testing of the project's modules against the tests that exercise them."""
