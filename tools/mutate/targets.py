@@ -10,6 +10,8 @@ _REPLAY_TESTS = (
 )
 _RECORDS_TESTS = (
     "tests/records/test_records.py",
+    "tests/records/test_record_declarations.py",
+    "tests/records/test_record_schemas_golden.py",
     "tests/records/test_codec_edges.py",
     "tests/records/test_json_form_edges.py",
     "tests/records/test_records_support.py",
