@@ -107,3 +107,22 @@ def print_table(rows: Sequence[Figure], *, other: Path, this: Path = THIS) -> No
 def _figure(value: float, unit: str) -> str:
     digits = 0 if abs(value) >= 100 else 2
     return f"{value:,.{digits}f} {unit}"
+
+
+def reader_opener() -> Callable[[Path], Any]:
+    """How the checkout measured opens a lock-free reader of a log directory.
+
+    A checkout from before the log was split by role has no `LogReader`; it opens its readers
+    with `MetadataLog.open(..., read_only=True)`. Call it once at import, after the measured
+    code is on the path, so that the import is not timed with the first open.
+    """
+    try:
+        from metadata_log.reader import LogReader
+    except ImportError:
+        from metadata_log import MetadataLog
+
+        def open_old(directory: Path) -> Any:
+            return MetadataLog.open(directory, read_only=True)  # type: ignore[call-arg,unused-ignore]
+
+        return open_old
+    return LogReader.open

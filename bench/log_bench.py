@@ -41,22 +41,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import fastavro
-from against import Figure, measured_code, paired, print_table, run_child
+from against import Figure, measured_code, paired, print_table, reader_opener, run_child
 
 # The code measured: this checkout, or the one a parent `--against` run names.
 sys.path.insert(0, str(measured_code()))
 
 from metadata_log import MetadataLog
-
-# Imported here, not in the timed part: a checkout from before the log was split by role has
-# no LogReader, and opens its readers with `MetadataLog.open(..., read_only=True)`.
-try:
-    from metadata_log.reader import LogReader as _LogReader
-except ImportError:
-    _LogReader = None  # type: ignore[assignment,misc,unused-ignore]
 from records import (
     DEFAULT_CODEC,
     BrokerRegistrationChangeRecord,
@@ -70,6 +62,9 @@ from records import (
     Uuid,
 )
 from replay.loader import load_image
+
+open_reader = reader_opener()
+"""Opens a lock-free reader with the measured checkout's API (old or new)."""
 
 
 def changes_workload(n: int) -> list[Record]:
@@ -226,13 +221,6 @@ CHILD_LABELS = {
     "open": "open read-only (scan newest segment)",
     "read": "read into record objects",
 }
-
-
-def open_reader(directory: Path) -> Any:
-    """A reader of `directory`, with the API of the checkout measured (old or new)."""
-    if _LogReader is None:  # a checkout from before the log was split by role
-        return MetadataLog.open(directory, read_only=True)  # type: ignore[call-arg,unused-ignore]
-    return _LogReader.open(directory)
 
 
 def child(op: str, args: argparse.Namespace, scratch: Path) -> float:

@@ -42,13 +42,13 @@ import time
 from pathlib import Path
 
 import fastavro
-from against import Figure, measured_code, paired, print_table, run_child
+from against import Figure, measured_code, paired, print_table, reader_opener, run_child
 
 # The code measured: this checkout, or the one a parent `--against` run names.
 sys.path.insert(0, str(measured_code()))
 
 from api.service.service import MetadataService
-from metadata_log import LogReader, MetadataLog
+from metadata_log import MetadataLog
 from records import (
     FeatureLevelRecord,
     PartitionRecord,
@@ -64,6 +64,9 @@ from replay.loader import load_image
 
 BROKERS = 6
 REPLICATION = 3
+
+open_reader = reader_opener()
+"""Opens a lock-free reader with the measured checkout's API (old or new)."""
 
 
 def brokers() -> list[Record]:
@@ -131,7 +134,7 @@ def raw_decode(log_dir: Path) -> int:
 
 def replay(log_dir: Path) -> int:
     """Read-only open + load_image; returns the partitions in the image."""
-    with LogReader.open(log_dir) as log:
+    with open_reader(log_dir) as log:
         image = load_image(log)
     return image.topics.partition_count()
 
@@ -150,7 +153,7 @@ def memory_child(log_dir: Path) -> dict[str, int]:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
-    with LogReader.open(log_dir) as log:
+    with open_reader(log_dir) as log:
         gc.collect()
         before = rss()
         image = load_image(log)
@@ -190,7 +193,7 @@ def service_create(service_dir: Path, topics: int, partitions: int) -> float:
     start = time.perf_counter()
     asyncio.run(create_all())
     elapsed = time.perf_counter() - start
-    with LogReader.open(service_dir) as log:
+    with open_reader(service_dir) as log:
         expected = 1 + BROKERS + topics * (1 + partitions)
         if log.end_offset != expected:
             raise SystemExit(f"service wrote {log.end_offset} entries, expected {expected}")

@@ -180,10 +180,9 @@ class MetadataDelta:
                         count += 1
                     return
                 except KeyError:
-                    cls = record.__class__
-                    if record is None or cls in dispatch:  # not the lookup's: a handler's
+                    if record is None or record.__class__ in dispatch:  # a handler's, not ours
                         raise
-                    self._bind(cls)(record)
+                    self._bind(record.__class__)(record)
                     count += 1
         finally:
             self.records += count
