@@ -3,8 +3,7 @@
 Usage: python bench/log_bench.py [--entries N] [--repeat K] [--dir PATH] [--reads-only]
        python bench/log_bench.py --against TREE [--entries N] [--repeat K]
 
-With --against, the baseline is another checkout of this code (e.g. the previous commit:
-`git worktree add /tmp/prev HEAD~1`, with its compiled decoder copied or built in place): each
+With --against, the baseline is another checkout of this code (bench/against.py): each
 operation runs in a child process per version, the two alternating, timed inside the child,
 and the table shows each version's median rate and the median of the paired ratios.
 
@@ -36,28 +35,20 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import fastavro
+from against import Figure, measured_code, paired, print_table, reader_opener, run_child
 
 # The code measured: this checkout, or the one a parent `--against` run names.
-sys.path.insert(0, os.environ.get("MLOG_BENCH_CODE") or str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(measured_code()))
 
 from metadata_log import MetadataLog
-
-# Imported here, not in the timed part: a checkout from before the log was split by role has
-# no LogReader, and opens its readers with `MetadataLog.open(..., read_only=True)`.
-try:
-    from metadata_log.reader import LogReader as _LogReader
-except ImportError:
-    _LogReader = None  # type: ignore[assignment,misc,unused-ignore]
 from records import (
     DEFAULT_CODEC,
     BrokerRegistrationChangeRecord,
@@ -71,6 +62,9 @@ from records import (
     Uuid,
 )
 from replay.loader import load_image
+
+open_reader = reader_opener()
+"""Opens a lock-free reader with the measured checkout's API (old or new)."""
 
 
 def changes_workload(n: int) -> list[Record]:
@@ -229,13 +223,6 @@ CHILD_LABELS = {
 }
 
 
-def open_reader(directory: Path) -> Any:
-    """A reader of `directory`, with the API of the checkout measured (old or new)."""
-    if _LogReader is None:  # a checkout from before the log was split by role
-        return MetadataLog.open(directory, read_only=True)  # type: ignore[call-arg,unused-ignore]
-    return _LogReader.open(directory)
-
-
 def child(op: str, args: argparse.Namespace, scratch: Path) -> float:
     """Run one operation with the code on sys.path; the seconds it took (setup excluded)."""
     n = args.entries if op != "append_async" else (args.async_entries // 64) * 64
@@ -284,47 +271,29 @@ def child(op: str, args: argparse.Namespace, scratch: Path) -> float:
 
 def against(args: argparse.Namespace, scratch: Path) -> None:
     """Each operation with this checkout and with `--against`, alternating, in child processes."""
-    this = Path(__file__).resolve().parents[1]
-    other = args.against.resolve()
     common = ["--entries", str(args.entries), "--async-entries", str(args.async_entries)]
     common += ["--mix", args.mix, "--dir", str(scratch)]
-
-    def once(op: str, tree: Path) -> float:
-        result = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--child", op, *common],
-            env={**os.environ, "MLOG_BENCH_CODE": str(tree)},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise SystemExit(f"{op} with {tree} failed:\n{result.stderr}")
-        seconds: float = json.loads(result.stdout)["seconds"]
-        return seconds
-
+    script = Path(__file__).resolve()
+    other = args.against.resolve()
     ops = [op for op in CHILD_OPS if op in args.ops.split(",")]
-    times: dict[str, list[tuple[float, float]]] = {op: [] for op in ops}
-    for repetition in range(args.repeat):
-        for op in ops:
-            # Alternate which goes first, so neither always meets a warmer cache.
-            pair = [(this, 0), (other, 1)] if repetition % 2 == 0 else [(other, 1), (this, 0)]
-            got = [0.0, 0.0]
-            for tree, slot in pair:
-                got[slot] = once(op, tree)
-            times[op].append((got[0], got[1]))
-    print(f"entries: {args.entries:,} (mix: {args.mix}); median of {args.repeat} paired runs")
-    print(f"this:     {this}\nbaseline: {other}")
-    header = f"{'operation':<40}{'this /s':>11}{'baseline /s':>13}{'ratio':>7}"
-    print(header)
-    print("-" * len(header))
-    for op in ops:
+
+    def rate(op: str) -> Callable[[Path], float]:
         n = args.entries if op != "append_async" else (args.async_entries // 64) * 64
         units = 1 if op == "open" else n
-        ours = statistics.median(units / t for t, _ in times[op])
-        base = statistics.median(units / b for _, b in times[op])
-        ratio = statistics.median(b / t for t, b in times[op])
-        print(f"{CHILD_LABELS[op]:<40}{ours:>11,.1f}{base:>13,.1f}{ratio:>7.3f}")
-    print("ratio: median over repetitions of (this rate / baseline rate, run next to it)")
+
+        def measure(tree: Path) -> float:
+            seconds: float = run_child(script, ["--child", op, *common], tree)["seconds"]
+            return units / seconds
+
+        return measure
+
+    pairs: dict[str, list[tuple[float, float]]] = {op: [] for op in ops}
+    for repetition in range(args.repeat):
+        for op in ops:
+            pairs[op].append(paired(repetition, other, rate(op)))
+    rows = [Figure(label=CHILD_LABELS[op], pairs=pairs[op]) for op in ops]
+    print(f"entries: {args.entries:,} (mix: {args.mix})")
+    print_table(rows, other=other)
     print("open: opens per second (one open of the whole log, its newest segment scanned)")
 
 

@@ -2,6 +2,7 @@
 
 Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 30]
                                     [--graceful 10] [--dir PATH] [--skip-throughput]
+       python bench/quorum_bench.py --against TREE [--repeat K] [same options]
 
 1. Throughput. The load of `bench/server_bench.py` (each of `--connections` connections loops
    CreateTopics, Metadata, DeleteTopics, one request in flight) runs for `--seconds` against a
@@ -19,26 +20,42 @@ Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 3
 All processes share this machine's cores (three servers, the load and this script), so the
 quorum's throughput is measured against one server on the same cores: the ratio shows what
 replication costs here, not what three machines would do.
+
+With --against, the baseline is another checkout of this code (bench/against.py): each
+measurement runs in a child process per checkout whose servers run that checkout's code (the
+load and the harness stay this checkout's, so both meet the same clients), the two alternating
+for K rounds (default 3); the table shows each checkout's median figures (a round's failover
+figure is the median of its samples) and the median of the paired ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from against import Figure, measured_code, paired, print_table, run_child  # noqa: E402
 from server_bench import Stats, _connection, _prepare, start_server  # noqa: E402
 
+from tests.support import quorum_processes  # noqa: E402
 from tests.support.quorum_processes import Quorum, Writer  # noqa: E402
+
+# The servers run the measured code: this checkout's, or the one a parent `--against` run names
+# (the harness starts `mlog serve` in its PROJECT directory, which comes first on their path).
+# The load and the harness are this checkout's (ROOT is first on this process's path).
+CODE = measured_code()
+quorum_processes.PROJECT = CODE
 
 
 async def _load(port: int, connections: int, seconds: float) -> Stats:
@@ -52,7 +69,7 @@ def single_node(root: Path, connections: int, seconds: float) -> float:
     """Writes/s of one `mlog serve` under the load."""
     data = root / "single"
     _prepare(data)
-    server, (_, port) = start_server(data, root / "single.log")
+    server, (_, port) = start_server(data, root / "single.log", repo=CODE)
     try:
         stats = asyncio.run(_load(port, connections, seconds))
     finally:
@@ -117,6 +134,90 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def throughput(root: Path, connections: int, seconds: float) -> tuple[float, float]:
+    """Writes/s of one node, then of the leader of a three-node quorum, under the same load."""
+    single = single_node(root, connections, seconds)
+    quorum = Quorum(root / "q1")
+    quorum.start_all()
+    try:
+        replicated, _ = asyncio.run(_quorum_load(quorum, connections, seconds))
+    finally:
+        quorum.stop_all()
+    return single, replicated
+
+
+def failovers(root: Path, kills: int, graceful: int) -> tuple[list[float], list[float]]:
+    """Seconds to the first write after each kill -9 of the leader, then after each SIGTERM."""
+    quorum = Quorum(root / "q2")
+    quorum.start_all()
+    try:
+        asyncio.run(quorum.register_brokers())
+        crash = asyncio.run(_failovers(quorum, kills, signal.SIGKILL)) if kills else []
+        resign = asyncio.run(_failovers(quorum, graceful, signal.SIGTERM)) if graceful else []
+    finally:
+        quorum.stop_all()
+    return crash, resign
+
+
+# ----------------------------------------------------------------- one version against another
+
+CHILD_OPS = ("throughput", "failover")
+
+
+def child(op: str, args: argparse.Namespace, root: Path) -> dict[str, object]:
+    """One measurement with the code of `CODE`, as JSON."""
+    if op == "throughput":
+        single, replicated = throughput(root, args.connections, args.seconds)
+        return {"single": single, "quorum": replicated}
+    crash, resign = failovers(root, args.kills, args.graceful)
+    return {"crash": crash, "graceful": resign}
+
+
+def against(args: argparse.Namespace, root: Path) -> None:
+    """Each measurement with this checkout and with `--against`, alternating, in children."""
+    common = ["--connections", str(args.connections), "--seconds", str(args.seconds)]
+    common += ["--kills", str(args.kills), "--graceful", str(args.graceful)]
+    script = Path(__file__).resolve()
+    other = args.against.resolve()
+    ops = [
+        op
+        for op in CHILD_OPS
+        if (op == "throughput" and not args.skip_throughput)
+        or (op == "failover" and (args.kills or args.graceful))
+    ]
+    runs = 0
+    pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {op: [] for op in ops}
+    for round_ in range(args.repeat):
+        for op in ops:
+
+            def measure(tree: Path, op: str = op) -> dict[str, Any]:
+                nonlocal runs
+                runs += 1
+                where = root / f"{op}-{runs}"
+                got: dict[str, Any] = run_child(
+                    script, ["--child", op, "--dir", str(where), *common], tree
+                )
+                return got
+
+            pairs[op].append(paired(round_, other, measure))
+    rows = []
+    if "throughput" in pairs:
+        for key, label in (("quorum", "quorum leader writes/s"), ("single", "one node writes/s")):
+            rows.append(
+                Figure(label=label, pairs=[(t[key], b[key]) for t, b in pairs["throughput"]])
+            )
+    for key, label in (("crash", "crash failover p50"), ("graceful", "graceful change p50")):
+        rounds = [(t[key], b[key]) for t, b in pairs.get("failover", []) if t[key] and b[key]]
+        if rounds:
+            medians = [(statistics.median(t), statistics.median(b)) for t, b in rounds]
+            rows.append(Figure(label=label, pairs=medians, unit="s", lower_is_better=True))
+    print(
+        f"{args.connections} connections, {args.seconds:g} s of load; "
+        f"{args.kills} kills and {args.graceful} graceful changes per round"
+    )
+    print_table(rows, other=other)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--connections", type=int, default=50)
@@ -125,17 +226,22 @@ def main() -> None:
     parser.add_argument("--graceful", type=int, default=10)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument(
+        "--against", type=Path, default=None, help="another checkout to compare with (baseline)"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="rounds with --against")
+    parser.add_argument("--child", choices=CHILD_OPS, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
+    if args.child:
+        print(json.dumps(child(args.child, args, root)))
+        return
+    if args.against:
+        against(args, root)
+        return
     rows: list[tuple[str, str, str, str]] = []
     if not args.skip_throughput:
-        single = single_node(root, args.connections, args.seconds)
-        quorum = Quorum(root / "q1")
-        quorum.start_all()
-        try:
-            replicated, _ = asyncio.run(_quorum_load(quorum, args.connections, args.seconds))
-        finally:
-            quorum.stop_all()
+        single, replicated = throughput(root, args.connections, args.seconds)
         rows.append(
             (
                 f"admin writes/s ({args.connections} connections, {args.seconds:g} s)",
@@ -144,16 +250,7 @@ def main() -> None:
                 f"{replicated / single:.2f}x (>= 0.5)",
             )
         )
-    quorum = Quorum(root / "q2")
-    quorum.start_all()
-    try:
-        asyncio.run(quorum.register_brokers())
-        crash = asyncio.run(_failovers(quorum, args.kills, signal.SIGKILL)) if args.kills else []
-        graceful = (
-            asyncio.run(_failovers(quorum, args.graceful, signal.SIGTERM)) if args.graceful else []
-        )
-    finally:
-        quorum.stop_all()
+    crash, graceful = failovers(root, args.kills, args.graceful)
     for label, samples, bound in (
         (f"crash failover, kill -9 x{len(crash)}", crash, "p99 <= 3.5 s"),
         (f"graceful change, SIGTERM x{len(graceful)}", graceful, "<= 1 s (max)"),

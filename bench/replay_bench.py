@@ -2,6 +2,7 @@
 
 Usage: python bench/replay_bench.py [--topics N] [--partitions P] [--repeat K] [--dir PATH]
                                     [--service-topics M]
+       python bench/replay_bench.py --against TREE [--topics N] [--service-topics M] [--repeat K]
 
 Data: a log describing N topics (default 100,000) of P partitions (default 10), replication
 factor 3 over 6 brokers in 2 racks, written as the controller writes them (one TopicRecord, then
@@ -16,6 +17,11 @@ Rows (each median of K repetitions, each paired with its baseline right before i
   create topics    M topics of P partitions (default 10,000) created through the service API,
                    one request each (64 concurrent callers, group commit), vs the raw fastavro
                    write of the same records with one fsync per 100 topics
+
+With --against, the baseline is another checkout of this code (bench/against.py): the log is
+generated once, then replay, image memory and create topics each run in a child process per
+checkout, the two alternating, K rounds; the table shows each checkout's median figure and the
+median of the paired ratios (no fastavro baseline).
 """
 
 from __future__ import annotations
@@ -36,11 +42,13 @@ import time
 from pathlib import Path
 
 import fastavro
+from against import Figure, measured_code, paired, print_table, reader_opener, run_child
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The code measured: this checkout, or the one a parent `--against` run names.
+sys.path.insert(0, str(measured_code()))
 
 from api.service.service import MetadataService
-from metadata_log import LogReader, MetadataLog
+from metadata_log import MetadataLog
 from records import (
     FeatureLevelRecord,
     PartitionRecord,
@@ -56,6 +64,9 @@ from replay.loader import load_image
 
 BROKERS = 6
 REPLICATION = 3
+
+open_reader = reader_opener()
+"""Opens a lock-free reader with the measured checkout's API (old or new)."""
 
 
 def brokers() -> list[Record]:
@@ -123,7 +134,7 @@ def raw_decode(log_dir: Path) -> int:
 
 def replay(log_dir: Path) -> int:
     """Read-only open + load_image; returns the partitions in the image."""
-    with LogReader.open(log_dir) as log:
+    with open_reader(log_dir) as log:
         image = load_image(log)
     return image.topics.partition_count()
 
@@ -135,14 +146,14 @@ def timed(fn: object) -> float:
     return time.perf_counter() - start
 
 
-def memory_child(log_dir: Path) -> None:
-    """In a fresh process: RSS growth of holding the image, printed as JSON."""
+def memory_child(log_dir: Path) -> dict[str, int]:
+    """In a fresh process: RSS growth of holding the image, its partitions and the peak RSS."""
 
     def rss() -> int:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
-    with LogReader.open(log_dir) as log:
+    with open_reader(log_dir) as log:
         gc.collect()
         before = rss()
         image = load_image(log)
@@ -150,7 +161,7 @@ def memory_child(log_dir: Path) -> None:
         after = rss()
     partitions = image.topics.partition_count()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"partitions": partitions, "growth": after - before, "peak": peak}))
+    return {"partitions": partitions, "growth": after - before, "peak": peak}
 
 
 CALLERS = 64
@@ -182,7 +193,7 @@ def service_create(service_dir: Path, topics: int, partitions: int) -> float:
     start = time.perf_counter()
     asyncio.run(create_all())
     elapsed = time.perf_counter() - start
-    with LogReader.open(service_dir) as log:
+    with open_reader(service_dir) as log:
         expected = 1 + BROKERS + topics * (1 + partitions)
         if log.end_offset != expected:
             raise SystemExit(f"service wrote {log.end_offset} entries, expected {expected}")
@@ -218,6 +229,65 @@ def raw_create(path: Path, topics: int, partitions: int) -> float:
     return time.perf_counter() - start
 
 
+# ----------------------------------------------------------------- one version against another
+
+CHILD_OPS = ("replay", "memory", "create")
+
+
+def child_figure(op: str, args: argparse.Namespace, scratch: Path) -> float:
+    """One figure with the code on sys.path: replay r/s, image B/partition or create t/s."""
+    log_dir = scratch / "log"
+    if op == "replay":
+        entries = generate(log_dir, args.topics, args.partitions)  # the parent's, checked
+        return entries / timed(lambda: replay(log_dir))
+    if op == "memory":
+        mem = memory_child(log_dir)
+        return mem["growth"] / mem["partitions"]
+    service_dir = scratch / f"service-{os.getpid()}"
+    topics: int = args.service_topics
+    try:
+        return topics / service_create(service_dir, topics, args.partitions)
+    finally:
+        shutil.rmtree(service_dir, ignore_errors=True)
+
+
+def against(args: argparse.Namespace, scratch: Path) -> None:
+    """Each figure with this checkout and with `--against`, alternating, in child processes."""
+    start = time.perf_counter()
+    entries = generate(scratch / "log", args.topics, args.partitions)
+    print(f"log: {entries:,} entries, generated/checked in {time.perf_counter() - start:.1f}s")
+    common = ["--topics", str(args.topics), "--partitions", str(args.partitions)]
+    common += ["--service-topics", str(args.service_topics), "--dir", str(scratch)]
+    script = Path(__file__).resolve()
+    other = args.against.resolve()
+    pairs: dict[str, list[tuple[float, float]]] = {op: [] for op in CHILD_OPS}
+    for round_ in range(args.repeat):
+        for op in CHILD_OPS:
+
+            def measure(tree: Path, op: str = op) -> float:
+                value: float = run_child(script, ["--child", op, *common], tree)["value"]
+                return value
+
+            pairs[op].append(paired(round_, other, measure))
+    print_table(
+        [
+            Figure(label="replay (load_image)", pairs=pairs["replay"], unit="r/s"),
+            Figure(
+                label="image memory",
+                pairs=pairs["memory"],
+                unit="B/part",
+                lower_is_better=True,
+            ),
+            Figure(
+                label=f"create topics ({args.partitions} partitions, {CALLERS} callers)",
+                pairs=pairs["create"],
+                unit="t/s",
+            ),
+        ],
+        other=other,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=100_000)
@@ -225,14 +295,24 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--service-topics", type=int, default=10_000)
     parser.add_argument("--dir", type=Path, default=None, help="keep the generated log here")
+    parser.add_argument(
+        "--against", type=Path, default=None, help="another checkout to compare with (baseline)"
+    )
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=CHILD_OPS, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
-        memory_child(args.memory_child)
+        print(json.dumps(memory_child(args.memory_child)))
         return
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="mlog-replay-bench-"))
     log_dir = scratch / "log"
+    if args.child:
+        print(json.dumps({"value": child_figure(args.child, args, scratch)}))
+        return
     try:
+        if args.against:
+            against(args, scratch)
+            return
         start = time.perf_counter()
         entries = generate(log_dir, args.topics, args.partitions)
         print(f"log: {entries:,} entries, generated/checked in {time.perf_counter() - start:.1f}s")

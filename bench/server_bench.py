@@ -4,11 +4,11 @@ Usage: python bench/server_bench.py [--connections 50] [--seconds 60] [--dir PAT
                                    [--profile FILE] [--repo PATH]
        python bench/server_bench.py --against PATH [--pairs 3] [--seconds 60] [--repo PATH]
 
-`--against PATH` measures two checkouts in one run: PATH's server and this checkout's (or
-`--repo`'s) take turns, before, now, before, now..., for `--pairs` pairs (so the host's drift
-falls on both alike), each on a fresh data directory with the same load and checks; it prints
-each run and the medians of writes/s and server CPU per request (the figure that depends least
-on the host's other load). Run it under `nice -n -15` where allowed.
+`--against PATH` measures two checkouts in one run (bench/against.py): PATH's server and this
+checkout's (or `--repo`'s) take turns for `--pairs` pairs (so the host's drift falls on both
+alike), each on a fresh data directory with the same load and checks; it prints each run and
+the medians of writes/s and server CPU per request (the figure that depends least on the
+host's other load) with their ratios. Run it under `nice -n -15` where allowed.
 
 `--profile FILE` runs the server under cProfile and writes its statistics to FILE (read them
 with `python -m pstats FILE`); the figures of such a run are not the server's speed.
@@ -49,7 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from against import THIS, Figure, code_env, paired, print_table
+
+sys.path.insert(0, str(THIS))
 
 from api.protocol import codec
 from api.service.service import MetadataService
@@ -95,7 +97,7 @@ def start_server(
     """
     where: dict[str, Any] = {}
     if repo is not None:
-        where = {"cwd": repo, "env": {**os.environ, "PYTHONPATH": str(repo)}}
+        where = {"cwd": repo, "env": code_env(repo)}
     with log_path.open("w") as log_file:
         server = subprocess.Popen(
             [
@@ -410,10 +412,14 @@ def serve_run(
 
 def _interleaved(args: argparse.Namespace, scratch: Path) -> None:
     """`--against`: runs of the other checkout and of this one taken in turns; medians."""
-    runs: dict[str, list[Run]] = {"before": [], "now": []}
+    this = (args.repo or THIS).resolve()
+    other = args.against.resolve()
     print(f"{'run':<10}{'writes/s':>10}{'CPU/req':>10}{'p99':>9}{'loop busy':>11}  load average")
+    pairs = []
     for pair in range(1, args.pairs + 1):
-        for label, repo in (("before", args.against), ("now", args.repo)):
+
+        def measure(repo: Path, pair: int = pair) -> Run:
+            label = "now" if repo == this else "before"
             run, stats = serve_run(
                 scratch / f"{label}-{pair}",
                 connections=args.connections,
@@ -424,21 +430,27 @@ def _interleaved(args: argparse.Namespace, scratch: Path) -> None:
             if stats.errors:
                 print("errors:", *stats.errors[:10], sep="\n  ")
                 raise SystemExit(1)
-            runs[label].append(run)
             print(
                 f"{label + ' ' + str(pair):<10}{run.writes_per_s:>10,.0f}{run.cpu_us:>8.1f}us"
                 f"{run.p99_ms:>7.1f}ms{run.main_busy:>10.0%}  {run.load}",
                 flush=True,
             )
-    before = statistics.median(r.writes_per_s for r in runs["before"])
-    now = statistics.median(r.writes_per_s for r in runs["now"])
-    cpu_before = statistics.median(r.cpu_us for r in runs["before"])
-    cpu_now = statistics.median(r.cpu_us for r in runs["now"])
+            return run
+
+        pairs.append(paired(pair - 1, other, measure, this=this))
     print()
-    print(f"median writes/s: before {before:,.0f}, now {now:,.0f} ({now / before:.3f}x)")
-    print(
-        f"median server CPU per request: before {cpu_before:.1f} us, now {cpu_now:.1f} us "
-        f"({cpu_now / cpu_before:.3f}x)"
+    print_table(
+        [
+            Figure(label="writes/s", pairs=[(n.writes_per_s, b.writes_per_s) for n, b in pairs]),
+            Figure(
+                label="server CPU per request",
+                pairs=[(n.cpu_us, b.cpu_us) for n, b in pairs],
+                unit="us",
+                lower_is_better=True,
+            ),
+        ],
+        other=other,
+        this=this,
     )
 
 
@@ -499,23 +511,28 @@ def instructions_run(scratch: Path, *, connections: int, cycles: int, repo: Path
 
 def _instructions(args: argparse.Namespace, scratch: Path) -> None:
     """`--instructions`: callgrind counts of the other checkout and this one, in turns."""
-    counts: dict[str, list[float]] = {"before": [], "now": []}
+    this = (args.repo or THIS).resolve()
+    other = args.against.resolve()
     cycles = args.instructions
     print(f"{args.connections} connections x {cycles} cycles (3 requests each) under callgrind")
     print(f"{'run':<10}{'instructions/request':>22}")
+    pairs = []
     for pair in range(1, args.pairs + 1):
-        for label, repo in (("before", args.against), ("now", args.repo)):
+
+        def measure(repo: Path, pair: int = pair) -> float:
+            label = "now" if repo == this else "before"
             count = instructions_run(
                 scratch / f"{label}-{pair}", connections=args.connections, cycles=cycles, repo=repo
             )
-            counts[label].append(count)
             print(f"{label + ' ' + str(pair):<10}{count:>22,.0f}", flush=True)
-    before = statistics.median(counts["before"])
-    now = statistics.median(counts["now"])
+            return count
+
+        pairs.append(paired(pair - 1, other, measure, this=this))
     print()
-    print(
-        f"median instructions per request: before {before:,.0f}, now {now:,.0f} "
-        f"({now / before:.3f}x)"
+    print_table(
+        [Figure(label="instructions per request", pairs=pairs, unit="", lower_is_better=True)],
+        other=other,
+        this=this,
     )
 
 

@@ -1,88 +1,79 @@
 """What can be said in the metadata log: record types, their Avro schemas and the codec.
 
 The names below are imported from their modules on first use, so that importing one module
-(`records.errors`, `records.model`) does not build the codec.
+(`records.errors`, `records.model`) does not build the codec. They are declared once, as the
+imports mypy reads; the interpreter reads the same lines (`_exports`) to know where each name
+is defined, and what `__all__` holds.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from records.codec import DEFAULT_CODEC, RecordCodec
-    from records.entry import LogEntry
-    from records.errors import (
-        MetadataLogError,
-        RecordError,
-        UnknownRecordTypeError,
-        UnsupportedRecordVersionError,
-    )
+    from records.codec import DEFAULT_CODEC as DEFAULT_CODEC
+    from records.codec import RecordCodec as RecordCodec
+    from records.entry import LogEntry as LogEntry
+    from records.errors import MetadataLogError as MetadataLogError
+    from records.errors import RecordError as RecordError
+    from records.errors import UnknownRecordTypeError as UnknownRecordTypeError
+    from records.errors import UnsupportedRecordVersionError as UnsupportedRecordVersionError
+    from records.model import LEADER_UNCHANGED as LEADER_UNCHANGED
+    from records.model import NO_LEADER as NO_LEADER
+    from records.model import RECORD_CLASSES as RECORD_CLASSES
+    from records.model import BrokerEndpoint as BrokerEndpoint
+    from records.model import BrokerFeature as BrokerFeature
+    from records.model import BrokerRegistrationChangeRecord as BrokerRegistrationChangeRecord
     from records.model import (
-        LEADER_UNCHANGED,
-        NO_LEADER,
-        RECORD_CLASSES,
-        BrokerEndpoint,
-        BrokerFeature,
-        BrokerRegistrationChangeRecord,
-        CancelTopicPartitionsDeletionRecord,
-        ConfigRecord,
-        ConfigResourceType,
-        ControlledShutdownChange,
-        DeleteTopicPartitionsRecord,
-        FeatureLevelRecord,
-        FencingChange,
-        Mode,
-        MoveTopicRecord,
-        NamespaceRecord,
-        PartitionChangeRecord,
-        PartitionRecord,
-        PurgeTopicPartitionsRecord,
-        Record,
-        RegisterBrokerRecord,
-        RemoveNamespaceRecord,
-        RemoveTopicRecord,
-        TopicRecord,
-        UnregisterBrokerRecord,
+        CancelTopicPartitionsDeletionRecord as CancelTopicPartitionsDeletionRecord,
     )
-    from records.uuids import Uuid
+    from records.model import ConfigRecord as ConfigRecord
+    from records.model import ConfigResourceType as ConfigResourceType
+    from records.model import ControlledShutdownChange as ControlledShutdownChange
+    from records.model import DeleteTopicPartitionsRecord as DeleteTopicPartitionsRecord
+    from records.model import FeatureLevelRecord as FeatureLevelRecord
+    from records.model import FencingChange as FencingChange
+    from records.model import Mode as Mode
+    from records.model import MoveTopicRecord as MoveTopicRecord
+    from records.model import NamespaceRecord as NamespaceRecord
+    from records.model import PartitionChangeRecord as PartitionChangeRecord
+    from records.model import PartitionRecord as PartitionRecord
+    from records.model import PurgeTopicPartitionsRecord as PurgeTopicPartitionsRecord
+    from records.model import Record as Record
+    from records.model import RegisterBrokerRecord as RegisterBrokerRecord
+    from records.model import RemoveNamespaceRecord as RemoveNamespaceRecord
+    from records.model import RemoveTopicRecord as RemoveTopicRecord
+    from records.model import TopicRecord as TopicRecord
+    from records.model import UnregisterBrokerRecord as UnregisterBrokerRecord
+    from records.uuids import Uuid as Uuid
 
-_HOMES = {
-    "DEFAULT_CODEC": "records.codec",
-    "RecordCodec": "records.codec",
-    "LogEntry": "records.entry",
-    "MetadataLogError": "records.errors",
-    "RecordError": "records.errors",
-    "UnknownRecordTypeError": "records.errors",
-    "UnsupportedRecordVersionError": "records.errors",
-    "LEADER_UNCHANGED": "records.model",
-    "NO_LEADER": "records.model",
-    "RECORD_CLASSES": "records.model",
-    "BrokerEndpoint": "records.model",
-    "BrokerFeature": "records.model",
-    "BrokerRegistrationChangeRecord": "records.model",
-    "CancelTopicPartitionsDeletionRecord": "records.model",
-    "ConfigRecord": "records.model",
-    "ConfigResourceType": "records.model",
-    "ControlledShutdownChange": "records.model",
-    "DeleteTopicPartitionsRecord": "records.model",
-    "FeatureLevelRecord": "records.model",
-    "FencingChange": "records.model",
-    "Mode": "records.model",
-    "MoveTopicRecord": "records.model",
-    "NamespaceRecord": "records.model",
-    "PartitionChangeRecord": "records.model",
-    "PartitionRecord": "records.model",
-    "PurgeTopicPartitionsRecord": "records.model",
-    "Record": "records.model",
-    "RegisterBrokerRecord": "records.model",
-    "RemoveNamespaceRecord": "records.model",
-    "RemoveTopicRecord": "records.model",
-    "TopicRecord": "records.model",
-    "UnregisterBrokerRecord": "records.model",
-    "Uuid": "records.uuids",
-}
+
+_IMPORT = re.compile(r"from (records\.\w+) import \(?\s*(\w+) as \2\b")
+"""One `from records.<module> import <Name> as <Name>` line: the form strict mypy re-exports."""
+
+
+def _exports() -> dict[str, str]:
+    """Each public name and the module defining it: the `TYPE_CHECKING` imports of this file.
+
+    Read with a pattern rather than `ast`, whose import alone would cost more than the rest of
+    this module; only the `X as X` form counts, as only it counts for mypy. (The import block
+    ends at the first blank line.)
+    """
+    # Read as a file: the loader's get_source would import tokenize, a millisecond of start-up.
+    origin = __spec__.origin if __spec__ else None
+    if origin is None or not origin.endswith(".py"):
+        raise ImportError("records needs its source (__init__.py) to know its public names")
+    with open(origin, encoding="utf-8") as source:
+        block = source.read().split("\nif TYPE_CHECKING:\n", 1)[1].split("\n\n", 1)[0]
+    return {name: module for module, name in _IMPORT.findall(block)}
+
+
+_HOMES = _exports()
 """Where each name of `records` is defined: imported from there on first use."""
+
+__all__ = sorted(_HOMES)  # noqa: PLE0605 - read from the imports above, not repeated
 
 
 # mypy sees the names through the imports above; only the interpreter needs the hook.
@@ -96,40 +87,3 @@ if not TYPE_CHECKING:
         value = getattr(importlib.import_module(home), name)
         globals()[name] = value
         return value
-
-
-__all__ = [
-    "DEFAULT_CODEC",
-    "LEADER_UNCHANGED",
-    "NO_LEADER",
-    "RECORD_CLASSES",
-    "BrokerEndpoint",
-    "BrokerFeature",
-    "BrokerRegistrationChangeRecord",
-    "CancelTopicPartitionsDeletionRecord",
-    "ConfigRecord",
-    "ConfigResourceType",
-    "ControlledShutdownChange",
-    "DeleteTopicPartitionsRecord",
-    "FeatureLevelRecord",
-    "FencingChange",
-    "LogEntry",
-    "MetadataLogError",
-    "Mode",
-    "MoveTopicRecord",
-    "NamespaceRecord",
-    "PartitionChangeRecord",
-    "PartitionRecord",
-    "PurgeTopicPartitionsRecord",
-    "Record",
-    "RecordCodec",
-    "RecordError",
-    "RegisterBrokerRecord",
-    "RemoveNamespaceRecord",
-    "RemoveTopicRecord",
-    "TopicRecord",
-    "UnknownRecordTypeError",
-    "UnregisterBrokerRecord",
-    "UnsupportedRecordVersionError",
-    "Uuid",
-]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import re
 from collections.abc import Mapping
 from enum import IntEnum
@@ -16,15 +17,11 @@ from typing import Any
 
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import RecordError
-from records.model import BrokerEndpoint, BrokerFeature, Record
-from records.schemas import ENDPOINT_TYPE, FEATURE_TYPE, NAMED_TYPES, UUID_TYPE, FieldSpec
+from records.model import Record
+from records.schemas import NAMED_TYPES, STRUCT_CLASSES, STRUCTS, UUID_TYPE, FieldSpec
 from records.uuids import Uuid
 
 _INT_BOUNDS = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
-_STRUCTS: dict[str, type[BrokerEndpoint] | type[BrokerFeature]] = {
-    ENDPOINT_TYPE: BrokerEndpoint,
-    FEATURE_TYPE: BrokerFeature,
-}
 
 
 def json_type_name(schema_name: str) -> str:
@@ -41,8 +38,8 @@ def _to_json(value: Any, enum: type[IntEnum] | None) -> Any:
         return enum(value).name
     if isinstance(value, tuple):
         return [_to_json(v, None) for v in value]
-    if isinstance(value, BrokerEndpoint | BrokerFeature):
-        return {name: getattr(value, name) for name in value.__dataclass_fields__}
+    if isinstance(value, STRUCT_CLASSES):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     return value
@@ -85,7 +82,7 @@ def _from_json(avro_type: Any, value: Any, where: str, enum: type[IntEnum] | Non
             return Uuid.parse(value)
         except ValueError as exc:
             raise RecordError(f"{where}: {exc}") from None
-    if avro_type in _STRUCTS:
+    if avro_type in STRUCTS:
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected an object, got {value!r}")
         fields = NAMED_TYPES[avro_type]["fields"]
@@ -99,7 +96,7 @@ def _from_json(avro_type: Any, value: Any, where: str, enum: type[IntEnum] | Non
             if f["name"] in value
         }
         try:
-            return _STRUCTS[avro_type](**kwargs)
+            return STRUCTS[avro_type](**kwargs)
         except TypeError as exc:
             raise RecordError(f"{where}: {exc}") from None
     if enum is not None:

@@ -1,16 +1,24 @@
 """The metadata record types: one frozen dataclass per type, named and numbered as in KRaft.
 
+Each class is the one declaration of its record type: `records.schemas` derives its Avro
+schema (record doc from `AVRO_DOC`, field types and docs from the annotations, see
+`records.fields`, defaults from the dataclass defaults), and from that schema the codec and
+the JSON form. Docs and types once written are never edited (`tests/data/record-schemas.txt`
+pins them): a new field gets a default, a changed meaning a new `VERSION` and an upcaster.
+
 `RECORD_TYPE` values follow Kafka's `MetadataRecordType` ids where Kafka has the record, and
 start at 100 for records Kafka does not have. They are never reused or renumbered: stored data is
 keyed by them (and by `VERSION`), never by a Python class path.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the field annotations are the declarations that
+# records.schemas reads, and evaluated here with the class they cost less than compiled later
+# from strings (every type they name is defined above its first use).
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
+from records.fields import Doc, Int32, Int64
 from records.uuids import Uuid
 
 
@@ -139,25 +147,29 @@ class Record:
     __slots__ = ()
     RECORD_TYPE: ClassVar[int]
     VERSION: ClassVar[int]
+    AVRO_DOC: ClassVar[str]
+    """The doc of the record's Avro schema (written in every segment header, so never edited)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerEndpoint:
     """One listener of a broker."""
 
-    name: str
-    host: str
-    port: int
-    security_protocol: int = 0
+    AVRO_DOC: ClassVar[str] = "One listener of a broker."
+    name: Annotated[str, Doc("Listener name, e.g. PLAINTEXT.")]
+    host: Annotated[str, Doc("Host name or address clients connect to.")]
+    port: Annotated[Int32, Doc("TCP port of the listener.")]
+    security_protocol: Annotated[Int32, Doc("Kafka SecurityProtocol id (0 = PLAINTEXT).")] = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerFeature:
     """A feature range a broker supports."""
 
-    name: str
-    min_supported_version: int
-    max_supported_version: int
+    AVRO_DOC: ClassVar[str] = "A feature version range a broker supports."
+    name: Annotated[str, Doc("Feature name, e.g. metadata.version.")]
+    min_supported_version: Annotated[Int32, Doc("Lowest supported level.")]
+    max_supported_version: Annotated[Int32, Doc("Highest supported level.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,8 +178,9 @@ class FeatureLevelRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 12
     VERSION: ClassVar[int] = 0
-    name: str
-    feature_level: int
+    AVRO_DOC: ClassVar[str] = "Sets a cluster-wide feature level."
+    name: Annotated[str, Doc("Feature name, e.g. metadata.version.")]
+    feature_level: Annotated[Int32, Doc("The level now in force.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,14 +189,17 @@ class RegisterBrokerRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 0
     VERSION: ClassVar[int] = 0
-    broker_id: int
-    incarnation_id: Uuid
-    broker_epoch: int
-    end_points: tuple[BrokerEndpoint, ...] = ()
-    features: tuple[BrokerFeature, ...] = ()
-    rack: str | None = None
-    fenced: bool = True
-    in_controlled_shutdown: bool = False
+    AVRO_DOC: ClassVar[str] = "A broker registered, or re-registered with a new incarnation."
+    broker_id: Annotated[Int32, Doc("The broker id.")]
+    incarnation_id: Annotated[Uuid, Doc("Changes every time the broker process restarts.")]
+    broker_epoch: Annotated[Int64, Doc("Epoch of this registration (its offset).")]
+    end_points: Annotated[tuple[BrokerEndpoint, ...], Doc("The broker's listeners.")] = ()
+    features: Annotated[tuple[BrokerFeature, ...], Doc("Feature ranges the broker supports.")] = ()
+    rack: Annotated[str | None, Doc("Rack of the broker, or null.")] = None
+    fenced: Annotated[bool, Doc("True if the broker starts fenced (cannot lead).")] = True
+    in_controlled_shutdown: Annotated[
+        bool, Doc("True if the broker registers while shutting down.")
+    ] = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,8 +208,9 @@ class UnregisterBrokerRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 1
     VERSION: ClassVar[int] = 0
-    broker_id: int
-    broker_epoch: int
+    AVRO_DOC: ClassVar[str] = "A broker was removed from the cluster."
+    broker_id: Annotated[Int32, Doc("The broker id.")]
+    broker_epoch: Annotated[Int64, Doc("Epoch of the removed registration.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,10 +219,13 @@ class BrokerRegistrationChangeRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 17
     VERSION: ClassVar[int] = 0
-    broker_id: int
-    broker_epoch: int
-    fenced: FencingChange = FencingChange.NONE
-    in_controlled_shutdown: ControlledShutdownChange = ControlledShutdownChange.NONE
+    AVRO_DOC: ClassVar[str] = "A broker was fenced, unfenced, or entered controlled shutdown."
+    broker_id: Annotated[Int32, Doc("The broker id.")]
+    broker_epoch: Annotated[Int64, Doc("Epoch of the registration changed.")]
+    fenced: Annotated[FencingChange, Doc("-1 unfence, 0 no change, 1 fence.")] = FencingChange.NONE
+    in_controlled_shutdown: Annotated[
+        ControlledShutdownChange, Doc("0 no change, 1 the broker entered controlled shutdown.")
+    ] = ControlledShutdownChange.NONE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,9 +234,13 @@ class NamespaceRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 100
     VERSION: ClassVar[int] = 0
-    namespace_id: Uuid
-    name: str
-    parent_id: Uuid | None = None
+    AVRO_DOC: ClassVar[str] = "A namespace was created."
+    namespace_id: Annotated[Uuid, Doc("Namespace id, unique over the life of the cluster.")]
+    name: Annotated[str, Doc("Full name, tiers separated by ':'.")]
+    parent_id: Annotated[
+        Uuid | None,
+        Doc("Id of the parent namespace; null for a child of the default namespace."),
+    ] = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,7 +249,11 @@ class RemoveNamespaceRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 101
     VERSION: ClassVar[int] = 0
-    namespace_id: Uuid
+    AVRO_DOC: ClassVar[str] = "A namespace was deleted."
+    namespace_id: Annotated[Uuid, Doc("Id of the deleted namespace.")]
+
+
+_TOPIC_ID = Doc("Topic id (KIP-516), unique over the life of the cluster.")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,9 +262,12 @@ class TopicRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 2
     VERSION: ClassVar[int] = 0
-    name: str
-    topic_id: Uuid
-    namespace: str = ""
+    AVRO_DOC: ClassVar[str] = "A topic was created."
+    name: Annotated[str, Doc("Topic name, without namespace.")]
+    topic_id: Annotated[Uuid, _TOPIC_ID]
+    namespace: Annotated[
+        str, Doc("Full name of the topic's namespace; empty for the default namespace.")
+    ] = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,16 +276,23 @@ class PartitionRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 3
     VERSION: ClassVar[int] = 0
-    partition_id: int
-    topic_id: Uuid
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    removing_replicas: tuple[int, ...] = ()
-    adding_replicas: tuple[int, ...] = ()
-    leader: int = NO_LEADER
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-    mode: Mode = Mode.READ_WRITE
+    AVRO_DOC: ClassVar[str] = "The full state of one partition."
+    partition_id: Annotated[Int32, Doc("Partition index within the topic.")]
+    topic_id: Annotated[Uuid, _TOPIC_ID]
+    replicas: Annotated[tuple[Int32, ...], Doc("Replica broker ids, preferred leader first.")]
+    isr: Annotated[tuple[Int32, ...], Doc("In-sync replica broker ids.")]
+    removing_replicas: Annotated[
+        tuple[Int32, ...], Doc("Replicas being removed by a reassignment.")
+    ] = ()
+    adding_replicas: Annotated[
+        tuple[Int32, ...], Doc("Replicas being added by a reassignment.")
+    ] = ()
+    leader: Annotated[Int32, Doc("Leader broker id; -1 if none.")] = NO_LEADER
+    leader_epoch: Annotated[Int32, Doc("Epoch of the leader.")] = 0
+    partition_epoch: Annotated[Int32, Doc("Bumped on every change of the partition.")] = 0
+    mode: Annotated[Mode, Doc("0 READ_WRITE, 1 READ_ONLY, -1 NONE (being deleted).")] = (
+        Mode.READ_WRITE
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,16 +305,29 @@ class PartitionChangeRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 5
     VERSION: ClassVar[int] = 0
-    partition_id: int
-    topic_id: Uuid
-    isr: tuple[int, ...] | None = None
-    leader: int = LEADER_UNCHANGED
-    replicas: tuple[int, ...] | None = None
-    removing_replicas: tuple[int, ...] | None = None
-    adding_replicas: tuple[int, ...] | None = None
-    leader_epoch: int | None = None
-    partition_epoch: int | None = None
-    mode: Mode | None = None
+    AVRO_DOC: ClassVar[str] = "A sparse change to a partition; absent (null) fields are unchanged."
+    partition_id: Annotated[Int32, Doc("Partition index within the topic.")]
+    topic_id: Annotated[Uuid, _TOPIC_ID]
+    isr: Annotated[tuple[Int32, ...] | None, Doc("New in-sync replicas. Null means unchanged.")] = (
+        None
+    )
+    leader: Annotated[Int32, Doc("New leader; -1 no leader, -2 unchanged.")] = LEADER_UNCHANGED
+    replicas: Annotated[tuple[Int32, ...] | None, Doc("New replicas. Null means unchanged.")] = None
+    removing_replicas: Annotated[
+        tuple[Int32, ...] | None, Doc("New removing replicas. Null means unchanged.")
+    ] = None
+    adding_replicas: Annotated[
+        tuple[Int32, ...] | None, Doc("New adding replicas. Null means unchanged.")
+    ] = None
+    leader_epoch: Annotated[
+        Int32 | None, Doc("New leader epoch; null derives it (+1 when the leader changes).")
+    ] = None
+    partition_epoch: Annotated[
+        Int32 | None, Doc("New partition epoch; null derives it (+1 on every change).")
+    ] = None
+    mode: Annotated[
+        Mode | None, Doc("New mode (0 READ_WRITE, 1 READ_ONLY, -1 NONE); null means unchanged.")
+    ] = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,7 +336,8 @@ class RemoveTopicRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 9
     VERSION: ClassVar[int] = 0
-    topic_id: Uuid
+    AVRO_DOC: ClassVar[str] = "A topic and all its partitions were deleted."
+    topic_id: Annotated[Uuid, Doc("Id of the deleted topic.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,10 +346,15 @@ class DeleteTopicPartitionsRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 102
     VERSION: ClassVar[int] = 0
-    topic_id: Uuid
-    partition_count: int
-    delete_after_ms: int
-    created_ms: int
+    AVRO_DOC: ClassVar[str] = (
+        "A topic's partition count was reduced; partitions with id >= partition_count go."
+    )
+    topic_id: Annotated[Uuid, _TOPIC_ID]
+    partition_count: Annotated[Int32, Doc("The new partition count.")]
+    delete_after_ms: Annotated[
+        Int64, Doc("Epoch ms after which the data may be purged; 0 = immediately.")
+    ]
+    created_ms: Annotated[Int64, Doc("Epoch ms when the reduction began.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -306,10 +363,13 @@ class ConfigRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 4
     VERSION: ClassVar[int] = 0
-    resource_type: ConfigResourceType
-    resource_name: str
-    name: str
-    value: str | None
+    AVRO_DOC: ClassVar[str] = "A config key was set on a resource; a null value deletes the key."
+    resource_type: Annotated[
+        ConfigResourceType, Doc("2 topic, 4 broker (name '' = cluster default), 64 namespace.")
+    ]
+    resource_name: Annotated[str, Doc("Name of the resource.")]
+    name: Annotated[str, Doc("Config key, e.g. retention.ms.")]
+    value: Annotated[str | None, Doc("New value; null deletes the key.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -318,9 +378,13 @@ class MoveTopicRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 103
     VERSION: ClassVar[int] = 0
-    topic_id: Uuid
-    namespace: str
-    """Full name of the namespace the topic moves to ("" = the default namespace)."""
+    AVRO_DOC: ClassVar[str] = (
+        "A topic moved to another namespace, keeping its id, partitions and configs."
+    )
+    topic_id: Annotated[Uuid, _TOPIC_ID]
+    namespace: Annotated[
+        str, Doc("Full name of the namespace the topic moves to; empty for the default one.")
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -333,8 +397,14 @@ class PurgeTopicPartitionsRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 104
     VERSION: ClassVar[int] = 0
-    topic_id: Uuid
-    partition_count: int
+    AVRO_DOC: ClassVar[str] = (
+        "A pending partition deletion completed: partitions with id >= partition_count are "
+        "removed from the topic."
+    )
+    topic_id: Annotated[Uuid, _TOPIC_ID]
+    partition_count: Annotated[
+        Int32, Doc("The topic's partition count from now on (that of its pending deletion).")
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -343,14 +413,18 @@ class CancelTopicPartitionsDeletionRecord(Record):
 
     Follows the topic's `DeleteTopicPartitionsRecord` (same count) while none of the partitions
     it would remove is in mode NONE, after the changes that make them READ_WRITE again; replay
-    clears the pending deletion.
+    clears the pending deletion. `partition_count` checks that it cancels the deletion meant.
     """
 
     RECORD_TYPE: ClassVar[int] = 105
     VERSION: ClassVar[int] = 0
-    topic_id: Uuid
-    partition_count: int
-    """The count of the pending deletion this cancels (a check that it is the one meant)."""
+    AVRO_DOC: ClassVar[str] = (
+        "A pending partition deletion was cancelled: the topic keeps all its partitions."
+    )
+    topic_id: Annotated[Uuid, _TOPIC_ID]
+    partition_count: Annotated[
+        Int32, Doc("The partition count of the pending deletion this cancels.")
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -364,13 +438,15 @@ class UserScramCredentialRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 11
     VERSION: ClassVar[int] = 0
-    name: str
-    """The user name (the principal is `User:<name>`)."""
-    mechanism: ScramMechanism
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
+    AVRO_DOC: ClassVar[str] = (
+        "A user's SCRAM credential for one mechanism was set (RFC 5802; never a password)."
+    )
+    name: Annotated[str, Doc("User name; the principal is User:<name>.")]
+    mechanism: Annotated[ScramMechanism, Doc("1 SCRAM-SHA-256, 2 SCRAM-SHA-512.")]
+    salt: Annotated[bytes, Doc("The salt of the salted password.")]
+    stored_key: Annotated[bytes, Doc("StoredKey = H(ClientKey).")]
+    server_key: Annotated[bytes, Doc("ServerKey = HMAC(SaltedPassword, ...).")]
+    iterations: Annotated[Int32, Doc("PBKDF2 iterations (at least 4096).")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -379,8 +455,9 @@ class RemoveUserScramCredentialRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 22
     VERSION: ClassVar[int] = 0
-    name: str
-    mechanism: ScramMechanism
+    AVRO_DOC: ClassVar[str] = "A user's SCRAM credential for one mechanism was removed."
+    name: Annotated[str, Doc("User name.")]
+    mechanism: Annotated[ScramMechanism, Doc("1 SCRAM-SHA-256, 2 SCRAM-SHA-512.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -393,16 +470,26 @@ class AccessControlEntryRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 23
     VERSION: ClassVar[int] = 0
-    id: Uuid
-    resource_type: ResourceType
-    resource_name: str
-    pattern_type: PatternType
-    principal: str
-    """`User:<name>` or `User:*`."""
-    host: str
-    """The client's address, or `*` for any."""
-    operation: AclOperation
-    permission_type: AclPermissionType
+    AVRO_DOC: ClassVar[str] = (
+        "An ACL was created: a principal from a host is allowed or denied an operation on "
+        "resources."
+    )
+    id: Annotated[Uuid, Doc("ACL id, unique over the life of the cluster; names it for removal.")]
+    resource_type: Annotated[
+        ResourceType,
+        Doc(
+            "2 topic, 3 group, 4 cluster, 5 transactional id, 6 delegation token, 7 user, "
+            "64 namespace."
+        ),
+    ]
+    resource_name: Annotated[str, Doc("Resource name, or '*' for all.")]
+    pattern_type: Annotated[PatternType, Doc("3 LITERAL, 4 PREFIXED.")]
+    principal: Annotated[str, Doc("User:<name>, or User:* for all.")]
+    host: Annotated[str, Doc("Client address, or '*' for any.")]
+    operation: Annotated[
+        AclOperation, Doc("Kafka's AclOperation id (2 ALL, 3 READ, ... 8 DESCRIBE, ...).")
+    ]
+    permission_type: Annotated[AclPermissionType, Doc("2 DENY, 3 ALLOW.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -411,7 +498,8 @@ class RemoveAccessControlEntryRecord(Record):
 
     RECORD_TYPE: ClassVar[int] = 24
     VERSION: ClassVar[int] = 0
-    id: Uuid
+    AVRO_DOC: ClassVar[str] = "An ACL was removed."
+    id: Annotated[Uuid, Doc("Id of the removed ACL.")]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -419,17 +507,21 @@ class LeaderChangeRecord(Record):
     """A controller quorum leader took office: KRaft's LeaderChangeMessage control record.
 
     The new leader writes it as the first entry of its epoch (the entry's epoch is the new
-    one). It changes no metadata: replay only moves the image's provenance past it.
+    one). It changes no metadata: replay only moves the image's provenance past it. The
+    voters are KRaft's `Voters`, the granting voters its `GrantingVoters`.
     """
 
     RECORD_TYPE: ClassVar[int] = 106
     VERSION: ClassVar[int] = 0
-    leader_id: int
-    """Node id of the new leader."""
-    voters: tuple[int, ...]
-    """Node ids of the voters of the quorum (KRaft's `Voters`)."""
-    granting_voters: tuple[int, ...]
-    """Node ids of the voters that granted the leader their vote (KRaft's `GrantingVoters`)."""
+    AVRO_DOC: ClassVar[str] = (
+        "A controller quorum leader took office (KRaft's LeaderChangeMessage); the first "
+        "entry of its epoch. Changes no metadata."
+    )
+    leader_id: Annotated[Int32, Doc("Node id of the new leader.")]
+    voters: Annotated[tuple[Int32, ...], Doc("Node ids of the voters of the quorum.")]
+    granting_voters: Annotated[
+        tuple[Int32, ...], Doc("Node ids of the voters that voted for the new leader.")
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -439,20 +531,23 @@ class ClientWriteRecord(Record):
     Written in the same atomic batch as the write's own records, so a retry of the write (the
     same client id and sequence, after its answer was lost) finds it in the image on any node
     and is answered with `response` instead of being applied again (docs/replication.md).
+    The client id is one per AdminClient; `api_key` says how `response` reads, which replay
+    never does.
     """
 
     RECORD_TYPE: ClassVar[int] = 107
     VERSION: ClassVar[int] = 0
-    client_id: Uuid
-    """The client instance's random id (one per AdminClient)."""
-    sequence: int
-    """The write's sequence number within that client (0 and up, one per write)."""
-    principal: str | None
-    """Who made the write: only the same principal is answered from it."""
-    api_key: int
-    """The API the write came through (Kafka's key, or a private one): how `response` reads."""
-    response: bytes
-    """The write's answer as the API stores it (opaque to replay)."""
+    AVRO_DOC: ClassVar[str] = (
+        "A client's idempotent write was applied, in the same batch as its records: the "
+        "answer a retry of it (same client id and sequence) gets instead of applying it again."
+    )
+    client_id: Annotated[Uuid, Doc("The client instance's random id.")]
+    sequence: Annotated[Int64, Doc("The write's sequence number (0 and up).")]
+    principal: Annotated[
+        str | None, Doc("Who made the write; only the same principal is answered from it.")
+    ]
+    api_key: Annotated[Int32, Doc("The API of the write (Kafka's or a private key).")]
+    response: Annotated[bytes, Doc("The answer, in the API's stored form.")]
 
 
 RECORD_CLASSES: tuple[type[Record], ...] = (

@@ -1,18 +1,24 @@
-"""Avro schemas of the record types: one `RecordSchema` per (record type, version).
+"""Avro schemas of the record types, derived from their dataclasses in `records.model`.
 
-Each field is declared once, with its Avro type, its documentation and, where the Python value
-differs from the Avro value, a `FieldCodec`. The codec, the JSON form and the log entry schema are
-all derived from these declarations.
+Each record class is the one declaration of its type (see `records.fields`); this module
+reads each once, at import, into a `RecordSchema` per (record type, version): the Avro type
+and doc of every field, its Avro default (the dataclass default as Avro writes it) and, where
+the Python value differs from the Avro value, a `FieldCodec`. The codec, the JSON form and the
+log entry schema are all derived from these.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from records import model
+from records.fields import AvroInt, Doc
 from records.interning import INTS, UUIDS, shared_uuid
 from records.uuids import Uuid
 
@@ -21,46 +27,17 @@ AVRO_NAMESPACE = "mlog"
 UUID_TYPE = "mlog.Uuid"
 """Reference to the named fixed(16) type of every id; defined on first use in a schema."""
 
-ENDPOINT_TYPE = "mlog.BrokerEndpoint"
-FEATURE_TYPE = "mlog.BrokerFeature"
+STRUCT_CLASSES: tuple[type[Any], ...] = (model.BrokerEndpoint, model.BrokerFeature)
+"""The nested Avro records a record's array field may hold; defined on first use."""
 
-NAMED_TYPES: Mapping[str, dict[str, Any]] = {
-    UUID_TYPE: {
-        "type": "fixed",
-        "name": "Uuid",
-        "namespace": AVRO_NAMESPACE,
-        "size": 16,
-        "doc": "A 128-bit id (topic, namespace, incarnation); shown as 22-char URL-safe base64.",
-    },
-    ENDPOINT_TYPE: {
-        "type": "record",
-        "name": "BrokerEndpoint",
-        "namespace": AVRO_NAMESPACE,
-        "doc": "One listener of a broker.",
-        "fields": [
-            {"name": "name", "type": "string", "doc": "Listener name, e.g. PLAINTEXT."},
-            {"name": "host", "type": "string", "doc": "Host name or address clients connect to."},
-            {"name": "port", "type": "int", "doc": "TCP port of the listener."},
-            {
-                "name": "security_protocol",
-                "type": "int",
-                "default": 0,
-                "doc": "Kafka SecurityProtocol id (0 = PLAINTEXT).",
-            },
-        ],
-    },
-    FEATURE_TYPE: {
-        "type": "record",
-        "name": "BrokerFeature",
-        "namespace": AVRO_NAMESPACE,
-        "doc": "A feature version range a broker supports.",
-        "fields": [
-            {"name": "name", "type": "string", "doc": "Feature name, e.g. metadata.version."},
-            {"name": "min_supported_version", "type": "int", "doc": "Lowest supported level."},
-            {"name": "max_supported_version", "type": "int", "doc": "Highest supported level."},
-        ],
-    },
-}
+
+def avro_name(cls: type[Any]) -> str:
+    """The full Avro name of a struct class, e.g. mlog.BrokerEndpoint."""
+    return f"{AVRO_NAMESPACE}.{cls.__name__}"
+
+
+ENDPOINT_TYPE = avro_name(model.BrokerEndpoint)
+FEATURE_TYPE = avro_name(model.BrokerFeature)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,24 +138,6 @@ def _optional_uuid_from_avro(value: bytes | tuple[str, bytes] | None) -> Uuid | 
     return shared_uuid(value)
 
 
-def _endpoints_to_avro(endpoints: tuple[model.BrokerEndpoint, ...]) -> list[dict[str, Any]]:
-    return [
-        {"name": e.name, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
-        for e in endpoints
-    ]
-
-
-def _features_to_avro(features: tuple[model.BrokerFeature, ...]) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": f.name,
-            "min_supported_version": f.min_supported_version,
-            "max_supported_version": f.max_supported_version,
-        }
-        for f in features
-    ]
-
-
 UUID_CODEC = FieldCodec(
     to_avro="{v}.bytes",
     from_avro="_UUIDS[{v}]",
@@ -196,458 +155,187 @@ OPTIONAL_INTS_CODEC = FieldCodec(
     from_avro="None if {v} is None else _INTS[tuple({v})]",
     helpers={"_INTS": INTS},
 )
-ENDPOINTS_CODEC = FieldCodec(
-    to_avro="_endpoints_to_avro({v})",
-    from_avro="tuple(_BrokerEndpoint(**e) for e in {v})",
-    helpers={"_endpoints_to_avro": _endpoints_to_avro, "_BrokerEndpoint": model.BrokerEndpoint},
-)
-FEATURES_CODEC = FieldCodec(
-    to_avro="_features_to_avro({v})",
-    from_avro="tuple(_BrokerFeature(**f) for f in {v})",
-    helpers={"_features_to_avro": _features_to_avro, "_BrokerFeature": model.BrokerFeature},
-)
-
-INT_ARRAY = {"type": "array", "items": "int"}
-OPTIONAL_STRING = ["null", "string"]
-OPTIONAL_INT = ["null", "int"]
 
 
-def _uuid(name: str, doc: str) -> FieldSpec:
-    return FieldSpec(name=name, type=UUID_TYPE, doc=doc, codec=UUID_CODEC)
-
-
-def _ints(name: str, doc: str, *, default: Any = _NO_DEFAULT) -> FieldSpec:
-    return FieldSpec(name=name, type=INT_ARRAY, doc=doc, codec=INTS_CODEC, default=default)
-
-
-def _optional_ints(name: str, doc: str) -> FieldSpec:
-    return FieldSpec(
-        name=name,
-        type=["null", INT_ARRAY],
-        doc=doc + " Null means unchanged.",
-        default=None,
-        codec=OPTIONAL_INTS_CODEC,
+def _struct_codec(cls: type[Any]) -> FieldCodec:
+    """An array of a struct: Avro writes each as a dict of its fields (inlined, as a literal)."""
+    helper = f"_{cls.__name__}"
+    names = [f.name for f in dataclasses.fields(cls)]
+    # `{{`/`}}`: the expression is a format string over `{v}`.
+    item = "{{" + ", ".join(f"{n!r}: _e.{n}" for n in names) + "}}"
+    return FieldCodec(
+        to_avro=f"[{item} for _e in {{v}}]",
+        from_avro=f"tuple({helper}(**e) for e in {{v}})",
+        helpers={helper: cls},
     )
 
 
-def _enum(name: str, enum: type[IntEnum], doc: str, *, default: IntEnum | None) -> FieldSpec:
-    if default is None:
-        return FieldSpec(
-            name=name, type="int", doc=doc, codec=_enum_codec(enum, optional=False), enum=enum
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Typed:
+    """A Python type read as Avro: its Avro type, conversion and enum."""
+
+    type: Any
+    codec: FieldCodec | None = None
+    enum: type[IntEnum] | None = None
+
+
+def _typed(hint: Any, where: str) -> _Typed:
+    """The Avro form of a field's Python type (see `records.fields` for the rules)."""
+    origin = get_origin(hint)
+    if origin is Annotated:
+        base, *extras = get_args(hint)
+        widths = [e.type for e in extras if isinstance(e, AvroInt)]
+        if widths:
+            if base is not int:
+                raise TypeError(f"{where}: Int32/Int64 annotate an int, not {base!r}")
+            return _Typed(type=widths[-1])
+        return _typed(base, where)
+    if origin is Union or origin is types.UnionType:
+        args = get_args(hint)
+        inner_hints = [a for a in args if a is not type(None)]
+        if len(args) != 2 or len(inner_hints) != 1:
+            raise TypeError(f"{where}: a union must be `X | None`, not {hint!r}")
+        return _optional(_typed(inner_hints[0], where), where)
+    if origin is tuple:
+        item, *rest = get_args(hint)
+        if rest != [Ellipsis]:
+            raise TypeError(f"{where}: a sequence is declared `tuple[X, ...]`, not {hint!r}")
+        return _array(item, where)
+    if hint in _PRIMITIVES:
+        return _Typed(type=_PRIMITIVES[hint])
+    if hint is Uuid:
+        return _Typed(type=UUID_TYPE, codec=UUID_CODEC)
+    if isinstance(hint, type) and issubclass(hint, IntEnum):
+        return _Typed(type="int", codec=_enum_codec(hint, optional=False), enum=hint)
+    if hint is int:
+        raise TypeError(f"{where}: say how an int is written: Int32 or Int64 (records.fields)")
+    raise TypeError(f"{where}: no Avro form for {hint!r}")
+
+
+_PRIMITIVES: Mapping[Any, str] = {str: "string", bytes: "bytes", bool: "boolean"}
+_PLAIN = frozenset(("string", "bytes", "boolean", "int", "long"))
+"""Avro types whose values fastavro writes as Python holds them."""
+
+
+def _optional(inner: _Typed, where: str) -> _Typed:
+    """`X | None`: the union ["null", X] and the conversion that lets None through."""
+    avro_type = ["null", inner.type]
+    if inner.enum is not None:
+        return _Typed(type=avro_type, codec=_enum_codec(inner.enum, optional=True), enum=inner.enum)
+    if inner.codec is None and inner.type in _PLAIN:
+        return _Typed(type=avro_type)
+    if inner.codec is UUID_CODEC:
+        return _Typed(type=avro_type, codec=OPTIONAL_UUID_CODEC)
+    if inner.codec is INTS_CODEC:
+        return _Typed(type=avro_type, codec=OPTIONAL_INTS_CODEC)
+    raise TypeError(f"{where}: no Avro form for an optional {inner.type!r}")
+
+
+def _array(item: Any, where: str) -> _Typed:
+    """`tuple[X, ...]`: an Avro array of ints or of structs, read back into a tuple."""
+    if item in STRUCT_CLASSES:
+        return _Typed(type={"type": "array", "items": avro_name(item)}, codec=_struct_codec(item))
+    inner = _typed(item, where)
+    if inner.type in ("int", "long") and inner.codec is None:
+        return _Typed(type={"type": "array", "items": inner.type}, codec=INTS_CODEC)
+    raise TypeError(f"{where}: no Avro form for an array of {inner.type!r}")
+
+
+def _avro_default(value: Any) -> Any:
+    """A dataclass default as Avro writes it (the value a reader fills in for a new field)."""
+    if isinstance(value, IntEnum):
+        return int(value)
+    if isinstance(value, tuple):
+        return [_avro_default(v) for v in value]
+    return value
+
+
+def _declared_fields(cls: type[Any]) -> list[tuple[dataclasses.Field[Any], Any, str]]:
+    """(field, Python type, doc) of each field of a record or struct class, in order."""
+    module = vars(sys.modules[cls.__module__])
+    declared = []
+    for f in dataclasses.fields(cls):
+        where = f"{cls.__name__}.{f.name}"
+        # A postponed annotation (PEP 563) is evaluated as `typing.get_type_hints` would, but
+        # for the fields alone: the class constants' annotations would double the cost.
+        hint = eval(f.type, module) if isinstance(f.type, str) else f.type
+        docs = [e.text for e in get_args(hint)[1:] if isinstance(e, Doc)]
+        if get_origin(hint) is not Annotated or len(docs) != 1:
+            raise TypeError(f"{where}: declare it `Annotated[<type>, Doc(...)]`")
+        if f.default_factory is not dataclasses.MISSING:
+            raise TypeError(f"{where}: an Avro default is a value, not a factory")
+        declared.append((f, hint, docs[0]))
+    return declared
+
+
+def _field_specs(cls: type[Any]) -> tuple[FieldSpec, ...]:
+    specs = []
+    for f, hint, doc in _declared_fields(cls):
+        typed = _typed(hint, f"{cls.__name__}.{f.name}")
+        default = _NO_DEFAULT if f.default is dataclasses.MISSING else _avro_default(f.default)
+        specs.append(
+            FieldSpec(
+                name=f.name,
+                type=typed.type,
+                doc=doc,
+                default=default,
+                codec=typed.codec,
+                enum=typed.enum,
+            )
         )
-    return FieldSpec(
-        name=name,
-        type="int",
-        doc=doc,
-        default=int(default),
-        codec=_enum_codec(enum, optional=False),
-        enum=enum,
+    return tuple(specs)
+
+
+def record_schema(cls: type[model.Record]) -> RecordSchema:
+    """The schema of a record class, read from its declaration."""
+    return RecordSchema(
+        name=cls.__name__,
+        record_type=cls.RECORD_TYPE,
+        version=cls.VERSION,
+        doc=cls.AVRO_DOC,
+        fields=_field_specs(cls),
+        python_class=cls,
     )
 
 
-_TOPIC_ID_DOC = "Topic id (KIP-516), unique over the life of the cluster."
+def _struct_schema(cls: type[Any]) -> dict[str, Any]:
+    """The named Avro record of a struct class."""
+    fields = []
+    for spec in _field_specs(cls):
+        if spec.codec is not None:
+            raise TypeError(f"{cls.__name__}.{spec.name}: a struct field is a plain Avro value")
+        # A struct field's default comes before its doc: the key order these schemas were first
+        # written with, kept so that the segment header bytes never change.
+        entry: dict[str, Any] = {"name": spec.name, "type": spec.type}
+        if not spec.required:
+            entry["default"] = spec.default
+        entry["doc"] = spec.doc
+        fields.append(entry)
+    return {
+        "type": "record",
+        "name": cls.__name__,
+        "namespace": AVRO_NAMESPACE,
+        "doc": cls.AVRO_DOC,
+        "fields": fields,
+    }
 
-CURRENT_SCHEMAS: tuple[RecordSchema, ...] = (
-    RecordSchema(
-        name="FeatureLevelRecord",
-        record_type=model.FeatureLevelRecord.RECORD_TYPE,
-        version=model.FeatureLevelRecord.VERSION,
-        python_class=model.FeatureLevelRecord,
-        doc="Sets a cluster-wide feature level.",
-        fields=(
-            FieldSpec(name="name", type="string", doc="Feature name, e.g. metadata.version."),
-            FieldSpec(name="feature_level", type="int", doc="The level now in force."),
-        ),
-    ),
-    RecordSchema(
-        name="RegisterBrokerRecord",
-        record_type=model.RegisterBrokerRecord.RECORD_TYPE,
-        version=model.RegisterBrokerRecord.VERSION,
-        python_class=model.RegisterBrokerRecord,
-        doc="A broker registered, or re-registered with a new incarnation.",
-        fields=(
-            FieldSpec(name="broker_id", type="int", doc="The broker id."),
-            _uuid("incarnation_id", "Changes every time the broker process restarts."),
-            FieldSpec(
-                name="broker_epoch", type="long", doc="Epoch of this registration (its offset)."
-            ),
-            FieldSpec(
-                name="end_points",
-                type={"type": "array", "items": ENDPOINT_TYPE},
-                doc="The broker's listeners.",
-                default=[],
-                codec=ENDPOINTS_CODEC,
-            ),
-            FieldSpec(
-                name="features",
-                type={"type": "array", "items": FEATURE_TYPE},
-                doc="Feature ranges the broker supports.",
-                default=[],
-                codec=FEATURES_CODEC,
-            ),
-            FieldSpec(
-                name="rack", type=OPTIONAL_STRING, doc="Rack of the broker, or null.", default=None
-            ),
-            FieldSpec(
-                name="fenced",
-                type="boolean",
-                doc="True if the broker starts fenced (cannot lead).",
-                default=True,
-            ),
-            FieldSpec(
-                name="in_controlled_shutdown",
-                type="boolean",
-                doc="True if the broker registers while shutting down.",
-                default=False,
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="UnregisterBrokerRecord",
-        record_type=model.UnregisterBrokerRecord.RECORD_TYPE,
-        version=model.UnregisterBrokerRecord.VERSION,
-        python_class=model.UnregisterBrokerRecord,
-        doc="A broker was removed from the cluster.",
-        fields=(
-            FieldSpec(name="broker_id", type="int", doc="The broker id."),
-            FieldSpec(name="broker_epoch", type="long", doc="Epoch of the removed registration."),
-        ),
-    ),
-    RecordSchema(
-        name="BrokerRegistrationChangeRecord",
-        record_type=model.BrokerRegistrationChangeRecord.RECORD_TYPE,
-        version=model.BrokerRegistrationChangeRecord.VERSION,
-        python_class=model.BrokerRegistrationChangeRecord,
-        doc="A broker was fenced, unfenced, or entered controlled shutdown.",
-        fields=(
-            FieldSpec(name="broker_id", type="int", doc="The broker id."),
-            FieldSpec(name="broker_epoch", type="long", doc="Epoch of the registration changed."),
-            _enum(
-                "fenced",
-                model.FencingChange,
-                "-1 unfence, 0 no change, 1 fence.",
-                default=model.FencingChange.NONE,
-            ),
-            _enum(
-                "in_controlled_shutdown",
-                model.ControlledShutdownChange,
-                "0 no change, 1 the broker entered controlled shutdown.",
-                default=model.ControlledShutdownChange.NONE,
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="NamespaceRecord",
-        record_type=model.NamespaceRecord.RECORD_TYPE,
-        version=model.NamespaceRecord.VERSION,
-        python_class=model.NamespaceRecord,
-        doc="A namespace was created.",
-        fields=(
-            _uuid("namespace_id", "Namespace id, unique over the life of the cluster."),
-            FieldSpec(name="name", type="string", doc="Full name, tiers separated by ':'."),
-            FieldSpec(
-                name="parent_id",
-                type=["null", UUID_TYPE],
-                doc="Id of the parent namespace; null for a child of the default namespace.",
-                default=None,
-                codec=OPTIONAL_UUID_CODEC,
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="RemoveNamespaceRecord",
-        record_type=model.RemoveNamespaceRecord.RECORD_TYPE,
-        version=model.RemoveNamespaceRecord.VERSION,
-        python_class=model.RemoveNamespaceRecord,
-        doc="A namespace was deleted.",
-        fields=(_uuid("namespace_id", "Id of the deleted namespace."),),
-    ),
-    RecordSchema(
-        name="TopicRecord",
-        record_type=model.TopicRecord.RECORD_TYPE,
-        version=model.TopicRecord.VERSION,
-        python_class=model.TopicRecord,
-        doc="A topic was created.",
-        fields=(
-            FieldSpec(name="name", type="string", doc="Topic name, without namespace."),
-            _uuid("topic_id", _TOPIC_ID_DOC),
-            FieldSpec(
-                name="namespace",
-                type="string",
-                doc="Full name of the topic's namespace; empty for the default namespace.",
-                default="",
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="PartitionRecord",
-        record_type=model.PartitionRecord.RECORD_TYPE,
-        version=model.PartitionRecord.VERSION,
-        python_class=model.PartitionRecord,
-        doc="The full state of one partition.",
-        fields=(
-            FieldSpec(name="partition_id", type="int", doc="Partition index within the topic."),
-            _uuid("topic_id", _TOPIC_ID_DOC),
-            _ints("replicas", "Replica broker ids, preferred leader first."),
-            _ints("isr", "In-sync replica broker ids."),
-            _ints("removing_replicas", "Replicas being removed by a reassignment.", default=[]),
-            _ints("adding_replicas", "Replicas being added by a reassignment.", default=[]),
-            FieldSpec(name="leader", type="int", doc="Leader broker id; -1 if none.", default=-1),
-            FieldSpec(name="leader_epoch", type="int", doc="Epoch of the leader.", default=0),
-            FieldSpec(
-                name="partition_epoch",
-                type="int",
-                doc="Bumped on every change of the partition.",
-                default=0,
-            ),
-            _enum(
-                "mode",
-                model.Mode,
-                "0 READ_WRITE, 1 READ_ONLY, -1 NONE (being deleted).",
-                default=model.Mode.READ_WRITE,
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="PartitionChangeRecord",
-        record_type=model.PartitionChangeRecord.RECORD_TYPE,
-        version=model.PartitionChangeRecord.VERSION,
-        python_class=model.PartitionChangeRecord,
-        doc="A sparse change to a partition; absent (null) fields are unchanged.",
-        fields=(
-            FieldSpec(name="partition_id", type="int", doc="Partition index within the topic."),
-            _uuid("topic_id", _TOPIC_ID_DOC),
-            _optional_ints("isr", "New in-sync replicas."),
-            FieldSpec(
-                name="leader",
-                type="int",
-                doc="New leader; -1 no leader, -2 unchanged.",
-                default=model.LEADER_UNCHANGED,
-            ),
-            _optional_ints("replicas", "New replicas."),
-            _optional_ints("removing_replicas", "New removing replicas."),
-            _optional_ints("adding_replicas", "New adding replicas."),
-            FieldSpec(
-                name="leader_epoch",
-                type=OPTIONAL_INT,
-                doc="New leader epoch; null derives it (+1 when the leader changes).",
-                default=None,
-            ),
-            FieldSpec(
-                name="partition_epoch",
-                type=OPTIONAL_INT,
-                doc="New partition epoch; null derives it (+1 on every change).",
-                default=None,
-            ),
-            FieldSpec(
-                name="mode",
-                type=OPTIONAL_INT,
-                doc="New mode (0 READ_WRITE, 1 READ_ONLY, -1 NONE); null means unchanged.",
-                default=None,
-                codec=_enum_codec(model.Mode, optional=True),
-                enum=model.Mode,
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="RemoveTopicRecord",
-        record_type=model.RemoveTopicRecord.RECORD_TYPE,
-        version=model.RemoveTopicRecord.VERSION,
-        python_class=model.RemoveTopicRecord,
-        doc="A topic and all its partitions were deleted.",
-        fields=(_uuid("topic_id", "Id of the deleted topic."),),
-    ),
-    RecordSchema(
-        name="DeleteTopicPartitionsRecord",
-        record_type=model.DeleteTopicPartitionsRecord.RECORD_TYPE,
-        version=model.DeleteTopicPartitionsRecord.VERSION,
-        python_class=model.DeleteTopicPartitionsRecord,
-        doc="A topic's partition count was reduced; partitions with id >= partition_count go.",
-        fields=(
-            _uuid("topic_id", _TOPIC_ID_DOC),
-            FieldSpec(name="partition_count", type="int", doc="The new partition count."),
-            FieldSpec(
-                name="delete_after_ms",
-                type="long",
-                doc="Epoch ms after which the data may be purged; 0 = immediately.",
-            ),
-            FieldSpec(name="created_ms", type="long", doc="Epoch ms when the reduction began."),
-        ),
-    ),
-    RecordSchema(
-        name="ConfigRecord",
-        record_type=model.ConfigRecord.RECORD_TYPE,
-        version=model.ConfigRecord.VERSION,
-        python_class=model.ConfigRecord,
-        doc="A config key was set on a resource; a null value deletes the key.",
-        fields=(
-            _enum(
-                "resource_type",
-                model.ConfigResourceType,
-                "2 topic, 4 broker (name '' = cluster default), 64 namespace.",
-                default=None,
-            ),
-            FieldSpec(name="resource_name", type="string", doc="Name of the resource."),
-            FieldSpec(name="name", type="string", doc="Config key, e.g. retention.ms."),
-            FieldSpec(name="value", type=OPTIONAL_STRING, doc="New value; null deletes the key."),
-        ),
-    ),
-    RecordSchema(
-        name="MoveTopicRecord",
-        record_type=model.MoveTopicRecord.RECORD_TYPE,
-        version=model.MoveTopicRecord.VERSION,
-        python_class=model.MoveTopicRecord,
-        doc="A topic moved to another namespace, keeping its id, partitions and configs.",
-        fields=(
-            _uuid("topic_id", _TOPIC_ID_DOC),
-            FieldSpec(
-                name="namespace",
-                type="string",
-                doc="Full name of the namespace the topic moves to; empty for the default one.",
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="PurgeTopicPartitionsRecord",
-        record_type=model.PurgeTopicPartitionsRecord.RECORD_TYPE,
-        version=model.PurgeTopicPartitionsRecord.VERSION,
-        python_class=model.PurgeTopicPartitionsRecord,
-        doc="A pending partition deletion completed: partitions with id >= partition_count are "
-        "removed from the topic.",
-        fields=(
-            _uuid("topic_id", _TOPIC_ID_DOC),
-            FieldSpec(
-                name="partition_count",
-                type="int",
-                doc="The topic's partition count from now on (that of its pending deletion).",
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="CancelTopicPartitionsDeletionRecord",
-        record_type=model.CancelTopicPartitionsDeletionRecord.RECORD_TYPE,
-        version=model.CancelTopicPartitionsDeletionRecord.VERSION,
-        python_class=model.CancelTopicPartitionsDeletionRecord,
-        doc="A pending partition deletion was cancelled: the topic keeps all its partitions.",
-        fields=(
-            _uuid("topic_id", _TOPIC_ID_DOC),
-            FieldSpec(
-                name="partition_count",
-                type="int",
-                doc="The partition count of the pending deletion this cancels.",
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="UserScramCredentialRecord",
-        record_type=model.UserScramCredentialRecord.RECORD_TYPE,
-        version=model.UserScramCredentialRecord.VERSION,
-        python_class=model.UserScramCredentialRecord,
-        doc="A user's SCRAM credential for one mechanism was set (RFC 5802; never a password).",
-        fields=(
-            FieldSpec(name="name", type="string", doc="User name; the principal is User:<name>."),
-            _enum(
-                "mechanism",
-                model.ScramMechanism,
-                "1 SCRAM-SHA-256, 2 SCRAM-SHA-512.",
-                default=None,
-            ),
-            FieldSpec(name="salt", type="bytes", doc="The salt of the salted password."),
-            FieldSpec(name="stored_key", type="bytes", doc="StoredKey = H(ClientKey)."),
-            FieldSpec(
-                name="server_key", type="bytes", doc="ServerKey = HMAC(SaltedPassword, ...)."
-            ),
-            FieldSpec(name="iterations", type="int", doc="PBKDF2 iterations (at least 4096)."),
-        ),
-    ),
-    RecordSchema(
-        name="RemoveUserScramCredentialRecord",
-        record_type=model.RemoveUserScramCredentialRecord.RECORD_TYPE,
-        version=model.RemoveUserScramCredentialRecord.VERSION,
-        python_class=model.RemoveUserScramCredentialRecord,
-        doc="A user's SCRAM credential for one mechanism was removed.",
-        fields=(
-            FieldSpec(name="name", type="string", doc="User name."),
-            _enum(
-                "mechanism",
-                model.ScramMechanism,
-                "1 SCRAM-SHA-256, 2 SCRAM-SHA-512.",
-                default=None,
-            ),
-        ),
-    ),
-    RecordSchema(
-        name="AccessControlEntryRecord",
-        record_type=model.AccessControlEntryRecord.RECORD_TYPE,
-        version=model.AccessControlEntryRecord.VERSION,
-        python_class=model.AccessControlEntryRecord,
-        doc="An ACL was created: a principal from a host is allowed or denied an operation on "
-        "resources.",
-        fields=(
-            _uuid("id", "ACL id, unique over the life of the cluster; names it for removal."),
-            _enum(
-                "resource_type",
-                model.ResourceType,
-                "2 topic, 3 group, 4 cluster, 5 transactional id, 6 delegation token, 7 user, "
-                "64 namespace.",
-                default=None,
-            ),
-            FieldSpec(name="resource_name", type="string", doc="Resource name, or '*' for all."),
-            _enum("pattern_type", model.PatternType, "3 LITERAL, 4 PREFIXED.", default=None),
-            FieldSpec(name="principal", type="string", doc="User:<name>, or User:* for all."),
-            FieldSpec(name="host", type="string", doc="Client address, or '*' for any."),
-            _enum(
-                "operation",
-                model.AclOperation,
-                "Kafka's AclOperation id (2 ALL, 3 READ, ... 8 DESCRIBE, ...).",
-                default=None,
-            ),
-            _enum("permission_type", model.AclPermissionType, "2 DENY, 3 ALLOW.", default=None),
-        ),
-    ),
-    RecordSchema(
-        name="RemoveAccessControlEntryRecord",
-        record_type=model.RemoveAccessControlEntryRecord.RECORD_TYPE,
-        version=model.RemoveAccessControlEntryRecord.VERSION,
-        python_class=model.RemoveAccessControlEntryRecord,
-        doc="An ACL was removed.",
-        fields=(_uuid("id", "Id of the removed ACL."),),
-    ),
-    RecordSchema(
-        name="LeaderChangeRecord",
-        record_type=model.LeaderChangeRecord.RECORD_TYPE,
-        version=model.LeaderChangeRecord.VERSION,
-        python_class=model.LeaderChangeRecord,
-        doc="A controller quorum leader took office (KRaft's LeaderChangeMessage); the first "
-        "entry of its epoch. Changes no metadata.",
-        fields=(
-            FieldSpec(name="leader_id", type="int", doc="Node id of the new leader."),
-            _ints("voters", "Node ids of the voters of the quorum."),
-            _ints("granting_voters", "Node ids of the voters that voted for the new leader."),
-        ),
-    ),
-    RecordSchema(
-        name="ClientWriteRecord",
-        record_type=model.ClientWriteRecord.RECORD_TYPE,
-        version=model.ClientWriteRecord.VERSION,
-        python_class=model.ClientWriteRecord,
-        doc="A client's idempotent write was applied, in the same batch as its records: the "
-        "answer a retry of it (same client id and sequence) gets instead of applying it again.",
-        fields=(
-            _uuid("client_id", "The client instance's random id."),
-            FieldSpec(name="sequence", type="long", doc="The write's sequence number (0 and up)."),
-            FieldSpec(
-                name="principal",
-                type=["null", "string"],
-                doc="Who made the write; only the same principal is answered from it.",
-            ),
-            FieldSpec(
-                name="api_key", type="int", doc="The API of the write (Kafka's or a private key)."
-            ),
-            FieldSpec(name="response", type="bytes", doc="The answer, in the API's stored form."),
-        ),
-    ),
-)
+
+NAMED_TYPES: Mapping[str, dict[str, Any]] = {
+    UUID_TYPE: {
+        "type": "fixed",
+        "name": "Uuid",
+        "namespace": AVRO_NAMESPACE,
+        "size": 16,
+        "doc": "A 128-bit id (topic, namespace, incarnation); shown as 22-char URL-safe base64.",
+    },
+    **{avro_name(cls): _struct_schema(cls) for cls in STRUCT_CLASSES},
+}
+"""The named types fields refer to by name; each is defined inline at its first use."""
+
+STRUCTS: Mapping[str, type[Any]] = {avro_name(cls): cls for cls in STRUCT_CLASSES}
+"""The class of each named struct type, by its Avro name."""
+
+CURRENT_SCHEMAS: tuple[RecordSchema, ...] = tuple(map(record_schema, model.RECORD_CLASSES))
 """The schema every record type is written with today, in `model.RECORD_CLASSES` order."""
 
 

@@ -11,8 +11,9 @@ freed by reference counting, never left for the cyclic collector.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Final
 
 from records.errors import UnknownRecordTypeError
 from records.model import (
@@ -56,6 +57,49 @@ def _replay_leader_change(record: LeaderChangeRecord) -> None:
     """A quorum leader took office: no metadata changes, only the provenance moves on."""
 
 
+_LEADER_CHANGE = -1
+"""The area index of a record with no area (its handler is `_replay_leader_change`)."""
+
+_AREAS = (
+    "features",
+    "cluster",
+    "namespaces",
+    "topics",
+    "configs",
+    "acls",
+    "scram",
+    "client_writes",
+)
+"""The area deltas of a `MetadataDelta`, in the order `_ROUTES` indexes them."""
+
+_ROUTES: Final[Mapping[type[Record], tuple[int, str]]] = MappingProxyType(
+    {
+        FeatureLevelRecord: (0, "replay_feature_level"),
+        RegisterBrokerRecord: (1, "replay_register_broker"),
+        UnregisterBrokerRecord: (1, "replay_unregister_broker"),
+        BrokerRegistrationChangeRecord: (1, "replay_broker_change"),
+        NamespaceRecord: (2, "replay_namespace"),
+        RemoveNamespaceRecord: (2, "replay_remove_namespace"),
+        TopicRecord: (3, "replay_topic"),
+        PartitionRecord: (3, "replay_partition"),
+        PartitionChangeRecord: (3, "replay_partition_change"),
+        RemoveTopicRecord: (3, "replay_remove_topic"),
+        DeleteTopicPartitionsRecord: (3, "replay_delete_partitions"),
+        MoveTopicRecord: (3, "replay_move_topic"),
+        PurgeTopicPartitionsRecord: (3, "replay_purge_partitions"),
+        CancelTopicPartitionsDeletionRecord: (3, "replay_cancel_partitions_deletion"),
+        ConfigRecord: (4, "replay_config"),
+        AccessControlEntryRecord: (5, "replay_acl"),
+        RemoveAccessControlEntryRecord: (5, "replay_remove_acl"),
+        UserScramCredentialRecord: (6, "replay_scram"),
+        RemoveUserScramCredentialRecord: (6, "replay_remove_scram"),
+        ClientWriteRecord: (7, "replay_client_write"),
+        LeaderChangeRecord: (_LEADER_CHANGE, ""),
+    }
+)
+"""The one routing table: record class -> (its area in `_AREAS`, the area delta's handler)."""
+
+
 class MetadataDelta:
     """Changes to a base image, accumulated by `replay` and turned into an image by `apply`."""
 
@@ -75,54 +119,49 @@ class MetadataDelta:
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
-        self.features = features = FeaturesDelta(image.features)
+        self.features = FeaturesDelta(image.features)
         self.cluster = cluster = ClusterDelta(image.cluster)
         config_changes = ConfigChanges(image.configs)
         self.namespaces = namespaces = NamespacesDelta(image.namespaces, config_changes)
         self.topics = topics = TopicsDelta(image.topics, cluster, namespaces, config_changes)
-        self.configs = configs = ConfigsDelta(config_changes, topics, namespaces)
-        self.acls = acls = AclsDelta(image.acls)
-        self.scram = scram = ScramDelta(image.scram)
-        self.client_writes = client_writes = ClientWritesDelta(image.client_writes)
+        self.configs = ConfigsDelta(config_changes, topics, namespaces)
+        self.acls = AclsDelta(image.acls)
+        self.scram = ScramDelta(image.scram)
+        self.client_writes = ClientWritesDelta(image.client_writes)
         self.records = 0
         """Records replayed so far."""
-        # The one routing table: record class -> the bound handler of its area.
-        self._dispatch: dict[type[Record], Callable[[Any], None]] = {
-            FeatureLevelRecord: features.replay_feature_level,
-            RegisterBrokerRecord: cluster.replay_register_broker,
-            UnregisterBrokerRecord: cluster.replay_unregister_broker,
-            BrokerRegistrationChangeRecord: cluster.replay_broker_change,
-            NamespaceRecord: namespaces.replay_namespace,
-            RemoveNamespaceRecord: namespaces.replay_remove_namespace,
-            TopicRecord: topics.replay_topic,
-            PartitionRecord: topics.replay_partition,
-            PartitionChangeRecord: topics.replay_partition_change,
-            RemoveTopicRecord: topics.replay_remove_topic,
-            DeleteTopicPartitionsRecord: topics.replay_delete_partitions,
-            MoveTopicRecord: topics.replay_move_topic,
-            PurgeTopicPartitionsRecord: topics.replay_purge_partitions,
-            CancelTopicPartitionsDeletionRecord: topics.replay_cancel_partitions_deletion,
-            ConfigRecord: configs.replay_config,
-            UserScramCredentialRecord: scram.replay_scram,
-            RemoveUserScramCredentialRecord: scram.replay_remove_scram,
-            AccessControlEntryRecord: acls.replay_acl,
-            RemoveAccessControlEntryRecord: acls.replay_remove_acl,
-            LeaderChangeRecord: _replay_leader_change,
-            ClientWriteRecord: client_writes.replay_client_write,
-        }
+        # Record class -> the bound handler of its area, bound on the first record of each
+        # class: a command replays two or three classes, and binding all of them up front
+        # cost more than the rest of a delta's creation (a delta per command).
+        self._dispatch: dict[type[Record], Callable[[Any], None]] = {}
 
     # ------------------------------------------------------------------ replay
 
-    def handled_types(self) -> frozenset[type[Record]]:
+    @staticmethod
+    def handled_types() -> frozenset[type[Record]]:
         """The record types this consumer has a handler for (all of them; tested)."""
-        return frozenset(self._dispatch)
+        return frozenset(_ROUTES)
+
+    def _bind(self, cls: type[Record]) -> Callable[[Any], None]:
+        """The handler of a record class, bound to its area delta and kept for the next one."""
+        try:
+            area, name = _ROUTES[cls]
+        except KeyError:
+            raise UnknownRecordTypeError(cls.__name__) from None
+        handler: Callable[[Any], None] = (
+            _replay_leader_change
+            if area == _LEADER_CHANGE
+            else getattr(getattr(self, _AREAS[area]), name)
+        )
+        self._dispatch[cls] = handler
+        return handler
 
     def replay(self, record: Record) -> None:
         """Accumulate one record; raises a `ReplayError` if it breaks an invariant."""
         try:
             handler = self._dispatch[record.__class__]
         except KeyError:
-            raise UnknownRecordTypeError(type(record).__name__) from None
+            handler = self._bind(record.__class__)
         handler(record)
         self.records += 1
 
@@ -130,14 +169,21 @@ class MetadataDelta:
         """Accumulate records in order."""
         dispatch = self._dispatch
         count = 0
+        remaining = iter(records)
+        record: Record | None = None
         try:
-            for record in records:
-                dispatch[record.__class__](record)
-                count += 1
-        except KeyError as exc:
-            if isinstance(exc.args[0], type):
-                raise UnknownRecordTypeError(exc.args[0].__name__) from None
-            raise
+            while True:
+                try:
+                    # The hot loop: one dict lookup and one call a record, nothing else.
+                    for record in remaining:
+                        dispatch[record.__class__](record)
+                        count += 1
+                    return
+                except KeyError:
+                    if record is None or record.__class__ in dispatch:  # a handler's, not ours
+                        raise
+                    self._bind(record.__class__)(record)
+                    count += 1
         finally:
             self.records += count
 

@@ -8,7 +8,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from enum import IntEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import fastavro
 import pytest
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from records.codec import DEFAULT_CODEC, EntryTuple, RecordCodec
 from records.entry import LogEntry
 from records.errors import RecordError, UnknownRecordTypeError, UnsupportedRecordVersionError
+from records.fields import Doc, Int64
 from records.json_form import json_type_name, record_from_json, record_to_json
 from records.model import (
     RECORD_CLASSES,
@@ -34,7 +35,14 @@ from records.model import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from records.schemas import CURRENT_SCHEMAS, NAMED_TYPES, FieldSpec, RecordSchema, entry_schema
+from records.schemas import (
+    CURRENT_SCHEMAS,
+    NAMED_TYPES,
+    FieldSpec,
+    RecordSchema,
+    entry_schema,
+    record_schema,
+)
 from records.upcasting import UpcasterRegistry
 from records.uuids import Uuid
 from records.varint import encode_long, read_long
@@ -180,17 +188,6 @@ def test_entry_schema_parses_with_fastavro() -> None:
     text = DEFAULT_CODEC.entry_schema_json
     assert text.count('"name":"Uuid"') == 1
     assert text.count('"name":"BrokerEndpoint"') == 1
-
-
-@pytest.mark.parametrize("schema", CURRENT_SCHEMAS, ids=lambda s: s.name)
-def test_schema_fields_match_the_dataclass(schema: RecordSchema) -> None:
-    cls = schema.python_class
-    assert cls is not None
-    assert dataclasses.is_dataclass(cls)
-    assert [f.name for f in schema.fields] == [f.name for f in dataclasses.fields(cls)]
-    assert schema.name == cls.__name__
-    assert schema.record_type == cls.RECORD_TYPE
-    assert schema.version == cls.VERSION
 
 
 def _avro_value_of_default(spec: FieldSpec, default: Any) -> Any:
@@ -509,21 +506,13 @@ def test_json_bad_enum_name() -> None:
 class ExampleRecord(Record):
     RECORD_TYPE: ClassVar[int] = 9000
     VERSION: ClassVar[int] = 1
-    name: str
-    size: int
+    AVRO_DOC: ClassVar[str] = "A test record at its second version."
+    name: Annotated[str, Doc("A name.")]
+    size: Annotated[Int64, Doc("Length of the name, added in version 1.")]
 
 
-EXAMPLE_V1 = RecordSchema(
-    name="ExampleRecord",
-    record_type=9000,
-    version=1,
-    doc="A test record at its second version.",
-    fields=(
-        FieldSpec(name="name", type="string", doc="A name."),
-        FieldSpec(name="size", type="long", doc="Length of the name, added in version 1."),
-    ),
-    python_class=ExampleRecord,
-)
+EXAMPLE_V1 = record_schema(ExampleRecord)
+# An older version is kept as the schema it was written with: its class is gone.
 EXAMPLE_V0 = RecordSchema(
     name="ExampleRecord",
     record_type=9000,

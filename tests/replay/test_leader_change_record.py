@@ -153,9 +153,9 @@ def test_a_quorum_log_with_markers_replays_and_travels_in_time(tmp_path: Path) -
 
 
 def test_history_describes_it_in_one_line() -> None:
-    from replay.timetravel import _Names, describe
+    from replay.timetravel import Names, describe
 
-    assert describe(MARKER, _Names()) == (
+    assert describe(MARKER, Names()) == (
         "node 1001 leads the controller quorum (voters [1000,1001,1002], granted by [1001,1002])"
     )
 

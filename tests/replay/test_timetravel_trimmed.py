@@ -27,8 +27,8 @@ from replay.loader import load_image
 from replay.sql.store import SnapshotStore
 from replay.timetravel import (
     Entity,
+    Names,
     TimeTravelError,
-    _Names,
     describe,
     history,
     snapshot_matches_log,
@@ -138,7 +138,7 @@ def test_a_client_write_is_described_by_its_client_sequence_and_answer() -> None
         api_key=19,
         response=b"12345",
     )
-    assert describe(record, _Names()) == (
+    assert describe(record, Names()) == (
         f"client {record.client_id} write 4 applied (API 19, answer of 5 bytes kept)"
     )
 

@@ -52,9 +52,8 @@ from replay.loader import load_image
 from replay.sql.store import SnapshotStore
 from replay.timetravel import (
     Entity,
+    Names,
     TimeTravelError,
-    _Names,
-    _touches,
     describe,
     diff,
     diff_points,
@@ -65,6 +64,7 @@ from replay.timetravel import (
     snapshot_matches_log,
     travel,
 )
+from replay.timetravel.entity_history import _touches
 from tests.support.timetravel_logs import (
     BATCHES,
     START,
@@ -91,8 +91,8 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LogReader]:
         yield reader
 
 
-def _names() -> _Names:
-    names = _Names()
+def _names() -> Names:
+    names = Names()
     names.topics[T1] = "orders"
     names.namespaces[NS] = "team"
     return names
@@ -213,7 +213,7 @@ def test_every_record_is_described_in_one_line(record: Record, text: str) -> Non
     assert describe(record, _names()) == text
 
 
-def _touched(record: Record, entity: Entity, names: _Names | None = None) -> bool:
+def _touched(record: Record, entity: Entity, names: Names | None = None) -> bool:
     return _touches(record, entity, names or _names(), set())[0]
 
 

@@ -29,6 +29,10 @@ from replay.controller.commands import CreatableTopic, RegisterBroker
 from tests.support.paths import REPO
 from tests.support.tcp_proxy import Proxy, ProxyLoop
 
+PROJECT = REPO
+"""Where `mlog serve` children start (first on their path): a bench may point it at another
+checkout to run that code."""
+
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 """Every test quorum's cluster id (with proxies, each node's voters string differs)."""
 
@@ -156,7 +160,7 @@ class Quorum:
                     str(node.data_dir),
                 ],
                 stderr=err,
-                cwd=REPO,
+                cwd=PROJECT,
                 env=_env(),
             )
 
@@ -347,7 +351,7 @@ def mlog(*args: str) -> str:
         [sys.executable, "-m", "api.cli", *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=PROJECT,
         env=_env(),
         timeout=120,
         check=False,

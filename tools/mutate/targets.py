@@ -10,6 +10,8 @@ _REPLAY_TESTS = (
 )
 _RECORDS_TESTS = (
     "tests/records/test_records.py",
+    "tests/records/test_record_declarations.py",
+    "tests/records/test_record_schemas_golden.py",
     "tests/records/test_codec_edges.py",
     "tests/records/test_json_form_edges.py",
     "tests/records/test_records_support.py",
@@ -170,18 +172,28 @@ TARGETS: dict[str, tuple[str, ...]] = {
     ),
     "replay/append.py": ("tests/replay/test_log_replay_checks.py", "tests/api/cli/test_cli.py"),
     # Time travel, diff and history: in-process, through `mlog` and through the private APIs.
-    "replay/timetravel.py": (
-        "tests/replay/test_timetravel_units.py",
-        "tests/replay/test_timetravel.py",
-        "tests/replay/sql/test_snapshot_store.py",
-        "tests/metadata_log/test_log_trim.py",
-        "tests/replay/test_timetravel_trimmed.py",
-        "tests/replay/test_timetravel_security.py",
-        "tests/api/cli/test_cli_ranges.py",
-        "tests/api/cli/test_cli_refusals.py",
-        "tests/api/cli/test_cli_snapshots.py",
-        "tests/api/client/test_remote.py",
-    ),
+    **{
+        f"replay/timetravel/{name}.py": (
+            "tests/replay/test_timetravel_units.py",
+            "tests/replay/test_timetravel.py",
+            "tests/replay/sql/test_snapshot_store.py",
+            "tests/metadata_log/test_log_trim.py",
+            "tests/replay/test_timetravel_trimmed.py",
+            "tests/replay/test_timetravel_security.py",
+            "tests/api/cli/test_cli_ranges.py",
+            "tests/api/cli/test_cli_refusals.py",
+            "tests/api/cli/test_cli_snapshots.py",
+            "tests/api/client/test_remote.py",
+        )
+        for name in (
+            "errors",
+            "points",
+            "rebuild",
+            "image_diff",
+            "descriptions",
+            "entity_history",
+        )
+    },
     "replay/changes.py": (
         "tests/replay/test_timetravel_units.py",
         "tests/replay/test_timetravel.py",

@@ -1,0 +1,68 @@
+"""Points in time: an offset from an offset, an epoch-ms or ISO-8601 time, or a CLI argument."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from metadata_log.reads import StoredLog
+from replay.timetravel.errors import TimeTravelError
+
+
+def parse_time(text: str) -> int:
+    """Milliseconds since the epoch from ISO-8601 (naive = UTC) or an integer of epoch ms."""
+    stripped = text.strip()
+    if stripped.lstrip("-").isdigit():
+        return int(stripped)
+    try:
+        moment = datetime.fromisoformat(stripped.replace("Z", "+00:00"))
+    except ValueError:
+        raise TimeTravelError(
+            f"{text!r} is not a time: give ISO-8601 (2026-11-22T08:30:00Z) or milliseconds "
+            "since the epoch"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def offset_at_time(log: StoredLog, at_time: int) -> int:
+    """Offset of the last entry appended at or before `at_time` (ms); -1 if none was."""
+    first_after = log.offset_for_time(at_time + 1)
+    return log.end_offset - 1 if first_after is None else first_after - 1
+
+
+def resolve_offset(
+    log: StoredLog, *, at_offset: int | None = None, at_time: int | str | None = None
+) -> int:
+    """The offset a point in time names (the last entry when neither is given)."""
+    if at_offset is not None and at_time is not None:
+        raise TimeTravelError("give at_offset or at_time, not both")
+    last = log.end_offset - 1
+    if at_time is not None:
+        return offset_at_time(log, parse_time(at_time) if isinstance(at_time, str) else at_time)
+    if at_offset is None:
+        return last
+    if at_offset < -1:
+        raise TimeTravelError(f"offset {at_offset} is not an offset (must be >= -1)")
+    if at_offset > last:
+        raise TimeTravelError(
+            f"offset {at_offset} is past the end of the log (last offset {last}); "
+            "`mlog log segments` shows the offsets"
+        )
+    return at_offset
+
+
+def point_offset(log: StoredLog, text: str) -> int:
+    """An offset from an argument: an integer is an offset, anything else an ISO-8601 time."""
+    stripped = text.strip()
+    if stripped.lstrip("-").isdigit():
+        return resolve_offset(log, at_offset=int(stripped))
+    try:
+        at_time = parse_time(stripped)
+    except TimeTravelError:
+        # Not parse_time's message: it offers epoch milliseconds, which here read as an offset.
+        raise TimeTravelError(
+            f"{text!r} is neither an offset (an integer) nor an ISO-8601 time "
+            "(2026-11-22T08:30:00Z); an integer here is always an offset, not milliseconds"
+        ) from None
+    return resolve_offset(log, at_time=at_time)

@@ -1,0 +1,203 @@
+"""The image at a point: the newest valid snapshot at or before it plus the log after it.
+
+A snapshot is used only if it belongs to this log (the log's entry at its offset has the
+snapshot's epoch and timestamp) and its rows match their checksum; otherwise the next older one
+is tried, and with none (or no database) the log is replayed from the start. The answer is the
+same either way; snapshots only make it faster.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from metadata_log.reads import StoredLog
+from replay.image import EMPTY_IMAGE, MetadataImage
+from replay.loader import load_image
+from replay.sql.errors import SnapshotContentError, SnapshotStoreError
+from replay.timetravel.errors import TimeTravelError
+from replay.timetravel.points import resolve_offset
+
+if TYPE_CHECKING:
+    # Only the caller's store is used: importing SQLAlchemy is left to whoever opens one.
+    from replay.sql.store import SnapshotInfo, SnapshotStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Travel:
+    """An image at a point in time and how it was built."""
+
+    image: MetadataImage
+    snapshot: SnapshotInfo | None
+    """The snapshot it started from (None: replayed from the start of the log)."""
+    replayed: int
+    """Log entries replayed after the snapshot."""
+    load_seconds: float
+    replay_seconds: float
+    skipped: tuple[str, ...] = field(default=())
+    """Why newer snapshots were not used (not of this log, damaged, database down)."""
+
+
+def snapshot_matches_log(log: StoredLog, info: SnapshotInfo) -> bool:
+    """Whether the log's entry at the snapshot's offset is the one the snapshot was taken at.
+
+    A quorum log that starts just after an installed snapshot no longer has that entry: its
+    `log-start-snapshot` names the snapshot by offset, epoch, timestamp and checksum instead.
+    """
+    start = log.start_snapshot
+    if start is not None and info.offset == start.offset:
+        return (info.epoch, info.timestamp, info.checksum) == (
+            start.epoch,
+            start.timestamp,
+            start.checksum,
+        )
+    if info.offset >= log.end_offset or info.offset < log.log_start_offset - 1:
+        return False
+    if info.offset == log.log_start_offset - 1:
+        # Trimmed to start just after it (`MetadataLog.trim_before(offset + 1)`) with no
+        # `log-start-snapshot` naming it: its entry is gone. What is left to check is that
+        # the log goes on from it (epochs never go down); its checksum is checked as it loads.
+        for entry in log.read(gt=info.offset, lte=info.offset + 1):
+            return entry.epoch >= info.epoch
+        return True
+    for entry in log.read(gt=info.offset - 1, lte=info.offset):
+        return entry.epoch == info.epoch and entry.timestamp == info.timestamp
+    return False
+
+
+def travel(
+    log: StoredLog,
+    store: SnapshotStore | None,
+    *,
+    at_offset: int | None = None,
+    at_time: int | str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Travel:
+    """The image at a point in time (see the module docstring), with how it was built."""
+    target = resolve_offset(log, at_offset=at_offset, at_time=at_time)
+    log_start = log.log_start_offset
+    if log_start > 0 and (target < log_start - 1 or (at_time is not None and target < log_start)):
+        if at_time is None:
+            kept = _snapshot_exactly_at(store, target)
+            if kept is not None:
+                return kept
+        raise TimeTravelError(_before_start(log, store, target, at_time))
+    if target < 0:
+        return Travel(
+            image=EMPTY_IMAGE, snapshot=None, replayed=0, load_seconds=0, replay_seconds=0
+        )
+    skipped: list[str] = []
+    base, used, load_seconds = _newest_snapshot(log, store, target, skipped)
+    start = time.perf_counter()
+    image = load_image(log, lte=target, base=base, progress=progress)
+    replay_seconds = time.perf_counter() - start
+    return Travel(
+        image=image,
+        snapshot=used,
+        replayed=target - base.provenance.offset,
+        load_seconds=load_seconds,
+        replay_seconds=replay_seconds,
+        skipped=tuple(skipped),
+    )
+
+
+def _snapshot_exactly_at(store: SnapshotStore | None, target: int) -> Travel | None:
+    """Before a trimmed log's start, only a snapshot taken at that very offset is an answer.
+
+    It cannot be checked against the log (the entry is gone), only against its checksum.
+    """
+    if store is None or store.missing():
+        return None
+    start = time.perf_counter()
+    try:
+        for info in store.snapshots(gt=target - 1, lte=target, desc=True):
+            try:
+                image = store.load(info.id)
+            except SnapshotContentError as exc:
+                logger.warning("%s", exc)
+                continue
+            return Travel(
+                image=image,
+                snapshot=info,
+                replayed=0,
+                load_seconds=time.perf_counter() - start,
+                replay_seconds=0.0,
+            )
+    except SnapshotStoreError as exc:
+        logger.warning("%s", exc)
+    return None
+
+
+def _before_start(
+    log: StoredLog, store: SnapshotStore | None, target: int, at_time: int | str | None
+) -> str:
+    """Why a point before a trimmed log's start cannot be reached, and what can be."""
+    start = log.log_start_offset
+    point = f"offset {target}" if at_time is None else f"time {at_time!r}"
+    where = "is among" if at_time is None else "falls among"
+    older: list[int] = []
+    try:
+        if store is not None and not store.missing():
+            older = [i.offset for i in store.snapshots(lte=start - 2, desc=True, limit=5)]
+    except SnapshotStoreError:
+        pass
+    kept = (
+        "snapshots at offsets " + ", ".join(str(o) for o in sorted(older)) + " (newest five)"
+        if older
+        else "no snapshot"
+    )
+    return (
+        f"{point} {where} the entries trimmed from this log: it starts at offset {start} "
+        f"(`mlog log trim`). Before that only the snapshots' own offsets can be shown "
+        f"(`--at-offset` of one; `mlog snapshot list`), and the database holds {kept} there"
+    )
+
+
+def image_at(
+    log: StoredLog,
+    store: SnapshotStore | None = None,
+    *,
+    at_offset: int | None = None,
+    at_time: int | str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> MetadataImage:
+    """The image after the entry at `at_offset`, or after the last entry at or before `at_time`.
+
+    `at_time` is milliseconds since the epoch or ISO-8601 text. Without either, the image of
+    the whole log.
+    """
+    return travel(log, store, at_offset=at_offset, at_time=at_time, progress=progress).image
+
+
+def _newest_snapshot(
+    log: StoredLog, store: SnapshotStore | None, target: int, skipped: list[str]
+) -> tuple[MetadataImage, SnapshotInfo | None, float]:
+    if store is None or store.missing():
+        return EMPTY_IMAGE, None, 0.0
+    start = time.perf_counter()
+    try:
+        candidates = store.snapshots(lte=target, desc=True)
+        for info in candidates:
+            if info.offset < log.log_start_offset - 1:
+                break  # older than the log: nothing to check it against, nor to replay after
+            if not snapshot_matches_log(log, info):
+                skipped.append(
+                    f"snapshot {info.id} (offset {info.offset}) was not taken from this log"
+                )
+                continue
+            try:
+                image = store.load(info.id)
+            except SnapshotContentError as exc:
+                skipped.append(str(exc))
+                continue
+            return image, info, time.perf_counter() - start
+    except SnapshotStoreError as exc:
+        skipped.append(f"{exc}; replaying the log from the start")
+    for reason in skipped:
+        logger.warning("%s", reason)
+    return EMPTY_IMAGE, None, time.perf_counter() - start
