@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from metadata_log.errors import ReplicaBlockError as ReplicaBlockError
     from metadata_log.log import MetadataLog as MetadataLog
     from metadata_log.memory import MemoryLog as MemoryLog
+    from metadata_log.memory_replica import MemoryReplicaLog as MemoryReplicaLog
     from metadata_log.protocols import AppendLog as AppendLog
     from metadata_log.protocols import ReadLog as ReadLog
     from metadata_log.protocols import ReplicatedLog as ReplicatedLog

@@ -2,8 +2,9 @@
 
 `MemoryLog` implements `AppendLog` with the file log's rules (dense offsets from 0, one
 timestamp per append that never goes down, atomic batches, the same range arguments and
-errors), checked by the same conformance suite (tests/test_log_conformance.py). Records are
-encoded on append, so a record the file log refuses is refused here too.
+errors), checked by the same conformance suite (tests/metadata_log/test_log_conformance.py).
+Records are encoded on append, so a record the file log refuses is refused here too. The
+replica protocol's in-memory log is `MemoryReplicaLog` (metadata_log/memory_replica.py).
 """
 
 from __future__ import annotations

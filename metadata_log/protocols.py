@@ -1,8 +1,8 @@
 """The log's roles as small typed protocols: what a user, a reader and a Raft shell need.
 
 Like eventsourcing's recorders: the file log (`MetadataLog`, `ReplicaLog`, `LogReader`) and the
-in-memory `MemoryLog` implement them, and code that only appends and reads asks for
-`AppendLog` rather than a class, so a test can hand it either.
+in-memory `MemoryLog` and `MemoryReplicaLog` implement them, and code that only appends and
+reads asks for `AppendLog` rather than a class, so a test can hand it either.
 """
 
 from __future__ import annotations

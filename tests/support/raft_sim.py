@@ -17,6 +17,7 @@ import json
 import random
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,10 @@ from api.raft.core.messages import (
 )
 from api.raft.core.quorum_state import QuorumState
 from api.raft.core.transfer import with_checksum
+from metadata_log.errors import LogError
+from metadata_log.memory_replica import MemoryReplicaLog
+from metadata_log.replica import ReplicaBlock
+from metadata_log.start_snapshot import StartSnapshot
 
 MAX_FETCH_ENTRIES = 4
 """The most entries per Fetch answer (small, so catching up takes several steps)."""
@@ -67,46 +72,147 @@ class InvariantViolation(AssertionError):
     """An invariant broke: the message says which, where and when."""
 
 
+_KINDS = {int(kind): kind for kind in EntryKind}
+
+
+def entry_block(entry: Entry) -> ReplicaBlock:
+    """The block a core entry is stored as: its kind and payload are the body (no records)."""
+    body = bytes((entry.kind,)) + entry.payload
+    return ReplicaBlock(
+        first_offset=entry.offset,
+        count=entry.count,
+        epoch=entry.epoch,
+        timestamp=0,
+        body=body,
+        crc32=zlib.crc32(body),
+    )
+
+
+def block_entry(block: ReplicaBlock) -> Entry:
+    """The core entry a stored block stands for (`entry_block` undone)."""
+    return Entry(
+        offset=block.first_offset,
+        epoch=block.epoch,
+        payload=block.body[1:],
+        count=block.count,
+        kind=_KINDS[block.body[0]],
+    )
+
+
 @dataclass(slots=True)
 class SimLog:
-    """A node's log: entries are durable only up to `flushed`.
+    """A node's log: the blocks from its start are in a `MemoryReplicaLog`, the one the
+    conformance suite holds to `ReplicaLog`'s behaviour; this adds the simulated disk.
 
-    `entries[offset]` is the batch that holds `offset` (a batch of several offsets is there
-    once per offset); the log is cut, torn and trimmed on batch boundaries only, as blocks.
+    Each core entry (a batch of `count` offsets) is one block, written with `write_blocks`,
+    cut with `truncate_to`, trimmed with `trim_before` (or `reset_to_snapshot` when the start
+    moves to the end), read with `replica_blocks`, and the epochs are the log's epoch cache.
+    What the simulation adds: `flushed`, its own durability mark (a truncation here keeps an
+    unflushed tail unflushed, where the file log's makes it durable: the weaker disk the seeds
+    have always run), `crash`, which loses a random part of the unflushed tail and may tear
+    its last entry, and `below`, the entries before the start kept for the checker.
     """
 
-    entries: list[Entry] = field(default_factory=list)
+    replica: MemoryReplicaLog = field(default_factory=MemoryReplicaLog)
     flushed: int = 0
-    start: int = 0
-    """The log start: the entries below it are only in `snapshot` (kept here for the checker)."""
+    below: tuple[Entry, ...] = ()
+    """The entries before the log start (one per offset): only in `snapshot`, kept here for the
+    checker."""
     snapshot: tuple[SnapshotId, bytes] | None = None
     """The newest snapshot of committed state: its id and bytes."""
 
+    @classmethod
+    def installed(cls, entries: tuple[Entry, ...], snapshot: tuple[SnapshotId, bytes]) -> SimLog:
+        """The log of a node that installed `snapshot` (of `entries`): empty after it."""
+        log = cls(flushed=len(entries), below=entries, snapshot=snapshot)
+        log.replica.reset_to_snapshot(log.start_snapshot(len(entries)))
+        return log
+
+    @property
+    def start(self) -> int:
+        """The log start: the first offset in the replica log."""
+        return self.replica.log_start_offset
+
+    @property
+    def end(self) -> int:
+        """One past the last offset in the log."""
+        return self.replica.end_offset
+
     @property
     def start_epoch(self) -> int:
-        return self.entries[self.start - 1].epoch if self.start else 0
+        start = self.start
+        return self.below[start - 1].epoch if start else 0
+
+    def start_snapshot(self, start: int) -> StartSnapshot:
+        """The snapshot record of a log that starts at `start` (the entries before it)."""
+        return StartSnapshot(
+            offset=start - 1, epoch=self.below[start - 1].epoch, timestamp=0, checksum="sim"
+        )
 
     def epochs(self) -> list[tuple[int, int]]:
-        cache: list[tuple[int, int]] = []
-        for entry in self.entries[self.start :]:
-            if not cache or cache[-1][0] != entry.epoch:
-                cache.append((entry.epoch, entry.offset))
-        return cache
+        return self.replica.epoch_cache()
+
+    def entry(self, offset: int) -> Entry:
+        """The batch holding `offset` (below the start too)."""
+        if offset < self.start:
+            return self.below[offset]
+        return block_entry(self.replica.block_at(offset))
+
+    def holds(self, offset: int, entry: Entry) -> bool:
+        """True if the batch holding `offset` is `entry`."""
+        return offset < self.end and self.entry(offset) == entry
+
+    @property
+    def entries(self) -> list[Entry]:
+        """Every offset's batch, from offset 0 (for tests and the snapshots)."""
+        entries = list(self.below[: self.start])
+        if self.end > self.start:
+            for block in self.replica.replica_blocks(start=self.start, max_bytes=1 << 62):
+                entries.extend([block_entry(block)] * block.count)
+        return entries
+
+    def read_batch(self, offset: int) -> Entry:
+        """The batch a fetch from `offset` starts with (it holds `offset`, maybe from before)."""
+        if offset < self.start:
+            return self.below[offset]
+        try:
+            (block,) = self.replica.replica_blocks(start=offset, max_bytes=0)
+        except LogError:  # inside a block: the caller reports the batch it fell into
+            return self.entry(offset)
+        return block_entry(block)
+
+    def append(self, entry: Entry) -> None:
+        """Write the entry's block at the end, not yet flushed."""
+        self.replica.write_blocks([entry_block(entry)], check=False)
+
+    def flush(self) -> None:
+        self.flushed = self.replica.flush()
+
+    def truncate(self, offset: int) -> None:
+        """Remove the entries from `offset` on; the unflushed part kept stays unflushed."""
+        self.replica.truncate_to(offset)
+        self.flushed = min(self.flushed, self.end)
+
+    def trim(self, start: int) -> None:
+        """Move the start to the batch boundary `start` (<= the snapshot's end, > 0)."""
+        self.below = tuple(self.entries[:start])
+        if start == self.end:
+            self.replica.reset_to_snapshot(self.start_snapshot(start))
+        else:
+            self.replica.trim_before(start)
 
     def boundary(self, offset: int) -> int:
         """The batch boundary at or below `offset` (a batch is kept or lost whole)."""
-        while offset < len(self.entries) and self.entries[offset].offset != offset:
-            offset -= 1
-        return offset
+        return self.entry(offset).offset if offset < self.end else offset
 
     def crash(self, rng: random.Random) -> None:
         """Lose what was not flushed: a random prefix of it survives, the last one maybe torn."""
-        keep = self.flushed + rng.randint(0, len(self.entries) - self.flushed)
+        keep = self.flushed + rng.randint(0, self.end - self.flushed)
         if keep > self.flushed and rng.random() < 0.5:
             keep -= 1  # a torn last entry: recovery drops it
         keep = self.boundary(keep)
-        del self.entries[keep:]
-        self.flushed = len(self.entries)
+        self.replica.truncate_to(keep)
+        self.flush()  # an open makes what it recovered durable, as `ReplicaLog.open` does
 
 
 @dataclass(slots=True)
@@ -161,10 +267,10 @@ class Checker:
             self.fail(f"node {node.id} truncated to {offset}, below its high watermark")
 
     def on_commit(self, node: SimNode, old: int, new: int) -> None:
-        if new > len(node.log.entries):
+        if new > node.log.end:
             self.fail(f"node {node.id} high watermark {new} is past its log end")
         for offset in range(old, new):
-            entry = node.log.entries[offset]
+            entry = node.log.entry(offset)
             if offset < len(self.committed):
                 if self.committed[offset] != entry:
                     self.fail(
@@ -179,8 +285,7 @@ class Checker:
         self.cluster.on_commit(node, new)
 
     def holds(self, node: SimNode, offset: int) -> bool:
-        entries = node.log.entries
-        return offset < len(entries) and entries[offset] == self.committed[offset]
+        return node.log.holds(offset, self.committed[offset])
 
     def check_on_majority(self, offset: int) -> None:
         count = 0
@@ -198,8 +303,7 @@ class Checker:
 
     def check_acked_in(self, node: SimNode) -> None:
         for offset, entry in self.acked.items():
-            entries = node.log.entries
-            if offset >= len(entries) or entries[offset] != entry:
+            if not node.log.holds(offset, entry):
                 self.fail(f"new leader {node.id} lacks acknowledged {entry}")
 
     def acknowledge(self, entry: Entry) -> None:
@@ -281,7 +385,7 @@ class Cluster:
             self.checker.epochs.pop(node.id, None)
         log = node.log
         view = LogView.from_log(
-            end_offset=len(log.entries),
+            end_offset=log.end,
             epochs=log.epochs(),
             start_offset=log.start,
             start_epoch=log.start_epoch,
@@ -303,10 +407,10 @@ class Cluster:
             return
         self.log(f"kill {node.id}")
         node.core = None
-        before = len(node.log.entries)
+        before = node.log.end
         node.log.crash(self.rng)
         self.stats["kills"] += 1
-        self.stats["entries lost on kill"] += before - len(node.log.entries)
+        self.stats["entries lost on kill"] += before - node.log.end
         self.checker.check_all_committed()
 
     def snapshot_and_trim(self, node: SimNode, *, whole: bool = False) -> None:
@@ -319,9 +423,7 @@ class Cluster:
         log = node.log
         committed = self.checker.committed
         agreed = 0
-        while (
-            agreed < min(log.flushed, len(committed)) and log.entries[agreed] == committed[agreed]
-        ):
+        while agreed < min(log.flushed, len(committed)) and log.entry(agreed) == committed[agreed]:
             agreed += 1
         low = max(log.start, 1, 0 if log.snapshot is None else log.snapshot[0].end_offset)
         end = log.boundary(self.rng.randint(low, agreed)) if agreed >= low else 0
@@ -331,7 +433,7 @@ class Cluster:
                 SnapshotId(end_offset=end, epoch=entries[-1].epoch),
                 encode_snapshot(entries),
             )
-            log.start = end if whole else log.boundary(self.rng.randint(log.start, end))
+            log.trim(end if whole else log.boundary(self.rng.randint(log.start, end)))
             self.log(f"snapshot {node.id} at end {end}, log start {log.start}")
             self.stats["trims"] += 1
         self.start(node)
@@ -408,15 +510,14 @@ class Cluster:
         if ready.truncate_to is not None:
             self.checker.on_truncate(node, ready.truncate_to)
             self.stats["truncations"] += 1
-            del log.entries[ready.truncate_to :]
-            log.flushed = min(log.flushed, len(log.entries))
+            log.truncate(ready.truncate_to)
             self.checker.check_all_committed()
         for entry in ready.append:
-            if entry.offset != len(log.entries):
-                raise InvariantViolation(f"node {node.id} appends {entry} at {len(log.entries)}")
-            log.entries.extend([entry] * entry.count)
+            if entry.offset != log.end:
+                raise InvariantViolation(f"node {node.id} appends {entry} at {log.end}")
+            log.append(entry)
         if ready.flush:
-            log.flushed = len(log.entries)
+            log.flush()
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
@@ -438,11 +539,11 @@ class Cluster:
 
     def batches(self, node: SimNode, start: int, until: int) -> tuple[Entry, ...]:
         """The whole batches of the node's log in [start, until), `fetch_entries` at most."""
-        entries = node.log.entries
+        log = node.log
         found: list[Entry] = []
         offset = start
-        while offset < min(until, len(entries)) and len(found) < self.fetch_entries:
-            batch = entries[offset]
+        while offset < min(until, log.end) and len(found) < self.fetch_entries:
+            batch = log.read_batch(offset)
             if batch.offset != offset:
                 raise InvariantViolation(f"node {node.id} reads from {offset}, inside {batch}")
             if batch.end_offset > until:
@@ -463,9 +564,7 @@ class Cluster:
         if entries[-1].epoch != snapshot_id.epoch:
             self.checker.fail(f"node {node.id} installs snapshot {snapshot_id} of another epoch")
         self.checker.on_truncate(node, end)
-        node.log = SimLog(
-            entries=list(entries), flushed=end, start=end, snapshot=(snapshot_id, data)
-        )
+        node.log = SimLog.installed(entries, (snapshot_id, data))
         self.stats["snapshots installed"] += 1
         self.checker.check_all_committed()
 
@@ -473,7 +572,7 @@ class Cluster:
         pending = self.proposed.get(node.id, [])
         while pending and pending[0].offset < high_watermark:
             entry = pending.pop(0)
-            if node.log.entries[entry.offset] == entry:
+            if node.log.holds(entry.offset, entry):
                 self.checker.acknowledge(entry)
 
     def propose(self) -> None:
