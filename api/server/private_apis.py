@@ -32,7 +32,13 @@ from api.protocol.private import (
 )
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import Session
-from api.server.time_travel import entity_of, image_response, wire_change, wire_history_entry
+from api.server.time_travel import (
+    entity_of,
+    image_response,
+    log_block,
+    wire_change,
+    wire_history_entry,
+)
 from api.server.write_ids import pending_write
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
@@ -371,8 +377,12 @@ class PrivateApis:
     # ------------------------------------------------------------------ reads
 
     def _require_log_reader(self, session: Session) -> None:
-        """FetchLog, ImageAt, Diff and History reveal everything: DESCRIBE on the cluster."""
-        self.gate.require_cluster(self.service.image, session, AclOperation.DESCRIBE)
+        """FetchLog, ImageAt, Diff and History reveal everything: CLUSTER_ACTION on the cluster.
+
+        As Kafka's `__cluster_metadata`, readable only through the quorum's Fetch: no view
+        filtered to what a DESCRIBE-level reader may see is served (docs/security.md).
+        """
+        self.gate.require_cluster(self.service.image, session, AclOperation.CLUSTER_ACTION)
 
     async def list_namespaces(
         self, request: private.ListNamespaces, session: Session
@@ -414,12 +424,14 @@ class PrivateApis:
         limit = min(request.max_entries, MAX_FETCH_ENTRIES)
         log = self.service.log
 
+        codec = self._codec
+
         def read() -> private.EntryBlock:
-            # The blocks as stored: no decoding and re-encoding here; the client trims them.
+            # The blocks as stored (the client trims them), credentials redacted.
             schema, count, body = log.block_bodies(
                 start=request.offset, last=committed, max_entries=limit
             )
-            return private.block_of(schema, count, body, request.schema_id)
+            return log_block(codec, schema, count, body, request.schema_id)
 
         block = await asyncio.to_thread(read) if committed >= request.offset else read()
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)
