@@ -62,6 +62,7 @@ from replay.controller.commands import (
 )
 from replay.controller.controller import Controller
 from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.namespaces import validate_namespace_name
 from replay.image import (
     MetadataImage,
     enclosing_namespaces,
@@ -210,6 +211,7 @@ class PrivateApis:
         gate = self.gate
 
         def create(c: Controller, image: MetadataImage) -> ControllerResult[Any]:
+            validate_namespace_name(request.name)  # canonical before any check: no `:x`
             if gate.on:
                 # The parents first: creating `org:apache` creates a missing `org` too.
                 for name in reversed(enclosing_namespaces(request.name)):
@@ -228,6 +230,7 @@ class PrivateApis:
         gate = self.gate
 
         def delete(c: Controller, image: MetadataImage) -> ControllerResult[Any]:
+            validate_namespace_name(request.name)  # canonical before any check: no `:x`
             if gate.on:
                 gate.require_namespace(image, session, AclOperation.DELETE, request.name)
                 self._require_subtree_deletion(image, session, request)
