@@ -423,6 +423,8 @@ class PrivateApis:
         if request.offset == committed + 1 and request.max_wait_ms:
             wait = min(request.max_wait_ms, MAX_FETCH_WAIT_MS) / 1000
             await self.service.wait_committed(request.offset, wait)
+            # Again before answering: an ACL removed while it waited holds for what it sends.
+            self._require_log_reader(session)
             committed = self.service.image.provenance.offset
         limit = min(request.max_entries, MAX_FETCH_ENTRIES)
         log = self.service.log
