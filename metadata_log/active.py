@@ -19,6 +19,7 @@ from metadata_log.checkpoint import Checkpoint
 from metadata_log.container import SYNC_SIZE, fsync_directory, write_all
 from metadata_log.errors import LogClosedError, LogError, LogFailedError
 from metadata_log.lock import DirectoryLock
+from metadata_log.private_files import make_dirs
 from metadata_log.repair import move_segment
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.storage import SegmentStorage
@@ -29,7 +30,7 @@ logger = logging.getLogger("metadata_log")
 def lock_directory(path: Path) -> DirectoryLock:
     """Create the log directory if needed and take its writer lock."""
     if not path.is_dir():
-        path.mkdir(parents=True)
+        make_dirs(path)
         fsync_directory(path.parent)
     lock = DirectoryLock(path)
     lock.acquire()

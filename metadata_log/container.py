@@ -26,6 +26,7 @@ from pathlib import Path
 
 import cramjam
 
+from metadata_log.private_files import FILE_MODE
 from records.varint import encode_long, read_long
 
 MAGIC = b"Obj\x01"
@@ -373,7 +374,7 @@ def replace_file(path: Path, data: bytes, *, sync_directory: bool = True) -> Non
     `OSError` as the failing call does.
     """
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         write_all(fd, data)
         os.fsync(fd)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from metadata_log.errors import LogLockedError
+from metadata_log.private_files import FILE_MODE
 
 LOCK_NAME = ".lock"
 
@@ -24,7 +25,7 @@ class DirectoryLock:
     def acquire(self) -> None:
         """Take the lock or raise LogLockedError naming the holder."""
         path = self.directory / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -33,6 +33,7 @@ from metadata_log.checkpoint import (
 from metadata_log.container import BlockDamage, fsync_directory
 from metadata_log.errors import LogCorruptionError, LogError
 from metadata_log.lock import DirectoryLock
+from metadata_log.private_files import FILE_MODE, make_dirs
 from metadata_log.segment import ScanProblem, Segment, segment_name
 from metadata_log.verify import VerifyReport, segment_bases, verify_log
 from records.codec import DEFAULT_CODEC, RecordCodec
@@ -194,7 +195,7 @@ def _execute(
     while quarantine.exists():
         suffix += 1
         quarantine = directory / QUARANTINE / f"{repair_id}.{suffix}"
-    quarantine.mkdir(parents=True)
+    make_dirs(quarantine)
     fsync_directory(quarantine.parent)
     fsync_directory(directory)
     problems = tuple(str(e) for e in report.errors)
@@ -265,10 +266,14 @@ def read_checkpoint_or_none(directory: Path) -> Checkpoint | None:
 
 
 def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
+    with open(path, "wb", opener=_private_opener) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags, FILE_MODE)
 
 
 def cut_segment(path: Path, position: int, quarantine: Path | None) -> None:
@@ -281,7 +286,7 @@ def cut_segment(path: Path, position: int, quarantine: Path | None) -> None:
     if position < size:
         if quarantine is not None:
             target = quarantine / f"{path.name}.from-byte-{position}"
-            with open(path, "rb") as src, open(target, "wb") as dst:
+            with open(path, "rb") as src, open(target, "wb", opener=_private_opener) as dst:
                 src.seek(position)
                 shutil.copyfileobj(src, dst, 1 << 20)
                 dst.flush()

@@ -30,6 +30,7 @@ from metadata_log.container import (
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.epoch_cache import EpochCache, epochs_from
 from metadata_log.errors import LogClosedError, LogError, ReplicaBlockError
+from metadata_log.private_files import FILE_MODE
 from metadata_log.reads import StoredLog
 from metadata_log.recovery import Repair
 from metadata_log.repair import cut_segment, move_segment
@@ -392,7 +393,7 @@ class ReplicaLog(StoredLog):
         framed = encode_block(keep, body) + segment.header.sync
         path = segment.path
         tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         try:
             with open(path, "rb") as source:
                 remaining = block.position

@@ -29,6 +29,7 @@ from metadata_log.container import (
 )
 from metadata_log.errors import LogCorruptionError
 from metadata_log.index import OFFSET_MAGIC, TIME_MAGIC, IndexFooter, SparseIndex
+from metadata_log.private_files import FILE_MODE
 from metadata_log.schema_check import check_entry_schema
 from records.codec import RecordBlock, RecordCodec
 from records.entry import LogEntry
@@ -165,7 +166,7 @@ class Segment:
         )
         path = directory / segment_name(base_offset)
         tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         try:
             write_all(fd, header_bytes)
             os.fsync(fd)

@@ -2,12 +2,14 @@
 
 `replay.timetravel` asks this module about the four security records. A credential is shown by
 user, mechanism and iteration count only: its salt and keys appear nowhere (a change of them
-is the field `keys`, "(hidden)" on both sides).
+is the field `keys`, "(hidden)" on both sides). Records that leave the server (FetchLog,
+ImageAt) and `mlog log dump` without `--show-secrets` carry `redacted` credentials.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from records.json_form import record_to_json
@@ -24,6 +26,7 @@ from records.uuids import Uuid
 from replay.changes import Change
 from replay.image import MetadataImage
 from replay.rules import WILDCARD_RESOURCE
+from replay.security.scram_rules import KEY_SIZES
 
 HIDDEN = "(hidden)"
 """What is shown in place of a salt or a key."""
@@ -32,6 +35,31 @@ SECRET_FIELDS: Mapping[type[Record], tuple[str, ...]] = {
     UserScramCredentialRecord: ("salt", "stored_key", "server_key"),
 }
 """The fields human output never shows, by record type."""
+
+
+REDACTED_SALT = b"\x00"
+"""The salt of a redacted credential (replay refuses an empty one)."""
+
+
+def redacted(record: Record) -> Record:
+    """`record` with a credential's salt and keys replaced by zeros; any other record as is.
+
+    A redacted credential keeps user, mechanism and iterations (what Kafka's
+    DescribeUserScramCredentials shows) and stays a record replay accepts: salt one zero
+    byte, StoredKey and ServerKey all-zero of the hash's size. No password matches it (that
+    needs H(ClientKey) = 0), so a copy of the log made from it logs nobody in.
+    """
+    if type(record) is not UserScramCredentialRecord:
+        return record
+    size = KEY_SIZES.get(record.mechanism, 0)
+    return dataclasses.replace(
+        record, salt=REDACTED_SALT, stored_key=bytes(size), server_key=bytes(size)
+    )
+
+
+def has_secrets(records: Iterable[Record]) -> bool:
+    """Whether any of `records` is a credential (so `redacted` would change it)."""
+    return any(type(r) is UserScramCredentialRecord for r in records)
 
 
 def shown_json(record: Record) -> dict[str, Any]:

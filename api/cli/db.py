@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from api.cli.common import EXIT_DAMAGED, EXIT_OK, add_global_options
 from api.cli.output import emit
 from api.service.snapshots import open_store
+from metadata_log.private_files import make_dirs
 from replay.sql.revision import SchemaState
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def cmd_db_upgrade(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     with open_store(settings) as store:
         path = store.sqlite_path()
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(path.parent)
         before, after = store.upgrade()
     if before.revision == after.revision:
         text = f"{store.shown_url}: already at head revision {after.revision}"

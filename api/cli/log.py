@@ -28,7 +28,7 @@ from metadata_log.verify import VerifyReport, verify_log
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
 from replay.append import append_replayed_batches
-from replay.timetravel_security import shown_json
+from replay.timetravel_security import redacted, shown_json
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -36,14 +36,17 @@ if TYPE_CHECKING:
     from records.model import Record
 
 
-def entry_to_json(entry: LogEntry) -> dict[str, Any]:
-    """The JSON form of a log entry (one line of `mlog log dump --output json`)."""
+def entry_to_json(entry: LogEntry, *, secrets: bool = True) -> dict[str, Any]:
+    """The JSON form of a log entry (one line of `mlog log dump --output json`).
+
+    Without `secrets`, credentials are `redacted`: still records `log append` takes back.
+    """
     return {
         "offset": entry.offset,
         "epoch": entry.epoch,
         "timestamp": entry.timestamp,
         "principal": entry.principal,
-        "record": record_to_json(entry.record),
+        "record": record_to_json(entry.record if secrets else redacted(entry.record)),
     }
 
 
@@ -53,15 +56,20 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     Reads the data directory, or the server's log through FetchLog with --bootstrap-server;
     `--follow` keeps printing new entries until interrupted. A damaged log fails with one
     line, unless `--up-to-damage`: then the entries before the damage are printed, a warning
-    line names it, and the exit code is 1.
+    line names it, and the exit code is 1. Credentials show mechanism and iterations only; their
+    salts and keys only with `--show-secrets`, on the data directory (a server never sends them).
     """
+    if getattr(args, "show_secrets", False) and settings.bootstrap_server is not None:
+        raise CliError(
+            "--show-secrets reads the data directory; a server never sends salts or keys"
+        )
     if getattr(args, "up_to_damage", False):
         return _dump_up_to_damage(args, settings, out)
     with open_target(settings, args, check_pending=False) as target:
         try:
             entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
             for entry in entries:
-                _print_entry(entry, settings, out)
+                _print_entry(entry, settings, out, secrets=getattr(args, "show_secrets", False))
                 if args.follow:
                     out.flush()  # a follower's reader sees each entry as it comes
         except KeyboardInterrupt:
@@ -70,11 +78,12 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     return EXIT_OK
 
 
-def _print_entry(entry: LogEntry, settings: Settings, out: TextIO) -> None:
+def _print_entry(entry: LogEntry, settings: Settings, out: TextIO, *, secrets: bool) -> None:
     if settings.output == "json":
-        out.write(json.dumps(entry_to_json(entry), separators=(",", ":")) + "\n")
+        line = json.dumps(entry_to_json(entry, secrets=secrets), separators=(",", ":"))
+        out.write(line + "\n")
     else:
-        # People see no salt or key; --output json keeps them for `log append`.
+        # People see no salt or key: "(hidden)" even with --show-secrets.
         payload = json.dumps(shown_json(entry.record), separators=(",", ":"))
         out.write(
             f"offset: {entry.offset} epoch: {entry.epoch} "
@@ -91,7 +100,7 @@ def _dump_up_to_damage(args: argparse.Namespace, settings: Settings, out: TextIO
     damage: LogCorruptionError | None = log.damage
     try:
         for entry in log.read(gt=args.gt, lte=args.lte, limit=args.limit):
-            _print_entry(entry, settings, out)
+            _print_entry(entry, settings, out, secrets=getattr(args, "show_secrets", False))
     except LogCorruptionError as exc:
         damage = exc
     finally:
@@ -420,6 +429,12 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         "--up-to-damage",
         action="store_true",
         help="on a damaged log, print the entries before the damage, then a warning (exit 1)",
+    )
+    dump.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="with --output json, keep credentials' salts and keys (a byte-exact copy of the "
+        "log for `log append`); data directory only",
     )
     # The only `log` command that also runs through a server (FetchLog): the others read or
     # write the log's files.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.output import emit, print_table
+from metadata_log.private_files import make_dirs
 
 if TYPE_CHECKING:
     from api.raft.core.config import VoterAddress
@@ -88,7 +89,7 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
             "start it without formatting, it catches up before it votes"
         )
     cluster_id = args.cluster_id or quorum_cluster_id(quorum.addresses)
-    directory.mkdir(parents=True, exist_ok=True)
+    make_dirs(directory)
     stored, _ = cluster_identity(directory, quorum.node_id, cluster_id=cluster_id)
     if stored != cluster_id:
         raise CliError(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.targets import open_service
 from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_limits
+from metadata_log.private_files import create_private, loose_paths, make_dirs
 from records.uuids import Uuid
 
 if TYPE_CHECKING:
@@ -208,9 +209,9 @@ def cluster_identity(
         return values["cluster.id"], stored
     cluster_id = cluster_id or str(Uuid.random())
     chosen = 0 if node_id is None else node_id
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(data_dir)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"cluster.id={cluster_id}\nnode.id={chosen}\n", encoding="utf-8")
+    create_private(tmp, f"cluster.id={cluster_id}\nnode.id={chosen}\n".encode())
     tmp.replace(path)
     return cluster_id, chosen
 
@@ -255,6 +256,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
             "--config FILE` (a new cluster's voter) or `mlog quorum format --rejoin --config "
             "FILE` (a voter whose data directory was lost, or an observer) first"
         )
+    warn_loose_files(settings.data_dir, server_logger)
     cluster_id, node_id = cluster_identity(settings.data_dir, config.node_id)
     quorum = None
     if config.quorum is None:
@@ -282,6 +284,24 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     if quorum is not None and quorum.failed is not None:
         raise CliError(f"the quorum node stopped: {quorum.failed}; restart it")
     return EXIT_OK
+
+
+def warn_loose_files(data_dir: Path, server_logger: logging.Logger) -> None:
+    """One warning if the data directory holds files others may read (the credentials).
+
+    New files are 0600 and directories 0700 (`metadata_log.private_files`); older ones are
+    not changed behind the operator's back: the warning says how to close them.
+    """
+    loose = loose_paths(data_dir)
+    if loose:
+        names = ", ".join(str(p) for p in loose[:3]) + (", ..." if len(loose) > 3 else "")
+        server_logger.warning(
+            "%s holds files or directories group or others may read (%s); they hold the "
+            "SCRAM credentials and ACLs: chmod -R go-rwx %s",
+            data_dir,
+            names,
+            data_dir,
+        )
 
 
 SOLE_VOTER_WITHOUT_STATE = (
@@ -320,7 +340,7 @@ def _quorum_node(
             settings.data_dir,
             quorum.node_id,
         )
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(settings.data_dir)
     service = ReplicatedService.open_replicated(
         settings.log_dir, config=settings.log, snapshots=open_snapshotter(settings)
     )

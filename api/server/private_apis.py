@@ -32,7 +32,13 @@ from api.protocol.private import (
 )
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import Session
-from api.server.time_travel import entity_of, image_response, wire_change, wire_history_entry
+from api.server.time_travel import (
+    entity_of,
+    image_response,
+    log_block,
+    wire_change,
+    wire_history_entry,
+)
 from api.server.write_ids import pending_write
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
@@ -56,6 +62,7 @@ from replay.controller.commands import (
 )
 from replay.controller.controller import Controller
 from replay.controller.errors import ApiError, ErrorCode
+from replay.controller.namespaces import validate_namespace_name
 from replay.image import (
     MetadataImage,
     enclosing_namespaces,
@@ -204,6 +211,7 @@ class PrivateApis:
         gate = self.gate
 
         def create(c: Controller, image: MetadataImage) -> ControllerResult[Any]:
+            validate_namespace_name(request.name)  # canonical before any check: no `:x`
             if gate.on:
                 # The parents first: creating `org:apache` creates a missing `org` too.
                 for name in reversed(enclosing_namespaces(request.name)):
@@ -222,6 +230,7 @@ class PrivateApis:
         gate = self.gate
 
         def delete(c: Controller, image: MetadataImage) -> ControllerResult[Any]:
+            validate_namespace_name(request.name)  # canonical before any check: no `:x`
             if gate.on:
                 gate.require_namespace(image, session, AclOperation.DELETE, request.name)
                 self._require_subtree_deletion(image, session, request)
@@ -371,8 +380,12 @@ class PrivateApis:
     # ------------------------------------------------------------------ reads
 
     def _require_log_reader(self, session: Session) -> None:
-        """FetchLog, ImageAt, Diff and History reveal everything: DESCRIBE on the cluster."""
-        self.gate.require_cluster(self.service.image, session, AclOperation.DESCRIBE)
+        """FetchLog, ImageAt, Diff and History reveal everything: CLUSTER_ACTION on the cluster.
+
+        As Kafka's `__cluster_metadata`, readable only through the quorum's Fetch: no view
+        filtered to what a DESCRIBE-level reader may see is served (docs/security.md).
+        """
+        self.gate.require_cluster(self.service.image, session, AclOperation.CLUSTER_ACTION)
 
     async def list_namespaces(
         self, request: private.ListNamespaces, session: Session
@@ -410,16 +423,20 @@ class PrivateApis:
         if request.offset == committed + 1 and request.max_wait_ms:
             wait = min(request.max_wait_ms, MAX_FETCH_WAIT_MS) / 1000
             await self.service.wait_committed(request.offset, wait)
+            # Again before answering: an ACL removed while it waited holds for what it sends.
+            self._require_log_reader(session)
             committed = self.service.image.provenance.offset
         limit = min(request.max_entries, MAX_FETCH_ENTRIES)
         log = self.service.log
 
+        codec = self._codec
+
         def read() -> private.EntryBlock:
-            # The blocks as stored: no decoding and re-encoding here; the client trims them.
+            # The blocks as stored (the client trims them), credentials redacted.
             schema, count, body = log.block_bodies(
                 start=request.offset, last=committed, max_entries=limit
             )
-            return private.block_of(schema, count, body, request.schema_id)
+            return log_block(codec, schema, count, body, request.schema_id)
 
         block = await asyncio.to_thread(read) if committed >= request.offset else read()
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)

@@ -2,7 +2,9 @@
 
 The wire codec (`api.protocol.private`) carries records and plain values only; this module
 turns an image into the records that rebuild it, replay's changes and history entries into
-their wire forms, and a requested entity into replay's (whose checks it then runs).
+their wire forms, and a requested entity into replay's (whose checks it then runs). No
+credential leaves in clear: the records of FetchLog and ImageAt carry them `redacted`
+(`replay.timetravel_security`), mechanism and iterations only.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from records.codec import RecordCodec
 from replay.changes import Change
 from replay.image import MetadataImage
 from replay.timetravel import Entity, HistoryEntry
+from replay.timetravel_security import has_secrets, redacted
 
 
 def image_response(
     image: MetadataImage, codec: RecordCodec, known: str | None
 ) -> private.ImageResponse:
     """An image as the records that rebuild it (numbered from 0, no principal)."""
-    entries = ((i, 0, 0, None, r) for i, r in enumerate(image.write()))
+    entries = ((i, 0, 0, None, redacted(r)) for i, r in enumerate(image.write()))
     p = image.provenance
     return private.ImageResponse(
         offset=p.offset,
@@ -26,6 +29,30 @@ def image_response(
         timestamp=p.timestamp,
         records=private.entry_block(codec, entries, known),
     )
+
+
+def log_block(
+    codec: RecordCodec, schema: str, count: int, body: bytes, known: str | None
+) -> private.EntryBlock:
+    """Stored block bodies as FetchLog sends them: as stored, unless they hold a credential.
+
+    The bodies are decoded to find credentials (no LogEntry objects); a block that holds one
+    is re-encoded, in the codec's schema, with every credential `redacted`.
+    """
+    if count == 0 and not body:
+        return private.block_of(schema, count, body, known)
+    block = codec.decode_block(count, body, codec.reader_array_schema(schema))
+    if not has_secrets(block.records):
+        return private.block_of(schema, count, body, known)
+    entries = zip(
+        block.offsets,
+        block.epochs,
+        block.timestamps,
+        block.principals,
+        map(redacted, block.records),
+        strict=True,
+    )
+    return private.entry_block(codec, entries, known)
 
 
 def wire_change(change: Change) -> private.Change:

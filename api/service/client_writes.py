@@ -8,11 +8,12 @@ set only around such a request, so a request without one costs the service one
 context-variable read.
 
 The service (`MetadataService.submit`, `ReplicatedService.submit`) then:
-- finds the client's last write in the working image's `client_writes` table;
+- finds the client's last write in the working image's `client_writes` table; a client id
+  belongs to the principal that first used it: another principal's write with it, whatever
+  its sequence, is INVALID_REQUEST;
 - same sequence: answers with the stored answer (`PendingWrite.decode`), appending
   nothing, once that write is committed; an older sequence: DUPLICATE_SEQUENCE_NUMBER (its
-  answer is no longer kept); another principal, or the same sequence through another API:
-  INVALID_REQUEST;
+  answer is no longer kept); the same sequence through another API: INVALID_REQUEST;
 - a newer sequence (or an unknown client): runs the command; if it writes records, a
   `ClientWriteRecord` with the answer (`PendingWrite.encode`) joins the same atomic batch.
 
@@ -62,18 +63,27 @@ CURRENT_WRITE: contextvars.ContextVar[PendingWrite | None] = contextvars.Context
 """Set by the server around an idempotent request's handler; read once by the service."""
 
 
+def require_owner(found: ClientWriteRecord, write: PendingWrite) -> None:
+    """INVALID_REQUEST unless `write` comes from the principal that first used its client id.
+
+    Checked whatever the sequence: another principal's newer sequence would otherwise take
+    over the slot, and with it the first principal's retries (issue #31, finding 7).
+    """
+    if found.principal != write.principal:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"client id {write.write_id.client_id} belongs to another principal; every client "
+            "instance must use its own random id",
+        )
+
+
 def stored_answer(found: ClientWriteRecord, write: PendingWrite) -> Any:
     """The answer a retry gets from its client's last write, or the refusal of a bad one.
 
     `found` has the retry's sequence or a newer one (the caller checks which).
     """
     write_id = write.write_id
-    if found.principal != write.principal:
-        raise ApiError(
-            ErrorCode.INVALID_REQUEST,
-            f"client id {write_id.client_id} belongs to another principal; every client "
-            "instance must use its own random id",
-        )
+    require_owner(found, write)
     if found.sequence > write_id.sequence:
         raise ApiError(
             ErrorCode.DUPLICATE_SEQUENCE_NUMBER,

@@ -36,6 +36,7 @@ from api.service.client_writes import (
     CURRENT_WRITE,
     PendingWrite,
     client_write_record,
+    require_owner,
     stored_answer,
 )
 from metadata_log.config import LogConfig
@@ -461,7 +462,10 @@ class MetadataService:
         """
         CURRENT_WRITE.set(None)
         found = self._working.client_writes.get(write.write_id.client_id)
-        if found is None or found.sequence < write.write_id.sequence:
+        if found is None:
+            return None
+        require_owner(found, write)  # before the sequence: no one takes another's slot
+        if found.sequence < write.write_id.sequence:
             return None
         return found
 

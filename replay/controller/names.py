@@ -9,7 +9,7 @@ from records.uuids import Uuid
 from replay.controller.commands import TopicRef
 from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.limits import clip
-from replay.image import MetadataImage, TopicImage
+from replay.image import NAMESPACE_SEPARATOR, MetadataImage, TopicImage
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars
 
 _COLLISION_LIMIT = 12
@@ -35,6 +35,27 @@ def refuse_reserved_name(qualified: str) -> None:
 def is_internal_topic(qualified: str) -> bool:
     """Whether Kafka treats a topic of this (qualified) name as internal."""
     return qualified in INTERNAL_TOPICS
+
+
+_EMPTY_TIER = NAMESPACE_SEPARATOR * 2
+
+
+def empty_tier_error(qualified: str) -> ApiError | None:
+    """INVALID_TOPIC_EXCEPTION (17) if a qualified topic name has an empty namespace tier.
+
+    `:t` would otherwise split into the default namespace and `t`, so it named the topic `t`
+    while ACLs were asked about `:t` (issue #31, finding 3); `org::t` has an empty tier too. A
+    name is checked in this form before any authorization or lookup.
+    """
+    if NAMESPACE_SEPARATOR not in qualified:
+        return None
+    if not qualified.startswith(NAMESPACE_SEPARATOR) and _EMPTY_TIER not in qualified:
+        return None
+    return ApiError(
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        f"Topic name {clip(qualified)} is illegal, it has an empty namespace tier; a "
+        "qualified name is <namespace>:<topic> with non-empty tiers, e.g. org:apache:orders",
+    )
 
 
 def validate_topic_name(name: str) -> None:
@@ -96,6 +117,9 @@ def resolve_topic(image: MetadataImage, ref: TopicRef) -> TopicImage:
     if ref.name is not None:
         topic = image.topics.get_by_name(ref.name)
         if topic is None:
+            invalid = empty_tier_error(ref.name)
+            if invalid is not None:
+                raise invalid
             raise ApiError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"This server does not host this topic-partition: topic {clip(ref.name)} "

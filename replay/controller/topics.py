@@ -48,6 +48,7 @@ from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.limits import INT16_MAX
 from replay.controller.names import (
     colliding_name,
+    empty_tier_error,
     partition_name,
     refuse_reserved_name,
     resolve_unseen_topic,
@@ -132,6 +133,9 @@ class TopicCreator:
     ) -> tuple[list[Record], CreateTopicResult]:
         qualified = request.name
         refuse_reserved_name(qualified)
+        invalid = empty_tier_error(qualified)
+        if invalid is not None:
+            raise invalid
         namespace, name = split_qualified_name(qualified)
         validate_topic_name(name)
         require_namespace(image, namespace)

@@ -43,6 +43,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
+from metadata_log.private_files import create_private
 from replay.image import MetadataImage, Provenance
 from replay.sql import content, revision
 from replay.sql.content import ContentChecksum, Row, image_from_rows, image_rows, record_count
@@ -194,6 +195,10 @@ class SnapshotStore:
         kwargs: dict[str, Any] = {"pool_pre_ping": True}
         if self.is_sqlite:
             kwargs["connect_args"] = {"timeout": 30}
+            path = self.sqlite_path()
+            if self.create and path is not None and not path.exists() and path.parent.is_dir():
+                # An empty file is an empty database; SQLite gives its -wal and -shm this mode.
+                create_private(path, b"")
         elif self.url.get_backend_name() == "postgresql":
             kwargs["connect_args"] = {"connect_timeout": 10}
         try:

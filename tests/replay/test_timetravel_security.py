@@ -42,7 +42,7 @@ from records.uuids import Uuid
 from replay.changes import Change
 from replay.loader import load_image
 from replay.timetravel import Entity, TimeTravelError, diff, history, image_at
-from replay.timetravel_security import acl_applies, describe_security
+from replay.timetravel_security import acl_applies, describe_security, redacted
 from tests.support.cli import ok
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
@@ -366,12 +366,19 @@ def test_log_append_replays_security_records_and_dump_shows_them(
     ]
     code, text = _append(data_dir, good, tmp_path)
     assert code == 0 and f"at offsets {end}..{end + 1}" in text
-    # The human dump hides salts and keys; the JSON dump keeps them, so it can be appended back.
+    # The human dump hides salts and keys; the JSON dump zeroes them unless --show-secrets,
+    # which keeps them, so it can be appended back.
     human = mlog(data_dir, "log", "dump", "--gt", str(end - 1))
     assert human.count("(hidden)") == 3 and "principal: User:ops" in human
     assert '"resource_name":"org:"' in human and '"iterations":16384' in human
+    json_dump = ["--data-dir", str(data_dir), "--output", "json", "log", "dump"]
     out = io.StringIO()
-    assert main(["--data-dir", str(data_dir), "--output", "json", "log", "dump"], out=out) == 0
+    assert main(json_dump, out=out) == 0
+    dumped = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert dumped[-1]["record"] == record_to_json(redacted(_credential("carol", iterations=16384)))
+    assert dumped[-1]["record"] != good[1]
+    out = io.StringIO()
+    assert main([*json_dump, "--show-secrets"], out=out) == 0
     dumped = [json.loads(line) for line in out.getvalue().splitlines()]
     assert dumped[-1]["record"] == good[1]
     # Replay's rules hold for what is appended by hand: nothing of a refused block is written.

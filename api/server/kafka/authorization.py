@@ -19,6 +19,7 @@ from replay.controller.authorizer import CLUSTER_NAME, Authorizer
 from replay.controller.commands import ControllerResult, TopicRef
 from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.limits import clip
+from replay.controller.names import empty_tier_error
 from replay.image import MetadataImage
 
 if TYPE_CHECKING:  # base imports this module: the Session class is only named here
@@ -103,7 +104,14 @@ class Gate:
     def topic_refusal(
         self, image: MetadataImage, session: Session, operation: AclOperation, name: str
     ) -> ApiError | None:
-        """The TOPIC_AUTHORIZATION_FAILED error for a topic name, or None if it is allowed."""
+        """The TOPIC_AUTHORIZATION_FAILED error for a topic name, or None if it is allowed.
+
+        A name with an empty namespace tier (`:t`) is refused as invalid before any ACL is
+        asked: it is no topic's name, and no ACL can be meant for it.
+        """
+        invalid = empty_tier_error(name)
+        if invalid is not None:
+            return invalid
         if self.allows(image, session, operation, ResourceType.TOPIC, name):
             return None
         return ApiError(

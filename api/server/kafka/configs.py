@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from api.protocol.codec import KafkaRequest
-from api.server.kafka.authorization import run_gated
+from api.server.kafka.authorization import refusal_message, run_gated
 from api.server.kafka.base import HandlerGroup, Session
-from records.model import AclOperation, ConfigResourceType
+from records.model import AclOperation, ConfigResourceType, ResourceType
 from replay.controller.commands import (
     AlterConfig,
     AlterConfigOp,
@@ -26,9 +26,11 @@ from replay.controller.commands import (
 from replay.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS
 from replay.controller.config_values import ConfigDef, ConfigType
 from replay.controller.errors import ApiError, ErrorCode
-from replay.image import MetadataImage
+from replay.controller.limits import clip
+from replay.image import MetadataImage, enclosing_namespaces
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
+NAMESPACE = ResourceType.NAMESPACE
 
 _CONFIG_TYPES = {
     ConfigType.BOOLEAN: 1,
@@ -154,6 +156,34 @@ class ConfigApis(HandlerGroup):
             return exc
         return None
 
+    def _inheritance_refusal(
+        self,
+        image: MetadataImage,
+        session: Session,
+        resource: ConfigResource,
+        ops: Sequence[AlterConfig],
+    ) -> ApiError | None:
+        """A namespace's configs are its descendants' too: ALTER_CONFIGS on each that inherits.
+
+        A namespace below the one changed that does not override every changed key itself
+        (nor through a namespace between them) would resolve the new value: the change needs
+        ALTER_CONFIGS there too, so a DENY on `org:secret` holds against a change on `org`
+        (issue #31, finding 8). The refusal names the first such namespace.
+        """
+        if resource.type != ConfigResourceType.NAMESPACE or not resource.name or not ops:
+            return None
+        keys = frozenset(op.name for op in ops)
+        for below in image.namespaces.descendants(resource.name):
+            if not _inherits(image, resource.name, below, keys):
+                continue
+            if not self.gate.allows(image, session, ALTER_CONFIGS, NAMESPACE, below):
+                return ApiError(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    f"{refusal_message(session, ALTER_CONFIGS, NAMESPACE, below)}: it "
+                    f"inherits the configs changed on namespace {clip(resource.name)}",
+                )
+        return None
+
     async def incremental_alter_configs(self, request: KafkaRequest, session: Session) -> Any:
         """Set, delete, append to or subtract from keys; one result per resource."""
         body = request.body
@@ -225,7 +255,10 @@ class ConfigApis(HandlerGroup):
                 return run(list(changes))
             return run_gated(
                 changes,
-                lambda change: self._refusal(image, session, ALTER_CONFIGS, change[0]),
+                lambda change: (
+                    self._refusal(image, session, ALTER_CONFIGS, change[0])
+                    or self._inheritance_refusal(image, session, *change)
+                ),
                 run,
                 lambda change, error: AlterConfigsResult(
                     resource=change[0], outcome=Outcome.from_error(error)
@@ -281,6 +314,18 @@ def _alter_op(value: int) -> AlterConfigOp:
             f"unknown config operation {value}; use 0 (set), 1 (delete), 2 (append) or "
             "3 (subtract)",
         ) from None
+
+
+def _inherits(image: MetadataImage, top: str, below: str, keys: frozenset[str]) -> bool:
+    """Whether namespace `below` resolves any of `keys` from its ancestor `top`."""
+    left = set(keys)
+    for name in enclosing_namespaces(below):  # nearest first, `below` itself included
+        if name == top:
+            break
+        left.difference_update(image.configs.get(ConfigResourceType.NAMESPACE, name))
+        if not left:
+            return False
+    return True
 
 
 def _override_key(image: MetadataImage, kind: ConfigResourceType, name: str) -> str:
