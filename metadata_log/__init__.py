@@ -42,6 +42,6 @@ if TYPE_CHECKING:
 
 # mypy sees the names through the imports above; only the interpreter needs the hook.
 if not TYPE_CHECKING:
-    from metadata_log.exports import lazy_getattr
+    from records.exports import lazy_getattr
 
     __getattr__ = lazy_getattr(__name__, __file__)

@@ -2,14 +2,12 @@
 
 The names below are imported from their modules on first use, so that importing one module
 (`records.errors`, `records.model`) does not build the codec. They are declared once, as the
-imports mypy reads; the interpreter reads the same lines (`_exports`) to know where each name
-is defined, and what `__all__` holds.
+imports mypy reads; the interpreter reads the same lines (`records.exports`) to know where
+each name is defined, and what `__all__` holds.
 """
 
 from __future__ import annotations
 
-import importlib
-import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,40 +48,8 @@ if TYPE_CHECKING:
     from records.uuids import Uuid as Uuid
 
 
-_IMPORT = re.compile(r"from (records\.\w+) import \(?\s*(\w+) as \2\b")
-"""One `from records.<module> import <Name> as <Name>` line: the form strict mypy re-exports."""
-
-
-def _exports() -> dict[str, str]:
-    """Each public name and the module defining it: the `TYPE_CHECKING` imports of this file.
-
-    Read with a pattern rather than `ast`, whose import alone would cost more than the rest of
-    this module; only the `X as X` form counts, as only it counts for mypy. (The import block
-    ends at the first blank line.)
-    """
-    # Read as a file: the loader's get_source would import tokenize, a millisecond of start-up.
-    origin = __spec__.origin if __spec__ else None
-    if origin is None or not origin.endswith(".py"):
-        raise ImportError("records needs its source (__init__.py) to know its public names")
-    with open(origin, encoding="utf-8") as source:
-        block = source.read().split("\nif TYPE_CHECKING:\n", 1)[1].split("\n\n", 1)[0]
-    return {name: module for module, name in _IMPORT.findall(block)}
-
-
-_HOMES = _exports()
-"""Where each name of `records` is defined: imported from there on first use."""
-
-__all__ = sorted(_HOMES)  # noqa: PLE0605 - read from the imports above, not repeated
-
-
 # mypy sees the names through the imports above; only the interpreter needs the hook.
 if not TYPE_CHECKING:
+    from records.exports import lazy_getattr
 
-    def __getattr__(name: str) -> object:
-        """`records.<name>`: import the module that defines it (PEP 562), once."""
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
-        globals()[name] = value
-        return value
+    __getattr__ = lazy_getattr(__name__, __file__)

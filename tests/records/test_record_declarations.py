@@ -188,9 +188,11 @@ import records
 assert "records.codec" not in sys.modules, "importing records built the codec"
 import records.model
 assert "records.codec" not in sys.modules, "importing records.model built the codec"
+from records.exports import declared_exports
+homes = declared_exports(records.__file__)
 for name in records.__all__:
     value = getattr(records, name)
-    home = sys.modules[records._HOMES[name]]
+    home = sys.modules[homes[name]]
     assert getattr(home, name) is value, name
 try:
     records.no_such_name
