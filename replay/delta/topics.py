@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from replay.delta.configs import ConfigChanges
     from replay.delta.namespaces import NamespacesDelta
 
-_PARTITION_FIELDS = (
+PARTITION_FIELDS = (
     "partition_id",
     "topic_id",
     "replicas",
@@ -56,13 +56,15 @@ _PARTITION_FIELDS = (
     "partition_epoch",
     "mode",
 )
-_partition_setters = tuple(slot_setter(PartitionRecord, name) for name in _PARTITION_FIELDS)
+PARTITION_SETTERS = tuple(slot_setter(PartitionRecord, name) for name in PARTITION_FIELDS)
+"""Setters of a new PartitionRecord's slots, in `PARTITION_FIELDS` order (replay and snapshots
+build records of checked values without `__init__`'s checks)."""
 
 
 def _partition(*values: Any) -> PartitionRecord:
-    """A PartitionRecord from values in `_PARTITION_FIELDS` order that replay has checked."""
+    """A PartitionRecord from values in `PARTITION_FIELDS` order that replay has checked."""
     record: PartitionRecord = new_instance(PartitionRecord)
-    for setter, value in zip(_partition_setters, values, strict=True):
+    for setter, value in zip(PARTITION_SETTERS, values, strict=True):
         setter(record, value)
     return record
 

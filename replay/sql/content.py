@@ -39,8 +39,9 @@ from records.model import (
     RegisterBrokerRecord,
     UserScramCredentialRecord,
 )
-from records.slots import new_instance, slot_setter
+from records.slots import new_instance
 from records.uuids import Uuid
+from replay.delta.topics import PARTITION_SETTERS
 from replay.image import (
     AclsImage,
     ClientWritesImage,
@@ -302,20 +303,6 @@ def _config_rows(configs: ConfigsImage) -> Iterator[Row]:
 
 # ---------------------------------------------------------------------------- rows -> image
 
-_PARTITION_FIELDS = (
-    "partition_id",
-    "topic_id",
-    "replicas",
-    "isr",
-    "removing_replicas",
-    "adding_replicas",
-    "leader",
-    "leader_epoch",
-    "partition_epoch",
-    "mode",
-)
-_partition_setters = tuple(slot_setter(PartitionRecord, name) for name in _PARTITION_FIELDS)
-
 
 class _ArrayValues(dict[str, tuple[int, ...]]):
     """JSON array text -> the shared tuple of broker ids."""
@@ -563,7 +550,7 @@ def _partitions(
         set_leader_epoch,
         set_partition_epoch,
         set_mode,
-    ) = _partition_setters
+    ) = PARTITION_SETTERS
     out = []
     for expected, row in enumerate(rows):
         if row[1] != expected:
