@@ -14,9 +14,9 @@ from records.model import AclOperation, ResourceType
 from replay.controller.commands import NamespaceInfo
 from replay.controller.controller import Controller
 from replay.controller.namespaces import validate_namespace_name
-from replay.image import NAMESPACE_SEPARATOR, MetadataImage, enclosing_namespaces
+from replay.image import MetadataImage, enclosing_namespaces
 
-NAMESPACE, TOPIC = ResourceType.NAMESPACE, ResourceType.TOPIC
+NAMESPACE = ResourceType.NAMESPACE
 CREATE, DESCRIBE = AclOperation.CREATE, AclOperation.DESCRIBE
 
 
@@ -42,13 +42,19 @@ def visible_namespaces(
 
     A parent the session may not DESCRIBE lists alike whether it exists or not (what is below
     it that the session may see, nothing for a missing one); the counts are of the namespaces
-    and topics the session may DESCRIBE, so a hidden namespace is neither listed nor counted.
+    the session may DESCRIBE and their topics, so a hidden namespace is neither listed nor
+    counted, nor are its topics.
     """
     if not gate.on:
         return Controller.list_namespaces(image, parent, recursive=recursive)
 
+    seen: dict[str, bool] = {}
+
     def describable(name: str) -> bool:
-        return gate.allows(image, session, DESCRIBE, NAMESPACE, name)
+        allowed = seen.get(name)
+        if allowed is None:
+            allowed = seen[name] = gate.allows(image, session, DESCRIBE, NAMESPACE, name)
+        return allowed
 
     if parent:
         validate_namespace_name(parent)  # a malformed name is refused for what it is
@@ -61,33 +67,22 @@ def visible_namespaces(
     ]
     if not listed:
         return []
-    direct, total = _describable_topic_counts(gate, image, session, parent)
+    namespaces = image.namespaces
+    # Topics are counted by namespace: those of the namespaces the session may DESCRIBE, at
+    # and below each one listed (one decision per namespace, none per topic).
+    total: dict[str, int] = {}
+    for name in namespaces.descendants(parent):
+        count = namespaces.topic_counts.get(name, 0)
+        if count and describable(name):
+            for tier in enclosing_namespaces(name):
+                total[tier] = total.get(tier, 0) + count
     return [
         NamespaceInfo(
             name=info.name,
             namespace_id=info.namespace_id,
-            topics=direct.get(info.name, 0),
+            topics=info.topics,
             total_topics=total.get(info.name, 0),
-            children=sum(1 for child in image.namespaces.children(info.name) if describable(child)),
+            children=sum(1 for child in namespaces.children(info.name) if describable(child)),
         )
         for info in listed
     ]
-
-
-def _describable_topic_counts(
-    gate: Gate, image: MetadataImage, session: Session, parent: str
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Topics below `parent` the session may DESCRIBE: per namespace, and per subtree."""
-    prefix = parent + NAMESPACE_SEPARATOR if parent else ""
-    direct: dict[str, int] = {}
-    total: dict[str, int] = {}
-    for topic in image.topics.by_id.values():
-        namespace = topic.namespace
-        if not namespace or not (namespace == parent or namespace.startswith(prefix)):
-            continue
-        if not gate.allows(image, session, DESCRIBE, TOPIC, topic.qualified_name):
-            continue
-        direct[namespace] = direct.get(namespace, 0) + 1
-        for tier in enclosing_namespaces(namespace):
-            total[tier] = total.get(tier, 0) + 1
-    return direct, total
