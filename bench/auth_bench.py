@@ -2,6 +2,7 @@
 
 Usage: python bench/auth_bench.py [--connections 20] [--seconds 20] [--logins 200]
                                   [--authorizer] [--dir PATH]
+       python bench/auth_bench.py --against TREE [--rounds 2] [same options]
 
 Two server processes (`mlog serve`, the real CLI), one after the other, each on a fresh data
 directory with 3 registered brokers:
@@ -24,6 +25,12 @@ Measured:
   connection logged in first. The ratio secured / baseline has a target of 0.8 or more.
 
 Certificates are made by `trustme` (the test extras) in the scratch directory.
+
+`--against TREE` measures the secured server of another checkout beside this one's
+(bench/against.py): the server processes run each checkout's code (the load and the logins are
+this checkout's client code), on a fresh data directory each, taking turns for `--rounds`; the
+table gives both login medians and the SASL_SSL admin writes/s with their paired ratios. The
+PLAINTEXT baseline is not run.
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from against import THIS, Figure, code_env, paired, print_table
+
+sys.path.insert(0, str(THIS))
 
 from server_bench import Stats, Wire, _check_encoders, _connection_loop, _prepare
 
@@ -84,13 +93,15 @@ def _add_user(data_dir: Path) -> None:
 
 
 def _serve(
-    data_dir: Path, log_path: Path, *options: str
+    data_dir: Path, log_path: Path, *options: str, tree: Path = THIS
 ) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
-    """`mlog serve` with `options`; the process and each listener's port, once it serves."""
+    """`mlog serve` of `tree` with `options`; the process and each listener's port, once up."""
     with log_path.open("w") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(data_dir), *options],
             stderr=log_file,
+            cwd=tree,  # `-m` looks in the working directory first
+            env=code_env(tree),
         )
     for _ in range(600):
         text = log_path.read_text()
@@ -177,31 +188,17 @@ def _p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100)[98] if len(values) >= 2 else values[0]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--connections", type=int, default=20)
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--logins", type=int, default=200)
-    parser.add_argument("--authorizer", action="store_true", help="StandardAuthorizer on")
-    parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
-    args = parser.parse_args()
-    _check_encoders()
-    scratch = Path(args.dir or tempfile.mkdtemp(prefix="auth-bench-"))
-    scratch.mkdir(parents=True, exist_ok=True)
-    ca, keystore = _certificates(scratch)
-    client_context = ssl.create_default_context(cafile=str(ca))
-
-    plain_dir = scratch / "plain"
-    _prepare(plain_dir)
-    process, ports = _serve(plain_dir, scratch / "plain.log", "--listen", "127.0.0.1:0")
-    try:
-        baseline = asyncio.run(
-            _writes(ports["PLAINTEXT"], None, args.connections, args.seconds, login=False)
-        )
-    finally:
-        _stop(process)
-
-    secured_dir = scratch / "secured"
+def _secured(
+    args: argparse.Namespace,
+    scratch: Path,
+    keystore: Path,
+    context: ssl.SSLContext,
+    *,
+    tree: Path,
+    name: str = "secured",
+) -> tuple[list[float], list[float], float]:
+    """The secured server of `tree`: SASL_SSL and SASL_PLAINTEXT logins (ms), writes/s."""
+    secured_dir = scratch / name
     _prepare(secured_dir)
     _add_user(secured_dir)
     config = scratch / "server.properties"
@@ -214,16 +211,93 @@ def main() -> None:
     if args.authorizer:
         lines += [f"authorizer.class.name={STANDARD_AUTHORIZER}", f"super.users=User:{USER}"]
     config.write_text("\n".join(lines) + "\n")
-    process, ports = _serve(secured_dir, scratch / "secured.log", "--config", str(config))
+    process, ports = _serve(
+        secured_dir, scratch / f"{name}.log", "--config", str(config), tree=tree
+    )
     try:
-        tls_logins = asyncio.run(_logins(ports["SASL_SSL"], client_context, args.logins))
+        tls_logins = asyncio.run(_logins(ports["SASL_SSL"], context, args.logins))
         plain_logins = asyncio.run(_logins(ports["SASL_PLAINTEXT"], None, args.logins))
         secured = asyncio.run(
-            _writes(ports["SASL_SSL"], client_context, args.connections, args.seconds, login=True)
+            _writes(ports["SASL_SSL"], context, args.connections, args.seconds, login=True)
+        )
+    finally:
+        _stop(process)
+    return tls_logins, plain_logins, secured
+
+
+def against(
+    args: argparse.Namespace, scratch: Path, keystore: Path, context: ssl.SSLContext
+) -> None:
+    """The secured server of this checkout and of `--against`, taking turns."""
+    other = args.against.resolve()
+    rows: dict[str, list[tuple[float, float]]] = {"tls": [], "plain": [], "writes": []}
+    for round_ in range(args.rounds):
+
+        def measure(tree: Path, round_: int = round_) -> tuple[list[float], list[float], float]:
+            name = f"secured-{round_}-{'this' if tree == THIS else 'other'}"
+            return _secured(args, scratch, keystore, context, tree=tree, name=name)
+
+        ours, theirs = paired(round_, other, measure)
+        rows["tls"].append((statistics.median(ours[0]), statistics.median(theirs[0])))
+        rows["plain"].append((statistics.median(ours[1]), statistics.median(theirs[1])))
+        rows["writes"].append((ours[2], theirs[2]))
+    authorizer = " + StandardAuthorizer" if args.authorizer else ""
+    print(
+        f"{args.logins} logins per listener, {args.connections} connections for "
+        f"{args.seconds:g} s; scratch {scratch}"
+    )
+    print_table(
+        [
+            Figure(
+                label="SCRAM login, SASL_PLAINTEXT (median)",
+                pairs=rows["plain"],
+                unit="ms",
+                lower_is_better=True,
+            ),
+            Figure(
+                label="SCRAM login, SASL_SSL (median)",
+                pairs=rows["tls"],
+                unit="ms",
+                lower_is_better=True,
+            ),
+            Figure(label=f"admin writes, SASL_SSL{authorizer}", pairs=rows["writes"], unit="/s"),
+        ],
+        other=other,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--connections", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--logins", type=int, default=200)
+    parser.add_argument("--authorizer", action="store_true", help="StandardAuthorizer on")
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    parser.add_argument(
+        "--against", type=Path, default=None, help="another checkout to compare with (baseline)"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="paired rounds with --against")
+    args = parser.parse_args()
+    _check_encoders()
+    scratch = Path(args.dir or tempfile.mkdtemp(prefix="auth-bench-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    ca, keystore = _certificates(scratch)
+    client_context = ssl.create_default_context(cafile=str(ca))
+    if args.against is not None:
+        against(args, scratch, keystore, client_context)
+        return
+
+    plain_dir = scratch / "plain"
+    _prepare(plain_dir)
+    process, ports = _serve(plain_dir, scratch / "plain.log", "--listen", "127.0.0.1:0")
+    try:
+        baseline = asyncio.run(
+            _writes(ports["PLAINTEXT"], None, args.connections, args.seconds, login=False)
         )
     finally:
         _stop(process)
 
+    tls_logins, plain_logins, secured = _secured(args, scratch, keystore, client_context, tree=THIS)
     authorizer = " + StandardAuthorizer" if args.authorizer else ""
     print(f"{'':<40}{'median':>10}{'p99':>10}  target")
     for name, times in (

@@ -2,6 +2,7 @@
 
 Usage: python bench/authz_bench.py [--acls 100000] [--decisions 20000] [--scans 40] [--seed 1]
                                   [--server [--server-seconds 10] [--rounds 2] [--connections 50]]
+       python bench/authz_bench.py --against TREE [--acls N] [--decisions D] [--rounds R]
 
 A realistic mix of ACLs over 1,000 namespaces (50 organisations of 20 teams), 20,000 topics
 (most in a team namespace, some in the default one) and 5,000 users: per-user LITERAL topic
@@ -24,12 +25,17 @@ directory holding the same ACLs, plus a grant of everything on topics `load-*` t
 `User:ANONYMOUS`) under bench/server_bench.py's load loop (CreateTopics, Metadata,
 DeleteTopics by id, `--connections` connections), with the authorizer on and off, alternating
 for `--rounds`; admin writes/s and the server's CPU time per request, medians, and their ratio.
+
+`--against TREE` measures another checkout beside this one (bench/against.py): the decisions'
+median and p99, the index build and update, each checkout in its own child process on the same
+ACLs and requests (the same `--seed`), taking turns for `--rounds`; no linear scan.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import random
 import signal
@@ -42,9 +48,11 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+from against import Figure, measured_code, paired, print_table, run_child
 from immutables import Map
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The code measured: this checkout, or the one a parent `--against` run names.
+sys.path.insert(0, str(measured_code()))
 
 from api.server.server import MetadataServer
 from api.service.service import MetadataService
@@ -56,9 +64,28 @@ from records.model import (
     ResourceType,
 )
 from records.uuids import Uuid
-from replay.controller.acl_index import AclIndex
-from replay.controller.authorizer import CLUSTER_NAME, Authorizer, AuthorizerConfig, namespace_chain
-from replay.controller.commands import ControllerResult, RegisterBroker
+
+try:
+    from replay.controller.acl_index import AclIndex
+    from replay.controller.authorizer import (
+        CLUSTER_NAME,
+        Authorizer,
+        AuthorizerConfig,
+        namespace_chain,
+    )
+    from replay.controller.commands import ControllerResult, RegisterBroker
+except ImportError:  # a checkout from before the controller moved to replay/controller
+    from api.controller.acl_index import AclIndex  # type: ignore[no-redef,import-not-found,unused-ignore]
+    from api.controller.authorizer import (  # type: ignore[no-redef,import-not-found,unused-ignore]
+        CLUSTER_NAME,
+        Authorizer,
+        AuthorizerConfig,
+        namespace_chain,
+    )
+    from api.controller.commands import (  # type: ignore[no-redef,import-not-found,unused-ignore]
+        ControllerResult,
+        RegisterBroker,
+    )
 from replay.image import AclsImage, MetadataImage
 
 Op = AclOperation
@@ -327,32 +354,14 @@ def _percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def main() -> None:
-    """Build the ACLs, time both ways, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--acls", type=int, default=100_000)
-    parser.add_argument("--decisions", type=int, default=20_000)
-    parser.add_argument("--scans", type=int, default=40)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(
-        "--server", action="store_true", help="also: admin writes through the server, on and off"
-    )
-    parser.add_argument("--server-seconds", type=float, default=10.0)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--connections", type=int, default=50)
-    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # the server half
-    parser.add_argument("--authorize", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve is not None:
-        _serve(args.serve, args.authorize)
-        return
-    rng = random.Random(args.seed)
-    world = World(rng)
-    acls = make_acls(world, args.acls, rng)
-    requests = make_requests(world, acls, args.decisions, rng)
-    image = MetadataImage(acls=AclsImage(by_id=Map({a.id: a for a in acls})))
-    config = AuthorizerConfig()
-
+def _timed_decisions(
+    world: World,
+    acls: Sequence[AccessControlEntryRecord],
+    requests: Sequence[Request],
+    image: MetadataImage,
+    rng: random.Random,
+) -> tuple[list[float], list[float], list[float]]:
+    """Each decision's µs, 5 index builds' and 10 one-ACL index updates' seconds."""
     builds = []
     for _ in range(5):
         start = time.perf_counter()
@@ -371,23 +380,98 @@ def main() -> None:
         built.updated(changed)
         updates.append(time.perf_counter() - start)
 
-    authorizer = Authorizer(config)
+    authorizer = Authorizer(AuthorizerConfig())
     authorizer.index(image)  # built before the clock starts: decisions alone are timed
     authorize = authorizer.authorize
     clock = time.perf_counter_ns
     indexed: list[float] = []
-    granted = 0
     for principal, host, op, kind, name in requests:
         start = clock()
-        decision = authorize(image, principal, host, op, kind, name)
+        authorize(image, principal, host, op, kind, name)
         indexed.append((clock() - start) / 1000)
-        granted += decision
+    return indexed, builds, updates
+
+
+def against(args: argparse.Namespace) -> None:
+    """The decisions, build and update with this checkout and `--against`, taking turns."""
+    script = Path(__file__).resolve()
+    other = args.against.resolve()
+    argv = ["--child", "--acls", str(args.acls), "--decisions", str(args.decisions)]
+    argv += ["--seed", str(args.seed)]
+    keys = ("median", "p99", "build_ms", "update_ms")
+    pairs: dict[str, list[tuple[float, float]]] = {key: [] for key in keys}
+    for round_ in range(args.rounds):
+        ours, theirs = paired(round_, other, lambda tree: run_child(script, argv, tree))
+        for key in keys:
+            pairs[key].append((float(ours[key]), float(theirs[key])))
+    print(f"{args.acls:,} ACLs, {args.decisions:,} decisions a round")
+    print_table(
+        [
+            Figure(label="median decision", pairs=pairs["median"], unit="µs", lower_is_better=True),
+            Figure(label="p99 decision", pairs=pairs["p99"], unit="µs", lower_is_better=True),
+            Figure(label="index build", pairs=pairs["build_ms"], unit="ms", lower_is_better=True),
+            Figure(
+                label="index update, 1 ACL",
+                pairs=pairs["update_ms"],
+                unit="ms",
+                lower_is_better=True,
+            ),
+        ],
+        other=other,
+    )
+
+
+def main() -> None:
+    """Build the ACLs, time both ways, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--acls", type=int, default=100_000)
+    parser.add_argument("--decisions", type=int, default=20_000)
+    parser.add_argument("--scans", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--server", action="store_true", help="also: admin writes through the server, on and off"
+    )
+    parser.add_argument("--server-seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument(
+        "--against", type=Path, default=None, help="another checkout to compare with (baseline)"
+    )
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # the server half
+    parser.add_argument("--authorize", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        _serve(args.serve, args.authorize)
+        return
+    if args.against is not None:
+        against(args)
+        return
+    rng = random.Random(args.seed)
+    world = World(rng)
+    acls = make_acls(world, args.acls, rng)
+    requests = make_requests(world, acls, args.decisions, rng)
+    image = MetadataImage(acls=AclsImage(by_id=Map({a.id: a for a in acls})))
+    config = AuthorizerConfig()
+    indexed, builds, updates = _timed_decisions(world, acls, requests, image, rng)
+    if args.child:
+        figures = {
+            "median": statistics.median(indexed),
+            "p99": _percentile(indexed, 0.99),
+            "build_ms": statistics.median(builds) * 1000,
+            "update_ms": statistics.median(updates) * 1000,
+        }
+        print(json.dumps(figures))
+        return
+    authorizer = Authorizer(config)
+    authorizer.index(image)
+    granted = sum(authorizer.authorize(image, *request) for request in requests)
 
     scanned: list[float] = []
     for request in requests[: args.scans]:
-        start = clock()
+        start = time.perf_counter_ns()
         expected = linear_scan(acls, config, request)
-        scanned.append((clock() - start) / 1000)
+        scanned.append((time.perf_counter_ns() - start) / 1000)
         got = authorizer.authorize(image, *request)
         if got != expected:
             raise SystemExit(f"the index and the linear scan disagree on {request}")

@@ -32,6 +32,7 @@ from api.protocol.private import (
 )
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import Session
+from api.server.namespace_views import require_creatable, visible_namespaces
 from api.server.time_travel import (
     entity_of,
     image_response,
@@ -43,7 +44,7 @@ from api.server.write_ids import pending_write
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
 from records.errors import MetadataLogError
-from records.model import AclOperation, ResourceType
+from records.model import AclOperation
 from records.uuids import Uuid
 from replay.controller.authorizer import Authorizer
 from replay.controller.commands import (
@@ -65,7 +66,6 @@ from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.namespaces import validate_namespace_name
 from replay.image import (
     MetadataImage,
-    enclosing_namespaces,
     qualified_name,
     split_qualified_name,
 )
@@ -74,7 +74,6 @@ from replay.timetravel import diff_points, history_range, travel
 T = TypeVar("T")
 R = TypeVar("R")
 
-NAMESPACE = ResourceType.NAMESPACE
 
 _BROKER_OPERATIONS = (AclOperation.CLUSTER_ACTION, AclOperation.ALTER)
 """What a broker change needs on the cluster, either one: Kafka's brokers register and
@@ -214,9 +213,7 @@ class PrivateApis:
             validate_namespace_name(request.name)  # canonical before any check: no `:x`
             if gate.on:
                 # The parents first: creating `org:apache` creates a missing `org` too.
-                for name in reversed(enclosing_namespaces(request.name)):
-                    if not image.namespaces.exists(name):
-                        gate.require_namespace(image, session, AclOperation.CREATE, name)
+                require_creatable(gate, image, session, request.name)
             return c.create_namespace(image, request)
 
         return await self._submit(session, create)
@@ -233,6 +230,9 @@ class PrivateApis:
             validate_namespace_name(request.name)  # canonical before any check: no `:x`
             if gate.on:
                 gate.require_namespace(image, session, AclOperation.DELETE, request.name)
+                # DESCRIBE too, as Kafka's DeleteTopics: "does not exist" only to those who
+                # may see that it does (DELETE implies it, unless DESCRIBE is denied)
+                gate.require_namespace(image, session, AclOperation.DESCRIBE, request.name)
                 self._require_subtree_deletion(image, session, request)
             return c.delete_namespace(image, request)
 
@@ -391,17 +391,13 @@ class PrivateApis:
         self, request: private.ListNamespaces, session: Session
     ) -> private.NamespaceList:
         """Namespaces under one, from the committed image: those the session may DESCRIBE."""
-        image = self.service.image
-        infos = Controller.list_namespaces(
-            image, request.namespace or "", recursive=request.recursive
+        infos = visible_namespaces(
+            self.gate,
+            self.service.image,
+            session,
+            request.namespace or "",
+            recursive=request.recursive,
         )
-        gate = self.gate
-        if gate.on:
-            infos = [
-                info
-                for info in infos
-                if gate.allows(image, session, AclOperation.DESCRIBE, NAMESPACE, info.name)
-            ]
         return private.NamespaceList(namespaces=tuple(infos))
 
     async def fetch_log(
