@@ -14,10 +14,10 @@ import zlib
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
-from metadata_log.container import MAX_BLOCK_BODY
 from metadata_log.epoch_cache import epochs_from
-from metadata_log.errors import LogClosedError, LogError, ReplicaBlockError
+from metadata_log.errors import LogClosedError, LogError
 from metadata_log.replica import ReplicaBlock
+from metadata_log.replica_checks import check_blocks
 from metadata_log.start_snapshot import StartSnapshot
 from metadata_log.writer import check_batch
 from records.codec import DEFAULT_CODEC, RecordBlock, RecordCodec
@@ -125,7 +125,13 @@ class MemoryReplicaLog:
         otherwise `ReplicaBlockError` and nothing is written.
         """
         self._check_open()
-        self._check_blocks(blocks, decode=check)
+        check_blocks(
+            blocks,
+            end_offset=self._end,
+            last_epoch=self.epoch,
+            last_timestamp=self._last_timestamp,
+            codec=self.codec if check else None,
+        )
         for block in blocks:
             if not self._epochs or block.epoch > self._epochs[-1][0]:
                 self._epochs.append((block.epoch, block.first_offset))
@@ -134,68 +140,6 @@ class MemoryReplicaLog:
             self._end = block.end_offset
             self._last_timestamp = block.timestamp
         return self._end
-
-    def _check_blocks(self, blocks: Sequence[ReplicaBlock], *, decode: bool) -> None:
-        """Raise ReplicaBlockError unless `blocks` fit at the end of the log, in order."""
-        expected = self._end
-        last_epoch = self.epoch
-        last_timestamp = self._last_timestamp
-        for block in blocks:
-            if not isinstance(block, ReplicaBlock):
-                raise ReplicaBlockError(f"{type(block).__name__} is not a ReplicaBlock")
-            where = f"replica block of offsets {block.first_offset}..{block.last_offset}"
-            if block.count < 1 or not block.body or len(block.body) > MAX_BLOCK_BODY:
-                raise ReplicaBlockError(
-                    f"{where} claims {block.count} entries in {len(block.body)} bytes"
-                )
-            if block.first_offset != expected:
-                kind = "leaves a gap after" if block.first_offset > expected else "overlaps"
-                raise ReplicaBlockError(
-                    f"{where} {kind} the log, which ends before offset {expected}; fetch from "
-                    f"offset {expected}"
-                )
-            if not last_epoch <= block.epoch <= _INT32_MAX:
-                raise ReplicaBlockError(
-                    f"{where} has epoch {block.epoch} after the log's epoch {last_epoch}: epochs "
-                    "never go down (and fit an int32); truncate the divergent tail first"
-                )
-            if block.timestamp < last_timestamp:
-                raise ReplicaBlockError(
-                    f"{where} has timestamp {block.timestamp}, before the log's last entry "
-                    f"({last_timestamp}): timestamps never go down along the log"
-                )
-            if decode:
-                self._check_body(block, where)
-            expected = block.end_offset
-            last_epoch = block.epoch
-            last_timestamp = block.timestamp
-
-    def _check_body(self, block: ReplicaBlock, where: str) -> None:
-        """Raise ReplicaBlockError unless the body is the CRC-valid encoding of its entries."""
-        if not block.crc_ok():
-            raise ReplicaBlockError(
-                f"{where}: CRC32 of the body does not match ({zlib.crc32(block.body):08x}, the "
-                f"block says {block.crc32:08x}); fetch it again"
-            )
-        try:
-            entries = self._decode(block)
-        except MemoryError:
-            raise
-        except Exception as exc:
-            raise ReplicaBlockError(
-                f"{where}: its body does not decode as {block.count} entries ({exc})"
-            ) from None
-        offsets = [e.offset for e in entries]
-        if offsets != list(range(block.first_offset, block.end_offset)):
-            raise ReplicaBlockError(
-                f"{where}: its {len(offsets)} entries hold offsets {offsets[0]}..{offsets[-1]}"
-            )
-        for entry in entries:
-            if entry.epoch != block.epoch or entry.timestamp != block.timestamp:
-                raise ReplicaBlockError(
-                    f"{where}: entry {entry.offset} has epoch {entry.epoch} and timestamp "
-                    f"{entry.timestamp}, the block says {block.epoch} and {block.timestamp}"
-                )
 
     def flush(self) -> int:
         """Make what `write_blocks` wrote durable; returns the flushed end offset."""

@@ -20,7 +20,6 @@ from metadata_log.active import ActiveSegment, lock_directory
 from metadata_log.checkpoint import Checkpoint
 from metadata_log.config import LogConfig
 from metadata_log.container import (
-    MAX_BLOCK_BODY,
     RawBlock,
     body_prefix,
     encode_block,
@@ -29,13 +28,14 @@ from metadata_log.container import (
 )
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.epoch_cache import EpochCache, epochs_from
-from metadata_log.errors import LogClosedError, LogError, ReplicaBlockError
+from metadata_log.errors import LogClosedError, LogError
 from metadata_log.private_files import FILE_MODE
 from metadata_log.reads import StoredLog
 from metadata_log.recovery import Repair
 from metadata_log.repair import cut_segment, move_segment
 from metadata_log.replica import ReplicaBlock
-from metadata_log.segment import Segment, SegmentInfo, decoder_failure
+from metadata_log.replica_checks import check_blocks
+from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 from metadata_log.storage import SegmentStorage
 from metadata_log.writer import check_batch
@@ -171,83 +171,16 @@ class ReplicaLog(StoredLog):
         """
         with self._active.write_lock:
             self._active.check_writable()
-            self._check_blocks(blocks, decode=check)
+            check_blocks(
+                blocks,
+                end_offset=self.storage.next_offset,
+                last_epoch=self._epochs.last_epoch,
+                last_timestamp=self.storage.last_timestamp,
+                codec=self.codec if check else None,
+            )
             for block in blocks:
                 self._write_block(block)
             return self.storage.next_offset
-
-    def _check_blocks(self, blocks: Sequence[ReplicaBlock], *, decode: bool) -> None:
-        """Raise ReplicaBlockError unless `blocks` fit at the end of the log, in order."""
-        expected = self.storage.next_offset
-        last_epoch = self._epochs.last_epoch
-        last_timestamp = self.storage.last_timestamp
-        for block in blocks:
-            if not isinstance(block, ReplicaBlock):
-                raise ReplicaBlockError(f"{type(block).__name__} is not a ReplicaBlock")
-            where = f"replica block of offsets {block.first_offset}..{block.last_offset}"
-            if block.count < 1 or not block.body or len(block.body) > MAX_BLOCK_BODY:
-                raise ReplicaBlockError(
-                    f"{where} claims {block.count} entries in {len(block.body)} bytes"
-                )
-            if block.first_offset != expected:
-                kind = "leaves a gap after" if block.first_offset > expected else "overlaps"
-                raise ReplicaBlockError(
-                    f"{where} {kind} the log, which ends before offset {expected}; fetch from "
-                    f"offset {expected}"
-                )
-            if not last_epoch <= block.epoch <= _INT32_MAX:
-                raise ReplicaBlockError(
-                    f"{where} has epoch {block.epoch} after the log's epoch {last_epoch}: epochs "
-                    "never go down (and fit an int32); truncate the divergent tail first"
-                )
-            if block.timestamp < last_timestamp:
-                raise ReplicaBlockError(
-                    f"{where} has timestamp {block.timestamp}, before the log's last entry "
-                    f"({last_timestamp}): timestamps never go down along the log"
-                )
-            if decode:
-                self._check_body(block, where)
-            expected = block.end_offset
-            last_epoch = block.epoch
-            last_timestamp = block.timestamp
-
-    def _check_body(self, block: ReplicaBlock, where: str) -> None:
-        """Raise ReplicaBlockError unless the body is the CRC-valid encoding of valid entries.
-
-        The decoder checks what the encoder would: every value in its Avro type's range, enum
-        values and union branches that exist, UTF-8 text, and entries filling the body exactly.
-        """
-        if not block.crc_ok():
-            raise ReplicaBlockError(
-                f"{where}: CRC32 of the body does not match ({zlib.crc32(block.body):08x}, the "
-                f"block says {block.crc32:08x}); fetch it again"
-            )
-        codec = self.codec
-        try:
-            decoded = codec.decode_block(
-                block.count, block.body, codec.reader_array_schema(codec.entry_schema_json)
-            )
-        except MemoryError:
-            raise
-        except Exception as exc:
-            raise ReplicaBlockError(
-                f"{where}: its body does not decode as {block.count} entries "
-                f"({decoder_failure(exc)})"
-            ) from None
-        offsets = decoded.offsets
-        if len(offsets) != block.count or offsets != list(
-            range(block.first_offset, block.end_offset)
-        ):
-            raise ReplicaBlockError(
-                f"{where}: its {len(offsets)} entries hold offsets {offsets[0]}..{offsets[-1]}"
-            )
-        stamps = zip(decoded.epochs, decoded.timestamps, strict=True)
-        for i, (epoch, timestamp) in enumerate(stamps):
-            if epoch != block.epoch or timestamp != block.timestamp:
-                raise ReplicaBlockError(
-                    f"{where}: entry {offsets[i]} has epoch {epoch} and timestamp {timestamp}, "
-                    f"the block says {block.epoch} and {block.timestamp}"
-                )
 
     def _write_block(self, block: ReplicaBlock) -> None:
         """Write one checked block at the end, without fsync; the caller holds the write lock."""

@@ -21,7 +21,7 @@ import metadata_log.active as active_module
 import metadata_log.epoch_cache as epoch_cache_module
 import metadata_log.replica_log as replica_log_module
 import metadata_log.storage as storage_module
-from metadata_log import LogError
+from metadata_log import LogError, replica_checks
 from metadata_log.checkpoint import read_checkpoint
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogClosedError, LogFailedError, ReplicaBlockError
@@ -360,10 +360,10 @@ def test_the_body_bound_of_a_block_is_inclusive(
 ) -> None:
     with opened(tmp_path / "log") as log:
         block = block_of(log, 0, 1, 1)
-        monkeypatch.setattr(replica_log_module, "MAX_BLOCK_BODY", len(block.body) - 1)
+        monkeypatch.setattr(replica_checks, "MAX_BLOCK_BODY", len(block.body) - 1)
         with pytest.raises(ReplicaBlockError, match="claims 1 entries"):
             log.write_blocks([block], check=True)
-        monkeypatch.setattr(replica_log_module, "MAX_BLOCK_BODY", len(block.body))
+        monkeypatch.setattr(replica_checks, "MAX_BLOCK_BODY", len(block.body))
         assert log.write_blocks([block], check=True) == 1
 
 

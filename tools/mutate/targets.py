@@ -266,6 +266,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "writer",
             "replica",
             "replica_log",
+            "replica_checks",
+            "memory_replica",
             "epoch_cache",
             "memory",
             "extent",
