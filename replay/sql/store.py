@@ -60,6 +60,7 @@ from replay.sql.errors import (
 )
 from replay.sql.models import CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS, Base
 from replay.sql.revision import VERSION_TABLE, SchemaState, SchemaStatus
+from replay.sql.row_io import select_chunks, writer_for
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,6 @@ Progress = Callable[[int], None]
 """Called with the number of rows written or read since the last call."""
 
 PROGRESS_EVERY = 65_536
-_CHUNK = 10_000
 _SNAPSHOTS = SNAPSHOTS
 _TABLES: dict[str, Table] = {t.name: t for t in CONTENT_TABLES}
 
@@ -456,7 +456,7 @@ class SnapshotStore:
             try:
                 with conn.begin():
                     snapshot_id = self._insert_snapshot(conn, provenance, created)
-                    writer = _writer_for(conn)
+                    writer = writer_for(conn)
                     for table, rows in image_rows(image, checksum).items():
                         reported = rows if progress is None else _reporting(rows, progress)
                         writer(conn, _TABLES[table], snapshot_id, reported)
@@ -586,7 +586,7 @@ class SnapshotStore:
                 with conn.begin():
                     rows = {
                         name: itertools.chain.from_iterable(
-                            _counting(_select_chunks(conn, table, info.id), progress)
+                            _counting(select_chunks(conn, table, info.id), progress)
                         )
                         for name, table in _TABLES.items()
                     }
@@ -686,107 +686,6 @@ def _counting(chunks: Iterator[list[Row]], progress: Progress | None) -> Iterato
 
 def _materialized(rows: Mapping[str, Iterable[Row]]) -> dict[str, Iterable[Row]]:
     return {name: list(it) if name != content.PARTITIONS else it for name, it in rows.items()}
-
-
-def _columns(conn: Connection, table: Table) -> list[str]:
-    quote = conn.dialect.identifier_preparer.quote
-    return [quote(c) for c in ("snapshot_id", *content.COLUMNS[table.name])]
-
-
-def _cursor(conn: Connection) -> Any:
-    """The driver's own cursor on the connection's current transaction.
-
-    Typed Any: each driver's cursor has its own extras (COPY for psycopg, executemany over an
-    iterator for sqlite3).
-    """
-    dbapi_connection = conn.connection.dbapi_connection
-    if dbapi_connection is None:  # pragma: no cover - the connection is open here
-        raise SnapshotStoreError("the database connection was closed")
-    return dbapi_connection.cursor()
-
-
-def _placeholder(conn: Connection) -> str:
-    style = conn.dialect.paramstyle
-    if style == "qmark":
-        return "?"
-    if style in ("format", "pyformat"):
-        return "%s"
-    raise SnapshotStoreError(f"driver paramstyle {style!r} is not supported for fast reads")
-
-
-def _select_chunks(conn: Connection, table: Table, snapshot_id: int) -> Iterator[list[Row]]:
-    """Content rows of one snapshot as plain tuples, in chunks straight from the cursor."""
-    names = _columns(conn, table)[1:]
-    quoted = conn.dialect.identifier_preparer.quote(table.name)
-    sql = f"SELECT {', '.join(names)} FROM {quoted} WHERE snapshot_id = {_placeholder(conn)}"
-    cursor = _cursor(conn)
-    try:
-        cursor.execute(sql, (snapshot_id,))
-        while True:
-            chunk = cursor.fetchmany(_CHUNK)
-            if not chunk:
-                return
-            yield chunk
-    finally:
-        cursor.close()
-
-
-Writer = Callable[[Connection, Table, int, Iterator[Row]], None]
-
-
-def _writer_for(conn: Connection) -> Writer:
-    if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
-        return _copy_rows
-    if conn.dialect.name == "sqlite":
-        return _executemany_rows
-    return _core_rows
-
-
-def _copy_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]) -> None:
-    """PostgreSQL: COPY FROM STDIN through psycopg 3."""
-    from psycopg.copy import QueuedLibpqWriter  # noqa: PLC0415 - only PostgreSQL needs psycopg
-
-    quoted = conn.dialect.identifier_preparer.quote(table.name)
-    sql = f"COPY {quoted} ({', '.join(_columns(conn, table))}) FROM STDIN"
-    cursor = _cursor(conn)
-    try:
-        # The queued writer sends on a worker thread (libpq releases the GIL), so building the
-        # next rows overlaps with the network and the server.
-        with cursor.copy(sql, writer=QueuedLibpqWriter(cursor)) as copy:
-            write_row = copy.write_row
-            for row in rows:
-                write_row((snapshot_id, *row))
-    finally:
-        cursor.close()
-
-
-def _executemany_rows(
-    conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]
-) -> None:
-    """SQLite: the driver's executemany over a generator (no per-row Python in SQLAlchemy)."""
-    names = _columns(conn, table)
-    sql = (
-        f"INSERT INTO {conn.dialect.identifier_preparer.quote(table.name)} ({', '.join(names)}) "
-        f"VALUES ({', '.join('?' for _ in names)})"
-    )
-    cursor = _cursor(conn)
-    try:
-        cursor.executemany(sql, ((snapshot_id, *row) for row in rows))
-    finally:
-        cursor.close()
-
-
-def _core_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]) -> None:
-    """Any other database: SQLAlchemy Core executemany in chunks."""
-    names = ("snapshot_id", *content.COLUMNS[table.name])
-    while True:
-        chunk = [
-            dict(zip(names, (snapshot_id, *row), strict=True))
-            for row in itertools.islice(rows, _CHUNK)
-        ]
-        if not chunk:
-            return
-        conn.execute(table.insert(), chunk)
 
 
 def _delete_rows(conn: Connection, snapshot_ids: list[int]) -> None:

@@ -206,7 +206,10 @@ TARGETS: dict[str, tuple[str, ...]] = {
     ),
     # replay/sql/: the snapshot store, on SQLite and PostgreSQL (the fast SQLite cases run
     # first: a mutant stops at its first failing test).
-    **{f"replay/sql/{name}.py": _SQL_TESTS for name in ("models", "revision", "schema", "store")},
+    **{
+        f"replay/sql/{name}.py": _SQL_TESTS
+        for name in ("models", "revision", "schema", "store", "row_io")
+    },
     **{
         f"replay/sql/{name}.py": _SQL_CONTENT_TESTS
         for name in ("content", "errors", "ids", "security_rows")

@@ -47,7 +47,7 @@ from records.model import (
 from records.uuids import Uuid
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, Provenance
-from replay.sql import content
+from replay.sql import content, row_io
 from replay.sql import schema as schema_module
 from replay.sql import store as store_module
 from replay.sql.errors import (
@@ -501,8 +501,8 @@ def test_the_generic_writer_writes_the_same_snapshot(
 ) -> None:
     # Databases other than SQLite and PostgreSQL/psycopg are written with SQLAlchemy Core,
     # in chunks.
-    monkeypatch.setattr(store_module, "_writer_for", lambda conn: store_module._core_rows)
-    monkeypatch.setattr(store_module, "_CHUNK", 2)
+    monkeypatch.setattr(store_module, "writer_for", lambda conn: row_io.core_rows)
+    monkeypatch.setattr(row_io, "CHUNK", 2)
     info = store.write(IMAGE)
     assert store.load(info.id) == IMAGE
     assert store.verify(info.id).ok
@@ -546,7 +546,7 @@ def test_postgresql_data_corrupted_is_damage(
         def corrupted(*args: object) -> None:
             raise psycopg.errors.DataCorrupted(messages.pop(0))
 
-        monkeypatch.setattr(store_module, "_select_chunks", corrupted)
+        monkeypatch.setattr(store_module, "select_chunks", corrupted)
         with pytest.raises(
             SnapshotDatabaseDamagedError, match=r"damaged \(invalid page in "
         ) as hit:

@@ -1,0 +1,124 @@
+"""Rows between the snapshot tables and Python, each driver its fastest way.
+
+PostgreSQL through psycopg's COPY, SQLite through the driver's executemany over a generator,
+any other database through SQLAlchemy Core in chunks; reads as plain tuples in chunks straight
+from the driver's cursor. `replay.sql.store` decides what to read and write.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sqlalchemy import Connection, Table
+
+from replay.sql import content
+from replay.sql.content import Row
+from replay.sql.errors import SnapshotStoreError
+
+CHUNK = 10_000
+"""Rows per chunk read from a cursor or written through SQLAlchemy Core."""
+
+
+def _columns(conn: Connection, table: Table) -> list[str]:
+    quote = conn.dialect.identifier_preparer.quote
+    return [quote(c) for c in ("snapshot_id", *content.COLUMNS[table.name])]
+
+
+def _cursor(conn: Connection) -> Any:
+    """The driver's own cursor on the connection's current transaction.
+
+    Typed Any: each driver's cursor has its own extras (COPY for psycopg, executemany over an
+    iterator for sqlite3).
+    """
+    dbapi_connection = conn.connection.dbapi_connection
+    if dbapi_connection is None:  # pragma: no cover - the connection is open here
+        raise SnapshotStoreError("the database connection was closed")
+    return dbapi_connection.cursor()
+
+
+def _placeholder(conn: Connection) -> str:
+    style = conn.dialect.paramstyle
+    if style == "qmark":
+        return "?"
+    if style in ("format", "pyformat"):
+        return "%s"
+    raise SnapshotStoreError(f"driver paramstyle {style!r} is not supported for fast reads")
+
+
+def select_chunks(conn: Connection, table: Table, snapshot_id: int) -> Iterator[list[Row]]:
+    """Content rows of one snapshot as plain tuples, in chunks straight from the cursor."""
+    names = _columns(conn, table)[1:]
+    quoted = conn.dialect.identifier_preparer.quote(table.name)
+    sql = f"SELECT {', '.join(names)} FROM {quoted} WHERE snapshot_id = {_placeholder(conn)}"
+    cursor = _cursor(conn)
+    try:
+        cursor.execute(sql, (snapshot_id,))
+        while True:
+            chunk = cursor.fetchmany(CHUNK)
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        cursor.close()
+
+
+Writer = Callable[[Connection, Table, int, Iterator[Row]], None]
+"""Writes one snapshot's rows of one table: (connection, table, snapshot id, rows)."""
+
+
+def writer_for(conn: Connection) -> Writer:
+    """The fastest way this connection's driver has to write a table's rows."""
+    if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
+        return _copy_rows
+    if conn.dialect.name == "sqlite":
+        return _executemany_rows
+    return core_rows
+
+
+def _copy_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]) -> None:
+    """PostgreSQL: COPY FROM STDIN through psycopg 3."""
+    from psycopg.copy import QueuedLibpqWriter  # noqa: PLC0415 - only PostgreSQL needs psycopg
+
+    quoted = conn.dialect.identifier_preparer.quote(table.name)
+    sql = f"COPY {quoted} ({', '.join(_columns(conn, table))}) FROM STDIN"
+    cursor = _cursor(conn)
+    try:
+        # The queued writer sends on a worker thread (libpq releases the GIL), so building the
+        # next rows overlaps with the network and the server.
+        with cursor.copy(sql, writer=QueuedLibpqWriter(cursor)) as copy:
+            write_row = copy.write_row
+            for row in rows:
+                write_row((snapshot_id, *row))
+    finally:
+        cursor.close()
+
+
+def _executemany_rows(
+    conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]
+) -> None:
+    """SQLite: the driver's executemany over a generator (no per-row Python in SQLAlchemy)."""
+    names = _columns(conn, table)
+    sql = (
+        f"INSERT INTO {conn.dialect.identifier_preparer.quote(table.name)} ({', '.join(names)}) "
+        f"VALUES ({', '.join('?' for _ in names)})"
+    )
+    cursor = _cursor(conn)
+    try:
+        cursor.executemany(sql, ((snapshot_id, *row) for row in rows))
+    finally:
+        cursor.close()
+
+
+def core_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]) -> None:
+    """Any other database: SQLAlchemy Core executemany in chunks."""
+    names = ("snapshot_id", *content.COLUMNS[table.name])
+    while True:
+        chunk = [
+            dict(zip(names, (snapshot_id, *row), strict=True))
+            for row in itertools.islice(rows, CHUNK)
+        ]
+        if not chunk:
+            return
+        conn.execute(table.insert(), chunk)
