@@ -23,6 +23,7 @@ from pathlib import Path
 
 from api.client import AdminClient
 from api.security.client_config import ClientSecurity
+from metadata_log.errors import LogError
 from metadata_log.reader import LogReader
 from records import TopicRecord
 from replay.controller.commands import CreatableTopic, RegisterBroker
@@ -397,8 +398,11 @@ async def converge(quorum: Quorum, writer: Writer, timeout: float = 60.0) -> Non
             if not (node.data_dir / "log").is_dir():
                 ends.append(-1)  # a node still starting (a wiped one makes its log anew)
                 continue
-            with LogReader.open(node.data_dir / "log") as log:
-                ends.append(log.end_offset)
+            try:
+                with LogReader.open(node.data_dir / "log") as log:
+                    ends.append(log.end_offset)
+            except LogError:
+                ends.append(-1)  # a node installing a snapshot: its reset is under way
         if len(set(ends)) == 1:
             return
         if time.monotonic() > deadline:
