@@ -10,10 +10,8 @@ from typing import Any
 from api.protocol import codec
 from api.security.scram import ScramClient
 from api.server.server import MetadataServer
-from api.service.service import MetadataService
-from records.model import ScramMechanism, UserScramCredentialRecord
-from replay.controller.commands import ControllerResult
-from replay.security.scram_keys import new_credential
+from records.model import ScramMechanism
+from tests.support.sasl_users import seed_users
 
 WAIT = 20.0
 """Seconds any single socket wait may take before the test fails."""
@@ -23,21 +21,7 @@ ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
 
 def seed_user(log_dir: Path, name: str, password: str, *, iterations: int = 8192) -> None:
     """Append both SCRAM credentials of one user to the log at `log_dir`."""
-    records = []
-    for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
-        credential = new_credential(mechanism, password, iterations=iterations)
-        records.append(
-            UserScramCredentialRecord(
-                name=name,
-                mechanism=mechanism,
-                salt=credential.salt,
-                stored_key=credential.stored_key,
-                server_key=credential.server_key,
-                iterations=credential.iterations,
-            )
-        )
-    with MetadataService.open(log_dir) as service:
-        service.execute(lambda image: ControllerResult(records=tuple(records), response=None))
+    seed_users(log_dir, {name: password}, iterations=iterations)
 
 
 class Wire:

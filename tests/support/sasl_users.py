@@ -13,17 +13,20 @@ from api.service.service import MetadataService
 from records.model import ScramMechanism, UserScramCredentialRecord
 from replay.controller.commands import ControllerResult
 from replay.security.scram_keys import new_credential
+from replay.security.scram_rules import DEFAULT_ITERATIONS
 
 USERS = {"alice": "alice-secret", "bob": "b=b,\u00e9"}
 """Test users and their passwords (bob's name-like password has SCRAM's special characters)."""
 
 
-def seed_users(log_dir: Path, users: dict[str, str] = USERS) -> None:
-    """Append both SCRAM credentials of each user to the log at `log_dir` (4096 iterations)."""
+def seed_users(
+    log_dir: Path, users: dict[str, str] = USERS, *, iterations: int = DEFAULT_ITERATIONS
+) -> None:
+    """Append both SCRAM credentials of each user to the log at `log_dir`."""
     records = []
     for name, password in users.items():
         for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
-            credential = new_credential(mechanism, password)
+            credential = new_credential(mechanism, password, iterations=iterations)
             records.append(
                 UserScramCredentialRecord(
                     name=name,
