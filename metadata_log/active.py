@@ -23,6 +23,7 @@ from metadata_log.private_files import make_dirs
 from metadata_log.repair import move_segment
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.storage import SegmentStorage
+from metadata_log.timings import LogTimings
 
 logger = logging.getLogger("metadata_log")
 
@@ -52,6 +53,8 @@ class ActiveSegment:
         self.failed: OSError | None = None
         self.dirty = False
         """True while written blocks wait for `sync` (a replica's writes)."""
+        self.timings = LogTimings()
+        """How long block writes and fsyncs take (read by the metrics)."""
 
     # ---------------------------------------------------------------- opening
 
@@ -164,12 +167,18 @@ class ActiveSegment:
             fd = self.fd
             if fd is None:  # pragma: no cover - guarded by check_writable
                 raise LogClosedError("the log is closed")
+            started = time.perf_counter()
             if durable:
                 write_all(fd, data)
+                synced = time.perf_counter()
                 os.fdatasync(fd)
+                ended = time.perf_counter()
+                self.timings.fsync.observe(ended - synced)
             else:
                 self.dirty = True
                 write_all(fd, data)
+                ended = time.perf_counter()
+            self.timings.append.observe(ended - started)
         except OSError as exc:
             self.fail(what, exc)
         # Published only now (after the fsync of a durable write): readers never look past
@@ -187,7 +196,9 @@ class ActiveSegment:
     def sync(self) -> None:
         """Make every block written so far durable (fdatasync of the newest segment)."""
         if self.fd is not None:
+            started = time.perf_counter()
             os.fdatasync(self.fd)
+            self.timings.fsync.observe(time.perf_counter() - started)
         self.dirty = False
         self.storage.flushed_offset = self.storage.next_offset
 

@@ -38,6 +38,7 @@ from metadata_log.replica_checks import check_blocks
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 from metadata_log.storage import SegmentStorage
+from metadata_log.timings import LogTimings
 from metadata_log.writer import check_batch
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.model import Record
@@ -358,6 +359,11 @@ class ReplicaLog(StoredLog):
             timestamp=timestamp,
             interval=self.config.index_interval_bytes,
         )
+
+    @property
+    def timings(self) -> LogTimings:
+        """How long this log's block writes and fsyncs took (for the metrics)."""
+        return self._active.timings
 
     def trim_before(self, offset: int) -> list[SegmentInfo]:
         """Remove the whole segments whose entries all lie below `offset`; the log start moves.

@@ -147,6 +147,14 @@ def add_verbs(serve: argparse.ArgumentParser) -> None:
         "listener's; with several listeners set advertised.listeners in the config)",
     )
     serve.add_argument(
+        "--metrics-listen",
+        type=host_port,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz over HTTP there (the "
+        "config's metrics.listen; port 0 picks a free one; default: not served)",
+    )
+    serve.add_argument(
         "--node-id",
         type=_node_id,
         default=None,
@@ -243,6 +251,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         and not os.environ.get("MLOG_DATA_DIR")
     ):
         settings = dataclasses.replace(settings, data_dir=config.data_dir)
+    settings = _with_log_keys(settings, config)
     max_request_bytes = args.socket_request_max_bytes or config.socket_request_max_bytes
     max_request_bytes = max_request_bytes or DEFAULT_MAX_REQUEST_BYTES
     limits = resolve_limits(
@@ -274,16 +283,31 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         authorizer=config.authorizer,
         quorum_node=quorum,
         quorum_listeners=_controller_listeners(values),
+        metrics_listen=config.metrics_listen,
     )
     try:
         asyncio.run(_serve(server))
     except OSError as exc:
         service.close()
-        where = ", ".join(f"{item.host or '*'}:{item.port}" for item in listeners)
+        bound = [(item.host, item.port) for item in listeners]
+        if config.metrics_listen is not None:
+            bound.append(config.metrics_listen)
+        where = ", ".join(f"{host or '*'}:{port}" for host, port in bound)
         raise CliError(f"cannot listen on {where}: {exc.strerror or exc}") from None
     if quorum is not None and quorum.failed is not None:
-        raise CliError(f"the quorum node stopped: {quorum.failed}; restart it")
+        # `failed` already says what to do (restart): the line says it once.
+        raise CliError(f"the quorum node stopped: {quorum.failed}")
     return EXIT_OK
+
+
+def _with_log_keys(settings: Settings, config: ServerConfig) -> Settings:
+    """The settings with the server file's log keys: segments, snapshot cadence, retention."""
+    log = settings.log
+    if config.segment_bytes is not None:
+        log = dataclasses.replace(log, segment_bytes=config.segment_bytes)
+    if config.segment_ms is not None:
+        log = dataclasses.replace(log, segment_ms=config.segment_ms)
+    return dataclasses.replace(settings, log=log, retention=config.retention)
 
 
 def warn_loose_files(data_dir: Path, server_logger: logging.Logger) -> None:
@@ -397,6 +421,9 @@ def config_values(args: argparse.Namespace) -> dict[str, str]:
         values["advertised.listeners"] = format_listener(bound[0][0], *args.advertised_listener)
     if args.node_id is not None:
         values["node.id"] = str(args.node_id)
+    if getattr(args, "metrics_listen", None) is not None:
+        host, port = args.metrics_listen
+        values["metrics.listen"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return values
 
 

@@ -46,6 +46,7 @@ from api.raft.core.messages import (
     FetchResponse,
     FetchSnapshotResponse,
     Message,
+    SnapshotId,
 )
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
 from api.raft.core.ready import Batch, NotLeader, Ready, ReadyDone, SnapshotInstall
@@ -76,6 +77,9 @@ HANDOVER_WAIT_S = 3.0
 
 LEADER_WAIT_S = 3.0
 """How long a write waits for this node's own election to end before NOT_CONTROLLER."""
+
+RETENTION_CHECK_S = 1.0
+"""How often the loop checks the log against its retention bound (and on each new snapshot)."""
 
 
 class QuorumFailedError(MetadataLogError):
@@ -138,6 +142,7 @@ class QuorumNode:
         """Why the node stopped, once its storage failed."""
         self.on_failure: Callable[[str], None] | None = None
         """Called once with the reason when the node stops on a failure (the server exits)."""
+        self._retention_checked: tuple[SnapshotId | None, float] = (None, 0.0)
         service.node = self
 
     # ------------------------------------------------------------------ state
@@ -340,6 +345,7 @@ class QuorumNode:
             while not self._closing:
                 self._wake.clear()
                 self._take_inputs()
+                await self._retain()
                 ready = core.ready()
                 if not ready.empty:
                     await self._carry_out(ready)
@@ -360,12 +366,12 @@ class QuorumNode:
             self._stop(exc)
 
     def _stop(self, exc: BaseException) -> None:
-        self.failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        logger.error(
-            "controller %d stops: %s; restart it (its log recovers on open)",
-            self.config.node_id,
-            self.failed,
-        )
+        failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # A failed log's message already says to restart (LogFailedError): say it once.
+        if "restart" not in failed:
+            failed += "; restart it (its log recovers on open)"
+        self.failed = failed
+        logger.error("controller %d stops: %s", self.config.node_id, failed)
         self._leading.clear()
         self._fail_proposals(
             ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"this controller stopped: {self.failed}")
@@ -386,6 +392,25 @@ class QuorumNode:
             core.step(source, message)
         if self._queued:
             self._propose_queued()
+
+    async def _retain(self) -> None:
+        """Trim the log below the snapshot the core offers, once it is over its bound.
+
+        Between two `Ready`s, on the worker thread that writes the log; the core's view then
+        starts where the log does, so a fetcher below the start is sent the snapshot.
+        """
+        retention = self.service.retention
+        snapshot = self.core.log.snapshot
+        if retention is None or snapshot is None or not retention.config.bounded:
+            return
+        now = time.monotonic()
+        seen, checked = self._retention_checked
+        if snapshot == seen and now - checked < RETENTION_CHECK_S:
+            return
+        self._retention_checked = (snapshot, now)
+        removed = await self._io(retention.trim, self.log, below=snapshot.end_offset - 1)
+        if removed:
+            self.core.log.trim_start(self.log.log_start_offset)
 
     def _propose_queued(self) -> None:
         group, self._queued = self._queued, []

@@ -22,6 +22,8 @@ from pathlib import Path
 from api.raft.core.config import QuorumConfig
 from api.raft.core.errors import RaftConfigError
 from api.server.limits import SPECS, LimitSpec
+from api.service.retention import MAX_RETENTION_BYTES_KEY, MAX_RETENTION_MS_KEY, RetentionConfig
+from metadata_log.config import MIN_SEGMENT_BYTES
 from records.errors import MetadataLogError
 from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 
@@ -159,6 +161,14 @@ class ServerConfig:
     """Lines for the log at start: keys ignored, mechanisms left out."""
     quorum: QuorumConfig | None = None
     """The controller quorum this node belongs to (`controller.quorum.voters`), else None."""
+    metrics_listen: tuple[str, int] | None = None
+    """`metrics.listen=HOST:PORT`: where `/metrics`, `/healthz` and `/readyz` are served."""
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    """Online retention and the snapshot cadence (`metadata.max.retention.*`, ...)."""
+    segment_bytes: int | None = None
+    """`metadata.log.segment.bytes`: the log's segment size (None: the default)."""
+    segment_ms: int | None = None
+    """`metadata.log.segment.ms`: how old a segment's first entry gets before a roll."""
 
 
 def server_config(values: Mapping[str, str]) -> ServerConfig:
@@ -209,6 +219,15 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
     authorizer = _authorizer(take)
     max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT_MAX)
     data_dir = _data_dir(take, notes)
+    metrics_listen = _host_port(take, METRICS_LISTEN_KEY)
+    retention = RetentionConfig(
+        max_bytes=_long(take, MAX_RETENTION_BYTES_KEY, -1),
+        max_ms=_long(take, MAX_RETENTION_MS_KEY, -1),
+        snapshot_bytes=_optional_long(take, SNAPSHOT_BYTES_KEY, 1),
+        snapshot_interval_ms=_optional_long(take, SNAPSHOT_INTERVAL_KEY, 0),
+    )
+    segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT_MAX)
+    segment_ms = _optional_long(take, SEGMENT_MS_KEY, 1)
     unused = sorted(key for key in values if key not in used)
     if unused:
         notes.append(
@@ -227,6 +246,10 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         data_dir=data_dir,
         notes=tuple(notes),
         quorum=quorum,
+        metrics_listen=metrics_listen,
+        retention=retention,
+        segment_bytes=segment_bytes,
+        segment_ms=segment_ms,
     )
 
 
@@ -516,6 +539,38 @@ def _data_dir(take: _Take, notes: list[str]) -> Path | None:
             notes.append(f"log.dirs names {len(dirs)} directories; the data directory is {dirs[0]}")
         return Path(dirs[0])
     return Path(single) if single else None
+
+
+METRICS_LISTEN_KEY = "metrics.listen"
+SNAPSHOT_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
+SNAPSHOT_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
+SEGMENT_BYTES_KEY = "metadata.log.segment.bytes"
+SEGMENT_MS_KEY = "metadata.log.segment.ms"
+LONG_MAX = 2**63 - 1
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-_]*):(?P<port>\d{1,5})$")
+
+
+def _host_port(take: _Take, key: str) -> tuple[str, int] | None:
+    text = take(key)
+    if not text:
+        return None
+    match = _HOST_PORT.match(text)
+    if match is None or int(match["port"]) > MAX_PORT:
+        raise ServerConfigError(
+            f"{key}: {text!r} is not HOST:PORT (e.g. 127.0.0.1:9308, an IPv6 host in brackets, "
+            "port 0..65535)"
+        )
+    return match["host"].strip("[]"), int(match["port"])
+
+
+def _long(take: _Take, key: str, default: int) -> int:
+    """A Kafka LONG key where -1 means "no bound"."""
+    value = _int(take, key, -1, LONG_MAX)
+    return default if value is None else value
+
+
+def _optional_long(take: _Take, key: str, low: int) -> int | None:
+    return _int(take, key, low, LONG_MAX)
 
 
 def _limit(take: _Take, spec: LimitSpec) -> int | None:

@@ -31,6 +31,7 @@ import logging
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, TypicalIterations
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
+from api.server.health import Health, health
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.server.kafka.quorum import QuorumEndpoint
@@ -68,6 +70,8 @@ from api.server.limits import (
     connection_capacity,
 )
 from api.server.login_guard import FailedLogins, LoginPool, SourceSlots, SummarizedWarnings
+from api.server.metrics import ServerMetrics, answer_error
+from api.server.metrics_listener import MetricsListener
 from api.server.private_apis import PrivateApis
 from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
@@ -146,8 +150,12 @@ class MetadataServer:
         quorum: QuorumEndpoint | None = None,
         quorum_listeners: Collection[str] | None = None,
         quorum_node: QuorumNode | None = None,
+        metrics_listen: tuple[str, int] | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
+
+        With `metrics_listen` (host, port) the server counts its requests and serves
+        `/metrics`, `/healthz` and `/readyz` there (`metrics.listen`; port 0: a free one).
 
         With `quorum_node` the server is a node of a controller quorum: the node starts once
         the listeners are bound (the other voters reach it there), stops before the service,
@@ -202,6 +210,20 @@ class MetadataServer:
         self._handshakes = SourceSlots(TLS_HANDSHAKES_PER_IP)
         self._tls_failures = SummarizedWarnings(logger, "TLS handshake failed")
         typical = TypicalIterations()
+        self.metrics: ServerMetrics | None = None
+        """The server's metrics registry (None: `metrics.listen` not set, nothing counted)."""
+        self.metrics_listener: MetricsListener | None = None
+        if metrics_listen is not None:
+            self.metrics = ServerMetrics(
+                service,
+                quorum_node,
+                node_id=node_id,
+                connections=lambda: self.open_connections,
+                closed=lambda: self.limit_closes,
+            )
+            self.metrics_listener = MetricsListener(
+                self.metrics.registry, self.health, host=metrics_listen[0], port=metrics_listen[1]
+            )
         self._login_costs = LoginCosts(
             keys=DerivedKeys(),
             unknown_iterations=lambda mechanism: typical.of(
@@ -262,6 +284,14 @@ class MetadataServer:
         self.host = self.listeners[0].host
         self.port = self.listeners[0].port
         self.apis = self._apis[self.listeners[0].name]
+        if self.metrics_listener is not None:
+            try:
+                await self.metrics_listener.start()
+            except BaseException:
+                for server in self._servers:
+                    server.close()
+                self._servers = []
+                raise
         if self.quorum_node is not None:
             await self.quorum_node.start()
         if self._run_scheduler:
@@ -383,6 +413,8 @@ class MetadataServer:
         """
         if not self._servers:
             return
+        if self.metrics_listener is not None:
+            await self.metrics_listener.stop()  # probes fail from here on: traffic moves away
         if self.quorum_node is not None:
             # Hand leadership over while still serving: the successor fetches and votes here.
             await self.quorum_node.resign()
@@ -428,6 +460,10 @@ class MetadataServer:
 
     # ------------------------------------------------------------------ answering
 
+    def health(self) -> Health:
+        """Whether the server is ready (image applied, a leader known) and takes writes."""
+        return health(self.service, self.quorum_node, node_id=self.node_id)
+
     @property
     def limit_closes(self) -> dict[str, int]:
         """Connections closed over each limit since the start, by the limit's key."""
@@ -458,27 +494,42 @@ class MetadataServer:
         """Answer one event on `channel`; False when the connection must close."""
         if channel.sasl is not None:
             return await self._authenticate(event, channel, channel.sasl)
+        metrics = self.metrics
         if isinstance(event, Request):
             header = event.request.header
             apis = self._apis[channel.listener]
+            started = time.perf_counter() if metrics is not None else 0.0
             try:
                 body = await apis.handle(event.request, channel.session)
             except Exception:
+                name = API_NAMES.get(header.api_key, str(header.api_key))
+                if metrics is not None:
+                    seconds = time.perf_counter() - started
+                    metrics.requests.observe(name, "UNKNOWN_SERVER_ERROR", seconds)
                 logger.exception(
-                    "closing %s: %s v%d failed",
-                    channel.peer,
-                    API_NAMES.get(header.api_key, header.api_key),
-                    header.api_version,
+                    "closing %s: %s v%d failed", channel.peer, name, header.api_version
                 )
                 return False
             channel.write(encode_response(header.correlation_id, body))
+            if metrics is not None:
+                name = API_NAMES.get(header.api_key, str(header.api_key))
+                seconds = time.perf_counter() - started
+                metrics.requests.observe(name, answer_error(body), seconds)
         elif isinstance(event, Reply):
             channel.write(event.data)
         elif isinstance(event, PrivateRequest):
             header = event.header
+            started = time.perf_counter() if metrics is not None else 0.0
             try:
                 channel.write(await self.private_apis.handle(header, event.body, channel.session))
+                if metrics is not None:
+                    seconds = time.perf_counter() - started
+                    metrics.requests.observe(PRIVATE_APIS[header.api_key].name, "NONE", seconds)
             except Exception:
+                if metrics is not None:
+                    seconds = time.perf_counter() - started
+                    name = PRIVATE_APIS[header.api_key].name
+                    metrics.requests.observe(name, "UNKNOWN_SERVER_ERROR", seconds)
                 logger.exception(
                     "closing %s: %s v%d failed",
                     channel.peer,

@@ -39,6 +39,7 @@ from api.service.client_writes import (
     require_owner,
     stored_answer,
 )
+from api.service.retention import LogRetention
 from metadata_log.config import LogConfig
 from metadata_log.errors import LogError, ReadOnlyLogError
 from metadata_log.log import AppendResult, MetadataLog
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from api.service.snapshots import Snapshotter
-    from replay.sql.store import SnapshotStore
+    from replay.sql.store import SnapshotInfo, SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,13 @@ class MetadataService:
         self._closing = False
         self._commit_waiters: list[asyncio.Future[None]] = []
         self._snapshot_check_due = False
+        self.storage_failures = 0
+        """How often the log's storage failed since the start (a metric)."""
+        self.retention: LogRetention | None = None
+        """Online retention of the log (the snapshots' policy bounds it; None: no snapshots)."""
+        if snapshots is not None:
+            self.retention = LogRetention(snapshots.policy, clock_ms=self._clock_ms)
+            snapshots.on_written = self._snapshot_written
 
     @classmethod
     def open(
@@ -161,6 +169,11 @@ class MetadataService:
         return self._committed
 
     @property
+    def snapshots(self) -> Snapshotter | None:
+        """The snapshotter taking snapshots by policy (None without snapshots)."""
+        return self._snapshots
+
+    @property
     def snapshot_store(self) -> SnapshotStore | None:
         """The store snapshots are written to (None without snapshots): for time travel."""
         return None if self._snapshots is None else self._snapshots.store
@@ -190,6 +203,11 @@ class MetadataService:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+    @property
+    def failure(self) -> str | None:
+        """Why writes are refused now (the log's storage failed), None while they are taken."""
+        return self._failure
 
     @property
     def stopped(self) -> bool:
@@ -294,6 +312,20 @@ class MetadataService:
         if self._snapshots is not None and not self._closing:
             self._snapshots.committed(self._committed, self.log)
 
+    def _snapshot_written(self, info: SnapshotInfo) -> None:
+        """After a snapshot (its worker thread): trim the log below it if over its bound.
+
+        The log's write lock orders the trim with appends; a log that failed or is a reader
+        after a storage failure is left alone (the next snapshot tries again).
+        """
+        log = self.log
+        if self.retention is None or not isinstance(log, MetadataLog):
+            return
+        try:
+            self.retention.trim(log, below=info.offset)
+        except (MetadataLogError, OSError) as exc:
+            logger.warning("the log was not trimmed below snapshot %d: %s", info.id, exc)
+
     def _storage_failed(self, exc: BaseException) -> StorageError:
         """Refuse writes from now on and, in a server, start re-opening the log."""
         import asyncio
@@ -301,6 +333,7 @@ class MetadataService:
         failure = self._failure
         if failure is None:
             self._failure = failure = _one_line(exc)
+            self.storage_failures += 1
             logger.error(
                 "the metadata log cannot be written (%s); writes answer KAFKA_STORAGE_ERROR, "
                 "reads go on, re-opening the log every %g s",

@@ -4,7 +4,7 @@ Startup loads the newest valid snapshot and replays the log after it. A database
 behind in schema does not stop the service: it replays the whole log, warns, and tries again
 later. A schema ahead of this code is refused (SchemaAheadError): a newer metadata-log wrote it.
 
-Policy (Kafka's keys, cluster configs): a snapshot once
+Policy (Kafka's keys, cluster configs, or the server's file when it sets them): a snapshot once
 `metadata.log.max.record.bytes.between.snapshots` bytes of records (uncompressed, as Kafka counts
 them; the segments hold them snappy-compressed) were appended since the last one,
 or once `metadata.log.max.snapshot.interval.ms` passed with new entries, whichever comes first.
@@ -27,6 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from api.service.retention import RetentionConfig
 from api.service.settings import Settings
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
@@ -71,11 +72,13 @@ class Snapshotter:
         clock_ms: Callable[[], int] = _wall_clock_ms,
         retry_ms: int = RETRY_MS,
         progress: Progress | None = None,
+        policy: RetentionConfig | None = None,
     ) -> None:
         """Snapshots in `store`, or in the store `store()` opens when one is first needed.
 
         `file` is the SQLite file of a store opened on demand: while it does not exist, the
         store holds no snapshot, and is not opened (nor created) until one is written.
+        `policy`'s snapshot keys, when set, replace the cluster configs' (server.properties).
         """
         if retention < 1:
             raise SnapshotStoreError(
@@ -92,6 +95,8 @@ class Snapshotter:
         self._clock_ms = clock_ms
         self._retry_ms = retry_ms
         self._progress = progress
+        self.policy = policy or RetentionConfig()
+        """The server's snapshot and retention keys (none set: the cluster configs rule)."""
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._inflight: Future[SnapshotInfo | None] | None = None
@@ -108,6 +113,10 @@ class Snapshotter:
         """The snapshot the service started from (None: the whole log was replayed)."""
         self.written: SnapshotInfo | None = None
         """The newest snapshot this snapshotter wrote (a quorum node offers it to others)."""
+        self.on_written: Callable[[SnapshotInfo], None] | None = None
+        """Called on the worker thread after each snapshot (a standalone service trims)."""
+        self.deleted_total = 0
+        """Snapshots deleted by retention since the start (a metric)."""
 
     @property
     def store(self) -> SnapshotStore:
@@ -164,7 +173,7 @@ class Snapshotter:
         else:
             image = load_image(log, lte=lte, progress=progress)
         # Only whether the threshold is reached matters, so the count stops there.
-        max_bytes = _long_config(image.configs.cluster(), MAX_BYTES_KEY)
+        max_bytes = self._max_bytes(image.configs.cluster())
         self._backlog = log.record_bytes_after(self._last_offset, limit=max_bytes)
         self._bytes_at_last = log.record_bytes_appended
         return image
@@ -179,11 +188,17 @@ class Snapshotter:
         if now < self._retry_at:
             return False
         cluster = image.configs.cluster()
-        max_bytes = _long_config(cluster, MAX_BYTES_KEY)
-        interval = _long_config(cluster, MAX_INTERVAL_KEY)
+        max_bytes = self._max_bytes(cluster)
+        interval = self.policy.snapshot_interval_ms
+        if interval is None:
+            interval = _long_config(cluster, MAX_INTERVAL_KEY)
         if self._backlog + log.record_bytes_appended - self._bytes_at_last >= max_bytes:
             return True
         return interval > 0 and now - self._last_time >= interval
+
+    def _max_bytes(self, cluster: Mapping[str, str]) -> int:
+        given = self.policy.snapshot_bytes
+        return _long_config(cluster, MAX_BYTES_KEY) if given is None else given
 
     def committed(self, image: MetadataImage, log: StoredLog) -> None:
         """After each commit: start a background snapshot if the policy asks for one."""
@@ -218,13 +233,17 @@ class Snapshotter:
             self._bytes_at_last = bytes_now
             self._backlog = 0
             self.last_error = None
+            self.deleted_total += len(deleted)
         logger.info(
-            "snapshot %d at offset %d written (%d records); %d old snapshot(s) deleted",
+            "snapshot %d at offset %d written (%d records); %d old snapshot(s) deleted%s",
             info.id,
             info.offset,
             info.record_count,
             len(deleted),
+            f" (offsets {', '.join(str(d.offset) for d in deleted)})" if deleted else "",
         )
+        if self.on_written is not None:
+            self.on_written(info)
         return info
 
     def _failed(self, reason: str) -> None:
@@ -279,6 +298,7 @@ def open_snapshotter(settings: Settings) -> Snapshotter:
         lambda: open_store(settings),
         file=settings.snapshot_file,
         retention=settings.snapshot_retention,
+        policy=settings.retention,
     )
 
 
