@@ -13,12 +13,16 @@ offers to fetchers, so a follower below the new start is sent that snapshot (Fet
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from metadata_log.segment import SegmentInfo
+
+logger = logging.getLogger("api.server.retention")
+"""Under the server's logger: `mlog serve` shows each trim and snapshot deletion in one line."""
 
 MAX_RETENTION_BYTES_KEY = "metadata.max.retention.bytes"
 MAX_RETENTION_MS_KEY = "metadata.max.retention.ms"
@@ -113,4 +117,26 @@ class LogRetention:
             return []
         removed = log.trim_before(cut)
         self.trimmed_segments += len(removed)
+        if removed:
+            logger.info(
+                "retention removed %d segment(s), offsets %d..%d (%d bytes), below the snapshot "
+                "at offset %d; the log starts at offset %d",
+                len(removed),
+                removed[0].base_offset,
+                removed[-1].next_offset - 1,
+                sum(s.size_bytes for s in removed),
+                below,
+                removed[-1].next_offset,
+            )
         return removed
+
+
+def log_snapshots_deleted(offsets: Sequence[int], kept: int) -> None:
+    """One line for the snapshots retention deleted (their offsets) and how many are kept."""
+    if offsets:
+        logger.info(
+            "retention deleted %d snapshot(s) at offset(s) %s; the newest %d are kept",
+            len(offsets),
+            ", ".join(str(o) for o in offsets),
+            kept,
+        )

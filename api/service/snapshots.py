@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from api.service.retention import RetentionConfig
+from api.service.retention import RetentionConfig, log_snapshots_deleted
 from api.service.settings import Settings
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
@@ -235,13 +235,13 @@ class Snapshotter:
             self.last_error = None
             self.deleted_total += len(deleted)
         logger.info(
-            "snapshot %d at offset %d written (%d records); %d old snapshot(s) deleted%s",
+            "snapshot %d at offset %d written (%d records); %d old snapshot(s) deleted",
             info.id,
             info.offset,
             info.record_count,
             len(deleted),
-            f" (offsets {', '.join(str(d.offset) for d in deleted)})" if deleted else "",
         )
+        log_snapshots_deleted([d.offset for d in deleted], self.retention)
         if self.on_written is not None:
             self.on_written(info)
         return info
