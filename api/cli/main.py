@@ -51,6 +51,7 @@ NOUNS = (
     ("shell", "interactive shell over the image tree"),
     ("serve", "serve the Kafka admin protocol on a TCP port"),
     ("quorum", "format a controller quorum's voters, describe the quorum"),
+    ("status", "whether running servers are ready (their /readyz)"),
     ("audit", "audit queries and state replay in PySpark"),
 )
 """Each noun (its module is `api.cli.<noun>`) and its help, in the order `mlog --help` lists."""
