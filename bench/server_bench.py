@@ -14,7 +14,9 @@ host's other load) with their ratios. Run it under `nice -n -15` where allowed.
 `--metrics` measures the cost of the metrics in one run: the same server without and with
 `--metrics-listen` (scraped once a second during the load, 15 times Prometheus's usual rate)
 takes turns for `--pairs` pairs, each on a fresh data directory; it prints each run and the
-medians of writes/s and server CPU per request, with metrics over without (the ratio).
+medians of writes/s and server CPU per request, with metrics over without (the ratio). With
+`--instructions CYCLES` it counts instructions per request under callgrind instead (no scrape:
+the request path's cost alone), a figure the host's load does not move.
 
 `--profile FILE` runs the server under cProfile and writes its statistics to FILE (read them
 with `python -m pstats FILE`); the figures of such a run are not the server's speed.
@@ -449,6 +451,32 @@ async def _scrape_loop(address: str, deadline: float) -> None:
         await asyncio.sleep(1.0)
 
 
+def _metrics_instructions(args: argparse.Namespace, scratch: Path) -> None:
+    """`--metrics --instructions CYCLES`: callgrind counts without and with the metrics."""
+    cycles = args.instructions
+    print(f"{args.connections} connections x {cycles} cycles (3 requests each) under callgrind")
+    print(f"{'run':<10}{'instructions/request':>22}")
+    pairs = []
+    for pair in range(1, args.pairs + 1):
+        got: dict[bool, float] = {}
+        for metrics in (True, False) if pair % 2 else (False, True):
+            label = "on" if metrics else "off"
+            got[metrics] = instructions_run(
+                scratch / f"{label}-{pair}",
+                connections=args.connections,
+                cycles=cycles,
+                repo=args.repo,
+                extra=["--metrics-listen", "127.0.0.1:0"] if metrics else [],
+            )
+            print(f"{label + ' ' + str(pair):<10}{got[metrics]:>22,.0f}", flush=True)
+        pairs.append((got[True], got[False]))
+    on = statistics.median(a for a, _ in pairs)
+    off = statistics.median(b for _, b in pairs)
+    ratio = statistics.median(a / b for a, b in pairs)
+    print()
+    print(f"instructions per request: on {on:,.0f}, off {off:,.0f}, ratio {ratio:.4f}")
+
+
 def _metrics_pairs(args: argparse.Namespace, scratch: Path) -> None:
     """`--metrics`: runs without and with the metrics listener in turns; medians and ratios."""
     print(f"{'run':<10}{'writes/s':>10}{'CPU/req':>10}{'p99':>9}{'loop busy':>11}  load average")
@@ -549,7 +577,14 @@ async def _cycles(port: int, connections: int, cycles: int, tag: str, stats: Sta
     await asyncio.gather(*(one(i) for i in range(connections)))
 
 
-def instructions_run(scratch: Path, *, connections: int, cycles: int, repo: Path | None) -> float:
+def instructions_run(
+    scratch: Path,
+    *,
+    connections: int,
+    cycles: int,
+    repo: Path | None,
+    extra: Sequence[str] = (),
+) -> float:
     """Instructions the server executes per request (all threads), counted by callgrind.
 
     The server runs under `valgrind --tool=callgrind` with counting off; after a warm-up of two
@@ -565,7 +600,9 @@ def instructions_run(scratch: Path, *, connections: int, cycles: int, repo: Path
     _prepare(data_dir)
     out = scratch / "callgrind.out"
     wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-    server, (_, port) = start_server(data_dir, scratch / "server.log", repo=repo, wrapper=wrapper)
+    server, (_, port) = start_server(
+        data_dir, scratch / "server.log", repo=repo, wrapper=wrapper, extra=extra
+    )
     stats = Stats()
     asyncio.run(_cycles(port, connections, 2, "warm", stats))
     control = ["callgrind_control", "--instr"]
@@ -652,12 +689,16 @@ def main() -> None:
         type=int,
         default=None,
         metavar="CYCLES",
-        help="with --against: count the server's instructions per request under callgrind "
+        help="with --against or --metrics: count the server's instructions per request under "
+        "callgrind "
         "(valgrind), CYCLES create/describe/delete cycles per connection, instead of timing",
     )
     args = parser.parse_args()
     _check_encoders()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="server-bench-"))
+    if args.metrics and args.instructions is not None:
+        _metrics_instructions(args, scratch)
+        return
     if args.instructions is not None:
         if args.against is None:
             parser.error("--instructions compares two checkouts: give --against PATH")
