@@ -1,7 +1,7 @@
 """`mlog serve`'s metrics in Prometheus form: KRaft's controller and raft metrics under `mlog_`.
 
 One `CollectorRegistry` per server (several servers in one process never clash). The request
-path pays a counter and a histogram increment per request (`RequestMetrics`); everything read
+path pays plain integer increments per request (`RequestMetrics`); everything read
 from the image, the quorum, the log and the snapshots is computed when scraped
 (`ServerCollector`), the image's counts once per committed image. Names and meanings:
 docs/operating.md.

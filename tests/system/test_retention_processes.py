@@ -93,6 +93,12 @@ async def test_a_standalone_log_stays_bounded_and_restarts_to_the_same_image(
     with serve_process(data, tmp_path / "stderr.txt", "--config", str(config)) as server:
         sizes = await _create(server.address, [data])
         before = await _image(server.address)
+        client = await AdminClient.connect(server.address)
+        try:  # readers name what is gone, as after an offline trim
+            with pytest.raises(Exception, match="trimmed"):
+                await client.image_at(at_offset=1)
+        finally:
+            await client.close()
         assert server.stop() == 0
         log = server.log()
     assert max(sizes) <= BOUND + SLACK, sizes
