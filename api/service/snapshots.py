@@ -10,7 +10,8 @@ them; the segments hold them snappy-compressed) were appended since the last one
 or once `metadata.log.max.snapshot.interval.ms` passed with new entries, whichever comes first.
 The committed image is immutable, so a worker thread writes it while appends go on; one write
 at a time, and a policy check while one is in flight does nothing. After each snapshot only the
-newest `retention` are kept (never fewer than one).
+newest `retention` are kept (never fewer than one), and with `metadata.max.retention.ms` in the
+server's file none older than that but the newest.
 
 The default database, the SQLite file `<data-dir>/snapshots.db`, is created with the first
 snapshot: while it does not exist there is no snapshot to start from, which a stat tells without
@@ -222,7 +223,7 @@ class Snapshotter:
     def _write(self, image: MetadataImage, bytes_now: int) -> SnapshotInfo | None:
         try:
             info = self.store.write(image, progress=self._progress)
-            deleted = self.store.retain(self.retention)
+            deleted = self.store.retain(self.retention) + self._expire()
         except SnapshotStoreError as exc:
             self._failed(f"snapshot at offset {image.provenance.offset} failed: {exc}")
             return None
@@ -245,6 +246,16 @@ class Snapshotter:
         if self.on_written is not None:
             self.on_written(info)
         return info
+
+    def _expire(self) -> list[SnapshotInfo]:
+        """Delete the snapshots older than `metadata.max.retention.ms` but the newest."""
+        max_ms = self.policy.max_ms
+        if max_ms < 0:
+            return []
+        cutoff = self._clock_ms() - max_ms
+        older = self.store.snapshots(desc=True)[1:]
+        doomed = [s for s in older if s.created_at.timestamp() * 1000 < cutoff]
+        return [self.store.delete(s.id) for s in doomed]
 
     def _failed(self, reason: str) -> None:
         with self._lock:

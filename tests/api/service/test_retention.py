@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from functools import partial
 from pathlib import Path
 
@@ -112,3 +113,32 @@ def test_log_retention_counts_what_it_removed(tmp_path: Path) -> None:
     retention = LogRetention(RetentionConfig(max_bytes=200), clock_ms=lambda: 0)
     assert [s.base_offset for s in retention.trim(log, below=100)] == [0, 10]
     assert log.cut == 20 and retention.trimmed_segments == 2
+
+
+def test_snapshots_older_than_max_ms_are_deleted_but_the_newest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="api.server.retention")
+    db = tmp_path / "snapshots.db"
+    now = [time.time_ns() // 1_000_000]
+    snapshots = Snapshotter(
+        lambda: SnapshotStore(sqlite_url(db)),
+        file=db,
+        retention=10,
+        clock_ms=lambda: now[0],
+        policy=RetentionConfig(max_ms=60_000, snapshot_bytes=1),
+    )
+    with MetadataService.open(tmp_path / "log", snapshots=snapshots) as service:
+        controller = service.controller
+        service.execute(partial(controller.register_broker, request=RegisterBroker(broker_id=1)))
+        snapshots.wait()
+        service.execute(partial(controller.create_topics, topics=[CreatableTopic(name="a")]))
+        first = snapshots.wait()
+        assert first is not None
+        assert len(snapshots.store.snapshots()) == 2  # real creation times: both are young
+        now[0] = int(first.created_at.timestamp() * 1000) + 120_000
+        service.execute(partial(controller.create_topics, topics=[CreatableTopic(name="b")]))
+        newest = snapshots.wait()
+        assert newest is not None
+        assert [s.id for s in snapshots.store.snapshots()] == [newest.id]
+    assert "retention deleted 2 snapshot(s)" in caplog.text
