@@ -149,10 +149,14 @@ class NamespacesImage:
         prefix = name + NAMESPACE_SEPARATOR
         return sorted(n for n in self.by_name if n.startswith(prefix))
 
+    def ordered(self) -> list[NamespaceRecord]:
+        """Every NamespaceRecord, parents before children (then by name)."""
+        names = sorted(self.by_name, key=lambda n: (n.count(NAMESPACE_SEPARATOR), n))
+        return [self.by_name[name] for name in names]
+
     def write(self) -> Iterator[Record]:
         """NamespaceRecords, parents before children."""
-        for name in sorted(self.by_name, key=lambda n: (n.count(NAMESPACE_SEPARATOR), n)):
-            yield self.by_name[name]
+        yield from self.ordered()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,11 +246,20 @@ class ConfigsImage:
     def write(self) -> Iterator[Record]:
         """One ConfigRecord per key, resources and keys sorted."""
         for key in sorted(self.resources):
-            values = self.resources[key]
-            for name in sorted(values):
-                yield ConfigRecord(
-                    resource_type=key[0], resource_name=key[1], name=name, value=values[name]
-                )
+            yield from self.write_resource(key[0], key[1], self.resources[key])
+
+    @staticmethod
+    def write_resource(
+        resource_type: ConfigResourceType, resource_name: str, values: Map[str, str]
+    ) -> Iterator[Record]:
+        """One resource's ConfigRecords, keys sorted."""
+        for name in sorted(values):
+            yield ConfigRecord(
+                resource_type=resource_type,
+                resource_name=resource_name,
+                name=name,
+                value=values[name],
+            )
 
 
 _EMPTY_CONFIG: Map[str, str] = Map()

@@ -30,6 +30,7 @@ from api.protocol.private import (
     PrivateApi,
     PrivateStatus,
 )
+from api.server.image_views import sees_everything, visible_records
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import Session
 from api.server.namespace_views import require_creatable, visible_namespaces
@@ -380,10 +381,10 @@ class PrivateApis:
     # ------------------------------------------------------------------ reads
 
     def _require_log_reader(self, session: Session) -> None:
-        """FetchLog, ImageAt, Diff and History reveal everything: CLUSTER_ACTION on the cluster.
+        """FetchLog, past ImageAt, Diff and History reveal everything: CLUSTER_ACTION.
 
-        As Kafka's `__cluster_metadata`, readable only through the quorum's Fetch: no view
-        filtered to what a DESCRIBE-level reader may see is served (docs/security.md).
+        As Kafka's `__cluster_metadata`, readable only through the quorum's Fetch. The present
+        image is served filtered instead (`image_at`, docs/security.md).
         """
         self.gate.require_cluster(self.service.image, session, AclOperation.CLUSTER_ACTION)
 
@@ -438,17 +439,30 @@ class PrivateApis:
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)
 
     async def image_at(self, request: private.ImageAt, session: Session) -> private.ImageResponse:
-        """The image now (the committed one) or at a past point (time travel)."""
-        self._require_log_reader(session)
+        """The image now (the committed one) or at a past point (time travel).
+
+        Now: what the session may DESCRIBE of it (`api.server.image_views`). A past point is
+        the log's past: CLUSTER_ACTION, as FetchLog.
+        """
         current = self.service.image
         at_offset, at_time = request.at_offset, request.at_time
+        if at_offset is None and at_time is None:
+            # Filtered here, where every authorization check runs (Metadata's are per topic
+            # on the loop too); the whole image is written on the worker thread.
+            records = (
+                None
+                if sees_everything(self.gate, current, session)
+                else list(visible_records(self.gate, current, session))
+            )
+            return await asyncio.to_thread(
+                image_response, current, self._codec, request.schema_id, records
+            )
+        self._require_log_reader(session)
 
         def build() -> private.ImageResponse:
-            image = current
-            if at_offset is not None or at_time is not None:
-                store = self.service.snapshot_store
-                log = self.service.log
-                image = travel(log, store, at_offset=at_offset, at_time=at_time).image
+            store = self.service.snapshot_store
+            log = self.service.log
+            image = travel(log, store, at_offset=at_offset, at_time=at_time).image
             return image_response(image, self._codec, request.schema_id)
 
         return await asyncio.to_thread(build)
