@@ -32,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -58,6 +58,7 @@ from api.raft.transport.protocol import TransportFactory
 from api.service.replicated import ReplicatedService
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
+from metadata_log.timings import LatencyCounts
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
@@ -93,6 +94,7 @@ class _Proposal:
     first: int
     """The offset the working image gave its first record."""
     future: asyncio.Future[AppendResult]
+    proposed_at: float = field(default_factory=time.monotonic)
 
 
 class QuorumNode:
@@ -143,6 +145,10 @@ class QuorumNode:
         self.on_failure: Callable[[str], None] | None = None
         """Called once with the reason when the node stops on a failure (the server exits)."""
         self._retention_checked: tuple[SnapshotId | None, float] = (None, 0.0)
+        self.commit_latency = LatencyCounts()
+        """From a write proposed to committed (KRaft's commit-latency; for the metrics)."""
+        self.idle_seconds = 0.0
+        """Time the loop waited with nothing to do (KRaft's poll-idle-ratio is its rate)."""
         service.node = self
 
     # ------------------------------------------------------------------ state
@@ -355,8 +361,10 @@ class QuorumNode:
                     continue
                 delay = (core.next_deadline_ms() - _now_ms()) / 1000
                 if delay > 0:
+                    idle = time.monotonic()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+                    self.idle_seconds += time.monotonic() - idle
         except asyncio.CancelledError:
             raise
         except (OSError, MetadataLogError) as exc:
@@ -508,6 +516,7 @@ class QuorumNode:
     async def _committed(self, high_watermark: int) -> None:
         while self._inflight and self._inflight[0][1][1] < high_watermark:
             proposal, result = self._inflight.popleft()
+            self.commit_latency.observe(time.monotonic() - proposal.proposed_at)
             if not proposal.future.done():
                 proposal.future.set_result(result)
         if self.leading:

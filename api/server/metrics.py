@@ -276,6 +276,16 @@ class ServerCollector(Collector):
         )
         state.add_metric([node.role.name.lower()], 1)
         yield state
+        yield _histogram(
+            prefix + "commit_latency_seconds",
+            "On the leader: from a write proposed to committed by the quorum.",
+            node.commit_latency,
+        )
+        yield CounterMetricFamily(
+            prefix + "poll_idle_seconds",
+            "Time the quorum loop waited with nothing to do (its rate: the idle ratio).",
+            value=node.idle_seconds,
+        )
         yield CounterMetricFamily(
             prefix + "snapshot_transfers",
             "Snapshot transfers this node's core started (FetchSnapshot).",

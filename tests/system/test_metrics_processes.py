@@ -119,6 +119,7 @@ async def test_each_quorum_node_s_metrics_match_its_image_and_agree(tmp_path: Pa
         active = [i for i, v in scraped.items() if v["mlog_controller_active_controller_count"]]
         leader = await quorum.leader()
         assert active == [leader]
+        assert scraped[leader]["mlog_raft_commit_latency_seconds_count"] > 0
         assert {v["mlog_raft_current_leader"] for v in scraped.values()} == {leader}
         for metrics in scrapers.values():
             status, body = readyz(metrics)
