@@ -176,6 +176,8 @@ class ReplicatedService(MetadataService):
         image = self._accept(result.records)
         appended = await node.propose(result.records, principal=principal, first=first)
         self._commit(image, appended, asyncio.get_running_loop())
+        if result.more is not None:
+            await self.submit_rest(result.more, principal=principal)
         return result.response
 
     async def purge_due_async(self, *, now_ms: int | None = None) -> list[PurgeResult]:

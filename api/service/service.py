@@ -47,7 +47,7 @@ from metadata_log.reads import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError, RecordError
 from records.model import ClientWriteRecord, FeatureLevelRecord, Record
-from replay.controller.commands import ControllerResult, PurgeResult, PurgeStep
+from replay.controller.commands import Continuation, ControllerResult, PurgeResult, PurgeStep
 from replay.controller.config_defs import cluster_value
 from replay.controller.controller import Controller
 from replay.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
@@ -409,6 +409,12 @@ class MetadataService:
                 raise _unencodable(exc) from None
             raise refused from None
         self._commit(image, appended)
+        more = result.more
+        while more is not None:
+            step = more(self._working)
+            more = step.more
+            if step.records:
+                self.execute(_just(step), principal=principal)
         return result.response
 
     async def submit(self, command: Command[T], *, principal: str | None = None) -> T:
@@ -453,7 +459,31 @@ class MetadataService:
             raise refused from None
         self._commit(image, appended, loop)
         done.set_result(None)
+        if result.more is not None:
+            await self.submit_rest(result.more, principal=principal)
         return result.response
+
+    async def submit_rest(self, more: Continuation, *, principal: str | None = None) -> None:
+        """Write the further batches of a command (`ControllerResult.more`), one by one.
+
+        Each batch is a command of its own: other commands run between them, and a batch is
+        computed against the working image of its time.
+        """
+        following: Continuation | None = more
+        while following is not None:
+            found: list[Continuation | None] = []
+
+            def step(
+                image: MetadataImage,
+                batch: Continuation = following,
+                found: list[Continuation | None] = found,
+            ) -> ControllerResult[None]:
+                result = batch(image)
+                found.append(result.more)  # the last run counts (a replica may run it twice)
+                return ControllerResult(records=result.records, response=None)
+
+            await self.submit(step, principal=principal)
+            following = found[-1] if found else None
 
     def _retried(self, write: PendingWrite) -> ClientWriteRecord | None:
         """The client's last write if `write` is it or older (the write is not run again).
@@ -608,9 +638,16 @@ def noting_write(command: Command[T], write: PendingWrite) -> Command[T]:
         if not result.records:
             return result  # nothing changed: a retry runs it again, as the first attempt
         note = client_write_record(write, result.response)
-        return ControllerResult(records=(*result.records, note), response=result.response)
+        return ControllerResult(
+            records=(*result.records, note), response=result.response, more=result.more
+        )
 
     return noted
+
+
+def _just(result: ControllerResult[None]) -> Command[None]:
+    """A command that answers `result` (one batch of a command that writes several)."""
+    return lambda image: result
 
 
 def _wall_clock_ms() -> int:
