@@ -50,7 +50,7 @@ def register_broker(
     The broker epoch is the offset the registration record gets, as in Kafka, so every
     incarnation has a larger one.
     """
-    _check_registration(request)
+    check_registration(request)
     epoch = image.provenance.offset + 1
     record = RegisterBrokerRecord(
         broker_id=request.broker_id,
@@ -66,10 +66,10 @@ def register_broker(
             response=BrokerResult(broker_id=request.broker_id, broker_epoch=epoch),
         )
     cluster_after = _cluster_with(image.cluster, record)
-    return _with_moves(image, cluster_after, record, request.broker_id, epoch, elect=True)
+    return with_moves(image, cluster_after, record, request.broker_id, epoch, elect=True)
 
 
-def _check_registration(request: RegisterBroker) -> None:
+def check_registration(request: RegisterBroker) -> None:
     """Refuse what a registration record cannot hold, or what would break the broker tables."""
     check_int(
         request.broker_id,
@@ -166,11 +166,11 @@ def change_broker(
     delta.replay(record)
     cluster_after = delta.apply(image.provenance).cluster
     if action == BrokerAction.UNFENCE:
-        return _with_moves(image, cluster_after, record, broker_id, epoch, elect=True)
-    return _with_moves(image, cluster_after, record, broker_id, epoch, elect=False)
+        return with_moves(image, cluster_after, record, broker_id, epoch, elect=True)
+    return with_moves(image, cluster_after, record, broker_id, epoch, elect=False)
 
 
-def _with_moves(
+def with_moves(
     image: MetadataImage,
     cluster_after: ClusterImage,
     record: Record,
@@ -186,19 +186,23 @@ def _with_moves(
     changes; the rest follow through `more`, each computed against the image of its time
     (a partition another command changed meanwhile is judged as it is then).
     """
-    pending = [
-        (topic.topic_id, partition.partition_id)
-        for topic, partition in image.topics.partitions_of(broker_id)
-        if (
-            (partition.leader == NO_LEADER and broker_id in partition.isr)
-            if elect
+    pending: list[tuple[Uuid, int]] = []
+    held = image.topics.by_broker.get(broker_id)
+    by_id = image.topics.by_id
+    # One tight pass over what the broker holds (a fence at 1M partitions and 6 brokers
+    # looks at 500,000): which partitions need a change, in the index's order.
+    for topic_id, ids in (held or {}).items():
+        partitions = by_id[topic_id].partitions
+        for partition_id in ids:
+            partition = partitions[partition_id]
+            if elect:
+                if partition.leader == NO_LEADER and broker_id in partition.isr:
+                    pending.append((topic_id, partition_id))
             # the last ISR member stays, leaderless: nothing to write for it then
-            else (
-                partition.leader == broker_id
-                or (broker_id in partition.isr and len(partition.isr) > 1)
-            )
-        )
-    ]
+            elif partition.leader == broker_id or (
+                broker_id in partition.isr and len(partition.isr) > 1
+            ):
+                pending.append((topic_id, partition_id))
     batch = max(2, records_per_batch())
     first = _changes(image, cluster_after, broker_id, pending[: batch - 1], elect=elect)
     rest = pending[batch - 1 :]

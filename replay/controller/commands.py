@@ -15,6 +15,7 @@ from records.model import (
     AclOperation,
     AclPermissionType,
     BrokerEndpoint,
+    BrokerFeature,
     ConfigResourceType,
     PatternType,
     Record,
@@ -95,6 +96,48 @@ class RegisterBroker:
     rack: str | None = None
     endpoints: tuple[BrokerEndpoint, ...] = ()
     fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistration:
+    """A broker process registering itself (Kafka's BrokerRegistration, API 62).
+
+    It starts fenced, with a new broker epoch; its heartbeats unfence it once it has caught up.
+    """
+
+    broker_id: int
+    cluster_id: str
+    incarnation_id: Uuid
+    """Chosen by the broker process at start; a new one means a new process."""
+    listeners: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrChange:
+    """One partition of an AlterPartition (API 56): the ISR its leader asks for."""
+
+    topic_id: Uuid
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...]
+    """(broker id, broker epoch or -1) of each replica of the new ISR."""
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrResult:
+    """The answer for one partition of an AlterPartition: the error, or the partition after."""
+
+    topic_id: Uuid
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
 
 
 class BrokerAction(IntEnum):
