@@ -135,6 +135,11 @@ class ReplicatedService(MetadataService):
                 return info
         return None
 
+    @property
+    def is_active_controller(self) -> bool:
+        """Whether this node leads the quorum (broker sessions are kept only there)."""
+        return self.node is not None and self.node.leading
+
     def _append_epoch(self) -> int:
         return 0 if self.node is None else self.node.epoch
 

@@ -192,6 +192,11 @@ class MetadataService:
                 waiter.set_result(None)
 
     @property
+    def is_active_controller(self) -> bool:
+        """Whether this service writes the log now (a quorum's service: while it leads)."""
+        return True
+
+    @property
     def stopped(self) -> bool:
         """Whether writes are refused now, because the log's storage failed (until re-opened)."""
         return self._failure is not None

@@ -65,6 +65,7 @@ def register(
     if (
         current is not None
         and current.incarnation_id != request.incarnation_id
+        and not current.in_controlled_shutdown  # it shut down cleanly: a restart is welcome
         and session_alive(request.broker_id)
     ):
         raise ApiError(
