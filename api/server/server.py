@@ -193,13 +193,13 @@ class MetadataServer:
         # One authorizer for both kinds of API: they share its ACL index.
         self.authorizer = None if authorizer is None else Authorizer(authorizer)
         """Decides every request when `authorizer.class.name` is set; None allows everything."""
-        self.private_apis = PrivateApis(service, self.authorizer)
         self.liveness = BrokerLiveness(
             service,
             session_timeout_ms=broker_session_timeout_ms,
             heartbeat_interval_ms=broker_heartbeat_interval_ms,
         )
         """The brokers' sessions: one table for every listener."""
+        self.private_apis = PrivateApis(service, self.authorizer, self.liveness)
         self._sessions: asyncio.Task[None] | None = None
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from api.client.admin import AdminClient
 from api.protocol import codec
 from api.protocol.connection import Connection, Request
 from api.server.kafka.base import Listener, Session
@@ -34,6 +35,8 @@ from records.uuids import Uuid
 from replay.controller.authorizer import CLUSTER_NAME, Authorizer, AuthorizerConfig
 from replay.controller.commands import ControllerResult, CreatableTopic
 from replay.controller.errors import ErrorCode
+from tests.support.cli import as_json, ok
+from tests.support.server_thread import running_server
 
 CLUSTER_ID = "c1"
 BROKER = Session(principal="User:broker", host="10.0.0.1")
@@ -336,3 +339,42 @@ def test_the_broker_apis_ask_cluster_action(tmp_path: Path) -> None:
         assert unregister.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # ALTER, as Kafka
     finally:
         fleet.close()
+
+
+def test_a_broker_over_the_network_shows_its_liveness_in_mlog_brokers_list(
+    tmp_path: Path,
+) -> None:
+    with running_server(tmp_path / "log", brokers=0) as server:
+        address = f"127.0.0.1:{server.port}"
+
+        async def broker() -> None:
+            client = await AdminClient.connect_controller(address)
+            try:
+                registered = await client.request(
+                    62,
+                    broker_id=5,
+                    cluster_id="test-cluster",
+                    incarnation_id=uuid.uuid4(),
+                    listeners=[],
+                    features=[],
+                    rack="r1",
+                )
+                assert registered.error_code == 0
+                answer = await client.request(
+                    63,
+                    broker_id=5,
+                    broker_epoch=registered.broker_epoch,
+                    current_metadata_offset=registered.broker_epoch,
+                    want_fence=False,
+                    want_shut_down=False,
+                )
+                assert (answer.is_caught_up, answer.is_fenced) == (True, False)
+            finally:
+                await client.close()
+
+        asyncio.run(broker())
+        (listed,) = as_json(tmp_path / "cli", "--bootstrap-server", address, "brokers", "list")
+        assert listed["broker_id"] == 5 and listed["fenced"] is False
+        assert listed["metadata_offset"] >= 1 and listed["last_heartbeat_ms"] > 0
+        table = ok(tmp_path / "cli", "--bootstrap-server", address, "brokers", "list")
+        assert "s ago" in table
