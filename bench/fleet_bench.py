@@ -14,6 +14,22 @@ fence: an image of N partitions (default 1,000,000) in topics of 10, replication
             replayed into the image, one after the other, as the service writes them
     longest the longest single batch (compute + replay): the longest the event loop is held
   Log I/O is left out on both sides (the server's figures include it).
+
+fleet: a `mlog serve` process (a single node, not a quorum) on a data directory holding the
+  same cluster (N partitions over B brokers, written straight into the log, snapshots kept
+  off by cluster config), and in this process B simulated brokers heartbeating every 2 s over
+  --connections connections, plus one admin client creating a topic every 1/--admin-rate s.
+  After --warmup seconds broker 0 stops heartbeating. The server fences it once its session
+  (9 s) expires and moves its leaderships and ISR places. A follower of the log (FetchLog)
+  sees the fence record and the partition changes; the figures:
+    detect     last heartbeat of broker 0 -> the fence record's append time
+    moved      the fence record -> the last change moving broker 0's partitions (append times;
+               0 when they all fit the fence's own batch)
+    expiry_to_moved  the session's expiry (last heartbeat + 9 s) -> the last change: the
+               fence-to-leaders-moved time, the session check's period (0.9 s) included
+    heartbeat  p50/p99 of every heartbeat's answer time, and of those sent from the expiry to
+               the last change (the move)
+    admin      p50/p99 of the creates answered, and of those sent during the move
 """
 
 from __future__ import annotations
@@ -24,6 +40,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from against import measured_code
 
@@ -40,7 +57,7 @@ from records.model import (
     TopicRecord,
 )
 from records.uuids import Uuid
-from replay.controller.commands import BrokerAction
+from replay.controller.commands import BrokerAction, CreatableTopic
 from replay.controller.controller import Controller
 from replay.controller.names import partition_name
 from replay.controller.states import checked_change, is_live
@@ -199,6 +216,222 @@ def fence(args: argparse.Namespace) -> None:
         del image
 
 
+# ------------------------------------------------------------------------------- fleet
+
+HEARTBEAT_S = 2.0
+SESSION_TIMEOUT_S = 9.0
+"""`broker.session.timeout.ms`'s default, which the server runs with."""
+
+
+def write_cluster_log(data_dir: Path, partitions: int, brokers: int, share: float) -> int:
+    """A data directory whose log holds the cluster; the log's end offset."""
+    from metadata_log import MetadataLog
+    from records.model import ConfigRecord, ConfigResourceType
+
+    records = cluster_records(partitions, brokers, share)
+    no_snapshots = [
+        ConfigRecord(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="",
+            name="metadata.log.max.record.bytes.between.snapshots",
+            value=str(2**62),
+        ),
+        ConfigRecord(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="",
+            name="metadata.log.max.snapshot.interval.ms",
+            value="0",
+        ),
+    ]
+    log = MetadataLog.open(data_dir)
+    try:
+        head = brokers + 1
+        log.append([*records[:head], *no_snapshots], principal="fleet-bench")
+        batch: list[Record] = []
+        for record in records[head:]:
+            if isinstance(record, TopicRecord) and len(batch) >= 10_000:
+                log.append(batch, principal="fleet-bench")
+                batch = []
+            batch.append(record)
+        if batch:
+            log.append(batch, principal="fleet-bench")
+        return log.end_offset
+    finally:
+        log.close()
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (nan if none)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run_fleet(args: argparse.Namespace, address: str, end: int) -> dict[str, object]:
+    """The heartbeating fleet, the admin load and the watcher; the figures."""
+    import asyncio
+
+    from api.client.admin import AdminClient
+    from records.model import BrokerRegistrationChangeRecord, FencingChange
+
+    clients = [await AdminClient.connect(address) for _ in range(args.connections)]
+    admin = await AdminClient.connect(address)
+    watcher = await AdminClient.connect(address)
+    heartbeats: list[tuple[float, float]] = []  # (sent, seconds)
+    creates: list[tuple[float, float]] = []
+    errors: list[str] = []
+    stop_victim = asyncio.Event()
+    done = asyncio.Event()
+    victim_last = [0.0]
+    loop = asyncio.get_running_loop()
+
+    async def broker(broker_id: int, client: AdminClient) -> None:
+        await asyncio.sleep(HEARTBEAT_S * broker_id / args.brokers)
+        while not done.is_set():
+            if broker_id == 0 and stop_victim.is_set():
+                return
+            sent = loop.time()
+            answer = await client.request(
+                63,
+                broker_id=broker_id,
+                broker_epoch=broker_id,
+                current_metadata_offset=end,
+                want_fence=False,
+                want_shut_down=False,
+            )
+            took = loop.time() - sent
+            heartbeats.append((sent, took))
+            if broker_id == 0:
+                victim_last[0] = time.time()
+            if answer.error_code != 0 or answer.is_fenced:
+                errors.append(f"broker {broker_id}: {int(answer.error_code)} {answer.is_fenced}")
+            await asyncio.sleep(max(0.0, HEARTBEAT_S - took))
+
+    async def admin_load() -> None:
+        n = 0
+        while not done.is_set():
+            sent = loop.time()
+            await admin.create_topics(
+                [CreatableTopic(name=f"fleet-admin-{n}", num_partitions=1, replication_factor=1)]
+            )
+            creates.append((sent, loop.time() - sent))
+            n += 1
+            await asyncio.sleep(max(0.0, 1 / args.admin_rate - (loop.time() - sent)))
+
+    fence_ts: list[int] = []
+    last_move_ts: list[int] = []
+    moves = [0]
+
+    async def watch() -> None:
+        offset = end
+        while not done.is_set():
+            entries, next_end = await watcher.fetch_log(offset, max_wait_ms=1000)
+            for entry in entries:
+                record = entry.record
+                if (
+                    isinstance(record, BrokerRegistrationChangeRecord)
+                    and record.broker_id == 0
+                    and record.fenced == FencingChange.FENCE
+                ):
+                    fence_ts.append(entry.timestamp)
+                elif fence_ts and isinstance(record, PartitionChangeRecord):
+                    last_move_ts.append(entry.timestamp)
+                    moves[0] += 1
+            offset = entries[-1].offset + 1 if entries else min(offset, next_end)
+
+    tasks = [asyncio.create_task(broker(b, clients[b % len(clients)])) for b in range(args.brokers)]
+    tasks.append(asyncio.create_task(admin_load()))
+    tasks.append(asyncio.create_task(watch()))
+    await asyncio.sleep(args.warmup)
+    stop_victim.set()
+    stopped_at = time.time()
+    deadline = loop.time() + 30 + args.warmup
+    quiet_since = None
+    while loop.time() < deadline:
+        await asyncio.sleep(0.5)
+        if fence_ts and last_move_ts:
+            quiet_since = quiet_since or loop.time()
+            if loop.time() - quiet_since > 3 and max(last_move_ts) / 1000 < time.time() - 2:
+                break
+    done.set()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for client in [*clients, admin, watcher]:
+        await client.close()
+    if not fence_ts:
+        raise SystemExit(
+            f"broker 0 was not fenced within {30 + args.warmup} s ({len(heartbeats)} "
+            f"heartbeats, errors {errors[:3]})"
+        )
+    fenced_s = fence_ts[0] / 1000
+    moved_s = max(last_move_ts) / 1000 if last_move_ts else fenced_s
+    expired_s = victim_last[0] + SESSION_TIMEOUT_S
+    # The move window in this process's loop clock: from the session's expiry to the last move.
+    offset_s = loop.time() - time.time()
+    window = (expired_s + offset_s, moved_s + offset_s + 0.001)
+    during_hb = [t for sent, t in heartbeats if window[0] <= sent <= window[1]]
+    during_admin = [t for sent, t in creates if window[0] <= sent <= window[1]]
+    all_hb = [t for _, t in heartbeats]
+    all_admin = [t for _, t in creates]
+    return {
+        "detect_s": fenced_s - victim_last[0],
+        "stopped_to_fence_s": fenced_s - stopped_at,
+        "moved_s": moved_s - fenced_s,
+        "expiry_to_moved_s": moved_s - expired_s,
+        "moves": moves[0],
+        "heartbeats": len(all_hb),
+        "hb_p50_ms": quantile(all_hb, 0.5) * 1000,
+        "hb_p99_ms": quantile(all_hb, 0.99) * 1000,
+        "hb_move_p99_ms": quantile(during_hb, 0.99) * 1000,
+        "hb_move_n": len(during_hb),
+        "creates": len(all_admin),
+        "admin_p50_ms": quantile(all_admin, 0.5) * 1000,
+        "admin_p99_ms": quantile(all_admin, 0.99) * 1000,
+        "admin_move_p99_ms": quantile(during_admin, 0.99) * 1000,
+        "admin_move_n": len(during_admin),
+        "errors": errors[:5],
+    }
+
+
+def fleet(args: argparse.Namespace) -> None:
+    import asyncio
+    import signal
+    import tempfile
+
+    from server_bench import start_server
+
+    scratch = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    try:
+        started = time.perf_counter()
+        end = write_cluster_log(scratch / "data" / "log", args.partitions, args.brokers, args.share)
+        print(
+            f"log of {args.partitions:,} partitions written in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        started = time.perf_counter()
+        server, (host, port) = start_server(scratch / "data", scratch / "server.log")
+        print(f"server up (replayed the log) in {time.perf_counter() - started:.1f} s")
+        try:
+            figures = asyncio.run(run_fleet(args, f"{host}:{port}", end))
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(60)
+        print(
+            f"{args.brokers} brokers, {args.partitions:,} partitions, share of broker 0: "
+            f"{args.share or 'its turn'}; single node"
+        )
+        for key, value in figures.items():
+            print(
+                f"  {key:>20}: {value:.3f}" if isinstance(value, float) else f"  {key:>20}: {value}"
+            )
+    finally:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sections = parser.add_subparsers(dest="section", required=True)
@@ -209,9 +442,18 @@ def main() -> None:
     )
     section.add_argument("--share", type=float, default=0.0)
     section.add_argument("--skip-before", action="store_true", help="leave the baseline out")
+    section = sections.add_parser("fleet", help="simulated brokers against a server")
+    section.add_argument("--partitions", type=int, default=1_000_000)
+    section.add_argument("--brokers", type=int, default=1000)
+    section.add_argument("--share", type=float, default=0.0)
+    section.add_argument("--connections", type=int, default=50)
+    section.add_argument("--admin-rate", type=float, default=20.0)
+    section.add_argument("--warmup", type=float, default=6.0)
     args = parser.parse_args()
     if args.section == "fence":
         fence(args)
+    else:
+        fleet(args)
 
 
 if __name__ == "__main__":
