@@ -469,26 +469,40 @@ class MetadataService:
         return result.response
 
     async def submit_rest(self, more: Continuation, *, principal: str | None = None) -> None:
-        """Write the further batches of a command (`ControllerResult.more`), one by one.
+        """Write the further batches of a command (`ControllerResult.more`), in order.
 
-        Each batch is a command of its own: other commands run between them, and a batch is
-        computed against the working image of its time.
+        Each batch is a command of its own, computed against the working image of its time:
+        other commands run between them. A batch does not wait for the one before it to be
+        durable (they are accepted in order and group-committed together); this returns once
+        every one is.
         """
+        import asyncio
+
         following: Continuation | None = more
-        while following is not None:
-            found: list[Continuation | None] = []
+        writes: list[asyncio.Task[None]] = []
+        try:
+            while following is not None:
+                found: list[Continuation | None] = []
 
-            def step(
-                image: MetadataImage,
-                batch: Continuation = following,
-                found: list[Continuation | None] = found,
-            ) -> ControllerResult[None]:
-                result = batch(image)
-                found.append(result.more)  # the last run counts (a replica may run it twice)
-                return ControllerResult(records=result.records, response=None)
+                def step(
+                    image: MetadataImage,
+                    batch: Continuation = following,
+                    found: list[Continuation | None] = found,
+                ) -> ControllerResult[None]:
+                    result = batch(image)
+                    found.append(result.more)  # the last run counts (a replica may run twice)
+                    return ControllerResult(records=result.records, response=None)
 
-            await self.submit(step, principal=principal)
-            following = found[-1] if found else None
+                write = asyncio.ensure_future(self.submit(step, principal=principal))
+                writes.append(write)
+                # One turn of the loop: the batch is accepted (the write's synchronous start)
+                # and whatever else was ready runs before the next batch is computed.
+                await asyncio.sleep(0)
+                if not found:
+                    await write  # it waited for something first (a leader to be elected)
+                following = found[-1] if found else None
+        finally:
+            await asyncio.gather(*writes)
 
     def _retried(self, write: PendingWrite) -> ClientWriteRecord | None:
         """The client's last write if `write` is it or older (the write is not run again).
