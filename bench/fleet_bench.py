@@ -223,8 +223,14 @@ SESSION_TIMEOUT_S = 9.0
 """`broker.session.timeout.ms`'s default, which the server runs with."""
 
 
-def write_cluster_log(data_dir: Path, partitions: int, brokers: int, share: float) -> int:
-    """A data directory whose log holds the cluster; the log's end offset."""
+def write_cluster_log(
+    data_dir: Path, partitions: int, brokers: int, share: float
+) -> tuple[int, int]:
+    """A data directory whose log holds the cluster: (its end offset, broker 0's partitions).
+
+    Each partition broker 0 is a replica of needs a change when it is fenced (RF 3, ISR =
+    replicas), so that is the number of changes the fence writes.
+    """
     from metadata_log import MetadataLog
     from records.model import ConfigRecord, ConfigResourceType
 
@@ -255,7 +261,8 @@ def write_cluster_log(data_dir: Path, partitions: int, brokers: int, share: floa
             batch.append(record)
         if batch:
             log.append(batch, principal="fleet-bench")
-        return log.end_offset
+        held = sum(1 for r in records if isinstance(r, PartitionRecord) and 0 in r.replicas)
+        return log.end_offset, held
     finally:
         log.close()
 
@@ -268,7 +275,9 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run_fleet(args: argparse.Namespace, address: str, end: int) -> dict[str, object]:
+async def run_fleet(
+    args: argparse.Namespace, address: str, end: int, expected: int
+) -> dict[str, object]:
     """The heartbeating fleet, the admin load and the watcher; the figures."""
     import asyncio
 
@@ -346,14 +355,10 @@ async def run_fleet(args: argparse.Namespace, address: str, end: int) -> dict[st
     await asyncio.sleep(args.warmup)
     stop_victim.set()
     stopped_at = time.time()
-    deadline = loop.time() + 30 + args.warmup
-    quiet_since = None
-    while loop.time() < deadline:
+    deadline = loop.time() + 60 + args.warmup
+    while loop.time() < deadline and moves[0] < expected:
         await asyncio.sleep(0.5)
-        if fence_ts and last_move_ts:
-            quiet_since = quiet_since or loop.time()
-            if loop.time() - quiet_since > 3 and max(last_move_ts) / 1000 < time.time() - 2:
-                break
+    await asyncio.sleep(2)  # the load goes on a little after the move
     done.set()
     for task in tasks:
         task.cancel()
@@ -362,7 +367,7 @@ async def run_fleet(args: argparse.Namespace, address: str, end: int) -> dict[st
         await client.close()
     if not fence_ts:
         raise SystemExit(
-            f"broker 0 was not fenced within {30 + args.warmup} s ({len(heartbeats)} "
+            f"broker 0 was not fenced within {60 + args.warmup} s ({len(heartbeats)} "
             f"heartbeats, errors {errors[:3]})"
         )
     fenced_s = fence_ts[0] / 1000
@@ -405,7 +410,9 @@ def fleet(args: argparse.Namespace) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
     try:
         started = time.perf_counter()
-        end = write_cluster_log(scratch / "data" / "log", args.partitions, args.brokers, args.share)
+        end, expected = write_cluster_log(
+            scratch / "data" / "log", args.partitions, args.brokers, args.share
+        )
         print(
             f"log of {args.partitions:,} partitions written in "
             f"{time.perf_counter() - started:.1f} s"
@@ -414,7 +421,7 @@ def fleet(args: argparse.Namespace) -> None:
         server, (host, port) = start_server(scratch / "data", scratch / "server.log")
         print(f"server up (replayed the log) in {time.perf_counter() - started:.1f} s")
         try:
-            figures = asyncio.run(run_fleet(args, f"{host}:{port}", end))
+            figures = asyncio.run(run_fleet(args, f"{host}:{port}", end, expected))
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(60)

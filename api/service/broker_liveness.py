@@ -6,7 +6,7 @@ from that memory and the committed image, without touching the log; one that cha
 broker's state (caught up: unfence; WantFence: fence; WantShutDown: controlled shutdown) runs
 the broker command through the service, and is answered once it is committed. A broker whose
 session (`broker.session.timeout.ms`) expires is fenced by `check_sessions`, which the server
-runs every so often; its leaderships and ISR places move in bounded batches.
+runs every twentieth of the timeout; its leaderships and ISR places move in bounded batches.
 
 Only the active controller acts. A node that becomes active starts every registered broker's
 session afresh (a grace period of one session timeout): it cannot know when they last
@@ -311,9 +311,9 @@ class BrokerLiveness:
         interval_s: float | None = None,
         sleep: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
-        """`check_sessions` every `interval_s` (default: a tenth of the session timeout)."""
+        """`check_sessions` every `interval_s` (default: a twentieth of the session timeout)."""
         pause = sleep or asyncio.sleep
-        every = self.session_timeout_ms / 10_000 if interval_s is None else interval_s
+        every = self.session_timeout_ms / 20_000 if interval_s is None else interval_s
         while True:
             try:
                 await self.check_sessions()

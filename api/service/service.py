@@ -83,6 +83,9 @@ REOPEN_INTERVAL_S = 3.0
 MAX_ECHO = 200
 """Characters of an encoder's message kept in an error answer (it may quote a huge value)."""
 
+BATCHES_IN_FLIGHT = 2
+"""Batches of one command (`ControllerResult.more`) accepted and not yet durable at a time."""
+
 RETRY_COMMIT_WAIT_S = 5.0
 """How long a retried write waits for the original (accepted, not yet durable) to commit."""
 
@@ -474,7 +477,7 @@ class MetadataService:
         Each batch is a command of its own, computed against the working image of its time:
         other commands run between them. A batch does not wait for the one before it to be
         durable (they are accepted in order and group-committed together); this returns once
-        every one is.
+        every one is. At most `BATCHES_IN_FLIGHT` are accepted and not yet durable.
         """
         import asyncio
 
@@ -493,6 +496,10 @@ class MetadataService:
                     found.append(result.more)  # the last run counts (a replica may run twice)
                     return ControllerResult(records=result.records, response=None)
 
+                if len(writes) >= BATCHES_IN_FLIGHT:
+                    # A bounded pipeline: a command that arrives meanwhile waits for at most
+                    # this many batches ahead of it to be durable, not for all of them.
+                    await writes[-BATCHES_IN_FLIGHT]
                 write = asyncio.ensure_future(self.submit(step, principal=principal))
                 writes.append(write)
                 # One turn of the loop: the batch is accepted (the write's synchronous start)
