@@ -667,39 +667,49 @@ class TopicsDelta:
                         entry.setdefault(topic_id, (set(), set()))[0].add(partition_id)
         if not (gained or touched or lost):
             return index
-        with index.mutate() as outer:
-            if not (touched or lost):
-                # Topics created (the usual write): one `set` per broker and topic, without
-                # the cost of a mutation context for so few changes.
-                for broker_id, topics in gained.items():
-                    held = outer.get(broker_id, _NO_PARTITIONS)
-                    for topic_id, ids in topics.items():
-                        held = held.set(topic_id, tuple(ids))
-                    outer[broker_id] = held
-                created: Map[int, BrokerPartitions] = outer.finish()
-                return created
-            for broker_id in gained.keys() | touched.keys() | lost.keys():
+        return _changed_index(index, gained, touched, lost)
+
+
+def _changed_index(
+    index: Map[int, BrokerPartitions],
+    gained: dict[int, dict[Uuid, list[int]]],
+    touched: dict[int, dict[Uuid, tuple[set[int], set[int]]]],
+    lost: dict[int, list[Uuid]],
+) -> Map[int, BrokerPartitions]:
+    """`index` with new (broker, topic) entries, changed ones and removed ones applied."""
+    with index.mutate() as outer:
+        if not (touched or lost):
+            # Topics created (the usual write): one `set` per broker and topic, without
+            # the cost of a mutation context for so few changes.
+            for broker_id, topics in gained.items():
                 held = outer.get(broker_id, _NO_PARTITIONS)
-                with held.mutate() as inner:
-                    for topic_id, ids in gained.get(broker_id, {}).items():
-                        inner[topic_id] = tuple(ids)
-                    for topic_id in lost.get(broker_id, ()):
+                for topic_id, ids in topics.items():
+                    held = held.set(topic_id, tuple(ids))
+                outer[broker_id] = held
+            created: Map[int, BrokerPartitions] = outer.finish()
+            return created
+        for broker_id in gained.keys() | touched.keys() | lost.keys():
+            held = outer.get(broker_id, _NO_PARTITIONS)
+            with held.mutate() as inner:
+                for topic_id, ids in gained.get(broker_id, {}).items():
+                    inner[topic_id] = tuple(ids)
+                for topic_id in lost.get(broker_id, ()):
+                    inner.pop(topic_id, None)
+                for topic_id, (added, removed) in touched.get(broker_id, {}).items():
+                    now = set(inner.get(topic_id, ()))
+                    now |= added
+                    now -= removed
+                    if now:
+                        inner[topic_id] = tuple(sorted(now))
+                    else:
                         inner.pop(topic_id, None)
-                    for topic_id, (added, removed) in touched.get(broker_id, {}).items():
-                        now = set(inner.get(topic_id, ()))
-                        now |= added
-                        now -= removed
-                        if now:
-                            inner[topic_id] = tuple(sorted(now))
-                        else:
-                            inner.pop(topic_id, None)
-                    held = inner.finish()
-                if held:
-                    outer[broker_id] = held
-                else:
-                    outer.pop(broker_id, None)
-            finished: Map[int, BrokerPartitions] = outer.finish()
-        return finished
+                held = inner.finish()
+            if held:
+                outer[broker_id] = held
+            else:
+                outer.pop(broker_id, None)
+        finished: Map[int, BrokerPartitions] = outer.finish()
+    return finished
 
 
 _NO_PARTITIONS: BrokerPartitions = Map()
