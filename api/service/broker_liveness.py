@@ -142,6 +142,7 @@ class BrokerLiveness:
     def contacts(self) -> list[BrokerContact]:
         """What this controller knows of each broker's liveness, by broker id."""
         self._sync_active()
+        registered = self.service.image.cluster.brokers
         return [
             BrokerContact(
                 broker_id=broker_id,
@@ -150,6 +151,7 @@ class BrokerLiveness:
                 fenced_reason=self._reasons.get(broker_id),
             )
             for broker_id, session in sorted(self._sessions.items())
+            if broker_id in registered  # an operator may have unregistered it meanwhile
         ]
 
     def _touch(self, broker_id: int, offset: int) -> None:
