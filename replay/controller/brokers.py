@@ -4,7 +4,7 @@ A broker going away (fenced, unregistered, in controlled shutdown) takes leaders
 membership with it, as Kafka's `handleBrokerFenced` does; a broker coming up (registered
 unfenced, unfenced) gives leaderless partitions whose ISR holds it a leader again. Both are
 `PartitionChangeRecord`s, the first ones in the same batch as the broker's own record and
-the rest in batches of at most `MAX_RECORDS_PER_BATCH` after it; the partitions come from the
+the rest in batches of `MOVES_PER_BATCH` after it; the partitions come from the
 broker's index, so a change costs what the broker holds.
 """
 
@@ -179,7 +179,7 @@ def with_moves(
     *,
     elect: bool,
 ) -> ControllerResult[BrokerResult]:
-    """The broker's record and the partition changes it causes, in batches of `batch`.
+    """The broker's record and the partition changes it causes, in batches.
 
     The partitions to look at come from the broker's index (`TopicsImage.partitions_of`), so
     this costs what the broker holds. The first batch is the broker's record and the first
