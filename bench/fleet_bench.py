@@ -26,7 +26,7 @@ fleet: a `mlog serve` process (a single node, not a quorum) on a data directory 
     moved      the fence record -> the last change moving broker 0's partitions (append times;
                0 when they all fit the fence's own batch)
     expiry_to_moved  the session's expiry (last heartbeat + 9 s) -> the last change: the
-               fence-to-leaders-moved time, the session check's period (0.9 s) included
+               fence-to-leaders-moved time, the session check's period (0.45 s) included
     heartbeat  p50/p99 of every heartbeat's answer time, and of those sent from the expiry to
                the last change (the move)
     admin      p50/p99 of the creates answered, and of those sent during the move
