@@ -284,6 +284,8 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         quorum_node=quorum,
         quorum_listeners=_controller_listeners(values),
         metrics_listen=config.metrics_listen,
+        broker_session_timeout_ms=config.broker_session_timeout_ms,
+        broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
     )
     try:
         asyncio.run(_serve(server))

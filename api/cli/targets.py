@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import argparse
 
     from api.client import AdminClient
+    from api.protocol.private import BrokerLivenessItem
     from api.security.client_config import ClientSecurity
     from api.service.service import MetadataService
     from records.entry import LogEntry
@@ -219,6 +220,11 @@ class LocalTarget:
         """Fence, unfence, shut down or unregister a broker."""
         return self._run(lambda ctl, image: ctl.change_broker(image, broker_id, action))
 
+    @staticmethod
+    def broker_liveness() -> dict[int, BrokerLivenessItem]:
+        """No sessions: only a running server's active controller keeps them."""
+        return {}
+
     def create_topics(
         self, topics: Sequence[CreatableTopic], *, validate_only: bool
     ) -> list[CreateTopicResult]:
@@ -398,6 +404,11 @@ class RemoteTarget:
     def change_broker(self, broker_id: int, action: BrokerAction) -> BrokerResult:
         """ChangeBroker."""
         return self._wait(lambda: self.client.change_broker(broker_id, action))
+
+    def broker_liveness(self) -> dict[int, BrokerLivenessItem]:
+        """The brokers' sessions on the server, by broker id."""
+        found = self._wait(self.client.broker_liveness)
+        return {item.broker_id: item for item in found.brokers}
 
     def create_topics(
         self, topics: Sequence[CreatableTopic], *, validate_only: bool

@@ -729,6 +729,13 @@ class AdminClient(SecurityApis):
         )
         return result
 
+    async def broker_liveness(self) -> private.BrokerLivenessList:
+        """The brokers' sessions as the server knows them (the active controller keeps them)."""
+        response: private.BrokerLivenessList = await self.call(
+            private.DESCRIBE_BROKER_LIVENESS, private.DescribeBrokerLiveness()
+        )
+        return response
+
     async def fetch_log(
         self, offset: int, *, max_entries: int = 10_000, max_wait_ms: int = 0
     ) -> tuple[list[LogEntry], int]:

@@ -329,6 +329,36 @@ class OlderRequest:
     """Current request -> older body; `OlderVersionError` if the older one cannot say it."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeBrokerLiveness:
+    """What the active controller knows of the brokers' sessions (`mlog brokers list`)."""
+
+    broker_ids: tuple[int, ...] = ()
+    """The brokers to describe; empty: every one with a session."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerLivenessItem:
+    """One broker's session on the active controller."""
+
+    broker_id: int
+    last_heartbeat_ms: int
+    """Wall-clock time of its last heartbeat (or of the session's start), ms since the epoch."""
+    metadata_offset: int
+    """The metadata offset it last reported; -1 before its first heartbeat."""
+    fenced_reason: str | None = None
+    """Why this controller fenced it, or None."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerLivenessList:
+    """The answer to DescribeBrokerLiveness."""
+
+    active: bool
+    """Whether the answering node is the active controller (only it keeps sessions)."""
+    brokers: tuple[BrokerLivenessItem, ...]
+
+
 # ---------------------------------------------------------------------- the APIs
 
 
@@ -391,6 +421,10 @@ HISTORY = PrivateApi(
     older={0: OlderRequest(_HistoryV0, _history_from_v0, _history_to_v0)},
 )
 
+DESCRIBE_BROKER_LIVENESS = PrivateApi(
+    10014, "DescribeBrokerLiveness", DescribeBrokerLiveness, BrokerLivenessList, False
+)
+
 PRIVATE_APIS: Mapping[int, PrivateApi] = {
     api.key: api
     for api in (
@@ -407,6 +441,7 @@ PRIVATE_APIS: Mapping[int, PrivateApi] = {
         IMAGE_AT,
         DIFF,
         HISTORY,
+        DESCRIBE_BROKER_LIVENESS,
     )
 }
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from api.raft.core.config import QuorumConfig
 from api.raft.core.errors import RaftConfigError
 from api.server.limits import SPECS, LimitSpec
+from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
 from api.service.retention import MAX_RETENTION_BYTES_KEY, MAX_RETENTION_MS_KEY, RetentionConfig
 from metadata_log.config import MIN_SEGMENT_BYTES
 from records.errors import MetadataLogError
@@ -169,6 +170,11 @@ class ServerConfig:
     """`metadata.log.segment.bytes`: the log's segment size (None: the default)."""
     segment_ms: int | None = None
     """`metadata.log.segment.ms`: how old a segment's first entry gets before a roll."""
+    # Broker liveness (docs/brokers.md), Kafka's keys and defaults.
+    broker_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+    """`broker.session.timeout.ms`: a broker silent this long is fenced."""
+    broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS
+    """`broker.heartbeat.interval.ms`: how often brokers are expected to heartbeat."""
 
 
 def server_config(values: Mapping[str, str]) -> ServerConfig:
@@ -216,6 +222,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
             "log (mlog users scram-set), not JAAS entries"
         )
     quorum = _quorum(take, node_id)
+    session_ms, heartbeat_ms = _broker_liveness(take)
     authorizer = _authorizer(take)
     max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT_MAX)
     data_dir = _data_dir(take, notes)
@@ -250,7 +257,24 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         retention=retention,
         segment_bytes=segment_bytes,
         segment_ms=segment_ms,
+        broker_session_timeout_ms=session_ms,
+        broker_heartbeat_interval_ms=heartbeat_ms,
     )
+
+
+def _broker_liveness(take: _Take) -> tuple[int, int]:
+    """`broker.session.timeout.ms` and `broker.heartbeat.interval.ms`, the first the larger."""
+    session = _int(take, "broker.session.timeout.ms", 1, INT_MAX)
+    heartbeat = _int(take, "broker.heartbeat.interval.ms", 1, INT_MAX)
+    session = DEFAULT_SESSION_TIMEOUT_MS if session is None else session
+    heartbeat = DEFAULT_HEARTBEAT_INTERVAL_MS if heartbeat is None else heartbeat
+    if heartbeat >= session:
+        raise ServerConfigError(
+            f"broker.heartbeat.interval.ms={heartbeat} must be below "
+            f"broker.session.timeout.ms={session}, or every broker is fenced between two "
+            "heartbeats; lower the interval"
+        )
+    return session, heartbeat
 
 
 # --------------------------------------------------------------------------- listeners

@@ -42,6 +42,7 @@ from api.server.time_travel import (
     wire_history_entry,
 )
 from api.server.write_ids import pending_write
+from api.service.broker_liveness import BrokerLiveness
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
 from records.errors import MetadataLogError
@@ -133,9 +134,15 @@ class PrivateApis:
     Kafka's); without one everything is allowed.
     """
 
-    def __init__(self, service: MetadataService, authorizer: Authorizer | None = None) -> None:
+    def __init__(
+        self,
+        service: MetadataService,
+        authorizer: Authorizer | None = None,
+        liveness: BrokerLiveness | None = None,
+    ) -> None:
         self.service = service
         self.gate = Gate(authorizer)
+        self.liveness = liveness or BrokerLiveness(service)
         self._handlers: dict[int, PrivateHandler] = {
             private.CREATE_NAMESPACE.key: self.create_namespace,
             private.DELETE_NAMESPACE.key: self.delete_namespace,
@@ -150,6 +157,7 @@ class PrivateApis:
             private.IMAGE_AT.key: self.image_at,
             private.DIFF.key: self.diff,
             private.HISTORY.key: self.history,
+            private.DESCRIBE_BROKER_LIVENESS.key: self.describe_broker_liveness,
         }
         self._codec = service.log.codec
 
@@ -387,6 +395,27 @@ class PrivateApis:
         image is served filtered instead (`image_at`, docs/security.md).
         """
         self.gate.require_cluster(self.service.image, session, AclOperation.CLUSTER_ACTION)
+
+    async def describe_broker_liveness(
+        self, request: private.DescribeBrokerLiveness, session: Session
+    ) -> private.BrokerLivenessList:
+        """The brokers' sessions on this node (DESCRIBE on the cluster, as DescribeCluster)."""
+        self.gate.require_cluster(self.service.image, session, AclOperation.DESCRIBE)
+        wanted = set(request.broker_ids)
+        contacts = self.liveness.contacts()
+        return private.BrokerLivenessList(
+            active=self.service.is_active_controller,
+            brokers=tuple(
+                private.BrokerLivenessItem(
+                    broker_id=c.broker_id,
+                    last_heartbeat_ms=c.last_heartbeat_ms,
+                    metadata_offset=c.metadata_offset,
+                    fenced_reason=c.fenced_reason,
+                )
+                for c in contacts
+                if not wanted or c.broker_id in wanted
+            ),
+        )
 
     async def list_namespaces(
         self, request: private.ListNamespaces, session: Session

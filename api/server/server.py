@@ -74,6 +74,11 @@ from api.server.metrics import ServerMetrics, answer_error
 from api.server.metrics_listener import MetricsListener
 from api.server.private_apis import PrivateApis
 from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
+from api.service.broker_liveness import (
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    BrokerLiveness,
+)
 from api.service.service import MetadataService
 from records.model import ScramMechanism
 from replay.controller.authorizer import Authorizer, AuthorizerConfig
@@ -151,6 +156,8 @@ class MetadataServer:
         quorum_listeners: Collection[str] | None = None,
         quorum_node: QuorumNode | None = None,
         metrics_listen: tuple[str, int] | None = None,
+        broker_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
@@ -194,7 +201,14 @@ class MetadataServer:
         # One authorizer for both kinds of API: they share its ACL index.
         self.authorizer = None if authorizer is None else Authorizer(authorizer)
         """Decides every request when `authorizer.class.name` is set; None allows everything."""
-        self.private_apis = PrivateApis(service, self.authorizer)
+        self.liveness = BrokerLiveness(
+            service,
+            session_timeout_ms=broker_session_timeout_ms,
+            heartbeat_interval_ms=broker_heartbeat_interval_ms,
+        )
+        """The brokers' sessions: one table for every listener."""
+        self.private_apis = PrivateApis(service, self.authorizer, self.liveness)
+        self._sessions: asyncio.Task[None] | None = None
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
         self._channels: ChannelContext | None = None
@@ -296,6 +310,7 @@ class MetadataServer:
             await self.quorum_node.start()
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
+            self._sessions = asyncio.create_task(self._session_checks())
         for listener in self.listeners:
             if "PLAIN" in listener.sasl_mechanisms and listener.ssl_context is None:
                 logger.warning(
@@ -325,7 +340,13 @@ class MetadataServer:
 
     def _kafka_apis(self, listener: Listener, *, quorum: bool = False) -> KafkaApis:
         """The Kafka handlers answering on one listener (advertising its address)."""
-        return KafkaApis(self.service, listener, self.authorizer, self.quorum if quorum else None)
+        return KafkaApis(
+            self.service,
+            listener,
+            self.authorizer,
+            self.quorum if quorum else None,
+            liveness=self.liveness,
+        )
 
     def _serves_quorum(self, listener: str) -> bool:
         """Whether the listener named `listener` answers the quorum APIs."""
@@ -421,10 +442,11 @@ class MetadataServer:
         servers, self._servers = self._servers, []
         for server in servers:
             server.close()
-        if self._scheduler is not None:
-            self._scheduler.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._scheduler
+        for task in (self._scheduler, self._sessions):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         self.service.release_waiters()  # long-polling FetchLogs answer now
         channels = self._channels.channels if self._channels is not None else set()
         for channel in list(channels):
@@ -449,6 +471,14 @@ class MetadataServer:
         await self.service.aclose()
         logger.info("stopped (%s); log end offset %d", reason, self.service.log.end_offset)
         self._stopped.set()
+
+    async def _session_checks(self) -> None:
+        try:
+            await self.liveness.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("the broker session checks stopped")
 
     async def _scheduled_purges(self) -> None:
         try:

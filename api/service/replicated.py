@@ -135,6 +135,11 @@ class ReplicatedService(MetadataService):
                 return info
         return None
 
+    @property
+    def is_active_controller(self) -> bool:
+        """Whether this node leads the quorum (broker sessions are kept only there)."""
+        return self.node is not None and self.node.leading
+
     def _append_epoch(self) -> int:
         return 0 if self.node is None else self.node.epoch
 
@@ -176,6 +181,8 @@ class ReplicatedService(MetadataService):
         image = self._accept(result.records)
         appended = await node.propose(result.records, principal=principal, first=first)
         self._commit(image, appended, asyncio.get_running_loop())
+        if result.more is not None:
+            await self.submit_rest(result.more, principal=principal)
         return result.response
 
     async def purge_due_async(self, *, now_ms: int | None = None) -> list[PurgeResult]:

@@ -48,7 +48,7 @@ from metadata_log.reads import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError, RecordError
 from records.model import ClientWriteRecord, FeatureLevelRecord, Record
-from replay.controller.commands import ControllerResult, PurgeResult, PurgeStep
+from replay.controller.commands import Continuation, ControllerResult, PurgeResult, PurgeStep
 from replay.controller.config_defs import cluster_value
 from replay.controller.controller import Controller
 from replay.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
@@ -83,6 +83,9 @@ REOPEN_INTERVAL_S = 3.0
 
 MAX_ECHO = 200
 """Characters of an encoder's message kept in an error answer (it may quote a huge value)."""
+
+BATCHES_IN_FLIGHT = 2
+"""Batches of one command (`ControllerResult.more`) accepted and not yet durable at a time."""
 
 RETRY_COMMIT_WAIT_S = 5.0
 """How long a retried write waits for the original (accepted, not yet durable) to commit."""
@@ -208,6 +211,11 @@ class MetadataService:
     def failure(self) -> str | None:
         """Why writes are refused now (the log's storage failed), None while they are taken."""
         return self._failure
+
+    @property
+    def is_active_controller(self) -> bool:
+        """Whether this service writes the log now (a quorum's service: while it leads)."""
+        return True
 
     @property
     def stopped(self) -> bool:
@@ -442,6 +450,12 @@ class MetadataService:
                 raise _unencodable(exc) from None
             raise refused from None
         self._commit(image, appended)
+        more = result.more
+        while more is not None:
+            step = more(self._working)
+            more = step.more
+            if step.records:
+                self.execute(_just(step), principal=principal)
         return result.response
 
     async def submit(self, command: Command[T], *, principal: str | None = None) -> T:
@@ -486,7 +500,49 @@ class MetadataService:
             raise refused from None
         self._commit(image, appended, loop)
         done.set_result(None)
+        if result.more is not None:
+            await self.submit_rest(result.more, principal=principal)
         return result.response
+
+    async def submit_rest(self, more: Continuation, *, principal: str | None = None) -> None:
+        """Write the further batches of a command (`ControllerResult.more`), in order.
+
+        Each batch is a command of its own, computed against the working image of its time:
+        other commands run between them. A batch does not wait for the one before it to be
+        durable (they are accepted in order and group-committed together); this returns once
+        every one is. At most `BATCHES_IN_FLIGHT` are accepted and not yet durable.
+        """
+        import asyncio
+
+        following: Continuation | None = more
+        writes: list[asyncio.Task[None]] = []
+        try:
+            while following is not None:
+                found: list[Continuation | None] = []
+
+                def step(
+                    image: MetadataImage,
+                    batch: Continuation = following,
+                    found: list[Continuation | None] = found,
+                ) -> ControllerResult[None]:
+                    result = batch(image)
+                    found.append(result.more)  # the last run counts (a replica may run twice)
+                    return ControllerResult(records=result.records, response=None)
+
+                if len(writes) >= BATCHES_IN_FLIGHT:
+                    # A bounded pipeline: a command that arrives meanwhile waits for at most
+                    # this many batches ahead of it to be durable, not for all of them.
+                    await writes[-BATCHES_IN_FLIGHT]
+                write = asyncio.ensure_future(self.submit(step, principal=principal))
+                writes.append(write)
+                # One turn of the loop: the batch is accepted (the write's synchronous start)
+                # and whatever else was ready runs before the next batch is computed.
+                await asyncio.sleep(0)
+                if not found:
+                    await write  # it waited for something first (a leader to be elected)
+                following = found[-1] if found else None
+        finally:
+            await asyncio.gather(*writes)
 
     def _retried(self, write: PendingWrite) -> ClientWriteRecord | None:
         """The client's last write if `write` is it or older (the write is not run again).
@@ -641,9 +697,16 @@ def noting_write(command: Command[T], write: PendingWrite) -> Command[T]:
         if not result.records:
             return result  # nothing changed: a retry runs it again, as the first attempt
         note = client_write_record(write, result.response)
-        return ControllerResult(records=(*result.records, note), response=result.response)
+        return ControllerResult(
+            records=(*result.records, note), response=result.response, more=result.more
+        )
 
     return noted
+
+
+def _just(result: ControllerResult[None]) -> Command[None]:
+    """A command that answers `result` (one batch of a command that writes several)."""
+    return lambda image: result
 
 
 def _wall_clock_ms() -> int:
