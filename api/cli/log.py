@@ -15,6 +15,7 @@ from api.cli.common import (
     count_arg,
     offset_arg,
 )
+from api.cli.interrupts import writes_finish
 from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
 from api.cli.targets import QUORUM_STATE, open_reader, open_target
@@ -401,7 +402,9 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     try:
         with MetadataLog.open(settings.log_dir, config=settings.log) as log:
             # Only a block that replays onto the log's image is appended (else nothing is).
-            first, last = append_replayed_batches(log, batches, progress=progress.advance)
+            first, last = append_replayed_batches(
+                log, batches, progress=progress.advance, while_appending=writes_finish
+            )
     finally:
         progress.finish()
     if settings.output == "json":

@@ -1,0 +1,52 @@
+"""Kafka's CLI conventions a new user relies on: flags named when mistyped, bootstrap lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import mlog
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], data_dir: Path, *args: str) -> str:
+    capsys.readouterr()
+    code, _ = mlog(data_dir, *args)
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    return err
+
+
+def test_a_mistyped_global_flag_is_named_with_the_nearest_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(capsys, tmp_path, "--data-dri", "foo", "topics", "list")
+    assert "unknown option --data-dri; did you mean --data-dir?" in err
+    assert "invalid choice" not in err
+
+
+def test_a_mistyped_command_flag_is_named_with_the_nearest_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(capsys, tmp_path, "topics", "create", "--topic", "t", "--partitons", "3")
+    assert "unknown option --partitons; did you mean --partitions?" in err
+    err = _usage_error(capsys, tmp_path, "topics", "list", "--outptu", "json")
+    assert "did you mean --output?" in err
+
+
+def test_an_unknown_flag_with_nothing_near_is_named_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(capsys, tmp_path, "--xyzzy", "topics", "list")
+    assert "unknown option --xyzzy (see" in err
+
+
+def test_abbreviations_and_values_are_not_taken_for_typos(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse takes an unambiguous prefix; a value after `=` is not a flag.
+    err = _usage_error(capsys, tmp_path, "--out=json", "topics", "list")
+    assert "there is no log" in err  # the flags were taken; the directory is empty
+    err = _usage_error(capsys, tmp_path, "topics", "lst")
+    assert "invalid choice: 'lst'" in err
