@@ -369,13 +369,14 @@ class RemoteTarget:
     ) -> None:
         import asyncio
 
-        from api.client import AdminClient
+        from api.client.bootstrap import connect_bootstrap
 
         self._loop = asyncio.new_event_loop()
         self.client: AdminClient
         try:
+            # `bootstrap` may list several servers (h1:p,h2:p): the first that answers serves.
             self.client = self._wait(
-                lambda: AdminClient.connect_controller(
+                lambda: connect_bootstrap(
                     bootstrap, client_id="mlog-cli", timeout_ms=timeout_ms, security=security
                 )
             )
