@@ -652,4 +652,22 @@ def fetch_image(
 ) -> MetadataImage:
     """The image of the target: now, or at an offset or time (time travel)."""
     with open_target(settings, args) as target:
-        return target.image(at_offset=at_offset, at_time=at_time)
+        image = target.image(at_offset=at_offset, at_time=at_time)
+    if at_offset is not None:
+        note_batch_end(at_offset, image)
+    return image
+
+
+def note_batch_end(asked: int, image: MetadataImage) -> None:
+    """Say on stderr when the offset asked for lay inside an atomic batch (time travel).
+
+    The state inside a batch never existed (a topic without its partitions), so the image
+    is the one at the batch's end: its offset is the image's provenance.
+    """
+    at = image.provenance.offset
+    if asked >= 0 and at != asked:
+        print(
+            f"mlog: note: offset {asked} is inside an atomic batch that ends at offset {at}; "
+            f"this is the image at offset {at} (time travel shows committed batches only)",
+            file=sys.stderr,
+        )

@@ -69,7 +69,7 @@ from replay.image import (
     qualified_name,
     split_qualified_name,
 )
-from replay.timetravel import diff_points, history_range, travel
+from replay.timetravel import diff_points, history_range, image_at
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -448,7 +448,8 @@ class PrivateApis:
             if at_offset is not None or at_time is not None:
                 store = self.service.snapshot_store
                 log = self.service.log
-                image = travel(log, store, at_offset=at_offset, at_time=at_time).image
+                # As the CLI does: a point inside an atomic batch answers the batch's end.
+                image = image_at(log, store, at_offset=at_offset, at_time=at_time)
             return image_response(image, self._codec, request.schema_id)
 
         return await asyncio.to_thread(build)
