@@ -319,10 +319,19 @@ class LocalTarget:
         self, entity: Entity, *, gt: int | None, lte: int | None, limit: int | None
     ) -> list[HistoryEntry]:
         """Entries that touched an entity."""
-        from replay.timetravel import history_range
+        from replay.timetravel import history_range, start_image
 
         with open_reader(self.settings) as log:
-            return history_range(log, entity, gt=gt, lte=lte, limit=limit)
+            start = None
+            if log.log_start_offset > 0:
+                # A trimmed log: the names it starts with come from its snapshot.
+                store = existing_store(self.settings)
+                try:
+                    start = start_image(log, store)
+                finally:
+                    if store is not None:
+                        store.close()
+            return history_range(log, entity, gt=gt, lte=lte, limit=limit, start=start)
 
     def entries(
         self, *, gt: int | None, lte: int | None, limit: int | None, follow: bool = False

@@ -17,7 +17,13 @@ an argument), `rebuild` (`travel`, `image_at`), `image_diff` (`diff`, `diff_poin
 
 from replay.changes import Change
 from replay.timetravel.descriptions import Names, describe
-from replay.timetravel.entity_history import Entity, HistoryEntry, history, history_range
+from replay.timetravel.entity_history import (
+    Entity,
+    HistoryEntry,
+    history,
+    history_range,
+    start_image,
+)
 from replay.timetravel.errors import TimeTravelError
 from replay.timetravel.image_diff import diff, diff_points
 from replay.timetravel.points import (
@@ -48,5 +54,6 @@ __all__ = [
     "point_offset",
     "resolve_offset",
     "snapshot_matches_log",
+    "start_image",
     "travel",
 ]
