@@ -65,7 +65,11 @@ directory: the log's files, the snapshot database, Spark, or the server itself).
 
 
 def option_strings(parser: argparse.ArgumentParser) -> set[str]:
-    """Every `--flag` `parser` takes, and those of its subcommands' parsers already filled in."""
+    """Every `--flag` `parser` takes, and those of its subcommands' parsers already filled in.
+
+    argparse has no public way to list a parser's options: its `_actions` and
+    `_SubParsersAction` are read here, in this one place.
+    """
     found = {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
