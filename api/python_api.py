@@ -283,15 +283,22 @@ class Metadata:
     def audit_sql(self, statement: str, *, master: str | None = None) -> list[dict[str, Any]]:
         """Run Spark SQL over the view `metadata_log` (PySpark imported now); the rows.
 
-        Starts a local Spark (`master`, default `local[*]`) for the call and stops it after.
+        Uses the process's running SparkSession if there is one (left running), else starts
+        a local one (`master`, default `local[*]`) for the call and stops it after.
         """
         self._local("audit_sql")
-        from replay.audit.queries import sql
-        from replay.audit.session import audit_session, read_log
+        from pyspark.sql import SparkSession
 
-        spark = audit_session(master=master, jvm_log=None)
+        from replay.audit.queries import sql
+        from replay.audit.session import audit_session, read_log, register
+
+        running = SparkSession.getActiveSession()
+        if running is not None:
+            register(running)  # the caller's session may not know the source yet
+        spark = running or audit_session(master=master, jvm_log=None)
         try:
             frame = sql(spark, read_log(spark, Path(self.settings.log_dir)), statement)
             return [row.asDict(recursive=True) for row in frame.collect()]
         finally:
-            spark.stop()
+            if running is None:
+                spark.stop()

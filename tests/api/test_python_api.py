@@ -82,3 +82,15 @@ def test_a_connected_handle_refuses_what_needs_the_files(tmp_path: Path) -> None
             md.snapshots()
         with pytest.raises(MetadataApiError, match="data directory only"):
             md.append([NamespaceRecord(name="org", namespace_id=NS_ID)])
+
+
+@pytest.mark.spark
+def test_audit_sql_answers_rows(tmp_path: Path) -> None:
+    with Metadata.open(tmp_path) as md:
+        md.register_broker(1)
+        md.create_topic("orders", partitions=2)
+        rows = md.audit_sql(
+            "SELECT record_type, count(*) AS n FROM metadata_log GROUP BY record_type"
+        )
+    counts = {row["record_type"]: row["n"] for row in rows}
+    assert counts["TopicRecord"] == 1 and counts["PartitionRecord"] == 2
