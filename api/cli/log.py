@@ -15,6 +15,7 @@ from api.cli.common import (
     count_arg,
     offset_arg,
 )
+from api.cli.interrupts import writes_finish
 from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
 from api.cli.targets import QUORUM_STATE, open_reader, open_target
@@ -84,12 +85,36 @@ def _print_entry(entry: LogEntry, settings: Settings, out: TextIO, *, secrets: b
         out.write(line + "\n")
     else:
         # People see no salt or key: "(hidden)" even with --show-secrets.
-        payload = json.dumps(shown_json(entry.record), separators=(",", ":"))
+        payload = json.dumps(_shown(entry.record), separators=(",", ":"))
         out.write(
             f"offset: {entry.offset} epoch: {entry.epoch} "
             f"timestamp: {format_time(entry.timestamp)} "
             f"principal: {entry.principal or '-'} payload: {payload}\n"
         )
+
+
+def _shown(record: Record) -> Any:
+    """A record as a table row shows it: internal bookkeeping compactly.
+
+    A ClientWriteRecord (the server's note of an answered write, for retries) carries the
+    answer's bytes: a row shows their size, not the base64 of them (`--output json` keeps
+    them, for copies).
+    """
+    from records.model import ClientWriteRecord
+
+    if isinstance(record, ClientWriteRecord):
+        return {
+            "type": "CLIENT_WRITE_RECORD",
+            "internal": "the answer to a client's write, kept for its retries",
+            "data": {
+                "client_id": str(record.client_id),
+                "sequence": record.sequence,
+                "principal": record.principal,
+                "api_key": record.api_key,
+                "response": f"<{len(record.response)} bytes>",
+            },
+        }
+    return shown_json(record)
 
 
 def _dump_up_to_damage(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -401,7 +426,9 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     try:
         with MetadataLog.open(settings.log_dir, config=settings.log) as log:
             # Only a block that replays onto the log's image is appended (else nothing is).
-            first, last = append_replayed_batches(log, batches, progress=progress.advance)
+            first, last = append_replayed_batches(
+                log, batches, progress=progress.advance, while_appending=writes_finish
+            )
     finally:
         progress.finish()
     if settings.output == "json":
@@ -493,3 +520,7 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         help="who is appending (stored with each entry; by default a dumped line's principal)",
     )
     append.set_defaults(handler=cmd_log_append)
+
+    from api.cli.log_export import add_export_verbs
+
+    add_export_verbs(verbs)

@@ -71,7 +71,7 @@ from replay.image import (
     qualified_name,
     split_qualified_name,
 )
-from replay.timetravel import diff_points, history_range, travel
+from replay.timetravel import HistoryEntry, diff_points, history_range, image_at, start_image
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -491,7 +491,8 @@ class PrivateApis:
         def build() -> private.ImageResponse:
             store = self.service.snapshot_store
             log = self.service.log
-            image = travel(log, store, at_offset=at_offset, at_time=at_time).image
+            # As the CLI does: a point inside an atomic batch answers the batch's end.
+            image = image_at(log, store, at_offset=at_offset, at_time=at_time)
             return image_response(image, self._codec, request.schema_id)
 
         return await asyncio.to_thread(build)
@@ -515,12 +516,14 @@ class PrivateApis:
         self._require_log_reader(session)
         committed = self.service.image.provenance.offset
         lte = committed if request.lte is None else min(request.lte, committed)
-        entries = await asyncio.to_thread(
-            history_range,
-            self.service.log,
-            entity,
-            gt=request.gt,
-            lte=lte,
-            limit=request.limit,
-        )
+        log, store = self.service.log, self.service.snapshot_store
+
+        def read() -> list[HistoryEntry]:
+            # A trimmed log: the names it starts with come from its snapshot.
+            start = start_image(log, store) if log.log_start_offset > 0 else None
+            return history_range(
+                log, entity, gt=request.gt, lte=lte, limit=request.limit, start=start
+            )
+
+        entries = await asyncio.to_thread(read)
         return private.HistoryResponse(entries=tuple(map(wire_history_entry, entries)))

@@ -329,10 +329,11 @@ def read_image(
         store = existing_store(settings)
         if store is None and at_offset is None and at_time is None:
             return load_image(log, progress=progress)  # no snapshot, no past point: the log
-        from replay.timetravel import travel
+        from replay.timetravel import image_at
 
         try:
-            return travel(log, store, at_offset=at_offset, at_time=at_time, progress=progress).image
+            # image_at, not travel: a point inside an atomic batch answers the batch's end.
+            return image_at(log, store, at_offset=at_offset, at_time=at_time, progress=progress)
         finally:
             if store is not None:
                 store.close()
