@@ -192,6 +192,7 @@ class ReplicaLog(StoredLog):
             self._persist_epochs([*epochs, (block.epoch, block.first_offset)])
         self._active.write(
             encode_block(block.count, block.body),
+            body=block.body,
             first_offset=block.first_offset,
             count=block.count,
             epoch=block.epoch,
@@ -396,6 +397,11 @@ class ReplicaLog(StoredLog):
             storage.segments = [segment]
             storage.next_offset = storage.flushed_offset = start
             active.dirty = False
+            try:
+                # The chain starts over at the new start: what came before is not here.
+                active.restart_chain()
+            except OSError as exc:
+                active.fail("the reset to a snapshot", exc)
             storage.last_timestamp = snapshot.timestamp
         logger.info(
             "reset the log in %s to start at offset %d after snapshot (offset %d, epoch %d)",

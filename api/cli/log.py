@@ -18,6 +18,7 @@ from api.cli.common import (
 from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
 from api.cli.targets import QUORUM_STATE, open_reader, open_target
+from metadata_log.digest import DigestError, LogDigest, parse_digest
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogCorruptionError
 from metadata_log.log import MetadataLog
@@ -124,9 +125,21 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
             f"there is no log at {settings.log_dir}; check --data-dir (the log lives in "
             "<data-dir>/log)"
         )
+    digest = None
+    if args.digest is not None:
+        try:
+            digest = parse_digest(args.digest)
+        except DigestError as exc:
+            raise CliError(str(exc)) from None
     progress = Progress("verifying")
-    report = verify_log(settings.log_dir, progress=progress.advance)
+    report = verify_log(
+        settings.log_dir,
+        progress=progress.advance,
+        chain_values_at=() if digest is None else (digest.end_offset,),
+    )
     progress.finish()
+    digest_ok, digest_text = (True, None) if digest is None else _check_digest(report, digest)
+    chain_text = None if report.chain is None else report.chain.describe()
     if settings.output == "json":
         out.write(
             json.dumps(
@@ -145,6 +158,22 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
                         for s in report.segments
                     ],
                     "problems": [str(p) for p in report.problems],
+                    "chain": None
+                    if report.chain is None
+                    else {
+                        "ok": report.chain.ok,
+                        "origin": report.chain.origin,
+                        "stored_from": report.chain.stored_from,
+                        "breaks": [str(b) for b in report.chain.breaks],
+                        "first_break_offset": report.chain.breaks[0].first_offset
+                        if report.chain.breaks
+                        else None,
+                        "unrecorded_blocks": report.chain.unrecorded_blocks,
+                        "description": chain_text,
+                    },
+                    "digest": None
+                    if digest is None
+                    else {"token": digest.token(), "matches": digest_ok, "detail": digest_text},
                 }
             )
             + "\n"
@@ -166,11 +195,65 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
             out.write(f"DAMAGED: {problem}\n")
         if report.torn_tail:
             out.write(f"torn tail (the next writer open truncates it): {report.torn_tail}\n")
+        if chain_text is not None:
+            out.write(chain_text + "\n")
+        if digest_text is not None:
+            out.write(digest_text + "\n")
         verdict = "clean" if report.ok else "DAMAGED"
         out.write(f"{verdict}: {report.entries} entries in {len(report.segments)} segments\n")
         if not report.ok:
             out.write(f"repair: {_repair_hint(report)}\n")
-    return EXIT_OK if report.ok else EXIT_DAMAGED
+    return EXIT_OK if report.ok and digest_ok else EXIT_DAMAGED
+
+
+def _check_digest(report: VerifyReport, digest: LogDigest) -> tuple[bool, str]:
+    """(matches, one line) for a digest checked against the chain `verify` recomputed."""
+    token = digest.token()
+    chain = report.chain
+    value = None if chain is None else chain.value_at(digest.end_offset)
+    if value == digest.chain:
+        return True, (
+            f"digest {token}: MATCHES: the log up to offset {digest.offset} is the one the "
+            "digest was taken from"
+        )
+    if chain is not None and value is None and digest.end_offset < chain.log_start:
+        return False, (
+            f"digest {token}: CANNOT BE CHECKED: the log starts at offset {chain.log_start}, "
+            f"after the digest's offset {digest.offset} (those entries were trimmed); check a "
+            f"digest taken at offset {chain.log_start - 1} or later"
+        )
+    if value is None and chain is not None and chain.lost_at is not None:
+        why = (
+            f"damage at offset {chain.lost_at} (listed above) keeps the chain from being "
+            "recomputed up to the digest's offset"
+        )
+    elif value is None:
+        why = (
+            f"offset {digest.offset} is not the last offset of a block of this log (the log "
+            "was cut and written again, or the digest is from another log)"
+        )
+    else:
+        breaks = (
+            [] if chain is None else [b for b in chain.breaks if b.first_offset <= digest.offset]
+        )
+        why = "the entries up to it hash to another value" + (
+            f"; the first block that does not follow: {breaks[0]}" if breaks else ""
+        )
+    return False, f"digest {token}: DOES NOT MATCH: {why}"
+
+
+def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Print the hash chain's digest token at an offset (default: the log's last offset)."""
+    with open_reader(settings) as log:
+        try:
+            digest = log.digest(args.at_offset)
+        except DigestError as exc:
+            raise CliError(str(exc)) from None
+    if settings.output == "json":
+        out.write(json.dumps(digest.to_json()) + "\n")
+    else:
+        out.write(digest.token() + "\n")
+    return EXIT_OK
 
 
 def _repair_hint(report: VerifyReport) -> str:
@@ -444,7 +527,26 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         "verify", help="check every header, block and segment (exit 0 clean, 1 damaged)"
     )
     add_global_options(verify)
+    verify.add_argument(
+        "--digest",
+        metavar="TOKEN",
+        help="also prove the log up to the digest's offset is the one `log digest` printed it "
+        "for (exit 1 if not)",
+    )
     verify.set_defaults(handler=cmd_log_verify)
+
+    digest = verbs.add_parser(
+        "digest",
+        help="print the hash chain's digest token, for an auditor to keep outside the system",
+    )
+    add_global_options(digest)
+    digest.add_argument(
+        "--at-offset",
+        type=offset_arg,
+        metavar="N",
+        help="the digest after offset N, the last offset of a block (default: the log's last)",
+    )
+    digest.set_defaults(handler=cmd_log_digest)
 
     truncate = verbs.add_parser(
         "truncate",
