@@ -261,6 +261,27 @@ class HistoryResponse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeLogDigest:
+    """The hash chain's digest at `offset` (a block's last offset; -1: the committed offset)."""
+
+    offset: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogDigestResponse:
+    """The answer to DescribeLogDigest: the digest (docs/verifiable-history.md)."""
+
+    offset: int
+    """The last offset the digest covers: a block's last offset (-1: nothing committed)."""
+    chain: bytes
+    """The chain value after that block (32 bytes; empty when nothing is committed)."""
+    token: str
+    """The digest's text form, `mlog-digest:v1:<offset>:<hex>` (empty when none)."""
+    committed_offset: int
+    """The node's committed offset when it answered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _EntityV0:
     """`Entity` as History v0 carries it: before users could be followed."""
 
@@ -391,6 +412,10 @@ HISTORY = PrivateApi(
     older={0: OlderRequest(_HistoryV0, _history_from_v0, _history_to_v0)},
 )
 
+DESCRIBE_LOG_DIGEST = PrivateApi(
+    10014, "DescribeLogDigest", DescribeLogDigest, LogDigestResponse, False
+)
+
 PRIVATE_APIS: Mapping[int, PrivateApi] = {
     api.key: api
     for api in (
@@ -407,6 +432,7 @@ PRIVATE_APIS: Mapping[int, PrivateApi] = {
         IMAGE_AT,
         DIFF,
         HISTORY,
+        DESCRIBE_LOG_DIGEST,
     )
 }
 

@@ -40,7 +40,8 @@ from api.service.client_writes import (
     stored_answer,
 )
 from metadata_log.config import LogConfig
-from metadata_log.errors import LogError, ReadOnlyLogError
+from metadata_log.digest import DigestError, LogDigest
+from metadata_log.errors import LogClosedError, LogError, ReadOnlyLogError
 from metadata_log.log import AppendResult, MetadataLog
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
@@ -117,6 +118,21 @@ class MetadataService:
         self._closing = False
         self._commit_waiters: list[asyncio.Future[None]] = []
         self._snapshot_check_due = False
+
+    def committed_digest(self) -> LogDigest | None:
+        """The hash chain's digest at the committed offset (the last block end at or before it).
+
+        None while nothing is committed or the log has no chain to read (a log written before
+        it, opened read-only after a storage failure). A metrics collector publishes this;
+        DescribeLogDigest answers it.
+        """
+        committed = self.image.provenance.offset
+        if committed < self.log.log_start_offset - 1 or committed < 0:
+            return None
+        try:
+            return self.log.digest(committed, at_or_before=True)
+        except (DigestError, LogClosedError):
+            return None
 
     @classmethod
     def open(
