@@ -16,10 +16,10 @@ files that any Avro tool reads, and a log written before the chain stays readabl
 `origin` is the offset of the block the chain started at (from 32 zero bytes); `previous` is the
 value before the segment's first block: the previous segment's last value, or, for the log's
 first segment after a trim, the state carried across the trimmed start. A writer appends one
-record per block after the block's fsync, without a fsync of its own; the file is fsynced at
-each roll, checkpoint and close. A crash can leave the newest segment's file short (the next
-writer open hashes the missing blocks) or long (records past a torn tail are dropped); stored
-values are never rewritten.
+record per block after the block's fsync, 64 records per write, without a fsync of its own;
+the file is written and fsynced at each roll, checkpoint and close. A crash can leave the
+newest segment's file short (the next writer open hashes the missing blocks) or long (records
+past a torn tail are dropped); stored values are never rewritten.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ HEADER_SIZE = _HEAD.size + _HEAD_CRC.size
 _RECORD = struct.Struct(">QI32s")
 RECORD_SIZE = _RECORD.size
 _PREFIX = struct.Struct(">QI")
+WRITE_EVERY = 64
+"""Records a writer keeps in memory before it writes them (one write instead of 64: the
+newest blocks' records are recomputed from the blocks by whoever finds them missing)."""
 
 
 def link(previous: bytes, first_offset: int, count: int, body: bytes) -> bytes:
@@ -222,6 +225,7 @@ class ChainKeeper:
         """The newest segment's records (about 44 bytes per block), for digests."""
         self.fd: int | None = os.open(chain_path(segment.path), os.O_WRONLY | os.O_APPEND)
         self.dirty = False
+        self._unwritten: list[bytes] = []
 
     @property
     def head(self) -> bytes:
@@ -254,13 +258,21 @@ class ChainKeeper:
     def append(self, first_offset: int, count: int, body: bytes) -> None:
         """Chain one block written at the end of the newest segment (no fsync)."""
         record = ChainRecord(first_offset, count, link(self.head, first_offset, count, body))
-        if self.fd is not None:
-            write_all(self.fd, encode_record(record))
         self.records.append(record)
+        self._unwritten.append(encode_record(record))
         self.dirty = True
+        if len(self._unwritten) >= WRITE_EVERY:
+            self.write()
+
+    def write(self) -> None:
+        """Write the records kept in memory to the file (no fsync)."""
+        if self.fd is not None and self._unwritten:
+            write_all(self.fd, b"".join(self._unwritten))
+        self._unwritten = []
 
     def sync(self) -> None:
-        """Make the records written so far durable."""
+        """Make the records so far durable."""
+        self.write()
         if self.fd is not None and self.dirty:
             os.fsync(self.fd)
         self.dirty = False
@@ -289,7 +301,8 @@ class ChainKeeper:
         return None
 
     def close(self) -> None:
-        """Close the file (after `sync`, if the records must be durable)."""
+        """Write what is kept in memory and close the file (`sync` first for durability)."""
+        self.write()
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None

@@ -1,10 +1,12 @@
 """Digests: the hash chain's value at an offset, as a token an auditor keeps outside the log.
 
-A token reads `mlog-digest:v1:<offset>:<chain value, 64 hex digits>`: the log's entries up to
-and including `<offset>` (the last offset of a block) hash to that value along the chain
-(metadata_log.chain). `mlog log verify --digest TOKEN` recomputes the chain over the blocks as
-they are and compares; any change to an entry at or before the offset, or to the chain's
-carried start, makes them differ, whatever was done to the stored values.
+A token reads `mlog-digest:v2:<offset>:<chain value>:<Merkle root>` (64 hex digits each; `v1`
+has no root): the log's entries up to and including `<offset>` (the last offset of a block)
+hash to that value along the chain (metadata_log.chain), and the Merkle tree over entries
+0..`<offset>` (metadata_log.merkle) has that root. `mlog log verify --digest TOKEN`
+recomputes the chain over the blocks as they are and compares; any change to an entry at or
+before the offset, or to the chain's carried start, makes them differ, whatever was done to
+the stored values.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ from metadata_log.errors import LogError
 from metadata_log.segment import Segment
 
 DIGEST_PREFIX = "mlog-digest"
-_TOKEN = re.compile(r"^mlog-digest:v1:(0|[1-9][0-9]{0,18}):([0-9a-f]{64})$")
+_TOKEN = re.compile(
+    r"^mlog-digest:(?:v1:(0|[1-9][0-9]{0,18}):([0-9a-f]{64})"
+    r"|v2:(0|[1-9][0-9]{0,18}):([0-9a-f]{64}):([0-9a-f]{64}))$"
+)
 
 
 class DigestError(LogError):
@@ -42,6 +47,8 @@ class LogDigest:
     offset: int
     """The last offset the digest covers (-1 would be an empty log: never taken)."""
     chain: bytes
+    root: bytes | None = None
+    """The Merkle tree's root over entries 0..offset (metadata_log.merkle), when known."""
 
     @property
     def end_offset(self) -> int:
@@ -49,12 +56,20 @@ class LogDigest:
         return self.offset + 1
 
     def token(self) -> str:
-        """The self-describing text form."""
+        """The self-describing text form: v2 with the Merkle root, v1 without."""
+        if self.root is not None:
+            return f"{DIGEST_PREFIX}:v2:{self.offset}:{self.chain.hex()}:{self.root.hex()}"
         return f"{DIGEST_PREFIX}:v1:{self.offset}:{self.chain.hex()}"
 
     def to_json(self) -> dict[str, object]:
         """The digest as JSON values."""
-        return {"token": self.token(), "offset": self.offset, "chain": self.chain.hex()}
+        return {
+            "token": self.token(),
+            "offset": self.offset,
+            "chain": self.chain.hex(),
+            "tree_size": self.offset + 1,
+            "merkle_root": None if self.root is None else self.root.hex(),
+        }
 
 
 def parse_digest(token: str) -> LogDigest:
@@ -64,9 +79,16 @@ def parse_digest(token: str) -> LogDigest:
     if match is None:
         raise DigestError(
             f"{text[:100]!r} is not a digest token: expected "
-            "mlog-digest:v1:<offset>:<64 lowercase hex digits>, as `mlog log digest` prints"
+            "mlog-digest:v2:<offset>:<64 hex digits>:<64 hex digits> (or v1 without the "
+            "second), as `mlog log digest` prints"
         )
-    return LogDigest(offset=int(match.group(1)), chain=bytes.fromhex(match.group(2)))
+    if match.group(1) is not None:
+        return LogDigest(offset=int(match.group(1)), chain=bytes.fromhex(match.group(2)))
+    return LogDigest(
+        offset=int(match.group(3)),
+        chain=bytes.fromhex(match.group(4)),
+        root=bytes.fromhex(match.group(5)),
+    )
 
 
 def _stored_value(segment: Segment, end_offset: int) -> tuple[bytes | None, ChainRecord | None]:

@@ -244,11 +244,15 @@ def _check_digest(report: VerifyReport, digest: LogDigest) -> tuple[bool, str]:
 
 def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Print the hash chain's digest token at an offset (default: the log's last offset)."""
+    from metadata_log.merkle import root_at
+
     with open_reader(settings) as log:
         try:
             digest = log.digest(args.at_offset)
+            root = root_at(log.directory, log.storage.segments, digest.end_offset)
         except DigestError as exc:
             raise CliError(str(exc)) from None
+    digest = LogDigest(offset=digest.offset, chain=digest.chain, root=root)
     if settings.output == "json":
         out.write(json.dumps(digest.to_json()) + "\n")
     else:
@@ -494,6 +498,54 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     return EXIT_OK
 
 
+def cmd_log_prove(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Print a Merkle inclusion proof (--offset) or consistency proof (--from-digest), as JSON.
+
+    The digest(s) must be v2 tokens (with a Merkle root) of this log: the proof is checked
+    against the root the token holds before it is printed.
+    """
+    from metadata_log.merkle import prove_consistency, prove_inclusion
+
+    try:
+        digest = parse_digest(args.digest)
+        older = None if args.from_digest is None else parse_digest(args.from_digest)
+    except DigestError as exc:
+        raise CliError(str(exc)) from None
+    if (args.offset is None) == (older is None):
+        raise CliError(
+            "give --offset N (an inclusion proof) or --from-digest TOKEN (a consistency proof)"
+        )
+    for token in (digest, older):
+        if token is not None and token.root is None:
+            raise CliError(
+                f"{token.token()} has no Merkle root (a v1 token): take a v2 digest with "
+                "`mlog log digest`"
+            )
+    proof: Any
+    with open_reader(settings) as log:
+        try:
+            segments = log.storage.segments
+            if older is None:
+                proof = prove_inclusion(log.directory, segments, args.offset, digest.end_offset)
+                roots = [(digest, proof.root)]
+            else:
+                proof = prove_consistency(
+                    log.directory, segments, older.end_offset, digest.end_offset
+                )
+                roots = [(older, proof.first_root), (digest, proof.second_root)]
+        except DigestError as exc:
+            raise CliError(str(exc)) from None
+    for token, root in roots:
+        if token.root != root:
+            raise CliError(
+                f"the log's Merkle root over entries 0..{token.offset} is not the one in "
+                f"{token.token()}: the log is not the one the digest was taken from (run "
+                "`mlog log verify --digest` on it)"
+            )
+    out.write(json.dumps(proof.to_json(), indent=None if settings.output == "json" else 2) + "\n")
+    return EXIT_OK
+
+
 def add_verbs(log: argparse.ArgumentParser) -> None:
     """The verbs of `mlog log` and their flags, on the noun's parser."""
     verbs = log.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -547,6 +599,20 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         help="the digest after offset N, the last offset of a block (default: the log's last)",
     )
     digest.set_defaults(handler=cmd_log_digest)
+
+    prove = verbs.add_parser(
+        "prove",
+        help="print a Merkle proof: an entry is in the log as of a digest, or two digests agree",
+    )
+    add_global_options(prove)
+    prove.add_argument("--digest", required=True, metavar="TOKEN", help="the (newer) v2 digest")
+    prove.add_argument("--offset", type=offset_arg, metavar="N", help="inclusion proof of entry N")
+    prove.add_argument(
+        "--from-digest",
+        metavar="TOKEN",
+        help="consistency proof from this older v2 digest to --digest",
+    )
+    prove.set_defaults(handler=cmd_log_prove)
 
     truncate = verbs.add_parser(
         "truncate",

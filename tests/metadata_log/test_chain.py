@@ -78,7 +78,7 @@ def test_the_cli_names_the_first_block_that_does_not_follow(tmp_path: Path) -> N
     build(tmp_path / "log")
     code, token = mlog(tmp_path, "log", "digest", "--at-offset", "5")
     assert code == 0
-    assert token.strip().startswith("mlog-digest:v1:5:")
+    assert token.strip().startswith("mlog-digest:v2:5:")
     code, text = mlog(tmp_path, "log", "verify", "--digest", token.strip())
     assert code == 0, text
     assert "MATCHES" in text
