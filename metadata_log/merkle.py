@@ -68,7 +68,10 @@ def _parsed(schema_json: str) -> Any:
 
 
 def entry_bytes(schema_json: str, count: int, body: bytes) -> list[bytes]:
-    """The `count` entries of a block body, each as its own bytes (found with the writer schema)."""
+    """The first `count` entries of a block body, each as its own bytes (with the writer schema).
+
+    Entries are found by decoding them: `count` may stop short of the block's entries.
+    """
     schema = _parsed(schema_json)
     stream = io.BytesIO(body)
     out = []
@@ -143,6 +146,8 @@ class MerkleIndex:
         self.chain = ZERO
         self._chunks: list[bytes] = []
         self._leaves_fd = -1
+        self._memo: dict[tuple[int, int], bytes] = {}
+        """Subtree roots computed by this open (the index only grows while it is held)."""
         self._load()
 
     def close(self) -> None:
@@ -184,6 +189,7 @@ class MerkleIndex:
         self._chunks = [chunks[i : i + _HASH] for i in range(0, (size // CHUNK) * _HASH, _HASH)]
 
     def _reset(self) -> None:
+        self._memo.clear()
         os.ftruncate(self._leaves_fd, 0)
         self.size, self.chain, self._chunks = 0, ZERO, []
 
@@ -263,10 +269,15 @@ class MerkleIndex:
             return self.leaves(start, end)[0]
         if n == CHUNK and start % CHUNK == 0 and start // CHUNK < len(self._chunks):
             return self._chunks[start // CHUNK]
-        if n <= CHUNK:
-            return self._hash_leaves(start, end)
-        k = _split(n)
-        return node_hash(self.subtree(start, start + k), self.subtree(start + k, end))
+        found = self._memo.get((start, end))
+        if found is None:
+            if n <= CHUNK:
+                found = self._hash_leaves(start, end)
+            else:
+                k = _split(n)
+                found = node_hash(self.subtree(start, start + k), self.subtree(start + k, end))
+            self._memo[(start, end)] = found
+        return found
 
     def root(self, size: int) -> bytes:
         """The root of the tree of the first `size` leaves (size >= 1, indexed)."""
@@ -351,7 +362,7 @@ def _entry_at(segments: Sequence[Segment], offset: int) -> bytes:
     if segment is None or offset >= segment.next_offset:
         raise MerkleError(f"offset {offset} is not in the log")
     block, first = next(segment.blocks_with_offsets(offset))
-    return entry_bytes(segment.header.schema_json, block.count, block.body)[offset - first]
+    return entry_bytes(segment.header.schema_json, offset - first + 1, block.body)[-1]
 
 
 def root_at(directory: Path, segments: Sequence[Segment], end_offset: int) -> bytes:
