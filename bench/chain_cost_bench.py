@@ -5,8 +5,8 @@ Usage: python bench/chain_cost_bench.py [--batches N] [--repeat K]
 Each round appends N batches of 100 TopicRecords (durable: one fdatasync each) to one log
 with the chain kept, then N to another with the chain switched off (`ChainKeeper.append`
 replaced by a no-op), in the same process, the order alternating between rounds; prints the
-median rates and the median of the per-round ratios. fsync latency on a shared machine drifts by +-30% between runs, so only
-the paired ratio means anything.
+median rates and the median of the per-round ratios. fsync latency on a shared machine
+drifts by +-30% between runs, so only the paired ratio means anything.
 """
 
 from __future__ import annotations
