@@ -55,6 +55,9 @@ class ActiveSegment:
         """True while written blocks wait for `sync` (a replica's writes)."""
         self.chain: ChainKeeper | None = None
         """The hash chain's newest file (metadata_log.chain), kept with every block written."""
+        self.chained = True
+        """Whether the chain is kept: always for the user's log; for a quorum node's, once the
+        quorum's `metadata.version` switches it on (or its files show it was)."""
 
     # ---------------------------------------------------------------- opening
 
@@ -117,7 +120,8 @@ class ActiveSegment:
         if self.chain is not None:
             self.chain.close()
             self.chain = None
-        self.chain = ChainKeeper.open(self.storage.segments)
+        if self.chained:
+            self.chain = ChainKeeper.open(self.storage.segments)
 
     def release_fd(self) -> None:
         """Close the newest segment's descriptor (before its file is cut or replaced)."""

@@ -72,8 +72,9 @@ T = TypeVar("T")
 Command = Callable[[MetadataImage], ControllerResult[T]]
 """A controller call bound to its request: image in, records and answer out."""
 
-METADATA_VERSION_LEVEL = 1
-"""The `metadata.version` this code writes into a new log."""
+METADATA_VERSION_LEVEL = 2
+"""The `metadata.version` this code writes into a new log (the newest it supports, as Kafka's
+format writes: 2 keeps the hash chain on a quorum; replay.features)."""
 
 SERVICE_PRINCIPAL = "metadata-log"
 """The principal of records the service writes on its own (bootstrap, scheduled purges)."""

@@ -156,6 +156,7 @@ def test_a_log_written_before_the_chain_gets_one_on_its_next_writer_open(tmp_pat
 def test_a_quorum_log_keeps_its_chain_across_a_cut(tmp_path: Path) -> None:
     directory = tmp_path / "log"
     with opened(directory) as log:
+        log.keep_chain()
         for i in range(6):
             log.write_blocks([block_of(log, i * 5, 5, 1)], check=False)
         log.flush()
@@ -206,3 +207,20 @@ def test_any_single_byte_change_in_a_closed_segment_is_caught(
     report, matches = check(directory, digest)
     assert not report.ok
     assert not matches
+
+
+def test_a_quorum_log_keeps_the_chain_once_switched_on_with_the_same_values(
+    tmp_path: Path,
+) -> None:
+    early, late = tmp_path / "early", tmp_path / "late"
+    with opened(early) as first, opened(late) as second:
+        assert not first.keeps_chain
+        first.keep_chain()  # a node that switched it on before any block
+        for i in range(6):
+            first.write_blocks([block_of(first, i * 5, 5, 1)], check=False)
+            second.write_blocks([block_of(second, i * 5, 5, 1)], check=False)
+        assert not list(late.glob("*.chain"))
+        second.keep_chain()  # one that switched it on later: the same chain
+        assert first.digest() == second.digest()
+    with opened(late) as reopened:
+        assert reopened.keeps_chain
