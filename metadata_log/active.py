@@ -118,7 +118,7 @@ class ActiveSegment:
     def restart_chain(self) -> None:
         """Take up the hash chain from the files (after an open, a cut or a reset)."""
         if self.chain is not None:
-            self.chain.close()
+            self.chain.close(write=self.failed is None)
             self.chain = None
         if self.chained:
             self.chain = ChainKeeper.open(self.storage.segments)
@@ -325,5 +325,9 @@ class ActiveSegment:
                     except OSError as exc:  # rebuilt or rewritten on the next open
                         logger.warning("could not save the index or checkpoints: %s", exc)
             if self.chain is not None:
-                self.chain.close()
+                try:
+                    self.chain.close(write=self.failed is None)
+                except OSError as exc:  # the next writer open hashes what is missing
+                    logger.warning("could not write the hash chain's last records: %s", exc)
+                    self.chain.close(write=False)
         self.lock.release()

@@ -300,9 +300,19 @@ class ChainKeeper:
                 break
         return None
 
-    def close(self) -> None:
-        """Write what is kept in memory and close the file (`sync` first for durability)."""
-        self.write()
+    def close(self, *, write: bool = True) -> None:
+        """Write what is kept in memory (unless not `write`) and close the file.
+
+        `sync` first for durability; records not written are hashed again by the next open.
+        """
+        try:
+            if write:
+                self.write()
+        finally:
+            self._unwritten = []
+            self._close_fd()
+
+    def _close_fd(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
