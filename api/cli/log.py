@@ -246,6 +246,8 @@ def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     """Print the hash chain's digest token at an offset (default: the log's last offset)."""
     from metadata_log.merkle import root_at
 
+    if settings.bootstrap_server:
+        return _remote_digest(args, settings, out)
     with open_reader(settings) as log:
         try:
             digest = log.digest(args.at_offset)
@@ -498,6 +500,35 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     return EXIT_OK
 
 
+def _remote_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """A node's digest through DescribeLogDigest (a v1 token: the chain value, no root)."""
+    from api.cli.targets import RemoteTarget, client_security
+
+    offset = -1 if args.at_offset is None else args.at_offset
+    target = RemoteTarget(settings.bootstrap_server or "", security=client_security(args))
+    try:
+        answer = target.wait(lambda: target.client.log_digest(offset))
+    finally:
+        target.close()
+    if answer.offset < 0:
+        raise CliError("the node has committed nothing yet, or its log keeps no hash chain")
+    if settings.output == "json":
+        out.write(
+            json.dumps(
+                {
+                    "token": answer.token,
+                    "offset": answer.offset,
+                    "chain": answer.chain.hex(),
+                    "committed_offset": answer.committed_offset,
+                }
+            )
+            + "\n"
+        )
+    else:
+        out.write(answer.token + "\n")
+    return EXIT_OK
+
+
 def cmd_log_prove(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Print a Merkle inclusion proof (--offset) or consistency proof (--from-digest), as JSON.
 
@@ -596,9 +627,11 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         "--at-offset",
         type=offset_arg,
         metavar="N",
-        help="the digest after offset N, the last offset of a block (default: the log's last)",
+        help="the digest after offset N, the last offset of a block (default: the log's last; "
+        "with --bootstrap-server: the node's committed offset)",
     )
-    digest.set_defaults(handler=cmd_log_digest)
+    # Also through a server (DescribeLogDigest): compare nodes by asking each for one offset.
+    digest.set_defaults(handler=cmd_log_digest, remote=True)
 
     prove = verbs.add_parser(
         "prove",

@@ -9,8 +9,10 @@ import pytest
 
 from api.client import AdminClient, RemoteError
 from metadata_log.digest import parse_digest
+from metadata_log.reader import LogReader
 from metadata_log.verify import verify_log
 from replay.controller.commands import CreatableTopic
+from tests.support.cli import mlog
 from tests.support.server_thread import running_server
 
 
@@ -37,3 +39,15 @@ def test_the_committed_digest_is_served_and_matches_the_log(tmp_path: Path) -> N
         assert report.ok
         assert report.chain is not None
         assert report.chain.value_at(digest.end_offset) == digest.chain
+
+
+def test_log_digest_through_a_server_is_the_nodes_committed_digest(tmp_path: Path) -> None:
+    with running_server(tmp_path / "log") as server:
+        asyncio.run(_digests(server.address))
+        code, text = mlog(
+            tmp_path / "elsewhere", "log", "digest", "--bootstrap-server", server.address
+        )
+        assert code == 0, text
+        served = parse_digest(text.strip())
+        with LogReader.open(tmp_path / "log") as log:
+            assert log.digest() == served
