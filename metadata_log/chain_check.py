@@ -69,7 +69,8 @@ class ChainReport:
         """One line saying where the chain starts and whether it holds."""
         if self.origin is None:
             return (
-                "hash chain: none (the log was written before it; the next writer open starts it)"
+                "hash chain: none (a log written before it gets it on its next writer open; "
+                "a quorum node's, once metadata.version is 2)"
             )
         if self.origin < self.log_start:
             start = (
