@@ -23,6 +23,7 @@ from api.service.service import (
     noting_write,
 )
 from metadata_log.config import LogConfig
+from metadata_log.errors import LogError
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from records.model import Record
@@ -213,7 +214,9 @@ class ReplicatedService(MetadataService):
             isinstance(self.log, ReplicaLog)
             and finalized_level(image, METADATA_VERSION) >= CHAINED_METADATA_VERSION
         ):
-            self.log.keep_chain()  # a no-op once kept
+            # A no-op once kept; a closed or failed log is tried again at the next commit.
+            with contextlib.suppress(LogError):
+                self.log.keep_chain()
 
     def follow(self, image: MetadataImage) -> None:
         """Take `image` (committed blocks applied) as both the committed and the working image."""
