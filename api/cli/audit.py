@@ -241,6 +241,18 @@ def cmd_state(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     from replay.audit.state import compare_with_image, state_at
 
     if args.check:
+        from replay.audit.chain import audit_chain
+
+        chain = audit_chain(spark, log_dir, args.at_offset)
+        out.write(chain.text() + "\n")
+        if chain.digest is not None:
+            out.write(f"digest at offset {chain.digest.offset}: {chain.digest.token()}\n")
+        if not chain.ok:
+            print(
+                f"mlog: the log's hash chain is broken at offset {chain.first_break}",
+                file=sys.stderr,
+            )
+            return EXIT_DAMAGED
         differences = compare_with_image(spark, log_dir, args.at_offset)
         for difference in differences:
             out.write(difference.text() + "\n")

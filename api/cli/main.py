@@ -53,13 +53,14 @@ NOUNS = (
     ("serve", "serve the Kafka admin protocol on a TCP port"),
     ("quorum", "format a controller quorum's voters, describe the quorum"),
     ("status", "whether running servers are ready (their /readyz)"),
+    ("features", "describe and upgrade feature levels (metadata.version, kraft.version)"),
     ("audit", "audit queries and state replay in PySpark"),
 )
 """Each noun (its module is `api.cli.<noun>`) and its help, in the order `mlog --help` lists."""
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
-    *("acls", "users", "quorum"),
+    *("acls", "users", "quorum", "features"),
 )
 """Commands that run against a server with `--bootstrap-server` (the others need the data
 directory: the log's files, the snapshot database, Spark, or the server itself)."""

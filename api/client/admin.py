@@ -784,6 +784,13 @@ class AdminClient(SecurityApis):
         changes = [change_of(change) for change in response.changes]
         return int(response.from_offset), int(response.to_offset), changes
 
+    async def log_digest(self, offset: int = -1) -> private.LogDigestResponse:
+        """The hash chain's digest at `offset` (-1: at the node's committed offset)."""
+        response: private.LogDigestResponse = await self.call(
+            private.DESCRIBE_LOG_DIGEST, private.DescribeLogDigest(offset=offset)
+        )
+        return response
+
     async def history(
         self,
         entity: Entity,

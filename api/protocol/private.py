@@ -261,6 +261,27 @@ class HistoryResponse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeLogDigest:
+    """The hash chain's digest at `offset` (a block's last offset; -1: the committed offset)."""
+
+    offset: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogDigestResponse:
+    """The answer to DescribeLogDigest: the digest (docs/verifiable-history.md)."""
+
+    offset: int
+    """The last offset the digest covers: a block's last offset (-1: nothing committed)."""
+    chain: bytes
+    """The chain value after that block (32 bytes; empty when nothing is committed)."""
+    token: str
+    """The digest's text form, `mlog-digest:v1:<offset>:<hex>` (empty when none)."""
+    committed_offset: int
+    """The node's committed offset when it answered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _EntityV0:
     """`Entity` as History v0 carries it: before users could be followed."""
 
@@ -425,6 +446,10 @@ DESCRIBE_BROKER_LIVENESS = PrivateApi(
     10014, "DescribeBrokerLiveness", DescribeBrokerLiveness, BrokerLivenessList, False
 )
 
+DESCRIBE_LOG_DIGEST = PrivateApi(
+    10015, "DescribeLogDigest", DescribeLogDigest, LogDigestResponse, False
+)
+
 PRIVATE_APIS: Mapping[int, PrivateApi] = {
     api.key: api
     for api in (
@@ -442,6 +467,7 @@ PRIVATE_APIS: Mapping[int, PrivateApi] = {
         DIFF,
         HISTORY,
         DESCRIBE_BROKER_LIVENESS,
+        DESCRIBE_LOG_DIGEST,
     )
 }
 

@@ -158,6 +158,7 @@ class PrivateApis:
             private.DIFF.key: self.diff,
             private.HISTORY.key: self.history,
             private.DESCRIBE_BROKER_LIVENESS.key: self.describe_broker_liveness,
+            private.DESCRIBE_LOG_DIGEST.key: self.describe_log_digest,
         }
         self._codec = service.log.codec
 
@@ -429,6 +430,36 @@ class PrivateApis:
             recursive=request.recursive,
         )
         return private.NamespaceList(namespaces=tuple(infos))
+
+    async def describe_log_digest(
+        self, request: private.DescribeLogDigest, session: Session
+    ) -> private.LogDigestResponse:
+        """The hash chain's digest at an offset, by default at the committed offset.
+
+        As FetchLog, CLUSTER_ACTION on the cluster: the digest is a fingerprint of the log.
+        """
+        self._require_log_reader(session)
+        committed = self.service.image.provenance.offset
+        if request.offset < -1 or request.offset > committed:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"offset {request.offset} is not committed (the committed offset is "
+                f"{committed}); ask for -1 (the committed offset) or an offset up to it",
+            )
+        if request.offset == -1:
+            digest = self.service.committed_digest()
+        else:
+            digest = self.service.log.digest(request.offset)
+        if digest is None:
+            return private.LogDigestResponse(
+                offset=-1, chain=b"", token="", committed_offset=committed
+            )
+        return private.LogDigestResponse(
+            offset=digest.offset,
+            chain=digest.chain,
+            token=digest.token(),
+            committed_offset=committed,
+        )
 
     async def fetch_log(
         self, request: private.FetchLog, session: Session

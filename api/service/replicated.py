@@ -23,13 +23,15 @@ from api.service.service import (
     noting_write,
 )
 from metadata_log.config import LogConfig
+from metadata_log.errors import LogError
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from records.model import Record
 from replay.controller.commands import PurgeResult
 from replay.controller.controller import Controller
 from replay.controller.errors import ApiError, ErrorCode
-from replay.image import EMPTY_IMAGE, MetadataImage
+from replay.features import CHAINED_METADATA_VERSION, finalized_level
+from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
 
 if TYPE_CHECKING:
@@ -204,11 +206,31 @@ class ReplicatedService(MetadataService):
         """
         return await MetadataService.purge_due_async(self)
 
+    def _commit(
+        self,
+        image: MetadataImage,
+        appended: AppendResult,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super()._commit(image, appended, loop)
+        self._switch_chain(image)
+
+    def _switch_chain(self, image: MetadataImage) -> None:
+        """Keep the log's hash chain once the committed metadata.version switches it on."""
+        if (
+            isinstance(self.log, ReplicaLog)
+            and finalized_level(image, METADATA_VERSION) >= CHAINED_METADATA_VERSION
+        ):
+            # A no-op once kept; a closed or failed log is tried again at the next commit.
+            with contextlib.suppress(LogError):
+                self.log.keep_chain()
+
     def follow(self, image: MetadataImage) -> None:
         """Take `image` (committed blocks applied) as both the committed and the working image."""
         self._committed = image
         self._working = image
         self._next_offset = image.provenance.offset + 1
+        self._switch_chain(image)
         if self._snapshots is not None:
             self._snapshots.committed(image, self.log)
         if self._commit_waiters:

@@ -41,7 +41,8 @@ from api.service.client_writes import (
 )
 from api.service.retention import LogRetention
 from metadata_log.config import LogConfig
-from metadata_log.errors import LogError, ReadOnlyLogError
+from metadata_log.digest import DigestError, LogDigest
+from metadata_log.errors import LogClosedError, LogError, ReadOnlyLogError
 from metadata_log.log import AppendResult, MetadataLog
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
@@ -72,8 +73,9 @@ T = TypeVar("T")
 Command = Callable[[MetadataImage], ControllerResult[T]]
 """A controller call bound to its request: image in, records and answer out."""
 
-METADATA_VERSION_LEVEL = 1
-"""The `metadata.version` this code writes into a new log."""
+METADATA_VERSION_LEVEL = 2
+"""The `metadata.version` this code writes into a new log (the newest it supports, as Kafka's
+format writes: 2 keeps the hash chain on a quorum; replay.features)."""
 
 SERVICE_PRINCIPAL = "metadata-log"
 """The principal of records the service writes on its own (bootstrap, scheduled purges)."""
@@ -128,6 +130,21 @@ class MetadataService:
         if snapshots is not None:
             self.retention = LogRetention(snapshots.policy, clock_ms=self._clock_ms)
             snapshots.on_written = self._snapshot_written
+
+    def committed_digest(self) -> LogDigest | None:
+        """The hash chain's digest at the committed offset (the last block end at or before it).
+
+        None while nothing is committed or the log has no chain to read (a log written before
+        it, opened read-only after a storage failure). A metrics collector publishes this;
+        DescribeLogDigest answers it.
+        """
+        committed = self.image.provenance.offset
+        if committed < self.log.log_start_offset - 1 or committed < 0:
+            return None
+        try:
+            return self.log.digest(committed, at_or_before=True)
+        except (DigestError, LogClosedError):
+            return None
 
     @classmethod
     def open(
