@@ -70,7 +70,7 @@ class ExampleBroker:
             incarnation_id=self.incarnation,
             listeners=[{"name": scheme, "host": host, "port": int(port), "security_protocol": 0}],
             features=[
-                {"name": "metadata.version", "min_supported_version": 1, "max_supported_version": 1}
+                {"name": "metadata.version", "min_supported_version": 1, "max_supported_version": 2}
             ],
             rack=self.args.rack,
         )

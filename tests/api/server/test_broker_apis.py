@@ -102,7 +102,7 @@ class Fleet:
                 }
             ],
             features=[
-                {"name": "metadata.version", "min_supported_version": 1, "max_supported_version": 1}
+                {"name": "metadata.version", "min_supported_version": 1, "max_supported_version": 2}
             ],
             rack=None,
         )
