@@ -42,8 +42,8 @@ def batch_end(log: StoredLog, offset: int) -> int:
     Time travel answers only states that existed: a state inside a batch (a topic before its
     partitions) was never committed, so a point inside one means the batch's end.
     """
-    if offset < 0 or offset >= log.end_offset:
-        return offset
+    if offset < log.log_start_offset or offset >= log.end_offset:
+        return offset  # nothing of it here: the caller says why (trimmed, or past the end)
     blocks = log.read_records(gt=offset - 1)
     try:
         for block in blocks:
