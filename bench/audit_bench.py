@@ -114,7 +114,9 @@ def workload(seed: int = 7) -> Iterator[list[Record]]:
             p = rng.randrange(live[victim][1])
             replicas = _replicas(starts[victim], p)
             if rng.random() < 0.5:
-                isr = tuple(sorted(rng.sample(replicas, rng.randint(1, 3))))
+                # The ISR keeps the first replica, the only broker ever leader here (or the
+                # leader is -1): replay refuses a leader outside the ISR.
+                isr = tuple(sorted({replicas[0], *rng.sample(replicas, rng.randint(1, 3))}))
                 change = PartitionChangeRecord(partition_id=p, topic_id=victim, isr=isr)
             else:
                 change = PartitionChangeRecord(partition_id=p, topic_id=victim, leader=-1)
