@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,12 +98,38 @@ def _session(
     master = args.master or LOCAL_MASTER
     check_master(master)  # a bad --master is one line, before any progress is shown
     status.say(f"starting Spark ({master}) ...")
-    return audit_session(
+    spark = audit_session(
         master=master,
         conf=dict(args.conf or []),
         jvm_log=sys.stderr if settings.debug else None,
         parse_first=parse_first,
     )
+    if threading.current_thread() is threading.main_thread():
+        # PySpark's SIGINT handler cancels the jobs through py4j from inside the signal
+        # handler, on the connection the interrupted call is using, which fails and logs
+        # tracebacks; ours only notes the Ctrl-C and raises KeyboardInterrupt.
+        signal.signal(signal.SIGINT, _on_ctrl_c)
+    return spark
+
+
+_CTRL_C = threading.Event()
+"""Set by Ctrl-C (SIGINT): an error that follows it is the interrupted call's, not a fault."""
+
+
+def _on_ctrl_c(signum: int, frame: object) -> None:
+    _CTRL_C.set()
+    raise KeyboardInterrupt
+
+
+class _WithoutPy4JRecords(logging.Filter):
+    """Drops py4j's log records, which Ctrl-C must not show.
+
+    py4j logs an interrupted call on the root logger, traceback and all ("KeyboardInterrupt
+    while sending command."); its own loggers (`py4j.*`) are silenced by level.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "py4j" not in Path(record.pathname).parts
 
 
 class StatusLine:
@@ -225,20 +254,34 @@ def _interruptible(
 ) -> Callable[[argparse.Namespace, Settings, TextIO], int]:
     """A command handler that answers Ctrl-C with one line and exit 130, no traceback.
 
-    PySpark's own SIGINT handler cancels the running Spark jobs and raises KeyboardInterrupt
-    (the JVM itself ignores SIGINT); before the JVM runs, Python raises it directly.
+    Python's own SIGINT handler raises KeyboardInterrupt, in the JVM's start or in a py4j call
+    (`_session` puts it back in place of PySpark's); the JVM itself ignores SIGINT, and ends
+    with this process. py4j's own log records of the interrupted call are dropped.
     """
 
     def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
         status = StatusLine(sys.stderr)
+        quiet = None if settings.debug else _WithoutPy4JRecords()
+        if quiet is not None:
+            logging.getLogger().addFilter(quiet)
+            logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+        _CTRL_C.clear()
         try:
             return handler(args, settings, out, status)
+        except Exception:
+            # PySpark's cleanup after an interrupted py4j call (resetting the call site on
+            # a new connection) can fail in its turn and replace the KeyboardInterrupt.
+            if not _CTRL_C.is_set():
+                raise
         except KeyboardInterrupt:
-            status.clear()
-            print("mlog: interrupted: the audit was stopped (Ctrl-C)", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            pass
         finally:
             status.clear()
+            if quiet is not None:
+                logging.getLogger().removeFilter(quiet)
+        # The process ends here, and the JVM with it (its jobs too): nothing to cancel.
+        print("mlog: interrupted: the audit was stopped (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
     return run
 
@@ -567,10 +610,10 @@ def _shell_query(
     except _ShellHelpShown:
         return True
     except KeyboardInterrupt:
-        status.clear()
-        print("mlog: query interrupted (Ctrl-C)", file=sys.stderr)
-        return False
+        return _interrupted(spark, status)
     except (MetadataLogError, OSError) as exc:
+        if _CTRL_C.is_set():  # the interrupted call's cleanup failed in its turn
+            return _interrupted(spark, status)
         status.clear()
         message = str(exc) if not isinstance(exc, OSError) else f"{exc.strerror}: {exc.filename}"
         print(f"mlog: error: {message}", file=sys.stderr)
@@ -579,6 +622,18 @@ def _shell_query(
     counted = "" if rows is None else f"{rows} rows, "
     print(f"mlog: ({counted}{time.monotonic() - started:.1f} s)", file=sys.stderr)
     return code == EXIT_OK
+
+
+def _interrupted(spark: SparkSession, status: StatusLine) -> bool:
+    """Cancel a query stopped by Ctrl-C (its Spark jobs, so the next query has the cores)."""
+    status.clear()
+    _CTRL_C.clear()
+    try:
+        spark.sparkContext.cancelAllJobs()
+    except Exception as exc:  # the JVM is gone: the next query says so
+        print(f"mlog: could not cancel the query's Spark jobs: {exc}", file=sys.stderr)
+    print("mlog: query interrupted (Ctrl-C)", file=sys.stderr)
+    return False
 
 
 cmd_shell = _interruptible(_cmd_shell)
