@@ -160,6 +160,11 @@ class QuorumNode:
         return NO_LEADER
 
     @property
+    def node_id(self) -> int:
+        """The id of this node (`node.id`)."""
+        return self.config.node_id
+
+    @property
     def epoch(self) -> int:
         """The current epoch."""
         return self.core.epoch

@@ -52,6 +52,16 @@ from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, TypicalIterations
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
+from api.server.forwarding import (
+    ENVELOPE_KEY,
+    ENVELOPE_VERSIONS,
+    EnvelopeOpener,
+    Forwarder,
+    ForwardFailed,
+    forwarded,
+    refused_frame,
+)
+from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.server.kafka.quorum import QuorumEndpoint
@@ -73,9 +83,11 @@ from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
 from api.service.service import MetadataService
 from records.model import ScramMechanism
 from replay.controller.authorizer import Authorizer, AuthorizerConfig
+from replay.controller.errors import ApiError
 
 if TYPE_CHECKING:
     from api.raft.node import QuorumNode
+    from api.security.client_config import ClientSecurity
 
 logger = logging.getLogger("api.server")
 
@@ -146,6 +158,7 @@ class MetadataServer:
         quorum: QuorumEndpoint | None = None,
         quorum_listeners: Collection[str] | None = None,
         quorum_node: QuorumNode | None = None,
+        controller_security: ClientSecurity | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
@@ -153,7 +166,9 @@ class MetadataServer:
         the listeners are bound (the other voters reach it there), stops before the service,
         and answers the quorum's APIs (`quorum`, an endpoint, answers them without a node:
         tests). They are served on the listeners named in `quorum_listeners` (Kafka's
-        `controller.listener.names`; None: on every listener).
+        `controller.listener.names`; None: on every listener). A quorum node forwards the
+        writes it does not lead to the leader (`forwarding.py`), connecting as the controllers
+        connect to each other (`controller_security`, None: PLAINTEXT).
         """
         self.service = service
         self.quorum_node = quorum_node
@@ -187,6 +202,17 @@ class MetadataServer:
         self.authorizer = None if authorizer is None else Authorizer(authorizer)
         """Decides every request when `authorizer.class.name` is set; None allows everything."""
         self.private_apis = PrivateApis(service, self.authorizer)
+        self.forwarder = (
+            None if quorum_node is None else Forwarder(quorum_node, security=controller_security)
+        )
+        """Sends the writes this node does not lead to the leader (None: a single server)."""
+        self._envelopes = EnvelopeOpener(
+            node=quorum_node,
+            gate=Gate(self.authorizer),
+            image=lambda: service.image,
+            kafka=lambda name: self._apis[name].handle,
+            private=self.private_apis.handle,
+        )
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
         self._channels: ChannelContext | None = None
@@ -319,7 +345,11 @@ class MetadataServer:
             principal=shared.principal,
             channels=shared.channels,
             security=self._channel_security(listener),
-            extra_versions=QUORUM_VERSIONS if self._serves_quorum(listener.name) else {},
+            extra_versions=(
+                {**QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
+                if self._serves_quorum(listener.name)
+                else {}
+            ),
             prelogin=prelogin,
         )
         # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
@@ -412,6 +442,8 @@ class MetadataServer:
             self._login_pool.close()
         for server in servers:
             await server.wait_closed()
+        if self.forwarder is not None:
+            await self.forwarder.close()
         if self.quorum_node is not None:
             await self.quorum_node.aclose()
         await self.service.aclose()
@@ -458,11 +490,18 @@ class MetadataServer:
         """Answer one event on `channel`; False when the connection must close."""
         if channel.sasl is not None:
             return await self._authenticate(event, channel, channel.sasl)
+        if isinstance(event, Request | PrivateRequest) and await self._forwarded(event, channel):
+            return True
         if isinstance(event, Request):
             header = event.request.header
             apis = self._apis[channel.listener]
             try:
-                body = await apis.handle(event.request, channel.session)
+                if header.api_key == ENVELOPE_KEY:  # only decoded on the quorum's listeners
+                    body = await self._envelopes.open(
+                        event.request, channel.session, channel.listener
+                    )
+                else:
+                    body = await apis.handle(event.request, channel.session)
             except Exception:
                 logger.exception(
                     "closing %s: %s v%d failed",
@@ -491,6 +530,30 @@ class MetadataServer:
             return False
         elif isinstance(event, SaslToken):  # pragma: no cover - only read while logging in
             return False
+        return True
+
+    async def _forwarded(self, event: Request | PrivateRequest, channel: Channel) -> bool:
+        """Answer a write on a node that does not lead with the leader's answer (KIP-590).
+
+        False when it is not forwarded (a read, this node leads, or nothing could be sent):
+        it is answered here (a write with NOT_CONTROLLER, `ReplicatedService.submit`).
+        """
+        forwarder = self.forwarder
+        node = self.quorum_node
+        if forwarder is None or node is None or node.leading or not forwarded(event):
+            return False
+        try:
+            data = await forwarder.forward(event.frame, channel.session)
+        except ForwardFailed as exc:
+            logger.debug("write answered here, not forwarded: %s", exc)
+            return False
+        except ApiError as exc:
+            frame = refused_frame(event, exc)
+            if frame is None:
+                return False
+            channel.write(frame)
+            return True
+        channel.write(struct.pack(">i", len(data)) + data)
         return True
 
     # ------------------------------------------------------------------ authentication
