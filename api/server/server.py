@@ -414,7 +414,10 @@ class MetadataServer:
         if not self._servers:
             return
         if self.quorum_node is not None:
-            # Hand leadership over while still serving: the successor fetches and votes here.
+            # Stop voting first (a node that voted on its way out could elect a leader whose
+            # marker never commits), then hand leadership over while still serving: the
+            # successor fetches here.
+            self.quorum_node.stop_voting()
             await self.quorum_node.resign()
         servers, self._servers = self._servers, []
         for server in servers:
