@@ -257,8 +257,9 @@ class QuorumNode:
             if not self._successor_possible():
                 return
             # A successor is elected within a round trip of the EndQuorumEpoch when one can
-            # be; a stopping node does not wait a whole handover for one that cannot.
-            timeout = min(timeout, self.config.election_timeout_ms / 1000)
+            # be; a stopping node does not wait a whole handover for one that cannot (a voter
+            # that fetched lately may have stopped meanwhile): at most the fetch timeout.
+            timeout = min(timeout, self.config.fetch_timeout_ms / 1000)
         epoch = self.core.epoch
         self._resign_requested = True
         self._wake.set()
