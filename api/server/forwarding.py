@@ -168,11 +168,14 @@ class Forwarder:
         """Requests answered by the leader through this node."""
 
     async def leader(self) -> int | None:
-        """The leader to forward to; None when this node leads (or none is known in time)."""
+        """The leader to forward to; None when this node leads (or none is known in time).
+
+        None at once once closed (the node is stopping: its clients go elsewhere).
+        """
         node = self.node
         deadline = time.monotonic() + self.leader_wait_s
         while True:
-            if node.leading:
+            if node.leading or self._closed:
                 return None
             leader = node.leader_id
             if leader >= 0 and leader != node.node_id:

@@ -418,6 +418,10 @@ class MetadataServer:
             # marker never commits), then hand leadership over while still serving: the
             # successor fetches here.
             self.quorum_node.stop_voting()
+            if self.forwarder is not None:
+                # Writes that come now are answered NOT_CONTROLLER at once (the client goes
+                # to the next leader), not held here waiting for the election.
+                await self.forwarder.close()
             await self.quorum_node.resign()
         servers, self._servers = self._servers, []
         for server in servers:

@@ -120,6 +120,10 @@ def test_kafka_python_alter_configs_succeeds_through_every_node(quorum: Quorum) 
         admin.create_topics([NewTopic(name="configured", num_partitions=1, replication_factor=1)])
     finally:
         admin.close()
+    # kafka-python first describes the topic's configs on some node (a read, answered from
+    # that node's committed image): every node must have applied the topic.
+    for node in quorum.nodes.values():
+        asyncio.run(_until_seen(node.address, "configured"))
     failures: list[str] = []
     attempts = 0
     for node in quorum.nodes.values():
