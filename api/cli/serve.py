@@ -31,6 +31,7 @@ from records.uuids import Uuid
 if TYPE_CHECKING:
     from api.raft.core.config import QuorumConfig
     from api.raft.node import QuorumNode
+    from api.security.client_config import ClientSecurity
     from api.server.config import ServerConfig
     from api.server.server import MetadataServer
     from api.service.service import MetadataService
@@ -286,6 +287,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         metrics_listen=config.metrics_listen,
         broker_session_timeout_ms=config.broker_session_timeout_ms,
         broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+        controller_security=_controller_security(values) if quorum is not None else None,
     )
     try:
         asyncio.run(_serve(server))
@@ -350,13 +352,11 @@ def _quorum_node(
     """
     from api.raft.core.quorum_state import QUORUM_STATE_NAME
     from api.raft.node import QuorumNode
-    from api.raft.transport.links import QuorumLinks, controller_client_security
+    from api.raft.transport.links import QuorumLinks
     from api.service.replicated import ReplicatedService
     from api.service.snapshots import open_snapshotter
 
-    security = None
-    if values.get("controller.listener.names"):
-        security = controller_client_security(values)
+    security = _controller_security(values)
     if quorum.is_voter and not (settings.data_dir / QUORUM_STATE_NAME).exists():
         if quorum.voters == {quorum.node_id}:
             raise CliError(SOLE_VOTER_WITHOUT_STATE.format(node=quorum.node_id))
@@ -383,6 +383,15 @@ def _quorum_node(
         service.close()
         raise
     return service, node
+
+
+def _controller_security(values: Mapping[str, str]) -> ClientSecurity | None:
+    """How this controller connects to the others (PLAINTEXT without controller.listener.names)."""
+    from api.raft.transport.links import controller_client_security
+
+    if not values.get("controller.listener.names"):
+        return None
+    return controller_client_security(values)
 
 
 def _controller_listeners(values: Mapping[str, str]) -> list[str] | None:

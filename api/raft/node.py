@@ -45,8 +45,10 @@ from api.raft.core.messages import (
     FetchRequest,
     FetchResponse,
     FetchSnapshotResponse,
+    LeaderIdAndEpoch,
     Message,
     SnapshotId,
+    VoteRequest,
 )
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
 from api.raft.core.ready import Batch, NotLeader, Ready, ReadyDone, SnapshotInstall
@@ -139,6 +141,8 @@ class QuorumNode:
         self._applied = service.image.provenance.offset + 1
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._stopping = False
+        """The node is shutting down: it grants no (pre-)vote from now on."""
         self._resign_requested = False
         self.failed: str | None = None
         """Why the node stopped, once its storage failed."""
@@ -169,6 +173,11 @@ class QuorumNode:
         if role is Role.LEADER or role is Role.FOLLOWER or role is Role.OBSERVER:
             return self.core.leader_id
         return NO_LEADER
+
+    @property
+    def node_id(self) -> int:
+        """The id of this node (`node.id`)."""
+        return self.config.node_id
 
     @property
     def epoch(self) -> int:
@@ -232,35 +241,76 @@ class QuorumNode:
         """Start the loop; the node joins the quorum (elections, fetching)."""
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def stop_voting(self) -> None:
+        """Grant no vote or pre-vote from now on: this node is shutting down.
+
+        A stopping node that still voted could elect a leader that then appends its
+        LeaderChange marker with no majority left to commit it (the last nodes of a shutdown),
+        leaving the logs of different lengths; for the same reason it does not stand for
+        election itself (its VoteRequests are not sent). It still fetches and answers
+        fetches, so a successor elected by the others commits with its help.
+        """
+        self._stopping = True
+
     async def resign(self, timeout: float = HANDOVER_WAIT_S) -> None:
         """Hand leadership over (EndQuorumEpoch) and wait until another node leads.
 
         A stopping leader does this first, still answering the others meanwhile, so the most
         caught-up voter stands at once and the pause is one election, not a fetch timeout.
-        Returns at once on a node that does not lead; after `timeout` regardless.
+        It returns once the successor's marker is in this node's log (so a node stopping now
+        ends with the same log as the others), at once on a node that does not lead, and when
+        the other voters heard from lately are not a majority without this node's vote
+        (nobody can be elected: the last nodes of a shutdown); after `timeout` regardless.
         """
         if self.core.role is not Role.LEADER or self.failed is not None or self._task is None:
             return
+        if self._stopping:
+            if not self._successor_possible():
+                return
+            # A successor is elected within a round trip of the EndQuorumEpoch when one can
+            # be; a stopping node does not wait a whole handover for one that cannot (a voter
+            # that fetched lately may have stopped meanwhile): at most the fetch timeout.
+            timeout = min(timeout, self.config.fetch_timeout_ms / 1000)
         epoch = self.core.epoch
         self._resign_requested = True
         self._wake.set()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.failed is None:
-            leader = self.core.leader_id
-            if self.core.epoch > epoch and leader not in (NO_LEADER, self.config.node_id):
+            core = self.core
+            leader = core.leader_id
+            # Done once the successor's LeaderChange marker is in this log too: a node that
+            # stops before it has it ends one committed entry shorter than the others.
+            if (
+                core.epoch > epoch
+                and leader not in (NO_LEADER, self.config.node_id)
+                and core.log.last_epoch == core.epoch
+            ):
                 return
             self._role_seen.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._role_seen.wait(), 0.02)
 
+    def _successor_possible(self) -> bool:
+        """Whether the other voters that fetched within the fetch timeout are a majority."""
+        core = self.core
+        state = core.describe_quorum()
+        since = core.now_ms - self.config.fetch_timeout_ms
+        live = sum(
+            1
+            for voter in state.current_voters
+            if voter.replica_id != self.config.node_id and voter.last_fetch_timestamp >= since
+        )
+        return live > len(self.config.voters) // 2
+
     async def aclose(self, *, resign: bool = True) -> None:
-        """Stop: resign if leading (so another takes over at once), close links and the loop.
+        """Stop: stop voting, resign if leading (another takes over at once), close the rest.
 
         `resign=False` stops as a crash would, without telling the others (tests).
         """
         if self._closing:
             return
         if resign:
+            self.stop_voting()
             await self.resign()
         self._closing = True
         self._wake.set()
@@ -288,6 +338,10 @@ class QuorumNode:
             raise TypeError(f"{type(message).__name__} is not a quorum request")
         if self.failed is not None or self._closing:
             return self._unanswered(message)
+        if self._stopping and isinstance(message, VoteRequest):
+            # Refused without the core: no vote is cast, and no leader is named (a candidate
+            # told of a live leader of its epoch would go back to following this node).
+            return refusal(message, LeaderIdAndEpoch(leader_id=NO_LEADER, leader_epoch=self.epoch))
         key = (sender, message.correlation_id)
         previous = self._answers.pop(key, None)
         if previous is not None and not previous[0].done():
@@ -504,6 +558,8 @@ class QuorumNode:
         self.service.follow(installed.image)
 
     def _send(self, destination: int, message: Message) -> None:
+        if self._stopping and isinstance(message, VoteRequest):
+            return  # a stopping node does not stand: it would lead only to leave at once
         if isinstance(message, Response):
             waiting = self._answers.pop((destination, message.correlation_id), None)
             if waiting is not None and not waiting[0].done():

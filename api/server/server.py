@@ -53,7 +53,17 @@ from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, TypicalIterations
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
+from api.server.forwarding import (
+    ENVELOPE_KEY,
+    ENVELOPE_VERSIONS,
+    EnvelopeOpener,
+    Forwarder,
+    ForwardFailed,
+    forwarded,
+    refused_frame,
+)
 from api.server.health import Health, health
+from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.server.kafka.quorum import QuorumEndpoint
@@ -82,9 +92,11 @@ from api.service.broker_liveness import (
 from api.service.service import MetadataService
 from records.model import ScramMechanism
 from replay.controller.authorizer import Authorizer, AuthorizerConfig
+from replay.controller.errors import ApiError
 
 if TYPE_CHECKING:
     from api.raft.node import QuorumNode
+    from api.security.client_config import ClientSecurity
 
 logger = logging.getLogger("api.server")
 
@@ -133,6 +145,15 @@ class ServerListener:
             raise ValueError(f"listener {self.name}: {protocol} and sasl_mechanisms do not match")
 
 
+def _checked(listeners: Sequence[ServerListener]) -> list[ServerListener]:
+    """The listeners, each checked; at least one."""
+    if not listeners:
+        raise ValueError("a server needs at least one listener")
+    for listener in listeners:
+        listener.check()
+    return list(listeners)
+
+
 class MetadataServer:
     """Serves a `MetadataService` on a TCP listener."""
 
@@ -158,6 +179,7 @@ class MetadataServer:
         metrics_listen: tuple[str, int] | None = None,
         broker_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        controller_security: ClientSecurity | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
@@ -168,7 +190,9 @@ class MetadataServer:
         the listeners are bound (the other voters reach it there), stops before the service,
         and answers the quorum's APIs (`quorum`, an endpoint, answers them without a node:
         tests). They are served on the listeners named in `quorum_listeners` (Kafka's
-        `controller.listener.names`; None: on every listener).
+        `controller.listener.names`; None: on every listener). A quorum node forwards the
+        writes it does not lead to the leader (`forwarding.py`), connecting as the controllers
+        connect to each other (`controller_security`, None: PLAINTEXT).
         """
         self.service = service
         self.quorum_node = quorum_node
@@ -185,11 +209,7 @@ class MetadataServer:
                     advertised_port=advertised_port,
                 )
             ]
-        if not listeners:
-            raise ValueError("a server needs at least one listener")
-        for listener in listeners:
-            listener.check()
-        self.listeners: list[ServerListener] = list(listeners)
+        self.listeners: list[ServerListener] = _checked(listeners)
         """The listeners, with the ports bound once started."""
         self.host = self.listeners[0].host
         self.port = self.listeners[0].port
@@ -209,6 +229,10 @@ class MetadataServer:
         """The brokers' sessions: one table for every listener."""
         self.private_apis = PrivateApis(service, self.authorizer, self.liveness)
         self._sessions: asyncio.Task[None] | None = None
+        self.forwarder, self._envelopes = self._forwarding(
+            service, quorum_node, controller_security
+        )
+        """Sends the writes this node does not lead to the leader (None: a single server)."""
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
         self._channels: ChannelContext | None = None
@@ -370,7 +394,11 @@ class MetadataServer:
             principal=shared.principal,
             channels=shared.channels,
             security=self._channel_security(listener),
-            extra_versions=QUORUM_VERSIONS if self._serves_quorum(listener.name) else {},
+            extra_versions=(
+                {**QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
+                if self._serves_quorum(listener.name)
+                else {}
+            ),
             prelogin=prelogin,
         )
         # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
@@ -437,7 +465,14 @@ class MetadataServer:
         if self.metrics_listener is not None:
             await self.metrics_listener.stop()  # probes fail from here on: traffic moves away
         if self.quorum_node is not None:
-            # Hand leadership over while still serving: the successor fetches and votes here.
+            # Stop voting first (a node that voted on its way out could elect a leader whose
+            # marker never commits), then hand leadership over while still serving: the
+            # successor fetches here.
+            self.quorum_node.stop_voting()
+            if self.forwarder is not None:
+                # Writes that come now are answered NOT_CONTROLLER at once (the client goes
+                # to the next leader), not held here waiting for the election.
+                await self.forwarder.close()
             await self.quorum_node.resign()
         servers, self._servers = self._servers, []
         for server in servers:
@@ -466,6 +501,8 @@ class MetadataServer:
             self._login_pool.close()
         for server in servers:
             await server.wait_closed()
+        if self.forwarder is not None:
+            await self.forwarder.close()
         if self.quorum_node is not None:
             await self.quorum_node.aclose()
         await self.service.aclose()
@@ -513,6 +550,23 @@ class MetadataServer:
             return 0
         return self._channels.memory.used + sum(pool.used for pool in self._prelogin)
 
+    def _forwarding(
+        self,
+        service: MetadataService,
+        quorum_node: QuorumNode | None,
+        security: ClientSecurity | None,
+    ) -> tuple[Forwarder | None, EnvelopeOpener]:
+        """The forwarder of writes to the leader, and the opener of forwarded ones (KIP-590)."""
+        forwarder = None if quorum_node is None else Forwarder(quorum_node, security=security)
+        opener = EnvelopeOpener(
+            node=quorum_node,
+            gate=Gate(self.authorizer),
+            image=lambda: service.image,
+            kafka=lambda name: self._apis[name].handle,
+            private=self.private_apis.handle,
+        )
+        return forwarder, opener
+
     @property
     def unsent_answer_bytes(self) -> int:
         """Answer bytes written to connections and not yet taken by their clients' sockets."""
@@ -524,13 +578,20 @@ class MetadataServer:
         """Answer one event on `channel`; False when the connection must close."""
         if channel.sasl is not None:
             return await self._authenticate(event, channel, channel.sasl)
+        if isinstance(event, Request | PrivateRequest) and await self._forwarded(event, channel):
+            return True
         metrics = self.metrics
         if isinstance(event, Request):
             header = event.request.header
             apis = self._apis[channel.listener]
             started = time.perf_counter() if metrics is not None else 0.0
             try:
-                body = await apis.handle(event.request, channel.session)
+                if header.api_key == ENVELOPE_KEY:  # only decoded on the quorum's listeners
+                    body = await self._envelopes.open(
+                        event.request, channel.session, channel.listener
+                    )
+                else:
+                    body = await apis.handle(event.request, channel.session)
             except Exception:
                 name = API_NAMES.get(header.api_key, str(header.api_key))
                 if metrics is not None:
@@ -572,6 +633,30 @@ class MetadataServer:
             return False
         elif isinstance(event, SaslToken):  # pragma: no cover - only read while logging in
             return False
+        return True
+
+    async def _forwarded(self, event: Request | PrivateRequest, channel: Channel) -> bool:
+        """Answer a write on a node that does not lead with the leader's answer (KIP-590).
+
+        False when it is not forwarded (a read, this node leads, or nothing could be sent):
+        it is answered here (a write with NOT_CONTROLLER, `ReplicatedService.submit`).
+        """
+        forwarder = self.forwarder
+        node = self.quorum_node
+        if forwarder is None or node is None or node.leading or not forwarded(event):
+            return False
+        try:
+            data = await forwarder.forward(event.frame, channel.session)
+        except ForwardFailed as exc:
+            logger.debug("write answered here, not forwarded: %s", exc)
+            return False
+        except ApiError as exc:
+            frame = refused_frame(event, exc)
+            if frame is None:
+                return False
+            channel.write(frame)
+            return True
+        channel.write(struct.pack(">i", len(data)) + data)
         return True
 
     # ------------------------------------------------------------------ authentication

@@ -161,11 +161,14 @@ class ReplicatedService(MetadataService):
         node = self.node
         if node is None:
             raise ApiError(ErrorCode.NOT_CONTROLLER, "the quorum is not running yet; retry")
+        # Leadership first: a node that does not lead has a committed image that may be
+        # behind the leader's, so even a refusal computed on it (UNKNOWN_TOPIC_OR_PARTITION of
+        # a topic created meanwhile) could be wrong: it answers NOT_CONTROLLER, never from it.
+        if not node.leading:
+            await node.wait_leading()
         write = CURRENT_WRITE.get()
         if write is not None:
             # Only the leader knows every accepted write: a retry is checked there.
-            if not node.leading:
-                await node.wait_leading()
             found = self._retried(write)
             if found is not None:
                 return await self._stored(found, write)  # type: ignore[no-any-return]
@@ -173,11 +176,6 @@ class ReplicatedService(MetadataService):
         result = command(self._working)
         if not result.records:
             return result.response
-        if not node.leading:
-            await node.wait_leading()
-            result = command(self._working)  # the image may have moved meanwhile
-            if not result.records:
-                return result.response
         self._check_encodes(result.records)
         first = self._next_offset
         image = self._accept(result.records)
@@ -201,8 +199,8 @@ class ReplicatedService(MetadataService):
     async def purge_now(self) -> list[PurgeResult]:
         """A client's check (PurgePending), through `submit` even on a follower.
 
-        There it answers NOT_CONTROLLER naming the leader when a step is due or the check
-        carries a write id, so the client follows; the scheduler's checks skip followers.
+        There it answers NOT_CONTROLLER naming the leader (when not forwarded to it), so the
+        client follows; the scheduler's checks skip followers.
         """
         return await MetadataService.purge_due_async(self)
 

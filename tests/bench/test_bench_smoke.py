@@ -20,7 +20,7 @@ from tests.support.paths import REPO
 
 BENCH = REPO / "bench"
 
-HELPERS = frozenset({"against.py"})
+HELPERS = frozenset({"against.py", "etcd_side.py"})
 """Modules under bench/ that other scripts import: no `main` of their own to run."""
 
 SMOKE_TIMEOUT = 300.0
@@ -49,6 +49,9 @@ SMOKE: dict[str, Smoke] = {
         marks=("process",),
     ),
     "authz_bench.py": Smoke(args=("--acls", "100", "--decisions", "100", "--scans", "2")),
+    "chain_cost_bench.py": Smoke(args=("--batches", "5", "--repeat", "1")),
+    "fleet_bench.py": Smoke(args=("fence", "--partitions", "3000", "--brokers", "6,30")),
+    "proof_bench.py": Smoke(args=("--entries", "2000", "--proofs", "3", "--dir", "{tmp}")),
     "cli_bench.py": Smoke(
         args=("--runs", "2", "--brokers", "2", "--topics", "1"), marks=("process",)
     ),
