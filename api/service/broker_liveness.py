@@ -8,7 +8,10 @@ the broker command through the service, and is answered once it is committed. A 
 session (`broker.session.timeout.ms`) expires is fenced by `check_sessions`, which the server
 runs every twentieth of the timeout; its leaderships and ISR places move in bounded batches.
 
-Only the active controller acts. A node that becomes active starts every registered broker's
+Only brokers that registered with BrokerRegistration (or heartbeat) have sessions; one an
+operator registered by hand (`mlog brokers register`) is fenced and unfenced by hand.
+
+Only the active controller acts. A node that becomes active starts every such broker's
 session afresh (a grace period of one session timeout): it cannot know when they last
 heartbeated to the previous leader, and fencing them all at once would be wrong; a broker
 that really is gone is fenced one timeout later.
@@ -112,8 +115,9 @@ class BrokerLiveness:
             now, wall = self._clock_ms(), self._wall_ms()
             # The grace period: every registered broker's session starts now.
             self._sessions = {
-                broker_id: _Session(now, wall, -1)
-                for broker_id in self.service.image.cluster.brokers
+                broker.broker_id: _Session(now, wall, -1)
+                for broker in self.service.image.cluster.brokers.values()
+                if heartbeats(broker)
             }
             self._reasons.clear()
             logger.info(
@@ -281,8 +285,9 @@ class BrokerLiveness:
                 continue
             session = self._sessions.get(broker.broker_id)
             if session is None:
-                # Registered meanwhile (an operator, another path): its session starts now.
-                self._sessions[broker.broker_id] = _Session(now, self._wall_ms(), -1)
+                if heartbeats(broker):
+                    # Registered through another controller meanwhile: its session starts now.
+                    self._sessions[broker.broker_id] = _Session(now, self._wall_ms(), -1)
             elif now - session.last_ms >= self.session_timeout_ms:
                 expired.append(broker.broker_id)
         fenced: list[int] = []
@@ -322,6 +327,16 @@ class BrokerLiveness:
             except ApiError as exc:  # NOT_CONTROLLER mid-way, storage: the next check retries
                 logger.info("broker session check: %s", exc)
             await pause(every)
+
+
+def heartbeats(broker: RegisterBrokerRecord) -> bool:
+    """Whether a broker is expected to heartbeat: it registered with BrokerRegistration.
+
+    Kafka's brokers always register with the features they support (`metadata.version` at
+    least); an operator's registration (`mlog brokers register`, RegisterBroker) carries none:
+    that broker is managed by hand and no session fences it, unless it heartbeats.
+    """
+    return bool(broker.features)
 
 
 def _leads_any(image: MetadataImage, broker_id: int) -> bool:

@@ -75,6 +75,13 @@ def register(
             "(broker.session.timeout.ms)",
         )
     level = image.features.levels.get(METADATA_VERSION)
+    if level is not None and not any(f.name == METADATA_VERSION for f in request.features):
+        # As Kafka: a feature a broker does not list is supported at level 0 only.
+        raise ApiError(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"broker {request.broker_id} lists no {METADATA_VERSION} among its features; the "
+            f"cluster is at {level}: register with the range of levels the broker supports",
+        )
     for feature in request.features:
         if (
             feature.name == METADATA_VERSION

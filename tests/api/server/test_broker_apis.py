@@ -356,7 +356,13 @@ def test_a_broker_over_the_network_shows_its_liveness_in_mlog_brokers_list(
                     cluster_id="test-cluster",
                     incarnation_id=uuid.uuid4(),
                     listeners=[],
-                    features=[],
+                    features=[
+                        {
+                            "name": "metadata.version",
+                            "min_supported_version": 1,
+                            "max_supported_version": 2,
+                        }
+                    ],
                     rack="r1",
                 )
                 assert registered.error_code == 0
@@ -378,3 +384,23 @@ def test_a_broker_over_the_network_shows_its_liveness_in_mlog_brokers_list(
         assert listed["metadata_offset"] >= 1 and listed["last_heartbeat_ms"] > 0
         table = ok(tmp_path / "cli", "--bootstrap-server", address, "brokers", "list")
         assert "s ago" in table
+
+
+def test_a_broker_registered_by_hand_has_no_session(fleet: Fleet) -> None:
+    from replay.controller.commands import RegisterBroker
+
+    fleet.up(1)
+    controller = fleet.service.controller
+    fleet.service.execute(
+        lambda image: controller.register_broker(image, RegisterBroker(broker_id=9, fenced=False))
+    )
+    assert not fleet.fenced(9)
+    # No BrokerRegistration, no heartbeat: managed by hand, never fenced by a session,
+    # neither by this controller nor by one that takes over.
+    assert fleet.pass_time(3 * TIMEOUT_MS, heartbeating=(1,)) == []
+    fleet.service.active = False
+    fleet.liveness.contacts()
+    fleet.service.active = True
+    assert fleet.pass_time(3 * TIMEOUT_MS, heartbeating=(1,)) == []
+    assert not fleet.fenced(9) and not fleet.fenced(1)
+    assert 9 not in {c.broker_id for c in fleet.liveness.contacts()}

@@ -16,9 +16,11 @@ import pytest
 
 from api.raft.node import QuorumNode
 from api.service.broker_liveness import BrokerLiveness
+from records.model import BrokerFeature
 from records.uuids import Uuid
 from replay.controller.commands import BrokerRegistration, CreatableTopic
 from replay.controller.errors import ApiError, ErrorCode
+from replay.image import METADATA_VERSION
 from tests.support.quorum_harness import Cluster
 
 TIMEOUT_MS = 9000
@@ -49,7 +51,14 @@ async def _failover(root: Path) -> None:
         for broker_id in (1, 2, 3):
             result = await liveness(leader).register(
                 BrokerRegistration(
-                    broker_id=broker_id, cluster_id="c", incarnation_id=Uuid.random()
+                    broker_id=broker_id,
+                    cluster_id="c",
+                    incarnation_id=Uuid.random(),
+                    features=(
+                        BrokerFeature(
+                            name=METADATA_VERSION, min_supported_version=1, max_supported_version=2
+                        ),
+                    ),
                 ),
                 cluster_id="c",
                 principal=None,
