@@ -77,9 +77,13 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
 
     if sender != msg.replica_id or sender == core.id:
         return
-    if sender not in core.voters or not core.is_voter:
+    if not core.dynamic and (sender not in core.voters or not core.is_voter):
         reply(False, ErrorCode.INCONSISTENT_VOTER_SET)
         return
+    # A dynamic quorum's node votes whatever its own voter set says (KIP-853, as in Raft):
+    # its set may lag the candidate's (it lacks the entry that made it or the candidate a
+    # voter), and the election needs it. Safety needs only one durable vote per epoch and
+    # the log check, which hold for every node with durable state.
     log_ok = log_at_least_as_up_to_date(
         last_epoch=msg.last_offset_epoch,
         end_offset=msg.last_offset,
@@ -90,8 +94,10 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
         # KIP-996: nothing changes here, whatever the answer.
         state = core.state
         live = core.role is Role.LEADER or (
-            isinstance(state, FollowerState)
-            and not state.leader_ended
+            (
+                (isinstance(state, FollowerState) and not state.leader_ended)
+                or (isinstance(state, ObserverState) and core.leader_id != NO_LEADER)
+            )
             and core.now_ms - core.fetched_ms < core.config.fetch_timeout_ms
         )
         granted = msg.replica_epoch >= core.epoch and may_grant_pre_vote(
@@ -394,6 +400,7 @@ def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
     elif core.role is Role.OBSERVER:
         core.leader_id = sender
         core.fetch_target = sender
+        core.fetched_ms = core.now_ms
     else:
         return
     if msg.snapshot_id is not None:
