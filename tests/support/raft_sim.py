@@ -276,6 +276,8 @@ class Checker:
     """The voters of the latest committed voter set (the static voters in a static quorum)."""
     voter_changes: int = 0
     """Voters entries committed after the first (the changes the seed made)."""
+    commit_voters: list[frozenset[int]] = field(default_factory=list)
+    """Per committed offset, the voter set of the node that committed it first (its leader's)."""
 
     def fail(self, what: str) -> None:
         raise InvariantViolation(f"seed {self.cluster.seed} at {self.cluster.now} ms: {what}")
@@ -370,6 +372,8 @@ class Checker:
                     )
             elif offset == len(self.committed):
                 self.committed.append(entry)
+                if self.cluster.dynamic and node.core is not None:
+                    self.commit_voters.append(node.core.voters)
                 if entry.kind is EntryKind.VOTERS and entry.offset == offset:
                     voters = VoterSet.decode(entry.payload).ids
                     if voters != self.committed_voters:
@@ -384,11 +388,12 @@ class Checker:
         return node.log.holds(offset, self.committed[offset])
 
     def check_on_majority(self, offset: int) -> None:
-        """On a majority of the committed voter set, or of a voter set some log holds.
+        """On a majority of the committed voter set, or of the set that committed the offset.
 
         A leader counts a change from the moment it appends it, so an entry may commit on a
-        majority of the new set only: one voter apart from the committed set, every majority
-        of either set meets it (and one change at a time is checked on its own).
+        majority of the new set only, and stay so if that change is lost: one voter apart
+        from the committed set, every majority of either set meets it (one change at a time
+        is checked on its own). Once a later set commits, its majority holds the offset.
         """
         holders = {
             node.id
@@ -400,13 +405,9 @@ class Checker:
         count = len(holders & self.committed_voters)
         if count >= len(self.committed_voters) // 2 + 1:
             return
-        if self.cluster.dynamic:
-            for node in self.cluster.nodes.values():
-                voters = (
-                    node.core.voters if node.core is not None else node.log.history().latest.ids
-                )
-                if len(holders & voters) >= len(voters) // 2 + 1:
-                    return
+        voters = self.commit_voters[offset] if offset < len(self.commit_voters) else frozenset()
+        if voters and len(holders & voters) >= len(voters) // 2 + 1:
+            return
         self.fail(f"committed offset {offset} is on {count} voters only")
 
     def check_all_committed(self) -> None:

@@ -59,7 +59,13 @@ def _retry(c: Cluster, attempt: Callable[[], bool], *, every: int, until: int) -
 
 
 def _add_spare(c: Cluster) -> bool:
-    spares = sorted(set(c.nodes) - _voters(c))
+    # As `mlog quorum add-controller` is run: for a controller that is up, with its state
+    # (a node down or wiped since it last fetched may still look caught up to the leader).
+    spares = sorted(
+        i
+        for i in set(c.nodes) - _voters(c)
+        if c.nodes[i].core is not None and c.nodes[i].state is not None
+    )
     return bool(spares) and c.change_voters(add=c.rng.choice(spares))
 
 
