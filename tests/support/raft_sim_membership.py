@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     events = 0
     changes = 0
-    for seed in seeds:
+    for done, seed in enumerate(seeds, start=1):
         try:
             cluster = run_membership_seed(seed, trace=args.trace)
             events += cluster.events
@@ -235,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
             failures += 1
             print(
                 f"FAIL {exc}\n  replay: python -m tests.support.raft_sim_membership "
-                f"--seed {seed} --trace"
+                f"--seed {seed} --trace",
+                flush=True,
             )
+        if done % 1000 == 0 and done < len(seeds):
+            print(f"... {done} seeds (to {seed}), {failures} failed", flush=True)
     took = time.monotonic() - began
     print(
         f"{len(seeds)} seeds, {events} events, {changes} voter changes committed, "
