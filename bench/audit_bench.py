@@ -1,7 +1,7 @@
 """Audit data source and Spark state replay over a large log, beside raw fastavro, in one run.
 
 Usage: python bench/audit_bench.py [--entries N] [--dir PATH] [--master local[2]] [--repeat K]
-                                   [--skip-state]
+                                   [--skip-state] [--small-entries 2000] [--skip-talk]
 
 Data: a log of exactly N entries (default 10,000,000) as a busy cluster writes it: six brokers,
 topics of 10 partitions (TopicRecord + PartitionRecords), and between them ISR/leader changes
@@ -16,6 +16,18 @@ Rows (medians of K repetitions, each paired with its baseline measured right bef
   state     `state_at(N - 1)`: the Spark replay of topics and partitions at the last offset,
             forced to completion (row counts), once
   image     `load_image(log)` in process, the in-process replay the state is checked against
+
+Rows of `mlog audit` as a user runs it (whole processes, local[*], on a log of
+--small-entries entries generated the same way), measured before the rows above:
+  first line  time from starting `mlog audit who-changed` to its first line on stderr, vs
+              `mlog --help` run to its end (an interpreter start and the CLI's imports)
+  sql error   `mlog audit sql` with a statement Spark's parser refuses after a first word it
+              accepts (found by Spark's parser on the bare JVM, before the SparkContext), vs
+              a bare Spark start (below): the time to the error
+  cold        `mlog audit who-changed --principal svc-0` to its answer, vs a bare Spark start
+              with a trivial query (`SparkSession.builder.getOrCreate()`, `range(1).count()`)
+  warm        the same named query again in `mlog audit shell` (the shell's own timing of the
+              query), vs `SELECT 1` in the same shell
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -114,7 +127,9 @@ def workload(seed: int = 7) -> Iterator[list[Record]]:
             p = rng.randrange(live[victim][1])
             replicas = _replicas(starts[victim], p)
             if rng.random() < 0.5:
-                isr = tuple(sorted(rng.sample(replicas, rng.randint(1, 3))))
+                # The ISR keeps the first replica, the only broker ever leader here (or the
+                # leader is -1): replay refuses a leader outside the ISR.
+                isr = tuple(sorted({replicas[0], *rng.sample(replicas, rng.randint(1, 3))}))
                 change = PartitionChangeRecord(partition_id=p, topic_id=victim, isr=isr)
             else:
                 change = PartitionChangeRecord(partition_id=p, topic_id=victim, leader=-1)
@@ -205,6 +220,94 @@ def load_average() -> str:
     return f"{one:.2f}/{five:.2f}"
 
 
+ROOT = Path(__file__).resolve().parents[1]
+WHO = ("who-changed", "--principal", "svc-0")
+BARE_SPARK = (
+    "from pyspark.sql import SparkSession;"
+    "s = SparkSession.builder.master('local[*]').config('spark.ui.enabled', 'false')"
+    ".getOrCreate(); s.range(1).count()"
+)
+
+
+def _mlog(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "api.cli", *argv]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _run(command: list[str], stdin: str | None = None) -> tuple[float, str, str]:
+    """Run a whole process; (seconds, stdout, stderr). Fails the bench unless it exits 0."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        command, input=stdin, capture_output=True, text=True, env=_env(), check=False
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return seconds, done.stdout, done.stderr
+
+
+def _first_line(command: list[str]) -> tuple[float, float]:
+    """(seconds to the first stderr line, seconds to the end) of a whole process."""
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), text=True
+    )
+    assert child.stderr is not None and child.stdout is not None
+    first = child.stderr.readline()
+    first_seconds = time.perf_counter() - start
+    _, rest = child.communicate()  # both pipes at once: a full stdout pipe would block it
+    if child.returncode != 0 or not first:
+        raise SystemExit(f"{' '.join(command)} exited {child.returncode}: {first}{rest[-2000:]}")
+    return first_seconds, time.perf_counter() - start
+
+
+def _shell_seconds(stderr: str) -> list[float]:
+    """The per-query times `mlog audit shell` prints: `mlog: (N rows, X s)`."""
+    times = []
+    for line in stderr.splitlines():
+        if line.startswith("mlog: (") and line.endswith(" s)"):
+            times.append(float(line.rsplit(" ", 2)[-2]))
+    return times
+
+
+def talk_rows(data_dir: Path) -> list[str]:
+    """The rows of `mlog audit` as a user runs it on the small log (see the docstring)."""
+    data = ("--data-dir", str(data_dir))
+    help_seconds, _, _ = _run(_mlog("--help"))
+    first_seconds, cold_seconds = _first_line(_mlog("audit", *WHO, *data))
+    bare_seconds, _, _ = _run([sys.executable, "-c", BARE_SPARK])
+    error_start = time.perf_counter()
+    refused = subprocess.run(
+        _mlog("audit", "sql", "SELECT principal count(*) FROM metadata_log", *data),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=False,
+    )
+    error_seconds = time.perf_counter() - error_start
+    if refused.returncode != 2 or "PARSE_SYNTAX_ERROR" not in refused.stderr:
+        raise SystemExit(f"the SQL error was not reported as one: {refused.stderr[-2000:]}")
+    script = f"{' '.join(WHO)}\n{' '.join(WHO)}\nSELECT 1\n"
+    _, _, shell_err = _run(_mlog("audit", "shell", *data), stdin=script)
+    times = _shell_seconds(shell_err)
+    if len(times) != 3:
+        raise SystemExit(f"the shell did not answer three queries: {shell_err[-2000:]}")
+    warm, trivial = times[1], times[2]
+    return [
+        f"{'first line':<12}{first_seconds:>10.2f} s{help_seconds:>14.2f} s"
+        f"{first_seconds / help_seconds:>8.2f}  <= 2 s (baseline: mlog --help)",
+        f"{'sql error':<12}{error_seconds:>10.2f} s{bare_seconds:>14.2f} s"
+        f"{error_seconds / bare_seconds:>8.2f}  <= 3 s (baseline: a bare Spark start)",
+        f"{'cold':<12}{cold_seconds:>10.2f} s{bare_seconds:>14.2f} s"
+        f"{cold_seconds / bare_seconds:>8.2f}  <= 20 s (baseline: a bare Spark start)",
+        f"{'warm':<12}{warm:>10.2f} s{trivial:>14.2f} s{warm / trivial:>8.2f}"
+        "  <= 3 s (mlog audit shell; baseline: SELECT 1 in it)",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=10_000_000)
@@ -213,24 +316,38 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-state", action="store_true")
     parser.add_argument("--generate-only", action="store_true")
+    parser.add_argument("--small-entries", type=int, default=2000, help="log of the talk rows")
+    parser.add_argument("--skip-talk", action="store_true", help="no first line/cold/warm rows")
     args = parser.parse_args()
     log_dir = args.dir / "log"
     start = time.perf_counter()
     generate(log_dir, args.entries)
     print(f"log: {args.entries:,} entries, generated/checked in {time.perf_counter() - start:.1f}s")
+    small = args.dir / "small"
+    if not args.skip_talk:
+        generate(small / "log", args.small_entries)
     if args.generate_only:
         return
+    talk = [] if args.skip_talk else talk_rows(small)
     from replay.audit.session import audit_session, read_log
     from replay.audit.state import state_at
 
     print(f"load average before: {load_average()}")
     spark = audit_session(master=args.master)
     # Warm-up: the JVM's code paths and the Python workers.
-    read_log(spark, log_dir).where("offset < 100000").write.format("noop").mode("overwrite").save()
+    warm_up = read_log(spark, log_dir, internal=True).where("offset < 100000")
+    warm_up.write.format("noop").mode("overwrite").save()
     pairs = []
     for _ in range(args.repeat):
         base = timed(lambda: raw_scan(log_dir))
-        ours = timed(lambda: read_log(spark, log_dir).write.format("noop").mode("overwrite").save())
+        ours = timed(
+            lambda: (
+                read_log(spark, log_dir, internal=True)
+                .write.format("noop")
+                .mode("overwrite")
+                .save()
+            )
+        )
         pairs.append((args.entries / ours, args.entries / base))
     read_rate = statistics.median(o for o, _ in pairs)
     base_rate = statistics.median(b for _, b in pairs)
@@ -262,6 +379,12 @@ def main() -> None:
     print(f"{'measure':<8}{'ours':>18}{'baseline':>18}{'ratio':>8}  target")
     for row in rows:
         print(row)
+    if talk:
+        print()
+        print(f"mlog audit on a log of {args.small_entries:,} entries (whole processes, local[*]):")
+        print(f"{'measure':<12}{'ours':>12}{'baseline':>16}{'ratio':>8}  target")
+        for row in talk:
+            print(row)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 30]
                                     [--graceful 10] [--dir PATH] [--skip-throughput]
        python bench/quorum_bench.py --against TREE [--repeat K] [same options]
+       python bench/quorum_bench.py --etcd [--writers 16,64] [--seconds 10] [--repeat 3]
 
 1. Throughput. The load of `bench/server_bench.py` (each of `--connections` connections loops
    CreateTopics, Metadata, DeleteTopics, one request in flight) runs for `--seconds` against a
@@ -16,6 +17,14 @@ Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 3
    is restarted and the next round waits until it has caught up.
 3. Graceful change, `--graceful` times: the same with SIGTERM (the leader resigns with
    EndQuorumEpoch, its successor stands at once).
+
+4. `--etcd`: replicated writes beside etcd's (`bench/etcd_side.py`; Debian's `etcd-server`,
+   installed when missing), both three nodes on loopback and up together: for each count of
+   `--writers` (each writer one connection, one write in flight), rounds alternate between
+   the quorum (one CreateTopics of one new topic per write, acknowledged at commit, sent to
+   the leader) and etcd (one put of a new key per write, JSON gateway, sent to the leader),
+   `--repeat` rounds of `--seconds` each. Writes/s and p50/p99 latency per round, the
+   medians, and the ratio quorum / etcd.
 
 All processes share this machine's cores (three servers, the load and this script), so the
 quorum's throughput is measured against one server on the same cores: the ratio shows what
@@ -46,7 +55,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from against import Figure, measured_code, paired, print_table, run_child  # noqa: E402
-from server_bench import Stats, _connection, _prepare, start_server  # noqa: E402
+from etcd_side import EtcdCluster, put_loop  # noqa: E402
+from server_bench import (  # noqa: E402
+    Stats,
+    Wire,
+    _connection,
+    _prepare,
+    create_topic_v7,
+    start_server,
+)
 
 from tests.support import quorum_processes  # noqa: E402
 from tests.support.quorum_processes import Quorum, Writer  # noqa: E402
@@ -159,6 +176,98 @@ def failovers(root: Path, kills: int, graceful: int) -> tuple[list[float], list[
     return crash, resign
 
 
+# ----------------------------------------------------------------- beside etcd
+
+
+async def _create_loop(
+    port: int, index: int, deadline: float, latencies_ms: list[float], errors: list[str]
+) -> int:
+    """One writer: a CreateTopics of one new topic per write until `deadline`; writes acked."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    wire = Wire(reader, writer)
+    done = 0
+    try:
+        i = 0
+        while time.perf_counter() < deadline:
+            name = f"side-{index}-{i}-{time.monotonic_ns()}"
+            i += 1
+            start = time.perf_counter()
+            created = await wire.call(19, 7, create_topic_v7, name)
+            latencies_ms.append((time.perf_counter() - start) * 1000)
+            code = int(created.topics[0].error_code)
+            if code != 0:
+                errors.append(f"create {name}: {code}")
+                continue
+            done += 1
+    finally:
+        writer.close()
+    return done
+
+
+async def _round(loop: Any, port: int, writers: int, seconds: float) -> tuple[float, float, float]:
+    """Writes/s, p50 and p99 (ms) of `writers` loops against `port` for `seconds`."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    deadline = time.perf_counter() + seconds
+    done = await asyncio.gather(
+        *(loop(port, i, deadline, latencies, errors) for i in range(writers))
+    )
+    if errors:
+        raise SystemExit(f"{len(errors)} errors, e.g. {errors[:3]}")
+    return sum(done) / seconds, _pct(latencies, 0.50), _pct(latencies, 0.99)
+
+
+def beside_etcd(root: Path, writer_counts: list[int], seconds: float, rounds: int) -> None:
+    """The quorum's replicated writes and etcd's puts, alternating rounds, in one table."""
+    quorum = Quorum(root / "q3")
+    etcd = EtcdCluster(root / "etcd")
+    quorum.start_all()
+    try:
+        etcd.start()
+        asyncio.run(quorum.register_brokers())
+        leader = asyncio.run(quorum.leader())
+        ours_port = quorum.nodes[leader].port
+        etcd_port = etcd.leader_port()
+        print(f"quorum leader: node {leader}; etcd leader: 127.0.0.1:{etcd_port}", flush=True)
+        results: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+        for round_ in range(rounds):
+            for writers in writer_counts:
+                for name, loop, port in (
+                    ("quorum", _create_loop, ours_port),
+                    ("etcd", put_loop, etcd_port),
+                ):
+                    figure = asyncio.run(_round(loop, port, writers, seconds))
+                    results.setdefault((name, writers), []).append(figure)
+                    print(
+                        f"round {round_ + 1}, {writers} writers, {name}: {figure[0]:,.0f} "
+                        f"writes/s, p50 {figure[1]:.1f} ms, p99 {figure[2]:.1f} ms",
+                        flush=True,
+                    )
+    finally:
+        quorum.stop_all()
+        etcd.stop()
+    print(f"\nmedians of {rounds} alternating rounds of {seconds:g} s:")
+    table = [("writers", "quorum writes/s", "etcd writes/s", "ratio", "quorum p99", "etcd p99")]
+    for writers in writer_counts:
+        ours = results["quorum", writers]
+        theirs = results["etcd", writers]
+        ours_rate = statistics.median(r[0] for r in ours)
+        etcd_rate = statistics.median(r[0] for r in theirs)
+        table.append(
+            (
+                str(writers),
+                f"{ours_rate:,.0f}",
+                f"{etcd_rate:,.0f}",
+                f"{ours_rate / etcd_rate:.2f}x (>= 1)",
+                f"{statistics.median(r[2] for r in ours):.1f} ms",
+                f"{statistics.median(r[2] for r in theirs):.1f} ms",
+            )
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
 # ----------------------------------------------------------------- one version against another
 
 CHILD_OPS = ("throughput", "failover")
@@ -231,8 +340,16 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=3, help="rounds with --against")
     parser.add_argument("--child", choices=CHILD_OPS, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--etcd", action="store_true", help="replicated writes beside etcd's, alternating rounds"
+    )
+    parser.add_argument("--writers", default="16,64", help="writer counts with --etcd")
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
+    if args.etcd:
+        counts = [int(n) for n in args.writers.split(",") if n.strip()]
+        beside_etcd(root, counts, args.seconds, args.repeat)
+        return
     if args.child:
         print(json.dumps(child(args.child, args, root)))
         return

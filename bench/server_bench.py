@@ -3,12 +3,20 @@
 Usage: python bench/server_bench.py [--connections 50] [--seconds 60] [--dir PATH]
                                    [--profile FILE] [--repo PATH]
        python bench/server_bench.py --against PATH [--pairs 3] [--seconds 60] [--repo PATH]
+       python bench/server_bench.py --metrics [--pairs 3] [--seconds 60]
 
 `--against PATH` measures two checkouts in one run (bench/against.py): PATH's server and this
 checkout's (or `--repo`'s) take turns for `--pairs` pairs (so the host's drift falls on both
 alike), each on a fresh data directory with the same load and checks; it prints each run and
 the medians of writes/s and server CPU per request (the figure that depends least on the
 host's other load) with their ratios. Run it under `nice -n -15` where allowed.
+
+`--metrics` measures the cost of the metrics in one run: the same server without and with
+`--metrics-listen` (scraped once a second during the load, 15 times Prometheus's usual rate)
+takes turns for `--pairs` pairs, each on a fresh data directory; it prints each run and the
+medians of writes/s and server CPU per request, with metrics over without (the ratio). With
+`--instructions CYCLES` it counts instructions per request under callgrind instead (no scrape:
+the request path's cost alone), a figure the host's load does not move.
 
 `--profile FILE` runs the server under cProfile and writes its statistics to FILE (read them
 with `python -m pstats FILE`); the figures of such a run are not the server's speed.
@@ -88,12 +96,13 @@ def start_server(
     python: Sequence[str] = (),
     repo: Path | None = None,
     wrapper: Sequence[str] = (),
+    extra: Sequence[str] = (),
 ) -> tuple[subprocess.Popen[bytes], tuple[str, int]]:
     """`mlog serve` on a free port of 127.0.0.1; the process and its address once it serves.
 
     `python` goes between the interpreter and `-m api.cli` (`-m cProfile -o FILE`); `repo` runs
     the server of another checkout instead of the one on this interpreter's path; `wrapper`
-    goes before the interpreter (`valgrind --tool=callgrind ...`).
+    goes before the interpreter (`valgrind --tool=callgrind ...`); `extra` after the flags.
     """
     where: dict[str, Any] = {}
     if repo is not None:
@@ -111,6 +120,7 @@ def start_server(
                 str(data_dir),
                 "--listen",
                 "127.0.0.1:0",
+                *extra,
             ],
             stderr=log_file,
             **where,
@@ -367,22 +377,31 @@ def serve_run(
     repo: Path | None,
     label: str,
     profile: Path | None = None,
+    metrics: bool = False,
 ) -> tuple[Run, Stats]:
-    """One served run on a fresh data directory under `scratch`: its figures and what it saw."""
+    """One served run on a fresh data directory under `scratch`: its figures and what it saw.
+
+    With `metrics` the server serves `/metrics`, scraped once a second during the load.
+    """
     data_dir = scratch / "served"
     if data_dir.exists():
         raise SystemExit(f"{data_dir} exists; give an empty --dir")
     _prepare(data_dir)
     server_log = scratch / "server.log"
     python = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
-    server, (_, port) = start_server(data_dir, server_log, python=python, repo=repo)
+    extra = ["--metrics-listen", "127.0.0.1:0"] if metrics else []
+    server, (_, port) = start_server(data_dir, server_log, python=python, repo=repo, extra=extra)
+    scrape_at = _metrics_address(server_log) if metrics else None
     stats = Stats()
     load_average = " ".join(f"{x:.1f}" for x in os.getloadavg())
 
     async def load() -> float:
         deadline = time.perf_counter() + seconds
         start = time.perf_counter()
-        await asyncio.gather(*(_connection(port, i, deadline, stats) for i in range(connections)))
+        work = [_connection(port, i, deadline, stats) for i in range(connections)]
+        if scrape_at is not None:
+            work.append(_scrape_loop(scrape_at, deadline))
+        await asyncio.gather(*work)
         return time.perf_counter() - start
 
     process_stat = f"/proc/{server.pid}/stat"
@@ -408,6 +427,95 @@ def serve_run(
         load=load_average,
     )
     return run, stats
+
+
+def _metrics_address(server_log: Path) -> str:
+    """`host:port` of the server's metrics listener, from its start line."""
+    text = server_log.read_text()
+    marker = "metrics and health probes on http://"
+    if marker not in text:
+        raise SystemExit(f"the server logged no metrics listener: {text[-2000:]}")
+    return text.split(marker, 1)[1].split("/metrics", 1)[0]
+
+
+async def _scrape_loop(address: str, deadline: float) -> None:
+    """GET /metrics once a second until `deadline` (each answer must be a 200)."""
+    host, port = address.rsplit(":", 1)
+    while time.perf_counter() < deadline:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
+        answer = await reader.read()
+        writer.close()
+        if not answer.startswith(b"HTTP/1.1 200"):
+            raise SystemExit(f"/metrics answered {answer[:80]!r}")
+        await asyncio.sleep(1.0)
+
+
+def _metrics_instructions(args: argparse.Namespace, scratch: Path) -> None:
+    """`--metrics --instructions CYCLES`: callgrind counts without and with the metrics."""
+    cycles = args.instructions
+    print(f"{args.connections} connections x {cycles} cycles (3 requests each) under callgrind")
+    print(f"{'run':<10}{'instructions/request':>22}")
+    pairs = []
+    for pair in range(1, args.pairs + 1):
+        got: dict[bool, float] = {}
+        for metrics in (True, False) if pair % 2 else (False, True):
+            label = "on" if metrics else "off"
+            got[metrics] = instructions_run(
+                scratch / f"{label}-{pair}",
+                connections=args.connections,
+                cycles=cycles,
+                repo=args.repo,
+                extra=["--metrics-listen", "127.0.0.1:0"] if metrics else [],
+            )
+            print(f"{label + ' ' + str(pair):<10}{got[metrics]:>22,.0f}", flush=True)
+        pairs.append((got[True], got[False]))
+    on = statistics.median(a for a, _ in pairs)
+    off = statistics.median(b for _, b in pairs)
+    ratio = statistics.median(a / b for a, b in pairs)
+    print()
+    print(f"instructions per request: on {on:,.0f}, off {off:,.0f}, ratio {ratio:.4f}")
+
+
+def _metrics_pairs(args: argparse.Namespace, scratch: Path) -> None:
+    """`--metrics`: runs without and with the metrics listener in turns; medians and ratios."""
+    print(f"{'run':<10}{'writes/s':>10}{'CPU/req':>10}{'p99':>9}{'loop busy':>11}  load average")
+    pairs: list[tuple[Run, Run]] = []
+    for pair in range(1, args.pairs + 1):
+        got: dict[bool, Run] = {}
+        for metrics in (True, False) if pair % 2 else (False, True):
+            label = "on" if metrics else "off"
+            run, stats = serve_run(
+                scratch / f"{label}-{pair}",
+                connections=args.connections,
+                seconds=args.seconds,
+                repo=args.repo,
+                label=label,
+                metrics=metrics,
+            )
+            if stats.errors:
+                print("errors:", *stats.errors[:10], sep="\n  ")
+                raise SystemExit(1)
+            print(
+                f"{label + ' ' + str(pair):<10}{run.writes_per_s:>10,.0f}{run.cpu_us:>8.1f}us"
+                f"{run.p99_ms:>7.1f}ms{run.main_busy:>10.0%}  {run.load}",
+                flush=True,
+            )
+            got[metrics] = run
+        pairs.append((got[True], got[False]))
+    print()
+    print(f"median of {len(pairs)} pairs; ratio = metrics on / metrics off (target within 3%)")
+    print(f"{'figure':<26}{'on':>12}{'off':>12}{'ratio':>8}")
+    for name, attribute, unit in (
+        ("writes/s", "writes_per_s", ""),
+        ("server CPU per request", "cpu_us", "us"),
+        ("latency p99", "p99_ms", "ms"),
+    ):
+        ons = [float(getattr(a, attribute)) for a, _ in pairs]
+        offs = [float(getattr(b, attribute)) for _, b in pairs]
+        on, off = statistics.median(ons), statistics.median(offs)
+        ratio = statistics.median(a / b for a, b in zip(ons, offs, strict=True))
+        print(f"{name:<26}{on:>10,.1f}{unit:<2}{off:>10,.1f}{unit:<2}{ratio:>8.3f}")
 
 
 def _interleaved(args: argparse.Namespace, scratch: Path) -> None:
@@ -469,7 +577,14 @@ async def _cycles(port: int, connections: int, cycles: int, tag: str, stats: Sta
     await asyncio.gather(*(one(i) for i in range(connections)))
 
 
-def instructions_run(scratch: Path, *, connections: int, cycles: int, repo: Path | None) -> float:
+def instructions_run(
+    scratch: Path,
+    *,
+    connections: int,
+    cycles: int,
+    repo: Path | None,
+    extra: Sequence[str] = (),
+) -> float:
     """Instructions the server executes per request (all threads), counted by callgrind.
 
     The server runs under `valgrind --tool=callgrind` with counting off; after a warm-up of two
@@ -485,7 +600,9 @@ def instructions_run(scratch: Path, *, connections: int, cycles: int, repo: Path
     _prepare(data_dir)
     out = scratch / "callgrind.out"
     wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-    server, (_, port) = start_server(data_dir, scratch / "server.log", repo=repo, wrapper=wrapper)
+    server, (_, port) = start_server(
+        data_dir, scratch / "server.log", repo=repo, wrapper=wrapper, extra=extra
+    )
     stats = Stats()
     asyncio.run(_cycles(port, connections, 2, "warm", stats))
     control = ["callgrind_control", "--instr"]
@@ -558,24 +675,39 @@ def main() -> None:
         "one (or with --repo): before, now, before, now... for --pairs pairs, then the medians "
         "(no in-process baseline)",
     )
-    parser.add_argument("--pairs", type=int, default=3, help="pairs of runs with --against")
+    parser.add_argument(
+        "--pairs", type=int, default=3, help="pairs of runs with --against or --metrics"
+    )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="compare the server without and with --metrics-listen (scraped every second), "
+        "in turns for --pairs pairs, and print the ratios",
+    )
     parser.add_argument(
         "--instructions",
         type=int,
         default=None,
         metavar="CYCLES",
-        help="with --against: count the server's instructions per request under callgrind "
+        help="with --against or --metrics: count the server's instructions per request under "
+        "callgrind "
         "(valgrind), CYCLES create/describe/delete cycles per connection, instead of timing",
     )
     args = parser.parse_args()
     _check_encoders()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="server-bench-"))
+    if args.metrics and args.instructions is not None:
+        _metrics_instructions(args, scratch)
+        return
     if args.instructions is not None:
         if args.against is None:
             parser.error("--instructions compares two checkouts: give --against PATH")
         if args.instructions < 1:
             parser.error(f"--instructions needs at least 1 cycle, got {args.instructions}")
         _instructions(args, scratch)
+        return
+    if args.metrics:
+        _metrics_pairs(args, scratch)
         return
     if args.against is not None:
         _interleaved(args, scratch)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from metadata_log.chain import ChainKeeper
 from metadata_log.checkpoint import Checkpoint
 from metadata_log.container import SYNC_SIZE, fsync_directory, write_all
 from metadata_log.errors import LogClosedError, LogError, LogFailedError
@@ -23,6 +24,7 @@ from metadata_log.private_files import make_dirs
 from metadata_log.repair import move_segment
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.storage import SegmentStorage
+from metadata_log.timings import LogTimings
 
 logger = logging.getLogger("metadata_log")
 
@@ -52,6 +54,13 @@ class ActiveSegment:
         self.failed: OSError | None = None
         self.dirty = False
         """True while written blocks wait for `sync` (a replica's writes)."""
+        self.timings = LogTimings()
+        """How long block writes and fsyncs take (read by the metrics)."""
+        self.chain: ChainKeeper | None = None
+        """The hash chain's newest file (metadata_log.chain), kept with every block written."""
+        self.chained = True
+        """Whether the chain is kept: always for the user's log; for a quorum node's, once the
+        quorum's `metadata.version` switches it on (or its files show it was)."""
 
     # ---------------------------------------------------------------- opening
 
@@ -73,6 +82,7 @@ class ActiveSegment:
         """Open the newest segment for appending (after `prepare`), in this code's schema."""
         storage = self.storage
         self.resume(self._in_this_schema(storage.segments[-1]))
+        self.restart_chain()
         checkpoint = storage.checkpoint
         start = 0 if checkpoint is None else checkpoint.log_start_offset
         if checkpoint is None or checkpoint.newest_segment != storage.segments[-1].base_offset:
@@ -104,8 +114,17 @@ class ActiveSegment:
         """After a truncation: the cut segment is the newest again, in this code's schema."""
         storage = self.storage
         self.resume(self._in_this_schema(storage.segments[-1]))
+        self.restart_chain()
         if storage.segments[-1].header.schema_json != storage.codec.entry_schema_json:
             self.roll()  # new blocks go in this code's schema, as after an open
+
+    def restart_chain(self) -> None:
+        """Take up the hash chain from the files (after an open, a cut or a reset)."""
+        if self.chain is not None:
+            self.chain.close(write=self.failed is None)
+            self.chain = None
+        if self.chained:
+            self.chain = ChainKeeper.open(self.storage.segments)
 
     def release_fd(self) -> None:
         """Close the newest segment's descriptor (before its file is cut or replaced)."""
@@ -145,6 +164,7 @@ class ActiveSegment:
         self,
         framed: bytes,
         *,
+        body: bytes,
         first_offset: int,
         count: int,
         epoch: int,
@@ -153,6 +173,8 @@ class ActiveSegment:
         what: str,
     ) -> None:
         """Write one framed block at the end; with `durable` fdatasync it before publishing.
+
+        `body` is the block's uncompressed body, which the hash chain covers.
 
         Without `durable` (a replica's writes) readers see the block at once and `sync` makes
         it durable later. An I/O error fails the log (fail-stop) naming `what`.
@@ -164,12 +186,20 @@ class ActiveSegment:
             fd = self.fd
             if fd is None:  # pragma: no cover - guarded by check_writable
                 raise LogClosedError("the log is closed")
+            started = time.perf_counter()
             if durable:
                 write_all(fd, data)
+                synced = time.perf_counter()
                 os.fdatasync(fd)
+                ended = time.perf_counter()
+                self.timings.fsync.observe(ended - synced)
             else:
                 self.dirty = True
                 write_all(fd, data)
+                ended = time.perf_counter()
+            self.timings.append.observe(ended - started)
+            if self.chain is not None:
+                self.chain.append(first_offset, count, body)
         except OSError as exc:
             self.fail(what, exc)
         # Published only now (after the fsync of a durable write): readers never look past
@@ -187,7 +217,9 @@ class ActiveSegment:
     def sync(self) -> None:
         """Make every block written so far durable (fdatasync of the newest segment)."""
         if self.fd is not None:
+            started = time.perf_counter()
             os.fdatasync(self.fd)
+            self.timings.fsync.observe(time.perf_counter() - started)
         self.dirty = False
         self.storage.flushed_offset = self.storage.next_offset
 
@@ -199,6 +231,8 @@ class ActiveSegment:
             >= storage.config.checkpoint_interval_ms / 1000
         ):
             try:
+                if self.chain is not None:
+                    self.chain.sync()
                 storage.write_checkpoint()
             except OSError as exc:  # the blocks are durable; the next roll or close retries
                 storage.checkpointed_at = time.monotonic()
@@ -227,6 +261,8 @@ class ActiveSegment:
             storage.directory, storage.next_offset, storage.codec.entry_schema_json, old
         )
         self.resume(segment)
+        if self.chain is not None:
+            self.chain.roll(segment)
         storage.segments = [*storage.segments, segment]
         # The checkpoints now name the new segment: from here on, losing it is noticed.
         storage.write_checkpoint()
@@ -293,8 +329,16 @@ class ActiveSegment:
                 self.release_fd()
                 if self.failed is None and self.storage.segments:
                     try:
+                        if self.chain is not None:
+                            self.chain.sync()
                         self.storage.segments[-1].save_indexes()
                         self.storage.write_checkpoint()
                     except OSError as exc:  # rebuilt or rewritten on the next open
                         logger.warning("could not save the index or checkpoints: %s", exc)
+            if self.chain is not None:
+                try:
+                    self.chain.close(write=self.failed is None)
+                except OSError as exc:  # the next writer open hashes what is missing
+                    logger.warning("could not write the hash chain's last records: %s", exc)
+                    self.chain.close(write=False)
         self.lock.release()

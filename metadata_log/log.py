@@ -22,6 +22,7 @@ from metadata_log.reads import StoredLog
 from metadata_log.recovery import Repair
 from metadata_log.segment import SegmentInfo
 from metadata_log.storage import SegmentStorage
+from metadata_log.timings import LogTimings
 from metadata_log.writer import AppendResult, LogWriter
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.model import Record
@@ -113,6 +114,11 @@ class MetadataLog(StoredLog):
         if self.storage.closed:
             raise LogClosedError("the log is closed")
         return self.storage.next_offset
+
+    @property
+    def timings(self) -> LogTimings:
+        """How long this log's block writes and fsyncs took (for the metrics)."""
+        return self._active.timings
 
     def trim_before(self, offset: int) -> list[SegmentInfo]:
         """Remove the whole segments whose entries all lie below `offset`; the log start moves.

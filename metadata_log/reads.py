@@ -16,6 +16,7 @@ from typing import Self
 
 from metadata_log.config import LogConfig
 from metadata_log.container import RawBlock, body_prefix
+from metadata_log.digest import LogDigest, take_digest
 from metadata_log.epoch import read_epoch
 from metadata_log.errors import LogClosedError, LogError
 from metadata_log.replica import ReplicaBlock
@@ -362,6 +363,16 @@ class StoredLog:
                 remaining -= 1
                 if remaining == 0:
                     return
+
+    def digest(self, at_offset: int | None = None, *, at_or_before: bool = False) -> LogDigest:
+        """The hash chain's digest at `at_offset` (a block's last offset; default: the end).
+
+        With `at_or_before`, at the last block end at or before `at_offset` (a committed
+        offset inside a block). Read from the stored chain values (metadata_log.digest).
+        """
+        if self.storage.closed:
+            raise LogClosedError("the log is closed")
+        return take_digest(list(self.storage.segments), at_offset, at_or_before=at_or_before)
 
     def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
         """Decode and check every block of every segment (CRC, framing, dense offsets).

@@ -307,7 +307,7 @@ def move_segment(path: Path, quarantine: Path | None) -> None:
 
     Without a `quarantine` they are deleted. The caller fsyncs the directories.
     """
-    for suffix in (".avro", ".index", ".timeindex"):
+    for suffix in (".avro", ".index", ".timeindex", ".chain"):
         source = path.with_suffix(suffix)
         if quarantine is None:
             source.unlink(missing_ok=True)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from metadata_log.active import ActiveSegment, lock_directory
+from metadata_log.chain import CHAIN_SUFFIX
 from metadata_log.checkpoint import Checkpoint
 from metadata_log.config import LogConfig
 from metadata_log.container import (
@@ -38,6 +39,7 @@ from metadata_log.replica_checks import check_blocks
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 from metadata_log.storage import SegmentStorage
+from metadata_log.timings import LogTimings
 from metadata_log.writer import check_batch
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.model import Record
@@ -84,6 +86,9 @@ class ReplicaLog(StoredLog):
                 path, config=config or LogConfig(), codec=codec, recovery=Repair()
             )
             active = ActiveSegment(storage, lock)
+            # A quorum keeps the chain once its metadata.version says so (`keep_chain`); a log
+            # that kept it goes on keeping it.
+            active.chained = any(name.endswith(CHAIN_SUFFIX) for name in os.listdir(path))
             active.prepare()
             active.start()
             log = cls(storage, active)
@@ -107,6 +112,29 @@ class ReplicaLog(StoredLog):
             self._epochs.load(persist=True)
         except OSError as exc:
             self._active.fail(f"writing {EPOCH_CHECKPOINT_NAME}", exc)
+
+    @property
+    def keeps_chain(self) -> bool:
+        """Whether the log keeps the hash chain (metadata_log.chain)."""
+        return self._active.chained
+
+    def keep_chain(self) -> None:
+        """Keep the hash chain from now on: the quorum's `metadata.version` switched it on.
+
+        The first call hashes every block the log holds (once) and writes the chain files;
+        every node computes the same values, whenever it starts. Later calls do nothing.
+        """
+        active = self._active
+        if active.chained:
+            return
+        with active.write_lock:
+            active.check_writable()
+            active.chained = True
+            try:
+                active.restart_chain()
+            except OSError as exc:
+                active.fail("starting the hash chain", exc)
+        logger.info("the log in %s keeps the hash chain from now on", self.directory)
 
     @property
     def epoch(self) -> int:
@@ -192,6 +220,7 @@ class ReplicaLog(StoredLog):
             self._persist_epochs([*epochs, (block.epoch, block.first_offset)])
         self._active.write(
             encode_block(block.count, block.body),
+            body=block.body,
             first_offset=block.first_offset,
             count=block.count,
             epoch=block.epoch,
@@ -359,6 +388,11 @@ class ReplicaLog(StoredLog):
             interval=self.config.index_interval_bytes,
         )
 
+    @property
+    def timings(self) -> LogTimings:
+        """How long this log's block writes and fsyncs took (for the metrics)."""
+        return self._active.timings
+
     def trim_before(self, offset: int) -> list[SegmentInfo]:
         """Remove the whole segments whose entries all lie below `offset`; the log start moves.
 
@@ -396,6 +430,11 @@ class ReplicaLog(StoredLog):
             storage.segments = [segment]
             storage.next_offset = storage.flushed_offset = start
             active.dirty = False
+            try:
+                # The chain starts over at the new start: what came before is not here.
+                active.restart_chain()
+            except OSError as exc:
+                active.fail("the reset to a snapshot", exc)
             storage.last_timestamp = snapshot.timestamp
         logger.info(
             "reset the log in %s to start at offset %d after snapshot (offset %d, epoch %d)",

@@ -10,10 +10,11 @@ dropped, so memory stays within a small multiple of the largest block.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from metadata_log.chain_check import ChainChecker, ChainReport
 from metadata_log.checkpoint import CheckpointDamage, checkpoint_path, read_checkpoint
 from metadata_log.container import BlockDamage
 from metadata_log.errors import LogCorruptionError
@@ -57,11 +58,17 @@ class VerifyReport:
     """A torn tail of the newest segment (a writer open truncates it): not damage."""
     problems: tuple[LogCorruptionError, ...] = ()
     """Problems of the log as a whole: missing segments, checkpoints, links between segments."""
+    chain: ChainReport | None = None
+    """The hash chain (metadata_log.chain): where it starts, the blocks that do not follow."""
 
     @property
     def ok(self) -> bool:
-        """True if nothing is damaged or missing."""
-        return not self.problems and all(s.error is None for s in self.segments)
+        """True if nothing is damaged or missing and the hash chain holds."""
+        return (
+            not self.problems
+            and all(s.error is None for s in self.segments)
+            and (self.chain is None or self.chain.ok)
+        )
 
     @property
     def entries(self) -> int:
@@ -87,11 +94,14 @@ def verify_log(
     *,
     progress: Callable[[int], None] | None = None,
     sizes: Mapping[int, int] | None = None,
+    chain_values_at: Collection[int] = (),
 ) -> VerifyReport:
     """Check the checkpoints, every header, link and block of the log in `directory`.
 
     `sizes` bounds the bytes checked per segment (by base offset); by default each file's size.
-    `progress` is called with the entries of each block checked.
+    `progress` is called with the entries of each block checked. The hash chain is
+    recomputed and compared with its stored values; its recomputed value at each end offset of
+    `chain_values_at` is kept in the report (to check digests).
     """
     path = Path(directory)
     problems: list[LogCorruptionError] = []
@@ -109,6 +119,10 @@ def verify_log(
         trimmed_leftovers(bases, 0 if checkpoint is None else checkpoint.log_start_offset) :
     ]
     reports: list[SegmentReport] = []
+    chain = ChainChecker(
+        (checkpoint.log_start_offset if checkpoint is not None else bases[0] if bases else 0),
+        frozenset(chain_values_at),
+    )
     links: list[Link | None] = []
     torn_tail: str | None = None
     chained = False
@@ -131,13 +145,25 @@ def verify_log(
                 max_timestamp=-1,
             )
             reports.append(SegmentReport(info=info, entries=0, error=header_error))
+            chain.unreadable(base)
             links.append(None)
             continue
         chained = chained or segment.header.checksummed
         is_last = i == len(bases) - 1
+        chain.begin_segment(segment)
         error, torn = _check_segment(
-            segment, size, codec, is_last=is_last, recovery_point=recovery_point, progress=progress
+            segment,
+            size,
+            codec,
+            is_last=is_last,
+            recovery_point=recovery_point,
+            progress=progress,
+            chain=chain,
         )
+        if error is None:
+            chain.end_segment(newest=is_last)
+        else:
+            chain.unreadable(segment.next_offset)
         torn_tail = torn_tail or torn
         reports.append(
             SegmentReport(info=segment.info(), entries=segment.next_offset - base, error=error)
@@ -168,7 +194,12 @@ def verify_log(
             check_end=not reports or reports[-1].error is None,
         )
     )
-    return VerifyReport(segments=tuple(reports), torn_tail=torn_tail, problems=tuple(problems))
+    return VerifyReport(
+        segments=tuple(reports),
+        torn_tail=torn_tail,
+        problems=tuple(problems),
+        chain=chain.report(),
+    )
 
 
 def _check_segment(
@@ -179,12 +210,14 @@ def _check_segment(
     is_last: bool,
     recovery_point: int,
     progress: Callable[[int], None] | None,
+    chain: ChainChecker,
 ) -> tuple[LogCorruptionError | None, str | None]:
     """Decode every block of `segment` up to `size`: (damage found, torn tail description)."""
     try:
         array_schema = segment.array_schema(codec)
         for block in segment.iter_blocks(segment.header.size, size):
             decoded = segment.decode(codec, block, array_schema, segment.next_offset)
+            chain.block(block, decoded.first_offset)
             segment.note_block(
                 position=block.position,
                 end=block.end,

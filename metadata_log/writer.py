@@ -173,6 +173,7 @@ class LogWriter:
             return results
         active.write(
             encode_block(total, body),
+            body=body,
             first_offset=first,
             count=total,
             epoch=epoch,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 
 from metadata_log.log import MetadataLog
 from records.model import Record
@@ -37,6 +39,7 @@ def append_replayed_batches(
     batches: Sequence[tuple[Sequence[Record], str | None]],
     *,
     progress: Callable[[int], None] | None = None,
+    while_appending: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> tuple[int, int]:
     """Append batches, each with its own principal, as one block if together they replay.
 
@@ -44,10 +47,12 @@ def append_replayed_batches(
     itself takes no appends until it is repaired. The caller holds the log open for writing,
     so no other writer appends between the check and the append. The block is what replay
     checks as a unit (`finish_batch` runs once per block), so the batches are checked
-    together; (first offset, last offset) of what was appended.
+    together; (first offset, last offset) of what was appended. The append itself runs
+    inside `while_appending()` (the CLI holds Ctrl-C back there).
     """
     image = load_image(log, progress=progress)
     records = [record for batch, _ in batches for record in batch]
     check_batch(image, records, first_offset=log.end_offset)
-    results = log.append_batches(batches)
+    with while_appending():
+        results = log.append_batches(batches)
     return results[0][0], results[-1][1]

@@ -13,7 +13,7 @@ they are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from immutables import Map
@@ -149,10 +149,14 @@ class NamespacesImage:
         prefix = name + NAMESPACE_SEPARATOR
         return sorted(n for n in self.by_name if n.startswith(prefix))
 
+    def ordered(self) -> list[NamespaceRecord]:
+        """Every NamespaceRecord, parents before children (then by name)."""
+        names = sorted(self.by_name, key=lambda n: (n.count(NAMESPACE_SEPARATOR), n))
+        return [self.by_name[name] for name in names]
+
     def write(self) -> Iterator[Record]:
         """NamespaceRecords, parents before children."""
-        for name in sorted(self.by_name, key=lambda n: (n.count(NAMESPACE_SEPARATOR), n)):
-            yield self.by_name[name]
+        yield from self.ordered()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,12 +196,24 @@ class TopicImage:
             yield self.pending_deletion
 
 
+BrokerPartitions = Map[Uuid, tuple[int, ...]]
+"""The partitions one broker holds a replica of: partition ids (ascending) by topic id."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicsImage:
-    """Live topics by id and by qualified name."""
+    """Live topics by id and by qualified name, and the partitions each broker holds.
+
+    `by_broker` is derived from `by_id` (replay keeps it up to date record by record, and
+    `broker_index` builds it from scratch): it is what makes fencing a broker cost what the
+    broker holds, not what the cluster holds. A broker leads and is in the ISR only of
+    partitions it is a replica of, so this one index serves all three questions.
+    """
 
     by_id: Map[Uuid, TopicImage] = field(default_factory=Map)
     by_name: Map[str, Uuid] = field(default_factory=Map)
+    by_broker: Map[int, BrokerPartitions] = field(default_factory=Map)
+    """Every broker id that is a replica of some partition: its partitions, by topic."""
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -219,10 +235,56 @@ class TopicsImage:
         """Partitions of all topics together."""
         return sum(len(t.partitions) for t in self.by_id.values())
 
+    def partitions_of(self, broker_id: int) -> list[tuple[TopicImage, PartitionRecord]]:
+        """Every partition a broker is a replica of, by topic id then partition id.
+
+        Costs O(the broker's partitions), whatever the size of the cluster.
+        """
+        held = self.by_broker.get(broker_id)
+        if held is None:
+            return []
+        by_id = self.by_id
+        found: list[tuple[TopicImage, PartitionRecord]] = []
+        for topic_id in sorted(held, key=_uuid_bytes):
+            topic = by_id[topic_id]
+            partitions = topic.partitions
+            found.extend((topic, partitions[p]) for p in held[topic_id])
+        return found
+
     def write(self) -> Iterator[Record]:
         """Each topic's records, topics by qualified name."""
         for topic in self.sorted():
             yield from topic.write()
+
+
+def _uuid_bytes(topic_id: Uuid) -> bytes:
+    return topic_id.bytes
+
+
+def broker_index(by_id: Map[Uuid, TopicImage]) -> Map[int, BrokerPartitions]:
+    """`TopicsImage.by_broker` built from the topics (a snapshot load; replay keeps it up)."""
+    held: dict[int, dict[Uuid, tuple[int, ...]]] = {}
+    for topic_id, topic in by_id.items():
+        for broker_id, ids in replica_partitions(topic.partitions).items():
+            found = held.get(broker_id)
+            if found is None:
+                held[broker_id] = found = {}
+            found[topic_id] = tuple(ids)
+    return Map({broker_id: Map(topics) for broker_id, topics in held.items()})
+
+
+def replica_partitions(partitions: Iterable[PartitionRecord]) -> dict[int, list[int]]:
+    """The ids of `partitions` each broker is a replica of (ascending if they are)."""
+    held: dict[int, list[int]] = {}
+    for partition in partitions:
+        partition_id = partition.partition_id
+        for broker_id in partition.replicas:
+            ids = held.get(broker_id)
+            if ids is None:
+                held[broker_id] = [partition_id]
+            else:
+                ids.append(partition_id)
+    return held
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,11 +304,20 @@ class ConfigsImage:
     def write(self) -> Iterator[Record]:
         """One ConfigRecord per key, resources and keys sorted."""
         for key in sorted(self.resources):
-            values = self.resources[key]
-            for name in sorted(values):
-                yield ConfigRecord(
-                    resource_type=key[0], resource_name=key[1], name=name, value=values[name]
-                )
+            yield from self.write_resource(key[0], key[1], self.resources[key])
+
+    @staticmethod
+    def write_resource(
+        resource_type: ConfigResourceType, resource_name: str, values: Map[str, str]
+    ) -> Iterator[Record]:
+        """One resource's ConfigRecords, keys sorted."""
+        for name in sorted(values):
+            yield ConfigRecord(
+                resource_type=resource_type,
+                resource_name=resource_name,
+                name=name,
+                value=values[name],
+            )
 
 
 _EMPTY_CONFIG: Map[str, str] = Map()

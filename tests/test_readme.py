@@ -45,8 +45,12 @@ def test_readme_python_examples_run_in_order(tmp_path: Path) -> None:
         assert done.returncode == 0, f"README Python example {number} failed:\n{done.stderr}"
         assert "Traceback" not in done.stderr, done.stderr
         outputs.append(done.stdout.splitlines())
-    raw_log, service = outputs[0], outputs[1]
-    # The log example prints its two entries; the service example creates its topic (code 0).
+    api, raw_log = outputs[0], outputs[1]
+    # The public API's example creates its topic (code 0), shows it, travels to the end of
+    # the topic's batch (5), and names it in the diff and the history.
+    assert api[0].startswith("0 "), api
+    assert api[1].startswith("TopicImage(") and "name='orders'" in api[1], api
+    assert api[2] == "5", api
+    assert "orders" in api[3] and api[4].startswith("[2,"), api
+    # The log example prints its two entries.
     assert len(raw_log) == 2 and raw_log[0].startswith("0 ")
-    assert service[0].startswith("0 "), service
-    assert service[1].startswith("TopicImage(") and "name='orders'" in service[1], service

@@ -13,6 +13,7 @@ the local principal; with `--bootstrap-server` they go through the server's Kafk
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -268,18 +269,41 @@ def cmd_acls_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> 
         for f in base
         for principal in principals
     ]
+    hint = ""
     with open_target(settings, args) as target:
         found = _describe_all(target, filters)
+        if not found and named and args.resource_pattern_type is None:
+            hint = _other_patterns_hint(target, filters)
     if settings.output == "json":
         import json
 
         out.write(json.dumps([binding_json(b) for b in found], separators=(",", ":")) + "\n")
+        if hint:
+            print(f"mlog: {hint}", file=sys.stderr)
         return EXIT_OK
     if not found:
-        out.write("no ACLs match; add one with `mlog acls add`\n")
+        out.write(f"no ACLs match; {hint or 'add one with `mlog acls add`'}\n")
         return EXIT_OK
     print_acls(found, out)
     return EXIT_OK
+
+
+def _other_patterns_hint(target: Target, filters: Sequence[AclFilter]) -> str:
+    """What `--resource-pattern-type` would find when LITERAL (the default) found nothing.
+
+    A PREFIXED ACL on `org` (or on a prefix of the name) is not LITERAL: Kafka's tool lists
+    it only with `--resource-pattern-type any` (same name) or `match` (every ACL that applies).
+    """
+    for pattern_type, flag in ((PatternType.ANY, "any"), (PatternType.MATCH, "match")):
+        wider = [dataclasses.replace(f, pattern_type=pattern_type) for f in filters]
+        found = _describe_all(target, wider)
+        if found:
+            kinds = sorted({PatternType(b.pattern_type).name for b in found})
+            return (
+                f"no LITERAL ACL names it, but {len(found)} {'/'.join(kinds)} ACL(s) do: "
+                f"add --resource-pattern-type {flag} to list them"
+            )
+    return ""
 
 
 def _remove_filters(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
@@ -15,11 +16,12 @@ from api.cli.common import (
     broker_id_arg,
 )
 from api.cli.output import emit, print_table
-from api.cli.targets import fetch_image, open_target
+from api.cli.targets import open_target
 from records.model import BrokerEndpoint
 from replay.controller.commands import BrokerAction, RegisterBroker
 
 if TYPE_CHECKING:
+    from api.protocol.private import BrokerLivenessItem
     from api.service.settings import Settings
 
 
@@ -90,36 +92,63 @@ def _broker_action(action: BrokerAction, verb: str) -> Callable[..., int]:
 
 
 def cmd_brokers_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """List registered brokers."""
-    image = fetch_image(settings, args)
+    """List registered brokers, with their liveness on a server's active controller."""
+    with open_target(settings, args) as target:
+        image = target.image()
+        sessions = target.broker_liveness()
     brokers = image.cluster.sorted()
     if settings.output == "json":
-        items = [
-            {
-                "broker_id": b.broker_id,
-                "epoch": b.broker_epoch,
-                "incarnation_id": str(b.incarnation_id),
-                "rack": b.rack,
-                "fenced": b.fenced,
-                "in_controlled_shutdown": b.in_controlled_shutdown,
-                "endpoints": [f"{e.host}:{e.port}" for e in b.end_points],
-            }
-            for b in brokers
-        ]
+        items = []
+        for b in brokers:
+            session = sessions.get(b.broker_id)
+            items.append(
+                {
+                    "broker_id": b.broker_id,
+                    "epoch": b.broker_epoch,
+                    "incarnation_id": str(b.incarnation_id),
+                    "rack": b.rack,
+                    "fenced": b.fenced,
+                    "in_controlled_shutdown": b.in_controlled_shutdown,
+                    "endpoints": [f"{e.host}:{e.port}" for e in b.end_points],
+                    "last_heartbeat_ms": None if session is None else session.last_heartbeat_ms,
+                    "metadata_offset": None if session is None else session.metadata_offset,
+                    "fenced_reason": None if session is None else session.fenced_reason,
+                }
+            )
         out.write(json.dumps(items) + "\n")
         return EXIT_OK
-    rows = [
-        (
-            b.broker_id,
-            b.rack or "-",
-            "fenced" if b.fenced else "shutting down" if b.in_controlled_shutdown else "active",
-            b.broker_epoch,
-            ",".join(f"{e.host}:{e.port}" for e in b.end_points) or "-",
+    now_ms = time.time_ns() // 1_000_000
+    rows = []
+    for b in brokers:
+        session = sessions.get(b.broker_id)
+        state = "fenced" if b.fenced else "shutting down" if b.in_controlled_shutdown else "active"
+        rows.append(
+            (
+                b.broker_id,
+                b.rack or "-",
+                state,
+                b.broker_epoch,
+                ",".join(f"{e.host}:{e.port}" for e in b.end_points) or "-",
+                "-" if session is None else _ago(now_ms - session.last_heartbeat_ms),
+                "-" if session is None or session.metadata_offset < 0 else session.metadata_offset,
+                _why(b.fenced or b.in_controlled_shutdown, session),
+            )
         )
-        for b in brokers
-    ]
-    print_table(rows, ("id", "rack", "state", "epoch", "endpoints"), out)
+    header = ("id", "rack", "state", "epoch", "endpoints", "heartbeat", "offset", "why")
+    print_table(rows, header, out)
     return EXIT_OK
+
+
+def _why(down: bool, session: BrokerLivenessItem | None) -> str:
+    """Why a broker that is down is down, when this controller put it there."""
+    if not down or session is None or session.fenced_reason is None:
+        return "-"
+    return session.fenced_reason
+
+
+def _ago(ms: int) -> str:
+    """A duration in the past, as a person reads it: `1.2 s ago`."""
+    return f"{max(ms, 0) / 1000:.1f} s ago"
 
 
 def add_verbs(brokers: argparse.ArgumentParser) -> None:

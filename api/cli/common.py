@@ -133,9 +133,9 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True
     parser.add_argument(
         "--bootstrap-server",
         default=default,
-        metavar="HOST:PORT",
-        help="run against `mlog serve` there instead of the data directory (env "
-        "MLOG_BOOTSTRAP_SERVER)",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="run against `mlog serve` there instead of the data directory; several are "
+        "tried in turn until one answers (env MLOG_BOOTSTRAP_SERVER)",
     )
     parser.add_argument(
         "--command-config",

@@ -15,9 +15,11 @@ from api.cli.common import (
     count_arg,
     offset_arg,
 )
+from api.cli.interrupts import writes_finish
 from api.cli.output import format_time, print_table
 from api.cli.progress import Progress
 from api.cli.targets import QUORUM_STATE, open_reader, open_target
+from metadata_log.digest import DigestError, LogDigest, parse_digest
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogCorruptionError
 from metadata_log.log import MetadataLog
@@ -84,12 +86,36 @@ def _print_entry(entry: LogEntry, settings: Settings, out: TextIO, *, secrets: b
         out.write(line + "\n")
     else:
         # People see no salt or key: "(hidden)" even with --show-secrets.
-        payload = json.dumps(shown_json(entry.record), separators=(",", ":"))
+        payload = json.dumps(_shown(entry.record), separators=(",", ":"))
         out.write(
             f"offset: {entry.offset} epoch: {entry.epoch} "
             f"timestamp: {format_time(entry.timestamp)} "
             f"principal: {entry.principal or '-'} payload: {payload}\n"
         )
+
+
+def _shown(record: Record) -> Any:
+    """A record as a table row shows it: internal bookkeeping compactly.
+
+    A ClientWriteRecord (the server's note of an answered write, for retries) carries the
+    answer's bytes: a row shows their size, not the base64 of them (`--output json` keeps
+    them, for copies).
+    """
+    from records.model import ClientWriteRecord
+
+    if isinstance(record, ClientWriteRecord):
+        return {
+            "type": "CLIENT_WRITE_RECORD",
+            "internal": "the answer to a client's write, kept for its retries",
+            "data": {
+                "client_id": str(record.client_id),
+                "sequence": record.sequence,
+                "principal": record.principal,
+                "api_key": record.api_key,
+                "response": f"<{len(record.response)} bytes>",
+            },
+        }
+    return shown_json(record)
 
 
 def _dump_up_to_damage(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -124,9 +150,21 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
             f"there is no log at {settings.log_dir}; check --data-dir (the log lives in "
             "<data-dir>/log)"
         )
+    digest = None
+    if args.digest is not None:
+        try:
+            digest = parse_digest(args.digest)
+        except DigestError as exc:
+            raise CliError(str(exc)) from None
     progress = Progress("verifying")
-    report = verify_log(settings.log_dir, progress=progress.advance)
+    report = verify_log(
+        settings.log_dir,
+        progress=progress.advance,
+        chain_values_at=() if digest is None else (digest.end_offset,),
+    )
     progress.finish()
+    digest_ok, digest_text = (True, None) if digest is None else _check_digest(report, digest)
+    chain_text = None if report.chain is None else report.chain.describe()
     if settings.output == "json":
         out.write(
             json.dumps(
@@ -145,6 +183,22 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
                         for s in report.segments
                     ],
                     "problems": [str(p) for p in report.problems],
+                    "chain": None
+                    if report.chain is None
+                    else {
+                        "ok": report.chain.ok,
+                        "origin": report.chain.origin,
+                        "stored_from": report.chain.stored_from,
+                        "breaks": [str(b) for b in report.chain.breaks],
+                        "first_break_offset": report.chain.breaks[0].first_offset
+                        if report.chain.breaks
+                        else None,
+                        "unrecorded_blocks": report.chain.unrecorded_blocks,
+                        "description": chain_text,
+                    },
+                    "digest": None
+                    if digest is None
+                    else {"token": digest.token(), "matches": digest_ok, "detail": digest_text},
                 }
             )
             + "\n"
@@ -166,11 +220,71 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
             out.write(f"DAMAGED: {problem}\n")
         if report.torn_tail:
             out.write(f"torn tail (the next writer open truncates it): {report.torn_tail}\n")
+        if chain_text is not None:
+            out.write(chain_text + "\n")
+        if digest_text is not None:
+            out.write(digest_text + "\n")
         verdict = "clean" if report.ok else "DAMAGED"
         out.write(f"{verdict}: {report.entries} entries in {len(report.segments)} segments\n")
         if not report.ok:
             out.write(f"repair: {_repair_hint(report)}\n")
-    return EXIT_OK if report.ok else EXIT_DAMAGED
+    return EXIT_OK if report.ok and digest_ok else EXIT_DAMAGED
+
+
+def _check_digest(report: VerifyReport, digest: LogDigest) -> tuple[bool, str]:
+    """(matches, one line) for a digest checked against the chain `verify` recomputed."""
+    token = digest.token()
+    chain = report.chain
+    value = None if chain is None else chain.value_at(digest.end_offset)
+    if value == digest.chain:
+        return True, (
+            f"digest {token}: MATCHES: the log up to offset {digest.offset} is the one the "
+            "digest was taken from"
+        )
+    if chain is not None and value is None and digest.end_offset < chain.log_start:
+        return False, (
+            f"digest {token}: CANNOT BE CHECKED: the log starts at offset {chain.log_start}, "
+            f"after the digest's offset {digest.offset} (those entries were trimmed); check a "
+            f"digest taken at offset {chain.log_start - 1} or later"
+        )
+    if value is None and chain is not None and chain.lost_at is not None:
+        why = (
+            f"damage at offset {chain.lost_at} (listed above) keeps the chain from being "
+            "recomputed up to the digest's offset"
+        )
+    elif value is None:
+        why = (
+            f"offset {digest.offset} is not the last offset of a block of this log (the log "
+            "was cut and written again, or the digest is from another log)"
+        )
+    else:
+        breaks = (
+            [] if chain is None else [b for b in chain.breaks if b.first_offset <= digest.offset]
+        )
+        why = "the entries up to it hash to another value" + (
+            f"; the first block that does not follow: {breaks[0]}" if breaks else ""
+        )
+    return False, f"digest {token}: DOES NOT MATCH: {why}"
+
+
+def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Print the hash chain's digest token at an offset (default: the log's last offset)."""
+    from metadata_log.merkle import root_at
+
+    if settings.bootstrap_server:
+        return _remote_digest(args, settings, out)
+    with open_reader(settings) as log:
+        try:
+            digest = log.digest(args.at_offset)
+            root = root_at(log.directory, log.storage.segments, digest.end_offset)
+        except DigestError as exc:
+            raise CliError(str(exc)) from None
+    digest = LogDigest(offset=digest.offset, chain=digest.chain, root=root)
+    if settings.output == "json":
+        out.write(json.dumps(digest.to_json()) + "\n")
+    else:
+        out.write(digest.token() + "\n")
+    return EXIT_OK
 
 
 def _repair_hint(report: VerifyReport) -> str:
@@ -401,13 +515,92 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     try:
         with MetadataLog.open(settings.log_dir, config=settings.log) as log:
             # Only a block that replays onto the log's image is appended (else nothing is).
-            first, last = append_replayed_batches(log, batches, progress=progress.advance)
+            first, last = append_replayed_batches(
+                log, batches, progress=progress.advance, while_appending=writes_finish
+            )
     finally:
         progress.finish()
     if settings.output == "json":
         out.write(json.dumps({"first_offset": first, "last_offset": last}) + "\n")
     else:
         out.write(f"appended {last - first + 1} records at offsets {first}..{last}\n")
+    return EXIT_OK
+
+
+def _remote_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """A node's digest through DescribeLogDigest (a v1 token: the chain value, no root)."""
+    from api.cli.targets import RemoteTarget, client_security
+
+    offset = -1 if args.at_offset is None else args.at_offset
+    target = RemoteTarget(settings.bootstrap_server or "", security=client_security(args))
+    try:
+        answer = target.wait(lambda: target.client.log_digest(offset))
+    finally:
+        target.close()
+    if answer.offset < 0:
+        raise CliError("the node has committed nothing yet, or its log keeps no hash chain")
+    if settings.output == "json":
+        out.write(
+            json.dumps(
+                {
+                    "token": answer.token,
+                    "offset": answer.offset,
+                    "chain": answer.chain.hex(),
+                    "committed_offset": answer.committed_offset,
+                }
+            )
+            + "\n"
+        )
+    else:
+        out.write(answer.token + "\n")
+    return EXIT_OK
+
+
+def cmd_log_prove(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """Print a Merkle inclusion proof (--offset) or consistency proof (--from-digest), as JSON.
+
+    The digest(s) must be v2 tokens (with a Merkle root) of this log: the proof is checked
+    against the root the token holds before it is printed.
+    """
+    from metadata_log.merkle import prove_consistency, prove_inclusion
+
+    try:
+        digest = parse_digest(args.digest)
+        older = None if args.from_digest is None else parse_digest(args.from_digest)
+    except DigestError as exc:
+        raise CliError(str(exc)) from None
+    if (args.offset is None) == (older is None):
+        raise CliError(
+            "give --offset N (an inclusion proof) or --from-digest TOKEN (a consistency proof)"
+        )
+    for token in (digest, older):
+        if token is not None and token.root is None:
+            raise CliError(
+                f"{token.token()} has no Merkle root (a v1 token): take a v2 digest with "
+                "`mlog log digest`"
+            )
+    proof: Any
+    with open_reader(settings) as log:
+        try:
+            segments = log.storage.segments
+            if older is None:
+                proof = prove_inclusion(log.directory, segments, args.offset, digest.end_offset)
+                roots = [(digest, proof.root)]
+            else:
+                proof = prove_consistency(
+                    log.directory, segments, older.end_offset, digest.end_offset
+                )
+                roots = [(older, proof.first_root), (digest, proof.second_root)]
+        except DigestError as exc:
+            raise CliError(str(exc)) from None
+    for token, root in roots:
+        if token.root != root:
+            raise CliError(
+                f"the log's Merkle root over entries 0..{token.offset} is not the one in "
+                f"{token.token()}: the log is not the one the digest was taken from (run "
+                "`mlog log verify --digest` on it)"
+            )
+    out.write(json.dumps(proof.to_json(), indent=None if settings.output == "json" else 2) + "\n")
     return EXIT_OK
 
 
@@ -444,7 +637,42 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         "verify", help="check every header, block and segment (exit 0 clean, 1 damaged)"
     )
     add_global_options(verify)
+    verify.add_argument(
+        "--digest",
+        metavar="TOKEN",
+        help="also prove the log up to the digest's offset is the one `log digest` printed it "
+        "for (exit 1 if not)",
+    )
     verify.set_defaults(handler=cmd_log_verify)
+
+    digest = verbs.add_parser(
+        "digest",
+        help="print the hash chain's digest token, for an auditor to keep outside the system",
+    )
+    add_global_options(digest)
+    digest.add_argument(
+        "--at-offset",
+        type=offset_arg,
+        metavar="N",
+        help="the digest after offset N, the last offset of a block (default: the log's last; "
+        "with --bootstrap-server: the node's committed offset)",
+    )
+    # Also through a server (DescribeLogDigest): compare nodes by asking each for one offset.
+    digest.set_defaults(handler=cmd_log_digest, remote=True)
+
+    prove = verbs.add_parser(
+        "prove",
+        help="print a Merkle proof: an entry is in the log as of a digest, or two digests agree",
+    )
+    add_global_options(prove)
+    prove.add_argument("--digest", required=True, metavar="TOKEN", help="the (newer) v2 digest")
+    prove.add_argument("--offset", type=offset_arg, metavar="N", help="inclusion proof of entry N")
+    prove.add_argument(
+        "--from-digest",
+        metavar="TOKEN",
+        help="consistency proof from this older v2 digest to --digest",
+    )
+    prove.set_defaults(handler=cmd_log_prove)
 
     truncate = verbs.add_parser(
         "truncate",
@@ -493,3 +721,7 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         help="who is appending (stored with each entry; by default a dumped line's principal)",
     )
     append.set_defaults(handler=cmd_log_append)
+
+    from api.cli.log_export import add_export_verbs
+
+    add_export_verbs(verbs)

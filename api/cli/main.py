@@ -29,6 +29,7 @@ from api.cli.common import (
     Handler,
     add_global_options,
 )
+from api.cli.interrupts import EXIT_INTERRUPTED, INTERRUPTED
 from api.service.settings import Settings, load_settings
 from metadata_log.errors import LogCorruptionError
 from records.errors import MetadataLogError
@@ -51,23 +52,73 @@ NOUNS = (
     ("shell", "interactive shell over the image tree"),
     ("serve", "serve the Kafka admin protocol on a TCP port"),
     ("quorum", "format a controller quorum's voters, describe the quorum"),
+    ("status", "whether running servers are ready (their /readyz)"),
+    ("features", "describe and upgrade feature levels (metadata.version, kraft.version)"),
     ("audit", "audit queries and state replay in PySpark"),
 )
 """Each noun (its module is `api.cli.<noun>`) and its help, in the order `mlog --help` lists."""
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
-    *("acls", "users", "quorum"),
+    *("acls", "users", "quorum", "features"),
 )
 """Commands that run against a server with `--bootstrap-server` (the others need the data
 directory: the log's files, the snapshot database, Spark, or the server itself)."""
 
 
+def option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every `--flag` `parser` takes, and those of its subcommands' parsers already filled in.
+
+    argparse has no public way to list a parser's options: its `_actions` and
+    `_SubParsersAction` are read here, in this one place.
+    """
+    found = {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if not isinstance(sub, NounParser) or sub.filled:
+                    found |= option_strings(sub)
+    return found
+
+
+def mistyped_flag(argv: Sequence[str], known: set[str]) -> str | None:
+    """The first `--flag` of `argv` that no parser takes, named with the nearest that one does.
+
+    argparse reports a mistyped global flag by what follows it (`--data-dri foo` becomes
+    "invalid choice: 'foo'"); naming the flag itself says what to fix.
+    """
+    import difflib
+
+    for token in argv:
+        if token == "--":
+            return None
+        flag = token.split("=", 1)[0]
+        if not flag.startswith("--") or flag in known:
+            continue
+        if any(k.startswith(flag) for k in known):
+            continue  # an abbreviation argparse accepts (or calls ambiguous itself)
+        near = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        return f"unknown option {flag}{hint}"
+    return None
+
+
 class MlogParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr (exit 2), as every error."""
 
+    argv: Sequence[str] = ()
+    """The arguments being parsed (set by `main`), to name a mistyped flag in any error."""
+
     def error(self, message: str) -> NoReturn:
-        """Print `PROG: error: MESSAGE (see PROG --help)` and exit 2 (argparse adds usage)."""
+        """Print `PROG: error: MESSAGE (see PROG --help)` and exit 2 (argparse adds usage).
+
+        A mistyped `--flag` in the arguments is the likelier cause of any usage error, so it
+        is named instead (with the nearest flag that exists).
+        """
+        typo = mistyped_flag(MlogParser.argv, option_strings(self))
+        if typo is not None:
+            prog = self.prog.split(" ")[0]
+            self.exit(EXIT_ERROR, f"{prog}: error: {typo} (see `{self.prog} --help`)\n")
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
@@ -77,6 +128,11 @@ class NounParser(MlogParser):
     def __init__(self, *args: Any, module: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._module = module
+
+    @property
+    def filled(self) -> bool:
+        """Whether the noun's verbs and flags were added."""
+        return self._module is None
 
     def fill(self) -> None:
         """Let the noun's module (imported now) add its verbs and flags, once."""
@@ -223,9 +279,22 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run `mlog`; returns the exit code (0 ok, 1 damaged log data, 2 error)."""
+    """Run `mlog`; returns the exit code (0 ok, 1 damaged log data, 2 error, 130 Ctrl-C)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(argv, out)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, no traceback (writes hold it back until they end: interrupts.py).
+        # On a terminal the cursor is after the echoed ^C (a prompt, a progress line).
+        lead = "\n" if sys.stderr.isatty() else ""
+        print(f"{lead}{INTERRUPTED}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str], out: TextIO | None) -> int:
+    """`main` without the Ctrl-C handling."""
     parser = build_parser(only=chosen_noun(argv))
+    MlogParser.argv = argv
     args = parser.parse_args(argv)
     out = out or sys.stdout
     debug = bool(getattr(args, "debug", False))

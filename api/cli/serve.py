@@ -31,6 +31,7 @@ from records.uuids import Uuid
 if TYPE_CHECKING:
     from api.raft.core.config import QuorumConfig
     from api.raft.node import QuorumNode
+    from api.security.client_config import ClientSecurity
     from api.server.config import ServerConfig
     from api.server.server import MetadataServer
     from api.service.service import MetadataService
@@ -147,6 +148,14 @@ def add_verbs(serve: argparse.ArgumentParser) -> None:
         "listener's; with several listeners set advertised.listeners in the config)",
     )
     serve.add_argument(
+        "--metrics-listen",
+        type=host_port,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz over HTTP there (the "
+        "config's metrics.listen; port 0 picks a free one; default: not served)",
+    )
+    serve.add_argument(
         "--node-id",
         type=_node_id,
         default=None,
@@ -243,6 +252,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         and not os.environ.get("MLOG_DATA_DIR")
     ):
         settings = dataclasses.replace(settings, data_dir=config.data_dir)
+    settings = _with_log_keys(settings, config)
     max_request_bytes = args.socket_request_max_bytes or config.socket_request_max_bytes
     max_request_bytes = max_request_bytes or DEFAULT_MAX_REQUEST_BYTES
     limits = resolve_limits(
@@ -274,16 +284,34 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         authorizer=config.authorizer,
         quorum_node=quorum,
         quorum_listeners=_controller_listeners(values),
+        metrics_listen=config.metrics_listen,
+        broker_session_timeout_ms=config.broker_session_timeout_ms,
+        broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+        controller_security=_controller_security(values) if quorum is not None else None,
     )
     try:
         asyncio.run(_serve(server))
     except OSError as exc:
         service.close()
-        where = ", ".join(f"{item.host or '*'}:{item.port}" for item in listeners)
+        bound = [(item.host, item.port) for item in listeners]
+        if config.metrics_listen is not None:
+            bound.append(config.metrics_listen)
+        where = ", ".join(f"{host or '*'}:{port}" for host, port in bound)
         raise CliError(f"cannot listen on {where}: {exc.strerror or exc}") from None
     if quorum is not None and quorum.failed is not None:
-        raise CliError(f"the quorum node stopped: {quorum.failed}; restart it")
+        # `failed` already says what to do (restart): the line says it once.
+        raise CliError(f"the quorum node stopped: {quorum.failed}")
     return EXIT_OK
+
+
+def _with_log_keys(settings: Settings, config: ServerConfig) -> Settings:
+    """The settings with the server file's log keys: segments, snapshot cadence, retention."""
+    log = settings.log
+    if config.segment_bytes is not None:
+        log = dataclasses.replace(log, segment_bytes=config.segment_bytes)
+    if config.segment_ms is not None:
+        log = dataclasses.replace(log, segment_ms=config.segment_ms)
+    return dataclasses.replace(settings, log=log, retention=config.retention)
 
 
 def warn_loose_files(data_dir: Path, server_logger: logging.Logger) -> None:
@@ -324,13 +352,11 @@ def _quorum_node(
     """
     from api.raft.core.quorum_state import QUORUM_STATE_NAME
     from api.raft.node import QuorumNode
-    from api.raft.transport.links import QuorumLinks, controller_client_security
+    from api.raft.transport.links import QuorumLinks
     from api.service.replicated import ReplicatedService
     from api.service.snapshots import open_snapshotter
 
-    security = None
-    if values.get("controller.listener.names"):
-        security = controller_client_security(values)
+    security = _controller_security(values)
     if quorum.is_voter and not (settings.data_dir / QUORUM_STATE_NAME).exists():
         if quorum.voters == {quorum.node_id}:
             raise CliError(SOLE_VOTER_WITHOUT_STATE.format(node=quorum.node_id))
@@ -357,6 +383,15 @@ def _quorum_node(
         service.close()
         raise
     return service, node
+
+
+def _controller_security(values: Mapping[str, str]) -> ClientSecurity | None:
+    """How this controller connects to the others (PLAINTEXT without controller.listener.names)."""
+    from api.raft.transport.links import controller_client_security
+
+    if not values.get("controller.listener.names"):
+        return None
+    return controller_client_security(values)
 
 
 def _controller_listeners(values: Mapping[str, str]) -> list[str] | None:
@@ -397,6 +432,9 @@ def config_values(args: argparse.Namespace) -> dict[str, str]:
         values["advertised.listeners"] = format_listener(bound[0][0], *args.advertised_listener)
     if args.node_id is not None:
         values["node.id"] = str(args.node_id)
+    if getattr(args, "metrics_listen", None) is not None:
+        host, port = args.metrics_listen
+        values["metrics.listen"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return values
 
 

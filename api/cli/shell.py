@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 from api.cli.common import EXIT_ERROR, EXIT_OK, add_global_options, offset_arg
 from api.cli.image_tree import Directory, Leaf, Node, PathError, lookup, walk
 from api.cli.output import format_time
-from api.cli.targets import open_reader
+from api.cli.targets import note_batch_end, open_reader
 from api.service.snapshots import existing_store
 from records.errors import MetadataLogError
 from records.uuids import Uuid
@@ -31,7 +31,6 @@ from replay.timetravel import (
     history,
     image_at,
     point_offset,
-    travel,
 )
 
 if TYPE_CHECKING:
@@ -271,7 +270,9 @@ def _session(
     offset = args.at_offset
     if args.at_time is not None:
         offset = point_offset(log, args.at_time)
-    image = travel(log, store, at_offset=offset).image
+    image = image_at(log, store, at_offset=offset)
+    if args.at_offset is not None:
+        note_batch_end(args.at_offset, image)
     shell = ImageShell(log, store, image, out)
     if args.command is not None:
         return _run_lines(shell, args.command.split(";"), stop_on_error=True)

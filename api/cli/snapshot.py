@@ -25,7 +25,7 @@ from api.cli.progress import Progress
 from api.cli.targets import QUORUM_STATE, open_reader
 from api.service.snapshots import open_store
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
-from replay.timetravel import snapshot_matches_log, travel
+from replay.timetravel import batch_end, snapshot_matches_log, travel
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -61,7 +61,9 @@ def cmd_snapshot_create(args: argparse.Namespace, settings: Settings, out: TextI
         store.ensure_schema()
         progress = Progress("building the image")
         try:
-            result = travel(log, store, at_offset=args.at_offset, progress=progress.advance)
+            # A snapshot holds a committed state: a point inside a batch means its end.
+            at_offset = None if args.at_offset is None else batch_end(log, args.at_offset)
+            result = travel(log, store, at_offset=at_offset, progress=progress.advance)
         finally:
             progress.finish()
         image = result.image

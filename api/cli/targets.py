@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from api.cli.common import CliError, given_principal, login_principal
+from api.cli.interrupts import writes_finish
 from api.cli.progress import Progress
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
@@ -36,8 +37,10 @@ COMMAND_CONFIG_ENV = "MLOG_COMMAND_CONFIG"
 
 if TYPE_CHECKING:
     import argparse
+    import asyncio
 
     from api.client import AdminClient
+    from api.protocol.private import BrokerLivenessItem
     from api.security.client_config import ClientSecurity
     from api.service.service import MetadataService
     from records.entry import LogEntry
@@ -191,9 +194,12 @@ class LocalTarget:
             if not result.records:
                 return result.response
         service = self.service()
-        return service.execute(
-            lambda image: command(service.controller, image), principal=self.principal
-        )
+        principal = self.principal
+        # Ctrl-C waits for the append (and the image's commit) to end: all of it or nothing.
+        with writes_finish():
+            return service.execute(
+                lambda image: command(service.controller, image), principal=principal
+            )
 
     def run(self, command: Callable[[Controller, MetadataImage], ControllerResult[T]]) -> T:
         """Run a controller command as `_run` does (for nouns whose calls are in their module)."""
@@ -218,6 +224,11 @@ class LocalTarget:
     def change_broker(self, broker_id: int, action: BrokerAction) -> BrokerResult:
         """Fence, unfence, shut down or unregister a broker."""
         return self._run(lambda ctl, image: ctl.change_broker(image, broker_id, action))
+
+    @staticmethod
+    def broker_liveness() -> dict[int, BrokerLivenessItem]:
+        """No sessions: only a running server's active controller keeps them."""
+        return {}
 
     def create_topics(
         self, topics: Sequence[CreatableTopic], *, validate_only: bool
@@ -314,10 +325,19 @@ class LocalTarget:
         self, entity: Entity, *, gt: int | None, lte: int | None, limit: int | None
     ) -> list[HistoryEntry]:
         """Entries that touched an entity."""
-        from replay.timetravel import history_range
+        from replay.timetravel import history_range, start_image
 
         with open_reader(self.settings) as log:
-            return history_range(log, entity, gt=gt, lte=lte, limit=limit)
+            start = None
+            if log.log_start_offset > 0:
+                # A trimmed log: the names it starts with come from its snapshot.
+                store = existing_store(self.settings)
+                try:
+                    start = start_image(log, store)
+                finally:
+                    if store is not None:
+                        store.close()
+            return history_range(log, entity, gt=gt, lte=lte, limit=limit, start=start)
 
     def entries(
         self, *, gt: int | None, lte: int | None, limit: int | None, follow: bool = False
@@ -364,24 +384,31 @@ class RemoteTarget:
     ) -> None:
         import asyncio
 
-        from api.client import AdminClient
+        from api.client.bootstrap import connect_bootstrap
 
         self._loop = asyncio.new_event_loop()
         self.client: AdminClient
         try:
-            self.client = self._loop.run_until_complete(
-                AdminClient.connect_controller(
+            # `bootstrap` may list several servers (h1:p,h2:p): the first that answers serves.
+            self.client = self._wait(
+                lambda: connect_bootstrap(
                     bootstrap, client_id="mlog-cli", timeout_ms=timeout_ms, security=security
                 )
             )
         except BaseException:
-            with contextlib.suppress(Exception):
-                self._loop.run_until_complete(self._loop.shutdown_default_executor())
-            self._loop.close()
+            _close_loop(self._loop)
             raise
 
     def _wait(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return self._loop.run_until_complete(call())
+        task = self._loop.create_task(call())
+        try:
+            return self._loop.run_until_complete(task)
+        except BaseException:
+            # An interrupt (Ctrl-C) ends the task with it: take it from the task, so asyncio
+            # does not report it again as never retrieved; mlog reports it, in one line.
+            if task.done() and not task.cancelled():
+                task.exception()
+            raise
 
     def wait(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run one client call to its end (for nouns whose calls are in their own module)."""
@@ -398,6 +425,11 @@ class RemoteTarget:
     def change_broker(self, broker_id: int, action: BrokerAction) -> BrokerResult:
         """ChangeBroker."""
         return self._wait(lambda: self.client.change_broker(broker_id, action))
+
+    def broker_liveness(self) -> dict[int, BrokerLivenessItem]:
+        """The brokers' sessions on the server, by broker id."""
+        found = self._wait(self.client.broker_liveness)
+        return {item.broker_id: item for item in found.brokers}
 
     def create_topics(
         self, topics: Sequence[CreatableTopic], *, validate_only: bool
@@ -529,23 +561,29 @@ class RemoteTarget:
 
     def close(self) -> None:
         """Close the connection and the loop."""
-        import asyncio
+        _close_loop(self._loop, self.client)
 
-        loop = self._loop
-        try:
-            # After an interrupt (Ctrl-C while following) a call is still pending: cancel it
-            # and collect its outcome, so nothing is reported as never retrieved.
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+def _close_loop(loop: asyncio.AbstractEventLoop, client: AdminClient | None = None) -> None:
+    """Cancel what still runs on `loop`, close `client`'s connection, then the loop."""
+    import asyncio
+
+    try:
+        # After an interrupt (Ctrl-C while following or connecting) a call is still pending:
+        # cancel it and collect its outcome, so nothing is reported as never retrieved.
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if client is not None:
             with contextlib.suppress(Exception):  # the connection may be half-closed by now
-                loop.run_until_complete(self.client.close())
-            # The login's key derivation ran on the loop's thread pool: end its thread too.
+                loop.run_until_complete(client.close())
+        # The login's key derivation ran on the loop's thread pool: end its thread too.
+        with contextlib.suppress(Exception):
             loop.run_until_complete(loop.shutdown_default_executor())
-        finally:
-            loop.close()
+    finally:
+        loop.close()
 
 
 Target = LocalTarget | RemoteTarget
@@ -634,4 +672,22 @@ def fetch_image(
 ) -> MetadataImage:
     """The image of the target: now, or at an offset or time (time travel)."""
     with open_target(settings, args) as target:
-        return target.image(at_offset=at_offset, at_time=at_time)
+        image = target.image(at_offset=at_offset, at_time=at_time)
+    if at_offset is not None:
+        note_batch_end(at_offset, image)
+    return image
+
+
+def note_batch_end(asked: int, image: MetadataImage) -> None:
+    """Say on stderr when the offset asked for lay inside an atomic batch (time travel).
+
+    The state inside a batch never existed (a topic without its partitions), so the image
+    is the one at the batch's end: its offset is the image's provenance.
+    """
+    at = image.provenance.offset
+    if asked >= 0 and at != asked:
+        print(
+            f"mlog: note: offset {asked} is inside an atomic batch that ends at offset {at}; "
+            f"this is the image at offset {at} (time travel shows committed batches only)",
+            file=sys.stderr,
+        )

@@ -19,6 +19,7 @@ Over TLS and with a SASL login, as a client config file says (`--command-config`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import uuid
@@ -101,6 +102,23 @@ made a kill -9 of the leader cost 3.2 s instead of 2.1 s, `bench/quorum_bench.py
 CONTROLLER_WAIT_S = 5.0
 """How long a client looks for the quorum's leader while an election is under way."""
 
+CONNECT_WAIT_S = 2.0
+"""How long connecting to a node the client was sent to (a named leader, a retry) may take,
+ApiVersions answered: the kernel accepts connections for a stopped process, which then never
+answers, so the request timeout would be waited out in full."""
+
+LEADER_CHECK_S = 1.0
+"""How long a write waits for its answer before the client asks the other voters whether its
+node still leads; then again every `LEADER_RECHECK_S`. A leader that hangs (SIGSTOP, a
+stalled disk) is replaced by an election within about the fetch timeout: the client leaves
+it as soon as another leader is named, well before its request timeout."""
+
+LEADER_RECHECK_S = 0.5
+"""How often a write still unanswered asks again (see `LEADER_CHECK_S`)."""
+
+ASK_WAIT_S = 0.5
+"""How long asking one voter who leads may take while a write waits."""
+
 _INT16 = (-INT16_MAX - 1, INT16_MAX)
 _INT32 = (INT32_MIN, INT32_MAX)
 
@@ -127,6 +145,15 @@ async def _named_controller(
             await client.close()
     nodes = {int(b.node_id): _address(b.host, b.port) for b in answer.brokers}
     return nodes.get(int(answer.controller_id)), list(nodes.values())
+
+
+class LeaderMoved(ConnectionLost):
+    """The node a write was sent to did not answer, and the quorum names another leader."""
+
+    def __init__(self, text: str, leader: str) -> None:
+        super().__init__(text)
+        self.leader = leader
+        """`host:port` of the leader the other voters name."""
 
 
 def _not_controller(response: Any) -> bool:
@@ -234,8 +261,13 @@ class AdminClient(SecurityApis):
         pause = RETRY_BACKOFF_S
         for attempt in range(WRITE_ATTEMPTS):
             last = attempt == WRITE_ATTEMPTS - 1 or self.address is None
+            moved_to: str | None = None
             try:
-                response = await send(write_id)
+                response = await self._answer_or_moved(send(write_id))
+            except LeaderMoved as exc:
+                if last:
+                    raise
+                moved_to = exc.leader
             except ConnectionLost:
                 if last:
                     raise
@@ -245,28 +277,94 @@ class AdminClient(SecurityApis):
             else:
                 if last or not _not_controller(response):
                     return response
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, RETRY_BACKOFF_MAX_S)
-            await self._reconnect()
+            if moved_to is None:  # the next leader is known at once: no pause before it
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RETRY_BACKOFF_MAX_S)
+            await self._reconnect(moved_to)
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
-    async def _reconnect(self) -> None:
-        """Connect again to the controller (the leader), found from the last address.
+    async def _answer_or_moved(self, sent: Awaitable[T]) -> T:
+        """`sent`'s answer, unless the quorum names another leader while it waits.
+
+        After `LEADER_CHECK_S` without an answer, and every `LEADER_RECHECK_S` after, the
+        other voters are asked who leads; once one names a leader other than this client's
+        node, the wait ends with `LeaderMoved` (the write is sent there again, same id).
+        A client that knows no voters (a single server) just waits.
+        """
+        others = [a for a in self.bootstrap if a != self.address]
+        if not others:
+            return await sent
+        task = asyncio.ensure_future(sent)
+        try:
+            wait = LEADER_CHECK_S
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=wait)
+                if done:
+                    return task.result()
+                wait = LEADER_RECHECK_S
+                leader = await self._leader_named_elsewhere(others)
+                if leader is not None and not task.done():
+                    raise LeaderMoved(
+                        f"{self.address} did not answer; the quorum's leader is now {leader}",
+                        leader,
+                    )
+        finally:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def _leader_named_elsewhere(self, others: Sequence[str]) -> str | None:
+        """A leader other than this client's node, as one of `others` names it (or None)."""
+
+        async def ask(address: str) -> str | None:
+            try:
+                asked = await asyncio.wait_for(
+                    AdminClient.connect(
+                        address,
+                        client_id=self.client_id,
+                        timeout_ms=self.timeout_ms,
+                        security=self.security,
+                    ),
+                    ASK_WAIT_S,
+                )
+            except (ClientError, OSError, TimeoutError):
+                return None
+            try:
+                named = await asyncio.wait_for(_named_controller(asked), ASK_WAIT_S)
+            except TimeoutError:
+                named = None
+            finally:
+                await asked.close()
+            return None if named is None else named[0]
+
+        for leader in await asyncio.gather(*(ask(a) for a in others)):
+            if leader is not None and leader != self.address:
+                return leader
+        return None
+
+    async def _reconnect(self, leader: str | None = None) -> None:
+        """Connect again to the controller (the leader): `leader` if known, else from the last.
 
         Else from the other addresses in `bootstrap`: the last node may be the one that died.
+        Each node gets `CONNECT_WAIT_S` to answer (a stopped process's kernel still accepts).
         """
         assert self.address is not None
         await self.close()
-        for address in dict.fromkeys([self.address, *self.bootstrap]):
+        first = [] if leader is None else [leader]
+        for address in dict.fromkeys([*first, self.address, *self.bootstrap]):
             try:
-                fresh = await AdminClient.connect_controller(
-                    address,
-                    client_id=self.client_id,
-                    timeout_ms=self.timeout_ms,
-                    security=self.security,
-                    wait_s=CONTROLLER_WAIT_S,
+                fresh = await asyncio.wait_for(
+                    AdminClient.connect_controller(
+                        address,
+                        client_id=self.client_id,
+                        timeout_ms=self.timeout_ms,
+                        security=self.security,
+                        wait_s=CONTROLLER_WAIT_S,
+                    ),
+                    CONNECT_WAIT_S + CONTROLLER_WAIT_S,
                 )
-            except (ClientError, OSError):
+            except (ClientError, OSError, TimeoutError):
                 continue
             self.bootstrap = list(dict.fromkeys([*self.bootstrap, *fresh.bootstrap]))
             self._take_over(fresh)
@@ -295,12 +393,13 @@ class AdminClient(SecurityApis):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
 
-        async def connect(address: str) -> AdminClient:
-            return await cls.connect(
-                address, client_id=client_id, timeout_ms=timeout_ms, security=security
+        async def connect(address: str, wait: float | None = CONNECT_WAIT_S) -> AdminClient:
+            return await asyncio.wait_for(
+                cls.connect(address, client_id=client_id, timeout_ms=timeout_ms, security=security),
+                wait,
             )
 
-        client = await connect(bootstrap)
+        client = await connect(bootstrap, None)
         if DESCRIBE_QUORUM_KEY not in client._versions:
             return client
         others: list[str] = []
@@ -314,7 +413,7 @@ class AdminClient(SecurityApis):
             else:
                 wait = min(2.0, max(0.1, deadline - loop.time()))
                 try:
-                    asked = await asyncio.wait_for(connect(where), wait)
+                    asked = await connect(where, wait)
                 except (ClientError, OSError, TimeoutError):
                     asked = None
                 named = None if asked is None else await _named_controller(asked, close=True)
@@ -324,9 +423,9 @@ class AdminClient(SecurityApis):
                 if leader is not None and leader != bootstrap:
                     try:
                         at_leader = await connect(leader)
-                    except (ClientError, OSError):
-                        # Named by a node that has not yet noticed it is gone (a killed
-                        # leader): ask again until the election names the next one.
+                    except (ClientError, OSError, TimeoutError):
+                        # Named by a node that has not yet noticed it is gone (a killed or
+                        # hung leader): ask again until the election names the next one.
                         leader = None
                     else:
                         await client.close()
@@ -729,6 +828,13 @@ class AdminClient(SecurityApis):
         )
         return result
 
+    async def broker_liveness(self) -> private.BrokerLivenessList:
+        """The brokers' sessions as the server knows them (the active controller keeps them)."""
+        response: private.BrokerLivenessList = await self.call(
+            private.DESCRIBE_BROKER_LIVENESS, private.DescribeBrokerLiveness()
+        )
+        return response
+
     async def fetch_log(
         self, offset: int, *, max_entries: int = 10_000, max_wait_ms: int = 0
     ) -> tuple[list[LogEntry], int]:
@@ -776,6 +882,13 @@ class AdminClient(SecurityApis):
         )
         changes = [change_of(change) for change in response.changes]
         return int(response.from_offset), int(response.to_offset), changes
+
+    async def log_digest(self, offset: int = -1) -> private.LogDigestResponse:
+        """The hash chain's digest at `offset` (-1: at the node's committed offset)."""
+        response: private.LogDigestResponse = await self.call(
+            private.DESCRIBE_LOG_DIGEST, private.DescribeLogDigest(offset=offset)
+        )
+        return response
 
     async def history(
         self,

@@ -231,6 +231,11 @@ class ClientConnection:
     ) -> None:
         await self.close()
 
+    @property
+    def closed(self) -> bool:
+        """Whether the connection was closed, or its reading ended (the server closed it)."""
+        return self._closed or self._receiver.done()
+
     async def close(self) -> None:
         """Close the connection; requests still waiting fail with `ClientError`."""
         if self._closed:
@@ -356,7 +361,23 @@ class ClientConnection:
         self.address, self._secured, self._closed = other.address, other._secured, False
         other._closed = True  # its streams and receiver are this one's now
 
-    async def _kafka(self, body: Any, write_id: bytes | None = None) -> Any:
+    async def send_entity(self, body: Any, *, timeout_ms: int | None = None) -> Any:
+        """Send a kio request entity in the version it is (the caller checked the server's).
+
+        Its kio response entity; `ConnectionLost` without one within `timeout_ms` (default:
+        the connection's). Used for APIs outside `SUPPORTED_VERSIONS` (a controller's
+        Envelope to the leader, `api.server.forwarding`).
+        """
+        return await self._kafka(body, timeout_ms=timeout_ms)
+
+    def speaks(self, api_key: int, version: int) -> bool:
+        """Whether the server advertised `version` of API `api_key` (ApiVersions)."""
+        theirs = self._versions.get(api_key)
+        return theirs is not None and theirs[0] <= version <= theirs[1]
+
+    async def _kafka(
+        self, body: Any, write_id: bytes | None = None, timeout_ms: int | None = None
+    ) -> Any:
         """Send a kio request entity; its kio response entity."""
         correlation_id = next(self._ids)
         api_key, version = int(body.__api_key__), int(body.__version__)
@@ -373,7 +394,7 @@ class ClientConnection:
             _, response = codec.decode_response(api_key, version, data)
             return response
 
-        return await self._send(frame, correlation_id, decode)
+        return await self._send(frame, correlation_id, decode, timeout_ms)
 
     async def request(self, api_key: int, **values: Any) -> Any:
         """Any Kafka API this server answers, at the newest common version (kio entities)."""

@@ -60,6 +60,10 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = {
     31: (0, 3),  # DeleteAcls (v0 from `legacy_schemas`)
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
+    62: (0, 4),  # BrokerRegistration
+    63: (0, 2),  # BrokerHeartbeat
+    64: (0, 0),  # UnregisterBroker
+    56: (2, 3),  # AlterPartition (v0-1 name topics; kio has v2-3, by topic id)
     17: (0, 1),  # SaslHandshake (v0: raw SASL tokens follow, without Kafka headers)
     36: (0, 2),  # SaslAuthenticate
 }
@@ -88,6 +92,10 @@ API_NAMES: Mapping[int, str] = {
     31: "DeleteAcls",
     50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials",
+    62: "BrokerRegistration",
+    63: "BrokerHeartbeat",
+    64: "UnregisterBroker",
+    56: "AlterPartition",
     17: "SaslHandshake",
     36: "SaslAuthenticate",
     # The controller quorum's, served only by a server with a quorum endpoint

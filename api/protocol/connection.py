@@ -41,6 +41,9 @@ class Request:
     """A decoded Kafka request, to be answered in order."""
 
     request: KafkaRequest
+    frame: bytes = b""
+    """The request's bytes as received (header and body, without the size): what a
+    controller that does not lead forwards to the leader inside an Envelope (KIP-590)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,8 @@ class PrivateRequest:
 
     header: RequestHeader
     body: bytes
+    frame: bytes = b""
+    """The request's bytes as received (see `Request.frame`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +184,7 @@ class Connection:
                 return Reply(api_versions_error(correlation_id, extra))
             return Close(f"unsupported version {version} of API key {api_key} ({low}..{high})")
         try:
-            return Request(decode_known_request(frame, api_key, version))
+            return Request(decode_known_request(frame, api_key, version), frame)
         except ProtocolError as exc:
             return Close(str(exc))
 
@@ -198,4 +203,4 @@ class Connection:
             header, body = private_header(frame, api_key, version, correlation_id)
         except ProtocolError as exc:
             return Close(str(exc))
-        return PrivateRequest(header, body)
+        return PrivateRequest(header, body, frame)

@@ -261,6 +261,27 @@ class HistoryResponse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeLogDigest:
+    """The hash chain's digest at `offset` (a block's last offset; -1: the committed offset)."""
+
+    offset: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogDigestResponse:
+    """The answer to DescribeLogDigest: the digest (docs/verifiable-history.md)."""
+
+    offset: int
+    """The last offset the digest covers: a block's last offset (-1: nothing committed)."""
+    chain: bytes
+    """The chain value after that block (32 bytes; empty when nothing is committed)."""
+    token: str
+    """The digest's text form, `mlog-digest:v1:<offset>:<hex>` (empty when none)."""
+    committed_offset: int
+    """The node's committed offset when it answered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _EntityV0:
     """`Entity` as History v0 carries it: before users could be followed."""
 
@@ -329,6 +350,36 @@ class OlderRequest:
     """Current request -> older body; `OlderVersionError` if the older one cannot say it."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeBrokerLiveness:
+    """What the active controller knows of the brokers' sessions (`mlog brokers list`)."""
+
+    broker_ids: tuple[int, ...] = ()
+    """The brokers to describe; empty: every one with a session."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerLivenessItem:
+    """One broker's session on the active controller."""
+
+    broker_id: int
+    last_heartbeat_ms: int
+    """Wall-clock time of its last heartbeat (or of the session's start), ms since the epoch."""
+    metadata_offset: int
+    """The metadata offset it last reported; -1 before its first heartbeat."""
+    fenced_reason: str | None = None
+    """Why this controller fenced it, or None."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerLivenessList:
+    """The answer to DescribeBrokerLiveness."""
+
+    active: bool
+    """Whether the answering node is the active controller (only it keeps sessions)."""
+    brokers: tuple[BrokerLivenessItem, ...]
+
+
 # ---------------------------------------------------------------------- the APIs
 
 
@@ -391,6 +442,14 @@ HISTORY = PrivateApi(
     older={0: OlderRequest(_HistoryV0, _history_from_v0, _history_to_v0)},
 )
 
+DESCRIBE_BROKER_LIVENESS = PrivateApi(
+    10014, "DescribeBrokerLiveness", DescribeBrokerLiveness, BrokerLivenessList, False
+)
+
+DESCRIBE_LOG_DIGEST = PrivateApi(
+    10015, "DescribeLogDigest", DescribeLogDigest, LogDigestResponse, False
+)
+
 PRIVATE_APIS: Mapping[int, PrivateApi] = {
     api.key: api
     for api in (
@@ -407,6 +466,8 @@ PRIVATE_APIS: Mapping[int, PrivateApi] = {
         IMAGE_AT,
         DIFF,
         HISTORY,
+        DESCRIBE_BROKER_LIVENESS,
+        DESCRIBE_LOG_DIGEST,
     )
 }
 

@@ -32,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,7 +45,10 @@ from api.raft.core.messages import (
     FetchRequest,
     FetchResponse,
     FetchSnapshotResponse,
+    LeaderIdAndEpoch,
     Message,
+    SnapshotId,
+    VoteRequest,
 )
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
 from api.raft.core.ready import Batch, NotLeader, Ready, ReadyDone, SnapshotInstall
@@ -57,6 +60,7 @@ from api.raft.transport.protocol import TransportFactory
 from api.service.replicated import ReplicatedService
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
+from metadata_log.timings import LatencyCounts
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
@@ -77,6 +81,9 @@ HANDOVER_WAIT_S = 3.0
 LEADER_WAIT_S = 3.0
 """How long a write waits for this node's own election to end before NOT_CONTROLLER."""
 
+RETENTION_CHECK_S = 1.0
+"""How often the loop checks the log against its retention bound (and on each new snapshot)."""
+
 
 class QuorumFailedError(MetadataLogError):
     """The node stopped: its log or quorum state could not be written (it must restart)."""
@@ -89,6 +96,7 @@ class _Proposal:
     first: int
     """The offset the working image gave its first record."""
     future: asyncio.Future[AppendResult]
+    proposed_at: float = field(default_factory=time.monotonic)
 
 
 class QuorumNode:
@@ -133,11 +141,18 @@ class QuorumNode:
         self._applied = service.image.provenance.offset + 1
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._stopping = False
+        """The node is shutting down: it grants no (pre-)vote from now on."""
         self._resign_requested = False
         self.failed: str | None = None
         """Why the node stopped, once its storage failed."""
         self.on_failure: Callable[[str], None] | None = None
         """Called once with the reason when the node stops on a failure (the server exits)."""
+        self._retention_checked: tuple[SnapshotId | None, float] = (None, 0.0)
+        self.commit_latency = LatencyCounts()
+        """From a write proposed to committed (KRaft's commit-latency; for the metrics)."""
+        self.idle_seconds = 0.0
+        """Time the loop waited with nothing to do (KRaft's poll-idle-ratio is its rate)."""
         service.node = self
 
     # ------------------------------------------------------------------ state
@@ -158,6 +173,11 @@ class QuorumNode:
         if role is Role.LEADER or role is Role.FOLLOWER or role is Role.OBSERVER:
             return self.core.leader_id
         return NO_LEADER
+
+    @property
+    def node_id(self) -> int:
+        """The id of this node (`node.id`)."""
+        return self.config.node_id
 
     @property
     def epoch(self) -> int:
@@ -221,35 +241,76 @@ class QuorumNode:
         """Start the loop; the node joins the quorum (elections, fetching)."""
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def stop_voting(self) -> None:
+        """Grant no vote or pre-vote from now on: this node is shutting down.
+
+        A stopping node that still voted could elect a leader that then appends its
+        LeaderChange marker with no majority left to commit it (the last nodes of a shutdown),
+        leaving the logs of different lengths; for the same reason it does not stand for
+        election itself (its VoteRequests are not sent). It still fetches and answers
+        fetches, so a successor elected by the others commits with its help.
+        """
+        self._stopping = True
+
     async def resign(self, timeout: float = HANDOVER_WAIT_S) -> None:
         """Hand leadership over (EndQuorumEpoch) and wait until another node leads.
 
         A stopping leader does this first, still answering the others meanwhile, so the most
         caught-up voter stands at once and the pause is one election, not a fetch timeout.
-        Returns at once on a node that does not lead; after `timeout` regardless.
+        It returns once the successor's marker is in this node's log (so a node stopping now
+        ends with the same log as the others), at once on a node that does not lead, and when
+        the other voters heard from lately are not a majority without this node's vote
+        (nobody can be elected: the last nodes of a shutdown); after `timeout` regardless.
         """
         if self.core.role is not Role.LEADER or self.failed is not None or self._task is None:
             return
+        if self._stopping:
+            if not self._successor_possible():
+                return
+            # A successor is elected within a round trip of the EndQuorumEpoch when one can
+            # be; a stopping node does not wait a whole handover for one that cannot (a voter
+            # that fetched lately may have stopped meanwhile): at most the fetch timeout.
+            timeout = min(timeout, self.config.fetch_timeout_ms / 1000)
         epoch = self.core.epoch
         self._resign_requested = True
         self._wake.set()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.failed is None:
-            leader = self.core.leader_id
-            if self.core.epoch > epoch and leader not in (NO_LEADER, self.config.node_id):
+            core = self.core
+            leader = core.leader_id
+            # Done once the successor's LeaderChange marker is in this log too: a node that
+            # stops before it has it ends one committed entry shorter than the others.
+            if (
+                core.epoch > epoch
+                and leader not in (NO_LEADER, self.config.node_id)
+                and core.log.last_epoch == core.epoch
+            ):
                 return
             self._role_seen.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._role_seen.wait(), 0.02)
 
+    def _successor_possible(self) -> bool:
+        """Whether the other voters that fetched within the fetch timeout are a majority."""
+        core = self.core
+        state = core.describe_quorum()
+        since = core.now_ms - self.config.fetch_timeout_ms
+        live = sum(
+            1
+            for voter in state.current_voters
+            if voter.replica_id != self.config.node_id and voter.last_fetch_timestamp >= since
+        )
+        return live > len(self.config.voters) // 2
+
     async def aclose(self, *, resign: bool = True) -> None:
-        """Stop: resign if leading (so another takes over at once), close links and the loop.
+        """Stop: stop voting, resign if leading (another takes over at once), close the rest.
 
         `resign=False` stops as a crash would, without telling the others (tests).
         """
         if self._closing:
             return
         if resign:
+            self.stop_voting()
             await self.resign()
         self._closing = True
         self._wake.set()
@@ -277,6 +338,10 @@ class QuorumNode:
             raise TypeError(f"{type(message).__name__} is not a quorum request")
         if self.failed is not None or self._closing:
             return self._unanswered(message)
+        if self._stopping and isinstance(message, VoteRequest):
+            # Refused without the core: no vote is cast, and no leader is named (a candidate
+            # told of a live leader of its epoch would go back to following this node).
+            return refusal(message, LeaderIdAndEpoch(leader_id=NO_LEADER, leader_epoch=self.epoch))
         key = (sender, message.correlation_id)
         previous = self._answers.pop(key, None)
         if previous is not None and not previous[0].done():
@@ -340,6 +405,7 @@ class QuorumNode:
             while not self._closing:
                 self._wake.clear()
                 self._take_inputs()
+                await self._retain()
                 ready = core.ready()
                 if not ready.empty:
                     await self._carry_out(ready)
@@ -349,8 +415,10 @@ class QuorumNode:
                     continue
                 delay = (core.next_deadline_ms() - _now_ms()) / 1000
                 if delay > 0:
+                    idle = time.monotonic()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+                    self.idle_seconds += time.monotonic() - idle
         except asyncio.CancelledError:
             raise
         except (OSError, MetadataLogError) as exc:
@@ -360,12 +428,12 @@ class QuorumNode:
             self._stop(exc)
 
     def _stop(self, exc: BaseException) -> None:
-        self.failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        logger.error(
-            "controller %d stops: %s; restart it (its log recovers on open)",
-            self.config.node_id,
-            self.failed,
-        )
+        failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # A failed log's message already says to restart (LogFailedError): say it once.
+        if "restart" not in failed:
+            failed += "; restart it (its log recovers on open)"
+        self.failed = failed
+        logger.error("controller %d stops: %s", self.config.node_id, failed)
         self._leading.clear()
         self._fail_proposals(
             ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"this controller stopped: {self.failed}")
@@ -386,6 +454,25 @@ class QuorumNode:
             core.step(source, message)
         if self._queued:
             self._propose_queued()
+
+    async def _retain(self) -> None:
+        """Trim the log below the snapshot the core offers, once it is over its bound.
+
+        Between two `Ready`s, on the worker thread that writes the log; the core's view then
+        starts where the log does, so a fetcher below the start is sent the snapshot.
+        """
+        retention = self.service.retention
+        snapshot = self.core.log.snapshot
+        if retention is None or snapshot is None or not retention.config.bounded:
+            return
+        now = time.monotonic()
+        seen, checked = self._retention_checked
+        if snapshot == seen and now - checked < RETENTION_CHECK_S:
+            return
+        self._retention_checked = (snapshot, now)
+        removed = await self._io(retention.trim, self.log, below=snapshot.end_offset - 1)
+        if removed:
+            self.core.log.trim_start(self.log.log_start_offset)
 
     def _propose_queued(self) -> None:
         group, self._queued = self._queued, []
@@ -471,6 +558,8 @@ class QuorumNode:
         self.service.follow(installed.image)
 
     def _send(self, destination: int, message: Message) -> None:
+        if self._stopping and isinstance(message, VoteRequest):
+            return  # a stopping node does not stand: it would lead only to leave at once
         if isinstance(message, Response):
             waiting = self._answers.pop((destination, message.correlation_id), None)
             if waiting is not None and not waiting[0].done():
@@ -483,6 +572,7 @@ class QuorumNode:
     async def _committed(self, high_watermark: int) -> None:
         while self._inflight and self._inflight[0][1][1] < high_watermark:
             proposal, result = self._inflight.popleft()
+            self.commit_latency.observe(time.monotonic() - proposal.proposed_at)
             if not proposal.future.done():
                 proposal.future.set_result(result)
         if self.leading:

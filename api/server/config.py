@@ -22,6 +22,9 @@ from pathlib import Path
 from api.raft.core.config import QuorumConfig
 from api.raft.core.errors import RaftConfigError
 from api.server.limits import SPECS, LimitSpec
+from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
+from api.service.retention import MAX_RETENTION_BYTES_KEY, MAX_RETENTION_MS_KEY, RetentionConfig
+from metadata_log.config import MIN_SEGMENT_BYTES
 from records.errors import MetadataLogError
 from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 
@@ -159,6 +162,19 @@ class ServerConfig:
     """Lines for the log at start: keys ignored, mechanisms left out."""
     quorum: QuorumConfig | None = None
     """The controller quorum this node belongs to (`controller.quorum.voters`), else None."""
+    metrics_listen: tuple[str, int] | None = None
+    """`metrics.listen=HOST:PORT`: where `/metrics`, `/healthz` and `/readyz` are served."""
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    """Online retention and the snapshot cadence (`metadata.max.retention.*`, ...)."""
+    segment_bytes: int | None = None
+    """`metadata.log.segment.bytes`: the log's segment size (None: the default)."""
+    segment_ms: int | None = None
+    """`metadata.log.segment.ms`: how old a segment's first entry gets before a roll."""
+    # Broker liveness (docs/brokers.md), Kafka's keys and defaults.
+    broker_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+    """`broker.session.timeout.ms`: a broker silent this long is fenced."""
+    broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS
+    """`broker.heartbeat.interval.ms`: how often brokers are expected to heartbeat."""
 
 
 def server_config(values: Mapping[str, str]) -> ServerConfig:
@@ -206,9 +222,19 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
             "log (mlog users scram-set), not JAAS entries"
         )
     quorum = _quorum(take, node_id)
+    session_ms, heartbeat_ms = _broker_liveness(take)
     authorizer = _authorizer(take)
     max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT_MAX)
     data_dir = _data_dir(take, notes)
+    metrics_listen = _host_port(take, METRICS_LISTEN_KEY)
+    retention = RetentionConfig(
+        max_bytes=_long(take, MAX_RETENTION_BYTES_KEY, -1),
+        max_ms=_long(take, MAX_RETENTION_MS_KEY, -1),
+        snapshot_bytes=_optional_long(take, SNAPSHOT_BYTES_KEY, 1),
+        snapshot_interval_ms=_optional_long(take, SNAPSHOT_INTERVAL_KEY, 0),
+    )
+    segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT_MAX)
+    segment_ms = _optional_long(take, SEGMENT_MS_KEY, 1)
     unused = sorted(key for key in values if key not in used)
     if unused:
         notes.append(
@@ -227,7 +253,28 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         data_dir=data_dir,
         notes=tuple(notes),
         quorum=quorum,
+        metrics_listen=metrics_listen,
+        retention=retention,
+        segment_bytes=segment_bytes,
+        segment_ms=segment_ms,
+        broker_session_timeout_ms=session_ms,
+        broker_heartbeat_interval_ms=heartbeat_ms,
     )
+
+
+def _broker_liveness(take: _Take) -> tuple[int, int]:
+    """`broker.session.timeout.ms` and `broker.heartbeat.interval.ms`, the first the larger."""
+    session = _int(take, "broker.session.timeout.ms", 1, INT_MAX)
+    heartbeat = _int(take, "broker.heartbeat.interval.ms", 1, INT_MAX)
+    session = DEFAULT_SESSION_TIMEOUT_MS if session is None else session
+    heartbeat = DEFAULT_HEARTBEAT_INTERVAL_MS if heartbeat is None else heartbeat
+    if heartbeat >= session:
+        raise ServerConfigError(
+            f"broker.heartbeat.interval.ms={heartbeat} must be below "
+            f"broker.session.timeout.ms={session}, or every broker is fenced between two "
+            "heartbeats; lower the interval"
+        )
+    return session, heartbeat
 
 
 # --------------------------------------------------------------------------- listeners
@@ -516,6 +563,38 @@ def _data_dir(take: _Take, notes: list[str]) -> Path | None:
             notes.append(f"log.dirs names {len(dirs)} directories; the data directory is {dirs[0]}")
         return Path(dirs[0])
     return Path(single) if single else None
+
+
+METRICS_LISTEN_KEY = "metrics.listen"
+SNAPSHOT_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
+SNAPSHOT_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
+SEGMENT_BYTES_KEY = "metadata.log.segment.bytes"
+SEGMENT_MS_KEY = "metadata.log.segment.ms"
+LONG_MAX = 2**63 - 1
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-_]*):(?P<port>\d{1,5})$")
+
+
+def _host_port(take: _Take, key: str) -> tuple[str, int] | None:
+    text = take(key)
+    if not text:
+        return None
+    match = _HOST_PORT.match(text)
+    if match is None or int(match["port"]) > MAX_PORT:
+        raise ServerConfigError(
+            f"{key}: {text!r} is not HOST:PORT (e.g. 127.0.0.1:9308, an IPv6 host in brackets, "
+            "port 0..65535)"
+        )
+    return match["host"].strip("[]"), int(match["port"])
+
+
+def _long(take: _Take, key: str, default: int) -> int:
+    """A Kafka LONG key where -1 means "no bound"."""
+    value = _int(take, key, -1, LONG_MAX)
+    return default if value is None else value
+
+
+def _optional_long(take: _Take, key: str, low: int) -> int | None:
+    return _int(take, key, low, LONG_MAX)
 
 
 def _limit(take: _Take, spec: LimitSpec) -> int | None:

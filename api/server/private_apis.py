@@ -30,6 +30,7 @@ from api.protocol.private import (
     PrivateApi,
     PrivateStatus,
 )
+from api.server.image_views import sees_everything, visible_records
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import Session
 from api.server.namespace_views import require_creatable, visible_namespaces
@@ -41,6 +42,7 @@ from api.server.time_travel import (
     wire_history_entry,
 )
 from api.server.write_ids import pending_write
+from api.service.broker_liveness import BrokerLiveness
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
 from records.errors import MetadataLogError
@@ -69,7 +71,7 @@ from replay.image import (
     qualified_name,
     split_qualified_name,
 )
-from replay.timetravel import diff_points, history_range, travel
+from replay.timetravel import HistoryEntry, diff_points, history_range, image_at, start_image
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -132,9 +134,15 @@ class PrivateApis:
     Kafka's); without one everything is allowed.
     """
 
-    def __init__(self, service: MetadataService, authorizer: Authorizer | None = None) -> None:
+    def __init__(
+        self,
+        service: MetadataService,
+        authorizer: Authorizer | None = None,
+        liveness: BrokerLiveness | None = None,
+    ) -> None:
         self.service = service
         self.gate = Gate(authorizer)
+        self.liveness = liveness or BrokerLiveness(service)
         self._handlers: dict[int, PrivateHandler] = {
             private.CREATE_NAMESPACE.key: self.create_namespace,
             private.DELETE_NAMESPACE.key: self.delete_namespace,
@@ -149,6 +157,8 @@ class PrivateApis:
             private.IMAGE_AT.key: self.image_at,
             private.DIFF.key: self.diff,
             private.HISTORY.key: self.history,
+            private.DESCRIBE_BROKER_LIVENESS.key: self.describe_broker_liveness,
+            private.DESCRIBE_LOG_DIGEST.key: self.describe_log_digest,
         }
         self._codec = service.log.codec
 
@@ -380,12 +390,33 @@ class PrivateApis:
     # ------------------------------------------------------------------ reads
 
     def _require_log_reader(self, session: Session) -> None:
-        """FetchLog, ImageAt, Diff and History reveal everything: CLUSTER_ACTION on the cluster.
+        """FetchLog, past ImageAt, Diff and History reveal everything: CLUSTER_ACTION.
 
-        As Kafka's `__cluster_metadata`, readable only through the quorum's Fetch: no view
-        filtered to what a DESCRIBE-level reader may see is served (docs/security.md).
+        As Kafka's `__cluster_metadata`, readable only through the quorum's Fetch. The present
+        image is served filtered instead (`image_at`, docs/security.md).
         """
         self.gate.require_cluster(self.service.image, session, AclOperation.CLUSTER_ACTION)
+
+    async def describe_broker_liveness(
+        self, request: private.DescribeBrokerLiveness, session: Session
+    ) -> private.BrokerLivenessList:
+        """The brokers' sessions on this node (DESCRIBE on the cluster, as DescribeCluster)."""
+        self.gate.require_cluster(self.service.image, session, AclOperation.DESCRIBE)
+        wanted = set(request.broker_ids)
+        contacts = self.liveness.contacts()
+        return private.BrokerLivenessList(
+            active=self.service.is_active_controller,
+            brokers=tuple(
+                private.BrokerLivenessItem(
+                    broker_id=c.broker_id,
+                    last_heartbeat_ms=c.last_heartbeat_ms,
+                    metadata_offset=c.metadata_offset,
+                    fenced_reason=c.fenced_reason,
+                )
+                for c in contacts
+                if not wanted or c.broker_id in wanted
+            ),
+        )
 
     async def list_namespaces(
         self, request: private.ListNamespaces, session: Session
@@ -399,6 +430,36 @@ class PrivateApis:
             recursive=request.recursive,
         )
         return private.NamespaceList(namespaces=tuple(infos))
+
+    async def describe_log_digest(
+        self, request: private.DescribeLogDigest, session: Session
+    ) -> private.LogDigestResponse:
+        """The hash chain's digest at an offset, by default at the committed offset.
+
+        As FetchLog, CLUSTER_ACTION on the cluster: the digest is a fingerprint of the log.
+        """
+        self._require_log_reader(session)
+        committed = self.service.image.provenance.offset
+        if request.offset < -1 or request.offset > committed:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"offset {request.offset} is not committed (the committed offset is "
+                f"{committed}); ask for -1 (the committed offset) or an offset up to it",
+            )
+        if request.offset == -1:
+            digest = self.service.committed_digest()
+        else:
+            digest = self.service.log.digest(request.offset)
+        if digest is None:
+            return private.LogDigestResponse(
+                offset=-1, chain=b"", token="", committed_offset=committed
+            )
+        return private.LogDigestResponse(
+            offset=digest.offset,
+            chain=digest.chain,
+            token=digest.token(),
+            committed_offset=committed,
+        )
 
     async def fetch_log(
         self, request: private.FetchLog, session: Session
@@ -438,17 +499,31 @@ class PrivateApis:
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)
 
     async def image_at(self, request: private.ImageAt, session: Session) -> private.ImageResponse:
-        """The image now (the committed one) or at a past point (time travel)."""
-        self._require_log_reader(session)
+        """The image now (the committed one) or at a past point (time travel).
+
+        Now: what the session may DESCRIBE of it (`api.server.image_views`). A past point is
+        the log's past: CLUSTER_ACTION, as FetchLog.
+        """
         current = self.service.image
         at_offset, at_time = request.at_offset, request.at_time
+        if at_offset is None and at_time is None:
+            # Filtered here, where every authorization check runs (Metadata's are per topic
+            # on the loop too); the whole image is written on the worker thread.
+            records = (
+                None
+                if sees_everything(self.gate, current, session)
+                else list(visible_records(self.gate, current, session))
+            )
+            return await asyncio.to_thread(
+                image_response, current, self._codec, request.schema_id, records
+            )
+        self._require_log_reader(session)
 
         def build() -> private.ImageResponse:
-            image = current
-            if at_offset is not None or at_time is not None:
-                store = self.service.snapshot_store
-                log = self.service.log
-                image = travel(log, store, at_offset=at_offset, at_time=at_time).image
+            store = self.service.snapshot_store
+            log = self.service.log
+            # As the CLI does: a point inside an atomic batch answers the batch's end.
+            image = image_at(log, store, at_offset=at_offset, at_time=at_time)
             return image_response(image, self._codec, request.schema_id)
 
         return await asyncio.to_thread(build)
@@ -472,12 +547,14 @@ class PrivateApis:
         self._require_log_reader(session)
         committed = self.service.image.provenance.offset
         lte = committed if request.lte is None else min(request.lte, committed)
-        entries = await asyncio.to_thread(
-            history_range,
-            self.service.log,
-            entity,
-            gt=request.gt,
-            lte=lte,
-            limit=request.limit,
-        )
+        log, store = self.service.log, self.service.snapshot_store
+
+        def read() -> list[HistoryEntry]:
+            # A trimmed log: the names it starts with come from its snapshot.
+            start = start_image(log, store) if log.log_start_offset > 0 else None
+            return history_range(
+                log, entity, gt=request.gt, lte=lte, limit=request.limit, start=start
+            )
+
+        entries = await asyncio.to_thread(read)
         return private.HistoryResponse(entries=tuple(map(wire_history_entry, entries)))

@@ -31,6 +31,7 @@ import logging
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,17 @@ from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, TypicalIterations
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
+from api.server.forwarding import (
+    ENVELOPE_KEY,
+    ENVELOPE_VERSIONS,
+    EnvelopeOpener,
+    Forwarder,
+    ForwardFailed,
+    forwarded,
+    refused_frame,
+)
+from api.server.health import Health, health
+from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.server.kafka.quorum import QuorumEndpoint
@@ -68,14 +80,23 @@ from api.server.limits import (
     connection_capacity,
 )
 from api.server.login_guard import FailedLogins, LoginPool, SourceSlots, SummarizedWarnings
+from api.server.metrics import ServerMetrics, answer_error
+from api.server.metrics_listener import MetricsListener
 from api.server.private_apis import PrivateApis
 from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
+from api.service.broker_liveness import (
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    BrokerLiveness,
+)
 from api.service.service import MetadataService
 from records.model import ScramMechanism
 from replay.controller.authorizer import Authorizer, AuthorizerConfig
+from replay.controller.errors import ApiError
 
 if TYPE_CHECKING:
     from api.raft.node import QuorumNode
+    from api.security.client_config import ClientSecurity
 
 logger = logging.getLogger("api.server")
 
@@ -124,6 +145,15 @@ class ServerListener:
             raise ValueError(f"listener {self.name}: {protocol} and sasl_mechanisms do not match")
 
 
+def _checked(listeners: Sequence[ServerListener]) -> list[ServerListener]:
+    """The listeners, each checked; at least one."""
+    if not listeners:
+        raise ValueError("a server needs at least one listener")
+    for listener in listeners:
+        listener.check()
+    return list(listeners)
+
+
 class MetadataServer:
     """Serves a `MetadataService` on a TCP listener."""
 
@@ -146,14 +176,23 @@ class MetadataServer:
         quorum: QuorumEndpoint | None = None,
         quorum_listeners: Collection[str] | None = None,
         quorum_node: QuorumNode | None = None,
+        metrics_listen: tuple[str, int] | None = None,
+        broker_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        controller_security: ClientSecurity | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
+
+        With `metrics_listen` (host, port) the server counts its requests and serves
+        `/metrics`, `/healthz` and `/readyz` there (`metrics.listen`; port 0: a free one).
 
         With `quorum_node` the server is a node of a controller quorum: the node starts once
         the listeners are bound (the other voters reach it there), stops before the service,
         and answers the quorum's APIs (`quorum`, an endpoint, answers them without a node:
         tests). They are served on the listeners named in `quorum_listeners` (Kafka's
-        `controller.listener.names`; None: on every listener).
+        `controller.listener.names`; None: on every listener). A quorum node forwards the
+        writes it does not lead to the leader (`forwarding.py`), connecting as the controllers
+        connect to each other (`controller_security`, None: PLAINTEXT).
         """
         self.service = service
         self.quorum_node = quorum_node
@@ -170,11 +209,7 @@ class MetadataServer:
                     advertised_port=advertised_port,
                 )
             ]
-        if not listeners:
-            raise ValueError("a server needs at least one listener")
-        for listener in listeners:
-            listener.check()
-        self.listeners: list[ServerListener] = list(listeners)
+        self.listeners: list[ServerListener] = _checked(listeners)
         """The listeners, with the ports bound once started."""
         self.host = self.listeners[0].host
         self.port = self.listeners[0].port
@@ -186,7 +221,18 @@ class MetadataServer:
         # One authorizer for both kinds of API: they share its ACL index.
         self.authorizer = None if authorizer is None else Authorizer(authorizer)
         """Decides every request when `authorizer.class.name` is set; None allows everything."""
-        self.private_apis = PrivateApis(service, self.authorizer)
+        self.liveness = BrokerLiveness(
+            service,
+            session_timeout_ms=broker_session_timeout_ms,
+            heartbeat_interval_ms=broker_heartbeat_interval_ms,
+        )
+        """The brokers' sessions: one table for every listener."""
+        self.private_apis = PrivateApis(service, self.authorizer, self.liveness)
+        self._sessions: asyncio.Task[None] | None = None
+        self.forwarder, self._envelopes = self._forwarding(
+            service, quorum_node, controller_security
+        )
+        """Sends the writes this node does not lead to the leader (None: a single server)."""
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
         self._channels: ChannelContext | None = None
@@ -202,6 +248,20 @@ class MetadataServer:
         self._handshakes = SourceSlots(TLS_HANDSHAKES_PER_IP)
         self._tls_failures = SummarizedWarnings(logger, "TLS handshake failed")
         typical = TypicalIterations()
+        self.metrics: ServerMetrics | None = None
+        """The server's metrics registry (None: `metrics.listen` not set, nothing counted)."""
+        self.metrics_listener: MetricsListener | None = None
+        if metrics_listen is not None:
+            self.metrics = ServerMetrics(
+                service,
+                quorum_node,
+                node_id=node_id,
+                connections=lambda: self.open_connections,
+                closed=lambda: self.limit_closes,
+            )
+            self.metrics_listener = MetricsListener(
+                self.metrics.registry, self.health, host=metrics_listen[0], port=metrics_listen[1]
+            )
         self._login_costs = LoginCosts(
             keys=DerivedKeys(),
             unknown_iterations=lambda mechanism: typical.of(
@@ -262,10 +322,19 @@ class MetadataServer:
         self.host = self.listeners[0].host
         self.port = self.listeners[0].port
         self.apis = self._apis[self.listeners[0].name]
+        if self.metrics_listener is not None:
+            try:
+                await self.metrics_listener.start()
+            except BaseException:
+                for server in self._servers:
+                    server.close()
+                self._servers = []
+                raise
         if self.quorum_node is not None:
             await self.quorum_node.start()
         if self._run_scheduler:
             self._scheduler = asyncio.create_task(self._scheduled_purges())
+            self._sessions = asyncio.create_task(self._session_checks())
         for listener in self.listeners:
             if "PLAIN" in listener.sasl_mechanisms and listener.ssl_context is None:
                 logger.warning(
@@ -295,7 +364,13 @@ class MetadataServer:
 
     def _kafka_apis(self, listener: Listener, *, quorum: bool = False) -> KafkaApis:
         """The Kafka handlers answering on one listener (advertising its address)."""
-        return KafkaApis(self.service, listener, self.authorizer, self.quorum if quorum else None)
+        return KafkaApis(
+            self.service,
+            listener,
+            self.authorizer,
+            self.quorum if quorum else None,
+            liveness=self.liveness,
+        )
 
     def _serves_quorum(self, listener: str) -> bool:
         """Whether the listener named `listener` answers the quorum APIs."""
@@ -319,7 +394,11 @@ class MetadataServer:
             principal=shared.principal,
             channels=shared.channels,
             security=self._channel_security(listener),
-            extra_versions=QUORUM_VERSIONS if self._serves_quorum(listener.name) else {},
+            extra_versions=(
+                {**QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
+                if self._serves_quorum(listener.name)
+                else {}
+            ),
             prelogin=prelogin,
         )
         # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
@@ -383,16 +462,26 @@ class MetadataServer:
         """
         if not self._servers:
             return
+        if self.metrics_listener is not None:
+            await self.metrics_listener.stop()  # probes fail from here on: traffic moves away
         if self.quorum_node is not None:
-            # Hand leadership over while still serving: the successor fetches and votes here.
+            # Stop voting first (a node that voted on its way out could elect a leader whose
+            # marker never commits), then hand leadership over while still serving: the
+            # successor fetches here.
+            self.quorum_node.stop_voting()
+            if self.forwarder is not None:
+                # Writes that come now are answered NOT_CONTROLLER at once (the client goes
+                # to the next leader), not held here waiting for the election.
+                await self.forwarder.close()
             await self.quorum_node.resign()
         servers, self._servers = self._servers, []
         for server in servers:
             server.close()
-        if self._scheduler is not None:
-            self._scheduler.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._scheduler
+        for task in (self._scheduler, self._sessions):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         self.service.release_waiters()  # long-polling FetchLogs answer now
         channels = self._channels.channels if self._channels is not None else set()
         for channel in list(channels):
@@ -412,11 +501,21 @@ class MetadataServer:
             self._login_pool.close()
         for server in servers:
             await server.wait_closed()
+        if self.forwarder is not None:
+            await self.forwarder.close()
         if self.quorum_node is not None:
             await self.quorum_node.aclose()
         await self.service.aclose()
         logger.info("stopped (%s); log end offset %d", reason, self.service.log.end_offset)
         self._stopped.set()
+
+    async def _session_checks(self) -> None:
+        try:
+            await self.liveness.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("the broker session checks stopped")
 
     async def _scheduled_purges(self) -> None:
         try:
@@ -427,6 +526,10 @@ class MetadataServer:
             logger.exception("the pending partition deletion scheduler stopped")
 
     # ------------------------------------------------------------------ answering
+
+    def health(self) -> Health:
+        """Whether the server is ready (image applied, a leader known) and takes writes."""
+        return health(self.service, self.quorum_node, node_id=self.node_id)
 
     @property
     def limit_closes(self) -> dict[str, int]:
@@ -447,6 +550,23 @@ class MetadataServer:
             return 0
         return self._channels.memory.used + sum(pool.used for pool in self._prelogin)
 
+    def _forwarding(
+        self,
+        service: MetadataService,
+        quorum_node: QuorumNode | None,
+        security: ClientSecurity | None,
+    ) -> tuple[Forwarder | None, EnvelopeOpener]:
+        """The forwarder of writes to the leader, and the opener of forwarded ones (KIP-590)."""
+        forwarder = None if quorum_node is None else Forwarder(quorum_node, security=security)
+        opener = EnvelopeOpener(
+            node=quorum_node,
+            gate=Gate(self.authorizer),
+            image=lambda: service.image,
+            kafka=lambda name: self._apis[name].handle,
+            private=self.private_apis.handle,
+        )
+        return forwarder, opener
+
     @property
     def unsent_answer_bytes(self) -> int:
         """Answer bytes written to connections and not yet taken by their clients' sockets."""
@@ -458,27 +578,49 @@ class MetadataServer:
         """Answer one event on `channel`; False when the connection must close."""
         if channel.sasl is not None:
             return await self._authenticate(event, channel, channel.sasl)
+        if isinstance(event, Request | PrivateRequest) and await self._forwarded(event, channel):
+            return True
+        metrics = self.metrics
         if isinstance(event, Request):
             header = event.request.header
             apis = self._apis[channel.listener]
+            started = time.perf_counter() if metrics is not None else 0.0
             try:
-                body = await apis.handle(event.request, channel.session)
+                if header.api_key == ENVELOPE_KEY:  # only decoded on the quorum's listeners
+                    body = await self._envelopes.open(
+                        event.request, channel.session, channel.listener
+                    )
+                else:
+                    body = await apis.handle(event.request, channel.session)
             except Exception:
+                name = API_NAMES.get(header.api_key, str(header.api_key))
+                if metrics is not None:
+                    seconds = time.perf_counter() - started
+                    metrics.requests.observe(name, "UNKNOWN_SERVER_ERROR", seconds)
                 logger.exception(
-                    "closing %s: %s v%d failed",
-                    channel.peer,
-                    API_NAMES.get(header.api_key, header.api_key),
-                    header.api_version,
+                    "closing %s: %s v%d failed", channel.peer, name, header.api_version
                 )
                 return False
             channel.write(encode_response(header.correlation_id, body))
+            if metrics is not None:
+                name = API_NAMES.get(header.api_key, str(header.api_key))
+                seconds = time.perf_counter() - started
+                metrics.requests.observe(name, answer_error(body), seconds)
         elif isinstance(event, Reply):
             channel.write(event.data)
         elif isinstance(event, PrivateRequest):
             header = event.header
+            started = time.perf_counter() if metrics is not None else 0.0
             try:
                 channel.write(await self.private_apis.handle(header, event.body, channel.session))
+                if metrics is not None:
+                    seconds = time.perf_counter() - started
+                    metrics.requests.observe(PRIVATE_APIS[header.api_key].name, "NONE", seconds)
             except Exception:
+                if metrics is not None:
+                    seconds = time.perf_counter() - started
+                    name = PRIVATE_APIS[header.api_key].name
+                    metrics.requests.observe(name, "UNKNOWN_SERVER_ERROR", seconds)
                 logger.exception(
                     "closing %s: %s v%d failed",
                     channel.peer,
@@ -491,6 +633,30 @@ class MetadataServer:
             return False
         elif isinstance(event, SaslToken):  # pragma: no cover - only read while logging in
             return False
+        return True
+
+    async def _forwarded(self, event: Request | PrivateRequest, channel: Channel) -> bool:
+        """Answer a write on a node that does not lead with the leader's answer (KIP-590).
+
+        False when it is not forwarded (a read, this node leads, or nothing could be sent):
+        it is answered here (a write with NOT_CONTROLLER, `ReplicatedService.submit`).
+        """
+        forwarder = self.forwarder
+        node = self.quorum_node
+        if forwarder is None or node is None or node.leading or not forwarded(event):
+            return False
+        try:
+            data = await forwarder.forward(event.frame, channel.session)
+        except ForwardFailed as exc:
+            logger.debug("write answered here, not forwarded: %s", exc)
+            return False
+        except ApiError as exc:
+            frame = refused_frame(event, exc)
+            if frame is None:
+                return False
+            channel.write(frame)
+            return True
+        channel.write(struct.pack(">i", len(data)) + data)
         return True
 
     # ------------------------------------------------------------------ authentication

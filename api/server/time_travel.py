@@ -9,8 +9,11 @@ credential leaves in clear: the records of FetchLog and ImageAt carry them `reda
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from api.protocol import private
 from records.codec import RecordCodec
+from records.model import Record
 from replay.changes import Change
 from replay.image import MetadataImage
 from replay.timetravel import Entity, HistoryEntry
@@ -18,10 +21,17 @@ from replay.timetravel_security import has_secrets, redacted
 
 
 def image_response(
-    image: MetadataImage, codec: RecordCodec, known: str | None
+    image: MetadataImage,
+    codec: RecordCodec,
+    known: str | None,
+    records: Iterable[Record] | None = None,
 ) -> private.ImageResponse:
-    """An image as the records that rebuild it (numbered from 0, no principal)."""
-    entries = ((i, 0, 0, None, redacted(r)) for i, r in enumerate(image.write()))
+    """An image as the records that rebuild it (numbered from 0, no principal), redacted.
+
+    `records` is the part of the image to send (`api.server.image_views`); all of it if None.
+    """
+    shown = image.write() if records is None else records
+    entries = ((i, 0, 0, None, redacted(r)) for i, r in enumerate(shown))
     p = image.provenance
     return private.ImageResponse(
         offset=p.offset,

@@ -23,13 +23,15 @@ from api.service.service import (
     noting_write,
 )
 from metadata_log.config import LogConfig
+from metadata_log.errors import LogError
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from records.model import Record
 from replay.controller.commands import PurgeResult
 from replay.controller.controller import Controller
 from replay.controller.errors import ApiError, ErrorCode
-from replay.image import EMPTY_IMAGE, MetadataImage
+from replay.features import CHAINED_METADATA_VERSION, finalized_level
+from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
 
 if TYPE_CHECKING:
@@ -135,6 +137,11 @@ class ReplicatedService(MetadataService):
                 return info
         return None
 
+    @property
+    def is_active_controller(self) -> bool:
+        """Whether this node leads the quorum (broker sessions are kept only there)."""
+        return self.node is not None and self.node.leading
+
     def _append_epoch(self) -> int:
         return 0 if self.node is None else self.node.epoch
 
@@ -154,11 +161,14 @@ class ReplicatedService(MetadataService):
         node = self.node
         if node is None:
             raise ApiError(ErrorCode.NOT_CONTROLLER, "the quorum is not running yet; retry")
+        # Leadership first: a node that does not lead has a committed image that may be
+        # behind the leader's, so even a refusal computed on it (UNKNOWN_TOPIC_OR_PARTITION of
+        # a topic created meanwhile) could be wrong: it answers NOT_CONTROLLER, never from it.
+        if not node.leading:
+            await node.wait_leading()
         write = CURRENT_WRITE.get()
         if write is not None:
             # Only the leader knows every accepted write: a retry is checked there.
-            if not node.leading:
-                await node.wait_leading()
             found = self._retried(write)
             if found is not None:
                 return await self._stored(found, write)  # type: ignore[no-any-return]
@@ -166,16 +176,13 @@ class ReplicatedService(MetadataService):
         result = command(self._working)
         if not result.records:
             return result.response
-        if not node.leading:
-            await node.wait_leading()
-            result = command(self._working)  # the image may have moved meanwhile
-            if not result.records:
-                return result.response
         self._check_encodes(result.records)
         first = self._next_offset
         image = self._accept(result.records)
         appended = await node.propose(result.records, principal=principal, first=first)
         self._commit(image, appended, asyncio.get_running_loop())
+        if result.more is not None:
+            await self.submit_rest(result.more, principal=principal)
         return result.response
 
     async def purge_due_async(self, *, now_ms: int | None = None) -> list[PurgeResult]:
@@ -192,16 +199,36 @@ class ReplicatedService(MetadataService):
     async def purge_now(self) -> list[PurgeResult]:
         """A client's check (PurgePending), through `submit` even on a follower.
 
-        There it answers NOT_CONTROLLER naming the leader when a step is due or the check
-        carries a write id, so the client follows; the scheduler's checks skip followers.
+        There it answers NOT_CONTROLLER naming the leader (when not forwarded to it), so the
+        client follows; the scheduler's checks skip followers.
         """
         return await MetadataService.purge_due_async(self)
+
+    def _commit(
+        self,
+        image: MetadataImage,
+        appended: AppendResult,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super()._commit(image, appended, loop)
+        self._switch_chain(image)
+
+    def _switch_chain(self, image: MetadataImage) -> None:
+        """Keep the log's hash chain once the committed metadata.version switches it on."""
+        if (
+            isinstance(self.log, ReplicaLog)
+            and finalized_level(image, METADATA_VERSION) >= CHAINED_METADATA_VERSION
+        ):
+            # A no-op once kept; a closed or failed log is tried again at the next commit.
+            with contextlib.suppress(LogError):
+                self.log.keep_chain()
 
     def follow(self, image: MetadataImage) -> None:
         """Take `image` (committed blocks applied) as both the committed and the working image."""
         self._committed = image
         self._working = image
         self._next_offset = image.provenance.offset + 1
+        self._switch_chain(image)
         if self._snapshots is not None:
             self._snapshots.committed(image, self.log)
         if self._commit_waiters:

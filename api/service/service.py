@@ -39,15 +39,17 @@ from api.service.client_writes import (
     require_owner,
     stored_answer,
 )
+from api.service.retention import LogRetention
 from metadata_log.config import LogConfig
-from metadata_log.errors import LogError, ReadOnlyLogError
+from metadata_log.digest import DigestError, LogDigest
+from metadata_log.errors import LogClosedError, LogError, ReadOnlyLogError
 from metadata_log.log import AppendResult, MetadataLog
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError, RecordError
 from records.model import ClientWriteRecord, FeatureLevelRecord, Record
-from replay.controller.commands import ControllerResult, PurgeResult, PurgeStep
+from replay.controller.commands import Continuation, ControllerResult, PurgeResult, PurgeStep
 from replay.controller.config_defs import cluster_value
 from replay.controller.controller import Controller
 from replay.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from api.service.snapshots import Snapshotter
-    from replay.sql.store import SnapshotStore
+    from replay.sql.store import SnapshotInfo, SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +73,9 @@ T = TypeVar("T")
 Command = Callable[[MetadataImage], ControllerResult[T]]
 """A controller call bound to its request: image in, records and answer out."""
 
-METADATA_VERSION_LEVEL = 1
-"""The `metadata.version` this code writes into a new log."""
+METADATA_VERSION_LEVEL = 2
+"""The `metadata.version` this code writes into a new log (the newest it supports, as Kafka's
+format writes: 2 keeps the hash chain on a quorum; replay.features)."""
 
 SERVICE_PRINCIPAL = "metadata-log"
 """The principal of records the service writes on its own (bootstrap, scheduled purges)."""
@@ -82,6 +85,9 @@ REOPEN_INTERVAL_S = 3.0
 
 MAX_ECHO = 200
 """Characters of an encoder's message kept in an error answer (it may quote a huge value)."""
+
+BATCHES_IN_FLIGHT = 2
+"""Batches of one command (`ControllerResult.more`) accepted and not yet durable at a time."""
 
 RETRY_COMMIT_WAIT_S = 5.0
 """How long a retried write waits for the original (accepted, not yet durable) to commit."""
@@ -117,6 +123,28 @@ class MetadataService:
         self._closing = False
         self._commit_waiters: list[asyncio.Future[None]] = []
         self._snapshot_check_due = False
+        self.storage_failures = 0
+        """How often the log's storage failed since the start (a metric)."""
+        self.retention: LogRetention | None = None
+        """Online retention of the log (the snapshots' policy bounds it; None: no snapshots)."""
+        if snapshots is not None:
+            self.retention = LogRetention(snapshots.policy, clock_ms=self._clock_ms)
+            snapshots.on_written = self._snapshot_written
+
+    def committed_digest(self) -> LogDigest | None:
+        """The hash chain's digest at the committed offset (the last block end at or before it).
+
+        None while nothing is committed or the log has no chain to read (a log written before
+        it, opened read-only after a storage failure). A metrics collector publishes this;
+        DescribeLogDigest answers it.
+        """
+        committed = self.image.provenance.offset
+        if committed < self.log.log_start_offset - 1 or committed < 0:
+            return None
+        try:
+            return self.log.digest(committed, at_or_before=True)
+        except (DigestError, LogClosedError):
+            return None
 
     @classmethod
     def open(
@@ -161,6 +189,11 @@ class MetadataService:
         return self._committed
 
     @property
+    def snapshots(self) -> Snapshotter | None:
+        """The snapshotter taking snapshots by policy (None without snapshots)."""
+        return self._snapshots
+
+    @property
     def snapshot_store(self) -> SnapshotStore | None:
         """The store snapshots are written to (None without snapshots): for time travel."""
         return None if self._snapshots is None else self._snapshots.store
@@ -190,6 +223,16 @@ class MetadataService:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+    @property
+    def failure(self) -> str | None:
+        """Why writes are refused now (the log's storage failed), None while they are taken."""
+        return self._failure
+
+    @property
+    def is_active_controller(self) -> bool:
+        """Whether this service writes the log now (a quorum's service: while it leads)."""
+        return True
 
     @property
     def stopped(self) -> bool:
@@ -294,6 +337,20 @@ class MetadataService:
         if self._snapshots is not None and not self._closing:
             self._snapshots.committed(self._committed, self.log)
 
+    def _snapshot_written(self, info: SnapshotInfo) -> None:
+        """After a snapshot (its worker thread): trim the log below it if over its bound.
+
+        The log's write lock orders the trim with appends; a log that failed or is a reader
+        after a storage failure is left alone (the next snapshot tries again).
+        """
+        log = self.log
+        if self.retention is None or not isinstance(log, MetadataLog):
+            return
+        try:
+            self.retention.trim(log, below=info.offset)
+        except (MetadataLogError, OSError) as exc:
+            logger.warning("the log was not trimmed below snapshot %d: %s", info.id, exc)
+
     def _storage_failed(self, exc: BaseException) -> StorageError:
         """Refuse writes from now on and, in a server, start re-opening the log."""
         import asyncio
@@ -301,6 +358,7 @@ class MetadataService:
         failure = self._failure
         if failure is None:
             self._failure = failure = _one_line(exc)
+            self.storage_failures += 1
             logger.error(
                 "the metadata log cannot be written (%s); writes answer KAFKA_STORAGE_ERROR, "
                 "reads go on, re-opening the log every %g s",
@@ -409,6 +467,12 @@ class MetadataService:
                 raise _unencodable(exc) from None
             raise refused from None
         self._commit(image, appended)
+        more = result.more
+        while more is not None:
+            step = more(self._working)
+            more = step.more
+            if step.records:
+                self.execute(_just(step), principal=principal)
         return result.response
 
     async def submit(self, command: Command[T], *, principal: str | None = None) -> T:
@@ -453,7 +517,49 @@ class MetadataService:
             raise refused from None
         self._commit(image, appended, loop)
         done.set_result(None)
+        if result.more is not None:
+            await self.submit_rest(result.more, principal=principal)
         return result.response
+
+    async def submit_rest(self, more: Continuation, *, principal: str | None = None) -> None:
+        """Write the further batches of a command (`ControllerResult.more`), in order.
+
+        Each batch is a command of its own, computed against the working image of its time:
+        other commands run between them. A batch does not wait for the one before it to be
+        durable (they are accepted in order and group-committed together); this returns once
+        every one is. At most `BATCHES_IN_FLIGHT` are accepted and not yet durable.
+        """
+        import asyncio
+
+        following: Continuation | None = more
+        writes: list[asyncio.Task[None]] = []
+        try:
+            while following is not None:
+                found: list[Continuation | None] = []
+
+                def step(
+                    image: MetadataImage,
+                    batch: Continuation = following,
+                    found: list[Continuation | None] = found,
+                ) -> ControllerResult[None]:
+                    result = batch(image)
+                    found.append(result.more)  # the last run counts (a replica may run twice)
+                    return ControllerResult(records=result.records, response=None)
+
+                if len(writes) >= BATCHES_IN_FLIGHT:
+                    # A bounded pipeline: a command that arrives meanwhile waits for at most
+                    # this many batches ahead of it to be durable, not for all of them.
+                    await writes[-BATCHES_IN_FLIGHT]
+                write = asyncio.ensure_future(self.submit(step, principal=principal))
+                writes.append(write)
+                # One turn of the loop: the batch is accepted (the write's synchronous start)
+                # and whatever else was ready runs before the next batch is computed.
+                await asyncio.sleep(0)
+                if not found:
+                    await write  # it waited for something first (a leader to be elected)
+                following = found[-1] if found else None
+        finally:
+            await asyncio.gather(*writes)
 
     def _retried(self, write: PendingWrite) -> ClientWriteRecord | None:
         """The client's last write if `write` is it or older (the write is not run again).
@@ -608,9 +714,16 @@ def noting_write(command: Command[T], write: PendingWrite) -> Command[T]:
         if not result.records:
             return result  # nothing changed: a retry runs it again, as the first attempt
         note = client_write_record(write, result.response)
-        return ControllerResult(records=(*result.records, note), response=result.response)
+        return ControllerResult(
+            records=(*result.records, note), response=result.response, more=result.more
+        )
 
     return noted
+
+
+def _just(result: ControllerResult[None]) -> Command[None]:
+    """A command that answers `result` (one batch of a command that writes several)."""
+    return lambda image: result
 
 
 def _wall_clock_ms() -> int:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from api.service.retention import RetentionConfig
 from metadata_log.config import LogConfig
 from records.errors import MetadataLogError
 
@@ -32,6 +33,8 @@ class Settings:
     """Snapshots kept after each new one (MLOG_SNAPSHOT_RETENTION); at least 1."""
     bootstrap_server: str | None = None
     """A server to run commands against (`--bootstrap-server`, MLOG_BOOTSTRAP_SERVER)."""
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    """Online retention and the snapshot cadence (`mlog serve`'s server.properties keys)."""
 
     @property
     def log_dir(self) -> Path:

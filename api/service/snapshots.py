@@ -4,13 +4,14 @@ Startup loads the newest valid snapshot and replays the log after it. A database
 behind in schema does not stop the service: it replays the whole log, warns, and tries again
 later. A schema ahead of this code is refused (SchemaAheadError): a newer metadata-log wrote it.
 
-Policy (Kafka's keys, cluster configs): a snapshot once
+Policy (Kafka's keys, cluster configs, or the server's file when it sets them): a snapshot once
 `metadata.log.max.record.bytes.between.snapshots` bytes of records (uncompressed, as Kafka counts
 them; the segments hold them snappy-compressed) were appended since the last one,
 or once `metadata.log.max.snapshot.interval.ms` passed with new entries, whichever comes first.
 The committed image is immutable, so a worker thread writes it while appends go on; one write
 at a time, and a policy check while one is in flight does nothing. After each snapshot only the
-newest `retention` are kept (never fewer than one).
+newest `retention` are kept (never fewer than one), and with `metadata.max.retention.ms` in the
+server's file none older than that but the newest.
 
 The default database, the SQLite file `<data-dir>/snapshots.db`, is created with the first
 snapshot: while it does not exist there is no snapshot to start from, which a stat tells without
@@ -27,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from api.service.retention import RetentionConfig, log_snapshots_deleted
 from api.service.settings import Settings
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
@@ -71,11 +73,13 @@ class Snapshotter:
         clock_ms: Callable[[], int] = _wall_clock_ms,
         retry_ms: int = RETRY_MS,
         progress: Progress | None = None,
+        policy: RetentionConfig | None = None,
     ) -> None:
         """Snapshots in `store`, or in the store `store()` opens when one is first needed.
 
         `file` is the SQLite file of a store opened on demand: while it does not exist, the
         store holds no snapshot, and is not opened (nor created) until one is written.
+        `policy`'s snapshot keys, when set, replace the cluster configs' (server.properties).
         """
         if retention < 1:
             raise SnapshotStoreError(
@@ -92,6 +96,8 @@ class Snapshotter:
         self._clock_ms = clock_ms
         self._retry_ms = retry_ms
         self._progress = progress
+        self.policy = policy or RetentionConfig()
+        """The server's snapshot and retention keys (none set: the cluster configs rule)."""
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._inflight: Future[SnapshotInfo | None] | None = None
@@ -108,6 +114,10 @@ class Snapshotter:
         """The snapshot the service started from (None: the whole log was replayed)."""
         self.written: SnapshotInfo | None = None
         """The newest snapshot this snapshotter wrote (a quorum node offers it to others)."""
+        self.on_written: Callable[[SnapshotInfo], None] | None = None
+        """Called on the worker thread after each snapshot (a standalone service trims)."""
+        self.deleted_total = 0
+        """Snapshots deleted by retention since the start (a metric)."""
 
     @property
     def store(self) -> SnapshotStore:
@@ -164,7 +174,7 @@ class Snapshotter:
         else:
             image = load_image(log, lte=lte, progress=progress)
         # Only whether the threshold is reached matters, so the count stops there.
-        max_bytes = _long_config(image.configs.cluster(), MAX_BYTES_KEY)
+        max_bytes = self._max_bytes(image.configs.cluster())
         self._backlog = log.record_bytes_after(self._last_offset, limit=max_bytes)
         self._bytes_at_last = log.record_bytes_appended
         return image
@@ -179,11 +189,17 @@ class Snapshotter:
         if now < self._retry_at:
             return False
         cluster = image.configs.cluster()
-        max_bytes = _long_config(cluster, MAX_BYTES_KEY)
-        interval = _long_config(cluster, MAX_INTERVAL_KEY)
+        max_bytes = self._max_bytes(cluster)
+        interval = self.policy.snapshot_interval_ms
+        if interval is None:
+            interval = _long_config(cluster, MAX_INTERVAL_KEY)
         if self._backlog + log.record_bytes_appended - self._bytes_at_last >= max_bytes:
             return True
         return interval > 0 and now - self._last_time >= interval
+
+    def _max_bytes(self, cluster: Mapping[str, str]) -> int:
+        given = self.policy.snapshot_bytes
+        return _long_config(cluster, MAX_BYTES_KEY) if given is None else given
 
     def committed(self, image: MetadataImage, log: StoredLog) -> None:
         """After each commit: start a background snapshot if the policy asks for one."""
@@ -207,7 +223,7 @@ class Snapshotter:
     def _write(self, image: MetadataImage, bytes_now: int) -> SnapshotInfo | None:
         try:
             info = self.store.write(image, progress=self._progress)
-            deleted = self.store.retain(self.retention)
+            deleted = self.store.retain(self.retention) + self._expire()
         except SnapshotStoreError as exc:
             self._failed(f"snapshot at offset {image.provenance.offset} failed: {exc}")
             return None
@@ -218,6 +234,7 @@ class Snapshotter:
             self._bytes_at_last = bytes_now
             self._backlog = 0
             self.last_error = None
+            self.deleted_total += len(deleted)
         logger.info(
             "snapshot %d at offset %d written (%d records); %d old snapshot(s) deleted",
             info.id,
@@ -225,7 +242,20 @@ class Snapshotter:
             info.record_count,
             len(deleted),
         )
+        log_snapshots_deleted([d.offset for d in deleted], self.retention)
+        if self.on_written is not None:
+            self.on_written(info)
         return info
+
+    def _expire(self) -> list[SnapshotInfo]:
+        """Delete the snapshots older than `metadata.max.retention.ms` but the newest."""
+        max_ms = self.policy.max_ms
+        if max_ms < 0:
+            return []
+        cutoff = self._clock_ms() - max_ms
+        older = self.store.snapshots(desc=True)[1:]
+        doomed = [s for s in older if s.created_at.timestamp() * 1000 < cutoff]
+        return [self.store.delete(s.id) for s in doomed]
 
     def _failed(self, reason: str) -> None:
         with self._lock:
@@ -279,6 +309,7 @@ def open_snapshotter(settings: Settings) -> Snapshotter:
         lambda: open_store(settings),
         file=settings.snapshot_file,
         retention=settings.snapshot_retention,
+        policy=settings.retention,
     )
 
 
@@ -298,10 +329,11 @@ def read_image(
         store = existing_store(settings)
         if store is None and at_offset is None and at_time is None:
             return load_image(log, progress=progress)  # no snapshot, no past point: the log
-        from replay.timetravel import travel
+        from replay.timetravel import image_at
 
         try:
-            return travel(log, store, at_offset=at_offset, at_time=at_time, progress=progress).image
+            # image_at, not travel: a point inside an atomic batch answers the batch's end.
+            return image_at(log, store, at_offset=at_offset, at_time=at_time, progress=progress)
         finally:
             if store is not None:
                 store.close()

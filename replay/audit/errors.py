@@ -7,3 +7,7 @@ from records.errors import MetadataLogError
 
 class AuditSessionError(MetadataLogError):
     """Spark cannot start for an audit: a bad or unreachable master, or a failed launch."""
+
+
+class AuditSqlError(MetadataLogError):
+    """An audit's SQL statement is not valid Spark SQL: said before (or instead of) a Spark run."""

@@ -8,11 +8,11 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
-from replay.audit.errors import AuditSessionError
+from replay.audit.errors import AuditSessionError, AuditSqlError
 
 if TYPE_CHECKING:
     from pyspark import SparkConf
@@ -125,6 +125,7 @@ def audit_session(
     conf: Mapping[str, str] | None = None,
     jvm_log: TextIO | None = sys.__stderr__,
     registration_timeout: float = MASTER_REGISTRATION_TIMEOUT,
+    parse_first: Sequence[str] = (),
 ) -> SparkSession:
     """A SparkSession with the `metadata_log` source registered.
 
@@ -140,6 +141,10 @@ def audit_session(
     a minute later; a CLI run exits, which ends the JVM). When this call
     starts the JVM, its stderr goes to `jvm_log` (default: this process's own stderr, where it
     went before; None: nowhere) without Spark's start-up banners (`SPARK_BANNERS`).
+
+    `parse_first` statements are parsed by Spark's SQL parser as soon as the JVM runs, before
+    the SparkContext starts (`parse_in_jvm`): a syntax error raises
+    `AuditSqlError` a few seconds into the start rather than after it.
     """
     chosen = master or LOCAL_MASTER
     reach_masters(check_master(chosen))
@@ -177,6 +182,8 @@ def audit_session(
         # this process keeps it, and a new one reuses it); only a first start launches one,
         # here, with its stderr piped so the banners can be dropped.
         gateway = _launch_jvm(spark_conf, jvm_log) if SparkContext._gateway is None else None
+        for statement in parse_first:
+            parse_in_jvm(gateway.jvm if gateway is not None else SparkContext._jvm, statement)
         _bounded(
             lambda: (
                 SparkContext.getOrCreate(spark_conf)
@@ -187,13 +194,37 @@ def audit_session(
             chosen,
         )
         spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
-    except AuditSessionError:
+    except (AuditSessionError, AuditSqlError):
         raise
     except Exception as exc:
         raise AuditSessionError(f"Spark did not start: {_first_line(exc)}") from exc
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def parse_in_jvm(jvm: Any, statement: str) -> None:
+    """Parse `statement` with Spark's own parser in a running JVM (no SparkContext needed).
+
+    Raises `AuditSqlError` with Spark's message (first line) on a syntax error.
+    """
+    from pyspark.errors import PySparkException
+
+    parser = jvm.org.apache.spark.sql.execution.SparkSqlParser()
+    try:
+        parser.parsePlan(statement)
+    except Exception as exc:
+        # A bare gateway raises Py4JJavaError; once a SparkContext runs, PySpark converts it
+        # to its own ParseException. Anything else (the JVM gone) is not about the statement.
+        java = getattr(exc, "java_exception", None)
+        if java is not None:
+            message = str(java.getMessage() or java.toString())
+        elif isinstance(exc, PySparkException):
+            message = str(exc)
+        else:
+            raise
+        line = next((part.strip() for part in message.splitlines() if part.strip()), "")
+        raise AuditSqlError(f"SQL error: {line or type(exc).__name__}") from None
 
 
 def _launch_jvm(spark_conf: SparkConf, jvm_log: TextIO | None) -> Any:
@@ -257,8 +288,21 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(MetadataLogDataSource)
 
 
+INTERNAL_RECORD_TYPES = ("ClientWriteRecord",)
+"""Record types that are the service's bookkeeping, not changes anyone made.
+
+A ClientWriteRecord stores the answer to an idempotent write beside the write's own records
+(so a retry is answered, not applied twice): counting it as a change would count every such
+write twice. `read_log` leaves these out unless asked (`internal=True`, `--include-internal`).
+"""
+
+
 def read_log(
-    spark: SparkSession, log_dir: str | os.PathLike[str], *, payload: bool = True
+    spark: SparkSession,
+    log_dir: str | os.PathLike[str],
+    *,
+    payload: bool = True,
+    internal: bool = False,
 ) -> DataFrame:
     """The entries of the log in `log_dir` as a DataFrame (checked to open on the driver first).
 
@@ -266,6 +310,7 @@ def read_log(
     source's planned read on the relation and, for a query with no filter to push, reuses the
     plan left by the last pushdown; with a filter in every query, each query plans afresh.
     `payload=False` leaves the `payload` column null, for scans that do not read it.
+    Entries of `INTERNAL_RECORD_TYPES` are left out unless `internal` is true.
     """
     from pyspark.sql import functions as F
 
@@ -277,5 +322,7 @@ def read_log(
     reader = spark.read.format(SOURCE_NAME)
     if not payload:
         reader = reader.option("payload", "false")
-    frame = reader.load(str(log_dir))
-    return frame.where(F.col("offset") >= 0)
+    frame = reader.load(str(log_dir)).where(F.col("offset") >= 0)
+    if not internal:
+        frame = frame.where(~F.col("record_type").isin(*INTERNAL_RECORD_TYPES))
+    return frame

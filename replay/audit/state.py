@@ -106,7 +106,7 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
     # One scan of the log, kept for the many joins below: only the topic records, and only the
     # columns the rules read.
     log = (
-        read_log(spark, log_dir, payload=False)
+        read_log(spark, log_dir, payload=False, internal=True)
         .where((F.col("offset") <= at_offset) & F.col("record_type").isin(*_TOPIC_RECORDS))
         .select(*_STATE_INPUT)
         .persist(StorageLevel.MEMORY_AND_DISK)

@@ -6,14 +6,16 @@ one to one, and the CLI builds the same values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from records.model import (
     AclOperation,
     AclPermissionType,
     BrokerEndpoint,
+    BrokerFeature,
     ConfigResourceType,
     PatternType,
     Record,
@@ -22,15 +24,34 @@ from records.model import (
 from records.uuids import Uuid
 from replay.controller.errors import ApiError, ErrorCode
 
+if TYPE_CHECKING:
+    from replay.image import MetadataImage
+
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerResult(Generic[T]):
-    """What a command produced: the records to append (one atomic batch) and the answer."""
+    """What a command produced: the records to append (one atomic batch) and the answer.
+
+    A command whose records may be too many for one batch (fencing a broker that leads half
+    the cluster) writes the first `MAX_RECORDS_PER_BATCH` and sets `more`: the service runs
+    `more` against the working image after that batch, and again on what it returns, until
+    one returns no `more`, answering after the last (Kafka's non-atomic `ControllerResult`,
+    split by `maxRecordsPerBatch`). Other commands run between the batches.
+    """
 
     records: tuple[Record, ...]
     response: T
+    more: Continuation | None = None
+
+
+Continuation = Callable[["MetadataImage"], "ControllerResult[None]"]
+"""The next batch of a command that writes more than one (see `ControllerResult.more`)."""
+
+MAX_RECORDS_PER_BATCH = 10_000
+"""The most records a command writes in one batch when it may write more than one (KRaft's
+`maxRecordsPerBatch`); a broker's own record and its first partition moves share the first."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +96,48 @@ class RegisterBroker:
     rack: str | None = None
     endpoints: tuple[BrokerEndpoint, ...] = ()
     fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistration:
+    """A broker process registering itself (Kafka's BrokerRegistration, API 62).
+
+    It starts fenced, with a new broker epoch; its heartbeats unfence it once it has caught up.
+    """
+
+    broker_id: int
+    cluster_id: str
+    incarnation_id: Uuid
+    """Chosen by the broker process at start; a new one means a new process."""
+    listeners: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrChange:
+    """One partition of an AlterPartition (API 56): the ISR its leader asks for."""
+
+    topic_id: Uuid
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...]
+    """(broker id, broker epoch or -1) of each replica of the new ISR."""
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrResult:
+    """The answer for one partition of an AlterPartition: the error, or the partition after."""
+
+    topic_id: Uuid
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
 
 
 class BrokerAction(IntEnum):

@@ -518,3 +518,83 @@ def resolve_cluster_configs(
             )
         )
     return resolved
+
+
+# ---------------------------------------------------------------------------- synonyms
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigSynonym:
+    """One level a key's value may come from, as DescribeConfigs' synonyms list it."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+def config_synonyms(
+    described: ResolvedConfig,
+    *,
+    topic: bool,
+    cluster: Mapping[str, str],
+    broker: Mapping[str, str] | None = None,
+) -> list[ConfigSynonym]:
+    """The synonyms of a described key, highest precedence first, as Kafka lists them.
+
+    A topic key: its own override (or the namespace's), then each broker-level key that
+    supplies its default and is set cluster-wide (`log.retention.ms`, then
+    `log.retention.hours`, with their values), then Kafka's default under the broker-level
+    name (`log.retention.ms`, DEFAULT_CONFIG). A cluster or broker key: the broker's own value,
+    the cluster-wide one, the default. Levels not set are left out, as in Kafka.
+    """
+    found: list[ConfigSynonym] = []
+    if topic:
+        definition = TOPIC_CONFIGS.get(described.name)
+        if described.source in (ConfigSource.TOPIC_CONFIG, ConfigSource.NAMESPACE_CONFIG):
+            found.append(
+                ConfigSynonym(name=described.name, value=described.value, source=described.source)
+            )
+        if definition is None:
+            return found
+        for synonym, _factor in definition.synonyms:
+            if synonym in cluster:
+                found.append(
+                    ConfigSynonym(
+                        name=synonym,
+                        value=cluster[synonym],
+                        source=ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                    )
+                )
+        if definition.default is not None and definition.synonyms:
+            # Kafka's default is the broker-level key's: the first synonym in whole units.
+            primary = next((s for s, f in definition.synonyms if f == 1), definition.name)
+            found.append(
+                ConfigSynonym(
+                    name=primary, value=definition.default, source=ConfigSource.DEFAULT_CONFIG
+                )
+            )
+        return found
+    definition = CLUSTER_CONFIGS.get(described.name)
+    if broker is not None and described.name in broker:
+        found.append(
+            ConfigSynonym(
+                name=described.name,
+                value=broker[described.name],
+                source=ConfigSource.DYNAMIC_BROKER_CONFIG,
+            )
+        )
+    if described.name in cluster:
+        found.append(
+            ConfigSynonym(
+                name=described.name,
+                value=cluster[described.name],
+                source=ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            )
+        )
+    if definition is not None and definition.default is not None:
+        found.append(
+            ConfigSynonym(
+                name=described.name, value=definition.default, source=ConfigSource.DEFAULT_CONFIG
+            )
+        )
+    return found

@@ -22,6 +22,7 @@ from records.model import PartitionRecord
 from records.uuids import Uuid
 from replay.controller import (
     acls,
+    broker_protocol,
     brokers,
     configs,
     credentials,
@@ -37,6 +38,7 @@ from replay.controller.commands import (
     AlterConfigsResult,
     AlterScramResult,
     BrokerAction,
+    BrokerRegistration,
     BrokerResult,
     CancelPartitionDeletion,
     CancelPartitionDeletionResult,
@@ -57,6 +59,8 @@ from replay.controller.commands import (
     DeleteTopicResult,
     DescribeScramResult,
     ElectionType,
+    IsrChange,
+    IsrResult,
     MoveTopic,
     MoveTopicResult,
     NamespaceInfo,
@@ -124,6 +128,26 @@ class Controller:
     ) -> ControllerResult[BrokerResult]:
         """Unregister, fence, unfence, or start a controlled shutdown of a broker."""
         return brokers.change_broker(image, broker_id, action)
+
+    @staticmethod
+    def broker_registration(
+        image: MetadataImage,
+        request: BrokerRegistration,
+        *,
+        cluster_id: str,
+        session_alive: Callable[[int], bool],
+    ) -> ControllerResult[BrokerResult]:
+        """A broker process registering itself (BrokerRegistration): fenced, a new epoch."""
+        return broker_protocol.register(
+            image, request, cluster_id=cluster_id, session_alive=session_alive
+        )
+
+    @staticmethod
+    def alter_partition(
+        image: MetadataImage, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> ControllerResult[list[IsrResult]]:
+        """ISR changes asked by partition leaders (AlterPartition), with Kafka's epoch checks."""
+        return broker_protocol.alter_partition(image, broker_id, broker_epoch, changes)
 
     # ------------------------------------------------------------------ topics
 

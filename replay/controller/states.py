@@ -8,7 +8,7 @@ checked against Kafka's tables, so an illegal transition is an error instead of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from itertools import pairwise
 
@@ -170,3 +170,44 @@ def checked_change(
     after = merge_partition_change(partition, change)
     check_change(where, partition, after, cluster_before, cluster_after)
     return after
+
+
+class ChangeChecker:
+    """`checked_change` for many changes between the same two clusters, remembered by shape.
+
+    Whether a change is legal depends on the clusters and on a few fields of the partition and
+    the change (replicas, ISR, leader, reassignment, mode, whether it ever had a leader), not
+    on which partition it is; a fence moving half a million partitions has a handful of
+    shapes, so each is checked once.
+    """
+
+    __slots__ = ("_after", "_before", "_legal")
+
+    def __init__(self, cluster_before: ClusterImage, cluster_after: ClusterImage) -> None:
+        self._before = cluster_before
+        self._after = cluster_after
+        self._legal: set[tuple[object, ...]] = set()
+
+    def check(
+        self, where: Callable[[], str], partition: PartitionRecord, change: PartitionChangeRecord
+    ) -> None:
+        """Raise `IllegalStateTransitionError` unless the change moves every state legally."""
+        shape = (
+            partition.replicas,
+            partition.isr,
+            partition.leader,
+            partition.adding_replicas,
+            partition.mode,
+            partition.leader_epoch == 0 and partition.partition_epoch == 0,
+            change.replicas,
+            change.isr,
+            change.leader,
+            change.adding_replicas,
+            change.mode,
+            change.leader_epoch,
+            change.partition_epoch,
+        )
+        if shape in self._legal:
+            return
+        checked_change(where(), partition, change, self._before, self._after)
+        self._legal.add(shape)

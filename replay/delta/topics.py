@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from immutables import Map
+
 from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
@@ -36,7 +38,13 @@ from replay.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from replay.image import TopicImage, TopicsImage, qualified_name
+from replay.image import (
+    BrokerPartitions,
+    TopicImage,
+    TopicsImage,
+    qualified_name,
+    replica_partitions,
+)
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars, topic_name_problem
 
 if TYPE_CHECKING:
@@ -109,6 +117,10 @@ record. Bounded: cleared when full.
 """
 _VALID_REPLICAS_MAX = 65_536
 
+_VALID_ISRS: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+"""(replicas, ISR) pairs already found valid (as `_VALID_REPLICAS`): a partition change that
+moves a leader or an ISR is recognised by one lookup. Bounded the same way."""
+
 _MODE_ORDER = {Mode.READ_WRITE: 0, Mode.READ_ONLY: 1, Mode.NONE: 2}
 """The order in which a partition's mode may move (a partition being deleted never returns)."""
 
@@ -157,6 +169,25 @@ def _check_partition(record: PartitionRecord, where: str) -> None:
     if len(_VALID_REPLICAS) >= _VALID_REPLICAS_MAX:
         _VALID_REPLICAS.clear()
     _VALID_REPLICAS.add(replicas)
+    if len(_VALID_ISRS) >= _VALID_REPLICAS_MAX:
+        _VALID_ISRS.clear()
+    _VALID_ISRS.add((replicas, isr))
+
+
+class _Where:
+    """A partition's name in a message, made only if the message is (the usual case is none)."""
+
+    __slots__ = ("draft", "partition_id")
+
+    def __init__(self, draft: _TopicDraft, partition_id: int) -> None:
+        self.draft = draft
+        self.partition_id = partition_id
+
+    def __str__(self) -> str:
+        return self.draft.where(self.partition_id)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 class _TopicDraft:
@@ -200,6 +231,7 @@ class TopicsDelta:
         "_batch_topics",
         "_cluster",
         "_configs",
+        "_moved",
         "_names",
         "_namespaces",
         "_topics",
@@ -219,6 +251,8 @@ class TopicsDelta:
         self._configs = configs
         self._topics: dict[Uuid, _TopicDraft | None] = {}
         self._names: dict[str, Uuid | None] = {}
+        self._moved: dict[Uuid, set[int]] = {}
+        """Partitions of topics in the base image whose replicas changed (for `by_broker`)."""
         self._batch_topics: list[tuple[_TopicDraft, TopicRecord]] = []
         """Topics created since the last `finish_batch`: they must have partitions by then."""
         self._batch_modes: list[tuple[_TopicDraft, PartitionRecord]] = []
@@ -352,6 +386,8 @@ class TopicsDelta:
         ):
             _check_partition(record, draft.where(record.partition_id))
         partitions.append(record)
+        if record.topic_id in self.image.by_id:  # a new topic's partitions are all indexed
+            self._moved.setdefault(record.topic_id, set()).add(record.partition_id)
         if record.mode:  # not READ_WRITE (0); `!= Mode.READ_WRITE` costs an enum lookup
             self._batch_modes.append((draft, record))
 
@@ -367,10 +403,20 @@ class TopicsDelta:
             )
         before = draft.partitions[partition_id]
         merged = merge_partition_change(before, record)
-        where = draft.where(partition_id)
-        _check_partition(merged, where)
-        self._check_change(draft, before, merged, record.leader, where)
+        # As in `replay_partition`: the usual change (a leader or an ISR moved, replicas and
+        # ISR a pair seen valid before) is recognised in a few steps, anything else in full.
+        if (
+            (merged.replicas, merged.isr) not in _VALID_ISRS
+            or (merged.leader not in merged.isr and merged.leader != NO_LEADER)
+            or merged.adding_replicas
+            or merged.removing_replicas
+            or merged.leader_epoch < 0
+        ):
+            _check_partition(merged, draft.where(partition_id))
+        self._check_change(draft, before, merged, record.leader, partition_id)
         draft.partitions[partition_id] = merged
+        if merged.replicas is not before.replicas and merged.replicas != before.replicas:
+            self._moved.setdefault(record.topic_id, set()).add(partition_id)
 
     def _check_change(
         self,
@@ -378,9 +424,10 @@ class TopicsDelta:
         before: PartitionRecord,
         after: PartitionRecord,
         elected: int,
-        where: str,
+        partition_id: int,
     ) -> None:
         """Raise unless `before` -> `after` is a change the controller can make."""
+        where = _Where(draft, partition_id)
         if after.partition_epoch <= before.partition_epoch or after.leader_epoch < (
             before.leader_epoch + (after.leader != before.leader)
         ):
@@ -538,6 +585,7 @@ class TopicsDelta:
                 "deletion.purged-mode-none",
                 f"{draft.where()}: partitions {live} are still readable (mode is not NONE)",
             )
+        self._moved.setdefault(record.topic_id, set()).update(range(count, len(draft.partitions)))
         del draft.partitions[count:]
         draft.pending_deletion = None
 
@@ -571,7 +619,100 @@ class TopicsDelta:
                 else:
                     by_id[topic_id] = draft.image()
             topics_by_id = by_id.finish()
-        return TopicsImage(by_id=topics_by_id, by_name=updated(base.by_name, self._names))
+        return TopicsImage(
+            by_id=topics_by_id,
+            by_name=updated(base.by_name, self._names),
+            by_broker=self._broker_index(),
+        )
+
+    def _broker_index(self) -> Map[int, BrokerPartitions]:
+        """The base's `by_broker` with the replicas this delta changed.
+
+        A new topic adds all its partitions and a removed one drops them, without a look at
+        the others; a changed topic costs only the partitions whose replicas moved.
+        """
+        base = self.image
+        index = base.by_broker
+        gained: dict[int, dict[Uuid, list[int]]] = {}
+        """New (broker, topic) entries: the whole list of partition ids."""
+        touched: dict[int, dict[Uuid, tuple[set[int], set[int]]]] = {}
+        """Changed entries: partition ids (added, removed)."""
+        lost: dict[int, list[Uuid]] = {}
+        for topic_id, draft in self._topics.items():
+            before = base.by_id.get(topic_id)
+            if before is None:
+                if draft is not None:
+                    for broker_id, ids in replica_partitions(draft.partitions).items():
+                        gained.setdefault(broker_id, {})[topic_id] = ids
+                continue
+            if draft is None:
+                for broker_id in replica_partitions(before.partitions):
+                    lost.setdefault(broker_id, []).append(topic_id)
+                continue
+            moved = self._moved.get(topic_id)
+            if not moved:
+                continue
+            old_parts = before.partitions
+            new_parts = draft.partitions
+            for partition_id in moved:
+                old = old_parts[partition_id].replicas if partition_id < len(old_parts) else ()
+                new = new_parts[partition_id].replicas if partition_id < len(new_parts) else ()
+                for broker_id in old:
+                    if broker_id not in new:
+                        entry = touched.setdefault(broker_id, {})
+                        entry.setdefault(topic_id, (set(), set()))[1].add(partition_id)
+                for broker_id in new:
+                    if broker_id not in old:
+                        entry = touched.setdefault(broker_id, {})
+                        entry.setdefault(topic_id, (set(), set()))[0].add(partition_id)
+        if not (gained or touched or lost):
+            return index
+        return _changed_index(index, gained, touched, lost)
+
+
+def _changed_index(
+    index: Map[int, BrokerPartitions],
+    gained: dict[int, dict[Uuid, list[int]]],
+    touched: dict[int, dict[Uuid, tuple[set[int], set[int]]]],
+    lost: dict[int, list[Uuid]],
+) -> Map[int, BrokerPartitions]:
+    """`index` with new (broker, topic) entries, changed ones and removed ones applied."""
+    with index.mutate() as outer:
+        if not (touched or lost):
+            # Topics created (the usual write): one `set` per broker and topic, without
+            # the cost of a mutation context for so few changes.
+            for broker_id, topics in gained.items():
+                held = outer.get(broker_id, _NO_PARTITIONS)
+                for topic_id, ids in topics.items():
+                    held = held.set(topic_id, tuple(ids))
+                outer[broker_id] = held
+            created: Map[int, BrokerPartitions] = outer.finish()
+            return created
+        for broker_id in gained.keys() | touched.keys() | lost.keys():
+            held = outer.get(broker_id, _NO_PARTITIONS)
+            with held.mutate() as inner:
+                for topic_id, ids in gained.get(broker_id, {}).items():
+                    inner[topic_id] = tuple(ids)
+                for topic_id in lost.get(broker_id, ()):
+                    inner.pop(topic_id, None)
+                for topic_id, (added, removed) in touched.get(broker_id, {}).items():
+                    now = set(inner.get(topic_id, ()))
+                    now |= added
+                    now -= removed
+                    if now:
+                        inner[topic_id] = tuple(sorted(now))
+                    else:
+                        inner.pop(topic_id, None)
+                held = inner.finish()
+            if held:
+                outer[broker_id] = held
+            else:
+                outer.pop(broker_id, None)
+        finished: Map[int, BrokerPartitions] = outer.finish()
+    return finished
+
+
+_NO_PARTITIONS: BrokerPartitions = Map()
 
 
 def _refuse_new_partition(draft: _TopicDraft, record: PartitionRecord) -> None:

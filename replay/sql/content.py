@@ -55,6 +55,7 @@ from replay.image import (
     ScramKey,
     TopicImage,
     TopicsImage,
+    broker_index,
     qualified_name,
 )
 from replay.sql import security_rows
@@ -458,7 +459,11 @@ def _topics(
             topic_counts[namespace] = topic_counts.get(namespace, 0) + 1
     if pending_rows:
         raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
-    return TopicsImage(by_id=Map(by_id), by_name=Map(by_name)), topic_counts
+    topics_by_id = Map(by_id)
+    return (
+        TopicsImage(by_id=topics_by_id, by_name=Map(by_name), by_broker=broker_index(topics_by_id)),
+        topic_counts,
+    )
 
 
 def _configs(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> ConfigsImage:

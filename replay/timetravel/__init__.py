@@ -7,6 +7,9 @@ snapshot's epoch and timestamp) and its rows match their checksum; otherwise the
 is tried, and with none (or no database) the log is replayed from the start. The answer is the
 same either way; snapshots only make it faster.
 
+Only committed states are answered: an offset inside an atomic batch (a topic before its
+partitions) means the batch's end (`batch_end`), and a time before the first entry is refused.
+
 One module per job: `errors` (`TimeTravelError`), `points` (an offset from an offset, a time or
 an argument), `rebuild` (`travel`, `image_at`), `image_diff` (`diff`, `diff_points`),
 `descriptions` (a record in one line) and `entity_history` (`history`, `history_range`).
@@ -14,10 +17,22 @@ an argument), `rebuild` (`travel`, `image_at`), `image_diff` (`diff`, `diff_poin
 
 from replay.changes import Change
 from replay.timetravel.descriptions import Names, describe
-from replay.timetravel.entity_history import Entity, HistoryEntry, history, history_range
+from replay.timetravel.entity_history import (
+    Entity,
+    HistoryEntry,
+    history,
+    history_range,
+    start_image,
+)
 from replay.timetravel.errors import TimeTravelError
 from replay.timetravel.image_diff import diff, diff_points
-from replay.timetravel.points import offset_at_time, parse_time, point_offset, resolve_offset
+from replay.timetravel.points import (
+    batch_end,
+    offset_at_time,
+    parse_time,
+    point_offset,
+    resolve_offset,
+)
 from replay.timetravel.rebuild import Travel, image_at, snapshot_matches_log, travel
 
 __all__ = [
@@ -27,6 +42,7 @@ __all__ = [
     "Names",
     "TimeTravelError",
     "Travel",
+    "batch_end",
     "describe",
     "diff",
     "diff_points",
@@ -38,5 +54,6 @@ __all__ = [
     "point_offset",
     "resolve_offset",
     "snapshot_matches_log",
+    "start_image",
     "travel",
 ]

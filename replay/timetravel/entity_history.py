@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from metadata_log.reads import StoredLog
+from records.errors import MetadataLogError
 from records.model import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
@@ -28,9 +30,13 @@ from records.model import (
     UnregisterBrokerRecord,
 )
 from records.uuids import Uuid
-from replay.image import qualified_name, split_qualified_name
+from replay.image import MetadataImage, qualified_name, split_qualified_name
 from replay.timetravel.descriptions import Names, describe
 from replay.timetravel.errors import TimeTravelError
+from replay.timetravel.rebuild import travel
+
+if TYPE_CHECKING:
+    from replay.sql.store import SnapshotStore
 from replay.timetravel_security import (
     SECURITY_RECORDS,
     touches_resource,
@@ -78,7 +84,13 @@ class Entity:
             raise TimeTravelError("a user to follow needs a name, e.g. alice")
 
 
-def history(log: StoredLog, entity: Entity, *, lte: int | None = None) -> Iterator[HistoryEntry]:
+def history(
+    log: StoredLog,
+    entity: Entity,
+    *,
+    lte: int | None = None,
+    start: MetadataImage | None = None,
+) -> Iterator[HistoryEntry]:
     """Every entry (up to offset `lte`) that touched `entity`, oldest first.
 
     A topic followed by name is followed through every incarnation (delete and recreate give a
@@ -86,12 +98,20 @@ def history(log: StoredLog, entity: Entity, *, lte: int | None = None) -> Iterat
     by configs of it, and by partition records and changes that name it as leader, replica or
     ISR member. A topic or a namespace is also touched by the ACLs granted and revoked on it
     (literal, prefixed or `*`); a user by its credentials and the ACLs for it or `User:*`.
+
+    `start` is the image where a trimmed log starts (from its snapshot, `start_image`): the names
+    of what was created before the trim are known from it, and a topic followed by name is
+    followed from its id there.
     """
     names = Names()
     followed: set[Uuid] = set()
     if entity.topic_id is not None:
         followed.add(entity.topic_id)
-    if log.log_start_offset > 0:
+    if start is not None:
+        _learn_image(start, names)
+        if entity.topic is not None and entity.topic in names.live:
+            followed.add(names.live[entity.topic])
+    elif log.log_start_offset > 0:
         logger.warning(
             "the log starts at offset %d (trimmed with `mlog log trim`): the history before it "
             "is gone, and names of what was created before it may not be known",
@@ -110,6 +130,36 @@ def history(log: StoredLog, entity: Entity, *, lte: int | None = None) -> Iterat
                     description=describe(record, names),
                     topic_id=None if topic_id is None else str(topic_id),
                 )
+
+
+def _learn_image(image: MetadataImage, names: Names) -> None:
+    """Know the names of an image: its live topics, its namespaces and its ACLs."""
+    for record in image.namespaces.by_name.values():
+        names.namespaces[record.namespace_id] = record.name
+    for topic in image.topics.by_id.values():
+        qualified = topic.qualified_name
+        names.topics[topic.topic_id] = qualified
+        names.topic_namespaces[topic.topic_id] = topic.namespace
+        names.live[qualified] = topic.topic_id
+    for acl_id, acl in image.acls.by_id.items():
+        names.acls[acl_id] = acl
+
+
+def start_image(log: StoredLog, store: SnapshotStore | None) -> MetadataImage | None:
+    """The image at a trimmed log's first entry, from the snapshot it was trimmed below.
+
+    `mlog log trim` keeps the snapshot's own entry, so the image is the snapshot's (plus, for
+    a log that starts just after it, its first entry): its names are what the log starts
+    with. None for a whole log, or when no usable snapshot holds that point (`history` then
+    warns that names may be unknown).
+    """
+    if log.log_start_offset <= 0:
+        return None
+    try:
+        return travel(log, store, at_offset=log.log_start_offset).image
+    except MetadataLogError as exc:
+        logger.debug("no snapshot where the log starts: %s", exc)
+        return None
 
 
 def _learn(record: Record, names: Names) -> None:
@@ -254,12 +304,16 @@ def history_range(
     gt: int | None = None,
     lte: int | None = None,
     limit: int | None = None,
+    start: MetadataImage | None = None,
 ) -> list[HistoryEntry]:
-    """The entries that touched `entity` with `gt < offset <= lte`, at most `limit`."""
+    """The entries that touched `entity` with `gt < offset <= lte`, at most `limit`.
+
+    `start`: the image a trimmed log starts after (`history`).
+    """
     items: list[HistoryEntry] = []
     if limit == 0:
         return items
-    for entry in history(log, entity, lte=lte):
+    for entry in history(log, entity, lte=lte, start=start):
         if gt is not None and entry.offset <= gt:
             continue
         items.append(entry)

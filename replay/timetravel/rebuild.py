@@ -19,7 +19,7 @@ from replay.image import EMPTY_IMAGE, MetadataImage
 from replay.loader import load_image
 from replay.sql.errors import SnapshotContentError, SnapshotStoreError
 from replay.timetravel.errors import TimeTravelError
-from replay.timetravel.points import resolve_offset
+from replay.timetravel.points import batch_end, resolve_offset
 
 if TYPE_CHECKING:
     # Only the caller's store is used: importing SQLAlchemy is left to whoever opens one.
@@ -169,8 +169,11 @@ def image_at(
     """The image after the entry at `at_offset`, or after the last entry at or before `at_time`.
 
     `at_time` is milliseconds since the epoch or ISO-8601 text. Without either, the image of
-    the whole log.
+    the whole log. Only committed states are answered: an offset inside an atomic batch
+    answers the image at the batch's end (its `provenance.offset` says which).
     """
+    if at_offset is not None:
+        at_offset = batch_end(log, at_offset)
     return travel(log, store, at_offset=at_offset, at_time=at_time, progress=progress).image
 
 

@@ -21,6 +21,9 @@ ALLOWED = {
         "api.service",
         "api.security",
         "api.raft",
+        # Forwarding (KIP-590): a follower sends writes to the leader over a client
+        # connection, secured as the quorum's links are.
+        "api.client.connection",
     ),
     "api.client": (
         "api.client",

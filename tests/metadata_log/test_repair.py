@@ -87,6 +87,7 @@ def test_a_healthy_log_is_cut_only_when_forced(tmp_path: Path) -> None:
             "NOTE.txt",
             f"{segment_name(9)}.from-byte-{blocks(directory / segment_name(9))[0].end}",
             segment_name(18),
+            f"{segment_name(18)[:-5]}.chain",
             f"{segment_name(18)[:-5]}.index",
             f"{segment_name(18)[:-5]}.timeindex",
         ]
@@ -218,8 +219,8 @@ def test_a_cut_at_a_segments_end_copies_nothing_of_it(tmp_path: Path) -> None:
     report = truncate_after(directory, 17, force=True)
     assert report.moved == (f"{segment_name(18)}: the whole segment",)
     assert sorted(p.name for p in report.quarantine.iterdir()) == sorted(
-        ["NOTE.txt", segment_name(18), f"{segment_name(18)[:-5]}.index",
-         f"{segment_name(18)[:-5]}.timeindex"]
+        ["NOTE.txt", segment_name(18), f"{segment_name(18)[:-5]}.chain",
+         f"{segment_name(18)[:-5]}.index", f"{segment_name(18)[:-5]}.timeindex"]
     )  # fmt: skip
     assert (directory / segment_name(9)).with_suffix(".index").exists()  # kept whole
     assert read_checkpoint(directory) == Checkpoint(

@@ -188,15 +188,16 @@ def test_loading_across_the_trimmed_start_names_the_start_and_the_offset_needed(
     assert load_image(log, lte=0, base=at_1) is at_1
 
 
-def test_a_time_before_the_first_entry_of_an_untrimmed_log_is_the_empty_image(
+def test_a_time_before_the_first_entry_of_an_untrimmed_log_is_refused_saying_so(
     tmp_path: Path,
 ) -> None:
     ticks = count(T0, 1000)
     with MetadataLog.open(tmp_path / "log", config=CONFIG, clock_ms=lambda: next(ticks)) as log:
         for batch in LogGenerator(seed=3).batches(2):
             log.append(batch, principal="User:g")
-        answer = travel(log, None, at_time=T0 - 1)
-        assert answer.image.provenance.offset == -1 and answer.replayed == 0
+        with pytest.raises(TimeTravelError, match=r"before the log's first entry .*--at-offset -1"):
+            travel(log, None, at_time=T0 - 1)
+        assert travel(log, None, at_offset=-1).image.provenance.offset == -1
 
 
 def test_a_log_that_starts_at_1_refuses_a_time_before_it_and_warns_in_history(

@@ -18,6 +18,7 @@ from api.raft.core.messages import Message
 from api.raft.core.quorum_state import QuorumState, write_quorum_state
 from api.raft.node import QuorumNode
 from api.service.replicated import ReplicatedService
+from api.service.retention import RetentionConfig
 from metadata_log.config import LogConfig
 from replay.controller.commands import CreatableTopic, RegisterBroker
 from replay.controller.controller import Controller
@@ -108,10 +109,13 @@ class Cluster:
         *,
         snapshots: bool = False,
         log_config: LogConfig | None = None,
+        policy: RetentionConfig | None = None,
         **timers: int,
     ) -> None:
         self.root = root
         self.snapshots = snapshots
+        self.policy = policy
+        """The snapshot cadence and online retention of every node (with `snapshots`)."""
         self.log_config = log_config
         """The nodes' log settings (small segments, so that a trim removes some)."""
         """Give every node a SQL snapshot store (`<root>/<id>/snapshots.db`)."""
@@ -140,7 +144,9 @@ class Cluster:
             from replay.sql.store import SnapshotStore, sqlite_url
 
             db = self.root / str(node_id) / "snapshots.db"
-            snapshots = Snapshotter(lambda: SnapshotStore(sqlite_url(db)), file=db)
+            snapshots = Snapshotter(
+                lambda: SnapshotStore(sqlite_url(db)), file=db, policy=self.policy
+            )
         service = ReplicatedService.open_replicated(
             self.root / str(node_id) / "log",
             config=self.log_config,

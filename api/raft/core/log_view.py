@@ -108,6 +108,28 @@ class LogView:
         self.epochs = []
         self.snapshot = snapshot
 
+    def trim_start(self, start: int) -> None:
+        """The shell removed the entries below `start` (online retention, below the snapshot).
+
+        The snapshot must reach `start` (fetchers below it are sent the snapshot); the epoch
+        of the entry before the new start becomes `start_epoch`.
+        """
+        if start <= self.start_offset:
+            return
+        if self.snapshot is None or self.snapshot.end_offset < start or start > self.end_offset:
+            raise RaftError(
+                f"cannot move the log start to {start}: the snapshot {self.snapshot} does not "
+                f"reach it or the log ends at {self.end_offset}"
+            )
+        self.start_epoch = self.epoch_at(start - 1)
+        kept = [
+            (epoch, max(first, start))
+            for index, (epoch, first) in enumerate(self.epochs)
+            if index + 1 == len(self.epochs) or self.epochs[index + 1][1] > start
+        ]
+        self.epochs = [] if start == self.end_offset else kept
+        self.start_offset = start
+
     def below_start(self, *, fetch_offset: int, last_fetched_epoch: int) -> bool:
         """Whether a fetcher at this position needs the snapshot (KIP-630's rule).
 

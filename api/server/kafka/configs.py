@@ -8,7 +8,7 @@ operation this server does not know is refused on its own, with the others still
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from api.protocol.codec import KafkaRequest
@@ -23,7 +23,12 @@ from replay.controller.commands import (
     ControllerResult,
     Outcome,
 )
-from replay.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS
+from replay.controller.config_defs import (
+    CLUSTER_CONFIGS,
+    TOPIC_CONFIGS,
+    ResolvedConfig,
+    config_synonyms,
+)
 from replay.controller.config_values import ConfigDef, ConfigType
 from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.limits import clip
@@ -50,6 +55,20 @@ _KAFKA_RESOURCE_TYPES = {
 }
 
 
+def _synonyms(
+    c: ResolvedConfig,
+    *,
+    topic: bool,
+    cluster: Mapping[str, str],
+    broker: Mapping[str, str] | None,
+) -> list[dict[str, Any]]:
+    """Kafka's synonyms of a described key: every level it may come from, highest first."""
+    return [
+        {"name": s.name, "value": None if c.sensitive else s.value, "source": int(s.source)}
+        for s in config_synonyms(c, topic=topic, cluster=cluster, broker=broker)
+    ]
+
+
 class ConfigApis(HandlerGroup):
     """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs."""
 
@@ -71,9 +90,8 @@ class ConfigApis(HandlerGroup):
             try:
                 kind = _resource_type(int(resource.resource_type))
                 self._require(image, session, DESCRIBE_CONFIGS, kind, resource.resource_name)
-                resolved = self.service.controller.describe_configs(
-                    image, self._described_resource(image, kind, resource.resource_name)
-                )
+                described = self._described_resource(image, kind, resource.resource_name)
+                resolved = self.service.controller.describe_configs(image, described)
             except ApiError as exc:
                 entry["error_code"] = exc.error_code
                 entry["error_message"] = str(exc)
@@ -81,6 +99,13 @@ class ConfigApis(HandlerGroup):
                 continue
             keys = resource.configuration_keys
             definitions = TOPIC_CONFIGS if kind == ConfigResourceType.TOPIC else CLUSTER_CONFIGS
+            cluster = image.configs.cluster()
+            broker = (
+                image.configs.get(ConfigResourceType.BROKER, described.name)
+                if kind == ConfigResourceType.BROKER and described.name
+                else None
+            )
+
             entry["configs"] = [
                 {
                     "name": c.name,
@@ -90,7 +115,12 @@ class ConfigApis(HandlerGroup):
                     "is_default": int(c.source) == 5,
                     "is_sensitive": c.sensitive,
                     "synonyms": (
-                        [{"name": c.name, "value": c.value, "source": int(c.source)}]
+                        _synonyms(
+                            c,
+                            topic=kind == ConfigResourceType.TOPIC,
+                            cluster=cluster,
+                            broker=broker,
+                        )
                         if synonyms
                         else []
                     ),

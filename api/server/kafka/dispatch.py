@@ -17,6 +17,7 @@ from api.raft.transport.wire import QUORUM_VERSIONS
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
+from api.server.kafka.brokers import BrokerApis
 from api.server.kafka.configs import ConfigApis
 from api.server.kafka.credentials import CredentialApis
 from api.server.kafka.metadata import MetadataApis
@@ -26,6 +27,7 @@ from api.server.kafka.refusals import refusal
 from api.server.kafka.topics import TopicApis
 from api.server.sasl import refuse_outside_login
 from api.server.write_ids import pending_write
+from api.service.broker_liveness import BrokerLiveness
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
 from records.model import AclOperation
@@ -38,6 +40,10 @@ CLUSTER_CHECKS: dict[int, tuple[AclOperation, bool]] = {
     31: (AclOperation.ALTER, True),  # DeleteAcls
     50: (AclOperation.DESCRIBE, False),  # DescribeUserScramCredentials
     51: (AclOperation.ALTER, False),  # AlterUserScramCredentials
+    62: (AclOperation.CLUSTER_ACTION, False),  # BrokerRegistration
+    63: (AclOperation.CLUSTER_ACTION, False),  # BrokerHeartbeat
+    64: (AclOperation.ALTER, False),  # UnregisterBroker (an operator's act: ALTER, as Kafka)
+    56: (AclOperation.CLUSTER_ACTION, False),  # AlterPartition
 }
 """APIs checked on the cluster before their handler runs, as Kafka checks them: the operation,
 and whether the API needs an authorizer at all (the ACL APIs answer SECURITY_DISABLED without
@@ -59,8 +65,11 @@ class KafkaApis:
         listener: Listener,
         authorizer: Authorizer | None = None,
         quorum: QuorumEndpoint | None = None,
+        liveness: BrokerLiveness | None = None,
     ) -> None:
         self.service = service
+        self.liveness = liveness or BrokerLiveness(service)
+        """The broker sessions (one per server, shared by its listeners)."""
         self.listener = listener
         self.gate = gate = Gate(authorizer)
         described = MetadataApis(service, listener, gate)
@@ -69,6 +78,7 @@ class KafkaApis:
         partitions = PartitionApis(service, listener, gate)
         acls = AclApis(service, listener, gate)
         credentials = CredentialApis(service, listener, gate)
+        brokers = BrokerApis(service, listener, gate, self.liveness)
         self._handlers: dict[int, Handler] = {
             18: described.api_versions,
             3: described.metadata,
@@ -88,6 +98,10 @@ class KafkaApis:
             31: acls.delete_acls,
             50: credentials.describe_user_scram_credentials,
             51: credentials.alter_user_scram_credentials,
+            62: brokers.broker_registration,
+            63: brokers.broker_heartbeat,
+            64: brokers.unregister_broker,
+            56: brokers.alter_partition,
             # Logins are answered before dispatch (server.py, sasl.py); these only where none
             # is under way: ILLEGAL_SASL_STATE.
             17: refuse_outside_login,

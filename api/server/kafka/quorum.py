@@ -35,6 +35,7 @@ from api.raft.transport.wire import (
     inbound_request,
     response_answer,
 )
+from api.server.forwarding import ENVELOPE_VERSIONS
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import Listener, Session, logger
 from api.service.service import MetadataService
@@ -80,7 +81,9 @@ class QuorumApis:
             codec.response_class(header.api_key, header.api_version),
             {
                 "error_code": 0,
-                "api_keys": codec.supported_api_keys({**PRIVATE_VERSIONS, **QUORUM_VERSIONS}),
+                "api_keys": codec.supported_api_keys(
+                    {**PRIVATE_VERSIONS, **QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
+                ),
                 "throttle_time": 0,
             },
         )

@@ -119,7 +119,24 @@ def _alter_credentials(body: Any, error: ApiError) -> dict[str, Any]:
     return {"results": [_item(error, user=name) for name in users]}
 
 
+def _top_level(**values: Any) -> Callable[[Any, ApiError], dict[str, Any]]:
+    """A builder of an answer with one top-level error code (the broker-facing APIs)."""
+
+    def build(body: Any, error: ApiError) -> dict[str, Any]:
+        return {"error_code": int(error.error_code), **values}
+
+    return build
+
+
+def _unregister_broker(body: Any, error: ApiError) -> dict[str, Any]:
+    return {"error_code": int(error.error_code), "error_message": error.message}
+
+
 _BUILDERS: dict[int, Callable[[Any, ApiError], dict[str, Any]]] = {
+    62: _top_level(broker_epoch=-1),
+    63: _top_level(is_caught_up=False, is_fenced=True, should_shut_down=False),
+    64: _unregister_broker,
+    56: _top_level(topics=[]),
     19: _create_topics,
     20: _delete_topics,
     37: _create_partitions,

@@ -418,3 +418,38 @@ def test_through_a_real_mlog_serve_the_log_lines_name_who_and_never_a_secret(
     assert secret.decode() not in log
     for segment in (tmp_path / "data" / "log").glob("*.avro"):
         assert secret not in segment.read_bytes()
+
+
+def test_list_by_name_hints_the_pattern_type_that_finds_a_prefixed_acl(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(
+        target,
+        [
+            "acls",
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--namespace",
+            "org",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    code, out, _ = run(target, ["acls", "list", "--namespace", "org"], capsys)
+    assert code == 0
+    assert "no ACLs match" in out and "--resource-pattern-type any" in out
+    assert "PREFIXED" in out
+    # Below the prefix only `match` finds it.
+    code, out, _ = run(target, ["acls", "list", "--namespace", "org:apache"], capsys)
+    assert "--resource-pattern-type match" in out
+    code, out, _ = run(
+        target,
+        ["acls", "list", "--namespace", "org:apache", "--resource-pattern-type", "match"],
+        capsys,
+    )
+    assert "User:alice" in out

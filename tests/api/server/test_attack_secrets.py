@@ -132,7 +132,7 @@ def test_reading_the_log_needs_cluster_action(log_dir: Path) -> None:
             async with await AdminClient.connect(server.address) as client:
                 for read in (
                     lambda: client.fetch_log(0),
-                    client.image_at,
+                    lambda: client.image_at(at_offset=0),
                     lambda: client.diff("0"),
                     lambda: client.history(Entity(user=ADMIN)),
                 ):

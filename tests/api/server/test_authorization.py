@@ -812,7 +812,7 @@ def test_log_and_time_travel_reads_need_cluster_action(cluster: Cluster) -> None
     c = cluster
     reads = [
         (c.private.fetch_log, private.FetchLog(offset=0, max_wait_ms=0)),
-        (c.private.image_at, private.ImageAt()),
+        (c.private.image_at, private.ImageAt(at_offset=0)),
         (c.private.history, private.History(entity=private.Entity(topic="t"))),
     ]
     for grant in (None, acl(CLUSTER, CLUSTER_NAME, Op.DESCRIBE)):
@@ -898,7 +898,7 @@ def test_our_client_gets_the_refusals_of_our_own_apis(served: Any) -> None:
             with pytest.raises(RemoteError, match="TOPIC_AUTHORIZATION_FAILED"):
                 await client.create_namespace("org")
             with pytest.raises(RemoteError, match="CLUSTER_AUTHORIZATION_FAILED"):
-                await client.image_at()  # DESCRIBE on the cluster is not CLUSTER_ACTION
+                await client.image_at(at_offset=0)  # DESCRIBE is not CLUSTER_ACTION
             with pytest.raises(RemoteError, match="CLUSTER_AUTHORIZATION_FAILED"):
                 await client.register_broker(RegisterBroker(broker_id=9))
 

@@ -485,3 +485,17 @@ def test_any_config_is_taken_or_refused_in_one_line(values: dict[str, str]) -> N
         assert listener.uses_sasl == bool(listener.sasl_mechanisms)
         assert listener.uses_tls == (listener.tls is not None)
         assert 0 <= listener.port <= 65535
+
+
+def test_broker_liveness_keys_have_kafkas_defaults_and_are_checked() -> None:
+    default = server_config({})
+    assert (default.broker_session_timeout_ms, default.broker_heartbeat_interval_ms) == (
+        9000,
+        2000,
+    )
+    given = server_config(
+        {"broker.session.timeout.ms": "18000", "broker.heartbeat.interval.ms": "3000"}
+    )
+    assert (given.broker_session_timeout_ms, given.broker_heartbeat_interval_ms) == (18000, 3000)
+    with pytest.raises(ServerConfigError, match=r"broker.heartbeat.interval.ms=9000 must be below"):
+        server_config({"broker.heartbeat.interval.ms": "9000"})

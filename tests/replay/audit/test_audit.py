@@ -29,6 +29,7 @@ from records.model import (
     AccessControlEntryRecord,
     AclOperation,
     AclPermissionType,
+    ClientWriteRecord,
     ConfigRecord,
     ConfigResourceType,
     DeleteTopicPartitionsRecord,
@@ -53,7 +54,9 @@ from records.model import (
 from records.uuids import Uuid
 from replay.audit import queries
 from replay.audit.access import ACCESS_COLUMNS, access_changes
-from replay.audit.session import _log4j_config, audit_session, read_log
+from replay.audit.errors import AuditSqlError
+from replay.audit.session import _log4j_config, audit_session, parse_in_jvm, read_log
+from replay.audit.sql_check import STATEMENT_WORDS, precheck
 from replay.audit.state import PARTITION_COLUMNS, TOPIC_COLUMNS, compare_with_image, state_at
 from tests.support.sql_backends import write_generated_log
 
@@ -800,3 +803,98 @@ def test_access_changes_match_a_plain_reference_on_a_generated_log(
         for r in access_changes(read_log(spark, tmp_path / "log")).collect()
     ]
     assert got == expected
+
+
+# ---------------------------------------------------------------------- bookkeeping records
+
+
+def _client_write(principal: str) -> ClientWriteRecord:
+    return ClientWriteRecord(
+        client_id=Uuid(bytes(range(16))),
+        sequence=0,
+        principal=principal,
+        api_key=19,
+        response=b"\x00answer",
+    )
+
+
+def test_bookkeeping_records_are_left_out_unless_asked(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with MetadataLog.open(tmp_path / "log") as log:
+        log.append([FeatureLevelRecord(name="metadata.version", feature_level=1)])
+        topic = TopicRecord(name="orders", topic_id=Uuid(bytes(range(1, 17))))
+        log.append([topic, _client_write("User:alice")], principal="User:alice")
+    per_principal = "SELECT principal, count(*) AS n FROM metadata_log GROUP BY principal"
+    code, text = run("audit", "sql", per_principal, "--data-dir", str(tmp_path), "--output", "json")
+    assert code == 0
+    assert {"principal": "User:alice", "n": 1} in [json.loads(line) for line in text.splitlines()]
+    code, text = run(
+        "audit", "sql", per_principal, "--data-dir", str(tmp_path), "--output", "json",
+        "--include-internal",
+    )  # fmt: skip
+    assert code == 0
+    assert {"principal": "User:alice", "n": 2} in [json.loads(line) for line in text.splitlines()]
+    code, text = run("audit", "who-changed", "--data-dir", str(tmp_path), "--output", "json")
+    kinds = [json.loads(line)["record_type"] for line in text.splitlines()]
+    assert code == 0 and "ClientWriteRecord" not in kinds and "TopicRecord" in kinds
+    assert read_log(spark, tmp_path / "log", internal=True).count() == 3
+    assert read_log(spark, tmp_path / "log").count() == 2
+
+
+# ---------------------------------------------------------------------- SQL checked first
+
+
+def test_every_first_word_refused_before_spark_is_refused_by_spark(spark: Any) -> None:
+    """No false alarm: a keyword outside STATEMENT_WORDS cannot start a Spark statement."""
+    jvm = spark.sparkContext._jvm
+    vocabulary = jvm.org.apache.spark.sql.catalyst.parser.SqlBaseLexer.VOCABULARY
+    words = set()
+    for token in range(1, vocabulary.getMaxTokenType() + 1):
+        literal = vocabulary.getLiteralName(token)
+        if literal and literal.strip("'").replace("_", "").isalpha():
+            words.add(literal.strip("'").upper())
+    assert len(words) > 300  # Spark's keywords were found
+    refused = [*sorted(words - STATEMENT_WORDS), "SELEC", "orders"]
+    for word in refused:
+        with pytest.raises(AuditSqlError):
+            precheck(f"{word} x")
+        with pytest.raises(AuditSqlError) as caught:
+            parse_in_jvm(jvm, f"{word} x")
+        assert "(line 1, pos 0)" in str(caught.value), (word, str(caught.value))
+    for statement in ("SELECT 1", "WITH t AS (SELECT 1) SELECT * FROM t", "SHOW TABLES"):
+        parse_in_jvm(jvm, statement)
+    with pytest.raises(AuditSqlError, match=r"SQL error: \[PARSE_SYNTAX_ERROR\] .* near '\('"):
+        parse_in_jvm(jvm, "SELECT principal count(*) FROM metadata_log")
+
+
+# ---------------------------------------------------------------------- the shell
+
+
+def test_the_shell_answers_queries_on_one_session(
+    spark: Any, story: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        "who-changed --principal carol --output json",
+        "SELECT count(*) AS n FROM metadata_log",
+        "churn --by week",
+        "sql 'SELEC 1'",
+        "",
+        "help",
+        "state --at-offset 0 --check",
+        'sql "SELECT count(*) AS n FROM metadata_log" --output json',
+    ]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    code, text = run("audit", "shell", "--data-dir", str(story))
+    err = capsys.readouterr().err
+    # Queries piped in are a script: one failed, so the exit code says so; the rest answered.
+    assert code == 2
+    carol = [json.loads(line) for line in text.splitlines() if line.startswith('{"offset"')]
+    assert len(carol) == 9 and {row["principal"] for row in carol} == {"carol"}
+    assert f"n\n{LAST[-1] + 1}\n" in text.replace(" ", "")
+    assert "argument --by: invalid choice: 'week'" in err
+    assert "at 'SELEC', the statement's first word: did you mean SELECT?" in err
+    assert "Each line is one query" in text
+    assert "state at offset 0: the Spark replay matches the image" in text
+    assert json.dumps({"n": LAST[-1] + 1}) in text
+    assert "audit shell on" in err and "Traceback" not in err

@@ -1,8 +1,8 @@
 """Starting Spark for `mlog audit`: bad and unreachable masters, banners, progress, time taken.
 
 Most of these run without a JVM. Two start one in a child process (slow: 15-60 s each on a
-busy machine): an audit as a user runs it, whose stderr must hold only the time it took, and
-a master that accepts connections but never registers the application.
+busy machine): an audit as a user runs it, whose stderr must say what it does and the time it
+took, and a master that accepts connections but never registers the application.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.support.paths import REPO
 
 pytest.importorskip("pyspark")
 
-from api.cli.audit import SparkStart
+from api.cli.audit import StatusLine
 from api.cli.main import main
 from metadata_log import MetadataLog
 from records.model import FeatureLevelRecord, TopicRecord
@@ -121,9 +121,11 @@ def test_an_unreachable_master_fails_at_once(
     master = f"spark://127.0.0.1:{closed_port}"
     args = ["audit", "churn", "--data-dir", str(data_dir), "--master", master]
     assert main(args, out=io.StringIO()) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("mlog: error: cannot reach the Spark master (127.0.0.1:")
-    assert len(err.strip().splitlines()) == 1, err
+    # What was starting, then the reason it could not, in one line.
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0] == f"mlog: starting Spark ({master}) ...", lines
+    assert lines[1].startswith("mlog: error: cannot reach the Spark master (127.0.0.1:")
+    assert len(lines) == 2, lines
     with pytest.raises(
         AuditSessionError, match=r"did not answer within 0\.2 s|refused|unreachable"
     ):
@@ -150,15 +152,33 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_the_progress_line_shows_on_a_terminal_only_and_is_erased() -> None:
+def test_the_status_line_is_rewritten_on_a_terminal_and_lines_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     terminal = _Terminal()
-    with SparkStart("local[*]", terminal):
-        assert terminal.getvalue() == "mlog: starting Spark (local[*]) ..."
+    status = StatusLine(terminal)
+    status.say("starting Spark (local[*]) ...")
+    assert terminal.getvalue() == "\r\033[Kmlog: starting Spark (local[*]) ..."
+    status.progress("running: stage 0: 0/1 tasks (1 s)")
+    assert terminal.getvalue().endswith("\r\033[Kmlog: running: stage 0: 0/1 tasks (1 s)")
+    status.clear()
     assert terminal.getvalue().endswith("\r\033[K")
+    size = len(terminal.getvalue())
+    status.clear()  # nothing shown: nothing to erase
+    assert len(terminal.getvalue()) == size
+
     piped = io.StringIO()
-    with SparkStart("local[*]", piped):
-        pass
-    assert piped.getvalue() == ""
+    clock = [100.0]
+    monkeypatch.setattr("api.cli.audit.time.monotonic", lambda: clock[0])
+    status = StatusLine(piped)
+    status.say("starting Spark (local[*]) ...")
+    status.progress("running: stage 0: 0/1 tasks (1 s)")  # too soon after the last line
+    clock[0] += 5
+    status.progress("running: stage 1: 0/1 tasks (6 s)")
+    status.clear()
+    assert piped.getvalue() == (
+        "mlog: starting Spark (local[*]) ...\nmlog: running: stage 1: 0/1 tasks (6 s)\n"
+    )
 
 
 def _child_env() -> dict[str, str]:
@@ -178,10 +198,13 @@ def test_an_audit_prints_its_result_and_the_time_taken_and_no_banner(data_dir: P
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["n", "2"]
-    # stderr is not a terminal here: no progress line, no JVM banner, one line with the time.
+    # stderr is not a terminal here: what starts and runs as lines, no JVM banner, then the
+    # time taken.
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("mlog: audit took ") and "(Spark start " in lines[0]
+    assert lines[0] == "mlog: starting Spark (local[*]) ...", done.stderr
+    assert lines[1] == "mlog: running the query ...", done.stderr
+    assert all(line.startswith("mlog: running: ") for line in lines[2:-1]), done.stderr
+    assert lines[-1].startswith("mlog: audit took ") and "(Spark start " in lines[-1]
 
 
 @pytest.mark.spark

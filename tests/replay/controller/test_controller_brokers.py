@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,10 +16,14 @@ from replay.controller.commands import (
     BrokerAction,
     BrokerResult,
     CreatableTopic,
+    Reassignment,
     RegisterBroker,
+    TopicPartition,
+    TopicRef,
 )
 from replay.controller.controller import Controller, ControllerOptions
 from replay.controller.errors import ApiError, ErrorCode
+from replay.image import broker_index
 
 
 @pytest.fixture
@@ -164,3 +170,107 @@ def test_a_follower_leaves_the_isr_and_a_last_member_stays(service: MetadataServ
     gone = act(service, 1, BrokerAction.UNREGISTER)
     assert gone.partitions_changed == 0  # the last member stays, leaderless: nothing to write
     assert service.image.cluster.get(1) is None
+
+
+def moves_in_batches(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    monkeypatch.setattr("replay.controller.brokers.records_per_batch", lambda: size)
+
+
+def held(svc: MetadataService, broker_id: int) -> set[tuple[str, int]]:
+    return {(topic.name, p.partition_id) for topic, p in svc.image.topics.partitions_of(broker_id)}
+
+
+def test_the_broker_index_follows_creation_reassignment_and_deletion(
+    service: MetadataService,
+) -> None:
+    for broker_id in (1, 2, 3, 4):
+        register(service, RegisterBroker(broker_id=broker_id))
+    service.execute(
+        lambda image: service.controller.create_topics(
+            image,
+            [
+                CreatableTopic(name="a", assignments=((0, (1, 2)), (1, (2, 3)))),
+                CreatableTopic(name="b", assignments=((0, (3, 4)),)),
+            ],
+        )
+    )
+    assert held(service, 2) == {("a", 0), ("a", 1)}
+    assert held(service, 4) == {("b", 0)}
+    a = service.image.topics.get_by_name("a")
+    assert a is not None
+    ref = TopicRef(name="a")
+    service.execute(
+        lambda image: service.controller.alter_reassignments(
+            image, [Reassignment(partition=TopicPartition(topic=ref, partition=1), replicas=(4,))]
+        )
+    )
+    assert held(service, 4) == {("a", 1), ("b", 0)}
+    assert held(service, 3) == {("b", 0)}
+    service.execute(lambda image: service.controller.delete_topics(image, [TopicRef(name="b")]))
+    assert held(service, 3) == set() and 3 not in service.image.topics.by_broker
+    topics = service.image.topics
+    assert topics.by_broker == broker_index(topics.by_id)
+
+
+def test_a_fence_writes_its_moves_in_bounded_batches(
+    service: MetadataService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for broker_id in (1, 2, 3):
+        register(service, RegisterBroker(broker_id=broker_id))
+    service.execute(
+        lambda image: service.controller.create_topics(
+            image,
+            [
+                CreatableTopic(name="t", num_partitions=12, replication_factor=2),
+                CreatableTopic(name="u", num_partitions=3, replication_factor=1),
+            ],
+        )
+    )
+    mine = [p for _, p in service.image.topics.partitions_of(1) if p.leader == 1 or len(p.isr) > 1]
+    moves_in_batches(monkeypatch, 3)
+    sizes: list[int] = []
+    append = service.log.append  # type: ignore[attr-defined]  # a MetadataLog here
+
+    def counted(records: Any, **kwargs: Any) -> Any:
+        sizes.append(len(records))
+        return append(records, **kwargs)
+
+    monkeypatch.setattr(service.log, "append", counted)
+    result = act(service, 1, BrokerAction.FENCE)
+    assert result.partitions_changed == len(mine) > 3
+    assert len(sizes) > 1 and max(sizes) <= 3 and sum(sizes) == 1 + len(mine)
+    for _, p in service.image.topics.partitions_of(1):
+        assert p.leader != 1 and (1 not in p.isr or p.isr == (1,))
+
+
+def test_other_commands_are_answered_between_the_batches_of_a_fence(
+    service: MetadataService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for broker_id in (1, 2):
+        register(service, RegisterBroker(broker_id=broker_id))
+    service.execute(
+        lambda image: service.controller.create_topics(
+            image, [CreatableTopic(name="t", num_partitions=20, replication_factor=2)]
+        )
+    )
+    moves_in_batches(monkeypatch, 2)
+
+    async def both() -> tuple[int, int]:
+        fence = asyncio.ensure_future(
+            service.submit(
+                lambda image: service.controller.change_broker(image, 1, BrokerAction.FENCE)
+            )
+        )
+        await asyncio.sleep(0)
+        await service.submit(
+            lambda image: service.controller.create_topics(
+                image, [CreatableTopic(name="x", num_partitions=1, replication_factor=1)]
+            )
+        )
+        created = service.image.provenance.offset
+        await fence
+        return created, service.image.provenance.offset
+
+    created, fenced = asyncio.run(both())
+    assert created < fenced  # the new topic went in while the fence was still moving leaders
+    assert all(p.leader == 2 for p in service.image.topics.get_by_name("t").partitions)  # type: ignore[union-attr]

@@ -1,0 +1,304 @@
+"""`Metadata`: the public Python API, one import away (`from api import Metadata`).
+
+The four uses of the CLI from Python, with its conventions: `Metadata.open(data_dir)` takes
+the data directory as `mlog --data-dir` does (the log is `<data_dir>/log`, the snapshots
+`<data_dir>/snapshots.db` unless `database_url` names another), and `Metadata.connect(
+"h1:9092,h2:9092")` a server as `--bootstrap-server` does. Both answer the same calls with
+the same values the CLI prints from, because both go through the CLI's two targets
+(`api.cli.targets`): a controller command is written only if the controller accepts it, a
+refusal raises `ApiError` with Kafka's error code and writes nothing.
+
+    with Metadata.open("mlog-data") as md:
+        md.register_broker(1)
+        md.create_topic("orders", partitions=3)
+        image = md.image(at_offset=2)          # time travel: whole batches only
+        start, end, changes = md.diff(0)
+
+What needs the data directory's files (appending raw records, snapshots, audits) raises
+`MetadataApiError` on a connected handle, as the CLI refuses `--bootstrap-server` there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from api.cli.targets import LocalTarget, RemoteTarget, Target
+from api.service.settings import Settings, load_settings
+from records.errors import MetadataLogError
+from records.model import ConfigResourceType
+from replay.controller.commands import (
+    AlterConfig,
+    AlterConfigOp,
+    AlterConfigsResult,
+    BrokerResult,
+    ConfigResource,
+    CreatableTopic,
+    CreateNamespace,
+    CreateNamespaceResult,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    Outcome,
+    RegisterBroker,
+    TopicRef,
+)
+from replay.controller.errors import ApiError
+from replay.timetravel import Change, Entity, HistoryEntry
+
+if TYPE_CHECKING:
+    from records.entry import LogEntry
+    from records.model import Record
+    from replay.image import MetadataImage
+    from replay.sql.store import SnapshotInfo
+
+
+class MetadataApiError(MetadataLogError):
+    """A call the handle cannot make as opened (a data-directory call on a connected one)."""
+
+
+def _checked(outcome: Outcome) -> None:
+    """Raise the controller's refusal (Kafka's error code and message) as `ApiError`."""
+    if not outcome.ok:
+        raise ApiError(outcome.error_code, outcome.error_message or outcome.error_code.name)
+
+
+class Metadata:
+    """A data directory or a server, with the CLI's calls as typed methods (module docstring)."""
+
+    def __init__(self, target: Target, settings: Settings) -> None:
+        self._target = target
+        self.settings = settings
+        """The settings the handle runs with (as the CLI loads them: arguments, MLOG_*)."""
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        *,
+        principal: str | None = None,
+        database_url: str | None = None,
+    ) -> Self:
+        """The data directory `data_dir` (the log in `<data_dir>/log`), as `--data-dir` does.
+
+        Writes record `principal` (default `User:<login>`). Nothing is opened until the first
+        call; a write creates the directory, a refused one does not.
+        """
+        settings = load_settings(data_dir=os.fspath(data_dir), database_url=database_url)
+        settings = dataclasses.replace(settings, bootstrap_server=None)
+        return cls(LocalTarget(settings, principal), settings)
+
+    @classmethod
+    def connect(cls, bootstrap_server: str, *, command_config: str | None = None) -> Self:
+        """The `mlog serve` of `bootstrap_server` (`h1:p,h2:p`: the first that answers).
+
+        `command_config` is a client properties file (TLS, SASL) as `--command-config` takes.
+        The server records the principal its connection logs in as.
+        """
+        security = None
+        if command_config is not None:
+            from api.security.client_config import load_client_security
+
+            security = load_client_security(command_config)
+        settings = load_settings(bootstrap_server=bootstrap_server)
+        return cls(RemoteTarget(bootstrap_server, security=security), settings)
+
+    def close(self) -> None:
+        """Close the service or the connection; the handle is not used after."""
+        self._target.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def remote(self) -> bool:
+        """Whether this handle talks to a server (else to a data directory)."""
+        return isinstance(self._target, RemoteTarget)
+
+    def _local(self, what: str) -> LocalTarget:
+        if not isinstance(self._target, LocalTarget):
+            raise MetadataApiError(
+                f"{what} works on a data directory only (its files): use Metadata.open(DIR)"
+            )
+        return self._target
+
+    # ------------------------------------------------------------------ controller commands
+
+    def register_broker(self, broker_id: int, *, rack: str | None = None) -> BrokerResult:
+        """Register a broker (a new incarnation), as `mlog brokers register` does."""
+        result = self._target.register_broker(RegisterBroker(broker_id=broker_id, rack=rack))
+        _checked(result.outcome)
+        return result
+
+    def create_topic(
+        self,
+        name: str,
+        *,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> CreateTopicResult:
+        """Create a topic (`ns:name` in a namespace); -1 takes the cluster's default."""
+        topic = CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            configs=tuple((configs or {}).items()),
+        )
+        (result,) = self._target.create_topics([topic], validate_only=validate_only)
+        _checked(result.outcome)
+        return result
+
+    def delete_topic(self, name: str) -> DeleteTopicResult:
+        """Delete a topic by its qualified name."""
+        (result,) = self._target.delete_topics([TopicRef(name=name)])
+        _checked(result.outcome)
+        return result
+
+    def add_partitions(self, name: str, *, partitions: int) -> CreatePartitionsResult:
+        """Raise a topic's partition count to `partitions`."""
+        request = CreatePartitionsTopic(topic=TopicRef(name=name), count=partitions)
+        (result,) = self._target.create_partitions([request], validate_only=False)
+        _checked(result.outcome)
+        return result
+
+    def alter_configs(
+        self,
+        resource_type: ConfigResourceType,
+        name: str,
+        *,
+        set: Mapping[str, str] | None = None,
+        delete: Iterable[str] = (),
+        validate_only: bool = False,
+    ) -> AlterConfigsResult:
+        """Incrementally alter one resource's configs (a topic, a broker, the cluster "")."""
+        ops = [
+            AlterConfig(name=k, op=AlterConfigOp.SET, value=v) for k, v in (set or {}).items()
+        ] + [AlterConfig(name=k, op=AlterConfigOp.DELETE) for k in delete]
+        resource = ConfigResource(type=resource_type, name=name)
+        result = self._target.alter_configs(resource, ops, validate_only=validate_only)
+        _checked(result.outcome)
+        return result
+
+    def create_namespace(self, name: str) -> CreateNamespaceResult:
+        """Create a namespace (and its missing parents)."""
+        return self._target.create_namespace(CreateNamespace(name=name))
+
+    # ------------------------------------------------------------------ the log
+
+    def append(self, records: Sequence[Record], *, principal: str | None = None) -> tuple[int, int]:
+        """Append records as one atomic block if they replay onto the log (`mlog log append`).
+
+        Replay's rules are checked (not the controller's: no placement, no defaults); a
+        refusal raises with the offending record and appends nothing. (first, last) offset.
+        """
+        from api.cli.targets import QUORUM_STATE
+        from metadata_log.log import MetadataLog
+        from replay.append import append_replayed_batches
+
+        target = self._local("append")
+        if (self.settings.data_dir / QUORUM_STATE).exists():
+            raise MetadataApiError("a quorum node's log takes writes through its leader only")
+        target.close()  # the service (if open) holds the writer lock
+        with MetadataLog.open(self.settings.log_dir, config=self.settings.log) as log:
+            return append_replayed_batches(log, [(records, principal or target.principal)])
+
+    def read(
+        self, *, gt: int | None = None, lte: int | None = None, limit: int | None = None
+    ) -> Iterator[LogEntry]:
+        """The log's entries with `gt < offset <= lte`, at most `limit`, oldest first."""
+        return self._target.entries(gt=gt, lte=lte, limit=limit)
+
+    # ------------------------------------------------------------------ time travel
+
+    def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
+        """The image now, or at an offset or time (ISO-8601 or epoch ms).
+
+        Only committed states: an offset inside an atomic batch answers the batch's end
+        (`image.provenance.offset` says which); a time before the first entry raises.
+        """
+        return self._target.image(at_offset=at_offset, at_time=at_time)
+
+    def diff(
+        self, from_point: int | str, to_point: int | str | None = None
+    ) -> tuple[int, int, list[Change]]:
+        """What changed between two points (offsets or ISO-8601 times): (from, to, changes)."""
+        to = None if to_point is None else str(to_point)
+        return self._target.diff(str(from_point), to)
+
+    def history(
+        self,
+        entity: Entity,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        limit: int | None = None,
+    ) -> list[HistoryEntry]:
+        """The entries that touched an entity (`Entity(topic="orders")`), oldest first."""
+        return self._target.history(entity, gt=gt, lte=lte, limit=limit)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def take_snapshot(self) -> SnapshotInfo:
+        """Write a snapshot of the image at the end of the log into the snapshot database."""
+        from api.cli.targets import open_reader
+        from api.service.snapshots import open_store
+        from replay.loader import load_image
+
+        self._local("take_snapshot")
+        with open_reader(self.settings) as log, open_store(self.settings) as store:
+            store.ensure_schema()
+            info = store.write(load_image(log))
+            store.retain(self.settings.snapshot_retention)
+            return info
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        """The snapshots in the database, oldest first (none if there is no database)."""
+        from api.service.snapshots import existing_store
+
+        self._local("snapshots")
+        store = existing_store(self.settings)
+        if store is None or store.missing():
+            return []
+        try:
+            return list(store.snapshots())
+        finally:
+            store.close()
+
+    # ------------------------------------------------------------------ audit
+
+    def audit_sql(self, statement: str, *, master: str | None = None) -> list[dict[str, Any]]:
+        """Run Spark SQL over the view `metadata_log` (PySpark imported now); the rows.
+
+        Uses the process's running SparkSession if there is one (left running), else starts
+        a local one (`master`, default `local[*]`) for the call and stops it after.
+        """
+        self._local("audit_sql")
+        from pyspark.sql import SparkSession
+
+        from replay.audit.queries import sql
+        from replay.audit.session import audit_session, read_log, register
+
+        running = SparkSession.getActiveSession()
+        if running is not None:
+            register(running)  # the caller's session may not know the source yet
+        spark = running or audit_session(master=master, jvm_log=None)
+        try:
+            frame = sql(spark, read_log(spark, Path(self.settings.log_dir)), statement)
+            return [row.asDict(recursive=True) for row in frame.collect()]
+        finally:
+            if running is None:
+                spark.stop()

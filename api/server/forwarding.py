@@ -1,0 +1,366 @@
+"""Writes that reach a controller which does not lead go to the leader in an Envelope (KIP-590).
+
+Kafka's brokers forward admin writes to the active controller: the client's request bytes, its
+principal and its address travel inside an `EnvelopeRequest` (API 58) over the controllers'
+own authenticated link, the controller answers the inner request as if the client had sent it
+there, and the broker hands the inner answer back to the client. A quorum node does the same:
+
+- **Follower side** (`Forwarder`): a write (`FORWARDED_KAFKA_APIS`, or one of our private
+  APIs that writes) on a node that does not lead is sent to the leader it knows, over a
+  connection secured as the controller links are (`controller.listener.names`). During an
+  election it waits up to `LEADER_WAIT_S` for a leader; if it is the one elected it answers
+  itself. Where it cannot forward (no leader in time, the leader unreachable, the leader
+  says it no longer leads) the request is answered here, and a node that does not lead
+  answers every write NOT_CONTROLLER (`ReplicatedService.submit` checks before it computes
+  anything): never from its own, possibly stale, image. A request sent whose answer does not
+  come within `FORWARD_TIMEOUT_MS` (or whose leader is replaced meanwhile) is answered
+  REQUEST_TIMED_OUT: it may or may not have been applied.
+- **Leader side** (`EnvelopeOpener`): Envelope is served only on the listeners that serve
+  the quorum APIs, and with an authorizer only to a principal allowed CLUSTER_ACTION on the
+  cluster (the controllers' own), as Kafka's controller checks it; anyone else gets
+  CLUSTER_AUTHORIZATION_FAILED. The inner request must be one that is forwarded (no nested
+  Envelope, no login, no read). It is answered for the client's principal and address, so
+  the client's ACLs decide and the log's entry names the client; a write id in its header
+  travels with it, so a retry through any node is answered once.
+
+The principal travels as its `Type:name` text (UTF-8), the client's address as its 4 or 16
+address bytes, as Kafka sends `InetAddress.getAddress()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from api.client.connection import ClientConnection, ClientError, known_error_code
+from api.protocol import codec, private
+from api.protocol.codec import KafkaRequest, RequestHeader, build, request_class
+from api.protocol.connection import Connection, PrivateRequest, Request
+from api.protocol.private import PRIVATE_APIS, PrivateStatus
+from api.security.client_config import ClientSecurity
+from api.server.kafka.authorization import Gate
+from api.server.kafka.base import Session
+from api.server.kafka.refusals import refusal
+from records.model import AclOperation
+from replay.controller.errors import ApiError, ErrorCode
+from replay.image import MetadataImage
+
+logger = logging.getLogger("api.server.forwarding")
+
+ENVELOPE_KEY = 58
+"""Kafka's Envelope API (KIP-590)."""
+
+ENVELOPE_VERSIONS = {ENVELOPE_KEY: (0, 0)}
+"""What the quorum listeners serve of Envelope (Kafka's only version)."""
+
+FORWARDED_KAFKA_APIS: frozenset[int] = frozenset({19, 20, 37, 33, 44, 43, 45, 30, 31, 51})
+"""The Kafka APIs that write: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, CreateAcls, DeleteAcls,
+AlterUserScramCredentials. Reads are answered by any node from its committed image."""
+
+LEADER_WAIT_S = 3.0
+"""How long a write on a node without a leader waits for the election before it is answered
+here (NOT_CONTROLLER)."""
+
+FORWARD_TIMEOUT_MS = 10_000
+"""How long a forwarded request waits for the leader's answer (then REQUEST_TIMED_OUT)."""
+
+CONNECT_TIMEOUT_MS = 2_000
+"""How long connecting to the leader may take (a stopped process's kernel still accepts)."""
+
+MAX_CONNECTIONS = 16
+"""Connections to the leader at most: a connection's requests are answered one at a time, so
+concurrent writes each take one (and meet in the leader's group commit)."""
+
+_SIZE = struct.Struct(">i")
+
+
+def forwarded(event: Request | PrivateRequest) -> bool:
+    """Whether a request is a write that only the leader answers."""
+    if isinstance(event, Request):
+        return event.request.header.api_key in FORWARDED_KAFKA_APIS
+    api = PRIVATE_APIS.get(event.header.api_key)
+    return api is not None and api.writes
+
+
+def address_bytes(host: str) -> bytes:
+    """A client's IP address as Kafka sends it (4 or 16 bytes; empty if not an address)."""
+    try:
+        return ipaddress.ip_address(host).packed
+    except ValueError:
+        return b""
+
+
+def address_text(raw: bytes) -> str:
+    """The text of an address `address_bytes` made; `ApiError` if it is not 4 or 16 bytes."""
+    try:
+        return str(ipaddress.ip_address(raw))
+    except ValueError:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"an Envelope's client_host_address has {len(raw)} bytes (4 or 16 expected)",
+        ) from None
+
+
+def principal_text(raw: bytes) -> str:
+    """The principal an Envelope names (`Type:name`); `ApiError` if it is not one."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    kind, sep, name = text.partition(":")
+    if not sep or not kind or not name or len(text) > 1024:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            "an Envelope's request_principal is not a principal (Type:name)",
+        )
+    return text
+
+
+class LeaderView(Protocol):
+    """What forwarding needs of the quorum node (`api.raft.node.QuorumNode`)."""
+
+    @property
+    def leading(self) -> bool:
+        """Whether this node leads and takes writes."""
+
+    @property
+    def leader_id(self) -> int:
+        """The live leader's id as this node knows it, -1 during an election."""
+
+    @property
+    def node_id(self) -> int:
+        """The id of this node."""
+
+    def voter_addresses(self) -> dict[int, tuple[str, int]]:
+        """Each voter's `(host, port)`, by node id."""
+
+
+class ForwardFailed(Exception):
+    """The request could not be forwarded; nothing was sent (answer it here)."""
+
+
+class Forwarder:
+    """Sends a follower's client writes to the leader (see the module docstring)."""
+
+    def __init__(
+        self,
+        node: LeaderView,
+        *,
+        security: ClientSecurity | None = None,
+        leader_wait_s: float = LEADER_WAIT_S,
+        timeout_ms: int = FORWARD_TIMEOUT_MS,
+    ) -> None:
+        self.node = node
+        self.security = security
+        self.leader_wait_s = leader_wait_s
+        self.timeout_ms = timeout_ms
+        self._idle: dict[int, list[ClientConnection]] = {}
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
+        self._closed = False
+        self.forwarded = 0
+        """Requests answered by the leader through this node."""
+
+    async def leader(self) -> int | None:
+        """The leader to forward to; None when this node leads (or none is known in time).
+
+        None at once once closed (the node is stopping: its clients go elsewhere).
+        """
+        node = self.node
+        deadline = time.monotonic() + self.leader_wait_s
+        while True:
+            if node.leading or self._closed:
+                return None
+            leader = node.leader_id
+            if leader >= 0 and leader != node.node_id:
+                return leader
+            if time.monotonic() >= deadline or self._closed:
+                return None
+            await asyncio.sleep(0.02)
+
+    async def forward(self, frame: bytes, session: Session) -> bytes:
+        """The leader's answer (its frame, without the size) to a client's request `frame`.
+
+        `ForwardFailed` when nothing was sent (no leader, leader unreachable, or the leader
+        said it does not lead); `ApiError(REQUEST_TIMED_OUT)` when the request was sent and
+        no answer came (it may have been applied).
+        """
+        leader = await self.leader()
+        if leader is None:
+            raise ForwardFailed("this node leads, or no leader is known")
+        envelope = build(
+            request_class(ENVELOPE_KEY, 0),
+            request_data=frame,
+            request_principal=session.principal.encode(),
+            client_host_address=address_bytes(session.host),
+        )
+        async with self._slots:
+            connection = await self._connection(leader)
+            try:
+                answer = await self._exchange(connection, envelope, leader)
+            except BaseException:
+                await connection.close()
+                raise
+            self._idle.setdefault(leader, []).append(connection)
+        code = int(answer.error_code)
+        if code == ErrorCode.NOT_CONTROLLER:
+            raise ForwardFailed(f"node {leader} no longer leads")
+        if code != 0:
+            raise ApiError(
+                known_error_code(code),
+                f"the leader (node {leader}) refused this node's forwarded request "
+                f"(Envelope error {code}); give the controllers' principal CLUSTER_ACTION",
+            )
+        self.forwarded += 1
+        return bytes(answer.response_data)
+
+    async def _exchange(self, connection: ClientConnection, envelope: Any, leader: int) -> Any:
+        """Send the envelope; give up when the node hears of another leader meanwhile."""
+        sent = asyncio.ensure_future(connection.send_entity(envelope, timeout_ms=self.timeout_ms))
+        try:
+            while True:
+                done, _ = await asyncio.wait({sent}, timeout=0.05)
+                if done:
+                    break
+                if self.node.leader_id != leader:
+                    sent.cancel()
+                    raise ApiError(
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"node {leader} stopped leading before it answered this forwarded "
+                        "write; it may or may not have been applied: look, then retry",
+                    )
+            return sent.result()
+        except ClientError as exc:
+            raise ApiError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the leader (node {leader}) did not answer this forwarded write ({exc}); it "
+                "may or may not have been applied: look, then retry",
+            ) from None
+        finally:
+            if not sent.done():
+                sent.cancel()
+            with contextlib.suppress(BaseException):
+                await sent
+
+    async def _connection(self, leader: int) -> ClientConnection:
+        idle = self._idle.get(leader)
+        while idle:
+            connection = idle.pop()
+            if not connection.closed:
+                return connection
+        for other in [k for k in self._idle if k != leader]:
+            for stale in self._idle.pop(other):
+                await stale.close()
+        address = self.node.voter_addresses().get(leader)
+        if address is None:
+            raise ForwardFailed(f"node {leader} is not among the voters")
+        host, port = address
+        try:
+            connection = await ClientConnection.connect(
+                f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                client_id=f"mlog-controller-{self.node.node_id}",
+                timeout_ms=CONNECT_TIMEOUT_MS,
+                security=self.security,
+            )
+        except (ClientError, OSError) as exc:
+            raise ForwardFailed(f"node {leader} cannot be reached: {exc}") from None
+        if not connection.speaks(ENVELOPE_KEY, 0):
+            await connection.close()
+            raise ForwardFailed(f"node {leader} does not serve Envelope on its controller address")
+        return connection
+
+    async def close(self) -> None:
+        """Close the connections to the leader."""
+        self._closed = True
+        idle, self._idle = self._idle, {}
+        for connections in idle.values():
+            for connection in connections:
+                await connection.close()
+
+
+def refused_frame(event: Request | PrivateRequest, error: ApiError) -> bytes | None:
+    """The whole response frame refusing a request with `error` (None: no such answer)."""
+    if isinstance(event, Request):
+        answer = refusal(event.request, error)
+        if answer is None:
+            return None
+        return codec.encode_response(event.request.header.correlation_id, answer)
+    header = event.header
+    status = PrivateStatus(error_code=int(error.error_code), error_message=str(error))
+    return private.encode_response(
+        header.correlation_id,
+        PRIVATE_APIS[header.api_key],
+        status=status,
+        version=header.api_version,
+    )
+
+
+KafkaAnswerer = Callable[[KafkaRequest, Session], Awaitable[codec.Answer]]
+PrivateAnswerer = Callable[[RequestHeader, bytes, Session], Awaitable[bytes]]
+
+
+class EnvelopeOpener:
+    """Answers Envelope on the leader: the client's request, for the client's principal."""
+
+    def __init__(
+        self,
+        *,
+        node: LeaderView | None,
+        gate: Gate,
+        image: Callable[[], MetadataImage],
+        kafka: Callable[[str], KafkaAnswerer],
+        private: PrivateAnswerer,
+    ) -> None:
+        """`kafka(listener)` answers a Kafka request as that listener; `private` ours."""
+        self.node = node
+        self.gate = gate
+        self.image = image
+        self.kafka = kafka
+        self.private = private
+
+    async def open(self, request: KafkaRequest, session: Session, listener: str) -> codec.Answer:
+        """The EnvelopeResponse to an Envelope from `session` (a controller) on `listener`."""
+        header = request.header
+        answer_class = codec.response_class(ENVELOPE_KEY, header.api_version)
+        try:
+            data = await self._inner(request.body, session, listener)
+        except ApiError as exc:
+            logger.info("Envelope from %s refused: %s", session.principal, exc)
+            return codec.Answer(answer_class, {"error_code": int(exc.error_code)})
+        return codec.Answer(answer_class, {"error_code": 0, "response_data": data})
+
+    async def _inner(self, body: Any, session: Session, listener: str) -> bytes:
+        if self.gate.on:
+            self.gate.require_cluster(self.image(), session, AclOperation.CLUSTER_ACTION)
+        if self.node is not None and not self.node.leading:
+            raise ApiError(ErrorCode.NOT_CONTROLLER, "this controller does not lead")
+        client = Session(
+            principal=principal_text(bytes(body.request_principal)),
+            host=address_text(bytes(body.client_host_address)),
+        )
+        frame = bytes(body.request_data)
+        events = Connection().receive(_SIZE.pack(len(frame)) + frame)
+        event = events[0] if len(events) == 1 else None
+        if not isinstance(event, Request | PrivateRequest) or not forwarded(event):
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                "an Envelope carries one write request (not a read, a login or an Envelope)",
+            )
+        if isinstance(event, Request):
+            try:
+                answer = await self.kafka(listener)(event.request, client)
+            except ApiError as exc:
+                refused = refusal(event.request, exc)
+                if refused is None:
+                    raise
+                answer = refused
+            response = codec.encode_response(event.request.header.correlation_id, answer)
+        else:
+            response = await self.private(event.header, event.body, client)
+        return response[_SIZE.size :]

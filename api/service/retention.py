@@ -1,0 +1,142 @@
+"""Online log retention: whole segments below the newest snapshot go once the log is over its bound.
+
+KRaft's keys, read from `mlog serve`'s server.properties (api/server/config.py):
+`metadata.max.retention.bytes` (the log's size it trims down towards) and
+`metadata.max.retention.ms` (a segment whose newest entry is older goes), both -1 (off) by
+default here: this log is the product's history (time travel, audit), so nothing is removed
+unless the operator bounds it. Only whole segments whose entries all lie below the newest
+snapshot go, oldest first, never the newest segment; the trim itself (`trim_before` of the
+log) is durable, crash-safe and logged in one line. A standalone service trims after each
+snapshot it writes; a quorum node trims in its loop, below the snapshot its consensus core
+offers to fetchers, so a follower below the new start is sent that snapshot (FetchSnapshot).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from metadata_log.segment import SegmentInfo
+
+logger = logging.getLogger("api.server.retention")
+"""Under the server's logger: `mlog serve` shows each trim and snapshot deletion in one line."""
+
+MAX_RETENTION_BYTES_KEY = "metadata.max.retention.bytes"
+MAX_RETENTION_MS_KEY = "metadata.max.retention.ms"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionConfig:
+    """How large and how old the log may grow before segments below a snapshot go."""
+
+    max_bytes: int = -1
+    """`metadata.max.retention.bytes`: trim while the log is larger (-1: no size bound)."""
+    max_ms: int = -1
+    """`metadata.max.retention.ms`: trim segments whose newest entry is older (-1: no age)."""
+    snapshot_bytes: int | None = None
+    """`metadata.log.max.record.bytes.between.snapshots` from the server's file (None: the
+    cluster config's value)."""
+    snapshot_interval_ms: int | None = None
+    """`metadata.log.max.snapshot.interval.ms` from the server's file (None: the cluster
+    config's value)."""
+
+    @property
+    def bounded(self) -> bool:
+        """Whether any bound is set (else the log is never trimmed while serving)."""
+        return self.max_bytes >= 0 or self.max_ms >= 0
+
+
+class TrimmableLog(Protocol):
+    """A log whose oldest whole segments can be removed (`MetadataLog`, `ReplicaLog`)."""
+
+    def segments(self) -> list[SegmentInfo]:
+        """The segments, oldest first."""
+
+    def trim_before(self, offset: int) -> list[SegmentInfo]:
+        """Remove the whole segments whose entries all lie below `offset`."""
+
+
+def trim_offset(
+    segments: Sequence[SegmentInfo], *, below: int, config: RetentionConfig, now_ms: int
+) -> int | None:
+    """The offset to trim before so the log meets `config`, or None when nothing must go.
+
+    Segments go oldest first while the log is over `max_bytes` or the segment is older than
+    `max_ms`; only segments whose entries all lie below offset `below` (a snapshot's), never
+    the newest.
+    """
+    total = sum(s.size_bytes for s in segments)
+    cut: int | None = None
+    for segment in segments[:-1]:
+        if segment.next_offset > below:
+            break
+        over = 0 <= config.max_bytes < total
+        old = (
+            config.max_ms >= 0
+            and segment.max_timestamp >= 0
+            and now_ms - segment.max_timestamp > config.max_ms
+        )
+        if not (over or old):
+            break
+        total -= segment.size_bytes
+        cut = segment.next_offset
+    return cut
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogRetention:
+    """Applies a `RetentionConfig` to a log below a snapshot's offset."""
+
+    def __init__(
+        self, config: RetentionConfig, *, clock_ms: Callable[[], int] = _wall_clock_ms
+    ) -> None:
+        self.config = config
+        self._clock_ms = clock_ms
+        self.trimmed_segments = 0
+        """Segments removed while serving (a metric)."""
+
+    def cut(self, log: TrimmableLog, *, below: int) -> int | None:
+        """The offset to trim `log` before, below offset `below`; None when nothing must go."""
+        if not self.config.bounded:
+            return None
+        return trim_offset(log.segments(), below=below, config=self.config, now_ms=self._clock_ms())
+
+    def trim(self, log: TrimmableLog, *, below: int) -> list[SegmentInfo]:
+        """Trim `log` as the config asks, below offset `below`; the segments removed.
+
+        The log's trim logs one line (segments, offsets, new start).
+        """
+        cut = self.cut(log, below=below)
+        if cut is None:
+            return []
+        removed = log.trim_before(cut)
+        self.trimmed_segments += len(removed)
+        if removed:
+            logger.info(
+                "retention removed %d segment(s), offsets %d..%d (%d bytes), below the snapshot "
+                "at offset %d; the log starts at offset %d",
+                len(removed),
+                removed[0].base_offset,
+                removed[-1].next_offset - 1,
+                sum(s.size_bytes for s in removed),
+                below,
+                removed[-1].next_offset,
+            )
+        return removed
+
+
+def log_snapshots_deleted(offsets: Sequence[int], kept: int) -> None:
+    """One line for the snapshots retention deleted (their offsets) and how many are kept."""
+    if offsets:
+        logger.info(
+            "retention deleted %d snapshot(s) at offset(s) %s; the newest %d are kept",
+            len(offsets),
+            ", ".join(str(o) for o in offsets),
+            kept,
+        )

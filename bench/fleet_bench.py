@@ -1,0 +1,467 @@
+"""Brokers at scale: fencing one broker of a 1M-partition cluster, in process.
+
+Usage: python bench/fleet_bench.py fence [--partitions N] [--brokers B,...] [--share F]
+
+fence: an image of N partitions (default 1,000,000) in topics of 10, replication factor 3,
+  placed round-robin over B brokers (default 6 and 1000); with --share F (0..1) broker 0 is
+  also the first replica of that fraction of the partitions (a broker holding 20%: 0.2).
+  One broker (0) is fenced:
+    before  the old algorithm: every partition of every topic is walked and every change goes
+            into one atomic batch (computed, then replayed into the image)
+    first   `change_broker`: the broker's record and the first batch of moves, from the
+            per-broker index (what a fence costs before the controller answers anything else)
+    all     every batch of moves (at most `MAX_RECORDS_PER_BATCH` records each) computed and
+            replayed into the image, one after the other, as the service writes them
+    longest the longest single batch (compute + replay): the longest the event loop is held
+  Log I/O is left out on both sides (the server's figures include it).
+
+fleet: a `mlog serve` process (a single node, not a quorum) on a data directory holding the
+  same cluster (N partitions over B brokers, written straight into the log, snapshots kept
+  off by cluster config), and in this process B simulated brokers heartbeating every 2 s over
+  --connections connections, plus one admin client creating a topic every 1/--admin-rate s.
+  After --warmup seconds broker 0 stops heartbeating. The server fences it once its session
+  (9 s) expires and moves its leaderships and ISR places. A follower of the log (FetchLog)
+  sees the fence record and the partition changes; the figures:
+    detect     last heartbeat of broker 0 -> the fence record's append time
+    moved      the fence record -> the last change moving broker 0's partitions (append times;
+               0 when they all fit the fence's own batch)
+    expiry_to_moved  the session's expiry (last heartbeat + 9 s) -> the last change: the
+               fence-to-leaders-moved time, the session check's period (0.45 s) included
+    heartbeat  p50/p99 of every heartbeat's answer time, and of those sent from the expiry to
+               the last change (the move)
+    admin      p50/p99 of the creates answered, and of those sent during the move
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from against import measured_code
+
+sys.path.insert(0, str(measured_code()))
+
+from records.model import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    FeatureLevelRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from records.uuids import Uuid
+from replay.controller.commands import BrokerAction, CreatableTopic
+from replay.controller.controller import Controller
+from replay.controller.names import partition_name
+from replay.controller.states import checked_change, is_live
+from replay.delta import MetadataDelta
+from replay.image import EMPTY_IMAGE, ClusterImage, MetadataImage, Provenance
+
+PARTITIONS_PER_TOPIC = 10
+
+
+def cluster_records(partitions: int, brokers: int, share: float, seed: int = 7) -> list[Record]:
+    """The records of a cluster: brokers, then topics of 10 partitions, RF 3 round-robin."""
+    rng = random.Random(seed)
+    records: list[Record] = [FeatureLevelRecord(name="metadata.version", feature_level=1)]
+    records.extend(
+        RegisterBrokerRecord(
+            broker_id=b, incarnation_id=Uuid(bytes=rng.randbytes(16)), broker_epoch=b, fenced=False
+        )
+        for b in range(brokers)
+    )
+    rf = min(3, brokers)
+    for t in range(partitions // PARTITIONS_PER_TOPIC):
+        topic_id = Uuid(bytes=rng.randbytes(16))
+        records.append(TopicRecord(name=f"t{t}", topic_id=topic_id))
+        for p in range(PARTITIONS_PER_TOPIC):
+            n = t * PARTITIONS_PER_TOPIC + p
+            first = 0 if share and rng.random() < share else n % brokers
+            replicas = tuple((first + j) % brokers for j in range(rf))
+            records.append(
+                PartitionRecord(
+                    partition_id=p,
+                    topic_id=topic_id,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                )
+            )
+    return records
+
+
+def build_image(records: list[Record]) -> MetadataImage:
+    """The image of `records`, replayed in one delta."""
+    delta = MetadataDelta(EMPTY_IMAGE)
+    delta.replay_all(records)
+    delta.finish_batch()
+    return delta.apply(Provenance(offset=len(records) - 1, epoch=0, timestamp=0))
+
+
+def replayed(image: MetadataImage, records: tuple[Record, ...]) -> MetadataImage:
+    """`image` after one batch."""
+    delta = MetadataDelta(image)
+    delta.replay_all(records)
+    delta.finish_batch()
+    last = image.provenance.offset + len(records)
+    return delta.apply(Provenance(offset=last, epoch=0, timestamp=0))
+
+
+def old_move_off(image: MetadataImage, cluster_after: ClusterImage, broker_id: int) -> list[Record]:
+    """The algorithm before the per-broker index (the baseline): every partition is walked."""
+    changes: list[Record] = []
+    for topic in image.topics.sorted():
+        for partition in topic.partitions:
+            if broker_id not in partition.isr and partition.leader != broker_id:
+                continue
+            isr = tuple(b for b in partition.isr if b != broker_id)
+            if not isr:
+                isr = partition.isr
+            leader = next((b for b in isr if is_live(cluster_after, b)), NO_LEADER)
+            change = PartitionChangeRecord(
+                partition_id=partition.partition_id,
+                topic_id=topic.topic_id,
+                isr=isr if isr != partition.isr else None,
+                leader=leader if leader != partition.leader else LEADER_UNCHANGED,
+            )
+            if change.isr is None and change.leader == LEADER_UNCHANGED:
+                continue
+            where = partition_name(topic, partition.partition_id)
+            checked_change(where, partition, change, image.cluster, cluster_after)
+            changes.append(change)
+    return changes
+
+
+def timed(work: Callable[[], object]) -> tuple[float, object]:
+    gc.collect()
+    start = time.perf_counter()
+    value = work()
+    return time.perf_counter() - start, value
+
+
+def fence_old(image: MetadataImage, broker_id: int) -> tuple[float, int]:
+    """The baseline: the broker's record and every move in one batch, replayed."""
+
+    def run() -> int:
+        broker = image.cluster.get(broker_id)
+        assert broker is not None
+        from records.model import BrokerRegistrationChangeRecord, FencingChange
+
+        record = BrokerRegistrationChangeRecord(
+            broker_id=broker_id, broker_epoch=broker.broker_epoch, fenced=FencingChange.FENCE
+        )
+        after = replayed(image, (record,)).cluster
+        moves = old_move_off(image, after, broker_id)
+        replayed(image, (record, *moves))
+        return len(moves)
+
+    seconds, moved = timed(run)
+    return seconds, moved  # type: ignore[return-value]
+
+
+def fence_new(image: MetadataImage, broker_id: int) -> tuple[float, float, float, int, int]:
+    """(first batch s, all batches s, longest batch s, moves, batches) with the index."""
+    controller = Controller()
+    start = time.perf_counter()
+    result = controller.change_broker(image, broker_id, BrokerAction.FENCE)
+    image = replayed(image, result.records)
+    first = time.perf_counter() - start
+    longest = first
+    moves = len(result.records) - 1
+    batches = 1
+    more = result.more
+    while more is not None:
+        began = time.perf_counter()
+        step = more(image)
+        if step.records:
+            image = replayed(image, step.records)
+            moves += len(step.records)
+            batches += 1
+        more = step.more
+        longest = max(longest, time.perf_counter() - began)
+    total = time.perf_counter() - start
+    return first, total, longest, moves, batches
+
+
+def fence(args: argparse.Namespace) -> None:
+    print(f"in-process fence of broker 0, {args.partitions:,} partitions, RF 3 (seconds)")
+    print(
+        f"{'brokers':>8} {'share':>6} {'held':>9} {'moves':>8} {'before':>8} "
+        f"{'first':>7} {'all':>7} {'longest':>8} {'batches':>8} {'before/all':>10}"
+    )
+    for brokers in args.brokers:
+        gc.collect()
+        records = cluster_records(args.partitions, brokers, args.share)
+        gc.disable()
+        image = build_image(records)
+        del records
+        held = len(image.topics.partitions_of(0))
+        before, old_moves = fence_old(image, 0) if not args.skip_before else (float("nan"), -1)
+        first, total, longest, moves, batches = fence_new(image, 0)
+        gc.enable()
+        if old_moves >= 0 and old_moves != moves:
+            raise SystemExit(f"the two algorithms disagree: {old_moves} moves vs {moves}")
+        print(
+            f"{brokers:>8} {args.share:>6.2f} {held:>9,} {moves:>8,} {before:>8.3f} "
+            f"{first:>7.3f} {total:>7.3f} {longest:>8.3f} {batches:>8} {before / total:>9.1f}x",
+            flush=True,
+        )
+        del image
+
+
+# ------------------------------------------------------------------------------- fleet
+
+HEARTBEAT_S = 2.0
+SESSION_TIMEOUT_S = 9.0
+"""`broker.session.timeout.ms`'s default, which the server runs with."""
+
+
+def write_cluster_log(
+    data_dir: Path, partitions: int, brokers: int, share: float
+) -> tuple[int, int]:
+    """A data directory whose log holds the cluster: (its end offset, broker 0's partitions).
+
+    Each partition broker 0 is a replica of needs a change when it is fenced (RF 3, ISR =
+    replicas), so that is the number of changes the fence writes.
+    """
+    from metadata_log import MetadataLog
+    from records.model import ConfigRecord, ConfigResourceType
+
+    records = cluster_records(partitions, brokers, share)
+    no_snapshots = [
+        ConfigRecord(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="",
+            name="metadata.log.max.record.bytes.between.snapshots",
+            value=str(2**62),
+        ),
+        ConfigRecord(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="",
+            name="metadata.log.max.snapshot.interval.ms",
+            value="0",
+        ),
+    ]
+    log = MetadataLog.open(data_dir)
+    try:
+        head = brokers + 1
+        log.append([*records[:head], *no_snapshots], principal="fleet-bench")
+        batch: list[Record] = []
+        for record in records[head:]:
+            if isinstance(record, TopicRecord) and len(batch) >= 10_000:
+                log.append(batch, principal="fleet-bench")
+                batch = []
+            batch.append(record)
+        if batch:
+            log.append(batch, principal="fleet-bench")
+        held = sum(1 for r in records if isinstance(r, PartitionRecord) and 0 in r.replicas)
+        return log.end_offset, held
+    finally:
+        log.close()
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (nan if none)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run_fleet(
+    args: argparse.Namespace, address: str, end: int, expected: int
+) -> dict[str, object]:
+    """The heartbeating fleet, the admin load and the watcher; the figures."""
+    import asyncio
+
+    from api.client.admin import AdminClient
+    from records.model import BrokerRegistrationChangeRecord, FencingChange
+
+    clients = [await AdminClient.connect(address) for _ in range(args.connections)]
+    admin = await AdminClient.connect(address)
+    watcher = await AdminClient.connect(address)
+    heartbeats: list[tuple[float, float]] = []  # (sent, seconds)
+    creates: list[tuple[float, float]] = []
+    errors: list[str] = []
+    stop_victim = asyncio.Event()
+    done = asyncio.Event()
+    victim_last = [0.0]
+    loop = asyncio.get_running_loop()
+
+    async def broker(broker_id: int, client: AdminClient) -> None:
+        await asyncio.sleep(HEARTBEAT_S * broker_id / args.brokers)
+        while not done.is_set():
+            if broker_id == 0 and stop_victim.is_set():
+                return
+            sent = loop.time()
+            answer = await client.request(
+                63,
+                broker_id=broker_id,
+                broker_epoch=broker_id,
+                current_metadata_offset=end,
+                want_fence=False,
+                want_shut_down=False,
+            )
+            took = loop.time() - sent
+            heartbeats.append((sent, took))
+            if broker_id == 0:
+                victim_last[0] = time.time()
+            if answer.error_code != 0 or answer.is_fenced:
+                errors.append(f"broker {broker_id}: {int(answer.error_code)} {answer.is_fenced}")
+            await asyncio.sleep(max(0.0, HEARTBEAT_S - took))
+
+    async def admin_load() -> None:
+        n = 0
+        while not done.is_set():
+            sent = loop.time()
+            await admin.create_topics(
+                [CreatableTopic(name=f"fleet-admin-{n}", num_partitions=1, replication_factor=1)]
+            )
+            creates.append((sent, loop.time() - sent))
+            n += 1
+            await asyncio.sleep(max(0.0, 1 / args.admin_rate - (loop.time() - sent)))
+
+    fence_ts: list[int] = []
+    last_move_ts: list[int] = []
+    moves = [0]
+
+    async def watch() -> None:
+        offset = end
+        while not done.is_set():
+            entries, next_end = await watcher.fetch_log(offset, max_wait_ms=1000)
+            for entry in entries:
+                record = entry.record
+                if (
+                    isinstance(record, BrokerRegistrationChangeRecord)
+                    and record.broker_id == 0
+                    and record.fenced == FencingChange.FENCE
+                ):
+                    fence_ts.append(entry.timestamp)
+                elif fence_ts and isinstance(record, PartitionChangeRecord):
+                    last_move_ts.append(entry.timestamp)
+                    moves[0] += 1
+            offset = entries[-1].offset + 1 if entries else min(offset, next_end)
+
+    tasks = [asyncio.create_task(broker(b, clients[b % len(clients)])) for b in range(args.brokers)]
+    tasks.append(asyncio.create_task(admin_load()))
+    tasks.append(asyncio.create_task(watch()))
+    await asyncio.sleep(args.warmup)
+    stop_victim.set()
+    stopped_at = time.time()
+    deadline = loop.time() + 60 + args.warmup
+    while loop.time() < deadline and moves[0] < expected:
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(2)  # the load goes on a little after the move
+    done.set()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for client in [*clients, admin, watcher]:
+        await client.close()
+    if not fence_ts:
+        raise SystemExit(
+            f"broker 0 was not fenced within {60 + args.warmup} s ({len(heartbeats)} "
+            f"heartbeats, errors {errors[:3]})"
+        )
+    fenced_s = fence_ts[0] / 1000
+    moved_s = max(last_move_ts) / 1000 if last_move_ts else fenced_s
+    expired_s = victim_last[0] + SESSION_TIMEOUT_S
+    # The move window in this process's loop clock: from the session's expiry to the last move.
+    offset_s = loop.time() - time.time()
+    window = (expired_s + offset_s, moved_s + offset_s + 0.001)
+    during_hb = [t for sent, t in heartbeats if window[0] <= sent <= window[1]]
+    during_admin = [t for sent, t in creates if window[0] <= sent <= window[1]]
+    all_hb = [t for _, t in heartbeats]
+    all_admin = [t for _, t in creates]
+    return {
+        "detect_s": fenced_s - victim_last[0],
+        "stopped_to_fence_s": fenced_s - stopped_at,
+        "moved_s": moved_s - fenced_s,
+        "expiry_to_moved_s": moved_s - expired_s,
+        "moves": moves[0],
+        "heartbeats": len(all_hb),
+        "hb_p50_ms": quantile(all_hb, 0.5) * 1000,
+        "hb_p99_ms": quantile(all_hb, 0.99) * 1000,
+        "hb_move_p99_ms": quantile(during_hb, 0.99) * 1000,
+        "hb_move_n": len(during_hb),
+        "creates": len(all_admin),
+        "admin_p50_ms": quantile(all_admin, 0.5) * 1000,
+        "admin_p99_ms": quantile(all_admin, 0.99) * 1000,
+        "admin_move_p99_ms": quantile(during_admin, 0.99) * 1000,
+        "admin_move_n": len(during_admin),
+        "errors": errors[:5],
+    }
+
+
+def fleet(args: argparse.Namespace) -> None:
+    import asyncio
+    import signal
+    import tempfile
+
+    from server_bench import start_server
+
+    scratch = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    try:
+        started = time.perf_counter()
+        end, expected = write_cluster_log(
+            scratch / "data" / "log", args.partitions, args.brokers, args.share
+        )
+        print(
+            f"log of {args.partitions:,} partitions written in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        started = time.perf_counter()
+        server, (host, port) = start_server(scratch / "data", scratch / "server.log")
+        print(f"server up (replayed the log) in {time.perf_counter() - started:.1f} s")
+        try:
+            figures = asyncio.run(run_fleet(args, f"{host}:{port}", end, expected))
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(60)
+        print(
+            f"{args.brokers} brokers, {args.partitions:,} partitions, share of broker 0: "
+            f"{args.share or 'its turn'}; single node"
+        )
+        for key, value in figures.items():
+            print(
+                f"  {key:>20}: {value:.3f}" if isinstance(value, float) else f"  {key:>20}: {value}"
+            )
+    finally:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sections = parser.add_subparsers(dest="section", required=True)
+    section = sections.add_parser("fence", help="in-process fence of one broker")
+    section.add_argument("--partitions", type=int, default=1_000_000)
+    section.add_argument(
+        "--brokers", type=lambda s: [int(x) for x in s.split(",")], default=[6, 1000]
+    )
+    section.add_argument("--share", type=float, default=0.0)
+    section.add_argument("--skip-before", action="store_true", help="leave the baseline out")
+    section = sections.add_parser("fleet", help="simulated brokers against a server")
+    section.add_argument("--partitions", type=int, default=1_000_000)
+    section.add_argument("--brokers", type=int, default=1000)
+    section.add_argument("--share", type=float, default=0.0)
+    section.add_argument("--connections", type=int, default=50)
+    section.add_argument("--admin-rate", type=float, default=20.0)
+    section.add_argument("--warmup", type=float, default=6.0)
+    args = parser.parse_args()
+    if args.section == "fence":
+        fence(args)
+    else:
+        fleet(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,391 @@
+"""A Merkle tree over the log's entries (RFC 9162), with inclusion and consistency proofs.
+
+Leaf `i` is entry `i` (offset `i`, from 0): its hash is SHA-256(0x00 || the entry's Avro
+binary encoding, as its block's body holds it); an inner node is SHA-256(0x01 || left ||
+right), and the tree of `n` leaves splits at the largest power of two below `n`, as RFC 9162
+section 2.1.1 defines MTH. Proofs are RFC 9162's PATH (2.1.3.1) and PROOF (2.1.4.1).
+
+So a proof does not rehash the log, `<log dir>/merkle/` keeps an index, rebuildable from the
+segments at any time:
+
+    leaves   32 bytes per entry, the leaf hashes in offset order
+    chunks   32 bytes per complete, aligned run of 1024 leaves: the root of its subtree
+    state    text: entries indexed and the chain value after them (metadata_log.chain)
+
+The index is extended from the log by whoever asks for a root or a proof (`mlog log digest`,
+`mlog log prove`); `state` names the chain value at its end, so an index whose log was cut and
+written again (another chain value there) is rebuilt, not trusted. Trims do not touch it: it
+keeps the leaves of trimmed entries, so the tree still starts at offset 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+
+from metadata_log.chain import ZERO
+from metadata_log.container import fsync_directory, replace_file, write_all
+from metadata_log.digest import DigestError, chain_value_at
+from metadata_log.private_files import FILE_MODE, make_dirs
+from metadata_log.segment import Segment
+
+MERKLE_DIR = "merkle"
+CHUNK_LEVEL = 10
+CHUNK = 1 << CHUNK_LEVEL
+"""Leaves per cached subtree root."""
+_HASH = 32
+
+
+def leaf_hash(entry: bytes) -> bytes:
+    """RFC 9162 leaf hash: SHA-256(0x00 || entry)."""
+    return hashlib.sha256(b"\x00" + entry).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """RFC 9162 interior node hash: SHA-256(0x01 || left || right)."""
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _split(n: int) -> int:
+    """The largest power of two smaller than `n` (n >= 2)."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+@lru_cache(maxsize=8)
+def _parsed(schema_json: str) -> Any:
+    return fastavro.parse_schema(json.loads(schema_json))
+
+
+def entry_bytes(schema_json: str, count: int, body: bytes) -> list[bytes]:
+    """The first `count` entries of a block body, each as its own bytes (with the writer schema).
+
+    Entries are found by decoding them: `count` may stop short of the block's entries.
+    """
+    schema = _parsed(schema_json)
+    stream = io.BytesIO(body)
+    out = []
+    start = 0
+    for _ in range(count):
+        fastavro.schemaless_reader(stream, schema, None)
+        end = stream.tell()
+        out.append(body[start:end])
+        start = end
+    return out
+
+
+class MerkleError(DigestError):
+    """The index cannot answer; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InclusionProof:
+    """RFC 9162 inclusion proof of leaf `index` in the tree of `tree_size` leaves."""
+
+    index: int
+    tree_size: int
+    entry: bytes
+    path: tuple[bytes, ...]
+    root: bytes
+
+    def to_json(self) -> dict[str, object]:
+        """The proof as JSON values (hashes and entry bytes in hex)."""
+        return {
+            "type": "inclusion",
+            "leaf_index": self.index,
+            "tree_size": self.tree_size,
+            "entry": self.entry.hex(),
+            "leaf_hash": leaf_hash(self.entry).hex(),
+            "path": [h.hex() for h in self.path],
+            "root": self.root.hex(),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsistencyProof:
+    """RFC 9162 consistency proof between the trees of `first_size` and `second_size` leaves."""
+
+    first_size: int
+    second_size: int
+    first_root: bytes
+    second_root: bytes
+    path: tuple[bytes, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """The proof as JSON values (hashes in hex)."""
+        return {
+            "type": "consistency",
+            "first_size": self.first_size,
+            "second_size": self.second_size,
+            "first_root": self.first_root.hex(),
+            "second_root": self.second_root.hex(),
+            "path": [h.hex() for h in self.path],
+        }
+
+
+class MerkleIndex:
+    """The `merkle/` index of one log directory, opened under its own lock."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory / MERKLE_DIR
+        if not self.directory.is_dir():
+            make_dirs(self.directory)
+        self._lock_fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, FILE_MODE)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self.size = 0
+        self.chain = ZERO
+        self._chunks: list[bytes] = []
+        self._leaves_fd = -1
+        self._memo: dict[tuple[int, int], bytes] = {}
+        """Subtree roots computed by this open (the index only grows while it is held)."""
+        self._load()
+
+    def close(self) -> None:
+        """Release the index."""
+        if self._leaves_fd >= 0:
+            os.close(self._leaves_fd)
+            self._leaves_fd = -1
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> MerkleIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- files
+
+    def _load(self) -> None:
+        state = self.directory / "state"
+        leaves = self.directory / "leaves"
+        self._leaves_fd = os.open(leaves, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            size_text, chain_text = state.read_text().split()
+            size, chain = int(size_text), bytes.fromhex(chain_text)
+        except (OSError, ValueError):
+            size, chain = 0, ZERO
+        chunks = b""
+        with contextlib.suppress(OSError):
+            chunks = (self.directory / "chunks").read_bytes()
+        if (
+            os.fstat(self._leaves_fd).st_size < size * _HASH
+            or len(chunks) < (size // CHUNK) * _HASH
+            or len(chain) != _HASH
+        ):
+            size, chain, chunks = 0, ZERO, b""
+        self.size, self.chain = size, chain
+        self._chunks = [chunks[i : i + _HASH] for i in range(0, (size // CHUNK) * _HASH, _HASH)]
+
+    def _reset(self) -> None:
+        self._memo.clear()
+        os.ftruncate(self._leaves_fd, 0)
+        self.size, self.chain, self._chunks = 0, ZERO, []
+
+    def _save(self) -> None:
+        os.fsync(self._leaves_fd)
+        replace_file(self.directory / "chunks", b"".join(self._chunks), sync_directory=False)
+        replace_file(
+            self.directory / "state",
+            f"{self.size} {self.chain.hex()}\n".encode(),
+            sync_directory=False,
+        )
+        fsync_directory(self.directory)
+
+    # ---------------------------------------------------------------- building
+
+    def extend(self, segments: Sequence[Segment], end: int) -> None:
+        """Index the log's entries up to `end` (a block end), from the segments (oldest first).
+
+        An index whose end no longer has its chain value in the log (the log was cut and
+        written again) is rebuilt from offset 0, which needs the log's entries from 0.
+        """
+        if self.size and (self.size > segments[-1].next_offset or not self._still_valid(segments)):
+            self._reset()
+        if self.size >= end:
+            return
+        if segments[0].base_offset > self.size:
+            raise MerkleError(
+                f"the Merkle index holds {self.size} entries and the log starts at offset "
+                f"{segments[0].base_offset}: the entries between were trimmed before they were "
+                "indexed, so no tree from offset 0 can be built here"
+            )
+        os.ftruncate(self._leaves_fd, self.size * _HASH)
+        for segment in segments:
+            if segment.next_offset <= self.size or segment.base_offset >= end:
+                continue
+            schema = segment.header.schema_json
+            for block, first in segment.blocks_with_offsets(self.size):
+                if first >= end:
+                    break
+                leaves = [leaf_hash(e) for e in entry_bytes(schema, block.count, block.body)]
+                self._take(leaves[self.size - first :] if first < self.size else leaves)
+        self.chain = chain_value_at(segments, self.size)
+        self._save()
+
+    def _take(self, leaves: list[bytes]) -> None:
+        """Append leaves to the file, and the chunk roots that become complete."""
+        os.lseek(self._leaves_fd, self.size * _HASH, os.SEEK_SET)
+        write_all(self._leaves_fd, b"".join(leaves))
+        self.size += len(leaves)
+        while len(self._chunks) < self.size // CHUNK:
+            start = len(self._chunks) * CHUNK
+            self._chunks.append(self._hash_leaves(start, start + CHUNK))
+
+    def _still_valid(self, segments: Sequence[Segment]) -> bool:
+        if self.size < segments[0].base_offset:
+            return True  # its end was trimmed: nothing of the log to compare with
+        try:
+            return chain_value_at(segments, self.size) == self.chain
+        except DigestError:
+            return False
+
+    # ---------------------------------------------------------------- hashing
+
+    def leaves(self, start: int, end: int) -> list[bytes]:
+        """Leaf hashes `start`..`end - 1`."""
+        data = os.pread(self._leaves_fd, (end - start) * _HASH, start * _HASH)
+        return [data[i : i + _HASH] for i in range(0, len(data), _HASH)]
+
+    def _hash_leaves(self, start: int, end: int) -> bytes:
+        level = self.leaves(start, end)
+        return _fold(level)
+
+    def subtree(self, start: int, end: int) -> bytes:
+        """MTH of the leaves `start`..`end - 1` (RFC 9162 2.1.1)."""
+        n = end - start
+        if n == 1:
+            return self.leaves(start, end)[0]
+        if n == CHUNK and start % CHUNK == 0 and start // CHUNK < len(self._chunks):
+            return self._chunks[start // CHUNK]
+        found = self._memo.get((start, end))
+        if found is None:
+            if n <= CHUNK:
+                found = self._hash_leaves(start, end)
+            else:
+                k = _split(n)
+                found = node_hash(self.subtree(start, start + k), self.subtree(start + k, end))
+            self._memo[(start, end)] = found
+        return found
+
+    def root(self, size: int) -> bytes:
+        """The root of the tree of the first `size` leaves (size >= 1, indexed)."""
+        self._require(size)
+        return self.subtree(0, size)
+
+    def inclusion(self, index: int, size: int, entry: bytes) -> InclusionProof:
+        """Inclusion proof of leaf `index` in the tree of `size` leaves."""
+        self._require(size)
+        if not 0 <= index < size:
+            raise MerkleError(f"offset {index} is not in the tree of {size} entries")
+        if leaf_hash(entry) != self.leaves(index, index + 1)[0]:
+            raise MerkleError(
+                f"entry {index} is not what was indexed: the log changed after it was indexed; "
+                "run `mlog log verify`"
+            )
+        return InclusionProof(
+            index=index,
+            tree_size=size,
+            entry=entry,
+            path=tuple(self._path(index, 0, size)),
+            root=self.root(size),
+        )
+
+    def consistency(self, first: int, second: int) -> ConsistencyProof:
+        """Consistency proof between the trees of `first` and `second` leaves."""
+        self._require(second)
+        if not 0 < first <= second:
+            raise MerkleError(f"no consistency proof from {first} to {second} entries")
+        return ConsistencyProof(
+            first_size=first,
+            second_size=second,
+            first_root=self.root(first),
+            second_root=self.root(second),
+            path=tuple(self._subproof(first, 0, second, True)),
+        )
+
+    def _require(self, size: int) -> None:
+        if not 1 <= size <= self.size:
+            raise MerkleError(f"the index holds {self.size} entries, not {size}")
+
+    def _path(self, m: int, start: int, end: int) -> Iterator[bytes]:
+        """RFC 9162 PATH(m, D[start:end]), m relative to `start`."""
+        n = end - start
+        if n == 1:
+            return
+        k = _split(n)
+        if m < k:
+            yield from self._path(m, start, start + k)
+            yield self.subtree(start + k, end)
+        else:
+            yield from self._path(m - k, start + k, end)
+            yield self.subtree(start, start + k)
+
+    def _subproof(self, m: int, start: int, end: int, complete: bool) -> Iterator[bytes]:
+        """RFC 9162 SUBPROOF(m, D[start:end], b)."""
+        n = end - start
+        if m == n:
+            if not complete:
+                yield self.subtree(start, end)
+            return
+        k = _split(n)
+        if m <= k:
+            yield from self._subproof(m, start, start + k, complete)
+            yield self.subtree(start + k, end)
+        else:
+            yield from self._subproof(m - k, start + k, end, False)
+            yield self.subtree(start, start + k)
+
+
+def _fold(level: list[bytes]) -> bytes:
+    """MTH of a list of leaf hashes."""
+    n = len(level)
+    if n == 1:
+        return level[0]
+    k = _split(n)
+    return node_hash(_fold(level[:k]), _fold(level[k:]))
+
+
+def _entry_at(segments: Sequence[Segment], offset: int) -> bytes:
+    segment = next((s for s in reversed(segments) if s.base_offset <= offset), None)
+    if segment is None or offset >= segment.next_offset:
+        raise MerkleError(f"offset {offset} is not in the log")
+    block, first = next(segment.blocks_with_offsets(offset))
+    return entry_bytes(segment.header.schema_json, offset - first + 1, block.body)[-1]
+
+
+def root_at(directory: Path, segments: Sequence[Segment], end_offset: int) -> bytes:
+    """The Merkle root over entries 0..`end_offset - 1` (the index extended as needed)."""
+    with MerkleIndex(directory) as index:
+        index.extend(segments, end_offset)
+        return index.root(end_offset)
+
+
+def prove_inclusion(
+    directory: Path, segments: Sequence[Segment], offset: int, tree_size: int
+) -> InclusionProof:
+    """Inclusion proof of entry `offset` in the tree of the first `tree_size` entries."""
+    entry = _entry_at(segments, offset)
+    with MerkleIndex(directory) as index:
+        index.extend(segments, tree_size)
+        return index.inclusion(offset, tree_size, entry)
+
+
+def prove_consistency(
+    directory: Path, segments: Sequence[Segment], first_size: int, second_size: int
+) -> ConsistencyProof:
+    """Consistency proof from the tree of `first_size` entries to that of `second_size`."""
+    with MerkleIndex(directory) as index:
+        index.extend(segments, second_size)
+        return index.consistency(first_size, second_size)

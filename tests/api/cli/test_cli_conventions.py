@@ -1,0 +1,88 @@
+"""Kafka's CLI conventions a new user relies on: flags named when mistyped, bootstrap lists."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import mlog
+from tests.support.server_thread import running_server
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], data_dir: Path, *args: str) -> str:
+    capsys.readouterr()
+    code, _ = mlog(data_dir, *args)
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    return err
+
+
+def test_a_mistyped_global_flag_is_named_with_the_nearest_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(capsys, tmp_path, "--data-dri", "foo", "topics", "list")
+    assert "unknown option --data-dri; did you mean --data-dir?" in err
+    assert "invalid choice" not in err
+
+
+def test_a_mistyped_command_flag_is_named_with_the_nearest_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(capsys, tmp_path, "topics", "create", "--topic", "t", "--partitons", "3")
+    assert "unknown option --partitons; did you mean --partitions?" in err
+    err = _usage_error(capsys, tmp_path, "topics", "list", "--outptu", "json")
+    assert "did you mean --output?" in err
+
+
+def test_an_unknown_flag_with_nothing_near_is_named_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(capsys, tmp_path, "--xyzzy", "topics", "list")
+    assert "unknown option --xyzzy (see" in err
+
+
+def test_abbreviations_and_values_are_not_taken_for_typos(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse takes an unambiguous prefix; a value after `=` is not a flag.
+    err = _usage_error(capsys, tmp_path, "--out=json", "topics", "list")
+    assert "there is no log" in err  # the flags were taken; the directory is empty
+    err = _usage_error(capsys, tmp_path, "topics", "lst")
+    assert "invalid choice: 'lst'" in err
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 nobody listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_bootstrap_server_takes_a_list_and_uses_the_first_that_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = f"127.0.0.1:{_closed_port()}"
+    with running_server(tmp_path / "served" / "log", brokers=1) as server:
+        listed = f"{dead},{server.address}"
+        code, text = mlog(tmp_path / "none", "brokers", "list", "--bootstrap-server", listed)
+        assert code == 0 and "1" in text
+        # The environment variable takes the same list.
+        monkeypatch.setenv("MLOG_BOOTSTRAP_SERVER", f" {dead} , {server.address} ")
+        code, _ = mlog(tmp_path / "none", "topics", "list")
+        assert code == 0
+
+
+def test_a_bootstrap_list_none_answers_is_one_line_naming_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = f"127.0.0.1:{_closed_port()}", f"127.0.0.1:{_closed_port()}"
+    err = _usage_error(
+        capsys, tmp_path, "topics", "list", "--bootstrap-server", f"{first},{second}"
+    )
+    assert "no server of the bootstrap list answered" in err
+    assert first in err and second in err
+    err = _usage_error(capsys, tmp_path, "topics", "list", "--bootstrap-server", f"{first},nope")
+    assert "'nope' is not HOST:PORT" in err
