@@ -550,6 +550,57 @@ class ClientWriteRecord(Record):
     response: Annotated[bytes, Doc("The answer, in the API's stored form.")]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuorumVoter:
+    """One voter of the controller quorum (KRaft's `VotersRecord.Voters`, one endpoint)."""
+
+    AVRO_DOC: ClassVar[str] = "A voter of the controller quorum and where it listens."
+    voter_id: Annotated[Int32, Doc("Node id of the voter.")]
+    voter_directory_id: Annotated[
+        str, Doc("Id of the voter's data directory (a UUID as text; empty if unknown).")
+    ]
+    listener: Annotated[str, Doc("Name of the controller listener, e.g. CONTROLLER.")] = ""
+    host: Annotated[str, Doc("Host name or address of that listener.")] = ""
+    port: Annotated[Int32, Doc("TCP port of that listener (0 if unknown).")] = 0
+    min_kraft_version: Annotated[Int32, Doc("Lowest kraft.version the voter supports.")] = 0
+    max_kraft_version: Annotated[Int32, Doc("Highest kraft.version the voter supports.")] = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VotersRecord(Record):
+    """The controller quorum's whole voter set from here on: KRaft's VotersRecord (KIP-853).
+
+    A control record: the quorum uses the latest one in its log, committed or not, and a
+    leader appends a new one to add or remove one voter at a time. Replay changes no
+    metadata. Written only once `kraft.version` is 1 or more.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 108
+    VERSION: ClassVar[int] = 0
+    AVRO_DOC: ClassVar[str] = (
+        "The controller quorum's voter set from here on (KRaft's VotersRecord, KIP-853). "
+        "Changes no metadata."
+    )
+    voters: Annotated[tuple[QuorumVoter, ...], Doc("Every voter of the quorum.")]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KRaftVersionRecord(Record):
+    """The quorum's `kraft.version` from here on: KRaft's KRaftVersionRecord (KIP-853).
+
+    A control record written with the first VotersRecord: 1 means the voters are in the log.
+    Replay changes no metadata.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 109
+    VERSION: ClassVar[int] = 0
+    AVRO_DOC: ClassVar[str] = (
+        "The controller quorum's kraft.version from here on (KRaft's KRaftVersionRecord); "
+        "1: the voters are in the log. Changes no metadata."
+    )
+    kraft_version: Annotated[Int32, Doc("The kraft.version level (0 or 1).")]
+
+
 RECORD_CLASSES: tuple[type[Record], ...] = (
     FeatureLevelRecord,
     RegisterBrokerRecord,
@@ -572,6 +623,8 @@ RECORD_CLASSES: tuple[type[Record], ...] = (
     RemoveAccessControlEntryRecord,
     LeaderChangeRecord,
     ClientWriteRecord,
+    VotersRecord,
+    KRaftVersionRecord,
 )
 """Every record type this code writes, in a fixed order (the order of the Avro union).
 

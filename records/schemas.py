@@ -27,7 +27,11 @@ AVRO_NAMESPACE = "mlog"
 UUID_TYPE = "mlog.Uuid"
 """Reference to the named fixed(16) type of every id; defined on first use in a schema."""
 
-STRUCT_CLASSES: tuple[type[Any], ...] = (model.BrokerEndpoint, model.BrokerFeature)
+STRUCT_CLASSES: tuple[type[Any], ...] = (
+    model.BrokerEndpoint,
+    model.BrokerFeature,
+    model.QuorumVoter,
+)
 """The nested Avro records a record's array field may hold; defined on first use."""
 
 

@@ -137,6 +137,9 @@ _RENAMED: dict[str, dict[str, str | None]] = {
     "LeaderChangeRecord": {"leader_id": "leader"},
     # The entry's `principal` is the writer's already; the stored answer is opaque bytes.
     "ClientWriteRecord": {"principal": None, "response": None},
+    # The quorum's voter set and kraft.version are read from the payload.
+    "VotersRecord": {"voters": None},
+    "KRaftVersionRecord": {"kraft_version": None},
 }
 """Fields whose column has another name; None: the field is in `payload` only."""
 

@@ -24,6 +24,7 @@ from records.model import (
     ConfigRecord,
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
+    KRaftVersionRecord,
     LeaderChangeRecord,
     MoveTopicRecord,
     NamespaceRecord,
@@ -40,6 +41,7 @@ from records.model import (
     TopicRecord,
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
+    VotersRecord,
 )
 from records.uuids import Uuid
 from replay.delta.acls import AclsDelta
@@ -53,12 +55,16 @@ from replay.delta.topics import TopicsDelta
 from replay.image import ConfigKey, MetadataImage, Provenance
 
 
-def _replay_leader_change(record: LeaderChangeRecord) -> None:
-    """A quorum leader took office: no metadata changes, only the provenance moves on."""
+def _replay_leader_change(record: LeaderChangeRecord | VotersRecord | KRaftVersionRecord) -> None:
+    """A quorum control record: no metadata changes, only the provenance moves on.
+
+    A leader took office (LeaderChange), the voters (VotersRecord) or kraft.version
+    (KRaftVersionRecord) changed: the quorum reads those from its log, not the image.
+    """
 
 
 _LEADER_CHANGE = -1
-"""The area index of a record with no area (its handler is `_replay_leader_change`)."""
+"""The area index of the quorum's control records (their handler is `_replay_leader_change`)."""
 
 _AREAS = (
     "features",
@@ -95,6 +101,8 @@ _ROUTES: Final[Mapping[type[Record], tuple[int, str]]] = MappingProxyType(
         RemoveUserScramCredentialRecord: (6, "replay_remove_scram"),
         ClientWriteRecord: (7, "replay_client_write"),
         LeaderChangeRecord: (_LEADER_CHANGE, ""),
+        VotersRecord: (_LEADER_CHANGE, ""),
+        KRaftVersionRecord: (_LEADER_CHANGE, ""),
     }
 )
 """The one routing table: record class -> (its area in `_AREAS`, the area delta's handler)."""

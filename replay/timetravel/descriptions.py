@@ -16,6 +16,7 @@ from records.model import (
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
+    KRaftVersionRecord,
     LeaderChangeRecord,
     Mode,
     MoveTopicRecord,
@@ -32,6 +33,7 @@ from records.model import (
     TopicRecord,
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
+    VotersRecord,
 )
 from records.uuids import Uuid
 from replay.image import qualified_name
@@ -149,6 +151,12 @@ def describe(record: Record, names: Names) -> str:
                 f"client {record.client_id} write {record.sequence} applied "
                 f"(API {record.api_key}, answer of {len(record.response)} bytes kept)"
             )
+        case VotersRecord():
+            return "controller quorum voters: " + ", ".join(
+                f"{v.voter_id} ({v.voter_directory_id})" for v in record.voters
+            )
+        case KRaftVersionRecord():
+            return f"controller quorum kraft.version {record.kraft_version}"
         case LeaderChangeRecord():
             return (
                 f"node {record.leader_id} leads the controller quorum (voters "

@@ -65,7 +65,7 @@ def _decode(count: int, body: bytes, codec: RecordCodec = DEFAULT_CODEC) -> list
 
 def test_strategies_cover_every_record_class() -> None:
     assert set(RECORD_STRATEGIES) == set(RECORD_CLASSES)
-    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 21
+    assert len(RECORD_STRATEGIES) == len(RECORD_CLASSES) == 23
 
 
 @given(st.data())
@@ -165,9 +165,9 @@ def _is_doc(value: object) -> bool:
 def test_every_avro_record_and_field_is_documented() -> None:
     records = list(_records_in(DEFAULT_CODEC.entry_schema))
     names = {r["name"] for r in records}
-    # LogEntry, the 12 record types and the nested BrokerEndpoint / BrokerFeature
-    assert {"LogEntry", "BrokerEndpoint", "BrokerFeature"} <= names
-    assert len(records) == 1 + len(CURRENT_SCHEMAS) + 2
+    # LogEntry, the record types and the nested BrokerEndpoint / BrokerFeature / QuorumVoter
+    assert {"LogEntry", "BrokerEndpoint", "BrokerFeature", "QuorumVoter"} <= names
+    assert len(records) == 1 + len(CURRENT_SCHEMAS) + 3
     for record in records:
         assert _is_doc(record.get("doc")), record["name"]
         for field in record["fields"]:

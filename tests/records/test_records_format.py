@@ -71,6 +71,8 @@ RECORD_TYPES = {
     "CancelTopicPartitionsDeletionRecord": (105, 0),
     "LeaderChangeRecord": (106, 0),
     "ClientWriteRecord": (107, 0),
+    "VotersRecord": (108, 0),
+    "KRaftVersionRecord": (109, 0),
 }
 """name -> (record type, version): Kafka's numbers for Kafka's records, 100 and up for ours."""
 
@@ -96,6 +98,8 @@ UNION_ORDER = (
     "RemoveAccessControlEntryRecord",
     "LeaderChangeRecord",
     "ClientWriteRecord",
+    "VotersRecord",
+    "KRaftVersionRecord",
 )
 """The Avro union's branches by position: new record types go at the end."""
 

@@ -54,6 +54,8 @@ def test_new_types_have_new_numbers_at_the_end_of_the_union() -> None:
         24,
         106,
         107,
+        108,
+        109,
     ]
     old_branches = [s.branch_name for s in OLD_CODEC.schemas]
     assert [s.branch_name for s in DEFAULT_CODEC.schemas][: len(old_branches)] == old_branches

@@ -44,6 +44,7 @@ from api.raft.core.messages import (
 )
 from api.raft.core.quorum_state import QuorumState
 from api.raft.core.transfer import with_checksum
+from api.raft.core.voters import Voter, VoterHistory, VoterSet
 from metadata_log.errors import LogError
 from metadata_log.memory_replica import MemoryReplicaLog
 from metadata_log.replica import ReplicaBlock
@@ -53,19 +54,43 @@ MAX_FETCH_ENTRIES = 4
 """The most entries per Fetch answer (small, so catching up takes several steps)."""
 
 
-def encode_snapshot(entries: tuple[Entry, ...]) -> bytes:
-    """A simulated snapshot's bytes: the state is the entries below its end, checksummed."""
+def encode_snapshot(entries: tuple[Entry, ...], *, dynamic: bool = False) -> bytes:
+    """A simulated snapshot's bytes: the state is the entries below its end, checksummed.
+
+    A dynamic quorum's snapshot starts with a JSON header line naming the voter set at its
+    end, as the real snapshot's header does (`api.raft.core.voters.snapshot_voters`).
+    """
     rows = [[e.offset, e.epoch, e.payload.hex(), int(e.kind), e.count] for e in entries]
-    return with_checksum(json.dumps(rows, separators=(",", ":")).encode())
+    body = json.dumps(rows, separators=(",", ":")).encode()
+    if dynamic:
+        header = {"voters": voters_below(entries, len(entries)).to_json()}
+        body = json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
+    return with_checksum(body)
 
 
 def decode_snapshot(data: bytes) -> tuple[Entry, ...]:
     """The entries a simulated snapshot's bytes hold (the checksum was checked by the core)."""
-    rows = json.loads(data[:-4])
+    body = data[:-4]
+    if body.startswith(b"{"):
+        body = body.partition(b"\n")[2]
+    rows = json.loads(body)
     return tuple(
         Entry(offset=o, epoch=e, payload=bytes.fromhex(p), kind=EntryKind(k), count=n)
         for o, e, p, k, n in rows
     )
+
+
+def voters_below(entries: tuple[Entry, ...] | list[Entry], end: int) -> VoterSet:
+    """The voter set of a dynamic quorum's log that ends at `end`: its last voters entry's."""
+    for offset in range(min(end, len(entries)) - 1, -1, -1):
+        if entries[offset].kind is EntryKind.VOTERS:
+            return VoterSet.decode(entries[offset].payload)
+    return VoterSet()
+
+
+def voters_entry(voters: VoterSet) -> Entry:
+    """The voters entry a dynamic quorum is formatted with (offset 0, epoch 0, every node)."""
+    return Entry(offset=0, epoch=0, payload=voters.encode(), kind=EntryKind.VOTERS)
 
 
 class InvariantViolation(AssertionError):
@@ -201,6 +226,16 @@ class SimLog:
         else:
             self.replica.trim_before(start)
 
+    def history(self) -> VoterHistory:
+        """The voter sets of this log, as a node's shell reads them at start (KIP-853)."""
+        entries = self.entries
+        history = VoterHistory(base=voters_below(entries, self.start))
+        for offset in range(self.start, self.end):
+            entry = entries[offset]
+            if entry.kind is EntryKind.VOTERS and entry.offset == offset:
+                history.append(offset, VoterSet.decode(entry.payload))
+        return history
+
     def boundary(self, offset: int) -> int:
         """The batch boundary at or below `offset` (a batch is kept or lost whole)."""
         return self.entry(offset).offset if offset < self.end else offset
@@ -237,6 +272,12 @@ class Checker:
     high_watermarks: dict[tuple[int, int], int] = field(default_factory=dict)
     committed: list[Entry] = field(default_factory=list)
     acked: dict[int, Entry] = field(default_factory=dict)
+    committed_voters: frozenset[int] = frozenset()
+    """The voters of the latest committed voter set (the static voters in a static quorum)."""
+    voter_changes: int = 0
+    """Voters entries committed after the first (the changes the seed made)."""
+    commit_voters: list[frozenset[int]] = field(default_factory=list)
+    """Per committed offset, the voter set of the node that committed it first (its leader's)."""
 
     def fail(self, what: str) -> None:
         raise InvariantViolation(f"seed {self.cluster.seed} at {self.cluster.now} ms: {what}")
@@ -256,10 +297,62 @@ class Checker:
                 holder = self.leaders.setdefault(core.epoch, node.id)
                 if holder != node.id:
                     self.fail(f"two leaders in epoch {core.epoch}: {holder} and {node.id}")
+                if node.id not in core.voters:
+                    self.fail(f"node {node.id} leads epoch {core.epoch} but is no voter")
                 self.check_acked_in(node)
             if ready.high_watermark is not None:
                 self.on_commit(node, self.high_watermarks.get(key, 0), ready.high_watermark)
                 self.high_watermarks[key] = ready.high_watermark
+        if self.cluster.dynamic:
+            self.check_membership(node, ready_log)
+
+    def check_membership(self, node: SimNode, ready_log: list[Ready]) -> None:
+        """The voter set in force is the log's; one change at a time; removed nodes step aside."""
+        core = node.core
+        assert core is not None
+        changed = any(
+            r.truncate_to is not None
+            or r.install is not None
+            or any(e.kind is EntryKind.VOTERS for e in r.append)
+            for r in ready_log
+        )
+        if changed:
+            expected = voters_below(node.log.entries, node.log.end).ids
+            if core.voters != expected:
+                self.fail(
+                    f"node {node.id} uses voters {sorted(core.voters)}, its log says "
+                    f"{sorted(expected)}"
+                )
+        if core.id not in core.voters and core.role not in (Role.OBSERVER, Role.LEADER):
+            self.fail(f"node {node.id} is {core.role.name} but no voter")
+        if (
+            core.role is Role.LEADER
+            and core.id not in core.voters
+            and core.high_watermark > core.history.latest_offset
+        ):
+            self.fail(f"node {node.id} leads on after its removal was committed")
+        for ready in ready_log:
+            if ready.role is Role.OBSERVER and self.leaders.get(core.epoch) == node.id:
+                self.cluster.stats["removed leaders stepped aside"] += 1
+            for entry in ready.append:
+                if entry.kind is EntryKind.VOTERS and core.role is Role.LEADER:
+                    self.check_one_change(node, entry)
+
+    def check_one_change(self, node: SimNode, entry: Entry) -> None:
+        """A leader's voters entry changes one voter of a committed set."""
+        entries = node.log.entries
+        previous = voters_below(entries, entry.offset)
+        last = max(
+            (e.offset for e in entries[: entry.offset] if e.kind is EntryKind.VOTERS),
+            default=-1,
+        )
+        if last >= len(self.committed):
+            self.fail(f"node {node.id} changes the voters at {entry.offset} before {last} commits")
+        new = VoterSet.decode(entry.payload).ids
+        if len(previous.ids ^ new) != 1:
+            self.fail(
+                f"node {node.id} changes voters {sorted(previous.ids)} to {sorted(new)} at once"
+            )
 
     def on_truncate(self, node: SimNode, offset: int) -> None:
         core = node.core
@@ -279,6 +372,13 @@ class Checker:
                     )
             elif offset == len(self.committed):
                 self.committed.append(entry)
+                if self.cluster.dynamic and node.core is not None:
+                    self.commit_voters.append(node.core.voters)
+                if entry.kind is EntryKind.VOTERS and entry.offset == offset:
+                    voters = VoterSet.decode(entry.payload).ids
+                    if voters != self.committed_voters:
+                        self.voter_changes += 1
+                    self.committed_voters = voters
                 self.check_on_majority(offset)
             else:
                 self.fail(f"node {node.id} committed offset {offset} out of order")
@@ -288,14 +388,27 @@ class Checker:
         return node.log.holds(offset, self.committed[offset])
 
     def check_on_majority(self, offset: int) -> None:
-        count = 0
-        for node in self.cluster.voters():
+        """On a majority of the committed voter set, or of the set that committed the offset.
+
+        A leader counts a change from the moment it appends it, so an entry may commit on a
+        majority of the new set only, and stay so if that change is lost: one voter apart
+        from the committed set, every majority of either set meets it (one change at a time
+        is checked on its own). Once a later set commits, its majority holds the offset.
+        """
+        holders = {
+            node.id
+            for node in self.cluster.nodes.values()
             # A wiped voter that has not caught up cannot vote: it counts as still holding
             # what it held (the only way to lose a durable entry is the test's wipe).
-            if node.state is None or self.holds(node, offset):
-                count += 1
-        if count < self.cluster.majority:
-            self.fail(f"committed offset {offset} is on {count} voters only")
+            if node.state is None or self.holds(node, offset)
+        }
+        count = len(holders & self.committed_voters)
+        if count >= len(self.committed_voters) // 2 + 1:
+            return
+        voters = self.commit_voters[offset] if offset < len(self.commit_voters) else frozenset()
+        if voters and len(holders & voters) >= len(voters) // 2 + 1:
+            return
+        self.fail(f"committed offset {offset} is on {count} voters only")
 
     def check_all_committed(self) -> None:
         for offset in range(len(self.committed)):
@@ -322,8 +435,12 @@ class Cluster:
         trace: bool = False,
         faults: bool = True,
         batch_max: int = 1,
+        dynamic: bool = False,
     ) -> None:
         self.seed = seed
+        self.dynamic = dynamic
+        """The voters are in the log (KIP-853): the initial ones formatted at offset 0, the
+        others (`observers`) start as observers that may be added."""
         self.batch_max = batch_max
         """Proposals are batches of 1..batch_max offsets (1: the seeds' historical runs)."""
         self.rng = random.Random(seed)
@@ -351,7 +468,7 @@ class Cluster:
             self.drop_rate = self.dup_rate = 0.0
             self.max_delay, self.linger, self.fetch_entries = 2, 0, 1
         self.blocked: set[tuple[int, int]] = set()
-        self.checker = Checker(self)
+        self.checker = Checker(self, committed_voters=self.voter_ids)
         self.proposed: dict[int, list[Entry]] = {}
         self.payloads = 0
         self.events = 0
@@ -360,12 +477,19 @@ class Cluster:
         for node in self.nodes.values():
             if node.id in self.voter_ids:
                 node.state = QuorumState(leader_epoch=0, voters=self.voter_ids)
+                if dynamic:
+                    node.log.append(voters_entry(VoterSet.of(self.voter_ids)))
+                    node.log.flush()
+            elif dynamic:
+                # Formatted with --no-initial-controllers: durable state, no vote, no voters.
+                node.state = QuorumState(leader_epoch=0, voters=frozenset())
             self.start(node)
 
     # ------------------------------------------------------------------------ nodes
 
     def voters(self) -> list[SimNode]:
-        return [self.nodes[i] for i in sorted(self.voter_ids)]
+        """The nodes of the committed voter set."""
+        return [self.nodes[i] for i in sorted(self.checker.committed_voters)]
 
     def config(self, node_id: int) -> QuorumConfig:
         return QuorumConfig(
@@ -390,6 +514,7 @@ class Cluster:
             start_offset=log.start,
             start_epoch=log.start_epoch,
             snapshot=None if log.snapshot is None else log.snapshot[0],
+            voters=log.history() if self.dynamic else None,
         )
         node.core = RaftCore(
             self.config(node.id),
@@ -431,7 +556,7 @@ class Cluster:
             entries = tuple(log.entries[:end])
             log.snapshot = (
                 SnapshotId(end_offset=end, epoch=entries[-1].epoch),
-                encode_snapshot(entries),
+                encode_snapshot(entries, dynamic=self.dynamic),
             )
             log.trim(end if whole else log.boundary(self.rng.randint(log.start, end)))
             self.log(f"snapshot {node.id} at end {end}, log start {log.start}")
@@ -509,6 +634,11 @@ class Cluster:
             self.install(node, ready.install.snapshot_id, ready.install.data)
         if ready.truncate_to is not None:
             self.checker.on_truncate(node, ready.truncate_to)
+            if self.dynamic and any(
+                log.entry(offset).kind is EntryKind.VOTERS
+                for offset in range(max(ready.truncate_to, log.start), log.end)
+            ):
+                self.stats["voters entries truncated"] += 1
             self.stats["truncations"] += 1
             log.truncate(ready.truncate_to)
             self.checker.check_all_committed()
@@ -587,6 +717,41 @@ class Cluster:
             entry = Entry(offset=answer.first, epoch=answer.epoch, payload=payload, count=count)
             self.proposed[node.id].append(entry)
         self.process(node)
+
+    def change_voters(
+        self, *, add: int | None = None, remove: int | None = None, at: SimNode | None = None
+    ) -> bool:
+        """Ask the leader to add or remove one voter (AddRaftVoter / RemoveRaftVoter).
+
+        True if a leader appended the change (it is acknowledged once committed, as a
+        proposal is); False if there is no leader or it refused (another change pending, the
+        new voter not caught up, ...). `at` asks that node (a stale leader, say) instead of
+        the leader of the newest epoch.
+        """
+        node = at or self.leader()
+        if node is None or node.core is None:
+            return False
+        answer = node.core.change_voters(
+            add=None if add is None else Voter(id=add, directory_id=f"dir-{add}"),
+            remove=remove,
+        )
+        self.log(f"change voters (add {add}, remove {remove}) at {node.id}: {answer}")
+        if not isinstance(answer, OffsetRange):
+            self.stats["voter changes refused"] += 1
+            self.process(node)
+            return False
+        self.stats["voter changes appended"] += 1
+        entry = node.core.log.voters
+        assert entry is not None
+        appended = Entry(
+            offset=answer.first,
+            epoch=answer.epoch,
+            payload=entry.latest.encode(),
+            kind=EntryKind.VOTERS,
+        )
+        self.proposed[node.id].append(appended)
+        self.process(node)
+        return True
 
     def run_until(self, end: int, *, until: Callable[[], bool] | None = None) -> bool:
         """Run the events up to time `end`, or until `until()` holds after an event."""

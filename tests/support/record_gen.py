@@ -27,6 +27,7 @@ from records.model import (
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
+    KRaftVersionRecord,
     LeaderChangeRecord,
     Mode,
     MoveTopicRecord,
@@ -35,6 +36,7 @@ from records.model import (
     PartitionRecord,
     PatternType,
     PurgeTopicPartitionsRecord,
+    QuorumVoter,
     Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
@@ -46,6 +48,7 @@ from records.model import (
     TopicRecord,
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
+    VotersRecord,
 )
 from records.uuids import Uuid
 from replay.delta import MetadataDelta, merge_partition_change
@@ -116,7 +119,11 @@ class LogGenerator:
             )
         funcs = [f for f, _ in actions]
         weights = [w for _, w in actions]
-        first = [self._replayed(self._leader_change())] if self.quorum else []
+        first = (
+            [self._replayed(self._leader_change()), self._replayed(self._voters())]
+            if self.quorum
+            else []
+        )
         markers = 0
         while len(out) - markers < count:
             batch = self.rng.choices(funcs, weights)[0]()
@@ -524,6 +531,14 @@ class LogGenerator:
         others = [v for v in voters if v != leader]
         granted = sorted([leader, *rng.sample(others, rng.randrange(1, 3))])
         return [LeaderChangeRecord(leader_id=leader, voters=voters, granting_voters=tuple(granted))]
+
+    def _voters(self) -> list[Record]:
+        """A dynamic quorum's voters (KIP-853): kraft.version 1 and the voter set."""
+        voters = tuple(
+            QuorumVoter(voter_id=v, voter_directory_id=f"dir-{v}", host="c", port=9093 + v)
+            for v in (1000, 1001, 1002)
+        )
+        return [KRaftVersionRecord(kraft_version=1), VotersRecord(voters=voters)]
 
     # ------------------------------------------------------------------ security
 

@@ -24,6 +24,7 @@ from records.model import (
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     FencingChange,
+    KRaftVersionRecord,
     LeaderChangeRecord,
     Mode,
     MoveTopicRecord,
@@ -32,6 +33,7 @@ from records.model import (
     PartitionRecord,
     PatternType,
     PurgeTopicPartitionsRecord,
+    QuorumVoter,
     Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
@@ -43,6 +45,7 @@ from records.model import (
     TopicRecord,
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
+    VotersRecord,
 )
 from records.uuids import Uuid
 from records.varint import encode_long
@@ -238,6 +241,24 @@ leader_change_records: st.SearchStrategy[LeaderChangeRecord] = st.builds(
 )
 
 
+quorum_voters: st.SearchStrategy[QuorumVoter] = st.builds(
+    QuorumVoter,
+    voter_id=int32s,
+    voter_directory_id=st.text(max_size=36),
+    listener=st.text(max_size=12),
+    host=st.text(max_size=20),
+    port=int32s,
+    min_kraft_version=int32s,
+    max_kraft_version=int32s,
+)
+voters_records: st.SearchStrategy[VotersRecord] = st.builds(
+    VotersRecord, voters=st.lists(quorum_voters, max_size=5).map(tuple)
+)
+kraft_version_records: st.SearchStrategy[KRaftVersionRecord] = st.builds(
+    KRaftVersionRecord, kraft_version=int32s
+)
+
+
 client_write_records: st.SearchStrategy[ClientWriteRecord] = st.builds(
     ClientWriteRecord,
     client_id=uuids,
@@ -270,6 +291,8 @@ RECORD_STRATEGIES: dict[type[Record], st.SearchStrategy[Record]] = {
     RemoveAccessControlEntryRecord: remove_access_control_entry_records,
     LeaderChangeRecord: leader_change_records,
     ClientWriteRecord: client_write_records,
+    VotersRecord: voters_records,
+    KRaftVersionRecord: kraft_version_records,
 }
 
 

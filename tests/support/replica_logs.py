@@ -19,8 +19,8 @@ from records import (
     ConfigResourceType,
 )
 
-CONFIG = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=256)
-"""Small segments (the header alone is about 9 KB) and a dense index, so a few dozen blocks
+CONFIG = LogConfig(segment_bytes=19 * 1024, index_interval_bytes=256)
+"""Small segments (the header alone is about 12 KB) and a dense index, so a few dozen blocks
 span several segments and the index is used."""
 
 

@@ -36,6 +36,7 @@ from api.raft.core.messages import (
     EndQuorumEpochResponse,
     Entry,
     EntryKind,
+    ErrorCode,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
@@ -57,6 +58,7 @@ from api.raft.core.ready import (
     Ready,
     ReadyDone,
     SnapshotInstall,
+    VoterChangeRefused,
 )
 from api.raft.core.replication import LeaderState
 from api.raft.core.roles import Role
@@ -73,6 +75,7 @@ from api.raft.core.states import (
     UnattachedState,
     VoteRound,
 )
+from api.raft.core.voters import Voter, VoterHistory, VoterSet, snapshot_voters
 
 
 class RaftCore:
@@ -97,10 +100,19 @@ class RaftCore:
         self.rng = rng
         self.now_ms = now_ms
         self.id = config.node_id
+        self.dynamic = log.voters is not None
+        """Whether the voters are in the log (KIP-853), not fixed by the config."""
+        if log.voters is None:
+            log.voters = VoterHistory(base=VoterSet.of(config.voters))
+        self.history: VoterHistory = log.voters
+        """The voter set at each offset of the log; the latest is in force."""
+        self._voter_ids = self.history.latest.ids
         self.high_watermark = 0
         """Entries below this are known committed (0 after a restart until told)."""
         self._hw_change: int | None = None
-        self.catching_up = state is None and config.is_voter
+        # A node without durable state may have voted before it lost it: it catches up first.
+        # In a dynamic quorum that holds for any node, since the log may make it a voter.
+        self.catching_up = state is None and (self.is_voter or self.dynamic)
         self.epoch = state.leader_epoch if state is not None else 0
         self.leader_id = state.leader_id if state is not None else NO_LEADER
         self.voted_id = state.voted_id if state is not None else NO_LEADER
@@ -123,12 +135,12 @@ class RaftCore:
         self.heard: dict[int, int] = {}
         """A voter without durable state: the newest epoch heard from each other voter."""
         self._probe_at = now_ms
-        if state is not None and state.voters != config.voters:
+        if state is not None and not self.dynamic and state.voters != config.voters:
             raise RaftError(
                 f"the quorum state names voters {sorted(state.voters)}, the config "
                 f"{sorted(config.voters)}; they must agree"
             )
-        if not config.is_voter or self.catching_up:
+        if not self.is_voter or self.catching_up:
             self.set_role(ObserverState())
             self.send_fetch()
         elif self.leader_id == self.id:
@@ -143,6 +155,29 @@ class RaftCore:
     def role(self) -> Role:
         """The node's role now."""
         return self.state.role
+
+    @property
+    def voters(self) -> frozenset[int]:
+        """The ids of the voters in force: the latest voter set of the log (KIP-853)."""
+        return self._voter_ids
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voters in force, with their directory ids and addresses."""
+        return self.history.latest
+
+    @property
+    def majority(self) -> int:
+        """How many of the voters in force make a majority."""
+        return len(self._voter_ids) // 2 + 1
+
+    @property
+    def is_voter(self) -> bool:
+        """Whether this node is among the voters in force.
+
+        A node that is not observes, or leads on only until its own removal is committed.
+        """
+        return self.id in self._voter_ids
 
     # ----------------------------------------------------------------- the shell's interface
 
@@ -229,7 +264,11 @@ class RaftCore:
         if not isinstance(state, LeaderState):
             return
         successors = state.successors(self.id)
-        self.set_role(ResignedState(election_at=self.now_ms + self._election_timeout()))
+        if self.is_voter:
+            self.set_role(ResignedState(election_at=self.now_ms + self._election_timeout()))
+        else:
+            # Removed from the voters: it never stands again, it follows the next leader.
+            self.become_observer()
         for voter in successors:
             self.send(
                 voter,
@@ -339,13 +378,13 @@ class RaftCore:
 
     def persist(self) -> None:
         """Queue the election state (epoch, leader, vote) to be written before anything else."""
-        if self.catching_up or not self.config.is_voter:
+        if self.catching_up or not (self.dynamic or self.config.is_voter):
             return
         self._pending.quorum_state = QuorumState(
             leader_epoch=self.epoch,
             leader_id=self.leader_id,
             voted_id=self.voted_id,
-            voters=self.config.voters,
+            voters=self.voters if self.dynamic else self.config.voters,
         )
 
     def new_epoch(self, epoch: int) -> None:
@@ -357,8 +396,10 @@ class RaftCore:
 
     def become_unattached(self, epoch: int) -> None:
         """Learn of `epoch` without its leader: wait for one, or stand after a timeout."""
-        if self.catching_up or not self.config.is_voter:
-            self.new_epoch(epoch)
+        if self.catching_up or not self.is_voter:
+            if epoch > self.epoch:
+                self.new_epoch(epoch)
+                self.persist()
             return
         self.new_epoch(epoch)
         self.set_role(UnattachedState(election_at=self.now_ms + self._election_timeout()))
@@ -366,15 +407,19 @@ class RaftCore:
 
     def become_follower(self, epoch: int, leader: int) -> None:
         """Follow `leader` of `epoch` (an observer just fetches from it)."""
-        self.new_epoch(epoch)
-        self.leader_id = leader
-        if self.catching_up or not self.config.is_voter:
+        if self.catching_up or not self.is_voter:
+            if epoch > self.epoch or self.leader_id != leader:
+                self.new_epoch(epoch)
+                self.leader_id = leader
+                self.persist()
             if self.fetch_target != leader:
                 self.fetch_target = leader
                 if isinstance(self.state, FollowerState | ObserverState):
                     self.state.transfer = None
                 self.send_fetch()
             return
+        self.new_epoch(epoch)
+        self.leader_id = leader
         self.set_role(FollowerState(fetch_deadline=self.now_ms + self.config.fetch_timeout_ms))
         self.fetch_target = leader
         self.persist()
@@ -403,10 +448,10 @@ class RaftCore:
         self.persist()
         state.election_at = self.now_ms + self._election_timeout()
         self.votes = VoteRound(granted={self.id})
-        if len(self.votes.granted) >= self.config.majority:
+        if self.has_majority(self.votes.granted):
             self.become_leader()
             return
-        for voter in sorted(self.config.voters - {self.id}):
+        for voter in sorted(self.voters - {self.id}):
             self._send_vote_request(voter, pre_vote=False)
 
     def become_leader(self) -> None:
@@ -416,12 +461,12 @@ class RaftCore:
         leader = LeaderState(
             epoch_start_offset=self.log.end_offset,
             started_ms=self.now_ms,
-            voters=self.config.voters,
+            voters=self.voters,
         )
         self.set_role(leader)
         self.persist()
         marker = LeaderChangeMessage(
-            leader_id=self.id, voters=tuple(sorted(self.config.voters)), granting_voters=granting
+            leader_id=self.id, voters=tuple(sorted(self.voters)), granting_voters=granting
         )
         self.append_entry(
             Entry(
@@ -432,20 +477,155 @@ class RaftCore:
             )
         )
         self._pending.flush = True
-        for voter in sorted(self.config.voters - {self.id}):
+        for voter in sorted(self.voters - {self.id}):
             self.send_begin(voter)
         handlers.update_high_watermark(self)
 
     def rejoin_as_voter(self) -> None:
-        """A voter without durable state caught up: it follows its leader with its vote spent."""
+        """A node without durable state caught up: it follows its leader with its vote spent.
+
+        (A node that is no voter now only writes its state: it observes on.)
+        """
         self.catching_up = False
         self.heard = {}
         leader = self.leader_id
         self.voted_id = self.id
-        self.set_role(FollowerState(fetch_deadline=self.now_ms + self.config.fetch_timeout_ms))
+        if self.is_voter:
+            self.set_role(FollowerState(fetch_deadline=self.now_ms + self.config.fetch_timeout_ms))
         self.leader_id = leader
         self.fetch_target = leader
         self.persist()
+
+    def become_observer(self) -> None:
+        """No longer a voter (the log removed it): fetch on from the leader, never stand."""
+        old = self.state
+        state = ObserverState()
+        if isinstance(old, FollowerState | ObserverState):
+            state.fetch, state.transfer = old.fetch, old.transfer
+        self.set_role(state)
+        leader = self.leader_id
+        self.fetch_target = leader if leader not in (NO_LEADER, self.id) else NO_LEADER
+        self.persist()
+        if state.fetch is None:
+            self.send_fetch()
+
+    def may_follow(self, leader: int) -> bool:
+        """Whether a leader named by a message is one this node may follow.
+
+        In a static quorum only a voter leads. In a dynamic one a leader may be missing from
+        this node's voter set (a voter added by an entry this node lacks, or a leader whose
+        removal is not committed yet); one leader per epoch still holds, so any id is taken.
+        """
+        return leader >= 0 and leader != self.id and (self.dynamic or leader in self._voter_ids)
+
+    def has_majority(self, granted: set[int]) -> bool:
+        """Whether `granted` holds a majority of the voters in force."""
+        return len(granted & self._voter_ids) >= self.majority
+
+    def change_voters(
+        self, *, add: Voter | None = None, remove: int | None = None, directory_id: str = ""
+    ) -> OffsetRange | NotLeader | VoterChangeRefused:
+        """KIP-853's AddRaftVoter / RemoveRaftVoter: append the new voter set, or refuse.
+
+        One change at a time: the leader must have committed its own epoch (its LeaderChange
+        marker) and the previous voters entry, so consecutive voter sets always share a
+        majority. A voter is added only once caught up: it fetched (with its id, as an
+        observer) up to the leader's end within the fetch timeout. The change counts at once
+        (the latest voter set is in force); it is done when the high watermark passes it. A
+        leader that removes itself leads until then and resigns.
+        """
+        leader = self.leader_state
+        if leader is None:
+            return NotLeader(leader_id=self.leader_id, leader_epoch=self.epoch)
+
+        def refuse(code: ErrorCode, message: str) -> VoterChangeRefused:
+            return VoterChangeRefused(error_code=code, message=message)
+
+        if not self.dynamic:
+            return refuse(
+                ErrorCode.UNSUPPORTED_VERSION,
+                "the voters are fixed by controller.quorum.voters (kraft.version 0); "
+                "a quorum formatted with --standalone or --initial-controllers can change them",
+            )
+        if self.high_watermark <= leader.epoch_start_offset:
+            return refuse(
+                ErrorCode.REQUEST_TIMED_OUT,
+                "the leader has not committed its epoch yet; retry in a moment",
+            )
+        if self.history.latest_offset >= self.high_watermark:
+            return refuse(
+                ErrorCode.REQUEST_TIMED_OUT,
+                "another voter change is not committed yet; retry once it is",
+            )
+        current = self.history.latest
+        if add is not None:
+            if add.id in self._voter_ids:
+                return refuse(ErrorCode.DUPLICATE_VOTER, f"node {add.id} is already a voter")
+            progress = leader.progress.get(add.id)
+            caught_up = (
+                progress is not None
+                and progress.last_caught_up_ms >= 0
+                and self.now_ms - progress.last_caught_up_ms < self.config.fetch_timeout_ms
+            )
+            if not caught_up:
+                return refuse(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"node {add.id} has not caught up with the leader's log; start it as an "
+                    "observer (controller.quorum.bootstrap.servers) and retry once it has",
+                )
+            new = current.adding(add)
+        elif remove is not None:
+            voter = current.get(remove)
+            if voter is None or (directory_id and voter.directory_id != directory_id):
+                return refuse(
+                    ErrorCode.VOTER_NOT_FOUND,
+                    f"node {remove}{' with directory ' + directory_id if directory_id else ''}"
+                    f" is not a voter (voters: {sorted(self._voter_ids)})",
+                )
+            if len(self._voter_ids) == 1:
+                return refuse(ErrorCode.INVALID_REQUEST, "the last voter cannot be removed")
+            new = current.removing(remove)
+        else:
+            raise RaftError("a voter change adds or removes a voter")
+        offset = self.log.end_offset
+        self.append_entry(
+            Entry(offset=offset, epoch=self.epoch, payload=new.encode(), kind=EntryKind.VOTERS),
+            voters=new,
+        )
+        if self.linger_at == NEVER:
+            self.linger_at = self.now_ms + self.config.append_linger_ms
+        handlers.answer_parked(self, force=True)
+        handlers.update_high_watermark(self)
+        return OffsetRange(epoch=self.epoch, first=offset, last=offset)
+
+    def voters_changed(self) -> None:
+        """The voter set in force may have changed (an append, a cut, an install): follow it."""
+        ids = self.history.latest.ids
+        if ids == self._voter_ids:
+            return
+        self._voter_ids = ids
+        state = self.state
+        if isinstance(state, LeaderState):
+            state.voters = ids
+            return
+        if self.catching_up:
+            return
+        if self.is_voter and isinstance(state, ObserverState):
+            leader = self.leader_id
+            if leader in (NO_LEADER, self.id):
+                self.become_unattached(self.epoch)
+                return
+            self.set_role(
+                FollowerState(
+                    fetch_deadline=self.now_ms + self.config.fetch_timeout_ms,
+                    fetch=state.fetch,
+                    transfer=state.transfer,
+                )
+            )
+            self.fetch_target = leader
+            self.persist()
+        elif not self.is_voter and not isinstance(state, ObserverState):
+            self.become_observer()
 
     def send_begin(self, voter: int) -> None:
         """(Re)send BeginQuorumEpoch to `voter`."""
@@ -464,7 +644,8 @@ class RaftCore:
         """Fetch from the leader (or, not knowing one, from some voter that may know it)."""
         target = self.fetch_target
         if target == NO_LEADER:
-            others = sorted(self.config.voters - {self.id})
+            # Not knowing the leader: ask a voter (or, knowing none, a bootstrap server).
+            others = sorted(self.voters - {self.id}) or sorted(self.config.voters - {self.id})
             if not others:
                 return
             target = self.rng.choice(others)
@@ -490,6 +671,10 @@ class RaftCore:
         if isinstance(self.state, FollowerState | ObserverState):
             self.state.transfer = None
         self.log.install(snapshot_id)
+        if self.dynamic:
+            base = snapshot_voters(data)
+            self.history.reset(base if base is not None else self.history.latest)
+            self.voters_changed()
         self.set_high_watermark(snapshot_id.end_offset)
 
     # --------------------------------------------------------- helpers (for the handlers)
@@ -507,10 +692,19 @@ class RaftCore:
             )
         )
 
-    def append_entry(self, entry: Entry) -> None:
-        """Queue `entry` for the log and account for it in the view."""
+    def append_entry(self, entry: Entry, *, voters: VoterSet | None = None) -> None:
+        """Queue `entry` for the log and account for it in the view.
+
+        A voters entry comes with the set its body holds (decoded by the caller, which
+        refuses a malformed one): it is in force from now on.
+        """
         self.log.append(entry.epoch, entry.count)
         self._pending.append.append(entry)
+        if entry.kind is EntryKind.VOTERS:
+            if voters is None:
+                raise RaftError(f"internal: voters entry at {entry.offset} without its set")
+            self.history.append(entry.offset, voters)
+            self.voters_changed()
 
     def truncate_log(self, offset: int) -> None:
         """Cut the log at `offset` (never below its start), and what is queued after it."""
@@ -527,6 +721,7 @@ class RaftCore:
             p.append = []
             p.truncate_to = offset if p.truncate_to is None else min(p.truncate_to, offset)
         self.log.truncate(offset)
+        self.voters_changed()
 
     def set_high_watermark(self, value: int) -> None:
         """Raise the high watermark to `value` (it never goes down)."""
@@ -552,10 +747,10 @@ class RaftCore:
 
     def _send_pre_votes(self) -> None:
         self.votes = VoteRound(granted={self.id})
-        if len(self.votes.granted) >= self.config.majority:
+        if self.has_majority(self.votes.granted):
             self.become_candidate()
             return
-        for voter in sorted(self.config.voters - {self.id}):
+        for voter in sorted(self.voters - {self.id}):
             self._send_vote_request(voter, pre_vote=True)
 
     def _send_vote_request(self, voter: int, *, pre_vote: bool) -> None:
@@ -575,7 +770,7 @@ class RaftCore:
 
     def _hear(self, sender: int, message: Message) -> None:
         """A voter without durable state learns the epochs the others are in (its vote fence)."""
-        if not self.catching_up or sender not in self.config.voters:
+        if not self.catching_up or sender not in self.voters:
             return
         epoch = message_epoch(message)
         if epoch is not None:
@@ -583,7 +778,7 @@ class RaftCore:
 
     def _probe(self) -> None:
         self._probe_at = self.now_ms + self.config.request_timeout_ms
-        for voter in sorted(self.config.voters - {self.id} - set(self.heard)):
+        for voter in sorted(self.voters - {self.id} - set(self.heard)):
             if voter != self.fetch_target:
                 self.send(voter, self.fetch_request(self.next_correlation()))
 

@@ -17,6 +17,7 @@ from api.raft.core.election import (
     may_grant_vote,
     successor_backoff,
 )
+from api.raft.core.errors import RaftError
 from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
@@ -26,6 +27,7 @@ from api.raft.core.messages import (
     DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    EntryKind,
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
@@ -47,6 +49,7 @@ from api.raft.core.states import (
     ObserverState,
     UnattachedState,
 )
+from api.raft.core.voters import VoterSet
 
 if TYPE_CHECKING:
     from api.raft.core.core import RaftCore
@@ -74,9 +77,13 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
 
     if sender != msg.replica_id or sender == core.id:
         return
-    if sender not in core.config.voters or not core.config.is_voter:
+    if not core.dynamic and (sender not in core.voters or not core.is_voter):
         reply(False, ErrorCode.INCONSISTENT_VOTER_SET)
         return
+    # A dynamic quorum's node votes whatever its own voter set says (KIP-853, as in Raft):
+    # its set may lag the candidate's (it lacks the entry that made it or the candidate a
+    # voter), and the election needs it. Safety needs only one durable vote per epoch and
+    # the log check, which hold for every node with durable state.
     log_ok = log_at_least_as_up_to_date(
         last_epoch=msg.last_offset_epoch,
         end_offset=msg.last_offset,
@@ -87,8 +94,10 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
         # KIP-996: nothing changes here, whatever the answer.
         state = core.state
         live = core.role is Role.LEADER or (
-            isinstance(state, FollowerState)
-            and not state.leader_ended
+            (
+                (isinstance(state, FollowerState) and not state.leader_ended)
+                or (isinstance(state, ObserverState) and core.leader_id != NO_LEADER)
+            )
             and core.now_ms - core.fetched_ms < core.config.fetch_timeout_ms
         )
         granted = msg.replica_epoch >= core.epoch and may_grant_pre_vote(
@@ -129,7 +138,7 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
 def on_vote_response(core: RaftCore, sender: int, msg: VoteResponse) -> None:
     """Count (pre-)votes of the current round; learn of a newer epoch or a leader."""
     if msg.leader_epoch > core.epoch:
-        if msg.leader_id in core.config.voters and msg.leader_id != core.id:
+        if core.may_follow(msg.leader_id):
             core.become_follower(msg.leader_epoch, msg.leader_id)
         else:
             core.become_unattached(msg.leader_epoch)
@@ -139,8 +148,7 @@ def on_vote_response(core: RaftCore, sender: int, msg: VoteResponse) -> None:
     if core.role is Role.PROSPECTIVE:
         if (
             not msg.vote_granted
-            and msg.leader_id in core.config.voters
-            and msg.leader_id != core.id
+            and core.may_follow(msg.leader_id)
             and (core.epoch, msg.leader_id) != core.ended
         ):
             # KIP-996: a prospective that hears of a leader of its epoch follows it again.
@@ -148,11 +156,11 @@ def on_vote_response(core: RaftCore, sender: int, msg: VoteResponse) -> None:
             return
         if msg.vote_granted:
             core.votes.granted.add(sender)
-            if len(core.votes.granted) >= core.config.majority:
+            if core.has_majority(core.votes.granted):
                 core.become_candidate()
     elif core.role is Role.CANDIDATE and msg.vote_granted:
         core.votes.granted.add(sender)
-        if len(core.votes.granted) >= core.config.majority:
+        if core.has_majority(core.votes.granted):
             core.become_leader()
 
 
@@ -170,7 +178,7 @@ def on_begin_quorum_epoch(core: RaftCore, sender: int, msg: BeginQuorumEpochRequ
             ),
         )
 
-    if sender != msg.leader_id or sender == core.id or sender not in core.config.voters:
+    if sender != msg.leader_id or not core.may_follow(sender):
         reply(ErrorCode.INCONSISTENT_VOTER_SET)
         return
     if msg.leader_epoch < core.epoch or (
@@ -196,11 +204,11 @@ def on_end_quorum_epoch(core: RaftCore, sender: int, msg: EndQuorumEpochRequest)
             leader_epoch=core.epoch,
         ),
     )
-    if stale or sender not in core.config.voters:
+    if stale or not (sender in core.voters or sender == core.leader_id):
         return
     if msg.leader_epoch > core.epoch:
         core.become_unattached(msg.leader_epoch)
-    if core.catching_up or not core.config.is_voter:
+    if core.catching_up or not core.is_voter:
         return
     successors = msg.preferred_successors
     position = successors.index(core.id) if core.id in successors else len(successors)
@@ -308,11 +316,14 @@ def update_high_watermark(core: RaftCore) -> None:
     if leader is None:
         return
     hw = leader.high_watermark(
-        leader=core.id, flushed_offset=core.log.flushed_offset, majority=core.config.majority
+        leader=core.id, flushed_offset=core.log.flushed_offset, majority=core.majority
     )
     if hw > leader.epoch_start_offset and hw > core.high_watermark:
         core.set_high_watermark(hw)
         answer_parked(core, force=True)
+        if not core.is_voter and core.high_watermark > core.history.latest_offset:
+            # KIP-853: a leader that removed itself leads until that change is committed.
+            core.resign()
 
 
 def answer_parked(core: RaftCore, *, force: bool) -> None:
@@ -335,7 +346,7 @@ def tick_leader(core: RaftCore, now: int) -> None:
         leader=core.id,
         now_ms=now,
         timeout_ms=core.config.fetch_timeout_ms,
-        majority=core.config.majority,
+        majority=core.majority,
     ):
         core.resign()
         return
@@ -349,7 +360,7 @@ def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
     """Truncate on divergence, or append and learn the high watermark; then fetch again."""
     hint = msg.current_leader
     if hint.leader_epoch > core.epoch:
-        if hint.leader_id in core.config.voters and hint.leader_id != core.id:
+        if core.may_follow(hint.leader_id):
             core.become_follower(hint.leader_epoch, hint.leader_id)
         else:
             core.become_unattached(hint.leader_epoch)
@@ -361,7 +372,7 @@ def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
     if (fetch.offset, fetch.last_epoch) != (core.log.end_offset, core.log.last_epoch):
         return
     if msg.error_code != ErrorCode.NONE or hint.leader_id != sender:
-        known = hint.leader_epoch == core.epoch and hint.leader_id in core.config.voters
+        known = hint.leader_epoch == core.epoch and core.may_follow(hint.leader_id)
         if known and hint.leader_id not in (sender, core.id) and core.leader_id == NO_LEADER:
             core.become_follower(core.epoch, hint.leader_id)
             if core.role is Role.OBSERVER:
@@ -389,6 +400,7 @@ def on_fetch_response(core: RaftCore, sender: int, msg: FetchResponse) -> None:
     elif core.role is Role.OBSERVER:
         core.leader_id = sender
         core.fetch_target = sender
+        core.fetched_ms = core.now_ms
     else:
         return
     if msg.snapshot_id is not None:
@@ -415,7 +427,13 @@ def _append_records(core: RaftCore, msg: FetchResponse) -> None:
             core.log.last_epoch <= entry.epoch <= core.epoch
         ):
             break
-        core.append_entry(entry)
+        voters = None
+        if entry.kind is EntryKind.VOTERS:
+            try:
+                voters = VoterSet.decode(entry.payload)
+            except RaftError:
+                break  # garbage: the leader's log never holds it
+        core.append_entry(entry, voters=voters)
     if msg.high_watermark >= 0:
         core.set_high_watermark(min(msg.high_watermark, core.log.end_offset))
         if core.catching_up and core.log.end_offset >= msg.high_watermark:
@@ -433,7 +451,7 @@ def caught_up(core: RaftCore) -> None:
     that this voter acknowledged before it lost its disk, and its vote could then elect a
     leader without them. Hearing a newer epoch, it moves to it and looks for that leader.
     """
-    others = core.config.voters - {core.id}
+    others = core.voters - {core.id}
     if not others <= set(core.heard):
         return
     fence = max([core.epoch, *core.heard.values()])
@@ -479,8 +497,6 @@ def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
         leader_id=core.id,
         leader_epoch=core.epoch,
         high_watermark=_leader_high_watermark(core),
-        current_voters=tuple(state(voter) for voter in sorted(core.config.voters)),
-        observers=tuple(
-            state(replica) for replica in sorted(set(leader.progress) - core.config.voters)
-        ),
+        current_voters=tuple(state(voter) for voter in sorted(core.voters)),
+        observers=tuple(state(replica) for replica in sorted(set(leader.progress) - core.voters)),
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from api.raft.core.errors import RaftError
 from api.raft.core.messages import SnapshotId
+from api.raft.core.voters import VoterHistory
 
 
 @dataclass(slots=True)
@@ -29,6 +30,9 @@ class LogView:
     start_offset: int = 0
     start_epoch: int = 0
     snapshot: SnapshotId | None = None
+    voters: VoterHistory | None = None
+    """A dynamic quorum's voter sets by offset (KIP-853); None: the static voters of the
+    config (`controller.quorum.voters`)."""
 
     @classmethod
     def from_log(
@@ -39,6 +43,7 @@ class LogView:
         start_offset: int = 0,
         start_epoch: int = 0,
         snapshot: SnapshotId | None = None,
+        voters: VoterHistory | None = None,
     ) -> LogView:
         """The view of a log just opened (everything in it is durable)."""
         previous = (start_epoch - 1 if start_offset else -1, -1)
@@ -62,7 +67,15 @@ class LogView:
             epochs=list(epochs),
             start_offset=start_offset,
             start_epoch=start_epoch,
+            voters=voters,
         )
+        if voters is not None and voters.changes:
+            first, last = voters.changes[0][0], voters.changes[-1][0]
+            if first < start_offset or last >= end_offset:
+                raise RaftError(
+                    f"the log's voters entries [{first}..{last}] are outside its offsets "
+                    f"[{start_offset}, {end_offset})"
+                )
         if snapshot is not None:
             view.take_snapshot(snapshot)
         return view
@@ -170,5 +183,7 @@ class LogView:
             return
         self.end_offset = max(offset, self.start_offset)
         self.flushed_offset = min(self.flushed_offset, self.end_offset)
+        if self.voters is not None:
+            self.voters.truncate(self.end_offset)
         while self.epochs and self.epochs[-1][1] >= self.end_offset:
             self.epochs.pop()

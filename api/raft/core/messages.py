@@ -30,11 +30,16 @@ class ErrorCode(IntEnum):
 
     NONE = 0
     NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     INCONSISTENT_VOTER_SET = 94
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
 
 class EntryKind(IntEnum):
@@ -43,6 +48,8 @@ class EntryKind(IntEnum):
     DATA = 0
     LEADER_CHANGE = 1
     """A new leader's LeaderChange marker (`LeaderChangeMessage.encode()`), one offset."""
+    VOTERS = 2
+    """A new voter set (KIP-853's VotersRecord, `VoterSet.encode()`), one offset."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

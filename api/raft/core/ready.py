@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from api.raft.core.messages import Entry, Message, SnapshotId
+from api.raft.core.messages import Entry, ErrorCode, Message, SnapshotId
 from api.raft.core.quorum_state import QuorumState
 from api.raft.core.roles import Role
 
@@ -99,6 +99,14 @@ class NotLeader:
 
     leader_id: int
     leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoterChangeRefused:
+    """A voter change refused by the leader: Kafka's error code and what to do."""
+
+    error_code: ErrorCode
+    message: str
 
 
 @dataclass(slots=True)

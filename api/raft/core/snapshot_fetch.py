@@ -144,7 +144,7 @@ def on_fetch_snapshot_response(core: RaftCore, sender: int, msg: FetchSnapshotRe
     """Take a chunk: ask for the next one, install the whole snapshot, or start over."""
     hint = msg.current_leader
     if hint.leader_epoch > core.epoch:
-        if hint.leader_id in core.config.voters and hint.leader_id != core.id:
+        if core.may_follow(hint.leader_id):
             core.become_follower(hint.leader_epoch, hint.leader_id)
         else:
             core.become_unattached(hint.leader_epoch)

@@ -36,6 +36,11 @@ _TO_WIRE: Mapping[ErrorCode, int] = {
     ErrorCode.INCONSISTENT_VOTER_SET: _WIRE_INCONSISTENT_VOTER_SET,
     ErrorCode.SNAPSHOT_NOT_FOUND: 98,
     ErrorCode.POSITION_OUT_OF_RANGE: 99,
+    ErrorCode.REQUEST_TIMED_OUT: 7,
+    ErrorCode.UNSUPPORTED_VERSION: 35,
+    ErrorCode.INVALID_REQUEST: INVALID_REQUEST,
+    ErrorCode.DUPLICATE_VOTER: 126,
+    ErrorCode.VOTER_NOT_FOUND: 127,
 }
 _FROM_WIRE: Mapping[int, ErrorCode] = {wire: core for core, wire in _TO_WIRE.items()}
 

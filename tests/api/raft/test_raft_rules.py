@@ -173,11 +173,16 @@ def test_error_codes_and_sentinels_are_kafkas() -> None:
     assert {code.name: code.value for code in ErrorCode} == {
         "NONE": 0,
         "NOT_LEADER_OR_FOLLOWER": 6,
+        "REQUEST_TIMED_OUT": 7,
+        "UNSUPPORTED_VERSION": 35,
+        "INVALID_REQUEST": 42,
         "FENCED_LEADER_EPOCH": 74,
         "UNKNOWN_LEADER_EPOCH": 75,
         "INCONSISTENT_VOTER_SET": 94,
         "SNAPSHOT_NOT_FOUND": 98,
         "POSITION_OUT_OF_RANGE": 99,
+        "DUPLICATE_VOTER": 126,
+        "VOTER_NOT_FOUND": 127,
     }
     assert NO_HIGH_WATERMARK == NO_LEADER == -1
 

@@ -214,6 +214,8 @@ DOCUMENTED_COLUMNS: dict[str, dict[str, str | None]] = {
     "RemoveUserScramCredentialRecord": {"name": "user_name"},
     "LeaderChangeRecord": {"leader_id": "leader"},
     "ClientWriteRecord": {"principal": None, "response": None},
+    "VotersRecord": {"voters": None},
+    "KRaftVersionRecord": {"kraft_version": None},
 }
 
 
