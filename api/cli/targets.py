@@ -387,6 +387,7 @@ class RemoteTarget:
         from api.client.bootstrap import connect_bootstrap
 
         self._loop = asyncio.new_event_loop()
+        self._loop.set_exception_handler(_quiet_about_interrupts)
         self.client: AdminClient
         try:
             # `bootstrap` may list several servers (h1:p,h2:p): the first that answers serves.
@@ -562,6 +563,18 @@ class RemoteTarget:
     def close(self) -> None:
         """Close the connection and the loop."""
         _close_loop(self._loop, self.client)
+
+
+def _quiet_about_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's error report, but none for a task that an interrupt (Ctrl-C) ended.
+
+    A Ctrl-C lands in whichever task runs at that moment, often one the client made inside a
+    call (a connect under `wait_for`); mlog reports the interrupt in one line, and that task's
+    "exception was never retrieved" would print its traceback again when it is collected.
+    """
+    if isinstance(context.get("exception"), KeyboardInterrupt):
+        return
+    loop.default_exception_handler(context)
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop, client: AdminClient | None = None) -> None:
