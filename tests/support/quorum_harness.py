@@ -20,8 +20,9 @@ from api.raft.node import QuorumNode
 from api.service.replicated import ReplicatedService
 from api.service.retention import RetentionConfig
 from metadata_log.config import LogConfig
-from replay.controller.commands import CreatableTopic, RegisterBroker
+from replay.controller.commands import CreatableTopic, CreateTopicResult, RegisterBroker
 from replay.controller.controller import Controller
+from replay.controller.errors import ApiError, ErrorCode
 
 FAST = {
     "election_timeout_ms": 150,
@@ -239,10 +240,34 @@ async def register(node: QuorumNode, broker_id: int) -> None:
     )
 
 
-async def create_topic(node: QuorumNode, name: str) -> None:
-    """Create a topic of one partition through `node` (the leader)."""
+async def create_topic_at_leader(cluster: Cluster, name: str, attempts: int = 20) -> None:
+    """Create a topic through whichever node leads, again if leadership moved meanwhile.
+
+    A refusal for leadership (NOT_CONTROLLER: nothing proposed) is retried at the next
+    leader; a retry that finds the topic created by an attempt that did commit is a success.
+    """
+    for attempt in range(attempts):
+        try:
+            result = await _created(await cluster.leader(), name)
+        except ApiError as exc:
+            if exc.error_code != ErrorCode.NOT_CONTROLLER or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.05)
+            continue
+        code = result.outcome.error_code
+        assert code == 0 or (attempt and code == ErrorCode.TOPIC_ALREADY_EXISTS), result
+        return
+
+
+async def _created(node: QuorumNode, name: str) -> CreateTopicResult:
     service = node.service
     (result,) = await service.submit(
         lambda image: service.controller.create_topics(image, [CreatableTopic(name=name)])
     )
+    return result
+
+
+async def create_topic(node: QuorumNode, name: str) -> None:
+    """Create a topic of one partition through `node` (the leader)."""
+    result = await _created(node, name)
     assert result.outcome.error_code == 0, result
