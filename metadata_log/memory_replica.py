@@ -17,14 +17,11 @@ from collections.abc import Iterator, Sequence
 from metadata_log.epoch_cache import epochs_from
 from metadata_log.errors import LogClosedError, LogError
 from metadata_log.replica import ReplicaBlock
-from metadata_log.replica_checks import check_blocks
+from metadata_log.replica_checks import check_blocks, new_block
 from metadata_log.start_snapshot import StartSnapshot
-from metadata_log.writer import check_batch
 from records.codec import DEFAULT_CODEC, RecordBlock, RecordCodec
 from records.entry import LogEntry
 from records.model import Record
-
-_INT32_MAX = (1 << 31) - 1
 
 
 class MemoryReplicaLog:
@@ -97,24 +94,8 @@ class MemoryReplicaLog:
         timestamp: int,
     ) -> ReplicaBlock:
         """Encode `batches` as one block of entries `first_offset..` of `epoch`; nothing written."""
-        checked = [(check_batch(records), principal) for records, principal in batches]
-        if not checked:
-            raise LogError("a block needs at least one batch")
-        if first_offset < 0 or not 0 <= epoch <= _INT32_MAX or timestamp < 0:
-            raise LogError(
-                f"a block needs an offset >= 0, an int32 epoch >= 0 and a timestamp >= 0, got "
-                f"offset {first_offset}, epoch {epoch}, timestamp {timestamp}"
-            )
-        count, body = self.codec.encode_batches(
-            checked, first_offset=first_offset, epoch=epoch, timestamp=timestamp
-        )
-        return ReplicaBlock(
-            first_offset=first_offset,
-            count=count,
-            epoch=epoch,
-            timestamp=timestamp,
-            body=body,
-            crc32=zlib.crc32(body),
+        return new_block(
+            self.codec, batches, first_offset=first_offset, epoch=epoch, timestamp=timestamp
         )
 
     def write_blocks(self, blocks: Sequence[ReplicaBlock], *, check: bool) -> int:

@@ -10,10 +10,12 @@ import zlib
 from collections.abc import Sequence
 
 from metadata_log.container import MAX_BLOCK_BODY
-from metadata_log.errors import ReplicaBlockError
+from metadata_log.errors import LogError, ReplicaBlockError
 from metadata_log.replica import ReplicaBlock
 from metadata_log.segment import decoder_failure
+from metadata_log.writer import check_batch
 from records.codec import RecordCodec
+from records.model import Record
 
 _INT32_MAX = (1 << 31) - 1
 
@@ -96,3 +98,37 @@ def check_body(block: ReplicaBlock, where: str, codec: RecordCodec) -> None:
                 f"{where}: entry {offsets[i]} has epoch {epoch} and timestamp {timestamp}, "
                 f"the block says {block.epoch} and {block.timestamp}"
             )
+
+
+def new_block(
+    codec: RecordCodec,
+    batches: Sequence[tuple[Sequence[Record], str | None]],
+    *,
+    first_offset: int,
+    epoch: int,
+    timestamp: int,
+) -> ReplicaBlock:
+    """`batches` encoded as one block of entries `first_offset..` of `epoch`, for either log.
+
+    Raises `RecordError` if a record does not encode and `LogError` for an empty batch or an
+    offset, epoch or timestamp out of range.
+    """
+    checked = [(check_batch(records), principal) for records, principal in batches]
+    if not checked:
+        raise LogError("a block needs at least one batch")
+    if first_offset < 0 or not 0 <= epoch <= _INT32_MAX or timestamp < 0:
+        raise LogError(
+            f"a block needs an offset >= 0, an int32 epoch >= 0 and a timestamp >= 0, got "
+            f"offset {first_offset}, epoch {epoch}, timestamp {timestamp}"
+        )
+    count, body = codec.encode_batches(
+        checked, first_offset=first_offset, epoch=epoch, timestamp=timestamp
+    )
+    return ReplicaBlock(
+        first_offset=first_offset,
+        count=count,
+        epoch=epoch,
+        timestamp=timestamp,
+        body=body,
+        crc32=zlib.crc32(body),
+    )

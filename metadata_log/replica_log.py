@@ -12,7 +12,6 @@ import io
 import json
 import logging
 import os
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,18 +34,15 @@ from metadata_log.reads import StoredLog
 from metadata_log.recovery import Repair
 from metadata_log.repair import cut_segment, move_segment
 from metadata_log.replica import ReplicaBlock
-from metadata_log.replica_checks import check_blocks
+from metadata_log.replica_checks import check_blocks, new_block
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 from metadata_log.storage import SegmentStorage
 from metadata_log.timings import LogTimings
-from metadata_log.writer import check_batch
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.model import Record
 
 logger = logging.getLogger("metadata_log")
-
-_INT32_MAX = (1 << 31) - 1
 
 
 class ReplicaLog(StoredLog):
@@ -166,24 +162,8 @@ class ReplicaLog(StoredLog):
         Each batch is (records, principal). Raises `RecordError` if a record does not encode
         and `LogError` for an empty batch or an offset, epoch or timestamp out of range.
         """
-        checked = [(check_batch(records), principal) for records, principal in batches]
-        if not checked:
-            raise LogError("a block needs at least one batch")
-        if first_offset < 0 or not 0 <= epoch <= _INT32_MAX or timestamp < 0:
-            raise LogError(
-                f"a block needs an offset >= 0, an int32 epoch >= 0 and a timestamp >= 0, got "
-                f"offset {first_offset}, epoch {epoch}, timestamp {timestamp}"
-            )
-        count, body = self.codec.encode_batches(
-            checked, first_offset=first_offset, epoch=epoch, timestamp=timestamp
-        )
-        return ReplicaBlock(
-            first_offset=first_offset,
-            count=count,
-            epoch=epoch,
-            timestamp=timestamp,
-            body=body,
-            crc32=zlib.crc32(body),
+        return new_block(
+            self.codec, batches, first_offset=first_offset, epoch=epoch, timestamp=timestamp
         )
 
     def write_blocks(self, blocks: Sequence[ReplicaBlock], *, check: bool) -> int:
