@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import errors as kerrors
+from kafka.admin import KafkaAdminClient
 
 from api.protocol import codec
 from api.protocol.connection import Connection, Request
@@ -267,3 +269,21 @@ def test_the_test_hook_only_lowers_what_this_code_supports() -> None:
     for bad in ("metadata.version=3", "x=1", "metadata.version"):
         with pytest.raises(ValueError, match=SUPPORTED_FEATURES_ENV):
             node_supported_features({SUPPORTED_FEATURES_ENV: bad})
+
+
+def test_kafka_python_describes_and_updates_features(running: MetadataServer) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=running.address, request_timeout_ms=10_000)
+    try:
+        described = admin.describe_features()
+        assert described["metadata.version"]["supported"] == (1, 2)
+        assert described["metadata.version"]["finalized"] == (2, 2)
+        assert admin.update_features({"kraft.version": 1}, validate_only=True) == {
+            "kraft.version": "OK"
+        }
+        assert "finalized" not in admin.describe_features().get("kraft.version", {})
+        assert admin.update_features({"kraft.version": 1}) == {"kraft.version": "OK"}
+        assert admin.describe_features()["kraft.version"]["finalized"] == (1, 1)
+        with pytest.raises(kerrors.InvalidUpdateVersionError):
+            admin.update_features({"metadata.version": ("SAFE_DOWNGRADE", 1)})
+    finally:
+        admin.close()
