@@ -9,7 +9,7 @@ INVALID_UPDATE_VERSION, naming the feature and what to do. Neither feature here 
 lowered: each level switches on something older code cannot read (`FeatureRange.downgrade`).
 
 Whether the other nodes of a quorum support a new level is asked of them by the server
-(`api.service.feature_support`); this module checks this node's code only.
+(`api.server.feature_support`); this module checks this node's code only.
 """
 
 from __future__ import annotations
@@ -134,11 +134,6 @@ def check_update(
     if known is None:
         raise FeatureUpgradeError(
             f"unknown feature {name!r}; this version knows {', '.join(sorted(supported))}"
-        )
-    if update.upgrade_type not in tuple(UpgradeType):
-        raise FeatureUpgradeError(
-            f"unknown upgrade type {int(update.upgrade_type)} for {name}; use 1 (upgrade), "
-            "2 (safe downgrade) or 3 (unsafe downgrade)"
         )
     current = finalized_level(image, name)
     if level == current:

@@ -11,9 +11,9 @@ nothing. A quorum node that does not lead forwards it to the leader (`forwarding
 it cannot, it answers NOT_CONTROLLER and asks no voter.
 
 ApiVersions v3+ carries `supported_features` (this node's ranges), `finalized_features` and
-`finalized_features_epoch` (the image's levels, at the image's offset), as Kafka's does; in
-v3, as in Kafka, a feature whose lowest level is 0 is reported from 1, and a finalized level
-0 is left out.
+`finalized_features_epoch` (the committed image's levels, at its offset; -1 while nothing is
+replayed, Kafka's "unknown"), as Kafka's does; in v3, as in Kafka, a feature whose lowest
+level is 0 is reported from 1, and a finalized level 0 is left out.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from api.server.feature_support import (
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import HandlerGroup, Listener, Session
 from api.service.service import MetadataService
-from records.model import AclOperation
 from replay.controller.commands import ControllerResult
 from replay.controller.errors import ApiError, ErrorCode
 from replay.features import (
@@ -71,7 +70,7 @@ def api_versions_features(
         finalized.append({"name": name, "max_version_level": level, "min_version_level": level})
     return {
         "supported_features": keys,
-        "finalized_features_epoch": max(image.provenance.offset, 0),
+        "finalized_features_epoch": image.provenance.offset,  # -1: nothing replayed yet
         "finalized_features": finalized,
     }
 
@@ -102,7 +101,7 @@ class FeatureApis(HandlerGroup):
         """Upgrade or downgrade finalized levels; one result per feature (see the module)."""
         body = request.body
         version = request.header.api_version
-        self.gate.require_cluster(self.service.image, session, AclOperation.ALTER)
+        # ALTER on the cluster was checked before this ran (`dispatch.CLUSTER_CHECKS`).
         updates = [_update(item, version) for item in body.feature_updates]
         validate_only = bool(getattr(body, "validate_only", False))
         supported = self.supported
