@@ -4,14 +4,16 @@ Three `mlog serve` processes; node 3 first claims less than its code supports
 (`MLOG_TEST_SUPPORTED_FEATURES=kraft.version=0`, as a node of an older release would). An
 upgrade of kraft.version sent to a follower reaches the leader (Envelope, KIP-590), which
 asks every voter's ApiVersions: refused naming voter 3 while it claims too little, and while
-it is down; once it runs the full version again, the CLI's upgrade through a follower is
-made and every node shows the new level.
+it is down; once it runs the full version again, the CLI's dry run through a follower
+passes, the upgrade sent to a follower is made (a follower never writes itself: the leader
+did) and every node shows the new level.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import subprocess
 import sys
 import time
@@ -45,7 +47,7 @@ async def _upgrade_raw(address: str) -> tuple[int, str]:
             )
         code = int(answer.error_code)
         if code != ErrorCode.NOT_CONTROLLER or time.monotonic() > deadline:
-            return code, str(answer.error_message)
+            return code, answer.error_message or ""
         await asyncio.sleep(0.2)
 
 
@@ -66,16 +68,19 @@ async def _follower(quorum: Quorum, *, besides: int | None = None) -> tuple[int,
     return leader, follower
 
 
-def _cli_upgrade(address: str) -> subprocess.CompletedProcess[str]:
+def _cli(verb: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`mlog features VERB kraft.version=1 ... --bootstrap-server ADDRESS` (last arg)."""
+    *flags, address = args
+    feature = ["--feature", "kraft.version=1"] if verb != "describe" else []
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "api.cli",
             "features",
-            "upgrade",
-            "--feature",
-            "kraft.version=1",
+            verb,
+            *feature,
+            *flags,
             "--bootstrap-server",
             address,
         ],
@@ -115,13 +120,19 @@ async def test_an_upgrade_waits_for_every_voter_and_goes_through_a_follower(
         deadline = time.monotonic() + 60
         while True:
             _, follower = await _follower(quorum)
-            done = await asyncio.to_thread(_cli_upgrade, quorum.nodes[follower].address)
+            address = quorum.nodes[follower].address
+            done = await asyncio.to_thread(_cli, "upgrade", "--dry-run", address)
             if done.returncode == 0:
                 break
             assert "voter 3" in done.stderr, done.stderr  # only while node 3 starts
             assert time.monotonic() < deadline, done.stderr
             await asyncio.sleep(0.5)
-        assert "kraft.version upgraded to level 1" in done.stdout
+        assert "kraft.version would be upgraded to level 1" in done.stdout
+        # Sent to a follower only: a follower never writes itself, so the leader made it.
+        assert await _upgrade_raw(address) == (0, "")
+        described = await asyncio.to_thread(_cli, "describe", "--output", "json", address)
+        levels = {item["feature"]: item for item in json.loads(described.stdout)}
+        assert levels["kraft.version"]["supported_max_level"] == 1
         for node in quorum.nodes.values():
             deadline = time.monotonic() + 30
             while await _finalized(node.address) != 1:
