@@ -53,7 +53,7 @@ NOUNS = (
     ("serve", "serve the Kafka admin protocol on a TCP port"),
     ("quorum", "format a controller quorum's voters, describe the quorum"),
     ("status", "whether running servers are ready (their /readyz)"),
-    ("features", "describe and upgrade feature levels (metadata.version, kraft.version)"),
+    ("features", "describe, upgrade, downgrade feature levels (metadata.version, ...)"),
     ("audit", "audit queries and state replay in PySpark"),
 )
 """Each noun (its module is `api.cli.<noun>`) and its help, in the order `mlog --help` lists."""

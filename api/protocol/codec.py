@@ -63,6 +63,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = {
     62: (0, 4),  # BrokerRegistration
     63: (0, 2),  # BrokerHeartbeat
     64: (0, 0),  # UnregisterBroker
+    57: (0, 2),  # UpdateFeatures (v2: Kafka 4.0's, the top-level error only)
     56: (2, 3),  # AlterPartition (v0-1 name topics; kio has v2-3, by topic id)
     17: (0, 1),  # SaslHandshake (v0: raw SASL tokens follow, without Kafka headers)
     36: (0, 2),  # SaslAuthenticate
@@ -95,6 +96,7 @@ API_NAMES: Mapping[int, str] = {
     62: "BrokerRegistration",
     63: "BrokerHeartbeat",
     64: "UnregisterBroker",
+    57: "UpdateFeatures",
     56: "AlterPartition",
     17: "SaslHandshake",
     36: "SaslAuthenticate",

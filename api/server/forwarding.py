@@ -59,10 +59,11 @@ ENVELOPE_KEY = 58
 ENVELOPE_VERSIONS = {ENVELOPE_KEY: (0, 0)}
 """What the quorum listeners serve of Envelope (Kafka's only version)."""
 
-FORWARDED_KAFKA_APIS: frozenset[int] = frozenset({19, 20, 37, 33, 44, 43, 45, 30, 31, 51})
+FORWARDED_KAFKA_APIS: frozenset[int] = frozenset({19, 20, 37, 33, 44, 43, 45, 30, 31, 51, 57})
 """The Kafka APIs that write: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, CreateAcls, DeleteAcls,
-AlterUserScramCredentials. Reads are answered by any node from its committed image."""
+AlterUserScramCredentials, UpdateFeatures. Reads are answered by any node from its committed
+image."""
 
 LEADER_WAIT_S = 3.0
 """How long a write on a node without a leader waits for the election before it is answered

@@ -53,6 +53,7 @@ from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, TypicalIterations
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
+from api.server.feature_support import FeatureSupport, LocalSupport, QuorumSupport
 from api.server.forwarding import (
     ENVELOPE_KEY,
     ENVELOPE_VERSIONS,
@@ -233,6 +234,12 @@ class MetadataServer:
             service, quorum_node, controller_security
         )
         """Sends the writes this node does not lead to the leader (None: a single server)."""
+        self.feature_support: FeatureSupport = (
+            LocalSupport()
+            if quorum_node is None
+            else QuorumSupport(quorum_node, security=controller_security)
+        )
+        """Asks the other voters whether they support a feature level before an upgrade."""
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
         self._channels: ChannelContext | None = None
@@ -370,6 +377,7 @@ class MetadataServer:
             self.authorizer,
             self.quorum if quorum else None,
             liveness=self.liveness,
+            feature_support=self.feature_support,
         )
 
     def _serves_quorum(self, listener: str) -> bool:

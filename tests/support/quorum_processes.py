@@ -86,6 +86,8 @@ class Quorum:
     """How the test's clients connect (None: PLAINTEXT)."""
     proxies: ProxyLoop | None = None
     """With proxies, node i reaches node j through its own proxy `links[i, j]` (cut-able)."""
+    node_env: dict[int, dict[str, str]] = field(default_factory=dict)
+    """More environment variables for one node's process, by node id (read at each start)."""
     nodes: dict[int, Node] = field(default_factory=dict)
     links: dict[tuple[int, int], Proxy] = field(default_factory=dict)
 
@@ -162,7 +164,7 @@ class Quorum:
                 ],
                 stderr=err,
                 cwd=PROJECT,
-                env=_env(),
+                env={**_env(), **self.node_env.get(node_id, {})},
             )
 
     def start_all(self) -> None:

@@ -14,12 +14,14 @@ from dataclasses import replace
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
 from api.raft.transport.wire import QUORUM_VERSIONS
+from api.server.feature_support import FeatureSupport
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
 from api.server.kafka.brokers import BrokerApis
 from api.server.kafka.configs import ConfigApis
 from api.server.kafka.credentials import CredentialApis
+from api.server.kafka.features import FeatureApis
 from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
 from api.server.kafka.quorum import QuorumApis, QuorumEndpoint
@@ -43,6 +45,7 @@ CLUSTER_CHECKS: dict[int, tuple[AclOperation, bool]] = {
     62: (AclOperation.CLUSTER_ACTION, False),  # BrokerRegistration
     63: (AclOperation.CLUSTER_ACTION, False),  # BrokerHeartbeat
     64: (AclOperation.ALTER, False),  # UnregisterBroker (an operator's act: ALTER, as Kafka)
+    57: (AclOperation.ALTER, False),  # UpdateFeatures
     56: (AclOperation.CLUSTER_ACTION, False),  # AlterPartition
 }
 """APIs checked on the cluster before their handler runs, as Kafka checks them: the operation,
@@ -65,14 +68,18 @@ class KafkaApis:
         listener: Listener,
         authorizer: Authorizer | None = None,
         quorum: QuorumEndpoint | None = None,
+        *,
         liveness: BrokerLiveness | None = None,
+        feature_support: FeatureSupport | None = None,
     ) -> None:
+        """`feature_support` asks the other voters before an upgrade (None: nobody to ask)."""
         self.service = service
         self.liveness = liveness or BrokerLiveness(service)
         """The broker sessions (one per server, shared by its listeners)."""
         self.listener = listener
         self.gate = gate = Gate(authorizer)
-        described = MetadataApis(service, listener, gate)
+        self.features = features = FeatureApis(service, listener, gate, support=feature_support)
+        described = MetadataApis(service, listener, gate, features=features.feature_fields)
         topics = TopicApis(service, listener, gate)
         configs = ConfigApis(service, listener, gate)
         partitions = PartitionApis(service, listener, gate)
@@ -102,13 +109,16 @@ class KafkaApis:
             63: brokers.broker_heartbeat,
             64: brokers.unregister_broker,
             56: brokers.alter_partition,
+            57: features.update_features,
             # Logins are answered before dispatch (server.py, sasl.py); these only where none
             # is under way: ILLEGAL_SASL_STATE.
             17: refuse_outside_login,
             36: refuse_outside_login,
         }
         if quorum is not None:
-            quorum_apis = QuorumApis(quorum, service, listener, gate)
+            quorum_apis = QuorumApis(
+                quorum, service, listener, gate, features=features.feature_fields
+            )
             self._handlers[18] = quorum_apis.api_versions
             for key in QUORUM_VERSIONS:
                 self._handlers[key] = quorum_apis.handle

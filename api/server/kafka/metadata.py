@@ -9,7 +9,7 @@ controller placed them on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from api.protocol import codec
@@ -68,10 +68,17 @@ class MetadataApis(HandlerGroup):
     """ApiVersions, Metadata, DescribeCluster and DescribeTopicPartitions."""
 
     def __init__(
-        self, service: MetadataService, listener: Listener, gate: Gate | None = None
+        self,
+        service: MetadataService,
+        listener: Listener,
+        gate: Gate | None = None,
+        *,
+        features: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
+        """`features(version)`: ApiVersions' feature fields (`kafka.features`; None: none)."""
         super().__init__(service, listener, gate)
         self._brokers: dict[type[Any], Encoded] = {}
+        self._features = features
 
     # ------------------------------------------------------------------ ApiVersions
 
@@ -82,6 +89,7 @@ class MetadataApis(HandlerGroup):
             error_code=0,
             api_keys=codec.supported_api_keys(PRIVATE_VERSIONS),
             throttle_time=0,
+            **({} if self._features is None else self._features(request.header.api_version)),
         )
 
     # ------------------------------------------------------------------ Metadata

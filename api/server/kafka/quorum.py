@@ -14,7 +14,8 @@ INVALID_VOTER_KEY), as Kafka answers it, and the connection stays open.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
@@ -68,8 +69,11 @@ class QuorumApis:
         service: MetadataService,
         listener: Listener,
         gate: Gate,
+        *,
+        features: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._features = features
         self.service = service
         self.listener = listener
         self.gate = gate
@@ -85,6 +89,7 @@ class QuorumApis:
                     {**PRIVATE_VERSIONS, **QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
                 ),
                 "throttle_time": 0,
+                **({} if self._features is None else self._features(header.api_version)),
             },
         )
 

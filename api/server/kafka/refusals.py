@@ -119,6 +119,14 @@ def _alter_credentials(body: Any, error: ApiError) -> dict[str, Any]:
     return {"results": [_item(error, user=name) for name in users]}
 
 
+def _update_features(body: Any, error: ApiError) -> dict[str, Any]:
+    return {
+        "error_code": int(error.error_code),
+        "error_message": error.message,
+        "results": [_item(error, feature=u.feature) for u in body.feature_updates],
+    }
+
+
 def _top_level(**values: Any) -> Callable[[Any, ApiError], dict[str, Any]]:
     """A builder of an answer with one top-level error code (the broker-facing APIs)."""
 
@@ -149,6 +157,7 @@ _BUILDERS: dict[int, Callable[[Any, ApiError], dict[str, Any]]] = {
     31: _delete_acls,
     50: _describe_credentials,
     51: _alter_credentials,
+    57: _update_features,
 }
 """APIs a refusal as a whole can answer, by key: the write APIs, and the ACL and credential
 APIs (refused as a whole when the cluster check fails, or with no authorizer). Every other
