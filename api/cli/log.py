@@ -321,16 +321,22 @@ def _with_root(
 
 def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Print the hash chain's digest token at an offset (default: the log's last offset)."""
-    from metadata_log.merkle import root_at
+    from metadata_log.merkle import MerkleError, root_at
 
     if settings.bootstrap_server:
         return _remote_digest(args, settings, out)
     with open_reader(settings) as log:
         try:
             digest = log.digest(args.at_offset)
-            root = root_at(log.directory, log.storage.segments, digest.end_offset)
         except DigestError as exc:
             raise CliError(str(exc)) from None
+        try:
+            root: bytes | None = root_at(log.directory, log.storage.segments, digest.end_offset)
+        except MerkleError as exc:
+            # A log that starts after a snapshot it installed, or one trimmed before its
+            # entries were indexed: the chain still gives a digest (v1), without a root.
+            sys.stderr.write(f"note: a v1 digest (hash chain only, no Merkle root): {exc}\n")
+            root = None
     digest = LogDigest(offset=digest.offset, chain=digest.chain, root=root)
     if settings.output == "json":
         out.write(json.dumps(digest.to_json()) + "\n")

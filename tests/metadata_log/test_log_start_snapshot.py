@@ -16,6 +16,7 @@ from metadata_log.start_snapshot import (
     read_start_snapshot,
     write_start_snapshot,
 )
+from tests.support.cli import mlog
 from tests.support.replica_logs import T0, block_of, opened, opened_reader
 from tests.support.trim_logs import fill, segment_bases
 
@@ -80,7 +81,7 @@ def test_the_file_is_checked(tmp_path: Path) -> None:
 
 
 def _leader_and_follower(tmp_path: Path) -> tuple[Path, Path]:
-    leader, follower = tmp_path / "leader", tmp_path / "follower"
+    leader, follower = tmp_path / "leader" / "log", tmp_path / "follower" / "log"
     fill(leader)
     with opened(leader) as log:
         log.keep_chain()
@@ -157,3 +158,25 @@ def test_a_damaged_chain_line_is_damage(tmp_path: Path) -> None:
     path.write_text(f"{body}crc32 {zlib.crc32(body.encode()):08x}\n")
     with pytest.raises(StartSnapshotDamage, match="chain lines"):
         read_start_snapshot(tmp_path)
+
+
+def test_log_digest_after_an_install_is_the_chain_only_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    leader, follower = _leader_and_follower(tmp_path)
+    with opened(leader) as log:
+        snapshot = StartSnapshot(
+            offset=99, epoch=1, timestamp=T0, checksum="c", chain=log.chain_state(99)
+        )
+        later = log.replica_blocks(start=100, max_bytes=1 << 30)
+        expected = log.digest(199)
+    with opened(follower) as log:
+        log.reset_to_snapshot(snapshot)
+        log.write_blocks(later, check=True)
+        log.flush()
+    code, text = mlog(follower.parent, "log", "digest")
+    assert code == 0, text
+    assert text.strip() == expected.token()
+    assert "v1 digest (hash chain only, no Merkle root)" in capsys.readouterr().err
+    code, text = mlog(follower.parent, "log", "verify", "--digest", expected.token())
+    assert code == 0 and "MATCHES" in text, text
