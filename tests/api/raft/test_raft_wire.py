@@ -52,7 +52,9 @@ from api.raft.transport.wire import (
     METADATA_TOPIC_ID,
     QUORUM_VERSIONS,
     VOTE_KEY,
+    DescribedQuorum,
     DescribeQuorumRequest,
+    QuorumListener,
     QuorumResponse,
     _request_values,
     api_key_of,
@@ -1198,3 +1200,24 @@ def test_every_byte_of_a_response_changed_is_refused_or_read(message: Any) -> No
                 decode_response(bytes(changed), api_key=key, version=send_version(key))
             except RaftWireError as exc:
                 assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_quorum_names_the_voters_listeners_in_v2(version: int) -> None:
+    listeners = tuple(
+        QuorumListener(node_id=i, name="CONTROLLER", host="127.0.0.1", port=9090 + i)
+        for i in (1, 2, 3)
+    )
+    fields = {
+        "error_code": ErrorCode.NONE,
+        "leader_id": 2,
+        "leader_epoch": 5,
+        "high_watermark": 40,
+        "current_voters": (),
+        "observers": (),
+    }
+    decoded = _response_round_trip(DescribedQuorum(**fields, nodes=listeners), version=version)
+    if version == 2:
+        assert decoded == DescribedQuorum(**fields, nodes=listeners)
+    else:  # v0 and v1 have no `nodes`: the core's message, as before
+        assert decoded == DescribeQuorumResponse(**fields)
