@@ -1208,16 +1208,23 @@ def test_describe_quorum_names_the_voters_listeners_in_v2(version: int) -> None:
         QuorumListener(node_id=i, name="CONTROLLER", host="127.0.0.1", port=9090 + i)
         for i in (1, 2, 3)
     )
-    fields = {
-        "error_code": ErrorCode.NONE,
-        "leader_id": 2,
-        "leader_epoch": 5,
-        "high_watermark": 40,
-        "current_voters": (),
-        "observers": (),
-    }
-    decoded = _response_round_trip(DescribedQuorum(**fields, nodes=listeners), version=version)
-    if version == 2:
-        assert decoded == DescribedQuorum(**fields, nodes=listeners)
-    else:  # v0 and v1 have no `nodes`: the core's message, as before
-        assert decoded == DescribeQuorumResponse(**fields)
+    plain = DescribeQuorumResponse(
+        error_code=ErrorCode.NONE,
+        leader_id=2,
+        leader_epoch=5,
+        high_watermark=40,
+        current_voters=(),
+        observers=(),
+    )
+    described = DescribedQuorum(
+        error_code=plain.error_code,
+        leader_id=plain.leader_id,
+        leader_epoch=plain.leader_epoch,
+        high_watermark=plain.high_watermark,
+        current_voters=(),
+        observers=(),
+        nodes=listeners,
+    )
+    decoded = _response_round_trip(described, version=version)
+    # v0 and v1 have no `nodes`: they read as the core's message, as before.
+    assert decoded == (described if version == 2 else plain)
