@@ -8,10 +8,12 @@ from api.cli.quorum_digests import (
     NodeDigest,
     QuorumDigests,
     differing_error,
+    gather_digests,
     judge,
     node_addresses,
     print_digests,
 )
+from tests.support.quorum_processes import free_ports
 
 A, B = b"\1" * 32, b"\2" * 32
 
@@ -63,3 +65,15 @@ def test_on_a_tie_the_leaders_value_is_the_quorums() -> None:
 def test_nodes_that_agree_are_not_named() -> None:
     digests = QuorumDigests(offset=41, nodes=judge([row(1, A), row(2, A), row(3, None)], 1))
     assert differing_error(digests) is None
+
+
+def test_a_node_that_cannot_be_reached_is_said_so_in_its_row() -> None:
+    port = free_ports(1)[0]  # nothing listens there
+    digests = gather_digests({"nodes": []}, f"127.0.0.1:{port}", None)
+    assert digests.offset is None
+    (only,) = digests.nodes
+    assert only.chain is None and only.problem is not None
+    assert only.problem.startswith("unreachable: ")
+    out = io.StringIO()
+    assert print_digests(digests, out) is None  # nothing to compare, nobody named
+    assert "unreachable: " in out.getvalue()
