@@ -28,6 +28,7 @@ from metadata_log.chain import (
 )
 from metadata_log.errors import LogError
 from metadata_log.segment import Segment
+from metadata_log.start_snapshot import CarriedChain
 
 DIGEST_PREFIX = "mlog-digest"
 _TOKEN = re.compile(
@@ -167,6 +168,22 @@ def chain_value_at(segments: Sequence[Segment], end_offset: int) -> bytes:
         f"{first + block.count - 1}: a digest is taken at a block's last offset (use "
         f"--at-offset {first + block.count - 1} or {first - 1})"
     )
+
+
+def chain_state_at(segments: Sequence[Segment], end_offset: int) -> CarriedChain:
+    """The chain's origin and its value after the block ending just before `end_offset`.
+
+    What a snapshot taken at offset `end_offset - 1` carries to a node that installs it (the
+    new log's chain goes on from it). Raises DigestError as `chain_value_at` does.
+    """
+    value = chain_value_at(segments, end_offset)
+    path = chain_path(segments[0].path)
+    try:
+        with open(path, "rb") as f:
+            head = decode_chain_file(f.read(HEADER_SIZE))
+    except (OSError, ChainDamage) as exc:
+        raise DigestError(f"{path}: {exc}; run `mlog log verify`") from None
+    return CarriedChain(origin=head.origin, value=value)
 
 
 def block_end_at_or_before(segments: Sequence[Segment], offset: int) -> int:

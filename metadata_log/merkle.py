@@ -348,6 +348,82 @@ class MerkleIndex:
             yield self.subtree(start, start + k)
 
 
+class Frontier:
+    """The roots of the right-edge perfect subtrees of a tree grown leaf by leaf (RFC 9162).
+
+    For `size` leaves they are the roots of the subtrees its binary decomposition names, left
+    to right (at most 64 hashes): enough to compute the root, and, with the later leaves, the
+    root of every larger tree, without the earlier leaves.
+    """
+
+    def __init__(self, size: int = 0, hashes: Sequence[bytes] = ()) -> None:
+        if size < 0 or len(hashes) != size.bit_count() or any(len(h) != _HASH for h in hashes):
+            raise MerkleError(
+                f"a frontier of {size} leaves holds {size.bit_count()} hashes of 32 bytes, "
+                f"not {len(hashes)}"
+            )
+        self.size = size
+        self.hashes = list(hashes)
+
+    def add(self, leaf: bytes) -> None:
+        """Grow the tree by the leaf whose hash is `leaf`."""
+        value, size = leaf, self.size
+        while size & 1:
+            value = node_hash(self.hashes.pop(), value)
+            size >>= 1
+        self.hashes.append(value)
+        self.size += 1
+
+    def root(self) -> bytes:
+        """The root of the tree of `size` leaves (size >= 1)."""
+        if not self.hashes:
+            raise MerkleError("an empty tree has no root")
+        value = self.hashes[-1]
+        for left in reversed(self.hashes[:-1]):
+            value = node_hash(left, value)
+        return value
+
+    def nodes(self) -> Iterator[tuple[int, int]]:
+        """The (start, end) leaf ranges of the subtrees whose roots `hashes` holds."""
+        start = 0
+        for bit in range(self.size.bit_length() - 1, -1, -1):
+            if self.size >> bit & 1:
+                yield start, start + (1 << bit)
+                start += 1 << bit
+
+
+def recompute_root(
+    segments: Sequence[Segment], end_offset: int, *, start: Frontier | None = None
+) -> bytes:
+    """The Merkle root over entries 0..`end_offset - 1`, hashed from the blocks as they are.
+
+    Reads every entry from `start.size` (0 without a `start`) up to `end_offset`; the stored
+    index is not used, so an edited index does not hide an edited block.
+    """
+    frontier = Frontier() if start is None else Frontier(start.size, start.hashes)
+    if end_offset <= frontier.size:
+        raise MerkleError(f"no entry between offsets {frontier.size} and {end_offset - 1}")
+    if not segments or segments[0].base_offset > frontier.size:
+        first = segments[0].base_offset if segments else 0
+        raise MerkleError(
+            f"the log starts at offset {first}: the entries before it were trimmed, so the "
+            f"Merkle root from offset {frontier.size} cannot be hashed from the log"
+        )
+    for segment in segments:
+        if segment.next_offset <= frontier.size:
+            continue
+        schema = segment.header.schema_json
+        for block, first in segment.blocks_with_offsets(frontier.size):
+            for i, entry in enumerate(entry_bytes(schema, block.count, block.body)):
+                if first + i >= frontier.size:
+                    frontier.add(leaf_hash(entry))
+                if frontier.size == end_offset:
+                    return frontier.root()
+    raise MerkleError(
+        f"the log ends at offset {segments[-1].next_offset - 1}, before offset {end_offset - 1}"
+    )
+
+
 def _fold(level: list[bytes]) -> bytes:
     """MTH of a list of leaf hashes."""
     n = len(level)

@@ -16,13 +16,13 @@ from typing import Self
 
 from metadata_log.config import LogConfig
 from metadata_log.container import RawBlock, body_prefix
-from metadata_log.digest import LogDigest, take_digest
+from metadata_log.digest import LogDigest, chain_state_at, take_digest
 from metadata_log.epoch import read_epoch
 from metadata_log.errors import LogClosedError, LogError
 from metadata_log.replica import ReplicaBlock
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.spans import ReadSpan, spans_of
-from metadata_log.start_snapshot import StartSnapshot
+from metadata_log.start_snapshot import CarriedChain, StartSnapshot
 from metadata_log.storage import SegmentStorage
 from metadata_log.verify import VerifyReport, verify_log
 from records.codec import RecordBlock, RecordCodec
@@ -373,6 +373,16 @@ class StoredLog:
         if self.storage.closed:
             raise LogClosedError("the log is closed")
         return take_digest(list(self.storage.segments), at_offset, at_or_before=at_or_before)
+
+    def chain_state(self, offset: int) -> CarriedChain:
+        """The hash chain's origin and value after `offset` (a block's last offset).
+
+        What a snapshot at `offset` carries to a node that installs it. DigestError if the
+        log keeps no chain or `offset` is not a block's last offset.
+        """
+        if self.storage.closed:
+            raise LogClosedError("the log is closed")
+        return chain_state_at(list(self.storage.segments), offset + 1)
 
     def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
         """Decode and check every block of every segment (CRC, framing, dense offsets).

@@ -90,7 +90,7 @@ class Repair(Inspect):
             "finishing the log reset to offset %d that a crash interrupted (an install)",
             snapshot.offset + 1,
         )
-        storage.reset_files(snapshot.offset + 1)
+        storage.reset_files(snapshot.offset + 1, snapshot.chain)
 
     def stray(self, path: Path) -> None:
         """Removed: an interrupted segment, index, checkpoint or epoch write."""

@@ -387,6 +387,9 @@ class ReplicaLog(StoredLog):
     def reset_to_snapshot(self, snapshot: StartSnapshot) -> None:
         """Make the log empty, starting just after `snapshot` (a quorum node's install).
 
+        With `snapshot.chain` (the leader's hash chain state at the snapshot's offset) the
+        new log's chain goes on from it, so its values and digests are the leader's.
+
         The caller stored the snapshot durably first. Crash-safe in this order: the
         `log-start-snapshot` file (the intent), the segments from the new start on (newest
         first), the new empty segment, the checkpoints and the empty epoch cache, then the
@@ -402,7 +405,7 @@ class ReplicaLog(StoredLog):
                 write_start_snapshot(self.directory, snapshot)
                 storage.start_snapshot = snapshot
                 active.release_fd()
-                segment = storage.reset_files(start)
+                segment = storage.reset_files(start, snapshot.chain)
                 self._epochs.epochs = []
                 active.resume(segment)
             except OSError as exc:
@@ -410,8 +413,12 @@ class ReplicaLog(StoredLog):
             storage.segments = [segment]
             storage.next_offset = storage.flushed_offset = start
             active.dirty = False
+            if snapshot.chain is not None:
+                # The leader keeps the chain: so does this node, from the state it carried.
+                active.chained = True
             try:
-                # The chain starts over at the new start: what came before is not here.
+                # The chain goes on from the leader's value at the new start (the first chain
+                # file holds it), or, without one, starts over from zeros there.
                 active.restart_chain()
             except OSError as exc:
                 active.fail("the reset to a snapshot", exc)

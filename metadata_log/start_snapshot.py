@@ -14,6 +14,12 @@ checksum 3f2a...
 crc32 0a1b2c3d
 ```
 
+A leader that keeps the hash chain sends its chain's state at the snapshot's offset with the
+snapshot; the file is then version 2, with two more lines before the CRC: `chain_origin N`
+(the offset the leader's chain started at) and `chain <64 hex digits>` (its value after the
+snapshot's offset). The new log's first chain file starts from that value, so the node's chain
+values, and its digests, are the leader's from the new start on.
+
 It is written (temporary file, fsync, rename, directory fsync) BEFORE the log is reset, so it
 is also the reset's intent: a log whose checkpoints start below `offset + 1` while the file
 exists is a reset a crash interrupted, and the next writer finishes it. Later trims may move the
@@ -30,12 +36,24 @@ from metadata_log.container import replace_file
 
 START_SNAPSHOT_NAME = "log-start-snapshot"
 _MAGIC = "mlog-log-start-snapshot 1"
+_MAGIC_CHAINED = "mlog-log-start-snapshot 2"
 _INTS = ("offset", "epoch", "timestamp")
+_CHAIN_KEYS = ("chain_origin", "chain")
 _MAX_BYTES = 4096
 
 
 class StartSnapshotDamage(Exception):
     """The file exists but cannot be trusted; the message says why."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CarriedChain:
+    """The hash chain's state after a snapshot's offset, as the node that served it held it."""
+
+    origin: int
+    """The offset the chain started at (from 32 zero bytes)."""
+    value: bytes
+    """The chain value after the snapshot's offset (32 bytes)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,10 +65,17 @@ class StartSnapshot:
     timestamp: int
     checksum: str
     """The snapshot's content checksum (the SQL store's)."""
+    chain: CarriedChain | None = None
+    """The leader's chain state at `offset`, when it kept the chain: the new log's carried start."""
 
     def encode(self) -> bytes:
         """The file's bytes: the fields, one a line, and a CRC32 of those lines."""
-        lines = [_MAGIC, *(f"{name} {getattr(self, name)}" for name in (*_INTS, "checksum"))]
+        lines = [
+            _MAGIC if self.chain is None else _MAGIC_CHAINED,
+            *(f"{name} {getattr(self, name)}" for name in (*_INTS, "checksum")),
+        ]
+        if self.chain is not None:
+            lines += [f"chain_origin {self.chain.origin}", f"chain {self.chain.value.hex()}"]
         text = "\n".join(lines) + "\n"
         return f"{text}crc32 {zlib.crc32(text.encode()):08x}\n".encode()
 
@@ -64,17 +89,30 @@ class StartSnapshot:
         if f"{zlib.crc32((body + chr(10)).encode()):08x}" != last.removeprefix("crc32 "):
             raise StartSnapshotDamage("its CRC32 does not match its lines")
         lines = body.split("\n")
-        if lines[0] != _MAGIC:
+        if lines[0] not in (_MAGIC, _MAGIC_CHAINED):
             raise StartSnapshotDamage(f"its first line is {lines[0][:40]!r}, not {_MAGIC!r}")
+        chained = lines[0] == _MAGIC_CHAINED
+        keys = (*_INTS, "checksum", *(_CHAIN_KEYS if chained else ()))
         values: dict[str, str] = dict(line.partition(" ")[::2] for line in lines[1:])
-        if set(values) != {*_INTS, "checksum"} or not all(values[k].isdigit() for k in _INTS):
-            raise StartSnapshotDamage(f"its lines are not {', '.join((*_INTS, 'checksum'))}")
+        if set(values) != set(keys) or not all(values[k].isdigit() for k in _INTS):
+            raise StartSnapshotDamage(f"its lines are not {', '.join(keys)}")
+        chain = None
+        if chained:
+            origin, value = values["chain_origin"], values["chain"]
+            if not origin.isdigit() or not _is_hash(value):
+                raise StartSnapshotDamage("its chain lines are not an offset and 64 hex digits")
+            chain = CarriedChain(origin=int(origin), value=bytes.fromhex(value))
         return cls(
             offset=int(values["offset"]),
             epoch=int(values["epoch"]),
             timestamp=int(values["timestamp"]),
             checksum=values["checksum"],
+            chain=chain,
         )
+
+
+def _is_hash(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def read_start_snapshot(directory: Path) -> StartSnapshot | None:

@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from metadata_log.chain import chain_path, encode_header
 from metadata_log.checkpoint import (
     Checkpoint,
     CheckpointDamage,
@@ -22,7 +23,7 @@ from metadata_log.checkpoint import (
     write_checkpoint,
 )
 from metadata_log.config import LogConfig
-from metadata_log.container import BlockDamage, RawBlock, fsync_directory
+from metadata_log.container import BlockDamage, RawBlock, fsync_directory, replace_file
 from metadata_log.epoch import write_epoch_checkpoint
 from metadata_log.errors import LogCorruptionError
 from metadata_log.extent import Link, extent_problems, link_problem, trimmed_leftovers
@@ -31,6 +32,7 @@ from metadata_log.repair import move_segment
 from metadata_log.segment import ScanProblem, Segment, parse_segment_name, segment_name
 from metadata_log.start_snapshot import (
     START_SNAPSHOT_NAME,
+    CarriedChain,
     StartSnapshot,
     StartSnapshotDamage,
     read_start_snapshot,
@@ -267,11 +269,12 @@ class SegmentStorage:
         write_checkpoint(self.directory, checkpoint, sync_directory=True)
         self.checkpoint = checkpoint
 
-    def reset_files(self, start: int) -> Segment:
+    def reset_files(self, start: int, chain: CarriedChain | None = None) -> Segment:
         """On disk: only an empty segment at `start`, checkpoints and epoch cache naming it.
 
         Crash-safe in this order: the segments from `start` on (newest first), the new empty
-        segment, the checkpoints and the empty epoch cache, then the older segments.
+        segment (with `chain`, the hash chain's carried state, in its chain file), the
+        checkpoints and the empty epoch cache, then the older segments.
         """
         bases = sorted(
             base
@@ -282,6 +285,12 @@ class SegmentStorage:
             move_segment(self.directory / segment_name(base), None)
         fsync_directory(self.directory)
         active = Segment.create(self.directory, start, self.codec.entry_schema_json)
+        if chain is not None:
+            replace_file(
+                chain_path(active.path),
+                encode_header(chain.origin, chain.value),
+                sync_directory=False,  # the checkpoints' directory fsync below covers it
+            )
         self.write_checkpoint_durably(
             Checkpoint(log_start_offset=start, recovery_point=start, newest_segment=start)
         )

@@ -164,6 +164,8 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     )
     progress.finish()
     digest_ok, digest_text = (True, None) if digest is None else _check_digest(report, digest)
+    if digest is not None and digest.root is not None and digest_text is not None:
+        digest_ok, digest_text = _with_root(settings, digest, digest_ok, digest_text)
     chain_text = None if report.chain is None else report.chain.describe()
     if settings.output == "json":
         out.write(
@@ -267,18 +269,74 @@ def _check_digest(report: VerifyReport, digest: LogDigest) -> tuple[bool, str]:
     return False, f"digest {token}: DOES NOT MATCH: {why}"
 
 
+def _check_root(settings: Settings, digest: LogDigest, expected: bytes) -> tuple[bool | None, str]:
+    """(whether the log's Merkle root is `expected`, the v2 token's; None: not checkable; why)."""
+    from metadata_log.errors import LogError
+    from metadata_log.merkle import recompute_root, root_at
+
+    try:
+        with open_reader(settings) as log:
+            segments = log.storage.segments
+            start = segments[0].base_offset if segments else 0
+            if start == 0:
+                root = recompute_root(segments, digest.end_offset)
+                where = "hashed from the entries"
+            else:
+                root = root_at(log.directory, segments, digest.end_offset)
+                where = (
+                    f"from the merkle/ index: the entries before offset {start} were trimmed, "
+                    "so it cannot be hashed from them"
+                )
+    except (LogError, CliError) as exc:
+        return None, f"the Merkle root was not checked: {exc}"
+    if root == expected:
+        return True, f"the Merkle root over entries 0..{digest.offset} matches ({where})"
+    return False, (
+        f"the Merkle root over entries 0..{digest.offset} is {root.hex()[:16]}..., not the "
+        f"token's {expected.hex()[:16]}... ({where})"
+    )
+
+
+def _with_root(
+    settings: Settings, digest: LogDigest, chain_ok: bool, chain_text: str
+) -> tuple[bool, str]:
+    """The digest's line with a v2 token's Merkle root checked too: which part failed."""
+    if digest.root is None:
+        return chain_ok, chain_text
+    root_ok, root_text = _check_root(settings, digest, digest.root)
+    token = digest.token()
+    if chain_ok and root_ok is False:
+        return False, (
+            f"digest {token}: DOES NOT MATCH: the hash chain matches, but {root_text}: the "
+            "token's root is not this log's (it was altered, or is from another digest)"
+        )
+    if chain_ok:
+        return True, f"{chain_text}; hash chain and {root_text}" if root_ok else (
+            f"{chain_text} (hash chain); {root_text}"
+        )
+    if root_ok:
+        return False, f"{chain_text}; {root_text}, so the hash chain part of the token differs"
+    return False, f"{chain_text}; {root_text}"
+
+
 def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Print the hash chain's digest token at an offset (default: the log's last offset)."""
-    from metadata_log.merkle import root_at
+    from metadata_log.merkle import MerkleError, root_at
 
     if settings.bootstrap_server:
         return _remote_digest(args, settings, out)
     with open_reader(settings) as log:
         try:
             digest = log.digest(args.at_offset)
-            root = root_at(log.directory, log.storage.segments, digest.end_offset)
         except DigestError as exc:
             raise CliError(str(exc)) from None
+        try:
+            root: bytes | None = root_at(log.directory, log.storage.segments, digest.end_offset)
+        except MerkleError as exc:
+            # A log that starts after a snapshot it installed, or one trimmed before its
+            # entries were indexed: the chain still gives a digest (v1), without a root.
+            sys.stderr.write(f"note: a v1 digest (hash chain only, no Merkle root): {exc}\n")
+            root = None
     digest = LogDigest(offset=digest.offset, chain=digest.chain, root=root)
     if settings.output == "json":
         out.write(json.dumps(digest.to_json()) + "\n")

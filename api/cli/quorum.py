@@ -13,7 +13,8 @@ An observer (a `node.id` outside `controller.quorum.voters`) is formatted with i
 id only, as Kafka formats every node: it holds no vote, so it gets no `quorum-state`.
 
 `describe` asks a node for DescribeQuorum (answered by the leader): leader, epoch, high
-watermark and each voter's and observer's end offset and lag.
+watermark and each voter's and observer's end offset and lag; then every node's hash chain
+digest at one common offset (`quorum_digests`), naming a node whose digest differs (exit 1).
 """
 
 from __future__ import annotations
@@ -133,7 +134,13 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
 
 def cmd_quorum_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """DescribeQuorum through a node: the leader, epoch, high watermark and each replica."""
-    from api.cli.targets import describe_quorum
+    from api.cli.quorum_digests import (
+        differing_error,
+        digests_verdict,
+        gather_digests,
+        print_digests,
+    )
+    from api.cli.targets import client_security, describe_quorum
 
     answer = describe_quorum(settings, args)
     rows: list[list[Any]] = []
@@ -148,15 +155,16 @@ def cmd_quorum_describe(args: argparse.Namespace, settings: Settings, out: TextI
                     replica["last_fetch_ms_ago"],
                 ]
             )
+    digests = gather_digests(answer, settings.bootstrap_server or "", client_security(args))
     if settings.output == "json":
-        emit(settings, out, answer, "")
-        return EXIT_OK
+        emit(settings, out, {**answer, "digests": digests.to_json()}, "")
+        return digests_verdict(differing_error(digests))
     out.write(
         f"LeaderId: {answer['leader_id']}  LeaderEpoch: {answer['leader_epoch']}  "
         f"HighWatermark: {answer['high_watermark']}\n"
     )
     print_table(rows, ["NodeId", "Role", "LogEndOffset", "Lag", "LastFetchMsAgo"], out)
-    return EXIT_OK
+    return digests_verdict(print_digests(digests, out))
 
 
 def _cluster_id(text: str) -> str:

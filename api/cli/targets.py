@@ -633,6 +633,11 @@ def describe_quorum(settings: Settings, args: argparse.Namespace) -> dict[str, A
         "high_watermark": answer.high_watermark,
         "voters": [replica(r) for r in answer.current_voters],
         "observers": [replica(r) for r in answer.observers],
+        # DescribeQuorum v2's listeners of the voters (how a tool reaches each node).
+        "nodes": [
+            {"node_id": n.node_id, "name": n.name, "host": n.host, "port": n.port}
+            for n in getattr(answer, "nodes", ())
+        ],
     }
 
 

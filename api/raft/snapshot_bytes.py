@@ -8,6 +8,11 @@ then a big-endian CRC32 of everything before it (`api.raft.core.snapshot_fetch`,
 by the fetching core). The same image always gives the same bytes. The receiver replays the
 records onto the empty image and, once it has stored the result as its own SQL snapshot,
 compares that snapshot's content checksum with the header's: equal rows, equal state.
+
+A leader that keeps the hash chain adds `chain` to the header: `{"origin": N, "value": "<64
+hex digits>"}`, its chain's origin and value after the snapshot's offset, which the receiver's
+new log goes on from (metadata_log.start_snapshot). The field is optional: bytes without it
+(an older leader, or one without the chain) are read as before, and older readers ignore it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 from dataclasses import dataclass
 
 from api.raft.core.transfer import snapshot_checksum_ok, with_checksum
+from metadata_log.start_snapshot import CarriedChain
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError
 from replay.delta import MetadataDelta
@@ -37,17 +43,26 @@ class SnapshotHeader:
     checksum: str
     """The SQL snapshot's content checksum on the node that served it."""
     count: int
+    chain: CarriedChain | None = None
+    """The serving node's hash chain state after the snapshot's offset, if it keeps one."""
 
 
 def encode_snapshot(
-    image: MetadataImage, *, checksum: str, codec: RecordCodec = DEFAULT_CODEC
+    image: MetadataImage,
+    *,
+    checksum: str,
+    chain: CarriedChain | None = None,
+    codec: RecordCodec = DEFAULT_CODEC,
 ) -> bytes:
-    """The bytes of `image` (whose SQL snapshot has content checksum `checksum`)."""
+    """The bytes of `image` (whose SQL snapshot has content checksum `checksum`).
+
+    With `chain`, the header carries the hash chain's state after the image's offset.
+    """
     p = image.provenance
     count, body = codec.encode_entries(
         (p.offset, p.epoch, p.timestamp, None, record) for record in image.write()
     )
-    header = {
+    header: dict[str, object] = {
         "format": FORMAT,
         "version": VERSION,
         "offset": p.offset,
@@ -56,6 +71,8 @@ def encode_snapshot(
         "checksum": checksum,
         "count": count,
     }
+    if chain is not None:
+        header["chain"] = {"origin": chain.origin, "value": chain.value.hex()}
     line = json.dumps(header, separators=(",", ":"), sort_keys=True).encode() + b"\n"
     return with_checksum(line + body)
 
@@ -87,10 +104,36 @@ def decode_snapshot(
         checksum = str(header["checksum"])
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotBytesError(f"the snapshot header is incomplete: {exc}") from None
+    chain = _carried_chain(header.get("chain"))
+    if chain is not None and chain.origin > provenance.offset + 1:
+        raise SnapshotBytesError(
+            f"the snapshot header's chain starts at offset {chain.origin}, after the "
+            f"snapshot's offset {provenance.offset}"
+        )
     array = codec.reader_array_schema(codec.entry_schema_json)
     entries = codec.decode_entries(count, body, array)
     delta = MetadataDelta(EMPTY_IMAGE)
     for entry in entries:
         delta.replay(entry.record)
     image = delta.apply(provenance)
-    return image, SnapshotHeader(provenance=provenance, checksum=checksum, count=count)
+    return image, SnapshotHeader(provenance=provenance, checksum=checksum, count=count, chain=chain)
+
+
+def _carried_chain(value: object) -> CarriedChain | None:
+    """The header's optional `chain` field; SnapshotBytesError if it is not one."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        origin, text = value.get("origin"), value.get("value")
+        if (
+            isinstance(origin, int)
+            and not isinstance(origin, bool)
+            and origin >= 0
+            and isinstance(text, str)
+            and len(text) == 64
+            and all(c in "0123456789abcdef" for c in text)
+        ):
+            return CarriedChain(origin=origin, value=bytes.fromhex(text))
+    raise SnapshotBytesError(
+        "the snapshot header's chain is not {origin: offset, value: 64 hex digits}"
+    )

@@ -4,7 +4,10 @@ The leader's core offers the newest snapshot the policy wrote of a committed ima
 FetchSnapshot answer is filled with bytes of its serialization (`snapshot_bytes`), made once
 and kept. A follower below the leader's log start installs the snapshot its core fetched
 whole: the SQL snapshot first (one transaction holds the rows and their offset), then the log
-reset to start after it; the node then follows the image. Only the service's public API is used.
+reset to start after it; the node then follows the image. The bytes carry the leader's hash
+chain state at the snapshot's offset (when it keeps the chain), and the follower's new log goes
+on from it, so every node holds the same digest at the same offset. Only the service's public
+API is used.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from api.raft.core.messages import ErrorCode, FetchSnapshotResponse, SnapshotId
 from api.raft.core.ready import SnapshotInstall
 from api.raft.snapshot_bytes import decode_snapshot, encode_snapshot
 from api.service.replicated import ReplicatedService
-from metadata_log.start_snapshot import StartSnapshot
+from metadata_log.digest import DigestError
+from metadata_log.start_snapshot import CarriedChain, StartSnapshot
 from records.errors import MetadataLogError
 from replay.image import MetadataImage, Provenance
 
@@ -87,7 +91,11 @@ class SnapshotShipping:
                 f"the leader's {header.checksum[:16]}: the copy is not the leader's state"
             )
         start = StartSnapshot(
-            offset=p.offset, epoch=p.epoch, timestamp=p.timestamp, checksum=info.checksum
+            offset=p.offset,
+            epoch=p.epoch,
+            timestamp=p.timestamp,
+            checksum=info.checksum,
+            chain=header.chain,
         )
         await io(self.service.replica_log.reset_to_snapshot, start)
         self._offered = info.id
@@ -121,7 +129,21 @@ class SnapshotShipping:
         for info in store.snapshots(gt=offset - 1, lte=offset, desc=True):
             if info.epoch != snapshot_id.epoch:
                 continue
-            data = encode_snapshot(store.load(info.id), checksum=info.checksum)
+            data = encode_snapshot(
+                store.load(info.id), checksum=info.checksum, chain=self._chain_at(info.offset)
+            )
             self._served = (snapshot_id, data)
             return data
         return None
+
+    def _chain_at(self, offset: int) -> CarriedChain | None:
+        """The hash chain's state after `offset`, for the snapshot to carry (None: not kept)."""
+        log = self.service.replica_log
+        if not log.keeps_chain:
+            return None
+        try:
+            return log.chain_state(offset)
+        except DigestError as exc:
+            # The receiver then starts its chain from zeros at its new start, as before.
+            logger.warning("the snapshot at offset %d carries no hash chain: %s", offset, exc)
+            return None

@@ -197,9 +197,6 @@ class MetadataServer:
         """
         self.service = service
         self.quorum_node = quorum_node
-        if quorum is None and quorum_node is not None:
-            quorum = NodeEndpoint(quorum_node)
-        self.quorum = quorum
         self.quorum_listeners = None if quorum_listeners is None else frozenset(quorum_listeners)
         if listeners is None:
             listeners = [
@@ -210,6 +207,11 @@ class MetadataServer:
                     advertised_port=advertised_port,
                 )
             ]
+        if quorum is None and quorum_node is not None:
+            # DescribeQuorum names the voters' addresses under the controller listener's name.
+            names = list(quorum_listeners or ()) or [listeners[0].name if listeners else ""]
+            quorum = NodeEndpoint(quorum_node, listener_name=names[0] or "CONTROLLER")
+        self.quorum = quorum
         self.listeners: list[ServerListener] = _checked(listeners)
         """The listeners, with the ports bound once started."""
         self.host = self.listeners[0].host

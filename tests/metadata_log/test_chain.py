@@ -224,3 +224,30 @@ def test_a_quorum_log_keeps_the_chain_once_switched_on_with_the_same_values(
         assert first.digest() == second.digest()
     with opened(late) as reopened:
         assert reopened.keeps_chain
+
+
+def test_verify_checks_a_v2_tokens_merkle_root_and_says_which_part_failed(
+    tmp_path: Path,
+) -> None:
+    build(tmp_path / "log")
+    code, token = mlog(tmp_path, "log", "digest", "--at-offset", "7")
+    token = token.strip()
+    code, text = mlog(tmp_path, "log", "verify", "--digest", token)
+    assert code == 0, text
+    assert "MATCHES" in text and "Merkle root over entries 0..7 matches" in text
+    other_root = token[:-64] + "11" * 32
+    code, text = mlog(tmp_path, "log", "verify", "--digest", other_root)
+    assert code == 1
+    assert "the hash chain matches, but the Merkle root over entries 0..7 is" in text
+    prefix, _chain, root = token.rsplit(":", 2)
+    other_chain = f"{prefix}:{'22' * 32}:{root}"
+    code, text = mlog(tmp_path, "log", "verify", "--digest", other_chain)
+    assert code == 1
+    assert "Merkle root over entries 0..7 matches" in text
+    assert "the hash chain part of the token differs" in text
+    # An edit of an entry the digest covers fails both parts, even with the index rebuilt.
+    rewrite_entries(tmp_path / "log" / segment_name(3), rename_topic("t3", "zz"))
+    shutil.rmtree(tmp_path / "log" / "merkle")
+    code, text = mlog(tmp_path, "log", "verify", "--digest", token)
+    assert code == 1
+    assert "DOES NOT MATCH" in text and "the Merkle root over entries 0..7 is" in text

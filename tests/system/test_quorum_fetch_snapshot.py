@@ -4,7 +4,8 @@ Node F stops; the others write on, snapshot by their policy (committed images on
 in turn stops, `mlog log trim --before-snapshot` and restarts (the quorum pauses while one of
 the two is down: F is down too). F comes back below every log start: it copies the leader's
 snapshot, installs it, starts its log after it, answers `topics list` like the leader and
-follows new writes. Every offset all three logs still hold is identical on all three.
+follows new writes, holding the same hash chain digest as the others (the snapshot carried the
+leader's chain state). Every offset all three logs still hold is identical on all three.
 """
 
 from __future__ import annotations
@@ -129,6 +130,15 @@ async def _scenario(quorum: Quorum) -> None:
         await converge(quorum, writer)
         leader = await quorum.leader()
         await _same_topics(node.address, quorum.nodes[leader].address)
+        # The snapshot carried the leader's hash chain: every node, the one that installed it
+        # too, holds the same digest at the same offset (DescribeLogDigest, through describe).
+        described = json.loads(
+            mlog("quorum", "describe", "--output", "json", "--bootstrap-server", node.address)
+        )
+        digests = described["digests"]["nodes"]
+        assert len(digests) == 3 and all(d["problem"] is None for d in digests), digests
+        assert len({(d["offset"], d["chain"]) for d in digests}) == 1, digests
+        assert described["digests"]["offset"] >= start
     finally:
         await writer.close()
     quorum.stop_all()

@@ -101,9 +101,8 @@ async def test_an_observer_follows_answers_reads_and_never_votes(quorum: Quorum)
         deadline = time.monotonic() + 20
         while True:
             described = _describe(quorum, quorum.nodes[leader])
-            rows = {
-                int(line.split()[0]): line.split() for line in described.splitlines()[2:] if line
-            }
+            replicas = described.split("\n\n")[0]  # the digests' section follows
+            rows = {int(line.split()[0]): line.split() for line in replicas.splitlines()[2:]}
             if rows.get(OBSERVER, ["", "", "", ""])[3] == "0" or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.2)

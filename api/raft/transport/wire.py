@@ -34,6 +34,7 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from api.protocol import codec
@@ -117,6 +118,27 @@ class DescribeQuorumRequest:
     correlation_id: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuorumListener:
+    """A voter's listener, as DescribeQuorum v2's `nodes` names it (Kafka's `Listener`)."""
+
+    node_id: int
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribedQuorum(DescribeQuorumResponse):
+    """A DescribeQuorum answer with the voters' listeners (v2's `nodes`; older versions drop it).
+
+    The shell knows the addresses (`controller.quorum.voters`), the core only ids: the server's
+    endpoint adds them to the core's answer, and a tool reaches every node through them.
+    """
+
+    nodes: tuple[QuorumListener, ...] = ()
+
+
 QuorumRequest = (
     VoteRequest
     | BeginQuorumEpochRequest
@@ -166,6 +188,7 @@ _RESPONSE_KEYS: Mapping[type[Any], int] = {
     FetchResponse: FETCH_KEY,
     FetchSnapshotResponse: FETCH_SNAPSHOT_KEY,
     DescribeQuorumResponse: DESCRIBE_QUORUM_KEY,
+    DescribedQuorum: DESCRIBE_QUORUM_KEY,
 }
 
 
@@ -570,8 +593,18 @@ def _response_values(message: QuorumResponse) -> dict[str, Any]:
                 )
             )
         ],
-        "nodes": [],
+        "nodes": _nodes(message.nodes if isinstance(message, DescribedQuorum) else ()),
     }
+
+
+def _nodes(listeners: Sequence[QuorumListener]) -> list[dict[str, Any]]:
+    """DescribeQuorum v2's `nodes`: each node's listeners, nodes in id order."""
+    by_node: dict[int, list[dict[str, Any]]] = {}
+    for listener in listeners:
+        by_node.setdefault(listener.node_id, []).append(
+            {"name": listener.name, "host": listener.host, "port": listener.port}
+        )
+    return [{"node_id": node, "listeners": by_node[node]} for node in sorted(by_node)]
 
 
 def response_answer(message: QuorumResponse, *, version: int | None = None) -> codec.Answer:
@@ -746,7 +779,16 @@ def _replica_state(value: Any) -> ReplicaState:
 
 def _describe_quorum(body: Any, correlation_id: int, name: str) -> QuorumResponse:
     p = _answer_partition(body.topics, name, "partition_index")
-    return DescribeQuorumResponse(
+    nodes = tuple(
+        QuorumListener(
+            node_id=int(node.node_id), name=str(item.name), host=str(item.host), port=int(item.port)
+        )
+        for node in getattr(body, "nodes", ()) or ()
+        for item in node.listeners or ()
+    )
+    # Without listeners (v0, v1, or a node that names none) the core's message, as before.
+    kind = partial(DescribedQuorum, nodes=nodes) if nodes else DescribeQuorumResponse
+    return kind(
         error_code=core_error_code(int(p.error_code), what=name),
         leader_id=int(p.leader_id),
         leader_epoch=int(p.leader_epoch),

@@ -52,7 +52,9 @@ from api.raft.transport.wire import (
     METADATA_TOPIC_ID,
     QUORUM_VERSIONS,
     VOTE_KEY,
+    DescribedQuorum,
     DescribeQuorumRequest,
+    QuorumListener,
     QuorumResponse,
     _request_values,
     api_key_of,
@@ -1198,3 +1200,31 @@ def test_every_byte_of_a_response_changed_is_refused_or_read(message: Any) -> No
                 decode_response(bytes(changed), api_key=key, version=send_version(key))
             except RaftWireError as exc:
                 assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_quorum_names_the_voters_listeners_in_v2(version: int) -> None:
+    listeners = tuple(
+        QuorumListener(node_id=i, name="CONTROLLER", host="127.0.0.1", port=9090 + i)
+        for i in (1, 2, 3)
+    )
+    plain = DescribeQuorumResponse(
+        error_code=ErrorCode.NONE,
+        leader_id=2,
+        leader_epoch=5,
+        high_watermark=40,
+        current_voters=(),
+        observers=(),
+    )
+    described = DescribedQuorum(
+        error_code=plain.error_code,
+        leader_id=plain.leader_id,
+        leader_epoch=plain.leader_epoch,
+        high_watermark=plain.high_watermark,
+        current_voters=(),
+        observers=(),
+        nodes=listeners,
+    )
+    decoded = _response_round_trip(described, version=version)
+    # v0 and v1 have no `nodes`: they read as the core's message, as before.
+    assert decoded == (described if version == 2 else plain)

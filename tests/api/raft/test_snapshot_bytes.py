@@ -20,6 +20,7 @@ from api.raft.snapshot_bytes import (
     decode_snapshot,
     encode_snapshot,
 )
+from metadata_log.start_snapshot import CarriedChain
 from records.model import PartitionRecord, RegisterBrokerRecord, TopicRecord
 from records.uuids import Uuid
 from replay.delta import replay_records
@@ -143,3 +144,26 @@ def test_a_header_of_no_records_gives_the_empty_image_at_its_provenance() -> Non
     )
     assert decoded.provenance == header.provenance
     assert list(decoded.write()) == list(replay_records(EMPTY_IMAGE, [], AT).write())
+
+
+def test_the_hash_chain_state_travels_with_the_snapshot_and_is_optional() -> None:
+    chain = CarriedChain(origin=0, value=bytes(range(32)))
+    data = encode_snapshot(image(), checksum=SUM, chain=chain)
+    header, _ = split(data)
+    assert header["chain"] == {"origin": 0, "value": bytes(range(32)).hex()}
+    _, got = decode_snapshot(data)
+    assert got.chain == chain
+    # Bytes of a leader without the chain (or an older one) have no such field.
+    _, plain = decode_snapshot(encode_snapshot(image(), checksum=SUM))
+    assert plain.chain is None
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [{"origin": -1, "value": "00" * 32}, {"origin": 0, "value": "0" * 63},
+     {"origin": 0, "value": "XY" * 32}, {"origin": True, "value": "00" * 32}, [0, "00"],
+     {"origin": 3, "value": "00" * 32}],
+)  # fmt: skip
+def test_a_malformed_chain_field_is_refused(chain: object) -> None:
+    with pytest.raises(SnapshotBytesError, match="chain"):
+        decode_snapshot(header_bytes(offset=1, chain=chain))
