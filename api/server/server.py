@@ -114,6 +114,20 @@ TLS_HANDSHAKES_KEY = "tls.handshakes.per.ip"
 """How the summary line names connections closed over `TLS_HANDSHAKES_PER_IP`."""
 
 
+def _quorum_endpoint(
+    quorum: QuorumEndpoint | None,
+    node: QuorumNode | None,
+    quorum_listeners: Collection[str] | None,
+    listeners: Sequence[ServerListener],
+) -> QuorumEndpoint | None:
+    """The endpoint answering the quorum APIs: `quorum` as given, else the node's own."""
+    if quorum is not None or node is None:
+        return quorum
+    # DescribeQuorum names the voters' addresses under the controller listener's name.
+    names = list(quorum_listeners or ()) or [listeners[0].name if listeners else ""]
+    return NodeEndpoint(node, listener_name=names[0] or "CONTROLLER")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerListener:
     """One listener: where it binds, what it advertises, how its connections are secured."""
@@ -207,11 +221,7 @@ class MetadataServer:
                     advertised_port=advertised_port,
                 )
             ]
-        if quorum is None and quorum_node is not None:
-            # DescribeQuorum names the voters' addresses under the controller listener's name.
-            names = list(quorum_listeners or ()) or [listeners[0].name if listeners else ""]
-            quorum = NodeEndpoint(quorum_node, listener_name=names[0] or "CONTROLLER")
-        self.quorum = quorum
+        self.quorum = _quorum_endpoint(quorum, quorum_node, quorum_listeners, listeners)
         self.listeners: list[ServerListener] = _checked(listeners)
         """The listeners, with the ports bound once started."""
         self.host = self.listeners[0].host
@@ -261,22 +271,26 @@ class MetadataServer:
         """The server's metrics registry (None: `metrics.listen` not set, nothing counted)."""
         self.metrics_listener: MetricsListener | None = None
         if metrics_listen is not None:
-            self.metrics = ServerMetrics(
-                service,
-                quorum_node,
-                node_id=node_id,
-                connections=lambda: self.open_connections,
-                closed=lambda: self.limit_closes,
-            )
-            self.metrics_listener = MetricsListener(
-                self.metrics.registry, self.health, host=metrics_listen[0], port=metrics_listen[1]
-            )
+            self._serve_metrics(metrics_listen)
         self._login_costs = LoginCosts(
             keys=DerivedKeys(),
             unknown_iterations=lambda mechanism: typical.of(
                 service.image.scram.credentials, mechanism
             ),
             fake_salts=FakeSalts(),
+        )
+
+    def _serve_metrics(self, listen: tuple[str, int]) -> None:
+        """Count requests and serve `/metrics`, `/healthz` and `/readyz` on `listen`."""
+        self.metrics = ServerMetrics(
+            self.service,
+            self.quorum_node,
+            node_id=self.node_id,
+            connections=lambda: self.open_connections,
+            closed=lambda: self.limit_closes,
+        )
+        self.metrics_listener = MetricsListener(
+            self.metrics.registry, self.health, host=listen[0], port=listen[1]
         )
 
     async def start(self) -> None:
