@@ -76,6 +76,7 @@ from metadata_log.timings import LatencyCounts
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
+from replay.features import KRAFT_VERSION, finalized_level
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
 
@@ -127,6 +128,14 @@ class AddressBook(Protocol):
     def set_addresses(self, addresses: dict[int, VoterAddress]) -> None:
         """Link to exactly these nodes (this node's own id is ignored)."""
 
+
+KRAFT_VERSION_0 = (
+    "this quorum is at kraft.version 0: its voters are fixed by controller.quorum.voters. "
+    "Voter changes need kraft.version 1, which a quorum formatted with `mlog quorum format "
+    "--standalone` or `--initial-controllers` starts at (`mlog features describe` shows the "
+    "level); moving a static quorum to dynamic voters in place is not supported yet"
+)
+"""Why a static quorum refuses AddRaftVoter / RemoveRaftVoter (UNSUPPORTED_VERSION)."""
 
 VOTER_CHANGE_TIMEOUT_MS = 30_000
 """How long an AddRaftVoter / RemoveRaftVoter waits for its commit by default."""
@@ -583,6 +592,11 @@ class QuorumNode:
         changes, self._voter_changes = self._voter_changes, []
         core = self.core
         for change in changes:
+            if self.leading and finalized_level(self.service.image, KRAFT_VERSION) < 1:
+                # The gate: no VotersRecord is written before kraft.version 1 is finalized,
+                # so no node of an older version is ever shown one.
+                change.future.set_result((int(CoreError.UNSUPPORTED_VERSION), KRAFT_VERSION_0))
+                continue
             placed = core.change_voters(
                 add=change.add, remove=change.remove, directory_id=change.directory_id
             )

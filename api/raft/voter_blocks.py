@@ -3,11 +3,12 @@
 The core's voters entries (`EntryKind.VOTERS`, body `VoterSet.encode()`) are stored as a
 block of one `VotersRecord`; the bootstrap voter set that `mlog quorum format --standalone |
 --initial-controllers` writes is the log's first block, a `KRaftVersionRecord` (level 1) and
-the `VotersRecord`, at offset 0 of epoch 0 with timestamp 0, so every initial controller
-formatted with the same voters holds the very same bytes. A node reads its voter sets from its
-log at start (`voter_history`); blocks fetched from the leader are recognised the same way
-(`block_voters`). Only blocks of at most two entries are decoded: a voters block is never
-longer, so a scan of a long log reads its bytes but decodes almost nothing.
+the `VotersRecord` (with the FeatureLevelRecord of kraft.version 1 between them), at offset 0
+of epoch 0 with timestamp 0, so every initial controller formatted with the same voters holds
+the very same bytes. A node reads its voter sets from its log at start (`voter_history`);
+blocks fetched from the leader are recognised the same way (`block_voters`). Only blocks of at
+most three entries are decoded: a voters block is never longer, so a scan of a long log reads
+its bytes but decodes almost nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from metadata_log.replica import ReplicaBlock
 from metadata_log.replica_log import ReplicaLog
 from records.codec import RecordCodec
 from records.errors import MetadataLogError
-from records.model import KRaftVersionRecord, QuorumVoter, Record, VotersRecord
+from records.model import (
+    FeatureLevelRecord,
+    KRaftVersionRecord,
+    QuorumVoter,
+    Record,
+    VotersRecord,
+)
+from replay.features import KRAFT_VERSION
 
 KRAFT_VERSION_DYNAMIC = 1
 """The `kraft.version` at which the voters are in the log (KIP-853)."""
@@ -28,6 +36,9 @@ CONTROLLER_LISTENER = "CONTROLLER"
 """The listener name a VotersRecord gives each voter's endpoint."""
 
 _SCAN_BYTES = 1 << 20
+
+_BOOTSTRAP_SHAPE = (KRaftVersionRecord, FeatureLevelRecord, VotersRecord)
+"""The longest voters block: the bootstrap block."""
 
 
 def voters_record(voters: VoterSet) -> VotersRecord:
@@ -57,8 +68,17 @@ def record_voters(record: VotersRecord) -> VoterSet:
 
 
 def bootstrap_records(voters: VoterSet) -> tuple[Record, ...]:
-    """The records of a dynamic quorum's first block: kraft.version 1, then its voters."""
-    return (KRaftVersionRecord(kraft_version=KRAFT_VERSION_DYNAMIC), voters_record(voters))
+    """The records of a dynamic quorum's first block: kraft.version 1, then its voters.
+
+    The KRaftVersionRecord and the VotersRecord are KRaft's control records; the
+    FeatureLevelRecord finalizes kraft.version 1 in the image, where `mlog features describe`
+    and the leader's gate on voter changes read it.
+    """
+    return (
+        KRaftVersionRecord(kraft_version=KRAFT_VERSION_DYNAMIC),
+        FeatureLevelRecord(name=KRAFT_VERSION, feature_level=KRAFT_VERSION_DYNAMIC),
+        voters_record(voters),
+    )
 
 
 def voters_block(
@@ -91,8 +111,8 @@ def write_bootstrap_block(log: ReplicaLog, voters: VoterSet) -> None:
 
 
 def block_records(codec: RecordCodec, block: ReplicaBlock) -> list[Record] | None:
-    """The records of a block of at most two entries (None: longer, or not decodable)."""
-    if block.count > 2:
+    """The records of a block of at most three entries (None: longer, or not decodable)."""
+    if block.count > len(_BOOTSTRAP_SHAPE):
         return None
     try:
         schema = codec.reader_array_schema(codec.entry_schema_json)

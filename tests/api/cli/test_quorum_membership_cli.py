@@ -13,7 +13,7 @@ import pytest
 from api.cli.main import main
 from api.server.config import ServerConfigError, server_config
 from metadata_log.reader import LogReader
-from records.model import KRaftVersionRecord, VotersRecord
+from records.model import FeatureLevelRecord, KRaftVersionRecord, VotersRecord
 
 DIRS = ("AAAAAAAAQACAAAAAAAAAAQ", "AAAAAAAAQACAAAAAAAAAAg", "AAAAAAAAQACAAAAAAAAAAw")
 INITIAL = ",".join(f"{i}@127.0.0.1:1909{i}:{DIRS[i - 1]}" for i in (1, 2, 3))
@@ -78,8 +78,9 @@ def test_initial_controllers_write_the_same_bootstrap_block_on_every_voter(
         with LogReader.open(data / "log") as log:
             logs.append([(e.offset, e.epoch, e.timestamp, e.record) for e in log.read()])
     assert logs[0] == logs[1] == logs[2]
-    (kraft, voters) = [entry[3] for entry in logs[0]]
+    (kraft, feature, voters) = [entry[3] for entry in logs[0]]
     assert kraft == KRaftVersionRecord(kraft_version=1)
+    assert feature == FeatureLevelRecord(name="kraft.version", feature_level=1)
     assert isinstance(voters, VotersRecord)
     assert [(v.voter_id, v.voter_directory_id, v.port) for v in voters.voters] == [
         (1, DIRS[0], 19091),

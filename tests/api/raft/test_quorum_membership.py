@@ -18,7 +18,8 @@ from api.raft.core.voters import Voter
 from api.raft.node import QuorumNode
 from metadata_log.reader import LogReader
 from records import TopicRecord
-from records.model import KRaftVersionRecord, VotersRecord
+from records.model import FeatureLevelRecord, KRaftVersionRecord, VotersRecord
+from replay.features import KRAFT_VERSION, finalized_level
 from tests.support.quorum_harness import Cluster, create_topic_at_leader, directory_of, register
 
 pytestmark = pytest.mark.asyncio
@@ -95,6 +96,8 @@ async def test_add_a_voter_then_remove_the_leader_and_writes_go_on(tmp_path: Pat
     # The log holds the bootstrap block, then one VotersRecord per change.
     kinds = [type(r) for _, _, r in longest if isinstance(r, VotersRecord | KRaftVersionRecord)]
     assert kinds == [KRaftVersionRecord, VotersRecord, VotersRecord, VotersRecord]
+    # Formatted dynamic, the quorum is at kraft.version 1 from its first block.
+    assert longest[1][2] == FeatureLevelRecord(name=KRAFT_VERSION, feature_level=1)
 
 
 async def test_a_restarted_node_reads_its_voters_from_its_log(tmp_path: Path) -> None:
@@ -147,7 +150,8 @@ async def test_a_static_quorum_refuses_voter_changes(tmp_path: Path) -> None:
         leader = await cluster.leader()
         code, message = await leader.change_voters(remove=leader.node_id)
         assert code == CoreError.UNSUPPORTED_VERSION
-        assert "kraft.version" in (message or "")
+        assert "kraft.version 0" in (message or "")
         assert not leader.dynamic
+        assert finalized_level(leader.service.image, KRAFT_VERSION) == 0
     finally:
         await cluster.stop_all()
