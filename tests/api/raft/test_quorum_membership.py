@@ -16,6 +16,9 @@ import pytest
 from api.raft.core.messages import ErrorCode as CoreError
 from api.raft.core.voters import Voter
 from api.raft.node import QuorumNode
+from api.raft.transport.endpoint import NodeEndpoint
+from api.raft.transport.errors import INVALID_REQUEST
+from api.raft.transport.wire import UpdateRaftVoterRequest, UpdateRaftVoterResponse, VoterEndpoint
 from metadata_log.reader import LogReader
 from records import TopicRecord
 from records.model import FeatureLevelRecord, KRaftVersionRecord, VotersRecord
@@ -153,5 +156,40 @@ async def test_a_static_quorum_refuses_voter_changes(tmp_path: Path) -> None:
         assert "kraft.version 0" in (message or "")
         assert not leader.dynamic
         assert finalized_level(leader.service.image, KRAFT_VERSION) == 0
+    finally:
+        await cluster.stop_all()
+
+
+async def test_update_raft_voter_checks_a_voters_endpoint_at_the_leader(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, dynamic=True)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        voter = _voter(cluster, 2)
+
+        def update(epoch: int, port: int) -> UpdateRaftVoterRequest:
+            return UpdateRaftVoterRequest(
+                correlation_id=1,
+                current_leader_epoch=epoch,
+                voter_id=2,
+                voter_directory_id=voter.directory_id,
+                endpoints=(VoterEndpoint(name="CONTROLLER", host=voter.host, port=port),),
+            )
+
+        endpoint = NodeEndpoint(leader)
+        same = await endpoint.handle(2, update(leader.epoch, voter.port))
+        assert isinstance(same, UpdateRaftVoterResponse)
+        assert (same.error_code, same.leader_id) == (OK, leader.node_id)
+        moved = await endpoint.handle(2, update(leader.epoch, voter.port + 1))
+        assert isinstance(moved, UpdateRaftVoterResponse)
+        assert moved.error_code == INVALID_REQUEST  # remove and add it again instead
+        stale = await endpoint.handle(2, update(leader.epoch - 1, voter.port))
+        assert isinstance(stale, UpdateRaftVoterResponse)
+        assert stale.error_code == CoreError.FENCED_LEADER_EPOCH
+        follower = next(n for n in cluster.network.nodes.values() if n is not leader)
+        elsewhere = await NodeEndpoint(follower).handle(2, update(leader.epoch, voter.port))
+        assert isinstance(elsewhere, UpdateRaftVoterResponse)
+        assert elsewhere.error_code == CoreError.NOT_LEADER_OR_FOLLOWER
     finally:
         await cluster.stop_all()
