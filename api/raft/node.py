@@ -67,7 +67,12 @@ from api.raft.requests import Request, Response, on_wall_clock, refusal
 from api.raft.snapshot_shipping import SnapshotShipping
 from api.raft.transport.errors import wire_error_code
 from api.raft.transport.protocol import TransportFactory
-from api.raft.voter_blocks import voter_history, voters_record
+from api.raft.voter_blocks import (
+    read_voters_base,
+    voter_history,
+    voters_record,
+    write_voters_base,
+)
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
@@ -168,7 +173,8 @@ class QuorumNode:
             [Voter(id=i, host=a.host, port=a.port) for i, a in config.addresses.items()]
             or list(config.voters)
         )
-        history = voter_history(self.log, base)
+        stored = read_voters_base(state_dir) if self.log.log_start_offset > 0 else None
+        history = voter_history(self.log, stored if stored is not None else base)
         self.dynamic = dynamic or bool(history.changes)
         """Whether the voters are in the log (kraft.version 1) rather than fixed by the config."""
         view = log_view(service, voters=history if self.dynamic else None)
@@ -690,7 +696,17 @@ class QuorumNode:
         if snapshot == seen and now - checked < RETENTION_CHECK_S:
             return
         self._retention_checked = (snapshot, now)
-        removed = await self._io(retention.trim, self.log, below=snapshot.end_offset - 1)
+        below = snapshot.end_offset - 1
+        if self.dynamic:
+            # The VotersRecords below the cut go with it: the set in force there is stored
+            # first (a restarted node reads it as the set below its log's first one).
+            cut = await self._io(retention.cut, self.log, below=below)
+            if cut is None:
+                return
+            voters = self.core.history.at(cut)
+            await self._io(write_voters_base, self.state_dir, offset=cut, voters=voters)
+            below = cut
+        removed = await self._io(retention.trim, self.log, below=below)
         if removed:
             self.core.log.trim_start(self.log.log_start_offset)
 
@@ -749,8 +765,11 @@ class QuorumNode:
                 entries = await self._io(self._blocks.read, out.read_from, out.read_until)
                 message = replace(message, records=entries)
             elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
+                voters = (
+                    self.core.history.at(message.snapshot_id.end_offset) if self.dynamic else None
+                )
                 message = await self._snapshots.chunk(
-                    message, out.read_from, out.read_until, self._io
+                    message, out.read_from, out.read_until, self._io, voters=voters
                 )
             self._send(out.destination, message)
         if ready.high_watermark is not None:
@@ -765,6 +784,14 @@ class QuorumNode:
 
     async def _install(self, install: SnapshotInstall) -> None:
         """Make the leader's snapshot this node's, then follow its image."""
+        if self.dynamic:
+            # The core took the snapshot's voter set (its header's) as the new log's base.
+            await self._io(
+                write_voters_base,
+                self.state_dir,
+                offset=install.snapshot_id.end_offset,
+                voters=self.core.history.base,
+            )
         installed = await self._snapshots.install(install, self._io)
         p = installed.provenance
         self._flushed = self.log.end_offset

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 
 from api.raft.core.transfer import snapshot_checksum_ok, with_checksum
+from api.raft.core.voters import VoterSet
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError
 from replay.delta import MetadataDelta
@@ -40,14 +41,22 @@ class SnapshotHeader:
 
 
 def encode_snapshot(
-    image: MetadataImage, *, checksum: str, codec: RecordCodec = DEFAULT_CODEC
+    image: MetadataImage,
+    *,
+    checksum: str,
+    codec: RecordCodec = DEFAULT_CODEC,
+    voters: VoterSet | None = None,
 ) -> bytes:
-    """The bytes of `image` (whose SQL snapshot has content checksum `checksum`)."""
+    """The bytes of `image` (whose SQL snapshot has content checksum `checksum`).
+
+    `voters`: a dynamic quorum's voter set at the snapshot's end, as the header's `voters`
+    (`api.raft.core.voters.snapshot_voters` reads it back).
+    """
     p = image.provenance
     count, body = codec.encode_entries(
         (p.offset, p.epoch, p.timestamp, None, record) for record in image.write()
     )
-    header = {
+    header: dict[str, object] = {
         "format": FORMAT,
         "version": VERSION,
         "offset": p.offset,
@@ -56,6 +65,8 @@ def encode_snapshot(
         "checksum": checksum,
         "count": count,
     }
+    if voters is not None:
+        header["voters"] = voters.to_json()
     line = json.dumps(header, separators=(",", ":"), sort_keys=True).encode() + b"\n"
     return with_checksum(line + body)
 

@@ -13,9 +13,13 @@ its bytes but decodes almost nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
+from api.raft.core.errors import RaftError
 from api.raft.core.voters import Voter, VoterHistory, VoterSet
+from metadata_log.container import replace_file
 from metadata_log.replica import ReplicaBlock
 from metadata_log.replica_log import ReplicaLog
 from records.codec import RecordCodec
@@ -108,6 +112,36 @@ def write_bootstrap_block(log: ReplicaLog, voters: VoterSet) -> None:
     )
     log.write_blocks([block], check=False)
     log.flush()
+
+
+VOTERS_BASE_NAME = "quorum-voters"
+"""The voter set in force at the log's start, kept beside quorum-state once the start moved."""
+
+
+def write_voters_base(directory: Path, *, offset: int, voters: VoterSet) -> None:
+    """Store the voter set in force at `offset` durably, before the log's start moves there.
+
+    A trim or an installed snapshot removes the VotersRecords below the new start; a node
+    restarting reads this file as the set below its log's first VotersRecord. Written before
+    the start moves, so a crash between leaves a set at least as new as the log's start needs:
+    the set in force is still the log's last VotersRecord, or this one when there is none.
+    """
+    body = json.dumps({"offset": offset, "voters": voters.to_json()}, separators=(",", ":"))
+    replace_file(directory / VOTERS_BASE_NAME, body.encode())
+
+
+def read_voters_base(directory: Path) -> VoterSet | None:
+    """The voter set `write_voters_base` stored (None: none stored); damage is a `RaftError`."""
+    path = directory / VOTERS_BASE_NAME
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RaftError(f"{path} is damaged ({exc}); restore it from a backup") from None
+    if not isinstance(data, dict):
+        raise RaftError(f"{path} is damaged (not a JSON object); restore it from a backup")
+    return VoterSet.from_json(data.get("voters"))
 
 
 def block_records(codec: RecordCodec, block: ReplicaBlock) -> list[Record] | None:

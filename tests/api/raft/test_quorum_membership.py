@@ -19,15 +19,22 @@ from api.raft.node import QuorumNode
 from api.raft.transport.endpoint import NodeEndpoint
 from api.raft.transport.errors import INVALID_REQUEST
 from api.raft.transport.wire import UpdateRaftVoterRequest, UpdateRaftVoterResponse, VoterEndpoint
+from api.raft.voter_blocks import VOTERS_BASE_NAME
+from api.service.retention import RetentionConfig
+from metadata_log.config import LogConfig
 from metadata_log.reader import LogReader
 from records import TopicRecord
 from records.model import FeatureLevelRecord, KRaftVersionRecord, VotersRecord
 from replay.features import KRAFT_VERSION, finalized_level
+from replay.sql.store import SnapshotStore, sqlite_url
 from tests.support.quorum_harness import Cluster, create_topic_at_leader, directory_of, register
 
 pytestmark = pytest.mark.asyncio
 
 OK = 0
+
+SMALL = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=256)
+POLICY = RetentionConfig(max_bytes=40_000, snapshot_bytes=8192)
 
 
 def _voter(cluster: Cluster, node_id: int) -> Voter:
@@ -191,5 +198,43 @@ async def test_update_raft_voter_checks_a_voters_endpoint_at_the_leader(tmp_path
         elsewhere = await NodeEndpoint(follower).handle(2, update(leader.epoch, voter.port))
         assert isinstance(elsewhere, UpdateRaftVoterResponse)
         assert elsewhere.error_code == CoreError.NOT_LEADER_OR_FOLLOWER
+    finally:
+        await cluster.stop_all()
+
+
+async def test_voters_survive_trims_snapshot_installs_and_restarts(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, dynamic=True, snapshots=True, log_config=SMALL, policy=POLICY)
+    for node_id in [*cluster.ids, 4]:  # one at a time: Alembic's migration is not for threads
+        (tmp_path / str(node_id)).mkdir(exist_ok=True)
+        with SnapshotStore(sqlite_url(tmp_path / str(node_id) / "snapshots.db")) as store:
+            store.ensure_schema()
+    await cluster.start_all()
+    try:
+        await register(await cluster.leader(), 1)
+        cluster.add(4)
+        await cluster.start(4)
+        await _add(cluster, 4)
+        leader = await cluster.leader()
+        lagging = next(i for i in (1, 2, 3) if i != leader.node_id)
+        await cluster.stop(lagging, resign=False)
+        for i in range(150):
+            await create_topic_at_leader(cluster, f"t{i:03d}")
+        leader = await cluster.leader()
+        await cluster.converged(leader.service.image.provenance.offset)
+        for node in cluster.network.nodes.values():
+            # Trimmed past the bootstrap block and the VotersRecord adding node 4.
+            assert node.log.log_start_offset > 2, node.node_id
+            assert (tmp_path / str(node.node_id) / VOTERS_BASE_NAME).exists()
+        back = await cluster.start(lagging)  # behind the start: sent a snapshot
+        await cluster.converged(leader.service.image.provenance.offset)
+        assert back.core.snapshot_transfers >= 1
+        assert back.core.voters == {1, 2, 3, 4}
+        for node_id in list(cluster.network.nodes):
+            await cluster.stop(node_id)
+            restarted = await cluster.start(node_id)
+            assert restarted.core.voters == {1, 2, 3, 4}, node_id
+            assert restarted.voter_set().get(4) == _voter(cluster, 4)
+        await create_topic_at_leader(cluster, "after")
+        await cluster.agreed()
     finally:
         await cluster.stop_all()
