@@ -20,6 +20,13 @@ committed and applied (its LeaderChange marker is committed).
 Failures. Messages may be lost (the core retries). A storage error in the shell is fatal for
 the node, as in KRaft: it stops (`failed` says why) and the other voters elect a new leader; a
 restart recovers the log's tail.
+
+Voter changes (KIP-853: `change_voters`) run in the loop too: an accepted change takes the
+offset the service's next write would have had, so it must be placed between two `Ready`s,
+after the queued proposals, like them.
+
+One concern over ~900 lines: the `Ready` loop and what must happen between two `Ready`s
+(proposals, voter changes, retention, installs, commits); what need not has its own module.
 """
 
 from __future__ import annotations

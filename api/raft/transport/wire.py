@@ -9,8 +9,9 @@ module maps one onto the other, both ways, for the one partition there is: Kafka
 Versions (`QUORUM_VERSIONS`), those of Kafka 4.0's KRaft (KIP-853 and KIP-996), all flexible:
 Vote v2 (its `PreVote` field carries the core's `pre_vote`), BeginQuorumEpoch v1,
 EndQuorumEpoch v1, Fetch v17 (the replica in `ReplicaState`, the topic by id),
-FetchSnapshot v1 and DescribeQuorum v0-v2 (v2 sent; older ones served to older tools). The
-directory ids and endpoints of KIP-853 are sent empty (no voter set changes here).
+FetchSnapshot v1 and DescribeQuorum v0-v2 (v2 sent; older ones served to older tools, v2 with
+each voter's directory id). The other KIP-853 directory ids and endpoints (Vote,
+BeginQuorumEpoch, Fetch) are sent empty.
 
 `FetchResponse.records` holds the core's entries in our own framing (`entries.py`), not
 Kafka record batches: the payloads are opaque to this layer, and a frame that is truncated,
@@ -23,7 +24,12 @@ carrying it: the caller logs it and drops the answer, as Raft drops a lost messa
 
 Requests carry the core's `correlation_id` in their header, and answers echo it there.
 
-One concern over ~750 lines: the mapping of the six quorum APIs, requests and answers, both
+KIP-853's AddRaftVoter (80, v0-1), RemoveRaftVoter (81) and UpdateRaftVoter (82) are an
+operator's and a voter's requests, answered by the server's endpoint rather than the core:
+their answers carry the outcome at the top level (`VOTER_CHANGE_KEYS`), and directory ids are
+Kafka's Uuid text (`directory_uuid`, `directory_text`).
+
+One concern over ~1000 lines: the mapping of the nine quorum APIs, requests and answers, both
 ways; the entries' framing (`entries.py`) and the error codes (`errors.py`) are apart.
 """
 
