@@ -1,4 +1,10 @@
-"""`mlog quorum format|describe`: set up a controller quorum's voters, and look at it.
+"""`mlog quorum format|add-controller|remove-controller|describe`: a controller quorum's voters.
+
+A dynamic quorum (KIP-853: `controller.quorum.bootstrap.servers`) is formatted with
+`--standalone`, `--initial-controllers` or `--no-initial-controllers` (in the manner of
+`kafka-storage format`) and changed online with `add-controller` / `remove-controller`
+(AddRaftVoter / RemoveRaftVoter at the leader); docs/replication.md, "Changing the voters".
+The rest of this docstring is about a static quorum (`controller.quorum.voters`).
 
 `format` writes a voter's first `quorum-state` (epoch 0, no vote), as `kafka-storage format`
 does: only a formatted voter may vote. A voter whose state was lost (a wiped disk) must NOT be
@@ -490,7 +496,9 @@ def add_verbs(quorum: argparse.ArgumentParser) -> None:
     verbs = quorum.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     formatting = verbs.add_parser(
-        "format", help="write a new voter's first quorum-state (epoch 0), once per voter"
+        "format",
+        help="write a new node's first state (quorum-state; a dynamic quorum's bootstrap "
+        "voters), once per node",
     )
     add_global_options(formatting)
     formatting.add_argument(
