@@ -142,10 +142,11 @@ class AddressBook(Protocol):
 
 
 KRAFT_VERSION_0 = (
-    "this quorum is at kraft.version 0: its voters are fixed by controller.quorum.voters. "
-    "Voter changes need kraft.version 1, which a quorum formatted with `mlog quorum format "
-    "--standalone` or `--initial-controllers` starts at (`mlog features describe` shows the "
-    "level); moving a static quorum to dynamic voters in place is not supported yet"
+    "this quorum's voters are fixed by controller.quorum.voters (kraft.version 0). Voter "
+    "changes need a dynamic quorum at kraft.version 1, which a quorum formatted with `mlog "
+    "quorum format --standalone` or `--initial-controllers` starts at (`mlog features "
+    "describe` shows the level); moving a static quorum to dynamic voters in place is not "
+    "supported yet"
 )
 """Why a static quorum refuses AddRaftVoter / RemoveRaftVoter (UNSUPPORTED_VERSION)."""
 
@@ -605,9 +606,12 @@ class QuorumNode:
         changes, self._voter_changes = self._voter_changes, []
         core = self.core
         for change in changes:
-            if self.leading and finalized_level(self.service.image, KRAFT_VERSION) < 1:
+            if self.leading and not (
+                self.dynamic and finalized_level(self.service.image, KRAFT_VERSION) >= 1
+            ):
                 # The gate: no VotersRecord is written before kraft.version 1 is finalized,
-                # so no node of an older version is ever shown one.
+                # so no node of an older version is ever shown one; and a static quorum's
+                # nodes keep their configured voters whatever the level says.
                 change.future.set_result((int(CoreError.UNSUPPORTED_VERSION), KRAFT_VERSION_0))
                 continue
             placed = core.change_voters(

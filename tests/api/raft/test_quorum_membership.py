@@ -160,7 +160,7 @@ async def test_a_static_quorum_refuses_voter_changes(tmp_path: Path) -> None:
         leader = await cluster.leader()
         code, message = await leader.change_voters(remove=leader.node_id)
         assert code == CoreError.UNSUPPORTED_VERSION
-        assert "kraft.version 0" in (message or "")
+        assert "fixed by controller.quorum.voters (kraft.version 0)" in (message or "")
         assert not leader.dynamic
         assert finalized_level(leader.service.image, KRAFT_VERSION) == 0
     finally:
