@@ -51,7 +51,7 @@ NOUNS = (
     ("history", "log entries that touched a topic/namespace/broker"),
     ("shell", "interactive shell over the image tree"),
     ("serve", "serve the Kafka admin protocol on a TCP port"),
-    ("quorum", "format a controller quorum's voters, describe the quorum"),
+    ("quorum", "format a controller quorum, add and remove controllers, describe it"),
     ("status", "whether running servers are ready (their /readyz)"),
     ("features", "describe, upgrade, downgrade feature levels (metadata.version, ...)"),
     ("audit", "audit queries and state replay in PySpark"),

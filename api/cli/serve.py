@@ -12,13 +12,14 @@ when the parser is built: every other command starts without them.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import gc
 import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -29,11 +30,12 @@ from metadata_log.private_files import create_private, loose_paths, make_dirs
 from records.uuids import Uuid
 
 if TYPE_CHECKING:
-    from api.raft.core.config import QuorumConfig
+    from api.raft.core.config import QuorumConfig, VoterAddress
     from api.raft.node import QuorumNode
     from api.security.client_config import ClientSecurity
-    from api.server.config import ServerConfig
+    from api.server.config import DynamicQuorum, ServerConfig
     from api.server.server import MetadataServer
+    from api.service.replicated import ReplicatedService
     from api.service.service import MetadataService
     from api.service.settings import Settings
 
@@ -225,6 +227,40 @@ def cluster_identity(
     return cluster_id, chosen
 
 
+DIRECTORY_ID_KEY = "directory.id"
+"""The data directory's id in `meta.properties` (Kafka's key; KIP-853's voter directory id)."""
+
+
+def directory_id(data_dir: Path, *, create: str | None = None) -> str:
+    """The data directory's id from `meta.properties` ("" if it has none and no `create`).
+
+    `mlog quorum format` writes it (`create`: a Kafka Uuid's text): a voter of a dynamic
+    quorum is known by its node id and this id, so a wiped directory formatted again is
+    another voter.
+    """
+    path = data_dir / META_PROPERTIES
+    if not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    for raw in text.splitlines():
+        key, sep, value = raw.strip().partition("=")
+        if sep and key.strip() == DIRECTORY_ID_KEY:
+            try:
+                return str(Uuid.parse(value.strip()))
+            except ValueError:
+                raise CliError(
+                    f"{path}: directory.id={value.strip()[:40]!r} is not a Kafka Uuid; fix it"
+                ) from None
+    if create is None:
+        return ""
+    made = str(Uuid.parse(create))
+    tmp = path.with_suffix(".tmp")
+    body = text if text.endswith("\n") or not text else text + "\n"
+    create_private(tmp, f"{body}{DIRECTORY_ID_KEY}={made}\n".encode())
+    tmp.replace(path)
+    return made
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Serve until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
     from api.server.server_log import server_log
@@ -260,7 +296,8 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     )
     listeners = server_listeners(config)
     raise_open_file_limit()  # each connection is a file; the default limit is often 1024
-    if config.quorum is not None and not (settings.data_dir / META_PROPERTIES).exists():
+    in_quorum = config.quorum is not None or config.dynamic_quorum is not None
+    if in_quorum and not (settings.data_dir / META_PROPERTIES).exists():
         raise CliError(
             f"{settings.data_dir} is not formatted for the quorum: run `mlog quorum format "
             "--config FILE` (a new cluster's voter) or `mlog quorum format --rejoin --config "
@@ -269,7 +306,9 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     warn_loose_files(settings.data_dir, server_logger)
     cluster_id, node_id = cluster_identity(settings.data_dir, config.node_id)
     quorum = None
-    if config.quorum is None:
+    if config.dynamic_quorum is not None:
+        service, quorum = _dynamic_quorum_node(config.dynamic_quorum, settings, values, cluster_id)
+    elif config.quorum is None:
         service = open_service(settings)
     else:
         service, quorum = _quorum_node(config.quorum, settings, values, cluster_id)
@@ -341,6 +380,87 @@ SOLE_VOTER_WITHOUT_STATE = (
 """Why a sole voter without its quorum-state does not start (it would wait for ever)."""
 
 
+BOOTSTRAP_WAIT_S = 30.0
+"""How long a new node of a dynamic quorum tries its bootstrap servers for the voters."""
+
+
+def _dynamic_quorum_node(
+    dynamic: DynamicQuorum, settings: Settings, values: Mapping[str, str], cluster_id: str
+) -> tuple[MetadataService, QuorumNode]:
+    """The service and quorum node of a dynamic quorum's member (KIP-853).
+
+    Its voters are the latest VotersRecord of its log; a node whose log holds none yet (a
+    new controller formatted with --no-initial-controllers) asks its bootstrap servers for
+    them (their Metadata names every voter) and starts as an observer: it fetches the log,
+    voters included, until `mlog quorum add-controller` makes it a voter.
+    """
+    from api.raft.core.config import VoterAddress
+    from api.raft.core.voters import VoterSet
+    from api.raft.voter_blocks import voter_history
+    from api.service.replicated import ReplicatedService
+    from api.service.snapshots import open_snapshotter
+
+    make_dirs(settings.data_dir)
+    service = ReplicatedService.open_replicated(
+        settings.log_dir, config=settings.log, snapshots=open_snapshotter(settings)
+    )
+    try:
+        latest = voter_history(service.replica_log, VoterSet()).latest
+        voters = {v.id: VoterAddress(host=v.host, port=v.port) for v in latest.voters}
+        if not voters:
+            voters = asyncio.run(
+                _bootstrap_voters(dynamic.bootstrap_servers, _controller_security(values))
+            )
+        return service, _make_node(
+            service, dynamic.quorum_config(voters), settings, values, cluster_id, dynamic=True
+        )
+    except BaseException:
+        service.close()
+        raise
+
+
+async def _bootstrap_voters(
+    servers: Sequence[tuple[str, int]], security: ClientSecurity | None
+) -> dict[int, VoterAddress]:
+    """The voters a dynamic quorum's nodes name (Metadata), asked of the bootstrap servers."""
+    from api.client.admin import AdminClient
+    from api.client.connection import ClientError
+    from api.raft.core.config import VoterAddress
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BOOTSTRAP_WAIT_S
+    reasons: dict[str, str] = {}
+    while True:
+        for host, port in servers:
+            address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            try:
+                client = await asyncio.wait_for(
+                    AdminClient.connect(address, client_id="mlog-bootstrap", security=security),
+                    5.0,
+                )
+                try:
+                    answer = await client.metadata([])
+                finally:
+                    await client.close()
+            except (ClientError, OSError, TimeoutError) as exc:
+                reasons[address] = str(exc) or type(exc).__name__
+                continue
+            voters = {
+                int(b.node_id): VoterAddress(host=str(b.host), port=int(b.port))
+                for b in answer.brokers
+            }
+            if voters:
+                return voters
+            reasons[address] = "it names no voters"
+        if loop.time() >= deadline:
+            said = "; ".join(f"{a}: {r}" for a, r in reasons.items())
+            raise CliError(
+                "no controller.quorum.bootstrap.servers answered with the quorum's voters "
+                f"within {BOOTSTRAP_WAIT_S:.0f} s ({said}); start the quorum's voters first"
+            )
+        await asyncio.sleep(0.5)
+
+
 def _quorum_node(
     quorum: QuorumConfig, settings: Settings, values: Mapping[str, str], cluster_id: str
 ) -> tuple[MetadataService, QuorumNode]:
@@ -351,12 +471,10 @@ def _quorum_node(
     was never formatted): it catches up as an observer before it votes (docs/replication.md).
     """
     from api.raft.core.quorum_state import QUORUM_STATE_NAME
-    from api.raft.node import QuorumNode
-    from api.raft.transport.links import QuorumLinks
     from api.service.replicated import ReplicatedService
     from api.service.snapshots import open_snapshotter
 
-    security = _controller_security(values)
+    _controller_security(values)  # a bad controller listener config stops here, before any I/O
     if quorum.is_voter and not (settings.data_dir / QUORUM_STATE_NAME).exists():
         if quorum.voters == {quorum.node_id}:
             raise CliError(SOLE_VOTER_WITHOUT_STATE.format(node=quorum.node_id))
@@ -371,18 +489,36 @@ def _quorum_node(
         settings.log_dir, config=settings.log, snapshots=open_snapshotter(settings)
     )
     try:
-        node = QuorumNode(
-            service,
-            quorum,
-            state_dir=settings.data_dir,
-            transport=lambda deliver: QuorumLinks(
-                quorum, on_response=deliver, security=security, cluster_id=cluster_id
-            ),
-        )
+        node = _make_node(service, quorum, settings, values, cluster_id, dynamic=False)
     except BaseException:
         service.close()
         raise
     return service, node
+
+
+def _make_node(
+    service: ReplicatedService,
+    quorum: QuorumConfig,
+    settings: Settings,
+    values: Mapping[str, str],
+    cluster_id: str,
+    *,
+    dynamic: bool,
+) -> QuorumNode:
+    """The quorum node over an opened service, linked to the other voters."""
+    from api.raft.node import QuorumNode
+    from api.raft.transport.links import QuorumLinks
+
+    security = _controller_security(values)
+    return QuorumNode(
+        service,
+        quorum,
+        state_dir=settings.data_dir,
+        transport=lambda deliver: QuorumLinks(
+            quorum, on_response=deliver, security=security, cluster_id=cluster_id
+        ),
+        dynamic=dynamic,
+    )
 
 
 def _controller_security(values: Mapping[str, str]) -> ClientSecurity | None:

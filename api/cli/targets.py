@@ -621,6 +621,7 @@ def describe_quorum(settings: Settings, args: argparse.Namespace) -> dict[str, A
         fetched = state.last_fetch_timestamp
         return {
             "replica_id": state.replica_id,
+            "directory_id": state.directory_id or None,
             "log_end_offset": state.log_end_offset,
             "lag": max(0, end - state.log_end_offset),
             "last_fetch_timestamp": fetched,
@@ -639,6 +640,37 @@ def describe_quorum(settings: Settings, args: argparse.Namespace) -> dict[str, A
             for n in getattr(answer, "nodes", ())
         ],
     }
+
+
+def change_voters(
+    settings: Settings,
+    args: argparse.Namespace,
+    *,
+    add: tuple[int, str, str, int] | None = None,
+    remove: tuple[int, str] | None = None,
+    timeout_ms: int,
+) -> None:
+    """AddRaftVoter (id, directory id, host, port) or RemoveRaftVoter (id, directory id).
+
+    Sent to the quorum's leader (the client finds it from `--bootstrap-server`); a refusal
+    is a one-line `CliError` with Kafka's code and what to do.
+    """
+    if not settings.bootstrap_server:
+        raise CliError("a voter change is sent to a running quorum: give --bootstrap-server")
+    target = RemoteTarget(settings.bootstrap_server, security=client_security(args))
+    try:
+        if add is not None:
+            node_id, directory, host, port = add
+            target.wait(
+                lambda: target.client.add_raft_voter(
+                    node_id, directory_id=directory, host=host, port=port, timeout_ms=timeout_ms
+                )
+            )
+        elif remove is not None:
+            node_id, directory = remove
+            target.wait(lambda: target.client.remove_raft_voter(node_id, directory_id=directory))
+    finally:
+        target.close()
 
 
 @contextlib.contextmanager

@@ -489,6 +489,102 @@ class AdminClient(SecurityApis):
             )
         return answer
 
+    # ------------------------------------------------------------------ KIP-853 voter changes
+
+    async def add_raft_voter(
+        self,
+        voter_id: int,
+        *,
+        directory_id: str,
+        host: str,
+        port: int,
+        listener: str = "CONTROLLER",
+        timeout_ms: int = 30_000,
+    ) -> None:
+        """AddRaftVoter (80): make a caught-up node a voter; returns once committed.
+
+        `RemoteError` with Kafka's code if refused: NOT_LEADER_OR_FOLLOWER (not the leader),
+        REQUEST_TIMED_OUT (another change under way, the node not caught up, or no commit in
+        time), DUPLICATE_VOTER, UNSUPPORTED_VERSION (a static quorum), ...
+        """
+        from api.raft.transport.wire import (  # noqa: PLC0415  # quorum modules on demand
+            ADD_RAFT_VOTER_KEY,
+            AddRaftVoterRequest,
+            VoterEndpoint,
+        )
+
+        await self._voter_change(
+            ADD_RAFT_VOTER_KEY,
+            lambda correlation_id: AddRaftVoterRequest(
+                correlation_id=correlation_id,
+                voter_id=voter_id,
+                voter_directory_id=directory_id,
+                endpoints=(VoterEndpoint(name=listener, host=host, port=port),),
+                timeout_ms=timeout_ms,
+            ),
+            timeout_ms=timeout_ms,
+        )
+
+    async def remove_raft_voter(self, voter_id: int, *, directory_id: str = "") -> None:
+        """RemoveRaftVoter (81): remove a voter (of that directory id, if given); once committed.
+
+        `RemoteError` with Kafka's code if refused (VOTER_NOT_FOUND, REQUEST_TIMED_OUT, ...).
+        """
+        from api.raft.transport.wire import (  # noqa: PLC0415  # quorum modules on demand
+            REMOVE_RAFT_VOTER_KEY,
+            RemoveRaftVoterRequest,
+        )
+
+        await self._voter_change(
+            REMOVE_RAFT_VOTER_KEY,
+            lambda correlation_id: RemoveRaftVoterRequest(
+                correlation_id=correlation_id, voter_id=voter_id, voter_directory_id=directory_id
+            ),
+            timeout_ms=30_000,
+        )
+
+    async def _voter_change(
+        self, api_key: int, request: Callable[[int], Any], *, timeout_ms: int
+    ) -> None:
+        from api.protocol.codec import API_NAMES  # noqa: PLC0415
+        from api.raft.transport.errors import error_name  # noqa: PLC0415
+        from api.raft.transport.wire import (  # noqa: PLC0415
+            decode_response,
+            encode_request,
+            send_version,
+        )
+
+        theirs = self._versions.get(api_key)
+        if theirs is None:
+            raise RemoteError(
+                35, f"this server does not answer {API_NAMES[api_key]}: not a quorum's node"
+            )
+        version = min(send_version(api_key), theirs[1])
+        correlation_id = next(self._ids)
+        frame = encode_request(
+            request(correlation_id),
+            destination=-1,
+            cluster_id=None,
+            client_id=self.client_id,
+            version=version,
+        )
+        answer = await asyncio.wait_for(
+            self._send(
+                frame,
+                correlation_id,
+                lambda data: decode_response(data, api_key=api_key, version=version),
+            ),
+            timeout_ms / 1000 + 5,
+        )
+        code = int(answer.error_code)
+        if code != 0:
+            detail = getattr(answer, "error_message", None)
+            raise RemoteError(
+                code,
+                f"{API_NAMES[api_key]} refused: {error_name(code)}"
+                + (f": {detail}" if detail else ""),
+            )
+
     # ------------------------------------------------------------------ Kafka APIs
 
     async def api_versions(self) -> dict[int, tuple[int, int]]:

@@ -108,6 +108,9 @@ API_NAMES: Mapping[int, str] = {
     54: "EndQuorumEpoch",
     55: "DescribeQuorum",
     59: "FetchSnapshot",
+    80: "AddRaftVoter",
+    81: "RemoveRaftVoter",
+    82: "UpdateRaftVoter",
 }
 """The name of each Kafka API key this server may answer (for messages and the log)."""
 

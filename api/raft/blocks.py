@@ -29,6 +29,8 @@ from api.raft.core.messages import (
     LeaderChangeMessage,
     SnapshotId,
 )
+from api.raft.core.voters import VoterHistory, VoterSet
+from api.raft.voter_blocks import block_voters, voters_block, voters_record
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.replica import ReplicaBlock
@@ -52,8 +54,10 @@ class BlockMismatchError(RaftError):
 class ReplicaBlocks:
     """Turns the core's entries into the log's blocks and back, keeping the newest timestamp."""
 
-    def __init__(self, log: ReplicaLog, *, last_timestamp: int) -> None:
+    def __init__(self, log: ReplicaLog, *, last_timestamp: int, dynamic: bool = False) -> None:
         self.log = log
+        self.dynamic = dynamic
+        """Whether the voters are in the log (KIP-853): fetched voters blocks are recognised."""
         self.last_timestamp = last_timestamp
         """The newest timestamp in the log or the image: new blocks never go back in time."""
         self._pending: dict[int, tuple[ReplicaBlock, bool]] = {}
@@ -87,6 +91,8 @@ class ReplicaBlocks:
         for entry in entries:
             if entry.kind is EntryKind.LEADER_CHANGE:
                 block, peer = self._marker_block(entry), False
+            elif entry.kind is EntryKind.VOTERS and entry.offset not in self._pending:
+                block, peer = self._voters_block(entry), False
             else:
                 kept = self._pending.pop(entry.offset, None)
                 block, peer = kept or (ReplicaBlock.decode(entry.payload), True)
@@ -129,6 +135,19 @@ class ReplicaBlocks:
             timestamp=timestamp,
         )
 
+    def _voters_block(self, entry: Entry) -> ReplicaBlock:
+        """The block of a leader's voters entry: one VotersRecord (KIP-853)."""
+        record = voters_record(VoterSet.decode(entry.payload))
+        timestamp = max(_wall_ms(), self.last_timestamp)
+        return voters_block(
+            self.log,
+            (record,),
+            first=entry.offset,
+            epoch=entry.epoch,
+            timestamp=timestamp,
+            principal=SERVICE_PRINCIPAL,
+        )
+
     def read(self, start: int, until: int) -> tuple[Entry, ...]:
         """Whole blocks of the log in [start, until), as the core's entries (worker thread)."""
         entries: list[Entry] = []
@@ -167,12 +186,18 @@ class ReplicaBlocks:
             ) != (entry.offset, entry.count, entry.epoch):
                 break
             decoded[block.first_offset] = (block, True)
-            kept.append(entry)
+            voters = block_voters(self.log.codec, block) if self.dynamic else None
+            # A voters block is in force from its append on: the core must see it as one.
+            kept.append(
+                entry
+                if voters is None
+                else replace(entry, kind=EntryKind.VOTERS, payload=voters.encode())
+            )
         self._pending.update(decoded)
         return replace(message, records=tuple(kept))
 
 
-def log_view(service: ReplicatedService) -> LogView:
+def log_view(service: ReplicatedService, *, voters: VoterHistory | None = None) -> LogView:
     """The core's view of the opened log: its start, the epoch before it, its snapshot.
 
     A log that starts after an installed snapshot knows the epoch before its start from
@@ -185,7 +210,7 @@ def log_view(service: ReplicatedService) -> LogView:
     epochs = log.epoch_cache()
     start = log.log_start_offset
     if start == 0:
-        return LogView.from_log(end_offset=log.end_offset, epochs=epochs)
+        return LogView.from_log(end_offset=log.end_offset, epochs=epochs, voters=voters)
     info = service.committed_snapshot()
     snapshot = None if info is None else SnapshotId(end_offset=info.offset + 1, epoch=info.epoch)
     start_snapshot = log.start_snapshot
@@ -199,6 +224,7 @@ def log_view(service: ReplicatedService) -> LogView:
         start_offset=start,
         start_epoch=start_epoch,
         snapshot=snapshot,
+        voters=voters,
     )
 
 

@@ -20,6 +20,13 @@ committed and applied (its LeaderChange marker is committed).
 Failures. Messages may be lost (the core retries). A storage error in the shell is fatal for
 the node, as in KRaft: it stops (`failed` says why) and the other voters elect a new leader; a
 restart recovers the log's tail.
+
+Voter changes (KIP-853: `change_voters`) run in the loop too: an accepted change takes the
+offset the service's next write would have had, so it must be placed between two `Ready`s,
+after the queued proposals, like them.
+
+One concern over ~900 lines: the `Ready` loop and what must happen between two `Ready`s
+(proposals, voter changes, retention, installs, commits); what need not has its own module.
 """
 
 from __future__ import annotations
@@ -34,10 +41,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from api.raft.blocks import ReplicaBlocks, log_view
-from api.raft.core.config import QuorumConfig
+from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.core import RaftCore
 from api.raft.core.messages import (
     NO_LEADER,
@@ -50,20 +57,38 @@ from api.raft.core.messages import (
     SnapshotId,
     VoteRequest,
 )
+from api.raft.core.messages import ErrorCode as CoreError
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
-from api.raft.core.ready import Batch, NotLeader, Ready, ReadyDone, SnapshotInstall
+from api.raft.core.ready import (
+    Batch,
+    NotLeader,
+    Ready,
+    ReadyDone,
+    SnapshotInstall,
+    VoterChangeRefused,
+)
 from api.raft.core.roles import Role
 from api.raft.core.states import NEVER
+from api.raft.core.voters import Voter, VoterSet
 from api.raft.requests import Request, Response, on_wall_clock, refusal
 from api.raft.snapshot_shipping import SnapshotShipping
+from api.raft.transport.errors import wire_error_code
 from api.raft.transport.protocol import TransportFactory
+from api.raft.voter_blocks import (
+    read_voters_base,
+    voter_history,
+    voters_record,
+    write_voters_base,
+)
 from api.service.replicated import ReplicatedService
+from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from metadata_log.timings import LatencyCounts
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
+from replay.features import KRAFT_VERSION, finalized_level
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
 from replay.loader import load_image
 
@@ -99,6 +124,36 @@ class _Proposal:
     proposed_at: float = field(default_factory=time.monotonic)
 
 
+@dataclass(slots=True, eq=False)
+class _VoterChange:
+    add: Voter | None
+    remove: int | None
+    directory_id: str
+    ack_when_committed: bool
+    future: asyncio.Future[tuple[int, str | None]]
+
+
+@runtime_checkable
+class AddressBook(Protocol):
+    """A transport whose links follow the voter set (KIP-853: voters added and removed)."""
+
+    def set_addresses(self, addresses: dict[int, VoterAddress]) -> None:
+        """Link to exactly these nodes (this node's own id is ignored)."""
+
+
+KRAFT_VERSION_0 = (
+    "this quorum's voters are fixed by controller.quorum.voters (kraft.version 0). Voter "
+    "changes need a dynamic quorum at kraft.version 1, which a quorum formatted with `mlog "
+    "quorum format --standalone` or `--initial-controllers` starts at (`mlog features "
+    "describe` shows the level); moving a static quorum to dynamic voters in place is not "
+    "supported yet"
+)
+"""Why a static quorum refuses AddRaftVoter / RemoveRaftVoter (UNSUPPORTED_VERSION)."""
+
+VOTER_CHANGE_TIMEOUT_MS = 30_000
+"""How long an AddRaftVoter / RemoveRaftVoter waits for its commit by default."""
+
+
 class QuorumNode:
     """One controller of the quorum: the core, the log, the `quorum-state` and the links."""
 
@@ -110,13 +165,27 @@ class QuorumNode:
         state_dir: Path,
         transport: TransportFactory,
         rng: random.Random | None = None,
+        dynamic: bool = False,
     ) -> None:
+        """`dynamic`: the voters are in the log (KIP-853; `controller.quorum.bootstrap.servers`).
+
+        A log that holds a VotersRecord is dynamic whatever `dynamic` says; below its first
+        one (or with none yet: a node that has not fetched it) the voters are the config's.
+        """
         self.service = service
         self.config = config
         self.state_dir = state_dir
         self.log: ReplicaLog = service.replica_log
-        state = read_quorum_state(state_dir, voters=config.voters)
-        view = log_view(service)
+        state = read_quorum_state(state_dir, voters=None if dynamic else config.voters)
+        base = VoterSet.of(
+            [Voter(id=i, host=a.host, port=a.port) for i, a in config.addresses.items()]
+            or list(config.voters)
+        )
+        stored = read_voters_base(state_dir) if self.log.log_start_offset > 0 else None
+        history = voter_history(self.log, stored if stored is not None else base)
+        self.dynamic = dynamic or bool(history.changes)
+        """Whether the voters are in the log (kraft.version 1) rather than fixed by the config."""
+        view = log_view(service, voters=history if self.dynamic else None)
         self.core = RaftCore(
             config, state=state, log=view, rng=rng or random.Random(), now_ms=_now_ms()
         )
@@ -131,7 +200,13 @@ class QuorumNode:
         self._blocks = ReplicaBlocks(
             self.log,
             last_timestamp=max(service.image.provenance.timestamp, self.log.last_timestamp),
+            dynamic=self.dynamic,
         )
+        self._voter_changes: list[_VoterChange] = []
+        """AddRaftVoter / RemoveRaftVoter requests waiting for the loop."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Voter changes waiting for their commit."""
+        self._linked_voters: VoterSet | None = None
         self._snapshots = SnapshotShipping(service)
         self._wake = asyncio.Event()
         self._leading = asyncio.Event()
@@ -190,16 +265,70 @@ class QuorumNode:
         return self.core.role
 
     def voter_addresses(self) -> dict[int, tuple[str, int]]:
-        """Each voter's `(host, port)` (`controller.quorum.voters`), by node id."""
-        return {i: (a.host, a.port) for i, a in self.config.addresses.items()}
+        """Each voter's `(host, port)` by node id.
+
+        The log's voter set (its VotersRecord) in a dynamic quorum, `controller.quorum.voters`
+        in a static one.
+        """
+        addresses = {i: (a.host, a.port) for i, a in self.config.addresses.items()}
+        if not self.dynamic:
+            return addresses
+        known = {v.id: (v.host, v.port) for v in self.core.voter_set.voters if v.port}
+        # The leader may be missing from this node's set (a node that has not fetched the
+        # entry adding it); the config's bootstrap addresses still say where it is.
+        leader = self.core.leader_id
+        if leader not in known and leader in addresses:
+            known[leader] = addresses[leader]
+        return known
 
     def leader_address(self) -> str:
         """`host:port` of the leader's controller address, or why there is none."""
         leader = self.leader_id
-        address = self.config.addresses.get(leader)
+        address = self.voter_addresses().get(leader)
         if leader == NO_LEADER or address is None:
             return "not known yet (an election is under way): retry in a moment"
-        return f"node {leader} at {address.host}:{address.port}"
+        return f"node {leader} at {address[0]}:{address[1]}"
+
+    def voter_set(self) -> VoterSet:
+        """The voters in force (directory ids and addresses where the log holds them)."""
+        return self.core.voter_set
+
+    async def change_voters(
+        self,
+        *,
+        add: Voter | None = None,
+        remove: int | None = None,
+        directory_id: str = "",
+        timeout_ms: int = VOTER_CHANGE_TIMEOUT_MS,
+        ack_when_committed: bool = True,
+    ) -> tuple[int, str | None]:
+        """AddRaftVoter / RemoveRaftVoter (KIP-853) on this node: (error code, message).
+
+        Only the leader changes voters (NOT_LEADER_OR_FOLLOWER elsewhere), one change at a
+        time and a new voter only once caught up (the core refuses otherwise, with Kafka's
+        codes); a static quorum refuses (UNSUPPORTED_VERSION). The answer comes once the new
+        voter set is committed (`ack_when_committed`), REQUEST_TIMED_OUT after `timeout_ms`.
+        """
+        if self.failed is not None or self._closing:
+            return int(CoreError.NOT_LEADER_OR_FOLLOWER), "this controller is stopping"
+        future: asyncio.Future[tuple[int, str | None]] = asyncio.get_running_loop().create_future()
+        change = _VoterChange(
+            add=add,
+            remove=remove,
+            directory_id=directory_id,
+            ack_when_committed=ack_when_committed,
+            future=future,
+        )
+        self._voter_changes.append(change)
+        self._wake.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
+        except TimeoutError:
+            return (
+                int(CoreError.REQUEST_TIMED_OUT),
+                f"the voter change was not committed within {timeout_ms} ms; `mlog quorum "
+                "describe` shows whether it took effect",
+            )
 
     def not_controller(self) -> ApiError:
         """The refusal of a write on a node that does not lead."""
@@ -300,7 +429,7 @@ class QuorumNode:
             for voter in state.current_voters
             if voter.replica_id != self.config.node_id and voter.last_fetch_timestamp >= since
         )
-        return live > len(self.config.voters) // 2
+        return live > len(self.core.voters) // 2
 
     async def aclose(self, *, resign: bool = True) -> None:
         """Stop: stop voting, resign if leading (another takes over at once), close the rest.
@@ -381,7 +510,15 @@ class QuorumNode:
 
     def describe(self) -> DescribeQuorumResponse:
         """DescribeQuorum: the leader's view of every voter's and observer's progress."""
-        return on_wall_clock(self.core.describe_quorum(), now_ms=self.core.now_ms)
+        answer = on_wall_clock(self.core.describe_quorum(), now_ms=self.core.now_ms)
+        voters = self.core.voter_set
+        return replace(
+            answer,
+            current_voters=tuple(
+                replace(r, directory_id=v.directory_id) if (v := voters.get(r.replica_id)) else r
+                for r in answer.current_voters
+            ),
+        )
 
     async def propose(
         self, records: Sequence[Record], *, principal: str | None, first: int
@@ -454,6 +591,106 @@ class QuorumNode:
             core.step(source, message)
         if self._queued:
             self._propose_queued()
+        if self._voter_changes:
+            self._change_voters()
+
+    def _change_voters(self) -> None:
+        """Hand the waiting voter changes to the core (after the queued proposals).
+
+        A change the core accepts is a voters entry at the log's end, which is where the
+        service's next write would have gone (every accepted write was proposed just before):
+        its block is made here, the service's working image takes its VotersRecord, and it
+        is tracked as a proposal, so it commits, fails on a lost leadership and is applied
+        in offset order with the writes.
+        """
+        changes, self._voter_changes = self._voter_changes, []
+        core = self.core
+        for change in changes:
+            if self.leading and not (
+                self.dynamic and finalized_level(self.service.image, KRAFT_VERSION) >= 1
+            ):
+                # The gate: no VotersRecord is written before kraft.version 1 is finalized,
+                # so no node of an older version is ever shown one; and a static quorum's
+                # nodes keep their configured voters whatever the level says.
+                change.future.set_result((int(CoreError.UNSUPPORTED_VERSION), KRAFT_VERSION_0))
+                continue
+            placed = core.change_voters(
+                add=change.add, remove=change.remove, directory_id=change.directory_id
+            )
+            if isinstance(placed, NotLeader):
+                change.future.set_result(
+                    (
+                        int(CoreError.NOT_LEADER_OR_FOLLOWER),
+                        f"node {self.config.node_id} does not lead; the leader is "
+                        f"{self.leader_address()}",
+                    )
+                )
+                continue
+            if isinstance(placed, VoterChangeRefused):
+                change.future.set_result((wire_error_code(placed.error_code), placed.message))
+                continue
+            record = voters_record(core.voter_set)
+            block = self._blocks.encode(
+                [((record,), SERVICE_PRINCIPAL)], first=placed.first, epoch=placed.epoch
+            )
+            self._blocks.keep(block)
+            image = self.service.accept_quorum_records((record,))
+            committed: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+            proposal = _Proposal(
+                records=(record,), principal=SERVICE_PRINCIPAL, first=placed.first, future=committed
+            )
+            self._inflight.append(
+                (proposal, AppendResult(placed.first, placed.first, block.timestamp))
+            )
+            what = f"adds node {change.add.id}" if change.add else f"removes node {change.remove}"
+            logger.info(
+                "controller %d %s: voters %s from offset %d (in force now, done once committed)",
+                self.config.node_id,
+                what,
+                sorted(core.voters),
+                placed.first,
+            )
+            if not change.ack_when_committed:
+                change.future.set_result((0, None))
+            task = asyncio.get_running_loop().create_task(
+                self._voter_change_committed(change, committed, image)
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _voter_change_committed(
+        self,
+        change: _VoterChange,
+        committed: asyncio.Future[AppendResult],
+        image: MetadataImage,
+    ) -> None:
+        """Publish a voter change's image once committed; answer its request."""
+        try:
+            appended = await committed
+        except ApiError:
+            answer: tuple[int, str | None] = (
+                int(CoreError.NOT_LEADER_OR_FOLLOWER),
+                "leadership changed before the voter change was committed; `mlog quorum "
+                "describe` shows whether the next leader kept it",
+            )
+        else:
+            self.service.commit_quorum_records(image, appended)
+            answer = (0, None)
+        if not change.future.done():
+            change.future.set_result(answer)
+
+    def _link_voters(self) -> None:
+        """Open links to voters the log added, close those to voters it removed."""
+        voters = self.core.voter_set
+        if voters is self._linked_voters or not self.dynamic:
+            return
+        self._linked_voters = voters
+        transport = self._transport
+        if isinstance(transport, AddressBook):
+            addresses = {
+                v.id: VoterAddress(host=v.host, port=v.port) for v in voters.voters if v.port
+            }
+            transport.set_addresses({**self.config.addresses, **addresses})
 
     async def _retain(self) -> None:
         """Trim the log below the snapshot the core offers, once it is over its bound.
@@ -470,7 +707,17 @@ class QuorumNode:
         if snapshot == seen and now - checked < RETENTION_CHECK_S:
             return
         self._retention_checked = (snapshot, now)
-        removed = await self._io(retention.trim, self.log, below=snapshot.end_offset - 1)
+        below = snapshot.end_offset - 1
+        if self.dynamic:
+            # The VotersRecords below the cut go with it: the set in force there is stored
+            # first (a restarted node reads it as the set below its log's first one).
+            cut = await self._io(retention.cut, self.log, below=below)
+            if cut is None:
+                return
+            voters = self.core.history.at(cut)
+            await self._io(write_voters_base, self.state_dir, offset=cut, voters=voters)
+            below = cut
+        removed = await self._io(retention.trim, self.log, below=below)
         if removed:
             self.core.log.trim_start(self.log.log_start_offset)
 
@@ -529,17 +776,33 @@ class QuorumNode:
                 entries = await self._io(self._blocks.read, out.read_from, out.read_until)
                 message = replace(message, records=entries)
             elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
+                voters = (
+                    self.core.history.at(message.snapshot_id.end_offset) if self.dynamic else None
+                )
                 message = await self._snapshots.chunk(
-                    message, out.read_from, out.read_until, self._io
+                    message, out.read_from, out.read_until, self._io, voters=voters
                 )
             self._send(out.destination, message)
+        if ready.high_watermark is not None:
+            # Before a role change fails what is in flight: what this Ready commits (a leader
+            # removing itself resigns in the Ready that commits its removal) succeeded.
+            self._resolve_committed(ready.high_watermark)
         if ready.role is not None:
             self._role_changed(ready.role)
         if ready.high_watermark is not None:
             await self._committed(ready.high_watermark)
+        self._link_voters()
 
     async def _install(self, install: SnapshotInstall) -> None:
         """Make the leader's snapshot this node's, then follow its image."""
+        if self.dynamic:
+            # The core took the snapshot's voter set (its header's) as the new log's base.
+            await self._io(
+                write_voters_base,
+                self.state_dir,
+                offset=install.snapshot_id.end_offset,
+                voters=self.core.history.base,
+            )
         installed = await self._snapshots.install(install, self._io)
         p = installed.provenance
         self._flushed = self.log.end_offset
@@ -565,16 +828,25 @@ class QuorumNode:
             if waiting is not None and not waiting[0].done():
                 waiting[0].set_result(message)
             return
-        self._transport.send(destination, message)
+        try:
+            self._transport.send(destination, message)
+        except ValueError:
+            # A node this one has no address for (a dynamic quorum's leader named before its
+            # VotersRecord arrived): the request is lost, and the core asks again or elsewhere.
+            logger.debug("no link to node %d: %s dropped", destination, type(message).__name__)
 
     # ------------------------------------------------------------------ commits and roles
 
-    async def _committed(self, high_watermark: int) -> None:
+    def _resolve_committed(self, high_watermark: int) -> None:
+        """Answer the proposals below the high watermark: they are committed."""
         while self._inflight and self._inflight[0][1][1] < high_watermark:
             proposal, result = self._inflight.popleft()
             self.commit_latency.observe(time.monotonic() - proposal.proposed_at)
             if not proposal.future.done():
                 proposal.future.set_result(result)
+
+    async def _committed(self, high_watermark: int) -> None:
+        self._resolve_committed(high_watermark)
         if self.leading:
             self._applied = max(self._applied, high_watermark)
             return

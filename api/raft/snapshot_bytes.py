@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 
 from api.raft.core.transfer import snapshot_checksum_ok, with_checksum
+from api.raft.core.voters import VoterSet
 from metadata_log.start_snapshot import CarriedChain
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import MetadataLogError
@@ -53,10 +54,13 @@ def encode_snapshot(
     checksum: str,
     chain: CarriedChain | None = None,
     codec: RecordCodec = DEFAULT_CODEC,
+    voters: VoterSet | None = None,
 ) -> bytes:
     """The bytes of `image` (whose SQL snapshot has content checksum `checksum`).
 
     With `chain`, the header carries the hash chain's state after the image's offset.
+    `voters`: a dynamic quorum's voter set at the snapshot's end, as the header's `voters`
+    (`api.raft.core.voters.snapshot_voters` reads it back).
     """
     p = image.provenance
     count, body = codec.encode_entries(
@@ -73,6 +77,8 @@ def encode_snapshot(
     }
     if chain is not None:
         header["chain"] = {"origin": chain.origin, "value": chain.value.hex()}
+    if voters is not None:
+        header["voters"] = voters.to_json()
     line = json.dumps(header, separators=(",", ":"), sort_keys=True).encode() + b"\n"
     return with_checksum(line + body)
 

@@ -21,6 +21,7 @@ from api.raft.core.core import RaftCore
 from api.raft.core.errors import RaftError
 from api.raft.core.messages import ErrorCode, FetchSnapshotResponse, SnapshotId
 from api.raft.core.ready import SnapshotInstall
+from api.raft.core.voters import VoterSet
 from api.raft.snapshot_bytes import decode_snapshot, encode_snapshot
 from api.service.replicated import ReplicatedService
 from metadata_log.digest import DigestError
@@ -102,11 +103,21 @@ class SnapshotShipping:
         return Installed(image=image, provenance=p, count=header.count, size=len(install.data))
 
     async def chunk(
-        self, message: FetchSnapshotResponse, start: int, until: int, io: Io
+        self,
+        message: FetchSnapshotResponse,
+        start: int,
+        until: int,
+        io: Io,
+        *,
+        voters: VoterSet | None = None,
     ) -> FetchSnapshotResponse:
-        """Fill a FetchSnapshot answer with bytes [start, until) of the snapshot it names."""
+        """Fill a FetchSnapshot answer with bytes [start, until) of the snapshot it names.
+
+        `voters`: a dynamic quorum's voter set at the snapshot's end, named in its header
+        (the follower's new log starts there, below every VotersRecord it will fetch).
+        """
         try:
-            data = await io(self._bytes, message.snapshot_id)
+            data = await io(self._bytes, message.snapshot_id, voters)
         except MetadataLogError as exc:
             # The database failing a read is no reason to stop leading: the follower asks
             # again (SNAPSHOT_NOT_FOUND makes it fetch, and be told the snapshot again).
@@ -118,7 +129,7 @@ class SnapshotShipping:
             return replace(message, error_code=ErrorCode.POSITION_OUT_OF_RANGE)
         return replace(message, size=len(data), unaligned_records=data[start:until])
 
-    def _bytes(self, snapshot_id: SnapshotId) -> bytes | None:
+    def _bytes(self, snapshot_id: SnapshotId, voters: VoterSet | None = None) -> bytes | None:
         """The serialization of the stored snapshot `snapshot_id` (worker thread), kept."""
         if self._served is not None and self._served[0] == snapshot_id:
             return self._served[1]
@@ -130,7 +141,10 @@ class SnapshotShipping:
             if info.epoch != snapshot_id.epoch:
                 continue
             data = encode_snapshot(
-                store.load(info.id), checksum=info.checksum, chain=self._chain_at(info.offset)
+                store.load(info.id),
+                checksum=info.checksum,
+                chain=self._chain_at(info.offset),
+                voters=voters,
             )
             self._served = (snapshot_id, data)
             return data

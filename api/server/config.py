@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from api.raft.core.config import QuorumConfig
+from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.errors import RaftConfigError
 from api.server.limits import SPECS, LimitSpec
 from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
@@ -162,6 +162,8 @@ class ServerConfig:
     """Lines for the log at start: keys ignored, mechanisms left out."""
     quorum: QuorumConfig | None = None
     """The controller quorum this node belongs to (`controller.quorum.voters`), else None."""
+    dynamic_quorum: DynamicQuorum | None = None
+    """A dynamic quorum's node (`controller.quorum.bootstrap.servers`, KIP-853), else None."""
     metrics_listen: tuple[str, int] | None = None
     """`metrics.listen=HOST:PORT`: where `/metrics`, `/healthz` and `/readyz` are served."""
     retention: RetentionConfig = field(default_factory=RetentionConfig)
@@ -221,7 +223,13 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
             f"ignoring {', '.join(jaas)}: users and their SCRAM credentials are records in the "
             "log (mlog users scram-set), not JAAS entries"
         )
-    quorum = _quorum(take, node_id)
+    dynamic_quorum = _dynamic_quorum(take, node_id)
+    quorum = _quorum(take, node_id, dynamic=dynamic_quorum is not None)
+    if quorum is not None and dynamic_quorum is not None:
+        raise ServerConfigError(
+            "controller.quorum.voters and controller.quorum.bootstrap.servers are both set; "
+            "set one: the voters (a static quorum) or the bootstrap servers (voters in the log)"
+        )
     session_ms, heartbeat_ms = _broker_liveness(take)
     authorizer = _authorizer(take)
     max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT_MAX)
@@ -253,6 +261,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         data_dir=data_dir,
         notes=tuple(notes),
         quorum=quorum,
+        dynamic_quorum=dynamic_quorum,
         metrics_listen=metrics_listen,
         retention=retention,
         segment_bytes=segment_bytes,
@@ -532,11 +541,89 @@ QUORUM_KEYS = (
 """The controller quorum's keys (Kafka's names and defaults, docs/replication.md)."""
 
 
-def _quorum(take: _Take, node_id: int | None) -> QuorumConfig | None:
+BOOTSTRAP_SERVERS_KEY = "controller.quorum.bootstrap.servers"
+"""KIP-853: where a node of a dynamic quorum finds the others (`host:port,...`, no ids)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DynamicQuorum:
+    """A node of a dynamic quorum: its voters come from the log (KIP-853).
+
+    A node whose log holds no voter set yet finds the others through
+    `controller.quorum.bootstrap.servers`.
+    """
+
+    node_id: int
+    bootstrap_servers: tuple[tuple[str, int], ...]
+    timers: Mapping[str, str] = field(default_factory=dict)
+    """The `controller.quorum.*` timer keys given."""
+
+    def quorum_config(self, voters: Mapping[int, VoterAddress]) -> QuorumConfig:
+        """The node's quorum config once its voters are known (from its log or the others)."""
+        return QuorumConfig(
+            node_id=self.node_id,
+            voters=frozenset(voters),
+            addresses=dict(voters),
+            **{_TIMER_FIELDS[key]: int(value) for key, value in self.timers.items()},
+        )
+
+
+_TIMER_FIELDS = {
+    "controller.quorum.election.timeout.ms": "election_timeout_ms",
+    "controller.quorum.fetch.timeout.ms": "fetch_timeout_ms",
+    "controller.quorum.election.backoff.max.ms": "election_backoff_max_ms",
+    "controller.quorum.append.linger.ms": "append_linger_ms",
+    "controller.quorum.request.timeout.ms": "request_timeout_ms",
+    "controller.quorum.retry.backoff.ms": "retry_backoff_ms",
+}
+
+
+def parse_bootstrap_servers(text: str) -> tuple[tuple[str, int], ...]:
+    """`host:port,host:port` (an IPv6 host in brackets); `ServerConfigError` otherwise."""
+    servers: list[tuple[str, int]] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        match = _HOST_PORT.match(item)
+        if match is None or not 1 <= int(match["port"]) <= MAX_PORT:
+            raise ServerConfigError(
+                f"{BOOTSTRAP_SERVERS_KEY}: {item[:60]!r} is not host:port; write it like "
+                "controller1:9093,controller2:9093"
+            )
+        servers.append((match["host"].strip("[]"), int(match["port"])))
+    return tuple(servers)
+
+
+def _dynamic_quorum(take: _Take, node_id: int | None) -> DynamicQuorum | None:
+    """The dynamic quorum of `controller.quorum.bootstrap.servers`, None without it."""
+    text = take(BOOTSTRAP_SERVERS_KEY)
+    if text is None:
+        return None
+    if node_id is None:
+        raise ServerConfigError(
+            f"{BOOTSTRAP_SERVERS_KEY} needs node.id: set node.id to this controller's id"
+        )
+    servers = parse_bootstrap_servers(text)
+    timers: dict[str, str] = {}
+    for key in _TIMER_FIELDS:
+        value = take(key)
+        if value is None:
+            continue
+        if not value.strip().isdigit():
+            raise ServerConfigError(f"{key} must be a whole number of ms, got {value[:40]!r}")
+        timers[key] = value.strip()
+    config = DynamicQuorum(node_id=node_id, bootstrap_servers=servers, timers=timers)
+    try:
+        config.quorum_config({node_id: VoterAddress(host=servers[0][0], port=servers[0][1])})
+    except RaftConfigError as exc:
+        raise ServerConfigError(str(exc)) from None
+    return config
+
+
+def _quorum(take: _Take, node_id: int | None, *, dynamic: bool = False) -> QuorumConfig | None:
     """The quorum of `controller.quorum.voters` (with its timers), None without it."""
     given = {key: value for key in QUORUM_KEYS if (value := take(key)) is not None}
     if "controller.quorum.voters" not in given:
-        if given:
+        if given and not dynamic:
             raise ServerConfigError(
                 f"{', '.join(given)} set without controller.quorum.voters; name the voters "
                 "(1@host:port,2@host:port,3@host:port) or remove the quorum keys"

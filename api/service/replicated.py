@@ -234,6 +234,18 @@ class ReplicatedService(MetadataService):
         if self._commit_waiters:
             self.release_waiters()
 
+    def accept_quorum_records(self, records: tuple[Record, ...]) -> MetadataImage:
+        """Records the quorum appended itself at the next offset (a KIP-853 voters entry).
+
+        The working image takes them, so the next writes go after them; once the quorum
+        commits them, `commit_quorum_records` publishes the image this returns.
+        """
+        return self._accept(records)
+
+    def commit_quorum_records(self, image: MetadataImage, appended: AppendResult) -> None:
+        """The quorum committed what `accept_quorum_records` accepted: publish it."""
+        self._commit(image, appended, asyncio.get_running_loop())
+
     def drop_uncommitted(self) -> None:
         """Make the committed image the working one: on taking or losing the leadership.
 

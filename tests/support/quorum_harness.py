@@ -16,10 +16,14 @@ from pathlib import Path
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.messages import Message
 from api.raft.core.quorum_state import QuorumState, write_quorum_state
+from api.raft.core.voters import Voter, VoterSet
 from api.raft.node import QuorumNode
+from api.raft.voter_blocks import write_bootstrap_block
 from api.service.replicated import ReplicatedService
 from api.service.retention import RetentionConfig
 from metadata_log.config import LogConfig
+from metadata_log.replica_log import ReplicaLog
+from records.uuids import Uuid
 from replay.controller.commands import CreatableTopic, CreateTopicResult, RegisterBroker
 from replay.controller.controller import Controller
 from replay.controller.errors import ApiError, ErrorCode
@@ -33,6 +37,11 @@ FAST = {
     "fetch_max_wait_ms": 100,
 }
 """Timers short enough for tests, in the ratios of Kafka's defaults."""
+
+
+def directory_of(node_id: int) -> str:
+    """A test node's directory id (KIP-853), fixed by its id."""
+    return str(Uuid(b"\x42" * 8 + node_id.to_bytes(8, "big")))
 
 
 class LocalNetwork:
@@ -111,9 +120,12 @@ class Cluster:
         snapshots: bool = False,
         log_config: LogConfig | None = None,
         policy: RetentionConfig | None = None,
+        dynamic: bool = False,
         **timers: int,
     ) -> None:
         self.root = root
+        self.dynamic = dynamic
+        """KIP-853: the voters in the log (a bootstrap block written first), not fixed."""
         self.snapshots = snapshots
         self.policy = policy
         """The snapshot cadence and online retention of every node (with `snapshots`)."""
@@ -129,12 +141,37 @@ class Cluster:
             write_quorum_state(
                 root / str(i), QuorumState(leader_epoch=0, voters=frozenset(self.ids))
             )
+            if dynamic:
+                self._bootstrap(i)
+        self.initial = list(self.ids)
+
+    def _bootstrap(self, node_id: int) -> None:
+        """The bootstrap voter set as the log's first block (what `--initial-controllers` does)."""
+        voters = VoterSet.of(
+            [
+                Voter(id=i, directory_id=directory_of(i), host=a.host, port=a.port)
+                for i, a in self.addresses.items()
+            ]
+        )
+        log = ReplicaLog.open(self.root / str(node_id) / "log", config=self.log_config)
+        try:
+            write_bootstrap_block(log, voters)
+        finally:
+            log.close()
+
+    def add(self, node_id: int) -> None:
+        """A new node of a dynamic quorum (formatted empty, no quorum-state): start it next."""
+        (self.root / str(node_id)).mkdir(parents=True, exist_ok=True)
+        self.addresses[node_id] = VoterAddress(host="127.0.0.1", port=19000 + node_id)
+        self.ids.append(node_id)
 
     def config(self, node_id: int) -> QuorumConfig:
+        # A dynamic quorum's node knows the initial voters (its bootstrap servers) only.
+        ids = self.initial if self.dynamic else self.ids
         return QuorumConfig(
             node_id=node_id,
-            voters=frozenset(self.ids),
-            addresses=dict(self.addresses),
+            voters=frozenset(ids),
+            addresses={i: self.addresses[i] for i in ids},
             **self.timers,
         )
 
@@ -160,6 +197,7 @@ class Cluster:
             state_dir=self.root / str(node_id),
             transport=self.network.transport(node_id),
             rng=random.Random(node_id),
+            dynamic=self.dynamic,
         )
         self.network.nodes[node_id] = node
         await node.start()

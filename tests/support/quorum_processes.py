@@ -38,6 +38,16 @@ CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 """Every test quorum's cluster id (with proxies, each node's voters string differs)."""
 
 
+DIRECTORY_IDS = (
+    "AAAAAAAAQACAAAAAAAAAAQ",
+    "AAAAAAAAQACAAAAAAAAAAg",
+    "AAAAAAAAQACAAAAAAAAAAw",
+    "AAAAAAAAQACAAAAAAAAABA",
+    "AAAAAAAAQACAAAAAAAAABQ",
+)
+"""The directory ids a dynamic test quorum's initial controllers are formatted with."""
+
+
 def free_ports(count: int) -> list[int]:
     """`count` TCP ports of 127.0.0.1 that were free a moment ago."""
     sockets = [socket.socket() for _ in range(count)]
@@ -88,6 +98,9 @@ class Quorum:
     """With proxies, node i reaches node j through its own proxy `links[i, j]` (cut-able)."""
     node_env: dict[int, dict[str, str]] = field(default_factory=dict)
     """More environment variables for one node's process, by node id (read at each start)."""
+    dynamic: bool = False
+    """KIP-853: voters in the log (`controller.quorum.bootstrap.servers`, formatted with
+    `--initial-controllers`) instead of `controller.quorum.voters`; nodes may be added."""
     nodes: dict[int, Node] = field(default_factory=dict)
     links: dict[tuple[int, int], Proxy] = field(default_factory=dict)
 
@@ -99,38 +112,76 @@ class Quorum:
                 for j in ids:
                     if i != j:
                         self.links[i, j] = self.proxies.proxy(ports[j - 1])
+        initial = ",".join(f"{j}@127.0.0.1:{ports[j - 1]}:{DIRECTORY_IDS[j - 1]}" for j in ids)
         for index, port in enumerate(ports):
             node_id = index + 1
             voters = ",".join(f"{j}@127.0.0.1:{self._port(node_id, j, ports[j - 1])}" for j in ids)
-            directory = self.root / f"node{node_id}"
-            directory.mkdir(parents=True, exist_ok=True)
-            config = directory / "server.properties"
-            lines = [
-                f"node.id={node_id}",
-                f"listeners={self.protocol}://127.0.0.1:{port}",
-                f"controller.quorum.voters={voters}",
-                *(f"{key}={value}" for key, value in self.timers.items()),
-            ]
-            config.write_text("\n".join(lines) + "\n")
-            data = directory / "data"
-            node = Node(
-                node_id=node_id,
-                port=port,
-                data_dir=data,
-                config=config,
-                stderr=directory / "stderr.txt",
+            quorum_key = (
+                f"controller.quorum.bootstrap.servers={self.bootstrap_servers(ports)}"
+                if self.dynamic
+                else f"controller.quorum.voters={voters}"
             )
-            self.nodes[node_id] = node
+            node = self._node(node_id, port, quorum_key)
+            mode = ("--initial-controllers", initial) if self.dynamic else ()
             mlog(
                 "quorum",
                 "format",
                 "--config",
-                str(config),
+                str(node.config),
                 "--data-dir",
-                str(data),
+                str(node.data_dir),
                 "--cluster-id",
                 CLUSTER_ID,
+                *mode,
             )
+
+    @staticmethod
+    def bootstrap_servers(ports: Sequence[int]) -> str:
+        """`controller.quorum.bootstrap.servers` of these ports on loopback."""
+        return ",".join(f"127.0.0.1:{port}" for port in ports)
+
+    def _node(self, node_id: int, port: int, quorum_key: str) -> Node:
+        directory = self.root / f"node{node_id}"
+        directory.mkdir(parents=True, exist_ok=True)
+        config = directory / "server.properties"
+        lines = [
+            f"node.id={node_id}",
+            f"listeners={self.protocol}://127.0.0.1:{port}",
+            quorum_key,
+            *(f"{key}={value}" for key, value in self.timers.items()),
+        ]
+        config.write_text("\n".join(lines) + "\n")
+        node = Node(
+            node_id=node_id,
+            port=port,
+            data_dir=directory / "data",
+            config=config,
+            stderr=directory / "stderr.txt",
+        )
+        self.nodes[node_id] = node
+        return node
+
+    def add_node(self, node_id: int) -> Node:
+        """A new node of a dynamic quorum, formatted with --no-initial-controllers (not started).
+
+        It finds the quorum through the running nodes (its bootstrap servers) and fetches as
+        an observer until `mlog quorum add-controller --config` makes it a voter.
+        """
+        (port,) = free_ports(1)
+        servers = self.bootstrap_servers([n.port for n in self.nodes.values()])
+        node = self._node(node_id, port, f"controller.quorum.bootstrap.servers={servers}")
+        mlog(
+            "quorum",
+            "format",
+            "--config",
+            str(node.config),
+            "--data-dir",
+            str(node.data_dir),
+            "--cluster-id",
+            CLUSTER_ID,
+            "--no-initial-controllers",
+        )
+        return node
 
     def _port(self, source: int, destination: int, port: int) -> int:
         link = self.links.get((source, destination))

@@ -238,6 +238,8 @@ class ReplicaState:
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
+    directory_id: str = ""
+    """The voter's directory id (KIP-853; "" where none is known), filled by the shell."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -85,11 +85,12 @@ def _int_field(data: dict[str, object], key: str, path: Path) -> int:
     return value
 
 
-def read_quorum_state(directory: Path, *, voters: frozenset[int]) -> QuorumState | None:
+def read_quorum_state(directory: Path, *, voters: frozenset[int] | None) -> QuorumState | None:
     """Load the stored state, or None if there is none; refuse a damaged or foreign file.
 
     `voters` is the configured voter set: a file written for another set is refused, since its
-    vote may have been cast in another quorum.
+    vote may have been cast in another quorum. None: a dynamic quorum (KIP-853), whose voters
+    are in the log and change, so the file's set is taken as it is.
     """
     path = directory / QUORUM_STATE_NAME
     try:
@@ -121,7 +122,9 @@ def read_quorum_state(directory: Path, *, voters: frozenset[int]) -> QuorumState
     ):
         raise QuorumStateError(f"{path} is damaged: 'currentVoters' is malformed; {advice}")
     stored = frozenset(int(v["voterId"]) for v in listed)
-    if stored != voters:
+    if voters is None:
+        voters = stored
+    elif stored != voters:
         raise QuorumStateError(
             f"{path} was written for voters {sorted(stored)} but controller.quorum.voters names "
             f"{sorted(voters)}; fix the setting, or remove the data directory of this node"
@@ -129,7 +132,8 @@ def read_quorum_state(directory: Path, *, voters: frozenset[int]) -> QuorumState
     if not 0 <= epoch <= MAX_EPOCH:
         raise QuorumStateError(f"{path} is damaged: leader epoch {epoch} is out of range; {advice}")
     for key, value in (("leaderId", leader), ("votedId", voted)):
-        if value != NO_LEADER and value not in voters:
+        # In a dynamic quorum a leader or a vote may be of a voter the file's set lacks.
+        if value != NO_LEADER and value not in voters and not (value >= 0 and voters is stored):
             raise QuorumStateError(
                 f"{path} is damaged: {key} {value} is not a voter ({sorted(voters)}); {advice}"
             )

@@ -4,21 +4,32 @@
 node (`api.raft.node.QuorumNode`): the core's requests (FetchSnapshot among them: the
 leader's core checks it and its shell fills the snapshot's bytes) go through its loop, and
 DescribeQuorum is answered from the core's view, with each voter's listener (v2's `nodes`:
-`controller.quorum.voters`' address under the controller listener's name), so a tool reaches
-every voter from one answer.
+the voter's address, from the log's voter set in a dynamic quorum or `controller.quorum.voters`,
+under the controller listener's name), so a tool reaches every voter from one answer; the
+KIP-853 voter changes (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter) are answered by the
+node's voter-change API.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.raft.core.messages import DescribeQuorumResponse
+from api.raft.core.messages import NO_LEADER, DescribeQuorumResponse
+from api.raft.core.messages import ErrorCode as CoreError
+from api.raft.core.voters import Voter
+from api.raft.transport.errors import INVALID_REQUEST
 from api.raft.transport.wire import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     DescribedQuorum,
     DescribeQuorumRequest,
     QuorumListener,
     QuorumRequest,
     QuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
 )
 
 if TYPE_CHECKING:
@@ -51,5 +62,66 @@ class NodeEndpoint:
                 observers=answer.observers,
                 nodes=listeners,
             )
+        if isinstance(message, AddRaftVoterRequest):
+            if not message.endpoints:
+                return AddRaftVoterResponse(
+                    correlation_id=message.correlation_id,
+                    error_code=INVALID_REQUEST,
+                    error_message="AddRaftVoter names no endpoint for the new voter",
+                )
+            endpoint = message.endpoints[0]
+            code, text = await node.change_voters(
+                add=Voter(
+                    id=message.voter_id,
+                    directory_id=message.voter_directory_id,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                ),
+                timeout_ms=message.timeout_ms,
+                ack_when_committed=message.ack_when_committed,
+            )
+            return AddRaftVoterResponse(
+                correlation_id=message.correlation_id, error_code=code, error_message=text
+            )
+        if isinstance(message, RemoveRaftVoterRequest):
+            code, text = await node.change_voters(
+                remove=message.voter_id, directory_id=message.voter_directory_id
+            )
+            return RemoveRaftVoterResponse(
+                correlation_id=message.correlation_id, error_code=code, error_message=text
+            )
+        if isinstance(message, UpdateRaftVoterRequest):
+            return self._update_voter(message)
         response = await node.handle(sender_id, message)
         return response  # type: ignore[return-value]  # a request's answer is its response
+
+    def _update_voter(self, message: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+        """UpdateRaftVoter: the leader checks a voter's endpoint against the voter set.
+
+        A voter whose endpoint is the one the log holds is answered NONE; a changed endpoint
+        is refused (INVALID_REQUEST): the voter is removed and added again instead.
+        """
+        node = self.node
+        leader = node.leader_id
+        address = node.voter_addresses().get(leader, ("", 0))
+
+        def answer(code: int) -> UpdateRaftVoterResponse:
+            return UpdateRaftVoterResponse(
+                correlation_id=message.correlation_id,
+                error_code=code,
+                leader_id=leader,
+                leader_epoch=node.epoch,
+                leader_host=address[0],
+                leader_port=address[1],
+            )
+
+        if not node.leading or leader == NO_LEADER:
+            return answer(int(CoreError.NOT_LEADER_OR_FOLLOWER))
+        if message.current_leader_epoch != node.epoch:
+            return answer(int(CoreError.FENCED_LEADER_EPOCH))
+        voter = node.voter_set().get(message.voter_id)
+        if voter is None or voter.directory_id != message.voter_directory_id:
+            return answer(int(CoreError.VOTER_NOT_FOUND))
+        if not any(e.host == voter.host and e.port == voter.port for e in message.endpoints):
+            return answer(INVALID_REQUEST)
+        return answer(0)

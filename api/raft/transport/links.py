@@ -252,6 +252,8 @@ class QuorumLinks:
             for voter, address in config.addresses.items()
             if voter != config.node_id
         }
+        self._removed: set[int] = set()
+        """Nodes unlinked by `set_addresses`: requests to them are dropped, not refused."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -266,6 +268,8 @@ class QuorumLinks:
         """
         link = self._links.get(destination)
         if link is None:
+            if destination in self._removed:
+                return False  # removed from the voters: the core's request is dropped
             raise ValueError(f"node {destination} is not another voter of this quorum")
         frame = encode_request(
             request, destination=destination, cluster_id=self.cluster_id, client_id=self.client_id
@@ -297,6 +301,39 @@ class QuorumLinks:
         link.in_flight += 1
         link.waiting.append(item)
         return True
+
+    def set_addresses(self, addresses: Mapping[int, VoterAddress]) -> None:
+        """Link to exactly these nodes: the voter set changed (KIP-853).
+
+        A new voter gets a link (connected on its first request); a removed one's link is
+        closed and later requests to it are dropped; a voter whose address changed is
+        linked anew. This node's own id is ignored.
+        """
+        wanted = {i: a for i, a in addresses.items() if i != self.node_id}
+        for destination in [d for d in self._links if d not in wanted]:
+            self._unlink(destination)
+        for destination, address in wanted.items():
+            link = self._links.get(destination)
+            if link is not None and link.address == address:
+                continue
+            if link is not None:
+                self._unlink(destination)
+            self._links[destination] = _Link(destination=destination, address=address)
+            self._removed.discard(destination)
+            logger.info("controller link to node %d at %s added", destination, address)
+
+    def _unlink(self, destination: int) -> None:
+        link = self._links.pop(destination)
+        self._removed.add(destination)
+        if link.connecting is not None:
+            link.connecting.cancel()
+        connection, link.connection = link.connection, None
+        if connection is not None and not self._closed:
+            self._close_later(connection)
+        link.waiting.clear()
+        logger.info(
+            "controller link to node %d (%s) closed: no longer a voter", destination, link.bootstrap
+        )
 
     def stats(self, destination: int) -> LinkStats:
         """What happened so far to the requests sent to `destination`."""

@@ -9,8 +9,9 @@ module maps one onto the other, both ways, for the one partition there is: Kafka
 Versions (`QUORUM_VERSIONS`), those of Kafka 4.0's KRaft (KIP-853 and KIP-996), all flexible:
 Vote v2 (its `PreVote` field carries the core's `pre_vote`), BeginQuorumEpoch v1,
 EndQuorumEpoch v1, Fetch v17 (the replica in `ReplicaState`, the topic by id),
-FetchSnapshot v1 and DescribeQuorum v0-v2 (v2 sent; older ones served to older tools). The
-directory ids and endpoints of KIP-853 are sent empty (no voter set changes here).
+FetchSnapshot v1 and DescribeQuorum v0-v2 (v2 sent; older ones served to older tools, v2 with
+each voter's directory id). The other KIP-853 directory ids and endpoints (Vote,
+BeginQuorumEpoch, Fetch) are sent empty.
 
 `FetchResponse.records` holds the core's entries in our own framing (`entries.py`), not
 Kafka record batches: the payloads are opaque to this layer, and a frame that is truncated,
@@ -23,7 +24,12 @@ carrying it: the caller logs it and drops the answer, as Raft drops a lost messa
 
 Requests carry the core's `correlation_id` in their header, and answers echo it there.
 
-One concern over ~750 lines: the mapping of the six quorum APIs, requests and answers, both
+KIP-853's AddRaftVoter (80, v0-1), RemoveRaftVoter (81) and UpdateRaftVoter (82) are an
+operator's and a voter's requests, answered by the server's endpoint rather than the core:
+their answers carry the outcome at the top level (`VOTER_CHANGE_KEYS`), and directory ids are
+Kafka's Uuid text (`directory_uuid`, `directory_text`).
+
+One concern over ~1000 lines: the mapping of the nine quorum APIs, requests and answers, both
 ways; the entries' framing (`entries.py`) and the error codes (`errors.py`) are apart.
 """
 
@@ -82,6 +88,9 @@ BEGIN_QUORUM_EPOCH_KEY = 53
 END_QUORUM_EPOCH_KEY = 54
 DESCRIBE_QUORUM_KEY = 55
 FETCH_SNAPSHOT_KEY = 59
+ADD_RAFT_VOTER_KEY = 80
+REMOVE_RAFT_VOTER_KEY = 81
+UPDATE_RAFT_VOTER_KEY = 82
 
 QUORUM_VERSIONS: Mapping[int, tuple[int, int]] = {
     VOTE_KEY: (2, 2),
@@ -90,9 +99,16 @@ QUORUM_VERSIONS: Mapping[int, tuple[int, int]] = {
     DESCRIBE_QUORUM_KEY: (0, 2),
     FETCH_KEY: (17, 17),
     FETCH_SNAPSHOT_KEY: (1, 1),
+    ADD_RAFT_VOTER_KEY: (0, 1),
+    REMOVE_RAFT_VOTER_KEY: (0, 0),
+    UPDATE_RAFT_VOTER_KEY: (0, 0),
 }
 """The quorum APIs a controller serves, with their versions (ApiVersions advertises them only
 on a server that has a quorum endpoint). Requests are sent in the newest version."""
+
+VOTER_CHANGE_KEYS = frozenset({ADD_RAFT_VOTER_KEY, REMOVE_RAFT_VOTER_KEY, UPDATE_RAFT_VOTER_KEY})
+"""KIP-853's APIs: an admin's or a voter's requests, whose answers carry their outcome at the
+top level (a code there is the answer, not a refusal of the request)."""
 
 QUORUM_API_NAMES: Mapping[int, str] = {key: codec.API_NAMES[key] for key in QUORUM_VERSIONS}
 """The quorum APIs' names (`codec.API_NAMES` has them, for the server's log lines)."""
@@ -129,6 +145,15 @@ class QuorumListener:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class VoterEndpoint:
+    """Where a voter listens (KIP-853's `Listeners`: one endpoint, the controller listener)."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DescribedQuorum(DescribeQuorumResponse):
     """A DescribeQuorum answer with the voters' listeners (v2's `nodes`; older versions drop it).
 
@@ -139,6 +164,78 @@ class DescribedQuorum(DescribeQuorumResponse):
     nodes: tuple[QuorumListener, ...] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddRaftVoterRequest:
+    """AddRaftVoterRequest (80): add a caught-up observer to the voters (an admin's request)."""
+
+    correlation_id: int
+    voter_id: int
+    voter_directory_id: str
+    """The voter's directory id as Kafka prints a Uuid ("" for none)."""
+    endpoints: tuple[VoterEndpoint, ...]
+    timeout_ms: int = 30_000
+    ack_when_committed: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveRaftVoterRequest:
+    """RemoveRaftVoterRequest (81): remove a voter (an admin's request)."""
+
+    correlation_id: int
+    voter_id: int
+    voter_directory_id: str
+    """"" matches the voter whatever its directory id."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateRaftVoterRequest:
+    """UpdateRaftVoterRequest (82): a voter tells the leader its endpoints and kraft.versions."""
+
+    correlation_id: int
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: str
+    endpoints: tuple[VoterEndpoint, ...]
+    min_kraft_version: int = 0
+    max_kraft_version: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddRaftVoterResponse:
+    """AddRaftVoterResponse (80)."""
+
+    correlation_id: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveRaftVoterResponse:
+    """RemoveRaftVoterResponse (81)."""
+
+    correlation_id: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateRaftVoterResponse:
+    """UpdateRaftVoterResponse (82): the code and the leader this node knows."""
+
+    correlation_id: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    leader_host: str = ""
+    leader_port: int = 0
+
+
+VoterChangeRequest = AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
+"""The KIP-853 requests: answered by the server's endpoint, not by the core."""
+
+VoterChangeResponse = AddRaftVoterResponse | RemoveRaftVoterResponse | UpdateRaftVoterResponse
+"""The answer to a `VoterChangeRequest`."""
+
 QuorumRequest = (
     VoteRequest
     | BeginQuorumEpochRequest
@@ -146,6 +243,7 @@ QuorumRequest = (
     | FetchRequest
     | FetchSnapshotRequest
     | DescribeQuorumRequest
+    | VoterChangeRequest
 )
 """A request a controller receives on the quorum APIs."""
 
@@ -156,6 +254,7 @@ QuorumResponse = (
     | FetchResponse
     | FetchSnapshotResponse
     | DescribeQuorumResponse
+    | VoterChangeResponse
 )
 """The answer to a `QuorumRequest`."""
 
@@ -180,6 +279,9 @@ _REQUEST_KEYS: Mapping[type[Any], int] = {
     FetchRequest: FETCH_KEY,
     FetchSnapshotRequest: FETCH_SNAPSHOT_KEY,
     DescribeQuorumRequest: DESCRIBE_QUORUM_KEY,
+    AddRaftVoterRequest: ADD_RAFT_VOTER_KEY,
+    RemoveRaftVoterRequest: REMOVE_RAFT_VOTER_KEY,
+    UpdateRaftVoterRequest: UPDATE_RAFT_VOTER_KEY,
 }
 _RESPONSE_KEYS: Mapping[type[Any], int] = {
     VoteResponse: VOTE_KEY,
@@ -189,6 +291,9 @@ _RESPONSE_KEYS: Mapping[type[Any], int] = {
     FetchSnapshotResponse: FETCH_SNAPSHOT_KEY,
     DescribeQuorumResponse: DESCRIBE_QUORUM_KEY,
     DescribedQuorum: DESCRIBE_QUORUM_KEY,
+    AddRaftVoterResponse: ADD_RAFT_VOTER_KEY,
+    RemoveRaftVoterResponse: REMOVE_RAFT_VOTER_KEY,
+    UpdateRaftVoterResponse: UPDATE_RAFT_VOTER_KEY,
 }
 
 
@@ -319,7 +424,61 @@ def _request_values(
                 }
             ],
         }
+    if isinstance(message, AddRaftVoterRequest):
+        return {
+            "cluster_id": cluster_id,
+            "timeout": message.timeout_ms,
+            "voter_id": message.voter_id,
+            "voter_directory_id": directory_uuid(message.voter_directory_id),
+            "listeners": [_endpoint(e) for e in message.endpoints],
+            "ack_when_committed": message.ack_when_committed,
+        }
+    if isinstance(message, RemoveRaftVoterRequest):
+        return {
+            "cluster_id": cluster_id,
+            "voter_id": message.voter_id,
+            "voter_directory_id": directory_uuid(message.voter_directory_id),
+        }
+    if isinstance(message, UpdateRaftVoterRequest):
+        return {
+            "cluster_id": cluster_id,
+            "current_leader_epoch": message.current_leader_epoch,
+            "voter_id": message.voter_id,
+            "voter_directory_id": directory_uuid(message.voter_directory_id),
+            "listeners": [_endpoint(e) for e in message.endpoints],
+            "k_raft_version_feature": {
+                "min_supported_version": message.min_kraft_version,
+                "max_supported_version": message.max_kraft_version,
+            },
+        }
     return {"topics": [_topic({"partition_index": METADATA_PARTITION})]}
+
+
+def _endpoint(endpoint: VoterEndpoint) -> dict[str, Any]:
+    return {"name": endpoint.name, "host": endpoint.host, "port": endpoint.port}
+
+
+def directory_uuid(text: str) -> uuid.UUID | None:
+    """A directory id as the wire carries it: Kafka's Uuid text to a UUID ("" is null)."""
+    if not text:
+        return None
+    try:
+        return uuid.UUID(bytes=Uuid.parse(text).bytes)
+    except ValueError:
+        raise RaftWireError(f"{text[:40]!r} is not a directory id (a Kafka Uuid)") from None
+
+
+def directory_text(value: uuid.UUID | None) -> str:
+    """A directory id off the wire as Kafka prints it (null and the zero Uuid are "")."""
+    if value is None or value.int == 0:
+        return ""
+    return str(Uuid(value.bytes))
+
+
+def _endpoints(listeners: Sequence[Any]) -> tuple[VoterEndpoint, ...]:
+    return tuple(
+        VoterEndpoint(name=str(e.name), host=str(e.host), port=int(e.port)) for e in listeners
+    )
 
 
 def encode_request(
@@ -460,6 +619,36 @@ def inbound_request(request: KafkaRequest) -> InboundRequest:
         _one_partition(body.topics, name=name, partition_field="partition_index")
         message = DescribeQuorumRequest(correlation_id=correlation_id)
         sender = NO_DESCRIBE_SENDER
+    elif key == ADD_RAFT_VOTER_KEY:
+        message = AddRaftVoterRequest(
+            correlation_id=correlation_id,
+            voter_id=int(body.voter_id),
+            voter_directory_id=directory_text(body.voter_directory_id),
+            endpoints=_endpoints(body.listeners),
+            timeout_ms=body.timeout // _MILLISECOND,
+            ack_when_committed=bool(getattr(body, "ack_when_committed", True)),
+        )
+        # The voter named is the one to add, not this node: no addressing check.
+        sender, voter_id = NO_DESCRIBE_SENDER, -1
+    elif key == REMOVE_RAFT_VOTER_KEY:
+        message = RemoveRaftVoterRequest(
+            correlation_id=correlation_id,
+            voter_id=int(body.voter_id),
+            voter_directory_id=directory_text(body.voter_directory_id),
+        )
+        sender, voter_id = NO_DESCRIBE_SENDER, -1
+    elif key == UPDATE_RAFT_VOTER_KEY:
+        feature = body.k_raft_version_feature
+        message = UpdateRaftVoterRequest(
+            correlation_id=correlation_id,
+            current_leader_epoch=int(body.current_leader_epoch),
+            voter_id=int(body.voter_id),
+            voter_directory_id=directory_text(body.voter_directory_id),
+            endpoints=_endpoints(body.listeners),
+            min_kraft_version=int(feature.min_supported_version),
+            max_kraft_version=int(feature.max_supported_version),
+        )
+        sender, voter_id = message.voter_id, -1
     else:
         raise RaftWireError(f"API key {key} is not a quorum API")
     return InboundRequest(
@@ -489,7 +678,7 @@ def _leader(value: LeaderIdAndEpoch) -> dict[str, int]:
 def _replica(state: ReplicaState) -> dict[str, Any]:
     return {
         "replica_id": state.replica_id,
-        "replica_directory_id": None,
+        "replica_directory_id": directory_uuid(state.directory_id),
         "log_end_offset": state.log_end_offset,
         "last_fetch_timestamp": state.last_fetch_timestamp,
         "last_caught_up_timestamp": state.last_caught_up_timestamp,
@@ -498,6 +687,23 @@ def _replica(state: ReplicaState) -> dict[str, Any]:
 
 def _response_values(message: QuorumResponse) -> dict[str, Any]:
     """The values `codec.build` takes for a response message (any served version)."""
+    if isinstance(message, AddRaftVoterResponse | RemoveRaftVoterResponse):
+        return {
+            "throttle_time": 0,
+            "error_code": message.error_code,
+            "error_message": message.error_message,
+        }
+    if isinstance(message, UpdateRaftVoterResponse):
+        return {
+            "throttle_time": 0,
+            "error_code": message.error_code,
+            "current_leader": {
+                "leader_id": message.leader_id,
+                "leader_epoch": message.leader_epoch,
+                "host": message.leader_host,
+                "port": message.leader_port,
+            },
+        }
     if isinstance(message, VoteResponse):
         return {
             "error_code": 0,
@@ -626,7 +832,15 @@ def error_answer(
     no topics, and the message where the version has a field for it.
     """
     values: dict[str, Any] = {"error_code": error_code, "topics": []}
-    if api_key == FETCH_KEY:
+    if api_key in (ADD_RAFT_VOTER_KEY, REMOVE_RAFT_VOTER_KEY):
+        values = {"throttle_time": 0, "error_code": error_code, "error_message": message}
+    elif api_key == UPDATE_RAFT_VOTER_KEY:
+        values = {
+            "throttle_time": 0,
+            "error_code": error_code,
+            "current_leader": {"leader_id": -1, "leader_epoch": -1, "host": "", "port": 0},
+        }
+    elif api_key == FETCH_KEY:
         values = {"throttle_time": 0, "error_code": error_code, "session_id": 0, "responses": []}
     elif api_key == FETCH_SNAPSHOT_KEY:
         values["throttle_time"] = 0
@@ -671,6 +885,9 @@ def decode_response(frame: bytes | memoryview, *, api_key: int, version: int) ->
     missing = missing_required(body)
     if missing is not None:
         raise RaftWireError(f"malformed {name} v{version}: {missing} is null")
+    if api_key in VOTER_CHANGE_KEYS:
+        # These answers carry their outcome at the top level: it is the answer, not a refusal.
+        return _VOTER_CHANGE_DECODERS[api_key](body, correlation_id)
     top = int(body.error_code)
     if top != 0:
         detail = getattr(body, "error_message", None)
@@ -774,6 +991,7 @@ def _replica_state(value: Any) -> ReplicaState:
         log_end_offset=int(value.log_end_offset),
         last_fetch_timestamp=int(getattr(value, "last_fetch_timestamp", -1)),
         last_caught_up_timestamp=int(getattr(value, "last_caught_up_timestamp", -1)),
+        directory_id=directory_text(getattr(value, "replica_directory_id", None)),
     )
 
 
@@ -805,4 +1023,39 @@ _DECODERS: Mapping[int, Callable[[Any, int, str], QuorumResponse]] = {
     FETCH_KEY: _fetch,
     FETCH_SNAPSHOT_KEY: _fetch_snapshot,
     DESCRIBE_QUORUM_KEY: _describe_quorum,
+}
+
+
+def _add_voter_answer(body: Any, correlation_id: int) -> QuorumResponse:
+    return AddRaftVoterResponse(
+        correlation_id=correlation_id,
+        error_code=int(body.error_code),
+        error_message=body.error_message,
+    )
+
+
+def _remove_voter_answer(body: Any, correlation_id: int) -> QuorumResponse:
+    return RemoveRaftVoterResponse(
+        correlation_id=correlation_id,
+        error_code=int(body.error_code),
+        error_message=body.error_message,
+    )
+
+
+def _update_voter_answer(body: Any, correlation_id: int) -> QuorumResponse:
+    leader = body.current_leader
+    return UpdateRaftVoterResponse(
+        correlation_id=correlation_id,
+        error_code=int(body.error_code),
+        leader_id=int(leader.leader_id),
+        leader_epoch=int(leader.leader_epoch),
+        leader_host=str(leader.host),
+        leader_port=int(leader.port),
+    )
+
+
+_VOTER_CHANGE_DECODERS: Mapping[int, Callable[[Any, int], QuorumResponse]] = {
+    ADD_RAFT_VOTER_KEY: _add_voter_answer,
+    REMOVE_RAFT_VOTER_KEY: _remove_voter_answer,
+    UPDATE_RAFT_VOTER_KEY: _update_voter_answer,
 }

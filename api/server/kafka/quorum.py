@@ -1,6 +1,8 @@
 """The controller quorum's APIs on the server, answered by the server's `QuorumEndpoint`.
 
-Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum.
+Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum, and KIP-853's
+AddRaftVoter, RemoveRaftVoter (ALTER on the cluster: an operator's request, as Kafka checks
+them) and UpdateRaftVoter (CLUSTER_ACTION: a voter's).
 
 A server given no endpoint does not serve them at all (not in ApiVersions, and a request of
 one of their keys closes the connection as any unknown API does). With one, each request is
@@ -26,9 +28,11 @@ from api.raft.transport.errors import (
     RaftWireRefusal,
 )
 from api.raft.transport.wire import (
+    ADD_RAFT_VOTER_KEY,
     DESCRIBE_QUORUM_KEY,
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
+    REMOVE_RAFT_VOTER_KEY,
     QuorumRequest,
     QuorumResponse,
     api_key_of,
@@ -42,6 +46,13 @@ from api.server.kafka.base import Listener, Session, logger
 from api.service.service import MetadataService
 from records.model import AclOperation
 from replay.controller.errors import ApiError
+
+_OPERATIONS = {
+    DESCRIBE_QUORUM_KEY: AclOperation.DESCRIBE,
+    ADD_RAFT_VOTER_KEY: AclOperation.ALTER,
+    REMOVE_RAFT_VOTER_KEY: AclOperation.ALTER,
+}
+"""The operation on the cluster each quorum API needs (CLUSTER_ACTION for the others)."""
 
 
 class QuorumEndpoint(Protocol):
@@ -98,9 +109,7 @@ class QuorumApis:
         header = request.header
         key, version = header.api_key, header.api_version
         name = QUORUM_API_NAMES[key]
-        operation = (
-            AclOperation.DESCRIBE if key == DESCRIBE_QUORUM_KEY else AclOperation.CLUSTER_ACTION
-        )
+        operation = _OPERATIONS.get(key, AclOperation.CLUSTER_ACTION)
         try:
             self.gate.require_cluster(self.service.image, session, operation)
             inbound = inbound_request(request)

@@ -51,13 +51,22 @@ from api.raft.transport.errors import (
 )
 from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
 from api.raft.transport.wire import (
+    ADD_RAFT_VOTER_KEY,
     DESCRIBE_QUORUM_KEY,
     FETCH_KEY,
     QUORUM_VERSIONS,
+    REMOVE_RAFT_VOTER_KEY,
     VOTE_KEY,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     DescribeQuorumRequest,
     QuorumRequest,
     QuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    VoterChangeRequest,
+    VoterChangeResponse,
+    VoterEndpoint,
     decode_response,
     encode_request,
 )
@@ -119,6 +128,12 @@ def answer(message: QuorumRequest) -> QuorumResponse:
             high_watermark=message.fetch_offset,
             current_leader=leader,
             records=(Entry(offset=message.fetch_offset, epoch=5, payload=b"block", count=2),),
+        )
+    if isinstance(message, AddRaftVoterRequest):
+        return AddRaftVoterResponse(correlation_id=message.correlation_id, error_code=0)
+    if isinstance(message, RemoveRaftVoterRequest):
+        return RemoveRaftVoterResponse(
+            correlation_id=message.correlation_id, error_code=127, error_message="not a voter"
         )
     if isinstance(message, FetchSnapshotRequest):
         return FetchSnapshotResponse(
@@ -413,6 +428,62 @@ async def test_send_never_waits_and_unknown_destinations_are_refused(tmp_path: P
     finally:
         await links.close()
     assert not links.send(1, _vote(2))  # closed links take nothing
+
+
+async def test_links_follow_the_voter_set(tmp_path: Path) -> None:
+    answers = Collected()
+    async with serving(tmp_path / "log", TestEndpoint()) as server:
+        links = links_to(_free_port(), answers)
+        try:
+            # Node 4 added (at the server's address), node 1 removed: KIP-853's voter changes.
+            links.set_addresses(
+                {
+                    2: VoterAddress(host="127.0.0.1", port=1),
+                    4: VoterAddress(host="127.0.0.1", port=server.port),
+                }
+            )
+            assert links.send(4, REQUESTS[3])  # a Fetch: it names no voter it is meant for
+            await until(lambda: len(answers.answers) == 1, "node 4's answer")
+            assert answers.answers[0] == (4, answer(REQUESTS[3]))
+            assert not links.send(1, _vote(2))  # removed: the core's request is dropped
+            with pytest.raises(ValueError, match="node 3 is not another voter"):
+                links.send(3, _vote(3))  # never a voter: a caller's bug
+        finally:
+            await links.close()
+
+
+async def test_voter_changes_need_alter_on_the_cluster_and_reach_the_endpoint(
+    tmp_path: Path,
+) -> None:
+    add = AddRaftVoterRequest(
+        correlation_id=7,
+        voter_id=4,
+        voter_directory_id="AAAAAAAAQACAAAAAAAAABA",
+        endpoints=(VoterEndpoint(name="CONTROLLER", host="127.0.0.1", port=9094),),
+    )
+    remove = RemoveRaftVoterRequest(correlation_id=8, voter_id=9, voter_directory_id="")
+    frames = [
+        encode_request(add, destination=-1, cluster_id=CLUSTER),
+        encode_request(remove, destination=-1, cluster_id=CLUSTER),
+    ]
+    endpoint = TestEndpoint()
+    async with serving(
+        tmp_path / "a", endpoint, authorizer=AuthorizerConfig(super_users=frozenset())
+    ) as server:
+        added, removed = await _exchange(server.port, frames)
+    assert added is not None and removed is not None
+    refused = decode_response(added, api_key=ADD_RAFT_VOTER_KEY, version=1)
+    assert isinstance(refused, AddRaftVoterResponse)
+    assert refused.error_code == CLUSTER_AUTHORIZATION_FAILED
+    assert "may not Alter the cluster" in (refused.error_message or "")
+    assert endpoint.seen == []
+    async with serving(tmp_path / "b", endpoint) as server:
+        added, removed = await _exchange(server.port, frames)
+    assert added is not None and removed is not None
+    assert decode_response(added, api_key=ADD_RAFT_VOTER_KEY, version=1) == answer(add)
+    assert decode_response(removed, api_key=REMOVE_RAFT_VOTER_KEY, version=0) == answer(remove)
+    # An admin's request: no sender replica, and node 4 is the voter to add, not a misroute.
+    assert endpoint.seen == [(-1, add), (-1, remove)]
 
 
 async def test_a_peer_without_the_quorum_apis_is_named(
@@ -935,6 +1006,8 @@ class MiniShell:
             return self.core.describe_quorum()
         if isinstance(message, FetchSnapshotRequest):
             raise NotImplementedError("no snapshots here")
+        if isinstance(message, VoterChangeRequest):
+            raise NotImplementedError("no voter changes here")
         future = self.loop.create_future()
         self.waiting[(sender_id, message.correlation_id)] = future
         self.core.step(sender_id, message)
@@ -945,7 +1018,9 @@ class MiniShell:
             self.waiting.pop((sender_id, message.correlation_id), None)
 
     def on_response(self, source: int, message: QuorumResponse) -> None:
-        if not isinstance(message, DescribeQuorumResponse | FetchSnapshotResponse):
+        if not isinstance(
+            message, DescribeQuorumResponse | FetchSnapshotResponse | VoterChangeResponse
+        ):
             self.core.step(source, message)
             self.pump()
 

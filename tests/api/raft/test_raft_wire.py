@@ -45,6 +45,7 @@ from api.raft.transport.errors import (
     wire_error_code,
 )
 from api.raft.transport.wire import (
+    ADD_RAFT_VOTER_KEY,
     DESCRIBE_QUORUM_KEY,
     FETCH_KEY,
     FETCH_MAX_BYTES,
@@ -52,10 +53,18 @@ from api.raft.transport.wire import (
     METADATA_TOPIC_ID,
     QUORUM_VERSIONS,
     VOTE_KEY,
+    VOTER_CHANGE_KEYS,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     DescribedQuorum,
     DescribeQuorumRequest,
     QuorumListener,
     QuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
+    VoterEndpoint,
     _request_values,
     api_key_of,
     decode_request,
@@ -525,9 +534,79 @@ def test_a_top_level_refusal_is_a_refusal_with_its_code_and_message() -> None:
         decode_response(_frame_body(frame), api_key=DESCRIBE_QUORUM_KEY, version=2)
     assert caught.value.error_code == 31
     for key, (_, version) in QUORUM_VERSIONS.items():
+        if key in VOTER_CHANGE_KEYS:
+            continue  # their code is their answer (below)
         frame = codec.encode_response(4, error_answer(key, version, 31))
         with pytest.raises(RaftWireRefusal):
             decode_response(_frame_body(frame), api_key=key, version=version)
+
+
+def test_a_voter_change_refused_comes_back_as_its_answer_with_code_and_message() -> None:
+    answer = error_answer(ADD_RAFT_VOTER_KEY, 1, 31, "User:bob may not Alter the cluster")
+    frame = codec.encode_response(4, answer)
+    decoded = decode_response(_frame_body(frame), api_key=ADD_RAFT_VOTER_KEY, version=1)
+    assert decoded == AddRaftVoterResponse(
+        correlation_id=4, error_code=31, error_message="User:bob may not Alter the cluster"
+    )
+
+
+DIRECTORY = "pqQ6lNYVQbOcf5VZWv4_Pw"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        AddRaftVoterRequest(
+            correlation_id=3,
+            voter_id=4,
+            voter_directory_id=DIRECTORY,
+            endpoints=(VoterEndpoint(name="CONTROLLER", host="127.0.0.1", port=9093),),
+            timeout_ms=5000,
+            ack_when_committed=False,
+        ),
+        RemoveRaftVoterRequest(correlation_id=4, voter_id=1, voter_directory_id=""),
+        UpdateRaftVoterRequest(
+            correlation_id=5,
+            current_leader_epoch=3,
+            voter_id=2,
+            voter_directory_id=DIRECTORY,
+            endpoints=(VoterEndpoint(name="CONTROLLER", host="::1", port=9094),),
+        ),
+    ],
+)
+def test_voter_change_requests_round_trip_with_kafkas_schemas(message: object) -> None:
+    frame = encode_request(message, destination=-1, cluster_id="c")  # type: ignore[arg-type]  # each is a QuorumRequest
+    inbound = decode_request(_frame_body(frame))
+    assert inbound.message == message
+    # AddRaftVoter's voter is the one to add, not this node: never an addressing refusal.
+    assert inbound.voter_id == -1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        AddRaftVoterResponse(correlation_id=1, error_code=0),
+        RemoveRaftVoterResponse(correlation_id=2, error_code=127, error_message="not a voter"),
+        UpdateRaftVoterResponse(
+            correlation_id=3,
+            error_code=0,
+            leader_id=2,
+            leader_epoch=7,
+            leader_host="h",
+            leader_port=9093,
+        ),
+    ],
+)
+def test_voter_change_answers_round_trip(answer: object) -> None:
+    key = api_key_of(answer)  # type: ignore[arg-type]  # each is a QuorumResponse
+    frame = encode_response(answer)  # type: ignore[arg-type]  # each is a QuorumResponse
+    assert decode_response(_frame_body(frame), api_key=key, version=send_version(key)) == answer
+
+
+def test_a_directory_id_that_is_not_a_kafka_uuid_is_refused_in_one_line() -> None:
+    bad = RemoveRaftVoterRequest(correlation_id=1, voter_id=1, voter_directory_id="nope")
+    with pytest.raises(RaftWireError, match="not a directory id"):
+        encode_request(bad, destination=-1, cluster_id=None)
 
 
 # --------------------------------------------------------------------------- entries
