@@ -297,8 +297,10 @@ class Checker:
                 holder = self.leaders.setdefault(core.epoch, node.id)
                 if holder != node.id:
                     self.fail(f"two leaders in epoch {core.epoch}: {holder} and {node.id}")
-                if node.id not in core.voters and not self.removal_pending(node):
-                    self.fail(f"node {node.id} leads epoch {core.epoch} but is no voter")
+                if node.id not in core.voters:
+                    if not self.removal_pending(node):
+                        self.fail(f"node {node.id} leads epoch {core.epoch} but is no voter")
+                    self.cluster.stats["leaders elected with their removal pending"] += 1
                 self.check_acked_in(node)
             if ready.high_watermark is not None:
                 self.on_commit(node, self.high_watermarks.get(key, 0), ready.high_watermark)
