@@ -298,11 +298,15 @@ class Checker:
                 if holder != node.id:
                     self.fail(f"two leaders in epoch {core.epoch}: {holder} and {node.id}")
                 if node.id not in core.voters:
-                    self.fail(f"node {node.id} leads epoch {core.epoch} but is no voter")
+                    if not self.removal_pending(node):
+                        self.fail(f"node {node.id} leads epoch {core.epoch} but is no voter")
+                    self.cluster.stats["leaders elected with their removal pending"] += 1
                 self.check_acked_in(node)
             if ready.high_watermark is not None:
                 self.on_commit(node, self.high_watermarks.get(key, 0), ready.high_watermark)
                 self.high_watermarks[key] = ready.high_watermark
+        if core.role is Role.LEADER and self.leaders.get(core.epoch) != node.id:
+            self.fail(f"node {node.id} leads epoch {core.epoch}, which it was not elected in")
         if self.cluster.dynamic:
             self.check_membership(node, ready_log)
 
@@ -323,7 +327,11 @@ class Checker:
                     f"node {node.id} uses voters {sorted(core.voters)}, its log says "
                     f"{sorted(expected)}"
                 )
-        if core.id not in core.voters and core.role not in (Role.OBSERVER, Role.LEADER):
+        if (
+            core.id not in core.voters
+            and core.role not in (Role.OBSERVER, Role.LEADER)
+            and not self.removal_pending(node)
+        ):
             self.fail(f"node {node.id} is {core.role.name} but no voter")
         if (
             core.role is Role.LEADER
@@ -337,6 +345,24 @@ class Checker:
             for entry in ready.append:
                 if entry.kind is EntryKind.VOTERS and core.role is Role.LEADER:
                     self.check_one_change(node, entry)
+
+    def removal_pending(self, node: SimNode) -> bool:
+        """Whether the last voters entry of the node's log removed it, not known committed there.
+
+        Such a node still takes part in elections (Raft's single-server changes): it may hold
+        the only copy of its removal, which the others need it to commit; its vote never counts.
+        """
+        core = node.core
+        if core is None or not self.cluster.dynamic:
+            return False
+        entries = node.log.entries
+        last = max(
+            (o for o in range(node.log.end) if entries[o].kind is EntryKind.VOTERS),
+            default=-1,
+        )
+        return (
+            last >= 0 and core.high_watermark <= last and node.id in voters_below(entries, last).ids
+        )
 
     def check_one_change(self, node: SimNode, entry: Entry) -> None:
         """A leader's voters entry changes one voter of a committed set."""

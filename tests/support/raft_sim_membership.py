@@ -161,7 +161,8 @@ def run_membership_seed(seed: int, *, trace: bool = False, scenario: str | None 
             lambda: _retry(c, lambda: _remove_one(c, leader=True), every=every, until=at + 3000),
         )
         if rng.random() < 0.5:
-            # Killed or cut off while its own removal is in flight.
+            # Killed while its own removal is in flight (`change_partitioned` cuts a leader
+            # off just after a change, which may be its own removal).
             c.at(at + rng.randint(0, 60), lambda: _kill_leader(c))
     elif name == "racing_changes":
 

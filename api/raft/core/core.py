@@ -140,7 +140,7 @@ class RaftCore:
                 f"the quorum state names voters {sorted(state.voters)}, the config "
                 f"{sorted(config.voters)}; they must agree"
             )
-        if not self.is_voter or self.catching_up:
+        if not self.may_stand or self.catching_up:
             self.set_role(ObserverState())
             self.send_fetch()
         elif self.leader_id == self.id:
@@ -178,6 +178,25 @@ class RaftCore:
         A node that is not observes, or leads on only until its own removal is committed.
         """
         return self.id in self._voter_ids
+
+    @property
+    def may_stand(self) -> bool:
+        """Whether this node takes part in elections: it may stand, follow and resign.
+
+        Every voter in force may; so may a node removed by the latest voters entry of its log
+        while it does not know that entry committed (Raft's single-server changes, Ongaro's
+        thesis 4.2.2): it may hold the only copy of entries the remaining voters need, its
+        removal among them, so it still stands to commit them. Its own vote never counts (a
+        majority is of the voters in force); it leads only until its removal commits.
+        """
+        if self.is_voter:
+            return True
+        latest = self.history.latest_offset
+        return (
+            self.dynamic
+            and latest >= self.high_watermark
+            and self.id in self.history.at(latest).ids
+        )
 
     # ----------------------------------------------------------------- the shell's interface
 
@@ -264,10 +283,10 @@ class RaftCore:
         if not isinstance(state, LeaderState):
             return
         successors = state.successors(self.id)
-        if self.is_voter:
+        if self.may_stand:
             self.set_role(ResignedState(election_at=self.now_ms + self._election_timeout()))
         else:
-            # Removed from the voters: it never stands again, it follows the next leader.
+            # Its removal committed: it never stands again, it follows the next leader.
             self.become_observer()
         for voter in successors:
             self.send(
@@ -396,10 +415,15 @@ class RaftCore:
 
     def become_unattached(self, epoch: int) -> None:
         """Learn of `epoch` without its leader: wait for one, or stand after a timeout."""
-        if self.catching_up or not self.is_voter:
+        if self.catching_up or not self.may_stand:
             if epoch > self.epoch:
                 self.new_epoch(epoch)
-                self.persist()
+                if isinstance(self.state, LeaderState):
+                    # A leader whose own removal is not committed yet is deposed by a newer
+                    # epoch: it must not lead on in an epoch it was never elected in.
+                    self.become_observer()
+                else:
+                    self.persist()
             return
         self.new_epoch(epoch)
         self.set_role(UnattachedState(election_at=self.now_ms + self._election_timeout()))
@@ -407,10 +431,15 @@ class RaftCore:
 
     def become_follower(self, epoch: int, leader: int) -> None:
         """Follow `leader` of `epoch` (an observer just fetches from it)."""
-        if self.catching_up or not self.is_voter:
+        if self.catching_up or not self.may_stand:
             if epoch > self.epoch or self.leader_id != leader:
                 self.new_epoch(epoch)
                 self.leader_id = leader
+                if isinstance(self.state, LeaderState):
+                    # A removed leader (its removal not committed yet) deposed by a newer
+                    # epoch's leader: it observes that leader from now on.
+                    self.become_observer()
+                    return
                 self.persist()
             if self.fetch_target != leader:
                 self.fetch_target = leader
@@ -490,7 +519,7 @@ class RaftCore:
         self.heard = {}
         leader = self.leader_id
         self.voted_id = self.id
-        if self.is_voter:
+        if self.may_stand:
             self.set_role(FollowerState(fetch_deadline=self.now_ms + self.config.fetch_timeout_ms))
         self.leader_id = leader
         self.fetch_target = leader
@@ -610,7 +639,7 @@ class RaftCore:
             return
         if self.catching_up:
             return
-        if self.is_voter and isinstance(state, ObserverState):
+        if self.may_stand and isinstance(state, ObserverState):
             leader = self.leader_id
             if leader in (NO_LEADER, self.id):
                 self.become_unattached(self.epoch)
@@ -624,7 +653,7 @@ class RaftCore:
             )
             self.fetch_target = leader
             self.persist()
-        elif not self.is_voter and not isinstance(state, ObserverState):
+        elif not self.may_stand and not isinstance(state, ObserverState):
             self.become_observer()
 
     def send_begin(self, voter: int) -> None:
@@ -728,6 +757,13 @@ class RaftCore:
         if value > self.high_watermark:
             self.high_watermark = value
             self._hw_change = value
+            if (
+                not self.may_stand
+                and not self.catching_up
+                and not isinstance(self.state, ObserverState | LeaderState)
+            ):
+                # Its own removal is now known committed: it observes from here on.
+                self.become_observer()
 
     def fetch_request(self, correlation: int) -> FetchRequest:
         """A Fetch from this node's log end."""

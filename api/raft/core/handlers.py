@@ -208,7 +208,7 @@ def on_end_quorum_epoch(core: RaftCore, sender: int, msg: EndQuorumEpochRequest)
         return
     if msg.leader_epoch > core.epoch:
         core.become_unattached(msg.leader_epoch)
-    if core.catching_up or not core.is_voter:
+    if core.catching_up or not core.may_stand:
         return
     successors = msg.preferred_successors
     position = successors.index(core.id) if core.id in successors else len(successors)

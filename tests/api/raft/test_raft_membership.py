@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.raft.core.messages import ErrorCode
+from api.raft.core.messages import BeginQuorumEpochRequest, ErrorCode
 from api.raft.core.ready import OffsetRange, VoterChangeRefused
 from api.raft.core.roles import Role
 from api.raft.core.voters import Voter, VoterHistory, VoterSet, snapshot_voters
@@ -94,6 +94,49 @@ def test_a_leader_that_removes_itself_resigns_once_the_change_commits() -> None:
     assert c.checker.committed_voters == {1, 2, 3} - {old.id}
     new = _leader(c)
     assert new.id != old.id and new.core is not None and new.core.voters == {1, 2, 3} - {old.id}
+    c.propose()
+    c.run_until(c.now + 500)
+    assert c.checker.committed[-1].payload.startswith(str(c.seed).encode())
+
+
+def test_a_removed_leader_is_deposed_by_a_newer_epoch_before_its_removal_commits() -> None:
+    """Seed 43060: it must not take the newer epoch and lead on in it (two leaders)."""
+    c = _cluster()
+    old = _leader(c)
+    core = old.core
+    assert core is not None
+    assert isinstance(_change(c, remove=old.id), OffsetRange)
+    epoch = core.epoch
+    other = min({1, 2, 3} - {old.id})
+    core.step(
+        other, BeginQuorumEpochRequest(correlation_id=1, leader_id=other, leader_epoch=epoch + 1)
+    )
+    c.process(old)  # the checker fails a node that leads an epoch it was not elected in
+    assert core.role is Role.FOLLOWER and core.epoch == epoch + 1 and core.leader_id == other
+
+
+def test_a_removed_leader_with_the_newest_log_stands_to_commit_its_removal() -> None:
+    """Seeds 16974, 41499: a leader removes itself, loses its quorum before that commits and
+    holds the only copy; another voter is down. The rest cannot win without its vote (their
+    logs are behind), so it stands (its own vote uncounted), commits its removal, steps aside."""
+    c = _cluster()
+    assert isinstance(_change(c, add=Voter(id=4, directory_id="d4")), OffsetRange)
+    c.run_until(c.now + 500)
+    assert c.checker.committed_voters == {1, 2, 3, 4}
+    old = _leader(c)
+    assert isinstance(_change(c, remove=old.id), OffsetRange)
+    c.partition({old.id})
+    down = c.nodes[max({1, 2, 3, 4} - {old.id})]
+    c.kill(down)
+    c.run_until(c.now + 3000)  # check-quorum: it resigns, its removal not committed
+    assert role_of(old) is not Role.LEADER
+    c.blocked.clear()
+    c.run_until(c.now + 6000)
+    remaining = {1, 2, 3, 4} - {old.id}
+    assert c.checker.committed_voters == remaining
+    assert role_of(old) is Role.OBSERVER
+    new = _leader(c)
+    assert new.id in remaining - {down.id}
     c.propose()
     c.run_until(c.now + 500)
     assert c.checker.committed[-1].payload.startswith(str(c.seed).encode())

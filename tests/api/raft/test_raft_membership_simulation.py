@@ -62,6 +62,22 @@ def test_grow_and_shrink_ends_with_the_new_voter_and_without_voter_1() -> None:
     assert done >= 5, done
 
 
+@pytest.mark.parametrize(
+    ("seed", "what"),
+    [
+        (43060, "a removed leader took a newer epoch and led on in it"),
+        (16974, "a removed leader with the newest log could not stand: no leader"),
+        (41499, "a removed leader with the newest log could not stand: no leader"),
+    ],
+)
+def test_the_seeds_the_50000_seed_sweep_failed_now_pass(seed: int, what: str) -> None:
+    """The failing seeds of the first 50,000-seed sweep replayed (what each one broke)."""
+    cluster = run_membership_seed(seed)
+    leader = cluster.leader()
+    assert leader is not None and leader.core is not None, what
+    assert leader.id in cluster.checker.committed_voters, what
+
+
 def test_a_seed_replays_identically() -> None:
     first, second = run_membership_seed(11), run_membership_seed(11)
     assert first.events == second.events
