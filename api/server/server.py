@@ -67,6 +67,7 @@ from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.server.kafka.quorum import QuorumEndpoint
+from api.server.kafka.sole_voter import SOLE_VOTER_VERSIONS, SoleVoter
 from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
     MAX_CONNECTIONS,
@@ -192,13 +193,17 @@ class MetadataServer:
         tests). They are served on the listeners named in `quorum_listeners` (Kafka's
         `controller.listener.names`; None: on every listener). A quorum node forwards the
         writes it does not lead to the leader (`forwarding.py`), connecting as the controllers
-        connect to each other (`controller_security`, None: PLAINTEXT).
+        connect to each other (`controller_security`, None: PLAINTEXT). Without either, the
+        server is a single server: its own quorum of one voter, answering DescribeQuorum as
+        such on every listener (`kafka/sole_voter.py`).
         """
         self.service = service
         self.quorum_node = quorum_node
         if quorum is None and quorum_node is not None:
             quorum = NodeEndpoint(quorum_node)
         self.quorum = quorum
+        self.sole_voter = SoleVoter(service, node_id) if quorum is None else None
+        """A single server (no quorum): answers DescribeQuorum as a quorum of one voter."""
         self.quorum_listeners = None if quorum_listeners is None else frozenset(quorum_listeners)
         if listeners is None:
             listeners = [
@@ -370,6 +375,7 @@ class MetadataServer:
             self.authorizer,
             self.quorum if quorum else None,
             liveness=self.liveness,
+            sole_voter=self.sole_voter,
         )
 
     def _serves_quorum(self, listener: str) -> bool:
@@ -397,6 +403,8 @@ class MetadataServer:
             extra_versions=(
                 {**QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
                 if self._serves_quorum(listener.name)
+                else SOLE_VOTER_VERSIONS
+                if self.sole_voter is not None
                 else {}
             ),
             prelogin=prelogin,

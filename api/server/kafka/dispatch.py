@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
-from api.raft.transport.wire import QUORUM_VERSIONS
+from api.raft.transport.wire import DESCRIBE_QUORUM_KEY, QUORUM_VERSIONS
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS_SESSION, Handler, Listener, Session, logger
@@ -24,6 +24,8 @@ from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
 from api.server.kafka.quorum import QuorumApis, QuorumEndpoint
 from api.server.kafka.refusals import refusal
+from api.server.kafka.sole_voter import SoleVoter
+from api.server.kafka.sole_voter import api_versions as sole_voter_api_versions
 from api.server.kafka.topics import TopicApis
 from api.server.sasl import refuse_outside_login
 from api.server.write_ids import pending_write
@@ -56,7 +58,8 @@ class KafkaApis:
     With an `authorizer`, each API checks what Kafka's checks (docs/security.md); without one,
     everything is allowed and the ACL APIs answer SECURITY_DISABLED. With a `quorum` endpoint
     the controller quorum's APIs (`api.raft.transport.wire.QUORUM_VERSIONS`) are answered too,
-    and ApiVersions lists them.
+    and ApiVersions lists them. With a `sole_voter` instead (a single server: no quorum at
+    all), DescribeQuorum alone is answered, as a quorum of one voter (`sole_voter.py`).
     """
 
     def __init__(
@@ -65,7 +68,9 @@ class KafkaApis:
         listener: Listener,
         authorizer: Authorizer | None = None,
         quorum: QuorumEndpoint | None = None,
+        *,
         liveness: BrokerLiveness | None = None,
+        sole_voter: SoleVoter | None = None,
     ) -> None:
         self.service = service
         self.liveness = liveness or BrokerLiveness(service)
@@ -112,6 +117,12 @@ class KafkaApis:
             self._handlers[18] = quorum_apis.api_versions
             for key in QUORUM_VERSIONS:
                 self._handlers[key] = quorum_apis.handle
+        elif sole_voter is not None:
+            # The same checks and refusals as on a quorum's node, for its one served API.
+            self._handlers[18] = sole_voter_api_versions
+            self._handlers[DESCRIBE_QUORUM_KEY] = QuorumApis(
+                sole_voter, service, listener, gate
+            ).handle
 
     async def handle(
         self, request: KafkaRequest, session: Session = ANONYMOUS_SESSION
