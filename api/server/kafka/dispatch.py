@@ -24,8 +24,7 @@ from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
 from api.server.kafka.quorum import QuorumApis, QuorumEndpoint
 from api.server.kafka.refusals import refusal
-from api.server.kafka.sole_voter import SoleVoter
-from api.server.kafka.sole_voter import api_versions as sole_voter_api_versions
+from api.server.kafka.sole_voter import SOLE_VOTER_VERSIONS, SoleVoter
 from api.server.kafka.topics import TopicApis
 from api.server.sasl import refuse_outside_login
 from api.server.write_ids import pending_write
@@ -77,7 +76,12 @@ class KafkaApis:
         """The broker sessions (one per server, shared by its listeners)."""
         self.listener = listener
         self.gate = gate = Gate(authorizer)
-        described = MetadataApis(service, listener, gate)
+        described = MetadataApis(
+            service,
+            listener,
+            gate,
+            also_served=SOLE_VOTER_VERSIONS if quorum is None and sole_voter is not None else None,
+        )
         topics = TopicApis(service, listener, gate)
         configs = ConfigApis(service, listener, gate)
         partitions = PartitionApis(service, listener, gate)
@@ -119,7 +123,6 @@ class KafkaApis:
                 self._handlers[key] = quorum_apis.handle
         elif sole_voter is not None:
             # The same checks and refusals as on a quorum's node, for its one served API.
-            self._handlers[18] = sole_voter_api_versions
             self._handlers[DESCRIBE_QUORUM_KEY] = QuorumApis(
                 sole_voter, service, listener, gate
             ).handle

@@ -9,7 +9,7 @@ controller placed them on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from api.protocol import codec
@@ -68,10 +68,17 @@ class MetadataApis(HandlerGroup):
     """ApiVersions, Metadata, DescribeCluster and DescribeTopicPartitions."""
 
     def __init__(
-        self, service: MetadataService, listener: Listener, gate: Gate | None = None
+        self,
+        service: MetadataService,
+        listener: Listener,
+        gate: Gate | None = None,
+        *,
+        also_served: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
+        """`also_served`: APIs ApiVersions lists beyond these handlers' (`sole_voter.py`)."""
         super().__init__(service, listener, gate)
         self._brokers: dict[type[Any], Encoded] = {}
+        self._served = {**PRIVATE_VERSIONS, **(also_served or {})}
 
     # ------------------------------------------------------------------ ApiVersions
 
@@ -80,7 +87,7 @@ class MetadataApis(HandlerGroup):
         return self._answer(
             request,
             error_code=0,
-            api_keys=codec.supported_api_keys(PRIVATE_VERSIONS),
+            api_keys=codec.supported_api_keys(self._served),
             throttle_time=0,
         )
 

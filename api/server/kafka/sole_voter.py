@@ -24,9 +24,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from api.protocol import codec
-from api.protocol.codec import KafkaRequest
-from api.protocol.private import PRIVATE_VERSIONS
 from api.raft.core.messages import DescribeQuorumResponse, ErrorCode, ReplicaState
 from api.raft.transport.wire import (
     DESCRIBE_QUORUM_KEY,
@@ -35,7 +32,6 @@ from api.raft.transport.wire import (
     QuorumRequest,
     QuorumResponse,
 )
-from api.server.kafka.base import Session
 from api.service.service import MetadataService
 
 SOLE_VOTER_VERSIONS: Mapping[int, tuple[int, int]] = {
@@ -88,16 +84,3 @@ class SoleVoter:
         if not isinstance(message, DescribeQuorumRequest):
             raise TypeError(f"a single server answers DescribeQuorum only, not {message!r}")
         return self.describe()
-
-
-async def api_versions(request: KafkaRequest, session: Session) -> codec.Answer:
-    """ApiVersions of a single server: every API, DescribeQuorum among them."""
-    header = request.header
-    return codec.Answer(
-        codec.response_class(header.api_key, header.api_version),
-        {
-            "error_code": 0,
-            "api_keys": codec.supported_api_keys({**PRIVATE_VERSIONS, **SOLE_VOTER_VERSIONS}),
-            "throttle_time": 0,
-        },
-    )
