@@ -147,7 +147,7 @@ def audit_session(
     `parse_first` statements are parsed by Spark's SQL parser before the SparkContext starts:
     when this call starts the JVM, in a small JVM of its own launched at the same time
     (`parser_jvm`), else (or when that one cannot run) in Spark's JVM (`parse_in_jvm`). A
-    syntax error raises `AuditSqlError` about 1.5 s into the start rather than after it.
+    syntax error raises `AuditSqlError` as soon as that parse ends, well before the start does.
     """
     chosen = master or LOCAL_MASTER
     reach_masters(check_master(chosen))

@@ -8,9 +8,9 @@ checks come first:
   with which Spark 4's parser accepts a statement, checked against Spark's keyword list in
   the tests), an unterminated quote or comment, and unbalanced parentheses.
 - Spark's `SparkSqlParser` then parses it in a small JVM of its own started beside the full
-  Spark start (`replay.audit.parser_jvm`; about 1.5 s into the command instead of 3), or, where
-  that JVM cannot run, in Spark's JVM as soon as it is up, before the SparkContext starts
-  (`replay.audit.session.parse_in_jvm`). Either way the error is Spark's own message.
+  Spark start (`replay.audit.parser_jvm`; 2-4 s into the command at load 10, not 10-13), or,
+  where that JVM cannot run, in Spark's JVM as soon as it is up, before the SparkContext
+  starts (`replay.audit.session.parse_in_jvm`). Either way the error is Spark's own message.
 """
 
 from __future__ import annotations
