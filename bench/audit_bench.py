@@ -22,8 +22,9 @@ Rows of `mlog audit` as a user runs it (whole processes, local[*], on a log of
   first line  time from starting `mlog audit who-changed` to its first line on stderr, vs
               `mlog --help` run to its end (an interpreter start and the CLI's imports)
   sql error   `mlog audit sql` with a statement Spark's parser refuses after a first word it
-              accepts (found by Spark's parser on the bare JVM, before the SparkContext), vs
-              a bare Spark start (below): the time to the error
+              accepts (found by Spark's parser in a JVM of its own, started beside Spark's:
+              replay/audit/parser_jvm.py), vs a bare Spark start (below): the time to the
+              error
   cold        `mlog audit who-changed --principal svc-0` to its answer, vs a bare Spark start
               with a trivial query (`SparkSession.builder.getOrCreate()`, `range(1).count()`)
   warm        the same named query again in `mlog audit shell` (the shell's own timing of the
@@ -229,6 +230,10 @@ BARE_SPARK = (
 )
 
 
+SETTLE_S = 10.0
+"""Seconds to wait after the SQL error's run (see `talk_rows`)."""
+
+
 def _mlog(*argv: str) -> list[str]:
     return [sys.executable, "-m", "api.cli", *argv]
 
@@ -290,6 +295,9 @@ def talk_rows(data_dir: Path) -> list[str]:
     error_seconds = time.perf_counter() - error_start
     if refused.returncode != 2 or "PARSE_SYNTAX_ERROR" not in refused.stderr:
         raise SystemExit(f"the SQL error was not reported as one: {refused.stderr[-2000:]}")
+    # The refused command left Spark's own launch (started beside the parse) to notice its
+    # end and exit: let it, so the shell's rows below do not share the CPU with it.
+    time.sleep(SETTLE_S)
     script = f"{' '.join(WHO)}\n{' '.join(WHO)}\nSELECT 1\n"
     _, _, shell_err = _run(_mlog("audit", "shell", *data), stdin=script)
     times = _shell_seconds(shell_err)

@@ -54,3 +54,60 @@ def test_readme_python_examples_run_in_order(tmp_path: Path) -> None:
     assert "orders" in api[3] and api[4].startswith("[2,"), api
     # The log example prints its two entries.
     assert len(raw_log) == 2 and raw_log[0].startswith("0 ")
+
+
+def audit_commands(markdown: str) -> list[str]:
+    """The commands of the README's Audit section's ```sh block, without their comments."""
+    section = markdown.split("\n## Audit\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.process
+@pytest.mark.spark
+def test_readme_audit_examples_run(tmp_path: Path) -> None:
+    """The Audit section's commands on a small ./mlog-data: each one-shot query typed into
+    the shell (as the README's `mlog audit shell` line invites; one Spark start, not one per
+    line), and the piped shell line run verbatim by bash."""
+    pytest.importorskip("pyspark")
+    commands = audit_commands((ROOT / "README.md").read_text())
+    assert "mlog audit shell" in commands, commands
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "mlog"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m api.cli "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def run(command: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=tmp_path,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+
+    for setup in (
+        "mlog brokers register --id 1",
+        "mlog topics create --topic orders --partitions 2 --replication-factor 1 "
+        "--principal User:alice",
+        "mlog configs alter --topic orders --set retention.ms=3600000 --principal User:alice",
+    ):
+        assert run(setup).returncode == 0, setup
+    one_shot = [c.removeprefix("mlog audit ") for c in commands if c.startswith("mlog audit ")]
+    queries = [q for q in one_shot if not q.startswith("shell")]
+    assert len(queries) == 3, commands
+    typed = run("mlog audit shell", stdin="\n".join(queries) + "\n")
+    assert typed.returncode == 0, typed.stderr
+    assert "Traceback" not in typed.stderr, typed.stderr
+    assert typed.stdout.count("User:alice") >= 2, typed.stdout  # who-changed and the GROUP BY
+    assert "state at offset 4: the Spark replay matches the image" in typed.stdout
+    assert len([line for line in typed.stderr.splitlines() if line.startswith("mlog: (")]) == 3
+    (piped_line,) = [c for c in commands if c.endswith("| mlog audit shell")]
+    piped = run(piped_line)
+    assert piped.returncode == 0, piped.stderr
+    assert "entries" in piped.stdout and "6" in piped.stdout.split("entries", 1)[1], piped.stdout

@@ -86,7 +86,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DESCRIBE_QUORUM_KEY = 55
-"""DescribeQuorum: a server that offers it is a node of a controller quorum."""
+"""DescribeQuorum: answered by a quorum's nodes, and by a single server as a one-voter quorum."""
+
+VOTE_KEY = 52
+"""Vote: only a node of a controller quorum serves it (a single server has no one to ask)."""
 
 WRITE_ATTEMPTS = 12
 """How many times a write is sent at most: a first attempt and eleven retries (same write id)."""
@@ -401,7 +404,7 @@ class AdminClient(SecurityApis):
             )
 
         client = await connect(bootstrap, None)
-        if DESCRIBE_QUORUM_KEY not in client._versions:
+        if VOTE_KEY not in client._versions:  # a single server: its own controller
             return client
         others: list[str] = []
         for turn in itertools.count():
@@ -441,10 +444,11 @@ class AdminClient(SecurityApis):
         raise AssertionError("unreachable")  # itertools.count() never ends
 
     async def describe_quorum(self) -> DescribeQuorumResponse:
-        """DescribeQuorum (55) of a quorum's node: answered by the leader only.
+        """DescribeQuorum (55): answered by a quorum's leader, or a single server (one voter).
 
         `RemoteError` if refused (CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the
-        cluster; NOT_LEADER_OR_FOLLOWER from another node; not a quorum's node).
+        cluster; NOT_LEADER_OR_FOLLOWER from a quorum's other node; a server that does not
+        serve it: an older one, or a quorum node's listener for clients only).
         """
         # Only `mlog quorum describe` asks: the quorum's messages (~25 ms of imports) are not
         # loaded by every other command that connects to a server.
@@ -459,7 +463,11 @@ class AdminClient(SecurityApis):
 
         theirs = self._versions.get(DESCRIBE_QUORUM_KEY)
         if theirs is None:
-            raise RemoteError(35, "this server is not a node of a controller quorum")
+            raise RemoteError(
+                35,
+                "this server does not answer DescribeQuorum; ask a controller listener of the "
+                "quorum (controller.listener.names)",
+            )
         version = min(send_version(DESCRIBE_QUORUM_KEY), theirs[1])
         correlation_id = next(self._ids)
         frame = encode_request(

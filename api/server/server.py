@@ -68,6 +68,7 @@ from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.server.kafka.quorum import QuorumEndpoint
+from api.server.kafka.sole_voter import SOLE_VOTER_VERSIONS, SoleVoter
 from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
     MAX_CONNECTIONS,
@@ -207,7 +208,9 @@ class MetadataServer:
         tests). They are served on the listeners named in `quorum_listeners` (Kafka's
         `controller.listener.names`; None: on every listener). A quorum node forwards the
         writes it does not lead to the leader (`forwarding.py`), connecting as the controllers
-        connect to each other (`controller_security`, None: PLAINTEXT).
+        connect to each other (`controller_security`, None: PLAINTEXT). Without either, the
+        server is a single server: its own quorum of one voter, answering DescribeQuorum as
+        such on every listener (`kafka/sole_voter.py`).
         """
         self.service = service
         self.quorum_node = quorum_node
@@ -222,6 +225,8 @@ class MetadataServer:
                 )
             ]
         self.quorum = _quorum_endpoint(quorum, quorum_node, quorum_listeners, listeners)
+        self.sole_voter = SoleVoter(service, node_id) if self.quorum is None else None
+        """A single server (no quorum): answers DescribeQuorum as a quorum of one voter."""
         self.listeners: list[ServerListener] = _checked(listeners)
         """The listeners, with the ports bound once started."""
         self.host = self.listeners[0].host
@@ -394,6 +399,7 @@ class MetadataServer:
             self.quorum if quorum else None,
             liveness=self.liveness,
             feature_support=self.feature_support,
+            sole_voter=self.sole_voter,
         )
 
     def _serves_quorum(self, listener: str) -> bool:
@@ -421,6 +427,8 @@ class MetadataServer:
             extra_versions=(
                 {**QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
                 if self._serves_quorum(listener.name)
+                else SOLE_VOTER_VERSIONS
+                if self.sole_voter is not None
                 else {}
             ),
             prelogin=prelogin,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -13,6 +14,7 @@ from importlib import resources
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from replay.audit.errors import AuditSessionError, AuditSqlError
+from replay.audit.sql_check import spark_parse_error
 
 if TYPE_CHECKING:
     from pyspark import SparkConf
@@ -142,9 +144,10 @@ def audit_session(
     starts the JVM, its stderr goes to `jvm_log` (default: this process's own stderr, where it
     went before; None: nowhere) without Spark's start-up banners (`SPARK_BANNERS`).
 
-    `parse_first` statements are parsed by Spark's SQL parser as soon as the JVM runs, before
-    the SparkContext starts (`parse_in_jvm`): a syntax error raises
-    `AuditSqlError` a few seconds into the start rather than after it.
+    `parse_first` statements are parsed by Spark's SQL parser before the SparkContext starts:
+    when this call starts the JVM, in a small JVM of its own launched at the same time
+    (`parser_jvm`), else (or when that one cannot run) in Spark's JVM (`parse_in_jvm`). A
+    syntax error raises `AuditSqlError` as soon as that parse ends, well before the start does.
     """
     chosen = master or LOCAL_MASTER
     reach_masters(check_master(chosen))
@@ -181,8 +184,12 @@ def audit_session(
         # PySpark has no public way to ask whether its JVM runs already (a session stopped in
         # this process keeps it, and a new one reuses it); only a first start launches one,
         # here, with its stderr piped so the banners can be dropped.
-        gateway = _launch_jvm(spark_conf, jvm_log) if SparkContext._gateway is None else None
-        for statement in parse_first:
+        gateway, parsed = None, False
+        if SparkContext._gateway is None and parse_first:
+            gateway, parsed = _launch_checking(spark_conf, jvm_log, parse_first)
+        elif SparkContext._gateway is None:
+            gateway = _launch_jvm(spark_conf, jvm_log)
+        for statement in () if parsed else parse_first:
             parse_in_jvm(gateway.jvm if gateway is not None else SparkContext._jvm, statement)
         _bounded(
             lambda: (
@@ -223,8 +230,68 @@ def parse_in_jvm(jvm: Any, statement: str) -> None:
             message = str(exc)
         else:
             raise
-        line = next((part.strip() for part in message.splitlines() if part.strip()), "")
-        raise AuditSqlError(f"SQL error: {line or type(exc).__name__}") from None
+        raise spark_parse_error(message) from None
+
+
+def _launch_checking(
+    spark_conf: SparkConf, jvm_log: TextIO | None, statements: Sequence[str]
+) -> tuple[Any, bool]:
+    """Launch Spark's JVM while a parser JVM checks `statements`: (gateway, whether checked).
+
+    The parse is waited for first: a refused statement raises `AuditSqlError` without waiting
+    for the launch, whose gateway is then shut down in the background once it is up.
+    """
+    from replay.audit.parser_jvm import check_statements
+
+    launch = _Background(lambda: _launch_jvm(spark_conf, jvm_log))
+    try:
+        checked = check_statements(statements, log4j_config=_log4j_config())
+    except BaseException:
+        launch.discard(_shut_down)
+        raise
+    return launch.result(), checked
+
+
+class _Background:
+    """A call run on a daemon thread (an exit never waits for it), its outcome kept."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._call = call
+        self._outcome: list[Any] = []
+        self._failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="spark-jvm-launch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._outcome.append(self._call())
+        except BaseException as exc:  # handed to the thread that asks for the result
+            self._failure.append(exc)
+
+    def result(self) -> Any:
+        """The call's value once it returns; its exception raised here if it failed."""
+        self._thread.join()
+        if self._failure:
+            raise self._failure[0]
+        return self._outcome[0]
+
+    def discard(self, release: Callable[[Any], None]) -> None:
+        """Nobody wants the value: `release` it once the call returns (on a daemon thread)."""
+
+        def wait_and_release() -> None:
+            self._thread.join()
+            if self._outcome:
+                release(self._outcome[0])
+
+        threading.Thread(target=wait_and_release, name="spark-jvm-release", daemon=True).start()
+
+
+def _shut_down(gateway: Any) -> None:
+    """End a PySpark gateway nobody used: its JVM exits when its stdin closes."""
+    with contextlib.suppress(Exception):  # the JVM may already be gone
+        gateway.shutdown()
+    with contextlib.suppress(Exception):
+        gateway.proc.stdin.close()
 
 
 def _launch_jvm(spark_conf: SparkConf, jvm_log: TextIO | None) -> Any:

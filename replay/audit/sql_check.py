@@ -7,8 +7,10 @@ checks come first:
   statement, a first word no Spark statement starts with (`SELEC ...`; the words are those
   with which Spark 4's parser accepts a statement, checked against Spark's keyword list in
   the tests), an unterminated quote or comment, and unbalanced parentheses.
-- `replay.audit.session.parse_in_jvm` runs Spark's `SparkSqlParser` as soon as the JVM is
-  up, before the SparkContext starts (a few seconds into a start instead of 15).
+- Spark's `SparkSqlParser` then parses it in a small JVM of its own started beside the full
+  Spark start (`replay.audit.parser_jvm`; 2-4 s into the command at load 10, not 10-13), or,
+  where that JVM cannot run, in Spark's JVM as soon as it is up, before the SparkContext
+  starts (`replay.audit.session.parse_in_jvm`). Either way the error is Spark's own message.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ def precheck(statement: str) -> None:
         )
         raise AuditSqlError(f"SQL syntax error at {first!r}, the statement's first word: {hint}")
     _check_balance(statement)
+
+
+def spark_parse_error(message: str) -> AuditSqlError:
+    """The error for a statement Spark's parser refused with `message`: its first line."""
+    line = next((part.strip() for part in message.splitlines() if part.strip()), "")
+    return AuditSqlError(f"SQL error: {line or 'Spark refused the statement'}")
 
 
 def _first_word(statement: str) -> tuple[str | None, int]:

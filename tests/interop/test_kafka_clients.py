@@ -155,6 +155,25 @@ def test_kafka_python_describes_the_cluster(kp: KafkaAdminClient, server: Metada
     ]
 
 
+def test_kafka_python_describes_the_metadata_quorum(
+    kp: KafkaAdminClient, server: MetadataServer
+) -> None:
+    # A single server is a quorum of one voter, itself the leader (docs/server.md).
+    described = kp.describe_metadata_quorum()
+    (topic,) = described["topics"]
+    assert topic["topic_name"] == "__cluster_metadata"
+    (partition,) = topic["partitions"]
+    assert partition["error"] is None
+    assert partition["leader_id"] == server.node_id
+    assert partition["leader_epoch"] == server.service.log.epoch
+    assert 0 < partition["high_watermark"] <= server.service.log.end_offset
+    (voter,) = partition["current_voters"]
+    assert voter["replica_id"] == server.node_id
+    assert voter["log_end_offset"] == partition["high_watermark"]
+    assert voter["last_caught_up_timestamp"] > 0
+    assert partition["observers"] == []
+
+
 # ----------------------------------------------------------------------------- confluent-kafka
 
 

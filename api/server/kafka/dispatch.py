@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
-from api.raft.transport.wire import QUORUM_VERSIONS
+from api.raft.transport.wire import DESCRIBE_QUORUM_KEY, QUORUM_VERSIONS
 from api.server.feature_support import FeatureSupport
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
@@ -26,6 +26,7 @@ from api.server.kafka.metadata import MetadataApis
 from api.server.kafka.partitions import PartitionApis
 from api.server.kafka.quorum import QuorumApis, QuorumEndpoint
 from api.server.kafka.refusals import refusal
+from api.server.kafka.sole_voter import SOLE_VOTER_VERSIONS, SoleVoter
 from api.server.kafka.topics import TopicApis
 from api.server.sasl import refuse_outside_login
 from api.server.write_ids import pending_write
@@ -59,7 +60,8 @@ class KafkaApis:
     With an `authorizer`, each API checks what Kafka's checks (docs/security.md); without one,
     everything is allowed and the ACL APIs answer SECURITY_DISABLED. With a `quorum` endpoint
     the controller quorum's APIs (`api.raft.transport.wire.QUORUM_VERSIONS`) are answered too,
-    and ApiVersions lists them.
+    and ApiVersions lists them. With a `sole_voter` instead (a single server: no quorum at
+    all), DescribeQuorum alone is answered, as a quorum of one voter (`sole_voter.py`).
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class KafkaApis:
         *,
         liveness: BrokerLiveness | None = None,
         feature_support: FeatureSupport | None = None,
+        sole_voter: SoleVoter | None = None,
     ) -> None:
         """`feature_support` asks the other voters before an upgrade (None: nobody to ask)."""
         self.service = service
@@ -79,7 +82,13 @@ class KafkaApis:
         self.listener = listener
         self.gate = gate = Gate(authorizer)
         self.features = features = FeatureApis(service, listener, gate, support=feature_support)
-        described = MetadataApis(service, listener, gate, features=features.feature_fields)
+        described = MetadataApis(
+            service,
+            listener,
+            gate,
+            features=features.feature_fields,
+            also_served=SOLE_VOTER_VERSIONS if quorum is None and sole_voter is not None else None,
+        )
         topics = TopicApis(service, listener, gate)
         configs = ConfigApis(service, listener, gate)
         partitions = PartitionApis(service, listener, gate)
@@ -122,6 +131,11 @@ class KafkaApis:
             self._handlers[18] = quorum_apis.api_versions
             for key in QUORUM_VERSIONS:
                 self._handlers[key] = quorum_apis.handle
+        elif sole_voter is not None:
+            # The same checks and refusals as on a quorum's node, for its one served API.
+            self._handlers[DESCRIBE_QUORUM_KEY] = QuorumApis(
+                sole_voter, service, listener, gate
+            ).handle
 
     async def handle(
         self, request: KafkaRequest, session: Session = ANONYMOUS_SESSION

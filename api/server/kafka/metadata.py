@@ -9,7 +9,7 @@ controller placed them on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from api.protocol import codec
@@ -74,11 +74,16 @@ class MetadataApis(HandlerGroup):
         gate: Gate | None = None,
         *,
         features: Callable[[int], dict[str, Any]] | None = None,
+        also_served: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
-        """`features(version)`: ApiVersions' feature fields (`kafka.features`; None: none)."""
+        """`features(version)`: ApiVersions' feature fields (`kafka.features`; None: none).
+
+        `also_served`: APIs ApiVersions lists beyond these handlers' (`sole_voter.py`).
+        """
         super().__init__(service, listener, gate)
         self._brokers: dict[type[Any], Encoded] = {}
         self._features = features
+        self._served = {**PRIVATE_VERSIONS, **(also_served or {})}
 
     # ------------------------------------------------------------------ ApiVersions
 
@@ -87,7 +92,7 @@ class MetadataApis(HandlerGroup):
         return self._answer(
             request,
             error_code=0,
-            api_keys=codec.supported_api_keys(PRIVATE_VERSIONS),
+            api_keys=codec.supported_api_keys(self._served),
             throttle_time=0,
             **({} if self._features is None else self._features(request.header.api_version)),
         )

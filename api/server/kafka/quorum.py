@@ -4,14 +4,16 @@ Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum,
 AddRaftVoter, RemoveRaftVoter (ALTER on the cluster: an operator's request, as Kafka checks
 them) and UpdateRaftVoter (CLUSTER_ACTION: a voter's).
 
-A server given no endpoint does not serve them at all (not in ApiVersions, and a request of
-one of their keys closes the connection as any unknown API does). With one, each request is
-authorized as Kafka's controller authorizes it (CLUSTER_ACTION on the cluster, DESCRIBE for
-DescribeQuorum), checked as KRaft checks it (the metadata partition only, this cluster's id,
-this node as the voter meant), mapped to the core's message (`api.raft.transport.wire`) and
-answered with what the endpoint answers. A refused request is answered with its error code at
-the top level (CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, INCONSISTENT_CLUSTER_ID,
-INVALID_VOTER_KEY), as Kafka answers it, and the connection stays open.
+A server given no endpoint (a single server) serves only DescribeQuorum, as a quorum of one
+voter (`sole_voter.py`, through this class); the others are not in its ApiVersions, and a
+request of one of their keys closes the connection as any unknown API does. With one, each
+request is authorized as Kafka's controller authorizes it (CLUSTER_ACTION on the cluster,
+DESCRIBE for DescribeQuorum), checked as KRaft checks it (the metadata partition only, this
+cluster's id, this node as the voter meant), mapped to the core's message
+(`api.raft.transport.wire`) and answered with what the endpoint answers. A refused request
+is answered with its error code at the top level (CLUSTER_AUTHORIZATION_FAILED,
+INVALID_REQUEST, INCONSISTENT_CLUSTER_ID, INVALID_VOTER_KEY), as Kafka answers it, and the
+connection stays open.
 """
 
 from __future__ import annotations

@@ -760,13 +760,15 @@ def _served(answer_frame: bytes | None) -> dict[int, tuple[int, int]]:
     return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
 
 
-async def test_without_an_endpoint_the_quorum_apis_are_unknown(tmp_path: Path) -> None:
+async def test_without_an_endpoint_only_describe_quorum_is_served(tmp_path: Path) -> None:
+    # A single server is a one-voter quorum (tests/api/server/test_sole_voter.py): it
+    # answers DescribeQuorum, and none of the APIs voters speak to each other.
     async with serving(tmp_path / "log", None) as server:
         versions, vote = await _exchange(
             server.port,
             [_api_versions_frame(), encode_request(_vote(2), destination=1, cluster_id=None)],
         )
-        assert not set(QUORUM_VERSIONS) & set(_served(versions))
+        assert set(QUORUM_VERSIONS) & set(_served(versions)) == {DESCRIBE_QUORUM_KEY}
         assert vote is None  # closed, as for any unknown API
 
 
