@@ -1,6 +1,8 @@
 """Brokers at scale: fencing one broker of a 1M-partition cluster, in process.
 
 Usage: python bench/fleet_bench.py fence [--partitions N] [--brokers B,...] [--share F]
+       python bench/fleet_bench.py fleet [--partitions N] [--brokers B] [--share F]
+                                         [--quorum 1|3|5] [--snapshot]
 
 fence: an image of N partitions (default 1,000,000) in topics of 10, replication factor 3,
   placed round-robin over B brokers (default 6 and 1000); with --share F (0..1) broker 0 is
@@ -15,13 +17,19 @@ fence: an image of N partitions (default 1,000,000) in topics of 10, replication
     longest the longest single batch (compute + replay): the longest the event loop is held
   Log I/O is left out on both sides (the server's figures include it).
 
-fleet: a `mlog serve` process (a single node, not a quorum) on a data directory holding the
-  same cluster (N partitions over B brokers, written straight into the log, snapshots kept
-  off by cluster config), and in this process B simulated brokers heartbeating every 2 s over
-  --connections connections, plus one admin client creating a topic every 1/--admin-rate s.
-  After --warmup seconds broker 0 stops heartbeating. The server fences it once its session
-  (9 s) expires and moves its leaderships and ISR places. A follower of the log (FetchLog)
-  sees the fence record and the partition changes; the figures:
+fleet: a controller quorum (--quorum 3, the default: three `mlog serve --config` voters on
+  this machine, started as tests/support/quorum_processes.py starts them; --quorum 1: one
+  `mlog serve`) holding the same cluster (N partitions over B brokers, written straight into
+  one log, snapshots kept off by cluster config; the log is written once and copied into each
+  voter's data directory before start, with --snapshot also a SQL snapshot of its end, so
+  the voters load it rather than replay the log), and in this process B simulated brokers
+  heartbeating every 2 s over --connections connections, plus one admin client creating a
+  topic every 1/--admin-rate s. Every connection goes to the active controller, found from
+  the bootstrap list of all voters (`AdminClient.connect_controller`); a heartbeat answered
+  NOT_CONTROLLER sends its connection to the new leader. After --warmup seconds broker 0
+  stops heartbeating. The leader fences it once its session (9 s) expires and moves its
+  leaderships and ISR places. A follower of the log (FetchLog) sees the fence record and the
+  partition changes; the figures:
     detect     last heartbeat of broker 0 -> the fence record's append time
     moved      the fence record -> the last change moving broker 0's partitions (append times;
                0 when they all fit the fence's own batch)
@@ -404,7 +412,8 @@ async def run_fleet(
     if not fence_ts:
         raise SystemExit(
             f"broker 0 was not fenced within {60 + args.warmup} s ({len(heartbeats)} "
-            f"heartbeats, errors {errors[:3]})"
+            f"heartbeats, {moved_leader[0]} leader changes seen (each one starts every "
+            f"session again), errors {errors[:3]})"
         )
     fenced_s = fence_ts[0] / 1000
     moved_s = max(last_move_ts) / 1000 if last_move_ts else fenced_s
@@ -553,7 +562,17 @@ def fleet_quorum(args: argparse.Namespace) -> None:
         )
         if args.snapshot:
             print(f"snapshot of the log's end taken in {snapshot_data_dir(template):.1f} s")
-        quorum = Quorum(scratch / "quorum", size=args.quorum)
+        timers: dict[str, int | str] = {}
+        if args.fetch_timeout_ms is not None:
+            # Kafka's defaults are 2000 / 1000 ms; a shared host that starves the three
+            # servers of CPU for longer than that elects leaders over and over, and each new
+            # leader starts every broker's session again.
+            timers = {
+                "controller.quorum.fetch.timeout.ms": args.fetch_timeout_ms,
+                "controller.quorum.election.timeout.ms": args.fetch_timeout_ms // 2,
+                "controller.quorum.request.timeout.ms": args.fetch_timeout_ms,
+            }
+        quorum = Quorum(scratch / "quorum", size=args.quorum, timers=timers)
         started = time.perf_counter()
         for node in quorum.nodes.values():  # the same log (and snapshot) on every voter
             shutil.copytree(template / "log", node.data_dir / "log")
@@ -613,6 +632,13 @@ def main() -> None:
         "--snapshot",
         action="store_true",
         help="the quorum's nodes start from a SQL snapshot of the log's end (copied with it)",
+    )
+    section.add_argument(
+        "--fetch-timeout-ms",
+        type=int,
+        default=None,
+        help="controller.quorum.fetch.timeout.ms of the quorum (election timeout: half of it; "
+        "default: Kafka's 2000 / 1000)",
     )
     args = parser.parse_args()
     if args.section == "fence":
