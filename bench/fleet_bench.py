@@ -314,6 +314,7 @@ async def run_fleet(
     failover) sends its connection to the new leader, as a Kafka broker would.
     """
     import asyncio
+    import contextlib
 
     from records.model import BrokerRegistrationChangeRecord, FencingChange
 
@@ -322,11 +323,25 @@ async def run_fleet(
     watcher = await connect_leader(addresses)
     moved_leader = [0]
 
+    reconnecting: dict[int, asyncio.Task[AdminClient]] = {}
+
     async def follow_leader(slot: int, stale: AdminClient) -> None:
-        if clients[slot] is stale:  # the first broker on this connection to notice
+        """Point connection `slot` at the controller once, whichever broker noticed first."""
+        if clients[slot] is not stale:
+            return  # another broker on this connection moved it already
+        task = reconnecting.get(slot)
+        if task is None:
             moved_leader[0] += 1
-            clients[slot] = await connect_leader(addresses)
-            await stale.close()
+            task = reconnecting[slot] = asyncio.ensure_future(connect_leader(addresses))
+        try:
+            fresh = await asyncio.shield(task)
+        finally:
+            if reconnecting.get(slot) is task and task.done():
+                del reconnecting[slot]
+        if clients[slot] is stale:
+            clients[slot] = fresh
+            with contextlib.suppress(Exception):
+                await stale.close()
 
     heartbeats: list[tuple[float, float]] = []  # (sent, seconds)
     creates: list[tuple[float, float]] = []
@@ -343,14 +358,23 @@ async def run_fleet(
                 return
             client = clients[slot]
             sent = loop.time()
-            answer = await client.request(
-                63,
-                broker_id=broker_id,
-                broker_epoch=broker_id,
-                current_metadata_offset=end,
-                want_fence=False,
-                want_shut_down=False,
-            )
+            try:
+                answer = await client.request(
+                    63,
+                    broker_id=broker_id,
+                    broker_epoch=broker_id,
+                    current_metadata_offset=end,
+                    want_fence=False,
+                    want_shut_down=False,
+                )
+            except Exception as exc:  # the connection was lost: find the controller again
+                errors.append(f"broker {broker_id}: {exc}")
+                try:
+                    await follow_leader(slot, client)
+                except Exception as again:
+                    errors.append(f"broker {broker_id}: {again}")
+                    await asyncio.sleep(0.5)
+                continue
             took = loop.time() - sent
             heartbeats.append((sent, took))
             if broker_id == 0:
@@ -535,6 +559,40 @@ async def quorum_ready(addresses: list[str], timeout: float) -> float:
         await asyncio.sleep(1.0)
 
 
+async def quorum_settled(addresses: list[str], timeout: float) -> float:
+    """Seconds until every voter answers Metadata naming one leader, twice 3 s apart.
+
+    A voter answers only once it has applied the committed log (its image), so this is when
+    all of them are up, and the fleet does not start in the elections of their start-up.
+    """
+    import asyncio
+
+    from api.client.admin import AdminClient
+
+    async def named(address: str) -> int:
+        try:
+            client = await asyncio.wait_for(AdminClient.connect(address), 3)
+            try:
+                answer = await asyncio.wait_for(client.metadata([]), 3)
+                return int(answer.controller_id)
+            finally:
+                await client.close()
+        except Exception:  # still starting
+            return -1
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    previous = -1
+    while loop.time() - started < timeout:
+        leaders = set(await asyncio.gather(*(named(a) for a in addresses)))
+        leader = leaders.pop() if len(leaders) == 1 else -1
+        if leader >= 0 and leader == previous:
+            return loop.time() - started
+        previous = leader
+        await asyncio.sleep(3.0)
+    raise TimeoutError(f"the voters named no common leader within {timeout:.0f} s")
+
+
 def fleet_quorum(args: argparse.Namespace) -> None:
     """The fleet against a quorum of `args.quorum` `mlog serve` nodes on one copied log."""
     import asyncio
@@ -584,8 +642,10 @@ def fleet_quorum(args: argparse.Namespace) -> None:
         quorum.start_all()
         try:
             ready = asyncio.run(quorum_ready(addresses, timeout=900))
+            settled = asyncio.run(quorum_settled(addresses, timeout=600))
         except TimeoutError as exc:
             raise SystemExit(f"{exc}:\n{quorum.stderr_tails()}") from None
+        print(f"every voter names the same leader {settled:.1f} s later", flush=True)
         how = "from the snapshot" if args.snapshot else "replayed the log"
         print(f"quorum up ({how}), a write committed, in {ready:.1f} s", flush=True)
         figures = asyncio.run(run_fleet(args, addresses, end, expected))
