@@ -1,6 +1,8 @@
 """Brokers at scale: fencing one broker of a 1M-partition cluster, in process.
 
 Usage: python bench/fleet_bench.py fence [--partitions N] [--brokers B,...] [--share F]
+       python bench/fleet_bench.py fleet [--partitions N] [--brokers B] [--share F]
+                                         [--quorum 1|3|5] [--snapshot]
 
 fence: an image of N partitions (default 1,000,000) in topics of 10, replication factor 3,
   placed round-robin over B brokers (default 6 and 1000); with --share F (0..1) broker 0 is
@@ -15,13 +17,19 @@ fence: an image of N partitions (default 1,000,000) in topics of 10, replication
     longest the longest single batch (compute + replay): the longest the event loop is held
   Log I/O is left out on both sides (the server's figures include it).
 
-fleet: a `mlog serve` process (a single node, not a quorum) on a data directory holding the
-  same cluster (N partitions over B brokers, written straight into the log, snapshots kept
-  off by cluster config), and in this process B simulated brokers heartbeating every 2 s over
-  --connections connections, plus one admin client creating a topic every 1/--admin-rate s.
-  After --warmup seconds broker 0 stops heartbeating. The server fences it once its session
-  (9 s) expires and moves its leaderships and ISR places. A follower of the log (FetchLog)
-  sees the fence record and the partition changes; the figures:
+fleet: a controller quorum (--quorum 3, the default: three `mlog serve --config` voters on
+  this machine, started as tests/support/quorum_processes.py starts them; --quorum 1: one
+  `mlog serve`) holding the same cluster (N partitions over B brokers, written straight into
+  one log, snapshots kept off by cluster config; the log is written once and copied into each
+  voter's data directory before start, with --snapshot also a SQL snapshot of its end, so
+  the voters load it rather than replay the log), and in this process B simulated brokers
+  heartbeating every 2 s over --connections connections, plus one admin client creating a
+  topic every 1/--admin-rate s. Every connection goes to the active controller, found from
+  the bootstrap list of all voters (`AdminClient.connect_controller`); a heartbeat answered
+  NOT_CONTROLLER sends its connection to the new leader. After --warmup seconds broker 0
+  stops heartbeating. The leader fences it once its session (9 s) expires and moves its
+  leaderships and ISR places. A follower of the log (FetchLog) sees the fence record and the
+  partition changes; the figures:
     detect     last heartbeat of broker 0 -> the fence record's append time
     moved      the fence record -> the last change moving broker 0's partitions (append times;
                0 when they all fit the fence's own batch)
@@ -41,6 +49,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from against import measured_code
 
@@ -63,6 +72,9 @@ from replay.controller.names import partition_name
 from replay.controller.states import checked_change, is_live
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, ClusterImage, MetadataImage, Provenance
+
+if TYPE_CHECKING:
+    from api.client.admin import AdminClient
 
 PARTITIONS_PER_TOPIC = 10
 
@@ -221,6 +233,7 @@ def fence(args: argparse.Namespace) -> None:
 HEARTBEAT_S = 2.0
 SESSION_TIMEOUT_S = 9.0
 """`broker.session.timeout.ms`'s default, which the server runs with."""
+NOT_CONTROLLER = 41
 
 
 def write_cluster_log(
@@ -275,18 +288,61 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run_fleet(
-    args: argparse.Namespace, address: str, end: int, expected: int
-) -> dict[str, object]:
-    """The heartbeating fleet, the admin load and the watcher; the figures."""
-    import asyncio
+async def connect_leader(addresses: list[str]) -> AdminClient:
+    """A connection to the active controller, found from the bootstrap `addresses` in turn.
 
+    A single server is its own controller; a quorum node names the leader, and the client
+    connects there (`AdminClient.connect_controller`), as a Kafka broker finds its controller.
+    """
     from api.client.admin import AdminClient
+
+    last: Exception | None = None
+    for address in addresses:
+        try:
+            return await AdminClient.connect_controller(address, timeout_ms=30_000)
+        except Exception as exc:  # the next bootstrap address
+            last = exc
+    raise ConnectionError(f"no controller reachable through {', '.join(addresses)}: {last}")
+
+
+async def run_fleet(
+    args: argparse.Namespace, addresses: list[str], end: int, expected: int
+) -> dict[str, object]:
+    """The heartbeating fleet, the admin load and the watcher; the figures.
+
+    Every connection goes to the active controller. A heartbeat answered NOT_CONTROLLER (a
+    failover) sends its connection to the new leader, as a Kafka broker would.
+    """
+    import asyncio
+    import contextlib
+
     from records.model import BrokerRegistrationChangeRecord, FencingChange
 
-    clients = [await AdminClient.connect(address) for _ in range(args.connections)]
-    admin = await AdminClient.connect(address)
-    watcher = await AdminClient.connect(address)
+    clients = [await connect_leader(addresses) for _ in range(args.connections)]
+    admin = await connect_leader(addresses)
+    watcher = await connect_leader(addresses)
+    moved_leader = [0]
+
+    reconnecting: dict[int, asyncio.Task[AdminClient]] = {}
+
+    async def follow_leader(slot: int, stale: AdminClient) -> None:
+        """Point connection `slot` at the controller once, whichever broker noticed first."""
+        if clients[slot] is not stale:
+            return  # another broker on this connection moved it already
+        task = reconnecting.get(slot)
+        if task is None:
+            moved_leader[0] += 1
+            task = reconnecting[slot] = asyncio.ensure_future(connect_leader(addresses))
+        try:
+            fresh = await asyncio.shield(task)
+        finally:
+            if reconnecting.get(slot) is task and task.done():
+                del reconnecting[slot]
+        if clients[slot] is stale:
+            clients[slot] = fresh
+            with contextlib.suppress(Exception):
+                await stale.close()
+
     heartbeats: list[tuple[float, float]] = []  # (sent, seconds)
     creates: list[tuple[float, float]] = []
     errors: list[str] = []
@@ -295,24 +351,36 @@ async def run_fleet(
     victim_last = [0.0]
     loop = asyncio.get_running_loop()
 
-    async def broker(broker_id: int, client: AdminClient) -> None:
+    async def broker(broker_id: int, slot: int) -> None:
         await asyncio.sleep(HEARTBEAT_S * broker_id / args.brokers)
         while not done.is_set():
             if broker_id == 0 and stop_victim.is_set():
                 return
+            client = clients[slot]
             sent = loop.time()
-            answer = await client.request(
-                63,
-                broker_id=broker_id,
-                broker_epoch=broker_id,
-                current_metadata_offset=end,
-                want_fence=False,
-                want_shut_down=False,
-            )
+            try:
+                answer = await client.request(
+                    63,
+                    broker_id=broker_id,
+                    broker_epoch=broker_id,
+                    current_metadata_offset=end,
+                    want_fence=False,
+                    want_shut_down=False,
+                )
+            except Exception as exc:  # the connection was lost: find the controller again
+                errors.append(f"broker {broker_id}: {exc}")
+                try:
+                    await follow_leader(slot, client)
+                except Exception as again:
+                    errors.append(f"broker {broker_id}: {again}")
+                    await asyncio.sleep(0.5)
+                continue
             took = loop.time() - sent
             heartbeats.append((sent, took))
             if broker_id == 0:
                 victim_last[0] = time.time()
+            if answer.error_code == NOT_CONTROLLER:
+                await follow_leader(slot, client)
             if answer.error_code != 0 or answer.is_fenced:
                 errors.append(f"broker {broker_id}: {int(answer.error_code)} {answer.is_fenced}")
             await asyncio.sleep(max(0.0, HEARTBEAT_S - took))
@@ -349,7 +417,7 @@ async def run_fleet(
                     moves[0] += 1
             offset = entries[-1].offset + 1 if entries else min(offset, next_end)
 
-    tasks = [asyncio.create_task(broker(b, clients[b % len(clients)])) for b in range(args.brokers)]
+    tasks = [asyncio.create_task(broker(b, b % len(clients))) for b in range(args.brokers)]
     tasks.append(asyncio.create_task(admin_load()))
     tasks.append(asyncio.create_task(watch()))
     await asyncio.sleep(args.warmup)
@@ -368,7 +436,8 @@ async def run_fleet(
     if not fence_ts:
         raise SystemExit(
             f"broker 0 was not fenced within {60 + args.warmup} s ({len(heartbeats)} "
-            f"heartbeats, errors {errors[:3]})"
+            f"heartbeats, {moved_leader[0]} leader changes seen (each one starts every "
+            f"session again), errors {errors[:3]})"
         )
     fenced_s = fence_ts[0] / 1000
     moved_s = max(last_move_ts) / 1000 if last_move_ts else fenced_s
@@ -396,6 +465,7 @@ async def run_fleet(
         "admin_p99_ms": quantile(all_admin, 0.99) * 1000,
         "admin_move_p99_ms": quantile(during_admin, 0.99) * 1000,
         "admin_move_n": len(during_admin),
+        "leader_changes_seen": moved_leader[0],
         "errors": errors[:5],
     }
 
@@ -421,7 +491,7 @@ def fleet(args: argparse.Namespace) -> None:
         server, (host, port) = start_server(scratch / "data", scratch / "server.log")
         print(f"server up (replayed the log) in {time.perf_counter() - started:.1f} s")
         try:
-            figures = asyncio.run(run_fleet(args, f"{host}:{port}", end, expected))
+            figures = asyncio.run(run_fleet(args, [f"{host}:{port}"], end, expected))
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(60)
@@ -436,6 +506,161 @@ def fleet(args: argparse.Namespace) -> None:
     finally:
         import shutil
 
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def snapshot_data_dir(data_dir: Path) -> float:
+    """`mlog snapshot create` of `data_dir`'s log end (SQLite, `snapshots.db`); its seconds."""
+    import subprocess
+
+    from against import code_env
+
+    code = measured_code()
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "snapshot", "create", "--data-dir", str(data_dir)],
+        cwd=code,
+        env=code_env(code),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"mlog snapshot create failed: {done.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+async def quorum_ready(addresses: list[str], timeout: float) -> float:
+    """Seconds until the quorum's leader has applied the log and answers a write."""
+    import asyncio
+
+    from replay.controller.commands import CreatableTopic
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while True:
+        try:
+            client = await asyncio.wait_for(connect_leader(addresses), 30)
+            try:
+                (created,) = await asyncio.wait_for(
+                    client.create_topics(
+                        [CreatableTopic(name="fleet-ready", num_partitions=1, replication_factor=1)]
+                    ),
+                    30,
+                )
+            finally:
+                await client.close()
+            if created.outcome.error_code in (0, 36):  # created, or TOPIC_ALREADY_EXISTS
+                return loop.time() - started
+        except Exception:  # not up yet, or an election
+            pass
+        if loop.time() - started > timeout:
+            raise TimeoutError(f"the quorum answered no write within {timeout:.0f} s")
+        await asyncio.sleep(1.0)
+
+
+async def quorum_settled(addresses: list[str], timeout: float) -> float:
+    """Seconds until every voter answers Metadata naming one leader, twice 3 s apart.
+
+    A voter answers only once it has applied the committed log (its image), so this is when
+    all of them are up, and the fleet does not start in the elections of their start-up.
+    """
+    import asyncio
+
+    from api.client.admin import AdminClient
+
+    async def named(address: str) -> int:
+        try:
+            client = await asyncio.wait_for(AdminClient.connect(address), 3)
+            try:
+                answer = await asyncio.wait_for(client.metadata([]), 3)
+                return int(answer.controller_id)
+            finally:
+                await client.close()
+        except Exception:  # still starting
+            return -1
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    previous = -1
+    while loop.time() - started < timeout:
+        leaders = set(await asyncio.gather(*(named(a) for a in addresses)))
+        leader = leaders.pop() if len(leaders) == 1 else -1
+        if leader >= 0 and leader == previous:
+            return loop.time() - started
+        previous = leader
+        await asyncio.sleep(3.0)
+    raise TimeoutError(f"the voters named no common leader within {timeout:.0f} s")
+
+
+def fleet_quorum(args: argparse.Namespace) -> None:
+    """The fleet against a quorum of `args.quorum` `mlog serve` nodes on one copied log."""
+    import asyncio
+    import shutil
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(1, str(root))  # tests.support: the quorum harness (as bench/quorum_bench.py)
+    from tests.support import quorum_processes
+    from tests.support.quorum_processes import Quorum
+
+    quorum_processes.PROJECT = measured_code()  # the nodes run the measured code
+    scratch = Path(tempfile.mkdtemp(prefix="fleet-quorum-"))
+    quorum: Quorum | None = None
+    try:
+        template = scratch / "template"
+        started = time.perf_counter()
+        end, expected = write_cluster_log(
+            template / "log", args.partitions, args.brokers, args.share
+        )
+        print(
+            f"log of {args.partitions:,} partitions written in "
+            f"{time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+        if args.snapshot:
+            print(f"snapshot of the log's end taken in {snapshot_data_dir(template):.1f} s")
+        timers: dict[str, int | str] = {}
+        if args.fetch_timeout_ms is not None:
+            # Kafka's defaults are 2000 / 1000 ms; a shared host that starves the three
+            # servers of CPU for longer than that elects leaders over and over, and each new
+            # leader starts every broker's session again.
+            timers = {
+                "controller.quorum.fetch.timeout.ms": args.fetch_timeout_ms,
+                "controller.quorum.election.timeout.ms": args.fetch_timeout_ms // 2,
+                "controller.quorum.request.timeout.ms": args.fetch_timeout_ms,
+            }
+        quorum = Quorum(scratch / "quorum", size=args.quorum, timers=timers)
+        started = time.perf_counter()
+        for node in quorum.nodes.values():  # the same log (and snapshot) on every voter
+            shutil.copytree(template / "log", node.data_dir / "log")
+            if (template / "snapshots.db").exists():
+                shutil.copy2(template / "snapshots.db", node.data_dir / "snapshots.db")
+        took = time.perf_counter() - started
+        print(f"copied into {args.quorum} data directories in {took:.1f} s")
+        addresses = [node.address for node in quorum.nodes.values()]
+        quorum.start_all()
+        try:
+            ready = asyncio.run(quorum_ready(addresses, timeout=900))
+            settled = asyncio.run(quorum_settled(addresses, timeout=600))
+        except TimeoutError as exc:
+            raise SystemExit(f"{exc}:\n{quorum.stderr_tails()}") from None
+        print(f"every voter names the same leader {settled:.1f} s later", flush=True)
+        how = "from the snapshot" if args.snapshot else "replayed the log"
+        print(f"quorum up ({how}), a write committed, in {ready:.1f} s", flush=True)
+        figures = asyncio.run(run_fleet(args, addresses, end, expected))
+        leader = asyncio.run(quorum.leader())
+        print(
+            f"{args.brokers} brokers, {args.partitions:,} partitions, share of broker 0: "
+            f"{args.share or 'its turn'}; a quorum of {args.quorum} (leader: node {leader})"
+        )
+        for key, value in figures.items():
+            print(
+                f"  {key:>20}: {value:.3f}" if isinstance(value, float) else f"  {key:>20}: {value}"
+            )
+    finally:
+        if quorum is not None:
+            quorum.stop_all()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -456,11 +681,32 @@ def main() -> None:
     section.add_argument("--connections", type=int, default=50)
     section.add_argument("--admin-rate", type=float, default=20.0)
     section.add_argument("--warmup", type=float, default=6.0)
+    section.add_argument(
+        "--quorum",
+        type=int,
+        default=3,
+        choices=(1, 3, 5),
+        help="controllers: a quorum of 3 (default) or 5 on one copied log, or 1 (a single node)",
+    )
+    section.add_argument(
+        "--snapshot",
+        action="store_true",
+        help="the quorum's nodes start from a SQL snapshot of the log's end (copied with it)",
+    )
+    section.add_argument(
+        "--fetch-timeout-ms",
+        type=int,
+        default=None,
+        help="controller.quorum.fetch.timeout.ms of the quorum (election timeout: half of it; "
+        "default: Kafka's 2000 / 1000)",
+    )
     args = parser.parse_args()
     if args.section == "fence":
         fence(args)
-    else:
+    elif args.quorum == 1:
         fleet(args)
+    else:
+        fleet_quorum(args)
 
 
 if __name__ == "__main__":

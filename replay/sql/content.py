@@ -44,6 +44,7 @@ from records.uuids import Uuid
 from replay.delta.topics import PARTITION_SETTERS
 from replay.image import (
     AclsImage,
+    BrokerPartitions,
     ClientWritesImage,
     ClusterImage,
     ConfigsImage,
@@ -55,7 +56,6 @@ from replay.image import (
     ScramKey,
     TopicImage,
     TopicsImage,
-    broker_index,
     qualified_name,
 )
 from replay.sql import security_rows
@@ -433,6 +433,7 @@ def _topics(
     by_name: dict[str, Uuid] = {}
     topic_counts: dict[str, int] = {}
     arrays = _ArrayValues()
+    index = _ReplicaIndex(arrays)
     add_group = checksum.add_group
     for tid, (_, namespace, name) in topic_rows.items():
         topic_id = parse_id(tid, "topic id")
@@ -440,11 +441,13 @@ def _topics(
         group.sort(key=lambda r: r[1])
         add_group(PARTITIONS, group)
         pending = pending_rows.pop(tid, None)
+        partitions = _partitions(topic_id, group, arrays)
+        index.add(topic_id, group)
         by_id[topic_id] = TopicImage(
             topic_id=topic_id,
             name=name,
             namespace=namespace,
-            partitions=_partitions(topic_id, group, arrays),
+            partitions=partitions,
             pending_deletion=None
             if pending is None
             else DeleteTopicPartitionsRecord(
@@ -459,11 +462,48 @@ def _topics(
             topic_counts[namespace] = topic_counts.get(namespace, 0) + 1
     if pending_rows:
         raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
-    topics_by_id = Map(by_id)
     return (
-        TopicsImage(by_id=topics_by_id, by_name=Map(by_name), by_broker=broker_index(topics_by_id)),
+        TopicsImage(by_id=Map(by_id), by_name=Map(by_name), by_broker=index.build()),
         topic_counts,
     )
+
+
+class _ReplicaIndex:
+    """`TopicsImage.by_broker` built while the topics are loaded, in the same pass.
+
+    What `replay.image.broker_index` computes from the finished topics, from the partition
+    rows instead: a topic's partitions per broker depend only on its replica lists, and a
+    cluster has few distinct layouts of them (placement repeats), so each layout is worked out
+    once. Each broker's map is built from a list of pairs, hashing each topic id once.
+    """
+
+    def __init__(self, arrays: _ArrayValues) -> None:
+        self._arrays = arrays
+        self._layouts: dict[tuple[str, ...], tuple[tuple[int, tuple[int, ...]], ...]] = {}
+        self._held: dict[int, list[tuple[Uuid, tuple[int, ...]]]] = {}
+
+    def add(self, topic_id: Uuid, rows: Sequence[Row]) -> None:
+        """Index one topic by its partition rows (in partition id order, already checked)."""
+        key = tuple(row[2] for row in rows)
+        layout = self._layouts.get(key)
+        if layout is None:
+            per_broker: dict[int, list[int]] = {}
+            for partition_id, text in enumerate(key):
+                for broker_id in self._arrays[text]:
+                    per_broker.setdefault(broker_id, []).append(partition_id)
+            layout = tuple((b, tuple(ids)) for b, ids in per_broker.items())
+            self._layouts[key] = layout
+        held = self._held
+        for broker_id, ids in layout:
+            entries = held.get(broker_id)
+            if entries is None:
+                held[broker_id] = [(topic_id, ids)]
+            else:
+                entries.append((topic_id, ids))
+
+    def build(self) -> Map[int, BrokerPartitions]:
+        """The index: per broker, its partition ids by topic id."""
+        return Map({broker_id: Map(entries) for broker_id, entries in self._held.items()})
 
 
 def _configs(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> ConfigsImage:

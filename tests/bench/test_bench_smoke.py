@@ -123,9 +123,12 @@ SMOKE: dict[str, Smoke] = {
             "2",
             "--postgres",
             "",
+            "--cold-partitions",
+            "3000",
             "--dir",
             "{tmp}",
-        )
+        ),
+        marks=("process",),
     ),
 }
 """Tiny-size arguments per script (others: `--smoke`); extend it when adding a script."""

@@ -286,6 +286,44 @@ def test_alter_partition_is_accepted_and_refused_by_epoch(fleet: Fleet) -> None:
     assert code(grown) == 0 and fleet.partition("t").isr == (1, 2, 3)
 
 
+def test_alter_partition_speaks_kafka_4s_versions_and_keeps_every_partition_recovered(
+    fleet: Fleet,
+) -> None:
+    # Kafka 4.0 removed AlterPartition v0-1 (topics by name); v2 names topics by id and sends
+    # the ISR as bare ids. Leader recovery state is not stored: RECOVERING is refused.
+    assert codec.SUPPORTED_VERSIONS[56] == (2, 3)
+    fleet.up(1, 2, 3)
+    fleet.topic("t", ((0, (1, 2, 3)),))
+
+    def v2(isr: list[int], recovery: int) -> Any:
+        p = fleet.partition("t")
+        partition = {
+            "partition_index": 0,
+            "leader_epoch": p.leader_epoch,
+            "new_isr": isr,
+            "leader_recovery_state": recovery,
+            "partition_epoch": p.partition_epoch,
+        }
+        answer = fleet.ask(
+            56,
+            2,
+            broker_id=1,
+            broker_epoch=fleet.epochs[1],
+            topics=[{"topic_id": fleet.topic_id("t"), "partitions": [partition]}],
+        )
+        (topic,) = answer.topics
+        (item,) = topic.partitions
+        return item
+
+    refused = v2([1, 2], recovery=1)
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    assert fleet.partition("t").isr == (1, 2, 3)
+    shrunk = v2([1, 2], recovery=0)
+    assert shrunk.error_code == 0 and list(shrunk.isr) == [1, 2]
+    assert shrunk.leader_recovery_state == 0
+    assert fleet.partition("t").isr == (1, 2)
+
+
 def test_controlled_shutdown_moves_leaders_off_before_saying_shut_down(fleet: Fleet) -> None:
     fleet.up(1, 2)
     fleet.topic("t", ((0, (1, 2)),))
