@@ -190,10 +190,14 @@ class RecordCodec:
         self.entry_schema_json: str = json.dumps(self.entry_schema, separators=(",", ":"))
         self._writer_array = AvroArray(self.entry_schema)
         self._writer_array.fast = self._fast_decoder(self.entry_schema)
+        positional = {s.branch_name: _make_encoder(s, positional=True) for s in self.schemas}
+        self._checks: dict[type[Record], Callable[[Record], Any]] = {
+            s.python_class: positional[s.branch_name]
+            for s in self.schemas
+            if s.python_class is not None
+        }
         self._encoder: FastBlockEncoder | None = fast_encoder(
-            self.entry_schema,
-            self._current,
-            {s.branch_name: _make_encoder(s, positional=True) for s in self.schemas},
+            self.entry_schema, self._current, positional
         )
         self._reader_arrays: dict[str, AvroArray] = {self.entry_schema_json: self._writer_array}
 
@@ -225,6 +229,23 @@ class RecordCodec:
             raise RecordError(f"{type(record).__name__} is not a known record type") from None
         try:
             return branch, encode(record)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise RecordError(f"record does not fit its schema: {exc}") from exc
+
+    def check_records(self, records: Iterable[Record]) -> None:
+        """Run the encoder's checks on `records` without encoding them; RecordError if one fails.
+
+        The same generated step as `encode_record` (each int against its Avro type, each enum,
+        a known record type with every field), returning each record's values as a tuple
+        rather than a dict: the check a writer runs before records enter its state.
+        """
+        checks = self._checks
+        try:
+            for record in records:
+                check = checks.get(type(record))
+                if check is None:
+                    raise RecordError(f"{type(record).__name__} is not a known record type")
+                check(record)
         except (AttributeError, TypeError, ValueError) as exc:
             raise RecordError(f"record does not fit its schema: {exc}") from exc
 

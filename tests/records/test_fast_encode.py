@@ -118,3 +118,29 @@ def test_an_epoch_outside_int32_is_refused() -> None:
     record = FeatureLevelRecord(name="metadata.version", feature_level=1)
     with pytest.raises(RecordError):
         DEFAULT_CODEC.encode_batches([([record], None)], first_offset=0, epoch=2**31, timestamp=0)
+
+
+@given(st.lists(any_record, max_size=6))
+def test_check_records_passes_what_encodes(records: list[Record]) -> None:
+    # The service's check before records enter its image: what the log writes passes it.
+    DEFAULT_CODEC.check_records(records)
+    DEFAULT_CODEC.encode_batches([(records, None)], first_offset=0, epoch=0, timestamp=0)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        TopicRecord(name="t", topic_id=str(Uuid.random())),  # type: ignore[arg-type]
+        UnregisterBrokerRecord(broker_id=1, broker_epoch=2**63),
+        FeatureLevelRecord(name="metadata.version", feature_level=2**31),
+        PartitionRecord(partition_id=0, topic_id=Uuid.random(), replicas=(2**31,), isr=()),
+    ],
+)
+def test_check_records_refuses_a_value_out_of_its_type(record: Record) -> None:
+    with pytest.raises(RecordError):
+        DEFAULT_CODEC.check_records([record])
+
+
+def test_check_records_refuses_an_unknown_type() -> None:
+    with pytest.raises(RecordError, match="object is not a known record type"):
+        DEFAULT_CODEC.check_records([object()])  # type: ignore[list-item]
