@@ -3,6 +3,7 @@
 Usage: python bench/replay_bench.py [--topics N] [--partitions P] [--repeat K] [--dir PATH]
                                     [--service-topics M]
        python bench/replay_bench.py --against TREE [--topics N] [--service-topics M] [--repeat K]
+       python bench/replay_bench.py --instructions N [--against TREE] [--service-topics M]
 
 Data: a log describing N topics (default 100,000) of P partitions (default 10), replication
 factor 3 over 6 brokers in 2 racks, written as the controller writes them (one TopicRecord, then
@@ -17,6 +18,11 @@ Rows (each median of K repetitions, each paired with its baseline right before i
   create topics    M topics of P partitions (default 10,000) created through the service API,
                    one request each (64 concurrent callers, group commit), vs the raw fastavro
                    write of the same records with one fsync per 100 topics
+
+With --instructions N, create topics is counted in instructions instead of timed (callgrind, all
+threads, which the host's load does not move): a run of M topics and a run of M + N topics, each
+in a child process under `valgrind --tool=callgrind`, and the difference divided by N, so that
+start-up and imports cancel out. With --against too, the two checkouts take turns, K rounds.
 
 With --against, the baseline is another checkout of this code (bench/against.py): the log is
 generated once, then replay, image memory and create topics each run in a child process per
@@ -42,7 +48,15 @@ import time
 from pathlib import Path
 
 import fastavro
-from against import Figure, measured_code, paired, print_table, reader_opener, run_child
+from against import (
+    Figure,
+    code_env,
+    measured_code,
+    paired,
+    print_table,
+    reader_opener,
+    run_child,
+)
 
 # The code measured: this checkout, or the one a parent `--against` run names.
 sys.path.insert(0, str(measured_code()))
@@ -251,6 +265,55 @@ def child_figure(op: str, args: argparse.Namespace, scratch: Path) -> float:
         shutil.rmtree(service_dir, ignore_errors=True)
 
 
+def create_instructions(tree: Path, args: argparse.Namespace, scratch: Path) -> float:
+    """Instructions per topic created through the service with `tree`'s code (callgrind)."""
+    script = Path(__file__).resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    counts: list[int] = []
+    for topics in (args.service_topics, args.service_topics + args.instructions):
+        out = scratch / "callgrind.out"
+        argv = ["--child", "create", "--service-topics", str(topics)]
+        argv += ["--partitions", str(args.partitions), "--dir", str(scratch)]
+        callgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        result = subprocess.run(
+            [*callgrind, sys.executable, str(script), *argv],
+            env=code_env(tree),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise SystemExit(f"create under callgrind with {tree} failed:\n{result.stderr[-4000:]}")
+        total = 0
+        for line in out.read_text().splitlines():
+            if line.startswith("totals:"):
+                total = int(line.split()[1])
+        out.unlink()
+        if total == 0:
+            raise SystemExit(f"no instruction count in callgrind's output for {tree}")
+        counts.append(total)
+    added: int = args.instructions
+    return (counts[1] - counts[0]) / added
+
+
+def instructions(args: argparse.Namespace, scratch: Path) -> None:
+    """`--instructions N`: instructions per topic created, this checkout (and `--against`)."""
+    this = measured_code().resolve()
+    label = f"create topics ({args.partitions} partitions, {CALLERS} callers), instructions"
+    if args.against is None:
+        counts = [create_instructions(this, args, scratch) for _ in range(args.repeat)]
+        print(f"{label}: {statistics.median(counts):,.0f} per topic (median of {len(counts)})")
+        return
+    other = args.against.resolve()
+    pairs = [
+        paired(round_, other, lambda tree: create_instructions(tree, args, scratch), this=this)
+        for round_ in range(args.repeat)
+    ]
+    print_table(
+        [Figure(label=label, pairs=pairs, unit="/topic", lower_is_better=True)], other=other
+    )
+
+
 def against(args: argparse.Namespace, scratch: Path) -> None:
     """Each figure with this checkout and with `--against`, alternating, in child processes."""
     start = time.perf_counter()
@@ -298,6 +361,13 @@ def main() -> None:
     parser.add_argument(
         "--against", type=Path, default=None, help="another checkout to compare with (baseline)"
     )
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="count create topics' instructions per topic under callgrind (N more topics)",
+    )
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child", choices=CHILD_OPS, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -310,6 +380,9 @@ def main() -> None:
         print(json.dumps({"value": child_figure(args.child, args, scratch)}))
         return
     try:
+        if args.instructions:
+            instructions(args, scratch)
+            return
         if args.against:
             against(args, scratch)
             return

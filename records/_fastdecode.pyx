@@ -984,3 +984,239 @@ cdef int _check_utf8(const char* p, Py_ssize_t n) except -1:
             PyUnicode_DecodeUTF8(p, n, NULL)
             return 0
     return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding: records straight into a block body (the append path; see `records.fast_encode`).
+#
+# The same programs as the decoder's, read the other way: each record's Avro values come from
+# its branch's generated `values(record)` (the codec's range and enum checks, then a tuple in
+# field order) and are written as fastavro writes them, byte for byte. Only the unions this
+# code's schemas use are taken (null first, one other branch: null writes branch 0, anything
+# else branch 1, as fastavro chooses); `BlockEncoder` refuses a program with any other union,
+# and the caller then writes through fastavro.
+
+from cpython.bytes cimport PyBytes_Check
+from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_Check
+
+
+cdef struct _Out:
+    char* data
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _reserve(_Out* o, Py_ssize_t n) except -1:
+    cdef Py_ssize_t cap
+    cdef char* p
+    if o.len + n > o.cap:
+        cap = max(o.cap * 2, o.len + n, 4096)
+        p = <char*>realloc(o.data, cap)
+        if p == NULL:
+            raise MemoryError()
+        o.data = p
+        o.cap = cap
+    return 0
+
+
+cdef inline int _write_long(_Out* o, long long value) except -1:
+    cdef unsigned long long n = (<unsigned long long>value << 1) ^ <unsigned long long>(value >> 63)
+    if o.len + 10 > o.cap:
+        _reserve(o, 10)
+    while n & ~(<unsigned long long>0x7F):
+        o.data[o.len] = <char>((n & 0x7F) | 0x80)
+        o.len += 1
+        n >>= 7
+    o.data[o.len] = <char>n
+    o.len += 1
+    return 0
+
+
+cdef inline int _write_int(_Out* o, object value) except -1:
+    cdef long long n = value
+    if n < -2147483648 or n > 2147483647:
+        raise ValueError(f"int value {n} is out of range")
+    return _write_long(o, n)
+
+
+cdef inline int _write_raw(_Out* o, const char* data, Py_ssize_t n) except -1:
+    _reserve(o, n)
+    memcpy(o.data + o.len, data, n)
+    o.len += n
+    return 0
+
+
+cdef int _write_str(_Out* o, object value) except -1:
+    if not PyUnicode_Check(value):
+        raise TypeError(f"{value!r} is not a string")
+    cdef bytes encoded = PyUnicode_AsUTF8String(value)
+    _write_long(o, PyBytes_GET_SIZE(encoded))
+    return _write_raw(o, PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded))
+
+
+cdef int _check_encodable(_Op op) except -1:
+    """Refuse a program holding a union this encoder does not choose a branch of."""
+    cdef _Op item
+    if op.kind == K_UNION:
+        if len(op.branches) != 2 or (<_Op>op.branches[0]).kind != K_NULL:
+            raise ValueError("only [null, T] unions are encoded here")
+        _check_encodable(<_Op>op.branches[1])
+    elif op.kind == K_ARRAY or op.kind == K_MAP:
+        _check_encodable(op.item)
+    elif op.kind == K_RECORD:
+        for item in op.fields:
+            _check_encodable(item)
+    return 0
+
+
+cdef int _write(_Out* o, _Op op, object value) except -1:
+    cdef Py_ssize_t i, n
+    cdef double d
+    cdef float f
+    cdef unsigned char byte
+    cdef _Op item
+    kind = op.kind
+    if kind == K_INT:
+        return _write_int(o, value)
+    if kind == K_LONG:
+        return _write_long(o, value)
+    if kind == K_STRING:
+        return _write_str(o, value)
+    if kind == K_UNION:
+        if value is None:
+            return _write_long(o, 0)
+        _write_long(o, 1)
+        return _write(o, <_Op>op.branches[1], value)
+    if kind == K_ARRAY:
+        n = len(value)
+        if n:
+            _write_long(o, n)
+            for element in value:
+                _write(o, op.item, element)
+        return _write_long(o, 0)
+    if kind == K_FIXED:
+        if not PyBytes_Check(value):
+            raise TypeError(f"{value!r} is not bytes")
+        if PyBytes_GET_SIZE(value) != op.size:
+            raise ValueError(f"a fixed value of {PyBytes_GET_SIZE(value)} bytes, not {op.size}")
+        return _write_raw(o, PyBytes_AS_STRING(value), op.size)
+    if kind == K_BOOLEAN:
+        byte = 1 if value else 0
+        return _write_raw(o, <const char*>&byte, 1)
+    if kind == K_NULL:
+        if value is not None:
+            raise TypeError(f"{value!r} is not null")
+        return 0
+    if kind == K_BYTES:
+        if not PyBytes_Check(value):
+            raise TypeError(f"{value!r} is not bytes")
+        _write_long(o, PyBytes_GET_SIZE(value))
+        return _write_raw(o, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
+    if kind == K_RECORD:
+        if not isinstance(value, dict):
+            raise TypeError(f"{value!r} is not a record's dict")
+        for i in range(len(op.fields)):
+            name = op.field_names[i]
+            if name not in value:
+                raise ValueError(f"field {name!r} is missing")
+            _write(o, <_Op>op.fields[i], value[name])
+        return 0
+    if kind == K_ENUM:
+        try:
+            i = op.symbols.index(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not one of {op.symbols}") from None
+        return _write_long(o, i)
+    if kind == K_MAP:
+        if not isinstance(value, dict):
+            raise TypeError(f"{value!r} is not a map")
+        n = len(value)
+        if n:
+            _write_long(o, n)
+            for key, element in value.items():
+                _write_str(o, key)
+                _write(o, op.item, element)
+        return _write_long(o, 0)
+    if kind == K_FLOAT:
+        f = value
+        return _write_raw(o, <const char*>&f, 4)
+    if kind == K_DOUBLE:
+        d = value
+        return _write_raw(o, <const char*>&d, 8)
+    raise ValueError(f"program node kind {kind} is not writable")
+
+
+cdef class BlockEncoder:
+    """Encodes records as the entries of a block body, for the writer schema of this code.
+
+    `branches` maps each record class to `(branch index, field programs, values)`: the index of
+    its branch in the entry's record union, the programs of its fields in schema order, and
+    `values(record)`, the checked tuple of its Avro values in that order.
+    """
+
+    cdef dict _by_class
+
+    def __init__(self, branches):
+        self._by_class = {}
+        for cls, (index, field_programs, values) in branches.items():
+            ops = [_compile(p) for p in field_programs]
+            for op in ops:
+                _check_encodable(<_Op>op)
+            self._by_class[cls] = (index, ops, values)
+
+    def encode(self, batches, long long first_offset, long long epoch, long long timestamp):
+        """(count, body) of `batches` ((records, principal) pairs) as entries from `first_offset`.
+
+        KeyError names a class that is not a known record; a value that does not fit its
+        schema raises TypeError, ValueError or OverflowError (as fastavro's writer does).
+        """
+        cdef _Out o
+        cdef long long offset = first_offset
+        cdef Py_ssize_t count = 0, i, n
+        cdef list ops
+        cdef tuple values
+        cdef bytes principal_bytes
+        if epoch < -2147483648 or epoch > 2147483647:
+            raise ValueError(f"epoch {epoch} is out of range")
+        o.data = NULL
+        o.len = 0
+        o.cap = 0
+        try:
+            for records, principal in batches:
+                if principal is None:
+                    principal_bytes = None
+                elif PyUnicode_Check(principal):
+                    principal_bytes = PyUnicode_AsUTF8String(principal)
+                else:
+                    raise TypeError(f"principal {principal!r} is not a string")
+                for record in records:
+                    found = self._by_class.get(type(record))
+                    if found is None:
+                        raise KeyError(type(record).__name__)
+                    values = found[2](record)
+                    ops = <list>found[1]
+                    n = len(ops)
+                    if len(values) != n:
+                        raise ValueError("a record's values do not match its schema")
+                    _write_long(&o, offset)
+                    _write_long(&o, epoch)
+                    _write_long(&o, timestamp)
+                    if principal_bytes is None:
+                        _write_long(&o, 0)
+                    else:
+                        _write_long(&o, 1)
+                        _write_long(&o, PyBytes_GET_SIZE(principal_bytes))
+                        _write_raw(
+                            &o, PyBytes_AS_STRING(principal_bytes),
+                            PyBytes_GET_SIZE(principal_bytes),
+                        )
+                    _write_long(&o, <long long>found[0])
+                    for i in range(n):
+                        _write(&o, <_Op>ops[i], values[i])
+                    offset += 1
+                    count += 1
+            if count == 0:
+                return 0, b""
+            return count, PyBytes_FromStringAndSize(o.data, o.len)
+        finally:
+            free(o.data)

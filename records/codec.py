@@ -19,7 +19,7 @@ from records.avro_array import AvroArray
 from records.entry import LogEntry
 from records.entry import make_entry as _make_entry
 from records.errors import RecordError, UnknownRecordTypeError
-from records.fast_decode import FastBlockDecoder, fast_decoder
+from records.fast_decode import FastBlockDecoder, FastBlockEncoder, fast_decoder, fast_encoder
 from records.model import Record
 from records.schemas import CURRENT_SCHEMAS, RecordSchema, entry_schema
 from records.slots import new_instance, slot_setter
@@ -71,12 +71,13 @@ def _range_checks(name: str, var: str, avro_type: Any) -> list[str]:
     return [f"    if {guard}{test}:", f"        raise _range_error({name!r}, {var}, {inner!r})"]
 
 
-def _make_encoder(schema: RecordSchema) -> Callable[[Record], dict[str, Any]]:
+def _make_encoder(schema: RecordSchema, *, positional: bool = False) -> Callable[[Record], Any]:
     """Compile `record -> Avro dict` for one schema: range checks, then a dict literal.
 
     Generated from the explicit field declarations (as `dataclasses` generates `__init__`):
     a literal is about four times faster than building the dict in a loop, and encoding is on
-    the append path of every record.
+    the append path of every record. With `positional`, the same checks and conversions return
+    a tuple of the values in field order, for the compiled block encoder.
     """
     namespace: dict[str, Any] = {"_range_error": _range_error, "_enum_error": _enum_error}
     lines = ["def encode(record):"]
@@ -92,16 +93,18 @@ def _make_encoder(schema: RecordSchema) -> Callable[[Record], dict[str, Any]]:
             guard = f"{var} is not None and " if isinstance(f.type, list) else ""
             lines.append(f"    if {guard}{var} not in _e{i}:")
             lines.append(f"        raise _enum_error({f.name!r}, {var}, _t{i})")
-            items.append(f"{f.name!r}: {var}")
+            items.append((f.name, var))
         elif f.codec is not None and f.codec.to_avro is not None:
             namespace.update(f.codec.helpers)
-            items.append(f"{f.name!r}: " + f.codec.to_avro.format(v=var))
+            items.append((f.name, f.codec.to_avro.format(v=var)))
         else:
-            items.append(f"{f.name!r}: {var}")
-    lines.append("    return {" + ", ".join(items) + "}")
-    encoder: Callable[[Record], dict[str, Any]] = _compile(
-        "\n".join(lines) + "\n", namespace, "encode"
-    )
+            items.append((f.name, var))
+    if positional:
+        lines.append("    return (" + "".join(f"{value}, " for _, value in items) + ")")
+    else:
+        pairs = ", ".join(f"{name!r}: {value}" for name, value in items)
+        lines.append("    return {" + pairs + "}")
+    encoder: Callable[[Record], Any] = _compile("\n".join(lines) + "\n", namespace, "encode")
     return encoder
 
 
@@ -187,6 +190,15 @@ class RecordCodec:
         self.entry_schema_json: str = json.dumps(self.entry_schema, separators=(",", ":"))
         self._writer_array = AvroArray(self.entry_schema)
         self._writer_array.fast = self._fast_decoder(self.entry_schema)
+        positional = {s.branch_name: _make_encoder(s, positional=True) for s in self.schemas}
+        self._checks: dict[type[Record], Callable[[Record], Any]] = {
+            s.python_class: positional[s.branch_name]
+            for s in self.schemas
+            if s.python_class is not None
+        }
+        self._encoder: FastBlockEncoder | None = fast_encoder(
+            self.entry_schema, self._current, positional
+        )
         self._reader_arrays: dict[str, AvroArray] = {self.entry_schema_json: self._writer_array}
 
     def _fast_decoder(self, writer_entry_schema: Any) -> FastBlockDecoder | None:
@@ -196,6 +208,11 @@ class RecordCodec:
     def decoder_name(self) -> str:
         """Which block decoder reads segments written by this code: compiled or fastavro."""
         return "compiled" if self._writer_array.fast is not None else "fastavro"
+
+    @property
+    def encoder_name(self) -> str:
+        """Which block encoder appends run: compiled or fastavro."""
+        return "compiled" if self._encoder is not None else "fastavro"
 
     def schema_for(self, record_type: int) -> RecordSchema:
         """The current schema of a record type."""
@@ -212,6 +229,23 @@ class RecordCodec:
             raise RecordError(f"{type(record).__name__} is not a known record type") from None
         try:
             return branch, encode(record)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise RecordError(f"record does not fit its schema: {exc}") from exc
+
+    def check_records(self, records: Iterable[Record]) -> None:
+        """Run the encoder's checks on `records` without encoding them; RecordError if one fails.
+
+        The same generated step as `encode_record` (each int against its Avro type, each enum,
+        a known record type with every field), returning each record's values as a tuple
+        rather than a dict: the check a writer runs before records enter its state.
+        """
+        checks = self._checks
+        try:
+            for record in records:
+                check = checks.get(type(record))
+                if check is None:
+                    raise RecordError(f"{type(record).__name__} is not a known record type")
+                check(record)
         except (AttributeError, TypeError, ValueError) as exc:
             raise RecordError(f"record does not fit its schema: {exc}") from exc
 
@@ -259,6 +293,16 @@ class RecordCodec:
 
         The append path: one pass over the records, no intermediate entry tuples.
         """
+        encoder = self._encoder
+        if encoder is not None:
+            try:
+                return encoder.encode(
+                    batches, first_offset=first_offset, epoch=epoch, timestamp=timestamp
+                )
+            except KeyError as exc:
+                raise RecordError(f"{exc.args[0]} is not a known record type") from None
+            except (AttributeError, TypeError, ValueError, OverflowError) as exc:
+                raise RecordError(f"record does not fit its schema: {exc}") from exc
         by_class = self._by_class
         values = []
         offset = first_offset

@@ -1,4 +1,4 @@
-"""The compiled block decoder, when it is built, and the programs it runs.
+"""The compiled block decoder and encoder, when they are built, and the programs they run.
 
 `records._fastdecode` (Cython, built by `setup.py` when a C compiler is there) reads a block
 body in one pass straight into records: no dict per entry or per record, no tagged union
@@ -11,12 +11,16 @@ or fields in another order) goes through the dict decoder; an unknown branch rai
 `UnknownRecordTypeError` when an entry uses it, as the fastavro path does. A writer schema
 whose entry is not shaped as this code writes it gets no fast decoder at all: the caller then
 uses fastavro. Without the extension, `AVAILABLE` is False and everything uses fastavro.
+
+The encoder (`fast_encoder`) runs the same programs the other way for the schema this code
+writes: each record's checked values (the codec's generated `values(record)`) straight into a
+block body, byte for byte what fastavro writes, without a dict per entry or per record.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 from records.errors import RecordError, UnknownRecordTypeError
@@ -259,4 +263,64 @@ def column_plan(
         return _fastdecode.ColumnPlan(kinds, types, branches, payload, structs_json, json_dumps)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         logger.debug("no columnar decoder for this writer schema: %s", exc)
+        return None
+
+
+Values = Callable[[Record], tuple[Any, ...]]
+"""A record's Avro values in its schema's field order, after the codec's checks."""
+
+
+class FastBlockEncoder:
+    """The compiled encoder for the entry schema this code writes."""
+
+    def __init__(self, branches: dict[type[Record], tuple[int, tuple[Any, ...], Values]]) -> None:
+        if _fastdecode is None:  # pragma: no cover - built only with the extension
+            raise RuntimeError("the compiled encoder is not built")
+        self._encoder = _fastdecode.BlockEncoder(branches)
+
+    def encode(
+        self,
+        batches: Iterable[tuple[Sequence[Record], str | None]],
+        *,
+        first_offset: int,
+        epoch: int,
+        timestamp: int,
+    ) -> tuple[int, bytes]:
+        """(count, body) of the entries of `batches`, numbered from `first_offset`.
+
+        Raises KeyError for a record of an unknown class, and TypeError, ValueError or
+        OverflowError for a value that does not fit its schema.
+        """
+        encoded: tuple[int, bytes] = self._encoder.encode(batches, first_offset, epoch, timestamp)
+        return encoded
+
+
+def fast_encoder(
+    entry_schema: Any,
+    current: Mapping[str, RecordSchema],
+    values: Mapping[str, Values],
+) -> FastBlockEncoder | None:
+    """The compiled encoder for `entry_schema` (this code's), if the extension can write it.
+
+    `current` maps each branch name to its schema and `values` to its generated values
+    function. None without the extension, or when a branch holds a union the encoder does not
+    write (the caller then writes through fastavro).
+    """
+    if _fastdecode is None:
+        return None
+    try:
+        compiled = _entry_branches(entry_schema)
+        if compiled is None:
+            return None
+        branches: dict[type[Record], tuple[int, tuple[Any, ...], Values]] = {}
+        for index, (program, name, names) in enumerate(compiled):
+            schema = current.get(name)
+            if schema is None or schema.python_class is None:
+                return None
+            if not _is_current(current, name, names):
+                return None
+            branches[schema.python_class] = (index, program, values[name])
+        return FastBlockEncoder(branches)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        logger.debug("no compiled encoder for this schema: %s", exc)
         return None

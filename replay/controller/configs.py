@@ -179,7 +179,8 @@ def _check_namespace_resource(image: MetadataImage, name: str) -> None:
 def _check_broker_resource(image: MetadataImage, name: str) -> None:
     if name == "":
         return
-    if not name.isdigit() or image.cluster.get(int(name)) is None:
+    # ASCII digits only, as replay reads the name: `isdigit` is true of '²', which int() refuses.
+    if not (name.isascii() and name.isdigit()) or image.cluster.get(int(name)) is None:
         raise ApiError(
             ErrorCode.INVALID_REQUEST,
             f'broker {name!r} is not registered; use a registered broker id, or "" for '

@@ -94,6 +94,18 @@ def assign_replicas_to_brokers(
     brokers, and INVALID_REPLICA_ASSIGNMENT (39) for duplicate broker ids or, in ENFORCED mode,
     when some but not all brokers have a rack.
     """
+    _check_counts(n_partitions, replication_factor, len(brokers))
+    plan = PlacementPlan(brokers, rack_aware_mode)
+    return plan.assign(
+        n_partitions,
+        replication_factor,
+        fixed_start_index=fixed_start_index,
+        start_partition_id=start_partition_id,
+        rng=rng,
+    )
+
+
+def _check_counts(n_partitions: int, replication_factor: int, n_brokers: int) -> None:
     if n_partitions <= 0:
         raise PlacementError(
             ErrorCode.INVALID_PARTITIONS,
@@ -106,37 +118,123 @@ def assign_replicas_to_brokers(
             f"Replication factor must be larger than 0, got {replication_factor}; "
             "ask for at least one replica.",
         )
-    if replication_factor > len(brokers):
+    if replication_factor > n_brokers:
         raise PlacementError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Replication factor: {replication_factor} larger than available brokers: "
-            f"{len(brokers)}. Lower the replication factor or start more brokers.",
+            f"{n_brokers}. Lower the replication factor or start more brokers.",
         )
-    ordered = _broker_metadatas(brokers, rack_aware_mode)
-    if rng is None:
-        rng = random.Random()
-    if all(broker.rack is None for broker in ordered):
-        broker_list = [broker.broker_id for broker in ordered]
-        start_index, shift = _start_and_shift(len(broker_list), fixed_start_index, rng)
-        return _assign_rack_unaware(
-            broker_list,
-            n_partitions,
-            replication_factor,
-            start_index=start_index,
-            shift=shift,
-            start_partition_id=start_partition_id,
-        )
-    # `_broker_metadatas` left either no racks or a rack on every broker.
-    broker_racks = {b.broker_id: b.rack for b in ordered if b.rack is not None}
-    start_index, shift = _start_and_shift(len(broker_racks), fixed_start_index, rng)
-    return _assign_rack_aware(
-        broker_racks,
-        n_partitions,
-        replication_factor,
-        start_index=start_index,
-        shift=shift,
-        start_partition_id=start_partition_id,
-    )
+
+
+MEMO_LIMIT = 65_536
+"""Replica lists a plan remembers (then it starts again): bounds a plan's memory on large
+clusters, where the same (leader position, shift) pair seldom comes back anyway."""
+
+
+class PlacementPlan:
+    """`assign_replicas_to_brokers` for one set of brokers, prepared once and reused.
+
+    The brokers' order, racks and rack-alternated list are computed once; and since a
+    partition's replicas depend only on its leader's position, the follower shift (modulo
+    brokers - 1) and the replication factor, each distinct replica list is computed once too.
+    A controller keeps the plan while its cluster image is the same object. The result is
+    exactly `assign_replicas_to_brokers`'s (Kafka's), partition by partition.
+    """
+
+    def __init__(
+        self,
+        brokers: Sequence[BrokerPlacementInfo],
+        rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
+    ) -> None:
+        ordered = _broker_metadatas(brokers, rack_aware_mode)
+        self._n_given = len(brokers)
+        self._rack_aware = not all(broker.rack is None for broker in ordered)
+        if self._rack_aware:
+            # `_broker_metadatas` left either no racks or a rack on every broker.
+            self._racks: dict[int, str] = {
+                b.broker_id: b.rack for b in ordered if b.rack is not None
+            }
+            self._arranged = rack_alternated_broker_list(self._racks)
+            self._n_racks = len(set(self._racks.values()))
+        else:
+            self._racks = {}
+            self._arranged = [broker.broker_id for broker in ordered]
+            self._n_racks = 0
+        self._memo: dict[tuple[int, int, int], tuple[int, ...]] = {}
+
+    def assign(
+        self,
+        n_partitions: int,
+        replication_factor: int,
+        *,
+        fixed_start_index: int = -1,
+        start_partition_id: int = -1,
+        rng: random.Random | None = None,
+    ) -> dict[int, list[int]]:
+        """Replica lists for `n_partitions` new partitions, as `assign_replicas_to_brokers`."""
+        _check_counts(n_partitions, replication_factor, self._n_given)
+        if rng is None:
+            rng = random.Random()
+        n_brokers = len(self._arranged)
+        start_index, shift = _start_and_shift(n_brokers, fixed_start_index, rng)
+        memo = self._memo
+        if len(memo) > MEMO_LIMIT:
+            memo.clear()
+        # The rack-aware round robin steps the shift by the number of racks (Kafka's
+        # `shift * numRacks`); only its value modulo brokers - 1 moves a follower.
+        scale = self._n_racks if self._rack_aware else 1
+        modulo = n_brokers - 1 if n_brokers > 1 else 1
+        assignment: dict[int, list[int]] = {}
+        first_partition = max(0, start_partition_id)
+        for partition in range(first_partition, first_partition + n_partitions):
+            # The shift follows the absolute partition id, so a run that starts mid-round bumps
+            # it at the next multiple of the broker count, not after n_brokers of its own.
+            if partition > 0 and partition % n_brokers == 0:
+                shift += 1
+            first = (partition + start_index) % n_brokers
+            key = (first, (shift * scale) % modulo, replication_factor)
+            replicas = memo.get(key)
+            if replicas is None:
+                replicas = memo[key] = self._replicas(first, shift, replication_factor)
+            assignment[partition] = list(replicas)
+        return assignment
+
+    def _replicas(self, first: int, shift: int, replication_factor: int) -> tuple[int, ...]:
+        """One partition's replicas: its leader at position `first`, followers by `shift`."""
+        arranged = self._arranged
+        n_brokers = len(arranged)
+        if not self._rack_aware:
+            # Kafka's `assignReplicasToBrokersRackUnaware`, one partition.
+            return (
+                arranged[first],
+                *(
+                    arranged[_replica_index(first, shift, j, n_brokers)]
+                    for j in range(replication_factor - 1)
+                ),
+            )
+        # Kafka's `assignReplicasToBrokersRackAware`, one partition.
+        broker_racks = self._racks
+        n_racks = self._n_racks
+        leader = arranged[first]
+        replicas = [leader]
+        racks_used = {broker_racks[leader]}
+        brokers_used = {leader}
+        k = 0
+        for _ in range(replication_factor - 1):
+            # Terminates: k runs through every other position within n-1 steps, and while a rack
+            # (or broker) lacks a replica some unused broker satisfies both conditions.
+            while True:
+                broker = arranged[_replica_index(first, shift * n_racks, k, n_brokers)]
+                rack = broker_racks[broker]
+                k += 1
+                if (rack not in racks_used or len(racks_used) == n_racks) and (
+                    broker not in brokers_used or len(brokers_used) == n_brokers
+                ):
+                    replicas.append(broker)
+                    racks_used.add(rack)
+                    brokers_used.add(broker)
+                    break
+        return tuple(replicas)
 
 
 def assign_added_partitions(
@@ -261,73 +359,3 @@ def _replica_index(first_replica_index: int, shift: int, replica_index: int, n_b
     """Position of a follower, Kafka's `replicaIndex`: never the leader's, the step is 1 .. n-1."""
     step = 1 + (shift + replica_index) % (n_brokers - 1)
     return (first_replica_index + step) % n_brokers
-
-
-def _assign_rack_unaware(
-    broker_list: list[int],
-    n_partitions: int,
-    replication_factor: int,
-    *,
-    start_index: int,
-    shift: int,
-    start_partition_id: int,
-) -> dict[int, list[int]]:
-    """Kafka's `assignReplicasToBrokersRackUnaware` over brokers in id order."""
-    n_brokers = len(broker_list)
-    assignment: dict[int, list[int]] = {}
-    first_partition = max(0, start_partition_id)
-    for partition in range(first_partition, first_partition + n_partitions):
-        # The shift follows the absolute partition id, so a run that starts mid-round bumps it
-        # at the next multiple of the broker count, not after n_brokers partitions of its own.
-        if partition > 0 and partition % n_brokers == 0:
-            shift += 1
-        first = (partition + start_index) % n_brokers
-        replicas = [broker_list[first]]
-        replicas.extend(
-            broker_list[_replica_index(first, shift, j, n_brokers)]
-            for j in range(replication_factor - 1)
-        )
-        assignment[partition] = replicas
-    return assignment
-
-
-def _assign_rack_aware(
-    broker_racks: Mapping[int, str],
-    n_partitions: int,
-    replication_factor: int,
-    *,
-    start_index: int,
-    shift: int,
-    start_partition_id: int,
-) -> dict[int, list[int]]:
-    """Kafka's `assignReplicasToBrokersRackAware` over the rack-alternated broker list."""
-    arranged = rack_alternated_broker_list(broker_racks)
-    n_brokers = len(arranged)
-    n_racks = len(set(broker_racks.values()))
-    assignment: dict[int, list[int]] = {}
-    first_partition = max(0, start_partition_id)
-    for partition in range(first_partition, first_partition + n_partitions):
-        if partition > 0 and partition % n_brokers == 0:
-            shift += 1
-        first = (partition + start_index) % n_brokers
-        leader = arranged[first]
-        replicas = [leader]
-        racks_used = {broker_racks[leader]}
-        brokers_used = {leader}
-        k = 0
-        for _ in range(replication_factor - 1):
-            # Terminates: k runs through every other position within n-1 steps, and while a rack
-            # (or broker) lacks a replica some unused broker satisfies both conditions.
-            while True:
-                broker = arranged[_replica_index(first, shift * n_racks, k, n_brokers)]
-                rack = broker_racks[broker]
-                k += 1
-                if (rack not in racks_used or len(racks_used) == n_racks) and (
-                    broker not in brokers_used or len(brokers_used) == n_brokers
-                ):
-                    replicas.append(broker)
-                    racks_used.add(rack)
-                    brokers_used.add(broker)
-                    break
-        assignment[partition] = replicas
-    return assignment

@@ -23,6 +23,7 @@ from records.model import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from records.slots import preset_constructor
 from records.uuids import Uuid
 from replay.controller.commands import (
     ControllerResult,
@@ -58,8 +59,8 @@ from replay.controller.namespaces import require_namespace
 from replay.controller.partition_reduction import under_changes
 from replay.controller.placement import (
     BrokerPlacementInfo,
+    PlacementPlan,
     assign_added_partitions,
-    assign_replicas_to_brokers,
 )
 from replay.controller.states import check_change, is_live
 from replay.delta import MetadataDelta
@@ -85,6 +86,7 @@ class TopicCreator:
         self._rng = rng
         self._last_created: tuple[Any, ...] | None = None
         self._last_usable: tuple[ClusterImage, list[BrokerPlacementInfo]] | None = None
+        self._last_plan: tuple[Sequence[BrokerPlacementInfo], PlacementPlan] | None = None
 
     def create_topics(
         self, image: MetadataImage, topics: Sequence[CreatableTopic], *, validate_only: bool
@@ -179,7 +181,7 @@ class TopicCreator:
             )
             for key, value in sorted(configs.items())
         )
-        records.extend(_new_partitions(image, qualified, topic_id, 0, assignment))
+        records.extend(_new_partitions(image, topic_id, 0, assignment))
         return records, result
 
     def _created_configs(
@@ -248,14 +250,21 @@ class TopicCreator:
                 "controlled shutdown).",
             )
         # PlacementError is an ApiError: it carries Kafka's code for the client.
-        placed = assign_replicas_to_brokers(
-            usable,
+        placed = self._plan(usable).assign(
             partitions,
             replication,
             fixed_start_index=self._fixed_start_index,
             rng=self._rng,
         )
-        return [list(placed[p]) for p in range(partitions)]
+        return [placed[p] for p in range(partitions)]
+
+    def _plan(self, usable: Sequence[BrokerPlacementInfo]) -> PlacementPlan:
+        """Placement over `usable`, prepared once while `_usable` returns the same list."""
+        last = self._last_plan
+        if last is None or last[0] is not usable:
+            last = (usable, PlacementPlan(usable))
+            self._last_plan = last
+        return last[1]
 
     def _usable(self, cluster: ClusterImage) -> list[BrokerPlacementInfo]:
         """The brokers new replicas may go to, kept while the cluster image is the same object.
@@ -335,7 +344,7 @@ class TopicCreator:
                 )
             placed = assign_added_partitions(usable, existing, request.count)
             assignment = [list(placed[p]) for p in range(current, request.count)]
-        return _new_partitions(image, topic.qualified_name, topic.topic_id, current, assignment)
+        return _new_partitions(image, topic.topic_id, current, assignment)
 
 
 def delete_topics(
@@ -414,31 +423,44 @@ def check_replica_lists(
 
 def _new_partitions(
     image: MetadataImage,
-    qualified: str,
     topic_id: Uuid,
     first_id: int,
     assignment: Sequence[Sequence[int]],
 ) -> list[Record]:
     """A `PartitionRecord` per replica list from partition `first_id`, led by the first live one."""
     records: list[Record] = []
-    for partition_id, replicas in enumerate(assignment, start=first_id):
-        isr = tuple(b for b in replicas if is_live(image.cluster, b))
+    cluster = image.cluster
+    # Each broker's liveness, asked once per call: a topic's partitions share few brokers.
+    live: dict[int, bool] = {}
+    for partition_id, assigned in enumerate(assignment, start=first_id):
+        replicas = tuple(assigned)
+        all_live = True
+        for broker_id in replicas:
+            alive = live.get(broker_id)
+            if alive is None:
+                alive = live[broker_id] = is_live(cluster, broker_id)
+            all_live = all_live and alive
+        # Every replica live (the usual case): the ISR is the replicas, one tuple for both.
+        isr = replicas if all_live else tuple(b for b in replicas if live[b])
         if not isr:
             raise ApiError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"All brokers specified in the manual partition assignment for partition "
                 f"{partition_id} are fenced or in controlled shutdown.",
             )
-        partition = PartitionRecord(
-            partition_id=partition_id,
-            topic_id=topic_id,
-            replicas=tuple(replicas),
-            isr=isr,
-            leader=isr[0],
-        )
-        check_change(f"{qualified}-{partition_id}", None, partition, image.cluster, image.cluster)
+        partition = _new_partition(partition_id, topic_id, replicas, isr, isr[0])
+        # No `check_change`: creating a partition is legal from every state (it checks only a
+        # partition that exists before and after), and replay checks the record itself.
         records.append(partition)
     return records
+
+
+_new_partition: Callable[[int, Uuid, tuple[int, ...], tuple[int, ...], int], PartitionRecord] = (
+    preset_constructor(PartitionRecord, ("partition_id", "topic_id", "replicas", "isr", "leader"))
+)
+"""`PartitionRecord(partition_id=, topic_id=, replicas=, isr=, leader=)`, the rest at their
+defaults, without the dataclass's `__init__`: ten of them a topic, all from checked values
+(the codec and replay check each record again)."""
 
 
 def _check_partition_count(count: int) -> None:

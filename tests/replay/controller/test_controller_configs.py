@@ -78,7 +78,7 @@ def test_broker_configs_resolve_broker_then_cluster_then_default(service: Metada
     assert described(service, BROKER, "")[key][0] == "1000"
 
 
-@pytest.mark.parametrize("name", ["7", "x", "-1", " 1"])
+@pytest.mark.parametrize("name", ["7", "x", "-1", " 1", "\u00b2"])
 def test_a_broker_resource_must_be_a_registered_id(service: MetadataService, name: str) -> None:
     with pytest.raises(ApiError) as info:
         described(service, BROKER, name)

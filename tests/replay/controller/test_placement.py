@@ -22,6 +22,7 @@ from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.placement import (
     BrokerPlacementInfo,
     PlacementError,
+    PlacementPlan,
     RackAwareMode,
     assign_added_partitions,
     assign_replicas_to_brokers,
@@ -691,3 +692,83 @@ def test_add_partitions_with_too_few_brokers_for_the_existing_replication_factor
     with pytest.raises(PlacementError, match=re.escape("Replication factor: 3 larger")) as info:
         assign_added_partitions(plain(0, 1), {0: [0, 1, 2]}, 2)
     assert info.value.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+def _kafka_loop(
+    arranged: Sequence[int],
+    racks: Mapping[int, str] | None,
+    *,
+    n_partitions: int,
+    replication_factor: int,
+    start_index: int,
+    shift: int,
+    start_partition_id: int,
+) -> Assignment:
+    """Kafka's `assignReplicasToBrokersRackUnaware` / `...RackAware` loop, as its source reads."""
+    n = len(arranged)
+    n_racks = len(set(racks.values())) if racks else 1
+    assignment: Assignment = {}
+    first_partition = max(0, start_partition_id)
+    for partition in range(first_partition, first_partition + n_partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start_index) % n
+        replicas = [arranged[first]]
+        if racks is None:
+            for j in range(replication_factor - 1):
+                replicas.append(arranged[(first + 1 + (shift + j) % (n - 1)) % n])
+        else:
+            racks_used = {racks[replicas[0]]}
+            k = 0
+            while len(replicas) < replication_factor:
+                broker = arranged[(first + 1 + (shift * n_racks + k) % (n - 1)) % n]
+                k += 1
+                if (racks[broker] not in racks_used or len(racks_used) == n_racks) and (
+                    broker not in replicas or len(replicas) == n
+                ):
+                    replicas.append(broker)
+                    racks_used.add(racks[broker])
+        assignment[partition] = replicas
+    return assignment
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_brokers=st.integers(1, 9),
+    n_racks=st.integers(0, 4),
+    calls=st.lists(
+        st.tuples(st.integers(1, 40), st.integers(1, 9), st.integers(-1, 30), st.integers(0, 99)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_a_reused_plan_places_as_kafka_does_every_time(
+    n_brokers: int, n_racks: int, calls: list[tuple[int, int, int, int]]
+) -> None:
+    # One plan serves many creates (a controller keeps it while the cluster is the same) and
+    # remembers replica lists between them: every answer is still Kafka's loop's.
+    racks = {b: f"rack{b % n_racks}" for b in range(n_brokers)} if n_racks else None
+    brokers = racked(racks) if racks else plain(*range(n_brokers))
+    plan = PlacementPlan(brokers)
+    arranged = rack_alternated_broker_list(racks) if racks else list(range(n_brokers))
+    for n_partitions, rf, start_partition_id, seed in calls:
+        replication_factor = min(rf, n_brokers)
+        got = plan.assign(
+            n_partitions,
+            replication_factor,
+            start_partition_id=start_partition_id,
+            rng=random.Random(seed),
+        )
+        draws = random.Random(seed)
+        start_index = draws.randrange(n_brokers)
+        shift = draws.randrange(n_brokers)
+        expected = _kafka_loop(
+            arranged,
+            racks,
+            n_partitions=n_partitions,
+            replication_factor=replication_factor,
+            start_index=start_index,
+            shift=shift,
+            start_partition_id=start_partition_id,
+        )
+        assert got == expected
