@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -66,9 +67,9 @@ def audit_commands(markdown: str) -> list[str]:
 @pytest.mark.process
 @pytest.mark.spark
 def test_readme_audit_examples_run(tmp_path: Path) -> None:
-    """The Audit section's commands on a small ./mlog-data: each one-shot query typed into
-    the shell (as the README's `mlog audit shell` line invites; one Spark start, not one per
-    line), and the piped shell line run verbatim by bash."""
+    """The Audit section's commands on a small ./mlog-data, in one shell session (one Spark
+    start, not one per line): each one-shot query typed into `mlog audit shell`, as its README
+    line invites, then the README's piped line's `printf` run verbatim by bash on the same pipe."""
     pytest.importorskip("pyspark")
     commands = audit_commands((ROOT / "README.md").read_text())
     assert "mlog audit shell" in commands, commands
@@ -101,13 +102,17 @@ def test_readme_audit_examples_run(tmp_path: Path) -> None:
     one_shot = [c.removeprefix("mlog audit ") for c in commands if c.startswith("mlog audit ")]
     queries = [q for q in one_shot if not q.startswith("shell")]
     assert len(queries) == 3, commands
-    typed = run("mlog audit shell", stdin="\n".join(queries) + "\n")
-    assert typed.returncode == 0, typed.stderr
-    assert "Traceback" not in typed.stderr, typed.stderr
-    assert typed.stdout.count("User:alice") >= 2, typed.stdout  # who-changed and the GROUP BY
-    assert "state at offset 4: the Spark replay matches the image" in typed.stdout
-    assert len([line for line in typed.stderr.splitlines() if line.startswith("mlog: (")]) == 3
     (piped_line,) = [c for c in commands if c.endswith("| mlog audit shell")]
-    piped = run(piped_line)
+    feed = piped_line.removesuffix("| mlog audit shell").strip()
+    # One shell session, one Spark start: the one-shot queries typed first, then the README's
+    # piped line verbatim on the same pipe.
+    typed = " ".join(shlex.quote(q) for q in queries)
+    piped = run(f"{{ printf '%s\\n' {typed}; {feed}; }} | mlog audit shell")
     assert piped.returncode == 0, piped.stderr
+    assert "Traceback" not in piped.stderr, piped.stderr
+    assert piped.stdout.count("User:alice") >= 2, piped.stdout  # who-changed and the GROUP BY
+    assert "state at offset 4: the Spark replay matches the image" in piped.stdout
+    answered = [line for line in piped.stderr.splitlines() if line.startswith("mlog: (")]
+    fed = shlex.split(feed)[2:]  # printf '%s\n' QUERY...
+    assert len(answered) == len(queries) + len(fed), piped.stderr
     assert "entries" in piped.stdout and "6" in piped.stdout.split("entries", 1)[1], piped.stdout
