@@ -44,12 +44,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import multiprocessing
 import random
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from against import measured_code
 
@@ -316,11 +317,15 @@ async def run_fleet(
     import asyncio
     import contextlib
 
-    from records.model import BrokerRegistrationChangeRecord, FencingChange
-
     clients = [await connect_leader(addresses) for _ in range(args.connections)]
     admin = await connect_leader(addresses)
-    watcher = await connect_leader(addresses)
+    # The watcher decodes every record of the move (200,000 at 20% of 1M): in a process of
+    # its own, so that its decoding never delays this loop's heartbeat and admin timings.
+    spawn = multiprocessing.get_context("spawn")
+    seen = spawn.Array("q", 3, lock=False)  # fence's append time, last move's, moves seen
+    watching = spawn.Event()
+    watcher = spawn.Process(target=watch_log, args=(addresses, end, seen, watching), daemon=True)
+    watcher.start()
     moved_leader = [0]
 
     reconnecting: dict[int, asyncio.Task[AdminClient]] = {}
@@ -396,43 +401,26 @@ async def run_fleet(
             n += 1
             await asyncio.sleep(max(0.0, 1 / args.admin_rate - (loop.time() - sent)))
 
-    fence_ts: list[int] = []
-    last_move_ts: list[int] = []
-    moves = [0]
-
-    async def watch() -> None:
-        offset = end
-        while not done.is_set():
-            entries, next_end = await watcher.fetch_log(offset, max_wait_ms=1000)
-            for entry in entries:
-                record = entry.record
-                if (
-                    isinstance(record, BrokerRegistrationChangeRecord)
-                    and record.broker_id == 0
-                    and record.fenced == FencingChange.FENCE
-                ):
-                    fence_ts.append(entry.timestamp)
-                elif fence_ts and isinstance(record, PartitionChangeRecord):
-                    last_move_ts.append(entry.timestamp)
-                    moves[0] += 1
-            offset = entries[-1].offset + 1 if entries else min(offset, next_end)
-
     tasks = [asyncio.create_task(broker(b, b % len(clients))) for b in range(args.brokers)]
     tasks.append(asyncio.create_task(admin_load()))
-    tasks.append(asyncio.create_task(watch()))
     await asyncio.sleep(args.warmup)
     stop_victim.set()
     stopped_at = time.time()
     deadline = loop.time() + 60 + args.warmup
-    while loop.time() < deadline and moves[0] < expected:
+    while loop.time() < deadline and seen[2] < expected and watcher.is_alive():
         await asyncio.sleep(0.5)
     await asyncio.sleep(2)  # the load goes on a little after the move
     done.set()
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for client in [*clients, admin, watcher]:
+    for client in [*clients, admin]:
         await client.close()
+    watching.set()
+    watcher.join(30)
+    fence_ts = [seen[0]] if seen[0] else []
+    last_move_ts = [seen[1]] if seen[1] else []
+    moves = [seen[2]]
     if not fence_ts:
         raise SystemExit(
             f"broker 0 was not fenced within {60 + args.warmup} s ({len(heartbeats)} "
@@ -468,6 +456,41 @@ async def run_fleet(
         "leader_changes_seen": moved_leader[0],
         "errors": errors[:5],
     }
+
+
+def watch_log(addresses: list[str], end: int, seen: Any, done: Any) -> None:
+    """Follow the leader's log from `end` (FetchLog): broker 0's fence and the moves after it.
+
+    Runs in a process of its own; `seen` gets the fence record's append time, the last
+    partition change's and how many changes followed the fence; `done` stops it.
+    """
+    import asyncio
+
+    from records.model import BrokerRegistrationChangeRecord, FencingChange
+
+    async def follow() -> None:
+        watcher = await connect_leader(addresses)
+        offset = end
+        try:
+            while not done.is_set():
+                entries, next_end = await watcher.fetch_log(offset, max_wait_ms=500)
+                for entry in entries:
+                    record = entry.record
+                    if (
+                        isinstance(record, BrokerRegistrationChangeRecord)
+                        and record.broker_id == 0
+                        and record.fenced == FencingChange.FENCE
+                    ):
+                        if not seen[0]:
+                            seen[0] = entry.timestamp
+                    elif seen[0] and isinstance(record, PartitionChangeRecord):
+                        seen[1] = max(seen[1], entry.timestamp)
+                        seen[2] += 1
+                offset = entries[-1].offset + 1 if entries else min(offset, next_end)
+        finally:
+            await watcher.close()
+
+    asyncio.run(follow())
 
 
 def fleet(args: argparse.Namespace) -> None:

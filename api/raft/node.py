@@ -934,6 +934,14 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+YOUNG_COLLECTION_THRESHOLD = 10_000
+"""Allocations between two collections of the cyclic collector's youngest generation (700 by
+default), once a voter's image is loaded: fewer young collections, and fewer of the full ones
+they lead to, each of which walks every object made since the image was frozen. Fencing a
+broker holding 20% of 1M partitions (202,902 moves) in process: 4.0 s with 700 (8 full
+collections, a batch held up to 0.3 s), 2.8 s with 10,000 (none), 2.4 s with no collector."""
+
+
 def _freeze_image() -> None:
     """Move what is alive now (a just loaded image) out of the cyclic collector's view.
 
@@ -943,5 +951,10 @@ def _freeze_image() -> None:
     other voters to elect another leader and for each new leader to restart every broker's
     session. `gc.freeze` scans nothing (no `gc.collect` first, which would be that same pause);
     garbage frozen with the image is the replay's short-lived objects, little and kept once.
+    The young generation's threshold goes up too (`YOUNG_COLLECTION_THRESHOLD`): a mass change
+    (a fence's moves) makes a new object per partition changed.
     """
     gc.freeze()
+    young, middle, old = gc.get_threshold()
+    if young and young < YOUNG_COLLECTION_THRESHOLD:  # 0: the collector is off; leave it
+        gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)

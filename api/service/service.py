@@ -86,8 +86,13 @@ REOPEN_INTERVAL_S = 3.0
 MAX_ECHO = 200
 """Characters of an encoder's message kept in an error answer (it may quote a huge value)."""
 
-BATCHES_IN_FLIGHT = 2
-"""Batches of one command (`ControllerResult.more`) accepted and not yet durable at a time."""
+BATCHES_IN_FLIGHT = 4
+"""Batches of one command (`ControllerResult.more`) accepted and not yet durable at a time.
+
+Through a quorum each commit waits a replication round (the leader's append linger, fsyncs,
+a follower's next fetch): with two in flight a fence's move was bound by those rounds, its
+leader mostly idle; four (of `MOVES_PER_BATCH` records each) keep the rounds overlapping while
+a request arriving meanwhile still waits for at most 4,000 moves ahead of it."""
 
 RETRY_COMMIT_WAIT_S = 5.0
 """How long a retried write waits for the original (accepted, not yet durable) to commit."""

@@ -215,10 +215,12 @@ def with_moves(
     )
 
 
-MOVES_PER_BATCH = 2_000
+MOVES_PER_BATCH = 1_000
 """The records of one batch of broker moves: well under KRaft's cap (`MAX_RECORDS_PER_BATCH`),
-so that computing and replaying one batch (~30 us a change) holds the event loop ~60 ms at
-most, and heartbeats and admin requests are answered between batches."""
+so that computing and replaying one batch (~15-30 us a change) holds the event loop ~15-30 ms
+at most, and heartbeats and admin requests are answered between batches. Through a quorum a
+batch's commit takes a replication round (linger, fsyncs, a follower's fetch): the batches
+overlap (`BATCHES_IN_FLIGHT`), so smaller ones do not slow the move."""
 
 
 def records_per_batch() -> int:
