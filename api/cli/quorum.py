@@ -234,8 +234,8 @@ def _format_dynamic(
         voters = None
     if voters is None and args.cluster_id is None:
         raise CliError(
-            "--no-initial-controllers joins a running quorum: give its --cluster-id (`mlog "
-            "cluster describe` or meta.properties of one of its nodes)"
+            "--no-initial-controllers joins a running quorum: give its --cluster-id (cluster.id "
+            "in meta.properties of any of its nodes)"
         )
     own = voters.get(node_id) if voters is not None else None
     directory_uuid = (own.directory_id if own is not None else "") or str(Uuid.random())
@@ -302,7 +302,7 @@ def parse_initial_controllers(text: str) -> VoterSet:
                 f"--initial-controllers: {item[:80]!r} is not ID@HOST:PORT:DIRECTORY_ID; write "
                 "it like 1@c1:9093:pqQ6lNYVQbOcf5VZWv4_Pw,2@c2:9093:... (a directory id is a "
                 "Kafka Uuid: `mlog quorum format` prints each node's, or make them with "
-                "`mlog cluster random-uuid`)"
+                "`mlog quorum random-uuid`)"
             )
         node_id, host, port, directory = (
             int(match[1]),
@@ -367,6 +367,15 @@ def _write_bootstrap_block(settings: Settings, voters: VoterSet) -> None:
         write_bootstrap_block(log, voters)
     finally:
         log.close()
+
+
+def cmd_quorum_random_uuid(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """A new random Kafka Uuid, as `kafka-storage random-uuid` prints one."""
+    from records.uuids import Uuid
+
+    value = str(Uuid.random())
+    emit(settings, out, {"uuid": value}, value)
+    return EXIT_OK
 
 
 def cmd_quorum_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -591,6 +600,13 @@ def add_verbs(quorum: argparse.ArgumentParser) -> None:
         help="the voter's directory id (`mlog quorum describe`); default: whatever it is",
     )
     removing.set_defaults(handler=cmd_quorum_remove_controller)
+
+    uuid = verbs.add_parser(
+        "random-uuid",
+        help="print a new Kafka Uuid: a directory id for --initial-controllers, or a cluster id",
+    )
+    add_global_options(uuid)
+    uuid.set_defaults(handler=cmd_quorum_random_uuid)
 
     describe = verbs.add_parser(
         "describe", help="leader, epoch, high watermark and each voter's lag (DescribeQuorum)"

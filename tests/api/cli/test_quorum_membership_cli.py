@@ -191,3 +191,28 @@ def test_membership_verbs_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
         ["quorum", "add-controller", "--config", str(props), "--data-dir", str(tmp_path / "e")]
     )
     assert code != 0 and "directory.id" in err
+
+
+def test_random_uuids_are_directory_ids_initial_controllers_take(tmp_path: Path) -> None:
+    """`mlog quorum random-uuid` (Kafka's `kafka-storage random-uuid`) prints ids that
+    `--initial-controllers` takes as directory ids: the way to make them before formatting."""
+    ids = []
+    for _ in range(3):
+        code, out, err = run(["quorum", "random-uuid"])
+        assert code == 0, err
+        ids.append(out.strip())
+    assert len(set(ids)) == 3
+    code, out, _ = run(["--output", "json", "quorum", "random-uuid"])
+    assert code == 0 and len(json.loads(out)["uuid"]) == 22
+    initial = ",".join(f"{i}@127.0.0.1:1909{i}:{ids[i - 1]}" for i in (1, 2, 3))
+    props = dynamic_config(tmp_path / "n2.properties", 2)
+    code, out, err = fmt(props, tmp_path / "d2", "--initial-controllers", initial)
+    assert code == 0, err
+    assert meta(tmp_path / "d2")["directory.id"] == ids[1]
+
+
+def test_a_bad_initial_controller_names_the_command_that_makes_ids(tmp_path: Path) -> None:
+    props = dynamic_config(tmp_path / "n1.properties", 1)
+    code, _, err = fmt(props, tmp_path / "d1", "--initial-controllers", "1@h:9093:short")
+    assert code != 0
+    assert "mlog quorum random-uuid" in err and err.count("\n") == 1, err
