@@ -304,6 +304,21 @@ class ServerCollector(Collector):
         yield _gauge(prefix + "segments", "Segments in the log.", len(segments))
         yield _gauge(prefix + "start_offset", "The log's first offset.", log.log_start_offset)
         yield _gauge(prefix + "end_offset", "One past the log's last entry.", log.end_offset)
+        digest = self.service.committed_digest()
+        if digest is not None:
+            # The digest at the committed offset (DescribeLogDigest answers the whole token):
+            # its offset, and the chain value's first 48 bits as a number a float holds
+            # exactly, so nodes at the same offset can be compared on a dashboard.
+            yield _gauge(
+                prefix + "digest_offset",
+                "Last offset of the committed digest (the hash chain's value there).",
+                digest.offset,
+            )
+            yield _gauge(
+                prefix + "digest_chain_prefix",
+                "The committed digest's chain value, first 48 bits as an integer.",
+                int.from_bytes(digest.chain[:6], "big"),
+            )
         retention = self.service.retention
         yield CounterMetricFamily(
             prefix + "trimmed_segments",

@@ -76,6 +76,10 @@ def test_requests_are_counted_per_api_and_error_and_gauges_follow_the_image(
         assert values["mlog_controller_last_applied_record_offset"] == offset
         assert values["mlog_controller_last_committed_record_offset"] == offset
         assert values["mlog_server_connections"] == 0
+        digest = server.service.committed_digest()
+        assert digest is not None and digest.offset == offset
+        assert values["mlog_log_digest_offset"] == offset
+        assert values["mlog_log_digest_chain_prefix"] == int(digest.chain[:6].hex(), 16)
         assert readyz(address) == (200, server.health().to_json())
 
 
