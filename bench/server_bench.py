@@ -493,14 +493,7 @@ def _metrics_pairs(args: argparse.Namespace, scratch: Path) -> None:
                 label=label,
                 metrics=metrics,
             )
-            if stats.errors:
-                print("errors:", *stats.errors[:10], sep="\n  ")
-                raise SystemExit(1)
-            print(
-                f"{label + ' ' + str(pair):<10}{run.writes_per_s:>10,.0f}{run.cpu_us:>8.1f}us"
-                f"{run.p99_ms:>7.1f}ms{run.main_busy:>10.0%}  {run.load}",
-                flush=True,
-            )
+            _report(f"{label} {pair}", run, stats)
             got[metrics] = run
         pairs.append((got[True], got[False]))
     print()
@@ -516,6 +509,18 @@ def _metrics_pairs(args: argparse.Namespace, scratch: Path) -> None:
         on, off = statistics.median(ons), statistics.median(offs)
         ratio = statistics.median(a / b for a, b in zip(ons, offs, strict=True))
         print(f"{name:<26}{on:>10,.1f}{unit:<2}{off:>10,.1f}{unit:<2}{ratio:>8.3f}")
+
+
+def _report(name: str, run: Run, stats: Stats) -> None:
+    """One run's row; a run with errors ends the bench, showing the first ten."""
+    if stats.errors:
+        print("errors:", *stats.errors[:10], sep="\n  ")
+        raise SystemExit(1)
+    print(
+        f"{name:<10}{run.writes_per_s:>10,.0f}{run.cpu_us:>8.1f}us"
+        f"{run.p99_ms:>7.1f}ms{run.main_busy:>10.0%}  {run.load}",
+        flush=True,
+    )
 
 
 def _interleaved(args: argparse.Namespace, scratch: Path) -> None:
@@ -535,14 +540,7 @@ def _interleaved(args: argparse.Namespace, scratch: Path) -> None:
                 repo=repo,
                 label=label,
             )
-            if stats.errors:
-                print("errors:", *stats.errors[:10], sep="\n  ")
-                raise SystemExit(1)
-            print(
-                f"{label + ' ' + str(pair):<10}{run.writes_per_s:>10,.0f}{run.cpu_us:>8.1f}us"
-                f"{run.p99_ms:>7.1f}ms{run.main_busy:>10.0%}  {run.load}",
-                flush=True,
-            )
+            _report(f"{label} {pair}", run, stats)
             return run
 
         pairs.append(paired(pair - 1, other, measure, this=this))

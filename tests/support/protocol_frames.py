@@ -1,7 +1,10 @@
-"""Request frames for the protocol tests: API versions and Metadata frames."""
+"""Request frames for the protocol tests: API versions and Metadata frames, and a raw exchange."""
 
 from __future__ import annotations
 
+import asyncio
+import struct
+from collections.abc import Sequence
 from typing import Any
 
 from api.protocol import codec
@@ -62,3 +65,20 @@ def metadata_frame() -> bytes:
         include_topic_authorized_operations=False,
     )
     return codec.encode_request(body, correlation_id=9)[4:]
+
+
+async def exchange_frames(port: int, frames: Sequence[bytes]) -> list[bytes | None]:
+    """Send frames on one connection; each answer (without its size), None once closed."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    out: list[bytes | None] = []
+    try:
+        for frame in frames:
+            writer.write(frame)
+            try:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                out.append(await reader.readexactly(size))
+            except (asyncio.IncompleteReadError, ConnectionError):
+                out.append(None)
+    finally:
+        writer.close()
+    return out

@@ -77,6 +77,7 @@ from api.server.listeners import server_listener
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
 from replay.controller.authorizer import AuthorizerConfig
+from tests.support.protocol_frames import exchange_frames
 from tests.support.sasl_users import USERS, seed_users
 
 CLUSTER = "test-cluster"
@@ -470,7 +471,7 @@ async def test_voter_changes_need_alter_on_the_cluster_and_reach_the_endpoint(
     async with serving(
         tmp_path / "a", endpoint, authorizer=AuthorizerConfig(super_users=frozenset())
     ) as server:
-        added, removed = await _exchange(server.port, frames)
+        added, removed = await exchange_frames(server.port, frames)
     assert added is not None and removed is not None
     refused = decode_response(added, api_key=ADD_RAFT_VOTER_KEY, version=1)
     assert isinstance(refused, AddRaftVoterResponse)
@@ -478,7 +479,7 @@ async def test_voter_changes_need_alter_on_the_cluster_and_reach_the_endpoint(
     assert "may not Alter the cluster" in (refused.error_message or "")
     assert endpoint.seen == []
     async with serving(tmp_path / "b", endpoint) as server:
-        added, removed = await _exchange(server.port, frames)
+        added, removed = await exchange_frames(server.port, frames)
     assert added is not None and removed is not None
     assert decode_response(added, api_key=ADD_RAFT_VOTER_KEY, version=1) == answer(add)
     assert decode_response(removed, api_key=REMOVE_RAFT_VOTER_KEY, version=0) == answer(remove)
@@ -730,23 +731,6 @@ def test_controller_security_reads_kafkas_broker_side_keys() -> None:
 # --------------------------------------------------------------------------- the server side
 
 
-async def _exchange(port: int, frames: Sequence[bytes]) -> list[bytes | None]:
-    """Send frames on one connection; each answer (without its size), None once closed."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    out: list[bytes | None] = []
-    try:
-        for frame in frames:
-            writer.write(frame)
-            try:
-                (size,) = struct.unpack(">i", await reader.readexactly(4))
-                out.append(await reader.readexactly(size))
-            except (asyncio.IncompleteReadError, ConnectionError):
-                out.append(None)
-    finally:
-        writer.close()
-    return out
-
-
 def _api_versions_frame() -> bytes:
     body = codec.build(
         codec.request_class(18, 3), client_software_name="t", client_software_version="1"
@@ -764,7 +748,7 @@ async def test_without_an_endpoint_only_describe_quorum_is_served(tmp_path: Path
     # A single server is a one-voter quorum (tests/api/server/test_sole_voter.py): it
     # answers DescribeQuorum, and none of the APIs voters speak to each other.
     async with serving(tmp_path / "log", None) as server:
-        versions, vote = await _exchange(
+        versions, vote = await exchange_frames(
             server.port,
             [_api_versions_frame(), encode_request(_vote(2), destination=1, cluster_id=None)],
         )
@@ -774,7 +758,7 @@ async def test_without_an_endpoint_only_describe_quorum_is_served(tmp_path: Path
 
 async def test_with_an_endpoint_api_versions_lists_the_quorum_apis(tmp_path: Path) -> None:
     async with serving(tmp_path / "log", TestEndpoint()) as server:
-        (versions,) = await _exchange(server.port, [_api_versions_frame()])
+        (versions,) = await exchange_frames(server.port, [_api_versions_frame()])
         served = _served(versions)
         for key, versions_served in QUORUM_VERSIONS.items():
             assert served[key] == versions_served
@@ -792,8 +776,8 @@ async def test_the_quorum_apis_are_served_only_on_the_controller_listeners(
         tmp_path / "log", TestEndpoint(), listeners=listeners, quorum_listeners=["CONTROLLER"]
     ) as server:
         ports = {listener.name: listener.port for listener in server.listeners}
-        (controller,) = await _exchange(ports["CONTROLLER"], [_api_versions_frame()])
-        clients, vote = await _exchange(
+        (controller,) = await exchange_frames(ports["CONTROLLER"], [_api_versions_frame()])
+        clients, vote = await exchange_frames(
             ports["CLIENTS"],
             [_api_versions_frame(), encode_request(_vote(2), destination=1, cluster_id=None)],
         )
@@ -825,7 +809,7 @@ async def test_requests_for_another_cluster_voter_or_partition_are_refused(
             codec.encode_request(wrong_partition, correlation_id=3),
             encode_request(REQUESTS[3], destination=1, cluster_id=CLUSTER),
         ]
-        cluster, voter, partition, fetch = await _exchange(server.port, frames)
+        cluster, voter, partition, fetch = await exchange_frames(server.port, frames)
         refusal = _refusal(cluster, VOTE_KEY, 2)
         assert refusal.error_code == INCONSISTENT_CLUSTER_ID
         # Vote answers have no message field: the server's log says it.
@@ -845,7 +829,7 @@ async def test_a_quorum_request_before_a_sasl_login_closes_the_connection(
 ) -> None:
     endpoint = TestEndpoint()
     async with serving(tmp_path / "log", endpoint, listeners=[_sasl_listener()]) as server:
-        (vote,) = await _exchange(
+        (vote,) = await exchange_frames(
             server.port, [encode_request(_vote(1), destination=1, cluster_id=CLUSTER)]
         )
         assert vote is None
@@ -925,7 +909,7 @@ async def test_describe_quorum_is_answered_in_every_served_version(tmp_path: Pat
             )
             for version in range(low, high + 1)
         ]
-        answers = await _exchange(server.port, frames)
+        answers = await exchange_frames(server.port, frames)
         for version, frame in zip(range(low, high + 1), answers, strict=True):
             assert frame is not None
             decoded = decode_response(frame, api_key=DESCRIBE_QUORUM_KEY, version=version)
@@ -941,7 +925,7 @@ async def test_a_too_new_api_versions_lists_the_quorum_apis_in_its_v0_answer(
     async with serving(tmp_path / "log", TestEndpoint()) as server:
         frame = bytearray(_api_versions_frame())
         struct.pack_into(">h", frame, 6, 99)  # ApiVersions v99 (KIP-511)
-        (reply,) = await _exchange(server.port, [bytes(frame)])
+        (reply,) = await exchange_frames(server.port, [bytes(frame)])
         assert reply is not None
         _, body = codec.decode_response(18, 0, reply)
         assert int(body.error_code) == 35
@@ -960,7 +944,7 @@ async def test_an_endpoint_answering_the_wrong_api_closes_that_connection_with_a
 ) -> None:
     caplog.set_level(logging.ERROR, logger="api.server")
     async with serving(tmp_path / "log", WrongEndpoint()) as server:
-        (vote,) = await _exchange(
+        (vote,) = await exchange_frames(
             server.port, [encode_request(_vote(1), destination=1, cluster_id=CLUSTER)]
         )
         assert vote is None
@@ -1115,7 +1099,7 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
         # The LeaderChange marker came through the Fetch records.
         assert logs[0][0].kind is EntryKind.LEADER_CHANGE
         # DescribeQuorum over the wire from a tool: the leader's view of the voters.
-        (frame,) = await _exchange(
+        (frame,) = await exchange_frames(
             ports[chief.core.id],
             [
                 encode_request(

@@ -6,8 +6,6 @@ it); kafka-python's `describe_metadata_quorum` is in tests/interop/test_kafka_cl
 
 from __future__ import annotations
 
-import asyncio
-import struct
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -42,6 +40,7 @@ from records.model import (
 from records.uuids import Uuid
 from replay.controller.authorizer import CLUSTER_NAME, AuthorizerConfig
 from replay.controller.commands import ControllerResult, CreatableTopic, RegisterBroker
+from tests.support.protocol_frames import exchange_frames
 
 NODE_ID = 3
 METADATA_PARTITION = [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]
@@ -84,23 +83,6 @@ async def single_server(
         await server.stop()
 
 
-async def _exchange(port: int, frames: Sequence[bytes]) -> list[bytes | None]:
-    """Send frames on one connection; each answer (without its size), None once closed."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    out: list[bytes | None] = []
-    try:
-        for frame in frames:
-            writer.write(frame)
-            try:
-                (size,) = struct.unpack(">i", await reader.readexactly(4))
-                out.append(await reader.readexactly(size))
-            except (asyncio.IncompleteReadError, ConnectionError):
-                out.append(None)
-    finally:
-        writer.close()
-    return out
-
-
 def _describe_frame(version: int, topics: list[dict[str, Any]] | None = None) -> bytes:
     body = codec.build(
         codec.request_class(DESCRIBE_QUORUM_KEY, version),
@@ -128,7 +110,7 @@ async def test_a_single_server_describes_itself_as_the_leader_of_one_voter(
         log = server.service.log
         low, high = QUORUM_VERSIONS[DESCRIBE_QUORUM_KEY]
         before = int(time.time() * 1000)
-        versions, *answers = await _exchange(
+        versions, *answers = await exchange_frames(
             server.port, [API_VERSIONS, *(_describe_frame(v) for v in range(low, high + 1))]
         )
         after = int(time.time() * 1000)
@@ -174,7 +156,7 @@ async def test_another_partition_is_refused_and_the_others_quorum_apis_stay_unkn
         correlation_id=5,
     )
     async with single_server(tmp_path / "log") as server:
-        wrong, good, closed = await _exchange(
+        wrong, good, closed = await exchange_frames(
             server.port, [_describe_frame(2, other), _describe_frame(2), vote]
         )
     assert wrong is not None
@@ -203,7 +185,7 @@ async def test_with_an_authorizer_describe_on_the_cluster_is_needed(tmp_path: Pa
     # Allowed to create topics on the cluster, not to describe it: refused.
     barely = [_cluster_acl(AclOperation.CREATE)]
     async with single_server(tmp_path / "a", authorizer=config, acls=barely) as server:
-        (refused,) = await _exchange(server.port, [_describe_frame(2)])
+        (refused,) = await exchange_frames(server.port, [_describe_frame(2)])
     assert refused is not None
     _, body = codec.decode_response(DESCRIBE_QUORUM_KEY, 2, refused)
     assert int(body.error_code) == CLUSTER_AUTHORIZATION_FAILED
@@ -212,7 +194,7 @@ async def test_with_an_authorizer_describe_on_the_cluster_is_needed(tmp_path: Pa
     # DESCRIBE on the cluster (as Kafka asks of DescribeQuorum): answered.
     allowed = [_cluster_acl(AclOperation.DESCRIBE)]
     async with single_server(tmp_path / "b", authorizer=config, acls=allowed) as server:
-        (answer,) = await _exchange(server.port, [_describe_frame(2)])
+        (answer,) = await exchange_frames(server.port, [_describe_frame(2)])
     assert answer is not None
     described = decode_response(answer, api_key=DESCRIBE_QUORUM_KEY, version=2)
     assert isinstance(described, DescribeQuorumResponse)
