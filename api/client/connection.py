@@ -95,7 +95,10 @@ def parse_bootstrap(text: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 as `[::1]:9092`) -> (host, port); `ClientError` says what is wrong."""
     host, sep, port_text = text.strip().rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    # ASCII digits only ('²'.isdigit() holds, int('²') raises); no control characters or
+    # spaces in the host, which would reach the resolver and every message naming it.
+    port_ok = port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536
+    if not sep or not host or not port_ok or not host.isprintable() or " " in host:
         raise ClientError(
             f"bootstrap server {text!r} is not HOST:PORT (for example 127.0.0.1:9092)"
         )

@@ -86,3 +86,14 @@ def test_a_bootstrap_list_none_answers_is_one_line_naming_each(
     assert first in err and second in err
     err = _usage_error(capsys, tmp_path, "topics", "list", "--bootstrap-server", f"{first},nope")
     assert "'nope' is not HOST:PORT" in err
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["127.0.0.1:²", "127.0.0.1:٩٠٩٢", "\x01bad:9092", "bad host:9092", "127.0.0.1:0", ":9092"],
+)
+def test_a_hostile_bootstrap_address_is_one_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], address: str
+) -> None:
+    err = _usage_error(capsys, tmp_path, "quorum", "describe", "--bootstrap-server", address)
+    assert "is not HOST:PORT" in err and "Traceback" not in err
