@@ -181,37 +181,26 @@ def with_moves(
 ) -> ControllerResult[BrokerResult]:
     """The broker's record and the partition changes it causes, in batches.
 
-    The partitions to look at come from the broker's index (`TopicsImage.partitions_of`), so
-    this costs what the broker holds. The first batch is the broker's record and the first
-    changes; the rest follow through `more`, each computed against the image of its time
-    (a partition another command changed meanwhile is judged as it is then).
+    The partitions to look at come from the broker's index (`TopicsImage.by_broker`), so this
+    costs what the broker holds, and no batch looks at more than a bounded number of them
+    (`SCANS_PER_MOVE` a record): the first batch is the broker's record and the first changes
+    found; the rest follow through `more`, each carrying on through the index from where the
+    one before stopped and judging each partition against the image of its time (a partition
+    another command changed meanwhile is judged as it is then). The answer's
+    `partitions_changed` is the count over every batch, set when the last one is computed.
     """
-    pending: list[tuple[Uuid, int]] = []
     held = image.topics.by_broker.get(broker_id)
-    by_id = image.topics.by_id
-    # One tight pass over what the broker holds (a fence at 1M partitions and 6 brokers
-    # looks at 500,000): which partitions need a change, in the index's order.
-    for topic_id, ids in (held or {}).items():
-        partitions = by_id[topic_id].partitions
-        for partition_id in ids:
-            partition = partitions[partition_id]
-            if elect:
-                if partition.leader == NO_LEADER and broker_id in partition.isr:
-                    pending.append((topic_id, partition_id))
-            # the last ISR member stays, leaderless: nothing to write for it then
-            elif partition.leader == broker_id or (
-                broker_id in partition.isr and len(partition.isr) > 1
-            ):
-                pending.append((topic_id, partition_id))
+    # The index as it is now (an immutable map): what the batches walk through. A partition
+    # the broker gains after this is not its to give up (a fenced broker is given none).
+    topics: tuple[tuple[Uuid, tuple[int, ...]], ...] = tuple(held.items()) if held else ()
     batch = max(2, records_per_batch())
-    first = _changes(image, cluster_after, broker_id, pending[: batch - 1], elect=elect)
-    rest = pending[batch - 1 :]
+    response = BrokerResult(broker_id=broker_id, broker_epoch=epoch)
+    moves = _Moves(broker_id, topics, elect=elect, batch=batch, response=response)
+    first, cursor = moves.next(image, cluster_after, _START, batch - 1)
     return ControllerResult(
         records=(record, *first),
-        response=BrokerResult(
-            broker_id=broker_id, broker_epoch=epoch, partitions_changed=len(pending)
-        ),
-        more=_continuation(broker_id, rest, elect=elect, batch=batch) if rest else None,
+        response=response,
+        more=moves.after(cursor, len(first)),
     )
 
 
@@ -222,91 +211,159 @@ at most, and heartbeats and admin requests are answered between batches. Through
 batch's commit takes a replication round (linger, fsyncs, a follower's fetch): the batches
 overlap (`BATCHES_IN_FLIGHT`), so smaller ones do not slow the move."""
 
+SCANS_PER_MOVE = 4
+"""The partitions of the broker's index one batch looks at, at most, per record it may hold:
+an unfence looks at partitions most of which need nothing, and stops (a batch with fewer or
+no records, the rest to follow) rather than hold the event loop over all of them."""
+
+_START = (0, 0)
+
 
 def records_per_batch() -> int:
     """The records of one batch of broker moves (`MOVES_PER_BATCH`; tests lower it)."""
     return min(MOVES_PER_BATCH, MAX_RECORDS_PER_BATCH)
 
 
-def _continuation(
-    broker_id: int, pending: list[tuple[Uuid, int]], *, elect: bool, batch: int
-) -> Continuation:
-    """The next batch of moves of `pending`, and a continuation for the rest."""
+class _Moves:
+    """The moves of one broker change: a walk through the broker's index, batch by batch.
 
-    def step(image: MetadataImage) -> ControllerResult[None]:
-        live = is_live(image.cluster, broker_id)
-        if live != elect:
-            # The broker changed state again meanwhile: that change moved what it had to.
-            return ControllerResult(records=(), response=None)
-        changes = _changes(image, image.cluster, broker_id, pending[:batch], elect=elect)
-        rest = pending[batch:]
-        return ControllerResult(
-            records=tuple(changes),
-            response=None,
-            more=_continuation(broker_id, rest, elect=elect, batch=batch) if rest else None,
-        )
+    A position in the walk is (topic index, partition index) into `topics`; a batch is a pure
+    function of the image and its starting position, so one run twice writes the same records.
+    """
 
-    return step
+    __slots__ = ("batch", "broker_id", "elect", "response", "topics")
+
+    def __init__(
+        self,
+        broker_id: int,
+        topics: tuple[tuple[Uuid, tuple[int, ...]], ...],
+        *,
+        elect: bool,
+        batch: int,
+        response: BrokerResult,
+    ) -> None:
+        self.broker_id = broker_id
+        self.topics = topics
+        self.elect = elect
+        self.batch = batch
+        self.response = response
+
+    def after(self, cursor: tuple[int, int] | None, moved: int) -> Continuation | None:
+        """The continuation from `cursor` (None: done, and the answer's count is final)."""
+        if cursor is None:
+            # The most of any run: a batch run again (a service may) after its moves are
+            # written finds them done, and must not lower the count.
+            self.response.partitions_changed = max(self.response.partitions_changed, moved)
+            return None
+
+        def step(image: MetadataImage) -> ControllerResult[None]:
+            if is_live(image.cluster, self.broker_id) != self.elect:
+                # The broker changed state again meanwhile: that change moved what it had to.
+                return ControllerResult(records=(), response=None, more=self.after(None, moved))
+            changes, following = self.next(image, image.cluster, cursor, self.batch)
+            return ControllerResult(
+                records=tuple(changes),
+                response=None,
+                more=self.after(following, moved + len(changes)),
+            )
+
+        return step
+
+    def next(
+        self,
+        image: MetadataImage,
+        cluster_after: ClusterImage,
+        cursor: tuple[int, int],
+        limit: int,
+    ) -> tuple[list[Record], tuple[int, int] | None]:
+        """Up to `limit` checked changes from `cursor` on, and where the next batch starts."""
+        broker_id = self.broker_id
+        topics = self.topics
+        elect = self.elect
+        changes: list[Record] = []
+        by_id = image.topics.by_id
+        checker = ChangeChecker(image.cluster, cluster_after)
+        live = _Liveness(cluster_after)
+        budget = limit * SCANS_PER_MOVE
+        index, position = cursor
+        while index < len(topics):
+            topic_id, ids = topics[index]
+            topic = by_id.get(topic_id)
+            if topic is None:  # deleted meanwhile
+                index, position = index + 1, 0
+                continue
+            partitions = topic.partitions
+            count = len(partitions)
+            end = min(len(ids), position + budget, position + limit - len(changes))
+            for partition_id in ids[position:end]:
+                if partition_id >= count:
+                    continue  # deleted meanwhile (a partition reduction)
+                partition = partitions[partition_id]
+                if elect:
+                    change = _elected(topic, partition, live, broker_id)
+                else:
+                    change = _moved_off(topic, partition, live, broker_id)
+                if change is not None:
+                    checker.check(partial(partition_name, topic, partition_id), partition, change)
+                    changes.append(change)
+            budget -= end - position
+            if end < len(ids):
+                position = end
+            else:
+                index, position = index + 1, 0
+            if len(changes) >= limit or budget <= 0:
+                break
+        return changes, (index, position) if index < len(topics) else None
 
 
-def _changes(
-    image: MetadataImage,
-    cluster_after: ClusterImage,
-    broker_id: int,
-    pending: list[tuple[Uuid, int]],
-    *,
-    elect: bool,
-) -> list[Record]:
-    """Checked changes of the `pending` partitions that still need one."""
-    changes: list[Record] = []
-    by_id = image.topics.by_id
-    checker = ChangeChecker(image.cluster, cluster_after)
-    for topic_id, partition_id in pending:
-        topic = by_id.get(topic_id)
-        if topic is None or partition_id >= len(topic.partitions):
-            continue  # deleted meanwhile
-        partition = topic.partitions[partition_id]
-        if elect:
-            change = _elected(topic, partition, cluster_after, broker_id)
-        else:
-            change = _moved_off(topic, partition, cluster_after, broker_id)
-        if change is None:
-            continue
-        checker.check(partial(partition_name, topic, partition_id), partition, change)
-        changes.append(change)
-    return changes
+class _Liveness:
+    """`is_live` of one cluster, remembered by broker (a batch asks about a few brokers)."""
+
+    __slots__ = ("_cluster", "_known")
+
+    def __init__(self, cluster: ClusterImage) -> None:
+        self._cluster = cluster
+        self._known: dict[int, bool] = {}
+
+    def __call__(self, broker_id: int) -> bool:
+        known = self._known.get(broker_id)
+        if known is None:
+            known = self._known[broker_id] = is_live(self._cluster, broker_id)
+        return known
 
 
 def _moved_off(
-    topic: TopicImage, partition: PartitionRecord, cluster_after: ClusterImage, broker_id: int
+    topic: TopicImage, partition: PartitionRecord, live: _Liveness, broker_id: int
 ) -> PartitionChangeRecord | None:
     """The change taking a broker out of a partition's ISR and leadership (`handleBrokerFenced`)."""
-    if broker_id not in partition.isr and partition.leader != broker_id:
-        return None
-    isr = tuple(b for b in partition.isr if b != broker_id)
-    if not isr:
-        isr = partition.isr  # the last member stays (leaderless), as in Kafka
+    isr = partition.isr
     leader = partition.leader
+    if broker_id in isr:
+        if len(isr) > 1:
+            isr = tuple([b for b in isr if b != broker_id])
+        # else the last member stays (leaderless), as in Kafka
+    elif leader != broker_id:
+        return None
     if leader == broker_id or leader not in isr:
-        leader = next((b for b in isr if is_live(cluster_after, b)), NO_LEADER)
-    change = PartitionChangeRecord(
+        leader = next((b for b in isr if live(b)), NO_LEADER)
+    changed_isr = isr is not partition.isr
+    if not changed_isr and leader == partition.leader:
+        return None
+    return PartitionChangeRecord(
         partition_id=partition.partition_id,
         topic_id=topic.topic_id,
-        isr=isr if isr != partition.isr else None,
+        isr=isr if changed_isr else None,
         leader=leader if leader != partition.leader else LEADER_UNCHANGED,
     )
-    if change.isr is None and change.leader == LEADER_UNCHANGED:
-        return None
-    return change
 
 
 def _elected(
-    topic: TopicImage, partition: PartitionRecord, cluster_after: ClusterImage, broker_id: int
+    topic: TopicImage, partition: PartitionRecord, live: _Liveness, broker_id: int
 ) -> PartitionChangeRecord | None:
     """A leader for a leaderless partition whose ISR holds a broker that just came up."""
     if partition.leader != NO_LEADER or broker_id not in partition.isr:
         return None
-    leader = next((b for b in partition.isr if is_live(cluster_after, b)), NO_LEADER)
+    leader = next((b for b in partition.isr if live(b)), NO_LEADER)
     if leader == NO_LEADER:
         return None
     return PartitionChangeRecord(
