@@ -285,7 +285,7 @@ class _Moves:
         changes: list[Record] = []
         by_id = image.topics.by_id
         checker = ChangeChecker(image.cluster, cluster_after)
-        live = _Liveness(cluster_after)
+        live = _Liveness(cluster_after, broker_id)
         budget = limit * SCANS_PER_MOVE
         index, position = cursor
         while (entry := topics.at(index)) is not None:
@@ -350,19 +350,40 @@ class _Walk:
 
 
 class _Liveness:
-    """`is_live` of one cluster, remembered by broker (a batch asks about a few brokers)."""
+    """Liveness, an ISR's first live member and an ISR without the broker, remembered.
 
-    __slots__ = ("_cluster", "_known")
+    A batch meets the same few ISRs (and brokers) over and over: each is worked out once.
+    """
 
-    def __init__(self, cluster: ClusterImage) -> None:
+    __slots__ = ("_broker_id", "_cluster", "_first", "_known", "_without")
+
+    def __init__(self, cluster: ClusterImage, broker_id: int) -> None:
         self._cluster = cluster
+        self._broker_id = broker_id
         self._known: dict[int, bool] = {}
+        self._first: dict[tuple[int, ...], int] = {}
+        self._without: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def __call__(self, broker_id: int) -> bool:
         known = self._known.get(broker_id)
         if known is None:
             known = self._known[broker_id] = is_live(self._cluster, broker_id)
         return known
+
+    def first(self, isr: tuple[int, ...]) -> int:
+        """The first live member of `isr`, or NO_LEADER."""
+        found = self._first.get(isr)
+        if found is None:
+            found = self._first[isr] = next((b for b in isr if self(b)), NO_LEADER)
+        return found
+
+    def without(self, isr: tuple[int, ...]) -> tuple[int, ...]:
+        """`isr` without the broker (one tuple for equal ISRs: the new records share it)."""
+        found = self._without.get(isr)
+        if found is None:
+            broker_id = self._broker_id
+            found = self._without[isr] = tuple([b for b in isr if b != broker_id])
+        return found
 
 
 def _moved_off(
@@ -373,12 +394,12 @@ def _moved_off(
     leader = partition.leader
     if broker_id in isr:
         if len(isr) > 1:
-            isr = tuple([b for b in isr if b != broker_id])
+            isr = live.without(isr)
         # else the last member stays (leaderless), as in Kafka
     elif leader != broker_id:
         return None
     if leader == broker_id or leader not in isr:
-        leader = next((b for b in isr if live(b)), NO_LEADER)
+        leader = live.first(isr)
     changed_isr = isr is not partition.isr
     if not changed_isr and leader == partition.leader:
         return None
@@ -396,7 +417,7 @@ def _elected(
     """A leader for a leaderless partition whose ISR holds a broker that just came up."""
     if partition.leader != NO_LEADER or broker_id not in partition.isr:
         return None
-    leader = next((b for b in partition.isr if live(b)), NO_LEADER)
+    leader = live.first(partition.isr)
     if leader == NO_LEADER:
         return None
     return PartitionChangeRecord(
