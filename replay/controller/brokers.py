@@ -206,12 +206,13 @@ def with_moves(
 MOVES_PER_BATCH = 250
 """The records of one batch of broker moves, well under KRaft's cap (`MAX_RECORDS_PER_BATCH`).
 
-Computing and replaying one batch holds the event loop ~2-3 ms (~8 us a change of CPU), so
+Computing and replaying one batch holds the event loop ~2-3 ms (~7 us a change of CPU), so
 heartbeats and admin requests are answered between batches within a few ms. Through a quorum
-`BATCHES_IN_FLIGHT` batches overlap their replication rounds. Measured against a 3-node quorum
-(`bench/fleet_bench.py fleet --snapshot --partitions 200000 --share 0.2`, 40,701 moves, load
-2.4-4): batches of 1,000 moved them in 2.3-2.9 s with a heartbeat p99 of 210-320 ms during
-the move; of 250, 1.4-1.8 s and 30-41 ms; of 100 (400 moves in flight), 4.6 s."""
+`BATCHES_IN_FLIGHT` batches overlap their replication rounds. Against a 3-node quorum
+(`bench/fleet_bench.py fleet --snapshot --partitions 200000 --share 0.2`, 40,701 moves, three
+alternating pairs at load 4.6-6.4) batches of 1,000 moved them in 2.1-4.1 s with a heartbeat
+p99 of 217-2,588 ms during the move, batches of 250 in 2.0-3.0 s and 36-98 ms; batches of 100
+(400 moves in flight) were bound by the replication rounds (4.6 s)."""
 
 SCANS_PER_MOVE = 4
 """The partitions of the broker's index one batch looks at, at most, per record it may hold:
