@@ -149,9 +149,13 @@ class BrokerAction(IntEnum):
     CONTROLLED_SHUTDOWN = 3
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class BrokerResult:
-    """The answer to a broker command."""
+    """The answer to a broker command.
+
+    Not frozen: a command whose moves follow in further batches (`ControllerResult.more`)
+    sets `partitions_changed` when its last batch is computed, before the answer is given.
+    """
 
     broker_id: int
     broker_epoch: int = -1

@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from api.service.service import MetadataService
-from records.model import NO_LEADER, BrokerEndpoint, PartitionRecord
+from records.model import NO_LEADER, BrokerEndpoint, PartitionRecord, Record
+from replay.controller import brokers
 from replay.controller.commands import (
     BrokerAction,
     BrokerResult,
+    ControllerResult,
     CreatableTopic,
     Reassignment,
     RegisterBroker,
@@ -23,7 +25,9 @@ from replay.controller.commands import (
 )
 from replay.controller.controller import Controller, ControllerOptions
 from replay.controller.errors import ApiError, ErrorCode
-from replay.image import broker_index
+from replay.controller.states import is_live
+from replay.delta import MetadataDelta
+from replay.image import MetadataImage, Provenance, broker_index
 
 
 @pytest.fixture
@@ -274,3 +278,98 @@ def test_other_commands_are_answered_between_the_batches_of_a_fence(
     created, fenced = asyncio.run(both())
     assert created < fenced  # the new topic went in while the fence was still moving leaders
     assert all(p.leader == 2 for p in service.image.topics.get_by_name("t").partitions)  # type: ignore[union-attr]
+
+
+def replayed(image: MetadataImage, records: tuple[Record, ...]) -> MetadataImage:
+    delta = MetadataDelta(image)
+    delta.replay_all(records)
+    delta.finish_batch()
+    last = image.provenance.offset + len(records)
+    return delta.apply(Provenance(offset=last, epoch=1, timestamp=0))
+
+
+def batches(
+    image: MetadataImage, result: ControllerResult[BrokerResult], between: Any = None
+) -> tuple[MetadataImage, list[int]]:
+    """Every batch of `result` replayed in turn (`between` may change the image before each)."""
+    image = replayed(image, result.records)
+    sizes = [len(result.records)]
+    more = result.more
+    while more is not None:
+        if between is not None:
+            image = between(image)
+        step = more(image)
+        image = replayed(image, step.records)
+        sizes.append(len(step.records))
+        more = step.more
+    return image, sizes
+
+
+def test_each_batch_looks_at_a_bounded_share_of_the_brokers_partitions(
+    service: MetadataService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for broker_id in (1, 2):
+        register(service, RegisterBroker(broker_id=broker_id))
+    service.execute(
+        lambda image: service.controller.create_topics(
+            image, [CreatableTopic(name="t", num_partitions=30, replication_factor=2)]
+        )
+    )
+    act(service, 1, BrokerAction.FENCE)  # broker 1 leaves every ISR: unfencing elects nowhere
+    moves_in_batches(monkeypatch, 2)
+    looked: list[int] = []
+    elected = brokers._elected
+
+    def counted(*args: Any) -> Any:
+        looked[-1] += 1
+        return elected(*args)
+
+    monkeypatch.setattr("replay.controller.brokers._elected", counted)
+    looked.append(0)
+    result = service.controller.change_broker(service.image, 1, BrokerAction.UNFENCE)
+    image = replayed(service.image, result.records)
+    more = result.more
+    while more is not None:
+        looked.append(0)
+        step = more(image)
+        assert step.records == ()
+        more = step.more
+    budget = 2 * brokers.SCANS_PER_MOVE
+    assert sum(looked) == 30 and len(looked) > 1 and max(looked) <= budget
+    assert result.response.partitions_changed == 0
+    assert is_live(image.cluster, 1)
+
+
+def test_a_topic_deleted_between_batches_is_skipped_and_the_count_is_of_every_batch(
+    service: MetadataService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for broker_id in (1, 2):
+        register(service, RegisterBroker(broker_id=broker_id))
+    service.execute(
+        lambda image: service.controller.create_topics(
+            image,
+            [
+                CreatableTopic(name=name, num_partitions=4, replication_factor=2)
+                for name in ("a", "b", "c")
+            ],
+        )
+    )
+    moves_in_batches(monkeypatch, 3)
+    deleted: list[str] = []
+
+    def delete_one(image: MetadataImage) -> MetadataImage:
+        if deleted:
+            return image
+        # A topic the walk has not finished: broker 1 is still in an ISR of it.
+        name = next(t.name for t in image.topics.sorted() if any(1 in p.isr for p in t.partitions))
+        deleted.append(name)
+        return replayed(
+            image, service.controller.delete_topics(image, [TopicRef(name=name)]).records
+        )
+
+    result = service.controller.change_broker(service.image, 1, BrokerAction.FENCE)
+    image, sizes = batches(service.image, result, between=delete_one)
+    assert deleted and image.topics.get_by_name(deleted[0]) is None
+    assert result.response.partitions_changed == sum(sizes) - 1 < 12
+    for topic in image.topics.sorted():
+        assert all(p.leader != 1 and 1 not in p.isr for p in topic.partitions)
