@@ -92,7 +92,7 @@ BATCHES_IN_FLIGHT = 4
 Through a quorum each commit waits a replication round (the leader's append linger, fsyncs,
 a follower's next fetch): with two in flight a fence's move was bound by those rounds, its
 leader mostly idle; four (of `MOVES_PER_BATCH` records each) keep the rounds overlapping while
-a request arriving meanwhile still waits for at most 4,000 moves ahead of it."""
+a request arriving meanwhile still waits for at most 1,000 moves (4 of 250) ahead of it."""
 
 RETRY_COMMIT_WAIT_S = 5.0
 """How long a retried write waits for the original (accepted, not yet durable) to commit."""
@@ -725,8 +725,12 @@ def noting_write(command: Command[T], write: PendingWrite) -> Command[T]:
 
 
 def _just(result: ControllerResult[None]) -> Command[None]:
-    """A command that answers `result` (one batch of a command that writes several)."""
-    return lambda image: result
+    """A command that writes `result`'s batch alone, without its continuation.
+
+    One batch of a command that writes several: the caller runs the continuation.
+    """
+    batch: ControllerResult[None] = ControllerResult(records=result.records, response=None)
+    return lambda image: batch
 
 
 def _wall_clock_ms() -> int:
