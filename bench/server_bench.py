@@ -1,7 +1,7 @@
 """Load test of `mlog serve`: concurrent connections issuing create/describe/delete.
 
 Usage: python bench/server_bench.py [--connections 50] [--seconds 60] [--dir PATH]
-                                   [--profile FILE] [--repo PATH]
+                                   [--profile FILE] [--repo PATH] [--event-loop LOOP]
        python bench/server_bench.py --against PATH [--pairs 3] [--seconds 60] [--repo PATH]
        python bench/server_bench.py --metrics [--pairs 3] [--seconds 60]
 
@@ -17,6 +17,10 @@ takes turns for `--pairs` pairs, each on a fresh data directory; it prints each 
 medians of writes/s and server CPU per request, with metrics over without (the ratio). With
 `--instructions CYCLES` it counts instructions per request under callgrind instead (no scrape:
 the request path's cost alone), a figure the host's load does not move.
+
+`--event-loop asyncio` (or `uvloop`) runs every server of the run on that loop (`mlog serve`'s
+`event.loop`; by default uvloop where it is installed); the report names the loop the server
+ran on.
 
 `--profile FILE` runs the server under cProfile and writes its statistics to FILE (read them
 with `python -m pstats FILE`); the figures of such a run are not the server's speed.
@@ -89,6 +93,10 @@ def cpu_seconds(path: str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+SERVER_OVERRIDES: list[str] = []
+"""Flags every server of the run gets (`--event-loop` sets `--override event.loop=...`)."""
+
+
 def start_server(
     data_dir: Path,
     log_path: Path,
@@ -121,6 +129,7 @@ def start_server(
                 "--listen",
                 "127.0.0.1:0",
                 *extra,
+                *SERVER_OVERRIDES,
             ],
             stderr=log_file,
             **where,
@@ -367,6 +376,8 @@ class Run:
     """Share of the run the server's main thread (the event loop) was on the CPU."""
     load: str
     """The host's load averages when the run started."""
+    event_loop: str = "asyncio"
+    """The server's event loop, as its start line names it."""
 
 
 def serve_run(
@@ -425,8 +436,21 @@ def serve_run(
         cpu_us=cpu[0] / len(latencies) * 1e6,
         main_busy=cpu[1] / elapsed,
         load=load_average,
+        event_loop=_event_loop(server_log),
     )
     return run, stats
+
+
+def _event_loop(server_log: Path) -> str:
+    """The server's event loop from its start line (`event loop: uvloop 0.23.0 (...)`).
+
+    A server from before the line existed ran on asyncio's loop.
+    """
+    marker = "event loop: "
+    text = server_log.read_text()
+    if marker not in text:
+        return "asyncio"
+    return text.split(marker, 1)[1].split(" (", 1)[0].splitlines()[0]
 
 
 def _metrics_address(server_log: Path) -> str:
@@ -691,7 +715,15 @@ def main() -> None:
         "callgrind "
         "(valgrind), CYCLES create/describe/delete cycles per connection, instead of timing",
     )
+    parser.add_argument(
+        "--event-loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default=None,
+        help="the servers' event.loop (default: theirs, auto: uvloop where installed)",
+    )
     args = parser.parse_args()
+    if args.event_loop is not None:
+        SERVER_OVERRIDES.extend(["--override", f"event.loop={args.event_loop}"])
     _check_encoders()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="server-bench-"))
     if args.metrics and args.instructions is not None:
@@ -723,7 +755,8 @@ def main() -> None:
         f"{args.connections} connections, {run.elapsed:.1f} s, {run.requests:,} requests "
         f"({stats.writes:,} writes), errors: {len(stats.errors)}, log check: "
         f"{len(stats.created):,} creates and {len(stats.deleted):,} deletes match the "
-        f"acknowledgements; load average at the start {run.load}"
+        f"acknowledgements; load average at the start {run.load}; server event loop: "
+        f"{run.event_loop}"
     )
     print()
     print(f"{'measure':<26}{'server':>14}{'in-process':>14}{'ratio':>8}  target")

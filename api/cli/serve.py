@@ -274,11 +274,16 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
     from api.server.config import server_config
+    from api.server.event_loop import EventLoopUnavailable, choose_loop
     from api.server.listeners import server_listeners
     from api.server.server import MetadataServer
 
     values = config_values(args)
     config = server_config(values)
+    try:
+        loop = choose_loop(config.event_loop, tls=any(item.uses_tls for item in config.listeners))
+    except EventLoopUnavailable as exc:
+        raise CliError(str(exc)) from None
     server_logger = logging.getLogger("api.server")
     for note in config.notes:
         server_logger.warning("%s", note)
@@ -328,8 +333,10 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
         controller_security=_controller_security(values) if quorum is not None else None,
     )
+    server_logger.info("event loop: %s (%s)", loop.name, "event.loop=" + config.event_loop)
     try:
-        asyncio.run(_serve(server))
+        with asyncio.Runner(loop_factory=loop.factory) as runner:
+            runner.run(_serve(server))
     except OSError as exc:
         service.close()
         bound = [(item.host, item.port) for item in listeners]

@@ -36,6 +36,7 @@ from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
 
 _PREFIX = struct.Struct(">hhi")
+_INT32 = struct.Struct(">i")
 
 API_VERSIONS_KEY = 18
 SASL_HANDSHAKE_KEY = 17
@@ -288,11 +289,21 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     return decode_known_request(frame, api_key, version)
 
 
-def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) -> KafkaRequest:
-    """`decode_request` of a frame whose header `peek_header` has read already."""
+_READ_CLASSES: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {}
+"""(header class, body class) a request of an API version is read with, by (key, version)."""
+
+
+def _read_classes(api_key: int, version: int) -> tuple[type[Any], type[Any]]:
     body_class = request_class(api_key, version)
     header_class = body_class.__header_schema__
-    header_class = _HEADERS.get(header_class, header_class)
+    found = _READ_CLASSES[api_key, version] = (_HEADERS.get(header_class, header_class), body_class)
+    return found
+
+
+def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) -> KafkaRequest:
+    """`decode_request` of a frame whose header `peek_header` has read already."""
+    classes = _READ_CLASSES.get((api_key, version))
+    header_class, body_class = classes or _read_classes(api_key, version)
     try:
         header, body = _read(frame, header_class, body_class)
     except Exception as exc:  # kio raises several error types (and ValueError) on bad bytes
@@ -358,7 +369,7 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
     """
     entity_class = body.entity_class if type(body) is Answer else type(body)
     buffer = bytearray(8)
-    struct.pack_into(">i", buffer, 4, correlation_id)
+    _INT32.pack_into(buffer, 4, correlation_id)
     if entity_class.__header_schema__.__flexible__:
         buffer.append(0)  # response header v1: no tagged fields
     if type(body) is Answer:
@@ -368,7 +379,7 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
             writer_for(entity_class)(buffer, body.entity())  # type: ignore[arg-type]
     else:
         writer_for(entity_class)(buffer, body)  # type: ignore[arg-type]  # classes are hashable
-    struct.pack_into(">i", buffer, 0, len(buffer) - 4)
+    _INT32.pack_into(buffer, 0, len(buffer) - 4)
     return bytes(buffer)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.errors import RaftConfigError
+from api.server.event_loop import EVENT_LOOP_KEY, EVENT_LOOPS
 from api.server.limits import SPECS, LimitSpec
 from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
 from api.service.retention import MAX_RETENTION_BYTES_KEY, MAX_RETENTION_MS_KEY, RetentionConfig
@@ -177,6 +178,8 @@ class ServerConfig:
     """`broker.session.timeout.ms`: a broker silent this long is fenced."""
     broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS
     """`broker.heartbeat.interval.ms`: how often brokers are expected to heartbeat."""
+    event_loop: str = "auto"
+    """`event.loop`: `auto` (uvloop if installed), `uvloop` or `asyncio` (`event_loop.py`)."""
 
 
 def server_config(values: Mapping[str, str]) -> ServerConfig:
@@ -243,6 +246,11 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
     )
     segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT_MAX)
     segment_ms = _optional_long(take, SEGMENT_MS_KEY, 1)
+    event_loop = (take(EVENT_LOOP_KEY) or "auto").lower()
+    if event_loop not in EVENT_LOOPS:
+        raise ServerConfigError(
+            f"{EVENT_LOOP_KEY}: {event_loop!r} is not one of {', '.join(EVENT_LOOPS)}"
+        )
     unused = sorted(key for key in values if key not in used)
     if unused:
         notes.append(
@@ -268,6 +276,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         segment_ms=segment_ms,
         broker_session_timeout_ms=session_ms,
         broker_heartbeat_interval_ms=heartbeat_ms,
+        event_loop=event_loop,
     )
 
 

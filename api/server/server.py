@@ -610,7 +610,11 @@ class MetadataServer:
         """Answer one event on `channel`; False when the connection must close."""
         if channel.sasl is not None:
             return await self._authenticate(event, channel, channel.sasl)
-        if isinstance(event, Request | PrivateRequest) and await self._forwarded(event, channel):
+        if (
+            self.forwarder is not None  # a quorum's node (none: no coroutine made per request)
+            and isinstance(event, Request | PrivateRequest)
+            and await self._forwarded(event, channel)
+        ):
             return True
         metrics = self.metrics
         if isinstance(event, Request):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -28,12 +28,17 @@ def _checked_encode(correlation_id: int, body: Any) -> bytes:
 
 @contextmanager
 def running_server(
-    log_dir: Path, *, brokers: int = 3, racks: bool = False, **options: Any
+    log_dir: Path,
+    *,
+    brokers: int = 3,
+    racks: bool = False,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+    **options: Any,
 ) -> Iterator[MetadataServer]:
     """A server on 127.0.0.1 (a free port) over `log_dir`, with `brokers` registered.
 
     Every answer it sends is checked against kio's own writer (a mismatch closes the client's
-    connection, failing the test).
+    connection, failing the test). `loop_factory` makes its event loop (uvloop's, say).
     """
     service = MetadataService.open(log_dir)
     for broker_id in range(1, brokers + 1):
@@ -42,7 +47,7 @@ def running_server(
                 broker_id=broker_id, rack=f"r{broker_id % 2}" if racks else None
             )
             service.execute(partial(service.controller.register_broker, request=request))
-    loop = asyncio.new_event_loop()
+    loop = loop_factory()
     thread = threading.Thread(target=loop.run_forever, name="metadata-server", daemon=True)
     thread.start()
     server = MetadataServer(service, host="127.0.0.1", port=0, cluster_id="test-cluster", **options)

@@ -53,11 +53,14 @@ class TopicApis(HandlerGroup):
                 name=t.name,
                 num_partitions=int(t.num_partitions),
                 replication_factor=int(t.replication_factor),
+                # Most creates name neither: no generator is made for an empty list.
                 assignments=tuple(
                     (int(a.partition_index), tuple(int(b) for b in a.broker_ids))
                     for a in t.assignments
-                ),
-                configs=tuple((c.name, c.value) for c in t.configs),
+                )
+                if t.assignments
+                else (),
+                configs=tuple((c.name, c.value) for c in t.configs) if t.configs else (),
             )
             for t in body.topics
         ]
