@@ -107,6 +107,11 @@ HANDOVER_WAIT_S = 3.0
 LEADER_WAIT_S = 3.0
 """How long a write waits for this node's own election to end before NOT_CONTROLLER."""
 
+INLINE_REPLAY_ENTRIES = 1_000
+"""A follower replays up to this many newly committed entries on the event loop's thread
+(the blocks just written, read back from the page cache: well under a millisecond), more on
+the worker thread (catching up), where the loop goes on answering meanwhile."""
+
 RETENTION_CHECK_S = 1.0
 """How often the loop checks the log against its retention bound (and on each new snapshot)."""
 
@@ -768,13 +773,16 @@ class QuorumNode:
             self._flushed = min(self._flushed, offset)
             self._blocks.truncated(offset)
         if ready.append:
-            await self._blocks.write(ready.append, self._io)
+            # On this thread: a write to the page cache costs less than a hop to the worker.
+            self._blocks.write(ready.append)
         if ready.flush:
             self._flushed = await self._io(log.flush)
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
-                entries = await self._io(self._blocks.read, out.read_from, out.read_until)
+                entries = self._blocks.recent(out.read_from, out.read_until)
+                if entries is None:  # older than the blocks kept in memory: from the log
+                    entries = await self._io(self._blocks.read, out.read_from, out.read_until)
                 message = replace(message, records=entries)
             elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
                 voters = (
@@ -857,6 +865,8 @@ class QuorumNode:
             if base is EMPTY_IMAGE:
                 image = await self._io(self.service.first_image, high_watermark - 1)
                 self._started_from(image)
+            elif high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
+                image = self._replayed(base, high_watermark - 1)
             else:
                 image = await self._io(self._replayed, base, high_watermark - 1)
             self._applied = image.provenance.offset + 1
