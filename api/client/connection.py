@@ -341,6 +341,23 @@ class ClientConnection:
         timeout_ms: int | None = None,
     ) -> Any:
         timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        future = self.send_frame(frame, correlation_id, decode)
+        try:
+            await self._writer.drain()
+            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
+        except TimeoutError:
+            raise ConnectionLost(f"no answer within {timeout_ms} ms") from None
+        except ConnectionError as exc:
+            raise ConnectionLost(f"the connection failed: {exc}") from None
+
+    def send_frame(
+        self, frame: bytes, correlation_id: int, decode: Callable[[bytes], Any]
+    ) -> asyncio.Future[Any]:
+        """Write a request frame now; the future of its decoded answer.
+
+        Never waits: no timeout and no flow control (the caller bounds both). The future
+        fails with `ClientError` if the connection does; `ConnectionLost` at once if closed.
+        """
         if self._closed:
             raise ConnectionLost("the connection is closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -349,13 +366,7 @@ class ClientConnection:
         future.add_done_callback(_seen)
         self._pending.append(_Pending(correlation_id, decode, future))
         self._writer.write(frame)
-        try:
-            await self._writer.drain()
-            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
-        except TimeoutError:
-            raise ConnectionLost(f"no answer within {timeout_ms} ms") from None
-        except ConnectionError as exc:
-            raise ConnectionLost(f"the connection failed: {exc}") from None
+        return future
 
     def _take_over(self, other: ClientConnection) -> None:
         """Use `other`'s connection from now on (this one is closed): a reconnect."""

@@ -8,17 +8,20 @@ no batch is ever applied in part. A new leader's LeaderChange marker (an entry o
 `LEADER_CHANGE`) becomes a block of one `LeaderChangeRecord`.
 
 The blocks this node made (proposals) or decoded (fetch answers) are kept by first offset
-until written, so nothing is encoded or decoded twice. Everything here runs on the event
-loop's thread but `read` and the writes handed to the worker.
+until written, so nothing is encoded or decoded twice. The newest written blocks stay in
+memory as entries (`RECENT_BYTES`), so a leader answers a follower's fetch of its log's tail
+without reading the log back. Everything here runs on the event loop's thread but `read`:
+writes go to the page cache without fsync (`ReplicaLog.write_blocks`), which costs less than
+handing them to the worker thread and back; the fsync (`ReplicaLog.flush`) is the shell's,
+on the worker.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from api.raft.core.errors import RaftError
 from api.raft.core.log_view import LogView
@@ -33,7 +36,7 @@ from api.raft.core.voters import VoterHistory, VoterSet
 from api.raft.voter_blocks import block_voters, voters_block, voters_record
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
-from metadata_log.replica import ReplicaBlock
+from metadata_log.replica import HEADER_SIZE, ReplicaBlock
 from metadata_log.replica_log import ReplicaLog
 from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
@@ -43,8 +46,8 @@ logger = logging.getLogger("api.server.quorum")
 FETCH_MAX_BYTES = 1 << 20
 """Block bytes a fetch answer carries at most (at least one block, whatever its size)."""
 
-Io = Callable[..., Awaitable[Any]]
-"""Runs a blocking call on the node's worker thread."""
+RECENT_BYTES = 4 << 20
+"""Bytes of the newest written blocks kept in memory for fetch answers (the log's tail)."""
 
 
 class BlockMismatchError(RaftError):
@@ -62,6 +65,10 @@ class ReplicaBlocks:
         """The newest timestamp in the log or the image: new blocks never go back in time."""
         self._pending: dict[int, tuple[ReplicaBlock, bool]] = {}
         """Blocks about to be appended, by first offset, and whether they came from a peer."""
+        self._recent: dict[int, Entry] = {}
+        """The newest written blocks as fetch answers' entries, by first offset, oldest first:
+        consecutive, ending at the log's end (a cut drops those after it)."""
+        self._recent_bytes = 0
 
     def encode(
         self, group: Sequence[tuple[Sequence[Record], str | None]], *, first: int, epoch: int
@@ -79,15 +86,22 @@ class ReplicaBlocks:
         """Forget the blocks kept at `offset` and after (the log was cut there)."""
         for first in [f for f in self._pending if f >= offset]:
             del self._pending[first]
+        for first, entry in list(self._recent.items()):
+            if first + entry.count > offset:
+                del self._recent[first]
+                self._recent_bytes -= len(entry.payload)
 
     def reset(self, *, last_timestamp: int) -> None:
         """The log was replaced by a snapshot: nothing kept is appended any more."""
         self._pending.clear()
+        self._recent.clear()
+        self._recent_bytes = 0
         self.last_timestamp = max(self.last_timestamp, last_timestamp)
 
-    async def write(self, entries: Sequence[Entry], io: Io) -> None:
-        """Write the entries (batches) of a `Ready` as the blocks they are."""
+    def write(self, entries: Sequence[Entry]) -> None:
+        """Write the entries (batches) of a `Ready` as the blocks they are (without fsync)."""
         blocks: list[tuple[ReplicaBlock, bool]] = []
+        recent: list[Entry] = []
         for entry in entries:
             if entry.kind is EntryKind.LEADER_CHANGE:
                 block, peer = self._marker_block(entry), False
@@ -107,18 +121,63 @@ class ReplicaBlocks:
                     f"{entry.epoch})"
                 )
             blocks.append((block, peer))
+            # A data entry's payload is its block's byte form (made or received so): the
+            # answer to a fetch of it as it is; markers and voters entries are encoded here.
+            recent.append(
+                entry
+                if entry.kind is EntryKind.DATA
+                else Entry(
+                    offset=entry.offset,
+                    epoch=entry.epoch,
+                    count=entry.count,
+                    payload=block.encode(),
+                )
+            )
         # Own blocks (proposals, markers) were made here; peers' are checked entry by entry.
         run: list[ReplicaBlock] = []
         run_peer = False
         for block, peer in blocks:
             if run and peer != run_peer:
-                await io(self.log.write_blocks, run, check=run_peer)
+                self.log.write_blocks(run, check=run_peer)
                 run = []
             run.append(block)
             run_peer = peer
             self.last_timestamp = max(self.last_timestamp, block.timestamp)
         if run:
-            await io(self.log.write_blocks, run, check=run_peer)
+            self.log.write_blocks(run, check=run_peer)
+        self._remember(recent)
+
+    def _remember(self, entries: list[Entry]) -> None:
+        """Keep written entries for fetch answers, forgetting the oldest beyond the bound."""
+        kept = self._recent
+        for entry in entries:
+            kept[entry.offset] = entry
+            self._recent_bytes += len(entry.payload)
+        while self._recent_bytes > RECENT_BYTES and len(kept) > 1:
+            oldest = kept.pop(next(iter(kept)))
+            self._recent_bytes -= len(oldest.payload)
+
+    def recent(self, start: int, until: int) -> tuple[Entry, ...] | None:
+        """`read` from memory: None unless the newest written blocks begin one at `start`.
+
+        Whole blocks in [start, until), at least one, then more while their bytes total at
+        most `FETCH_MAX_BYTES`; the same blocks `read` gives (the kept blocks are the log's
+        tail as written), without the worker thread or the disk.
+        """
+        kept = self._recent
+        entry = kept.get(start)
+        if entry is None:
+            return None
+        entries: list[Entry] = []
+        total = 0
+        while entry is not None and entry.offset + entry.count <= until:
+            size = len(entry.payload) - HEADER_SIZE
+            if entries and total + size > FETCH_MAX_BYTES:
+                break
+            entries.append(entry)
+            total += size
+            entry = kept.get(entry.offset + entry.count)
+        return tuple(entries)
 
     def _marker_block(self, entry: Entry) -> ReplicaBlock:
         marker = LeaderChangeMessage.decode(entry.payload)

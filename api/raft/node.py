@@ -4,7 +4,9 @@
 (etcd raft's `Ready` loop): write the `quorum-state` durably, truncate, append, flush, and only
 then send. Every call into the core happens in one task (`QuorumNode._run`), between two
 `Ready`s, so the flushed offset it is told always describes the log it asked for: messages and
-proposals that arrive while a `Ready` is being carried out wait in a queue.
+proposals that arrive while a `Ready` is being carried out wait in a queue. The one exception
+is a leader's commit path: a follower's fetch arriving while the loop is idle is taken at once
+in the handler's call (`_turn_in_place`), which never waits, so nothing comes between.
 
 The shell's other jobs have their own modules: the core's entries as the log's blocks
 (blocks.py), snapshots offered, served and installed (snapshot_shipping.py), refusals made
@@ -107,6 +109,11 @@ HANDOVER_WAIT_S = 3.0
 LEADER_WAIT_S = 3.0
 """How long a write waits for this node's own election to end before NOT_CONTROLLER."""
 
+INLINE_REPLAY_ENTRIES = 1_000
+"""A follower replays up to this many newly committed entries on the event loop's thread
+(the blocks just written, read back from the page cache: well under a millisecond), more on
+the worker thread (catching up), where the loop goes on answering meanwhile."""
+
 RETENTION_CHECK_S = 1.0
 """How often the loop checks the log against its retention bound (and on each new snapshot)."""
 
@@ -157,6 +164,11 @@ VOTER_CHANGE_TIMEOUT_MS = 30_000
 
 class QuorumNode:
     """One controller of the quorum: the core, the log, the `quorum-state` and the links."""
+
+    _in_turn: bool = False
+    """`_run` is between taking inputs and `advance`: no other call into the core now."""
+    _handover: Ready | None = None
+    """A `Ready` a turn taken in place began, for the loop to finish (`_turn_in_place`)."""
 
     def __init__(
         self,
@@ -479,11 +491,17 @@ class QuorumNode:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._answers[key] = (future, message)
         self._inbox.append((sender, message))
-        self._wake.set()
         wait = self.config.request_timeout_ms / 1000
         if isinstance(message, FetchRequest):
             wait += message.max_wait_ms / 1000
+            # A follower's fetch acknowledges what it holds: on a leader it may commit writes
+            # and carry new ones, so it is taken at once rather than on the loop's next turn.
+            self._turn_in_place()
+        else:
+            self._wake.set()
         try:
+            if future.done():
+                return future.result()
             return await asyncio.wait_for(future, wait)
         except TimeoutError:
             return self._unanswered(message)
@@ -532,6 +550,7 @@ class QuorumNode:
         self._queued.append(
             _Proposal(records=tuple(records), principal=principal, first=first, future=future)
         )
+        # On the loop's next turn, with the writes that come meanwhile (one block for all).
         self._wake.set()
         return await future
 
@@ -540,15 +559,22 @@ class QuorumNode:
     async def _run(self) -> None:
         core = self.core
         try:
-            while not self._closing:
+            while not self._closing and self.failed is None:
                 self._wake.clear()
-                self._take_inputs()
-                await self._retain()
-                ready = core.ready()
-                if not ready.empty:
-                    await self._carry_out(ready)
-                    core.advance(ReadyDone(flushed_offset=self._flushed))
-                    continue
+                self._in_turn = True
+                try:
+                    ready = self._handover
+                    self._handover = None
+                    if ready is None:
+                        self._take_inputs()
+                        await self._retain()
+                        ready = core.ready()
+                    if not ready.empty:
+                        await self._carry_out(ready)
+                        core.advance(ReadyDone(flushed_offset=self._flushed))
+                        continue
+                finally:
+                    self._in_turn = False
                 if self._inbox or self._queued:
                     continue
                 delay = (core.next_deadline_ms() - _now_ms()) / 1000
@@ -564,6 +590,68 @@ class QuorumNode:
         except Exception as exc:  # a bug: stop this node loudly rather than go on wrong
             logger.exception("the quorum loop failed")
             self._stop(exc)
+
+    def _turn_in_place(self) -> None:
+        """Take one turn of the loop now, in the caller's task, if the loop is idle.
+
+        For the leader's commit path (a follower's fetch): the loop's own turn would come
+        only after everything else the event loop has queued (other clients' requests), and
+        the answer a turn after that. Nothing here waits, so
+        no other call into the core can come between: the inputs are taken, and a `Ready`
+        that needs no I/O wait (no quorum-state, install, cut, fsync or role change; fetch
+        answers from the blocks in memory) is carried out and reported (`advance`) at once.
+        Any other `Ready` is handed to the loop, which finishes it before anything else; its
+        appended blocks are written here first (they are what the fetch answers read).
+        """
+        if self._in_turn or self._handover is not None or self._closing or self.failed is not None:
+            self._wake.set()
+            return
+        core = self.core
+        try:
+            self._take_inputs()
+            ready = core.ready()
+            if ready.empty:
+                return
+            if (
+                ready.quorum_state is not None
+                or ready.install is not None
+                or ready.truncate_to is not None
+                or ready.flush
+                or ready.role is not None
+                or not self.leading
+            ):
+                self._handover = ready
+                return
+            if ready.append:
+                self._blocks.write(ready.append)
+                ready = replace(ready, append=())
+            answers: list[tuple[int, Message]] = []
+            for out in ready.messages:
+                message = out.message
+                if isinstance(message, FetchResponse) and out.read_until > out.read_from:
+                    entries = self._blocks.recent(out.read_from, out.read_until)
+                    if entries is None:
+                        self._handover = ready
+                        return
+                    message = replace(message, records=entries)
+                elif isinstance(message, FetchSnapshotResponse):
+                    self._handover = ready
+                    return
+                answers.append((out.destination, message))
+            for destination, message in answers:
+                self._send(destination, message)
+            if ready.high_watermark is not None:
+                self._resolve_committed(ready.high_watermark)
+                self._applied = max(self._applied, ready.high_watermark)  # as `_committed`
+            self._link_voters()
+            core.advance(ReadyDone(flushed_offset=self._flushed))
+        except (OSError, MetadataLogError) as exc:
+            self._stop(exc)
+        except Exception as exc:  # a bug: stop this node loudly rather than go on wrong
+            logger.exception("the quorum loop failed")
+            self._stop(exc)
+        finally:
+            self._wake.set()  # the loop looks again: what came meanwhile, its timers
 
     def _stop(self, exc: BaseException) -> None:
         failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -768,13 +856,16 @@ class QuorumNode:
             self._flushed = min(self._flushed, offset)
             self._blocks.truncated(offset)
         if ready.append:
-            await self._blocks.write(ready.append, self._io)
+            # On this thread: a write to the page cache costs less than a hop to the worker.
+            self._blocks.write(ready.append)
         if ready.flush:
             self._flushed = await self._io(log.flush)
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
-                entries = await self._io(self._blocks.read, out.read_from, out.read_until)
+                entries = self._blocks.recent(out.read_from, out.read_until)
+                if entries is None:  # older than the blocks kept in memory: from the log
+                    entries = await self._io(self._blocks.read, out.read_from, out.read_until)
                 message = replace(message, records=entries)
             elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
                 voters = (
@@ -857,6 +948,8 @@ class QuorumNode:
             if base is EMPTY_IMAGE:
                 image = await self._io(self.service.first_image, high_watermark - 1)
                 self._started_from(image)
+            elif high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
+                image = self._replayed(base, high_watermark - 1)
             else:
                 image = await self._io(self._replayed, base, high_watermark - 1)
             self._applied = image.provenance.offset + 1

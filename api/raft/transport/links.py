@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,12 +149,6 @@ class _LinkConnection(ClientConnection):
                 missing.append(f"{QUORUM_API_NAMES[key]} v{version}")
         return missing
 
-    async def exchange(
-        self, frame: bytes, correlation_id: int, decode: Callable[[bytes], Any], timeout_ms: int
-    ) -> Any:
-        """Send a request frame; its decoded answer (`ClientError` if the connection fails)."""
-        return await self._send(frame, correlation_id, decode, timeout_ms)
-
     @property
     def receiver(self) -> asyncio.Task[None]:
         """The task reading answers: it ends when the connection does."""
@@ -191,6 +185,17 @@ class _Waiting:
     correlation_id: int
     api_key: int
     deadline: float
+
+
+@dataclass(slots=True, eq=False)
+class _InFlight:
+    """A request written to a connection: its answer's future and its deadline's timer."""
+
+    link: _Link
+    connection: _LinkConnection
+    api_key: int
+    answer: asyncio.Future[Any]
+    timer: asyncio.TimerHandle | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -254,7 +259,8 @@ class QuorumLinks:
         }
         self._removed: set[int] = set()
         """Nodes unlinked by `set_addresses`: requests to them are dropped, not refused."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: set[_InFlight] = set()
+        """Requests written and not yet answered, timed out or lost."""
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -291,7 +297,7 @@ class QuorumLinks:
         connection = link.connection
         if connection is not None:
             link.in_flight += 1
-            self._spawn(self._exchange(link, connection, item))
+            self._write(link, connection, item)
             return True
         if link.connecting is None:
             if now < link.retry_at:
@@ -350,12 +356,16 @@ class QuorumLinks:
     async def close(self) -> None:
         """Close every connection and drop every request in flight."""
         self._closed = True
-        tasks = [*self._tasks]
+        tasks: list[asyncio.Task[None]] = []
         for link in self._links.values():
             if link.connecting is not None:
                 tasks.append(link.connecting)
         for task in tasks:
             task.cancel()
+        for request in self._in_flight:
+            if request.timer is not None:
+                request.timer.cancel()
+        self._in_flight.clear()
         # gather, not a suppressing loop: a cancellation of `close` itself still propagates.
         await asyncio.gather(*tasks, *self._closing, return_exceptions=True)
         for link in self._links.values():
@@ -367,11 +377,6 @@ class QuorumLinks:
             link.in_flight = 0
 
     # ------------------------------------------------------------------ connecting
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def _close_later(self, connection: _LinkConnection) -> None:
         """Close a connection in its own task (never cancelled: `close` waits for it)."""
@@ -427,7 +432,7 @@ class QuorumLinks:
                 link.in_flight -= 1
                 link.stats.timed_out += 1
             else:
-                self._spawn(self._exchange(link, connection, item))
+                self._write(link, connection, item)
 
     def _connect_failed(self, link: _Link, reason: str, now: float) -> None:
         link.stats.connect_failures += 1
@@ -474,7 +479,12 @@ class QuorumLinks:
 
     # ------------------------------------------------------------------ requests
 
-    async def _exchange(self, link: _Link, connection: _LinkConnection, item: _Waiting) -> None:
+    def _write(self, link: _Link, connection: _LinkConnection, item: _Waiting) -> None:
+        """Write a request on the connection now; its answer comes back by callback.
+
+        No task per request: the frame is on the socket before `send` returns, and the
+        answer is handed to `on_response` from the connection's reader.
+        """
         api_key = item.api_key
         version = send_version(api_key)
 
@@ -484,26 +494,45 @@ class QuorumLinks:
             except RaftWireError as exc:
                 return exc
 
-        loop = asyncio.get_running_loop()
-        remaining = item.deadline - loop.time()
         link.stats.sent += 1
         try:
-            try:
-                result = await asyncio.wait_for(
-                    connection.exchange(
-                        item.frame, item.correlation_id, decode, int(remaining * 1000) + 1000
-                    ),
-                    max(remaining, 0.0),
-                )
-            except TimeoutError:
-                link.stats.timed_out += 1
-                self._timed_out(link, connection, api_key)
-                return
-            except ClientError:
-                link.stats.dropped_lost += 1
-                return
-        finally:
+            answer = connection.send_frame(item.frame, item.correlation_id, decode)
+        except ClientError:
             link.in_flight -= 1
+            link.stats.dropped_lost += 1
+            return
+        request = _InFlight(link=link, connection=connection, api_key=api_key, answer=answer)
+        self._in_flight.add(request)
+        request.timer = asyncio.get_running_loop().call_at(item.deadline, self._expired, request)
+        answer.add_done_callback(lambda _: self._settled(request))
+
+    def _expired(self, request: _InFlight) -> None:
+        """No answer by the request's deadline: dropped, and its connection closed."""
+        if request not in self._in_flight:
+            return
+        self._in_flight.discard(request)
+        link = request.link
+        link.in_flight -= 1
+        link.stats.timed_out += 1
+        self._timed_out(link, request.connection, request.api_key)
+
+    def _settled(self, request: _InFlight) -> None:
+        """The request's answer came, or its connection failed."""
+        if request not in self._in_flight:
+            return  # timed out already, or the links closed
+        self._in_flight.discard(request)
+        if request.timer is not None:
+            request.timer.cancel()
+        link = request.link
+        link.in_flight -= 1
+        answer = request.answer
+        if answer.cancelled() or answer.exception() is not None:
+            link.stats.dropped_lost += 1
+            return
+        self._answered(link, answer.result())
+
+    def _answered(self, link: _Link, result: QuorumResponse | RaftWireError) -> None:
+        """Hand an answer to `on_response`, or drop a refusal with a warning (once)."""
         if isinstance(result, RaftWireError):
             link.stats.refused += 1
             text = str(result)

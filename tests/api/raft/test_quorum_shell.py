@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from api.raft.core.messages import FetchRequest, FetchResponse
 from records.model import LeaderChangeRecord, TopicRecord
 from replay.controller.commands import RegisterBroker
 from replay.controller.errors import ApiError, ErrorCode
@@ -219,3 +220,60 @@ async def test_a_leader_whose_disk_fails_stops_and_another_takes_over(tmp_path: 
         assert successor.service.image.topics.get_by_name("never") is None
     finally:
         await cluster.stop_all()
+
+
+async def test_fetches_are_taken_and_answered_in_place_by_a_leader(tmp_path: Path) -> None:
+    """A leader steps a follower's fetch in the handler's own call, not on its loop's turn.
+
+    Both followers are cut off, and their fetches are made here. The first is answered with
+    the write queued meanwhile (from the blocks in memory); once both followers acknowledge
+    it, it is committed (a majority without the leader's own flush, which lingers). Each
+    answer is returned without the handler ever suspending.
+    """
+    cluster = Cluster(tmp_path, fetch_timeout_ms=3000, append_linger_ms=25)
+    nodes = await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        await cluster.converged(leader.service.image.provenance.offset)
+        first, second = (n.config.node_id for n in nodes if n is not leader)
+        cluster.network.isolate(first)
+        cluster.network.isolate(second)
+        log = leader.core.log
+        while log.flushed_offset < log.end_offset:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.05)  # the loop waits for input again
+        end, epoch = log.end_offset, log.last_epoch
+
+        def in_place(follower: int, offset: int, wait_ms: int) -> FetchResponse:
+            handler = leader.handle(
+                follower,
+                FetchRequest(
+                    correlation_id=offset,
+                    replica_id=follower,
+                    current_leader_epoch=leader.epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=epoch,
+                    max_wait_ms=wait_ms,
+                ),
+            )
+            with pytest.raises(StopIteration) as returned:
+                handler.send(None)  # runs to its end without waiting for anything
+            answer = returned.value.value
+            assert isinstance(answer, FetchResponse) and answer.error_code == 0
+            return answer
+
+        write = asyncio.get_running_loop().create_task(create_topic(leader, "in-place"))
+        await asyncio.sleep(0)  # queued for the loop's next turn; the fetch comes first
+        carried = in_place(first, end, wait_ms=500)  # would wait for news: the write is
+        (entry,) = carried.records
+        assert entry.offset == end and log.end_offset == end + entry.count
+        assert not write.done() and leader.core.high_watermark == end
+        in_place(second, log.end_offset, wait_ms=0)
+        assert leader.core.high_watermark == end  # one follower and the leader have `end`
+        committed = in_place(first, log.end_offset, wait_ms=0)
+        assert committed.high_watermark == log.end_offset == leader.core.high_watermark
+        await asyncio.wait_for(write, 5)
+    finally:
+        for node_id in list(cluster.network.nodes):
+            await cluster.stop(node_id, resign=False)  # no successor to wait for
