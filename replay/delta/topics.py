@@ -8,6 +8,7 @@ when it is removed or moved.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from immutables import Map
@@ -28,6 +29,7 @@ from records.model import (
 )
 from records.slots import new_instance, slot_setter
 from records.uuids import Uuid
+from replay.broker_index import IndexStep
 from replay.delta.maps import MISSING, updated
 from replay.errors import (
     DuplicateTopicError,
@@ -38,13 +40,7 @@ from replay.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from replay.image import (
-    BrokerPartitions,
-    TopicImage,
-    TopicsImage,
-    qualified_name,
-    replica_partitions,
-)
+from replay.image import TopicImage, TopicsImage, qualified_name
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars, topic_name_problem
 
 if TYPE_CHECKING:
@@ -619,37 +615,37 @@ class TopicsDelta:
                 else:
                     by_id[topic_id] = draft.image()
             topics_by_id = by_id.finish()
+        step = self._index_step(topics_by_id)
         return TopicsImage(
             by_id=topics_by_id,
             by_name=updated(base.by_name, self._names),
-            by_broker=self._broker_index(),
+            replica_index=base.replica_index if step is None else base.replica_index.after(step),
         )
 
-    def _broker_index(self) -> Map[int, BrokerPartitions]:
-        """The base's `by_broker` with the replicas this delta changed.
+    def _index_step(self, topics_by_id: Map[Uuid, TopicImage]) -> IndexStep | None:
+        """The changes to `by_broker` this delta makes (None if none).
 
         A new topic adds all its partitions and a removed one drops them, without a look at
-        the others; a changed topic costs only the partitions whose replicas moved.
+        the others; a changed topic costs only the partitions whose replicas moved. Which
+        brokers a new or removed topic touches is left to `replay.broker_index`, which works
+        it out when the index is read (for many deltas at once).
         """
-        base = self.image
-        index = base.by_broker
-        gained: dict[int, dict[Uuid, list[int]]] = {}
-        """New (broker, topic) entries: the whole list of partition ids."""
+        base = self.image.by_id
+        gained: list[tuple[Uuid, Sequence[PartitionRecord]]] = []
+        lost: list[tuple[Uuid, Sequence[PartitionRecord]]] = []
         touched: dict[int, dict[Uuid, tuple[set[int], set[int]]]] = {}
         """Changed entries: partition ids (added, removed)."""
-        lost: dict[int, list[Uuid]] = {}
+        moved_topics = self._moved
         for topic_id, draft in self._topics.items():
-            before = base.by_id.get(topic_id)
+            before = base.get(topic_id)
             if before is None:
                 if draft is not None:
-                    for broker_id, ids in replica_partitions(draft.partitions).items():
-                        gained.setdefault(broker_id, {})[topic_id] = ids
+                    gained.append((topic_id, topics_by_id[topic_id].partitions))
                 continue
             if draft is None:
-                for broker_id in replica_partitions(before.partitions):
-                    lost.setdefault(broker_id, []).append(topic_id)
+                lost.append((topic_id, before.partitions))
                 continue
-            moved = self._moved.get(topic_id)
+            moved = moved_topics.get(topic_id)
             if not moved:
                 continue
             old_parts = before.partitions
@@ -666,53 +662,8 @@ class TopicsDelta:
                         entry = touched.setdefault(broker_id, {})
                         entry.setdefault(topic_id, (set(), set()))[0].add(partition_id)
         if not (gained or touched or lost):
-            return index
-        return _changed_index(index, gained, touched, lost)
-
-
-def _changed_index(
-    index: Map[int, BrokerPartitions],
-    gained: dict[int, dict[Uuid, list[int]]],
-    touched: dict[int, dict[Uuid, tuple[set[int], set[int]]]],
-    lost: dict[int, list[Uuid]],
-) -> Map[int, BrokerPartitions]:
-    """`index` with new (broker, topic) entries, changed ones and removed ones applied."""
-    with index.mutate() as outer:
-        if not (touched or lost):
-            # Topics created (the usual write): one `set` per broker and topic, without
-            # the cost of a mutation context for so few changes.
-            for broker_id, topics in gained.items():
-                held = outer.get(broker_id, _NO_PARTITIONS)
-                for topic_id, ids in topics.items():
-                    held = held.set(topic_id, tuple(ids))
-                outer[broker_id] = held
-            created: Map[int, BrokerPartitions] = outer.finish()
-            return created
-        for broker_id in gained.keys() | touched.keys() | lost.keys():
-            held = outer.get(broker_id, _NO_PARTITIONS)
-            with held.mutate() as inner:
-                for topic_id, ids in gained.get(broker_id, {}).items():
-                    inner[topic_id] = tuple(ids)
-                for topic_id in lost.get(broker_id, ()):
-                    inner.pop(topic_id, None)
-                for topic_id, (added, removed) in touched.get(broker_id, {}).items():
-                    now = set(inner.get(topic_id, ()))
-                    now |= added
-                    now -= removed
-                    if now:
-                        inner[topic_id] = tuple(sorted(now))
-                    else:
-                        inner.pop(topic_id, None)
-                held = inner.finish()
-            if held:
-                outer[broker_id] = held
-            else:
-                outer.pop(broker_id, None)
-        finished: Map[int, BrokerPartitions] = outer.finish()
-    return finished
-
-
-_NO_PARTITIONS: BrokerPartitions = Map()
+            return None
+        return IndexStep(gained, lost, touched)
 
 
 def _refuse_new_partition(draft: _TopicDraft, record: PartitionRecord) -> None:
