@@ -55,6 +55,7 @@ class IndexStep:
         gained: list[tuple[Uuid, Sequence[PartitionRecord]]],
         lost: list[tuple[Uuid, Sequence[PartitionRecord]]],
         touched: Touched,
+        entries: int,
     ) -> None:
         self.gained = gained
         """New topics: all their partitions go in."""
@@ -62,12 +63,9 @@ class IndexStep:
         """Removed topics, with their partitions as they were: their entries go."""
         self.touched = touched
         """Topics of the base whose replicas changed."""
-        self.entries = (
-            sum(len(p) for _, p in gained)
-            + sum(len(p) for _, p in lost)
-            + sum(len(t) for t in touched.values())
-        )
-        """A bound of the (broker, topic) entries the step changes (partitions count once)."""
+        self.entries = entries
+        """A bound of the (broker, topic) entries the step changes: the partitions of the
+        topics gained and lost, and the entries touched."""
 
 
 class BrokerIndex:

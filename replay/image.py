@@ -13,8 +13,8 @@ they are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
 
 from immutables import Map
 
@@ -33,6 +33,7 @@ from records.model import (
     TopicRecord,
     UserScramCredentialRecord,
 )
+from records.slots import preset_constructor
 from records.uuids import Uuid
 from replay.broker_index import EMPTY_INDEX, BrokerIndex, BrokerPartitions, replica_partitions
 
@@ -465,10 +466,8 @@ class MetadataImage:
         What `dataclasses.replace` does, in half its time: the service calls it on every commit.
         """
         provenance = self.provenance
-        return MetadataImage(
-            provenance=Provenance(
-                offset=provenance.offset, epoch=provenance.epoch, timestamp=timestamp
-            ),
+        return new_image(
+            provenance=new_provenance(provenance.offset, provenance.epoch, timestamp),
             features=self.features,
             cluster=self.cluster,
             namespaces=self.namespaces,
@@ -526,3 +525,23 @@ class MetadataImage:
 
 EMPTY_IMAGE = MetadataImage()
 """The image before the first entry."""
+
+# Images are built on every command (the working image) and commit (its timestamp): these
+# constructors store through the slots, skipping the frozen dataclass's `__setattr__` per
+# field. Every field is passed; callers pass checked values, as to `__init__`.
+new_image: Callable[..., MetadataImage] = preset_constructor(
+    MetadataImage, tuple(f.name for f in fields(MetadataImage))
+)
+"""`MetadataImage(...)` with every field given (by keyword), at about half the cost."""
+new_provenance: Callable[[int, int, int], Provenance] = preset_constructor(
+    Provenance, ("offset", "epoch", "timestamp")
+)
+"""`Provenance(offset=, epoch=, timestamp=)`, positionally."""
+new_topics_image: Callable[..., TopicsImage] = preset_constructor(
+    TopicsImage, ("by_id", "by_name", "replica_index")
+)
+"""`TopicsImage(by_id=, by_name=, replica_index=)`."""
+new_topic_image: Callable[..., TopicImage] = preset_constructor(
+    TopicImage, ("topic_id", "name", "namespace", "partitions", "pending_deletion")
+)
+"""`TopicImage(topic_id=, name=, namespace=, partitions=, pending_deletion=)`."""

@@ -172,6 +172,30 @@ class PlacementPlan:
         rng: random.Random | None = None,
     ) -> dict[int, list[int]]:
         """Replica lists for `n_partitions` new partitions, as `assign_replicas_to_brokers`."""
+        first_partition = max(0, start_partition_id)
+        placed = self.replica_tuples(
+            n_partitions,
+            replication_factor,
+            fixed_start_index=fixed_start_index,
+            start_partition_id=start_partition_id,
+            rng=rng,
+        )
+        return {first_partition + i: list(replicas) for i, replicas in enumerate(placed)}
+
+    def replica_tuples(
+        self,
+        n_partitions: int,
+        replication_factor: int,
+        *,
+        fixed_start_index: int = -1,
+        start_partition_id: int = -1,
+        rng: random.Random | None = None,
+    ) -> list[tuple[int, ...]]:
+        """`assign`'s replica lists in partition order, as tuples the plan shares.
+
+        Partitions with the same replicas get the same tuple (the plan's own, immutable):
+        the controller's path, where each becomes a `PartitionRecord`'s replicas and ISR.
+        """
         _check_counts(n_partitions, replication_factor, self._n_given)
         if rng is None:
             rng = random.Random()
@@ -184,7 +208,7 @@ class PlacementPlan:
         # `shift * numRacks`); only its value modulo brokers - 1 moves a follower.
         scale = self._n_racks if self._rack_aware else 1
         modulo = n_brokers - 1 if n_brokers > 1 else 1
-        assignment: dict[int, list[int]] = {}
+        placed: list[tuple[int, ...]] = []
         first_partition = max(0, start_partition_id)
         for partition in range(first_partition, first_partition + n_partitions):
             # The shift follows the absolute partition id, so a run that starts mid-round bumps
@@ -196,8 +220,8 @@ class PlacementPlan:
             replicas = memo.get(key)
             if replicas is None:
                 replicas = memo[key] = self._replicas(first, shift, replication_factor)
-            assignment[partition] = list(replicas)
-        return assignment
+            placed.append(replicas)
+        return placed
 
     def _replicas(self, first: int, shift: int, replication_factor: int) -> tuple[int, ...]:
         """One partition's replicas: its leader at position `first`, followers by `shift`."""

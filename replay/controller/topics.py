@@ -154,6 +154,7 @@ class TopicCreator:
                 f"Topic '{qualified}' collides with existing topic: {collision}",
             )
         configs = _topic_configs(request.configs)
+        assignment: Sequence[Sequence[int]]
         if request.assignments:
             assignment = _manual_assignment(image, request)
         else:
@@ -217,7 +218,7 @@ class TopicCreator:
         image: MetadataImage,
         request: CreatableTopic,
         usable: Sequence[BrokerPlacementInfo],
-    ) -> list[list[int]]:
+    ) -> list[tuple[int, ...]]:
         partitions = request.num_partitions
         if partitions == -1:
             partitions = cluster_int(image.configs.cluster(), "num.partitions")
@@ -250,13 +251,12 @@ class TopicCreator:
                 "controlled shutdown).",
             )
         # PlacementError is an ApiError: it carries Kafka's code for the client.
-        placed = self._plan(usable).assign(
+        return self._plan(usable).replica_tuples(
             partitions,
             replication,
             fixed_start_index=self._fixed_start_index,
             rng=self._rng,
         )
-        return [placed[p] for p in range(partitions)]
 
     def _plan(self, usable: Sequence[BrokerPlacementInfo]) -> PlacementPlan:
         """Placement over `usable`, prepared once while `_usable` returns the same list."""
@@ -433,7 +433,7 @@ def _new_partitions(
     # Each broker's liveness, asked once per call: a topic's partitions share few brokers.
     live: dict[int, bool] = {}
     for partition_id, assigned in enumerate(assignment, start=first_id):
-        replicas = tuple(assigned)
+        replicas = tuple(assigned)  # the very tuple if it is one (placement shares them)
         all_live = True
         for broker_id in replicas:
             alive = live.get(broker_id)

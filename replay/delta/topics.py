@@ -40,7 +40,13 @@ from replay.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from replay.image import TopicImage, TopicsImage, qualified_name
+from replay.image import (
+    TopicImage,
+    TopicsImage,
+    new_topic_image,
+    new_topics_image,
+    qualified_name,
+)
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars, topic_name_problem
 
 if TYPE_CHECKING:
@@ -206,7 +212,7 @@ class _TopicDraft:
         self.pending_deletion = pending_deletion
 
     def image(self) -> TopicImage:
-        return TopicImage(
+        return new_topic_image(
             topic_id=self.topic_id,
             name=self.name,
             namespace=self.namespace,
@@ -616,7 +622,7 @@ class TopicsDelta:
                     by_id[topic_id] = draft.image()
             topics_by_id = by_id.finish()
         step = self._index_step(topics_by_id)
-        return TopicsImage(
+        return new_topics_image(
             by_id=topics_by_id,
             by_name=updated(base.by_name, self._names),
             replica_index=base.replica_index if step is None else base.replica_index.after(step),
@@ -636,14 +642,18 @@ class TopicsDelta:
         touched: dict[int, dict[Uuid, tuple[set[int], set[int]]]] = {}
         """Changed entries: partition ids (added, removed)."""
         moved_topics = self._moved
+        entries = 0
         for topic_id, draft in self._topics.items():
             before = base.get(topic_id)
             if before is None:
                 if draft is not None:
-                    gained.append((topic_id, topics_by_id[topic_id].partitions))
+                    partitions = topics_by_id[topic_id].partitions
+                    gained.append((topic_id, partitions))
+                    entries += len(partitions)
                 continue
             if draft is None:
                 lost.append((topic_id, before.partitions))
+                entries += len(before.partitions)
                 continue
             moved = moved_topics.get(topic_id)
             if not moved:
@@ -663,7 +673,8 @@ class TopicsDelta:
                         entry.setdefault(topic_id, (set(), set()))[0].add(partition_id)
         if not (gained or touched or lost):
             return None
-        return IndexStep(gained, lost, touched)
+        entries += sum(len(topics) for topics in touched.values())
+        return IndexStep(gained, lost, touched, entries)
 
 
 def _refuse_new_partition(draft: _TopicDraft, record: PartitionRecord) -> None:
