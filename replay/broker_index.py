@@ -43,7 +43,8 @@ Touched = dict[int, dict[Uuid, tuple[set[int], set[int]]]]
 class IndexStep:
     """The index changes of one delta: topics created, topics removed, replicas moved.
 
-    A topic is in at most one of the three (the delta compares its base with its result).
+    A topic is in one of the three (the delta compares its base with its result), or in the
+    first two if it was removed and created again with the same id (applied lost first).
     Created and removed topics are kept as their partitions: which brokers they touch is
     worked out when the step is applied, if ever.
     """
@@ -156,6 +157,10 @@ def apply_steps(
 
     layouts: dict[tuple[tuple[int, ...], ...], list[tuple[int, tuple[int, ...]]]] = {}
     for step in steps:
+        # Lost first: a topic removed and created again with its id is in both.
+        for topic_id, partitions in step.lost:
+            for broker_id in {b for p in partitions for b in p.replicas}:
+                mutation(broker_id).pop(topic_id, None)
         for topic_id, partitions in step.gained:
             # Placement repeats a few layouts (the replica lists of a topic's partitions):
             # each is split by broker once.
@@ -170,9 +175,6 @@ def apply_steps(
                 if found is None:
                     found = mutation(broker_id)
                 found[topic_id] = ids
-        for topic_id, partitions in step.lost:
-            for broker_id in {b for p in partitions for b in p.replicas}:
-                mutation(broker_id).pop(topic_id, None)
         for broker_id, topics in step.touched.items():
             inner = mutation(broker_id)
             for topic_id, (added, removed) in topics.items():

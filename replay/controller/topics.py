@@ -161,27 +161,29 @@ class TopicCreator:
             assignment = self._placed_assignment(image, request, self._usable(image.cluster))
         replication_factor = len(assignment[0])
         topic_id = self._new_id()
-        result = CreateTopicResult(
-            name=qualified,
-            topic_id=topic_id,
-            num_partitions=len(assignment),
-            replication_factor=replication_factor,
-            configs=self._created_configs(
+        result = _new_result(
+            qualified,
+            topic_id,
+            _CREATED,
+            len(assignment),
+            replication_factor,
+            self._created_configs(
                 configs, image.configs.cluster(), namespace_configs(image, namespace)
             ),
         )
         if validate_only:
             return [], result
-        records: list[Record] = [TopicRecord(name=name, topic_id=topic_id, namespace=namespace)]
-        records.extend(
-            ConfigRecord(
-                resource_type=ConfigResourceType.TOPIC,
-                resource_name=qualified,
-                name=key,
-                value=value,
+        records: list[Record] = [_new_topic_record(name, topic_id, namespace)]
+        if configs:
+            records.extend(
+                ConfigRecord(
+                    resource_type=ConfigResourceType.TOPIC,
+                    resource_name=qualified,
+                    name=key,
+                    value=value,
+                )
+                for key, value in sorted(configs.items())
             )
-            for key, value in sorted(configs.items())
-        )
         records.extend(_new_partitions(image, topic_id, 0, assignment))
         return records, result
 
@@ -197,14 +199,14 @@ class TopicCreator:
         namespace configs), so the last answer is kept and reused while its inputs are the
         same objects (the image's config maps are immutable, replaced on every change).
         """
-        key = tuple(sorted(overrides.items()))
+        key = tuple(sorted(overrides.items())) if overrides else ()
         last = self._last_created
         if (
             last is not None
             and last[0] is cluster
             and last[1] == key
             and len(last[2]) == len(chain)
-            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(last[2], chain, strict=True))
+            and (not chain or _same_chain(last[2], chain))
         ):
             created: tuple[CreatedConfig, ...] = last[3]
             return created
@@ -454,6 +456,30 @@ def _new_partitions(
         records.append(partition)
     return records
 
+
+def _same_chain(
+    a: Sequence[tuple[str, Mapping[str, str]]], b: Sequence[tuple[str, Mapping[str, str]]]
+) -> bool:
+    """Whether two namespace config chains (as long as each other) are the same objects."""
+    return all(x[0] == y[0] and x[1] is y[1] for x, y in zip(a, b, strict=True))
+
+
+_CREATED = Outcome()
+"""The outcome of a topic created (immutable, so every result shares it)."""
+
+_new_result: Callable[
+    [str, Uuid, Outcome, int, int, tuple[CreatedConfig, ...]], CreateTopicResult
+] = preset_constructor(
+    CreateTopicResult,
+    ("name", "topic_id", "outcome", "num_partitions", "replication_factor", "configs"),
+)
+"""`CreateTopicResult(...)` of every field, positionally, through the slots (one a topic)."""
+
+_new_topic_record: Callable[[str, Uuid, str], TopicRecord] = preset_constructor(
+    TopicRecord, ("name", "topic_id", "namespace")
+)
+"""`TopicRecord(name=, topic_id=, namespace=)` of checked values (the codec and replay check
+it again), through the slots."""
 
 _new_partition: Callable[[int, Uuid, tuple[int, ...], tuple[int, ...], int], PartitionRecord] = (
     preset_constructor(PartitionRecord, ("partition_id", "topic_id", "replicas", "isr", "leader"))

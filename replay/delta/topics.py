@@ -195,7 +195,7 @@ class _Where:
 class _TopicDraft:
     """A topic being changed by a delta: mutable copies of the parts that change."""
 
-    __slots__ = ("name", "namespace", "partitions", "pending_deletion", "topic_id")
+    __slots__ = ("fresh", "name", "namespace", "partitions", "pending_deletion", "topic_id")
 
     def __init__(
         self,
@@ -204,12 +204,18 @@ class _TopicDraft:
         namespace: str,
         partitions: list[PartitionRecord],
         pending_deletion: DeleteTopicPartitionsRecord | None,
+        *,
+        fresh: bool,
     ) -> None:
         self.topic_id = topic_id
         self.name = name
         self.namespace = namespace
         self.partitions = partitions
         self.pending_deletion = pending_deletion
+        self.fresh = fresh
+        """Created by this delta (a TopicRecord): its partitions go into `by_broker` whole,
+        so changes of them are not noted one by one. A topic of the base removed and created
+        again with the same id is fresh too: the index drops the old one and adds the new."""
 
     def image(self) -> TopicImage:
         return new_topic_image(
@@ -326,6 +332,7 @@ class TopicsDelta:
                 topic.namespace,
                 list(topic.partitions),
                 topic.pending_deletion,
+                fresh=False,
             )
             self._topics[topic_id] = draft
         elif draft is None:
@@ -357,7 +364,14 @@ class TopicsDelta:
                 "topic.namespace-exists",
                 f"topic {qualified!r} is in namespace {record.namespace!r}, which does not exist",
             )
-        draft = _TopicDraft(record.topic_id, record.name, record.namespace, [], None)
+        draft = _TopicDraft(
+            record.topic_id,
+            record.name,
+            record.namespace,
+            [],
+            None,
+            fresh=True,
+        )
         self._topics[record.topic_id] = draft
         self._names[qualified] = record.topic_id
         self._namespaces.count_topic(record.namespace, 1)
@@ -388,7 +402,7 @@ class TopicsDelta:
         ):
             _check_partition(record, draft.where(record.partition_id))
         partitions.append(record)
-        if record.topic_id in self.image.by_id:  # a new topic's partitions are all indexed
+        if not draft.fresh:  # a new topic's partitions are all indexed
             self._moved.setdefault(record.topic_id, set()).add(record.partition_id)
         if record.mode:  # not READ_WRITE (0); `!= Mode.READ_WRITE` costs an enum lookup
             self._batch_modes.append((draft, record))
@@ -651,9 +665,13 @@ class TopicsDelta:
                     gained.append((topic_id, partitions))
                     entries += len(partitions)
                 continue
-            if draft is None:
+            if draft is None or draft.fresh:
                 lost.append((topic_id, before.partitions))
                 entries += len(before.partitions)
+                if draft is not None:  # removed and created again: the new one goes in whole
+                    partitions = topics_by_id[topic_id].partitions
+                    gained.append((topic_id, partitions))
+                    entries += len(partitions)
                 continue
             moved = moved_topics.get(topic_id)
             if not moved:

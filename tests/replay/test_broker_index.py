@@ -62,7 +62,7 @@ def _batch(rng: random.Random, image: MetadataImage, serial: int) -> list[Record
     records: list[Record] = []
     live = {t.topic_id: len(t.partitions) for t in image.topics.by_id.values()}
     for _ in range(rng.randint(1, 3)):
-        op = rng.randrange(5) if live else 0
+        op = rng.randrange(6) if live else 0
         if op == 0:  # create
             topic_id = Uuid(rng.randbytes(16))
             count = rng.randint(1, 4)
@@ -89,6 +89,12 @@ def _batch(rng: random.Random, image: MetadataImage, serial: int) -> list[Record
                     leader=replicas[0],
                 )
             )
+        elif op == 4:  # remove it and create it again, same id, other partitions
+            records.append(RemoveTopicRecord(topic_id=topic_id))
+            records.append(TopicRecord(name=f"t{serial}-{len(records)}", topic_id=topic_id))
+            count = rng.randint(1, 4)
+            records.extend(_partition(topic_id, p, _replicas(rng)) for p in range(count))
+            live[topic_id] = count
         elif count > 1:  # delete the last partitions and purge them at once
             keep = rng.randint(1, count - 1)
             records.append(
