@@ -21,6 +21,7 @@ its topics): a chain only defers the work. Old images (time travel, snapshots) r
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from immutables import Map, MapMutation
 
@@ -164,7 +165,7 @@ def apply_steps(
         for topic_id, partitions in step.gained:
             # Placement repeats a few layouts (the replica lists of a topic's partitions):
             # each is split by broker once.
-            key = tuple([p.replicas for p in partitions])
+            key = tuple(map(_replicas_of, partitions))
             layout = layouts.get(key)
             if layout is None:
                 layout = layouts[key] = [
@@ -199,6 +200,7 @@ def apply_steps(
 
 
 _NO_PARTITIONS: BrokerPartitions = Map()
+_replicas_of = attrgetter("replicas")
 
 
 def replica_partitions(partitions: Iterable[PartitionRecord]) -> dict[int, list[int]]:

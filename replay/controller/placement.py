@@ -161,6 +161,10 @@ class PlacementPlan:
             self._arranged = [broker.broker_id for broker in ordered]
             self._n_racks = 0
         self._memo: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        self._layouts: dict[tuple[int, int, int, int, int], tuple[tuple[int, ...], ...]] = {}
+        """Whole answers by (start index, first shift, partitions, replication, first id)."""
+        self._layout_entries = 0
+        """Replica lists the answers in `_layouts` hold together (at most `MEMO_LIMIT`)."""
 
     def assign(
         self,
@@ -190,26 +194,52 @@ class PlacementPlan:
         fixed_start_index: int = -1,
         start_partition_id: int = -1,
         rng: random.Random | None = None,
-    ) -> list[tuple[int, ...]]:
+    ) -> tuple[tuple[int, ...], ...]:
         """`assign`'s replica lists in partition order, as tuples the plan shares.
 
         Partitions with the same replicas get the same tuple (the plan's own, immutable):
         the controller's path, where each becomes a `PartitionRecord`'s replicas and ISR.
+        A whole answer depends only on the start index, the first shift, the counts and the
+        first partition id, so it is remembered too: topics of one size repeat a few.
         """
         _check_counts(n_partitions, replication_factor, self._n_given)
         if rng is None:
             rng = random.Random()
         n_brokers = len(self._arranged)
         start_index, shift = _start_and_shift(n_brokers, fixed_start_index, rng)
+        if len(self._memo) > MEMO_LIMIT:
+            self._memo.clear()
+        first_partition = max(0, start_partition_id)
+        whole = (start_index, shift, n_partitions, replication_factor, first_partition)
+        layouts = self._layouts
+        layout = layouts.get(whole)
+        if layout is None:
+            layout = tuple(
+                self._placed(start_index, shift, n_partitions, replication_factor, first_partition)
+            )
+            self._layout_entries += n_partitions
+            if self._layout_entries > MEMO_LIMIT:  # bounded by the partitions they hold
+                layouts.clear()
+                self._layout_entries = n_partitions
+            layouts[whole] = layout
+        return layout
+
+    def _placed(
+        self,
+        start_index: int,
+        shift: int,
+        n_partitions: int,
+        replication_factor: int,
+        first_partition: int,
+    ) -> list[tuple[int, ...]]:
+        """The replica lists from `first_partition` on: Kafka's loop, each list computed once."""
+        n_brokers = len(self._arranged)
         memo = self._memo
-        if len(memo) > MEMO_LIMIT:
-            memo.clear()
         # The rack-aware round robin steps the shift by the number of racks (Kafka's
         # `shift * numRacks`); only its value modulo brokers - 1 moves a follower.
         scale = self._n_racks if self._rack_aware else 1
         modulo = n_brokers - 1 if n_brokers > 1 else 1
         placed: list[tuple[int, ...]] = []
-        first_partition = max(0, start_partition_id)
         for partition in range(first_partition, first_partition + n_partitions):
             # The shift follows the absolute partition id, so a run that starts mid-round bumps
             # it at the next multiple of the broker count, not after n_brokers of its own.

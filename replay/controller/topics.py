@@ -220,7 +220,7 @@ class TopicCreator:
         image: MetadataImage,
         request: CreatableTopic,
         usable: Sequence[BrokerPlacementInfo],
-    ) -> list[tuple[int, ...]]:
+    ) -> tuple[tuple[int, ...], ...]:
         partitions = request.num_partitions
         if partitions == -1:
             partitions = cluster_int(image.configs.cluster(), "num.partitions")
