@@ -87,6 +87,7 @@ class TopicCreator:
         self._last_created: tuple[Any, ...] | None = None
         self._last_usable: tuple[ClusterImage, list[BrokerPlacementInfo]] | None = None
         self._last_plan: tuple[Sequence[BrokerPlacementInfo], PlacementPlan] | None = None
+        self._last_isrs: tuple[ClusterImage, dict[tuple[int, ...], tuple[int, ...]]] | None = None
 
     def create_topics(
         self, image: MetadataImage, topics: Sequence[CreatableTopic], *, validate_only: bool
@@ -184,7 +185,7 @@ class TopicCreator:
                 )
                 for key, value in sorted(configs.items())
             )
-        records.extend(_new_partitions(image, topic_id, 0, assignment))
+        records.extend(_new_partitions(image, topic_id, 0, assignment, self._isrs(image.cluster)))
         return records, result
 
     def _created_configs(
@@ -268,6 +269,17 @@ class TopicCreator:
             self._last_plan = last
         return last[1]
 
+    def _isrs(self, cluster: ClusterImage) -> dict[tuple[int, ...], tuple[int, ...]]:
+        """The ISR of each replica list seen, for `cluster`.
+
+        Kept while the cluster image is the same object (it is replaced on every broker
+        change, so a fence or a registration starts a new cache).
+        """
+        last = self._last_isrs
+        if last is None or last[0] is not cluster:
+            last = self._last_isrs = (cluster, {})
+        return last[1]
+
     def _usable(self, cluster: ClusterImage) -> list[BrokerPlacementInfo]:
         """The brokers new replicas may go to, kept while the cluster image is the same object.
 
@@ -346,7 +358,9 @@ class TopicCreator:
                 )
             placed = assign_added_partitions(usable, existing, request.count)
             assignment = [list(placed[p]) for p in range(current, request.count)]
-        return _new_partitions(image, topic.topic_id, current, assignment)
+        return _new_partitions(
+            image, topic.topic_id, current, assignment, self._isrs(image.cluster)
+        )
 
 
 def delete_topics(
@@ -428,33 +442,50 @@ def _new_partitions(
     topic_id: Uuid,
     first_id: int,
     assignment: Sequence[Sequence[int]],
+    isrs: dict[tuple[int, ...], tuple[int, ...]] | None = None,
 ) -> list[Record]:
-    """A `PartitionRecord` per replica list from partition `first_id`, led by the first live one."""
+    """A `PartitionRecord` per replica list from partition `first_id`, led by the first live one.
+
+    `isrs` caches each replica list's ISR (its live brokers, in order) for `image.cluster`
+    (the caller keeps it while that cluster image is the same object); without it, a cache
+    for this call.
+    """
     records: list[Record] = []
     cluster = image.cluster
-    # Each broker's liveness, asked once per call: a topic's partitions share few brokers.
-    live: dict[int, bool] = {}
+    if isrs is None:
+        isrs = {}
     for partition_id, assigned in enumerate(assignment, start=first_id):
         replicas = tuple(assigned)  # the very tuple if it is one (placement shares them)
-        all_live = True
-        for broker_id in replicas:
-            alive = live.get(broker_id)
-            if alive is None:
-                alive = live[broker_id] = is_live(cluster, broker_id)
-            all_live = all_live and alive
-        # Every replica live (the usual case): the ISR is the replicas, one tuple for both.
-        isr = replicas if all_live else tuple(b for b in replicas if live[b])
-        if not isr:
-            raise ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"All brokers specified in the manual partition assignment for partition "
-                f"{partition_id} are fenced or in controlled shutdown.",
-            )
-        partition = _new_partition(partition_id, topic_id, replicas, isr, isr[0])
+        isr = isrs.get(replicas)
+        if isr is None:
+            isr = _live_replicas(cluster, replicas)
+            if not isr:
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{partition_id} are fenced or in controlled shutdown.",
+                )
+            if len(isrs) >= _ISR_CACHE_LIMIT:
+                isrs.clear()
+            isrs[replicas] = isr
         # No `check_change`: creating a partition is legal from every state (it checks only a
         # partition that exists before and after), and replay checks the record itself.
-        records.append(partition)
+        records.append(_new_partition(partition_id, topic_id, replicas, isr, isr[0]))
     return records
+
+
+_ISR_CACHE_LIMIT = 65_536
+"""Replica lists an ISR cache holds before it starts again."""
+
+
+def _live_replicas(cluster: ClusterImage, replicas: tuple[int, ...]) -> tuple[int, ...]:
+    """The live brokers of `replicas`, in order.
+
+    `replicas` itself when all are (the usual case): one tuple for a new partition's replicas
+    and ISR.
+    """
+    live = [b for b in replicas if is_live(cluster, b)]
+    return replicas if len(live) == len(replicas) else tuple(live)
 
 
 def _same_chain(
