@@ -50,11 +50,36 @@ def _enum_error(field: str, value: object, enum: type[IntEnum]) -> RecordError:
     return RecordError(f"{field}={value!r} is not a valid {enum.__name__}: one of {choices}")
 
 
-def _range_checks(name: str, var: str, avro_type: Any) -> list[str]:
+class _CheckedInts(set[tuple[int, ...]]):
+    """Tuples of ints already found within one Avro int type's range: a memo of a pure check.
+
+    Replica lists repeat (placement hands out a few, decoding interns them), and a lookup
+    costs an eighth of `min` and `max` over the tuple. A tuple equal to one checked has the
+    same minimum and maximum, so a hit answers exactly what the check would. Bounded: emptied
+    when full, which costs only the memo.
+    """
+
+    __slots__ = ()
+
+    def remember(self, values: object) -> None:
+        """Note `values` as checked (only a tuple: a list cannot be a member)."""
+        if type(values) is tuple:
+            if len(self) >= _CHECKED_LIMIT:
+                self.clear()
+            self.add(values)
+
+
+_CHECKED_LIMIT = 1 << 16
+_CHECKED_INTS = {avro_type: _CheckedInts() for avro_type in _INT_RANGES}
+"""Per Avro int type, the int tuples found within its range (see `_CheckedInts`)."""
+
+
+def _range_checks(name: str, var: str, avro_type: Any, namespace: dict[str, Any]) -> list[str]:
     """Source lines rejecting values of an int-typed field that its Avro type cannot hold.
 
     fastavro writes any Python int as a varint, so an out-of-range value would be stored and
-    read back by fastavro, but not by other Avro readers.
+    read back by fastavro, but not by other Avro readers. An int array is looked up in the
+    memo of its type first (`_CheckedInts`), which `namespace` is given.
     """
     optional = isinstance(avro_type, list) and avro_type[0] == "null"
     inner = avro_type[1] if optional else avro_type
@@ -63,29 +88,40 @@ def _range_checks(name: str, var: str, avro_type: Any) -> list[str]:
         low, high = _INT_RANGES[inner]
         test = f"not {low} <= {var} <= {high}"
     elif isinstance(inner, dict) and inner.get("items") in _INT_RANGES:
-        low, high = _INT_RANGES[inner["items"]]
         inner = inner["items"]
-        test = f"{var} and not ({low} <= min({var}) and max({var}) <= {high})"
+        low, high = _INT_RANGES[inner]
+        memo = f"_checked_{inner}"
+        namespace[memo] = _CHECKED_INTS[inner]
+        return [
+            f"    if {guard}{var} and (type({var}) is not tuple or {var} not in {memo}):",
+            f"        if not ({low} <= min({var}) and max({var}) <= {high}):",
+            f"            raise _range_error({name!r}, {var}, {inner!r})",
+            f"        {memo}.remember({var})",
+        ]
     else:
         return []
     return [f"    if {guard}{test}:", f"        raise _range_error({name!r}, {var}, {inner!r})"]
 
 
-def _make_encoder(schema: RecordSchema, *, positional: bool = False) -> Callable[[Record], Any]:
+def _make_encoder(
+    schema: RecordSchema, *, positional: bool = False, check_only: bool = False
+) -> Callable[[Record], Any]:
     """Compile `record -> Avro dict` for one schema: range checks, then a dict literal.
 
     Generated from the explicit field declarations (as `dataclasses` generates `__init__`):
     a literal is about four times faster than building the dict in a loop, and encoding is on
     the append path of every record. With `positional`, the same checks and conversions return
-    a tuple of the values in field order, for the compiled block encoder.
+    a tuple of the values in field order, for the compiled block encoder; with `check_only`,
+    they run (conversions too, as they may fail) and nothing is returned.
     """
     namespace: dict[str, Any] = {"_range_error": _range_error, "_enum_error": _enum_error}
     lines = ["def encode(record):"]
     items = []
+    conversions: list[str] = []
     for i, f in enumerate(schema.fields):
         var = f"v{i}"
         lines.append(f"    {var} = record.{f.name}")
-        lines.extend(_range_checks(f.name, var, f.type))
+        lines.extend(_range_checks(f.name, var, f.type, namespace))
         if f.enum is not None:
             # IntEnum members are ints: check membership inline, write the value as it is.
             namespace[f"_e{i}"] = frozenset(int(m) for m in f.enum)
@@ -96,10 +132,15 @@ def _make_encoder(schema: RecordSchema, *, positional: bool = False) -> Callable
             items.append((f.name, var))
         elif f.codec is not None and f.codec.to_avro is not None:
             namespace.update(f.codec.helpers)
-            items.append((f.name, f.codec.to_avro.format(v=var)))
+            conversion = f.codec.to_avro.format(v=var)
+            conversions.append(conversion)
+            items.append((f.name, conversion))
         else:
             items.append((f.name, var))
-    if positional:
+    if check_only:
+        lines.extend(f"    {conversion}" for conversion in conversions)
+        lines.append("    return None")
+    elif positional:
         lines.append("    return (" + "".join(f"{value}, " for _, value in items) + ")")
     else:
         pairs = ", ".join(f"{name!r}: {value}" for name, value in items)
@@ -192,7 +233,7 @@ class RecordCodec:
         self._writer_array.fast = self._fast_decoder(self.entry_schema)
         positional = {s.branch_name: _make_encoder(s, positional=True) for s in self.schemas}
         self._checks: dict[type[Record], Callable[[Record], Any]] = {
-            s.python_class: positional[s.branch_name]
+            s.python_class: _make_encoder(s, check_only=True)
             for s in self.schemas
             if s.python_class is not None
         }
@@ -236,8 +277,8 @@ class RecordCodec:
         """Run the encoder's checks on `records` without encoding them; RecordError if one fails.
 
         The same generated step as `encode_record` (each int against its Avro type, each enum,
-        a known record type with every field), returning each record's values as a tuple
-        rather than a dict: the check a writer runs before records enter its state.
+        a known record type with every field, each conversion), without building the values:
+        the check a writer runs before records enter its state.
         """
         checks = self._checks
         try:

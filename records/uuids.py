@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import ClassVar
 
+from records.slots import new_instance, slot_setter
+
 _DASH = 62
 """The index of '-' in the URL-safe base64 alphabet."""
 
@@ -75,11 +77,17 @@ class Uuid:
             # The text's first character is the top 6 bits of the first byte; 62 is '-'.
             if raw[0] >> 2 == _DASH:
                 continue
-            candidate = cls(bytes(raw))
-            if candidate not in cls.RESERVED:
+            value = bytes(raw)
+            if value not in _RESERVED_BYTES:
+                # 16 bytes by construction: stored through the slot, without `__init__`'s
+                # check (a topic creation draws one).
+                candidate: Uuid = new_instance(cls)
+                _set_bytes(candidate, value)
                 return candidate
 
 
 Uuid.ZERO = Uuid(bytes(16))
 Uuid.METADATA_TOPIC_ID = Uuid(bytes(15) + b"\x01")
 Uuid.RESERVED = frozenset({Uuid.ZERO, Uuid.METADATA_TOPIC_ID})
+_RESERVED_BYTES = frozenset(reserved.bytes for reserved in Uuid.RESERVED)
+_set_bytes = slot_setter(Uuid, "bytes")

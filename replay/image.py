@@ -13,8 +13,8 @@ they are.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
 
 from immutables import Map
 
@@ -33,7 +33,9 @@ from records.model import (
     TopicRecord,
     UserScramCredentialRecord,
 )
+from records.slots import preset_constructor
 from records.uuids import Uuid
+from replay.broker_index import EMPTY_INDEX, BrokerIndex, BrokerPartitions, replica_partitions
 
 METADATA_VERSION = "metadata.version"
 """The feature whose level comes first in every log and snapshot."""
@@ -196,24 +198,26 @@ class TopicImage:
             yield self.pending_deletion
 
 
-BrokerPartitions = Map[Uuid, tuple[int, ...]]
-"""The partitions one broker holds a replica of: partition ids (ascending) by topic id."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicsImage:
     """Live topics by id and by qualified name, and the partitions each broker holds.
 
-    `by_broker` is derived from `by_id` (replay keeps it up to date record by record, and
-    `broker_index` builds it from scratch): it is what makes fencing a broker cost what the
-    broker holds, not what the cluster holds. A broker leads and is in the ISR only of
+    `by_broker` is derived from `by_id` (replay records its changes delta by delta and
+    builds it when read, `replay.broker_index`): it is what makes fencing a broker cost what
+    the broker holds, not what the cluster holds. A broker leads and is in the ISR only of
     partitions it is a replica of, so this one index serves all three questions.
     """
 
     by_id: Map[Uuid, TopicImage] = field(default_factory=Map)
     by_name: Map[str, Uuid] = field(default_factory=Map)
-    by_broker: Map[int, BrokerPartitions] = field(default_factory=Map)
-    """Every broker id that is a replica of some partition: its partitions, by topic."""
+    replica_index: BrokerIndex = field(default=EMPTY_INDEX, compare=False, repr=False)
+    """`by_broker`, built or still a chain of changes (`replay.broker_index`); derived from
+    `by_id`, so two images equal in their topics are equal whatever its state."""
+
+    @property
+    def by_broker(self) -> Map[int, BrokerPartitions]:
+        """Every broker id that is a replica of some partition: its partitions, by topic."""
+        return self.replica_index.map()
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -262,7 +266,7 @@ def _uuid_bytes(topic_id: Uuid) -> bytes:
 
 
 def broker_index(by_id: Map[Uuid, TopicImage]) -> Map[int, BrokerPartitions]:
-    """`TopicsImage.by_broker` built from the topics (a snapshot load; replay keeps it up)."""
+    """`TopicsImage.by_broker` built from the topics, from scratch (tests compare with it)."""
     held: dict[int, dict[Uuid, tuple[int, ...]]] = {}
     for topic_id, topic in by_id.items():
         for broker_id, ids in replica_partitions(topic.partitions).items():
@@ -271,20 +275,6 @@ def broker_index(by_id: Map[Uuid, TopicImage]) -> Map[int, BrokerPartitions]:
                 held[broker_id] = found = {}
             found[topic_id] = tuple(ids)
     return Map({broker_id: Map(topics) for broker_id, topics in held.items()})
-
-
-def replica_partitions(partitions: Iterable[PartitionRecord]) -> dict[int, list[int]]:
-    """The ids of `partitions` each broker is a replica of (ascending if they are)."""
-    held: dict[int, list[int]] = {}
-    for partition in partitions:
-        partition_id = partition.partition_id
-        for broker_id in partition.replicas:
-            ids = held.get(broker_id)
-            if ids is None:
-                held[broker_id] = [partition_id]
-            else:
-                ids.append(partition_id)
-    return held
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -476,10 +466,8 @@ class MetadataImage:
         What `dataclasses.replace` does, in half its time: the service calls it on every commit.
         """
         provenance = self.provenance
-        return MetadataImage(
-            provenance=Provenance(
-                offset=provenance.offset, epoch=provenance.epoch, timestamp=timestamp
-            ),
+        return new_image(
+            provenance=new_provenance(provenance.offset, provenance.epoch, timestamp),
             features=self.features,
             cluster=self.cluster,
             namespaces=self.namespaces,
@@ -537,3 +525,23 @@ class MetadataImage:
 
 EMPTY_IMAGE = MetadataImage()
 """The image before the first entry."""
+
+# Images are built on every command (the working image) and commit (its timestamp): these
+# constructors store through the slots, skipping the frozen dataclass's `__setattr__` per
+# field. Every field is passed; callers pass checked values, as to `__init__`.
+new_image: Callable[..., MetadataImage] = preset_constructor(
+    MetadataImage, tuple(f.name for f in fields(MetadataImage))
+)
+"""`MetadataImage(...)` with every field given (by keyword), at about half the cost."""
+new_provenance: Callable[[int, int, int], Provenance] = preset_constructor(
+    Provenance, ("offset", "epoch", "timestamp")
+)
+"""`Provenance(offset=, epoch=, timestamp=)`, positionally."""
+new_topics_image: Callable[..., TopicsImage] = preset_constructor(
+    TopicsImage, ("by_id", "by_name", "replica_index")
+)
+"""`TopicsImage(by_id=, by_name=, replica_index=)`."""
+new_topic_image: Callable[..., TopicImage] = preset_constructor(
+    TopicImage, ("topic_id", "name", "namespace", "partitions", "pending_deletion")
+)
+"""`TopicImage(topic_id=, name=, namespace=, partitions=, pending_deletion=)`."""

@@ -56,7 +56,7 @@ from replay.controller.errors import ApiError, ErrorCode, IllegalStateTransition
 from replay.controller.partition_reduction import INTERVAL_KEY
 from replay.delta import MetadataDelta
 from replay.errors import ReplayError
-from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, Provenance
+from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, Provenance, new_provenance
 from replay.loader import load_image
 
 if TYPE_CHECKING:
@@ -293,9 +293,7 @@ class MetadataService:
             ) from None
         last = self._next_offset + len(records) - 1
         timestamp = max(self._clock_ms(), self._working.provenance.timestamp)
-        image = delta.apply(
-            Provenance(offset=last, epoch=self._append_epoch(), timestamp=timestamp)
-        )
+        image = delta.apply(new_provenance(last, self._append_epoch(), timestamp))
         self._working = image
         self._next_offset = last + 1
         return image

@@ -94,9 +94,9 @@ def colliding_name(
     Instead of an index, the variants of `name` are looked up (2^k for k such characters);
     beyond `_COLLISION_LIMIT` of them, the names are scanned.
     """
+    if "." not in name and "_" not in name:
+        return None  # the usual name: two C-level scans, no list
     positions = [i for i, c in enumerate(name) if c in "._"]
-    if not positions:
-        return None
     if len(positions) > _COLLISION_LIMIT:
         unified = unify_collision_chars(name)
         return next(

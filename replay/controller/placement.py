@@ -161,6 +161,10 @@ class PlacementPlan:
             self._arranged = [broker.broker_id for broker in ordered]
             self._n_racks = 0
         self._memo: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        self._layouts: dict[tuple[int, int, int, int, int], tuple[tuple[int, ...], ...]] = {}
+        """Whole answers by (start index, first shift, partitions, replication, first id)."""
+        self._layout_entries = 0
+        """Replica lists the answers in `_layouts` hold together (at most `MEMO_LIMIT`)."""
 
     def assign(
         self,
@@ -172,20 +176,70 @@ class PlacementPlan:
         rng: random.Random | None = None,
     ) -> dict[int, list[int]]:
         """Replica lists for `n_partitions` new partitions, as `assign_replicas_to_brokers`."""
+        first_partition = max(0, start_partition_id)
+        placed = self.replica_tuples(
+            n_partitions,
+            replication_factor,
+            fixed_start_index=fixed_start_index,
+            start_partition_id=start_partition_id,
+            rng=rng,
+        )
+        return {first_partition + i: list(replicas) for i, replicas in enumerate(placed)}
+
+    def replica_tuples(
+        self,
+        n_partitions: int,
+        replication_factor: int,
+        *,
+        fixed_start_index: int = -1,
+        start_partition_id: int = -1,
+        rng: random.Random | None = None,
+    ) -> tuple[tuple[int, ...], ...]:
+        """`assign`'s replica lists in partition order, as tuples the plan shares.
+
+        Partitions with the same replicas get the same tuple (the plan's own, immutable):
+        the controller's path, where each becomes a `PartitionRecord`'s replicas and ISR.
+        A whole answer depends only on the start index, the first shift, the counts and the
+        first partition id, so it is remembered too: topics of one size repeat a few.
+        """
         _check_counts(n_partitions, replication_factor, self._n_given)
         if rng is None:
             rng = random.Random()
         n_brokers = len(self._arranged)
         start_index, shift = _start_and_shift(n_brokers, fixed_start_index, rng)
+        if len(self._memo) > MEMO_LIMIT:
+            self._memo.clear()
+        first_partition = max(0, start_partition_id)
+        whole = (start_index, shift, n_partitions, replication_factor, first_partition)
+        layouts = self._layouts
+        layout = layouts.get(whole)
+        if layout is None:
+            layout = tuple(
+                self._placed(start_index, shift, n_partitions, replication_factor, first_partition)
+            )
+            self._layout_entries += n_partitions
+            if self._layout_entries > MEMO_LIMIT:  # bounded by the partitions they hold
+                layouts.clear()
+                self._layout_entries = n_partitions
+            layouts[whole] = layout
+        return layout
+
+    def _placed(
+        self,
+        start_index: int,
+        shift: int,
+        n_partitions: int,
+        replication_factor: int,
+        first_partition: int,
+    ) -> list[tuple[int, ...]]:
+        """The replica lists from `first_partition` on: Kafka's loop, each list computed once."""
+        n_brokers = len(self._arranged)
         memo = self._memo
-        if len(memo) > MEMO_LIMIT:
-            memo.clear()
         # The rack-aware round robin steps the shift by the number of racks (Kafka's
         # `shift * numRacks`); only its value modulo brokers - 1 moves a follower.
         scale = self._n_racks if self._rack_aware else 1
         modulo = n_brokers - 1 if n_brokers > 1 else 1
-        assignment: dict[int, list[int]] = {}
-        first_partition = max(0, start_partition_id)
+        placed: list[tuple[int, ...]] = []
         for partition in range(first_partition, first_partition + n_partitions):
             # The shift follows the absolute partition id, so a run that starts mid-round bumps
             # it at the next multiple of the broker count, not after n_brokers of its own.
@@ -196,8 +250,8 @@ class PlacementPlan:
             replicas = memo.get(key)
             if replicas is None:
                 replicas = memo[key] = self._replicas(first, shift, replication_factor)
-            assignment[partition] = list(replicas)
-        return assignment
+            placed.append(replicas)
+        return placed
 
     def _replicas(self, first: int, shift: int, replication_factor: int) -> tuple[int, ...]:
         """One partition's replicas: its leader at position `first`, followers by `shift`."""

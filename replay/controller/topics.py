@@ -87,6 +87,7 @@ class TopicCreator:
         self._last_created: tuple[Any, ...] | None = None
         self._last_usable: tuple[ClusterImage, list[BrokerPlacementInfo]] | None = None
         self._last_plan: tuple[Sequence[BrokerPlacementInfo], PlacementPlan] | None = None
+        self._last_isrs: tuple[ClusterImage, dict[tuple[int, ...], tuple[int, ...]]] | None = None
 
     def create_topics(
         self, image: MetadataImage, topics: Sequence[CreatableTopic], *, validate_only: bool
@@ -154,34 +155,37 @@ class TopicCreator:
                 f"Topic '{qualified}' collides with existing topic: {collision}",
             )
         configs = _topic_configs(request.configs)
+        assignment: Sequence[Sequence[int]]
         if request.assignments:
             assignment = _manual_assignment(image, request)
         else:
             assignment = self._placed_assignment(image, request, self._usable(image.cluster))
         replication_factor = len(assignment[0])
         topic_id = self._new_id()
-        result = CreateTopicResult(
-            name=qualified,
-            topic_id=topic_id,
-            num_partitions=len(assignment),
-            replication_factor=replication_factor,
-            configs=self._created_configs(
+        result = _new_result(
+            qualified,
+            topic_id,
+            _CREATED,
+            len(assignment),
+            replication_factor,
+            self._created_configs(
                 configs, image.configs.cluster(), namespace_configs(image, namespace)
             ),
         )
         if validate_only:
             return [], result
-        records: list[Record] = [TopicRecord(name=name, topic_id=topic_id, namespace=namespace)]
-        records.extend(
-            ConfigRecord(
-                resource_type=ConfigResourceType.TOPIC,
-                resource_name=qualified,
-                name=key,
-                value=value,
+        records: list[Record] = [_new_topic_record(name, topic_id, namespace)]
+        if configs:
+            records.extend(
+                ConfigRecord(
+                    resource_type=ConfigResourceType.TOPIC,
+                    resource_name=qualified,
+                    name=key,
+                    value=value,
+                )
+                for key, value in sorted(configs.items())
             )
-            for key, value in sorted(configs.items())
-        )
-        records.extend(_new_partitions(image, topic_id, 0, assignment))
+        records.extend(_new_partitions(image, topic_id, 0, assignment, self._isrs(image.cluster)))
         return records, result
 
     def _created_configs(
@@ -196,14 +200,14 @@ class TopicCreator:
         namespace configs), so the last answer is kept and reused while its inputs are the
         same objects (the image's config maps are immutable, replaced on every change).
         """
-        key = tuple(sorted(overrides.items()))
+        key = tuple(sorted(overrides.items())) if overrides else ()
         last = self._last_created
         if (
             last is not None
             and last[0] is cluster
             and last[1] == key
             and len(last[2]) == len(chain)
-            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(last[2], chain, strict=True))
+            and (not chain or _same_chain(last[2], chain))
         ):
             created: tuple[CreatedConfig, ...] = last[3]
             return created
@@ -217,7 +221,7 @@ class TopicCreator:
         image: MetadataImage,
         request: CreatableTopic,
         usable: Sequence[BrokerPlacementInfo],
-    ) -> list[list[int]]:
+    ) -> tuple[tuple[int, ...], ...]:
         partitions = request.num_partitions
         if partitions == -1:
             partitions = cluster_int(image.configs.cluster(), "num.partitions")
@@ -250,13 +254,12 @@ class TopicCreator:
                 "controlled shutdown).",
             )
         # PlacementError is an ApiError: it carries Kafka's code for the client.
-        placed = self._plan(usable).assign(
+        return self._plan(usable).replica_tuples(
             partitions,
             replication,
             fixed_start_index=self._fixed_start_index,
             rng=self._rng,
         )
-        return [placed[p] for p in range(partitions)]
 
     def _plan(self, usable: Sequence[BrokerPlacementInfo]) -> PlacementPlan:
         """Placement over `usable`, prepared once while `_usable` returns the same list."""
@@ -264,6 +267,17 @@ class TopicCreator:
         if last is None or last[0] is not usable:
             last = (usable, PlacementPlan(usable))
             self._last_plan = last
+        return last[1]
+
+    def _isrs(self, cluster: ClusterImage) -> dict[tuple[int, ...], tuple[int, ...]]:
+        """The ISR of each replica list seen, for `cluster`.
+
+        Kept while the cluster image is the same object (it is replaced on every broker
+        change, so a fence or a registration starts a new cache).
+        """
+        last = self._last_isrs
+        if last is None or last[0] is not cluster:
+            last = self._last_isrs = (cluster, {})
         return last[1]
 
     def _usable(self, cluster: ClusterImage) -> list[BrokerPlacementInfo]:
@@ -344,7 +358,9 @@ class TopicCreator:
                 )
             placed = assign_added_partitions(usable, existing, request.count)
             assignment = [list(placed[p]) for p in range(current, request.count)]
-        return _new_partitions(image, topic.topic_id, current, assignment)
+        return _new_partitions(
+            image, topic.topic_id, current, assignment, self._isrs(image.cluster)
+        )
 
 
 def delete_topics(
@@ -426,34 +442,75 @@ def _new_partitions(
     topic_id: Uuid,
     first_id: int,
     assignment: Sequence[Sequence[int]],
+    isrs: dict[tuple[int, ...], tuple[int, ...]] | None = None,
 ) -> list[Record]:
-    """A `PartitionRecord` per replica list from partition `first_id`, led by the first live one."""
+    """A `PartitionRecord` per replica list from partition `first_id`, led by the first live one.
+
+    `isrs` caches each replica list's ISR (its live brokers, in order) for `image.cluster`
+    (the caller keeps it while that cluster image is the same object); without it, a cache
+    for this call.
+    """
     records: list[Record] = []
     cluster = image.cluster
-    # Each broker's liveness, asked once per call: a topic's partitions share few brokers.
-    live: dict[int, bool] = {}
+    if isrs is None:
+        isrs = {}
     for partition_id, assigned in enumerate(assignment, start=first_id):
-        replicas = tuple(assigned)
-        all_live = True
-        for broker_id in replicas:
-            alive = live.get(broker_id)
-            if alive is None:
-                alive = live[broker_id] = is_live(cluster, broker_id)
-            all_live = all_live and alive
-        # Every replica live (the usual case): the ISR is the replicas, one tuple for both.
-        isr = replicas if all_live else tuple(b for b in replicas if live[b])
-        if not isr:
-            raise ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"All brokers specified in the manual partition assignment for partition "
-                f"{partition_id} are fenced or in controlled shutdown.",
-            )
-        partition = _new_partition(partition_id, topic_id, replicas, isr, isr[0])
+        replicas = tuple(assigned)  # the very tuple if it is one (placement shares them)
+        isr = isrs.get(replicas)
+        if isr is None:
+            isr = _live_replicas(cluster, replicas)
+            if not isr:
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{partition_id} are fenced or in controlled shutdown.",
+                )
+            if len(isrs) >= _ISR_CACHE_LIMIT:
+                isrs.clear()
+            isrs[replicas] = isr
         # No `check_change`: creating a partition is legal from every state (it checks only a
         # partition that exists before and after), and replay checks the record itself.
-        records.append(partition)
+        records.append(_new_partition(partition_id, topic_id, replicas, isr, isr[0]))
     return records
 
+
+_ISR_CACHE_LIMIT = 65_536
+"""Replica lists an ISR cache holds before it starts again."""
+
+
+def _live_replicas(cluster: ClusterImage, replicas: tuple[int, ...]) -> tuple[int, ...]:
+    """The live brokers of `replicas`, in order.
+
+    `replicas` itself when all are (the usual case): one tuple for a new partition's replicas
+    and ISR.
+    """
+    live = [b for b in replicas if is_live(cluster, b)]
+    return replicas if len(live) == len(replicas) else tuple(live)
+
+
+def _same_chain(
+    a: Sequence[tuple[str, Mapping[str, str]]], b: Sequence[tuple[str, Mapping[str, str]]]
+) -> bool:
+    """Whether two namespace config chains (as long as each other) are the same objects."""
+    return all(x[0] == y[0] and x[1] is y[1] for x, y in zip(a, b, strict=True))
+
+
+_CREATED = Outcome()
+"""The outcome of a topic created (immutable, so every result shares it)."""
+
+_new_result: Callable[
+    [str, Uuid, Outcome, int, int, tuple[CreatedConfig, ...]], CreateTopicResult
+] = preset_constructor(
+    CreateTopicResult,
+    ("name", "topic_id", "outcome", "num_partitions", "replication_factor", "configs"),
+)
+"""`CreateTopicResult(...)` of every field, positionally, through the slots (one a topic)."""
+
+_new_topic_record: Callable[[str, Uuid, str], TopicRecord] = preset_constructor(
+    TopicRecord, ("name", "topic_id", "namespace")
+)
+"""`TopicRecord(name=, topic_id=, namespace=)` of checked values (the codec and replay check
+it again), through the slots."""
 
 _new_partition: Callable[[int, Uuid, tuple[int, ...], tuple[int, ...], int], PartitionRecord] = (
     preset_constructor(PartitionRecord, ("partition_id", "topic_id", "replicas", "isr", "leader"))

@@ -52,7 +52,7 @@ from replay.delta.features import FeaturesDelta
 from replay.delta.namespaces import NamespacesDelta
 from replay.delta.scram import ScramDelta
 from replay.delta.topics import TopicsDelta
-from replay.image import ConfigKey, MetadataImage, Provenance
+from replay.image import ConfigKey, MetadataImage, Provenance, new_image
 
 
 def _replay_leader_change(record: LeaderChangeRecord | VotersRecord | KRaftVersionRecord) -> None:
@@ -108,6 +108,32 @@ _ROUTES: Final[Mapping[type[Record], tuple[int, str]]] = MappingProxyType(
 """The one routing table: record class -> (its area in `_AREAS`, the area delta's handler)."""
 
 
+class _Handlers(dict[type[Record], Callable[[Any], None]]):
+    """Record class -> the bound handler of its area delta, bound on first use.
+
+    A miss binds (`__missing__`) instead of raising: a lookup stays one C-level step, and a
+    delta's first record of a class costs no exception. It holds the area deltas, not the
+    `MetadataDelta`, so no cycle is made.
+    """
+
+    __slots__ = ("_areas",)
+
+    def __init__(self, areas: tuple[Any, ...]) -> None:
+        super().__init__()
+        self._areas = areas
+
+    def __missing__(self, cls: type[Record]) -> Callable[[Any], None]:
+        try:
+            area, name = _ROUTES[cls]
+        except KeyError:
+            raise UnknownRecordTypeError(cls.__name__) from None
+        handler: Callable[[Any], None] = (
+            _replay_leader_change if area == _LEADER_CHANGE else getattr(self._areas[area], name)
+        )
+        self[cls] = handler
+        return handler
+
+
 class MetadataDelta:
     """Changes to a base image, accumulated by `replay` and turned into an image by `apply`."""
 
@@ -140,8 +166,20 @@ class MetadataDelta:
         """Records replayed so far."""
         # Record class -> the bound handler of its area, bound on the first record of each
         # class: a command replays two or three classes, and binding all of them up front
-        # cost more than the rest of a delta's creation (a delta per command).
-        self._dispatch: dict[type[Record], Callable[[Any], None]] = {}
+        # cost more than the rest of a delta's creation (a delta per command). The areas in
+        # `_AREAS` order (a wrong order fails every replay of the records routed to them).
+        self._dispatch = _Handlers(
+            (
+                self.features,
+                cluster,
+                namespaces,
+                topics,
+                self.configs,
+                self.acls,
+                self.scram,
+                self.client_writes,
+            )
+        )
 
     # ------------------------------------------------------------------ replay
 
@@ -150,48 +188,20 @@ class MetadataDelta:
         """The record types this consumer has a handler for (all of them; tested)."""
         return frozenset(_ROUTES)
 
-    def _bind(self, cls: type[Record]) -> Callable[[Any], None]:
-        """The handler of a record class, bound to its area delta and kept for the next one."""
-        try:
-            area, name = _ROUTES[cls]
-        except KeyError:
-            raise UnknownRecordTypeError(cls.__name__) from None
-        handler: Callable[[Any], None] = (
-            _replay_leader_change
-            if area == _LEADER_CHANGE
-            else getattr(getattr(self, _AREAS[area]), name)
-        )
-        self._dispatch[cls] = handler
-        return handler
-
     def replay(self, record: Record) -> None:
         """Accumulate one record; raises a `ReplayError` if it breaks an invariant."""
-        try:
-            handler = self._dispatch[record.__class__]
-        except KeyError:
-            handler = self._bind(record.__class__)
-        handler(record)
+        self._dispatch[record.__class__](record)
         self.records += 1
 
     def replay_all(self, records: Iterable[Record]) -> None:
         """Accumulate records in order."""
         dispatch = self._dispatch
         count = 0
-        remaining = iter(records)
-        record: Record | None = None
         try:
-            while True:
-                try:
-                    # The hot loop: one dict lookup and one call a record, nothing else.
-                    for record in remaining:
-                        dispatch[record.__class__](record)
-                        count += 1
-                    return
-                except KeyError:
-                    if record is None or record.__class__ in dispatch:  # a handler's, not ours
-                        raise
-                    self._bind(record.__class__)(record)
-                    count += 1
+            # The hot loop: one dict lookup and one call a record, nothing else.
+            for record in records:
+                dispatch[record.__class__](record)
+                count += 1
         finally:
             self.records += count
 
@@ -238,7 +248,7 @@ class MetadataDelta:
 
     def apply(self, provenance: Provenance) -> MetadataImage:
         """The image with every replayed record applied, stamped with `provenance`."""
-        return MetadataImage(
+        return new_image(
             provenance=provenance,
             features=self.features.apply(),
             cluster=self.cluster.apply(),

@@ -8,6 +8,7 @@ when it is removed or moved.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from immutables import Map
@@ -28,6 +29,7 @@ from records.model import (
 )
 from records.slots import new_instance, slot_setter
 from records.uuids import Uuid
+from replay.broker_index import IndexStep
 from replay.delta.maps import MISSING, updated
 from replay.errors import (
     DuplicateTopicError,
@@ -39,11 +41,11 @@ from replay.errors import (
     UnknownTopicError,
 )
 from replay.image import (
-    BrokerPartitions,
     TopicImage,
     TopicsImage,
+    new_topic_image,
+    new_topics_image,
     qualified_name,
-    replica_partitions,
 )
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars, topic_name_problem
 
@@ -193,7 +195,7 @@ class _Where:
 class _TopicDraft:
     """A topic being changed by a delta: mutable copies of the parts that change."""
 
-    __slots__ = ("name", "namespace", "partitions", "pending_deletion", "topic_id")
+    __slots__ = ("fresh", "name", "namespace", "partitions", "pending_deletion", "topic_id")
 
     def __init__(
         self,
@@ -202,15 +204,21 @@ class _TopicDraft:
         namespace: str,
         partitions: list[PartitionRecord],
         pending_deletion: DeleteTopicPartitionsRecord | None,
+        *,
+        fresh: bool,
     ) -> None:
         self.topic_id = topic_id
         self.name = name
         self.namespace = namespace
         self.partitions = partitions
         self.pending_deletion = pending_deletion
+        self.fresh = fresh
+        """Created by this delta (a TopicRecord): its partitions go into `by_broker` whole,
+        so changes of them are not noted one by one. A topic of the base removed and created
+        again with the same id is fresh too: the index drops the old one and adds the new."""
 
     def image(self) -> TopicImage:
-        return TopicImage(
+        return new_topic_image(
             topic_id=self.topic_id,
             name=self.name,
             namespace=self.namespace,
@@ -324,6 +332,7 @@ class TopicsDelta:
                 topic.namespace,
                 list(topic.partitions),
                 topic.pending_deletion,
+                fresh=False,
             )
             self._topics[topic_id] = draft
         elif draft is None:
@@ -355,7 +364,14 @@ class TopicsDelta:
                 "topic.namespace-exists",
                 f"topic {qualified!r} is in namespace {record.namespace!r}, which does not exist",
             )
-        draft = _TopicDraft(record.topic_id, record.name, record.namespace, [], None)
+        draft = _TopicDraft(
+            record.topic_id,
+            record.name,
+            record.namespace,
+            [],
+            None,
+            fresh=True,
+        )
         self._topics[record.topic_id] = draft
         self._names[qualified] = record.topic_id
         self._namespaces.count_topic(record.namespace, 1)
@@ -386,7 +402,7 @@ class TopicsDelta:
         ):
             _check_partition(record, draft.where(record.partition_id))
         partitions.append(record)
-        if record.topic_id in self.image.by_id:  # a new topic's partitions are all indexed
+        if not draft.fresh:  # a new topic's partitions are all indexed
             self._moved.setdefault(record.topic_id, set()).add(record.partition_id)
         if record.mode:  # not READ_WRITE (0); `!= Mode.READ_WRITE` costs an enum lookup
             self._batch_modes.append((draft, record))
@@ -619,37 +635,45 @@ class TopicsDelta:
                 else:
                     by_id[topic_id] = draft.image()
             topics_by_id = by_id.finish()
-        return TopicsImage(
+        step = self._index_step(topics_by_id)
+        return new_topics_image(
             by_id=topics_by_id,
             by_name=updated(base.by_name, self._names),
-            by_broker=self._broker_index(),
+            replica_index=base.replica_index if step is None else base.replica_index.after(step),
         )
 
-    def _broker_index(self) -> Map[int, BrokerPartitions]:
-        """The base's `by_broker` with the replicas this delta changed.
+    def _index_step(self, topics_by_id: Map[Uuid, TopicImage]) -> IndexStep | None:
+        """The changes to `by_broker` this delta makes (None if none).
 
         A new topic adds all its partitions and a removed one drops them, without a look at
-        the others; a changed topic costs only the partitions whose replicas moved.
+        the others; a changed topic costs only the partitions whose replicas moved. Which
+        brokers a new or removed topic touches is left to `replay.broker_index`, which works
+        it out when the index is read (for many deltas at once).
         """
-        base = self.image
-        index = base.by_broker
-        gained: dict[int, dict[Uuid, list[int]]] = {}
-        """New (broker, topic) entries: the whole list of partition ids."""
+        base = self.image.by_id
+        gained: list[tuple[Uuid, Sequence[PartitionRecord]]] = []
+        lost: list[tuple[Uuid, Sequence[PartitionRecord]]] = []
         touched: dict[int, dict[Uuid, tuple[set[int], set[int]]]] = {}
         """Changed entries: partition ids (added, removed)."""
-        lost: dict[int, list[Uuid]] = {}
+        moved_topics = self._moved
+        entries = 0
         for topic_id, draft in self._topics.items():
-            before = base.by_id.get(topic_id)
+            before = base.get(topic_id)
             if before is None:
                 if draft is not None:
-                    for broker_id, ids in replica_partitions(draft.partitions).items():
-                        gained.setdefault(broker_id, {})[topic_id] = ids
+                    partitions = topics_by_id[topic_id].partitions
+                    gained.append((topic_id, partitions))
+                    entries += len(partitions)
                 continue
-            if draft is None:
-                for broker_id in replica_partitions(before.partitions):
-                    lost.setdefault(broker_id, []).append(topic_id)
+            if draft is None or draft.fresh:
+                lost.append((topic_id, before.partitions))
+                entries += len(before.partitions)
+                if draft is not None:  # removed and created again: the new one goes in whole
+                    partitions = topics_by_id[topic_id].partitions
+                    gained.append((topic_id, partitions))
+                    entries += len(partitions)
                 continue
-            moved = self._moved.get(topic_id)
+            moved = moved_topics.get(topic_id)
             if not moved:
                 continue
             old_parts = before.partitions
@@ -666,53 +690,9 @@ class TopicsDelta:
                         entry = touched.setdefault(broker_id, {})
                         entry.setdefault(topic_id, (set(), set()))[0].add(partition_id)
         if not (gained or touched or lost):
-            return index
-        return _changed_index(index, gained, touched, lost)
-
-
-def _changed_index(
-    index: Map[int, BrokerPartitions],
-    gained: dict[int, dict[Uuid, list[int]]],
-    touched: dict[int, dict[Uuid, tuple[set[int], set[int]]]],
-    lost: dict[int, list[Uuid]],
-) -> Map[int, BrokerPartitions]:
-    """`index` with new (broker, topic) entries, changed ones and removed ones applied."""
-    with index.mutate() as outer:
-        if not (touched or lost):
-            # Topics created (the usual write): one `set` per broker and topic, without
-            # the cost of a mutation context for so few changes.
-            for broker_id, topics in gained.items():
-                held = outer.get(broker_id, _NO_PARTITIONS)
-                for topic_id, ids in topics.items():
-                    held = held.set(topic_id, tuple(ids))
-                outer[broker_id] = held
-            created: Map[int, BrokerPartitions] = outer.finish()
-            return created
-        for broker_id in gained.keys() | touched.keys() | lost.keys():
-            held = outer.get(broker_id, _NO_PARTITIONS)
-            with held.mutate() as inner:
-                for topic_id, ids in gained.get(broker_id, {}).items():
-                    inner[topic_id] = tuple(ids)
-                for topic_id in lost.get(broker_id, ()):
-                    inner.pop(topic_id, None)
-                for topic_id, (added, removed) in touched.get(broker_id, {}).items():
-                    now = set(inner.get(topic_id, ()))
-                    now |= added
-                    now -= removed
-                    if now:
-                        inner[topic_id] = tuple(sorted(now))
-                    else:
-                        inner.pop(topic_id, None)
-                held = inner.finish()
-            if held:
-                outer[broker_id] = held
-            else:
-                outer.pop(broker_id, None)
-        finished: Map[int, BrokerPartitions] = outer.finish()
-    return finished
-
-
-_NO_PARTITIONS: BrokerPartitions = Map()
+            return None
+        entries += sum(len(topics) for topics in touched.values())
+        return IndexStep(gained, lost, touched, entries)
 
 
 def _refuse_new_partition(draft: _TopicDraft, record: PartitionRecord) -> None:

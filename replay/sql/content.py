@@ -41,10 +41,10 @@ from records.model import (
 )
 from records.slots import new_instance
 from records.uuids import Uuid
+from replay.broker_index import BrokerIndex, BrokerPartitions
 from replay.delta.topics import PARTITION_SETTERS
 from replay.image import (
     AclsImage,
-    BrokerPartitions,
     ClientWritesImage,
     ClusterImage,
     ConfigsImage,
@@ -463,7 +463,9 @@ def _topics(
     if pending_rows:
         raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
     return (
-        TopicsImage(by_id=Map(by_id), by_name=Map(by_name), by_broker=index.build()),
+        TopicsImage(
+            by_id=Map(by_id), by_name=Map(by_name), replica_index=BrokerIndex.of(index.build())
+        ),
         topic_counts,
     )
 

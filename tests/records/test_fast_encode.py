@@ -144,3 +144,23 @@ def test_check_records_refuses_a_value_out_of_its_type(record: Record) -> None:
 def test_check_records_refuses_an_unknown_type() -> None:
     with pytest.raises(RecordError, match="object is not a known record type"):
         DEFAULT_CODEC.check_records([object()])  # type: ignore[list-item]
+
+
+def test_a_replica_list_checked_before_vouches_only_for_equal_lists() -> None:
+    # The int-array check remembers tuples found in range; a list seen before passes by
+    # lookup, any other list (or one of a type it cannot remember) is checked in full.
+    topic_id = Uuid.random()
+    good = PartitionRecord(partition_id=0, topic_id=topic_id, replicas=(1, 2), isr=(1, 2))
+    DEFAULT_CODEC.check_records([good, good])
+    for replicas in [(1, 2, 2**31), (2**31, 1, 2), (-(2**31) - 1,)]:
+        bad = PartitionRecord(partition_id=0, topic_id=topic_id, replicas=replicas, isr=(1,))
+        with pytest.raises(RecordError, match=r"replicas=.* outside the Avro int range"):
+            DEFAULT_CODEC.check_records([bad])
+    listed = PartitionRecord(
+        partition_id=0,
+        topic_id=topic_id,
+        replicas=[1, 2**31],  # type: ignore[arg-type]  # a list is checked, never remembered
+        isr=(1,),
+    )
+    with pytest.raises(RecordError, match="outside the Avro int range"):
+        DEFAULT_CODEC.check_records([listed])

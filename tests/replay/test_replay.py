@@ -10,6 +10,7 @@ import pytest
 
 from metadata_log import MetadataLog
 from metadata_log.reader import LogReader
+from records.errors import UnknownRecordTypeError
 from records.model import (
     RECORD_CLASSES,
     BrokerRegistrationChangeRecord,
@@ -72,6 +73,18 @@ def broker(broker_id: int, epoch: int = 1) -> RegisterBrokerRecord:
 
 def test_every_record_type_has_a_handler() -> None:
     assert MetadataDelta(EMPTY_IMAGE).handled_types() == frozenset(RECORD_CLASSES)
+
+
+def test_a_record_of_no_known_type_is_refused_and_counts_nothing() -> None:
+    class Stray:
+        pass
+
+    delta = MetadataDelta(EMPTY_IMAGE)
+    with pytest.raises(UnknownRecordTypeError, match="Stray"):
+        delta.replay_all([broker(1), Stray()])  # type: ignore[list-item]  # not a Record
+    with pytest.raises(UnknownRecordTypeError, match="Stray"):
+        delta.replay(Stray())  # type: ignore[arg-type]  # not a Record
+    assert delta.records == 1  # the broker before it
 
 
 def test_generated_log_every_prefix_writes_and_replays_to_itself() -> None:

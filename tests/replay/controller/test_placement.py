@@ -772,3 +772,11 @@ def test_a_reused_plan_places_as_kafka_does_every_time(
             start_partition_id=start_partition_id,
         )
         assert got == expected
+        # The controller's form: the same lists in partition order, as shared tuples.
+        shared = plan.replica_tuples(
+            n_partitions,
+            replication_factor,
+            start_partition_id=start_partition_id,
+            rng=random.Random(seed),
+        )
+        assert [list(replicas) for replicas in shared] == [expected[p] for p in sorted(expected)]

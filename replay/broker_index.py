@@ -1,0 +1,217 @@
+"""The per-broker partition index of a topics image (`TopicsImage.by_broker`), kept lazily.
+
+The index maps a broker id to the partitions it is a replica of, by topic: it makes fencing a
+broker cost what the broker holds. Replay changes it with every topic created, removed or
+reassigned; kept up eagerly, each command paid a persistent-map update per broker it placed a
+replica on (copying a path of each broker's map), which was a fifth of a topic creation.
+
+So each image holds a `BrokerIndex`: the index of an earlier image (a `Map`, built) and the
+changes of the commands since (`IndexStep`s, a chain through the images between). Whoever
+reads `by_broker` of an image builds that image's index once, applying the chain in one
+mutation pass per broker, and keeps it; the next image then starts its chain from there. The
+chain is bounded (`MAX_PENDING_STEPS` commands, `MAX_PENDING_ENTRIES` entries): a longer one
+is built when the next image is made, so a read never costs more than that bound beyond what
+the broker holds, and the memory the chain holds (references to partitions the images hold
+anyway, and a few lists) stays small.
+
+Every image's index is the same value it was when built eagerly (`replay.image.broker_index` of
+its topics): a chain only defers the work. Old images (time travel, snapshots) read their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from operator import attrgetter
+
+from immutables import Map, MapMutation
+
+from records.model import PartitionRecord
+from records.uuids import Uuid
+
+BrokerPartitions = Map[Uuid, tuple[int, ...]]
+"""The partitions one broker holds a replica of: partition ids (ascending) by topic id."""
+
+MAX_PENDING_STEPS = 256
+"""Commands whose index changes an image may leave unapplied (then its index is built)."""
+
+MAX_PENDING_ENTRIES = 8192
+"""(broker, topic) entries a chain may leave unapplied: bounds the cost of the first read."""
+
+Touched = dict[int, dict[Uuid, tuple[set[int], set[int]]]]
+"""Changed (broker, topic) entries: the partition ids added and removed."""
+
+
+class IndexStep:
+    """The index changes of one delta: topics created, topics removed, replicas moved.
+
+    A topic is in one of the three (the delta compares its base with its result), or in the
+    first two if it was removed and created again with the same id (applied lost first).
+    Created and removed topics are kept as their partitions: which brokers they touch is
+    worked out when the step is applied, if ever.
+    """
+
+    __slots__ = ("entries", "gained", "lost", "touched")
+
+    def __init__(
+        self,
+        gained: list[tuple[Uuid, Sequence[PartitionRecord]]],
+        lost: list[tuple[Uuid, Sequence[PartitionRecord]]],
+        touched: Touched,
+        entries: int,
+    ) -> None:
+        self.gained = gained
+        """New topics: all their partitions go in."""
+        self.lost = lost
+        """Removed topics, with their partitions as they were: their entries go."""
+        self.touched = touched
+        """Topics of the base whose replicas changed."""
+        self.entries = entries
+        """A bound of the (broker, topic) entries the step changes: the partitions of the
+        topics gained and lost, and the entries touched."""
+
+
+class BrokerIndex:
+    """`TopicsImage.by_broker` of one image: built (`Map`), or a chain of steps from one.
+
+    Immutable in behaviour: `map()` always returns the same value, computed at most once
+    (or twice, by two threads racing: the result is the same). The chain's links are read
+    parent and step first, the built map last, and written in the opposite order, so a
+    reader in another thread sees either a whole link or the built map.
+    """
+
+    __slots__ = ("_built", "_depth", "_entries", "_parent", "_step")
+
+    def __init__(
+        self,
+        built: Map[int, BrokerPartitions] | None,
+        parent: BrokerIndex | None = None,
+        step: IndexStep | None = None,
+        depth: int = 0,
+        entries: int = 0,
+    ) -> None:
+        self._built = built
+        self._parent = parent
+        self._step = step
+        self._depth = depth
+        """Steps between this index and the nearest built one before it."""
+        self._entries = entries
+        """Their entries together (`IndexStep.entries`)."""
+
+    @staticmethod
+    def of(index: Map[int, BrokerPartitions]) -> BrokerIndex:
+        """A built index (a snapshot load, or `broker_index` of some topics)."""
+        return BrokerIndex(index)
+
+    @property
+    def is_built(self) -> bool:
+        """Whether `map()` is a lookup now (no chain left to apply)."""
+        return self._built is not None
+
+    def after(self, step: IndexStep) -> BrokerIndex:
+        """The index after one more delta's changes (built now if the chain is long)."""
+        if self._built is not None:
+            depth, entries = 1, step.entries
+        else:
+            depth, entries = self._depth + 1, self._entries + step.entries
+        following = BrokerIndex(None, self, step, depth, entries)
+        if depth >= MAX_PENDING_STEPS or entries >= MAX_PENDING_ENTRIES:
+            following.map()
+        return following
+
+    def map(self) -> Map[int, BrokerPartitions]:
+        """The index: per broker, its partition ids by topic id."""
+        built = self._built
+        if built is not None:
+            return built
+        steps: list[IndexStep] = []
+        node: BrokerIndex = self
+        while True:
+            parent, step, built = node._parent, node._step, node._built
+            if built is not None:
+                break
+            steps.append(step)  # type: ignore[arg-type]  # a link: parent and step set
+            node = parent  # type: ignore[assignment]  # (read before `_built`, see above)
+        steps.reverse()
+        built = apply_steps(built, steps)
+        self._built = built
+        # The chain before is no longer needed by this index (images before may still hold it).
+        self._parent = None
+        self._step = None
+        return built
+
+
+EMPTY_INDEX = BrokerIndex.of(Map())
+"""The index of no topics."""
+
+
+def apply_steps(
+    index: Map[int, BrokerPartitions], steps: Iterable[IndexStep]
+) -> Map[int, BrokerPartitions]:
+    """`index` with the steps applied in order: one mutation of each broker's map touched."""
+    changed: dict[int, MapMutation[Uuid, tuple[int, ...]]] = {}
+
+    def mutation(broker_id: int) -> MapMutation[Uuid, tuple[int, ...]]:
+        found = changed.get(broker_id)
+        if found is None:
+            found = changed[broker_id] = index.get(broker_id, _NO_PARTITIONS).mutate()
+        return found
+
+    layouts: dict[tuple[tuple[int, ...], ...], list[tuple[int, tuple[int, ...]]]] = {}
+    for step in steps:
+        # Lost first: a topic removed and created again with its id is in both.
+        for topic_id, partitions in step.lost:
+            for broker_id in {b for p in partitions for b in p.replicas}:
+                mutation(broker_id).pop(topic_id, None)
+        for topic_id, partitions in step.gained:
+            # Placement repeats a few layouts (the replica lists of a topic's partitions):
+            # each is split by broker once.
+            key = tuple(map(_replicas_of, partitions))
+            layout = layouts.get(key)
+            if layout is None:
+                layout = layouts[key] = [
+                    (b, tuple(ids)) for b, ids in replica_partitions(partitions).items()
+                ]
+            for broker_id, ids in layout:
+                found = changed.get(broker_id)
+                if found is None:
+                    found = mutation(broker_id)
+                found[topic_id] = ids
+        for broker_id, topics in step.touched.items():
+            inner = mutation(broker_id)
+            for topic_id, (added, removed) in topics.items():
+                now = set(inner.get(topic_id, ()))
+                now |= added
+                now -= removed
+                if now:
+                    inner[topic_id] = tuple(sorted(now))
+                else:
+                    inner.pop(topic_id, None)
+    if not changed:
+        return index
+    with index.mutate() as outer:
+        for broker_id, inner in changed.items():
+            held = inner.finish()
+            if held:
+                outer[broker_id] = held
+            else:
+                outer.pop(broker_id, None)
+        finished: Map[int, BrokerPartitions] = outer.finish()
+    return finished
+
+
+_NO_PARTITIONS: BrokerPartitions = Map()
+_replicas_of = attrgetter("replicas")
+
+
+def replica_partitions(partitions: Iterable[PartitionRecord]) -> dict[int, list[int]]:
+    """The ids of `partitions` each broker is a replica of (ascending if they are)."""
+    held: dict[int, list[int]] = {}
+    for partition in partitions:
+        partition_id = partition.partition_id
+        for broker_id in partition.replicas:
+            ids = held.get(broker_id)
+            if ids is None:
+                held[broker_id] = [partition_id]
+            else:
+                ids.append(partition_id)
+    return held

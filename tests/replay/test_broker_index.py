@@ -1,0 +1,177 @@
+"""The per-broker index is what `broker_index` builds from scratch, for every image, however
+its changes were deferred (`replay.broker_index`)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from records.model import (
+    DeleteTopicPartitionsRecord,
+    FeatureLevelRecord,
+    Mode,
+    PartitionChangeRecord,
+    PartitionRecord,
+    PurgeTopicPartitionsRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from records.uuids import Uuid
+from replay import broker_index as index_module
+from replay.broker_index import BrokerIndex
+from replay.delta import MetadataDelta
+from replay.image import EMPTY_IMAGE, MetadataImage, Provenance, broker_index
+
+BROKERS = 5
+
+
+def _base() -> MetadataImage:
+    records: list[Record] = [FeatureLevelRecord(name="metadata.version", feature_level=1)]
+    records.extend(
+        RegisterBrokerRecord(
+            broker_id=b, incarnation_id=Uuid(bytes([b + 1] * 16)), broker_epoch=b, fenced=False
+        )
+        for b in range(BROKERS)
+    )
+    delta = MetadataDelta(EMPTY_IMAGE)
+    delta.replay_all(records)
+    return delta.apply(Provenance(offset=len(records) - 1, epoch=0, timestamp=0))
+
+
+def _replicas(rng: random.Random) -> tuple[int, ...]:
+    return tuple(rng.sample(range(BROKERS), rng.randint(1, 3)))
+
+
+def _partition(topic_id: Uuid, partition_id: int, replicas: tuple[int, ...]) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=partition_id,
+        topic_id=topic_id,
+        replicas=replicas,
+        isr=replicas,
+        leader=replicas[0],
+    )
+
+
+def _batch(rng: random.Random, image: MetadataImage, serial: int) -> list[Record]:
+    """One to three random changes of the image's topics, as one batch."""
+    records: list[Record] = []
+    live = {t.topic_id: len(t.partitions) for t in image.topics.by_id.values()}
+    for _ in range(rng.randint(1, 3)):
+        op = rng.randrange(6) if live else 0
+        if op == 0:  # create
+            topic_id = Uuid(rng.randbytes(16))
+            count = rng.randint(1, 4)
+            records.append(TopicRecord(name=f"t{serial}-{len(records)}", topic_id=topic_id))
+            records.extend(_partition(topic_id, p, _replicas(rng)) for p in range(count))
+            live[topic_id] = count
+            continue
+        topic_id = rng.choice(sorted(live, key=lambda t: t.bytes))
+        count = live[topic_id]
+        if op == 1:  # remove
+            records.append(RemoveTopicRecord(topic_id=topic_id))
+            del live[topic_id]
+        elif op == 2:  # add a partition
+            records.append(_partition(topic_id, count, _replicas(rng)))
+            live[topic_id] = count + 1
+        elif op == 3:  # move a partition's replicas
+            replicas = _replicas(rng)
+            records.append(
+                PartitionChangeRecord(
+                    partition_id=rng.randrange(count),
+                    topic_id=topic_id,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                )
+            )
+        elif op == 4:  # remove it and create it again, same id, other partitions
+            records.append(RemoveTopicRecord(topic_id=topic_id))
+            records.append(TopicRecord(name=f"t{serial}-{len(records)}", topic_id=topic_id))
+            count = rng.randint(1, 4)
+            records.extend(_partition(topic_id, p, _replicas(rng)) for p in range(count))
+            live[topic_id] = count
+        elif count > 1:  # delete the last partitions and purge them at once
+            keep = rng.randint(1, count - 1)
+            records.append(
+                DeleteTopicPartitionsRecord(
+                    topic_id=topic_id, partition_count=keep, delete_after_ms=0, created_ms=0
+                )
+            )
+            records.extend(
+                PartitionChangeRecord(partition_id=p, topic_id=topic_id, mode=Mode.NONE)
+                for p in range(keep, count)
+            )
+            records.append(PurgeTopicPartitionsRecord(topic_id=topic_id, partition_count=keep))
+            live[topic_id] = keep
+    return records
+
+
+def _images(seed: int, batches: int) -> list[MetadataImage]:
+    rng = random.Random(seed)
+    images = [_base()]
+    for serial in range(batches):
+        image = images[-1]
+        records = _batch(rng, image, serial)
+        delta = MetadataDelta(image)
+        delta.replay_all(records)
+        delta.finish_batch()
+        offset = image.provenance.offset + len(records)
+        images.append(delta.apply(Provenance(offset=offset, epoch=0, timestamp=0)))
+    return images
+
+
+@settings(max_examples=40)
+@given(
+    seed=st.integers(0, 2**32),
+    steps=st.integers(1, 6),
+    entries=st.integers(1, 40),
+    read=st.sampled_from(["forward", "backward", "shuffled", "last-first"]),
+)
+def test_every_image_holds_the_index_built_from_its_topics(
+    seed: int, steps: int, entries: int, read: str
+) -> None:
+    # Small bounds, so chains are cut (built on the way) as well as left for the reader.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_module, "MAX_PENDING_STEPS", steps)
+        patch.setattr(index_module, "MAX_PENDING_ENTRIES", entries)
+        images = _images(seed, 30)
+    order = list(range(len(images)))
+    if read == "backward":
+        order.reverse()
+    elif read == "shuffled":
+        random.Random(seed).shuffle(order)
+    elif read == "last-first":
+        order = [order[-1], *order[:-1]]
+    for i in order:
+        topics = images[i].topics
+        assert topics.by_broker == broker_index(topics.by_id), f"image {i} ({read})"
+        assert topics.by_broker is topics.by_broker  # built once, then kept
+
+
+def test_a_chain_is_built_once_it_reaches_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module, "MAX_PENDING_STEPS", 8)
+    images = _images(7, 40)
+    built = [image.topics.replica_index.is_built for image in images]
+    # Nothing read the index: images wait for it, except each one that reached the bound.
+    assert not all(built[1:])
+    assert any(built[1:])
+    assert images[-1].topics.by_broker == broker_index(images[-1].topics.by_id)
+
+
+def test_images_equal_in_their_topics_are_equal_whatever_their_index_state() -> None:
+    image = _images(3, 4)[-1]
+    topics = image.topics
+    built = type(topics)(
+        by_id=topics.by_id,
+        by_name=topics.by_name,
+        replica_index=BrokerIndex.of(broker_index(topics.by_id)),
+    )
+    assert not topics.replica_index.is_built
+    assert built == topics
+    assert image.same_state(MetadataImage(topics=built, cluster=image.cluster)) is False
+    assert MetadataImage(topics=built).same_state(MetadataImage(topics=topics))
