@@ -26,6 +26,7 @@ from records.model import (
     UnregisterBrokerRecord,
 )
 from records.uuids import Uuid
+from replay.broker_index import BrokerPartitions
 from replay.controller.commands import (
     MAX_RECORDS_PER_BATCH,
     BrokerAction,
@@ -39,7 +40,7 @@ from replay.controller.limits import INT16_MAX, INT32_MAX, check_int, check_labe
 from replay.controller.names import partition_name
 from replay.controller.states import ChangeChecker, is_live
 from replay.delta import MetadataDelta
-from replay.image import BrokerPartitions, ClusterImage, MetadataImage, TopicImage
+from replay.image import ClusterImage, MetadataImage, TopicImage
 
 
 def register_broker(
