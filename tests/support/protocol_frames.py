@@ -1,8 +1,9 @@
-"""Request frames for the protocol tests: API versions and Metadata frames, and a raw exchange."""
+"""Request frames for the protocol tests: API versions and Metadata frames, raw exchanges."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -82,3 +83,20 @@ async def exchange_frames(port: int, frames: Sequence[bytes]) -> list[bytes | No
     finally:
         writer.close()
     return out
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    """The next answer on a blocking socket, without its size; ConnectionError once closed."""
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    return recv_exactly(sock, size)
+
+
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """`size` bytes from a blocking socket; ConnectionError if it closes first."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the server")
+        data += chunk
+    return bytes(data)

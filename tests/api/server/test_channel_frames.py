@@ -15,6 +15,7 @@ from pathlib import Path
 from api.protocol import codec
 from api.server.channel import READ_AHEAD
 from api.server.limits import ServerLimits
+from tests.support.protocol_frames import recv_frame
 from tests.support.server_thread import running_server
 
 WAIT = 20.0
@@ -47,19 +48,8 @@ def _api_versions(correlation_id: int) -> bytes:
 
 def _answer(sock: socket.socket) -> tuple[int, bytes]:
     """The correlation id and the body of the next answer on `sock`."""
-    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-    frame = _recv_exactly(sock, size)
+    frame = recv_frame(sock)
     return int(struct.unpack_from(">i", frame, 0)[0]), frame
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        data += chunk
-    return bytes(data)
 
 
 def _big_request(correlation_id: int, size: int) -> tuple[bytes, int]:

@@ -8,7 +8,6 @@ real requests on uvloop's loop over a socket (skipped where uvloop is not instal
 from __future__ import annotations
 
 import socket
-import struct
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from api.protocol import codec
 from api.server.config import ServerConfigError, server_config
 from api.server.event_loop import EventLoopUnavailable, choose_loop
+from tests.support.protocol_frames import recv_frame
 from tests.support.server_thread import running_server
 
 WAIT = 20.0
@@ -69,18 +69,7 @@ def _frame(body: object, correlation_id: int) -> bytes:
 
 
 def _answer(sock: socket.socket, api_key: int, version: int) -> object:
-    (size,) = struct.unpack(">i", _exactly(sock, 4))
-    return codec.decode_response(api_key, version, _exactly(sock, size))[1]
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        data += chunk
-    return bytes(data)
+    return codec.decode_response(api_key, version, recv_frame(sock))[1]
 
 
 def test_a_server_on_uvloop_creates_describes_and_deletes(tmp_path: Path) -> None:

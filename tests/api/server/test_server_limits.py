@@ -28,6 +28,7 @@ from api.server.limits import (
     resolve_limits,
 )
 from api.server.server import MetadataServer
+from tests.support.protocol_frames import recv_frame
 from tests.support.server_thread import running_server
 
 WAIT = 20.0  # seconds any single wait may take before the test fails
@@ -68,21 +69,10 @@ def _create_topics(correlation_id: int, names: list[str]) -> bytes:
     return codec.encode_request(body, correlation_id=correlation_id, client_id="t")
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        data += chunk
-    return bytes(data)
-
-
 def _answer(sock: socket.socket) -> tuple[int, int]:
     """The correlation id and size of the next answer on `sock` (its body is dropped)."""
-    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-    frame = _recv_exactly(sock, size)
-    return int(struct.unpack_from(">i", frame, 0)[0]), size
+    frame = recv_frame(sock)
+    return int(struct.unpack_from(">i", frame, 0)[0]), len(frame)
 
 
 def _answer_id(sock: socket.socket) -> int:
