@@ -14,7 +14,6 @@ from records.model import (
     FeatureLevelRecord,
     Mode,
     PartitionChangeRecord,
-    PartitionRecord,
     PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
@@ -26,6 +25,7 @@ from replay import broker_index as index_module
 from replay.broker_index import BrokerIndex
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance, broker_index
+from tests.support.record_gen import partition_record
 
 BROKERS = 5
 
@@ -47,16 +47,6 @@ def _replicas(rng: random.Random) -> tuple[int, ...]:
     return tuple(rng.sample(range(BROKERS), rng.randint(1, 3)))
 
 
-def _partition(topic_id: Uuid, partition_id: int, replicas: tuple[int, ...]) -> PartitionRecord:
-    return PartitionRecord(
-        partition_id=partition_id,
-        topic_id=topic_id,
-        replicas=replicas,
-        isr=replicas,
-        leader=replicas[0],
-    )
-
-
 def _batch(rng: random.Random, image: MetadataImage, serial: int) -> list[Record]:
     """One to three random changes of the image's topics, as one batch."""
     records: list[Record] = []
@@ -67,7 +57,7 @@ def _batch(rng: random.Random, image: MetadataImage, serial: int) -> list[Record
             topic_id = Uuid(rng.randbytes(16))
             count = rng.randint(1, 4)
             records.append(TopicRecord(name=f"t{serial}-{len(records)}", topic_id=topic_id))
-            records.extend(_partition(topic_id, p, _replicas(rng)) for p in range(count))
+            records.extend(partition_record(topic_id, p, _replicas(rng)) for p in range(count))
             live[topic_id] = count
             continue
         topic_id = rng.choice(sorted(live, key=lambda t: t.bytes))
@@ -76,7 +66,7 @@ def _batch(rng: random.Random, image: MetadataImage, serial: int) -> list[Record
             records.append(RemoveTopicRecord(topic_id=topic_id))
             del live[topic_id]
         elif op == 2:  # add a partition
-            records.append(_partition(topic_id, count, _replicas(rng)))
+            records.append(partition_record(topic_id, count, _replicas(rng)))
             live[topic_id] = count + 1
         elif op == 3:  # move a partition's replicas
             replicas = _replicas(rng)
@@ -93,7 +83,7 @@ def _batch(rng: random.Random, image: MetadataImage, serial: int) -> list[Record
             records.append(RemoveTopicRecord(topic_id=topic_id))
             records.append(TopicRecord(name=f"t{serial}-{len(records)}", topic_id=topic_id))
             count = rng.randint(1, 4)
-            records.extend(_partition(topic_id, p, _replicas(rng)) for p in range(count))
+            records.extend(partition_record(topic_id, p, _replicas(rng)) for p in range(count))
             live[topic_id] = count
         elif count > 1:  # delete the last partitions and purge them at once
             keep = rng.randint(1, count - 1)

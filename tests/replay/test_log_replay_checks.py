@@ -33,6 +33,7 @@ from replay.errors import (
 )
 from replay.image import EMPTY_IMAGE
 from replay.loader import load_image
+from tests.support.record_gen import partition_record
 
 T = Uuid(bytes(range(1, 17)))
 U = Uuid(bytes(range(2, 18)))
@@ -47,21 +48,11 @@ def _broker(broker_id: int) -> RegisterBrokerRecord:
     )
 
 
-def _partition(topic_id: Uuid, partition_id: int, replicas: tuple[int, ...]) -> PartitionRecord:
-    return PartitionRecord(
-        partition_id=partition_id,
-        topic_id=topic_id,
-        replicas=replicas,
-        isr=replicas,
-        leader=replicas[0],
-    )
-
-
 GOOD: list[list[Record]] = [
     [_broker(1), _broker(2)],  # offsets 0-1
-    [TopicRecord(name="t", topic_id=T), _partition(T, 0, (1,))],  # offsets 2-3
+    [TopicRecord(name="t", topic_id=T), partition_record(T, 0, (1,))],  # offsets 2-3
 ]
-BAD_PARTITION = _partition(T, 1, (1, 1))
+BAD_PARTITION = partition_record(T, 1, (1, 1))
 
 
 def _log(path: Path, *batches: list[Record]) -> Path:
@@ -75,7 +66,7 @@ def test_opening_a_log_that_does_not_replay_names_offset_record_rule_and_repair(
     tmp_path: Path,
 ) -> None:
     # The bad record is the second of its batch (offsets 4-5): partition 1 created again.
-    log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,)), BAD_PARTITION])
+    log_dir = _log(tmp_path / "log", *GOOD, [partition_record(T, 1, (2,)), BAD_PARTITION])
     with LogReader.open(log_dir) as log:
         with pytest.raises(UnknownPartitionError) as caught:
             load_image(log)
@@ -94,18 +85,22 @@ def test_opening_a_log_that_does_not_replay_names_offset_record_rule_and_repair(
 
 
 def test_the_first_record_of_a_batch_is_located_too(tmp_path: Path) -> None:
-    log_dir = _log(tmp_path / "log", *GOOD, [_partition(U, 0, (1,)), _partition(T, 1, (2,))])
+    log_dir = _log(
+        tmp_path / "log", *GOOD, [partition_record(U, 0, (1,)), partition_record(T, 1, (2,))]
+    )
     with (
         LogReader.open(log_dir) as log,
         pytest.raises(UnknownTopicError) as caught,
     ):
         load_image(log)
     assert (caught.value.offset, caught.value.rule) == (4, "topic.exists")
-    assert caught.value.record == _partition(U, 0, (1,))
+    assert caught.value.record == partition_record(U, 0, (1,))
 
 
 def test_a_duplicate_replica_is_located_at_its_own_offset(tmp_path: Path) -> None:
-    log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,))], [_partition(T, 2, (1, 1))])
+    log_dir = _log(
+        tmp_path / "log", *GOOD, [partition_record(T, 1, (2,))], [partition_record(T, 2, (1, 1))]
+    )
     with (
         LogReader.open(log_dir) as log,
         pytest.raises(InvalidPartitionError) as caught,
@@ -122,7 +117,7 @@ def test_a_batch_rule_is_checked_per_batch_and_located_at_the_record_that_broke_
         tmp_path / "log",
         *GOOD,
         [TopicRecord(name="u", topic_id=U)],  # offset 4: a topic with no partitions
-        [_partition(U, 0, (1,))],  # offset 5: too late, the batch before ended without it
+        [partition_record(U, 0, (1,))],  # offset 5: too late, the batch before ended without it
     )
     with LogReader.open(log_dir) as log:
         with pytest.raises(InvalidTopicError) as caught:
@@ -139,7 +134,7 @@ def test_a_batch_rule_is_located_at_its_record_inside_a_longer_batch(tmp_path: P
     log_dir = _log(
         tmp_path / "log",
         *GOOD,
-        [TopicRecord(name="u", topic_id=U), _partition(T, 1, (2,))],  # offsets 4-5
+        [TopicRecord(name="u", topic_id=U), partition_record(T, 1, (2,))],  # offsets 4-5
     )
     with (
         LogReader.open(log_dir) as log,
@@ -163,7 +158,7 @@ def test_check_batch_names_the_offset_the_record_would_get() -> None:
     with pytest.raises(InvalidPartitionError) as caught:
         check_batch(
             EMPTY_IMAGE,
-            [_broker(1), TopicRecord(name="t", topic_id=T), _partition(T, 0, (1, 1))],
+            [_broker(1), TopicRecord(name="t", topic_id=T), partition_record(T, 0, (1, 1))],
             first_offset=10,
         )
     assert (caught.value.offset, caught.value.rule) == (12, "partition.replicas-valid")
@@ -181,7 +176,7 @@ def test_append_replayed_appends_only_a_batch_that_replays(tmp_path: Path) -> No
         assert append_replayed_batches(log, [(GOOD[1], None)], progress=seen.append) == (2, 3)
         assert sum(seen) == 2
         with pytest.raises(UnknownPartitionError) as caught:
-            append_replayed_batches(log, [([_partition(T, 1, (2,)), BAD_PARTITION], None)])
+            append_replayed_batches(log, [([partition_record(T, 1, (2,)), BAD_PARTITION], None)])
         assert caught.value.offset == 5
         assert log.end_offset == 4
 
@@ -225,7 +220,7 @@ def test_the_issue_example_is_refused_by_log_append_and_nothing_is_appended(
 def test_a_command_on_a_log_that_does_not_replay_is_a_one_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,)), BAD_PARTITION])
+    _log(tmp_path / "log", *GOOD, [partition_record(T, 1, (2,)), BAD_PARTITION])
     for args in (["topics", "list"], ["brokers", "register", "--id", "3"]):
         assert _run(tmp_path, args) == 2
         err = capsys.readouterr().err
@@ -252,7 +247,9 @@ def test_load_image_reports_progress_and_restores_the_collector(
 
     from replay import loader
 
-    log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,))], [_partition(T, 2, (2,))])
+    log_dir = _log(
+        tmp_path / "log", *GOOD, [partition_record(T, 1, (2,))], [partition_record(T, 2, (2,))]
+    )
     monkeypatch.setattr(loader, "PROGRESS_EVERY", 3)
     calls: list[tuple[int, bool]] = []
     with LogReader.open(log_dir) as log:
@@ -272,7 +269,7 @@ def test_load_image_reports_progress_and_restores_the_collector(
 
 
 def test_load_image_from_a_base_replays_only_what_follows_it(tmp_path: Path) -> None:
-    log_dir = _log(tmp_path / "log", *GOOD, [_partition(T, 1, (2,))])
+    log_dir = _log(tmp_path / "log", *GOOD, [partition_record(T, 1, (2,))])
     with LogReader.open(log_dir) as log:
         whole = load_image(log)
         first = load_image(log, lte=0)  # a base at offset 0: its one entry is not replayed again

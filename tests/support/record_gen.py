@@ -55,6 +55,19 @@ from replay.delta import MetadataDelta, merge_partition_change
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance, TopicImage
 
 
+def partition_record(
+    topic_id: Uuid, partition_id: int, replicas: tuple[int, ...]
+) -> PartitionRecord:
+    """A partition whose ISR is all its replicas and whose leader is the first."""
+    return PartitionRecord(
+        partition_id=partition_id,
+        topic_id=topic_id,
+        replicas=replicas,
+        isr=replicas,
+        leader=replicas[0],
+    )
+
+
 def _uuid(rng: random.Random) -> Uuid:
     while True:
         candidate = Uuid(rng.randbytes(16))

@@ -38,7 +38,6 @@ from records.model import (
     MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
-    PartitionRecord,
     PatternType,
     PurgeTopicPartitionsRecord,
     Record,
@@ -58,6 +57,7 @@ from replay.audit.errors import AuditSqlError
 from replay.audit.session import _log4j_config, audit_session, parse_in_jvm, read_log
 from replay.audit.sql_check import STATEMENT_WORDS, precheck
 from replay.audit.state import PARTITION_COLUMNS, TOPIC_COLUMNS, compare_with_image, state_at
+from tests.support.record_gen import partition_record
 from tests.support.sql_backends import write_generated_log
 
 # One local Spark session for the module: every test here needs the JVM. A per-test timeout
@@ -71,12 +71,6 @@ A = Uuid(bytes(range(1, 17)))  # orders, first incarnation
 B = Uuid(bytes(range(2, 18)))  # orders, second incarnation
 P = Uuid(bytes(range(3, 19)))  # team:payments
 NS = Uuid(bytes(range(4, 20)))
-
-
-def _partition(topic: Uuid, p: int, replicas: tuple[int, ...]) -> PartitionRecord:
-    return PartitionRecord(
-        partition_id=p, topic_id=topic, replicas=replicas, isr=replicas, leader=replicas[0]
-    )
 
 
 # (principal, records); append i happens at T0 + i hours.
@@ -99,13 +93,16 @@ STORY: list[tuple[str, list[Record]]] = [
     ("admin", [NamespaceRecord(namespace_id=NS, name="team")]),
     (
         "alice",
-        [TopicRecord(name="orders", topic_id=A), *[_partition(A, p, (1, 0)) for p in range(3)]],
+        [
+            TopicRecord(name="orders", topic_id=A),
+            *[partition_record(A, p, (1, 0)) for p in range(3)],
+        ],
     ),
     (
         "bob",
         [
             TopicRecord(name="payments", topic_id=P, namespace="team"),
-            *[_partition(P, p, (1, 2)) for p in range(2)],
+            *[partition_record(P, p, (1, 2)) for p in range(2)],
         ],
     ),
     ("alice", [PartitionChangeRecord(partition_id=0, topic_id=A, isr=(1,))]),
@@ -124,7 +121,10 @@ STORY: list[tuple[str, list[Record]]] = [
     ("bob", [RemoveTopicRecord(topic_id=A)]),
     (
         "carol",
-        [TopicRecord(name="orders", topic_id=B), *[_partition(B, p, (2, 0)) for p in range(4)]],
+        [
+            TopicRecord(name="orders", topic_id=B),
+            *[partition_record(B, p, (2, 0)) for p in range(4)],
+        ],
     ),
     (
         "carol",
@@ -146,7 +146,7 @@ STORY: list[tuple[str, list[Record]]] = [
         [PartitionChangeRecord(partition_id=p, topic_id=B, mode=Mode.NONE) for p in (2, 3)],
     ),
     ("controller", [PurgeTopicPartitionsRecord(topic_id=B, partition_count=2)]),
-    ("carol", [_partition(B, 2, (0, 1))]),
+    ("carol", [partition_record(B, 2, (0, 1))]),
     ("bob", [MoveTopicRecord(topic_id=P, namespace="")]),
     ("bob", [PartitionChangeRecord(partition_id=1, topic_id=P, partition_epoch=7)]),
     ("bob", [PartitionChangeRecord(partition_id=1, topic_id=P, isr=(2,), leader=2)]),
