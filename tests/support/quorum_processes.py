@@ -121,26 +121,31 @@ class Quorum:
                 if self.dynamic
                 else f"controller.quorum.voters={voters}"
             )
-            node = self._node(node_id, port, quorum_key)
-            mode = ("--initial-controllers", initial) if self.dynamic else ()
-            mlog(
-                "quorum",
-                "format",
-                "--config",
-                str(node.config),
-                "--data-dir",
-                str(node.data_dir),
-                "--cluster-id",
-                CLUSTER_ID,
-                *mode,
-            )
+            node = self.configure_node(node_id, port, quorum_key)
+            self.format(node, *(("--initial-controllers", initial) if self.dynamic else ()))
 
     @staticmethod
     def bootstrap_servers(ports: Sequence[int]) -> str:
         """`controller.quorum.bootstrap.servers` of these ports on loopback."""
         return ",".join(f"127.0.0.1:{port}" for port in ports)
 
-    def _node(self, node_id: int, port: int, quorum_key: str) -> Node:
+    @staticmethod
+    def format(node: Node, *flags: str) -> str:
+        """`mlog quorum format` of `node` (its config, data directory, the cluster id, `flags`)."""
+        return mlog(
+            "quorum",
+            "format",
+            *flags,
+            "--config",
+            str(node.config),
+            "--data-dir",
+            str(node.data_dir),
+            "--cluster-id",
+            CLUSTER_ID,
+        )
+
+    def configure_node(self, node_id: int, port: int, quorum_key: str) -> Node:
+        """Node `node_id`'s directory and server.properties (not formatted, not started)."""
         directory = self.root / f"node{node_id}"
         directory.mkdir(parents=True, exist_ok=True)
         config = directory / "server.properties"
@@ -169,18 +174,8 @@ class Quorum:
         """
         (port,) = free_ports(1)
         servers = self.bootstrap_servers([n.port for n in self.nodes.values()])
-        node = self._node(node_id, port, f"controller.quorum.bootstrap.servers={servers}")
-        mlog(
-            "quorum",
-            "format",
-            "--config",
-            str(node.config),
-            "--data-dir",
-            str(node.data_dir),
-            "--cluster-id",
-            CLUSTER_ID,
-            "--no-initial-controllers",
-        )
+        node = self.configure_node(node_id, port, f"controller.quorum.bootstrap.servers={servers}")
+        self.format(node, "--no-initial-controllers")
         return node
 
     def _port(self, source: int, destination: int, port: int) -> int:

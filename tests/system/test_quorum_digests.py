@@ -14,7 +14,6 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from metadata_log.segment import parse_segment_name
 from tests.support.chain_attacks import rename_topic, rewrite_entries
 from tests.support.quorum_processes import (
     PROJECT,
-    TIMERS,
     Quorum,
     Writer,
     converge,
@@ -35,15 +33,9 @@ pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture
-def quorum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Quorum]:
-    monkeypatch.setenv("MLOG_SEGMENT_BYTES", "16384")  # sealed segments after a few writes
-    q = Quorum(tmp_path, timers=TIMERS)
-    q.start_all()
-    try:
-        asyncio.run(q.register_brokers())
-        yield q
-    finally:
-        q.stop_all()
+def quorum_env() -> dict[str, str]:
+    # Sealed segments after a few writes (the processes inherit the environment).
+    return {"MLOG_SEGMENT_BYTES": "16384"}
 
 
 def _describe(address: str) -> subprocess.CompletedProcess[str]:

@@ -14,28 +14,19 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from metadata_log.reader import LogReader
-from tests.support.quorum_processes import TIMERS, Quorum, Writer, converge, mlog, write_until
+from tests.support.quorum_processes import Quorum, Writer, converge, mlog, write_until
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-def quorum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Quorum]:
+def quorum_env() -> dict[str, str]:
     # Small segments, so that a trim removes some (the processes inherit the environment).
-    monkeypatch.setenv("MLOG_SEGMENT_BYTES", "16384")
-    q = Quorum(tmp_path, timers=TIMERS)
-    q.start_all()
-    try:
-        asyncio.run(q.register_brokers())
-        yield q
-    finally:
-        q.stop_all()
+    return {"MLOG_SEGMENT_BYTES": "16384"}
 
 
 def _log_start(quorum: Quorum, node_id: int) -> tuple[int, int]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +16,6 @@ from api.client import AdminClient
 from replay.controller.commands import CreatableTopic
 from replay.controller.errors import ErrorCode
 from tests.support.quorum_processes import (
-    CLUSTER_ID,
-    TIMERS,
     Node,
     Quorum,
     Writer,
@@ -38,37 +34,8 @@ OBSERVER = 4
 def _add_observer(quorum: Quorum) -> Node:
     """Node 4, configured with the voters' addresses, not formatted, not started."""
     (port,) = free_ports(1)
-    directory = quorum.root / f"node{OBSERVER}"
-    directory.mkdir(parents=True)
     voters = ",".join(f"{n.node_id}@{n.address}" for n in quorum.nodes.values())
-    config = directory / "server.properties"
-    lines = [
-        f"node.id={OBSERVER}",
-        f"listeners=PLAINTEXT://127.0.0.1:{port}",
-        f"controller.quorum.voters={voters}",
-        *(f"{key}={value}" for key, value in quorum.timers.items()),
-    ]
-    config.write_text("\n".join(lines) + "\n")
-    node = Node(
-        node_id=OBSERVER,
-        port=port,
-        data_dir=directory / "data",
-        config=config,
-        stderr=directory / "stderr.txt",
-    )
-    quorum.nodes[OBSERVER] = node
-    return node
-
-
-@pytest.fixture
-def quorum(tmp_path: Path) -> Iterator[Quorum]:
-    q = Quorum(tmp_path, timers=TIMERS)
-    q.start_all()
-    try:
-        asyncio.run(q.register_brokers())
-        yield q
-    finally:
-        q.stop_all()
+    return quorum.configure_node(OBSERVER, port, f"controller.quorum.voters={voters}")
 
 
 def _describe(quorum: Quorum, via: Node) -> str:
@@ -78,16 +45,7 @@ def _describe(quorum: Quorum, via: Node) -> str:
 async def test_an_observer_follows_answers_reads_and_never_votes(quorum: Quorum) -> None:
     # Formatted as Kafka formats every node: the cluster's id, no quorum-state (no vote).
     observer = _add_observer(quorum)
-    told = mlog(
-        "quorum",
-        "format",
-        "--config",
-        str(observer.config),
-        "--data-dir",
-        str(observer.data_dir),
-        "--cluster-id",
-        CLUSTER_ID,
-    )
+    told = quorum.format(observer)
     assert "observer node 4" in told
     writer = Writer(quorum)
     try:

@@ -18,7 +18,6 @@ import pytest
 from api.client import AdminClient
 from api.client.connection import ClientError
 from tests.support.quorum_processes import (
-    CLUSTER_ID,
     TIMERS,
     Quorum,
     Writer,
@@ -196,17 +195,7 @@ async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Q
         quorum.start(wiped)  # refused: not formatted
         assert node.process is not None and node.process.wait(60) == 2
         assert "mlog quorum format --rejoin" in node.stderr.read_text()
-        told = mlog(
-            "quorum",
-            "format",
-            "--rejoin",
-            "--config",
-            str(node.config),
-            "--data-dir",
-            str(node.data_dir),
-            "--cluster-id",
-            CLUSTER_ID,
-        )
+        told = quorum.format(node, "--rejoin")
         assert "catches up" in told
         quorum.start(wiped)
         await write_until(writer, 10)

@@ -106,14 +106,15 @@ def test_the_broker_epoch_is_the_offset_of_the_registration(service: MetadataSer
     assert broker is not None and broker.broker_epoch == again.broker_epoch
 
 
-def test_fencing_moves_leadership_and_unfencing_brings_it_back(service: MetadataService) -> None:
+def _two_brokers_with(service: MetadataService, *topics: CreatableTopic) -> None:
+    """Brokers 1 and 2 registered, then `topics` created in one request."""
     for broker_id in (1, 2):
         register(service, RegisterBroker(broker_id=broker_id))
-    service.execute(
-        lambda image: service.controller.create_topics(
-            image, [CreatableTopic(name="t", assignments=((0, (1, 2)),))]
-        )
-    )
+    service.execute(lambda image: service.controller.create_topics(image, list(topics)))
+
+
+def test_fencing_moves_leadership_and_unfencing_brings_it_back(service: MetadataService) -> None:
+    _two_brokers_with(service, CreatableTopic(name="t", assignments=((0, (1, 2)),)))
     service.execute(
         lambda image: service.controller.create_topics(
             image, [CreatableTopic(name="u", assignments=((0, (2,)),))]
@@ -160,13 +161,7 @@ def test_a_broker_in_controlled_shutdown_is_not_unfenced(service: MetadataServic
 
 
 def test_a_follower_leaves_the_isr_and_a_last_member_stays(service: MetadataService) -> None:
-    for broker_id in (1, 2):
-        register(service, RegisterBroker(broker_id=broker_id))
-    service.execute(
-        lambda image: service.controller.create_topics(
-            image, [CreatableTopic(name="t", assignments=((0, (1, 2)),))]
-        )
-    )
+    _two_brokers_with(service, CreatableTopic(name="t", assignments=((0, (1, 2)),)))
     assert act(service, 2, BrokerAction.FENCE).partitions_changed == 1  # the ISR only
     assert (partition(service, "t").leader, partition(service, "t").isr) == (1, (1,))
     act(service, 1, BrokerAction.FENCE)
@@ -250,13 +245,7 @@ def test_a_fence_writes_its_moves_in_bounded_batches(
 def test_other_commands_are_answered_between_the_batches_of_a_fence(
     service: MetadataService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for broker_id in (1, 2):
-        register(service, RegisterBroker(broker_id=broker_id))
-    service.execute(
-        lambda image: service.controller.create_topics(
-            image, [CreatableTopic(name="t", num_partitions=20, replication_factor=2)]
-        )
-    )
+    _two_brokers_with(service, CreatableTopic(name="t", num_partitions=20, replication_factor=2))
     moves_in_batches(monkeypatch, 2)
 
     async def both() -> tuple[int, int]:
@@ -308,13 +297,7 @@ def batches(
 def test_each_batch_looks_at_a_bounded_share_of_the_brokers_partitions(
     service: MetadataService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for broker_id in (1, 2):
-        register(service, RegisterBroker(broker_id=broker_id))
-    service.execute(
-        lambda image: service.controller.create_topics(
-            image, [CreatableTopic(name="t", num_partitions=30, replication_factor=2)]
-        )
-    )
+    _two_brokers_with(service, CreatableTopic(name="t", num_partitions=30, replication_factor=2))
     act(service, 1, BrokerAction.FENCE)  # broker 1 leaves every ISR: unfencing elects nowhere
     moves_in_batches(monkeypatch, 2)
     looked: list[int] = []
@@ -343,16 +326,9 @@ def test_each_batch_looks_at_a_bounded_share_of_the_brokers_partitions(
 def test_a_topic_deleted_between_batches_is_skipped_and_the_count_is_of_every_batch(
     service: MetadataService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for broker_id in (1, 2):
-        register(service, RegisterBroker(broker_id=broker_id))
-    service.execute(
-        lambda image: service.controller.create_topics(
-            image,
-            [
-                CreatableTopic(name=name, num_partitions=4, replication_factor=2)
-                for name in ("a", "b", "c")
-            ],
-        )
+    _two_brokers_with(
+        service,
+        *(CreatableTopic(name=name, num_partitions=4, replication_factor=2) for name in "abc"),
     )
     moves_in_batches(monkeypatch, 3)
     deleted: list[str] = []
