@@ -585,11 +585,8 @@ class QuorumNode:
                     self.idle_seconds += time.monotonic() - idle
         except asyncio.CancelledError:
             raise
-        except (OSError, MetadataLogError) as exc:
-            self._stop(exc)
-        except Exception as exc:  # a bug: stop this node loudly rather than go on wrong
-            logger.exception("the quorum loop failed")
-            self._stop(exc)
+        except Exception as exc:
+            self._failed(exc)
 
     def _turn_in_place(self) -> None:
         """Take one turn of the loop now, in the caller's task, if the loop is idle.
@@ -630,7 +627,7 @@ class QuorumNode:
                 message = out.message
                 if isinstance(message, FetchResponse) and out.read_until > out.read_from:
                     entries = self._blocks.recent(out.read_from, out.read_until)
-                    if entries is None:
+                    if entries is None:  # older than the blocks kept in memory: the loop reads
                         self._handover = ready
                         return
                     message = replace(message, records=entries)
@@ -645,13 +642,16 @@ class QuorumNode:
                 self._applied = max(self._applied, ready.high_watermark)  # as `_committed`
             self._link_voters()
             core.advance(ReadyDone(flushed_offset=self._flushed))
-        except (OSError, MetadataLogError) as exc:
-            self._stop(exc)
-        except Exception as exc:  # a bug: stop this node loudly rather than go on wrong
-            logger.exception("the quorum loop failed")
-            self._stop(exc)
+        except Exception as exc:
+            self._failed(exc)
         finally:
             self._wake.set()  # the loop looks again: what came meanwhile, its timers
+
+    def _failed(self, exc: Exception) -> None:
+        """Stop on what a turn of the loop raised: a storage failure, or else a bug (loudly)."""
+        if not isinstance(exc, OSError | MetadataLogError):
+            logger.exception("the quorum loop failed")  # stop rather than go on wrong
+        self._stop(exc)
 
     def _stop(self, exc: BaseException) -> None:
         failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
