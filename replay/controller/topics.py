@@ -75,6 +75,32 @@ would try to place them all in memory. Larger topics are grown with further crea
 """
 
 
+class _ClusterDerived:
+    """What topic creation derives from one cluster image, each part worked out when needed."""
+
+    __slots__ = ("_plan", "_usable", "cluster", "isrs")
+
+    def __init__(self, cluster: ClusterImage) -> None:
+        self.cluster = cluster
+        self.isrs: dict[tuple[int, ...], tuple[int, ...]] = {}
+        """The ISR of each replica list seen (its live brokers, in order); bounded by
+        `_new_partitions`."""
+        self._usable: list[BrokerPlacementInfo] | None = None
+        self._plan: PlacementPlan | None = None
+
+    def usable(self) -> list[BrokerPlacementInfo]:
+        """The brokers new replicas may go to (do not change the list)."""
+        if self._usable is None:
+            self._usable = _placement_info(self.cluster.usable())
+        return self._usable
+
+    def plan(self) -> PlacementPlan:
+        """Placement over `usable()`, prepared once."""
+        if self._plan is None:
+            self._plan = PlacementPlan(self.usable())
+        return self._plan
+
+
 class TopicCreator:
     """Creates topics and adds partitions, reusing what consecutive requests share."""
 
@@ -85,9 +111,7 @@ class TopicCreator:
         self._new_id = new_id
         self._rng = rng
         self._last_created: tuple[Any, ...] | None = None
-        self._last_usable: tuple[ClusterImage, list[BrokerPlacementInfo]] | None = None
-        self._last_plan: tuple[Sequence[BrokerPlacementInfo], PlacementPlan] | None = None
-        self._last_isrs: tuple[ClusterImage, dict[tuple[int, ...], tuple[int, ...]]] | None = None
+        self._last_cluster: _ClusterDerived | None = None
 
     def create_topics(
         self, image: MetadataImage, topics: Sequence[CreatableTopic], *, validate_only: bool
@@ -159,7 +183,7 @@ class TopicCreator:
         if request.assignments:
             assignment = _manual_assignment(image, request)
         else:
-            assignment = self._placed_assignment(image, request, self._usable(image.cluster))
+            assignment = self._placed_assignment(image, request, self._derived(image.cluster))
         replication_factor = len(assignment[0])
         topic_id = self._new_id()
         result = _new_result(
@@ -185,7 +209,9 @@ class TopicCreator:
                 )
                 for key, value in sorted(configs.items())
             )
-        records.extend(_new_partitions(image, topic_id, 0, assignment, self._isrs(image.cluster)))
+        records.extend(
+            _new_partitions(image, topic_id, 0, assignment, self._derived(image.cluster).isrs)
+        )
         return records, result
 
     def _created_configs(
@@ -220,8 +246,9 @@ class TopicCreator:
         self,
         image: MetadataImage,
         request: CreatableTopic,
-        usable: Sequence[BrokerPlacementInfo],
+        derived: _ClusterDerived,
     ) -> tuple[tuple[int, ...], ...]:
+        usable = derived.usable()
         partitions = request.num_partitions
         if partitions == -1:
             partitions = cluster_int(image.configs.cluster(), "num.partitions")
@@ -254,43 +281,23 @@ class TopicCreator:
                 "controlled shutdown).",
             )
         # PlacementError is an ApiError: it carries Kafka's code for the client.
-        return self._plan(usable).replica_tuples(
+        return derived.plan().replica_tuples(
             partitions,
             replication,
             fixed_start_index=self._fixed_start_index,
             rng=self._rng,
         )
 
-    def _plan(self, usable: Sequence[BrokerPlacementInfo]) -> PlacementPlan:
-        """Placement over `usable`, prepared once while `_usable` returns the same list."""
-        last = self._last_plan
-        if last is None or last[0] is not usable:
-            last = (usable, PlacementPlan(usable))
-            self._last_plan = last
-        return last[1]
-
-    def _isrs(self, cluster: ClusterImage) -> dict[tuple[int, ...], tuple[int, ...]]:
-        """The ISR of each replica list seen, for `cluster`.
-
-        Kept while the cluster image is the same object (it is replaced on every broker
-        change, so a fence or a registration starts a new cache).
-        """
-        last = self._last_isrs
-        if last is None or last[0] is not cluster:
-            last = self._last_isrs = (cluster, {})
-        return last[1]
-
-    def _usable(self, cluster: ClusterImage) -> list[BrokerPlacementInfo]:
-        """The brokers new replicas may go to, kept while the cluster image is the same object.
+    def _derived(self, cluster: ClusterImage) -> _ClusterDerived:
+        """What new topics derive from `cluster`, kept while the cluster image is the same object.
 
         The image's cluster part is immutable and replaced on every broker change, so
-        consecutive creates reuse the list (do not change it).
+        consecutive creates reuse it and a fence or a registration starts afresh.
         """
-        last = self._last_usable
-        if last is None or last[0] is not cluster:
-            last = (cluster, _placement_info(cluster.usable()))
-            self._last_usable = last
-        return last[1]
+        last = self._last_cluster
+        if last is None or last.cluster is not cluster:
+            last = self._last_cluster = _ClusterDerived(cluster)
+        return last
 
     def create_partitions(
         self,
@@ -347,7 +354,7 @@ class TopicCreator:
             assignment = [list(r) for r in request.assignments]
             check_replica_lists(image, assignment, expected=len(topic.partitions[0].replicas))
         else:
-            usable = self._usable(image.cluster)
+            usable = self._derived(image.cluster).usable()
             existing = {p.partition_id: list(p.replicas) for p in topic.partitions}
             replication = len(topic.partitions[0].replicas)
             if replication > len(usable):
@@ -359,7 +366,7 @@ class TopicCreator:
             placed = assign_added_partitions(usable, existing, request.count)
             assignment = [list(placed[p]) for p in range(current, request.count)]
         return _new_partitions(
-            image, topic.topic_id, current, assignment, self._isrs(image.cluster)
+            image, topic.topic_id, current, assignment, self._derived(image.cluster).isrs
         )
 
 
