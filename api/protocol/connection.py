@@ -27,6 +27,7 @@ from api.protocol.codec import (
     api_versions_error,
     decode_known_request,
     peek_header,
+    slot_setter,
 )
 from api.protocol.private import PRIVATE_VERSIONS, private_header
 
@@ -78,6 +79,10 @@ class Close:
 
 
 Event = Request | PrivateRequest | Reply | SaslToken | Close
+
+_new = object.__new__
+_SET_REQUEST = slot_setter(Request, "request")
+_SET_FRAME = slot_setter(Request, "frame")
 
 
 class Connection:
@@ -184,9 +189,14 @@ class Connection:
                 return Reply(api_versions_error(correlation_id, extra))
             return Close(f"unsupported version {version} of API key {api_key} ({low}..{high})")
         try:
-            return Request(decode_known_request(frame, api_key, version), frame)
+            request = decode_known_request(frame, api_key, version)
         except ProtocolError as exc:
             return Close(str(exc))
+        # `Request(request, frame)` without the frozen dataclass's `__init__` (one per request).
+        event = _new(Request)
+        _SET_REQUEST(event, request)
+        _SET_FRAME(event, frame)
+        return event
 
     def _private_event(
         self,
