@@ -35,6 +35,7 @@ from api.protocol.fast_writer import Encoded, Unsupported, dict_writer_for, writ
 from api.protocol.legacy_schemas import LEGACY_PAYLOADS
 from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
+from records.slots import preset_constructor
 
 _PREFIX = struct.Struct(">hhi")
 _INT32 = struct.Struct(">i")
@@ -332,26 +333,14 @@ def _read_plan(api_key: int, version: int) -> _ReadPlan:
 
 
 _PLAIN_PREFIX = struct.Struct(">hhih")
-_new = object.__new__
 
 
-def slot_setter(cls: type[Any], name: str) -> Callable[[Any, Any], None]:
-    """The setter of field `name` of a slotted (frozen) dataclass `cls`, for `object.__new__`.
-
-    It is the slot's own setter, which a frozen class's `__setattr__` does not stand in front
-    of: for the objects made once per request, without their `__init__`.
-    """
-    setter: Callable[[Any, Any], None] = vars(cls)[name].__set__
-    return setter
-
-
-_SET_API_KEY = slot_setter(RequestHeader, "api_key")
-_SET_API_VERSION = slot_setter(RequestHeader, "api_version")
-_SET_CORRELATION_ID = slot_setter(RequestHeader, "correlation_id")
-_SET_CLIENT_ID = slot_setter(RequestHeader, "client_id")
-_SET_WRITE_ID = slot_setter(RequestHeader, "write_id")
-_SET_HEADER = slot_setter(KafkaRequest, "header")
-_SET_BODY = slot_setter(KafkaRequest, "body")
+_plain_header = preset_constructor(
+    RequestHeader, ("api_key", "api_version", "correlation_id", "client_id")
+)
+"""`RequestHeader(...)` without a write id, through its slots (`_read_plain`)."""
+_request = preset_constructor(KafkaRequest, ("header", "body"))
+"""`KafkaRequest(header=..., body=...)` through its slots."""
 
 
 class _NotPlain(Exception):
@@ -387,16 +376,7 @@ def _read_plain(frame: bytes, api_key: int, version: int, plan: _ReadPlan) -> Ka
     body, _ = plan.plain_body(frame, pos)  # type: ignore[misc]  # set for plain headers
     if missing_required(body) is not None:
         raise _NotPlain
-    header = _new(RequestHeader)
-    _SET_API_KEY(header, api_key)
-    _SET_API_VERSION(header, version)
-    _SET_CORRELATION_ID(header, correlation_id)
-    _SET_CLIENT_ID(header, client_id)
-    _SET_WRITE_ID(header, None)
-    request = _new(KafkaRequest)
-    _SET_HEADER(request, header)
-    _SET_BODY(request, body)
-    return request
+    return _request(_plain_header(api_key, version, correlation_id, client_id), body)  # type: ignore[no-any-return]
 
 
 def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) -> KafkaRequest:
@@ -478,20 +458,44 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
 
     `body` is an entity or an `Answer`.
     """
-    entity_class = body.entity_class if type(body) is Answer else type(body)
-    buffer = bytearray(8)
-    _INT32.pack_into(buffer, 4, correlation_id)
-    if entity_class.__header_schema__.__flexible__:
-        buffer.append(0)  # response header v1: no tagged fields
     if type(body) is Answer:
-        try:
-            dict_writer_for(entity_class)(buffer, body.values)  # type: ignore[arg-type]
-        except Unsupported:  # pragma: no cover - every supported answer has a plain writer
+        entity_class = body.entity_class
+        found = _ANSWER_WRITERS.get(entity_class) or _answer_writer(entity_class)
+        head, plain = found
+        buffer = bytearray(head)
+        _INT32.pack_into(buffer, 4, correlation_id)
+        if plain is not None:
+            plain(buffer, body.values)
+        else:  # pragma: no cover - every supported answer has a plain writer
             writer_for(entity_class)(buffer, body.entity())  # type: ignore[arg-type]
     else:
+        entity_class = type(body)
+        buffer = bytearray(_response_head(entity_class))
+        _INT32.pack_into(buffer, 4, correlation_id)
         writer_for(entity_class)(buffer, body)  # type: ignore[arg-type]  # classes are hashable
     _INT32.pack_into(buffer, 0, len(buffer) - 4)
     return bytes(buffer)
+
+
+_ANSWER_WRITERS: dict[type[Any], tuple[bytes, Callable[[bytearray, Any], None] | None]] = {}
+"""Per response class: its frame's first bytes (size and correlation id to be filled in, the
+header's empty tag section where it has one) and its plain-value writer (None: unsupported)."""
+
+
+def _response_head(entity_class: type[Any]) -> bytes:
+    """Size, correlation id and, for response header v1, its empty tagged-fields section."""
+    return bytes(9) if entity_class.__header_schema__.__flexible__ else bytes(8)
+
+
+def _answer_writer(
+    entity_class: type[Any],
+) -> tuple[bytes, Callable[[bytearray, Any], None] | None]:
+    try:
+        plain: Callable[[bytearray, Any], None] | None = dict_writer_for(entity_class)  # type: ignore[arg-type]  # classes are hashable
+    except Unsupported:  # pragma: no cover - every supported answer has a plain writer
+        plain = None
+    found = _ANSWER_WRITERS[entity_class] = (_response_head(entity_class), plain)
+    return found
 
 
 def encode_response_with_kio(correlation_id: int, body: Any) -> bytes:

@@ -27,9 +27,9 @@ from api.protocol.codec import (
     api_versions_error,
     decode_known_request,
     peek_header,
-    slot_setter,
 )
 from api.protocol.private import PRIVATE_VERSIONS, private_header
+from records.slots import preset_constructor
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 """Kafka's `socket.request.max.bytes` default (100 MiB)."""
@@ -80,9 +80,9 @@ class Close:
 
 Event = Request | PrivateRequest | Reply | SaslToken | Close
 
-_new = object.__new__
-_SET_REQUEST = slot_setter(Request, "request")
-_SET_FRAME = slot_setter(Request, "frame")
+_new_request = preset_constructor(Request, ("request", "frame"))
+"""`Request(request, frame)` through its slots, not the frozen dataclass's `__init__` (one is
+made per request)."""
 
 
 class Connection:
@@ -192,11 +192,7 @@ class Connection:
             request = decode_known_request(frame, api_key, version)
         except ProtocolError as exc:
             return Close(str(exc))
-        # `Request(request, frame)` without the frozen dataclass's `__init__` (one per request).
-        event = _new(Request)
-        _SET_REQUEST(event, request)
-        _SET_FRAME(event, frame)
-        return event
+        return _new_request(request, frame)  # type: ignore[no-any-return]
 
     def _private_event(
         self,
