@@ -16,6 +16,7 @@ from kio.serial import entity_reader
 
 from api.protocol import codec
 from api.protocol.connection import Close, Connection, Reply, Request
+from api.protocol.tagged import missing_required
 from api.server.kafka.base import Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.service.service import MetadataService
@@ -437,3 +438,14 @@ def test_frames_without_header_tags_take_the_plain_header_path(frame: bytes) -> 
     plan = codec._read_plan(api_key, version)
     assert plan.plain_body is not None
     assert codec._read_plain(frame, api_key, version, plan) == codec.decode_request(frame)
+
+
+def test_a_null_required_field_is_named_by_its_path() -> None:
+    body = codec.decode_request(SEEDS[2][4:]).body  # CreateTopics v7, one topic
+    (topic,) = body.topics
+    assert missing_required(body) is None
+    assert missing_required(dataclasses.replace(body, topics=None)) == "topics"
+    no_configs = dataclasses.replace(topic, configs=None)
+    assert missing_required(dataclasses.replace(body, topics=(topic, no_configs))) == (
+        "topics.configs"
+    )
