@@ -88,12 +88,13 @@ from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from metadata_log.timings import LatencyCounts
+from records.codec import RecordBlock
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
 from replay.features import KRAFT_VERSION, finalized_level
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
-from replay.loader import load_image
+from replay.loader import load_image, replay_blocks
 
 if TYPE_CHECKING:
     pass
@@ -948,10 +949,14 @@ class QuorumNode:
             if base is EMPTY_IMAGE:
                 image = await self._io(self.service.first_image, high_watermark - 1)
                 self._started_from(image)
-            elif high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
-                image = self._replayed(base, high_watermark - 1)
             else:
-                image = await self._io(self._replayed, base, high_watermark - 1)
+                last = high_watermark - 1
+                # The blocks this node checked and wrote, decoded then (taken on this thread).
+                blocks = self._blocks.take_records(base.provenance.offset + 1, last)
+                if high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
+                    image = self._replayed(base, last, blocks)
+                else:
+                    image = await self._io(self._replayed, base, last, blocks)
             self._applied = image.provenance.offset + 1
             self.service.follow(image)
         if self.core.role is Role.LEADER and self._applied >= self._epoch_start:
@@ -969,7 +974,11 @@ class QuorumNode:
             else f"from snapshot {used.id} at offset {used.offset}",
         )
 
-    def _replayed(self, base: MetadataImage, last: int) -> MetadataImage:
+    def _replayed(
+        self, base: MetadataImage, last: int, blocks: list[RecordBlock] | None
+    ) -> MetadataImage:
+        if blocks is not None:
+            return replay_blocks(base, blocks, lte=last)
         return load_image(self.log, lte=last, base=base)
 
     def _role_changed(self, role: Role) -> None:
