@@ -1,9 +1,10 @@
-"""A quorum node's cyclic collector: the loaded image frozen, then what each full collection
-leaves alive (`api.raft.node._freeze_image`)."""
+"""What a quorum voter sets in its interpreter: the cyclic collector (the loaded image frozen,
+then what each full collection leaves alive) and the switch interval."""
 
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from collections.abc import Iterator
 
@@ -59,3 +60,16 @@ def test_garbage_is_collected_before_the_freeze() -> None:
     del later
     gc.collect()
     assert gone() is None
+
+
+def test_a_voter_lowers_the_switch_interval_never_raises_it() -> None:
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)  # CPython's default
+        node_module._share_the_interpreter()
+        assert sys.getswitchinterval() == pytest.approx(node_module.SWITCH_INTERVAL_S)
+        sys.setswitchinterval(0.0001)
+        node_module._share_the_interpreter()
+        assert sys.getswitchinterval() == pytest.approx(0.0001)
+    finally:
+        sys.setswitchinterval(before)
