@@ -4,6 +4,8 @@ Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 3
                                     [--graceful 10] [--dir PATH] [--skip-throughput]
        python bench/quorum_bench.py --against TREE [--repeat K] [same options]
        python bench/quorum_bench.py --etcd [--writers 16,64] [--seconds 10] [--repeat 3]
+       python bench/quorum_bench.py --cpu [--writers 16,64] [--seconds 10] [--warmup 3]
+                                    [--repeat 3] [--snapshot-bytes N]
 
 1. Throughput. The load of `bench/server_bench.py` (each of `--connections` connections loops
    CreateTopics, Metadata, DeleteTopics, one request in flight) runs for `--seconds` against a
@@ -26,6 +28,12 @@ Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 3
    `--repeat` rounds of `--seconds` each. Writes/s and p50/p99 latency per round, the
    medians, and the ratio quorum / etcd.
 
+5. `--cpu`: CPU per replicated write of each process, the load of `--etcd` without etcd: for
+   each count of `--writers`, a warm-up round of `--warmup` seconds then a round of
+   `--seconds`, `--repeat` times; the CPU time (`/proc/PID/stat`, user + system) the leader,
+   each follower and the load generator (this process) spent during the round, divided by
+   the writes acknowledged in it. Less noisy than writes/s on a shared host.
+
 All processes share this machine's cores (three servers, the load and this script), so the
 quorum's throughput is measured against one server on the same cores: the ratio shows what
 replication costs here, not what three machines would do.
@@ -42,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import statistics
 import sys
@@ -268,6 +277,75 @@ def beside_etcd(root: Path, writer_counts: list[int], seconds: float, rounds: in
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
 
 
+# ----------------------------------------------------------------- CPU per write
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (`/proc/PID/stat`)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def cpu_per_write(
+    root: Path,
+    writer_counts: list[int],
+    seconds: float,
+    warmup: float,
+    rounds: int,
+    *,
+    snapshot_bytes: int | None = None,
+) -> None:
+    """CPU µs per acknowledged write of the leader, each follower and this load generator.
+
+    `snapshot_bytes`: the nodes' `metadata.log.max.record.bytes.between.snapshots` (default
+    20 MB), lowered to see what the rounds that hold a snapshot cost.
+    """
+    timers: dict[str, int | str] = {}
+    if snapshot_bytes is not None:
+        timers["metadata.log.max.record.bytes.between.snapshots"] = snapshot_bytes
+    quorum = Quorum(root / "q4", timers=timers)
+    quorum.start_all()
+    try:
+        asyncio.run(quorum.register_brokers())
+        leader = asyncio.run(quorum.leader())
+        port = quorum.nodes[leader].port
+        pids = {n: node.process.pid for n, node in quorum.nodes.items() if node.process}
+        followers = [n for n in pids if n != leader]
+        print(f"leader: node {leader}; followers: nodes {followers}", flush=True)
+        table = [("writers", "writes/s", "leader", "followers", "load", "all, per write")]
+        for _ in range(rounds):
+            for writers in writer_counts:
+                asyncio.run(_round(_create_loop, port, writers, warmup))
+                before = {n: _cpu_seconds(pid) for n, pid in pids.items()}
+                load_before = _cpu_seconds(os.getpid())
+                rate, _, _ = asyncio.run(_round(_create_loop, port, writers, seconds))
+                load = _cpu_seconds(os.getpid()) - load_before
+                used = {n: _cpu_seconds(pid) - before[n] for n, pid in pids.items()}
+                writes = rate * seconds
+                per = {n: used[n] / writes * 1e6 for n in pids}
+                total = (sum(used.values()) + load) / writes * 1e6
+                table.append(
+                    (
+                        str(writers),
+                        f"{rate:,.0f}",
+                        f"{per[leader]:.0f} µs",
+                        ", ".join(f"{per[n]:.0f}" for n in followers) + " µs",
+                        f"{load / writes * 1e6:.0f} µs",
+                        f"{total:.0f} µs",
+                    )
+                )
+                print("  ".join(table[-1]), flush=True)
+    finally:
+        quorum.stop_all()
+    print()
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
 # ----------------------------------------------------------------- one version against another
 
 CHILD_OPS = ("throughput", "failover")
@@ -343,12 +421,24 @@ def main() -> None:
     parser.add_argument(
         "--etcd", action="store_true", help="replicated writes beside etcd's, alternating rounds"
     )
-    parser.add_argument("--writers", default="16,64", help="writer counts with --etcd")
+    parser.add_argument("--writers", default="16,64", help="writer counts with --etcd, --cpu")
+    parser.add_argument(
+        "--cpu", action="store_true", help="CPU per replicated write of each process"
+    )
+    parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds with --cpu")
+    parser.add_argument(
+        "--snapshot-bytes", type=int, default=None, help="the nodes' snapshot threshold (--cpu)"
+    )
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
+    counts = [int(n) for n in args.writers.split(",") if n.strip()]
     if args.etcd:
-        counts = [int(n) for n in args.writers.split(",") if n.strip()]
         beside_etcd(root, counts, args.seconds, args.repeat)
+        return
+    if args.cpu:
+        cpu_per_write(
+            root, counts, args.seconds, args.warmup, args.repeat, snapshot_bytes=args.snapshot_bytes
+        )
         return
     if args.child:
         print(json.dumps(child(args.child, args, root)))

@@ -14,7 +14,7 @@ from metadata_log.errors import LogError, ReplicaBlockError
 from metadata_log.replica import ReplicaBlock
 from metadata_log.segment import decoder_failure
 from metadata_log.writer import check_batch
-from records.codec import RecordCodec
+from records.codec import RecordBlock, RecordCodec
 from records.model import Record
 
 _INT32_MAX = (1 << 31) - 1
@@ -37,11 +37,8 @@ def check_blocks(
     for block in blocks:
         if not isinstance(block, ReplicaBlock):
             raise ReplicaBlockError(f"{type(block).__name__} is not a ReplicaBlock")
-        where = f"replica block of offsets {block.first_offset}..{block.last_offset}"
-        if block.count < 1 or not block.body or len(block.body) > MAX_BLOCK_BODY:
-            raise ReplicaBlockError(
-                f"{where} claims {block.count} entries in {len(block.body)} bytes"
-            )
+        where = _where(block)
+        _check_size(block, where)
         if block.first_offset != expected:
             kind = "leaves a gap after" if block.first_offset > expected else "overlaps"
             raise ReplicaBlockError(
@@ -65,11 +62,34 @@ def check_blocks(
         last_timestamp = block.timestamp
 
 
-def check_body(block: ReplicaBlock, where: str, codec: RecordCodec) -> None:
+def checked_records(block: ReplicaBlock, codec: RecordCodec) -> RecordBlock:
+    """The records of another node's block, once its body is checked (`check_body`).
+
+    Its size is checked first (as `check_blocks` does), then its body. What a follower
+    replays once the block is committed: the block's bytes as written, so its records need
+    not be read back and decoded again. Raises ReplicaBlockError; its place in a log is
+    `check_blocks`'s.
+    """
+    where = _where(block)
+    _check_size(block, where)
+    return check_body(block, where, codec)
+
+
+def _where(block: ReplicaBlock) -> str:
+    return f"replica block of offsets {block.first_offset}..{block.last_offset}"
+
+
+def _check_size(block: ReplicaBlock, where: str) -> None:
+    if block.count < 1 or not block.body or len(block.body) > MAX_BLOCK_BODY:
+        raise ReplicaBlockError(f"{where} claims {block.count} entries in {len(block.body)} bytes")
+
+
+def check_body(block: ReplicaBlock, where: str, codec: RecordCodec) -> RecordBlock:
     """Raise ReplicaBlockError unless the body is the CRC-valid encoding of valid entries.
 
     The decoder checks what the encoder would: every value in its Avro type's range, enum
     values and union branches that exist, UTF-8 text, and entries filling the body exactly.
+    Returns the decoded records.
     """
     if not block.crc_ok():
         raise ReplicaBlockError(
@@ -98,6 +118,7 @@ def check_body(block: ReplicaBlock, where: str, codec: RecordCodec) -> None:
                 f"{where}: entry {offsets[i]} has epoch {epoch} and timestamp {timestamp}, "
                 f"the block says {block.epoch} and {block.timestamp}"
             )
+    return decoded
 
 
 def new_block(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from metadata_log.reads import StoredLog
+from records.codec import RecordBlock
 from records.model import Record
 from replay.delta import MetadataDelta
 from replay.errors import ReplayError, TrimmedLogError
@@ -46,6 +47,22 @@ def load_image(
         raise TrimmedLogError(log.log_start_offset, base.provenance.offset + 1)
     if lte is not None and gt is not None and lte <= gt:
         return base
+    return replay_blocks(base, log.read_records(gt=gt, lte=lte), lte=lte, progress=progress)
+
+
+def replay_blocks(
+    base: MetadataImage,
+    blocks: Iterable[RecordBlock],
+    *,
+    lte: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> MetadataImage:
+    """The image after replaying `blocks` onto `base`: `load_image`'s replay, its blocks given.
+
+    `blocks` are the log's, in order, from the entry after `base` (a quorum follower's are
+    the blocks it checked and wrote, decoded once); `lte` is where they were cut (a last
+    block ending at `lte` is a whole one, and its batch rules are checked).
+    """
     delta = MetadataDelta(base)
     replay_all = delta.replay_all
     finish_batch = delta.finish_batch
@@ -54,7 +71,7 @@ def load_image(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for block in log.read_records(gt=gt, lte=lte):
+        for block in blocks:
             replayed = delta.records
             try:
                 replay_all(block.records)

@@ -8,12 +8,14 @@ no batch is ever applied in part. A new leader's LeaderChange marker (an entry o
 `LEADER_CHANGE`) becomes a block of one `LeaderChangeRecord`.
 
 The blocks this node made (proposals) or decoded (fetch answers) are kept by first offset
-until written, so nothing is encoded or decoded twice. The newest written blocks stay in
-memory as entries (`RECENT_BYTES`), so a leader answers a follower's fetch of its log's tail
-without reading the log back. Everything here runs on the event loop's thread but `read`:
-writes go to the page cache without fsync (`ReplicaLog.write_blocks`), which costs less than
-handing them to the worker thread and back; the fsync (`ReplicaLog.flush`) is the shell's,
-on the worker.
+until written, so nothing is encoded or decoded twice; a peer's block is checked here (CRC,
+every entry decoded) and its decoded records are kept until the follower replays them once
+committed (`take_records`), instead of read back from the log and decoded again. The
+newest written blocks stay in memory as entries (`RECENT_BYTES`), so a leader answers a
+follower's fetch of its log's tail without reading the log back. Everything here runs on
+the event loop's thread but `read`: writes go to the page cache without fsync
+(`ReplicaLog.write_blocks`), which costs less than handing them to the worker thread and
+back; the fsync (`ReplicaLog.flush`) is the shell's, on the worker.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from api.raft.voter_blocks import block_voters, voters_block, voters_record
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.replica import HEADER_SIZE, ReplicaBlock
+from metadata_log.replica_checks import checked_records
 from metadata_log.replica_log import ReplicaLog
+from records.codec import RecordBlock
 from records.errors import MetadataLogError
 from records.model import LeaderChangeRecord, Record
 
@@ -48,6 +52,9 @@ FETCH_MAX_BYTES = 1 << 20
 
 RECENT_BYTES = 4 << 20
 """Bytes of the newest written blocks kept in memory for fetch answers (the log's tail)."""
+
+RECORDS_KEPT_BLOCKS = 4096
+"""Peers' blocks whose decoded records are kept for the replay at most (oldest dropped)."""
 
 
 class BlockMismatchError(RaftError):
@@ -69,6 +76,10 @@ class ReplicaBlocks:
         """The newest written blocks as fetch answers' entries, by first offset, oldest first:
         consecutive, ending at the log's end (a cut drops those after it)."""
         self._recent_bytes = 0
+        self._records: dict[int, RecordBlock] = {}
+        """The records of the peers' blocks written and not yet replayed, by first offset,
+        oldest first: decoded when their bodies were checked, replayed from here once
+        committed (`take_records`) instead of read back from the log."""
 
     def encode(
         self, group: Sequence[tuple[Sequence[Record], str | None]], *, first: int, epoch: int
@@ -90,18 +101,23 @@ class ReplicaBlocks:
             if first + entry.count > offset:
                 del self._recent[first]
                 self._recent_bytes -= len(entry.payload)
+        for first, records in list(self._records.items()):
+            if records.last_offset >= offset:
+                del self._records[first]
 
     def reset(self, *, last_timestamp: int) -> None:
         """The log was replaced by a snapshot: nothing kept is appended any more."""
         self._pending.clear()
         self._recent.clear()
         self._recent_bytes = 0
+        self._records.clear()
         self.last_timestamp = max(self.last_timestamp, last_timestamp)
 
     def write(self, entries: Sequence[Entry]) -> None:
         """Write the entries (batches) of a `Ready` as the blocks they are (without fsync)."""
         blocks: list[tuple[ReplicaBlock, bool]] = []
         recent: list[Entry] = []
+        decoded: list[RecordBlock] = []
         for entry in entries:
             if entry.kind is EntryKind.LEADER_CHANGE:
                 block, peer = self._marker_block(entry), False
@@ -120,6 +136,10 @@ class ReplicaBlocks:
                     f"{block.epoch}) stands for entry {entry.offset} ({entry.count}, epoch "
                     f"{entry.epoch})"
                 )
+            if peer:
+                # A peer's body is checked (CRC, every entry decoded) here rather than by
+                # `write_blocks`, keeping the records it decodes for the replay.
+                decoded.append(checked_records(block, self.log.codec))
             blocks.append((block, peer))
             # A data entry's payload is its block's byte form (made or received so): the
             # answer to a fetch of it as it is; markers and voters entries are encoded here.
@@ -133,19 +153,46 @@ class ReplicaBlocks:
                     payload=block.encode(),
                 )
             )
-        # Own blocks (proposals, markers) were made here; peers' are checked entry by entry.
-        run: list[ReplicaBlock] = []
-        run_peer = False
-        for block, peer in blocks:
-            if run and peer != run_peer:
-                self.log.write_blocks(run, check=run_peer)
-                run = []
-            run.append(block)
-            run_peer = peer
+        # Own blocks (proposals, markers) were made here; peers' bodies are checked above,
+        # and the log checks every block's place, epoch and timestamp before writing any.
+        self.log.write_blocks([block for block, _ in blocks], check=False)
+        for block, _ in blocks:
             self.last_timestamp = max(self.last_timestamp, block.timestamp)
-        if run:
-            self.log.write_blocks(run, check=run_peer)
         self._remember(recent)
+        self._keep_records(decoded)
+
+    def _keep_records(self, decoded: list[RecordBlock]) -> None:
+        kept = self._records
+        for records in decoded:
+            kept[records.first_offset] = records
+        while len(kept) > RECORDS_KEPT_BLOCKS:  # a follower far behind: older ones from the log
+            del kept[next(iter(kept))]
+
+    def take_records(self, start: int, last: int) -> list[RecordBlock] | None:
+        """The records of the log's whole blocks `start..last`, if all are still kept.
+
+        Forgets the kept blocks up to `last` either way; None if one is missing (one of this
+        node's own, a marker, or dropped by the bound): the caller reads the log instead.
+        """
+        kept = self._records
+        taken: list[RecordBlock] = []
+        expected = start
+        complete = True
+        while kept:
+            first = next(iter(kept))
+            records = kept[first]
+            if records.last_offset > last:
+                break
+            del kept[first]
+            if first < start:
+                continue
+            if first != expected:
+                complete = False
+            taken.append(records)
+            expected = records.last_offset + 1
+        if not complete or expected != last + 1:
+            return None
+        return taken
 
     def _remember(self, entries: list[Entry]) -> None:
         """Keep written entries for fetch answers, forgetting the oldest beyond the bound."""

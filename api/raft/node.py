@@ -38,6 +38,7 @@ import contextlib
 import gc
 import logging
 import random
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -88,12 +89,13 @@ from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from metadata_log.timings import LatencyCounts
+from records.codec import RecordBlock
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
 from replay.features import KRAFT_VERSION, finalized_level
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
-from replay.loader import load_image
+from replay.loader import load_image, replay_blocks
 
 if TYPE_CHECKING:
     pass
@@ -381,6 +383,7 @@ class QuorumNode:
 
     async def start(self) -> None:
         """Start the loop; the node joins the quorum (elections, fetching)."""
+        _share_the_interpreter()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def stop_voting(self) -> None:
@@ -948,10 +951,14 @@ class QuorumNode:
             if base is EMPTY_IMAGE:
                 image = await self._io(self.service.first_image, high_watermark - 1)
                 self._started_from(image)
-            elif high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
-                image = self._replayed(base, high_watermark - 1)
             else:
-                image = await self._io(self._replayed, base, high_watermark - 1)
+                last = high_watermark - 1
+                # The blocks this node checked and wrote, decoded then (taken on this thread).
+                blocks = self._blocks.take_records(base.provenance.offset + 1, last)
+                if high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
+                    image = self._replayed(base, last, blocks)
+                else:
+                    image = await self._io(self._replayed, base, last, blocks)
             self._applied = image.provenance.offset + 1
             self.service.follow(image)
         if self.core.role is Role.LEADER and self._applied >= self._epoch_start:
@@ -969,7 +976,11 @@ class QuorumNode:
             else f"from snapshot {used.id} at offset {used.offset}",
         )
 
-    def _replayed(self, base: MetadataImage, last: int) -> MetadataImage:
+    def _replayed(
+        self, base: MetadataImage, last: int, blocks: list[RecordBlock] | None
+    ) -> MetadataImage:
+        if blocks is not None:
+            return replay_blocks(base, blocks, lte=last)
         return load_image(self.log, lte=last, base=base)
 
     def _role_changed(self, role: Role) -> None:
@@ -1027,6 +1038,26 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+SWITCH_INTERVAL_S = 0.0005
+"""How long a thread holding the interpreter lock keeps it from another that waits (5 ms by
+default), on a voter: see `_share_the_interpreter`."""
+
+
+def _share_the_interpreter() -> None:
+    """Let the event loop take the interpreter lock back sooner from a busy thread.
+
+    A snapshot is written on a thread beside the event loop (a full one: ~1 s of CPU for
+    44,000 topics). Each time the loop gives up the lock for a system call, the writer takes
+    it, and the loop waits up to the switch interval to get it back: at CPython's 5 ms that
+    held the leader's fetch answers past the fetch timeout (2 s) when all three voters wrote
+    their 20 MB snapshot together (`quorum_bench --cpu --repeat 1`, load 1-3: in 4 runs of 6
+    the followers elected another leader at that offset; with 0.5 ms, in none of 4, though
+    one fetch still timed out in 3 of them). Lowered only, never raised.
+    """
+    if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+
 YOUNG_COLLECTION_THRESHOLD = 10_000
 """Allocations between two collections of the cyclic collector's youngest generation (700 by
 default), once a voter's image is loaded: fewer young collections, and fewer of the full ones
@@ -1051,3 +1082,23 @@ def _freeze_image() -> None:
     young, middle, old = gc.get_threshold()
     if young and young < YOUNG_COLLECTION_THRESHOLD:  # 0: the collector is off; leave it
         gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
+    if _freeze_after_full_collection not in gc.callbacks:
+        gc.callbacks.append(_freeze_after_full_collection)
+
+
+def _freeze_after_full_collection(phase: str, info: dict[str, int]) -> None:
+    """After each full collection, freeze what survived it (a `gc.callbacks` entry).
+
+    The image keeps growing after it was loaded (a quorum that starts empty and takes writes,
+    a fence's moves): each full collection walked everything made since the last freeze, and
+    a CPython full collection comes once that has grown by a quarter, so each walked more than
+    the one before. Measured on a quorum taking a topic per write (`quorum_bench --cpu`, load
+    ~4, the log at ~650,000 entries): 5.3 s of the leader's CPU in 5 full collections, the
+    longest 2.4 s in one go, longer than the fetch timeout (2 s): the followers elected
+    another leader. Frozen now, what survived is never walked again, and the next full
+    collection walks only what came since. A full collection has just freed every cycle of
+    garbage it could reach, so what is frozen is alive; what it keeps from the collector
+    is a cycle formed later among those objects (the same bargain as `_freeze_image`).
+    """
+    if phase == "stop" and info.get("generation") == 2:
+        gc.freeze()

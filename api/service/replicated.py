@@ -215,13 +215,14 @@ class ReplicatedService(MetadataService):
 
     def _switch_chain(self, image: MetadataImage) -> None:
         """Keep the log's hash chain once the committed metadata.version switches it on."""
-        if (
-            isinstance(self.log, ReplicaLog)
-            and finalized_level(image, METADATA_VERSION) >= CHAINED_METADATA_VERSION
-        ):
-            # A no-op once kept; a closed or failed log is tried again at the next commit.
+        log = self.log
+        # Once kept, always kept: every commit after that asks nothing more (a commit per write).
+        if not isinstance(log, ReplicaLog) or log.keeps_chain:
+            return
+        if finalized_level(image, METADATA_VERSION) >= CHAINED_METADATA_VERSION:
+            # A closed or failed log is tried again at the next commit.
             with contextlib.suppress(LogError):
-                self.log.keep_chain()
+                log.keep_chain()
 
     def follow(self, image: MetadataImage) -> None:
         """Take `image` (committed blocks applied) as both the committed and the working image."""

@@ -42,7 +42,7 @@ from replay.errors import (
     UnknownTopicError,
 )
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage, Provenance
-from replay.loader import load_image
+from replay.loader import load_image, replay_blocks
 from tests.support.record_gen import LogGenerator
 
 T1 = Uuid.random()
@@ -401,6 +401,9 @@ def test_load_image_from_log_matches_direct_replay(tmp_path: Path) -> None:
             # From a base image: the rest of the log only.
             rest = load_image(log, base=partial)
             assert rest == image
+            # The same blocks given (a quorum follower's, decoded when it checked them).
+            given = replay_blocks(partial, list(log.read_records(gt=lte)))
+            assert given == image
 
 
 def test_load_image_of_an_empty_log_is_empty(tmp_path: Path) -> None:

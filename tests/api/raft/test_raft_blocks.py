@@ -9,6 +9,7 @@ import pytest
 from api.raft import blocks as blocks_module
 from api.raft.blocks import ReplicaBlocks
 from api.raft.core.messages import Entry
+from metadata_log.errors import ReplicaBlockError
 from metadata_log.replica import ReplicaBlock
 from metadata_log.replica_log import ReplicaLog
 from tests.support.replica_logs import T0, block_of, opened
@@ -65,3 +66,62 @@ def test_only_the_newest_blocks_are_kept(tmp_path: Path, monkeypatch: pytest.Mon
         # An answer carries whole blocks up to FETCH_MAX_BYTES of bodies, at least one.
         monkeypatch.setattr(blocks_module, "FETCH_MAX_BYTES", 1)
         assert shell.recent(2, 4) == shell.read(2, 4) == (entries[2],)
+
+
+def test_peers_records_are_kept_for_the_replay_as_the_log_reads_them(tmp_path: Path) -> None:
+    with opened(tmp_path) as log:
+        shell = ReplicaBlocks(log, last_timestamp=T0)
+        shell.write([_entry(block_of(log, 0, 3, 1)), _entry(block_of(log, 3, 2, 1))])
+        shell.write([_entry(block_of(log, 5, 4, 2))])
+        assert shell.take_records(0, 4) == list(log.read_records(lte=4))
+        # Taken once: what was replayed is forgotten, what comes after is kept.
+        assert shell.take_records(0, 4) is None
+        assert shell.take_records(5, 8) == list(log.read_records(gt=4, lte=8))
+
+
+def test_the_replay_reads_the_log_where_a_kept_block_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with opened(tmp_path) as log:
+        shell = ReplicaBlocks(log, last_timestamp=T0)
+        # This node's own block between two of a peer's: not kept (it was never decoded).
+        shell.write([_entry(block_of(log, 0, 2, 1))])
+        shell.write([_proposed(shell, log, 2, 2, 1)])
+        shell.write([_entry(block_of(log, 4, 2, 1))])
+        assert shell.take_records(0, 5) is None
+        assert shell.take_records(4, 5) is None  # forgotten up to 5 by the call before
+        # Not up to a block's end (a commit never stops inside one): the log decides.
+        shell.write([_entry(block_of(log, 6, 3, 1))])
+        assert shell.take_records(6, 7) is None
+        # A cut drops the kept blocks it removes; the new epoch's are kept.
+        shell.write([_entry(block_of(log, 9, 2, 1)), _entry(block_of(log, 11, 2, 1))])
+        log.truncate_to(11)
+        shell.truncated(11)
+        shell.write([_entry(block_of(log, 11, 1, 2, tag="new"))])
+        assert shell.take_records(9, 11) == list(log.read_records(gt=8, lte=11))
+        # Beyond the bound the oldest are dropped: those the replay reads from the log.
+        monkeypatch.setattr(blocks_module, "RECORDS_KEPT_BLOCKS", 2)
+        shell.write([_entry(block_of(log, o, 1, 2)) for o in (12, 13, 14)])
+        assert shell.take_records(12, 14) is None
+        shell.write([_entry(block_of(log, 15, 1, 2))])
+        shell.reset(last_timestamp=T0)
+        assert shell.take_records(15, 15) is None
+
+
+def test_a_peers_damaged_block_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    with opened(tmp_path) as log:
+        shell = ReplicaBlocks(log, last_timestamp=T0)
+        good = block_of(log, 0, 2, 1)
+        bad = block_of(log, 2, 2, 1)
+        damaged = ReplicaBlock(
+            first_offset=bad.first_offset,
+            count=bad.count,
+            epoch=bad.epoch,
+            timestamp=bad.timestamp,
+            body=bad.body,
+            crc32=bad.crc32 ^ 1,
+        )
+        with pytest.raises(ReplicaBlockError, match="CRC32"):
+            shell.write([_entry(good), _entry(damaged)])
+        assert log.end_offset == 0
+        assert shell.take_records(0, 1) is None

@@ -1,0 +1,75 @@
+"""What a quorum voter sets in its interpreter: the cyclic collector (the loaded image frozen,
+then what each full collection leaves alive) and the switch interval."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from api.raft import node as node_module
+
+
+class _Cycle:
+    """An object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def collector() -> Iterator[None]:
+    """The collector's callbacks and thresholds put back, and everything unfrozen, after."""
+    callbacks = list(gc.callbacks)
+    threshold = gc.get_threshold()
+    try:
+        yield
+    finally:
+        gc.callbacks[:] = callbacks
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+@pytest.mark.usefixtures("collector")
+def test_each_full_collection_freezes_what_survived_it() -> None:
+    node_module._freeze_image()
+    node_module._freeze_image()  # loaded again (a snapshot installed): one callback still
+    assert gc.callbacks.count(node_module._freeze_after_full_collection) == 1
+    kept = [_Cycle() for _ in range(1000)]
+    frozen = gc.get_freeze_count()
+    gc.collect(1)  # a younger generation's collection freezes nothing
+    assert gc.get_freeze_count() == frozen
+    gc.collect()
+    assert gc.get_freeze_count() >= frozen + len(kept)
+
+
+@pytest.mark.usefixtures("collector")
+def test_garbage_is_collected_before_the_freeze() -> None:
+    node_module._freeze_image()
+    garbage = _Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    gc.collect()
+    assert gone() is None  # freed by the full collection, not frozen alive
+    # What is made after a freeze is collected as usual.
+    later = _Cycle()
+    gone = weakref.ref(later)
+    del later
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_voter_lowers_the_switch_interval_never_raises_it() -> None:
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)  # CPython's default
+        node_module._share_the_interpreter()
+        assert sys.getswitchinterval() == pytest.approx(node_module.SWITCH_INTERVAL_S)
+        sys.setswitchinterval(0.0001)
+        node_module._share_the_interpreter()
+        assert sys.getswitchinterval() == pytest.approx(0.0001)
+    finally:
+        sys.setswitchinterval(before)
