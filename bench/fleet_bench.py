@@ -38,7 +38,8 @@ fleet: a controller quorum (--quorum 3, the default: three `mlog serve --config`
     expiry_to_moved  the session's expiry (last heartbeat + 9 s) -> the last change: the
                fence-to-leaders-moved time, the session check's period (0.45 s) included
     heartbeat  p50/p99 of every heartbeat's answer time sent up to 2 s after the last change
-               (the whole run), and of those sent from the expiry to the last change (the move)
+               (the whole run), p99 of those sent before the session's expiry, and of those
+               sent from the expiry to the last change (the move)
     admin      p50/p99 of the creates answered (same run), and of those sent during the move
   The watcher runs at nice 19: an instrument, it reads append times whenever it reads.
 """
@@ -449,6 +450,7 @@ async def run_fleet(
     # The whole run: up to 2 s after the last move, whenever the watcher saw it.
     run_end = window[1] + 2
     all_hb = [t for sent, t in heartbeats if sent <= run_end]
+    before_hb = [t for sent, t in heartbeats if sent < window[0]]
     all_admin = [t for sent, t in creates if sent <= run_end]
     return {
         "detect_s": fenced_s - victim_last[0],
@@ -459,6 +461,7 @@ async def run_fleet(
         "heartbeats": len(all_hb),
         "hb_p50_ms": quantile(all_hb, 0.5) * 1000,
         "hb_p99_ms": quantile(all_hb, 0.99) * 1000,
+        "hb_before_p99_ms": quantile(before_hb, 0.99) * 1000,
         "hb_move_p99_ms": quantile(during_hb, 0.99) * 1000,
         "hb_move_n": len(during_hb),
         "creates": len(all_admin),
