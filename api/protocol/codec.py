@@ -29,11 +29,13 @@ from kio.serial import entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
-from api.protocol.fast_reader import read_request, read_response
+from api.protocol.fast_reader import read_request, read_response, reader_for
+from api.protocol.fast_reader_runtime import Reader
 from api.protocol.fast_writer import Encoded, Unsupported, dict_writer_for, writer_for
 from api.protocol.legacy_schemas import LEGACY_PAYLOADS
 from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
+from records.slots import preset_constructor
 
 _PREFIX = struct.Struct(">hhi")
 _INT32 = struct.Struct(">i")
@@ -289,21 +291,105 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     return decode_known_request(frame, api_key, version)
 
 
-_READ_CLASSES: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {}
-"""(header class, body class) a request of an API version is read with, by (key, version)."""
+@dataclass(frozen=True, slots=True)
+class _ReadPlan:
+    """How a request of one API version is read (`decode_known_request`)."""
+
+    header_class: type[Any]
+    body_class: type[Any]
+    plain_body: Reader | None
+    """The body's reader for `_read_plain` (None: the header is not one it reads)."""
+    flexible: bool
+    """The header ends with a tagged-fields section (header v2)."""
 
 
-def _read_classes(api_key: int, version: int) -> tuple[type[Any], type[Any]]:
+_READ_PLANS: dict[tuple[int, int], _ReadPlan] = {}
+"""The read plan of each API version, by (key, version)."""
+
+_PLAIN_HEADER_FIELDS = (
+    ("request_api_key", "int16"),
+    ("request_api_version", "int16"),
+    ("correlation_id", "int32"),
+    ("client_id", "string"),
+)
+"""The untagged fields of request headers v1 and v2, which `_read_plain` reads."""
+
+
+def _read_plan(api_key: int, version: int) -> _ReadPlan:
     body_class = request_class(api_key, version)
     header_class = body_class.__header_schema__
-    found = _READ_CLASSES[api_key, version] = (_HEADERS.get(header_class, header_class), body_class)
+    header_class = _HEADERS.get(header_class, header_class)
+    untagged = tuple(
+        (f.name, f.metadata.get("kafka_type"))
+        for f in dataclasses.fields(header_class)
+        if "tag" not in f.metadata
+    )
+    # classes are hashable (the cache of `reader_for` is keyed by them)
+    plain_body = reader_for(body_class) if untagged == _PLAIN_HEADER_FIELDS else None  # type: ignore[arg-type]
+    found = _READ_PLANS[api_key, version] = _ReadPlan(
+        header_class, body_class, plain_body, bool(header_class.__flexible__)
+    )
     return found
+
+
+_PLAIN_PREFIX = struct.Struct(">hhih")
+
+
+_plain_header = preset_constructor(
+    RequestHeader, ("api_key", "api_version", "correlation_id", "client_id")
+)
+"""`RequestHeader(...)` without a write id, through its slots (`_read_plain`)."""
+_request = preset_constructor(KafkaRequest, ("header", "body"))
+"""`KafkaRequest(header=..., body=...)` through its slots."""
+
+
+class _NotPlain(Exception):
+    """A frame `_read_plain` leaves to the general path."""
+
+
+def _read_plain(frame: bytes, api_key: int, version: int, plan: _ReadPlan) -> KafkaRequest:
+    """`decode_known_request` of a frame whose header has no tagged field: the common case.
+
+    Reads what `read_request`'s generated readers read (the header's key, version,
+    correlation id and nullable legacy client id, then the body with the body's reader),
+    without the header entity, and makes the results without their dataclasses' `__init__`
+    (a frozen dataclass sets each field through `object.__setattr__`: about half of the
+    decoding outside the readers). Raises on anything else (tags in the header, a refused
+    or malformed frame, a null required field): the caller then reads the frame as before,
+    so a frame this refuses gets the same result or error as it always did.
+    """
+    _, _, correlation_id, length = _PLAIN_PREFIX.unpack_from(frame, 0)
+    if length >= 0:
+        pos = 10 + length
+        if pos > len(frame):
+            raise _NotPlain
+        client_id: str | None = frame[10:pos].decode()
+    elif length == -1:
+        client_id = None
+        pos = 10
+    else:
+        raise _NotPlain
+    if plan.flexible:
+        if frame[pos]:  # tagged fields: the general path reads them
+            raise _NotPlain
+        pos += 1
+    body, _ = plan.plain_body(frame, pos)  # type: ignore[misc]  # set for plain headers
+    if missing_required(body) is not None:
+        raise _NotPlain
+    return _request(_plain_header(api_key, version, correlation_id, client_id), body)  # type: ignore[no-any-return]
 
 
 def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) -> KafkaRequest:
     """`decode_request` of a frame whose header `peek_header` has read already."""
-    classes = _READ_CLASSES.get((api_key, version))
-    header_class, body_class = classes or _read_classes(api_key, version)
+    plan = _READ_PLANS.get((api_key, version)) or _read_plan(api_key, version)
+    if plan.plain_body is not None and _read is _GENERATED_READ and type(frame) is bytes:
+        # The generated readers' common case, read straight; `_read` replaced (by kio's
+        # readers, as `bench/decode_bench.py` does for its baseline) reads everything itself.
+        try:
+            return _read_plain(frame, api_key, version, plan)
+        except Exception:  # read again below: the same result or error as ever
+            pass
+    header_class, body_class = plan.header_class, plan.body_class
     try:
         header, body = _read(frame, header_class, body_class)
     except Exception as exc:  # kio raises several error types (and ValueError) on bad bytes
@@ -346,6 +432,11 @@ def _read(frame: bytes | memoryview, header_class: Any, body_class: Any) -> tupl
     return read_request(frame, header_class, body_class)
 
 
+_GENERATED_READ = _read
+"""`_read` as the server has it (the generated readers): `_read_plain` stands aside when
+another reader replaces it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A response as the plain values `build` takes, written without building the entity.
@@ -367,20 +458,44 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
 
     `body` is an entity or an `Answer`.
     """
-    entity_class = body.entity_class if type(body) is Answer else type(body)
-    buffer = bytearray(8)
-    _INT32.pack_into(buffer, 4, correlation_id)
-    if entity_class.__header_schema__.__flexible__:
-        buffer.append(0)  # response header v1: no tagged fields
     if type(body) is Answer:
-        try:
-            dict_writer_for(entity_class)(buffer, body.values)  # type: ignore[arg-type]
-        except Unsupported:  # pragma: no cover - every supported answer has a plain writer
+        entity_class = body.entity_class
+        found = _ANSWER_WRITERS.get(entity_class) or _answer_writer(entity_class)
+        head, plain = found
+        buffer = bytearray(head)
+        _INT32.pack_into(buffer, 4, correlation_id)
+        if plain is not None:
+            plain(buffer, body.values)
+        else:  # pragma: no cover - every supported answer has a plain writer
             writer_for(entity_class)(buffer, body.entity())  # type: ignore[arg-type]
     else:
+        entity_class = type(body)
+        buffer = bytearray(_response_head(entity_class))
+        _INT32.pack_into(buffer, 4, correlation_id)
         writer_for(entity_class)(buffer, body)  # type: ignore[arg-type]  # classes are hashable
     _INT32.pack_into(buffer, 0, len(buffer) - 4)
     return bytes(buffer)
+
+
+_ANSWER_WRITERS: dict[type[Any], tuple[bytes, Callable[[bytearray, Any], None] | None]] = {}
+"""Per response class: its frame's first bytes (size and correlation id to be filled in, the
+header's empty tag section where it has one) and its plain-value writer (None: unsupported)."""
+
+
+def _response_head(entity_class: type[Any]) -> bytes:
+    """Size, correlation id and, for response header v1, its empty tagged-fields section."""
+    return bytes(9) if entity_class.__header_schema__.__flexible__ else bytes(8)
+
+
+def _answer_writer(
+    entity_class: type[Any],
+) -> tuple[bytes, Callable[[bytearray, Any], None] | None]:
+    try:
+        plain: Callable[[bytearray, Any], None] | None = dict_writer_for(entity_class)  # type: ignore[arg-type]  # classes are hashable
+    except Unsupported:  # pragma: no cover - every supported answer has a plain writer
+        plain = None
+    found = _ANSWER_WRITERS[entity_class] = (_response_head(entity_class), plain)
+    return found
 
 
 def encode_response_with_kio(correlation_id: int, body: Any) -> bytes:

@@ -29,6 +29,7 @@ from api.protocol.codec import (
     peek_header,
 )
 from api.protocol.private import PRIVATE_VERSIONS, private_header
+from records.slots import preset_constructor
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 """Kafka's `socket.request.max.bytes` default (100 MiB)."""
@@ -78,6 +79,10 @@ class Close:
 
 
 Event = Request | PrivateRequest | Reply | SaslToken | Close
+
+_new_request = preset_constructor(Request, ("request", "frame"))
+"""`Request(request, frame)` through its slots, not the frozen dataclass's `__init__` (one is
+made per request)."""
 
 
 class Connection:
@@ -184,9 +189,10 @@ class Connection:
                 return Reply(api_versions_error(correlation_id, extra))
             return Close(f"unsupported version {version} of API key {api_key} ({low}..{high})")
         try:
-            return Request(decode_known_request(frame, api_key, version), frame)
+            request = decode_known_request(frame, api_key, version)
         except ProtocolError as exc:
             return Close(str(exc))
+        return _new_request(request, frame)  # type: ignore[no-any-return]
 
     def _private_event(
         self,

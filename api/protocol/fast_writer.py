@@ -403,6 +403,72 @@ def _inline(field: dataclasses.Field[Any]) -> tuple[str, Any] | None:
     return None
 
 
+def _uvarint_lines(size: str) -> list[str]:
+    """Statements appending the unsigned varint `size` (one byte in the common case)."""
+    return [
+        f"if {size} < 0x80: buffer.append({size})",
+        f"else: _uvarint(buffer, {size})",
+    ]
+
+
+def _inline_flexible(
+    field: dataclasses.Field[Any], i: int, namespace: dict[str, Any]
+) -> list[str] | None:
+    """For a field of a flexible class that `_inline` leaves: statements writing `v`, else None.
+
+    The common cases written in place of a call to the field's writer (`w{i}`, which the
+    statements still call for the rare values: null strings, UUIDs not given as 16 bytes):
+    compact strings, UUIDs, durations, and compact arrays of entities (dicts or built) or of
+    fixed-size numbers, with the same bytes and the same errors as that writer.
+    """
+    kind = classify_field(field)
+    kafka_type = (
+        get_schema_field_type(field)
+        if isinstance(kind, PrimitiveField | PrimitiveTupleField)
+        else None
+    )
+    if isinstance(kind, PrimitiveField):
+        if kafka_type == "string":
+            return [
+                f"if v is None: w{i}(buffer, v)",
+                "else:",
+                "    data = v.encode()",
+                "    size = len(data) + 1",
+                *("    " + line for line in _uvarint_lines("size")),
+                "    buffer += data",
+            ]
+        if kafka_type == "uuid":
+            return [
+                "if type(v) is bytes and len(v) == 16: buffer += v",
+                f"else: w{i}(buffer, v)",
+            ]
+        if kafka_type in ("timedelta_i32", "timedelta_i64"):
+            namespace[f"P{i}"] = _INT32 if kafka_type == "timedelta_i32" else _INT64
+            return [f"buffer += P{i}(v // _MS if isinstance(v, _TD) else int(v))"]
+        return None
+    if isinstance(kind, EntityTupleField):
+        namespace[f"D{i}"] = dict_writer_for(kind.type_)
+        namespace[f"E{i}"] = _compiled(kind.type_)
+        item = [
+            "    for item in v:",
+            f"        if type(item) is dict: D{i}(buffer, item)",
+            f"        else: E{i}(buffer, item)",
+        ]
+    elif isinstance(kind, PrimitiveTupleField) and kafka_type in _FIXED:
+        namespace[f"P{i}"] = struct.Struct(_FIXED[kafka_type]).pack
+        item = [f"    for item in v: buffer += P{i}(item)"]
+    else:
+        return None
+    return [
+        "if v is None: buffer.append(0)",
+        "elif type(v) is _Encoded: buffer += v",
+        "else:",
+        "    size = len(v) + 1",
+        *("    " + line for line in _uvarint_lines("size")),
+        *item,
+    ]
+
+
 @cache
 def dict_writer_for(entity_class: type[Any]) -> Writer:
     """A writer of a mapping of plain values, giving the bytes of `codec.build`'s entity.
@@ -419,6 +485,10 @@ def dict_writer_for(entity_class: type[Any]) -> Writer:
         "_emit_tags": _emit_tags,
         "_normal": _normal,
         "_at_default": _at_default,
+        "_uvarint": uvarint,
+        "_Encoded": Encoded,
+        "_MS": _MS,
+        "_TD": datetime.timedelta,
     }
     lines = ["def write(buffer, values):", "    get = values.get"]
     tag_lines: list[str] = []
@@ -428,21 +498,28 @@ def dict_writer_for(entity_class: type[Any]) -> Writer:
         if tag is not None:
             namespace[f"w{i}"] = _plain_field_writer(field, flexible, True)
             namespace[f"d{i}"] = get_tagged_field_default(field)
+            # Most answers leave every tag at its default: no list is made for them.
             tag_lines += [
                 f"    v = get({name}, d{i})",
-                f"    if not _at_default(v, d{i}):",
+                f"    if v is not d{i} and not _at_default(v, d{i}):",
+                "        if tags is None: tags = []",
                 f"        tags.append(({int(tag)}, w{i}, v))",
             ]
             continue
         inline = _inline(field)
+        block = None
         if inline is None:
             namespace[f"w{i}"] = _plain_field_writer(field, flexible, False)
             statement = "w{i}(buffer, {v})"
+            block = _inline_flexible(field, i, namespace) if flexible else None
         else:
             statement, namespace[f"P{i}"] = inline
         if field.default is not dataclasses.MISSING:
             namespace[f"d{i}"] = field.default
-            lines.append("    " + statement.format(i=i, v=f"get({name}, d{i})"))
+            if block is None:
+                lines.append("    " + statement.format(i=i, v=f"get({name}, d{i})"))
+            else:
+                lines += [f"    v = get({name}, d{i})", *("    " + line for line in block)]
             continue
         lines.append(f"    v = get({name}, _R)")
         if field.default_factory is not dataclasses.MISSING:
@@ -450,10 +527,18 @@ def dict_writer_for(entity_class: type[Any]) -> Writer:
             lines.append(f"    if v is _R: v = f{i}()")
         else:
             lines.append(f"    if v is _R: _missing({entity_class.__name__!r}, {name})")
-        lines.append("    " + statement.format(i=i, v="v"))
+        if block is None:
+            lines.append("    " + statement.format(i=i, v="v"))
+        else:
+            lines += ["    " + line for line in block]
     if flexible and tag_lines:
         # Tags in ascending order, as Kafka requires (fields are declared in tag order).
-        lines += ["    tags = []", *tag_lines, "    _emit_tags(buffer, sorted(tags))"]
+        lines += [
+            "    tags = None",
+            *tag_lines,
+            "    if tags is None: buffer.append(0)",
+            "    else: _emit_tags(buffer, sorted(tags))",
+        ]
     elif flexible:
         lines.append("    buffer.append(0)")
     exec("\n".join(lines), namespace)  # the source is built above from field names only

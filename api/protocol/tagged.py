@@ -190,18 +190,41 @@ def strip_unknown_tags(frame: bytes | memoryview, body_class: type[Any]) -> byte
 
 def missing_required(entity: Any) -> str | None:
     """The path of a non-nullable field that holds null (kio reads a null array there)."""
-    for name, required, nested, many in _plan(type(entity)):  # type: ignore[arg-type]
-        value = getattr(entity, name)
-        if value is None:
-            if required:
-                return name
-            continue
+    check = _CHECKS.get(type(entity)) or _check(type(entity))
+    return check(entity)
+
+
+_CHECKS: dict[type[Any], Callable[[Any], str | None]] = {}
+"""`missing_required` of each entity class: a function generated from its `_plan`."""
+
+
+def _check(entity_class: type[Any]) -> Callable[[Any], str | None]:
+    """The function `missing_required` runs for an entity class: one block per planned field.
+
+    Made once per class (a request is checked on every read): the walk of `_plan` written
+    out, nested entities checked by class in turn.
+    """
+    lines = ["def check(entity):"]
+    for name, required, nested, many in _plan(entity_class):  # type: ignore[arg-type]
+        lines.append(f"    v = entity.{name}")
+        indent = "    "
+        if required:
+            lines.append(f"    if v is None: return {name!r}")
+        else:  # planned for its entities only
+            lines.append("    if v is not None:")
+            indent = "        "
         if nested:
-            for item in value if many else (value,):
-                inner = missing_required(item)
-                if inner is not None:
-                    return f"{name}.{inner}"
-    return None
+            lines += [
+                f"{indent}for item in {'v' if many else '(v,)'}:",
+                f"{indent}    inner = _missing(item)",
+                f"{indent}    if inner is not None: return {name + '.'!r} + inner",
+            ]
+    lines.append("    return None")
+    namespace: dict[str, Any] = {"_missing": missing_required}
+    exec("\n".join(lines), namespace)  # the source is built above from field names only
+    check: Callable[[Any], str | None] = namespace["check"]
+    _CHECKS[entity_class] = check
+    return check
 
 
 @cache

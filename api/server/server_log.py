@@ -65,7 +65,11 @@ class LineFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         """The line before any exception text, with control characters escaped."""
         line = f"{record.asctime} {record.levelname} {record.message}"  # FORMAT, written out
-        return _CONTROL.sub(_escaped, line) if _CONTROL.search(line) else line
+        # A printable line holds none of `_CONTROL` (all are unprintable): one C pass over
+        # it, where the search runs the pattern's character class at every position.
+        if line.isprintable() or not _CONTROL.search(line):
+            return line
+        return _CONTROL.sub(_escaped, line)
 
     def format(self, record: logging.LogRecord) -> str:
         """`logging.Formatter.format` for `FORMAT`, without its per-line generic steps.

@@ -6,33 +6,20 @@ import io
 import struct
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable
-from functools import cache
 from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    PrimitiveTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
 from kio.static.primitive import i8, i32
 
 from api.protocol import codec
 from api.protocol.fast_reader import read_request, reader_for
 from api.protocol.fast_reader_codegen import Unsupported, compiled_reader
 from api.protocol.fast_reader_runtime import ImpossibleCount
+from tests.support.kio_entities import TEXT, entities
 from tests.support.paths import REPO
 from tests.support.protocol_frames import API_VERSIONS, SEEDS, metadata_frame
 
@@ -112,79 +99,13 @@ def _compare_body(entity_class: Any, data: bytes) -> bool:
     return kio[0]
 
 
-# ----------------------------------------------------------------------------- values
-
-_INTS = {
-    "int8": (-(2**7), 2**7 - 1),
-    "int16": (-(2**15), 2**15 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-    "uint8": (0, 2**8 - 1),
-    "uint16": (0, 2**16 - 1),
-    "uint32": (0, 2**32 - 1),
-    "uint64": (0, 2**64 - 1),
-}
-
-_TEXT = st.text(max_size=6)
-
-
-def _milliseconds(low: int, high: int) -> st.SearchStrategy[datetime.timedelta]:
-    return st.integers(low, high).map(lambda ms: datetime.timedelta(milliseconds=ms))
-
-
-def _primitives(kafka_type: str) -> st.SearchStrategy[Any]:
-    if kafka_type in _INTS:
-        low, high = _INTS[kafka_type]
-        return st.one_of(
-            st.sampled_from([low, -1, 0, 1, high]).filter(low.__le__), st.integers(low, high)
-        )
-    simple: dict[str, st.SearchStrategy[Any]] = {
-        "bool": st.booleans(),
-        "string": _TEXT,
-        "bytes": st.binary(max_size=6),
-        "records": st.binary(max_size=6),
-        "float64": st.floats(allow_nan=False, allow_infinity=False),
-        "error_code": st.sampled_from(list(ErrorCode)),
-        "timedelta_i32": _milliseconds(-(2**31), 2**31 - 1),
-        "timedelta_i64": _milliseconds(-(2**40), 2**40),
-        "uuid": st.one_of(st.just(uuid.UUID(int=0)), st.uuids()),
-    }
-    return simple[kafka_type]
-
-
-def _field_values(field: dataclasses.Field[Any]) -> st.SearchStrategy[Any]:
-    kind = classify_field(field)
-    values: st.SearchStrategy[Any]
-    if isinstance(kind, PrimitiveField):
-        values = _primitives(get_schema_field_type(field))
-    elif isinstance(kind, PrimitiveTupleField):
-        values = st.lists(_primitives(get_schema_field_type(field)), max_size=3).map(tuple)
-    elif isinstance(kind, EntityField):
-        values = _entities(kind.type_)
-    else:
-        assert isinstance(kind, EntityTupleField)
-        values = st.lists(_entities(kind.type_), max_size=2).map(tuple)
-    if get_field_tag(field) is not None:
-        # A tagged field is written only when it is not its default.
-        default = get_tagged_field_default(field)
-        return st.one_of(st.just(default), values)
-    return st.one_of(st.none(), values) if is_optional(field) else values
-
-
-@cache
-def _entities(entity_class: type[Any]) -> st.SearchStrategy[Any]:
-    """Entities of a kio class with values valid for each field's Kafka type."""
-    fields = {f.name: _field_values(f) for f in dataclasses.fields(entity_class)}
-    return st.builds(entity_class, **fields)
-
-
 @st.composite
 def _request_frames(draw: st.DrawFn, key: int, version: int) -> bytes:
-    body = draw(_entities(codec.request_class(key, version)))  # type: ignore[arg-type]  # classes are hashable
+    body = draw(entities(codec.request_class(key, version)))  # type: ignore[arg-type]  # classes are hashable
     frame = codec.encode_request(
         body,
         correlation_id=draw(st.integers(-(2**31), 2**31 - 1)),
-        client_id=draw(st.one_of(st.none(), _TEXT)),
+        client_id=draw(st.one_of(st.none(), TEXT)),
     )
     return frame[4:]
 
@@ -404,7 +325,7 @@ RESPONSES = [codec.response_class(key, version) for key, version in REQUESTS]
 @given(data=st.data())
 def test_random_responses_read_as_kio_reads_them(entity_class: Any, data: st.DataObject) -> None:
     # Responses have the types requests lack: error codes, non-null UUIDs, int64s, tags.
-    written = _written(data.draw(_entities(entity_class)))
+    written = _written(data.draw(entities(entity_class)))
     assert _compare_body(entity_class, written)
     cut = data.draw(st.integers(0, len(written)))
     _compare_body(entity_class, written[:cut])

@@ -16,6 +16,7 @@ from kio.serial import entity_reader
 
 from api.protocol import codec
 from api.protocol.connection import Close, Connection, Reply, Request
+from api.protocol.tagged import missing_required
 from api.server.kafka.base import Listener
 from api.server.kafka.dispatch import KafkaApis
 from api.service.service import MetadataService
@@ -362,3 +363,89 @@ def test_a_null_array_where_kafka_requires_one_is_malformed() -> None:
     data = bytes.fromhex("00130007000000070008746573740002026600000000010001010100000000ea600100")
     with pytest.raises(codec.ProtocolError, match="topics is null"):
         codec.decode_request(data)
+
+
+# ---------------------------------------------------------------------- the plain-header path
+
+
+def _decoded_or_error(frame: bytes) -> Any:
+    """The events of `frame` (without its size) on a new connection, as the server has them."""
+    return Connection().receive(struct.pack(">i", len(frame)) + frame)
+
+
+def _through_the_general_path(frame: bytes, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`decode_request` with the plain-header path standing aside (`_read` replaced)."""
+    generated = codec._read
+
+    def read(frame: bytes | memoryview, header_class: Any, body_class: Any) -> tuple[Any, Any]:
+        return generated(frame, header_class, body_class)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(codec, "_read", read)
+        return _decoded_or_error(frame)
+
+
+def _with_write_id(frame: bytes) -> bytes:
+    body = codec.decode_request(frame).body
+    write_id = codec.write_id_bytes(bytes(range(16)), 5)
+    return codec.encode_request(body, correlation_id=3, write_id=write_id)[4:]
+
+
+_HEADER_CASES = [
+    *(seed[4:] for seed in SEEDS),
+    metadata_frame(),
+    _with_write_id(metadata_frame()),  # a header tag: the general path reads it
+    struct.pack(">hhih", 3, 1, 4, -1) + struct.pack(">i", -1),  # Metadata v1, null client id
+    struct.pack(">hhih", 3, 12, 4, -2) + bytes(6),  # a client id length below -1
+    struct.pack(">hhih", 3, 12, 4, 40) + b"short",  # a client id past the end
+    struct.pack(">hhih", 3, 12, 4, 2) + b"\xff\xfe" + bytes(6),  # not UTF-8
+    bytes.fromhex("00130007000000070008746573740002026600000000010001010100000000ea600100"),
+]
+
+
+@pytest.mark.parametrize("frame", _HEADER_CASES, ids=lambda frame: frame[:12].hex())
+def test_the_plain_header_path_decodes_as_the_general_path(
+    frame: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _decoded_or_error(frame) == _through_the_general_path(frame, monkeypatch)
+
+
+def test_a_write_id_in_the_header_is_still_read() -> None:
+    decoded = codec.decode_request(_with_write_id(metadata_frame()))
+    assert decoded.header.write_id == (bytes(range(16)), 5)
+    assert decoded.header == codec.RequestHeader(
+        api_key=3,
+        api_version=12,
+        correlation_id=3,
+        client_id="metadata-log",
+        write_id=(bytes(range(16)), 5),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated())
+def test_mutated_frames_decode_on_the_plain_header_path_as_on_the_general_path(
+    data: bytes,
+) -> None:
+    frame = data[4:]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        assert _decoded_or_error(frame) == _through_the_general_path(frame, monkeypatch)
+
+
+@pytest.mark.parametrize("frame", [seed[4:] for seed in SEEDS] + [metadata_frame()])
+def test_frames_without_header_tags_take_the_plain_header_path(frame: bytes) -> None:
+    api_key, version, _ = codec.peek_header(frame)
+    plan = codec._read_plan(api_key, version)
+    assert plan.plain_body is not None
+    assert codec._read_plain(frame, api_key, version, plan) == codec.decode_request(frame)
+
+
+def test_a_null_required_field_is_named_by_its_path() -> None:
+    body = codec.decode_request(SEEDS[2][4:]).body  # CreateTopics v7, one topic
+    (topic,) = body.topics
+    assert missing_required(body) is None
+    assert missing_required(dataclasses.replace(body, topics=None)) == "topics"
+    no_configs = dataclasses.replace(topic, configs=None)
+    assert missing_required(dataclasses.replace(body, topics=(topic, no_configs))) == (
+        "topics.configs"
+    )

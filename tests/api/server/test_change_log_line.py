@@ -99,3 +99,18 @@ def _with_message(record: logging.LogRecord) -> logging.LogRecord:
     record.message = record.getMessage()
     record.asctime = "-"
     return record
+
+
+def test_only_control_characters_and_line_breaks_are_escaped() -> None:
+    record = logging.LogRecord(logger.name, logging.INFO, "", 0, CHANGE_LINE, None, None)
+    names = {
+        "plain": "plain",
+        "nbsp\xa0zero-width\u200bé": "nbsp\xa0zero-width\u200bé",  # unprintable, not control
+        "nel\x85del\x7fnul\x00": "nel\\x85del\\x7fnul\\x00",
+        "ls\u2028ps\u2029cr\r": "ls\\u2028ps\\u2029cr\\r",
+    }
+    formatter = LineFormatter()
+    for name, written in names.items():
+        record.args = ("User:x", "create topic", name, "ok")
+        line = formatter.format(record)
+        assert line.split(" ", 3)[3] == f"User:x create topic {written}: ok"
