@@ -68,9 +68,9 @@ from etcd_side import EtcdCluster, put_loop  # noqa: E402
 from server_bench import (  # noqa: E402
     Stats,
     Wire,
+    _check_encoders,
     _connection,
     _prepare,
-    create_topic_v7,
     start_server,
 )
 
@@ -201,9 +201,8 @@ async def _create_loop(
             name = f"side-{index}-{i}-{time.monotonic_ns()}"
             i += 1
             start = time.perf_counter()
-            created = await wire.call(19, 7, create_topic_v7, name)
+            code = await wire.create_topic(name)
             latencies_ms.append((time.perf_counter() - start) * 1000)
-            code = int(created.topics[0].error_code)
             if code != 0:
                 errors.append(f"create {name}: {code}")
                 continue
@@ -430,6 +429,7 @@ def main() -> None:
         "--snapshot-bytes", type=int, default=None, help="the nodes' snapshot threshold (--cpu)"
     )
     args = parser.parse_args()
+    _check_encoders()  # the load's hand-made frames and answer reader, against the codec
     root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
     counts = [int(n) for n in args.writers.split(",") if n.strip()]
     if args.etcd:

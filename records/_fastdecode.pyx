@@ -231,6 +231,70 @@ cdef object _read(_Buf* b, _Op op):
     raise ValueError(f"program node kind {kind} is not readable")
 
 
+cdef int _skip(_Buf* b, _Op op) except -1:
+    """Move past one value of `op` without making it (as `_read` checks it, no objects)."""
+    cdef Py_ssize_t n, i
+    cdef long long count, index
+    kind = op.kind
+    if kind == K_INT:
+        _read_int(b)
+    elif kind == K_LONG:
+        _read_long(b)
+    elif kind == K_STRING or kind == K_BYTES:
+        n = _read_size(b)
+        b.pos += n
+    elif kind == K_UNION:
+        index = _read_long(b)
+        if index < 0 or index >= len(op.branches):
+            raise ValueError(f"union branch {index} does not exist")
+        _skip(b, <_Op>op.branches[index])
+    elif kind == K_NULL:
+        pass
+    elif kind == K_FIXED:
+        if op.size > b.end - b.pos:
+            raise ValueError("body ends inside a fixed value")
+        b.pos += op.size
+    elif kind == K_ARRAY or kind == K_MAP:
+        while True:
+            count = _read_long(b)
+            if count == 0:
+                break
+            if count < 0:
+                count = -count
+                _read_long(b)  # the block's byte size, unused
+            if count > b.end - b.pos:
+                raise ValueError(f"a block of {count} items does not fit in the body")
+            for i in range(count):
+                if kind == K_MAP:
+                    n = _read_size(b)
+                    b.pos += n
+                _skip(b, op.item)
+    elif kind == K_BOOLEAN:
+        if b.pos >= b.end:
+            raise ValueError("body ends inside a boolean")
+        if b.data[b.pos] > 1:
+            raise ValueError(f"boolean byte {b.data[b.pos]} is neither 0 nor 1")
+        b.pos += 1
+    elif kind == K_ENUM:
+        index = _read_long(b)
+        if index < 0 or index >= len(op.symbols):
+            raise ValueError(f"enum index {index} does not exist")
+    elif kind == K_RECORD:
+        for i in range(len(op.fields)):
+            _skip(b, <_Op>op.fields[i])
+    elif kind == K_FLOAT:
+        if 4 > b.end - b.pos:
+            raise ValueError("body ends inside a float")
+        b.pos += 4
+    elif kind == K_DOUBLE:
+        if 8 > b.end - b.pos:
+            raise ValueError("body ends inside a double")
+        b.pos += 8
+    else:
+        raise ValueError(f"program node kind {kind} is not readable")
+    return 0
+
+
 cdef class BlockDecoder:
     """Decodes block bodies written with one writer schema (one program per record branch).
 
@@ -292,6 +356,48 @@ cdef class BlockDecoder:
             )
         return offsets, epochs, timestamps, principals, records
 
+
+    def branches(self, bytes body, Py_ssize_t count):
+        """Which record branches the `count` entries of `body` hold: a byte per branch, 1 if any.
+
+        Walks the entries as `decode` does, with the same checks, but makes no values: a
+        reader that needs only the kinds of records in a block (FetchLog's search for
+        credentials) skips the cost of making them.
+        """
+        cdef _Buf b
+        cdef Py_ssize_t entry, i, nfields
+        cdef long long index, principal_branch
+        cdef Py_ssize_t nbranches = len(self._fields)
+        cdef list fields
+        cdef bytearray seen = bytearray(nbranches)
+        b.data = <const unsigned char*>PyBytes_AS_STRING(body)
+        b.pos = 0
+        b.end = PyBytes_GET_SIZE(body)
+        if count < 1:
+            raise ValueError(f"a block claims {count} entries")
+        for entry in range(count):
+            _read_long(&b)
+            _read_int(&b)
+            _read_long(&b)
+            principal_branch = _read_long(&b)
+            if principal_branch == 1:
+                i = _read_size(&b)
+                b.pos += i
+            elif principal_branch != 0:
+                raise ValueError(f"principal union branch {principal_branch} does not exist")
+            index = _read_long(&b)
+            if index < 0 or index >= nbranches:
+                raise ValueError(f"record union branch {index} does not exist")
+            seen[index] = 1
+            fields = <list>self._fields[index]
+            nfields = len(fields)
+            for i in range(nfields):
+                _skip(&b, <_Op>fields[i])
+        if b.pos != b.end:
+            raise ValueError(
+                f"{b.end - b.pos} bytes are left after the block's {count} entries"
+            )
+        return bytes(seen)
 
 # ---------------------------------------------------------------------------------------------
 # Columnar decoding: block bodies straight into Arrow-layout buffers (the audit table).

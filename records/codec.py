@@ -204,6 +204,8 @@ class RecordCodec:
         self._by_class: dict[type[Record], tuple[str, Callable[[Record], dict[str, Any]]]] = {}
         self._decoders: dict[str, _Decoder] = {}
         self._by_type: dict[int, RecordSchema] = {}
+        self._branch_types: dict[str, int] = {}
+        """The record type each readable branch (today's and older versions) decodes to."""
         for schema in self.schemas:
             cls = schema.python_class
             if (
@@ -217,6 +219,7 @@ class RecordCodec:
             self._by_type[schema.record_type] = schema
             self._by_class[cls] = (schema.branch_name, _make_encoder(schema))
             self._decoders[schema.branch_name] = _make_decoder(schema)
+            self._branch_types[schema.branch_name] = schema.record_type
         for old in history:
             current = self._by_type.get(old.record_type)
             if current is None or old.version >= current.version:
@@ -225,6 +228,7 @@ class RecordCodec:
             self._decoders[old.branch_name] = _upcasting_decoder(
                 steps, self._decoders[current.branch_name]
             )
+            self._branch_types[old.branch_name] = old.record_type
         self._current = {s.branch_name: s for s in self.schemas}
         self._positional = {s.branch_name: _make_decoder(s, positional=True) for s in self.schemas}
         self.entry_schema: dict[str, Any] = entry_schema(self.schemas)
@@ -434,6 +438,26 @@ class RecordCodec:
             make_entry(v["offset"], v["epoch"], v["timestamp"], v["principal"], r)
             for v, r in zip(values, records, strict=True)
         ]
+
+    def record_types_in(self, count: int, body: bytes, array_schema: AvroArray) -> frozenset[int]:
+        """The record types (`RECORD_TYPE`) that a block body of `count` entries holds.
+
+        With the compiled decoder the entries are walked without making records (several
+        times cheaper than `decode_block`); otherwise they are decoded. Raises `RecordError`
+        (`UnknownRecordTypeError` for a branch this code cannot read) as decoding would.
+        """
+        fast = array_schema.fast
+        if fast is None:
+            return frozenset(
+                type(r).RECORD_TYPE for r in self.decode_block(count, body, array_schema).records
+            )
+        types = set()
+        for branch in fast.branches_in(count, body):
+            record_type = self._branch_types.get(branch)
+            if record_type is None:
+                raise UnknownRecordTypeError(branch)
+            types.add(record_type)
+        return frozenset(types)
 
     def decode_block(self, count: int, body: bytes, array_schema: AvroArray) -> RecordBlock:
         """Decode a block body into its records only, for bulk readers such as replay.

@@ -172,10 +172,14 @@ def _unknown(branch: str) -> Callable[[list[Any]], NoReturn]:
 class FastBlockDecoder:
     """The compiled decoder for one writer schema, with a decoder per record branch."""
 
-    def __init__(self, branches: list[tuple[tuple[Any, ...], ListDecoder]]) -> None:
+    def __init__(
+        self, branches: list[tuple[tuple[Any, ...], ListDecoder]], names: Sequence[str] = ()
+    ) -> None:
         if _fastdecode is None:  # pragma: no cover - built only with the extension
             raise RuntimeError("the compiled decoder is not built")
         self._decoder = _fastdecode.BlockDecoder(branches)
+        self.branch_names: tuple[str, ...] = tuple(names)
+        """The writer schema's record branches, in union order (their full Avro names)."""
 
     def decode(self, count: int, body: bytes) -> Block:
         """(offsets, epochs, timestamps, principals, records) of a block body of `count` entries."""
@@ -186,6 +190,19 @@ class FastBlockDecoder:
         except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
             raise RecordError(f"block body does not decode: {exc}") from exc
         return block
+
+    def branches_in(self, count: int, body: bytes) -> list[str]:
+        """The full names of the record branches that the `count` entries of `body` hold.
+
+        The entries are walked and checked as `decode` checks them (apart from the text of
+        strings), without making their values.
+        """
+        try:
+            seen: bytes = self._decoder.branches(body, count)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise RecordError(f"block body does not decode: {exc}") from exc
+        names = self.branch_names
+        return [names[i] for i, held in enumerate(seen) if held]
 
 
 def fast_decoder(
@@ -214,7 +231,7 @@ def fast_decoder(
             else:
                 decode = _unknown(name)
             branches.append((program, decode))
-        return FastBlockDecoder(branches)
+        return FastBlockDecoder(branches, [name for _, name, _ in compiled])
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         logger.debug("no compiled decoder for this writer schema: %s", exc)
         return None

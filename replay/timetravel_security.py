@@ -9,7 +9,7 @@ ImageAt) and `mlog log dump` without `--show-secrets` carry `redacted` credentia
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from records.json_form import record_to_json
@@ -57,9 +57,8 @@ def redacted(record: Record) -> Record:
     )
 
 
-def has_secrets(records: Iterable[Record]) -> bool:
-    """Whether any of `records` is a credential (so `redacted` would change it)."""
-    return any(type(r) is UserScramCredentialRecord for r in records)
+SECRET_RECORD_TYPES = frozenset({UserScramCredentialRecord.RECORD_TYPE})
+"""The record types `redacted` changes: a block holding none of them is sent as stored."""
 
 
 def shown_json(record: Record) -> dict[str, Any]:

@@ -116,6 +116,13 @@ INLINE_REPLAY_ENTRIES = 1_000
 (the blocks just written, read back from the page cache: well under a millisecond), more on
 the worker thread (catching up), where the loop goes on answering meanwhile."""
 
+INLINE_FLUSH_S = 0.002
+"""A flush (fsync) runs on the event loop's thread while the last one took less than this,
+on the worker thread otherwise (until one there is as quick again). A hop to the worker costs
+more than a fast fsync: the worker takes the interpreter lock back to report it, and on busy
+cores the loop then waits for a thread the OS has not run yet. A slow disk's fsync still
+never holds the loop more than once in a row."""
+
 RETENTION_CHECK_S = 1.0
 """How often the loop checks the log against its retention bound (and on each new snapshot)."""
 
@@ -228,6 +235,7 @@ class QuorumNode:
         self._role_seen = asyncio.Event()
         self._epoch_start = NEVER
         self._flushed = self.log.end_offset
+        self._flush_inline = True  # the next flush runs on the loop's thread (INLINE_FLUSH_S)
         self._applied = service.image.provenance.offset + 1
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -862,7 +870,7 @@ class QuorumNode:
             # On this thread: a write to the page cache costs less than a hop to the worker.
             self._blocks.write(ready.append)
         if ready.flush:
-            self._flushed = await self._io(log.flush)
+            self._flushed = await self._flush()
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
@@ -1025,6 +1033,15 @@ class QuorumNode:
             if not proposal.future.done():
                 proposal.future.set_exception(error)
 
+    async def _flush(self) -> int:
+        """Make the log durable (`INLINE_FLUSH_S` says on which thread); the flushed offset."""
+        if self._flush_inline:
+            flushed, took = _timed_flush(self.log)
+        else:
+            flushed, took = await self._io(_timed_flush, self.log)
+        self._flush_inline = took < INLINE_FLUSH_S
+        return flushed
+
     async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: function(*args, **kwargs))
@@ -1032,6 +1049,13 @@ class QuorumNode:
 
 _MAY_LEAD_SOON = frozenset({Role.PROSPECTIVE, Role.CANDIDATE, Role.LEADER})
 """The roles in which a write waits for this node to take writes (`wait_leading`)."""
+
+
+def _timed_flush(log: ReplicaLog) -> tuple[int, float]:
+    """The log flushed: (the flushed offset, the seconds it took)."""
+    started = time.perf_counter()
+    flushed = log.flush()
+    return flushed, time.perf_counter() - started
 
 
 def _now_ms() -> int:

@@ -77,6 +77,13 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+INLINE_FETCH_ENTRIES = 1_000
+"""A FetchLog starting within this many entries of the committed end is read on the event
+loop's thread: the blocks just written, from the page cache, walked for credentials without
+decoding (well under a millisecond). An older start reads on the worker thread, where the
+loop goes on answering meanwhile. (A hop costs more than such a read: the worker runs Python
+under the interpreter lock the loop is waiting for.)"""
+
 _BROKER_OPERATIONS = (AclOperation.CLUSTER_ACTION, AclOperation.ALTER)
 """What a broker change needs on the cluster, either one: Kafka's brokers register and
 heartbeat with CLUSTER_ACTION, and an operator unregisters one with ALTER."""
@@ -495,7 +502,10 @@ class PrivateApis:
             )
             return log_block(codec, schema, count, body, request.schema_id)
 
-        block = await asyncio.to_thread(read) if committed >= request.offset else read()
+        if committed - request.offset >= INLINE_FETCH_ENTRIES:
+            block = await asyncio.to_thread(read)
+        else:
+            block = read()  # the newest blocks (or none yet): cheaper than a hop
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)
 
     async def image_at(self, request: private.ImageAt, session: Session) -> private.ImageResponse:

@@ -17,7 +17,7 @@ from records.model import Record
 from replay.changes import Change
 from replay.image import MetadataImage
 from replay.timetravel import Entity, HistoryEntry
-from replay.timetravel_security import has_secrets, redacted
+from replay.timetravel_security import SECRET_RECORD_TYPES, redacted
 
 
 def image_response(
@@ -46,14 +46,16 @@ def log_block(
 ) -> private.EntryBlock:
     """Stored block bodies as FetchLog sends them: as stored, unless they hold a credential.
 
-    The bodies are decoded to find credentials (no LogEntry objects); a block that holds one
-    is re-encoded, in the codec's schema, with every credential `redacted`.
+    The bodies are walked for the kinds of records they hold (no records made); a block
+    that holds a credential is decoded and re-encoded, in the codec's schema, with every
+    credential `redacted`.
     """
     if count == 0 and not body:
         return private.block_of(schema, count, body, known)
-    block = codec.decode_block(count, body, codec.reader_array_schema(schema))
-    if not has_secrets(block.records):
+    array_schema = codec.reader_array_schema(schema)
+    if SECRET_RECORD_TYPES.isdisjoint(codec.record_types_in(count, body, array_schema)):
         return private.block_of(schema, count, body, known)
+    block = codec.decode_block(count, body, array_schema)
     entries = zip(
         block.offsets,
         block.epochs,

@@ -25,6 +25,7 @@ from records.model import (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
+from records.slots import preset_constructor
 from records.uuids import Uuid
 from replay.broker_index import BrokerPartitions
 from replay.controller.commands import (
@@ -388,6 +389,13 @@ class _Liveness:
         return found
 
 
+_new_move: Callable[[int, Uuid, tuple[int, ...] | None, int], PartitionChangeRecord] = (
+    preset_constructor(PartitionChangeRecord, ("partition_id", "topic_id", "isr", "leader"))
+)
+"""A move's change from values the fence has worked out (every other field unchanged): a
+fence makes one per partition it moves, so it skips the dataclass's keyword parsing."""
+
+
 def _moved_off(
     topic: TopicImage, partition: PartitionRecord, live: _Liveness, broker_id: int
 ) -> PartitionChangeRecord | None:
@@ -405,11 +413,11 @@ def _moved_off(
     changed_isr = isr is not partition.isr
     if not changed_isr and leader == partition.leader:
         return None
-    return PartitionChangeRecord(
-        partition_id=partition.partition_id,
-        topic_id=topic.topic_id,
-        isr=isr if changed_isr else None,
-        leader=leader if leader != partition.leader else LEADER_UNCHANGED,
+    return _new_move(
+        partition.partition_id,
+        topic.topic_id,
+        isr if changed_isr else None,
+        leader if leader != partition.leader else LEADER_UNCHANGED,
     )
 
 
@@ -422,9 +430,7 @@ def _elected(
     leader = live.first(partition.isr)
     if leader == NO_LEADER:
         return None
-    return PartitionChangeRecord(
-        partition_id=partition.partition_id, topic_id=topic.topic_id, leader=leader
-    )
+    return _new_move(partition.partition_id, topic.topic_id, None, leader)
 
 
 def _cluster_with(cluster: ClusterImage, registration: RegisterBrokerRecord) -> ClusterImage:

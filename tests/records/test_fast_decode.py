@@ -62,6 +62,22 @@ def _both_entries(codec: RecordCodec, schema_json: str, count: int, body: bytes)
     return results[0], results[1]
 
 
+def _both_types(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tuple[Any, Any]:
+    """`record_types_in` (FetchLog's search for credentials) compiled and through fastavro."""
+    array = codec.reader_array_schema(schema_json)
+    assert array.fast is not None
+    results: list[Any] = []
+    for fast in (array.fast, None):
+        saved, array.fast = array.fast, fast
+        try:
+            results.append(codec.record_types_in(count, body, array))
+        except RecordError as exc:
+            results.append(type(exc))
+        finally:
+            array.fast = saved
+    return results[0], results[1]
+
+
 def _plain(block: RecordBlock) -> tuple[Any, ...]:
     return (
         block.first_offset,
@@ -106,6 +122,10 @@ def test_every_record_type_and_edge_value_decodes_identically(entries: list[Entr
     assert [(e.offset, e.epoch, e.timestamp, e.principal, e.record) for e in fast_entries] == [
         tuple(e) for e in entries
     ]
+    fast_types, slow_types = _both_types(
+        DEFAULT_CODEC, DEFAULT_CODEC.entry_schema_json, count, body
+    )
+    assert fast_types == slow_types == {type(e[4]).RECORD_TYPE for e in entries}
 
 
 @given(st.lists(entry_tuples, min_size=1, max_size=5), st.data())
@@ -123,15 +143,20 @@ def test_damaged_bodies_fail_with_record_error(
     extra = data.draw(st.binary(min_size=1, max_size=8))
     with pytest.raises(RecordError):
         DEFAULT_CODEC.decode_block(count, body + extra, array)
-    # The public read path refuses the same bodies through the compiled decoder.
+    # The public read path and the search for record types refuse the same bodies through
+    # the compiled decoder.
     for wrong in ((count, body[:cut]), (wrong_count, body), (count, body + extra)):
         with pytest.raises(RecordError):
             DEFAULT_CODEC.decode_entries(*wrong, array)
+        with pytest.raises(RecordError):
+            DEFAULT_CODEC.record_types_in(*wrong, array)
     # Any single flipped byte: a record error or some decodable block, never another exception.
     at = data.draw(st.integers(0, len(body) - 1))
     flipped = body[:at] + bytes([body[at] ^ data.draw(st.integers(1, 255))]) + body[at + 1 :]
     with contextlib.suppress(RecordError):
         DEFAULT_CODEC.decode_block(count, flipped, array)
+    with contextlib.suppress(RecordError):
+        DEFAULT_CODEC.record_types_in(count, flipped, array)
 
 
 def test_overlong_numbers_and_lengths_are_refused() -> None:
@@ -152,6 +177,10 @@ def test_an_old_writer_schema_is_upcast_and_an_unknown_branch_refused() -> None:
     fast, slow = _both(DEFAULT_CODEC, old.entry_schema_json, count, body)
     assert fast == slow and fast[1] == [e[4] for e in entries]
     assert (
+        _both_types(DEFAULT_CODEC, old.entry_schema_json, count, body)
+        == ({type(e[4]).RECORD_TYPE for e in entries},) * 2
+    )
+    assert (
         _both_entries(DEFAULT_CODEC, old.entry_schema_json, count, body)[0]
         == (_both_entries(DEFAULT_CODEC, old.entry_schema_json, count, body)[1])
     )
@@ -169,6 +198,8 @@ def test_an_old_writer_schema_is_upcast_and_an_unknown_branch_refused() -> None:
         DEFAULT_CODEC.decode_block(count, body, array)
     with pytest.raises(UnknownRecordTypeError):
         DEFAULT_CODEC.decode_entries(count, body, array)
+    with pytest.raises(UnknownRecordTypeError):
+        DEFAULT_CODEC.record_types_in(count, body, array)
 
 
 def _classes(codec: RecordCodec) -> set[type]:

@@ -34,7 +34,7 @@ from api.client.connection import ClientError
 from api.protocol import private
 from api.protocol.connection import Close, Connection, PrivateRequest
 from api.server.kafka.base import Session
-from api.server.private_apis import PrivateApis, plain_fields
+from api.server.private_apis import INLINE_FETCH_ENTRIES, PrivateApis, plain_fields
 from api.service.service import MetadataService
 from records.model import ConfigResourceType
 from records.uuids import Uuid
@@ -363,6 +363,28 @@ async def _follow(address: str) -> None:
 def test_fetch_log_long_polls_and_a_follower_keeps_its_image_current(tmp_path: Path) -> None:
     with running_server(tmp_path / "log") as server:
         asyncio.run(_follow(server.address))
+
+
+async def _far_and_near(address: str) -> None:
+    async with await AdminClient.connect(address) as client:
+        many = INLINE_FETCH_ENTRIES + 200
+        await client.create_topics([CreatableTopic(name="wide", num_partitions=many)])
+        _, end = await client.fetch_log(0, max_entries=1)
+        # From the start: read on the worker thread; near the end: on the loop.
+        far: list[Any] = []
+        while not far or far[-1].offset < end - 1:
+            got, _ = await client.fetch_log(len(far), max_entries=500)
+            far.extend(got)
+        near_from = end - INLINE_FETCH_ENTRIES // 2
+        near, near_end = await client.fetch_log(near_from)
+        assert near_end == end and near[0].offset == near_from
+        assert near == far[near_from:end]
+        assert [e.offset for e in far] == list(range(end))
+
+
+def test_fetches_far_behind_and_near_the_end_read_the_same_entries(tmp_path: Path) -> None:
+    with running_server(tmp_path / "log") as server:
+        asyncio.run(_far_and_near(server.address))
 
 
 @pytest.mark.parametrize("through_server", [False, True])

@@ -277,3 +277,47 @@ async def test_fetches_are_taken_and_answered_in_place_by_a_leader(tmp_path: Pat
     finally:
         for node_id in list(cluster.network.nodes):
             await cluster.stop(node_id, resign=False)  # no successor to wait for
+
+
+async def test_flushes_leave_the_loop_thread_while_they_are_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fast fsync runs on the loop's thread; one slower than INLINE_FLUSH_S sends the next
+    to the worker thread, and a fast one there brings them back."""
+    import threading
+
+    from api.raft import node as node_module
+
+    monkeypatch.setattr(node_module, "INLINE_FLUSH_S", 60.0)  # every flush counts as fast
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        threads: list[threading.Thread] = []
+        flush = leader.log.flush
+
+        def watched() -> int:
+            threads.append(threading.current_thread())
+            return flush()
+
+        leader.log.flush = watched  # type: ignore[method-assign]
+        loop_thread = threading.current_thread()
+        await register(leader, 1)
+        await create_topic(leader, "fast")
+        assert threads and set(threads) == {loop_thread}
+
+        monkeypatch.setattr(node_module, "INLINE_FLUSH_S", 0.0)  # every flush counts as slow
+        threads.clear()
+        for name in ("slow-1", "slow-2", "slow-3"):
+            await create_topic(leader, name)
+        assert len(threads) >= 2
+        assert threads[0] is loop_thread and loop_thread not in threads[1:]
+
+        monkeypatch.setattr(node_module, "INLINE_FLUSH_S", 60.0)
+        threads.clear()
+        for name in ("fast-1", "fast-2", "fast-3"):
+            await create_topic(leader, name)
+        assert len(threads) >= 2
+        assert threads[0] is not loop_thread and set(threads[1:]) == {loop_thread}
+    finally:
+        await cluster.stop_all()
