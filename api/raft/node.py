@@ -1110,8 +1110,15 @@ def _freeze_image() -> None:
         gc.callbacks.append(_freeze_after_full_collection)
 
 
+FREEZE_AFTER_COLLECTION_S = 0.05
+"""A full collection at least this long is followed by a freeze of what survived it."""
+
+_full_collection_started = [0.0]
+"""When the full collection under way began (`_freeze_after_full_collection`)."""
+
+
 def _freeze_after_full_collection(phase: str, info: dict[str, int]) -> None:
-    """After each full collection, freeze what survived it (a `gc.callbacks` entry).
+    """After a long full collection, freeze what survived it (a `gc.callbacks` entry).
 
     The image keeps growing after it was loaded (a quorum that starts empty and takes writes,
     a fence's moves): each full collection walked everything made since the last freeze, and
@@ -1122,7 +1129,14 @@ def _freeze_after_full_collection(phase: str, info: dict[str, int]) -> None:
     another leader. Frozen now, what survived is never walked again, and the next full
     collection walks only what came since. A full collection has just freed every cycle of
     garbage it could reach, so what is frozen is alive; what it keeps from the collector
-    is a cycle formed later among those objects (the same bargain as `_freeze_image`).
+    is a cycle formed later among those objects (the same bargain as `_freeze_image`), so
+    only a collection that took `FREEZE_AFTER_COLLECTION_S` or more (a grown image, not a
+    server's connections and requests of the moment) freezes: freezes stay as rare as the
+    image's growth spurts, and so does what they may keep.
     """
-    if phase == "stop" and info.get("generation") == 2:
+    if info.get("generation") != 2:
+        return
+    if phase == "start":
+        _full_collection_started[0] = time.perf_counter()
+    elif time.perf_counter() - _full_collection_started[0] >= FREEZE_AFTER_COLLECTION_S:
         gc.freeze()

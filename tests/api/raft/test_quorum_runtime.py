@@ -34,7 +34,10 @@ def collector() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("collector")
-def test_each_full_collection_freezes_what_survived_it() -> None:
+def test_each_long_full_collection_freezes_what_survived_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(node_module, "FREEZE_AFTER_COLLECTION_S", 0.0)  # every one is long
     node_module._freeze_image()
     node_module._freeze_image()  # loaded again (a snapshot installed): one callback still
     assert gc.callbacks.count(node_module._freeze_after_full_collection) == 1
@@ -47,7 +50,18 @@ def test_each_full_collection_freezes_what_survived_it() -> None:
 
 
 @pytest.mark.usefixtures("collector")
-def test_garbage_is_collected_before_the_freeze() -> None:
+def test_a_short_full_collection_freezes_nothing() -> None:
+    node_module._freeze_image()
+    kept = [_Cycle() for _ in range(100)]
+    frozen = gc.get_freeze_count()
+    gc.collect()  # a few objects since the freeze: far below FREEZE_AFTER_COLLECTION_S
+    assert gc.get_freeze_count() == frozen
+    assert kept
+
+
+@pytest.mark.usefixtures("collector")
+def test_garbage_is_collected_before_the_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node_module, "FREEZE_AFTER_COLLECTION_S", 0.0)
     node_module._freeze_image()
     garbage = _Cycle()
     gone = weakref.ref(garbage)
