@@ -279,45 +279,55 @@ async def test_fetches_are_taken_and_answered_in_place_by_a_leader(tmp_path: Pat
             await cluster.stop(node_id, resign=False)  # no successor to wait for
 
 
-async def test_flushes_leave_the_loop_thread_while_they_are_slow(
+async def test_a_followers_flushes_leave_the_loop_thread_while_they_are_slow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A fast fsync runs on the loop's thread; one slower than INLINE_FLUSH_S sends the next
-    to the worker thread, and a fast one there brings them back."""
+    """A follower's fast fsync runs on the loop's thread; one slower than INLINE_FLUSH_S sends
+    the next to the worker thread, and a fast one there brings them back. A leader's always
+    runs on the worker thread (its loop answers clients meanwhile)."""
     import threading
 
     from api.raft import node as node_module
 
     monkeypatch.setattr(node_module, "INLINE_FLUSH_S", 60.0)  # every flush counts as fast
     cluster = Cluster(tmp_path)
-    await cluster.start_all()
+    nodes = await cluster.start_all()
     try:
         leader = await cluster.leader()
-        threads: list[threading.Thread] = []
-        flush = leader.log.flush
+        follower = next(n for n in nodes if n is not leader)
+        threads: dict[int, list[threading.Thread]] = {}
+        for node in (leader, follower):
+            flush = node.log.flush
+            seen = threads[node.config.node_id] = []
 
-        def watched() -> int:
-            threads.append(threading.current_thread())
-            return flush()
+            def watched(flush: object = flush, seen: list[threading.Thread] = seen) -> int:
+                seen.append(threading.current_thread())
+                return flush()  # type: ignore[operator, no-any-return]
 
-        leader.log.flush = watched  # type: ignore[method-assign]
+            node.log.flush = watched  # type: ignore[method-assign]
+        on_follower = threads[follower.config.node_id]
+        on_leader = threads[leader.config.node_id]
         loop_thread = threading.current_thread()
         await register(leader, 1)
         await create_topic(leader, "fast")
-        assert threads and set(threads) == {loop_thread}
+        await cluster.converged(leader.service.image.provenance.offset)
+        assert on_follower and set(on_follower) == {loop_thread}
 
         monkeypatch.setattr(node_module, "INLINE_FLUSH_S", 0.0)  # every flush counts as slow
-        threads.clear()
+        on_follower.clear()
         for name in ("slow-1", "slow-2", "slow-3"):
             await create_topic(leader, name)
-        assert len(threads) >= 2
-        assert threads[0] is loop_thread and loop_thread not in threads[1:]
+            await cluster.converged(leader.service.image.provenance.offset)
+        assert len(on_follower) >= 2
+        assert on_follower[0] is loop_thread and loop_thread not in on_follower[1:]
 
         monkeypatch.setattr(node_module, "INLINE_FLUSH_S", 60.0)
-        threads.clear()
+        on_follower.clear()
         for name in ("fast-1", "fast-2", "fast-3"):
             await create_topic(leader, name)
-        assert len(threads) >= 2
-        assert threads[0] is not loop_thread and set(threads[1:]) == {loop_thread}
+            await cluster.converged(leader.service.image.provenance.offset)
+        assert len(on_follower) >= 2
+        assert on_follower[0] is not loop_thread and set(on_follower[1:]) == {loop_thread}
+        assert on_leader and loop_thread not in on_leader
     finally:
         await cluster.stop_all()
