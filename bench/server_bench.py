@@ -67,6 +67,7 @@ from against import THIS, Figure, code_env, paired, print_table
 sys.path.insert(0, str(THIS))
 
 from api.protocol import codec
+from api.protocol.fast_reader_runtime import read_uvarint
 from api.service.service import MetadataService
 from metadata_log import LogReader
 from records import RemoveTopicRecord, TopicRecord
@@ -189,17 +190,6 @@ def delete_topic_v6(correlation: int, topic_id: bytes) -> bytes:
     return _header(20, 6, correlation) + body
 
 
-def _read_uvarint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-
-
 def created_error_code(frame: bytes) -> tuple[int, int]:
     """(correlation id, the first topic's error code) of a CreateTopics v7 answer frame.
 
@@ -208,12 +198,12 @@ def created_error_code(frame: bytes) -> tuple[int, int]:
     servers share). Checked against the codec by `_check_encoders`.
     """
     (correlation,) = struct.unpack_from(">i", frame)
-    tags, at = _read_uvarint(frame, 4)  # response header v1: tagged fields
+    tags, at = read_uvarint(frame, 4)  # response header v1: tagged fields
     if tags:
         _, body = codec.decode_response(19, 7, frame)
         return correlation, int(body.topics[0].error_code)
-    _, at = _read_uvarint(frame, at + 4)  # throttle time, then the topics' count + 1
-    name_size, at = _read_uvarint(frame, at)
+    _, at = read_uvarint(frame, at + 4)  # throttle time, then the topics' count + 1
+    name_size, at = read_uvarint(frame, at)
     at += name_size - 1 + 16  # the name, the topic id
     (code,) = struct.unpack_from(">h", frame, at)
     return correlation, code

@@ -128,6 +128,17 @@ cdef inline Py_ssize_t _read_size(_Buf* b) except -1:
     return <Py_ssize_t>n
 
 
+cdef inline long long _block_count(_Buf* b, str what) except -1:
+    """The item count of an array's or map's next block (0: its end), checked to fit the body."""
+    cdef long long count = _read_long(b)
+    if count < 0:
+        count = -count
+        _read_long(b)  # the block's byte size, unused
+    if count < 0 or count > b.end - b.pos:  # (the most negative count stays negative)
+        raise ValueError(f"{what} block of {count} items does not fit in the body")
+    return count
+
+
 cdef object _read(_Buf* b, _Op op):
     cdef Py_ssize_t n, i
     cdef long long count, index
@@ -167,14 +178,9 @@ cdef object _read(_Buf* b, _Op op):
     if kind == K_ARRAY:
         items = []
         while True:
-            count = _read_long(b)
+            count = _block_count(b, "an array")
             if count == 0:
                 return items
-            if count < 0:
-                count = -count
-                _read_long(b)  # the block's byte size, unused
-            if count > b.end - b.pos:
-                raise ValueError(f"an array block of {count} items does not fit in the body")
             for i in range(count):
                 items.append(_read(b, op.item))
     if kind == K_BOOLEAN:
@@ -203,14 +209,9 @@ cdef object _read(_Buf* b, _Op op):
     if kind == K_MAP:
         mapping = {}
         while True:
-            count = _read_long(b)
+            count = _block_count(b, "a map")
             if count == 0:
                 return mapping
-            if count < 0:
-                count = -count
-                _read_long(b)
-            if count > b.end - b.pos:
-                raise ValueError(f"a map block of {count} items does not fit in the body")
             for i in range(count):
                 n = _read_size(b)
                 key = PyUnicode_DecodeUTF8(<const char*>(b.data + b.pos), n, NULL)
@@ -256,14 +257,9 @@ cdef int _skip(_Buf* b, _Op op) except -1:
         b.pos += op.size
     elif kind == K_ARRAY or kind == K_MAP:
         while True:
-            count = _read_long(b)
+            count = _block_count(b, "an array" if kind == K_ARRAY else "a map")
             if count == 0:
                 break
-            if count < 0:
-                count = -count
-                _read_long(b)  # the block's byte size, unused
-            if count > b.end - b.pos:
-                raise ValueError(f"a block of {count} items does not fit in the body")
             for i in range(count):
                 if kind == K_MAP:
                     n = _read_size(b)
@@ -983,14 +979,9 @@ cdef class ColumnBuilder:
         if f.avro == K_ARRAY:
             self._list_begin(f)
             while True:
-                count = _read_long(b)
+                count = _block_count(b, "an array")
                 if count == 0:
                     break
-                if count < 0:
-                    count = -count
-                    _read_long(b)  # the block's byte size, unused
-                if count > b.end - b.pos:
-                    raise ValueError(f"an array block of {count} items does not fit in the body")
                 for i in range(count):
                     self._list_item(f, _read_int(b), first)
                     first = False
