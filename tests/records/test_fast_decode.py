@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from records import fast_decode
+from records.avro_array import AvroArray
 from records.codec import DEFAULT_CODEC, EntryTuple, RecordBlock, RecordCodec
 from records.errors import RecordError, UnknownRecordTypeError
 from records.schemas import CURRENT_SCHEMAS
@@ -30,52 +32,37 @@ def test_ci_builds_the_compiled_decoder() -> None:
     assert DEFAULT_CODEC.decoder_name == "compiled"
 
 
-def _both(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tuple[Any, Any]:
-    """(compiled result or error, fastavro result or error) for one body."""
+def _both_ways(
+    codec: RecordCodec, schema_json: str, read: Callable[[AvroArray], Any]
+) -> tuple[Any, Any]:
+    """(compiled result or error, fastavro result or error) of `read(array)` for one schema."""
     array = codec.reader_array_schema(schema_json)
     assert array.fast is not None
     results: list[Any] = []
     for fast in (array.fast, None):
         saved, array.fast = array.fast, fast
         try:
-            results.append(_plain(codec.decode_block(count, body, array)))
+            results.append(read(array))
         except RecordError as exc:
             results.append(type(exc))
         finally:
             array.fast = saved
     return results[0], results[1]
+
+
+def _both(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tuple[Any, Any]:
+    """`decode_block` (replay's path) through the compiled decoder and fastavro."""
+    return _both_ways(codec, schema_json, lambda a: _plain(codec.decode_block(count, body, a)))
 
 
 def _both_entries(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tuple[Any, Any]:
     """`decode_entries` (the public read path) through the compiled decoder and fastavro."""
-    array = codec.reader_array_schema(schema_json)
-    assert array.fast is not None
-    results: list[Any] = []
-    for fast in (array.fast, None):
-        saved, array.fast = array.fast, fast
-        try:
-            results.append(codec.decode_entries(count, body, array))
-        except RecordError as exc:
-            results.append(type(exc))
-        finally:
-            array.fast = saved
-    return results[0], results[1]
+    return _both_ways(codec, schema_json, lambda a: codec.decode_entries(count, body, a))
 
 
 def _both_types(codec: RecordCodec, schema_json: str, count: int, body: bytes) -> tuple[Any, Any]:
     """`record_types_in` (FetchLog's search for credentials) compiled and through fastavro."""
-    array = codec.reader_array_schema(schema_json)
-    assert array.fast is not None
-    results: list[Any] = []
-    for fast in (array.fast, None):
-        saved, array.fast = array.fast, fast
-        try:
-            results.append(codec.record_types_in(count, body, array))
-        except RecordError as exc:
-            results.append(type(exc))
-        finally:
-            array.fast = saved
-    return results[0], results[1]
+    return _both_ways(codec, schema_json, lambda a: codec.record_types_in(count, body, a))
 
 
 def _plain(block: RecordBlock) -> tuple[Any, ...]:
