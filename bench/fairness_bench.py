@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.protocol import codec
 from api.server.limits import raise_open_file_limit
+from tests.support.protocol_frames import recv_frame
 
 PROBE_INTERVAL = 0.05
 """Seconds between the starts of two probe rounds (ApiVersions + Metadata)."""
@@ -92,21 +93,9 @@ def create_topics(correlation_id: int, names: list[str]) -> bytes:
     return codec.encode_request(body, correlation_id=correlation_id, client_id="probe")
 
 
-def recv_exactly(sock: socket.socket, size: int) -> bytes:
-    """`size` bytes from `sock`, or ConnectionError if it closes first."""
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        data += chunk
-    return bytes(data)
-
-
 def read_answer(sock: socket.socket) -> tuple[int, bytes]:
     """The next answer on `sock`: correlation id and the frame (after the size)."""
-    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
-    frame = recv_exactly(sock, size)
+    frame = recv_frame(sock)
     return struct.unpack_from(">i", frame, 0)[0], frame
 
 
