@@ -291,6 +291,30 @@ cdef int _skip(_Buf* b, _Op op) except -1:
     return 0
 
 
+cdef inline int _open_block(_Buf* b, bytes body, Py_ssize_t count) except -1:
+    """Point `b` at a block body of `count` entries (at least one)."""
+    b.data = <const unsigned char*>PyBytes_AS_STRING(body)
+    b.pos = 0
+    b.end = PyBytes_GET_SIZE(body)
+    if count < 1:
+        raise ValueError(f"a block claims {count} entries")
+    return 0
+
+
+cdef inline long long _branch(_Buf* b, Py_ssize_t nbranches) except -1:
+    """An entry's record union branch, checked to exist."""
+    cdef long long index = _read_long(b)
+    if index < 0 or index >= nbranches:
+        raise ValueError(f"record union branch {index} does not exist")
+    return index
+
+
+cdef inline int _close_block(_Buf* b, Py_ssize_t count) except -1:
+    """Refuse bytes left after a block's `count` entries."""
+    if b.pos != b.end:
+        raise ValueError(f"{b.end - b.pos} bytes are left after the block's {count} entries")
+    return 0
+
 cdef class BlockDecoder:
     """Decodes block bodies written with one writer schema (one program per record branch).
 
@@ -319,11 +343,7 @@ cdef class BlockDecoder:
         cdef list offsets = [], epochs = [], timestamps = [], principals = [], records = []
         cdef list fields, values
         cdef Py_ssize_t nbranches = len(self._fields)
-        b.data = <const unsigned char*>PyBytes_AS_STRING(body)
-        b.pos = 0
-        b.end = PyBytes_GET_SIZE(body)
-        if count < 1:
-            raise ValueError(f"a block claims {count} entries")
+        _open_block(&b, body, count)
         for entry in range(count):
             offsets.append(_read_long(&b))
             epochs.append(_read_int(&b))
@@ -337,21 +357,15 @@ cdef class BlockDecoder:
                 b.pos += i
             else:
                 raise ValueError(f"principal union branch {principal_branch} does not exist")
-            index = _read_long(&b)
-            if index < 0 or index >= nbranches:
-                raise ValueError(f"record union branch {index} does not exist")
+            index = _branch(&b, nbranches)
             fields = <list>self._fields[index]
             nfields = len(fields)
             values = [None] * nfields
             for i in range(nfields):
                 values[i] = _read(&b, <_Op>fields[i])
             records.append(self._decoders[index](values))
-        if b.pos != b.end:
-            raise ValueError(
-                f"{b.end - b.pos} bytes are left after the block's {count} entries"
-            )
+        _close_block(&b, count)
         return offsets, epochs, timestamps, principals, records
-
 
     def branches(self, bytes body, Py_ssize_t count):
         """Which record branches the `count` entries of `body` hold: a byte per branch, 1 if any.
@@ -366,11 +380,7 @@ cdef class BlockDecoder:
         cdef Py_ssize_t nbranches = len(self._fields)
         cdef list fields
         cdef bytearray seen = bytearray(nbranches)
-        b.data = <const unsigned char*>PyBytes_AS_STRING(body)
-        b.pos = 0
-        b.end = PyBytes_GET_SIZE(body)
-        if count < 1:
-            raise ValueError(f"a block claims {count} entries")
+        _open_block(&b, body, count)
         for entry in range(count):
             _read_long(&b)
             _read_int(&b)
@@ -381,18 +391,13 @@ cdef class BlockDecoder:
                 b.pos += i
             elif principal_branch != 0:
                 raise ValueError(f"principal union branch {principal_branch} does not exist")
-            index = _read_long(&b)
-            if index < 0 or index >= nbranches:
-                raise ValueError(f"record union branch {index} does not exist")
+            index = _branch(&b, nbranches)
             seen[index] = 1
             fields = <list>self._fields[index]
             nfields = len(fields)
             for i in range(nfields):
                 _skip(&b, <_Op>fields[i])
-        if b.pos != b.end:
-            raise ValueError(
-                f"{b.end - b.pos} bytes are left after the block's {count} entries"
-            )
+        _close_block(&b, count)
         return bytes(seen)
 
 # ---------------------------------------------------------------------------------------------
@@ -1008,11 +1013,7 @@ cdef class ColumnBuilder:
         cdef _Column c_principal = <_Column>self.cols[3]
         cdef _Column c_type = <_Column>self.cols[4]
         cdef _Column c_version = <_Column>self.cols[5]
-        b.data = <const unsigned char*>PyBytes_AS_STRING(body)
-        b.pos = 0
-        b.end = PyBytes_GET_SIZE(body)
-        if count < 1:
-            raise ValueError(f"a block claims {count} entries")
+        _open_block(&b, body, count)
         for entry in range(count):
             offset = _read_long(&b)
             if entry == 0:
@@ -1035,9 +1036,7 @@ cdef class ColumnBuilder:
                 b.pos += i
             else:
                 raise ValueError(f"principal union branch {principal_branch} does not exist")
-            index = _read_long(&b)
-            if index < 0 or index >= nbranches:
-                raise ValueError(f"record union branch {index} does not exist")
+            index = _branch(&b, nbranches)
             br = <_Branch>self.plan.branches[index]
             if payload:
                 self.pay.begin()
@@ -1067,10 +1066,7 @@ cdef class ColumnBuilder:
             c_version.put_int(t.version)
             for i in t.untouched:
                 (<_Column>self.cols[i]).null()
-        if b.pos != b.end:
-            raise ValueError(
-                f"{b.end - b.pos} bytes are left after the block's {count} entries"
-            )
+        _close_block(&b, count)
         return first, last
 
 

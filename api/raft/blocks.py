@@ -15,7 +15,7 @@ newest written blocks stay in memory as entries (`RECENT_BYTES`), so a leader an
 follower's fetch of its log's tail without reading the log back. Everything here runs on
 the event loop's thread but `read`: writes go to the page cache without fsync
 (`ReplicaLog.write_blocks`), which costs less than handing them to the worker thread and
-back; the fsync (`ReplicaLog.flush`) is the shell's, on the worker.
+back; the fsync (`ReplicaLog.flush`) is the shell's (`QuorumNode._flush`).
 """
 
 from __future__ import annotations
