@@ -32,7 +32,9 @@ Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 3
    each count of `--writers`, a warm-up round of `--warmup` seconds then a round of
    `--seconds`, `--repeat` times; the CPU time (`/proc/PID/stat`, user + system) the leader,
    each follower and the load generator (this process) spent during the round, divided by
-   the writes acknowledged in it. Less noisy than writes/s on a shared host.
+   the writes acknowledged in it, with the round's writes/s and p50/p99 latency; each round's
+   line as it ends gives its start (wall clock), to match it with the nodes' snapshots. Less
+   noisy than writes/s on a shared host.
 
 All processes share this machine's cores (three servers, the load and this script), so the
 quorum's throughput is measured against one server on the same cores: the ratio shows what
@@ -314,13 +316,16 @@ def cpu_per_write(
         pids = {n: node.process.pid for n, node in quorum.nodes.items() if node.process}
         followers = [n for n in pids if n != leader]
         print(f"leader: node {leader}; followers: nodes {followers}", flush=True)
-        table = [("writers", "writes/s", "leader", "followers", "load", "all, per write")]
+        table = [
+            ("writers", "writes/s", "p50", "p99", "leader", "followers", "load", "all, per write")
+        ]
         for _ in range(rounds):
             for writers in writer_counts:
                 asyncio.run(_round(_create_loop, port, writers, warmup))
+                started = time.time()
                 before = {n: _cpu_seconds(pid) for n, pid in pids.items()}
                 load_before = _cpu_seconds(os.getpid())
-                rate, _, _ = asyncio.run(_round(_create_loop, port, writers, seconds))
+                rate, p50, p99 = asyncio.run(_round(_create_loop, port, writers, seconds))
                 load = _cpu_seconds(os.getpid()) - load_before
                 used = {n: _cpu_seconds(pid) - before[n] for n, pid in pids.items()}
                 writes = rate * seconds
@@ -330,13 +335,16 @@ def cpu_per_write(
                     (
                         str(writers),
                         f"{rate:,.0f}",
+                        f"{p50:.1f} ms",
+                        f"{p99:.1f} ms",
                         f"{per[leader]:.0f} µs",
                         ", ".join(f"{per[n]:.0f}" for n in followers) + " µs",
                         f"{load / writes * 1e6:.0f} µs",
                         f"{total:.0f} µs",
                     )
                 )
-                print("  ".join(table[-1]), flush=True)
+                window = f"{time.strftime('%H:%M:%S', time.localtime(started))} +{seconds:g} s"
+                print("  ".join(table[-1]), f"({window})", flush=True)
     finally:
         quorum.stop_all()
     print()

@@ -317,6 +317,9 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         service = open_service(settings)
     else:
         service, quorum = _quorum_node(config.quorum, settings, values, cluster_id)
+    if service.snapshots is not None:
+        # Its first snapshot comes under load (docs/snapshots.md): the imports go first.
+        service.snapshots.warm_up()
     server = MetadataServer(
         service,
         listeners=listeners,

@@ -1081,7 +1081,8 @@ def _share_the_interpreter() -> None:
     held the leader's fetch answers past the fetch timeout (2 s) when all three voters wrote
     their 20 MB snapshot together (`quorum_bench --cpu --repeat 1`, load 1-3: in 4 runs of 6
     the followers elected another leader at that offset; with 0.5 ms, in none of 4, though
-    one fetch still timed out in 3 of them). Lowered only, never raised.
+    one fetch still timed out in 3 of them). Lowered only, never raised. The writer also
+    leaves the loop the lock between slices of its work now (`api/service/snapshot_pacing.py`).
     """
     if sys.getswitchinterval() > SWITCH_INTERVAL_S:
         sys.setswitchinterval(SWITCH_INTERVAL_S)

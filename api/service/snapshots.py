@@ -9,9 +9,10 @@ Policy (Kafka's keys, cluster configs, or the server's file when it sets them): 
 them; the segments hold them snappy-compressed) were appended since the last one,
 or once `metadata.log.max.snapshot.interval.ms` passed with new entries, whichever comes first.
 The committed image is immutable, so a worker thread writes it while appends go on; one write
-at a time, and a policy check while one is in flight does nothing. After each snapshot only the
-newest `retention` are kept (never fewer than one), and with `metadata.max.retention.ms` in the
-server's file none older than that but the newest.
+at a time, and a policy check while one is in flight does nothing. The writer works in slices
+(`DutyCycle`, snapshot_pacing.py) so that the event loop beside it keeps answering. After each
+snapshot only the newest `retention` are kept (never fewer than one), and with
+`metadata.max.retention.ms` in the server's file none older than that but the newest.
 
 The default database, the SQLite file `<data-dir>/snapshots.db`, is created with the first
 snapshot: while it does not exist there is no snapshot to start from, which a stat tells without
@@ -20,6 +21,7 @@ opening a database (SQLAlchemy is imported only when a database is really used).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from api.service.retention import RetentionConfig, log_snapshots_deleted
 from api.service.settings import Settings
+from api.service.snapshot_pacing import DutyCycle
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
 from replay.loader import load_image
@@ -45,6 +48,8 @@ MAX_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
 MAX_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
 RETRY_MS = 60_000
 """How long after a failed snapshot (database down, schema behind) the next one is tried."""
+DEFAULT_DUTY_CYCLE = DutyCycle()
+"""The slices of a background snapshot: 2 ms of work, then 0.5-8 ms for the event loop."""
 
 
 def _wall_clock_ms() -> int:
@@ -74,12 +79,15 @@ class Snapshotter:
         retry_ms: int = RETRY_MS,
         progress: Progress | None = None,
         policy: RetentionConfig | None = None,
+        duty_cycle: DutyCycle | None = DEFAULT_DUTY_CYCLE,
     ) -> None:
         """Snapshots in `store`, or in the store `store()` opens when one is first needed.
 
         `file` is the SQLite file of a store opened on demand: while it does not exist, the
         store holds no snapshot, and is not opened (nor created) until one is written.
         `policy`'s snapshot keys, when set, replace the cluster configs' (server.properties).
+        `duty_cycle`: the slices a snapshot is written in, beside the event loop (None: in one
+        go, as fast as the thread can).
         """
         if retention < 1:
             raise SnapshotStoreError(
@@ -96,6 +104,7 @@ class Snapshotter:
         self._clock_ms = clock_ms
         self._retry_ms = retry_ms
         self._progress = progress
+        self.duty_cycle = duty_cycle
         self.policy = policy or RetentionConfig()
         """The server's snapshot and retention keys (none set: the cluster configs rule)."""
         self._lock = threading.Lock()
@@ -220,9 +229,24 @@ class Snapshotter:
             self._inflight = self._executor.submit(self._write, image, bytes_now)
             return self._inflight
 
+    def warm_up(self) -> None:
+        """Import the store's modules on the worker thread now, not with the first snapshot.
+
+        A server's first snapshot comes under load, and every voter of a quorum takes it at
+        the same offset: importing SQLAlchemy and Alembic then (~0.4 s of CPU, not sliced: an
+        import holds the interpreter lock in long stretches) cut a leader's event loop to a
+        tenth of its answers for that long. Nothing is opened or created: the database still
+        is when the first snapshot is written. Commands run once (the CLI) do not call it.
+        """
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-snapshot")
+            self._executor.submit(_import_store_modules)
+
     def _write(self, image: MetadataImage, bytes_now: int) -> SnapshotInfo | None:
         try:
-            info = self.store.write(image, progress=self._progress)
+            pace = None if self.duty_cycle is None else self.duty_cycle.pacer()
+            info = self.store.write(image, progress=self._progress, pace=pace)
             deleted = self.store.retain(self.retention) + self._expire()
         except SnapshotStoreError as exc:
             self._failed(f"snapshot at offset {image.provenance.offset} failed: {exc}")
@@ -276,6 +300,15 @@ class Snapshotter:
             self._executor = None
         if self._store is not None:
             self._store.close()
+
+
+_STORE_MODULES = ("replay.sql.store", "replay.sql.schema")
+"""SQLAlchemy's part of the store, and Alembic's (what creates the database)."""
+
+
+def _import_store_modules() -> None:
+    for name in _STORE_MODULES:
+        importlib.import_module(name)
 
 
 # ---------------------------------------------------------------------- CLI plumbing

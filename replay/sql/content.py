@@ -188,17 +188,18 @@ def image_rows(image: MetadataImage, checksum: ContentChecksum) -> dict[str, Ite
     """Per table, a lazy iterator of its rows; each row is added to `checksum` as it is made.
 
     Topics and partitions come in topic id order (the primary key order, so index inserts are
-    appends).
+    appends); the three tables keyed by topic share one ordering, made as the first is written.
     """
+    ordered = _TopicsInIdOrder(image.topics)
     return {
         FEATURES: _counted(checksum, FEATURES, sorted(image.features.levels.items())),
         BROKERS: _counted(checksum, BROKERS, _broker_rows(image.cluster)),
         ENDPOINTS: _counted(checksum, ENDPOINTS, _endpoint_rows(image.cluster)),
         BROKER_FEATURES: _counted(checksum, BROKER_FEATURES, _broker_feature_rows(image.cluster)),
         NAMESPACES: _counted(checksum, NAMESPACES, _namespace_rows(image.namespaces)),
-        TOPICS: _counted(checksum, TOPICS, _topic_rows(image.topics)),
-        PARTITIONS: _partition_rows(image.topics, checksum),
-        PENDING: _counted(checksum, PENDING, _pending_rows(image.topics)),
+        TOPICS: _counted(checksum, TOPICS, _topic_rows(ordered)),
+        PARTITIONS: _partition_rows(ordered, checksum),
+        PENDING: _counted(checksum, PENDING, _pending_rows(ordered)),
         CONFIGS: _counted(checksum, CONFIGS, _config_rows(image.configs)),
         SCRAM: _counted(checksum, SCRAM, security_rows.scram_rows(image.scram)),
         ACLS: _counted(checksum, ACLS, security_rows.acl_rows(image.acls)),
@@ -255,20 +256,59 @@ def _namespace_rows(namespaces: NamespacesImage) -> Iterator[Row]:
         yield (str(record.namespace_id), record.name, parent)
 
 
-def _sorted_topics(topics: TopicsImage) -> list[tuple[str, TopicImage]]:
-    return sorted(((str(t.topic_id), t) for t in topics.by_id.values()), key=lambda p: p[0])
+_BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_FIRST_CHARACTERS = sorted(range(64), key=_BASE64URL.__getitem__)
+"""The 64 values of an id's first six bits, in the order of the character they begin its text
+with (`str(Uuid)` is URL-safe base64, whose alphabet is not in ASCII order)."""
 
 
-def _topic_rows(topics: TopicsImage) -> Iterator[Row]:
-    for tid, topic in _sorted_topics(topics):
+class _TopicsInIdOrder:
+    """An image's topics in the order of their ids' text, each id made text once for all tables.
+
+    Sorted one first character at a time, 1/64th of the topics each: one sort of every id is a
+    single call that keeps the interpreter lock from every other thread until it returns (about
+    50-90 ms at 160,000 topics), and a snapshot written beside an event loop must leave it
+    gaps. The ids' text and each group's order are kept (a few objects per group, none per
+    topic), so the topics, partitions and pending-deletion rows share them.
+    """
+
+    def __init__(self, topics: TopicsImage) -> None:
+        self._topics = topics
+        self._groups: list[tuple[list[str], dict[str, TopicImage]]] | None = None
+
+    def __iter__(self) -> Iterator[tuple[str, TopicImage]]:
+        groups = self._groups
+        if groups is None:
+            yield from self._sort()
+            return
+        for ids, by_id in groups:
+            for tid in ids:
+                yield tid, by_id[tid]
+
+    def _sort(self) -> Iterator[tuple[str, TopicImage]]:
+        by_first: list[list[TopicImage]] = [[] for _ in range(64)]
+        for topic in self._topics.by_id.values():
+            by_first[topic.topic_id.bytes[0] >> 2].append(topic)
+        groups = []
+        for first in _FIRST_CHARACTERS:
+            by_id = {str(t.topic_id): t for t in by_first[first]}
+            ids = sorted(by_id)
+            groups.append((ids, by_id))
+            for tid in ids:
+                yield tid, by_id[tid]
+        self._groups = groups
+
+
+def _topic_rows(topics: _TopicsInIdOrder) -> Iterator[Row]:
+    for tid, topic in topics:
         yield (tid, topic.namespace, topic.name)
 
 
-def _partition_rows(topics: TopicsImage, checksum: ContentChecksum) -> Iterator[Row]:
+def _partition_rows(topics: _TopicsInIdOrder, checksum: ContentChecksum) -> Iterator[Row]:
     text = _ArrayText()
     modes = _MODE_NAMES
     add_group = checksum.add_group
-    for tid, topic in _sorted_topics(topics):
+    for tid, topic in topics:
         rows = [
             (
                 tid,
@@ -288,8 +328,8 @@ def _partition_rows(topics: TopicsImage, checksum: ContentChecksum) -> Iterator[
         yield from rows
 
 
-def _pending_rows(topics: TopicsImage) -> Iterator[Row]:
-    for tid, topic in _sorted_topics(topics):
+def _pending_rows(topics: _TopicsInIdOrder) -> Iterator[Row]:
+    for tid, topic in topics:
         pending = topic.pending_deletion
         if pending is not None:
             yield (tid, pending.partition_count, pending.delete_after_ms, pending.created_ms)

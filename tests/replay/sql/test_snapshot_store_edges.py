@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import random
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -46,7 +47,7 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay.delta import replay_records
-from replay.image import EMPTY_IMAGE, Provenance
+from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 from replay.sql import content, row_io
 from replay.sql import schema as schema_module
 from replay.sql import store as store_module
@@ -805,6 +806,61 @@ def test_partition_rows_in_any_order_read_back_the_same_image(database_url: str)
             execute_sql(database_url, sql)
         assert store.load(info.id) == IMAGE
         assert store.verify(info.id).ok
+
+
+def _many_topics(count: int) -> MetadataImage:
+    # Random ids spread over every first character of their text (whose base64 alphabet is
+    # not in ASCII order), every tenth topic with a pending partition deletion.
+    rng = random.Random(7)
+    records: list[Record] = [
+        RegisterBrokerRecord(broker_id=1, incarnation_id=_id(9), broker_epoch=1)
+    ]
+    for t in range(count):
+        tid = Uuid(rng.randbytes(16))
+        records.append(TopicRecord(name=f"t{t}", topic_id=tid))
+        records.extend(
+            PartitionRecord(partition_id=p, topic_id=tid, replicas=(1,), isr=(1,), leader=1)
+            for p in range(2)
+        )
+        if t % 10 == 0:
+            records.append(
+                DeleteTopicPartitionsRecord(
+                    topic_id=tid, partition_count=1, delete_after_ms=5, created_ms=1
+                )
+            )
+    return replay_records(EMPTY_IMAGE, records, Provenance(offset=9, epoch=1, timestamp=1))
+
+
+def test_rows_keyed_by_topic_come_in_the_order_of_the_ids_text() -> None:
+    # The primary key's order (index inserts are appends), for each of the three tables.
+    image = _many_topics(500)
+    rows = {n: list(r) for n, r in content.image_rows(image, content.ContentChecksum()).items()}
+    ids = sorted(str(t) for t in image.topics.by_id)
+    assert len({i[0] for i in ids}) > 40
+    assert [r[0] for r in rows[content.TOPICS]] == ids
+    assert [(r[0], r[1]) for r in rows[content.PARTITIONS]] == [(i, p) for i in ids for p in (0, 1)]
+    assert [r[0] for r in rows[content.PENDING]] == [
+        i for i in ids if image.topics.by_id[Uuid.parse(i)].pending_deletion is not None
+    ]
+
+
+def test_a_paced_write_is_the_same_snapshot_written_in_slices(database_url: str) -> None:
+    # A serving process writes its snapshots in slices (`pace` between them); the rows, the
+    # checksum and the image read back are those of a write in one go.
+    image = _many_topics(300)
+    paces = 0
+
+    def pace() -> None:
+        nonlocal paces
+        paces += 1
+
+    with SnapshotStore(database_url) as store:
+        whole = store.write(image)
+        sliced = store.write(image, pace=pace)
+        assert (sliced.checksum, sliced.record_count) == (whole.checksum, whole.record_count)
+        assert store.load(sliced.id) == image
+    rows = sum(len(list(r)) for r in content.image_rows(image, content.ContentChecksum()).values())
+    assert paces >= rows // store_module.PACE_ROWS >= 10
 
 
 PINNED_CHECKSUM = "fad786372d557c66f3e398772153bb56312ffa2a3cd30718d12c58c3d334dfe5"
