@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from metadata_log.reads import StoredLog
 from records.codec import RecordBlock
@@ -48,6 +48,33 @@ def load_image(
     if lte is not None and gt is not None and lte <= gt:
         return base
     return replay_blocks(base, log.read_records(gt=gt, lte=lte), lte=lte, progress=progress)
+
+
+def replay_in_slices(
+    base: MetadataImage, blocks: Sequence[RecordBlock], *, lte: int, entries: int
+) -> Iterator[MetadataImage]:
+    """`replay_blocks(base, blocks, lte=lte)` a slice at a time, for a caller that pauses between.
+
+    Yields the image after each slice: whole blocks of `entries` entries or more (a block is
+    never split), the next slice replayed onto the image yielded before it. Every block but
+    the last is a finished batch, as in one `replay_blocks` call; the last image yielded is
+    that call's (`base` if there are no blocks).
+    """
+    if not blocks:
+        yield base
+        return
+    image = base
+    start = 0
+    while start < len(blocks):
+        end = start
+        taken = 0
+        while end < len(blocks) and taken < entries:
+            taken += len(blocks[end].records)
+            end += 1
+        final = end == len(blocks)
+        image = replay_blocks(image, blocks[start:end], lte=lte if final else None)
+        start = end
+        yield image
 
 
 def replay_blocks(

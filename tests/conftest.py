@@ -8,6 +8,7 @@ deselects all four.
 
 from __future__ import annotations
 
+import gc
 import os
 import uuid
 from collections.abc import Iterator
@@ -97,3 +98,21 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'snapshots.db'}"
     url: str = request.getfixturevalue("postgres_url")
     return url
+
+
+@pytest.fixture
+def collector() -> Iterator[None]:
+    """The cyclic collector's callbacks, thresholds and switch put back, all unfrozen, after."""
+    callbacks = list(gc.callbacks)
+    threshold = gc.get_threshold()
+    enabled = gc.isenabled()
+    try:
+        yield
+    finally:
+        gc.callbacks[:] = callbacks
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+        else:
+            gc.disable()

@@ -84,18 +84,18 @@ from api.raft.voter_blocks import (
     voters_record,
     write_voters_base,
 )
+from api.service.collector import MassChangeUntilQuiet
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from metadata_log.timings import LatencyCounts
-from records.codec import RecordBlock
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
 from replay.features import KRAFT_VERSION, finalized_level
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
-from replay.loader import load_image, replay_blocks
+from replay.loader import load_image, replay_in_slices
 
 if TYPE_CHECKING:
     pass
@@ -112,9 +112,21 @@ LEADER_WAIT_S = 3.0
 """How long a write waits for this node's own election to end before NOT_CONTROLLER."""
 
 INLINE_REPLAY_ENTRIES = 1_000
-"""A follower replays up to this many newly committed entries on the event loop's thread
-(the blocks just written, read back from the page cache: well under a millisecond), more on
-the worker thread (catching up), where the loop goes on answering meanwhile."""
+"""A follower replays newly committed entries on the event loop's thread, this many at most
+between two turns of the loop (a few milliseconds), so the loop goes on answering meanwhile.
+
+The blocks it checked and wrote are replayed from the records it decoded then, in slices of
+whole blocks, one loop turn between slices. Only entries it no longer holds in memory (read
+back from the log, as after catching up by a snapshot) and more than this go to the worker
+thread: a hop there costs the worker's taking the interpreter lock and the loop's waiting to
+get it back. In a fence's move at 1M partitions (`bench/fleet_bench.py fleet --snapshot
+--share 0.2`), where a follower's commits advance 1,000-1,250 entries at a time, the hop (the
+future's result set on the worker, the loop woken) took about a fifth of a follower's
+interpreter-lock time (py-spy `--gil`)."""
+
+MASS_REPLAY_QUIET_S = 1.0
+"""A follower's mass change (commits of more than one slice of `INLINE_REPLAY_ENTRIES`) ends
+this long after the last such commit: then what it made is frozen and collections resume."""
 
 INLINE_FLUSH_S = 0.002
 """A follower's flush (fsync) runs on the event loop's thread while the last one took less
@@ -231,8 +243,7 @@ class QuorumNode:
         )
         self._voter_changes: list[_VoterChange] = []
         """AddRaftVoter / RemoveRaftVoter requests waiting for the loop."""
-        self._tasks: set[asyncio.Task[None]] = set()
-        """Voter changes waiting for their commit."""
+        self._tasks: set[asyncio.Task[None]] = set()  # voter changes waiting for their commit
         self._linked_voters: VoterSet | None = None
         self._snapshots = SnapshotShipping(service)
         self._wake = asyncio.Event()
@@ -241,6 +252,7 @@ class QuorumNode:
         self._epoch_start = NEVER
         self._flushed = self.log.end_offset
         self._flush_inline = True  # the next flush runs on the loop's thread (INLINE_FLUSH_S)
+        self._mass_replay = MassChangeUntilQuiet(MASS_REPLAY_QUIET_S)  # commits of many slices
         self._applied = service.image.provenance.offset + 1
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -480,6 +492,7 @@ class QuorumNode:
         self._refuse_waiting(fetches_only=False)
         await self._transport.close()
         self._executor.shutdown(wait=True)
+        self._mass_replay.end()
 
     # ------------------------------------------------------------------ inputs
 
@@ -968,10 +981,17 @@ class QuorumNode:
                 last = high_watermark - 1
                 # The blocks this node checked and wrote, decoded then (taken on this thread).
                 blocks = self._blocks.take_records(base.provenance.offset + 1, last)
-                if high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
-                    image = self._replayed(base, last, blocks)
+                if blocks is not None:
+                    image = base
+                    slices = replay_in_slices(base, blocks, lte=last, entries=INLINE_REPLAY_ENTRIES)
+                    for image in slices:
+                        if image.provenance.offset < last:
+                            self._mass_replay.busy()
+                            await asyncio.sleep(0)  # a loop turn between two slices
+                elif high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
+                    image = load_image(self.log, lte=last, base=base)
                 else:
-                    image = await self._io(self._replayed, base, last, blocks)
+                    image = await self._io(load_image, self.log, lte=last, base=base)
             self._applied = image.provenance.offset + 1
             self.service.follow(image)
         if self.core.role is Role.LEADER and self._applied >= self._epoch_start:
@@ -988,13 +1008,6 @@ class QuorumNode:
             if used is None
             else f"from snapshot {used.id} at offset {used.offset}",
         )
-
-    def _replayed(
-        self, base: MetadataImage, last: int, blocks: list[RecordBlock] | None
-    ) -> MetadataImage:
-        if blocks is not None:
-            return replay_blocks(base, blocks, lte=last)
-        return load_image(self.log, lte=last, base=base)
 
     def _role_changed(self, role: Role) -> None:
         self._role_seen.set()

@@ -39,6 +39,7 @@ from api.service.client_writes import (
     require_owner,
     stored_answer,
 )
+from api.service.collector import begin_mass_change, end_mass_change
 from api.service.retention import LogRetention
 from metadata_log.config import LogConfig
 from metadata_log.digest import DigestError, LogDigest
@@ -534,6 +535,7 @@ class MetadataService:
 
         following: Continuation | None = more
         writes: list[asyncio.Task[None]] = []
+        begin_mass_change()  # its batches' objects join the image: frozen after, not walked
         try:
             while following is not None:
                 found: list[Continuation | None] = []
@@ -560,7 +562,10 @@ class MetadataService:
                     await write  # it waited for something first (a leader to be elected)
                 following = found[-1] if found else None
         finally:
-            await asyncio.gather(*writes)
+            try:
+                await asyncio.gather(*writes)
+            finally:
+                end_mass_change()
 
     def _retried(self, write: PendingWrite) -> ClientWriteRecord | None:
         """The client's last write if `write` is it or older (the write is not run again).

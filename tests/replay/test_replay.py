@@ -42,7 +42,7 @@ from replay.errors import (
     UnknownTopicError,
 )
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage, Provenance
-from replay.loader import load_image, replay_blocks
+from replay.loader import load_image, replay_blocks, replay_in_slices
 from tests.support.record_gen import LogGenerator
 
 T1 = Uuid.random()
@@ -404,6 +404,32 @@ def test_load_image_from_log_matches_direct_replay(tmp_path: Path) -> None:
             # The same blocks given (a quorum follower's, decoded when it checked them).
             given = replay_blocks(partial, list(log.read_records(gt=lte)))
             assert given == image
+
+
+def test_replay_in_slices_ends_where_one_replay_of_the_blocks_ends(tmp_path: Path) -> None:
+    batches = LogGenerator(seed=12).batches(60)
+    with MetadataLog.open(tmp_path / "log") as log:
+        for batch in batches:
+            log.append(batch, principal="test")
+        end = log.end_offset
+    with LogReader.open(tmp_path / "log") as log:
+        blocks = list(log.read_records())
+        whole = replay_blocks(EMPTY_IMAGE, blocks, lte=end - 1)
+        sizes = [len(block.records) for block in blocks]
+        for entries in (1, 7, 50, sum(sizes), sum(sizes) + 1):
+            images = list(replay_in_slices(EMPTY_IMAGE, blocks, lte=end - 1, entries=entries))
+            assert images[-1] == whole
+            # Each slice is whole blocks of `entries` or more (the last may hold fewer), and
+            # each image is the one replay of the blocks up to it gives.
+            cut = 0
+            for image in images:
+                taken = 0
+                while taken < entries and cut < len(blocks):
+                    taken += sizes[cut]
+                    cut += 1
+                assert image.provenance.offset == blocks[cut - 1].last_offset
+                assert image == replay_blocks(EMPTY_IMAGE, blocks[:cut])
+        assert list(replay_in_slices(whole, [], lte=end - 1, entries=10)) == [whole]
 
 
 def test_load_image_of_an_empty_log_is_empty(tmp_path: Path) -> None:

@@ -6,31 +6,11 @@ from __future__ import annotations
 import gc
 import sys
 import weakref
-from collections.abc import Iterator
 
 import pytest
 
 from api.raft import node as node_module
-
-
-class _Cycle:
-    """An object that refers to itself: only the cyclic collector frees it."""
-
-    def __init__(self) -> None:
-        self.me = self
-
-
-@pytest.fixture
-def collector() -> Iterator[None]:
-    """The collector's callbacks and thresholds put back, and everything unfrozen, after."""
-    callbacks = list(gc.callbacks)
-    threshold = gc.get_threshold()
-    try:
-        yield
-    finally:
-        gc.callbacks[:] = callbacks
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+from tests.support.collector import Cycle
 
 
 @pytest.mark.usefixtures("collector")
@@ -41,7 +21,7 @@ def test_each_long_full_collection_freezes_what_survived_it(
     node_module._freeze_image()
     node_module._freeze_image()  # loaded again (a snapshot installed): one callback still
     assert gc.callbacks.count(node_module._freeze_after_full_collection) == 1
-    kept = [_Cycle() for _ in range(1000)]
+    kept = [Cycle() for _ in range(1000)]
     frozen = gc.get_freeze_count()
     gc.collect(1)  # a younger generation's collection freezes nothing
     assert gc.get_freeze_count() == frozen
@@ -52,7 +32,7 @@ def test_each_long_full_collection_freezes_what_survived_it(
 @pytest.mark.usefixtures("collector")
 def test_a_short_full_collection_freezes_nothing() -> None:
     node_module._freeze_image()
-    kept = [_Cycle() for _ in range(100)]
+    kept = [Cycle() for _ in range(100)]
     frozen = gc.get_freeze_count()
     gc.collect()  # a few objects since the freeze: far below FREEZE_AFTER_COLLECTION_S
     assert gc.get_freeze_count() == frozen
@@ -63,13 +43,13 @@ def test_a_short_full_collection_freezes_nothing() -> None:
 def test_garbage_is_collected_before_the_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(node_module, "FREEZE_AFTER_COLLECTION_S", 0.0)
     node_module._freeze_image()
-    garbage = _Cycle()
+    garbage = Cycle()
     gone = weakref.ref(garbage)
     del garbage
     gc.collect()
     assert gone() is None  # freed by the full collection, not frozen alive
     # What is made after a freeze is collected as usual.
-    later = _Cycle()
+    later = Cycle()
     gone = weakref.ref(later)
     del later
     gc.collect()

@@ -1,0 +1,82 @@
+"""The cyclic collector during mass changes: off while one runs, its growth frozen after."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+
+import pytest
+
+from api.service.collector import (
+    MassChangeUntilQuiet,
+    begin_mass_change,
+    end_mass_change,
+    mass_changes_under_way,
+)
+from tests.support.collector import Cycle
+
+pytestmark = pytest.mark.usefixtures("collector")
+
+
+def test_no_collection_while_one_runs_and_what_it_made_is_frozen_after_the_last() -> None:
+    gc.enable()
+    begin_mass_change()
+    begin_mass_change()  # two at once (a fence beside a follower's catch-up)
+    assert not gc.isenabled()
+    made = [Cycle() for _ in range(1000)]
+    frozen = gc.get_freeze_count()
+    end_mass_change()
+    assert not gc.isenabled()  # one is still under way
+    assert gc.get_freeze_count() == frozen
+    end_mass_change()
+    assert gc.isenabled()
+    assert mass_changes_under_way() == 0
+    assert gc.get_freeze_count() >= frozen + len(made)
+    end_mass_change()  # one too many: nothing happens
+    assert mass_changes_under_way() == 0
+    assert gc.isenabled()
+
+
+def test_a_collector_that_was_off_stays_off() -> None:
+    gc.disable()
+    begin_mass_change()
+    end_mass_change()
+    assert not gc.isenabled()
+
+
+def test_what_is_made_after_it_is_collected_as_usual() -> None:
+    gc.enable()
+    begin_mass_change()
+    end_mass_change()
+    later = Cycle()
+    gone = weakref.ref(later)
+    del later
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_mass_change_lasts_until_it_is_quiet() -> None:
+    async def run() -> None:
+        gc.enable()
+        change = MassChangeUntilQuiet(0.5)
+        change.busy()
+        assert mass_changes_under_way() == 1
+        for _ in range(4):  # each step keeps it going
+            await asyncio.sleep(0.01)
+            change.busy()
+            assert mass_changes_under_way() == 1
+        for _ in range(500):  # then it ends once quiet
+            if mass_changes_under_way() == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert mass_changes_under_way() == 0
+        assert gc.isenabled()
+        change.busy()
+        change.end()  # ended at once (the node stops); the timer does nothing more
+        change.end()
+        assert mass_changes_under_way() == 0
+        await asyncio.sleep(0.1)
+        assert mass_changes_under_way() == 0
+
+    asyncio.run(run())
