@@ -55,6 +55,9 @@ from tests.support.protocol_frames import recv_frame
 PROBE_INTERVAL = 0.05
 """Seconds between the starts of two probe rounds (ApiVersions + Metadata)."""
 
+CROWD_ACCEPT_WAIT = 3.0
+"""Seconds the server is given to accept the crowd's connections (at most 1 ms each)."""
+
 
 def api_versions(correlation_id: int) -> bytes:
     """An ApiVersions v3 request frame."""
@@ -410,6 +413,10 @@ def main() -> None:
                     ["--role", "pipeline", "--address", where, "--seconds", str(args.seconds)]
                 )
             elif name == "crowd":
+                # Open for the client once the kernel's handshake is done, the crowd's
+                # connections may still wait in the accept queue: the server is given time to
+                # take them all (3 s for the default 2,300) before the probe starts.
+                accept_wait = min(CROWD_ACCEPT_WAIT, (args.idle + args.slowloris) / 1000)
                 load = start_load(
                     [
                         "--role",
@@ -417,7 +424,7 @@ def main() -> None:
                         "--address",
                         where,
                         "--seconds",
-                        str(args.seconds + 5),
+                        str(args.seconds + accept_wait + 2),
                         "--idle",
                         str(args.idle),
                         "--slowloris",
@@ -426,9 +433,7 @@ def main() -> None:
                 )
                 assert load.stdout is not None
                 json.loads(load.stdout.readline())  # every connection is open
-                # Open for the client once the kernel's handshake is done, they may still be
-                # waiting in the accept queue: let the server take them all first.
-                time.sleep(3.0)
+                time.sleep(accept_wait)
             elif name != "baseline":
                 raise SystemExit(f"unknown phase {name!r}")
             time.sleep(0.5)  # the load is under way
@@ -437,14 +442,14 @@ def main() -> None:
             cpu = (cpu_seconds(f"/proc/{server.pid}/stat") - cpu) / args.seconds
             result = finish_load(load) if load is not None else {}
             phases.append(Phase(name, latencies, rss_start, rss_max, result, errors, cpu))
-            time.sleep(1.0)  # let the server settle between phases
+            time.sleep(min(1.0, args.seconds))  # let the server settle between phases
     finally:
         server.send_signal(signal.SIGTERM)
         code = server.wait(120)
     log_text = (scratch / "server.log").read_text()
     print(
         f"server: {repo} (exit {code}); {args.topics} topics x 3 partitions, Metadata answer "
-        f"{answer_size:,} bytes; {args.seconds:.0f} s per phase; probe ApiVersions + Metadata "
+        f"{answer_size:,} bytes; {args.seconds:g} s per phase; probe ApiVersions + Metadata "
         f"every {PROBE_INTERVAL * 1000:.0f} ms; load average {os.getloadavg()[0]:.1f}"
     )
     print()

@@ -85,6 +85,9 @@ from tests.support.quorum_processes import Quorum, Writer  # noqa: E402
 CODE = measured_code()
 quorum_processes.PROJECT = CODE
 
+CATCH_UP_S = 3.0
+"""Seconds a failover round's restarted node is given to catch up before the next round."""
+
 
 async def _load(port: int, connections: int, seconds: float) -> Stats:
     stats = Stats()
@@ -133,7 +136,7 @@ async def _failovers(quorum: Quorum, rounds: int, sig: int) -> list[float]:
 
     task = asyncio.create_task(write_forever())
     try:
-        for _ in range(rounds):
+        for round_number in range(rounds):
             leader = await quorum.leader()
             seen = len(acked)
             while len(acked) < seen + 5:  # the writer is going through this leader
@@ -149,7 +152,8 @@ async def _failovers(quorum: Quorum, rounds: int, sig: int) -> list[float]:
             samples.append(acked[-1] - start)
             await asyncio.to_thread(quorum.kill, leader, sig)  # reaped (SIGTERM: it exits)
             quorum.start(leader)
-            await asyncio.sleep(3.0)  # it catches up before the next round
+            if round_number < rounds - 1:
+                await asyncio.sleep(CATCH_UP_S)  # it catches up before the next round
     finally:
         stop = True
         await task
@@ -181,6 +185,8 @@ def failovers(root: Path, kills: int, graceful: int) -> tuple[list[float], list[
     try:
         asyncio.run(quorum.register_brokers())
         crash = asyncio.run(_failovers(quorum, kills, signal.SIGKILL)) if kills else []
+        if kills and graceful:
+            time.sleep(CATCH_UP_S)  # the last killed node catches up before the next round
         resign = asyncio.run(_failovers(quorum, graceful, signal.SIGTERM)) if graceful else []
     finally:
         quorum.stop_all()

@@ -41,8 +41,12 @@ FIXTURE_MARKERS = {
 """A test that uses one of these fixtures (directly or through another) carries the marker."""
 
 
+MODULE_RANKS = (("process", "spark"), ("process",), ("interop",), ("spark",), ("postgres",))
+"""What a file's tests carry, slowest first: a file runs in the rank of its slowest test."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the directories and fixtures above."""
+    """Mark the tests of the directories and fixtures above, then put the slow files first."""
     for item in items:
         path = Path(item.path)
         for directory, names in DIRECTORY_MARKERS.items():
@@ -52,6 +56,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture in getattr(item, "fixturenames", ()):
             if fixture in FIXTURE_MARKERS:
                 item.add_marker(FIXTURE_MARKERS[fixture])
+    items[:] = slow_files_first(items)
+
+
+def _rank(item: pytest.Item) -> int:
+    """The index in MODULE_RANKS of what `item` carries; len(MODULE_RANKS) for a unit."""
+    carried = {mark.name for mark in item.iter_markers()}
+    for rank, names in enumerate(MODULE_RANKS):
+        if carried.issuperset(names):
+            return rank
+    return len(MODULE_RANKS)
+
+
+def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """`items` with the files of process, Spark, foreign-client and PostgreSQL tests first.
+
+    A file moves whole (its module-scoped fixtures, a Spark session or a server, are built
+    once) and keeps its own order; files of one rank keep theirs; every worker computes the
+    same order, as xdist requires. The in-process Spark files end up side by side, so they
+    mostly run in one worker and share the one JVM a process keeps after its first session,
+    where the alphabetical order put tests/api/ and tests/replay/ in different workers' shares
+    (a JVM each). Worksteal hands each worker a contiguous share of this order and lets an
+    idle one take the far end of a busy one's queue: the long tests start early.
+    """
+    ranks: dict[Path, int] = {}
+    for item in items:
+        path = Path(item.path)
+        ranks[path] = min(ranks.get(path, len(MODULE_RANKS)), _rank(item))
+    return sorted(items, key=lambda item: ranks[Path(item.path)])
 
 
 # ---------------------------------------------------------------------- databases

@@ -61,7 +61,7 @@ SMOKE: dict[str, Smoke] = {
     "fairness_bench.py": Smoke(
         args=(
             "--seconds",
-            "1",
+            "0.5",
             "--topics",
             "2",
             "--idle",

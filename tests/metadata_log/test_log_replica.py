@@ -970,12 +970,25 @@ def test_encode_keeps_each_field_at_its_bound() -> None:
 def test_the_body_size_bound_is_inclusive() -> None:
     from metadata_log.container import MAX_BLOCK_BODY
 
-    at_bound = b"\0" * MAX_BLOCK_BODY
-    block = _fields(body=at_bound, crc32=zlib.crc32(at_bound))
-    assert ReplicaBlock.decode(block.encode()).body == at_bound
-    over = at_bound + b"\0"
+    # 1 GiB of zeros: bytes(n) maps zeroed pages lazily, where b"\0" * n writes every one; the
+    # CRC of one more zero byte follows from the CRC of the rest.
+    at_bound = bytes(MAX_BLOCK_BODY)
+    crc = zlib.crc32(at_bound)
+    encoded = _fields(body=at_bound, crc32=crc).encode()
+    assert len(encoded) == HEADER_SIZE + MAX_BLOCK_BODY
+    # Decoding checks the length its header claims before it copies the body out: a header
+    # claiming the bound passes (and finds no body after it), one claiming a byte more does
+    # not. Decoding the whole 1 GiB would add two more copies of it and a compare.
+    header = encoded[:HEADER_SIZE]
+    del encoded
+    with pytest.raises(ReplicaBlockError, match=f"body claims {MAX_BLOCK_BODY} bytes, 0 follow"):
+        ReplicaBlock.decode(header)
+    over_header = header[:-4] + (MAX_BLOCK_BODY + 1).to_bytes(4, "big")  # the length comes last
     with pytest.raises(ReplicaBlockError, match="larger than a block can be"):
-        _fields(body=over, crc32=zlib.crc32(over)).encode()
+        ReplicaBlock.decode(over_header)
+    over = bytes(MAX_BLOCK_BODY + 1)
+    with pytest.raises(ReplicaBlockError, match="larger than a block can be"):
+        _fields(body=over, crc32=zlib.crc32(b"\0", crc)).encode()
 
 
 def test_decode_from_a_position_near_the_end_is_truncated_not_a_struct_error() -> None:

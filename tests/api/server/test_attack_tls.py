@@ -20,8 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import trustme
 
+import api.server.server
 from api.protocol import codec
 from api.server.server import ServerListener
 from tests.support.attacks import WAIT
@@ -32,7 +34,11 @@ TLS_HANDSHAKES_PER_IP = 32
 runs, and fails, against the code before the fix too."""
 
 TLS_HANDSHAKE_TIMEOUT = 10.0
-"""api.server.server.TLS_HANDSHAKE_TIMEOUT, likewise."""
+"""api.server.server.TLS_HANDSHAKE_TIMEOUT (docs/security.md), checked by the test."""
+
+HANDSHAKE_TIMEOUT_HERE = 3.0
+"""The handshake timeout the test's server runs with (patched): the held handshakes are closed
+by it, as by the 10 s one, without the test waiting 10 s for that."""
 ATTACKER = "127.0.0.2"
 SOCKETS = 3 * TLS_HANDSHAKES_PER_IP
 CLIENT_HELLO_START = b"\x16\x03\x01\x02\x00\x01"  # a record header, then nothing more
@@ -63,7 +69,13 @@ def _live_tls_protocols() -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, asyncio.sslproto.SSLProtocol))
 
 
-def test_never_finished_handshakes_are_bounded_per_address_and_in_time(tmp_path: Path) -> None:
+def test_never_finished_handshakes_are_bounded_per_address_and_in_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert api.server.server.TLS_HANDSHAKE_TIMEOUT == TLS_HANDSHAKE_TIMEOUT
+    # Shorter than connections.max.idle.ms (10 min by default): the handshake's own timeout,
+    # not the idle limit, closes what is held.
+    monkeypatch.setattr(api.server.server, "TLS_HANDSHAKE_TIMEOUT", HANDSHAKE_TIMEOUT_HERE)
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(server_context)
@@ -101,8 +113,8 @@ def test_never_finished_handshakes_are_bounded_per_address_and_in_time(tmp_path:
                 tls.sendall(codec.encode_request(body, correlation_id=7))
                 assert len(tls.recv(4)) == 4
             # The held ones are closed when their handshake times out.
-            assert _until(lambda: all(_closed(s) for s in attack), TLS_HANDSHAKE_TIMEOUT + 10)
-            assert time.monotonic() - started < TLS_HANDSHAKE_TIMEOUT + 10
+            assert _until(lambda: all(_closed(s) for s in attack), HANDSHAKE_TIMEOUT_HERE + 10)
+            assert time.monotonic() - started < HANDSHAKE_TIMEOUT_HERE + 10
         finally:
             for sock in attack:
                 sock.close()
