@@ -18,8 +18,11 @@ shut down, a node catching up), not every write's.
 
 from __future__ import annotations
 
-import asyncio
 import gc
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class _MassChanges:
@@ -74,6 +77,8 @@ class MassChangeUntilQuiet:
             begin_mass_change()
         else:
             self._timer.cancel()
+        import asyncio  # here: the commands that import the service run without asyncio
+
         self._timer = asyncio.get_running_loop().call_later(self.quiet_s, self.end)
 
     def end(self) -> None:

@@ -50,6 +50,7 @@ SMOKE: dict[str, Smoke] = {
         marks=("process",),
     ),
     "authz_bench.py": Smoke(args=("--acls", "100", "--decisions", "100", "--scans", "2")),
+    "snapshot_loop_bench.py": Smoke(args=("--topics", "500", "--repeat", "1")),
     "chain_cost_bench.py": Smoke(args=("--batches", "5", "--repeat", "1")),
     "fleet_bench.py": Smoke(args=("fence", "--partitions", "3000", "--brokers", "6,30")),
     "proof_bench.py": Smoke(args=("--entries", "2000", "--proofs", "3", "--dir", "{tmp}")),
