@@ -380,12 +380,17 @@ def test_child_namespace_counts_follow_every_record_of_a_delta() -> None:
         replay_records(base, [RemoveNamespaceRecord(namespace_id=org)], EMPTY_PROVENANCE)
 
 
-def test_load_image_from_log_matches_direct_replay(tmp_path: Path) -> None:
-    batches = LogGenerator(seed=11).batches(300)
-    with MetadataLog.open(tmp_path / "log") as log:
+def _written(directory: Path, seed: int, count: int) -> tuple[list[list[Record]], int]:
+    """A log of `count` generated batches in `directory`: the batches and the log's end."""
+    batches = LogGenerator(seed=seed).batches(count)
+    with MetadataLog.open(directory) as log:
         for batch in batches:
             log.append(batch, principal="test")
-        end = log.end_offset
+        return batches, log.end_offset
+
+
+def test_load_image_from_log_matches_direct_replay(tmp_path: Path) -> None:
+    batches, end = _written(tmp_path / "log", 11, 300)
     records = [r for batch in batches for r in batch]
     with LogReader.open(tmp_path / "log") as log:
         seen: list[int] = []
@@ -407,11 +412,7 @@ def test_load_image_from_log_matches_direct_replay(tmp_path: Path) -> None:
 
 
 def test_replay_in_slices_ends_where_one_replay_of_the_blocks_ends(tmp_path: Path) -> None:
-    batches = LogGenerator(seed=12).batches(60)
-    with MetadataLog.open(tmp_path / "log") as log:
-        for batch in batches:
-            log.append(batch, principal="test")
-        end = log.end_offset
+    _, end = _written(tmp_path / "log", 12, 60)
     with LogReader.open(tmp_path / "log") as log:
         blocks = list(log.read_records())
         whole = replay_blocks(EMPTY_IMAGE, blocks, lte=end - 1)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import gc
 import sys
-import weakref
 
 import pytest
 
 from api.raft import node as node_module
-from tests.support.collector import Cycle
+from tests.support.collector import Cycle, a_new_cycle_is_collected
 
 
 @pytest.mark.usefixtures("collector")
@@ -43,17 +42,9 @@ def test_a_short_full_collection_freezes_nothing() -> None:
 def test_garbage_is_collected_before_the_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(node_module, "FREEZE_AFTER_COLLECTION_S", 0.0)
     node_module._freeze_image()
-    garbage = Cycle()
-    gone = weakref.ref(garbage)
-    del garbage
-    gc.collect()
-    assert gone() is None  # freed by the full collection, not frozen alive
+    assert a_new_cycle_is_collected()  # freed by the full collection, not frozen alive
     # What is made after a freeze is collected as usual.
-    later = Cycle()
-    gone = weakref.ref(later)
-    del later
-    gc.collect()
-    assert gone() is None
+    assert a_new_cycle_is_collected()
 
 
 def test_a_voter_lowers_the_switch_interval_never_raises_it() -> None:
