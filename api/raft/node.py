@@ -128,6 +128,10 @@ MASS_REPLAY_QUIET_S = 1.0
 """A follower's mass change (commits of more than one slice of `INLINE_REPLAY_ENTRIES`) ends
 this long after the last such commit: then what it made is frozen and collections resume."""
 
+MASS_REPLAY_LONGEST_S = 30.0
+"""A follower's mass change ends after this long even if big commits go on (a 20% fence at
+1M partitions takes ~5 s): the collector then works as usual until they stop."""
+
 INLINE_FLUSH_S = 0.002
 """A follower's flush (fsync) runs on the event loop's thread while the last one took less
 than this, on the worker thread otherwise (until one there is as quick again). A follower
@@ -252,7 +256,8 @@ class QuorumNode:
         self._epoch_start = NEVER
         self._flushed = self.log.end_offset
         self._flush_inline = True  # the next flush runs on the loop's thread (INLINE_FLUSH_S)
-        self._mass_replay = MassChangeUntilQuiet(MASS_REPLAY_QUIET_S)  # commits of many slices
+        # Commits of many slices (a fence's moves, a catch-up): the collector held off.
+        self._mass_replay = MassChangeUntilQuiet(MASS_REPLAY_QUIET_S, MASS_REPLAY_LONGEST_S)
         self._applied = service.image.provenance.offset + 1
         self._task: asyncio.Task[None] | None = None
         self._closing = False

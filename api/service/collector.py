@@ -64,26 +64,45 @@ class MassChangeUntilQuiet:
     """A mass change that lasts while `busy()` is called, until `quiet_s` pass without a call.
 
     A follower cannot tell when the leader's mass change ends; it sees commits of many
-    entries, and then none.
+    entries, and then none. Big commits that never stop (a sender keeping it busy on
+    purpose, a very long catch-up) would keep the collector off for good and freeze all the
+    garbage made meanwhile: after `longest_s` the mass change ends all the same, and the
+    collector works as usual until a quiet spell ends that busy stretch.
     """
 
-    def __init__(self, quiet_s: float) -> None:
+    def __init__(self, quiet_s: float, longest_s: float) -> None:
         self.quiet_s = quiet_s
+        self.longest_s = longest_s
         self._timer: asyncio.TimerHandle | None = None
+        """The quiet spell's timer, while a busy stretch lasts."""
+        self._began: float | None = None
+        """When this stretch's mass change began (None: none under way, or it ran too long)."""
 
     def busy(self) -> None:
         """Another step of the mass change (on the event loop's thread)."""
-        if self._timer is None:
-            begin_mass_change()
-        else:
-            self._timer.cancel()
         import asyncio  # here: the commands that import the service run without asyncio
 
-        self._timer = asyncio.get_running_loop().call_later(self.quiet_s, self.end)
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._timer is None:
+            begin_mass_change()
+            self._began = now
+        else:
+            self._timer.cancel()
+            if self._began is not None and now - self._began >= self.longest_s:
+                self._began = None
+                end_mass_change()
+        self._timer = loop.call_later(self.quiet_s, self.end)
+
+    def under_way(self) -> bool:
+        """Whether it holds the collector off now."""
+        return self._began is not None
 
     def end(self) -> None:
-        """End it now, if it is under way (also what the timer calls)."""
+        """End the busy stretch now, if there is one (also what the timer calls)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._began is not None:
+            self._began = None
             end_mass_change()

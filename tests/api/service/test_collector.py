@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import weakref
 
 import pytest
 
@@ -14,7 +13,7 @@ from api.service.collector import (
     end_mass_change,
     mass_changes_under_way,
 )
-from tests.support.collector import Cycle
+from tests.support.collector import Cycle, a_new_cycle_is_collected
 
 pytestmark = pytest.mark.usefixtures("collector")
 
@@ -49,17 +48,13 @@ def test_what_is_made_after_it_is_collected_as_usual() -> None:
     gc.enable()
     begin_mass_change()
     end_mass_change()
-    later = Cycle()
-    gone = weakref.ref(later)
-    del later
-    gc.collect()
-    assert gone() is None
+    assert a_new_cycle_is_collected()
 
 
 def test_a_mass_change_lasts_until_it_is_quiet() -> None:
     async def run() -> None:
         gc.enable()
-        change = MassChangeUntilQuiet(0.5)
+        change = MassChangeUntilQuiet(0.5, 60.0)
         change.busy()
         assert mass_changes_under_way() == 1
         for _ in range(4):  # each step keeps it going
@@ -78,5 +73,29 @@ def test_a_mass_change_lasts_until_it_is_quiet() -> None:
         assert mass_changes_under_way() == 0
         await asyncio.sleep(0.1)
         assert mass_changes_under_way() == 0
+
+    asyncio.run(run())
+
+
+def test_a_mass_change_that_never_quiets_ends_after_its_longest() -> None:
+    async def run() -> None:
+        gc.enable()
+        change = MassChangeUntilQuiet(60.0, 0.05)
+        change.busy()
+        assert change.under_way()
+        assert not gc.isenabled()
+        await asyncio.sleep(0.1)
+        change.busy()  # still busy, but past its longest: the collector works again
+        assert not change.under_way()
+        assert mass_changes_under_way() == 0
+        assert gc.isenabled()
+        change.busy()  # and stays at work for the rest of this busy stretch
+        assert mass_changes_under_way() == 0
+        change.end()  # the stretch ends (quiet); the next big commit begins another
+        change.busy()
+        assert change.under_way()
+        change.end()
+        assert mass_changes_under_way() == 0
+        assert gc.isenabled()
 
     asyncio.run(run())
