@@ -29,7 +29,9 @@ A server process (`mlog serve`, the real CLI) runs on a fresh data directory wit
 brokers. The load runs in this process: `--connections` asyncio connections, each a loop of
 CreateTopics v7 (one topic, 1 partition, replication factor 1), Metadata v12 for that topic
 and DeleteTopics v6 (by id), one request in flight per connection, speaking the wire protocol
-through `api.protocol.codec` (no client library overhead). Every latency is recorded.
+through hand-made frames and answer readers checked against `api.protocol.codec` at start
+(no client library overhead: the load shares the cores with the server). Every latency is
+recorded.
 
 After the run the server is stopped with SIGTERM (it must exit 0) and the log is read back:
 the TopicRecords and RemoveTopicRecords in it must be exactly the acknowledged creates and
@@ -190,22 +192,66 @@ def delete_topic_v6(correlation: int, topic_id: bytes) -> bytes:
     return _header(20, 6, correlation) + body
 
 
-def created_error_code(frame: bytes) -> tuple[int, int]:
-    """(correlation id, the first topic's error code) of a CreateTopics v7 answer frame.
+def _skip_tags(frame: bytes, at: int) -> int:
+    """Past a tagged-fields section."""
+    count, at = read_uvarint(frame, at)
+    for _ in range(count):
+        _, at = read_uvarint(frame, at)
+        size, at = read_uvarint(frame, at)
+        at += size
+    return at
+
+
+def _skip_compact(frame: bytes, at: int) -> int:
+    """Past a compact (nullable) string or bytes."""
+    size, at = read_uvarint(frame, at)
+    return at + max(size - 1, 0)
+
+
+def created_topic(frame: bytes) -> tuple[int, int, bytes]:
+    """(correlation id, error code, topic id) of a CreateTopics v7 answer's first topic.
 
     A load loop needs only these: read by hand (as etcd's load reads only the HTTP status),
     not by decoding the whole answer with its topic configs (24 µs a write on the cores the
     servers share). Checked against the codec by `_check_encoders`.
     """
     (correlation,) = struct.unpack_from(">i", frame)
-    tags, at = read_uvarint(frame, 4)  # response header v1: tagged fields
-    if tags:
-        _, body = codec.decode_response(19, 7, frame)
-        return correlation, int(body.topics[0].error_code)
+    at = _skip_tags(frame, 4)  # response header v1
     _, at = read_uvarint(frame, at + 4)  # throttle time, then the topics' count + 1
-    name_size, at = read_uvarint(frame, at)
-    at += name_size - 1 + 16  # the name, the topic id
+    at = _skip_compact(frame, at)  # the name
+    topic_id = frame[at : at + 16]
+    (code,) = struct.unpack_from(">h", frame, at + 16)
+    return correlation, code, topic_id
+
+
+def created_error_code(frame: bytes) -> tuple[int, int]:
+    """(correlation id, the first topic's error code) of a CreateTopics v7 answer frame."""
+    correlation, code, _ = created_topic(frame)
+    return correlation, code
+
+
+def described_error_code(frame: bytes) -> tuple[int, int]:
+    """(correlation id, the first topic's error code) of a Metadata v12 answer frame."""
+    (correlation,) = struct.unpack_from(">i", frame)
+    at = _skip_tags(frame, 4)
+    brokers, at = read_uvarint(frame, at + 4)  # throttle time, then the brokers' count + 1
+    for _ in range(brokers - 1):
+        at = _skip_compact(frame, at + 4)  # node id, host
+        at = _skip_compact(frame, at + 4)  # port, rack
+        at = _skip_tags(frame, at)
+    at = _skip_compact(frame, at)  # cluster id
+    _, at = read_uvarint(frame, at + 4)  # controller id, then the topics' count + 1
     (code,) = struct.unpack_from(">h", frame, at)
+    return correlation, code
+
+
+def deleted_error_code(frame: bytes) -> tuple[int, int]:
+    """(correlation id, the first topic's error code) of a DeleteTopics v6 answer frame."""
+    (correlation,) = struct.unpack_from(">i", frame)
+    at = _skip_tags(frame, 4)
+    _, at = read_uvarint(frame, at + 4)  # throttle time, then the answers' count + 1
+    at = _skip_compact(frame, at)  # the name
+    (code,) = struct.unpack_from(">h", frame, at + 16)  # after the topic id
     return correlation, code
 
 
@@ -240,8 +286,47 @@ def _check_encoders() -> None:
             ],
         )
         frame = codec.encode_response(7, answer)[4:]
-        if created_error_code(frame) != (7, error):
+        if created_topic(frame) != (7, error, bytes(range(16))):
             raise SystemExit(f"bench answer reader differs from the codec on {frame!r}")
+        _check_answer(
+            described_error_code,
+            error,
+            codec.build(
+                codec.response_class(3, 12),
+                throttle_time=datetime.timedelta(0),
+                brokers=[
+                    {"node_id": 1, "host": "h-1", "port": 9092, "rack": None},
+                    {"node_id": 2, "host": "host-2", "port": 9093, "rack": "rack-a"},
+                ],
+                cluster_id="cluster",
+                controller_id=1,
+                topics=[
+                    {
+                        "error_code": error,
+                        "name": "x-1",
+                        "topic_id": bytes(range(16)),
+                        "is_internal": False,
+                        "partitions": [],
+                    }
+                ],
+            ),
+        )
+        _check_answer(
+            deleted_error_code,
+            error,
+            codec.build(
+                codec.response_class(20, 6),
+                throttle_time=datetime.timedelta(0),
+                responses=[
+                    {
+                        "name": "x-1",
+                        "topic_id": bytes(range(16)),
+                        "error_code": error,
+                        "error_message": None if error == 0 else "gone",
+                    }
+                ],
+            ),
+        )
     topic_id = bytes(range(16))
     pairs = [
         (
@@ -285,12 +370,19 @@ def _check_encoders() -> None:
             raise SystemExit(f"bench encoder differs from the codec: {mine!r} != {expected!r}")
 
 
+def _check_answer(read: Any, error: int, answer: Any) -> None:
+    frame = codec.encode_response(7, answer)[4:]
+    if read(frame) != (7, error):
+        raise SystemExit(f"bench answer reader {read.__name__} differs from the codec")
+
+
 class Wire:
     """One connection: send a request frame, read its response (one in flight).
 
-    Requests are written by the hand-made encoders above (checked against the codec at
-    start), so the load generator, which shares the machine with the server, spends as little
-    CPU as it can; answers are read with the codec (kio's native reader).
+    Requests are written by the hand-made encoders above and the load's answers read by the
+    hand-made readers (both checked against the codec at start), so the load generator, which
+    shares the machine with the server, spends as little CPU as it can; `call` reads a whole
+    answer with the codec (kio's native reader).
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -314,10 +406,30 @@ class Wire:
 
     async def create_topic(self, name: str) -> int:
         """CreateTopics v7 of one topic; its error code (the answer read by hand)."""
-        correlation, code = created_error_code(await self.call_raw(create_topic_v7, name))
+        code, _ = await self.create_topic_id(name)
+        return code
+
+    async def create_topic_id(self, name: str) -> tuple[int, bytes]:
+        """CreateTopics v7 of one topic; its error code and topic id (read by hand)."""
+        correlation, code, topic_id = created_topic(await self.call_raw(create_topic_v7, name))
+        self._check(correlation)
+        return code, topic_id
+
+    async def describe_topic(self, name: str) -> int:
+        """Metadata v12 of one topic; its error code (read by hand)."""
+        correlation, code = described_error_code(await self.call_raw(metadata_v12, name))
+        self._check(correlation)
+        return code
+
+    async def delete_topic(self, topic_id: bytes) -> int:
+        """DeleteTopics v6 of one topic by id; its error code (read by hand)."""
+        correlation, code = deleted_error_code(await self.call_raw(delete_topic_v6, topic_id))
+        self._check(correlation)
+        return code
+
+    def _check(self, correlation: int) -> None:
         if correlation != self.correlation:
             raise RuntimeError(f"correlation {correlation} != {self.correlation}")
-        return code
 
 
 async def _connection(port: int, index: int, deadline: float, stats: Stats) -> None:
@@ -343,26 +455,25 @@ async def _connection_loop(
         name = f"{prefix}-{index}-{i}"
         i += 1
         start = time.perf_counter()
-        created = await wire.call(19, 7, create_topic_v7, name)
+        code, topic_id = await wire.create_topic_id(name)
         now = time.perf_counter()
         stats.latencies_ms.append((now - start) * 1000)
-        result = created.topics[0]
-        if int(result.error_code) != 0:
-            stats.errors.append(f"create {name}: {int(result.error_code)}")
+        if code != 0:
+            stats.errors.append(f"create {name}: {code}")
             continue
         stats.created.add(name)
         stats.writes += 1
         start = now
-        described = await wire.call(3, 12, metadata_v12, name)
+        code = await wire.describe_topic(name)
         now = time.perf_counter()
         stats.latencies_ms.append((now - start) * 1000)
-        if int(described.topics[0].error_code) != 0:
-            stats.errors.append(f"describe {name}: {int(described.topics[0].error_code)}")
+        if code != 0:
+            stats.errors.append(f"describe {name}: {code}")
         start = now
-        deleted = await wire.call(20, 6, delete_topic_v6, result.topic_id.bytes)
+        code = await wire.delete_topic(topic_id)
         stats.latencies_ms.append((time.perf_counter() - start) * 1000)
-        if int(deleted.responses[0].error_code) != 0:
-            stats.errors.append(f"delete {name}: {int(deleted.responses[0].error_code)}")
+        if code != 0:
+            stats.errors.append(f"delete {name}: {code}")
             continue
         stats.deleted.add(name)
         stats.writes += 1

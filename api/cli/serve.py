@@ -601,6 +601,8 @@ async def _serve(server: MetadataServer) -> None:
     import asyncio
     import signal
 
+    from api.service.collector import freeze_loaded_image
+
     await server.start()
     node = server.quorum_node
     if node is not None:
@@ -609,9 +611,10 @@ async def _serve(server: MetadataServer) -> None:
         node.on_failure = lambda reason: _stop(server, "the quorum node failed")
     # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
     # server: move it out of the cyclic collector's view, so a full collection scans only
-    # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency).
+    # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency),
+    # and collect the young generation less often (`api/service/collector.py`).
     gc.collect()
-    gc.freeze()
+    freeze_loaded_image()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stop, server, signum.name)

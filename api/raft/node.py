@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import random
 import sys
@@ -84,7 +83,7 @@ from api.raft.voter_blocks import (
     voters_record,
     write_voters_base,
 )
-from api.service.collector import MassChangeUntilQuiet
+from api.service.collector import MassChangeUntilQuiet, freeze_loaded_image
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
@@ -945,7 +944,7 @@ class QuorumNode:
             p.offset + 1,
         )
         self.service.follow(installed.image)
-        _freeze_image()
+        freeze_loaded_image()
 
     def _send(self, destination: int, message: Message) -> None:
         if self._stopping and isinstance(message, VoteRequest):
@@ -1003,7 +1002,7 @@ class QuorumNode:
             self._start_leading()
 
     def _started_from(self, image: MetadataImage) -> None:
-        _freeze_image()
+        freeze_loaded_image()
         used = self.service.started_from_snapshot
         logger.info(
             "controller %d applied the committed log up to offset %d (%s)",
@@ -1104,63 +1103,3 @@ def _share_the_interpreter() -> None:
     """
     if sys.getswitchinterval() > SWITCH_INTERVAL_S:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-
-
-YOUNG_COLLECTION_THRESHOLD = 10_000
-"""Allocations between two collections of the cyclic collector's youngest generation (700 by
-default), once a voter's image is loaded: fewer young collections, and fewer of the full ones
-they lead to, each of which walks every object made since the image was frozen. Fencing a
-broker holding 20% of 1M partitions (202,902 moves) in process: 4.0 s with 700 (8 full
-collections, a batch held up to 0.3 s), 2.8 s with 10,000 (none), 2.4 s with no collector."""
-
-
-def _freeze_image() -> None:
-    """Move what is alive now (a just loaded image) out of the cyclic collector's view.
-
-    A single server does this once its image is loaded (`mlog serve`); a quorum node loads its
-    image later, in its loop, so it does it here. Without it the next full collection scans
-    every object of the image: 4 s at 1M partitions, on the event loop, long enough for the
-    other voters to elect another leader and for each new leader to restart every broker's
-    session. `gc.freeze` scans nothing (no `gc.collect` first, which would be that same pause);
-    garbage frozen with the image is the replay's short-lived objects, little and kept once.
-    The young generation's threshold goes up too (`YOUNG_COLLECTION_THRESHOLD`): a mass change
-    (a fence's moves) makes a new object per partition changed.
-    """
-    gc.freeze()
-    young, middle, old = gc.get_threshold()
-    if young and young < YOUNG_COLLECTION_THRESHOLD:  # 0: the collector is off; leave it
-        gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
-    if _freeze_after_full_collection not in gc.callbacks:
-        gc.callbacks.append(_freeze_after_full_collection)
-
-
-FREEZE_AFTER_COLLECTION_S = 0.05
-"""A full collection at least this long is followed by a freeze of what survived it."""
-
-_full_collection_started = [0.0]
-"""When the full collection under way began (`_freeze_after_full_collection`)."""
-
-
-def _freeze_after_full_collection(phase: str, info: dict[str, int]) -> None:
-    """After a long full collection, freeze what survived it (a `gc.callbacks` entry).
-
-    The image keeps growing after it was loaded (a quorum that starts empty and takes writes,
-    a fence's moves): each full collection walked everything made since the last freeze, and
-    a CPython full collection comes once that has grown by a quarter, so each walked more than
-    the one before. Measured on a quorum taking a topic per write (`quorum_bench --cpu`, load
-    ~4, the log at ~650,000 entries): 5.3 s of the leader's CPU in 5 full collections, the
-    longest 2.4 s in one go, longer than the fetch timeout (2 s): the followers elected
-    another leader. Frozen now, what survived is never walked again, and the next full
-    collection walks only what came since. A full collection has just freed every cycle of
-    garbage it could reach, so what is frozen is alive; what it keeps from the collector
-    is a cycle formed later among those objects (the same bargain as `_freeze_image`), so
-    only a collection that took `FREEZE_AFTER_COLLECTION_S` or more (a grown image, not a
-    server's connections and requests of the moment) freezes: freezes stay as rare as the
-    image's growth spurts, and so does what they may keep.
-    """
-    if info.get("generation") != 2:
-        return
-    if phase == "start":
-        _full_collection_started[0] = time.perf_counter()
-    elif time.perf_counter() - _full_collection_started[0] >= FREEZE_AFTER_COLLECTION_S:
-        gc.freeze()

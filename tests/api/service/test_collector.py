@@ -1,4 +1,4 @@
-"""The cyclic collector during mass changes: off while one runs, its growth frozen after."""
+"""The cyclic collector's policy: a loaded image and long collections frozen, mass changes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import gc
 
 import pytest
 
+from api.service import collector as collector_module
 from api.service.collector import (
     MassChangeUntilQuiet,
     begin_mass_change,
     end_mass_change,
+    freeze_loaded_image,
     mass_changes_under_way,
 )
 from tests.support.collector import Cycle, a_new_cycle_is_collected
@@ -99,3 +101,44 @@ def test_a_mass_change_that_never_quiets_ends_after_its_longest() -> None:
         assert gc.isenabled()
 
     asyncio.run(run())
+
+
+def test_each_long_full_collection_freezes_what_survived_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(collector_module, "FREEZE_AFTER_COLLECTION_S", 0.0)  # every one is long
+    freeze_loaded_image()
+    freeze_loaded_image()  # loaded again (a snapshot installed): one callback still
+    assert gc.callbacks.count(collector_module._freeze_after_full_collection) == 1
+    kept = [Cycle() for _ in range(1000)]
+    frozen = gc.get_freeze_count()
+    gc.collect(1)  # a younger generation's collection freezes nothing
+    assert gc.get_freeze_count() == frozen
+    gc.collect()
+    assert gc.get_freeze_count() >= frozen + len(kept)
+
+
+def test_a_loaded_image_raises_the_young_threshold_unless_the_collector_is_off() -> None:
+    gc.set_threshold(700, 10, 10)
+    freeze_loaded_image()
+    assert gc.get_threshold()[0] == collector_module.YOUNG_COLLECTION_THRESHOLD
+    gc.set_threshold(0, 10, 10)
+    freeze_loaded_image()
+    assert gc.get_threshold()[0] == 0
+
+
+def test_a_short_full_collection_freezes_nothing() -> None:
+    freeze_loaded_image()
+    kept = [Cycle() for _ in range(100)]
+    frozen = gc.get_freeze_count()
+    gc.collect()  # a few objects since the freeze: far below FREEZE_AFTER_COLLECTION_S
+    assert gc.get_freeze_count() == frozen
+    assert kept
+
+
+def test_garbage_is_collected_before_the_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collector_module, "FREEZE_AFTER_COLLECTION_S", 0.0)
+    freeze_loaded_image()
+    assert a_new_cycle_is_collected()  # freed by the full collection, not frozen alive
+    # What is made after a freeze is collected as usual.
+    assert a_new_cycle_is_collected()
