@@ -5,7 +5,8 @@ all of it in every full collection. So:
 
 - once an image is loaded (`freeze_loaded_image`: `mlog serve` at start, a quorum node when it
   loads or installs one) what is alive is frozen, the young generation's threshold goes up
-  (`YOUNG_COLLECTION_THRESHOLD`) and each long full collection freezes what survived it;
+  (`YOUNG_COLLECTION_THRESHOLD`) and each long middle or full collection freezes what
+  survived it (`_freeze_after_long_collection`);
 - a mass change (a fence moving a broker's leaderships in batches, a follower replaying such
   batches or catching up) makes objects that join the image and live as long as it: new
   partition records, map nodes, topic images. The collector would walk each of them in its
@@ -143,37 +144,47 @@ def freeze_loaded_image() -> None:
     young, middle, old = gc.get_threshold()
     if young and young < YOUNG_COLLECTION_THRESHOLD:  # 0: the collector is off; leave it
         gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
-    if _freeze_after_full_collection not in gc.callbacks:
-        gc.callbacks.append(_freeze_after_full_collection)
+    if _freeze_after_long_collection not in gc.callbacks:
+        gc.callbacks.append(_freeze_after_long_collection)
 
 
 FREEZE_AFTER_COLLECTION_S = 0.05
-"""A full collection at least this long is followed by a freeze of what survived it."""
+"""A middle or full collection at least this long is followed by a freeze of what survived."""
 
-_full_collection_started = [0.0]
-"""When the full collection under way began (`_freeze_after_full_collection`)."""
+_collection_started = [0.0]
+"""When the middle or full collection under way began (`_freeze_after_long_collection`)."""
 
 
-def _freeze_after_full_collection(phase: str, info: dict[str, int]) -> None:
-    """After a long full collection, freeze what survived it (a `gc.callbacks` entry).
+def _freeze_after_long_collection(phase: str, info: dict[str, int]) -> None:
+    """After a long middle or full collection, freeze what survived it (a `gc.callbacks` entry).
 
     The image keeps growing after it was loaded (a quorum that starts empty and takes writes,
-    a fence's moves): each full collection walked everything made since the last freeze, and
-    a CPython full collection comes once that has grown by a quarter, so each walked more than
-    the one before. Measured on a quorum taking a topic per write (`quorum_bench --cpu`, load
-    ~4, the log at ~650,000 entries): 5.3 s of the leader's CPU in 5 full collections, the
-    longest 2.4 s in one go, longer than the fetch timeout (2 s): the followers elected
-    another leader. Frozen now, what survived is never walked again, and the next full
-    collection walks only what came since. A full collection has just freed every cycle of
-    garbage it could reach, so what is frozen is alive; what it keeps from the collector
-    is a cycle formed later among those objects (the same bargain as `freeze_loaded_image`), so
-    only a collection that took `FREEZE_AFTER_COLLECTION_S` or more (a grown image, not a
-    server's connections and requests of the moment) freezes: freezes stay as rare as the
-    image's growth spurts, and so does what they may keep.
+    a fence's moves). What survives the young and middle collections then is mostly the
+    image's new objects (topic images, partition records, ids, the persistent maps' new
+    nodes), and walking them gets dearer as the image grows: a map node's children are
+    older objects spread over the heap, each a cache miss. Measured on a quorum taking a
+    topic per write (`quorum_bench --cpu --writers 64 --repeat 4`, snapshots off, a
+    `gc.callbacks` timer), each voter's middle collections of ~100,000 objects went from
+    1 ms to 100-140 ms over the run, and a CPython full collection, which comes once the
+    objects moved to the oldest generation since the last one add up to a quarter of those
+    it kept then, walked them all again: 850 ms and 1,041 ms on the leader, one 2.4 s in an
+    earlier run, longer than the fetch timeout (2 s): the followers elected another leader.
+
+    So a collection of the middle or oldest generation that took `FREEZE_AFTER_COLLECTION_S`
+    or more is followed by `gc.freeze()`: what survived is never walked again, and full
+    collections walk only what came since (same run: 0.18-0.25 s in all on each voter,
+    longest 98-151 ms, against 1.2-2.1 s and ~1 s). Only long ones freeze: a server whose
+    image does not grow has short ones (`server_bench`: middle collections under 1 ms, no
+    freeze), so freezes come with the image's growth spurts. The bargain is
+    `freeze_loaded_image`'s: a collection has just freed the cycles of garbage among the
+    generations it walked, so what is frozen is alive, or garbage that reached the oldest
+    generation since the last full collection (after a middle one); what the freeze keeps
+    from the collector is that, and any cycle formed later among frozen objects (a
+    connection open then and closed later): bounded by what lives through a growth spurt.
     """
-    if info.get("generation") != 2:
+    if info.get("generation") == 0:
         return
     if phase == "start":
-        _full_collection_started[0] = time.perf_counter()
-    elif time.perf_counter() - _full_collection_started[0] >= FREEZE_AFTER_COLLECTION_S:
+        _collection_started[0] = time.perf_counter()
+    elif time.perf_counter() - _collection_started[0] >= FREEZE_AFTER_COLLECTION_S:
         gc.freeze()
