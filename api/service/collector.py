@@ -5,8 +5,8 @@ all of it in every full collection. So:
 
 - once an image is loaded (`freeze_loaded_image`: `mlog serve` at start, a quorum node when it
   loads or installs one) what is alive is frozen, the young generation's threshold goes up
-  (`YOUNG_COLLECTION_THRESHOLD`) and each long middle or full collection freezes what
-  survived it (`_freeze_after_long_collection`);
+  (`YOUNG_COLLECTION_THRESHOLD`) and each long collection freezes what survived it
+  (`_freeze_after_long_collection`): on a growing image, its new objects are walked once;
 - a mass change (a fence moving a broker's leaderships in batches, a follower replaying such
   batches or catching up) makes objects that join the image and live as long as it: new
   partition records, map nodes, topic images. The collector would walk each of them in its
@@ -148,43 +148,54 @@ def freeze_loaded_image() -> None:
         gc.callbacks.append(_freeze_after_long_collection)
 
 
+FREEZE_AFTER_YOUNG_COLLECTION_S = 0.002
+"""A young collection that took at least this much CPU is followed by a freeze of what survived."""
+
 FREEZE_AFTER_COLLECTION_S = 0.05
-"""A middle or full collection at least this long is followed by a freeze of what survived."""
+"""A middle or full collection that took at least this much CPU is followed by a freeze."""
 
 _collection_started = [0.0]
-"""When the middle or full collection under way began (`_freeze_after_long_collection`)."""
+"""The thread's CPU time when the collection under way began (`_freeze_after_long_collection`)."""
 
 
 def _freeze_after_long_collection(phase: str, info: dict[str, int]) -> None:
-    """After a long middle or full collection, freeze what survived it (a `gc.callbacks` entry).
+    """After a long collection, freeze what survived it (a `gc.callbacks` entry).
 
     The image keeps growing after it was loaded (a quorum that starts empty and takes writes,
-    a fence's moves). What survives the young and middle collections then is mostly the
-    image's new objects (topic images, partition records, ids, the persistent maps' new
-    nodes), and walking them gets dearer as the image grows: a map node's children are
-    older objects spread over the heap, each a cache miss. Measured on a quorum taking a
-    topic per write (`quorum_bench --cpu --writers 64 --repeat 4`, snapshots off, a
-    `gc.callbacks` timer), each voter's middle collections of ~100,000 objects went from
-    1 ms to 100-140 ms over the run, and a CPython full collection, which comes once the
-    objects moved to the oldest generation since the last one add up to a quarter of those
-    it kept then, walked them all again: 850 ms and 1,041 ms on the leader, one 2.4 s in an
-    earlier run, longer than the fetch timeout (2 s): the followers elected another leader.
+    a fence's moves). What survives the collections then is mostly the image's new objects
+    (topic images, partition records, ids, the persistent maps' new nodes), and walking them
+    gets dearer as the image grows: a map node's children are older objects spread over the
+    heap, each a cache miss. Each such object was walked by the young collection, again by a
+    middle one and again by full ones until a freeze. Measured on a quorum taking a topic per
+    write (`quorum_bench --cpu --writers 64 --repeat 4`, snapshots off, a `gc.callbacks`
+    timer), each voter's middle collections of ~100,000 objects went from 1 ms to 100-140 ms
+    over the run (1.8 s in all), and a CPython full collection, which comes once what moved
+    to the oldest generation adds up to a quarter of what the last one kept, walked them all
+    again: 850 ms and 1,041 ms on the leader, 2.4 s in an earlier run, longer than the fetch
+    timeout (2 s): the followers elected another leader.
 
-    So a collection of the middle or oldest generation that took `FREEZE_AFTER_COLLECTION_S`
-    or more is followed by `gc.freeze()`: what survived is never walked again, and full
-    collections walk only what came since (same run: 0.18-0.25 s in all on each voter,
-    longest 98-151 ms, against 1.2-2.1 s and ~1 s). Only long ones freeze: a server whose
-    image does not grow has short ones (`server_bench`: middle collections under 1 ms, no
-    freeze), so freezes come with the image's growth spurts. The bargain is
-    `freeze_loaded_image`'s: a collection has just freed the cycles of garbage among the
-    generations it walked, so what is frozen is alive, or garbage that reached the oldest
-    generation since the last full collection (after a middle one); what the freeze keeps
-    from the collector is that, and any cycle formed later among frozen objects (a
-    connection open then and closed later): bounded by what lives through a growth spurt.
+    So a collection that took `FREEZE_AFTER_YOUNG_COLLECTION_S` of CPU (a young one) or
+    `FREEZE_AFTER_COLLECTION_S` (a middle or full one) is followed by `gc.freeze()`: what
+    survived is never walked again. In that run, middle collections fell to ~0.03 s in all
+    on each voter and full ones to 0.13-0.19 s (longest 65-85 ms); the voters' p99 to
+    21-26 ms from 32-36 ms. Only long ones freeze: a young collection takes ~0.1 ms on a
+    server whose image does not grow (`server_bench`, longest 1.2 ms), so freezes come with
+    the image's growth spurts.
+
+    The bargain is `freeze_loaded_image`'s: a collection has just freed the cycles of
+    garbage among the generations it walked, so what is frozen is alive, or garbage of the
+    older generations not walked yet; what the freeze keeps from the collector is that, and
+    any cycle formed later among frozen objects (a connection open then, closed later). The
+    requests of a server make almost none: in the run above, after ~500 young collections
+    each followed by a freeze, `gc.unfreeze()` and a full collection at the end found 102
+    objects of garbage on each voter; `server_bench`'s young collections collect ~0.01
+    objects a request.
     """
-    if info.get("generation") == 0:
-        return
     if phase == "start":
-        _collection_started[0] = time.perf_counter()
-    elif time.perf_counter() - _collection_started[0] >= FREEZE_AFTER_COLLECTION_S:
+        _collection_started[0] = time.thread_time()
+        return
+    took = time.thread_time() - _collection_started[0]
+    if took >= (
+        FREEZE_AFTER_COLLECTION_S if info.get("generation") else FREEZE_AFTER_YOUNG_COLLECTION_S
+    ):
         gc.freeze()

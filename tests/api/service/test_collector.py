@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import weakref
 
 import pytest
 
@@ -112,7 +113,7 @@ def test_each_long_middle_or_full_collection_freezes_what_survived_it(
     assert gc.callbacks.count(collector_module._freeze_after_long_collection) == 1
     kept = [Cycle() for _ in range(1000)]
     frozen = gc.get_freeze_count()
-    gc.collect(0)  # a young collection freezes nothing
+    gc.collect(0)  # a short young collection freezes nothing
     assert gc.get_freeze_count() == frozen
     gc.collect(1)
     assert gc.get_freeze_count() >= frozen + len(kept)
@@ -120,6 +121,22 @@ def test_each_long_middle_or_full_collection_freezes_what_survived_it(
     frozen = gc.get_freeze_count()
     gc.collect()
     assert gc.get_freeze_count() >= frozen + len(more)
+
+
+def test_a_long_young_collection_freezes_what_survived_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(collector_module, "FREEZE_AFTER_YOUNG_COLLECTION_S", 0.0)
+    freeze_loaded_image()
+    kept = [Cycle() for _ in range(1000)]
+    frozen = gc.get_freeze_count()
+    gc.collect(0)
+    assert gc.get_freeze_count() >= frozen + len(kept)
+    garbage = Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    gc.collect(0)  # the young garbage is freed by the collection, not frozen after it
+    assert gone() is None
 
 
 def test_a_loaded_image_raises_the_young_threshold_unless_the_collector_is_off() -> None:
