@@ -255,78 +255,52 @@ def deleted_error_code(frame: bytes) -> tuple[int, int]:
     return correlation, code
 
 
-def _check_encoders() -> None:
-    """The hand-written frames are what the protocol codec writes; the answer reader agrees.
+def _answer_frame(api_key: int, version: int, **fields: Any) -> bytes:
+    """The frame the codec writes for an answer of `fields` (correlation id 7, no size)."""
+    answer = codec.build(
+        codec.response_class(api_key, version), throttle_time=datetime.timedelta(0), **fields
+    )
+    return bytes(codec.encode_response(7, answer)[4:])
 
-    The frames must be byte for byte the codec's, and `created_error_code` must read what the
+
+def _check_encoders() -> None:
+    """The hand-written frames are what the protocol codec writes; the answer readers agree.
+
+    The frames must be byte for byte the codec's, and each answer reader must read what the
     codec reads from an answer it writes.
     """
+    topic: dict[str, Any] = {"name": "x-1", "topic_id": bytes(range(16))}
     for error in (0, 36):
-        answer = codec.build(
-            codec.response_class(19, 7),
-            throttle_time=datetime.timedelta(0),
-            topics=[
-                {
-                    "name": "x-1",
-                    "topic_id": bytes(range(16)),
-                    "error_code": error,
-                    "error_message": None if error == 0 else "exists",
-                    "num_partitions": 1,
-                    "replication_factor": 1,
-                    "configs": [
-                        {
-                            "name": "cleanup.policy",
-                            "value": "delete",
-                            "read_only": False,
-                            "config_source": 5,
-                            "is_sensitive": False,
-                        }
-                    ],
-                }
-            ],
-        )
-        frame = codec.encode_response(7, answer)[4:]
-        if created_topic(frame) != (7, error, bytes(range(16))):
-            raise SystemExit(f"bench answer reader differs from the codec on {frame!r}")
-        _check_answer(
-            described_error_code,
-            error,
-            codec.build(
-                codec.response_class(3, 12),
-                throttle_time=datetime.timedelta(0),
-                brokers=[
-                    {"node_id": 1, "host": "h-1", "port": 9092, "rack": None},
-                    {"node_id": 2, "host": "host-2", "port": 9093, "rack": "rack-a"},
-                ],
-                cluster_id="cluster",
-                controller_id=1,
-                topics=[
-                    {
-                        "error_code": error,
-                        "name": "x-1",
-                        "topic_id": bytes(range(16)),
-                        "is_internal": False,
-                        "partitions": [],
-                    }
-                ],
+        config = {"name": "cleanup.policy", "value": "delete", "read_only": False}
+        config |= {"config_source": 5, "is_sensitive": False}
+        created = topic | {"error_code": error, "error_message": None if error == 0 else "no"}
+        created |= {"num_partitions": 1, "replication_factor": 1, "configs": [config]}
+        brokers = [
+            {"node_id": 1, "host": "h-1", "port": 9092, "rack": None},
+            {"node_id": 2, "host": "host-2", "port": 9093, "rack": "rack-a"},
+        ]
+        described = topic | {"error_code": error, "is_internal": False, "partitions": []}
+        deleted = topic | {"error_code": error, "error_message": None if error == 0 else "no"}
+        read: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = [
+            (created_topic(_answer_frame(19, 7, topics=[created])), (7, error, bytes(range(16)))),
+            (
+                described_error_code(
+                    _answer_frame(
+                        3,
+                        12,
+                        brokers=brokers,
+                        cluster_id="cluster",
+                        controller_id=1,
+                        topics=[described],
+                    )
+                ),
+                (7, error),
             ),
-        )
-        _check_answer(
-            deleted_error_code,
-            error,
-            codec.build(
-                codec.response_class(20, 6),
-                throttle_time=datetime.timedelta(0),
-                responses=[
-                    {
-                        "name": "x-1",
-                        "topic_id": bytes(range(16)),
-                        "error_code": error,
-                        "error_message": None if error == 0 else "gone",
-                    }
-                ],
-            ),
-        )
+            (deleted_error_code(_answer_frame(20, 6, responses=[deleted])), (7, error)),
+        ]
+        for got, wanted in read:
+            if got != wanted:
+                raise SystemExit(f"a bench answer reader differs from the codec: {got} != {wanted}")
     topic_id = bytes(range(16))
     pairs = [
         (
@@ -368,12 +342,6 @@ def _check_encoders() -> None:
         expected = codec.encode_request(body, correlation_id=7)[4:]
         if mine != expected:
             raise SystemExit(f"bench encoder differs from the codec: {mine!r} != {expected!r}")
-
-
-def _check_answer(read: Any, error: int, answer: Any) -> None:
-    frame = codec.encode_response(7, answer)[4:]
-    if read(frame) != (7, error):
-        raise SystemExit(f"bench answer reader {read.__name__} differs from the codec")
 
 
 class Wire:
