@@ -104,6 +104,13 @@ def print_table(rows: Sequence[Figure], *, other: Path, this: Path = THIS) -> No
     print("ratio: median over rounds of (this / baseline, measured next to each other)")
 
 
+def print_columns(rows: Sequence[Sequence[str]]) -> None:
+    """Rows of text cells (the first a header, or not), each column padded to its widest."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
 def _figure(value: float, unit: str) -> str:
     digits = 0 if abs(value) >= 100 else 2
     return f"{value:,.{digits}f} {unit}"

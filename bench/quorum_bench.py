@@ -65,7 +65,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from against import Figure, measured_code, paired, print_table, run_child  # noqa: E402
+from against import (  # noqa: E402
+    Figure,
+    measured_code,
+    paired,
+    print_columns,
+    print_table,
+    run_child,
+)
 from etcd_side import EtcdCluster, put_loop  # noqa: E402
 from server_bench import (  # noqa: E402
     Stats,
@@ -279,9 +286,7 @@ def beside_etcd(root: Path, writer_counts: list[int], seconds: float, rounds: in
                 f"{statistics.median(r[2] for r in theirs):.1f} ms",
             )
         )
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_columns(table)
 
 
 # ----------------------------------------------------------------- CPU per write
@@ -354,9 +359,7 @@ def cpu_per_write(
     finally:
         quorum.stop_all()
     print()
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_columns(table)
 
 
 # ----------------------------------------------------------------- one version against another
@@ -487,9 +490,7 @@ def main() -> None:
                 )
             )
     table = [("figure", "quorum", "baseline", "ratio / target"), *rows]
-    widths = [max(len(r[i]) for r in table) for i in range(4)]
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_columns(table)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from replay.image import MetadataImage
 from replay.sql.store import SnapshotStore, sqlite_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from against import print_columns
 from snapshot_bench import big_image
 
 
@@ -153,9 +154,7 @@ def main() -> None:
                 f"{med['blocked']:.0%}",
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_columns(rows)
 
 
 if __name__ == "__main__":

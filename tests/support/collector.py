@@ -13,10 +13,11 @@ class Cycle:
         self.me = self
 
 
-def a_new_cycle_is_collected() -> bool:
-    """Whether a cycle of garbage made now is freed by a full collection (not kept frozen)."""
+def a_new_cycle_is_collected(generation: int = 2) -> bool:
+    """Whether a cycle of garbage made now is freed by a collection of `generation` (a full
+    one by default), not kept frozen."""
     garbage = Cycle()
     gone = weakref.ref(garbage)
     del garbage
-    gc.collect()
+    gc.collect(generation)
     return gone() is None

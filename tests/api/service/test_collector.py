@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import weakref
 
 import pytest
 
@@ -132,11 +131,7 @@ def test_a_long_young_collection_freezes_what_survived_it(
     frozen = gc.get_freeze_count()
     gc.collect(0)
     assert gc.get_freeze_count() >= frozen + len(kept)
-    garbage = Cycle()
-    gone = weakref.ref(garbage)
-    del garbage
-    gc.collect(0)  # the young garbage is freed by the collection, not frozen after it
-    assert gone() is None
+    assert a_new_cycle_is_collected(0)  # young garbage is freed by it, not frozen after it
 
 
 def test_a_loaded_image_raises_the_young_threshold_unless_the_collector_is_off() -> None:
