@@ -108,6 +108,8 @@ class Snapshotter:
         self.policy = policy or RetentionConfig()
         """The server's snapshot and retention keys (none set: the cluster configs rule)."""
         self._lock = threading.Lock()
+        self._store_lock = threading.Lock()
+        """Held while the store is opened on demand (`store`); never taken under `_lock`."""
         self._executor: ThreadPoolExecutor | None = None
         self._inflight: Future[SnapshotInfo | None] | None = None
         self._last_offset = -1
@@ -130,8 +132,13 @@ class Snapshotter:
 
     @property
     def store(self) -> SnapshotStore:
-        """The snapshot store (opened now if it is opened on demand)."""
-        with self._lock:
+        """The snapshot store (opened now if it is opened on demand).
+
+        Opened under a lock of its own, not `_lock`: the first snapshot opens it on the worker
+        thread (creating the database, running its migrations: up to seconds), and the event
+        loop takes `_lock` after every commit (`committed`), so it would wait that long.
+        """
+        with self._store_lock:
             if self._store is None:
                 if self._open_store is None:  # pragma: no cover - the constructor sets one
                     raise SnapshotStoreError("the snapshotter has no store")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from replay.controller.commands import (
 from replay.loader import load_image
 from replay.sql import revision, schema
 from replay.sql.errors import SchemaAheadError
-from replay.sql.store import SnapshotStore
+from replay.sql.store import SnapshotStore, sqlite_url
 
 
 class Clock:
@@ -282,3 +283,31 @@ async def test_snapshots_go_on_beside_concurrent_submits(tmp_path: Path, databas
         assert infos
         for info in infos:
             assert store.load(info.id) == load_image(log, lte=info.offset)
+
+
+def test_commits_go_on_while_the_first_snapshot_opens_the_store(tmp_path: Path) -> None:
+    """The worker opens the store (creates the database, migrates it) with the loop's lock free."""
+    database = tmp_path / "snapshots.db"
+    opening = threading.Event()
+    release = threading.Event()
+
+    def slow_open() -> SnapshotStore:
+        opening.set()
+        release.wait(30)
+        return SnapshotStore(sqlite_url(database))
+
+    snapshotter = Snapshotter(slow_open, file=database)
+    with MetadataService.open(tmp_path / "log", snapshots=snapshotter) as service:
+        _set_cluster(service, MAX_BYTES_KEY, "1")
+        assert opening.wait(30)  # the first snapshot is opening the store on the worker
+        # What the event loop does after each commit: ask whether a snapshot is due.
+        commit = threading.Thread(target=snapshotter.committed, args=(service.image, service.log))
+        try:
+            commit.start()
+            commit.join(timeout=20)
+            assert not commit.is_alive(), "a commit waited for the store to open"
+        finally:
+            release.set()
+            commit.join()
+        info = snapshotter.wait()
+        assert info is not None and database.exists()
