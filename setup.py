@@ -1,8 +1,12 @@
-"""Build the optional compiled block decoder (`records._fastdecode`); metadata is in pyproject.
+"""Build the optional compiled helpers; the package's metadata is in pyproject.
 
-Without a C compiler (or if the build fails for any reason) the install still succeeds and the
-log is read through fastavro, about 2-3x slower for replay: see `records.fast_decode`.
-Set MLOG_NO_EXTENSION=1 to skip the build on purpose.
+- `records._fastdecode`, the block decoder: without it the log is read through fastavro,
+  about 2-3x slower for replay (`records.fast_decode`);
+- `replay._untrack`, which keeps the image's map nodes out of the cyclic collector's walks:
+  without it they are walked, as any container is (`replay.map_nodes`).
+
+Without a C compiler (or if a build fails for any reason) the install still succeeds, without
+that helper. Set MLOG_NO_EXTENSION=1 to skip the builds on purpose.
 """
 
 from __future__ import annotations
@@ -22,14 +26,14 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:
-            print(f"warning: compiled decoder not built ({exc}); using fastavro", file=sys.stderr)
+            print(f"warning: compiled helpers not built ({exc}); going on without", file=sys.stderr)
 
     def build_extension(self, ext: Extension) -> None:
         """Build one extension, or warn and go on without it."""
         try:
             super().build_extension(ext)
         except Exception as exc:
-            print(f"warning: {ext.name} not built ({exc}); using fastavro", file=sys.stderr)
+            print(f"warning: {ext.name} not built ({exc}); going on without it", file=sys.stderr)
 
 
 def _extensions() -> list[Extension]:
@@ -38,10 +42,13 @@ def _extensions() -> list[Extension]:
     try:
         from Cython.Build import cythonize  # noqa: PLC0415 - optional build dependency
     except ImportError:
-        print("warning: Cython is missing; the compiled decoder is not built", file=sys.stderr)
+        print("warning: Cython is missing; the compiled helpers are not built", file=sys.stderr)
         return []
-    extension = Extension("records._fastdecode", ["records/_fastdecode.pyx"])
-    built: list[Extension] = cythonize([extension], quiet=True)
+    extensions = [
+        Extension("records._fastdecode", ["records/_fastdecode.pyx"]),
+        Extension("replay._untrack", ["replay/_untrack.pyx"]),
+    ]
+    built: list[Extension] = cythonize(extensions, quiet=True)
     return built
 
 

@@ -134,10 +134,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def collector() -> Iterator[None]:
-    """The cyclic collector's callbacks, thresholds and switch put back, all unfrozen, after."""
+    """No collector callbacks during the test (a server started in this process earlier
+    leaves its policy's); its callbacks, thresholds and switch put back, all unfrozen, after."""
     callbacks = list(gc.callbacks)
     threshold = gc.get_threshold()
     enabled = gc.isenabled()
+    gc.callbacks.clear()
     try:
         yield
     finally:

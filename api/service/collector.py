@@ -5,8 +5,10 @@ all of it in every full collection. So:
 
 - once an image is loaded (`freeze_loaded_image`: `mlog serve` at start, a quorum node when it
   loads or installs one) what is alive is frozen, the young generation's threshold goes up
-  (`YOUNG_COLLECTION_THRESHOLD`) and each long collection freezes what survived it
-  (`_freeze_after_long_collection`): on a growing image, its new objects are walked once;
+  (`YOUNG_COLLECTION_THRESHOLD`), each collection first untracks the young generation's map
+  nodes (`_untrack_young_map_nodes`, `replay.map_nodes`) and each long one freezes what
+  survived it (`_freeze_after_long_collection`): on a growing image, its new objects are
+  walked once, and its maps' new nodes not at all;
 - a mass change (a fence moving a broker's leaderships in batches, a follower replaying such
   batches or catching up) makes objects that join the image and live as long as it: new
   partition records, map nodes, topic images. The collector would walk each of them in its
@@ -28,6 +30,8 @@ from __future__ import annotations
 import gc
 import time
 from typing import TYPE_CHECKING
+
+from replay.map_nodes import untrack_young_nodes
 
 if TYPE_CHECKING:
     import asyncio
@@ -145,8 +149,22 @@ def freeze_loaded_image() -> None:
     young, middle, old = gc.get_threshold()
     if young and young < YOUNG_COLLECTION_THRESHOLD:  # 0: the collector is off; leave it
         gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
-    if _freeze_after_long_collection not in gc.callbacks:
-        gc.callbacks.append(_freeze_after_long_collection)
+    # In this order: the freeze's timer starts after the untracking, so it times the walk.
+    for callback in (_untrack_young_map_nodes, _freeze_after_long_collection):
+        if callback not in gc.callbacks:
+            gc.callbacks.append(callback)
+
+
+def _untrack_young_map_nodes(phase: str, info: dict[str, int]) -> None:
+    """As a collection starts, untrack the young generation's map nodes (a `gc.callbacks` entry).
+
+    They are most of what a growing image's young collections walk (`replay.map_nodes`):
+    a quorum taking a topic per write, `quorum_bench --cpu`, paired runs in
+    `docs/performance.md`. Nodes made since the last collection are all in the young
+    generation (any collection takes it in), so one pass over it reaches each new node once.
+    """
+    if phase == "start":
+        untrack_young_nodes()
 
 
 FREEZE_AFTER_YOUNG_COLLECTION_S = 0.002

@@ -6,6 +6,7 @@ import asyncio
 import gc
 
 import pytest
+from immutables import Map
 
 from api.service import collector as collector_module
 from api.service.collector import (
@@ -15,7 +16,8 @@ from api.service.collector import (
     freeze_loaded_image,
     mass_changes_under_way,
 )
-from tests.support.collector import Cycle, a_new_cycle_is_collected
+from replay import map_nodes as map_nodes_module
+from tests.support.collector import Cycle, a_new_cycle_is_collected, map_nodes
 
 pytestmark = pytest.mark.usefixtures("collector")
 
@@ -159,3 +161,24 @@ def test_garbage_is_collected_before_the_freeze(monkeypatch: pytest.MonkeyPatch)
     assert a_new_cycle_is_collected()  # freed by the full collection, not frozen alive
     # What is made after a freeze is collected as usual.
     assert a_new_cycle_is_collected()
+
+
+@pytest.mark.skipif(
+    not map_nodes_module.untracking_available(), reason="replay._untrack is not built"
+)
+def test_each_collection_first_untracks_the_young_map_nodes() -> None:
+    freeze_loaded_image()
+    freeze_loaded_image()
+    order = [
+        gc.callbacks.index(collector_module._untrack_young_map_nodes),
+        gc.callbacks.index(collector_module._freeze_after_long_collection),
+    ]
+    assert order == sorted(order)  # untracked first: the freeze's timer times the walk alone
+    assert gc.callbacks.count(collector_module._untrack_young_map_nodes) == 1
+    grown: Map[int, int] = Map()
+    for key in range(2000):
+        grown = grown.set(key, key)
+    gc.collect(0)
+    nodes = map_nodes(grown)
+    assert nodes and not any(gc.is_tracked(node) for node in nodes)
+    assert a_new_cycle_is_collected(0)  # the rest of the young generation as usual
