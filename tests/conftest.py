@@ -132,10 +132,28 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+@pytest.fixture(autouse=True)
+def _collector_policy_ends_with_its_test() -> Iterator[None]:
+    """The cyclic collector's callbacks and thresholds put back after every test.
+
+    A quorum node or server started in the test's process sets the collector's policy
+    (`api.service.collector`) for the whole process, as it should in production; in a test
+    worker it would stay for the tests after it. Frozen objects stay frozen (an unfreeze
+    would have the next collection walk every test's leftovers).
+    """
+    callbacks = list(gc.callbacks)
+    threshold = gc.get_threshold()
+    try:
+        yield
+    finally:
+        gc.callbacks[:] = callbacks
+        gc.set_threshold(*threshold)
+
+
 @pytest.fixture
 def collector() -> Iterator[None]:
-    """No collector callbacks during the test (a server started in this process earlier
-    leaves its policy's); its callbacks, thresholds and switch put back, all unfrozen, after."""
+    """No collector callbacks during the test; its callbacks, thresholds and switch put back,
+    all unfrozen, after."""
     callbacks = list(gc.callbacks)
     threshold = gc.get_threshold()
     enabled = gc.isenabled()
