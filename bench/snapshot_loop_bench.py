@@ -3,7 +3,7 @@
 Usage: python bench/snapshot_loop_bench.py [--topics 160000] [--repeat 3]
 
 A voter's shape in one process: the main thread runs an event loop (uvloop where installed, the
-switch interval lowered as a voter lowers it) that does socket round trips over a socket pair
+switch interval lowered as a server lowers it) that does socket round trips over a socket pair
 as fast as it can, while a worker thread writes a snapshot of an image of `--topics`
 one-partition topics into SQLite (160,000: about what the 20 MB threshold holds in
 `bench/quorum_bench.py`'s load). Each repetition writes it once in one go (the baseline) and
@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.raft.node import SWITCH_INTERVAL_S
 from api.server.event_loop import choose_loop
+from api.service.interpreter_lock import SWITCH_INTERVAL_S
 from api.service.snapshots import DEFAULT_DUTY_CYCLE
 from replay.image import MetadataImage
 from replay.sql.store import SnapshotStore, sqlite_url

@@ -602,6 +602,7 @@ async def _serve(server: MetadataServer) -> None:
     import signal
 
     from api.service.collector import freeze_loaded_image
+    from api.service.interpreter_lock import share_the_interpreter_lock
 
     await server.start()
     node = server.quorum_node
@@ -615,6 +616,7 @@ async def _serve(server: MetadataServer) -> None:
     # and collect the young generation less often (`api/service/collector.py`).
     gc.collect()
     freeze_loaded_image()
+    share_the_interpreter_lock()  # a group commit's answers wait on the append thread's turn
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stop, server, signum.name)

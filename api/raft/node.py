@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -84,6 +83,7 @@ from api.raft.voter_blocks import (
     write_voters_base,
 )
 from api.service.collector import MassChangeUntilQuiet, freeze_loaded_image
+from api.service.interpreter_lock import share_the_interpreter_lock
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
@@ -412,7 +412,7 @@ class QuorumNode:
 
     async def start(self) -> None:
         """Start the loop; the node joins the quorum (elections, fetching)."""
-        _share_the_interpreter()
+        share_the_interpreter_lock()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def stop_voting(self) -> None:
@@ -1082,24 +1082,3 @@ def _timed_flush(log: ReplicaLog) -> tuple[int, float]:
 
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-SWITCH_INTERVAL_S = 0.0005
-"""How long a thread holding the interpreter lock keeps it from another that waits (5 ms by
-default), on a voter: see `_share_the_interpreter`."""
-
-
-def _share_the_interpreter() -> None:
-    """Let the event loop take the interpreter lock back sooner from a busy thread.
-
-    A snapshot is written on a thread beside the event loop (a full one: ~1 s of CPU for
-    44,000 topics). Each time the loop gives up the lock for a system call, the writer takes
-    it, and the loop waits up to the switch interval to get it back: at CPython's 5 ms that
-    held the leader's fetch answers past the fetch timeout (2 s) when all three voters wrote
-    their 20 MB snapshot together (`quorum_bench --cpu --repeat 1`, load 1-3: in 4 runs of 6
-    the followers elected another leader at that offset; with 0.5 ms, in none of 4, though
-    one fetch still timed out in 3 of them). Lowered only, never raised. The writer also
-    leaves the loop the lock between slices of its work now (`api/service/snapshot_pacing.py`).
-    """
-    if sys.getswitchinterval() > SWITCH_INTERVAL_S:
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
