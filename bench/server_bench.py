@@ -224,12 +224,6 @@ def created_topic(frame: bytes) -> tuple[int, int, bytes]:
     return correlation, code, topic_id
 
 
-def created_error_code(frame: bytes) -> tuple[int, int]:
-    """(correlation id, the first topic's error code) of a CreateTopics v7 answer frame."""
-    correlation, code, _ = created_topic(frame)
-    return correlation, code
-
-
 def described_error_code(frame: bytes) -> tuple[int, int]:
     """(correlation id, the first topic's error code) of a Metadata v12 answer frame."""
     (correlation,) = struct.unpack_from(">i", frame)

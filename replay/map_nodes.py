@@ -26,6 +26,8 @@ costs. Without the helper nothing is untracked.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
+from typing import Any
 
 from immutables import Map
 
@@ -35,24 +37,38 @@ except ImportError:  # built without a C compiler: collections walk the nodes, a
     _untrack = None
 
 
+def _reachable(root: object, is_node: Callable[[object], bool]) -> list[object]:
+    """The objects reachable from `root` through objects for which `is_node` holds."""
+    found: list[object] = []
+    pending: list[object] = [root]
+    while pending:
+        for child in gc.get_referents(pending.pop()):
+            if is_node(child):
+                found.append(child)
+                pending.append(child)
+    return found
+
+
 def _node_types() -> tuple[type, ...]:
     """The map's node types, found through a map that has all three kinds of node."""
     # hash(-1) == hash(-2) in CPython: the two keys share a collision node.
     sample = Map({key: None for key in range(-2, 4096)})
-    found: dict[str, type] = {}
-    pending: list[object] = [sample]
-    while pending:
-        for child in gc.get_referents(pending.pop()):
-            kind = type(child)
-            if kind.__name__.startswith("map_") and kind.__name__.endswith("_node"):
-                if kind.__name__ not in found:
-                    found[kind.__name__] = kind
-                pending.append(child)
-    return tuple(found[name] for name in sorted(found))
+    named = {type(node).__name__: type(node) for node in _reachable(sample, _named_node)}
+    return tuple(named[name] for name in sorted(named))
+
+
+def _named_node(child: object) -> bool:
+    name = type(child).__name__
+    return name.startswith("map_") and name.endswith("_node")
 
 
 NODE_TYPES: tuple[type, ...] = _node_types()
 """`immutables`' node types: `map_array_node`, `map_bitmap_node`, `map_collision_node`."""
+
+
+def nodes_of(root: Map[Any, Any]) -> list[object]:
+    """The nodes of a map (what `untrack_young_nodes` would untrack of it)."""
+    return _reachable(root, lambda child: type(child) in NODE_TYPES)
 
 
 def untracking_available() -> bool:

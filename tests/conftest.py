@@ -152,17 +152,13 @@ def _collector_policy_ends_with_its_test() -> Iterator[None]:
 
 @pytest.fixture
 def collector() -> Iterator[None]:
-    """No collector callbacks during the test; its callbacks, thresholds and switch put back,
-    all unfrozen, after."""
-    callbacks = list(gc.callbacks)
-    threshold = gc.get_threshold()
+    """No collector callbacks during the test; its switch put back, all unfrozen, after (the
+    callbacks and thresholds: `_collector_policy_ends_with_its_test`, set up before it)."""
     enabled = gc.isenabled()
     gc.callbacks.clear()
     try:
         yield
     finally:
-        gc.callbacks[:] = callbacks
-        gc.set_threshold(*threshold)
         gc.unfreeze()
         if enabled:
             gc.enable()

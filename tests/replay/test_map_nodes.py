@@ -8,8 +8,8 @@ import weakref
 import pytest
 from immutables import Map
 
-from replay.map_nodes import NODE_TYPES, untrack_young_nodes, untracking_available
-from tests.support.collector import Cycle, map_nodes
+from replay.map_nodes import NODE_TYPES, nodes_of, untrack_young_nodes, untracking_available
+from tests.support.collector import Cycle
 
 pytestmark = [
     pytest.mark.usefixtures("collector"),
@@ -39,7 +39,7 @@ def test_young_nodes_are_untracked_and_nothing_else() -> None:
     gc.disable()  # no collection moves them out of the young generation meanwhile
     gc.collect()
     built = _grown(3000)
-    nodes = map_nodes(built)
+    nodes = nodes_of(built)
     assert {type(node).__name__ for node in nodes} == {kind.__name__ for kind in NODE_TYPES}
     values = list(built.values())
     assert all(gc.is_tracked(node) for node in nodes)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import gc
 import weakref
 
-from replay.map_nodes import NODE_TYPES
-
 
 class Cycle:
     """An object that refers to itself: only the cyclic collector frees it."""
@@ -23,15 +21,3 @@ def a_new_cycle_is_collected(generation: int = 2) -> bool:
     del garbage
     gc.collect(generation)
     return gone() is None
-
-
-def map_nodes(root: object) -> list[object]:
-    """The nodes of an `immutables.Map` (`replay.map_nodes.NODE_TYPES`), found by references."""
-    found: list[object] = []
-    pending: list[object] = [root]
-    while pending:
-        for child in gc.get_referents(pending.pop()):
-            if type(child) in NODE_TYPES:
-                found.append(child)
-                pending.append(child)
-    return found

@@ -16,8 +16,8 @@ from api.service.collector import (
     freeze_loaded_image,
     mass_changes_under_way,
 )
-from replay import map_nodes as map_nodes_module
-from tests.support.collector import Cycle, a_new_cycle_is_collected, map_nodes
+from replay.map_nodes import nodes_of, untracking_available
+from tests.support.collector import Cycle, a_new_cycle_is_collected
 
 pytestmark = pytest.mark.usefixtures("collector")
 
@@ -163,9 +163,7 @@ def test_garbage_is_collected_before_the_freeze(monkeypatch: pytest.MonkeyPatch)
     assert a_new_cycle_is_collected()
 
 
-@pytest.mark.skipif(
-    not map_nodes_module.untracking_available(), reason="replay._untrack is not built"
-)
+@pytest.mark.skipif(not untracking_available(), reason="replay._untrack is not built")
 def test_each_collection_first_untracks_the_young_map_nodes() -> None:
     freeze_loaded_image()
     freeze_loaded_image()
@@ -179,6 +177,6 @@ def test_each_collection_first_untracks_the_young_map_nodes() -> None:
     for key in range(2000):
         grown = grown.set(key, key)
     gc.collect(0)
-    nodes = map_nodes(grown)
+    nodes = nodes_of(grown)
     assert nodes and not any(gc.is_tracked(node) for node in nodes)
     assert a_new_cycle_is_collected(0)  # the rest of the young generation as usual
