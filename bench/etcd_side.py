@@ -4,7 +4,9 @@
 one put of a new key per write through etcd's v3 JSON gateway (`POST /v3/kv/put`), answered
 once committed (etcd's default: every member fsyncs its WAL); there, one CreateTopics of one
 topic per write, answered at commit. Debian's `etcd-server` is installed with apt-get when
-`etcd` is missing (the bench must then run as root). The HTTP client is a few lines of
+`etcd` is missing (the bench must then run as root). With several writes a request
+(`--topics-per-request N`), a request here is one transaction of N puts (`POST /v3/kv/txn`),
+there one CreateTopics of N topics. The HTTP client is a few lines of
 asyncio over keep-alive connections (no HTTP or gRPC dependency): the load costs the shared
 cores about what the Kafka load's hand-made frames cost.
 """
@@ -151,21 +153,37 @@ class HttpWire:
 
 
 async def put_loop(
-    port: int, index: int, deadline: float, latencies_ms: list[float], errors: list[str]
+    port: int,
+    index: int,
+    deadline: float,
+    latencies_ms: list[float],
+    errors: list[str],
+    *,
+    keys: int = 1,
 ) -> int:
-    """One writer: a put of a new key per write until `deadline`; the writes acknowledged."""
+    """One writer's requests until `deadline`; how many were acknowledged.
+
+    A request is a put of a new key, or with `keys` above 1 a transaction of that many puts.
+    """
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     wire = HttpWire(reader, writer, port)
     value = base64.b64encode(b"x" * 64).decode()
+    path = "/v3/kv/put" if keys == 1 else "/v3/kv/txn"
     done = 0
     try:
         i = 0
         while time.perf_counter() < deadline:
-            key = base64.b64encode(f"load-{index}-{i}".encode()).decode()
+            names = [
+                base64.b64encode(f"load-{index}-{i}-{k}".encode()).decode() for k in range(keys)
+            ]
             i += 1
-            body = json.dumps({"key": key, "value": value}).encode()
+            if keys == 1:
+                body = json.dumps({"key": names[0], "value": value}).encode()
+            else:
+                puts = [{"requestPut": {"key": key, "value": value}} for key in names]
+                body = json.dumps({"success": puts}).encode()
             start = time.perf_counter()
-            status, answer = await wire.post("/v3/kv/put", body)
+            status, answer = await wire.post(path, body)
             latencies_ms.append((time.perf_counter() - start) * 1000)
             if status != 200:
                 errors.append(f"put: HTTP {status} {answer[:80]!r}")

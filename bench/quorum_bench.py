@@ -4,6 +4,7 @@ Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 3
                                     [--graceful 10] [--dir PATH] [--skip-throughput]
        python bench/quorum_bench.py --against TREE [--repeat K] [same options]
        python bench/quorum_bench.py --etcd [--writers 16,64] [--seconds 10] [--repeat 3]
+                                    [--topics-per-request N]
        python bench/quorum_bench.py --cpu [--writers 16,64] [--seconds 10] [--warmup 3]
                                     [--repeat 3] [--snapshot-bytes N]
 
@@ -26,7 +27,9 @@ Usage: python bench/quorum_bench.py [--connections 50] [--seconds 30] [--kills 3
    the quorum (one CreateTopics of one new topic per write, acknowledged at commit, sent to
    the leader) and etcd (one put of a new key per write, JSON gateway, sent to the leader),
    `--repeat` rounds of `--seconds` each. Writes/s and p50/p99 latency per round, the
-   medians, and the ratio quorum / etcd.
+   medians, and the ratio quorum / etcd. With `--topics-per-request N` each request carries
+   N writes (a CreateTopics of N new topics; an etcd transaction of N puts) and the figures
+   are requests.
 
 5. `--cpu`: CPU per replicated write of each process, the load of `--etcd` without etcd: for
    each count of `--writers`, a warm-up round of `--warmup` seconds then a round of
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -80,6 +84,8 @@ from server_bench import (  # noqa: E402
     _check_encoders,
     _connection,
     _prepare,
+    create_topics_v7,
+    created_topics,
     start_server,
 )
 
@@ -91,6 +97,9 @@ from tests.support.quorum_processes import Quorum, Writer  # noqa: E402
 # The load and the harness are this checkout's (ROOT is first on this process's path).
 CODE = measured_code()
 quorum_processes.PROJECT = CODE
+
+MAX_TOPICS_PER_REQUEST = 128
+"""The most writes a request may carry with --etcd (etcd's default `--max-txn-ops`)."""
 
 CATCH_UP_S = 3.0
 """Seconds a failover round's restarted node is given to catch up before the next round."""
@@ -204,9 +213,18 @@ def failovers(root: Path, kills: int, graceful: int) -> tuple[list[float], list[
 
 
 async def _create_loop(
-    port: int, index: int, deadline: float, latencies_ms: list[float], errors: list[str]
+    port: int,
+    index: int,
+    deadline: float,
+    latencies_ms: list[float],
+    errors: list[str],
+    *,
+    topics: int = 1,
 ) -> int:
-    """One writer: a CreateTopics of one new topic per write until `deadline`; writes acked."""
+    """One writer's requests until `deadline`; how many were acknowledged.
+
+    A request is a CreateTopics of one new topic, or of `topics` new topics.
+    """
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     wire = Wire(reader, writer)
     done = 0
@@ -216,10 +234,17 @@ async def _create_loop(
             name = f"side-{index}-{i}-{time.monotonic_ns()}"
             i += 1
             start = time.perf_counter()
-            code = await wire.create_topic(name)
+            if topics == 1:
+                codes = [await wire.create_topic(name)]
+            else:
+                names = [f"{name}-{k}" for k in range(topics)]
+                answer = await wire.call_raw(create_topics_v7, names)
+                correlation, codes = created_topics(answer)
+                if correlation != wire.correlation or len(codes) != topics:
+                    raise RuntimeError(f"answer {correlation} of {len(codes)} topics: {names}")
             latencies_ms.append((time.perf_counter() - start) * 1000)
-            if code != 0:
-                errors.append(f"create {name}: {code}")
+            if any(codes):
+                errors.append(f"create {name}: {codes}")
                 continue
             done += 1
     finally:
@@ -240,8 +265,17 @@ async def _round(loop: Any, port: int, writers: int, seconds: float) -> tuple[fl
     return sum(done) / seconds, _pct(latencies, 0.50), _pct(latencies, 0.99)
 
 
-def beside_etcd(root: Path, writer_counts: list[int], seconds: float, rounds: int) -> None:
-    """The quorum's replicated writes and etcd's puts, alternating rounds, in one table."""
+def beside_etcd(
+    root: Path, writer_counts: list[int], seconds: float, rounds: int, per_request: int = 1
+) -> None:
+    """The quorum's replicated writes and etcd's puts, alternating rounds, in one table.
+
+    With `per_request` above 1 each request carries that many writes (a CreateTopics of that
+    many topics; a transaction of that many puts) and the figures are requests.
+    """
+    ours_loop = functools.partial(_create_loop, topics=per_request)
+    etcd_loop = functools.partial(put_loop, keys=per_request)
+    unit = "writes" if per_request == 1 else f"requests of {per_request} writes"
     quorum = Quorum(root / "q3")
     etcd = EtcdCluster(root / "etcd")
     quorum.start_all()
@@ -256,21 +290,22 @@ def beside_etcd(root: Path, writer_counts: list[int], seconds: float, rounds: in
         for round_ in range(rounds):
             for writers in writer_counts:
                 for name, loop, port in (
-                    ("quorum", _create_loop, ours_port),
-                    ("etcd", put_loop, etcd_port),
+                    ("quorum", ours_loop, ours_port),
+                    ("etcd", etcd_loop, etcd_port),
                 ):
                     figure = asyncio.run(_round(loop, port, writers, seconds))
                     results.setdefault((name, writers), []).append(figure)
                     print(
                         f"round {round_ + 1}, {writers} writers, {name}: {figure[0]:,.0f} "
-                        f"writes/s, p50 {figure[1]:.1f} ms, p99 {figure[2]:.1f} ms",
+                        f"{unit}/s, p50 {figure[1]:.1f} ms, p99 {figure[2]:.1f} ms",
                         flush=True,
                     )
     finally:
         quorum.stop_all()
         etcd.stop()
-    print(f"\nmedians of {rounds} alternating rounds of {seconds:g} s:")
-    table = [("writers", "quorum writes/s", "etcd writes/s", "ratio", "quorum p99", "etcd p99")]
+    print(f"\nmedians of {rounds} alternating rounds of {seconds:g} s ({unit}):")
+    label = "writes/s" if per_request == 1 else "requests/s"
+    table = [("writers", f"quorum {label}", f"etcd {label}", "ratio", "quorum p99", "etcd p99")]
     for writers in writer_counts:
         ours = results["quorum", writers]
         theirs = results["etcd", writers]
@@ -439,6 +474,12 @@ def main() -> None:
     )
     parser.add_argument("--writers", default="16,64", help="writer counts with --etcd, --cpu")
     parser.add_argument(
+        "--topics-per-request",
+        type=int,
+        default=1,
+        help="with --etcd: writes a request carries (topics a CreateTopics, puts a txn)",
+    )
+    parser.add_argument(
         "--cpu", action="store_true", help="CPU per replicated write of each process"
     )
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds with --cpu")
@@ -449,8 +490,15 @@ def main() -> None:
     _check_encoders()  # the load's hand-made frames and answer reader, against the codec
     root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
     counts = [int(n) for n in args.writers.split(",") if n.strip()]
+    if not 1 <= args.topics_per_request <= MAX_TOPICS_PER_REQUEST:
+        parser.error(
+            f"--topics-per-request must be in 1..{MAX_TOPICS_PER_REQUEST} (etcd's default "
+            f"--max-txn-ops), got {args.topics_per_request}"
+        )
+    if args.topics_per_request > 1 and not args.etcd:
+        parser.error("--topics-per-request goes with --etcd")
     if args.etcd:
-        beside_etcd(root, counts, args.seconds, args.repeat)
+        beside_etcd(root, counts, args.seconds, args.repeat, args.topics_per_request)
         return
     if args.cpu:
         cpu_per_write(

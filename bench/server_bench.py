@@ -176,7 +176,13 @@ def _header(api_key: int, version: int, correlation: int) -> bytes:
 
 def create_topic_v7(correlation: int, name: str) -> bytes:
     """CreateTopics v7: one topic, 1 partition, replication factor 1, 30 s timeout."""
-    body = b"\x02" + _compact(name) + struct.pack(">ih", 1, 1) + b"\x01\x01\0"
+    return create_topics_v7(correlation, (name,))
+
+
+def create_topics_v7(correlation: int, names: Sequence[str]) -> bytes:
+    """CreateTopics v7 of `names`: each 1 partition, replication factor 1; 30 s timeout."""
+    one = struct.pack(">ih", 1, 1) + b"\x01\x01\0"  # no assignments, no configs, no tags
+    body = _uvarint(len(names) + 1) + b"".join(_compact(name) + one for name in names)
     return _header(19, 7, correlation) + body + struct.pack(">i?", 30_000, False) + b"\0"
 
 
@@ -224,6 +230,29 @@ def created_topic(frame: bytes) -> tuple[int, int, bytes]:
     return correlation, code, topic_id
 
 
+def created_topics(frame: bytes) -> tuple[int, list[int]]:
+    """(correlation id, every topic's error code) of a CreateTopics v7 answer frame.
+
+    For requests of several topics (`quorum_bench --topics-per-request`): each topic's
+    configs are walked past, which `created_topic` (the first topic only) does not need.
+    """
+    (correlation,) = struct.unpack_from(">i", frame)
+    at = _skip_tags(frame, 4)  # response header v1
+    count, at = read_uvarint(frame, at + 4)  # throttle time, then the topics' count + 1
+    codes: list[int] = []
+    for _ in range(count - 1):
+        at = _skip_compact(frame, at) + 16  # the name, the topic id
+        (code,) = struct.unpack_from(">h", frame, at)
+        codes.append(code)
+        at = _skip_compact(frame, at + 2) + 6  # the message; partitions, replication factor
+        configs, at = read_uvarint(frame, at)
+        for _ in range(max(configs - 1, 0)):
+            at = _skip_compact(frame, _skip_compact(frame, at)) + 3  # name, value; 3 flags
+            at = _skip_tags(frame, at)
+        at = _skip_tags(frame, at)
+    return correlation, codes
+
+
 def described_error_code(frame: bytes) -> tuple[int, int]:
     """(correlation id, the first topic's error code) of a Metadata v12 answer frame."""
     (correlation,) = struct.unpack_from(">i", frame)
@@ -257,6 +286,17 @@ def _answer_frame(api_key: int, version: int, **fields: Any) -> bytes:
     return bytes(codec.encode_response(7, answer)[4:])
 
 
+def _create_topics_body(names: Sequence[str]) -> Any:
+    """The codec's CreateTopics v7 of `names` (what `create_topics_v7` must write)."""
+    topic = {"num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+    return codec.build(
+        codec.request_class(19, 7),
+        topics=[{"name": name, **topic} for name in names],
+        timeout=30_000,
+        validate_only=False,
+    )
+
+
 def _check_encoders() -> None:
     """The hand-written frames are what the protocol codec writes; the answer readers agree.
 
@@ -275,8 +315,11 @@ def _check_encoders() -> None:
         ]
         described = topic | {"error_code": error, "is_internal": False, "partitions": []}
         deleted = topic | {"error_code": error, "error_message": None if error == 0 else "no"}
+        second = created | {"name": "second-topic", "error_code": 0, "error_message": None}
+        second |= {"configs": [config, config | {"value": None}]}
         read: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = [
             (created_topic(_answer_frame(19, 7, topics=[created])), (7, error, bytes(range(16)))),
+            (created_topics(_answer_frame(19, 7, topics=[created, second])), (7, [error, 0])),
             (
                 described_error_code(
                     _answer_frame(
@@ -297,23 +340,7 @@ def _check_encoders() -> None:
                 raise SystemExit(f"a bench answer reader differs from the codec: {got} != {wanted}")
     topic_id = bytes(range(16))
     pairs = [
-        (
-            create_topic_v7(7, "x-1"),
-            codec.build(
-                codec.request_class(19, 7),
-                topics=[
-                    {
-                        "name": "x-1",
-                        "num_partitions": 1,
-                        "replication_factor": 1,
-                        "assignments": [],
-                        "configs": [],
-                    }
-                ],
-                timeout=30_000,
-                validate_only=False,
-            ),
-        ),
+        (create_topic_v7(7, "x-1"), _create_topics_body(("x-1",))),
         (
             metadata_v12(7, "x-1"),
             codec.build(
@@ -332,6 +359,8 @@ def _check_encoders() -> None:
             ),
         ),
     ]
+    names = ("x-1", "topic-two")
+    pairs.append((create_topics_v7(7, names), _create_topics_body(names)))
     for mine, body in pairs:
         expected = codec.encode_request(body, correlation_id=7)[4:]
         if mine != expected:
