@@ -442,9 +442,12 @@ class QuorumNode:
             if not self._successor_possible():
                 return
             # A successor is elected within a round trip of the EndQuorumEpoch when one can
-            # be; a stopping node does not wait a whole handover for one that cannot (a voter
-            # that fetched lately may have stopped meanwhile): at most the fetch timeout.
-            timeout = min(timeout, self.config.fetch_timeout_ms / 1000)
+            # be, or after one lost election and its retry on a busy host; a stopping node
+            # does not wait a whole handover for one that cannot (a voter that fetched lately
+            # may have stopped meanwhile): at most the fetch timeout and one election round.
+            config = self.config
+            round_ms = config.election_timeout_ms + config.election_backoff_max_ms
+            timeout = min(timeout, (config.fetch_timeout_ms + round_ms) / 1000)
         epoch = self.core.epoch
         self._resign_requested = True
         self._wake.set()
