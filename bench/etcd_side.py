@@ -173,15 +173,21 @@ async def put_loop(
     try:
         i = 0
         while time.perf_counter() < deadline:
-            names = [
-                base64.b64encode(f"load-{index}-{i}-{k}".encode()).decode() for k in range(keys)
-            ]
-            i += 1
             if keys == 1:
-                body = json.dumps({"key": names[0], "value": value}).encode()
+                key = base64.b64encode(f"load-{index}-{i}".encode()).decode()
+                body = json.dumps({"key": key, "value": value}).encode()
             else:
-                puts = [{"requestPut": {"key": key, "value": value}} for key in names]
+                puts = [
+                    {
+                        "requestPut": {
+                            "key": base64.b64encode(f"load-{index}-{i}-{k}".encode()).decode(),
+                            "value": value,
+                        }
+                    }
+                    for k in range(keys)
+                ]
                 body = json.dumps({"success": puts}).encode()
+            i += 1
             start = time.perf_counter()
             status, answer = await wire.post(path, body)
             latencies_ms.append((time.perf_counter() - start) * 1000)

@@ -84,8 +84,6 @@ from server_bench import (  # noqa: E402
     _check_encoders,
     _connection,
     _prepare,
-    create_topics_v7,
-    created_topics,
     start_server,
 )
 
@@ -237,11 +235,7 @@ async def _create_loop(
             if topics == 1:
                 codes = [await wire.create_topic(name)]
             else:
-                names = [f"{name}-{k}" for k in range(topics)]
-                answer = await wire.call_raw(create_topics_v7, names)
-                correlation, codes = created_topics(answer)
-                if correlation != wire.correlation or len(codes) != topics:
-                    raise RuntimeError(f"answer {correlation} of {len(codes)} topics: {names}")
+                codes = await wire.create_topics([f"{name}-{k}" for k in range(topics)])
             latencies_ms.append((time.perf_counter() - start) * 1000)
             if any(codes):
                 errors.append(f"create {name}: {codes}")
@@ -487,9 +481,6 @@ def main() -> None:
         "--snapshot-bytes", type=int, default=None, help="the nodes' snapshot threshold (--cpu)"
     )
     args = parser.parse_args()
-    _check_encoders()  # the load's hand-made frames and answer reader, against the codec
-    root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
-    counts = [int(n) for n in args.writers.split(",") if n.strip()]
     if not 1 <= args.topics_per_request <= MAX_TOPICS_PER_REQUEST:
         parser.error(
             f"--topics-per-request must be in 1..{MAX_TOPICS_PER_REQUEST} (etcd's default "
@@ -497,6 +488,9 @@ def main() -> None:
         )
     if args.topics_per_request > 1 and not args.etcd:
         parser.error("--topics-per-request goes with --etcd")
+    _check_encoders()  # the load's hand-made frames and answer reader, against the codec
+    root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
+    counts = [int(n) for n in args.writers.split(",") if n.strip()]
     if args.etcd:
         beside_etcd(root, counts, args.seconds, args.repeat, args.topics_per_request)
         return

@@ -406,6 +406,14 @@ class Wire:
         self._check(correlation)
         return code, topic_id
 
+    async def create_topics(self, names: Sequence[str]) -> list[int]:
+        """CreateTopics v7 of several topics; each one's error code (read by hand)."""
+        correlation, codes = created_topics(await self.call_raw(create_topics_v7, names))
+        self._check(correlation)
+        if len(codes) != len(names):
+            raise RuntimeError(f"{len(codes)} topics answered of {len(names)}")
+        return codes
+
     async def describe_topic(self, name: str) -> int:
         """Metadata v12 of one topic; its error code (read by hand)."""
         correlation, code = described_error_code(await self.call_raw(metadata_v12, name))
