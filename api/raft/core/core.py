@@ -239,6 +239,7 @@ class RaftCore:
             deadlines.append(state.election_at)
         if isinstance(state, ProspectiveState):
             deadlines.append(state.prevote_at)
+            deadlines.extend(state.ask_again.values())
         if isinstance(state, FollowerState):
             deadlines.append(state.fetch_deadline)
         if isinstance(state, FollowerState | ObserverState):
@@ -331,6 +332,12 @@ class RaftCore:
         if isinstance(state, ProspectiveState) and now >= state.prevote_at:
             state.prevote_at = NEVER
             self._send_pre_votes()
+        state = self.state
+        if isinstance(state, ProspectiveState) and state.ask_again:
+            for voter, at in sorted(state.ask_again.items()):
+                if now >= at:
+                    del state.ask_again[voter]
+                    self._send_vote_request(voter, pre_vote=True)
 
     def step(self, sender: int, message: Message) -> None:
         """Handle one message from `sender`."""
@@ -781,8 +788,16 @@ class RaftCore:
     def _election_timeout(self) -> int:
         return election_timeout(self.rng, self.config.election_timeout_ms)
 
+    def ask_pre_vote_again(self, voter: int) -> None:
+        """Ask `voter` for its pre-vote again after the retry backoff (this round, this epoch)."""
+        state = self.state
+        if isinstance(state, ProspectiveState):
+            state.ask_again[voter] = self.now_ms + self.config.retry_backoff_ms
+
     def _send_pre_votes(self) -> None:
         self.votes = VoteRound(granted={self.id})
+        if isinstance(self.state, ProspectiveState):
+            self.state.ask_again.clear()  # a new round asks every voter
         if self.has_majority(self.votes.granted):
             self.become_candidate()
             return

@@ -158,6 +158,11 @@ def on_vote_response(core: RaftCore, sender: int, msg: VoteResponse) -> None:
             core.votes.granted.add(sender)
             if core.has_majority(core.votes.granted):
                 core.become_candidate()
+        elif msg.leader_id != NO_LEADER and (core.epoch, msg.leader_id) == core.ended:
+            # The voter still follows the leader that resigned: the EndQuorumEpoch sent to it
+            # is on its way. Asked again soon, it grants (or stands itself, if its log is the
+            # longer); otherwise this election would wait for the election timeout.
+            core.ask_pre_vote_again(sender)
     elif core.role is Role.CANDIDATE and msg.vote_granted:
         core.votes.granted.add(sender)
         if core.has_majority(core.votes.granted):

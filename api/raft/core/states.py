@@ -56,6 +56,9 @@ class ProspectiveState:
     role: ClassVar[Role] = Role.PROSPECTIVE
     election_at: int = NEVER
     prevote_at: int = NEVER
+    ask_again: dict[int, int] = field(default_factory=dict)
+    """Voters to ask again for a pre-vote, and when: each refused it naming the leader that
+    resigned (its EndQuorumEpoch had not reached them yet)."""
 
 
 @dataclass(slots=True, kw_only=True)

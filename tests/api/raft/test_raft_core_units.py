@@ -403,6 +403,46 @@ def test_a_follower_of_a_new_leader_forgets_that_the_old_one_ended() -> None:
     assert not out.message.vote_granted  # its leader (3) is live
 
 
+def test_a_successor_asks_again_soon_a_voter_that_has_not_heard_of_the_resignation() -> None:
+    # The resigning leader's EndQuorumEpoch reaches node 2 first; node 3, its own copy still on
+    # the way, refuses the pre-vote naming the leader that resigned. Node 2 asks it again after
+    # the retry backoff, not at its election timeout (a lost election, 1-2 s).
+    core = make(2, epoch=3, leader=1)
+    drain(core)
+    core.step(1, EndQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=3,
+                                       preferred_successors=(2, 3)))  # fmt: skip
+    assert role(core) is Role.FOLLOWER
+    core.tick(core.next_deadline_ms())  # the first successor stands at once
+    assert role(core) is Role.PROSPECTIVE
+    round_ = _pre_vote_round(core)
+    refused = VoteResponse(correlation_id=round_[3], error_code=ErrorCode.NONE, leader_id=1,
+                           leader_epoch=3, vote_granted=False)  # fmt: skip
+    core.step(3, refused)
+    drain(core)
+    assert role(core) is Role.PROSPECTIVE
+    assert core.next_deadline_ms() == core.now_ms + core.config.retry_backoff_ms
+    core.tick(core.now_ms + core.config.retry_backoff_ms)
+    again = _pre_vote_round(core)
+    assert list(again) == [3] and again[3] != round_[3]
+    core.step(3, _granted(core, again[3], 3))
+    drain(core)
+    assert role(core) is Role.CANDIDATE and core.epoch == 4
+
+
+def test_a_prospective_does_not_ask_again_a_voter_following_a_live_leader() -> None:
+    # A refusal naming another leader than the one that resigned is news, not a race.
+    core = make(2, epoch=3, leader=1)
+    drain(core)
+    core.tick(core.config.fetch_timeout_ms)  # no fetch answered: the leader may be gone
+    assert core.role is Role.PROSPECTIVE
+    round_ = _pre_vote_round(core)
+    core.step(3, VoteResponse(correlation_id=round_[3], error_code=ErrorCode.NONE,
+                              leader_id=-1, leader_epoch=3, vote_granted=False))  # fmt: skip
+    drain(core)
+    assert core.role is Role.PROSPECTIVE
+    assert core.next_deadline_ms() > core.now_ms + core.config.retry_backoff_ms
+
+
 def test_a_prospective_names_the_leader_it_followed_and_a_candidate_none() -> None:
     follower = make(2, epoch=3, leader=1)
     drain(follower)
