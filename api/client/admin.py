@@ -413,6 +413,13 @@ class AdminClient(SecurityApis):
             if turn % 2 and others:
                 where = others[(turn // 2) % len(others)]
             if where == bootstrap:
+                if client.closed:
+                    # The node closed the connection (it is stopping: a leader handing over).
+                    # Ask it again on a new one; if it is gone, the error says so and the
+                    # caller tries its next server, instead of asking a dead connection
+                    # until the wait ends.
+                    await client.close()
+                    client = await connect(bootstrap, min(2.0, max(0.1, deadline - loop.time())))
                 named = await _named_controller(client)
             else:
                 wait = min(2.0, max(0.1, deadline - loop.time()))

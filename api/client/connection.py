@@ -188,6 +188,8 @@ class ClientConnection:
         self._versions: dict[int, tuple[int, int]] = {}
         self._receiver = asyncio.create_task(self._receive())
         self._closed = False
+        self._ended = "the server closed the connection"
+        """Why reading ended, for the requests that come after."""
         self._secured = False
         self.address: str | None = None
         """`HOST:PORT` this connection was opened to (None: made from streams)."""
@@ -360,6 +362,10 @@ class ClientConnection:
         """
         if self._closed:
             raise ConnectionLost("the connection is closed")
+        if self._receiver.done():
+            # Reading ended (the server closed the connection after its last answer): nothing
+            # would answer or fail this request, so it would wait out its whole timeout.
+            raise ConnectionLost(self._ended)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         # Its waiter may be gone (a timeout, an interrupt) when the answer or a failure comes:
         # mark the outcome seen, so asyncio does not report it as never retrieved.
@@ -373,6 +379,7 @@ class ClientConnection:
         self._reader, self._writer, self._receiver = other._reader, other._writer, other._receiver
         self._pending, self._versions, self._ids = other._pending, other._versions, other._ids
         self.address, self._secured, self._closed = other.address, other._secured, False
+        self._ended = other._ended
         other._closed = True  # its streams and receiver are this one's now
 
     async def send_entity(self, body: Any, *, timeout_ms: int | None = None) -> Any:
@@ -485,6 +492,7 @@ class ClientConnection:
             self._fail_pending(exc)
 
     def _fail_pending(self, exc: Exception) -> None:
+        self._ended = str(exc)
         while self._pending:
             pending = self._pending.popleft()
             if not pending.future.done():

@@ -6,6 +6,8 @@ it); kafka-python's `describe_metadata_quorum` is in tests/interop/test_kafka_cl
 
 from __future__ import annotations
 
+import asyncio
+import struct
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from api.client.admin import AdminClient
-from api.client.connection import RemoteError
+from api.client.connection import ClientError, RemoteError
 from api.protocol import codec
 from api.raft.core.messages import DescribeQuorumResponse, ErrorCode
 from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST
@@ -237,3 +239,30 @@ async def test_connect_controller_asks_for_the_leader_only_on_a_quorums_node(
             # Vote is served: a quorum's node, whose Metadata names the leader (itself here)
             # and the voters, kept for retries.
             assert client.address == address and client.bootstrap[0] == address
+
+
+async def test_connect_controller_leaves_a_node_that_closed_the_connection_and_is_gone(
+    tmp_path: Path,
+) -> None:
+    # A stopping leader answers ApiVersions, closes the connection before the Metadata that
+    # names the next leader, and exits. The client used to ask the dead connection until its
+    # wait ended and then kept it; now it reconnects, is refused, and says so (its caller
+    # tries the next server).
+    async with single_server(tmp_path / "node", quorum=_OtherVoters()) as server:
+
+        async def stopping_node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            node_reader, node_writer = await asyncio.open_connection("127.0.0.1", server.port)
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            node_writer.write(struct.pack(">i", size) + await reader.readexactly(size))
+            (size,) = struct.unpack(">i", await node_reader.readexactly(4))
+            writer.write(struct.pack(">i", size) + await node_reader.readexactly(size))
+            await writer.drain()
+            listener.close()  # gone: the next connection is refused
+            writer.close()
+            node_writer.close()
+
+        listener = await asyncio.start_server(stopping_node, "127.0.0.1", 0)
+        address = f"127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+        with pytest.raises(ClientError, match="cannot connect"):
+            await AdminClient.connect_controller(address)
+        await listener.wait_closed()

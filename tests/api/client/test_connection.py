@@ -1,0 +1,54 @@
+"""The client connection: a request after the server has closed the connection fails at once."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from api.client.connection import ClientConnection, ConnectionLost
+
+_SIZE = struct.Struct(">i")
+
+
+async def _answer_once_then_close(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Answer one request (its correlation id back, nothing more), then close."""
+    (size,) = _SIZE.unpack(await reader.readexactly(4))
+    frame = await reader.readexactly(size)
+    correlation = frame[4:8]  # after the request's api key and version
+    writer.write(_SIZE.pack(4) + correlation)
+    await writer.drain()
+    writer.close()
+
+
+def _request(correlation: int) -> bytes:
+    body = struct.pack(">hhi", 18, 0, correlation)
+    return _SIZE.pack(len(body)) + body
+
+
+async def _closed_after_one_answer() -> str:
+    server = await asyncio.start_server(_answer_once_then_close, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    client = ClientConnection(reader, writer, timeout_ms=60_000)
+    try:
+        answer = await asyncio.wait_for(client.send_frame(_request(1), 1, bytes), 10)
+        assert answer == _SIZE.pack(1)
+        while not client.closed:  # the server's close reaches the reader
+            await asyncio.sleep(0.01)
+        # A node stopping (a leader handing over) closes connections between answers; a
+        # request sent then was neither answered nor failed, and waited out its timeout.
+        with pytest.raises(ConnectionLost) as raised:
+            client.send_frame(_request(2), 2, bytes)
+        return str(raised.value)
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+
+
+def test_a_request_after_the_server_closed_the_connection_fails_at_once() -> None:
+    assert "closed the connection" in asyncio.run(_closed_after_one_answer())
