@@ -412,6 +412,7 @@ class AdminClient(SecurityApis):
             where = bootstrap
             if turn % 2 and others:
                 where = others[(turn // 2) % len(others)]
+            wait = min(2.0, max(0.1, deadline - loop.time()))
             if where == bootstrap:
                 if client.closed:
                     # The node closed the connection (it is stopping: a leader handing over).
@@ -419,10 +420,9 @@ class AdminClient(SecurityApis):
                     # caller tries its next server, instead of asking a dead connection
                     # until the wait ends.
                     await client.close()
-                    client = await connect(bootstrap, min(2.0, max(0.1, deadline - loop.time())))
+                    client = await connect(bootstrap, wait)
                 named = await _named_controller(client)
             else:
-                wait = min(2.0, max(0.1, deadline - loop.time()))
                 try:
                     asked = await connect(where, wait)
                 except (ClientError, OSError, TimeoutError):
