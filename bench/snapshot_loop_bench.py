@@ -1,4 +1,4 @@
-"""A snapshot written beside a busy event loop: what the loop keeps, written in slices or not.
+"""A snapshot written beside a busy event loop: what the loop keeps, by where it is written.
 
 Usage: python bench/snapshot_loop_bench.py [--topics 160000] [--repeat 3]
 
@@ -6,12 +6,13 @@ A voter's shape in one process: the main thread runs an event loop (uvloop where
 switch interval lowered as a server lowers it) that does socket round trips over a socket pair
 as fast as it can, while a worker thread writes a snapshot of an image of `--topics`
 one-partition topics into SQLite (160,000: about what the 20 MB threshold holds in
-`bench/quorum_bench.py`'s load). Each repetition writes it once in one go (the baseline) and
-once in slices (`DutyCycle`, what the snapshot policy does), back to back. Per write: its wall
-and CPU time (the writer thread's), the loop's round trips/s during it against the same loop
-with no write right after, the round trips' p99 and longest, and the share of the loop's time
-it was blocked (neither running nor waiting for a CPU, from /proc's schedstat: waiting for the
-interpreter lock).
+`bench/quorum_bench.py`'s load). Each repetition writes it three times, back to back: in one go
+on the thread (the baseline), in slices on the thread (`DutyCycle`, what the snapshot policy
+does on a thread), and in a forked child (`ForkedRunner`, what `mlog serve` does). Per write:
+its wall and CPU time (the writer's thread, or the child), the loop's round trips/s during it
+against the same loop with no write right after, the round trips' p99 and longest, and the
+share of the loop's time it was blocked (neither running nor waiting for a CPU, from /proc's
+schedstat: waiting for the interpreter lock).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.server.event_loop import choose_loop
 from api.service.interpreter_lock import SWITCH_INTERVAL_S
+from api.service.snapshot_runners import ForkedRunner
 from api.service.snapshots import DEFAULT_DUTY_CYCLE
 from replay.image import MetadataImage
 from replay.sql.store import SnapshotStore, sqlite_url
@@ -77,14 +79,23 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[int(q * (len(ordered) - 1))]
 
 
-async def _one(store: SnapshotStore, image: MetadataImage, sliced: bool) -> dict[str, float]:
+MODES = ("one go", "in slices", "in a child")
+
+
+async def _one(store: SnapshotStore, image: MetadataImage, mode: str) -> dict[str, float]:
     loop = asyncio.get_running_loop()
 
-    def write() -> float:
+    def write_image() -> float:
         started = time.thread_time()
-        pace = DEFAULT_DUTY_CYCLE.pacer() if sliced else None
+        pace = DEFAULT_DUTY_CYCLE.pacer() if mode == "in slices" else None
         store.write(image, pace=pace)
-        used = time.thread_time() - started
+        return time.thread_time() - started
+
+    def write() -> float:
+        if mode == "in a child":
+            used = ForkedRunner().run(write_image, in_child=store.forget_connections)
+        else:
+            used = write_image()
         store.retain(1)
         return used
 
@@ -120,9 +131,7 @@ async def _rounds(topics: int, repeat: int) -> list[dict[str, dict[str, float]]]
     ):
         store.ensure_schema()
         for _ in range(repeat):
-            one_go = await _one(store, image, sliced=False)
-            sliced = await _one(store, image, sliced=True)
-            results.append({"one go": one_go, "in slices": sliced})
+            results.append({mode: await _one(store, image, mode) for mode in MODES})
             for name, r in results[-1].items():
                 print(f"  {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
     return results
@@ -141,7 +150,7 @@ def main() -> None:
     print()
     header = ("write", "wall", "CPU", "loop keeps", "round trip p99", "longest", "loop blocked")
     rows = [header]
-    for name in ("one go", "in slices"):
+    for name in MODES:
         med = {k: statistics.median(r[name][k] for r in results) for k in results[0][name]}
         rows.append(
             (

@@ -314,7 +314,9 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     if config.dynamic_quorum is not None:
         service, quorum = _dynamic_quorum_node(config.dynamic_quorum, settings, values, cluster_id)
     elif config.quorum is None:
-        service = open_service(settings)
+        from api.service.snapshot_runners import ForkedRunner
+
+        service = open_service(settings, runner=ForkedRunner())
     else:
         service, quorum = _quorum_node(config.quorum, settings, values, cluster_id)
     if service.snapshots is not None:
@@ -408,11 +410,14 @@ def _dynamic_quorum_node(
     from api.raft.core.voters import VoterSet
     from api.raft.voter_blocks import voter_history
     from api.service.replicated import ReplicatedService
+    from api.service.snapshot_runners import ForkedRunner
     from api.service.snapshots import open_snapshotter
 
     make_dirs(settings.data_dir)
     service = ReplicatedService.open_replicated(
-        settings.log_dir, config=settings.log, snapshots=open_snapshotter(settings)
+        settings.log_dir,
+        config=settings.log,
+        snapshots=open_snapshotter(settings, runner=ForkedRunner()),
     )
     try:
         latest = voter_history(service.replica_log, VoterSet()).latest
@@ -482,6 +487,7 @@ def _quorum_node(
     """
     from api.raft.core.quorum_state import QUORUM_STATE_NAME
     from api.service.replicated import ReplicatedService
+    from api.service.snapshot_runners import ForkedRunner
     from api.service.snapshots import open_snapshotter
 
     _controller_security(values)  # a bad controller listener config stops here, before any I/O
@@ -496,7 +502,9 @@ def _quorum_node(
         )
     make_dirs(settings.data_dir)
     service = ReplicatedService.open_replicated(
-        settings.log_dir, config=settings.log, snapshots=open_snapshotter(settings)
+        settings.log_dir,
+        config=settings.log,
+        snapshots=open_snapshotter(settings, runner=ForkedRunner()),
     )
     try:
         node = _make_node(service, quorum, settings, values, cluster_id, dynamic=False)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from api.protocol.private import BrokerLivenessItem
     from api.security.client_config import ClientSecurity
     from api.service.service import MetadataService
+    from api.service.snapshot_runners import SnapshotRunner
     from records.entry import LogEntry
     from replay.controller.commands import (
         AlterConfig,
@@ -84,7 +85,7 @@ QUORUM_STATE = "quorum-state"
 """The file that makes a data directory a quorum node's (api.raft.core.quorum_state)."""
 
 
-def open_service(settings: Settings) -> MetadataService:
+def open_service(settings: Settings, *, runner: SnapshotRunner | None = None) -> MetadataService:
     """The service over the settings' data directory: newest snapshot plus the log after it."""
     from api.service.service import MetadataService
 
@@ -99,7 +100,7 @@ def open_service(settings: Settings) -> MetadataService:
             settings.log_dir,
             config=settings.log,
             progress=progress.advance,
-            snapshots=open_snapshotter(settings),
+            snapshots=open_snapshotter(settings, runner=runner),
         )
     finally:
         progress.finish()

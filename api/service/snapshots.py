@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from api.service.retention import RetentionConfig, log_snapshots_deleted
 from api.service.settings import Settings
 from api.service.snapshot_pacing import DutyCycle
+from api.service.snapshot_runners import SnapshotRunner, ThreadRunner
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
 from replay.loader import load_image
@@ -80,6 +81,7 @@ class Snapshotter:
         progress: Progress | None = None,
         policy: RetentionConfig | None = None,
         duty_cycle: DutyCycle | None = DEFAULT_DUTY_CYCLE,
+        runner: SnapshotRunner | None = None,
     ) -> None:
         """Snapshots in `store`, or in the store `store()` opens when one is first needed.
 
@@ -87,7 +89,9 @@ class Snapshotter:
         store holds no snapshot, and is not opened (nor created) until one is written.
         `policy`'s snapshot keys, when set, replace the cluster configs' (server.properties).
         `duty_cycle`: the slices a snapshot is written in, beside the event loop (None: in one
-        go, as fast as the thread can).
+        go, as fast as the thread can). `runner`: where a snapshot's work runs (default: on the
+        worker thread; `ForkedRunner`: in a child process, unpaced, for stores another process
+        can write).
         """
         if retention < 1:
             raise SnapshotStoreError(
@@ -105,6 +109,7 @@ class Snapshotter:
         self._retry_ms = retry_ms
         self._progress = progress
         self.duty_cycle = duty_cycle
+        self.runner: SnapshotRunner = runner or ThreadRunner()
         self.policy = policy or RetentionConfig()
         """The server's snapshot and retention keys (none set: the cluster configs rule)."""
         self._lock = threading.Lock()
@@ -253,9 +258,16 @@ class Snapshotter:
 
     def _write(self, image: MetadataImage, bytes_now: int) -> SnapshotInfo | None:
         try:
-            pace = None if self.duty_cycle is None else self.duty_cycle.pacer()
-            info = self.store.write(image, progress=self._progress, pace=pace)
-            deleted = self.store.retain(self.retention) + self._expire()
+            store = self.store
+            runner = self.runner if store.shared_between_processes else ThreadRunner()
+            paced = runner.shares_interpreter and self.duty_cycle is not None
+            pace = self.duty_cycle.pacer() if paced and self.duty_cycle is not None else None
+
+            def work() -> tuple[SnapshotInfo, list[SnapshotInfo]]:
+                info = store.write(image, progress=self._progress, pace=pace)
+                return info, store.retain(self.retention) + self._expire()
+
+            info, deleted = runner.run(work, in_child=store.forget_connections)
         except SnapshotStoreError as exc:
             self._failed(f"snapshot at offset {image.provenance.offset} failed: {exc}")
             return None
@@ -340,17 +352,19 @@ def existing_store(settings: Settings) -> SnapshotStore | None:
     return open_store(settings, create=False)
 
 
-def open_snapshotter(settings: Settings) -> Snapshotter:
+def open_snapshotter(settings: Settings, *, runner: SnapshotRunner | None = None) -> Snapshotter:
     """The service's snapshotter for the settings' database and retention.
 
     The store is opened when first needed: at start-up if the database may hold a snapshot,
     else when the policy first asks for one (the default SQLite file is created then).
+    `runner`: where snapshots are written (default: the snapshotter's thread).
     """
     return Snapshotter(
         lambda: open_store(settings),
         file=settings.snapshot_file,
         retention=settings.snapshot_retention,
         policy=settings.retention,
+        runner=runner,
     )
 
 

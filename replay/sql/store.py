@@ -248,6 +248,20 @@ class SnapshotStore:
             self._engine.dispose()
             self._engine = None
 
+    def forget_connections(self) -> None:
+        """In a forked child: new connections from here on, the inherited ones left alone.
+
+        The pooled connections belong to the parent process; closing or using them here would
+        end or garble its sessions (PostgreSQL's socket, SQLite's locks).
+        """
+        if self._engine is not None:
+            self._engine.dispose(close=False)
+
+    @property
+    def shared_between_processes(self) -> bool:
+        """Whether another process writing this store is seen here (not in-memory SQLite)."""
+        return not self.is_sqlite or self.sqlite_path() is not None
+
     def __enter__(self) -> SnapshotStore:
         return self
 

@@ -1,0 +1,166 @@
+"""Where a background snapshot is written: on the snapshotter's thread, or in a forked child.
+
+A snapshot walks the whole image (building and hashing its rows in Python) and hands the rows
+to the database driver. On the snapshotter's thread that walk shares the interpreter lock with
+the event loop beside it, and the duty cycle (`snapshot_pacing.py`) keeps the loop answering by
+resting the writer between slices. In a child forked for the snapshot (`ForkedRunner`, what
+`mlog serve` uses) the image is shared copy-on-write and the child never holds this process's
+interpreter lock: the event loop loses only the CPU the child takes, and the child runs at a
+lower priority (`niceness`) so that on busy cores the loop's work goes first. Every voter of a
+quorum snapshots the same offset at about the same time; in the child that costs each loop
+its share of the cores, not turns of the lock.
+
+The child shares nothing with this process but the memory it was forked with: it opens its own
+database connections (`in_child`, e.g. `SnapshotStore.forget_connections`, leaves the ones it
+inherited alone), sends back its result or its one-line error through a pipe, and ends with
+`os._exit`, running none of this process's exit handlers. It dies with the thread that forked
+it (Linux's parent-death signal), so a server killed mid-snapshot leaves no writer behind; the
+snapshot's transaction is then rolled back by the database like any other cut connection.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import pickle
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, Protocol, TypeVar
+
+from replay.sql.errors import SnapshotStoreError
+
+T = TypeVar("T")
+
+DEFAULT_NICENESS = 10
+"""How much lower the child's scheduling priority is than the server's (nice(2) steps)."""
+
+_PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when the thread that forked it ends (Linux)."""
+
+
+class SnapshotRunner(Protocol):
+    """Runs a snapshot's work (write, then retention) and returns its result."""
+
+    @property
+    def shares_interpreter(self) -> bool:
+        """Whether the work runs under this process's interpreter lock (then it is paced)."""
+        ...
+
+    def run(self, work: Callable[[], T], *, in_child: Callable[[], None]) -> T:
+        """`work()`; `in_child` runs first where the work runs in another process."""
+        ...
+
+
+class ThreadRunner:
+    """The work on the calling thread (the snapshotter's worker), paced beside the loop."""
+
+    shares_interpreter = True
+
+    def run(self, work: Callable[[], T], *, in_child: Callable[[], None]) -> T:
+        """`work()`, here."""
+        return work()
+
+
+class ForkedRunner:
+    """The work in a child process forked for it, at a lower priority (POSIX)."""
+
+    shares_interpreter = False
+
+    def __init__(self, *, niceness: int = DEFAULT_NICENESS) -> None:
+        if not hasattr(os, "fork"):  # pragma: no cover - POSIX has fork
+            raise SnapshotStoreError("snapshots in a child process need os.fork (POSIX)")
+        if not 0 <= niceness <= 19:
+            raise SnapshotStoreError(f"a snapshot child's niceness must be 0..19, got {niceness}")
+        self.niceness = niceness
+        # Found now, not in the child: a lookup there could take the loader's lock, which
+        # another thread of this process may have held when it forked.
+        self._set_death_signal = _death_signal_setter()
+
+    def run(self, work: Callable[[], T], *, in_child: Callable[[], None]) -> T:
+        """`work()` in a forked child; its result, or `SnapshotStoreError` saying why not."""
+        read_fd, write_fd = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's lines are not traced by coverage
+            os.close(read_fd)
+            _child(
+                work,
+                in_child,
+                write_fd,
+                parent=parent,
+                niceness=self.niceness,
+                set_death_signal=self._set_death_signal,
+            )
+        os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as pipe:
+            data = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            name = signal.Signals(os.WTERMSIG(status)).name
+            raise SnapshotStoreError(f"the snapshot's child process was killed by {name}")
+        try:
+            ok, value = pickle.loads(data)
+        except Exception:  # any undecodable answer is the same failure
+            raise SnapshotStoreError(
+                f"the snapshot's child process ended (status {os.waitstatus_to_exitcode(status)}) "
+                "without a result"
+            ) from None
+        if not ok:
+            raise SnapshotStoreError(str(value))
+        result: T = value
+        return result
+
+
+def _child(
+    work: Callable[[], Any],
+    in_child: Callable[[], None],
+    write_fd: int,
+    *,
+    parent: int,
+    niceness: int,
+    set_death_signal: Callable[[], None] | None,
+) -> NoReturn:  # pragma: no cover - runs in the forked child
+    """The child's whole life: run `work`, send back (ok, result or error), `_exit`."""
+    code = 1
+    try:
+        # A collection would walk (and so copy) every page of the image it shares; the
+        # child lives for one snapshot.
+        gc.disable()
+        if set_death_signal is not None:
+            set_death_signal()
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+        os.nice(niceness)
+        try:
+            in_child()
+            answer: tuple[bool, Any] = (True, work())
+        except SnapshotStoreError as exc:
+            answer = (False, str(exc))
+        except Exception as exc:  # told to the parent, which logs it
+            answer = (False, f"{type(exc).__name__}: {exc}")
+        data = pickle.dumps(answer)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view) :]
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _death_signal_setter() -> Callable[[], None] | None:
+    """A function arming SIGKILL for when the forking thread ends (Linux), or None."""
+    if not sys.platform.startswith("linux"):  # pragma: no cover - Linux here
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - every glibc and musl has it
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return arm

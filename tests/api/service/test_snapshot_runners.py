@@ -1,0 +1,166 @@
+"""Snapshots written in a forked child: the result comes back, failures are one line, and the
+parent's own database connections survive the child."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, text
+
+from api.service.service import MetadataService
+from api.service.snapshot_runners import ForkedRunner, ThreadRunner
+from api.service.snapshots import Snapshotter
+from metadata_log.reader import LogReader
+from replay.controller.commands import CreatableTopic, RegisterBroker
+from replay.loader import load_image
+from replay.sql.errors import SnapshotStoreError
+from replay.sql.store import SnapshotStore
+
+
+def _nothing() -> None:
+    """No preparation in the child."""
+
+
+def test_the_work_runs_in_another_process_and_its_result_comes_back() -> None:
+    parent = os.getpid()
+    child, niceness = ForkedRunner(niceness=7).run(
+        lambda: (os.getpid(), os.nice(0)), in_child=_nothing
+    )
+    assert child != parent
+    assert niceness == os.nice(0) + 7
+
+
+def test_in_child_runs_in_the_child_before_the_work(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+
+    def prepare() -> None:
+        marks.write_text(str(os.getpid()))
+
+    def work() -> tuple[int, str]:
+        return os.getpid(), marks.read_text()
+
+    child, prepared_in = ForkedRunner().run(work, in_child=prepare)
+    assert prepared_in == str(child) != str(os.getpid())
+
+
+def test_a_store_error_in_the_child_is_the_parents_error() -> None:
+    def work() -> None:
+        raise SnapshotStoreError("database is locked; retry later")
+
+    with pytest.raises(SnapshotStoreError, match=r"^database is locked; retry later$"):
+        ForkedRunner().run(work, in_child=_nothing)
+
+
+def test_any_other_error_in_the_child_is_named() -> None:
+    def work() -> None:
+        raise ValueError("bad row")
+
+    with pytest.raises(SnapshotStoreError, match=r"^ValueError: bad row$"):
+        ForkedRunner().run(work, in_child=_nothing)
+
+
+def test_a_child_killed_mid_write_is_a_store_error_naming_the_signal() -> None:
+    def work() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    with pytest.raises(SnapshotStoreError, match="killed by SIGKILL"):
+        ForkedRunner().run(work, in_child=_nothing)
+
+
+def test_a_child_that_exits_without_a_result_is_a_store_error() -> None:
+    def work() -> None:
+        os._exit(3)
+
+    with pytest.raises(SnapshotStoreError, match=r"ended \(status 3\) without a result"):
+        ForkedRunner().run(work, in_child=_nothing)
+
+
+@pytest.mark.parametrize("niceness", [-1, 20])
+def test_a_niceness_out_of_range_is_refused(niceness: int) -> None:
+    with pytest.raises(SnapshotStoreError, match=r"niceness must be 0\.\.19"):
+        ForkedRunner(niceness=niceness)
+
+
+def _fill(service: MetadataService, topics: int) -> None:
+    for broker_id in (1, 2):
+        request = RegisterBroker(broker_id=broker_id)
+        service.execute(functools.partial(service.controller.register_broker, request=request))
+    for n in range(topics):
+        topic = CreatableTopic(name=f"t{n}", num_partitions=2, replication_factor=2)
+        service.execute(functools.partial(service.controller.create_topics, topics=[topic]))
+
+
+def test_a_forked_snapshot_is_the_image_and_the_parent_keeps_its_connections(
+    tmp_path: Path, database_url: str
+) -> None:
+    log_dir = tmp_path / "log"
+    store = SnapshotStore(database_url)
+    snapshotter = Snapshotter(store, retention=2, runner=ForkedRunner())
+    with MetadataService.open(log_dir, snapshots=snapshotter) as service:
+        _fill(service, 5)
+        first = snapshotter.request(service.image, service.log).result()
+        assert first is not None
+        # The parent now holds a pooled connection of its own (a session on PostgreSQL).
+        with store.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+            before = conn.connection.dbapi_connection
+        service.execute(
+            functools.partial(
+                service.controller.create_topics,
+                topics=[CreatableTopic(name="late", num_partitions=1, replication_factor=1)],
+            )
+        )
+        second = snapshotter.request(service.image, service.log).result()
+        assert second is not None and second.offset == service.image.provenance.offset
+        assert snapshotter.written == second
+        # The child's connections were its own: the parent's pooled one still answers (the
+        # pool's pre-ping would have replaced a connection the child had used or closed).
+        with store.engine.connect() as conn:
+            assert conn.execute(text("SELECT 1")).scalar() == 1
+            assert conn.connection.dbapi_connection is before
+        assert [s.id for s in store.snapshots()] == [first.id, second.id]
+        loaded = store.load(second.id)
+        assert loaded == service.image
+    with LogReader.open(log_dir) as log:
+        assert load_image(log) == loaded
+
+
+def _session(conn: Connection) -> object:
+    """PostgreSQL's backend process of a connection (None on SQLite)."""
+    if conn.dialect.name != "postgresql":
+        return None
+    return conn.execute(text("SELECT pg_backend_pid()")).scalar()
+
+
+def test_the_child_opens_connections_of_its_own(database_url: str) -> None:
+    store = SnapshotStore(database_url)
+    with store.engine.connect() as conn:
+        parents = conn.connection.dbapi_connection
+        parents_session = _session(conn)
+
+    def work() -> tuple[bool, object]:
+        # `parents` stays alive here, so a new connection cannot take its address.
+        with store.engine.connect() as conn:
+            return conn.connection.dbapi_connection is parents, _session(conn)
+
+    reused, childs_session = ForkedRunner().run(work, in_child=store.forget_connections)
+    assert not reused
+    assert childs_session is None or childs_session != parents_session
+    with store.engine.connect() as conn:
+        assert conn.connection.dbapi_connection is parents
+    store.close()
+
+
+def test_only_an_in_memory_store_is_not_shared_with_a_child(tmp_path: Path) -> None:
+    # A child's in-memory database would vanish with it: such a store stays on the thread.
+    assert not SnapshotStore("sqlite://").shared_between_processes
+    assert SnapshotStore(f"sqlite:///{tmp_path / 'snapshots.db'}").shared_between_processes
+    assert SnapshotStore("postgresql+psycopg://postgres@127.0.0.1/test").shared_between_processes
+
+
+def test_the_thread_runner_runs_the_work_here() -> None:
+    assert ThreadRunner().run(os.getpid, in_child=_nothing) == os.getpid()
