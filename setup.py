@@ -3,7 +3,9 @@
 - `records._fastdecode`, the block decoder: without it the log is read through fastavro,
   about 2-3x slower for replay (`records.fast_decode`);
 - `replay._untrack`, which keeps the image's map nodes out of the cyclic collector's walks:
-  without it they are walked, as any container is (`replay.map_nodes`).
+  without it they are walked, as any container is (`replay.map_nodes`);
+- `metadata_log._syncer`, the thread that writes and fdatasyncs without the interpreter lock:
+  without it those jobs run on a Python worker thread (`metadata_log.syncer`).
 
 Without a C compiler (or if a build fails for any reason) the install still succeeds, without
 that helper. Set MLOG_NO_EXTENSION=1 to skip the builds on purpose.
@@ -47,6 +49,7 @@ def _extensions() -> list[Extension]:
     extensions = [
         Extension("records._fastdecode", ["records/_fastdecode.pyx"]),
         Extension("replay._untrack", ["replay/_untrack.pyx"]),
+        Extension("metadata_log._syncer", ["metadata_log/_syncer.pyx"]),
     ]
     built: list[Extension] = cythonize(extensions, quiet=True)
     return built

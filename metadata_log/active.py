@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -24,6 +24,7 @@ from metadata_log.private_files import make_dirs
 from metadata_log.repair import move_segment
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.storage import SegmentStorage
+from metadata_log.syncer import JobLock
 from metadata_log.timings import LogTimings
 
 logger = logging.getLogger("metadata_log")
@@ -39,6 +40,25 @@ def lock_directory(path: Path) -> DirectoryLock:
     return lock
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedBlock:
+    """A block ready to be written at the end of `segment` (`ActiveSegment.prepare`)."""
+
+    segment: Segment
+    data: bytes
+    """The framed block and the segment's sync marker: the bytes to write."""
+    position: int
+    """Where in the segment it starts (the segment's size before it)."""
+    body: bytes
+    """The uncompressed body, which the hash chain covers."""
+    first_offset: int
+    count: int
+    epoch: int
+    timestamp: int
+    what: str
+    """What the write is, for the error that fails the log (an "append", a "replica write")."""
+
+
 class ActiveSegment:
     """Appends whole blocks to the newest segment of `storage`, rolling when it is full.
 
@@ -49,7 +69,8 @@ class ActiveSegment:
     def __init__(self, storage: SegmentStorage, lock: DirectoryLock) -> None:
         self.storage = storage
         self.lock = lock
-        self.write_lock = threading.Lock()
+        self.write_lock = JobLock()
+        """Held around writes; across a `Syncer` job's turns of the loop (metadata_log.syncer)."""
         self.fd: int | None = None
         self.failed: OSError | None = None
         self.dirty = False
@@ -179,38 +200,88 @@ class ActiveSegment:
         Without `durable` (a replica's writes) readers see the block at once and `sync` makes
         it durable later. An I/O error fails the log (fail-stop) naming `what`.
         """
-        try:
-            active = self.segment_for(len(framed), timestamp)
-            data = framed + active.header.sync
-            position = active.size
-            fd = self.fd
-            if fd is None:  # pragma: no cover - guarded by check_writable
-                raise LogClosedError("the log is closed")
-            started = time.perf_counter()
-            if durable:
-                write_all(fd, data)
-                synced = time.perf_counter()
-                os.fdatasync(fd)
-                ended = time.perf_counter()
-                self.timings.fsync.observe(ended - synced)
-            else:
-                self.dirty = True
-                write_all(fd, data)
-                ended = time.perf_counter()
-            self.timings.append.observe(ended - started)
-            if self.chain is not None:
-                self.chain.append(first_offset, count, body)
-        except OSError as exc:
-            self.fail(what, exc)
-        # Published only now (after the fsync of a durable write): readers never look past
-        # `active.size`.
-        active.note_block(
-            position=position,
-            end=position + len(data),
+        block = self.prepare_block(
+            framed,
+            body=body,
             first_offset=first_offset,
             count=count,
             epoch=epoch,
             timestamp=timestamp,
+            what=what,
+        )
+        try:
+            fd = self.fd
+            if fd is None:  # pragma: no cover - guarded by check_writable
+                raise LogClosedError("the log is closed")
+            started = time.perf_counter()
+            if not durable:
+                self.dirty = True
+            write_all(fd, block.data)
+            synced = time.perf_counter()
+            if durable:
+                os.fdatasync(fd)
+        except OSError as exc:
+            self.fail(what, exc)
+        ended = time.perf_counter()
+        self.block_written(
+            block,
+            write_seconds=synced - started,
+            sync_seconds=(ended - synced) if durable else None,
+        )
+
+    def prepare_block(
+        self,
+        framed: bytes,
+        *,
+        body: bytes,
+        first_offset: int,
+        count: int,
+        epoch: int,
+        timestamp: int,
+        what: str,
+    ) -> PreparedBlock:
+        """The bytes of a block to write at the end, in the segment it goes to (rolls if due).
+
+        After its bytes are written (and, for a durable write, fsynced) by whoever does the
+        I/O, `block_written` publishes it. An I/O error of the roll fails the log naming `what`.
+        """
+        try:
+            segment = self.segment_for(len(framed), timestamp)
+        except OSError as exc:
+            self.fail(what, exc)
+        return PreparedBlock(
+            segment=segment,
+            data=framed + segment.header.sync,
+            position=segment.size,
+            body=body,
+            first_offset=first_offset,
+            count=count,
+            epoch=epoch,
+            timestamp=timestamp,
+            what=what,
+        )
+
+    def block_written(
+        self, block: PreparedBlock, *, write_seconds: float, sync_seconds: float | None
+    ) -> None:
+        """Publish a prepared block whose bytes are written (and fsynced, if it is durable)."""
+        self.timings.append.observe(write_seconds + (sync_seconds or 0.0))
+        if sync_seconds is not None:
+            self.timings.fsync.observe(sync_seconds)
+        if self.chain is not None:
+            try:
+                self.chain.append(block.first_offset, block.count, block.body)
+            except OSError as exc:
+                self.fail(block.what, exc)
+        # Published only now (after the fsync of a durable write): readers never look past
+        # `segment.size`.
+        block.segment.note_block(
+            position=block.position,
+            end=block.position + len(block.data),
+            first_offset=block.first_offset,
+            count=block.count,
+            epoch=block.epoch,
+            timestamp=block.timestamp,
             interval=self.storage.config.index_interval_bytes,
         )
 

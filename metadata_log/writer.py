@@ -2,8 +2,12 @@
 
 `LogWriter` stamps each block with the writer's epoch and a timestamp that never goes down,
 encodes all waiting batches in one codec call and writes them as one block with one fsync
-through the `ActiveSegment`. Concurrent `append_async` callers share that write (group commit),
-done on a worker thread off the event loop.
+through the `ActiveSegment`. Concurrent `append_async` callers share that write (group commit).
+The block is encoded on the event loop's thread and its write and fdatasync run on the
+`Syncer`'s compiled thread, which never takes the interpreter lock (metadata_log.syncer); the
+segment's lock is held by that job until its end publishes the block. Without the compiled
+helper, or while another thread holds the lock, the whole group is written on a Python worker
+thread instead.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from metadata_log.active import ActiveSegment
+from metadata_log import syncer as syncers
+from metadata_log.active import ActiveSegment, PreparedBlock
 from metadata_log.container import encode_block
 from metadata_log.errors import LogError
 from records.errors import RecordError
@@ -25,6 +30,9 @@ if TYPE_CHECKING:
 
 Batch = tuple[tuple[Record, ...], str | None]
 """One batch to append: its records and the principal who asked for them."""
+
+Pending = tuple[tuple[Record, ...], str | None, "asyncio.Future[AppendResult]"]
+"""A batch waiting for the next group commit, with its caller's future."""
 
 
 class AppendResult(tuple[int, int]):
@@ -63,10 +71,10 @@ class LogWriter:
         self.storage = active.storage
         self.epoch = epoch
         self.clock_ms = clock_ms
-        self._pending: list[tuple[tuple[Record, ...], str | None, asyncio.Future[AppendResult]]]
-        self._pending = []
+        self._pending: list[Pending] = []
         self._flusher: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._syncer: syncers.Syncer | None = None
 
     def append(self, records: Iterable[Record], *, principal: str | None = None) -> AppendResult:
         """Append `records` as one atomic batch; returns (first, last) offset after fsync."""
@@ -111,7 +119,10 @@ class LogWriter:
             await asyncio.shield(self._flusher)
 
     def shutdown(self) -> None:
-        """Stop the worker thread (after what it is writing)."""
+        """Stop the worker threads (after what they are writing)."""
+        if self._syncer is not None:
+            self._syncer.close()  # a job in flight ends here, its callers answered
+            self._syncer = None
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
@@ -119,30 +130,117 @@ class LogWriter:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-append")
         try:
             while self._pending:
                 group, self._pending = self._pending, []
                 batches = [(records, principal) for records, principal, _ in group]
+                if syncers.AVAILABLE and self.active.write_lock.acquire(blocking=False):
+                    ended = self._start_group(loop, group, batches)
+                    if ended is not None:
+                        await ended
+                    continue
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-append")
                 try:
                     results = await loop.run_in_executor(
                         self._executor, self._locked_write_group, batches
                     )
                 except Exception as exc:
-                    for _, _, future in group:
-                        if not future.done():
-                            future.set_exception(exc)
+                    _answer(group, exc)
                     continue
-                for (_, _, future), result in zip(group, results, strict=True):
-                    if future.done():
-                        continue
-                    if isinstance(result, BaseException):
-                        future.set_exception(result)
-                    else:
-                        future.set_result(result)
+                _answer(group, results)
         finally:
             self._flusher = None
+
+    def _start_group(
+        self, loop: asyncio.AbstractEventLoop, group: list[Pending], batches: Sequence[Batch]
+    ) -> asyncio.Future[None] | None:
+        """Encode `group` as one block and start its write and fsync on the syncer.
+
+        The caller took the write lock; the job's end releases it, publishes the block and
+        answers the group's callers (`_group_written`). Returns the future of that end, or
+        None when the group was answered at once (nothing to write, or a refusal).
+        """
+        active = self.active
+        try:
+            block, results = self._prepare_group(batches)
+        except BaseException as exc:
+            active.write_lock.release()
+            _answer(group, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return None
+        if block is None:
+            active.write_lock.release()
+            _answer(group, results)
+            return None
+        syncer = self._syncer
+        if syncer is None:
+            syncer = self._syncer = syncers.Syncer(name="mlog-append")
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def job_ended(result: syncers.JobResult) -> None:
+            try:
+                self._group_written(block, result)
+            except Exception as exc:
+                _answer(group, exc)
+            else:
+                _answer(group, results)
+            finally:
+                active.write_lock.job_ended()
+                if not ended.done():
+                    ended.set_result(None)
+
+        active.write_lock.held_by_job(syncer)
+        fd = active.fd
+        if fd is None:  # pragma: no cover - guarded by check_writable in _prepare_group
+            raise LogError("the log is closed")
+        syncer.start(loop, fd, block.data, job_ended)
+        return ended
+
+    def _prepare_group(
+        self, batches: Sequence[Batch]
+    ) -> tuple[PreparedBlock | None, list[AppendResult | Exception]]:
+        """The block of `batches` (None if no batch encodes) and each batch's result."""
+        active = self.active
+        storage = self.storage
+        active.check_writable()
+        timestamp = max(self.clock_ms(), storage.last_timestamp)
+        first = storage.next_offset
+        try:
+            results, total, body = self._encode_group(batches, first, self.epoch, timestamp)
+        except RecordError:
+            results, total, body = self._encode_batches_alone(batches, first, self.epoch, timestamp)
+        if total == 0:
+            return None, results
+        block = active.prepare_block(
+            encode_block(total, body),
+            body=body,
+            first_offset=first,
+            count=total,
+            epoch=self.epoch,
+            timestamp=timestamp,
+            what="append",
+        )
+        return block, results
+
+    def _group_written(self, block: PreparedBlock, result: syncers.JobResult) -> None:
+        """After the syncer's job: publish the block (or fail the log on its I/O error)."""
+        active = self.active
+        if result.error is not None:
+            active.fail(block.what, result.error)
+        active.block_written(
+            block, write_seconds=result.write_seconds, sync_seconds=result.sync_seconds
+        )
+        self._advance(block)
+
+    def _advance(self, block: PreparedBlock) -> None:
+        """The log's end after a durable block; the checkpoints if they are due."""
+        storage = self.storage
+        storage.last_timestamp = block.timestamp
+        storage.next_offset = storage.flushed_offset = block.first_offset + block.count
+        storage.record_bytes_appended += len(block.body)
+        self.active.checkpoint_if_due()
 
     def _locked_write_group(self, batches: Sequence[Batch]) -> list[AppendResult | Exception]:
         with self.active.write_lock:
@@ -171,8 +269,9 @@ class LogWriter:
             results, total, body = self._encode_batches_alone(batches, first, epoch, timestamp)
         if total == 0:
             return results
+        framed = encode_block(total, body)
         active.write(
-            encode_block(total, body),
+            framed,
             body=body,
             first_offset=first,
             count=total,
@@ -218,3 +317,17 @@ class LogWriter:
             bodies.append(body)
             offset += count
         return results, offset - first, b"".join(bodies)
+
+
+def _answer(
+    group: Sequence[Pending], results: Sequence[AppendResult | Exception] | BaseException
+) -> None:
+    """Settle each caller's future with its batch's result (or everyone's with one error)."""
+    for index, (_, _, future) in enumerate(group):
+        if future.done():
+            continue
+        result = results if isinstance(results, BaseException) else results[index]
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)

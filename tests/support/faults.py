@@ -5,6 +5,9 @@ files and paths under `root` (other files, such as pytest's, are left alone). It
 calls; armed with a `Fault`, the call with that index and every later one of the same family
 fail until `clear()`, as a full or failing disk does until someone fixes it. A fail-point sweep
 runs a workload once clean to count the calls, then once per call index and fault kind.
+The compiled syncer (metadata_log.syncer) writes and syncs from C, where no wrapper reaches:
+inside the block the log's writer takes its Python worker thread instead, whose calls are
+counted (the compiled path's own failures: tests/metadata_log/test_writer_syncer.py).
 
 The kinds:
 - `enospc` / `eio`: a write (or rename) raises `OSError(ENOSPC)` / `OSError(EIO)`, writing nothing;
@@ -22,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from metadata_log import syncer
 
 KINDS = ("enospc", "eio", "short", "fsync")
 """Every fault kind a sweep injects."""
@@ -147,9 +152,11 @@ def inject_faults(root: Path) -> Iterator[FaultInjector]:
         injector.replace(real_replace, src, dst, **kwargs)
 
     os.write, os.fsync, os.fdatasync, os.replace = write, fsync, fdatasync, replace
+    compiled, syncer.AVAILABLE = syncer.AVAILABLE, False
     try:
         yield injector
     finally:
+        syncer.AVAILABLE = compiled
         os.write, os.fsync, os.fdatasync, os.replace = (
             real_write,
             real_fsync,
