@@ -613,6 +613,12 @@ async def _serve(server: MetadataServer) -> None:
     from api.service.interpreter_lock import share_the_interpreter_lock
 
     await server.start()
+    # At once: the start's last line says the server serves, and whoever reads it may stop it
+    # (SIGTERM's default action would end it without the clean shutdown). The collection and
+    # freeze below take tens of milliseconds on a large image.
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, _stop, server, signum.name)
     node = server.quorum_node
     if node is not None:
         # A quorum node whose log failed stops, as KRaft's controllers do: the others elect a
@@ -624,10 +630,7 @@ async def _serve(server: MetadataServer) -> None:
     # and collect the young generation less often (`api/service/collector.py`).
     gc.collect()
     freeze_loaded_image()
-    share_the_interpreter_lock()  # a group commit's answers wait on the append thread's turn
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, _stop, server, signum.name)
+    share_the_interpreter_lock()  # the threads beside the loop (api/service/interpreter_lock)
     await server.wait_stopped()
 
 
