@@ -1,15 +1,18 @@
 """How long a busy thread keeps the interpreter lock from one that waits: a server's setting.
 
 A server runs its event loop beside threads that need the lock for a moment: the log's
-append thread completes each group commit (the writes' futures, `call_soon_threadsafe`), a
-snapshot is written in slices, the log writer formats lines. The loop holds the lock through
+append thread where the compiled syncer is not built (metadata_log.syncer: it completes each
+group commit), a quorum node's worker (a leader's fsyncs, catch-up reads), a snapshot written
+on a thread in slices (the CLI's; `mlog serve` forks a child for it), the log writer
+formatting lines. The loop holds the lock through
 long stretches (a turn's ready callbacks, one request after another); a thread that asks for
 it waits up to CPython's switch interval, 5 ms, unless the loop gives it up sooner for a
 system call. So `share_the_interpreter_lock` lowers the interval to `SWITCH_INTERVAL_S`
 (0.5 ms): `mlog serve` as it starts, single server or quorum node, and a quorum node when it
 starts (`api.raft.node`).
 
-- A single server: a group commit's answers wait on the append thread's turn. Against
+- A single server without the compiled syncer: a group commit's answers wait on the append
+  thread's turn. Against
   `826a521` (5 ms), `server_bench --against --pairs 4 --seconds 15`: 8,639 admin writes/s
   against 8,172 (every pair faster, +2.5% to +9.5%), 83.4 against 85.1 µs of CPU a request,
   p99 8.6-9.4 ms against 8.9-9.9 ms.
