@@ -113,15 +113,21 @@ _templates: dict[str, tuple[logging.LogRecord, dict[str, Any]]] = {}
 
 
 def log_info(msg: str, args: tuple[Any, ...]) -> None:
-    """`logger.info(msg, *args)` for a line of every write: the same record, made cheaper.
+    """`logger.info(msg, *args)` for a line of every write: the same line, made cheaper.
 
     `logging.LogRecord()` costs a few µs (a file name split, a level-name lookup, twenty
-    attributes one by one), about what the rest of a small write's answer costs. Where
-    the record's caller, thread and process are not recorded (`mlog serve` turns them off,
-    as the logging HOWTO advises), its attributes are the same for every line but the message
-    and the time: they are copied from a record made once. Elsewhere (tests, embedding
-    programs) the line goes through `logger.info`.
+    attributes one by one), about what the rest of a small write's answer costs. Under
+    `mlog serve`, where the server log's handler is the logger's only way out, the line is
+    made without a record (`QueueingHandler.emit_info`: the text `logger.info` would give).
+    Elsewhere, where the record's caller, thread and process are not recorded (the logging
+    HOWTO's knobs), its attributes are the same for every line but the message and the time:
+    they are copied from a record made once. Otherwise (tests, embedding programs) the line
+    goes through `logger.info`.
     """
+    handler = direct_handler(logger)
+    if handler is not None:
+        handler.emit_info(msg % args)  # `mlog serve`: the line, straight to the writer's queue
+        return
     if logging.logThreads or logging.logProcesses or logging.logMultiprocessing:
         logger.info(msg, *args)
         return
@@ -143,11 +149,7 @@ def log_info(msg: str, args: tuple[Any, ...]) -> None:
     record.created = now
     record.msecs = int((now - int(now)) * 1000) + 0.0  # as LogRecord (gh-89047)
     record.relativeCreated = template.relativeCreated + (now - template.created) * 1000
-    handler = direct_handler(logger)
-    if handler is not None:
-        handler.emit(record)  # `mlog serve`: straight to the writer thread's queue
-    else:
-        logger.handle(record)
+    logger.handle(record)
 
 
 def uuid_of(value: Any) -> Uuid | None:

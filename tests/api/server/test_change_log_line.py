@@ -1,7 +1,8 @@
 """An admin change's log line is the line `logger.info` would write, however it is made.
 
-`api.server.kafka.base.log_info` copies a record made once where `mlog serve` turns the
-caller, thread and process lookups off; anywhere else it is `logger.info` itself.
+`api.server.kafka.base.log_info` makes the line without a record where the server log's
+handler is the logger's only way out (`mlog serve`), copies a record made once where the
+caller, thread and process lookups are off, and is `logger.info` itself anywhere else.
 """
 
 from __future__ import annotations
@@ -114,3 +115,20 @@ def test_only_control_characters_and_line_breaks_are_escaped() -> None:
         record.args = ("User:x", "create topic", name, "ok")
         line = formatter.format(record)
         assert line.split(" ", 3)[3] == f"User:x create topic {written}: ok"
+
+
+def test_the_line_made_without_a_record_is_logger_infos_line() -> None:
+    stream = io.StringIO()
+    names = ["payments", "tab\there", "nel\x85", "ls\u2028"]
+    with server_log(logger, stream):
+        for name in names:
+            args = ("User:alice", "create topic", name, "ok")
+            log_info(CHANGE_LINE, args)  # the only handler: no record made
+            logger.info(CHANGE_LINE, *args)  # a record, formatted by the handler
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 * len(names)
+    for made, logged in zip(lines[::2], lines[1::2], strict=True):
+        assert made.split(" ", 2)[2] == logged.split(" ", 2)[2]
+        assert time.strptime(made.split(",", 1)[0], "%Y-%m-%d %H:%M:%S")
+        assert len(made.split(" ", 2)[1].split(",")[1]) == 3  # milliseconds, as logging's
+    assert lines[2].split(" ", 2)[2] == "INFO User:alice create topic tab\\there: ok"
