@@ -180,22 +180,32 @@ class LogWriter:
         ended: asyncio.Future[None] = loop.create_future()
 
         def job_ended(result: syncers.JobResult) -> None:
+            outcome: list[AppendResult | Exception] | Exception
             try:
                 self._group_written(block, result)
             except Exception as exc:
-                _answer(group, exc)
+                outcome = exc
             else:
-                _answer(group, results)
+                outcome = results
             finally:
                 active.write_lock.job_ended()
-                if not ended.done():
-                    ended.set_result(None)
+            if loop.is_closed():
+                return  # finished by a close after the loop ended: nobody waits any more
+            _answer(group, outcome)
+            if not ended.done():
+                ended.set_result(None)
 
-        active.write_lock.held_by_job(syncer)
         fd = active.fd
         if fd is None:  # pragma: no cover - guarded by check_writable in _prepare_group
+            active.write_lock.release()
             raise LogError("the log is closed")
-        syncer.start(loop, fd, block.data, job_ended)
+        active.write_lock.held_by_job(syncer)
+        try:
+            syncer.start(loop, fd, block.data, job_ended)
+        except Exception as exc:  # the thread could not be woken: nothing was written
+            active.write_lock.job_ended()
+            _answer(group, exc)
+            return None
         return ended
 
     def _prepare_group(

@@ -98,3 +98,22 @@ async def test_an_io_error_of_the_compiled_write_fails_the_log(tmp_path: Path) -
     finally:
         log.close()
     assert _values(log_dir) == [(0, "kept")]
+
+
+def test_a_close_after_the_loop_ended_finishes_the_group_in_flight(tmp_path: Path) -> None:
+    log_dir = tmp_path / "log"
+    log = MetadataLog.open(log_dir)
+
+    async def leave_a_group_in_flight() -> None:
+        left = asyncio.ensure_future(log.append_async([_config("in-flight", 1)]))
+        assert not left.done()
+        lock = log._active.write_lock  # the lock under test
+        for _ in range(10):
+            if lock.locked():
+                return  # asyncio.run cancels the waiting tasks and closes the loop
+            await asyncio.sleep(0)
+        raise AssertionError("the group never started")
+
+    asyncio.run(leave_a_group_in_flight())
+    log.close()  # finishes the job itself, with no loop to answer on, and releases the lock
+    assert _values(log_dir) == [(0, "in-flight")]
