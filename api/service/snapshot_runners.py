@@ -56,6 +56,14 @@ class SnapshotRunner(Protocol):
         """`work()`; `in_child` runs first where the work runs in another process."""
         ...
 
+    def abandon(self) -> bool:
+        """Give up the work under way if it can be given up (a child is killed): whether it was."""
+        ...
+
+
+class AbandonedError(SnapshotStoreError):
+    """The snapshot under way was given up: the server is stopping (nothing was written)."""
+
 
 class ThreadRunner:
     """The work on the calling thread (the snapshotter's worker), paced beside the loop."""
@@ -65,6 +73,10 @@ class ThreadRunner:
     def run(self, work: Callable[[], T], *, in_child: Callable[[], None]) -> T:
         """`work()`, here."""
         return work()
+
+    def abandon(self) -> bool:
+        """A thread's work cannot be cut short: it ends as it would."""
+        return False
 
 
 class ForkedRunner:
@@ -81,6 +93,8 @@ class ForkedRunner:
         # Found now, not in the child: a lookup there could take the loader's lock, which
         # another thread of this process may have held when it forked.
         self._set_death_signal = _death_signal_setter()
+        self._child: int | None = None
+        self._abandoned = False
 
     def run(self, work: Callable[[], T], *, in_child: Callable[[], None]) -> T:
         """`work()` in a forked child; its result, or `SnapshotStoreError` saying why not."""
@@ -97,10 +111,17 @@ class ForkedRunner:
                 niceness=self.niceness,
                 set_death_signal=self._set_death_signal,
             )
+        self._child = pid
         os.close(write_fd)
-        with os.fdopen(read_fd, "rb") as pipe:
-            data = pipe.read()
-        _, status = os.waitpid(pid, 0)
+        try:
+            with os.fdopen(read_fd, "rb") as pipe:
+                data = pipe.read()
+            _, status = os.waitpid(pid, 0)
+        finally:
+            self._child = None
+        if self._abandoned:
+            self._abandoned = False
+            raise AbandonedError("the snapshot under way was given up: the server is stopping")
         if os.WIFSIGNALED(status):
             name = signal.Signals(os.WTERMSIG(status)).name
             raise SnapshotStoreError(f"the snapshot's child process was killed by {name}")
@@ -115,6 +136,23 @@ class ForkedRunner:
             raise SnapshotStoreError(str(value))
         result: T = value
         return result
+
+    def abandon(self) -> bool:
+        """Kill the child under way, if any (its transaction is rolled back): whether one was.
+
+        A stopping server does not wait for a background snapshot: at the lowest priority on
+        busy cores it could take minutes, and the next start takes one by policy.
+        """
+        child = self._child
+        if child is None:
+            return False
+        self._abandoned = True
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:  # it had just ended; its result is used
+            self._abandoned = False
+            return False
+        return True
 
 
 def _child(

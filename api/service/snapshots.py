@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from api.service.retention import RetentionConfig, log_snapshots_deleted
 from api.service.settings import Settings
 from api.service.snapshot_pacing import DutyCycle
-from api.service.snapshot_runners import SnapshotRunner, ThreadRunner
+from api.service.snapshot_runners import AbandonedError, SnapshotRunner, ThreadRunner
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
 from replay.loader import load_image
@@ -268,6 +268,8 @@ class Snapshotter:
                 return info, store.retain(self.retention) + self._expire()
 
             info, deleted = runner.run(work, in_child=store.forget_connections)
+        except AbandonedError:
+            return None  # the server is stopping; `close` said so
         except SnapshotStoreError as exc:
             self._failed(f"snapshot at offset {image.provenance.offset} failed: {exc}")
             return None
@@ -314,7 +316,9 @@ class Snapshotter:
         return None if inflight is None else inflight.result()
 
     def close(self) -> None:
-        """Let a snapshot in flight finish, then release the database."""
+        """Give up a snapshot in a child (or let one on the thread finish); release the database."""
+        if self.runner.abandon():
+            logger.info("the snapshot under way was given up: the server is stopping")
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

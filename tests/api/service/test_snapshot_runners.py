@@ -4,21 +4,28 @@ parent's own database connections survive the child."""
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import signal
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from sqlalchemy import Connection, text
 
 from api.service.service import MetadataService
-from api.service.snapshot_runners import ForkedRunner, ThreadRunner
+from api.service.snapshot_runners import AbandonedError, ForkedRunner, ThreadRunner
 from api.service.snapshots import Snapshotter
 from metadata_log.reader import LogReader
 from replay.controller.commands import CreatableTopic, RegisterBroker
 from replay.loader import load_image
 from replay.sql.errors import SnapshotStoreError
 from replay.sql.store import SnapshotStore
+
+T = TypeVar("T")
 
 
 def _nothing() -> None:
@@ -164,3 +171,67 @@ def test_only_an_in_memory_store_is_not_shared_with_a_child(tmp_path: Path) -> N
 
 def test_the_thread_runner_runs_the_work_here() -> None:
     assert ThreadRunner().run(os.getpid, in_child=_nothing) == os.getpid()
+
+
+def test_abandon_kills_the_child_under_way() -> None:
+    runner = ForkedRunner()
+    assert not runner.abandon()  # nothing under way
+
+    def slow() -> None:
+        time.sleep(60)
+
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            runner.run(slow, in_child=_nothing)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    started = time.monotonic()
+    thread.start()
+    deadline = started + 30
+    while not runner.abandon():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.01)
+    thread.join(30)
+    assert not thread.is_alive()
+    (error,) = outcome
+    assert isinstance(error, AbandonedError)
+    assert "server is stopping" in str(error)
+    assert time.monotonic() - started < 30
+
+
+class _SlowChild(ForkedRunner):
+    """A child whose snapshot takes a minute (a busy host at the lowest priority)."""
+
+    def run(self, work: Callable[[], T], *, in_child: Callable[[], None]) -> T:
+        def slow() -> T:
+            time.sleep(60)
+            return work()
+
+        return super().run(slow, in_child=in_child)
+
+
+def test_a_stopping_service_gives_up_a_snapshot_in_its_child(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SnapshotStore(f"sqlite:///{tmp_path / 'snapshots.db'}")
+    runner = _SlowChild()
+    snapshotter = Snapshotter(store, runner=runner)
+    service = MetadataService.open(tmp_path / "log", snapshots=snapshotter)
+    _fill(service, 2)
+    pending = snapshotter.request(service.image, service.log)
+    deadline = time.monotonic() + 30
+    while runner._child is None:  # the child under test
+        assert time.monotonic() < deadline and not pending.done()
+        time.sleep(0.01)
+    caplog.set_level(logging.INFO, logger="api.service.snapshots")
+    started = time.monotonic()
+    service.close()
+    assert time.monotonic() - started < 10  # not the child's minute
+    assert pending.result() is None
+    assert "given up: the server is stopping" in caplog.text
+    assert snapshotter.last_error is None  # not a failure to retry and warn about
+    assert store.snapshots() == []
