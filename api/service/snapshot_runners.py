@@ -5,10 +5,11 @@ to the database driver. On the snapshotter's thread that walk shares the interpr
 the event loop beside it, and the duty cycle (`snapshot_pacing.py`) keeps the loop answering by
 resting the writer between slices. In a child forked for the snapshot (`ForkedRunner`, what
 `mlog serve` uses) the image is shared copy-on-write and the child never holds this process's
-interpreter lock: the event loop loses only the CPU the child takes, and the child runs at a
-lower priority (`niceness`) so that on busy cores the loop's work goes first. Every voter of a
-quorum snapshots the same offset at about the same time; in the child that costs each loop
-its share of the cores, not turns of the lock.
+interpreter lock: the event loop loses only the CPU the child takes. The child runs at the
+server's own priority (`niceness` 0 by default): it needs no pacing, and a lower priority
+starved it behind other processes on a busy host, so snapshots, and the log retention that
+waits for them, fell behind. Every voter of a quorum snapshots the same offset at about the
+same time; in the child that costs each loop its share of the cores, not turns of the lock.
 
 The child shares nothing with this process but the memory it was forked with: it opens its own
 database connections (`in_child`, e.g. `SnapshotStore.forget_connections`, leaves the ones it
@@ -33,12 +34,15 @@ from replay.sql.errors import SnapshotStoreError
 
 T = TypeVar("T")
 
-DEFAULT_NICENESS = 19
-"""How much lower the child's scheduling priority is than the server's (nice(2) steps): the
-lowest, a background job's. On busy cores it gets ~1.5% of a core against the loop's weight
-(CFS: 15 against 1,024), so it ends when the cores have room; in the quorum bench's round
-holding the first snapshot, 4,506 writes/s at 19 against 4,238 at 10 (and 3,510-3,848 on the
-thread), one run each."""
+DEFAULT_NICENESS = 0
+"""How much lower the child's scheduling priority is than the server's (nice(2) steps): none.
+
+At 5, 10 or 19 the child got 25%, 10% or 1.5% of a core shared with other processes (CFS
+weights 335, 110 and 15 against 1,024): beside two busy loops, a standalone server's snapshots
+lagged so far that `tests/system/test_retention_processes.py` found its log untrimmed, in 5 of
+5 runs at each, where it passed at 0 and with the thread. Among its own voters the lower
+priority bought little: the quorum bench's round holding the first snapshot gave 4,238 and
+4,506 writes/s at 10 and 19 (one run each; 3,510-3,848 on the thread)."""
 
 _PR_SET_PDEATHSIG = 1
 """prctl(2): the signal a process gets when the thread that forked it ends (Linux)."""
