@@ -54,16 +54,12 @@ class LineFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__(FORMAT)
-        self._second = -1
-        self._second_text = ""
+        self._second: tuple[int, str] = (-1, "")
+        """The last second formatted and its text, one tuple: threads format lines at once."""
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
         """`logging.Formatter.formatTime`'s text (`datefmt` is not used by `FORMAT`)."""
-        second = int(record.created)
-        if second != self._second:
-            self._second_text = time.strftime(self.default_time_format, self.converter(second))
-            self._second = second
-        return f"{self._second_text},{int(record.msecs):03d}"  # logging's "%s,%03d"
+        return f"{self._second_text(int(record.created))},{int(record.msecs):03d}"  # "%s,%03d"
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         """The line before any exception text, with control characters escaped."""
@@ -72,11 +68,17 @@ class LineFormatter(logging.Formatter):
     def info_line(self, message: str, created: float) -> str:
         """The line `format` gives an INFO record of `message` made at `created`."""
         second = int(created)
-        if second != self._second:
-            self._second_text = time.strftime(self.default_time_format, self.converter(second))
-            self._second = second
         msecs = int((created - second) * 1000)
-        return _escaped_line(f"{self._second_text},{msecs:03d} INFO {message}")
+        return _escaped_line(f"{self._second_text(second)},{msecs:03d} INFO {message}")
+
+    def _second_text(self, second: int) -> str:
+        """`logging`'s text of a second since the epoch, made once per second."""
+        cached = self._second
+        if cached[0] != second:
+            # Replaced whole: a thread reading meanwhile sees a second and its own text.
+            cached = (second, time.strftime(self.default_time_format, self.converter(second)))
+            self._second = cached
+        return cached[1]
 
     def format(self, record: logging.LogRecord) -> str:
         """`logging.Formatter.format` for `FORMAT`, without its per-line generic steps.
@@ -84,7 +86,7 @@ class LineFormatter(logging.Formatter):
         The same text: the message, the time, the line (escaped), then any exception and
         stack text on the lines after it. The base class asks the format whether it shows
         the time and formats through a `%` mapping of every attribute, each line: about
-        half of this thread's work per admin change.
+        half of a line's formatting.
         """
         record.message = record.getMessage()
         record.asctime = self.formatTime(record)
