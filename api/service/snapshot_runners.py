@@ -84,7 +84,7 @@ class ThreadRunner:
 
 
 class ForkedRunner:
-    """The work in a child process forked for it, at a lower priority (POSIX)."""
+    """The work in a child process forked for it (POSIX)."""
 
     shares_interpreter = False
 
@@ -104,7 +104,14 @@ class ForkedRunner:
         """`work()` in a forked child; its result, or `SnapshotStoreError` saying why not."""
         read_fd, write_fd = os.pipe()
         parent = os.getpid()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # EAGAIN, ENOMEM: no child, no snapshot this time
+            os.close(read_fd)
+            os.close(write_fd)
+            raise SnapshotStoreError(
+                f"could not start the snapshot's child process: {exc}"
+            ) from None
         if pid == 0:  # pragma: no cover - the child's lines are not traced by coverage
             os.close(read_fd)
             _child(
@@ -144,8 +151,8 @@ class ForkedRunner:
     def abandon(self) -> bool:
         """Kill the child under way, if any (its transaction is rolled back): whether one was.
 
-        A stopping server does not wait for a background snapshot: at the lowest priority on
-        busy cores it could take minutes, and the next start takes one by policy.
+        A stopping server does not wait for a background snapshot: on busy cores it could take
+        many seconds, and the next start takes one by policy.
         """
         child = self._child
         if child is None:

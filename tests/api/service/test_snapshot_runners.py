@@ -3,6 +3,7 @@ parent's own database connections survive the child."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -235,3 +236,18 @@ def test_a_stopping_service_gives_up_a_snapshot_in_its_child(
     assert "given up: the server is stopping" in caplog.text
     assert snapshotter.last_error is None  # not a failure to retry and warn about
     assert store.snapshots() == []
+
+
+def test_a_fork_that_fails_is_a_store_error_and_leaks_no_descriptor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_fork() -> int:
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    runner = ForkedRunner()
+    open_before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fork", no_fork)
+    with pytest.raises(SnapshotStoreError, match="could not start the snapshot's child process"):
+        runner.run(os.getpid, in_child=_nothing)
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    assert not runner.abandon()  # no child is left to give up
