@@ -52,14 +52,13 @@ cdef inline int _signal(int fd) noexcept nogil:
 
 
 cdef class SyncThread:
-    """One job at a time: write `data` (if any) to `fd`, then fdatasync it (if asked)."""
+    """One job at a time: write `data` (if any) at `fd`'s end, then fdatasync `fd`."""
 
     cdef int _request_fd
     cdef int _done_fd
     cdef int _fd
     cdef const unsigned char *_data
     cdef Py_ssize_t _size
-    cdef bint _sync
     cdef bint _stopping
     cdef bint _pending
     cdef bint _busy
@@ -90,7 +89,7 @@ cdef class SyncThread:
         """Whether a job was started and its end not yet taken."""
         return self._busy
 
-    def start(self, int fd, data, bint sync):
+    def start(self, int fd, data):
         """Start a job (the thread must be idle): write `data` (bytes or None), then sync."""
         if self._busy:
             raise RuntimeError("a sync job is already running")
@@ -98,7 +97,6 @@ cdef class SyncThread:
             raise RuntimeError("the sync thread is stopped")
         cdef const unsigned char[::1] view
         self._fd = fd
-        self._sync = sync
         if data is None or len(data) == 0:
             self._held = None
             self._data = NULL
@@ -172,7 +170,7 @@ cdef class SyncThread:
                     break
                 done += n
             written = _now()
-            if err == 0 and self._sync:
+            if err == 0:
                 while fdatasync(self._fd) != 0:
                     if errno != EINTR:
                         err = errno

@@ -42,7 +42,7 @@ def lock_directory(path: Path) -> DirectoryLock:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedBlock:
-    """A block ready to be written at the end of `segment` (`ActiveSegment.prepare`)."""
+    """A block ready to be written at the end of `segment` (`ActiveSegment.prepare_block`)."""
 
     segment: Segment
     data: bytes
@@ -181,34 +181,12 @@ class ActiveSegment:
             active = self.roll()
         return active
 
-    def write(
-        self,
-        framed: bytes,
-        *,
-        body: bytes,
-        first_offset: int,
-        count: int,
-        epoch: int,
-        timestamp: int,
-        durable: bool,
-        what: str,
-    ) -> None:
-        """Write one framed block at the end; with `durable` fdatasync it before publishing.
-
-        `body` is the block's uncompressed body, which the hash chain covers.
+    def write(self, block: PreparedBlock, *, durable: bool) -> None:
+        """Write a prepared block at the end; with `durable` fdatasync it before publishing.
 
         Without `durable` (a replica's writes) readers see the block at once and `sync` makes
-        it durable later. An I/O error fails the log (fail-stop) naming `what`.
+        it durable later. An I/O error fails the log (fail-stop) naming the block's `what`.
         """
-        block = self.prepare_block(
-            framed,
-            body=body,
-            first_offset=first_offset,
-            count=count,
-            epoch=epoch,
-            timestamp=timestamp,
-            what=what,
-        )
         try:
             fd = self.fd
             if fd is None:  # pragma: no cover - guarded by check_writable
@@ -221,7 +199,7 @@ class ActiveSegment:
             if durable:
                 os.fdatasync(fd)
         except OSError as exc:
-            self.fail(what, exc)
+            self.fail(block.what, exc)
         ended = time.perf_counter()
         self.block_written(
             block,
@@ -242,8 +220,9 @@ class ActiveSegment:
     ) -> PreparedBlock:
         """The bytes of a block to write at the end, in the segment it goes to (rolls if due).
 
-        After its bytes are written (and, for a durable write, fsynced) by whoever does the
-        I/O, `block_written` publishes it. An I/O error of the roll fails the log naming `what`.
+        `body` is the block's uncompressed body, which the hash chain covers. `write` writes and
+        publishes it; or whoever does the I/O (the syncer) calls `block_written` after it. An
+        I/O error of the roll fails the log naming `what`.
         """
         try:
             segment = self.segment_for(len(framed), timestamp)

@@ -198,16 +198,17 @@ class ReplicaLog(StoredLog):
             # is always noticed and repaired on open; a log holding an epoch the cache lacks
             # is noticed only while that epoch is the last one.
             self._persist_epochs([*epochs, (block.epoch, block.first_offset)])
-        self._active.write(
+        active = self._active
+        prepared = active.prepare_block(
             encode_block(block.count, block.body),
             body=block.body,
             first_offset=block.first_offset,
             count=block.count,
             epoch=block.epoch,
             timestamp=block.timestamp,
-            durable=False,
             what="writing replicated blocks",
         )
+        active.write(prepared, durable=False)
         storage = self.storage
         storage.next_offset = block.end_offset
         storage.last_timestamp = block.timestamp

@@ -70,10 +70,8 @@ class Syncer:
         fd: int,
         data: bytes | None,
         on_end: Callable[[JobResult], None],
-        *,
-        sync: bool = True,
     ) -> None:
-        """Write `data` (if any) at `fd`'s end, then fdatasync `fd` (if `sync`), off the lock.
+        """Write `data` (if any) at `fd`'s end, then fdatasync `fd`, off the lock.
 
         `on_end` runs once with the result, on `loop` (or in `finish_blocking`). `fd` and
         `data` must stay valid until then. One job at a time.
@@ -85,27 +83,10 @@ class Syncer:
         self._watch(loop)
         self._on_end = on_end
         try:
-            self._thread.start(fd, data, sync)
+            self._thread.start(fd, data)
         except BaseException:
             self._on_end = None
             raise
-
-    async def write_and_sync(self, fd: int, data: bytes | None, *, sync: bool = True) -> float:
-        """`start` a job and wait for its end; the fdatasync's seconds (`OSError` on failure)."""
-        import asyncio  # noqa: PLC0415 - the log's readers and synchronous writers skip asyncio
-
-        loop = asyncio.get_running_loop()
-        ended: asyncio.Future[JobResult] = loop.create_future()
-
-        def done(result: JobResult) -> None:
-            if not ended.done():
-                ended.set_result(result)
-
-        self.start(loop, fd, data, done, sync=sync)
-        result = await asyncio.shield(ended)
-        if result.error is not None:
-            raise result.error
-        return result.sync_seconds
 
     def finish_blocking(self) -> None:
         """If a job runs: wait for its end here and run its `on_end` now (not on the loop)."""

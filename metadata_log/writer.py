@@ -164,6 +164,9 @@ class LogWriter:
         active = self.active
         try:
             block, results = self._prepare_group(batches)
+            fd = active.fd
+            if fd is None:  # pragma: no cover - check_writable refuses a closed log first
+                raise LogError("the log is closed")
         except BaseException as exc:
             active.write_lock.release()
             _answer(group, exc)
@@ -195,10 +198,6 @@ class LogWriter:
             if not ended.done():
                 ended.set_result(None)
 
-        fd = active.fd
-        if fd is None:  # pragma: no cover - guarded by check_writable in _prepare_group
-            active.write_lock.release()
-            raise LogError("the log is closed")
         active.write_lock.held_by_job(syncer)
         try:
             syncer.start(loop, fd, block.data, job_ended)
@@ -209,9 +208,13 @@ class LogWriter:
         return ended
 
     def _prepare_group(
-        self, batches: Sequence[Batch]
+        self, batches: Sequence[Batch], *, atomic: bool = False
     ) -> tuple[PreparedBlock | None, list[AppendResult | Exception]]:
-        """The block of `batches` (None if no batch encodes) and each batch's result."""
+        """The block of `batches` (None if no batch encodes) and each batch's result.
+
+        Stamped with the writer's epoch and a timestamp never lower than an earlier entry's;
+        a batch that does not encode fails alone, unless `atomic` (then the error is raised).
+        """
         active = self.active
         storage = self.storage
         active.check_writable()
@@ -220,6 +223,8 @@ class LogWriter:
         try:
             results, total, body = self._encode_group(batches, first, self.epoch, timestamp)
         except RecordError:
+            if atomic:
+                raise
             results, total, body = self._encode_batches_alone(batches, first, self.epoch, timestamp)
         if total == 0:
             return None, results
@@ -245,7 +250,7 @@ class LogWriter:
         self._advance(block)
 
     def _advance(self, block: PreparedBlock) -> None:
-        """The log's end after a durable block; the checkpoints if they are due."""
+        """The log's end after a durable block (either path); the checkpoints if due."""
         storage = self.storage
         storage.last_timestamp = block.timestamp
         storage.next_offset = storage.flushed_offset = block.first_offset + block.count
@@ -265,35 +270,10 @@ class LogWriter:
         then nothing is written and the error is raised. All entries of the block carry the
         same timestamp, never lower than any earlier entry's.
         """
-        active = self.active
-        storage = self.storage
-        active.check_writable()
-        timestamp = max(self.clock_ms(), storage.last_timestamp)
-        epoch = self.epoch
-        first = storage.next_offset
-        try:
-            results, total, body = self._encode_group(batches, first, epoch, timestamp)
-        except RecordError:
-            if atomic:
-                raise
-            results, total, body = self._encode_batches_alone(batches, first, epoch, timestamp)
-        if total == 0:
-            return results
-        framed = encode_block(total, body)
-        active.write(
-            framed,
-            body=body,
-            first_offset=first,
-            count=total,
-            epoch=epoch,
-            timestamp=timestamp,
-            durable=True,
-            what="append",
-        )
-        storage.last_timestamp = timestamp
-        storage.next_offset = storage.flushed_offset = first + total
-        storage.record_bytes_appended += len(body)
-        active.checkpoint_if_due()
+        block, results = self._prepare_group(batches, atomic=atomic)
+        if block is not None:
+            self.active.write(block, durable=True)
+            self._advance(block)
         return results
 
     def _encode_group(

@@ -29,6 +29,22 @@ def syncer() -> Iterator[Syncer]:
     made.close()
 
 
+async def _write_and_sync(syncer: Syncer, fd: int, data: bytes | None) -> float:
+    """`start` a job and wait for its end on this loop; the fdatasync's seconds, or its error."""
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[JobResult] = loop.create_future()
+
+    def done(result: JobResult) -> None:
+        if not ended.done():
+            ended.set_result(result)
+
+    syncer.start(loop, fd, data, done)
+    result = await asyncio.shield(ended)  # a cancelled caller leaves the job to end
+    if result.error is not None:
+        raise result.error
+    return result.sync_seconds
+
+
 def _append_fd(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
@@ -41,9 +57,9 @@ def test_data_is_written_at_the_end_then_synced(tmp_path: Path, syncer: Syncer) 
 
         async def writes() -> list[float]:
             return [
-                await syncer.write_and_sync(fd, b"one,"),
-                await syncer.write_and_sync(fd, b"two" * 100_000),
-                await syncer.write_and_sync(fd, None),
+                await _write_and_sync(syncer, fd, b"one,"),
+                await _write_and_sync(syncer, fd, b"two" * 100_000),
+                await _write_and_sync(syncer, fd, None),
             ]
 
         seconds = asyncio.run(writes())
@@ -59,7 +75,7 @@ def test_a_write_error_is_an_oserror_with_its_errno(tmp_path: Path, syncer: Sync
     fd = os.open(path, os.O_RDONLY)
     try:
         with pytest.raises(OSError) as caught:
-            asyncio.run(syncer.write_and_sync(fd, b"data"))
+            asyncio.run(_write_and_sync(syncer, fd, b"data"))
     finally:
         os.close(fd)
     assert caught.value.errno == errno.EBADF
@@ -70,7 +86,7 @@ def test_a_sync_error_is_an_oserror_with_its_errno(syncer: Syncer) -> None:
     read_end, write_end = os.pipe()  # fdatasync of a pipe: EINVAL
     try:
         with pytest.raises(OSError) as caught:
-            asyncio.run(syncer.write_and_sync(write_end, None))
+            asyncio.run(_write_and_sync(syncer, write_end, None))
     finally:
         os.close(read_end)
         os.close(write_end)
@@ -83,14 +99,14 @@ def test_a_cancelled_caller_leaves_its_job_to_end(tmp_path: Path, syncer: Syncer
     try:
 
         async def cancel_then_write() -> None:
-            task = asyncio.ensure_future(syncer.write_and_sync(fd, b"a" * 1_000_000))
+            task = asyncio.ensure_future(_write_and_sync(syncer, fd, b"a" * 1_000_000))
             await asyncio.sleep(0)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
             syncer.finish_blocking()  # the job may have ended meanwhile: then this does nothing
             assert not syncer.busy
-            await syncer.write_and_sync(fd, b"b")
+            await _write_and_sync(syncer, fd, b"b")
 
         asyncio.run(cancel_then_write())
     finally:
@@ -144,8 +160,8 @@ def test_one_syncer_serves_one_loop_then_another(tmp_path: Path, syncer: Syncer)
     path = tmp_path / "segment"
     fd = _append_fd(path)
     try:
-        asyncio.run(syncer.write_and_sync(fd, b"first "))
-        asyncio.run(syncer.write_and_sync(fd, b"second"))
+        asyncio.run(_write_and_sync(syncer, fd, b"first "))
+        asyncio.run(_write_and_sync(syncer, fd, b"second"))
     finally:
         os.close(fd)
     assert path.read_bytes() == b"first second"
@@ -154,10 +170,10 @@ def test_one_syncer_serves_one_loop_then_another(tmp_path: Path, syncer: Syncer)
 def test_a_closed_syncer_takes_no_more_jobs(tmp_path: Path, syncer: Syncer) -> None:
     fd = _append_fd(tmp_path / "segment")
     try:
-        asyncio.run(syncer.write_and_sync(fd, b"x"))
+        asyncio.run(_write_and_sync(syncer, fd, b"x"))
         syncer.close()
         with pytest.raises(RuntimeError, match="closed"):
-            asyncio.run(syncer.write_and_sync(fd, b"y"))
+            asyncio.run(_write_and_sync(syncer, fd, b"y"))
     finally:
         os.close(fd)
 

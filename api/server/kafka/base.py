@@ -11,7 +11,6 @@ version of its API. `codec.encode_response` writes it without building the entit
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -109,8 +108,6 @@ class HandlerGroup:
 CHANGE_LINE = "%s %s %s: %s"
 """An admin change's log line: principal, what, which resource, outcome."""
 
-_templates: dict[str, tuple[logging.LogRecord, dict[str, Any]]] = {}
-
 
 def log_info(msg: str, args: tuple[Any, ...]) -> None:
     """`logger.info(msg, *args)` for a line of every write: the same line, made cheaper.
@@ -119,37 +116,13 @@ def log_info(msg: str, args: tuple[Any, ...]) -> None:
     attributes one by one), about what the rest of a small write's answer costs. Under
     `mlog serve`, where the server log's handler is the logger's only way out, the line is
     made without a record (`QueueingHandler.emit_info`: the text `logger.info` would give).
-    Elsewhere, where the record's caller, thread and process are not recorded (the logging
-    HOWTO's knobs), its attributes are the same for every line but the message and the time:
-    they are copied from a record made once. Otherwise (tests, embedding programs) the line
-    goes through `logger.info`.
+    Elsewhere (tests, embedding programs) the line goes through `logger.info`.
     """
     handler = direct_handler(logger)
     if handler is not None:
         handler.emit_info(msg % args)  # `mlog serve`: the line, straight to the writer's queue
-        return
-    if logging.logThreads or logging.logProcesses or logging.logMultiprocessing:
+    else:
         logger.info(msg, *args)
-        return
-    if logging._srcfile is not None:  # the caller's file is looked up (the HOWTO's knob)
-        logger.info(msg, *args)
-        return
-    cached = _templates.get(logger.name)
-    if cached is None:
-        template = logger.makeRecord(
-            logger.name, logging.INFO, "(unknown file)", 0, "", (), None, "(unknown function)"
-        )
-        cached = _templates[logger.name] = (template, dict(template.__dict__))
-    template, values = cached
-    record = logging.LogRecord.__new__(logging.LogRecord)
-    record.__dict__.update(values)
-    now = time.time()
-    record.msg = msg
-    record.args = args
-    record.created = now
-    record.msecs = int((now - int(now)) * 1000) + 0.0  # as LogRecord (gh-89047)
-    record.relativeCreated = template.relativeCreated + (now - template.created) * 1000
-    logger.handle(record)
 
 
 def uuid_of(value: Any) -> Uuid | None:

@@ -1,8 +1,7 @@
 """An admin change's log line is the line `logger.info` would write, however it is made.
 
 `api.server.kafka.base.log_info` makes the line without a record where the server log's
-handler is the logger's only way out (`mlog serve`), copies a record made once where the
-caller, thread and process lookups are off, and is `logger.info` itself anywhere else.
+handler is the logger's only way out (`mlog serve`), and is `logger.info` itself anywhere else.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ def _both(args: tuple[str, str, str, str]) -> tuple[logging.LogRecord, logging.L
     return fast, plain
 
 
-def test_the_copied_record_is_logger_infos_record_but_for_its_time() -> None:
+def test_with_another_handler_the_record_is_logger_infos_but_for_its_time() -> None:
     fast, plain = _both(("User:alice", "create topic", "payments", "ok"))
     assert fast.__dict__.keys() == plain.__dict__.keys()
     timed = {"created", "msecs", "relativeCreated", "asctime"}  # asctime: set by the writer
