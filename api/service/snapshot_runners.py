@@ -11,12 +11,15 @@ starved it behind other processes on a busy host, so snapshots, and the log rete
 waits for them, fell behind. Every voter of a quorum snapshots the same offset at about the
 same time; in the child that costs each loop its share of the cores, not turns of the lock.
 
-The child shares nothing with this process but the memory it was forked with: it opens its own
-database connections (`in_child`, e.g. `SnapshotStore.forget_connections`, leaves the ones it
-inherited alone), sends back its result or its one-line error through a pipe, and ends with
-`os._exit`, running none of this process's exit handlers. It dies with the thread that forked
-it (Linux's parent-death signal), so a server killed mid-snapshot leaves no writer behind; the
-snapshot's transaction is then rolled back by the database like any other cut connection.
+The child shares nothing with this process but the memory it was forked with: it closes the
+sockets it inherited (`_close_inherited_sockets`: a client connection the server closes while
+the child runs must end then, not when the child does), opens its own database connections
+(`in_child`, e.g. `SnapshotStore.forget_connections`, leaves the ones it inherited alone: their
+sockets are gone from the child, the parent's stay open), sends back its result or its
+one-line error through a pipe, and ends with `os._exit`, running none of this process's exit
+handlers. It dies with the thread that forked it (Linux's parent-death signal), so a server
+killed mid-snapshot leaves no writer behind; the snapshot's transaction is then rolled back by
+the database like any other cut connection.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import gc
 import os
 import pickle
 import signal
+import stat
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol, TypeVar
@@ -185,6 +189,7 @@ def _child(
             set_death_signal()
         if os.getppid() != parent:  # the parent died before the signal was armed
             os._exit(1)
+        _close_inherited_sockets()
         os.nice(niceness)
         try:
             in_child()
@@ -200,6 +205,30 @@ def _child(
         code = 0
     finally:
         os._exit(code)
+
+
+def _close_inherited_sockets() -> None:  # pragma: no cover - runs in the forked child
+    """Close every socket this process holds (called in a forked child, before its work).
+
+    A socket stays open while any process holds it: without this, a connection the server
+    closes (a limit, an idle timeout, a stop) would stay open to its client until the
+    snapshot's child ended, seconds later at a large image, and a voter's link the same.
+    Only sockets: the result pipe, the standard streams and the files the parent has open
+    (log segments, an SQLite database) change nothing outside when held a while longer.
+    """
+    for listing in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(listing)
+        except OSError:
+            continue
+        for name in names:
+            fd = int(name)
+            try:
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.close(fd)
+            except OSError:  # the listing's own descriptor, closed by now
+                continue
+        return
 
 
 def _death_signal_setter() -> Callable[[], None] | None:

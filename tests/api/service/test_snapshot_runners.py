@@ -3,11 +3,13 @@ parent's own database connections survive the child."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -202,6 +204,42 @@ def test_abandon_kills_the_child_under_way() -> None:
     assert isinstance(error, AbandonedError)
     assert "server is stopping" in str(error)
     assert time.monotonic() - started < 30
+
+
+def test_a_connection_closed_while_the_child_runs_ends_at_once(tmp_path: Path) -> None:
+    """The child holds no copy of the parent's sockets: a close reaches the peer now."""
+    marks = tmp_path / "child-started"
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        accepted, _ = listener.accept()
+        with client, accepted:
+
+            def slow() -> bool:
+                marks.touch()
+                time.sleep(30)
+                return True
+
+            runner = ForkedRunner()
+
+            def run() -> None:
+                with contextlib.suppress(AbandonedError):  # given up below, once checked
+                    runner.run(slow, in_child=_nothing)
+
+            thread = threading.Thread(target=run)
+            thread.start()
+            try:
+                deadline = time.monotonic() + 30
+                while not marks.exists():
+                    assert time.monotonic() < deadline, "the child never started"
+                    time.sleep(0.01)
+                accepted.close()
+                client.settimeout(5)
+                started = time.monotonic()
+                assert client.recv(1) == b""  # the end of the stream, not a timeout
+                assert time.monotonic() - started < 5
+            finally:
+                runner.abandon()
+                thread.join(30)
 
 
 class _SlowChild(ForkedRunner):
