@@ -1,4 +1,8 @@
-"""The cyclic collector's policy: a loaded image and long collections frozen, mass changes."""
+"""The cyclic collector's policy: a loaded image and long collections frozen, mass changes.
+
+"Nothing was frozen" is `get_freeze_count()` not above what it was: frozen objects may be
+freed meanwhile (the threads of an earlier test in this process winding down), which lowers it.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ def test_no_collection_while_one_runs_and_what_it_made_is_frozen_after_the_last(
     frozen = gc.get_freeze_count()
     end_mass_change()
     assert not gc.isenabled()  # one is still under way
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
     end_mass_change()
     assert gc.isenabled()
     assert mass_changes_under_way() == 0
@@ -115,7 +119,7 @@ def test_each_long_middle_or_full_collection_freezes_what_survived_it(
     kept = [Cycle() for _ in range(1000)]
     frozen = gc.get_freeze_count()
     gc.collect(0)  # a short young collection freezes nothing
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
     gc.collect(1)
     assert gc.get_freeze_count() >= frozen + len(kept)
     more = [Cycle() for _ in range(1000)]
@@ -151,7 +155,7 @@ def test_a_short_collection_freezes_nothing() -> None:
     frozen = gc.get_freeze_count()
     gc.collect(1)  # a few objects since the freeze: far below FREEZE_AFTER_COLLECTION_S
     gc.collect()
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
     assert kept
 
 
