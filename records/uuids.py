@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import os
 from dataclasses import dataclass
 from typing import ClassVar
@@ -63,6 +64,17 @@ class Uuid:
             f"{text!r} is not a topic id: expected 22 characters of URL-safe base64 "
             "(as `mlog topics describe` shows) or a 36-character UUID"
         )
+
+    @classmethod
+    def of_16_bytes(cls, raw: builtins.bytes) -> Uuid:
+        """The id of `raw`, known to be 16 bytes (a `uuid.UUID`'s `.bytes`), without the check.
+
+        Stored through the slot: a request's ids (DeleteTopics, Metadata) come decoded as
+        `uuid.UUID`, whose bytes are 16 by construction.
+        """
+        made: Uuid = new_instance(cls)
+        _set_bytes(made, raw)
+        return made
 
     @classmethod
     def random(cls) -> Uuid:

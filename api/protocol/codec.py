@@ -453,6 +453,12 @@ class Answer:
         return build(self.entity_class, **self.values)
 
 
+new_answer: Callable[[type[Any], dict[str, Any]], Answer] = preset_constructor(
+    Answer, ("entity_class", "values")
+)
+"""`Answer(entity_class, values)` stored through its slots (a handler's answer, every request)."""
+
+
 def encode_response(correlation_id: int, body: Any) -> bytes:
     """A response frame (int32 size first) with the header version its API and version use.
 

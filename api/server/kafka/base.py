@@ -94,7 +94,7 @@ class HandlerGroup:
     def _answer(self, request: KafkaRequest, **values: Any) -> codec.Answer:
         """The answer to a request: these values in the response class of its version."""
         header = request.header
-        return codec.Answer(response_class(header.api_key, header.api_version), values)
+        return codec.new_answer(response_class(header.api_key, header.api_version), values)
 
     def _log_change(self, principal: str, what: str, results: Iterable[tuple[str, int]]) -> None:
         """One log line per changed (or refused) resource: who, what, which, and the outcome."""
@@ -129,4 +129,4 @@ def uuid_of(value: Any) -> Uuid | None:
     """A kio UUID field (None stays None) as our Uuid."""
     if value is None:
         return None
-    return Uuid(bytes=value.bytes)
+    return Uuid.of_16_bytes(value.bytes)

@@ -8,7 +8,7 @@ request into commands and the results into the answer, logging one line per topi
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from api.protocol import codec
@@ -18,6 +18,7 @@ from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import HandlerGroup, Listener, Session, uuid_of
 from api.service.service import MetadataService
 from records.model import AclOperation, ResourceType
+from records.slots import preset_constructor
 from records.uuids import Uuid
 from replay.controller.commands import (
     ControllerResult,
@@ -35,6 +36,15 @@ from replay.image import MetadataImage
 
 DESCRIBE_CONFIGS = AclOperation.DESCRIBE_CONFIGS
 
+_creatable: Callable[..., CreatableTopic] = preset_constructor(
+    CreatableTopic, ("name", "num_partitions", "replication_factor", "assignments", "configs")
+)
+"""A request's topic as the controller takes it, stored through its slots (every create)."""
+
+_topic_ref_of: Callable[[str | None, Uuid | None], TopicRef] = preset_constructor(
+    TopicRef, ("name", "topic_id")
+)
+
 
 class TopicApis(HandlerGroup):
     """CreateTopics, DeleteTopics and CreatePartitions."""
@@ -49,18 +59,18 @@ class TopicApis(HandlerGroup):
         """Create a batch of topics (KIP-4): one result per topic."""
         body = request.body
         topics = [
-            CreatableTopic(
-                name=t.name,
-                num_partitions=int(t.num_partitions),
-                replication_factor=int(t.replication_factor),
+            _creatable(
+                t.name,
+                int(t.num_partitions),
+                int(t.replication_factor),
                 # Most creates name neither: no generator is made for an empty list.
-                assignments=tuple(
+                tuple(
                     (int(a.partition_index), tuple(int(b) for b in a.broker_ids))
                     for a in t.assignments
                 )
                 if t.assignments
                 else (),
-                configs=tuple((c.name, c.value) for c in t.configs) if t.configs else (),
+                tuple((c.name, c.value) for c in t.configs) if t.configs else (),
             )
             for t in body.topics
         ]
@@ -305,4 +315,4 @@ class TopicApis(HandlerGroup):
 def _topic_ref(name: str | None, topic_id: Uuid | None) -> TopicRef:
     if topic_id == Uuid.ZERO:
         topic_id = None
-    return TopicRef(name=name, topic_id=topic_id)
+    return _topic_ref_of(name, topic_id)
