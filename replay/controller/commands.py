@@ -21,6 +21,7 @@ from records.model import (
     Record,
     ResourceType,
 )
+from records.slots import preset_constructor
 from records.uuids import Uuid
 from replay.controller.errors import ApiError, ErrorCode
 
@@ -44,6 +45,18 @@ class ControllerResult(Generic[T]):
     records: tuple[Record, ...]
     response: T
     more: Continuation | None = None
+
+
+def finished(records: tuple[Record, ...], response: T) -> ControllerResult[T]:
+    """`ControllerResult(records=records, response=response)`, stored through its slots.
+
+    For the commands of every admin write (creating and deleting topics), where the
+    dataclass's keyword parsing and frozen stores cost about half of a small write's result.
+    """
+    return _new_result(records, response)  # type: ignore[no-any-return]  # the preset is untyped
+
+
+_new_result = preset_constructor(ControllerResult, ("records", "response"))
 
 
 Continuation = Callable[["MetadataImage"], "ControllerResult[None]"]

@@ -35,6 +35,7 @@ from replay.controller.commands import (
     DeleteTopicResult,
     Outcome,
     TopicRef,
+    finished,
 )
 from replay.controller.config_defs import (
     ResolvedConfig,
@@ -153,7 +154,7 @@ class TopicCreator:
                 delta = MetadataDelta(working)
                 delta.replay_all(topic_records)
                 working = delta.apply(working.provenance)
-        return ControllerResult(records=tuple(records), response=results)
+        return finished(tuple(records), results)
 
     def _create_topic(
         self, image: MetadataImage, request: CreatableTopic, validate_only: bool
@@ -189,7 +190,7 @@ class TopicCreator:
         result = _new_result(
             qualified,
             topic_id,
-            _CREATED,
+            _SUCCEEDED,
             len(assignment),
             replication_factor,
             self._created_configs(
@@ -323,7 +324,7 @@ class TopicCreator:
             if not validate_only:
                 records.extend(new)
             results.append(CreatePartitionsResult(name=topic.qualified_name))
-        return ControllerResult(records=tuple(records), response=results)
+        return finished(tuple(records), results)
 
     def _added_partitions(
         self, image: MetadataImage, topic: TopicImage, request: CreatePartitionsTopic
@@ -405,9 +406,9 @@ def delete_topics(
                 image.cluster,
                 image.cluster,
             )
-        records.append(RemoveTopicRecord(topic_id=topic.topic_id))
-        results.append(DeleteTopicResult(name=topic.qualified_name, topic_id=topic.topic_id))
-    return ControllerResult(records=tuple(records), response=results)
+        records.append(_new_remove_record(topic.topic_id))
+        results.append(_new_deleted(topic.qualified_name, topic.topic_id, _SUCCEEDED))
+    return finished(tuple(records), results)
 
 
 def check_replica_lists(
@@ -502,8 +503,8 @@ def _same_chain(
     return all(x[0] == y[0] and x[1] is y[1] for x, y in zip(a, b, strict=True))
 
 
-_CREATED = Outcome()
-"""The outcome of a topic created (immutable, so every result shares it)."""
+_SUCCEEDED = Outcome()
+"""The outcome of a topic created or deleted (immutable, so every result shares it)."""
 
 _new_result: Callable[
     [str, Uuid, Outcome, int, int, tuple[CreatedConfig, ...]], CreateTopicResult
@@ -512,6 +513,16 @@ _new_result: Callable[
     ("name", "topic_id", "outcome", "num_partitions", "replication_factor", "configs"),
 )
 """`CreateTopicResult(...)` of every field, positionally, through the slots (one a topic)."""
+
+_new_deleted: Callable[[str, Uuid, Outcome], DeleteTopicResult] = preset_constructor(
+    DeleteTopicResult, ("name", "topic_id", "outcome")
+)
+"""`DeleteTopicResult(...)` of a topic deleted, through the slots (one a topic)."""
+
+_new_remove_record: Callable[[Uuid], RemoveTopicRecord] = preset_constructor(
+    RemoveTopicRecord, ("topic_id",)
+)
+"""`RemoveTopicRecord(topic_id=)` of a topic just resolved in the image, through the slots."""
 
 _new_topic_record: Callable[[str, Uuid, str], TopicRecord] = preset_constructor(
     TopicRecord, ("name", "topic_id", "namespace")
