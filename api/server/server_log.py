@@ -66,10 +66,15 @@ class LineFormatter(logging.Formatter):
         return _escaped_line(f"{record.asctime} {record.levelname} {record.message}")
 
     def info_line(self, message: str, created: float) -> str:
-        """The line `format` gives an INFO record of `message` made at `created`."""
+        """The line `format` gives an INFO record of `message` made at `created`.
+
+        Only the message is looked at for characters to escape: the time and level before it
+        are printable, and a scan costs by the character (an admin change's line, every write).
+        """
         second = int(created)
-        msecs = int((created - second) * 1000)
-        return _escaped_line(f"{self._second_text(second)},{msecs:03d} INFO {message}")
+        cached = self._second
+        text = cached[1] if cached[0] == second else self._second_text(second)
+        return f"{text},{_MILLIS[int((created - second) * 1000)]} INFO {_escaped_line(message)}"
 
     def _second_text(self, second: int) -> str:
         """`logging`'s text of a second since the epoch, made once per second."""
@@ -98,6 +103,11 @@ class LineFormatter(logging.Formatter):
         if record.stack_info:
             line = f"{line}\n{self.formatStack(record.stack_info)}"
         return line
+
+
+_MILLIS = tuple(f"{n:03d}" for n in range(1001))
+"""The milliseconds of a line's time, as `%03d` writes them (1000: a time a rounding short of
+the next second, as `logging` computes it)."""
 
 
 def _escaped_line(line: str) -> str:
