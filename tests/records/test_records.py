@@ -626,6 +626,17 @@ def test_uuid_text_form_round_trips(raw: bytes) -> None:
     assert Uuid.parse(str(uuid.UUID(bytes=raw)).upper()) == u
 
 
+@given(st.uuids())
+def test_an_id_made_of_a_uuids_bytes_is_the_checked_one(value: uuid.UUID) -> None:
+    made = Uuid.of_16_bytes(value.bytes)
+    checked = Uuid(value.bytes)
+    assert made == checked
+    assert hash(made) == hash(checked)
+    assert str(made) == str(checked)
+    assert {made: 1}[checked] == 1
+    assert type(made) is Uuid
+
+
 @pytest.mark.parametrize(
     "garbage",
     [
