@@ -24,6 +24,7 @@ the database like any other cut connection.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import os
@@ -215,7 +216,14 @@ def _close_inherited_sockets() -> None:  # pragma: no cover - runs in the forked
     snapshot's child ended, seconds later at a large image, and a voter's link the same.
     Only sockets: the result pipe, the standard streams and the files the parent has open
     (log segments, an SQLite database) change nothing outside when held a while longer.
+
+    The event loop's signal wake-up descriptor is one of those sockets: it is unset first,
+    or a signal reaching the child would have its number written to whatever the child
+    opens next under that descriptor's number (its database connection, its snapshot file).
     """
+    # The fork made the forking thread the child's main thread, where this is allowed.
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
     for listing in ("/proc/self/fd", "/dev/fd"):
         try:
             names = os.listdir(listing)

@@ -242,6 +242,19 @@ def test_a_connection_closed_while_the_child_runs_ends_at_once(tmp_path: Path) -
                 thread.join(30)
 
 
+def test_the_child_writes_no_signal_to_a_descriptor_it_closed() -> None:
+    """The loop's wake-up socket is unset in the child before its sockets are closed."""
+    left, right = socket.socketpair()
+    with left, right:
+        left.setblocking(False)
+        previous = signal.set_wakeup_fd(left.fileno())
+        try:
+            in_child = ForkedRunner().run(lambda: signal.set_wakeup_fd(-1), in_child=_nothing)
+        finally:
+            signal.set_wakeup_fd(previous)
+    assert in_child == -1
+
+
 class _SlowChild(ForkedRunner):
     """A child whose snapshot takes a minute (a busy host at the lowest priority)."""
 
