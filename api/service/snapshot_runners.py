@@ -190,6 +190,7 @@ def _child(
             set_death_signal()
         if os.getppid() != parent:  # the parent died before the signal was armed
             os._exit(1)
+        _own_signals()
         _close_inherited_sockets()
         os.nice(niceness)
         try:
@@ -208,6 +209,23 @@ def _child(
         os._exit(code)
 
 
+def _own_signals() -> None:  # pragma: no cover - runs in the forked child
+    """Make a signal sent to the child act on the child alone (called before its work).
+
+    The child inherits the server's handling of SIGTERM and SIGINT: a handler that only
+    writes the signal's number to the event loop's wake-up socket, which the parent reads.
+    A `kill` of the child (`ps` shows it as a second `mlog serve`) then stopped the parent,
+    and the child went on. They get their default action back (the child ends; its snapshot
+    is a failed one, retried by policy), and the wake-up descriptor is unset, so no signal's
+    number is written to what the child opens under that number after its sockets close.
+    """
+    # The fork made the forking thread the child's main thread, where both are allowed.
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+
+
 def _close_inherited_sockets() -> None:  # pragma: no cover - runs in the forked child
     """Close every socket this process holds (called in a forked child, before its work).
 
@@ -217,13 +235,9 @@ def _close_inherited_sockets() -> None:  # pragma: no cover - runs in the forked
     Only sockets: the result pipe, the standard streams and the files the parent has open
     (log segments, an SQLite database) change nothing outside when held a while longer.
 
-    The event loop's signal wake-up descriptor is one of those sockets: it is unset first,
-    or a signal reaching the child would have its number written to whatever the child
-    opens next under that descriptor's number (its database connection, its snapshot file).
+    The event loop's signal wake-up descriptor is one of those sockets: `_own_signals`
+    unsets it first.
     """
-    # The fork made the forking thread the child's main thread, where this is allowed.
-    with contextlib.suppress(ValueError):
-        signal.set_wakeup_fd(-1)
     for listing in ("/proc/self/fd", "/dev/fd"):
         try:
             names = os.listdir(listing)

@@ -3,6 +3,7 @@ parent's own database connections survive the child."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import functools
@@ -253,6 +254,34 @@ def test_the_child_writes_no_signal_to_a_descriptor_it_closed() -> None:
         finally:
             signal.set_wakeup_fd(previous)
     assert in_child == -1
+
+
+async def test_a_sigterm_to_the_child_ends_the_child_not_the_parent(tmp_path: Path) -> None:
+    """As `mlog serve` handles SIGTERM: the parent's handler must not hear the child's."""
+    started = tmp_path / "child-started"  # made by `in_child`, after the child's own set-up
+
+    def mark_started() -> None:
+        started.write_text(str(os.getpid()))
+
+    loop = asyncio.get_running_loop()
+    heard: list[str] = []
+    loop.add_signal_handler(signal.SIGTERM, heard.append, "parent")
+    runner = ForkedRunner()
+    try:
+        ran = loop.run_in_executor(
+            None, lambda: runner.run(lambda: time.sleep(30), in_child=mark_started)
+        )
+        deadline = time.monotonic() + 30
+        while not started.exists() or not started.read_text():
+            assert time.monotonic() < deadline, "the child never started"
+            await asyncio.sleep(0.01)
+        os.kill(int(started.read_text()), signal.SIGTERM)
+        with pytest.raises(SnapshotStoreError, match="killed by SIGTERM"):
+            await asyncio.wait_for(ran, 30)
+        await asyncio.sleep(0.2)  # a wake-up byte, had one been written, is read by now
+        assert heard == []
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 class _SlowChild(ForkedRunner):
