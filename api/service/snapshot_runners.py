@@ -49,6 +49,9 @@ lagged so far that `tests/system/test_retention_processes.py` found its log untr
 priority bought little: the quorum bench's round holding the first snapshot gave 4,238 and
 4,506 writes/s at 10 and 19 (one run each; 3,510-3,848 on the thread)."""
 
+_CHILD_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+"""The signals `mlog serve` handles, which a snapshot's child handles as its own."""
+
 _PR_SET_PDEATHSIG = 1
 """prctl(2): the signal a process gets when the thread that forked it ends (Linux)."""
 
@@ -109,9 +112,13 @@ class ForkedRunner:
         """`work()` in a forked child; its result, or `SnapshotStoreError` saying why not."""
         read_fd, write_fd = os.pipe()
         parent = os.getpid()
+        # Held back on this thread across the fork, so the child takes them only once it
+        # handles them as its own (`_own_signals`); the parent's other threads take them.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _CHILD_SIGNALS)
         try:
             pid = os.fork()
         except OSError as exc:  # EAGAIN, ENOMEM: no child, no snapshot this time
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(read_fd)
             os.close(write_fd)
             raise SnapshotStoreError(
@@ -126,7 +133,9 @@ class ForkedRunner:
                 parent=parent,
                 niceness=self.niceness,
                 set_death_signal=self._set_death_signal,
+                mask=mask,
             )
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         self._child = pid
         os.close(write_fd)
         try:
@@ -179,6 +188,7 @@ def _child(
     parent: int,
     niceness: int,
     set_death_signal: Callable[[], None] | None,
+    mask: set[int | signal.Signals],
 ) -> NoReturn:  # pragma: no cover - runs in the forked child
     """The child's whole life: run `work`, send back (ok, result or error), `_exit`."""
     code = 1
@@ -191,6 +201,7 @@ def _child(
         if os.getppid() != parent:  # the parent died before the signal was armed
             os._exit(1)
         _own_signals()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal held back acts now
         _close_inherited_sockets()
         os.nice(niceness)
         try:
@@ -222,7 +233,7 @@ def _own_signals() -> None:  # pragma: no cover - runs in the forked child
     # The fork made the forking thread the child's main thread, where both are allowed.
     with contextlib.suppress(ValueError):
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in _CHILD_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
 
 
