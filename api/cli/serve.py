@@ -265,9 +265,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Serve until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
     from api.server.server_log import server_log
 
-    # One timestamped line per start, stop and admin change, on stderr, written by a thread.
-    with server_log(logging.getLogger("api.server"), sys.stderr):
+    # One timestamped line per start, stop and admin change, on stderr, written by a thread;
+    # the service's and the log's own lines (snapshots, retention, broker sessions, segments,
+    # recovery) in the same form and stream.
+    also = [logging.getLogger(name) for name in SERVING_LOGGERS]
+    with server_log(logging.getLogger("api.server"), sys.stderr, also=also):
         return _run_server(args, settings)
+
+
+SERVING_LOGGERS = ("api.service", "metadata_log", "replay")
+"""The loggers whose lines a serving process writes beside its own (`api.server`)."""
 
 
 def _run_server(args: argparse.Namespace, settings: Settings) -> int:

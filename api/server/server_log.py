@@ -19,7 +19,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -185,10 +185,18 @@ class _Writer(threading.Thread):
 
 
 @contextmanager
-def server_log(logger: logging.Logger, stream: TextIO) -> Iterator[None]:
-    """Send `logger`'s INFO and higher lines to `stream` through the writer thread.
+def server_log(
+    logger: logging.Logger, stream: TextIO, *, also: Sequence[logging.Logger] = ()
+) -> Iterator[None]:
+    """Send the INFO and higher lines of `logger` (and of `also`) to `stream` through the writer.
 
-    On exit every queued line is written, and `logging`'s module flags are restored.
+    `also`: the other loggers of a serving process (the service's snapshots, retention and
+    broker sessions, the log's segments and recovery), whose lines are the server's too:
+    the same timestamped form, in the same stream, INFO included. Each gets the one handler
+    and stops propagating (no second copy through the root's handler).
+
+    On exit every queued line is written, and the loggers and `logging`'s module flags are
+    restored.
     """
     lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
     handler = QueueingHandler(lines)
@@ -196,17 +204,20 @@ def server_log(logger: logging.Logger, stream: TextIO) -> Iterator[None]:
     saved = {name: getattr(logging, name) for name in _LOGGING_FLAGS}
     for name, value in _LOGGING_FLAGS.items():
         setattr(logging, name, value)
-    level, propagate = logger.level, logger.propagate
-    logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    logger.propagate = False
+    loggers = [logger, *(other for other in also if other is not logger)]
+    before = [(each.level, each.propagate) for each in loggers]
+    for each in loggers:
+        each.setLevel(logging.INFO)
+        each.addHandler(handler)
+        each.propagate = False
     writer.start()
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
+        for each, (level, propagate) in zip(loggers, before, strict=True):
+            each.removeHandler(handler)
+            each.setLevel(level)
+            each.propagate = propagate
         lines.put(None)
         writer.join()
         for name, value in saved.items():

@@ -19,6 +19,7 @@ import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from api.cli.main import main
+from api.cli.serve import SERVING_LOGGERS
 from api.server.server_log import server_log
 from metadata_log.reader import LogReader
 from records import TopicRecord
@@ -113,6 +114,36 @@ def test_server_log_writes_queued_lines_in_order_and_restores_logging() -> None:
     assert lines[500].endswith("ERROR handler failed")
     assert "ValueError: boom" in stream.getvalue()
     assert "not at INFO" not in stream.getvalue()
+
+
+def test_server_log_writes_the_serving_processs_other_lines_in_its_form() -> None:
+    """`mlog serve`'s other loggers (snapshots, retention, the log) write through it, INFO too."""
+    logger = logging.getLogger("test.server_log.own")
+    others = [logging.getLogger(name) for name in SERVING_LOGGERS]
+    before = [(other.level, other.propagate, list(other.handlers)) for other in others]
+    stream = io.StringIO()
+    root = io.StringIO()
+    root_handler = logging.StreamHandler(root)
+    logging.getLogger().addHandler(root_handler)
+    try:
+        with server_log(logger, stream, also=others):
+            logger.info("serving")
+            logging.getLogger("api.service.snapshots").info("snapshot 1 at offset 9 written")
+            logging.getLogger("metadata_log").warning("segment rebuilt")
+            logging.getLogger("replay.sql.store").info("creating the snapshot tables")
+            logging.getLogger("api.service.retention").debug("not at INFO")
+    finally:
+        logging.getLogger().removeHandler(root_handler)
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "INFO serving",
+        "INFO snapshot 1 at offset 9 written",
+        "WARNING segment rebuilt",
+        "INFO creating the snapshot tables",
+    ]
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", line) for line in lines)
+    assert root.getvalue() == ""  # not a second time through the root's handler
+    assert [(other.level, other.propagate, list(other.handlers)) for other in others] == before
 
 
 class _FailingOnce(io.StringIO):
