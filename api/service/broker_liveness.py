@@ -321,11 +321,16 @@ class BrokerLiveness:
         """`check_sessions` every `interval_s` (default: a twentieth of the session timeout)."""
         pause = sleep or asyncio.sleep
         every = self.session_timeout_ms / 20_000 if interval_s is None else interval_s
+        refused: str | None = None
+        """The last check's refusal, logged once while it lasts (a check every 450 ms)."""
         while True:
             try:
                 await self.check_sessions()
+                refused = None
             except ApiError as exc:  # NOT_CONTROLLER mid-way, storage: the next check retries
-                logger.info("broker session check: %s", exc)
+                if str(exc) != refused:
+                    refused = str(exc)
+                    logger.info("broker session check: %s (retried until it passes)", exc)
             await pause(every)
 
 
