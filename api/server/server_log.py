@@ -111,7 +111,7 @@ the next second, as `logging` computes it)."""
 
 
 def _escaped_line(line: str) -> str:
-    """`line` (FORMAT, written out) with its control characters escaped."""
+    """`line` (a whole line, or the message of one) with its control characters escaped."""
     # A printable line holds none of `_CONTROL` (all are unprintable): one C pass over it,
     # where the search runs the pattern's character class at every position.
     if line.isprintable() or not _CONTROL.search(line):

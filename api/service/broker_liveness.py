@@ -321,8 +321,7 @@ class BrokerLiveness:
         """`check_sessions` every `interval_s` (default: a twentieth of the session timeout)."""
         pause = sleep or asyncio.sleep
         every = self.session_timeout_ms / 20_000 if interval_s is None else interval_s
-        refused: str | None = None
-        """The last check's refusal, logged once while it lasts (a check every 450 ms)."""
+        refused: str | None = None  # the last check's refusal, logged once while it lasts
         while True:
             try:
                 await self.check_sessions()

@@ -53,10 +53,10 @@ def finished(records: tuple[Record, ...], response: T) -> ControllerResult[T]:
     For the commands of every admin write (creating and deleting topics), where the
     dataclass's keyword parsing and frozen stores cost about half of a small write's result.
     """
-    return _new_result(records, response)  # type: ignore[no-any-return]  # the preset is untyped
+    return _new_controller_result(records, response)  # type: ignore[no-any-return]  # untyped
 
 
-_new_result = preset_constructor(ControllerResult, ("records", "response"))
+_new_controller_result = preset_constructor(ControllerResult, ("records", "response"))
 
 
 Continuation = Callable[["MetadataImage"], "ControllerResult[None]"]

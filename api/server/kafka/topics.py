@@ -44,6 +44,7 @@ _creatable: Callable[..., CreatableTopic] = preset_constructor(
 _topic_ref_of: Callable[[str | None, Uuid | None], TopicRef] = preset_constructor(
     TopicRef, ("name", "topic_id")
 )
+"""A DeleteTopics reference, stored through its slots (every delete)."""
 
 
 class TopicApis(HandlerGroup):
