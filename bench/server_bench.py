@@ -43,7 +43,8 @@ less on what else the machine is doing than the throughput does.
 
 Baseline, measured in the same run: the same loop of commands submitted to an in-process
 `MetadataService` by the same number of asyncio tasks for `--baseline-seconds`, without the
-network or the protocol. The ratio is server writes/s over in-process writes/s.
+network or the protocol, on the event loop the server ran on (uvloop's or asyncio's). The
+ratio is server writes/s over in-process writes/s.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -614,6 +615,15 @@ def serve_run(
     return run, stats
 
 
+def _run_on(event_loop: str, coroutine: Coroutine[Any, Any, float]) -> float:
+    """Run `coroutine` on the loop `_event_loop` named (`uvloop ...` or `asyncio`)."""
+    if event_loop.startswith("uvloop"):
+        import uvloop
+
+        return uvloop.run(coroutine)
+    return asyncio.run(coroutine)
+
+
 def _event_loop(server_log: Path) -> str:
     """The server's event loop from its start line (`event loop: uvloop 0.23.0 (...)`).
 
@@ -923,23 +933,27 @@ def main() -> None:
         label="now",
         profile=args.profile,
     )
-    baseline = asyncio.run(_baseline(scratch / "baseline", args.connections, args.baseline_seconds))
+    # The baseline runs on the event loop the server ran on: the network and the protocol are
+    # what the ratio prices, not the loop (on uvloop the in-process service is ~3% faster).
+    baseline = _run_on(
+        run.event_loop, _baseline(scratch / "baseline", args.connections, args.baseline_seconds)
+    )
     print(
         f"{args.connections} connections, {run.elapsed:.1f} s, {run.requests:,} requests "
         f"({stats.writes:,} writes), errors: {len(stats.errors)}, log check: "
         f"{len(stats.created):,} creates and {len(stats.deleted):,} deletes match the "
-        f"acknowledgements; load average at the start {run.load}; server event loop: "
-        f"{run.event_loop}"
+        f"acknowledgements; load average at the start {run.load}; event loop of the server "
+        f"and the in-process baseline: {run.event_loop}"
     )
     print()
     print(f"{'measure':<26}{'server':>14}{'in-process':>14}{'ratio':>8}  target")
     rate = run.writes_per_s
     print(
-        f"{'admin writes/s':<26}{rate:>14,.0f}{baseline:>14,.0f}{rate / baseline:>8.2f}  >= 3,000"
+        f"{'admin writes/s':<26}{rate:>14,.0f}{baseline:>14,.0f}{rate / baseline:>8.2f}  >= 0.5"
     )
     print(f"{'requests/s (all)':<26}{run.requests / run.elapsed:>14,.0f}")
     print(f"{'latency p50':<26}{run.p50_ms:>12.1f}ms")
-    print(f"{'latency p99':<26}{run.p99_ms:>12.1f}ms{'':>22}  <= 50 ms")
+    print(f"{'latency p99':<26}{run.p99_ms:>12.1f}ms{'':>22}  <= 10 ms")
     print(
         f"{'server CPU per request':<26}{run.cpu_us:>12.0f}us"
         f"   (all threads; main thread busy {run.main_busy:.0%} of the run)"
