@@ -699,6 +699,84 @@ def test_entries_refuse_another_magic_another_version_and_leftovers() -> None:
         decode_entries(_with_crc(data + b"zz"))
 
 
+def _entries_one_by_one(heads: list[tuple[int, int, int, bytes]]) -> tuple[Entry, ...] | None:
+    """The layout's rule read offset by offset (the reference); None where a check refuses.
+
+    An empty, plain offset that is the next of a data batch, in its epoch, extends it; any
+    other offset starts a batch, which must follow the one before densely, epochs not going
+    down.
+    """
+    batches: list[Entry] = []
+    for offset, epoch, flags, payload in heads:
+        last = batches[-1] if batches else None
+        if (
+            last is not None
+            and not payload
+            and not flags
+            and last.kind is EntryKind.DATA
+            and offset == last.offset + last.count
+            and epoch == last.epoch
+        ):
+            batches[-1] = Entry(
+                offset=last.offset, epoch=epoch, payload=last.payload, count=last.count + 1
+            )
+            continue
+        if offset < 0 or epoch < 0 or flags not in (0, 1):
+            return None
+        if last is not None and (offset != last.offset + last.count or epoch < last.epoch):
+            return None
+        kind = EntryKind.LEADER_CHANGE if flags else EntryKind.DATA
+        batches.append(Entry(offset=offset, epoch=epoch, payload=payload, kind=kind))
+    return tuple(batches)
+
+
+_NEXT_EMPTY = (1, 0, 0, b"")
+"""A step to the next offset, in the same epoch, with no flags and no payload."""
+
+HEADS = st.lists(
+    st.one_of(
+        st.just(_NEXT_EMPTY),  # mostly runs that extend a batch
+        st.tuples(
+            st.sampled_from([1, 1, 2, 0, -1]),  # the step from the offset before
+            st.sampled_from([0, 0, 1, -1]),  # the step from the epoch before
+            st.sampled_from([0, 0, 1, 2]),
+            st.sampled_from([b"", b"body"]),
+        ),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=500)
+@given(steps=HEADS, first=st.sampled_from([0, 5, 2**63 - 3]))
+def test_entries_decode_as_read_offset_by_offset(
+    steps: list[tuple[int, int, int, bytes]], first: int
+) -> None:
+    """Runs of empty offsets taken whole give what reading them one at a time gives.
+
+    Frames of data bodies, markers and empty offsets that do and do not extend the batch
+    before (another epoch, a gap, a flag, after a marker), near the largest offset too.
+    """
+    heads: list[tuple[int, int, int, bytes]] = []
+    offset, epoch = first, 3
+    for index, (step, epoch_step, flags, payload) in enumerate(steps):
+        offset += step if index else 0
+        epoch += epoch_step
+        heads.append((offset, epoch, flags, payload))
+    if any(not -(2**63) <= o < 2**63 or not -(2**31) <= e < 2**31 for o, e, _, _ in heads):
+        return
+    body = b"".join(struct.pack(">qiBI", o, e, f, len(p)) + p for o, e, f, p in heads)
+    data = _with_crc(ENTRIES_MAGIC + struct.pack(">BII", 1, len(heads), 0) + body)
+    expected = _entries_one_by_one(heads)
+    if expected is None:
+        with pytest.raises(RaftWireError, match="fetch records"):
+            decode_entries(data)
+    else:
+        assert decode_entries(data) == expected
+        assert encode_entries(expected) == data
+
+
 def test_no_entries_are_empty_records_and_senders_refuse_bad_entries() -> None:
     assert encode_entries(()) == b""
     assert decode_entries(b"") == decode_entries(None) == ()
