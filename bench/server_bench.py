@@ -948,9 +948,7 @@ def main() -> None:
     print()
     print(f"{'measure':<26}{'server':>14}{'in-process':>14}{'ratio':>8}  target")
     rate = run.writes_per_s
-    print(
-        f"{'admin writes/s':<26}{rate:>14,.0f}{baseline:>14,.0f}{rate / baseline:>8.2f}  >= 0.5"
-    )
+    print(f"{'admin writes/s':<26}{rate:>14,.0f}{baseline:>14,.0f}{rate / baseline:>8.2f}  >= 0.5")
     print(f"{'requests/s (all)':<26}{run.requests / run.elapsed:>14,.0f}")
     print(f"{'latency p50':<26}{run.p50_ms:>12.1f}ms")
     print(f"{'latency p99':<26}{run.p99_ms:>12.1f}ms{'':>22}  <= 10 ms")
