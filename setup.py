@@ -5,7 +5,9 @@
 - `replay._untrack`, which keeps the image's map nodes out of the cyclic collector's walks:
   without it they are walked, as any container is (`replay.map_nodes`);
 - `metadata_log._syncer`, the thread that writes and fdatasyncs without the interpreter lock:
-  without it those jobs run on a Python worker thread (`metadata_log.syncer`).
+  without it those jobs run on a Python worker thread (`metadata_log.syncer`);
+- `api.protocol._native_reader`, the server's reader of plain request bodies: without it the
+  generated readers read them all (`api.protocol.native_reader`).
 
 Without a C compiler (or if a build fails for any reason) the install still succeeds, without
 that helper. Set MLOG_NO_EXTENSION=1 to skip the builds on purpose.
@@ -50,6 +52,7 @@ def _extensions() -> list[Extension]:
         Extension("records._fastdecode", ["records/_fastdecode.pyx"]),
         Extension("replay._untrack", ["replay/_untrack.pyx"]),
         Extension("metadata_log._syncer", ["metadata_log/_syncer.pyx"]),
+        Extension("api.protocol._native_reader", ["api/protocol/_native_reader.pyx"]),
     ]
     built: list[Extension] = cythonize(extensions, quiet=True)
     return built

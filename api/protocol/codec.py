@@ -33,6 +33,7 @@ from api.protocol.fast_reader import read_request, read_response, reader_for
 from api.protocol.fast_reader_runtime import Reader
 from api.protocol.fast_writer import Encoded, Unsupported, dict_writer_for, writer_for
 from api.protocol.legacy_schemas import LEGACY_PAYLOADS
+from api.protocol.native_reader import native_reader
 from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
 from records.slots import preset_constructor
@@ -301,6 +302,8 @@ class _ReadPlan:
     """The body's reader for `_read_plain` (None: the header is not one it reads)."""
     flexible: bool
     """The header ends with a tagged-fields section (header v2)."""
+    native: Any = None
+    """The compiled reader of the body for `_read_plain` (`native_reader`), or None."""
 
 
 _READ_PLANS: dict[tuple[int, int], _ReadPlan] = {}
@@ -326,8 +329,9 @@ def _read_plan(api_key: int, version: int) -> _ReadPlan:
     )
     # classes are hashable (the cache of `reader_for` is keyed by them)
     plain_body = reader_for(body_class) if untagged == _PLAIN_HEADER_FIELDS else None  # type: ignore[arg-type]
+    native = native_reader(body_class) if plain_body is not None else None  # type: ignore[arg-type]
     found = _READ_PLANS[api_key, version] = _ReadPlan(
-        header_class, body_class, plain_body, bool(header_class.__flexible__)
+        header_class, body_class, plain_body, bool(header_class.__flexible__), native
     )
     return found
 
@@ -358,6 +362,9 @@ def _read_plain(frame: bytes, api_key: int, version: int, plan: _ReadPlan) -> Ka
     or malformed frame, a null required field): the caller then reads the frame as before,
     so a frame this refuses gets the same result or error as it always did.
     """
+    natively = decode_natively(frame, api_key, version)
+    if natively is not None:
+        return natively
     _, _, correlation_id, length = _PLAIN_PREFIX.unpack_from(frame, 0)
     if length >= 0:
         pos = 10 + length
@@ -376,6 +383,28 @@ def _read_plain(frame: bytes, api_key: int, version: int, plan: _ReadPlan) -> Ka
     body, _ = plan.plain_body(frame, pos)  # type: ignore[misc]  # set for plain headers
     if missing_required(body) is not None:
         raise _NotPlain
+    return _request(_plain_header(api_key, version, correlation_id, client_id), body)  # type: ignore[no-any-return]
+
+
+def decode_natively(frame: bytes, api_key: int, version: int) -> KafkaRequest | None:
+    """`decode_known_request` by the compiled reader (`native_reader`), or None.
+
+    None where it is not built, the header or body is not one it reads plainly (a tagged
+    field, a null where a value is due, anything malformed), or `_read` is replaced: the
+    caller then reads the frame with `decode_known_request`, which gives the result or the
+    error. Where it reads a frame, it reads what the generated readers read (tests).
+    """
+    if _read is not _GENERATED_READ or type(frame) is not bytes:
+        return None
+    plan = _READ_PLANS.get((api_key, version)) or _read_plan(api_key, version)
+    native = plan.native
+    if native is None:
+        return None
+    try:
+        correlation_id, client_id, body = native.plain_request(frame, plan.flexible)
+    except Exception:
+        return None
+    # It reads no null where a value is due: `missing_required` has nothing to find.
     return _request(_plain_header(api_key, version, correlation_id, client_id), body)  # type: ignore[no-any-return]
 
 

@@ -26,6 +26,7 @@ from api.protocol.codec import (
     RequestHeader,
     api_versions_error,
     decode_known_request,
+    decode_natively,
     peek_header,
 )
 from api.protocol.private import PRIVATE_VERSIONS, private_header
@@ -83,6 +84,26 @@ Event = Request | PrivateRequest | Reply | SaslToken | Close
 _new_request = preset_constructor(Request, ("request", "frame"))
 """`Request(request, frame)` through its slots, not the frozen dataclass's `__init__` (one is
 made per request)."""
+
+_SERVED: dict[bytes, tuple[int, int]] = {}
+"""(API key, version) by a frame's first four bytes, for the supported versions of Kafka's
+APIs seen so far (a few hundred at most: unsupported ones are not kept)."""
+
+_KEY_VERSION = struct.Struct(">hh")
+
+
+def _served(head: bytes) -> tuple[int, int] | None:
+    """(key, version) if a frame starting `head` is a supported version of a Kafka API."""
+    if len(head) < _KEY_VERSION.size:
+        return None
+    api_key, version = _KEY_VERSION.unpack(head)
+    if api_key in PRIVATE_VERSIONS:
+        return None
+    supported = SUPPORTED_VERSIONS.get(api_key)
+    if supported is None or not supported[0] <= version <= supported[1]:
+        return None
+    found = _SERVED[head] = (api_key, version)
+    return found
 
 
 class Connection:
@@ -171,6 +192,13 @@ class Connection:
         return Close(reason)
 
     def _event(self, frame: bytes) -> Event:
+        head = frame[:4]
+        served = _SERVED.get(head) or _served(head)
+        if served is not None:
+            # A supported version of a Kafka API: read by the compiled reader where it can.
+            request = decode_natively(frame, *served)
+            if request is not None:
+                return _new_request(request, frame)  # type: ignore[no-any-return]
         try:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolError as exc:

@@ -55,25 +55,31 @@ class Unsupported(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class _Primitive:
+class Primitive:
+    """A number, bool, UUID, duration, error code, string or bytes of a Kafka type."""
+
     kafka_type: str
     flexible: bool
     nullable: bool
 
 
 @dataclass(frozen=True, slots=True)
-class _Entity:
+class Nested:
+    """An entity inside another (with a null marker where it is nullable)."""
+
     entity_class: type[Any]
     nullable: bool
 
 
 @dataclass(frozen=True, slots=True)
-class _Array:
-    item: _Primitive | _Entity
+class Array:
+    """An array of primitives or entities (compact where the class is flexible)."""
+
+    item: Primitive | Nested
     flexible: bool
 
 
-_Kind = _Primitive | _Entity | _Array
+Kind = Primitive | Nested | Array
 
 FIXED_CODES = {
     "int8": "b",
@@ -106,31 +112,65 @@ _NULLABLE = frozenset({"string", "bytes", "records", "uuid"})
 """Types kio reads as nullable fields (`datetime_i64` too, not read here)."""
 
 
-def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> _Primitive:
+def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> Primitive:
     if kafka_type not in FIXED_CODES and kafka_type not in ("string", "bytes", "records"):
         raise Unsupported(f"kafka type {kafka_type!r}")
     if nullable and kafka_type not in _NULLABLE:
         raise Unsupported(f"a nullable {kafka_type}")  # kio has no reader for it either
-    return _Primitive(kafka_type, flexible, nullable)
+    return Primitive(kafka_type, flexible, nullable)
 
 
-def _kind(entity_class: type[Any], field: dataclasses.Field[Any], is_tag: bool) -> _Kind:
+def _kind(entity_class: type[Any], field: dataclasses.Field[Any], is_tag: bool) -> Kind:
     """How kio reads a field (its native reader's `build_field_schema`)."""
     flexible = bool(entity_class.__flexible__)
     if entity_class.__name__ == "RequestHeader" and field.name == "client_id":
-        return _Primitive("string", False, True)  # Kafka's exception: always legacy
+        return Primitive("string", False, True)  # Kafka's exception: always legacy
     kind = classify_field(field)
     if isinstance(kind, PrimitiveField):
         # A tagged field is optional by its absence: its value is not nullable.
         nullable = is_optional(field) and not is_tag
         return _primitive(get_schema_field_type(field), flexible, nullable)
     if isinstance(kind, PrimitiveTupleField):
-        return _Array(_primitive(get_schema_field_type(field), flexible, False), flexible)
+        return Array(_primitive(get_schema_field_type(field), flexible, False), flexible)
     if isinstance(kind, EntityField):
-        return _Entity(kind.type_, is_optional(field))  # with a marker, tagged or not
+        return Nested(kind.type_, is_optional(field))  # with a marker, tagged or not
     if isinstance(kind, EntityTupleField):
-        return _Array(_Entity(kind.type_, False), flexible)
+        return Array(Nested(kind.type_, False), flexible)
     raise Unsupported(repr(kind))  # pragma: no cover - kio has no other kind
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How kio reads an entity class: its fields in order, then its tagged fields."""
+
+    entity_class: type[Any]
+    flexible: bool
+    fields: tuple[tuple[str, Kind, bool], ...]
+    """(name, kind, required): required is untagged and not optional (`missing_required`)."""
+    tagged: tuple[tuple[str, Any], ...]
+    """(name, default) of each tagged field."""
+
+
+@cache
+def layout(entity_class: type[Any]) -> Layout:
+    """The fields of a class as the generated reader reads them; `Unsupported` as it raises.
+
+    For other readers of the same bytes (`native_reader`), so that they read what this
+    module's readers read.
+    """
+    flexible = bool(entity_class.__flexible__)
+    fields: list[tuple[str, Kind, bool]] = []
+    tagged: list[tuple[str, Any]] = []
+    for field in dataclasses.fields(entity_class):
+        if get_field_tag(field) is None:
+            kind = _kind(entity_class, field, False)
+            fields.append((field.name, kind, not is_optional(field)))
+        else:
+            if not flexible:
+                raise Unsupported("a tagged field in a non-flexible entity")
+            _kind(entity_class, field, True)  # unsupported there too: unsupported
+            tagged.append((field.name, get_tagged_field_default(field)))
+    return Layout(entity_class, flexible, tuple(fields), tuple(tagged))
 
 
 # --------------------------------------------------------------------------- code generation
@@ -198,14 +238,14 @@ def _indent(lines: str, depth: int) -> str:
     return "\n".join(pad + line for line in lines.splitlines())
 
 
-def _emit(src: _Source, kind: _Kind) -> str:
+def _emit(src: _Source, kind: Kind) -> str:
     """Code that reads one value at `pos` and moves `pos` past it; the variable holding it."""
-    if isinstance(kind, _Primitive):
+    if isinstance(kind, Primitive):
         code = FIXED_CODES.get(kind.kafka_type)
         if code is not None:
             return src.fixed(code, _CONVERT.get(kind.kafka_type))
         return _emit_sized(src, kind)
-    if isinstance(kind, _Entity):
+    if isinstance(kind, Nested):
         read = src.const(_compiled(kind.entity_class), "_R")  # type: ignore[arg-type]  # classes are hashable
         value = src.var()
         if not kind.nullable:
@@ -233,7 +273,7 @@ else:
     {name}, pos = read_uvarint(buffer, pos)"""
 
 
-def _emit_sized(src: _Source, kind: _Primitive) -> str:
+def _emit_sized(src: _Source, kind: Primitive) -> str:
     """A string or bytes: its length (-1 or 0 for null), then that many bytes."""
     value = src.var()
     decode = ".decode()" if kind.kafka_type == "string" else ""
@@ -272,7 +312,7 @@ else:
     return value
 
 
-def _emit_array(src: _Source, kind: _Array) -> str:
+def _emit_array(src: _Source, kind: Array) -> str:
     value = src.var()
     count = src.var("n") if kind.flexible else src.fixed("i")
     items = _emit_items(src, kind.item, count, value)
@@ -305,10 +345,10 @@ else:
     return value
 
 
-def _emit_items(src: _Source, item: _Primitive | _Entity, count: str, value: str) -> str:
+def _emit_items(src: _Source, item: Primitive | Nested, count: str, value: str) -> str:
     """Code that reads `count` (> 0) items into the tuple `value`."""
-    smallest = _min_size(item)
-    code = FIXED_CODES.get(item.kafka_type) if isinstance(item, _Primitive) else None
+    smallest = min_size(item)
+    code = FIXED_CODES.get(item.kafka_type) if isinstance(item, Primitive) else None
     if code is not None and len(code) == 1:
         convert = _CONVERT.get(item.kafka_type)  # type: ignore[union-attr]  # a primitive
         unpacked = f"_unpack('>%d{code}' % {count}, buffer, pos)"
@@ -321,7 +361,7 @@ if end > size:
 {value} = {unpacked}
 pos = end
 """.strip("\n")
-    if isinstance(item, _Entity) and not item.nullable:
+    if isinstance(item, Nested) and not item.nullable:
         read = src.const(_compiled(item.entity_class), "_R")  # type: ignore[arg-type]  # classes are hashable
     else:
         read = src.const(_value_reader(item), "_R")
@@ -344,16 +384,16 @@ else:
     )
 
 
-def _min_size(kind: _Kind) -> int:
+def min_size(kind: Kind) -> int:
     """The fewest bytes a value of a kind takes."""
-    if isinstance(kind, _Primitive):
+    if isinstance(kind, Primitive):
         code = FIXED_CODES.get(kind.kafka_type)
         if code is not None:
             return struct.calcsize(">" + code)
         if kind.flexible:
             return 1
         return 2 if kind.kafka_type == "string" else 4
-    if isinstance(kind, _Entity):
+    if isinstance(kind, Nested):
         return 1 if kind.nullable else _entity_min_size(kind.entity_class)  # type: ignore[arg-type]  # classes are hashable
     return 1 if kind.flexible else 4
 
@@ -363,7 +403,7 @@ def _entity_min_size(entity_class: type[Any]) -> int:
     size = 1 if entity_class.__flexible__ else 0  # the count of tagged fields
     for field in dataclasses.fields(entity_class):
         if get_field_tag(field) is None:
-            size += _min_size(_kind(entity_class, field, False))
+            size += min_size(_kind(entity_class, field, False))
     return size
 
 
@@ -373,7 +413,7 @@ def _define(src: _Source, source: str, name: str) -> Any:
 
 
 @cache
-def _value_reader(kind: _Kind) -> Reader:
+def _value_reader(kind: Kind) -> Reader:
     """A function that reads one value of a kind: a tagged field's or an array item's."""
     src = _Source(generated_namespace())
     value = _emit(src, kind)

@@ -1,6 +1,7 @@
 """Hypothesis strategies of kio entities: any class, values valid for each field's Kafka type.
 
-For the tests that compare our readers and writers with kio's on the same entities.
+For the tests that compare our readers and writers with kio's on the same entities: request
+frames of every supported API version, damaged ones, and `same` (equal, types and all).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from kio.serial._introspect import (
     get_schema_field_type,
     is_optional,
 )
+
+from api.protocol import codec
 
 _INTS = {
     "int8": (-(2**7), 2**7 - 1),
@@ -87,3 +90,55 @@ def entities(entity_class: type[Any]) -> st.SearchStrategy[Any]:
     """Entities of a kio class with values valid for each field's Kafka type."""
     fields = {f.name: _field_values(f) for f in dataclasses.fields(entity_class)}
     return st.builds(entity_class, **fields)
+
+
+SUPPORTED_REQUESTS = [
+    (key, version)
+    for key, (low, high) in sorted(codec.SUPPORTED_VERSIONS.items())
+    for version in range(low, high + 1)
+]
+"""(API key, version) of every request version the server reads."""
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down."""
+    if type(a) is not type(b):
+        return False
+    if dataclasses.is_dataclass(a):
+        return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if type(a) is tuple:
+        return len(a) == len(b) and all(map(same, a, b))
+    return bool(a == b)
+
+
+@st.composite
+def request_frames(draw: st.DrawFn, key: int, version: int) -> bytes:
+    """A request frame (without its size) of a random body, correlation id and client id."""
+    body = draw(entities(codec.request_class(key, version)))  # type: ignore[arg-type]  # classes are hashable
+    frame = codec.encode_request(
+        body,
+        correlation_id=draw(st.integers(-(2**31), 2**31 - 1)),
+        client_id=draw(st.one_of(st.none(), TEXT)),
+    )
+    return frame[4:]
+
+
+@st.composite
+def damaged_requests(draw: st.DrawFn) -> tuple[Any, bytes]:
+    """(body class, frame): a supported request with 1-3 bytes set, inserted, deleted or cut."""
+    key, version = draw(st.sampled_from(SUPPORTED_REQUESTS))
+    frame = bytearray(draw(request_frames(key, version)))
+    for _ in range(draw(st.integers(1, 3))):
+        position = draw(st.integers(0, len(frame)))
+        change = draw(st.sampled_from(["set", "insert", "delete", "cut"]))
+        byte = draw(st.one_of(st.sampled_from([0, 1, 2, 0x7F, 0x80, 0xFF]), st.integers(0, 255)))
+        if change == "insert":
+            frame.insert(position, byte)
+        elif position < len(frame):
+            if change == "set":
+                frame[position] = byte
+            elif change == "delete":
+                del frame[position]
+            else:
+                del frame[position:]
+    return codec.request_class(key, version), bytes(frame)

@@ -19,28 +19,17 @@ from api.protocol import codec
 from api.protocol.fast_reader import read_request, reader_for
 from api.protocol.fast_reader_codegen import Unsupported, compiled_reader
 from api.protocol.fast_reader_runtime import ImpossibleCount
-from tests.support.kio_entities import TEXT, entities
+from tests.support.kio_entities import (
+    SUPPORTED_REQUESTS,
+    damaged_requests,
+    entities,
+    request_frames,
+    same,
+)
 from tests.support.paths import REPO
 from tests.support.protocol_frames import API_VERSIONS, SEEDS, metadata_frame
 
-REQUESTS = [
-    (key, version)
-    for key, (low, high) in sorted(codec.SUPPORTED_VERSIONS.items())
-    for version in range(low, high + 1)
-]
-
 # ----------------------------------------------------------------------------- comparing
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal, and of the same types all the way down."""
-    if type(a) is not type(b):
-        return False
-    if dataclasses.is_dataclass(a):
-        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
-    if type(a) is tuple:
-        return len(a) == len(b) and all(map(_same, a, b))
-    return bool(a == b)
 
 
 Outcome = tuple[bool, Any]
@@ -83,7 +72,7 @@ def _compare(body_class: Any, frame: bytes) -> str:
     kio = _kio_after(fast, lambda: _frame_read(kio_header, kio_body, frame))
     if fast[0]:
         assert kio[0], f"the fast reader reads what kio refuses: {frame.hex()} -> {fast[1]}"
-        assert _same(fast[1], kio[1]), f"{frame.hex()}: fast {fast[1]} != kio {kio[1]}"
+        assert same(fast[1], kio[1]), f"{frame.hex()}: fast {fast[1]} != kio {kio[1]}"
         return "both read"
     return "fast refused" if kio[0] else "both refused"
 
@@ -95,19 +84,8 @@ def _compare_body(entity_class: Any, data: bytes) -> bool:
     kio = _kio_after(fast, lambda: kio_reader(data, 0))
     assert fast[0] == kio[0], f"{entity_class.__name__} {data.hex()}: fast {fast} kio {kio}"
     if fast[0]:
-        assert _same(fast[1], kio[1]), f"{data.hex()}: fast {fast[1]} != kio {kio[1]}"
+        assert same(fast[1], kio[1]), f"{data.hex()}: fast {fast[1]} != kio {kio[1]}"
     return kio[0]
-
-
-@st.composite
-def _request_frames(draw: st.DrawFn, key: int, version: int) -> bytes:
-    body = draw(entities(codec.request_class(key, version)))  # type: ignore[arg-type]  # classes are hashable
-    frame = codec.encode_request(
-        body,
-        correlation_id=draw(st.integers(-(2**31), 2**31 - 1)),
-        client_id=draw(st.one_of(st.none(), TEXT)),
-    )
-    return frame[4:]
 
 
 def _written(entity: Any) -> bytes:
@@ -120,44 +98,24 @@ def _written(entity: Any) -> bytes:
 
 
 def test_every_supported_request_and_header_has_a_generated_reader() -> None:
-    for key, version in REQUESTS:
+    for key, version in SUPPORTED_REQUESTS:
         body_class = codec.request_class(key, version)
         for entity_class in (body_class, body_class.__header_schema__):
             assert reader_for(entity_class) is compiled_reader(entity_class)  # type: ignore[arg-type]  # classes are hashable
 
 
-@pytest.mark.parametrize(("key", "version"), REQUESTS)
+@pytest.mark.parametrize(("key", "version"), SUPPORTED_REQUESTS)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_requests_read_as_kio_reads_them(
     key: int, version: int, data: st.DataObject
 ) -> None:
-    frame = data.draw(_request_frames(key, version))
+    frame = data.draw(request_frames(key, version))
     assert _compare(codec.request_class(key, version), frame) == "both read"
 
 
-@st.composite
-def _damaged(draw: st.DrawFn) -> tuple[Any, bytes]:
-    key, version = draw(st.sampled_from(REQUESTS))
-    frame = bytearray(draw(_request_frames(key, version)))
-    for _ in range(draw(st.integers(1, 3))):
-        position = draw(st.integers(0, len(frame)))
-        change = draw(st.sampled_from(["set", "insert", "delete", "cut"]))
-        byte = draw(st.one_of(st.sampled_from([0, 1, 2, 0x7F, 0x80, 0xFF]), st.integers(0, 255)))
-        if change == "insert":
-            frame.insert(position, byte)
-        elif position < len(frame):
-            if change == "set":
-                frame[position] = byte
-            elif change == "delete":
-                del frame[position]
-            else:
-                del frame[position:]
-    return codec.request_class(key, version), bytes(frame)
-
-
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_damaged())
+@given(damaged_requests())
 def test_damaged_requests_are_refused_or_read_as_kio_reads_them(case: tuple[Any, bytes]) -> None:
     body_class, frame = case
     # Where kio reads a frame the fast reader must read it too: its refusals only cost time.
@@ -311,16 +269,16 @@ def test_decode_request_through_the_fast_reader_answers_as_through_kio(
     if isinstance(through_kio, str):
         assert through_fast == through_kio
     else:
-        assert _same(through_fast.header, through_kio.header)
-        assert _same(through_fast.body, through_kio.body)
+        assert same(through_fast.header, through_kio.header)
+        assert same(through_fast.body, through_kio.body)
 
 
 # ----------------------------------------------------------------------------- other entities
 
-RESPONSES = [codec.response_class(key, version) for key, version in REQUESTS]
+RESPONSES = [codec.response_class(key, version) for key, version in SUPPORTED_REQUESTS]
 
 
-@pytest.mark.parametrize("entity_class", RESPONSES, ids=[f"{k}v{v}" for k, v in REQUESTS])
+@pytest.mark.parametrize("entity_class", RESPONSES, ids=[f"{k}v{v}" for k, v in SUPPORTED_REQUESTS])
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_responses_read_as_kio_reads_them(entity_class: Any, data: st.DataObject) -> None:
