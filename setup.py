@@ -6,8 +6,9 @@
   without it they are walked, as any container is (`replay.map_nodes`);
 - `metadata_log._syncer`, the thread that writes and fdatasyncs without the interpreter lock:
   without it those jobs run on a Python worker thread (`metadata_log.syncer`);
-- `api.protocol._native_reader`, the server's reader of plain request bodies: without it the
-  generated readers read them all (`api.protocol.native_reader`).
+- `api.protocol._native_reader` and `_native_writer`, the server's reader of plain requests
+  and writer of plain answers: without them the generated readers and writers do all of it
+  (`api.protocol.native_reader`, `api.protocol.native_writer`).
 
 Without a C compiler (or if a build fails for any reason) the install still succeeds, without
 that helper. Set MLOG_NO_EXTENSION=1 to skip the builds on purpose.
@@ -53,6 +54,7 @@ def _extensions() -> list[Extension]:
         Extension("replay._untrack", ["replay/_untrack.pyx"]),
         Extension("metadata_log._syncer", ["metadata_log/_syncer.pyx"]),
         Extension("api.protocol._native_reader", ["api/protocol/_native_reader.pyx"]),
+        Extension("api.protocol._native_writer", ["api/protocol/_native_writer.pyx"]),
     ]
     built: list[Extension] = cythonize(extensions, quiet=True)
     return built

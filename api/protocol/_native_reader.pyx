@@ -304,9 +304,7 @@ cdef object _read_value(Buf* b, Value v):
 
 cdef object _milliseconds(long long ms):
     """`timedelta(0, 0, 0, ms)`: days, seconds and microseconds as it normalises them."""
-    cdef long long days = ms // 86400000
-    if ms % 86400000 != 0 and ms < 0:
-        days -= 1  # C division truncates; Python's floors
+    cdef long long days = ms // 86400000  # floored (Cython divides as Python does)
     cdef long long rest = ms - days * 86400000
     if days < -999999999 or days > 999999999:
         raise GiveUp  # out of timedelta's range: the generated readers raise its error

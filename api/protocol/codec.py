@@ -34,6 +34,7 @@ from api.protocol.fast_reader_runtime import Reader
 from api.protocol.fast_writer import Encoded, Unsupported, dict_writer_for, writer_for
 from api.protocol.legacy_schemas import LEGACY_PAYLOADS
 from api.protocol.native_reader import native_reader
+from api.protocol.native_writer import native_writer
 from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
 from records.errors import MetadataLogError
 from records.slots import preset_constructor
@@ -496,7 +497,12 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
     if type(body) is Answer:
         entity_class = body.entity_class
         found = _ANSWER_WRITERS.get(entity_class) or _answer_writer(entity_class)
-        head, plain = found
+        head, plain, native = found
+        if native is not None:
+            # The compiled writer (`native_writer`); None where it gives up: written below.
+            frame: bytes | None = native.frame(head, correlation_id, body.values)
+            if frame is not None:
+                return frame
         buffer = bytearray(head)
         _INT32.pack_into(buffer, 4, correlation_id)
         if plain is not None:
@@ -512,9 +518,10 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
     return bytes(buffer)
 
 
-_ANSWER_WRITERS: dict[type[Any], tuple[bytes, Callable[[bytearray, Any], None] | None]] = {}
+_ANSWER_WRITERS: dict[type[Any], tuple[bytes, Callable[[bytearray, Any], None] | None, Any]] = {}
 """Per response class: its frame's first bytes (size and correlation id to be filled in, the
-header's empty tag section where it has one) and its plain-value writer (None: unsupported)."""
+header's empty tag section where it has one), its plain-value writer (None: unsupported) and
+its compiled one (`native_writer`, None where there is none)."""
 
 
 def _response_head(entity_class: type[Any]) -> bytes:
@@ -524,12 +531,13 @@ def _response_head(entity_class: type[Any]) -> bytes:
 
 def _answer_writer(
     entity_class: type[Any],
-) -> tuple[bytes, Callable[[bytearray, Any], None] | None]:
+) -> tuple[bytes, Callable[[bytearray, Any], None] | None, Any]:
     try:
         plain: Callable[[bytearray, Any], None] | None = dict_writer_for(entity_class)  # type: ignore[arg-type]  # classes are hashable
     except Unsupported:  # pragma: no cover - every supported answer has a plain writer
         plain = None
-    found = _ANSWER_WRITERS[entity_class] = (_response_head(entity_class), plain)
+    native = native_writer(entity_class) if plain is not None else None  # type: ignore[arg-type]  # classes are hashable
+    found = _ANSWER_WRITERS[entity_class] = (_response_head(entity_class), plain, native)
     return found
 
 

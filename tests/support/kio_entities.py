@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import enum
 import uuid
 from functools import cache
 from typing import Any
@@ -142,3 +143,37 @@ def damaged_requests(draw: st.DrawFn) -> tuple[Any, bytes]:
             else:
                 del frame[position:]
     return codec.request_class(key, version), bytes(frame)
+
+
+def plain_value(value: Any, draw: st.DrawFn, *, built: bool = True) -> Any:
+    """A value of an entity as a handler may give it: plain values, or (`built`) as it is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if built and draw(st.booleans()):
+            return value  # a built entity is written as it is
+        return {
+            f.name: plain_value(getattr(value, f.name), draw, built=built)
+            for f in dataclasses.fields(value)
+        }
+    if type(value) is tuple:
+        items = [plain_value(item, draw, built=built) for item in value]
+        return items if draw(st.booleans()) else tuple(items)
+    if isinstance(value, uuid.UUID):
+        return value.bytes if draw(st.booleans()) else value
+    if isinstance(value, datetime.timedelta) and draw(st.booleans()):
+        return value // datetime.timedelta(milliseconds=1)
+    if isinstance(value, enum.IntEnum):
+        return int(value)
+    return value
+
+
+@st.composite
+def answers(
+    draw: st.DrawFn, entity_class: Any, *, built: bool = True
+) -> tuple[Any, dict[str, Any]]:
+    """(entity, the plain values of it a handler may answer with) of a kio class."""
+    entity = draw(entities(entity_class))
+    values = {
+        f.name: plain_value(getattr(entity, f.name), draw, built=built)
+        for f in dataclasses.fields(entity)
+    }
+    return entity, values

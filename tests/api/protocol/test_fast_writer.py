@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import enum
 import io
-import uuid
 from typing import Any
 
 import pytest
@@ -16,13 +12,10 @@ from kio.serial import entity_writer
 
 from api.protocol import codec
 from api.protocol.fast_writer import Writer, dict_writer_for, field_encoder
-from tests.support.kio_entities import entities
+from tests.support.kio_entities import SUPPORTED_REQUESTS, answers
 
-RESPONSES = [
-    (key, version)
-    for key, (low, high) in sorted(codec.SUPPORTED_VERSIONS.items())
-    for version in range(low, high + 1)
-]
+RESPONSES = SUPPORTED_REQUESTS
+"""An answer of every version the server reads a request of."""
 
 
 def _writer(entity_class: Any) -> Writer:
@@ -35,31 +28,6 @@ def _kio_written(entity: Any) -> bytes:
     return out.getvalue()
 
 
-def _plain(value: Any, draw: st.DrawFn) -> Any:
-    """A value of an entity as a handler may give it: plain values, or as it is."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if draw(st.booleans()):
-            return value  # a built entity is written as it is
-        return {f.name: _plain(getattr(value, f.name), draw) for f in dataclasses.fields(value)}
-    if type(value) is tuple:
-        items = [_plain(item, draw) for item in value]
-        return items if draw(st.booleans()) else tuple(items)
-    if isinstance(value, uuid.UUID):
-        return value.bytes if draw(st.booleans()) else value
-    if isinstance(value, datetime.timedelta) and draw(st.booleans()):
-        return value // datetime.timedelta(milliseconds=1)
-    if isinstance(value, enum.IntEnum):
-        return int(value)
-    return value
-
-
-@st.composite
-def _answers(draw: st.DrawFn, entity_class: Any) -> tuple[Any, dict[str, Any]]:
-    entity = draw(entities(entity_class))
-    values = {f.name: _plain(getattr(entity, f.name), draw) for f in dataclasses.fields(entity)}
-    return entity, values
-
-
 @pytest.mark.parametrize(("key", "version"), RESPONSES, ids=[f"{k}v{v}" for k, v in RESPONSES])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
@@ -67,7 +35,7 @@ def test_plain_values_are_written_as_kio_writes_their_entity(
     key: int, version: int, data: st.DataObject
 ) -> None:
     entity_class = codec.response_class(key, version)
-    entity, values = data.draw(_answers(entity_class))
+    entity, values = data.draw(answers(entity_class))
     written = bytearray()
     _writer(entity_class)(written, values)
     assert bytes(written) == _kio_written(entity)
