@@ -58,6 +58,7 @@ SMOKE: dict[str, Smoke] = {
         args=("--runs", "2", "--brokers", "2", "--topics", "1"), marks=("process",)
     ),
     "decode_bench.py": Smoke(args=("--number", "50", "--repeat", "1")),
+    "layers_bench.py": Smoke(args=("--seconds", "0.2", "--tasks", "3", "--rounds", "1")),
     "encode_check_bench.py": Smoke(args=("--tasks", "2", "--seconds", "0.3", "--rounds", "1")),
     "fairness_bench.py": Smoke(
         args=(
