@@ -124,6 +124,8 @@ class Snapshotter:
         self._backlog = 0
         """Record bytes after the newest snapshot that were in the log when it was opened."""
         self._retry_at = 0
+        self._limits_of: tuple[object, int, int] | None = None
+        """(configs image, byte threshold, interval) of the last `due` (`_limits`)."""
         self.last_error: str | None = None
         """Why the last attempt failed (None after a success)."""
         self.started_from: SnapshotInfo | None = None
@@ -209,14 +211,28 @@ class Snapshotter:
         now = self._clock_ms()
         if now < self._retry_at:
             return False
-        cluster = image.configs.cluster()
+        max_bytes, interval = self._limits(image)
+        if self._backlog + log.record_bytes_appended - self._bytes_at_last >= max_bytes:
+            return True
+        return interval > 0 and now - self._last_time >= interval
+
+    def _limits(self, image: MetadataImage) -> tuple[int, int]:
+        """The policy's byte threshold and interval for `image`'s configs.
+
+        Asked after every commit (a follower's every fetch): the values are kept for the
+        configs image they were read from, which a commit that changes no config shares.
+        """
+        configs = image.configs
+        known = self._limits_of
+        if known is not None and known[0] is configs:
+            return known[1], known[2]
+        cluster = configs.cluster()
         max_bytes = self._max_bytes(cluster)
         interval = self.policy.snapshot_interval_ms
         if interval is None:
             interval = _long_config(cluster, MAX_INTERVAL_KEY)
-        if self._backlog + log.record_bytes_appended - self._bytes_at_last >= max_bytes:
-            return True
-        return interval > 0 and now - self._last_time >= interval
+        self._limits_of = (configs, max_bytes, interval)
+        return max_bytes, interval
 
     def _max_bytes(self, cluster: Mapping[str, str]) -> int:
         given = self.policy.snapshot_bytes
