@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 """Request bodies read by compiled code, from a plan `native_reader` builds per entity class.
 
-The fast path only: whatever it does not read plainly (a tagged field present, a null where a
+The fast path only: whatever it does not read plainly (a tag the schema lacks, a null where a
 value is due, a length or count beyond the bytes, an unknown error code, bad UTF-8, a varint
 longer than 5 bytes) raises `GiveUp`, and the caller reads the frame with the generated
 readers, which give the result or the refusal. What it reads, it reads as they do.
@@ -114,6 +114,8 @@ cdef class Entity:
     cdef list values
     cdef list tag_offsets
     cdef list tag_defaults
+    cdef list tag_numbers
+    cdef list tag_values
 
     def __init__(self, entity_class, bint flexible):
         self.entity_class = entity_class
@@ -122,16 +124,20 @@ cdef class Entity:
         self.values = []
         self.tag_offsets = []
         self.tag_defaults = []
+        self.tag_numbers = []
+        self.tag_values = []
 
     def add(self, slot, Value value):
         """A field read in its turn, by its slot (the class's `member_descriptor`)."""
         self.offsets.append(_slot_offset(slot))
         self.values.append(value)
 
-    def add_tagged(self, slot, default):
-        """A tagged field: its default when the frame has no tags (else the frame is given up)."""
+    def add_tagged(self, slot, default, long long tag, Value value):
+        """A tagged field: its default, or its value where the frame holds its tag."""
         self.tag_offsets.append(_slot_offset(slot))
         self.tag_defaults.append(default)
+        self.tag_numbers.append(tag)
+        self.tag_values.append(value)
 
 
 cdef inline void _set_slot(object entity, Py_ssize_t offset, object value):
@@ -318,16 +324,34 @@ cdef object _read_entity(Buf* b, Entity e):
     entity = PyType_GenericAlloc(e.entity_class, 0)
     for i in range(n):
         _set_slot(entity, <Py_ssize_t>offsets[i], _read_value(b, <Value>values[i]))
-    if e.flexible:
-        _need(b, 1)
-        if b.data[b.pos] != 0:
-            raise GiveUp  # tagged fields: the generated readers read them
-        b.pos += 1
     offsets = e.tag_offsets
     values = e.tag_defaults
     for i in range(len(offsets)):
         _set_slot(entity, <Py_ssize_t>offsets[i], values[i])
+    if e.flexible:
+        _read_tags(b, e, entity)
     return entity
+
+
+cdef int _read_tags(Buf* b, Entity e, object entity) except -1:
+    """The tagged-fields section, as the generated readers read it: each tag's value read
+    with its field's reader (its size read, not checked); a tag the class lacks gives up."""
+    cdef long long count = _uvarint(b)
+    cdef long long tag, n
+    cdef Py_ssize_t i, found
+    cdef list numbers = e.tag_numbers
+    for n in range(count):
+        tag = _uvarint(b)
+        _uvarint(b)  # the value's size
+        found = -1
+        for i in range(len(numbers)):
+            if <long long>numbers[i] == tag:
+                found = i
+                break
+        if found < 0:
+            raise GiveUp  # unknown to the schema: the generated readers refuse it
+        _set_slot(entity, <Py_ssize_t>e.tag_offsets[found], _read_value(b, <Value>e.tag_values[found]))
+    return 0
 
 
 cdef class Reader:

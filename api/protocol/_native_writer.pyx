@@ -2,7 +2,7 @@
 """Answers written by compiled code from their plain values, on a plan `native_writer` builds.
 
 The fast path only: a value it does not write plainly (a built entity where a dict is
-expected, a tagged field away from its default, a missing required value, a number out of
+expected, a missing required value, a number out of
 its type's range, a type other than the usual one) makes it give up (None), and the caller
 writes the answer with `fast_writer.dict_writer_for`, which writes it or raises as it always
 did. What it writes, it writes as that writer does (tests compare them).
@@ -71,14 +71,17 @@ cdef object _REQUIRED = object()
 cdef object _encoded_class = None
 cdef object _uuid_class = None
 cdef object _timedelta_class = None
+cdef object _at_default = None
 
 
-def set_helpers(encoded_class, uuid_class, timedelta_class):
-    """`fast_writer.Encoded` (an array written already), `uuid.UUID` and `datetime.timedelta`."""
-    global _encoded_class, _uuid_class, _timedelta_class
+def set_helpers(encoded_class, uuid_class, timedelta_class, at_default):
+    """`fast_writer.Encoded` (an array written already), `uuid.UUID`, `datetime.timedelta`
+    and `fast_writer.at_default` (whether a tagged field's value is its default)."""
+    global _encoded_class, _uuid_class, _timedelta_class, _at_default
     _encoded_class = encoded_class
     _uuid_class = uuid_class
     _timedelta_class = timedelta_class
+    _at_default = at_default
 
 
 cdef class Value:
@@ -109,6 +112,8 @@ cdef class Entity:
     cdef list factories
     cdef list tag_keys
     cdef list tag_defaults
+    cdef list tag_numbers
+    cdef list tag_values
 
     def __init__(self, bint flexible):
         self.flexible = flexible
@@ -118,6 +123,8 @@ cdef class Entity:
         self.factories = []
         self.tag_keys = []
         self.tag_defaults = []
+        self.tag_numbers = []
+        self.tag_values = []
 
     def add(self, str key, Value value, default=_REQUIRED, factory=None):
         """A field in its turn; `default` where the key may be left out (or `factory`)."""
@@ -126,10 +133,12 @@ cdef class Entity:
         self.defaults.append(default)
         self.factories.append(factory)
 
-    def add_tagged(self, str key, default):
-        """A tagged field: written only away from its default (which is given up here)."""
+    def add_tagged(self, str key, default, long long tag, Value value):
+        """A tagged field (in ascending tag order): written only away from its default."""
         self.tag_keys.append(key)
         self.tag_defaults.append(default)
+        self.tag_numbers.append(tag)
+        self.tag_values.append(value)
 
 
 cdef struct Out:
@@ -345,16 +354,44 @@ cdef int _write_entity(Out* out, Entity e, dict values) except -1:
                     raise _GiveUp  # `fast_writer` names the missing field
                 value = factory()
         _write_value(out, <Value>how[i], value)
-    keys = e.tag_keys
-    defaults = e.tag_defaults
-    for i in range(len(keys)):
-        value = values.get(keys[i], _REQUIRED)
-        if value is not _REQUIRED and value is not defaults[i]:
-            if type(value) is type(defaults[i]) and type(value) in (int, str, bool) and value == defaults[i]:
-                continue
-            raise _GiveUp  # a tag to write (or to compare): `fast_writer` writes it
     if e.flexible:
+        _write_tags(out, e, values)
+    return 0
+
+
+cdef int _write_tags(Out* out, Entity e, dict values) except -1:
+    """The tagged-fields section as `fast_writer` writes it: the fields away from their
+    defaults (`at_default`), in ascending tag order, each as tag, size and value."""
+    cdef list keys = e.tag_keys
+    cdef list defaults = e.tag_defaults
+    cdef list present = None
+    cdef Py_ssize_t i, n = len(keys)
+    cdef Out body
+    for i in range(n):
+        default = defaults[i]
+        value = values.get(keys[i], default)
+        if value is default or _at_default(value, default):
+            continue
+        if present is None:
+            present = []
+        present.append(i)
+    if present is None:
         _byte(out, 0)
+        return 0
+    _uvarint(out, len(present))
+    for i in present:
+        body.capacity = 64
+        body.size = 0
+        body.data = <char*>PyMem_Malloc(body.capacity)
+        if body.data == NULL:
+            raise MemoryError()
+        try:
+            _write_value(&body, <Value>e.tag_values[i], values.get(keys[i]))
+            _uvarint(out, <long long>e.tag_numbers[i])
+            _uvarint(out, body.size)
+            _put(out, body.data, body.size)
+        finally:
+            PyMem_Free(body.data)
     return 0
 
 

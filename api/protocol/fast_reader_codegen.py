@@ -147,8 +147,8 @@ class Layout:
     flexible: bool
     fields: tuple[tuple[str, Kind, bool], ...]
     """(name, kind, required): required is untagged and not optional (`missing_required`)."""
-    tagged: tuple[tuple[str, Any], ...]
-    """(name, default) of each tagged field."""
+    tagged: tuple[tuple[str, Any, int, Kind], ...]
+    """(name, default, tag, kind) of each tagged field, as the generated reader reads it."""
 
 
 @cache
@@ -160,16 +160,17 @@ def layout(entity_class: type[Any]) -> Layout:
     """
     flexible = bool(entity_class.__flexible__)
     fields: list[tuple[str, Kind, bool]] = []
-    tagged: list[tuple[str, Any]] = []
+    tagged: list[tuple[str, Any, int, Kind]] = []
     for field in dataclasses.fields(entity_class):
-        if get_field_tag(field) is None:
+        tag = get_field_tag(field)
+        if tag is None:
             kind = _kind(entity_class, field, False)
             fields.append((field.name, kind, not is_optional(field)))
         else:
             if not flexible:
                 raise Unsupported("a tagged field in a non-flexible entity")
-            _kind(entity_class, field, True)  # unsupported there too: unsupported
-            tagged.append((field.name, get_tagged_field_default(field)))
+            kind = _kind(entity_class, field, True)
+            tagged.append((field.name, get_tagged_field_default(field), int(tag), kind))
     return Layout(entity_class, flexible, tuple(fields), tuple(tagged))
 
 

@@ -362,7 +362,7 @@ def _normal(value: Any) -> Any:
     return tuple(value) if type(value) is list else value
 
 
-def _at_default(value: Any, default: Any) -> bool:
+def at_default(value: Any, default: Any) -> bool:
     """Whether a tagged field's plain value equals its default (Kafka then leaves it out).
 
     A nested entity given as a dict is compared field by field with the default entity (a key
@@ -372,7 +372,7 @@ def _at_default(value: Any, default: Any) -> bool:
         return True
     if type(value) is dict and dataclasses.is_dataclass(default):
         return all(
-            _at_default(value.get(f.name, getattr(default, f.name)), getattr(default, f.name))
+            at_default(value.get(f.name, getattr(default, f.name)), getattr(default, f.name))
             for f in dataclasses.fields(default)
         )
     return bool(_normal(value) == default)
@@ -484,7 +484,7 @@ def dict_writer_for(entity_class: type[Any]) -> Writer:
         "_missing": _missing,
         "_emit_tags": _emit_tags,
         "_normal": _normal,
-        "_at_default": _at_default,
+        "_at_default": at_default,
         "_uvarint": uvarint,
         "_Encoded": Encoded,
         "_MS": _MS,

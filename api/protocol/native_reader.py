@@ -3,7 +3,7 @@
 `api.protocol._native_reader` (Cython, built by `setup.py` when a C compiler is there) reads an
 entity from a plan made here from `fast_reader_codegen.layout`, the same description the
 generated readers are written from, so both read the same bytes into the same values. It
-reads only the plain case (no tagged field present, no null where a value is due, every
+reads only the plain case (tags the schema declares, no null where a value is due, every
 length and count within the bytes) and raises on anything else; `codec` then reads the frame
 with the generated readers, which read it or refuse it as they always did. A request body
 read here costs a fifth of the generated reader's time (`bench/decode_bench.py`).
@@ -65,8 +65,9 @@ def _entity(entity_class: type[Any]) -> Any:
     plan = _native_reader.Entity(entity_class, found.flexible)
     for name, kind, required in found.fields:
         plan.add(_slot(entity_class, name), _value(kind, required))
-    for name, default in found.tagged:
-        plan.add_tagged(_slot(entity_class, name), default)
+    for name, default, tag, kind in found.tagged:
+        # A tagged field is optional by its absence (`missing_required` passes it by).
+        plan.add_tagged(_slot(entity_class, name), default, tag, _value(kind, False))
     return plan
 
 

@@ -4,7 +4,8 @@
 an answer's plain values (what `codec.build` takes, what `fast_writer.dict_writer_for`
 writes) from a plan made here from the same field metadata. It writes only the plain case
 (dicts for nested entities, ints, strings, bytes or `uuid.UUID`s, durations as ints or
-`timedelta`s, lists, tuples or `Encoded` arrays, every tagged field at its default) and gives
+`timedelta`s, lists, tuples or `Encoded` arrays; tagged fields away from their defaults
+written in tag order, as `fast_writer.at_default` decides) and gives
 up on anything else; `codec.encode_response` then writes the answer with
 `dict_writer_for`, which writes it or raises as it always did.
 
@@ -32,7 +33,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from api.protocol.fast_writer import Encoded, Unsupported
+from api.protocol.fast_writer import Encoded, Unsupported, at_default
 
 try:
     from api.protocol import _native_writer  # type: ignore[attr-defined]  # optional C extension
@@ -42,7 +43,7 @@ except ImportError:  # pragma: no cover - built wherever a C compiler is
 AVAILABLE: bool = _native_writer is not None
 
 if _native_writer is not None:
-    _native_writer.set_helpers(Encoded, uuid.UUID, datetime.timedelta)
+    _native_writer.set_helpers(Encoded, uuid.UUID, datetime.timedelta, at_default)
 
 
 @cache
@@ -64,9 +65,13 @@ def _entity(entity_class: type[Any]) -> Any:
     """The plan of an entity class (`_native_writer.Entity`); `Unsupported` if it has none."""
     flexible = bool(entity_class.__flexible__)
     plan = _native_writer.Entity(flexible)
+    tagged: list[tuple[int, str, Any, Any]] = []
     for field in dataclasses.fields(entity_class):
-        if get_field_tag(field) is not None:
-            plan.add_tagged(field.name, get_tagged_field_default(field))
+        number = get_field_tag(field)
+        if number is not None:
+            # Written only away from its default, never null (`fast_writer`: not optional).
+            value = _value(field, flexible, optional=False)
+            tagged.append((int(number), field.name, get_tagged_field_default(field), value))
             continue
         value = _value(field, flexible)
         if field.default is not dataclasses.MISSING:
@@ -75,6 +80,8 @@ def _entity(entity_class: type[Any]) -> Any:
             plan.add(field.name, value, factory=field.default_factory)
         else:
             plan.add(field.name, value)
+    for tag_number, name, default, value in sorted(tagged, key=lambda t: t[0]):
+        plan.add_tagged(name, default, tag_number, value)
     return plan
 
 
@@ -84,10 +91,10 @@ def _primitive(kafka_type: str, nullable: bool, flexible: bool) -> Any:
     return _native_writer.Value(kafka_type, nullable, flexible)
 
 
-def _value(field: dataclasses.Field[Any], flexible: bool) -> Any:
+def _value(field: dataclasses.Field[Any], flexible: bool, *, optional: bool | None = None) -> Any:
     """How a field's value is written (`_native_writer.Value`), as `fast_writer` writes it."""
     kind = classify_field(field)
-    optional = is_optional(field)
+    optional = is_optional(field) if optional is None else optional
     if isinstance(kind, PrimitiveField):
         return _primitive(get_schema_field_type(field), optional, flexible)
     if isinstance(kind, PrimitiveTupleField):

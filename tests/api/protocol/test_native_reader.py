@@ -167,6 +167,29 @@ def test_a_tagged_field_is_left_to_the_generated_readers() -> None:
     assert same(event.request, codec.decode_known_request(data, 19, 7))
 
 
+def test_a_known_tagged_field_is_read_as_the_generated_readers_read_it() -> None:
+    body = codec.build(
+        codec.request_class(1, 17),
+        replica_state={"replica_id": 2, "replica_epoch": 7},
+        cluster_id="cluster",
+        max_wait=500,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    frame = codec.encode_request(body, correlation_id=4, client_id="c")[4:]
+    assert _check(frame, 1, 17) == "read"
+    read = codec.decode_natively(frame, 1, 17)
+    assert read is not None
+    assert read.body.cluster_id == "cluster"
+    assert (read.body.replica_state.replica_id, read.body.replica_state.replica_epoch) == (2, 7)
+
+
 def test_a_null_where_a_value_is_due_is_left_to_the_generated_readers() -> None:
     frame = _create_topics()
     at = 10 + 1 + 1  # after the header (client id "c") and its tags: the topics' count
