@@ -428,6 +428,24 @@ cdef class Writer:
             PyMem_Free(out.data)
 
 
+    def body(self, dict values not None):
+        """The entity's bytes alone (a request's body, after its header), or None."""
+        cdef Out out
+        out.capacity = 256
+        out.size = 0
+        out.data = <char*>PyMem_Malloc(out.capacity)
+        if out.data == NULL:
+            raise MemoryError()
+        try:
+            try:
+                _write_entity(&out, self.entity, values)
+            except _GiveUp:
+                return None
+            return PyBytes_FromStringAndSize(out.data, out.size)
+        finally:
+            PyMem_Free(out.data)
+
+
 cdef inline void _be_at(char* data, Py_ssize_t at, unsigned int value):
     data[at] = <char>((value >> 24) & 0xFF)
     data[at + 1] = <char>((value >> 16) & 0xFF)

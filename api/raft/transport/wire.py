@@ -46,6 +46,7 @@ from typing import Any
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, request_class, response_class
 from api.protocol.fast_writer import dict_writer_for
+from api.protocol.native_writer import native_writer
 from api.protocol.tagged import missing_required
 from api.raft.core.messages import (
     BeginQuorumEpochRequest,
@@ -506,8 +507,14 @@ def encode_request(
         buffer += client
         if entity_class.__header_schema__.__flexible__:
             buffer.append(0)
-        # The plain-value writer: the bytes of the built entity, without building it.
-        dict_writer_for(entity_class)(buffer, values)  # type: ignore[arg-type]  # classes hash
+        # The plain-value writer: the bytes of the built entity, without building it (the
+        # compiled one where it writes them, `native_writer`; None where it gives up).
+        native = native_writer(entity_class)  # type: ignore[arg-type]  # classes hash
+        body = None if native is None else native.body(values)
+        if body is None:
+            dict_writer_for(entity_class)(buffer, values)  # type: ignore[arg-type]  # classes hash
+        else:
+            buffer += body
     except (struct.error, OverflowError, ValueError, TypeError) as exc:
         raise RaftWireError(f"cannot send {_describe(message)}: {exc}") from None
     struct.pack_into(">i", buffer, 0, len(buffer) - 4)

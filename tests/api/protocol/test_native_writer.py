@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from api.protocol import codec, native_writer
 from api.protocol.fast_writer import dict_writer_for, field_encoder
+from api.raft.transport.wire import QUORUM_VERSIONS
 from tests.support.kio_entities import SUPPORTED_REQUESTS, answers
 
 pytestmark = pytest.mark.skipif(
@@ -66,6 +67,30 @@ def test_plain_values_are_written_as_fast_writer_writes_them(
     if frame is not None:
         assert frame == _python(entity_class, correlation_id, values)
         assert frame == codec.encode_response_with_kio(correlation_id, entity)
+
+
+QUORUM_REQUESTS = sorted(
+    (key, version)
+    for key, (low, high) in QUORUM_VERSIONS.items()
+    for version in range(low, high + 1)
+)
+
+
+@pytest.mark.parametrize(("key", "version"), QUORUM_REQUESTS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_quorum_request_bodies_are_written_as_fast_writer_writes_them(
+    key: int, version: int, data: st.DataObject
+) -> None:
+    """`body` (a request's, the quorum's own requests): the bytes `dict_writer_for` writes."""
+    entity_class = codec.request_class(key, version)
+    _, values = data.draw(answers(entity_class, built=False))
+    writer = native_writer.native_writer(entity_class)  # type: ignore[arg-type]  # classes are hashable
+    assert writer is not None
+    body = writer.body(values)
+    expected = bytearray()
+    dict_writer_for(entity_class)(expected, values)  # type: ignore[arg-type]  # classes are hashable
+    assert body == bytes(expected)
 
 
 def test_the_bench_answers_are_written_natively() -> None:
