@@ -147,6 +147,16 @@ cdef struct Out:
     Py_ssize_t capacity
 
 
+cdef int _open(Out* out, Py_ssize_t capacity) except -1:
+    """An empty buffer (freed by the caller with `PyMem_Free(out.data)`)."""
+    out.capacity = capacity
+    out.size = 0
+    out.data = <char*>PyMem_Malloc(capacity)
+    if out.data == NULL:
+        raise MemoryError()
+    return 0
+
+
 cdef int _grow(Out* out, Py_ssize_t more) except -1:
     cdef Py_ssize_t need = out.size + more
     cdef Py_ssize_t capacity
@@ -228,9 +238,7 @@ cdef int _write_value(Out* out, Value v, object value) except -1:
     cdef unsigned long long raw
     if kind == K_INT32:
         _be(out, <unsigned long long>_int(value, -2147483648, 2147483647), 4)
-    elif kind == K_INT16:
-        _be(out, <unsigned long long>_int(value, -32768, 32767), 2)
-    elif kind == K_ERROR:
+    elif kind == K_INT16 or kind == K_ERROR:  # an error code: its int16
         _be(out, <unsigned long long>_int(value, -32768, 32767), 2)
     elif kind == K_STRING:
         if value is None:
@@ -380,11 +388,7 @@ cdef int _write_tags(Out* out, Entity e, dict values) except -1:
         return 0
     _uvarint(out, len(present))
     for i in present:
-        body.capacity = 64
-        body.size = 0
-        body.data = <char*>PyMem_Malloc(body.capacity)
-        if body.data == NULL:
-            raise MemoryError()
+        _open(&body, 64)  # the value first: its size goes before it
         try:
             _write_value(&body, <Value>e.tag_values[i], values.get(keys[i]))
             _uvarint(out, <long long>e.tag_numbers[i])
@@ -406,44 +410,33 @@ cdef class Writer:
     def frame(self, bytes head not None, int correlation_id, dict values not None):
         """The whole frame: `head` (size, correlation id, the header's tags) then the body,
         with the size and correlation id filled in."""
-        cdef Out out
-        cdef Py_ssize_t head_size = PyBytes_GET_SIZE(head)
-        if head_size < 8:
+        if PyBytes_GET_SIZE(head) < 8:
             return None
-        out.capacity = 256
-        out.size = 0
-        out.data = <char*>PyMem_Malloc(out.capacity)
-        if out.data == NULL:
-            raise MemoryError()
-        try:
-            _put(&out, PyBytes_AS_STRING(head), head_size)
-            try:
-                _write_entity(&out, self.entity, values)
-            except _GiveUp:
-                return None
-            _be_at(out.data, 0, out.size - 4)
-            _be_at(out.data, 4, <unsigned int>correlation_id)
-            return PyBytes_FromStringAndSize(out.data, out.size)
-        finally:
-            PyMem_Free(out.data)
-
+        return _written(self.entity, head, correlation_id, values)
 
     def body(self, dict values not None):
         """The entity's bytes alone (a request's body, after its header), or None."""
-        cdef Out out
-        out.capacity = 256
-        out.size = 0
-        out.data = <char*>PyMem_Malloc(out.capacity)
-        if out.data == NULL:
-            raise MemoryError()
+        return _written(self.entity, None, 0, values)
+
+
+cdef object _written(Entity entity, bytes head, int correlation_id, dict values):
+    """`head` (None: none) and the entity's bytes, or None where the writer gives up; with a
+    head, its size and correlation id filled in."""
+    cdef Out out
+    _open(&out, 256)
+    try:
+        if head is not None:
+            _put(&out, PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head))
         try:
-            try:
-                _write_entity(&out, self.entity, values)
-            except _GiveUp:
-                return None
-            return PyBytes_FromStringAndSize(out.data, out.size)
-        finally:
-            PyMem_Free(out.data)
+            _write_entity(&out, entity, values)
+        except _GiveUp:
+            return None
+        if head is not None:
+            _be_at(out.data, 0, out.size - 4)
+            _be_at(out.data, 4, <unsigned int>correlation_id)
+        return PyBytes_FromStringAndSize(out.data, out.size)
+    finally:
+        PyMem_Free(out.data)
 
 
 cdef inline void _be_at(char* data, Py_ssize_t at, unsigned int value):

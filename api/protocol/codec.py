@@ -40,6 +40,8 @@ from records.errors import MetadataLogError
 from records.slots import preset_constructor
 
 _PREFIX = struct.Struct(">hhi")
+HEADER_PREFIX_BYTES = _PREFIX.size
+"""The bytes `peek_header` reads: key, version, correlation id (shorter frames are refused)."""
 _INT32 = struct.Struct(">i")
 
 API_VERSIONS_KEY = 18
@@ -363,9 +365,6 @@ def _read_plain(frame: bytes, api_key: int, version: int, plan: _ReadPlan) -> Ka
     or malformed frame, a null required field): the caller then reads the frame as before,
     so a frame this refuses gets the same result or error as it always did.
     """
-    natively = decode_natively(frame, api_key, version)
-    if natively is not None:
-        return natively
     _, _, correlation_id, length = _PLAIN_PREFIX.unpack_from(frame, 0)
     if length >= 0:
         pos = 10 + length
@@ -398,6 +397,11 @@ def decode_natively(frame: bytes, api_key: int, version: int) -> KafkaRequest | 
     if _read is not _GENERATED_READ or type(frame) is not bytes:
         return None
     plan = _READ_PLANS.get((api_key, version)) or _read_plan(api_key, version)
+    return _natively(frame, api_key, version, plan)
+
+
+def _natively(frame: bytes, api_key: int, version: int, plan: _ReadPlan) -> KafkaRequest | None:
+    """`decode_natively` with the plan found (and `_read` and the frame's type checked)."""
     native = plan.native
     if native is None:
         return None
@@ -413,8 +417,12 @@ def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) 
     """`decode_request` of a frame whose header `peek_header` has read already."""
     plan = _READ_PLANS.get((api_key, version)) or _read_plan(api_key, version)
     if plan.plain_body is not None and _read is _GENERATED_READ and type(frame) is bytes:
-        # The generated readers' common case, read straight; `_read` replaced (by kio's
-        # readers, as `bench/decode_bench.py` does for its baseline) reads everything itself.
+        # The common case, by the compiled reader, else by the generated readers straight;
+        # `_read` replaced (by kio's readers, as `bench/decode_bench.py` does for its
+        # baseline) reads everything itself.
+        natively = _natively(frame, api_key, version, plan)
+        if natively is not None:
+            return natively
         try:
             return _read_plain(frame, api_key, version, plan)
         except Exception:  # read again below: the same result or error as ever

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 from api.protocol.codec import (
     API_VERSIONS_KEY,
+    HEADER_PREFIX_BYTES,
     SUPPORTED_VERSIONS,
     KafkaRequest,
     ProtocolError,
     RequestHeader,
     api_versions_error,
     decode_known_request,
-    decode_natively,
     peek_header,
 )
 from api.protocol.private import PRIVATE_VERSIONS, private_header
@@ -194,11 +194,14 @@ class Connection:
     def _event(self, frame: bytes) -> Event:
         head = frame[:4]
         served = _SERVED.get(head) or _served(head)
-        if served is not None:
-            # A supported version of a Kafka API: read by the compiled reader where it can.
-            request = decode_natively(frame, *served)
-            if request is not None:
-                return _new_request(request, frame)  # type: ignore[no-any-return]
+        if served is not None and len(frame) >= HEADER_PREFIX_BYTES:
+            # A supported version of a Kafka API: what the checks below would find, found in
+            # one lookup (the compiled reader reads it first, `decode_known_request`).
+            try:
+                request = decode_known_request(frame, *served)
+            except ProtocolError as exc:
+                return Close(str(exc))
+            return _new_request(request, frame)  # type: ignore[no-any-return]
         try:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolError as exc:

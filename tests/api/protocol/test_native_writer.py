@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import os
 import uuid
@@ -64,6 +63,8 @@ def test_plain_values_are_written_as_fast_writer_writes_them(
     entity_class = codec.response_class(key, version)
     entity, values = data.draw(answers(entity_class, built=built))
     frame = _native(entity_class, correlation_id, values)
+    # Dicts and plain values all through are written here; built entities are given up.
+    assert frame is not None or built
     if frame is not None:
         assert frame == _python(entity_class, correlation_id, values)
         assert frame == codec.encode_response_with_kio(correlation_id, entity)
@@ -209,8 +210,6 @@ def test_tagged_fields_away_from_their_defaults_are_written_as_fast_writer_write
 
 def test_a_built_entity_is_left_to_fast_writer() -> None:
     entity_class = codec.response_class(19, 7)
-    (topics,) = (f for f in dataclasses.fields(entity_class) if f.name == "topics")
-    assert topics is not None
     built = codec.build(entity_class, **_created())
     values = {"throttle_time": 0, "topics": list(built.topics)}
     assert _native(entity_class, 1, values) is None
