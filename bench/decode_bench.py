@@ -14,6 +14,10 @@ paired with its baseline right before it):
                    through `fast_reader.read_request`, kio as the fallback)
   readers          the two entity readers alone, header then body: kio's vs the generated ones
   compiled body    the body alone: the generated reader (the baseline) vs the compiled one
+
+And the answer a quorum's follower reads most, a FetchResponse v17 of seven batches of 200
+bytes: `fast_reader.read_response` (the generated readers, the baseline) vs
+`codec.decode_response` as the links run it (the compiled reader where it reads the frame).
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kio.serial import entity_reader
 from server_bench import create_topic_v7, delete_topic_v6, metadata_v12
 
-from api.protocol import codec, fast_reader_codegen, native_reader
+from api.protocol import codec, fast_reader, fast_reader_codegen, native_reader
+from api.raft.core.messages import Entry, ErrorCode, FetchResponse, LeaderIdAndEpoch
+from api.raft.transport import wire
 
 FRAMES = {
     "CreateTopics v7": create_topic_v7(7, "topic-1"),
@@ -92,6 +98,31 @@ def _body(
     return body
 
 
+def fetch_answer() -> tuple[int, int, bytes]:
+    """(key, version, frame without its size) of a leader's fetch answer of seven batches."""
+    version = wire.send_version(wire.FETCH_KEY)
+    answer = FetchResponse(
+        correlation_id=7,
+        error_code=ErrorCode.NONE,
+        high_watermark=41,
+        current_leader=LeaderIdAndEpoch(leader_id=2, leader_epoch=5),
+        records=tuple(Entry(offset=40 + i, epoch=5, payload=bytes(200)) for i in range(7)),
+    )
+    return wire.FETCH_KEY, version, wire.encode_response(answer, version=version)[4:]
+
+
+def _timed_pair(baseline: Case, ours: Case, number: int, repeat: int) -> tuple[float, ...]:
+    """Median µs of each and the median ratio, each timing right after its baseline's."""
+    base_times, our_times, ratios = [], [], []
+    for _ in range(repeat):
+        _, base = baseline.timed(number)
+        _, mine = ours.timed(number)
+        base_times.append(base)
+        our_times.append(mine)
+        ratios.append(mine / base)
+    return statistics.median(base_times), statistics.median(our_times), statistics.median(ratios)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=20_000)
@@ -126,21 +157,19 @@ def main() -> None:
         for what, (baseline, ours) in pairs.items():
             if ours.run() != baseline.run():
                 raise SystemExit(f"{name} {what}: the two readers disagree")
-            base_times, our_times, ratios = [], [], []
-            for _ in range(args.repeat):
-                _, base = baseline.timed(args.number)
-                _, mine = ours.timed(args.number)
-                base_times.append(base)
-                our_times.append(mine)
-                ratios.append(mine / base)
-            rows.append(
-                (
-                    f"{name}: {what}",
-                    statistics.median(base_times),
-                    statistics.median(our_times),
-                    statistics.median(ratios),
-                )
-            )
+            rows.append((f"{name}: {what}", *_timed_pair(baseline, ours, args.number, args.repeat)))
+    key, version, frame = fetch_answer()
+    answer_class = codec.response_class(key, version)
+    generated_answer = Case(lambda: fast_reader.read_response(frame, answer_class)[1], None)
+    links_answer = Case(lambda: codec.decode_response(key, version, frame)[1], None)
+    if generated_answer.run() != links_answer.run():
+        raise SystemExit("FetchResponse: the two readers disagree")
+    rows.append(
+        (
+            f"FetchResponse v{version}: answer",
+            *_timed_pair(generated_answer, links_answer, args.number, args.repeat),
+        )
+    )
 
     print(f"{args.number:,} calls x {args.repeat} paired runs; python {platform.python_version()}")
     header = f"{'':<34}{'baseline us':>12}{'ours us':>10}{'ratio':>8}"
@@ -148,7 +177,10 @@ def main() -> None:
     print("-" * len(header))
     for label, base, mine, ratio in rows:
         print(f"{label:<34}{base:>12.2f}{mine:>10.2f}{ratio:>8.2f}")
-    print("baseline: kio's readers (compiled body: the generated reader); ours: the server's")
+    print(
+        "baseline: kio's readers (compiled body, answer: the generated readers); "
+        "ours: the server's and the links'"
+    )
     print("ratio: median over repetitions of (ours / the baseline run right before it)")
 
 

@@ -68,6 +68,7 @@ KINDS = {
     "uuid": K_UUID,
     "string": K_STRING,
     "bytes": K_BYTES,
+    "records": K_BYTES,  # a record batch's bytes, as they came (the generated readers' too)
     "entity": K_ENTITY,
     "array": K_ARRAY,
 }
@@ -398,3 +399,20 @@ cdef class Reader:
                 raise GiveUp
             b.pos += 1
         return correlation_id, client_id, _read_entity(&b, self.entity)
+
+    def plain_response(self, bytes frame not None, bint flexible):
+        """(correlation id, body) of a response frame (without its size) whose header holds no
+        tagged field: the correlation id, then (`flexible`, header v1) an empty tagged-fields
+        section, then the body.
+        """
+        cdef Buf b
+        b.data = <const unsigned char*>PyBytes_AS_STRING(frame)
+        b.size = PyBytes_GET_SIZE(frame)
+        b.pos = 0
+        correlation_id = <int>_be(&b, 4)
+        if flexible:
+            _need(&b, 1)
+            if b.data[b.pos] != 0:
+                raise GiveUp
+            b.pos += 1
+        return correlation_id, _read_entity(&b, self.entity)

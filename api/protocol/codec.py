@@ -596,10 +596,39 @@ def encode_request(
 
 
 def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
-    """Correlation id and body of a response frame (without its size): tests and tools."""
-    body_class = response_class(api_key, version)
-    header, body = read_response(frame, body_class)
+    """Correlation id and body of a response frame (without its size).
+
+    The quorum's links read their answers here (a follower each fetch answer), and so do
+    tests and tools. The compiled reader reads the plain case (`native_reader`: no tagged
+    header field, no null where a value is due); anything else, or a frame it gives up, is
+    read by the generated readers, as before, with their result or error.
+    """
+    natively = decode_response_natively(api_key, version, frame)
+    if natively is not None:
+        return natively
+    header, body = read_response(frame, response_class(api_key, version))
     return int(header.correlation_id), body
+
+
+def decode_response_natively(
+    api_key: int, version: int, frame: bytes | memoryview
+) -> tuple[int, Any] | None:
+    """`decode_response` by the compiled reader, or None.
+
+    None where it is not built, the frame is not `bytes`, or it gives up (a tagged header
+    field, a null where a value is due, anything malformed): the generated readers then read
+    it. Where it reads a frame, it reads what they read (tests).
+    """
+    if type(frame) is not bytes:
+        return None
+    body_class = response_class(api_key, version)
+    native = native_reader(body_class)  # type: ignore[arg-type]  # classes are hashable
+    if native is None:
+        return None
+    try:
+        return native.plain_response(frame, body_class.__header_schema__.__flexible__)  # type: ignore[attr-defined,no-any-return]  # the compiled Reader
+    except Exception:
+        return None
 
 
 def api_versions_error(

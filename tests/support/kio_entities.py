@@ -28,6 +28,7 @@ from kio.serial._introspect import (
 )
 
 from api.protocol import codec
+from api.raft.transport.wire import QUORUM_VERSIONS
 
 _INTS = {
     "int8": (-(2**7), 2**7 - 1),
@@ -124,25 +125,53 @@ def request_frames(draw: st.DrawFn, key: int, version: int) -> bytes:
     return frame[4:]
 
 
+QUORUM_ANSWERS = [
+    (key, version)
+    for key, (low, high) in sorted(QUORUM_VERSIONS.items())
+    for version in range(low, high + 1)
+]
+"""(API key, version) of every answer version the quorum's links read."""
+
+
+@st.composite
+def response_frames(draw: st.DrawFn, key: int, version: int) -> bytes:
+    """A response frame (without its size) of a random body and correlation id."""
+    body = draw(entities(codec.response_class(key, version)))  # type: ignore[arg-type]  # classes are hashable
+    frame = codec.encode_response(draw(st.integers(-(2**31), 2**31 - 1)), body)
+    return frame[4:]
+
+
+@st.composite
+def damaged_responses(draw: st.DrawFn) -> tuple[int, int, bytes]:
+    """(key, version, frame): a quorum answer with 1-3 bytes set, inserted, deleted or cut."""
+    key, version = draw(st.sampled_from(QUORUM_ANSWERS))
+    return key, version, damaged(draw, draw(response_frames(key, version)))
+
+
+def damaged(draw: st.DrawFn, frame: bytes) -> bytes:
+    """`frame` with 1-3 bytes set, inserted, deleted or cut."""
+    changed = bytearray(frame)
+    for _ in range(draw(st.integers(1, 3))):
+        position = draw(st.integers(0, len(changed)))
+        change = draw(st.sampled_from(["set", "insert", "delete", "cut"]))
+        byte = draw(st.one_of(st.sampled_from([0, 1, 2, 0x7F, 0x80, 0xFF]), st.integers(0, 255)))
+        if change == "insert":
+            changed.insert(position, byte)
+        elif position < len(changed):
+            if change == "set":
+                changed[position] = byte
+            elif change == "delete":
+                del changed[position]
+            else:
+                del changed[position:]
+    return bytes(changed)
+
+
 @st.composite
 def damaged_requests(draw: st.DrawFn) -> tuple[Any, bytes]:
     """(body class, frame): a supported request with 1-3 bytes set, inserted, deleted or cut."""
     key, version = draw(st.sampled_from(SUPPORTED_REQUESTS))
-    frame = bytearray(draw(request_frames(key, version)))
-    for _ in range(draw(st.integers(1, 3))):
-        position = draw(st.integers(0, len(frame)))
-        change = draw(st.sampled_from(["set", "insert", "delete", "cut"]))
-        byte = draw(st.one_of(st.sampled_from([0, 1, 2, 0x7F, 0x80, 0xFF]), st.integers(0, 255)))
-        if change == "insert":
-            frame.insert(position, byte)
-        elif position < len(frame):
-            if change == "set":
-                frame[position] = byte
-            elif change == "delete":
-                del frame[position]
-            else:
-                del frame[position:]
-    return codec.request_class(key, version), bytes(frame)
+    return codec.request_class(key, version), damaged(draw, draw(request_frames(key, version)))
 
 
 def plain_value(value: Any, draw: st.DrawFn, *, built: bool = True) -> Any:

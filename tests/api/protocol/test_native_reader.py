@@ -1,4 +1,4 @@
-"""The compiled reader of request bodies reads what the generated readers read, or gives up."""
+"""The compiled reader of requests and answers reads what the generated readers read."""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ from api.protocol import codec, native_reader
 from api.protocol.connection import Close, Connection, Request
 from api.protocol.fast_reader_codegen import compiled_reader
 from api.protocol.tagged import missing_required
-from tests.support.kio_entities import SUPPORTED_REQUESTS, damaged_requests, request_frames, same
+from tests.support.kio_entities import (
+    QUORUM_ANSWERS,
+    SUPPORTED_REQUESTS,
+    damaged_requests,
+    damaged_responses,
+    request_frames,
+    response_frames,
+    same,
+)
 
 pytestmark = pytest.mark.skipif(
     not native_reader.AVAILABLE and not os.environ.get("CI"),
@@ -95,6 +103,72 @@ def test_damaged_requests_are_given_up_or_read_as_the_generated_readers_read_the
     ) is not body_class:
         return  # the key or version itself was changed: another API's reader would read it
     _check(frame, key, version)
+
+
+def _check_answer(frame: bytes, key: int, version: int) -> str:
+    """'read' or 'gave up'; fails where the compiled reader reads what the others do not."""
+    natively = codec.decode_response_natively(key, version, frame)
+    if natively is None:
+        return "gave up"
+    body_class = codec.response_class(key, version)
+    try:
+        header, used = compiled_reader(body_class.__header_schema__)(frame, 0)
+        body, _ = compiled_reader(body_class)(frame, used)  # type: ignore[arg-type]  # classes are hashable
+    except Exception:
+        raise AssertionError(f"read what the generated readers refuse: {frame.hex()}") from None
+    assert missing_required(body) is None, f"read a null where a value is due: {frame.hex()}"
+    correlation_id, got = natively
+    assert correlation_id == header.correlation_id
+    assert same(got, body), f"{frame.hex()}: {got} != {body}"
+    return "read"
+
+
+@pytest.mark.parametrize(("key", "version"), QUORUM_ANSWERS)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_quorum_answers_read_as_the_generated_readers_read_them(
+    key: int, version: int, data: st.DataObject
+) -> None:
+    frame = data.draw(response_frames(key, version))
+    outcome = _check_answer(frame, key, version)
+    # Only a null where a value is due (which the strategies draw) is given up.
+    _, body = codec.decode_response(key, version, frame)
+    assert outcome == "read" or missing_required(body) is not None
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_responses())
+def test_damaged_quorum_answers_are_given_up_or_read_as_the_generated_readers_read_them(
+    case: tuple[int, int, bytes],
+) -> None:
+    _check_answer(case[2], case[0], case[1])
+
+
+def test_a_fetch_answer_with_entries_is_read_natively() -> None:
+    # What a follower reads after every fetch: the leader's answer, records and all.
+    from api.raft.core.messages import (
+        Entry,
+        EntryKind,
+        ErrorCode,
+        FetchResponse,
+        LeaderIdAndEpoch,
+    )
+    from api.raft.transport.wire import FETCH_KEY, decode_response, encode_response, send_version
+
+    version = send_version(FETCH_KEY)
+    answer = FetchResponse(
+        correlation_id=7,
+        error_code=ErrorCode.NONE,
+        high_watermark=41,
+        current_leader=LeaderIdAndEpoch(leader_id=2, leader_epoch=5),
+        records=(
+            Entry(offset=40, epoch=5, payload=b"\x00" * 300, count=3),
+            Entry(offset=43, epoch=5, payload=b"marker", kind=EntryKind.LEADER_CHANGE),
+        ),
+    )
+    frame = encode_response(answer, version=version)[4:]
+    assert _check_answer(frame, FETCH_KEY, version) == "read"
+    assert decode_response(frame, api_key=FETCH_KEY, version=version) == answer
 
 
 def test_the_bench_requests_are_read_natively() -> None:
