@@ -59,6 +59,24 @@ class PreparedBlock:
     """What the write is, for the error that fails the log (an "append", a "replica write")."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingSync:
+    """A sync taken under the write lock and run without it (`ActiveSegment.begin_sync`)."""
+
+    fd: int
+    """A duplicate of the newest segment's descriptor (closed by `ActiveSegment.end_sync`)."""
+    covers: int
+    """The log's end offset when it was taken: what it makes durable."""
+    descriptors: int
+    """`ActiveSegment.descriptors` then."""
+
+    def run(self) -> float:
+        """The fdatasync, here (without the lock); its seconds."""
+        started = time.perf_counter()
+        os.fdatasync(self.fd)
+        return time.perf_counter() - started
+
+
 class ActiveSegment:
     """Appends whole blocks to the newest segment of `storage`, rolling when it is full.
 
@@ -82,6 +100,8 @@ class ActiveSegment:
         self.chained = True
         """Whether the chain is kept: always for the user's log; for a quorum node's, once the
         quorum's `metadata.version` switches it on (or its files show it was)."""
+        self.descriptors = 0
+        """How many times the newest segment's descriptor was closed (a roll, cut or reset)."""
 
     # ---------------------------------------------------------------- opening
 
@@ -152,6 +172,38 @@ class ActiveSegment:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        self.descriptors += 1
+
+    def begin_sync(self) -> PendingSync | None:
+        """What a sync of the blocks written so far needs, taken under the write lock.
+
+        None when nothing waits. The fdatasync itself (`PendingSync.run`) may then run without
+        the lock, on a duplicate of the newest segment's descriptor (valid even if the segment
+        rolls meanwhile), and `end_sync` publishes it under the lock again.
+        """
+        if not self.dirty or self.fd is None:
+            return None
+        return PendingSync(
+            fd=os.dup(self.fd),
+            covers=self.storage.next_offset,
+            descriptors=self.descriptors,
+        )
+
+    def end_sync(self, pending: PendingSync, seconds: float) -> None:
+        """Publish a sync that ran (under the write lock): its blocks are durable.
+
+        Closes its descriptor. A roll, cut or reset meanwhile (the descriptor changed)
+        published or cut what the sync covered itself: nothing is published then. Blocks
+        written meanwhile wait for the next.
+        """
+        os.close(pending.fd)
+        self.timings.fsync.observe(seconds)
+        if pending.descriptors != self.descriptors:
+            return
+        storage = self.storage
+        storage.flushed_offset = max(storage.flushed_offset, pending.covers)
+        if storage.next_offset == pending.covers:
+            self.dirty = False
 
     def sync_now(self) -> None:
         """Fsync the newest segment: what a crashed process left in the page cache is durable."""

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from metadata_log.active import ActiveSegment, lock_directory
+from metadata_log.active import ActiveSegment, PendingSync, lock_directory
 from metadata_log.chain import CHAIN_SUFFIX
 from metadata_log.checkpoint import Checkpoint
 from metadata_log.config import LogConfig
@@ -215,17 +215,56 @@ class ReplicaLog(StoredLog):
         storage.record_bytes_appended += len(block.body)
 
     def flush(self) -> int:
-        """Make what `write_blocks` wrote durable (fsync); returns the flushed end offset."""
+        """Make what `write_blocks` wrote durable (fsync); returns the flushed end offset.
+
+        `begin_flush`, the fdatasync here, then `end_flush`: the fdatasync runs without the
+        write lock, so blocks written meanwhile from another thread do not wait for it (they
+        are flushed by the next call).
+        """
+        pending = self.begin_flush()
+        if pending is None:
+            return self.flushed_offset
+        try:
+            seconds = pending.run()
+        except OSError as exc:
+            return self.end_flush(pending, error=exc)
+        return self.end_flush(pending, seconds=seconds)
+
+    def begin_flush(self) -> PendingSync | None:
+        """A flush of the blocks written so far, for the caller to fdatasync (None: none wait).
+
+        Its `fd` (a duplicate of the newest segment's descriptor, valid whatever happens to
+        the log meanwhile) is fdatasynced without the write lock, here (`PendingSync.run`) or
+        on a thread without the interpreter lock (a quorum leader's `Syncer`), then handed
+        to `end_flush` in any case, which closes it.
+        """
         active = self._active
         with active.write_lock:
             if self.storage.closed:
                 raise LogClosedError("the log is closed")
-            if active.dirty:
-                active.check_writable()
-                try:
-                    active.sync()
-                except OSError as exc:
-                    active.fail("flush", exc)
+            if not active.dirty:
+                return None
+            active.check_writable()
+            try:
+                return active.begin_sync()
+            except OSError as exc:
+                active.fail("flush", exc)
+
+    def end_flush(
+        self, pending: PendingSync, *, seconds: float = 0.0, error: OSError | None = None
+    ) -> int:
+        """The end of a `begin_flush`: what it made durable counts; the flushed end offset.
+
+        `error` (its fdatasync failed) stops the log (`LogFailedError`, fail-stop). A log
+        closed meanwhile was flushed by its close: nothing more is done.
+        """
+        active = self._active
+        with active.write_lock:
+            if error is not None:
+                os.close(pending.fd)
+                active.fail("flush", error)
+            active.end_sync(pending, seconds)
+            if not self.storage.closed:
                 active.checkpoint_if_due()
             return self.storage.flushed_offset
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -42,6 +43,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -86,6 +88,8 @@ from api.service.collector import MassChangeUntilQuiet, freeze_loaded_image
 from api.service.interpreter_lock import share_the_interpreter_lock
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
+from metadata_log import syncer as syncers
+from metadata_log.active import PendingSync
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from metadata_log.timings import LatencyCounts
@@ -137,11 +141,19 @@ than this, on the worker thread otherwise (until one there is as quick again). A
 acknowledges only what it flushed, so the fsync is on its commit path, and a hop to the
 worker costs more than a fast fsync: the worker takes the interpreter lock back to report
 it, and on busy cores the loop then waits for a thread the OS has not run yet. A slow disk's
-fsync never holds the loop more than once in a row. A leader's flush stays on the worker
-thread: it is off the commit path (the leader counts itself only for what it flushed, after
-its linger), and the leader's loop answers brokers and clients meanwhile (inline, it held
-the fleet bench's heartbeats during a 20% fence: whole-run p99 49 ms in two runs against
-23-26 ms with a follower's flush alone inline)."""
+fsync never holds the loop more than once in a row. A leader's flush runs behind its loop
+instead (`QuorumNode._flush_behind`): inline, it held the fleet bench's heartbeats during a
+20% fence (whole-run p99 49 ms in two runs against 23-26 ms with a follower's flush alone
+inline)."""
+
+
+class _Behind(Enum):
+    """A leader's flushes behind its loop: none under way, one, or one and another after it."""
+
+    IDLE = 0
+    FLUSHING = 1
+    AGAIN = 2
+
 
 RETENTION_CHECK_S = 1.0
 """How often the loop checks the log against its retention bound (and on each new snapshot)."""
@@ -198,6 +210,10 @@ class QuorumNode:
     """`_run` is between taking inputs and `advance`: no other call into the core now."""
     _handover: Ready | None = None
     """A `Ready` a turn taken in place began, for the loop to finish (`_turn_in_place`)."""
+    _behind: _Behind = _Behind.IDLE
+    """A leader's flushes behind its loop (`_flush_behind`)."""
+    _syncer: syncers.Syncer | None = None
+    """The compiled thread a leader's flushes run on (made at the first)."""
 
     def __init__(
         self,
@@ -498,6 +514,8 @@ class QuorumNode:
         self._fail_proposals(self.not_controller())
         self._refuse_waiting(fetches_only=False)
         await self._transport.close()
+        if self._syncer is not None:
+            self._syncer.close()  # a flush under way ends first (its descriptor closed)
         self._executor.shutdown(wait=True)
         self._mass_replay.end()
 
@@ -643,6 +661,9 @@ class QuorumNode:
         try:
             self._take_inputs()
             ready = core.ready()
+            if ready.flush and core.role is Role.LEADER:
+                self._flush_behind()
+                ready = replace(ready, flush=False)
             if ready.empty:
                 return
             if (
@@ -706,6 +727,8 @@ class QuorumNode:
 
     def _take_inputs(self) -> None:
         core = self.core
+        if self._flushed > core.log.flushed_offset:
+            core.advance(ReadyDone(flushed_offset=self._flushed))  # a flush behind ended
         if self._resign_requested:
             self._resign_requested = False
             core.resign()
@@ -895,7 +918,10 @@ class QuorumNode:
             # On this thread: a write to the page cache costs less than a hop to the worker.
             self._blocks.write(ready.append)
         if ready.flush:
-            self._flushed = await self._flush()
+            if self.core.role is Role.LEADER:
+                self._flush_behind()
+            else:
+                self._flushed = await self._flush()
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
@@ -1059,13 +1085,88 @@ class QuorumNode:
                 proposal.future.set_exception(error)
 
     async def _flush(self) -> int:
-        """Make the log durable (`INLINE_FLUSH_S` says on which thread); the flushed offset."""
-        if self._flush_inline and not self.leading:
+        """A follower's flush (`INLINE_FLUSH_S` says on which thread); the flushed offset."""
+        if self._flush_inline:
             flushed, took = _timed_flush(self.log)
         else:
             flushed, took = await self._io(_timed_flush, self.log)
         self._flush_inline = took < INLINE_FLUSH_S
         return flushed
+
+    def _flush_behind(self) -> None:
+        """A leader's flush, on the worker thread, while its loop goes on.
+
+        The leader counts itself toward the high watermark only for what it flushed. Awaited
+        in the loop's turn, its fsync held back the next proposals and fetch answers; behind
+        the loop it overlaps the followers' round, so that with the linger at 0 (the default)
+        the leader and the faster follower make the majority, not both followers (the group
+        commit etcd's leader does: docs/replication.md). One runs at a time; asked for again
+        meanwhile, another follows it, covering all that was written by then.
+        """
+        if self._behind is not _Behind.IDLE:
+            self._behind = _Behind.AGAIN
+            return
+        epoch = self.core.epoch
+        loop = asyncio.get_running_loop()
+        if not syncers.AVAILABLE:
+            self._behind = _Behind.FLUSHING
+            future = loop.run_in_executor(self._executor, _timed_flush, self.log)
+            future.add_done_callback(functools.partial(self._flush_ran, epoch))
+            return
+        # The fdatasync on the compiled thread (no interpreter lock to take back: the loop is
+        # not asked to hand it over), its end read by the loop from an eventfd.
+        try:
+            pending = self.log.begin_flush()
+        except MetadataLogError as exc:
+            self._failed(exc)
+            return
+        if pending is None:  # nothing waits: all written is flushed (by a roll, say)
+            self._flushed = max(self._flushed, self.log.flushed_offset)
+            return
+        if self._syncer is None:
+            self._syncer = syncers.Syncer(name=f"mlog-quorum-sync-{self.config.node_id}")
+        self._behind = _Behind.FLUSHING
+        self._syncer.start(loop, pending.fd, None, functools.partial(self._synced, epoch, pending))
+
+    def _synced(self, epoch: int, pending: PendingSync, result: syncers.JobResult) -> None:
+        """The compiled thread's fdatasync ended (on the loop's thread, or in `aclose`)."""
+        try:
+            flushed = self.log.end_flush(pending, seconds=result.sync_seconds, error=result.error)
+        except MetadataLogError as exc:
+            self._behind = _Behind.IDLE
+            if not self._closing:
+                self._failed(exc)
+            return
+        self._flushed_behind(epoch, flushed)
+
+    def _flush_ran(self, epoch: int, future: asyncio.Future[tuple[int, float]]) -> None:
+        """A flush on the worker thread ended (without the compiled thread)."""
+        if future.cancelled():
+            self._behind = _Behind.IDLE
+            return
+        error = future.exception()
+        if error is not None:
+            self._behind = _Behind.IDLE
+            if not self._closing:
+                self._failed(error)  # type: ignore[arg-type]  # an Exception: the executor's
+            return
+        self._flushed_behind(epoch, future.result()[0])
+
+    def _flushed_behind(self, epoch: int, flushed: int) -> None:
+        """A flush behind ended (on the loop's thread): the core learns it, commits follow."""
+        again = self._behind is _Behind.AGAIN
+        self._behind = _Behind.IDLE
+        if self._closing or self.failed is not None:
+            return
+        core = self.core
+        if core.role is not Role.LEADER or core.epoch != epoch:
+            # No longer this epoch's leader: a follower may have cut its log since; its own
+            # flushes say what is durable from here.
+            return
+        self._flushed = max(self._flushed, flushed)
+        self._turn_in_place()  # the high watermark may move: its writes are answered now
+        if again and self._behind is _Behind.IDLE:
+            self._flush_behind()
 
     async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,68 @@ def test_a_decoder_out_of_memory_is_not_called_a_bad_block(
         monkeypatch.setattr(log.codec, "decode_block", out_of_memory)
         with pytest.raises(MemoryError):
             log.write_blocks([block], check=True)
+
+
+# --- the flush's fdatasync, without the write lock ---------------------------------------------
+
+
+def _during_fdatasync(monkeypatch: pytest.MonkeyPatch, action: Callable[[], object]) -> None:
+    """Run `action` inside the next fdatasync, as another thread would while it runs."""
+    real = os.fdatasync
+    pending = [action]
+
+    def fdatasync(fd: int) -> None:
+        if pending:
+            pending.pop()()
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+
+
+def test_blocks_written_while_a_flush_runs_wait_for_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A quorum leader's loop writes while its flush runs on the worker thread: the write
+    # does not wait for the fsync, and counts as flushed only once a flush covered it.
+    with opened(tmp_path / "log") as log:
+        log.write_blocks([block_of(log, 0, 2, 1)], check=True)
+        _during_fdatasync(
+            monkeypatch, lambda: log.write_blocks([block_of(log, 2, 3, 1)], check=True)
+        )
+        assert log.flush() == 2
+        assert (log.end_offset, log.flushed_offset) == (5, 2)
+        assert log.flush() == 5
+
+
+def test_a_roll_while_a_flush_runs_leaves_it_nothing_to_publish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with opened(tmp_path / "log") as log:
+        log.write_blocks([block_of(log, 0, 1, 1)], check=True)
+        segments = len(log.segments())
+
+        def fill_a_segment() -> None:
+            while len(log.segments()) == segments:
+                log.write_blocks([block_of(log, log.end_offset, 1, 1)], check=True)
+
+        _during_fdatasync(monkeypatch, fill_a_segment)
+        # The roll synced the sealed segment (what the flush covered and more); the blocks
+        # after it wait for the next flush.
+        flushed = log.flush()
+        assert 1 <= flushed < log.end_offset
+        assert log.flush() == log.end_offset
+
+
+def test_a_cut_while_a_flush_runs_is_not_undone_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with opened(tmp_path / "log") as log:
+        log.write_blocks([block_of(log, 0, 1, 1), block_of(log, 1, 4, 1)], check=True)
+        _during_fdatasync(monkeypatch, lambda: log.truncate_to(1))
+        assert log.flush() <= 1
+        log.write_blocks([block_of(log, 1, 6, 2)], check=True)
+        assert log.flushed_offset <= 1  # offsets 1..6 of epoch 2 were never flushed
+        assert log.flush() == 7
 
 
 # --- the flush's checkpoint -----------------------------------------------------------------

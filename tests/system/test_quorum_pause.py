@@ -19,7 +19,7 @@ import pytest
 
 from api.client import AdminClient
 from replay.controller.commands import CreatableTopic
-from tests.support.quorum_processes import Quorum, check_logs, mlog
+from tests.support.quorum_processes import Quorum, check_logs, logs_converge, mlog
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -85,6 +85,7 @@ async def test_writes_leave_a_hung_leader_within_seconds(tmp_path: Path) -> None
         await asyncio.sleep(2.0)
         stop.set()
         await asyncio.gather(*loops)
+        await logs_converge(quorum)  # the slower follower takes the last round's writes
     finally:
         quorum.stop_all()
     # Writes in flight at any time of the pause: those caught by the stop count too.
