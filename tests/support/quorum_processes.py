@@ -273,8 +273,33 @@ class Quorum:
             await asyncio.sleep(0.1)
         raise TimeoutError("no leader in time: " + self.stderr_tails())
 
+    async def serving(self, timeout: float = 30) -> None:
+        """Wait until every running node accepts connections on its port.
+
+        A commit needs only a majority: two nodes can elect a leader and take writes before
+        the third listens, so a test that uses every node's address waits for this first.
+        """
+        deadline = time.monotonic() + timeout
+        for node in self.nodes.values():
+            while node.running:
+                try:
+                    _, writer = await asyncio.open_connection("127.0.0.1", node.port)
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"node {node.node_id} is not serving: {self.stderr_tails()}"
+                        ) from None
+                    await asyncio.sleep(0.05)
+                    continue
+                writer.close()
+                break
+
     async def register_brokers(self, ids: Sequence[int] = (1, 2, 3), timeout: float = 30) -> None:
-        """Register brokers through the leader (topics need one), retrying while it changes."""
+        """Register brokers through the leader (topics need one), retrying while it changes.
+
+        Every running node is serving when it returns (`serving`).
+        """
+        await self.serving(timeout)
         deadline = time.monotonic() + timeout
         while True:
             node = next(n for n in self.nodes.values() if n.running)
