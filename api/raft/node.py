@@ -1115,11 +1115,7 @@ class QuorumNode:
             return
         # The fdatasync on the compiled thread (no interpreter lock to take back: the loop is
         # not asked to hand it over), its end read by the loop from an eventfd.
-        try:
-            pending = self.log.begin_flush()
-        except MetadataLogError as exc:
-            self._failed(exc)
-            return
+        pending = self.log.begin_flush()  # a storage failure stops the node, as in a turn
         if pending is None:  # nothing waits: all written is flushed (by a roll, say)
             self._flushed = max(self._flushed, self.log.flushed_offset)
             return
@@ -1166,7 +1162,10 @@ class QuorumNode:
         self._flushed = max(self._flushed, flushed)
         self._turn_in_place()  # the high watermark may move: its writes are answered now
         if again and self._behind is _Behind.IDLE:
-            self._flush_behind()
+            try:
+                self._flush_behind()
+            except MetadataLogError as exc:  # outside a turn: stopped here
+                self._failed(exc)
 
     async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -368,20 +369,58 @@ async def test_a_leaders_flush_runs_behind_its_loop(
                 time.sleep(0.5)
                 return flush()
 
-            leader.log.flush = slow_flush  # type: ignore[method-assign]
+            monkeypatch.setattr(leader.log, "flush", slow_flush)
         for name in ("behind-1", "behind-2", "behind-3", "behind-4"):
             started = time.monotonic()
             await create_topic(leader, name)
             assert time.monotonic() - started < 0.4, "a write waited for the leader's fsync"
         assert slow
-        monkeypatch.undo()
+        monkeypatch.undo()  # fsyncs as fast as the disk's again
         monkeypatch.setattr(syncers, "AVAILABLE", compiled)
-        leader.log.flush = type(leader.log).flush.__get__(leader.log)  # type: ignore[method-assign]
         await asyncio.sleep(0.7)  # the slow flushes under way end
         cut = next(n for n in nodes if n is not leader).config.node_id
         cluster.network.isolate(cut)
         await asyncio.wait_for(create_topic(leader, "leader-and-one"), 5)
         assert leader.core.log.flushed_offset == leader.core.high_watermark
+    finally:
+        for node_id in list(cluster.network.nodes):
+            await cluster.stop(node_id, resign=False)
+
+
+async def test_a_leaders_failing_flush_behind_stops_that_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fdatasync that fails on the compiled thread (EINVAL here: a pipe, as a broken disk
+    would answer EIO) stops the leader's log and the node, fail-stop as a flush in a turn."""
+    import os
+
+    from metadata_log import syncer as syncers
+    from metadata_log.active import PendingSync
+
+    if not syncers.AVAILABLE:
+        pytest.skip("metadata_log._syncer is not built")
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+
+        def broken() -> PendingSync:
+            return PendingSync(fd=write_end, covers=leader.log.end_offset, descriptors=-1)
+
+        monkeypatch.setattr(leader.log, "begin_flush", broken)
+        # The write may still commit on the two followers' fsyncs before the node stops.
+        with contextlib.suppress(ApiError):
+            await asyncio.wait_for(create_topic(leader, "its-flush-fails"), 10)
+        for _ in range(100):
+            if leader.failed is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert leader.failed is not None and "flush failed" in leader.failed
+        with pytest.raises(OSError):
+            os.fstat(write_end)  # `end_flush` closed the descriptor it was given
     finally:
         for node_id in list(cluster.network.nodes):
             await cluster.stop(node_id, resign=False)
