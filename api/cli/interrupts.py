@@ -2,12 +2,15 @@
 
 `main` turns a `KeyboardInterrupt` into `mlog: interrupted` (exit 130, the shell's code for
 SIGINT); `writes_finish` holds an interrupt back while a command appends to the log, so an
-append is either written whole or not at all, and the interrupt then ends the command.
+append is either written whole or not at all, and the interrupt then ends the command;
+`wait_for_input` waits for a typed line so that a Ctrl-C is never lost on the way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 import signal
 import threading
 from collections.abc import Iterator
@@ -41,3 +44,27 @@ def writes_finish() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if came:
         raise KeyboardInterrupt
+
+
+def wait_for_input(fd: int) -> None:
+    """Block until `fd` (a terminal) has a line to read; Ctrl-C raises KeyboardInterrupt.
+
+    A SIGINT that lands after Python's last look at its signals and before a blocking read()
+    is only noted by the C handler: the read sleeps on until the next key, and the Ctrl-C
+    seems lost. Here the handler also writes a byte to a wakeup pipe that select() watches,
+    so the wait ends either way and the interrupt is raised at once. Outside the main thread
+    (no signals there) it returns at once, and the read that follows does the waiting.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    wake_r, wake_w = os.pipe()
+    try:
+        os.set_blocking(wake_w, False)
+        previous = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        try:
+            select.select([fd, wake_r], [], [])
+        finally:
+            signal.set_wakeup_fd(previous)
+    finally:
+        os.close(wake_r)
+        os.close(wake_w)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_ERROR, EXIT_OK, add_global_options, offset_arg
 from api.cli.image_tree import Directory, Leaf, Node, PathError, lookup, walk
+from api.cli.interrupts import wait_for_input
 from api.cli.output import format_time
 from api.cli.targets import note_batch_end, open_reader
 from api.service.snapshots import existing_store
@@ -283,6 +284,7 @@ def _session(
         if interactive:
             out.write(shell.prompt)
             out.flush()
+            wait_for_input(sys.stdin.fileno())
         line = sys.stdin.readline()
         if not line:
             return EXIT_OK

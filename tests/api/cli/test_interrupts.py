@@ -1,0 +1,76 @@
+"""Ctrl-C at a prompt: `wait_for_input` is never left waiting by a signal it missed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from api.cli.interrupts import wait_for_input
+
+
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler (KeyboardInterrupt), whatever the runner installed."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_line_waiting_is_returned_at_once() -> None:
+    r, w = os.pipe()
+    try:
+        os.write(w, b"ls\n")
+        wait_for_input(r)
+        assert os.read(r, 16) == b"ls\n"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_ctrl_c_the_waiting_thread_never_sees_still_ends_the_wait(python_sigint: None) -> None:
+    # The race, made certain: the main thread blocks SIGINT, so the kernel hands the signal to
+    # another thread and nothing interrupts the main thread's system call. A plain read()
+    # would sleep on; the wakeup pipe ends the wait and the interrupt is raised.
+    r, w = os.pipe()
+
+    def press_ctrl_c() -> None:
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=press_ctrl_c)
+    sender.start()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            try:
+                wait_for_input(r)
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    finally:
+        sender.join()
+        os.close(r)
+        os.close(w)
+    assert signal.set_wakeup_fd(-1) == -1  # the wakeup fd it set is taken down again
+
+
+def test_outside_the_main_thread_it_leaves_the_waiting_to_the_read() -> None:
+    r, w = os.pipe()
+    done: list[bool] = []
+    try:
+
+        def wait() -> None:
+            wait_for_input(r)
+            done.append(True)
+
+        worker = threading.Thread(target=wait)
+        worker.start()
+        worker.join(5)
+        assert done == [True]
+    finally:
+        os.close(r)
+        os.close(w)
