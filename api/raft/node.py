@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from api.raft.blocks import ReplicaBlocks, log_view
+from api.raft.clock import now_ms
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.core import RaftCore
 from api.raft.core.messages import (
@@ -190,6 +191,14 @@ class AddressBook(Protocol):
         """Link to exactly these nodes (this node's own id is ignored)."""
 
 
+@runtime_checkable
+class LinkWatch(Protocol):
+    """A transport that tells when its link to a node went down (a node that stopped)."""
+
+    def lost_at_ms(self, destination: int) -> int | None:
+        """When (the core's clock, ms) the link to `destination` went down; None while up."""
+
+
 KRAFT_VERSION_0 = (
     "this quorum's voters are fixed by controller.quorum.voters (kraft.version 0). Voter "
     "changes need a dynamic quorum at kraft.version 1, which a quorum formatted with `mlog "
@@ -245,7 +254,7 @@ class QuorumNode:
         """Whether the voters are in the log (kraft.version 1) rather than fixed by the config."""
         view = log_view(service, voters=history if self.dynamic else None)
         self.core = RaftCore(
-            config, state=state, log=view, rng=rng or random.Random(), now_ms=_now_ms()
+            config, state=state, log=view, rng=rng or random.Random(), now_ms=now_ms()
         )
         self._transport = transport(self._received)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"mlog-quorum-{config.node_id}")
@@ -454,8 +463,13 @@ class QuorumNode:
         """
         if self.core.role is not Role.LEADER or self.failed is not None or self._task is None:
             return
+        live: dict[int, int] = {}
         if self._stopping:
-            if not self._successor_possible():
+            live = self._recent_fetches()
+            if not self._successor_possible(live):
+                # Nobody can be elected: it stops leading now. Its parked fetches are answered
+                # at once, or the server's stop waits out their long poll (~0.4 s here).
+                self._refuse_waiting(fetches_only=True)
                 return
             # A successor is elected within a round trip of the EndQuorumEpoch when one can
             # be, or after one lost election and its retry on a busy host; a stopping node
@@ -479,21 +493,37 @@ class QuorumNode:
                 and core.log.last_epoch == core.epoch
             ):
                 return
+            if live and not self._successor_possible(live):
+                # The voters it counted on stopped too (their links went down).
+                self._refuse_waiting(fetches_only=True)
+                return
             self._role_seen.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._role_seen.wait(), 0.02)
 
-    def _successor_possible(self) -> bool:
-        """Whether the other voters that fetched within the fetch timeout are a majority."""
+    def _recent_fetches(self) -> dict[int, int]:
+        """The other voters that fetched within the fetch timeout: their last fetch (ms)."""
         core = self.core
-        state = core.describe_quorum()
         since = core.now_ms - self.config.fetch_timeout_ms
-        live = sum(
-            1
-            for voter in state.current_voters
+        return {
+            voter.replica_id: voter.last_fetch_timestamp
+            for voter in core.describe_quorum().current_voters
             if voter.replica_id != self.config.node_id and voter.last_fetch_timestamp >= since
-        )
-        return live > len(self.core.voters) // 2
+        }
+
+    def _successor_possible(self, fetched: dict[int, int]) -> bool:
+        """Whether the voters of `fetched` that are still up are a majority without this one.
+
+        A voter whose link went down after its last fetch has stopped (a rolling stop of every
+        node: the last leader does not wait a handover for voters that left a moment ago).
+        """
+        transport = self._transport
+        lost_at = transport.lost_at_ms if isinstance(transport, LinkWatch) else None
+        up = 0
+        for voter, fetched_at in fetched.items():
+            lost = lost_at(voter) if lost_at is not None else None
+            up += lost is None or lost < fetched_at
+        return up > len(self.core.voters) // 2
 
     async def aclose(self, *, resign: bool = True) -> None:
         """Stop: stop voting, resign if leading (another takes over at once), close the rest.
@@ -631,7 +661,7 @@ class QuorumNode:
                     self._in_turn = False
                 if self._inbox or self._queued:
                     continue
-                delay = (core.next_deadline_ms() - _now_ms()) / 1000
+                delay = (core.next_deadline_ms() - now_ms()) / 1000
                 if delay > 0:
                     idle = time.monotonic()
                     with contextlib.suppress(TimeoutError):
@@ -733,7 +763,7 @@ class QuorumNode:
             self._resign_requested = False
             core.resign()
         self._snapshots.offer(core)
-        core.tick(_now_ms())
+        core.tick(now_ms())
         while self._inbox:
             source, message = self._inbox.popleft()
             core.step(source, message)
@@ -1181,7 +1211,3 @@ def _timed_flush(log: ReplicaLog) -> tuple[int, float]:
     started = time.perf_counter()
     flushed = log.flush()
     return flushed, time.perf_counter() - started
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000

@@ -26,6 +26,9 @@ from tests.support.quorum_processes import (
 
 pytestmark = pytest.mark.timeout(240)
 
+LAST_STOP_S = 1.0
+"""The last node of a shutdown ends within this (issue 36); ~0.06 s measured."""
+
 
 def _stop(quorum: Quorum, node_id: int) -> float:
     """SIGTERM node `node_id`; seconds until its process ended."""
@@ -52,12 +55,17 @@ async def test_a_rolling_restart_leaves_identical_logs(quorum: Quorum) -> None:
             quorum.start(node_id)
             await write_until(writer, 5)
         await converge(quorum, writer)
+        leader = await quorum.leader()
     finally:
         await writer.close()
-    stopped = [_stop(quorum, node_id) for node_id in list(quorum.nodes)]
+    # The leader last: it does not wait a handover for the voters that stopped a moment
+    # before (they fetched within the fetch timeout, and their links went down after it).
+    order = [i for i in quorum.nodes if i != leader] + [leader]
+    stopped = [_stop(quorum, node_id) for node_id in order]
     summary = check_logs(quorum, writer.acknowledged)
     _same_length(summary)
     print(f"rolling restart, then stop: {summary}; seconds to stop each: {stopped}")
+    assert stopped[-1] < LAST_STOP_S, stopped
 
 
 async def test_stopping_every_node_in_turn_leaves_identical_logs(tmp_path: Path) -> None:
@@ -85,5 +93,7 @@ async def test_stopping_every_node_in_turn_leaves_identical_logs(tmp_path: Path)
     summary = check_logs(quorum, writer.acknowledged)
     _same_length(summary)
     print(f"stopped in turn: {summary}; seconds to stop each: {seconds}")
-    # The last node does not wait out a handover to stopped peers (3 s before the change).
-    assert seconds[-1] < HANDOVER_WAIT_S, seconds
+    # The last node does not wait out a handover to stopped peers (3 s before the change),
+    # nor does the leader before it (2 s while it counted the voter that had just left).
+    assert seconds[-1] < LAST_STOP_S, seconds
+    assert max(seconds) < HANDOVER_WAIT_S, seconds

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.client.connection import ClientConnection, ClientError
+from api.raft.clock import now_ms
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.transport.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -211,6 +212,8 @@ class _Link:
     backoff_ms: int = 0
     down_reason: str | None = None
     """Why the link is down, once logged (None: up, or never tried)."""
+    lost_at_ms: int | None = None
+    """When (monotonic ms) the connection was lost or a connect failed; None once connected."""
     refusals: set[str] = field(default_factory=set)
     """The refusals logged since the last good answer (each is logged once)."""
 
@@ -353,6 +356,16 @@ class QuorumLinks:
         """Whether the connection to `destination` is up."""
         return self._links[destination].connection is not None
 
+    def lost_at_ms(self, destination: int) -> int | None:
+        """When (monotonic ms) the link to `destination` last went down, if it is down.
+
+        None while connected, before the first connect, and for a node this one has no link
+        to. A node that stops closes its connections and refuses new ones, so a link lost after
+        that node's last fetch says it is gone (a stopping leader needs no successor from it).
+        """
+        link = self._links.get(destination)
+        return None if link is None or link.connection is not None else link.lost_at_ms
+
     async def close(self) -> None:
         """Close every connection and drop every request in flight."""
         self._closed = True
@@ -419,6 +432,7 @@ class QuorumLinks:
         link.connection = connection
         link.stats.connects += 1
         link.backoff_ms = 0
+        link.lost_at_ms = None
         if link.down_reason is not None:
             logger.info(
                 "controller link to node %d (%s) is up again", link.destination, link.bootstrap
@@ -436,6 +450,7 @@ class QuorumLinks:
 
     def _connect_failed(self, link: _Link, reason: str, now: float) -> None:
         link.stats.connect_failures += 1
+        link.lost_at_ms = now_ms()
         link.backoff_ms = (
             self.retry_backoff_ms
             if link.backoff_ms == 0
@@ -466,6 +481,7 @@ class QuorumLinks:
         if link.connection is not connection:
             return
         link.connection = None
+        link.lost_at_ms = now_ms()
         # The next attempt waits the first backoff: a peer that closed may be restarting.
         link.retry_at = asyncio.get_running_loop().time() + self.retry_backoff_ms / 1000
         if not self._closed:

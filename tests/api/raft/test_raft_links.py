@@ -21,6 +21,7 @@ import pytest
 import trustme
 
 from api.protocol import codec
+from api.raft.clock import now_ms
 from api.raft.core import Batch
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.messages import (
@@ -318,8 +319,13 @@ async def test_a_peer_down_then_up_is_reconnected(
     answers = Collected()
     links = links_to(port, answers, retry_backoff_ms=50, reconnect_backoff_max_ms=200)
     try:
+        assert links.lost_at_ms(1) is None  # never tried
+        assert links.lost_at_ms(7) is None  # no link to that node
+        before_failure = now_ms()
         assert links.send(1, _vote(1))  # taken: the connection is being made
         await until(lambda: links.stats(1).connect_failures == 1, "a failed connection")
+        failed_at = links.lost_at_ms(1)
+        assert failed_at is not None and before_failure <= failed_at <= now_ms()
         assert links.stats(1).dropped_lost == 1
         assert links.in_flight(1) == 0
         assert not links.send(1, _vote(2))  # down: dropped during the backoff
@@ -345,11 +351,15 @@ async def test_a_peer_down_then_up_is_reconnected(
 
             await until(answered, "an answer once the peer is up")
             assert links.connected(1)
+            assert links.lost_at_ms(1) is None  # up again
             assert "is up again" in caplog.text
             source, message = answers.answers[0]
             assert source == 1 and isinstance(message, VoteResponse)
+            stopped_at = now_ms()
         # The peer stops: the link notices and reconnects to the next peer on that port.
         await until(lambda: not links.connected(1), "the link noticing the peer is gone")
+        lost_at = links.lost_at_ms(1)
+        assert lost_at is not None and stopped_at <= lost_at <= now_ms()
         async with serving(tmp_path / "log", TestEndpoint(), port=port):
             before = len(answers.answers)
 
