@@ -246,26 +246,74 @@ async def _create_loop(
     return done
 
 
-async def _round(loop: Any, port: int, writers: int, seconds: float) -> tuple[float, float, float]:
-    """Writes/s, p50 and p99 (ms) of `writers` loops against `port` for `seconds`."""
-    latencies: list[float] = []
+TIMELINE_STEP_S = 0.5
+"""The width of a `--timeline` column."""
+
+
+class _Timed(list[float]):
+    """A round's latencies (ms), each with when it was taken (`ends`, perf_counter seconds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends: list[float] = []
+        self.start = 0.0
+        """When the round started (perf_counter seconds)."""
+
+    def append(self, latency_ms: float) -> None:
+        self.ends.append(time.perf_counter())
+        super().append(latency_ms)
+
+
+def timeline(latencies: _Timed, seconds: float) -> tuple[list[int], list[int]]:
+    """Per `TIMELINE_STEP_S` of a round: the answers that came, and the slowest of them (ms).
+
+    Where a round's tail comes from (a snapshot, a collection, a busy core) shows as columns
+    with fewer answers and slower ones.
+    """
+    columns = max(1, round(seconds / TIMELINE_STEP_S))
+    counts = [0] * columns
+    slowest = [0] * columns
+    for end, latency in zip(latencies.ends, latencies, strict=True):
+        column = min(columns - 1, max(0, int((end - latencies.start) / TIMELINE_STEP_S)))
+        counts[column] += 1
+        slowest[column] = max(slowest[column], round(latency))
+    return counts, slowest
+
+
+async def _round(
+    loop: Any, port: int, writers: int, seconds: float, *, keep: _Timed | None = None
+) -> tuple[float, float, float]:
+    """Writes/s, p50 and p99 (ms) of `writers` loops against `port` for `seconds`.
+
+    `keep` gets the round's latencies with their times (`--timeline`).
+    """
+    latencies = _Timed() if keep is None else keep
     errors: list[str] = []
-    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+    deadline = start + seconds
     done = await asyncio.gather(
         *(loop(port, i, deadline, latencies, errors) for i in range(writers))
     )
     if errors:
         raise SystemExit(f"{len(errors)} errors, e.g. {errors[:3]}")
+    latencies.start = start
     return sum(done) / seconds, _pct(latencies, 0.50), _pct(latencies, 0.99)
 
 
 def beside_etcd(
-    root: Path, writer_counts: list[int], seconds: float, rounds: int, per_request: int = 1
+    root: Path,
+    writer_counts: list[int],
+    seconds: float,
+    rounds: int,
+    per_request: int = 1,
+    *,
+    show_timeline: bool = False,
 ) -> None:
     """The quorum's replicated writes and etcd's puts, alternating rounds, in one table.
 
     With `per_request` above 1 each request carries that many writes (a CreateTopics of that
     many topics; a transaction of that many puts) and the figures are requests.
+    `show_timeline` prints each round's answers per half second (`_round`).
     """
     ours_loop = functools.partial(_create_loop, topics=per_request)
     etcd_loop = functools.partial(put_loop, keys=per_request)
@@ -287,13 +335,18 @@ def beside_etcd(
                     ("quorum", ours_loop, ours_port),
                     ("etcd", etcd_loop, etcd_port),
                 ):
-                    figure = asyncio.run(_round(loop, port, writers, seconds))
+                    kept = _Timed()
+                    figure = asyncio.run(_round(loop, port, writers, seconds, keep=kept))
                     results.setdefault((name, writers), []).append(figure)
                     print(
                         f"round {round_ + 1}, {writers} writers, {name}: {figure[0]:,.0f} "
                         f"{unit}/s, p50 {figure[1]:.1f} ms, p99 {figure[2]:.1f} ms",
                         flush=True,
                     )
+                    if show_timeline:
+                        counts, slowest = timeline(kept, seconds)
+                        print(f"  answers per {TIMELINE_STEP_S:g} s: {counts}")
+                        print(f"  slowest of them, ms: {slowest}", flush=True)
     finally:
         quorum.stop_all()
         etcd.stop()
@@ -474,6 +527,11 @@ def main() -> None:
         help="with --etcd: writes a request carries (topics a CreateTopics, puts a txn)",
     )
     parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="with --etcd: each round's answers and the slowest of them per half second",
+    )
+    parser.add_argument(
         "--cpu", action="store_true", help="CPU per replicated write of each process"
     )
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds with --cpu")
@@ -488,11 +546,20 @@ def main() -> None:
         )
     if args.topics_per_request > 1 and not args.etcd:
         parser.error("--topics-per-request goes with --etcd")
+    if args.timeline and not args.etcd:
+        parser.error("--timeline goes with --etcd")
     _check_encoders()  # the load's hand-made frames and answer reader, against the codec
     root = Path(args.dir or tempfile.mkdtemp(prefix="quorum-bench-"))
     counts = [int(n) for n in args.writers.split(",") if n.strip()]
     if args.etcd:
-        beside_etcd(root, counts, args.seconds, args.repeat, args.topics_per_request)
+        beside_etcd(
+            root,
+            counts,
+            args.seconds,
+            args.repeat,
+            args.topics_per_request,
+            show_timeline=args.timeline,
+        )
         return
     if args.cpu:
         cpu_per_write(
