@@ -466,10 +466,7 @@ class QuorumNode:
         live: dict[int, int] = {}
         if self._stopping:
             live = self._recent_fetches()
-            if not self._successor_possible(live):
-                # Nobody can be elected: it stops leading now. Its parked fetches are answered
-                # at once, or the server's stop waits out their long poll (~0.4 s here).
-                self._refuse_waiting(fetches_only=True)
+            if self._no_successor(live):
                 return
             # A successor is elected within a round trip of the EndQuorumEpoch when one can
             # be, or after one lost election and its retry on a busy host; a stopping node
@@ -493,10 +490,8 @@ class QuorumNode:
                 and core.log.last_epoch == core.epoch
             ):
                 return
-            if live and not self._successor_possible(live):
-                # The voters it counted on stopped too (their links went down).
-                self._refuse_waiting(fetches_only=True)
-                return
+            if live and self._no_successor(live):
+                return  # the voters it counted on stopped too (their links went down)
             self._role_seen.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._role_seen.wait(), 0.02)
@@ -510,6 +505,17 @@ class QuorumNode:
             for voter in core.describe_quorum().current_voters
             if voter.replica_id != self.config.node_id and voter.last_fetch_timestamp >= since
         }
+
+    def _no_successor(self, fetched: dict[int, int]) -> bool:
+        """Whether nobody can be elected (`_successor_possible` is False).
+
+        Then a stopping leader stops as it is, its parked fetches answered at once (or the
+        server's stop waits out their long poll, ~0.4 s here).
+        """
+        if self._successor_possible(fetched):
+            return False
+        self._refuse_waiting(fetches_only=True)
+        return True
 
     def _successor_possible(self, fetched: dict[int, int]) -> bool:
         """Whether the voters of `fetched` that are still up are a majority without this one.
