@@ -18,6 +18,7 @@ import random
 from collections.abc import Sequence
 
 from api.raft.core import handlers, snapshot_fetch
+from api.raft.core.bounds import LAST_EPOCH, out_of_range
 from api.raft.core.config import QuorumConfig
 from api.raft.core.election import (
     election_backoff,
@@ -342,6 +343,8 @@ class RaftCore:
     def step(self, sender: int, message: Message) -> None:
         """Handle one message from `sender`."""
         if not well_formed(message):
+            # Dropped before it changes anything, as a lost message: the transport refused it
+            # already (INVALID_REQUEST) if it came over the wire.
             return
         self._hear(sender, message)
         if isinstance(message, VoteRequest):
@@ -461,8 +464,20 @@ class RaftCore:
         self.persist()
         self.send_fetch()
 
+    @property
+    def may_start_election(self) -> bool:
+        """Whether an election into the next epoch is possible: it must not pass `LAST_EPOCH`.
+
+        The door refuses every message past it, so only 2^31 elections reach it; a node
+        there waits for a leader rather than compute an epoch it could never store.
+        """
+        return self.epoch < LAST_EPOCH
+
     def become_prospective(self, *, backoff: bool) -> None:
         """KIP-996: ask for pre-votes (after a backoff when an election was just lost)."""
+        if not self.may_start_election:
+            self.set_role(UnattachedState())
+            return
         leader = self.leader_id if self.role is Role.FOLLOWER else NO_LEADER
         state = ProspectiveState(election_at=self.now_ms + self._election_timeout())
         self.set_role(state)
@@ -476,6 +491,9 @@ class RaftCore:
 
     def become_candidate(self) -> None:
         """Stand in the next epoch, voting for itself; lead at once if that is a majority."""
+        if not self.may_start_election:
+            self.set_role(UnattachedState())
+            return
         self.epoch += 1
         self.voted_id = self.id
         self.leader_id = NO_LEADER
@@ -835,26 +853,8 @@ class RaftCore:
 
 
 def well_formed(message: Message) -> bool:
-    """Messages with negative offsets or epochs are garbage and are dropped."""
-    numbers = [
-        getattr(message, name)
-        for name in (
-            "replica_epoch",
-            "last_offset_epoch",
-            "last_offset",
-            "leader_epoch",
-            "current_leader_epoch",
-            "fetch_offset",
-            "last_fetched_epoch",
-            "position",
-            "size",
-        )
-        if hasattr(message, name)
-    ]
-    snapshot = getattr(message, "snapshot_id", None)
-    if snapshot is not None:
-        numbers += [snapshot.end_offset, snapshot.epoch]
-    return all(isinstance(n, int) and 0 <= n < 2**63 for n in numbers)
+    """Whether every number of `message` is in its range (`bounds.out_of_range`)."""
+    return out_of_range(message) is None
 
 
 def message_epoch(message: Message) -> int | None:

@@ -55,6 +55,44 @@ if TYPE_CHECKING:
     from api.raft.core.core import RaftCore
 
 
+# ------------------------------------------------------------------------------- the door
+
+
+def hears_leader(core: RaftCore) -> bool:
+    """Whether this node leads, or heard its leader within the fetch timeout (KIP-996).
+
+    Such a node neither grants a pre-vote nor lets a Vote, a BeginQuorumEpoch or an
+    EndQuorumEpoch of another node move it to a newer epoch (Raft's leader stickiness,
+    Ongaro's thesis 4.2.3): a real election needs a majority that no longer hears the leader
+    (pre-votes first), so only a request that could not win (or a forged one) is turned away,
+    and a leader cut off from its majority resigns by check-quorum within the same timeout.
+    """
+    state = core.state
+    return core.role is Role.LEADER or (
+        (
+            (isinstance(state, FollowerState) and not state.leader_ended)
+            or (isinstance(state, ObserverState) and core.leader_id != NO_LEADER)
+        )
+        and core.now_ms - core.fetched_ms < core.config.fetch_timeout_ms
+    )
+
+
+def _known_candidate(core: RaftCore, msg: VoteRequest) -> bool:
+    """Whether a candidate may be a voter as far as this node can tell.
+
+    A voter of the set in force is. In a dynamic quorum another may be too, made one by a
+    voters entry this node lacks: its log then holds that entry, so it is strictly ahead of
+    this one (logs of the same last epoch and end are the same log). A candidate that is
+    neither is no voter, and its request changes nothing here.
+    """
+    if msg.replica_id in core.voters:
+        return True
+    return core.dynamic and (msg.last_offset_epoch, msg.last_offset) > (
+        core.log.last_epoch,
+        core.log.end_offset,
+    )
+
+
 # ------------------------------------------------------------------------------- votes
 
 
@@ -80,6 +118,9 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
     if not core.dynamic and (sender not in core.voters or not core.is_voter):
         reply(False, ErrorCode.INCONSISTENT_VOTER_SET)
         return
+    if not _known_candidate(core, msg):
+        reply(False, ErrorCode.INCONSISTENT_VOTER_SET)
+        return
     # A dynamic quorum's node votes whatever its own voter set says (KIP-853, as in Raft):
     # its set may lag the candidate's (it lacks the entry that made it or the candidate a
     # voter), and the election needs it. Safety needs only one durable vote per epoch and
@@ -92,14 +133,7 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
     )
     if msg.pre_vote:
         # KIP-996: nothing changes here, whatever the answer.
-        state = core.state
-        live = core.role is Role.LEADER or (
-            (
-                (isinstance(state, FollowerState) and not state.leader_ended)
-                or (isinstance(state, ObserverState) and core.leader_id != NO_LEADER)
-            )
-            and core.now_ms - core.fetched_ms < core.config.fetch_timeout_ms
-        )
+        live = hears_leader(core)
         granted = msg.replica_epoch >= core.epoch and may_grant_pre_vote(
             has_live_leader=live, log_ok=log_ok, catching_up=core.catching_up
         )
@@ -116,6 +150,9 @@ def on_vote_request(core: RaftCore, sender: int, msg: VoteRequest) -> None:
         return
     if msg.replica_epoch < core.epoch:
         reply(False)
+        return
+    if msg.replica_epoch > core.epoch and hears_leader(core):
+        reply(False)  # sticky: the leader it hears is alive (see `hears_leader`)
         return
     if msg.replica_epoch > core.epoch:
         core.become_unattached(msg.replica_epoch)
@@ -186,10 +223,20 @@ def on_begin_quorum_epoch(core: RaftCore, sender: int, msg: BeginQuorumEpochRequ
     if sender != msg.leader_id or not core.may_follow(sender):
         reply(ErrorCode.INCONSISTENT_VOTER_SET)
         return
+    # A leader this node does not know as a voter was elected by votes this node may have
+    # cast (then it follows): else it hears of that leader from its fetches and pre-votes.
+    voted_for = core.voted_id == sender and msg.leader_epoch == core.epoch
+    if sender not in core.voters and not voted_for:
+        reply(ErrorCode.INCONSISTENT_VOTER_SET)
+        return
     if msg.leader_epoch < core.epoch or (
         msg.leader_epoch == core.epoch and core.leader_id not in (NO_LEADER, sender)
     ):
         reply(ErrorCode.FENCED_LEADER_EPOCH)
+        return
+    if msg.leader_epoch > core.epoch and core.leader_id != sender and hears_leader(core):
+        # Sticky: another leader is alive here; a real new one retries until it is not.
+        reply(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
     if not (core.role is Role.FOLLOWER and core.leader_id == sender):
         core.become_follower(msg.leader_epoch, sender)
@@ -200,16 +247,31 @@ def on_begin_quorum_epoch(core: RaftCore, sender: int, msg: BeginQuorumEpochRequ
 def on_end_quorum_epoch(core: RaftCore, sender: int, msg: EndQuorumEpochRequest) -> None:
     """The leader resigned: its preferred successors stand soon, the first at once."""
     stale = msg.leader_epoch < core.epoch or sender != msg.leader_id
+    # Sticky: only the leader this node hears may end an epoch here (see `hears_leader`).
+    other = (
+        not stale
+        and hears_leader(core)
+        and (sender, msg.leader_epoch)
+        != (
+            core.leader_id,
+            core.epoch,
+        )
+    )
+    error = ErrorCode.NONE
+    if stale:
+        error = ErrorCode.FENCED_LEADER_EPOCH
+    elif other:
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER
     core.send(
         sender,
         EndQuorumEpochResponse(
             correlation_id=msg.correlation_id,
-            error_code=ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.NONE,
+            error_code=error,
             leader_id=core.leader_id,
             leader_epoch=core.epoch,
         ),
     )
-    if stale or not (sender in core.voters or sender == core.leader_id):
+    if error is not ErrorCode.NONE or not (sender in core.voters or sender == core.leader_id):
         return
     if msg.leader_epoch > core.epoch:
         core.become_unattached(msg.leader_epoch)

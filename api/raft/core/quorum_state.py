@@ -14,13 +14,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from api.raft.core.bounds import LAST_EPOCH
 from api.raft.core.errors import QuorumStateError
 from api.raft.core.messages import NO_LEADER
 from metadata_log.container import replace_file
 
 QUORUM_STATE_NAME = "quorum-state"
 DATA_VERSION = 0
-MAX_EPOCH = 2**31 - 1
+MAX_EPOCH = LAST_EPOCH
+"""The largest epoch stored: the last an election can reach (`bounds.LAST_EPOCH`)."""
 MAX_FILE_BYTES = 1 << 20
 
 
@@ -129,8 +131,15 @@ def read_quorum_state(directory: Path, *, voters: frozenset[int] | None) -> Quor
             f"{path} was written for voters {sorted(stored)} but controller.quorum.voters names "
             f"{sorted(voters)}; fix the setting, or remove the data directory of this node"
         )
-    if not 0 <= epoch <= MAX_EPOCH:
+    if epoch < 0:
         raise QuorumStateError(f"{path} is damaged: leader epoch {epoch} is out of range; {advice}")
+    if epoch > LAST_EPOCH:
+        raise QuorumStateError(
+            f"{path} holds leader epoch {epoch}, past the last one an election can reach "
+            f"({LAST_EPOCH}), likely stored from a forged Vote or BeginQuorumEpoch before such "
+            "requests were refused; move it aside: the node then catches up from the leader "
+            "before it votes again (a sole voter: restore the file from a backup)"
+        )
     for key, value in (("leaderId", leader), ("votedId", voted)):
         # In a dynamic quorum a leader or a vote may be of a voter the file's set lacks.
         if value != NO_LEADER and value not in voters and not (value >= 0 and voters is stored):

@@ -48,6 +48,7 @@ from api.protocol.codec import KafkaRequest, request_class, response_class
 from api.protocol.fast_writer import dict_writer_for
 from api.protocol.native_writer import native_writer
 from api.protocol.tagged import missing_required
+from api.raft.core.bounds import epoch_problem, id_problem, out_of_range
 from api.raft.core.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -123,6 +124,7 @@ NO_DESCRIBE_SENDER = -1
 _REQUEST_PREFIX = struct.Struct(">hhih")  # API key, version, correlation id, client id size
 _MILLISECOND = datetime.timedelta(milliseconds=1)
 _INT32_MAX = 2**31 - 1
+_PORT_MAX = 65535
 
 
 # --------------------------------------------------------------------------- messages
@@ -658,9 +660,45 @@ def inbound_request(request: KafkaRequest) -> InboundRequest:
         sender, voter_id = message.voter_id, -1
     else:
         raise RaftWireError(f"API key {key} is not a quorum API")
+    problem = request_out_of_range(message)
+    if problem is not None:
+        raise RaftWireRefusal(INVALID_REQUEST, f"{name} refused: {problem}")
     return InboundRequest(
         message=message, sender_id=sender, cluster_id=cluster_id, voter_id=voter_id
     )
+
+
+def request_out_of_range(message: QuorumRequest) -> str | None:
+    """The first number of a quorum request out of its range, as one line (None: all fine).
+
+    The door every request passes before it reaches the core or the endpoint: an epoch past
+    `LAST_EPOCH`, a negative offset or id, a count no log could hold is refused here, before
+    it can change anything (`inbound_request` answers INVALID_REQUEST with it).
+    """
+    if isinstance(message, DescribeQuorumRequest):
+        return None
+    if isinstance(message, AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest):
+        return _voter_change_out_of_range(message)
+    return out_of_range(message)
+
+
+def _voter_change_out_of_range(message: VoterChangeRequest) -> str | None:
+    problems: list[str | None] = [id_problem(message.voter_id, "VoterId")]
+    if isinstance(message, AddRaftVoterRequest | UpdateRaftVoterRequest):
+        problems += [
+            None if 0 <= e.port <= _PORT_MAX else f"listener {e.name!r:.40} port {e.port}"
+            for e in message.endpoints
+        ]
+    if isinstance(message, AddRaftVoterRequest) and message.timeout_ms < 0:
+        problems.append(f"TimeoutMs {message.timeout_ms} is negative")
+    if isinstance(message, UpdateRaftVoterRequest):
+        problems.append(epoch_problem(message.current_leader_epoch, "CurrentLeaderEpoch"))
+        if not 0 <= message.min_kraft_version <= message.max_kraft_version:
+            problems.append(
+                f"KRaftVersionFeature {message.min_kraft_version}..{message.max_kraft_version} "
+                "is not a range of versions"
+            )
+    return next((p for p in problems if p is not None), None)
 
 
 def decode_request(frame: bytes | memoryview) -> InboundRequest:
@@ -901,7 +939,20 @@ def decode_response(frame: bytes | memoryview, *, api_key: int, version: int) ->
         raise RaftWireRefusal(
             top, f"{name} refused: {error_name(top)}" + (f": {detail}" if detail else "")
         )
-    return _DECODERS[api_key](body, correlation_id, name)
+    answer = _DECODERS[api_key](body, correlation_id, name)
+    if isinstance(
+        answer,
+        VoteResponse
+        | BeginQuorumEpochResponse
+        | EndQuorumEpochResponse
+        | FetchResponse
+        | FetchSnapshotResponse,
+    ):
+        problem = out_of_range(answer)
+        if problem is not None:
+            # An answer no real node sends: dropped (the link logs it), as a lost one.
+            raise RaftWireError(f"{name} dropped: {problem}")
+    return answer
 
 
 def _answer_partition(topics: Sequence[Any], name: str, partition_field: str) -> Any:

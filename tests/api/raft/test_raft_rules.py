@@ -104,8 +104,9 @@ def test_check_quorum_at_its_exact_bounds() -> None:
 # --- quorum-state ---------------------------------------------------------------------------
 
 
-def test_a_quorum_state_epoch_is_an_int32(tmp_path: Path) -> None:
-    assert MAX_EPOCH == 2**31 - 1
+def test_a_quorum_state_epoch_is_one_an_election_can_pass(tmp_path: Path) -> None:
+    # One below int32's top: the next election's epoch must still fit an int32.
+    assert MAX_EPOCH == 2**31 - 2
     top = QuorumState(leader_epoch=MAX_EPOCH, voters=VOTERS)
     write_quorum_state(tmp_path, top)
     assert read_quorum_state(tmp_path, voters=VOTERS) == top
@@ -115,9 +116,16 @@ def test_a_quorum_state_epoch_is_an_int32(tmp_path: Path) -> None:
     path = tmp_path / QUORUM_STATE_NAME
     data = json.loads(path.read_text())
     assert data["appliedOffset"] == 0  # Kafka's file: this field is always 0 in KRaft
-    path.write_text(json.dumps({**data, "leaderEpoch": MAX_EPOCH + 1}))
+    path.write_text(json.dumps({**data, "leaderEpoch": -1}))
     with pytest.raises(QuorumStateError, match="out of range"):
         read_quorum_state(tmp_path, voters=VOTERS)
+    for epoch in (MAX_EPOCH + 1, 2**63 - 1):
+        path.write_text(json.dumps({**data, "leaderEpoch": epoch}))
+        with pytest.raises(QuorumStateError) as info:
+            read_quorum_state(tmp_path, voters=VOTERS)
+        message = str(info.value)
+        assert "\n" not in message and f"leader epoch {epoch}, past the last" in message
+        assert "move it aside" in message and "catches up from the leader" in message
 
 
 def test_a_quorum_state_file_of_the_size_bound_is_read(tmp_path: Path) -> None:

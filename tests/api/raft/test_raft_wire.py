@@ -78,7 +78,11 @@ from api.raft.transport.wire import (
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 IDS = st.integers(0, 2**31 - 1)
-EPOCHS = st.integers(0, 2**31 - 1)
+EPOCHS = st.integers(0, 2**31 - 2)
+"""Epochs a real node sends (the last one an election can reach is 2^31 - 2)."""
+LEADERS = st.integers(-1, 2**31 - 1)
+REPLICAS_OR_NONE = st.integers(-1, 2**31 - 1)
+COUNTS = st.integers(0, 2**31 - 1)
 OFFSETS = st.integers(0, 2**63 - 1)
 CODES = st.sampled_from(list(ErrorCode))
 CORRELATION = INT32
@@ -120,10 +124,10 @@ def _response_round_trip(message: Any, version: int | None = None, correlation: 
 @settings(max_examples=150)
 @given(
     correlation=CORRELATION,
-    epoch=INT32,
-    replica=INT32,
-    last_epoch=INT32,
-    last_offset=INT64,
+    epoch=EPOCHS,
+    replica=IDS,
+    last_epoch=EPOCHS,
+    last_offset=OFFSETS,
     pre_vote=st.booleans(),
     destination=INT32,
     cluster=st.none() | st.text(max_size=30),
@@ -157,7 +161,7 @@ def test_vote_requests_round_trip(
 
 
 @settings(max_examples=100)
-@given(correlation=CORRELATION, leader=INT32, epoch=INT32, destination=INT32)
+@given(correlation=CORRELATION, leader=IDS, epoch=EPOCHS, destination=INT32)
 def test_begin_quorum_epoch_requests_round_trip(
     correlation: int, leader: int, epoch: int, destination: int
 ) -> None:
@@ -172,9 +176,9 @@ def test_begin_quorum_epoch_requests_round_trip(
 @settings(max_examples=100)
 @given(
     correlation=CORRELATION,
-    leader=INT32,
-    epoch=INT32,
-    successors=st.lists(INT32, max_size=7).map(tuple),
+    leader=IDS,
+    epoch=EPOCHS,
+    successors=st.lists(IDS, max_size=7).map(tuple),
 )
 def test_end_quorum_epoch_requests_round_trip(
     correlation: int, leader: int, epoch: int, successors: tuple[int, ...]
@@ -193,10 +197,10 @@ def test_end_quorum_epoch_requests_round_trip(
 @settings(max_examples=150)
 @given(
     correlation=CORRELATION,
-    replica=INT32,
-    leader_epoch=INT32,
-    offset=INT64,
-    last_epoch=INT32,
+    replica=REPLICAS_OR_NONE,
+    leader_epoch=EPOCHS,
+    offset=OFFSETS,
+    last_epoch=EPOCHS,
     wait=st.integers(0, 2**31 - 1),
 )
 # A voter without durable state fetches as replica -1: ReplicaState then holds its default.
@@ -220,11 +224,11 @@ def test_fetch_requests_round_trip(
 @settings(max_examples=100)
 @given(
     correlation=CORRELATION,
-    replica=INT32,
-    leader_epoch=INT32,
-    snapshot=st.builds(SnapshotId, end_offset=INT64, epoch=INT32),
-    position=INT64,
-    max_bytes=INT32,
+    replica=REPLICAS_OR_NONE,
+    leader_epoch=EPOCHS,
+    snapshot=st.builds(SnapshotId, end_offset=OFFSETS, epoch=EPOCHS),
+    position=OFFSETS,
+    max_bytes=COUNTS,
 )
 def test_fetch_snapshot_requests_round_trip(
     *,
@@ -260,8 +264,8 @@ def test_describe_quorum_requests_round_trip(correlation: int) -> None:
 @given(
     correlation=CORRELATION,
     code=CODES,
-    leader=INT32,
-    epoch=INT32,
+    leader=LEADERS,
+    epoch=EPOCHS,
     granted=st.booleans(),
 )
 def test_vote_responses_round_trip(
@@ -278,7 +282,7 @@ def test_vote_responses_round_trip(
 
 
 @settings(max_examples=100)
-@given(correlation=CORRELATION, code=CODES, leader=INT32, epoch=INT32, begin=st.booleans())
+@given(correlation=CORRELATION, code=CODES, leader=LEADERS, epoch=EPOCHS, begin=st.booleans())
 def test_begin_and_end_quorum_epoch_responses_round_trip(
     correlation: int, code: ErrorCode, leader: int, epoch: int, begin: bool
 ) -> None:
@@ -348,10 +352,10 @@ def test_fetch_responses_round_trip(
 @given(
     correlation=CORRELATION,
     code=CODES,
-    snapshot=st.builds(SnapshotId, end_offset=INT64, epoch=INT32),
-    leader=st.builds(LeaderIdAndEpoch, leader_id=INT32, leader_epoch=INT32),
-    size=INT64,
-    position=INT64,
+    snapshot=st.builds(SnapshotId, end_offset=OFFSETS, epoch=EPOCHS),
+    leader=st.builds(LeaderIdAndEpoch, leader_id=LEADERS, leader_epoch=EPOCHS),
+    size=OFFSETS,
+    position=OFFSETS,
     data=st.binary(max_size=200),
 )
 def test_fetch_snapshot_responses_round_trip(
