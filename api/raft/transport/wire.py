@@ -124,7 +124,6 @@ NO_DESCRIBE_SENDER = -1
 _REQUEST_PREFIX = struct.Struct(">hhih")  # API key, version, correlation id, client id size
 _MILLISECOND = datetime.timedelta(milliseconds=1)
 _INT32_MAX = 2**31 - 1
-_PORT_MAX = 65535
 
 
 # --------------------------------------------------------------------------- messages
@@ -684,11 +683,6 @@ def request_out_of_range(message: QuorumRequest) -> str | None:
 
 def _voter_change_out_of_range(message: VoterChangeRequest) -> str | None:
     problems: list[str | None] = [id_problem(message.voter_id, "VoterId")]
-    if isinstance(message, AddRaftVoterRequest | UpdateRaftVoterRequest):
-        problems += [
-            None if 0 <= e.port <= _PORT_MAX else f"listener {e.name!r:.40} port {e.port}"
-            for e in message.endpoints
-        ]
     if isinstance(message, AddRaftVoterRequest) and message.timeout_ms < 0:
         problems.append(f"TimeoutMs {message.timeout_ms} is negative")
     if isinstance(message, UpdateRaftVoterRequest):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -841,6 +842,136 @@ def test_garbage_is_refused_with_one_line(garbage: bytes, key: int) -> None:
         decode_request(struct.pack(">hhi", key, version, 1) + garbage)
     except ProtocolError as exc:
         assert "\n" not in str(exc)
+
+
+_EDGES = (-(2**31), -1, 2**31 - 1)
+"""Values of an int32 field out of range for an epoch (and the negatives for anything)."""
+_VOTE = VoteRequest(
+    correlation_id=5, replica_epoch=4, replica_id=2, last_offset_epoch=3, last_offset=9
+)
+_FETCH = FetchRequest(
+    correlation_id=5,
+    replica_id=2,
+    current_leader_epoch=4,
+    fetch_offset=9,
+    last_fetched_epoch=3,
+    max_wait_ms=500,
+)
+_CHUNK = FetchSnapshotRequest(
+    correlation_id=5,
+    replica_id=2,
+    current_leader_epoch=4,
+    snapshot_id=SnapshotId(end_offset=9, epoch=3),
+    position=0,
+    max_bytes=1024,
+)
+_OUT_OF_RANGE_REQUESTS: list[Any] = [
+    *(replace(_VOTE, replica_epoch=v) for v in _EDGES),
+    *(replace(_VOTE, last_offset_epoch=v) for v in _EDGES),
+    *(replace(_VOTE, replica_id=v) for v in (-1, -(2**31))),
+    *(replace(_VOTE, last_offset=v) for v in (-1, -(2**63))),
+    *(BeginQuorumEpochRequest(correlation_id=5, leader_id=2, leader_epoch=v) for v in _EDGES),
+    BeginQuorumEpochRequest(correlation_id=5, leader_id=-1, leader_epoch=4),
+    *(
+        EndQuorumEpochRequest(
+            correlation_id=5, leader_id=2, leader_epoch=v, preferred_successors=(1,)
+        )
+        for v in _EDGES
+    ),
+    EndQuorumEpochRequest(
+        correlation_id=5, leader_id=2, leader_epoch=4, preferred_successors=(-7,)
+    ),
+    *(replace(_FETCH, current_leader_epoch=v) for v in _EDGES),
+    *(replace(_FETCH, last_fetched_epoch=v) for v in _EDGES),
+    replace(_FETCH, replica_id=-2),
+    *(replace(_FETCH, fetch_offset=v) for v in (-1, -(2**63))),
+    *(replace(_CHUNK, current_leader_epoch=v) for v in _EDGES),
+    *(replace(_CHUNK, snapshot_id=SnapshotId(end_offset=9, epoch=v)) for v in _EDGES),
+    replace(_CHUNK, snapshot_id=SnapshotId(end_offset=-1, epoch=3)),
+    replace(_CHUNK, position=-1),
+    replace(_CHUNK, max_bytes=-1),
+    RemoveRaftVoterRequest(correlation_id=5, voter_id=-3, voter_directory_id=""),
+    AddRaftVoterRequest(correlation_id=5, voter_id=-1, voter_directory_id="", endpoints=()),
+    UpdateRaftVoterRequest(
+        correlation_id=5,
+        current_leader_epoch=2**31 - 1,
+        voter_id=2,
+        voter_directory_id="",
+        endpoints=(),
+    ),
+    UpdateRaftVoterRequest(
+        correlation_id=5,
+        current_leader_epoch=4,
+        voter_id=2,
+        voter_directory_id="",
+        endpoints=(),
+        min_kraft_version=1,
+        max_kraft_version=0,
+    ),
+]
+
+
+@pytest.mark.parametrize("message", _OUT_OF_RANGE_REQUESTS, ids=repr)
+def test_a_request_with_a_number_out_of_range_is_refused_as_invalid(message: Any) -> None:
+    """Issue 54: refused at the door (INVALID_REQUEST, one line), before the core sees it."""
+    frame = encode_request(message, destination=3, cluster_id="c1")
+    with pytest.raises(RaftWireRefusal) as caught:
+        decode_request(_frame_body(frame))
+    assert caught.value.error_code == INVALID_REQUEST
+    assert "\n" not in str(caught.value) and "refused" in str(caught.value)
+
+
+def test_the_last_epoch_an_election_reaches_is_still_taken() -> None:
+    for message in (
+        replace(_VOTE, replica_epoch=2**31 - 2),
+        BeginQuorumEpochRequest(correlation_id=5, leader_id=2, leader_epoch=2**31 - 2),
+        replace(_FETCH, current_leader_epoch=2**31 - 2, fetch_offset=2**63 - 1),
+    ):
+        assert _request_round_trip(message).message == message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        VoteResponse(
+            correlation_id=5,
+            error_code=ErrorCode.NONE,
+            leader_id=1,
+            leader_epoch=2**31 - 1,
+            vote_granted=False,
+        ),
+        BeginQuorumEpochResponse(
+            correlation_id=5, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=-1
+        ),
+        EndQuorumEpochResponse(
+            correlation_id=5, error_code=ErrorCode.NONE, leader_id=-5, leader_epoch=3
+        ),
+        FetchResponse(
+            correlation_id=5,
+            error_code=ErrorCode.NONE,
+            high_watermark=-2,
+            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=3),
+        ),
+        FetchResponse(
+            correlation_id=5,
+            error_code=ErrorCode.NONE,
+            high_watermark=0,
+            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=2**31 - 1),
+        ),
+        FetchSnapshotResponse(
+            correlation_id=5,
+            error_code=ErrorCode.NONE,
+            snapshot_id=SnapshotId(end_offset=9, epoch=2**31 - 1),
+            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=3),
+            size=10,
+            position=0,
+        ),
+    ],
+    ids=repr,
+)
+def test_an_answer_with_a_number_out_of_range_is_dropped(message: Any) -> None:
+    with pytest.raises(RaftWireError, match=r"dropped: .* (negative|past|not in|not a node)"):
+        _response_round_trip(message)
 
 
 def test_a_request_for_another_partition_is_refused_as_invalid() -> None:
