@@ -234,8 +234,9 @@ def on_begin_quorum_epoch(core: RaftCore, sender: int, msg: BeginQuorumEpochRequ
     ):
         reply(ErrorCode.FENCED_LEADER_EPOCH)
         return
-    if msg.leader_epoch > core.epoch and core.leader_id != sender and hears_leader(core):
-        # Sticky: another leader is alive here; a real new one retries until it is not.
+    if msg.leader_epoch > core.epoch and hears_leader(core):
+        # Sticky: a leader of this epoch is alive here (the same id too: a forged request
+        # may name it). A real new one retries until this node no longer hears the old.
         reply(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
     if not (core.role is Role.FOLLOWER and core.leader_id == sender):

@@ -338,6 +338,13 @@ def test_a_voters_forged_epoch_moves_no_node_that_hears_its_leader(role: str, ep
         assert out.destination == other
         if isinstance(out.message, VoteResponse):
             assert not out.message.vote_granted
+    # Nor a newer epoch in its own leader's name (a forged request may name it too).
+    core = ROLES[role]()
+    before = _election_state(core)
+    core.step(1, BeginQuorumEpochRequest(correlation_id=9, leader_id=1, leader_epoch=epoch))
+    ready = drain(core)
+    if role == "follower":
+        assert _election_state(core) == before and ready.quorum_state is None
 
 
 def test_a_core_at_the_last_epoch_never_stands_past_it() -> None:

@@ -1,0 +1,144 @@
+"""Issue 54, finding 1: no quorum request stops a node or takes its epoch out of range.
+
+Three real `QuorumNode`s over real logs (tests/support/quorum_harness.py), each served by a
+real `MetadataServer` on 127.0.0.1 as the quorum was set up before the trust boundary (one
+PLAINTEXT listener serving the Raft APIs, no authorizer): anyone may send them. Vote and
+BeginQuorumEpoch at epochs 2^31-1 and 10^9, in a non-voter's name and in each voter's name,
+sent to every node while a writer keeps writing: every request is answered on an open
+connection, no node stops, the leader and its epoch stay, the writes go on and every node
+holds the same log afterwards. Before the fix, 2^31-1 was stored and the node stopped on its
+next election; 10^9 in a voter's name deposed the leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+from api.raft.core.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from api.raft.node import QuorumNode
+from api.raft.transport.endpoint import NodeEndpoint
+from api.raft.transport.errors import RaftWireRefusal
+from api.raft.transport.wire import (
+    BEGIN_QUORUM_EPOCH_KEY,
+    VOTE_KEY,
+    decode_response,
+    encode_request,
+    send_version,
+)
+from api.server.server import MetadataServer
+from tests.support.protocol_frames import exchange_frames
+from tests.support.quorum_harness import Cluster, create_topic_at_leader, register
+
+ATTACK_EPOCHS = (2**31 - 1, 10**9)
+NON_VOTER = 99
+
+
+@asynccontextmanager
+async def served(cluster: Cluster, nodes: list[QuorumNode]) -> AsyncIterator[dict[int, int]]:
+    """A server on 127.0.0.1 for each node, its quorum APIs answered by the node: id -> port.
+
+    On exit the nodes stop, then their servers (which close the nodes' services).
+    """
+    async with AsyncExitStack() as stack:
+        ports: dict[int, int] = {}
+        for node in nodes:
+            server = MetadataServer(
+                node.service,
+                host="127.0.0.1",
+                port=0,
+                node_id=node.config.node_id,
+                quorum=NodeEndpoint(node, listener_name="PLAINTEXT"),
+                run_scheduler=False,
+            )
+            await server.start()
+            stack.push_async_callback(server.stop)
+            ports[node.config.node_id] = server.port
+        try:
+            yield ports
+        finally:
+            for node in nodes:
+                cluster.network.nodes.pop(node.config.node_id, None)
+                await node.aclose()
+
+
+def _attacks(target: int, voters: list[int]) -> list[tuple[int, bytes]]:
+    """(api key, frame): Vote (real, pre-) and BeginQuorumEpoch in every name but the target's."""
+    frames: list[tuple[int, bytes]] = []
+    correlation = 100
+    for epoch in ATTACK_EPOCHS:
+        for sender in [NON_VOTER, *(v for v in voters if v != target)]:
+            for pre_vote in (False, True):
+                correlation += 1
+                vote = VoteRequest(
+                    correlation_id=correlation,
+                    replica_epoch=epoch,
+                    replica_id=sender,
+                    last_offset_epoch=min(epoch, 2**31 - 2),
+                    last_offset=2**40,
+                    pre_vote=pre_vote,
+                )
+                frames.append((VOTE_KEY, encode_request(vote, destination=target, cluster_id=None)))
+            correlation += 1
+            begin = BeginQuorumEpochRequest(
+                correlation_id=correlation, leader_id=sender, leader_epoch=epoch
+            )
+            frames.append(
+                (BEGIN_QUORUM_EPOCH_KEY, encode_request(begin, destination=target, cluster_id=None))
+            )
+    return frames
+
+
+def _check_answer(api_key: int, frame: bytes | None) -> None:
+    """Answered, on an open connection: a refusal, or an answer granting nothing."""
+    assert frame is not None, "the connection was closed"
+    try:
+        answer = decode_response(frame, api_key=api_key, version=send_version(api_key))
+    except RaftWireRefusal as refusal:
+        assert refusal.error_code != 0
+        return
+    if isinstance(answer, VoteResponse):
+        assert not answer.vote_granted and answer.leader_epoch < 10**9
+    else:
+        assert isinstance(answer, BeginQuorumEpochResponse)
+        assert answer.error_code != 0 and answer.leader_epoch < 10**9
+
+
+async def test_forged_epochs_stop_no_node_and_depose_no_leader(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    nodes = await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        await create_topic_at_leader(cluster, "before")
+        epoch = leader.core.epoch
+        async with served(cluster, nodes) as ports:
+            for round_ in range(3):
+                for node in nodes:
+                    node_id = node.config.node_id
+                    attacks = _attacks(node_id, cluster.ids)
+                    answers = await exchange_frames(ports[node_id], [f for _, f in attacks])
+                    for (api_key, _), answer in zip(attacks, answers, strict=True):
+                        _check_answer(api_key, answer)
+                    await create_topic_at_leader(cluster, f"during-{round_}-{node_id}")
+                # Let elections fire if any attack got through (a stopped node shows then).
+                await asyncio.sleep(1.0)
+            for node in nodes:
+                assert node.failed is None, node.failed
+                assert node.core.epoch < 10**9
+            assert (await cluster.leader()) is leader and leader.core.epoch == epoch
+            await create_topic_at_leader(cluster, "after")
+            await cluster.agreed()
+            ends = {node.core.log.end_offset for node in nodes}
+            images = {node.service.image.provenance.offset for node in nodes}
+            assert len(ends) == 1 and len(images) == 1
+            assert all(n.service.image.topics.get_by_name("after") is not None for n in nodes)
+    finally:
+        await cluster.stop_all()
