@@ -24,6 +24,11 @@ carrying it: the caller logs it and drops the answer, as Raft drops a lost messa
 
 Requests carry the core's `correlation_id` in their header, and answers echo it there.
 
+Every number of a request is checked at this door (`request_out_of_range`, after
+`api.raft.core.bounds`): an epoch past the last one an election can reach (2^31 - 2), a
+negative offset, id, position or count is refused with INVALID_REQUEST before the core or
+the endpoint sees it; an answer with one is dropped as a lost one.
+
 KIP-853's AddRaftVoter (80, v0-1), RemoveRaftVoter (81) and UpdateRaftVoter (82) are an
 operator's and a voter's requests, answered by the server's endpoint rather than the core:
 their answers carry the outcome at the top level (`VOTER_CHANGE_KEYS`), and directory ids are
