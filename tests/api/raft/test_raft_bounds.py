@@ -359,3 +359,24 @@ def test_a_core_at_the_last_epoch_never_stands_past_it() -> None:
 def test_a_quorum_state_past_the_last_epoch_cannot_be_made() -> None:
     with pytest.raises(QuorumStateError, match=r"not in 0\.\.2147483646"):
         QuorumState(leader_epoch=2**31 - 1, voters=VOTERS)
+
+
+def test_a_dynamic_voter_votes_for_an_unknown_candidate_only_with_a_longer_log() -> None:
+    """KIP-853: node 4 may be a voter by an entry this node lacks; then its log is longer."""
+    core = _dynamic_voter()
+    core.step(4, vote(4, 4, 0, 0))  # the same (empty) log: it cannot hold that entry
+    refused = drain(core)
+    assert core.epoch == 3 and refused.quorum_state is None
+    [out] = sent(refused, VoteResponse)
+    assert out.message.error_code is ErrorCode.INCONSISTENT_VOTER_SET
+    core.step(4, vote(4, 4, 3, 1))
+    granted = drain(core)
+    [out] = sent(granted, VoteResponse)
+    assert out.message.vote_granted and core.epoch == 4 and core.voted_id == 4
+    # Elected by this vote, its BeginQuorumEpoch is followed; another non-voter's is not.
+    core.step(5, BeginQuorumEpochRequest(correlation_id=9, leader_id=5, leader_epoch=4))
+    drain(core)
+    assert core.leader_id == -1
+    core.step(4, BeginQuorumEpochRequest(correlation_id=9, leader_id=4, leader_epoch=4))
+    drain(core)
+    assert core.role is Role.FOLLOWER and core.leader_id == 4 and core.epoch == 4
