@@ -140,3 +140,12 @@ def test_without_a_snapshot_database_reads_answer_from_the_log(with_log: Path) -
     topics = json.loads(ok(with_log, "--output", "json", "topics", "list"))
     assert "orders" in json.dumps(topics)
     assert not (with_log / "snapshots.db").exists()
+
+
+@pytest.mark.usefixtures("umask_022")
+@pytest.mark.parametrize("command", (*READ_COMMANDS, ("log", "digest")), ids=" ".join)
+def test_a_read_command_creates_no_missing_data_directory(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    mlog(tmp_path / "missing", *command, stdin="exit\n")
+    assert list(tmp_path.iterdir()) == []
