@@ -37,6 +37,9 @@ _PLAIN_PREFERENCE = (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)
 
 _T = TypeVar("_T")
 
+_Distributions = tuple[dict[ScramMechanism, tuple[int, ...]], tuple[ScramMechanism, ...]]
+"""(each mechanism's counts, sorted; the mechanism each user's PLAIN check uses, sorted)."""
+
 
 class FakeSalts:
     """The salt answered for an unknown user: HMAC(server secret, mechanism, name)."""
@@ -68,9 +71,8 @@ class UnknownIterations:
 
     def __init__(self, secret: bytes | None = None) -> None:
         self._secret = secrets.token_bytes(32) if secret is None else secret
-        self._source: object = None
-        self._counts: dict[ScramMechanism, tuple[int, ...]] = {}
-        self._plain: tuple[ScramMechanism, ...] = ()
+        self._known: tuple[object, _Distributions] = (None, ({}, ()))
+        """(the credentials' map, its distributions), replaced whole: logins run on threads."""
 
     def of(self, credentials: Credentials, mechanism: ScramMechanism, name: str) -> int:
         """The count SCRAM answers for `name` with `mechanism` when it has no credential."""
@@ -87,13 +89,12 @@ class UnknownIterations:
         )
         return mechanism, self.of(credentials, mechanism, name)
 
-    def _refreshed(
-        self, credentials: Credentials
-    ) -> tuple[dict[ScramMechanism, tuple[int, ...]], tuple[ScramMechanism, ...]]:
-        if credentials is not self._source:
-            self._counts, self._plain = _distributions(credentials.values())
-            self._source = credentials
-        return self._counts, self._plain
+    def _refreshed(self, credentials: Credentials) -> _Distributions:
+        source, found = self._known
+        if credentials is not source:
+            found = _distributions(credentials.values())
+            self._known = (credentials, found)
+        return found
 
     def _draw(self, domain: bytes, mechanism: str, name: str, values: Sequence[_T]) -> _T:
         message = b"\x00".join((domain, mechanism.encode(), name.encode("utf-8")))
@@ -102,9 +103,7 @@ class UnknownIterations:
         return values[(fraction * len(values)) >> 64]
 
 
-def _distributions(
-    credentials: Iterable[object],
-) -> tuple[dict[ScramMechanism, tuple[int, ...]], tuple[ScramMechanism, ...]]:
+def _distributions(credentials: Iterable[object]) -> _Distributions:
     """(every mechanism's counts, sorted; PLAIN's mechanism for each user, sorted)."""
     counts: dict[ScramMechanism, list[int]] = {}
     users: dict[str, set[ScramMechanism]] = {}
