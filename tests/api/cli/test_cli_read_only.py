@@ -47,6 +47,8 @@ READ_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("snapshot", "show", "1"),
     ("snapshot", "verify"),
     ("quorum", "describe"),
+    ("status", "--metrics-server", "127.0.0.1:1"),
+    ("log", "prove", "--digest", "not-a-digest"),
     ("shell",),
 )
 
