@@ -12,6 +12,11 @@ With a `ClientSecurity` (`api.security.client_config`), `connect` first does wha
 `security.protocol` asks, before any other request: TLS (SSL, SASL_SSL), then, after
 ApiVersions, a SASL login (SaslHandshake v1, then SaslAuthenticate with the mechanism's
 tokens) as Kafka's clients do. A refused login is one `ClientError` with the server's message.
+
+A setup deadline (`setup_timeout_ms`, or the client config's `socket.connection.setup.timeout.ms`)
+bounds the connect, the TLS handshake and the ApiVersions answer together: a server whose kernel
+accepts but whose process never answers (hung, stopped) fails in that time with
+`ConnectionSetupTimeout`, so a bootstrap list goes on to its next server.
 """
 
 from __future__ import annotations
@@ -60,6 +65,10 @@ def _seen(future: asyncio.Future[Any]) -> None:
 
 class ClientError(MetadataLogError):
     """The connection failed or the server answered something this client cannot read."""
+
+
+class ConnectionSetupTimeout(ClientError):
+    """The server did not connect, finish TLS and answer ApiVersions within the setup deadline."""
 
 
 class ConnectionLost(ClientError):
@@ -203,12 +212,57 @@ class ClientConnection:
         client_id: str = "mlog",
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         security: ClientSecurity | None = None,
+        setup_timeout_ms: int | None = None,
     ) -> Self:
         """Connect to `HOST:PORT`, secure the connection as `security` says, learn the versions.
 
         Without `security` (or with PLAINTEXT) the connection is plain TCP and anonymous.
+        `setup_timeout_ms` (default: `security.setup_timeout_ms`; None: no deadline but each
+        step's `timeout_ms`) bounds the connect, TLS and the ApiVersions answer together:
+        `ConnectionSetupTimeout` past it. The SASL login after it has the request timeout (a
+        server's key derivations queue under a flood of logins; the server answered already).
         """
         host, port = parse_bootstrap(bootstrap)
+        if setup_timeout_ms is None and security is not None:
+            setup_timeout_ms = security.setup_timeout_ms
+        set_up = cls._set_up(
+            host=host,
+            port=port,
+            bootstrap=bootstrap,
+            client_id=client_id,
+            timeout_ms=timeout_ms,
+            security=security,
+        )
+        if setup_timeout_ms is None:
+            client = await set_up
+        else:
+            try:
+                client = await asyncio.wait_for(set_up, setup_timeout_ms / 1000)
+            except TimeoutError:
+                raise ConnectionSetupTimeout(
+                    f"{bootstrap} accepted no connection, or did not answer ApiVersions, within "
+                    f"{setup_timeout_ms} ms (socket.connection.setup.timeout.ms); is it hung?"
+                ) from None
+        try:
+            if security is not None and security.protocol.sasl:
+                await client._authenticate(security)
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    @classmethod
+    async def _set_up(
+        cls,
+        *,
+        host: str,
+        port: int,
+        bootstrap: str,
+        client_id: str,
+        timeout_ms: int,
+        security: ClientSecurity | None,
+    ) -> Self:
+        """Connect, TLS if asked, ApiVersions: a connection that answered its first request."""
         tls = security is not None and security.protocol.tls
         context = security.ssl_context() if security is not None and tls else None
         try:
@@ -221,8 +275,6 @@ class ClientConnection:
         client._secured = security is not None and (tls or security.protocol.sasl)
         try:
             await client._negotiate()
-            if security is not None and security.protocol.sasl:
-                await client._authenticate(security)
         except BaseException:
             await client.close()
             raise

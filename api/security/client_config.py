@@ -10,7 +10,10 @@ The keys are Kafka's and librdkafka's client keys, so the file a `kafka-topics.s
 - `ssl.ca.location` / `ssl.truststore.location` (PEM CAs), `ssl.certificate.location` +
   `ssl.key.location` (librdkafka) or `ssl.keystore.location` (Kafka's PEM key + chain),
   `ssl.key.password`, `ssl.endpoint.identification.algorithm` (`https`, the default, checks
-  the server's host name; empty or `none` does not).
+  the server's host name; empty or `none` does not);
+- `socket.connection.setup.timeout.ms` (Kafka's): how long a connection may take to connect,
+  finish its TLS handshake and answer its first request (ApiVersions) before the client gives
+  up on that server and tries the next of its bootstrap list (`api.client.bootstrap`).
 
 Other keys are reported in one warning line. This module imports neither `ssl` nor `hashlib`:
 the TLS context and the SASL client are made when a connection needs them.
@@ -78,7 +81,8 @@ _SSL_KEYS = (
     "ssl.keystore.password",
     "ssl.endpoint.identification.algorithm",
 )
-KNOWN_KEYS = frozenset(("security.protocol", *_SASL_KEYS, *_SSL_KEYS))
+SETUP_TIMEOUT_KEY = "socket.connection.setup.timeout.ms"
+KNOWN_KEYS = frozenset(("security.protocol", *_SASL_KEYS, *_SSL_KEYS, SETUP_TIMEOUT_KEY))
 """Every key this module reads; others are reported as ignored."""
 
 
@@ -98,6 +102,9 @@ class ClientSecurity:
     key_location: str | None = None
     key_password: str | None = field(default=None, repr=False)
     check_hostname: bool = True
+    setup_timeout_ms: int | None = None
+    """`socket.connection.setup.timeout.ms`: connect, TLS and ApiVersions within it (None:
+    the request timeout bounds each step, or the bootstrap list's own default)."""
     warnings: tuple[str, ...] = ()
     """One line per thing the file holds that is ignored (unknown keys, unused settings)."""
 
@@ -189,6 +196,19 @@ def _check_hostname(props: Mapping[str, str]) -> bool:
     )
 
 
+def _setup_timeout(props: Mapping[str, str]) -> int | None:
+    text = _value(props, SETUP_TIMEOUT_KEY)
+    if text is None:
+        return None
+    # ASCII digits only, at most a day: a typo never becomes a wait of years.
+    if not (text.isascii() and text.isdigit() and 0 < int(text) <= 86_400_000):
+        raise SecurityConfigError(
+            f"{SETUP_TIMEOUT_KEY}={text!r} is not a number of milliseconds in 1..86400000 "
+            "(Kafka's default is 10000)"
+        )
+    return int(text)
+
+
 def _pem_only(props: Mapping[str, str]) -> None:
     for key in ("ssl.keystore.type", "ssl.truststore.type"):
         text = _value(props, key)
@@ -263,6 +283,7 @@ def _client_security(props: Mapping[str, str]) -> ClientSecurity:
             mechanism=mechanism,
             username=username,
             password=password,
+            setup_timeout_ms=_setup_timeout(props),
             warnings=tuple(warnings),
         )
     _pem_only(props)
@@ -277,6 +298,7 @@ def _client_security(props: Mapping[str, str]) -> ClientSecurity:
         key_location=key,
         key_password=_value(props, "ssl.key.password") or None,
         check_hostname=_check_hostname(props),
+        setup_timeout_ms=_setup_timeout(props),
         warnings=tuple(warnings),
     )
 

@@ -6,8 +6,10 @@ the StoredKey it gives with the stored one in constant time. PLAIN sends the pas
 so use it over TLS (SASL_SSL) only.
 
 A server passes `DerivedKeys` (a derivation is done once per password, salt and count) and
-`unknown` (the salt and count an unknown user is checked with: those SCRAM answers for it), so
-a guess costs the same, and repeated guesses nothing, whether the user exists or not.
+`unknown` (the mechanism, salt and count an unknown user is checked with: drawn per name from
+the real users', `unknown_users.UnknownIterations`), so a guess costs the same work, and
+repeated guesses nothing, whether the user exists or not: an unknown user's password is
+derived and compared in constant time against a key no password gives, as a real user's is.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from api.security.errors import AuthenticationFailed
 from api.security.scram import StoredCredential
 from records.model import ScramMechanism
 from replay.security.scram_keys import h, hmac_of, salted_password
-from replay.security.scram_rules import DEFAULT_ITERATIONS
+from replay.security.scram_rules import DEFAULT_ITERATIONS, key_size
 
 if TYPE_CHECKING:
     from api.security.derived_keys import DerivedKeys
 
-UnknownUser = Callable[[ScramMechanism, str], tuple[bytes, int]]
-"""`(mechanism, user name) -> (salt, iterations)`: what checks a guess for an unknown user."""
+UnknownUser = Callable[[str], tuple[ScramMechanism, bytes, int]]
+"""`user name -> (mechanism, salt, iterations)`: what checks a guess for an unknown user."""
 
 MECHANISM_NAME = "PLAIN"
 
@@ -37,6 +39,9 @@ _PREFERENCE = (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)
 """Which stored credential checks a PLAIN password: the stronger hash first."""
 
 _DUMMY_SALT = bytes(32)
+
+_NO_KEY = {mechanism: bytes(key_size(mechanism)) for mechanism in _PREFERENCE}
+"""What an unknown user's derived key is compared with (a hash is never all zeros)."""
 
 
 def plain_token(username: str, password: str, authzid: str = "") -> bytes:
@@ -97,19 +102,26 @@ class PlainServer:
             for mechanism in _PREFERENCE
             if (credential := self._lookup(username, mechanism)) is not None
         ]
-        if not found:
-            # What a user of the preferred mechanism costs (at the count SCRAM answers for this
-            # name), so the time taken does not tell an unknown user from a wrong password.
-            salt, iterations = (
-                (_DUMMY_SALT, DEFAULT_ITERATIONS)
-                if self._unknown is None
-                else self._unknown(_PREFERENCE[0], username)
+        if found:
+            mechanism, credential = found[0]
+            salt, iterations, expected = (
+                credential.salt,
+                credential.iterations,
+                credential.stored_key,
             )
-            self._stored_key(_PREFERENCE[0], password, salt, iterations)
-            raise _refused("Invalid username or password")
-        mechanism, credential = found[0]
-        stored_key = self._stored_key(mechanism, password, credential.salt, credential.iterations)
-        if not hmac.compare_digest(stored_key, credential.stored_key):
+        else:
+            # The same steps as a real user's check (a derivation at a mechanism and count
+            # drawn from the real users', then a constant-time compare against a key of the
+            # right size that no password gives), so the time taken does not tell an unknown
+            # user from a wrong password.
+            mechanism, salt, iterations = (
+                (_PREFERENCE[0], _DUMMY_SALT, DEFAULT_ITERATIONS)
+                if self._unknown is None
+                else self._unknown(username)
+            )
+            expected = _NO_KEY[mechanism]
+        stored_key = self._stored_key(mechanism, password, salt, iterations)
+        if not (hmac.compare_digest(stored_key, expected) and found):
             raise _refused("Invalid username or password")
         self.username = username
         return b""

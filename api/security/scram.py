@@ -100,12 +100,12 @@ class ScramServer:
         *,
         server_nonce: str | None = None,
         fake_salt_key: bytes | None = None,
-        unknown_iterations: Callable[[], int] | None = None,
+        unknown_iterations: Callable[[str], int] | None = None,
     ) -> None:
-        """A login's server side; `unknown_iterations` is the count an unknown user is told.
+        """A login's server side; `unknown_iterations(name)` is the count an unknown user is told.
 
-        The one most real users have (`unknown_users.TypicalIterations`), so the count does not
-        tell whether a user exists; DEFAULT_ITERATIONS without it.
+        Drawn per name from the real users' counts (`unknown_users.UnknownIterations`), so the
+        count does not tell whether a user exists; DEFAULT_ITERATIONS for every name without it.
         """
         hash_name(mechanism)
         if server_nonce is not None and not printable(server_nonce):
@@ -176,9 +176,12 @@ class ScramServer:
             self.mechanism.mechanism_name.encode() + b"\x00" + first.username.encode("utf-8"),
         )[:32]
         credential = self._lookup(first.username)
-        unknown = DEFAULT_ITERATIONS
-        if credential is None and self._unknown_iterations is not None:
-            unknown = self._unknown_iterations()
+        # Drawn for every user (one HMAC), so known and unknown ones cost the same here too.
+        unknown = (
+            DEFAULT_ITERATIONS
+            if self._unknown_iterations is None
+            else self._unknown_iterations(first.username)
+        )
         salt, iterations = (
             (fake_salt, unknown) if credential is None else (credential.salt, credential.iterations)
         )

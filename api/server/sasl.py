@@ -77,8 +77,10 @@ class LoginCosts:
 
     keys: DerivedKeys | None = None
     """PLAIN's derivations, done once per password, salt and count."""
-    unknown_iterations: Callable[[ScramMechanism], int] | None = None
-    """The iteration count answered for an unknown user (the one most real users have)."""
+    unknown_iterations: Callable[[ScramMechanism, str], int] | None = None
+    """The iteration count answered for an unknown user name (drawn from the real users')."""
+    unknown_plain: Callable[[str], tuple[ScramMechanism, int]] | None = None
+    """The mechanism and count a PLAIN guess of an unknown user name is derived with."""
     fake_salts: FakeSalts | None = None
     """The salt a PLAIN guess of an unknown user is checked with."""
 
@@ -93,7 +95,7 @@ def mechanism_server(
             credentials,
             keys=costs.keys,
             unknown=None
-            if costs.unknown_iterations is None
+            if costs.unknown_plain is None
             else functools.partial(_unknown_plain, costs),
         )
     for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
@@ -109,10 +111,13 @@ def mechanism_server(
     raise ValueError(f"no SASL mechanism {name!r}")
 
 
-def _unknown_plain(costs: LoginCosts, mechanism: ScramMechanism, name: str) -> tuple[bytes, int]:
+def _unknown_plain(costs: LoginCosts, name: str) -> tuple[ScramMechanism, bytes, int]:
     salts = costs.fake_salts or _FAKE_SALTS
-    iterations = costs.unknown_iterations
-    return salts.salt(mechanism, name), iterations(mechanism) if iterations else DEFAULT_ITERATIONS
+    draw = costs.unknown_plain
+    mechanism, iterations = (
+        draw(name) if draw else (ScramMechanism.SCRAM_SHA_512, DEFAULT_ITERATIONS)
+    )
+    return mechanism, salts.salt(mechanism, name), iterations
 
 
 _FAKE_SALTS = FakeSalts()

@@ -51,7 +51,7 @@ from api.raft.transport.endpoint import NodeEndpoint
 from api.raft.transport.wire import QUORUM_VERSIONS
 from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
-from api.security.unknown_users import FakeSalts, TypicalIterations
+from api.security.unknown_users import FakeSalts, UnknownIterations
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
 from api.server.feature_support import FeatureSupport, LocalSupport, QuorumSupport
 from api.server.forwarding import (
@@ -271,7 +271,7 @@ class MetadataServer:
         """Failed logins, logged at most once per interval with a summary of the rest."""
         self._handshakes = SourceSlots(TLS_HANDSHAKES_PER_IP)
         self._tls_failures = SummarizedWarnings(logger, "TLS handshake failed")
-        typical = TypicalIterations()
+        unknown = UnknownIterations()
         self.metrics: ServerMetrics | None = None
         """The server's metrics registry (None: `metrics.listen` not set, nothing counted)."""
         self.metrics_listener: MetricsListener | None = None
@@ -279,9 +279,10 @@ class MetadataServer:
             self._serve_metrics(metrics_listen)
         self._login_costs = LoginCosts(
             keys=DerivedKeys(),
-            unknown_iterations=lambda mechanism: typical.of(
-                service.image.scram.credentials, mechanism
+            unknown_iterations=lambda mechanism, name: unknown.of(
+                service.image.scram.credentials, mechanism, name
             ),
+            unknown_plain=lambda name: unknown.plain_of(service.image.scram.credentials, name),
             fake_salts=FakeSalts(),
         )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import itertools
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,7 +44,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from metadata_log.private_files import create_private
+from metadata_log.private_files import FILE_MODE
 from replay.image import MetadataImage, Provenance
 from replay.sql import content, revision
 from replay.sql.content import ContentChecksum, Row, image_from_rows, image_rows, record_count
@@ -185,6 +186,14 @@ class SnapshotStore:
         path = self.sqlite_path()
         return path is not None and not path.exists()
 
+    def _absent(self) -> bool:
+        """A reader's missing SQLite file: it holds no snapshot, and is neither opened nor made.
+
+        SQLite creates a file it is asked to open, with the umask's mode (0644 under 022): a
+        read command (`mlog snapshot list`) must leave a data directory as it found it.
+        """
+        return not self.create and self.missing()
+
     @property
     def engine(self) -> Engine:
         """The engine, created on first use."""
@@ -196,16 +205,20 @@ class SnapshotStore:
         if self._read_only_url is not None:
             return self._create_read_only_engine(self._read_only_url)
         kwargs: dict[str, Any] = {"pool_pre_ping": True}
+        url: URL | str = self.url
         if self.is_sqlite:
             kwargs["connect_args"] = {"timeout": 30}
             path = self.sqlite_path()
-            if self.create and path is not None and not path.exists() and path.parent.is_dir():
-                # An empty file is an empty database; SQLite gives its -wal and -shm this mode.
-                create_private(path, b"")
+            if path is not None and self.create:
+                _create_private_database(path)
+            elif path is not None:
+                # A reader opens the file without SQLite's create flag (`mode=rw`): a file
+                # removed after `_absent` was asked is an error, never a new 0644 file.
+                url = f"sqlite:///file:{quote(str(path.absolute()))}?mode=rw&uri=true"
         elif self.url.get_backend_name() == "postgresql":
             kwargs["connect_args"] = {"connect_timeout": 10}
         try:
-            engine = create_engine(self.url, **kwargs)
+            engine = create_engine(url, **kwargs)
         except (NoSuchModuleError, ArgumentError, ImportError) as exc:
             raise SnapshotStoreError(
                 f"cannot use database URL {self.shown_url}: {_first_line(exc)}; use "
@@ -325,6 +338,8 @@ class SnapshotStore:
         """How the database's schema compares with this code's migrations."""
         from replay.sql import schema  # noqa: PLC0415 - Alembic, imported only when needed
 
+        if self._absent():
+            return SchemaStatus(state=SchemaState.EMPTY, revision=None, head=revision.HEAD_REVISION)
         with self._connect() as conn:
             try:
                 return schema.schema_status(conn)
@@ -335,6 +350,8 @@ class SnapshotStore:
         """Differences between the database's tables and the models (empty when none)."""
         from replay.sql import schema  # noqa: PLC0415 - Alembic, imported only when needed
 
+        if self._absent():
+            return ["no snapshot database yet (no file): `mlog db upgrade` creates it"]
         with self._connect() as conn:
             try:
                 return schema.drift(conn)
@@ -380,6 +397,8 @@ class SnapshotStore:
         """
         if self._checked is not None:
             return True
+        if self._absent():
+            return False
         status = self._at_head() or self.status()
         if status.state is SchemaState.EMPTY:
             if not self.create:
@@ -670,6 +689,26 @@ def _info(row: Any) -> SnapshotInfo:
         checksum=row["checksum"],
         format_version=row["format_version"],
     )
+
+
+def _create_private_database(path: Path) -> None:
+    """Create `path` empty (an empty file is an empty database) with mode 0600, if missing.
+
+    Created here, not by SQLite, which would apply the umask (0644 under 022, 0666 under
+    000). SQLite gives the -wal, -shm and -journal files it makes beside a database the
+    database's own mode (unix `robust_open`), umask or not, so they are 0600 too. O_EXCL:
+    another process's new database is never truncated.
+    """
+    if not path.parent.is_dir():
+        return  # SQLite's own error names the missing directory
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, FILE_MODE)  # a umask such as 0o277 would leave 0400
+    finally:
+        os.close(fd)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +238,18 @@ def test_shell_through_a_server_without_a_data_directory_says_so(
     err = capsys.readouterr().err
     assert "`mlog shell` works on the data directory only, not through the server in " in err
     assert "there is no log in " in err and "give the data directory with --data-dir" in err
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022], ids=["umask-000", "umask-022"])
+@pytest.mark.parametrize("command", [("snapshot", "create"), ("db", "upgrade")], ids=" ".join)
+def test_the_snapshot_database_is_created_0600_whatever_the_umask(
+    cluster: Path, umask: int, command: tuple[str, ...]
+) -> None:
+    old = os.umask(umask)
+    try:
+        ok(cluster, *command)
+    finally:
+        os.umask(old)
+    made = [p for p in cluster.iterdir() if p.name.startswith("snapshots.db")]
+    assert made
+    assert {stat.S_IMODE(p.stat().st_mode) for p in made} == {0o600}

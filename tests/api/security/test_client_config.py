@@ -175,6 +175,20 @@ def test_host_name_check(value: str, checked: bool) -> None:
     assert config.check_hostname is checked
 
 
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL"])
+def test_the_connection_setup_timeout_is_kafkas_key(protocol: str) -> None:
+    config = security(f"security.protocol={protocol}\nsocket.connection.setup.timeout.ms=1500")
+    assert config.setup_timeout_ms == 1500 and config.warnings == ()
+    assert security("security.protocol=PLAINTEXT").setup_timeout_ms is None
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "ten", "", "86400001", "\u0661\u0660"])
+def test_a_bad_connection_setup_timeout_is_one_clear_line(value: str) -> None:
+    with pytest.raises(SecurityConfigError, match="not a number of milliseconds") as failure:
+        security(f"socket.connection.setup.timeout.ms={value}")
+    assert "\n" not in str(failure.value)
+
+
 def test_unknown_keys_are_one_warning_line() -> None:
     config = security("bootstrap.servers=x:9092\nclient.id=me\nsecurity.protocol=PLAINTEXT")
     assert config.warnings == (

@@ -10,11 +10,10 @@ import pytest
 
 from api.security.derived_keys import DerivedKeys
 from api.security.plain import PlainServer, plain_token
-from api.security.unknown_users import FakeSalts, TypicalIterations
+from api.security.unknown_users import FakeSalts
 from api.server.login_guard import LoginPool, SourceSlots, SummarizedWarnings
 from records.model import ScramMechanism
 from replay.security.scram_keys import ScramCredential, new_credential
-from replay.security.scram_rules import DEFAULT_ITERATIONS
 
 SHA512 = ScramMechanism.SCRAM_SHA_512
 
@@ -78,24 +77,6 @@ def test_plain_with_the_cache_accepts_the_password_and_refuses_others() -> None:
     with pytest.raises(Exception, match="Invalid username or password"):
         wrong.evaluate(plain_token("alice", "other"))
     assert wrong.attempted_username == "alice"
-
-
-def test_typical_iterations_is_the_most_common_count_per_mechanism() -> None:
-    class Credential:
-        def __init__(self, mechanism: ScramMechanism, iterations: int) -> None:
-            self.mechanism = mechanism
-            self.iterations = iterations
-
-    credentials = {
-        1: Credential(SHA512, 8192),
-        2: Credential(SHA512, 8192),
-        3: Credential(SHA512, 4096),
-        4: Credential(ScramMechanism.SCRAM_SHA_256, 16384),
-    }
-    typical = TypicalIterations()
-    assert typical.of(credentials, SHA512) == 8192
-    assert typical.of(credentials, ScramMechanism.SCRAM_SHA_256) == 16384
-    assert typical.of({}, SHA512) == DEFAULT_ITERATIONS
 
 
 def test_fake_salts_are_stable_per_name_and_differ_between_names() -> None:

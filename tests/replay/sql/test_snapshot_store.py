@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,6 +180,37 @@ def test_a_reader_does_not_create_a_missing_sqlite_file(tmp_path: Path) -> None:
         assert store.missing()
         assert image_at(log, store) == load_image(log)
     assert not path.exists()
+
+
+def _modes(directory: Path, name: str) -> dict[str, int]:
+    return {
+        p.name: stat.S_IMODE(p.stat().st_mode)
+        for p in directory.iterdir()
+        if p.name.startswith(name)
+    }
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022], ids=["umask-000", "umask-022"])
+def test_the_sqlite_files_are_0600_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    write_generated_log(tmp_path / "log", seed=7, batches=20)
+    old = os.umask(umask)
+    try:
+        with (
+            SnapshotStore(f"sqlite:///{tmp_path / 'snapshots.db'}") as store,
+            LogReader.open(tmp_path / "log") as log,
+        ):
+            store.write(load_image(log))
+            written = _modes(tmp_path, "snapshots.db")
+        with SnapshotStore(f"sqlite:///{tmp_path / 'snapshots.db'}", create=False) as reader:
+            assert len(reader.snapshots()) == 1
+            read = _modes(tmp_path, "snapshots.db")
+    finally:
+        os.umask(old)
+    # While a connection is open in WAL mode, SQLite keeps the -wal and -shm files.
+    assert set(written) == {"snapshots.db", "snapshots.db-wal", "snapshots.db-shm"}
+    assert set(written.values()) == {0o600}
+    assert set(read) >= {"snapshots.db", "snapshots.db-shm"}
+    assert set(read.values()) == {0o600}
 
 
 @contextlib.contextmanager
