@@ -86,6 +86,7 @@ class HandshakeSlots:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(source, deque()).append((future, give_way))
+        self._hand_on(source)  # a slot may be free behind waiters that went away
         self._check(source)
         try:
             await future
@@ -115,7 +116,9 @@ class HandshakeSlots:
 
     def _check(self, source: str) -> None:
         """While connections wait, close stalled handshakes; look again when the next would be."""
-        self._timers.pop(source, None)
+        timer = self._timers.pop(source, None)
+        if timer is not None:
+            timer.cancel()
         running = self._running.get(source, {})
         now = time.monotonic()
         while self.waiting(source) and running:

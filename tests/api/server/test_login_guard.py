@@ -41,6 +41,24 @@ def test_handshake_slots_queue_an_address_past_its_bound_and_hand_slots_on_in_or
     asyncio.run(run())
 
 
+def test_a_handshake_slot_freed_behind_a_waiter_that_left_is_taken_at_once() -> None:
+    async def run() -> None:
+        slots = HandshakeSlots(1, stall=60.0)
+        first = lambda: None  # noqa: E731 - one key, used twice
+        await slots.take("a", first)
+        left = asyncio.ensure_future(slots.take("a", lambda: None))
+        behind = asyncio.ensure_future(slots.take("a", lambda: None))
+        await asyncio.sleep(0)
+        left.cancel()
+        await asyncio.sleep(0)
+        slots.give_back("a", first)
+        await asyncio.wait_for(behind, 5)
+        await asyncio.wait_for(slots.take("b", lambda: None), 5)
+        assert slots.running("a") == 1 and slots.waiting("a") == 0
+
+    asyncio.run(run())
+
+
 def test_a_stalled_handshake_gives_way_to_a_waiting_one_of_its_address() -> None:
     async def run() -> None:
         slots = HandshakeSlots(1, stall=0.1)
