@@ -169,3 +169,19 @@ def test_a_login_not_ended_in_time_is_closed(tmp_path: Path) -> None:
         finally:
             for wire in (silent, talker, partial, admin):
                 wire.close()
+
+
+def test_sasl_server_max_receive_size_bounds_a_frame_before_login(tmp_path: Path) -> None:
+    log_dir = tmp_path / "log"
+    seed_user(log_dir, ADMIN, ADMIN_PASSWORD, iterations=4096)
+    limits = resolve_limits(
+        {"sasl.server.max.receive.size": 2048}, {}, max_request_bytes=DEFAULT_MAX_REQUEST_BYTES
+    )
+    with running_server(log_dir, brokers=1, listeners=[SASL], limits=limits) as server:
+        big = Wire(server, "SASL_PLAINTEXT", source=OTHER)
+        try:
+            big.sock.sendall(struct.pack(">i", 4000))
+            assert _closed_within(big.sock, WAIT)  # over Kafka's key, as Kafka closes it
+            assert _logs_in(server, OTHER) == 0  # a login's frames are far below it
+        finally:
+            big.close()
