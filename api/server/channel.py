@@ -245,7 +245,8 @@ class Channel(asyncio.Protocol):
         buffered = connection.buffered_bytes
         held = self._held
         # Bytes received are counted as they arrive, never a frame's claimed size: a size
-        # alone reserves nothing. Over the pool's capacity the connection waits, unread.
+        # alone reserves nothing. Over the pool's capacity the connection waits, unread (a
+        # pre-login pool first makes room by closing the idlest of the heaviest address).
         if buffered != held:
             self._held = buffered
             if not self._memory.hold(held, buffered, self) and not self._memory_paused:
