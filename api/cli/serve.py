@@ -113,6 +113,9 @@ _LIMIT_HELP = {
     "open-file limit less 256)",
     "max.connections.per.ip": "connections open at once from one address; more are closed "
     "on arrival (default 2147483647)",
+    "sasl.server.max.receive.size": "largest frame taken before a SASL login ends (default 524288)",
+    "sasl.server.authentication.timeout.ms": "close a connection whose SASL login has not "
+    "ended this long after it arrived (default 10000; not a Kafka key)",
 }
 
 

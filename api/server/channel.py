@@ -12,17 +12,22 @@ connection can make the server hold more of its requests, or more of its answers
 - Between the requests of a burst the channel gives the event loop to the other connections
   every `SLICE` seconds, so one busy connection delays another by at most about one request.
 - Limits (`limits.py`): the bytes of requests being read count against
-  `queued.max.request.bytes` (before a SASL login, against the listener's pre-login pool); a
-  connection that would go over stops being read and waits for memory (it is not closed,
-  and closes no one else); a connection that completes no request for
-  `connections.max.idle.ms` is closed, and so is one over `max.connections(.per.ip)`.
+  `queued.max.request.bytes`; a connection that would go over stops being read and waits for
+  memory (it is not closed, and closes no one else); a connection that completes no request
+  for `connections.max.idle.ms` is closed, and so is one over `max.connections(.per.ip)`.
+- Before its SASL login ends a connection's bytes count against its listener's pre-login pool
+  (`login_guard.PreloginMemory`): when that is full the idlest connection of the address
+  holding most gives way, never the one that needs room; and the login must end within
+  `sasl.server.authentication.timeout.ms` (its requests being answered aside).
 
-On a TLS listener the handshake runs in the connection's own task (asyncio's `start_tls`, not
-blocking the loop), after the connection is admitted and under the idle limit; one that fails
+On a TLS listener the handshake runs in the connection's own task (`tls_upgrade.upgrade`,
+asyncio's `start_tls` with a 16 KiB read buffer, not blocking the loop), after the connection
+is admitted and its address has a handshake slot (`login_guard.HandshakeSlots`: a bounded
+number under way per address, the next ones wait their turn); one that fails
 (plaintext on a TLS port, a certificate refused) closes that connection only, with one log line
 naming the peer. With a client certificate on an SSL listener the principal is mapped from the
 certificate's subject. On a SASL listener `sasl` holds the connection's login (sasl.py) until it
-ends; until then frames above `sasl.SASL_MAX_RECEIVE_SIZE` are refused, as Kafka refuses them.
+ends; until then frames above `sasl.server.max.receive.size` are refused, as Kafka refuses them.
 """
 
 from __future__ import annotations
@@ -37,16 +42,20 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from api.protocol.connection import Connection, Event
+from api.server.heap import HeapTrimmer
 from api.server.kafka.base import Session
 from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
+    DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE,
     QUEUED_MAX_REQUEST_BYTES,
+    SASL_SERVER_AUTHENTICATION_TIMEOUT_MS,
     CloseSummary,
     ConnectionCounts,
     RequestMemory,
 )
-from api.server.login_guard import SourceSlots, SummarizedWarnings
-from api.server.sasl import SASL_MAX_RECEIVE_SIZE, SaslAuthenticator
+from api.server.login_guard import HandshakeSlots, PreloginMemory, SummarizedWarnings
+from api.server.sasl import SaslAuthenticator
+from api.server.tls_upgrade import upgrade
 
 logger = logging.getLogger("api.server")
 
@@ -58,6 +67,9 @@ WRITE_HIGH = 256 * 1024
 
 WRITE_LOW = 64 * 1024
 """Unsent answer bytes below which they go on (the transport's low-water mark)."""
+
+PRELOGIN_POOL_KEY = "prelogin.pool.bytes"
+"""How the summary line names connections that gave way in a full pre-login pool."""
 
 SLICE = 0.002
 """Seconds a connection may answer a pipelined burst before it lets the others run."""
@@ -84,10 +96,15 @@ class ChannelSecurity:
     no mapping rule applies."""
     new_authenticator: Callable[[], SaslAuthenticator] | None = None
     """A new connection's login (SASL listeners)."""
-    handshakes: SourceSlots | None = None
+    handshakes: HandshakeSlots | None = None
     """TLS handshakes under way per client address, against their bound (TLS listeners)."""
     handshakes_key: str = "tls.handshakes.per.ip"
-    """The summary line's name for connections closed over that bound."""
+    """The summary line's name for connections closed over that bound (stalled, or waiting
+    past the handshake timeout)."""
+    max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+    """`sasl.server.max.receive.size`: the largest frame before the login ends (SASL listeners)."""
+    login_seconds: float = 10.0
+    """`sasl.server.authentication.timeout.ms` in seconds: the time a login has to end."""
     tls_failures: SummarizedWarnings | None = None
     """Where failed handshakes are logged (one line per listener and reason per interval)."""
 
@@ -108,8 +125,10 @@ class ChannelContext:
     """The principal of a new connection (until authentication says otherwise)."""
     channels: set[Channel] = field(default_factory=set)
     security: ChannelSecurity = field(default_factory=ChannelSecurity)
-    prelogin: RequestMemory | None = None
+    prelogin: PreloginMemory | None = None
     """The listener's pool for connections whose SASL login has not ended (SASL listeners)."""
+    trimmer: HeapTrimmer | None = None
+    """Told of every close: returns the heap's free memory once enough connections closed."""
     extra_versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     """Kafka APIs this listener serves beyond `codec.SUPPORTED_VERSIONS` (the quorum's)."""
     arrivals: int = 0
@@ -150,6 +169,7 @@ class Channel(asyncio.Protocol):
         self._readable: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None
         self._last_progress = 0.0
+        self._login_due: float | None = None  # when a login not ended by then closes it
         self._idle_timer: asyncio.TimerHandle | None = None
         self._tls = context.security.ssl_context is not None
 
@@ -161,6 +181,19 @@ class Channel(asyncio.Protocol):
     @principal.setter
     def principal(self, value: str) -> None:
         self.session = Session(principal=value, host=self.ip)
+
+    @property
+    def idle_since(self) -> float:
+        """When it last completed a request, or had an answer taken (or arrived)."""
+        return self._last_progress
+
+    def give_way(self) -> None:
+        """Close it to make room in a full pre-login pool (its bytes are released at once)."""
+        self._close_over(PRELOGIN_POOL_KEY)
+
+    def _handshake_stalled(self) -> None:
+        """Close it: its handshake stalled while others of its address waited for a slot."""
+        self._close_over(self._context.security.handshakes_key)
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
@@ -190,14 +223,14 @@ class Channel(asyncio.Protocol):
             self.sasl = security.new_authenticator()
             if self._context.prelogin is not None:
                 self._memory = self._context.prelogin
-            if self._context.max_request_bytes > SASL_MAX_RECEIVE_SIZE:
-                self._connection.max_request_bytes = SASL_MAX_RECEIVE_SIZE
+            if self._context.max_request_bytes > security.max_receive_size:
+                self._connection.max_request_bytes = security.max_receive_size
                 self._connection.max_request_key = "sasl.server.max.receive.size, before login"
         loop = asyncio.get_running_loop()
         self._last_progress = _clock()
-        self._idle_timer = loop.call_at(
-            self._last_progress + self._context.idle_seconds, self._check_idle
-        )
+        if self.sasl is not None and not self._tls:
+            self._login_due = self._last_progress + security.login_seconds
+        self._idle_timer = loop.call_at(self._idle_due(), self._check_idle)
         if self._tls:
             self.task = loop.create_task(self._run())  # the handshake is the task's first step
         # Otherwise the answering task starts with the first whole frame (`_start`): a crowd
@@ -212,10 +245,11 @@ class Channel(asyncio.Protocol):
         buffered = connection.buffered_bytes
         held = self._held
         # Bytes received are counted as they arrive, never a frame's claimed size: a size
-        # alone reserves nothing. Over the pool's capacity the connection waits, unread.
+        # alone reserves nothing. Over the pool's capacity the connection waits, unread (a
+        # pre-login pool first makes room by closing the idlest of the heaviest address).
         if buffered != held:
             self._held = buffered
-            if not self._memory.hold(held, buffered) and not self._memory_paused:
+            if not self._memory.hold(held, buffered, self) and not self._memory_paused:
                 self._wait_for_memory()
         claimed = connection.claimed_bytes
         if claimed > buffered:
@@ -267,11 +301,13 @@ class Channel(asyncio.Protocol):
         self._admitted = False
         self._context.counts.release(self.ip)
         self._memory.forget(self._memory_free)
-        self._memory.hold(self._held, 0)
+        self._memory.hold(self._held, 0, self)
         self._held = 0
         self._context.channels.discard(self)
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._context.trimmer is not None:
+            self._context.trimmer.closed()
         self._wake_readable()
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
@@ -298,6 +334,7 @@ class Channel(asyncio.Protocol):
     def authenticated(self, principal: str | None) -> None:
         """The login ended: the connection's principal (None: it failed) and usual frames."""
         self.sasl = None
+        self._login_due = None
         if principal is not None:
             self.principal = principal
         self._connection.max_request_bytes = self._context.max_request_bytes
@@ -308,7 +345,7 @@ class Channel(asyncio.Protocol):
             # What it holds moves from the listener's pre-login pool to the logged-in one.
             held = self._held
             self._memory.forget(self._memory_free)
-            self._memory.hold(held, 0)
+            self._memory.hold(held, 0, self)
             self._memory = memory
             if not memory.hold(0, held):
                 self._wait_for_memory()
@@ -377,26 +414,29 @@ class Channel(asyncio.Protocol):
         raw = self._transport
         assert context is not None and raw is not None  # a TLS listener's admitted connection
         slots = security.handshakes
-        if slots is not None and not slots.take(self.ip):
-            # Handshakes cost a TLS object and its buffers each: one address gets a bounded
-            # number under way at once (its next connections are closed, summed up).
+        if slots is None:
+            return await self._handshake(context, raw)
+        # Handshakes cost a TLS object and its buffers each: one address gets a bounded number
+        # under way at once; its next connections wait their turn (costing no TLS object),
+        # within the handshake's time, and a stalled handshake gives way to them.
+        try:
+            async with asyncio.timeout(security.handshake_timeout):
+                await slots.take(self.ip, self._handshake_stalled)
+        except TimeoutError:
             self._close_over(security.handshakes_key)
             return False
         try:
+            if self._lost:
+                return False
             return await self._handshake(context, raw)
         finally:
-            if slots is not None:
-                slots.give_back(self.ip)
+            slots.give_back(self.ip, self._handshake_stalled)
 
     async def _handshake(self, context: ssl.SSLContext, raw: asyncio.Transport) -> bool:
         security = self._context.security
         try:
-            transport = await asyncio.get_running_loop().start_tls(
-                raw,
-                self,
-                context,
-                server_side=True,
-                ssl_handshake_timeout=security.handshake_timeout,
+            transport = await upgrade(
+                raw, self, context, handshake_timeout=security.handshake_timeout
             )
         except asyncio.CancelledError:
             self.connection_lost(None)
@@ -423,6 +463,14 @@ class Channel(asyncio.Protocol):
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
         self._last_progress = _clock()
+        if self.sasl is not None:
+            # The login's time starts once the handshake is done.
+            self._login_due = self._last_progress + security.login_seconds
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+            self._idle_timer = asyncio.get_running_loop().call_at(
+                self._idle_due(), self._check_idle
+            )
         certificate = transport.get_extra_info("peercert")
         if security.certificate_principal is not None and certificate:
             try:
@@ -472,7 +520,7 @@ class Channel(asyncio.Protocol):
         connection = self._connection
         buffered = connection.buffered_bytes
         if buffered != self._held:
-            self._memory.hold(self._held, buffered)
+            self._memory.hold(self._held, buffered, self)
             self._held = buffered
         if self._read_paused and (
             buffered < READ_AHEAD // 2 or connection.claimed_bytes > buffered
@@ -494,6 +542,12 @@ class Channel(asyncio.Protocol):
         if not self._read_paused:
             self._resume_reading()
 
+    def _idle_due(self) -> float:
+        """When the connection is closed unless it makes progress (or its login ends) first."""
+        due = self._last_progress + self._context.idle_seconds
+        login = self._login_due
+        return due if login is None or login > due else login
+
     def _check_idle(self) -> None:
         self._idle_timer = None
         if self._lost:
@@ -503,8 +557,14 @@ class Channel(asyncio.Protocol):
         now = _clock()
         if self.processing:  # a request being answered (say, a long poll) is not idleness
             due = now + idle
+            if self._login_due is not None:
+                due = min(due, now + self._context.security.login_seconds)
         else:
-            due = self._last_progress + idle
+            login = self._login_due
+            if login is not None and now >= login:
+                self._close_over(SASL_SERVER_AUTHENTICATION_TIMEOUT_MS.key)
+                return
+            due = self._idle_due()
             if now >= due:
                 self._close_over(CONNECTIONS_MAX_IDLE_MS.key)
                 return

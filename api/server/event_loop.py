@@ -10,7 +10,8 @@ Not TLS listeners: a TLS connection's handshake starts in its channel's task, af
 connection is admitted (`channel.py`), with reading paused from `connection_made` until
 `start_tls` takes the socket. uvloop starts reading after `connection_made` whatever it asked,
 so the client's first handshake bytes reach the channel, not the TLS layer, and the handshake
-stalls. A server with a TLS listener (SSL, SASL_SSL) runs on asyncio's loop.
+stalls. A server with a TLS listener (SSL, SASL_SSL) runs on asyncio's loop, and its TLS
+connections on asyncio's SSL protocol with a 16 KiB read buffer (`tls_upgrade.py`).
 
 `event.loop` in server.properties (or `--override event.loop=...`) chooses:
 

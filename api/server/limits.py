@@ -13,6 +13,10 @@
   its client) for this long is closed; bytes of a frame that never completes do not count, so
   a slowloris connection trickling a request is closed too.
 - `max.connections`, `max.connections.per.ip`: a new connection over either is closed at once.
+- `sasl.server.max.receive.size` (Kafka's): the largest frame a connection sends before its SASL
+  login ends. `sasl.server.authentication.timeout.ms` (ours; Kafka has no server-side bound):
+  a connection of a SASL listener whose login has not ended this long after it arrived (after
+  its TLS handshake on SASL_SSL) is closed, unless a request of it is being answered.
 
 A connection over a connection limit is closed; what was closed is logged as one summary line per
 `SUMMARY_INTERVAL`, never one line per connection (a flood of them must not flood the log).
@@ -43,9 +47,16 @@ DEFAULT_MAX_CONNECTIONS_PER_IP = INT_MAX
 FD_RESERVE = 256
 """Open files kept back from connections for the log's segments, indexes and the database."""
 
+DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288
+"""Kafka's default `sasl.server.max.receive.size`: 512 KiB."""
+
+DEFAULT_SASL_SERVER_AUTHENTICATION_TIMEOUT_MS = 10_000
+"""Milliseconds a connection has to end its SASL login (a login takes a few round trips)."""
+
 PRELOGIN_BYTES = 32 * 1024 * 1024
 """Request bytes the connections of one SASL listener may hold together before their logins end
-(64 frames of Kafka's `sasl.server.max.receive.size`); capped at `queued.max.request.bytes`."""
+(64 frames of Kafka's `sasl.server.max.receive.size`); capped at `queued.max.request.bytes`.
+When full, the oldest idle connection of the address holding most gives way (login_guard.py)."""
 
 WAKE_SHARE = 64 * 1024
 """Bytes of headroom each waiting connection woken by a release is counted on (one read's worth):
@@ -68,6 +79,14 @@ class ServerLimits:
     max_connections: int | None = None
     """None: as many as the open-file limit allows, less `FD_RESERVE`."""
     max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
+    sasl_server_max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+    sasl_server_authentication_timeout_ms: int = DEFAULT_SASL_SERVER_AUTHENTICATION_TIMEOUT_MS
+
+    @property
+    def prelogin_bytes(self) -> int:
+        """A SASL listener's pre-login pool: `PRELOGIN_BYTES`, one frame at least, capped."""
+        wanted = max(PRELOGIN_BYTES, self.sasl_server_max_receive_size)
+        return min(wanted, self.queued_max_request_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +126,19 @@ CONNECTIONS_MAX_IDLE_MS = LimitSpec(key="connections.max.idle.ms", low=1, unit="
 MAX_CONNECTIONS = LimitSpec(key="max.connections", low=1)
 MAX_CONNECTIONS_PER_IP = LimitSpec(key="max.connections.per.ip", low=1)
 
-SPECS = (QUEUED_MAX_REQUEST_BYTES, CONNECTIONS_MAX_IDLE_MS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP)
+SASL_SERVER_MAX_RECEIVE_SIZE = LimitSpec(key="sasl.server.max.receive.size", low=1024, unit="bytes")
+SASL_SERVER_AUTHENTICATION_TIMEOUT_MS = LimitSpec(
+    key="sasl.server.authentication.timeout.ms", low=1, unit="milliseconds"
+)
+
+SPECS = (
+    QUEUED_MAX_REQUEST_BYTES,
+    CONNECTIONS_MAX_IDLE_MS,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_IP,
+    SASL_SERVER_MAX_RECEIVE_SIZE,
+    SASL_SERVER_AUTHENTICATION_TIMEOUT_MS,
+)
 
 
 def resolve_limits(
@@ -146,6 +177,13 @@ def resolve_limits(
         max_connections=values.get(MAX_CONNECTIONS.key),
         max_connections_per_ip=values.get(
             MAX_CONNECTIONS_PER_IP.key, DEFAULT_MAX_CONNECTIONS_PER_IP
+        ),
+        sasl_server_max_receive_size=values.get(
+            SASL_SERVER_MAX_RECEIVE_SIZE.key, DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+        ),
+        sasl_server_authentication_timeout_ms=values.get(
+            SASL_SERVER_AUTHENTICATION_TIMEOUT_MS.key,
+            DEFAULT_SASL_SERVER_AUTHENTICATION_TIMEOUT_MS,
         ),
     )
 
@@ -199,8 +237,11 @@ class RequestMemory:
             self._wake()
         return True
 
-    def hold(self, held: int, wanted: int) -> bool:
-        """Move a connection's share from `held` to `wanted` (always); False if now over the cap."""
+    def hold(self, held: int, wanted: int, holder: object = None) -> bool:
+        """Move a connection's share from `held` to `wanted` (always); False if now over the cap.
+
+        `holder` is the connection (a pool that makes room by closing one keeps track of them).
+        """
         used = self.used = self.used + wanted - held
         if used < self.capacity:
             if self._waiting:

@@ -52,7 +52,7 @@ from api.raft.transport.wire import QUORUM_VERSIONS
 from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, UnknownIterations
-from api.server.channel import Channel, ChannelContext, ChannelSecurity
+from api.server.channel import PRELOGIN_POOL_KEY, Channel, ChannelContext, ChannelSecurity
 from api.server.feature_support import FeatureSupport, LocalSupport, QuorumSupport
 from api.server.forwarding import (
     ENVELOPE_KEY,
@@ -64,6 +64,7 @@ from api.server.forwarding import (
     refused_frame,
 )
 from api.server.health import Health, health
+from api.server.heap import HeapTrimmer
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import ANONYMOUS, Listener
 from api.server.kafka.dispatch import KafkaApis
@@ -73,15 +74,21 @@ from api.server.limits import (
     CONNECTIONS_MAX_IDLE_MS,
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_IP,
-    PRELOGIN_BYTES,
     QUEUED_MAX_REQUEST_BYTES,
+    SASL_SERVER_AUTHENTICATION_TIMEOUT_MS,
     CloseSummary,
     ConnectionCounts,
     RequestMemory,
     ServerLimits,
     connection_capacity,
 )
-from api.server.login_guard import FailedLogins, LoginPool, SourceSlots, SummarizedWarnings
+from api.server.login_guard import (
+    FailedLogins,
+    HandshakeSlots,
+    LoginPool,
+    PreloginMemory,
+    SummarizedWarnings,
+)
 from api.server.metrics import ServerMetrics, answer_error
 from api.server.metrics_listener import MetricsListener
 from api.server.private_apis import PrivateApis
@@ -109,7 +116,7 @@ TLS_HANDSHAKE_TIMEOUT = 10.0
 """Seconds a TLS handshake may take (at most `connections.max.idle.ms`)."""
 
 TLS_HANDSHAKES_PER_IP = 32
-"""TLS handshakes under way from one client address; a connection over it is closed at once."""
+"""TLS handshakes under way from one client address; its next connections wait their turn."""
 
 TLS_HANDSHAKES_KEY = "tls.handshakes.per.ip"
 """How the summary line names connections closed over `TLS_HANDSHAKES_PER_IP`."""
@@ -265,11 +272,11 @@ class MetadataServer:
         """The Kafka handlers of the first listener."""
         self._apis: dict[str, KafkaApis] = {}
         self._stopped = asyncio.Event()
-        self._prelogin: list[RequestMemory] = []
+        self._prelogin: list[PreloginMemory] = []
         self._login_pool: LoginPool | None = None
         self.failed_logins = FailedLogins(logger)
         """Failed logins, logged at most once per interval with a summary of the rest."""
-        self._handshakes = SourceSlots(TLS_HANDSHAKES_PER_IP)
+        self._handshakes = HandshakeSlots(TLS_HANDSHAKES_PER_IP)
         self._tls_failures = SummarizedWarnings(logger, "TLS handshake failed")
         unknown = UnknownIterations()
         self.metrics: ServerMetrics | None = None
@@ -319,9 +326,14 @@ class MetadataServer:
                     MAX_CONNECTIONS.key: capacity,
                     MAX_CONNECTIONS_PER_IP.key: limits.max_connections_per_ip,
                     TLS_HANDSHAKES_KEY: TLS_HANDSHAKES_PER_IP,
+                    PRELOGIN_POOL_KEY: limits.prelogin_bytes,
+                    SASL_SERVER_AUTHENTICATION_TIMEOUT_MS.key: (
+                        limits.sasl_server_authentication_timeout_ms
+                    ),
                 },
             ),
             principal=ANONYMOUS,
+            trimmer=HeapTrimmer(),
         )
         shared = self._channels
         self._login_pool = LoginPool()
@@ -413,7 +425,7 @@ class MetadataServer:
         """Bind one listener; the listener with its bound port."""
         prelogin = None
         if listener.sasl_mechanisms:
-            prelogin = RequestMemory(min(PRELOGIN_BYTES, self.limits.queued_max_request_bytes))
+            prelogin = PreloginMemory(self.limits.prelogin_bytes)
             self._prelogin.append(prelogin)
         context = ChannelContext(
             answer=shared.answer,
@@ -433,6 +445,7 @@ class MetadataServer:
                 else {}
             ),
             prelogin=prelogin,
+            trimmer=shared.trimmer,
         )
         # A deep accept queue: a burst of new connections waits in the kernel, not in SYN
         # retries (the limits, not the backlog, decide who is served).
@@ -469,6 +482,8 @@ class MetadataServer:
             handshakes_key=TLS_HANDSHAKES_KEY,
             certificate_principal=listener.certificate_principal,
             new_authenticator=new_authenticator if mechanisms else None,
+            max_receive_size=self.limits.sasl_server_max_receive_size,
+            login_seconds=self.limits.sasl_server_authentication_timeout_ms / 1000,
         )
 
     @property
@@ -528,6 +543,8 @@ class MetadataServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         if self._channels is not None:
             self._channels.summary.flush()
+            if self._channels.trimmer is not None:
+                self._channels.trimmer.cancel()
         self.failed_logins.flush()
         self._tls_failures.flush()
         if self._login_pool is not None:

@@ -1,4 +1,4 @@
-"""The parts that bound login work and its log (issue #31): slots, summaries, caches, counts."""
+"""The parts that bound login work and its log (issues #31, #54): slots, pools, summaries."""
 
 from __future__ import annotations
 
@@ -11,20 +11,109 @@ import pytest
 from api.security.derived_keys import DerivedKeys
 from api.security.plain import PlainServer, plain_token
 from api.security.unknown_users import FakeSalts
-from api.server.login_guard import LoginPool, SourceSlots, SummarizedWarnings
+from api.server.login_guard import HandshakeSlots, LoginPool, PreloginMemory, SummarizedWarnings
 from records.model import ScramMechanism
 from replay.security.scram_keys import ScramCredential, new_credential
 
 SHA512 = ScramMechanism.SCRAM_SHA_512
 
 
-def test_source_slots_bound_each_address_alone() -> None:
-    slots = SourceSlots(2)
-    assert slots.take("a") and slots.take("a")
-    assert not slots.take("a")
-    assert slots.take("b")
-    slots.give_back("a")
-    assert slots.taken("a") == 1 and slots.take("a")
+def test_handshake_slots_queue_an_address_past_its_bound_and_hand_slots_on_in_order() -> None:
+    async def run() -> None:
+        slots = HandshakeSlots(2, stall=60.0)
+        closed: list[str] = []
+        await slots.take("a", lambda: closed.append("a1"))
+        first = lambda: closed.append("a2")  # noqa: E731 - one key, used twice
+        await slots.take("a", first)
+        await slots.take("b", lambda: closed.append("b1"))  # another address: not counted
+        third = asyncio.ensure_future(slots.take("a", lambda: closed.append("a3")))
+        fourth = asyncio.ensure_future(slots.take("a", lambda: closed.append("a4")))
+        await asyncio.sleep(0.05)
+        assert not third.done() and slots.waiting("a") == 2 and slots.running("a") == 2
+        slots.give_back("a", first)
+        await asyncio.sleep(0)
+        assert third.done() and not fourth.done()  # first come, first served
+        fourth.cancel()
+        await asyncio.sleep(0)
+        assert slots.waiting("a") == 0 and closed == []
+
+    asyncio.run(run())
+
+
+def test_a_handshake_slot_freed_behind_a_waiter_that_left_is_taken_at_once() -> None:
+    async def run() -> None:
+        slots = HandshakeSlots(1, stall=60.0)
+        first = lambda: None  # noqa: E731 - one key, used twice
+        await slots.take("a", first)
+        left = asyncio.ensure_future(slots.take("a", lambda: None))
+        behind = asyncio.ensure_future(slots.take("a", lambda: None))
+        await asyncio.sleep(0)
+        left.cancel()
+        await asyncio.sleep(0)
+        slots.give_back("a", first)
+        await asyncio.wait_for(behind, 5)
+        await asyncio.wait_for(slots.take("b", lambda: None), 5)
+        assert slots.running("a") == 1 and slots.waiting("a") == 0
+
+    asyncio.run(run())
+
+
+def test_a_stalled_handshake_gives_way_to_a_waiting_one_of_its_address() -> None:
+    async def run() -> None:
+        slots = HandshakeSlots(1, stall=0.1)
+        closed: list[str] = []
+        stalled = lambda: closed.append("stalled")  # noqa: E731 - one key, used twice
+        await slots.take("a", stalled)
+        await asyncio.wait_for(slots.take("a", lambda: closed.append("new")), 5)
+        assert closed == ["stalled"] and slots.gave_way == 1
+        slots.give_back("a", stalled)  # its own give_back after closing changes nothing
+        assert slots.running("a") == 1
+
+    asyncio.run(run())
+
+
+class Holder:
+    """A connection as `PreloginMemory` sees it."""
+
+    def __init__(self, pool: PreloginMemory, ip: str, idle_since: float) -> None:
+        self.pool = pool
+        self.ip = ip
+        self.idle_since = idle_since
+        self.held = 0
+        self.closed = False
+
+    def send(self, size: int) -> bool:
+        held, self.held = self.held, self.held + size
+        return self.pool.hold(held, self.held, self)
+
+    def give_way(self) -> None:
+        self.closed = True
+        self.pool.hold(self.held, 0, self)
+        self.held = 0
+
+
+def test_a_full_prelogin_pool_makes_the_idlest_of_the_heaviest_address_give_way() -> None:
+    pool = PreloginMemory(100)
+    old = Holder(pool, "attacker", idle_since=1.0)
+    newer = Holder(pool, "attacker", idle_since=2.0)
+    other = Holder(pool, "other", idle_since=0.5)
+    assert old.send(40) and newer.send(40) and other.send(20)
+    assert pool.used == 100
+    login = Holder(pool, "client", idle_since=3.0)
+    assert login.send(10)  # room made: the login is not made to wait
+    assert old.closed and not newer.closed and not other.closed
+    assert pool.used == 70 and pool.gave_way == 1
+    same = Holder(pool, "attacker", idle_since=4.0)
+    assert same.send(50)  # a login of the same address: its idlest other goes
+    assert newer.closed and pool.used == 80
+
+
+def test_a_prelogin_pool_with_nothing_else_to_free_makes_the_newcomer_wait() -> None:
+    pool = PreloginMemory(100)
+    alone = Holder(pool, "a", idle_since=1.0)
+    assert alone.send(100)
+    assert not alone.send(1)  # over, and no one else holds anything: it waits
+    assert not alone.closed and pool.holding("a") == 101
 
 
 def test_summarized_warnings_log_one_line_per_group_then_a_summary(
