@@ -276,7 +276,7 @@ async def test_fetches_are_taken_and_answered_in_place_by_a_leader(tmp_path: Pat
         assert leader.core.high_watermark == end  # one follower and the leader have `end`
         committed = in_place(first, log.end_offset, wait_ms=0)
         assert committed.high_watermark == log.end_offset == leader.core.high_watermark
-        await asyncio.wait_for(write, 5)
+        await asyncio.wait_for(write, 30)
     finally:
         for node_id in list(cluster.network.nodes):
             await cluster.stop(node_id, resign=False)  # no successor to wait for
@@ -384,7 +384,7 @@ async def test_a_leaders_flush_runs_behind_its_loop(
         await asyncio.sleep(0.7)  # the held flushes end
         cut = next(n for n in nodes if n is not leader).config.node_id
         cluster.network.isolate(cut)
-        await asyncio.wait_for(create_topic(leader, "leader-and-one"), 5)
+        await asyncio.wait_for(create_topic(leader, "leader-and-one"), 30)
         assert leader.core.log.flushed_offset == leader.core.high_watermark
     finally:
         for node_id in list(cluster.network.nodes):
