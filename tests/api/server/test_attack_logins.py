@@ -155,7 +155,7 @@ def test_the_admin_logs_in_while_anonymous_guessers_flood_plain(
     assert threads_used and all(name.startswith("mlog-login") for name in threads_used)
     assert running[1] <= 2  # one address: at most LOGINS_PER_IP derivations at once
     # Served beside the flood, not behind it (the issue saw 4.2 s); how long it takes is
-    # bench/auth_bench.py's login figure, not a bound a loaded host could break here.
+    # bench/auth_bench.py --flood's figure, not a bound a loaded host could break here.
     assert worst < WAIT, f"the admin's login took {worst:.2f} s"
 
 
