@@ -69,9 +69,10 @@ test: $(STAMP_TEST) interop
 	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal
 
 # The units alone: no process started, no JVM, no PostgreSQL server, no foreign client.
-# The Raft simulations run a quarter of their seeds here (500 each; `make test` runs 2,000).
+# A sample of the sweeps and simulations: the Raft simulations a quarter of their seeds (500
+# each; `make test` runs 2,000), the replay's every-prefix sweep every fifth prefix.
 test-fast: $(STAMP_TEST)
-	MLOG_SIM_SEEDS=500 $(PYTEST) $(XDIST) -m "$(FAST)"
+	MLOG_SIM_SEEDS=500 MLOG_SWEEP_STRIDE=5 $(PYTEST) $(XDIST) -m "$(FAST)"
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,7 @@
 """Authentication costs of `mlog serve`: SCRAM logins, and admin writes over SASL_SSL.
 
 Usage: python bench/auth_bench.py [--connections 20] [--seconds 20] [--logins 200]
-                                  [--authorizer] [--dir PATH]
+                                  [--authorizer] [--flood 16] [--dir PATH]
        python bench/auth_bench.py --against TREE [--rounds 2] [same options]
 
 Two server processes (`mlog serve`, the real CLI), one after the other, each on a fresh data
@@ -23,6 +23,11 @@ Measured:
   request in flight per connection) on `--connections` connections for `--seconds`, on the
   baseline's PLAINTEXT listener, then on the secured server's SASL_SSL listener with every
   connection logged in first. The ratio secured / baseline has a target of 0.8 or more.
+- with `--flood N`: the same SASL_PLAINTEXT logins while N anonymous guessers from another
+  address (127.0.0.2) send PLAIN logins of unknown users, each a derivation on the server
+  (tests/api/server/test_attack_logins.py checks they run on a bounded pool of their own);
+  the baseline is the calm logins above, the ratio flooded / calm (the admin's login had
+  waited 4.2 s behind such a flood).
 
 Certificates are made by `trustme` (the test extras) in the scratch directory.
 
@@ -184,6 +189,46 @@ async def _writes(
     return stats.writes / elapsed
 
 
+GUESSER = "127.0.0.2"
+"""The flood's source address: the server bounds derivations per address."""
+
+
+async def _guess(port: int, stop: asyncio.Event, guesses: list[int]) -> None:
+    """PLAIN logins of unknown users from GUESSER until `stop` (each refused)."""
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=(GUESSER, 0)
+            )
+        except OSError:
+            await asyncio.sleep(0.01)
+            continue
+        wire = Wire(reader, writer)
+        try:
+            await wire.call(17, 1, _handshake, "PLAIN")
+            token = f"\0guess{guesses[0]}\0wrong".encode()
+            await wire.call(36, 2, _authenticate, token)
+        except (OSError, asyncio.IncompleteReadError):
+            pass  # the server closes a connection whose login failed
+        finally:
+            guesses[0] += 1
+            writer.close()
+
+
+async def _flooded_logins(port: int, guessers: int, count: int) -> tuple[list[float], int]:
+    """SCRAM logins (ms) at `port` beside `guessers` PLAIN guess loops; and the guesses sent."""
+    stop = asyncio.Event()
+    guesses = [0]
+    tasks = [asyncio.create_task(_guess(port, stop, guesses)) for _ in range(guessers)]
+    await asyncio.sleep(0.5)  # the flood is under way
+    try:
+        times = await _logins(port, None, count)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+    return times, guesses[0]
+
+
 def _p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100)[98] if len(values) >= 2 else values[0]
 
@@ -204,7 +249,7 @@ def _secured(
     config = scratch / "server.properties"
     lines = [
         "listeners=SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms=SCRAM-SHA-256",
+        "sasl.enabled.mechanisms=SCRAM-SHA-256" + (",PLAIN" if args.flood else ""),
         "ssl.keystore.type=PEM",
         f"ssl.keystore.location={keystore}",
     ]
@@ -220,6 +265,20 @@ def _secured(
         secured = asyncio.run(
             _writes(ports["SASL_SSL"], context, args.connections, args.seconds, login=True)
         )
+        if args.flood and tree == THIS:
+            flooded, guesses = asyncio.run(
+                _flooded_logins(ports["SASL_PLAINTEXT"], args.flood, args.logins)
+            )
+            calm = statistics.median(plain_logins)
+            title = f"SCRAM login beside {args.flood} PLAIN guessers (ms)"
+            print(
+                f"{title:<40}{'median':>10}{'p99':>10}{'worst':>10}{'calm median':>13}{'ratio':>8}"
+            )
+            print(
+                f"{f'{guesses} guesses meanwhile':<40}{statistics.median(flooded):>10.2f}"
+                f"{_p99(flooded):>10.2f}{max(flooded):>10.2f}{calm:>13.2f}"
+                f"{statistics.median(flooded) / calm:>8.2f}\n"
+            )
     finally:
         _stop(process)
     return tls_logins, plain_logins, secured
@@ -272,12 +331,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--logins", type=int, default=200)
     parser.add_argument("--authorizer", action="store_true", help="StandardAuthorizer on")
+    parser.add_argument(
+        "--flood", type=int, default=0, metavar="N", help="also time logins beside N guessers"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     parser.add_argument(
         "--against", type=Path, default=None, help="another checkout to compare with (baseline)"
     )
     parser.add_argument("--rounds", type=int, default=2, help="paired rounds with --against")
     args = parser.parse_args()
+    if args.flood < 0:
+        parser.error("--flood must be 0 or more")
     _check_encoders()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="auth-bench-"))
     scratch.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.source_tree import parsed
 
 ROOT = REPO
 
@@ -57,7 +58,7 @@ The image, the deltas and time travel stay out; the server and the client conver
 def _imports(path: Path) -> set[str]:
     """Every module a file imports, at its top or inside a function."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

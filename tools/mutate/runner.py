@@ -61,6 +61,9 @@ from types import CodeType, ModuleType
 from typing import Any
 
 from tools.mutate.mutants import Change, Mutant, enumerate_mutants, mutated_code
+from tools.mutate.scores import TABLE as SCORE_TABLE
+from tools.mutate.scores import Row
+from tools.mutate.scores import record as record_score
 from tools.mutate.targets import SIM_SEEDS, SWEEP_TARGETS, SWEEPS, TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -623,6 +626,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.since:
         print(f"only the mutants of lines changed since {args.since}")
+    else:
+        for s in scores:
+            record_score(Row(module=s.target, mutants=s.total, caught=s.caught))
+        print(f"scores: {SCORE_TABLE.relative_to(ROOT)}")
     print(f"survivors: {args.report}/<module>.json")
     return 0 if all(s.percent >= args.min_score for s in scores) else 1
 

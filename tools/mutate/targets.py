@@ -39,9 +39,8 @@ _LOG_TESTS = (
     "tests/metadata_log/test_log_open.py",
     "tests/metadata_log/test_log_segment.py",
     "tests/metadata_log/test_log_replica.py",
-    "tests/metadata_log/test_log_quorum_units.py",
+    "tests/metadata_log/test_replica_log.py",
     "tests/metadata_log/test_log_trim.py",
-    "tests/metadata_log/test_log_trim_units.py",
     "tests/metadata_log/test_log_start_snapshot.py",
     "tests/records/test_schema_evolution.py",  # an active segment of an older entry schema on open
 )
@@ -88,7 +87,11 @@ _AUDIT_FAST_TESTS = (
 )
 """In-process audit tests (pyarrow, no JVM): the only ones that see a mutant of the code Spark's
 Python workers run (the data source's reader and the columns), which they import from disk."""
-_AUDIT_SPARK_TESTS = ("tests/replay/audit/test_audit_units.py", "tests/replay/audit/test_audit.py")
+_AUDIT_SPARK_TESTS = (
+    "tests/replay/audit/test_audit_state.py",
+    "tests/replay/audit/test_audit_queries.py",
+    "tests/replay/audit/test_audit.py",
+)
 """The driver-side audit code: its checks in-process first, then one local session per mutant
 child (test_audit_session.py's JVM runs are child processes, which import from disk too)."""
 _SECURITY_TESTS = (
@@ -174,7 +177,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
     # Time travel, diff and history: in-process, through `mlog` and through the private APIs.
     **{
         f"replay/timetravel/{name}.py": (
-            "tests/replay/test_timetravel_units.py",
+            "tests/replay/test_timetravel_descriptions.py",
+            "tests/replay/test_timetravel_entity_history.py",
+            "tests/replay/test_timetravel_image_diff.py",
+            "tests/replay/test_timetravel_points.py",
+            "tests/replay/test_timetravel_rebuild.py",
             "tests/replay/test_timetravel.py",
             "tests/replay/sql/test_snapshot_store.py",
             "tests/metadata_log/test_log_trim.py",
@@ -195,7 +202,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
         )
     },
     "replay/changes.py": (
-        "tests/replay/test_timetravel_units.py",
+        "tests/replay/test_timetravel_descriptions.py",
+        "tests/replay/test_timetravel_entity_history.py",
+        "tests/replay/test_timetravel_image_diff.py",
         "tests/replay/test_timetravel.py",
         "tests/replay/test_timetravel_security.py",
     ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +276,7 @@ async def test_fetches_are_taken_and_answered_in_place_by_a_leader(tmp_path: Pat
         assert leader.core.high_watermark == end  # one follower and the leader have `end`
         committed = in_place(first, log.end_offset, wait_ms=0)
         assert committed.high_watermark == log.end_offset == leader.core.high_watermark
-        await asyncio.wait_for(write, 5)
+        await asyncio.wait_for(write, 30)
     finally:
         for node_id in list(cluster.network.nodes):
             await cluster.stop(node_id, resign=False)  # no successor to wait for
@@ -339,7 +340,6 @@ async def test_a_leaders_flush_runs_behind_its_loop(
     toward the majority with one follower (the other cut off). The fsync runs on the
     compiled thread (`Syncer`), or without it on the worker thread."""
     import threading
-    import time
 
     from metadata_log import syncer as syncers
 
@@ -352,12 +352,14 @@ async def test_a_leaders_flush_runs_behind_its_loop(
         leader = await cluster.leader()
         await register(leader, 1)
         slow: list[str] = []
+        held: list[Callable[[], None]] = []
+        released = threading.Event()
         if compiled:
             start = syncers.Syncer.start
 
             def slow_start(syncer: syncers.Syncer, loop: Any, *args: Any) -> None:
-                slow.append("sync")  # the job starts 0.5 s late: an fsync that long
-                loop.call_later(0.5, lambda: start(syncer, loop, *args))
+                slow.append("sync")  # the job is held until the writes are answered
+                held.append(lambda: start(syncer, loop, *args))
 
             monkeypatch.setattr(syncers.Syncer, "start", slow_start)
         else:
@@ -366,21 +368,23 @@ async def test_a_leaders_flush_runs_behind_its_loop(
             def slow_flush() -> int:
                 assert threading.current_thread() is not threading.main_thread()
                 slow.append("flush")
-                time.sleep(0.5)
+                released.wait(60)  # held until the writes are answered
                 return flush()
 
             monkeypatch.setattr(leader.log, "flush", slow_flush)
         for name in ("behind-1", "behind-2", "behind-3", "behind-4"):
-            started = time.monotonic()
-            await create_topic(leader, name)
-            assert time.monotonic() - started < 0.4, "a write waited for the leader's fsync"
-        assert slow
+            # Answered while the leader's fsync is held: a write that waited for it never is.
+            await asyncio.wait_for(create_topic(leader, name), 30)
+        assert slow and not released.is_set()
+        released.set()
+        for release in held:
+            release()
         monkeypatch.undo()  # fsyncs as fast as the disk's again
         monkeypatch.setattr(syncers, "AVAILABLE", compiled)
-        await asyncio.sleep(0.7)  # the slow flushes under way end
+        await asyncio.sleep(0.7)  # the held flushes end
         cut = next(n for n in nodes if n is not leader).config.node_id
         cluster.network.isolate(cut)
-        await asyncio.wait_for(create_topic(leader, "leader-and-one"), 5)
+        await asyncio.wait_for(create_topic(leader, "leader-and-one"), 30)
         assert leader.core.log.flushed_offset == leader.core.high_watermark
     finally:
         for node_id in list(cluster.network.nodes):

@@ -1009,7 +1009,7 @@ class MiniShell:
         self.core.step(sender_id, message)
         self.pump()
         try:
-            return await asyncio.wait_for(future, 5)
+            return await asyncio.wait_for(future, 30)
         finally:
             self.waiting.pop((sender_id, message.correlation_id), None)
 

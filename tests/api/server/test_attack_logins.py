@@ -24,7 +24,7 @@ import pytest
 from api.security.scram_messages import b64decode
 from api.server.config import server_config
 from api.server.server import ServerListener
-from tests.support.attacks import ADMIN, ADMIN_PASSWORD, Wire, seed_user
+from tests.support.attacks import ADMIN, ADMIN_PASSWORD, WAIT, Wire, seed_user
 from tests.support.server_thread import running_server
 
 ITERATIONS = 16384
@@ -43,16 +43,6 @@ PLAIN_TEXT = ServerListener(
 GUESSER = "127.0.0.2"
 
 
-def _one_derivation() -> float:
-    """CPU seconds of one PLAIN check's PBKDF2 at the admin's count (SHA-512), best of 3."""
-    costs = []
-    for _ in range(3):
-        start = time.process_time()
-        hashlib.pbkdf2_hmac("sha512", b"guess", bytes(32), ITERATIONS)
-        costs.append(time.process_time() - start)
-    return min(costs)
-
-
 def _guess(server: object, user: str, password: str) -> int:
     wire = Wire(server, "SASL_PLAINTEXT", source=GUESSER)  # type: ignore[arg-type]
     try:
@@ -69,28 +59,31 @@ def log_dir(tmp_path: Path) -> Path:
 
 
 def test_repeated_plain_guesses_cost_no_derivation_and_flood_no_log(
-    log_dir: Path, caplog: pytest.LogCaptureFixture
+    log_dir: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.WARNING, logger="api.server")
-    derivation = _one_derivation()
+    derive = hashlib.pbkdf2_hmac
+    derivations = [0]
+
+    def counted(*args: object, **kwargs: object) -> bytes:
+        if threading.current_thread() is not threading.main_thread():  # the server's
+            derivations[0] += 1
+        return derive(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", counted)
     guesses = 40
     with running_server(
         log_dir, brokers=1, listeners=[SASL], failed_authentication_delay_ms=1
     ) as server:
         assert _guess(server, ADMIN, "wrong") == 58  # the first guesses derive once each
         assert _guess(server, "mallory", "wrong") == 58
-        start = time.process_time()
+        first = derivations[0]
         for _ in range(guesses):
             assert _guess(server, ADMIN, "wrong") == 58
             assert _guess(server, "mallory", "wrong") == 58
-        spent = time.process_time() - start
-    print(
-        f"\n{2 * guesses} repeated PLAIN guesses: {spent * 1000:.0f} ms CPU; "
-        f"one derivation {derivation * 1000:.1f} ms"
-    )
-    # Before: one derivation per guess (2 x 40 of them). Now: none; the budget leaves room for
-    # the sockets and the codec on both sides.
-    assert spent < 10 * derivation + 0.2
+        repeated = derivations[0] - first
+    # Before: one derivation per guess (2 x 40 of them). Now: none.
+    assert first >= 1 and repeated == 0, (first, repeated)
     lines = [r.getMessage() for r in caplog.records if "failed authentication" in r.getMessage()]
     assert 1 <= len(lines) <= 3, lines  # the first at once, the rest summed up at the end
     assert "user 'admin'" in lines[0]
@@ -161,7 +154,9 @@ def test_the_admin_logs_in_while_anonymous_guessers_flood_plain(
     assert refused[0] > 0
     assert threads_used and all(name.startswith("mlog-login") for name in threads_used)
     assert running[1] <= 2  # one address: at most LOGINS_PER_IP derivations at once
-    assert worst < 1.0, f"the admin's login took {worst:.2f} s (the issue saw 4.2 s)"
+    # Served beside the flood, not behind it (the issue saw 4.2 s); how long it takes is
+    # bench/auth_bench.py --flood's figure, not a bound a loaded host could break here.
+    assert worst < WAIT, f"the admin's login took {worst:.2f} s"
 
 
 def test_an_unknown_user_is_told_the_iteration_count_and_a_stable_salt_like_a_real_one(

@@ -117,7 +117,7 @@ def test_a_long_poll_is_authorized_again_before_it_answers(tmp_path: Path) -> No
         revoke = tuple(RemoveAccessControlEntryRecord(id=r.id) for r in readers)
         await service.submit(lambda image: ControllerResult(records=revoke, response=None))
         with pytest.raises(ApiError) as refused:
-            await asyncio.wait_for(poll, 5)
+            await asyncio.wait_for(poll, 30)  # the poll itself would wait 10 s, then answer
         assert refused.value.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
     try:

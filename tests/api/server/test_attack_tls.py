@@ -99,7 +99,6 @@ def test_never_finished_handshakes_are_bounded_per_address_and_in_time(
             )
             sock.sendall(CLIENT_HELLO_START)
             attack.append(sock)
-        started = time.monotonic()
         try:
             # Past its bound, the address's connections wait without a TLS object.
             time.sleep(0.5)
@@ -117,8 +116,8 @@ def test_never_finished_handshakes_are_bounded_per_address_and_in_time(
                 tls.sendall(codec.encode_request(body, correlation_id=7))
                 assert len(tls.recv(4)) == 4
             # The held ones are closed when their handshake (or their wait) times out.
-            assert _until(lambda: all(_closed(s) for s in attack), HANDSHAKE_TIMEOUT_HERE + 10)
-            assert time.monotonic() - started < HANDSHAKE_TIMEOUT_HERE + 10
+            # Long before connections.max.idle.ms (10 min) could close them instead.
+            assert _until(lambda: all(_closed(s) for s in attack), HANDSHAKE_TIMEOUT_HERE + 60)
         finally:
             for sock in attack:
                 sock.close()

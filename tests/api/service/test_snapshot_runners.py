@@ -234,10 +234,8 @@ def test_a_connection_closed_while_the_child_runs_ends_at_once(tmp_path: Path) -
                     assert time.monotonic() < deadline, "the child never started"
                     time.sleep(0.01)
                 accepted.close()
-                client.settimeout(5)
-                started = time.monotonic()
+                client.settimeout(20)  # well before the child's 30 s end would close it
                 assert client.recv(1) == b""  # the end of the stream, not a timeout
-                assert time.monotonic() - started < 5
             finally:
                 runner.abandon()
                 thread.join(30)
@@ -311,7 +309,7 @@ def test_a_stopping_service_gives_up_a_snapshot_in_its_child(
     caplog.set_level(logging.INFO, logger="api.service.snapshots")
     started = time.monotonic()
     service.close()
-    assert time.monotonic() - started < 10  # not the child's minute
+    assert time.monotonic() - started < 30  # not the child's minute
     assert pending.result() is None
     assert "given up: the server is stopping" in caplog.text
     assert snapshotter.last_error is None  # not a failure to retry and warn about

@@ -290,7 +290,7 @@ def test_a_master_that_does_not_answer_is_given_up_on_in_time() -> None:
             started = time.monotonic()
             with pytest.raises(AuditSessionError) as caught:
                 reach_masters([("127.0.0.1", port)], timeout=0.5)
-            assert time.monotonic() - started < 5
+            assert time.monotonic() - started < 20  # a connect's own give-up takes minutes
         finally:
             for client in queued:
                 client.close()

@@ -1,7 +1,7 @@
-"""The audit's driver-side checks and comparisons that need no JVM, run in-process.
+"""The state replay's check against the image, in process (`replay/audit/state.py`).
 
-The state replay's check against the image (`state.image_tables`, the comparison and its
-report), and the arguments the named queries refuse before they build any Spark plan.
+`state.image_tables` shaped as the Spark rows, the comparison and its report, a trimmed log
+refused before Spark, and the documented columns.
 """
 
 from __future__ import annotations
@@ -30,9 +30,6 @@ from records.model import (
     TopicRecord,
 )
 from records.uuids import Uuid
-from replay.audit import queries
-from replay.audit.access import access_changes
-from replay.audit.queries import AuditQueryError
 from replay.audit.state import (
     PARTITION_COLUMNS,
     TOPIC_COLUMNS,
@@ -163,27 +160,6 @@ def test_a_difference_reads_as_one_line() -> None:
 NO_LOG: Any = object()
 
 
-def test_a_time_range_must_be_in_order() -> None:
-    for query in (queries.who_changed, access_changes):
-        with pytest.raises(AuditQueryError, match="--since is after --until"):
-            query(NO_LOG, since_ms=2, until_ms=1)
-
-
-def test_named_query_arguments_are_checked() -> None:
-    with pytest.raises(AuditQueryError, match="--user needs a user name"):
-        access_changes(NO_LOG, user="")
-    with pytest.raises(AuditQueryError, match="--topic needs a topic name"):
-        queries.topic_lifecycle(NO_LOG, "")
-    with pytest.raises(AuditQueryError, match="--topic needs a topic name"):
-        queries.topic_lifecycle(NO_LOG, "team:")
-    for by in ("week", "", "HOUR"):
-        with pytest.raises(AuditQueryError, match="--by must be one of hour, day"):
-            queries.churn(NO_LOG, by=by)
-    for statement in ("", "  \n"):
-        with pytest.raises(AuditQueryError, match="sql needs a statement"):
-            queries.sql(NO_LOG, NO_LOG, statement)
-
-
 class _Planned(Exception):
     """The query got past its checks and used the log."""
 
@@ -200,20 +176,6 @@ def _accepted(call: Any) -> None:
     with pytest.raises((_Planned, PySparkRuntimeError, AssertionError)):
         # AssertionError, PySparkRuntimeError: pyspark's own "no SparkContext" checks.
         call()
-
-
-def test_arguments_that_are_fine_are_not_refused() -> None:
-    log: Any = _Log()
-    for query in (queries.who_changed, access_changes):
-        _accepted(lambda query=query: query(log))
-        _accepted(lambda query=query: query(log, since_ms=5))
-        _accepted(lambda query=query: query(log, until_ms=5))
-        _accepted(lambda query=query: query(log, since_ms=5, until_ms=5))
-    _accepted(lambda: access_changes(log, user="bob"))
-    _accepted(lambda: queries.topic_lifecycle(log, "team:orders"))
-    for by in ("hour", "day"):
-        _accepted(lambda by=by: queries.churn(log, by=by))
-    _accepted(lambda: queries.sql(NO_LOG, log, "SELECT 1"))
 
 
 def test_the_state_of_a_trimmed_log_is_refused_before_spark(tmp_path: Path) -> None:
@@ -252,9 +214,3 @@ def test_the_state_columns_are_the_documented_ones() -> None:
     assert described is not None
     topics, partitions = (re.findall(r"`(\w+)`", group) for group in described.groups())
     assert (tuple(topics), tuple(partitions)) == (TOPIC_COLUMNS, PARTITION_COLUMNS)
-
-
-def test_the_access_actions_one_per_record_type() -> None:
-    from replay.audit.access import ACTIONS
-
-    assert ACTIONS == ("grant", "revoke", "credential-set", "credential-removed")

@@ -1,10 +1,10 @@
-"""The quorum mode of MetadataLog at its edges: bounds, refusals, their words, failures.
+"""The quorum mode of the log (`ReplicaLog`) at its edges: bounds, refusals, words, failures.
 
 `tests/metadata_log/test_log_replica.py` sweeps the quorum mode's behaviour (every truncation
-point, every crash point, a model); these pin what the mutation run of log.py's quorum-mode
-lines found it left open: int32 epochs at their bound, epoch 0, a batch of blocks checked as a
-whole, a closed log, I/O errors while writing, flushing or fsyncing on open, the flush's
-checkpoint pacing, and what the refusals and warnings say.
+point, every crash point, a model); these pin its edges one at a time: int32 epochs at their
+bound, epoch 0, a batch of blocks checked as a whole, a closed log, I/O errors while writing,
+flushing or fsyncing on open, the flush's checkpoint pacing, and what the refusals and
+warnings say.
 """
 
 from __future__ import annotations

@@ -1,0 +1,163 @@
+"""Every description `mlog history` prints (`replay/timetravel/descriptions.py`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from records.model import (
+    AccessControlEntryRecord,
+    AclOperation,
+    AclPermissionType,
+    BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    ControlledShutdownChange,
+    FeatureLevelRecord,
+    FencingChange,
+    LeaderChangeRecord,
+    Mode,
+    NamespaceRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    PatternType,
+    PurgeTopicPartitionsRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveNamespaceRecord,
+    ResourceType,
+    UnregisterBrokerRecord,
+)
+from records.uuids import Uuid
+from replay.timetravel import (
+    Names,
+    describe,
+)
+from tests.support.timetravel_logs import (
+    T1,
+)
+
+NS = Uuid(bytes([5] * 16))
+ACL = Uuid(bytes([6] * 16))
+
+
+def _names() -> Names:
+    names = Names()
+    names.topics[T1] = "orders"
+    names.namespaces[NS] = "team"
+    return names
+
+
+def _acl() -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=ACL,
+        resource_type=ResourceType.TOPIC,
+        resource_name="orders",
+        pattern_type=PatternType.LITERAL,
+        principal="User:bob",
+        host="*",
+        operation=AclOperation.READ,
+        permission_type=AclPermissionType.ALLOW,
+    )
+
+
+def _change(**fields: object) -> PartitionChangeRecord:
+    return PartitionChangeRecord(partition_id=0, topic_id=T1, **fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("record", "text"),
+    [
+        (
+            PartitionRecord(partition_id=0, topic_id=T1, replicas=(1, 2), isr=(1,), leader=-1),
+            "partition orders-0: replicas [1,2], isr [1], leader none, mode READ_WRITE",
+        ),
+        (
+            PartitionRecord(partition_id=1, topic_id=T1, replicas=(0,), isr=(0,), leader=0),
+            "partition orders-1: replicas [0], isr [0], leader 0, mode READ_WRITE",
+        ),
+        (_change(), "partition orders-0: no field changed"),
+        (_change(leader=-1), "partition orders-0: leader -> none"),
+        (_change(leader=0), "partition orders-0: leader -> 0"),
+        (_change(leader=3, isr=(3,)), "partition orders-0: leader -> 3, isr -> [3]"),
+        (
+            _change(replicas=(1, 2, 3), adding_replicas=(3,), removing_replicas=()),
+            "partition orders-0: replicas -> [1,2,3], adding -> [3], removing -> []",
+        ),
+        (
+            _change(mode=Mode.READ_ONLY, partition_epoch=4),
+            "partition orders-0: mode -> READ_ONLY, partition epoch -> 4",
+        ),
+        (
+            ConfigRecord(
+                resource_type=ConfigResourceType.BROKER, resource_name="", name="k", value="v"
+            ),
+            "config broker <cluster>: k=v",
+        ),
+        (
+            ConfigRecord(
+                resource_type=ConfigResourceType.TOPIC, resource_name="t", name="k", value=None
+            ),
+            "config topic t: delete k",
+        ),
+        (
+            NamespaceRecord(namespace_id=NS, name="team"),
+            f"created namespace team with id {NS}",
+        ),
+        (RemoveNamespaceRecord(namespace_id=NS), f"deleted namespace team (id {NS})"),
+        (
+            RemoveNamespaceRecord(namespace_id=T1),
+            f"deleted namespace <unknown {T1}> (id {T1})",
+        ),
+        (
+            RegisterBrokerRecord(broker_id=4, incarnation_id=NS, broker_epoch=7, fenced=True),
+            "registered broker 4 (epoch 7, rack -, fenced)",
+        ),
+        (
+            RegisterBrokerRecord(
+                broker_id=4, incarnation_id=NS, broker_epoch=7, rack="r1", fenced=False
+            ),
+            "registered broker 4 (epoch 7, rack r1, unfenced)",
+        ),
+        (UnregisterBrokerRecord(broker_id=4, broker_epoch=7), "unregistered broker 4"),
+        (
+            BrokerRegistrationChangeRecord(broker_id=4, broker_epoch=7, fenced=FencingChange.FENCE),
+            "broker 4: fenced",
+        ),
+        (
+            BrokerRegistrationChangeRecord(
+                broker_id=4,
+                broker_epoch=7,
+                fenced=FencingChange.UNFENCE,
+                in_controlled_shutdown=ControlledShutdownChange.IN_CONTROLLED_SHUTDOWN,
+            ),
+            "broker 4: unfenced, in controlled shutdown",
+        ),
+        (BrokerRegistrationChangeRecord(broker_id=4, broker_epoch=7), "broker 4: no change"),
+        (
+            FeatureLevelRecord(name="metadata.version", feature_level=3),
+            "feature metadata.version level 3",
+        ),
+        (
+            PurgeTopicPartitionsRecord(topic_id=T1, partition_count=2),
+            "removed partitions 2 and above of orders (pending deletion done)",
+        ),
+        (
+            CancelTopicPartitionsDeletionRecord(topic_id=T1, partition_count=2),
+            "cancelled the pending deletion of orders to 2 partitions",
+        ),
+        (
+            LeaderChangeRecord(leader_id=2, voters=(1, 2, 3), granting_voters=(2, 3)),
+            "node 2 leads the controller quorum (voters [1,2,3], granted by [2,3])",
+        ),
+        (
+            _acl(),
+            f"added ACL {ACL}: ALLOW User:bob READ on topic orders (LITERAL) from host *",
+        ),
+    ],
+    # Ids by record type: some texts hold random topic ids, and pytest-xdist's workers must
+    # collect the same ids.
+    ids=lambda value: "text" if isinstance(value, str) else type(value).__name__,
+)
+def test_every_record_is_described_in_one_line(record: Record, text: str) -> None:
+    assert describe(record, _names()) == text

@@ -1,0 +1,147 @@
+"""Each area of `diff` and the Diff API's points (`replay/timetravel/image_diff.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from itertools import count
+
+import pytest
+
+from metadata_log import MetadataLog
+from metadata_log.reader import LogReader
+from records.model import (
+    AccessControlEntryRecord,
+    AclOperation,
+    AclPermissionType,
+    FeatureLevelRecord,
+    NamespaceRecord,
+    PatternType,
+    Record,
+    RemoveNamespaceRecord,
+    ResourceType,
+    ScramMechanism,
+    UserScramCredentialRecord,
+)
+from records.uuids import Uuid
+from replay.delta import replay_records
+from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
+from replay.timetravel import (
+    diff,
+    diff_points,
+)
+from tests.support.timetravel_logs import (
+    BATCHES,
+    START,
+    T1,
+    T3,
+    broker_of,
+)
+
+NS = Uuid(bytes([5] * 16))
+ACL = Uuid(bytes([6] * 16))
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LogReader]:
+    """test_timetravel's log: batch n appended at START + n * 1000 ms."""
+    directory = tmp_path_factory.mktemp("units") / "log"
+    ticks = count(START, 1000)
+    with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as writer:
+        for batch in BATCHES:
+            writer.append(batch, principal="User:alice")
+    with LogReader.open(directory) as reader:
+        yield reader
+
+
+def _acl() -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=ACL,
+        resource_type=ResourceType.TOPIC,
+        resource_name="orders",
+        pattern_type=PatternType.LITERAL,
+        principal="User:bob",
+        host="*",
+        operation=AclOperation.READ,
+        permission_type=AclPermissionType.ALLOW,
+    )
+
+
+def _acl_on(kind: ResourceType, name: str) -> AccessControlEntryRecord:
+    return replace(_acl(), resource_type=kind, resource_name=name)
+
+
+def _image(records: list[Record], base: MetadataImage = EMPTY_IMAGE) -> MetadataImage:
+    offset = base.provenance.offset + len(records)
+    return replay_records(base, records, Provenance(offset=offset, epoch=1, timestamp=0))
+
+
+def test_diff_of_features_brokers_namespaces_and_security() -> None:
+    base = _image(
+        [
+            FeatureLevelRecord(name="metadata.version", feature_level=1),
+            FeatureLevelRecord(name="kraft.version", feature_level=1),
+            broker_of(1),
+            broker_of(2),
+            NamespaceRecord(namespace_id=NS, name="team"),
+        ]
+    )
+    credential = UserScramCredentialRecord(
+        name="alice",
+        mechanism=ScramMechanism.SCRAM_SHA_256,
+        salt=b"salt",
+        stored_key=bytes(32),
+        server_key=bytes(32),
+        iterations=4096,
+    )
+    later = _image(
+        [
+            FeatureLevelRecord(name="metadata.version", feature_level=2),
+            FeatureLevelRecord(name="group.version", feature_level=1),
+            broker_of(3),
+            RemoveNamespaceRecord(namespace_id=NS),
+            credential,
+            _acl_on(ResourceType.GROUP, "g"),
+        ],
+        base,
+    )
+    lines = [c.text() for c in diff(base, later)]
+    assert lines[:5] == [
+        "+ feature group.version: level 1",
+        "~ feature metadata.version: level 1 -> 2",
+        "+ broker 3",
+        f"- namespace team (id {NS})",
+        "+ credential alice SCRAM-SHA-256: iterations 4096",
+    ]
+    assert lines[5].startswith(f"+ acl group g (id {ACL}): permission ALLOW; principal User:bob")
+    assert len(lines) == 6
+    back = [c.text() for c in diff(later, base)]
+    assert back[:4] == [
+        "- feature group.version: level 1",
+        "~ feature metadata.version: level 2 -> 1",
+        "- broker 3",
+        f"+ namespace team (id {NS})",
+    ]
+    assert diff(base, base) == [] and diff(later, later) == []
+
+
+def test_diff_points_in_either_order_and_to_the_end(log: MetadataLog) -> None:
+    start, end, forward = diff_points(log, None, "6", "15")
+    assert (start, end) == (6, 15)
+    assert f"- topic orders (id {T1})" in [c.text() for c in forward]
+    start, end, backward = diff_points(log, None, "15", "6")
+    assert (start, end) == (15, 6)
+    assert f"+ topic orders (id {T1}): partitions 2" in [c.text() for c in backward]
+    start, end, to_end = diff_points(log, None, "22", None)
+    assert (start, end) == (22, log.end_offset - 1) == (22, 23)
+    assert [c.text() for c in to_end] == ["~ broker 2: fenced false -> true"]
+    assert diff_points(log, None, "23", None) == (23, 23, [])
+    # A pending deletion that appears, and (the other way) one that goes.
+    _, _, added = diff_points(log, None, "19", "20")
+    _, _, gone = diff_points(log, None, "20", "19")
+    assert [c.text() for c in added if c.kind == "pending_deletion"] == [
+        f"+ pending_deletion team:audit (id {T3}): keep_partitions 1"
+    ]
+    assert [c.text() for c in gone if c.kind == "pending_deletion"] == [
+        f"- pending_deletion team:audit (id {T3}): keep_partitions 1"
+    ]
