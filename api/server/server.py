@@ -52,6 +52,7 @@ from api.raft.transport.wire import QUORUM_VERSIONS
 from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, TypicalIterations
+from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
 from api.server.channel import Channel, ChannelContext, ChannelSecurity
 from api.server.feature_support import FeatureSupport, LocalSupport, QuorumSupport
 from api.server.forwarding import (
@@ -196,6 +197,7 @@ class MetadataServer:
         broker_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
         controller_security: ClientSecurity | None = None,
+        broker_bindings: BrokerBindings = NO_BINDINGS,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
@@ -245,7 +247,7 @@ class MetadataServer:
             heartbeat_interval_ms=broker_heartbeat_interval_ms,
         )
         """The brokers' sessions: one table for every listener."""
-        self.private_apis = PrivateApis(service, self.authorizer, self.liveness)
+        self.private_apis = PrivateApis(service, self.authorizer, self.liveness, broker_bindings)
         self._sessions: asyncio.Task[None] | None = None
         self.forwarder, self._envelopes = self._forwarding(
             service, quorum_node, controller_security
@@ -400,6 +402,7 @@ class MetadataServer:
             liveness=self.liveness,
             feature_support=self.feature_support,
             sole_voter=self.sole_voter,
+            broker_bindings=self.private_apis.bindings,
         )
 
     def _serves_quorum(self, listener: str) -> bool:
