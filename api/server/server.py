@@ -83,7 +83,7 @@ from api.server.limits import (
     connection_capacity,
 )
 from api.server.login_guard import FailedLogins, LoginPool, SourceSlots, SummarizedWarnings
-from api.server.metrics import ServerMetrics, answer_error
+from api.server.metrics import ServerMetrics, answer_error, envelope_labels, forwarded_labels
 from api.server.metrics_listener import MetricsListener
 from api.server.private_apis import PrivateApis
 from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
@@ -642,9 +642,12 @@ class MetadataServer:
                 return False
             channel.write(encode_response(header.correlation_id, body))
             if metrics is not None:
-                name = API_NAMES.get(header.api_key, str(header.api_key))
                 seconds = time.perf_counter() - started
-                metrics.requests.observe(name, answer_error(body), seconds)
+                if header.api_key == ENVELOPE_KEY:  # by the write inside (issue #54, finding 7)
+                    labels = envelope_labels(event.request.body, body)
+                else:
+                    labels = API_NAMES.get(header.api_key, str(header.api_key)), answer_error(body)
+                metrics.requests.observe(*labels, seconds)
         elif isinstance(event, Reply):
             channel.write(event.data)
         elif isinstance(event, PrivateRequest):
@@ -684,6 +687,7 @@ class MetadataServer:
         node = self.quorum_node
         if forwarder is None or node is None or node.leading or not forwarded(event):
             return False
+        started = time.perf_counter()
         try:
             data = await forwarder.forward(event.frame, channel.session)
         except ForwardFailed as exc:
@@ -694,9 +698,19 @@ class MetadataServer:
             if frame is None:
                 return False
             channel.write(frame)
+            self._count_forwarded(event, None, int(exc.error_code), started)
             return True
         channel.write(struct.pack(">i", len(data)) + data)
+        self._count_forwarded(event, data, 0, started)
         return True
+
+    def _count_forwarded(
+        self, event: Request | PrivateRequest, answer: bytes | None, error: int, started: float
+    ) -> None:
+        """Count a forwarded write by the API and error of its answer (`forwarded_labels`)."""
+        if self.metrics is not None:
+            labels = forwarded_labels(event.frame, answer, error)
+            self.metrics.requests.observe(*labels, time.perf_counter() - started)
 
     # ------------------------------------------------------------------ authentication
 
