@@ -15,6 +15,7 @@ import pytest
 
 from api.client.admin import AdminClient
 from api.client.connection import RemoteError
+from api.server.forwarding import LEADER_WAIT_S
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -107,4 +108,25 @@ async def test_a_forwarded_voter_change_is_authorized_for_the_client(tmp_path: P
         assert follower.forwarder is not None and follower.forwarder.forwarded == 1
         assert await _voters(quorum) == {1, 2, 3}
     finally:
+        await quorum.stop_all()
+
+
+async def test_a_voter_change_waits_out_an_election(tmp_path: Path) -> None:
+    # Node 1 alone has no leader: after `LEADER_WAIT_S` it answers NOT_LEADER_OR_FOLLOWER
+    # (nothing applied); the client sends the change again until node 2 makes a majority.
+    quorum = ServerQuorum(tmp_path)
+    alone = await quorum.start(1)
+
+    async def second_node() -> None:
+        await asyncio.sleep(LEADER_WAIT_S + 1)
+        await quorum.start(2)
+
+    joining = asyncio.ensure_future(second_node())
+    try:
+        async with await AdminClient.connect(quorum.address(alone)) as client:
+            await client.remove_raft_voter(3)
+        await joining
+        assert await _voters(quorum) == {1, 2}
+    finally:
+        await joining
         await quorum.stop_all()
