@@ -20,8 +20,10 @@ does. The image *now* is served to everyone, filtered as Kafka's per-resource AP
   principal's answer is not the reader's business.
 
 A principal with CLUSTER_ACTION, a super user, and everyone on a server without an authorizer
-get the whole image. Each shown part is what replay needs to rebuild it (a topic's namespace
-comes with it), so the client rebuilds an image from the records as it always has.
+get the whole image (broker epochs and incarnation ids still only with DESCRIBE on the
+cluster, or without an authorizer). Each shown part is what replay needs to rebuild it (a
+topic's namespace comes with it), so the client rebuilds an image from the records as it
+always has.
 """
 
 from __future__ import annotations
