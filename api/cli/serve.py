@@ -347,6 +347,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         broker_session_timeout_ms=config.broker_session_timeout_ms,
         broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
         controller_security=_controller_security(values) if quorum is not None else None,
+        broker_bindings=config.broker_bindings,
     )
     server_logger.info("event loop: %s (%s)", loop.name, "event.loop=" + config.event_loop)
     try:

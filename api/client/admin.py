@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from api.client.connection import (
@@ -90,6 +91,9 @@ DESCRIBE_QUORUM_KEY = 55
 
 VOTE_KEY = 52
 """Vote: only a node of a controller quorum serves it (a single server has no one to ask)."""
+
+NOT_LEADER_OR_FOLLOWER = 6
+"""Kafka's answer to a voter change at a node that does not lead (nothing applied)."""
 
 WRITE_ATTEMPTS = 12
 """How many times a write is sent at most: a first attempt and eleven retries (same write id)."""
@@ -569,29 +573,38 @@ class AdminClient(SecurityApis):
             send_version,
         )
 
-        theirs = self._versions.get(api_key)
-        if theirs is None:
-            raise RemoteError(
-                35, f"this server does not answer {API_NAMES[api_key]}: not a quorum's node"
+        # NOT_LEADER_OR_FOLLOWER: nothing was applied (a node that knew no leader in time, or
+        # a leader that just stepped down): sent again to the controller, as a write is.
+        pause = RETRY_BACKOFF_S
+        for attempt in range(WRITE_ATTEMPTS):
+            theirs = self._versions.get(api_key)
+            if theirs is None:
+                raise RemoteError(
+                    35, f"this server does not answer {API_NAMES[api_key]}: not a quorum's node"
+                )
+            version = min(send_version(api_key), theirs[1])
+            correlation_id = next(self._ids)
+            frame = encode_request(
+                request(correlation_id),
+                destination=-1,
+                cluster_id=None,
+                client_id=self.client_id,
+                version=version,
             )
-        version = min(send_version(api_key), theirs[1])
-        correlation_id = next(self._ids)
-        frame = encode_request(
-            request(correlation_id),
-            destination=-1,
-            cluster_id=None,
-            client_id=self.client_id,
-            version=version,
-        )
-        answer = await asyncio.wait_for(
-            self._send(
-                frame,
-                correlation_id,
-                lambda data: decode_response(data, api_key=api_key, version=version),
-            ),
-            timeout_ms / 1000 + 5,
-        )
-        code = int(answer.error_code)
+            answer = await asyncio.wait_for(
+                self._send(
+                    frame,
+                    correlation_id,
+                    partial(decode_response, api_key=api_key, version=version),
+                ),
+                timeout_ms / 1000 + 5,
+            )
+            code = int(answer.error_code)
+            if code != NOT_LEADER_OR_FOLLOWER or attempt == WRITE_ATTEMPTS - 1 or not self.address:
+                break
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, RETRY_BACKOFF_MAX_S)
+            await self._reconnect()
         if code != 0:
             detail = getattr(answer, "error_message", None)
             raise RemoteError(

@@ -21,6 +21,13 @@ from pathlib import Path
 
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.errors import RaftConfigError
+from api.server.broker_bindings import (
+    BROKER_PRINCIPALS_KEY,
+    NO_BINDINGS,
+    BrokerBindings,
+    BrokerBindingsError,
+    parse_broker_principals,
+)
 from api.server.event_loop import EVENT_LOOP_KEY, EVENT_LOOPS
 from api.server.limits import SPECS, LimitSpec
 from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
@@ -180,6 +187,8 @@ class ServerConfig:
     """`broker.heartbeat.interval.ms`: how often brokers are expected to heartbeat."""
     event_loop: str = "auto"
     """`event.loop`: `auto` (uvloop if installed), `uvloop` or `asyncio` (`event_loop.py`)."""
+    broker_bindings: BrokerBindings = NO_BINDINGS
+    """`broker.principals`: the broker ids each broker principal may act for."""
 
 
 def server_config(values: Mapping[str, str]) -> ServerConfig:
@@ -234,6 +243,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
             "set one: the voters (a static quorum) or the bootstrap servers (voters in the log)"
         )
     session_ms, heartbeat_ms = _broker_liveness(take)
+    bindings = _broker_bindings(take)
     authorizer = _authorizer(take)
     max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT_MAX)
     data_dir = _data_dir(take, notes)
@@ -277,6 +287,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         broker_session_timeout_ms=session_ms,
         broker_heartbeat_interval_ms=heartbeat_ms,
         event_loop=event_loop,
+        broker_bindings=bindings,
     )
 
 
@@ -293,6 +304,15 @@ def _broker_liveness(take: _Take) -> tuple[int, int]:
             "heartbeats; lower the interval"
         )
     return session, heartbeat
+
+
+def _broker_bindings(take: _Take) -> BrokerBindings:
+    """`broker.principals` (`api.server.broker_bindings`), unset: no bindings."""
+    text = take(BROKER_PRINCIPALS_KEY)
+    try:
+        return NO_BINDINGS if text is None else parse_broker_principals(text)
+    except BrokerBindingsError as exc:
+        raise ServerConfigError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- listeners

@@ -6,7 +6,9 @@ own authenticated link, the controller answers the inner request as if the clien
 there, and the broker hands the inner answer back to the client. A quorum node does the same:
 
 - **Follower side** (`Forwarder`): a write (`FORWARDED_KAFKA_APIS`, or one of our private
-  APIs that writes) on a node that does not lead is sent to the leader it knows, over a
+  APIs that writes) or a voter change (`FORWARDED_QUORUM_VERSIONS`: AddRaftVoter,
+  RemoveRaftVoter, which only the leader applies) on a node that does not lead is sent to the
+  leader it knows, over a
   connection secured as the controller links are (`controller.listener.names`). During an
   election it waits up to `LEADER_WAIT_S` for a leader; if it is the one elected it answers
   itself. Where it cannot forward (no leader in time, the leader unreachable, the leader
@@ -19,9 +21,11 @@ there, and the broker hands the inner answer back to the client. A quorum node d
   the quorum APIs, and with an authorizer only to a principal allowed CLUSTER_ACTION on the
   cluster (the controllers' own), as Kafka's controller checks it; anyone else gets
   CLUSTER_AUTHORIZATION_FAILED. The inner request must be one that is forwarded (no nested
-  Envelope, no login, no read). It is answered for the client's principal and address, so
-  the client's ACLs decide and the log's entry names the client; a write id in its header
-  travels with it, so a retry through any node is answered once.
+  Envelope, no login, no read, no quorum request but a voter change, which the leader then
+  authorizes for the client's principal as if it had come to it: ALTER on the cluster). It
+  is answered for the client's principal and address, so the client's ACLs decide and the
+  log's entry names the client; a write id in its header travels with it, so a retry through
+  any node is answered once.
 
 The principal travels as its `Type:name` text (UTF-8), the client's address as its 4 or 16
 address bytes, as Kafka sends `InetAddress.getAddress()`.
@@ -35,7 +39,7 @@ import ipaddress
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from api.client.connection import ClientConnection, ClientError, known_error_code
@@ -43,6 +47,7 @@ from api.protocol import codec, private
 from api.protocol.codec import KafkaRequest, RequestHeader, build, request_class
 from api.protocol.connection import Connection, PrivateRequest, Request
 from api.protocol.private import PRIVATE_APIS, PrivateStatus
+from api.raft.transport.wire import ADD_RAFT_VOTER_KEY, QUORUM_VERSIONS, REMOVE_RAFT_VOTER_KEY
 from api.security.client_config import ClientSecurity
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import Session
@@ -65,6 +70,17 @@ IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, CreateAcls, 
 AlterUserScramCredentials, UpdateFeatures. Reads are answered by any node from its committed
 image."""
 
+FORWARDED_QUORUM_VERSIONS: Mapping[int, tuple[int, int]] = {
+    key: QUORUM_VERSIONS[key] for key in (ADD_RAFT_VOTER_KEY, REMOVE_RAFT_VOTER_KEY)
+}
+"""The quorum APIs a follower forwards, with their versions: the voter changes (KIP-853), which
+only the leader applies. Issue #54, finding 9: bootstrapped at a follower, `mlog quorum
+add-controller` was answered NOT_LEADER_OR_FOLLOWER try after try under load."""
+
+VOTER_CHANGE_TIMEOUT_MS = 60_000
+"""How long a forwarded voter change waits for the leader's answer: the leader answers once the
+change is committed, after the new voter caught up (the client's own wait is 30 s)."""
+
 LEADER_WAIT_S = 3.0
 """How long a write on a node without a leader waits for the election before it is answered
 here (NOT_CONTROLLER)."""
@@ -80,12 +96,15 @@ MAX_CONNECTIONS = 16
 concurrent writes each take one (and meet in the leader's group commit)."""
 
 _SIZE = struct.Struct(">i")
+_VOTER_CHANGE_KEYS = frozenset(struct.pack(">h", key) for key in FORWARDED_QUORUM_VERSIONS)
+"""A voter change's frame starts with one of these (its API key)."""
 
 
 def forwarded(event: Request | PrivateRequest) -> bool:
-    """Whether a request is a write that only the leader answers."""
+    """Whether a request is a write (or a voter change) that only the leader answers."""
     if isinstance(event, Request):
-        return event.request.header.api_key in FORWARDED_KAFKA_APIS
+        key = event.request.header.api_key
+        return key in FORWARDED_KAFKA_APIS or key in FORWARDED_QUORUM_VERSIONS
     api = PRIVATE_APIS.get(event.header.api_key)
     return api is not None and api.writes
 
@@ -201,10 +220,13 @@ class Forwarder:
             request_principal=session.principal.encode(),
             client_host_address=address_bytes(session.host),
         )
+        timeout_ms = self.timeout_ms
+        if frame[:2] in _VOTER_CHANGE_KEYS:  # answered once committed: it may take a while
+            timeout_ms = max(timeout_ms, VOTER_CHANGE_TIMEOUT_MS)
         async with self._slots:
             connection = await self._connection(leader)
             try:
-                answer = await self._exchange(connection, envelope, leader)
+                answer = await self._exchange(connection, envelope, leader, timeout_ms)
             except BaseException:
                 await connection.close()
                 raise
@@ -221,9 +243,11 @@ class Forwarder:
         self.forwarded += 1
         return bytes(answer.response_data)
 
-    async def _exchange(self, connection: ClientConnection, envelope: Any, leader: int) -> Any:
+    async def _exchange(
+        self, connection: ClientConnection, envelope: Any, leader: int, timeout_ms: int
+    ) -> Any:
         """Send the envelope; give up when the node hears of another leader meanwhile."""
-        sent = asyncio.ensure_future(connection.send_entity(envelope, timeout_ms=self.timeout_ms))
+        sent = asyncio.ensure_future(connection.send_entity(envelope, timeout_ms=timeout_ms))
         try:
             while True:
                 done, _ = await asyncio.wait({sent}, timeout=0.05)
@@ -346,7 +370,9 @@ class EnvelopeOpener:
             host=address_text(bytes(body.client_host_address)),
         )
         frame = bytes(body.request_data)
-        events = Connection().receive(_SIZE.pack(len(frame)) + frame)
+        events = Connection(extra_versions=FORWARDED_QUORUM_VERSIONS).receive(
+            _SIZE.pack(len(frame)) + frame
+        )
         event = events[0] if len(events) == 1 else None
         if not isinstance(event, Request | PrivateRequest) or not forwarded(event):
             raise ApiError(

@@ -5,7 +5,9 @@ write answer to a principal with DESCRIBE on the cluster. The raw log and its pa
 ImageAt at a past point, Diff, History) need CLUSTER_ACTION, as Kafka's `__cluster_metadata`
 does. The image *now* is served to everyone, filtered as Kafka's per-resource APIs filter it:
 
-- features and brokers to everyone (Kafka's ApiVersions and Metadata show them to anyone);
+- features and brokers to everyone (Kafka's ApiVersions and Metadata show them to anyone),
+  but a broker's epoch and incarnation id only with DESCRIBE on the cluster (`hides_brokers`:
+  they are what a forged BrokerHeartbeat needs besides the right; issue #54);
 - a topic, its partitions and a pending partition deletion where the principal may DESCRIBE
   the topic (Metadata);
 - a config where it may DESCRIBE_CONFIGS the resource: a topic's on the topic, a namespace's on
@@ -18,8 +20,10 @@ does. The image *now* is served to everyone, filtered as Kafka's per-resource AP
   principal's answer is not the reader's business.
 
 A principal with CLUSTER_ACTION, a super user, and everyone on a server without an authorizer
-get the whole image. Each shown part is what replay needs to rebuild it (a topic's namespace
-comes with it), so the client rebuilds an image from the records as it always has.
+get the whole image (broker epochs and incarnation ids still only with DESCRIBE on the
+cluster, or without an authorizer). Each shown part is what replay needs to rebuild it (a
+topic's namespace comes with it), so the client rebuilds an image from the records as it
+always has.
 """
 
 from __future__ import annotations
@@ -37,6 +41,16 @@ DESCRIBE, DESCRIBE_CONFIGS = AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIG
 def sees_everything(gate: Gate, image: MetadataImage, session: Session) -> bool:
     """Whether the session reads the whole image: no authorizer, or CLUSTER_ACTION."""
     return not gate.on or gate.allows_cluster(image, session, AclOperation.CLUSTER_ACTION)
+
+
+def hides_brokers(gate: Gate, image: MetadataImage, session: Session) -> bool:
+    """Whether broker epochs and incarnation ids are hidden from the session.
+
+    They are where an authorizer decides and the session may not DESCRIBE the cluster
+    (`time_travel.without_broker_keys`). Every answer that carries them asks here: ImageAt
+    (now and past), FetchLog, Diff, History.
+    """
+    return gate.on and not gate.allows_cluster(image, session, DESCRIBE)
 
 
 def visible_records(gate: Gate, image: MetadataImage, session: Session) -> Iterator[Record]:

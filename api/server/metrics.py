@@ -9,6 +9,7 @@ docs/operating.md.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from api.protocol.codec import Answer
+from api.protocol import private
+from api.protocol.codec import API_NAMES, Answer, ProtocolError, decode_response, peek_header
 from api.server.health import health
 from metadata_log.timings import LatencyCounts
 from records.model import NO_LEADER, Mode
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
     from api.service.service import MetadataService
 
 _ERROR_NAMES = {int(code): code.name for code in ErrorCode}
+
+Labels = tuple[str, str]
+"""A request's `api` and `error` labels."""
 
 
 def answer_error(body: Any) -> str:
@@ -59,6 +64,65 @@ def answer_error(body: Any) -> str:
     if not code:
         return "NONE"
     return _ERROR_NAMES.get(code, str(code))
+
+
+FORWARDED_UNKNOWN = "Envelope"
+"""The `api` label of a forwarded request whose inner API cannot be read (a malformed one)."""
+
+
+def _entity_error(body: Any) -> int:
+    """`answer_error`'s rule on a decoded response entity: top-level code, else first item's."""
+    code = int(getattr(body, "error_code", 0) or 0)
+    if code or not dataclasses.is_dataclass(body):
+        return code
+    for field in dataclasses.fields(body):
+        value = getattr(body, field.name)
+        if type(value) is tuple and value and dataclasses.is_dataclass(value[0]):
+            for item in value:
+                code = int(getattr(item, "error_code", 0) or 0)
+                if code:
+                    return code
+    return 0
+
+
+def forwarded_labels(request_frame: bytes, response_frame: bytes | None, error: int) -> Labels:
+    """The `api` and `error` labels of a forwarded write (issue #54, finding 7).
+
+    Counted by the request inside the Envelope, on the node that forwarded it and on the
+    leader that answered it: its Kafka (or private) API name, and the error its own answer
+    carries (`response_frame`, without the size), or `error` where there is no inner answer
+    (the Envelope refused, or no answer came). The names are those of the served APIs, so the
+    label set stays bounded; a request that cannot be read is `Envelope`.
+    """
+    try:
+        api_key, version, _ = peek_header(request_frame)
+    except ProtocolError:
+        return FORWARDED_UNKNOWN, _ERROR_NAMES.get(error, str(error))
+    private_api = private.PRIVATE_APIS.get(api_key)
+    name = API_NAMES.get(api_key) if private_api is None else private_api.name
+    if name is None:
+        return FORWARDED_UNKNOWN, _ERROR_NAMES.get(error, str(error))
+    if response_frame is not None and not error:
+        try:
+            if private_api is not None:
+                _, status, _ = private.decode_response(private_api, response_frame, version)
+                error = int(status.error_code)
+            else:
+                error = _entity_error(decode_response(api_key, version, response_frame)[1])
+        except Exception:
+            error = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+    return name, "NONE" if not error else _ERROR_NAMES.get(error, str(error))
+
+
+def envelope_labels(envelope: Any, answer: Any) -> Labels:
+    """`forwarded_labels` of an Envelope request's body and the leader's EnvelopeResponse."""
+    values = answer.values if type(answer) is Answer else {}
+    data = values.get("response_data")
+    return forwarded_labels(
+        bytes(envelope.request_data),
+        None if data is None else bytes(data),
+        int(values.get("error_code") or 0),
+    )
 
 
 class RequestMetrics(Collector):

@@ -18,6 +18,7 @@ import enum
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from api.protocol import private
@@ -30,7 +31,8 @@ from api.protocol.private import (
     PrivateApi,
     PrivateStatus,
 )
-from api.server.image_views import sees_everything, visible_records
+from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
+from api.server.image_views import hides_brokers, sees_everything, visible_records
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import Session
 from api.server.namespace_views import require_creatable, visible_namespaces
@@ -146,10 +148,14 @@ class PrivateApis:
         service: MetadataService,
         authorizer: Authorizer | None = None,
         liveness: BrokerLiveness | None = None,
+        bindings: BrokerBindings = NO_BINDINGS,
     ) -> None:
         self.service = service
         self.gate = Gate(authorizer)
         self.liveness = liveness or BrokerLiveness(service)
+        self.bindings = bindings
+        """`broker.principals`: a broker's principal (CLUSTER_ACTION, not ALTER) changes only
+        the brokers bound to it."""
         self._handlers: dict[int, PrivateHandler] = {
             private.CREATE_NAMESPACE.key: self.create_namespace,
             private.DELETE_NAMESPACE.key: self.delete_namespace,
@@ -377,10 +383,10 @@ class PrivateApis:
         return private.PurgePendingResponse(results=tuple(await self.service.purge_now()))
 
     async def register_broker(self, request: RegisterBroker, session: Session) -> BrokerResult:
-        """Register a broker (a new incarnation): CLUSTER_ACTION or ALTER on the cluster."""
+        """Register a broker (a new incarnation): ALTER, or CLUSTER_ACTION for a bound id."""
 
         def register(c: Controller, image: MetadataImage) -> ControllerResult[BrokerResult]:
-            self.gate.require_cluster(image, session, *_BROKER_OPERATIONS)
+            self._require_broker_change(image, session, request.broker_id)
             return c.register_broker(image, request)
 
         return await self._submit(session, register)
@@ -389,10 +395,21 @@ class PrivateApis:
         """Fence, unfence, shut down or unregister a broker: as `register_broker`."""
 
         def change(c: Controller, image: MetadataImage) -> ControllerResult[BrokerResult]:
-            self.gate.require_cluster(image, session, *_BROKER_OPERATIONS)
+            self._require_broker_change(image, session, request.broker_id)
             return c.change_broker(image, request.broker_id, request.action)
 
         return await self._submit(session, change)
+
+    def _require_broker_change(
+        self, image: MetadataImage, session: Session, broker_id: int
+    ) -> None:
+        """An operator (ALTER) changes any broker; a broker's principal its bound ids only."""
+        gate = self.gate
+        if not gate.on:
+            return  # no authorizer: everyone is an operator (docs/security.md)
+        gate.require_cluster(image, session, *_BROKER_OPERATIONS)
+        if not gate.allows_cluster(image, session, AclOperation.ALTER):
+            self.bindings.require(gate, session, broker_id)
 
     # ------------------------------------------------------------------ reads
 
@@ -492,7 +509,7 @@ class PrivateApis:
             committed = self.service.image.provenance.offset
         limit = min(request.max_entries, MAX_FETCH_ENTRIES)
         log = self.service.log
-
+        hide = hides_brokers(self.gate, self.service.image, session)
         codec = self._codec
 
         def read() -> private.EntryBlock:
@@ -500,7 +517,7 @@ class PrivateApis:
             schema, count, body = log.block_bodies(
                 start=request.offset, last=committed, max_entries=limit
             )
-            return log_block(codec, schema, count, body, request.schema_id)
+            return log_block(codec, schema, count, body, request.schema_id, hide_brokers=hide)
 
         if committed - request.offset >= INLINE_FETCH_ENTRIES:
             block = await asyncio.to_thread(read)
@@ -516,6 +533,7 @@ class PrivateApis:
         """
         current = self.service.image
         at_offset, at_time = request.at_offset, request.at_time
+        hide = hides_brokers(self.gate, current, session)
         if at_offset is None and at_time is None:
             # Filtered here, where every authorization check runs (Metadata's are per topic
             # on the loop too); the whole image is written on the worker thread.
@@ -525,7 +543,11 @@ class PrivateApis:
                 else list(visible_records(self.gate, current, session))
             )
             return await asyncio.to_thread(
-                image_response, current, self._codec, request.schema_id, records
+                partial(image_response, hide_brokers=hide),
+                current,
+                self._codec,
+                request.schema_id,
+                records,
             )
         self._require_log_reader(session)
 
@@ -534,20 +556,20 @@ class PrivateApis:
             log = self.service.log
             # As the CLI does: a point inside an atomic batch answers the batch's end.
             image = image_at(log, store, at_offset=at_offset, at_time=at_time)
-            return image_response(image, self._codec, request.schema_id)
+            return image_response(image, self._codec, request.schema_id, hide_brokers=hide)
 
         return await asyncio.to_thread(build)
 
     async def diff(self, request: private.Diff, session: Session) -> private.DiffResponse:
         """What changed between two points of the log."""
         self._require_log_reader(session)
+        hide = hides_brokers(self.gate, self.service.image, session)
         store = self.service.snapshot_store
         start, end, changes = await asyncio.to_thread(
             diff_points, self.service.log, store, request.from_point, request.to_point
         )
-        return private.DiffResponse(
-            from_offset=start, to_offset=end, changes=tuple(map(wire_change, changes))
-        )
+        wire = tuple(wire_change(change, hide_brokers=hide) for change in changes)
+        return private.DiffResponse(from_offset=start, to_offset=end, changes=wire)
 
     async def history(self, request: private.History, session: Session) -> private.HistoryResponse:
         """Every entry that touched an entity."""
@@ -555,6 +577,7 @@ class PrivateApis:
         # malformed entity is an invalid request whoever asks.
         entity = entity_of(request.entity)
         self._require_log_reader(session)
+        hide = hides_brokers(self.gate, self.service.image, session)
         committed = self.service.image.provenance.offset
         lte = committed if request.lte is None else min(request.lte, committed)
         log, store = self.service.log, self.service.snapshot_store
@@ -567,4 +590,5 @@ class PrivateApis:
             )
 
         entries = await asyncio.to_thread(read)
-        return private.HistoryResponse(entries=tuple(map(wire_history_entry, entries)))
+        wire = tuple(wire_history_entry(entry, hide_brokers=hide) for entry in entries)
+        return private.HistoryResponse(entries=wire)

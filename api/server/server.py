@@ -52,6 +52,7 @@ from api.raft.transport.wire import QUORUM_VERSIONS
 from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, UnknownIterations
+from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
 from api.server.channel import PRELOGIN_POOL_KEY, Channel, ChannelContext, ChannelSecurity
 from api.server.feature_support import FeatureSupport, LocalSupport, QuorumSupport
 from api.server.forwarding import (
@@ -89,7 +90,7 @@ from api.server.login_guard import (
     PreloginMemory,
     SummarizedWarnings,
 )
-from api.server.metrics import ServerMetrics, answer_error
+from api.server.metrics import ServerMetrics, answer_error, envelope_labels, forwarded_labels
 from api.server.metrics_listener import MetricsListener
 from api.server.private_apis import PrivateApis
 from api.server.sasl import LoginCosts, SaslAuthenticator, SaslStep
@@ -203,6 +204,7 @@ class MetadataServer:
         broker_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
         controller_security: ClientSecurity | None = None,
+        broker_bindings: BrokerBindings = NO_BINDINGS,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
@@ -252,7 +254,7 @@ class MetadataServer:
             heartbeat_interval_ms=broker_heartbeat_interval_ms,
         )
         """The brokers' sessions: one table for every listener."""
-        self.private_apis = PrivateApis(service, self.authorizer, self.liveness)
+        self.private_apis = PrivateApis(service, self.authorizer, self.liveness, broker_bindings)
         self._sessions: asyncio.Task[None] | None = None
         self.forwarder, self._envelopes = self._forwarding(
             service, quorum_node, controller_security
@@ -413,6 +415,7 @@ class MetadataServer:
             liveness=self.liveness,
             feature_support=self.feature_support,
             sole_voter=self.sole_voter,
+            broker_bindings=self.private_apis.bindings,
         )
 
     def _serves_quorum(self, listener: str) -> bool:
@@ -657,9 +660,12 @@ class MetadataServer:
                 return False
             channel.write(encode_response(header.correlation_id, body))
             if metrics is not None:
-                name = API_NAMES.get(header.api_key, str(header.api_key))
                 seconds = time.perf_counter() - started
-                metrics.requests.observe(name, answer_error(body), seconds)
+                if header.api_key == ENVELOPE_KEY:  # by the write inside (issue #54, finding 7)
+                    labels = envelope_labels(event.request.body, body)
+                else:
+                    labels = API_NAMES.get(header.api_key, str(header.api_key)), answer_error(body)
+                metrics.requests.observe(*labels, seconds)
         elif isinstance(event, Reply):
             channel.write(event.data)
         elif isinstance(event, PrivateRequest):
@@ -699,6 +705,7 @@ class MetadataServer:
         node = self.quorum_node
         if forwarder is None or node is None or node.leading or not forwarded(event):
             return False
+        started = time.perf_counter()
         try:
             data = await forwarder.forward(event.frame, channel.session)
         except ForwardFailed as exc:
@@ -709,9 +716,19 @@ class MetadataServer:
             if frame is None:
                 return False
             channel.write(frame)
+            self._count_forwarded(event, None, int(exc.error_code), started)
             return True
         channel.write(struct.pack(">i", len(data)) + data)
+        self._count_forwarded(event, data, 0, started)
         return True
+
+    def _count_forwarded(
+        self, event: Request | PrivateRequest, answer: bytes | None, error: int, started: float
+    ) -> None:
+        """Count a forwarded write by the API and error of its answer (`forwarded_labels`)."""
+        if self.metrics is not None:
+            labels = forwarded_labels(event.frame, answer, error)
+            self.metrics.requests.observe(*labels, time.perf_counter() - started)
 
     # ------------------------------------------------------------------ authentication
 

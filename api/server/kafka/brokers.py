@@ -1,7 +1,10 @@
 """The broker-facing APIs: BrokerRegistration, BrokerHeartbeat, UnregisterBroker, AlterPartition.
 
 What a KRaft broker process sends its controller, with Kafka's schemas. Each asks
-CLUSTER_ACTION on the cluster (`dispatch.CLUSTER_CHECKS`), as Kafka's controller does.
+CLUSTER_ACTION on the cluster (`dispatch.CLUSTER_CHECKS`), as Kafka's controller does; beyond
+Kafka, BrokerRegistration, BrokerHeartbeat and AlterPartition act only for the broker ids bound
+to the principal (`broker.principals`, `api.server.broker_bindings`), checked before anything
+is written. UnregisterBroker is an operator's (ALTER), for any id.
 Registrations and heartbeats go to the service's `BrokerLiveness` (the sessions of the active
 controller); AlterPartition is a controller command, answered once committed.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.protocol.codec import KafkaRequest
+from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
 from api.server.kafka.authorization import Gate
 from api.server.kafka.base import HandlerGroup, Listener, Session, uuid_of
 from api.service.broker_liveness import BrokerLiveness
@@ -31,13 +35,16 @@ class BrokerApis(HandlerGroup):
         listener: Listener,
         gate: Gate,
         liveness: BrokerLiveness,
+        bindings: BrokerBindings = NO_BINDINGS,
     ) -> None:
         super().__init__(service, listener, gate)
         self.liveness = liveness
+        self.bindings = bindings
 
     async def broker_registration(self, request: KafkaRequest, session: Session) -> Any:
         """Register a broker process: fenced until its heartbeats show it caught up."""
         body = request.body
+        self.bindings.require(self.gate, session, int(body.broker_id))
         incarnation = uuid_of(body.incarnation_id)
         if incarnation is None or incarnation == Uuid.ZERO:
             raise ApiError(
@@ -79,6 +86,7 @@ class BrokerApis(HandlerGroup):
     async def broker_heartbeat(self, request: KafkaRequest, session: Session) -> Any:
         """A broker's heartbeat: its metadata offset and wishes; its state in the answer."""
         body = request.body
+        self.bindings.require(self.gate, session, int(body.broker_id))
         answer = await self.liveness.heartbeat(
             int(body.broker_id),
             int(body.broker_epoch),
@@ -106,6 +114,7 @@ class BrokerApis(HandlerGroup):
     async def alter_partition(self, request: KafkaRequest, session: Session) -> Any:
         """ISR changes asked by a partition leader, checked against its epochs."""
         body = request.body
+        self.bindings.require(self.gate, session, int(body.broker_id))
         changes: list[IsrChange] = []
         for topic in body.topics:
             topic_id = uuid_of(topic.topic_id) or Uuid.ZERO

@@ -14,6 +14,7 @@ from dataclasses import replace
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
 from api.raft.transport.wire import DESCRIBE_QUORUM_KEY, QUORUM_VERSIONS
+from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
 from api.server.feature_support import FeatureSupport
 from api.server.kafka.acls import AclApis
 from api.server.kafka.authorization import Gate
@@ -74,8 +75,12 @@ class KafkaApis:
         liveness: BrokerLiveness | None = None,
         feature_support: FeatureSupport | None = None,
         sole_voter: SoleVoter | None = None,
+        broker_bindings: BrokerBindings = NO_BINDINGS,
     ) -> None:
-        """`feature_support` asks the other voters before an upgrade (None: nobody to ask)."""
+        """`feature_support` asks the other voters before an upgrade (None: nobody to ask).
+
+        `broker_bindings`: the broker ids each broker principal may act for.
+        """
         self.service = service
         self.liveness = liveness or BrokerLiveness(service)
         """The broker sessions (one per server, shared by its listeners)."""
@@ -94,7 +99,7 @@ class KafkaApis:
         partitions = PartitionApis(service, listener, gate)
         acls = AclApis(service, listener, gate)
         credentials = CredentialApis(service, listener, gate)
-        brokers = BrokerApis(service, listener, gate, self.liveness)
+        brokers = BrokerApis(service, listener, gate, self.liveness, broker_bindings)
         self._handlers: dict[int, Handler] = {
             18: described.api_versions,
             3: described.metadata,

@@ -29,6 +29,7 @@ from api.client.admin import AdminClient
 from api.client.connection import RemoteError
 from api.protocol import codec, private
 from api.protocol.connection import Connection, Request
+from api.server.broker_bindings import parse_broker_principals
 from api.server.kafka.base import Listener, Session
 from api.server.kafka.dispatch import KafkaApis
 from api.server.private_apis import PrivateApis
@@ -105,7 +106,10 @@ class Cluster:
         authorizer = None if config is None else Authorizer(config)
         listener = Listener(host="127.0.0.1", port=9092, node_id=0, cluster_id="c")
         self.kafka = KafkaApis(self.service, listener, authorizer)
-        self.private = PrivateApis(self.service, authorizer)
+        # User:alice registers broker 7 in the broker tests: its id is bound to it.
+        self.private = PrivateApis(
+            self.service, authorizer, bindings=parse_broker_principals("User:alice=7")
+        )
 
     @property
     def controller(self) -> Any:

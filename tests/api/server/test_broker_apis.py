@@ -19,6 +19,7 @@ import pytest
 from api.client.admin import AdminClient
 from api.protocol import codec
 from api.protocol.connection import Connection, Request
+from api.server.broker_bindings import NO_BINDINGS, BrokerBindings, parse_broker_principals
 from api.server.kafka.base import Listener, Session
 from api.server.kafka.dispatch import KafkaApis
 from api.service.broker_liveness import BrokerLiveness
@@ -56,7 +57,12 @@ class FailoverService(MetadataService):
 class Fleet:
     """A controller (service, liveness with a fake clock, Kafka APIs) and brokers talking to it."""
 
-    def __init__(self, path: Path, authorizer: Authorizer | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        authorizer: Authorizer | None = None,
+        bindings: BrokerBindings = NO_BINDINGS,
+    ) -> None:
         service = FailoverService.open(path)
         assert isinstance(service, FailoverService)
         self.service = service
@@ -65,7 +71,9 @@ class Fleet:
             self.service, session_timeout_ms=TIMEOUT_MS, clock_ms=lambda: self.now
         )
         listener = Listener(host="127.0.0.1", port=9092, cluster_id=CLUSTER_ID)
-        self.kafka = KafkaApis(self.service, listener, authorizer, liveness=self.liveness)
+        self.kafka = KafkaApis(
+            self.service, listener, authorizer, liveness=self.liveness, broker_bindings=bindings
+        )
         self.epochs: dict[int, int] = {}
         self.loop = asyncio.new_event_loop()
 
@@ -357,7 +365,9 @@ def test_a_failover_neither_fences_live_brokers_nor_forgets_dead_ones(fleet: Fle
 
 def test_the_broker_apis_ask_cluster_action(tmp_path: Path) -> None:
     authorizer = Authorizer(AuthorizerConfig(super_users=frozenset({"User:root"})))
-    fleet = Fleet(tmp_path / "log", authorizer)
+    # The broker's principal acts for its own id (`broker.principals`): CLUSTER_ACTION decides.
+    bindings = parse_broker_principals(f"{BROKER.principal}=1")
+    fleet = Fleet(tmp_path / "log", authorizer, bindings)
     try:
         refused = fleet.register(1)
         assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
