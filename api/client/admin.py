@@ -73,7 +73,7 @@ from replay.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from replay.controller.errors import ErrorCode
+from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
 from replay.features import FeatureResult, FeatureUpdate, UpgradeType
 from replay.image import MetadataImage
@@ -212,6 +212,8 @@ class AdminClient(SecurityApis):
         self.bootstrap: list[str] = []
         """Where else to look for the controller when a write must be sent again: the
         quorum's voters `connect_controller` learned (a retry tries its own address first)."""
+        self.quorum_leader_id = -1
+        """The leader's id the last DescribeQuorum answer named (-1: none asked or known)."""
 
     async def write(self, api_key: int, **values: Any) -> Any:
         """A Kafka write API, idempotent: retried with the same write id until answered.
@@ -450,6 +452,49 @@ class AdminClient(SecurityApis):
             await asyncio.sleep(0.05)
         raise AssertionError("unreachable")  # itertools.count() never ends
 
+    async def towards_leader(self, addresses: Sequence[str]) -> AdminClient:
+        """Itself, or a client at the quorum leader's address among `addresses`.
+
+        A quorum node's client listener names only itself as the controller and forwards
+        the writes it does not lead; a client whose bootstrap list holds the leader's client
+        address still goes there (one hop less): the leader's id from DescribeQuorum, each
+        other address's id from its Metadata. Anything unanswered leaves this client as is.
+        """
+        if VOTE_KEY in self._versions or DESCRIBE_QUORUM_KEY not in self._versions:
+            return self  # a single server, or a controller listener (which names the leader)
+        try:
+            await self.describe_quorum()
+            return self  # it leads
+        except (ApiError, ClientError, OSError):
+            leader = self.quorum_leader_id
+        if leader < 0:
+            return self
+        for address in addresses:
+            if address == self.address:
+                continue
+            try:
+                other = await asyncio.wait_for(
+                    AdminClient.connect(
+                        address,
+                        client_id=self.client_id,
+                        timeout_ms=self.timeout_ms,
+                        security=self.security,
+                    ),
+                    CONNECT_WAIT_S,
+                )
+            except (ClientError, OSError, TimeoutError):
+                continue
+            try:
+                answer = await asyncio.wait_for(other.metadata([]), CONNECT_WAIT_S)
+                if int(answer.controller_id) == leader:
+                    other.bootstrap = self.bootstrap
+                    await self.close()
+                    return other
+            except (ClientError, OSError, TimeoutError):
+                pass
+            await other.close()
+        return self
+
     async def describe_quorum(self) -> DescribeQuorumResponse:
         """DescribeQuorum (55): answered by a quorum's leader, or a single server (one voter).
 
@@ -496,6 +541,7 @@ class AdminClient(SecurityApis):
             raise answer
         if not isinstance(answer, DescribeQuorumResponse):
             raise ClientError(f"DescribeQuorum answered with {type(answer).__name__}")
+        self.quorum_leader_id = int(answer.leader_id)
         if answer.error_code != 0:
             raise RemoteError(
                 int(answer.error_code),

@@ -48,7 +48,7 @@ async def connect_bootstrap(
             failures.append(f"{address}: {exc}")
             continue
         client.bootstrap = list(dict.fromkeys([*client.bootstrap, *addresses]))
-        return client
+        return await client.towards_leader(addresses)
     raise ClientError(
         f"no server of the bootstrap list answered ({'; '.join(failures)}); is `mlog serve` "
         "running at one of them?"
