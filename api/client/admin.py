@@ -160,17 +160,25 @@ class LeaderMoved(ConnectionLost):
         """`host:port` of the leader the other voters name."""
 
 
-def _not_controller(response: Any) -> bool:
-    """Whether an answer refuses the write with NOT_CONTROLLER (anywhere in it)."""
-    if int(getattr(response, "error_code", 0) or 0) == ErrorCode.NOT_CONTROLLER:
+def _not_controller(
+    response: Any, codes: frozenset[int] = frozenset({ErrorCode.NOT_CONTROLLER})
+) -> bool:
+    """Whether an answer refuses the write with one of `codes` (anywhere in it)."""
+    if int(getattr(response, "error_code", 0) or 0) in codes:
         return True
     for field in dataclasses.fields(response):
         value = getattr(response, field.name)
         if isinstance(value, tuple):
             for item in value:
-                if dataclasses.is_dataclass(item) and _not_controller(item):
+                if dataclasses.is_dataclass(item) and _not_controller(item, codes):
                     return True
     return False
+
+
+_SENT_AGAIN = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT})
+"""Answers a write is sent again for, with its id: NOT_CONTROLLER, and REQUEST_TIMED_OUT,
+which a quorum node answers when the leader it forwarded the write to stopped leading before
+it answered (the write id makes the second sending safe: a write seen is answered once)."""
 
 
 def _fits(values: Any, bounds: tuple[int, int], what: str) -> None:
@@ -256,8 +264,9 @@ class AdminClient(SecurityApis):
         """`send(write_id)` with this client's next write id; again, same id, until answered.
 
         It is sent again when the answer is lost (`ConnectionLost`: the connection failed or
-        closed, or no answer came in time) or is NOT_CONTROLLER (in a Kafka answer, or a
-        private API's `RemoteError`): the client then connects to the quorum's leader. At most
+        closed, or no answer came in time) or is NOT_CONTROLLER or REQUEST_TIMED_OUT (in a
+        Kafka answer; NOT_CONTROLLER in a private API's `RemoteError`): the client then
+        connects to the quorum's leader, or a node that forwards to it. At most
         `WRITE_ATTEMPTS` times, backing off from `RETRY_BACKOFF_S`. A server that saw the
         write already answers with the first answer, so it is applied once
         (docs/replication.md). Other errors are not retried: the same request would fail the
@@ -281,7 +290,7 @@ class AdminClient(SecurityApis):
                 if last or exc.error_code != ErrorCode.NOT_CONTROLLER:
                     raise
             else:
-                if last or not _not_controller(response):
+                if last or not _not_controller(response, _SENT_AGAIN):
                     return response
             if moved_to is None:  # the next leader is known at once: no pause before it
                 await asyncio.sleep(pause)

@@ -314,6 +314,23 @@ class Quorum:
             await asyncio.sleep(0.1)
         raise TimeoutError("no leader in time: " + self.stderr_tails())
 
+    def controller_command_config(self) -> Path:
+        """A `--command-config` file for the CLI at a controller listener, as a controller.
+
+        The quorum's own APIs (voter changes, and DescribeQuorum from any voter's view of the
+        leader) are an operator's at the controller listeners, with the controllers'
+        certificate (docs/security.md "The quorum's trust boundary").
+        """
+        assert self.pki is not None
+        path = self.root / "controller-client.properties"
+        path.write_text(
+            "security.protocol=SSL\n"
+            f"ssl.ca.location={self.pki.ca}\n"
+            "ssl.keystore.type=PEM\n"
+            f"ssl.keystore.location={self.pki.controller}\n"
+        )
+        return path
+
     async def controller_named_by(self, node_id: int) -> int:
         """The controller node `node_id` names on its controller listener (the leader it knows)."""
         assert self.pki is not None

@@ -212,8 +212,9 @@ async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Q
 
 
 async def test_controllers_authenticate_each_other_with_certificates(tmp_path: Path) -> None:
-    """mTLS on the controllers' listener and an authorizer: the quorum APIs need CLUSTER_ACTION,
-    which the controllers' certificate (a super user) has and an anonymous peer has not."""
+    """mTLS on the client listener too, and an authorizer: the controllers elect and forward
+    over their own mTLS listener whatever the ACLs say, and a peer without a certificate
+    cannot even connect to a client listener."""
     import trustme
 
     from api.security.client_config import client_security
