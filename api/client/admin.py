@@ -555,7 +555,8 @@ class AdminClient(SecurityApis):
             raise RemoteError(
                 int(answer.error_code),
                 f"{answer.error_code.name} ({int(answer.error_code)}): this node does not "
-                f"lead (leader: {answer.leader_id}); ask the leader",
+                f"lead (leader: {answer.leader_id}); ask the leader (list every node's address "
+                "in --bootstrap-server: the client goes to the leader's)",
             )
         return answer
 
