@@ -278,3 +278,18 @@ def test_a_quorum_server_without_controller_listeners_or_principals_is_refused(
             make(quorum_listeners=["CONTROLLER"], controller_principals=["User:controller"])
     finally:
         service.close()
+
+
+@pytest.mark.parametrize("attack", sorted(FRAMES))
+def test_a_single_server_serves_no_quorum_api_and_no_envelope(tmp_path: Path, attack: str) -> None:
+    """A standalone server (no quorum) is its own controller: nothing of the quorum's but
+    DescribeQuorum is served, on any listener (already so before the edge)."""
+    with running_server(tmp_path / "log") as server:
+        end = server.service.log.end_offset
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+        try:
+            assert _send(sock, FRAMES[attack]) is None
+        finally:
+            sock.close()
+        assert FORGED_TOPIC not in server.service.image.topics.by_name
+        assert server.service.log.end_offset == end
