@@ -604,8 +604,11 @@ async def quorum_ready(addresses: list[str], timeout: float) -> float:
         await asyncio.sleep(1.0)
 
 
-async def quorum_settled(addresses: list[str], timeout: float) -> float:
+async def quorum_settled(addresses: list[str], timeout: float, security: Any = None) -> float:
     """Seconds until every voter answers Metadata naming one leader, twice 3 s apart.
+
+    `addresses` are the voters' controller listeners, asked with the controllers' `security`
+    (a client listener names its own node as the controller).
 
     A voter answers only once it has applied the committed log (its image), so this is when
     all of them are up, and the fleet does not start in the elections of their start-up.
@@ -616,7 +619,7 @@ async def quorum_settled(addresses: list[str], timeout: float) -> float:
 
     async def named(address: str) -> int:
         try:
-            client = await asyncio.wait_for(AdminClient.connect(address), 3)
+            client = await asyncio.wait_for(AdminClient.connect(address, security=security), 3)
             try:
                 answer = await asyncio.wait_for(client.metadata([]), 3)
                 return int(answer.controller_id)
@@ -687,7 +690,10 @@ def fleet_quorum(args: argparse.Namespace) -> None:
         quorum.start_all()
         try:
             ready = asyncio.run(quorum_ready(addresses, timeout=900))
-            settled = asyncio.run(quorum_settled(addresses, timeout=600))
+            assert quorum.pki is not None
+            controllers = [node.controller_address for node in quorum.nodes.values()]
+            security = quorum.pki.controller_client()
+            settled = asyncio.run(quorum_settled(controllers, timeout=600, security=security))
         except TimeoutError as exc:
             raise SystemExit(f"{exc}:\n{quorum.stderr_tails()}") from None
         print(f"every voter names the same leader {settled:.1f} s later", flush=True)

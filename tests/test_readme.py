@@ -1,15 +1,28 @@
-"""The README's Python examples run in order in one fresh directory, as a reader runs them."""
+"""The README's examples run as a reader runs them: the Python ones in order in one fresh
+directory, the audit commands, and the quorum recipe pasted into bash."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import random
 import re
 import shlex
+import signal
+import socket
+import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import trustme
+
+from api.client import AdminClient
+from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED
+from replay.controller.commands import CreatableTopic
+from tests.support.quorum_attacks import attack_frames, exchange, refusal_code, tls_context
 
 ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
@@ -116,3 +129,146 @@ def test_readme_audit_examples_run(tmp_path: Path) -> None:
     fed = shlex.split(feed)[2:]  # printf '%s\n' QUERY...
     assert len(answered) == len(queries) + len(fed), piped.stderr
     assert "entries" in piped.stdout and "6" in piped.stdout.split("entries", 1)[1], piped.stdout
+
+
+def quorum_recipe(markdown: str) -> str:
+    """The ```sh block of the README's "A quorum of three controllers" section."""
+    section = markdown.split("### A quorum of three controllers", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def _free_prefix(taken: set[int]) -> int:
+    """A 3- or 4-digit prefix P whose ports P1, P2 and P3 are free on 127.0.0.1 now."""
+
+    while True:
+        prefix = random.randint(200, 6000)
+        if prefix in taken:
+            continue
+        sockets = []
+        try:
+            for i in (1, 2, 3):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", prefix * 10 + i))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        return prefix
+
+
+@pytest.mark.process
+def test_readme_quorum_recipe_runs_and_its_edge_holds(tmp_path: Path) -> None:
+    """The quorum recipe, pasted into bash (its ports moved to free ones), gives a quorum whose
+    client listeners refuse every Raft API and Envelope, whose controller listeners refuse a
+    peer without the controllers' certificate, and which takes writes through every node."""
+
+    recipe = quorum_recipe((ROOT / "README.md").read_text())
+    assert "controller.listener.names=CONTROLLER" in recipe and "openssl" in recipe
+    clients = _free_prefix(set())
+    controllers = _free_prefix({clients})
+    script = recipe.replace("127.0.0.1:909", f"127.0.0.1:{clients}").replace(
+        "127.0.0.1:919", f"127.0.0.1:{controllers}"
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "mlog"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m api.cli "$@"\n')
+    shim.chmod(0o755)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    }
+    env.pop("MLOG_DATA_DIR", None)
+    env.pop("MLOG_BOOTSTRAP_SERVER", None)
+    (tmp_path / "recipe.sh").write_text(script + "\njobs -p > pids.txt\n")
+    with (tmp_path / "out.txt").open("w") as out, (tmp_path / "err.txt").open("w") as err:
+        done = subprocess.run(
+            ["bash", "recipe.sh"],
+            check=False,
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=err,
+            timeout=180,
+        )
+    pids = (
+        [int(p) for p in (tmp_path / "pids.txt").read_text().split()]
+        if (tmp_path / "pids.txt").exists()
+        else []
+    )
+    try:
+        assert done.returncode == 0, (tmp_path / "err.txt").read_text()[-3000:]
+        assert len(pids) == 3
+        assert "created topic t" in (tmp_path / "out.txt").read_text()
+        asyncio.run(_check_recipe_quorum(tmp_path, clients, controllers))
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for pid in pids:
+            for _ in range(300):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.1)
+
+
+async def _check_recipe_quorum(directory: Path, clients: int, controllers: int) -> None:
+
+    ca = str(directory / "quorum-ca.pem")
+    # A certificate of the controllers' CA under another name (CN=mallory), and one of
+    # another CA under the controllers' own name.
+    subprocess.run(
+        "openssl req -newkey rsa:2048 -nodes -subj /CN=mallory -keyout m.key -out m.csr && "
+        "openssl x509 -req -in m.csr -CA quorum-ca.pem -CAkey quorum-ca.key -CAcreateserial "
+        "-days 1 -out m.crt && cat m.key m.crt > mallory.pem",
+        shell=True,
+        cwd=directory,
+        check=True,
+        capture_output=True,
+    )
+    other = trustme.CA().issue_cert("127.0.0.1", common_name="controller")
+    other.private_key_and_cert_chain_pem.write_to_path(str(directory / "other.pem"))
+    outsiders = {
+        "no certificate": tls_context(ca),
+        "another CA": tls_context(ca, str(directory / "other.pem")),
+        "another name": tls_context(ca, str(directory / "mallory.pem")),
+    }
+    for node_id in (1, 2, 3):
+        frames = attack_frames(
+            cluster_id=_cluster_id(directory, node_id), destination=node_id, sender=1 + node_id % 3
+        )
+        for name, frame in frames.items():
+            (answer,) = await exchange(clients * 10 + node_id, [frame])
+            assert answer is None, f"node {node_id}'s client listener answered {name}"
+            for who, context in outsiders.items():
+                try:
+                    (answer,) = await exchange(controllers * 10 + node_id, [frame], context=context)
+                except (ssl.SSLError, ConnectionError):
+                    continue  # the handshake was refused
+                if answer is not None:
+                    code = refusal_code(name, answer)
+                    assert code == CLUSTER_AUTHORIZATION_FAILED, (node_id, name, who, code)
+    for node_id in (1, 2, 3):
+        client = await AdminClient.connect_controller(
+            f"127.0.0.1:{clients * 10 + node_id}", timeout_ms=10_000
+        )
+        try:
+            (result,) = await client.create_topics([CreatableTopic(name=f"via-{node_id}")])
+        finally:
+            await client.close()
+        assert result.outcome.error_code == 0, result
+
+
+def _cluster_id(directory: Path, node_id: int) -> str:
+    """The cluster id `mlog quorum format` wrote into node `node_id`'s data directory."""
+    for line in (directory / f"data{node_id}" / "meta.properties").read_text().splitlines():
+        if line.startswith("cluster.id="):
+            return line.split("=", 1)[1].strip()
+    raise AssertionError("no cluster.id in meta.properties")

@@ -290,6 +290,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
 
     values = config_values(args)
     config = server_config(values)
+    principals = _controller_principals(config)
     try:
         loop = choose_loop(config.event_loop, tls=any(item.uses_tls for item in config.listeners))
     except EventLoopUnavailable as exc:
@@ -311,8 +312,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     )
     listeners = server_listeners(config)
     raise_open_file_limit()  # each connection is a file; the default limit is often 1024
-    in_quorum = config.quorum is not None or config.dynamic_quorum is not None
-    if in_quorum and not (settings.data_dir / META_PROPERTIES).exists():
+    if config.in_quorum and not (settings.data_dir / META_PROPERTIES).exists():
         raise CliError(
             f"{settings.data_dir} is not formatted for the quorum: run `mlog quorum format "
             "--config FILE` (a new cluster's voter) or `mlog quorum format --rejoin --config "
@@ -342,7 +342,8 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         failed_authentication_delay_ms=config.failed_authentication_delay_ms,
         authorizer=config.authorizer,
         quorum_node=quorum,
-        quorum_listeners=_controller_listeners(values),
+        quorum_listeners=config.controller_listener_names,
+        controller_principals=principals,
         metrics_listen=config.metrics_listen,
         broker_session_timeout_ms=config.broker_session_timeout_ms,
         broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
@@ -364,6 +365,19 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         # `failed` already says what to do (restart): the line says it once.
         raise CliError(f"the quorum node stopped: {quorum.failed}")
     return EXIT_OK
+
+
+def _controller_principals(config: ServerConfig) -> frozenset[str] | None:
+    """Who may use a quorum member's own APIs (None: not a quorum member).
+
+    A member whose controller listener does not authenticate its peers stops here, in one
+    line naming the key to set (`check_controller_listener`).
+    """
+    from api.server.config import check_controller_listener
+    from api.server.listeners import controller_principals
+
+    check_controller_listener(config)
+    return controller_principals(config) if config.in_quorum else None
 
 
 def _with_log_keys(settings: Settings, config: ServerConfig) -> Settings:
@@ -557,12 +571,6 @@ def _controller_security(values: Mapping[str, str]) -> ClientSecurity | None:
     if not values.get("controller.listener.names"):
         return None
     return controller_client_security(values)
-
-
-def _controller_listeners(values: Mapping[str, str]) -> list[str] | None:
-    """`controller.listener.names`: where the quorum's APIs are served (None: every listener)."""
-    names = [n.strip().upper() for n in values.get("controller.listener.names", "").split(",")]
-    return [n for n in names if n] or None
 
 
 def file_values(args: argparse.Namespace) -> dict[str, str]:

@@ -74,7 +74,7 @@ from replay.controller.commands import (
     TopicPartition,
     TopicRef,
 )
-from replay.controller.errors import ErrorCode
+from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
 from replay.features import FeatureResult, FeatureUpdate, UpgradeType
 from replay.image import MetadataImage
@@ -164,17 +164,25 @@ class LeaderMoved(ConnectionLost):
         """`host:port` of the leader the other voters name."""
 
 
-def _not_controller(response: Any) -> bool:
-    """Whether an answer refuses the write with NOT_CONTROLLER (anywhere in it)."""
-    if int(getattr(response, "error_code", 0) or 0) == ErrorCode.NOT_CONTROLLER:
+def _not_controller(
+    response: Any, codes: frozenset[int] = frozenset({ErrorCode.NOT_CONTROLLER})
+) -> bool:
+    """Whether an answer refuses the write with one of `codes` (anywhere in it)."""
+    if int(getattr(response, "error_code", 0) or 0) in codes:
         return True
     for field in dataclasses.fields(response):
         value = getattr(response, field.name)
         if isinstance(value, tuple):
             for item in value:
-                if dataclasses.is_dataclass(item) and _not_controller(item):
+                if dataclasses.is_dataclass(item) and _not_controller(item, codes):
                     return True
     return False
+
+
+_SENT_AGAIN = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT})
+"""Answers a write is sent again for, with its id: NOT_CONTROLLER, and REQUEST_TIMED_OUT,
+which a quorum node answers when the leader it forwarded the write to stopped leading before
+it answered (the write id makes the second sending safe: a write seen is answered once)."""
 
 
 def _fits(values: Any, bounds: tuple[int, int], what: str) -> None:
@@ -216,6 +224,8 @@ class AdminClient(SecurityApis):
         self.bootstrap: list[str] = []
         """Where else to look for the controller when a write must be sent again: the
         quorum's voters `connect_controller` learned (a retry tries its own address first)."""
+        self.quorum_leader_id = -1
+        """The leader's id the last DescribeQuorum answer named (-1: none asked or known)."""
 
     async def write(self, api_key: int, **values: Any) -> Any:
         """A Kafka write API, idempotent: retried with the same write id until answered.
@@ -258,8 +268,9 @@ class AdminClient(SecurityApis):
         """`send(write_id)` with this client's next write id; again, same id, until answered.
 
         It is sent again when the answer is lost (`ConnectionLost`: the connection failed or
-        closed, or no answer came in time) or is NOT_CONTROLLER (in a Kafka answer, or a
-        private API's `RemoteError`): the client then connects to the quorum's leader. At most
+        closed, or no answer came in time) or is NOT_CONTROLLER or REQUEST_TIMED_OUT (in a
+        Kafka answer; NOT_CONTROLLER in a private API's `RemoteError`): the client then
+        connects to the quorum's leader, or a node that forwards to it. At most
         `WRITE_ATTEMPTS` times, backing off from `RETRY_BACKOFF_S`. A server that saw the
         write already answers with the first answer, so it is applied once
         (docs/replication.md). Other errors are not retried: the same request would fail the
@@ -283,7 +294,7 @@ class AdminClient(SecurityApis):
                 if last or exc.error_code != ErrorCode.NOT_CONTROLLER:
                     raise
             else:
-                if last or not _not_controller(response):
+                if last or not _not_controller(response, _SENT_AGAIN):
                     return response
             if moved_to is None:  # the next leader is known at once: no pause before it
                 await asyncio.sleep(pause)
@@ -454,6 +465,49 @@ class AdminClient(SecurityApis):
             await asyncio.sleep(0.05)
         raise AssertionError("unreachable")  # itertools.count() never ends
 
+    async def towards_leader(self, addresses: Sequence[str]) -> AdminClient:
+        """Itself, or a client at the quorum leader's address among `addresses`.
+
+        A quorum node's client listener names only itself as the controller and forwards
+        the writes it does not lead; a client whose bootstrap list holds the leader's client
+        address still goes there (one hop less): the leader's id from DescribeQuorum, each
+        other address's id from its Metadata. Anything unanswered leaves this client as is.
+        """
+        if VOTE_KEY in self._versions or DESCRIBE_QUORUM_KEY not in self._versions:
+            return self  # a single server, or a controller listener (which names the leader)
+        try:
+            await self.describe_quorum()
+            return self  # it leads
+        except (ApiError, ClientError, OSError):
+            leader = self.quorum_leader_id
+        if leader < 0:
+            return self
+        for address in addresses:
+            if address == self.address:
+                continue
+            try:
+                other = await asyncio.wait_for(
+                    AdminClient.connect(
+                        address,
+                        client_id=self.client_id,
+                        timeout_ms=self.timeout_ms,
+                        security=self.security,
+                    ),
+                    CONNECT_WAIT_S,
+                )
+            except (ClientError, OSError, TimeoutError):
+                continue
+            try:
+                answer = await asyncio.wait_for(other.metadata([]), CONNECT_WAIT_S)
+                if int(answer.controller_id) == leader:
+                    other.bootstrap = self.bootstrap
+                    await self.close()
+                    return other
+            except (ClientError, OSError, TimeoutError):
+                pass
+            await other.close()
+        return self
+
     async def describe_quorum(self) -> DescribeQuorumResponse:
         """DescribeQuorum (55): answered by a quorum's leader, or a single server (one voter).
 
@@ -500,11 +554,13 @@ class AdminClient(SecurityApis):
             raise answer
         if not isinstance(answer, DescribeQuorumResponse):
             raise ClientError(f"DescribeQuorum answered with {type(answer).__name__}")
+        self.quorum_leader_id = int(answer.leader_id)
         if answer.error_code != 0:
             raise RemoteError(
                 int(answer.error_code),
                 f"{answer.error_code.name} ({int(answer.error_code)}): this node does not "
-                f"lead (leader: {answer.leader_id}); ask the leader",
+                f"lead (leader: {answer.leader_id}); ask the leader (list every node's address "
+                "in --bootstrap-server: the client goes to the leader's)",
             )
         return answer
 

@@ -81,7 +81,7 @@ async def connect_bootstrap(
             late=late,
         )
         if client is not None:
-            return _keeping(client, addresses)
+            return await _keeping(client, addresses).towards_leader(addresses)
     # Nobody answered in time: the slow ones again, each with the request timeout.
     patient = dataclasses.replace(given, setup_timeout_ms=None)
     for address in late:
@@ -94,7 +94,7 @@ async def connect_bootstrap(
             late=[],
         )
         if client is not None:
-            return _keeping(client, addresses)
+            return await _keeping(client, addresses).towards_leader(addresses)
     raise ClientError(
         f"no server of the bootstrap list answered ({'; '.join(failures)}); is `mlog serve` "
         "running at one of them?"

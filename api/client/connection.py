@@ -79,6 +79,10 @@ class ConnectionLost(ClientError):
     """
 
 
+CLOSE_WAIT_S = 1.0
+"""How long closing a connection waits for the peer's side of the close (TLS's close_notify)."""
+
+
 class RemoteError(ApiError):
     """The server refused a request; `str()` is what the embedded CLI prints for it."""
 
@@ -303,8 +307,13 @@ class ClientConnection:
             await self._receiver
         self._fail_pending(ConnectionLost("the connection is closed"))
         self._writer.close()
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+        # A TLS close waits for the peer's close_notify: a stopped peer (SIGSTOP, a hung
+        # host) would hold the caller for asyncio's SSL shutdown timeout (30 s), so after a
+        # short wait the socket is dropped instead.
+        try:
+            await asyncio.wait_for(self._writer.wait_closed(), CLOSE_WAIT_S)
+        except Exception:
+            self._writer.transport.abort()
 
     # ------------------------------------------------------------------ transport
 

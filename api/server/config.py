@@ -21,6 +21,7 @@ from pathlib import Path
 
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.errors import RaftConfigError
+from api.security.principal import ANONYMOUS
 from api.server.broker_bindings import (
     BROKER_PRINCIPALS_KEY,
     NO_BINDINGS,
@@ -38,6 +39,14 @@ from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 
 _Take = Callable[[str], "str | None"]
 """`take(key)`: a key's stripped value (marking the key used), or None when it is absent."""
+
+
+CONTROLLER_LISTENER_NAMES_KEY = "controller.listener.names"
+"""Kafka's key: the listeners the controllers talk to each other on."""
+
+
+CONTROLLER_PRINCIPALS_KEY = "controller.principals"
+"""Our key (Kafka has none): the controllers' principals, `;`-separated as `super.users`."""
 
 
 class ServerConfigError(MetadataLogError):
@@ -189,6 +198,21 @@ class ServerConfig:
     """`event.loop`: `auto` (uvloop if installed), `uvloop` or `asyncio` (`event_loop.py`)."""
     broker_bindings: BrokerBindings = NO_BINDINGS
     """`broker.principals`: the broker ids each broker principal may act for."""
+    controller_listener_names: tuple[str, ...] = ()
+    """`controller.listener.names` (upper-case): where the quorum's own APIs are served."""
+    controller_principals: frozenset[str] | None = None
+    """`controller.principals`: who may use them (None: this node's own controller principal,
+    `api.server.listeners.controller_principals`)."""
+
+    @property
+    def in_quorum(self) -> bool:
+        """Whether this node is a member of a controller quorum (static or dynamic)."""
+        return self.quorum is not None or self.dynamic_quorum is not None
+
+    def controller_listeners(self) -> tuple[ListenerConfig, ...]:
+        """The listeners of `controller.listener.names`, in that order."""
+        by_name = {listener.name: listener for listener in self.listeners}
+        return tuple(by_name[n] for n in self.controller_listener_names if n in by_name)
 
 
 def server_config(values: Mapping[str, str]) -> ServerConfig:
@@ -256,6 +280,12 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
     )
     segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT_MAX)
     segment_ms = _optional_long(take, SEGMENT_MS_KEY, 1)
+    controller_names = tuple(
+        name.strip().upper()
+        for name in (take(CONTROLLER_LISTENER_NAMES_KEY) or "").split(",")
+        if name.strip()
+    )
+    controller_principals = _controller_principals(take)
     event_loop = (take(EVENT_LOOP_KEY) or "auto").lower()
     if event_loop not in EVENT_LOOPS:
         raise ServerConfigError(
@@ -288,7 +318,85 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         broker_heartbeat_interval_ms=heartbeat_ms,
         event_loop=event_loop,
         broker_bindings=bindings,
+        controller_listener_names=controller_names,
+        controller_principals=controller_principals,
     )
+
+
+def _controller_principals(take: _Take) -> frozenset[str] | None:
+    """`controller.principals`, checked; None when not set (the node's own is the default)."""
+    text = take(CONTROLLER_PRINCIPALS_KEY)
+    if text is None:
+        return None
+    try:
+        principals = parse_principals(CONTROLLER_PRINCIPALS_KEY, text)
+    except ValueError as exc:
+        raise ServerConfigError(str(exc)) from None
+    if not principals:
+        raise ServerConfigError(
+            f"{CONTROLLER_PRINCIPALS_KEY} is empty; name the controllers' principals "
+            "(User:controller;...) or remove the key for this node's own certificate's"
+        )
+    if ANONYMOUS in principals:
+        raise ServerConfigError(
+            f"{CONTROLLER_PRINCIPALS_KEY} names {ANONYMOUS}: a peer that did not authenticate "
+            "is never a controller; name the controllers' certificate principals"
+        )
+    return principals
+
+
+def parse_principals(key: str, text: str) -> frozenset[str]:
+    """The principals of a `;`-separated list (`Type:name` each); ValueError naming `key`."""
+    principals = {item.strip() for item in text.split(";") if item.strip()}
+    for principal in principals:
+        kind, sep, name = principal.partition(":")
+        if not sep or not kind or not name:
+            raise ValueError(
+                f"{key}: {principal!r} is not a principal; write Type:name (e.g. User:controller)"
+            )
+    return frozenset(principals)
+
+
+def check_controller_listener(config: ServerConfig) -> None:
+    """Refuse a quorum member whose controllers could not authenticate each other.
+
+    Kafka requires `controller.listener.names` in KRaft mode; here the listener must also
+    authenticate its peers with certificates (SSL, `ssl.client.auth=required`): the quorum's
+    APIs and Envelopes are served to the controllers' principals only (`api.server.edge`).
+    SASL cannot be that listener's protocol: its users are records in the log, which a new
+    quorum's controllers do not have before they have elected a leader.
+    """
+    if not config.in_quorum:
+        return
+    if not config.controller_listener_names:
+        raise ServerConfigError(
+            f"a quorum member needs {CONTROLLER_LISTENER_NAMES_KEY}: add a listener the "
+            "controllers talk to each other on, e.g. listeners=...,CONTROLLER://host:9093, "
+            "listener.security.protocol.map=...,CONTROLLER:SSL, "
+            "controller.listener.names=CONTROLLER (docs/replication.md)"
+        )
+    names = {listener.name for listener in config.listeners}
+    for name in config.controller_listener_names:
+        if name not in names:
+            raise ServerConfigError(
+                f"{CONTROLLER_LISTENER_NAMES_KEY} names {name}, which is not in listeners "
+                f"({', '.join(sorted(names))}); add {name}://host:port to listeners"
+            )
+    for listener in config.controller_listeners():
+        protocol = listener.security_protocol
+        if protocol in SASL_PROTOCOLS:
+            raise ServerConfigError(
+                f"controller listener {listener.name} is {protocol}: controllers cannot log in "
+                "with SASL, whose users are records in the log a new quorum does not have yet; "
+                f"map {listener.name}:SSL and set listener.name.{listener.name.lower()}."
+                "ssl.client.auth=required (mTLS)"
+            )
+        if listener.tls is None or listener.tls.client_auth != "required":
+            raise ServerConfigError(
+                f"controller listener {listener.name} ({protocol}) does not authenticate its "
+                f"peers; map {listener.name}:SSL and set listener.name."
+                f"{listener.name.lower()}.ssl.client.auth=required with a truststore (mTLS)"
+            )
 
 
 def _broker_liveness(take: _Take) -> tuple[int, int]:

@@ -17,15 +17,17 @@ there, and the broker hands the inner answer back to the client. A quorum node d
   anything): never from its own, possibly stale, image. A request sent whose answer does not
   come within `FORWARD_TIMEOUT_MS` (or whose leader is replaced meanwhile) is answered
   REQUEST_TIMED_OUT: it may or may not have been applied.
-- **Leader side** (`EnvelopeOpener`): Envelope is served only on the listeners that serve
-  the quorum APIs, and with an authorizer only to a principal allowed CLUSTER_ACTION on the
-  cluster (the controllers' own), as Kafka's controller checks it; anyone else gets
+- **Leader side** (`EnvelopeOpener`): Envelope is served only on the controller listeners
+  (`controller.listener.names`) and only to the controllers' principals
+  (`controller.principals`, `api.server.edge`), whatever the authorizer says: the Envelope
+  names the principal the log records, so only a peer that authenticated as a controller
+  may name one (Kafka asks CLUSTER_ACTION, which its brokers hold too). Anyone else gets
   CLUSTER_AUTHORIZATION_FAILED. The inner request must be one that is forwarded (no nested
   Envelope, no login, no read, no quorum request but a voter change, which the leader then
   authorizes for the client's principal as if it had come to it: ALTER on the cluster). It
-  is answered for the client's principal and address, so the client's ACLs decide and the
-  log's entry names the client; a write id in its header travels with it, so a retry through
-  any node is answered once.
+  is answered for the client's principal and address, as the forwarding node authenticated
+  and saw them, so the client's ACLs decide and the log's entry names the client; a write id
+  in its header travels with it, so a retry through any node is answered once.
 
 The principal travels as its `Type:name` text (UTF-8), the client's address as its 4 or 16
 address bytes, as Kafka sends `InetAddress.getAddress()`.
@@ -49,12 +51,9 @@ from api.protocol.connection import Connection, PrivateRequest, Request
 from api.protocol.private import PRIVATE_APIS, PrivateStatus
 from api.raft.transport.wire import ADD_RAFT_VOTER_KEY, QUORUM_VERSIONS, REMOVE_RAFT_VOTER_KEY
 from api.security.client_config import ClientSecurity
-from api.server.kafka.authorization import Gate
 from api.server.kafka.base import Session
 from api.server.kafka.refusals import refusal
-from records.model import AclOperation
 from replay.controller.errors import ApiError, ErrorCode
-from replay.image import MetadataImage
 
 logger = logging.getLogger("api.server.forwarding")
 
@@ -238,7 +237,8 @@ class Forwarder:
             raise ApiError(
                 known_error_code(code),
                 f"the leader (node {leader}) refused this node's forwarded request "
-                f"(Envelope error {code}); give the controllers' principal CLUSTER_ACTION",
+                f"(Envelope error {code}); add this node's principal to the leader's "
+                "controller.principals",
             )
         self.forwarded += 1
         return bytes(answer.response_data)
@@ -337,15 +337,17 @@ class EnvelopeOpener:
         self,
         *,
         node: LeaderView | None,
-        gate: Gate,
-        image: Callable[[], MetadataImage],
+        admit: Callable[[Session, str], None],
         kafka: Callable[[str], KafkaAnswerer],
         private: PrivateAnswerer,
     ) -> None:
-        """`kafka(listener)` answers a Kafka request as that listener; `private` ours."""
+        """`kafka(listener)` answers a Kafka request as that listener; `private` ours.
+
+        `admit(session, listener)` raises `ApiError` unless the sender is a controller on a
+        controller listener (`api.server.edge.Edge.check` for Envelope).
+        """
         self.node = node
-        self.gate = gate
-        self.image = image
+        self.admit = admit
         self.kafka = kafka
         self.private = private
 
@@ -361,8 +363,7 @@ class EnvelopeOpener:
         return codec.Answer(answer_class, {"error_code": 0, "response_data": data})
 
     async def _inner(self, body: Any, session: Session, listener: str) -> bytes:
-        if self.gate.on:
-            self.gate.require_cluster(self.image(), session, AclOperation.CLUSTER_ACTION)
+        self.admit(session, listener)
         if self.node is not None and not self.node.leading:
             raise ApiError(ErrorCode.NOT_CONTROLLER, "this controller does not lead")
         client = Session(

@@ -7,19 +7,57 @@ naming the listener, never a connection later.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from typing import Any
 
 from api.security.errors import SecurityConfigError
 from api.security.principal import NoMatchingRule, PrincipalMapper
 from api.security.tls import server_context
-from api.server.config import ListenerConfig, ServerConfig, ServerConfigError, TlsConfig
+from api.server.config import (
+    CONTROLLER_PRINCIPALS_KEY,
+    ListenerConfig,
+    ServerConfig,
+    ServerConfigError,
+    TlsConfig,
+)
 from api.server.server import ServerListener
 
 
 def server_listeners(config: ServerConfig) -> list[ServerListener]:
     """The `ServerListener` of each configured listener, in order."""
     return [server_listener(listener) for listener in config.listeners]
+
+
+def controller_principals(config: ServerConfig) -> frozenset[str]:
+    """Who may use the quorum's own APIs: `controller.principals`, else this node's own.
+
+    This node's own is the principal it presents on its controller links: the subject of its
+    controller listener's certificate (`ssl.keystore.location`), mapped by that listener's
+    `ssl.principal.mapping.rules` as a peer's certificate is, so controllers sharing one
+    certificate identity need no key. `ServerConfigError` when there is none to read.
+    """
+    if config.controller_principals is not None:
+        return config.controller_principals
+    listeners = config.controller_listeners()
+    tls = listeners[0].tls if listeners else None
+    if tls is None:
+        raise ServerConfigError(
+            f"{CONTROLLER_PRINCIPALS_KEY} is not set and this node has no controller "
+            "certificate to take it from; set controller.listener.names to an SSL listener"
+        )
+    name = listeners[0].name
+    try:
+        # The standard library's decoder of a PEM certificate (the first of the keystore's
+        # chain), giving the subject as `getpeercert()` gives a peer's.
+        decoded = ssl._ssl._test_decode_cert(str(tls.keystore_location))  # type: ignore[attr-defined]
+        principal = PrincipalMapper(tls.principal_mapping_rules).principal(decoded["subject"])
+    except (OSError, ssl.SSLError, KeyError, SecurityConfigError, NoMatchingRule) as exc:
+        raise ServerConfigError(
+            f"listener {name}: cannot take this controller's principal from "
+            f"{tls.keystore_location} ({exc}); set {CONTROLLER_PRINCIPALS_KEY}"
+        ) from None
+    return frozenset({principal})
 
 
 def server_listener(listener: ListenerConfig) -> ServerListener:

@@ -36,7 +36,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from api.protocol.codec import API_NAMES, SASL_AUTHENTICATE_KEY, encode_response
+from api.protocol import codec
+from api.protocol.codec import API_NAMES, SASL_AUTHENTICATE_KEY, KafkaRequest, encode_response
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
     Close,
@@ -48,16 +49,15 @@ from api.protocol.connection import (
 )
 from api.protocol.private import PRIVATE_APIS
 from api.raft.transport.endpoint import NodeEndpoint
-from api.raft.transport.wire import QUORUM_VERSIONS
 from api.security.derived_keys import DerivedKeys
 from api.security.scram import StoredCredential
 from api.security.unknown_users import FakeSalts, UnknownIterations
 from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
 from api.server.channel import PRELOGIN_POOL_KEY, Channel, ChannelContext, ChannelSecurity
+from api.server.edge import Edge, quorum_edge, refused_answer
 from api.server.feature_support import FeatureSupport, LocalSupport, QuorumSupport
 from api.server.forwarding import (
     ENVELOPE_KEY,
-    ENVELOPE_VERSIONS,
     EnvelopeOpener,
     Forwarder,
     ForwardFailed,
@@ -67,7 +67,7 @@ from api.server.forwarding import (
 from api.server.health import Health, health
 from api.server.heap import HeapTrimmer
 from api.server.kafka.authorization import Gate
-from api.server.kafka.base import ANONYMOUS, Listener
+from api.server.kafka.base import ANONYMOUS, Listener, Session
 from api.server.kafka.dispatch import KafkaApis
 from api.server.kafka.quorum import QuorumEndpoint
 from api.server.kafka.sole_voter import SOLE_VOTER_VERSIONS, SoleVoter
@@ -100,9 +100,9 @@ from api.service.broker_liveness import (
     BrokerLiveness,
 )
 from api.service.service import MetadataService
-from records.model import ScramMechanism
+from records.model import AclOperation, ScramMechanism
 from replay.controller.authorizer import Authorizer, AuthorizerConfig
-from replay.controller.errors import ApiError
+from replay.controller.errors import ApiError, ErrorCode
 
 if TYPE_CHECKING:
     from api.raft.node import QuorumNode
@@ -205,6 +205,7 @@ class MetadataServer:
         broker_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
         controller_security: ClientSecurity | None = None,
         broker_bindings: BrokerBindings = NO_BINDINGS,
+        controller_principals: Collection[str] | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
@@ -215,7 +216,8 @@ class MetadataServer:
         the listeners are bound (the other voters reach it there), stops before the service,
         and answers the quorum's APIs (`quorum`, an endpoint, answers them without a node:
         tests). They are served on the listeners named in `quorum_listeners` (Kafka's
-        `controller.listener.names`; None: on every listener). A quorum node forwards the
+        `controller.listener.names`, required with a quorum) to `controller_principals` only
+        (`edge.py`); the other listeners serve DescribeQuorum alone. A quorum node forwards the
         writes it does not lead to the leader (`forwarding.py`), connecting as the controllers
         connect to each other (`controller_security`, None: PLAINTEXT). Without either, the
         server is a single server: its own quorum of one voter, answering DescribeQuorum as
@@ -223,7 +225,6 @@ class MetadataServer:
         """
         self.service = service
         self.quorum_node = quorum_node
-        self.quorum_listeners = None if quorum_listeners is None else frozenset(quorum_listeners)
         if listeners is None:
             listeners = [
                 ServerListener(
@@ -237,6 +238,15 @@ class MetadataServer:
         self.sole_voter = SoleVoter(service, node_id) if self.quorum is None else None
         """A single server (no quorum): answers DescribeQuorum as a quorum of one voter."""
         self.listeners: list[ServerListener] = _checked(listeners)
+        # One authorizer for both kinds of API: they share its ACL index.
+        self.authorizer = None if authorizer is None else Authorizer(authorizer)
+        """Decides every request when `authorizer.class.name` is set; None allows everything."""
+        # Which listener serves the quorum APIs to whom (None: a single server).
+        self.edge: Edge | None = (
+            None
+            if self.quorum is None
+            else self._edge(service, quorum_listeners, controller_principals)
+        )
         """The listeners, with the ports bound once started."""
         self.host = self.listeners[0].host
         self.port = self.listeners[0].port
@@ -245,9 +255,6 @@ class MetadataServer:
         self.cluster_id = cluster_id
         self.max_request_bytes = max_request_bytes
         self.limits = limits or ServerLimits()
-        # One authorizer for both kinds of API: they share its ACL index.
-        self.authorizer = None if authorizer is None else Authorizer(authorizer)
-        """Decides every request when `authorizer.class.name` is set; None allows everything."""
         self.liveness = BrokerLiveness(
             service,
             session_timeout_ms=broker_session_timeout_ms,
@@ -294,6 +301,27 @@ class MetadataServer:
             unknown_plain=lambda name: unknown.plain_of(service.image.scram.credentials, name),
             fake_salts=FakeSalts(),
         )
+
+    def _edge(
+        self,
+        service: MetadataService,
+        listeners: Collection[str] | None,
+        principals: Collection[str] | None,
+    ) -> Edge:
+        """The edge of a quorum node; ValueError without its listeners or principals."""
+        names = {listener.name for listener in self.listeners}
+        missing = sorted(set(n.upper() for n in listeners or ()) - names)
+        if missing:
+            raise ValueError(
+                f"controller.listener.names names {', '.join(missing)}, which is not in "
+                f"listeners ({', '.join(sorted(names))}); add it to listeners"
+            )
+        gate = Gate(self.authorizer)
+
+        def operator_allowed(session: Session) -> bool:
+            return gate.on and gate.allows_cluster(service.image, session, AclOperation.ALTER)
+
+        return quorum_edge(listeners or (), principals or (), operator_allowed)
 
     def _serve_metrics(self, listen: tuple[str, int]) -> None:
         """Count requests and serve `/metrics`, `/healthz` and `/readyz` on `listen`."""
@@ -353,8 +381,11 @@ class MetadataServer:
                         node_id=self.node_id,
                         cluster_id=self.cluster_id,
                         quorum=self.quorum_node,
+                        controller_listener=self.edge is None
+                        or self.edge.is_controller_listener(bound.name),
                     ),
-                    quorum=self._serves_quorum(bound.name),
+                    name=bound.name,
+                    quorum=self.quorum is not None,
                 )
                 advertised.append(_describe(bound, host, port))
         except BaseException:
@@ -405,8 +436,8 @@ class MetadataServer:
             limits.queued_max_request_bytes,
         )
 
-    def _kafka_apis(self, listener: Listener, *, quorum: bool = False) -> KafkaApis:
-        """The Kafka handlers answering on one listener (advertising its address)."""
+    def _kafka_apis(self, listener: Listener, *, name: str, quorum: bool = False) -> KafkaApis:
+        """The Kafka handlers answering on listener `name` (advertising its address)."""
         return KafkaApis(
             self.service,
             listener,
@@ -416,13 +447,8 @@ class MetadataServer:
             feature_support=self.feature_support,
             sole_voter=self.sole_voter,
             broker_bindings=self.private_apis.bindings,
+            quorum_served=None if self.edge is None else self.edge.serves(name),
         )
-
-    def _serves_quorum(self, listener: str) -> bool:
-        """Whether the listener named `listener` answers the quorum APIs."""
-        if self.quorum is None:
-            return False
-        return self.quorum_listeners is None or listener in self.quorum_listeners
 
     async def _listen(self, listener: ServerListener, shared: ChannelContext) -> ServerListener:
         """Bind one listener; the listener with its bound port."""
@@ -441,8 +467,8 @@ class MetadataServer:
             channels=shared.channels,
             security=self._channel_security(listener),
             extra_versions=(
-                {**QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
-                if self._serves_quorum(listener.name)
+                self.edge.serves(listener.name)
+                if self.edge is not None
                 else SOLE_VOTER_VERSIONS
                 if self.sole_voter is not None
                 else {}
@@ -613,12 +639,19 @@ class MetadataServer:
         forwarder = None if quorum_node is None else Forwarder(quorum_node, security=security)
         opener = EnvelopeOpener(
             node=quorum_node,
-            gate=Gate(self.authorizer),
-            image=lambda: service.image,
+            admit=self._admit_envelope,
             kafka=lambda name: self._apis[name].handle,
             private=self.private_apis.handle,
         )
         return forwarder, opener
+
+    def _admit_envelope(self, session: Session, listener: str) -> None:
+        """Refuse an Envelope from anyone but a controller on a controller listener."""
+        if self.edge is None:
+            raise ApiError(
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "a single server takes no Envelope"
+            )
+        self.edge.check(ENVELOPE_KEY, listener, session)
 
     @property
     def unsent_answer_bytes(self) -> int:
@@ -643,7 +676,10 @@ class MetadataServer:
             apis = self._apis[channel.listener]
             started = time.perf_counter() if metrics is not None else 0.0
             try:
-                if header.api_key == ENVELOPE_KEY:  # only decoded on the quorum's listeners
+                refused = self._refused_at_edge(event.request, channel)
+                if refused is not None:
+                    body = refused
+                elif header.api_key == ENVELOPE_KEY:  # only decoded on the quorum's listeners
                     body = await self._envelopes.open(
                         event.request, channel.session, channel.listener
                     )
@@ -694,6 +730,25 @@ class MetadataServer:
         elif isinstance(event, SaslToken):  # pragma: no cover - only read while logging in
             return False
         return True
+
+    def _refused_at_edge(self, request: KafkaRequest, channel: Channel) -> codec.Answer | None:
+        """The refusal of a quorum request the edge does not admit (None: admitted)."""
+        edge = self.edge
+        if edge is None:
+            return None
+        try:
+            edge.check(request.header.api_key, channel.listener, channel.session)
+        except ApiError as exc:
+            logger.info(
+                "refused %s from %s (%s) on listener %s: %s",
+                API_NAMES.get(request.header.api_key, request.header.api_key),
+                channel.session.principal,
+                channel.peer,
+                channel.listener,
+                exc.message,
+            )
+            return refused_answer(request, exc)
+        return None
 
     async def _forwarded(self, event: Request | PrivateRequest, channel: Channel) -> bool:
         """Answer a write on a node that does not lead with the leader's answer (KIP-590).

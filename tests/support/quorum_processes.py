@@ -2,9 +2,12 @@
 
 Used by tests/system/test_quorum_processes.py and bench/quorum_bench.py. Each node is formatted with
 `mlog quorum format` and started with `mlog serve --config` (Kafka's keys), on ports picked
-free beforehand. `Quorum.writer` drives writes through `AdminClient.connect_controller`,
-following the leader across failures, and remembers what was acknowledged; `check_logs`
-proves every acknowledged write is in every node's log, with identical entries per offset.
+free beforehand: a client listener (`protocol`, the node's `address`) and a CONTROLLER listener
+with mTLS (`controller.listener.names`, certificates made at test time, `controller_certs.py`),
+which the voters and bootstrap servers name. `Quorum.writer` drives writes through
+`AdminClient.connect_controller`, following the leader across failures, and remembers what
+was acknowledged; `check_logs` proves every acknowledged write is in every node's log, with
+identical entries per offset.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from metadata_log.errors import LogError
 from metadata_log.reader import LogReader
 from records import TopicRecord
 from replay.controller.commands import CreatableTopic, RegisterBroker
+from tests.support.controller_certs import ControllerPki, make_controller_pki
 from tests.support.paths import REPO
 from tests.support.tcp_proxy import Proxy, ProxyLoop
 
@@ -70,11 +74,18 @@ class Node:
     config: Path
     stderr: Path
     process: subprocess.Popen[bytes] | None = None
+    controller_port: int = 0
+    """Its CONTROLLER listener's port (mTLS: the other controllers reach it there)."""
 
     @property
     def address(self) -> str:
-        """`127.0.0.1:port`."""
+        """`127.0.0.1:port`: its client listener."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def controller_address(self) -> str:
+        """`127.0.0.1:controller_port`: its CONTROLLER listener."""
+        return f"127.0.0.1:{self.controller_port}"
 
     @property
     def running(self) -> bool:
@@ -91,7 +102,7 @@ class Quorum:
     timers: dict[str, int | str] = field(default_factory=dict)
     """More server keys (Kafka's names) for every node: timers, TLS, an authorizer."""
     protocol: str = "PLAINTEXT"
-    """The one listener's security protocol (its name too)."""
+    """The client listener's security protocol (its name too)."""
     security: ClientSecurity | None = None
     """How the test's clients connect (None: PLAINTEXT)."""
     proxies: ProxyLoop | None = None
@@ -103,30 +114,40 @@ class Quorum:
     `--initial-controllers`) instead of `controller.quorum.voters`; nodes may be added."""
     nodes: dict[int, Node] = field(default_factory=dict)
     links: dict[tuple[int, int], Proxy] = field(default_factory=dict)
+    pki: ControllerPki | None = None
+    """The controllers' CA and certificate (made on first use under `root / "pki"`)."""
 
     def __post_init__(self) -> None:
-        ports = free_ports(self.size)
+        self.pki = make_controller_pki(self.root / "pki")
+        both = free_ports(2 * self.size)
+        ports, controller_ports = both[: self.size], both[self.size :]
         ids = range(1, self.size + 1)
         if self.proxies is not None:
             for i in ids:
                 for j in ids:
                     if i != j:
-                        self.links[i, j] = self.proxies.proxy(ports[j - 1])
-        initial = ",".join(f"{j}@127.0.0.1:{ports[j - 1]}:{DIRECTORY_IDS[j - 1]}" for j in ids)
+                        self.links[i, j] = self.proxies.proxy(controller_ports[j - 1])
+        initial = ",".join(
+            f"{j}@127.0.0.1:{controller_ports[j - 1]}:{DIRECTORY_IDS[j - 1]}" for j in ids
+        )
         for index, port in enumerate(ports):
             node_id = index + 1
-            voters = ",".join(f"{j}@127.0.0.1:{self._port(node_id, j, ports[j - 1])}" for j in ids)
+            voters = ",".join(
+                f"{j}@127.0.0.1:{self._port(node_id, j, controller_ports[j - 1])}" for j in ids
+            )
             quorum_key = (
-                f"controller.quorum.bootstrap.servers={self.bootstrap_servers(ports)}"
+                f"controller.quorum.bootstrap.servers={self.bootstrap_servers(controller_ports)}"
                 if self.dynamic
                 else f"controller.quorum.voters={voters}"
             )
-            node = self.configure_node(node_id, port, quorum_key)
+            node = self.configure_node(
+                node_id, port, quorum_key, controller_port=controller_ports[index]
+            )
             self.format(node, *(("--initial-controllers", initial) if self.dynamic else ()))
 
     @staticmethod
     def bootstrap_servers(ports: Sequence[int]) -> str:
-        """`controller.quorum.bootstrap.servers` of these ports on loopback."""
+        """`controller.quorum.bootstrap.servers` of these (controller) ports on loopback."""
         return ",".join(f"127.0.0.1:{port}" for port in ports)
 
     @staticmethod
@@ -144,14 +165,27 @@ class Quorum:
             CLUSTER_ID,
         )
 
-    def configure_node(self, node_id: int, port: int, quorum_key: str) -> Node:
-        """Node `node_id`'s directory and server.properties (not formatted, not started)."""
+    def configure_node(
+        self, node_id: int, port: int, quorum_key: str, *, controller_port: int | None = None
+    ) -> Node:
+        """Node `node_id`'s directory and server.properties (not formatted, not started).
+
+        `port` is its client listener's; its CONTROLLER listener takes `controller_port`
+        (None: a free one).
+        """
+        assert self.pki is not None
+        if controller_port is None:
+            (controller_port,) = free_ports(1)
         directory = self.root / f"node{node_id}"
         directory.mkdir(parents=True, exist_ok=True)
         config = directory / "server.properties"
         lines = [
             f"node.id={node_id}",
-            f"listeners={self.protocol}://127.0.0.1:{port}",
+            f"listeners={self.protocol}://127.0.0.1:{port},"
+            f"CONTROLLER://127.0.0.1:{controller_port}",
+            f"listener.security.protocol.map={self.protocol}:{self.protocol},CONTROLLER:SSL",
+            "controller.listener.names=CONTROLLER",
+            *(f"{key}={value}" for key, value in self.pki.server_keys().items()),
             quorum_key,
             *(f"{key}={value}" for key, value in self.timers.items()),
         ]
@@ -162,6 +196,7 @@ class Quorum:
             data_dir=directory / "data",
             config=config,
             stderr=directory / "stderr.txt",
+            controller_port=controller_port,
         )
         self.nodes[node_id] = node
         return node
@@ -173,7 +208,7 @@ class Quorum:
         an observer until `mlog quorum add-controller --config` makes it a voter.
         """
         (port,) = free_ports(1)
-        servers = self.bootstrap_servers([n.port for n in self.nodes.values()])
+        servers = self.bootstrap_servers([n.controller_port for n in self.nodes.values()])
         node = self.configure_node(node_id, port, f"controller.quorum.bootstrap.servers={servers}")
         self.format(node, "--no-initial-controllers")
         return node
@@ -249,7 +284,13 @@ class Quorum:
                 node.process = None
 
     async def leader(self, timeout: float = 30.0) -> int:
-        """The id of the node that takes writes, asked of the running nodes."""
+        """The id of the node that takes writes, asked of the running nodes.
+
+        Asked on their controller listeners, as a controller: a client listener names only
+        its own node as the controller (it forwards the writes it does not lead).
+        """
+        assert self.pki is not None
+        security = self.pki.controller_client()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for node in self.nodes.values():
@@ -257,7 +298,7 @@ class Quorum:
                     continue
                 try:
                     client = await asyncio.wait_for(
-                        AdminClient.connect(node.address, security=self.security), 2
+                        AdminClient.connect(node.controller_address, security=security), 2
                     )
                 except Exception:
                     continue
@@ -272,6 +313,34 @@ class Quorum:
                     return controller
             await asyncio.sleep(0.1)
         raise TimeoutError("no leader in time: " + self.stderr_tails())
+
+    def controller_command_config(self) -> Path:
+        """A `--command-config` file for the CLI at a controller listener, as a controller.
+
+        The quorum's own APIs (voter changes, and DescribeQuorum from any voter's view of the
+        leader) are an operator's at the controller listeners, with the controllers'
+        certificate (docs/security.md "The quorum's trust boundary").
+        """
+        assert self.pki is not None
+        path = self.root / "controller-client.properties"
+        path.write_text(
+            "security.protocol=SSL\n"
+            f"ssl.ca.location={self.pki.ca}\n"
+            "ssl.keystore.type=PEM\n"
+            f"ssl.keystore.location={self.pki.controller}\n"
+        )
+        return path
+
+    async def controller_named_by(self, node_id: int) -> int:
+        """The controller node `node_id` names on its controller listener (the leader it knows)."""
+        assert self.pki is not None
+        client = await AdminClient.connect(
+            self.nodes[node_id].controller_address, security=self.pki.controller_client()
+        )
+        try:
+            return int((await client.metadata([])).controller_id)
+        finally:
+            await client.close()
 
     async def serving(self, timeout: float = 30) -> None:
         """Wait until every running node accepts connections on its port.

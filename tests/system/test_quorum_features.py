@@ -110,7 +110,7 @@ async def test_an_upgrade_waits_for_every_voter_and_goes_through_a_follower(
         _, follower = await _follower(quorum, besides=3)
         code, message = await _upgrade_raw(quorum.nodes[follower].address)
         assert code == ErrorCode.INVALID_UPDATE_VERSION, message
-        assert f"voter 3 ({quorum.nodes[3].address}) cannot tell" in message
+        assert f"voter 3 ({quorum.nodes[3].controller_address}) cannot tell" in message
         for node in quorum.nodes.values():
             if node.running:
                 assert await _finalized(node.address) == 0

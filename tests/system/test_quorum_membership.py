@@ -35,16 +35,30 @@ from tests.support.quorum_processes import (
 pytestmark = pytest.mark.timeout(240)
 
 
-def _describe(node: Node) -> dict[str, object]:
+def _describe(quorum: Quorum, node: Node) -> dict[str, object]:
+    """`mlog quorum describe` at `node`'s controller listener, as a controller (an operator's
+    tool reaches the leader there: docs/security.md "The quorum's trust boundary")."""
     answer: dict[str, object] = json.loads(
-        mlog("--output", "json", "quorum", "describe", "--bootstrap-server", node.address)
+        mlog(
+            "--output",
+            "json",
+            "quorum",
+            "describe",
+            "--bootstrap-server",
+            node.controller_address,
+            "--command-config",
+            str(quorum.controller_command_config()),
+        )
     )
     return answer
 
 
-async def _voter_ids(node: Node) -> set[int]:
-    """The voters the leader names (DescribeQuorum through `node`)."""
-    client = await AdminClient.connect_controller(node.address, timeout_ms=5000)
+async def _voter_ids(quorum: Quorum, node: Node) -> set[int]:
+    """The voters the leader names (DescribeQuorum through `node`'s controller listener)."""
+    assert quorum.pki is not None
+    client = await AdminClient.connect_controller(
+        node.controller_address, timeout_ms=5000, security=quorum.pki.controller_client()
+    )
     try:
         answer = await client.describe_quorum()
     finally:
@@ -57,7 +71,12 @@ async def _caught_up(quorum: Quorum, node_id: int, timeout: float = 30.0) -> Non
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            client = await AdminClient.connect_controller(quorum.nodes[2].address, timeout_ms=5000)
+            assert quorum.pki is not None
+            client = await AdminClient.connect_controller(
+                quorum.nodes[2].controller_address,
+                timeout_ms=5000,
+                security=quorum.pki.controller_client(),
+            )
             try:
                 answer = await client.describe_quorum()
             finally:
@@ -87,7 +106,9 @@ async def _add_controller(quorum: Quorum, node: Node, timeout: float = 30.0) -> 
                 "--data-dir",
                 str(node.data_dir),
                 "--bootstrap-server",
-                running.address,
+                running.controller_address,
+                "--command-config",
+                str(quorum.controller_command_config()),
             )
         except AssertionError as exc:
             # REQUEST_TIMED_OUT: not caught up yet (or a leader change under way).
@@ -109,7 +130,7 @@ async def test_add_a_controller_remove_one_and_survive_the_leaders_kill(tmp_path
     try:
         await quorum.register_brokers()
         await write_until(writer, 10)
-        voters = _describe(quorum.nodes[1])["voters"]
+        voters = _describe(quorum, quorum.nodes[1])["voters"]
         assert isinstance(voters, list)
         assert {v["replica_id"]: v["directory_id"] for v in voters} == dict(
             zip((1, 2, 3), DIRECTORY_IDS[:3], strict=False)
@@ -120,7 +141,7 @@ async def test_add_a_controller_remove_one_and_survive_the_leaders_kill(tmp_path
         added = await _add_controller(quorum, new)
         assert "added controller 4" in added
         await write_until(writer, 10)
-        assert await _voter_ids(quorum.nodes[4]) == {1, 2, 3, 4}
+        assert await _voter_ids(quorum, quorum.nodes[4]) == {1, 2, 3, 4}
 
         removed = mlog(
             "quorum",
@@ -130,7 +151,9 @@ async def test_add_a_controller_remove_one_and_survive_the_leaders_kill(tmp_path
             "--controller-directory-id",
             DIRECTORY_IDS[0],
             "--bootstrap-server",
-            quorum.nodes[2].address,
+            quorum.nodes[2].controller_address,
+            "--command-config",
+            str(quorum.controller_command_config()),
         )
         assert "removed controller 1" in removed
         await write_until(writer, 10)
@@ -144,7 +167,7 @@ async def test_add_a_controller_remove_one_and_survive_the_leaders_kill(tmp_path
         assert await quorum.leader() in {2, 3, 4} - {leader}
         quorum.start(leader)
         await converge(quorum, writer)
-        assert await _voter_ids(quorum.nodes[2]) == {2, 3, 4}
+        assert await _voter_ids(quorum, quorum.nodes[2]) == {2, 3, 4}
     finally:
         await writer.close()
         quorum.stop_all()

@@ -34,12 +34,15 @@ OBSERVER = 4
 def _add_observer(quorum: Quorum) -> Node:
     """Node 4, configured with the voters' addresses, not formatted, not started."""
     (port,) = free_ports(1)
-    voters = ",".join(f"{n.node_id}@{n.address}" for n in quorum.nodes.values())
+    voters = ",".join(f"{n.node_id}@{n.controller_address}" for n in quorum.nodes.values())
     return quorum.configure_node(OBSERVER, port, f"controller.quorum.voters={voters}")
 
 
 def _describe(quorum: Quorum, via: Node) -> str:
-    return mlog("quorum", "describe", "--bootstrap-server", via.address)
+    # DescribeQuorum is the leader's to answer: the list holds every client address, and
+    # the CLI goes to the leader's (a client listener names only its own node).
+    others = [n.address for n in quorum.nodes.values() if n is not via]
+    return mlog("quorum", "describe", "--bootstrap-server", ",".join([via.address, *others]))
 
 
 async def test_an_observer_follows_answers_reads_and_never_votes(quorum: Quorum) -> None:
@@ -67,13 +70,15 @@ async def test_an_observer_follows_answers_reads_and_never_votes(quorum: Quorum)
         assert described.count("voter") == 3
         assert rows[OBSERVER][1] == "observer" and rows[OBSERVER][3] == "0", described
 
-        # Reads through it: the committed topics; its Metadata names the leader.
+        # Reads through it: the committed topics; its controller listener names the leader,
+        # its client listener itself (it forwards writes).
         listed = mlog("topics", "list", "--bootstrap-server", observer.address)
         for name in writer.acknowledged:
             assert name in listed
         client = await AdminClient.connect(observer.address)
         try:
-            assert int((await client.metadata([])).controller_id) == leader
+            assert await quorum.controller_named_by(OBSERVER) == leader
+            assert int((await client.metadata([])).controller_id) == OBSERVER
             # A write sent to it is forwarded to the leader (KIP-590): answered there.
             (result,) = await client.create_topics([CreatableTopic(name="to-observer")])
             assert result.outcome.error_code == ErrorCode.NONE, result

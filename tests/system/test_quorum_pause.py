@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from api.client import AdminClient
+from api.client.bootstrap import connect_bootstrap
 from replay.controller.commands import CreatableTopic
 from tests.support.quorum_processes import Quorum, check_logs, logs_converge, mlog
 
@@ -34,10 +34,14 @@ this long for it, however loaded the host (an "eventually", not a latency bound)
 
 
 async def _loop(
-    address: str, prefix: str, stop: asyncio.Event, done: list[tuple[float, float, str]]
+    addresses: str, prefix: str, stop: asyncio.Event, done: list[tuple[float, float, str]]
 ) -> None:
-    """Create topics one at a time until `stop`: (start, seconds, name) of each acknowledged."""
-    client = await AdminClient.connect_controller(address)
+    """Create topics one at a time until `stop`: (start, seconds, name) of each acknowledged.
+
+    `addresses` is a bootstrap list (client listeners, one node first): a client listener
+    names only its own node, so a client learns the other nodes from its list.
+    """
+    client = await connect_bootstrap(addresses)
     try:
         turn = 0
         while not stop.is_set():
@@ -51,6 +55,12 @@ async def _loop(
         await client.close()
 
 
+def _first(quorum: Quorum, node_id: int) -> str:
+    """Every node's client address, node `node_id`'s first."""
+    nodes = sorted(quorum.nodes.values(), key=lambda n: n.node_id != node_id)
+    return ",".join(n.address for n in nodes)
+
+
 async def test_writes_leave_a_hung_leader_before_it_resumes(tmp_path: Path) -> None:
     quorum = Quorum(tmp_path)
     quorum.start_all()
@@ -61,7 +71,9 @@ async def test_writes_leave_a_hung_leader_before_it_resumes(tmp_path: Path) -> N
         stop = asyncio.Event()
         done: list[tuple[float, float, str]] = []
         loops = [
-            asyncio.create_task(_loop(node.address, f"n{node.node_id}-{k}-", stop, done))
+            asyncio.create_task(
+                _loop(_first(quorum, node.node_id), f"n{node.node_id}-{k}-", stop, done)
+            )
             for k in range(2)
             for node in quorum.nodes.values()
         ][:4]

@@ -33,14 +33,6 @@ pytestmark = pytest.mark.timeout(240)
 """Half of Kafka's defaults: the same protocol, shorter tests."""
 
 
-async def _controller_named_by(address: str) -> int:
-    client = await AdminClient.connect(address)
-    try:
-        return int((await client.metadata([])).controller_id)
-    finally:
-        await client.close()
-
-
 async def test_kill_9_of_the_leader_loses_no_acknowledged_write(quorum: Quorum) -> None:
     writer = Writer(quorum)
     try:
@@ -82,7 +74,7 @@ async def test_a_paused_leader_is_replaced_and_steps_down_when_resumed(quorum: Q
         quorum.kill(paused, signal.SIGCONT)
         await converge(quorum, writer)
         # One leader, and the resumed node knows it (it may have won a later election itself).
-        named = {i: await _controller_named_by(quorum.nodes[i].address) for i in quorum.nodes}
+        named = {i: await quorum.controller_named_by(i) for i in quorum.nodes}
         leaders = {i for i, controller in named.items() if controller == i}
         assert len(leaders) == 1, named
         assert named[paused] in leaders, named
@@ -176,7 +168,8 @@ def test_clients_we_did_not_write_and_the_cli_find_the_leader(quorum: Quorum) ->
     listed = mlog("topics", "list", "--bootstrap-server", follower.address)
     for name in ("by-kafka-python", "by-confluent", "by-mlog"):
         assert name in listed
-    described = mlog("quorum", "describe", "--bootstrap-server", follower.address)
+    everyone = ",".join(n.address for n in quorum.nodes.values())
+    described = mlog("quorum", "describe", "--bootstrap-server", everyone)
     assert f"LeaderId: {leader}" in described
     assert described.count("voter") == 3
 
@@ -219,8 +212,9 @@ async def test_a_wiped_follower_rejoins_and_catches_up_before_it_votes(quorum: Q
 
 
 async def test_controllers_authenticate_each_other_with_certificates(tmp_path: Path) -> None:
-    """mTLS on the controllers' listener and an authorizer: the quorum APIs need CLUSTER_ACTION,
-    which the controllers' certificate (a super user) has and an anonymous peer has not."""
+    """mTLS on the client listener too, and an authorizer: the controllers elect and forward
+    over their own mTLS listener whatever the ACLs say, and a peer without a certificate
+    cannot even connect to a client listener."""
     import trustme
 
     from api.security.client_config import client_security
@@ -237,7 +231,6 @@ async def test_controllers_authenticate_each_other_with_certificates(tmp_path: P
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(ca_path),
         "ssl.client.auth": "required",
-        "controller.listener.names": "SSL",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
         "super.users": "User:controller",

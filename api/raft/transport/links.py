@@ -554,9 +554,8 @@ class QuorumLinks:
             text = str(result)
             if getattr(result, "error_code", None) == CLUSTER_AUTHORIZATION_FAILED:
                 text += (
-                    "; the peer's authorizer refuses this controller's login: make it a super "
-                    "user there (super.users) or allow it ClusterAction (Describe for "
-                    "DescribeQuorum) on the cluster"
+                    "; the peer does not take this controller's principal as a controller's: "
+                    "add it to controller.principals there"
                 )
             if text not in link.refusals:
                 if len(link.refusals) >= _REFUSALS_REMEMBERED:

@@ -53,11 +53,23 @@ class Listener:
     cluster_id: str = ""
     quorum: QuorumView | None = None
     """The controller quorum this server is a node of (None: a single server)."""
+    controller_listener: bool = True
+    """Whether this is one of the quorum's controller listeners (`controller.listener.names`,
+    where the voters' addresses are reachable); False on a quorum node's client listeners."""
+
+    @property
+    def advertises_voters(self) -> bool:
+        """Whether answers name every voter (a quorum's controller listener) or only this node."""
+        return self.quorum is not None and self.controller_listener
 
     @property
     def controller_id(self) -> int:
-        """The node clients send writes to: the quorum's leader (-1 if unknown), or this one."""
-        return self.node_id if self.quorum is None else self.quorum.leader_id
+        """The node clients send writes to: the leader (-1 if unknown), or this one.
+
+        The leader on a quorum's controller listener; this node on its client listeners (it
+        forwards the writes it does not lead) and on a single server.
+        """
+        return self.quorum.leader_id if self.advertises_voters and self.quorum else self.node_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,6 +9,7 @@ test checks every one).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from api.protocol import codec
@@ -76,10 +77,13 @@ class KafkaApis:
         feature_support: FeatureSupport | None = None,
         sole_voter: SoleVoter | None = None,
         broker_bindings: BrokerBindings = NO_BINDINGS,
+        quorum_served: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         """`feature_support` asks the other voters before an upgrade (None: nobody to ask).
 
         `broker_bindings`: the broker ids each broker principal may act for.
+        `quorum_served`: the quorum API versions this listener serves (`api.server.edge`;
+        None: every one of them). Who may call them the server's edge decides before this.
         """
         self.service = service
         self.liveness = liveness or BrokerLiveness(service)
@@ -130,12 +134,14 @@ class KafkaApis:
             36: refuse_outside_login,
         }
         if quorum is not None:
+            served = dict(QUORUM_VERSIONS) if quorum_served is None else dict(quorum_served)
             quorum_apis = QuorumApis(
-                quorum, service, listener, gate, features=features.feature_fields
+                quorum, service, listener, gate, features=features.feature_fields, served=served
             )
             self._handlers[18] = quorum_apis.api_versions
             for key in QUORUM_VERSIONS:
-                self._handlers[key] = quorum_apis.handle
+                if key in served:
+                    self._handlers[key] = quorum_apis.handle
         elif sole_voter is not None:
             # The same checks and refusals as on a quorum's node, for its one served API.
             self._handlers[DESCRIBE_QUORUM_KEY] = QuorumApis(

@@ -30,6 +30,8 @@ from replay.image import MetadataImage, TopicImage
 def advertised_nodes(listener: Listener) -> list[dict[str, Any]]:
     """The nodes a Metadata or DescribeCluster answer lists: only this server, the controller.
 
+    On a quorum's controller listener: every voter, and the leader is the controller.
+
     Clients key connections by node id (kafkajs, librdkafka), so each advertised id must be one
     stable address with one stable rack, and the controller id must be one of them. Listing the
     registered brokers at this server's address broke both (kafkajs closed the shared
@@ -39,8 +41,11 @@ def advertised_nodes(listener: Listener) -> list[dict[str, Any]]:
     its `node.id`; partition leaders and replicas still name the registered brokers, which a
     client reads as data (as it does for an offline leader) and never needs to reach.
     """
-    if listener.quorum is not None:
-        # A quorum's node lists every voter: clients send writes to the one named controller.
+    if listener.quorum is not None and listener.advertises_voters:
+        # A quorum's controller listener lists every voter at its controller address: the
+        # controllers and our CLI send writes to the one named controller. A client listener
+        # names only this node (below): its clients cannot reach the controller listeners,
+        # and the writes it does not lead are forwarded to the leader (`forwarding.py`).
         return [
             {
                 "node_id": node_id,

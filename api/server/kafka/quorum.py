@@ -1,14 +1,15 @@
 """The controller quorum's APIs on the server, answered by the server's `QuorumEndpoint`.
 
 Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum, and KIP-853's
-AddRaftVoter, RemoveRaftVoter (ALTER on the cluster: an operator's request, as Kafka checks
-them) and UpdateRaftVoter (CLUSTER_ACTION: a voter's).
+AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
 
 A server given no endpoint (a single server) serves only DescribeQuorum, as a quorum of one
 voter (`sole_voter.py`, through this class); the others are not in its ApiVersions, and a
-request of one of their keys closes the connection as any unknown API does. With one, each
-request is authorized as Kafka's controller authorizes it (CLUSTER_ACTION on the cluster,
-DESCRIBE for DescribeQuorum), checked as KRaft checks it (the metadata partition only, this
+request of one of their keys closes the connection as any unknown API does. With one, who may
+send each request was decided before it reached this class (`api.server.edge`: the
+controllers' principals on the controller listener); DescribeQuorum, served on every
+listener, is authorized here as Kafka authorizes it (DESCRIBE on the cluster). Each is checked
+as KRaft checks it (the metadata partition only, this
 cluster's id, this node as the voter meant), mapped to the core's message
 (`api.raft.transport.wire`) and answered with what the endpoint answers. A refused request
 is answered with its error code at the top level (CLUSTER_AUTHORIZATION_FAILED,
@@ -18,7 +19,7 @@ connection stays open.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from api.protocol import codec
@@ -30,11 +31,9 @@ from api.raft.transport.errors import (
     RaftWireRefusal,
 )
 from api.raft.transport.wire import (
-    ADD_RAFT_VOTER_KEY,
     DESCRIBE_QUORUM_KEY,
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
-    REMOVE_RAFT_VOTER_KEY,
     QuorumRequest,
     QuorumResponse,
     api_key_of,
@@ -49,12 +48,9 @@ from api.service.service import MetadataService
 from records.model import AclOperation
 from replay.controller.errors import ApiError
 
-_OPERATIONS = {
-    DESCRIBE_QUORUM_KEY: AclOperation.DESCRIBE,
-    ADD_RAFT_VOTER_KEY: AclOperation.ALTER,
-    REMOVE_RAFT_VOTER_KEY: AclOperation.ALTER,
-}
-"""The operation on the cluster each quorum API needs (CLUSTER_ACTION for the others)."""
+_OPERATIONS = {DESCRIBE_QUORUM_KEY: AclOperation.DESCRIBE}
+"""The operation on the cluster a quorum API needs here; the others are the edge's to decide
+(`api.server.edge`: no ACL makes a client a controller)."""
 
 
 class QuorumEndpoint(Protocol):
@@ -84,8 +80,11 @@ class QuorumApis:
         gate: Gate,
         *,
         features: Callable[[int], dict[str, Any]] | None = None,
+        served: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
+        """`served`: the quorum API versions listed in ApiVersions (None: all of them)."""
         self.endpoint = endpoint
+        self._served = {**QUORUM_VERSIONS, **ENVELOPE_VERSIONS} if served is None else dict(served)
         self._features = features
         self.service = service
         self.listener = listener
@@ -98,9 +97,7 @@ class QuorumApis:
             codec.response_class(header.api_key, header.api_version),
             {
                 "error_code": 0,
-                "api_keys": codec.supported_api_keys(
-                    {**PRIVATE_VERSIONS, **QUORUM_VERSIONS, **ENVELOPE_VERSIONS}
-                ),
+                "api_keys": codec.supported_api_keys({**PRIVATE_VERSIONS, **self._served}),
                 "throttle_time": 0,
                 **({} if self._features is None else self._features(header.api_version)),
             },
@@ -111,9 +108,10 @@ class QuorumApis:
         header = request.header
         key, version = header.api_key, header.api_version
         name = QUORUM_API_NAMES[key]
-        operation = _OPERATIONS.get(key, AclOperation.CLUSTER_ACTION)
+        operation = _OPERATIONS.get(key)
         try:
-            self.gate.require_cluster(self.service.image, session, operation)
+            if operation is not None:
+                self.gate.require_cluster(self.service.image, session, operation)
             inbound = inbound_request(request)
             self._check_addressing(inbound.cluster_id, inbound.voter_id, name)
         except (ApiError, RaftWireRefusal) as exc:

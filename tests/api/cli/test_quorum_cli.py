@@ -10,6 +10,7 @@ import pytest
 
 from api.cli.main import main
 from api.server.config import ServerConfigError, server_config
+from tests.support.controller_certs import make_controller_pki
 
 VOTERS = "1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093"
 
@@ -25,7 +26,17 @@ def run(args: list[str]) -> tuple[int, str, str]:
 
 
 def config(path: Path, node_id: int = 1, voters: str = VOTERS) -> Path:
-    path.write_text(f"node.id={node_id}\ncontroller.quorum.voters={voters}\n")
+    """A voter's server.properties: a client listener and an mTLS CONTROLLER listener."""
+    pki = make_controller_pki(path.parent / "pki")
+    lines = [
+        f"node.id={node_id}",
+        f"controller.quorum.voters={voters}",
+        "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        "controller.listener.names=CONTROLLER",
+        *(f"{key}={value}" for key, value in pki.server_keys().items()),
+    ]
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 

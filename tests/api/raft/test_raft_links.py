@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -73,6 +74,7 @@ from api.raft.transport.wire import (
 )
 from api.security.client_config import SecurityProtocol
 from api.security.errors import SecurityConfigError
+from api.security.principal import PrincipalMapper
 from api.server.config import ListenerConfig, TlsConfig
 from api.server.listeners import server_listener
 from api.server.server import MetadataServer, ServerListener
@@ -213,6 +215,7 @@ async def serving(
     authorizer: AuthorizerConfig | None = None,
     port: int = 0,
     quorum_listeners: list[str] | None = None,
+    controller_principals: list[str] | None = None,
 ) -> AsyncIterator[MetadataServer]:
     """A server of node 1 with `endpoint` (None: no quorum APIs) until the block ends."""
     service = MetadataService.open(log_dir)
@@ -225,7 +228,9 @@ async def serving(
         listeners=listeners,
         authorizer=authorizer,
         quorum=endpoint,
-        quorum_listeners=quorum_listeners,
+        # In process, PLAINTEXT peers as the controllers (`mlog serve` requires mTLS there).
+        quorum_listeners=quorum_listeners or [(listeners or [ServerListener()])[0].name],
+        controller_principals=controller_principals or ["User:ANONYMOUS"],
         run_scheduler=False,
         failed_authentication_delay_ms=1,
     )
@@ -479,14 +484,17 @@ async def test_voter_changes_need_alter_on_the_cluster_and_reach_the_endpoint(
     ]
     endpoint = TestEndpoint()
     async with serving(
-        tmp_path / "a", endpoint, authorizer=AuthorizerConfig(super_users=frozenset())
+        tmp_path / "a",
+        endpoint,
+        authorizer=AuthorizerConfig(super_users=frozenset()),
+        controller_principals=["User:controller"],
     ) as server:
         added, removed = await exchange_frames(server.port, frames)
     assert added is not None and removed is not None
     refused = decode_response(added, api_key=ADD_RAFT_VOTER_KEY, version=1)
     assert isinstance(refused, AddRaftVoterResponse)
     assert refused.error_code == CLUSTER_AUTHORIZATION_FAILED
-    assert "may not Alter the cluster" in (refused.error_message or "")
+    assert "is not a controller" in (refused.error_message or "")
     assert endpoint.seen == []
     async with serving(tmp_path / "b", endpoint) as server:
         added, removed = await exchange_frames(server.port, frames)
@@ -551,6 +559,7 @@ async def test_links_log_in_with_scram_and_a_non_super_user_is_refused(
         endpoint,
         listeners=[_sasl_listener()],
         authorizer=AuthorizerConfig(super_users=frozenset({"User:alice"})),
+        controller_principals=["User:alice"],
     ) as server:
         alice_answers, bob_answers = Collected(), Collected()
         alice = links_to(
@@ -578,7 +587,7 @@ async def test_links_log_in_with_scram_and_a_non_super_user_is_refused(
             ]
             assert len(refusals) == 2
             assert "VoteResponse refused: CLUSTER_AUTHORIZATION_FAILED (31)" in refusals[0]
-            assert "make it a super user there (super.users)" in refusals[0]
+            assert "add it to controller.principals there" in refusals[0]
             assert "User:bob may not Describe the cluster" in refusals[1]
             # The same refusal again is not logged again.
             assert bob.send(1, _vote(4))
@@ -634,7 +643,11 @@ async def test_links_over_tls_with_the_listeners_ssl_keys(
     assert security.protocol is SecurityProtocol.SSL
     endpoint = TestEndpoint()
     answers = Collected()
-    async with serving(tmp_path / "log", endpoint, listeners=[listener]) as server:
+    subject = ssl._ssl._test_decode_cert(str(pki["keystore"]))["subject"]  # type: ignore[attr-defined]
+    principal = PrincipalMapper().principal(subject)
+    async with serving(
+        tmp_path / "log", endpoint, listeners=[listener], controller_principals=[principal]
+    ) as server:
         links = links_to(server.port, answers, security=security)
         try:
             assert links.send(1, REQUESTS[3])
@@ -1079,6 +1092,8 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
                 node_id=node,
                 cluster_id=CLUSTER,
                 quorum=shell,
+                quorum_listeners=["PLAINTEXT"],
+                controller_principals=["User:ANONYMOUS"],
                 run_scheduler=False,
             )
             await server.start()

@@ -1,8 +1,9 @@
 """Envelope (KIP-590) on the leader: only controllers send one, and the client's principal decides.
 
 A real `MetadataServer` with a quorum endpoint (so its CONTROLLER listener serves the quorum
-APIs and Envelope) and an authorizer whose only super user is `alice`, the controllers'
-principal. Envelopes are sent over a SCRAM login as a controller would send them.
+APIs and Envelope), `alice` as the controllers' principal (`controller.principals`) and an
+authorizer whose super users are `alice` and `bob`. Envelopes are sent over a SCRAM login as a
+controller would send them (in process: `mlog serve` requires mTLS there, `api.server.edge`).
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ async def leader_server(tmp_path: Path) -> AsyncIterator[MetadataServer]:
             ),
             ServerListener(name="CLIENTS", host="127.0.0.1", port=0),
         ],
-        authorizer=AuthorizerConfig(super_users=frozenset({"User:alice"})),
+        authorizer=AuthorizerConfig(super_users=frozenset({"User:alice", "User:bob"})),
         quorum=NoQuorum(),
         quorum_listeners=["CONTROLLER"],
+        controller_principals=["User:alice"],
         run_scheduler=False,
         failed_authentication_delay_ms=1,
     )
@@ -147,7 +149,9 @@ async def test_a_write_id_is_kept_across_the_hop(tmp_path: Path) -> None:
     assert first.topic_id == again.topic_id
 
 
-async def test_only_a_principal_with_cluster_action_may_send_an_envelope(tmp_path: Path) -> None:
+async def test_only_a_controller_may_send_an_envelope_not_even_a_super_user(
+    tmp_path: Path,
+) -> None:
     async with leader_server(tmp_path) as server:
         answer = await _envelope(server, "bob", _create_topic_frame("t"), "User:alice")
         assert int(answer.error_code) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -76,6 +76,8 @@ async def single_server(
         cluster_id="test-cluster",
         authorizer=authorizer,
         quorum=quorum,
+        quorum_listeners=None if quorum is None else ["PLAINTEXT"],
+        controller_principals=None if quorum is None else ["User:controller"],
         run_scheduler=False,
     )
     await server.start()
