@@ -238,12 +238,15 @@ def _leader_high_watermark(core: RaftCore) -> int:
 
 
 def _answer_fetch(core: RaftCore, replica: int, msg: FetchRequest) -> None:
+    high_watermark = _leader_high_watermark(core)
+    if core.leader_state is not None:
+        core.leader_state.told[replica] = high_watermark
     core.send(
         replica,
         FetchResponse(
             correlation_id=msg.correlation_id,
             error_code=ErrorCode.NONE,
-            high_watermark=_leader_high_watermark(core),
+            high_watermark=high_watermark,
             current_leader=core.current_leader(),
         ),
         read_from=msg.fetch_offset,
@@ -277,6 +280,8 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     if refusal is not None or leader is None:
         refuse(refusal or ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
+    if not counted:
+        leader.record_uncounted(sender, msg.fetch_offset, core.now_ms, core.log.end_offset)
     snapshot = core.log.snapshot
     below_start = snapshot is not None and core.log.below_start(
         fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
@@ -308,7 +313,13 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
         leader.begin_sent_ms.pop(sender, None)
         leader.record_fetch(sender, msg.fetch_offset, core.now_ms, core.log.end_offset)
         update_high_watermark(core)
-    if msg.fetch_offset < core.log.end_offset or msg.max_wait_ms == 0:
+    if (
+        msg.fetch_offset < core.log.end_offset
+        or msg.max_wait_ms == 0
+        # A fetcher that has not heard the current high watermark (its own fetch may just
+        # have moved it) learns it now: parked, its reads would lag by the whole wait.
+        or leader.knows_less(sender, _leader_high_watermark(core))
+    ):
         _answer_fetch(core, sender, msg)
     else:
         wait = min(msg.max_wait_ms, core.config.fetch_max_wait_ms)
@@ -489,7 +500,7 @@ def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
                 last_fetch_timestamp=now,
                 last_caught_up_timestamp=now,
             )
-        progress = leader.progress.get(replica, VoterProgress())
+        progress = leader.described(replica)
         return ReplicaState(
             replica_id=replica,
             log_end_offset=progress.end_offset,
@@ -503,5 +514,5 @@ def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
         leader_epoch=core.epoch,
         high_watermark=_leader_high_watermark(core),
         current_voters=tuple(state(voter) for voter in sorted(core.voters)),
-        observers=tuple(state(replica) for replica in sorted(set(leader.progress) - core.voters)),
+        observers=tuple(state(replica) for replica in leader.described_observers(core.voters)),
     )

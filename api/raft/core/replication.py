@@ -62,15 +62,50 @@ class LeaderState:
     progress: dict[int, VoterProgress] = field(default_factory=dict)
     parked: dict[int, tuple[FetchRequest, int]] = field(default_factory=dict)
     """A fetch with nothing new, per replica, with the time it must be answered by."""
+    told: dict[int, int] = field(default_factory=dict)
+    """The high watermark last sent to each replica in a fetch answer: a fetch from a replica
+    told less than the current one is answered at once, not parked (KIP-1166's rule, without
+    the request field: the leader remembers what it said)."""
     begin_sent_ms: dict[int, int] = field(default_factory=dict)
+    uncounted: dict[int, VoterProgress] = field(default_factory=dict)
+    """Where replicas fetching without their id (no durable state: a wiped or new incarnation)
+    are, for DescribeQuorum only: never counted toward the high watermark or check-quorum."""
+
+    def record_uncounted(
+        self, replica: int, fetch_offset: int, now_ms: int, end_offset: int
+    ) -> None:
+        """A fetch without a replica id from `replica`: a new incarnation of that node.
+
+        What its old incarnation acknowledged is void (it lost its state), so that progress
+        is dropped: describe shows where the new one is, never the old one's lag.
+        """
+        self.progress.pop(replica, None)
+        progress = self.uncounted.setdefault(replica, VoterProgress())
+        progress.end_offset = fetch_offset
+        progress.last_fetch_ms = now_ms
+        if fetch_offset >= end_offset:
+            progress.last_caught_up_ms = now_ms
+
+    def described(self, replica: int) -> VoterProgress:
+        """What DescribeQuorum shows of `replica`: its counted progress, else its uncounted."""
+        return self.progress.get(replica) or self.uncounted.get(replica) or VoterProgress()
+
+    def described_observers(self, voters: frozenset[int]) -> list[int]:
+        """The replicas DescribeQuorum lists as observers: every fetcher but the voters."""
+        return sorted((set(self.progress) | set(self.uncounted)) - voters)
 
     def record_fetch(self, replica: int, fetch_offset: int, now_ms: int, end_offset: int) -> None:
         """A fetch is the replica's acknowledgement of everything before its offset."""
+        self.uncounted.pop(replica, None)
         progress = self.progress.setdefault(replica, VoterProgress())
         progress.end_offset = fetch_offset
         progress.last_fetch_ms = now_ms
         if fetch_offset >= end_offset:
             progress.last_caught_up_ms = now_ms
+
+    def knows_less(self, replica: int, high_watermark: int) -> bool:
+        """Whether `replica` was last told an older high watermark than `high_watermark`."""
+        return self.told.get(replica, -1) < high_watermark
 
     def high_watermark(self, *, leader: int, flushed_offset: int, majority: int) -> int:
         """The majority's flushed end offset (the leader's own counts as its flushed offset)."""
