@@ -281,7 +281,9 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
         refuse(refusal or ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
     if not counted:
-        leader.record_uncounted(sender, msg.fetch_offset, core.now_ms, core.log.end_offset)
+        leader.record_uncounted(
+            sender, msg.fetch_offset, core.now_ms, core.log.end_offset, msg.replica_directory_id
+        )
     snapshot = core.log.snapshot
     below_start = snapshot is not None and core.log.below_start(
         fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
@@ -311,7 +313,9 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     leader.parked.pop(sender, None)
     if counted:
         leader.begin_sent_ms.pop(sender, None)
-        leader.record_fetch(sender, msg.fetch_offset, core.now_ms, core.log.end_offset)
+        leader.record_fetch(
+            sender, msg.fetch_offset, core.now_ms, core.log.end_offset, msg.replica_directory_id
+        )
         update_high_watermark(core)
     if (
         msg.fetch_offset < core.log.end_offset
@@ -506,6 +510,7 @@ def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
             log_end_offset=progress.end_offset,
             last_fetch_timestamp=progress.last_fetch_ms,
             last_caught_up_timestamp=progress.last_caught_up_ms,
+            directory_id=progress.directory_id,
         )
 
     return DescribeQuorumResponse(

@@ -48,6 +48,8 @@ class VoterProgress:
     """The replica's flushed end offset from its last fetch (-1: no fetch this epoch)."""
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    directory_id: str = ""
+    """The directory id the replica fetched with ("" where it sent none)."""
 
 
 @dataclass(slots=True)
@@ -72,7 +74,7 @@ class LeaderState:
     are, for DescribeQuorum only: never counted toward the high watermark or check-quorum."""
 
     def record_uncounted(
-        self, replica: int, fetch_offset: int, now_ms: int, end_offset: int
+        self, replica: int, fetch_offset: int, now_ms: int, end_offset: int, directory_id: str = ""
     ) -> None:
         """A fetch without a replica id from `replica`: a new incarnation of that node.
 
@@ -80,7 +82,7 @@ class LeaderState:
         is dropped: describe shows where the new one is, never the old one's lag.
         """
         self.progress.pop(replica, None)
-        progress = self.uncounted.setdefault(replica, VoterProgress())
+        progress = _incarnation(self.uncounted, replica, directory_id)
         progress.end_offset = fetch_offset
         progress.last_fetch_ms = now_ms
         if fetch_offset >= end_offset:
@@ -94,10 +96,16 @@ class LeaderState:
         """The replicas DescribeQuorum lists as observers: every fetcher but the voters."""
         return sorted((set(self.progress) | set(self.uncounted)) - voters)
 
-    def record_fetch(self, replica: int, fetch_offset: int, now_ms: int, end_offset: int) -> None:
-        """A fetch is the replica's acknowledgement of everything before its offset."""
+    def record_fetch(
+        self, replica: int, fetch_offset: int, now_ms: int, end_offset: int, directory_id: str = ""
+    ) -> None:
+        """A fetch is the replica's acknowledgement of everything before its offset.
+
+        From another directory than the last one it fetched with, it is another incarnation
+        (a node wiped and formatted anew): the old one's progress is not carried over.
+        """
         self.uncounted.pop(replica, None)
-        progress = self.progress.setdefault(replica, VoterProgress())
+        progress = _incarnation(self.progress, replica, directory_id)
         progress.end_offset = fetch_offset
         progress.last_fetch_ms = now_ms
         if fetch_offset >= end_offset:
@@ -135,6 +143,18 @@ class LeaderState:
         """The other voters, most caught-up first (EndQuorumEpoch's preferred successors)."""
         others = [v for v in self.voters if v != leader]
         return tuple(sorted(others, key=lambda v: (-self._end(v), v)))
+
+
+def _incarnation(
+    progress: dict[int, VoterProgress], replica: int, directory_id: str
+) -> VoterProgress:
+    """`replica`'s entry in `progress`, a fresh one if it was another directory's."""
+    known = progress.get(replica)
+    if known is None or (directory_id and known.directory_id not in ("", directory_id)):
+        known = progress[replica] = VoterProgress()
+    if directory_id:
+        known.directory_id = directory_id
+    return known
 
 
 def leader_refusal(state: object, *, epoch: int, current_leader_epoch: int) -> ErrorCode | None:

@@ -606,6 +606,26 @@ def test_describe_quorum_never_shows_a_wiped_nodes_old_progress() -> None:
     assert core.leader_state is not None and 3 not in core.leader_state.progress
 
 
+def test_describe_quorum_shows_a_replica_by_the_directory_it_fetched_with() -> None:
+    """A node formatted anew (a new directory id) is not its old incarnation, caught up."""
+    core = leader()
+    end = core.log.end_offset
+    old, new = "AAAAAAAAQACAAAAAAAAAAw", "BBBBBBBBQACAAAAAAAAAAw"
+    core.step(
+        3, dataclasses.replace(fetch(3, core.epoch, end, core.epoch), replica_directory_id=old)
+    )
+    drain(core)
+    [three] = [r for r in core.describe_quorum().current_voters if r.replica_id == 3]
+    assert (three.directory_id, three.log_end_offset) == (old, end)
+    assert three.last_caught_up_timestamp == core.now_ms
+    core.tick(core.now_ms + 10)
+    core.step(3, dataclasses.replace(fetch(3, core.epoch, 0, 0), replica_directory_id=new))
+    drain(core)
+    [three] = [r for r in core.describe_quorum().current_voters if r.replica_id == 3]
+    assert (three.directory_id, three.log_end_offset) == (new, 0)
+    assert three.last_caught_up_timestamp == -1  # the old one's, not carried over
+
+
 def test_describe_quorum_reports_a_replica_that_never_fetched() -> None:
     core = leader()
     described = core.describe_quorum()
