@@ -674,7 +674,7 @@ class QuorumNode:
                     if ready is None:
                         self._take_inputs()
                         await self._retain()
-                        ready = core.ready()
+                        ready = self._ready_reporting_flush()
                     if not ready.empty:
                         await self._carry_out(ready)
                         core.advance(ReadyDone(flushed_offset=self._flushed))
@@ -712,17 +712,18 @@ class QuorumNode:
         core = self.core
         try:
             self._take_inputs()
-            ready = core.ready()
-            if ready.flush and core.role is Role.LEADER:
-                self._flush_behind()
-                ready = replace(ready, flush=False)
+            ready = self._ready_reporting_flush()
+            # A leader's flush goes behind the loop, after this Ready's blocks are written (a
+            # flush started before them would leave the newest entry unflushed, and no linger
+            # would ask again for it).
+            behind = ready.flush and core.role is Role.LEADER
             if ready.empty:
                 return
             if (
                 ready.quorum_state is not None
                 or ready.install is not None
                 or ready.truncate_to is not None
-                or ready.flush
+                or (ready.flush and not behind)
                 or ready.role is not None
                 or not self.leading
             ):
@@ -731,6 +732,9 @@ class QuorumNode:
             if ready.append:
                 self._blocks.write(ready.append)
                 ready = replace(ready, append=())
+            if behind:
+                self._flush_behind()
+                ready = replace(ready, flush=False)
             answers: list[tuple[int, Message]] = []
             for out in ready.messages:
                 message = out.message
@@ -1146,6 +1150,21 @@ class QuorumNode:
             flushed, took = await self._io(_timed_flush, self.log)
         self._flush_inline = took < INLINE_FLUSH_S
         return flushed
+
+    def _ready_reporting_flush(self) -> Ready:
+        """The core's next `Ready`; with nothing to do, after telling it a flush behind ended.
+
+        `advance` follows a `Ready` carried out; a leader's flush that ends when there is none
+        (no fetch, no proposal: the followers' next fetches are parked or cut off) would
+        otherwise reach the core only with the next input, and its high watermark, its
+        commits and the answers waiting on them with it.
+        """
+        core = self.core
+        ready = core.ready()
+        if ready.empty and core.role is Role.LEADER and self._flushed > core.log.flushed_offset:
+            core.advance(ReadyDone(flushed_offset=self._flushed))
+            ready = core.ready()
+        return ready
 
     def _flush_behind(self) -> None:
         """A leader's flush, on the worker thread, while its loop goes on.
