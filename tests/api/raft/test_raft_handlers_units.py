@@ -453,6 +453,21 @@ def test_after_an_error_a_follower_asks_again_after_the_retry_backoff() -> None:
     assert out.destination == 1
 
 
+def test_a_follower_keeps_what_it_fetched_when_a_fetch_is_lost() -> None:
+    """A fetch lost with its link (no answer within the request timeout) is sent again from
+    the log's end: what earlier answers brought is kept, never fetched again from 0."""
+    core = core_with(2, state=QuorumState(leader_epoch=3, leader_id=1, voters=frozenset({1, 2, 3})))
+    drain(core)
+    respond(core, 1, epoch=3, records=entries(0, [3, 3, 3]), high_watermark=3)
+    drain(core)
+    assert core.log.end_offset == 3
+    lost = running_fetch(core)
+    core.tick(core.now_ms + core.config.request_timeout_ms)
+    [out] = sent(drain(core), FetchRequest)
+    assert out.destination == 1 and out.message.correlation_id != lost.correlation
+    assert (out.message.fetch_offset, out.message.last_fetched_epoch) == (3, 3)
+
+
 def test_a_fetch_answer_of_another_epoch_or_leader_is_ignored() -> None:
     core = make(2, epoch=3, leader=1)
     drain(core)
