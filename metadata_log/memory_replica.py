@@ -228,11 +228,14 @@ class MemoryReplicaLog:
             )
         return self._blocks[bisect_right(self._firsts, offset) - 1]
 
-    def replica_blocks(self, *, start: int, max_bytes: int) -> list[ReplicaBlock]:
+    def replica_blocks(
+        self, *, start: int, max_bytes: int, max_blocks: int | None = None
+    ) -> list[ReplicaBlock]:
         """Whole blocks from the one that begins at offset `start`, for another node.
 
         At least one block if the log holds an entry at `start` (none at the end), then more
-        while their bodies total at most `max_bytes`; `LogError` if `start` is outside the log
+        while their bodies total at most `max_bytes` and number at most `max_blocks` (None: no
+        count bound); `LogError` if `start` is outside the log
         or inside a block.
         """
         self._check_open()
@@ -256,7 +259,9 @@ class MemoryReplicaLog:
         blocks = [first]
         total = len(first.body)
         for block in self._blocks[index + 1 :]:
-            if total + len(block.body) > max_bytes:
+            if total + len(block.body) > max_bytes or (
+                max_blocks is not None and len(blocks) >= max_blocks
+            ):
                 break
             blocks.append(block)
             total += len(block.body)

@@ -122,8 +122,10 @@ class ReplicatedLog(ReadLog, Protocol):
         """[(epoch, offset of its first entry)], oldest first."""
         ...
 
-    def replica_blocks(self, *, start: int, max_bytes: int) -> list[ReplicaBlock]:
-        """Whole blocks from the one beginning at `start`, for another node."""
+    def replica_blocks(
+        self, *, start: int, max_bytes: int, max_blocks: int | None = None
+    ) -> list[ReplicaBlock]:
+        """Whole blocks from the one beginning at `start`, for another node (bounded)."""
         ...
 
     def block_bodies(self, *, start: int, last: int, max_entries: int) -> tuple[str, int, bytes]:

@@ -253,11 +253,14 @@ class StoredLog:
             raise damaged.damage
         return self.codec.entry_schema_json, 0, b""
 
-    def replica_blocks(self, *, start: int, max_bytes: int) -> list[ReplicaBlock]:
+    def replica_blocks(
+        self, *, start: int, max_bytes: int, max_blocks: int | None = None
+    ) -> list[ReplicaBlock]:
         """Whole stored blocks from the one that begins at offset `start`, for another node.
 
         At least one block if the log holds an entry at `start` (empty at the end), then
-        more while their bodies total at most `max_bytes`. `LogError` if `start` is outside
+        more while their bodies total at most `max_bytes` and they number at most `max_blocks`
+        (None: no count bound). `LogError` if `start` is outside
         the log or inside a block. Blocks of a segment written with an older entry schema are
         re-encoded in this codec's schema.
         """
@@ -285,7 +288,10 @@ class StoredLog:
                         f"{first + raw.count}"
                     )
                 block = self._replica_block(segment, raw, first)
-                if blocks and total + len(block.body) > max_bytes:
+                if blocks and (
+                    total + len(block.body) > max_bytes
+                    or (max_blocks is not None and len(blocks) >= max_blocks)
+                ):
                     return blocks
                 blocks.append(block)
                 total += len(block.body)

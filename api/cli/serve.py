@@ -561,6 +561,7 @@ def _make_node(
             quorum, on_response=deliver, security=security, cluster_id=cluster_id
         ),
         dynamic=dynamic,
+        directory_id=directory_id(settings.data_dir),
     )
 
 

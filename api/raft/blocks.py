@@ -50,6 +50,11 @@ logger = logging.getLogger("api.server.quorum")
 FETCH_MAX_BYTES = 1 << 20
 """Block bytes a fetch answer carries at most (at least one block, whatever its size)."""
 
+FETCH_MAX_BLOCKS = 1024
+"""Blocks a fetch answer carries at most: bounds the work of one answer (read, sent, decoded,
+checked and written by the follower) when the log is thousands of tiny blocks, which a
+byte bound alone does not (1 MiB is ~12,000 blocks of one topic each)."""
+
 RECENT_BYTES = 4 << 20
 """Bytes of the newest written blocks kept in memory for fetch answers (the log's tail)."""
 
@@ -208,8 +213,9 @@ class ReplicaBlocks:
         """`read` from memory: None unless the newest written blocks begin one at `start`.
 
         Whole blocks in [start, until), at least one, then more while their bytes total at
-        most `FETCH_MAX_BYTES`; the same blocks `read` gives (the kept blocks are the log's
-        tail as written), without the worker thread or the disk.
+        most `FETCH_MAX_BYTES` and they number at most `FETCH_MAX_BLOCKS`; the same blocks
+        `read` gives (the kept blocks are the log's tail as written), without the worker
+        thread or the disk.
         """
         kept = self._recent
         entry = kept.get(start)
@@ -219,7 +225,7 @@ class ReplicaBlocks:
         total = 0
         while entry is not None and entry.offset + entry.count <= until:
             size = len(entry.payload) - HEADER_SIZE
-            if entries and total + size > FETCH_MAX_BYTES:
+            if entries and (total + size > FETCH_MAX_BYTES or len(entries) >= FETCH_MAX_BLOCKS):
                 break
             entries.append(entry)
             total += size
@@ -257,7 +263,10 @@ class ReplicaBlocks:
     def read(self, start: int, until: int) -> tuple[Entry, ...]:
         """Whole blocks of the log in [start, until), as the core's entries (worker thread)."""
         entries: list[Entry] = []
-        for block in self.log.replica_blocks(start=start, max_bytes=FETCH_MAX_BYTES):
+        blocks = self.log.replica_blocks(
+            start=start, max_bytes=FETCH_MAX_BYTES, max_blocks=FETCH_MAX_BLOCKS
+        )
+        for block in blocks:
             if block.first_offset + block.count > until:
                 break
             entries.append(

@@ -59,6 +59,7 @@ from api.raft.core.messages import (
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
     Message,
+    ReplicaState,
     SnapshotId,
     VoteRequest,
 )
@@ -233,15 +234,19 @@ class QuorumNode:
         transport: TransportFactory,
         rng: random.Random | None = None,
         dynamic: bool = False,
+        directory_id: str = "",
     ) -> None:
         """`dynamic`: the voters are in the log (KIP-853; `controller.quorum.bootstrap.servers`).
+
+        `directory_id` (meta.properties' `directory.id`, "" for none) goes with every Fetch, so
+        the leader tells this incarnation from one before a wipe.
 
         A log that holds a VotersRecord is dynamic whatever `dynamic` says; below its first
         one (or with none yet: a node that has not fetched it) the voters are the config's.
         """
         self.service = service
         self.config = config
-        self.state_dir = state_dir
+        self.state_dir, self.directory_id = state_dir, directory_id
         self.log: ReplicaLog = service.replica_log
         state = read_quorum_state(state_dir, voters=None if dynamic else config.voters)
         base = VoterSet.of(
@@ -621,13 +626,24 @@ class QuorumNode:
         """DescribeQuorum: the leader's view of every voter's and observer's progress."""
         answer = on_wall_clock(self.core.describe_quorum(), now_ms=self.core.now_ms)
         voters = self.core.voter_set
-        return replace(
-            answer,
-            current_voters=tuple(
-                replace(r, directory_id=v.directory_id) if (v := voters.get(r.replica_id)) else r
-                for r in answer.current_voters
-            ),
-        )
+        rows: list[ReplicaState] = []
+        others: list[ReplicaState] = []
+        for fetched in answer.current_voters:
+            voter = voters.get(fetched.replica_id)
+            known = voter.directory_id if voter is not None else ""
+            row = fetched
+            if known and fetched.directory_id not in ("", known):
+                # Another incarnation (wiped, formatted anew) fetches under the voter's id: it
+                # is not the voter, whose directory has not fetched (Kafka's ReplicaKey rule).
+                others.append(fetched)
+                row = ReplicaState(
+                    replica_id=fetched.replica_id,
+                    log_end_offset=-1,
+                    last_fetch_timestamp=-1,
+                    last_caught_up_timestamp=-1,
+                )
+            rows.append(replace(row, directory_id=row.directory_id or known))
+        return replace(answer, current_voters=tuple(rows), observers=(*others, *answer.observers))
 
     async def propose(
         self, records: Sequence[Record], *, principal: str | None, first: int
@@ -658,7 +674,7 @@ class QuorumNode:
                     if ready is None:
                         self._take_inputs()
                         await self._retain()
-                        ready = core.ready()
+                        ready = self._ready_reporting_flush()
                     if not ready.empty:
                         await self._carry_out(ready)
                         core.advance(ReadyDone(flushed_offset=self._flushed))
@@ -696,17 +712,18 @@ class QuorumNode:
         core = self.core
         try:
             self._take_inputs()
-            ready = core.ready()
-            if ready.flush and core.role is Role.LEADER:
-                self._flush_behind()
-                ready = replace(ready, flush=False)
+            ready = self._ready_reporting_flush()
+            # A leader's flush goes behind the loop, after this Ready's blocks are written (a
+            # flush started before them would leave the newest entry unflushed, and no linger
+            # would ask again for it).
+            behind = ready.flush and core.role is Role.LEADER
             if ready.empty:
                 return
             if (
                 ready.quorum_state is not None
                 or ready.install is not None
                 or ready.truncate_to is not None
-                or ready.flush
+                or (ready.flush and not behind)
                 or ready.role is not None
                 or not self.leading
             ):
@@ -715,6 +732,9 @@ class QuorumNode:
             if ready.append:
                 self._blocks.write(ready.append)
                 ready = replace(ready, append=())
+            if behind:
+                self._flush_behind()
+                ready = replace(ready, flush=False)
             answers: list[tuple[int, Message]] = []
             for out in ready.messages:
                 message = out.message
@@ -1019,6 +1039,8 @@ class QuorumNode:
             if waiting is not None and not waiting[0].done():
                 waiting[0].set_result(message)
             return
+        if isinstance(message, FetchRequest) and self.directory_id:
+            message = replace(message, replica_directory_id=self.directory_id)
         try:
             self._transport.send(destination, message)
         except ValueError:
@@ -1128,6 +1150,21 @@ class QuorumNode:
             flushed, took = await self._io(_timed_flush, self.log)
         self._flush_inline = took < INLINE_FLUSH_S
         return flushed
+
+    def _ready_reporting_flush(self) -> Ready:
+        """The core's next `Ready`; with nothing to do, after telling it a flush behind ended.
+
+        `advance` follows a `Ready` carried out; a leader's flush that ends when there is none
+        (no fetch, no proposal: the followers' next fetches are parked or cut off) would
+        otherwise reach the core only with the next input, and its high watermark, its
+        commits and the answers waiting on them with it.
+        """
+        core = self.core
+        ready = core.ready()
+        if ready.empty and core.role is Role.LEADER and self._flushed > core.log.flushed_offset:
+            core.advance(ReadyDone(flushed_offset=self._flushed))
+            ready = core.ready()
+        return ready
 
     def _flush_behind(self) -> None:
         """A leader's flush, on the worker thread, while its loop goes on.

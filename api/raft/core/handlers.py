@@ -301,12 +301,15 @@ def _leader_high_watermark(core: RaftCore) -> int:
 
 
 def _answer_fetch(core: RaftCore, replica: int, msg: FetchRequest) -> None:
+    high_watermark = _leader_high_watermark(core)
+    if core.leader_state is not None:
+        core.leader_state.told[replica] = high_watermark
     core.send(
         replica,
         FetchResponse(
             correlation_id=msg.correlation_id,
             error_code=ErrorCode.NONE,
-            high_watermark=_leader_high_watermark(core),
+            high_watermark=high_watermark,
             current_leader=core.current_leader(),
         ),
         read_from=msg.fetch_offset,
@@ -340,6 +343,10 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     if refusal is not None or leader is None:
         refuse(refusal or ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
+    if not counted:
+        leader.record_uncounted(
+            sender, msg.fetch_offset, core.now_ms, core.log.end_offset, msg.replica_directory_id
+        )
     snapshot = core.log.snapshot
     below_start = snapshot is not None and core.log.below_start(
         fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch
@@ -369,9 +376,17 @@ def on_fetch_request(core: RaftCore, sender: int, msg: FetchRequest) -> None:
     leader.parked.pop(sender, None)
     if counted:
         leader.begin_sent_ms.pop(sender, None)
-        leader.record_fetch(sender, msg.fetch_offset, core.now_ms, core.log.end_offset)
+        leader.record_fetch(
+            sender, msg.fetch_offset, core.now_ms, core.log.end_offset, msg.replica_directory_id
+        )
         update_high_watermark(core)
-    if msg.fetch_offset < core.log.end_offset or msg.max_wait_ms == 0:
+    if (
+        msg.fetch_offset < core.log.end_offset
+        or msg.max_wait_ms == 0
+        # A fetcher that has not heard the current high watermark (its own fetch may just
+        # have moved it) learns it now: parked, its reads would lag by the whole wait.
+        or leader.knows_less(sender, _leader_high_watermark(core))
+    ):
         _answer_fetch(core, sender, msg)
     else:
         wait = min(msg.max_wait_ms, core.config.fetch_max_wait_ms)
@@ -552,12 +567,13 @@ def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
                 last_fetch_timestamp=now,
                 last_caught_up_timestamp=now,
             )
-        progress = leader.progress.get(replica, VoterProgress())
+        progress = leader.described(replica)
         return ReplicaState(
             replica_id=replica,
             log_end_offset=progress.end_offset,
             last_fetch_timestamp=progress.last_fetch_ms,
             last_caught_up_timestamp=progress.last_caught_up_ms,
+            directory_id=progress.directory_id,
         )
 
     return DescribeQuorumResponse(
@@ -566,5 +582,5 @@ def describe_quorum(core: RaftCore) -> DescribeQuorumResponse:
         leader_epoch=core.epoch,
         high_watermark=_leader_high_watermark(core),
         current_voters=tuple(state(voter) for voter in sorted(core.voters)),
-        observers=tuple(state(replica) for replica in sorted(set(leader.progress) - core.voters)),
+        observers=tuple(state(replica) for replica in leader.described_observers(core.voters)),
     )

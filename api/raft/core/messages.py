@@ -210,6 +210,9 @@ class FetchRequest:
     last_fetched_epoch: int
     """The epoch of the entry before `fetch_offset` (0 for an empty log)."""
     max_wait_ms: int = 0
+    replica_directory_id: str = ""
+    """The fetcher's directory id (KIP-853; "" where none), filled by the shell: a node wiped
+    and formatted anew fetches with a new one, so the leader tells its incarnations apart."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,7 +242,8 @@ class ReplicaState:
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
     directory_id: str = ""
-    """The voter's directory id (KIP-853; "" where none is known), filled by the shell."""
+    """The replica's directory id (KIP-853; "" where none is known): the one it fetched with,
+    else the voter set's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -48,6 +48,8 @@ class VoterProgress:
     """The replica's flushed end offset from its last fetch (-1: no fetch this epoch)."""
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    directory_id: str = ""
+    """The directory id the replica fetched with ("" where it sent none)."""
 
 
 @dataclass(slots=True)
@@ -62,15 +64,56 @@ class LeaderState:
     progress: dict[int, VoterProgress] = field(default_factory=dict)
     parked: dict[int, tuple[FetchRequest, int]] = field(default_factory=dict)
     """A fetch with nothing new, per replica, with the time it must be answered by."""
+    told: dict[int, int] = field(default_factory=dict)
+    """The high watermark last sent to each replica in a fetch answer: a fetch from a replica
+    told less than the current one is answered at once, not parked (KIP-1166's rule, without
+    the request field: the leader remembers what it said)."""
     begin_sent_ms: dict[int, int] = field(default_factory=dict)
+    uncounted: dict[int, VoterProgress] = field(default_factory=dict)
+    """Where replicas fetching without their id (no durable state: a wiped or new incarnation)
+    are, for DescribeQuorum only: never counted toward the high watermark or check-quorum."""
 
-    def record_fetch(self, replica: int, fetch_offset: int, now_ms: int, end_offset: int) -> None:
-        """A fetch is the replica's acknowledgement of everything before its offset."""
-        progress = self.progress.setdefault(replica, VoterProgress())
+    def record_uncounted(
+        self, replica: int, fetch_offset: int, now_ms: int, end_offset: int, directory_id: str = ""
+    ) -> None:
+        """A fetch without a replica id from `replica`: a new incarnation of that node.
+
+        What its old incarnation acknowledged is void (it lost its state), so that progress
+        is dropped: describe shows where the new one is, never the old one's lag.
+        """
+        self.progress.pop(replica, None)
+        progress = _incarnation(self.uncounted, replica, directory_id)
         progress.end_offset = fetch_offset
         progress.last_fetch_ms = now_ms
         if fetch_offset >= end_offset:
             progress.last_caught_up_ms = now_ms
+
+    def described(self, replica: int) -> VoterProgress:
+        """What DescribeQuorum shows of `replica`: its counted progress, else its uncounted."""
+        return self.progress.get(replica) or self.uncounted.get(replica) or VoterProgress()
+
+    def described_observers(self, voters: frozenset[int]) -> list[int]:
+        """The replicas DescribeQuorum lists as observers: every fetcher but the voters."""
+        return sorted((set(self.progress) | set(self.uncounted)) - voters)
+
+    def record_fetch(
+        self, replica: int, fetch_offset: int, now_ms: int, end_offset: int, directory_id: str = ""
+    ) -> None:
+        """A fetch is the replica's acknowledgement of everything before its offset.
+
+        From another directory than the last one it fetched with, it is another incarnation
+        (a node wiped and formatted anew): the old one's progress is not carried over.
+        """
+        self.uncounted.pop(replica, None)
+        progress = _incarnation(self.progress, replica, directory_id)
+        progress.end_offset = fetch_offset
+        progress.last_fetch_ms = now_ms
+        if fetch_offset >= end_offset:
+            progress.last_caught_up_ms = now_ms
+
+    def knows_less(self, replica: int, high_watermark: int) -> bool:
+        """Whether `replica` was last told an older high watermark than `high_watermark`."""
+        return self.told.get(replica, -1) < high_watermark
 
     def high_watermark(self, *, leader: int, flushed_offset: int, majority: int) -> int:
         """The majority's flushed end offset (the leader's own counts as its flushed offset)."""
@@ -100,6 +143,18 @@ class LeaderState:
         """The other voters, most caught-up first (EndQuorumEpoch's preferred successors)."""
         others = [v for v in self.voters if v != leader]
         return tuple(sorted(others, key=lambda v: (-self._end(v), v)))
+
+
+def _incarnation(
+    progress: dict[int, VoterProgress], replica: int, directory_id: str
+) -> VoterProgress:
+    """`replica`'s entry in `progress`, a fresh one if it was another directory's."""
+    known = progress.get(replica)
+    if known is None or (directory_id and known.directory_id not in ("", directory_id)):
+        known = progress[replica] = VoterProgress()
+    if directory_id:
+        known.directory_id = directory_id
+    return known
 
 
 def leader_refusal(state: object, *, epoch: int, current_leader_epoch: int) -> ErrorCode | None:

@@ -179,15 +179,25 @@ def _empty_run(data: bytes, pos: int, first: int, epoch: int, most: int) -> int:
     """How many of the (at most `most`) heads at `pos` are empty offsets of the batch before.
 
     An empty offset extends the data batch before it when it is the next offset, of the same
-    epoch, with no flags and no payload: exactly `_empty_heads`' bytes. They are compared
-    whole (a fetch answer is mostly one batch); where they differ, the longest matching run of
-    whole heads is found by halving.
+    epoch, with no flags and no payload: exactly `_empty_heads`' bytes. The run is found by
+    doubling (1, 2, 4, ... heads compared whole) and then halving, so its cost follows the
+    run's length, not `most`: an answer of thousands of one-offset blocks (`most` large, every
+    run empty) would otherwise build and compare `most` heads per block, quadratic in them.
     """
-    expected = _empty_heads(first, most, epoch)
     size = _ENTRY_HEAD.size
-    if data[pos : pos + most * size] == expected:
-        return most
-    low, high = 0, most  # the first `low` heads match, the first `high` do not
+    low, high = 0, 1  # the first `low` heads match; `high` is the next length to try
+    expected = b""
+    while True:
+        high = min(high, most)
+        if len(expected) < high * size:
+            expected = _empty_heads(first, min(most, 2 * high), epoch)
+        stop = high * size
+        if data[pos : pos + stop] != expected[:stop]:
+            break
+        low = high
+        if high == most:
+            return most
+        high *= 2
     while high - low > 1:
         middle = (low + high) // 2
         stop = middle * size

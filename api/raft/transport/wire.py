@@ -400,7 +400,7 @@ def _request_values(
                             "last_fetched_epoch": message.last_fetched_epoch,
                             "log_start_offset": -1,
                             "partition_max_bytes": FETCH_MAX_BYTES,
-                            "replica_directory_id": None,
+                            "replica_directory_id": directory_uuid(message.replica_directory_id),
                         }
                     ],
                 }
@@ -613,6 +613,7 @@ def inbound_request(request: KafkaRequest) -> InboundRequest:
             fetch_offset=int(p.fetch_offset),
             last_fetched_epoch=int(p.last_fetched_epoch),
             max_wait_ms=body.max_wait // _MILLISECOND,  # exact (floats lose a ms)
+            replica_directory_id=directory_text(getattr(p, "replica_directory_id", None)),
         )
         sender = message.replica_id
     elif key == FETCH_SNAPSHOT_KEY:

@@ -125,3 +125,22 @@ def test_a_peers_damaged_block_is_refused_and_nothing_is_written(tmp_path: Path)
             shell.write([_entry(good), _entry(damaged)])
         assert log.end_offset == 0
         assert shell.take_records(0, 1) is None
+
+
+def test_an_answer_over_thousands_of_tiny_blocks_is_bounded_by_count(tmp_path: Path) -> None:
+    """A log of one-entry blocks (one topic per request): an answer carries a bounded count.
+
+    1 MiB of such blocks is ~12,000 of them, more work than a follower does within the request
+    timeout; the count bound keeps each answer's work small whatever the log's shape.
+    """
+    total = blocks_module.FETCH_MAX_BLOCKS * 3
+    with opened(tmp_path) as log:
+        shell = ReplicaBlocks(log, last_timestamp=T0)
+        shell.write([_proposed(shell, log, offset, 1, 1) for offset in range(total)])
+        from_log = shell.read(0, total)
+        assert len(from_log) == blocks_module.FETCH_MAX_BLOCKS
+        assert sum(len(e.payload) for e in from_log) < blocks_module.FETCH_MAX_BYTES
+        assert shell.recent(0, total) == from_log
+        # The next answer goes on from where this one ended.
+        after = from_log[-1].offset + 1
+        assert shell.read(after, total)[0].offset == after

@@ -198,6 +198,8 @@ def test_a_leader_next_needs_a_tick_for_its_checks_its_retries_and_parked_fetche
         )
     assert core.next_deadline_ms() == start + 2000 // 4  # check-quorum's own pace
     parked = fetch(2, core.epoch, core.log.end_offset, core.epoch)
+    core.step(2, parked)  # answered (it moves the high watermark node 2 learns from it)
+    drain(core)
     core.step(2, dataclasses.replace(parked, max_wait_ms=1000))
     assert not sent(drain(core), FetchResponse)  # nothing new: parked
     assert core.next_deadline_ms() == start + 300  # the leader's wait bound, not the fetcher's

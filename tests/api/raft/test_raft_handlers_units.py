@@ -13,6 +13,7 @@ import dataclasses
 from api.raft.core import QuorumState, RaftCore, ReadyDone, Role
 from api.raft.core.messages import (
     NO_HIGH_WATERMARK,
+    UNCOUNTED_REPLICA,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -296,8 +297,16 @@ def test_a_diverging_fetch_is_not_an_acknowledgement() -> None:
     assert core.high_watermark == 0
 
 
+def _told(core: RaftCore, *replicas: int) -> None:
+    """Each replica fetches at the leader's end once and learns its high watermark."""
+    for replica in replicas:
+        core.step(replica, fetch(replica, core.epoch, core.log.end_offset, core.epoch))
+    drain(core)
+
+
 def test_a_fetch_with_nothing_new_waits_for_news_or_its_time() -> None:
     core = leader(fetch_max_wait_ms=500)
+    _told(core, 2, 3)
     end = core.log.end_offset
     start = core.now_ms
     core.step(2, dataclasses.replace(fetch(2, core.epoch, end, core.epoch), max_wait_ms=200))
@@ -315,16 +324,49 @@ def test_a_fetch_with_nothing_new_waits_for_news_or_its_time() -> None:
 
 def test_a_parked_fetch_is_answered_when_the_high_watermark_moves() -> None:
     core = leader()
+    _told(core, 3)
     core.propose([Batch(payload=b"x")])
     core.ready()  # handed over, not yet flushed by the leader
     end = core.log.end_offset
     core.step(3, dataclasses.replace(fetch(3, core.epoch, end, core.epoch), max_wait_ms=400))
     assert not sent(core.ready(), FetchResponse)  # parked
-    assert core.high_watermark == 1  # the marker: node 3 and the leader's flushed offset
+    assert core.high_watermark == 1  # the marker, as node 3 was told
     core.advance(ReadyDone(flushed_offset=end))  # the leader's flush moves it to the end
     assert core.high_watermark == end
     [out] = sent(core.ready(), FetchResponse)
     assert out.destination == 3
+
+
+def test_a_fetch_that_moves_the_high_watermark_is_answered_at_once() -> None:
+    """The follower whose acknowledgement commits an entry learns so in one round trip.
+
+    Parked for the whole wait instead, a write it forwarded stayed invisible to its own reads
+    for ~500 ms (Kafka completes parked fetches when the high watermark moves; KIP-1166 also
+    answers at once a fetcher that was told an older one).
+    """
+    core = leader(fetch_max_wait_ms=500)
+    _told(core, 2, 3)
+    core.propose([Batch(payload=b"written at node 2")])
+    drain(core)
+    end = core.log.end_offset
+    core.advance(ReadyDone(flushed_offset=end))  # the leader's own flush: one of three
+    drain(core)
+    start, before = core.now_ms, core.high_watermark
+    wait = dataclasses.replace(fetch(2, core.epoch, end, core.epoch), max_wait_ms=500)
+    core.step(2, wait)
+    assert core.high_watermark == end > before
+    [out] = sent(drain(core), FetchResponse)  # not parked: answered with the news
+    assert out.destination == 2 and out.message.high_watermark == end
+    assert core.now_ms == start
+    # Node 3, told the older high watermark, is answered at once too; then it waits.
+    core.step(3, dataclasses.replace(fetch(3, core.epoch, end, core.epoch), max_wait_ms=500))
+    [out] = sent(drain(core), FetchResponse)
+    assert out.destination == 3 and out.message.high_watermark == end
+    core.step(
+        3,
+        dataclasses.replace(fetch(3, core.epoch, end, core.epoch, correlation=2), max_wait_ms=500),
+    )
+    assert not sent(drain(core), FetchResponse)
 
 
 def test_a_leader_retries_begin_quorum_epoch_to_voters_that_have_not_answered() -> None:
@@ -409,6 +451,21 @@ def test_after_an_error_a_follower_asks_again_after_the_retry_backoff() -> None:
     core.tick(100 + core.config.retry_backoff_ms)
     [out] = sent(drain(core), FetchRequest)
     assert out.destination == 1
+
+
+def test_a_follower_keeps_what_it_fetched_when_a_fetch_is_lost() -> None:
+    """A fetch lost with its link (no answer within the request timeout) is sent again from
+    the log's end: what earlier answers brought is kept, never fetched again from 0."""
+    core = core_with(2, state=QuorumState(leader_epoch=3, leader_id=1, voters=frozenset({1, 2, 3})))
+    drain(core)
+    respond(core, 1, epoch=3, records=entries(0, [3, 3, 3]), high_watermark=3)
+    drain(core)
+    assert core.log.end_offset == 3
+    lost = running_fetch(core)
+    core.tick(core.now_ms + core.config.request_timeout_ms)
+    [out] = sent(drain(core), FetchRequest)
+    assert out.destination == 1 and out.message.correlation_id != lost.correlation
+    assert (out.message.fetch_offset, out.message.last_fetched_epoch) == (3, 3)
 
 
 def test_a_fetch_answer_of_another_epoch_or_leader_is_ignored() -> None:
@@ -536,6 +593,54 @@ def test_a_voter_without_state_below_the_high_watermark_keeps_catching_up() -> N
     assert core.catching_up and core.role is Role.OBSERVER
 
 
+def test_describe_quorum_never_shows_a_wiped_nodes_old_progress() -> None:
+    """A node back without its state (wiped, formatted anew) is shown where it is now.
+
+    Its old incarnation fetched up to the leader's end; the new one fetches from 0 without
+    a replica id. Describe showed the old one's offset (lag 0), which is what operators are
+    told to wait for before the next step of a replace procedure.
+    """
+    core = leader()
+    for _ in range(3):
+        core.propose([Batch(payload=b"topic")])
+    drain(core)
+    end = core.log.end_offset
+    core.step(3, fetch(3, core.epoch, end, core.epoch))
+    drain(core)
+    [three] = [r for r in core.describe_quorum().current_voters if r.replica_id == 3]
+    assert three.log_end_offset == end
+    core.tick(core.now_ms + 10)
+    core.step(3, dataclasses.replace(fetch(3, core.epoch, 0, 0), replica_id=UNCOUNTED_REPLICA))
+    drain(core)
+    described = core.describe_quorum()
+    [three] = [r for r in described.current_voters if r.replica_id == 3]
+    assert three.log_end_offset == 0 and three.last_fetch_timestamp == core.now_ms
+    assert three.last_caught_up_timestamp == -1
+    assert not described.observers
+    # Its old acknowledgements are void: nothing of node 3 counts toward the high watermark.
+    assert core.leader_state is not None and 3 not in core.leader_state.progress
+
+
+def test_describe_quorum_shows_a_replica_by_the_directory_it_fetched_with() -> None:
+    """A node formatted anew (a new directory id) is not its old incarnation, caught up."""
+    core = leader()
+    end = core.log.end_offset
+    old, new = "AAAAAAAAQACAAAAAAAAAAw", "BBBBBBBBQACAAAAAAAAAAw"
+    core.step(
+        3, dataclasses.replace(fetch(3, core.epoch, end, core.epoch), replica_directory_id=old)
+    )
+    drain(core)
+    [three] = [r for r in core.describe_quorum().current_voters if r.replica_id == 3]
+    assert (three.directory_id, three.log_end_offset) == (old, end)
+    assert three.last_caught_up_timestamp == core.now_ms
+    core.tick(core.now_ms + 10)
+    core.step(3, dataclasses.replace(fetch(3, core.epoch, 0, 0), replica_directory_id=new))
+    drain(core)
+    [three] = [r for r in core.describe_quorum().current_voters if r.replica_id == 3]
+    assert (three.directory_id, three.log_end_offset) == (new, 0)
+    assert three.last_caught_up_timestamp == -1  # the old one's, not carried over
+
+
 def test_describe_quorum_reports_a_replica_that_never_fetched() -> None:
     core = leader()
     described = core.describe_quorum()
@@ -568,6 +673,7 @@ def test_a_follower_that_never_heard_from_its_leader_grants_pre_votes() -> None:
 
 def test_a_new_fetch_replaces_the_parked_one_of_its_replica() -> None:
     core = leader()
+    _told(core, 3)
     end = core.log.end_offset
     parked = dataclasses.replace(fetch(3, core.epoch, end, core.epoch), max_wait_ms=400)
     core.step(3, parked)
@@ -580,6 +686,7 @@ def test_a_new_fetch_replaces_the_parked_one_of_its_replica() -> None:
 
 def test_a_fetch_waits_even_one_millisecond_when_asked_to() -> None:
     core = leader()
+    _told(core, 2)
     end = core.log.end_offset
     start = core.now_ms
     core.step(2, dataclasses.replace(fetch(2, core.epoch, end, core.epoch), max_wait_ms=1))
@@ -594,6 +701,7 @@ def test_a_high_watermark_that_did_not_move_answers_no_parked_fetch() -> None:
     core.step(2, fetch(2, core.epoch, end, core.epoch))
     drain(core)
     assert core.high_watermark == end
+    _told(core, 3)
     core.step(3, dataclasses.replace(fetch(3, core.epoch, end, core.epoch), max_wait_ms=400))
     core.step(2, fetch(2, core.epoch, end, core.epoch, correlation=2))  # same HW again
     ready = drain(core)

@@ -73,6 +73,7 @@ def stale_leader_and_wiped_voter(seed: int) -> Cluster:
     assert a.core.high_watermark <= a_end
     # A resumes: C's fetches do not keep it alive either, check-quorum makes it resign.
     a.core.config = config
+    c.process(a)  # its next check-quorum is due at the restored timeout's pace, not 150 s away
     stale = a.core
     assert c.run_until(
         c.now + 2 * config.fetch_timeout_ms, until=lambda: stale.role is not Role.LEADER
