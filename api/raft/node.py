@@ -27,7 +27,7 @@ Voter changes (KIP-853: `change_voters`) run in the loop too: an accepted change
 offset the service's next write would have had, so it must be placed between two `Ready`s,
 after the queued proposals, like them.
 
-One concern over ~900 lines: the `Ready` loop and what must happen between two `Ready`s
+One concern over ~1,200 lines: the `Ready` loop and what must happen between two `Ready`s
 (proposals, voter changes, retention, installs, commits); what need not has its own module.
 """
 

@@ -8,7 +8,7 @@ durably, truncate, append, flush, and only then send the messages (a vote or a f
 acknowledges what was persisted before it). The shell then calls `advance()` with the log's
 flushed end offset.
 
-One concern over ~600 lines: one node's state and its transitions (the shell's interface,
+One concern over ~900 lines: one node's state and its transitions (the shell's interface,
 the transitions the handlers use, the timers); the rules per message are in handlers.py.
 """
 
