@@ -337,14 +337,16 @@ class EnvelopeOpener:
         self,
         *,
         node: LeaderView | None,
-        admit: Callable[[Session, str], None],
+        admit: Callable[[int, Session, str], None],
         kafka: Callable[[str], KafkaAnswerer],
         private: PrivateAnswerer,
     ) -> None:
         """`kafka(listener)` answers a Kafka request as that listener; `private` ours.
 
-        `admit(session, listener)` raises `ApiError` unless the sender is a controller on a
-        controller listener (`api.server.edge.Edge.check` for Envelope).
+        `admit(api_key, session, listener)` raises `ApiError` unless `session` may send that
+        API on `listener` (`api.server.edge.Edge.check`): the Envelope itself (a controller on
+        a controller listener), and a voter change inside one for the client it names, as if
+        the client had sent it to this listener (the edge's table decides, not the sender).
         """
         self.node = node
         self.admit = admit
@@ -363,7 +365,7 @@ class EnvelopeOpener:
         return codec.Answer(answer_class, {"error_code": 0, "response_data": data})
 
     async def _inner(self, body: Any, session: Session, listener: str) -> bytes:
-        self.admit(session, listener)
+        self.admit(ENVELOPE_KEY, session, listener)
         if self.node is not None and not self.node.leading:
             raise ApiError(ErrorCode.NOT_CONTROLLER, "this controller does not lead")
         client = Session(
@@ -381,6 +383,8 @@ class EnvelopeOpener:
                 "an Envelope carries one write request (not a read, a login or an Envelope)",
             )
         if isinstance(event, Request):
+            if event.request.header.api_key in FORWARDED_QUORUM_VERSIONS:
+                self.admit(event.request.header.api_key, client, listener)
             try:
                 answer = await self.kafka(listener)(event.request, client)
             except ApiError as exc:

@@ -645,13 +645,13 @@ class MetadataServer:
         )
         return forwarder, opener
 
-    def _admit_envelope(self, session: Session, listener: str) -> None:
-        """Refuse an Envelope from anyone but a controller on a controller listener."""
+    def _admit_envelope(self, api_key: int, session: Session, listener: str) -> None:
+        """Refuse an Envelope, or a voter change inside one, that the edge does not admit."""
         if self.edge is None:
             raise ApiError(
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "a single server takes no Envelope"
             )
-        self.edge.check(ENVELOPE_KEY, listener, session)
+        self.edge.check(api_key, listener, session)
 
     @property
     def unsent_answer_bytes(self) -> int:
@@ -760,6 +760,13 @@ class MetadataServer:
         node = self.quorum_node
         if forwarder is None or node is None or node.leading or not forwarded(event):
             return False
+        if isinstance(event, Request) and self.edge is not None:
+            # The edge decides on the node the request reached, before anything is sent: a
+            # voter change it refuses here is answered with that refusal (`_answer`).
+            try:
+                self.edge.check(event.request.header.api_key, channel.listener, channel.session)
+            except ApiError:
+                return False
         started = time.perf_counter()
         try:
             data = await forwarder.forward(event.frame, channel.session)

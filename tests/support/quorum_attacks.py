@@ -29,6 +29,7 @@ from api.raft.transport.wire import (
     FETCH_KEY,
     FETCH_SNAPSHOT_KEY,
     VOTE_KEY,
+    RemoveRaftVoterRequest,
     decode_response,
     encode_request,
     send_version,
@@ -64,15 +65,24 @@ def create_topic_frame(name: str) -> bytes:
     return codec.encode_request(body, correlation_id=77, client_id="forged")[4:]
 
 
-def envelope_frame(principal: str = FORGED_PRINCIPAL, topic: str = FORGED_TOPIC) -> bytes:
-    """An Envelope (58) asking for `topic` in `principal`'s name from a made-up address."""
+def envelope_frame(
+    principal: str = FORGED_PRINCIPAL, topic: str = FORGED_TOPIC, *, inner: bytes | None = None
+) -> bytes:
+    """An Envelope (58) asking for `topic` (or carrying `inner`, a frame without its size) in
+    `principal`'s name from a made-up address."""
     envelope = codec.build(
         codec.request_class(ENVELOPE_KEY, 0),
-        request_data=create_topic_frame(topic),
+        request_data=create_topic_frame(topic) if inner is None else inner,
         request_principal=principal.encode(),
         client_host_address=address_bytes("203.0.113.7"),
     )
     return codec.encode_request(envelope, correlation_id=58)
+
+
+def remove_voter_frame(*, cluster_id: str, destination: int, voter: int) -> bytes:
+    """An operator's RemoveRaftVoter (81) of `voter`, without its size (an Envelope's inner)."""
+    request = RemoveRaftVoterRequest(correlation_id=81, voter_id=voter, voter_directory_id="")
+    return encode_request(request, destination=destination, cluster_id=cluster_id)[4:]
 
 
 def attack_frames(*, cluster_id: str, destination: int, sender: int) -> dict[str, bytes]:

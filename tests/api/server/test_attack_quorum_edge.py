@@ -48,6 +48,7 @@ from tests.support.quorum_attacks import (
     attack_frames,
     envelope_frame,
     refusal_code,
+    remove_voter_frame,
     tls_context,
 )
 from tests.support.sasl_users import seed_users
@@ -262,6 +263,31 @@ def test_a_controller_reaches_the_quorum_and_its_envelope_records_the_client(
     ]
     # The principal the forwarding node authenticated, the address it saw.
     assert entry.principal == "User:alice"
+
+
+@pytest.mark.parametrize(
+    ("client", "admitted"), [("User:alice", False), ("User:viewer", False), ("User:mallory", True)]
+)
+def test_a_voter_change_inside_an_envelope_is_judged_for_the_client_it_names(
+    node: tuple[MetadataServer, Recorder], pki: ControllerPki, client: str, admitted: bool
+) -> None:
+    """A controller forwards an operator's RemoveRaftVoter: the edge's rule for voter changes
+    (a controller, or ALTER on the cluster) holds for the client it names, not for the
+    controller that carries it; before, the leader ran any voter change a controller carried."""
+    server, endpoint = node
+    inner = remove_voter_frame(cluster_id=CLUSTER, destination=NODE, voter=2)
+    sock = _tls(server, tls_context(str(pki.ca), str(pki.controller)))
+    try:
+        answer = _send(sock, envelope_frame(client, inner=inner))
+    finally:
+        sock.close()
+    if admitted:  # mallory (ALTER): it reaches the quorum (the recorder closes the connection)
+        assert answer is None
+        assert len(endpoint.seen) == 1
+    else:
+        assert answer is not None
+        assert refusal_code("Envelope", answer) == CLUSTER_AUTHORIZATION_FAILED
+        assert endpoint.seen == []
 
 
 def test_a_quorum_server_without_controller_listeners_or_principals_is_refused(
