@@ -476,8 +476,11 @@ class AdminClient(SecurityApis):
         if VOTE_KEY in self._versions or DESCRIBE_QUORUM_KEY not in self._versions:
             return self  # a single server, or a controller listener (which names the leader)
         try:
-            await self.describe_quorum()
-            return self  # it leads
+            # A follower forwards DescribeQuorum to the leader: the answer names the leader,
+            # and this node's Metadata names this node (a client listener names only itself).
+            leader = int((await self.describe_quorum()).leader_id)
+            if leader < 0 or int((await self.metadata([])).controller_id) == leader:
+                return self
         except (ApiError, ClientError, OSError):
             leader = self.quorum_leader_id
         if leader < 0:

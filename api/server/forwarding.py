@@ -6,10 +6,9 @@ own authenticated link, the controller answers the inner request as if the clien
 there, and the broker hands the inner answer back to the client. A quorum node does the same:
 
 - **Follower side** (`Forwarder`): a write (`FORWARDED_KAFKA_APIS`, or one of our private
-  APIs that writes) or a voter change (`FORWARDED_QUORUM_VERSIONS`: AddRaftVoter,
-  RemoveRaftVoter, which only the leader applies) on a node that does not lead is sent to the
-  leader it knows, over a
-  connection secured as the controller links are (`controller.listener.names`). During an
+  APIs that writes), a voter change or a DescribeQuorum (`FORWARDED_QUORUM_VERSIONS`: only
+  the leader answers them) on a node that does not lead is sent to the leader it knows, over
+  a connection secured as the controller links are (`controller.listener.names`). During an
   election it waits up to `LEADER_WAIT_S` for a leader; if it is the one elected it answers
   itself. Where it cannot forward (no leader in time, the leader unreachable, the leader
   says it no longer leads) the request is answered here, and a node that does not lead
@@ -49,7 +48,12 @@ from api.protocol import codec, private
 from api.protocol.codec import KafkaRequest, RequestHeader, build, request_class
 from api.protocol.connection import Connection, PrivateRequest, Request
 from api.protocol.private import PRIVATE_APIS, PrivateStatus
-from api.raft.transport.wire import ADD_RAFT_VOTER_KEY, QUORUM_VERSIONS, REMOVE_RAFT_VOTER_KEY
+from api.raft.transport.wire import (
+    ADD_RAFT_VOTER_KEY,
+    DESCRIBE_QUORUM_KEY,
+    QUORUM_VERSIONS,
+    REMOVE_RAFT_VOTER_KEY,
+)
 from api.security.client_config import ClientSecurity
 from api.server.kafka.base import Session
 from api.server.kafka.refusals import refusal
@@ -69,12 +73,15 @@ IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, CreateAcls, 
 AlterUserScramCredentials, UpdateFeatures. Reads are answered by any node from its committed
 image."""
 
+VOTER_CHANGE_KEYS: frozenset[int] = frozenset({ADD_RAFT_VOTER_KEY, REMOVE_RAFT_VOTER_KEY})
+"""The voter changes (KIP-853): only the leader applies them, and answers once committed."""
+
 FORWARDED_QUORUM_VERSIONS: Mapping[int, tuple[int, int]] = {
-    key: QUORUM_VERSIONS[key] for key in (ADD_RAFT_VOTER_KEY, REMOVE_RAFT_VOTER_KEY)
+    key: QUORUM_VERSIONS[key] for key in (*sorted(VOTER_CHANGE_KEYS), DESCRIBE_QUORUM_KEY)
 }
-"""The quorum APIs a follower forwards, with their versions: the voter changes (KIP-853), which
-only the leader applies. Issue #54, finding 9: bootstrapped at a follower, `mlog quorum
-add-controller` was answered NOT_LEADER_OR_FOLLOWER try after try under load."""
+"""The quorum APIs a follower forwards, with their versions: the voter changes, and
+DescribeQuorum (as Kafka's brokers forward it), which only the leader answers: so an operator
+at any node's client listener is answered, not told to find the leader."""
 
 VOTER_CHANGE_TIMEOUT_MS = 60_000
 """How long a forwarded voter change waits for the leader's answer: the leader answers once the
@@ -95,7 +102,7 @@ MAX_CONNECTIONS = 16
 concurrent writes each take one (and meet in the leader's group commit)."""
 
 _SIZE = struct.Struct(">i")
-_VOTER_CHANGE_KEYS = frozenset(struct.pack(">h", key) for key in FORWARDED_QUORUM_VERSIONS)
+_VOTER_CHANGE_KEYS = frozenset(struct.pack(">h", key) for key in VOTER_CHANGE_KEYS)
 """A voter change's frame starts with one of these (its API key)."""
 
 
@@ -383,7 +390,7 @@ class EnvelopeOpener:
                 "an Envelope carries one write request (not a read, a login or an Envelope)",
             )
         if isinstance(event, Request):
-            if event.request.header.api_key in FORWARDED_QUORUM_VERSIONS:
+            if event.request.header.api_key in VOTER_CHANGE_KEYS:
                 self.admit(event.request.header.api_key, client, listener)
             try:
                 answer = await self.kafka(listener)(event.request, client)

@@ -10,6 +10,7 @@ alter_configs picks the least loaded node) get the leader's answer through a fol
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from api.client.connection import ClientConnection
 from records.model import ConfigResourceType
 from replay.controller.commands import ConfigResource, CreatableTopic, TopicRef
 from replay.controller.errors import ErrorCode
-from tests.support.quorum_processes import TIMERS, Quorum
+from tests.support.quorum_processes import TIMERS, Quorum, mlog
 from tests.support.tcp_proxy import proxy_loop
 
 pytestmark = pytest.mark.timeout(240)
@@ -170,3 +171,14 @@ async def _retention_everywhere(quorum: Quorum) -> set[str]:
         finally:
             await client.close()
     return values
+
+
+def test_quorum_describe_at_a_followers_client_listener_names_the_leader(quorum: Quorum) -> None:
+    """A follower forwards DescribeQuorum to the leader (as Kafka's brokers forward it): an
+    operator given one follower's client address is answered, not told to find the leader."""
+    leader = asyncio.run(quorum.leader())
+    follower = next(node for node in quorum.nodes.values() if node.node_id != leader)
+    described = json.loads(
+        mlog("quorum", "describe", "--bootstrap-server", follower.address, "--output", "json")
+    )
+    assert described["leader_id"] == leader, described
