@@ -61,6 +61,7 @@ from api.server.forwarding import (
     EnvelopeOpener,
     Forwarder,
     ForwardFailed,
+    KafkaAnswerer,
     forwarded,
     refused_frame,
 )
@@ -640,10 +641,30 @@ class MetadataServer:
         opener = EnvelopeOpener(
             node=quorum_node,
             admit=self._admit_envelope,
-            kafka=lambda name: self._apis[name].handle,
+            kafka=self._forwarded_handler,
             private=self.private_apis.handle,
         )
         return forwarder, opener
+
+    def _forwarded_handler(self, listener: str) -> KafkaAnswerer:
+        """How `listener` answers a request forwarded in an Envelope: the edge asks first.
+
+        The forwarding controller passed the edge, not its client: a voter change is
+        authorized here for the client's principal, as if the client had sent it here.
+        """
+        handle = self._apis[listener].handle
+
+        async def answer(request: KafkaRequest, session: Session) -> codec.Answer:
+            edge = self.edge
+            if edge is not None:
+                try:
+                    edge.check(request.header.api_key, listener, session)
+                except ApiError as exc:
+                    logger.info("refused a forwarded request of %s: %s", session.principal, exc)
+                    return refused_answer(request, exc)
+            return await handle(request, session)
+
+        return answer
 
     def _admit_envelope(self, session: Session, listener: str) -> None:
         """Refuse an Envelope from anyone but a controller on a controller listener."""
@@ -750,15 +771,32 @@ class MetadataServer:
             return refused_answer(request, exc)
         return None
 
+    def _admitted_at_edge(self, request: KafkaRequest, channel: Channel) -> bool:
+        """Whether the edge admits `request` from `channel`, asked before it is forwarded.
+
+        A voter change the edge refuses here is refused here, not sent to the leader.
+        """
+        edge = self.edge
+        if edge is None:
+            return True
+        try:
+            edge.check(request.header.api_key, channel.listener, channel.session)
+        except ApiError:
+            return False
+        return True
+
     async def _forwarded(self, event: Request | PrivateRequest, channel: Channel) -> bool:
         """Answer a write on a node that does not lead with the leader's answer (KIP-590).
 
-        False when it is not forwarded (a read, this node leads, or nothing could be sent):
-        it is answered here (a write with NOT_CONTROLLER, `ReplicatedService.submit`).
+        False when it is not forwarded (a read, this node leads, the edge refuses it, or
+        nothing could be sent): it is answered here (a write with NOT_CONTROLLER,
+        `ReplicatedService.submit`; a refusal of the edge with CLUSTER_AUTHORIZATION_FAILED).
         """
         forwarder = self.forwarder
         node = self.quorum_node
         if forwarder is None or node is None or node.leading or not forwarded(event):
+            return False
+        if isinstance(event, Request) and not self._admitted_at_edge(event.request, channel):
             return False
         started = time.perf_counter()
         try:
