@@ -22,8 +22,6 @@ import pytest
 
 from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED
 from api.raft.transport.wire import QuorumRequest, QuorumResponse
-from api.server.config import ListenerConfig, TlsConfig
-from api.server.listeners import server_listener
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
 from records.model import (
@@ -39,7 +37,6 @@ from replay.controller.commands import ControllerResult
 from tests.support.attacks import Wire
 from tests.support.controller_certs import (
     CONTROLLER_PRINCIPAL,
-    PRINCIPAL_RULES,
     ControllerPki,
     make_controller_pki,
 )
@@ -91,22 +88,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> ControllerPki:
 
 
 def _listeners(pki: ControllerPki) -> list[ServerListener]:
-    controller = server_listener(
-        ListenerConfig(
-            name="CONTROLLER",
-            security_protocol="SSL",
-            host="127.0.0.1",
-            port=0,
-            tls=TlsConfig(
-                keystore_location=pki.controller,
-                truststore_location=pki.ca,
-                client_auth="required",
-                principal_mapping_rules=PRINCIPAL_RULES,
-            ),
-        )
-    )
     return [
-        controller,
+        pki.server_listener(),
         ServerListener(
             name="SASL",
             security_protocol="SASL_PLAINTEXT",
