@@ -53,6 +53,7 @@ from api.raft.transport.wire import (
     DESCRIBE_QUORUM_KEY,
     QUORUM_VERSIONS,
     REMOVE_RAFT_VOTER_KEY,
+    error_answer,
 )
 from api.security.client_config import ClientSecurity
 from api.server.kafka.base import Session
@@ -390,12 +391,20 @@ class EnvelopeOpener:
                 "an Envelope carries one write request (not a read, a login or an Envelope)",
             )
         if isinstance(event, Request):
-            if event.request.header.api_key in VOTER_CHANGE_KEYS:
-                self.admit(event.request.header.api_key, client, listener)
+            header = event.request.header
             try:
+                if header.api_key in VOTER_CHANGE_KEYS:
+                    self.admit(header.api_key, client, listener)
                 answer = await self.kafka(listener)(event.request, client)
             except ApiError as exc:
-                refused = refusal(event.request, exc)
+                # The client's request is refused, not the Envelope: the client reads why.
+                refused: codec.Answer | None
+                if header.api_key in VOTER_CHANGE_KEYS:
+                    refused = error_answer(
+                        header.api_key, header.api_version, int(exc.error_code), exc.message
+                    )
+                else:
+                    refused = refusal(event.request, exc)
                 if refused is None:
                     raise
                 answer = refused

@@ -14,6 +14,9 @@ from pathlib import Path
 import trustme
 
 from api.security.client_config import ClientSecurity, client_security
+from api.server.config import ListenerConfig, TlsConfig
+from api.server.listeners import server_listener
+from api.server.server import ServerListener
 
 CONTROLLER_CN = "controller"
 """The controllers' certificate's common name."""
@@ -48,6 +51,23 @@ class ControllerPki:
             prefix + "ssl.client.auth": "required",
             prefix + "ssl.principal.mapping.rules": PRINCIPAL_RULES,
         }
+
+    def server_listener(self, name: str = "CONTROLLER", port: int = 0) -> ServerListener:
+        """An in-process server's mTLS controller listener on 127.0.0.1 (`server_keys`'s)."""
+        return server_listener(
+            ListenerConfig(
+                name=name,
+                security_protocol="SSL",
+                host="127.0.0.1",
+                port=port,
+                tls=TlsConfig(
+                    keystore_location=self.controller,
+                    truststore_location=self.ca,
+                    client_auth="required",
+                    principal_mapping_rules=PRINCIPAL_RULES,
+                ),
+            )
+        )
 
     def client(self, keystore: Path | None = None) -> ClientSecurity:
         """A TLS client trusting the CA, presenting `keystore` (None: no certificate)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -68,9 +69,14 @@ def metadata_frame() -> bytes:
     return codec.encode_request(body, correlation_id=9)[4:]
 
 
-async def exchange_frames(port: int, frames: Sequence[bytes]) -> list[bytes | None]:
-    """Send frames on one connection; each answer (without its size), None once closed."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def exchange_frames(
+    port: int, frames: Sequence[bytes], tls: ssl.SSLContext | None = None
+) -> list[bytes | None]:
+    """Send frames on one connection (over TLS with `tls`); each answer (without its size),
+    None once closed."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=tls, server_hostname="127.0.0.1" if tls is not None else None
+    )
     out: list[bytes | None] = []
     try:
         for frame in frames:
@@ -78,7 +84,7 @@ async def exchange_frames(port: int, frames: Sequence[bytes]) -> list[bytes | No
             try:
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
                 out.append(await reader.readexactly(size))
-            except (asyncio.IncompleteReadError, ConnectionError):
+            except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
                 out.append(None)
     finally:
         writer.close()

@@ -28,6 +28,7 @@ from api.raft.transport.wire import (
     BEGIN_QUORUM_EPOCH_KEY,
     FETCH_KEY,
     FETCH_SNAPSHOT_KEY,
+    REMOVE_RAFT_VOTER_KEY,
     VOTE_KEY,
     RemoveRaftVoterRequest,
     decode_response,
@@ -82,7 +83,10 @@ def envelope_frame(
 def remove_voter_frame(*, cluster_id: str, destination: int, voter: int) -> bytes:
     """An operator's RemoveRaftVoter (81) of `voter`, without its size (an Envelope's inner)."""
     request = RemoveRaftVoterRequest(correlation_id=81, voter_id=voter, voter_directory_id="")
-    return encode_request(request, destination=destination, cluster_id=cluster_id)[4:]
+    version = send_version(REMOVE_RAFT_VOTER_KEY)
+    return encode_request(request, destination=destination, cluster_id=cluster_id, version=version)[
+        4:
+    ]
 
 
 def attack_frames(*, cluster_id: str, destination: int, sender: int) -> dict[str, bytes]:
@@ -161,6 +165,19 @@ def refusal_code(name: str, answer: bytes) -> int:
     key = _ATTACK_KEYS[name.split("@", maxsplit=1)[0]]
     try:
         message = decode_response(answer, api_key=key, version=send_version(key))
+    except RaftWireRefusal as exc:
+        return int(exc.error_code)
+    return int(getattr(message, "error_code", 0))
+
+
+def inner_refusal_code(answer: bytes, api_key: int) -> int:
+    """The error code of the quorum request (`api_key`) an Envelope answered inside itself."""
+    _, body = codec.decode_response(ENVELOPE_KEY, 0, answer)
+    if int(body.error_code) != 0:
+        raise AssertionError(f"the Envelope itself was refused ({int(body.error_code)})")
+    data = bytes(body.response_data)
+    try:
+        message = decode_response(data, api_key=api_key, version=send_version(api_key))
     except RaftWireRefusal as exc:
         return int(exc.error_code)
     return int(getattr(message, "error_code", 0))

@@ -1,8 +1,11 @@
 """A dynamic quorum of in-process `MetadataServer`s: what forwarding needs, in one event loop.
 
 The quorum's own messages go over `quorum_harness.LocalNetwork`; each node also has a real
-`MetadataServer` on 127.0.0.1 at its voter address (free ports, picked first), so clients
-reach every node over TCP and a follower forwards to the leader as `mlog serve` does.
+`MetadataServer` on 127.0.0.1, set up as docs/security.md sets up a quorum: a client
+listener (CLIENTS, PLAINTEXT) and an mTLS CONTROLLER listener at its voter address (free
+ports, picked first; `controller.listener.names`, certificates of `controller_certs.py`).
+Clients reach every node over TCP, and a follower forwards to the leader's CONTROLLER
+listener with the controllers' certificate, as `mlog serve` does.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from api.raft.core.config import VoterAddress
 from api.raft.core.voters import Voter, VoterSet
 from api.raft.node import QuorumNode
 from api.raft.voter_blocks import write_bootstrap_block
-from api.server.server import MetadataServer
+from api.server.server import MetadataServer, ServerListener
 from api.service.replicated import ReplicatedService
 from metadata_log.replica_log import ReplicaLog
 from replay.controller.controller import Controller
+from tests.support.controller_certs import CONTROLLER_PRINCIPAL, make_controller_pki
 from tests.support.quorum_harness import FAST, Cluster, directory_of
 from tests.support.quorum_processes import free_ports
 
@@ -39,6 +43,8 @@ class ServerQuorum:
             fetch_max_wait_ms=2 * FAST["fetch_max_wait_ms"],
         )
         self.server_options = server_options
+        self.pki = make_controller_pki(root / "pki")
+        """The controllers' certificates (`pki.controller_client()`: a controller's client)."""
         for node_id, port in zip(self.cluster.ids, free_ports(size), strict=True):
             self.cluster.addresses[node_id] = VoterAddress(host="127.0.0.1", port=port)
         voters = VoterSet.of(
@@ -85,10 +91,15 @@ class ServerQuorum:
         cluster.network.nodes[node_id] = node
         server = MetadataServer(
             service,
-            host="127.0.0.1",
-            port=cluster.addresses[node_id].port,
+            listeners=[
+                ServerListener(name="CLIENTS", host="127.0.0.1", port=0),
+                self.pki.server_listener(port=cluster.addresses[node_id].port),
+            ],
             node_id=node_id,
             quorum_node=node,
+            quorum_listeners=["CONTROLLER"],
+            controller_principals=[CONTROLLER_PRINCIPAL],
+            controller_security=self.pki.controller_client(),
             run_scheduler=False,
             **self.server_options,
         )
@@ -114,8 +125,10 @@ class ServerQuorum:
                 return server
         raise AssertionError("no follower")
 
-    def address(self, server: MetadataServer) -> str:
-        return f"127.0.0.1:{server.port}"
+    def address(self, server: MetadataServer, listener: str = "CLIENTS") -> str:
+        """Where `server`'s `listener` (CLIENTS or CONTROLLER) is reached."""
+        port = next(item.port for item in server.listeners if item.name == listener)
+        return f"127.0.0.1:{port}"
 
     async def stop_all(self) -> None:
         for node_id in list(self.servers):

@@ -21,9 +21,7 @@ from pathlib import Path
 import pytest
 
 from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED
-from api.raft.transport.wire import QuorumRequest, QuorumResponse
-from api.server.config import ListenerConfig, TlsConfig
-from api.server.listeners import server_listener
+from api.raft.transport.wire import REMOVE_RAFT_VOTER_KEY, QuorumRequest, QuorumResponse
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
 from records.model import (
@@ -39,7 +37,6 @@ from replay.controller.commands import ControllerResult
 from tests.support.attacks import Wire
 from tests.support.controller_certs import (
     CONTROLLER_PRINCIPAL,
-    PRINCIPAL_RULES,
     ControllerPki,
     make_controller_pki,
 )
@@ -47,6 +44,7 @@ from tests.support.quorum_attacks import (
     FORGED_TOPIC,
     attack_frames,
     envelope_frame,
+    inner_refusal_code,
     refusal_code,
     remove_voter_frame,
     tls_context,
@@ -92,22 +90,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> ControllerPki:
 
 
 def _listeners(pki: ControllerPki) -> list[ServerListener]:
-    controller = server_listener(
-        ListenerConfig(
-            name="CONTROLLER",
-            security_protocol="SSL",
-            host="127.0.0.1",
-            port=0,
-            tls=TlsConfig(
-                keystore_location=pki.controller,
-                truststore_location=pki.ca,
-                client_auth="required",
-                principal_mapping_rules=PRINCIPAL_RULES,
-            ),
-        )
-    )
     return [
-        controller,
+        pki.server_listener(),
         ServerListener(
             name="SASL",
             security_protocol="SASL_PLAINTEXT",
@@ -284,9 +268,9 @@ def test_a_voter_change_inside_an_envelope_is_judged_for_the_client_it_names(
     if admitted:  # mallory (ALTER): it reaches the quorum (the recorder closes the connection)
         assert answer is None
         assert len(endpoint.seen) == 1
-    else:
+    else:  # the client's request is refused inside an answered Envelope, as Kafka answers
         assert answer is not None
-        assert refusal_code("Envelope", answer) == CLUSTER_AUTHORIZATION_FAILED
+        assert inner_refusal_code(answer, REMOVE_RAFT_VOTER_KEY) == CLUSTER_AUTHORIZATION_FAILED
         assert endpoint.seen == []
 
 

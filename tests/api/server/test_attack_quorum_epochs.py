@@ -1,13 +1,16 @@
 """Issue 54, finding 1: no quorum request stops a node or takes its epoch out of range.
 
 Three real `QuorumNode`s over real logs (tests/support/quorum_harness.py), each served by a
-real `MetadataServer` on 127.0.0.1 as the quorum was set up before the trust boundary (one
-PLAINTEXT listener serving the Raft APIs, no authorizer): anyone may send them. Vote and
+real `MetadataServer` on 127.0.0.1 as docs/security.md sets a quorum up: a client listener
+(OPEN, PLAINTEXT) and an mTLS CONTROLLER listener serving the Raft APIs to the controllers'
+certificate only (`api.server.edge`). The attacker holds that certificate (a controller's
+credentials stolen): the Raft core itself must refuse what the edge lets through. Vote and
 BeginQuorumEpoch at epochs 2^31-1 and 10^9, in a non-voter's name and in each voter's name,
-sent to every node while a writer keeps writing: every request is answered on an open
-connection, no node stops, the leader and its epoch stay, the writes go on and every node
-holds the same log afterwards. Before the fix, 2^31-1 was stored and the node stopped on its
-next election; 10^9 in a voter's name deposed the leader.
+sent to every node's CONTROLLER listener while a writer keeps writing: every request is
+answered on an open connection, no node stops, the leader and its epoch stay, the writes go
+on and every node holds the same log afterwards. Before the fix, 2^31-1 was stored and the
+node stopped on its next election; 10^9 in a voter's name deposed the leader. Sent to the
+client listener, the same requests are refused by the edge (the connection closes).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from api.raft.core.messages import (
@@ -25,7 +29,7 @@ from api.raft.core.messages import (
 )
 from api.raft.node import QuorumNode
 from api.raft.transport.endpoint import NodeEndpoint
-from api.raft.transport.errors import RaftWireRefusal
+from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
 from api.raft.transport.wire import (
     BEGIN_QUORUM_EPOCH_KEY,
     VOTE_KEY,
@@ -33,34 +37,51 @@ from api.raft.transport.wire import (
     encode_request,
     send_version,
 )
-from api.server.server import MetadataServer
+from api.server.server import MetadataServer, ServerListener
+from tests.support.controller_certs import CONTROLLER_PRINCIPAL, ControllerPki, make_controller_pki
 from tests.support.protocol_frames import exchange_frames
+from tests.support.quorum_attacks import tls_context
 from tests.support.quorum_harness import Cluster, create_topic_at_leader, register
 
 ATTACK_EPOCHS = (2**31 - 1, 10**9)
 NON_VOTER = 99
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ports:
+    """A node's server's ports: its client listener's and its CONTROLLER listener's."""
+
+    client: int
+    controller: int
+
+
 @asynccontextmanager
-async def served(cluster: Cluster, nodes: list[QuorumNode]) -> AsyncIterator[dict[int, int]]:
-    """A server on 127.0.0.1 for each node, its quorum APIs answered by the node: id -> port.
+async def served(
+    cluster: Cluster, nodes: list[QuorumNode], pki: ControllerPki
+) -> AsyncIterator[dict[int, Ports]]:
+    """A server on 127.0.0.1 for each node, its quorum APIs answered by the node: id -> ports.
 
     On exit the nodes stop, then their servers (which close the nodes' services).
     """
     async with AsyncExitStack() as stack:
-        ports: dict[int, int] = {}
+        ports: dict[int, Ports] = {}
         for node in nodes:
             server = MetadataServer(
                 node.service,
-                host="127.0.0.1",
-                port=0,
+                listeners=[
+                    ServerListener(name="OPEN", host="127.0.0.1", port=0),
+                    pki.server_listener(),
+                ],
                 node_id=node.config.node_id,
-                quorum=NodeEndpoint(node, listener_name="PLAINTEXT"),
+                quorum=NodeEndpoint(node, listener_name="CONTROLLER"),
+                quorum_listeners=["CONTROLLER"],
+                controller_principals=[CONTROLLER_PRINCIPAL],
                 run_scheduler=False,
             )
             await server.start()
             stack.push_async_callback(server.stop)
-            ports[node.config.node_id] = server.port
+            port = {item.name: item.port for item in server.listeners}
+            ports[node.config.node_id] = Ports(client=port["OPEN"], controller=port["CONTROLLER"])
         try:
             yield ports
         finally:
@@ -102,7 +123,8 @@ def _check_answer(api_key: int, frame: bytes | None) -> None:
     try:
         answer = decode_response(frame, api_key=api_key, version=send_version(api_key))
     except RaftWireRefusal as refusal:
-        assert refusal.error_code != 0
+        # Refused past the edge (it admits the controllers' certificate): by the core's checks.
+        assert refusal.error_code not in (0, CLUSTER_AUTHORIZATION_FAILED), refusal
         return
     if isinstance(answer, VoteResponse):
         assert not answer.vote_granted and answer.leader_epoch < 10**9
@@ -112,19 +134,25 @@ def _check_answer(api_key: int, frame: bytes | None) -> None:
 
 
 async def test_forged_epochs_stop_no_node_and_depose_no_leader(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path)
+    pki = make_controller_pki(tmp_path / "pki")
+    stolen = tls_context(str(pki.ca), str(pki.controller))
+    cluster = Cluster(tmp_path / "quorum")
     nodes = await cluster.start_all()
     try:
         leader = await cluster.leader()
         await register(leader, 1)
         await create_topic_at_leader(cluster, "before")
         epoch = leader.core.epoch
-        async with served(cluster, nodes) as ports:
+        async with served(cluster, nodes, pki) as ports:
             for round_ in range(3):
                 for node in nodes:
                     node_id = node.config.node_id
                     attacks = _attacks(node_id, cluster.ids)
-                    answers = await exchange_frames(ports[node_id], [f for _, f in attacks])
+                    frames = [f for _, f in attacks]
+                    # On the client listener the edge refuses each: the connection closes.
+                    for frame in frames:
+                        assert await exchange_frames(ports[node_id].client, [frame]) == [None]
+                    answers = await exchange_frames(ports[node_id].controller, frames, stolen)
                     for (api_key, _), answer in zip(attacks, answers, strict=True):
                         _check_answer(api_key, answer)
                     await create_topic_at_leader(cluster, f"during-{round_}-{node_id}")

@@ -3,7 +3,9 @@
 Bootstrapped at a follower, `mlog quorum add-controller` / `remove-controller` were answered
 NOT_LEADER_OR_FOLLOWER ("the leader is node 5") try after try: writes were forwarded, voter
 changes were not. Now a follower sends AddRaftVoter and RemoveRaftVoter to the leader in an
-Envelope, as writes go, and the leader authorizes the client's principal for them.
+Envelope, as writes go, and the leader authorizes the client's principal for them as its own
+edge would (`api.server.edge`). They are served on the CONTROLLER listener only, to the
+controllers' certificate or, with an authorizer, to an operator allowed ALTER on the cluster.
 """
 
 from __future__ import annotations
@@ -14,8 +16,19 @@ from pathlib import Path
 import pytest
 
 from api.client.admin import AdminClient
-from api.client.connection import RemoteError
-from api.server.forwarding import LEADER_WAIT_S
+from api.client.connection import ClientConnection, RemoteError
+from api.protocol import codec
+from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
+from api.raft.transport.wire import (
+    REMOVE_RAFT_VOTER_KEY,
+    RemoveRaftVoterRequest,
+    decode_response,
+    encode_request,
+    send_version,
+)
+from api.security.client_config import ClientSecurity
+from api.server.forwarding import ENVELOPE_KEY, LEADER_WAIT_S, address_bytes
+from api.server.server import MetadataServer
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -40,12 +53,27 @@ async def _voters(quorum: ServerQuorum) -> set[int]:
     return set(node.core.voters)
 
 
-async def _until_added(address: str, quorum: ServerQuorum, node_id: int) -> None:
-    """AddRaftVoter at `address` until the new node has caught up (generous deadline)."""
+def _operator(quorum: ServerQuorum) -> ClientSecurity:
+    """An operator's client: a certificate of the controllers' CA, as `User:mallory`."""
+    return quorum.pki.client(quorum.pki.other_name_cert)
+
+
+async def _at_controller_listener(
+    quorum: ServerQuorum, server: MetadataServer, security: ClientSecurity | None = None
+) -> AdminClient:
+    """A client of `server`'s CONTROLLER listener (the controllers' certificate by default)."""
+    return await AdminClient.connect(
+        quorum.address(server, "CONTROLLER"),
+        security=security or quorum.pki.controller_client(),
+    )
+
+
+async def _until_added(quorum: ServerQuorum, server: MetadataServer, node_id: int) -> None:
+    """AddRaftVoter at `server` until the new node has caught up (generous deadline)."""
     voter = quorum.added[node_id]
     deadline = asyncio.get_running_loop().time() + 60
     while True:
-        async with await AdminClient.connect(address) as client:
+        async with await _at_controller_listener(quorum, server) as client:
             try:
                 await client.add_raft_voter(
                     node_id,
@@ -69,44 +97,107 @@ async def test_add_and_remove_controller_through_a_follower(tmp_path: Path) -> N
         follower = await quorum.follower()
         quorum.add(4)
         await quorum.start(4)
-        await _until_added(quorum.address(follower), quorum, 4)
+        await _until_added(quorum, follower, 4)
         assert await _voters(quorum) == {1, 2, 3, 4}
         assert follower.forwarder is not None and follower.forwarder.forwarded >= 1
-        async with await AdminClient.connect(quorum.address(follower)) as client:
+        async with await _at_controller_listener(quorum, follower) as client:
             await client.remove_raft_voter(4, directory_id=quorum.added[4].directory_id)
         assert await _voters(quorum) == {1, 2, 3}
     finally:
         await quorum.stop_all()
 
 
-async def test_a_forwarded_voter_change_is_authorized_for_the_client(tmp_path: Path) -> None:
-    # Anonymous may send Envelopes (CLUSTER_ACTION, the controllers' links here), not ALTER.
+def _allow_alter(principal: str) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=Uuid.random(),
+        resource_type=ResourceType.CLUSTER,
+        resource_name=CLUSTER_NAME,
+        pattern_type=PatternType.LITERAL,
+        principal=principal,
+        host="*",
+        operation=AclOperation.ALTER,
+        permission_type=AclPermissionType.ALLOW,
+    )
+
+
+async def test_an_operator_allowed_alter_changes_the_voters_through_a_follower(
+    tmp_path: Path,
+) -> None:
+    quorum = ServerQuorum(tmp_path, authorizer=AuthorizerConfig())
+    await quorum.start_all()
+    try:
+        follower = await quorum.follower()
+        leader = await quorum.leader()
+        (third,) = set(quorum.servers) - {follower.node_id, leader.node_id}
+        # Without ALTER, the follower's edge refuses it: nothing is forwarded.
+        async with await _at_controller_listener(quorum, follower, _operator(quorum)) as client:
+            with pytest.raises(RemoteError, match="CLUSTER_AUTHORIZATION_FAILED"):
+                await client.remove_raft_voter(third)
+        assert follower.forwarder is not None and follower.forwarder.forwarded == 0
+        await leader.service.submit(
+            lambda image: ControllerResult(records=(_allow_alter("User:mallory"),), response=None),
+            principal="User:test",
+        )
+        await quorum.cluster.converged(leader.service.image.provenance.offset)
+        async with await _at_controller_listener(quorum, follower, _operator(quorum)) as client:
+            await client.remove_raft_voter(third)
+        assert follower.forwarder.forwarded == 1
+        assert await _voters(quorum) == {leader.node_id, follower.node_id}
+    finally:
+        await quorum.stop_all()
+
+
+async def _forwarded_removal(
+    quorum: ServerQuorum, leader: MetadataServer, voter: int, principal: str
+) -> int:
+    """A RemoveRaftVoter of `voter` in an Envelope naming `principal`, as a follower sends one
+    to the leader (the controllers' certificate): the inner answer's error code."""
+    version = send_version(REMOVE_RAFT_VOTER_KEY)
+    inner = encode_request(
+        RemoveRaftVoterRequest(correlation_id=7, voter_id=voter, voter_directory_id=""),
+        destination=-1,
+        cluster_id=None,
+        version=version,
+    )
+    envelope = codec.build(
+        codec.request_class(ENVELOPE_KEY, 0),
+        request_data=inner[4:],
+        request_principal=principal.encode(),
+        client_host_address=address_bytes("127.0.0.1"),
+    )
+    address = quorum.address(leader, "CONTROLLER")
+    security = quorum.pki.controller_client()
+    async with await ClientConnection.connect(address, security=security) as conn:
+        answer = await conn.send_entity(envelope)
+    assert int(answer.error_code) == 0
+    try:
+        inner_answer = decode_response(
+            bytes(answer.response_data), api_key=REMOVE_RAFT_VOTER_KEY, version=version
+        )
+    except RaftWireRefusal as refusal:
+        return refusal.error_code
+    return int(inner_answer.error_code)
+
+
+async def test_the_leader_authorizes_a_forwarded_voter_change_for_the_client(
+    tmp_path: Path,
+) -> None:
+    # A controller forwards for its clients: the client's principal decides at the leader,
+    # not the controller's, whose own voter changes the leader would take.
     quorum = ServerQuorum(tmp_path, authorizer=AuthorizerConfig())
     await quorum.start_all()
     try:
         leader = await quorum.leader()
-        acl = AccessControlEntryRecord(
-            id=Uuid.random(),
-            resource_type=ResourceType.CLUSTER,
-            resource_name=CLUSTER_NAME,
-            pattern_type=PatternType.LITERAL,
-            principal="User:ANONYMOUS",
-            host="*",
-            operation=AclOperation.CLUSTER_ACTION,
-            permission_type=AclPermissionType.ALLOW,
-        )
-        await leader.service.submit(
-            lambda image: ControllerResult(records=(acl,), response=None), principal="User:test"
-        )
-        await quorum.cluster.converged(leader.service.image.provenance.offset)
-        follower = await quorum.follower()
-        async with await AdminClient.connect(quorum.address(follower)) as client:
-            with pytest.raises(RemoteError, match="CLUSTER_AUTHORIZATION_FAILED") as refused:
-                await client.remove_raft_voter(1)
-        assert "may not Alter the cluster" in str(refused.value)
-        # Refused by the leader, for the client's principal: the follower forwarded it.
-        assert follower.forwarder is not None and follower.forwarder.forwarded == 1
+        victim = min(set(quorum.servers) - {leader.node_id})
+        code = await _forwarded_removal(quorum, leader, victim, "User:carol")
+        assert code == CLUSTER_AUTHORIZATION_FAILED
         assert await _voters(quorum) == {1, 2, 3}
+        await leader.service.submit(
+            lambda image: ControllerResult(records=(_allow_alter("User:carol"),), response=None),
+            principal="User:test",
+        )
+        assert await _forwarded_removal(quorum, leader, victim, "User:carol") == 0
+        assert await _voters(quorum) == {1, 2, 3} - {victim}
     finally:
         await quorum.stop_all()
 
@@ -123,7 +214,7 @@ async def test_a_voter_change_waits_out_an_election(tmp_path: Path) -> None:
 
     joining = asyncio.ensure_future(second_node())
     try:
-        async with await AdminClient.connect(quorum.address(alone)) as client:
+        async with await _at_controller_listener(quorum, alone) as client:
             await client.remove_raft_voter(3)
         await joining
         assert await _voters(quorum) == {1, 2}
