@@ -105,6 +105,7 @@ async def _gather(
     addresses: list[tuple[str, int | None]], leader: int | None, security: ClientSecurity | None
 ) -> QuorumDigests:
     clients = await asyncio.gather(*(_connect(a, security) for a, _ in addresses))
+    addresses, clients = await _by_node(addresses, list(clients))
     connected = {i: c for i, c in enumerate(clients) if not isinstance(c, str)}
     try:
         first = await asyncio.gather(*(_digest(c, -1) for c in connected.values()))
@@ -128,6 +129,63 @@ async def _gather(
     finally:
         await asyncio.gather(*(c.close() for c in connected.values()))
     return QuorumDigests(offset=common, nodes=judge(rows, leader))
+
+
+async def _by_node(
+    addresses: list[tuple[str, int | None]], clients: list[AdminClient | str]
+) -> tuple[list[tuple[str, int | None]], list[AdminClient | str]]:
+    """One row per node: a bootstrap server that names its node takes that voter's row.
+
+    DescribeQuorum names the voters at their controller listeners, which a client without the
+    controllers' certificate cannot reach; a quorum node's client listener names only its own
+    node in Metadata. So a bootstrap server is asked which node it is, and where it is a voter
+    its address stands for that voter (whose controller address is dropped). A voter reached
+    neither way keeps its row, which says why.
+    """
+    named = await asyncio.gather(
+        *(
+            _own_node(client) if node_id is None and not isinstance(client, str) else _nobody()
+            for (_, node_id), client in zip(addresses, clients, strict=True)
+        )
+    )
+    voters = {node_id for _, node_id in addresses if node_id is not None}
+    reached = {node_id for node_id in named if node_id in voters}
+    rows: list[tuple[str, int | None]] = []
+    kept: list[AdminClient | str] = []
+    for (address, voter), client, own in zip(addresses, clients, named, strict=True):
+        if voter is not None and voter in reached:
+            if not isinstance(client, str):
+                await client.close()
+            continue
+        rows.append((address, own if voter is None and own in voters else voter))
+        if isinstance(client, str) and voter is not None:
+            kept.append(
+                f"{client} (its controller listener; give its client address in "
+                "--bootstrap-server to compare it)"
+            )
+        else:
+            kept.append(client)
+    return rows, kept
+
+
+async def _own_node(client: AdminClient) -> int | None:
+    """The node a server is, where its Metadata names only itself.
+
+    A quorum node's client listener and a single server name only themselves; None where the
+    answer names several nodes or does not come.
+    """
+    try:
+        answer = await asyncio.wait_for(client.metadata([]), NODE_WAIT_S)
+    except Exception:  # any failure: the row is kept as a bootstrap server's
+        return None
+    brokers = list(answer.brokers)
+    if len(brokers) != 1:
+        return None
+    return int(brokers[0].node_id)
+
+
+async def _nobody() -> int | None:
+    return None
 
 
 def _row(row: NodeDigest, got: Any, *, no_chain: str) -> NodeDigest:

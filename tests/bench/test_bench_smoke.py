@@ -97,6 +97,25 @@ SMOKE: dict[str, Smoke] = {
         args=("--topics", "100", "--partitions", "2", "--repeat", "1", "--service-topics", "10")
     ),
     "quorum_stop_bench.py": Smoke(args=("--smoke", "--dir", "{tmp}"), marks=("process",)),
+    "follower_read_bench.py": Smoke(
+        args=("--writes", "3", "--rounds", "1", "--dir", "{tmp}"), marks=("process",)
+    ),
+    "prelogin_bench.py": Smoke(
+        args=(
+            "--rounds",
+            "1",
+            "--logins",
+            "2",
+            "--held",
+            "5",
+            "--connections",
+            "20",
+            "--dir",
+            "{tmp}",
+        ),
+        marks=("process",),
+    ),
+    "bootstrap_bench.py": Smoke(args=("--smoke",), marks=("process",)),
     "server_bench.py": Smoke(
         args=(
             "--connections",

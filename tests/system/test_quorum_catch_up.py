@@ -113,7 +113,9 @@ async def _add_controller(quorum: Quorum, node: Node, deadline: float) -> None:
                 "--data-dir",
                 str(node.data_dir),
                 "--bootstrap-server",
-                running.address,
+                running.controller_address,
+                "--command-config",
+                str(quorum.controller_command_config()),
             )
             return
         except AssertionError as exc:
@@ -159,7 +161,9 @@ async def _wipe_and_rejoin(tmp_path: Path, *, dynamic: bool) -> None:
                 "--controller-directory-id",
                 DIRECTORY_IDS[wiped.node_id - 1],
                 "--bootstrap-server",
-                quorum.nodes[leader].address,
+                quorum.nodes[leader].controller_address,
+                "--command-config",
+                str(quorum.controller_command_config()),
             )
         quorum.kill(wiped.node_id, signal.SIGTERM)
         shutil.rmtree(wiped.data_dir)

@@ -61,6 +61,13 @@ def _edit(log_dir: Path, topic: str) -> None:
         path.unlink()
 
 
+def _all(quorum: Quorum, first: int | None = None) -> str:
+    """Every node's client address (node `first`'s first): the nodes whose digests describe
+    compares (a voter's own address is its controller listener's, mTLS)."""
+    nodes = sorted(quorum.nodes.values(), key=lambda n: n.node_id != first)
+    return ",".join(n.address for n in nodes)
+
+
 def test_describe_compares_the_digests_and_names_an_edited_node(quorum: Quorum) -> None:
     asyncio.run(_scenario(quorum))
 
@@ -71,9 +78,8 @@ async def _scenario(quorum: Quorum) -> None:
         await write_until(writer, 40)
         await converge(quorum, writer)
         leader = await quorum.leader()
-        address = quorum.nodes[leader].address
         described = json.loads(
-            mlog("quorum", "describe", "--output", "json", "--bootstrap-server", address)
+            mlog("quorum", "describe", "--output", "json", "--bootstrap-server", _all(quorum))
         )
         digests = described["digests"]
         assert sorted(n["node_id"] for n in described["nodes"]) == [1, 2, 3]
@@ -95,7 +101,7 @@ async def _scenario(quorum: Quorum) -> None:
     finally:
         await writer.close()
     leader = await quorum.leader()
-    done = _describe(quorum.nodes[leader].address)
+    done = _describe(_all(quorum, leader))
     assert done.returncode == 1, done.stdout + done.stderr
     error = done.stderr.strip().splitlines()[-1]
     assert f"the digest of node {follower} (" in error and "differs" in error, error

@@ -124,7 +124,14 @@ async def _scenario(quorum: Quorum) -> None:
         # The snapshot carried the leader's hash chain: every node, the one that installed it
         # too, holds the same digest at the same offset (DescribeLogDigest, through describe).
         described = json.loads(
-            mlog("quorum", "describe", "--output", "json", "--bootstrap-server", node.address)
+            mlog(
+                "quorum",
+                "describe",
+                "--output",
+                "json",
+                "--bootstrap-server",
+                ",".join(n.address for n in sorted(quorum.nodes.values(), key=lambda n: n != node)),
+            )
         )
         digests = described["digests"]["nodes"]
         assert len(digests) == 3 and all(d["problem"] is None for d in digests), digests
