@@ -207,9 +207,14 @@ class Quorum:
         It finds the quorum through the running nodes (its bootstrap servers) and fetches as
         an observer until `mlog quorum add-controller --config` makes it a voter.
         """
-        (port,) = free_ports(1)
+        port, controller_port = free_ports(2)  # one call: two calls may return one port twice
         servers = self.bootstrap_servers([n.controller_port for n in self.nodes.values()])
-        node = self.configure_node(node_id, port, f"controller.quorum.bootstrap.servers={servers}")
+        node = self.configure_node(
+            node_id,
+            port,
+            f"controller.quorum.bootstrap.servers={servers}",
+            controller_port=controller_port,
+        )
         self.format(node, "--no-initial-controllers")
         return node
 
