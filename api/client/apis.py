@@ -9,10 +9,17 @@ because the voter changes (`quorum_apis`) pace theirs the same way.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
-from api.client.connection import ClientConnection, ClientError, RemoteError, known_error_code
+from api.client.connection import (
+    DEFAULT_TIMEOUT_MS,
+    ClientConnection,
+    ClientError,
+    RemoteError,
+    known_error_code,
+)
 from records.uuids import Uuid
 from replay.controller.commands import Outcome, TopicRef
 from replay.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
@@ -59,6 +66,32 @@ def uuid_of(value: Any) -> Uuid:
 
 class ClientApis(ClientConnection):
     """The base of each `AdminClient` area: a write sent once, Metadata, topic names."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        client_id: str = "mlog",
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> None:
+        super().__init__(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
+        self._start_area()
+
+    def _start_area(self) -> None:
+        """Set up an area's own state: an area that has some extends this (calling super())."""
+
+    async def _connect_alike(self, address: str, wait: float) -> Self:
+        """A new client to `address` with this one's id, timeout and security, within `wait` s."""
+        return await asyncio.wait_for(
+            type(self).connect(
+                address,
+                client_id=self.client_id,
+                timeout_ms=self.timeout_ms,
+                security=self.security,
+            ),
+            wait,
+        )
 
     async def write(self, api_key: int, **values: Any) -> Any:
         """A Kafka write API, sent once; `AdminClient.write` makes it idempotent (retried)."""

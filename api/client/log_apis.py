@@ -6,11 +6,9 @@ into replay's image, changes and history entries.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 from api.client.apis import ClientApis
-from api.client.connection import DEFAULT_TIMEOUT_MS
 from api.client.time_travel import change_of, history_entry_of, image_from_response, wire_entity
 from api.protocol import private
 from api.protocol.private import EntryDecoder
@@ -22,15 +20,8 @@ from replay.timetravel import Change, Entity, HistoryEntry
 class LogApis(ClientApis):
     """Read the log, follow it, and travel in time through it."""
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        *,
-        client_id: str = "mlog",
-        timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    ) -> None:
-        super().__init__(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
+    def _start_area(self) -> None:
+        super()._start_area()
         self._entries = EntryDecoder()
 
     async def fetch_log(

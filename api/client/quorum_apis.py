@@ -71,15 +71,8 @@ async def named_controller(
 class QuorumApis(ClientApis):
     """Find the quorum's leader and follow it; describe the quorum; change its voters."""
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        *,
-        client_id: str = "mlog",
-        timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    ) -> None:
-        super().__init__(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
+    def _start_area(self) -> None:
+        super()._start_area()
         self.bootstrap: list[str] = []
         """Where else to look for the controller when a write must be sent again: the
         quorum's voters `connect_controller` learned (a retry tries its own address first)."""
@@ -213,15 +206,7 @@ class QuorumApis(ClientApis):
             if address == self.address:
                 continue
             try:
-                other = await asyncio.wait_for(
-                    type(self).connect(
-                        address,
-                        client_id=self.client_id,
-                        timeout_ms=self.timeout_ms,
-                        security=self.security,
-                    ),
-                    CONNECT_WAIT_S,
-                )
+                other = await self._connect_alike(address, CONNECT_WAIT_S)
             except (ClientError, OSError, TimeoutError):
                 continue
             try:

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from api.client.apis import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, WRITE_ATTEMPTS
 from api.client.connection import (
-    DEFAULT_TIMEOUT_MS,
     ClientConnection,
     ClientError,
     ConnectionLost,
@@ -79,15 +78,8 @@ it answered (the write id makes the second sending safe: a write seen is answere
 class IdempotentWrites(QuorumApis):
     """Write ids and retries for every write API (the front of `AdminClient`)."""
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        *,
-        client_id: str = "mlog",
-        timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    ) -> None:
-        super().__init__(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
+    def _start_area(self) -> None:
+        super()._start_area()
         self.instance_id = uuid.uuid4().bytes
         """This client's random id: with a sequence number, it names each write it sends."""
         self._sequences = itertools.count()
@@ -203,15 +195,7 @@ class IdempotentWrites(QuorumApis):
 
         async def ask(address: str) -> str | None:
             try:
-                asked = await asyncio.wait_for(
-                    type(self).connect(
-                        address,
-                        client_id=self.client_id,
-                        timeout_ms=self.timeout_ms,
-                        security=self.security,
-                    ),
-                    ASK_WAIT_S,
-                )
+                asked = await self._connect_alike(address, ASK_WAIT_S)
             except (ClientError, OSError, TimeoutError):
                 return None
             try:
