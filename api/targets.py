@@ -11,6 +11,9 @@ connection's principal (the user its client config logs in as, User:ANONYMOUS wi
 Each target imports what it needs when it is used: the service (and the controller) on the
 first write, the client (and kio) when a server is named, time travel for diff and history.
 A read of the data directory needs only the log and the replay.
+
+The module is one concern past ~600 lines: the two targets answer the same calls, side by
+side, so a call added to one is seen missing from the other.
 """
 
 from __future__ import annotations
