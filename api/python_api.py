@@ -4,8 +4,8 @@ The four uses of the CLI from Python, with its conventions: `Metadata.open(data_
 the data directory as `mlog --data-dir` does (the log is `<data_dir>/log`, the snapshots
 `<data_dir>/snapshots.db` unless `database_url` names another), and `Metadata.connect(
 "h1:9092,h2:9092")` a server as `--bootstrap-server` does. Both answer the same calls with
-the same values the CLI prints from, because both go through the CLI's two targets
-(`api.cli.targets`): a controller command is written only if the controller accepts it, a
+the same values the CLI prints from, because both go through the two targets the CLI uses
+(`api.targets`): a controller command is written only if the controller accepts it, a
 refusal raises `ApiError` with Kafka's error code and writes nothing.
 
     with Metadata.open("mlog-data") as md:
@@ -27,8 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from api.cli.targets import LocalTarget, RemoteTarget, Target
 from api.service.settings import Settings, load_settings
+from api.targets import LocalTarget, RemoteTarget, Target
 from records.errors import MetadataLogError
 from records.model import ConfigResourceType
 from replay.controller.commands import (
@@ -205,7 +205,7 @@ class Metadata:
         Replay's rules are checked (not the controller's: no placement, no defaults); a
         refusal raises with the offending record and appends nothing. (first, last) offset.
         """
-        from api.cli.targets import QUORUM_STATE
+        from api.targets import QUORUM_STATE
         from metadata_log.log import MetadataLog
         from replay.append import append_replayed_batches
 
@@ -254,8 +254,8 @@ class Metadata:
 
     def take_snapshot(self) -> SnapshotInfo:
         """Write a snapshot of the image at the end of the log into the snapshot database."""
-        from api.cli.targets import open_reader
         from api.service.snapshots import open_store
+        from api.targets import open_reader
         from replay.loader import load_image
 
         self._local("take_snapshot")

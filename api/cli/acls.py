@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options, add_writer_options, check
-from api.cli.targets import LocalTarget, Target, open_target
+from api.cli.targets import open_target
+from api.targets import LocalTarget, Target
 from records.model import AclOperation, AclPermissionType, PatternType, ResourceType
 from replay.controller.acls import CLUSTER_NAME, resources, validate_binding
 from replay.controller.authorizer import CLUSTER_OPERATIONS, TOPIC_OPERATIONS

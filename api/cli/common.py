@@ -172,10 +172,3 @@ def given_principal(args: argparse.Namespace) -> str | None:
     """`--principal`, if the command has it and it was given."""
     given: str | None = getattr(args, "principal", None)
     return given or None
-
-
-def login_principal() -> str:
-    """User:<login>: the principal a local write records without `--principal`."""
-    import getpass
-
-    return f"User:{getpass.getuser()}"

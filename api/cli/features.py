@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.output import emit, print_table
-from api.cli.targets import LocalTarget, RemoteTarget, open_target
+from api.cli.targets import open_target
+from api.targets import LocalTarget, RemoteTarget
 from replay.features import (
     KNOWN_FEATURES,
     FeatureResult,

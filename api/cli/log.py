@@ -15,10 +15,10 @@ from api.cli.common import (
     count_arg,
     offset_arg,
 )
-from api.cli.interrupts import writes_finish
 from api.cli.output import format_time, print_table
-from api.cli.progress import Progress
-from api.cli.targets import QUORUM_STATE, open_reader, open_target
+from api.cli.targets import open_target
+from api.progress import Progress
+from api.targets import QUORUM_STATE, open_reader, writes_finish
 from metadata_log.digest import DigestError, LogDigest, parse_digest
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogCorruptionError
@@ -587,7 +587,8 @@ def cmd_log_append(args: argparse.Namespace, settings: Settings, out: TextIO) ->
 
 def _remote_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """A node's digest through DescribeLogDigest (a v1 token: the chain value, no root)."""
-    from api.cli.targets import RemoteTarget, client_security
+    from api.cli.targets import client_security
+    from api.targets import RemoteTarget
 
     offset = -1 if args.at_offset is None else args.at_offset
     target = RemoteTarget(settings.bootstrap_server or "", security=client_security(args))

@@ -16,9 +16,8 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
-from api.cli.interrupts import writes_finish
-from api.cli.progress import Progress
-from api.cli.targets import open_reader
+from api.progress import Progress
+from api.targets import open_reader, writes_finish
 from records.errors import MetadataLogError, RecordError
 from records.json_form import record_from_json, record_to_json
 from replay.timetravel_security import redacted

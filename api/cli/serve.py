@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
-from api.cli.targets import open_service
 from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_limits
+from api.targets import open_service
 from metadata_log.private_files import create_private, loose_paths, make_dirs
 from records.uuids import Uuid
 

@@ -22,8 +22,9 @@ from api.cli.common import EXIT_ERROR, EXIT_OK, add_global_options, offset_arg
 from api.cli.image_tree import Directory, Leaf, Node, PathError, lookup, walk
 from api.cli.interrupts import wait_for_input
 from api.cli.output import format_time
-from api.cli.targets import note_batch_end, open_reader
+from api.cli.targets import note_batch_end
 from api.service.snapshots import existing_store
+from api.targets import open_reader
 from records.errors import MetadataLogError
 from records.uuids import Uuid
 from replay.timetravel import (

@@ -21,9 +21,9 @@ from api.cli.common import (
     offset_arg,
 )
 from api.cli.output import emit, format_time, print_table
-from api.cli.progress import Progress
-from api.cli.targets import QUORUM_STATE, open_reader
+from api.progress import Progress
 from api.service.snapshots import open_store
+from api.targets import QUORUM_STATE, open_reader
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from replay.timetravel import batch_end, snapshot_matches_log, travel
 

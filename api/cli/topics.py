@@ -31,7 +31,7 @@ from api.cli.common import (
     shorten,
 )
 from api.cli.output import emit, format_time, ints, print_table
-from api.cli.targets import fetch_image, open_target, purge_text
+from api.cli.targets import fetch_image, open_target
 from api.cli.topic_options import (
     add_namespace_option,
     add_topic_options,
@@ -39,6 +39,7 @@ from api.cli.topic_options import (
     topic_name,
     topic_ref,
 )
+from api.targets import purge_text
 from records.model import ConfigResourceType, Mode
 from replay.controller.states import partition_state, replica_state
 from replay.image import NAMESPACE_SEPARATOR, qualified_name

@@ -26,7 +26,8 @@ from api.cli.common import (
     check,
 )
 from api.cli.output import emit, print_table
-from api.cli.targets import LocalTarget, Target, open_target
+from api.cli.targets import open_target
+from api.targets import LocalTarget, Target
 from records.model import ScramMechanism
 from replay.controller.commands import (
     AlterScramResult,

@@ -1,4 +1,4 @@
-"""The ACL and SCRAM credential APIs of `AdminClient`, over its `ClientConnection`.
+"""The ACL and SCRAM credential APIs of `AdminClient`.
 
 CreateAcls, DescribeAcls, DeleteAcls, DescribeUserScramCredentials and
 AlterUserScramCredentials take and return the controller's values (`replay.controller.commands`),
@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any, TypeVar
 
-from api.client.connection import ClientConnection, ClientError, RemoteError, known_error_code
+from api.client.apis import INT32_RANGE, ClientApis, fits, outcome
+from api.client.connection import RemoteError, known_error_code
 from records.model import (
     AclOperation,
     AclPermissionType,
@@ -28,30 +29,17 @@ from replay.controller.commands import (
     CreateAclResult,
     DeleteAclsResult,
     DescribeScramResult,
-    Outcome,
     ScramCredentialInfo,
     ScramDeletion,
     ScramUpsertion,
 )
-from replay.controller.limits import INT32_MAX, INT32_MIN
 
 _INT8 = (-128, 127)
-_INT32 = (INT32_MIN, INT32_MAX)
-
-
-def _fits(values: Sequence[int], bounds: tuple[int, int], what: str) -> None:
-    """Refuse locally a value the request's field cannot carry."""
-    low, high = bounds
-    for value in values:
-        if not low <= value <= high:
-            raise ClientError(
-                f"{what} {value} cannot be sent: the protocol field holds {low}..{high}"
-            )
 
 
 def _fits_codes(*codes: int) -> None:
     """Refuse locally an enum code an int8 field cannot carry."""
-    _fits(list(codes), _INT8, "a code of")
+    fits(list(codes), _INT8, "a code of")
 
 
 E = TypeVar("E", bound=IntEnum)
@@ -70,17 +58,8 @@ def _remote(code: Any, message: str | None) -> RemoteError:
     return RemoteError(int(code), f"{error.name} ({int(code)}): {message or error.name}")
 
 
-def _outcome(code: Any, message: str | None) -> Outcome:
-    error = known_error_code(int(code))
-    return Outcome(error_code=error, error_message=message if error else None)
-
-
-class SecurityApis(ClientConnection):
-    """ACL and SCRAM credential APIs (the base of `AdminClient`)."""
-
-    async def write(self, api_key: int, **values: Any) -> Any:
-        """A Kafka write API, sent once; `AdminClient.write` makes it idempotent (retried)."""
-        return await self.request(api_key, **values)
+class SecurityApis(ClientApis):
+    """ACL and SCRAM credential APIs (an area of `AdminClient`)."""
 
     async def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
         """DescribeAcls: the ACLs a filter matches (every ACL without one)."""
@@ -132,7 +111,7 @@ class SecurityApis(ClientConnection):
             ],
         )
         return [
-            CreateAclResult(outcome=_outcome(r.error_code, r.error_message))
+            CreateAclResult(outcome=outcome(r.error_code, r.error_message))
             for r in response.results
         ]
 
@@ -157,7 +136,7 @@ class SecurityApis(ClientConnection):
         )
         return [
             DeleteAclsResult(
-                outcome=_outcome(r.error_code, r.error_message),
+                outcome=outcome(r.error_code, r.error_message),
                 matching=tuple(
                     AclBinding(
                         resource_type=_enum(ResourceType, m.resource_type),
@@ -186,7 +165,7 @@ class SecurityApis(ClientConnection):
         return [
             DescribeScramResult(
                 user=r.user,
-                outcome=_outcome(r.error_code, r.error_message),
+                outcome=outcome(r.error_code, r.error_message),
                 credentials=tuple(
                     ScramCredentialInfo(
                         mechanism=_enum(ScramMechanism, c.mechanism), iterations=int(c.iterations)
@@ -202,7 +181,7 @@ class SecurityApis(ClientConnection):
     ) -> list[AlterScramResult]:
         """AlterUserScramCredentials: one result per user (sends salted passwords only)."""
         _fits_codes(*(d.mechanism for d in deletions), *(u.mechanism for u in upsertions))
-        _fits([u.iterations for u in upsertions], _INT32, "an iteration count of")
+        fits([u.iterations for u in upsertions], INT32_RANGE, "an iteration count of")
         response = await self.write(
             51,
             deletions=[{"name": d.name, "mechanism": d.mechanism} for d in deletions],
@@ -218,6 +197,6 @@ class SecurityApis(ClientConnection):
             ],
         )
         return [
-            AlterScramResult(user=r.user, outcome=_outcome(r.error_code, r.error_message))
+            AlterScramResult(user=r.user, outcome=outcome(r.error_code, r.error_message))
             for r in response.results
         ]

@@ -114,3 +114,25 @@ def test_a_layer_below_api_imports_nothing_of_api(layer: str) -> None:
         if name == "api" or name.startswith("api.")
     }
     assert not wrong, sorted(wrong)
+
+
+@pytest.mark.parametrize("module", ["api/python_api.py", "api/targets.py"])
+def test_the_python_api_and_its_targets_import_nothing_of_the_cli(module: str) -> None:
+    wrong = {n for n in _imports(ROOT / module) if n == "api.cli" or n.startswith("api.cli.")}
+    assert not wrong, sorted(wrong)
+
+
+def test_opening_a_data_directory_from_python_loads_no_cli_module(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from api import Metadata\n"
+        f"with Metadata.open({str(tmp_path)!r}) as md:\n"
+        "    md.register_broker(1)\n"
+        "    md.create_topic('orders', partitions=1)\n"
+        "    assert len(list(md.read())) > 1\n"
+        "print(sorted(m for m in sys.modules if m == 'api.cli' or m.startswith('api.cli.')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert ast.literal_eval(out.splitlines()[-1]) == []
