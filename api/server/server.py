@@ -99,6 +99,7 @@ from api.service.broker_liveness import (
     DEFAULT_SESSION_TIMEOUT_MS,
     BrokerLiveness,
 )
+from api.service.purges import PurgeScheduler
 from api.service.service import MetadataService
 from records.model import AclOperation, ScramMechanism
 from replay.controller.authorizer import Authorizer, AuthorizerConfig
@@ -276,7 +277,8 @@ class MetadataServer:
         self._run_scheduler = run_scheduler
         self._servers: list[asyncio.Server] = []
         self._channels: ChannelContext | None = None
-        self._scheduler: asyncio.Task[None] | None = None
+        self.purges = PurgeScheduler(service)
+        """Checks pending partition deletions every interval (with `run_scheduler`)."""
         self.apis: KafkaApis | None = None
         """The Kafka handlers of the first listener."""
         self._apis: dict[str, KafkaApis] = {}
@@ -407,7 +409,7 @@ class MetadataServer:
         if self.quorum_node is not None:
             await self.quorum_node.start()
         if self._run_scheduler:
-            self._scheduler = asyncio.create_task(self._scheduled_purges())
+            self.purges.start()
             self._sessions = asyncio.create_task(self._session_checks())
         for listener in self.listeners:
             if "PLAIN" in listener.sasl_mechanisms and listener.ssl_context is None:
@@ -554,11 +556,11 @@ class MetadataServer:
         servers, self._servers = self._servers, []
         for server in servers:
             server.close()
-        for task in (self._scheduler, self._sessions):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await self.purges.stop()
+        if self._sessions is not None:
+            self._sessions.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._sessions
         self.service.release_waiters()  # long-polling FetchLogs answer now
         channels = self._channels.channels if self._channels is not None else set()
         for channel in list(channels):
@@ -595,14 +597,6 @@ class MetadataServer:
             raise
         except Exception:
             logger.exception("the broker session checks stopped")
-
-    async def _scheduled_purges(self) -> None:
-        try:
-            await self.service.run_scheduler()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("the pending partition deletion scheduler stopped")
 
     # ------------------------------------------------------------------ answering
 
