@@ -5,17 +5,15 @@ over them by `mlog serve`) into one typed `ServerConfig`, checking every value: 
 `ServerConfigError` of one line naming the key. A real Kafka `server.properties` works: the keys
 this server has no use for are listed once in `ServerConfig.notes` (one line), never an error.
 
-Listeners are Kafka's: `listeners=PLAINTEXT://:9092,SASL_SSL://0.0.0.0:9094` (an empty host is
-every interface), each name mapped to its security protocol by `listener.security.protocol.map`
-(a name that is itself a protocol needs no entry), `advertised.listeners` by the same names.
-TLS and SASL keys may be given per listener, as Kafka's `listener.name.<name>.<key>` (the name
-in lower case) over the plain key.
+Listeners are Kafka's (listener_config.py: `listeners`, `advertised.listeners`, the protocol
+map, TLS and SASL keys per listener); this module reads every other key and names the listener
+parts it builds on in `__all__` as well, so that a config user imports from one place.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,17 +27,55 @@ from api.server.broker_bindings import (
     BrokerBindingsError,
     parse_broker_principals,
 )
+from api.server.config_error import ServerConfigError, Take
 from api.server.event_loop import EVENT_LOOP_KEY, EVENT_LOOPS
 from api.server.limits import SPECS, LimitSpec
+from api.server.listener_config import (
+    DEFAULT_LISTENERS,
+    DEFAULT_MECHANISMS,
+    MAX_PORT,
+    SASL_PROTOCOLS,
+    SUPPORTED_MECHANISMS,
+    ListenerConfig,
+    TlsConfig,
+    format_listener,
+    listener_configs,
+    parse_listeners,
+)
 from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
 from api.service.retention import MAX_RETENTION_BYTES_KEY, MAX_RETENTION_MS_KEY, RetentionConfig
 from metadata_log.config import MIN_SEGMENT_BYTES
-from records.errors import MetadataLogError
 from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
 
-_Take = Callable[[str], "str | None"]
-"""`take(key)`: a key's stripped value (marking the key used), or None when it is absent."""
-
+__all__ = [
+    "BOOTSTRAP_SERVERS_KEY",
+    "CONTROLLER_LISTENER_NAMES_KEY",
+    "CONTROLLER_PRINCIPALS_KEY",
+    "DEFAULT_FAILED_AUTHENTICATION_DELAY_MS",
+    "DEFAULT_LISTENERS",
+    "DEFAULT_MECHANISMS",
+    "INT_MAX",
+    "LONG_MAX",
+    "METRICS_LISTEN_KEY",
+    "QUORUM_KEYS",
+    "SEGMENT_BYTES_KEY",
+    "SEGMENT_MS_KEY",
+    "SNAPSHOT_BYTES_KEY",
+    "SNAPSHOT_INTERVAL_KEY",
+    "SUPPORTED_MECHANISMS",
+    "DynamicQuorum",
+    "ListenerConfig",
+    "ServerConfig",
+    "ServerConfigError",
+    "Take",
+    "TlsConfig",
+    "check_controller_listener",
+    "format_listener",
+    "parse_bootstrap_servers",
+    "parse_listeners",
+    "parse_principals",
+    "server_config",
+]
 
 CONTROLLER_LISTENER_NAMES_KEY = "controller.listener.names"
 """Kafka's key: the listeners the controllers talk to each other on."""
@@ -49,116 +85,21 @@ CONTROLLER_PRINCIPALS_KEY = "controller.principals"
 """Our key (Kafka has none): the controllers' principals, `;`-separated as `super.users`."""
 
 
-class ServerConfigError(MetadataLogError):
-    """A server config value is invalid; the message names the key and says what to do."""
-
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-"""Kafka's security protocols, every one served here."""
-
-TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
-SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
-
-SUPPORTED_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
-"""The SASL mechanisms served."""
-
-DEFAULT_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-"""The default of `sasl.enabled.mechanisms` (Kafka's is GSSAPI, which this server does not
-have): SCRAM only, since PLAIN sends the password itself; PLAIN is served only when named."""
-
-UNSUPPORTED_MECHANISMS = ("GSSAPI", "OAUTHBEARER")
-"""Kafka's other mechanisms: named in a config, they are reported and left out, not an error."""
-
-CLIENT_AUTH = ("none", "requested", "required")
-"""`ssl.client.auth`'s values."""
-
-DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
-"""Without `listeners` (or `--listen`): Kafka's is every interface; this one is the loopback."""
-
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 """Kafka's `connection.failed.authentication.delay.ms` default."""
 
-DEFAULT_PRINCIPAL_MAPPING_RULES = "DEFAULT"
-
-MAX_PORT = 65535
 INT_MAX = 2**31 - 1
 
-_LISTENER = re.compile(
-    r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]*):(?P<port>\d{1,5})$"
-)
-_ANY_ADDRESS = frozenset({"0.0.0.0", "::"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # Keys of a Kafka server.properties that have no meaning for this server, reported together.
 _JAAS = re.compile(r"^(listener\.name\.[^.]+\.)?([a-z0-9-]+\.)?sasl\.jaas\.config$")
-_PER_LISTENER = re.compile(r"^listener\.name\.(?P<name>[a-z0-9_]+)\.(?P<key>.+)$")
-
-_TLS_KEYS = (
-    "ssl.keystore.type",
-    "ssl.keystore.location",
-    "ssl.keystore.password",
-    "ssl.key.password",
-    "ssl.truststore.type",
-    "ssl.truststore.location",
-    "ssl.truststore.password",
-    "ssl.client.auth",
-    "ssl.principal.mapping.rules",
-)
-_PER_LISTENER_KEYS = frozenset({*_TLS_KEYS, "sasl.enabled.mechanisms"})
-
 _IGNORED_WITH_REASON = {
     "sasl.mechanism.inter.broker.protocol": "there are no other brokers to talk to",
     "security.inter.broker.protocol": "there are no other brokers to talk to",
     "inter.broker.listener.name": "there are no other brokers to talk to",
     "ssl.endpoint.identification.algorithm": "it checks servers' names, for clients",
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TlsConfig:
-    """A TLS listener's files and client-certificate policy (Kafka's `ssl.*` keys, PEM files)."""
-
-    keystore_location: Path
-    """PEM file with the private key and the certificate chain (`ssl.keystore.location`)."""
-    key_password: str | None = field(default=None, repr=False)
-    """Password of an encrypted private key (`ssl.key.password`); never logged."""
-    truststore_location: Path | None = None
-    """PEM file of the CAs client certificates must chain to (`ssl.truststore.location`)."""
-    client_auth: str = "none"
-    """`ssl.client.auth`: none, requested or required."""
-    principal_mapping_rules: str = DEFAULT_PRINCIPAL_MAPPING_RULES
-    """`ssl.principal.mapping.rules`: certificate DN -> principal name."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ListenerConfig:
-    """One listener: where it binds, what clients are told, and how connections authenticate."""
-
-    name: str
-    """Upper-case listener name (`PLAINTEXT`, `SASL_SSL`, or a custom one such as `EXTERNAL`)."""
-    security_protocol: str
-    host: str
-    """Address to bind; "" binds every interface."""
-    port: int
-    """Port to bind; 0 picks a free one."""
-    advertised_host: str | None = None
-    """Host clients are told (None: the bound host, or this machine's name for "")."""
-    advertised_port: int | None = None
-    """Port clients are told (None: the bound port)."""
-    sasl_mechanisms: tuple[str, ...] = ()
-    """Enabled SASL mechanisms (SASL listeners only)."""
-    tls: TlsConfig | None = None
-    """TLS settings (SSL and SASL_SSL listeners only)."""
-
-    @property
-    def uses_tls(self) -> bool:
-        """SSL or SASL_SSL."""
-        return self.security_protocol in TLS_PROTOCOLS
-
-    @property
-    def uses_sasl(self) -> bool:
-        """SASL_PLAINTEXT or SASL_SSL."""
-        return self.security_protocol in SASL_PROTOCOLS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -228,7 +169,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         _check_text(key, value)
         return value.strip()
 
-    listeners = _listeners(values, take, notes)
+    listeners = listener_configs(values, take, notes)
     delay = _int(take, "connection.failed.authentication.delay.ms", 0, INT_MAX)
     limits: dict[str, int] = {}
     for spec in SPECS:
@@ -323,7 +264,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
     )
 
 
-def _controller_principals(take: _Take) -> frozenset[str] | None:
+def _controller_principals(take: Take) -> frozenset[str] | None:
     """`controller.principals`, checked; None when not set (the node's own is the default)."""
     text = take(CONTROLLER_PRINCIPALS_KEY)
     if text is None:
@@ -399,7 +340,7 @@ def check_controller_listener(config: ServerConfig) -> None:
             )
 
 
-def _broker_liveness(take: _Take) -> tuple[int, int]:
+def _broker_liveness(take: Take) -> tuple[int, int]:
     """`broker.session.timeout.ms` and `broker.heartbeat.interval.ms`, the first the larger."""
     session = _int(take, "broker.session.timeout.ms", 1, INT_MAX)
     heartbeat = _int(take, "broker.heartbeat.interval.ms", 1, INT_MAX)
@@ -414,7 +355,7 @@ def _broker_liveness(take: _Take) -> tuple[int, int]:
     return session, heartbeat
 
 
-def _broker_bindings(take: _Take) -> BrokerBindings:
+def _broker_bindings(take: Take) -> BrokerBindings:
     """`broker.principals` (`api.server.broker_bindings`), unset: no bindings."""
     text = take(BROKER_PRINCIPALS_KEY)
     try:
@@ -423,222 +364,10 @@ def _broker_bindings(take: _Take) -> BrokerBindings:
         raise ServerConfigError(str(exc)) from None
 
 
-# --------------------------------------------------------------------------- listeners
-
-
-def format_listener(name: str, host: str, port: int) -> str:
-    """`NAME://host:port`, an IPv6 host in brackets."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"{name}://{shown}:{port}"
-
-
-def parse_listeners(key: str, text: str) -> list[tuple[str, str, int]]:
-    """(name, host, port) of each `NAME://host:port` of a comma-separated list."""
-    found: list[tuple[str, str, int]] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        match = _LISTENER.match(item)
-        if match is None or int(match["port"]) > MAX_PORT:
-            raise ServerConfigError(
-                f"{key}: {item!r} is not NAME://HOST:PORT (e.g. SASL_SSL://0.0.0.0:9094, an "
-                "empty host for every interface, an IPv6 host in brackets, port 0..65535)"
-            )
-        name = match["name"].upper()
-        if any(name == other for other, _, _ in found):
-            raise ServerConfigError(f"{key}: listener name {name} appears twice; rename one")
-        found.append((name, match["host"].strip("[]"), int(match["port"])))
-    return found
-
-
-def _listeners(
-    values: Mapping[str, str], take: _Take, notes: list[str]
-) -> tuple[ListenerConfig, ...]:
-    bound = parse_listeners("listeners", take("listeners") or DEFAULT_LISTENERS)
-    if not bound:
-        raise ServerConfigError("listeners is empty; give at least one, e.g. PLAINTEXT://:9092")
-    for index, (name, host, port) in enumerate(bound):
-        for other, other_host, other_port in bound[:index]:
-            wildcard = {host, other_host} & {"", *_ANY_ADDRESS}
-            if port != 0 and port == other_port and (host == other_host or wildcard):
-                raise ServerConfigError(
-                    f"listeners: {other} and {name} both bind port {port}; give each its own port"
-                )
-    protocols = _protocol_map(take("listener.security.protocol.map"))
-    advertised_text = take("advertised.listeners")
-    advertised = {
-        name: (host, port)
-        for name, host, port in parse_listeners("advertised.listeners", advertised_text or "")
-    }
-    names = {name for name, _, _ in bound}
-    for name in advertised:
-        if name not in names:
-            raise ServerConfigError(
-                f"advertised.listeners: {name} is not in listeners "
-                f"({', '.join(sorted(names))}); advertise only listeners that exist"
-            )
-    default_mechanisms = _mechanisms("sasl.enabled.mechanisms", take, notes)
-    per_listener = _per_listener_keys(values, names)
-    result: list[ListenerConfig] = []
-    for name, host, port in bound:
-        protocol = protocols.get(name, name if name in SECURITY_PROTOCOLS else None)
-        if protocol is None:
-            raise ServerConfigError(
-                f"listener {name} has no security protocol; add {name}:SASL_SSL (or PLAINTEXT, "
-                "SSL, SASL_PLAINTEXT) to listener.security.protocol.map"
-            )
-        adv_host, adv_port = advertised.get(name, (None, None))
-        if adv_host is None and host in _ANY_ADDRESS:
-            raise ServerConfigError(
-                f"listener {name} binds {host}, which clients cannot connect to; set "
-                f"advertised.listeners ({name}://<host clients use>:{port})"
-            )
-        if adv_host == "" or (adv_host is not None and adv_host in _ANY_ADDRESS):
-            raise ServerConfigError(
-                f"advertised.listeners: {name} must name a host clients can connect to, not "
-                f"{adv_host!r}"
-            )
-        prefix = f"listener.name.{name.lower()}."
-
-        def take_for(key: str, prefix: str = prefix) -> str | None:
-            value = take(prefix + key)
-            return value if value is not None else take(key)
-
-        mechanisms: tuple[str, ...] = ()
-        tls: TlsConfig | None = None
-        if protocol in SASL_PROTOCOLS:
-            mechanisms = default_mechanisms
-            if prefix + "sasl.enabled.mechanisms" in values:
-                mechanisms = _mechanisms(prefix + "sasl.enabled.mechanisms", take, notes)
-            if not mechanisms:
-                raise ServerConfigError(
-                    f"listener {name} ({protocol}) has no supported SASL mechanism left; enable "
-                    f"{', '.join(SUPPORTED_MECHANISMS)} in sasl.enabled.mechanisms"
-                )
-        if protocol in TLS_PROTOCOLS:
-            tls = _tls(name, protocol, take_for)
-        result.append(
-            ListenerConfig(
-                name=name,
-                security_protocol=protocol,
-                host=host,
-                port=port,
-                advertised_host=adv_host,
-                advertised_port=adv_port,
-                sasl_mechanisms=mechanisms,
-                tls=tls,
-            )
-        )
-    for key in per_listener:
-        take(key)  # a per-listener key of a listener that does not use it: not "unknown"
-    return tuple(result)
-
-
-def _protocol_map(text: str | None) -> dict[str, str]:
-    key = "listener.security.protocol.map"
-    mapping: dict[str, str] = {}
-    for item in (part.strip() for part in (text or "").split(",")):
-        if not item:
-            continue
-        name, sep, protocol = (part.strip() for part in item.partition(":"))
-        if not sep or not re.fullmatch(r"[A-Za-z0-9_]+", name):
-            raise ServerConfigError(
-                f"{key}: {item!r} is not NAME:PROTOCOL (e.g. EXTERNAL:SASL_SSL)"
-            )
-        if protocol.upper() not in SECURITY_PROTOCOLS:
-            raise ServerConfigError(
-                f"{key}: {protocol!r} (for {name}) is not a security protocol; use one of "
-                f"{', '.join(SECURITY_PROTOCOLS)}"
-            )
-        if name.upper() in mapping:
-            raise ServerConfigError(f"{key}: {name.upper()} is mapped twice; keep one")
-        mapping[name.upper()] = protocol.upper()
-    return mapping
-
-
-def _mechanisms(key: str, take: _Take, notes: list[str]) -> tuple[str, ...]:
-    text = take(key)
-    if text is None:
-        return DEFAULT_MECHANISMS
-    enabled: list[str] = []
-    left_out: list[str] = []
-    for name in (part.strip() for part in text.split(",")):
-        if not name:
-            continue
-        if name in SUPPORTED_MECHANISMS:
-            if name not in enabled:
-                enabled.append(name)
-        elif name.upper() in UNSUPPORTED_MECHANISMS:
-            left_out.append(name)
-        else:
-            raise ServerConfigError(
-                f"{key}: unknown SASL mechanism {name!r}; use {', '.join(SUPPORTED_MECHANISMS)}"
-            )
-    if left_out:
-        notes.append(
-            f"{key}: {', '.join(left_out)} not supported, left out (served: "
-            f"{', '.join(enabled) or 'none'})"
-        )
-    return tuple(enabled)
-
-
-def _tls(name: str, protocol: str, take_for: _Take) -> TlsConfig:
-    for key, allowed in (("ssl.keystore.type", "PEM"), ("ssl.truststore.type", "PEM")):
-        given = take_for(key)
-        if given is not None and given.upper() != allowed:
-            raise ServerConfigError(
-                f"{key}={given} is not supported (listener {name}); convert the store to PEM "
-                f"files and set {key}=PEM"
-            )
-    for key in ("ssl.keystore.password", "ssl.truststore.password"):
-        if take_for(key):
-            raise ServerConfigError(
-                f"{key} cannot be used with PEM files (listener {name}); remove it (an "
-                "encrypted private key's password is ssl.key.password)"
-            )
-    keystore = take_for("ssl.keystore.location")
-    if not keystore:
-        raise ServerConfigError(
-            f"listener {name} ({protocol}) needs ssl.keystore.location: a PEM file with the "
-            "private key and the certificate chain"
-        )
-    truststore = take_for("ssl.truststore.location")
-    client_auth = (take_for("ssl.client.auth") or "none").lower()
-    if client_auth not in CLIENT_AUTH:
-        raise ServerConfigError(
-            f"ssl.client.auth={client_auth!r} (listener {name}) is not one of "
-            f"{', '.join(CLIENT_AUTH)}"
-        )
-    if client_auth != "none" and not truststore:
-        raise ServerConfigError(
-            f"ssl.client.auth={client_auth} (listener {name}) needs ssl.truststore.location: "
-            "the CA certificates client certificates must chain to"
-        )
-    return TlsConfig(
-        keystore_location=Path(keystore),
-        key_password=take_for("ssl.key.password") or None,
-        truststore_location=Path(truststore) if truststore else None,
-        client_auth=client_auth,
-        principal_mapping_rules=take_for("ssl.principal.mapping.rules")
-        or DEFAULT_PRINCIPAL_MAPPING_RULES,
-    )
-
-
-def _per_listener_keys(values: Mapping[str, str], names: Iterable[str]) -> list[str]:
-    """`listener.name.<name>.<key>` keys of listed listeners, for keys that may be per listener."""
-    lowered = {name.lower() for name in names}
-    keys: list[str] = []
-    for key in values:
-        match = _PER_LISTENER.match(key)
-        if match and match["name"] in lowered and match["key"] in _PER_LISTENER_KEYS:
-            keys.append(key)
-    return keys
-
-
 # --------------------------------------------------------------------------- other keys
 
 
-def _authorizer(take: _Take) -> AuthorizerConfig | None:
+def _authorizer(take: Take) -> AuthorizerConfig | None:
     name = take("authorizer.class.name")
     super_text = take("super.users")
     allow_text = take("allow.everyone.if.no.acl.found")
@@ -730,7 +459,7 @@ def parse_bootstrap_servers(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(servers)
 
 
-def _dynamic_quorum(take: _Take, node_id: int | None) -> DynamicQuorum | None:
+def _dynamic_quorum(take: Take, node_id: int | None) -> DynamicQuorum | None:
     """The dynamic quorum of `controller.quorum.bootstrap.servers`, None without it."""
     text = take(BOOTSTRAP_SERVERS_KEY)
     if text is None:
@@ -756,7 +485,7 @@ def _dynamic_quorum(take: _Take, node_id: int | None) -> DynamicQuorum | None:
     return config
 
 
-def _quorum(take: _Take, node_id: int | None, *, dynamic: bool = False) -> QuorumConfig | None:
+def _quorum(take: Take, node_id: int | None, *, dynamic: bool = False) -> QuorumConfig | None:
     """The quorum of `controller.quorum.voters` (with its timers), None without it."""
     given = {key: value for key in QUORUM_KEYS if (value := take(key)) is not None}
     if "controller.quorum.voters" not in given:
@@ -776,7 +505,7 @@ def _quorum(take: _Take, node_id: int | None, *, dynamic: bool = False) -> Quoru
         raise ServerConfigError(str(exc)) from None
 
 
-def _data_dir(take: _Take, notes: list[str]) -> Path | None:
+def _data_dir(take: Take, notes: list[str]) -> Path | None:
     metadata_dir = take("metadata.log.dir")
     dirs = [d.strip() for d in (take("log.dirs") or "").split(",") if d.strip()]
     single = take("log.dir")
@@ -798,7 +527,7 @@ LONG_MAX = 2**63 - 1
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-_]*):(?P<port>\d{1,5})$")
 
 
-def _host_port(take: _Take, key: str) -> tuple[str, int] | None:
+def _host_port(take: Take, key: str) -> tuple[str, int] | None:
     text = take(key)
     if not text:
         return None
@@ -811,17 +540,17 @@ def _host_port(take: _Take, key: str) -> tuple[str, int] | None:
     return match["host"].strip("[]"), int(match["port"])
 
 
-def _long(take: _Take, key: str, default: int) -> int:
+def _long(take: Take, key: str, default: int) -> int:
     """A Kafka LONG key where -1 means "no bound"."""
     value = _int(take, key, -1, LONG_MAX)
     return default if value is None else value
 
 
-def _optional_long(take: _Take, key: str, low: int) -> int | None:
+def _optional_long(take: Take, key: str, low: int) -> int | None:
     return _int(take, key, low, LONG_MAX)
 
 
-def _limit(take: _Take, spec: LimitSpec) -> int | None:
+def _limit(take: Take, spec: LimitSpec) -> int | None:
     text = take(spec.key)
     if text is None:
         return None
@@ -831,7 +560,7 @@ def _limit(take: _Take, spec: LimitSpec) -> int | None:
         raise ServerConfigError(f"{spec.key}: {exc}") from None
 
 
-def _int(take: _Take, key: str, low: int, high: int) -> int | None:
+def _int(take: Take, key: str, low: int, high: int) -> int | None:
     text = take(key)
     if text is None:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from api.security.errors import SecurityConfigError
@@ -21,7 +22,51 @@ from api.server.config import (
     ServerConfigError,
     TlsConfig,
 )
-from api.server.server import ServerListener
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerListener:
+    """One listener: where it binds, what it advertises, how its connections are secured."""
+
+    name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    host: str = "127.0.0.1"
+    """Address to bind; "" binds every interface."""
+    port: int = 9092
+    """Port to bind; 0 picks a free one."""
+    advertised_host: str | None = None
+    """Host told to clients (None: the bound host, this machine's name for "")."""
+    advertised_port: int | None = None
+    """Port told to clients (None: the bound one)."""
+    ssl_context: ssl.SSLContext | None = None
+    """TLS server context: required by SSL and SASL_SSL, refused by the others."""
+    certificate_principal: Callable[[dict[str, Any]], str] | None = None
+    """A client certificate -> principal (`ssl.principal.mapping.rules`; SSL listeners)."""
+    sasl_mechanisms: tuple[str, ...] = ()
+    """Enabled SASL mechanisms: required by SASL_PLAINTEXT and SASL_SSL, refused by others."""
+
+    def check(self) -> None:
+        """ValueError if the listener's parts do not fit its security protocol."""
+        protocol = self.security_protocol
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"listener {self.name}: unknown security protocol {protocol}")
+        if (self.ssl_context is not None) != protocol.endswith("SSL"):
+            raise ValueError(f"listener {self.name}: {protocol} and ssl_context do not match")
+        if bool(self.sasl_mechanisms) != protocol.startswith("SASL_"):
+            raise ValueError(f"listener {self.name}: {protocol} and sasl_mechanisms do not match")
+
+
+def describe_listener(listener: ServerListener, host: str, port: int) -> str:
+    """A listener for the start line: bound address, protocol, name, mechanisms, advertised."""
+    name = listener.security_protocol
+    if listener.name != name:
+        name = f"{name} as {listener.name}"
+    if listener.sasl_mechanisms:
+        name = f"{name} with {'/'.join(listener.sasl_mechanisms)}"
+    if listener.ssl_context is not None and listener.ssl_context.verify_mode != ssl.CERT_NONE:
+        required = listener.ssl_context.verify_mode == ssl.CERT_REQUIRED
+        name = f"{name}, client certificates {'required' if required else 'requested'}"
+    return f"{listener.host or '*'}:{listener.port} ({name}, advertised {host}:{port})"
 
 
 def server_listeners(config: ServerConfig) -> list[ServerListener]:

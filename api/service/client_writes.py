@@ -27,11 +27,15 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from records.model import ClientWriteRecord
 from records.uuids import Uuid
+from replay.controller.commands import ControllerResult
 from replay.controller.errors import ApiError, ErrorCode
+from replay.image import MetadataImage
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,3 +113,20 @@ def client_write_record(write: PendingWrite, response: Any) -> ClientWriteRecord
         api_key=write.api_key,
         response=write.encode(response),
     )
+
+
+def noting_write(
+    command: Callable[[MetadataImage], ControllerResult[T]], write: PendingWrite
+) -> Callable[[MetadataImage], ControllerResult[T]]:
+    """`command`, whose records (if any) are followed by the note of the write's answer."""
+
+    def noted(image: MetadataImage) -> ControllerResult[T]:
+        result = command(image)
+        if not result.records:
+            return result  # nothing changed: a retry runs it again, as the first attempt
+        note = client_write_record(write, result.response)
+        return ControllerResult(
+            records=(*result.records, note), response=result.response, more=result.more
+        )
+
+    return noted

@@ -14,13 +14,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from api.service.client_writes import CURRENT_WRITE
+from api.service.client_writes import CURRENT_WRITE, noting_write
 from api.service.service import (
     SERVICE_PRINCIPAL,
     Command,
     MetadataService,
     bootstrap_features,
-    noting_write,
 )
 from metadata_log.config import LogConfig
 from metadata_log.errors import LogError

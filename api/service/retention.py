@@ -19,7 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from metadata_log.log import MetadataLog
 from metadata_log.segment import SegmentInfo
+from records.errors import MetadataLogError
 
 logger = logging.getLogger("api.server.retention")
 """Under the server's logger: `mlog serve` shows each trim and snapshot deletion in one line."""
@@ -129,6 +131,20 @@ class LogRetention:
                 removed[-1].next_offset,
             )
         return removed
+
+    def trim_after_snapshot(self, log: object, *, below: int, snapshot_id: int) -> None:
+        """After snapshot `snapshot_id` at offset `below` (its worker thread): trim `log` below it.
+
+        Only the user's `MetadataLog` is trimmed here, its write lock ordering the trim with
+        appends; a log that failed or is a reader after a storage failure is left alone (the
+        next snapshot tries again).
+        """
+        if not isinstance(log, MetadataLog):
+            return
+        try:
+            self.trim(log, below=below)
+        except (MetadataLogError, OSError) as exc:
+            logger.warning("the log was not trimmed below snapshot %d: %s", snapshot_id, exc)
 
 
 def log_snapshots_deleted(offsets: Sequence[int], kept: int) -> None:

@@ -8,24 +8,24 @@ durable (as Kafka's controller does), because its answer was computed from that 
 
 Every value is validated before it reaches the log: the controller checks ranges and types, and
 the service runs the codec's checks on each batch before it enters the working image, refusing
-one that does not encode (INVALID_REQUEST) and going on. So only I/O can fail an append. Then
-the working image may hold records the log does not, so writes answer KAFKA_STORAGE_ERROR (56),
-reads go on from the committed image, and (in a server) the service closes the failed log and
-re-opens it every `reopen_interval_s` seconds; the re-opened log recovers its tail from disk,
-and the image is replayed from it, because records that were never acknowledged may or may not
-be on disk. Writes resume once that succeeds. The failed file is never fsynced again
-(PostgreSQL's fsync lesson: a failed fsync may have dropped the dirty pages, so a later
-successful fsync proves nothing).
+one that does not encode (INVALID_REQUEST) and going on. So only I/O can fail an append; what
+follows one (writes refused, the log re-opened every `reopen_interval_s` seconds until it
+works) is `StorageRecovery`'s (storage_recovery.py).
 
 Pending partition deletions are moved on by checks driven by the service's clock: `purge_due`
-runs one check (the embedded CLI runs one whenever it opens the service for writing), and
-`run_scheduler` runs one every `delete.topic.partition.interval.delay.ms` in a server.
+runs one check (the embedded CLI runs one whenever it opens the service for writing), and a
+server's `PurgeScheduler` (purges.py; `run_scheduler` here) runs one every
+`delete.topic.partition.interval.delay.ms`.
+
+The module is over 600 lines as one concern, the command pipeline (run a command on the
+working image, accept its records, append, commit, publish): most of it is the docstrings and
+ordering comments each step needs. What is not the pipeline lives beside it: storage_recovery.py,
+purges.py, client_writes.py (retries), snapshots.py and retention.py (the policies after a
+commit).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -35,12 +35,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from api.service.client_writes import (
     CURRENT_WRITE,
     PendingWrite,
-    client_write_record,
+    noting_write,
     require_owner,
     stored_answer,
 )
 from api.service.collector import begin_mass_change, end_mass_change
+from api.service.purges import PurgeScheduler
 from api.service.retention import LogRetention
+from api.service.storage_recovery import REOPEN_INTERVAL_S, StorageRecovery
 from metadata_log.config import LogConfig
 from metadata_log.digest import DigestError, LogDigest
 from metadata_log.errors import LogClosedError, LogError, ReadOnlyLogError
@@ -48,13 +50,11 @@ from metadata_log.log import AppendResult, MetadataLog
 from metadata_log.reader import LogReader
 from metadata_log.reads import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
-from records.errors import MetadataLogError, RecordError
+from records.errors import RecordError
 from records.model import ClientWriteRecord, FeatureLevelRecord, Record
-from replay.controller.commands import Continuation, ControllerResult, PurgeResult, PurgeStep
-from replay.controller.config_defs import cluster_value
+from replay.controller.commands import Continuation, ControllerResult, PurgeResult
 from replay.controller.controller import Controller
-from replay.controller.errors import ApiError, ErrorCode, IllegalStateTransitionError, StorageError
-from replay.controller.partition_reduction import INTERVAL_KEY
+from replay.controller.errors import ApiError, ErrorCode, StorageError
 from replay.delta import MetadataDelta
 from replay.errors import ReplayError
 from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, Provenance, new_provenance
@@ -80,9 +80,6 @@ format writes: 2 keeps the hash chain on a quorum; replay.features)."""
 
 SERVICE_PRINCIPAL = "metadata-log"
 """The principal of records the service writes on its own (bootstrap, scheduled purges)."""
-
-REOPEN_INTERVAL_S = 3.0
-"""Seconds between two attempts to re-open a log whose storage failed."""
 
 MAX_ECHO = 200
 """Characters of an encoder's message kept in an error answer (it may quote a huge value)."""
@@ -119,7 +116,6 @@ class MetadataService:
         self.log = log
         """The user's `MetadataLog`, a quorum node's `ReplicaLog`, or after a storage failure
         a `LogReader` over the same directory (reads go on, writes are refused)."""
-        self.reopen_interval_s = reopen_interval_s
         self._snapshots = snapshots
         self._clock_ms = clock_ms or _wall_clock_ms
         # One clock for both: a reduction's purge time and the checks must agree on "now".
@@ -128,13 +124,10 @@ class MetadataService:
         self._working = image
         self._next_offset = log.end_offset
         self._last_append: asyncio.Future[None] | None = None
-        self._failure: str | None = None
-        self._reopener: asyncio.Task[None] | None = None
+        self._recovery = StorageRecovery(self, interval_s=reopen_interval_s)
         self._closing = False
         self._commit_waiters: list[asyncio.Future[None]] = []
         self._snapshot_check_due = False
-        self.storage_failures = 0
-        """How often the log's storage failed since the start (a metric)."""
         self.retention: LogRetention | None = None
         """Online retention of the log (the snapshots' policy bounds it; None: no snapshots)."""
         if snapshots is not None:
@@ -237,7 +230,21 @@ class MetadataService:
     @property
     def failure(self) -> str | None:
         """Why writes are refused now (the log's storage failed), None while they are taken."""
-        return self._failure
+        return self._recovery.failure
+
+    @property
+    def storage_failures(self) -> int:
+        """How often the log's storage failed since the start (a metric)."""
+        return self._recovery.failures
+
+    @property
+    def reopen_interval_s(self) -> float:
+        """Seconds between two attempts to re-open a log whose storage failed."""
+        return self._recovery.interval_s
+
+    @reopen_interval_s.setter
+    def reopen_interval_s(self, seconds: float) -> None:
+        self._recovery.interval_s = seconds
 
     @property
     def is_active_controller(self) -> bool:
@@ -247,11 +254,10 @@ class MetadataService:
     @property
     def stopped(self) -> bool:
         """Whether writes are refused now, because the log's storage failed (until re-opened)."""
-        return self._failure is not None
+        return self._recovery.failure is not None
 
     def _check_running(self) -> None:
-        if self._failure is not None:
-            raise self._refusal(self._failure)
+        self._recovery.check()
 
     def _writer(self) -> MetadataLog:
         """The log to append to: the user's log (never a reader or a quorum node's log)."""
@@ -262,13 +268,6 @@ class MetadataService:
                 "the user's log (or the quorum's leader)"
             )
         return log
-
-    def _refusal(self, failure: str) -> StorageError:
-        return StorageError(
-            f"the metadata log cannot be written ({failure}); reads still work. "
-            f"The service re-opens the log every {self.reopen_interval_s:g} s and takes "
-            "writes again once that succeeds: retry later, and free space or fix the disk"
-        )
 
     def _check_encodes(self, records: tuple[Record, ...]) -> None:
         """Refuse a batch the log could not encode, before it enters the working image.
@@ -344,61 +343,13 @@ class MetadataService:
             self._snapshots.committed(self._committed, self.log)
 
     def _snapshot_written(self, info: SnapshotInfo) -> None:
-        """After a snapshot (its worker thread): trim the log below it if over its bound.
-
-        The log's write lock orders the trim with appends; a log that failed or is a reader
-        after a storage failure is left alone (the next snapshot tries again).
-        """
-        log = self.log
-        if self.retention is None or not isinstance(log, MetadataLog):
-            return
-        try:
-            self.retention.trim(log, below=info.offset)
-        except (MetadataLogError, OSError) as exc:
-            logger.warning("the log was not trimmed below snapshot %d: %s", info.id, exc)
+        """After a snapshot (its worker thread): trim the log below it if over its bound."""
+        if self.retention is not None:
+            self.retention.trim_after_snapshot(self.log, below=info.offset, snapshot_id=info.id)
 
     def _storage_failed(self, exc: BaseException) -> StorageError:
         """Refuse writes from now on and, in a server, start re-opening the log."""
-        import asyncio
-
-        failure = self._failure
-        if failure is None:
-            self._failure = failure = _one_line(exc)
-            self.storage_failures += 1
-            logger.error(
-                "the metadata log cannot be written (%s); writes answer KAFKA_STORAGE_ERROR, "
-                "reads go on, re-opening the log every %g s",
-                self._failure,
-                self.reopen_interval_s,
-            )
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # embedded mode: one command, nobody to heal for
-                loop = None
-            if loop is not None and not self._closing:
-                self._reopener = loop.create_task(self._reopen_loop())
-        return self._refusal(failure)
-
-    async def _reopen_loop(self) -> None:
-        import asyncio
-
-        last_error: str | None = None
-        try:
-            while self._failure is not None and not self._closing:
-                await asyncio.sleep(self.reopen_interval_s)
-                if self._closing:
-                    return
-                try:
-                    await self.reopen()
-                except Exception as exc:  # any failure: keep refusing writes, and retry
-                    text = _one_line(exc)
-                    if not isinstance(exc, MetadataLogError | OSError):
-                        text = f"{type(exc).__name__}: {text}"
-                    if text != last_error:  # one line per state change, not per attempt
-                        logger.warning("re-opening the metadata log failed, will retry: %s", text)
-                        last_error = text
-        finally:
-            self._reopener = None
+        return self._recovery.failed(exc)
 
     async def reopen(self) -> None:
         """Close the failed log, open it again (recovering its tail) and replay the image.
@@ -406,28 +357,10 @@ class MetadataService:
         Raises `MetadataLogError` or `OSError` if the storage is still failing; the service
         then keeps refusing writes.
         """
-        import asyncio
+        await self._recovery.reopen()
 
-        current = self.log
-        if not isinstance(current, LogReader):
-            await current.aclose()
-            self.log = self._reader(current)
-        log, image = await asyncio.to_thread(self._open_again, self.log)
-        self._install(log, image)
-
-    @staticmethod
-    def _reader(failed: StoredLog) -> StoredLog:
-        """A read-only log over the failed one's directory, so reads of the log go on.
-
-        It holds no lock and stops before a torn tail; the failed writer is closed already.
-        """
-        try:
-            return LogReader.open(failed.directory, config=failed.config, codec=failed.codec)
-        except (MetadataLogError, OSError) as exc:
-            logger.warning("the metadata log cannot be read either: %s", _one_line(exc))
-            return failed
-
-    def _open_again(self, old: StoredLog) -> tuple[MetadataLog, MetadataImage]:
+    def open_again(self, old: StoredLog) -> tuple[MetadataLog, MetadataImage]:
+        """Open `old`'s directory for writing and replay it (`StorageRecovery`, worker thread)."""
         return _open_replayed(
             old.directory,
             config=old.config,
@@ -436,7 +369,8 @@ class MetadataService:
             snapshots=self._snapshots,
         )
 
-    def _install(self, log: MetadataLog, image: MetadataImage) -> None:
+    def reopened(self, log: MetadataLog, image: MetadataImage) -> None:
+        """Take a re-opened log and its replayed image as the state (`StorageRecovery`)."""
         # Unacknowledged records may or may not have reached the disk: the replayed image is
         # the truth, for the working image as well as the committed one.
         reader, self.log = self.log, log
@@ -446,12 +380,6 @@ class MetadataService:
         self._working = image
         self._next_offset = log.end_offset
         self._last_append = None
-        self._failure = None
-        # WARNING, as the failure's line is an ERROR: an operator who saw one must see the
-        # other (a server shows this logger's lines from WARNING up).
-        logger.warning(
-            "the metadata log was re-opened at end offset %d; writes resume", log.end_offset
-        )
         if self._commit_waiters:
             self.release_waiters()
 
@@ -487,8 +415,8 @@ class MetadataService:
         The command and the working-image update run without yielding to the event loop, so
         concurrent callers are serialised in the order they are scheduled.
         """
-        if self._failure is not None:
-            raise self._refusal(self._failure)
+        if self._recovery.failure is not None:
+            raise self._recovery.refusal(self._recovery.failure)
         write = CURRENT_WRITE.get()
         if write is not None:
             found = self._retried(write)
@@ -630,8 +558,7 @@ class MetadataService:
 
     def scheduler_interval_ms(self) -> int:
         """Time between two checks: the cluster's `delete.topic.partition.interval.delay.ms`."""
-        value = cluster_value(self._committed.configs.cluster(), INTERVAL_KEY)
-        return int(value)  # type: ignore[arg-type]  # a LONG key parses to an int
+        return PurgeScheduler(self).interval_ms()
 
     async def run_scheduler(
         self,
@@ -639,45 +566,15 @@ class MetadataService:
         sleep: Callable[[float], Awaitable[object]] | None = None,
         rounds: int | None = None,
     ) -> None:
-        """Check pending partition deletions now and then every interval, until cancelled.
-
-        The interval is read again after every check, so a config change applies from the
-        next one. A check that fails on a state-machine error is logged and retried at the
-        next interval; so does one refused because the log's storage failed (the service heals
-        by itself).
-        `rounds` stops after that many checks and `sleep` replaces `asyncio.sleep` (tests).
-        """
-        import asyncio
-
-        pause = sleep or asyncio.sleep
-        done = 0
-        while rounds is None or done < rounds:
-            try:
-                results = await self.purge_due_async()
-            except IllegalStateTransitionError as exc:
-                logger.error("pending partition deletion check failed: %s", exc)
-                results = []
-            except StorageError:
-                results = []  # logged once by the service; the next check runs after healing
-            for result in results:
-                logger.info(
-                    "pending partition deletion of %s: partitions %s %s",
-                    result.name,
-                    list(result.partitions),
-                    "removed" if result.step == PurgeStep.REMOVED else "set to mode NONE",
-                )
-            done += 1
-            if rounds is not None and done >= rounds:
-                break
-            await pause(self.scheduler_interval_ms() / 1000)
+        """Check pending partition deletions now and then every interval (`PurgeScheduler.run`)."""
+        await PurgeScheduler(self).run(sleep=sleep, rounds=rounds)
 
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
         """Close the log (release the writer lock), after a snapshot in flight."""
         self._closing = True
-        if self._reopener is not None:
-            self._reopener.cancel()
+        self._recovery.close()
         if self._snapshots is not None:
             self._snapshots.close()
         self.log.close()
@@ -687,11 +584,7 @@ class MetadataService:
         import asyncio
 
         self._closing = True
-        reopener = self._reopener
-        if reopener is not None:
-            reopener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reopener
+        await self._recovery.aclose()
         await self.log.aclose()
         if self._snapshots is not None:
             await asyncio.to_thread(self._snapshots.close)
@@ -714,21 +607,6 @@ def _import_get_running_loop() -> Callable[[], asyncio.AbstractEventLoop]:
 
     _get_running_loop = asyncio.get_running_loop
     return _get_running_loop
-
-
-def noting_write(command: Command[T], write: PendingWrite) -> Command[T]:
-    """`command`, whose records (if any) are followed by the note of the write's answer."""
-
-    def noted(image: MetadataImage) -> ControllerResult[T]:
-        result = command(image)
-        if not result.records:
-            return result  # nothing changed: a retry runs it again, as the first attempt
-        note = client_write_record(write, result.response)
-        return ControllerResult(
-            records=(*result.records, note), response=result.response, more=result.more
-        )
-
-    return noted
 
 
 def _just(result: ControllerResult[None]) -> Command[None]:
@@ -794,15 +672,3 @@ def _unencodable(exc: RecordError) -> ApiError:
         f"the request would write a record that cannot be stored: {text}; "
         "nothing was written, correct the value",
     )
-
-
-def _one_line(exc: BaseException) -> str:
-    """An I/O failure as one line: the OSError's text and errno name when there is one."""
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, OSError):
-        cause = cause.__cause__
-    if isinstance(cause, OSError):
-        name = errno.errorcode.get(cause.errno or 0, str(cause.errno))
-        return f"{cause.strerror or cause} [{name}]"
-    text = str(exc)
-    return text.splitlines()[0] if text else type(exc).__name__

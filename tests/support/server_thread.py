@@ -10,7 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import api.server.server
+import api.server.answering
+import api.server.login
 from api.protocol import codec
 from api.server.server import MetadataServer
 from api.service.service import MetadataService
@@ -51,13 +52,16 @@ def running_server(
     thread = threading.Thread(target=loop.run_forever, name="metadata-server", daemon=True)
     thread.start()
     server = MetadataServer(service, host="127.0.0.1", port=0, cluster_id="test-cluster", **options)
-    saved = getattr(api.server.server, "encode_response")  # noqa: B009 - patched for the server's life
-    setattr(api.server.server, "encode_response", _checked_encode)  # noqa: B010
+    encoders = (api.server.answering, api.server.login)  # the modules that write answers
+    saved = [getattr(module, "encode_response") for module in encoders]  # noqa: B009 - patched for the server's life
+    for module in encoders:
+        setattr(module, "encode_response", _checked_encode)  # noqa: B010
     try:
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
         yield server
     finally:
-        setattr(api.server.server, "encode_response", saved)  # noqa: B010
+        for module, encoder in zip(encoders, saved, strict=True):
+            setattr(module, "encode_response", encoder)  # noqa: B010
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(60)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)

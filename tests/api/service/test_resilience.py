@@ -166,14 +166,14 @@ def test_every_fail_point_of_a_workload_heals_and_loses_nothing_acknowledged(
 ) -> None:
     calls = _clean_calls(tmp_path)
     assert calls >= 2 * len(BROKER_GROUPS)  # a write and an fdatasync per group at least
-    caplog.set_level(logging.INFO, logger="api.service.service")
+    caplog.set_level(logging.INFO, logger="api.service.storage_recovery")
     for at in range(calls):
         for kind in KINDS:
             caplog.clear()
             fault = Fault(kind=kind, at=at)
             log_dir = tmp_path / f"{kind}-{at}"
             asyncio.run(_one_fail_point(log_dir, fault))
-            lines = [r for r in caplog.records if r.name == "api.service.service"]
+            lines = [r for r in caplog.records if r.name == "api.service.storage_recovery"]
             failures = [r for r in lines if r.levelno >= logging.ERROR]
             healed = [r for r in lines if "re-opened" in r.getMessage()]
             if failures:  # one line per state change: failed once, healed once
