@@ -18,6 +18,7 @@ from immutables import Map
 from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
+    PARTITION_FIELDS,
     CancelTopicPartitionsDeletionRecord,
     DeleteTopicPartitionsRecord,
     Mode,
@@ -54,18 +55,6 @@ from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars, topic
 BrokerLookup = Callable[[int], RegisterBrokerRecord | None]
 """A broker's registration as of the records replayed so far (None: not registered)."""
 
-PARTITION_FIELDS = (
-    "partition_id",
-    "topic_id",
-    "replicas",
-    "isr",
-    "removing_replicas",
-    "adding_replicas",
-    "leader",
-    "leader_epoch",
-    "partition_epoch",
-    "mode",
-)
 PARTITION_SETTERS = tuple(slot_setter(PartitionRecord, name) for name in PARTITION_FIELDS)
 """Setters of a new PartitionRecord's slots, in `PARTITION_FIELDS` order (replay and snapshots
 build records of checked values without `__init__`'s checks)."""
