@@ -27,6 +27,7 @@ from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.targets import open_service
 from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_limits
 from metadata_log.private_files import create_private, loose_paths, make_dirs
+from records.fields import INT32_MAX
 from records.uuids import Uuid
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def _node_id(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a node id (an integer)") from None
-    if not 0 <= value <= 2**31 - 1:
+    if not 0 <= value <= INT32_MAX:
         raise argparse.ArgumentTypeError(f"node id {value} is outside 0..2147483647")
     return value
 
@@ -85,7 +86,7 @@ def _max_request_bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a byte count (an integer, e.g. {DEFAULT_MAX_REQUEST_BYTES})"
         ) from None
-    if not MIN_REQUEST_BYTES <= value <= 2**31 - 1:
+    if not MIN_REQUEST_BYTES <= value <= INT32_MAX:
         raise argparse.ArgumentTypeError(
             f"{value} is outside {MIN_REQUEST_BYTES}..2147483647 (Kafka's default is "
             f"{DEFAULT_MAX_REQUEST_BYTES}, 100 MiB)"

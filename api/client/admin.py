@@ -41,6 +41,7 @@ from api.protocol import codec, private
 from api.protocol.codec import build, request_class
 from api.protocol.private import EntryDecoder, PrivateApi
 from records.entry import LogEntry
+from records.fields import INT32_MAX, INT32_MIN
 from records.model import ConfigResourceType
 from records.uuids import Uuid
 from replay.controller.commands import (
@@ -75,7 +76,7 @@ from replay.controller.commands import (
     TopicRef,
 )
 from replay.controller.errors import ApiError, ErrorCode
-from replay.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
+from replay.controller.limits import INT16_MAX
 from replay.features import FeatureResult, FeatureUpdate, UpgradeType
 from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry

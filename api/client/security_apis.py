@@ -14,6 +14,7 @@ from enum import IntEnum
 from typing import Any, TypeVar
 
 from api.client.connection import ClientConnection, ClientError, RemoteError, known_error_code
+from records.fields import INT32_MAX, INT32_MIN
 from records.model import (
     AclOperation,
     AclPermissionType,
@@ -33,7 +34,6 @@ from replay.controller.commands import (
     ScramDeletion,
     ScramUpsertion,
 )
-from replay.controller.limits import INT32_MAX, INT32_MIN
 
 _INT8 = (-128, 127)
 _INT32 = (INT32_MIN, INT32_MAX)

@@ -35,7 +35,9 @@ from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_S
 from api.service.retention import MAX_RETENTION_BYTES_KEY, MAX_RETENTION_MS_KEY, RetentionConfig
 from metadata_log.config import MIN_SEGMENT_BYTES
 from records.errors import MetadataLogError
+from records.fields import INT32_MAX
 from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
+from replay.controller.config_defs import SNAPSHOT_BYTES_KEY, SNAPSHOT_INTERVAL_KEY
 
 _Take = Callable[[str], "str | None"]
 """`take(key)`: a key's stripped value (marking the key used), or None when it is absent."""
@@ -81,7 +83,6 @@ DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 DEFAULT_PRINCIPAL_MAPPING_RULES = "DEFAULT"
 
 MAX_PORT = 65535
-INT_MAX = 2**31 - 1
 
 _LISTENER = re.compile(
     r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]*):(?P<port>\d{1,5})$"
@@ -229,7 +230,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         return value.strip()
 
     listeners = _listeners(values, take, notes)
-    delay = _int(take, "connection.failed.authentication.delay.ms", 0, INT_MAX)
+    delay = _int(take, "connection.failed.authentication.delay.ms", 0, INT32_MAX)
     limits: dict[str, int] = {}
     for spec in SPECS:
         given = _limit(take, spec)
@@ -241,8 +242,8 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
             f"connection.failed.authentication.delay.ms={delay} must be below "
             f"connections.max.idle.ms={idle}; lower the delay"
         )
-    node_id = _int(take, "node.id", 0, INT_MAX)
-    broker_id = _int(take, "broker.id", -1, INT_MAX)
+    node_id = _int(take, "node.id", 0, INT32_MAX)
+    broker_id = _int(take, "broker.id", -1, INT32_MAX)
     if node_id is None and broker_id is not None and broker_id >= 0:
         node_id = broker_id
     elif node_id is not None and broker_id is not None and broker_id not in (-1, node_id):
@@ -269,7 +270,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
     session_ms, heartbeat_ms = _broker_liveness(take)
     bindings = _broker_bindings(take)
     authorizer = _authorizer(take)
-    max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT_MAX)
+    max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT32_MAX)
     data_dir = _data_dir(take, notes)
     metrics_listen = _host_port(take, METRICS_LISTEN_KEY)
     retention = RetentionConfig(
@@ -278,7 +279,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         snapshot_bytes=_optional_long(take, SNAPSHOT_BYTES_KEY, 1),
         snapshot_interval_ms=_optional_long(take, SNAPSHOT_INTERVAL_KEY, 0),
     )
-    segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT_MAX)
+    segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT32_MAX)
     segment_ms = _optional_long(take, SEGMENT_MS_KEY, 1)
     controller_names = tuple(
         name.strip().upper()
@@ -401,8 +402,8 @@ def check_controller_listener(config: ServerConfig) -> None:
 
 def _broker_liveness(take: _Take) -> tuple[int, int]:
     """`broker.session.timeout.ms` and `broker.heartbeat.interval.ms`, the first the larger."""
-    session = _int(take, "broker.session.timeout.ms", 1, INT_MAX)
-    heartbeat = _int(take, "broker.heartbeat.interval.ms", 1, INT_MAX)
+    session = _int(take, "broker.session.timeout.ms", 1, INT32_MAX)
+    heartbeat = _int(take, "broker.heartbeat.interval.ms", 1, INT32_MAX)
     session = DEFAULT_SESSION_TIMEOUT_MS if session is None else session
     heartbeat = DEFAULT_HEARTBEAT_INTERVAL_MS if heartbeat is None else heartbeat
     if heartbeat >= session:
@@ -790,8 +791,6 @@ def _data_dir(take: _Take, notes: list[str]) -> Path | None:
 
 
 METRICS_LISTEN_KEY = "metrics.listen"
-SNAPSHOT_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
-SNAPSHOT_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
 SEGMENT_BYTES_KEY = "metadata.log.segment.bytes"
 SEGMENT_MS_KEY = "metadata.log.segment.ms"
 LONG_MAX = 2**63 - 1
