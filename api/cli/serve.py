@@ -630,7 +630,7 @@ async def _serve(server: MetadataServer) -> None:
     import asyncio
     import signal
 
-    from api.service.collector import freeze_loaded_image
+    from api.service.gc_policy import freeze_loaded_image
     from api.service.interpreter_lock import share_the_interpreter_lock
 
     await server.start()
@@ -648,7 +648,7 @@ async def _serve(server: MetadataServer) -> None:
     # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
     # server: move it out of the cyclic collector's view, so a full collection scans only
     # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency),
-    # and collect the young generation less often (`api/service/collector.py`).
+    # and collect the young generation less often (`api/service/gc_policy.py`).
     gc.collect()
     freeze_loaded_image()
     share_the_interpreter_lock()  # the threads beside the loop (api/service/interpreter_lock)

@@ -28,8 +28,8 @@ from api.cli.progress import Progress
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
 from metadata_log.segment import SEGMENT_SUFFIX
+from metadata_log.stored_log import StoredLog
 from replay.controller.errors import ErrorCode, IllegalStateTransitionError
 
 COMMAND_CONFIG_ENV = "MLOG_COMMAND_CONFIG"

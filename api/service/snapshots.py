@@ -35,7 +35,7 @@ from api.service.settings import Settings
 from api.service.snapshot_pacing import DutyCycle
 from api.service.snapshot_runners import AbandonedError, SnapshotRunner, ThreadRunner
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
 from replay.controller.config_defs import SNAPSHOT_BYTES_KEY, SNAPSHOT_INTERVAL_KEY
 from replay.loader import load_image
 from replay.sql.errors import SchemaAheadError, SnapshotStoreError
