@@ -2,9 +2,10 @@
 
 As in Kafka's `MetadataDelta`, the rules live in one delta per area (`FeaturesDelta`,
 `ClusterDelta`, `NamespacesDelta`, `TopicsDelta`, `ConfigsDelta`, `AclsDelta`, `ScramDelta`,
-`ClientWritesDelta`), beside the per-area images of `replay.image`; this class only routes.
-Routing is one dict lookup of the record's class giving a bound method of the area delta, with
-no layer between: replay speed is a product figure.
+`ClientWritesDelta`), beside the per-area images of `replay.image`; this module only routes
+and fans out. Routing is one dict lookup of the record's class giving a bound method of the
+area delta, with no layer between for a record of one area (PartitionRecord, most of a log,
+among them): replay speed is a product figure.
 
 As there, the area deltas never see each other: a record that rests on or changes another area
 (a topic's namespace must exist and counts the topic; a removed topic or namespace takes its
