@@ -33,8 +33,8 @@ from api.progress import Progress
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
 from metadata_log.segment import SEGMENT_SUFFIX
+from metadata_log.stored_log import StoredLog
 from records.errors import MetadataLogError
 from replay.controller.errors import ErrorCode, IllegalStateTransitionError
 

@@ -11,12 +11,12 @@ paired with its baseline right before it):
                    was) vs as the server runs it (a header without tags and the body read by
                    the compiled reader, `api.protocol.native_reader`; where it gives up, the
                    generated readers, which refuse impossible array counts; anything else
-                   through `fast_reader.read_request`, kio as the fallback)
+                   through `generated_reader.read_request`, kio as the fallback)
   readers          the two entity readers alone, header then body: kio's vs the generated ones
   compiled body    the body alone: the generated reader (the baseline) vs the compiled one
 
 And the answer a quorum's follower reads most, a FetchResponse v17 of seven batches of 200
-bytes: `fast_reader.read_response` (the generated readers, the baseline) vs
+bytes: `generated_reader.read_response` (the generated readers, the baseline) vs
 `codec.decode_response` as the links run it (the compiled reader where it reads the frame).
 """
 
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kio.serial import entity_reader
 from server_bench import create_topic_v7, delete_topic_v6, metadata_v12
 
-from api.protocol import codec, fast_reader, fast_reader_codegen, native_reader
+from api.protocol import codec, generated_reader, generated_reader_codegen, native_reader
 from api.raft.core.messages import Entry, ErrorCode, FetchResponse, LeaderIdAndEpoch
 from api.raft.transport import wire
 
@@ -138,8 +138,8 @@ def main() -> None:
         decode = lambda frame=frame: codec.decode_request(frame)  # noqa: E731
         kio_readers = _readers(entity_reader(header_class), entity_reader(body_class), frame)
         generated = _readers(
-            fast_reader_codegen.compiled_reader(header_class),
-            fast_reader_codegen.compiled_reader(body_class),  # type: ignore[arg-type]  # classes are hashable
+            generated_reader_codegen.compiled_reader(header_class),
+            generated_reader_codegen.compiled_reader(body_class),  # type: ignore[arg-type]  # classes are hashable
             frame,
         )
         pairs = {
@@ -148,8 +148,8 @@ def main() -> None:
         }
         native = native_reader.native_reader(body_class)  # type: ignore[arg-type]  # classes are hashable
         if native is not None:
-            used = fast_reader_codegen.compiled_reader(header_class)(frame, 0)[1]
-            body = fast_reader_codegen.compiled_reader(body_class)  # type: ignore[arg-type]  # classes are hashable
+            used = generated_reader_codegen.compiled_reader(header_class)(frame, 0)[1]
+            body = generated_reader_codegen.compiled_reader(body_class)  # type: ignore[arg-type]  # classes are hashable
             pairs["compiled body"] = (
                 Case(_body(body, frame, used), None),
                 Case(_body(native, frame, used), None),
@@ -160,7 +160,7 @@ def main() -> None:
             rows.append((f"{name}: {what}", *_timed_pair(baseline, ours, args.number, args.repeat)))
     key, version, frame = fetch_answer()
     answer_class = codec.response_class(key, version)
-    generated_answer = Case(lambda: fast_reader.read_response(frame, answer_class)[1], None)
+    generated_answer = Case(lambda: generated_reader.read_response(frame, answer_class)[1], None)
     links_answer = Case(lambda: codec.decode_response(key, version, frame)[1], None)
     if generated_answer.run() != links_answer.run():
         raise SystemExit("FetchResponse: the two readers disagree")

@@ -70,7 +70,7 @@ from against import THIS, Figure, code_env, paired, print_table
 sys.path.insert(0, str(THIS))
 
 from api.protocol import codec
-from api.protocol.fast_reader_runtime import read_uvarint
+from api.protocol.generated_reader_runtime import read_uvarint
 from api.service.service import MetadataService
 from metadata_log import LogReader
 from records import RemoveTopicRecord, TopicRecord

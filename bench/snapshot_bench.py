@@ -49,10 +49,9 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.service.snapshots import MAX_BYTES_KEY
 from metadata_log import LogReader, MetadataLog
 from records import PartitionRecord, Record, RemoveTopicRecord, TopicRecord, Uuid
-from replay.controller.config_defs import CLUSTER_CONFIGS
+from replay.controller.config_defs import CLUSTER_CONFIGS, SNAPSHOT_BYTES_KEY
 from replay.delta import MetadataDelta, replay_records
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 from replay.loader import load_image
@@ -425,8 +424,8 @@ def main() -> None:
     parser.add_argument(
         "--max-bytes",
         type=int,
-        default=int(CLUSTER_CONFIGS[MAX_BYTES_KEY].default or 0),
-        help=f"{MAX_BYTES_KEY} for part 2 (default: the key's default)",
+        default=int(CLUSTER_CONFIGS[SNAPSHOT_BYTES_KEY].default or 0),
+        help=f"{SNAPSHOT_BYTES_KEY} for part 2 (default: the key's default)",
     )
     parser.add_argument(
         "--postgres",

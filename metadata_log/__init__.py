@@ -27,13 +27,13 @@ if TYPE_CHECKING:
     from metadata_log.protocols import ReadLog as ReadLog
     from metadata_log.protocols import ReplicatedLog as ReplicatedLog
     from metadata_log.reader import LogReader as LogReader
-    from metadata_log.reads import StoredLog as StoredLog
     from metadata_log.repair import RepairRefusedError as RepairRefusedError
     from metadata_log.repair import RepairReport as RepairReport
     from metadata_log.repair import truncate_after as truncate_after
     from metadata_log.replica import ReplicaBlock as ReplicaBlock
     from metadata_log.replica_log import ReplicaLog as ReplicaLog
     from metadata_log.segment import SegmentInfo as SegmentInfo
+    from metadata_log.stored_log import StoredLog as StoredLog
     from metadata_log.verify import SegmentReport as SegmentReport
     from metadata_log.verify import VerifyReport as VerifyReport
     from metadata_log.verify import verify_log as verify_log

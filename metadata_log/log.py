@@ -18,10 +18,10 @@ from metadata_log.active import ActiveSegment, lock_directory
 from metadata_log.config import LogConfig
 from metadata_log.epoch import bump_epoch
 from metadata_log.errors import LogClosedError
-from metadata_log.reads import StoredLog
 from metadata_log.recovery import Repair
 from metadata_log.segment import SegmentInfo
 from metadata_log.storage import SegmentStorage
+from metadata_log.stored_log import StoredLog
 from metadata_log.timings import LogTimings
 from metadata_log.writer import AppendResult, LogWriter
 from records.codec import DEFAULT_CODEC, RecordCodec

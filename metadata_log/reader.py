@@ -8,9 +8,9 @@ from pathlib import Path
 from metadata_log.config import LogConfig
 from metadata_log.epoch_cache import EpochCache
 from metadata_log.errors import LogClosedError, LogCorruptionError, LogError
-from metadata_log.reads import StoredLog
 from metadata_log.recovery import Inspect, InspectUpToDamage
 from metadata_log.storage import SegmentStorage
+from metadata_log.stored_log import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 
 

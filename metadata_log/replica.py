@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 from metadata_log.container import MAX_BLOCK_BODY
 from metadata_log.errors import ReplicaBlockError
+from records.fields import INT32_MAX
 
 MAGIC = b"MLRB"
 VERSION = 0
 _HEAD = struct.Struct(">4sBqIiqII")
 HEADER_SIZE = _HEAD.size
 """Bytes before the body: 37."""
-_INT32_MAX = (1 << 31) - 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,9 +127,9 @@ def _check_fields(first: int, count: int, epoch: int, timestamp: int, crc: int) 
     """Raise ReplicaBlockError unless every field is in its range."""
     if not 0 <= first < 1 << 63:
         raise ReplicaBlockError(f"replica block first offset {first} is not an offset")
-    if not 1 <= count <= _INT32_MAX:
+    if not 1 <= count <= INT32_MAX:
         raise ReplicaBlockError(f"replica block claims {count} entries")
-    if not 0 <= epoch <= _INT32_MAX:
+    if not 0 <= epoch <= INT32_MAX:
         raise ReplicaBlockError(f"replica block epoch {epoch} is not an int32 epoch")
     if not 0 <= timestamp < 1 << 63:
         raise ReplicaBlockError(f"replica block timestamp {timestamp} is not a time in ms")

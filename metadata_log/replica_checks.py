@@ -15,9 +15,8 @@ from metadata_log.replica import ReplicaBlock
 from metadata_log.segment import decoder_failure
 from metadata_log.writer import check_batch
 from records.codec import RecordBlock, RecordCodec
+from records.fields import INT32_MAX
 from records.model import Record
-
-_INT32_MAX = (1 << 31) - 1
 
 
 def check_blocks(
@@ -45,7 +44,7 @@ def check_blocks(
                 f"{where} {kind} the log, which ends before offset {expected}; fetch from "
                 f"offset {expected}"
             )
-        if not last_epoch <= block.epoch <= _INT32_MAX:
+        if not last_epoch <= block.epoch <= INT32_MAX:
             raise ReplicaBlockError(
                 f"{where} has epoch {block.epoch} after the log's epoch {last_epoch}: epochs "
                 "never go down (and fit an int32); truncate the divergent tail first"
@@ -137,7 +136,7 @@ def new_block(
     checked = [(check_batch(records), principal) for records, principal in batches]
     if not checked:
         raise LogError("a block needs at least one batch")
-    if first_offset < 0 or not 0 <= epoch <= _INT32_MAX or timestamp < 0:
+    if first_offset < 0 or not 0 <= epoch <= INT32_MAX or timestamp < 0:
         raise LogError(
             f"a block needs an offset >= 0, an int32 epoch >= 0 and a timestamp >= 0, got "
             f"offset {first_offset}, epoch {epoch}, timestamp {timestamp}"

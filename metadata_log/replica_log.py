@@ -30,7 +30,6 @@ from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.epoch_cache import EpochCache, epochs_from
 from metadata_log.errors import LogClosedError, LogError
 from metadata_log.private_files import FILE_MODE
-from metadata_log.reads import StoredLog
 from metadata_log.recovery import Repair
 from metadata_log.repair import cut_segment, move_segment
 from metadata_log.replica import ReplicaBlock
@@ -38,6 +37,7 @@ from metadata_log.replica_checks import check_blocks, new_block
 from metadata_log.segment import Segment, SegmentInfo
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 from metadata_log.storage import SegmentStorage
+from metadata_log.stored_log import StoredLog
 from metadata_log.timings import LogTimings
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.model import Record

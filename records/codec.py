@@ -20,6 +20,7 @@ from records.entry import LogEntry
 from records.entry import make_entry as _make_entry
 from records.errors import RecordError, UnknownRecordTypeError
 from records.fast_decode import FastBlockDecoder, FastBlockEncoder, fast_decoder, fast_encoder
+from records.fields import INT_RANGES
 from records.model import Record
 from records.schemas import CURRENT_SCHEMAS, RecordSchema, entry_schema
 from records.slots import new_instance, slot_setter
@@ -37,11 +38,8 @@ def _compile(source: str, namespace: dict[str, Any], name: str) -> Any:
     return namespace[name]
 
 
-_INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
-
-
 def _range_error(field: str, value: object, avro_type: str) -> RecordError:
-    low, high = _INT_RANGES[avro_type]
+    low, high = INT_RANGES[avro_type]
     return RecordError(f"{field}={value!r} is outside the Avro {avro_type} range [{low}, {high}]")
 
 
@@ -70,7 +68,7 @@ class _CheckedInts(set[tuple[int, ...]]):
 
 
 _CHECKED_LIMIT = 1 << 16
-_CHECKED_INTS = {avro_type: _CheckedInts() for avro_type in _INT_RANGES}
+_CHECKED_INTS = {avro_type: _CheckedInts() for avro_type in INT_RANGES}
 """Per Avro int type, the int tuples found within its range (see `_CheckedInts`)."""
 
 
@@ -84,12 +82,12 @@ def _range_checks(name: str, var: str, avro_type: Any, namespace: dict[str, Any]
     optional = isinstance(avro_type, list) and avro_type[0] == "null"
     inner = avro_type[1] if optional else avro_type
     guard = f"{var} is not None and " if optional else ""
-    if isinstance(inner, str) and inner in _INT_RANGES:
-        low, high = _INT_RANGES[inner]
+    if isinstance(inner, str) and inner in INT_RANGES:
+        low, high = INT_RANGES[inner]
         test = f"not {low} <= {var} <= {high}"
-    elif isinstance(inner, dict) and inner.get("items") in _INT_RANGES:
+    elif isinstance(inner, dict) and inner.get("items") in INT_RANGES:
         inner = inner["items"]
-        low, high = _INT_RANGES[inner]
+        low, high = INT_RANGES[inner]
         memo = f"_checked_{inner}"
         namespace[memo] = _CHECKED_INTS[inner]
         return [

@@ -9,7 +9,21 @@ needs more: `Int32` (Avro int) or `Int64` (Avro long), since the width is part o
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Final, Literal, TypeAlias
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+"""The largest Avro int, which is Kafka's int32 too (ids, epochs, counts on the wire)."""
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+"""The largest Avro long, which is Kafka's int64 too (offsets, times in ms)."""
+
+INT_RANGES: Final[Mapping[str, tuple[int, int]]] = MappingProxyType(
+    {"int": (INT32_MIN, INT32_MAX), "long": (INT64_MIN, INT64_MAX)}
+)
+"""Each Avro int type's range, lowest and highest value (a record's ints are checked by it)."""
 
 
 # Plain slotted classes, not dataclasses: every start-up that reads records creates both
@@ -40,7 +54,7 @@ class AvroInt:
 
 
 Int32: TypeAlias = Annotated[int, AvroInt("int")]
-"""An int written as Avro int (-2**31 .. 2**31 - 1)."""
+"""An int written as Avro int (`INT32_MIN` .. `INT32_MAX`)."""
 
 Int64: TypeAlias = Annotated[int, AvroInt("long")]
-"""An int written as Avro long (-2**63 .. 2**63 - 1)."""
+"""An int written as Avro long (`INT64_MIN` .. `INT64_MAX`)."""

@@ -17,11 +17,10 @@ from typing import Any
 
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import RecordError
+from records.fields import INT_RANGES
 from records.model import Record
 from records.schemas import NAMED_TYPES, STRUCT_CLASSES, STRUCTS, UUID_TYPE, FieldSpec
 from records.uuids import Uuid
-
-_INT_BOUNDS = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 
 
 def json_type_name(schema_name: str) -> str:
@@ -112,8 +111,8 @@ def _from_json(avro_type: Any, value: Any, where: str, enum: type[IntEnum] | Non
                 pass
         choices = ", ".join(m.name for m in enum)
         raise RecordError(f"{where}: {value!r} is not one of {choices}")
-    if avro_type in _INT_BOUNDS:
-        low, high = _INT_BOUNDS[avro_type]
+    if avro_type in INT_RANGES:
+        low, high = INT_RANGES[avro_type]
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             article = "an" if avro_type == "int" else "a"
             raise RecordError(

@@ -14,7 +14,7 @@ keyed by them (and by `VERSION`), never by a Python class path.
 # No `from __future__ import annotations`: the field annotations are the declarations that
 # records.schemas reads, and evaluated here with the class they cost less than compiled later
 # from strings (every type they name is defined above its first use).
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Annotated, ClassVar
 
@@ -293,6 +293,16 @@ class PartitionRecord(Record):
     mode: Annotated[Mode, Doc("0 READ_WRITE, 1 READ_ONLY, -1 NONE (being deleted).")] = (
         Mode.READ_WRITE
     )
+
+
+PARTITION_FIELDS = tuple(field.name for field in fields(PartitionRecord))
+"""A PartitionRecord's fields in declaration order, the one list of them: what replay builds a
+partition from, the snapshot tables and the audit's partition columns follow it."""
+
+PARTITION_STATE_FIELDS = tuple(
+    name for name in PARTITION_FIELDS if name not in {"partition_id", "topic_id"}
+)
+"""A PartitionRecord's fields past its key (the topic id and the partition id), in order."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
 from records.codec import RecordBlock
 from records.model import Record
 from replay.delta import MetadataDelta

@@ -10,7 +10,7 @@ on a 200,000-topic image took 56 ms, 6.5 ms with the map nodes untracked; they w
 the walk.
 
 `untrack_young_nodes` untracks the map nodes of the youngest generation (the collector's
-policy calls it as each collection starts, `api.service.collector`). What the collector
+policy calls it as each collection starts, `api.service.gc_policy`). What the collector
 looks for is a cycle of garbage; a map node is only ever in one if a map holds, through its
 values, a container that holds the map again. The image never does that: its maps hold
 records, images and tuples, made once and never pointed back at their maps. An untracked

@@ -137,7 +137,7 @@ def _collector_policy_ends_with_its_test() -> Iterator[None]:
     """The cyclic collector's callbacks and thresholds put back after every test.
 
     A quorum node or server started in the test's process sets the collector's policy
-    (`api.service.collector`) for the whole process, as it should in production; in a test
+    (`api.service.gc_policy`) for the whole process, as it should in production; in a test
     worker it would stay for the tests after it. Frozen objects stay frozen (an unfreeze
     would have the next collection walk every test's leftovers).
     """

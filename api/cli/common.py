@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from api.service.settings import OUTPUT_FORMATS
 from records.errors import MetadataLogError
+from records.fields import INT32_MAX
 from replay.controller.errors import ApiError
 
 if TYPE_CHECKING:
@@ -34,9 +35,6 @@ def check(outcome: Outcome) -> None:
 
 # ---------------------------------------------------------------------- argument types
 
-
-INT32_MAX = 2**31 - 1
-"""The largest value of an Avro/Kafka int (ids, partition counts and indexes)."""
 
 INT64_MAX = 2**63 - 1
 """The largest value of an Avro/Kafka long (offsets, times, counts)."""

@@ -30,7 +30,7 @@ from metadata_log.verify import VerifyReport, verify_log
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
 from replay.append import append_replayed_batches
-from replay.timetravel_security import redacted, shown_json
+from replay.timetravel.security import redacted, shown_json
 
 if TYPE_CHECKING:
     from api.service.settings import Settings

@@ -20,7 +20,7 @@ from api.progress import Progress
 from api.targets import open_reader, writes_finish
 from records.errors import MetadataLogError, RecordError
 from records.json_form import record_from_json, record_to_json
-from replay.timetravel_security import redacted
+from replay.timetravel.security import redacted
 
 if TYPE_CHECKING:
     from api.service.settings import Settings

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.cli.output import emit, print_table
 from metadata_log.private_files import make_dirs
+from records.fields import INT32_MAX
 
 if TYPE_CHECKING:
     from api.raft.core.config import VoterAddress
@@ -310,7 +311,7 @@ def parse_initial_controllers(text: str) -> VoterSet:
             int(match[3]),
             match[4],
         )
-        if node_id > 2**31 - 1 or not 1 <= port <= 65535:
+        if node_id > INT32_MAX or not 1 <= port <= 65535:
             raise CliError(f"--initial-controllers: {item!r} has a node id or port out of range")
         try:
             directory = str(Uuid.parse(directory))
@@ -475,13 +476,13 @@ def cmd_quorum_remove_controller(args: argparse.Namespace, settings: Settings, o
 
 
 def _node_id(text: str) -> int:
-    if not text.isdigit() or int(text) > 2**31 - 1:
+    if not text.isdigit() or int(text) > INT32_MAX:
         raise argparse.ArgumentTypeError(f"{text!r} is not a node id (0..2147483647)")
     return int(text)
 
 
 def _timeout_ms(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 2**31 - 1:
+    if not text.isdigit() or not 1 <= int(text) <= INT32_MAX:
         raise argparse.ArgumentTypeError(f"{text!r} is not a timeout in ms (1..2147483647)")
     return int(text)
 

@@ -27,6 +27,7 @@ from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_limits
 from api.targets import open_service
 from metadata_log.private_files import create_private, loose_paths, make_dirs
+from records.fields import INT32_MAX
 from records.uuids import Uuid
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def _node_id(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a node id (an integer)") from None
-    if not 0 <= value <= 2**31 - 1:
+    if not 0 <= value <= INT32_MAX:
         raise argparse.ArgumentTypeError(f"node id {value} is outside 0..2147483647")
     return value
 
@@ -85,7 +86,7 @@ def _max_request_bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a byte count (an integer, e.g. {DEFAULT_MAX_REQUEST_BYTES})"
         ) from None
-    if not MIN_REQUEST_BYTES <= value <= 2**31 - 1:
+    if not MIN_REQUEST_BYTES <= value <= INT32_MAX:
         raise argparse.ArgumentTypeError(
             f"{value} is outside {MIN_REQUEST_BYTES}..2147483647 (Kafka's default is "
             f"{DEFAULT_MAX_REQUEST_BYTES}, 100 MiB)"
@@ -629,7 +630,7 @@ async def _serve(server: MetadataServer) -> None:
     import asyncio
     import signal
 
-    from api.service.collector import freeze_loaded_image
+    from api.service.gc_policy import freeze_loaded_image
     from api.service.interpreter_lock import share_the_interpreter_lock
 
     await server.start()
@@ -647,7 +648,7 @@ async def _serve(server: MetadataServer) -> None:
     # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
     # server: move it out of the cyclic collector's view, so a full collection scans only
     # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency),
-    # and collect the young generation less often (`api/service/collector.py`).
+    # and collect the young generation less often (`api/service/gc_policy.py`).
     gc.collect()
     freeze_loaded_image()
     share_the_interpreter_lock()  # the threads beside the loop (api/service/interpreter_lock)

@@ -37,7 +37,7 @@ from replay.timetravel import (
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
-    from metadata_log.reads import StoredLog
+    from metadata_log.stored_log import StoredLog
     from replay.image import MetadataImage
     from replay.sql.store import SnapshotStore
 

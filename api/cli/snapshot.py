@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from api.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
-    INT32_MAX,
     CliError,
     add_global_options,
     add_range_options,
@@ -25,6 +24,7 @@ from api.progress import Progress
 from api.service.snapshots import open_store
 from api.targets import QUORUM_STATE, open_reader
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
+from records.fields import INT32_MAX
 from replay.timetravel import batch_end, snapshot_matches_log, travel
 
 if TYPE_CHECKING:

@@ -20,9 +20,10 @@ from api.client.connection import (
     RemoteError,
     known_error_code,
 )
+from records.fields import INT32_MAX, INT32_MIN
 from records.uuids import Uuid
 from replay.controller.commands import Outcome, TopicRef
-from replay.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN
+from replay.controller.limits import INT16_MAX
 
 WRITE_ATTEMPTS = 12
 """How many times a write is sent at most: a first attempt and eleven retries (same write id)."""

@@ -159,7 +159,7 @@ for _i in range(16):
 
 
 def set_helpers(uuid_class, safe_unknown, dict errors):
-    """`uuid.UUID` (made as `fast_reader_runtime._uuid` makes it) and the error codes by value."""
+    """`uuid.UUID` (made as `generated_reader_runtime._uuid` makes it) and the error codes by value."""
     global _uuid_class, _uuid_int, _uuid_safe, _uuid_unknown, _errors
     _uuid_class = uuid_class
     _uuid_int = _slot_offset(vars(uuid_class)["int"])

@@ -4,7 +4,7 @@
 The fast path only: a value it does not write plainly (a built entity where a dict is
 expected, a missing required value, a number out of
 its type's range, a type other than the usual one) makes it give up (None), and the caller
-writes the answer with `fast_writer.dict_writer_for`, which writes it or raises as it always
+writes the answer with `generated_writer.dict_writer_for`, which writes it or raises as it always
 did. What it writes, it writes as that writer does (tests compare them).
 """
 
@@ -75,8 +75,8 @@ cdef object _at_default = None
 
 
 def set_helpers(encoded_class, uuid_class, timedelta_class, at_default):
-    """`fast_writer.Encoded` (an array written already), `uuid.UUID`, `datetime.timedelta`
-    and `fast_writer.at_default` (whether a tagged field's value is its default)."""
+    """`generated_writer.Encoded` (an array written already), `uuid.UUID`, `datetime.timedelta`
+    and `generated_writer.at_default` (whether a tagged field's value is its default)."""
     global _encoded_class, _uuid_class, _timedelta_class, _at_default
     _encoded_class = encoded_class
     _uuid_class = uuid_class
@@ -207,7 +207,7 @@ cdef long long _int(object value, long long low, long long high) except? -1:
     """An int (or an int subclass: a bool, an error code's enum) within [low, high]."""
     cdef long long found
     if not isinstance(value, int):
-        raise _GiveUp  # `struct` takes other numbers too: `fast_writer` writes them
+        raise _GiveUp  # `struct` takes other numbers too: `generated_writer` writes them
     try:
         found = value
     except OverflowError:
@@ -218,7 +218,7 @@ cdef long long _int(object value, long long low, long long high) except? -1:
 
 
 cdef long long _milliseconds(object value) except? -1:
-    """A duration as `fast_writer` takes it: a `timedelta` (floored to ms) or whole ms."""
+    """A duration as `generated_writer` takes it: a `timedelta` (floored to ms) or whole ms."""
     cdef long long micros
     if type(value) is _timedelta_class:
         micros = (<long long>timedelta_days(value) * 86400 + timedelta_seconds(value)) * 1000000
@@ -288,7 +288,7 @@ cdef int _write_value(Out* out, Value v, object value) except -1:
                 return 0
             _byte(out, 1)
         if type(value) is not dict:
-            raise _GiveUp  # a built entity: `fast_writer` writes it
+            raise _GiveUp  # a built entity: `generated_writer` writes it
         _write_entity(out, v.entity, <dict>value)
     elif kind == K_BOOL:
         _byte(out, 1 if value else 0)
@@ -359,7 +359,7 @@ cdef int _write_entity(Out* out, Entity e, dict values) except -1:
             if value is _REQUIRED:
                 factory = e.factories[i]
                 if factory is None:
-                    raise _GiveUp  # `fast_writer` names the missing field
+                    raise _GiveUp  # `generated_writer` names the missing field
                 value = factory()
         _write_value(out, <Value>how[i], value)
     if e.flexible:
@@ -368,7 +368,7 @@ cdef int _write_entity(Out* out, Entity e, dict values) except -1:
 
 
 cdef int _write_tags(Out* out, Entity e, dict values) except -1:
-    """The tagged-fields section as `fast_writer` writes it: the fields away from their
+    """The tagged-fields section as `generated_writer` writes it: the fields away from their
     defaults (`at_default`), in ascending tag order, each as tag, size and value."""
     cdef list keys = e.tag_keys
     cdef list defaults = e.tag_defaults

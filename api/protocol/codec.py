@@ -29,9 +29,9 @@ from kio.serial import entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
-from api.protocol.fast_reader import read_request, read_response, reader_for
-from api.protocol.fast_reader_runtime import Reader
-from api.protocol.fast_writer import Encoded, Unsupported, dict_writer_for, writer_for
+from api.protocol.generated_reader import read_request, read_response, reader_for
+from api.protocol.generated_reader_runtime import Reader
+from api.protocol.generated_writer import Encoded, Unsupported, dict_writer_for, writer_for
 from api.protocol.legacy_schemas import LEGACY_PAYLOADS
 from api.protocol.native_reader import native_reader
 from api.protocol.native_writer import native_writer
@@ -465,7 +465,7 @@ def decode_known_request(frame: bytes | memoryview, api_key: int, version: int) 
 
 def _read(frame: bytes | memoryview, header_class: Any, body_class: Any) -> tuple[Any, Any]:
     # Through the generated readers first: kio's own would abort the process on an array
-    # count beyond the frame (see `fast_reader`). Bytes after the body are ignored, as
+    # count beyond the frame (see `generated_reader`). Bytes after the body are ignored, as
     # Kafka's own parser ignores them (librdkafka 2.x sends three after a Metadata v13 body).
     return read_request(frame, header_class, body_class)
 
@@ -550,7 +550,7 @@ def _answer_writer(
 
 
 def encode_response_with_kio(correlation_id: int, body: Any) -> bytes:
-    """`encode_response` through kio's own writer: the reference the fast writer must match."""
+    """`encode_response` through kio's own writer: the reference the generated writer must match."""
     if type(body) is Answer:
         body = body.entity()
     header_class = type(body).__header_schema__

@@ -6,8 +6,8 @@ still serves them and clients still send them (Go's Sarama: DescribeConfigs v0, 
 v0). These classes are
 written from Kafka 3.9's JSON definitions (`clients/src/main/resources/common/message/`) in
 kio's form (`_kio_form` sets the class constants kio's generated classes spell out), so the
-generated readers and writers (`fast_reader`, `fast_writer`) and kio's own serialisers handle
-them as they handle kio's classes. Nested entities that are the same in the
+generated readers and writers (`generated_reader`, `generated_writer`) and kio's own
+serialisers handle them as they handle kio's classes. Nested entities that are the same in the
 next version kio has are kio's own. None of these versions is flexible: request header v1,
 response header v0.
 """

@@ -1,7 +1,7 @@
 """Request bodies read by compiled code: the server's fast path, beside the generated readers.
 
 `api.protocol._native_reader` (Cython, built by `setup.py` when a C compiler is there) reads an
-entity from a plan made here from `fast_reader_codegen.layout`, the same description the
+entity from a plan made here from `generated_reader_codegen.layout`, the same description the
 generated readers are written from, so both read the same bytes into the same values. It
 reads only the plain case (tags the schema declares, no null where a value is due, every
 length and count within the bytes) and raises on anything else; `codec` then reads the frame
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from api.protocol.fast_reader_codegen import (
+from api.protocol.generated_reader_codegen import (
     Array,
     Kind,
     Nested,
@@ -28,7 +28,7 @@ from api.protocol.fast_reader_codegen import (
     layout,
     min_size,
 )
-from api.protocol.fast_reader_runtime import generated_namespace
+from api.protocol.generated_reader_runtime import generated_namespace
 
 try:
     from api.protocol import _native_reader  # type: ignore[attr-defined]  # optional C extension

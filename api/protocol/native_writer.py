@@ -1,11 +1,11 @@
-"""Answers written by compiled code: the server's fast path, beside `fast_writer`.
+"""Answers written by compiled code: the server's fast path, beside `generated_writer`.
 
 `api.protocol._native_writer` (Cython, built by `setup.py` when a C compiler is there) writes
-an answer's plain values (what `codec.build` takes, what `fast_writer.dict_writer_for`
+an answer's plain values (what `codec.build` takes, what `generated_writer.dict_writer_for`
 writes) from a plan made here from the same field metadata. It writes only the plain case
 (dicts for nested entities, ints, strings, bytes or `uuid.UUID`s, durations as ints or
 `timedelta`s, lists, tuples or `Encoded` arrays; tagged fields away from their defaults
-written in tag order, as `fast_writer.at_default` decides) and gives
+written in tag order, as `generated_writer.at_default` decides) and gives
 up on anything else; `codec.encode_response` then writes the answer with
 `dict_writer_for`, which writes it or raises as it always did.
 
@@ -33,7 +33,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from api.protocol.fast_writer import Encoded, Unsupported, at_default
+from api.protocol.generated_writer import Encoded, Unsupported, at_default
 
 try:
     from api.protocol import _native_writer  # type: ignore[attr-defined]  # optional C extension
@@ -69,7 +69,7 @@ def _entity(entity_class: type[Any]) -> Any:
     for field in dataclasses.fields(entity_class):
         number = get_field_tag(field)
         if number is not None:
-            # Written only away from its default, never null (`fast_writer`: not optional).
+            # Written only away from its default, never null (`generated_writer`: not optional).
             value = _value(field, flexible, optional=False)
             tagged.append((int(number), field.name, get_tagged_field_default(field), value))
             continue
@@ -92,7 +92,7 @@ def _primitive(kafka_type: str, nullable: bool, flexible: bool) -> Any:
 
 
 def _value(field: dataclasses.Field[Any], flexible: bool, *, optional: bool | None = None) -> Any:
-    """How a field's value is written (`_native_writer.Value`), as `fast_writer` writes it."""
+    """How a field's value is written (`_native_writer.Value`), as `generated_writer` writes it."""
     kind = classify_field(field)
     optional = is_optional(field) if optional is None else optional
     if isinstance(kind, PrimitiveField):

@@ -38,8 +38,8 @@ from typing import Any
 
 from api.protocol.avro_bind import BindError, binding
 from api.protocol.codec import WRITE_ID_TAG, ProtocolError, RequestHeader, parse_write_id
-from api.protocol.fast_reader_runtime import Refused, read_uvarint
-from api.protocol.fast_writer import uvarint
+from api.protocol.generated_reader_runtime import Refused, read_uvarint
+from api.protocol.generated_writer import uvarint
 from records.codec import RecordCodec
 from records.entry import LogEntry, make_entry
 from records.errors import MetadataLogError

@@ -30,9 +30,9 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from api.protocol.fast_reader_codegen import FIXED_CODES
-from api.protocol.fast_reader_runtime import Refused, read_uvarint
-from api.protocol.fast_writer import uvarint
+from api.protocol.generated_reader_codegen import FIXED_CODES
+from api.protocol.generated_reader_runtime import Refused, read_uvarint
+from api.protocol.generated_writer import uvarint
 
 Copier = Callable[[bytes, int, bytearray], int]
 """Reads one value at a position, appends what is kept, returns the position after it."""

@@ -86,7 +86,7 @@ from api.raft.voter_blocks import (
     voters_record,
     write_voters_base,
 )
-from api.service.collector import MassChangeUntilQuiet, freeze_loaded_image
+from api.service.gc_policy import MassChangeUntilQuiet, freeze_loaded_image
 from api.service.interpreter_lock import share_the_interpreter_lock
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from records.fields import INT32_MAX
 from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.limits import clip
 
@@ -40,7 +41,6 @@ if TYPE_CHECKING:  # the server config parses the key without loading the handle
 BROKER_PRINCIPALS_KEY = "broker.principals"
 """The server key binding broker principals to broker ids."""
 
-_MAX_ID = 2**31 - 1
 _IDS = re.compile(r"^[0-9]+(-[0-9]+)?$")
 
 
@@ -141,13 +141,14 @@ def _span(entry: str, part: str) -> tuple[int, int]:
     """One `id` or `lo-hi` of an entry, checked."""
     if not _IDS.match(part):
         raise _error(
-            f"{clip(part)} in {clip(entry)} is not a broker id or a range lo-hi (ids 0..{_MAX_ID})"
+            f"{clip(part)} in {clip(entry)} is not a broker id or a range lo-hi "
+            f"(ids 0..{INT32_MAX})"
         )
     lo_text, _, hi_text = part.partition("-")
     lo = int(lo_text)
     hi = int(hi_text) if hi_text else lo
-    if hi > _MAX_ID or lo > _MAX_ID:
-        raise _error(f"{clip(part)} in {clip(entry)} is past the largest broker id {_MAX_ID}")
+    if hi > INT32_MAX or lo > INT32_MAX:
+        raise _error(f"{clip(part)} in {clip(entry)} is past the largest broker id {INT32_MAX}")
     if lo > hi:
         raise _error(f"the range {clip(part)} in {clip(entry)} is empty; write it low-high")
     return lo, hi

@@ -45,7 +45,9 @@ from api.server.listener_config import (
 from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
 from api.service.retention import MAX_RETENTION_BYTES_KEY, MAX_RETENTION_MS_KEY, RetentionConfig
 from metadata_log.config import MIN_SEGMENT_BYTES
+from records.fields import INT32_MAX
 from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
+from replay.controller.config_defs import SNAPSHOT_BYTES_KEY, SNAPSHOT_INTERVAL_KEY
 
 __all__ = [
     "BOOTSTRAP_SERVERS_KEY",
@@ -54,7 +56,6 @@ __all__ = [
     "DEFAULT_FAILED_AUTHENTICATION_DELAY_MS",
     "DEFAULT_LISTENERS",
     "DEFAULT_MECHANISMS",
-    "INT_MAX",
     "LONG_MAX",
     "METRICS_LISTEN_KEY",
     "QUORUM_KEYS",
@@ -88,7 +89,6 @@ CONTROLLER_PRINCIPALS_KEY = "controller.principals"
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 """Kafka's `connection.failed.authentication.delay.ms` default."""
 
-INT_MAX = 2**31 - 1
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -170,7 +170,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         return value.strip()
 
     listeners = listener_configs(values, take, notes)
-    delay = _int(take, "connection.failed.authentication.delay.ms", 0, INT_MAX)
+    delay = _int(take, "connection.failed.authentication.delay.ms", 0, INT32_MAX)
     limits: dict[str, int] = {}
     for spec in SPECS:
         given = _limit(take, spec)
@@ -182,8 +182,8 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
             f"connection.failed.authentication.delay.ms={delay} must be below "
             f"connections.max.idle.ms={idle}; lower the delay"
         )
-    node_id = _int(take, "node.id", 0, INT_MAX)
-    broker_id = _int(take, "broker.id", -1, INT_MAX)
+    node_id = _int(take, "node.id", 0, INT32_MAX)
+    broker_id = _int(take, "broker.id", -1, INT32_MAX)
     if node_id is None and broker_id is not None and broker_id >= 0:
         node_id = broker_id
     elif node_id is not None and broker_id is not None and broker_id not in (-1, node_id):
@@ -210,7 +210,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
     session_ms, heartbeat_ms = _broker_liveness(take)
     bindings = _broker_bindings(take)
     authorizer = _authorizer(take)
-    max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT_MAX)
+    max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT32_MAX)
     data_dir = _data_dir(take, notes)
     metrics_listen = _host_port(take, METRICS_LISTEN_KEY)
     retention = RetentionConfig(
@@ -219,7 +219,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         snapshot_bytes=_optional_long(take, SNAPSHOT_BYTES_KEY, 1),
         snapshot_interval_ms=_optional_long(take, SNAPSHOT_INTERVAL_KEY, 0),
     )
-    segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT_MAX)
+    segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT32_MAX)
     segment_ms = _optional_long(take, SEGMENT_MS_KEY, 1)
     controller_names = tuple(
         name.strip().upper()
@@ -342,8 +342,8 @@ def check_controller_listener(config: ServerConfig) -> None:
 
 def _broker_liveness(take: Take) -> tuple[int, int]:
     """`broker.session.timeout.ms` and `broker.heartbeat.interval.ms`, the first the larger."""
-    session = _int(take, "broker.session.timeout.ms", 1, INT_MAX)
-    heartbeat = _int(take, "broker.heartbeat.interval.ms", 1, INT_MAX)
+    session = _int(take, "broker.session.timeout.ms", 1, INT32_MAX)
+    heartbeat = _int(take, "broker.heartbeat.interval.ms", 1, INT32_MAX)
     session = DEFAULT_SESSION_TIMEOUT_MS if session is None else session
     heartbeat = DEFAULT_HEARTBEAT_INTERVAL_MS if heartbeat is None else heartbeat
     if heartbeat >= session:
@@ -519,8 +519,6 @@ def _data_dir(take: Take, notes: list[str]) -> Path | None:
 
 
 METRICS_LISTEN_KEY = "metrics.listen"
-SNAPSHOT_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
-SNAPSHOT_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
 SEGMENT_BYTES_KEY = "metadata.log.segment.bytes"
 SEGMENT_MS_KEY = "metadata.log.segment.ms"
 LONG_MAX = 2**63 - 1

@@ -32,8 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from records.errors import MetadataLogError
-
-INT_MAX = 2**31 - 1
+from records.fields import INT32_MAX
 
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * 1024 * 1024
 """Kafka leaves it unbounded (-1); 512 MiB keeps a handful of 100 MiB frames possible at once."""
@@ -41,7 +40,7 @@ DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * 1024 * 1024
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 10 * 60 * 1000
 """Kafka's default: 10 minutes."""
 
-DEFAULT_MAX_CONNECTIONS_PER_IP = INT_MAX
+DEFAULT_MAX_CONNECTIONS_PER_IP = INT32_MAX
 """Kafka's default: no limit per address."""
 
 FD_RESERVE = 256
@@ -96,7 +95,7 @@ class LimitSpec:
     key: str
     """Kafka's name."""
     low: int
-    high: int = INT_MAX
+    high: int = INT32_MAX
     unit: str = ""
 
     @property
@@ -204,7 +203,7 @@ def raise_open_file_limit() -> int:
 def connection_capacity(limits: ServerLimits) -> int:
     """`max.connections`, or what the open-file limit allows when it is not set (or lower)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    by_files = max(1, soft - FD_RESERVE) if soft != resource.RLIM_INFINITY else INT_MAX
+    by_files = max(1, soft - FD_RESERVE) if soft != resource.RLIM_INFINITY else INT32_MAX
     if limits.max_connections is None:
         return by_files
     return min(limits.max_connections, by_files)

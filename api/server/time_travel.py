@@ -4,7 +4,7 @@ The wire codec (`api.protocol.private`) carries records and plain values only; t
 turns an image into the records that rebuild it, replay's changes and history entries into
 their wire forms, and a requested entity into replay's (whose checks it then runs). No
 credential leaves in clear: the records of FetchLog and ImageAt carry them `redacted`
-(`replay.timetravel_security`), mechanism and iterations only.
+(`replay.timetravel.security`), mechanism and iterations only.
 
 Broker epochs and incarnation ids (what a forged BrokerHeartbeat needs besides the right) go
 only to principals that may DESCRIBE the cluster. For the others (`hide_brokers`) the same path
@@ -33,7 +33,7 @@ from records.uuids import Uuid
 from replay.changes import Change
 from replay.image import MetadataImage
 from replay.timetravel import Entity, HistoryEntry
-from replay.timetravel_security import HIDDEN, SECRET_RECORD_TYPES, redacted
+from replay.timetravel.security import HIDDEN, SECRET_RECORD_TYPES, redacted
 
 HIDDEN_BROKER_EPOCH = -1
 """The broker epoch a hidden one is shown as (Kafka's "no epoch")."""

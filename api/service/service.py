@@ -39,7 +39,7 @@ from api.service.client_writes import (
     require_owner,
     stored_answer,
 )
-from api.service.collector import begin_mass_change, end_mass_change
+from api.service.gc_policy import begin_mass_change, end_mass_change
 from api.service.purges import PurgeScheduler
 from api.service.retention import LogRetention
 from api.service.storage_recovery import REOPEN_INTERVAL_S, StorageRecovery
@@ -48,7 +48,7 @@ from metadata_log.digest import DigestError, LogDigest
 from metadata_log.errors import LogClosedError, LogError, ReadOnlyLogError
 from metadata_log.log import AppendResult, MetadataLog
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 from records.errors import RecordError
 from records.model import ClientWriteRecord, FeatureLevelRecord, Record

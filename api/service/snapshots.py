@@ -35,7 +35,8 @@ from api.service.settings import Settings
 from api.service.snapshot_pacing import DutyCycle
 from api.service.snapshot_runners import AbandonedError, SnapshotRunner, ThreadRunner
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
+from replay.controller.config_defs import SNAPSHOT_BYTES_KEY, SNAPSHOT_INTERVAL_KEY
 from replay.loader import load_image
 from replay.sql.errors import SchemaAheadError, SnapshotStoreError
 
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
-MAX_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
 RETRY_MS = 60_000
 """How long after a failed snapshot (database down, schema behind) the next one is tried."""
 DEFAULT_DUTY_CYCLE = DutyCycle()
@@ -230,13 +229,13 @@ class Snapshotter:
         max_bytes = self._max_bytes(cluster)
         interval = self.policy.snapshot_interval_ms
         if interval is None:
-            interval = _long_config(cluster, MAX_INTERVAL_KEY)
+            interval = _long_config(cluster, SNAPSHOT_INTERVAL_KEY)
         self._limits_of = (configs, max_bytes, interval)
         return max_bytes, interval
 
     def _max_bytes(self, cluster: Mapping[str, str]) -> int:
         given = self.policy.snapshot_bytes
-        return _long_config(cluster, MAX_BYTES_KEY) if given is None else given
+        return _long_config(cluster, SNAPSHOT_BYTES_KEY) if given is None else given
 
     def committed(self, image: MetadataImage, log: StoredLog) -> None:
         """After each commit: start a background snapshot if the policy asks for one."""

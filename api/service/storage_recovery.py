@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from metadata_log.log import MetadataLog
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
 from records.errors import MetadataLogError
 from replay.controller.errors import StorageError
 from replay.image import MetadataImage

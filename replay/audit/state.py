@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metadata_log.reader import LogReader
-from records.model import Mode
+from records.model import PARTITION_STATE_FIELDS, Mode
 from replay.audit.session import read_log
 from replay.errors import TrimmedLogError
 from replay.image import MetadataImage
@@ -52,14 +52,7 @@ _STATE_INPUT = (
     "topic_name",
     "namespace",
     "partition_id",
-    "replicas",
-    "isr",
-    "removing_replicas",
-    "adding_replicas",
-    "leader",
-    "leader_epoch",
-    "partition_epoch",
-    "mode",
+    *PARTITION_STATE_FIELDS,
     "partition_count",
     "delete_after_ms",
     "created_ms",
@@ -83,14 +76,7 @@ PARTITION_COLUMNS = (
     "topic_name",
     "namespace",
     "partition_id",
-    "replicas",
-    "isr",
-    "removing_replicas",
-    "adding_replicas",
-    "leader",
-    "leader_epoch",
-    "partition_epoch",
-    "mode",
+    *PARTITION_STATE_FIELDS,
 )
 
 

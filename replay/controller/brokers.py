@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 
+from records.fields import INT32_MAX
 from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
@@ -37,7 +38,7 @@ from replay.controller.commands import (
     RegisterBroker,
 )
 from replay.controller.errors import ApiError, ErrorCode
-from replay.controller.limits import INT16_MAX, INT32_MAX, check_int, check_label, clip
+from replay.controller.limits import INT16_MAX, check_int, check_label, clip
 from replay.controller.names import partition_name
 from replay.controller.states import ChangeChecker, is_live
 from replay.delta import MetadataDelta

@@ -77,6 +77,11 @@ class ResolvedConfig:
 
 # ---------------------------------------------------------------------------- definitions
 
+SNAPSHOT_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
+"""Kafka's key: log bytes appended after the last snapshot that trigger a new one."""
+SNAPSHOT_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
+"""Kafka's key: the longest time between snapshots while records are appended (0: none)."""
+
 _DAY_MS = 86_400_000
 _WEEK_MS = 7 * _DAY_MS
 _HOUR_MS = 3_600_000
@@ -384,14 +389,14 @@ CLUSTER_CONFIGS: Mapping[str, ConfigDef] = {
                 at_least(1),
             ),
             ConfigDef(
-                "metadata.log.max.record.bytes.between.snapshots",
+                SNAPSHOT_BYTES_KEY,
                 _T.LONG,
                 str(20 * 1024 * 1024),
                 "log bytes appended after the last snapshot that trigger a new one",
                 at_least(1),
             ),
             ConfigDef(
-                "metadata.log.max.snapshot.interval.ms",
+                SNAPSHOT_INTERVAL_KEY,
                 _T.LONG,
                 str(_HOUR_MS),
                 "longest time between snapshots while entries are appended (0 = no limit)",

@@ -13,7 +13,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from replay.controller.limits import INT16_MAX, INT32_MAX, INT32_MIN, INT64_MAX
+from records.fields import INT32_MAX, INT32_MIN, INT64_MAX
+from replay.controller.limits import INT16_MAX
 
 LONG_MAX = INT64_MAX
 """Java's `Long.MAX_VALUE`: the largest LONG value (and Kafka's "no limit" for many keys)."""

@@ -13,9 +13,6 @@ import unicodedata
 from replay.controller.errors import ApiError, ErrorCode
 
 INT16_MAX = 2**15 - 1
-INT32_MAX = 2**31 - 1
-INT32_MIN = -(2**31)
-INT64_MAX = 2**63 - 1
 
 MAX_LABEL_LENGTH = 255
 """Racks, hosts and listener names: a DNS name's limit, far above any real one."""

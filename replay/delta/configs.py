@@ -1,13 +1,11 @@
-"""Config changes: the values a delta sets or clears, and ConfigsDelta, which replays ConfigRecords.
+"""ConfigsDelta: the config values a delta sets or clears, and the ConfigRecords that set them.
 
-Two classes so the deltas hold no reference cycle: topics and namespaces clear the configs of
-what they remove through `ConfigChanges`, while `ConfigsDelta` asks them whether the resource a
-ConfigRecord names exists.
+Topics and namespaces take their configs with them when they are removed or moved: the router
+(`MetadataDelta`) does that through `clear` and `move`, and tells `replay_config` whether the
+topic or namespace a ConfigRecord names exists, so this delta holds no other area's delta.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from immutables import Map
 
@@ -15,12 +13,8 @@ from records.model import ConfigRecord, ConfigResourceType
 from replay.errors import ConfigReplayError
 from replay.image import ConfigKey, ConfigsImage
 
-if TYPE_CHECKING:
-    from replay.delta.namespaces import NamespacesDelta
-    from replay.delta.topics import TopicsDelta
 
-
-class ConfigChanges:
+class ConfigsDelta:
     """Config values set (None: deleted) and resources cleared since the base image."""
 
     __slots__ = ("changes", "cleared", "image")
@@ -60,6 +54,33 @@ class ConfigChanges:
         if values:
             self.changes[new] = dict(values)
 
+    def replay_config(self, record: ConfigRecord, resource_exists: bool) -> None:
+        """Set or delete one config of a topic, a namespace or a broker that exists.
+
+        `resource_exists`: whether the topic or the namespace the record names exists, as of
+        the records replayed so far (the router asks their areas; unused for other types).
+        """
+        resource_type = record.resource_type
+        name = record.resource_name
+        if resource_type in (ConfigResourceType.TOPIC, ConfigResourceType.NAMESPACE):
+            exists = resource_exists
+        elif resource_type == ConfigResourceType.BROKER:
+            # The form only: a broker's configs outlive its registration (as in Kafka), so a
+            # snapshot holds configs of brokers that are gone.
+            exists = not name or (name.isascii() and name.isdigit())
+        else:
+            raise ConfigReplayError(
+                "config.resource-valid",
+                f"config {record.name!r} is for a {resource_type.name} resource, which has none",
+            )
+        if not exists:
+            raise ConfigReplayError(
+                "config.resource-exists",
+                f"config {record.name!r} is for {resource_type.name} {name!r}, which does not "
+                "exist",
+            )
+        self.set((resource_type, name), record.name, record.value)
+
     def apply(self) -> ConfigsImage:
         """The configs image with the changes applied (the base itself if none)."""
         if not (self.changes or self.cleared):
@@ -82,49 +103,3 @@ class ConfigChanges:
                     resources.pop(key, None)
             finished_resources = resources.finish()
         return ConfigsImage(resources=finished_resources)
-
-
-class ConfigsDelta:
-    """Replays ConfigRecords for resources that exist, into the delta's `ConfigChanges`."""
-
-    __slots__ = ("changes", "namespaces", "topics")
-
-    def __init__(
-        self, changes: ConfigChanges, topics: TopicsDelta, namespaces: NamespacesDelta
-    ) -> None:
-        self.changes = changes
-        self.topics = topics
-        self.namespaces = namespaces
-
-    def values(self, key: ConfigKey) -> dict[str, str]:
-        """The configs of a resource as of the records replayed so far."""
-        return self.changes.values(key)
-
-    def replay_config(self, record: ConfigRecord) -> None:
-        """Set or delete one config of a topic, a namespace or a broker that exists."""
-        resource_type = record.resource_type
-        name = record.resource_name
-        if resource_type == ConfigResourceType.TOPIC:
-            exists = self.topics.topic_id(name) is not None
-        elif resource_type == ConfigResourceType.NAMESPACE:
-            exists = bool(name) and self.namespaces.namespace(name) is not None
-        elif resource_type == ConfigResourceType.BROKER:
-            # The form only: a broker's configs outlive its registration (as in Kafka), so a
-            # snapshot holds configs of brokers that are gone.
-            exists = not name or (name.isascii() and name.isdigit())
-        else:
-            raise ConfigReplayError(
-                "config.resource-valid",
-                f"config {record.name!r} is for a {resource_type.name} resource, which has none",
-            )
-        if not exists:
-            raise ConfigReplayError(
-                "config.resource-exists",
-                f"config {record.name!r} is for {resource_type.name} {name!r}, which does not "
-                "exist",
-            )
-        self.changes.set((resource_type, name), record.name, record.value)
-
-    def apply(self) -> ConfigsImage:
-        """The configs image with the changes applied (the base itself if none)."""
-        return self.changes.apply()

@@ -2,11 +2,17 @@
 
 As in Kafka's `MetadataDelta`, the rules live in one delta per area (`FeaturesDelta`,
 `ClusterDelta`, `NamespacesDelta`, `TopicsDelta`, `ConfigsDelta`, `AclsDelta`, `ScramDelta`,
-`ClientWritesDelta`), beside the per-area images of `replay.image`; this class only routes.
-Routing is one dict lookup of the record's class giving a bound method of the area delta, with
-no layer between: replay speed is a product figure. The area deltas reference each other
-without a cycle (cluster, namespaces, config changes, topics, configs), so a dropped delta is
-freed by reference counting, never left for the cyclic collector.
+`ClientWritesDelta`), beside the per-area images of `replay.image`; this module only routes
+and fans out. Routing is one dict lookup of the record's class giving a bound method of the
+area delta, with no layer between for a record of one area (PartitionRecord, most of a log,
+among them): replay speed is a product figure.
+
+As there, the area deltas never see each other: a record that rests on or changes another area
+(a topic's namespace must exist and counts the topic; a removed topic or namespace takes its
+configs; a partition's new leader must be a live broker) goes to `_CrossArea`, which asks the
+other areas what the record's own area must know, and makes the other areas' changes from what
+its handler returns. Nothing refers back to the `MetadataDelta`, so a dropped delta is freed by
+reference counting, never left for the cyclic collector.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from records.model import (
     CancelTopicPartitionsDeletionRecord,
     ClientWriteRecord,
     ConfigRecord,
+    ConfigResourceType,
     DeleteTopicPartitionsRecord,
     FeatureLevelRecord,
     KRaftVersionRecord,
@@ -47,12 +54,12 @@ from records.uuids import Uuid
 from replay.delta.acls import AclsDelta
 from replay.delta.client_writes import ClientWritesDelta
 from replay.delta.cluster import ClusterDelta
-from replay.delta.configs import ConfigChanges, ConfigsDelta
+from replay.delta.configs import ConfigsDelta
 from replay.delta.features import FeaturesDelta
 from replay.delta.namespaces import NamespacesDelta
 from replay.delta.scram import ScramDelta
 from replay.delta.topics import TopicsDelta
-from replay.image import ConfigKey, MetadataImage, Provenance, new_image
+from replay.image import ConfigKey, MetadataImage, Provenance, new_image, qualified_name
 
 
 def _replay_leader_change(record: LeaderChangeRecord | VotersRecord | KRaftVersionRecord) -> None:
@@ -61,6 +68,81 @@ def _replay_leader_change(record: LeaderChangeRecord | VotersRecord | KRaftVersi
     A leader took office (LeaderChange), the voters (VotersRecord) or kraft.version
     (KRaftVersionRecord) changed: the quorum reads those from its log, not the image.
     """
+
+
+class _CrossArea:
+    """The handlers of the records that rest on or change more than their own area.
+
+    Each asks the other areas what the record's area must know, calls that area's handler
+    (whose checks come first, in the order they always had), and then makes the other areas'
+    changes from what the handler returns, as Kafka's `MetadataDelta` fans a RemoveTopicRecord
+    out to its topics and configs deltas.
+    """
+
+    __slots__ = ("broker", "configs", "namespaces", "topics")
+
+    def __init__(
+        self,
+        cluster: ClusterDelta,
+        namespaces: NamespacesDelta,
+        topics: TopicsDelta,
+        configs: ConfigsDelta,
+    ) -> None:
+        self.broker = cluster.broker
+        """A broker's registration as of the records replayed so far, bound once: a partition
+        change asks it for each new replica and elected leader."""
+        self.namespaces = namespaces
+        self.topics = topics
+        self.configs = configs
+
+    def replay_topic(self, record: TopicRecord) -> None:
+        """Create a topic in a namespace that exists, and count it there."""
+        namespace = record.namespace
+        self.topics.replay_topic(record, self.namespaces.namespace(namespace) is not None)
+        self.namespaces.count_topic(namespace, 1)
+
+    def replay_partition_change(self, record: PartitionChangeRecord) -> None:
+        """Change a partition, whose new replicas and leader are registered brokers."""
+        self.topics.replay_partition_change(record, self.broker)
+
+    def replay_remove_topic(self, record: RemoveTopicRecord) -> None:
+        """Remove a topic, its count in its namespace and its configs."""
+        namespace, name = self.topics.replay_remove_topic(record)
+        self.namespaces.count_topic(namespace, -1)
+        # As Kafka does: a topic's configs go with it, so a new topic of the same name starts
+        # from the defaults.
+        self.configs.clear((ConfigResourceType.TOPIC, qualified_name(namespace, name)))
+
+    def replay_move_topic(self, record: MoveTopicRecord) -> None:
+        """Move a topic to a namespace that exists, with its count and its configs."""
+        namespace = record.namespace
+        exists = self.namespaces.namespace(namespace) is not None
+        old_namespace, name = self.topics.replay_move_topic(record, exists)
+        self.namespaces.count_topic(old_namespace, -1)
+        self.namespaces.count_topic(namespace, 1)
+        # Topic configs are keyed by qualified name: they move with the topic.
+        self.configs.move(
+            (ConfigResourceType.TOPIC, qualified_name(old_namespace, name)),
+            (ConfigResourceType.TOPIC, qualified_name(namespace, name)),
+        )
+
+    def replay_remove_namespace(self, record: RemoveNamespaceRecord) -> None:
+        """Remove an empty namespace and its configs."""
+        name = self.namespaces.replay_remove_namespace(record)
+        # A namespace's configs go with it, as a topic's do.
+        self.configs.clear((ConfigResourceType.NAMESPACE, name))
+
+    def replay_config(self, record: ConfigRecord) -> None:
+        """Set or delete a config of a resource that exists."""
+        resource_type = record.resource_type
+        name = record.resource_name
+        if resource_type == ConfigResourceType.TOPIC:
+            exists = self.topics.topic_id(name) is not None
+        elif resource_type == ConfigResourceType.NAMESPACE:
+            exists = bool(name) and self.namespaces.namespace(name) is not None
+        else:
+            exists = False  # a broker's configs need its id's form only (ConfigsDelta checks)
+        self.configs.replay_config(record, exists)
 
 
 _LEADER_CHANGE = -1
@@ -75,8 +157,13 @@ _AREAS = (
     "acls",
     "scram",
     "client_writes",
+    "cross_area",
 )
-"""The area deltas of a `MetadataDelta`, in the order `_ROUTES` indexes them."""
+"""The area deltas of a `MetadataDelta` and its `_CrossArea`, in the order `_ROUTES` indexes
+them."""
+
+_CROSS_AREA = _AREAS.index("cross_area")
+"""The index of the `_CrossArea` in `_AREAS`."""
 
 _ROUTES: Final[Mapping[type[Record], tuple[int, str]]] = MappingProxyType(
     {
@@ -85,16 +172,16 @@ _ROUTES: Final[Mapping[type[Record], tuple[int, str]]] = MappingProxyType(
         UnregisterBrokerRecord: (1, "replay_unregister_broker"),
         BrokerRegistrationChangeRecord: (1, "replay_broker_change"),
         NamespaceRecord: (2, "replay_namespace"),
-        RemoveNamespaceRecord: (2, "replay_remove_namespace"),
-        TopicRecord: (3, "replay_topic"),
+        RemoveNamespaceRecord: (_CROSS_AREA, "replay_remove_namespace"),
+        TopicRecord: (_CROSS_AREA, "replay_topic"),
         PartitionRecord: (3, "replay_partition"),
-        PartitionChangeRecord: (3, "replay_partition_change"),
-        RemoveTopicRecord: (3, "replay_remove_topic"),
+        PartitionChangeRecord: (_CROSS_AREA, "replay_partition_change"),
+        RemoveTopicRecord: (_CROSS_AREA, "replay_remove_topic"),
         DeleteTopicPartitionsRecord: (3, "replay_delete_partitions"),
-        MoveTopicRecord: (3, "replay_move_topic"),
+        MoveTopicRecord: (_CROSS_AREA, "replay_move_topic"),
         PurgeTopicPartitionsRecord: (3, "replay_purge_partitions"),
         CancelTopicPartitionsDeletionRecord: (3, "replay_cancel_partitions_deletion"),
-        ConfigRecord: (4, "replay_config"),
+        ConfigRecord: (_CROSS_AREA, "replay_config"),
         AccessControlEntryRecord: (5, "replay_acl"),
         RemoveAccessControlEntryRecord: (5, "replay_remove_acl"),
         UserScramCredentialRecord: (6, "replay_scram"),
@@ -155,10 +242,9 @@ class MetadataDelta:
         self.image = image
         self.features = FeaturesDelta(image.features)
         self.cluster = cluster = ClusterDelta(image.cluster)
-        config_changes = ConfigChanges(image.configs)
-        self.namespaces = namespaces = NamespacesDelta(image.namespaces, config_changes)
-        self.topics = topics = TopicsDelta(image.topics, cluster, namespaces, config_changes)
-        self.configs = ConfigsDelta(config_changes, topics, namespaces)
+        self.namespaces = namespaces = NamespacesDelta(image.namespaces)
+        self.topics = topics = TopicsDelta(image.topics)
+        self.configs = configs = ConfigsDelta(image.configs)
         self.acls = AclsDelta(image.acls)
         self.scram = ScramDelta(image.scram)
         self.client_writes = ClientWritesDelta(image.client_writes)
@@ -174,10 +260,11 @@ class MetadataDelta:
                 cluster,
                 namespaces,
                 topics,
-                self.configs,
+                configs,
                 self.acls,
                 self.scram,
                 self.client_writes,
+                _CrossArea(cluster, namespaces, topics, configs),
             )
         )
 

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from records.model import ConfigResourceType, NamespaceRecord, RemoveNamespaceRecord
+from records.model import NamespaceRecord, RemoveNamespaceRecord
 from records.uuids import Uuid
 from replay.delta.maps import MISSING, updated
 from replay.errors import NamespaceReplayError
 from replay.image import NAMESPACE_SEPARATOR, NamespacesImage
 from replay.rules import namespace_name_problem
 
-if TYPE_CHECKING:
-    from replay.delta.configs import ConfigChanges
-
 
 class NamespacesDelta:
     """Namespaces created and removed, and topic counts changed, since the base image."""
 
-    __slots__ = ("_child_counts", "_configs", "_ids", "_namespaces", "_topic_counts", "image")
+    __slots__ = ("_child_counts", "_ids", "_namespaces", "_topic_counts", "image")
 
-    def __init__(self, image: NamespacesImage, configs: ConfigChanges) -> None:
+    def __init__(self, image: NamespacesImage) -> None:
         self.image = image
-        self._configs = configs
         self._namespaces: dict[str, NamespaceRecord | None] = {}
         self._ids: dict[Uuid, str | None] = {}
         self._topic_counts: dict[str, int] = {}
@@ -48,7 +42,10 @@ class NamespacesDelta:
         return self.image.topic_counts.get(namespace, 0) if found is None else found
 
     def count_topic(self, namespace: str, change: int) -> None:
-        """Add `change` to a namespace's topic count (the default namespace keeps none)."""
+        """Add `change` to a namespace's topic count (the default namespace keeps none).
+
+        The router calls it for the topic records that create, remove or move a topic.
+        """
         if namespace:
             self._topic_counts[namespace] = self.topic_count(namespace) + change
 
@@ -109,8 +106,8 @@ class NamespacesDelta:
             self._child_counts = counts
         return self._child_counts
 
-    def replay_remove_namespace(self, record: RemoveNamespaceRecord) -> None:
-        """Remove an empty namespace, and its configs with it."""
+    def replay_remove_namespace(self, record: RemoveNamespaceRecord) -> str:
+        """Remove an empty namespace; returns its name (the router clears its configs)."""
         name = self._name_of(record.namespace_id)
         if name is None:
             raise NamespaceReplayError(
@@ -135,8 +132,7 @@ class NamespacesDelta:
         parent_name = name.rpartition(NAMESPACE_SEPARATOR)[0]
         if parent_name:
             children_of[parent_name] -= 1
-        # A namespace's configs go with it, as a topic's do.
-        self._configs.clear((ConfigResourceType.NAMESPACE, name))
+        return name
 
     def apply(self) -> NamespacesImage:
         """The namespaces image with the changes applied (the base itself if none)."""

@@ -2,28 +2,31 @@
 
 The largest area: partitions are most of the records of a log, so the checks of a
 PartitionRecord are shaped for speed (a memo of replica lists already found valid). Topic
-records also change other areas: a topic counts in its namespace, and its configs go with it
-when it is removed or moved.
+records also change other areas (a topic counts in its namespace, and its configs go with it
+when it is removed or moved) and rest on them (its namespace exists, its new replicas and
+leaders are registered brokers): the router (`MetadataDelta`) passes what this delta must know
+of them to the handlers and makes the changes there from what the handlers return, so this
+delta holds no other area's delta.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from immutables import Map
 
 from records.model import (
     LEADER_UNCHANGED,
     NO_LEADER,
+    PARTITION_FIELDS,
     CancelTopicPartitionsDeletionRecord,
-    ConfigResourceType,
     DeleteTopicPartitionsRecord,
     Mode,
     MoveTopicRecord,
     PartitionChangeRecord,
     PartitionRecord,
     PurgeTopicPartitionsRecord,
+    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -49,23 +52,9 @@ from replay.image import (
 )
 from replay.rules import MAX_NAME_LENGTH, NO_TIER_NAMES, topic_name_chars, topic_name_problem
 
-if TYPE_CHECKING:
-    from replay.delta.cluster import ClusterDelta
-    from replay.delta.configs import ConfigChanges
-    from replay.delta.namespaces import NamespacesDelta
+BrokerLookup = Callable[[int], RegisterBrokerRecord | None]
+"""A broker's registration as of the records replayed so far (None: not registered)."""
 
-PARTITION_FIELDS = (
-    "partition_id",
-    "topic_id",
-    "replicas",
-    "isr",
-    "removing_replicas",
-    "adding_replicas",
-    "leader",
-    "leader_epoch",
-    "partition_epoch",
-    "mode",
-)
 PARTITION_SETTERS = tuple(slot_setter(PartitionRecord, name) for name in PARTITION_FIELDS)
 """Setters of a new PartitionRecord's slots, in `PARTITION_FIELDS` order (replay and snapshots
 build records of checked values without `__init__`'s checks)."""
@@ -234,26 +223,14 @@ class TopicsDelta:
     __slots__ = (
         "_batch_modes",
         "_batch_topics",
-        "_cluster",
-        "_configs",
         "_moved",
         "_names",
-        "_namespaces",
         "_topics",
         "image",
     )
 
-    def __init__(
-        self,
-        image: TopicsImage,
-        cluster: ClusterDelta,
-        namespaces: NamespacesDelta,
-        configs: ConfigChanges,
-    ) -> None:
+    def __init__(self, image: TopicsImage) -> None:
         self.image = image
-        self._cluster = cluster
-        self._namespaces = namespaces
-        self._configs = configs
         self._topics: dict[Uuid, _TopicDraft | None] = {}
         self._names: dict[str, Uuid | None] = {}
         self._moved: dict[Uuid, set[int]] = {}
@@ -342,8 +319,12 @@ class TopicsDelta:
             return topic_id in self.image.by_id
         return draft is not None
 
-    def replay_topic(self, record: TopicRecord) -> None:
-        """Create a topic (its partitions follow in the same batch)."""
+    def replay_topic(self, record: TopicRecord, namespace_exists: bool) -> None:
+        """Create a topic (its partitions follow in the same batch).
+
+        `namespace_exists`: whether the record's namespace exists (the router asks; it then
+        counts the topic in its namespace).
+        """
         qualified = qualified_name(record.namespace, record.name)
         name = record.name
         if topic_name_chars(name) is None or len(name) > MAX_NAME_LENGTH or name in NO_TIER_NAMES:
@@ -356,7 +337,7 @@ class TopicsDelta:
             raise DuplicateTopicError(
                 "topic.id-unique", f"topic id {record.topic_id} is already in use"
             )
-        if record.namespace and self._namespaces.namespace(record.namespace) is None:
+        if record.namespace and not namespace_exists:
             raise NamespaceReplayError(
                 "topic.namespace-exists",
                 f"topic {qualified!r} is in namespace {record.namespace!r}, which does not exist",
@@ -371,7 +352,6 @@ class TopicsDelta:
         )
         self._topics[record.topic_id] = draft
         self._names[qualified] = record.topic_id
-        self._namespaces.count_topic(record.namespace, 1)
         self._batch_topics.append((draft, record))
 
     def replay_partition(self, record: PartitionRecord) -> None:
@@ -404,8 +384,11 @@ class TopicsDelta:
         if record.mode:  # not READ_WRITE (0); `!= Mode.READ_WRITE` costs an enum lookup
             self._batch_modes.append((draft, record))
 
-    def replay_partition_change(self, record: PartitionChangeRecord) -> None:
-        """Change a partition by a sparse diff the controller could have made."""
+    def replay_partition_change(self, record: PartitionChangeRecord, broker: BrokerLookup) -> None:
+        """Change a partition by a sparse diff the controller could have made.
+
+        `broker` looks up the registrations a new replica or an elected leader needs.
+        """
         draft = self._draft(record.topic_id, "partition change")
         partition_id = record.partition_id
         if not 0 <= partition_id < len(draft.partitions):
@@ -426,7 +409,7 @@ class TopicsDelta:
             or merged.leader_epoch < 0
         ):
             _check_partition(merged, draft.where(partition_id))
-        self._check_change(draft, before, merged, record.leader, partition_id)
+        self._check_change(draft, before, merged, record.leader, partition_id, broker=broker)
         draft.partitions[partition_id] = merged
         if merged.replicas is not before.replicas and merged.replicas != before.replicas:
             self._moved.setdefault(record.topic_id, set()).add(partition_id)
@@ -438,6 +421,8 @@ class TopicsDelta:
         after: PartitionRecord,
         elected: int,
         partition_id: int,
+        *,
+        broker: BrokerLookup,
     ) -> None:
         """Raise unless `before` -> `after` is a change the controller can make."""
         where = _Where(draft, partition_id)
@@ -463,19 +448,19 @@ class TopicsDelta:
                     "is pending",
                 )
             for broker_id in after.replicas:
-                if broker_id not in before.replicas and self._cluster.broker(broker_id) is None:
+                if broker_id not in before.replicas and broker(broker_id) is None:
                     raise InvalidPartitionError(
                         "partition.added-replicas-registered",
                         f"{where}: new replica {broker_id} is not a registered broker",
                     )
         if elected not in (LEADER_UNCHANGED, NO_LEADER):
-            broker = self._cluster.broker(elected)
-            if broker is None or broker.fenced or broker.in_controlled_shutdown:
+            leader = broker(elected)
+            if leader is None or leader.fenced or leader.in_controlled_shutdown:
                 state = (
                     "not registered"
-                    if broker is None
+                    if leader is None
                     else "fenced"
-                    if broker.fenced
+                    if leader.fenced
                     else "in controlled shutdown"
                 )
                 raise InvalidPartitionError(
@@ -500,19 +485,22 @@ class TopicsDelta:
             if back:
                 self._batch_modes.append((draft, after))
 
-    def replay_remove_topic(self, record: RemoveTopicRecord) -> None:
-        """Remove a topic, and its configs with it."""
-        draft = self._draft(record.topic_id, "remove topic")
-        qualified = qualified_name(draft.namespace, draft.name)
-        self._topics[record.topic_id] = None
-        self._names[qualified] = None
-        self._namespaces.count_topic(draft.namespace, -1)
-        # As Kafka does: a topic's configs go with it, so a new topic of the same name starts
-        # from the defaults.
-        self._configs.clear((ConfigResourceType.TOPIC, qualified))
+    def replay_remove_topic(self, record: RemoveTopicRecord) -> tuple[str, str]:
+        """Remove a topic; returns the namespace and the name it had.
 
-    def replay_move_topic(self, record: MoveTopicRecord) -> None:
-        """Move a topic, with its configs, to another namespace."""
+        The router takes its count out of the namespace and its configs with it.
+        """
+        draft = self._draft(record.topic_id, "remove topic")
+        self._topics[record.topic_id] = None
+        self._names[qualified_name(draft.namespace, draft.name)] = None
+        return draft.namespace, draft.name
+
+    def replay_move_topic(self, record: MoveTopicRecord, namespace_exists: bool) -> tuple[str, str]:
+        """Move a topic to another namespace; returns the namespace and the name it had.
+
+        `namespace_exists`: whether the record's namespace exists (the router asks; it then
+        moves the topic's count and its configs).
+        """
         draft = self._draft(record.topic_id, "move topic")
         old = qualified_name(draft.namespace, draft.name)
         new = qualified_name(record.namespace, draft.name)
@@ -521,7 +509,7 @@ class TopicsDelta:
                 "topic.move-changes-namespace",
                 f"{draft.where()} is already in namespace {record.namespace!r}",
             )
-        if record.namespace and self._namespaces.namespace(record.namespace) is None:
+        if record.namespace and not namespace_exists:
             raise NamespaceReplayError(
                 "topic.namespace-exists",
                 f"{draft.where()} cannot move to namespace {record.namespace!r}, which does not "
@@ -533,11 +521,9 @@ class TopicsDelta:
             )
         self._names[old] = None
         self._names[new] = record.topic_id
-        self._namespaces.count_topic(draft.namespace, -1)
-        self._namespaces.count_topic(record.namespace, 1)
+        moved_from = draft.namespace
         draft.namespace = record.namespace
-        # Topic configs are keyed by qualified name: they move with the topic.
-        self._configs.move((ConfigResourceType.TOPIC, old), (ConfigResourceType.TOPIC, new))
+        return moved_from, draft.name
 
     def replay_delete_partitions(self, record: DeleteTopicPartitionsRecord) -> None:
         """Start a deletion of a topic's last partitions."""

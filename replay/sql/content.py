@@ -27,6 +27,7 @@ from immutables import Map
 
 from records.interning import shared_ints
 from records.model import (
+    PARTITION_STATE_FIELDS,
     AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
@@ -97,18 +98,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     NAMESPACES: ("namespace_id", "name", "parent_id"),
     TOPICS: ("topic_id", "namespace", "name"),
-    PARTITIONS: (
-        "topic_id",
-        "partition_id",
-        "replicas",
-        "isr",
-        "removing_replicas",
-        "adding_replicas",
-        "leader",
-        "leader_epoch",
-        "partition_epoch",
-        "mode",
-    ),
+    PARTITIONS: ("topic_id", "partition_id", *PARTITION_STATE_FIELDS),
     PENDING: ("topic_id", "partition_count", "delete_after_ms", "created_ms"),
     CONFIGS: ("resource_type", "resource_name", "name", "value"),
     SCRAM: security_rows.SCRAM_COLUMNS,

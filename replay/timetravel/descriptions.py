@@ -37,7 +37,7 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay.image import qualified_name
-from replay.timetravel_security import describe_security
+from replay.timetravel.security import describe_security
 
 
 @dataclass(slots=True)

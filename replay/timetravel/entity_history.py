@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
 from records.errors import MetadataLogError
 from records.model import (
     AccessControlEntryRecord,
@@ -37,7 +37,7 @@ from replay.timetravel.rebuild import travel
 
 if TYPE_CHECKING:
     from replay.sql.store import SnapshotStore
-from replay.timetravel_security import (
+from replay.timetravel.security import (
     SECURITY_RECORDS,
     touches_resource,
     touches_user,

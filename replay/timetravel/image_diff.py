@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
 from records.model import ConfigResourceType, Mode, PartitionRecord, RegisterBrokerRecord
 from replay.changes import Change
 from replay.image import MetadataImage, TopicImage
 from replay.loader import load_image
 from replay.timetravel.points import point_offset
 from replay.timetravel.rebuild import travel
-from replay.timetravel_security import diff_acls, diff_scram
+from replay.timetravel.security import diff_acls, diff_scram
 
 if TYPE_CHECKING:
     # Only the caller's store is used: importing SQLAlchemy is left to whoever opens one.

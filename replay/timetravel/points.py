@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
 from replay.timetravel.errors import TimeTravelError
 
 

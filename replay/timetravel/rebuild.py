@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from metadata_log.reads import StoredLog
+from metadata_log.stored_log import StoredLog
 from replay.image import EMPTY_IMAGE, MetadataImage
 from replay.loader import load_image
 from replay.sql.errors import SnapshotContentError, SnapshotStoreError

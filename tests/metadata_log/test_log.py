@@ -33,8 +33,8 @@ from metadata_log import (
 )
 from metadata_log.container import SYNC_SIZE, RawBlock, encode_block
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
 from metadata_log.segment import Segment
+from metadata_log.stored_log import StoredLog
 from records import (
     DEFAULT_CODEC,
     BrokerEndpoint,

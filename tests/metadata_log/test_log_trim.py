@@ -21,9 +21,9 @@ from metadata_log.epoch import read_epoch_checkpoint
 from metadata_log.epoch_cache import epochs_from as _epochs_from
 from metadata_log.extent import trimmed_leftovers
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
 from metadata_log.segment import segment_name
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
+from metadata_log.stored_log import StoredLog
 from metadata_log.verify import verify_log
 from replay.errors import TrimmedLogError
 from replay.loader import load_image

@@ -42,7 +42,7 @@ from records.uuids import Uuid
 from replay.changes import Change
 from replay.loader import load_image
 from replay.timetravel import Entity, TimeTravelError, diff, history, image_at
-from replay.timetravel_security import acl_applies, describe_security, redacted
+from replay.timetravel.security import acl_applies, describe_security, redacted
 from tests.support.cli import ok
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512

@@ -23,8 +23,8 @@ import pytest
 from metadata_log import LogConfig, LogCorruptionError, MetadataLog
 from metadata_log.container import RawBlock, body_prefix
 from metadata_log.reader import LogReader
-from metadata_log.reads import StoredLog
 from metadata_log.segment import Segment
+from metadata_log.stored_log import StoredLog
 from records import ConfigRecord, ConfigResourceType, LogEntry
 from tests.support.paths import REPO
 

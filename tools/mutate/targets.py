@@ -35,7 +35,7 @@ _LOG_TESTS = (
     "tests/metadata_log/test_log_verify.py",
     "tests/metadata_log/test_log_tail.py",
     "tests/metadata_log/test_log_schema_check.py",
-    "tests/metadata_log/test_log_reads.py",
+    "tests/metadata_log/test_stored_log.py",
     "tests/metadata_log/test_log_open.py",
     "tests/metadata_log/test_log_segment.py",
     "tests/metadata_log/test_log_replica.py",
@@ -208,7 +208,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/replay/test_timetravel.py",
         "tests/replay/test_timetravel_security.py",
     ),
-    "replay/timetravel_security.py": (
+    "replay/timetravel/security.py": (
         "tests/replay/test_timetravel_security.py",
         "tests/replay/test_timetravel.py",
         "tests/replay/test_replay_security.py",

@@ -28,11 +28,8 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
+from records.fields import INT32_MAX, INT64_MAX
 
-INT32_MAX = 2**31 - 1
-"""Kafka's int32 (ids, epochs on the wire)."""
-INT64_MAX = 2**63 - 1
-"""Kafka's int64 (offsets)."""
 LAST_EPOCH = INT32_MAX - 1
 """The largest epoch the quorum may reach: one election more must still fit an int32."""
 MAX_REPLICA_ID = INT32_MAX
@@ -146,8 +143,6 @@ def out_of_range(message: Message) -> str | None:
 
 
 __all__ = [
-    "INT32_MAX",
-    "INT64_MAX",
     "LAST_EPOCH",
     "epoch_problem",
     "id_problem",

@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass, field
 
 from api.raft.core.errors import RaftConfigError
+from records.fields import INT32_MAX
 
-MAX_NODE_ID = 2**31 - 1
+MAX_NODE_ID = INT32_MAX
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
 _VOTER = re.compile(r"(\d{1,10})@(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):(\d{1,5})")
 

@@ -18,6 +18,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from api.raft.core.errors import RaftError
+from records.fields import INT32_MAX
 
 VOTERS_VERSION = 0
 """The layout of a voters entry's body (and of a snapshot header's `voters`)."""
@@ -56,7 +57,7 @@ class Voter:
             data.get("host", ""),
             data.get("port", 0),
         )
-        if type(node_id) is not int or not 0 <= node_id <= 2**31 - 1:
+        if type(node_id) is not int or not 0 <= node_id <= INT32_MAX:
             raise RaftError(f"a voter's id {node_id!r:.20} is not a node id")
         if not isinstance(directory, str) or not isinstance(host, str) or type(port) is not int:
             raise RaftError(f"voter {node_id}'s directory id, host or port is malformed")

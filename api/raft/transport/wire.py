@@ -50,7 +50,7 @@ from typing import Any
 
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, request_class, response_class
-from api.protocol.fast_writer import dict_writer_for
+from api.protocol.generated_writer import dict_writer_for
 from api.protocol.native_writer import native_writer
 from api.protocol.tagged import missing_required
 from api.raft.core.bounds import epoch_problem, id_problem, out_of_range

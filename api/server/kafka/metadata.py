@@ -14,7 +14,7 @@ from typing import Any
 
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
-from api.protocol.fast_writer import Encoded, field_encoder
+from api.protocol.generated_writer import Encoded, field_encoder
 from api.protocol.private import PRIVATE_VERSIONS
 from api.server.kafka.authorization import Gate, refusal_message
 from api.server.kafka.base import UNAUTHORIZED_OPS, HandlerGroup, Listener, Session, uuid_of

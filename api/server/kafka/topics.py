@@ -13,7 +13,7 @@ from typing import Any
 
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest, response_class
-from api.protocol.fast_writer import Encoded, field_encoder
+from api.protocol.generated_writer import Encoded, field_encoder
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import HandlerGroup, Listener, Session, uuid_of
 from api.service.service import MetadataService

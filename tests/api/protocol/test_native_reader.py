@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from api.protocol import codec, native_reader
 from api.protocol.connection import Close, Connection, Request
-from api.protocol.fast_reader_codegen import compiled_reader
+from api.protocol.generated_reader_codegen import compiled_reader
 from api.protocol.tagged import missing_required
 from tests.support.kio_entities import (
     QUORUM_ANSWERS,

@@ -1,4 +1,4 @@
-"""The compiled writer of answers writes what `fast_writer` writes, or gives up."""
+"""The compiled writer of answers writes what `generated_writer` writes, or gives up."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.protocol import codec, native_writer
-from api.protocol.fast_writer import dict_writer_for, field_encoder
+from api.protocol.generated_writer import dict_writer_for, field_encoder
 from api.raft.transport.wire import QUORUM_VERSIONS
 from tests.support.kio_entities import SUPPORTED_REQUESTS, answers
 
@@ -57,7 +57,7 @@ def _native(entity_class: Any, correlation_id: int, values: dict[str, Any]) -> b
 @pytest.mark.parametrize(("key", "version"), SUPPORTED_REQUESTS)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), built=st.booleans(), correlation_id=st.integers(-(2**31), 2**31 - 1))
-def test_plain_values_are_written_as_fast_writer_writes_them(
+def test_plain_values_are_written_as_generated_writer_writes_them(
     key: int, version: int, data: st.DataObject, built: bool, correlation_id: int
 ) -> None:
     entity_class = codec.response_class(key, version)
@@ -80,7 +80,7 @@ QUORUM_REQUESTS = sorted(
 @pytest.mark.parametrize(("key", "version"), QUORUM_REQUESTS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_quorum_request_bodies_are_written_as_fast_writer_writes_them(
+def test_quorum_request_bodies_are_written_as_generated_writer_writes_them(
     key: int, version: int, data: st.DataObject
 ) -> None:
     """`body` (a request's, the quorum's own requests): the bytes `dict_writer_for` writes."""
@@ -181,7 +181,7 @@ def _created(**changes: Any) -> dict[str, Any]:
         ("an array of another type", _created(configs={})),
     ],
 )
-def test_what_it_does_not_write_plainly_is_left_to_fast_writer(
+def test_what_it_does_not_write_plainly_is_left_to_generated_writer(
     what: str, values: dict[str, Any]
 ) -> None:
     entity_class = codec.response_class(19, 7)
@@ -198,7 +198,7 @@ def test_what_it_does_not_write_plainly_is_left_to_fast_writer(
             codec.encode_response(1, answer)
 
 
-def test_tagged_fields_away_from_their_defaults_are_written_as_fast_writer_writes_them() -> None:
+def test_tagged_fields_away_from_their_defaults_are_written_as_generated_writer_does() -> None:
     entity_class = codec.response_class(19, 7)
     for values in (_created(topic_config_error_code=3), _created(topic_config_error_code=0)):
         frame = _native(entity_class, 1, values)
@@ -208,7 +208,7 @@ def test_tagged_fields_away_from_their_defaults_are_written_as_fast_writer_write
         assert frame == codec.encode_response_with_kio(1, answer)
 
 
-def test_a_built_entity_is_left_to_fast_writer() -> None:
+def test_a_built_entity_is_left_to_generated_writer() -> None:
     entity_class = codec.response_class(19, 7)
     built = codec.build(entity_class, **_created())
     values = {"throttle_time": 0, "topics": list(built.topics)}

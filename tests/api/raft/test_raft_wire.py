@@ -449,7 +449,7 @@ def test_every_quorum_api_is_served_in_the_version_it_is_sent() -> None:
         assert codec.request_class(key, high).__flexible__
 
 
-def test_the_fast_writer_writes_what_kio_writes_for_every_answer() -> None:
+def test_the_generated_writer_writes_what_kio_writes_for_every_answer() -> None:
     answers: list[QuorumResponse] = [
         VoteResponse(
             correlation_id=1,

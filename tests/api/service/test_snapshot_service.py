@@ -12,7 +12,7 @@ import pytest
 
 from api.service.service import MetadataService
 from api.service.settings import load_settings
-from api.service.snapshots import MAX_BYTES_KEY, MAX_INTERVAL_KEY, Snapshotter, open_snapshotter
+from api.service.snapshots import Snapshotter, open_snapshotter
 from metadata_log.reader import LogReader
 from records.model import ConfigResourceType
 from replay.controller.commands import (
@@ -22,6 +22,7 @@ from replay.controller.commands import (
     CreatableTopic,
     RegisterBroker,
 )
+from replay.controller.config_defs import SNAPSHOT_BYTES_KEY, SNAPSHOT_INTERVAL_KEY
 from replay.loader import load_image
 from replay.sql import revision, schema
 from replay.sql.errors import SchemaAheadError
@@ -115,7 +116,7 @@ def test_the_default_database_is_created_with_the_first_snapshot(tmp_path: Path)
         # No snapshot due yet: the store is not opened, the file not created.
         assert not database.exists()
         assert _snapshotter(service).started_from is None
-        _set_cluster(service, MAX_BYTES_KEY, "1")
+        _set_cluster(service, SNAPSHOT_BYTES_KEY, "1")
         _create(service, "u")
         info = _snapshotter(service).wait()
         assert info is not None
@@ -134,7 +135,7 @@ def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
     with _open(log_dir, database_url, retention=2) as service:
         _register(service, 1, 2)
         assert SnapshotStore(database_url).snapshots() == []
-        _set_cluster(service, MAX_BYTES_KEY, "1")
+        _set_cluster(service, SNAPSHOT_BYTES_KEY, "1")
         snapshotter = _snapshotter(service)
         offsets = []
         for n in range(4):
@@ -165,7 +166,7 @@ def test_the_byte_policy_counts_uncompressed_record_bytes_and_the_backlog_at_res
         assert service.log.record_bytes_after(-1, limit=10) >= 10
         # A threshold just above what was written: not due yet; after a restart, the entries
         # already in the log still count towards it.
-        _set_cluster(service, MAX_BYTES_KEY, str(appended * 2))
+        _set_cluster(service, SNAPSHOT_BYTES_KEY, str(appended * 2))
         assert not _snapshotter(service).due(service.image, service.log)
     with _open(log_dir, database_url) as service:
         snapshotter = _snapshotter(service)
@@ -183,14 +184,14 @@ def test_the_interval_policy_needs_new_entries(tmp_path: Path, database_url: str
         _register(service, 1, 2)
         snapshotter = _snapshotter(service)
         assert snapshotter.wait() is None  # nothing due yet
-        _set_cluster(service, MAX_INTERVAL_KEY, "60000")
+        _set_cluster(service, SNAPSHOT_INTERVAL_KEY, "60000")
         clock.now += 60_000
         _create(service, "t", partitions=1)
         info = snapshotter.wait()
         assert info is not None and info.offset == service.image.provenance.offset
         clock.now += 120_000
         assert not snapshotter.due(service.image, service.log)  # no entry since
-        _set_cluster(service, MAX_INTERVAL_KEY, "0")
+        _set_cluster(service, SNAPSHOT_INTERVAL_KEY, "0")
         clock.now += 10**9
         _create(service, "u", partitions=1)
         assert not snapshotter.due(service.image, service.log)  # 0 = no time limit
@@ -211,7 +212,7 @@ def test_a_database_that_is_down_costs_a_full_replay_and_is_retried(
         assert service.image == _replayed(log_dir)
         assert "replaying the whole log" in caplog.text
         snapshotter = _snapshotter(service)
-        _set_cluster(service, MAX_BYTES_KEY, "1")
+        _set_cluster(service, SNAPSHOT_BYTES_KEY, "1")
         assert not snapshotter.due(service.image, service.log)  # waiting to retry
         missing_dir.mkdir()
         clock.now += 30_000
@@ -264,7 +265,7 @@ async def test_snapshots_go_on_beside_concurrent_submits(tmp_path: Path, databas
     log_dir = tmp_path / "log"
     service = _open(log_dir, database_url)
     _register(service, 1, 2, 3)
-    _set_cluster(service, MAX_BYTES_KEY, "1")
+    _set_cluster(service, SNAPSHOT_BYTES_KEY, "1")
 
     async def create(n: int) -> None:
         topic = CreatableTopic(name=f"c{n}", num_partitions=2, replication_factor=2)
@@ -298,7 +299,7 @@ def test_commits_go_on_while_the_first_snapshot_opens_the_store(tmp_path: Path) 
 
     snapshotter = Snapshotter(slow_open, file=database)
     with MetadataService.open(tmp_path / "log", snapshots=snapshotter) as service:
-        _set_cluster(service, MAX_BYTES_KEY, "1")
+        _set_cluster(service, SNAPSHOT_BYTES_KEY, "1")
         assert opening.wait(30)  # the first snapshot is opening the store on the worker
         # What the event loop does after each commit: ask whether a snapshot is due.
         commit = threading.Thread(target=snapshotter.committed, args=(service.image, service.log))

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from records.fields import INT32_MAX, INT32_MIN, INT64_MAX
 from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.limits import (
     INT16_MAX,
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
     MAX_ECHO,
     MAX_LABEL_LENGTH,
     check_int,

@@ -12,8 +12,8 @@ import gc
 import pytest
 from immutables import Map
 
-from api.service import collector as collector_module
-from api.service.collector import (
+from api.service import gc_policy as gc_policy_module
+from api.service.gc_policy import (
     MassChangeUntilQuiet,
     begin_mass_change,
     end_mass_change,
@@ -112,10 +112,10 @@ def test_a_mass_change_that_never_quiets_ends_after_its_longest() -> None:
 def test_each_long_middle_or_full_collection_freezes_what_survived_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(collector_module, "FREEZE_AFTER_COLLECTION_S", 0.0)  # every one is long
+    monkeypatch.setattr(gc_policy_module, "FREEZE_AFTER_COLLECTION_S", 0.0)  # every one is long
     freeze_loaded_image()
     freeze_loaded_image()  # loaded again (a snapshot installed): one callback still
-    assert gc.callbacks.count(collector_module._freeze_after_long_collection) == 1
+    assert gc.callbacks.count(gc_policy_module._freeze_after_long_collection) == 1
     kept = [Cycle() for _ in range(1000)]
     frozen = gc.get_freeze_count()
     gc.collect(0)  # a short young collection freezes nothing
@@ -131,7 +131,7 @@ def test_each_long_middle_or_full_collection_freezes_what_survived_it(
 def test_a_long_young_collection_freezes_what_survived_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(collector_module, "FREEZE_AFTER_YOUNG_COLLECTION_S", 0.0)
+    monkeypatch.setattr(gc_policy_module, "FREEZE_AFTER_YOUNG_COLLECTION_S", 0.0)
     freeze_loaded_image()
     kept = [Cycle() for _ in range(1000)]
     frozen = gc.get_freeze_count()
@@ -143,7 +143,7 @@ def test_a_long_young_collection_freezes_what_survived_it(
 def test_a_loaded_image_raises_the_young_threshold_unless_the_collector_is_off() -> None:
     gc.set_threshold(700, 10, 10)
     freeze_loaded_image()
-    assert gc.get_threshold()[0] == collector_module.YOUNG_COLLECTION_THRESHOLD
+    assert gc.get_threshold()[0] == gc_policy_module.YOUNG_COLLECTION_THRESHOLD
     gc.set_threshold(0, 10, 10)
     freeze_loaded_image()
     assert gc.get_threshold()[0] == 0
@@ -160,7 +160,7 @@ def test_a_short_collection_freezes_nothing() -> None:
 
 
 def test_garbage_is_collected_before_the_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(collector_module, "FREEZE_AFTER_COLLECTION_S", 0.0)
+    monkeypatch.setattr(gc_policy_module, "FREEZE_AFTER_COLLECTION_S", 0.0)
     freeze_loaded_image()
     assert a_new_cycle_is_collected()  # freed by the full collection, not frozen alive
     # What is made after a freeze is collected as usual.
@@ -172,11 +172,11 @@ def test_each_collection_first_untracks_the_young_map_nodes() -> None:
     freeze_loaded_image()
     freeze_loaded_image()
     order = [
-        gc.callbacks.index(collector_module._untrack_young_map_nodes),
-        gc.callbacks.index(collector_module._freeze_after_long_collection),
+        gc.callbacks.index(gc_policy_module._untrack_young_map_nodes),
+        gc.callbacks.index(gc_policy_module._freeze_after_long_collection),
     ]
     assert order == sorted(order)  # untracked first: the freeze's timer times the walk alone
-    assert gc.callbacks.count(collector_module._untrack_young_map_nodes) == 1
+    assert gc.callbacks.count(gc_policy_module._untrack_young_map_nodes) == 1
     grown: Map[int, int] = Map()
     for key in range(2000):
         grown = grown.set(key, key)

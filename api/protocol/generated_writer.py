@@ -275,7 +275,7 @@ def _compiled(entity_class: type[Any]) -> Writer:
 
 @cache
 def writer_for(entity_class: type[Any]) -> Writer:
-    """The fast writer of a class, or one that calls kio's writer if a type is unsupported."""
+    """The generated writer of a class, or one that calls kio's writer if a type is unsupported."""
     try:
         return _compiled(entity_class)  # type: ignore[arg-type]  # classes are hashable
     except Unsupported:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kio.serial import entity_writer
 
 from api.protocol import codec
-from api.protocol.fast_writer import Writer, dict_writer_for, field_encoder
+from api.protocol.generated_writer import Writer, dict_writer_for, field_encoder
 from tests.support.kio_entities import SUPPORTED_REQUESTS, answers
 
 RESPONSES = SUPPORTED_REQUESTS

@@ -1,10 +1,11 @@
-"""The compiler of the fast readers: Python source generated per kio entity class, then exec'd.
+"""The compiler of the generated readers: Python source generated per kio entity class, then exec'd.
 
 One function per entity class (one block per field, runs of fixed-width fields read by one
-`struct` call) from the field metadata kio uses, in the manner of `fast_writer.dict_writer_for`.
-Each returns what kio's `entity_reader(cls)(buffer, offset)` returns, `(entity, bytes read)`,
-and raises on every input kio refuses (`fast_reader_runtime.Refused`); `fast_reader` decides
-what happens then. `source_of` shows the generated source of a class.
+`struct` call) from the field metadata kio uses, in the manner of
+`generated_writer.dict_writer_for`. Each returns what kio's `entity_reader(cls)(buffer, offset)`
+returns, `(entity, bytes read)`, and raises on every input kio refuses
+(`generated_reader_runtime.Refused`); `generated_reader` decides what happens then.
+`source_of` shows the generated source of a class.
 
 The semantics copied from kio's native reader (kio 0.6):
 
@@ -44,7 +45,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from api.protocol.fast_reader_runtime import Reader, generated_namespace
+from api.protocol.generated_reader_runtime import Reader, generated_namespace
 
 
 class Unsupported(Exception):

@@ -1,6 +1,6 @@
 """Request and response frames read as kio reads them, without letting kio abort the process.
 
-`read_request` reads a frame with the readers `fast_reader_codegen` generates per kio entity
+`read_request` reads a frame with the readers `generated_reader_codegen` generates per kio entity
 class, and gives a frame they refuse to kio, so the result or the error is kio's. They are the
 server's decoding path for a check kio lacks, not for speed: kio 0.6 reads with native (Rust)
 code, and these readers take 1.6 to 2.5 times its time (`bench/decode_bench.py`), but kio
@@ -17,13 +17,13 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from api.protocol.fast_reader_codegen import Unsupported, compiled_reader
-from api.protocol.fast_reader_runtime import ImpossibleCount, Reader
+from api.protocol.generated_reader_codegen import Unsupported, compiled_reader
+from api.protocol.generated_reader_runtime import ImpossibleCount, Reader
 
 
 @cache
 def reader_for(entity_class: type[Any]) -> Reader:
-    """The fast reader of a class, or kio's reader if a type is unsupported."""
+    """The generated reader of a class, or kio's reader if a type is unsupported."""
     try:
         return compiled_reader(entity_class)  # type: ignore[arg-type]  # classes are hashable
     except Unsupported:
@@ -35,7 +35,7 @@ def read_request(
 ) -> tuple[Any, Any]:
     """A request frame's header and body entities, as kio reads them (`codec._read`).
 
-    The fast readers read the frame; where they refuse it, kio reads it, so a refused frame
+    The generated readers read the frame; where they refuse it, kio reads it, so a refused frame
     gets kio's result or kio's error, except a frame with an array count larger than the
     frame could hold: that raises `ImpossibleCount` and never reaches kio, whose native reader
     reserves memory for the count before reading and aborts the process when it cannot. The

@@ -16,9 +16,9 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32
 
 from api.protocol import codec
-from api.protocol.fast_reader import read_request, reader_for
-from api.protocol.fast_reader_codegen import Unsupported, compiled_reader
-from api.protocol.fast_reader_runtime import ImpossibleCount
+from api.protocol.generated_reader import read_request, reader_for
+from api.protocol.generated_reader_codegen import Unsupported, compiled_reader
+from api.protocol.generated_reader_runtime import ImpossibleCount
 from tests.support.kio_entities import (
     SUPPORTED_REQUESTS,
     damaged_requests,
@@ -44,7 +44,7 @@ def _attempt(read: Callable[[], Any]) -> Outcome:
 
 
 def _kio_after(fast: Outcome, read: Callable[[], Any]) -> Outcome:
-    """kio's outcome, unless the fast reader found an array count kio must not see.
+    """kio's outcome, unless the generated reader found an array count kio must not see.
 
     For a count beyond the end of the bytes kio reserves memory for that many items before it
     fails: a large one aborts the test process. It is given the small ones (and must fail).
@@ -63,7 +63,7 @@ def _frame_read(header: Any, body: Any, frame: bytes) -> Any:
 def _compare(body_class: Any, frame: bytes) -> str:
     """How the two readers did: 'both read', 'both refused' or 'fast refused'.
 
-    Fails the test where the fast reader reads what kio refuses or reads it differently.
+    Fails the test where the generated reader reads what kio refuses or reads it differently.
     """
     header_class = body_class.__header_schema__
     kio_header, kio_body = entity_reader(header_class), entity_reader(body_class)
@@ -71,16 +71,16 @@ def _compare(body_class: Any, frame: bytes) -> str:
     fast = _attempt(lambda: _frame_read(fast_header, fast_body, frame))
     kio = _kio_after(fast, lambda: _frame_read(kio_header, kio_body, frame))
     if fast[0]:
-        assert kio[0], f"the fast reader reads what kio refuses: {frame.hex()} -> {fast[1]}"
+        assert kio[0], f"the generated reader reads what kio refuses: {frame.hex()} -> {fast[1]}"
         assert same(fast[1], kio[1]), f"{frame.hex()}: fast {fast[1]} != kio {kio[1]}"
         return "both read"
     return "fast refused" if kio[0] else "both refused"
 
 
 def _compare_body(entity_class: Any, data: bytes) -> bool:
-    """Whether kio reads the data; fails where the fast reader does differently."""
-    kio_reader, fast_reader = entity_reader(entity_class), compiled_reader(entity_class)
-    fast = _attempt(lambda: fast_reader(data, 0))
+    """Whether kio reads the data; fails where the generated reader does differently."""
+    kio_reader, generated_reader = entity_reader(entity_class), compiled_reader(entity_class)
+    fast = _attempt(lambda: generated_reader(data, 0))
     kio = _kio_after(fast, lambda: kio_reader(data, 0))
     assert fast[0] == kio[0], f"{entity_class.__name__} {data.hex()}: fast {fast} kio {kio}"
     if fast[0]:
@@ -118,7 +118,7 @@ def test_random_requests_read_as_kio_reads_them(
 @given(damaged_requests())
 def test_damaged_requests_are_refused_or_read_as_kio_reads_them(case: tuple[Any, bytes]) -> None:
     body_class, frame = case
-    # Where kio reads a frame the fast reader must read it too: its refusals only cost time.
+    # Where kio reads a frame the generated reader must read it too: its refusals only cost time.
     assert _compare(body_class, frame) != "fast refused"
 
 
@@ -260,7 +260,7 @@ def _decoded(frame: bytes) -> Any:
 
 
 @pytest.mark.parametrize("frame", _PROTOCOL_FRAMES, ids=lambda frame: frame[:4].hex())
-def test_decode_request_through_the_fast_reader_answers_as_through_kio(
+def test_decode_request_through_the_generated_reader_answers_as_through_kio(
     frame: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     through_kio = _decoded(frame)

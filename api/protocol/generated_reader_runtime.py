@@ -1,4 +1,4 @@
-"""What the generated readers (`fast_reader_codegen`) call as they run.
+"""What the generated readers (`generated_reader_codegen`) call as they run.
 
 Their errors (`Refused` and its kinds: what kio refuses too), the unsigned varint of Kafka's
 compact lengths, a class's tagged-fields section, a UUID made without `uuid.UUID`'s checks, and
