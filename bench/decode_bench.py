@@ -38,8 +38,8 @@ from kio.serial import entity_reader
 from server_bench import create_topic_v7, delete_topic_v6, metadata_v12
 
 from api.protocol import codec, fast_reader, fast_reader_codegen, native_reader
-from api.raft.core.messages import Entry, ErrorCode, FetchResponse, LeaderIdAndEpoch
-from api.raft.transport import wire
+from api.protocol.quorum import wire
+from api.protocol.quorum.messages import Entry, ErrorCode, FetchResponse, LeaderIdAndEpoch
 
 FRAMES = {
     "CreateTopics v7": create_topic_v7(7, "topic-1"),

@@ -81,7 +81,7 @@ from replay.image import MetadataImage
 from replay.timetravel import Change, Entity, HistoryEntry
 
 if TYPE_CHECKING:
-    from api.raft.core.messages import DescribeQuorumResponse
+    from api.protocol.quorum.messages import DescribeQuorumResponse
     from api.security.client_config import ClientSecurity
 
 T = TypeVar("T")
@@ -520,9 +520,9 @@ class AdminClient(SecurityApis):
         """
         # Only `mlog quorum describe` asks: the quorum's messages (~25 ms of imports) are not
         # loaded by every other command that connects to a server.
-        from api.raft.core.messages import DescribeQuorumResponse  # noqa: PLC0415
-        from api.raft.transport.errors import RaftWireRefusal  # noqa: PLC0415
-        from api.raft.transport.wire import (  # noqa: PLC0415
+        from api.protocol.quorum.errors import RaftWireRefusal  # noqa: PLC0415
+        from api.protocol.quorum.messages import DescribeQuorumResponse  # noqa: PLC0415
+        from api.protocol.quorum.wire import (  # noqa: PLC0415
             DescribeQuorumRequest,
             decode_response,
             encode_request,
@@ -585,7 +585,7 @@ class AdminClient(SecurityApis):
         REQUEST_TIMED_OUT (another change under way, the node not caught up, or no commit in
         time), DUPLICATE_VOTER, UNSUPPORTED_VERSION (a static quorum), ...
         """
-        from api.raft.transport.wire import (  # noqa: PLC0415  # quorum modules on demand
+        from api.protocol.quorum.wire import (  # noqa: PLC0415  # quorum modules on demand
             ADD_RAFT_VOTER_KEY,
             AddRaftVoterRequest,
             VoterEndpoint,
@@ -608,7 +608,7 @@ class AdminClient(SecurityApis):
 
         `RemoteError` with Kafka's code if refused (VOTER_NOT_FOUND, REQUEST_TIMED_OUT, ...).
         """
-        from api.raft.transport.wire import (  # noqa: PLC0415  # quorum modules on demand
+        from api.protocol.quorum.wire import (  # noqa: PLC0415  # quorum modules on demand
             REMOVE_RAFT_VOTER_KEY,
             RemoveRaftVoterRequest,
         )
@@ -625,8 +625,8 @@ class AdminClient(SecurityApis):
         self, api_key: int, request: Callable[[int], Any], *, timeout_ms: int
     ) -> None:
         from api.protocol.codec import API_NAMES  # noqa: PLC0415
-        from api.raft.transport.errors import error_name  # noqa: PLC0415
-        from api.raft.transport.wire import (  # noqa: PLC0415
+        from api.protocol.quorum.errors import error_name  # noqa: PLC0415
+        from api.protocol.quorum.wire import (  # noqa: PLC0415
             decode_response,
             encode_request,
             send_version,

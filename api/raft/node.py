@@ -47,11 +47,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from api.raft.blocks import ReplicaBlocks, log_view
-from api.raft.clock import now_ms
-from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.core.core import RaftCore
-from api.raft.core.messages import (
+from api.protocol.quorum.errors import wire_error_code
+from api.protocol.quorum.messages import (
     NO_LEADER,
     DescribeQuorumResponse,
     FetchRequest,
@@ -63,7 +60,11 @@ from api.raft.core.messages import (
     SnapshotId,
     VoteRequest,
 )
-from api.raft.core.messages import ErrorCode as CoreError
+from api.protocol.quorum.messages import ErrorCode as CoreError
+from api.raft.blocks import ReplicaBlocks, log_view
+from api.raft.clock import now_ms
+from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.core.core import RaftCore
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
 from api.raft.core.ready import (
     Batch,
@@ -78,7 +79,6 @@ from api.raft.core.states import NEVER
 from api.raft.core.voters import Voter, VoterSet
 from api.raft.requests import Request, Response, on_wall_clock, refusal
 from api.raft.snapshot_shipping import SnapshotShipping
-from api.raft.transport.errors import wire_error_code
 from api.raft.transport.protocol import TransportFactory
 from api.raft.voter_blocks import (
     read_voters_base,

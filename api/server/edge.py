@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
-from api.raft.transport.wire import (
+from api.protocol.quorum.wire import (
     ADD_RAFT_VOTER_KEY,
     BEGIN_QUORUM_EPOCH_KEY,
     DESCRIBE_QUORUM_KEY,

@@ -48,7 +48,7 @@ from api.protocol import codec, private
 from api.protocol.codec import KafkaRequest, RequestHeader, build, request_class
 from api.protocol.connection import Connection, PrivateRequest, Request
 from api.protocol.private import PRIVATE_APIS, PrivateStatus
-from api.raft.transport.wire import (
+from api.protocol.quorum.wire import (
     ADD_RAFT_VOTER_KEY,
     DESCRIBE_QUORUM_KEY,
     QUORUM_VERSIONS,

@@ -16,15 +16,15 @@ import struct
 from collections.abc import Sequence
 
 from api.protocol import codec
-from api.raft.core.messages import (
+from api.protocol.quorum.errors import RaftWireRefusal
+from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
     FetchRequest,
     FetchSnapshotRequest,
     SnapshotId,
     VoteRequest,
 )
-from api.raft.transport.errors import RaftWireRefusal
-from api.raft.transport.wire import (
+from api.protocol.quorum.wire import (
     BEGIN_QUORUM_EPOCH_KEY,
     FETCH_KEY,
     FETCH_SNAPSHOT_KEY,

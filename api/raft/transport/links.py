@@ -35,13 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.client.connection import ClientConnection, ClientError
-from api.raft.clock import now_ms
-from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.transport.errors import (
+from api.protocol.quorum.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
     RaftWireError,
 )
-from api.raft.transport.wire import (
+from api.protocol.quorum.wire import (
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
     QuorumRequest,
@@ -51,6 +49,8 @@ from api.raft.transport.wire import (
     encode_request,
     send_version,
 )
+from api.raft.clock import now_ms
+from api.raft.core.config import QuorumConfig, VoterAddress
 from api.security.client_config import ClientSecurity, client_security
 from api.security.errors import SecurityConfigError
 

@@ -11,7 +11,7 @@ controllers' principals on the controller listener); DescribeQuorum, served on e
 listener, is authorized here as Kafka authorizes it (DESCRIBE on the cluster). Each is checked
 as KRaft checks it (the metadata partition only, this
 cluster's id, this node as the voter meant), mapped to the core's message
-(`api.raft.transport.wire`) and answered with what the endpoint answers. A refused request
+(`api.protocol.quorum.wire`) and answered with what the endpoint answers. A refused request
 is answered with its error code at the top level (CLUSTER_AUTHORIZATION_FAILED,
 INVALID_REQUEST, INCONSISTENT_CLUSTER_ID, INVALID_VOTER_KEY), as Kafka answers it, and the
 connection stays open.
@@ -25,12 +25,12 @@ from typing import Any, Protocol
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
 from api.protocol.private import PRIVATE_VERSIONS
-from api.raft.transport.errors import (
+from api.protocol.quorum.errors import (
     INCONSISTENT_CLUSTER_ID,
     INVALID_VOTER_KEY,
     RaftWireRefusal,
 )
-from api.raft.transport.wire import (
+from api.protocol.quorum.wire import (
     DESCRIBE_QUORUM_KEY,
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,

@@ -24,8 +24,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from api.raft.core.messages import DescribeQuorumResponse, ErrorCode, ReplicaState
-from api.raft.transport.wire import (
+from api.protocol.quorum.messages import DescribeQuorumResponse, ErrorCode, ReplicaState
+from api.protocol.quorum.wire import (
     DESCRIBE_QUORUM_KEY,
     QUORUM_VERSIONS,
     DescribeQuorumRequest,

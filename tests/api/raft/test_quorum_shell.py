@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from api.raft.core.messages import FetchRequest, FetchResponse
+from api.protocol.quorum.messages import FetchRequest, FetchResponse
 from records.model import LeaderChangeRecord, TopicRecord
 from replay.controller.commands import RegisterBroker
 from replay.controller.errors import ApiError, ErrorCode

@@ -12,16 +12,7 @@ import dataclasses
 
 import pytest
 
-from api.raft.core import (
-    NotLeader,
-    QuorumState,
-    RaftCore,
-    ReadyDone,
-    Role,
-)
-from api.raft.core.core import message_epoch, well_formed
-from api.raft.core.errors import RaftError
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -35,6 +26,15 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.core import (
+    NotLeader,
+    QuorumState,
+    RaftCore,
+    ReadyDone,
+    Role,
+)
+from api.raft.core.core import message_epoch, well_formed
+from api.raft.core.errors import RaftError
 from api.raft.core.ready import Batch
 from api.raft.core.states import NEVER
 from tests.support.raft_core import (

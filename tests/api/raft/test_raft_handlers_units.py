@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from api.raft.core import QuorumState, RaftCore, ReadyDone, Role
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     NO_HIGH_WATERMARK,
     UNCOUNTED_REPLICA,
     BeginQuorumEpochRequest,
@@ -25,6 +24,7 @@ from api.raft.core.messages import (
     LeaderIdAndEpoch,
     VoteResponse,
 )
+from api.raft.core import QuorumState, RaftCore, ReadyDone, Role
 from api.raft.core.ready import Batch
 from api.raft.core.states import NEVER
 from tests.support.raft_core import (

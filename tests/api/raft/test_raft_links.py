@@ -22,10 +22,14 @@ import pytest
 import trustme
 
 from api.protocol import codec
-from api.raft.clock import now_ms
-from api.raft.core import Batch
-from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.core.messages import (
+from api.protocol.quorum.errors import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_REQUEST,
+    INVALID_VOTER_KEY,
+    RaftWireRefusal,
+)
+from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -44,15 +48,7 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
-from api.raft.transport.errors import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    INCONSISTENT_CLUSTER_ID,
-    INVALID_REQUEST,
-    INVALID_VOTER_KEY,
-    RaftWireRefusal,
-)
-from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
-from api.raft.transport.wire import (
+from api.protocol.quorum.wire import (
     ADD_RAFT_VOTER_KEY,
     DESCRIBE_QUORUM_KEY,
     FETCH_KEY,
@@ -72,6 +68,10 @@ from api.raft.transport.wire import (
     decode_response,
     encode_request,
 )
+from api.raft.clock import now_ms
+from api.raft.core import Batch
+from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
 from api.security.client_config import SecurityProtocol
 from api.security.errors import SecurityConfigError
 from api.security.principal import PrincipalMapper

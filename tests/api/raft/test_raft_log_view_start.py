@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from api.protocol.quorum.messages import SnapshotId
 from api.raft.core import LogView
 from api.raft.core.errors import RaftError
-from api.raft.core.messages import SnapshotId
 
 
 def test_a_start_at_1_needs_a_snapshot_reaching_it() -> None:

@@ -7,9 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, ReadyDone, Role
-from api.raft.core.errors import RaftError
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
@@ -19,6 +17,8 @@ from api.raft.core.messages import (
     LeaderIdAndEpoch,
     SnapshotId,
 )
+from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, ReadyDone, Role
+from api.raft.core.errors import RaftError
 from api.raft.core.replication import diverging_epoch
 from api.raft.core.transfer import snapshot_checksum_ok
 from tests.support.raft_core import drain, fetch, sent

@@ -10,8 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from api.raft.core import LogView, QuorumConfig, RaftCore, Role
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     NO_LEADER,
     UNCOUNTED_REPLICA,
     ErrorCode,
@@ -21,6 +20,7 @@ from api.raft.core.messages import (
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
 )
+from api.raft.core import LogView, QuorumConfig, RaftCore, Role
 from api.raft.core.ready import SnapshotInstall
 from api.raft.core.states import NEVER
 from api.raft.core.transfer import snapshot_checksum_ok, with_checksum

@@ -18,8 +18,8 @@ import pytest
 from api.client.admin import AdminClient
 from api.client.connection import ClientConnection, RemoteError
 from api.protocol import codec
-from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
-from api.raft.transport.wire import (
+from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
+from api.protocol.quorum.wire import (
     REMOVE_RAFT_VOTER_KEY,
     RemoveRaftVoterRequest,
     decode_response,

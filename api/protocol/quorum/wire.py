@@ -1,6 +1,6 @@
 """The controller quorum's messages on Kafka's wire: core dataclasses <-> KRaft frames (sans-IO).
 
-The consensus core (`api.raft.core`) speaks in its own dataclasses; controllers speak
+The consensus core (`api.raft.core`) speaks in the dataclasses of `messages.py`; controllers speak
 Kafka's KRaft APIs to each other, through kio's schemas and `codec`'s framing and header. This
 module maps one onto the other, both ways, for the one partition there is: Kafka's
 `__cluster_metadata` partition 0 (topic id `AAAAAAAAAAAAAAAAAAAAAQ`, Kafka's
@@ -25,7 +25,7 @@ carrying it: the caller logs it and drops the answer, as Raft drops a lost messa
 Requests carry the core's `correlation_id` in their header, and answers echo it there.
 
 Every number of a request is checked at this door (`request_out_of_range`, after
-`api.raft.core.bounds`): an epoch past the last one an election can reach (2^31 - 2), a
+`api.protocol.quorum.bounds`): an epoch past the last one an election can reach (2^31 - 2), a
 negative offset, id, position or count is refused with INVALID_REQUEST before the core or
 the endpoint sees it; an answer with one is dropped as a lost one.
 
@@ -52,9 +52,17 @@ from api.protocol import codec
 from api.protocol.codec import KafkaRequest, request_class, response_class
 from api.protocol.fast_writer import dict_writer_for
 from api.protocol.native_writer import native_writer
-from api.protocol.tagged import missing_required
-from api.raft.core.bounds import epoch_problem, id_problem, out_of_range
-from api.raft.core.messages import (
+from api.protocol.quorum.bounds import epoch_problem, id_problem, out_of_range
+from api.protocol.quorum.entries import decode_entries, encode_entries
+from api.protocol.quorum.errors import (
+    INVALID_REQUEST,
+    RaftWireError,
+    RaftWireRefusal,
+    core_error_code,
+    error_name,
+    wire_error_code,
+)
+from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -71,15 +79,7 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
-from api.raft.transport.entries import decode_entries, encode_entries
-from api.raft.transport.errors import (
-    INVALID_REQUEST,
-    RaftWireError,
-    RaftWireRefusal,
-    core_error_code,
-    error_name,
-    wire_error_code,
-)
+from api.protocol.tagged import missing_required
 from records.uuids import Uuid
 
 METADATA_TOPIC = "__cluster_metadata"
