@@ -520,13 +520,17 @@ class AdminClient(SecurityApis):
         """
         # Only `mlog quorum describe` asks: the quorum's messages (~25 ms of imports) are not
         # loaded by every other command that connects to a server.
+        from api.protocol.quorum.apis import (  # noqa: PLC0415
+            DescribeQuorumRequest,
+            send_version,
+        )
         from api.protocol.quorum.errors import RaftWireRefusal  # noqa: PLC0415
         from api.protocol.quorum.messages import DescribeQuorumResponse  # noqa: PLC0415
-        from api.protocol.quorum.wire import (  # noqa: PLC0415
-            DescribeQuorumRequest,
-            decode_response,
+        from api.protocol.quorum.requests import (  # noqa: PLC0415
             encode_request,
-            send_version,
+        )
+        from api.protocol.quorum.responses import (  # noqa: PLC0415
+            decode_response,
         )
 
         theirs = self._versions.get(DESCRIBE_QUORUM_KEY)
@@ -585,7 +589,7 @@ class AdminClient(SecurityApis):
         REQUEST_TIMED_OUT (another change under way, the node not caught up, or no commit in
         time), DUPLICATE_VOTER, UNSUPPORTED_VERSION (a static quorum), ...
         """
-        from api.protocol.quorum.wire import (  # noqa: PLC0415  # quorum modules on demand
+        from api.protocol.quorum.apis import (  # noqa: PLC0415  # quorum modules on demand
             ADD_RAFT_VOTER_KEY,
             AddRaftVoterRequest,
             VoterEndpoint,
@@ -608,7 +612,7 @@ class AdminClient(SecurityApis):
 
         `RemoteError` with Kafka's code if refused (VOTER_NOT_FOUND, REQUEST_TIMED_OUT, ...).
         """
-        from api.protocol.quorum.wire import (  # noqa: PLC0415  # quorum modules on demand
+        from api.protocol.quorum.apis import (  # noqa: PLC0415  # quorum modules on demand
             REMOVE_RAFT_VOTER_KEY,
             RemoveRaftVoterRequest,
         )
@@ -625,11 +629,15 @@ class AdminClient(SecurityApis):
         self, api_key: int, request: Callable[[int], Any], *, timeout_ms: int
     ) -> None:
         from api.protocol.codec import API_NAMES  # noqa: PLC0415
-        from api.protocol.quorum.errors import error_name  # noqa: PLC0415
-        from api.protocol.quorum.wire import (  # noqa: PLC0415
-            decode_response,
-            encode_request,
+        from api.protocol.quorum.apis import (  # noqa: PLC0415
             send_version,
+        )
+        from api.protocol.quorum.errors import error_name  # noqa: PLC0415
+        from api.protocol.quorum.requests import (  # noqa: PLC0415
+            encode_request,
+        )
+        from api.protocol.quorum.responses import (  # noqa: PLC0415
+            decode_response,
         )
 
         # NOT_LEADER_OR_FOLLOWER: nothing was applied (a node that knew no leader in time, or

@@ -16,6 +16,15 @@ import struct
 from collections.abc import Sequence
 
 from api.protocol import codec
+from api.protocol.quorum.apis import (
+    BEGIN_QUORUM_EPOCH_KEY,
+    FETCH_KEY,
+    FETCH_SNAPSHOT_KEY,
+    REMOVE_RAFT_VOTER_KEY,
+    VOTE_KEY,
+    RemoveRaftVoterRequest,
+    send_version,
+)
 from api.protocol.quorum.errors import RaftWireRefusal
 from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
@@ -24,16 +33,11 @@ from api.protocol.quorum.messages import (
     SnapshotId,
     VoteRequest,
 )
-from api.protocol.quorum.wire import (
-    BEGIN_QUORUM_EPOCH_KEY,
-    FETCH_KEY,
-    FETCH_SNAPSHOT_KEY,
-    REMOVE_RAFT_VOTER_KEY,
-    VOTE_KEY,
-    RemoveRaftVoterRequest,
-    decode_response,
+from api.protocol.quorum.requests import (
     encode_request,
-    send_version,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
 )
 from api.server.forwarding import ENVELOPE_KEY, address_bytes
 

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol.quorum.errors import INVALID_REQUEST
-from api.protocol.quorum.messages import NO_LEADER, DescribeQuorumResponse
-from api.protocol.quorum.messages import ErrorCode as CoreError
-from api.protocol.quorum.wire import (
+from api.protocol.quorum.apis import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     DescribedQuorum,
@@ -30,6 +27,9 @@ from api.protocol.quorum.wire import (
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
+from api.protocol.quorum.errors import INVALID_REQUEST
+from api.protocol.quorum.messages import NO_LEADER, DescribeQuorumResponse
+from api.protocol.quorum.messages import ErrorCode as CoreError
 from api.raft.core.voters import Voter
 
 if TYPE_CHECKING:

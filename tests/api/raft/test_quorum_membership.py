@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from api.protocol.quorum.apis import (
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
+    VoterEndpoint,
+)
 from api.protocol.quorum.errors import INVALID_REQUEST
 from api.protocol.quorum.messages import ErrorCode as CoreError
-from api.protocol.quorum.wire import UpdateRaftVoterRequest, UpdateRaftVoterResponse, VoterEndpoint
 from api.raft.core.voters import Voter
 from api.raft.node import QuorumNode
 from api.raft.transport.endpoint import NodeEndpoint

@@ -22,6 +22,24 @@ import pytest
 import trustme
 
 from api.protocol import codec
+from api.protocol.quorum.apis import (
+    ADD_RAFT_VOTER_KEY,
+    DESCRIBE_QUORUM_KEY,
+    FETCH_KEY,
+    QUORUM_VERSIONS,
+    REMOVE_RAFT_VOTER_KEY,
+    VOTE_KEY,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    DescribeQuorumRequest,
+    QuorumRequest,
+    QuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    VoterChangeRequest,
+    VoterChangeResponse,
+    VoterEndpoint,
+)
 from api.protocol.quorum.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
     INCONSISTENT_CLUSTER_ID,
@@ -48,25 +66,11 @@ from api.protocol.quorum.messages import (
     VoteRequest,
     VoteResponse,
 )
-from api.protocol.quorum.wire import (
-    ADD_RAFT_VOTER_KEY,
-    DESCRIBE_QUORUM_KEY,
-    FETCH_KEY,
-    QUORUM_VERSIONS,
-    REMOVE_RAFT_VOTER_KEY,
-    VOTE_KEY,
-    AddRaftVoterRequest,
-    AddRaftVoterResponse,
-    DescribeQuorumRequest,
-    QuorumRequest,
-    QuorumResponse,
-    RemoveRaftVoterRequest,
-    RemoveRaftVoterResponse,
-    VoterChangeRequest,
-    VoterChangeResponse,
-    VoterEndpoint,
-    decode_response,
+from api.protocol.quorum.requests import (
     encode_request,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
 )
 from api.raft.clock import now_ms
 from api.raft.core import Batch

@@ -21,6 +21,11 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from api.protocol.quorum.apis import (
+    BEGIN_QUORUM_EPOCH_KEY,
+    VOTE_KEY,
+    send_version,
+)
 from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
 from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
@@ -28,12 +33,11 @@ from api.protocol.quorum.messages import (
     VoteRequest,
     VoteResponse,
 )
-from api.protocol.quorum.wire import (
-    BEGIN_QUORUM_EPOCH_KEY,
-    VOTE_KEY,
-    decode_response,
+from api.protocol.quorum.requests import (
     encode_request,
-    send_version,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
 )
 from api.raft.node import QuorumNode
 from api.raft.transport.endpoint import NodeEndpoint

@@ -17,7 +17,10 @@ from typing import Any
 
 from api.client.connection import ClientConnection
 from api.protocol import codec
-from api.protocol.quorum.wire import QuorumRequest, QuorumResponse
+from api.protocol.quorum.apis import (
+    QuorumRequest,
+    QuorumResponse,
+)
 from api.raft.transport.links import controller_client_security
 from api.server.forwarding import ENVELOPE_KEY, address_bytes
 from api.server.server import MetadataServer, ServerListener

@@ -13,6 +13,30 @@ from hypothesis import strategies as st
 
 from api.protocol import codec
 from api.protocol.codec import ProtocolError
+from api.protocol.quorum.apis import (
+    ADD_RAFT_VOTER_KEY,
+    DESCRIBE_QUORUM_KEY,
+    FETCH_KEY,
+    FETCH_MAX_BYTES,
+    METADATA_TOPIC,
+    METADATA_TOPIC_ID,
+    QUORUM_VERSIONS,
+    VOTE_KEY,
+    VOTER_CHANGE_KEYS,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    DescribedQuorum,
+    DescribeQuorumRequest,
+    QuorumListener,
+    QuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
+    VoterEndpoint,
+    api_key_of,
+    send_version,
+)
 from api.protocol.quorum.entries import (
     ENTRIES_MAGIC,
     decode_entries,
@@ -45,35 +69,15 @@ from api.protocol.quorum.messages import (
     VoteRequest,
     VoteResponse,
 )
-from api.protocol.quorum.wire import (
-    ADD_RAFT_VOTER_KEY,
-    DESCRIBE_QUORUM_KEY,
-    FETCH_KEY,
-    FETCH_MAX_BYTES,
-    METADATA_TOPIC,
-    METADATA_TOPIC_ID,
-    QUORUM_VERSIONS,
-    VOTE_KEY,
-    VOTER_CHANGE_KEYS,
-    AddRaftVoterRequest,
-    AddRaftVoterResponse,
-    DescribedQuorum,
-    DescribeQuorumRequest,
-    QuorumListener,
-    QuorumResponse,
-    RemoveRaftVoterRequest,
-    RemoveRaftVoterResponse,
-    UpdateRaftVoterRequest,
-    UpdateRaftVoterResponse,
-    VoterEndpoint,
+from api.protocol.quorum.requests import (
     _request_values,
-    api_key_of,
     decode_request,
-    decode_response,
     encode_request,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
     encode_response,
     error_answer,
-    send_version,
 )
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -491,7 +495,9 @@ def test_the_fast_writer_writes_what_kio_writes_for_every_answer() -> None:
             observers=(),
         ),
     ]
-    from api.protocol.quorum.wire import response_answer
+    from api.protocol.quorum.responses import (
+        response_answer,
+    )
 
     for message in answers:
         for version in range(
