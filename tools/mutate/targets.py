@@ -103,15 +103,14 @@ _SECURITY_TESTS = (
 )
 _RAFT_TESTS = (
     "tests/api/raft/test_raft_core.py",
-    "tests/api/raft/test_raft_core_units.py",
-    "tests/api/raft/test_raft_handlers_units.py",
+    "tests/api/raft/test_raft_core_timers_and_ready.py",
+    "tests/api/raft/test_raft_handlers.py",
     "tests/api/raft/test_raft_log_view.py",
     "tests/api/raft/test_raft_rules.py",
     "tests/api/raft/test_raft_quorum_state.py",
     "tests/api/raft/test_raft_figure_eight.py",
     "tests/api/raft/test_raft_simulation.py",
     "tests/api/raft/test_raft_snapshot_fetch.py",
-    "tests/api/raft/test_raft_snapshot_fetch_units.py",
     "tests/api/raft/test_raft_log_view_start.py",
     "tests/api/raft/test_raft_wiped_voter_epoch.py",
 )

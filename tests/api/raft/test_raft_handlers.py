@@ -660,7 +660,7 @@ def test_describe_quorum_reports_a_replica_that_never_fetched() -> None:
     assert two.last_fetch_timestamp == core.now_ms and two.last_caught_up_timestamp == -1
 
 
-# --- what the first mutation run of handlers.py left open -----------------------------------
+# --- edges: pre-votes after a leader is gone, parked fetches, refusals that change nothing --
 
 
 def test_a_follower_that_never_heard_from_its_leader_grants_pre_votes() -> None:
