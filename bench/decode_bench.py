@@ -38,8 +38,8 @@ from kio.serial import entity_reader
 from server_bench import create_topic_v7, delete_topic_v6, metadata_v12
 
 from api.protocol import codec, generated_reader, generated_reader_codegen, native_reader
-from api.raft.core.messages import Entry, ErrorCode, FetchResponse, LeaderIdAndEpoch
-from api.raft.transport import wire
+from api.protocol.quorum import apis, responses
+from api.protocol.quorum.messages import Entry, ErrorCode, FetchResponse, LeaderIdAndEpoch
 
 FRAMES = {
     "CreateTopics v7": create_topic_v7(7, "topic-1"),
@@ -100,7 +100,7 @@ def _body(
 
 def fetch_answer() -> tuple[int, int, bytes]:
     """(key, version, frame without its size) of a leader's fetch answer of seven batches."""
-    version = wire.send_version(wire.FETCH_KEY)
+    version = apis.send_version(apis.FETCH_KEY)
     answer = FetchResponse(
         correlation_id=7,
         error_code=ErrorCode.NONE,
@@ -108,7 +108,7 @@ def fetch_answer() -> tuple[int, int, bytes]:
         current_leader=LeaderIdAndEpoch(leader_id=2, leader_epoch=5),
         records=tuple(Entry(offset=40 + i, epoch=5, payload=bytes(200)) for i in range(7)),
     )
-    return wire.FETCH_KEY, version, wire.encode_response(answer, version=version)[4:]
+    return apis.FETCH_KEY, version, responses.encode_response(answer, version=version)[4:]
 
 
 def _timed_pair(baseline: Case, ours: Case, number: int, repeat: int) -> tuple[float, ...]:

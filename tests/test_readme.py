@@ -20,7 +20,7 @@ import pytest
 import trustme
 
 from api.client import AdminClient
-from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED
+from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED
 from replay.controller.commands import CreatableTopic
 from tests.support.quorum_attacks import attack_frames, exchange, refusal_code, tls_context
 

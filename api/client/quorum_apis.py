@@ -21,7 +21,7 @@ from api.client.connection import DEFAULT_TIMEOUT_MS, ClientError, RemoteError
 from replay.controller.errors import ApiError
 
 if TYPE_CHECKING:
-    from api.raft.core.messages import DescribeQuorumResponse
+    from api.protocol.quorum.messages import DescribeQuorumResponse
     from api.security.client_config import ClientSecurity
 
 Q = TypeVar("Q", bound="QuorumApis")
@@ -229,14 +229,11 @@ class QuorumApis(ClientApis):
         """
         # Only `mlog quorum describe` asks: the quorum's messages (~25 ms of imports) are not
         # loaded by every other command that connects to a server.
-        from api.raft.core.messages import DescribeQuorumResponse  # noqa: PLC0415
-        from api.raft.transport.errors import RaftWireRefusal  # noqa: PLC0415
-        from api.raft.transport.wire import (  # noqa: PLC0415
-            DescribeQuorumRequest,
-            decode_response,
-            encode_request,
-            send_version,
-        )
+        from api.protocol.quorum.apis import DescribeQuorumRequest, send_version  # noqa: PLC0415
+        from api.protocol.quorum.errors import RaftWireRefusal  # noqa: PLC0415
+        from api.protocol.quorum.messages import DescribeQuorumResponse  # noqa: PLC0415
+        from api.protocol.quorum.requests import encode_request  # noqa: PLC0415
+        from api.protocol.quorum.responses import decode_response  # noqa: PLC0415
 
         theirs = self._versions.get(DESCRIBE_QUORUM_KEY)
         if theirs is None:
@@ -294,7 +291,7 @@ class QuorumApis(ClientApis):
         REQUEST_TIMED_OUT (another change under way, the node not caught up, or no commit in
         time), DUPLICATE_VOTER, UNSUPPORTED_VERSION (a static quorum), ...
         """
-        from api.raft.transport.wire import (  # noqa: PLC0415  # quorum modules on demand
+        from api.protocol.quorum.apis import (  # noqa: PLC0415  # quorum modules on demand
             ADD_RAFT_VOTER_KEY,
             AddRaftVoterRequest,
             VoterEndpoint,
@@ -317,7 +314,7 @@ class QuorumApis(ClientApis):
 
         `RemoteError` with Kafka's code if refused (VOTER_NOT_FOUND, REQUEST_TIMED_OUT, ...).
         """
-        from api.raft.transport.wire import (  # noqa: PLC0415  # quorum modules on demand
+        from api.protocol.quorum.apis import (  # noqa: PLC0415  # quorum modules on demand
             REMOVE_RAFT_VOTER_KEY,
             RemoveRaftVoterRequest,
         )
@@ -334,12 +331,10 @@ class QuorumApis(ClientApis):
         self, api_key: int, request: Callable[[int], Any], *, timeout_ms: int
     ) -> None:
         from api.protocol.codec import API_NAMES  # noqa: PLC0415
-        from api.raft.transport.errors import error_name  # noqa: PLC0415
-        from api.raft.transport.wire import (  # noqa: PLC0415
-            decode_response,
-            encode_request,
-            send_version,
-        )
+        from api.protocol.quorum.apis import send_version  # noqa: PLC0415
+        from api.protocol.quorum.errors import error_name  # noqa: PLC0415
+        from api.protocol.quorum.requests import encode_request  # noqa: PLC0415
+        from api.protocol.quorum.responses import decode_response  # noqa: PLC0415
 
         # NOT_LEADER_OR_FOLLOWER: nothing was applied (a node that knew no leader in time, or
         # a leader that just stepped down): sent again to the controller, as a write is.

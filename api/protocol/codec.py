@@ -108,7 +108,7 @@ API_NAMES: Mapping[int, str] = {
     17: "SaslHandshake",
     36: "SaslAuthenticate",
     # The controller quorum's, served only by a server with a quorum endpoint
-    # (`api.raft.transport.wire`).
+    # (`api.protocol.quorum`).
     1: "Fetch",
     52: "Vote",
     53: "BeginQuorumEpoch",

@@ -25,15 +25,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from api.raft.core.errors import RaftError
-from api.raft.core.log_view import LogView
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     Entry,
     EntryKind,
     FetchResponse,
     LeaderChangeMessage,
     SnapshotId,
 )
+from api.raft.core.errors import RaftError
+from api.raft.core.log_view import LogView
 from api.raft.core.voters import VoterHistory, VoterSet
 from api.raft.voter_blocks import block_voters, voters_block, voters_record
 from api.service.replicated import ReplicatedService

@@ -9,8 +9,9 @@ is a leader's commit path: a follower's fetch arriving while the loop is idle is
 in the handler's call (`_turn_in_place`), which never waits, so nothing comes between.
 
 The shell's other jobs have their own modules: the core's entries as the log's blocks
-(blocks.py), snapshots offered, served and installed (snapshot_shipping.py), refusals made
-without the core (requests.py); the transport comes through `transport.protocol`.
+(blocks.py), snapshots offered, served and installed (snapshot_shipping.py), where a flush
+runs and a leader's behind its loop (flushes.py), refusals made without the core
+(requests.py); the transport comes through `transport.protocol`.
 
 The service (`api.service.replicated.ReplicatedService`, used through its public API)
 answers writes only on the leader, and only once they are committed (the high watermark
@@ -27,7 +28,7 @@ Voter changes (KIP-853: `change_voters`) run in the loop too: an accepted change
 offset the service's next write would have had, so it must be placed between two `Ready`s,
 after the queued proposals, like them.
 
-One concern over ~1,200 lines: the `Ready` loop and what must happen between two `Ready`s
+One concern over ~1,150 lines: the `Ready` loop and what must happen between two `Ready`s
 (proposals, voter changes, retention, installs, commits); what need not has its own module.
 """
 
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import random
 import time
@@ -43,15 +43,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from api.raft.blocks import ReplicaBlocks, log_view
-from api.raft.clock import now_ms
-from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.core.core import RaftCore
-from api.raft.core.messages import (
+from api.protocol.quorum.errors import wire_error_code
+from api.protocol.quorum.messages import (
     NO_LEADER,
     DescribeQuorumResponse,
     FetchRequest,
@@ -63,7 +59,11 @@ from api.raft.core.messages import (
     SnapshotId,
     VoteRequest,
 )
-from api.raft.core.messages import ErrorCode as CoreError
+from api.protocol.quorum.messages import ErrorCode as CoreError
+from api.raft.blocks import ReplicaBlocks, log_view
+from api.raft.clock import now_ms
+from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.core.core import RaftCore
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
 from api.raft.core.ready import (
     Batch,
@@ -76,9 +76,9 @@ from api.raft.core.ready import (
 from api.raft.core.roles import Role
 from api.raft.core.states import NEVER
 from api.raft.core.voters import Voter, VoterSet
+from api.raft.flushes import Flushes
 from api.raft.requests import Request, Response, on_wall_clock, refusal
 from api.raft.snapshot_shipping import SnapshotShipping
-from api.raft.transport.errors import wire_error_code
 from api.raft.transport.protocol import TransportFactory
 from api.raft.voter_blocks import (
     read_voters_base,
@@ -90,8 +90,6 @@ from api.service.gc_policy import MassChangeUntilQuiet, freeze_loaded_image
 from api.service.interpreter_lock import share_the_interpreter_lock
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
-from metadata_log import syncer as syncers
-from metadata_log.active import PendingSync
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from metadata_log.timings import LatencyCounts
@@ -136,26 +134,6 @@ this long after the last such commit: then what it made is frozen and collection
 MASS_REPLAY_LONGEST_S = 30.0
 """A follower's mass change ends after this long even if big commits go on (a 20% fence at
 1M partitions takes ~5 s): the collector then works as usual until they stop."""
-
-INLINE_FLUSH_S = 0.002
-"""A follower's flush (fsync) runs on the event loop's thread while the last one took less
-than this, on the worker thread otherwise (until one there is as quick again). A follower
-acknowledges only what it flushed, so the fsync is on its commit path, and a hop to the
-worker costs more than a fast fsync: the worker takes the interpreter lock back to report
-it, and on busy cores the loop then waits for a thread the OS has not run yet. A slow disk's
-fsync never holds the loop more than once in a row. A leader's flush runs behind its loop
-instead (`QuorumNode._flush_behind`): inline, it held the fleet bench's heartbeats during a
-20% fence (whole-run p99 49 ms in two runs against 23-26 ms with a follower's flush alone
-inline)."""
-
-
-class _Behind(Enum):
-    """A leader's flushes behind its loop: none under way, one, or one and another after it."""
-
-    IDLE = 0
-    FLUSHING = 1
-    AGAIN = 2
-
 
 RETENTION_CHECK_S = 1.0
 """How often the loop checks the log against its retention bound (and on each new snapshot)."""
@@ -220,10 +198,6 @@ class QuorumNode:
     """`_run` is between taking inputs and `advance`: no other call into the core now."""
     _handover: Ready | None = None
     """A `Ready` a turn taken in place began, for the loop to finish (`_turn_in_place`)."""
-    _behind: _Behind = _Behind.IDLE
-    """A leader's flushes behind its loop (`_flush_behind`)."""
-    _syncer: syncers.Syncer | None = None
-    """The compiled thread a leader's flushes run on (made at the first)."""
 
     def __init__(
         self,
@@ -283,8 +257,13 @@ class QuorumNode:
         self._leading = asyncio.Event()
         self._role_seen = asyncio.Event()
         self._epoch_start = NEVER
-        self._flushed = self.log.end_offset
-        self._flush_inline = True  # the next flush runs on the loop's thread (INLINE_FLUSH_S)
+        self._flushes = Flushes(
+            self.log,
+            self._executor,
+            name=f"mlog-quorum-sync-{config.node_id}",
+            ended_behind=self._flushed_behind,
+            failed=self._flush_failed,
+        )
         # Commits of many slices (a fence's moves, a catch-up): the collector held off.
         self._mass_replay = MassChangeUntilQuiet(MASS_REPLAY_QUIET_S, MASS_REPLAY_LONGEST_S)
         self._applied = service.image.provenance.offset + 1
@@ -555,8 +534,7 @@ class QuorumNode:
         self._fail_proposals(self.not_controller())
         self._refuse_waiting(fetches_only=False)
         await self._transport.close()
-        if self._syncer is not None:
-            self._syncer.close()  # a flush under way ends first (its descriptor closed)
+        self._flushes.close()  # a flush under way ends first (its descriptor closed)
         self._executor.shutdown(wait=True)
         self._mass_replay.end()
 
@@ -677,7 +655,7 @@ class QuorumNode:
                         ready = self._ready_reporting_flush()
                     if not ready.empty:
                         await self._carry_out(ready)
-                        core.advance(ReadyDone(flushed_offset=self._flushed))
+                        core.advance(ReadyDone(flushed_offset=self._flushes.flushed))
                         continue
                 finally:
                     self._in_turn = False
@@ -733,7 +711,7 @@ class QuorumNode:
                 self._blocks.write(ready.append)
                 ready = replace(ready, append=())
             if behind:
-                self._flush_behind()
+                self._flushes.behind(self.core.epoch)
                 ready = replace(ready, flush=False)
             answers: list[tuple[int, Message]] = []
             for out in ready.messages:
@@ -754,7 +732,7 @@ class QuorumNode:
                 self._resolve_committed(ready.high_watermark)
                 self._applied = max(self._applied, ready.high_watermark)  # as `_committed`
             self._link_voters()
-            core.advance(ReadyDone(flushed_offset=self._flushed))
+            core.advance(ReadyDone(flushed_offset=self._flushes.flushed))
         except Exception as exc:
             self._failed(exc)
         finally:
@@ -783,8 +761,8 @@ class QuorumNode:
 
     def _take_inputs(self) -> None:
         core = self.core
-        if self._flushed > core.log.flushed_offset:
-            core.advance(ReadyDone(flushed_offset=self._flushed))  # a flush behind ended
+        if self._flushes.flushed > core.log.flushed_offset:
+            core.advance(ReadyDone(flushed_offset=self._flushes.flushed))  # a flush behind ended
         if self._resign_requested:
             self._resign_requested = False
             core.resign()
@@ -968,16 +946,16 @@ class QuorumNode:
         if ready.truncate_to is not None:
             offset = ready.truncate_to
             await self._io(log.truncate_to, offset)
-            self._flushed = min(self._flushed, offset)
+            self._flushes.flushed = min(self._flushes.flushed, offset)
             self._blocks.truncated(offset)
         if ready.append:
             # On this thread: a write to the page cache costs less than a hop to the worker.
             self._blocks.write(ready.append)
         if ready.flush:
             if self.core.role is Role.LEADER:
-                self._flush_behind()
+                self._flushes.behind(self.core.epoch)
             else:
-                self._flushed = await self._flush()
+                await self._flushes.inline_or_on_worker()
         for out in ready.messages:
             message = out.message
             if isinstance(message, FetchResponse) and out.read_until > out.read_from:
@@ -1015,7 +993,7 @@ class QuorumNode:
             )
         installed = await self._snapshots.install(install, self._io)
         p = installed.provenance
-        self._flushed = self.log.end_offset
+        self._flushes.flushed = self.log.end_offset
         self._blocks.reset(last_timestamp=p.timestamp)
         self._applied = p.offset + 1
         logger.info(
@@ -1142,15 +1120,6 @@ class QuorumNode:
             if not proposal.future.done():
                 proposal.future.set_exception(error)
 
-    async def _flush(self) -> int:
-        """A follower's flush (`INLINE_FLUSH_S` says on which thread); the flushed offset."""
-        if self._flush_inline:
-            flushed, took = _timed_flush(self.log)
-        else:
-            flushed, took = await self._io(_timed_flush, self.log)
-        self._flush_inline = took < INLINE_FLUSH_S
-        return flushed
-
     def _ready_reporting_flush(self) -> Ready:
         """The core's next `Ready`; with nothing to do, after telling it a flush behind ended.
 
@@ -1161,70 +1130,22 @@ class QuorumNode:
         """
         core = self.core
         ready = core.ready()
-        if ready.empty and core.role is Role.LEADER and self._flushed > core.log.flushed_offset:
-            core.advance(ReadyDone(flushed_offset=self._flushed))
+        if (
+            ready.empty
+            and core.role is Role.LEADER
+            and self._flushes.flushed > core.log.flushed_offset
+        ):
+            core.advance(ReadyDone(flushed_offset=self._flushes.flushed))
             ready = core.ready()
         return ready
 
-    def _flush_behind(self) -> None:
-        """A leader's flush, on the worker thread, while its loop goes on.
+    def _flush_failed(self, exc: BaseException) -> None:
+        """A flush behind the loop failed: the node stops, unless it is closing anyway."""
+        if not self._closing:
+            self._failed(exc)  # type: ignore[arg-type]  # an Exception: the executor's
 
-        The leader counts itself toward the high watermark only for what it flushed. Awaited
-        in the loop's turn, its fsync held back the next proposals and fetch answers; behind
-        the loop it overlaps the followers' round, so that with the linger at 0 (the default)
-        the leader and the faster follower make the majority, not both followers (the group
-        commit etcd's leader does: docs/replication.md). One runs at a time; asked for again
-        meanwhile, another follows it, covering all that was written by then.
-        """
-        if self._behind is not _Behind.IDLE:
-            self._behind = _Behind.AGAIN
-            return
-        epoch = self.core.epoch
-        loop = asyncio.get_running_loop()
-        if not syncers.AVAILABLE:
-            self._behind = _Behind.FLUSHING
-            future = loop.run_in_executor(self._executor, _timed_flush, self.log)
-            future.add_done_callback(functools.partial(self._flush_ran, epoch))
-            return
-        # The fdatasync on the compiled thread (no interpreter lock to take back: the loop is
-        # not asked to hand it over), its end read by the loop from an eventfd.
-        pending = self.log.begin_flush()  # a storage failure stops the node, as in a turn
-        if pending is None:  # nothing waits: all written is flushed (by a roll, say)
-            self._flushed = max(self._flushed, self.log.flushed_offset)
-            return
-        if self._syncer is None:
-            self._syncer = syncers.Syncer(name=f"mlog-quorum-sync-{self.config.node_id}")
-        self._behind = _Behind.FLUSHING
-        self._syncer.start(loop, pending.fd, None, functools.partial(self._synced, epoch, pending))
-
-    def _synced(self, epoch: int, pending: PendingSync, result: syncers.JobResult) -> None:
-        """The compiled thread's fdatasync ended (on the loop's thread, or in `aclose`)."""
-        try:
-            flushed = self.log.end_flush(pending, seconds=result.sync_seconds, error=result.error)
-        except MetadataLogError as exc:
-            self._behind = _Behind.IDLE
-            if not self._closing:
-                self._failed(exc)
-            return
-        self._flushed_behind(epoch, flushed)
-
-    def _flush_ran(self, epoch: int, future: asyncio.Future[tuple[int, float]]) -> None:
-        """A flush on the worker thread ended (without the compiled thread)."""
-        if future.cancelled():
-            self._behind = _Behind.IDLE
-            return
-        error = future.exception()
-        if error is not None:
-            self._behind = _Behind.IDLE
-            if not self._closing:
-                self._failed(error)  # type: ignore[arg-type]  # an Exception: the executor's
-            return
-        self._flushed_behind(epoch, future.result()[0])
-
-    def _flushed_behind(self, epoch: int, flushed: int) -> None:
+    def _flushed_behind(self, epoch: int, flushed: int, again: bool) -> None:
         """A flush behind ended (on the loop's thread): the core learns it, commits follow."""
-        again = self._behind is _Behind.AGAIN
-        self._behind = _Behind.IDLE
         if self._closing or self.failed is not None:
             return
         core = self.core
@@ -1232,11 +1153,11 @@ class QuorumNode:
             # No longer this epoch's leader: a follower may have cut its log since; its own
             # flushes say what is durable from here.
             return
-        self._flushed = max(self._flushed, flushed)
+        self._flushes.flushed = max(self._flushes.flushed, flushed)
         self._turn_in_place()  # the high watermark may move: its writes are answered now
-        if again and self._behind is _Behind.IDLE:
+        if again and self._flushes.idle:
             try:
-                self._flush_behind()
+                self._flushes.behind(core.epoch)
             except MetadataLogError as exc:  # outside a turn: stopped here
                 self._failed(exc)
 
@@ -1247,10 +1168,3 @@ class QuorumNode:
 
 _MAY_LEAD_SOON = frozenset({Role.PROSPECTIVE, Role.CANDIDATE, Role.LEADER})
 """The roles in which a write waits for this node to take writes (`wait_leading`)."""
-
-
-def _timed_flush(log: ReplicaLog) -> tuple[int, float]:
-    """The log flushed: (the flushed offset, the seconds it took)."""
-    started = time.perf_counter()
-    flushed = log.flush()
-    return flushed, time.perf_counter() - started

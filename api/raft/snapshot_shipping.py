@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from api.protocol.quorum.messages import ErrorCode, FetchSnapshotResponse, SnapshotId
 from api.raft.core.core import RaftCore
 from api.raft.core.errors import RaftError
-from api.raft.core.messages import ErrorCode, FetchSnapshotResponse, SnapshotId
 from api.raft.core.ready import SnapshotInstall
 from api.raft.core.voters import VoterSet
 from api.raft.snapshot_bytes import decode_snapshot, encode_snapshot

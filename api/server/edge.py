@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     ADD_RAFT_VOTER_KEY,
     BEGIN_QUORUM_EPOCH_KEY,
     DESCRIBE_QUORUM_KEY,
@@ -39,6 +39,8 @@ from api.raft.transport.wire import (
     REMOVE_RAFT_VOTER_KEY,
     UPDATE_RAFT_VOTER_KEY,
     VOTE_KEY,
+)
+from api.protocol.quorum.responses import (
     error_answer,
 )
 from api.server.config import CONTROLLER_PRINCIPALS_KEY

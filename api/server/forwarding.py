@@ -48,11 +48,13 @@ from api.protocol import codec, private
 from api.protocol.codec import KafkaRequest, RequestHeader, build, request_class
 from api.protocol.connection import Connection, PrivateRequest, Request
 from api.protocol.private import PRIVATE_APIS, PrivateStatus
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     ADD_RAFT_VOTER_KEY,
     DESCRIBE_QUORUM_KEY,
     QUORUM_VERSIONS,
     REMOVE_RAFT_VOTER_KEY,
+)
+from api.protocol.quorum.responses import (
     error_answer,
 )
 from api.security.client_config import ClientSecurity

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from api.raft.core.messages import NO_LEADER
+from api.protocol.quorum.messages import NO_LEADER
 
 if TYPE_CHECKING:
     from api.raft.node import QuorumNode

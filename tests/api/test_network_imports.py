@@ -14,6 +14,11 @@ from tests.support.source_tree import parsed
 
 ROOT = REPO
 
+QUORUM_VALUES = ("api.protocol.quorum.messages", "api.protocol.quorum.bounds")
+"""The quorum's messages and the ranges their numbers must be in: the wire codec decodes to them,
+the core steps them, the client reads them. They sit with the codec so that `api.client` needs
+nothing of `api.raft`, and import nothing of `api` so that the core stays sans-IO."""
+
 ALLOWED = {
     "api.protocol": ("api.protocol",),
     "api.server": (
@@ -31,9 +36,6 @@ ALLOWED = {
         "api.protocol",
         "api.security",
         # DescribeQuorum (`mlog quorum describe`): the wire codec and the messages it decodes to.
-        "api.raft.transport.wire",
-        "api.raft.transport.errors",
-        "api.raft.core.messages",
     ),
     # The quorum: its links are clients, its shell drives the service.
     "api.raft": (
@@ -43,8 +45,10 @@ ALLOWED = {
         "api.service",
         "api.security",
     ),
-    # The sans-IO core imports nothing of `api` but itself.
-    "api.raft.core": ("api.raft.core",),
+    # The sans-IO core imports nothing of `api` but itself and the quorum's messages (the
+    # values it steps and hands out) with their bounds: two modules that import nothing of
+    # `api` themselves (checked below), so the core loads no codec, socket or service.
+    "api.raft.core": ("api.raft.core", *QUORUM_VALUES),
     # A leaf: the controller, the server, the client and the CLI all use it.
     "api.security": ("api.security",),
 }
@@ -101,6 +105,30 @@ def test_loading_the_wire_codec_loads_no_image_delta_or_time_travel() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
     assert ast.literal_eval(out) == ["replay.controller", *PROTOCOL_REPLAY]
+
+
+def test_the_quorum_messages_import_nothing_of_api_but_each_other() -> None:
+    files = [ROOT / (name.replace(".", "/") + ".py") for name in QUORUM_VALUES]
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in files
+        for name in _imports(path)
+        if (name == "api" or name.startswith("api.")) and name not in QUORUM_VALUES
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_loading_the_raft_core_loads_no_codec() -> None:
+    code = (
+        "import sys\n"
+        "import api.raft.core\n"
+        "names = (m for m in sys.modules if m.startswith('api.'))\n"
+        "print(sorted(m for m in names if not m.startswith('api.raft')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert ast.literal_eval(out) == ["api.protocol", "api.protocol.quorum", *sorted(QUORUM_VALUES)]
 
 
 @pytest.mark.parametrize("layer", ["records", "metadata_log", "replay"])

@@ -28,7 +28,9 @@ from kio.serial._introspect import (
 )
 
 from api.protocol import codec
-from api.raft.transport.wire import QUORUM_VERSIONS
+from api.protocol.quorum.apis import (
+    QUORUM_VERSIONS,
+)
 
 _INTS = {
     "int8": (-(2**7), 2**7 - 1),

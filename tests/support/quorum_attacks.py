@@ -16,24 +16,28 @@ import struct
 from collections.abc import Sequence
 
 from api.protocol import codec
-from api.raft.core.messages import (
-    BeginQuorumEpochRequest,
-    FetchRequest,
-    FetchSnapshotRequest,
-    SnapshotId,
-    VoteRequest,
-)
-from api.raft.transport.errors import RaftWireRefusal
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     BEGIN_QUORUM_EPOCH_KEY,
     FETCH_KEY,
     FETCH_SNAPSHOT_KEY,
     REMOVE_RAFT_VOTER_KEY,
     VOTE_KEY,
     RemoveRaftVoterRequest,
-    decode_response,
-    encode_request,
     send_version,
+)
+from api.protocol.quorum.errors import RaftWireRefusal
+from api.protocol.quorum.messages import (
+    BeginQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+    SnapshotId,
+    VoteRequest,
+)
+from api.protocol.quorum.requests import (
+    encode_request,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
 )
 from api.server.forwarding import ENVELOPE_KEY, address_bytes
 

@@ -13,8 +13,8 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from api.protocol.quorum.messages import Message
 from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.core.messages import Message
 from api.raft.core.quorum_state import QuorumState, write_quorum_state
 from api.raft.core.voters import Voter, VoterSet
 from api.raft.node import QuorumNode

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import random
 
-from api.raft.core import (
-    LogView,
-    QuorumConfig,
-    QuorumState,
-    RaftCore,
-    Ready,
-    ReadyDone,
-    Role,
-)
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     Entry,
     EpochEndOffset,
     ErrorCode,
@@ -22,6 +13,15 @@ from api.raft.core.messages import (
     LeaderIdAndEpoch,
     VoteRequest,
     VoteResponse,
+)
+from api.raft.core import (
+    LogView,
+    QuorumConfig,
+    QuorumState,
+    RaftCore,
+    Ready,
+    ReadyDone,
+    Role,
 )
 from tests.support.raft_states import fetch_in_flight, running_fetch
 

@@ -23,6 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from api.protocol.quorum.messages import (
+    Entry,
+    EntryKind,
+    ErrorCode,
+    FetchResponse,
+    FetchSnapshotResponse,
+    Message,
+    SnapshotId,
+)
 from api.raft.core import (
     Batch,
     LogView,
@@ -32,15 +41,6 @@ from api.raft.core import (
     Ready,
     ReadyDone,
     Role,
-)
-from api.raft.core.messages import (
-    Entry,
-    EntryKind,
-    ErrorCode,
-    FetchResponse,
-    FetchSnapshotResponse,
-    Message,
-    SnapshotId,
 )
 from api.raft.core.quorum_state import QuorumState
 from api.raft.core.transfer import with_checksum

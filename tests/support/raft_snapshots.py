@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 
-from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, Ready
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     ErrorCode,
     FetchRequest,
     FetchResponse,
@@ -14,6 +13,7 @@ from api.raft.core.messages import (
     LeaderIdAndEpoch,
     SnapshotId,
 )
+from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, Ready
 from api.raft.core.transfer import with_checksum
 from tests.support.raft_core import drain, elect, sent
 

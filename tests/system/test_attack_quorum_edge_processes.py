@@ -15,7 +15,7 @@ import asyncio
 import ssl
 
 from api.client import AdminClient
-from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED
+from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED
 from metadata_log.reader import LogReader
 from replay.controller.commands import CreatableTopic
 from tests.support.controller_certs import ControllerPki

@@ -103,15 +103,14 @@ _SECURITY_TESTS = (
 )
 _RAFT_TESTS = (
     "tests/api/raft/test_raft_core.py",
-    "tests/api/raft/test_raft_core_units.py",
-    "tests/api/raft/test_raft_handlers_units.py",
+    "tests/api/raft/test_raft_core_timers_and_ready.py",
+    "tests/api/raft/test_raft_handlers.py",
     "tests/api/raft/test_raft_log_view.py",
     "tests/api/raft/test_raft_rules.py",
     "tests/api/raft/test_raft_quorum_state.py",
     "tests/api/raft/test_raft_figure_eight.py",
     "tests/api/raft/test_raft_simulation.py",
     "tests/api/raft/test_raft_snapshot_fetch.py",
-    "tests/api/raft/test_raft_snapshot_fetch_units.py",
     "tests/api/raft/test_raft_log_view_start.py",
     "tests/api/raft/test_raft_wiped_voter_epoch.py",
 )
@@ -239,7 +238,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     # The FetchSnapshot form: its wire test, and the catch-up of a real follower through it.
     "api/raft/snapshot_bytes.py": (
         "tests/api/raft/test_snapshot_bytes.py",
-        "tests/api/raft/test_raft_wire.py",
+        "tests/api/protocol/quorum/test_wire.py",
         "tests/api/raft/test_quorum_snapshot_catch_up.py",
     ),
     # records/
@@ -314,8 +313,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "transfer",
         )
     },
-    "api/raft/core/messages.py": (*_RAFT_TESTS, "tests/api/raft/test_raft_wire.py"),
-    "api/raft/core/snapshot_fetch.py": (*_RAFT_TESTS, "tests/api/raft/test_raft_wire.py"),
+    "api/protocol/quorum/messages.py": (*_RAFT_TESTS, "tests/api/protocol/quorum/test_wire.py"),
+    "api/raft/core/snapshot_fetch.py": (*_RAFT_TESTS, "tests/api/protocol/quorum/test_wire.py"),
     # The start snapshot a log trimmed below its first entry keeps (`trim_before`).
     "metadata_log/start_snapshot.py": (
         "tests/metadata_log/test_start_snapshot_file.py",

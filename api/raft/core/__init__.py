@@ -8,10 +8,10 @@ docs/replication.md.
 
 from __future__ import annotations
 
+from api.protocol.quorum.messages import Entry, EntryKind
 from api.raft.core.config import QuorumConfig, parse_voters
 from api.raft.core.core import NotLeader, OffsetRange, RaftCore, Ready, ReadyDone, Role
 from api.raft.core.log_view import LogView
-from api.raft.core.messages import Entry, EntryKind
 from api.raft.core.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 from api.raft.core.ready import Batch
 

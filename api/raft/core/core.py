@@ -17,16 +17,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from api.raft.core import handlers, snapshot_fetch
-from api.raft.core.bounds import LAST_EPOCH, out_of_range
-from api.raft.core.config import QuorumConfig
-from api.raft.core.election import (
-    election_backoff,
-    election_timeout,
-)
-from api.raft.core.errors import RaftError
-from api.raft.core.log_view import LogView
-from api.raft.core.messages import (
+from api.protocol.quorum.bounds import LAST_EPOCH, out_of_range
+from api.protocol.quorum.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     UNCOUNTED_REPLICA,
@@ -49,6 +41,14 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.core import handlers, snapshot_fetch
+from api.raft.core.config import QuorumConfig
+from api.raft.core.election import (
+    election_backoff,
+    election_timeout,
+)
+from api.raft.core.errors import RaftError
+from api.raft.core.log_view import LogView
 from api.raft.core.quorum_state import QuorumState
 from api.raft.core.ready import (
     Batch,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from api.raft.core.messages import NO_LEADER
+from api.protocol.quorum.messages import NO_LEADER
 
 
 def log_at_least_as_up_to_date(

@@ -11,14 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from api.raft.core.election import (
-    log_at_least_as_up_to_date,
-    may_grant_pre_vote,
-    may_grant_vote,
-    successor_backoff,
-)
-from api.raft.core.errors import RaftError
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     UNCOUNTED_REPLICA,
@@ -36,6 +29,13 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.core.election import (
+    log_at_least_as_up_to_date,
+    may_grant_pre_vote,
+    may_grant_vote,
+    successor_backoff,
+)
+from api.raft.core.errors import RaftError
 from api.raft.core.replication import (
     VoterProgress,
     diverging_epoch,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from api.protocol.quorum.messages import SnapshotId
 from api.raft.core.errors import RaftError
-from api.raft.core.messages import SnapshotId
 from api.raft.core.voters import VoterHistory
 
 

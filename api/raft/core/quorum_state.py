@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from api.raft.core.bounds import LAST_EPOCH
+from api.protocol.quorum.bounds import LAST_EPOCH
+from api.protocol.quorum.messages import NO_LEADER
 from api.raft.core.errors import QuorumStateError
-from api.raft.core.messages import NO_LEADER
 from metadata_log.container import replace_file
 
 QUORUM_STATE_NAME = "quorum-state"

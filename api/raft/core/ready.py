@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from api.raft.core.messages import Entry, ErrorCode, Message, SnapshotId
+from api.protocol.quorum.messages import Entry, ErrorCode, Message, SnapshotId
 from api.raft.core.quorum_state import QuorumState
 from api.raft.core.roles import Role
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from api.protocol.quorum.messages import EpochEndOffset, ErrorCode, FetchRequest
 from api.raft.core.log_view import LogView
-from api.raft.core.messages import EpochEndOffset, ErrorCode, FetchRequest
 from api.raft.core.roles import Role
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     NO_LEADER,
     UNCOUNTED_REPLICA,
     ErrorCode,

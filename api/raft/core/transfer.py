@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
-from api.raft.core.messages import SnapshotId
+from api.protocol.quorum.messages import SnapshotId
 
 
 def snapshot_checksum_ok(data: bytes) -> bool:

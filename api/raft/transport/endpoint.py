@@ -14,11 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.raft.core.messages import NO_LEADER, DescribeQuorumResponse
-from api.raft.core.messages import ErrorCode as CoreError
-from api.raft.core.voters import Voter
-from api.raft.transport.errors import INVALID_REQUEST
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     DescribedQuorum,
@@ -31,6 +27,10 @@ from api.raft.transport.wire import (
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
+from api.protocol.quorum.errors import INVALID_REQUEST
+from api.protocol.quorum.messages import NO_LEADER, DescribeQuorumResponse
+from api.protocol.quorum.messages import ErrorCode as CoreError
+from api.raft.core.voters import Voter
 
 if TYPE_CHECKING:
     from api.raft.node import QuorumNode

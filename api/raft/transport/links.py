@@ -35,22 +35,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.client.connection import ClientConnection, ClientError
-from api.raft.clock import now_ms
-from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.transport.errors import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    RaftWireError,
-)
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
     QuorumRequest,
     QuorumResponse,
     api_key_of,
-    decode_response,
-    encode_request,
     send_version,
 )
+from api.protocol.quorum.errors import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    RaftWireError,
+)
+from api.protocol.quorum.requests import (
+    encode_request,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
+)
+from api.raft.clock import now_ms
+from api.raft.core.config import QuorumConfig, VoterAddress
 from api.security.client_config import ClientSecurity, client_security
 from api.security.errors import SecurityConfigError
 

@@ -14,7 +14,10 @@ from dataclasses import replace
 
 from api.protocol import codec
 from api.protocol.codec import API_NAMES, KafkaRequest
-from api.raft.transport.wire import DESCRIBE_QUORUM_KEY, QUORUM_VERSIONS
+from api.protocol.quorum.apis import (
+    DESCRIBE_QUORUM_KEY,
+    QUORUM_VERSIONS,
+)
 from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
 from api.server.feature_support import FeatureSupport
 from api.server.kafka.acls import AclApis
@@ -61,7 +64,7 @@ class KafkaApis:
 
     With an `authorizer`, each API checks what Kafka's checks (docs/security.md); without one,
     everything is allowed and the ACL APIs answer SECURITY_DISABLED. With a `quorum` endpoint
-    the controller quorum's APIs (`api.raft.transport.wire.QUORUM_VERSIONS`) are answered too,
+    the controller quorum's APIs (`api.protocol.quorum.apis.QUORUM_VERSIONS`) are answered too,
     and ApiVersions lists them. With a `sole_voter` instead (a single server: no quorum at
     all), DescribeQuorum alone is answered, as a quorum of one voter (`sole_voter.py`).
     """

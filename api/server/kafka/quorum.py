@@ -11,7 +11,7 @@ controllers' principals on the controller listener); DescribeQuorum, served on e
 listener, is authorized here as Kafka authorizes it (DESCRIBE on the cluster). Each is checked
 as KRaft checks it (the metadata partition only, this
 cluster's id, this node as the voter meant), mapped to the core's message
-(`api.raft.transport.wire`) and answered with what the endpoint answers. A refused request
+(`api.protocol.quorum`) and answered with what the endpoint answers. A refused request
 is answered with its error code at the top level (CLUSTER_AUTHORIZATION_FAILED,
 INVALID_REQUEST, INCONSISTENT_CLUSTER_ID, INVALID_VOTER_KEY), as Kafka answers it, and the
 connection stays open.
@@ -25,20 +25,24 @@ from typing import Any, Protocol
 from api.protocol import codec
 from api.protocol.codec import KafkaRequest
 from api.protocol.private import PRIVATE_VERSIONS
-from api.raft.transport.errors import (
-    INCONSISTENT_CLUSTER_ID,
-    INVALID_VOTER_KEY,
-    RaftWireRefusal,
-)
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     DESCRIBE_QUORUM_KEY,
     QUORUM_API_NAMES,
     QUORUM_VERSIONS,
     QuorumRequest,
     QuorumResponse,
     api_key_of,
-    error_answer,
+)
+from api.protocol.quorum.errors import (
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_VOTER_KEY,
+    RaftWireRefusal,
+)
+from api.protocol.quorum.requests import (
     inbound_request,
+)
+from api.protocol.quorum.responses import (
+    error_answer,
     response_answer,
 )
 from api.server.forwarding import ENVELOPE_VERSIONS

@@ -24,14 +24,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from api.raft.core.messages import DescribeQuorumResponse, ErrorCode, ReplicaState
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     DESCRIBE_QUORUM_KEY,
     QUORUM_VERSIONS,
     DescribeQuorumRequest,
     QuorumRequest,
     QuorumResponse,
 )
+from api.protocol.quorum.messages import DescribeQuorumResponse, ErrorCode, ReplicaState
 from api.service.service import MetadataService
 
 SOLE_VOTER_VERSIONS: Mapping[int, tuple[int, int]] = {

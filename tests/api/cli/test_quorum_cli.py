@@ -171,7 +171,8 @@ def test_serve_refuses_an_unformatted_quorum_directory(tmp_path: Path) -> None:
 
 def test_a_sole_voter_without_its_state_is_refused_not_left_waiting(tmp_path: Path) -> None:
     # With no other voter to catch up from, a sole voter without quorum-state could never vote
-    # again (tests/api/raft/test_raft_core_units.py: the core's known gap); the CLI says so instead.
+    # again (tests/api/raft/test_raft_core_timers_and_ready.py: the core's known gap); the CLI
+    # says so instead.
     props = config(tmp_path / "n1.properties", 1, voters="1@127.0.0.1:19091")
     data = tmp_path / "d"
     code, _, err = run(

@@ -146,14 +146,21 @@ def test_damaged_quorum_answers_are_given_up_or_read_as_the_generated_readers_re
 
 def test_a_fetch_answer_with_entries_is_read_natively() -> None:
     # What a follower reads after every fetch: the leader's answer, records and all.
-    from api.raft.core.messages import (
+    from api.protocol.quorum.apis import (
+        FETCH_KEY,
+        send_version,
+    )
+    from api.protocol.quorum.messages import (
         Entry,
         EntryKind,
         ErrorCode,
         FetchResponse,
         LeaderIdAndEpoch,
     )
-    from api.raft.transport.wire import FETCH_KEY, decode_response, encode_response, send_version
+    from api.protocol.quorum.responses import (
+        decode_response,
+        encode_response,
+    )
 
     version = send_version(FETCH_KEY)
     answer = FetchResponse(

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from api.protocol import codec, native_writer
 from api.protocol.generated_writer import dict_writer_for, field_encoder
-from api.raft.transport.wire import QUORUM_VERSIONS
+from api.protocol.quorum.apis import (
+    QUORUM_VERSIONS,
+)
 from tests.support.kio_entities import SUPPORTED_REQUESTS, answers
 
 pytestmark = pytest.mark.skipif(

@@ -13,12 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from api.raft.core.messages import ErrorCode as CoreError
+from api.protocol.quorum.apis import (
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
+    VoterEndpoint,
+)
+from api.protocol.quorum.errors import INVALID_REQUEST
+from api.protocol.quorum.messages import ErrorCode as CoreError
 from api.raft.core.voters import Voter
 from api.raft.node import QuorumNode
 from api.raft.transport.endpoint import NodeEndpoint
-from api.raft.transport.errors import INVALID_REQUEST
-from api.raft.transport.wire import UpdateRaftVoterRequest, UpdateRaftVoterResponse, VoterEndpoint
 from api.raft.voter_blocks import VOTERS_BASE_NAME
 from api.service.retention import RetentionConfig
 from metadata_log.config import LogConfig

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from api.protocol.quorum.messages import Entry
 from api.raft import blocks as blocks_module
 from api.raft.blocks import ReplicaBlocks
-from api.raft.core.messages import Entry
 from metadata_log.errors import ReplicaBlockError
 from metadata_log.replica import ReplicaBlock
 from metadata_log.replica_log import ReplicaLog

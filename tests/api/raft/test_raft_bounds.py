@@ -1,4 +1,4 @@
-"""No quorum message can stop a core or take its epoch out of range (api/raft/core/bounds.py).
+"""No quorum message can stop a core or take its epoch out of range (api/protocol/quorum/bounds.py).
 
 Issue 54: a Vote or BeginQuorumEpoch at epoch 2^31-1 was stored as the node's epoch, and its
 next election computed 2^31 and stopped the node, after every restart too. Every number of
@@ -16,10 +16,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, Role
-from api.raft.core.bounds import LAST_EPOCH, out_of_range
-from api.raft.core.errors import QuorumStateError
-from api.raft.core.messages import (
+from api.protocol.quorum.bounds import LAST_EPOCH, out_of_range
+from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -36,6 +34,8 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, Role
+from api.raft.core.errors import QuorumStateError
 from api.raft.core.voters import VoterHistory, VoterSet
 from tests.support.raft_core import VOTERS, drain, leader, make, respond, sent, vote
 

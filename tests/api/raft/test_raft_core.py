@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.raft.core import (
-    LogView,
-    NotLeader,
-    OffsetRange,
-    QuorumState,
-    ReadyDone,
-    Role,
-)
-from api.raft.core.errors import RaftError
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     NO_HIGH_WATERMARK,
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
@@ -25,6 +16,15 @@ from api.raft.core.messages import (
     LeaderIdAndEpoch,
     VoteRequest,
 )
+from api.raft.core import (
+    LogView,
+    NotLeader,
+    OffsetRange,
+    QuorumState,
+    ReadyDone,
+    Role,
+)
+from api.raft.core.errors import RaftError
 from api.raft.core.ready import Batch
 from api.raft.core.replication import diverging_epoch, truncation_offset
 from tests.support.raft_core import (

@@ -22,10 +22,32 @@ import pytest
 import trustme
 
 from api.protocol import codec
-from api.raft.clock import now_ms
-from api.raft.core import Batch
-from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.core.messages import (
+from api.protocol.quorum.apis import (
+    ADD_RAFT_VOTER_KEY,
+    DESCRIBE_QUORUM_KEY,
+    FETCH_KEY,
+    QUORUM_VERSIONS,
+    REMOVE_RAFT_VOTER_KEY,
+    VOTE_KEY,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    DescribeQuorumRequest,
+    QuorumRequest,
+    QuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    VoterChangeRequest,
+    VoterChangeResponse,
+    VoterEndpoint,
+)
+from api.protocol.quorum.errors import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_REQUEST,
+    INVALID_VOTER_KEY,
+    RaftWireRefusal,
+)
+from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -44,34 +66,16 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
-from api.raft.transport.errors import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    INCONSISTENT_CLUSTER_ID,
-    INVALID_REQUEST,
-    INVALID_VOTER_KEY,
-    RaftWireRefusal,
-)
-from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
-from api.raft.transport.wire import (
-    ADD_RAFT_VOTER_KEY,
-    DESCRIBE_QUORUM_KEY,
-    FETCH_KEY,
-    QUORUM_VERSIONS,
-    REMOVE_RAFT_VOTER_KEY,
-    VOTE_KEY,
-    AddRaftVoterRequest,
-    AddRaftVoterResponse,
-    DescribeQuorumRequest,
-    QuorumRequest,
-    QuorumResponse,
-    RemoveRaftVoterRequest,
-    RemoveRaftVoterResponse,
-    VoterChangeRequest,
-    VoterChangeResponse,
-    VoterEndpoint,
-    decode_response,
+from api.protocol.quorum.requests import (
     encode_request,
 )
+from api.protocol.quorum.responses import (
+    decode_response,
+)
+from api.raft.clock import now_ms
+from api.raft.core import Batch
+from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.transport.links import LinkStats, QuorumLinks, controller_client_security
 from api.security.client_config import SecurityProtocol
 from api.security.errors import SecurityConfigError
 from api.security.principal import PrincipalMapper

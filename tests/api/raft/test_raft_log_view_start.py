@@ -1,16 +1,17 @@
 """`LogView` of a log whose start moved: its checks and answers at the edge (offset 1 too).
 
 `tests/api/raft/test_raft_snapshot_fetch.py` uses views that start at 8 and 10; a start at 1 tells a
-`> 0` from a `> 1`, and these pin what a mutation run of the view found unpinned.
+`> 0` from a `> 1`: the snapshot a start needs, the fetch a view at 1 sends, the epochs and
+snapshots it refuses, what an install and an empty view hold.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from api.protocol.quorum.messages import SnapshotId
 from api.raft.core import LogView
 from api.raft.core.errors import RaftError
-from api.raft.core.messages import SnapshotId
 
 
 def test_a_start_at_1_needs_a_snapshot_reaching_it() -> None:

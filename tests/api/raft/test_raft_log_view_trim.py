@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from api.protocol.quorum.messages import SnapshotId
 from api.raft.core import LogView
 from api.raft.core.errors import RaftError
-from api.raft.core.messages import SnapshotId
 
 
 def view(snapshot_end: int) -> LogView:

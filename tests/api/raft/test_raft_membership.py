@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.raft.core.messages import BeginQuorumEpochRequest, ErrorCode
+from api.protocol.quorum.messages import BeginQuorumEpochRequest, ErrorCode
 from api.raft.core.ready import OffsetRange, VoterChangeRefused
 from api.raft.core.roles import Role
 from api.raft.core.voters import Voter, VoterHistory, VoterSet, snapshot_voters

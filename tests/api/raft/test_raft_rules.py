@@ -8,10 +8,7 @@ from pathlib import Path
 import pytest
 
 import api.raft.core.quorum_state as quorum_state_module
-from api.raft.core import QuorumState, Role, read_quorum_state, write_quorum_state
-from api.raft.core.election import may_grant_pre_vote, may_grant_vote, successor_backoff
-from api.raft.core.errors import QuorumStateError
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
     Entry,
@@ -24,6 +21,9 @@ from api.raft.core.messages import (
     SnapshotId,
     VoteRequest,
 )
+from api.raft.core import QuorumState, Role, read_quorum_state, write_quorum_state
+from api.raft.core.election import may_grant_pre_vote, may_grant_vote, successor_backoff
+from api.raft.core.errors import QuorumStateError
 from api.raft.core.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
 from api.raft.core.replication import LeaderState, majority_offset
 from tests.support.raft_core import answer, drain, fetch, leader, make, role, vote

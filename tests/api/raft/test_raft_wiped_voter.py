@@ -16,8 +16,8 @@ from dataclasses import replace
 
 import pytest
 
+from api.protocol.quorum.messages import UNCOUNTED_REPLICA, FetchRequest
 from api.raft.core import RaftCore, Role, handlers
-from api.raft.core.messages import UNCOUNTED_REPLICA, FetchRequest
 from api.raft.core.ready import Batch
 from tests.support.raft_sim import Cluster, InvariantViolation, SimNode
 

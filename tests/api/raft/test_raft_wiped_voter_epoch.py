@@ -18,8 +18,8 @@ from dataclasses import replace
 
 import pytest
 
+from api.protocol.quorum.messages import NO_LEADER
 from api.raft.core import RaftCore, Role, handlers
-from api.raft.core.messages import NO_LEADER
 from api.raft.core.states import UnattachedState
 from tests.support.raft_sim import Cluster, InvariantViolation, SimNode
 

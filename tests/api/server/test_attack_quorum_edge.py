@@ -20,8 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED
-from api.raft.transport.wire import REMOVE_RAFT_VOTER_KEY, QuorumRequest, QuorumResponse
+from api.protocol.quorum.apis import (
+    REMOVE_RAFT_VOTER_KEY,
+    QuorumRequest,
+    QuorumResponse,
+)
+from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
 from records.model import (

@@ -21,22 +21,26 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from api.raft.core.messages import (
+from api.protocol.quorum.apis import (
+    BEGIN_QUORUM_EPOCH_KEY,
+    VOTE_KEY,
+    send_version,
+)
+from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
+from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     VoteRequest,
     VoteResponse,
 )
+from api.protocol.quorum.requests import (
+    encode_request,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
+)
 from api.raft.node import QuorumNode
 from api.raft.transport.endpoint import NodeEndpoint
-from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
-from api.raft.transport.wire import (
-    BEGIN_QUORUM_EPOCH_KEY,
-    VOTE_KEY,
-    decode_response,
-    encode_request,
-    send_version,
-)
 from api.server.server import MetadataServer, ServerListener
 from tests.support.controller_certs import CONTROLLER_PRINCIPAL, ControllerPki, make_controller_pki
 from tests.support.protocol_frames import exchange_frames

@@ -17,8 +17,11 @@ from typing import Any
 
 from api.client.connection import ClientConnection
 from api.protocol import codec
+from api.protocol.quorum.apis import (
+    QuorumRequest,
+    QuorumResponse,
+)
 from api.raft.transport.links import controller_client_security
-from api.raft.transport.wire import QuorumRequest, QuorumResponse
 from api.server.forwarding import ENVELOPE_KEY, address_bytes
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService

@@ -18,13 +18,17 @@ import pytest
 from api.client.admin import AdminClient
 from api.client.connection import ClientConnection, RemoteError
 from api.protocol import codec
-from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     REMOVE_RAFT_VOTER_KEY,
     RemoveRaftVoterRequest,
-    decode_response,
-    encode_request,
     send_version,
+)
+from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED, RaftWireRefusal
+from api.protocol.quorum.requests import (
+    encode_request,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
 )
 from api.security.client_config import ClientSecurity
 from api.server.forwarding import ENVELOPE_KEY, LEADER_WAIT_S, address_bytes

@@ -20,14 +20,16 @@ import pytest
 from api.client.admin import AdminClient
 from api.client.connection import ClientError, RemoteError
 from api.protocol import codec
-from api.raft.core.messages import DescribeQuorumResponse, ErrorCode
-from api.raft.transport.errors import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     DESCRIBE_QUORUM_KEY,
     QUORUM_VERSIONS,
     VOTE_KEY,
     QuorumRequest,
     QuorumResponse,
+)
+from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST
+from api.protocol.quorum.messages import DescribeQuorumResponse, ErrorCode
+from api.protocol.quorum.responses import (
     decode_response,
 )
 from api.server.server import MetadataServer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from api.protocol.codec import ProtocolError
-from api.raft.core.messages import ErrorCode
+from api.protocol.quorum.messages import ErrorCode
 
 
 class RaftWireError(ProtocolError):

@@ -1,9 +1,9 @@
 """The core's own rules one at a time: its timers, its Ready, its bookkeeping of the log.
 
-`tests/api/raft/test_raft_core.py` walks the protocol's main paths; these pin what the mutation
-run of `api/raft/core/core.py` found only the simulation's seeds (or nothing) judging: when `tick`
-has work next, what a Ready flushes and truncates, a one-voter quorum, what a voter without
-durable state learns from each message.
+`tests/api/raft/test_raft_core.py` walks the protocol's main paths; these pin, one by one, the
+rules otherwise judged only by the simulation's seeds: when `tick` has work next, what a Ready
+flushes and truncates, a one-voter quorum, what a voter without durable state learns from each
+message.
 """
 
 from __future__ import annotations
@@ -12,16 +12,7 @@ import dataclasses
 
 import pytest
 
-from api.raft.core import (
-    NotLeader,
-    QuorumState,
-    RaftCore,
-    ReadyDone,
-    Role,
-)
-from api.raft.core.core import message_epoch, well_formed
-from api.raft.core.errors import RaftError
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -35,6 +26,15 @@ from api.raft.core.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.core import (
+    NotLeader,
+    QuorumState,
+    RaftCore,
+    ReadyDone,
+    Role,
+)
+from api.raft.core.core import message_epoch, well_formed
+from api.raft.core.errors import RaftError
 from api.raft.core.ready import Batch
 from api.raft.core.states import NEVER
 from tests.support.raft_core import (

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from api.raft.core import QuorumState, RaftCore, ReadyDone, Role
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     NO_HIGH_WATERMARK,
     UNCOUNTED_REPLICA,
     BeginQuorumEpochRequest,
@@ -25,6 +24,7 @@ from api.raft.core.messages import (
     LeaderIdAndEpoch,
     VoteResponse,
 )
+from api.raft.core import QuorumState, RaftCore, ReadyDone, Role
 from api.raft.core.ready import Batch
 from api.raft.core.states import NEVER
 from tests.support.raft_core import (
@@ -660,7 +660,7 @@ def test_describe_quorum_reports_a_replica_that_never_fetched() -> None:
     assert two.last_fetch_timestamp == core.now_ms and two.last_caught_up_timestamp == -1
 
 
-# --- what the first mutation run of handlers.py left open -----------------------------------
+# --- edges: pre-votes after a leader is gone, parked fetches, refusals that change nothing --
 
 
 def test_a_follower_that_never_heard_from_its_leader_grants_pre_votes() -> None:

@@ -13,7 +13,7 @@ message is refused whichever way it comes.
 
 from __future__ import annotations
 
-from api.raft.core.messages import (
+from api.protocol.quorum.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

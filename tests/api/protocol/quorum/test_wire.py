@@ -13,39 +13,7 @@ from hypothesis import strategies as st
 
 from api.protocol import codec
 from api.protocol.codec import ProtocolError
-from api.raft.core.messages import (
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
-    DescribeQuorumResponse,
-    EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
-    Entry,
-    EntryKind,
-    EpochEndOffset,
-    ErrorCode,
-    FetchRequest,
-    FetchResponse,
-    FetchSnapshotRequest,
-    FetchSnapshotResponse,
-    LeaderIdAndEpoch,
-    ReplicaState,
-    SnapshotId,
-    VoteRequest,
-    VoteResponse,
-)
-from api.raft.transport.entries import (
-    ENTRIES_MAGIC,
-    decode_entries,
-    encode_entries,
-)
-from api.raft.transport.errors import (
-    INVALID_REQUEST,
-    RaftWireError,
-    RaftWireRefusal,
-    core_error_code,
-    wire_error_code,
-)
-from api.raft.transport.wire import (
+from api.protocol.quorum.apis import (
     ADD_RAFT_VOTER_KEY,
     DESCRIBE_QUORUM_KEY,
     FETCH_KEY,
@@ -66,14 +34,50 @@ from api.raft.transport.wire import (
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
     VoterEndpoint,
-    _request_values,
     api_key_of,
+    send_version,
+)
+from api.protocol.quorum.entries import (
+    ENTRIES_MAGIC,
+    decode_entries,
+    encode_entries,
+)
+from api.protocol.quorum.errors import (
+    INVALID_REQUEST,
+    RaftWireError,
+    RaftWireRefusal,
+    core_error_code,
+    wire_error_code,
+)
+from api.protocol.quorum.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    EntryKind,
+    EpochEndOffset,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    LeaderIdAndEpoch,
+    ReplicaState,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
+from api.protocol.quorum.requests import (
+    _request_values,
     decode_request,
-    decode_response,
     encode_request,
+)
+from api.protocol.quorum.responses import (
+    decode_response,
     encode_response,
     error_answer,
-    send_version,
 )
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -491,7 +495,9 @@ def test_the_generated_writer_writes_what_kio_writes_for_every_answer() -> None:
             observers=(),
         ),
     ]
-    from api.raft.transport.wire import response_answer
+    from api.protocol.quorum.responses import (
+        response_answer,
+    )
 
     for message in answers:
         for version in range(
@@ -655,7 +661,7 @@ def test_an_answer_of_thousands_of_one_offset_blocks_decodes_in_linear_work(
     every remaining head for each of them was quadratic (3.4 s for 8,000 blocks, past the
     request timeout, so a new follower never got its first answer).
     """
-    from api.raft.transport import entries as entries_module
+    from api.protocol.quorum import entries as entries_module
 
     built: list[int] = []
     make = entries_module._empty_heads

@@ -11,8 +11,8 @@ import zlib
 from collections.abc import Sequence
 from itertools import repeat
 
-from api.raft.core.messages import Entry, EntryKind
-from api.raft.transport.errors import RaftWireError
+from api.protocol.quorum.errors import RaftWireError
+from api.protocol.quorum.messages import Entry, EntryKind
 
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
