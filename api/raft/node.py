@@ -334,6 +334,23 @@ class QuorumNode:
             known[leader] = addresses[leader]
         return known
 
+    async def caught_up(self, high_watermark: int, timeout: float) -> bool:
+        """Wait until this node's image holds every entry below `high_watermark`.
+
+        What a follower waits for before it relays the answer to a write it forwarded (the
+        leader's high watermark after it): the client's next read here then sees the write.
+        False when `timeout` (seconds) passed first, or the node failed or is closing.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last = high_watermark - 1
+        while self.service.image.provenance.offset < last:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.failed is not None or self._closing:
+                return False
+            await self.service.wait_committed(last, remaining)
+        return True
+
     def leader_address(self) -> str:
         """`host:port` of the leader's controller address, or why there is none."""
         leader = self.leader_id

@@ -15,7 +15,11 @@ there, and the broker hands the inner answer back to the client. A quorum node d
   answers every write NOT_CONTROLLER (`ReplicatedService.submit` checks before it computes
   anything): never from its own, possibly stale, image. A request sent whose answer does not
   come within `FORWARD_TIMEOUT_MS` (or whose leader is replaced meanwhile) is answered
-  REQUEST_TIMED_OUT: it may or may not have been applied.
+  REQUEST_TIMED_OUT: it may or may not have been applied. Before it relays a write's answer it
+  asks the leader's high watermark (DescribeQuorum, on the same connection, so answered after
+  the write) and waits, up to `CATCH_UP_WAIT_S`, until its own image holds it: the client's
+  next read at this node sees its write (read-your-write), whichever of the leader's two
+  answers (the write's, the fetch carrying its commit) came first.
 - **Leader side** (`EnvelopeOpener`): Envelope is served only on the controller listeners
   (`controller.listener.names`) and only to the controllers' principals
   (`controller.principals`, `api.server.edge`), whatever the authorizer says: the Envelope
@@ -53,6 +57,9 @@ from api.protocol.quorum.apis import (
     DESCRIBE_QUORUM_KEY,
     QUORUM_VERSIONS,
     REMOVE_RAFT_VOTER_KEY,
+    partition_values,
+    send_version,
+    topic_values,
 )
 from api.protocol.quorum.responses import (
     error_answer,
@@ -97,6 +104,10 @@ here (NOT_CONTROLLER)."""
 FORWARD_TIMEOUT_MS = 10_000
 """How long a forwarded request waits for the leader's answer (then REQUEST_TIMED_OUT)."""
 
+CATCH_UP_WAIT_S = 5.0
+"""How long a forwarded write's answer waits for this node's image to reach the leader's
+commit (read-your-write); a node lagging further answers anyway, and logs it."""
+
 CONNECT_TIMEOUT_MS = 2_000
 """How long connecting to the leader may take (a stopped process's kernel still accepts)."""
 
@@ -107,6 +118,8 @@ concurrent writes each take one (and meet in the leader's group commit)."""
 _SIZE = struct.Struct(">i")
 _VOTER_CHANGE_KEYS = frozenset(struct.pack(">h", key) for key in VOTER_CHANGE_KEYS)
 """A voter change's frame starts with one of these (its API key)."""
+_DESCRIBE_QUORUM = struct.pack(">h", DESCRIBE_QUORUM_KEY)
+"""A DescribeQuorum's frame starts with this."""
 
 
 def forwarded(event: Request | PrivateRequest) -> bool:
@@ -170,6 +183,12 @@ class LeaderView(Protocol):
     def voter_addresses(self) -> dict[int, tuple[str, int]]:
         """Each voter's `(host, port)`, by node id."""
 
+    async def caught_up(self, high_watermark: int, timeout: float) -> bool:
+        """Wait until this node's image holds every entry below `high_watermark`.
+
+        False when `timeout` (seconds) passed first or the node is stopping.
+        """
+
 
 class ForwardFailed(Exception):
     """The request could not be forwarded; nothing was sent (answer it here)."""
@@ -232,10 +251,13 @@ class Forwarder:
         timeout_ms = self.timeout_ms
         if frame[:2] in _VOTER_CHANGE_KEYS:  # answered once committed: it may take a while
             timeout_ms = max(timeout_ms, VOTER_CHANGE_TIMEOUT_MS)
+        high_watermark: int | None = None
         async with self._slots:
             connection = await self._connection(leader)
             try:
                 answer = await self._exchange(connection, envelope, leader, timeout_ms)
+                if int(answer.error_code) == 0 and frame[:2] != _DESCRIBE_QUORUM:
+                    high_watermark = await self._leader_commit(connection, leader)
             except BaseException:
                 await connection.close()
                 raise
@@ -251,7 +273,52 @@ class Forwarder:
                 "controller.principals",
             )
         self.forwarded += 1
+        if high_watermark is not None and not self._closed:
+            await self._catch_up(high_watermark)
         return bytes(answer.response_data)
+
+    async def _catch_up(self, high_watermark: int) -> None:
+        """Wait (bounded) until this node's image holds the leader's commit: read-your-write."""
+        if not await self.node.caught_up(high_watermark, CATCH_UP_WAIT_S):
+            logger.info(
+                "controller %d answers a forwarded write before its image reached the "
+                "leader's commit (offset %d): it lags the leader",
+                self.node.node_id,
+                high_watermark - 1,
+            )
+
+    async def _leader_commit(self, connection: ClientConnection, leader: int) -> int | None:
+        """The leader's high watermark now, asked on the connection a write was answered on.
+
+        The leader answers a connection's requests one at a time, so this answer comes after
+        the write's: its high watermark covers the write's entries (the leader answers a write
+        once committed). None when the leader does not say (it no longer leads, it refused
+        DescribeQuorum, or an older leader that does not serve it here).
+        """
+        spoken = [
+            version
+            for version in range(send_version(DESCRIBE_QUORUM_KEY), -1, -1)
+            if connection.speaks(DESCRIBE_QUORUM_KEY, version)
+        ]
+        if not spoken:
+            return None
+        version = spoken[0]
+        request = build(
+            request_class(DESCRIBE_QUORUM_KEY, version),
+            topics=[topic_values(partition_values())],
+        )
+        try:
+            answer = await connection.send_entity(request, timeout_ms=self.timeout_ms)
+        except ClientError as exc:
+            logger.debug("node %d did not tell its high watermark: %s", leader, exc)
+            return None
+        try:
+            partition = answer.topics[0].partitions[0]
+        except (IndexError, AttributeError):
+            return None
+        if int(answer.error_code) != 0 or int(partition.error_code) != 0:
+            return None
+        return int(partition.high_watermark)
 
     async def _exchange(
         self, connection: ClientConnection, envelope: Any, leader: int, timeout_ms: int

@@ -417,6 +417,11 @@ class MetadataServer:
             sole_voter=self.sole_voter,
             broker_bindings=self.private_apis.bindings,
             quorum_served=None if self.edge is None else self.edge.serves(name),
+            controllers=(
+                self.edge.controller_principals
+                if self.edge is not None and self.edge.is_controller_listener(name)
+                else frozenset()
+            ),
         )
 
     async def _listen(self, listener: ServerListener, shared: ChannelContext) -> ServerListener:

@@ -81,12 +81,15 @@ class KafkaApis:
         sole_voter: SoleVoter | None = None,
         broker_bindings: BrokerBindings = NO_BINDINGS,
         quorum_served: Mapping[int, tuple[int, int]] | None = None,
+        controllers: frozenset[str] = frozenset(),
     ) -> None:
         """`feature_support` asks the other voters before an upgrade (None: nobody to ask).
 
         `broker_bindings`: the broker ids each broker principal may act for.
         `quorum_served`: the quorum API versions this listener serves (`api.server.edge`;
         None: every one of them). Who may call them the server's edge decides before this.
+        `controllers`: the principals this listener knows as the quorum's controllers (on a
+        controller listener): they may describe the quorum whatever the ACLs say.
         """
         self.service = service
         self.liveness = liveness or BrokerLiveness(service)
@@ -139,7 +142,13 @@ class KafkaApis:
         if quorum is not None:
             served = dict(QUORUM_VERSIONS) if quorum_served is None else dict(quorum_served)
             quorum_apis = QuorumApis(
-                quorum, service, listener, gate, features=features.feature_fields, served=served
+                quorum,
+                service,
+                listener,
+                gate,
+                features=features.feature_fields,
+                served=served,
+                controllers=controllers,
             )
             self._handlers[18] = quorum_apis.api_versions
             for key in QUORUM_VERSIONS:

@@ -8,7 +8,8 @@ voter (`sole_voter.py`, through this class); the others are not in its ApiVersio
 request of one of their keys closes the connection as any unknown API does. With one, who may
 send each request was decided before it reached this class (`api.server.edge`: the
 controllers' principals on the controller listener); DescribeQuorum, served on every
-listener, is authorized here as Kafka authorizes it (DESCRIBE on the cluster). Each is checked
+listener, is authorized here as Kafka authorizes it (DESCRIBE on the cluster), except for the
+controllers on a controller listener, who may always ask it. Each is checked
 as KRaft checks it (the metadata partition only, this
 cluster's id, this node as the voter meant), mapped to the core's message
 (`api.protocol.quorum`) and answered with what the endpoint answers. A refused request
@@ -85,8 +86,15 @@ class QuorumApis:
         *,
         features: Callable[[int], dict[str, Any]] | None = None,
         served: Mapping[int, tuple[int, int]] | None = None,
+        controllers: frozenset[str] = frozenset(),
     ) -> None:
-        """`served`: the quorum API versions listed in ApiVersions (None: all of them)."""
+        """`served`: the quorum API versions listed in ApiVersions (None: all of them).
+
+        `controllers`: principals that describe the quorum without an ACL (the controllers,
+        on a controller listener: a follower asks the leader's high watermark after each
+        write it forwarded, `api.server.forwarding`).
+        """
+        self._controllers = controllers
         self.endpoint = endpoint
         self._served = {**QUORUM_VERSIONS, **ENVELOPE_VERSIONS} if served is None else dict(served)
         self._features = features
@@ -114,7 +122,7 @@ class QuorumApis:
         name = QUORUM_API_NAMES[key]
         operation = _OPERATIONS.get(key)
         try:
-            if operation is not None:
+            if operation is not None and session.principal not in self._controllers:
                 self.gate.require_cluster(self.service.image, session, operation)
             inbound = inbound_request(request)
             self._check_addressing(inbound.cluster_id, inbound.voter_id, name)

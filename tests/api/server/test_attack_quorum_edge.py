@@ -20,12 +20,17 @@ from pathlib import Path
 
 import pytest
 
+from api.protocol import codec
 from api.protocol.quorum.apis import (
+    DESCRIBE_QUORUM_KEY,
     REMOVE_RAFT_VOTER_KEY,
+    DescribeQuorumRequest,
     QuorumRequest,
     QuorumResponse,
+    send_version,
 )
 from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED
+from api.protocol.quorum.requests import encode_request
 from api.server.server import MetadataServer, ServerListener
 from api.service.service import MetadataService
 from records.model import (
@@ -307,3 +312,36 @@ def test_a_single_server_serves_no_quorum_api_and_no_envelope(tmp_path: Path, at
             sock.close()
         assert FORGED_TOPIC not in server.service.image.topics.by_name
         assert server.service.log.end_offset == end
+
+
+def _describe_quorum_frame() -> bytes:
+    return encode_request(DescribeQuorumRequest(correlation_id=5), destination=-1, cluster_id=None)
+
+
+@pytest.mark.parametrize(
+    ("who", "reaches"),
+    [("controller", True), ("alice", False), ("anonymous", False), ("viewer", True)],
+)
+def test_only_the_controllers_describe_the_quorum_without_an_acl(
+    node: tuple[MetadataServer, Recorder], pki: ControllerPki, who: str, reaches: bool
+) -> None:
+    """A follower asks the leader's high watermark (DescribeQuorum) after each write it
+    forwarded: the controllers may, on the controller listener, whatever the ACLs; anyone
+    else needs DESCRIBE on the cluster (viewer has it, alice and anonymous do not)."""
+    server, endpoint = node
+    if who == "controller":
+        sock = _tls(server, tls_context(str(pki.ca), str(pki.controller)))
+    else:
+        sock = _as(server, who)
+    try:
+        answer = _send(sock, _describe_quorum_frame())
+    finally:
+        sock.close()
+    if reaches:  # the recording endpoint closes the connection once it saw the request
+        assert answer is None and len(endpoint.seen) == 1
+    else:
+        assert answer is not None
+        version = send_version(DESCRIBE_QUORUM_KEY)
+        _, body = codec.decode_response(DESCRIBE_QUORUM_KEY, version, answer)
+        assert int(body.error_code) == CLUSTER_AUTHORIZATION_FAILED
+        assert endpoint.seen == []
