@@ -8,10 +8,15 @@ proposals that arrive while a `Ready` is being carried out wait in a queue. The 
 is a leader's commit path: a follower's fetch arriving while the loop is idle is taken at once
 in the handler's call (`_turn_in_place`), which never waits, so nothing comes between.
 
-The shell's other jobs have their own modules: the core's entries as the log's blocks
-(blocks.py), snapshots offered, served and installed (snapshot_shipping.py), where a flush
-runs and a leader's behind its loop (flushes.py), refusals made without the core
-(requests.py); the transport comes through `transport.protocol`.
+The shell's other jobs have their own modules, which the loop calls between two `Ready`s
+where they touch the core: writes queued, placed as one block and answered once committed
+(proposals.py); voter changes placed after them, and the links and addresses that follow the
+voter set (voter_changes.py); committed entries replayed onto the image (committed_replay.py);
+the log trimmed below the offered snapshot (online_retention.py); a stopping node's votes
+withheld and its leadership handed over (handover.py); the core's entries as the log's blocks
+(blocks.py); snapshots offered, served and installed (snapshot_shipping.py); where a flush runs
+and a leader's behind its loop (flushes.py); requests awaiting the core's answer and refusals
+made without it (requests.py). The transport comes through `transport.protocol`.
 
 The service (`api.service.replicated.ReplicatedService`, used through its public API)
 answers writes only on the leader, and only once they are committed (the high watermark
@@ -24,29 +29,25 @@ Failures. Messages may be lost (the core retries). A storage error in the shell 
 the node, as in KRaft: it stops (`failed` says why) and the other voters elect a new leader; a
 restart recovers the log's tail.
 
-Voter changes (KIP-853: `change_voters`) run in the loop too: an accepted change takes the
-offset the service's next write would have had, so it must be placed between two `Ready`s,
-after the queued proposals, like them.
-
-One concern over ~1,150 lines: the `Ready` loop and what must happen between two `Ready`s
-(proposals, voter changes, retention, installs, commits); what need not has its own module.
+One concern over ~750 lines: the `Ready` loop, what must happen between two `Ready`s, and the
+node's face to the service and the server, which feeds that loop or reads what it keeps.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
-from api.protocol.quorum.errors import wire_error_code
 from api.protocol.quorum.messages import (
     NO_LEADER,
     DescribeQuorumResponse,
@@ -55,148 +56,71 @@ from api.protocol.quorum.messages import (
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
     Message,
-    ReplicaState,
-    SnapshotId,
     VoteRequest,
 )
 from api.protocol.quorum.messages import ErrorCode as CoreError
 from api.raft.blocks import ReplicaBlocks, log_view
 from api.raft.clock import now_ms
-from api.raft.core.config import QuorumConfig, VoterAddress
+from api.raft.committed_replay import CommittedReplay
+from api.raft.core.config import QuorumConfig
 from api.raft.core.core import RaftCore
 from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
-from api.raft.core.ready import (
-    Batch,
-    NotLeader,
-    Ready,
-    ReadyDone,
-    SnapshotInstall,
-    VoterChangeRefused,
-)
+from api.raft.core.ready import Ready, ReadyDone, SnapshotInstall
 from api.raft.core.roles import Role
 from api.raft.core.states import NEVER
 from api.raft.core.voters import Voter, VoterSet
 from api.raft.flushes import Flushes
-from api.raft.requests import Request, Response, on_wall_clock, refusal
+from api.raft.handover import HANDOVER_WAIT_S, Handover
+from api.raft.online_retention import OnlineRetention
+from api.raft.proposals import Proposals
+from api.raft.requests import (
+    AwaitedAnswers,
+    Request,
+    Response,
+    by_directory,
+    on_wall_clock,
+    refusal,
+)
 from api.raft.snapshot_shipping import SnapshotShipping
 from api.raft.transport.protocol import TransportFactory
-from api.raft.voter_blocks import (
-    read_voters_base,
-    voter_history,
-    voters_record,
-    write_voters_base,
-)
-from api.service.gc_policy import MassChangeUntilQuiet, freeze_loaded_image
+from api.raft.voter_blocks import history_at_start, write_voters_base
+from api.raft.voter_changes import VOTER_CHANGE_TIMEOUT_MS, VoterChanges
+from api.service.gc_policy import freeze_loaded_image
 from api.service.interpreter_lock import share_the_interpreter_lock
 from api.service.replicated import ReplicatedService
-from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
 from metadata_log.replica_log import ReplicaLog
 from metadata_log.timings import LatencyCounts
 from records.errors import MetadataLogError
 from records.model import Record
 from replay.controller.errors import ApiError, ErrorCode
-from replay.features import KRAFT_VERSION, finalized_level
-from replay.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
-from replay.loader import load_image, replay_in_slices
-
-if TYPE_CHECKING:
-    pass
+from replay.image import METADATA_VERSION
 
 logger = logging.getLogger("api.server.quorum")
 """Under the server's logger: a quorum node's state changes are lines of `mlog serve`."""
 
 T = TypeVar("T")
 
-HANDOVER_WAIT_S = 3.0
-"""How long a stopping leader waits for a successor before it stops anyway."""
-
 LEADER_WAIT_S = 3.0
 """How long a write waits for this node's own election to end before NOT_CONTROLLER."""
-
-INLINE_REPLAY_ENTRIES = 1_000
-"""A follower replays newly committed entries on the event loop's thread, this many at most
-between two turns of the loop (a few milliseconds), so the loop goes on answering meanwhile.
-
-The blocks it checked and wrote are replayed from the records it decoded then, in slices of
-whole blocks, one loop turn between slices. Only entries it no longer holds in memory (read
-back from the log, as after catching up by a snapshot) and more than this go to the worker
-thread: a hop there costs the worker's taking the interpreter lock and the loop's waiting to
-get it back. In a fence's move at 1M partitions (`bench/fleet_bench.py fleet --snapshot
---share 0.2`), where a follower's commits advance 1,000-1,250 entries at a time, the hop (the
-future's result set on the worker, the loop woken) took about a fifth of a follower's
-interpreter-lock time (py-spy `--gil`)."""
-
-MASS_REPLAY_QUIET_S = 1.0
-"""A follower's mass change (commits of more than one slice of `INLINE_REPLAY_ENTRIES`) ends
-this long after the last such commit: then what it made is frozen and collections resume."""
-
-MASS_REPLAY_LONGEST_S = 30.0
-"""A follower's mass change ends after this long even if big commits go on (a 20% fence at
-1M partitions takes ~5 s): the collector then works as usual until they stop."""
-
-RETENTION_CHECK_S = 1.0
-"""How often the loop checks the log against its retention bound (and on each new snapshot)."""
 
 
 class QuorumFailedError(MetadataLogError):
     """The node stopped: its log or quorum state could not be written (it must restart)."""
 
 
-@dataclass(slots=True, eq=False)
-class _Proposal:
-    records: tuple[Record, ...]
-    principal: str | None
-    first: int
-    """The offset the working image gave its first record."""
-    future: asyncio.Future[AppendResult]
-    proposed_at: float = field(default_factory=time.monotonic)
-
-
-@dataclass(slots=True, eq=False)
-class _VoterChange:
-    add: Voter | None
-    remove: int | None
-    directory_id: str
-    ack_when_committed: bool
-    future: asyncio.Future[tuple[int, str | None]]
-
-
-@runtime_checkable
-class AddressBook(Protocol):
-    """A transport whose links follow the voter set (KIP-853: voters added and removed)."""
-
-    def set_addresses(self, addresses: dict[int, VoterAddress]) -> None:
-        """Link to exactly these nodes (this node's own id is ignored)."""
-
-
-@runtime_checkable
-class LinkWatch(Protocol):
-    """A transport that tells when its link to a node went down (a node that stopped)."""
-
-    def lost_at_ms(self, destination: int) -> int | None:
-        """When (the core's clock, ms) the link to `destination` went down; None while up."""
-
-
-KRAFT_VERSION_0 = (
-    "this quorum's voters are fixed by controller.quorum.voters (kraft.version 0). Voter "
-    "changes need a dynamic quorum at kraft.version 1, which a quorum formatted with `mlog "
-    "quorum format --standalone` or `--initial-controllers` starts at (`mlog features "
-    "describe` shows the level); moving a static quorum to dynamic voters in place is not "
-    "supported yet"
-)
-"""Why a static quorum refuses AddRaftVoter / RemoveRaftVoter (UNSUPPORTED_VERSION)."""
-
-VOTER_CHANGE_TIMEOUT_MS = 30_000
-"""How long an AddRaftVoter / RemoveRaftVoter waits for its commit by default."""
-
-
 class QuorumNode:
-    """One controller of the quorum: the core, the log, the `quorum-state` and the links."""
+    """One controller of the quorum: the core, the log, the `quorum-state` and the links.
+
+    A long class (some 640 lines) because its state is the loop's: the core, the inbox, the
+    leadership events and the collaborators are read and changed by the loop between two
+    `Ready`s, and each public method feeds the loop (writes, voter changes, requests, a stop)
+    or reads what it keeps. The jobs that need none of that state have their own modules.
+    """
 
     _in_turn: bool = False
     """`_run` is between taking inputs and `advance`: no other call into the core now."""
-    _handover: Ready | None = None
+    _unfinished: Ready | None = None
     """A `Ready` a turn taken in place began, for the loop to finish (`_turn_in_place`)."""
 
     def __init__(
@@ -223,12 +147,7 @@ class QuorumNode:
         self.state_dir, self.directory_id = state_dir, directory_id
         self.log: ReplicaLog = service.replica_log
         state = read_quorum_state(state_dir, voters=None if dynamic else config.voters)
-        base = VoterSet.of(
-            [Voter(id=i, host=a.host, port=a.port) for i, a in config.addresses.items()]
-            or list(config.voters)
-        )
-        stored = read_voters_base(state_dir) if self.log.log_start_offset > 0 else None
-        history = voter_history(self.log, stored if stored is not None else base)
+        history = history_at_start(self.log, state_dir, config)
         self.dynamic = dynamic or bool(history.changes)
         """Whether the voters are in the log (kraft.version 1) rather than fixed by the config."""
         view = log_view(service, voters=history if self.dynamic else None)
@@ -238,22 +157,34 @@ class QuorumNode:
         self._transport = transport(self._received)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"mlog-quorum-{config.node_id}")
         self._inbox: deque[tuple[int, Message]] = deque()
-        self._answers: dict[tuple[int, int], tuple[asyncio.Future[Response], Request]] = {}
-        """Requests from other nodes awaiting the core's answer, by (sender, correlation id)."""
-        self._queued: list[_Proposal] = []
-        self._inflight: deque[tuple[_Proposal, AppendResult]] = deque()
-        """Proposed and not yet committed, in offset order, with where each went."""
+        self._answers = AwaitedAnswers(self._unanswered)
         self._blocks = ReplicaBlocks(
             self.log,
             last_timestamp=max(service.image.provenance.timestamp, self.log.last_timestamp),
             dynamic=self.dynamic,
         )
-        self._voter_changes: list[_VoterChange] = []
-        """AddRaftVoter / RemoveRaftVoter requests waiting for the loop."""
-        self._tasks: set[asyncio.Task[None]] = set()  # voter changes waiting for their commit
-        self._linked_voters: VoterSet | None = None
-        self._snapshots = SnapshotShipping(service)
+        self.commit_latency = LatencyCounts()
+        """From a write proposed to committed (KRaft's commit-latency; for the metrics)."""
+        self._proposals = Proposals(
+            self.core,
+            self._blocks,
+            service,
+            not_controller=self.not_controller,
+            latency=self.commit_latency,
+        )
         self._wake = asyncio.Event()
+        self._voters = VoterChanges(
+            self.core,
+            config,
+            service,
+            blocks=self._blocks,
+            proposals=self._proposals,
+            transport=self._transport,
+            dynamic=self.dynamic,
+            wake=self._wake.set,
+            leader_address=self.leader_address,
+        )
+        self._snapshots = SnapshotShipping(service, node_id=config.node_id)
         self._leading = asyncio.Event()
         self._role_seen = asyncio.Event()
         self._epoch_start = NEVER
@@ -264,21 +195,24 @@ class QuorumNode:
             ended_behind=self._flushed_behind,
             failed=self._flush_failed,
         )
-        # Commits of many slices (a fence's moves, a catch-up): the collector held off.
-        self._mass_replay = MassChangeUntilQuiet(MASS_REPLAY_QUIET_S, MASS_REPLAY_LONGEST_S)
-        self._applied = service.image.provenance.offset + 1
+        self._replay = CommittedReplay(service, self._blocks, io=self._io, node_id=config.node_id)
+        self._retention = OnlineRetention(
+            service, self.core, state_dir=state_dir, dynamic=self.dynamic, io=self._io
+        )
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._stopping = False
-        """The node is shutting down: it grants no (pre-)vote from now on."""
-        self._resign_requested = False
+        self._handover = Handover(
+            self.core,
+            config,
+            self._transport,
+            wake=self._wake.set,
+            role_seen=self._role_seen,
+            refuse_fetches=functools.partial(self._answers.refuse, fetches_only=True),
+        )
         self.failed: str | None = None
         """Why the node stopped, once its storage failed."""
         self.on_failure: Callable[[str], None] | None = None
         """Called once with the reason when the node stops on a failure (the server exits)."""
-        self._retention_checked: tuple[SnapshotId | None, float] = (None, 0.0)
-        self.commit_latency = LatencyCounts()
-        """From a write proposed to committed (KRaft's commit-latency; for the metrics)."""
         self.idle_seconds = 0.0
         """Time the loop waited with nothing to do (KRaft's poll-idle-ratio is its rate)."""
         service.node = self
@@ -318,21 +252,8 @@ class QuorumNode:
         return self.core.role
 
     def voter_addresses(self) -> dict[int, tuple[str, int]]:
-        """Each voter's `(host, port)` by node id.
-
-        The log's voter set (its VotersRecord) in a dynamic quorum, `controller.quorum.voters`
-        in a static one.
-        """
-        addresses = {i: (a.host, a.port) for i, a in self.config.addresses.items()}
-        if not self.dynamic:
-            return addresses
-        known = {v.id: (v.host, v.port) for v in self.core.voter_set.voters if v.port}
-        # The leader may be missing from this node's set (a node that has not fetched the
-        # entry adding it); the config's bootstrap addresses still say where it is.
-        leader = self.core.leader_id
-        if leader not in known and leader in addresses:
-            known[leader] = addresses[leader]
-        return known
+        """Each voter's `(host, port)` by node id (the log's voters in a dynamic quorum)."""
+        return self._voters.addresses()
 
     async def caught_up(self, high_watermark: int, timeout: float) -> bool:
         """Wait until this node's image holds every entry below `high_watermark`.
@@ -381,24 +302,13 @@ class QuorumNode:
         """
         if self.failed is not None or self._closing:
             return int(CoreError.NOT_LEADER_OR_FOLLOWER), "this controller is stopping"
-        future: asyncio.Future[tuple[int, str | None]] = asyncio.get_running_loop().create_future()
-        change = _VoterChange(
+        return await self._voters.change(
             add=add,
             remove=remove,
             directory_id=directory_id,
+            timeout_ms=timeout_ms,
             ack_when_committed=ack_when_committed,
-            future=future,
         )
-        self._voter_changes.append(change)
-        self._wake.set()
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
-        except TimeoutError:
-            return (
-                int(CoreError.REQUEST_TIMED_OUT),
-                f"the voter change was not committed within {timeout_ms} ms; `mlog quorum "
-                "describe` shows whether it took effect",
-            )
 
     def not_controller(self) -> ApiError:
         """The refusal of a write on a node that does not lead."""
@@ -450,7 +360,7 @@ class QuorumNode:
         election itself (its VoteRequests are not sent). It still fetches and answers
         fetches, so a successor elected by the others commits with its help.
         """
-        self._stopping = True
+        self._handover.stopping = True
 
     async def resign(self, timeout: float = HANDOVER_WAIT_S) -> None:
         """Hand leadership over (EndQuorumEpoch) and wait until another node leads.
@@ -464,73 +374,7 @@ class QuorumNode:
         """
         if self.core.role is not Role.LEADER or self.failed is not None or self._task is None:
             return
-        live: dict[int, int] = {}
-        if self._stopping:
-            live = self._recent_fetches()
-            if self._no_successor(live):
-                return
-            # A successor is elected within a round trip of the EndQuorumEpoch when one can
-            # be, or after one lost election and its retry on a busy host; a stopping node
-            # does not wait a whole handover for one that cannot (a voter that fetched lately
-            # may have stopped meanwhile): at most the fetch timeout and one election round.
-            config = self.config
-            round_ms = config.election_timeout_ms + config.election_backoff_max_ms
-            timeout = min(timeout, (config.fetch_timeout_ms + round_ms) / 1000)
-        epoch = self.core.epoch
-        self._resign_requested = True
-        self._wake.set()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.failed is None:
-            core = self.core
-            leader = core.leader_id
-            # Done once the successor's LeaderChange marker is in this log too: a node that
-            # stops before it has it ends one committed entry shorter than the others.
-            if (
-                core.epoch > epoch
-                and leader not in (NO_LEADER, self.config.node_id)
-                and core.log.last_epoch == core.epoch
-            ):
-                return
-            if live and self._no_successor(live):
-                return  # the voters it counted on stopped too (their links went down)
-            self._role_seen.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._role_seen.wait(), 0.02)
-
-    def _recent_fetches(self) -> dict[int, int]:
-        """The other voters that fetched within the fetch timeout: their last fetch (ms)."""
-        core = self.core
-        since = core.now_ms - self.config.fetch_timeout_ms
-        return {
-            voter.replica_id: voter.last_fetch_timestamp
-            for voter in core.describe_quorum().current_voters
-            if voter.replica_id != self.config.node_id and voter.last_fetch_timestamp >= since
-        }
-
-    def _no_successor(self, fetched: dict[int, int]) -> bool:
-        """Whether nobody can be elected (`_successor_possible` is False).
-
-        Then a stopping leader stops as it is, its parked fetches answered at once (or the
-        server's stop waits out their long poll, ~0.4 s here).
-        """
-        if self._successor_possible(fetched):
-            return False
-        self._refuse_waiting(fetches_only=True)
-        return True
-
-    def _successor_possible(self, fetched: dict[int, int]) -> bool:
-        """Whether the voters of `fetched` that are still up are a majority without this one.
-
-        A voter whose link went down after its last fetch has stopped (a rolling stop of every
-        node: the last leader does not wait a handover for voters that left a moment ago).
-        """
-        transport = self._transport
-        lost_at = transport.lost_at_ms if isinstance(transport, LinkWatch) else None
-        up = 0
-        for voter, fetched_at in fetched.items():
-            lost = lost_at(voter) if lost_at is not None else None
-            up += lost is None or lost < fetched_at
-        return up > len(self.core.voters) // 2
+        await self._handover.resign(timeout, failed=lambda: self.failed is not None)
 
     async def aclose(self, *, resign: bool = True) -> None:
         """Stop: stop voting, resign if leading (another takes over at once), close the rest.
@@ -548,12 +392,12 @@ class QuorumNode:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, QuorumFailedError):
                 await self._task
-        self._fail_proposals(self.not_controller())
-        self._refuse_waiting(fetches_only=False)
+        self._proposals.fail(self.not_controller())
+        self._answers.refuse(fetches_only=False)
         await self._transport.close()
         self._flushes.close()  # a flush under way ends first (its descriptor closed)
         self._executor.shutdown(wait=True)
-        self._mass_replay.end()
+        self._replay.close()
 
     # ------------------------------------------------------------------ inputs
 
@@ -570,16 +414,11 @@ class QuorumNode:
             raise TypeError(f"{type(message).__name__} is not a quorum request")
         if self.failed is not None or self._closing:
             return self._unanswered(message)
-        if self._stopping and isinstance(message, VoteRequest):
+        if self._handover.stopping and isinstance(message, VoteRequest):
             # Refused without the core: no vote is cast, and no leader is named (a candidate
             # told of a live leader of its epoch would go back to following this node).
             return refusal(message, LeaderIdAndEpoch(leader_id=NO_LEADER, leader_epoch=self.epoch))
-        key = (sender, message.correlation_id)
-        previous = self._answers.pop(key, None)
-        if previous is not None and not previous[0].done():
-            previous[0].set_result(self._unanswered(previous[1]))
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._answers[key] = (future, message)
+        future = self._answers.expect(sender, message)
         self._inbox.append((sender, message))
         wait = self.config.request_timeout_ms / 1000
         if isinstance(message, FetchRequest):
@@ -589,29 +428,7 @@ class QuorumNode:
             self._turn_in_place()
         else:
             self._wake.set()
-        try:
-            if future.done():
-                return future.result()
-            return await asyncio.wait_for(future, wait)
-        except TimeoutError:
-            return self._unanswered(message)
-        finally:
-            waiting = self._answers.get(key)
-            if waiting is not None and waiting[0] is future:
-                del self._answers[key]
-
-    def _refuse_waiting(self, *, fetches_only: bool) -> None:
-        """Answer waiting requests now with a refusal naming the leader this node knows.
-
-        A leader that stops leading answers its parked fetches at once, so followers ask the
-        new leader without waiting out their fetch; a stopping node answers everything.
-        """
-        for key, (future, message) in list(self._answers.items()):
-            if fetches_only and not isinstance(message, FetchRequest):
-                continue
-            del self._answers[key]
-            if not future.done():
-                future.set_result(self._unanswered(message))
+        return await self._answers.wait(sender, message, future, wait)
 
     def _unanswered(self, message: Request) -> Response:
         """What a request the core dropped gets: a refusal naming the leader this node knows."""
@@ -620,25 +437,7 @@ class QuorumNode:
     def describe(self) -> DescribeQuorumResponse:
         """DescribeQuorum: the leader's view of every voter's and observer's progress."""
         answer = on_wall_clock(self.core.describe_quorum(), now_ms=self.core.now_ms)
-        voters = self.core.voter_set
-        rows: list[ReplicaState] = []
-        others: list[ReplicaState] = []
-        for fetched in answer.current_voters:
-            voter = voters.get(fetched.replica_id)
-            known = voter.directory_id if voter is not None else ""
-            row = fetched
-            if known and fetched.directory_id not in ("", known):
-                # Another incarnation (wiped, formatted anew) fetches under the voter's id: it
-                # is not the voter, whose directory has not fetched (Kafka's ReplicaKey rule).
-                others.append(fetched)
-                row = ReplicaState(
-                    replica_id=fetched.replica_id,
-                    log_end_offset=-1,
-                    last_fetch_timestamp=-1,
-                    last_caught_up_timestamp=-1,
-                )
-            rows.append(replace(row, directory_id=row.directory_id or known))
-        return replace(answer, current_voters=tuple(rows), observers=(*others, *answer.observers))
+        return by_directory(answer, self.core.voter_set)
 
     async def propose(
         self, records: Sequence[Record], *, principal: str | None, first: int
@@ -647,10 +446,7 @@ class QuorumNode:
         self._check_alive()
         if not self.leading:
             raise self.not_controller()
-        future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-        self._queued.append(
-            _Proposal(records=tuple(records), principal=principal, first=first, future=future)
-        )
+        future = self._proposals.queue(records, principal=principal, first=first)
         # On the loop's next turn, with the writes that come meanwhile (one block for all).
         self._wake.set()
         return await future
@@ -664,11 +460,11 @@ class QuorumNode:
                 self._wake.clear()
                 self._in_turn = True
                 try:
-                    ready = self._handover
-                    self._handover = None
+                    ready = self._unfinished
+                    self._unfinished = None
                     if ready is None:
                         self._take_inputs()
-                        await self._retain()
+                        await self._retention.check()
                         ready = self._ready_reporting_flush()
                     if not ready.empty:
                         await self._carry_out(ready)
@@ -676,7 +472,7 @@ class QuorumNode:
                         continue
                 finally:
                     self._in_turn = False
-                if self._inbox or self._queued:
+                if self._inbox or self._proposals.queued:
                     continue
                 delay = (core.next_deadline_ms() - now_ms()) / 1000
                 if delay > 0:
@@ -701,7 +497,12 @@ class QuorumNode:
         Any other `Ready` is handed to the loop, which finishes it before anything else; its
         appended blocks are written here first (they are what the fetch answers read).
         """
-        if self._in_turn or self._handover is not None or self._closing or self.failed is not None:
+        if (
+            self._in_turn
+            or self._unfinished is not None
+            or self._closing
+            or self.failed is not None
+        ):
             self._wake.set()
             return
         core = self.core
@@ -722,7 +523,7 @@ class QuorumNode:
                 or ready.role is not None
                 or not self.leading
             ):
-                self._handover = ready
+                self._unfinished = ready
                 return
             if ready.append:
                 self._blocks.write(ready.append)
@@ -736,19 +537,20 @@ class QuorumNode:
                 if isinstance(message, FetchResponse) and out.read_until > out.read_from:
                     entries = self._blocks.recent(out.read_from, out.read_until)
                     if entries is None:  # older than the blocks kept in memory: the loop reads
-                        self._handover = ready
+                        self._unfinished = ready
                         return
                     message = replace(message, records=entries)
                 elif isinstance(message, FetchSnapshotResponse):
-                    self._handover = ready
+                    self._unfinished = ready
                     return
                 answers.append((out.destination, message))
             for destination, message in answers:
                 self._send(destination, message)
             if ready.high_watermark is not None:
-                self._resolve_committed(ready.high_watermark)
-                self._applied = max(self._applied, ready.high_watermark)  # as `_committed`
-            self._link_voters()
+                self._proposals.resolve(ready.high_watermark)
+                replay = self._replay
+                replay.applied = max(replay.applied, ready.high_watermark)  # as `_committed`
+            self._voters.link()
             core.advance(ReadyDone(flushed_offset=self._flushes.flushed))
         except Exception as exc:
             self._failed(exc)
@@ -769,10 +571,10 @@ class QuorumNode:
         self.failed = failed
         logger.error("controller %d stops: %s", self.config.node_id, failed)
         self._leading.clear()
-        self._fail_proposals(
+        self._proposals.fail(
             ApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"this controller stopped: {self.failed}")
         )
-        self._refuse_waiting(fetches_only=False)
+        self._answers.refuse(fetches_only=False)
         if self.on_failure is not None:
             self.on_failure(self.failed)
 
@@ -780,179 +582,20 @@ class QuorumNode:
         core = self.core
         if self._flushes.flushed > core.log.flushed_offset:
             core.advance(ReadyDone(flushed_offset=self._flushes.flushed))  # a flush behind ended
-        if self._resign_requested:
-            self._resign_requested = False
+        if self._handover.requested:
+            self._handover.requested = False
             core.resign()
         self._snapshots.offer(core)
         core.tick(now_ms())
         while self._inbox:
             source, message = self._inbox.popleft()
             core.step(source, message)
-        if self._queued:
-            self._propose_queued()
-        if self._voter_changes:
-            self._change_voters()
-
-    def _change_voters(self) -> None:
-        """Hand the waiting voter changes to the core (after the queued proposals).
-
-        A change the core accepts is a voters entry at the log's end, which is where the
-        service's next write would have gone (every accepted write was proposed just before):
-        its block is made here, the service's working image takes its VotersRecord, and it
-        is tracked as a proposal, so it commits, fails on a lost leadership and is applied
-        in offset order with the writes.
-        """
-        changes, self._voter_changes = self._voter_changes, []
-        core = self.core
-        for change in changes:
-            if self.leading and not (
-                self.dynamic and finalized_level(self.service.image, KRAFT_VERSION) >= 1
-            ):
-                # The gate: no VotersRecord is written before kraft.version 1 is finalized,
-                # so no node of an older version is ever shown one; and a static quorum's
-                # nodes keep their configured voters whatever the level says.
-                change.future.set_result((int(CoreError.UNSUPPORTED_VERSION), KRAFT_VERSION_0))
-                continue
-            placed = core.change_voters(
-                add=change.add, remove=change.remove, directory_id=change.directory_id
-            )
-            if isinstance(placed, NotLeader):
-                change.future.set_result(
-                    (
-                        int(CoreError.NOT_LEADER_OR_FOLLOWER),
-                        f"node {self.config.node_id} does not lead; the leader is "
-                        f"{self.leader_address()}",
-                    )
-                )
-                continue
-            if isinstance(placed, VoterChangeRefused):
-                change.future.set_result((wire_error_code(placed.error_code), placed.message))
-                continue
-            record = voters_record(core.voter_set)
-            block = self._blocks.encode(
-                [((record,), SERVICE_PRINCIPAL)], first=placed.first, epoch=placed.epoch
-            )
-            self._blocks.keep(block)
-            image = self.service.accept_quorum_records((record,))
-            committed: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-            proposal = _Proposal(
-                records=(record,), principal=SERVICE_PRINCIPAL, first=placed.first, future=committed
-            )
-            self._inflight.append(
-                (proposal, AppendResult(placed.first, placed.first, block.timestamp))
-            )
-            what = f"adds node {change.add.id}" if change.add else f"removes node {change.remove}"
-            logger.info(
-                "controller %d %s: voters %s from offset %d (in force now, done once committed)",
-                self.config.node_id,
-                what,
-                sorted(core.voters),
-                placed.first,
-            )
-            if not change.ack_when_committed:
-                change.future.set_result((0, None))
-            task = asyncio.get_running_loop().create_task(
-                self._voter_change_committed(change, committed, image)
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _voter_change_committed(
-        self,
-        change: _VoterChange,
-        committed: asyncio.Future[AppendResult],
-        image: MetadataImage,
-    ) -> None:
-        """Publish a voter change's image once committed; answer its request."""
-        try:
-            appended = await committed
-        except ApiError:
-            answer: tuple[int, str | None] = (
-                int(CoreError.NOT_LEADER_OR_FOLLOWER),
-                "leadership changed before the voter change was committed; `mlog quorum "
-                "describe` shows whether the next leader kept it",
-            )
-        else:
-            self.service.commit_quorum_records(image, appended)
-            answer = (0, None)
-        if not change.future.done():
-            change.future.set_result(answer)
-
-    def _link_voters(self) -> None:
-        """Open links to voters the log added, close those to voters it removed."""
-        voters = self.core.voter_set
-        if voters is self._linked_voters or not self.dynamic:
-            return
-        self._linked_voters = voters
-        transport = self._transport
-        if isinstance(transport, AddressBook):
-            addresses = {
-                v.id: VoterAddress(host=v.host, port=v.port) for v in voters.voters if v.port
-            }
-            transport.set_addresses({**self.config.addresses, **addresses})
-
-    async def _retain(self) -> None:
-        """Trim the log below the snapshot the core offers, once it is over its bound.
-
-        Between two `Ready`s, on the worker thread that writes the log; the core's view then
-        starts where the log does, so a fetcher below the start is sent the snapshot.
-        """
-        retention = self.service.retention
-        snapshot = self.core.log.snapshot
-        if retention is None or snapshot is None or not retention.config.bounded:
-            return
-        now = time.monotonic()
-        seen, checked = self._retention_checked
-        if snapshot == seen and now - checked < RETENTION_CHECK_S:
-            return
-        self._retention_checked = (snapshot, now)
-        below = snapshot.end_offset - 1
-        if self.dynamic:
-            # The VotersRecords below the cut go with it: the set in force there is stored
-            # first (a restarted node reads it as the set below its log's first one).
-            cut = await self._io(retention.cut, self.log, below=below)
-            if cut is None:
-                return
-            voters = self.core.history.at(cut)
-            await self._io(write_voters_base, self.state_dir, offset=cut, voters=voters)
-            below = cut
-        removed = await self._io(retention.trim, self.log, below=below)
-        if removed:
-            self.core.log.trim_start(self.log.log_start_offset)
-
-    def _propose_queued(self) -> None:
-        group, self._queued = self._queued, []
-        core = self.core
-        if core.role is not Role.LEADER or not self.leading:
-            for proposal in group:
-                proposal.future.set_exception(self.not_controller())
-            return
-        first = core.log.end_offset
-        if group[0].first != first:
-            # The working image and the log disagree: a bug; refuse rather than misplace.
-            error = ApiError(
-                ErrorCode.NOT_CONTROLLER,
-                f"internal: the write expected offset {group[0].first}, the log is at {first}",
-            )
-            for proposal in group:
-                proposal.future.set_exception(error)
-            self.service.drop_uncommitted()
-            return
-        block = self._blocks.encode(
-            [(p.records, p.principal) for p in group], first=first, epoch=core.epoch
-        )
-        placed = core.propose([Batch(payload=block.encode(), count=block.count)])
-        if isinstance(placed, NotLeader):
-            for proposal in group:
-                proposal.future.set_exception(self.not_controller())
-            return
-        self._blocks.keep(block)
-        timestamp = block.timestamp
-        offset = first
-        for proposal in group:
-            last = offset + len(proposal.records) - 1
-            self._inflight.append((proposal, AppendResult(offset, last, timestamp)))
-            offset = last + 1
+        # Voter changes after the queued proposals: an accepted one takes the offset the
+        # service's next write would have had.
+        if self._proposals.queued:
+            self._proposals.place(leading=self.leading)
+        if self._voters.waiting:
+            self._voters.place(leading=self.leading)
 
     async def _carry_out(self, ready: Ready) -> None:
         log = self.log
@@ -991,12 +634,12 @@ class QuorumNode:
         if ready.high_watermark is not None:
             # Before a role change fails what is in flight: what this Ready commits (a leader
             # removing itself resigns in the Ready that commits its removal) succeeded.
-            self._resolve_committed(ready.high_watermark)
+            self._proposals.resolve(ready.high_watermark)
         if ready.role is not None:
             self._role_changed(ready.role)
         if ready.high_watermark is not None:
             await self._committed(ready.high_watermark)
-        self._link_voters()
+        self._voters.link()
 
     async def _install(self, install: SnapshotInstall) -> None:
         """Make the leader's snapshot this node's, then follow its image."""
@@ -1012,27 +655,15 @@ class QuorumNode:
         p = installed.provenance
         self._flushes.flushed = self.log.end_offset
         self._blocks.reset(last_timestamp=p.timestamp)
-        self._applied = p.offset + 1
-        logger.info(
-            "controller %d installed the leader's snapshot at offset %d (epoch %d, %d records, "
-            "%d bytes); its log now starts at offset %d",
-            self.config.node_id,
-            p.offset,
-            p.epoch,
-            installed.count,
-            installed.size,
-            p.offset + 1,
-        )
+        self._replay.applied = p.offset + 1
         self.service.follow(installed.image)
         freeze_loaded_image()
 
     def _send(self, destination: int, message: Message) -> None:
-        if self._stopping and isinstance(message, VoteRequest):
+        if self._handover.stopping and isinstance(message, VoteRequest):
             return  # a stopping node does not stand: it would lead only to leave at once
         if isinstance(message, Response):
-            waiting = self._answers.pop((destination, message.correlation_id), None)
-            if waiting is not None and not waiting[0].done():
-                waiting[0].set_result(message)
+            self._answers.answer(destination, message)
             return
         if isinstance(message, FetchRequest) and self.directory_id:
             message = replace(message, replica_directory_id=self.directory_id)
@@ -1045,55 +676,15 @@ class QuorumNode:
 
     # ------------------------------------------------------------------ commits and roles
 
-    def _resolve_committed(self, high_watermark: int) -> None:
-        """Answer the proposals below the high watermark: they are committed."""
-        while self._inflight and self._inflight[0][1][1] < high_watermark:
-            proposal, result = self._inflight.popleft()
-            self.commit_latency.observe(time.monotonic() - proposal.proposed_at)
-            if not proposal.future.done():
-                proposal.future.set_result(result)
-
     async def _committed(self, high_watermark: int) -> None:
-        self._resolve_committed(high_watermark)
+        self._proposals.resolve(high_watermark)
+        replay = self._replay
         if self.leading:
-            self._applied = max(self._applied, high_watermark)
+            replay.applied = max(replay.applied, high_watermark)
             return
-        if high_watermark > self._applied:
-            base = self.service.image
-            if base is EMPTY_IMAGE:
-                image = await self._io(self.service.first_image, high_watermark - 1)
-                self._started_from(image)
-            else:
-                last = high_watermark - 1
-                # The blocks this node checked and wrote, decoded then (taken on this thread).
-                blocks = self._blocks.take_records(base.provenance.offset + 1, last)
-                if blocks is not None:
-                    image = base
-                    slices = replay_in_slices(base, blocks, lte=last, entries=INLINE_REPLAY_ENTRIES)
-                    for image in slices:
-                        if image.provenance.offset < last:
-                            self._mass_replay.busy()
-                            await asyncio.sleep(0)  # a loop turn between two slices
-                elif high_watermark - self._applied <= INLINE_REPLAY_ENTRIES:
-                    image = load_image(self.log, lte=last, base=base)
-                else:
-                    image = await self._io(load_image, self.log, lte=last, base=base)
-            self._applied = image.provenance.offset + 1
-            self.service.follow(image)
-        if self.core.role is Role.LEADER and self._applied >= self._epoch_start:
+        await replay.follow(high_watermark)
+        if self.core.role is Role.LEADER and replay.applied >= self._epoch_start:
             self._start_leading()
-
-    def _started_from(self, image: MetadataImage) -> None:
-        freeze_loaded_image()
-        used = self.service.started_from_snapshot
-        logger.info(
-            "controller %d applied the committed log up to offset %d (%s)",
-            self.config.node_id,
-            image.provenance.offset,
-            "replayed from the start"
-            if used is None
-            else f"from snapshot {used.id} at offset {used.offset}",
-        )
 
     def _role_changed(self, role: Role) -> None:
         self._role_seen.set()
@@ -1107,7 +698,7 @@ class QuorumNode:
             )
             return
         self._epoch_start = NEVER
-        self._refuse_waiting(fetches_only=True)
+        self._answers.refuse(fetches_only=True)
         if self._leading.is_set():
             self._leading.clear()
             logger.info(
@@ -1116,7 +707,7 @@ class QuorumNode:
                 self.core.epoch,
                 role.name.lower(),
             )
-        self._fail_proposals(self.not_controller())
+        self._proposals.fail(self.not_controller())
         self.service.drop_uncommitted()
 
     def _start_leading(self) -> None:
@@ -1125,17 +716,11 @@ class QuorumNode:
         self.service.drop_uncommitted()
         self._leading.set()
         self._role_seen.set()
-        logger.info("controller %d takes writes from offset %d", self.config.node_id, self._applied)
+        logger.info(
+            "controller %d takes writes from offset %d", self.config.node_id, self._replay.applied
+        )
         if METADATA_VERSION not in self.service.image.features.levels:
             asyncio.get_running_loop().create_task(self.service.bootstrap())
-
-    def _fail_proposals(self, error: ApiError) -> None:
-        pending = [*(proposal for proposal, _ in self._inflight), *self._queued]
-        self._inflight.clear()
-        self._queued = []
-        for proposal in pending:
-            if not proposal.future.done():
-                proposal.future.set_exception(error)
 
     def _ready_reporting_flush(self) -> Ready:
         """The core's next `Ready`; with nothing to do, after telling it a flush behind ended.

@@ -1,13 +1,16 @@
 """The quorum requests a node answers, and the answers its shell makes without the core.
 
-A request the core dropped (the node is stopping, or failed, or no answer came in time) is
-refused naming the leader this node knows; DescribeQuorum's timestamps are turned from the
-core's monotonic clock to wall-clock milliseconds, as Kafka's are.
+A request waits for the core's answer (`AwaitedAnswers`); one the core dropped (the node is
+stopping, or failed, or no answer came in time) is refused naming the leader this node knows.
+DescribeQuorum's timestamps are turned from the core's monotonic clock to wall-clock
+milliseconds, as Kafka's are, and its voters are matched by directory id (`by_directory`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from api.protocol.quorum.messages import (
@@ -26,6 +29,7 @@ from api.protocol.quorum.messages import (
     VoteRequest,
     VoteResponse,
 )
+from api.raft.core.voters import VoterSet
 
 Request = (
     VoteRequest
@@ -84,6 +88,84 @@ def refusal(message: Request, leader: LeaderIdAndEpoch) -> Response:
         leader_id=leader.leader_id,
         leader_epoch=leader.leader_epoch,
     )
+
+
+class AwaitedAnswers:
+    """Requests from other nodes awaiting the core's answer, by (sender, correlation id)."""
+
+    def __init__(self, unanswered: Callable[[Request], Response]) -> None:
+        """`unanswered(request)`: a refusal naming the leader this node knows (now)."""
+        self._unanswered = unanswered
+        self._waiting: dict[tuple[int, int], tuple[asyncio.Future[Response], Request]] = {}
+
+    def expect(self, sender: int, message: Request) -> asyncio.Future[Response]:
+        """The future of the core's answer to `message`.
+
+        An earlier request of the same key (a sender that asked again) is refused now.
+        """
+        key = (sender, message.correlation_id)
+        previous = self._waiting.pop(key, None)
+        if previous is not None and not previous[0].done():
+            previous[0].set_result(self._unanswered(previous[1]))
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._waiting[key] = (future, message)
+        return future
+
+    async def wait(
+        self, sender: int, message: Request, future: asyncio.Future[Response], seconds: float
+    ) -> Response:
+        """The answer `future` (`expect`) brings within `seconds`, else a refusal."""
+        try:
+            if future.done():
+                return future.result()
+            return await asyncio.wait_for(future, seconds)
+        except TimeoutError:
+            return self._unanswered(message)
+        finally:
+            key = (sender, message.correlation_id)
+            waiting = self._waiting.get(key)
+            if waiting is not None and waiting[0] is future:
+                del self._waiting[key]
+
+    def answer(self, destination: int, message: Response) -> None:
+        """Hand the core's answer to the request that awaits it (if it still does)."""
+        waiting = self._waiting.pop((destination, message.correlation_id), None)
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_result(message)
+
+    def refuse(self, *, fetches_only: bool) -> None:
+        """Answer the waiting requests (the fetches alone, or all) now with a refusal."""
+        for key, (future, message) in list(self._waiting.items()):
+            if fetches_only and not isinstance(message, FetchRequest):
+                continue
+            del self._waiting[key]
+            if not future.done():
+                future.set_result(self._unanswered(message))
+
+
+def by_directory(answer: DescribeQuorumResponse, voters: VoterSet) -> DescribeQuorumResponse:
+    """`answer`'s voters as `voters` knows them (KIP-853): each with its directory id.
+
+    Another incarnation (wiped, formatted anew) that fetches under a voter's id is not the
+    voter, whose directory has not fetched (Kafka's ReplicaKey rule): it is listed among the
+    observers, and the voter's row shows no fetch.
+    """
+    rows: list[ReplicaState] = []
+    others: list[ReplicaState] = []
+    for fetched in answer.current_voters:
+        voter = voters.get(fetched.replica_id)
+        known = voter.directory_id if voter is not None else ""
+        row = fetched
+        if known and fetched.directory_id not in ("", known):
+            others.append(fetched)
+            row = ReplicaState(
+                replica_id=fetched.replica_id,
+                log_end_offset=-1,
+                last_fetch_timestamp=-1,
+                last_caught_up_timestamp=-1,
+            )
+        rows.append(replace(row, directory_id=row.directory_id or known))
+    return replace(answer, current_voters=tuple(rows), observers=(*others, *answer.observers))
 
 
 def on_wall_clock(answer: DescribeQuorumResponse, *, now_ms: int) -> DescribeQuorumResponse:

@@ -41,19 +41,18 @@ class SnapshotInstallError(MetadataLogError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Installed:
-    """An installed snapshot: its image (to follow), provenance, size in records and bytes."""
+    """An installed snapshot: its image (to follow) and provenance."""
 
     image: MetadataImage
     provenance: Provenance
-    count: int
-    size: int
 
 
 class SnapshotShipping:
     """A node's snapshots as its core offers, serves and installs them."""
 
-    def __init__(self, service: ReplicatedService) -> None:
+    def __init__(self, service: ReplicatedService, *, node_id: int) -> None:
         self.service = service
+        self.node_id = node_id
         self._offered: int | None = None
         """The id of the stored snapshot last offered to the core (FetchSnapshot)."""
         self._served: tuple[SnapshotId, bytes] | None = None
@@ -100,7 +99,17 @@ class SnapshotShipping:
         )
         await io(self.service.replica_log.reset_to_snapshot, start)
         self._offered = info.id
-        return Installed(image=image, provenance=p, count=header.count, size=len(install.data))
+        logger.info(
+            "controller %d installed the leader's snapshot at offset %d (epoch %d, %d records, "
+            "%d bytes); its log now starts at offset %d",
+            self.node_id,
+            p.offset,
+            p.epoch,
+            header.count,
+            len(install.data),
+            p.offset + 1,
+        )
+        return Installed(image=image, provenance=p)
 
     async def chunk(
         self,

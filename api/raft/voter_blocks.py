@@ -5,7 +5,7 @@ block of one `VotersRecord`; the bootstrap voter set that `mlog quorum format --
 --initial-controllers` writes is the log's first block, a `KRaftVersionRecord` (level 1) and
 the `VotersRecord` (with the FeatureLevelRecord of kraft.version 1 between them), at offset 0
 of epoch 0 with timestamp 0, so every initial controller formatted with the same voters holds
-the very same bytes. A node reads its voter sets from its log at start (`voter_history`);
+the very same bytes. A node reads its voter sets from its log at start (`history_at_start`);
 blocks fetched from the leader are recognised the same way (`block_voters`). Only blocks of at
 most three entries are decoded: a voters block is never longer, so a scan of a long log reads
 its bytes but decodes almost nothing.
@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from api.raft.core.config import QuorumConfig
 from api.raft.core.errors import RaftError
 from api.raft.core.voters import Voter, VoterHistory, VoterSet
 from metadata_log.container import replace_file
@@ -179,3 +180,17 @@ def voter_history(log: ReplicaLog, base: VoterSet) -> VoterHistory:
                 history.append(block.first_offset, voters)
         start = blocks[-1].end_offset
     return history
+
+
+def history_at_start(log: ReplicaLog, directory: Path, config: QuorumConfig) -> VoterHistory:
+    """The voter sets a node starts with: `log`'s, over the set in force below its first.
+
+    That set is the one stored in `directory` (`write_voters_base`) once the log's start
+    moved (a trim, an installed snapshot), else the config's voters.
+    """
+    configured = VoterSet.of(
+        [Voter(id=i, host=a.host, port=a.port) for i, a in config.addresses.items()]
+        or list(config.voters)
+    )
+    stored = read_voters_base(directory) if log.log_start_offset > 0 else None
+    return voter_history(log, stored if stored is not None else configured)

@@ -1,0 +1,100 @@
+"""A node's image following the high watermark: from the log at first, then from kept blocks."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from api.protocol.quorum.messages import Entry
+from api.raft.blocks import ReplicaBlocks
+from api.raft.committed_replay import INLINE_REPLAY_ENTRIES, CommittedReplay
+from api.service.gc_policy import mass_changes_under_way
+from api.service.replicated import ReplicatedService
+from records.model import ConfigRecord, ConfigResourceType
+from replay.controller.controller import Controller
+from replay.loader import load_image
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[ReplicatedService]:
+    service = ReplicatedService.open_replicated(
+        tmp_path / "log", controller=Controller(rng=random.Random(1))
+    )
+    yield service
+    await service.aclose()
+
+
+async def _on_a_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await asyncio.to_thread(functools.partial(function, *args, **kwargs))
+
+
+def _configs(first: int, count: int) -> list[ConfigRecord]:
+    """Broker configs, one a record (a broker's configs need no registration to replay)."""
+    return [
+        ConfigRecord(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name=str(first + i),
+            name="log.retention.ms",
+            value=str(first + i),
+        )
+        for i in range(count)
+    ]
+
+
+def _write(blocks: ReplicaBlocks, first: int, count: int, *, peer: bool = True) -> None:
+    """A block of `count` configs at `first`, written as a leader's (`peer`) or as this node's."""
+    block = blocks.encode([(_configs(first, count), None)], first=first, epoch=1)
+    if not peer:
+        blocks.keep(block)  # this node's own proposal: its records are not kept for the replay
+    blocks.write([Entry(offset=first, epoch=1, count=block.count, payload=block.encode())])
+
+
+async def test_the_image_follows_the_high_watermark_block_by_block(
+    service: ReplicatedService,
+) -> None:
+    blocks = ReplicaBlocks(service.replica_log, last_timestamp=0)
+    replay = CommittedReplay(service, blocks, io=_on_a_thread, node_id=2)
+    assert replay.applied == 0
+    _write(blocks, 0, 3)
+    _write(blocks, 3, 2)
+    await replay.follow(3)  # the first image: from the log (or a snapshot)
+    assert replay.applied == 3
+    assert service.image == load_image(service.replica_log, lte=2)
+    await replay.follow(5)  # then from the records the blocks' check decoded
+    assert replay.applied == 5
+    assert service.image == load_image(service.replica_log, lte=4)
+    _write(blocks, 5, 4, peer=False)
+    await replay.follow(9)  # a block of its own: read back from the log
+    assert service.image == load_image(service.replica_log, lte=8)
+    image = service.image
+    await replay.follow(9)  # nothing new committed: nothing replayed
+    assert service.image is image
+    replay.close()
+
+
+async def test_a_commit_of_many_slices_is_a_mass_change_until_the_node_stops(
+    service: ReplicatedService,
+) -> None:
+    blocks = ReplicaBlocks(service.replica_log, last_timestamp=0)
+    replay = CommittedReplay(service, blocks, io=_on_a_thread, node_id=2)
+    _write(blocks, 0, 1)
+    await replay.follow(1)
+    before = mass_changes_under_way()
+    size = INLINE_REPLAY_ENTRIES // 2 + 1
+    for first in range(1, 1 + 4 * size, size):
+        _write(blocks, first, size)
+    try:
+        await replay.follow(1 + 4 * size)
+        assert mass_changes_under_way() == before + 1
+        assert service.image == load_image(service.replica_log, lte=4 * size)
+    finally:
+        replay.close()
+    assert mass_changes_under_way() == before
