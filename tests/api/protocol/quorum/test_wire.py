@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import struct
 import zlib
 from dataclasses import replace
@@ -1424,6 +1425,71 @@ def test_describe_quorum_bytes_follow_kafkas_schema() -> None:
     assert encode_response(response, correlation_id=16, version=0) == sized(
         response_header(16) + body
     )
+
+
+def u16(v: int) -> bytes:
+    return struct.pack(">H", v)
+
+
+DIRECTORY_ID = base64.urlsafe_b64decode(DIRECTORY + "==")
+"""DIRECTORY's 16 bytes: Kafka prints a Uuid as their URL-safe base64, unpadded."""
+
+
+def listener(name: str, host: str, port: int) -> bytes:
+    """A Listeners entry of the KIP-853 requests: Name, Host, Port (uint16), tagged fields."""
+    return compact_string(name) + compact_string(host) + u16(port) + tags()
+
+
+@pytest.mark.parametrize(
+    ("request_", "header", "body"),
+    [
+        (
+            AddRaftVoterRequest(
+                correlation_id=3,
+                voter_id=4,
+                voter_directory_id=DIRECTORY,
+                endpoints=(VoterEndpoint(name="CONTROLLER", host="127.0.0.1", port=9093),),
+                timeout_ms=5000,
+                ack_when_committed=False,
+            ),
+            request_header(80, 1, 3, CLIENT),
+            compact_string("cid")  # ClusterId
+            + i32(5000)  # TimeoutMs
+            + i32(4)  # VoterId
+            + DIRECTORY_ID  # VoterDirectoryId
+            + compact_array([listener("CONTROLLER", "127.0.0.1", 9093)])  # Listeners
+            + i8(0)  # AckWhenCommitted (v1+)
+            + tags(),
+        ),
+        (
+            RemoveRaftVoterRequest(correlation_id=4, voter_id=1, voter_directory_id=""),
+            request_header(81, 0, 4, CLIENT),
+            compact_string("cid") + i32(1) + ZERO_UUID + tags(),  # "" is the zero id
+        ),
+        (
+            UpdateRaftVoterRequest(
+                correlation_id=5,
+                current_leader_epoch=3,
+                voter_id=2,
+                voter_directory_id=DIRECTORY,
+                endpoints=(VoterEndpoint(name="CONTROLLER", host="::1", port=9094),),
+            ),
+            request_header(82, 0, 5, CLIENT),
+            compact_string("cid")  # ClusterId
+            + i32(3)  # CurrentLeaderEpoch
+            + i32(2)  # VoterId
+            + DIRECTORY_ID  # VoterDirectoryId
+            + compact_array([listener("CONTROLLER", "::1", 9094)])  # Listeners
+            + (i16(0) + i16(1) + tags())  # KRaftVersionFeature: min, max supported
+            + tags(),
+        ),
+    ],
+    ids=["AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter"],
+)
+def test_voter_change_request_bytes_follow_kafkas_schema(
+    request_: Any, header: bytes, body: bytes
+) -> None:
+    assert encode_request(request_, destination=-1, cluster_id="cid") == sized(header + body)
 
 
 def test_a_describe_quorum_answer_needs_the_correlation_id() -> None:
