@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import count
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,6 @@ import pytest
 from metadata_log import MetadataLog
 from metadata_log.reader import LogReader
 from records.model import (
-    ConfigRecord,
-    ConfigResourceType,
     FeatureLevelRecord,
     MoveTopicRecord,
     NamespaceRecord,
@@ -35,26 +32,22 @@ from replay.timetravel import (
     point_offset,
 )
 from tests.support.timetravel_logs import (
-    BATCHES,
     NS,
     START,
     T1,
     T2,
     T3,
     broker_of,
+    known_log,
+    retention,
     topic_of,
 )
 
 
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[LogReader]:
-    ticks = count(START, 1000)
-    with MetadataLog.open(tmp_path / "log", clock_ms=lambda: next(ticks)) as writer:
-        for batch in BATCHES:
-            writer.append(batch, principal="User:alice")
-    reader = LogReader.open(tmp_path / "log")
-    yield reader
-    reader.close()
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LogReader]:
+    with known_log(tmp_path_factory.mktemp("timetravel") / "log") as reader:
+        yield reader
 
 
 def test_image_at_offsets_and_times(log: MetadataLog) -> None:
@@ -190,24 +183,10 @@ def test_history_and_diff_follow_a_topic_across_a_move(tmp_path: Path) -> None:
         [NamespaceRecord(namespace_id=org, name="org")],  # 3
         [NamespaceRecord(namespace_id=apache, name="org:apache", parent_id=org)],  # 4
         topic_of("events", events, 1, namespace="org:apache"),  # 5-6
-        [
-            ConfigRecord(
-                resource_type=ConfigResourceType.TOPIC,
-                resource_name="org:apache:events",
-                name="retention.ms",
-                value="1000",
-            )
-        ],  # 7
+        [retention("org:apache:events", 1000)],  # 7
         [MoveTopicRecord(topic_id=events, namespace="org")],  # 8
         [PartitionChangeRecord(partition_id=0, topic_id=events, leader=2, isr=(2,))],  # 9
-        [
-            ConfigRecord(
-                resource_type=ConfigResourceType.TOPIC,
-                resource_name="org:events",
-                name="retention.ms",
-                value="2000",
-            )
-        ],  # 10
+        [retention("org:events", 2000)],  # 10
         [MoveTopicRecord(topic_id=events, namespace="")],  # 11
         [PartitionChangeRecord(partition_id=0, topic_id=events, leader=1, isr=(1, 2))],  # 12
     ]

@@ -5,9 +5,6 @@ from __future__ import annotations
 import pytest
 
 from records.model import (
-    AccessControlEntryRecord,
-    AclOperation,
-    AclPermissionType,
     BrokerRegistrationChangeRecord,
     CancelTopicPartitionsDeletionRecord,
     ConfigRecord,
@@ -18,51 +15,24 @@ from records.model import (
     LeaderChangeRecord,
     Mode,
     NamespaceRecord,
-    PartitionChangeRecord,
     PartitionRecord,
-    PatternType,
     PurgeTopicPartitionsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveNamespaceRecord,
-    ResourceType,
     UnregisterBrokerRecord,
 )
-from records.uuids import Uuid
 from replay.timetravel import (
-    Names,
     describe,
 )
 from tests.support.timetravel_logs import (
+    ACL,
+    NS,
     T1,
+    acl,
+    change,
+    names,
 )
-
-NS = Uuid(bytes([5] * 16))
-ACL = Uuid(bytes([6] * 16))
-
-
-def _names() -> Names:
-    names = Names()
-    names.topics[T1] = "orders"
-    names.namespaces[NS] = "team"
-    return names
-
-
-def _acl() -> AccessControlEntryRecord:
-    return AccessControlEntryRecord(
-        id=ACL,
-        resource_type=ResourceType.TOPIC,
-        resource_name="orders",
-        pattern_type=PatternType.LITERAL,
-        principal="User:bob",
-        host="*",
-        operation=AclOperation.READ,
-        permission_type=AclPermissionType.ALLOW,
-    )
-
-
-def _change(**fields: object) -> PartitionChangeRecord:
-    return PartitionChangeRecord(partition_id=0, topic_id=T1, **fields)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -76,16 +46,16 @@ def _change(**fields: object) -> PartitionChangeRecord:
             PartitionRecord(partition_id=1, topic_id=T1, replicas=(0,), isr=(0,), leader=0),
             "partition orders-1: replicas [0], isr [0], leader 0, mode READ_WRITE",
         ),
-        (_change(), "partition orders-0: no field changed"),
-        (_change(leader=-1), "partition orders-0: leader -> none"),
-        (_change(leader=0), "partition orders-0: leader -> 0"),
-        (_change(leader=3, isr=(3,)), "partition orders-0: leader -> 3, isr -> [3]"),
+        (change(), "partition orders-0: no field changed"),
+        (change(leader=-1), "partition orders-0: leader -> none"),
+        (change(leader=0), "partition orders-0: leader -> 0"),
+        (change(leader=3, isr=(3,)), "partition orders-0: leader -> 3, isr -> [3]"),
         (
-            _change(replicas=(1, 2, 3), adding_replicas=(3,), removing_replicas=()),
+            change(replicas=(1, 2, 3), adding_replicas=(3,), removing_replicas=()),
             "partition orders-0: replicas -> [1,2,3], adding -> [3], removing -> []",
         ),
         (
-            _change(mode=Mode.READ_ONLY, partition_epoch=4),
+            change(mode=Mode.READ_ONLY, partition_epoch=4),
             "partition orders-0: mode -> READ_ONLY, partition epoch -> 4",
         ),
         (
@@ -151,7 +121,7 @@ def _change(**fields: object) -> PartitionChangeRecord:
             "node 2 leads the controller quorum (voters [1,2,3], granted by [2,3])",
         ),
         (
-            _acl(),
+            acl(),
             f"added ACL {ACL}: ALLOW User:bob READ on topic orders (LITERAL) from host *",
         ),
     ],
@@ -160,4 +130,4 @@ def _change(**fields: object) -> PartitionChangeRecord:
     ids=lambda value: "text" if isinstance(value, str) else type(value).__name__,
 )
 def test_every_record_is_described_in_one_line(record: Record, text: str) -> None:
-    assert describe(record, _names()) == text
+    assert describe(record, names()) == text

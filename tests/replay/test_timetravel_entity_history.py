@@ -6,8 +6,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
-from itertools import count
 from pathlib import Path
 
 import pytest
@@ -15,17 +13,12 @@ import pytest
 from metadata_log import MetadataLog
 from metadata_log.reader import LogReader
 from records.model import (
-    AccessControlEntryRecord,
-    AclOperation,
-    AclPermissionType,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
     NamespaceRecord,
-    PartitionChangeRecord,
     PartitionRecord,
-    PatternType,
     Record,
     RegisterBrokerRecord,
     RemoveNamespaceRecord,
@@ -35,66 +28,35 @@ from records.model import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
-from records.uuids import Uuid
 from replay.loader import load_image
 from replay.timetravel import (
     Entity,
-    Names,
     TimeTravelError,
     history,
     history_range,
 )
 from replay.timetravel.entity_history import _touches
 from tests.support.timetravel_logs import (
-    BATCHES,
-    START,
+    NS,
     T1,
+    acl,
+    acl_on,
     broker_of,
+    change,
+    known_log,
+    names,
     topic_of,
 )
-
-NS = Uuid(bytes([5] * 16))
-ACL = Uuid(bytes([6] * 16))
 
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LogReader]:
-    """test_timetravel's log: batch n appended at START + n * 1000 ms."""
-    directory = tmp_path_factory.mktemp("units") / "log"
-    ticks = count(START, 1000)
-    with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as writer:
-        for batch in BATCHES:
-            writer.append(batch, principal="User:alice")
-    with LogReader.open(directory) as reader:
+    with known_log(tmp_path_factory.mktemp("timetravel") / "log") as reader:
         yield reader
 
 
-def _names() -> Names:
-    names = Names()
-    names.topics[T1] = "orders"
-    names.namespaces[NS] = "team"
-    return names
-
-
-def _acl() -> AccessControlEntryRecord:
-    return AccessControlEntryRecord(
-        id=ACL,
-        resource_type=ResourceType.TOPIC,
-        resource_name="orders",
-        pattern_type=PatternType.LITERAL,
-        principal="User:bob",
-        host="*",
-        operation=AclOperation.READ,
-        permission_type=AclPermissionType.ALLOW,
-    )
-
-
-def _change(**fields: object) -> PartitionChangeRecord:
-    return PartitionChangeRecord(partition_id=0, topic_id=T1, **fields)  # type: ignore[arg-type]
-
-
-def _touched(record: Record, entity: Entity, names: Names | None = None) -> bool:
-    return _touches(record, entity, names or _names(), set())[0]
+def _touched(record: Record, entity: Entity) -> bool:
+    return _touches(record, entity, names(), set())[0]
 
 
 BROKER_3 = Entity(broker=3)
@@ -128,13 +90,13 @@ BROKER_3 = Entity(broker=3)
         (PartitionRecord(partition_id=0, topic_id=T1, replicas=(1, 3), isr=(1,), leader=1), True),
         (PartitionRecord(partition_id=0, topic_id=T1, replicas=(1, 2), isr=(1,), leader=3), True),
         (PartitionRecord(partition_id=0, topic_id=T1, replicas=(1, 2), isr=(1,), leader=1), False),
-        (_change(leader=3), True),
-        (_change(isr=(1, 3)), True),
-        (_change(replicas=(3,)), True),
-        (_change(adding_replicas=(3,)), True),
-        (_change(removing_replicas=(3,)), True),
-        (_change(leader=1, isr=(1,), replicas=(1, 2), adding_replicas=(2,)), False),
-        (_change(), False),
+        (change(leader=3), True),
+        (change(isr=(1, 3)), True),
+        (change(replicas=(3,)), True),
+        (change(adding_replicas=(3,)), True),
+        (change(removing_replicas=(3,)), True),
+        (change(leader=1, isr=(1,), replicas=(1, 2), adding_replicas=(2,)), False),
+        (change(), False),
         (FeatureLevelRecord(name="metadata.version", feature_level=3), False),
     ],
 )
@@ -156,7 +118,7 @@ def test_what_touches_a_namespace() -> None:
 
 def test_a_user_is_touched_only_by_its_security_records() -> None:
     bob, alice = Entity(user="bob"), Entity(user="alice")
-    assert _touched(_acl(), bob) and not _touched(_acl(), alice)
+    assert _touched(acl(), bob) and not _touched(acl(), alice)
     credential = UserScramCredentialRecord(
         name="alice",
         mechanism=ScramMechanism.SCRAM_SHA_256,
@@ -166,23 +128,19 @@ def test_a_user_is_touched_only_by_its_security_records() -> None:
         iterations=4096,
     )
     assert _touched(credential, alice) and not _touched(credential, bob)
-    for record in (broker_of(1), *topic_of("orders", T1, 1), _change(leader=1)):
-        assert _touches(record, alice, _names(), set()) == (False, None)
+    for record in (broker_of(1), *topic_of("orders", T1, 1), change(leader=1)):
+        assert _touches(record, alice, names(), set()) == (False, None)
 
 
 def test_security_records_touch_a_namespace_a_topic_and_a_topic_id_by_their_resource() -> None:
-    on_namespace = _acl_on(ResourceType.NAMESPACE, "team")
+    on_namespace = acl_on(ResourceType.NAMESPACE, "team")
     assert _touched(on_namespace, Entity(namespace="team"))
     assert not _touched(on_namespace, Entity(namespace="other"))
     assert not _touched(on_namespace, Entity(topic="team"))
-    assert _touched(_acl(), Entity(topic="orders"))
-    assert _touched(_acl(), Entity(topic_id=T1))  # its name, as of the entry
-    assert not _touched(_acl(), Entity(topic_id=NS))  # an id never seen has no name
-    assert not _touched(_acl(), Entity(topic="other"))
-
-
-def _acl_on(kind: ResourceType, name: str) -> AccessControlEntryRecord:
-    return replace(_acl(), resource_type=kind, resource_name=name)
+    assert _touched(acl(), Entity(topic="orders"))
+    assert _touched(acl(), Entity(topic_id=T1))  # its name, as of the entry
+    assert not _touched(acl(), Entity(topic_id=NS))  # an id never seen has no name
+    assert not _touched(acl(), Entity(topic="other"))
 
 
 def test_a_user_to_follow_needs_a_name() -> None:

@@ -3,27 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
-from itertools import count
 
 import pytest
 
 from metadata_log import MetadataLog
 from metadata_log.reader import LogReader
 from records.model import (
-    AccessControlEntryRecord,
-    AclOperation,
-    AclPermissionType,
     FeatureLevelRecord,
     NamespaceRecord,
-    PatternType,
     Record,
     RemoveNamespaceRecord,
     ResourceType,
     ScramMechanism,
     UserScramCredentialRecord,
 )
-from records.uuids import Uuid
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 from replay.timetravel import (
@@ -31,44 +24,20 @@ from replay.timetravel import (
     diff_points,
 )
 from tests.support.timetravel_logs import (
-    BATCHES,
-    START,
+    ACL,
+    NS,
     T1,
     T3,
+    acl_on,
     broker_of,
+    known_log,
 )
-
-NS = Uuid(bytes([5] * 16))
-ACL = Uuid(bytes([6] * 16))
 
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LogReader]:
-    """test_timetravel's log: batch n appended at START + n * 1000 ms."""
-    directory = tmp_path_factory.mktemp("units") / "log"
-    ticks = count(START, 1000)
-    with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as writer:
-        for batch in BATCHES:
-            writer.append(batch, principal="User:alice")
-    with LogReader.open(directory) as reader:
+    with known_log(tmp_path_factory.mktemp("timetravel") / "log") as reader:
         yield reader
-
-
-def _acl() -> AccessControlEntryRecord:
-    return AccessControlEntryRecord(
-        id=ACL,
-        resource_type=ResourceType.TOPIC,
-        resource_name="orders",
-        pattern_type=PatternType.LITERAL,
-        principal="User:bob",
-        host="*",
-        operation=AclOperation.READ,
-        permission_type=AclPermissionType.ALLOW,
-    )
-
-
-def _acl_on(kind: ResourceType, name: str) -> AccessControlEntryRecord:
-    return replace(_acl(), resource_type=kind, resource_name=name)
 
 
 def _image(records: list[Record], base: MetadataImage = EMPTY_IMAGE) -> MetadataImage:
@@ -101,7 +70,7 @@ def test_diff_of_features_brokers_namespaces_and_security() -> None:
             broker_of(3),
             RemoveNamespaceRecord(namespace_id=NS),
             credential,
-            _acl_on(ResourceType.GROUP, "g"),
+            acl_on(ResourceType.GROUP, "g"),
         ],
         base,
     )

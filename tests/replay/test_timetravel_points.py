@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from itertools import count
 
 import pytest
 
@@ -21,20 +20,14 @@ from replay.timetravel import (
     travel,
 )
 from tests.support.timetravel_logs import (
-    BATCHES,
     START,
+    known_log,
 )
 
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LogReader]:
-    """test_timetravel's log: batch n appended at START + n * 1000 ms."""
-    directory = tmp_path_factory.mktemp("units") / "log"
-    ticks = count(START, 1000)
-    with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as writer:
-        for batch in BATCHES:
-            writer.append(batch, principal="User:alice")
-    with LogReader.open(directory) as reader:
+    with known_log(tmp_path_factory.mktemp("timetravel") / "log") as reader:
         yield reader
 
 

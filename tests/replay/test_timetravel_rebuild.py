@@ -8,7 +8,6 @@ import logging
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
-from itertools import count
 from pathlib import Path
 
 import pytest
@@ -27,9 +26,10 @@ from replay.timetravel import (
     travel,
 )
 from tests.support.timetravel_logs import (
-    BATCHES,
     START,
     broker_of,
+    known_log,
+    timed_log,
 )
 
 TRIM_CONFIG = LogConfig(segment_ms=1000)
@@ -37,13 +37,7 @@ TRIM_CONFIG = LogConfig(segment_ms=1000)
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LogReader]:
-    """test_timetravel's log: batch n appended at START + n * 1000 ms."""
-    directory = tmp_path_factory.mktemp("units") / "log"
-    ticks = count(START, 1000)
-    with MetadataLog.open(directory, clock_ms=lambda: next(ticks)) as writer:
-        for batch in BATCHES:
-            writer.append(batch, principal="User:alice")
-    with LogReader.open(directory) as reader:
+    with known_log(tmp_path_factory.mktemp("timetravel") / "log") as reader:
         yield reader
 
 
@@ -72,10 +66,7 @@ def test_a_snapshot_of_another_log_is_skipped_with_a_warning_and_timed(
 @pytest.fixture
 def start_8(tmp_path: Path) -> Iterator[tuple[MetadataLog, SnapshotStore, Path]]:
     """Single-entry segments 0..10, snapshots at 0-4 and 6, the log trimmed to start at 8."""
-    ticks = count(START, 1000)
-    with MetadataLog.open(
-        tmp_path / "log", config=TRIM_CONFIG, clock_ms=lambda: next(ticks)
-    ) as writer:
+    with timed_log(tmp_path / "log", config=TRIM_CONFIG) as writer:
         writer.append([FeatureLevelRecord(name="metadata.version", feature_level=1)])
         for broker_id in range(1, 11):
             writer.append([broker_of(broker_id)])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 
 from api.cli.image_tree import Directory, PathError, lookup, path_name, walk
 from api.cli.main import main
-from metadata_log import MetadataLog
 from metadata_log.reader import LogReader
 from records.json_form import record_to_json
 from records.model import (
@@ -44,6 +42,7 @@ from replay.loader import load_image
 from replay.timetravel import Entity, TimeTravelError, diff, history, image_at
 from replay.timetravel.security import acl_applies, describe_security, redacted
 from tests.support.cli import ok
+from tests.support.timetravel_logs import acl, timed_log
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 A1, A2, A3, A4 = (Uuid(bytes([n] * 16)) for n in range(1, 5))
@@ -55,18 +54,8 @@ SECRETS = [SALT, KEY, KEY2]
 
 
 def _acl(acl_id: Uuid, **fields: object) -> AccessControlEntryRecord:
-    values: dict[str, object] = {
-        "id": acl_id,
-        "resource_type": ResourceType.TOPIC,
-        "resource_name": "org:orders",
-        "pattern_type": PatternType.LITERAL,
-        "principal": "User:alice",
-        "host": "*",
-        "operation": AclOperation.READ,
-        "permission_type": AclPermissionType.ALLOW,
-        **fields,
-    }
-    return AccessControlEntryRecord(**values)  # type: ignore[arg-type]  # test keywords
+    """User:alice's ACL on topic org:orders, but for `fields`."""
+    return acl(acl_id, **{"resource_name": "org:orders", "principal": "User:alice", **fields})
 
 
 def _credential(name: str, key: bytes = KEY, iterations: int = 4096) -> UserScramCredentialRecord:
@@ -118,8 +107,7 @@ def _no_secret(text: str) -> None:
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
-    ticks = count(1_700_000_000_000, 1000)
-    with MetadataLog.open(tmp_path / "log", clock_ms=lambda: next(ticks)) as log:
+    with timed_log(tmp_path / "log") as log:
         for principal, record in STORY:
             records: list[Record] = [record]
             if isinstance(record, TopicRecord):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
-from itertools import count
 from pathlib import Path
 
 import pytest
@@ -35,9 +34,14 @@ from replay.timetravel import (
     travel,
 )
 from tests.support.record_gen import LogGenerator
+from tests.support.timetravel_logs import START, timed_log
 from tests.support.trim_logs import CONFIG
 
-T0 = 1_700_000_000_000
+
+def _append_generated(log: MetadataLog, *, seed: int, batches: int) -> None:
+    """`batches` generated batches, one append each (one a second in a `timed_log`)."""
+    for batch in LogGenerator(seed=seed).batches(batches):
+        log.append(batch, principal="User:g")
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +49,8 @@ def trimmed(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[MetadataLog, SnapshotStore]]:
     directory = tmp_path_factory.mktemp("trimmed")
-    ticks = count(T0, 1000)
-    with MetadataLog.open(directory / "log", config=CONFIG, clock_ms=lambda: next(ticks)) as log:
-        for batch in LogGenerator(seed=3).batches(6):
-            log.append(batch, principal="User:g")
+    with timed_log(directory / "log", config=CONFIG) as log:
+        _append_generated(log, seed=3, batches=6)
     with (
         MetadataLog.open(directory / "log", config=CONFIG) as log,
         SnapshotStore(f"sqlite:///{directory / 'snapshots.db'}") as store,
@@ -91,7 +93,7 @@ def test_a_time_before_the_start_is_refused_with_the_snapshots_before_it(
     trimmed: tuple[MetadataLog, SnapshotStore], second: int
 ) -> None:
     log, store = trimmed
-    at = T0 + 1000 * second
+    at = START + 1000 * second
     with pytest.raises(TimeTravelError) as caught:
         travel(log, store, at_time=at)
     text = str(caught.value)
@@ -191,27 +193,23 @@ def test_loading_across_the_trimmed_start_names_the_start_and_the_offset_needed(
 def test_a_time_before_the_first_entry_of_an_untrimmed_log_is_refused_saying_so(
     tmp_path: Path,
 ) -> None:
-    ticks = count(T0, 1000)
-    with MetadataLog.open(tmp_path / "log", config=CONFIG, clock_ms=lambda: next(ticks)) as log:
-        for batch in LogGenerator(seed=3).batches(2):
-            log.append(batch, principal="User:g")
+    with timed_log(tmp_path / "log", config=CONFIG) as log:
+        _append_generated(log, seed=3, batches=2)
         with pytest.raises(TimeTravelError, match=r"before the log's first entry .*--at-offset -1"):
-            travel(log, None, at_time=T0 - 1)
+            travel(log, None, at_time=START - 1)
         assert travel(log, None, at_offset=-1).image.provenance.offset == -1
 
 
 def test_a_log_that_starts_at_1_refuses_a_time_before_it_and_warns_in_history(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ticks = count(T0, 1000)
-    with MetadataLog.open(tmp_path / "log", config=CONFIG, clock_ms=lambda: next(ticks)) as log:
-        for batch in LogGenerator(seed=3).batches(3):
-            log.append(batch, principal="User:g")
+    with timed_log(tmp_path / "log", config=CONFIG) as log:
+        _append_generated(log, seed=3, batches=3)
         assert [s.base_offset for s in log.segments()][:2] == [0, 1]
         log.trim_before(1)
         assert log.log_start_offset == 1
         with pytest.raises(TimeTravelError, match="time 1700000000000 falls among"):
-            travel(log, None, at_time=T0)
+            travel(log, None, at_time=START)
         with caplog.at_level(logging.WARNING):
             list(history(log, Entity(broker=1)))
     assert "the log starts at offset 1 (trimmed" in caplog.text
@@ -221,10 +219,8 @@ def test_a_log_trimmed_to_just_after_a_snapshot_travels_from_it(tmp_path: Path) 
     """`trim_before(offset + 1)` (the API; the CLI keeps the snapshot's own entry) leaves no
     entry to check the snapshot at start - 1 against: it is the base all the same, for its own
     offset and every later one, unless the log's epochs go down from it (another log's)."""
-    ticks = count(T0, 1000)
-    with MetadataLog.open(tmp_path / "log", config=CONFIG, clock_ms=lambda: next(ticks)) as log:
-        for batch in LogGenerator(seed=5).batches(6):
-            log.append(batch, principal="User:g")
+    with timed_log(tmp_path / "log", config=CONFIG) as log:
+        _append_generated(log, seed=5, batches=6)
         assert [s.base_offset for s in log.segments()][:4] == [0, 1, 2, 3]
         wanted = {offset: load_image(log, lte=offset) for offset in (2, 3, 4)}
         with SnapshotStore(f"sqlite:///{tmp_path / 'snapshots.db'}") as store:

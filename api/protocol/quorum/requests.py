@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import struct
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from api.protocol import codec
@@ -23,7 +24,6 @@ from api.protocol.quorum.apis import (
     FETCH_MAX_BYTES,
     FETCH_SNAPSHOT_KEY,
     METADATA_PARTITION,
-    METADATA_TOPIC,
     METADATA_TOPIC_ID,
     NO_DESCRIBE_SENDER,
     QUORUM_API_NAMES,
@@ -32,6 +32,7 @@ from api.protocol.quorum.apis import (
     REQUEST_KEYS,
     UPDATE_RAFT_VOTER_KEY,
     VOTE_KEY,
+    VOTER_CHANGE_KEYS,
     AddRaftVoterRequest,
     DescribeQuorumRequest,
     InboundRequest,
@@ -68,61 +69,62 @@ _REQUEST_PREFIX = struct.Struct(">hhih")  # API key, version, correlation id, cl
 _MILLISECOND = datetime.timedelta(milliseconds=1)
 
 
+def _one_partition_body(top: dict[str, Any], **partition: Any) -> dict[str, Any]:
+    """A body naming the metadata partition once: `top`'s fields, then the topic holding it."""
+    return {**top, "topics": [topic_values(partition_values(**partition))]}
+
+
+def _voter_values(message: VoterChangeRequest, cluster_id: str | None) -> dict[str, Any]:
+    """The fields every KIP-853 request has: the cluster and the voter it changes."""
+    return {
+        "cluster_id": cluster_id,
+        "voter_id": message.voter_id,
+        "voter_directory_id": directory_uuid(message.voter_directory_id),
+    }
+
+
 def _request_values(
     message: QuorumRequest, destination: int, cluster_id: str | None
 ) -> dict[str, Any]:
     """The values `codec.build` takes for a request message's newest version."""
     if isinstance(message, VoteRequest):
-        return {
-            "cluster_id": cluster_id,
-            "voter_id": destination,
-            "topics": [
-                topic_values(
-                    partition_values(
-                        replica_epoch=message.replica_epoch,
-                        replica_id=message.replica_id,
-                        replica_directory_id=None,
-                        voter_directory_id=None,
-                        last_offset_epoch=message.last_offset_epoch,
-                        last_offset=message.last_offset,
-                        pre_vote=message.pre_vote,
-                    )
-                )
-            ],
-        }
+        return _one_partition_body(
+            {"cluster_id": cluster_id, "voter_id": destination},
+            replica_epoch=message.replica_epoch,
+            replica_id=message.replica_id,
+            replica_directory_id=None,
+            voter_directory_id=None,
+            last_offset_epoch=message.last_offset_epoch,
+            last_offset=message.last_offset,
+            pre_vote=message.pre_vote,
+        )
     if isinstance(message, BeginQuorumEpochRequest):
-        return {
-            "cluster_id": cluster_id,
-            "voter_id": destination,
-            "topics": [
-                topic_values(
-                    partition_values(
-                        voter_directory_id=None,
-                        leader_id=message.leader_id,
-                        leader_epoch=message.leader_epoch,
-                    )
-                )
-            ],
-            "leader_endpoints": [],
-        }
+        return _one_partition_body(
+            {"cluster_id": cluster_id, "voter_id": destination, "leader_endpoints": []},
+            voter_directory_id=None,
+            leader_id=message.leader_id,
+            leader_epoch=message.leader_epoch,
+        )
     if isinstance(message, EndQuorumEpochRequest):
-        return {
-            "cluster_id": cluster_id,
-            "topics": [
-                topic_values(
-                    partition_values(
-                        leader_id=message.leader_id,
-                        leader_epoch=message.leader_epoch,
-                        preferred_candidates=[
-                            {"candidate_id": c, "candidate_directory_id": None}
-                            for c in message.preferred_successors
-                        ],
-                    )
-                )
+        successors = message.preferred_successors
+        return _one_partition_body(
+            {"cluster_id": cluster_id, "leader_endpoints": []},
+            leader_id=message.leader_id,
+            leader_epoch=message.leader_epoch,
+            preferred_candidates=[
+                {"candidate_id": c, "candidate_directory_id": None} for c in successors
             ],
-            "leader_endpoints": [],
-        }
+        )
     if isinstance(message, FetchRequest):
+        partition: dict[str, Any] = {
+            "partition": METADATA_PARTITION,
+            "current_leader_epoch": message.current_leader_epoch,
+            "fetch_offset": message.fetch_offset,
+            "last_fetched_epoch": message.last_fetched_epoch,
+            "log_start_offset": -1,
+            "partition_max_bytes": FETCH_MAX_BYTES,
+            "replica_directory_id": directory_uuid(message.replica_directory_id),
+        }
         return {
             "cluster_id": cluster_id,
             "replica_state": {"replica_id": message.replica_id, "replica_epoch": -1},
@@ -132,76 +134,47 @@ def _request_values(
             "isolation_level": 0,
             "session_id": 0,
             "session_epoch": -1,
-            "topics": [
-                {
-                    "topic_id": METADATA_TOPIC_ID,
-                    "partitions": [
-                        {
-                            "partition": METADATA_PARTITION,
-                            "current_leader_epoch": message.current_leader_epoch,
-                            "fetch_offset": message.fetch_offset,
-                            "last_fetched_epoch": message.last_fetched_epoch,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": FETCH_MAX_BYTES,
-                            "replica_directory_id": directory_uuid(message.replica_directory_id),
-                        }
-                    ],
-                }
-            ],
+            "topics": [{"topic_id": METADATA_TOPIC_ID, "partitions": [partition]}],
             "forgotten_topics_data": [],
             "rack_id": "",
         }
     if isinstance(message, FetchSnapshotRequest):
+        partition = {
+            "partition": METADATA_PARTITION,
+            "current_leader_epoch": message.current_leader_epoch,
+            "snapshot_id": {
+                "end_offset": message.snapshot_id.end_offset,
+                "epoch": message.snapshot_id.epoch,
+            },
+            "position": message.position,
+            "replica_directory_id": None,
+        }
         return {
             "cluster_id": cluster_id,
             "replica_id": message.replica_id,
             "max_bytes": message.max_bytes,
-            "topics": [
-                {
-                    "name": METADATA_TOPIC,
-                    "partitions": [
-                        {
-                            "partition": METADATA_PARTITION,
-                            "current_leader_epoch": message.current_leader_epoch,
-                            "snapshot_id": {
-                                "end_offset": message.snapshot_id.end_offset,
-                                "epoch": message.snapshot_id.epoch,
-                            },
-                            "position": message.position,
-                            "replica_directory_id": None,
-                        }
-                    ],
-                }
-            ],
+            "topics": [topic_values(partition, key="name")],
         }
     if isinstance(message, AddRaftVoterRequest):
         return {
-            "cluster_id": cluster_id,
+            **_voter_values(message, cluster_id),
             "timeout": message.timeout_ms,
-            "voter_id": message.voter_id,
-            "voter_directory_id": directory_uuid(message.voter_directory_id),
             "listeners": [endpoint_values(e) for e in message.endpoints],
             "ack_when_committed": message.ack_when_committed,
         }
     if isinstance(message, RemoveRaftVoterRequest):
-        return {
-            "cluster_id": cluster_id,
-            "voter_id": message.voter_id,
-            "voter_directory_id": directory_uuid(message.voter_directory_id),
-        }
+        return _voter_values(message, cluster_id)
     if isinstance(message, UpdateRaftVoterRequest):
         return {
-            "cluster_id": cluster_id,
+            **_voter_values(message, cluster_id),
             "current_leader_epoch": message.current_leader_epoch,
-            "voter_id": message.voter_id,
-            "voter_directory_id": directory_uuid(message.voter_directory_id),
             "listeners": [endpoint_values(e) for e in message.endpoints],
             "k_raft_version_feature": {
                 "min_supported_version": message.min_kraft_version,
                 "max_supported_version": message.max_kraft_version,
             },
         }
-    return {"topics": [topic_values({"partition_index": METADATA_PARTITION})]}
+    return _one_partition_body({})  # DescribeQuorum: the partition alone
 
 
 def encode_request(
@@ -243,113 +216,148 @@ def encode_request(
     return bytes(buffer)
 
 
+def _vote(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    return VoteRequest(
+        correlation_id=correlation_id,
+        replica_epoch=int(p.replica_epoch),
+        replica_id=int(p.replica_id),
+        last_offset_epoch=int(p.last_offset_epoch),
+        last_offset=int(p.last_offset),
+        pre_vote=bool(getattr(p, "pre_vote", False)),
+    )
+
+
+def _begin(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    return BeginQuorumEpochRequest(
+        correlation_id=correlation_id, leader_id=int(p.leader_id), leader_epoch=int(p.leader_epoch)
+    )
+
+
+def _end(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    return EndQuorumEpochRequest(
+        correlation_id=correlation_id,
+        leader_id=int(p.leader_id),
+        leader_epoch=int(p.leader_epoch),
+        preferred_successors=tuple(int(c.candidate_id) for c in p.preferred_candidates),
+    )
+
+
+def _describe(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    return DescribeQuorumRequest(correlation_id=correlation_id)
+
+
+def _fetch(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    return FetchRequest(
+        correlation_id=correlation_id,
+        replica_id=int(body.replica_state.replica_id),
+        current_leader_epoch=int(p.current_leader_epoch),
+        fetch_offset=int(p.fetch_offset),
+        last_fetched_epoch=int(p.last_fetched_epoch),
+        max_wait_ms=body.max_wait // _MILLISECOND,  # exact (floats lose a ms)
+        replica_directory_id=directory_text(getattr(p, "replica_directory_id", None)),
+    )
+
+
+def _fetch_snapshot(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    return FetchSnapshotRequest(
+        correlation_id=correlation_id,
+        replica_id=int(body.replica_id),
+        current_leader_epoch=int(p.current_leader_epoch),
+        snapshot_id=SnapshotId(
+            end_offset=int(p.snapshot_id.end_offset), epoch=int(p.snapshot_id.epoch)
+        ),
+        position=int(p.position),
+        max_bytes=int(body.max_bytes),
+    )
+
+
+def _add_voter(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    return AddRaftVoterRequest(
+        correlation_id=correlation_id,
+        voter_id=int(body.voter_id),
+        voter_directory_id=directory_text(body.voter_directory_id),
+        endpoints=voter_endpoints(body.listeners),
+        timeout_ms=body.timeout // _MILLISECOND,
+        ack_when_committed=bool(getattr(body, "ack_when_committed", True)),
+    )
+
+
+def _remove_voter(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    return RemoveRaftVoterRequest(
+        correlation_id=correlation_id,
+        voter_id=int(body.voter_id),
+        voter_directory_id=directory_text(body.voter_directory_id),
+    )
+
+
+def _update_voter(body: Any, p: Any, correlation_id: int) -> QuorumRequest:
+    feature = body.k_raft_version_feature
+    return UpdateRaftVoterRequest(
+        correlation_id=correlation_id,
+        current_leader_epoch=int(body.current_leader_epoch),
+        voter_id=int(body.voter_id),
+        voter_directory_id=directory_text(body.voter_directory_id),
+        endpoints=voter_endpoints(body.listeners),
+        min_kraft_version=int(feature.min_supported_version),
+        max_kraft_version=int(feature.max_supported_version),
+    )
+
+
+_READERS: Mapping[int, tuple[str | None, Callable[[Any, Any, int], QuorumRequest]]] = {
+    VOTE_KEY: ("partition_index", _vote),
+    BEGIN_QUORUM_EPOCH_KEY: ("partition_index", _begin),
+    END_QUORUM_EPOCH_KEY: ("partition_index", _end),
+    DESCRIBE_QUORUM_KEY: ("partition_index", _describe),
+    FETCH_KEY: ("partition", _fetch),
+    FETCH_SNAPSHOT_KEY: ("partition", _fetch_snapshot),
+    ADD_RAFT_VOTER_KEY: (None, _add_voter),
+    REMOVE_RAFT_VOTER_KEY: (None, _remove_voter),
+    UPDATE_RAFT_VOTER_KEY: (None, _update_voter),
+}
+"""Each request's reader by API key, after the field naming its metadata partition (None: the
+request names none): (body, that partition, correlation id) -> the core's message."""
+
+
+def _sender(message: QuorumRequest) -> int:
+    """Who sent a request, as it says (`NO_DESCRIBE_SENDER`: a tool's or an admin's)."""
+    if isinstance(message, VoteRequest | FetchRequest | FetchSnapshotRequest):
+        return message.replica_id
+    if isinstance(message, BeginQuorumEpochRequest | EndQuorumEpochRequest):
+        return message.leader_id
+    if isinstance(message, UpdateRaftVoterRequest):
+        return message.voter_id
+    # DescribeQuorum comes from a tool; Add- and RemoveRaftVoter name the voter to change.
+    return NO_DESCRIBE_SENDER
+
+
 def inbound_request(request: KafkaRequest) -> InboundRequest:
     """The core message (and addressing) of a decoded quorum request.
 
     `RaftWireRefusal(INVALID_REQUEST)` if it does not name exactly the metadata partition.
     """
-    header = request.header
-    key = header.api_key
+    key = request.header.api_key
     body = request.body
-    correlation_id = header.correlation_id
     name = QUORUM_API_NAMES.get(key, f"API {key}") + "Request"
-    cluster_id = getattr(body, "cluster_id", None)
-    voter_id = int(getattr(body, "voter_id", -1))
-    message: QuorumRequest
-    if key == VOTE_KEY:
-        p = one_partition(body.topics, name=name, partition_field="partition_index")
-        message = VoteRequest(
-            correlation_id=correlation_id,
-            replica_epoch=int(p.replica_epoch),
-            replica_id=int(p.replica_id),
-            last_offset_epoch=int(p.last_offset_epoch),
-            last_offset=int(p.last_offset),
-            pre_vote=bool(getattr(p, "pre_vote", False)),
-        )
-        sender = message.replica_id
-    elif key == BEGIN_QUORUM_EPOCH_KEY:
-        p = one_partition(body.topics, name=name, partition_field="partition_index")
-        message = BeginQuorumEpochRequest(
-            correlation_id=correlation_id,
-            leader_id=int(p.leader_id),
-            leader_epoch=int(p.leader_epoch),
-        )
-        sender = message.leader_id
-    elif key == END_QUORUM_EPOCH_KEY:
-        p = one_partition(body.topics, name=name, partition_field="partition_index")
-        message = EndQuorumEpochRequest(
-            correlation_id=correlation_id,
-            leader_id=int(p.leader_id),
-            leader_epoch=int(p.leader_epoch),
-            preferred_successors=tuple(int(c.candidate_id) for c in p.preferred_candidates),
-        )
-        sender = message.leader_id
-    elif key == FETCH_KEY:
-        p = one_partition(body.topics, name=name, partition_field="partition")
-        message = FetchRequest(
-            correlation_id=correlation_id,
-            replica_id=int(body.replica_state.replica_id),
-            current_leader_epoch=int(p.current_leader_epoch),
-            fetch_offset=int(p.fetch_offset),
-            last_fetched_epoch=int(p.last_fetched_epoch),
-            max_wait_ms=body.max_wait // _MILLISECOND,  # exact (floats lose a ms)
-            replica_directory_id=directory_text(getattr(p, "replica_directory_id", None)),
-        )
-        sender = message.replica_id
-    elif key == FETCH_SNAPSHOT_KEY:
-        p = one_partition(body.topics, name=name, partition_field="partition")
-        message = FetchSnapshotRequest(
-            correlation_id=correlation_id,
-            replica_id=int(body.replica_id),
-            current_leader_epoch=int(p.current_leader_epoch),
-            snapshot_id=SnapshotId(
-                end_offset=int(p.snapshot_id.end_offset), epoch=int(p.snapshot_id.epoch)
-            ),
-            position=int(p.position),
-            max_bytes=int(body.max_bytes),
-        )
-        sender = message.replica_id
-    elif key == DESCRIBE_QUORUM_KEY:
-        one_partition(body.topics, name=name, partition_field="partition_index")
-        message = DescribeQuorumRequest(correlation_id=correlation_id)
-        sender = NO_DESCRIBE_SENDER
-    elif key == ADD_RAFT_VOTER_KEY:
-        message = AddRaftVoterRequest(
-            correlation_id=correlation_id,
-            voter_id=int(body.voter_id),
-            voter_directory_id=directory_text(body.voter_directory_id),
-            endpoints=voter_endpoints(body.listeners),
-            timeout_ms=body.timeout // _MILLISECOND,
-            ack_when_committed=bool(getattr(body, "ack_when_committed", True)),
-        )
-        # The voter named is the one to add, not this node: no addressing check.
-        sender, voter_id = NO_DESCRIBE_SENDER, -1
-    elif key == REMOVE_RAFT_VOTER_KEY:
-        message = RemoveRaftVoterRequest(
-            correlation_id=correlation_id,
-            voter_id=int(body.voter_id),
-            voter_directory_id=directory_text(body.voter_directory_id),
-        )
-        sender, voter_id = NO_DESCRIBE_SENDER, -1
-    elif key == UPDATE_RAFT_VOTER_KEY:
-        feature = body.k_raft_version_feature
-        message = UpdateRaftVoterRequest(
-            correlation_id=correlation_id,
-            current_leader_epoch=int(body.current_leader_epoch),
-            voter_id=int(body.voter_id),
-            voter_directory_id=directory_text(body.voter_directory_id),
-            endpoints=voter_endpoints(body.listeners),
-            min_kraft_version=int(feature.min_supported_version),
-            max_kraft_version=int(feature.max_supported_version),
-        )
-        sender, voter_id = message.voter_id, -1
-    else:
+    reader = _READERS.get(key)
+    if reader is None:
         raise RaftWireError(f"API key {key} is not a quorum API")
+    partition_field, read = reader
+    partition = (
+        None
+        if partition_field is None
+        else one_partition(body.topics, name=name, partition_field=partition_field)
+    )
+    message = read(body, partition, request.header.correlation_id)
     problem = request_out_of_range(message)
     if problem is not None:
         raise RaftWireRefusal(INVALID_REQUEST, f"{name} refused: {problem}")
+    # A voter change's VoterId names the voter to change, not this node: no addressing check.
+    voter_id = -1 if key in VOTER_CHANGE_KEYS else int(getattr(body, "voter_id", -1))
     return InboundRequest(
-        message=message, sender_id=sender, cluster_id=cluster_id, voter_id=voter_id
+        message=message,
+        sender_id=_sender(message),
+        cluster_id=getattr(body, "cluster_id", None),
+        voter_id=voter_id,
     )
 
 

@@ -59,6 +59,7 @@ from replay.audit.sql_check import STATEMENT_WORDS, precheck
 from replay.audit.state import PARTITION_COLUMNS, TOPIC_COLUMNS, compare_with_image, state_at
 from tests.support.record_gen import partition_record
 from tests.support.sql_backends import write_generated_log
+from tests.support.timetravel_logs import acl
 
 # One local Spark session for the module: every test here needs the JVM. A per-test timeout
 # (`make mutate`) times the test, not the module's session start: the first test of a run starts
@@ -555,18 +556,8 @@ SECRET_KEY = bytes(range(100, 132))
 
 
 def _acl(acl_id: Uuid, **fields: object) -> AccessControlEntryRecord:
-    values: dict[str, object] = {
-        "id": acl_id,
-        "resource_type": ResourceType.TOPIC,
-        "resource_name": "orders",
-        "pattern_type": PatternType.LITERAL,
-        "principal": "User:alice",
-        "host": "*",
-        "operation": AclOperation.READ,
-        "permission_type": AclPermissionType.ALLOW,
-        **fields,
-    }
-    return AccessControlEntryRecord(**values)  # type: ignore[arg-type]  # test keywords
+    """User:alice's ACL on topic orders, but for `fields`."""
+    return acl(acl_id, **{"principal": "User:alice", **fields})
 
 
 def _credential(name: str, mechanism: ScramMechanism, size: int) -> UserScramCredentialRecord:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.protocol import codec
@@ -123,179 +125,199 @@ def _response_round_trip(message: Any, version: int | None = None, correlation: 
     return decode_response(_frame_body(frame), api_key=key, version=version)
 
 
+# --------------------------------------------------------------------------- samples
+
+VOTE = VoteRequest(
+    correlation_id=1, replica_epoch=5, replica_id=2, last_offset_epoch=4, last_offset=99
+)
+FETCH = FetchRequest(
+    correlation_id=4,
+    replica_id=2,
+    current_leader_epoch=5,
+    fetch_offset=9,
+    last_fetched_epoch=4,
+    max_wait_ms=500,
+)
+CHUNK = FetchSnapshotRequest(
+    correlation_id=5,
+    replica_id=2,
+    current_leader_epoch=5,
+    snapshot_id=SnapshotId(end_offset=9, epoch=4),
+    position=0,
+    max_bytes=100,
+)
+SAMPLE_REQUESTS: list[Any] = [
+    VOTE,
+    BeginQuorumEpochRequest(correlation_id=2, leader_id=1, leader_epoch=5),
+    EndQuorumEpochRequest(correlation_id=3, leader_id=1, leader_epoch=5, preferred_successors=(2,)),
+    FETCH,
+    CHUNK,
+    DescribeQuorumRequest(correlation_id=6),
+]
+"""One request of each kind the core sends, every number in range."""
+
+DIRECTORY = "pqQ6lNYVQbOcf5VZWv4_Pw"
+ADD_VOTER = AddRaftVoterRequest(
+    correlation_id=3,
+    voter_id=4,
+    voter_directory_id=DIRECTORY,
+    endpoints=(VoterEndpoint(name="CONTROLLER", host="127.0.0.1", port=9093),),
+    timeout_ms=5000,
+    ack_when_committed=False,
+)
+REMOVE_VOTER = RemoveRaftVoterRequest(correlation_id=4, voter_id=1, voter_directory_id="")
+UPDATE_VOTER = UpdateRaftVoterRequest(
+    correlation_id=5,
+    current_leader_epoch=3,
+    voter_id=2,
+    voter_directory_id=DIRECTORY,
+    endpoints=(VoterEndpoint(name="CONTROLLER", host="::1", port=9094),),
+)
+VOTER_CHANGES: list[Any] = [ADD_VOTER, REMOVE_VOTER, UPDATE_VOTER]
+"""One of each KIP-853 request: an admin's or a voter's, answered by the server's endpoint."""
+
+SAMPLE_ANSWERS: list[QuorumResponse] = [
+    VoteResponse(
+        correlation_id=1, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5, vote_granted=True
+    ),
+    BeginQuorumEpochResponse(
+        correlation_id=2, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5
+    ),
+    EndQuorumEpochResponse(
+        correlation_id=3, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5
+    ),
+    FetchResponse(
+        correlation_id=4,
+        error_code=ErrorCode.NONE,
+        high_watermark=9,
+        current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=5),
+        diverging_epoch=EpochEndOffset(epoch=4, end_offset=8),
+        records=(Entry(offset=9, epoch=5, payload=b"ab", count=2),),
+    ),
+    FetchSnapshotResponse(
+        correlation_id=5,
+        error_code=ErrorCode.NONE,
+        snapshot_id=SnapshotId(end_offset=9, epoch=4),
+        current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=5),
+        size=3,
+        position=0,
+        unaligned_records=b"abc",
+    ),
+    DescribeQuorumResponse(
+        error_code=ErrorCode.NONE,
+        leader_id=1,
+        leader_epoch=5,
+        high_watermark=9,
+        current_voters=(
+            ReplicaState(
+                replica_id=1, log_end_offset=9, last_fetch_timestamp=1, last_caught_up_timestamp=2
+            ),
+        ),
+        observers=(),
+    ),
+]
+"""One answer of each kind the core sends, every number in range."""
+
+
 # --------------------------------------------------------------------------- round trips
 
+SNAPSHOT_IDS = st.builds(SnapshotId, end_offset=OFFSETS, epoch=EPOCHS)
+LEADERS_AND_EPOCHS = st.builds(LeaderIdAndEpoch, leader_id=LEADERS, leader_epoch=EPOCHS)
 
+REQUESTS = [
+    pytest.param(
+        st.builds(
+            VoteRequest,
+            correlation_id=CORRELATION,
+            replica_epoch=EPOCHS,
+            replica_id=IDS,
+            last_offset_epoch=EPOCHS,
+            last_offset=OFFSETS,
+            pre_vote=st.booleans(),
+        ),
+        "replica_id",
+        True,
+        id="Vote",
+    ),
+    pytest.param(
+        st.builds(
+            BeginQuorumEpochRequest, correlation_id=CORRELATION, leader_id=IDS, leader_epoch=EPOCHS
+        ),
+        "leader_id",
+        True,
+        id="BeginQuorumEpoch",
+    ),
+    pytest.param(
+        st.builds(
+            EndQuorumEpochRequest,
+            correlation_id=CORRELATION,
+            leader_id=IDS,
+            leader_epoch=EPOCHS,
+            preferred_successors=st.lists(IDS, max_size=7).map(tuple),
+        ),
+        "leader_id",
+        False,
+        id="EndQuorumEpoch",
+    ),
+    pytest.param(
+        st.builds(
+            FetchRequest,
+            correlation_id=CORRELATION,
+            # A voter without durable state fetches as replica -1 (ReplicaState's default).
+            replica_id=REPLICAS_OR_NONE,
+            current_leader_epoch=EPOCHS,
+            fetch_offset=OFFSETS,
+            last_fetched_epoch=EPOCHS,
+            max_wait_ms=st.integers(0, 2**31 - 1),
+        ),
+        "replica_id",
+        False,
+        id="Fetch",
+    ),
+    pytest.param(
+        st.builds(
+            FetchSnapshotRequest,
+            correlation_id=CORRELATION,
+            replica_id=REPLICAS_OR_NONE,
+            current_leader_epoch=EPOCHS,
+            snapshot_id=SNAPSHOT_IDS,
+            position=OFFSETS,
+            max_bytes=COUNTS,
+        ),
+        "replica_id",
+        False,
+        id="FetchSnapshot",
+    ),
+    pytest.param(
+        st.builds(DescribeQuorumRequest, correlation_id=CORRELATION),
+        None,
+        False,
+        id="DescribeQuorum",
+    ),
+]
+"""Each request the core sends, drawn whole; the field naming its sender (None: no replica,
+a tool's); whether it is addressed to one voter (its VoterId is the destination)."""
+
+
+@pytest.mark.parametrize(("requests", "sender", "addressed"), REQUESTS)
 @settings(max_examples=150)
-@given(
-    correlation=CORRELATION,
-    epoch=EPOCHS,
-    replica=IDS,
-    last_epoch=EPOCHS,
-    last_offset=OFFSETS,
-    pre_vote=st.booleans(),
-    destination=INT32,
-    cluster=st.none() | st.text(max_size=30),
-)
-def test_vote_requests_round_trip(
+@given(data=st.data(), destination=INT32, cluster=st.none() | st.text(max_size=30))
+def test_requests_round_trip(
     *,
-    correlation: int,
-    epoch: int,
-    replica: int,
-    last_epoch: int,
-    last_offset: int,
-    pre_vote: bool,
+    requests: st.SearchStrategy[Any],
+    sender: str | None,
+    addressed: bool,
+    data: st.DataObject,
     destination: int,
     cluster: str | None,
 ) -> None:
-    message = VoteRequest(
-        correlation_id=correlation,
-        replica_epoch=epoch,
-        replica_id=replica,
-        last_offset_epoch=last_epoch,
-        last_offset=last_offset,
-        pre_vote=pre_vote,
-    )
+    message = data.draw(requests)
     inbound = _request_round_trip(message, destination, cluster)
     assert inbound.message == message
-    assert (inbound.sender_id, inbound.voter_id, inbound.cluster_id) == (
-        replica,
-        destination,
-        cluster,
-    )
-
-
-@settings(max_examples=100)
-@given(correlation=CORRELATION, leader=IDS, epoch=EPOCHS, destination=INT32)
-def test_begin_quorum_epoch_requests_round_trip(
-    correlation: int, leader: int, epoch: int, destination: int
-) -> None:
-    message = BeginQuorumEpochRequest(
-        correlation_id=correlation, leader_id=leader, leader_epoch=epoch
-    )
-    inbound = _request_round_trip(message, destination)
-    assert inbound.message == message
-    assert (inbound.sender_id, inbound.voter_id) == (leader, destination)
-
-
-@settings(max_examples=100)
-@given(
-    correlation=CORRELATION,
-    leader=IDS,
-    epoch=EPOCHS,
-    successors=st.lists(IDS, max_size=7).map(tuple),
-)
-def test_end_quorum_epoch_requests_round_trip(
-    correlation: int, leader: int, epoch: int, successors: tuple[int, ...]
-) -> None:
-    message = EndQuorumEpochRequest(
-        correlation_id=correlation,
-        leader_id=leader,
-        leader_epoch=epoch,
-        preferred_successors=successors,
-    )
-    inbound = _request_round_trip(message)
-    assert inbound.message == message
-    assert inbound.sender_id == leader
-
-
-@settings(max_examples=150)
-@given(
-    correlation=CORRELATION,
-    replica=REPLICAS_OR_NONE,
-    leader_epoch=EPOCHS,
-    offset=OFFSETS,
-    last_epoch=EPOCHS,
-    wait=st.integers(0, 2**31 - 1),
-)
-# A voter without durable state fetches as replica -1: ReplicaState then holds its default.
-@example(correlation=1, replica=-1, leader_epoch=3, offset=0, last_epoch=0, wait=500)
-def test_fetch_requests_round_trip(
-    *, correlation: int, replica: int, leader_epoch: int, offset: int, last_epoch: int, wait: int
-) -> None:
-    message = FetchRequest(
-        correlation_id=correlation,
-        replica_id=replica,
-        current_leader_epoch=leader_epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        max_wait_ms=wait,
-    )
-    inbound = _request_round_trip(message)
-    assert inbound.message == message
-    assert inbound.sender_id == replica
-
-
-@settings(max_examples=100)
-@given(
-    correlation=CORRELATION,
-    replica=REPLICAS_OR_NONE,
-    leader_epoch=EPOCHS,
-    snapshot=st.builds(SnapshotId, end_offset=OFFSETS, epoch=EPOCHS),
-    position=OFFSETS,
-    max_bytes=COUNTS,
-)
-def test_fetch_snapshot_requests_round_trip(
-    *,
-    correlation: int,
-    replica: int,
-    leader_epoch: int,
-    snapshot: SnapshotId,
-    position: int,
-    max_bytes: int,
-) -> None:
-    message = FetchSnapshotRequest(
-        correlation_id=correlation,
-        replica_id=replica,
-        current_leader_epoch=leader_epoch,
-        snapshot_id=snapshot,
-        position=position,
-        max_bytes=max_bytes,
-    )
-    inbound = _request_round_trip(message)
-    assert inbound.message == message
-    assert inbound.sender_id == replica
-
-
-@given(correlation=CORRELATION)
-def test_describe_quorum_requests_round_trip(correlation: int) -> None:
-    message = DescribeQuorumRequest(correlation_id=correlation)
-    inbound = _request_round_trip(message)
-    assert inbound.message == message
-    assert inbound.sender_id == -1
-
-
-@settings(max_examples=100)
-@given(
-    correlation=CORRELATION,
-    code=CODES,
-    leader=LEADERS,
-    epoch=EPOCHS,
-    granted=st.booleans(),
-)
-def test_vote_responses_round_trip(
-    correlation: int, code: ErrorCode, leader: int, epoch: int, granted: bool
-) -> None:
-    message = VoteResponse(
-        correlation_id=correlation,
-        error_code=code,
-        leader_id=leader,
-        leader_epoch=epoch,
-        vote_granted=granted,
-    )
-    assert _response_round_trip(message, correlation=correlation) == message
-
-
-@settings(max_examples=100)
-@given(correlation=CORRELATION, code=CODES, leader=LEADERS, epoch=EPOCHS, begin=st.booleans())
-def test_begin_and_end_quorum_epoch_responses_round_trip(
-    correlation: int, code: ErrorCode, leader: int, epoch: int, begin: bool
-) -> None:
-    kind = BeginQuorumEpochResponse if begin else EndQuorumEpochResponse
-    message = kind(
-        correlation_id=correlation, error_code=code, leader_id=leader, leader_epoch=epoch
-    )
-    assert _response_round_trip(message, correlation=correlation) == message
+    assert inbound.sender_id == (-1 if sender is None else getattr(message, sender))
+    assert inbound.voter_id == (destination if addressed else -1)
+    # DescribeQuorum has no ClusterId field: it reads as not said.
+    assert inbound.cluster_id == (None if isinstance(message, DescribeQuorumRequest) else cluster)
 
 
 def _dense_entries(
@@ -321,68 +343,58 @@ ENTRIES = st.builds(
 )
 
 
+def _answers(kind: type[Any], **fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """`kind`'s answers: any correlation id and error code, `fields` drawn as given."""
+    return st.builds(kind, correlation_id=CORRELATION, error_code=CODES, **fields)
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        pytest.param(
+            _answers(
+                VoteResponse, leader_id=LEADERS, leader_epoch=EPOCHS, vote_granted=st.booleans()
+            ),
+            id="Vote",
+        ),
+        pytest.param(
+            _answers(BeginQuorumEpochResponse, leader_id=LEADERS, leader_epoch=EPOCHS),
+            id="BeginQuorumEpoch",
+        ),
+        pytest.param(
+            _answers(EndQuorumEpochResponse, leader_id=LEADERS, leader_epoch=EPOCHS),
+            id="EndQuorumEpoch",
+        ),
+        pytest.param(
+            _answers(
+                FetchResponse,
+                high_watermark=st.integers(-1, 2**63 - 1),
+                current_leader=LEADERS_AND_EPOCHS,
+                diverging_epoch=st.none()
+                | st.builds(EpochEndOffset, epoch=EPOCHS, end_offset=OFFSETS),
+                snapshot_id=st.none() | SNAPSHOT_IDS,
+                records=ENTRIES,
+            ),
+            id="Fetch",
+        ),
+        pytest.param(
+            _answers(
+                FetchSnapshotResponse,
+                snapshot_id=SNAPSHOT_IDS,
+                current_leader=LEADERS_AND_EPOCHS,
+                size=OFFSETS,
+                position=OFFSETS,
+                unaligned_records=st.binary(max_size=200),
+            ),
+            id="FetchSnapshot",
+        ),
+    ],
+)
 @settings(max_examples=200)
-@given(
-    correlation=CORRELATION,
-    code=CODES,
-    high_watermark=st.integers(-1, 2**63 - 1),
-    leader=st.builds(LeaderIdAndEpoch, leader_id=st.integers(-1, 2**31 - 1), leader_epoch=EPOCHS),
-    diverging=st.none() | st.builds(EpochEndOffset, epoch=EPOCHS, end_offset=OFFSETS),
-    snapshot=st.none() | st.builds(SnapshotId, end_offset=OFFSETS, epoch=EPOCHS),
-    records=ENTRIES,
-)
-def test_fetch_responses_round_trip(
-    *,
-    correlation: int,
-    code: ErrorCode,
-    high_watermark: int,
-    leader: LeaderIdAndEpoch,
-    diverging: EpochEndOffset | None,
-    snapshot: SnapshotId | None,
-    records: tuple[Entry, ...],
-) -> None:
-    message = FetchResponse(
-        correlation_id=correlation,
-        error_code=code,
-        high_watermark=high_watermark,
-        current_leader=leader,
-        diverging_epoch=diverging,
-        snapshot_id=snapshot,
-        records=records,
-    )
-    assert _response_round_trip(message, correlation=correlation) == message
-
-
-@settings(max_examples=100)
-@given(
-    correlation=CORRELATION,
-    code=CODES,
-    snapshot=st.builds(SnapshotId, end_offset=OFFSETS, epoch=EPOCHS),
-    leader=st.builds(LeaderIdAndEpoch, leader_id=LEADERS, leader_epoch=EPOCHS),
-    size=OFFSETS,
-    position=OFFSETS,
-    data=st.binary(max_size=200),
-)
-def test_fetch_snapshot_responses_round_trip(
-    *,
-    correlation: int,
-    code: ErrorCode,
-    snapshot: SnapshotId,
-    leader: LeaderIdAndEpoch,
-    size: int,
-    position: int,
-    data: bytes,
-) -> None:
-    message = FetchSnapshotResponse(
-        correlation_id=correlation,
-        error_code=code,
-        snapshot_id=snapshot,
-        current_leader=leader,
-        size=size,
-        position=position,
-        unaligned_records=data,
-    )
-    assert _response_round_trip(message, correlation=correlation) == message
+@given(data=st.data())
+def test_responses_round_trip(answers: st.SearchStrategy[Any], data: st.DataObject) -> None:
+    message = data.draw(answers)
+    assert _response_round_trip(message, correlation=message.correlation_id) == message
 
 
 REPLICAS = st.lists(
@@ -454,52 +466,11 @@ def test_every_quorum_api_is_served_in_the_version_it_is_sent() -> None:
 
 
 def test_the_generated_writer_writes_what_kio_writes_for_every_answer() -> None:
-    answers: list[QuorumResponse] = [
-        VoteResponse(
-            correlation_id=1,
-            error_code=ErrorCode.NONE,
-            leader_id=1,
-            leader_epoch=4,
-            vote_granted=True,
-        ),
-        FetchSnapshotResponse(
-            correlation_id=1,
-            error_code=ErrorCode.NONE,
-            snapshot_id=SnapshotId(end_offset=10, epoch=2),
-            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=4),
-            size=100,
-            position=0,
-            unaligned_records=b"snapshot bytes",
-        ),
-        FetchResponse(
-            correlation_id=1,
-            error_code=ErrorCode.NONE,
-            high_watermark=10,
-            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=4),
-            diverging_epoch=EpochEndOffset(epoch=3, end_offset=8),
-            records=(Entry(offset=10, epoch=4, payload=b"x"),),
-        ),
-        DescribeQuorumResponse(
-            error_code=ErrorCode.NONE,
-            leader_id=1,
-            leader_epoch=4,
-            high_watermark=10,
-            current_voters=(
-                ReplicaState(
-                    replica_id=1,
-                    log_end_offset=3,
-                    last_fetch_timestamp=5,
-                    last_caught_up_timestamp=6,
-                ),
-            ),
-            observers=(),
-        ),
-    ]
     from api.protocol.quorum.responses import (
         response_answer,
     )
 
-    for message in answers:
+    for message in SAMPLE_ANSWERS:
         for version in range(
             QUORUM_VERSIONS[api_key_of(message)][0], send_version(api_key_of(message)) + 1
         ):
@@ -561,32 +532,9 @@ def test_a_voter_change_refused_comes_back_as_its_answer_with_code_and_message()
     )
 
 
-DIRECTORY = "pqQ6lNYVQbOcf5VZWv4_Pw"
-
-
-@pytest.mark.parametrize(
-    "message",
-    [
-        AddRaftVoterRequest(
-            correlation_id=3,
-            voter_id=4,
-            voter_directory_id=DIRECTORY,
-            endpoints=(VoterEndpoint(name="CONTROLLER", host="127.0.0.1", port=9093),),
-            timeout_ms=5000,
-            ack_when_committed=False,
-        ),
-        RemoveRaftVoterRequest(correlation_id=4, voter_id=1, voter_directory_id=""),
-        UpdateRaftVoterRequest(
-            correlation_id=5,
-            current_leader_epoch=3,
-            voter_id=2,
-            voter_directory_id=DIRECTORY,
-            endpoints=(VoterEndpoint(name="CONTROLLER", host="::1", port=9094),),
-        ),
-    ],
-)
-def test_voter_change_requests_round_trip_with_kafkas_schemas(message: object) -> None:
-    frame = encode_request(message, destination=-1, cluster_id="c")  # type: ignore[arg-type]  # each is a QuorumRequest
+@pytest.mark.parametrize("message", VOTER_CHANGES, ids=lambda m: type(m).__name__)
+def test_voter_change_requests_round_trip_with_kafkas_schemas(message: Any) -> None:
+    frame = encode_request(message, destination=-1, cluster_id="c")
     inbound = decode_request(_frame_body(frame))
     assert inbound.message == message
     # AddRaftVoter's voter is the one to add, not this node: never an addressing refusal.
@@ -839,15 +787,7 @@ def test_no_entries_are_empty_records_and_senders_refuse_bad_entries() -> None:
 
 
 def _fetch_frame() -> bytes:
-    message = FetchRequest(
-        correlation_id=5,
-        replica_id=2,
-        current_leader_epoch=4,
-        fetch_offset=100,
-        last_fetched_epoch=3,
-        max_wait_ms=500,
-    )
-    return _frame_body(encode_request(message, destination=1, cluster_id="c"))
+    return _frame_body(encode_request(FETCH, destination=1, cluster_id="c"))
 
 
 def test_every_truncated_request_frame_is_refused() -> None:
@@ -890,30 +830,11 @@ def test_garbage_is_refused_with_one_line(garbage: bytes, key: int) -> None:
 
 _EDGES = (-(2**31), -1, 2**31 - 1)
 """Values of an int32 field out of range for an epoch (and the negatives for anything)."""
-_VOTE = VoteRequest(
-    correlation_id=5, replica_epoch=4, replica_id=2, last_offset_epoch=3, last_offset=9
-)
-_FETCH = FetchRequest(
-    correlation_id=5,
-    replica_id=2,
-    current_leader_epoch=4,
-    fetch_offset=9,
-    last_fetched_epoch=3,
-    max_wait_ms=500,
-)
-_CHUNK = FetchSnapshotRequest(
-    correlation_id=5,
-    replica_id=2,
-    current_leader_epoch=4,
-    snapshot_id=SnapshotId(end_offset=9, epoch=3),
-    position=0,
-    max_bytes=1024,
-)
 _OUT_OF_RANGE_REQUESTS: list[Any] = [
-    *(replace(_VOTE, replica_epoch=v) for v in _EDGES),
-    *(replace(_VOTE, last_offset_epoch=v) for v in _EDGES),
-    *(replace(_VOTE, replica_id=v) for v in (-1, -(2**31))),
-    *(replace(_VOTE, last_offset=v) for v in (-1, -(2**63))),
+    *(replace(VOTE, replica_epoch=v) for v in _EDGES),
+    *(replace(VOTE, last_offset_epoch=v) for v in _EDGES),
+    *(replace(VOTE, replica_id=v) for v in (-1, -(2**31))),
+    *(replace(VOTE, last_offset=v) for v in (-1, -(2**63))),
     *(BeginQuorumEpochRequest(correlation_id=5, leader_id=2, leader_epoch=v) for v in _EDGES),
     BeginQuorumEpochRequest(correlation_id=5, leader_id=-1, leader_epoch=4),
     *(
@@ -925,15 +846,15 @@ _OUT_OF_RANGE_REQUESTS: list[Any] = [
     EndQuorumEpochRequest(
         correlation_id=5, leader_id=2, leader_epoch=4, preferred_successors=(-7,)
     ),
-    *(replace(_FETCH, current_leader_epoch=v) for v in _EDGES),
-    *(replace(_FETCH, last_fetched_epoch=v) for v in _EDGES),
-    replace(_FETCH, replica_id=-2),
-    *(replace(_FETCH, fetch_offset=v) for v in (-1, -(2**63))),
-    *(replace(_CHUNK, current_leader_epoch=v) for v in _EDGES),
-    *(replace(_CHUNK, snapshot_id=SnapshotId(end_offset=9, epoch=v)) for v in _EDGES),
-    replace(_CHUNK, snapshot_id=SnapshotId(end_offset=-1, epoch=3)),
-    replace(_CHUNK, position=-1),
-    replace(_CHUNK, max_bytes=-1),
+    *(replace(FETCH, current_leader_epoch=v) for v in _EDGES),
+    *(replace(FETCH, last_fetched_epoch=v) for v in _EDGES),
+    replace(FETCH, replica_id=-2),
+    *(replace(FETCH, fetch_offset=v) for v in (-1, -(2**63))),
+    *(replace(CHUNK, current_leader_epoch=v) for v in _EDGES),
+    *(replace(CHUNK, snapshot_id=SnapshotId(end_offset=9, epoch=v)) for v in _EDGES),
+    replace(CHUNK, snapshot_id=SnapshotId(end_offset=-1, epoch=3)),
+    replace(CHUNK, position=-1),
+    replace(CHUNK, max_bytes=-1),
     RemoveRaftVoterRequest(correlation_id=5, voter_id=-3, voter_directory_id=""),
     AddRaftVoterRequest(correlation_id=5, voter_id=-1, voter_directory_id="", endpoints=()),
     UpdateRaftVoterRequest(
@@ -967,9 +888,9 @@ def test_a_request_with_a_number_out_of_range_is_refused_as_invalid(message: Any
 
 def test_the_last_epoch_an_election_reaches_is_still_taken() -> None:
     for message in (
-        replace(_VOTE, replica_epoch=2**31 - 2),
+        replace(VOTE, replica_epoch=2**31 - 2),
         BeginQuorumEpochRequest(correlation_id=5, leader_id=2, leader_epoch=2**31 - 2),
-        replace(_FETCH, current_leader_epoch=2**31 - 2, fetch_offset=2**63 - 1),
+        replace(FETCH, current_leader_epoch=2**31 - 2, fetch_offset=2**63 - 1),
     ):
         assert _request_round_trip(message).message == message
 
@@ -1124,6 +1045,11 @@ TOPIC = compact_string(METADATA_TOPIC)
 TOPIC_ID = METADATA_TOPIC_ID.bytes
 
 
+def topics(partition: bytes, topic: bytes = TOPIC) -> bytes:
+    """A Topics array holding the metadata partition alone: the topic (name or id), `partition`."""
+    return compact_array([topic + compact_array([partition]) + tags()])
+
+
 def request_header(key: int, version: int, correlation: int, client: str) -> bytes:
     """Request header v2: key, version, correlation id, client id (a non-compact string)."""
     data = client.encode()
@@ -1140,6 +1066,13 @@ def sized(frame: bytes) -> bytes:
 
 
 CLIENT = "metadata-log-quorum"
+
+
+def partition_answer(correlation: int, *fields: bytes) -> bytes:
+    """The frame of an answer whose top ErrorCode is 0 and whose one partition holds `fields`
+    after its index (Vote, BeginQuorumEpoch, EndQuorumEpoch)."""
+    body = i16(0) + topics(i32(0) + b"".join(fields) + tags()) + tags()
+    return sized(response_header(correlation) + body)
 
 
 def test_vote_request_bytes_follow_kafkas_schema() -> None:
@@ -1165,7 +1098,7 @@ def test_vote_request_bytes_follow_kafkas_schema() -> None:
     body = (
         compact_string("cid")  # ClusterId
         + i32(3)  # VoterId (v1+)
-        + compact_array([TOPIC + compact_array([partition]) + tags()])
+        + topics(partition)
         + tags()
     )
     expected = sized(request_header(52, 2, 11, CLIENT) + body)
@@ -1180,9 +1113,8 @@ def test_vote_response_bytes_follow_kafkas_schema() -> None:
         leader_epoch=6,
         vote_granted=False,
     )
-    partition = i32(0) + i16(74) + i32(1) + i32(6) + i8(0) + tags()
-    body = i16(0) + compact_array([TOPIC + compact_array([partition]) + tags()]) + tags()
-    assert encode_response(message) == sized(response_header(11) + body)
+    # ErrorCode, LeaderId, LeaderEpoch, VoteGranted
+    assert encode_response(message) == partition_answer(11, i16(74), i32(1), i32(6), i8(0))
 
 
 def test_begin_quorum_epoch_bytes_follow_kafkas_schema() -> None:
@@ -1191,7 +1123,7 @@ def test_begin_quorum_epoch_bytes_follow_kafkas_schema() -> None:
     body = (
         compact_string(None)  # ClusterId
         + i32(2)  # VoterId
-        + compact_array([TOPIC + compact_array([partition]) + tags()])
+        + topics(partition)
         + compact_array([])  # LeaderEndpoints
         + tags()
     )
@@ -1200,9 +1132,8 @@ def test_begin_quorum_epoch_bytes_follow_kafkas_schema() -> None:
     response = BeginQuorumEpochResponse(
         correlation_id=12, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=7
     )
-    partition = i32(0) + i16(0) + i32(1) + i32(7) + tags()
-    body = i16(0) + compact_array([TOPIC + compact_array([partition]) + tags()]) + tags()
-    assert encode_response(response) == sized(response_header(12) + body)
+    # ErrorCode, LeaderId, LeaderEpoch
+    assert encode_response(response) == partition_answer(12, i16(0), i32(1), i32(7))
 
 
 def test_end_quorum_epoch_bytes_follow_kafkas_schema() -> None:
@@ -1213,7 +1144,7 @@ def test_end_quorum_epoch_bytes_follow_kafkas_schema() -> None:
     partition = i32(0) + i32(1) + i32(7) + compact_array(candidates) + tags()
     body = (
         compact_string("cid")
-        + compact_array([TOPIC + compact_array([partition]) + tags()])
+        + topics(partition)
         + compact_array([])  # LeaderEndpoints
         + tags()
     )
@@ -1222,9 +1153,7 @@ def test_end_quorum_epoch_bytes_follow_kafkas_schema() -> None:
     response = EndQuorumEpochResponse(
         correlation_id=13, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_id=3, leader_epoch=8
     )
-    partition = i32(0) + i16(6) + i32(3) + i32(8) + tags()
-    body = i16(0) + compact_array([TOPIC + compact_array([partition]) + tags()]) + tags()
-    assert encode_response(response) == sized(response_header(13) + body)
+    assert encode_response(response) == partition_answer(13, i16(6), i32(3), i32(8))
 
 
 def test_fetch_request_bytes_follow_kafkas_schema() -> None:
@@ -1253,7 +1182,7 @@ def test_fetch_request_bytes_follow_kafkas_schema() -> None:
         + i8(0)  # IsolationLevel
         + i32(0)  # SessionId
         + i32(-1)  # SessionEpoch
-        + compact_array([TOPIC_ID + compact_array([partition]) + tags()])
+        + topics(partition, TOPIC_ID)
         + compact_array([])  # ForgottenTopicsData
         + compact_string("")  # RackId
         + tags({0: compact_string("cid"), 1: replica_state})  # ClusterId, ReplicaState
@@ -1310,7 +1239,7 @@ def test_fetch_response_bytes_follow_kafkas_schema() -> None:
         i32(0)  # ThrottleTimeMs
         + i16(0)  # ErrorCode
         + i32(0)  # SessionId
-        + compact_array([TOPIC_ID + compact_array([partition]) + tags()])
+        + topics(partition, TOPIC_ID)
         + tags()
     )
     assert encode_response(response) == sized(response_header(14) + body)
@@ -1341,7 +1270,7 @@ def test_fetch_snapshot_bytes_follow_kafkas_schema() -> None:
     body = (
         i32(2)  # ReplicaId
         + i32(65536)  # MaxBytes
-        + compact_array([TOPIC + compact_array([partition]) + tags()])
+        + topics(partition)
         + tags({0: compact_string("cid")})  # ClusterId
     )
     expected = sized(request_header(59, 1, 15, CLIENT) + body)
@@ -1364,13 +1293,13 @@ def test_fetch_snapshot_bytes_follow_kafkas_schema() -> None:
         + compact_bytes(b"chunk")  # UnalignedRecords
         + tags({0: i32(1) + i32(7) + tags()})  # CurrentLeader
     )
-    body = i32(0) + i16(0) + compact_array([TOPIC + compact_array([partition]) + tags()]) + tags()
+    body = i32(0) + i16(0) + topics(partition) + tags()
     assert encode_response(response) == sized(response_header(15) + body)
 
 
 def test_describe_quorum_bytes_follow_kafkas_schema() -> None:
     request = DescribeQuorumRequest(correlation_id=16)
-    body = compact_array([TOPIC + compact_array([i32(0) + tags()]) + tags()]) + tags()
+    body = topics(i32(0) + tags()) + tags()
     expected = sized(request_header(55, 2, 16, CLIENT) + body)
     assert encode_request(request, destination=1, cluster_id=None) == expected
     response = DescribeQuorumResponse(
@@ -1403,7 +1332,7 @@ def test_describe_quorum_bytes_follow_kafkas_schema() -> None:
     body = (
         i16(0)  # ErrorCode
         + compact_string(None)  # ErrorMessage (v2+)
-        + compact_array([TOPIC + compact_array([partition]) + tags()])
+        + topics(partition)
         + compact_array([])  # Nodes (v2+)
         + tags()
     )
@@ -1420,10 +1349,62 @@ def test_describe_quorum_bytes_follow_kafkas_schema() -> None:
         + compact_array([])
         + tags()
     )
-    body = i16(0) + compact_array([TOPIC + compact_array([partition]) + tags()]) + tags()
+    body = i16(0) + topics(partition) + tags()  # ErrorCode, Topics
     assert encode_response(response, correlation_id=16, version=0) == sized(
         response_header(16) + body
     )
+
+
+def u16(v: int) -> bytes:
+    return struct.pack(">H", v)
+
+
+DIRECTORY_ID = base64.urlsafe_b64decode(DIRECTORY + "==")
+"""DIRECTORY's 16 bytes: Kafka prints a Uuid as their URL-safe base64, unpadded."""
+
+
+def listener(name: str, host: str, port: int) -> bytes:
+    """A Listeners entry of the KIP-853 requests: Name, Host, Port (uint16), tagged fields."""
+    return compact_string(name) + compact_string(host) + u16(port) + tags()
+
+
+@pytest.mark.parametrize(
+    ("request_", "header", "body"),
+    [
+        (
+            ADD_VOTER,
+            request_header(80, 1, 3, CLIENT),
+            compact_string("cid")  # ClusterId
+            + i32(5000)  # TimeoutMs
+            + i32(4)  # VoterId
+            + DIRECTORY_ID  # VoterDirectoryId
+            + compact_array([listener("CONTROLLER", "127.0.0.1", 9093)])  # Listeners
+            + i8(0)  # AckWhenCommitted (v1+)
+            + tags(),
+        ),
+        (
+            REMOVE_VOTER,
+            request_header(81, 0, 4, CLIENT),
+            compact_string("cid") + i32(1) + ZERO_UUID + tags(),  # "" is the zero id
+        ),
+        (
+            UPDATE_VOTER,
+            request_header(82, 0, 5, CLIENT),
+            compact_string("cid")  # ClusterId
+            + i32(3)  # CurrentLeaderEpoch
+            + i32(2)  # VoterId
+            + DIRECTORY_ID  # VoterDirectoryId
+            + compact_array([listener("CONTROLLER", "::1", 9094)])  # Listeners
+            + (i16(0) + i16(1) + tags())  # KRaftVersionFeature: min, max supported
+            + tags(),
+        ),
+    ],
+    ids=["AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter"],
+)
+def test_voter_change_request_bytes_follow_kafkas_schema(
+    request_: Any, header: bytes, body: bytes
+) -> None:
+    assert encode_request(request_, destination=-1, cluster_id="cid") == sized(header + body)
 
 
 def test_a_describe_quorum_answer_needs_the_correlation_id() -> None:
@@ -1441,101 +1422,36 @@ def test_a_describe_quorum_answer_needs_the_correlation_id() -> None:
 
 # --------------------------------------------------------------------------- byte sweeps
 
-_SWEEP_REQUESTS: list[Any] = [
-    VoteRequest(
-        correlation_id=1, replica_epoch=5, replica_id=2, last_offset_epoch=4, last_offset=99
-    ),
-    BeginQuorumEpochRequest(correlation_id=2, leader_id=1, leader_epoch=5),
-    EndQuorumEpochRequest(correlation_id=3, leader_id=1, leader_epoch=5, preferred_successors=(2,)),
-    FetchRequest(
-        correlation_id=4,
-        replica_id=2,
-        current_leader_epoch=5,
-        fetch_offset=9,
-        last_fetched_epoch=4,
-        max_wait_ms=500,
-    ),
-    FetchSnapshotRequest(
-        correlation_id=5,
-        replica_id=2,
-        current_leader_epoch=5,
-        snapshot_id=SnapshotId(end_offset=9, epoch=4),
-        position=0,
-        max_bytes=100,
-    ),
-    DescribeQuorumRequest(correlation_id=6),
-]
+
+def _every_byte_changed(frame: bytes) -> Iterator[bytes]:
+    """`frame` without its size, with each byte set to 0x00, 0x7f, 0x80 and 0xff in turn."""
+    body = _frame_body(frame)
+    for index in range(len(body)):
+        for value in (0x00, 0x7F, 0x80, 0xFF):
+            changed = bytearray(body)
+            changed[index] = value
+            yield bytes(changed)
 
 
-@pytest.mark.parametrize("message", _SWEEP_REQUESTS, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("message", SAMPLE_REQUESTS, ids=lambda m: type(m).__name__)
 def test_every_byte_of_a_request_changed_is_refused_or_read(message: Any) -> None:
     """Each byte set to 0x00, 0x7f, 0x80 and 0xff: a ProtocolError or a request, nothing else."""
-    frame = _frame_body(encode_request(message, destination=1, cluster_id="c"))
-    for index in range(len(frame)):
-        for value in (0x00, 0x7F, 0x80, 0xFF):
-            changed = bytearray(frame)
-            changed[index] = value
-            try:
-                decode_request(bytes(changed))
-            except ProtocolError as exc:
-                assert "\n" not in str(exc)
+    for changed in _every_byte_changed(encode_request(message, destination=1, cluster_id="c")):
+        try:
+            decode_request(changed)
+        except ProtocolError as exc:
+            assert "\n" not in str(exc)
 
 
-_SWEEP_RESPONSES: list[Any] = [
-    VoteResponse(
-        correlation_id=1, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5, vote_granted=True
-    ),
-    BeginQuorumEpochResponse(
-        correlation_id=2, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5
-    ),
-    EndQuorumEpochResponse(
-        correlation_id=3, error_code=ErrorCode.NONE, leader_id=1, leader_epoch=5
-    ),
-    FetchResponse(
-        correlation_id=4,
-        error_code=ErrorCode.NONE,
-        high_watermark=9,
-        current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=5),
-        diverging_epoch=EpochEndOffset(epoch=4, end_offset=8),
-        records=(Entry(offset=9, epoch=5, payload=b"ab", count=2),),
-    ),
-    FetchSnapshotResponse(
-        correlation_id=5,
-        error_code=ErrorCode.NONE,
-        snapshot_id=SnapshotId(end_offset=9, epoch=4),
-        current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=5),
-        size=3,
-        position=0,
-        unaligned_records=b"abc",
-    ),
-    DescribeQuorumResponse(
-        error_code=ErrorCode.NONE,
-        leader_id=1,
-        leader_epoch=5,
-        high_watermark=9,
-        current_voters=(
-            ReplicaState(
-                replica_id=1, log_end_offset=9, last_fetch_timestamp=1, last_caught_up_timestamp=2
-            ),
-        ),
-        observers=(),
-    ),
-]
-
-
-@pytest.mark.parametrize("message", _SWEEP_RESPONSES, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("message", SAMPLE_ANSWERS, ids=lambda m: type(m).__name__)
 def test_every_byte_of_a_response_changed_is_refused_or_read(message: Any) -> None:
     """Each byte set to 0x00, 0x7f, 0x80 and 0xff: a RaftWireError or a message, nothing else."""
     key = api_key_of(message)
-    frame = _frame_body(encode_response(message, correlation_id=7))
-    for index in range(len(frame)):
-        for value in (0x00, 0x7F, 0x80, 0xFF):
-            changed = bytearray(frame)
-            changed[index] = value
-            try:
-                decode_response(bytes(changed), api_key=key, version=send_version(key))
-            except RaftWireError as exc:
-                assert "\n" not in str(exc)
+    for changed in _every_byte_changed(encode_response(message, correlation_id=7)):
+        try:
+            decode_response(changed, api_key=key, version=send_version(key))
+        except RaftWireError as exc:
+            assert "\n" not in str(exc)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
