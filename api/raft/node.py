@@ -64,7 +64,6 @@ from api.raft.blocks import ReplicaBlocks, log_view
 from api.raft.clock import now_ms
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.core import RaftCore
-from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
 from api.raft.core.ready import (
     Batch,
     NotLeader,
@@ -77,6 +76,7 @@ from api.raft.core.roles import Role
 from api.raft.core.states import NEVER
 from api.raft.core.voters import Voter, VoterSet
 from api.raft.flushes import Flushes
+from api.raft.quorum_state_file import read_quorum_state, write_quorum_state
 from api.raft.requests import Request, Response, on_wall_clock, refusal
 from api.raft.snapshot_shipping import SnapshotShipping
 from api.raft.transport.protocol import TransportFactory

@@ -11,8 +11,9 @@ from __future__ import annotations
 from api.protocol.quorum.messages import Entry, EntryKind
 from api.raft.core.config import QuorumConfig, parse_voters
 from api.raft.core.core import NotLeader, OffsetRange, RaftCore, Ready, ReadyDone, Role
+from api.raft.core.errors import QuorumStateError, RaftConfigError
 from api.raft.core.log_view import LogView
-from api.raft.core.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+from api.raft.core.quorum_state import QuorumState
 from api.raft.core.ready import Batch
 
 __all__ = [
@@ -24,11 +25,11 @@ __all__ = [
     "OffsetRange",
     "QuorumConfig",
     "QuorumState",
+    "QuorumStateError",
+    "RaftConfigError",
     "RaftCore",
     "Ready",
     "ReadyDone",
     "Role",
     "parse_voters",
-    "read_quorum_state",
-    "write_quorum_state",
 ]
