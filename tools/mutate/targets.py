@@ -302,7 +302,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
         f"api/raft/core/{name}.py": _RAFT_TESTS
         for name in (
             "core",
+            "machine",
             "handlers",
+            "leading",
+            "proposals",
+            "timers",
             "replication",
             "election",
             "quorum_state",

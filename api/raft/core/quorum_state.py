@@ -4,7 +4,7 @@ The core decides what to persist and when (always before the message that depend
 sent) and hands it over in `Ready.quorum_state`; the shell stores it, as Kafka's
 `quorum-state` file (`api/raft/quorum_state_file.py`). A node without it (never formatted,
 or its data directory wiped) starts with `state=None`, and the core then refuses to vote
-until it has caught up (see `RaftCore`).
+until it has caught up (see `RaftMachine.catching_up`).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ CORE = ROOT / "api" / "raft" / "core"
 RAFT = ROOT / "api" / "raft"
 SOURCES = ("api", "metadata_log", "replay", "records", "migrations", "bench", "tests")
 """Where code that may use the core lives."""
+MACHINE_DOOR = ROOT / "tests" / "support" / "raft_states.py"
+"""The one module outside the core that reads the facade's `_machine` (for the core's tests)."""
 
 
 def _tree(path: Path) -> ast.Module:
@@ -59,7 +61,7 @@ def _outside(package: Path, sources: tuple[str, ...] = SOURCES) -> list[Path]:
 
 def test_the_core_defines_private_names_to_guard() -> None:
     names = _core_private_names()
-    assert {"_pending", "_hw_change", "_probe"} <= names  # the check below has teeth
+    assert {"_pending", "_hw_change", "_machine"} <= names  # the check below has teeth
 
 
 def test_no_module_outside_the_core_reads_its_private_names() -> None:
@@ -70,7 +72,7 @@ def test_no_module_outside_the_core_reads_its_private_names() -> None:
         tree = _tree(path)
         # A field of the same name the module keeps itself is its own (`other._pending` of
         # its own class), not the core's.
-        guarded = private - _defined(tree)
+        guarded = private - _defined(tree) - ({"_machine"} if path == MACHINE_DOOR else set())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("api.raft.core"):
                 wrong.update(
