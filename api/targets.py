@@ -120,7 +120,7 @@ T = TypeVar("T")
 
 
 QUORUM_STATE = "quorum-state"
-"""The file that makes a data directory a quorum node's (api.raft.core.quorum_state)."""
+"""The file that makes a data directory a quorum node's (api.raft.quorum_state_file)."""
 
 
 def open_service(settings: Settings, *, runner: SnapshotRunner | None = None) -> MetadataService:

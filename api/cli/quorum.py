@@ -62,7 +62,8 @@ def quorum_cluster_id(addresses: Mapping[int, VoterAddress]) -> str:
 def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Write a voter's first quorum-state (epoch 0) in an empty data directory."""
     from api.cli.serve import cluster_identity, file_values
-    from api.raft.core.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+    from api.raft.core import QuorumState
+    from api.raft.quorum_state_file import read_quorum_state, write_quorum_state
     from api.server.config import server_config
 
     values = file_values(args)
@@ -197,7 +198,8 @@ def _format_dynamic(
     node gets a directory id in meta.properties.
     """
     from api.cli.serve import cluster_identity, directory_id
-    from api.raft.core.quorum_state import QuorumState, write_quorum_state
+    from api.raft.core import QuorumState
+    from api.raft.quorum_state_file import write_quorum_state
     from records.uuids import Uuid
 
     dynamic = config.dynamic_quorum
@@ -218,7 +220,7 @@ def _format_dynamic(
     settings = _config_data_dir(args, settings, config)
     directory = settings.data_dir
     log_dir = settings.log_dir
-    from api.raft.core.quorum_state import QUORUM_STATE_NAME
+    from api.raft.quorum_state_file import QUORUM_STATE_NAME
 
     if (directory / QUORUM_STATE_NAME).exists() or (
         log_dir.exists() and any(log_dir.glob("*.avro"))

@@ -511,7 +511,7 @@ def _quorum_node(
     without it). A data directory without `quorum-state` is a voter that lost its state (or
     was never formatted): it catches up as an observer before it votes (docs/replication.md).
     """
-    from api.raft.core.quorum_state import QUORUM_STATE_NAME
+    from api.raft.quorum_state_file import QUORUM_STATE_NAME
     from api.service.replicated import ReplicatedService
     from api.service.snapshot_runners import ForkedRunner
     from api.service.snapshots import open_snapshotter

@@ -64,7 +64,6 @@ from api.raft.clock import now_ms
 from api.raft.committed_replay import CommittedReplay
 from api.raft.core.config import QuorumConfig
 from api.raft.core.core import RaftCore
-from api.raft.core.quorum_state import read_quorum_state, write_quorum_state
 from api.raft.core.ready import Ready, ReadyDone, SnapshotInstall
 from api.raft.core.roles import Role
 from api.raft.core.states import NEVER
@@ -73,6 +72,7 @@ from api.raft.flushes import Flushes
 from api.raft.handover import HANDOVER_WAIT_S, Handover
 from api.raft.online_retention import OnlineRetention
 from api.raft.proposals import Proposals
+from api.raft.quorum_state_file import read_quorum_state, write_quorum_state
 from api.raft.requests import (
     AwaitedAnswers,
     Request,

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from api.protocol.quorum.messages import Message
 from api.raft.core.config import QuorumConfig, VoterAddress
-from api.raft.core.quorum_state import QuorumState, write_quorum_state
+from api.raft.core.quorum_state import QuorumState
 from api.raft.core.voters import Voter, VoterSet
 from api.raft.node import QuorumNode
+from api.raft.quorum_state_file import write_quorum_state
 from api.raft.voter_blocks import write_bootstrap_block
 from api.service.replicated import ReplicatedService
 from api.service.retention import RetentionConfig

@@ -328,14 +328,14 @@ class Checker:
                     f"{sorted(expected)}"
                 )
         if (
-            core.id not in core.voters
+            node.id not in core.voters
             and core.role not in (Role.OBSERVER, Role.LEADER)
             and not self.removal_pending(node)
         ):
             self.fail(f"node {node.id} is {core.role.name} but no voter")
         if (
             core.role is Role.LEADER
-            and core.id not in core.voters
+            and node.id not in core.voters
             and core.high_watermark > core.history.latest_offset
         ):
             self.fail(f"node {node.id} leads on after its removal was committed")

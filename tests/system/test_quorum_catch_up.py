@@ -29,7 +29,7 @@ import pytest
 
 from api.cli.serve import directory_id
 from api.client import AdminClient
-from api.raft.core.quorum_state import QUORUM_STATE_NAME
+from api.raft.quorum_state_file import QUORUM_STATE_NAME
 from tests.support.quorum_processes import (
     DIRECTORY_IDS,
     TIMERS,

@@ -107,7 +107,7 @@ _RAFT_TESTS = (
     "tests/api/raft/test_raft_handlers.py",
     "tests/api/raft/test_raft_log_view.py",
     "tests/api/raft/test_raft_rules.py",
-    "tests/api/raft/test_raft_quorum_state.py",
+    "tests/api/raft/test_raft_config.py",
     "tests/api/raft/test_raft_figure_eight.py",
     "tests/api/raft/test_raft_simulation.py",
     "tests/api/raft/test_raft_snapshot_fetch.py",
@@ -302,7 +302,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
         f"api/raft/core/{name}.py": _RAFT_TESTS
         for name in (
             "core",
+            "machine",
             "handlers",
+            "leading",
+            "proposals",
+            "timers",
             "replication",
             "election",
             "quorum_state",
@@ -323,6 +327,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/metadata_log/test_log_replica.py",
     ),
     "api/raft/core/log_view.py": (*_RAFT_TESTS, "tests/metadata_log/test_log_replica.py"),
+    # The quorum-state file the shell keeps for the core (api/raft/, beside the core).
+    "api/raft/quorum_state_file.py": (
+        "tests/api/raft/test_quorum_state_file.py",
+        "tests/api/raft/test_raft_rules.py",
+    ),
     # replay/controller/
     "replay/controller/placement.py": ("tests/replay/controller/test_placement.py",),
     **{

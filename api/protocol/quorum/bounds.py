@@ -3,7 +3,7 @@
 A request comes from outside: a forged epoch of 2^31-1, stored as the node's epoch, made its
 next election compute 2^31 and stopped it, again after every restart. So the core holds one
 invariant, checked here at the door: its epoch never exceeds `LAST_EPOCH`, and an election
-into an epoch past it is never started (`RaftCore.may_start_election`). Offsets are Kafka's
+into an epoch past it is never started (`RaftMachine.may_start_election`). Offsets are Kafka's
 int64, ids its int32; a count or a position is never negative.
 
 `out_of_range` names the first field of a message that breaks a rule (one line), or None.

@@ -28,23 +28,23 @@ from api.raft.core.states import FetchInFlight, FollowerState, ObserverState
 from api.raft.core.transfer import SnapshotTransfer, snapshot_checksum_ok
 
 if TYPE_CHECKING:
-    from api.raft.core.core import RaftCore
+    from api.raft.core.machine import RaftMachine
 
 
 # ------------------------------------------------------------------------------ the leader
 
 
-def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotRequest) -> None:
+def on_fetch_snapshot_request(machine: RaftMachine, sender: int, msg: FetchSnapshotRequest) -> None:
     """Check a chunk request; the shell fills the bytes of the answer."""
 
     def answer(error: ErrorCode, until: int = 0) -> None:
-        core.send(
+        machine.send(
             sender,
             FetchSnapshotResponse(
                 correlation_id=msg.correlation_id,
                 error_code=error,
                 snapshot_id=msg.snapshot_id,
-                current_leader=core.current_leader(),
+                current_leader=machine.current_leader(),
                 size=0,
                 position=msg.position,
             ),
@@ -52,108 +52,110 @@ def on_fetch_snapshot_request(core: RaftCore, sender: int, msg: FetchSnapshotReq
             until=until,
         )
 
-    if msg.replica_id not in (sender, UNCOUNTED_REPLICA) or sender == core.id:
+    if msg.replica_id not in (sender, UNCOUNTED_REPLICA) or sender == machine.id:
         return
-    leader = core.leader_state
+    leader = machine.leader_state
     refusal = leader_refusal(
-        core.state, epoch=core.epoch, current_leader_epoch=msg.current_leader_epoch
+        machine.state, epoch=machine.epoch, current_leader_epoch=msg.current_leader_epoch
     )
     if refusal is not None or leader is None:
         answer(refusal or ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return
-    if msg.snapshot_id != core.log.snapshot:
+    if msg.snapshot_id != machine.log.snapshot:
         answer(ErrorCode.SNAPSHOT_NOT_FOUND)
         return
     if msg.replica_id == sender:
         # A replica copying a snapshot is alive (check-quorum), though it acknowledges nothing.
-        leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = core.now_ms
-    size = min(msg.max_bytes, core.config.fetch_snapshot_max_bytes)
+        leader.progress.setdefault(sender, VoterProgress()).last_fetch_ms = machine.now_ms
+    size = min(msg.max_bytes, machine.config.fetch_snapshot_max_bytes)
     answer(ErrorCode.NONE, msg.position + max(size, 1))
 
 
 # ---------------------------------------------------------------------------- the follower
 
 
-def start_transfer(core: RaftCore, source: int, snapshot_id: SnapshotId) -> None:
+def start_transfer(machine: RaftMachine, source: int, snapshot_id: SnapshotId) -> None:
     """The leader says our position is below its log start: copy its snapshot from byte 0."""
-    state = core.state
+    state = machine.state
     if not isinstance(state, FollowerState | ObserverState):
         return
     state.fetch = None
     state.transfer = SnapshotTransfer(snapshot_id=snapshot_id, source=source)
-    core.snapshot_transfers += 1
-    request_chunk(core)
+    machine.snapshot_transfers += 1
+    request_chunk(machine)
 
 
-def request_chunk(core: RaftCore) -> None:
+def request_chunk(machine: RaftMachine) -> None:
     """Ask for the next chunk (again, after a timeout)."""
-    transfer = _transfer(core)
+    transfer = _transfer(machine)
     if transfer is None:
         return
-    transfer.correlation = core.next_correlation()
-    transfer.retry_at = core.now_ms + core.config.request_timeout_ms
-    core.send(
+    transfer.correlation = machine.next_correlation()
+    transfer.retry_at = machine.now_ms + machine.config.request_timeout_ms
+    machine.send(
         transfer.source,
         FetchSnapshotRequest(
             correlation_id=transfer.correlation,
-            replica_id=core.fetch_replica_id,
-            current_leader_epoch=core.epoch,
+            replica_id=machine.fetch_replica_id,
+            current_leader_epoch=machine.epoch,
             snapshot_id=transfer.snapshot_id,
             position=len(transfer.data),
-            max_bytes=core.config.fetch_snapshot_max_bytes,
+            max_bytes=machine.config.fetch_snapshot_max_bytes,
         ),
     )
 
 
-def abandon(core: RaftCore, *, retry_in_ms: int) -> None:
+def abandon(machine: RaftMachine, *, retry_in_ms: int) -> None:
     """Give the transfer up; a Fetch after `retry_in_ms` finds out what the leader offers now."""
-    state = core.state
+    state = machine.state
     if not isinstance(state, FollowerState | ObserverState):
         return
     state.transfer = None
     if retry_in_ms == 0:
-        core.send_fetch()
+        machine.send_fetch()
         return
     # Correlation id 0 is never sent: no answer matches it, and at its retry time the tick
     # sends a real Fetch.
     state.fetch = FetchInFlight(
         correlation=0,
-        destination=core.fetch_target,
-        offset=core.log.end_offset,
-        last_epoch=core.log.last_epoch,
-        retry_at=core.now_ms + retry_in_ms,
+        destination=machine.fetch_target,
+        offset=machine.log.end_offset,
+        last_epoch=machine.log.last_epoch,
+        retry_at=machine.now_ms + retry_in_ms,
     )
 
 
-def tick_transfer(core: RaftCore, now: int) -> None:
+def tick_transfer(machine: RaftMachine, now: int) -> None:
     """A chunk request went unanswered: ask again (an observer asks around for the leader)."""
-    state = core.state
-    transfer = _transfer(core)
+    state = machine.state
+    transfer = _transfer(machine)
     if transfer is None or now < transfer.retry_at:
         return
     if isinstance(state, ObserverState):
         state.transfer = None
-        core.leader_id = NO_LEADER
-        core.fetch_target = NO_LEADER
-        core.send_fetch()
+        machine.leader_id = NO_LEADER
+        machine.fetch_target = NO_LEADER
+        machine.send_fetch()
         return
-    request_chunk(core)
+    request_chunk(machine)
 
 
-def on_fetch_snapshot_response(core: RaftCore, sender: int, msg: FetchSnapshotResponse) -> None:
+def on_fetch_snapshot_response(
+    machine: RaftMachine, sender: int, msg: FetchSnapshotResponse
+) -> None:
     """Take a chunk: ask for the next one, install the whole snapshot, or start over."""
     hint = msg.current_leader
-    if hint.leader_epoch > core.epoch:
-        if core.may_follow(hint.leader_id):
-            core.become_follower(hint.leader_epoch, hint.leader_id)
+    if hint.leader_epoch > machine.epoch:
+        if machine.may_follow(hint.leader_id):
+            machine.become_follower(hint.leader_epoch, hint.leader_id)
         else:
-            core.become_unattached(hint.leader_epoch)
+            machine.become_unattached(hint.leader_epoch)
         return
-    transfer = _transfer(core)
+    transfer = _transfer(machine)
     if transfer is None or transfer.correlation != msg.correlation_id or transfer.source != sender:
         return  # late, duplicated, or for a transfer given up
     if msg.error_code != ErrorCode.NONE or hint.leader_id != sender:
-        abandon(core, retry_in_ms=core.config.retry_backoff_ms)
+        abandon(machine, retry_in_ms=machine.config.retry_backoff_ms)
         return
     chunk = msg.unaligned_records
     position = len(transfer.data)
@@ -163,29 +165,29 @@ def on_fetch_snapshot_response(core: RaftCore, sender: int, msg: FetchSnapshotRe
         or position + len(chunk) > msg.size
         or (not chunk and position < msg.size)
     ):
-        abandon(core, retry_in_ms=0)
+        abandon(machine, retry_in_ms=0)
         return
-    state = core.state
-    if isinstance(state, FollowerState) and core.leader_id == sender:
-        state.fetch_deadline = core.now_ms + core.config.fetch_timeout_ms
-        core.fetched_ms = core.now_ms
+    state = machine.state
+    if isinstance(state, FollowerState) and machine.leader_id == sender:
+        state.fetch_deadline = machine.now_ms + machine.config.fetch_timeout_ms
+        machine.fetched_ms = machine.now_ms
     transfer.data += chunk
     if len(transfer.data) < msg.size:
-        request_chunk(core)
+        request_chunk(machine)
         return
     data = bytes(transfer.data)
     if not snapshot_checksum_ok(data):
-        abandon(core, retry_in_ms=0)
+        abandon(machine, retry_in_ms=0)
         return
-    install(core, transfer.snapshot_id, data)
+    install(machine, transfer.snapshot_id, data)
 
 
-def install(core: RaftCore, snapshot_id: SnapshotId, data: bytes) -> None:
+def install(machine: RaftMachine, snapshot_id: SnapshotId, data: bytes) -> None:
     """Replace the log by the snapshot (the shell does it first in the next Ready), fetch on."""
-    core.install_snapshot(snapshot_id, data)
-    core.send_fetch()
+    machine.install_snapshot(snapshot_id, data)
+    machine.send_fetch()
 
 
-def _transfer(core: RaftCore) -> SnapshotTransfer | None:
-    state = core.state
+def _transfer(machine: RaftMachine) -> SnapshotTransfer | None:
+    state = machine.state
     return state.transfer if isinstance(state, FollowerState | ObserverState) else None

@@ -3,10 +3,10 @@
 `LeaderState` (replication.py) is the leader's. Kafka's raft keeps `UnattachedState`,
 `CandidateState`, `FollowerState`, `LeaderState`, `ResignedState` (and the prospective state
 of KIP-996) behind its `QuorumState`; here the core holds one of these at a time
-(`RaftCore.state`) and a role change makes a fresh one, so no timer of an old role survives
+(`RaftMachine.state`) and a role change makes a fresh one, so no timer of an old role survives
 into the next.
 What outlives a role (the epoch, the vote, the leader known, the votes of the current round)
-stays on the core.
+stays on the machine (machine.py).
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
-"""The Raft package's boundaries: nobody reads the core's private names, and no cycles.
+"""The Raft package's boundaries: only the core's facade outside it, no private names, no cycles.
 
-Like the network rooms' import test (`test_network_imports.py`), these read the source (AST):
-the core (`api/raft/core`) is used only through its public names, by the shell, the
-transport and the tests alike; the server needs no private name of the raft package; and
-the core's modules import each other one way (the handlers and the snapshot fetch used to
-import each other in a circle).
+Like the network rooms' import test (`test_network_imports.py`), these read the source (AST).
+The core (`api/raft/core`) is used from outside only through the names its package exports
+(`api.raft.core.__all__`: the `RaftCore` facade and the values that cross it), as etcd's
+`RawNode` hides its `raft` struct: the machine behind the facade (machine.py) and the rules
+that drive it are reached only by the core's own tests, through one helper
+(`tests/support/raft_states.py`'s `machine`). Nobody reads the core's private names; the
+server needs no private name of the raft package; the core does no I/O; and the core's
+modules import each other one way (the handlers and the snapshot fetch used to import each
+other in a circle).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from tests.support.source_tree import parsed
 ROOT = REPO
 CORE = ROOT / "api" / "raft" / "core"
 RAFT = ROOT / "api" / "raft"
-SOURCES = ("api", "metadata_log", "replay", "records", "migrations", "bench", "tests")
+SOURCES = ("api", "metadata_log", "replay", "records", "migrations", "bench", "tools", "tests")
 """Where code that may use the core lives."""
+MACHINE_DOOR = ROOT / "tests" / "support" / "raft_states.py"
+"""The one module outside the core that reads the facade's `_machine` (for the core's tests)."""
 
 
 def _tree(path: Path) -> ast.Module:
@@ -59,7 +65,7 @@ def _outside(package: Path, sources: tuple[str, ...] = SOURCES) -> list[Path]:
 
 def test_the_core_defines_private_names_to_guard() -> None:
     names = _core_private_names()
-    assert {"_pending", "_hw_change", "_probe"} <= names  # the check below has teeth
+    assert {"_pending", "_hw_change", "_machine"} <= names  # the check below has teeth
 
 
 def test_no_module_outside_the_core_reads_its_private_names() -> None:
@@ -70,7 +76,7 @@ def test_no_module_outside_the_core_reads_its_private_names() -> None:
         tree = _tree(path)
         # A field of the same name the module keeps itself is its own (`other._pending` of
         # its own class), not the core's.
-        guarded = private - _defined(tree)
+        guarded = private - _defined(tree) - ({"_machine"} if path == MACHINE_DOOR else set())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("api.raft.core"):
                 wrong.update(
@@ -84,6 +90,113 @@ def test_no_module_outside_the_core_reads_its_private_names() -> None:
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
             ):
                 wrong.add(f"{where}:{node.lineno}: reads .{node.attr}")
+    assert not wrong, sorted(wrong)
+
+
+def _surface() -> frozenset[str]:
+    """The names the core's package exports (`__all__` of `api/raft/core/__init__.py`)."""
+    for node in _tree(CORE / "__init__.py").body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            return frozenset(ast.literal_eval(node.value))
+    raise AssertionError("api/raft/core/__init__.py exports no __all__")
+
+
+def _reaches_inside(tree: ast.Module, surface: frozenset[str]) -> list[str]:
+    """How `tree` uses the core beyond its surface: an internal name or module, the machine."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+            if node.module == "api.raft.core" or node.module.startswith("api.raft.core."):
+                found.extend(
+                    f"{node.lineno}: imports {alias.name} from {node.module}"
+                    for alias in node.names
+                    if alias.name not in surface
+                )
+        elif isinstance(node, ast.Import):
+            found.extend(
+                f"{node.lineno}: imports {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("api.raft.core.")
+            )
+        elif isinstance(node, ast.Attribute) and node.attr in ("_machine", "RaftMachine"):
+            found.append(f"{node.lineno}: reads .{node.attr}")
+    return found
+
+
+def _tests_the_core(path: Path) -> bool:
+    """Whether `path` is one of the core's own tests (or their helpers), which may look inside."""
+    where = path.relative_to(ROOT)
+    return (where.parent == Path("tests/api/raft") and where.name.startswith("test_raft_")) or (
+        where.parent == Path("tests/support") and where.name.startswith("raft_")
+    )
+
+
+def test_the_surface_is_the_facade_and_values_never_the_machine() -> None:
+    surface = _surface()
+    assert {"RaftCore", "Ready", "ReadyDone", "QuorumState", "LogView"} <= surface
+    assert "RaftMachine" not in surface
+    assert surface.isdisjoint(path.stem for path in CORE.glob("*.py"))  # no internal module
+
+
+def test_outside_the_core_only_its_surface_is_used() -> None:
+    """The shell, the server, the CLI, the tools and the shell's tests use the facade alone."""
+    surface = _surface()
+    wrong = {
+        f"{path.relative_to(ROOT)}:{what}"
+        for path in _outside(CORE)
+        if not _tests_the_core(path)
+        for what in _reaches_inside(_tree(path), surface)
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_a_shell_module_that_reaches_the_machine_is_caught() -> None:
+    planted = ast.parse(
+        "from api.raft.core.machine import RaftMachine\n"
+        "from api.raft.core import handlers\n"
+        "from api.raft.core.core import RaftCore\n"
+        "import api.raft.core.timers\n"
+        "node.core._machine.become_follower(3, 1)\n"
+    )
+    assert _reaches_inside(planted, _surface()) == [
+        "1: imports RaftMachine from api.raft.core.machine",
+        "2: imports handlers from api.raft.core",
+        "4: imports api.raft.core.timers",
+        "5: reads ._machine",
+    ]
+    assert not _tests_the_core(RAFT / "node.py")
+    assert _tests_the_core(ROOT / "tests" / "api" / "raft" / "test_raft_handlers.py")
+    assert not _tests_the_core(ROOT / "tests" / "api" / "raft" / "test_quorum_shell.py")
+
+
+IO_MODULES = frozenset(
+    {"os", "io", "pathlib", "shutil", "tempfile", "errno", "socket", "select", "asyncio"}
+    | {"threading", "subprocess", "time", "metadata_log"}
+)
+"""What a sans-IO core never imports: files, sockets, threads, clocks, the log's storage."""
+
+
+def test_the_core_does_no_io() -> None:
+    """The shell does the I/O the core asks for (the quorum-state file included)."""
+    wrong: set[str] = set()
+    for path in sorted(CORE.glob("*.py")):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module is not None:
+                modules = [node.module]
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) == "open":
+                wrong.add(f"{path.name}:{node.lineno}: calls open()")
+                continue
+            else:
+                continue
+            wrong.update(
+                f"{path.name}:{node.lineno}: imports {module}"
+                for module in modules
+                if module.split(".")[0] in IO_MODULES
+            )
     assert not wrong, sorted(wrong)
 
 

@@ -38,6 +38,7 @@ from api.raft.core import LogView, QuorumConfig, QuorumState, RaftCore, Role
 from api.raft.core.errors import QuorumStateError
 from api.raft.core.voters import VoterHistory, VoterSet
 from tests.support.raft_core import VOTERS, drain, leader, make, respond, sent, vote
+from tests.support.raft_states import machine
 
 INT32_EDGES = (-(2**31), -1, 0, 2**31 - 2, 2**31 - 1)
 INT64_EDGES = (*INT32_EDGES, 2**63 - 1, -(2**63))
@@ -111,7 +112,7 @@ def _dynamic_voter() -> RaftCore:
         now_ms=0,
     )
     drain(core)
-    assert core.dynamic and core.role is Role.UNATTACHED
+    assert machine(core).dynamic and core.role is Role.UNATTACHED
     return core
 
 
@@ -353,7 +354,7 @@ def test_a_core_at_the_last_epoch_never_stands_past_it() -> None:
     drain(core)
     _run_on(core)
     assert core.epoch == LAST_EPOCH and core.role is not Role.CANDIDATE
-    assert not core.may_start_election
+    assert not machine(core).may_start_election
 
 
 def test_a_quorum_state_past_the_last_epoch_cannot_be_made() -> None:

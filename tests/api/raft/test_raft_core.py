@@ -38,6 +38,7 @@ from tests.support.raft_core import (
     sent,
     vote,
 )
+from tests.support.raft_states import machine
 
 # --- votes ----------------------------------------------------------------------------------
 
@@ -102,11 +103,11 @@ def test_pre_vote_does_not_disturb_a_live_leader() -> None:
     assert ready.quorum_state is None and follower.epoch == 3 and follower.role is Role.FOLLOWER
     # Once the leader has been silent for the fetch timeout, the same pre-vote is granted
     # (and still changes nothing).
-    follower.tick(follower.config.fetch_timeout_ms - 1)
+    follower.tick(machine(follower).config.fetch_timeout_ms - 1)
     drain(follower)
     other = make(3, epoch=3, leader=1, epochs=[(3, 0)], end=1)
     drain(other)
-    other.tick(other.config.fetch_timeout_ms + 1)
+    other.tick(machine(other).config.fetch_timeout_ms + 1)
     drain(other)
     other.step(2, vote(2, 3, 3, 1, pre=True))
     ready = drain(other)
@@ -137,12 +138,12 @@ def test_votes_from_non_voters_and_garbage_are_refused_or_dropped() -> None:
 
 def test_a_voter_without_durable_state_never_votes_until_caught_up() -> None:
     core = make(2, state=False)
-    assert core.role is Role.OBSERVER and core.catching_up
+    assert core.role is Role.OBSERVER and machine(core).catching_up
     drain(core)
     core.step(1, vote(1, 1, 0, 0))
     ready = drain(core)
     assert not answer(ready).vote_granted and ready.quorum_state is None
-    core.tick(10 * core.config.election_timeout_ms)
+    core.tick(10 * machine(core).config.election_timeout_ms)
     assert not sent(drain(core), VoteRequest)
 
 
@@ -232,11 +233,11 @@ def test_check_quorum_makes_a_leader_without_fetches_resign() -> None:
     core = make(1)
     elect(core)
     drain(core)
-    core.tick(core.config.fetch_timeout_ms - 1)
+    core.tick(machine(core).config.fetch_timeout_ms - 1)
     assert role(core) is Role.LEADER
     core.step(2, fetch(2, core.epoch, 0, 0))
     drain(core)
-    core.tick(2 * core.config.fetch_timeout_ms)
+    core.tick(2 * machine(core).config.fetch_timeout_ms)
     ready = drain(core)
     assert core.role is Role.RESIGNED and ready.role is Role.RESIGNED
     assert {out.destination for out in sent(ready, EndQuorumEpochRequest)} == {2, 3}

@@ -33,8 +33,8 @@ from api.raft.core import (
     ReadyDone,
     Role,
 )
-from api.raft.core.core import message_epoch, well_formed
 from api.raft.core.errors import RaftError
+from api.raft.core.handlers import message_epoch, well_formed
 from api.raft.core.ready import Batch
 from api.raft.core.states import NEVER
 from tests.support.raft_core import (
@@ -50,7 +50,7 @@ from tests.support.raft_core import (
     sent,
     vote,
 )
-from tests.support.raft_states import election_at, prevote_at
+from tests.support.raft_states import election_at, machine, prevote_at
 
 # --- start ----------------------------------------------------------------------------------
 
@@ -65,12 +65,12 @@ def test_an_observer_and_a_voter_without_state_start_by_fetching() -> None:
     observer = core_with(9, state=None)
     ready = drain(observer)
     assert observer.role is Role.OBSERVER and ready.role is Role.OBSERVER
-    assert not observer.catching_up  # an observer never votes: nothing to catch up to
+    assert not machine(observer).catching_up  # an observer never votes: nothing to catch up to
     [out] = sent(ready, FetchRequest)
     assert out.destination in VOTERS
     wiped = core_with(2, state=None)
-    assert wiped.catching_up and wiped.role is Role.OBSERVER
-    assert wiped.leader_state is None
+    assert machine(wiped).catching_up and wiped.role is Role.OBSERVER
+    assert machine(wiped).leader_state is None
 
 
 # --- Ready and advance ----------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_the_leader_flushes_its_proposals_when_the_linger_ends() -> None:
     core.tick(now + 30)
     ready = core.ready()
     assert ready.flush
-    assert core.linger_at == NEVER  # the flush ended the linger
+    assert machine(core).linger_at == NEVER  # the flush ended the linger
     core.advance(ReadyDone(flushed_offset=core.log.end_offset))
     core.propose([Batch(payload=b"c")])
     assert core.next_deadline_ms() == core.now_ms + 30
@@ -247,8 +247,8 @@ def test_a_candidate_that_times_out_backs_off_before_its_next_pre_votes() -> Non
     assert role(core) is Role.PROSPECTIVE and core.epoch == 1
     assert not sent(ready, VoteRequest)  # the backoff first
     asks_at = core.next_deadline_ms()
-    assert lost_at <= asks_at < lost_at + core.config.election_backoff_max_ms
-    assert election_at(core) - asks_at >= core.config.election_timeout_ms
+    assert lost_at <= asks_at < lost_at + machine(core).config.election_backoff_max_ms
+    assert election_at(core) - asks_at >= machine(core).config.election_timeout_ms
     core.tick(asks_at - 1)
     assert not sent(drain(core), VoteRequest)
     core.tick(asks_at)
@@ -342,10 +342,10 @@ def test_a_voter_without_state_keeps_the_largest_epoch_it_heard_from_voters_only
     core.step(3, BeginQuorumEpochRequest(correlation_id=1, leader_id=3, leader_epoch=6))
     core.step(3, BeginQuorumEpochRequest(correlation_id=2, leader_id=3, leader_epoch=4))
     core.step(9, BeginQuorumEpochRequest(correlation_id=3, leader_id=9, leader_epoch=8))
-    assert core.heard == {3: 6}
+    assert machine(core).heard == {3: 6}
     voter = make(2, epoch=1)
     voter.step(3, BeginQuorumEpochRequest(correlation_id=1, leader_id=3, leader_epoch=6))
-    assert voter.heard == {}  # a voter with durable state needs no fence
+    assert machine(voter).heard == {}  # a voter with durable state needs no fence
 
 
 def test_numbers_out_of_range_make_a_message_garbage() -> None:
@@ -381,7 +381,7 @@ def test_a_resigned_leader_keeps_no_leader_state_and_stands_after_a_timeout() ->
     drain(core)
     core.tick(core.now_ms + 100)
     core.resign()
-    assert core.leader_state is None and core.role is Role.RESIGNED
+    assert machine(core).leader_state is None and core.role is Role.RESIGNED
     deadline = core.next_deadline_ms()
     assert core.now_ms + 1000 <= deadline < core.now_ms + 2000
     core.step(2, fetch(2, core.epoch, 1, core.epoch))
@@ -422,8 +422,8 @@ def test_a_successor_asks_again_soon_a_voter_that_has_not_heard_of_the_resignati
     core.step(3, refused)
     drain(core)
     assert role(core) is Role.PROSPECTIVE
-    assert core.next_deadline_ms() == core.now_ms + core.config.retry_backoff_ms
-    core.tick(core.now_ms + core.config.retry_backoff_ms)
+    assert core.next_deadline_ms() == core.now_ms + machine(core).config.retry_backoff_ms
+    core.tick(core.now_ms + machine(core).config.retry_backoff_ms)
     again = _pre_vote_round(core)
     assert list(again) == [3] and again[3] != round_[3]
     core.step(3, _granted(core, again[3], 3))
@@ -435,20 +435,20 @@ def test_a_prospective_does_not_ask_again_a_voter_following_a_live_leader() -> N
     # A refusal naming another leader than the one that resigned is news, not a race.
     core = make(2, epoch=3, leader=1)
     drain(core)
-    core.tick(core.config.fetch_timeout_ms)  # no fetch answered: the leader may be gone
+    core.tick(machine(core).config.fetch_timeout_ms)  # no fetch answered: the leader may be gone
     assert core.role is Role.PROSPECTIVE
     round_ = _pre_vote_round(core)
     core.step(3, VoteResponse(correlation_id=round_[3], error_code=ErrorCode.NONE,
                               leader_id=-1, leader_epoch=3, vote_granted=False))  # fmt: skip
     drain(core)
     assert core.role is Role.PROSPECTIVE
-    assert core.next_deadline_ms() > core.now_ms + core.config.retry_backoff_ms
+    assert core.next_deadline_ms() > core.now_ms + machine(core).config.retry_backoff_ms
 
 
 def test_a_prospective_names_the_leader_it_followed_and_a_candidate_none() -> None:
     follower = make(2, epoch=3, leader=1)
     drain(follower)
-    follower.tick(follower.config.fetch_timeout_ms)
+    follower.tick(machine(follower).config.fetch_timeout_ms)
     assert follower.role is Role.PROSPECTIVE
     assert follower.propose([Batch(payload=b"x")]) == NotLeader(leader_id=1, leader_epoch=3)
     restarted = make(1, epoch=4, leader=1, voted=1)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.raft.core import Role, handlers
+from api.raft.core import Role, leading
+from api.raft.core.machine import RaftMachine
 from tests.support.raft_sim import Cluster, InvariantViolation, SimNode
 
 
@@ -79,26 +80,26 @@ def test_the_epoch_start_rule_survives_figure_eight(seed: int) -> None:
     figure_eight(seed)
 
 
-def _commit_past_epochs(core: object) -> None:
+def _commit_past_epochs(machine: RaftMachine) -> None:
     """The planted bug: the leader's HW moves as soon as a majority has an offset."""
-    leader = core.leader_state  # type: ignore[attr-defined]
+    leader = machine.leader_state
     if leader is None:
         return
     hw = leader.high_watermark(
-        leader=core.id,  # type: ignore[attr-defined]
-        flushed_offset=core.log.flushed_offset,  # type: ignore[attr-defined]
-        majority=core.config.majority,  # type: ignore[attr-defined]
+        leader=machine.id,
+        flushed_offset=machine.log.flushed_offset,
+        majority=machine.config.majority,
     )
-    if hw > core.high_watermark:  # type: ignore[attr-defined]
-        core.set_high_watermark(hw)  # type: ignore[attr-defined]
-        handlers.answer_parked(core, force=True)  # type: ignore[arg-type]
+    if hw > machine.high_watermark:
+        machine.set_high_watermark(hw)
+        leading.answer_parked(machine, force=True)
 
 
 def test_without_the_rule_figure_eight_loses_a_committed_entry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(handlers, "update_high_watermark", _commit_past_epochs)
-    monkeypatch.setattr(handlers, "_leader_high_watermark", lambda core: core.high_watermark)
+    monkeypatch.setattr(leading, "update_high_watermark", _commit_past_epochs)
+    monkeypatch.setattr(leading, "leader_high_watermark", lambda machine: machine.high_watermark)
     caught = 0
     for seed in range(20):
         try:

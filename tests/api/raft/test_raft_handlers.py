@@ -45,6 +45,7 @@ from tests.support.raft_states import (
     fetch_deadline,
     fetch_in_flight,
     leader_ended,
+    machine,
     running_fetch,
 )
 
@@ -55,7 +56,7 @@ def prospective(node: int, *, epoch: int = 3, end: int = 0) -> RaftCore:
     epochs = [(epoch, 0)] if end else []
     core = make(node, epoch=epoch, leader=leader, epochs=epochs, end=end)
     drain(core)
-    core.tick(core.config.fetch_timeout_ms)
+    core.tick(machine(core).config.fetch_timeout_ms)
     assert role(core) is Role.PROSPECTIVE
     return core
 
@@ -71,7 +72,7 @@ def vote_answer(
 ) -> VoteResponse:
     """An answer to the core's (pre-)vote request to `sender`."""
     if correlation is None:
-        correlation = max(core.votes.requests)
+        correlation = max(machine(core).votes.requests)
     return VoteResponse(
         correlation_id=correlation,
         error_code=ErrorCode.NONE,
@@ -134,8 +135,8 @@ def test_a_granted_vote_restarts_an_unattached_voters_election_timer() -> None:
     core.tick(900)
     core.step(1, vote(1, 1, 0, 0))
     assert answer(drain(core)).vote_granted
-    assert core.next_deadline_ms() == 900 + core.config.election_timeout_ms
-    core.tick(900 + core.config.election_timeout_ms - 1)
+    assert core.next_deadline_ms() == 900 + machine(core).config.election_timeout_ms
+    core.tick(900 + machine(core).config.election_timeout_ms - 1)
     assert core.role is Role.UNATTACHED
 
 
@@ -151,7 +152,9 @@ def test_a_vote_answer_from_a_newer_epoch_makes_the_candidate_follow_or_wait() -
 
 def test_vote_answers_of_another_round_or_epoch_are_not_counted() -> None:
     core = prospective(1)
-    core.step(2, vote_answer(core, 2, granted=True, correlation=max(core.votes.requests) + 50))
+    core.step(
+        2, vote_answer(core, 2, granted=True, correlation=max(machine(core).votes.requests) + 50)
+    )
     assert core.role is Role.PROSPECTIVE
     core.step(2, vote_answer(core, 2, granted=True, epoch=core.epoch - 1))
     assert core.role is Role.PROSPECTIVE
@@ -229,12 +232,12 @@ def test_end_quorum_epoch_from_a_stale_or_foreign_leader_is_fenced_and_ignored()
         core.step(sender, request)
         [out] = sent(drain(core), EndQuorumEpochResponse)
         assert out.message.error_code is ErrorCode.FENCED_LEADER_EPOCH
-        assert fetch_deadline(core) == core.config.fetch_timeout_ms  # unchanged
+        assert fetch_deadline(core) == machine(core).config.fetch_timeout_ms  # unchanged
     core.step(7, EndQuorumEpochRequest(correlation_id=1, leader_id=7, leader_epoch=4,
                                        preferred_successors=(2,)))  # fmt: skip
     [out] = sent(drain(core), EndQuorumEpochResponse)
     assert out.message.error_code is ErrorCode.NONE
-    assert fetch_deadline(core) == core.config.fetch_timeout_ms and not leader_ended(core)
+    assert fetch_deadline(core) == machine(core).config.fetch_timeout_ms and not leader_ended(core)
 
 
 def test_a_later_successor_waits_its_backoff_and_an_unattached_voter_moves_its_timer() -> None:
@@ -244,7 +247,7 @@ def test_a_later_successor_waits_its_backoff_and_an_unattached_voter_moves_its_t
     core.step(1, EndQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=4,
                                        preferred_successors=(2, 3)))  # fmt: skip
     assert fetch_deadline(core) == 100 + 50  # the second successor: 50 ms
-    assert core.ended == (4, 1) and leader_ended(core)
+    assert machine(core).ended == (4, 1) and leader_ended(core)
     unattached = make(3, epoch=4)
     drain(unattached)
     unattached.step(1, EndQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=6,
@@ -284,7 +287,8 @@ def test_a_fetch_is_refused_off_the_leader_or_in_another_epoch() -> None:
     core.step(2, fetch(3, core.epoch, 0, 0))  # replica id is not the sender
     core.step(1, fetch(1, core.epoch, 0, 0))  # itself
     assert drain(core).empty
-    assert core.leader_state is not None and core.leader_state.progress == {}
+    state = machine(core).leader_state
+    assert state is not None and state.progress == {}
 
 
 def test_a_diverging_fetch_is_not_an_acknowledgement() -> None:
@@ -293,7 +297,8 @@ def test_a_diverging_fetch_is_not_an_acknowledgement() -> None:
     response = _fetch_answer(core)
     assert response.diverging_epoch == EpochEndOffset(epoch=core.epoch, end_offset=1)
     assert response.error_code is ErrorCode.NONE
-    assert core.leader_state is not None and 2 not in core.leader_state.progress
+    state = machine(core).leader_state
+    assert state is not None and 2 not in state.progress
     assert core.high_watermark == 0
 
 
@@ -445,10 +450,10 @@ def test_after_an_error_a_follower_asks_again_after_the_retry_backoff() -> None:
     assert not sent(drain(core), FetchRequest)
     assert (
         fetch_in_flight(core) is not None
-        and running_fetch(core).retry_at == 100 + core.config.retry_backoff_ms
+        and running_fetch(core).retry_at == 100 + machine(core).config.retry_backoff_ms
     )
     assert not leader_ended(core) and core.role is Role.FOLLOWER
-    core.tick(100 + core.config.retry_backoff_ms)
+    core.tick(100 + machine(core).config.retry_backoff_ms)
     [out] = sent(drain(core), FetchRequest)
     assert out.destination == 1
 
@@ -462,7 +467,7 @@ def test_a_follower_keeps_what_it_fetched_when_a_fetch_is_lost() -> None:
     drain(core)
     assert core.log.end_offset == 3
     lost = running_fetch(core)
-    core.tick(core.now_ms + core.config.request_timeout_ms)
+    core.tick(core.now_ms + machine(core).config.request_timeout_ms)
     [out] = sent(drain(core), FetchRequest)
     assert out.destination == 1 and out.message.correlation_id != lost.correlation
     assert (out.message.fetch_offset, out.message.last_fetched_epoch) == (3, 3)
@@ -475,8 +480,8 @@ def test_a_fetch_answer_of_another_epoch_or_leader_is_ignored() -> None:
     assert core.log.end_offset == 0 and not sent(drain(core), FetchRequest)
     core = make(2, epoch=3, leader=1)
     drain(core)
-    core.fetch_target = 3
-    core.send_fetch()
+    machine(core).fetch_target = 3
+    machine(core).send_fetch()
     drain(core)
     respond(core, 3, epoch=3, leader=3, records=entries(0, [3]))  # 3 says it leads; 1 does
     assert core.log.end_offset == 0
@@ -500,7 +505,7 @@ def test_a_good_fetch_answer_keeps_the_follower_and_sets_its_timers() -> None:
     drain(core)
     core.tick(700)
     respond(core, 1, epoch=3, records=entries(0, [3]), high_watermark=1)
-    assert fetch_deadline(core) == 1700 and core.fetched_ms == 700
+    assert fetch_deadline(core) == 1700 and machine(core).fetched_ms == 700
     [out] = sent(drain(core), FetchRequest)
     assert out.destination == 1 and out.message.fetch_offset == 1
 
@@ -533,7 +538,7 @@ def test_an_observer_follows_whoever_answers_as_leader() -> None:
     assert core.leader_id == -1
     [asked] = sent(drain(core), FetchRequest)
     respond(core, asked.destination, epoch=2)  # it answers as the leader of the epoch
-    assert core.leader_id == asked.destination and core.fetch_target == asked.destination
+    assert core.leader_id == asked.destination and machine(core).fetch_target == asked.destination
     [next_fetch] = sent(drain(core), FetchRequest)
     assert next_fetch.destination == asked.destination
 
@@ -554,20 +559,20 @@ def test_a_voter_without_state_votes_again_once_caught_up_and_fenced() -> None:
     core.step(1, BeginQuorumEpochRequest(correlation_id=1, leader_id=1, leader_epoch=4))
     drain(core)
     respond(core, 1, epoch=4, records=entries(0, [4, 4]), high_watermark=2)
-    assert core.catching_up  # node 3 not heard yet: it may have had this node's vote
+    assert machine(core).catching_up  # node 3 not heard yet: it may have had this node's vote
     drain(core)
     core.step(3, BeginQuorumEpochResponse(correlation_id=1, error_code=ErrorCode.NONE,
                                           leader_id=1, leader_epoch=4))  # fmt: skip
     respond(core, 1, epoch=4, high_watermark=2)
     ready = drain(core)
-    assert not core.catching_up and core.role is Role.FOLLOWER and core.leader_id == 1
+    assert not machine(core).catching_up and core.role is Role.FOLLOWER and core.leader_id == 1
     assert ready.quorum_state == QuorumState(
         leader_epoch=4, leader_id=1, voted_id=2, voters=frozenset({1, 2, 3})
     )
     now = core.now_ms  # a follower now: it gives up on a silent leader after the fetch timeout
-    core.tick(now + core.config.fetch_timeout_ms - 1)
+    core.tick(now + machine(core).config.fetch_timeout_ms - 1)
     assert core.role is Role.FOLLOWER
-    core.tick(now + core.config.fetch_timeout_ms)
+    core.tick(now + machine(core).config.fetch_timeout_ms)
     assert role(core) is Role.PROSPECTIVE
     fenced = core_with(2, state=None)
     drain(fenced)
@@ -578,7 +583,7 @@ def test_a_voter_without_state_votes_again_once_caught_up_and_fenced() -> None:
     ready = drain(fenced)
     # Caught up from epoch 4's leader only, it may lack what it acknowledged in epoch 6: it
     # moves to epoch 6 in memory, writes no state and keeps catching up from 6's leader.
-    assert fenced.catching_up and fenced.epoch == 6
+    assert machine(fenced).catching_up and fenced.epoch == 6
     assert ready.quorum_state is None
 
 
@@ -586,11 +591,11 @@ def test_a_voter_without_state_below_the_high_watermark_keeps_catching_up() -> N
     core = core_with(2, state=None)
     drain(core)
     core.step(3, vote(3, 4, 0, 0))
-    core.fetch_target = 1
-    core.send_fetch()
+    machine(core).fetch_target = 1
+    machine(core).send_fetch()
     drain(core)
     respond(core, 1, epoch=4, records=entries(0, [4]), high_watermark=3)
-    assert core.catching_up and core.role is Role.OBSERVER
+    assert machine(core).catching_up and core.role is Role.OBSERVER
 
 
 def test_describe_quorum_never_shows_a_wiped_nodes_old_progress() -> None:
@@ -618,7 +623,8 @@ def test_describe_quorum_never_shows_a_wiped_nodes_old_progress() -> None:
     assert three.last_caught_up_timestamp == -1
     assert not described.observers
     # Its old acknowledgements are void: nothing of node 3 counts toward the high watermark.
-    assert core.leader_state is not None and 3 not in core.leader_state.progress
+    state = machine(core).leader_state
+    assert state is not None and 3 not in state.progress
 
 
 def test_describe_quorum_shows_a_replica_by_the_directory_it_fetched_with() -> None:
@@ -730,7 +736,7 @@ def test_end_quorum_epoch_of_another_voter_than_the_leader_changes_nothing() -> 
     core.step(3, EndQuorumEpochRequest(correlation_id=1, leader_id=3, leader_epoch=3,
                                        preferred_successors=(2,)))  # fmt: skip
     drain(core)
-    assert not leader_ended(core) and fetch_deadline(core) == core.config.fetch_timeout_ms
+    assert not leader_ended(core) and fetch_deadline(core) == machine(core).config.fetch_timeout_ms
 
 
 def test_an_error_naming_no_leader_or_a_non_voter_only_backs_off() -> None:
@@ -745,4 +751,4 @@ def test_an_error_naming_no_leader_or_a_non_voter_only_backs_off() -> None:
             core, asked.destination, epoch=2, leader=named, error=ErrorCode.NOT_LEADER_OR_FOLLOWER
         )
         assert core.leader_id == -1 and not sent(drain(core), FetchRequest)
-        assert core.next_deadline_ms() == core.now_ms + core.config.retry_backoff_ms
+        assert core.next_deadline_ms() == core.now_ms + machine(core).config.retry_backoff_ms

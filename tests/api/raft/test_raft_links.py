@@ -998,6 +998,7 @@ class MiniShell:
         from api.raft.core.quorum_state import QuorumState
 
         self.loop = asyncio.get_running_loop()
+        self.id = node_id
         self.core = RaftCore(
             config,
             state=QuorumState(leader_epoch=0, voters=config.voters),
@@ -1108,7 +1109,7 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
             shell.ticker = asyncio.create_task(shell.tick())
 
         def leader() -> MiniShell | None:
-            leaders = [s for s in shells.values() if s.core.current_leader().leader_id == s.core.id]
+            leaders = [s for s in shells.values() if s.core.current_leader().leader_id == s.id]
             return leaders[0] if len(leaders) == 1 else None
 
         await until(lambda: leader() is not None, "a leader elected over the wire", 30)
@@ -1129,7 +1130,7 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
         assert logs[0][0].kind is EntryKind.LEADER_CHANGE
         # DescribeQuorum over the wire from a tool: the leader's view of the voters.
         (frame,) = await exchange_frames(
-            ports[chief.core.id],
+            ports[chief.id],
             [
                 encode_request(
                     DescribeQuorumRequest(correlation_id=9), destination=0, cluster_id=None
@@ -1139,7 +1140,7 @@ async def test_three_cores_elect_a_leader_and_commit_over_loopback(tmp_path: Pat
         assert frame is not None
         described = decode_response(frame, api_key=DESCRIBE_QUORUM_KEY, version=2)
         assert isinstance(described, DescribeQuorumResponse)
-        assert described.leader_id == chief.core.id
+        assert described.leader_id == chief.id
         assert {r.replica_id for r in described.current_voters} == {1, 2, 3}
     finally:
         for shell in shells.values():

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from api.raft.core import handlers
-from api.raft.core.core import RaftCore
+from api.raft.core import leading, proposals
+from api.raft.core.machine import RaftMachine
 from tests.support.raft_sim import InvariantViolation
 from tests.support.raft_sim_membership import SCENARIOS, run_membership_seed
 
@@ -98,18 +98,18 @@ def _first_failure(seeds: int) -> str | None:
 
 def test_the_checker_catches_two_changes_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the pending-change rule a leader changes the voters again before it commits."""
-    original = RaftCore.change_voters
+    original = proposals.change_voters
 
-    def no_pending_rule(self: RaftCore, **kw: object) -> object:
+    def no_pending_rule(machine: RaftMachine, **kw: object) -> object:
         # The leader believes everything it holds is committed (only while it decides).
-        high_watermark = self.high_watermark
-        self.high_watermark = 2**62
+        high_watermark = machine.high_watermark
+        machine.high_watermark = 2**62
         try:
-            return original(self, **kw)  # type: ignore[arg-type] # the planted bug's shim
+            return original(machine, **kw)  # type: ignore[arg-type] # the planted bug's shim
         finally:
-            self.high_watermark = high_watermark
+            machine.high_watermark = high_watermark
 
-    monkeypatch.setattr(RaftCore, "change_voters", no_pending_rule)
+    monkeypatch.setattr(proposals, "change_voters", no_pending_rule)
     failure = _first_failure(200)
     # Caught either as the change itself or as what it breaks: an entry committed on too few.
     assert failure is not None, "no seed caught two changes at once"
@@ -119,17 +119,17 @@ def test_the_checker_catches_two_changes_at_once(monkeypatch: pytest.MonkeyPatch
 def test_the_checker_catches_a_removed_leader_that_leads_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = handlers.update_high_watermark
+    original = leading.update_high_watermark
 
-    def never_resigns(core: RaftCore) -> None:
-        resign = core.resign
-        core.resign = lambda: None  # type: ignore[method-assign] # the planted bug
+    def never_resigns(machine: RaftMachine) -> None:
+        resign = machine.resign
+        machine.resign = lambda: None  # type: ignore[method-assign] # the planted bug
         try:
-            original(core)
+            original(machine)
         finally:
-            core.resign = resign  # type: ignore[method-assign]
+            machine.resign = resign  # type: ignore[method-assign]
 
-    monkeypatch.setattr(handlers, "update_high_watermark", never_resigns)
+    monkeypatch.setattr(leading, "update_high_watermark", never_resigns)
     failure = _first_failure(200)
     assert failure is not None and "leads on after its removal" in failure, failure
 

@@ -1,13 +1,9 @@
-"""The quorum's pure rules, messages and persisted state at their edges."""
+"""The quorum's pure rules, messages and election state at their edges."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-import api.raft.core.quorum_state as quorum_state_module
 from api.protocol.quorum.messages import (
     NO_HIGH_WATERMARK,
     NO_LEADER,
@@ -21,10 +17,9 @@ from api.protocol.quorum.messages import (
     SnapshotId,
     VoteRequest,
 )
-from api.raft.core import QuorumState, Role, read_quorum_state, write_quorum_state
+from api.raft.core import QuorumState, QuorumStateError, Role
 from api.raft.core.election import may_grant_pre_vote, may_grant_vote, successor_backoff
-from api.raft.core.errors import QuorumStateError
-from api.raft.core.quorum_state import MAX_EPOCH, MAX_FILE_BYTES, QUORUM_STATE_NAME
+from api.raft.core.quorum_state import MAX_EPOCH
 from api.raft.core.replication import LeaderState, majority_offset
 from tests.support.raft_core import answer, drain, fetch, leader, make, role, vote
 
@@ -104,67 +99,13 @@ def test_check_quorum_at_its_exact_bounds() -> None:
 # --- quorum-state ---------------------------------------------------------------------------
 
 
-def test_a_quorum_state_epoch_is_one_an_election_can_pass(tmp_path: Path) -> None:
+def test_a_quorum_state_epoch_is_one_an_election_can_pass() -> None:
     # One below int32's top: the next election's epoch must still fit an int32.
     assert MAX_EPOCH == 2**31 - 2
-    top = QuorumState(leader_epoch=MAX_EPOCH, voters=VOTERS)
-    write_quorum_state(tmp_path, top)
-    assert read_quorum_state(tmp_path, voters=VOTERS) == top
+    assert QuorumState(leader_epoch=MAX_EPOCH, voters=VOTERS).leader_epoch == MAX_EPOCH
     for epoch in (-1, MAX_EPOCH + 1):
         with pytest.raises(QuorumStateError, match=f"leader epoch {epoch} is not in 0.."):
             QuorumState(leader_epoch=epoch, voters=VOTERS)
-    path = tmp_path / QUORUM_STATE_NAME
-    data = json.loads(path.read_text())
-    assert data["appliedOffset"] == 0  # Kafka's file: this field is always 0 in KRaft
-    path.write_text(json.dumps({**data, "leaderEpoch": -1}))
-    with pytest.raises(QuorumStateError, match="out of range"):
-        read_quorum_state(tmp_path, voters=VOTERS)
-    for epoch in (MAX_EPOCH + 1, 2**63 - 1):
-        path.write_text(json.dumps({**data, "leaderEpoch": epoch}))
-        with pytest.raises(QuorumStateError) as info:
-            read_quorum_state(tmp_path, voters=VOTERS)
-        message = str(info.value)
-        assert "\n" not in message and f"leader epoch {epoch}, past the last" in message
-        assert "move it aside" in message and "catches up from the leader" in message
-
-
-def test_a_quorum_state_file_of_the_size_bound_is_read(tmp_path: Path) -> None:
-    write_quorum_state(tmp_path, QuorumState(leader_epoch=3, voters=VOTERS))
-    path = tmp_path / QUORUM_STATE_NAME
-    text = path.read_bytes().rstrip(b"\n")
-    path.write_bytes(text + b" " * (MAX_FILE_BYTES - len(text)))
-    assert read_quorum_state(tmp_path, voters=VOTERS) == QuorumState(leader_epoch=3, voters=VOTERS)
-    path.write_bytes(text + b" " * (MAX_FILE_BYTES + 1 - len(text)))
-    with pytest.raises(QuorumStateError, match="is over"):
-        read_quorum_state(tmp_path, voters=VOTERS)
-
-
-def test_voters_listed_as_anything_but_objects_are_a_damaged_file(tmp_path: Path) -> None:
-    write_quorum_state(tmp_path, QuorumState(leader_epoch=3, voters=VOTERS))
-    path = tmp_path / QUORUM_STATE_NAME
-    data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "currentVoters": [1, 2, 3]}))
-    with pytest.raises(QuorumStateError, match="'currentVoters' is malformed"):
-        read_quorum_state(tmp_path, voters=VOTERS)
-
-
-@pytest.mark.parametrize(
-    ("error", "says"),
-    [
-        (OSError(28, "No space left on device"), ": No space left on device [ENOSPC];"),
-        (OSError("no errno"), ": no errno [None];"),
-    ],
-)
-def test_a_quorum_state_that_cannot_be_written_names_the_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, says: str
-) -> None:
-    def failing(*_args: object) -> None:
-        raise error
-
-    monkeypatch.setattr(quorum_state_module, "replace_file", failing)
-    with pytest.raises(QuorumStateError) as info:
-        write_quorum_state(tmp_path, QuorumState(leader_epoch=1, voters=VOTERS))
-    assert says in str(info.value)
 
 
 def test_every_role_is_its_own() -> None:

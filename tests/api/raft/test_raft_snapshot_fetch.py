@@ -41,7 +41,13 @@ from tests.support.raft_snapshots import (
     start,
     trimmed_leader,
 )
-from tests.support.raft_states import fetch_deadline, fetch_in_flight, running_transfer, transfer
+from tests.support.raft_states import (
+    fetch_deadline,
+    fetch_in_flight,
+    machine,
+    running_transfer,
+    transfer,
+)
 
 
 def serve(out: object, blob: bytes = BLOB) -> FetchSnapshotResponse:
@@ -288,7 +294,7 @@ def test_a_replica_copying_a_snapshot_counts_as_fetching_but_an_uncounted_one_do
     leader.step(2, ask_of(leader))
     leader.step(3, ask_of(leader, replica_id=UNCOUNTED_REPLICA))
     drain(leader)
-    progress = leader.leader_state.progress  # type: ignore[union-attr]
+    progress = machine(leader).leader_state.progress  # type: ignore[union-attr]
     assert progress[2].last_fetch_ms == leader.now_ms
     assert 3 not in progress or progress[3].last_fetch_ms != leader.now_ms
 
@@ -323,7 +329,7 @@ def test_a_refused_chunk_waits_the_retry_backoff_and_late_fetch_answers_do_not_c
     node.step(1, chunk(ask, error=ErrorCode.SNAPSHOT_NOT_FOUND))
     assert transfer(node) is None
     assert sent(drain(node), FetchRequest) == []  # not at once: after the backoff
-    assert node.next_deadline_ms() == refused_at + node.config.retry_backoff_ms
+    assert node.next_deadline_ms() == refused_at + machine(node).config.retry_backoff_ms
     # the first Fetch's answer, late and again: the placeholder fetch matches no request
     node.step(1, replace(first, correlation_id=first.correlation_id))  # a request: ignored
     late = FetchResponse(
@@ -335,7 +341,7 @@ def test_a_refused_chunk_waits_the_retry_backoff_and_late_fetch_answers_do_not_c
     )
     node.step(1, late)
     assert sent(drain(node), FetchSnapshotRequest) == [] and transfer(node) is None
-    node.tick(refused_at + node.config.retry_backoff_ms)
+    node.tick(refused_at + machine(node).config.retry_backoff_ms)
     [out] = sent(drain(node), FetchRequest)
     assert out.destination == 1
 
@@ -345,9 +351,9 @@ def test_a_follower_copying_from_its_leader_is_hearing_from_it() -> None:
     ask = start(node)
     node.tick(node.now_ms + 1500)
     node.step(1, chunk(ask))
-    assert node.fetched_ms == node.now_ms
-    assert fetch_deadline(node) == node.now_ms + node.config.fetch_timeout_ms
-    node.tick(node.now_ms + node.config.fetch_timeout_ms - 1)
+    assert machine(node).fetched_ms == node.now_ms
+    assert fetch_deadline(node) == node.now_ms + machine(node).config.fetch_timeout_ms
+    node.tick(node.now_ms + machine(node).config.fetch_timeout_ms - 1)
     assert node.role is Role.FOLLOWER  # no election while the chunks keep coming
 
 
@@ -422,10 +428,10 @@ def copying_observer() -> tuple[RaftCore, FetchSnapshotRequest]:
 
 def test_an_observer_whose_chunk_goes_unanswered_asks_around_again() -> None:
     node, _ = copying_observer()
-    node.tick(node.now_ms + node.config.request_timeout_ms)
+    node.tick(node.now_ms + machine(node).config.request_timeout_ms)
     ready = drain(node)
     assert transfer(node) is None and node.leader_id == NO_LEADER
-    assert node.fetch_target == NO_LEADER  # any voter may answer, not only the silent one
+    assert machine(node).fetch_target == NO_LEADER  # any voter may answer, not only the silent one
     assert sent(ready, FetchSnapshotRequest) == []
     assert len(sent(ready, FetchRequest)) == 1
 
@@ -498,7 +504,7 @@ def test_a_fetch_below_the_start_counts_as_fetching_unless_uncounted() -> None:
     leader.step(3, replace(fetch(3, leader.epoch, 3, 1), replica_id=UNCOUNTED_REPLICA))
     ready = drain(leader)
     assert [out.message.snapshot_id for out in sent(ready, FetchResponse)] == [SNAP, SNAP]
-    progress = leader.leader_state.progress  # type: ignore[union-attr]
+    progress = machine(leader).leader_state.progress  # type: ignore[union-attr]
     assert progress[2].last_fetch_ms == leader.now_ms
     assert 3 not in progress or progress[3].last_fetch_ms != leader.now_ms
 

@@ -17,9 +17,11 @@ from dataclasses import replace
 import pytest
 
 from api.protocol.quorum.messages import UNCOUNTED_REPLICA, FetchRequest
-from api.raft.core import RaftCore, Role, handlers
+from api.raft.core import Role, handlers
+from api.raft.core.machine import RaftMachine
 from api.raft.core.ready import Batch
 from tests.support.raft_sim import Cluster, InvariantViolation, SimNode
+from tests.support.raft_states import machine
 
 
 def _leader_in(c: Cluster, ids: set[int], above: int) -> SimNode | None:
@@ -41,8 +43,8 @@ def stale_leader_and_wiped_voter(seed: int) -> Cluster:
     assert a is not None and a.core is not None
     old_epoch = a.core.epoch
     # A stays leader while cut off, as a paused process does (its check-quorum has not fired).
-    config = a.core.config
-    a.core.config = replace(config, fetch_timeout_ms=600_000)
+    config = machine(a.core).config
+    machine(a.core).config = replace(config, fetch_timeout_ms=600_000)
     b_id, c_id = sorted(c.voter_ids - {a.id})
     rest = {b_id, c_id}
     c.partition({a.id})
@@ -69,10 +71,10 @@ def stale_leader_and_wiped_voter(seed: int) -> Cluster:
     c.start(wiped)
     c.run_until(c.now + 5000)
     assert wiped.state is None  # it never heard the other side: still catching up
-    assert wiped.core is not None and wiped.core.fetch_replica_id == UNCOUNTED_REPLICA
+    assert wiped.core is not None and machine(wiped.core).fetch_replica_id == UNCOUNTED_REPLICA
     assert a.core.high_watermark <= a_end
     # A resumes: C's fetches do not keep it alive either, check-quorum makes it resign.
-    a.core.config = config
+    machine(a.core).config = config
     c.process(a)  # its next check-quorum is due at the restored timeout's pace, not 150 s away
     stale = a.core
     assert c.run_until(
@@ -84,7 +86,7 @@ def stale_leader_and_wiped_voter(seed: int) -> Cluster:
     c.run_until(c.now + 2000)
     c.checker.check_all_committed()
     assert c.checker.holds(wiped, x)
-    assert wiped.core is not None and wiped.core.fetch_replica_id == wiped.id
+    assert wiped.core is not None and machine(wiped.core).fetch_replica_id == wiped.id
     return c
 
 
@@ -93,9 +95,9 @@ def test_a_stale_leader_does_not_count_a_wiped_voter(seed: int) -> None:
     stale_leader_and_wiped_voter(seed)
 
 
-def _count_uncounted_fetches(core: RaftCore, sender: int, msg: FetchRequest) -> None:
+def _count_uncounted_fetches(machine: RaftMachine, sender: int, msg: FetchRequest) -> None:
     """The planted bug: a fetch without durable state is a voter's acknowledgement."""
-    handlers_on_fetch(core, sender, replace(msg, replica_id=sender))
+    handlers_on_fetch(machine, sender, replace(msg, replica_id=sender))
 
 
 handlers_on_fetch = handlers.on_fetch_request

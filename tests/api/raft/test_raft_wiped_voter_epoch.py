@@ -19,9 +19,11 @@ from dataclasses import replace
 import pytest
 
 from api.protocol.quorum.messages import NO_LEADER
-from api.raft.core import RaftCore, Role, handlers
+from api.raft.core import Role, handlers
+from api.raft.core.machine import RaftMachine
 from api.raft.core.states import UnattachedState
 from tests.support.raft_sim import Cluster, InvariantViolation, SimNode
+from tests.support.raft_states import machine
 
 
 def _leader_in(c: Cluster, ids: set[int], above: int) -> SimNode | None:
@@ -43,8 +45,8 @@ def wiped_voter_hears_a_newer_epoch(seed: int) -> Cluster:
     assert a is not None and a.core is not None
     old_epoch = a.core.epoch
     # A stays leader while cut off, as a paused process does (its check-quorum has not fired).
-    config = a.core.config
-    a.core.config = replace(config, fetch_timeout_ms=600_000)
+    config = machine(a.core).config
+    machine(a.core).config = replace(config, fetch_timeout_ms=600_000)
     rest = set(c.voter_ids - {a.id})
     c.partition({a.id})
     assert c.run_until(c.now + 10_000, until=lambda: _leader_in(c, rest, old_epoch) is not None)
@@ -69,7 +71,7 @@ def wiped_voter_hears_a_newer_epoch(seed: int) -> Cluster:
     # L is cut off for good (as if it died); A resumes and resigns by check-quorum. A alone
     # cannot elect itself, and W, without state, does not vote.
     c.blocked |= {(new.id, wiped.id)}
-    a.core.config = config
+    machine(a.core).config = config
     c.process(a)  # its next tick was set by the long timeout
     stale = a.core
     assert c.run_until(
@@ -92,19 +94,21 @@ def test_a_wiped_voter_rejoins_only_from_a_leader_of_the_newest_epoch(seed: int)
     wiped_voter_hears_a_newer_epoch(seed)
 
 
-def _rejoin_at_any_high_watermark(core: RaftCore) -> None:
+def _rejoin_at_any_high_watermark(machine: RaftMachine) -> None:
     """The planted bug (the old rule): any leader's high watermark will do."""
-    fence = max([core.epoch, *core.heard.values()])
-    if fence > core.epoch and set(core.heard) >= core.config.voters - {core.id}:
-        core.catching_up = False
-        core.heard = {}
-        core.epoch = fence
-        core.leader_id = NO_LEADER
-        core.voted_id = core.id
-        core.set_role(UnattachedState(election_at=core.now_ms + core.config.election_timeout_ms))
-        core.persist()
+    fence = max([machine.epoch, *machine.heard.values()])
+    if fence > machine.epoch and set(machine.heard) >= machine.config.voters - {machine.id}:
+        machine.catching_up = False
+        machine.heard = {}
+        machine.epoch = fence
+        machine.leader_id = NO_LEADER
+        machine.voted_id = machine.id
+        machine.set_role(
+            UnattachedState(election_at=machine.now_ms + machine.config.election_timeout_ms)
+        )
+        machine.persist()
         return
-    handlers_caught_up(core)
+    handlers_caught_up(machine)
 
 
 handlers_caught_up = handlers.caught_up

@@ -1,4 +1,4 @@
-"""The persisted quorum-state file and the quorum's Kafka-style settings."""
+"""`api.raft.quorum_state_file`: the `quorum-state` file, written atomically, read back checked."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.raft.core import QuorumConfig, QuorumState, parse_voters
-from api.raft.core.errors import QuorumStateError, RaftConfigError
-from api.raft.core.quorum_state import (
+from api.protocol.quorum.bounds import LAST_EPOCH
+from api.raft import quorum_state_file
+from api.raft.core import QuorumState, QuorumStateError
+from api.raft.quorum_state_file import (
+    MAX_FILE_BYTES,
     QUORUM_STATE_NAME,
     read_quorum_state,
     write_quorum_state,
 )
 
 VOTERS = frozenset({1, 2, 3})
-BASE = {"node.id": "1", "controller.quorum.voters": "1@a:1"}
 
 
 def test_a_missing_file_means_no_durable_state(tmp_path: Path) -> None:
@@ -98,73 +99,61 @@ def test_a_write_that_cannot_happen_says_what_to_do(tmp_path: Path) -> None:
         write_quorum_state(missing, QuorumState(leader_epoch=1, voters=VOTERS))
 
 
-def test_voters_parse_with_kafkas_syntax() -> None:
-    voters = parse_voters("1@controller1:9093, 2@10.0.0.2:9093,3@[::1]:9094")
-    assert sorted(voters) == [1, 2, 3]
-    assert voters[3].host == "::1" and voters[3].port == 9094
+def test_the_last_epoch_an_election_can_reach_is_stored_and_no_later_one(
+    tmp_path: Path,
+) -> None:
+    top = QuorumState(leader_epoch=LAST_EPOCH, voters=VOTERS)
+    write_quorum_state(tmp_path, top)
+    assert read_quorum_state(tmp_path, voters=VOTERS) == top
+    path = tmp_path / QUORUM_STATE_NAME
+    data = json.loads(path.read_text())
+    assert data["appliedOffset"] == 0  # Kafka's file: this field is always 0 in KRaft
+    path.write_text(json.dumps({**data, "leaderEpoch": -1}))
+    with pytest.raises(QuorumStateError, match="out of range"):
+        read_quorum_state(tmp_path, voters=VOTERS)
+    for epoch in (LAST_EPOCH + 1, 2**63 - 1):
+        path.write_text(json.dumps({**data, "leaderEpoch": epoch}))
+        with pytest.raises(QuorumStateError) as info:
+            read_quorum_state(tmp_path, voters=VOTERS)
+        message = str(info.value)
+        assert "\n" not in message and f"leader epoch {epoch}, past the last" in message
+        assert "move it aside" in message and "catches up from the leader" in message
+
+
+def test_a_quorum_state_file_of_the_size_bound_is_read(tmp_path: Path) -> None:
+    write_quorum_state(tmp_path, QuorumState(leader_epoch=3, voters=VOTERS))
+    path = tmp_path / QUORUM_STATE_NAME
+    text = path.read_bytes().rstrip(b"\n")
+    path.write_bytes(text + b" " * (MAX_FILE_BYTES - len(text)))
+    assert read_quorum_state(tmp_path, voters=VOTERS) == QuorumState(leader_epoch=3, voters=VOTERS)
+    path.write_bytes(text + b" " * (MAX_FILE_BYTES + 1 - len(text)))
+    with pytest.raises(QuorumStateError, match="is over"):
+        read_quorum_state(tmp_path, voters=VOTERS)
+
+
+def test_voters_listed_as_anything_but_objects_are_a_damaged_file(tmp_path: Path) -> None:
+    write_quorum_state(tmp_path, QuorumState(leader_epoch=3, voters=VOTERS))
+    path = tmp_path / QUORUM_STATE_NAME
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "currentVoters": [1, 2, 3]}))
+    with pytest.raises(QuorumStateError, match="'currentVoters' is malformed"):
+        read_quorum_state(tmp_path, voters=VOTERS)
 
 
 @pytest.mark.parametrize(
-    ("text", "says"),
+    ("error", "says"),
     [
-        ("", "is not id@host:port"),
-        ("1@host", "is not id@host:port"),
-        ("a@host:1", "is not id@host:port"),
-        ("1@host:0", "port 0"),
-        ("1@host:70000", "port 70000"),
-        ("1@a:1,1@b:2", "names node 1 twice"),
-        ("9999999999@h:1", "is above"),
-        ("1@h:1\n", "is not id@host:port"),
-        ("1@bad\nhost:1", "is not id@host:port"),
-        ("1@h:1;rm -rf /", "is not id@host:port"),
+        (OSError(28, "No space left on device"), ": No space left on device [ENOSPC];"),
+        (OSError("no errno"), ": no errno [None];"),
     ],
 )
-def test_bad_voters_are_refused(text: str, says: str) -> None:
-    with pytest.raises(RaftConfigError, match=says):
-        parse_voters(text)
+def test_a_quorum_state_that_cannot_be_written_names_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, says: str
+) -> None:
+    def failing(*_args: object) -> None:
+        raise error
 
-
-def test_config_keeps_kafkas_keys_and_defaults() -> None:
-    config = QuorumConfig.from_properties(
-        {"node.id": "2", "controller.quorum.voters": "1@a:9093,2@b:9093,3@c:9093"}
-    )
-    assert config.voters == VOTERS and config.is_voter and config.majority == 2
-    assert (config.election_timeout_ms, config.fetch_timeout_ms) == (1000, 2000)
-    # The append linger is 0, not Kafka's 25: the leader's flush runs behind its loop.
-    assert (config.election_backoff_max_ms, config.append_linger_ms) == (1000, 0)
-    observer = QuorumConfig.from_properties(
-        {
-            "node.id": "9",
-            "controller.quorum.voters": "1@a:9093",
-            "controller.quorum.election.timeout.ms": "300",
-        }
-    )
-    assert not observer.is_voter and observer.election_timeout_ms == 300
-
-
-@pytest.mark.parametrize(
-    ("properties", "says"),
-    [
-        ({"node.id": "1"}, "controller.quorum.voters is not set"),
-        ({"controller.quorum.voters": "1@a:1"}, "node.id is not set"),
-        (
-            {
-                "node.id": "1",
-                "controller.quorum.voters": "1@a:1",
-                "controller.quorum.fetch.timeout.ms": "-5",
-            },
-            "whole number",
-        ),
-        (
-            {
-                "node.id": "1",
-                "controller.quorum.voters": "1@a:1",
-                "controller.quorum.election.timeout.ms": "0",
-            },
-            "must be in 1..",
-        ),
-    ],
-)
-def test_bad_settings_are_refused(properties: dict[str, str], says: str) -> None:
-    with pytest.raises(RaftConfigError, match=says):
-        QuorumConfig.from_properties(properties)
+    monkeypatch.setattr(quorum_state_file, "replace_file", failing)
+    with pytest.raises(QuorumStateError) as info:
+        write_quorum_state(tmp_path, QuorumState(leader_epoch=1, voters=VOTERS))
+    assert says in str(info.value)
