@@ -153,7 +153,14 @@ def _damage(exc: BaseException) -> str | None:
 
 
 class SnapshotStore:
-    """Snapshots of the image in one SQL database (open with a URL; close when done)."""
+    """Snapshots of the image in one SQL database (open with a URL; close when done).
+
+    Some 500 lines in one class because every method runs on the same engine and its
+    error mapping (a database's failure as one `SnapshotStoreError` line): the schema's
+    state and migrations, and the snapshots written, listed, loaded, verified and deleted.
+    The content as rows is in `content.py`, their fastest I/O per driver in `row_io.py`,
+    the tables in `models.py`.
+    """
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         """Bind to the database at `url`; nothing is connected until the first operation.
