@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,12 @@ from tests.support.sql_backends import BACKENDS, DEFAULT_POSTGRES_URL, libpq
 # behaviour only; speed is measured by the scripts under bench/.
 settings.register_profile("mlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("mlog")
+
+# A suite started in the background (`make test &`, nohup, a CI runner's shell) inherits SIGINT
+# ignored, and an ignored signal stays ignored across exec: the Ctrl-C tests' commands would
+# never see their Ctrl-C. A handled signal is reset to the default at exec, so handle it here.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DIRECTORY_MARKERS = {
     TESTS / "system": ("process",),
