@@ -110,12 +110,12 @@ async def test_a_cut_off_follower_answers_not_controller_never_its_stale_image(
             quorum.stop_all()
 
 
-def test_kafka_python_alter_configs_succeeds_through_every_node(quorum: Quorum) -> None:
+def test_kafka_python_alter_configs_succeeds_through_every_node(module_quorum: Quorum) -> None:
     from kafka.admin import ConfigResource as KafkaResource
     from kafka.admin import ConfigResourceType as KafkaResourceType
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    first = next(iter(quorum.nodes.values()))
+    first = next(iter(module_quorum.nodes.values()))
     admin = KafkaAdminClient(bootstrap_servers=first.address, request_timeout_ms=10_000)
     try:
         admin.create_topics([NewTopic(name="configured", num_partitions=1, replication_factor=1)])
@@ -123,11 +123,11 @@ def test_kafka_python_alter_configs_succeeds_through_every_node(quorum: Quorum) 
         admin.close()
     # kafka-python first describes the topic's configs on some node (a read, answered from
     # that node's committed image): every node must have applied the topic.
-    for node in quorum.nodes.values():
+    for node in module_quorum.nodes.values():
         asyncio.run(_until_seen(node.address, "configured"))
     failures: list[str] = []
     attempts = 0
-    for node in quorum.nodes.values():
+    for node in module_quorum.nodes.values():
         admin = KafkaAdminClient(bootstrap_servers=node.address, request_timeout_ms=10_000)
         try:
             for i in range(100):
@@ -146,7 +146,7 @@ def test_kafka_python_alter_configs_succeeds_through_every_node(quorum: Quorum) 
     assert attempts == 300
     assert failures == []
     # The follower answered with the leader's state: every node ends with the last value.
-    described = asyncio.run(_retention_everywhere(quorum))
+    described = asyncio.run(_retention_everywhere(module_quorum))
     assert described == {str(60_099)}
 
 
@@ -173,11 +173,13 @@ async def _retention_everywhere(quorum: Quorum) -> set[str]:
     return values
 
 
-def test_quorum_describe_at_a_followers_client_listener_names_the_leader(quorum: Quorum) -> None:
+def test_quorum_describe_at_a_followers_client_listener_names_the_leader(
+    module_quorum: Quorum,
+) -> None:
     """A follower forwards DescribeQuorum to the leader (as Kafka's brokers forward it): an
     operator given one follower's client address is answered, not told to find the leader."""
-    leader = asyncio.run(quorum.leader())
-    follower = next(node for node in quorum.nodes.values() if node.node_id != leader)
+    leader = asyncio.run(module_quorum.leader())
+    follower = next(node for node in module_quorum.nodes.values() if node.node_id != leader)
     described = json.loads(
         mlog("quorum", "describe", "--bootstrap-server", follower.address, "--output", "json")
     )
