@@ -39,6 +39,17 @@ FAST = {
 }
 """Timers short enough for tests, in the ratios of Kafka's defaults."""
 
+STEADY = {
+    **FAST,
+    "election_timeout_ms": 10 * FAST["election_timeout_ms"],
+    "fetch_timeout_ms": 10 * FAST["fetch_timeout_ms"],
+    "election_backoff_max_ms": 2 * FAST["election_backoff_max_ms"],
+    "request_timeout_ms": 2 * FAST["request_timeout_ms"],
+    "fetch_max_wait_ms": 2 * FAST["fetch_max_wait_ms"],
+}
+"""Elections 10x slower than `FAST` (the rest 2x): for a test whose leader must stay the leader
+on a loaded host, where `FAST`'s 150 ms election timeout passes between two turns of a loop."""
+
 
 def directory_of(node_id: int) -> str:
     """A test node's directory id (KIP-853), fixed by its id."""

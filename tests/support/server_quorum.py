@@ -23,7 +23,7 @@ from api.service.replicated import ReplicatedService
 from metadata_log.replica_log import ReplicaLog
 from replay.controller.controller import Controller
 from tests.support.controller_certs import CONTROLLER_PRINCIPAL, make_controller_pki
-from tests.support.quorum_harness import FAST, Cluster, directory_of
+from tests.support.quorum_harness import STEADY, Cluster, directory_of
 from tests.support.quorum_processes import free_ports
 
 
@@ -33,15 +33,7 @@ class ServerQuorum:
     def __init__(self, root: Path, size: int = 3, **server_options: Any) -> None:
         # Static at first: the voters' ports come next. Elections 10x slower than the
         # harness's (the rest 2x): a follower of these tests stays one on a busy host.
-        self.cluster = Cluster(
-            root,
-            size,
-            election_timeout_ms=10 * FAST["election_timeout_ms"],
-            fetch_timeout_ms=10 * FAST["fetch_timeout_ms"],
-            election_backoff_max_ms=2 * FAST["election_backoff_max_ms"],
-            request_timeout_ms=2 * FAST["request_timeout_ms"],
-            fetch_max_wait_ms=2 * FAST["fetch_max_wait_ms"],
-        )
+        self.cluster = Cluster(root, size, **STEADY)
         self.server_options = server_options
         self.pki = make_controller_pki(root / "pki")
         """The controllers' certificates (`pki.controller_client()`: a controller's client)."""

@@ -14,7 +14,7 @@ from api.protocol.quorum.messages import FetchRequest, FetchResponse
 from records.model import LeaderChangeRecord, TopicRecord
 from replay.controller.commands import RegisterBroker
 from replay.controller.errors import ApiError, ErrorCode
-from tests.support.quorum_harness import Cluster, create_topic, register
+from tests.support.quorum_harness import STEADY, Cluster, create_topic, register
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,7 +59,7 @@ async def test_a_write_on_a_follower_names_the_leader(tmp_path: Path) -> None:
 
 
 async def test_a_stopped_leader_hands_over_and_catches_up_when_back(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path)
+    cluster = Cluster(tmp_path, **STEADY)  # the new leader must stay one on a loaded host
     await cluster.start_all()
     try:
         first = await cluster.leader()
@@ -346,7 +346,7 @@ async def test_a_leaders_flush_runs_behind_its_loop(
     if compiled and not syncers.AVAILABLE:
         pytest.skip("metadata_log._syncer is not built")
     monkeypatch.setattr(syncers, "AVAILABLE", compiled)
-    cluster = Cluster(tmp_path)
+    cluster = Cluster(tmp_path, **STEADY)  # its leader must stay one on a loaded host
     nodes = await cluster.start_all()
     try:
         leader = await cluster.leader()
