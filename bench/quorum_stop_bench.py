@@ -49,10 +49,7 @@ from tests.support.quorum_processes import (  # noqa: E402
 )
 
 CALM_S = 2.0
-"""Seconds of writes before the stop (the loops' baseline latency), and after the resume."""
-
-SMOKE_PAUSE_S, SMOKE_CALM_S = 2.0, 0.5
-"""`--smoke`'s pause and calm: the script's every step, not a figure."""
+"""Seconds of writes before the stop: the loops' baseline latency."""
 
 Samples = dict[str, list[float]]
 
@@ -86,7 +83,7 @@ def _cli_write(address: str, name: str) -> float:
     return time.monotonic() - started
 
 
-async def _pause_round(root: Path, pause_s: float, calm_s: float) -> dict[str, float]:
+async def _pause_round(root: Path, pause_s: float) -> dict[str, float]:
     quorum = Quorum(root)
     quorum.start_all()
     try:
@@ -103,14 +100,14 @@ async def _pause_round(root: Path, pause_s: float, calm_s: float) -> dict[str, f
             for node in quorum.nodes.values()
         ][:4]
         calm_from = time.monotonic()
-        await asyncio.sleep(calm_s)
+        await asyncio.sleep(CALM_S)
         quorum.signal(leader, signal.SIGSTOP)
         paused_at = time.monotonic()
         paused_cli = await asyncio.to_thread(_cli_write, address, "paused-cli")
         await asyncio.sleep(max(0.0, paused_at + pause_s - time.monotonic()))
         quorum.signal(leader, signal.SIGCONT)
         resumed_at = time.monotonic()
-        await asyncio.sleep(calm_s)
+        await asyncio.sleep(2.0)
         stop.set()
         await asyncio.gather(*loops)
     finally:
@@ -226,14 +223,14 @@ def main() -> None:
         parser.error("--rounds must be 1 or more and --pause above 0")
     modes = ("pause", "stop") if args.smoke else (args.mode,)
     rounds = 1 if args.smoke else args.rounds
-    pause_s, calm_s = (SMOKE_PAUSE_S, SMOKE_CALM_S) if args.smoke else (args.pause, CALM_S)
+    pause_s = 6.0 if args.smoke else args.pause
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
         root = Path(scratch)
         for mode in modes:
             if mode == "pause":
                 print(f"leader stopped {pause_s:.0f} s, four write loops and a CLI write:")
                 samples = _rounds(
-                    rounds, lambda n: asyncio.run(_pause_round(root / f"pause{n}", pause_s, calm_s))
+                    rounds, lambda n: asyncio.run(_pause_round(root / f"pause{n}", pause_s))
                 )
                 _table(
                     samples,
