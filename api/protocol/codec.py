@@ -35,7 +35,12 @@ from api.protocol.generated_writer import Encoded, Unsupported, dict_writer_for,
 from api.protocol.legacy_schemas import LEGACY_PAYLOADS
 from api.protocol.native_reader import native_reader
 from api.protocol.native_writer import native_writer
-from api.protocol.tagged import Malformed, missing_required, strip_unknown_tags
+from api.protocol.tagged import (
+    Malformed,
+    missing_required,
+    strip_unknown_response_tags,
+    strip_unknown_tags,
+)
 from records.errors import MetadataLogError
 from records.slots import preset_constructor
 
@@ -606,7 +611,19 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
     natively = decode_response_natively(api_key, version, frame)
     if natively is not None:
         return natively
-    header, body = read_response(frame, response_class(api_key, version))
+    body_class = response_class(api_key, version)
+    try:
+        header, body = read_response(frame, body_class)
+    except Exception as exc:
+        # A newer server's tagged fields this client does not know: Kafka's clients skip
+        # them, so the frame is read again once without them (else the error stands).
+        try:
+            stripped = strip_unknown_response_tags(frame, body_class)
+        except Malformed:
+            raise exc from None
+        if stripped == bytes(frame):
+            raise
+        header, body = read_response(stripped, body_class)
     return int(header.correlation_id), body
 
 

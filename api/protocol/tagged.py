@@ -1,7 +1,8 @@
 """Reading requests as Kafka does where kio is stricter or looser than Kafka.
 
 `strip_unknown_tags` drops unknown tagged fields from a request frame, as Kafka's own parser
-ignores them; `missing_required` finds null values kio accepts in non-nullable fields.
+ignores them (`strip_unknown_response_tags` from a response frame, as Kafka's clients do);
+`missing_required` finds null values kio accepts in non-nullable fields.
 
 A flexible request (KIP-482) may carry tagged fields this server's schemas do not know: a
 newer client's optional extras. kio's reader refuses them, so when it does, `codec` passes the
@@ -184,6 +185,25 @@ def strip_unknown_tags(frame: bytes | memoryview, body_class: type[Any]) -> byte
             pos = _tagged_section(frozenset())(data, pos, out)
         pos = _entity(body_class)(data, pos, out)  # type: ignore[arg-type]  # classes hash
     except (IndexError, Refused) as exc:  # a varint cut short or longer than 5 bytes
+        raise Malformed(f"bad varint: {exc}") from None
+    return bytes(out) + data[pos:]
+
+
+def strip_unknown_response_tags(frame: bytes | memoryview, body_class: type[Any]) -> bytes:
+    """The response frame (without its size) with unknown tagged fields left out.
+
+    A newer server's answer may carry tagged fields this client's schemas do not know; Kafka's
+    clients skip them, and so does ours. Raises `Malformed` when the frame does not follow the
+    schema at all.
+    """
+    data = bytes(frame)
+    out = bytearray()
+    try:
+        pos = _take(data, 0, 4, out)  # response header: the correlation id, then (v1) tags
+        if body_class.__header_schema__.__flexible__:
+            pos = _tagged_section(frozenset())(data, pos, out)
+        pos = _entity(body_class)(data, pos, out)  # type: ignore[arg-type]  # classes hash
+    except (IndexError, Refused) as exc:
         raise Malformed(f"bad varint: {exc}") from None
     return bytes(out) + data[pos:]
 

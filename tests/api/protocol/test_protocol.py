@@ -348,6 +348,21 @@ def test_unknown_tagged_fields_are_ignored_as_kafka_ignores_them() -> None:
         assert decoded.body == plain.body and decoded.header == plain.header
 
 
+def test_unknown_tagged_fields_in_a_response_are_skipped_as_kafka_clients_skip_them() -> None:
+    # A newer server's answer with extras this client's schemas do not know.
+    entity_class = codec.response_class(60, 0)  # DescribeCluster v0: flexible
+    body = {"throttle_time": 0, "error_code": 0, "cluster_id": "c", "controller_id": 1}
+    body |= {"brokers": [], "cluster_authorized_operations": 0}
+    frame = codec.encode_response(9, codec.Answer(entity_class, body))[4:]
+    plain = codec.decode_response(60, 0, frame)
+    extra = bytes([2, 5, 1, 0, 99, 2, 1, 1])  # two tags the schema does not declare
+    variants = [frame[:4] + extra + frame[5:], frame[:-1] + extra]  # header, end of body
+    for variant in variants:
+        assert codec.decode_response(60, 0, variant) == plain
+    with pytest.raises(KeyError, match="tag: 5"):  # overrunning the frame: the error stands
+        codec.decode_response(60, 0, frame[:-1] + bytes([1, 5, 40, 0]))
+
+
 def test_a_tagged_section_that_overruns_the_frame_still_closes_the_connection() -> None:
     frame = metadata_frame()
     bad = frame[:-1] + bytes([1, 5, 40, 0])  # says 40 bytes follow, one does
