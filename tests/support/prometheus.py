@@ -57,8 +57,9 @@ _RULE = re.compile(r"^\s*- alert: (\S+)\n\s+expr: (.+)\n(?:\s+for: (\S+)\n)?", r
 
 def rules_in_file(path: Path = RULES) -> dict[str, tuple[str, str]]:
     """{alert: (expression, for)} of a rules file whose expressions each fit one line."""
-    found = {m.group(1): (m.group(2).strip(), m.group(3) or "") for m in _RULE.finditer(path.read_text())}
-    assert len(found) == path.read_text().count("- alert:"), f"an alert {path} spreads over lines"
+    text = path.read_text()
+    found = {m.group(1): (m.group(2).strip(), m.group(3) or "") for m in _RULE.finditer(text)}
+    assert len(found) == text.count("- alert:"), f"an alert of {path} spreads over lines"
     return found
 
 
