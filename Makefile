@@ -12,7 +12,7 @@ RDKAFKA_HEADER := /usr/include/librdkafka/rdkafka.h
 # a read-only tree) every `mlog` would compile its modules again, ~70% more start-up time.
 COMPILE := $(PY) -m compileall -q records metadata_log replay api migrations
 
-.PHONY: demo test test-fast interop lint bench mutate clean
+.PHONY: demo test test-fast interop prometheus lint bench mutate clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "metadata-log needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -50,6 +50,20 @@ interop: $(STAMP_INTEROP)
 		fi; \
 	fi
 
+# Debian's prometheus package (2.42 in Debian 12): `prometheus` and `promtool`, with which
+# tests/system/test_prometheus_dashboard.py and tests/test_prometheus_rules.py check the
+# dashboard and the alert rules. Installing it needs root; the service its package starts
+# where systemd runs is stopped (the tests start their own Prometheus on a free port).
+prometheus:
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update && apt-get install -y --no-install-recommends prometheus && \
+			{ systemctl disable --now prometheus >/dev/null 2>&1 || true; }; \
+		else \
+			echo "prometheus is missing and cannot be installed here (needs root and apt-get)"; \
+		fi; \
+	fi
+
 # Both run on every core (pytest-xdist; worksteal evens out the long process tests).
 # `make test` runs two workers a core: its process tests mostly wait on their servers, and
 # with one worker a core the two cores here were busy 54% of the run (8 min 20 s against
@@ -65,7 +79,7 @@ FAST := not process and not spark and not postgres and not interop
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 # Everything: units, real processes, Spark, PostgreSQL, foreign clients.
-test: $(STAMP_TEST) interop
+test: $(STAMP_TEST) interop prometheus
 	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal
 
 # The units alone: no process started, no JVM, no PostgreSQL server, no foreign client.
