@@ -301,8 +301,13 @@ class ExampleBroker:
                 want_fence=False,
                 want_shut_down=stopping,
             )
+            answer: Any
             if shutdown_deadline is None:
-                answer = await send
+                # A stop while the controller is being looked for turns this heartbeat into
+                # the shutdown request at once.
+                answer = await self.unless_stopped(send)
+                if answer is None:
+                    continue
             else:
                 answer = await asyncio.wait_for(send, max(0.0, shutdown_deadline - loop.time()))
             code = int(answer.error_code)
