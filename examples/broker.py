@@ -59,9 +59,13 @@ SHUTDOWN_WAIT_S = 60.0
 
 EXIT_SHUT_DOWN = 0
 EXIT_FAILED = 1
-EXIT_USAGE = 2
+"""Its exit codes (argparse's 2 for a bad command line)."""
 
 T = TypeVar("T")
+
+_ACTIVE_ONLY = frozenset({62, 63})
+"""BrokerRegistration and BrokerHeartbeat: only the active controller answers them (any node
+answers DescribeCluster), so an answer to one names the controller."""
 
 _REGISTER_AGAIN = frozenset({ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED})
 """Heartbeat refusals that mean the controller has no session for this registration: the
@@ -94,6 +98,8 @@ class ControllerChannel:
         self.client: AdminClient | None = None
         self._not_controller = 0
         self._unreachable = False
+        self._announced = False
+        """Whether the current connection's first answer was announced."""
 
     async def send(self, api_key: int, **values: Any) -> Any:
         """Send a request to the active controller until one answers (not NOT_CONTROLLER)."""
@@ -113,6 +119,9 @@ class ControllerChannel:
                 else:
                     if int(answer.error_code) != ErrorCode.NOT_CONTROLLER:
                         self._not_controller = 0
+                        if api_key in _ACTIVE_ONLY and not self._announced:  # once a connection
+                            self.say(f"controller channel to {client.address}")
+                            self._announced = True
                         return answer
                     await self._drop(f"{client.address} is not the active controller")
                     self._not_controller += 1
@@ -139,11 +148,11 @@ class ControllerChannel:
             self._unreachable = True
             return None
         self._unreachable = False
-        self.say(f"controller channel to {self.client.address}")
         return self.client
 
     async def _drop(self, why: str) -> None:
         client, self.client = self.client, None
+        self._announced = False
         if client is not None:
             await client.close()
         if self._not_controller == 0:
