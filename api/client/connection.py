@@ -46,6 +46,7 @@ DEFAULT_TIMEOUT_MS = 30_000
 """The `timeout_ms` sent with writes, and how long the client waits for any answer."""
 
 _SIZE = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")
 
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
@@ -174,8 +175,13 @@ def _connect_error(
     )
 
 
+_BEFORE_LOGIN = frozenset({codec.API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+"""The APIs a listener answers before a login (a close after them may be a login wanted)."""
+
+
 @dataclass(slots=True)
 class _Pending:
+    api_key: int
     correlation_id: int
     decode: Callable[[bytes], Any]
     future: asyncio.Future[Any]
@@ -204,6 +210,9 @@ class ClientConnection:
         self._ended = "the server closed the connection"
         """Why reading ended, for the requests that come after."""
         self._secured = False
+        self._answered = False
+        """Whether a request other than ApiVersions or a login was answered (a close after it
+        is no TLS or login problem: the server took this client, then went away)."""
         self.address: str | None = None
         """`HOST:PORT` this connection was opened to (None: made from streams)."""
         self.security: ClientSecurity | None = None
@@ -431,7 +440,8 @@ class ClientConnection:
         # Its waiter may be gone (a timeout, an interrupt) when the answer or a failure comes:
         # mark the outcome seen, so asyncio does not report it as never retrieved.
         future.add_done_callback(_seen)
-        self._pending.append(_Pending(correlation_id, decode, future))
+        api_key = _API_KEY.unpack_from(frame, _SIZE.size)[0] if len(frame) >= 6 else -1
+        self._pending.append(_Pending(api_key, correlation_id, decode, future))
         self._writer.write(frame)
         return future
 
@@ -440,7 +450,7 @@ class ClientConnection:
         self._reader, self._writer, self._receiver = other._reader, other._writer, other._receiver
         self._pending, self._versions, self._ids = other._pending, other._versions, other._ids
         self.address, self._secured, self._closed = other.address, other._secured, False
-        self._ended = other._ended
+        self._ended, self._answered = other._ended, other._answered
         other._closed = True  # its streams and receiver are this one's now
 
     async def send_entity(self, body: Any, *, timeout_ms: int | None = None) -> Any:
@@ -528,6 +538,9 @@ class ClientConnection:
                 if not self._pending:
                     raise ConnectionLost("the server sent an answer to no request")
                 pending = self._pending.popleft()
+                # ApiVersions and the SASL APIs are answered by a SASL listener before any
+                # login: only an answer to another request shows the server took this client.
+                self._answered = self._answered or pending.api_key not in _BEFORE_LOGIN
                 (correlation_id,) = _SIZE.unpack_from(data, 0)
                 if correlation_id != pending.correlation_id:
                     raise ConnectionLost(
@@ -540,17 +553,32 @@ class ClientConnection:
                 except (ProtocolError, MetadataLogError, ValueError, KeyError) as exc:
                     pending.future.set_exception(ClientError(f"unreadable answer: {exc}"))
         except asyncio.IncompleteReadError:
+            self._fail_pending(ConnectionLost(self._closed_by_server()))
+        except (ConnectionError, OSError) as exc:
+            self._fail_pending(ConnectionLost(f"the connection failed: {exc}"))
+        except ClientError as exc:
+            self._fail_pending(exc)
+
+    def _closed_by_server(self) -> str:
+        """Why reading ended when the server closed the connection, and what it means.
+
+        Before it answered anything but ApiVersions or a login, a server that closes is often a
+        listener that wants TLS or a login from a client that sent neither. After, it is not:
+        the server went away (stopped, killed, a leader handing over) or dropped this client.
+        """
+        where = f"the server at {self.address}" if self.address else "the server"
+        if not self._answered:
             hint = (
                 ""
                 if self._secured
                 else " (if its listener needs TLS or a login, give the client config with "
                 "--command-config)"
             )
-            self._fail_pending(ConnectionLost("the server closed the connection" + hint))
-        except (ConnectionError, OSError) as exc:
-            self._fail_pending(ConnectionLost(f"the connection failed: {exc}"))
-        except ClientError as exc:
-            self._fail_pending(exc)
+            return f"{where} closed the connection{hint}"
+        return (
+            f"{where} closed the connection (it stopped or dropped this client); the requests "
+            "in flight got no answer: connect again, to another server if it is gone"
+        )
 
     def _fail_pending(self, exc: Exception) -> None:
         self._ended = str(exc)
