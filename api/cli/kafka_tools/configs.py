@@ -353,4 +353,5 @@ def add_verbs(parser: argparse.ArgumentParser) -> None:
     refuse(parser, "--group", "mlog keeps no group configs")
     refuse(parser, "--client-metrics", "mlog keeps no client-metrics configs")
     refuse(parser, "--zookeeper", "there is no ZooKeeper: give --bootstrap-server")
+    refuse(parser, "--zk-tls-config-file", "there is no ZooKeeper: give --bootstrap-server")
     parser.set_defaults(handler=cmd_kafka_configs)
