@@ -98,6 +98,7 @@ def _updates(args: argparse.Namespace, op: str, out: TextIO) -> dict[str, int]:
 
 
 def _update(args: argparse.Namespace, settings: Settings, out: TextIO, op: str) -> int:
+    require_server(settings, TOOL)
     if op == "upgrade":
         kind = UpgradeType.UPGRADE
     else:

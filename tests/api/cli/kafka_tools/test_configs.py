@@ -167,7 +167,7 @@ def test_every_flag(server: str, tmp_path: Path) -> None:
             "cleanup.policy=[compact,delete]",
         ]
     )[:2] == (0, "Completed updating config for topic my-topic.\n")
-    code, out, _ = run(
+    _code, out, _ = run(
         ["kafka-configs", "--bootstrap-controller", server, "--topic", "my-topic", "--describe"]
     )
     shapes(
