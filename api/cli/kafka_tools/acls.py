@@ -22,7 +22,7 @@ from api.cli.acls import (
     resource_names,
 )
 from api.cli.common import EXIT_OK, CliError
-from api.cli.kafka_tools.flags import add_connection_options, refuse
+from api.cli.kafka_tools.flags import add_connection_options, refuse, require_target
 from api.cli.targets import open_target
 from records.model import AclOperation, PatternType
 from replay.controller.commands import AclFilter
@@ -74,6 +74,7 @@ def _roles(args: argparse.Namespace) -> list[argparse.Namespace]:
 
 def cmd_kafka_acls(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Run kafka-acls.sh's `--add`, `--remove` or `--list`."""
+    require_target(settings, "kafka-acls")
     actions = [a for a in ("add", "remove", "list") if getattr(args, a)]
     if len(actions) != 1:
         raise CliError("Command must include exactly one action: --list, --add, --remove.")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_OK, CliError, check
-from api.cli.kafka_tools.flags import add_connection_options, refuse
+from api.cli.kafka_tools.flags import add_connection_options, refuse, require_target
 from api.cli.targets import open_target
 from api.cli.users import SALT_BYTES
 from api.cli.users import alter as alter_scram
@@ -124,6 +124,7 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def cmd_kafka_configs(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Run kafka-configs.sh's `--describe` or `--alter`."""
+    require_target(settings, "kafka-configs")
     if args.alter == args.describe:
         raise CliError("Command must include exactly one action: --describe, --alter")
     kind, name = _entity(args)

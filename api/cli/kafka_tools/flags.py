@@ -60,6 +60,18 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def require_target(settings: Settings, tool: str) -> None:
+    """Refuse early, naming `--bootstrap-server`, when neither a server nor a log is given.
+
+    Kafka's tools need a server; mlog's also run on a data directory, which must hold a log.
+    """
+    if not settings.bootstrap_server and not settings.log_dir.exists():
+        raise CliError(
+            f"{tool} needs --bootstrap-server HOST:PORT (or --data-dir of an mlog data "
+            f"directory; {settings.data_dir} has no log)"
+        )
+
+
 def require_server(settings: Settings, tool: str) -> None:
     """Refuse to run without a server, as Kafka's tools do."""
     if not settings.bootstrap_server:

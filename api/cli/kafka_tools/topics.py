@@ -18,6 +18,7 @@ from api.cli.kafka_tools.flags import (
     add_connection_options,
     matching_topics,
     refuse,
+    require_target,
 )
 from api.cli.output import ints
 from api.cli.targets import open_target
@@ -96,6 +97,7 @@ def _check_flags(args: argparse.Namespace, action: str) -> None:
 
 def cmd_kafka_topics(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Run kafka-topics.sh's one action."""
+    require_target(settings, "kafka-topics")
     action = _action(args)
     _check_flags(args, action)
     with open_target(settings, args) as target:

@@ -84,6 +84,16 @@ _FEATURES = {
     "--bootstrap-controller": "",
 }
 
+_USERS = {
+    **_CONFIGS,
+    "--alter": "mlog users scram-set",
+    "--describe": "mlog users list",
+    "--add-config": "mlog users scram-set --name U --mechanism M --password-file F",
+    "--delete-config": "mlog users delete --name U --mechanism M",
+    "--entity-type": "mlog users list",
+    "--entity-name": "mlog users list --name U",
+}
+
 VOCABULARY: dict[str, dict[str, str]] = {
     "kafka-topics": _TOPICS,
     "kafka-configs": _CONFIGS,
@@ -106,13 +116,14 @@ def kafka_flag_hint(prog: str, argv: Sequence[str], known: set[str]) -> str | No
     tool = TOOL_OF_NOUN.get(words[1])
     if tool is None:
         return None
+    vocabulary = _USERS if words[1] == "users" else VOCABULARY[tool]
     for token in argv:
         if token == "--":
             return None
         flag = token.split("=", 1)[0]
-        if flag in known or flag not in VOCABULARY[tool]:
+        if flag in known or flag not in vocabulary:
             continue
-        way = VOCABULARY[tool][flag]
+        way = vocabulary[flag]
         theirs = f"`mlog {tool} {flag}`" if way else f"`mlog {tool} ... {flag}`"
         mlog = f"`{way}`, or " if way else ""
         return (

@@ -288,3 +288,23 @@ def test_kafka_flags_given_to_mlog_configs_name_both_ways() -> None:
     assert code == 2
     assert "kafka-configs.sh's flag" in err and "mlog kafka-configs" in err
     assert "--command-config?" not in err
+
+
+def test_kafka_flags_given_to_mlog_users_point_at_its_verbs() -> None:
+    code, _, err = run(
+        [
+            "users",
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-256=[password=x]",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+        ]
+    )
+    assert code == 2
+    assert (
+        "--alter is kafka-configs.sh's flag: use `mlog users scram-set`, or `mlog kafka-configs --alter`"
+        in err
+    )

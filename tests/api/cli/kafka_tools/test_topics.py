@@ -263,3 +263,11 @@ def test_kafka_flags_given_to_mlog_topics_name_both_ways(server: str) -> None:
     code, _, err = run(["topics", "--list"])
     assert code == 2 and "`mlog topics list`, or `mlog kafka-topics --list`" in err
     assert kafka("bin/kafka-topics.sh --bootstrap-server localhost:9092 --list", server)[0] == 0
+
+
+def test_without_a_server_or_a_log_it_asks_for_bootstrap_server(tmp_path: Path) -> None:
+    # A runbook's line without --bootstrap-server, and no data directory here either
+    code, out, err = run(["--data-dir", str(tmp_path / "none"), "kafka-topics.sh", "--list"])
+    assert (code, out) == (2, "")
+    assert "kafka-topics needs --bootstrap-server HOST:PORT" in err and err.count("\n") == 1
+    assert not (tmp_path / "none").exists()
