@@ -272,6 +272,24 @@ def test_refusals_are_one_line(server: str, line: str, words: list[str]) -> None
     refused(line, server, *words)
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--client", "c1"],
+        ["--ip", "10.0.0.1"],
+        ["--user-defaults"],
+        ["--ip-defaults"],
+        ["--group", "g"],
+        ["--client-metrics", "m"],
+        ["--zk-tls-config-file", "zk.properties"],
+    ],
+)
+def test_the_flags_of_what_mlog_does_not_keep_are_refused(server: str, flags: list[str]) -> None:
+    code, out, err = run(["kafka-configs", "--bootstrap-server", server, "--describe", *flags])
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"{flags[0]} is not supported" in err
+
+
 def test_kafka_flags_given_to_mlog_configs_name_both_ways() -> None:
     code, _, err = run(
         [

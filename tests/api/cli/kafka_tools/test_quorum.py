@@ -79,6 +79,10 @@ def test_every_flag(server: str, tmp_path: Path) -> None:
         (["describe", "--status", "--replication"], ["Only one of --status or --replication"]),
         (["describe", "--status", "--human-readable"], ["--human-readable", "--replication"]),
         (["add-controller"], ["configuration file of the controller", "--command-config"]),
+        (
+            ["--command-config", "controller.properties", "add-controller", "--dry-run"],
+            ["--dry-run is not supported"],
+        ),
         (["remove-controller", "--controller-id", "1"], ["--controller-directory-id"]),
         (
             ["remove-controller", "-i", "-1", "-d", "AAAAAAAAAAAAAAAAAAAAAA"],

@@ -197,11 +197,29 @@ def test_a_fenced_broker_shows_in_the_reports(tmp_path: Path) -> None:
         b = ["kafka-topics", "--bootstrap-server", server.address]
         run([*b, "--create", "--topic", "t", "--replica-assignment", "1:2"])
         assert run(["--bootstrap-server", server.address, "brokers", "fence", "--id", "1"])[0] == 0
-        under = run([*b, "--describe", "--under-replicated-partitions"])[1]
+        code, _, err = run(
+            [
+                *b,
+                "--create",
+                "--topic",
+                "m",
+                "--replica-assignment",
+                "1:2",
+                "--config",
+                "min.insync.replicas=2",
+            ]
+        )
+        assert code == 0, err
+        # broker 1 is fenced: m's ISR is broker 2 alone, below its min.insync.replicas of 2
+        assert run([*b, "--describe", "--under-min-isr-partitions", "--topic", "m"])[1] == (
+            "\tTopic: m\tPartition: 0\tLeader: 2\tReplicas: 1,2\tIsr: 2\tElr: N/A\tLastKnownElr: N/A\n"
+        )
+        assert run([*b, "--describe", "--at-min-isr-partitions", "--topic", "m"])[1] == ""
+        under = run([*b, "--describe", "--under-replicated-partitions", "--topic", "t"])[1]
         assert under.startswith("\tTopic: t\tPartition: 0\tLeader: 2\tReplicas: 1,2\tIsr: 2\t")
         assert run([*b, "--describe", "--unavailable-partitions"])[1] == ""
         assert run(["--bootstrap-server", server.address, "brokers", "fence", "--id", "2"])[0] == 0
-        gone = run([*b, "--describe", "--unavailable-partitions"])[1]
+        gone = run([*b, "--describe", "--unavailable-partitions", "--topic", "t"])[1]
         assert gone.startswith("\tTopic: t\tPartition: 0\tLeader: none\t")
 
 
