@@ -10,6 +10,7 @@ groups. `--list --principal P` prints "ACLs for principal `P`" before that princ
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import TYPE_CHECKING, TextIO
 
 from api.cli.acls import (
@@ -83,6 +84,7 @@ def cmd_kafka_acls(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     if args.idempotent and not args.producer:
         raise CliError("--idempotent goes with --producer")
     args.principal = None  # the server records the connection's principal
+    settings = dataclasses.replace(settings, output="table")  # Kafka's output, always
     if actions[0] == "list":
         return _list(args, settings, out)
     if args.principal_filter:

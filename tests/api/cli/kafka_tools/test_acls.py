@@ -239,6 +239,11 @@ def test_every_flag(server: str) -> None:
     assert f"Removed ACLs from resource `{pattern('GROUP', 'g')}`" in blocks(out)
     out = run([*b, "--list", "--group", "g", "--resource-pattern-type", "any"])[1]
     assert out == ""
+    # mlog's --output json does not change a Kafka tool's output
+    out = run(["--output", "json", *b, "--list", "--transactional-id", "tid"])[1]
+    assert list(blocks(out)) == [
+        f"Current ACLs for resource `{pattern('TRANSACTIONAL_ID', 'tid')}`"
+    ]
 
 
 @pytest.mark.parametrize(
