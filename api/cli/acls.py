@@ -67,7 +67,9 @@ def _camel(op: AclOperation) -> str:
     return "".join(part.capitalize() for part in op.name.split("_"))
 
 
-def _pattern_arg(choices: Sequence[PatternType]) -> Any:
+def pattern_arg(choices: Sequence[PatternType]) -> Any:
+    """Argument type: a resource pattern type among `choices` (any case)."""
+
     def parse(text: str) -> PatternType:
         for pattern in choices:
             if pattern.name.lower() == text.strip().lower():
@@ -121,15 +123,17 @@ def binding_json(binding: AclBinding) -> dict[str, Any]:
 
 def print_acls(bindings: Iterable[AclBinding], out: TextIO) -> None:
     """kafka-acls.sh's listing: per resource, its header line and one tab-indented line per ACL."""
-    _print_groups("Current ACLs for resource", bindings, out)
+    print_groups("Current ACLs for resource", bindings, out)
 
 
-def _print_groups(title: str, bindings: Iterable[AclBinding], out: TextIO) -> None:
+def print_groups(title: str, bindings: Iterable[AclBinding], out: TextIO) -> None:
+    """Per resource, `TITLE `pattern`: ` and its ACLs, as kafka-acls.sh prints them.
+
+    Kafka's own spacing: a space before the first ACL's tab, one after the last ACL.
+    """
     for (resource_type, name, pattern_type), group in resources(bindings):
-        out.write(f"{title} `{pattern_text(resource_type, name, pattern_type)}`: \n")
-        for binding in group:
-            out.write(f" \t{entry_text(binding)}\n")
-        out.write("\n")
+        entries = "\n".join(f"\t{entry_text(binding)}" for binding in group)
+        out.write(f"{title} `{pattern_text(resource_type, name, pattern_type)}`: \n {entries} \n\n")
 
 
 # ---------------------------------------------------------------------- the target's calls
@@ -151,7 +155,8 @@ def _describe_all(target: Target, filters: Sequence[AclFilter]) -> list[AclBindi
     return list(found)
 
 
-def _resource_names(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
+def resource_names(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
+    """The resources `--topic`, `--group`, `--namespace`, `--transactional-id`, `--cluster` name."""
     named: list[tuple[ResourceType, str]] = []
     for flag, resource_type in (
         ("topic", ResourceType.TOPIC),
@@ -178,7 +183,7 @@ def _entries(
 
 def cmd_acls_add(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Add ACLs: every principal, host and operation on every resource named."""
-    named = _resource_names(args)
+    named = resource_names(args)
     if not named:
         raise CliError(
             "name a resource: --topic T, --group G, --namespace N, --transactional-id T or "
@@ -234,7 +239,7 @@ def cmd_acls_add(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
         }
         out.write(json.dumps(data, separators=(",", ":")) + "\n")
         return EXIT_OK
-    _print_groups("Adding ACLs for resource", unique, out)
+    print_groups("Adding ACLs for resource", unique, out)
     print_acls(current, out)
     return EXIT_OK
 
@@ -253,7 +258,7 @@ def _filters_of(
 
 def cmd_acls_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """List ACLs: of the resources named (all without one), optionally of some principals."""
-    named = _resource_names(args)
+    named = resource_names(args)
     pattern_type = args.resource_pattern_type
     if pattern_type is None:
         pattern_type = PatternType.LITERAL if named else PatternType.ANY
@@ -351,7 +356,7 @@ def _confirm(question: str) -> None:
 
 def cmd_acls_remove(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Remove the ACLs of the resources named (those of the principals named, if any)."""
-    named = _resource_names(args)
+    named = resource_names(args)
     if not named:
         raise CliError(
             "name the resource whose ACLs to remove: --topic T, --group G, --namespace N, "
@@ -386,7 +391,7 @@ def cmd_acls_remove(args: argparse.Namespace, settings: Settings, out: TextIO) -
         return EXIT_OK
     if not removed:
         out.write("no ACLs matched; nothing removed\n")
-    _print_groups("Removed ACLs from resource", removed, out)
+    print_groups("Removed ACLs from resource", removed, out)
     print_acls(current, out)
     return EXIT_OK
 
@@ -418,7 +423,7 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
     _add_resource_options(add)
     add.add_argument(
         "--resource-pattern-type",
-        type=_pattern_arg((PatternType.LITERAL, PatternType.PREFIXED)),
+        type=pattern_arg((PatternType.LITERAL, PatternType.PREFIXED)),
         default=PatternType.LITERAL,
         metavar="literal|prefixed",
         help="how the resource name matches (default literal)",
@@ -463,7 +468,7 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
     _add_resource_options(listing)
     listing.add_argument(
         "--resource-pattern-type",
-        type=_pattern_arg(_FILTER_PATTERNS),
+        type=pattern_arg(_FILTER_PATTERNS),
         default=None,
         metavar="any|match|literal|prefixed",
         help="which ACLs of the resource (default literal; any without a resource)",
@@ -483,7 +488,7 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
     _add_resource_options(remove)
     remove.add_argument(
         "--resource-pattern-type",
-        type=_pattern_arg(_FILTER_PATTERNS),
+        type=pattern_arg(_FILTER_PATTERNS),
         default=PatternType.LITERAL,
         metavar="any|match|literal|prefixed",
         help="which ACLs of the resource (default literal)",

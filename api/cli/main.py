@@ -30,6 +30,7 @@ from api.cli.common import (
     add_global_options,
 )
 from api.cli.interrupts import EXIT_INTERRUPTED, INTERRUPTED
+from api.cli.kafka_tools.vocabulary import KAFKA_TOOLS, kafka_flag_hint, tool_noun
 from api.service.settings import Settings, load_settings
 from metadata_log.errors import LogCorruptionError
 from records.errors import MetadataLogError
@@ -55,12 +56,17 @@ NOUNS = (
     ("status", "whether running servers are ready (their /readyz)"),
     ("features", "describe, upgrade, downgrade feature levels (metadata.version, ...)"),
     ("audit", "audit queries and state replay in PySpark"),
+    ("kafka-topics", "kafka-topics.sh, its flags and output (also as kafka-topics.sh)"),
+    ("kafka-configs", "kafka-configs.sh, its flags and output"),
+    ("kafka-acls", "kafka-acls.sh, its flags and output"),
+    ("kafka-metadata-quorum", "kafka-metadata-quorum.sh, its flags and output"),
+    ("kafka-features", "kafka-features.sh, its flags and output"),
 )
 """Each noun (its module is `api.cli.<noun>`) and its help, in the order `mlog --help` lists."""
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
-    *("acls", "users", "quorum", "features"),
+    *("acls", "users", "quorum", "features", *KAFKA_TOOLS),
 )
 """Commands that run against a server with `--bootstrap-server` (the others need the data
 directory: the log's files, the snapshot database, Spark, or the server itself)."""
@@ -115,7 +121,9 @@ class MlogParser(argparse.ArgumentParser):
         A mistyped `--flag` in the arguments is the likelier cause of any usage error, so it
         is named instead (with the nearest flag that exists).
         """
-        typo = mistyped_flag(MlogParser.argv, option_strings(self))
+        known = option_strings(self)
+        typo = kafka_flag_hint(self.prog, MlogParser.argv, known)
+        typo = typo or mistyped_flag(MlogParser.argv, known)
         if typo is not None:
             prog = self.prog.split(" ")[0]
             self.exit(EXIT_ERROR, f"{prog}: error: {typo} (see `{self.prog} --help`)\n")
@@ -223,7 +231,7 @@ def chosen_noun(argv: Sequence[str]) -> str | None:
         found, unknown = finder.parse_known_args(argv)
     except _Unsettled:
         return None
-    noun: str = found.noun
+    noun: str = tool_noun(found.noun)
     if unknown or noun not in dict(NOUNS):
         return None
     return noun
@@ -247,7 +255,9 @@ def build_parser(*, filled: bool = False, only: str | None = None) -> argparse.A
     for noun, text in NOUNS:
         if only is not None and noun != only:
             continue
-        sub = nouns.add_parser(noun, help=text, module=f"api.cli.{noun}")
+        module = KAFKA_TOOLS.get(noun, f"api.cli.{noun}")
+        aliases = [f"{noun}.sh"] if noun in KAFKA_TOOLS else []
+        sub = nouns.add_parser(noun, help=text, module=module, aliases=aliases)
         if noun in REMOTE_NOUNS:
             sub.set_defaults(remote=True)
         if filled:

@@ -61,7 +61,7 @@ KEY_MOVE_WARNING = (
 """What a partition reduction prints."""
 
 
-def _parse_assignment(text: str) -> list[tuple[int, ...]]:
+def parse_assignment(text: str) -> list[tuple[int, ...]]:
     """Kafka's `--replica-assignment`: partitions split by ',', replicas by ':'."""
     partitions = []
     for number, part in enumerate(text.split(",")):
@@ -89,7 +89,7 @@ def cmd_topics_create(args: argparse.Namespace, settings: Settings, out: TextIO)
                 "--replica-assignment sets partitions and replicas; drop --partitions and "
                 "--replication-factor"
             )
-        assignments = tuple(enumerate(_parse_assignment(args.replica_assignment)))
+        assignments = tuple(enumerate(parse_assignment(args.replica_assignment)))
     name = topic_name(args)
     assert name is not None  # --topic is required
     request = CreatableTopic(
@@ -262,7 +262,7 @@ def cmd_topics_add_partitions(args: argparse.Namespace, settings: Settings, out:
     ref = topic_ref(args)
     assignments = None
     if args.replica_assignment:
-        assignments = tuple(_parse_assignment(args.replica_assignment))
+        assignments = tuple(parse_assignment(args.replica_assignment))
     request = CreatePartitionsTopic(topic=ref, count=args.partitions, assignments=assignments)
     with open_target(settings, args) as target:
         (result,) = target.create_partitions([request], validate_only=args.validate_only)
@@ -294,7 +294,7 @@ def cmd_topics_alter(args: argparse.Namespace, settings: Settings, out: TextIO) 
                 )
             assignments = None
             if args.replica_assignment:
-                assignments = tuple(_parse_assignment(args.replica_assignment))
+                assignments = tuple(parse_assignment(args.replica_assignment))
             increase = CreatePartitionsTopic(
                 topic=ref, count=args.partitions, assignments=assignments
             )
