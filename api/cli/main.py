@@ -147,6 +147,9 @@ class NounParser(MlogParser):
         if self._module is not None:
             module, self._module = self._module, None
             importlib.import_module(module).add_verbs(self)
+            if "--data-dir" not in self._option_string_actions:
+                # Before the verb too (`mlog topics --bootstrap-server B list`), as after it.
+                add_global_options(self)
 
     def parse_known_args(  # type: ignore[override]  # same call, typeshed spells overloads
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

@@ -75,6 +75,18 @@ def test_bootstrap_server_takes_a_list_and_uses_the_first_that_answers(
         assert code == 0
 
 
+def test_global_flags_go_before_the_verb_too(tmp_path: Path) -> None:
+    # Kafka's tools take their flags in any order: `mlog brokers --bootstrap-server B list`.
+    with running_server(tmp_path / "served" / "log", brokers=1) as server:
+        code, text = mlog(
+            tmp_path / "none", "brokers", "--bootstrap-server", server.address, "list"
+        )
+        assert code == 0 and "1" in text
+        args = ("topics", "--output", "json", "--bootstrap-server", server.address, "list")
+        code, text = mlog(tmp_path / "none", *args)
+        assert code == 0 and text.strip() == "[]"
+
+
 def test_a_bootstrap_list_none_answers_is_one_line_naming_each(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
