@@ -40,8 +40,9 @@ def test_a_topic_key_lists_the_broker_level_keys_with_their_sources(
 ) -> None:
     assert _synonyms(admin, "t", "retention.ms") == [
         ("log.retention.hours", "5", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
-        ("log.retention.ms", "604800000", "DEFAULT_CONFIG"),
+        ("log.retention.hours", "168", "DEFAULT_CONFIG"),
     ]
+    assert _synonyms(admin, "t", "segment.ms") == [("log.roll.hours", "168", "DEFAULT_CONFIG")]
     assert _synonyms(admin, "t", "cleanup.policy") == [
         ("log.cleanup.policy", "delete", "DEFAULT_CONFIG")
     ]
@@ -55,5 +56,5 @@ def test_a_topic_override_comes_first(admin: KafkaAdminClient) -> None:
     )
     assert [s[0] for s in _synonyms(admin, "own", "retention.ms")[1:]] == [
         "log.retention.hours",
-        "log.retention.ms",
+        "log.retention.hours",
     ]
