@@ -648,8 +648,8 @@ async def _serve(server: MetadataServer) -> None:
     if snapshots is not None:
         # Its first snapshot comes under load (docs/snapshots.md): the store's imports go
         # first, but after the server answers (they were half of a start's CPU before it
-        # did) and beside the loop, which serves meanwhile; before the freeze below.
-        await asyncio.to_thread(snapshots.warm_up)
+        # did) and on the snapshots' thread, while the loop serves; before the freeze below.
+        await asyncio.wrap_future(snapshots.warm_up())
     # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
     # server: move it out of the cyclic collector's view, so a full collection scans only
     # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency),
