@@ -8,6 +8,8 @@ The docs are README.md, docs/*.md and tools/mutate/README.md. Checked:
   is a module, or a name a module defines at its top;
 - every `mlog NOUN VERB` in backticks or code blocks is a command of the CLI's parser;
 - the `tests/` tree drawn in docs/testing.md is the tests' directories;
+- docs/audit.md's table of the audit columns is the data source's schema
+  (`replay.audit.columns.COLUMNS`): every column, with its type;
 - no doc quotes a count of tests (it goes stale with the next test: `pytest --collect-only -q`
   counts them), and a module's "over ~N lines" says its length within a quarter.
 
@@ -246,9 +248,46 @@ def docstring_problems(root: Path) -> list[str]:
     return problems
 
 
+_SCHEMA_ROW = re.compile(r"^\| (`[^|]+`) \| ([^|]+) \|", re.MULTILINE)
+
+
+def audit_schema_problems(root: Path) -> list[str]:
+    """Where docs/audit.md's column table is not the audit source's schema (names, types)."""
+    from replay.audit.columns import COLUMNS
+
+    text = (root / "docs" / "audit.md").read_text()
+    table = text.split("| column | type | from |", 1)[1].split("\n\n", 1)[0]
+    documented: list[tuple[str, str]] = []
+    for names, types in _SCHEMA_ROW.findall(table):
+        columns = [n.strip().strip("`") for n in names.split(",")]
+        kinds = [t.strip().replace("&lt;", "<").replace("&gt;", ">") for t in types.split(",")]
+        if len(kinds) == 1:
+            kinds *= len(columns)
+        if len(kinds) != len(columns):
+            return [f"docs/audit.md: the row of {names} gives {len(kinds)} types"]
+        documented += zip(columns, kinds, strict=True)
+    actual = [(name, ddl.lower()) for name, _, ddl in COLUMNS]
+    problems = [
+        f"docs/audit.md: the audit table has no column {name}"
+        for name, _ in documented
+        if name not in dict(actual)
+    ]
+    problems += [
+        f"docs/audit.md: the audit column {name} ({kind}) is not in its schema table"
+        for name, kind in actual
+        if name not in dict(documented)
+    ]
+    problems += [
+        f"docs/audit.md: the audit column {name} is {kind}, the table says {dict(documented)[name]}"
+        for name, kind in actual
+        if name in dict(documented) and dict(documented)[name] != kind
+    ]
+    return problems
+
+
 def all_problems(root: Path) -> list[str]:
     """Every wrong fact of the tree at `root`."""
-    problems = docstring_problems(root)
+    problems = docstring_problems(root) + audit_schema_problems(root)
     for doc in documents(root):
         for check in (path_problems, module_problems, command_problems, count_problems):
             problems += check(root, doc)
@@ -313,6 +352,21 @@ def test_a_planted_wrong_fact_is_reported(tree: Path, planted: str, reported: st
     _plant(tree / "docs" / "testing.md", planted)
     added = [p for p in all_problems(tree) if p not in before]
     assert len(added) == 1 and reported in added[0], added
+
+
+def test_an_audit_column_left_out_of_its_table_is_reported(tree: Path) -> None:
+    doc = tree / "docs" / "audit.md"
+    text = doc.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `client_id`"))
+    doc.write_text(text.replace(row + "\n", "", 1))
+    assert audit_schema_problems(tree) == [
+        f"docs/audit.md: the audit column {name} ({kind}) is not in its schema table"
+        for name, kind in (("client_id", "string"), ("sequence", "bigint"), ("api_key", "int"))
+    ]
+    doc.write_text(text.replace("| `iterations` | int |", "| `iterations` | bigint |", 1))
+    assert audit_schema_problems(tree) == [
+        "docs/audit.md: the audit column iterations is int, the table says bigint"
+    ]
 
 
 def test_a_tests_tree_naming_a_gone_directory_is_reported(tree: Path) -> None:

@@ -131,6 +131,37 @@ def test_readme_audit_examples_run(tmp_path: Path) -> None:
     assert "entries" in piped.stdout and "6" in piped.stdout.split("entries", 1)[1], piped.stdout
 
 
+def verifiable_history_block(markdown: str) -> str:
+    """The ```sh block of the README's "Verifiable history" section."""
+    section = markdown.split("### Verifiable history", 1)[1].split("\n### ", 1)[0]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.process
+def test_readme_verifiable_history_runs_as_written(tmp_path: Path) -> None:
+    """The digest, verify and prove lines pasted into bash on a small ./mlog-data."""
+    block = verifiable_history_block((ROOT / "README.md").read_text())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "mlog"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m api.cli "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", "mlog brokers register --id 1\n" + block],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert ": MATCHES: the log up to offset 1 " in done.stdout, done.stdout
+    assert '"type": "inclusion"' in done.stdout and '"type": "consistency"' in done.stdout
+
+
 def quorum_recipe(markdown: str) -> str:
     """The ```sh block of the README's "A quorum of three controllers" section."""
     section = markdown.split("### A quorum of three controllers", 1)[1]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import (
@@ -20,7 +22,7 @@ from api.cli.targets import fetch_image, open_target
 from api.cli.topic_options import add_namespace_option, topic_name
 from records.model import ConfigResourceType
 from replay.controller.commands import AlterConfig, AlterConfigOp, ConfigResource
-from replay.controller.config_defs import ConfigSource
+from replay.controller.config_defs import CLUSTER_CONFIGS, TOPIC_CONFIGS, ConfigSource
 from replay.controller.controller import Controller
 from replay.controller.namespaces import validate_namespace_name
 
@@ -87,6 +89,21 @@ def cmd_configs_describe(args: argparse.Namespace, settings: Settings, out: Text
     return EXIT_OK
 
 
+def _note_topic_keys(names: Iterable[str]) -> None:
+    """Say on stderr when a broker resource took a topic key: stored, it sets no default."""
+    for key in dict.fromkeys(names):
+        topic_key = TOPIC_CONFIGS.get(key)
+        if topic_key is None or key in CLUSTER_CONFIGS:
+            continue
+        broker_key = topic_key.synonyms[0][0] if topic_key.synonyms else None
+        print(
+            f"mlog: note: {key} is a topic key: a broker resource stores it as Kafka's does, "
+            "and it sets no topic's default"
+            + (f"; the cluster-wide default is {broker_key}" if broker_key else ""),
+            file=sys.stderr,
+        )
+
+
 def cmd_configs_alter(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Set, delete, append to or subtract from config keys of one resource."""
     resource = _resource(args)
@@ -110,6 +127,8 @@ def cmd_configs_alter(args: argparse.Namespace, settings: Settings, out: TextIO)
     with open_target(settings, args) as target:
         result = target.alter_configs(resource, ops, validate_only=args.validate_only)
     check(result.outcome)
+    if resource.type == ConfigResourceType.BROKER:
+        _note_topic_keys(op.name for op in ops)
     name = resource.name or "<cluster default>"
     emit(
         settings,

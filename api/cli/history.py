@@ -21,6 +21,7 @@ from replay.timetravel import Entity
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
+    from api.targets import Target
 
 
 def _entity(args: argparse.Namespace) -> Entity:
@@ -47,11 +48,49 @@ def _entity(args: argparse.Namespace) -> Entity:
     )
 
 
+def _never_named(target: Target, entity: Entity, *, ranged: bool) -> bool:
+    """Whether no entry of the whole log touched `entity` and the image does not hold it.
+
+    The image covers what a trimmed log's snapshot holds but no entry after it touched.
+    A user is never "unknown": its history is its credentials and the ACLs naming it.
+    """
+    if entity.user is not None:
+        return False
+    if ranged and target.history(entity, gt=None, lte=None, limit=1):
+        return False
+    image = target.image(at_offset=None, at_time=None)
+    if entity.topic is not None:
+        return image.topics.get_by_name(entity.topic) is None
+    if entity.topic_id is not None:
+        return image.topics.get(entity.topic_id) is None
+    if entity.namespace is not None:
+        return image.namespaces.get(entity.namespace) is None
+    return entity.broker is None or image.cluster.get(entity.broker) is None
+
+
+def _nothing_found(entity: Entity, *, unknown: bool, ranged: bool) -> str:
+    """What an empty history says: a name never seen, or one untouched in the range."""
+    if unknown:
+        if entity.topic is not None:
+            return f"no topic had that name ({entity.topic}); `mlog topics list` lists them"
+        if entity.topic_id is not None:
+            return f"no topic had that id ({entity.topic_id}); `mlog topics list` lists them"
+        if entity.namespace is not None:
+            return (
+                f"no namespace had that name ({entity.namespace}); "
+                "`mlog namespaces list` lists them"
+            )
+        return f"no broker had that id ({entity.broker}); `mlog brokers list` lists them"
+    return "no entry touched it in that range" if ranged else "no entry touched it"
+
+
 def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Every log entry that touched a topic, topic id, namespace, broker or user."""
     entity = _entity(args)
+    ranged = args.gt is not None or args.lte is not None or args.limit is not None
     with open_target(settings, args) as target:
         items = target.history(entity, gt=args.gt, lte=args.lte, limit=args.limit)
+        unknown = not items and _never_named(target, entity, ranged=ranged)
     if settings.output == "json":
         out.write(
             json.dumps(
@@ -85,7 +124,7 @@ def cmd_history(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
         for h in items
     ]
     if not rows:
-        out.write("no entry touched it\n")
+        out.write(_nothing_found(entity, unknown=unknown, ranged=ranged) + "\n")
         return EXIT_OK
     print_table(rows, headers, out)
     return EXIT_OK

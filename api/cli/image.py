@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options, offset_arg
 from api.cli.image_tree import Directory, PathError, lookup, walk
-from api.cli.targets import fetch_image, open_target
+from api.cli.targets import fetch_image, note_batch_end_at, open_target
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -40,6 +40,10 @@ def cmd_image_diff(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     """What changed between two points of the log (offsets or ISO-8601 times)."""
     with open_target(settings, args) as target:
         start, end, changes = target.diff(args.from_, args.to)
+    # As `image show --at-offset`: an offset inside an atomic batch is the batch's end.
+    for asked, at in ((args.from_, start), (args.to, end)):
+        if asked is not None and asked.strip().isdigit():
+            note_batch_end_at(int(asked), at)
     if settings.output == "json":
         out.write(
             json.dumps({"from": start, "to": end, "changes": [c.to_json() for c in changes]}) + "\n"

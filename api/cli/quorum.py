@@ -381,6 +381,30 @@ def cmd_quorum_random_uuid(args: argparse.Namespace, settings: Settings, out: Te
     return EXIT_OK
 
 
+def describe_rows(answer: dict[str, Any]) -> list[list[Any]]:
+    """`quorum describe`'s table rows: voters then observers, as the leader described them.
+
+    A replica never heard from in this leader's epoch (a voter down since) has no last fetch:
+    -1 in the table, as kafka-metadata-quorum prints an absent LastFetchTimestamp (null in
+    JSON).
+    """
+    rows: list[list[Any]] = []
+    for kind, replicas in (("voter", answer["voters"]), ("observer", answer["observers"])):
+        for replica in replicas:
+            ago = replica["last_fetch_ms_ago"]
+            rows.append(
+                [
+                    replica["replica_id"],
+                    kind,
+                    replica["log_end_offset"],
+                    replica["lag"],
+                    -1 if ago is None else ago,
+                    replica["directory_id"] or "-",
+                ]
+            )
+    return rows
+
+
 def cmd_quorum_describe(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """DescribeQuorum through a node: the leader, epoch, high watermark and each replica."""
     from api.cli.quorum_digests import (
@@ -392,19 +416,7 @@ def cmd_quorum_describe(args: argparse.Namespace, settings: Settings, out: TextI
     from api.cli.targets import client_security, describe_quorum
 
     answer = describe_quorum(settings, args)
-    rows: list[list[Any]] = []
-    for kind, replicas in (("voter", answer["voters"]), ("observer", answer["observers"])):
-        for replica in replicas:
-            rows.append(
-                [
-                    replica["replica_id"],
-                    kind,
-                    replica["log_end_offset"],
-                    replica["lag"],
-                    replica["last_fetch_ms_ago"],
-                    replica["directory_id"] or "-",
-                ]
-            )
+    rows = describe_rows(answer)
     digests = gather_digests(answer, settings.bootstrap_server or "", client_security(args))
     if settings.output == "json":
         emit(settings, out, {**answer, "digests": digests.to_json()}, "")

@@ -287,6 +287,8 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     from api.server.config import server_config
     from api.server.event_loop import EventLoopUnavailable, choose_loop
     from api.server.listeners import server_listeners
+
+    _import_kafka_codecs_alone()
     from api.server.server import MetadataServer
 
     values = config_values(args)
@@ -330,9 +332,6 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
         service = open_service(settings, runner=ForkedRunner())
     else:
         service, quorum = _quorum_node(config.quorum, settings, values, cluster_id)
-    if service.snapshots is not None:
-        # Its first snapshot comes under load (docs/snapshots.md): the imports go first.
-        service.snapshots.warm_up()
     server = MetadataServer(
         service,
         listeners=listeners,
@@ -645,6 +644,12 @@ async def _serve(server: MetadataServer) -> None:
         # A quorum node whose log failed stops, as KRaft's controllers do: the others elect a
         # leader at once, and a restart recovers the log (the exit code says it failed).
         node.on_failure = lambda reason: _stop(server, "the quorum node failed")
+    snapshots = server.service.snapshots
+    if snapshots is not None:
+        # Its first snapshot comes under load (docs/snapshots.md): the store's imports go
+        # first, but after the server answers (they were half of a start's CPU before it
+        # did) and on the snapshots' thread, while the loop serves; before the freeze below.
+        await asyncio.wrap_future(snapshots.warm_up())
     # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
     # server: move it out of the cyclic collector's view, so a full collection scans only
     # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency),
@@ -653,6 +658,24 @@ async def _serve(server: MetadataServer) -> None:
     freeze_loaded_image()
     share_the_interpreter_lock()  # the threads beside the loop (api/service/interpreter_lock)
     await server.wait_stopped()
+
+
+def _import_kafka_codecs_alone() -> None:
+    """Import kio (the Kafka codecs) without its Hypothesis hooks, when Hypothesis is there.
+
+    kio registers a Hypothesis strategy for each of its types when `import hypothesis`
+    succeeds: in a virtualenv with the test extras (`make test` installs them into the one
+    `make demo` made) that was a sixth of a server's start-up CPU, for strategies a server
+    never draws. Hypothesis is hidden from that one import only (`sys.modules[name] = None`
+    makes an import fail), so anything importing it later gets it as usual.
+    """
+    if "kio" in sys.modules or "hypothesis" in sys.modules:
+        return
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # None: "cannot be imported"
+    try:
+        import kio.static._phantom  # noqa: F401  # where kio decides, once
+    finally:
+        del sys.modules["hypothesis"]
 
 
 def _stop(server: MetadataServer, name: str) -> None:

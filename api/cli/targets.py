@@ -159,7 +159,11 @@ def note_batch_end(asked: int, image: MetadataImage) -> None:
     The state inside a batch never existed (a topic without its partitions), so the image
     is the one at the batch's end: its offset is the image's provenance.
     """
-    at = image.provenance.offset
+    note_batch_end_at(asked, image.provenance.offset)
+
+
+def note_batch_end_at(asked: int, at: int) -> None:
+    """`note_batch_end` given the offset the answer is at (`image diff`'s ends)."""
     if asked >= 0 and at != asked:
         print(
             f"mlog: note: offset {asked} is inside an atomic batch that ends at offset {at}; "

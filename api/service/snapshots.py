@@ -256,20 +256,26 @@ class Snapshotter:
             self._inflight = self._executor.submit(self._write, image, bytes_now)
             return self._inflight
 
-    def warm_up(self) -> None:
-        """Import the store's modules now, not with the first snapshot.
+    def warm_up(self) -> Future[None]:
+        """Import the store's modules now, not with the first snapshot, on the worker thread.
 
         A server's first snapshot comes under load, and every voter of a quorum takes it at
         the same offset: importing SQLAlchemy and Alembic then (~0.4 s of CPU, not sliced: an
         import holds the interpreter lock in long stretches) cut a leader's event loop to a
-        tenth of its answers for that long. `mlog serve` calls this while it starts, on its
-        own thread, before it freezes what it loaded (`gc.freeze`): imported on another
-        thread after that freeze, the modules' objects stayed in the collector's view and
-        every full collection walked them (server_bench: p99 24 ms against 9 ms, 10% more
-        CPU a request). Nothing is opened or created: the database still is when the first
-        snapshot is written. Commands run once (the CLI) do not call it.
+        tenth of its answers for that long. `mlog serve` calls this once it serves (they
+        were half of a small start's CPU before `/readyz` answered) and waits for it before
+        it freezes what it loaded (`gc.freeze`): imported after that freeze, the modules'
+        objects stayed in the collector's view and every full collection walked them
+        (server_bench: p99 24 ms against 9 ms, 10% more CPU a request). On the worker
+        thread, a snapshot asked for meanwhile waits behind it: no fork (a forked
+        snapshot's child) happens in the middle of an import. Nothing is opened or created:
+        the database still is when the first snapshot is written. Commands run once (the
+        CLI) do not call it.
         """
-        _import_store_modules()
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-snapshot")
+            return self._executor.submit(_import_store_modules)
 
     def _write(self, image: MetadataImage, bytes_now: int) -> SnapshotInfo | None:
         try:

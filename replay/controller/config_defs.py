@@ -528,6 +528,18 @@ def resolve_cluster_configs(
 # ---------------------------------------------------------------------------- synonyms
 
 
+KAFKA_DEFAULT_SYNONYMS: Mapping[str, tuple[str, str]] = {
+    "retention.ms": ("log.retention.hours", "168"),
+    "segment.ms": ("log.roll.hours", "168"),
+    "segment.jitter.ms": ("log.roll.jitter.hours", "0"),
+    "flush.ms": ("log.flush.scheduler.interval.ms", str(2**63 - 1)),
+}
+"""The broker key (and value) Kafka's DescribeConfigs names as a topic key's DEFAULT_CONFIG
+synonym where it is not the first synonym: Kafka's `log.retention.ms`, `log.retention.minutes`,
+`log.roll.ms`, `log.roll.jitter.ms` and `log.flush.interval.ms` have no default (KafkaConfig's
+null), so its static defaults hold only the hours (or scheduler) key."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigSynonym:
     """One level a key's value may come from, as DescribeConfigs' synonyms list it."""
@@ -547,9 +559,10 @@ def config_synonyms(
     """The synonyms of a described key, highest precedence first, as Kafka lists them.
 
     A topic key: its own override (or the namespace's), then each broker-level key that
-    supplies its default and is set cluster-wide (`log.retention.ms`, then
-    `log.retention.hours`, with their values), then Kafka's default under the broker-level
-    name (`log.retention.ms`, DEFAULT_CONFIG). A cluster or broker key: the broker's own value,
+    supplies its default and is set cluster-wide in Kafka's order (`log.retention.ms`,
+    `log.retention.minutes`, `log.retention.hours`, with their values), then Kafka's default
+    under the broker-level key that holds it (`log.retention.hours=168`, DEFAULT_CONFIG:
+    `KAFKA_DEFAULT_SYNONYMS`). A cluster or broker key: the broker's own value,
     the cluster-wide one, the default. Levels not set are left out, as in Kafka.
     """
     found: list[ConfigSynonym] = []
@@ -571,13 +584,12 @@ def config_synonyms(
                     )
                 )
         if definition.default is not None and definition.synonyms:
-            # Kafka's default is the broker-level key's: the first synonym in whole units.
-            primary = next((s for s, f in definition.synonyms if f == 1), definition.name)
-            found.append(
-                ConfigSynonym(
-                    name=primary, value=definition.default, source=ConfigSource.DEFAULT_CONFIG
-                )
+            # Kafka's default is the broker-level key's that has one: the first synonym, but
+            # for the keys whose first synonym has no default (`log.retention.ms`).
+            name, value = KAFKA_DEFAULT_SYNONYMS.get(
+                described.name, (definition.synonyms[0][0], definition.default)
             )
+            found.append(ConfigSynonym(name=name, value=value, source=ConfigSource.DEFAULT_CONFIG))
         return found
     definition = CLUSTER_CONFIGS.get(described.name)
     if broker is not None and described.name in broker:

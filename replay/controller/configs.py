@@ -8,7 +8,7 @@ broker, or "" for the cluster-wide default) and turns IncrementalAlterConfigs op
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from records.model import ConfigRecord, ConfigResourceType, Record
 from replay.controller.commands import (
@@ -29,7 +29,7 @@ from replay.controller.config_defs import (
     validate_cluster_config,
     validate_topic_config,
 )
-from replay.controller.config_values import ConfigType, InvalidConfigError
+from replay.controller.config_values import ConfigDef, ConfigType, InvalidConfigError
 from replay.controller.errors import ApiError, ErrorCode
 from replay.controller.names import resolve_topic
 from replay.controller.namespaces import require_namespace
@@ -124,13 +124,7 @@ def _alter_resource(
         )
     records: list[Record] = []
     for op in ops:
-        definition = definitions.get(op.name)
-        if definition is None:
-            raise ApiError(
-                ErrorCode.INVALID_CONFIG,
-                f"Unknown {resource.type.name.lower()} config name: {op.name} "
-                "(`mlog configs describe --all` lists the known keys)",
-            )
+        definition, check = _definition(resource, op.name, definitions, validate)
         value: str | None
         if op.op == AlterConfigOp.DELETE:
             value = None
@@ -158,13 +152,38 @@ def _alter_resource(
             value = ",".join(items)
         if value is not None:
             try:
-                value = validate(op.name, value)
+                value = check(op.name, value)
             except InvalidConfigError as exc:
                 raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         records.append(
             ConfigRecord(resource_type=resource.type, resource_name=name, name=op.name, value=value)
         )
     return records
+
+
+def _definition(
+    resource: ConfigResource,
+    key: str,
+    definitions: Mapping[str, ConfigDef],
+    validate: Callable[[str, str], str],
+) -> tuple[ConfigDef, Callable[[str, str], str]]:
+    """The definition of `key` on `resource` and its values' check (else INVALID_CONFIG).
+
+    Kafka's controller takes any key on a BROKER resource (ControllerConfigurationValidator
+    checks the name only) and its broker refuses only its own keys that are not dynamic: a
+    topic key (`cleanup.policy`) is stored there, and sets no topic default (that is
+    `log.cleanup.policy`). It is checked against the topic key's rule.
+    """
+    definition = definitions.get(key)
+    if definition is not None:
+        return definition, validate
+    if resource.type == ConfigResourceType.BROKER and key in TOPIC_CONFIGS:
+        return TOPIC_CONFIGS[key], validate_topic_config
+    raise ApiError(
+        ErrorCode.INVALID_CONFIG,
+        f"Unknown {resource.type.name.lower()} config name: {key} "
+        "(`mlog configs describe --all` lists the known keys)",
+    )
 
 
 def _check_namespace_resource(image: MetadataImage, name: str) -> None:

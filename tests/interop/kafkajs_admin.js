@@ -44,6 +44,16 @@ async function run(address) {
       includeSynonyms: false,
     })
     seen.cleanupPolicy = configs.resources[0].configEntries.map(c => c.configValue)
+    const described = await admin.describeConfigs({
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: 'kjs-two', configNames: ['retention.ms', 'segment.ms'] }],
+      includeSynonyms: true,
+    })
+    seen.synonyms = Object.fromEntries(
+      described.resources[0].configEntries.map(c => [
+        c.configName,
+        c.configSynonyms.map(s => `${s.configSource}:${s.configName}=${s.configValue}`),
+      ])
+    )
     await admin.deleteTopics({ topics: ['kjs-one'] })
     seen.listed = (await admin.listTopics()).sort()
   } finally {

@@ -40,8 +40,9 @@ def test_a_topic_key_lists_the_broker_level_keys_with_their_sources(
 ) -> None:
     assert _synonyms(admin, "t", "retention.ms") == [
         ("log.retention.hours", "5", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
-        ("log.retention.ms", "604800000", "DEFAULT_CONFIG"),
+        ("log.retention.hours", "168", "DEFAULT_CONFIG"),
     ]
+    assert _synonyms(admin, "t", "segment.ms") == [("log.roll.hours", "168", "DEFAULT_CONFIG")]
     assert _synonyms(admin, "t", "cleanup.policy") == [
         ("log.cleanup.policy", "delete", "DEFAULT_CONFIG")
     ]
@@ -55,5 +56,33 @@ def test_a_topic_override_comes_first(admin: KafkaAdminClient) -> None:
     )
     assert [s[0] for s in _synonyms(admin, "own", "retention.ms")[1:]] == [
         "log.retention.hours",
-        "log.retention.ms",
+        "log.retention.hours",
     ]
+
+
+def test_a_topic_key_on_a_broker_resource_is_taken(tmp_path: Path) -> None:
+    """kafkajs' "alter broker configs" spec's request, from kafka-python: AlterConfigs of a
+    topic key (cleanup.policy) on a BROKER resource, which Kafka's controller takes. A client
+    sends a broker's resource to that node: the server's own id (0), registered as a broker."""
+    with running_server(tmp_path / "log", brokers=1) as server:
+        with Metadata.connect(server.address) as md:
+            md.register_broker(0)
+            md.create_topic("t", partitions=1)
+        client = KafkaAdminClient(bootstrap_servers=server.address, request_timeout_ms=10_000)
+        try:
+            answer = client.alter_configs(
+                [
+                    ConfigResource(KpType.TOPIC, "t", configs={"cleanup.policy": "compact"}),
+                    ConfigResource(KpType.BROKER, "0", configs={"cleanup.policy": "delete"}),
+                ],
+                raise_on_unknown=False,  # kafka-python's own check of the keys, not Kafka's
+                incremental=False,  # the legacy AlterConfigs kafkajs sends
+            )
+            assert answer == {"topic": {"t": "OK"}, "broker": {"0": "OK"}}, answer
+            assert _synonyms(client, "t", "cleanup.policy")[0] == (
+                "cleanup.policy",
+                "compact",
+                "DYNAMIC_TOPIC_CONFIG",
+            )
+        finally:
+            client.close()

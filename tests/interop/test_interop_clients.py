@@ -93,6 +93,11 @@ def test_kafkajs_keeps_its_connection_across_metadata_refreshes(served: ServePro
     replicas = {r for t in seen["topics"] for p in t["partitions"] for r in p["replicas"]}
     assert replicas == {1, 2, 3}
     assert seen["cleanupPolicy"] == ["delete"]
+    # Kafka's DEFAULT_CONFIG synonyms are the hours keys (its .ms keys have no default).
+    assert seen["synonyms"] == {
+        "retention.ms": ["5:log.retention.hours=168"],
+        "segment.ms": ["5:log.roll.hours=168"],
+    }
     assert "kjs-one" not in seen["listed"] and "kjs-two" in seen["listed"]
 
 

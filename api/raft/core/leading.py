@@ -142,5 +142,7 @@ def describe_quorum(machine: RaftMachine) -> DescribeQuorumResponse:
         leader_epoch=machine.epoch,
         high_watermark=leader_high_watermark(machine),
         current_voters=tuple(state(voter) for voter in sorted(machine.voters)),
-        observers=tuple(state(replica) for replica in leader.described_observers(machine.voters)),
+        observers=tuple(
+            state(replica) for replica in leader.described_observers(machine.voters, machine.now_ms)
+        ),
     )

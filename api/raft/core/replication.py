@@ -40,6 +40,11 @@ def truncation_offset(log: LogView, diverging: EpochEndOffset) -> int:
     return min(end, diverging.end_offset)
 
 
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+"""An observer not heard from for this long is no longer described (Kafka's LeaderState
+`OBSERVER_SESSION_TIMEOUT_MS`): a node stopped or removed leaves the list by itself."""
+
+
 @dataclass(slots=True)
 class VoterProgress:
     """What the leader knows of one replica from its fetches in this epoch."""
@@ -81,6 +86,8 @@ class LeaderState:
         What its old incarnation acknowledged is void (it lost its state), so that progress
         is dropped: describe shows where the new one is, never the old one's lag.
         """
+        if replica < 0:
+            return  # a fetcher without an id (a tool's): no replica to describe, as in Kafka
         self.progress.pop(replica, None)
         progress = _incarnation(self.uncounted, replica, directory_id)
         progress.end_offset = fetch_offset
@@ -92,8 +99,19 @@ class LeaderState:
         """What DescribeQuorum shows of `replica`: its counted progress, else its uncounted."""
         return self.progress.get(replica) or self.uncounted.get(replica) or VoterProgress()
 
-    def described_observers(self, voters: frozenset[int]) -> list[int]:
-        """The replicas DescribeQuorum lists as observers: every fetcher but the voters."""
+    def described_observers(self, voters: frozenset[int], now_ms: int) -> list[int]:
+        """The replicas DescribeQuorum lists as observers: every fetcher but the voters.
+
+        Only node ids (a fetch without one, id -1, is nobody's), and only those heard from
+        within `OBSERVER_SESSION_TIMEOUT_MS`: the others are forgotten here, as Kafka's
+        leader clears its inactive observers when it describes the quorum.
+        """
+        for known in (self.progress, self.uncounted):
+            for replica in [r for r in known if r not in voters]:
+                if replica < 0 or now_ms - known[replica].last_fetch_ms >= (
+                    OBSERVER_SESSION_TIMEOUT_MS
+                ):
+                    del known[replica]
         return sorted((set(self.progress) | set(self.uncounted)) - voters)
 
     def record_fetch(
@@ -102,8 +120,11 @@ class LeaderState:
         """A fetch is the replica's acknowledgement of everything before its offset.
 
         From another directory than the last one it fetched with, it is another incarnation
-        (a node wiped and formatted anew): the old one's progress is not carried over.
+        (a node wiped and formatted anew): the old one's progress is not carried over. A
+        fetcher without an id (-1) acknowledges nothing and is not recorded.
         """
+        if replica < 0:
+            return
         self.uncounted.pop(replica, None)
         progress = _incarnation(self.progress, replica, directory_id)
         progress.end_offset = fetch_offset

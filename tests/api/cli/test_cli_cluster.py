@@ -180,6 +180,21 @@ def test_configs_describe_alter_with_sources(cluster: Path) -> None:
     assert broker["num.partitions"]["source"] == "DYNAMIC_BROKER_CONFIG"
 
 
+def test_a_topic_key_on_the_cluster_is_taken_with_a_note(
+    cluster: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    ok(cluster, "configs", "alter", "--cluster", "--set", "cleanup.policy=compact")
+    err = capsys.readouterr().err
+    assert "cleanup.policy is a topic key" in err and "log.cleanup.policy" in err
+    ok(cluster, "topics", "create", "--topic", "plain")
+    described = as_json(cluster, "configs", "describe", "--topic", "plain", "--all")
+    [policy] = [c for c in described if c["name"] == "cleanup.policy"]
+    assert policy["value"] == "delete"  # no topic default: that is log.cleanup.policy
+    ok(cluster, "configs", "alter", "--cluster", "--set", "num.partitions=2")
+    assert capsys.readouterr().err == ""
+
+
 def test_describe_during_a_reassignment_shows_kafkas_replication_factor(cluster: Path) -> None:
     ok(cluster, "topics", "create", "--topic", "m", "--replica-assignment", "1:2:3")
     ok(cluster, "brokers", "fence", "--id", "4")

@@ -59,6 +59,22 @@ def test_a_diff_from_inside_a_batch_starts_at_its_end(tmp_path: Path, where: lis
     assert "partitions 3" in text
 
 
+def test_a_diff_inside_one_batch_says_why_it_is_empty(
+    tmp_path: Path, where: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both ends inside s1's batch resolve to its end: "no changes", and the note says why."""
+    capsys.readouterr()
+    code, text = mlog(tmp_path / "data", "image", "diff", "--from", "2", "--to", "3", *where)
+    assert code == 0
+    assert text == "changes from offset 5 to offset 5:\nno changes\n"
+    err = capsys.readouterr().err
+    assert "offset 2 is inside an atomic batch that ends at offset 5" in err
+    assert "offset 3 is inside an atomic batch that ends at offset 5" in err
+    # Batch ends (and times) are answered as asked: no note.
+    assert mlog(tmp_path / "data", "image", "diff", "--from", "1", "--to", "5", *where)[0] == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_a_time_before_the_first_entry_is_refused_saying_so(
     tmp_path: Path, where: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

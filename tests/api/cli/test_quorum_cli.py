@@ -184,3 +184,22 @@ def test_a_sole_voter_without_its_state_is_refused_not_left_waiting(tmp_path: Pa
     (data / "quorum-state").unlink()  # the state lost, the cluster id kept
     code, _, err = run(["serve", "--config", str(props), "--data-dir", str(data)])
     assert code == 2 and "only voter" in err and "Restore quorum-state" in err, err
+
+
+def test_describe_shows_a_voter_never_heard_from_as_kafka_does() -> None:
+    """A voter killed before this leader's epoch has no last fetch: -1 (Kafka's
+    LastFetchTimestamp), not `None`."""
+    from api.cli.quorum import describe_rows
+
+    def replica(node: int, end: int, ago: int | None) -> dict[str, object]:
+        return {
+            "replica_id": node,
+            "directory_id": None,
+            "log_end_offset": end,
+            "lag": 0 if end > 0 else 9,
+            "last_fetch_timestamp": -1 if ago is None else 1_000 - ago,
+            "last_fetch_ms_ago": ago,
+        }
+
+    answer = {"voters": [replica(1, 9, 0), replica(2, -1, None)], "observers": []}
+    assert describe_rows(answer) == [[1, "voter", 9, 0, 0, "-"], [2, "voter", -1, 9, -1, "-"]]

@@ -26,6 +26,7 @@ from api.protocol.quorum.messages import (
 )
 from api.raft.core import QuorumState, RaftCore, ReadyDone, Role
 from api.raft.core.ready import Batch
+from api.raft.core.replication import OBSERVER_SESSION_TIMEOUT_MS
 from api.raft.core.states import NEVER
 from tests.support.raft_core import (
     answer,
@@ -664,6 +665,37 @@ def test_describe_quorum_reports_a_replica_that_never_fetched() -> None:
     core.step(2, fetch(2, core.epoch, 0, 0))
     [two] = [r for r in core.describe_quorum().current_voters if r.replica_id == 2]
     assert two.last_fetch_timestamp == core.now_ms and two.last_caught_up_timestamp == -1
+
+
+def test_describe_quorum_lists_no_observer_for_a_fetch_without_an_id() -> None:
+    """A fetch from nobody (id -1 over the wire: a node catching up sends no id) is answered
+    and never shown as an observer `-1` that lingers for the rest of the epoch (Kafka ignores
+    a fetch from a negative replica id)."""
+    core = leader()
+    end = core.log.end_offset
+    nobody = dataclasses.replace(fetch(-1, core.epoch, end, core.epoch), replica_id=-1)
+    core.step(-1, nobody)
+    assert sent(drain(core), FetchResponse)  # still answered
+    core.step(4, fetch(4, core.epoch, end, core.epoch))
+    drain(core)
+    assert [r.replica_id for r in core.describe_quorum().observers] == [4]
+
+
+def test_describe_quorum_forgets_an_observer_after_kafkas_session_timeout() -> None:
+    core = leader(fetch_timeout_ms=400_000)  # the voters stay silent: no check-quorum here
+    end = core.log.end_offset
+    core.step(4, fetch(4, core.epoch, end, core.epoch))
+    core.step(5, fetch(5, core.epoch, end, core.epoch))
+    drain(core)
+    start = core.now_ms
+    core.tick(start + OBSERVER_SESSION_TIMEOUT_MS - 1)
+    core.step(5, fetch(5, core.epoch, end, core.epoch, correlation=2))
+    drain(core)
+    assert [r.replica_id for r in core.describe_quorum().observers] == [4, 5]
+    core.tick(start + OBSERVER_SESSION_TIMEOUT_MS)
+    described = core.describe_quorum()
+    assert [r.replica_id for r in described.observers] == [5]  # 4 was silent for 5 minutes
+    assert {r.replica_id for r in described.current_voters} == {1, 2, 3}  # voters stay
 
 
 # --- edges: pre-votes after a leader is gone, parked fetches, refusals that change nothing --

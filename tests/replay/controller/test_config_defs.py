@@ -9,10 +9,12 @@ import pytest
 
 from replay.controller.config_defs import (
     CLUSTER_CONFIGS,
+    KAFKA_DEFAULT_SYNONYMS,
     TOPIC_CONFIGS,
     ConfigSource,
     ResolvedConfig,
     cluster_value,
+    config_synonyms,
     resolve_cluster_configs,
     resolve_topic_configs,
     validate_cluster_config,
@@ -122,3 +124,39 @@ def test_cluster_resolution_broker_then_cluster_then_default() -> None:
     assert configs["num.partitions"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     assert configs["delete.topic.enable"].source == ConfigSource.DEFAULT_CONFIG
     assert configs["delete.topic.enable"].value == "true"
+
+
+def _synonyms_of(name: str, cluster: Mapping[str, str]) -> list[tuple[str, str | None, str]]:
+    [described] = [c for c in resolve_topic_configs({}, cluster) if c.name == name]
+    return [
+        (s.name, s.value, s.source.name)
+        for s in config_synonyms(described, topic=True, cluster=cluster)
+    ]
+
+
+def test_topic_synonyms_name_kafkas_default_where_kafka_keeps_it() -> None:
+    """Kafka's `log.retention.ms` and `log.roll.ms` have no default: its DEFAULT_CONFIG
+    synonyms are the hours keys, in hours (a client comparing with Kafka's list sees them)."""
+    assert _synonyms_of("retention.ms", {}) == [("log.retention.hours", "168", "DEFAULT_CONFIG")]
+    assert _synonyms_of("segment.ms", {}) == [("log.roll.hours", "168", "DEFAULT_CONFIG")]
+    assert _synonyms_of("cleanup.policy", {}) == [
+        ("log.cleanup.policy", "delete", "DEFAULT_CONFIG")
+    ]
+    # Set cluster-wide, every level in Kafka's order: ms, minutes, hours, then the default.
+    cluster = {"log.retention.hours": "5", "log.retention.ms": "1000", "log.roll.hours": "2"}
+    assert _synonyms_of("retention.ms", cluster) == [
+        ("log.retention.ms", "1000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        ("log.retention.hours", "5", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        ("log.retention.hours", "168", "DEFAULT_CONFIG"),
+    ]
+    assert _synonyms_of("segment.ms", cluster) == [
+        ("log.roll.hours", "2", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        ("log.roll.hours", "168", "DEFAULT_CONFIG"),
+    ]
+    # Every special default names a broker key of the topic key's own synonyms, or Kafka's
+    # one more (the jitter hours, the flush scheduler), with Kafka's default in its units.
+    for topic_key, (broker_key, value) in KAFKA_DEFAULT_SYNONYMS.items():
+        definition = TOPIC_CONFIGS[topic_key]
+        factor = dict(definition.synonyms).get(broker_key)
+        if factor is not None:
+            assert definition.default == str(int(value) * factor), topic_key

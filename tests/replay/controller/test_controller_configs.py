@@ -101,6 +101,28 @@ def test_an_unknown_key_and_a_null_set_are_refused(service: MetadataService) -> 
     assert code == ErrorCode.INVALID_REQUEST and "use DELETE" in text
 
 
+def test_a_topic_key_on_a_broker_resource_is_taken_as_kafka_takes_it(
+    service: MetadataService,
+) -> None:
+    """Kafka's controller stores any key on a BROKER resource: a topic key is kept there
+    and sets no topic's default (the broker-level key does: log.cleanup.policy)."""
+    for name in ("", "1"):
+        op = AlterConfig(name="cleanup.policy", op=AlterConfigOp.SET, value="compact")
+        assert alter(service, BROKER, name, op) == (ErrorCode.NONE, "")
+        assert service.image.configs.get(BROKER, name)["cleanup.policy"] == "compact"
+    assert described(service, TOPIC, "t")["cleanup.policy"] == (
+        "delete",
+        ConfigSource.DEFAULT_CONFIG,
+    )
+    # Its value is checked by the topic key's rule; a key of neither kind is still refused.
+    bad = AlterConfig(name="cleanup.policy", op=AlterConfigOp.SET, value="sometimes")
+    code, text = alter(service, BROKER, "", bad)
+    assert code == ErrorCode.INVALID_CONFIG and "cleanup.policy" in text
+    gone = AlterConfig(name="cleanup.policy", op=AlterConfigOp.DELETE)
+    assert alter(service, BROKER, "", gone) == (ErrorCode.NONE, "")
+    assert "cleanup.policy" not in service.image.configs.get(BROKER, "")
+
+
 def test_append_and_subtract_work_on_lists_only(service: MetadataService) -> None:
     key = "cleanup.policy"
     append = AlterConfig(name=key, op=AlterConfigOp.APPEND, value="compact, delete")
