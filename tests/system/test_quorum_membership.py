@@ -317,8 +317,9 @@ async def test_a_static_quorum_made_dynamic_in_place_grows_and_shrinks_under_wri
     assert entries[upgrade + 1] == FeatureLevelRecord(name="kraft.version", feature_level=1)
     sets = [[v.voter_id for v in r.voters] for r in entries if isinstance(r, VotersRecord)]
     assert sets == [[1, 2, 3], [1, 2, 3, 4], [2, 3, 4]]
-    assert isinstance(entries[upgrade + 2], VotersRecord)
-    ports = {v.voter_id: (v.port, v.voter_directory_id) for v in entries[upgrade + 2].voters}
+    static = entries[upgrade + 2]
+    assert isinstance(static, VotersRecord)
+    ports = {v.voter_id: (v.port, v.voter_directory_id) for v in static.voters}
     assert ports == {
         i: (quorum.nodes[i].controller_port, directory_id(quorum.nodes[i].data_dir))
         for i in (1, 2, 3)
