@@ -289,6 +289,7 @@ class ReplicaBlocks:
         """A fetch answer's entries decoded into blocks; a malformed or partial tail is cut."""
         kept: list[Entry] = []
         decoded: dict[int, tuple[ReplicaBlock, bool]] = {}
+        dynamic = self.dynamic
         for entry in message.records:
             try:
                 block = ReplicaBlock.decode(entry.payload)
@@ -307,9 +308,11 @@ class ReplicaBlocks:
             ) != (entry.offset, entry.count, entry.epoch):
                 break
             decoded[block.first_offset] = (block, True)
-            # A static quorum's first voters block is its kraft.version upgrade's (3 records).
-            recognised = self.dynamic or block.count == UPGRADE_BLOCK_COUNT
+            # A static quorum's first voters block is its kraft.version upgrade's (3 records);
+            # the voters blocks after it in the same answer are a dynamic quorum's.
+            recognised = dynamic or block.count == UPGRADE_BLOCK_COUNT
             voters = block_voters(self.log.codec, block) if recognised else None
+            dynamic = dynamic or voters is not None
             # A voters block is in force from its append on: the core must see it as one.
             kept.append(
                 entry

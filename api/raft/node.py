@@ -424,6 +424,7 @@ class QuorumNode:
     def _received(self, source: int, message: Message) -> None:
         """An answer from a link (or any message from a test network)."""
         if isinstance(message, FetchResponse) and message.records:
+            self._blocks.dynamic = self.core.dynamic  # an install may have made it so
             message = self._blocks.fetched(source, message)
         self._inbox.append((source, message))
         self._wake.set()
