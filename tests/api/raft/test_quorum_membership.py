@@ -286,6 +286,14 @@ async def test_a_static_quorum_upgraded_in_place_then_changes_its_voters(tmp_pat
         again = await cluster.start(kept)
         assert again.core.voters == {1, 2, 3, 4} - {removed}
         written += await _writes(cluster, "d", 3)
+        # Or moved to controller.quorum.bootstrap.servers, as a dynamic quorum's node.
+        await cluster.agreed()
+        await cluster.stop(kept)
+        cluster.dynamic = True
+        moved = await cluster.start(kept)
+        cluster.dynamic = False
+        assert moved.dynamic and moved.core.voters == {1, 2, 3, 4} - {removed}
+        written += await _writes(cluster, "e", 3)
         await cluster.agreed()
     finally:
         await cluster.stop_all()
