@@ -24,6 +24,7 @@ from api.raft.blocks import ReplicaBlocks
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.core import RaftCore
 from api.raft.core.ready import NotLeader, VoterChangeRefused
+from api.raft.core.roles import Role
 from api.raft.core.voters import Voter, VoterSet
 from api.raft.proposals import Proposals
 from api.raft.transport.protocol import QuorumTransport
@@ -166,7 +167,7 @@ class VoterChanges:
         core = self.core
         for change in changes:
             if change.upgrade:
-                self._place_upgrade(change)
+                self._place_upgrade(change, leading=leading)
                 continue
             if leading and not (
                 self.dynamic and finalized_level(self.service.image, KRAFT_VERSION) >= 1
@@ -194,16 +195,25 @@ class VoterChanges:
             what = f"adds node {change.add.id}" if change.add else f"removes node {change.remove}"
             self._track(change, (voters_record(core.voter_set),), placed.first, what)
 
-    def _place_upgrade(self, change: _VoterChange) -> None:
+    def _place_upgrade(self, change: _VoterChange, *, leading: bool) -> None:
         """The kraft.version upgrade (KIP-853): the static voters appended into the log.
 
         One block of a KRaftVersionRecord (level 1), the FeatureLevelRecord of kraft.version
         1 and a VotersRecord of the voters of `controller.quorum.voters`, with their
         endpoints and directory ids (this node's, and those the others fetch with): the
         bootstrap block's records, so every node that holds the block reads its voters from
-        the log from then on, as a dynamic quorum's nodes do.
+        the log from then on, as a dynamic quorum's nodes do. Only once the leader takes
+        writes (`leading`): its working image is then the one its records go after.
         """
         core = self.core
+        if not leading and core.role is Role.LEADER:
+            change.future.set_result(
+                (
+                    int(CoreError.REQUEST_TIMED_OUT),
+                    "the leader does not take writes yet (its epoch is not applied); retry",
+                )
+            )
+            return
         voters = VoterSet.of(
             [
                 Voter(
