@@ -162,10 +162,13 @@ def test_readme_verifiable_history_runs_as_written(tmp_path: Path) -> None:
     assert '"type": "inclusion"' in done.stdout and '"type": "consistency"' in done.stdout
 
 
-def quorum_recipe(markdown: str) -> str:
-    """The ```sh block of the README's "A quorum of three controllers" section."""
-    section = markdown.split("### A quorum of three controllers", 1)[1]
-    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+def quorum_recipe(markdown: str, block: int = 0) -> str:
+    """A ```sh block of the README's "A quorum of three controllers" section.
+
+    0: the recipe that starts the static quorum; 1: how it is made dynamic and grown.
+    """
+    section = markdown.split("### A quorum of three controllers", 1)[1].split("\n### ", 1)[0]
+    return section.split("```sh\n")[block + 1].split("```", 1)[0]
 
 
 def _free_prefix(taken: set[int]) -> int:
@@ -199,9 +202,13 @@ def test_readme_quorum_recipe_runs_and_its_edge_holds(tmp_path: Path) -> None:
     assert "controller.listener.names=CONTROLLER" in recipe and "openssl" in recipe
     clients = _free_prefix(set())
     controllers = _free_prefix({clients})
-    script = recipe.replace("127.0.0.1:909", f"127.0.0.1:{clients}").replace(
-        "127.0.0.1:919", f"127.0.0.1:{controllers}"
-    )
+
+    def moved(text: str) -> str:
+        return text.replace("127.0.0.1:909", f"127.0.0.1:{clients}").replace(
+            "127.0.0.1:919", f"127.0.0.1:{controllers}"
+        )
+
+    script = moved(recipe)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "mlog"
@@ -233,8 +240,33 @@ def test_readme_quorum_recipe_runs_and_its_edge_holds(tmp_path: Path) -> None:
     try:
         assert done.returncode == 0, (tmp_path / "err.txt").read_text()[-3000:]
         assert len(pids) == 3
+        pids = list(pids)
         assert "created topic t" in (tmp_path / "out.txt").read_text()
         asyncio.run(_check_recipe_quorum(tmp_path, clients, controllers))
+        # The README's next block: made dynamic in place, a fourth controller, one removed.
+        growth = moved(quorum_recipe((ROOT / "README.md").read_text(), 1))
+        (tmp_path / "grow.sh").write_text(growth + "\njobs -p > pids4.txt\n")
+        # Output to files: node 4, left running in the background, holds them open.
+        with (tmp_path / "grow.txt").open("w") as out, (tmp_path / "grow-err.txt").open("w") as err:
+            grown = subprocess.run(
+                ["bash", "grow.sh"],
+                check=False,
+                cwd=tmp_path,
+                env=env,
+                stdout=out,
+                stderr=err,
+                timeout=180,
+            )
+        if (tmp_path / "pids4.txt").exists():
+            pids += [int(p) for p in (tmp_path / "pids4.txt").read_text().split()]
+        assert grown.returncode == 0, (tmp_path / "grow-err.txt").read_text()[-3000:]
+        said = (tmp_path / "grow.txt").read_text()
+        for line in (
+            "kraft.version upgraded to level 1",
+            "added controller 4",
+            "removed controller 1",
+        ):
+            assert line in said, said
     finally:
         for pid in pids:
             try:

@@ -110,6 +110,11 @@ def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO)
             f"{directory} belongs to cluster {stored}, not {cluster_id}; give --cluster-id "
             f"{stored} or use an empty data directory"
         )
+    from api.cli.serve import directory_id
+    from records.uuids import Uuid
+
+    # As Kafka's format: a directory id now, the upgrade to kraft.version 1 puts it in the log.
+    directory_id(directory, create=str(Uuid.random()))
     voters = ",".join(str(v) for v in sorted(quorum.voters))
     if not quorum.is_voter:
         emit(

@@ -35,7 +35,12 @@ from api.protocol.quorum.messages import (
 from api.raft.core.errors import RaftError
 from api.raft.core.log_view import LogView
 from api.raft.core.voters import VoterHistory, VoterSet
-from api.raft.voter_blocks import block_voters, voters_block, voters_record
+from api.raft.voter_blocks import (
+    UPGRADE_BLOCK_COUNT,
+    block_voters,
+    voters_block,
+    voters_record,
+)
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.replica import HEADER_SIZE, ReplicaBlock
@@ -72,7 +77,8 @@ class ReplicaBlocks:
     def __init__(self, log: ReplicaLog, *, last_timestamp: int, dynamic: bool = False) -> None:
         self.log = log
         self.dynamic = dynamic
-        """Whether the voters are in the log (KIP-853): fetched voters blocks are recognised."""
+        """Whether the voters are in the log (KIP-853): fetched voters blocks are recognised
+        (a static quorum's node recognises only the upgrade's; the node keeps this current)."""
         self.last_timestamp = last_timestamp
         """The newest timestamp in the log or the image: new blocks never go back in time."""
         self._pending: dict[int, tuple[ReplicaBlock, bool]] = {}
@@ -283,6 +289,7 @@ class ReplicaBlocks:
         """A fetch answer's entries decoded into blocks; a malformed or partial tail is cut."""
         kept: list[Entry] = []
         decoded: dict[int, tuple[ReplicaBlock, bool]] = {}
+        dynamic = self.dynamic
         for entry in message.records:
             try:
                 block = ReplicaBlock.decode(entry.payload)
@@ -301,7 +308,11 @@ class ReplicaBlocks:
             ) != (entry.offset, entry.count, entry.epoch):
                 break
             decoded[block.first_offset] = (block, True)
-            voters = block_voters(self.log.codec, block) if self.dynamic else None
+            # A static quorum's first voters block is its kraft.version upgrade's (3 records);
+            # the voters blocks after it in the same answer are a dynamic quorum's.
+            recognised = dynamic or block.count == UPGRADE_BLOCK_COUNT
+            voters = block_voters(self.log.codec, block) if recognised else None
+            dynamic = dynamic or voters is not None
             # A voters block is in force from its append on: the core must see it as one.
             kept.append(
                 entry

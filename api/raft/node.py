@@ -146,11 +146,10 @@ class QuorumNode:
         self.config = config
         self.state_dir, self.directory_id = state_dir, directory_id
         self.log: ReplicaLog = service.replica_log
-        state = read_quorum_state(state_dir, voters=None if dynamic else config.voters)
-        history = history_at_start(self.log, state_dir, config)
-        self.dynamic = dynamic or bool(history.changes)
-        """Whether the voters are in the log (kraft.version 1) rather than fixed by the config."""
-        view = log_view(service, voters=history if self.dynamic else None)
+        history = history_at_start(self.log, state_dir, config, dynamic=dynamic)
+        # Once the log holds voters (kraft.version 1) they win over controller.quorum.voters.
+        state = read_quorum_state(state_dir, voters=None if history.in_log else config.voters)
+        view = log_view(service, voters=history)
         self.core = RaftCore(
             config, state=state, log=view, rng=rng or random.Random(), now_ms=now_ms()
         )
@@ -161,7 +160,7 @@ class QuorumNode:
         self._blocks = ReplicaBlocks(
             self.log,
             last_timestamp=max(service.image.provenance.timestamp, self.log.last_timestamp),
-            dynamic=self.dynamic,
+            dynamic=history.in_log,
         )
         self.commit_latency = LatencyCounts()
         """From a write proposed to committed (KRaft's commit-latency; for the metrics)."""
@@ -180,9 +179,9 @@ class QuorumNode:
             blocks=self._blocks,
             proposals=self._proposals,
             transport=self._transport,
-            dynamic=self.dynamic,
             wake=self._wake.set,
             leader_address=self.leader_address,
+            directory_id=directory_id,
         )
         self._snapshots = SnapshotShipping(service, node_id=config.node_id)
         self._leading = asyncio.Event()
@@ -196,9 +195,7 @@ class QuorumNode:
             failed=self._flush_failed,
         )
         self._replay = CommittedReplay(service, self._blocks, io=self._io, node_id=config.node_id)
-        self._retention = OnlineRetention(
-            service, self.core, state_dir=state_dir, dynamic=self.dynamic, io=self._io
-        )
+        self._retention = OnlineRetention(service, self.core, state_dir=state_dir, io=self._io)
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._handover = Handover(
@@ -235,6 +232,11 @@ class QuorumNode:
         if role is Role.LEADER or role is Role.FOLLOWER or role is Role.OBSERVER:
             return self.core.leader_id
         return NO_LEADER
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the voters are in the log (kraft.version 1) rather than fixed by the config."""
+        return self.core.dynamic
 
     @property
     def node_id(self) -> int:
@@ -308,6 +310,24 @@ class QuorumNode:
             directory_id=directory_id,
             timeout_ms=timeout_ms,
             ack_when_committed=ack_when_committed,
+        )
+
+    async def upgrade_voters(
+        self, timeout_ms: int = VOTER_CHANGE_TIMEOUT_MS
+    ) -> tuple[int, str | None]:
+        """The kraft.version upgrade of a static quorum: its voters into the log (KIP-853).
+
+        On the leader only; answered once committed, as `change_voters` (voter_changes.py).
+        """
+        if self.failed is not None or self._closing:
+            return int(CoreError.NOT_LEADER_OR_FOLLOWER), "this controller is stopping"
+        return await self._voters.change(
+            add=None,
+            remove=None,
+            directory_id="",
+            timeout_ms=timeout_ms,
+            ack_when_committed=True,
+            upgrade=True,
         )
 
     def not_controller(self) -> ApiError:
@@ -404,6 +424,7 @@ class QuorumNode:
     def _received(self, source: int, message: Message) -> None:
         """An answer from a link (or any message from a test network)."""
         if isinstance(message, FetchResponse) and message.records:
+            self._blocks.dynamic = self.core.dynamic  # an install may have made it so
             message = self._blocks.fetched(source, message)
         self._inbox.append((source, message))
         self._wake.set()
@@ -624,9 +645,9 @@ class QuorumNode:
                     entries = await self._io(self._blocks.read, out.read_from, out.read_until)
                 message = replace(message, records=entries)
             elif isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
-                voters = (
-                    self.core.history.at(message.snapshot_id.end_offset) if self.dynamic else None
-                )
+                end = message.snapshot_id.end_offset
+                history = self.core.history
+                voters = history.at(end) if history.in_log_at(end) else None
                 message = await self._snapshots.chunk(
                     message, out.read_from, out.read_until, self._io, voters=voters
                 )

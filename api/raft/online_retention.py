@@ -32,18 +32,16 @@ class OnlineRetention:
         core: RaftCore,
         *,
         state_dir: Path,
-        dynamic: bool,
         io: Io,
     ) -> None:
         """Trims of the service's log, as `core` offers snapshots.
 
         `io` runs a blocking call on the node's worker thread (the one that writes the log);
-        `state_dir` holds `quorum-voters` (a `dynamic` quorum's).
+        `state_dir` holds `quorum-voters` (a dynamic quorum's: `core.dynamic`).
         """
         self.service = service
         self.core = core
         self.state_dir = state_dir
-        self.dynamic = dynamic
         self._io = io
         self._checked: tuple[SnapshotId | None, float] = (None, 0.0)
         """The snapshot offered at the last check, and when (monotonic seconds)."""
@@ -64,7 +62,7 @@ class OnlineRetention:
         self._checked = (snapshot, now)
         log = self.service.replica_log
         below = snapshot.end_offset - 1
-        if self.dynamic:
+        if self.core.dynamic:
             # The VotersRecords below the cut go with it: the set in force there is stored
             # first (a restarted node reads it as the set below its log's first one).
             cut = await self._io(retention.cut, log, below=below)

@@ -43,7 +43,10 @@ CONTROLLER_LISTENER = "CONTROLLER"
 _SCAN_BYTES = 1 << 20
 
 _BOOTSTRAP_SHAPE = (KRaftVersionRecord, FeatureLevelRecord, VotersRecord)
-"""The longest voters block: the bootstrap block."""
+"""The longest voters block: the bootstrap block (and a static quorum's upgrade block)."""
+
+UPGRADE_BLOCK_COUNT = len(_BOOTSTRAP_SHAPE)
+"""The records of a static quorum's kraft.version upgrade block (`bootstrap_records`)."""
 
 
 def voters_record(voters: VoterSet) -> VotersRecord:
@@ -182,15 +185,26 @@ def voter_history(log: ReplicaLog, base: VoterSet) -> VoterHistory:
     return history
 
 
-def history_at_start(log: ReplicaLog, directory: Path, config: QuorumConfig) -> VoterHistory:
+def history_at_start(
+    log: ReplicaLog, directory: Path, config: QuorumConfig, *, dynamic: bool
+) -> VoterHistory:
     """The voter sets a node starts with: `log`'s, over the set in force below its first.
 
     That set is the one stored in `directory` (`write_voters_base`) once the log's start
-    moved (a trim, an installed snapshot), else the config's voters.
+    moved (a trim, an installed snapshot), else the config's voters. The history is a
+    dynamic quorum's (`VoterHistory.in_log`) when `dynamic` (the node's config names
+    bootstrap servers), when a set was stored, or when the log holds a voters block: a
+    static quorum upgraded to kraft.version 1, whose log's voters win over the config.
     """
     configured = VoterSet.of(
         [Voter(id=i, host=a.host, port=a.port) for i, a in config.addresses.items()]
         or list(config.voters)
     )
     stored = read_voters_base(directory) if log.log_start_offset > 0 else None
-    return voter_history(log, stored if stored is not None else configured)
+    history = voter_history(log, stored if stored is not None else configured)
+    if stored is None and history.changes:
+        # Below the first voters block the set is the one it holds: a formatted quorum's
+        # is at offset 0, an upgraded one's holds the static voters it replaced.
+        history.base = history.changes[0][1]
+    history.dynamic = dynamic or stored is not None
+    return history

@@ -24,13 +24,15 @@ from api.raft.blocks import ReplicaBlocks
 from api.raft.core.config import QuorumConfig, VoterAddress
 from api.raft.core.core import RaftCore
 from api.raft.core.ready import NotLeader, VoterChangeRefused
+from api.raft.core.roles import Role
 from api.raft.core.voters import Voter, VoterSet
 from api.raft.proposals import Proposals
 from api.raft.transport.protocol import QuorumTransport
-from api.raft.voter_blocks import voters_record
+from api.raft.voter_blocks import UPGRADE_BLOCK_COUNT, bootstrap_records, voters_record
 from api.service.replicated import ReplicatedService
 from api.service.service import SERVICE_PRINCIPAL
 from metadata_log.log import AppendResult
+from records.model import Record
 from replay.controller.errors import ApiError
 from replay.features import KRAFT_VERSION, finalized_level
 from replay.image import MetadataImage
@@ -39,10 +41,9 @@ logger = logging.getLogger("api.server.quorum")
 
 KRAFT_VERSION_0 = (
     "this quorum's voters are fixed by controller.quorum.voters (kraft.version 0). Voter "
-    "changes need a dynamic quorum at kraft.version 1, which a quorum formatted with `mlog "
-    "quorum format --standalone` or `--initial-controllers` starts at (`mlog features "
-    "describe` shows the level); moving a static quorum to dynamic voters in place is not "
-    "supported yet"
+    "changes need its voters in the log (kraft.version 1): upgrade it in place with `mlog "
+    "features upgrade --feature kraft.version=1 --bootstrap-server ...` first (`mlog "
+    "features describe` shows the level)"
 )
 """Why a static quorum refuses AddRaftVoter / RemoveRaftVoter (UNSUPPORTED_VERSION)."""
 
@@ -68,6 +69,8 @@ class _VoterChange:
     directory_id: str
     ack_when_committed: bool
     future: asyncio.Future[Answer]
+    upgrade: bool = False
+    """The kraft.version upgrade: the static voters into the log (`VoterChanges.upgrade`)."""
 
 
 class VoterChanges:
@@ -82,18 +85,19 @@ class VoterChanges:
         blocks: ReplicaBlocks,
         proposals: Proposals,
         transport: QuorumTransport,
-        dynamic: bool,
         wake: Callable[[], None],
         leader_address: Callable[[], str],
+        directory_id: str = "",
     ) -> None:
         """`wake()` wakes the node's loop; `leader_address()` names the leader (now).
 
-        `transport`'s links follow the voter set when it is an `AddressBook`.
+        `transport`'s links follow the voter set when it is an `AddressBook`;
+        `directory_id` is this node's (the upgrade's VotersRecord names it).
         """
         self.core = core
         self.config = config
         self.service = service
-        self.dynamic = dynamic
+        self.directory_id = directory_id
         self._blocks = blocks
         self._proposals = proposals
         self._transport = transport
@@ -103,6 +107,11 @@ class VoterChanges:
         """AddRaftVoter / RemoveRaftVoter requests waiting for the loop."""
         self._tasks: set[asyncio.Task[None]] = set()  # changes waiting for their commit
         self._linked: VoterSet | None = None
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the voters are in the log (the core's latest voter set is the log's)."""
+        return self.core.dynamic
 
     @property
     def waiting(self) -> bool:
@@ -117,10 +126,12 @@ class VoterChanges:
         directory_id: str,
         timeout_ms: int,
         ack_when_committed: bool,
+        upgrade: bool = False,
     ) -> Answer:
         """Queue a change for the loop and wait for its answer (`QuorumNode.change_voters`).
 
-        REQUEST_TIMED_OUT after `timeout_ms`.
+        `upgrade`: the kraft.version upgrade instead (`add`, `remove` unused). REQUEST_TIMED_OUT
+        after `timeout_ms`.
         """
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._waiting.append(
@@ -130,6 +141,7 @@ class VoterChanges:
                 directory_id=directory_id,
                 ack_when_committed=ack_when_committed,
                 future=future,
+                upgrade=upgrade,
             )
         )
         self._wake()
@@ -154,6 +166,9 @@ class VoterChanges:
         changes, self._waiting = self._waiting, []
         core = self.core
         for change in changes:
+            if change.upgrade:
+                self._place_upgrade(change, leading=leading)
+                continue
             if leading and not (
                 self.dynamic and finalized_level(self.service.image, KRAFT_VERSION) >= 1
             ):
@@ -177,30 +192,79 @@ class VoterChanges:
             if isinstance(placed, VoterChangeRefused):
                 change.future.set_result((wire_error_code(placed.error_code), placed.message))
                 continue
-            record = voters_record(core.voter_set)
-            block = self._blocks.encode(
-                [((record,), SERVICE_PRINCIPAL)], first=placed.first, epoch=placed.epoch
-            )
-            self._blocks.keep(block)
-            image = self.service.accept_quorum_records((record,))
-            committed = self._proposals.track(
-                (record,),
-                principal=SERVICE_PRINCIPAL,
-                placed=AppendResult(placed.first, placed.first, block.timestamp),
-            )
             what = f"adds node {change.add.id}" if change.add else f"removes node {change.remove}"
-            logger.info(
-                "controller %d %s: voters %s from offset %d (in force now, done once committed)",
-                self.config.node_id,
-                what,
-                sorted(core.voters),
-                placed.first,
+            self._track(change, (voters_record(core.voter_set),), placed.first, what)
+
+    def _place_upgrade(self, change: _VoterChange, *, leading: bool) -> None:
+        """The kraft.version upgrade (KIP-853): the static voters appended into the log.
+
+        One block of a KRaftVersionRecord (level 1), the FeatureLevelRecord of kraft.version
+        1 and a VotersRecord of the voters of `controller.quorum.voters`, with their
+        endpoints and directory ids (this node's, and those the others fetch with): the
+        bootstrap block's records, so every node that holds the block reads its voters from
+        the log from then on, as a dynamic quorum's nodes do. Only once the leader takes
+        writes (`leading`): its working image is then the one its records go after.
+        """
+        core = self.core
+        if not leading and core.role is Role.LEADER:
+            change.future.set_result(
+                (
+                    int(CoreError.REQUEST_TIMED_OUT),
+                    "the leader does not take writes yet (its epoch is not applied); retry",
+                )
             )
-            if not change.ack_when_committed:
-                change.future.set_result((0, None))
-            task = asyncio.get_running_loop().create_task(self._committed(change, committed, image))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            return
+        voters = VoterSet.of(
+            [
+                Voter(
+                    id=node_id,
+                    directory_id=self.directory_id if node_id == self.config.node_id else "",
+                    host=address.host,
+                    port=address.port,
+                )
+                for node_id, address in self.config.addresses.items()
+            ]
+        )
+        placed = core.upgrade_voters(voters, count=UPGRADE_BLOCK_COUNT)
+        if isinstance(placed, NotLeader):
+            change.future.set_result(
+                (
+                    int(CoreError.NOT_LEADER_OR_FOLLOWER),
+                    f"node {self.config.node_id} does not lead; the leader is "
+                    f"{self._leader_address()}",
+                )
+            )
+        elif isinstance(placed, VoterChangeRefused):
+            change.future.set_result((wire_error_code(placed.error_code), placed.message))
+        else:
+            records = bootstrap_records(core.voter_set)
+            self._track(change, records, placed.first, "upgrades kraft.version to 1")
+
+    def _track(
+        self, change: _VoterChange, records: tuple[Record, ...], first: int, what: str
+    ) -> None:
+        """A voters entry the core appended at `first`: its block, its image, its answer."""
+        core = self.core
+        block = self._blocks.encode([(records, SERVICE_PRINCIPAL)], first=first, epoch=core.epoch)
+        self._blocks.keep(block)
+        image = self.service.accept_quorum_records(records)
+        committed = self._proposals.track(
+            records,
+            principal=SERVICE_PRINCIPAL,
+            placed=AppendResult(first, first + len(records) - 1, block.timestamp),
+        )
+        logger.info(
+            "controller %d %s: voters %s from offset %d (in force now, done once committed)",
+            self.config.node_id,
+            what,
+            sorted(core.voters),
+            first,
+        )
+        if not change.ack_when_committed:
+            change.future.set_result((0, None))
+        task = asyncio.get_running_loop().create_task(self._committed(change, committed, image))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _committed(
         self,
@@ -225,6 +289,7 @@ class VoterChanges:
 
     def link(self) -> None:
         """Open links to voters the log added, close those to voters it removed."""
+        self._blocks.dynamic = self.dynamic
         voters = self.core.voter_set
         if voters is self._linked or not self.dynamic:
             return

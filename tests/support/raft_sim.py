@@ -88,6 +88,11 @@ def voters_below(entries: tuple[Entry, ...] | list[Entry], end: int) -> VoterSet
     return VoterSet()
 
 
+def holds_voters(entries: tuple[Entry, ...] | list[Entry]) -> bool:
+    """Whether `entries` hold a voters entry (a snapshot of them names its voters)."""
+    return any(e.kind is EntryKind.VOTERS for e in entries)
+
+
 def voters_entry(voters: VoterSet) -> Entry:
     """The voters entry a dynamic quorum is formatted with (offset 0, epoch 0, every node)."""
     return Entry(offset=0, epoch=0, payload=voters.encode(), kind=EntryKind.VOTERS)
@@ -226,10 +231,22 @@ class SimLog:
         else:
             self.replica.trim_before(start)
 
-    def history(self) -> VoterHistory:
-        """The voter sets of this log, as a node's shell reads them at start (KIP-853)."""
+    def holds_voters(self) -> bool:
+        """Whether the log (or what its start moved past) holds a voters entry."""
+        return any(e.kind is EntryKind.VOTERS for e in self.entries[: self.end])
+
+    def history(self, static: VoterSet | None = None) -> VoterHistory:
+        """The voter sets of this log, as a node's shell reads them at start (KIP-853).
+
+        `static`: a static quorum's voters, the base below the log's first voters entry
+        (its kraft.version upgrade's) unless the start moved past that entry.
+        """
         entries = self.entries
-        history = VoterHistory(base=voters_below(entries, self.start))
+        below = voters_below(entries, self.start)
+        history = VoterHistory(
+            base=below if below.voters or static is None else static,
+            dynamic=static is None or bool(below.voters),
+        )
         for offset in range(self.start, self.end):
             entry = entries[offset]
             if entry.kind is EntryKind.VOTERS and entry.offset == offset:
@@ -307,7 +324,7 @@ class Checker:
                 self.high_watermarks[key] = ready.high_watermark
         if core.role is Role.LEADER and self.leaders.get(core.epoch) != node.id:
             self.fail(f"node {node.id} leads epoch {core.epoch}, which it was not elected in")
-        if self.cluster.dynamic:
+        if self.cluster.dynamic or core.dynamic:
             self.check_membership(node, ready_log)
 
     def check_membership(self, node: SimNode, ready_log: list[Ready]) -> None:
@@ -321,7 +338,7 @@ class Checker:
             for r in ready_log
         )
         if changed:
-            expected = voters_below(node.log.entries, node.log.end).ids
+            expected = self.cluster.log_voters(node.log.entries, node.log.end).ids
             if core.voters != expected:
                 self.fail(
                     f"node {node.id} uses voters {sorted(core.voters)}, its log says "
@@ -353,7 +370,7 @@ class Checker:
         the only copy of its removal, which the others need it to commit; its vote never counts.
         """
         core = node.core
-        if core is None or not self.cluster.dynamic:
+        if core is None or not core.dynamic:
             return False
         entries = node.log.entries
         last = max(
@@ -375,6 +392,11 @@ class Checker:
         if last >= len(self.committed):
             self.fail(f"node {node.id} changes the voters at {entry.offset} before {last} commits")
         new = VoterSet.decode(entry.payload).ids
+        if last < 0 and not self.cluster.dynamic:
+            # A static quorum's kraft.version upgrade: its static voters into the log.
+            if new != self.cluster.voter_ids:
+                self.fail(f"node {node.id} upgrades with voters {sorted(new)}, not the static")
+            return
         if len(previous.ids ^ new) != 1:
             self.fail(
                 f"node {node.id} changes voters {sorted(previous.ids)} to {sorted(new)} at once"
@@ -398,7 +420,7 @@ class Checker:
                     )
             elif offset == len(self.committed):
                 self.committed.append(entry)
-                if self.cluster.dynamic and node.core is not None:
+                if node.core is not None:
                     self.commit_voters.append(node.core.voters)
                 if entry.kind is EntryKind.VOTERS and entry.offset == offset:
                     voters = VoterSet.decode(entry.payload).ids
@@ -540,7 +562,11 @@ class Cluster:
             start_offset=log.start,
             start_epoch=log.start_epoch,
             snapshot=None if log.snapshot is None else log.snapshot[0],
-            voters=log.history() if self.dynamic else None,
+            voters=log.history()
+            if self.dynamic
+            else log.history(VoterSet.of(self.voter_ids))
+            if log.holds_voters()
+            else None,
         )
         node.core = RaftCore(
             self.config(node.id),
@@ -582,7 +608,7 @@ class Cluster:
             entries = tuple(log.entries[:end])
             log.snapshot = (
                 SnapshotId(end_offset=end, epoch=entries[-1].epoch),
-                encode_snapshot(entries, dynamic=self.dynamic),
+                encode_snapshot(entries, dynamic=self.dynamic or holds_voters(entries)),
             )
             log.trim(end if whole else log.boundary(self.rng.randint(log.start, end)))
             self.log(f"snapshot {node.id} at end {end}, log start {log.start}")
@@ -660,7 +686,7 @@ class Cluster:
             self.install(node, ready.install.snapshot_id, ready.install.data)
         if ready.truncate_to is not None:
             self.checker.on_truncate(node, ready.truncate_to)
-            if self.dynamic and any(
+            if any(
                 log.entry(offset).kind is EntryKind.VOTERS
                 for offset in range(max(ready.truncate_to, log.start), log.end)
             ):
@@ -778,6 +804,39 @@ class Cluster:
         self.proposed[node.id].append(appended)
         self.process(node)
         return True
+
+    def upgrade_voters(self, *, at: SimNode | None = None) -> bool:
+        """Ask the leader to move the static voters into the log (the kraft.version upgrade).
+
+        True if a leader appended it (acknowledged once committed); False otherwise.
+        """
+        node = at or self.leader()
+        if node is None or node.core is None:
+            return False
+        answer = node.core.upgrade_voters(VoterSet.of(self.voter_ids))
+        self.log(f"upgrade voters at {node.id}: {answer}")
+        if not isinstance(answer, OffsetRange):
+            self.stats["upgrades refused"] += 1
+            self.process(node)
+            return False
+        self.stats["upgrades appended"] += 1
+        history = node.core.log.voters
+        assert history is not None
+        self.proposed[node.id].append(
+            Entry(
+                offset=answer.first,
+                epoch=answer.epoch,
+                payload=history.latest.encode(),
+                kind=EntryKind.VOTERS,
+            )
+        )
+        self.process(node)
+        return True
+
+    def log_voters(self, entries: tuple[Entry, ...] | list[Entry], end: int) -> VoterSet:
+        """The voter set of a log that ends at `end`: its last voters entry's, else static."""
+        voters = voters_below(entries, end)
+        return voters if voters.voters or self.dynamic else VoterSet.of(self.voter_ids)
 
     def run_until(self, end: int, *, until: Callable[[], bool] | None = None) -> bool:
         """Run the events up to time `end`, or until `until()` holds after an event."""

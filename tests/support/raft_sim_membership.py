@@ -11,7 +11,9 @@ Scenarios, after the classic hazards of single-server changes: grow and shrink (
 test's 3 voters -> add a 4th -> remove voter 1 -> kill the leader), a leader that removes
 itself, two changes racing (at one leader, and at two leaders either side of a partition), a
 change whose leader is cut off at once, and chaos (kills, restarts, wipes, partitions, trims
-and changes at random).
+and changes at random). `STATIC_UPGRADE`, run on its own seeds, starts from a static quorum
+(`controller.quorum.voters`) that the kraft.version upgrade moves into the log, its leader
+killed or cut off around the upgrade, then grows and shrinks.
 
     python -m tests.support.raft_sim_membership --seeds 50000
     python -m tests.support.raft_sim_membership --seed 42 --trace
@@ -34,6 +36,9 @@ SCENARIOS = (
     "change_partitioned",
     "membership_chaos",
 )
+
+STATIC_UPGRADE = "static_upgrade"
+"""The scenario of a static quorum upgraded in place (not in `SCENARIOS`: seeds keep theirs)."""
 
 MIN_VOTERS = 3
 """Removals stop at three voters: with two, a wiped voter could never catch up (the other
@@ -93,6 +98,12 @@ def _kill_leader(c: Cluster, *, restart_in: tuple[int, int] = (200, 3000)) -> No
         c.at(c.now + c.rng.randint(*restart_in), lambda: c.start(node))
 
 
+def _cut_leader_off(c: Cluster) -> None:
+    node = c.leader()
+    if node is not None:
+        c.partition({node.id})
+
+
 def _stale_leader_change(c: Cluster) -> None:
     """Cut the leader off, let it append a change the majority never sees, change on the other
     side too: when the partition heals, the stale change is cut and the set goes back."""
@@ -138,7 +149,7 @@ def _chaos_step(c: Cluster) -> None:
 def run_membership_seed(seed: int, *, trace: bool = False, scenario: str | None = None) -> Cluster:
     """Run one seed of a dynamic quorum to the end; raises InvariantViolation on a bug."""
     name = scenario or SCENARIOS[seed % len(SCENARIOS)]
-    c = Cluster(seed, voters=3, observers=2, trace=trace, dynamic=True)
+    c = Cluster(seed, voters=3, observers=2, trace=trace, dynamic=name != STATIC_UPGRADE)
     c.log(f"membership scenario {name}")
     rng = c.rng
     start = rng.randint(1500, 2500)
@@ -188,6 +199,21 @@ def run_membership_seed(seed: int, *, trace: bool = False, scenario: str | None 
         for k in range(3):
             c.at(start + k * rng.randint(800, 2000), change_then_cut)
             c.at(start + k * 2000 + rng.randint(500, 1500), partial(_unblock, c))
+    elif name == STATIC_UPGRADE:
+        c.at(start, lambda: _retry(c, c.upgrade_voters, every=every, until=start + 3000))
+        if rng.random() < 0.5:
+            # Around the upgrade: its entry may be lost with the leader (the quorum is static
+            # again until a retry) or cut off with it (a stale upgrade, truncated on healing).
+            hazard = _kill_leader if rng.random() < 0.5 else _cut_leader_off
+            c.at(start + rng.randint(0, 60), lambda: hazard(c))
+            c.at(start + rng.randint(800, 1500), partial(_unblock, c))
+        at = start + 3000
+        c.at(at, lambda: _retry(c, lambda: _add_spare(c), every=every, until=at + 2500))
+        c.at(
+            at + 2500,
+            lambda: _retry(c, lambda: c.change_voters(remove=1), every=every, until=at + 4500),
+        )
+        c.at(at + rng.randint(2500, 5000), lambda: _kill_leader(c))
     elif name == "membership_chaos":
         for k in range(8):
             c.at(start - 1000 + k * rng.randint(300, 900), lambda: _chaos_step(c))

@@ -49,7 +49,8 @@ class EntryKind(IntEnum):
     LEADER_CHANGE = 1
     """A new leader's LeaderChange marker (`LeaderChangeMessage.encode()`), one offset."""
     VOTERS = 2
-    """A new voter set (KIP-853's VotersRecord, `VoterSet.encode()`), one offset."""
+    """A new voter set (KIP-853's VotersRecord, `VoterSet.encode()`): one offset, or the
+    three of a static quorum's kraft.version upgrade (its voters with the level's records)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -81,6 +81,12 @@ class RaftCore:
             self._machine, add=add, remove=remove, directory_id=directory_id
         )
 
+    def upgrade_voters(
+        self, voters: VoterSet, *, count: int = 1
+    ) -> OffsetRange | NotLeader | VoterChangeRefused:
+        """The kraft.version upgrade: a static quorum's voters appended as an entry of `count`."""
+        return proposals.upgrade_voters(self._machine, voters, count=count)
+
     def resign(self) -> None:
         """Graceful leader change: stop leading and name the successors (EndQuorumEpoch)."""
         self._machine.resign()
@@ -141,6 +147,11 @@ class RaftCore:
     def high_watermark(self) -> int:
         """Entries below this are known committed (0 after a restart until told)."""
         return self._machine.high_watermark
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the voters are in the log (KIP-853) rather than `controller.quorum.voters`."""
+        return self._machine.dynamic
 
     @property
     def voters(self) -> frozenset[int]:

@@ -66,10 +66,8 @@ class RaftMachine:
         self.rng = rng
         self.now_ms = now_ms
         self.id = config.node_id
-        self.dynamic = log.voters is not None
-        """Whether the voters are in the log (KIP-853), not fixed by the config."""
         if log.voters is None:
-            log.voters = VoterHistory(base=VoterSet.of(config.voters))
+            log.voters = VoterHistory(base=VoterSet.of(config.voters), dynamic=False)
         self.history: VoterHistory = log.voters
         """The voter set at each offset of the log; the latest is in force."""
         self._voter_ids = self.history.latest.ids
@@ -122,6 +120,15 @@ class RaftMachine:
     def role(self) -> Role:
         """The node's role now."""
         return self.state.role
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the voters are in the log (KIP-853), not fixed by the config.
+
+        A static quorum's node becomes dynamic when its log takes a voters entry (the
+        kraft.version upgrade's), and static again if a truncation cuts that entry.
+        """
+        return self.history.in_log
 
     @property
     def voters(self) -> frozenset[int]:
@@ -434,8 +441,9 @@ class RaftMachine:
         if isinstance(self.state, FollowerState | ObserverState):
             self.state.transfer = None
         self.log.install(snapshot_id)
-        if self.dynamic:
-            base = snapshot_voters(data)
+        base = snapshot_voters(data)
+        if base is not None or self.dynamic:
+            # A snapshot of a dynamic quorum names its voters; a static one's names none.
             self.history.reset(base if base is not None else self.history.latest)
             self.voters_changed()
         self.set_high_watermark(snapshot_id.end_offset)

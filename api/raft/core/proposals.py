@@ -9,6 +9,7 @@ one more entry, of kind VOTERS, under the rules `change_voters` spells out.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from api.protocol.quorum.messages import Entry, EntryKind, ErrorCode
@@ -16,7 +17,7 @@ from api.raft.core import leading
 from api.raft.core.errors import RaftError
 from api.raft.core.ready import Batch, NotLeader, OffsetRange, VoterChangeRefused
 from api.raft.core.roles import Role
-from api.raft.core.voters import Voter
+from api.raft.core.voters import Voter, VoterSet
 
 if TYPE_CHECKING:
     from api.raft.core.machine import RaftMachine
@@ -112,12 +113,63 @@ def change_voters(
         new = current.removing(remove)
     else:
         raise RaftError("a voter change adds or removes a voter")
+    return _append_voters(machine, new)
+
+
+def upgrade_voters(
+    machine: RaftMachine, voters: VoterSet, *, count: int = 1
+) -> OffsetRange | NotLeader | VoterChangeRefused:
+    """The kraft.version upgrade of a static quorum (KIP-853): its voters into the log.
+
+    The leader appends `voters` (the static voters of `controller.quorum.voters`, with
+    their endpoints) as the log's first voters entry: from then on every node that holds it
+    takes its voters from the log, and voter changes may follow once it is committed. Each
+    voter's directory id the caller does not know is the one it fetches with. Refused
+    (REQUEST_TIMED_OUT) until the leader's epoch is committed; INVALID_REQUEST on a quorum
+    whose voters are already in the log, or for another set than the static one. The entry
+    spans `count` offsets (the shell's block: the kraft.version records with the voters).
+    """
+    leader = machine.leader_state
+    if leader is None:
+        return NotLeader(leader_id=machine.leader_id, leader_epoch=machine.epoch)
+    if machine.dynamic:
+        return VoterChangeRefused(
+            error_code=ErrorCode.INVALID_REQUEST,
+            message="the voters are in the log already (kraft.version 1)",
+        )
+    if voters.ids != machine.voters:
+        return VoterChangeRefused(
+            error_code=ErrorCode.INVALID_REQUEST,
+            message=f"the upgrade names voters {sorted(voters.ids)}, the quorum's are "
+            f"{sorted(machine.voters)}",
+        )
+    if machine.high_watermark <= leader.epoch_start_offset:
+        return VoterChangeRefused(
+            error_code=ErrorCode.REQUEST_TIMED_OUT,
+            message="the leader has not committed its epoch yet; retry in a moment",
+        )
+    filled = []
+    for voter in voters.voters:
+        progress = leader.progress.get(voter.id)
+        fetched = "" if progress is None else progress.directory_id
+        filled.append(replace(voter, directory_id=voter.directory_id or fetched))
+    return _append_voters(machine, VoterSet.of(filled), count=count)
+
+
+def _append_voters(machine: RaftMachine, voters: VoterSet, *, count: int = 1) -> OffsetRange:
+    """Append `voters` as a voters entry of the leader's epoch (in force at once)."""
     offset = machine.log.end_offset
     machine.append_entry(
-        Entry(offset=offset, epoch=machine.epoch, payload=new.encode(), kind=EntryKind.VOTERS),
-        voters=new,
+        Entry(
+            offset=offset,
+            epoch=machine.epoch,
+            payload=voters.encode(),
+            count=count,
+            kind=EntryKind.VOTERS,
+        ),
+        voters=voters,
     )
     machine.start_linger()
     leading.answer_parked(machine, force=True)
     leading.update_high_watermark(machine)
-    return OffsetRange(epoch=machine.epoch, first=offset, last=offset)
+    return OffsetRange(epoch=machine.epoch, first=offset, last=offset + count - 1)

@@ -166,6 +166,19 @@ class VoterHistory:
     base: VoterSet
     changes: list[tuple[int, VoterSet]] = field(default_factory=list)
     """(offset of the voters entry, the set it holds), offsets increasing."""
+    dynamic: bool = True
+    """Whether `base` is a dynamic quorum's (formatted into the log, stored below a moved
+    start, a snapshot's); False: a static quorum's `controller.quorum.voters`, which the
+    log's first voters entry (a kraft.version upgrade) replaces."""
+
+    @property
+    def in_log(self) -> bool:
+        """Whether the voters are the log's (KIP-853): a dynamic base, or a voters entry."""
+        return self.dynamic or bool(self.changes)
+
+    def in_log_at(self, end_offset: int) -> bool:
+        """`in_log` for a log that ends at `end_offset` (a snapshot's header names them)."""
+        return self.dynamic or bool(self.changes and self.changes[0][0] < end_offset)
 
     @property
     def latest(self) -> VoterSet:
@@ -194,6 +207,7 @@ class VoterHistory:
             self.changes.pop()
 
     def reset(self, base: VoterSet) -> None:
-        """The log was replaced by a snapshot whose set is `base`."""
+        """The log was replaced by a snapshot whose set is `base` (its header's: dynamic)."""
         self.base = base
         self.changes = []
+        self.dynamic = True

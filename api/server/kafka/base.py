@@ -42,6 +42,13 @@ class QuorumView(Protocol):
     def voter_addresses(self) -> dict[int, tuple[str, int]]:
         """Each voter's `(host, port)`, by node id."""
 
+    @property
+    def dynamic(self) -> bool:
+        """Whether the voters are in the log (kraft.version 1) rather than static."""
+
+    async def upgrade_voters(self) -> tuple[int, str | None]:
+        """A static quorum's kraft.version upgrade on its leader: (error code, message)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Listener:

@@ -29,15 +29,18 @@ from api.server.feature_support import (
     shortfall,
 )
 from api.server.kafka.authorization import Gate
-from api.server.kafka.base import HandlerGroup, Listener, Session
+from api.server.kafka.base import HandlerGroup, Listener, QuorumView, Session
 from api.service.service import MetadataService
 from replay.controller.commands import ControllerResult
 from replay.controller.errors import ApiError, ErrorCode
 from replay.features import (
+    DYNAMIC_VOTERS_KRAFT_VERSION,
     KNOWN_FEATURES,
+    KRAFT_VERSION,
     FeatureRange,
     FeatureResult,
     FeatureUpdate,
+    FeatureUpgradeError,
     UpgradeType,
     finalized_level,
     update_features,
@@ -45,6 +48,9 @@ from replay.features import (
 from replay.image import MetadataImage
 
 UPDATE_FEATURES_KEY = 57
+
+NOT_LEADER_OR_FOLLOWER = 6
+"""The quorum's answer on a node that no longer leads (Kafka's code)."""
 
 
 def api_versions_features(
@@ -112,6 +118,8 @@ class FeatureApis(HandlerGroup):
                 ErrorCode.NOT_CONTROLLER,
                 f"this node does not lead (leader: {quorum.leader_id}); send it to the leader",
             )
+        if quorum is not None and not quorum.dynamic and _moves_voters(updates):
+            return await self._upgrade_voters(request, updates, quorum, session, validate_only)
         image = self.service.image
         # In a quorum this node is one of the voters asked: its own (possibly lowered)
         # support is checked as theirs, so a refusal names it as it would name another.
@@ -162,6 +170,47 @@ class FeatureApis(HandlerGroup):
         )
         return self._respond(request, results, top)
 
+    async def _upgrade_voters(
+        self,
+        request: KafkaRequest,
+        updates: list[FeatureUpdate],
+        quorum: QuorumView,
+        session: Session,
+        validate_only: bool,
+    ) -> Any:
+        """kraft.version 1 on a static quorum: its voters into the log, in place (KIP-853).
+
+        As Kafka's leader does on `kafka-features upgrade --feature kraft.version=1`: refused
+        unless every voter supports the level (asked as for any upgrade); then the leader
+        appends one block of the level's records and a VotersRecord of the static voters
+        (`QuorumNode.upgrade_voters`), answered once committed. From then on every node takes
+        its voters from the log, and `mlog quorum add-controller` / `remove-controller` work.
+        """
+        level = {KRAFT_VERSION: DYNAMIC_VOTERS_KRAFT_VERSION}
+        try:
+            if len(updates) > 1:
+                raise FeatureUpgradeError(
+                    "kraft.version 1 moves this static quorum's voters into the log: upgrade it "
+                    "in a request of its own, then the other features"
+                )
+            own = {n: (k.min_level, k.max_level) for n, k in self.supported.items()}
+            refused = shortfall(self.listener.node_id, own, level)
+            if refused is not None:
+                raise refused
+            await self.support.check(level)
+            if not validate_only:
+                code, message = await quorum.upgrade_voters()
+                if code:
+                    raise _upgrade_refusal(code, message)
+        except ApiError as exc:
+            self._log_change(
+                session.principal, "update feature", ((KRAFT_VERSION, int(exc.error_code)),)
+            )
+            return self._respond(request, [_failed(u.name, exc) for u in updates], exc)
+        if not validate_only:
+            self._log_change(session.principal, "update feature", ((f"{KRAFT_VERSION}=1", 0),))
+        return self._respond(request, [FeatureResult(name=KRAFT_VERSION)], None)
+
     def _respond(
         self, request: KafkaRequest, results: list[FeatureResult], top: ApiError | None
     ) -> Any:
@@ -176,6 +225,31 @@ class FeatureApis(HandlerGroup):
                 for r in results
             ],
         )
+
+
+def _moves_voters(updates: list[FeatureUpdate]) -> bool:
+    """Whether an update upgrades kraft.version to 1 (on a static quorum: its voters move)."""
+    return any(
+        u.name == KRAFT_VERSION
+        and u.level == DYNAMIC_VOTERS_KRAFT_VERSION
+        and u.upgrade_type == UpgradeType.UPGRADE
+        for u in updates
+    )
+
+
+def _upgrade_refusal(code: int, message: str | None) -> ApiError:
+    """The quorum's refusal of the upgrade as UpdateFeatures answers it.
+
+    NOT_LEADER_OR_FOLLOWER is NOT_CONTROLLER there (the client finds the leader again); a
+    code UpdateFeatures does not know is INVALID_UPDATE_VERSION, with the quorum's message.
+    """
+    if code == NOT_LEADER_OR_FOLLOWER:
+        return ApiError(ErrorCode.NOT_CONTROLLER, message or "this node no longer leads")
+    try:
+        known = ErrorCode(code)
+    except ValueError:
+        known = ErrorCode.INVALID_UPDATE_VERSION
+    return ApiError(known, message or f"the quorum refused the upgrade (error {code})")
 
 
 def _failed(name: str, error: ApiError) -> FeatureResult:

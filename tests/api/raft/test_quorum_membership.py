@@ -242,3 +242,72 @@ async def test_voters_survive_trims_snapshot_installs_and_restarts(tmp_path: Pat
         await cluster.agreed()
     finally:
         await cluster.stop_all()
+
+
+async def test_a_static_quorum_upgraded_in_place_then_changes_its_voters(tmp_path: Path) -> None:
+    """kraft.version 1 on a static quorum: its voters into the log, then add and remove."""
+    cluster = Cluster(tmp_path)
+    await cluster.start_all()
+    try:
+        leader = await cluster.leader()
+        await register(leader, 1)
+        written = await _writes(cluster, "a", 3)
+        follower = next(n for n in cluster.network.nodes.values() if n is not leader)
+        code, _ = await follower.upgrade_voters()
+        assert code == CoreError.NOT_LEADER_OR_FOLLOWER
+        code, message = await leader.upgrade_voters()
+        assert code == OK, message
+        assert finalized_level(leader.service.image, KRAFT_VERSION) == 1
+        code, message = await leader.upgrade_voters()
+        assert code == INVALID_REQUEST and "already" in (message or "")
+        await cluster.agreed()
+        for node in cluster.network.nodes.values():
+            assert node.dynamic and node.core.voters == {1, 2, 3}, node.node_id
+        # A node restarted with its static config takes the log's voters.
+        await cluster.stop(follower.node_id)
+        restarted = await cluster.start(follower.node_id)
+        assert restarted.dynamic and restarted.core.voters == {1, 2, 3}
+        written += await _writes(cluster, "b", 3)
+
+        cluster.dynamic = True  # node 4 is a dynamic quorum's new node (bootstrap servers)
+        cluster.add(4)
+        await cluster.start(4)
+        await _add(cluster, 4)
+        cluster.dynamic = False  # the original nodes keep their static config
+        leader = await cluster.leader()
+        removed = next(i for i in (1, 2, 3) if i != leader.node_id)
+        code, message = await leader.change_voters(remove=removed)
+        assert code == OK, message
+        written += await _writes(cluster, "c", 3)
+        await cluster.agreed()
+        # Restarted with controller.quorum.voters=1,2,3, a node still takes {1..4} - removed.
+        kept = next(i for i in (1, 2, 3) if i not in (removed, leader.node_id))
+        await cluster.stop(kept)
+        again = await cluster.start(kept)
+        assert again.core.voters == {1, 2, 3, 4} - {removed}
+        written += await _writes(cluster, "d", 3)
+        # Or moved to controller.quorum.bootstrap.servers, as a dynamic quorum's node.
+        await cluster.agreed()
+        await cluster.stop(kept)
+        cluster.dynamic = True
+        moved = await cluster.start(kept)
+        cluster.dynamic = False
+        assert moved.dynamic and moved.core.voters == {1, 2, 3, 4} - {removed}
+        written += await _writes(cluster, "e", 3)
+        await cluster.agreed()
+    finally:
+        await cluster.stop_all()
+    logs = {i: _entries(cluster, i) for i in cluster.ids}
+    longest = max(logs.values(), key=len)
+    for node_id, entries in logs.items():
+        assert entries == longest[: len(entries)], f"node {node_id} diverges"
+        names = {r.name for _, _, r in entries if isinstance(r, TopicRecord)}
+        assert set(written) <= names, f"node {node_id} lacks acknowledged writes"
+    # The upgrade's block: the level's records and the static voters, with their endpoints.
+    at = next(i for i, (_, _, r) in enumerate(longest) if isinstance(r, KRaftVersionRecord))
+    block = [r for _, _, r in longest[at : at + 3]]
+    assert block[1] == FeatureLevelRecord(name=KRAFT_VERSION, feature_level=1)
+    assert isinstance(block[2], VotersRecord)
+    assert [(v.voter_id, v.port) for v in block[2].voters] == [
+        (i, cluster.addresses[i].port) for i in (1, 2, 3)
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,39 @@ def test_an_answer_over_thousands_of_tiny_blocks_is_bounded_by_count(tmp_path: P
         # The next answer goes on from where this one ended.
         after = from_log[-1].offset + 1
         assert shell.read(after, total)[0].offset == after
+
+
+def test_a_static_node_recognises_the_upgrade_and_the_voters_blocks_after_it(
+    tmp_path: Path,
+) -> None:
+    """One fetch answer may carry the kraft.version upgrade's block and a change after it."""
+    from api.protocol.quorum.messages import (
+        EntryKind,
+        ErrorCode,
+        FetchResponse,
+        LeaderIdAndEpoch,
+    )
+    from api.raft.core.voters import Voter, VoterSet
+    from api.raft.voter_blocks import bootstrap_records, voters_record
+
+    static = VoterSet.of([Voter(id=i, host="h", port=9000 + i) for i in (1, 2, 3)])
+    grown = static.adding(Voter(id=4, host="h", port=9004))
+    with opened(tmp_path) as log:
+        upgrade = log.encode_block(
+            [(bootstrap_records(static), "p")], first_offset=1, epoch=1, timestamp=T0
+        )
+        added = log.encode_block(
+            [((voters_record(grown),), "p")], first_offset=4, epoch=1, timestamp=T0
+        )
+        answer = FetchResponse(
+            correlation_id=1,
+            error_code=ErrorCode.NONE,
+            high_watermark=5,
+            current_leader=LeaderIdAndEpoch(leader_id=1, leader_epoch=1),
+            records=tuple(_entry(b) for b in (block_of(log, 0, 1, 1), upgrade, added)),
+        )
+        shell = ReplicaBlocks(log, last_timestamp=T0)  # a static quorum's node
+        kinds = [(e.kind, e.count) for e in shell.fetched(2, answer).records]
+        assert kinds == [(EntryKind.DATA, 1), (EntryKind.VOTERS, 3), (EntryKind.VOTERS, 1)]
+        alone = replace(answer, records=answer.records[2:])
+        assert shell.fetched(2, alone).records[0].kind is EntryKind.DATA  # still static

@@ -165,3 +165,52 @@ def test_a_cut_puts_the_previous_voter_set_back() -> None:
     assert history.latest.ids == {1, 2, 3, 4} and history.latest_offset == 5
     history.truncate(3)
     assert history.latest.ids == {1, 2, 3} and history.latest_offset == -1
+
+
+def test_a_static_quorum_upgraded_in_place_then_changes_its_voters() -> None:
+    """kraft.version 1 (KIP-853): the static voters appended into the log, then changed."""
+    c = Cluster(1, voters=3, observers=2, faults=False)
+    c.run_until(3000)
+    c.propose()
+    c.run_until(c.now + 500)
+    assert not c.change_voters(add=4)  # UNSUPPORTED_VERSION: static
+    follower = next(n for n in c.nodes.values() if n.core is not None and n is not c.leader())
+    assert not c.upgrade_voters(at=follower)  # NotLeader
+    assert c.upgrade_voters()
+    again = _leader(c).core.upgrade_voters(VoterSet.of([1, 2, 3]))  # type: ignore[union-attr]
+    assert isinstance(again, VoterChangeRefused) and again.error_code is ErrorCode.INVALID_REQUEST
+    c.run_until(c.now + 500)
+    for node in c.nodes.values():  # the observers too: every log holds the voters now
+        assert node.core is not None and node.core.dynamic and node.core.voters == {1, 2, 3}
+    assert c.change_voters(add=4)
+    c.run_until(c.now + 500)
+    assert c.change_voters(remove=1)
+    c.run_until(c.now + 3000)
+    assert c.checker.committed_voters == {2, 3, 4}
+    restarted = c.nodes[2]
+    c.kill(restarted)
+    c.start(restarted)  # its config still names 1, 2, 3: the log's voters win
+    assert restarted.core is not None and restarted.core.voters == {2, 3, 4}
+    for _ in range(10):  # a leader again, among {2, 3, 4}: writes go on
+        c.propose()
+        c.run_until(c.now + 500)
+        if c.checker.committed[-1].payload.startswith(str(c.seed).encode()):
+            break
+    assert c.checker.committed[-1].payload.startswith(str(c.seed).encode())
+    assert _leader(c).id in {2, 3, 4}
+
+
+def test_an_upgrade_not_yet_committed_waits_and_a_cut_makes_the_quorum_static_again() -> None:
+    core = make(1)
+    elect(core)  # its LeaderChange marker is not committed yet
+    early = core.upgrade_voters(VoterSet.of([1, 2, 3]))
+    assert isinstance(early, VoterChangeRefused)
+    assert early.error_code is ErrorCode.REQUEST_TIMED_OUT
+    other = core.upgrade_voters(VoterSet.of([1, 2]))
+    assert isinstance(other, VoterChangeRefused) and other.error_code is ErrorCode.INVALID_REQUEST
+    history = VoterHistory(base=VoterSet.of([1, 2, 3]), dynamic=False)
+    assert not history.in_log
+    history.append(7, VoterSet.of([1, 2, 3]))
+    assert history.in_log and not history.in_log_at(7) and history.in_log_at(8)
+    history.truncate(7)
+    assert not history.in_log and history.latest.ids == {1, 2, 3}

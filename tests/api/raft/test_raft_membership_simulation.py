@@ -11,7 +11,7 @@ import pytest
 from api.raft.core import leading, proposals
 from api.raft.core.machine import RaftMachine
 from tests.support.raft_sim import InvariantViolation
-from tests.support.raft_sim_membership import SCENARIOS, run_membership_seed
+from tests.support.raft_sim_membership import SCENARIOS, STATIC_UPGRADE, run_membership_seed
 
 SEEDS = int(os.environ.get("MLOG_SIM_SEEDS", "2000"))
 """2,000 in CI (~55 s of CPU); `python -m tests.support.raft_sim_membership --seeds N` runs more."""
@@ -140,3 +140,26 @@ def test_the_checker_catches_a_voter_set_not_put_back_on_a_cut(
     monkeypatch.setattr("api.raft.core.voters.VoterHistory.truncate", lambda self, offset: None)
     failure = _first_failure(300)
     assert failure is not None and "its log says" in failure, failure
+
+
+UPGRADE_SEEDS = max(50, SEEDS // 8)
+"""Seeds of a static quorum upgraded in place (its own scenario, on its own seeds)."""
+
+
+def test_a_static_quorum_upgraded_in_place_keeps_every_invariant() -> None:
+    """The kraft.version upgrade under faults: lost or cut with its leader, then changes."""
+    failures = []
+    stats: Counter[str] = Counter()
+    grown = 0
+    for seed in range(UPGRADE_SEEDS):
+        try:
+            cluster = run_membership_seed(seed, scenario=STATIC_UPGRADE)
+        except AssertionError as exc:
+            failures.append(f"{exc} (seed {seed}, scenario {STATIC_UPGRADE})")
+            continue
+        stats.update(cluster.stats)
+        grown += bool(cluster.checker.committed_voters - {1, 2, 3})
+    assert not failures, "\n".join(failures[:5])
+    for what in ("upgrades appended", "upgrades refused", "voters entries truncated"):
+        assert stats[what] > 0, f"no seed exercised {what}: {dict(stats)}"
+    assert grown > UPGRADE_SEEDS // 4, dict(stats)  # upgraded, then a spare was added
