@@ -3,7 +3,8 @@
 `main` turns a `KeyboardInterrupt` into `mlog: interrupted` (exit 130, the shell's code for
 SIGINT); `api.targets.writes_finish` holds an interrupt back while a command appends to the
 log, so an append is either written whole or not at all, and the interrupt then ends the
-command; `wait_for_input` waits for a typed line so that a Ctrl-C is never lost on the way.
+command; `wait_for_input` waits for a typed line so that a Ctrl-C is never lost on the way
+(`typed_lines` reads a terminal's lines so).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import select
 import signal
 import threading
+from typing import TextIO
 
 EXIT_INTERRUPTED = 130
 """The exit code of a command ended by Ctrl-C (128 + SIGINT, as shells report it)."""
@@ -42,3 +44,19 @@ def wait_for_input(fd: int) -> None:
     finally:
         os.close(wake_r)
         os.close(wake_w)
+
+
+def typed_lines(stream: TextIO) -> list[str]:
+    """The lines typed at a terminal until end of input; a Ctrl-C while waiting always ends it.
+
+    A blocking read misses a SIGINT that lands just before it (`wait_for_input`): each line
+    is waited for first, then read (a terminal hands over one line per read, so none waits
+    in the stream's buffer).
+    """
+    lines: list[str] = []
+    while True:
+        wait_for_input(stream.fileno())
+        line = stream.readline()
+        if not line:
+            return lines
+        lines.append(line)

@@ -15,6 +15,7 @@ from api.cli.common import (
     count_arg,
     offset_arg,
 )
+from api.cli.interrupts import typed_lines
 from api.cli.output import format_time, print_table
 from api.cli.targets import open_target
 from api.progress import Progress
@@ -521,7 +522,7 @@ def _read_batches(
     """
     batches: list[tuple[list[Record], str | None]] = []
     try:
-        lines = list(stream)
+        lines = typed_lines(stream) if stream.isatty() else list(stream)
     except UnicodeDecodeError as exc:
         raise CliError(
             f"{source} is not UTF-8 text (byte {exc.start}); give the JSON lines "

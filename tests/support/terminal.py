@@ -42,8 +42,9 @@ class Terminal:
         """Wait until the command blocks reading its standard input (the terminal).
 
         Linux shows a process's current system call in /proc/PID/syscall: `0 0x0 ...` is
-        read(0, ...) on x86-64. Elsewhere the output so far is all there is to go by, so it
-        waits a moment instead.
+        read(0, ...) on x86-64, 23 and 270 are select and pselect6 (`wait_for_input`'s wait
+        for a line). Elsewhere the output so far is all there is to go by, so it waits a
+        moment instead.
         """
         import platform
         import time
@@ -53,7 +54,7 @@ class Terminal:
             time.sleep(3)
             return
         deadline = time.monotonic() + timeout_s
-        while not path.read_text().startswith("0 0x0 "):
+        while not path.read_text().startswith(("0 0x0 ", "23 ", "270 ")):
             assert time.monotonic() < deadline, "the command never read its input"
             time.sleep(0.05)
 
