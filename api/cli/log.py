@@ -19,7 +19,8 @@ from api.cli.interrupts import typed_lines
 from api.cli.output import format_time, print_table
 from api.cli.targets import open_target
 from api.progress import Progress
-from api.targets import QUORUM_STATE, open_reader, writes_finish
+from api.targets import QUORUM_STATE, open_reader
+from api.write_interrupts import writes_finish
 from metadata_log.digest import DigestError, LogDigest, parse_digest
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogCorruptionError
@@ -68,16 +69,13 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
         )
     if getattr(args, "up_to_damage", False):
         return _dump_up_to_damage(args, settings, out)
+    # `--follow` ends only by Ctrl-C: exit 130 as every command (`main`), what it printed intact.
     with open_target(settings, args, check_pending=False) as target:
-        try:
-            entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
-            for entry in entries:
-                _print_entry(entry, settings, out, secrets=getattr(args, "show_secrets", False))
-                if args.follow:
-                    out.flush()  # a follower's reader sees each entry as it comes
-        except KeyboardInterrupt:
-            if not args.follow:
-                raise
+        entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
+        for entry in entries:
+            _print_entry(entry, settings, out, secrets=getattr(args, "show_secrets", False))
+            if args.follow:
+                out.flush()  # a follower's reader sees each entry as it comes
     return EXIT_OK
 
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
 from api.progress import Progress
-from api.targets import open_reader, writes_finish
+from api.targets import open_reader
+from api.write_interrupts import writes_finish
 from records.errors import MetadataLogError, RecordError
 from records.json_form import record_from_json, record_to_json
 from replay.timetravel.security import redacted

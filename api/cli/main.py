@@ -29,9 +29,15 @@ from api.cli.common import (
     Handler,
     add_global_options,
 )
-from api.cli.interrupts import EXIT_INTERRUPTED, INTERRUPTED
+from api.cli.interrupts import (
+    EXIT_INTERRUPTED,
+    FINISHED_AFTER_WRITE,
+    INTERRUPTED,
+    INTERRUPTED_AFTER_WRITE,
+)
 from api.cli.kafka_tools.vocabulary import KAFKA_TOOLS, kafka_flag_hint, tool_noun
 from api.service.settings import Settings, load_settings
+from api.write_interrupts import one_command
 from metadata_log.errors import LogCorruptionError
 from records.errors import MetadataLogError
 from replay.sql.errors import SnapshotDatabaseDamagedError
@@ -101,16 +107,25 @@ def mistyped_flag(argv: Sequence[str], known: set[str]) -> str | None:
         flag = token.split("=", 1)[0]
         if not flag.startswith("--") or flag in known:
             continue
-        if any(k.startswith(flag) for k in known):
-            continue  # an abbreviation argparse accepts (or calls ambiguous itself)
-        near = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean {near[0]}?" if near else ""
+        # No abbreviations (as Kafka's tools): a prefix names the flags it starts.
+        near = sorted(k for k in known if k.startswith(flag))[:3] or difflib.get_close_matches(
+            flag, sorted(known), n=1, cutoff=0.6
+        )
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
         return f"unknown option {flag}{hint}"
     return None
 
 
 class MlogParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr (exit 2), as every error."""
+    """An argument parser whose usage errors are one line on stderr (exit 2), as every error.
+
+    It takes no abbreviated flag (as Kafka's tools): `--f` is not `--force`. Its verbs'
+    parsers are of its class, so none of them does either.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     argv: Sequence[str] = ()
     """The arguments being parsed (set by `main`), to name a mistyped flag in any error."""
@@ -226,7 +241,7 @@ def chosen_noun(argv: Sequence[str]) -> str | None:
     """
     if "--" in argv:  # argparse treats it differently beside subcommands: leave it to them
         return None
-    finder = _NounFinder(prog="mlog", add_help=False)
+    finder = _NounFinder(prog="mlog", add_help=False, allow_abbrev=False)
     add_global_options(finder, suppress=False)
     finder.add_argument("noun")
     finder.add_argument("rest", nargs=argparse.REMAINDER)
@@ -294,14 +309,21 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run `mlog`; returns the exit code (0 ok, 1 damaged log data, 2 error, 130 Ctrl-C)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        return _main(argv, out)
-    except KeyboardInterrupt:
-        # Ctrl-C: one line, no traceback (writes hold it back until they end: interrupts.py).
-        # On a terminal the cursor is after the echoed ^C (a prompt, a progress line).
-        lead = "\n" if sys.stderr.isatty() else ""
-        print(f"{lead}{INTERRUPTED}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    with one_command() as command:
+        try:
+            code = _main(argv, out)
+        except KeyboardInterrupt:
+            # Ctrl-C: one line, no traceback (writes hold it back until they end: interrupts.py).
+            # On a terminal the cursor is after the echoed ^C (a prompt, a progress line).
+            lead = "\n" if sys.stderr.isatty() else ""
+            if command.settled:  # a second Ctrl-C after the write was answered
+                print(f"{lead}{INTERRUPTED_AFTER_WRITE}", file=sys.stderr)
+                return EXIT_OK
+            print(f"{lead}{INTERRUPTED}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if command.noted:
+            print(FINISHED_AFTER_WRITE, file=sys.stderr)
+        return code
 
 
 def _main(argv: list[str], out: TextIO | None) -> int:
