@@ -93,6 +93,25 @@ def option_strings(parser: argparse.ArgumentParser) -> set[str]:
     return found
 
 
+def command_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """The `--flag`s of the command `argv` names below `parser`: its own, its noun's, its verb's.
+
+    A flag is looked up among its own command's flags: `log truncate --f` is near `--force`,
+    not `log dump`'s `--follow`.
+    """
+    found = {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+    for token in argv:
+        if token == "--":
+            break
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction) and token in action.choices:
+                parser = action.choices[token]
+                if isinstance(parser, NounParser):
+                    parser.fill()
+                found |= {s for a in parser._actions for s in a.option_strings if s[:2] == "--"}
+    return found
+
+
 def mistyped_flag(argv: Sequence[str], known: set[str]) -> str | None:
     """The first `--flag` of `argv` that no parser takes, named with the nearest that one does.
 
@@ -130,13 +149,24 @@ class MlogParser(argparse.ArgumentParser):
     argv: Sequence[str] = ()
     """The arguments being parsed (set by `main`), to name a mistyped flag in any error."""
 
+    root: argparse.ArgumentParser | None = None
+    """The parser of `mlog` last built (`build_parser`): where a command's flags are found."""
+
+    def parse_known_args(  # type: ignore[override]  # same call, typeshed spells overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse; the parser of `mlog` notes the arguments, for the errors to name a flag."""
+        if self is MlogParser.root:
+            MlogParser.argv = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         """Print `PROG: error: MESSAGE (see PROG --help)` and exit 2 (argparse adds usage).
 
         A mistyped `--flag` in the arguments is the likelier cause of any usage error, so it
         is named instead (with the nearest flag that exists).
         """
-        known = option_strings(self)
+        known = command_flags(MlogParser.root or self, MlogParser.argv)
         typo = kafka_flag_hint(self.prog, MlogParser.argv, known)
         typo = typo or mistyped_flag(MlogParser.argv, known)
         if typo is not None:
@@ -267,6 +297,7 @@ def build_parser(*, filled: bool = False, only: str | None = None) -> argparse.A
         "--version", action=VersionAction, help="print the version of mlog and exit"
     )
     add_global_options(parser, suppress=False)
+    MlogParser.root = parser
     nouns = parser.add_subparsers(
         dest="noun", metavar="COMMAND", required=True, parser_class=NounParser
     )
