@@ -19,11 +19,13 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
+from api.cli.created_paths import removed_on_failure
 from api.cli.interrupts import EXIT_INTERRUPTED
 from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_limits
 from api.targets import open_service
@@ -274,15 +276,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     # the service's and the log's own lines (snapshots, retention, broker sessions, segments,
     # recovery) in the same form and stream.
     also = [logging.getLogger(name) for name in SERVING_LOGGERS]
-    with server_log(logging.getLogger("api.server"), sys.stderr, also=also):
-        return _run_server(args, settings)
+    with server_log(logging.getLogger("api.server"), sys.stderr, also=also), ExitStack() as guards:
+        return _run_server(args, settings, guards)
 
 
 SERVING_LOGGERS = ("api.service", "metadata_log", "replay")
 """The loggers whose lines a serving process writes beside its own (`api.server`)."""
 
 
-def _run_server(args: argparse.Namespace, settings: Settings) -> int:
+def _run_server(args: argparse.Namespace, settings: Settings, guards: ExitStack) -> int:
     import asyncio
 
     from api.server.config import server_config
@@ -309,8 +311,13 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     ):
         settings = dataclasses.replace(settings, data_dir=config.data_dir)
     settings = _with_log_keys(settings, config)
-    max_request_bytes = args.socket_request_max_bytes or config.socket_request_max_bytes
-    max_request_bytes = max_request_bytes or DEFAULT_MAX_REQUEST_BYTES
+    # A start that fails removes the data directory it made; one that served keeps it.
+    keep = guards.enter_context(removed_on_failure(settings.data_dir))
+    max_request_bytes = (
+        args.socket_request_max_bytes
+        or config.socket_request_max_bytes
+        or DEFAULT_MAX_REQUEST_BYTES
+    )
     limits = resolve_limits(
         _limit_flags(args, config, os.environ), os.environ, max_request_bytes=max_request_bytes
     )
@@ -354,7 +361,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     server_logger.info("event loop: %s (%s)", loop.name, "event.loop=" + config.event_loop)
     try:
         with asyncio.Runner(loop_factory=loop.factory) as runner:
-            stopped_by = runner.run(_serve(server))
+            stopped_by = runner.run(_serve(server, keep))
     except OSError as exc:
         service.close()
         bound = [(item.host, item.port) for item in listeners]
@@ -628,8 +635,12 @@ def _limit_flags(
     return flags
 
 
-async def _serve(server: MetadataServer) -> str | None:
-    """Serve until stopped; the signal that stopped it (None: a failure stopped it)."""
+async def _serve(server: MetadataServer, keep: Callable[[], None]) -> str | None:
+    """Serve until stopped; the signal that stopped it (None: a failure stopped it).
+
+    `keep` is called once it serves: from then on its data directory holds acknowledged
+    writes, and stays whatever follows.
+    """
     import asyncio
     import signal
 
@@ -637,6 +648,7 @@ async def _serve(server: MetadataServer) -> str | None:
     from api.service.interpreter_lock import share_the_interpreter_lock
 
     await server.start()
+    keep()
     # At once: the start's last line says the server serves, and whoever reads it may stop it
     # (SIGTERM's default action would end it without the clean shutdown). The collection and
     # freeze below take tens of milliseconds on a large image.
