@@ -89,10 +89,20 @@ def writes_finish(on_interrupt: Callable[[], object] | None = None) -> Iterator[
         signal.signal(signal.SIGINT, previous)
         raise
     if _COMMAND.active:
-        _COMMAND.settled = True
         _COMMAND.noted += min(len(came), 1)
-        signal.signal(signal.SIGINT, _after_answer)
+        committed()
         return
     signal.signal(signal.SIGINT, previous)
     if came:
         raise KeyboardInterrupt
+
+
+def committed() -> None:
+    """Say the command's change is committed: from now on a Ctrl-C lets it finish.
+
+    For a change that a Ctrl-C may still stop while it runs (a long database write, which an
+    interrupt rolls back) and so runs outside `writes_finish`. Inside `one_command` only.
+    """
+    if _COMMAND.active and _in_main_thread():
+        _COMMAND.settled = True
+        signal.signal(signal.SIGINT, _after_answer)

@@ -182,3 +182,18 @@ def test_a_command_puts_the_sigint_handler_back_when_it_ends() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with one_command() as command:
         assert not command.settled and command.noted == 0
+
+
+def test_a_ctrl_c_as_log_truncate_cuts_lets_it_say_what_it_cut(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from api.cli import log
+
+    ok(data_dir, "brokers", "register", "--id", "2")
+    monkeypatch.setattr(log, "truncate_after", then_ctrl_c(log.truncate_after))
+    capsys.readouterr()
+    code, out = mlog(data_dir, "log", "truncate", "--after-offset", "1", "--force")
+    assert code == 0
+    assert out.startswith("the log now ends at offset 1\n")
+    assert capsys.readouterr().err.strip() == FINISHED_AFTER_WRITE
+    assert entries(data_dir) == 2
