@@ -187,10 +187,10 @@ def test_a_command_puts_the_sigint_handler_back_when_it_ends() -> None:
 def test_a_ctrl_c_as_log_truncate_cuts_lets_it_say_what_it_cut(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from api.cli import log
+    from metadata_log.repair import truncate_after
 
     ok(data_dir, "brokers", "register", "--id", "2")
-    monkeypatch.setattr(log, "truncate_after", then_ctrl_c(log.truncate_after))
+    monkeypatch.setattr("api.cli.log.truncate_after", then_ctrl_c(truncate_after))
     capsys.readouterr()
     code, out = mlog(data_dir, "log", "truncate", "--after-offset", "1", "--force")
     assert code == 0
