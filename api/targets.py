@@ -609,7 +609,17 @@ def _quiet_about_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, 
     call (a connect under `wait_for`); mlog reports the interrupt in one line, and that task's
     "exception was never retrieved" would print its traceback again when it is collected.
     """
-    if isinstance(context.get("exception"), KeyboardInterrupt):
+    from asyncio import Task  # noqa: PLC0415
+
+    from api.client.connection import ConnectionLost  # noqa: PLC0415
+
+    exception = context.get("exception")
+    if isinstance(exception, KeyboardInterrupt):
+        return
+    if isinstance(exception, ConnectionLost) and not isinstance(context.get("future"), Task):
+        # The answer to a request that an interrupt stopped waiting for, failed as mlog
+        # closed the connection on the way out: nothing waits for it (a task's failure is
+        # still reported).
         return
     loop.default_exception_handler(context)
 
