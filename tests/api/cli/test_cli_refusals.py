@@ -120,6 +120,8 @@ def test_no_command_takes_any_prefix_of_a_flag(capsys: pytest.CaptureFixture[str
                 parser.parse_args(argv)
             err = capsys.readouterr().err
             assert exited.value.code == 2, argv
-            assert f"unknown option {prefix}" in err, (argv, err)
+            # Named as unknown, or as a Kafka tool's flag with where it goes instead.
+            named = (f"error: unknown option {prefix}", f"error: {prefix} is ")
+            assert any(text in err for text in named), (argv, err)
             tried += 1
     assert tried > 1000  # every command's flags were reached
