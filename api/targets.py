@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from api.progress import Progress
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
+from api.write_interrupts import writes_finish
 from metadata_log.reader import LogReader
 from metadata_log.segment import SEGMENT_SUFFIX
 from metadata_log.stored_log import StoredLog
@@ -90,30 +88,6 @@ def login_principal() -> str:
     import getpass  # noqa: PLC0415
 
     return f"User:{getpass.getuser()}"
-
-
-@contextlib.contextmanager
-def writes_finish() -> Iterator[None]:
-    """Hold SIGINT (Ctrl-C) back inside the block; one that came is raised when it ends.
-
-    An append to the log is then written whole or not at all. Outside the main thread
-    (where Python delivers signals) nothing needs holding back.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    came: list[int] = []
-
-    def remember(signum: int, frame: FrameType | None) -> None:
-        came.append(signum)
-
-    previous = signal.signal(signal.SIGINT, remember)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if came:
-        raise KeyboardInterrupt
 
 
 T = TypeVar("T")
@@ -454,17 +428,41 @@ class RemoteTarget:
         """Run one client call to its end (for nouns whose calls are in their own module)."""
         return self._wait(call)
 
+    def write(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run one client call that changes something: its answer is the command's outcome.
+
+        A Ctrl-C before the answer ends the wait (KeyboardInterrupt: what the server did is
+        not known); an answer in hand when the wait ends stands, even if a Ctrl-C came with
+        it (`writes_finish`): the call is never cancelled between its answer and its return.
+        """
+        import asyncio  # noqa: PLC0415
+
+        task = self._loop.create_task(call())
+        interrupted: asyncio.Future[None] = self._loop.create_future()
+
+        def interrupt() -> None:
+            if not interrupted.done():
+                interrupted.set_result(None)
+
+        with writes_finish(lambda: self._loop.call_soon_threadsafe(interrupt)):
+            waited: set[asyncio.Future[Any]] = {task, interrupted}
+            either = asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+            self._loop.run_until_complete(either)
+            if not task.done():
+                raise KeyboardInterrupt  # the task is cancelled as the loop closes
+            return task.result()
+
     def image(self, *, at_offset: int | None = None, at_time: str | None = None) -> MetadataImage:
         """ImageAt."""
         return self._wait(lambda: self.client.image_at(at_offset=at_offset, at_time=at_time))
 
     def register_broker(self, request: RegisterBroker) -> BrokerResult:
         """RegisterBroker."""
-        return self._wait(lambda: self.client.register_broker(request))
+        return self.write(lambda: self.client.register_broker(request))
 
     def change_broker(self, broker_id: int, action: BrokerAction) -> BrokerResult:
         """ChangeBroker."""
-        return self._wait(lambda: self.client.change_broker(broker_id, action))
+        return self.write(lambda: self.client.change_broker(broker_id, action))
 
     def broker_liveness(self) -> dict[int, BrokerLivenessItem]:
         """The brokers' sessions on the server, by broker id."""
@@ -475,17 +473,17 @@ class RemoteTarget:
         self, topics: Sequence[CreatableTopic], *, validate_only: bool
     ) -> list[CreateTopicResult]:
         """CreateTopics."""
-        return self._wait(lambda: self.client.create_topics(topics, validate_only=validate_only))
+        return self.write(lambda: self.client.create_topics(topics, validate_only=validate_only))
 
     def delete_topics(self, refs: Sequence[TopicRef]) -> list[DeleteTopicResult]:
         """DeleteTopics."""
-        return self._wait(lambda: self.client.delete_topics(refs))
+        return self.write(lambda: self.client.delete_topics(refs))
 
     def create_partitions(
         self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool
     ) -> list[CreatePartitionsResult]:
         """CreatePartitions."""
-        return self._wait(
+        return self.write(
             lambda: self.client.create_partitions(topics, validate_only=validate_only)
         )
 
@@ -493,29 +491,29 @@ class RemoteTarget:
         self, topics: Sequence[DeletePartitionsTopic], *, validate_only: bool
     ) -> list[DeletePartitionsResult]:
         """DeletePartitions."""
-        return self._wait(
+        return self.write(
             lambda: self.client.delete_partitions(topics, validate_only=validate_only)
         )
 
     def move_topic(self, request: MoveTopic) -> MoveTopicResult:
         """MoveTopic."""
-        return self._wait(lambda: self.client.move_topic(request))
+        return self.write(lambda: self.client.move_topic(request))
 
     def purge_pending(self) -> list[PurgeResult]:
         """PurgePending."""
-        return self._wait(self.client.purge_pending)
+        return self.write(self.client.purge_pending)
 
     def cancel_partition_deletions(
         self, topics: Sequence[TopicRef]
     ) -> list[CancelPartitionDeletionResult]:
         """CancelPartitionDeletions."""
-        return self._wait(lambda: self.client.cancel_partition_deletions(topics))
+        return self.write(lambda: self.client.cancel_partition_deletions(topics))
 
     def alter_configs(
         self, resource: ConfigResource, ops: Sequence[AlterConfig], *, validate_only: bool
     ) -> AlterConfigsResult:
         """IncrementalAlterConfigs."""
-        (result,) = self._wait(
+        (result,) = self.write(
             lambda: self.client.incremental_alter_configs(
                 [(resource, ops)], validate_only=validate_only
             )
@@ -526,19 +524,19 @@ class RemoteTarget:
         self, partitions: Sequence[TopicPartition] | None, election: ElectionType
     ) -> list[PartitionResult]:
         """ElectLeaders."""
-        return self._wait(lambda: self.client.elect_leaders(partitions, election))
+        return self.write(lambda: self.client.elect_leaders(partitions, election))
 
     def reassign(self, requests: Sequence[Reassignment]) -> list[PartitionResult]:
         """AlterPartitionReassignments."""
-        return self._wait(lambda: self.client.alter_partition_reassignments(requests))
+        return self.write(lambda: self.client.alter_partition_reassignments(requests))
 
     def create_namespace(self, request: CreateNamespace) -> CreateNamespaceResult:
         """CreateNamespace."""
-        return self._wait(lambda: self.client.create_namespace(request.name))
+        return self.write(lambda: self.client.create_namespace(request.name))
 
     def delete_namespace(self, request: DeleteNamespace) -> DeleteNamespaceResult:
         """DeleteNamespace."""
-        return self._wait(
+        return self.write(
             lambda: self.client.delete_namespace(request.name, recursive=request.recursive)
         )
 
@@ -611,7 +609,17 @@ def _quiet_about_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, 
     call (a connect under `wait_for`); mlog reports the interrupt in one line, and that task's
     "exception was never retrieved" would print its traceback again when it is collected.
     """
-    if isinstance(context.get("exception"), KeyboardInterrupt):
+    from asyncio import Task  # noqa: PLC0415
+
+    from api.client.connection import ConnectionLost  # noqa: PLC0415
+
+    exception = context.get("exception")
+    if isinstance(exception, KeyboardInterrupt):
+        return
+    if isinstance(exception, ConnectionLost) and not isinstance(context.get("future"), Task):
+        # The answer to a request that an interrupt stopped waiting for, failed as mlog
+        # closed the connection on the way out: nothing waits for it (a task's failure is
+        # still reported).
         return
     loop.default_exception_handler(context)
 

@@ -317,7 +317,7 @@ def talk_rows(data_dir: Path) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=10_000_000)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/mlog-audit-bench"))
     parser.add_argument("--master", default="local[2]")

@@ -423,7 +423,7 @@ def against(args: argparse.Namespace) -> None:
 
 def main() -> None:
     """Build the ACLs, time both ways, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--acls", type=int, default=100_000)
     parser.add_argument("--decisions", type=int, default=20_000)
     parser.add_argument("--scans", type=int, default=40)

@@ -105,7 +105,7 @@ def _row(name: str, times: list[float]) -> str:
 
 def main() -> int:
     """Run the rounds and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--smoke", action="store_true", help="one round (a quick check)")
     args = parser.parse_args()

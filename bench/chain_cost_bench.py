@@ -48,7 +48,7 @@ def _rate(directory: Path, batches: list[list[TopicRecord]], chained: bool) -> f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()

@@ -111,7 +111,7 @@ def _p90(values: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="runs of each command (20)")
     parser.add_argument("--brokers", type=int, default=3, help="brokers in the data directory")
     parser.add_argument("--topics", type=int, default=5, help="topics in the data directory")

@@ -124,7 +124,7 @@ def _timed_pair(baseline: Case, ours: Case, number: int, repeat: int) -> tuple[f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()

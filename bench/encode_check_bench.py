@@ -60,7 +60,7 @@ async def _run(log_dir: Path, *, tasks: int, seconds: float, check: bool) -> tup
 
 def main() -> None:
     """Run the rounds and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)

@@ -353,7 +353,7 @@ def register_brokers(repo: Path, data_dir: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--topics", type=int, default=200)
     parser.add_argument("--idle", type=int, default=2000)

@@ -716,16 +716,20 @@ def fleet_quorum(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sections = parser.add_subparsers(dest="section", required=True)
-    section = sections.add_parser("fence", help="in-process fence of one broker")
+    section = sections.add_parser(
+        "fence", help="in-process fence of one broker", allow_abbrev=False
+    )
     section.add_argument("--partitions", type=int, default=1_000_000)
     section.add_argument(
         "--brokers", type=lambda s: [int(x) for x in s.split(",")], default=[6, 1000]
     )
     section.add_argument("--share", type=float, default=0.0)
     section.add_argument("--skip-before", action="store_true", help="leave the baseline out")
-    section = sections.add_parser("fleet", help="simulated brokers against a server")
+    section = sections.add_parser(
+        "fleet", help="simulated brokers against a server", allow_abbrev=False
+    )
     section.add_argument("--partitions", type=int, default=1_000_000)
     section.add_argument("--brokers", type=int, default=1000)
     section.add_argument("--share", type=float, default=0.0)

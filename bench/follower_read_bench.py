@@ -153,7 +153,7 @@ async def bench(root: Path, *, writes: int, rounds: int) -> None:
 
 def main() -> None:
     """Parse the flags and run the bench in a temporary directory (or --dir)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=50, help="writes per round and node")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="where the nodes' data go")

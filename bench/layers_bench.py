@@ -113,7 +113,7 @@ async def _layer(layer: str, data_dir: Path, tasks: int, seconds: float) -> floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=2)

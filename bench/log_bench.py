@@ -176,7 +176,7 @@ def measure(rows: list[Row], repeat: int) -> list[tuple[Row, float, float, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=300_000)
     parser.add_argument("--async-entries", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)

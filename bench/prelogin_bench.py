@@ -292,7 +292,7 @@ def _spread(values: list[float], digits: int = 1) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--logins", type=int, default=20, help="logins timed per figure")
     parser.add_argument(

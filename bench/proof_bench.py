@@ -66,7 +66,7 @@ def build(directory: Path, entries: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--proofs", type=int, default=50)
     parser.add_argument("--dir", type=Path, default=None)

@@ -506,7 +506,7 @@ def against(args: argparse.Namespace, root: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--connections", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--kills", type=int, default=30)

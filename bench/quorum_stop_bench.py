@@ -212,7 +212,7 @@ def _rounds(rounds: int, one: Callable[[int], dict[str, float]]) -> Samples:
 
 def main() -> None:
     """Run the chosen measurement and print its table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("mode", nargs="?", choices=("pause", "stop"), default="pause")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pause", type=float, default=20.0, help="seconds the leader is stopped")

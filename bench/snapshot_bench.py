@@ -414,7 +414,7 @@ def part3(args: argparse.Namespace, scratch: Path) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)

@@ -138,7 +138,7 @@ async def _rounds(topics: int, repeat: int) -> list[dict[str, dict[str, float]]]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=160_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()

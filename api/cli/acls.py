@@ -226,7 +226,7 @@ def cmd_acls_add(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
             results = local.run(lambda ctl, image: ctl.create_acls(image, unique))
         else:
             remote = target
-            results = remote.wait(lambda: remote.client.create_acls(unique))
+            results = remote.write(lambda: remote.client.create_acls(unique))
         for result in results:
             check(result.outcome)
         current = _describe_all(target, _filters_of(named, args.resource_pattern_type))
@@ -375,7 +375,7 @@ def cmd_acls_remove(args: argparse.Namespace, settings: Settings, out: TextIO) -
             results = local.run(lambda ctl, image: ctl.delete_acls(image, filters))
         else:
             remote = target
-            results = remote.wait(lambda: remote.client.delete_acls(filters))
+            results = remote.write(lambda: remote.client.delete_acls(filters))
         for result in results:
             check(result.outcome)
         removed = list(dict.fromkeys(b for r in results for b in r.matching))

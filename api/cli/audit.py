@@ -513,7 +513,14 @@ help shows this; quit, exit or Ctrl-D ends the shell; Ctrl-C stops the running q
 
 
 class _ShellParser(argparse.ArgumentParser):
-    """The verbs' parser inside the shell: a bad line is an error to show, not an exit."""
+    """The verbs' parser inside the shell: a bad line is an error to show, not an exit.
+
+    It takes no abbreviated flag, as `mlog`'s own parsers.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:
         raise CliError(message)

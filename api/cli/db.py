@@ -7,9 +7,11 @@ The snapshot database is `--db URL` (env MLOG_DATABASE_URL), by default the SQLi
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import TYPE_CHECKING, TextIO
 
 from api.cli.common import EXIT_DAMAGED, EXIT_OK, add_global_options
+from api.cli.created_paths import removed_on_failure
 from api.cli.output import emit
 from api.service.snapshots import open_store
 from metadata_log.private_files import make_dirs
@@ -23,9 +25,11 @@ def cmd_db_upgrade(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     """Create or migrate the snapshot tables up to this code's head revision."""
     with open_store(settings) as store:
         path = store.sqlite_path()
-        if path is not None:
-            make_dirs(path.parent)
-        before, after = store.upgrade()
+        # A database (and directory) made for an upgrade that fails goes with it.
+        with removed_on_failure(path) if path is not None else contextlib.nullcontext():
+            if path is not None:
+                make_dirs(path.parent)
+            before, after = store.upgrade()
     if before.revision == after.revision:
         text = f"{store.shown_url}: already at head revision {after.revision}"
     else:

@@ -98,7 +98,7 @@ def _change(args: argparse.Namespace, settings: Settings, out: TextIO, kind: Upg
     with open_target(settings, args) as target:
         if isinstance(target, RemoteTarget):
             client = target.client
-            results = target.wait(lambda: client.update_features(updates, validate_only=dry_run))
+            results = target.write(lambda: client.update_features(updates, validate_only=dry_run))
         else:
             results = _local(target, updates, dry_run)
     _check(results)

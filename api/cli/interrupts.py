@@ -1,10 +1,13 @@
-"""Ctrl-C in `mlog`: one line and exit 130, and never in the middle of a write.
+"""Ctrl-C in `mlog`: one line and exit 130, never in the middle of a write, never after one.
 
 `main` turns a `KeyboardInterrupt` into `mlog: interrupted` (exit 130, the shell's code for
-SIGINT); `api.targets.writes_finish` holds an interrupt back while a command appends to the
-log, so an append is either written whole or not at all, and the interrupt then ends the
-command; `wait_for_input` waits for a typed line so that a Ctrl-C is never lost on the way
-(`typed_lines` reads a terminal's lines so).
+SIGINT) in every command, a following one (`log dump --follow`) included;
+`api.write_interrupts.writes_finish` holds an interrupt back while a command appends to the
+log (or waits for a server's answer to a write), so an append is either written whole or not
+at all. Once a write is answered the change stands: an interrupt then no longer ends the
+command, which prints what it did and exits as it would have (`one_command` there), with a
+line saying the Ctrl-C came too late; `wait_for_input` waits for a typed line so that a
+Ctrl-C is never lost on the way (`typed_lines` reads a terminal's lines so).
 """
 
 from __future__ import annotations
@@ -20,6 +23,13 @@ EXIT_INTERRUPTED = 130
 
 INTERRUPTED = "mlog: interrupted"
 """The one line a command ended by Ctrl-C prints on stderr."""
+
+FINISHED_AFTER_WRITE = "mlog: Ctrl-C came after the change was answered: the command finished"
+"""The line after a command's output when a Ctrl-C came once its write was answered (exit as
+if none had come: the change stands, and a retry would find it made)."""
+
+INTERRUPTED_AFTER_WRITE = "mlog: interrupted after the change was answered: the change stands"
+"""The line of a command ended by a second Ctrl-C after its write was answered (exit 0)."""
 
 
 def wait_for_input(fd: int) -> None:

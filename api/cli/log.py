@@ -19,7 +19,8 @@ from api.cli.interrupts import typed_lines
 from api.cli.output import format_time, print_table
 from api.cli.targets import open_target
 from api.progress import Progress
-from api.targets import QUORUM_STATE, open_reader, writes_finish
+from api.targets import QUORUM_STATE, open_reader
+from api.write_interrupts import writes_finish
 from metadata_log.digest import DigestError, LogDigest, parse_digest
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogCorruptionError
@@ -68,16 +69,13 @@ def cmd_log_dump(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
         )
     if getattr(args, "up_to_damage", False):
         return _dump_up_to_damage(args, settings, out)
+    # `--follow` ends only by Ctrl-C: exit 130 as every command (`main`), what it printed intact.
     with open_target(settings, args, check_pending=False) as target:
-        try:
-            entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
-            for entry in entries:
-                _print_entry(entry, settings, out, secrets=getattr(args, "show_secrets", False))
-                if args.follow:
-                    out.flush()  # a follower's reader sees each entry as it comes
-        except KeyboardInterrupt:
-            if not args.follow:
-                raise
+        entries = target.entries(gt=args.gt, lte=args.lte, limit=args.limit, follow=args.follow)
+        for entry in entries:
+            _print_entry(entry, settings, out, secrets=getattr(args, "show_secrets", False))
+            if args.follow:
+                out.flush()  # a follower's reader sees each entry as it comes
     return EXIT_OK
 
 
@@ -366,20 +364,21 @@ def cmd_log_truncate(args: argparse.Namespace, settings: Settings, out: TextIO) 
     """
     if not settings.log_dir.is_dir():
         raise CliError(f"there is no log at {settings.log_dir}; check --data-dir")
-    report = truncate_after(
-        settings.log_dir, args.after_offset, force=args.force, reason=args.reason or ""
-    )
-    moved = list(report.moved)
-    state = settings.data_dir / QUORUM_STATE
-    if state.exists():
-        # A quorum node that lost entries may have lost committed ones: with its vote kept it
-        # could help elect a leader without them. Without its quorum-state it catches up as
-        # an observer before it votes again (KIP-642's lesson; docs/replication.md).
-        kept = report.quarantine / QUORUM_STATE
-        state.replace(kept)
-        moved.append(
-            f"{QUORUM_STATE} (this quorum node catches up from the leader before it votes)"
+    with writes_finish():  # a Ctrl-C waits for the cut; once made, the command says it
+        report = truncate_after(
+            settings.log_dir, args.after_offset, force=args.force, reason=args.reason or ""
         )
+        moved = list(report.moved)
+        state = settings.data_dir / QUORUM_STATE
+        if state.exists():
+            # A quorum node that lost entries may have lost committed ones: with its vote kept
+            # it could help elect a leader without them. Without its quorum-state it catches
+            # up as an observer before it votes again (KIP-642's lesson; docs/replication.md).
+            kept = report.quarantine / QUORUM_STATE
+            state.replace(kept)
+            moved.append(
+                f"{QUORUM_STATE} (this quorum node catches up from the leader before it votes)"
+            )
     if settings.output == "json":
         out.write(
             json.dumps(
@@ -441,7 +440,8 @@ def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
                     "(`mlog snapshot create`) and check it (`mlog snapshot verify`)"
                 )
             before = log.log_start_offset
-            removed = [] if args.dry_run else log.trim_before(snapshot.offset)
+            with writes_finish():  # a Ctrl-C waits for the trim; once made, the command says it
+                removed = [] if args.dry_run else log.trim_before(snapshot.offset)
             if args.dry_run:
                 removed = [s for s in log.segments()[:-1] if s.next_offset <= snapshot.offset]
             start = removed[-1].next_offset if removed else before

@@ -13,11 +13,14 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
+from api.cli.created_paths import removed_on_failure
 from api.progress import Progress
-from api.targets import open_reader, writes_finish
+from api.targets import open_reader
+from api.write_interrupts import writes_finish
 from records.errors import MetadataLogError, RecordError
 from records.json_form import record_from_json, record_to_json
 from replay.timetravel.security import redacted
@@ -128,15 +131,24 @@ def cmd_log_import(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     The blocks are written to a new directory beside the log's and renamed into place once
     they are durable and replay: an import is all there or not at all.
     """
-    from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
-    from metadata_log.replica_log import ReplicaLog
-    from replay.loader import load_image
-
     log_dir = settings.log_dir
     if log_dir.exists() and any(log_dir.iterdir()):
         raise CliError(
             f"{log_dir} already holds a log: import into a new data directory (--data-dir)"
         )
+    with removed_on_failure(log_dir) as keep:  # a failed import leaves no directory it made
+        return _import(args, settings, out, keep)
+
+
+def _import(
+    args: argparse.Namespace, settings: Settings, out: TextIO, keep: Callable[[], None]
+) -> int:
+    """`cmd_log_import` once the target is checked; `keep` once the log is in place."""
+    from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
+    from metadata_log.replica_log import ReplicaLog
+    from replay.loader import load_image
+
+    log_dir = settings.log_dir
     staging = log_dir.with_name(log_dir.name + ".importing")
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
@@ -166,6 +178,7 @@ def cmd_log_import(args: argparse.Namespace, settings: Settings, out: TextIO) ->
             if log_dir.exists():
                 log_dir.rmdir()  # empty (checked above)
             staging.rename(log_dir)
+            keep()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

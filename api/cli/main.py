@@ -29,9 +29,15 @@ from api.cli.common import (
     Handler,
     add_global_options,
 )
-from api.cli.interrupts import EXIT_INTERRUPTED, INTERRUPTED
+from api.cli.interrupts import (
+    EXIT_INTERRUPTED,
+    FINISHED_AFTER_WRITE,
+    INTERRUPTED,
+    INTERRUPTED_AFTER_WRITE,
+)
 from api.cli.kafka_tools.vocabulary import KAFKA_TOOLS, kafka_flag_hint, tool_noun
 from api.service.settings import Settings, load_settings
+from api.write_interrupts import one_command
 from metadata_log.errors import LogCorruptionError
 from records.errors import MetadataLogError
 from replay.sql.errors import SnapshotDatabaseDamagedError
@@ -87,6 +93,25 @@ def option_strings(parser: argparse.ArgumentParser) -> set[str]:
     return found
 
 
+def command_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """The `--flag`s of the command `argv` names below `parser`: its own, its noun's, its verb's.
+
+    A flag is looked up among its own command's flags: `log truncate --f` is near `--force`,
+    not `log dump`'s `--follow`.
+    """
+    found = {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+    for token in argv:
+        if token == "--":
+            break
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction) and token in action.choices:
+                parser = action.choices[token]
+                if isinstance(parser, NounParser):
+                    parser.fill()
+                found |= {s for a in parser._actions for s in a.option_strings if s[:2] == "--"}
+    return found
+
+
 def mistyped_flag(argv: Sequence[str], known: set[str]) -> str | None:
     """The first `--flag` of `argv` that no parser takes, named with the nearest that one does.
 
@@ -101,19 +126,39 @@ def mistyped_flag(argv: Sequence[str], known: set[str]) -> str | None:
         flag = token.split("=", 1)[0]
         if not flag.startswith("--") or flag in known:
             continue
-        if any(k.startswith(flag) for k in known):
-            continue  # an abbreviation argparse accepts (or calls ambiguous itself)
-        near = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean {near[0]}?" if near else ""
+        # No abbreviations (as Kafka's tools): a prefix names the flags it starts.
+        near = sorted(k for k in known if k.startswith(flag))[:3] or difflib.get_close_matches(
+            flag, sorted(known), n=1, cutoff=0.6
+        )
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
         return f"unknown option {flag}{hint}"
     return None
 
 
 class MlogParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr (exit 2), as every error."""
+    """An argument parser whose usage errors are one line on stderr (exit 2), as every error.
+
+    It takes no abbreviated flag (as Kafka's tools): `--f` is not `--force`. Its verbs'
+    parsers are of its class, so none of them does either.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     argv: Sequence[str] = ()
     """The arguments being parsed (set by `main`), to name a mistyped flag in any error."""
+
+    root: argparse.ArgumentParser | None = None
+    """The parser of `mlog` last built (`build_parser`): where a command's flags are found."""
+
+    def parse_known_args(  # type: ignore[override]  # same call, typeshed spells overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse; the parser of `mlog` notes the arguments, for the errors to name a flag."""
+        if self is MlogParser.root:
+            MlogParser.argv = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         """Print `PROG: error: MESSAGE (see PROG --help)` and exit 2 (argparse adds usage).
@@ -121,7 +166,7 @@ class MlogParser(argparse.ArgumentParser):
         A mistyped `--flag` in the arguments is the likelier cause of any usage error, so it
         is named instead (with the nearest flag that exists).
         """
-        known = option_strings(self)
+        known = command_flags(MlogParser.root or self, MlogParser.argv)
         typo = kafka_flag_hint(self.prog, MlogParser.argv, known)
         typo = typo or mistyped_flag(MlogParser.argv, known)
         if typo is not None:
@@ -226,7 +271,7 @@ def chosen_noun(argv: Sequence[str]) -> str | None:
     """
     if "--" in argv:  # argparse treats it differently beside subcommands: leave it to them
         return None
-    finder = _NounFinder(prog="mlog", add_help=False)
+    finder = _NounFinder(prog="mlog", add_help=False, allow_abbrev=False)
     add_global_options(finder, suppress=False)
     finder.add_argument("noun")
     finder.add_argument("rest", nargs=argparse.REMAINDER)
@@ -252,6 +297,7 @@ def build_parser(*, filled: bool = False, only: str | None = None) -> argparse.A
         "--version", action=VersionAction, help="print the version of mlog and exit"
     )
     add_global_options(parser, suppress=False)
+    MlogParser.root = parser
     nouns = parser.add_subparsers(
         dest="noun", metavar="COMMAND", required=True, parser_class=NounParser
     )
@@ -294,14 +340,21 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run `mlog`; returns the exit code (0 ok, 1 damaged log data, 2 error, 130 Ctrl-C)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        return _main(argv, out)
-    except KeyboardInterrupt:
-        # Ctrl-C: one line, no traceback (writes hold it back until they end: interrupts.py).
-        # On a terminal the cursor is after the echoed ^C (a prompt, a progress line).
-        lead = "\n" if sys.stderr.isatty() else ""
-        print(f"{lead}{INTERRUPTED}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    with one_command() as command:
+        try:
+            code = _main(argv, out)
+        except KeyboardInterrupt:
+            # Ctrl-C: one line, no traceback (writes hold it back until they end: interrupts.py).
+            # On a terminal the cursor is after the echoed ^C (a prompt, a progress line).
+            lead = "\n" if sys.stderr.isatty() else ""
+            if command.settled:  # a second Ctrl-C after the write was answered
+                print(f"{lead}{INTERRUPTED_AFTER_WRITE}", file=sys.stderr)
+                return EXIT_OK
+            print(f"{lead}{INTERRUPTED}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if command.noted:
+            print(FINISHED_AFTER_WRITE, file=sys.stderr)
+        return code
 
 
 def _main(argv: list[str], out: TextIO | None) -> int:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
+from api.cli.created_paths import removed_on_failure
 from api.cli.output import emit, print_table
 from metadata_log.private_files import make_dirs
 from records.fields import INT32_MAX
@@ -60,7 +61,19 @@ def quorum_cluster_id(addresses: Mapping[int, VoterAddress]) -> str:
 
 
 def cmd_quorum_format(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Write a voter's first quorum-state (epoch 0) in an empty data directory."""
+    """Write a voter's first quorum-state (epoch 0) in an empty data directory.
+
+    A format that fails leaves no data directory it made (`removed_on_failure`).
+    """
+    from api.cli.serve import file_values
+    from api.server.config import server_config
+
+    config = server_config(file_values(args))
+    with removed_on_failure(_config_data_dir(args, settings, config).data_dir):
+        return _format(args, settings, out)
+
+
+def _format(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     from api.cli.serve import cluster_identity, file_values
     from api.raft.core import QuorumState
     from api.raft.quorum_state_file import read_quorum_state, write_quorum_state

@@ -19,11 +19,14 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from api.cli.common import EXIT_OK, CliError, add_global_options
+from api.cli.created_paths import removed_on_failure
+from api.cli.interrupts import EXIT_INTERRUPTED
 from api.server.limits import SPECS, LimitSpec, raise_open_file_limit, resolve_limits
 from api.targets import open_service
 from metadata_log.private_files import create_private, loose_paths, make_dirs
@@ -266,22 +269,22 @@ def directory_id(data_dir: Path, *, create: str | None = None) -> str:
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Serve until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
+    """Serve until SIGTERM (exit 0 after a clean shutdown) or Ctrl-C (the same shutdown, 130)."""
     from api.server.server_log import server_log
 
     # One timestamped line per start, stop and admin change, on stderr, written by a thread;
     # the service's and the log's own lines (snapshots, retention, broker sessions, segments,
     # recovery) in the same form and stream.
     also = [logging.getLogger(name) for name in SERVING_LOGGERS]
-    with server_log(logging.getLogger("api.server"), sys.stderr, also=also):
-        return _run_server(args, settings)
+    with server_log(logging.getLogger("api.server"), sys.stderr, also=also), ExitStack() as guards:
+        return _run_server(args, settings, guards)
 
 
 SERVING_LOGGERS = ("api.service", "metadata_log", "replay")
 """The loggers whose lines a serving process writes beside its own (`api.server`)."""
 
 
-def _run_server(args: argparse.Namespace, settings: Settings) -> int:
+def _run_server(args: argparse.Namespace, settings: Settings, guards: ExitStack) -> int:
     import asyncio
 
     from api.server.config import server_config
@@ -308,8 +311,13 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     ):
         settings = dataclasses.replace(settings, data_dir=config.data_dir)
     settings = _with_log_keys(settings, config)
-    max_request_bytes = args.socket_request_max_bytes or config.socket_request_max_bytes
-    max_request_bytes = max_request_bytes or DEFAULT_MAX_REQUEST_BYTES
+    # A start that fails removes the data directory it made; one that served keeps it.
+    keep = guards.enter_context(removed_on_failure(settings.data_dir))
+    max_request_bytes = (
+        args.socket_request_max_bytes
+        or config.socket_request_max_bytes
+        or DEFAULT_MAX_REQUEST_BYTES
+    )
     limits = resolve_limits(
         _limit_flags(args, config, os.environ), os.environ, max_request_bytes=max_request_bytes
     )
@@ -353,7 +361,7 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     server_logger.info("event loop: %s (%s)", loop.name, "event.loop=" + config.event_loop)
     try:
         with asyncio.Runner(loop_factory=loop.factory) as runner:
-            runner.run(_serve(server))
+            stopped_by = runner.run(_serve(server, keep))
     except OSError as exc:
         service.close()
         bound = [(item.host, item.port) for item in listeners]
@@ -364,7 +372,9 @@ def _run_server(args: argparse.Namespace, settings: Settings) -> int:
     if quorum is not None and quorum.failed is not None:
         # `failed` already says what to do (restart): the line says it once.
         raise CliError(f"the quorum node stopped: {quorum.failed}")
-    return EXIT_OK
+    # SIGTERM is how a service manager stops it: exit 0. SIGINT is a Ctrl-C: 130, as every
+    # command, after the same clean shutdown (its log line already said why it stopped).
+    return EXIT_INTERRUPTED if stopped_by == "SIGINT" else EXIT_OK
 
 
 def _controller_principals(config: ServerConfig) -> frozenset[str] | None:
@@ -625,7 +635,12 @@ def _limit_flags(
     return flags
 
 
-async def _serve(server: MetadataServer) -> None:
+async def _serve(server: MetadataServer, keep: Callable[[], None]) -> str | None:
+    """Serve until stopped; the signal that stopped it (None: a failure stopped it).
+
+    `keep` is called once it serves: from then on its data directory holds acknowledged
+    writes, and stays whatever follows.
+    """
     import asyncio
     import signal
 
@@ -633,12 +648,14 @@ async def _serve(server: MetadataServer) -> None:
     from api.service.interpreter_lock import share_the_interpreter_lock
 
     await server.start()
+    keep()
     # At once: the start's last line says the server serves, and whoever reads it may stop it
     # (SIGTERM's default action would end it without the clean shutdown). The collection and
     # freeze below take tens of milliseconds on a large image.
     loop = asyncio.get_running_loop()
+    stopped_by: list[str] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, _stop, server, signum.name)
+        loop.add_signal_handler(signum, _stop, server, signum.name, stopped_by)
     node = server.quorum_node
     if node is not None:
         # A quorum node whose log failed stops, as KRaft's controllers do: the others elect a
@@ -658,6 +675,7 @@ async def _serve(server: MetadataServer) -> None:
     freeze_loaded_image()
     share_the_interpreter_lock()  # the threads beside the loop (api/service/interpreter_lock)
     await server.wait_stopped()
+    return stopped_by[0] if stopped_by else None
 
 
 def _import_kafka_codecs_alone() -> None:
@@ -678,7 +696,9 @@ def _import_kafka_codecs_alone() -> None:
         del sys.modules["hypothesis"]
 
 
-def _stop(server: MetadataServer, name: str) -> None:
+def _stop(server: MetadataServer, name: str, stopped_by: list[str] | None = None) -> None:
     import asyncio
 
+    if stopped_by is not None:
+        stopped_by.append(name)
     asyncio.get_running_loop().create_task(server.stop(name))

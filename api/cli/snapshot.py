@@ -23,6 +23,7 @@ from api.cli.output import emit, format_time, print_table
 from api.progress import Progress
 from api.service.snapshots import open_store
 from api.targets import QUORUM_STATE, open_reader
+from api.write_interrupts import committed, writes_finish
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from records.fields import INT32_MAX
 from replay.timetravel import batch_end, snapshot_matches_log, travel
@@ -87,6 +88,7 @@ def cmd_snapshot_create(args: argparse.Namespace, settings: Settings, out: TextI
         progress = Progress("writing the snapshot", total=image.topics.partition_count())
         try:
             info = store.write(image, progress=progress.advance)
+            committed()  # a Ctrl-C rolls a snapshot's write back; once written, it stands
         finally:
             progress.finish()
         deleted = store.retain(settings.snapshot_retention)
@@ -185,7 +187,7 @@ def cmd_snapshot_verify(args: argparse.Namespace, settings: Settings, out: TextI
 
 def cmd_snapshot_delete(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """Delete one snapshot (the log still holds everything it held)."""
-    with open_store(settings, create=False) as store:
+    with open_store(settings, create=False) as store, writes_finish():
         info = store.delete(args.id)
     emit(settings, out, _info_json(info), f"deleted snapshot {info.id} (offset {info.offset})")
     return EXIT_OK

@@ -86,14 +86,14 @@ def change_voters(
     try:
         if add is not None:
             node_id, directory, host, port = add
-            target.wait(
+            target.write(
                 lambda: target.client.add_raft_voter(
                     node_id, directory_id=directory, host=host, port=port, timeout_ms=timeout_ms
                 )
             )
         elif remove is not None:
             node_id, directory = remove
-            target.wait(lambda: target.client.remove_raft_voter(node_id, directory_id=directory))
+            target.write(lambda: target.client.remove_raft_voter(node_id, directory_id=directory))
     finally:
         target.close()
 

@@ -135,7 +135,7 @@ def alter(
             lambda ctl, image: ctl.alter_user_scram_credentials(image, deletions, upsertions)
         )
     remote = target
-    return remote.wait(lambda: remote.client.alter_user_scram_credentials(deletions, upsertions))
+    return remote.write(lambda: remote.client.alter_user_scram_credentials(deletions, upsertions))
 
 
 def describe(target: Target, users: list[str] | None) -> list[DescribeScramResult]:

@@ -553,7 +553,7 @@ def run_target(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the modules named (or all of `TARGETS`); exit 1 if any scores below --min-score."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="files of TARGETS (default: all)")
     parser.add_argument("--min-score", type=float, default=90.0)
     parser.add_argument("--report", type=Path, default=ROOT / ".mutation")

@@ -109,7 +109,7 @@ def _update(args: argparse.Namespace, settings: Settings, out: TextIO, op: str) 
     target = _target(settings, args)
     try:
         client = target.client
-        results: list[FeatureResult] = target.wait(
+        results: list[FeatureResult] = target.write(
             lambda: client.update_features(updates, validate_only=dry_run)
         )
     finally:

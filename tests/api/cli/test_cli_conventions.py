@@ -44,11 +44,13 @@ def test_an_unknown_flag_with_nothing_near_is_named_alone(
     assert "unknown option --xyzzy (see" in err
 
 
-def test_abbreviations_and_values_are_not_taken_for_typos(
+def test_abbreviations_are_refused_and_values_are_not_taken_for_typos(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # argparse takes an unambiguous prefix; a value after `=` is not a flag.
+    # No prefix is taken for a flag (as Kafka's tools); a value after `=` is not a flag.
     err = _usage_error(capsys, tmp_path, "--out=json", "topics", "list")
+    assert "unknown option --out; did you mean --output?" in err
+    err = _usage_error(capsys, tmp_path, "--output=json", "topics", "list")
     assert "there is no log" in err  # the flags were taken; the directory is empty
     err = _usage_error(capsys, tmp_path, "topics", "lst")
     assert "invalid choice: 'lst'" in err

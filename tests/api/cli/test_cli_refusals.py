@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from api.cli.main import main
+from api.cli.main import build_parser, main
+from tests.support.cli import entries, mlog
 
 
 def _run(args: list[str]) -> int:
@@ -62,3 +65,63 @@ def test_history_takes_namespace_with_topic_and_names_a_bad_broker_id(
         main([*base, "history", "--broker", "abc"], out=io.StringIO())
     assert exited.value.code == 2
     assert "'abc' is not a broker id" in capsys.readouterr().err
+
+
+def test_an_abbreviated_force_is_refused_and_cuts_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for broker in ("1", "2", "3"):
+        assert _run(["--data-dir", str(tmp_path), "brokers", "register", "--id", broker]) == 0
+    before = entries(tmp_path)
+    capsys.readouterr()
+    code, _ = mlog(tmp_path, "log", "truncate", "--after-offset", "1", "--f")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "unknown option --f; did you mean --force?" in err
+    assert entries(tmp_path) == before
+    # Nor an abbreviated value flag, on its own or beside the flag it abbreviates.
+    code, _ = mlog(tmp_path, "log", "truncate", "--after", "1", "--force")
+    assert code == 2
+    assert "unknown option --after; did you mean --after-offset?" in capsys.readouterr().err
+    assert entries(tmp_path) == before
+
+
+def _command_parsers(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command's parser with the words that choose it (`("log", "truncate")`).
+
+    argparse has no public listing of its subparsers: its `_actions` are read here.
+    """
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subcommands:
+        yield path, parser
+    for action in subcommands:
+        for name, sub in action.choices.items():
+            yield from _command_parsers(sub, (*path, name))
+
+
+def _long_flags(parser: argparse.ArgumentParser) -> set[str]:
+    return {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+
+
+def test_no_command_takes_any_prefix_of_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    # The sweep: every strict prefix of every long flag of every command, where the prefix
+    # is not a flag itself, is refused naming it (what argparse's abbreviations took).
+    parser = build_parser(filled=True)
+    global_flags = _long_flags(parser)
+    tried = 0
+    for path, command in _command_parsers(parser):
+        flags = _long_flags(command)
+        prefixes = {f[:k] for f in flags for k in range(3, len(f))} - flags - global_flags
+        for prefix in sorted(prefixes):
+            argv = [*path, prefix]
+            with pytest.raises(SystemExit) as exited:
+                parser.parse_args(argv)
+            err = capsys.readouterr().err
+            assert exited.value.code == 2, argv
+            # Named as unknown, or as a Kafka tool's flag with where it goes instead.
+            named = (f"error: unknown option {prefix}", f"error: {prefix} is ")
+            assert any(text in err for text in named), (argv, err)
+            tried += 1
+    assert tried > 1000  # every command's flags were reached
