@@ -93,13 +93,11 @@ def option_strings(parser: argparse.ArgumentParser) -> set[str]:
     return found
 
 
-def command_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
-    """The `--flag`s of the command `argv` names below `parser`: its own, its noun's, its verb's.
-
-    A flag is looked up among its own command's flags: `log truncate --f` is near `--force`,
-    not `log dump`'s `--follow`.
-    """
-    found = {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+def _command_parsers(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> list[argparse.ArgumentParser]:
+    """`parser` and the parsers of the noun and verb `argv` names below it, in turn."""
+    found = [parser]
     for token in argv:
         if token == "--":
             break
@@ -108,8 +106,28 @@ def command_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[s
                 parser = action.choices[token]
                 if isinstance(parser, NounParser):
                     parser.fill()
-                found |= {s for a in parser._actions for s in a.option_strings if s[:2] == "--"}
+                found.append(parser)
     return found
+
+
+def command_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """The `--flag`s of the command `argv` names below `parser`: its own, its noun's, its verb's.
+
+    A flag is looked up among its own command's flags: `log truncate --f` is near `--force`,
+    not `log dump`'s `--follow`.
+    """
+    return {
+        s
+        for each in _command_parsers(parser, argv)
+        for action in each._actions
+        for s in action.option_strings
+        if s.startswith("--")
+    }
+
+
+def command_prog(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """The name of the command `argv` names below `parser` (`mlog log truncate`), for its help."""
+    return _command_parsers(parser, argv)[-1].prog
 
 
 def mistyped_flag(argv: Sequence[str], known: set[str]) -> str | None:
@@ -171,7 +189,8 @@ class MlogParser(argparse.ArgumentParser):
         typo = typo or mistyped_flag(MlogParser.argv, known)
         if typo is not None:
             prog = self.prog.split(" ")[0]
-            self.exit(EXIT_ERROR, f"{prog}: error: {typo} (see `{self.prog} --help`)\n")
+            see = command_prog(MlogParser.root or self, MlogParser.argv)
+            self.exit(EXIT_ERROR, f"{prog}: error: {typo} (see `{see} --help`)\n")
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 

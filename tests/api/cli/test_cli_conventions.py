@@ -33,6 +33,7 @@ def test_a_mistyped_command_flag_is_named_with_the_nearest_one(
 ) -> None:
     err = _usage_error(capsys, tmp_path, "topics", "create", "--topic", "t", "--partitons", "3")
     assert "unknown option --partitons; did you mean --partitions?" in err
+    assert err.endswith("(see `mlog topics create --help`)")  # the command's own help
     err = _usage_error(capsys, tmp_path, "topics", "list", "--outptu", "json")
     assert "did you mean --output?" in err
 
