@@ -84,7 +84,7 @@ test: $(STAMP_TEST) interop prometheus
 
 # The units alone: no process started, no JVM, no PostgreSQL server, no foreign client.
 # A sample of the sweeps and simulations: the Raft simulations a quarter of their seeds (500
-# each; `make test` runs 2,000), the replay's every-prefix sweep every fifth prefix.
+# each; `make test` runs 2,000), every fifth point of the sweeps (tests/support/sweeps.py).
 test-fast: $(STAMP_TEST)
 	MLOG_SIM_SEEDS=500 MLOG_SWEEP_STRIDE=5 $(PYTEST) $(XDIST) -m "$(FAST)"
 

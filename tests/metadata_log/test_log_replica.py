@@ -44,6 +44,7 @@ from tests.support.replica_logs import (
     opened_reader,
     record,
 )
+from tests.support.sweeps import swept
 
 # ------------------------------------------------------------------------------------ helpers
 
@@ -368,7 +369,7 @@ def test_a_crash_anywhere_in_unflushed_blocks_recovers_with_a_consistent_epoch_c
         log.close()
     image = tmp_path / "image"
     assert end - sweep_from > 2 * 40
-    for cut in range(sweep_from, end + 1):
+    for cut in swept(range(sweep_from, end + 1)):  # `make test`: every byte
         copy = tmp_path / f"cut{cut}"
         shutil.copytree(image, copy)
         os.truncate(copy / segment.name, cut)
@@ -423,7 +424,7 @@ def test_truncating_at_every_offset_of_a_multi_segment_log_keeps_everything_cons
     assert len(segments) >= 3, segments
     starts = {b.first_offset for b in blocks}
     assert any(o not in starts for o in range(end)), "mid-block offsets are swept too"
-    for offset in range(end + 1):
+    for offset in swept(range(end + 1)):  # `make test`: every offset
         copy = tmp_path / f"t{offset}"
         shutil.copytree(source, copy)
         kept = everything[:offset]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from replay.errors import (
 from replay.image import EMPTY_IMAGE, EMPTY_PROVENANCE, MetadataImage, Provenance
 from replay.loader import load_image, replay_blocks, replay_in_slices
 from tests.support.record_gen import LogGenerator
+from tests.support.sweeps import SWEEP_STRIDE
 
 T1 = Uuid.random()
 
@@ -88,7 +88,7 @@ def test_a_record_of_no_known_type_is_refused_and_counts_nothing() -> None:
     assert delta.records == 1  # the broker before it
 
 
-PREFIX_STRIDE = int(os.environ.get("MLOG_SWEEP_STRIDE", "1"))
+PREFIX_STRIDE = SWEEP_STRIDE
 """Every prefix in `make test`; `make test-fast` checks every fifth (and the whole log)."""
 
 
