@@ -64,13 +64,13 @@ prometheus:
 		fi; \
 	fi
 
-# Both run on every core (pytest-xdist; worksteal evens out the long process tests).
-# `make test` runs two workers a core: its process tests mostly wait on their servers, and
-# with one worker a core the two cores here were busy 54% of the run (8 min 20 s against
-# 7 min 40 s with four workers). The units are all computation: one worker a core.
+# Both run two workers a core (pytest-xdist; worksteal evens out the long tests): the process
+# tests mostly wait on their servers, and so do the units' in-process quorums, TLS and SASL
+# deadlines; with one worker a core the two cores here idled through those waits (`make test`
+# 8 min 20 s against 7 min 40 s, `make test-fast` 113 s against 79 s).
 # docs/testing.md: the markers, the tree, how to run a part.
-XDIST := -n auto --dist worksteal
 TEST_WORKERS := $(shell python3 -c "import os; print(2 * (os.cpu_count() or 1))" 2>/dev/null || echo 2)
+XDIST := -n $(TEST_WORKERS) --dist worksteal
 FAST := not process and not spark and not postgres and not interop
 # pytest keeps its assertion-rewritten test modules in __pycache__ only where bytecode may be
 # written: under PYTHONDONTWRITEBYTECODE each worker rewrote all ~300 of them at every run
@@ -80,7 +80,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 # Everything: units, real processes, Spark, PostgreSQL, foreign clients.
 test: $(STAMP_TEST) interop prometheus
-	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal
+	$(PYTEST) $(XDIST)
 
 # The units alone: no process started, no JVM, no PostgreSQL server, no foreign client.
 # A sample of the sweeps and simulations: the Raft simulations a quarter of their seeds (500
