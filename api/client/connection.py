@@ -22,7 +22,6 @@ accepts but whose process never answers (hung, stopped) fails in that time with
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import ssl
 import struct
@@ -312,10 +311,18 @@ class ClientConnection:
             return
         self._closed = True
         self._receiver.cancel()
-        with contextlib.suppress(BaseException):
-            await self._receiver
-        self._fail_pending(ConnectionLost("the connection is closed"))
-        self._writer.close()
+        try:
+            # Waited for, not awaited: the receiver's own end (cancelled, or its error, which
+            # failed the requests already) is not raised here, while a cancellation of the
+            # caller is. Awaited under suppress(BaseException), the caller's cancellation was
+            # swallowed: a task cancelled in a close went on (a broker's metadata reader
+            # kept its process alive after a stop).
+            await asyncio.wait([self._receiver])
+        finally:
+            if self._receiver.done() and not self._receiver.cancelled():
+                self._receiver.exception()  # retrieved: never "exception was never retrieved"
+            self._fail_pending(ConnectionLost("the connection is closed"))
+            self._writer.close()
         # A TLS close waits for the peer's close_notify: a stopped peer (SIGSTOP, a hung
         # host) would hold the caller for asyncio's SSL shutdown timeout (30 s), so after a
         # short wait the socket is dropped instead.
@@ -323,6 +330,9 @@ class ClientConnection:
             await asyncio.wait_for(self._writer.wait_closed(), CLOSE_WAIT_S)
         except Exception:
             self._writer.transport.abort()
+        except asyncio.CancelledError:
+            self._writer.transport.abort()
+            raise
 
     # ------------------------------------------------------------------ transport
 

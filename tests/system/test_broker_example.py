@@ -116,7 +116,10 @@ def test_the_example_broker_lives_through_a_killed_leader(tmp_path: Path) -> Non
         assert broker.poll() is None, err.read_text()
 
         broker.send_signal(signal.SIGINT)
-        code = broker.wait(90)
+        try:
+            code = broker.wait(90)  # its controlled shutdown gives up after 60 s
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"no exit: {out.read_text()}{err.read_text()}") from None
         view = _brokers(survivors)[BROKER_ID]
     finally:
         if broker is not None and broker.poll() is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 
 import pytest
@@ -66,3 +67,27 @@ def test_a_close_after_only_api_versions_still_hints_at_tls_or_a_login() -> None
     # A SASL listener answers ApiVersions before any login, then closes a client that sends
     # anything else without one: the hint at a client config stays.
     assert "--command-config" in asyncio.run(_closed_after_one_answer(18))
+
+
+async def _cancelled_in_close() -> bool:
+    """Whether a task cancelled while it closes a connection ends cancelled."""
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    client = ClientConnection(reader, writer, timeout_ms=60_000)
+    try:
+        closing = asyncio.ensure_future(client.close())
+        await asyncio.sleep(0)  # it cancelled its receiver and waits for it to end
+        closing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await closing
+        return closing.cancelled()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def test_a_task_cancelled_while_closing_a_connection_stays_cancelled() -> None:
+    # A reader task cancelled in its `finally: await client.close()` went on running when
+    # the close swallowed the cancellation: the process it belonged to never stopped.
+    assert asyncio.run(_cancelled_in_close())
