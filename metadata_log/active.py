@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from metadata_log.chain import ChainKeeper
+from metadata_log.chain import ChainKeeper, missing_chain_files, refuse_missing
 from metadata_log.checkpoint import Checkpoint
 from metadata_log.container import SYNC_SIZE, fsync_directory, write_all
 from metadata_log.errors import LogClosedError, LogError, LogFailedError
@@ -106,8 +106,15 @@ class ActiveSegment:
     # ---------------------------------------------------------------- opening
 
     def prepare(self) -> None:
-        """After a sound open: save rebuilt indexes, create the first segment of a new log."""
+        """After a sound open: save rebuilt indexes, create the first segment of a new log.
+
+        Refuses (`LogCorruptionError`) a log whose segments were born with the hash chain but
+        lost their chain files, before anything is written (ChainKeeper.open checks it too).
+        """
         storage = self.storage
+        missing = missing_chain_files(storage.segments) if self.chained else []
+        if missing:
+            raise refuse_missing(missing)
         for segment in storage.rebuilt:
             logger.info("rebuilt the indexes of segment %s", segment.path)
             segment.save_indexes()
@@ -116,7 +123,12 @@ class ActiveSegment:
             storage.next_offset = storage.flushed_offset = start
             storage.write_checkpoint(start)
             storage.segments.append(
-                Segment.create(storage.directory, start, storage.codec.entry_schema_json)
+                Segment.create(
+                    storage.directory,
+                    start,
+                    storage.codec.entry_schema_json,
+                    hash_chained=self.chained,
+                )
             )
 
     def start(self) -> None:
@@ -143,7 +155,13 @@ class ActiveSegment:
         if active.is_empty and active.header.schema_json != schema:
             segments = storage.segments
             previous = segments[-2] if len(segments) > 1 else None
-            active = Segment.create(storage.directory, active.base_offset, schema, previous)
+            active = Segment.create(
+                storage.directory,
+                active.base_offset,
+                schema,
+                previous,
+                hash_chained=self.chained,
+            )
             segments[-1] = active
         return active
 
@@ -360,7 +378,11 @@ class ActiveSegment:
         old.save_indexes()
         self.release_fd()
         segment = Segment.create(
-            storage.directory, storage.next_offset, storage.codec.entry_schema_json, old
+            storage.directory,
+            storage.next_offset,
+            storage.codec.entry_schema_json,
+            old,
+            hash_chained=self.chain is not None,
         )
         self.resume(segment)
         if self.chain is not None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metadata_log.container import replace_file, write_all
+from metadata_log.errors import LogCorruptionError
 from metadata_log.private_files import FILE_MODE
 from metadata_log.segment import Segment
 
@@ -211,6 +212,38 @@ def settle_segment(segment: Segment, previous: bytes, origin: int, *, newest: bo
     return settled
 
 
+def missing_chain_files(segments: Sequence[Segment]) -> list[Segment]:
+    """The segments born with the hash chain (their header says so) whose chain file is gone.
+
+    The newest segment is left out while it holds no block: a crash between its creation and
+    its chain file's leaves it so, and nothing of the chain is lost (its writer creates it).
+    """
+    missing = []
+    for i, segment in enumerate(segments):
+        if not segment.header.hash_chained or chain_path(segment.path).exists():
+            continue
+        if i == len(segments) - 1 and segment.is_empty:
+            continue
+        missing.append(segment)
+    return missing
+
+
+def refuse_missing(missing: Sequence[Segment]) -> LogCorruptionError:
+    """The error a writer open raises for chain files gone from segments born with the chain."""
+    names = ", ".join(chain_path(s.path).name for s in missing)
+    return LogCorruptionError(
+        chain_path(missing[0].path),
+        -1,
+        f"{len(missing)} segment(s) were written with the hash chain, but their chain files "
+        f"are missing ({names}); a writer does not build the chain again over blocks that may "
+        "have been changed since. Check the log against a digest you kept (`mlog log verify "
+        "--digest TOKEN`); if it MATCHES, `mlog log export --with-secrets` and `mlog log "
+        "import` into a new data directory copy it with a new chain",
+        first_offset=missing[0].base_offset,
+        repairable=False,
+    )
+
+
 class ChainKeeper:
     """The writer's end of the chain: the newest segment's chain file, open for appending.
 
@@ -238,8 +271,12 @@ class ChainKeeper:
 
         A log written before the chain gets its chain files here: its first segment's chain
         starts from 32 zero bytes at its first block. Sealed segments whose files already
-        cover them are only read.
+        cover them are only read. A segment born with the chain whose file is gone is refused
+        (`LogCorruptionError`): hashing its blocks again would vouch for whatever they hold now.
         """
+        missing = missing_chain_files(segments)
+        if missing:
+            raise refuse_missing(missing)
         previous, origin = ZERO, segments[0].base_offset
         chain = ChainFile(origin=origin, previous=previous, records=())
         for i, segment in enumerate(segments):

@@ -55,11 +55,13 @@ class ChainReport:
     """(end offset, recomputed value) at the end offsets asked for (digests to check)."""
     lost_at: int | None = None
     """Offset from which the chain could not be recomputed (damage made blocks unreadable)."""
+    missing: tuple[Path, ...] = ()
+    """Chain files gone from segments born with the chain (their headers say so)."""
 
     @property
     def ok(self) -> bool:
-        """True if every stored value follows."""
-        return not self.breaks
+        """True if every stored value follows and no chain file is missing."""
+        return not self.breaks and not self.missing
 
     def value_at(self, end_offset: int) -> bytes | None:
         """The recomputed value at `end_offset` (one past a block's last offset), if asked for."""
@@ -67,6 +69,15 @@ class ChainReport:
 
     def describe(self) -> str:
         """One line saying where the chain starts and whether it holds."""
+        if self.missing:
+            names = ", ".join(path.name for path in self.missing)
+            broken = f"; {len(self.breaks)} block(s) do not follow" if self.breaks else ""
+            return (
+                f"hash chain: MISSING, {len(self.missing)} segment(s) were written with the "
+                f"hash chain but have no chain file ({names}){broken}: deleted files leave "
+                "nothing to check the blocks against; check the log against a digest you kept "
+                "(--digest TOKEN)"
+            )
         if self.origin is None:
             return (
                 "hash chain: none (a log written before it gets it on its next writer open; "
@@ -116,6 +127,7 @@ class ChainChecker:
         self._missing: list[tuple[int, int, int]] = []
         self._first_segment = True
         self.lost_at: int | None = None
+        self.missing: list[Path] = []
 
     def unreadable(self, first_offset: int) -> None:
         """Damage stopped the reading at `first_offset`: no value after it can be recomputed."""
@@ -142,6 +154,8 @@ class ChainChecker:
             )
         self._records = {}
         if chain is None:
+            if segment.header.hash_chained and not chain_path(segment.path).exists():
+                self.missing.append(chain_path(segment.path))
             if self._first_segment:
                 self.end_offset = segment.base_offset
             self._first_segment = False
@@ -203,8 +217,16 @@ class ChainChecker:
         self.stored_head = stored[1]
 
     def end_segment(self, *, newest: bool) -> None:
-        """After the segment's last block: blocks without a stored value, once the chain began."""
+        """After the segment's last block: blocks without a stored value, once the chain began.
+
+        The newest segment's chain file, missing while the segment holds no block, is one a
+        crash kept its writer from creating (the next writer open does): not missing.
+        """
         assert self._segment is not None
+        segment = self._segment
+        path = chain_path(segment.path)
+        if newest and segment.is_empty and self.missing and self.missing[-1] == path:
+            self.missing.pop()
         if self.stored_from is None or not self._missing:
             return
         if newest and self._missing[-1][0] + self._missing[-1][1] == self.end_offset:
@@ -234,4 +256,5 @@ class ChainChecker:
             head=self.recomputed,
             values_at=tuple(sorted(self.values.items())),
             lost_at=self.lost_at,
+            missing=tuple(self.missing),
         )

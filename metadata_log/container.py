@@ -6,10 +6,12 @@ the writer's schema, a random 16-byte sync marker), then blocks. Each block is
 fastavro reads these files but ignores the CRC; `read_block` checks everything.
 
 Headers written by this code also carry, in the metadata map (so any Avro tool still reads the
-file): the chain to the previous segment (`mlog.previous_last_offset`, `mlog.previous_sync`) and
-`mlog.header_crc32`, a CRC32 of every header byte (magic to sync marker, the CRC's own eight hex
-digits counted as "00000000"). Headers without the CRC (written before it existed) are accepted
-after their schema passes `schema_check`.
+file): the chain to the previous segment (`mlog.previous_last_offset`, `mlog.previous_sync`),
+`mlog.hash_chain` ("1" when the writer kept the hash chain from the segment's birth, so its
+`.chain` file must exist: metadata_log.chain) and `mlog.header_crc32`, a CRC32 of every
+header byte (magic to sync marker, the CRC's own eight hex digits counted as "00000000").
+Headers without the CRC (written before it existed) are accepted after their schema passes
+`schema_check`.
 
 Every length and count read here is checked against the bytes that are left before anything is
 allocated: damaged data raises `BlockDamage`, never a `MemoryError` or an endless decode.
@@ -45,6 +47,8 @@ BASE_OFFSET_KEY = "mlog.base_offset"
 PREVIOUS_LAST_OFFSET_KEY = "mlog.previous_last_offset"
 PREVIOUS_SYNC_KEY = "mlog.previous_sync"
 HEADER_CRC_KEY = "mlog.header_crc32"
+HASH_CHAIN_KEY = "mlog.hash_chain"
+"""Present ("1") in the header of a segment created by a writer keeping the hash chain."""
 _CRC_PLACEHOLDER = b"00000000"
 _LEGACY_KEYS = frozenset((BASE_OFFSET_KEY,))
 """The only `mlog.` key a header without a CRC may hold: headers written before the CRC."""
@@ -85,6 +89,11 @@ class Header:
         """The previous segment's sync marker (empty: none), or None if the header predates it."""
         value = self.metadata.get(PREVIOUS_SYNC_KEY)
         return None if value is None else bytes.fromhex(value.decode())
+
+    @property
+    def hash_chained(self) -> bool:
+        """True if the segment was born with the hash chain: its `.chain` file must exist."""
+        return self.metadata.get(HASH_CHAIN_KEY) == b"1"
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,11 @@ def _stored_value(segment: Segment, end_offset: int) -> tuple[bytes | None, Chai
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
+        if segment.header.hash_chained:
+            raise DigestError(
+                f"segment {segment.path.name} was written with the hash chain, but its chain "
+                f"file {path.name} is missing: run `mlog log verify`"
+            ) from None
         raise DigestError(
             f"segment {segment.path.name} has no chain file: the log was written before the "
             "hash chain; open it once with a writer (e.g. `mlog serve` or `mlog log append`) "

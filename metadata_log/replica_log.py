@@ -66,6 +66,7 @@ class ReplicaLog(StoredLog):
         *,
         config: LogConfig | None = None,
         codec: RecordCodec = DEFAULT_CODEC,
+        chained: bool = False,
     ) -> ReplicaLog:
         """Open (create if needed) and recover a quorum node's log in `directory`.
 
@@ -73,7 +74,8 @@ class ReplicaLog(StoredLog):
         blocks written with `write_blocks`. The open fsyncs the recovered log (all of it is
         durable) and loads `leader-epoch-checkpoint`, checked against the log's end and its
         last block; a missing or inconsistent one is rebuilt from the entries' epochs with
-        one WARNING.
+        one WARNING. With `chained` the log keeps the hash chain from its first segment on
+        (`log import`: a copy that can be digested at once).
         """
         path = Path(directory)
         lock = lock_directory(path)
@@ -83,8 +85,13 @@ class ReplicaLog(StoredLog):
             )
             active = ActiveSegment(storage, lock)
             # A quorum keeps the chain once its metadata.version says so (`keep_chain`); a log
-            # that kept it goes on keeping it.
-            active.chained = any(name.endswith(CHAIN_SUFFIX) for name in os.listdir(path))
+            # that kept it goes on keeping it, and one whose segments were born with it (their
+            # headers say so) is refused if their chain files are gone (ChainKeeper.open).
+            active.chained = (
+                chained
+                or any(name.endswith(CHAIN_SUFFIX) for name in os.listdir(path))
+                or any(segment.header.hash_chained for segment in storage.segments)
+            )
             active.prepare()
             active.start()
             log = cls(storage, active)

@@ -12,6 +12,7 @@ from typing import Any
 
 from metadata_log.container import (
     BASE_OFFSET_KEY,
+    HASH_CHAIN_KEY,
     MAX_HEADER_BYTES,
     PREVIOUS_LAST_OFFSET_KEY,
     PREVIOUS_SYNC_KEY,
@@ -147,23 +148,29 @@ class Segment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, schema_json: str, previous: Segment | None = None
+        cls,
+        directory: Path,
+        base_offset: int,
+        schema_json: str,
+        previous: Segment | None = None,
+        *,
+        hash_chained: bool = False,
     ) -> Segment:
         """Create an empty segment: born complete (temporary name, fsync, rename, dir fsync).
 
         The header links to `previous` (its last offset and sync marker), so a missing or
-        foreign segment before this one is noticed. Replaces an existing file of the same name
-        atomically (an empty active segment rewritten with a newer schema).
+        foreign segment before this one is noticed. With `hash_chained` (its writer keeps the
+        hash chain) the header says so, so a missing chain file is noticed. Replaces an existing
+        file of the same name atomically (an empty active segment rewritten with a newer schema).
         """
-        header_bytes = encode_header(
-            schema_json,
-            os.urandom(SYNC_SIZE),
-            {
-                BASE_OFFSET_KEY: str(base_offset).encode(),
-                PREVIOUS_LAST_OFFSET_KEY: str(base_offset - 1).encode(),
-                PREVIOUS_SYNC_KEY: b"" if previous is None else previous.header.sync.hex().encode(),
-            },
-        )
+        extra = {
+            BASE_OFFSET_KEY: str(base_offset).encode(),
+            PREVIOUS_LAST_OFFSET_KEY: str(base_offset - 1).encode(),
+            PREVIOUS_SYNC_KEY: b"" if previous is None else previous.header.sync.hex().encode(),
+        }
+        if hash_chained:
+            extra[HASH_CHAIN_KEY] = b"1"
+        header_bytes = encode_header(schema_json, os.urandom(SYNC_SIZE), extra)
         path = directory / segment_name(base_offset)
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)

@@ -195,6 +195,7 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
                         if report.chain.breaks
                         else None,
                         "unrecorded_blocks": report.chain.unrecorded_blocks,
+                        "missing": [p.name for p in report.chain.missing],
                         "description": chain_text,
                     },
                     "digest": None
@@ -347,6 +348,13 @@ def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) ->
 def _repair_hint(report: VerifyReport) -> str:
     """What to do about the damage `report` found."""
     errors = report.errors
+    if not errors and report.chain is not None and report.chain.missing:
+        return (
+            "restore the missing chain files from a replica or backup; or, once `mlog log "
+            "verify --digest TOKEN` with a digest kept outside MATCHES, copy the log with "
+            "`mlog log export --with-secrets | mlog log import --data-dir NEW` (the copy is "
+            "chained afresh)"
+        )
     offsets = [e.first_offset for e in errors if e.first_offset is not None]
     if any(not e.repairable for e in errors) or not offsets:
         return "restore the damaged or missing files from a replica or backup"

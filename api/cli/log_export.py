@@ -5,6 +5,9 @@ epochs, one block. An export is one JSON line per stored block, with the block's
 offset, epoch and timestamp and its entries' principals; an import writes the same blocks
 into a data directory with no log yet, so offsets, epochs, timestamps, principals and batch
 boundaries (what replay checks as a unit, and what `log truncate` cuts at) are the source's.
+Without --with-secrets credentials' salts and keys are replaced (and stderr says so, since
+the copy then differs from the original); an import writes the hash chain and Merkle index
+with the blocks, so a faithful copy has the original's digests at once.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from api.targets import open_reader
 from api.write_interrupts import writes_finish
 from records.errors import MetadataLogError, RecordError
 from records.json_form import record_from_json, record_to_json
-from replay.timetravel.security import redacted
+from replay.timetravel.security import SECRET_RECORD_TYPES, redacted
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -34,6 +37,15 @@ if TYPE_CHECKING:
 
 EXPORT_FORMAT = "mlog-log-export/1"
 """The first line of an export: what the file is, so an import refuses anything else."""
+
+REDACTED_WARNING = (
+    "mlog: warning: the export replaced the salts and keys of {count} credential record(s) "
+    "with placeholders: a log imported from it will not match the original's digests "
+    "(`mlog log verify --digest` says DOES NOT MATCH) and its users cannot log in; for a "
+    "faithful copy export with --with-secrets (the file then holds those secrets: keep it "
+    "as safe as the log)"
+)
+"""Said on stderr by an export without --with-secrets that redacted any record."""
 
 
 def block_to_json(block: RecordBlock, *, secrets: bool) -> dict[str, Any]:
@@ -59,7 +71,7 @@ def cmd_log_export(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     opened = None
     if args.file != "-":
         opened = target = open(args.file, "w", encoding="utf-8")  # noqa: SIM115 - closed below
-    blocks = 0
+    blocks = redacted_count = 0
     try:
         with open_reader(settings) as log:
             head = {"format": EXPORT_FORMAT, "log_start_offset": log.log_start_offset}
@@ -68,11 +80,18 @@ def cmd_log_export(args: argparse.Namespace, settings: Settings, out: TextIO) ->
                 line = json.dumps(block_to_json(block, secrets=args.with_secrets))
                 target.write(line + "\n")
                 blocks += 1
+                if not args.with_secrets:
+                    redacted_count += sum(
+                        r.RECORD_TYPE in SECRET_RECORD_TYPES for r in block.records
+                    )
     finally:
         if opened is not None:
             opened.close()
     if opened is not None:
         print(f"exported {blocks} block(s) to {args.file}", file=sys.stderr)
+    if redacted_count:
+        # Only when something was replaced: a log without credentials copies faithfully.
+        print(REDACTED_WARNING.format(count=redacted_count), file=sys.stderr)
     return EXIT_OK
 
 
@@ -143,8 +162,13 @@ def cmd_log_import(args: argparse.Namespace, settings: Settings, out: TextIO) ->
 def _import(
     args: argparse.Namespace, settings: Settings, out: TextIO, keep: Callable[[], None]
 ) -> int:
-    """`cmd_log_import` once the target is checked; `keep` once the log is in place."""
+    """`cmd_log_import` once the target is checked; `keep` once the log is in place.
+
+    The copy is written with its hash chain and Merkle index, so `mlog log digest` works on it
+    at once; a copy of an export made --with-secrets has the original's digests.
+    """
     from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
+    from metadata_log.merkle import MerkleIndex
     from metadata_log.replica_log import ReplicaLog
     from replay.loader import load_image
 
@@ -154,7 +178,9 @@ def _import(
     staging.parent.mkdir(parents=True, exist_ok=True)
     progress = Progress("checking the imported log")
     try:
-        log = ReplicaLog.open(staging, config=settings.log)
+        # The chain is kept from the first block, so the copy can be digested (and checked
+        # against the original's digests) at once.
+        log = ReplicaLog.open(staging, config=settings.log, chained=True)
         try:
             if args.file == "-":
                 blocks = _blocks_of(sys.stdin, "standard input", log)
@@ -171,6 +197,8 @@ def _import(
             load_image(log, progress=progress.advance)  # a log that does not replay stays out
         finally:
             log.close()
+        with MerkleIndex(staging) as index:  # what a v2 digest and `log prove` read
+            index.extend(log.storage.segments, end)
         # The epoch cache is a quorum node's (its presence marks one's log); a standalone
         # log's writer takes its epoch from the entries.
         (staging / EPOCH_CHECKPOINT_NAME).unlink(missing_ok=True)
@@ -203,7 +231,8 @@ def add_export_verbs(verbs: Any) -> None:
     export.add_argument(
         "--with-secrets",
         action="store_true",
-        help="keep credentials' salts and keys (else redacted: the copy's users cannot log in)",
+        help="keep credentials' salts and keys (else replaced: the copy's users cannot log "
+        "in and it does not match the original's digests)",
     )
     export.set_defaults(handler=cmd_log_export)
     imported = verbs.add_parser(

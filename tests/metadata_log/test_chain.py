@@ -13,12 +13,15 @@ from hypothesis import strategies as st
 from metadata_log import LogConfig, MetadataLog
 from metadata_log.config import MIN_SEGMENT_BYTES
 from metadata_log.digest import DigestError, LogDigest, parse_digest
+from metadata_log.errors import LogCorruptionError
 from metadata_log.reader import LogReader
-from metadata_log.segment import segment_name
+from metadata_log.replica_log import ReplicaLog
+from metadata_log.segment import Segment, segment_name
 from metadata_log.verify import VerifyReport, verify_log
 from records import TopicRecord
+from records.codec import DEFAULT_CODEC
 from records.uuids import Uuid
-from tests.support.chain_attacks import rename_topic, rewrite_entries
+from tests.support.chain_attacks import forget_chain, rename_topic, rewrite_entries
 from tests.support.cli import mlog
 from tests.support.replica_logs import block_of, opened
 
@@ -95,10 +98,9 @@ def test_even_a_rewritten_chain_file_does_not_pass_the_digest(tmp_path: Path) ->
     with LogReader.open(directory) as log:
         digest = log.digest()
     rewrite_entries(directory / segment_name(3), rename_topic("t3", "zz"))
-    # The attacker recomputes every stored value after the edit (deletes the files; a writer
-    # open rebuilds them from the edited blocks).
-    for path in directory.glob("*.chain"):
-        path.unlink()
+    # The attacker recomputes every stored value after the edit (deletes the files and the
+    # headers' word that they existed; a writer open rebuilds them from the edited blocks).
+    forget_chain(directory)
     MetadataLog.open(directory, config=ROLL_EVERY_BLOCK).close()
     report, matches = check(directory, digest)
     assert report.ok
@@ -133,6 +135,60 @@ def test_a_digest_holds_after_appends_a_trim_and_restarts(tmp_path: Path) -> Non
     # A digest before the start cannot be checked any more, and says so.
     code, text = mlog(tmp_path, "log", "verify", "--digest", early.token())
     assert code == 1 and "CANNOT BE CHECKED" in text
+
+
+def test_a_log_chained_from_birth_without_its_chain_files_is_never_clean(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "log"
+    build(directory)
+    with LogReader.open(directory) as log:
+        digest = log.digest()
+    rewrite_entries(directory / segment_name(3), rename_topic("t3", "zz"))
+    for path in directory.glob("*.chain"):
+        path.unlink()
+    shutil.rmtree(directory / "merkle", ignore_errors=True)
+    report, matches = check(directory, digest)
+    assert not report.ok and not matches
+    assert report.chain is not None
+    assert [p.name for p in report.chain.missing] == [
+        f"{segment_name(b)[:-5]}.chain" for b in range(12)
+    ]
+    assert "hash chain: MISSING, 12 segment(s)" in report.chain.describe()
+    # A writer does not build the chain again over the forged block.
+    with pytest.raises(LogCorruptionError, match="chain files are missing") as refused:
+        MetadataLog.open(directory, config=ROLL_EVERY_BLOCK)
+    assert "mlog log verify --digest TOKEN" in str(refused.value)
+    assert not list(directory.glob("*.chain"))
+    with pytest.raises(LogCorruptionError, match="chain files are missing"):
+        ReplicaLog.open(directory, config=ROLL_EVERY_BLOCK)
+    with (
+        pytest.raises(DigestError, match=r"its chain file .* is missing"),
+        LogReader.open(directory) as reader,
+    ):
+        reader.digest()
+    # One file gone is named alone; the rest still checks.
+    build(tmp_path / "other", topics=4)
+    (tmp_path / "other" / f"{segment_name(1)[:-5]}.chain").unlink()
+    report = verify_log(tmp_path / "other")
+    assert report.chain is not None and not report.ok
+    assert [p.name for p in report.chain.missing] == [f"{segment_name(1)[:-5]}.chain"]
+
+
+def test_a_new_segment_whose_chain_file_a_crash_kept_from_being_made_is_not_missing(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "log"
+    build(directory, topics=3)
+    # A roll that a crash stopped between the new segment's creation and its chain file's.
+    previous = Segment.open_header(directory / segment_name(2), 2)
+    Segment.create(directory, 3, DEFAULT_CODEC.entry_schema_json, previous, hash_chained=True)
+    newest = directory / f"{segment_name(3)[:-5]}.chain"
+    assert not newest.exists()
+    assert verify_log(directory).ok
+    with MetadataLog.open(directory, config=ROLL_EVERY_BLOCK) as log:
+        log.append([topic("next")])
+    assert newest.exists() and verify_log(directory).ok
 
 
 def test_a_log_written_before_the_chain_gets_one_on_its_next_writer_open(tmp_path: Path) -> None:

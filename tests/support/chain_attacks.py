@@ -103,3 +103,29 @@ def rename_topic(old: str, new: str) -> Callable[[dict[str, Any]], bool]:
         return False
 
     return change
+
+
+_CHAINED = _zigzag(len(b"mlog.hash_chain")) + b"mlog.hash_chain" + _zigzag(1)
+_CRC_KEY = _zigzag(len(b"mlog.header_crc32")) + b"mlog.header_crc32" + _zigzag(8)
+
+
+def forget_chain(log_dir: Path) -> None:
+    """Delete the log's chain files and say in every header that the segment had none.
+
+    What an attacker does so that the next writer open hashes the (edited) blocks afresh, and
+    what a log written before the chain looks like: each header's `mlog.hash_chain` "1" becomes
+    "0" (same size, so positions and indexes hold) and its CRC32 is computed again.
+    """
+    for path in log_dir.glob("*.chain"):
+        path.unlink()
+    for path in sorted(log_dir.glob("*.avro")):
+        data = bytearray(path.read_bytes())
+        at = data.find(_CHAINED)
+        if at < 0:
+            continue
+        data[at + len(_CHAINED)] = ord("0")
+        crc_at = data.index(_CRC_KEY) + len(_CRC_KEY)
+        header_end = crc_at + 8 + 1 + 16  # the CRC is the map's last entry, then 0 and sync
+        data[crc_at : crc_at + 8] = b"00000000"
+        data[crc_at : crc_at + 8] = f"{zlib.crc32(bytes(data[:header_end])):08x}".encode()
+        path.write_bytes(bytes(data))

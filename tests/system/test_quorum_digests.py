@@ -2,7 +2,8 @@
 
 Three `mlog serve` processes agree on their digests at a common offset. A follower is stopped
 and one of its sealed segments rewritten with valid CRCs (a topic renamed), its chain files
-deleted so that its next open hashes the edited blocks: its own `mlog log verify` then finds
+deleted and its headers rewritten to say they never had one, so that its next open hashes the
+edited blocks: its own `mlog log verify` then finds
 nothing wrong, and `quorum describe` names it (exit 1). (An edit that leaves the chain files
 alone is named by the node's own `mlog log verify` instead: tests/metadata_log/test_chain.py.)
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from metadata_log.segment import parse_segment_name
-from tests.support.chain_attacks import rename_topic, rewrite_entries
+from tests.support.chain_attacks import forget_chain, rename_topic, rewrite_entries
 from tests.support.quorum_processes import (
     PROJECT,
     Quorum,
@@ -50,15 +51,14 @@ def _describe(address: str) -> subprocess.CompletedProcess[str]:
 
 
 def _edit(log_dir: Path, topic: str) -> None:
-    """Rename `topic` in the sealed segment holding it; delete the chain files (rehashed)."""
+    """Rename `topic` in the sealed segment holding it; forget the chain (rehashed on open)."""
     bases = sorted(b for p in log_dir.iterdir() if (b := parse_segment_name(p.name)) is not None)
     for base in bases[:-1]:
         if rewrite_entries(log_dir / f"{base:020d}.avro", rename_topic(topic, "zz-edited")):
             break
     else:
         raise AssertionError(f"no sealed segment holds {topic}")
-    for path in log_dir.glob("*.chain"):
-        path.unlink()
+    forget_chain(log_dir)
 
 
 def _all(quorum: Quorum, first: int | None = None) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from metadata_log import MetadataLog
 from records import FeatureLevelRecord
+from tests.support.chain_attacks import forget_chain
 from tests.support.cli import error, mlog, ok
 from tests.support.server_thread import running_server
 
@@ -101,8 +102,7 @@ def test_an_older_log_is_upgraded_by_a_feature_level_record(tmp_path: Path) -> N
     # What the code before the chain wrote: metadata.version 1, no chain files.
     with MetadataLog.open(tmp_path / "log") as log:
         log.append([FeatureLevelRecord(name="metadata.version", feature_level=1)])
-    for path in (tmp_path / "log").glob("*.chain"):
-        path.unlink()
+    forget_chain(tmp_path / "log")
     level = _levels(tmp_path, [])["metadata.version"]["finalized_level"]
     assert level < 2
     assert "would be upgraded" in ok(

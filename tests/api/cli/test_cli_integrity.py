@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +16,11 @@ from metadata_log import LogConfig, MetadataLog
 from metadata_log.container import RawBlock
 from metadata_log.segment import Segment
 from records import ConfigRecord, ConfigResourceType, Uuid
+from tests.support.chain_attacks import forget_chain
 from tests.support.cli import mlog, ok
+from tests.support.paths import REPO
+
+SERVE = (sys.executable, "-m", "api.cli", "serve")
 
 
 def newest(data_dir: Path) -> Path:
@@ -233,3 +240,52 @@ def test_verify_of_a_missing_directory_is_a_clear_error(
     assert code == 2
     one_line_error(capsys, "there is no log at")
     assert not os.path.exists(tmp_path / "nowhere")
+
+
+def test_a_chained_log_whose_chain_files_are_deleted_fails_verify_and_every_writer(
+    cluster: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once `clean`: every writer then rebuilt the chain over whatever the blocks held."""
+    log_dir = cluster / "log"
+    names = sorted(p.name for p in log_dir.glob("*.chain"))
+    assert names
+    for path in log_dir.glob("*.chain"):
+        path.unlink()
+    shutil.rmtree(log_dir / "merkle", ignore_errors=True)
+    code, text = mlog(cluster, "log", "verify")
+    assert code == 1, text
+    assert "hash chain: MISSING" in text and all(name in text for name in names), text
+    assert "DAMAGED at byte" not in text and "clean" not in text
+    assert "repair: restore the missing chain files" in text
+    code, text = mlog(cluster, "--output", "json", "log", "verify")
+    report = json.loads(text)
+    assert code == 1 and report["ok"] is False and report["chain"]["missing"] == names
+    capsys.readouterr()
+    for command in (["topics", "create", "--topic", "e"], ["brokers", "register", "--id", "9"]):
+        code, _ = mlog(cluster, *command)
+        assert code == 1, command
+        one_line_error(capsys, "chain files are missing", "mlog log verify --digest")
+    assert not list(log_dir.glob("*.chain")), "a refused writer rebuilt the chain"
+    served = subprocess.run(
+        [*SERVE, "--data-dir", str(cluster), "--listen", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert served.returncode == 1, served.stderr
+    assert "chain files are missing" in served.stderr and "Traceback" not in served.stderr
+    assert not list(log_dir.glob("*.chain"))
+    # Readers still read it (the blocks are not damaged; whether they are true is the question).
+    assert "e" not in ok(cluster, "topics", "list").split()
+
+
+def test_a_log_from_before_the_chain_still_verifies_clean_and_gets_one(cluster: Path) -> None:
+    """A log whose headers never had the chain (metadata.version 1's code) is as it was."""
+    forget_chain(cluster / "log")
+    code, text = mlog(cluster, "log", "verify")
+    assert code == 0 and "hash chain: none" in text and "clean" in text, text
+    ok(cluster, "topics", "create", "--topic", "e")
+    code, text = mlog(cluster, "log", "verify")
+    assert code == 0 and "hash chain from offset 0: intact" in text, text

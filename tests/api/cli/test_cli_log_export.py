@@ -81,3 +81,70 @@ def test_dump_shows_a_client_write_note_compactly(tmp_path: Path) -> None:
     assert "CLIENT_WRITE_RECORD" in text
     # JSON keeps the bytes, for copies.
     assert "eHh4" in ok(tmp_path, "--output", "json", "log", "dump")
+
+
+def _with_a_credential(data: Path) -> None:
+    ok(
+        data,
+        "users",
+        "scram-set",
+        "--name",
+        "alice",
+        "--mechanism",
+        "SCRAM-SHA-256",
+        "--iterations",
+        "4096",
+        "--password-stdin",
+        stdin="s3cret-password\n",
+    )
+
+
+def test_an_export_without_secrets_warns_that_the_copy_will_not_match(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Nothing to replace: a copy is faithful without --with-secrets, and nothing is said.
+    capsys.readouterr()
+    ok(source, "log", "export")
+    assert "warning" not in capsys.readouterr().err
+    _with_a_credential(source)
+    token = ok(source, "log", "digest").strip()
+    capsys.readouterr()
+    exported = ok(source, "log", "export")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "mlog: warning: the export replaced the salts and keys of 1 credential record(s)" in err
+    assert "will not match the original's digests" in err and "--with-secrets" in err
+    # And it is true: the copy fails the original's digest.
+    copy = tmp_path / "redacted"
+    ok(copy, "log", "import", stdin=exported)
+    code, text = mlog(copy, "log", "verify", "--digest", token)
+    assert code == 1 and "DOES NOT MATCH" in text, text
+    capsys.readouterr()
+    ok(source, "log", "export", "--with-secrets")
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_an_import_is_digested_at_once_and_a_faithful_copy_has_the_originals_digest(
+    source: Path, tmp_path: Path
+) -> None:
+    _with_a_credential(source)
+    ok(source, "topics", "create", "--topic", "s2", "--principal", "User:c")
+    token = ok(source, "log", "digest").strip()
+    second_block_end = str(_blocks(source)[1][1])
+    earlier = ok(source, "log", "digest", "--at-offset", second_block_end).strip()
+    exported = ok(source, "log", "export", "--with-secrets")
+    copy = tmp_path / "copy"
+    ok(copy, "log", "import", stdin=exported)
+    log_dir = copy / "log"
+    assert sorted(p.stem for p in log_dir.glob("*.chain")) == sorted(
+        p.stem for p in log_dir.glob("*.avro")
+    )
+    assert (log_dir / "merkle" / "leaves").exists()
+    # Nothing has written to the copy since: its digests are the original's.
+    assert ok(copy, "log", "digest").strip() == token
+    assert ok(copy, "log", "digest", "--at-offset", second_block_end).strip() == earlier
+    for digest in (token, earlier):
+        code, text = mlog(copy, "log", "verify", "--digest", digest)
+        assert code == 0 and "MATCHES" in text and "clean" in text, text
+    proof = json.loads(ok(copy, "log", "prove", "--offset", "0", "--digest", token))
+    assert proof["tree_size"] == int(token.split(":")[2]) + 1
