@@ -14,6 +14,7 @@ import logging
 import random
 import re
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -878,18 +879,20 @@ def test_the_checksum_of_a_known_image_is_pinned() -> None:
 
 
 def test_closing_the_store_closes_its_connections(postgres_url: str) -> None:
-    # A service or a command that closes its store leaves no session on the server.
-    url = f"{postgres_url}&application_name=mlog_close_test"
+    # A service or a command that closes its store leaves no session on the server. The
+    # name is this test's alone: another run beside it (the same server) has sessions too.
+    name = f"mlog_close_{uuid.uuid4().hex[:12]}"
+    url = f"{postgres_url}&application_name={name}"
     with SnapshotStore(url) as store:
         store.write(IMAGE)
         assert store.snapshots()
-        assert _sessions(postgres_url, "mlog_close_test") >= 1
-    assert _sessions(postgres_url, "mlog_close_test") == 0
+        assert _sessions(postgres_url, name) >= 1
+    assert _sessions(postgres_url, name) == 0
     again = SnapshotStore(url)
     again.ensure_schema()
     again.close()
     again.close()  # twice is fine
-    assert _sessions(postgres_url, "mlog_close_test") == 0
+    assert _sessions(postgres_url, name) == 0
 
 
 def _sessions(url: str, application: str) -> int:
