@@ -29,7 +29,7 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +42,8 @@ from metadata_log.container import fsync_directory, replace_file, write_all
 from metadata_log.digest import DigestError, chain_value_at
 from metadata_log.private_files import FILE_MODE, make_dirs
 from metadata_log.segment import Segment
+from records.fast_decode import entry_walker
+from records.varint import encode_long, read_long
 
 MERKLE_DIR = "merkle"
 CHUNK_LEVEL = 10
@@ -68,6 +70,47 @@ def _split(n: int) -> int:
 @lru_cache(maxsize=8)
 def _parsed(schema_json: str) -> Any:
     return fastavro.parse_schema(json.loads(schema_json))
+
+
+@lru_cache(maxsize=8)
+def _walker(schema_json: str) -> Callable[[bytes, int], None] | None:
+    return entry_walker(json.loads(schema_json))
+
+
+def _split_fast(schema_json: str, count: int, body: bytes) -> list[bytes] | None:
+    """The `count` entries of a whole block body, split without decoding them; None if not.
+
+    The entries of a block share its epoch and timestamp and have consecutive offsets, so
+    entry `i + 1` starts with the bytes of (offset + 1, epoch, timestamp): each candidate
+    start is found by searching for them, and each piece is then checked to be exactly one
+    entry by the compiled walk (an entry's encoding is prefix-free, so a piece that is exactly
+    one entry ends where that entry ends). Any doubt (a piece that is not one entry, no
+    compiled walk, entries stamped otherwise) gives None: the caller decodes instead.
+    """
+    walk = _walker(schema_json)
+    if walk is None or count < 1:
+        return None
+    try:
+        first, pos = read_long(body, 0)
+        _, pos = read_long(body, pos)
+        _, pos = read_long(body, pos)
+        stamp = body[len(encode_long(first)) : pos]
+        out = []
+        start = 0
+        for i in range(1, count):
+            end = body.find(encode_long(first + i) + stamp, start + 1)
+            if end < 0:
+                return None
+            piece = body[start:end]
+            walk(piece, 1)
+            out.append(piece)
+            start = end
+        piece = body[start:]
+        walk(piece, 1)
+        out.append(piece)
+    except (ValueError, TypeError, IndexError):
+        return None
+    return out
 
 
 def entry_bytes(schema_json: str, count: int, body: bytes) -> list[bytes]:
@@ -247,15 +290,23 @@ class MerkleIndex:
                 "indexed, so no tree from offset 0 can be built here"
             )
         os.ftruncate(self._leaves_fd, self.size * _HASH)
+        pending: list[bytes] = []  # leaves hashed, not yet written (a chunk at a time)
         for segment in segments:
-            if segment.next_offset <= self.size or segment.base_offset >= end:
+            if segment.next_offset <= self.size + len(pending) or segment.base_offset >= end:
                 continue
             schema = segment.header.schema_json
-            for block, first in segment.blocks_with_offsets(self.size):
+            for block, first in segment.blocks_with_offsets(self.size + len(pending)):
                 if first >= end:
                     break
-                leaves = [leaf_hash(e) for e in entry_bytes(schema, block.count, block.body)]
-                self._take(leaves[self.size - first :] if first < self.size else leaves)
+                entries = _split_fast(schema, block.count, block.body)
+                if entries is None:
+                    entries = entry_bytes(schema, block.count, block.body)
+                leaves = [leaf_hash(e) for e in entries]
+                pending.extend(leaves[max(0, self.size + len(pending) - first) :])
+                if len(pending) >= CHUNK:
+                    self._take(pending)
+                    pending = []
+        self._take(pending)
         self.chain = chain_value_at(segments, self.size)
         self._save()
 

@@ -9,6 +9,7 @@ still matches. The proofs are checked by the auditor's verifier (tests/support).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -16,10 +17,11 @@ import pytest
 
 from api.service.retention import LogRetention, RetentionConfig
 from metadata_log import MetadataLog
-from metadata_log.digest import LogDigest, parse_digest, take_digest
-from metadata_log.merkle import IndexHeldBack, recompute_root
+from metadata_log.digest import LogDigest, take_digest
+from metadata_log.merkle import IndexHeldBack, _split_fast, entry_bytes, recompute_root, root_at
 from metadata_log.reader import LogReader
-from tests.support.cli import as_json, mlog, ok
+from records.varint import encode_long, read_long
+from tests.support.cli import as_json, entries, mlog, ok
 from tests.support.merkle_verifier import verify_consistency, verify_inclusion
 from tests.support.replica_logs import block_of, opened
 from tests.support.trim_logs import CONFIG, build, config
@@ -75,7 +77,7 @@ def test_mlog_log_trim_keeps_the_leaves_too(
     ok(data, "brokers", "register", "--id", "1")
     for n in range(6):
         ok(data, "topics", "create", "--topic", f"t{n}", "--partitions", "2")
-    early = v2_token(data / "log", parse_digest(ok(data, "log", "digest").strip()).offset)
+    early = v2_token(data / "log", entries(data) - 1)
     ok(data, "snapshot", "create")
     ok(data, "topics", "create", "--topic", "later")
     start = as_json(data, "log", "trim", "--before-snapshot")["log_start_offset"]
@@ -98,8 +100,8 @@ def test_a_quorum_log_keeps_the_leaves_once_it_keeps_the_chain(tmp_path: Path) -
         assert log.trim_before(cut)
         assert log.log_start_offset == cut and indexed(directory) >= cut
         # A node keeps it current off its write path, through the durable entries.
-        assert log.keep_merkle_index(150)
-        assert indexed(directory) == 150
+        assert log.keep_merkle_index(cut + 42)
+        assert indexed(directory) == cut + 40  # the last block end at or before it
 
 
 def test_an_unchained_quorum_log_has_no_index_to_keep(tmp_path: Path) -> None:
@@ -148,3 +150,38 @@ def test_a_log_cut_and_written_again_keeps_the_leaves_below_its_start(tmp_path: 
     assert latest.startswith("mlog-digest:v2:14:")  # rewound to the start, not to 0
     proof = as_json(data, "log", "prove", "--offset", "2", "--digest", latest)
     assert verify_inclusion(proof, latest)
+
+
+def test_entries_are_split_exactly_even_when_one_holds_the_next_ones_first_bytes(
+    tmp_path: Path,
+) -> None:
+    # Entries of a block are found by the bytes the next one starts with (offset, epoch,
+    # timestamp), each piece checked to be one whole entry: a value holding those bytes (all
+    # below 0x80 with this clock, so they fit in a string) makes that check fail and the
+    # block is decoded instead. Either way the pieces are fastavro's, byte for byte.
+    directory = tmp_path / "log"
+    with MetadataLog.open(directory, config=CONFIG, clock_ms=lambda: 5) as log:
+        log.append([config("plain", i) for i in range(4)])
+        block, _ = next(log.storage.segments[0].blocks_with_offsets(0))
+        _, end = read_long(block.body, 0)
+        _, end = read_long(block.body, end)
+        _, end = read_long(block.body, end)
+        stamp = block.body[1:end]  # the epoch and timestamp every entry of a block starts with
+        tricky = [config("x", 0), config("y", 1)]
+        value = f"v{(encode_long(5) + stamp).decode()}v"  # entry 5's first bytes, in entry 4
+        tricky[0] = dataclasses.replace(tricky[0], value=value)
+        log.append(tricky)
+    split = []
+    with LogReader.open(directory, config=CONFIG) as log:
+        for segment in log.storage.segments:
+            schema = segment.header.schema_json
+            for block, _ in segment.blocks_with_offsets(segment.base_offset):
+                expected = entry_bytes(schema, block.count, block.body)
+                fast = _split_fast(schema, block.count, block.body)
+                assert fast is None or fast == expected
+                assert len(expected) == block.count
+                split.append(fast is not None)
+        assert split == [True, False]  # the plain block split fast, the tricky one decoded
+        assert recompute_root(log.storage.segments, 6) == root_at(
+            directory, log.storage.segments, 6
+        )
