@@ -291,6 +291,7 @@ class MerkleIndex:
             )
         os.ftruncate(self._leaves_fd, self.size * _HASH)
         pending: list[bytes] = []  # leaves hashed, not yet written (a chunk at a time)
+        sha256 = hashlib.sha256
         for segment in segments:
             if segment.next_offset <= self.size + len(pending) or segment.base_offset >= end:
                 continue
@@ -301,7 +302,7 @@ class MerkleIndex:
                 entries = _split_fast(schema, block.count, block.body)
                 if entries is None:
                     entries = entry_bytes(schema, block.count, block.body)
-                leaves = [leaf_hash(e) for e in entries]
+                leaves = [sha256(b"\x00" + e).digest() for e in entries]  # leaf_hash
                 pending.extend(leaves[max(0, self.size + len(pending) - first) :])
                 if len(pending) >= CHUNK:
                     self._take(pending)
@@ -514,6 +515,14 @@ def _fold(level: list[bytes]) -> bytes:
     """MTH of a list of leaf hashes."""
     n = len(level)
     if n == 1:
+        return level[0]
+    if n & (n - 1) == 0:  # a perfect tree (a chunk): pair up level by level
+        sha256 = hashlib.sha256
+        while len(level) > 1:
+            level = [
+                sha256(b"\x01" + left + right).digest()
+                for left, right in zip(level[::2], level[1::2], strict=True)
+            ]
         return level[0]
     k = _split(n)
     return node_hash(_fold(level[:k]), _fold(level[k:]))
