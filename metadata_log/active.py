@@ -18,8 +18,10 @@ from typing import NoReturn
 from metadata_log.chain import ChainKeeper, missing_chain_files, refuse_missing
 from metadata_log.checkpoint import Checkpoint
 from metadata_log.container import SYNC_SIZE, fsync_directory, write_all
+from metadata_log.digest import block_end_at_or_before
 from metadata_log.errors import LogClosedError, LogError, LogFailedError
 from metadata_log.lock import DirectoryLock
+from metadata_log.merkle import index_through
 from metadata_log.private_files import make_dirs
 from metadata_log.repair import move_segment
 from metadata_log.segment import Segment, SegmentInfo
@@ -398,16 +400,20 @@ class ActiveSegment:
     ) -> list[SegmentInfo]:
         """Remove the whole segments whose entries all lie below `offset`; what was removed.
 
-        The newest segment is never removed, nor one holding `offset` or later entries. The
-        checkpoints name the new start first (then `new_start`, for a replica's epoch cache),
-        then the segments are deleted, oldest first; a crash leaves leftovers the next open
-        removes.
+        The newest segment is never removed, nor one holding `offset` or later entries. A
+        chained log first extends its Merkle index (metadata_log.merkle) over the entries that
+        go, durably and outside the write lock, so the tree still starts at offset 0; if it
+        cannot, `IndexHeldBack` is raised and nothing is removed. The checkpoints name the new
+        start first (then `new_start`, for a replica's epoch cache), then the segments are
+        deleted, oldest first; a crash leaves leftovers the next open removes.
         """
         storage = self.storage
+        if not isinstance(offset, int) or offset < 0:
+            raise LogError(f"cannot trim before offset {offset!r}: give an offset >= 0")
+        if self.chained:
+            offset = self._index_before_trim(offset)
         with self.write_lock:
             self.check_writable()
-            if not isinstance(offset, int) or offset < 0:
-                raise LogError(f"cannot trim before offset {offset!r}: give an offset >= 0")
             gone = [s for s in storage.segments[:-1] if s.next_offset <= offset]
             if not gone:
                 return []
@@ -438,6 +444,42 @@ class ActiveSegment:
                 start,
             )
             return infos
+
+    def keep_index(self, end: int) -> bool:
+        """Extend the Merkle index to the last block end at or before `end`, durably.
+
+        Off the write path: a serving node calls it on a worker thread of its own, without the
+        write lock (the entries below `end` are durable and do not change). False when the
+        log keeps no chain or no tree from offset 0 can be built here; raises `IndexHeldBack`
+        on an I/O error.
+        """
+        if not self.chained or self.failed is not None:
+            return False
+        segments = self.storage.segments
+        target = block_end_at_or_before(segments, min(end, self.storage.flushed_offset) - 1)
+        if target <= 0:
+            return False
+        return index_through(self.storage.directory, segments, target)
+
+    def _index_before_trim(self, offset: int) -> int:
+        """Index the entries a trim before `offset` removes; the offset the trim may go to.
+
+        The segments list is replaced, never changed in place, and the sealed segments below
+        the cut do not change: the index is extended from a copy without the write lock.
+        """
+        self.check_writable()
+        segments = self.storage.segments
+        gone = [s for s in segments[:-1] if s.next_offset <= offset]
+        if not gone:
+            return offset
+        cut = segments[len(gone)].base_offset
+        if not index_through(self.storage.directory, segments, cut):
+            logger.info(
+                "the Merkle index of %s does not start at offset 0 (the log started after it "
+                "before it was indexed): the trim keeps no leaves",
+                self.storage.directory,
+            )
+        return min(offset, cut)
 
     # ---------------------------------------------------------------- closing
 

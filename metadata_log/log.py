@@ -120,13 +120,22 @@ class MetadataLog(StoredLog):
         """How long this log's block writes and fsyncs took (for the metrics)."""
         return self._active.timings
 
+    def keep_merkle_index(self, end: int) -> bool:
+        """Extend the Merkle index over the durable entries below `end` (off the write path).
+
+        See `ActiveSegment.keep_index`: whether the index covers them; raises IndexHeldBack.
+        """
+        return self._active.keep_index(end)
+
     def trim_before(self, offset: int) -> list[SegmentInfo]:
         """Remove the whole segments whose entries all lie below `offset`; the log start moves.
 
         The newest segment is never removed, nor one holding `offset` or later entries, so
         the log afterwards starts at a segment's base offset, at or before `offset`. The
         caller decides what may go (`mlog log trim --before-snapshot`: below the newest
-        snapshot). Durable and crash-safe: the checkpoints name the new start first, then the
+        snapshot). The Merkle index is first extended over the entries that go, so the tree
+        still starts at 0; if it cannot be, `IndexHeldBack` is raised and nothing goes.
+        Durable and crash-safe: the checkpoints name the new start first, then the
         segments are deleted, oldest first; segments a crash left below the start are deleted
         on the next open. Returns what was removed.
         """

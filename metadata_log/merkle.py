@@ -13,9 +13,12 @@ segments at any time:
     state    text: entries indexed and the chain value after them (metadata_log.chain)
 
 The index is extended from the log by whoever asks for a root or a proof (`mlog log digest`,
-`mlog log prove`); `state` names the chain value at its end, so an index whose log was cut and
-written again (another chain value there) is rebuilt, not trusted. Trims do not touch it: it
-keeps the leaves of trimmed entries, so the tree still starts at offset 0.
+`mlog log prove`), by a serving node as it goes (`index_through`, off the write path), and by
+every trim before it removes a segment (`MetadataLog.trim_before`): a trim that cannot extend
+it first is held back, so the index keeps the leaves of trimmed entries and the tree still
+starts at offset 0. `state` names the chain value at its end, so an index whose log was cut
+and written again (another chain value there) is rewound to the log's start (the leaves of
+trimmed entries stay) and rebuilt from the entries, not trusted.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +42,8 @@ from metadata_log.container import fsync_directory, replace_file, write_all
 from metadata_log.digest import DigestError, chain_value_at
 from metadata_log.private_files import FILE_MODE, make_dirs
 from metadata_log.segment import Segment
+from records.fast_decode import entry_walker
+from records.varint import encode_long, read_long
 
 MERKLE_DIR = "merkle"
 CHUNK_LEVEL = 10
@@ -67,6 +72,47 @@ def _parsed(schema_json: str) -> Any:
     return fastavro.parse_schema(json.loads(schema_json))
 
 
+@lru_cache(maxsize=8)
+def _walker(schema_json: str) -> Callable[[bytes, int], None] | None:
+    return entry_walker(json.loads(schema_json))
+
+
+def _split_fast(schema_json: str, count: int, body: bytes) -> list[bytes] | None:
+    """The `count` entries of a whole block body, split without decoding them; None if not.
+
+    The entries of a block share its epoch and timestamp and have consecutive offsets, so
+    entry `i + 1` starts with the bytes of (offset + 1, epoch, timestamp): each candidate
+    start is found by searching for them, and each piece is then checked to be exactly one
+    entry by the compiled walk (an entry's encoding is prefix-free, so a piece that is exactly
+    one entry ends where that entry ends). Any doubt (a piece that is not one entry, no
+    compiled walk, entries stamped otherwise) gives None: the caller decodes instead.
+    """
+    walk = _walker(schema_json)
+    if walk is None or count < 1:
+        return None
+    try:
+        first, pos = read_long(body, 0)
+        _, pos = read_long(body, pos)
+        _, pos = read_long(body, pos)
+        stamp = body[len(encode_long(first)) : pos]
+        out = []
+        start = 0
+        for i in range(1, count):
+            end = body.find(encode_long(first + i) + stamp, start + 1)
+            if end < 0:
+                return None
+            piece = body[start:end]
+            walk(piece, 1)
+            out.append(piece)
+            start = end
+        piece = body[start:]
+        walk(piece, 1)
+        out.append(piece)
+    except (ValueError, TypeError, IndexError):
+        return None
+    return out
+
+
 def entry_bytes(schema_json: str, count: int, body: bytes) -> list[bytes]:
     """The first `count` entries of a block body, each as its own bytes (with the writer schema).
 
@@ -88,24 +134,34 @@ class MerkleError(DigestError):
     """The index cannot answer; the message says why and what to do."""
 
 
+class NotFromZero(MerkleError):
+    """The log starts after the index's end: the entries between were never indexed here."""
+
+
+class IndexHeldBack(MerkleError):
+    """The index could not be extended to a trim's cut, so the trim waits (no leaf is lost)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InclusionProof:
     """RFC 9162 inclusion proof of leaf `index` in the tree of `tree_size` leaves."""
 
     index: int
     tree_size: int
-    entry: bytes
+    entry: bytes | None
+    """The entry's bytes; None for an entry trimmed from the log (the index keeps its leaf)."""
+    leaf: bytes
     path: tuple[bytes, ...]
     root: bytes
 
     def to_json(self) -> dict[str, object]:
-        """The proof as JSON values (hashes and entry bytes in hex)."""
+        """The proof as JSON values (hashes and entry bytes in hex; entry null if trimmed)."""
         return {
             "type": "inclusion",
             "leaf_index": self.index,
             "tree_size": self.tree_size,
-            "entry": self.entry.hex(),
-            "leaf_hash": leaf_hash(self.entry).hex(),
+            "entry": None if self.entry is None else self.entry.hex(),
+            "leaf_hash": self.leaf.hex(),
             "path": [h.hex() for h in self.path],
             "root": self.root.hex(),
         }
@@ -148,7 +204,11 @@ class MerkleIndex:
         self._leaves_fd = -1
         self._memo: dict[tuple[int, int], bytes] = {}
         """Subtree roots computed by this open (the index only grows while it is held)."""
-        self._load()
+        try:
+            self._load()
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Release the index."""
@@ -188,10 +248,18 @@ class MerkleIndex:
         self.size, self.chain = size, chain
         self._chunks = [chunks[i : i + _HASH] for i in range(0, (size // CHUNK) * _HASH, _HASH)]
 
-    def _reset(self) -> None:
+    def _rewind(self, segments: Sequence[Segment]) -> None:
+        """Back to the log's start: the leaves of trimmed entries stay, the rest is rebuilt.
+
+        Entries below the start were trimmed, and only committed entries are ever trimmed, so
+        their leaves still hold; the chain value there is the one the start carries.
+        """
         self._memo.clear()
-        os.ftruncate(self._leaves_fd, 0)
-        self.size, self.chain, self._chunks = 0, ZERO, []
+        keep = min(self.size, segments[0].base_offset)
+        chain = chain_value_at(segments, keep) if keep else ZERO
+        os.ftruncate(self._leaves_fd, keep * _HASH)
+        self.size, self.chain = keep, chain
+        del self._chunks[keep // CHUNK :]
 
     def _save(self) -> None:
         os.fsync(self._leaves_fd)
@@ -209,28 +277,37 @@ class MerkleIndex:
         """Index the log's entries up to `end` (a block end), from the segments (oldest first).
 
         An index whose end no longer has its chain value in the log (the log was cut and
-        written again) is rebuilt from offset 0, which needs the log's entries from 0.
+        written again) is rewound to the log's start and rebuilt from there.
         """
         if self.size and (self.size > segments[-1].next_offset or not self._still_valid(segments)):
-            self._reset()
+            self._rewind(segments)
         if self.size >= end:
             return
         if segments[0].base_offset > self.size:
-            raise MerkleError(
+            raise NotFromZero(
                 f"the Merkle index holds {self.size} entries and the log starts at offset "
                 f"{segments[0].base_offset}: the entries between were trimmed before they were "
                 "indexed, so no tree from offset 0 can be built here"
             )
         os.ftruncate(self._leaves_fd, self.size * _HASH)
+        pending: list[bytes] = []  # leaves hashed, not yet written (a chunk at a time)
+        sha256 = hashlib.sha256
         for segment in segments:
-            if segment.next_offset <= self.size or segment.base_offset >= end:
+            if segment.next_offset <= self.size + len(pending) or segment.base_offset >= end:
                 continue
             schema = segment.header.schema_json
-            for block, first in segment.blocks_with_offsets(self.size):
+            for block, first in segment.blocks_with_offsets(self.size + len(pending)):
                 if first >= end:
                     break
-                leaves = [leaf_hash(e) for e in entry_bytes(schema, block.count, block.body)]
-                self._take(leaves[self.size - first :] if first < self.size else leaves)
+                entries = _split_fast(schema, block.count, block.body)
+                if entries is None:
+                    entries = entry_bytes(schema, block.count, block.body)
+                leaves = [sha256(b"\x00" + e).digest() for e in entries]  # leaf_hash
+                pending.extend(leaves[max(0, self.size + len(pending) - first) :])
+                if len(pending) >= CHUNK:
+                    self._take(pending)
+                    pending = []
+        self._take(pending)
         self.chain = chain_value_at(segments, self.size)
         self._save()
 
@@ -284,12 +361,16 @@ class MerkleIndex:
         self._require(size)
         return self.subtree(0, size)
 
-    def inclusion(self, index: int, size: int, entry: bytes) -> InclusionProof:
-        """Inclusion proof of leaf `index` in the tree of `size` leaves."""
+    def inclusion(self, index: int, size: int, entry: bytes | None) -> InclusionProof:
+        """Inclusion proof of leaf `index` in the tree of `size` leaves.
+
+        `entry` is None for an entry trimmed from the log: the proof carries its leaf hash.
+        """
         self._require(size)
         if not 0 <= index < size:
             raise MerkleError(f"offset {index} is not in the tree of {size} entries")
-        if leaf_hash(entry) != self.leaves(index, index + 1)[0]:
+        leaf = self.leaves(index, index + 1)[0]
+        if entry is not None and leaf_hash(entry) != leaf:
             raise MerkleError(
                 f"entry {index} is not what was indexed: the log changed after it was indexed; "
                 "run `mlog log verify`"
@@ -298,6 +379,7 @@ class MerkleIndex:
             index=index,
             tree_size=size,
             entry=entry,
+            leaf=leaf,
             path=tuple(self._path(index, 0, size)),
             root=self.root(size),
         )
@@ -385,11 +467,16 @@ class Frontier:
 
     def nodes(self) -> Iterator[tuple[int, int]]:
         """The (start, end) leaf ranges of the subtrees whose roots `hashes` holds."""
-        start = 0
-        for bit in range(self.size.bit_length() - 1, -1, -1):
-            if self.size >> bit & 1:
-                yield start, start + (1 << bit)
-                start += 1 << bit
+        return _perfect_ranges(self.size)
+
+
+def _perfect_ranges(size: int) -> Iterator[tuple[int, int]]:
+    """The (start, end) ranges of the perfect subtrees `size` leaves decompose into."""
+    start = 0
+    for bit in range(size.bit_length() - 1, -1, -1):
+        if size >> bit & 1:
+            yield start, start + (1 << bit)
+            start += 1 << bit
 
 
 def recompute_root(
@@ -429,11 +516,22 @@ def _fold(level: list[bytes]) -> bytes:
     n = len(level)
     if n == 1:
         return level[0]
+    if n & (n - 1) == 0:  # a perfect tree (a chunk): pair up level by level
+        sha256 = hashlib.sha256
+        while len(level) > 1:
+            level = [
+                sha256(b"\x01" + left + right).digest()
+                for left, right in zip(level[::2], level[1::2], strict=True)
+            ]
+        return level[0]
     k = _split(n)
     return node_hash(_fold(level[:k]), _fold(level[k:]))
 
 
-def _entry_at(segments: Sequence[Segment], offset: int) -> bytes:
+def _entry_at(segments: Sequence[Segment], offset: int) -> bytes | None:
+    """The entry's bytes; None below the log's start (trimmed: only its leaf is indexed)."""
+    if segments and 0 <= offset < segments[0].base_offset:
+        return None
     segment = next((s for s in reversed(segments) if s.base_offset <= offset), None)
     if segment is None or offset >= segment.next_offset:
         raise MerkleError(f"offset {offset} is not in the log")
@@ -446,6 +544,22 @@ def root_at(directory: Path, segments: Sequence[Segment], end_offset: int) -> by
     with MerkleIndex(directory) as index:
         index.extend(segments, end_offset)
         return index.root(end_offset)
+
+
+def root_across_start(directory: Path, segments: Sequence[Segment], end_offset: int) -> bytes:
+    """The Merkle root over entries 0..`end_offset - 1` of a log trimmed to start after 0.
+
+    The leaves below the start are the index's (all that is left of those entries); from the
+    start on the entries are hashed as they are on disk, as `recompute_root` does, so an
+    edited index does not hide an edited block.
+    """
+    start = segments[0].base_offset
+    with MerkleIndex(directory) as index:
+        index.extend(segments, start)
+        frontier = Frontier(start, [index.subtree(a, b) for a, b in _perfect_ranges(start)])
+    if end_offset == start:
+        return frontier.root()
+    return recompute_root(segments, end_offset, start=frontier)
 
 
 def prove_inclusion(
@@ -465,3 +579,26 @@ def prove_consistency(
     with MerkleIndex(directory) as index:
         index.extend(segments, second_size)
         return index.consistency(first_size, second_size)
+
+
+def index_through(directory: Path, segments: Sequence[Segment], end: int) -> bool:
+    """Extend the index durably to at least `end` (a block end); whether it now covers it.
+
+    What a trim does before it removes the segments below `end`, and what a serving node does
+    off its write path to keep the index current. False when the log starts after the index's
+    end (entries trimmed or never here before they were indexed, as after a snapshot install):
+    there is no tree from offset 0 to keep, so a trim loses nothing more. Raises
+    IndexHeldBack when the index cannot be extended (an I/O error, a damaged block or chain
+    file): a trim must then wait, or the leaves of the entries it removes would be lost.
+    """
+    try:
+        with MerkleIndex(directory) as index:
+            index.extend(segments, end)
+            return True
+    except NotFromZero:
+        return False
+    except (OSError, DigestError, ValueError, EOFError, StopIteration) as exc:
+        raise IndexHeldBack(
+            f"the Merkle index in {directory / MERKLE_DIR} could not be extended to offset "
+            f"{end - 1}: {exc}"
+        ) from exc

@@ -420,6 +420,13 @@ class ReplicaLog(StoredLog):
         """How long this log's block writes and fsyncs took (for the metrics)."""
         return self._active.timings
 
+    def keep_merkle_index(self, end: int) -> bool:
+        """Extend the Merkle index over the durable entries below `end` (off the write path).
+
+        See `ActiveSegment.keep_index`: whether the index covers them; raises IndexHeldBack.
+        """
+        return self._active.keep_index(end)
+
     def trim_before(self, offset: int) -> list[SegmentInfo]:
         """Remove the whole segments whose entries all lie below `offset`; the log start moves.
 

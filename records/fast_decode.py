@@ -205,6 +205,26 @@ class FastBlockDecoder:
         return [names[i] for i, held in enumerate(seen) if held]
 
 
+def entry_walker(writer_entry_schema: Any) -> Callable[[bytes, int], None] | None:
+    """A check that `count` entries fill a body exactly, making no values; None without one.
+
+    The compiled walk of `FastBlockDecoder.branches_in` (raising ValueError, TypeError or
+    IndexError when they do not), for a writer schema shaped as this code writes entries: what
+    splits a block into its entries' bytes fast (metadata_log.merkle).
+    """
+    if _fastdecode is None:
+        return None
+    try:
+        compiled = _entry_branches(writer_entry_schema)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    if compiled is None:
+        return None
+    walker = _fastdecode.BlockDecoder([(program, None) for program, _, _ in compiled])
+    check: Callable[[bytes, int], None] = walker.branches
+    return check
+
+
 def fast_decoder(
     writer_entry_schema: Any,
     current: Mapping[str, RecordSchema],

@@ -16,6 +16,7 @@ from api.cli.common import (
     offset_arg,
 )
 from api.cli.interrupts import typed_lines
+from api.cli.merkle_checks import check_trimmed_digest
 from api.cli.output import format_time, print_table
 from api.cli.targets import open_target
 from api.progress import Progress
@@ -164,7 +165,10 @@ def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     progress.finish()
     digest_ok, digest_text = (True, None) if digest is None else _check_digest(report, digest)
     if digest is not None and digest.root is not None and digest_text is not None:
-        digest_ok, digest_text = _with_root(settings, digest, digest_ok, digest_text)
+        if report.chain is not None and digest.end_offset < report.chain.log_start:
+            digest_ok, digest_text = check_trimmed_digest(settings, digest, digest_text)
+        else:
+            digest_ok, digest_text = _with_root(settings, digest, digest_ok, digest_text)
     chain_text = None if report.chain is None else report.chain.describe()
     if settings.output == "json":
         out.write(
@@ -272,7 +276,7 @@ def _check_digest(report: VerifyReport, digest: LogDigest) -> tuple[bool, str]:
 def _check_root(settings: Settings, digest: LogDigest, expected: bytes) -> tuple[bool | None, str]:
     """(whether the log's Merkle root is `expected`, the v2 token's; None: not checkable; why)."""
     from metadata_log.errors import LogError
-    from metadata_log.merkle import recompute_root, root_at
+    from metadata_log.merkle import recompute_root, root_across_start
 
     try:
         with open_reader(settings) as log:
@@ -282,10 +286,10 @@ def _check_root(settings: Settings, digest: LogDigest, expected: bytes) -> tuple
                 root = recompute_root(segments, digest.end_offset)
                 where = "hashed from the entries"
             else:
-                root = root_at(log.directory, segments, digest.end_offset)
+                root = root_across_start(log.directory, segments, digest.end_offset)
                 where = (
-                    f"from the merkle/ index: the entries before offset {start} were trimmed, "
-                    "so it cannot be hashed from them"
+                    f"the entries before offset {start} were trimmed: their leaf hashes from "
+                    "the merkle/ index, the entries from there on hashed as they are"
                 )
     except (LogError, CliError) as exc:
         return None, f"the Merkle root was not checked: {exc}"

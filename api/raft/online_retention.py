@@ -6,10 +6,15 @@ the log, and the core's view then starts where the log does, so a fetcher below 
 sent the snapshot. In a dynamic quorum the VotersRecords below the cut go with it: the set in
 force there is stored first in `quorum-voters`, which a restarted node reads as the set below
 its log's first VotersRecord. Only the service's public API is used.
+
+At each check the log's Merkle index is extended up to the offered snapshot (committed entries
+only) on a thread of its own, not the one that writes the log; a trim waits while it runs, and
+extends the index over what it removes itself before removing it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -18,6 +23,7 @@ from api.raft.core.core import RaftCore
 from api.raft.snapshot_shipping import Io
 from api.raft.voter_blocks import write_voters_base
 from api.service.replicated import ReplicatedService
+from metadata_log.replica_log import ReplicaLog
 
 RETENTION_CHECK_S = 1.0
 """How often the loop checks the log against its retention bound (and on each new snapshot)."""
@@ -45,6 +51,8 @@ class OnlineRetention:
         self._io = io
         self._checked: tuple[SnapshotId | None, float] = (None, 0.0)
         """The snapshot offered at the last check, and when (monotonic seconds)."""
+        self._indexing: asyncio.Future[None] | None = None
+        """The Merkle index's extension in flight, on a thread of its own."""
 
     async def check(self) -> None:
         """Trim the log below the snapshot the core offers, once it is over its bound.
@@ -53,7 +61,7 @@ class OnlineRetention:
         """
         retention = self.service.retention
         snapshot = self.core.log.snapshot
-        if retention is None or snapshot is None or not retention.config.bounded:
+        if retention is None or snapshot is None:
             return
         now = time.monotonic()
         seen, checked = self._checked
@@ -62,6 +70,20 @@ class OnlineRetention:
         self._checked = (snapshot, now)
         log = self.service.replica_log
         below = snapshot.end_offset - 1
+        if self._indexing is not None and not self._indexing.done():
+            return  # the trim would wait for it on the thread that writes the log
+        try:
+            if retention.config.bounded:
+                await self._trim(log, below)
+        finally:
+            self._indexing = asyncio.ensure_future(
+                asyncio.to_thread(retention.keep_index, log, below=below)
+            )
+
+    async def _trim(self, log: ReplicaLog, below: int) -> None:
+        """Trim `log` below offset `below` as the retention bound asks (on the log's thread)."""
+        retention = self.service.retention
+        assert retention is not None
         if self.core.dynamic:
             # The VotersRecords below the cut go with it: the set in force there is stored
             # first (a restarted node reads it as the set below its log's first one).

@@ -389,6 +389,16 @@ class ServerCollector(Collector):
             "Segments removed by online retention since the start.",
             value=0 if retention is None else retention.trimmed_segments,
         )
+        yield CounterMetricFamily(
+            prefix + "trims_held_back",
+            "Retention trims held back: the Merkle index could not be extended over the cut.",
+            value=0 if retention is None else retention.held_back,
+        )
+        yield CounterMetricFamily(
+            prefix + "merkle_index_failures",
+            "Failed extensions of the Merkle index below a snapshot (retried at the next).",
+            value=0 if retention is None else retention.index_failures,
+        )
         timings = getattr(log, "timings", None)
         if timings is not None:
             yield _histogram(

@@ -9,6 +9,11 @@ snapshot go, oldest first, never the newest segment; the trim itself (`trim_befo
 log) is durable, crash-safe and logged in one line. A standalone service trims after each
 snapshot it writes; a quorum node trims in its loop, below the snapshot its consensus core
 offers to fetchers, so a follower below the new start is sent that snapshot (FetchSnapshot).
+
+The Merkle index (metadata_log.merkle) is kept current below each new snapshot, off the write
+path, and every trim extends it over the entries it removes first: v2 digests and proofs
+survive the trims. A trim whose index cannot be extended (an I/O error) is held back, with a
+WARNING and `held_back` counted, until it can.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from metadata_log.log import MetadataLog
+from metadata_log.merkle import IndexHeldBack
 from metadata_log.segment import SegmentInfo
 from records.errors import MetadataLogError
 
@@ -59,6 +65,13 @@ class TrimmableLog(Protocol):
 
     def trim_before(self, offset: int) -> list[SegmentInfo]:
         """Remove the whole segments whose entries all lie below `offset`."""
+
+
+class IndexedLog(Protocol):
+    """A log that keeps a Merkle index (`MetadataLog`, `ReplicaLog`)."""
+
+    def keep_merkle_index(self, end: int) -> bool:
+        """Extend the Merkle index over the durable entries below `end`."""
 
 
 def trim_offset(
@@ -102,6 +115,10 @@ class LogRetention:
         self._clock_ms = clock_ms
         self.trimmed_segments = 0
         """Segments removed while serving (a metric)."""
+        self.held_back = 0
+        """Trims held back because the Merkle index could not be extended (a metric)."""
+        self.index_failures = 0
+        """Failed extensions of the Merkle index below a snapshot (a metric)."""
 
     def cut(self, log: TrimmableLog, *, below: int) -> int | None:
         """The offset to trim `log` before, below offset `below`; None when nothing must go."""
@@ -117,7 +134,17 @@ class LogRetention:
         cut = self.cut(log, below=below)
         if cut is None:
             return []
-        removed = log.trim_before(cut)
+        try:
+            removed = log.trim_before(cut)
+        except IndexHeldBack as exc:
+            self.held_back += 1
+            logger.warning(
+                "retention held back the trim below offset %d: %s; nothing was removed, the "
+                "next check tries again",
+                cut,
+                exc,
+            )
+            return []
         self.trimmed_segments += len(removed)
         if removed:
             logger.info(
@@ -132,15 +159,28 @@ class LogRetention:
             )
         return removed
 
+    def keep_index(self, log: IndexedLog, *, below: int) -> None:
+        """Extend `log`'s Merkle index through offset `below` (a snapshot's), on a worker thread.
+
+        A failure is one WARNING and counted: the next snapshot, or the trim, tries again.
+        """
+        try:
+            log.keep_merkle_index(below + 1)
+        except (MetadataLogError, OSError) as exc:
+            self.index_failures += 1
+            logger.warning("the Merkle index was not extended to offset %d: %s", below, exc)
+
     def trim_after_snapshot(self, log: object, *, below: int, snapshot_id: int) -> None:
         """After snapshot `snapshot_id` at offset `below` (its worker thread): trim `log` below it.
 
-        Only the user's `MetadataLog` is trimmed here, its write lock ordering the trim with
-        appends; a log that failed or is a reader after a storage failure is left alone (the
-        next snapshot tries again).
+        The log's Merkle index is extended to the snapshot first (the trim then only checks
+        it). Only the user's `MetadataLog` is trimmed here, its write lock ordering the trim
+        with appends; a log that failed or is a reader after a storage failure is left alone
+        (the next snapshot tries again).
         """
         if not isinstance(log, MetadataLog):
             return
+        self.keep_index(log, below=below)
         try:
             self.trim(log, below=below)
         except (MetadataLogError, OSError) as exc:

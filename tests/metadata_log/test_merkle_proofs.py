@@ -1,13 +1,12 @@
 """Merkle proofs checked by an independent verifier written from docs/verifiable-history.md.
 
-The verifier below imports nothing of the project: only hashlib and json, as an auditor's
-own program would. It follows the document's "Checking an inclusion proof" and "Checking a
-consistency proof" steps (RFC 9162 sections 2.1.3.2 and 2.1.4.2).
+The verifier (tests/support/merkle_verifier.py) imports nothing of the project: only hashlib,
+as an auditor's own program would. It follows the document's "Checking an inclusion proof"
+and "Checking a consistency proof" steps (RFC 9162 sections 2.1.3.2 and 2.1.4.2).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from pathlib import Path
@@ -18,76 +17,7 @@ from metadata_log import LogConfig, MetadataLog
 from records import TopicRecord
 from records.uuids import Uuid
 from tests.support.cli import mlog
-
-# ---------------------------------------------------------------- the independent verifier
-
-
-def _h(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def _token_root(token: str) -> tuple[int, bytes]:
-    _, version, offset, _chain, root = token.split(":")
-    assert version == "v2"
-    return int(offset) + 1, bytes.fromhex(root)
-
-
-def verify_inclusion(proof: dict, token: str) -> bool:  # type: ignore[type-arg]
-    size, root = _token_root(token)
-    index, n = proof["leaf_index"], proof["tree_size"]
-    if n != size or not 0 <= index < n:
-        return False
-    fn, sn = index, n - 1
-    r = _h(b"\x00" + bytes.fromhex(proof["entry"]))
-    for p in (bytes.fromhex(x) for x in proof["path"]):
-        if sn == 0:
-            return False
-        if fn & 1 or fn == sn:
-            r = _h(b"\x01" + p + r)
-            if not fn & 1:
-                while fn and not fn & 1:
-                    fn >>= 1
-                    sn >>= 1
-        else:
-            r = _h(b"\x01" + r + p)
-        fn >>= 1
-        sn >>= 1
-    return sn == 0 and r == root
-
-
-def verify_consistency(proof: dict, old: str, new: str) -> bool:  # type: ignore[type-arg]
-    m, first = _token_root(old)
-    n, second = _token_root(new)
-    path = [bytes.fromhex(x) for x in proof["path"]]
-    if proof["first_size"] != m or proof["second_size"] != n or not 0 < m <= n:
-        return False
-    if m == n:
-        return not path and first == second
-    if m & (m - 1) == 0:  # a power of two: the old root is the first node
-        path = [first, *path]
-    if not path:
-        return False
-    fn, sn = m - 1, n - 1
-    while fn & 1:
-        fn >>= 1
-        sn >>= 1
-    fr = sr = path[0]
-    for c in path[1:]:
-        if sn == 0:
-            return False
-        if fn & 1 or fn == sn:
-            fr = _h(b"\x01" + c + fr)
-            sr = _h(b"\x01" + c + sr)
-            if not fn & 1:
-                while fn and not fn & 1:
-                    fn >>= 1
-                    sn >>= 1
-        else:
-            sr = _h(b"\x01" + sr + c)
-        fn >>= 1
-        sn >>= 1
-    return fr == first and sr == second and sn == 0
-
+from tests.support.merkle_verifier import token_size_and_root, verify_consistency, verify_inclusion
 
 # ---------------------------------------------------------------- the tests
 
@@ -125,7 +55,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 def test_inclusion_proofs_verify_and_altered_ones_do_not(history: tuple[Path, list[str]]) -> None:
     data_dir, tokens = history
     token = tokens[-1]
-    size, _ = _token_root(token)
+    size, _ = token_size_and_root(token)
     for offset in (0, 1, size // 2, size - 2, size - 1):
         proof = json.loads(
             _ok(data_dir, "log", "prove", "--offset", str(offset), "--digest", token)

@@ -3,7 +3,9 @@
 With `metadata.log.segment.bytes=65536`, `metadata.log.max.record.bytes.between.snapshots=65536`
 and `metadata.max.retention.bytes=262144`, creating 4,000 topics keeps `log/` under the bound
 plus a few segments the whole time and moves the log's start past 0; a restart gives the same
-image, and so does a quorum whose third node was down all along (it is sent a snapshot).
+image, and so does a quorum whose third node was down all along (it is sent a snapshot). The
+server keeps the Merkle index over what it trims: afterwards digests are v2, entries before
+and after the start are proven, and a v2 digest taken before the trims still matches.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from pathlib import Path
 import pytest
 
 from api.client import AdminClient
+from metadata_log.digest import parse_digest
 from metadata_log.reader import LogReader
 from replay.controller.commands import CreatableTopic, RegisterBroker
 from replay.image import MetadataImage
+from tests.support.cli import as_json, mlog, ok
+from tests.support.merkle_verifier import verify_consistency, verify_inclusion
 from tests.support.quorum_processes import TIMERS, Quorum, Writer, converge
 from tests.support.server_process import serve_process
 
@@ -140,3 +145,58 @@ async def test_a_lagging_quorum_node_catches_up_to_the_same_image(tmp_path: Path
     finally:
         await writer.close()
         quorum.stop_all()
+    # The nodes that held the log from offset 0 kept its Merkle index over what they trimmed.
+    for node in (1, 2):
+        data = quorum.nodes[node].data_dir
+        start = _start_offset(data)
+        if start == 0:
+            continue  # a follower that did not trim yet
+        assert _indexed(data) >= start
+        token = ok(data, "log", "digest").strip()
+        assert token.startswith("mlog-digest:v2:")
+        proof = as_json(data, "log", "prove", "--offset", "0", "--digest", token)
+        assert proof["entry"] is None and verify_inclusion(proof, token)
+    # The node that installed a snapshot never held the entries below it: a v1 digest.
+    assert ok(quorum.nodes[3].data_dir, "log", "digest").startswith("mlog-digest:v1:")
+
+
+def _indexed(data_dir: Path) -> int:
+    """The entries the log's Merkle index holds (`<log dir>/merkle/state`)."""
+    return int((data_dir / "log" / "merkle" / "state").read_text().split()[0])
+
+
+async def test_a_server_s_trims_keep_v2_digests_and_proofs(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in RETENTION.items()))
+    data = tmp_path / "data"
+    with serve_process(data, tmp_path / "stderr.txt", "--config", str(config)) as server:
+        client = await AdminClient.connect(server.address)
+        try:
+            for broker_id in (1, 2, 3):
+                await client.register_broker(RegisterBroker(broker_id=broker_id))
+            created, early, early_offset = 0, "", TOPICS * 10
+            while created < TOPICS and (created < 400 or _start_offset(data) <= early_offset + 1):
+                topics = [CreatableTopic(name=f"t{i}") for i in range(created, created + BATCH)]
+                assert all(r.outcome.error_code == 0 for r in await client.create_topics(topics))
+                created += BATCH
+                if created == 400:  # an auditor's digest, taken from the serving directory
+                    early = ok(data, "log", "digest").strip()
+                    early_offset = parse_digest(early).offset
+        finally:
+            await client.close()
+        assert server.stop() == 0
+        assert "retention removed" in server.log()
+    start = _start_offset(data)
+    assert start > early_offset + 1, (start, early_offset)
+    assert _indexed(data) >= start  # the server indexed what it trimmed, nobody else did
+    latest = ok(data, "log", "digest").strip()
+    assert latest.startswith("mlog-digest:v2:")
+    end = parse_digest(latest).offset
+    for offset in (0, early_offset, start - 1, start, end):
+        proof = as_json(data, "log", "prove", "--offset", str(offset), "--digest", latest)
+        assert verify_inclusion(proof, latest), offset
+        assert (proof["entry"] is None) == (offset < start)
+    proof = as_json(data, "log", "prove", "--from-digest", early, "--digest", latest)
+    assert verify_consistency(proof, early, latest)
+    code, text = mlog(data, "log", "verify", "--digest", early)
+    assert code == 0 and f"MATCHES: entries 0..{early_offset} were trimmed" in text, text
