@@ -77,6 +77,24 @@ def audit_commands(markdown: str) -> list[str]:
     return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 
+def mlog_on_path(tmp_path: Path) -> dict[str, str]:
+    """An environment whose `mlog` (in `tmp_path/bin`) runs this checkout, as bash finds it.
+
+    The user's MLOG_DATA_DIR and MLOG_BOOTSTRAP_SERVER are left out: the README's lines name
+    what they use.
+    """
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "mlog"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m api.cli "$@"\n')
+    shim.chmod(0o755)
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": path}
+    env.pop("MLOG_DATA_DIR", None)
+    env.pop("MLOG_BOOTSTRAP_SERVER", None)
+    return env
+
+
 @pytest.mark.process
 @pytest.mark.spark
 def test_readme_audit_examples_run(tmp_path: Path) -> None:
@@ -86,12 +104,7 @@ def test_readme_audit_examples_run(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     commands = audit_commands((ROOT / "README.md").read_text())
     assert "mlog audit shell" in commands, commands
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "mlog"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m api.cli "$@"\n')
-    shim.chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = mlog_on_path(tmp_path)
 
     def run(command: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -141,12 +154,7 @@ def verifiable_history_block(markdown: str) -> str:
 def test_readme_verifiable_history_runs_as_written(tmp_path: Path) -> None:
     """The digest, verify and prove lines pasted into bash on a small ./mlog-data."""
     block = verifiable_history_block((ROOT / "README.md").read_text())
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "mlog"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m api.cli "$@"\n')
-    shim.chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = mlog_on_path(tmp_path)
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", "mlog brokers register --id 1\n" + block],
         cwd=tmp_path,
@@ -209,18 +217,7 @@ def test_readme_quorum_recipe_runs_and_its_edge_holds(tmp_path: Path) -> None:
         )
 
     script = moved(recipe)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "mlog"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m api.cli "$@"\n')
-    shim.chmod(0o755)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-    }
-    env.pop("MLOG_DATA_DIR", None)
-    env.pop("MLOG_BOOTSTRAP_SERVER", None)
+    env = mlog_on_path(tmp_path)
     (tmp_path / "recipe.sh").write_text(script + "\njobs -p > pids.txt\n")
     with (tmp_path / "out.txt").open("w") as out, (tmp_path / "err.txt").open("w") as err:
         done = subprocess.run(

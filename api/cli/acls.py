@@ -399,7 +399,8 @@ def cmd_acls_remove(args: argparse.Namespace, settings: Settings, out: TextIO) -
 # ---------------------------------------------------------------------- the parser
 
 
-def _add_resource_options(parser: argparse.ArgumentParser) -> None:
+def add_resource_options(parser: argparse.ArgumentParser) -> None:
+    """--topic, --group, --namespace, --transactional-id, --cluster (kafka-acls.sh's too)."""
     parser.add_argument("--topic", action="append", metavar="T", help="a topic (qualified name)")
     parser.add_argument("--group", action="append", metavar="G", help="a consumer group")
     parser.add_argument(
@@ -411,7 +412,7 @@ def _add_resource_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", action="store_true", help="the cluster (kafka-cluster)")
 
 
-_FILTER_PATTERNS = (PatternType.ANY, PatternType.MATCH, PatternType.LITERAL, PatternType.PREFIXED)
+FILTER_PATTERNS = (PatternType.ANY, PatternType.MATCH, PatternType.LITERAL, PatternType.PREFIXED)
 
 
 def add_verbs(acls: argparse.ArgumentParser) -> None:
@@ -420,7 +421,7 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
 
     add = verbs.add_parser("add", help="add ACLs (kafka-acls.sh --add)")
     add_writer_options(add)
-    _add_resource_options(add)
+    add_resource_options(add)
     add.add_argument(
         "--resource-pattern-type",
         type=pattern_arg((PatternType.LITERAL, PatternType.PREFIXED)),
@@ -465,10 +466,10 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
 
     listing = verbs.add_parser("list", help="list ACLs (kafka-acls.sh --list)")
     add_global_options(listing)
-    _add_resource_options(listing)
+    add_resource_options(listing)
     listing.add_argument(
         "--resource-pattern-type",
-        type=pattern_arg(_FILTER_PATTERNS),
+        type=pattern_arg(FILTER_PATTERNS),
         default=None,
         metavar="any|match|literal|prefixed",
         help="which ACLs of the resource (default literal; any without a resource)",
@@ -485,10 +486,10 @@ def add_verbs(acls: argparse.ArgumentParser) -> None:
 
     remove = verbs.add_parser("remove", help="remove ACLs (kafka-acls.sh --remove)")
     add_writer_options(remove)
-    _add_resource_options(remove)
+    add_resource_options(remove)
     remove.add_argument(
         "--resource-pattern-type",
-        type=pattern_arg(_FILTER_PATTERNS),
+        type=pattern_arg(FILTER_PATTERNS),
         default=PatternType.LITERAL,
         metavar="any|match|literal|prefixed",
         help="which ACLs of the resource (default literal)",

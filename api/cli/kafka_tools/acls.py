@@ -14,6 +14,8 @@ import dataclasses
 from typing import TYPE_CHECKING, TextIO
 
 from api.cli.acls import (
+    FILTER_PATTERNS,
+    add_resource_options,
     cmd_acls_add,
     cmd_acls_remove,
     describe,
@@ -135,20 +137,10 @@ def add_verbs(parser: argparse.ArgumentParser) -> None:
         "--remove", action="store_true", help="Indicates you are trying to remove ACLs."
     )
     parser.add_argument("--list", action="store_true", help="List ACLs (of the resources named).")
-    parser.add_argument("--topic", action="append", metavar="T", help="a topic ('*': every one)")
-    parser.add_argument("--group", action="append", metavar="G", help="a consumer group")
-    parser.add_argument(
-        "--namespace", action="append", metavar="N", help="an mlog namespace (its topics)"
-    )
-    parser.add_argument(
-        "--transactional-id", action="append", metavar="T", help="a transactional id"
-    )
-    parser.add_argument("--cluster", action="store_true", help="Add/Remove cluster ACLs.")
+    add_resource_options(parser)
     parser.add_argument(
         "--resource-pattern-type",
-        type=pattern_arg(
-            (PatternType.ANY, PatternType.MATCH, PatternType.LITERAL, PatternType.PREFIXED)
-        ),
+        type=pattern_arg(FILTER_PATTERNS),
         default=None,
         metavar="ANY|MATCH|LITERAL|PREFIXED",
         help="The type of the resource pattern or pattern filter (default literal).",
