@@ -606,7 +606,7 @@ def _quiet_about_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, 
     """The loop's error report, but none for a task that an interrupt (Ctrl-C) ended.
 
     A Ctrl-C lands in whichever task runs at that moment, often one the client made inside a
-    call (a connect under `wait_for`); mlog reports the interrupt in one line, and that task's
+    call (a task the client started); mlog reports the interrupt in one line, and that task's
     "exception was never retrieved" would print its traceback again when it is collected.
     """
     from asyncio import Task  # noqa: PLC0415

@@ -318,7 +318,8 @@ class ExampleBroker:
                 if answer is None:
                     continue
             else:
-                answer = await asyncio.wait_for(send, max(0.0, shutdown_deadline - loop.time()))
+                async with asyncio.timeout_at(shutdown_deadline):
+                    answer = await send
             code = int(answer.error_code)
             if code in _REGISTER_AGAIN:
                 if stopping:
@@ -339,7 +340,8 @@ class ExampleBroker:
                 self.say(f"{state} at metadata offset {self.applied}")
             pause = 0.5 if stopping else HEARTBEAT_INTERVAL_S
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), pause)
+                async with asyncio.timeout(pause):
+                    await self.stopping.wait()
 
 
 async def main_async(args: argparse.Namespace) -> int:

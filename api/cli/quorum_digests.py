@@ -175,7 +175,8 @@ async def _own_node(client: AdminClient) -> int | None:
     answer names several nodes or does not come.
     """
     try:
-        answer = await asyncio.wait_for(client.metadata([]), NODE_WAIT_S)
+        async with asyncio.timeout(NODE_WAIT_S):
+            answer = await client.metadata([])
     except Exception:  # any failure: the row is kept as a bootstrap server's
         return None
     brokers = list(answer.brokers)
@@ -217,15 +218,13 @@ async def _connect(address: str, security: ClientSecurity | None) -> AdminClient
     from api.client import AdminClient
 
     try:
-        return await asyncio.wait_for(
-            AdminClient.connect(
+        async with asyncio.timeout(NODE_WAIT_S):
+            return await AdminClient.connect(
                 address,
                 client_id="mlog-cli",
                 timeout_ms=int(NODE_WAIT_S * 1000),
                 security=security,
-            ),
-            NODE_WAIT_S,
-        )
+            )
     except TimeoutError:
         return f"unreachable: no answer within {NODE_WAIT_S:g} s"
     except Exception as exc:  # a refused, reset or unsecured connection: said in the row
@@ -235,7 +234,8 @@ async def _connect(address: str, security: ClientSecurity | None) -> AdminClient
 async def _digest(client: AdminClient, offset: int) -> Any:
     """The node's DescribeLogDigest answer at `offset`, or why there is none."""
     try:
-        return await asyncio.wait_for(client.log_digest(offset), NODE_WAIT_S)
+        async with asyncio.timeout(NODE_WAIT_S):
+            return await client.log_digest(offset)
     except TimeoutError:
         return f"no answer within {NODE_WAIT_S:g} s"
     except Exception as exc:  # refused (authorization, trimmed offset, no such API): said

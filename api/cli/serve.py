@@ -484,10 +484,10 @@ async def _bootstrap_voters(
         for host, port in servers:
             address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             try:
-                client = await asyncio.wait_for(
-                    AdminClient.connect(address, client_id="mlog-bootstrap", security=security),
-                    5.0,
-                )
+                async with asyncio.timeout(5.0):
+                    client = await AdminClient.connect(
+                        address, client_id="mlog-bootstrap", security=security
+                    )
                 try:
                     answer = await client.metadata([])
                 finally:

@@ -84,15 +84,13 @@ class ClientApis(ClientConnection):
 
     async def _connect_alike(self, address: str, wait: float) -> Self:
         """A new client to `address` with this one's id, timeout and security, within `wait` s."""
-        return await asyncio.wait_for(
-            type(self).connect(
+        async with asyncio.timeout(wait):
+            return await type(self).connect(
                 address,
                 client_id=self.client_id,
                 timeout_ms=self.timeout_ms,
                 security=self.security,
-            ),
-            wait,
-        )
+            )
 
     async def write(self, api_key: int, **values: Any) -> Any:
         """A Kafka write API, sent once; `AdminClient.write` makes it idempotent (retried)."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from api.cancellation import cancel_and_wait
 from api.protocol import codec, private
 from api.protocol.codec import SUPPORTED_VERSIONS, ProtocolError, build, request_class
 from api.protocol.private import PRIVATE_VERSIONS, PrivateApi
@@ -249,7 +250,8 @@ class ClientConnection:
             client = await set_up
         else:
             try:
-                client = await asyncio.wait_for(set_up, setup_timeout_ms / 1000)
+                async with asyncio.timeout(setup_timeout_ms / 1000):
+                    client = await set_up
             except TimeoutError:
                 raise ConnectionSetupTimeout(
                     f"{bootstrap} accepted no connection, or did not answer ApiVersions, within "
@@ -278,7 +280,8 @@ class ClientConnection:
         tls = security is not None and security.protocol.tls
         context = security.ssl_context() if security is not None and tls else None
         try:
-            reader, writer = await asyncio.wait_for(_open(host, port, context), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                reader, writer = await _open(host, port, context)
         except (OSError, TimeoutError) as exc:
             raise _connect_error(host, port, exc, context) from None
         client = cls(reader, writer, client_id=client_id, timeout_ms=timeout_ms)
@@ -310,24 +313,20 @@ class ClientConnection:
         if self._closed:
             return
         self._closed = True
-        self._receiver.cancel()
         try:
-            # Waited for, not awaited: the receiver's own end (cancelled, or its error, which
-            # failed the requests already) is not raised here, while a cancellation of the
-            # caller is. Awaited under suppress(BaseException), the caller's cancellation was
-            # swallowed: a task cancelled in a close went on (a broker's metadata reader
-            # kept its process alive after a stop).
-            await asyncio.wait([self._receiver])
+            # The receiver's own end (cancelled, or its error, which failed the requests
+            # already) is not raised here, while a cancellation of the caller is: a task
+            # cancelled in a close must not go on (api/cancellation.py).
+            await cancel_and_wait(self._receiver)
         finally:
-            if self._receiver.done() and not self._receiver.cancelled():
-                self._receiver.exception()  # retrieved: never "exception was never retrieved"
             self._fail_pending(ConnectionLost("the connection is closed"))
             self._writer.close()
         # A TLS close waits for the peer's close_notify: a stopped peer (SIGSTOP, a hung
         # host) would hold the caller for asyncio's SSL shutdown timeout (30 s), so after a
         # short wait the socket is dropped instead.
         try:
-            await asyncio.wait_for(self._writer.wait_closed(), CLOSE_WAIT_S)
+            async with asyncio.timeout(CLOSE_WAIT_S):
+                await self._writer.wait_closed()
         except Exception:
             self._writer.transport.abort()
         except asyncio.CancelledError:
@@ -426,7 +425,8 @@ class ClientConnection:
         future = self.send_frame(frame, correlation_id, decode)
         try:
             await self._writer.drain()
-            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await asyncio.shield(future)
         except TimeoutError:
             raise ConnectionLost(f"no answer within {timeout_ms} ms") from None
         except ConnectionError as exc:

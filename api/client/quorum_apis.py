@@ -90,16 +90,14 @@ class QuorumApis(ClientApis):
         first = [] if leader is None else [leader]
         for address in dict.fromkeys([*first, self.address, *self.bootstrap]):
             try:
-                fresh = await asyncio.wait_for(
-                    type(self).connect_controller(
+                async with asyncio.timeout(CONNECT_WAIT_S + CONTROLLER_WAIT_S):
+                    fresh = await type(self).connect_controller(
                         address,
                         client_id=self.client_id,
                         timeout_ms=self.timeout_ms,
                         security=self.security,
                         wait_s=CONTROLLER_WAIT_S,
-                    ),
-                    CONNECT_WAIT_S + CONTROLLER_WAIT_S,
-                )
+                    )
             except (ClientError, OSError, TimeoutError):
                 continue
             self.bootstrap = list(dict.fromkeys([*self.bootstrap, *fresh.bootstrap]))
@@ -130,10 +128,10 @@ class QuorumApis(ClientApis):
         deadline = loop.time() + wait_s
 
         async def connect(address: str, wait: float | None = CONNECT_WAIT_S) -> Q:
-            return await asyncio.wait_for(
-                cls.connect(address, client_id=client_id, timeout_ms=timeout_ms, security=security),
-                wait,
-            )
+            async with asyncio.timeout(wait):
+                return await cls.connect(
+                    address, client_id=client_id, timeout_ms=timeout_ms, security=security
+                )
 
         client = await connect(bootstrap, None)
         if VOTE_KEY not in client._versions:  # a single server: its own controller
@@ -210,7 +208,8 @@ class QuorumApis(ClientApis):
             except (ClientError, OSError, TimeoutError):
                 continue
             try:
-                answer = await asyncio.wait_for(other.metadata([]), CONNECT_WAIT_S)
+                async with asyncio.timeout(CONNECT_WAIT_S):
+                    answer = await other.metadata([])
                 if int(answer.controller_id) == leader:
                     other.bootstrap = self.bootstrap
                     await self.close()
@@ -354,14 +353,12 @@ class QuorumApis(ClientApis):
                 client_id=self.client_id,
                 version=version,
             )
-            answer = await asyncio.wait_for(
-                self._send(
+            async with asyncio.timeout(timeout_ms / 1000 + 5):
+                answer = await self._send(
                     frame,
                     correlation_id,
                     partial(decode_response, api_key=api_key, version=version),
-                ),
-                timeout_ms / 1000 + 5,
-            )
+                )
             code = int(answer.error_code)
             if code != NOT_LEADER_OR_FOLLOWER or attempt == WRITE_ATTEMPTS - 1 or not self.address:
                 break

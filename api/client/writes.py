@@ -10,13 +10,13 @@ whether its node still leads.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import itertools
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from api.cancellation import cancel_and_wait
 from api.client.apis import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, WRITE_ATTEMPTS
 from api.client.connection import (
     ClientConnection,
@@ -42,7 +42,10 @@ LEADER_RECHECK_S = 0.5
 """How often a write still unanswered asks again (see `LEADER_CHECK_S`)."""
 
 ASK_WAIT_S = 0.5
-"""How long asking one voter who leads may take while a write waits."""
+ASK_WAIT_MAX_S = 4.0
+"""How long asking one voter who leads may take while a write waits: `ASK_WAIT_S` for the
+connect and as long for the answer at first, doubling each round up to `ASK_WAIT_MAX_S` (a
+loaded host's voters answer, just slower; the write's own answer is not held up meanwhile)."""
 
 
 class LeaderMoved(ConnectionLost):
@@ -162,51 +165,74 @@ class IdempotentWrites(QuorumApis):
     async def _answer_or_moved(self, sent: Awaitable[T]) -> T:
         """`sent`'s answer, unless the quorum names another leader while it waits.
 
-        After `LEADER_CHECK_S` without an answer, and every `LEADER_RECHECK_S` after, the
-        other voters are asked who leads; once one names a leader other than this client's
-        node, the wait ends with `LeaderMoved` (the write is sent there again, same id).
-        A client that knows no voters (a single server) just waits.
+        After `LEADER_CHECK_S` without an answer, the other voters are asked who leads (and
+        again `LEADER_RECHECK_S` after each round that named nobody else); once one names a
+        leader other than this client's node, the wait ends with `LeaderMoved` (the write is
+        sent there again, same id). The asking runs beside the write: an answer that comes
+        meanwhile is returned at once. Each round gives a voter longer to answer
+        (`ASK_WAIT_S`, doubling up to `ASK_WAIT_MAX_S`): a loaded host's voters still get
+        heard. A client that knows no voters (a single server) just waits.
         """
         others = [a for a in self.bootstrap if a != self.address]
         if not others:
             return await sent
         task = asyncio.ensure_future(sent)
+        asking: asyncio.Task[str | None] | None = None
+        ask_wait = ASK_WAIT_S
         try:
-            wait = LEADER_CHECK_S
+            pause = LEADER_CHECK_S
             while True:
-                done, _ = await asyncio.wait({task}, timeout=wait)
-                if done:
+                if asking is None:
+                    done, _ = await asyncio.wait({task}, timeout=pause)
+                    if task in done:
+                        return task.result()
+                    asking = asyncio.ensure_future(self._leader_named_elsewhere(others, ask_wait))
+                    continue
+                either: set[asyncio.Task[Any]] = {task, asking}
+                done, _ = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                if task in done:
                     return task.result()
-                wait = LEADER_RECHECK_S
-                leader = await self._leader_named_elsewhere(others)
-                if leader is not None and not task.done():
+                leader, asking = asking.result(), None
+                if leader is not None:
                     raise LeaderMoved(
                         f"{self.address} did not answer; the quorum's leader is now {leader}",
                         leader,
                     )
+                pause = LEADER_RECHECK_S
+                ask_wait = min(ask_wait * 2, ASK_WAIT_MAX_S)
         finally:
-            if not task.done():
-                task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            await cancel_and_wait(task)
+            if asking is not None:
+                await cancel_and_wait(asking)
 
-    async def _leader_named_elsewhere(self, others: Sequence[str]) -> str | None:
-        """A leader other than this client's node, as one of `others` names it (or None)."""
+    async def _leader_named_elsewhere(self, others: Sequence[str], wait: float) -> str | None:
+        """A leader other than this client's node, as the first of `others` to name one does.
+
+        Each voter gets `wait` seconds to connect and `wait` more to answer; None once every
+        voter answered, failed or ran out of time without naming another leader.
+        """
 
         async def ask(address: str) -> str | None:
             try:
-                asked = await self._connect_alike(address, ASK_WAIT_S)
+                asked = await self._connect_alike(address, wait)
             except (ClientError, OSError, TimeoutError):
                 return None
             try:
-                named = await asyncio.wait_for(named_controller(asked), ASK_WAIT_S)
-            except TimeoutError:
+                async with asyncio.timeout(wait):
+                    named = await named_controller(asked)
+            except (ClientError, OSError, TimeoutError):
                 named = None
             finally:
                 await asked.close()
             return None if named is None else named[0]
 
-        for leader in await asyncio.gather(*(ask(a) for a in others)):
-            if leader is not None and leader != self.address:
-                return leader
-        return None
+        asks = [asyncio.ensure_future(ask(a)) for a in others]
+        try:
+            for answered in asyncio.as_completed(asks):
+                leader = await answered
+                if leader is not None and leader != self.address:
+                    return leader
+            return None
+        finally:
+            for pending in asks:
+                await cancel_and_wait(pending)

@@ -94,7 +94,8 @@ class Handover:
                 return  # the voters it counted on stopped too (their links went down)
             self._role_seen.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._role_seen.wait(), 0.02)
+                async with asyncio.timeout(0.02):
+                    await self._role_seen.wait()
 
     def _no_successor(self, fetched: dict[int, int]) -> bool:
         """Whether nobody can be elected (`successor_possible` is False).

@@ -356,7 +356,8 @@ class QuorumNode:
                 raise self.not_controller()
             self._role_seen.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._role_seen.wait(), min(remaining, 0.05))
+                async with asyncio.timeout(min(remaining, 0.05)):
+                    await self._role_seen.wait()
 
     def _check_alive(self) -> None:
         if self.failed is not None:
@@ -499,7 +500,8 @@ class QuorumNode:
                 if delay > 0:
                     idle = time.monotonic()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+                        async with asyncio.timeout(min(delay, 1.0)):
+                            await self._wake.wait()
                     self.idle_seconds += time.monotonic() - idle
         except asyncio.CancelledError:
             raise

@@ -118,7 +118,8 @@ class AwaitedAnswers:
         try:
             if future.done():
                 return future.result()
-            return await asyncio.wait_for(future, seconds)
+            async with asyncio.timeout(seconds):
+                return await future
         except TimeoutError:
             return self._unanswered(message)
         finally:

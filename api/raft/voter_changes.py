@@ -146,7 +146,8 @@ class VoterChanges:
         )
         self._wake()
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await asyncio.shield(future)
         except TimeoutError:
             return (
                 int(CoreError.REQUEST_TIMED_OUT),

@@ -39,7 +39,6 @@ address bytes, as Kafka sends `InetAddress.getAddress()`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import logging
 import struct
@@ -47,6 +46,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from api.cancellation import cancel_and_wait
 from api.client.connection import ClientConnection, ClientError, known_error_code
 from api.protocol import codec, private
 from api.protocol.codec import KafkaRequest, RequestHeader, build, request_class
@@ -345,10 +345,7 @@ class Forwarder:
                 "may or may not have been applied: look, then retry",
             ) from None
         finally:
-            if not sent.done():
-                sent.cancel()
-            with contextlib.suppress(BaseException):
-                await sent
+            await cancel_and_wait(sent)
 
     async def _connection(self, leader: int) -> ClientConnection:
         idle = self._idle.get(leader)

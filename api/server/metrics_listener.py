@@ -72,7 +72,8 @@ class MetricsListener:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+                async with asyncio.timeout(HEAD_TIMEOUT_S):
+                    head = await reader.readuntil(b"\r\n\r\n")
             except asyncio.LimitOverrunError:
                 await self._reply(writer, 431, "text/plain", b"request head too large\n")
                 return

@@ -213,7 +213,8 @@ class MetadataService:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._commit_waiters.append(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout)
+            async with asyncio.timeout(timeout):
+                await waiter
         except TimeoutError:
             pass
         finally:

@@ -407,17 +407,15 @@ class QuorumLinks:
         connection: _LinkConnection | None = None
         try:
             try:
-                connection = await asyncio.wait_for(
-                    _LinkConnection.connect(
+                async with asyncio.timeout(timeout):
+                    connection = await _LinkConnection.connect(
                         link.bootstrap,
                         client_id=self.client_id,
-                        # The whole connect is bounded just below; its own steps' bound is
+                        # The whole connect is bounded just above; its own steps' bound is
                         # longer, so the one reason given is always that one.
                         timeout_ms=self.request_timeout_ms + 1000,
                         security=self.security,
-                    ),
-                    timeout,
-                )
+                    )
             except TimeoutError:
                 raise ClientError(f"no connection within {self.request_timeout_ms} ms") from None
             missing = connection.missing_quorum_apis()
