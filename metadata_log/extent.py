@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from metadata_log.chain import ChainDamage, chain_path, link, read_chain_file
 from metadata_log.checkpoint import Checkpoint, checkpoint_path
+from metadata_log.container import BlockDamage
 from metadata_log.errors import LogCorruptionError
-from metadata_log.segment import segment_name
+from metadata_log.segment import ScanProblem, Segment, segment_name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,9 +90,17 @@ def chain_problem(previous: Link, segment: Link) -> LogCorruptionError | None:
     """The problem with `segment`'s header naming another previous segment, or None.
 
     Needs only the headers, so it is checked even when the previous segment's blocks are
-    damaged and its end is not known.
+    damaged and its end is not known. Sync markers are each writer's own: a segment another
+    replica of the same log wrote (a quorum's segments in an archive, metadata_log/archive)
+    names that replica's previous segment. Where both are hash-chained and the segment's
+    chain starts from the previous one's last value (`chains_link`), it follows that content,
+    a stronger proof than the marker, and is taken.
     """
-    if segment.previous_sync is not None and segment.previous_sync != previous.sync:
+    if (
+        segment.previous_sync is not None
+        and segment.previous_sync != previous.sync
+        and not chains_link(previous.path, segment.path, segment.base_offset)
+    ):
         return LogCorruptionError(
             segment.path,
             0,
@@ -100,6 +110,33 @@ def chain_problem(previous: Link, segment: Link) -> LogCorruptionError | None:
             first_offset=segment.base_offset,
         )
     return None
+
+
+def chains_link(previous: Path, segment: Path, base_offset: int) -> bool:
+    """Whether `segment`'s first block follows `previous`'s content by the hash chain.
+
+    Its chain file must start from the last value of `previous`'s, and its first block's
+    value, recomputed from the block's body, must be the one stored: the segment holds the
+    entries that follow (another replica's copy of the same history), not another history
+    beside a chain file taken along. False when a chain file or the block cannot be read.
+    """
+    try:
+        before = read_chain_file(chain_path(previous))
+        after = read_chain_file(chain_path(segment))
+        if before is None or after is None or not before.records or not after.records:
+            return False
+        opened = Segment.open_header(segment, base_offset)
+        block = next(opened.iter_blocks(opened.header.size, segment.stat().st_size), None)
+    except (ChainDamage, BlockDamage, ScanProblem, OSError):
+        return False
+    last, first = before.records[-1], after.records[0]
+    return (
+        block is not None
+        and after.previous == last.value
+        and first.first_offset == last.end_offset == base_offset
+        and first.count == block.count
+        and link(last.value, first.first_offset, first.count, block.body) == first.value
+    )
 
 
 def extent_problems(

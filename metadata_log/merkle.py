@@ -189,6 +189,20 @@ class ConsistencyProof:
         }
 
 
+def block_leaves(segment: Segment, start: int) -> Iterator[tuple[list[bytes], int]]:
+    """The leaf hashes of each block of `segment` from the one holding `start`, and its offset.
+
+    Each block's leaves from its first entry, even where `start` falls inside it.
+    """
+    schema = segment.header.schema_json
+    sha256 = hashlib.sha256
+    for block, first in segment.blocks_with_offsets(start):
+        entries = _split_fast(schema, block.count, block.body)
+        if entries is None:
+            entries = entry_bytes(schema, block.count, block.body)
+        yield [sha256(b"\x00" + e).digest() for e in entries], first  # leaf_hash
+
+
 class MerkleIndex:
     """The `merkle/` index of one log directory, opened under its own lock."""
 
@@ -291,18 +305,12 @@ class MerkleIndex:
             )
         os.ftruncate(self._leaves_fd, self.size * _HASH)
         pending: list[bytes] = []  # leaves hashed, not yet written (a chunk at a time)
-        sha256 = hashlib.sha256
         for segment in segments:
             if segment.next_offset <= self.size + len(pending) or segment.base_offset >= end:
                 continue
-            schema = segment.header.schema_json
-            for block, first in segment.blocks_with_offsets(self.size + len(pending)):
+            for leaves, first in block_leaves(segment, self.size + len(pending)):
                 if first >= end:
                     break
-                entries = _split_fast(schema, block.count, block.body)
-                if entries is None:
-                    entries = entry_bytes(schema, block.count, block.body)
-                leaves = [sha256(b"\x00" + e).digest() for e in entries]  # leaf_hash
                 pending.extend(leaves[max(0, self.size + len(pending) - first) :])
                 if len(pending) >= CHUNK:
                     self._take(pending)

@@ -326,14 +326,14 @@ def assert_refused_everywhere(directory: Path, *, naming: str) -> list[LogCorrup
     return errors
 
 
-def three_segments(directory: Path) -> list[LogEntry]:
+def three_segments(directory: Path, tag: str = "b") -> list[LogEntry]:
     """A cleanly closed log of three segments (rolled by the clock)."""
     clock = FakeClock()
     with MetadataLog.open(directory, config=CONFIG, clock_ms=clock) as log:
         for n in range(9):
             if n in (3, 6):
                 clock.now += CONFIG.segment_ms
-            log.append([config(f"b{n}", i) for i in range(3)], principal="User:a")
+            log.append([config(f"{tag}{n}", i) for i in range(3)], principal="User:a")
         assert [s.base_offset for s in log.segments()] == [0, 9, 18]
         return list(log.read())
 
@@ -381,13 +381,28 @@ def test_a_log_that_ends_before_its_recovery_point_is_an_error(tmp_path: Path) -
 
 
 def test_a_segment_from_another_copy_of_the_log_is_refused(tmp_path: Path) -> None:
-    """Same offsets, another history: the chain of sync markers tells them apart."""
+    """Same offsets, another history: the sync markers tell them apart, and the hash chain
+    does not join them (its first block does not follow the previous segment's content)."""
     three_segments(tmp_path / "a")
+    three_segments(tmp_path / "b", tag="other")
+    for suffix in (".avro", ".chain"):
+        name = segment_name(9).replace(".avro", suffix)
+        shutil.copyfile(tmp_path / "b" / name, tmp_path / "a" / name)
+    for suffix in (".index", ".timeindex"):
+        (tmp_path / "a" / segment_name(9)).with_suffix(suffix).unlink()
+    assert_refused_everywhere(tmp_path / "a", naming="comes from another copy of the log")
+
+
+def test_a_segment_from_another_copy_of_the_same_history_is_taken(tmp_path: Path) -> None:
+    """Another replica's segment of the same entries: its chain follows the previous one."""
+    entries = three_segments(tmp_path / "a")
     three_segments(tmp_path / "b")
     shutil.copyfile(tmp_path / "b" / segment_name(9), tmp_path / "a" / segment_name(9))
     for suffix in (".index", ".timeindex"):
         (tmp_path / "a" / segment_name(9)).with_suffix(suffix).unlink()
-    assert_refused_everywhere(tmp_path / "a", naming="comes from another copy of the log")
+    with LogReader.open(tmp_path / "a", config=CONFIG) as log:
+        assert list(log.read()) == entries
+        assert log.verify().ok
 
 
 @pytest.mark.parametrize("how", ["deleted", "damaged", "garbage"])
