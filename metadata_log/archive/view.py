@@ -147,7 +147,6 @@ class ArchiveCache:
         plan = plan_view(manifest, bases)
         if not plan.archived and local is not None:
             return HistoryView(local, plan, owned=False)
-        make_dirs(self.objects)
         fetched = [self.fetch(entry) for entry in plan.archived]
         view = self.directory / f"view-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         make_dirs(view)
@@ -199,6 +198,7 @@ class ArchiveCache:
     def fetch(self, entry: ManifestEntry) -> tuple[Path, Path]:
         """The local copies of `entry`'s segment and chain file, downloaded and checked once."""
         paths = []
+        make_dirs(self.objects)
         for kind, suffix in (("segment", ".avro"), ("chain", CHAIN_SUFFIX)):
             obj = entry.objects[kind]
             target = self.objects / f"{entry.stem}{suffix}"
