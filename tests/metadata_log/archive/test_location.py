@@ -57,12 +57,22 @@ def test_an_unusable_archive_is_unreachable_not_a_crash(tmp_path: Path) -> None:
         location.write("manifest/x.json", b"{}")
 
 
-def test_s3_needs_its_package_or_says_so() -> None:
-    try:
-        import s3fs  # noqa: F401
-    except ImportError:
-        with pytest.raises(ArchiveError, match="needs the package s3fs"):
-            ArchiveLocation.open("s3://bucket/prefix")
-    else:
-        location = ArchiveLocation.open("s3://bucket/prefix")
-        assert location.root == "bucket/prefix" and not location.local
+def test_a_store_without_its_package_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import fsspec.core
+
+    def missing(*_: object, **__: object) -> None:
+        raise ImportError("No module named 's3fs'")
+
+    monkeypatch.setattr(fsspec.core, "url_to_fs", missing)
+    with pytest.raises(ArchiveError, match=r"needs the package s3fs: pip install s3fs"):
+        ArchiveLocation.open("s3://bucket/prefix")
+
+
+def test_an_object_store_url_is_not_local() -> None:
+    location = ArchiveLocation.open("memory://bucket/prefix/")
+    assert location.root == "/bucket/prefix" and not location.local
+    location.write("manifest/a.json", b"1")
+    assert location.names("manifest") == ["manifest/a.json"]
+    assert location.read("manifest/a.json") == b"1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,21 +22,35 @@ from tests.support.archives import SMALL_SEGMENTS, archive_all, copy_log, grow, 
 from tests.support.replica_logs import CONFIG, block_of
 
 
-def _trimmed_with_archive(tmp_path: Path) -> tuple[Path, Path, ArchiveCache, int]:
-    """(trimmed log, untrimmed twin, cache, local start): most segments only in the archive."""
-    log = tmp_path / "log"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, int]:
+    """(trimmed log, untrimmed twin, archive, local start): most segments only archived."""
+    root = tmp_path_factory.mktemp("view")
+    log = root / "log"
     grow(log, 160)
-    twin = copy_log(log, tmp_path / "twin")
-    report = archive_all(log, str(tmp_path / "archive"), tmp_path / "work")
+    twin = copy_log(log, root / "twin")
+    report = archive_all(log, str(root / "archive"), root / "work")
     assert report.archived_end is not None
     start = trim_to(log, report.archived_end)
     assert start > 0
-    cache = ArchiveCache(ArchiveLocation.open(str(tmp_path / "archive")), tmp_path / "cache")
+    return log, twin, root / "archive", start
+
+
+def _trimmed_with_archive(
+    built: tuple[Path, Path, Path, int], tmp_path: Path, *, own_archive: bool = False
+) -> tuple[Path, Path, ArchiveCache, int]:
+    """The built logs and a cache of their archive (a copy of it with `own_archive`)."""
+    log, twin, archive, start = built
+    if own_archive:
+        archive = Path(shutil.copytree(archive, tmp_path / "archive"))
+    cache = ArchiveCache(ArchiveLocation.open(str(archive)), tmp_path / "cache")
     return log, twin, cache, start
 
 
-def test_a_view_reads_as_the_untrimmed_log(tmp_path: Path) -> None:
-    log, twin, cache, start = _trimmed_with_archive(tmp_path)
+def test_a_view_reads_as_the_untrimmed_log(
+    built: tuple[Path, Path, Path, int], tmp_path: Path
+) -> None:
+    log, twin, cache, start = _trimmed_with_archive(built, tmp_path)
     with LogReader.open(log, config=SMALL_SEGMENTS) as local:
         assert local.log_start_offset == start
     with (
@@ -61,8 +76,8 @@ def test_a_view_reads_as_the_untrimmed_log(tmp_path: Path) -> None:
     assert any((tmp_path / "cache" / "objects").iterdir())
 
 
-def test_a_view_of_the_archive_alone(tmp_path: Path) -> None:
-    _, twin, cache, start = _trimmed_with_archive(tmp_path)
+def test_a_view_of_the_archive_alone(built: tuple[Path, Path, Path, int], tmp_path: Path) -> None:
+    _, twin, cache, start = _trimmed_with_archive(built, tmp_path)
     with (
         cache.open_view(None) as view,
         LogReader.open(view.path, config=SMALL_SEGMENTS) as seen,
@@ -83,8 +98,10 @@ def test_a_local_log_that_holds_it_all_is_read_as_it_is(tmp_path: Path) -> None:
     assert log.is_dir()  # not removed: it is the local log
 
 
-def test_a_changed_archived_segment_is_never_served(tmp_path: Path) -> None:
-    log, _, cache, _ = _trimmed_with_archive(tmp_path)
+def test_a_changed_archived_segment_is_never_served(
+    built: tuple[Path, Path, Path, int], tmp_path: Path
+) -> None:
+    log, _, cache, _ = _trimmed_with_archive(built, tmp_path, own_archive=True)
     entry = read_manifest(cache.location).run[1]
     name = entry.objects["segment"].name
     data = bytearray(cache.location.read(name) or b"")
@@ -95,8 +112,10 @@ def test_a_changed_archived_segment_is_never_served(tmp_path: Path) -> None:
     assert not any(p.name.startswith("view-") for p in (tmp_path / "cache").iterdir())
 
 
-def test_a_deleted_archived_chain_file_is_named(tmp_path: Path) -> None:
-    log, _, cache, _ = _trimmed_with_archive(tmp_path)
+def test_a_deleted_archived_chain_file_is_named(
+    built: tuple[Path, Path, Path, int], tmp_path: Path
+) -> None:
+    log, _, cache, _ = _trimmed_with_archive(built, tmp_path, own_archive=True)
     entry = read_manifest(cache.location).run[0]
     cache.location.delete(entry.objects["chain"].name)
     with pytest.raises(ArchiveDamage, match=r"\.chain is missing"):
