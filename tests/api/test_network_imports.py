@@ -15,6 +15,10 @@ from tests.support.source_tree import parsed
 ROOT = REPO
 
 QUORUM_VALUES = ("api.protocol.quorum.messages", "api.protocol.quorum.bounds")
+
+CANCELLATION = "api.cancellation"
+"""Ending a task without hiding the caller's cancellation: a leaf module (asyncio only) that
+every asyncio shell uses."""
 """The quorum's messages and the ranges their numbers must be in: the wire codec decodes to them,
 the core steps them, the client reads them. They sit with the codec so that `api.client` needs
 nothing of `api.raft`, and import nothing of `api` so that the core stays sans-IO."""
@@ -30,11 +34,13 @@ ALLOWED = {
         # Forwarding (KIP-590): a follower sends writes to the leader over a client
         # connection, secured as the quorum's links are.
         "api.client.connection",
+        CANCELLATION,
     ),
     "api.client": (
         "api.client",
         "api.protocol",
         "api.security",
+        CANCELLATION,
         # DescribeQuorum (`mlog quorum describe`): the wire codec and the messages it decodes to.
     ),
     # The quorum: its links are clients, its shell drives the service.
@@ -44,6 +50,7 @@ ALLOWED = {
         "api.client.connection",
         "api.service",
         "api.security",
+        CANCELLATION,
     ),
     # The sans-IO core imports nothing of `api` but itself and the quorum's messages (the
     # values it steps and hands out) with their bounds: two modules that import nothing of
@@ -164,3 +171,8 @@ def test_opening_a_data_directory_from_python_loads_no_cli_module(tmp_path: Path
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
     assert ast.literal_eval(out.splitlines()[-1]) == []
+
+
+def test_the_cancellation_helper_imports_nothing_of_api() -> None:
+    path = ROOT / "api" / "cancellation.py"
+    assert not {n for n in _imports(path) if n == "api" or n.startswith("api.")}
