@@ -79,7 +79,7 @@ async def _image(address: str) -> MetadataImage:
         await client.close()
 
 
-async def _agreed_images(quorum: Quorum, timeout: float = 30.0) -> list[MetadataImage]:
+async def _agreed_images(quorum: Quorum, timeout: float = 120.0) -> list[MetadataImage]:
     """Every node's image, once all are equal (a follower learns the commit a fetch later)."""
     deadline = time.monotonic() + timeout
     while True:

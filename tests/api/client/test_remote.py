@@ -466,9 +466,12 @@ def test_log_dump_follow_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
 
 
 def test_shutdown_answers_a_long_poll_at_once(tmp_path: Path) -> None:
+    polling = threading.Event()
+
     async def poll(address: str) -> int:
         async with await AdminClient.connect(address) as client:
             _, end = await client.fetch_log(0)
+            polling.set()
             entries, _ = await client.fetch_log(end, max_wait_ms=60_000)
             return len(entries)
 
@@ -476,6 +479,9 @@ def test_shutdown_answers_a_long_poll_at_once(tmp_path: Path) -> None:
     with running_server(tmp_path / "log") as server:
         thread = threading.Thread(target=lambda: results.append(asyncio.run(poll(server.address))))
         thread.start()
+        # Connected and answered once (a loaded host may take seconds): the long poll is sent
+        # next; the pause lets it reach the server before the shutdown.
+        assert polling.wait(120)
         time.sleep(0.5)
         started = time.monotonic()
     assert time.monotonic() - started < 20
