@@ -129,7 +129,8 @@ class IdempotentWrites(QuorumApis):
 
         It is sent again when the answer is lost (`ConnectionLost`: the connection failed or
         closed, or no answer came in time) or is NOT_CONTROLLER or REQUEST_TIMED_OUT (in a
-        Kafka answer; NOT_CONTROLLER in a private API's `RemoteError`): the client then
+        Kafka answer or a private API's `RemoteError`: a follower whose leader stopped
+        leading before it answered a forwarded write says the latter): the client then
         connects to the quorum's leader, or a node that forwards to it. At most
         `WRITE_ATTEMPTS` times, backing off from `RETRY_BACKOFF_S`. A server that saw the
         write already answers with the first answer, so it is applied once
@@ -151,7 +152,7 @@ class IdempotentWrites(QuorumApis):
                 if last:
                     raise
             except RemoteError as exc:
-                if last or exc.error_code != ErrorCode.NOT_CONTROLLER:
+                if last or exc.error_code not in _SENT_AGAIN:
                     raise
             else:
                 if last or not _not_controller(response, _SENT_AGAIN):
