@@ -1,0 +1,278 @@
+"""The timeline: every change as a row, filtered, a page at a time, read by offset ranges.
+
+A page starts after an offset (`after`, the cursor a deep link carries) and reads entries
+forward from there (`Metadata.read(gt=...)`, a data directory's segments or the server's
+FetchLog, a page of entries at a time), until it has `limit` matching rows or has looked at
+`SCAN_BUDGET` entries: a page never loads the whole log, whatever the filters. Its names and
+before-values come from the image at the cursor (`Metadata.image(at_offset=...)`, from the
+newest snapshot at or before it).
+
+The client of a row is the client id of an idempotent write: the service writes a
+`ClientWriteRecord` in the same atomic batch as the write's records, so the entries appended
+together with one (same epoch, time and principal) carry its client id. Those records
+themselves are bookkeeping, hidden unless `internal` is asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+
+from api.console.changes import ENTITY_KINDS, INTERNAL_KINDS, Described, Reading
+from api.console.errors import BadInput
+from api.python_api import Metadata
+from records.entry import LogEntry
+from replay.timetravel import TimeTravelError, parse_time
+
+PAGE_ROWS = 100
+"""Rows on a page unless `limit` says otherwise."""
+
+MAX_ROWS = 1000
+"""The most rows a page may ask for."""
+
+EXPORT_ROWS = 100_000
+"""The most rows one export holds (the next export starts from its `next` cursor)."""
+
+SCAN_BUDGET = 50_000
+"""The most entries one page looks at before answering with what it found."""
+
+MAX_FILTER = 200
+"""The longest text a filter takes (characters)."""
+
+OFFSET_MAX = 2**63 - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Filters:
+    """What the timeline shows: every field is a URL parameter of the same name."""
+
+    after: int = -1
+    """Rows with offsets after this one (the page's cursor); -1 from the log's first entry."""
+    principal: str = ""
+    """Only entries by this principal (exactly, e.g. `User:alice`)."""
+    entity: str = ""
+    """Only this kind of entity (`ENTITY_KINDS`)."""
+    kind: str = ""
+    """Only this kind of change: the record type without `Record` (`PartitionChange`)."""
+    q: str = ""
+    """Only rows whose entity or text holds this (case-insensitive)."""
+    since: str = ""
+    """Only entries appended at or after this time (ISO-8601 or epoch ms)."""
+    until: str = ""
+    """Only entries appended at or before this time."""
+    internal: bool = False
+    """Show the service's bookkeeping records too."""
+    limit: int = PAGE_ROWS
+
+    def query(self, **changed: object) -> dict[str, str]:
+        """The URL parameters of these filters (with `changed` ones replaced), defaults left out."""
+        values = dataclasses.replace(self, **changed)  # type: ignore[arg-type]  # checked fields
+        shown: dict[str, str] = {}
+        for field in dataclasses.fields(Filters):
+            value = getattr(values, field.name)
+            if value == field.default:
+                continue
+            shown[field.name] = "1" if value is True else str(value)
+        return shown
+
+
+def _int_param(params: Mapping[str, str], name: str, *, low: int, high: int, default: int) -> int:
+    text = params.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadInput(f"{name}={text[:40]!r} is not a number: give an integer") from None
+    if not low <= value <= high:
+        raise BadInput(f"{name}={value} is out of range: give {low}..{high}")
+    return value
+
+
+def _text_param(params: Mapping[str, str], name: str) -> str:
+    text = params.get(name, "").strip()
+    if len(text) > MAX_FILTER:
+        raise BadInput(f"{name} is {len(text)} characters long: at most {MAX_FILTER}")
+    return text
+
+
+def _time_param(params: Mapping[str, str], name: str) -> tuple[str, int | None]:
+    text = _text_param(params, name)
+    if not text:
+        return "", None
+    try:
+        return text, parse_time(text)
+    except TimeTravelError as exc:
+        raise BadInput(f"{name}: {exc}") from None
+    except (OverflowError, ValueError):
+        raise BadInput(f"{name}={text[:40]!r} is not a time this console can read") from None
+
+
+def parse_filters(params: Mapping[str, str]) -> Filters:
+    """The filters of a request's URL; `BadInput` names the parameter that is wrong."""
+    entity = _text_param(params, "entity")
+    if entity and entity not in ENTITY_KINDS:
+        raise BadInput(f"entity={entity[:40]!r} is not a kind of entity: one of {ENTITY_KINDS}")
+    kind = _text_param(params, "kind")
+    if kind and not kind.isidentifier():
+        raise BadInput(f"kind={kind[:40]!r} is not a kind of change (e.g. PartitionChange)")
+    since, since_ms = _time_param(params, "since")
+    until, until_ms = _time_param(params, "until")
+    if since_ms is not None and until_ms is not None and until_ms < since_ms:
+        raise BadInput("until is before since: nothing can be in that range")
+    internal = params.get("internal", "")
+    if internal not in ("", "0", "1"):
+        raise BadInput("internal takes 1 (show bookkeeping records) or 0")
+    return Filters(
+        after=_int_param(params, "after", low=-1, high=OFFSET_MAX, default=-1),
+        principal=_text_param(params, "principal"),
+        entity=entity,
+        kind=kind,
+        q=_text_param(params, "q"),
+        since=since,
+        until=until,
+        internal=internal == "1",
+        limit=_int_param(params, "limit", low=1, high=MAX_ROWS, default=PAGE_ROWS),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One entry of the timeline."""
+
+    offset: int
+    timestamp: int
+    principal: str | None
+    client: str | None
+    entity_kind: str
+    entity: str
+    kind: str
+    text: str
+
+    @property
+    def time(self) -> str:
+        """The append time, ISO-8601 UTC to the millisecond."""
+        return iso_time(self.timestamp)
+
+
+def iso_time(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC to the millisecond (`2026-11-22T08:30:00.000Z`)."""
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Page:
+    """The rows of one page and where the log and the next page are."""
+
+    rows: list[Row]
+    after: int
+    """The cursor the page started after."""
+    next_after: int | None
+    """The cursor of the next page (the last offset looked at); None at the log's end."""
+    last_offset: int
+    """The log's last offset when the page was read (-1 for an empty log)."""
+    scanned: int
+    """Entries looked at."""
+
+
+def _time_ms(text: str) -> int | None:
+    return parse_time(text) if text else None
+
+
+def _matches(row: Row, filters: Filters, since: int | None, until: int | None) -> bool:
+    if not filters.internal and row.entity_kind in INTERNAL_KINDS:
+        return False
+    if filters.principal and row.principal != filters.principal:
+        return False
+    if filters.entity and row.entity_kind != filters.entity:
+        return False
+    if filters.kind and row.kind != filters.kind:
+        return False
+    if since is not None and row.timestamp < since:
+        return False
+    if until is not None and row.timestamp > until:
+        return False
+    if filters.q:
+        needle = filters.q.casefold()
+        return needle in row.entity.casefold() or needle in row.text.casefold()
+    return True
+
+
+def _batches(entries: Iterator[LogEntry]) -> Iterator[list[LogEntry]]:
+    """Entries grouped as appended together: consecutive, same epoch, time and principal."""
+    run: list[LogEntry] = []
+    for entry in entries:
+        if run and (
+            entry.epoch != run[0].epoch
+            or entry.timestamp != run[0].timestamp
+            or entry.principal != run[0].principal
+        ):
+            yield run
+            run = []
+        run.append(entry)
+    if run:
+        yield run
+
+
+def _rows(batch: list[LogEntry], reading: Reading) -> list[Row]:
+    described: list[tuple[LogEntry, Described]] = [(e, reading.read(e)) for e in batch]
+    client = next((d.client for _, d in described if d.client is not None), None)
+    return [
+        Row(
+            offset=entry.offset,
+            timestamp=entry.timestamp,
+            principal=entry.principal,
+            client=client,
+            entity_kind=d.entity_kind,
+            entity=d.entity,
+            kind=d.kind,
+            text=d.text,
+        )
+        for entry, d in described
+    ]
+
+
+def read_page(metadata: Metadata, filters: Filters, *, limit: int | None = None) -> Page:
+    """The page of `filters` (blocking: the console runs it on a worker thread)."""
+    wanted = filters.limit if limit is None else limit
+    since, until = _time_ms(filters.since), _time_ms(filters.until)
+    last = metadata.image().provenance.offset
+    after = min(filters.after, last)
+    if since is not None and filters.after == -1 and last >= 0:
+        after = _offset_before(metadata, since)
+    start = metadata.image(at_offset=after)
+    reading = Reading(start)
+    rows: list[Row] = []
+    scanned = 0
+    cursor = after
+    entries = metadata.read(gt=after if after >= 0 else None, lte=last, limit=SCAN_BUDGET)
+    done = False
+    for batch in _batches(iter(entries)):
+        for row in _rows(batch, reading):
+            scanned += 1
+            cursor = row.offset
+            if until is not None and row.timestamp > until:
+                done = True
+                break
+            if _matches(row, filters, since, until):
+                rows.append(row)
+        if done or len(rows) >= wanted:
+            break
+    at_end = done or cursor >= last or (scanned < SCAN_BUDGET and len(rows) < wanted)
+    return Page(
+        rows=rows,
+        after=after,
+        next_after=None if at_end else cursor,
+        last_offset=last,
+        scanned=scanned,
+    )
+
+
+def _offset_before(metadata: Metadata, since: int) -> int:
+    """The last offset appended before `since` (-1 if none was): where such a page starts."""
+    try:
+        return metadata.image(at_time=str(since - 1)).provenance.offset
+    except TimeTravelError:
+        return -1  # `since` is before the first entry: from the start
