@@ -53,7 +53,7 @@ def templates() -> jinja2.Environment:
 
 
 def _public(path: str) -> bool:
-    return path == "/login" or path.startswith("/static/")
+    return path in ("/login", "/favicon.ico") or path.startswith("/static/")
 
 
 @web.middleware
@@ -127,6 +127,7 @@ def make_app(
         [
             web.get("/", views.home),
             web.get("/login", views.login_form),
+            web.get("/favicon.ico", views.no_icon),
             web.post("/login", views.login),
             web.post("/logout", views.logout),
             web.get("/timeline", views.timeline_page),

@@ -8,6 +8,7 @@ client ids and config values are text whatever they hold.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlencode
 
@@ -77,6 +78,10 @@ def error_page(request: web.Request, status: int, title: str, message: str) -> w
     return render(request, "error.html", status=status, title=title, message=message)
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
+"""What `new_token` makes (32 random bytes, URL-safe base64)."""
+
+
 def _cookie_options(request: web.Request) -> dict[str, Any]:
     return {
         "httponly": True,
@@ -102,7 +107,11 @@ async def home(request: web.Request) -> web.StreamResponse:
 
 
 def _login_page(request: web.Request, *, error: str | None, status: int = 200) -> web.Response:
-    token = new_token()
+    # One token per browser while it signs in: a second login page (another tab, or a
+    # request the browser makes by itself) must not void the form already shown.
+    token = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    if not _TOKEN.fullmatch(token):
+        token = new_token()
     response = render(
         request,
         "login.html",
@@ -113,6 +122,11 @@ def _login_page(request: web.Request, *, error: str | None, status: int = 200) -
     )
     response.set_cookie(LOGIN_CSRF_COOKIE, token, max_age=3600, **_cookie_options(request))
     return response
+
+
+async def no_icon(request: web.Request) -> web.StreamResponse:
+    """The console has no icon (browsers ask for one by themselves)."""
+    return web.Response(status=204)
 
 
 async def login_form(request: web.Request) -> web.StreamResponse:

@@ -124,3 +124,17 @@ async def test_the_stylesheet_is_served_by_the_console(client: Client) -> None:
     answer = await client.get("/static/console.css")
     assert answer.status == 200
     assert "table.rows" in await answer.text()
+
+
+async def test_a_second_login_page_keeps_the_first_forms_token(client: Client) -> None:
+    first = await client.get("/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', await first.text())
+    assert token is not None
+    await client.get("/login?next=/favicon.ico")  # another tab, or the browser by itself
+    assert (await client.get("/favicon.ico")).status == 204
+    answer = await client.post(
+        "/login",
+        data={"csrf": token.group(1), "user": "alice", "password": PASSWORD},
+        allow_redirects=False,
+    )
+    assert answer.status == 303
