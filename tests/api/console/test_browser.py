@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,7 +23,7 @@ from api.console.source import Origin
 from tests.support.console import PASSWORD
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Dialog, Page
 
 pytestmark = pytest.mark.browser
 
@@ -98,8 +98,13 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context()
     opened = context.new_page()
-    dialogs: list[Any] = []
-    opened.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    dialogs: list[str] = []
+
+    def dialog_opened(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    opened.on("dialog", dialog_opened)
     yield opened
     context.close()
     assert not dialogs, f"a script ran in the page: {dialogs}"
