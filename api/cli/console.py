@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -48,9 +49,27 @@ def cmd_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
                 "--bootstrap-server HOST:PORT of a running one"
             )
         origin = Origin(data_dir=Path(settings.data_dir))
-    asyncio.run(
-        serve(origin, host=host, port=port, tls=tls, session_seconds=args.session_minutes * 60)
-    )
+
+    async def until_stopped() -> None:
+        # SIGTERM (a service manager's stop) ends it as Ctrl-C does: sessions closed, exit 0.
+        from api.cancellation import cancel_and_wait
+
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        serving = asyncio.create_task(
+            serve(origin, host=host, port=port, tls=tls, session_seconds=args.session_minutes * 60)
+        )
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(stopping)
+            if not serving.done():
+                await cancel_and_wait(serving)
+        if not serving.cancelled():
+            serving.result()  # a console that could not start says why
+
+    asyncio.run(until_stopped())
     return EXIT_OK
 
 

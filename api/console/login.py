@@ -101,7 +101,7 @@ async def log_in(origin: Origin, local: HistorySource | None, user: str, passwor
     if not image.scram.credentials:
         raise LoginFailed(
             "this data directory has no SCRAM users, so nobody can sign in: add one with "
-            "`mlog users scram-set --name NAME --password-stdin`"
+            "`mlog users scram-set --name NAME --mechanism SCRAM-SHA-512 --password-stdin`"
         )
     if not await asyncio.to_thread(scram_matches, image, user, password):
         raise LoginFailed(REFUSED)
