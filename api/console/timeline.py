@@ -64,6 +64,8 @@ class Filters:
     internal: bool = False
     """Show the service's bookkeeping records too."""
     limit: int = PAGE_ROWS
+    newest: bool = False
+    """Go to the newest page: the console answers with the link of its cursor."""
 
     def query(self, **changed: object) -> dict[str, str]:
         """The URL parameters of these filters (with `changed` ones replaced), defaults left out."""
@@ -109,6 +111,13 @@ def _time_param(params: Mapping[str, str], name: str) -> tuple[str, int | None]:
         raise BadInput(f"{name}={text[:40]!r} is not a time this console can read") from None
 
 
+def _flag(params: Mapping[str, str], name: str) -> bool:
+    value = params.get(name, "")
+    if value not in ("", "0", "1"):
+        raise BadInput(f"{name} takes 1 (yes) or 0 (no)")
+    return value == "1"
+
+
 def parse_filters(params: Mapping[str, str]) -> Filters:
     """The filters of a request's URL; `BadInput` names the parameter that is wrong."""
     entity = _text_param(params, "entity")
@@ -121,9 +130,6 @@ def parse_filters(params: Mapping[str, str]) -> Filters:
     until, until_ms = _time_param(params, "until")
     if since_ms is not None and until_ms is not None and until_ms < since_ms:
         raise BadInput("until is before since: nothing can be in that range")
-    internal = params.get("internal", "")
-    if internal not in ("", "0", "1"):
-        raise BadInput("internal takes 1 (show bookkeeping records) or 0")
     return Filters(
         after=_int_param(params, "after", low=-1, high=OFFSET_MAX, default=-1),
         principal=_text_param(params, "principal"),
@@ -132,8 +138,9 @@ def parse_filters(params: Mapping[str, str]) -> Filters:
         q=_text_param(params, "q"),
         since=since,
         until=until,
-        internal=internal == "1",
+        internal=_flag(params, "internal"),
         limit=_int_param(params, "limit", low=1, high=MAX_ROWS, default=PAGE_ROWS),
+        newest=_flag(params, "newest"),
     )
 
 
@@ -171,8 +178,8 @@ class Page:
     """The cursor the page started after."""
     next_after: int | None
     """The cursor of the next page (the last offset looked at); None at the log's end."""
-    last_offset: int
-    """The log's last offset when the page was read (-1 for an empty log)."""
+    last_read: int
+    """The offset of the last entry read (`after` if none was)."""
     scanned: int
     """Entries looked at."""
 
@@ -235,19 +242,26 @@ def _rows(batch: list[LogEntry], reading: Reading) -> list[Row]:
 
 
 def read_page(metadata: Metadata, filters: Filters, *, limit: int | None = None) -> Page:
-    """The page of `filters` (blocking: the console runs it on a worker thread)."""
+    """The page of `filters` (blocking: the console runs it on a worker thread).
+
+    Reads the image at the cursor (a cursor past the log's end is `BadInput`) and the entries
+    after it, never the image at the end of the log: a page costs its cursor's image and
+    the entries it reads.
+    """
     wanted = filters.limit if limit is None else limit
     since, until = _time_ms(filters.since), _time_ms(filters.until)
-    last = metadata.image().provenance.offset
-    after = min(filters.after, last)
-    if since is not None and filters.after == -1 and last >= 0:
+    after = filters.after
+    if since is not None and after == -1:
         after = _offset_before(metadata, since)
-    start = metadata.image(at_offset=after)
+    try:
+        start = metadata.image(at_offset=after)
+    except TimeTravelError as exc:
+        raise BadInput(f"after={after}: {exc}") from None
     reading = Reading(start)
     rows: list[Row] = []
     scanned = 0
     cursor = after
-    entries = metadata.read(gt=after if after >= 0 else None, lte=last, limit=SCAN_BUDGET)
+    entries = metadata.read(gt=after if after >= 0 else None, limit=SCAN_BUDGET)
     done = False
     for batch in _batches(iter(entries)):
         for row in _rows(batch, reading):
@@ -260,14 +274,20 @@ def read_page(metadata: Metadata, filters: Filters, *, limit: int | None = None)
                 rows.append(row)
         if done or len(rows) >= wanted:
             break
-    at_end = done or cursor >= last or (scanned < SCAN_BUDGET and len(rows) < wanted)
+    # Fewer rows than asked for and the budget not spent: the log ended.
+    at_end = done or (scanned < SCAN_BUDGET and len(rows) < wanted)
     return Page(
         rows=rows,
         after=after,
         next_after=None if at_end else cursor,
-        last_offset=last,
+        last_read=cursor,
         scanned=scanned,
     )
+
+
+def newest_cursor(metadata: Metadata, rows: int) -> int:
+    """The cursor of the page of the last `rows` entries (reads the image at the end)."""
+    return max(-1, metadata.image().provenance.offset - rows)
 
 
 def _offset_before(metadata: Metadata, since: int) -> int:

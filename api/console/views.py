@@ -185,8 +185,10 @@ async def timeline_page(request: web.Request) -> web.StreamResponse:
     """The timeline page: a page of filtered rows, its cursors and its exports."""
     filters = timeline.parse_filters(request.query)
     session = session_of(request)
+    if filters.newest:
+        newest = await session.source.call(lambda md: timeline.newest_cursor(md, filters.limit))
+        raise web.HTTPSeeOther(url("/timeline", filters.query(after=newest, newest=False)))
     page = await session.source.call(lambda md: timeline.read_page(md, filters))
-    newest = max(-1, page.last_offset - filters.limit)
     return render(
         request,
         "timeline.html",
@@ -195,7 +197,7 @@ async def timeline_page(request: web.Request) -> web.StreamResponse:
         query=filters.query(),
         next_query=None if page.next_after is None else filters.query(after=page.next_after),
         first_query=filters.query(after=-1),
-        newest_query=filters.query(after=newest),
+        newest_query=filters.query(after=-1, newest=True),
         entity_kinds=ENTITY_KINDS,
         kinds=KINDS,
     )

@@ -99,8 +99,18 @@ async def test_the_timeline_page_links_its_next_page_and_exports(signed_in: Clie
     page = await signed_in.get("/timeline?limit=2&entity=broker")
     html = await page.text()
     assert page.status == 200
-    assert 'href="/timeline?entity=broker&amp;limit=2&amp;after=' in html or "after=2" in html
+    assert 'id="next"' in html
+    assert 'href="/timeline?after=2&amp;entity=broker&amp;limit=2" id="next"' in html
     assert 'href="/timeline.csv?entity=broker&amp;limit=2"' in html
+
+
+async def test_newest_goes_to_the_cursor_of_the_last_rows(signed_in: Client) -> None:
+    answer = await signed_in.get("/timeline?newest=1&limit=3&q=x", allow_redirects=False)
+    assert answer.status == 303
+    assert answer.headers["Location"] == "/timeline?after=15&q=x&limit=3"
+    page = await (await signed_in.get(answer.headers["Location"])).text()
+    assert "to the log's end" in page
+    assert ">16</td>" in page
 
 
 async def test_csv_export_holds_the_filtered_rows(signed_in: Client) -> None:
@@ -153,6 +163,8 @@ async def test_compare_shows_fields_before_and_after(signed_in: Client) -> None:
         ("/timeline?entity=planet", "is not a kind of entity"),
         ("/timeline?kind=%3Cb%3E", "is not a kind of change"),
         ("/timeline?internal=yes", "internal takes 1"),
+        ("/timeline?after=99999", "past the end of the log"),
+        ("/timeline?newest=2", "newest takes 1"),
         ("/timeline?q=" + "x" * 300, "at most 200"),
         ("/cluster?at=99999", "past the end of the log"),
         ("/cluster?at=-7", "is not an offset"),
