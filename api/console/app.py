@@ -135,6 +135,7 @@ def make_app(
             web.get("/timeline.json", views.timeline_json),
             web.get("/cluster", views.cluster),
             web.get("/diff", views.compare),
+            web.get("/entity", views.entity_page),
             web.static("/static", PACKAGE / "static", append_version=False),
         ]
     )

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from api.console import exports, timeline, travel
+from api.console import entity, exports, timeline, travel
 from api.console.changes import ENTITY_KINDS
 from api.console.errors import BadInput, LoginFailed
 from api.console.login import log_in
@@ -274,3 +274,14 @@ async def compare(request: web.Request) -> web.StreamResponse:
         return render(request, "diff.html", view=None, start=start, end=end, shown=travel.shown)
     view = await session.source.call(lambda md: travel.diff_view(md, start, end))
     return render(request, "diff.html", view=view, start=start, end=end, shown=travel.shown)
+
+
+# ------------------------------------------------------------------------ an entity
+
+
+async def entity_page(request: web.Request) -> web.StreamResponse:
+    """Every entry that touched one topic, namespace, broker or user (`mlog history`)."""
+    session = session_of(request)
+    params = dict(request.query)
+    page = await session.source.call(lambda md: entity.read_entity(md, params))
+    return render(request, "entity.html", page=page)
