@@ -140,16 +140,42 @@ class Reading:
 
     # ---------------------------------------------------------------- one entry
 
-    def read(self, entry: LogEntry) -> Described:
-        """The entry in words; the reading then knows the state after it."""
+    def about(self, record: Record) -> tuple[str, str, str]:
+        """(entity kind, entity, kind of change) of a record, as `read` would say them."""
+        entity_kind, entity = self._entity(record)
+        return entity_kind, entity, _kind(record)
+
+    def read(self, entry: LogEntry, *, words: bool = True) -> Described:
+        """The entry in words; the reading then knows the state after it.
+
+        Without `words` the text is left empty (and not built): the state is followed all
+        the same, for an entry a filter leaves out before its text is needed.
+        """
         record = entry.record
         entity_kind, entity = self._entity(record)
-        text = self._text(record)
+        text = self._text(record) if words else self._follow(record)
         learn(record, self.names)
         client = str(record.client_id) if isinstance(record, ClientWriteRecord) else None
         return Described(
             entity_kind=entity_kind, entity=entity, kind=_kind(record), text=text, client=client
         )
+
+    def _follow(self, record: Record) -> str:
+        """What `_text` records of the state, without its words ("")."""
+        if isinstance(record, ConfigRecord):
+            key = (int(record.resource_type), record.resource_name, record.name)
+            self._configs[key] = record.value
+        elif isinstance(record, PartitionRecord):
+            self._partitions[(record.topic_id, record.partition_id)] = _partition_state(record)
+        elif isinstance(record, PartitionChangeRecord):
+            self._partition_after(record)
+        elif isinstance(record, RemoveTopicRecord):
+            self._forget(record.topic_id)
+        return ""
+
+    def _forget(self, topic_id: Uuid) -> None:
+        for held in [k for k in self._partitions if k[0] == topic_id]:
+            del self._partitions[held]
 
     def _text(self, record: Record) -> str:
         if isinstance(record, ConfigRecord):
@@ -169,13 +195,17 @@ class Reading:
         if isinstance(record, PartitionChangeRecord):
             return self._partition_change(record)
         if isinstance(record, RemoveTopicRecord):
-            for held in [k for k in self._partitions if k[0] == record.topic_id]:
-                del self._partitions[held]
+            self._forget(record.topic_id)
         return describe(record, self.names)
 
-    def _partition_change(self, record: PartitionChangeRecord) -> str:
+    def _partition_after(
+        self, record: PartitionChangeRecord
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The partition's fields before and after a change (None if it is not known)."""
         before = self._partition_before(record.topic_id, record.partition_id)
-        after = dict(before) if before is not None else {}
+        if before is None:
+            return None
+        after = dict(before)
         if record.leader >= NO_LEADER:
             after["leader"] = record.leader if record.leader >= 0 else None
         for name in ("isr", "replicas", "adding_replicas", "removing_replicas"):
@@ -184,10 +214,15 @@ class Reading:
                 after[name] = tuple(value)
         if record.mode is not None:
             after["mode"] = Mode(record.mode).name
-        where = f"partition {self.names.topic(record.topic_id)}-{record.partition_id}"
-        if before is None:
-            return describe(record, self.names)
         self._partitions[(record.topic_id, record.partition_id)] = after
+        return before, after
+
+    def _partition_change(self, record: PartitionChangeRecord) -> str:
+        states = self._partition_after(record)
+        if states is None:
+            return describe(record, self.names)
+        before, after = states
+        where = f"partition {self.names.topic(record.topic_id)}-{record.partition_id}"
         parts = [
             f"{_CHANGE_FIELDS[f]} {_shown(before.get(f))} -> {_shown(after.get(f))}"
             for f in _PARTITION_FIELDS

@@ -19,10 +19,11 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 
-from api.console.changes import ENTITY_KINDS, INTERNAL_KINDS, Described, Reading
+from api.console.changes import ENTITY_KINDS, INTERNAL_KINDS, Reading
 from api.console.errors import BadInput
 from api.python_api import Metadata
 from records.entry import LogEntry
+from records.model import ClientWriteRecord
 from replay.timetravel import TimeTravelError, parse_time
 
 PAGE_ROWS = 100
@@ -188,23 +189,30 @@ def _time_ms(text: str) -> int | None:
     return parse_time(text) if text else None
 
 
-def _matches(row: Row, filters: Filters, since: int | None, until: int | None) -> bool:
-    if not filters.internal and row.entity_kind in INTERNAL_KINDS:
+def _kept(
+    entry: LogEntry,
+    about: tuple[str, str, str],
+    filters: Filters,
+    since: int | None,
+    until: int | None,
+) -> bool:
+    """Whether an entry passes the filters that need no words (all but `q`)."""
+    entity_kind, _, kind = about
+    if not filters.internal and entity_kind in INTERNAL_KINDS:
         return False
-    if filters.principal and row.principal != filters.principal:
+    if filters.principal and entry.principal != filters.principal:
         return False
-    if filters.entity and row.entity_kind != filters.entity:
+    if filters.entity and entity_kind != filters.entity:
         return False
-    if filters.kind and row.kind != filters.kind:
+    if filters.kind and kind != filters.kind:
         return False
-    if since is not None and row.timestamp < since:
+    if since is not None and entry.timestamp < since:
         return False
-    if until is not None and row.timestamp > until:
-        return False
-    if filters.q:
-        needle = filters.q.casefold()
-        return needle in row.entity.casefold() or needle in row.text.casefold()
-    return True
+    return until is None or entry.timestamp <= until
+
+
+def _found(row: Row, needle: str) -> bool:
+    return not needle or needle in row.entity.casefold() or needle in row.text.casefold()
 
 
 def _batches(entries: Iterator[LogEntry]) -> Iterator[list[LogEntry]]:
@@ -223,22 +231,37 @@ def _batches(entries: Iterator[LogEntry]) -> Iterator[list[LogEntry]]:
         yield run
 
 
-def _rows(batch: list[LogEntry], reading: Reading) -> list[Row]:
-    described: list[tuple[LogEntry, Described]] = [(e, reading.read(e)) for e in batch]
-    client = next((d.client for _, d in described if d.client is not None), None)
-    return [
-        Row(
+def _rows(
+    batch: list[LogEntry],
+    reading: Reading,
+    filters: Filters,
+    since: int | None,
+    until: int | None,
+) -> list[Row]:
+    """The rows of a batch that pass the filters; only theirs are put in words."""
+    client = next(
+        (str(e.record.client_id) for e in batch if isinstance(e.record, ClientWriteRecord)), None
+    )
+    needle = filters.q.casefold()
+    rows = []
+    for entry in batch:
+        keep = _kept(entry, reading.about(entry.record), filters, since, until)
+        described = reading.read(entry, words=keep)
+        if not keep:
+            continue
+        row = Row(
             offset=entry.offset,
             timestamp=entry.timestamp,
             principal=entry.principal,
             client=client,
-            entity_kind=d.entity_kind,
-            entity=d.entity,
-            kind=d.kind,
-            text=d.text,
+            entity_kind=described.entity_kind,
+            entity=described.entity,
+            kind=described.kind,
+            text=described.text,
         )
-        for entry, d in described
-    ]
+        if _found(row, needle):
+            rows.append(row)
+    return rows
 
 
 def read_page(metadata: Metadata, filters: Filters, *, limit: int | None = None) -> Page:
@@ -264,15 +287,13 @@ def read_page(metadata: Metadata, filters: Filters, *, limit: int | None = None)
     entries = metadata.read(gt=after if after >= 0 else None, limit=SCAN_BUDGET)
     done = False
     for batch in _batches(iter(entries)):
-        for row in _rows(batch, reading):
-            scanned += 1
-            cursor = row.offset
-            if until is not None and row.timestamp > until:
-                done = True
-                break
-            if _matches(row, filters, since, until):
-                rows.append(row)
-        if done or len(rows) >= wanted:
+        if until is not None and batch[0].timestamp > until:
+            done = True  # appended after the range: so is everything after it
+            break
+        rows.extend(_rows(batch, reading, filters, since, until))
+        scanned += len(batch)
+        cursor = batch[-1].offset
+        if len(rows) >= wanted:
             break
     # Fewer rows than asked for and the budget not spent: the log ended.
     at_end = done or (scanned < SCAN_BUDGET and len(rows) < wanted)
