@@ -83,6 +83,9 @@ async def pages_for_errors(request: web.Request, handler: Handler) -> web.Stream
     except BadInput as exc:
         return views.error_page(request, 400, "Bad request", str(exc))
     except ApiError as exc:
+        if exc.error_code.name.endswith("AUTHORIZATION_FAILED"):
+            # The principal may not read this (FetchLog needs the log's readers' right).
+            return views.error_page(request, 403, "Not allowed", str(exc))
         return views.error_page(request, 400, "The service refused", str(exc))
     except MetadataLogError as exc:
         logger.warning("console: %s", exc)
