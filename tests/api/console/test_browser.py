@@ -187,3 +187,16 @@ def test_the_slider_moves_the_point_and_compare_shows_the_change(
     page.goto(console_url + "diff?from=8&to=9")
     assert "3600000" in page.inner_text("#changes")
     _shot(page, "compare")
+
+
+def test_an_entity_name_opens_its_history(page: Page, console_url: str) -> None:
+    page.goto(console_url + "timeline?entity=topic")
+    _sign_in(page)
+    page.click("#timeline a[href='/entity?topic=orders']")
+    assert page.url.endswith("/entity?topic=orders")
+    assert page.inner_text("#entity") == "orders"
+    history = page.inner_text("#history")
+    assert "retention.ms=3600000" in history
+    _shot(page, "entity")
+    page.goto(console_url + "entity?topic=payments")
+    assert "<script>alert(2)</script>" in page.inner_text("#history")  # text, no dialog
