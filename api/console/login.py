@@ -24,6 +24,10 @@ from replay.image import MetadataImage
 REFUSED = "user or password refused"
 """What a refused login says (the same whether the user exists or not)."""
 
+FAILED_LOGIN_DELAY_SECONDS = 1.0
+"""How long a refused login on a data directory waits before it answers (as a server's
+`connection.failed.authentication.delay.ms`): guessing passwords gets slow."""
+
 MAX_FIELD = 256
 """The longest user name or password a login form takes (characters)."""
 
@@ -104,6 +108,7 @@ async def log_in(origin: Origin, local: HistorySource | None, user: str, passwor
             "`mlog users scram-set --name NAME --mechanism SCRAM-SHA-512 --password-stdin`"
         )
     if not await asyncio.to_thread(scram_matches, image, user, password):
+        await asyncio.sleep(FAILED_LOGIN_DELAY_SECONDS)
         raise LoginFailed(REFUSED)
     return LoggedIn(principal=f"User:{user}", source=local, shared=True)
 

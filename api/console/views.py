@@ -214,11 +214,11 @@ async def _export(request: web.Request) -> timeline.Page:
 async def timeline_csv(request: web.Request) -> web.StreamResponse:
     """The filtered rows from the cursor on, as CSV (up to `EXPORT_ROWS`)."""
     page = await _export(request)
-    return web.Response(
-        text=exports.to_csv(page),
-        content_type="text/csv",
-        headers={"Content-Disposition": 'attachment; filename="timeline.csv"'},
-    )
+    headers = {"Content-Disposition": 'attachment; filename="timeline.csv"'}
+    if page.next_after is not None:
+        # Where the rest starts (`after=`): a CSV has no room to say it.
+        headers["X-Mlog-Next-After"] = str(page.next_after)
+    return web.Response(text=exports.to_csv(page), content_type="text/csv", headers=headers)
 
 
 async def timeline_json(request: web.Request) -> web.StreamResponse:

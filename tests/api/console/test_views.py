@@ -120,6 +120,7 @@ async def test_csv_export_holds_the_filtered_rows(signed_in: Client) -> None:
     assert rows[0][:3] == ["offset", "time", "timestamp"]
     assert [r[0] for r in rows[1:]] == ["17"]
     assert rows[1][3] == HOSTILE_PRINCIPAL  # starts with "U": not a formula, kept as is
+    assert "X-Mlog-Next-After" not in answer.headers  # the whole log was read
 
 
 async def test_the_cluster_at_a_point(signed_in: Client) -> None:
