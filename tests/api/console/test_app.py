@@ -105,7 +105,7 @@ async def test_every_page_says_there_is_no_authorizer(client: Client) -> None:
     login = await client.get("/login")
     assert "No authorizer" in await login.text()
     await sign_in(client)
-    for path in ("/timeline", "/cluster", "/diff?from=0", "/cluster?at=nonsense"):
+    for path in ("/timeline", "/cluster", "/diff?from=0", "/entity?broker=1", "/cluster?at=x"):
         page = await client.get(path)
         assert "No authorizer" in await page.text(), path
 
