@@ -12,7 +12,7 @@ RDKAFKA_HEADER := /usr/include/librdkafka/rdkafka.h
 # a read-only tree) every `mlog` would compile its modules again, ~70% more start-up time.
 COMPILE := $(PY) -m compileall -q records metadata_log replay api migrations
 
-.PHONY: demo test test-fast interop prometheus lint bench mutate clean
+.PHONY: demo test test-fast interop prometheus browser lint bench mutate clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "metadata-log needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -64,6 +64,18 @@ prometheus:
 		fi; \
 	fi
 
+# Debian's chromium, which the console's browser tests (marker `browser`) drive through
+# Playwright (a test dependency) without Playwright's own browser downloads. Installing it
+# needs root; without it those tests skip with the reason.
+browser:
+	@if ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update && apt-get install -y --no-install-recommends chromium; \
+		else \
+			echo "chromium is missing and cannot be installed here (needs root and apt-get)"; \
+		fi; \
+	fi
+
 # Both run two workers a core (pytest-xdist; worksteal evens out the long tests): the process
 # tests mostly wait on their servers, and so do the units' in-process quorums, TLS and SASL
 # deadlines; with one worker a core the two cores here idled through those waits (`make test`
@@ -71,7 +83,7 @@ prometheus:
 # docs/testing.md: the markers, the tree, how to run a part.
 TEST_WORKERS := $(shell python3 -c "import os; print(2 * (os.cpu_count() or 1))" 2>/dev/null || echo 2)
 XDIST := -n $(TEST_WORKERS) --dist worksteal
-FAST := not process and not spark and not postgres and not interop
+FAST := not process and not spark and not postgres and not interop and not browser
 # pytest keeps its assertion-rewritten test modules in __pycache__ only where bytecode may be
 # written: under PYTHONDONTWRITEBYTECODE each worker rewrote all ~300 of them at every run
 # (collection 12 s against 3.6 s from the cache, here). The tests write it whatever the
@@ -79,7 +91,7 @@ FAST := not process and not spark and not postgres and not interop
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 # Everything: units, real processes, Spark, PostgreSQL, foreign clients.
-test: $(STAMP_TEST) interop prometheus
+test: $(STAMP_TEST) interop prometheus browser
 	$(PYTEST) $(XDIST)
 
 # The units alone: no process started, no JVM, no PostgreSQL server, no foreign client.

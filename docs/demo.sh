@@ -170,3 +170,26 @@ step "Audit in Spark (local): every incarnation of 'orders', and the state repla
 mlog audit topic-lifecycle --topic orders
 last=$(mlog log segments --output json | python -c "import json,sys; print(json.load(sys.stdin)[-1]['next_offset'] - 1)")
 mlog audit state --at-offset "$last" --check
+
+step "The web console over the same history (docs/console.md): a user to sign in as, a check that it serves"
+printf 'demo-password' | mlog users scram-set --name demo --mechanism SCRAM-SHA-512 --password-stdin
+port=$(python -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+mlog console --listen "127.0.0.1:$port" &
+console=$!
+python - "$port" <<'PY'
+import sys, time, urllib.request
+deadline = time.monotonic() + 60
+while True:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/login", timeout=2) as page:
+            assert page.status == 200 and b"Sign in" in page.read()
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit("mlog console did not answer within 60 s")
+        time.sleep(0.2)
+PY
+kill -TERM "$console"
+wait "$console"
+echo "Browse this history: mlog console --data-dir $DATA_DIR --listen 127.0.0.1:8080"
+echo "then open http://127.0.0.1:8080/ and sign in as demo / demo-password"

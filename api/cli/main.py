@@ -57,6 +57,7 @@ NOUNS = (
     ("snapshot", "snapshots of the image in SQL"),
     ("history", "log entries that touched a topic/namespace/broker"),
     ("shell", "interactive shell over the image tree"),
+    ("console", "a read-only web console over the history (timeline, time travel)"),
     ("serve", "serve the Kafka admin protocol on a TCP port"),
     ("quorum", "format a controller quorum, add and remove controllers, describe it"),
     ("status", "whether running servers are ready (their /readyz)"),
@@ -72,7 +73,7 @@ NOUNS = (
 
 REMOTE_NOUNS = (
     *("brokers", "topics", "configs", "leaders", "partitions", "image", "namespaces", "history"),
-    *("acls", "users", "quorum", "features", *KAFKA_TOOLS),
+    *("acls", "users", "quorum", "features", "console", *KAFKA_TOOLS),
 )
 """Commands that run against a server with `--bootstrap-server` (the others need the data
 directory: the log's files, the snapshot database, Spark, or the server itself)."""

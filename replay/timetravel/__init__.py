@@ -22,6 +22,8 @@ from replay.timetravel.entity_history import (
     HistoryEntry,
     history,
     history_range,
+    learn,
+    learn_image,
     start_image,
 )
 from replay.timetravel.errors import TimeTravelError
@@ -49,6 +51,8 @@ __all__ = [
     "history",
     "history_range",
     "image_at",
+    "learn",
+    "learn_image",
     "offset_at_time",
     "parse_time",
     "point_offset",

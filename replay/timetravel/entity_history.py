@@ -108,7 +108,7 @@ def history(
     if entity.topic_id is not None:
         followed.add(entity.topic_id)
     if start is not None:
-        _learn_image(start, names)
+        learn_image(start, names)
         if entity.topic is not None and entity.topic in names.live:
             followed.add(names.live[entity.topic])
     elif log.log_start_offset > 0:
@@ -120,7 +120,7 @@ def history(
     for block in log.read_records(lte=lte):
         for index, record in enumerate(block.records):
             touched, topic_id = _touches(record, entity, names, followed)
-            _learn(record, names)  # before describing: a new topic's entries name it
+            learn(record, names)  # before describing: a new topic's entries name it
             if touched:
                 yield HistoryEntry(
                     offset=block.first_offset + index,
@@ -132,7 +132,7 @@ def history(
                 )
 
 
-def _learn_image(image: MetadataImage, names: Names) -> None:
+def learn_image(image: MetadataImage, names: Names) -> None:
     """Know the names of an image: its live topics, its namespaces and its ACLs."""
     for record in image.namespaces.by_name.values():
         names.namespaces[record.namespace_id] = record.name
@@ -162,7 +162,7 @@ def start_image(log: StoredLog, store: SnapshotStore | None) -> MetadataImage | 
         return None
 
 
-def _learn(record: Record, names: Names) -> None:
+def learn(record: Record, names: Names) -> None:
     """Track names; ids keep their names after a delete, so old entries still read well."""
     if isinstance(record, TopicRecord):
         qualified = qualified_name(record.namespace, record.name)

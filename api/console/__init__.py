@@ -1,0 +1,12 @@
+"""`mlog console`: a read-only web console over the history (docs/console.md).
+
+One module per concern: `errors` (what a bad request says), `source` (the `Metadata` handle a
+session reads through, on a worker thread), `login` (a user and password checked by SCRAM
+against the service, as a client would), `sessions` (cookies, expiry, CSRF tokens),
+`timeline` (the audit log's rows, filters and pages), `changes` (a record as the words of
+what it changed, before -> after), `travel` (the cluster at a point, and the diff of two),
+`entity` (an entity's history), `exports` (the timeline's rows as CSV and JSON), `views`
+(the pages), `state` (what the handlers share), `app` (the aiohttp application: routes,
+middlewares, headers) and `serve` (listening, TLS). Templates and the stylesheet are in the
+package; no JavaScript and nothing from another host is needed.
+"""

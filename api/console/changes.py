@@ -1,0 +1,292 @@
+"""A log entry in words: the entity it touched and what it changed, before -> after.
+
+`Reading` walks entries in offset order from a point whose image it is given: names are
+resolved as of each entry (`replay.timetravel`'s `Names`, learned from the image, then from
+each record, so a deleted topic's old entries still name it), and the values a config
+record or a partition change replaces are looked up in the state just before the entry, so
+a row says `retention.ms 86400000 -> 3600000`, not only the new value. The one-line texts
+are the history's (`replay.timetravel.describe`); secrets never appear (a credential is
+described by user, mechanism and iterations).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from records.entry import LogEntry
+from records.model import (
+    NO_LEADER,
+    AccessControlEntryRecord,
+    BrokerRegistrationChangeRecord,
+    CancelTopicPartitionsDeletionRecord,
+    ClientWriteRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    DeleteTopicPartitionsRecord,
+    FeatureLevelRecord,
+    KRaftVersionRecord,
+    LeaderChangeRecord,
+    Mode,
+    MoveTopicRecord,
+    NamespaceRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    PurgeTopicPartitionsRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveNamespaceRecord,
+    RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    ResourceType,
+    TopicRecord,
+    UnregisterBrokerRecord,
+    UserScramCredentialRecord,
+    VotersRecord,
+)
+from records.uuids import Uuid
+from replay.image import MetadataImage, qualified_name
+from replay.timetravel import Names, describe, learn, learn_image
+
+ENTITY_KINDS = (
+    "topic",
+    "partition",
+    "namespace",
+    "broker",
+    "config",
+    "acl",
+    "user",
+    "feature",
+    "quorum",
+    "internal",
+)
+"""The kinds of entity a row can touch (the timeline's entity filter offers these)."""
+
+INTERNAL_KINDS = frozenset({"internal"})
+"""Bookkeeping, not a change anyone made: hidden from the timeline unless asked."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Described:
+    """What one entry changed, in words."""
+
+    entity_kind: str
+    entity: str
+    """The entity's name: a topic's qualified name, `orders-3`, a broker id, `topic orders`."""
+    kind: str
+    """The record's type without `Record` (`PartitionChange`): the kind of change."""
+    text: str
+    """What changed, with the values before -> after where the record replaces some."""
+    client: str | None
+    """The client id of an idempotent write (`ClientWriteRecord`), else None."""
+
+
+_PARTITION_FIELDS = ("leader", "isr", "replicas", "adding_replicas", "removing_replicas", "mode")
+_CHANGE_FIELDS = {
+    "leader": "leader",
+    "isr": "isr",
+    "replicas": "replicas",
+    "adding_replicas": "adding",
+    "removing_replicas": "removing",
+    "mode": "mode",
+}
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, tuple | list):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def _kind(record: Record) -> str:
+    name = type(record).__name__
+    return name.removesuffix("Record")
+
+
+class Reading:
+    """Entries described in order from the state of an image (`image`: the entry before)."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._image = image
+        self.names = Names()
+        learn_image(image, self.names)
+        self._configs: dict[tuple[int, str, str], str | None] = {}
+        self._partitions: dict[tuple[Uuid, int], dict[str, Any]] = {}
+
+    # ---------------------------------------------------------------- state before an entry
+
+    def _config_before(self, record: ConfigRecord) -> str | None:
+        key = (int(record.resource_type), record.resource_name, record.name)
+        if key in self._configs:
+            return self._configs[key]
+        values = self._image.configs.get(
+            ConfigResourceType(record.resource_type), record.resource_name
+        )
+        return values.get(record.name)
+
+    def _partition_before(self, topic_id: Uuid, partition_id: int) -> dict[str, Any] | None:
+        key = (topic_id, partition_id)
+        if key in self._partitions:
+            return self._partitions[key]
+        topic = self._image.topics.get(topic_id)
+        if topic is None or partition_id >= len(topic.partitions):
+            return None
+        state = _partition_state(topic.partitions[partition_id])
+        self._partitions[key] = state
+        return state
+
+    # ---------------------------------------------------------------- one entry
+
+    def about(self, record: Record) -> tuple[str, str, str]:
+        """(entity kind, entity, kind of change) of a record, as `read` would say them."""
+        entity_kind, entity = self._entity(record)
+        return entity_kind, entity, _kind(record)
+
+    def read(self, entry: LogEntry, *, words: bool = True) -> Described:
+        """The entry in words; the reading then knows the state after it.
+
+        Without `words` the text is left empty (and not built): the state is followed all
+        the same, for an entry a filter leaves out before its text is needed.
+        """
+        record = entry.record
+        entity_kind, entity = self._entity(record)
+        text = self._text(record) if words else self._follow(record)
+        learn(record, self.names)
+        client = str(record.client_id) if isinstance(record, ClientWriteRecord) else None
+        return Described(
+            entity_kind=entity_kind, entity=entity, kind=_kind(record), text=text, client=client
+        )
+
+    def _follow(self, record: Record) -> str:
+        """What `_text` records of the state, without its words ("")."""
+        if isinstance(record, ConfigRecord):
+            key = (int(record.resource_type), record.resource_name, record.name)
+            self._configs[key] = record.value
+        elif isinstance(record, PartitionRecord):
+            self._partitions[(record.topic_id, record.partition_id)] = _partition_state(record)
+        elif isinstance(record, PartitionChangeRecord):
+            self._partition_after(record)
+        elif isinstance(record, RemoveTopicRecord):
+            self._forget(record.topic_id)
+        return ""
+
+    def _forget(self, topic_id: Uuid) -> None:
+        for held in [k for k in self._partitions if k[0] == topic_id]:
+            del self._partitions[held]
+
+    def _text(self, record: Record) -> str:
+        if isinstance(record, ConfigRecord):
+            before = self._config_before(record)
+            key = (int(record.resource_type), record.resource_name, record.name)
+            self._configs[key] = record.value
+            resource = ConfigResourceType(record.resource_type).name.lower()
+            where = f"{resource} {record.resource_name or '<cluster>'}"
+            if record.value is None:
+                return f"config {where}: {record.name} {_shown(before)} -> deleted"
+            if before is None:
+                return f"config {where}: {record.name} set to {record.value}"
+            return f"config {where}: {record.name} {before} -> {record.value}"
+        if isinstance(record, PartitionRecord):
+            self._partitions[(record.topic_id, record.partition_id)] = _partition_state(record)
+            return describe(record, self.names)
+        if isinstance(record, PartitionChangeRecord):
+            return self._partition_change(record)
+        if isinstance(record, RemoveTopicRecord):
+            self._forget(record.topic_id)
+        return describe(record, self.names)
+
+    def _partition_after(
+        self, record: PartitionChangeRecord
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The partition's fields before and after a change (None if it is not known)."""
+        before = self._partition_before(record.topic_id, record.partition_id)
+        if before is None:
+            return None
+        after = dict(before)
+        if record.leader >= NO_LEADER:
+            after["leader"] = record.leader if record.leader >= 0 else None
+        for name in ("isr", "replicas", "adding_replicas", "removing_replicas"):
+            value = getattr(record, name)
+            if value is not None:
+                after[name] = tuple(value)
+        if record.mode is not None:
+            after["mode"] = Mode(record.mode).name
+        self._partitions[(record.topic_id, record.partition_id)] = after
+        return before, after
+
+    def _partition_change(self, record: PartitionChangeRecord) -> str:
+        states = self._partition_after(record)
+        if states is None:
+            return describe(record, self.names)
+        before, after = states
+        where = f"partition {self.names.topic(record.topic_id)}-{record.partition_id}"
+        parts = [
+            f"{_CHANGE_FIELDS[f]} {_shown(before.get(f))} -> {_shown(after.get(f))}"
+            for f in _PARTITION_FIELDS
+            if before.get(f) != after.get(f)
+        ]
+        if record.partition_epoch is not None:
+            parts.append(f"partition epoch -> {record.partition_epoch}")
+        return f"{where}: {', '.join(parts) or 'no field changed'}"
+
+    # ---------------------------------------------------------------- the entity
+
+    def _entity(self, record: Record) -> tuple[str, str]:
+        names = self.names
+        match record:
+            case TopicRecord():
+                return "topic", qualified_name(record.namespace, record.name)
+            case (
+                RemoveTopicRecord()
+                | DeleteTopicPartitionsRecord()
+                | PurgeTopicPartitionsRecord()
+                | CancelTopicPartitionsDeletionRecord()
+            ):
+                return "topic", names.topic(record.topic_id)
+            case MoveTopicRecord():
+                return "topic", names.topic(record.topic_id)
+            case PartitionRecord() | PartitionChangeRecord():
+                return "partition", f"{names.topic(record.topic_id)}-{record.partition_id}"
+            case NamespaceRecord():
+                return "namespace", record.name
+            case RemoveNamespaceRecord():
+                return "namespace", names.namespaces.get(record.namespace_id, "<unknown>")
+            case RegisterBrokerRecord() | UnregisterBrokerRecord():
+                return "broker", str(record.broker_id)
+            case BrokerRegistrationChangeRecord():
+                return "broker", str(record.broker_id)
+            case ConfigRecord():
+                resource = ConfigResourceType(record.resource_type).name.lower()
+                return "config", f"{resource} {record.resource_name or '<cluster>'}"
+            case AccessControlEntryRecord():
+                return "acl", _acl_resource(record)
+            case RemoveAccessControlEntryRecord():
+                known = names.acls.get(record.id)
+                return "acl", _acl_resource(known) if known is not None else str(record.id)
+            case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
+                return "user", record.name
+            case FeatureLevelRecord():
+                return "feature", record.name
+            case VotersRecord() | KRaftVersionRecord() | LeaderChangeRecord():
+                return "quorum", "controller quorum"
+            case ClientWriteRecord():
+                return "internal", f"client {record.client_id}"
+        return "internal", type(record).__name__  # pragma: no cover - every type is matched
+
+
+def _acl_resource(acl: AccessControlEntryRecord) -> str:
+    return f"{ResourceType(acl.resource_type).name.lower()} {acl.resource_name}"
+
+
+def _partition_state(record: PartitionRecord) -> dict[str, Any]:
+    return {
+        "leader": record.leader if record.leader != NO_LEADER else None,
+        "isr": tuple(record.isr),
+        "replicas": tuple(record.replicas),
+        "adding_replicas": tuple(record.adding_replicas),
+        "removing_replicas": tuple(record.removing_replicas),
+        "mode": Mode(record.mode).name,
+    }

@@ -1,0 +1,202 @@
+"""The console in a real Chromium (Debian's `chromium`, driven by Playwright): marker `browser`.
+
+The console runs on its own event loop thread over the shared history; each test drives a
+fresh browser context (no cookies). Skipped, with the reason, where Playwright or chromium
+is missing (`make browser` installs chromium; Playwright is a test dependency).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from api.console.serve import serve
+from api.console.source import Origin
+from tests.support.console import PASSWORD
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Dialog, Page
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("MLOG_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+SCREENSHOTS = os.environ.get("MLOG_CONSOLE_SCREENSHOTS")
+"""A directory to save a screenshot of each view into (docs/console.md's images)."""
+
+
+def _browser_missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright is not installed (`make test` installs the test dependencies)"
+    if not Path(CHROMIUM).is_file():
+        return f"chromium is missing ({CHROMIUM}): `make browser` installs Debian's package"
+    return None
+
+
+@pytest.fixture(scope="module")
+def console_url(history_dir: Path) -> Iterator[str]:
+    """The console over the history, served on 127.0.0.1 from a thread of its own."""
+    started: Future[str] = Future()
+    loop = asyncio.new_event_loop()
+
+    async def run() -> None:
+        ready: asyncio.Future[str] = loop.create_future()
+        ready.add_done_callback(lambda f: started.set_result(f.result()))
+        await serve(
+            Origin(data_dir=history_dir),
+            host="127.0.0.1",
+            port=0,
+            tls=None,
+            session_seconds=600,
+            started=ready,
+        )
+
+    task: list[asyncio.Task[None]] = []
+
+    def main() -> None:
+        task.append(loop.create_task(run()))
+        try:
+            loop.run_until_complete(task[0])
+        except asyncio.CancelledError:
+            pass
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    try:
+        yield started.result(timeout=60)
+    finally:
+        loop.call_soon_threadsafe(task[0].cancel)
+        thread.join(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    missing = _browser_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context()
+    opened = context.new_page()
+    dialogs: list[str] = []
+
+    def dialog_opened(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    opened.on("dialog", dialog_opened)
+    yield opened
+    context.close()
+    assert not dialogs, f"a script ran in the page: {dialogs}"
+
+
+def _sign_in(page: Page, user: str = "alice", password: str = PASSWORD) -> None:
+    page.fill("#user", user)
+    page.fill("#password", password)
+    page.click("#sign-in")
+
+
+def _shot(page: Page, name: str) -> None:
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
+
+
+def test_login_and_logout(page: Page, console_url: str) -> None:
+    page.goto(console_url + "timeline")
+    assert "/login" in page.url
+    _shot(page, "login")
+    _sign_in(page, password="wrong")
+    assert page.inner_text("#error") == "user or password refused"
+    _sign_in(page)
+    assert page.url.endswith("/timeline")
+    assert page.inner_text("#principal") == "User:alice"
+    assert "No authorizer" in page.inner_text("#authorizer")
+    page.click("#logout")
+    assert "/login" in page.url
+    page.goto(console_url + "timeline")
+    assert "/login" in page.url
+
+
+def test_the_timeline_filters_into_its_url(page: Page, console_url: str) -> None:
+    page.goto(console_url + "login")
+    _sign_in(page)
+    _shot(page, "timeline")
+    page.select_option("select[name=entity]", "config")
+    page.click("#apply")
+    assert "entity=config" in page.url
+    table = page.inner_text("#timeline")
+    assert "retention.ms 86400000 -> 3600000" in table
+    assert "RegisterBroker" not in table
+    hostile = page.inner_text("#timeline")
+    assert "<script>alert(2)</script>" in hostile  # shown as text, and no dialog opened
+
+
+def test_a_deep_link_reopened_shows_the_same_point(
+    browser: Browser, page: Page, console_url: str
+) -> None:
+    link = console_url + "cluster?at=5&topic=orders"
+    page.goto(link)
+    _sign_in(page)
+    assert page.url == link
+    assert page.inner_text("#offset") == "7"
+    assert "payments" not in page.inner_text("#topics")
+    partitions = page.inner_text("#partitions")
+    _shot(page, "cluster")
+    again = browser.new_context()
+    try:
+        reopened = again.new_page()
+        reopened.goto(link)
+        assert "/login" in reopened.url  # a new browser has no session
+        _sign_in(reopened)
+        assert reopened.url == link
+        assert reopened.inner_text("#offset") == "7"
+        assert reopened.inner_text("#partitions") == partitions
+    finally:
+        again.close()
+
+
+def test_the_slider_moves_the_point_and_compare_shows_the_change(
+    page: Page, console_url: str
+) -> None:
+    page.goto(console_url + "cluster")
+    _sign_in(page)
+    page.fill("#slider", "9")
+    page.click("#slide")
+    assert "at=9" in page.url
+    assert page.inner_text("#offset") == "9"
+    page.goto(console_url + "diff?from=8&to=9")
+    assert "3600000" in page.inner_text("#changes")
+    _shot(page, "compare")
+
+
+def test_an_entity_name_opens_its_history(page: Page, console_url: str) -> None:
+    page.goto(console_url + "timeline?entity=topic")
+    _sign_in(page)
+    page.click("#timeline a[href='/entity?topic=orders']")
+    assert page.url.endswith("/entity?topic=orders")
+    assert page.inner_text("#entity") == "orders"
+    history = page.inner_text("#history")
+    assert "retention.ms=3600000" in history
+    _shot(page, "entity")
+    page.goto(console_url + "entity?topic=payments")
+    assert "<script>alert(2)</script>" in page.inner_text("#history")  # text, no dialog

@@ -1,0 +1,91 @@
+"""An entry in words: the entity it touched, and its values before -> after."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from api import Metadata
+from api.console.changes import Reading
+from records.entry import LogEntry
+from records.model import (
+    ConfigRecord,
+    ConfigResourceType,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from records.uuids import Uuid
+from replay.image import EMPTY_IMAGE
+
+TOPIC = Uuid.parse("6f1c2b3a-0000-4000-8000-0000000000aa")
+
+
+def _entry(offset: int, record: Record) -> LogEntry:
+    return LogEntry(offset=offset, epoch=1, timestamp=1000, principal="User:a", record=record)
+
+
+def _partition(leader: int) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=0,
+        topic_id=TOPIC,
+        replicas=(1, 2),
+        isr=(1, 2),
+        leader=leader,
+        leader_epoch=0,
+        partition_epoch=0,
+    )
+
+
+def test_a_partition_change_says_each_changed_field_before_and_after() -> None:
+    reading = Reading(EMPTY_IMAGE)
+    created = reading.read(_entry(0, TopicRecord(name="orders", topic_id=TOPIC)))
+    assert (created.entity_kind, created.entity, created.kind) == ("topic", "orders", "Topic")
+    reading.read(_entry(1, _partition(leader=1)))
+    moved = reading.read(
+        _entry(2, PartitionChangeRecord(partition_id=0, topic_id=TOPIC, leader=2, isr=(2,)))
+    )
+    assert (moved.entity_kind, moved.entity) == ("partition", "orders-0")
+    assert moved.text == "partition orders-0: leader 1 -> 2, isr [1,2] -> [2]"
+    lost = reading.read(_entry(3, PartitionChangeRecord(partition_id=0, topic_id=TOPIC, leader=-1)))
+    assert lost.text == "partition orders-0: leader 2 -> none"
+
+
+def test_a_deleted_topics_entries_keep_its_name() -> None:
+    reading = Reading(EMPTY_IMAGE)
+    reading.read(_entry(0, TopicRecord(name="orders", topic_id=TOPIC)))
+    gone = reading.read(_entry(1, RemoveTopicRecord(topic_id=TOPIC)))
+    assert (gone.entity, gone.text) == ("orders", f"deleted topic orders (id {TOPIC})")
+
+
+def test_a_config_says_its_value_before_and_after() -> None:
+    reading = Reading(EMPTY_IMAGE)
+    texts = [
+        reading.read(
+            _entry(
+                i,
+                ConfigRecord(
+                    resource_type=ConfigResourceType.TOPIC,
+                    resource_name="orders",
+                    name="retention.ms",
+                    value=value,
+                ),
+            )
+        ).text
+        for i, value in enumerate(("1000", "2000", None))
+    ]
+    assert texts == [
+        "config topic orders: retention.ms set to 1000",
+        "config topic orders: retention.ms 1000 -> 2000",
+        "config topic orders: retention.ms 2000 -> deleted",
+    ]
+
+
+def test_values_before_come_from_the_image_where_the_reading_starts(history_dir: Path) -> None:
+    with Metadata.open(history_dir) as md:
+        reading = Reading(md.image(at_offset=8))
+        (entry,) = md.read(gt=8, lte=9)
+    described = reading.read(entry)
+    assert described.text == "config topic orders: retention.ms 86400000 -> 3600000"
+    assert described.entity == "topic orders"

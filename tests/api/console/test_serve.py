@@ -1,0 +1,123 @@
+"""Serving the console: `mlog console`'s flags, TLS from PEM files, cookies Secure under TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+from pathlib import Path
+
+import aiohttp
+import pytest
+import trustme
+from aiohttp.test_utils import TestClient, TestServer
+
+from api.cancellation import cancel_and_wait
+from api.console.app import make_app
+from api.console.errors import ConsoleError
+from api.console.serve import parse_listen, serve, tls_context
+from api.console.sessions import LOGIN_CSRF_COOKIE, SESSION_COOKIE
+from api.console.source import HistorySource, Origin, open_local
+from tests.support.cli import mlog
+from tests.support.console import PASSWORD
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("127.0.0.1:8080", ("127.0.0.1", 8080)), ("[::1]:0", ("::1", 0))],
+)
+def test_listen_addresses(text: str, expected: tuple[str, int]) -> None:
+    assert parse_listen(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8080", "host:", ":80", "h:70000", "h:x"])
+def test_a_bad_listen_address_says_what_fits(text: str) -> None:
+    with pytest.raises(ConsoleError, match="is not HOST:PORT"):
+        parse_listen(text)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--listen", "nowhere"], "is not HOST:PORT"),
+        (["--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+        (["--tls-cert", "missing.pem", "--tls-key", "k.pem"], "--tls-cert missing.pem: no such"),
+        (["--session-minutes", "0"], "is not a number of minutes"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    code, _ = mlog(tmp_path, "console", *args)
+    assert code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_data_directory_without_a_log_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = mlog(tmp_path / "none", "console")
+    assert code == 2
+    assert "holds no log" in capsys.readouterr().err
+
+
+def test_a_key_that_does_not_match_is_refused(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    other = ca.issue_cert("127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+    other.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
+    with pytest.raises(ConsoleError, match="cannot load them"):
+        tls_context(str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
+
+
+async def test_cookies_are_secure_under_tls(history_dir: Path) -> None:
+    app = make_app(
+        Origin(data_dir=history_dir), HistorySource(open_local(history_dir)), secure=True
+    )
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        form = await client.get("/login")
+        assert "Secure" in form.headers["Set-Cookie"]
+        token = re.search(r'name="csrf" value="([^"]+)"', await form.text())
+        assert token is not None
+        answer = await client.post(
+            "/login",
+            data={"csrf": token.group(1), "user": "alice", "password": PASSWORD},
+            cookies={LOGIN_CSRF_COOKIE: token.group(1)},
+            allow_redirects=False,
+        )
+        assert answer.status == 303
+        assert answer.cookies[SESSION_COOKIE]["secure"]
+
+
+async def test_serve_answers_https(history_dir: Path, tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
+    tls = tls_context(str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
+    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(
+        serve(
+            Origin(data_dir=history_dir),
+            host="127.0.0.1",
+            port=0,
+            tls=tls,
+            session_seconds=60,
+            started=started,
+        )
+    )
+    try:
+        async with asyncio.timeout(60):
+            url = await started
+        assert url.startswith("https://127.0.0.1:")
+        trust = ssl.create_default_context()
+        ca.configure_trust(trust)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(url + "login", ssl=trust) as page,
+        ):
+            assert page.status == 200
+            assert "Sign in" in await page.text()
+    finally:
+        await cancel_and_wait(serving)

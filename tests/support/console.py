@@ -1,0 +1,98 @@
+"""A data directory with a small history for the console's tests, and a signed-in client."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from api import Metadata
+from records.model import (
+    AccessControlEntryRecord,
+    AclOperation,
+    AclPermissionType,
+    ClientWriteRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    PatternType,
+    ResourceType,
+)
+from records.uuids import Uuid
+from tests.support.sasl_users import seed_users
+
+Client = TestClient[web.Request, web.Application]
+"""aiohttp's test client of a console."""
+
+PASSWORD = "alice-secret"
+"""alice's password (`tests.support.sasl_users.USERS`)."""
+
+HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
+"""Markup that would run if a page did not escape it."""
+
+HOSTILE_PRINCIPAL = f"User:{HOSTILE}"
+
+CLIENT_ID = Uuid.parse("6f1c2b3a-0000-4000-8000-000000000001")
+"""The client id of the idempotent write in the history's last batch."""
+
+
+def build_history(data_dir: Path) -> None:
+    """Three brokers, topics with config changes, a hostile principal and config value, users.
+
+    Offsets: 0 the feature level, 1-3 the brokers, 4-7 `orders` (3 partitions), 8 its
+    retention set and 9 changed, 10-11 `payments` by the hostile principal, 12-15 the users'
+    credentials, 16-18 one batch by the hostile principal: a hostile config value, an ACL for
+    the hostile principal and the `ClientWriteRecord` of client `CLIENT_ID`.
+    """
+    with Metadata.open(data_dir, principal="User:alice") as md:
+        for broker in (1, 2, 3):
+            md.register_broker(broker, rack=f"r{broker}")
+        md.create_topic("orders", partitions=3, replication_factor=2)
+        md.alter_configs(ConfigResourceType.TOPIC, "orders", set={"retention.ms": "86400000"})
+        md.alter_configs(ConfigResourceType.TOPIC, "orders", set={"retention.ms": "3600000"})
+    with Metadata.open(data_dir, principal=HOSTILE_PRINCIPAL) as md:
+        md.create_topic("payments", partitions=1, replication_factor=1)
+    seed_users(data_dir / "log")
+    with Metadata.open(data_dir, principal=HOSTILE_PRINCIPAL) as md:
+        # Raw records (replay's rules, not the controller's): values no command would take.
+        md.append(
+            [
+                ConfigRecord(
+                    resource_type=ConfigResourceType.TOPIC,
+                    resource_name="payments",
+                    name="x.note",
+                    value=HOSTILE,
+                ),
+                AccessControlEntryRecord(
+                    id=Uuid.random(),
+                    resource_type=ResourceType.TOPIC,
+                    resource_name="payments",
+                    pattern_type=PatternType.LITERAL,
+                    principal=HOSTILE_PRINCIPAL,
+                    host="*",
+                    operation=AclOperation.READ,
+                    permission_type=AclPermissionType.ALLOW,
+                ),
+                ClientWriteRecord(
+                    client_id=CLIENT_ID,
+                    sequence=0,
+                    principal=HOSTILE_PRINCIPAL,
+                    api_key=44,
+                    response=b"",
+                ),
+            ]
+        )
+
+
+async def sign_in(client: Client, user: str = "alice", password: str = PASSWORD) -> int:
+    """Sign in through the login form; the status of the form's answer (303 when it worked)."""
+    form = await client.get("/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', await form.text())
+    assert token is not None
+    answer = await client.post(
+        "/login",
+        data={"csrf": token.group(1), "user": user, "password": password, "next": "/timeline"},
+        allow_redirects=False,
+    )
+    return answer.status
