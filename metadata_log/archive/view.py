@@ -198,6 +198,7 @@ class ArchiveCache:
 
     def fetch(self, entry: ManifestEntry) -> tuple[Path, Path]:
         """The local copies of `entry`'s segment and chain file, downloaded and checked once."""
+        make_dirs(self.objects)  # `check_archive` fetches before any view made the cache
         paths = []
         for kind, suffix in (("segment", ".avro"), ("chain", CHAIN_SUFFIX)):
             obj = entry.objects[kind]
