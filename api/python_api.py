@@ -14,6 +14,9 @@ refusal raises `ApiError` with Kafka's error code and writes nothing.
         image = md.image(at_offset=2)          # time travel: whole batches only
         start, end, changes = md.diff(0)
 
+`Metadata.open(data_dir, archive_url=URL)` reads the history below the local log start from
+the archive, as `--archive-url` does (api/history_dir.py).
+
 What needs the data directory's files (appending raw records, snapshots, audits) raises
 `MetadataApiError` on a connected handle, as the CLI refuses `--bootstrap-server` there.
 """
