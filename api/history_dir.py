@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metadata_log.reader import LogReader
+from metadata_log.segment import segment_name
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -110,7 +111,30 @@ class HistoryDir:
     def reader(self) -> Iterator[StoredLog]:
         """The history opened read-only (no lock, no recovery writes); closed after."""
         with LogReader.open(self.directory(), config=self.settings.log) as log:
+            self._keep_indexes(log)
             yield log
+
+    def _keep_indexes(self, log: StoredLog) -> None:
+        """Save the indexes the open rebuilt for archived segments, into the cache.
+
+        A reader scans a segment whose indexes are missing (its CRCs, every block): kept,
+        the next view of the same archive opens as fast as a local log. Local segments are
+        never written to (their files are the data directory's).
+        """
+        view = self._view
+        if view is None or self.archive is None or not view.plan.archived:
+            return
+        archived = {segment_name(e.base_offset) for e in view.plan.archived}
+        made = []
+        for segment in log.storage.rebuilt:
+            if segment.path.name in archived:
+                try:
+                    segment.save_indexes()
+                except OSError:
+                    continue  # rebuilt again by the next reader: slower, not wrong
+                made.append(segment.path)
+        if made:
+            self.archive.cache().keep_indexes(view, made)
 
     def refresh(self) -> None:
         """Let the next read see local segments made since the view was (a follower's)."""
