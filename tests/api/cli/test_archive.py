@@ -321,3 +321,28 @@ def test_an_archive_that_does_not_meet_the_log_is_noted_once(
     notes = [line for line in err if line.startswith("mlog: note:")]
     assert len(notes) == 1 and "does not meet the local log" in notes[0]
     assert "created topic u19" in text
+
+
+def test_list_shows_redundant_entries(
+    copied: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An entry over two others' offsets (another replica's cut) makes them redundant."""
+    trimmed, archive, _ = copied
+    first, second = sorted((archive / "manifest").glob("*.json"))[:2]
+    entry = json.loads(first.read_text())
+    end = json.loads(second.read_text())["next_offset"]
+    stem = f"{entry['base_offset']:020d}-{end:020d}"
+    entry["next_offset"] = end
+    for kind, suffix in (("segment", "avro"), ("chain", "chain"), ("leaves", "leaves")):
+        entry["objects"][kind]["name"] = f"segments/{stem}.{suffix}"
+    (archive / "manifest" / f"{stem}.json").write_text(json.dumps(entry))
+    listed = as_json(trimmed, "archive", "list", "--archive-url", str(archive))
+    assert [e["base_offset"] for e in listed["redundant"]] == [
+        json.loads(p.read_text())["base_offset"] for p in (first, second)
+    ]
+    assert listed["run"][0]["last_offset"] == end - 1 and listed["gaps"] == []
+    text = ok(trimmed, "archive", "list", "--archive-url", str(archive))
+    assert text.count("redundant: offsets") == 2
+    # Its objects were never uploaded: verify names them.
+    code, report = mlog(trimmed, "archive", "verify", "--archive-url", str(archive))
+    assert code == 1 and f"segments/{stem}.avro is missing" in report
