@@ -288,7 +288,12 @@ def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
                     "removed": [s.path.name for s in removed],
                     "bytes": freed,
                     "dry_run": bool(args.dry_run),
-                    **({} if archived is None else {"archived_until": cut}),
+                    # With an archive: where its history ends, and whether the trim stopped there.
+                    **(
+                        {}
+                        if archived is None
+                        else {"archive_end": archived[1], "capped": cut < snapshot.offset}
+                    ),
                 }
             )
             + "\n"

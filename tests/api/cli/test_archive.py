@@ -296,7 +296,8 @@ def test_trim_never_removes_what_the_archive_does_not_hold(
     capsys.readouterr()
     result = as_json(data, "log", "trim", "--before-snapshot", "--archive-url", url)
     note = capsys.readouterr().err
-    assert result["log_start_offset"] <= archived_end == result["archived_until"]
+    assert result["log_start_offset"] <= archived_end == result["archive_end"]
+    assert result["capped"]
     assert result["log_start_offset"] > 0
     assert f"the trim stops at offset {archived_end}" in note
     assert "`mlog archive upload` uploads them" in note
