@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from metadata_log.errors import LogCorruptionError
 from metadata_log.reader import LogReader
 from metadata_log.segment import segment_name
 
@@ -110,9 +111,38 @@ class HistoryDir:
     @contextlib.contextmanager
     def reader(self) -> Iterator[StoredLog]:
         """The history opened read-only (no lock, no recovery writes); closed after."""
-        with LogReader.open(self.directory(), config=self.settings.log) as log:
-            self._keep_indexes(log)
-            yield log
+        try:
+            with LogReader.open(self.directory(), config=self.settings.log) as log:
+                self._keep_indexes(log)
+                yield log
+        except LogCorruptionError as exc:
+            raise self._named(exc) from None
+
+    def _named(self, exc: LogCorruptionError) -> LogCorruptionError:
+        """`exc` naming the file a view links to: the local segment, or the cached copy.
+
+        The view is removed when the command ends: its path would name nothing.
+        """
+        view = self._view
+        if view is None or exc.segment.parent != view.path:
+            return exc
+        name = exc.segment.name
+        base = int(name.split(".", 1)[0]) if name.split(".", 1)[0].isdigit() else None
+        local_from = view.plan.local_from
+        if base is None or (local_from is not None and base >= local_from):
+            where = self.local / name
+        else:
+            entry = next((e for e in view.plan.archived if e.base_offset == base), None)
+            if entry is None or self.archive is None:
+                return exc
+            where = self.archive.cache().objects / f"{entry.stem}{exc.segment.suffix}"
+        return LogCorruptionError(
+            where,
+            exc.position,
+            exc.reason,
+            first_offset=exc.first_offset,
+            repairable=exc.repairable,
+        )
 
     def _keep_indexes(self, log: StoredLog) -> None:
         """Save the indexes the open rebuilt for archived segments, into the cache.

@@ -347,3 +347,23 @@ def test_list_shows_redundant_entries(
     # Its objects were never uploaded: verify names them.
     code, report = mlog(trimmed, "archive", "verify", "--archive-url", str(archive))
     assert code == 1 and f"segments/{stem}.avro is missing" in report
+
+
+def test_damage_in_a_local_segment_is_named_where_it_is(
+    twins: tuple[Path, Path, str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Read through a view, a damaged local segment is named in the data directory."""
+    trimmed, _, url, _ = twins
+    data = tmp_path / "data"
+    shutil.copytree(trimmed, data, ignore=shutil.ignore_patterns("archive-cache"))
+    newest = max((data / "log").glob("*.avro"))
+    raw = bytearray(newest.read_bytes())
+    raw[len(raw) - 100] ^= 0x01
+    newest.write_bytes(bytes(raw))
+    capsys.readouterr()
+    code, _ = mlog(
+        data, "log", "dump", "--archive-url", url, "--archive-cache", str(tmp_path / "c")
+    )
+    assert code == 1
+    line = _one_error(capsys)
+    assert f"log segment {newest} is damaged" in line, line
