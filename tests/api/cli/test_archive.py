@@ -367,3 +367,21 @@ def test_damage_in_a_local_segment_is_named_where_it_is(
     assert code == 1
     line = _one_error(capsys)
     assert f"log segment {newest} is damaged" in line, line
+
+
+def test_upload_runs_beside_a_running_server(tmp_path: Path) -> None:
+    """The server holds the writer lock; the upload reads the log with a LogReader."""
+    from api import Metadata
+    from tests.support.server_thread import running_server
+
+    data, url = tmp_path / "d", f"file://{tmp_path / 'archive'}"
+    build_data_dir(data, 10)
+    sealed = _segments(data) - 1
+    with running_server(data / "log", brokers=0) as server:
+        with Metadata.connect(server.address) as md:
+            md.create_topic("served", partitions=1)
+        report = as_json(data, "archive", "upload", "--archive-url", url)
+        assert len(report["uploaded"]) == sealed and report["waiting"] is None
+        with Metadata.connect(server.address) as md:
+            md.create_topic("after", partitions=1)  # the server still writes
+    assert as_json(data, "archive", "verify", "--archive-url", url)["ok"]
