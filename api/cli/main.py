@@ -369,8 +369,8 @@ def _check_archive_flags(args: argparse.Namespace, settings: Settings) -> None:
             command = f"mlog {args.noun}" + (f" {args.verb}" if getattr(args, "verb", None) else "")
             raise CliError(
                 f"`{command}` does not read the log's history: drop --{flag.replace('_', '-')} "
-                "(it is for history, image show/diff, log dump/verify/digest/prove/trim and "
-                "archive)"
+                "(it is for history, image show/diff, log dump/verify/digest/prove/trim, shell "
+                "and archive)"
             )
 
 

@@ -385,3 +385,11 @@ def test_upload_runs_beside_a_running_server(tmp_path: Path) -> None:
         with Metadata.connect(server.address) as md:
             md.create_topic("after", partitions=1)  # the server still writes
     assert as_json(data, "archive", "verify", "--archive-url", url)["ok"]
+
+
+def test_the_shells_timeline_reads_the_archive(twins: tuple[Path, Path, str, str]) -> None:
+    trimmed, twin, url, _ = twins
+    script = "cd /topics/byName/t1; at 30; history; diff 12"
+    assert ok(trimmed, "shell", "-c", script, "--archive-url", url) == ok(
+        twin, "shell", "-c", script
+    )
