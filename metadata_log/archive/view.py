@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from metadata_log.archive.errors import ArchiveDamage
+from metadata_log.archive.errors import ArchiveDamage, ArchiveError
 from metadata_log.archive.location import ArchiveLocation, file_sha256
 from metadata_log.archive.manifest import Manifest, ManifestEntry, read_manifest
 from metadata_log.chain import CHAIN_SUFFIX
@@ -147,6 +147,11 @@ class ArchiveCache:
         plan = plan_view(manifest, bases)
         if not plan.archived and local is not None:
             return HistoryView(local, plan, owned=False)
+        if not plan.archived:
+            raise ArchiveError(
+                f"the archive at {self.location.url} holds no segment yet and there is no local "
+                "log to read: give the data directory whose log it archives (--data-dir)"
+            )
         make_dirs(self.objects)
         fetched = [self.fetch(entry) for entry in plan.archived]
         view = self.directory / f"view-{os.getpid()}-{uuid.uuid4().hex[:8]}"

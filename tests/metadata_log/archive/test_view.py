@@ -9,6 +9,7 @@ import pytest
 from metadata_log.archive import (
     ArchiveCache,
     ArchiveDamage,
+    ArchiveError,
     ArchiveLocation,
     SegmentArchiver,
     read_manifest,
@@ -151,3 +152,10 @@ def test_another_replicas_archived_segments_join_by_their_chain(tmp_path: Path) 
         assert seen.log_start_offset == 0
         assert list(seen.read()) == list(whole.read())
         assert seen.verify().ok
+
+
+def test_an_empty_archive_without_a_local_log_is_refused_in_one_line(tmp_path: Path) -> None:
+    cache = ArchiveCache(ArchiveLocation.open(str(tmp_path / "archive")), tmp_path / "cache")
+    with pytest.raises(ArchiveError, match="holds no segment yet and there is no local log"):
+        cache.open_view(None)
+    assert not any(p.name.startswith("view-") for p in (tmp_path / "cache").glob("*"))
