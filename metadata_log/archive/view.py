@@ -81,15 +81,20 @@ def plan_view(manifest: Manifest, bases: list[int]) -> ViewPlan:
     for base in bases:
         if base in ends:
             return ViewPlan(archived=run[: ends[base] + 1], local_from=base)
-    return ViewPlan(
-        archived=(),
-        local_from=bases[0],
-        note=(
-            f"the archive (offsets {run[0].base_offset}..{run[-1].next_offset - 1}) does not "
-            f"meet the local log (from offset {bases[0]}) at a segment boundary yet; offsets "
-            f"below {bases[0]} are readable once the archive reaches the next local segment"
-        ),
-    )
+    held = f"the archive (offsets {run[0].base_offset}..{run[-1].next_offset - 1})"
+    if run[-1].next_offset < bases[0]:
+        note = (
+            f"{held} does not reach the local log (from offset {bases[0]}): offsets "
+            f"{run[-1].next_offset}..{bases[0] - 1} were trimmed before they were archived; "
+            "only the local log is read"
+        )
+    else:
+        note = (
+            f"{held} does not meet the local log (from offset {bases[0]}) at a segment "
+            f"boundary yet; offsets below {bases[0]} are readable once the archive reaches "
+            "the next local segment"
+        )
+    return ViewPlan(archived=(), local_from=bases[0], note=note)
 
 
 class HistoryView:

@@ -320,7 +320,7 @@ def test_an_archive_that_does_not_meet_the_log_is_noted_once(
     text = ok(data, "history", "--topic", "u19", "--archive-url", url)
     err = capsys.readouterr().err.splitlines()
     notes = [line for line in err if line.startswith("mlog: note:")]
-    assert len(notes) == 1 and "does not meet the local log" in notes[0]
+    assert len(notes) == 1 and "were trimmed before they were archived" in notes[0]
     assert "created topic u19" in text
 
 
