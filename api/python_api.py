@@ -14,6 +14,9 @@ refusal raises `ApiError` with Kafka's error code and writes nothing.
         image = md.image(at_offset=2)          # time travel: whole batches only
         start, end, changes = md.diff(0)
 
+`Metadata.open(data_dir, archive_url=URL)` reads the history below the local log start from
+the archive, as `--archive-url` does (api/history_dir.py).
+
 What needs the data directory's files (appending raw records, snapshots, audits) raises
 `MetadataApiError` on a connected handle, as the CLI refuses `--bootstrap-server` there.
 """
@@ -21,6 +24,7 @@ What needs the data directory's files (appending raw records, snapshots, audits)
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -58,6 +62,9 @@ if TYPE_CHECKING:
     from replay.sql.store import SnapshotInfo
 
 
+logger = logging.getLogger(__name__)
+
+
 class MetadataApiError(MetadataLogError):
     """A call the handle cannot make as opened (a data-directory call on a connected one)."""
 
@@ -66,6 +73,11 @@ def _checked(outcome: Outcome) -> None:
     """Raise the controller's refusal (Kafka's error code and message) as `ApiError`."""
     if not outcome.ok:
         raise ApiError(outcome.error_code, outcome.error_message or outcome.error_code.name)
+
+
+def _archive_note(text: str) -> None:
+    """Why the archive could not be joined to the local log yet: a warning, once per view."""
+    logger.warning("%s", text)
 
 
 class Metadata:
@@ -85,15 +97,30 @@ class Metadata:
         *,
         principal: str | None = None,
         database_url: str | None = None,
+        archive_url: str | None = None,
+        archive_cache: str | os.PathLike[str] | None = None,
     ) -> Self:
         """The data directory `data_dir` (the log in `<data_dir>/log`), as `--data-dir` does.
 
         Writes record `principal` (default `User:<login>`). Nothing is opened until the first
-        call; a write creates the directory, a refused one does not.
+        call; a write creates the directory, a refused one does not. With `archive_url` (as
+        `--archive-url`), `read`, `history`, `image(at_offset=...)` and `diff` read the
+        archive below the local log start (its objects cached in `archive_cache`, default
+        `<data_dir>/archive-cache`): a bad URL raises `ArchiveError` here, a changed or
+        missing archived object `ArchiveDamage` when read.
         """
+        from api.history_dir import ArchiveSource, default_cache_dir
+
         settings = load_settings(data_dir=os.fspath(data_dir), database_url=database_url)
         settings = dataclasses.replace(settings, bootstrap_server=None)
-        return cls(LocalTarget(settings, principal), settings)
+        archive = None
+        if archive_url is not None:
+            cache = default_cache_dir(settings) if archive_cache is None else Path(archive_cache)
+            archive = ArchiveSource.open(archive_url, cache)
+        elif archive_cache is not None:
+            raise MetadataApiError("archive_cache is where an archive is cached: give archive_url")
+        target = LocalTarget(settings, principal, archive=archive, note=_archive_note)
+        return cls(target, settings)
 
     @classmethod
     def connect(cls, bootstrap_server: str, *, command_config: str | None = None) -> Self:

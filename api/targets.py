@@ -26,6 +26,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from api.history_dir import ArchiveSource, HistoryDir
 from api.progress import Progress
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
@@ -160,12 +161,21 @@ class LocalTarget:
     """The data directory: the service is opened on the first write, reads are read-only."""
 
     def __init__(
-        self, settings: Settings, principal: str | None = None, *, check_pending: bool = True
+        self,
+        settings: Settings,
+        principal: str | None = None,
+        *,
+        check_pending: bool = True,
+        archive: ArchiveSource | None = None,
+        note: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self._principal = principal
         self._check_pending = check_pending
         self._service: MetadataService | None = None
+        self.history_dir = HistoryDir(settings, archive, note=note)
+        """Where its reads of the history go: the log, or the log over `archive` (`note`: why
+        the archive could not be joined to the log, one line)."""
 
     @property
     def principal(self) -> str:
@@ -224,11 +234,29 @@ class LocalTarget:
             return self._service.image
         progress = Progress("replaying the log")
         try:
-            return read_image(
-                self.settings, at_offset=at_offset, at_time=at_time, progress=progress.advance
-            )
+            if self.history_dir.archive is None or (at_offset is None and at_time is None):
+                return read_image(
+                    self.settings, at_offset=at_offset, at_time=at_time, progress=progress.advance
+                )
+            return self._archived_image(at_offset, at_time, progress)
         finally:
             progress.finish()
+
+    def _archived_image(
+        self, at_offset: int | None, at_time: str | None, progress: Progress
+    ) -> MetadataImage:
+        """`read_image` over the history directory (the archive below the local log)."""
+        from replay.timetravel import image_at  # noqa: PLC0415
+
+        with self.history_dir.reader() as log:
+            store = existing_store(self.settings)
+            try:
+                return image_at(
+                    log, store, at_offset=at_offset, at_time=at_time, progress=progress.advance
+                )
+            finally:
+                if store is not None:
+                    store.close()
 
     def register_broker(self, request: RegisterBroker) -> BrokerResult:
         """Register a broker."""
@@ -326,7 +354,7 @@ class LocalTarget:
         """What changed between two points."""
         from replay.timetravel import diff_points  # noqa: PLC0415
 
-        with open_reader(self.settings) as log:
+        with self.history_dir.reader() as log:
             store = existing_store(self.settings)
             try:
                 return diff_points(log, store, from_point, to_point)
@@ -340,7 +368,7 @@ class LocalTarget:
         """Entries that touched an entity."""
         from replay.timetravel import history_range, start_image  # noqa: PLC0415
 
-        with open_reader(self.settings) as log:
+        with self.history_dir.reader() as log:
             start = None
             if log.log_start_offset > 0:
                 # A trimmed log: the names it starts with come from its snapshot.
@@ -366,7 +394,7 @@ class LocalTarget:
         remaining, after = limit, gt
         while True:
             seen = _segment_files(settings.log_dir)
-            with open_reader(settings) as log:
+            with self.history_dir.reader() as log:
                 for entry in log.read(gt=after, lte=lte, limit=remaining):
                     yield entry
                     after = entry.offset
@@ -377,9 +405,11 @@ class LocalTarget:
                 return
             while _segment_files(settings.log_dir) == seen:
                 time.sleep(FOLLOW_POLL_SECONDS)
+            self.history_dir.refresh()  # a view links the local segments it was made with
 
     def close(self) -> None:
-        """Close the service if it was opened."""
+        """Close the service if it was opened, and the history's view if one was made."""
+        self.history_dir.close()
         if self._service is not None:
             self._service.close()
             self._service = None

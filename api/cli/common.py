@@ -151,6 +151,30 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = True
     )
 
 
+def add_archive_options(parser: argparse.ArgumentParser, *, reads: bool = True) -> None:
+    """`--archive-url URL` and `--archive-cache DIR`: read the history through an archive.
+
+    On a command that reads the data directory's history (`reads`), and on its noun
+    (`reads=False`), so they are taken between noun and verb as the global options are;
+    `main` refuses them for a verb that does not read the history.
+    """
+    parser.add_argument(
+        "--archive-url",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help="read the history below the local log start from this archive (file:///DIR, "
+        "s3://BUCKET/PREFIX, ...; env MLOG_ARCHIVE_URL)",
+    )
+    parser.add_argument(
+        "--archive-cache",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help="where archived segments are kept once downloaded (default <data-dir>/archive-cache)",
+    )
+    if reads:
+        parser.set_defaults(reads_history=True)
+
+
 def add_range_options(parser: argparse.ArgumentParser) -> None:
     """`--gt N`, `--lte N`, `--limit N`: the keyword-only range of every listing of offsets."""
     parser.add_argument("--gt", type=offset_arg, help="only offsets > N")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 from api.cli.common import (
     EXIT_OK,
     CliError,
+    add_archive_options,
     add_global_options,
     add_range_options,
     broker_id_arg,
@@ -143,4 +144,5 @@ def add_verbs(hist: argparse.ArgumentParser) -> None:
         "--user", help="a user: its SCRAM credentials and the ACLs for it (or for User:*)"
     )
     add_range_options(hist)
+    add_archive_options(hist)
     hist.set_defaults(handler=cmd_history)

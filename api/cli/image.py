@@ -6,7 +6,13 @@ import argparse
 import json
 from typing import TYPE_CHECKING, TextIO
 
-from api.cli.common import EXIT_OK, CliError, add_global_options, offset_arg
+from api.cli.common import (
+    EXIT_OK,
+    CliError,
+    add_archive_options,
+    add_global_options,
+    offset_arg,
+)
 from api.cli.image_tree import Directory, PathError, lookup, walk
 from api.cli.targets import fetch_image, note_batch_end_at, open_target
 
@@ -59,6 +65,7 @@ def cmd_image_diff(args: argparse.Namespace, settings: Settings, out: TextIO) ->
 
 def add_verbs(image: argparse.ArgumentParser) -> None:
     """The verbs of `mlog image` and their flags, on the noun's parser."""
+    add_archive_options(image, reads=False)
     verbs = image.add_subparsers(dest="verb", metavar="VERB", required=True)
     show = verbs.add_parser("show", help="print the image tree (or the subtree at PATH)")
     add_global_options(show)
@@ -66,9 +73,11 @@ def add_verbs(image: argparse.ArgumentParser) -> None:
     when = show.add_mutually_exclusive_group()
     when.add_argument("--at-offset", type=offset_arg, help="the image after the entry at N")
     when.add_argument("--at-time", metavar="T", help="the image at a time (ISO-8601 or epoch ms)")
+    add_archive_options(show)
     show.set_defaults(handler=cmd_image_show)
     image_diff = verbs.add_parser("diff", help="what changed between two points")
     add_global_options(image_diff)
     image_diff.add_argument("--from", dest="from_", required=True, help="offset or ISO-8601 time")
     image_diff.add_argument("--to", help="offset or ISO-8601 time (default: the end of the log)")
+    add_archive_options(image_diff)
     image_diff.set_defaults(handler=cmd_image_diff)

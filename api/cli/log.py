@@ -11,25 +11,25 @@ from api.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
     CliError,
+    add_archive_options,
     add_global_options,
     count_arg,
     offset_arg,
 )
 from api.cli.interrupts import typed_lines
-from api.cli.merkle_checks import check_trimmed_digest
+from api.cli.log_verify import add_verify_verb, parsed_digest
 from api.cli.output import format_time, print_table
-from api.cli.targets import open_target
+from api.cli.targets import open_history, open_target
 from api.progress import Progress
 from api.targets import QUORUM_STATE, open_reader
 from api.write_interrupts import writes_finish
-from metadata_log.digest import DigestError, LogDigest, parse_digest
+from metadata_log.digest import DigestError, LogDigest
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from metadata_log.errors import LogCorruptionError
 from metadata_log.log import MetadataLog
 from metadata_log.reader import LogReader
 from metadata_log.repair import truncate_after
 from metadata_log.replica_log import ReplicaLog
-from metadata_log.verify import VerifyReport, verify_log
 from records.errors import RecordError
 from records.json_form import record_from_json, record_to_json
 from replay.append import append_replayed_batches
@@ -122,205 +122,21 @@ def _dump_up_to_damage(args: argparse.Namespace, settings: Settings, out: TextIO
     """`log dump --up-to-damage`: the entries before the first damage, then a warning line."""
     if args.follow:
         raise CliError("--up-to-damage reads what is there; it cannot be used with --follow")
-    log = LogReader.open_up_to_damage(settings.log_dir, config=settings.log)
-    damage: LogCorruptionError | None = log.damage
-    try:
-        for entry in log.read(gt=args.gt, lte=args.lte, limit=args.limit):
-            _print_entry(entry, settings, out, secrets=getattr(args, "show_secrets", False))
-    except LogCorruptionError as exc:
-        damage = exc
-    finally:
-        log.close()
+    with open_history(settings, args) as history:
+        log = LogReader.open_up_to_damage(history.directory(), config=settings.log)
+        damage: LogCorruptionError | None = log.damage
+        try:
+            for entry in log.read(gt=args.gt, lte=args.lte, limit=args.limit):
+                _print_entry(entry, settings, out, secrets=getattr(args, "show_secrets", False))
+        except LogCorruptionError as exc:
+            damage = exc
+        finally:
+            log.close()
     if damage is None:
         return EXIT_OK
     out.flush()
     print(f"mlog: warning: stopped before the damage: {damage}", file=sys.stderr)
     return EXIT_DAMAGED
-
-
-def cmd_log_verify(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Check every header, block and link of the log, and its checkpoints; exit 1 if damaged.
-
-    Works on the files directly (no open, no lock), so it reports what an open refuses: every
-    damaged segment, header damage included, and missing segments. Memory stays within a
-    small multiple of the largest block.
-    """
-    if not settings.log_dir.is_dir():
-        raise CliError(
-            f"there is no log at {settings.log_dir}; check --data-dir (the log lives in "
-            "<data-dir>/log)"
-        )
-    digest = None
-    if args.digest is not None:
-        try:
-            digest = parse_digest(args.digest)
-        except DigestError as exc:
-            raise CliError(str(exc)) from None
-    progress = Progress("verifying")
-    report = verify_log(
-        settings.log_dir,
-        progress=progress.advance,
-        chain_values_at=() if digest is None else (digest.end_offset,),
-    )
-    progress.finish()
-    digest_ok, digest_text = (True, None) if digest is None else _check_digest(report, digest)
-    if digest is not None and digest.root is not None and digest_text is not None:
-        if report.chain is not None and digest.end_offset < report.chain.log_start:
-            digest_ok, digest_text = check_trimmed_digest(settings, digest, digest_text)
-        else:
-            digest_ok, digest_text = _with_root(settings, digest, digest_ok, digest_text)
-    chain_text = None if report.chain is None else report.chain.describe()
-    if settings.output == "json":
-        out.write(
-            json.dumps(
-                {
-                    "ok": report.ok,
-                    "entries": report.entries,
-                    "torn_tail": report.torn_tail,
-                    "segments": [
-                        {
-                            "segment": s.info.path.name,
-                            "base_offset": s.info.base_offset,
-                            "entries_checked": s.entries,
-                            "size_bytes": s.info.size_bytes,
-                            "error": None if s.error is None else str(s.error),
-                        }
-                        for s in report.segments
-                    ],
-                    "problems": [str(p) for p in report.problems],
-                    "chain": None
-                    if report.chain is None
-                    else {
-                        "ok": report.chain.ok,
-                        "origin": report.chain.origin,
-                        "stored_from": report.chain.stored_from,
-                        "breaks": [str(b) for b in report.chain.breaks],
-                        "first_break_offset": report.chain.breaks[0].first_offset
-                        if report.chain.breaks
-                        else None,
-                        "unrecorded_blocks": report.chain.unrecorded_blocks,
-                        "missing": [p.name for p in report.chain.missing],
-                        "description": chain_text,
-                    },
-                    "digest": None
-                    if digest is None
-                    else {"token": digest.token(), "matches": digest_ok, "detail": digest_text},
-                }
-            )
-            + "\n"
-        )
-    else:
-        rows = [
-            (
-                s.info.path.name,
-                s.entries,
-                s.info.size_bytes,
-                "ok"
-                if s.error is None
-                else f"DAMAGED at byte {s.error.position}: {s.error.reason}",
-            )
-            for s in report.segments
-        ]
-        print_table(rows, ("segment", "entries", "bytes", "status"), out)
-        for problem in report.problems:
-            out.write(f"DAMAGED: {problem}\n")
-        if report.torn_tail:
-            out.write(f"torn tail (the next writer open truncates it): {report.torn_tail}\n")
-        if chain_text is not None:
-            out.write(chain_text + "\n")
-        if digest_text is not None:
-            out.write(digest_text + "\n")
-        verdict = "clean" if report.ok else "DAMAGED"
-        out.write(f"{verdict}: {report.entries} entries in {len(report.segments)} segments\n")
-        if not report.ok:
-            out.write(f"repair: {_repair_hint(report)}\n")
-    return EXIT_OK if report.ok and digest_ok else EXIT_DAMAGED
-
-
-def _check_digest(report: VerifyReport, digest: LogDigest) -> tuple[bool, str]:
-    """(matches, one line) for a digest checked against the chain `verify` recomputed."""
-    token = digest.token()
-    chain = report.chain
-    value = None if chain is None else chain.value_at(digest.end_offset)
-    if value == digest.chain:
-        return True, (
-            f"digest {token}: MATCHES: the log up to offset {digest.offset} is the one the "
-            "digest was taken from"
-        )
-    if chain is not None and value is None and digest.end_offset < chain.log_start:
-        return False, (
-            f"digest {token}: CANNOT BE CHECKED: the log starts at offset {chain.log_start}, "
-            f"after the digest's offset {digest.offset} (those entries were trimmed); check a "
-            f"digest taken at offset {chain.log_start - 1} or later"
-        )
-    if value is None and chain is not None and chain.lost_at is not None:
-        why = (
-            f"damage at offset {chain.lost_at} (listed above) keeps the chain from being "
-            "recomputed up to the digest's offset"
-        )
-    elif value is None:
-        why = (
-            f"offset {digest.offset} is not the last offset of a block of this log (the log "
-            "was cut and written again, or the digest is from another log)"
-        )
-    else:
-        breaks = (
-            [] if chain is None else [b for b in chain.breaks if b.first_offset <= digest.offset]
-        )
-        why = "the entries up to it hash to another value" + (
-            f"; the first block that does not follow: {breaks[0]}" if breaks else ""
-        )
-    return False, f"digest {token}: DOES NOT MATCH: {why}"
-
-
-def _check_root(settings: Settings, digest: LogDigest, expected: bytes) -> tuple[bool | None, str]:
-    """(whether the log's Merkle root is `expected`, the v2 token's; None: not checkable; why)."""
-    from metadata_log.errors import LogError
-    from metadata_log.merkle import recompute_root, root_across_start
-
-    try:
-        with open_reader(settings) as log:
-            segments = log.storage.segments
-            start = segments[0].base_offset if segments else 0
-            if start == 0:
-                root = recompute_root(segments, digest.end_offset)
-                where = "hashed from the entries"
-            else:
-                root = root_across_start(log.directory, segments, digest.end_offset)
-                where = (
-                    f"the entries before offset {start} were trimmed: their leaf hashes from "
-                    "the merkle/ index, the entries from there on hashed as they are"
-                )
-    except (LogError, CliError) as exc:
-        return None, f"the Merkle root was not checked: {exc}"
-    if root == expected:
-        return True, f"the Merkle root over entries 0..{digest.offset} matches ({where})"
-    return False, (
-        f"the Merkle root over entries 0..{digest.offset} is {root.hex()[:16]}..., not the "
-        f"token's {expected.hex()[:16]}... ({where})"
-    )
-
-
-def _with_root(
-    settings: Settings, digest: LogDigest, chain_ok: bool, chain_text: str
-) -> tuple[bool, str]:
-    """The digest's line with a v2 token's Merkle root checked too: which part failed."""
-    if digest.root is None:
-        return chain_ok, chain_text
-    root_ok, root_text = _check_root(settings, digest, digest.root)
-    token = digest.token()
-    if chain_ok and root_ok is False:
-        return False, (
-            f"digest {token}: DOES NOT MATCH: the hash chain matches, but {root_text}: the "
-            "token's root is not this log's (it was altered, or is from another digest)"
-        )
-    if chain_ok:
-        return True, f"{chain_text}; hash chain and {root_text}" if root_ok else (
-            f"{chain_text} (hash chain); {root_text}"
-        )
-    if root_ok:
-        return False, f"{chain_text}; {root_text}, so the hash chain part of the token differs"
-    return False, f"{chain_text}; {root_text}"
 
 
 def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -329,7 +145,7 @@ def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) ->
 
     if settings.bootstrap_server:
         return _remote_digest(args, settings, out)
-    with open_reader(settings) as log:
+    with open_history(settings, args) as history, history.reader() as log:
         try:
             digest = log.digest(args.at_offset)
         except DigestError as exc:
@@ -347,25 +163,6 @@ def cmd_log_digest(args: argparse.Namespace, settings: Settings, out: TextIO) ->
     else:
         out.write(digest.token() + "\n")
     return EXIT_OK
-
-
-def _repair_hint(report: VerifyReport) -> str:
-    """What to do about the damage `report` found."""
-    errors = report.errors
-    if not errors and report.chain is not None and report.chain.missing:
-        return (
-            "restore the missing chain files from a replica or backup; or, once `mlog log "
-            "verify --digest TOKEN` with a digest kept outside MATCHES, copy the log with "
-            "`mlog log export --with-secrets | mlog log import --data-dir NEW` (the copy is "
-            "chained afresh)"
-        )
-    offsets = [e.first_offset for e in errors if e.first_offset is not None]
-    if any(not e.repairable for e in errors) or not offsets:
-        return "restore the damaged or missing files from a replica or backup"
-    return (
-        "restore the damaged or missing files from a replica or backup, or cut the log before "
-        f"the damage with `mlog log truncate --after-offset {min(offsets) - 1}`"
-    )
 
 
 def cmd_log_truncate(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -419,13 +216,22 @@ def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     unless an operator asks. Only segments whose entries all lie below the newest snapshot
     that belongs to this log and passes its checksum go; the segment holding that
     snapshot's offset stays, so the snapshot is still checked against the log. Takes the
-    writer lock: the node is stopped.
+    writer lock: the node is stopped. With `--archive-url`, no segment the archive does not
+    hold goes: the trim stops at the archive's end, and says so.
     """
+    from api.cli.targets import archive_of
     from api.service.snapshots import existing_store
     from replay.timetravel import snapshot_matches_log
 
     if not settings.log_dir.is_dir():
         raise CliError(f"there is no log at {settings.log_dir}; check --data-dir")
+    archive = archive_of(settings, args)
+    archived: tuple[int, int] | None = None
+    if archive is not None:
+        from metadata_log.archive import read_manifest
+
+        run = read_manifest(archive.location).run
+        archived = (run[0].base_offset, run[-1].next_offset) if run else (0, 0)
     store = existing_store(settings)
     if store is None:
         raise CliError(
@@ -452,13 +258,25 @@ def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
                     "(`mlog snapshot create`) and check it (`mlog snapshot verify`)"
                 )
             before = log.log_start_offset
+            cut = snapshot.offset
+            if archived is not None:
+                # Every removed entry must be in the archive's run: from the log start on.
+                held = archived[1] if archived[0] <= before else before
+                cut = min(cut, held)
             with writes_finish():  # a Ctrl-C waits for the trim; once made, the command says it
-                removed = [] if args.dry_run else log.trim_before(snapshot.offset)
+                removed = [] if args.dry_run else log.trim_before(cut)
             if args.dry_run:
-                removed = [s for s in log.segments()[:-1] if s.next_offset <= snapshot.offset]
+                removed = [s for s in log.segments()[:-1] if s.next_offset <= cut]
             start = removed[-1].next_offset if removed else before
     finally:
         store.close()
+    if archived is not None and cut < snapshot.offset:
+        print(
+            f"mlog: note: the trim stops at offset {cut}, where the archive's history ends "
+            f"(below snapshot {snapshot.id} at offset {snapshot.offset}): segments it does not "
+            "hold stay; `mlog archive upload` uploads them",
+            file=sys.stderr,
+        )
     freed = sum(s.size_bytes for s in removed)
     if settings.output == "json":
         out.write(
@@ -470,6 +288,12 @@ def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
                     "removed": [s.path.name for s in removed],
                     "bytes": freed,
                     "dry_run": bool(args.dry_run),
+                    # With an archive: where its history ends, and whether the trim stopped there.
+                    **(
+                        {}
+                        if archived is None
+                        else {"archive_end": archived[1], "capped": cut < snapshot.offset}
+                    ),
                 }
             )
             + "\n"
@@ -486,9 +310,10 @@ def cmd_log_trim(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
         f"{verb} {len(removed)} segment(s), offsets {before}..{start - 1} ({freed} bytes), "
         f"below snapshot {snapshot.id} at offset {snapshot.offset}\n"
     )
+    kept = "in the archive" if archived is not None else "only in the snapshots"
     out.write(
         f"the log {'would start' if args.dry_run else 'now starts'} at offset {start}; the state "
-        "before it is kept only in the snapshots\n"
+        f"before it is kept {kept}\n"
     )
     return EXIT_OK
 
@@ -636,11 +461,10 @@ def cmd_log_prove(args: argparse.Namespace, settings: Settings, out: TextIO) -> 
     """
     from metadata_log.merkle import prove_consistency, prove_inclusion
 
-    try:
-        digest = parse_digest(args.digest)
-        older = None if args.from_digest is None else parse_digest(args.from_digest)
-    except DigestError as exc:
-        raise CliError(str(exc)) from None
+    digest = parsed_digest(args.digest)
+    older = parsed_digest(args.from_digest)
+    if digest is None:
+        raise CliError("give --digest TOKEN: the v2 digest the proof is checked against")
     if (args.offset is None) == (older is None):
         raise CliError(
             "give --offset N (an inclusion proof) or --from-digest TOKEN (a consistency proof)"
@@ -652,7 +476,7 @@ def cmd_log_prove(args: argparse.Namespace, settings: Settings, out: TextIO) -> 
                 "`mlog log digest`"
             )
     proof: Any
-    with open_reader(settings) as log:
+    with open_history(settings, args) as history, history.reader() as log:
         try:
             segments = log.storage.segments
             if older is None:
@@ -678,6 +502,7 @@ def cmd_log_prove(args: argparse.Namespace, settings: Settings, out: TextIO) -> 
 
 def add_verbs(log: argparse.ArgumentParser) -> None:
     """The verbs of `mlog log` and their flags, on the noun's parser."""
+    add_archive_options(log, reads=False)
     verbs = log.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     dump = verbs.add_parser("dump", help="print entries, one line each")
@@ -703,19 +528,10 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
     )
     # The only `log` command that also runs through a server (FetchLog): the others read or
     # write the log's files.
+    add_archive_options(dump)
     dump.set_defaults(handler=cmd_log_dump, remote=True)
 
-    verify = verbs.add_parser(
-        "verify", help="check every header, block and segment (exit 0 clean, 1 damaged)"
-    )
-    add_global_options(verify)
-    verify.add_argument(
-        "--digest",
-        metavar="TOKEN",
-        help="also prove the log up to the digest's offset is the one `log digest` printed it "
-        "for (exit 1 if not)",
-    )
-    verify.set_defaults(handler=cmd_log_verify)
+    add_verify_verb(verbs)
 
     digest = verbs.add_parser(
         "digest",
@@ -730,6 +546,7 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         "with --bootstrap-server: the node's committed offset)",
     )
     # Also through a server (DescribeLogDigest): compare nodes by asking each for one offset.
+    add_archive_options(digest)
     digest.set_defaults(handler=cmd_log_digest, remote=True)
 
     prove = verbs.add_parser(
@@ -744,6 +561,7 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         metavar="TOKEN",
         help="consistency proof from this older v2 digest to --digest",
     )
+    add_archive_options(prove)
     prove.set_defaults(handler=cmd_log_prove)
 
     truncate = verbs.add_parser(
@@ -776,6 +594,7 @@ def add_verbs(log: argparse.ArgumentParser) -> None:
         help="trim below the newest snapshot that belongs to this log and passes its checksum",
     )
     trim.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
+    add_archive_options(trim)
     trim.set_defaults(handler=cmd_log_trim)
 
     segments = verbs.add_parser("segments", help="list the segments")

@@ -56,6 +56,7 @@ NOUNS = (
     ("db", "the snapshot database's schema"),
     ("snapshot", "snapshots of the image in SQL"),
     ("history", "log entries that touched a topic/namespace/broker"),
+    ("archive", "the archive of sealed segments: list, verify, upload"),
     ("shell", "interactive shell over the image tree"),
     ("console", "a read-only web console over the history (timeline, time travel)"),
     ("serve", "serve the Kafka admin protocol on a TCP port"),
@@ -357,6 +358,23 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
     return dataclasses.replace(settings, bootstrap_server=None)
 
 
+def _check_archive_flags(args: argparse.Namespace, settings: Settings) -> None:
+    """Refuse `--archive-url` where no history is read; check its URL before anything is."""
+    if getattr(args, "reads_history", False):
+        from api.cli.targets import archive_of
+
+        archive_of(settings, args)  # a bad URL or cache: one line, exit 2, nothing read
+        return
+    for flag in ("archive_url", "archive_cache"):
+        if getattr(args, flag, None) is not None:
+            command = f"mlog {args.noun}" + (f" {args.verb}" if getattr(args, "verb", None) else "")
+            raise CliError(
+                f"`{command}` does not read the log's history: drop --{flag.replace('_', '-')} "
+                "(it is for history, image show/diff, log dump/verify/digest/prove/trim, shell "
+                "and archive)"
+            )
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run `mlog`; returns the exit code (0 ok, 1 damaged log data, 2 error, 130 Ctrl-C)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -398,6 +416,7 @@ def _main(argv: list[str], out: TextIO | None) -> int:
         )
         if settings.bootstrap_server and not getattr(args, "remote", False):
             settings = _local_only(args, settings)
+        _check_archive_flags(args, settings)
         if args.command_config and not settings.bootstrap_server:
             raise CliError(
                 "--command-config configures the connection to a server: give "

@@ -10,16 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.cli.common import CliError
-from api.targets import open_reader
 from metadata_log.digest import LogDigest
 from metadata_log.errors import LogError
 
 if TYPE_CHECKING:
-    from api.service.settings import Settings
+    from api.history_dir import HistoryDir
 
 
 def check_trimmed_digest(
-    settings: Settings, digest: LogDigest, chain_text: str
+    history: HistoryDir, digest: LogDigest, chain_text: str
 ) -> tuple[bool, str]:
     """(matches, one line) for a v2 `digest` below the log's start.
 
@@ -31,7 +30,7 @@ def check_trimmed_digest(
     assert digest.root is not None
     token = digest.token()
     try:
-        with open_reader(settings) as log:
+        with history.reader() as log:
             segments = log.storage.segments
             start = segments[0].base_offset
             root = root_at(log.directory, segments, digest.end_offset)

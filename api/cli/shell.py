@@ -18,13 +18,18 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from api.cli.common import EXIT_ERROR, EXIT_OK, add_global_options, offset_arg
+from api.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    add_archive_options,
+    add_global_options,
+    offset_arg,
+)
 from api.cli.image_tree import Directory, Leaf, Node, PathError, lookup, walk
 from api.cli.interrupts import wait_for_input
 from api.cli.output import format_time
-from api.cli.targets import note_batch_end
+from api.cli.targets import note_batch_end, open_history
 from api.service.snapshots import existing_store
-from api.targets import open_reader
 from records.errors import MetadataLogError
 from records.uuids import Uuid
 from replay.timetravel import (
@@ -256,8 +261,11 @@ def _entity_of(cwd: list[str]) -> Entity | None:
 
 
 def cmd_shell(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """An interactive shell over the image tree; -c runs commands and exits."""
-    with open_reader(settings) as log:
+    """An interactive shell over the image tree; -c runs commands and exits.
+
+    With `--archive-url`, `at`, `diff` and `history` reach below the local log start.
+    """
+    with open_history(settings, args) as history, history.reader() as log:
         store = existing_store(settings)
         try:
             return _session(args, log, store, out)
@@ -316,4 +324,5 @@ def add_verbs(shell: argparse.ArgumentParser) -> None:
     when = shell.add_mutually_exclusive_group()
     when.add_argument("--at-offset", type=offset_arg, help="start at offset N")
     when.add_argument("--at-time", metavar="T", help="start at a time (ISO-8601 or epoch ms)")
+    add_archive_options(shell)
     shell.set_defaults(handler=cmd_shell)

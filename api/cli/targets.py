@@ -12,9 +12,11 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from api.cli.common import CliError, given_principal
+from api.history_dir import ARCHIVE_URL_ENV, ArchiveSource, HistoryDir, default_cache_dir
 from api.service.settings import Settings
 from api.targets import LocalTarget, RemoteTarget, Target
 
@@ -114,11 +116,62 @@ def open_target(
         target = RemoteTarget(settings.bootstrap_server, security=client_security(args))
     else:
         # A read records nobody: the login is looked up only if the command writes.
-        target = LocalTarget(settings, given, check_pending=check_pending)
+        target = LocalTarget(
+            settings,
+            given,
+            check_pending=check_pending,
+            archive=archive_of(settings, args),
+            note=print_note,
+        )
     try:
         yield target
     finally:
         target.close()
+
+
+def archive_of(settings: Settings, args: argparse.Namespace) -> ArchiveSource | None:
+    """The archive of `--archive-url` (or MLOG_ARCHIVE_URL) and `--archive-cache`, if named.
+
+    Only for a command that reads the history (`add_archive_options`); the URL is checked
+    here, before anything is read (`ArchiveError`, one line, exit 2).
+    """
+    if not getattr(args, "reads_history", False):
+        return None
+    given = getattr(args, "archive_url", None)
+    url = given if given is not None else os.environ.get(ARCHIVE_URL_ENV) or None
+    cache = getattr(args, "archive_cache", None)
+    if url is None:
+        if cache is not None:
+            raise CliError(
+                "--archive-cache is where an archive's segments are kept: give --archive-url "
+                f"too (or {ARCHIVE_URL_ENV})"
+            )
+        return None
+    if settings.bootstrap_server:
+        if given is None:
+            return None  # the environment's archive is for the data directory's commands
+        raise CliError(
+            "--archive-url reads the data directory's history; a server reads its own archive "
+            "(metadata.log.archive.url): drop --archive-url or --bootstrap-server"
+        )
+    if cache is not None and not cache:
+        raise CliError("--archive-cache needs a directory, e.g. --archive-cache /var/cache/mlog")
+    return ArchiveSource.open(url, Path(cache) if cache else default_cache_dir(settings))
+
+
+def print_note(text: str) -> None:
+    """A note about the archive (it could not be joined to the log yet), one line on stderr."""
+    print(f"mlog: note: {text}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def open_history(settings: Settings, args: argparse.Namespace) -> Iterator[HistoryDir]:
+    """The data directory's history (over the archive of the flags, if one is named)."""
+    history = HistoryDir(settings, archive_of(settings, args), note=print_note)
+    try:
+        yield history
+    finally:
+        history.close()
 
 
 def client_security(args: argparse.Namespace) -> ClientSecurity | None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from metadata_log.archive.errors import ArchiveDamage
+from metadata_log.archive.errors import ArchiveDamage, ArchiveError
 from metadata_log.archive.location import ArchiveLocation, file_sha256
 from metadata_log.archive.manifest import Manifest, ManifestEntry, read_manifest
 from metadata_log.chain import CHAIN_SUFFIX
@@ -81,15 +81,20 @@ def plan_view(manifest: Manifest, bases: list[int]) -> ViewPlan:
     for base in bases:
         if base in ends:
             return ViewPlan(archived=run[: ends[base] + 1], local_from=base)
-    return ViewPlan(
-        archived=(),
-        local_from=bases[0],
-        note=(
-            f"the archive (offsets {run[0].base_offset}..{run[-1].next_offset - 1}) does not "
-            f"meet the local log (from offset {bases[0]}) at a segment boundary yet; offsets "
-            f"below {bases[0]} are readable once the archive reaches the next local segment"
-        ),
-    )
+    held = f"the archive (offsets {run[0].base_offset}..{run[-1].next_offset - 1})"
+    if run[-1].next_offset < bases[0]:
+        note = (
+            f"{held} does not reach the local log (from offset {bases[0]}): offsets "
+            f"{run[-1].next_offset}..{bases[0] - 1} were trimmed before they were archived; "
+            "only the local log is read"
+        )
+    else:
+        note = (
+            f"{held} does not meet the local log (from offset {bases[0]}) at a segment "
+            f"boundary yet; offsets below {bases[0]} are readable once the archive reaches "
+            "the next local segment"
+        )
+    return ViewPlan(archived=(), local_from=bases[0], note=note)
 
 
 class HistoryView:
@@ -147,6 +152,11 @@ class ArchiveCache:
         plan = plan_view(manifest, bases)
         if not plan.archived and local is not None:
             return HistoryView(local, plan, owned=False)
+        if not plan.archived:
+            raise ArchiveError(
+                f"the archive at {self.location.url} holds no segment yet and there is no local "
+                "log to read: give the data directory whose log it archives (--data-dir)"
+            )
         fetched = [self.fetch(entry) for entry in plan.archived]
         view = self.directory / f"view-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         make_dirs(view)
@@ -197,8 +207,8 @@ class ArchiveCache:
 
     def fetch(self, entry: ManifestEntry) -> tuple[Path, Path]:
         """The local copies of `entry`'s segment and chain file, downloaded and checked once."""
+        make_dirs(self.objects)  # `check_archive` fetches before any view made the cache
         paths = []
-        make_dirs(self.objects)
         for kind, suffix in (("segment", ".avro"), ("chain", CHAIN_SUFFIX)):
             obj = entry.objects[kind]
             target = self.objects / f"{entry.stem}{suffix}"

@@ -33,7 +33,7 @@ from records.uuids import Uuid
 from replay.image import MetadataImage, qualified_name, split_qualified_name
 from replay.timetravel.descriptions import Names, describe
 from replay.timetravel.errors import TimeTravelError
-from replay.timetravel.rebuild import travel
+from replay.timetravel.rebuild import snapshot_matches_log, travel
 
 if TYPE_CHECKING:
     from replay.sql.store import SnapshotStore
@@ -146,12 +146,15 @@ def learn_image(image: MetadataImage, names: Names) -> None:
 
 
 def start_image(log: StoredLog, store: SnapshotStore | None) -> MetadataImage | None:
-    """The image at a trimmed log's first entry, from the snapshot it was trimmed below.
+    """The image whose names a trimmed log's history starts from, from a snapshot.
 
-    `mlog log trim` keeps the snapshot's own entry, so the image is the snapshot's (plus, for
-    a log that starts just after it, its first entry): its names are what the log starts
-    with. None for a whole log, or when no usable snapshot holds that point (`history` then
-    warns that names may be unknown).
+    The image at the log's first entry when a snapshot answers it (one at or just below the
+    start). A trim keeps the segment that holds its snapshot, and online retention leaves the
+    log starting at a segment's base, so the start is usually below every snapshot: then the
+    oldest snapshot the log holds, which knows every topic, namespace and ACL alive there
+    (those created after the start are also learnt from their entries; a topic created before
+    the start and deleted before that snapshot stays unnamed). None for a whole log, or when
+    no usable snapshot is there (`history` then warns that names may be unknown).
     """
     if log.log_start_offset <= 0:
         return None
@@ -159,7 +162,16 @@ def start_image(log: StoredLog, store: SnapshotStore | None) -> MetadataImage | 
         return travel(log, store, at_offset=log.log_start_offset).image
     except MetadataLogError as exc:
         logger.debug("no snapshot where the log starts: %s", exc)
+    if store is None or store.missing():
         return None
+    for info in store.snapshots(gt=log.log_start_offset, lte=log.end_offset - 1):
+        if not snapshot_matches_log(log, info):
+            continue
+        try:
+            return travel(log, store, at_offset=info.offset).image
+        except MetadataLogError as exc:
+            logger.debug("snapshot %d does not answer its offset: %s", info.id, exc)
+    return None
 
 
 def learn(record: Record, names: Names) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from api import ApiError, ConfigResourceType, Entity, Metadata, MetadataApiError
+from metadata_log.archive import ArchiveDamage, ArchiveError
 from records import NamespaceRecord, Uuid
 from replay.errors import ReplayError
+from tests.support.archives import SMALL_SEGMENT_ENV, tamper, trimmed_twins
 from tests.support.server_thread import running_server
 
 NS_ID = Uuid.random()
@@ -94,3 +96,42 @@ def test_audit_sql_answers_rows(tmp_path: Path) -> None:
         )
     counts = {row["record_type"]: row["n"] for row in rows}
     assert counts["TopicRecord"] == 1 and counts["PartitionRecord"] == 2
+
+
+def test_open_with_an_archive_reads_below_the_local_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in SMALL_SEGMENT_ENV.items():
+        monkeypatch.setenv(key, value)
+    trimmed, twin, url, _ = trimmed_twins(tmp_path, topics=24)
+    with Metadata.open(twin) as whole, Metadata.open(trimmed, archive_url=url) as seen:
+        with Metadata.open(trimmed) as local:
+            start = next(iter(local.read(limit=1))).offset
+        assert start > 20
+        assert list(seen.read(lte=start + 2)) == list(whole.read(lte=start + 2))
+        assert seen.history(Entity(topic="t3")) == whole.history(Entity(topic="t3"))
+        assert seen.image(at_offset=start // 2) == whole.image(at_offset=start // 2)
+        assert seen.diff(5, start - 1) == whole.diff(5, start - 1)
+    assert (trimmed / "archive-cache" / "objects").is_dir()
+
+
+def test_open_refuses_a_bad_archive_url(tmp_path: Path) -> None:
+    with pytest.raises(ArchiveError, match="scheme 'ftp'"):
+        Metadata.open(tmp_path, archive_url="ftp://host/x")
+    with pytest.raises(MetadataApiError, match="give archive_url"):
+        Metadata.open(tmp_path, archive_cache=tmp_path / "c")
+    assert not (tmp_path / "log").exists()
+
+
+def test_a_changed_archived_segment_is_never_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in SMALL_SEGMENT_ENV.items():
+        monkeypatch.setenv(key, value)
+    trimmed, _, url, _ = trimmed_twins(tmp_path, topics=24)
+    name = tamper(Path(url.removeprefix("file://")), "avro", 2)
+    with (
+        Metadata.open(trimmed, archive_url=url, archive_cache=tmp_path / "fresh") as md,
+        pytest.raises(ArchiveDamage, match=name),
+    ):
+        list(md.read(lte=3))

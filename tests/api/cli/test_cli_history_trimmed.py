@@ -37,3 +37,35 @@ def test_history_after_a_trim_names_topics_from_the_snapshot(
 def test_history_table_after_a_trim_names_the_topic(trimmed: Path) -> None:
     text = ok(trimmed, "history", "--topic", "s1")
     assert "unknown topic" not in text and "deleted topic s1" in text
+
+
+@pytest.fixture
+def trimmed_below_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The issue's steps: 12 topics, a snapshot, s1 deleted, the log trimmed below it.
+
+    Each `topics create` is one 2-entry batch, so the segment that holds the snapshot's
+    offset starts one entry below it: the log starts below every snapshot.
+    """
+    monkeypatch.setenv("MLOG_SEGMENT_MS", "1")
+    ok(tmp_path, "brokers", "register", "--id", "1")
+    for i in range(1, 13):
+        ok(tmp_path, "topics", "create", "--topic", f"s{i}", "--partitions", "1")
+    ok(tmp_path, "snapshot", "create")
+    ok(tmp_path, "topics", "delete", "--topic", "s1")
+    assert "removed" in ok(tmp_path, "log", "trim", "--before-snapshot")
+    snapshot = as_json(tmp_path, "snapshot", "list")[-1]["offset"]
+    assert as_json(tmp_path, "log", "segments")[0]["base_offset"] < snapshot
+    return tmp_path
+
+
+def test_history_of_a_log_that_starts_below_its_snapshot_names_its_topics(
+    trimmed_below_snapshot: Path,
+) -> None:
+    rows = as_json(trimmed_below_snapshot, "history", "--topic", "s1")
+    assert [r["description"] for r in rows] == [f"deleted topic s1 (id {rows[0]['topic_id']})"], (
+        rows
+    )
+    by_id = ok(trimmed_below_snapshot, "history", "--topic-id", rows[0]["topic_id"])
+    assert "deleted topic s1" in by_id and "unknown topic" not in by_id
+    # A topic no kept entry touched is known from the snapshot: not "no topic had that name".
+    assert ok(trimmed_below_snapshot, "history", "--topic", "s5") == "no entry touched it\n"

@@ -10,6 +10,7 @@ import pytest
 from metadata_log.archive import (
     ArchiveCache,
     ArchiveDamage,
+    ArchiveError,
     ArchiveLocation,
     SegmentArchiver,
     read_manifest,
@@ -137,7 +138,9 @@ def test_an_archive_that_meets_the_log_inside_a_segment_is_left_out() -> None:
         )
 
     manifest = build_manifest([entry(0, 100), entry(100, 200)])
-    assert plan_view(manifest, [150, 300]).note is not None
+    assert "at a segment boundary yet" in (plan_view(manifest, [150, 300]).note or "")
+    gap = plan_view(manifest, [250, 300]).note or ""
+    assert "offsets 200..249 were trimmed before they were archived" in gap
     joined = plan_view(manifest, [100, 300])
     assert [e.base_offset for e in joined.archived] == [0] and joined.local_from == 100
     assert plan_view(manifest, [0, 300]).archived == ()
@@ -170,3 +173,10 @@ def test_another_replicas_archived_segments_join_by_their_chain(tmp_path: Path) 
         assert seen.log_start_offset == 0
         assert list(seen.read()) == list(whole.read())
         assert seen.verify().ok
+
+
+def test_an_empty_archive_without_a_local_log_is_refused_in_one_line(tmp_path: Path) -> None:
+    cache = ArchiveCache(ArchiveLocation.open(str(tmp_path / "archive")), tmp_path / "cache")
+    with pytest.raises(ArchiveError, match="holds no segment yet and there is no local log"):
+        cache.open_view(None)
+    assert not any(p.name.startswith("view-") for p in (tmp_path / "cache").glob("*"))

@@ -1,0 +1,177 @@
+"""Where a reader of a data directory's history reads: its log, or the log over the archive.
+
+Every history reader of a data directory (`history`, time travel, `image diff`, `log dump`,
+`log verify`, `log digest`, `log prove`, the Python API's `read`/`history`/`image`) opens the
+log through a `HistoryDir`. Without an archive it is `<data-dir>/log` itself; with one
+(`--archive-url`, MLOG_ARCHIVE_URL, `Metadata.open(..., archive_url=)`) it is a `HistoryView`
+(metadata_log/archive/view.py): a log directory in the archive cache that holds the archive's
+run below the local segments, so the entries below the local log start are answered as on a
+log that was never trimmed, and a changed or missing archived object is `ArchiveDamage`,
+never served. The view is made on the first read and removed when the command ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from metadata_log.errors import LogCorruptionError
+from metadata_log.reader import LogReader
+from metadata_log.segment import segment_name
+
+if TYPE_CHECKING:
+    from api.service.settings import Settings
+    from metadata_log.archive import ArchiveCache, ArchiveLocation, HistoryView
+    from metadata_log.stored_log import StoredLog
+
+ARCHIVE_URL_ENV = "MLOG_ARCHIVE_URL"
+"""The environment variable naming the archive when `--archive-url` is not given."""
+
+ARCHIVE_CACHE_NAME = "archive-cache"
+"""The archive cache's directory in the data directory, unless `--archive-cache` names one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchiveSource:
+    """An archive (its URL checked) and the local directory its objects are cached in."""
+
+    location: ArchiveLocation
+    cache_dir: Path
+
+    @classmethod
+    def open(cls, url: str, cache_dir: Path) -> ArchiveSource:
+        """The archive at `url` cached in `cache_dir`; `ArchiveError` for a bad URL or cache.
+
+        Nothing is contacted yet: the URL and the cache directory are only checked.
+        """
+        from metadata_log.archive import ArchiveError, ArchiveLocation  # noqa: PLC0415
+
+        location = ArchiveLocation.open(url)
+        if cache_dir.exists() and not cache_dir.is_dir():
+            raise ArchiveError(
+                f"the archive cache {cache_dir} is not a directory; give --archive-cache DIR "
+                "(a directory, made if missing)"
+            )
+        return cls(location=location, cache_dir=cache_dir)
+
+    def cache(self) -> ArchiveCache:
+        """The archive's local cache."""
+        from metadata_log.archive import ArchiveCache  # noqa: PLC0415
+
+        return ArchiveCache(self.location, self.cache_dir)
+
+
+def default_cache_dir(settings: Settings) -> Path:
+    """`<data-dir>/archive-cache`."""
+    return settings.data_dir / ARCHIVE_CACHE_NAME
+
+
+class HistoryDir:
+    """The log directory a data directory's history is read from (see the module docstring).
+
+    `note` receives, once, why the archive could not be joined to the local log. Without
+    `with_local` it is the archive's run alone (`mlog archive verify`).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        archive: ArchiveSource | None = None,
+        *,
+        note: Callable[[str], None] | None = None,
+        with_local: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.archive = archive
+        self._with_local = with_local
+        self._note = note
+        self._noted = False
+        self._view: HistoryView | None = None
+
+    @property
+    def local(self) -> Path:
+        """The data directory's own log directory."""
+        return self.settings.log_dir
+
+    def directory(self) -> Path:
+        """The directory to read: the local log, or the view (made now, once)."""
+        if self.archive is None:
+            return self.local
+        if self._view is None:
+            local = self.local if self._with_local and self.local.is_dir() else None
+            self._view = self.archive.cache().open_view(local)
+            if self._view.note is not None and self._note is not None and not self._noted:
+                self._noted = True
+                self._note(self._view.note)
+        return self._view.path
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[StoredLog]:
+        """The history opened read-only (no lock, no recovery writes); closed after."""
+        try:
+            with LogReader.open(self.directory(), config=self.settings.log) as log:
+                self._keep_indexes(log)
+                yield log
+        except LogCorruptionError as exc:
+            raise self._named(exc) from None
+
+    def _named(self, exc: LogCorruptionError) -> LogCorruptionError:
+        """`exc` naming the file a view links to: the local segment, or the cached copy.
+
+        The view is removed when the command ends: its path would name nothing.
+        """
+        view = self._view
+        if view is None or exc.segment.parent != view.path:
+            return exc
+        name = exc.segment.name
+        base = int(name.split(".", 1)[0]) if name.split(".", 1)[0].isdigit() else None
+        local_from = view.plan.local_from
+        if base is None or (local_from is not None and base >= local_from):
+            where = self.local / name
+        else:
+            entry = next((e for e in view.plan.archived if e.base_offset == base), None)
+            if entry is None or self.archive is None:
+                return exc
+            where = self.archive.cache().objects / f"{entry.stem}{exc.segment.suffix}"
+        return LogCorruptionError(
+            where,
+            exc.position,
+            exc.reason,
+            first_offset=exc.first_offset,
+            repairable=exc.repairable,
+        )
+
+    def _keep_indexes(self, log: StoredLog) -> None:
+        """Save the indexes the open rebuilt for archived segments, into the cache.
+
+        A reader scans a segment whose indexes are missing (its CRCs, every block): kept,
+        the next view of the same archive opens as fast as a local log. Local segments are
+        never written to (their files are the data directory's).
+        """
+        view = self._view
+        if view is None or self.archive is None or not view.plan.archived:
+            return
+        archived = {segment_name(e.base_offset) for e in view.plan.archived}
+        made = []
+        for segment in log.storage.rebuilt:
+            if segment.path.name in archived:
+                try:
+                    segment.save_indexes()
+                except OSError:
+                    continue  # rebuilt again by the next reader: slower, not wrong
+                made.append(segment.path)
+        if made:
+            self.archive.cache().keep_indexes(view, made)
+
+    def refresh(self) -> None:
+        """Let the next read see local segments made since the view was (a follower's)."""
+        self.close()
+
+    def close(self) -> None:
+        """Remove the view, if one was made (the cache stays)."""
+        if self._view is not None:
+            view, self._view = self._view, None
+            view.close()
