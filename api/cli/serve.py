@@ -293,6 +293,7 @@ def _run_server(args: argparse.Namespace, settings: Settings, guards: ExitStack)
 
     _import_kafka_codecs_alone()
     from api.server.server import MetadataServer
+    from api.service.archiving import serving_archive
 
     values = config_values(args)
     config = server_config(values)
@@ -357,6 +358,7 @@ def _run_server(args: argparse.Namespace, settings: Settings, guards: ExitStack)
         broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
         controller_security=_controller_security(values) if quorum is not None else None,
         broker_bindings=config.broker_bindings,
+        archiving=serving_archive(config.archive, settings, cluster_id, service.retention),
     )
     server_logger.info("event loop: %s (%s)", loop.name, "event.loop=" + config.event_loop)
     try:

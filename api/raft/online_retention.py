@@ -5,7 +5,8 @@ service's retention bound, it is trimmed below the snapshot on the worker thread
 the log, and the core's view then starts where the log does, so a fetcher below the start is
 sent the snapshot. In a dynamic quorum the VotersRecords below the cut go with it: the set in
 force there is stored first in `quorum-voters`, which a restarted node reads as the set below
-its log's first VotersRecord. Only the service's public API is used.
+its log's first VotersRecord. Only the service's public API is used. With an archive
+(`metadata.log.archive.url`) the cut never passes the archive's end, on every node.
 
 At each check the log's Merkle index is extended up to the offered snapshot (committed entries
 only) on a thread of its own, not the one that writes the log; a trim waits while it runs, and
@@ -84,15 +85,16 @@ class OnlineRetention:
         """Trim `log` below offset `below` as the retention bound asks (on the log's thread)."""
         retention = self.service.retention
         assert retention is not None
+        # With an archive the cut is never past the archive's end as this node last read it
+        # (the leader's uploads, a follower's own reads of the manifest: `LogRetention.cut`).
+        cut = await self._io(retention.cut, log, below=below)
+        if cut is None:
+            return
         if self.core.dynamic:
             # The VotersRecords below the cut go with it: the set in force there is stored
             # first (a restarted node reads it as the set below its log's first one).
-            cut = await self._io(retention.cut, log, below=below)
-            if cut is None:
-                return
             voters = self.core.history.at(cut)
             await self._io(write_voters_base, self.state_dir, offset=cut, voters=voters)
-            below = cut
-        removed = await self._io(retention.trim, log, below=below)
+        removed = await self._io(retention.trim_at, log, cut, below=below)
         if removed:
             self.core.log.trim_start(log.log_start_offset)

@@ -42,8 +42,10 @@ from api.server.listener_config import (
     listener_configs,
     parse_listeners,
 )
+from api.service.archiving import ARCHIVE_INTERVAL_KEY, ARCHIVE_URL_KEY, ArchiveConfig
 from api.service.broker_liveness import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
 from api.service.retention import MAX_RETENTION_BYTES_KEY, MAX_RETENTION_MS_KEY, RetentionConfig
+from metadata_log.archive import ArchiveError, ArchiveLocation
 from metadata_log.config import MIN_SEGMENT_BYTES
 from records.fields import INT32_MAX
 from replay.controller.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig
@@ -126,6 +128,8 @@ class ServerConfig:
     """`metrics.listen=HOST:PORT`: where `/metrics`, `/healthz` and `/readyz` are served."""
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     """Online retention and the snapshot cadence (`metadata.max.retention.*`, ...)."""
+    archive: ArchiveConfig | None = None
+    """`metadata.log.archive.url` and its interval: where sealed segments are archived."""
     segment_bytes: int | None = None
     """`metadata.log.segment.bytes`: the log's segment size (None: the default)."""
     segment_ms: int | None = None
@@ -213,12 +217,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
     max_request_bytes = _int(take, "socket.request.max.bytes", 1024, INT32_MAX)
     data_dir = _data_dir(take, notes)
     metrics_listen = _host_port(take, METRICS_LISTEN_KEY)
-    retention = RetentionConfig(
-        max_bytes=_long(take, MAX_RETENTION_BYTES_KEY, -1),
-        max_ms=_long(take, MAX_RETENTION_MS_KEY, -1),
-        snapshot_bytes=_optional_long(take, SNAPSHOT_BYTES_KEY, 1),
-        snapshot_interval_ms=_optional_long(take, SNAPSHOT_INTERVAL_KEY, 0),
-    )
+    retention, archive = _retention(take), _archive(take)
     segment_bytes = _int(take, SEGMENT_BYTES_KEY, MIN_SEGMENT_BYTES, INT32_MAX)
     segment_ms = _optional_long(take, SEGMENT_MS_KEY, 1)
     controller_names = tuple(
@@ -253,6 +252,7 @@ def server_config(values: Mapping[str, str]) -> ServerConfig:
         dynamic_quorum=dynamic_quorum,
         metrics_listen=metrics_listen,
         retention=retention,
+        archive=archive,
         segment_bytes=segment_bytes,
         segment_ms=segment_ms,
         broker_session_timeout_ms=session_ms,
@@ -503,6 +503,36 @@ def _quorum(take: Take, node_id: int | None, *, dynamic: bool = False) -> Quorum
         return QuorumConfig.from_properties({**given, "node.id": str(node_id)})
     except RaftConfigError as exc:
         raise ServerConfigError(str(exc)) from None
+
+
+def _retention(take: Take) -> RetentionConfig:
+    """`metadata.max.retention.*` and the snapshot cadence's keys."""
+    return RetentionConfig(
+        max_bytes=_long(take, MAX_RETENTION_BYTES_KEY, -1),
+        max_ms=_long(take, MAX_RETENTION_MS_KEY, -1),
+        snapshot_bytes=_optional_long(take, SNAPSHOT_BYTES_KEY, 1),
+        snapshot_interval_ms=_optional_long(take, SNAPSHOT_INTERVAL_KEY, 0),
+    )
+
+
+def _archive(take: Take) -> ArchiveConfig | None:
+    """`metadata.log.archive.url` (checked, not contacted) and its interval; None without it."""
+    url = take(ARCHIVE_URL_KEY)
+    interval = _int(take, ARCHIVE_INTERVAL_KEY, 100, INT32_MAX)
+    if url is None or not url:
+        if interval is not None:
+            raise ServerConfigError(
+                f"{ARCHIVE_INTERVAL_KEY} is set without {ARCHIVE_URL_KEY}; set the archive's "
+                "URL (file:///var/lib/mlog-archive, s3://BUCKET/PREFIX) or remove the interval"
+            )
+        return None
+    try:
+        ArchiveLocation.open(url)
+    except ArchiveError as exc:
+        raise ServerConfigError(f"{ARCHIVE_URL_KEY}: {exc}") from None
+    if interval is None:
+        return ArchiveConfig(url=url)
+    return ArchiveConfig(url=url, interval_ms=interval)
 
 
 def _data_dir(take: Take, notes: list[str]) -> Path | None:

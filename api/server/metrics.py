@@ -34,6 +34,7 @@ from replay.image import MetadataImage
 
 if TYPE_CHECKING:
     from api.raft.node import QuorumNode
+    from api.service.archiving import LogArchiving
     from api.service.service import MetadataService
 
 _ERROR_NAMES = {int(code): code.name for code in ErrorCode}
@@ -228,9 +229,11 @@ class ServerCollector(Collector):
         connections: Callable[[], int],
         closed: Callable[[], dict[str, int]],
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        archiving: LogArchiving | None = None,
     ) -> None:
         self.service = service
         self.node = node
+        self.archiving = archiving
         self.node_id = node_id
         self._connections = connections
         self._closed = closed
@@ -249,6 +252,7 @@ class ServerCollector(Collector):
         yield from self._raft()
         yield from self._log()
         yield from self._snapshots()
+        yield from self._archive()
         yield from self._server()
 
     def _controller(self) -> Iterator[Metric]:
@@ -399,6 +403,16 @@ class ServerCollector(Collector):
             "Failed extensions of the Merkle index below a snapshot (retried at the next).",
             value=0 if retention is None else retention.index_failures,
         )
+        yield CounterMetricFamily(
+            prefix + "trims_held_by_archive",
+            "Retention checks that kept segments because the archive does not hold them yet.",
+            value=0 if retention is None else retention.archive_held_back,
+        )
+        yield _gauge(
+            prefix + "retention_held_by_archive_segments",
+            "Segments retention would remove now but keeps: the archive does not hold them.",
+            0 if retention is None else retention.archive_held_segments,
+        )
         timings = getattr(log, "timings", None)
         if timings is not None:
             yield _histogram(
@@ -434,6 +448,40 @@ class ServerCollector(Collector):
             0 if snapshotter.last_error is None else 1,
         )
 
+    def _archive(self) -> Iterator[Metric]:
+        archiving = self.archiving
+        if archiving is None:
+            return
+        prefix = "mlog_archive_"
+        yield CounterMetricFamily(
+            prefix + "uploaded_segments",
+            "Segments this node uploaded to the archive (as the active controller).",
+            value=archiving.uploaded_segments,
+        )
+        yield CounterMetricFamily(
+            prefix + "uploaded_bytes",
+            "Bytes of the objects this node uploaded to the archive.",
+            value=archiving.uploaded_bytes,
+        )
+        yield CounterMetricFamily(
+            prefix + "upload_failures",
+            "Rounds that failed: an upload, or a read of the archive's manifest.",
+            value=archiving.failures,
+        )
+        yield _gauge(
+            prefix + "failing",
+            "1 while the archive cannot be used (the last round failed, or one hangs).",
+            1 if archiving.failing else 0,
+        )
+        end = archiving.archived_end
+        if end is not None:
+            yield _gauge(prefix + "end_offset", "One past the archive's last offset.", end)
+        yield _gauge(
+            prefix + "behind_segments",
+            "Sealed committed segments of this node's log the archive does not hold yet.",
+            archiving.behind_segments,
+        )
+
     def _server(self) -> Iterator[Metric]:
         yield _gauge("mlog_server_connections", "Connections open now.", self._connections())
         closed = CounterMetricFamily(
@@ -457,10 +505,18 @@ class ServerMetrics:
         node_id: int,
         connections: Callable[[], int],
         closed: Callable[[], dict[str, int]],
+        archiving: LogArchiving | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = RequestMetrics()
         self.registry.register(self.requests)
         self.registry.register(
-            ServerCollector(service, node, node_id=node_id, connections=connections, closed=closed)
+            ServerCollector(
+                service,
+                node,
+                node_id=node_id,
+                connections=connections,
+                closed=closed,
+                archiving=archiving,
+            )
         )

@@ -36,6 +36,7 @@ import socket
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from api.cancellation import cancel_and_wait
 from api.protocol.connection import (
     DEFAULT_MAX_REQUEST_BYTES,
 )
@@ -76,6 +77,7 @@ from api.server.login_guard import (
 from api.server.metrics import ServerMetrics
 from api.server.metrics_listener import MetricsListener
 from api.server.private_apis import PrivateApis
+from api.service.archiving import LogArchiving, run_rounds
 from api.service.broker_liveness import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -156,6 +158,7 @@ class MetadataServer:
         controller_security: ClientSecurity | None = None,
         broker_bindings: BrokerBindings = NO_BINDINGS,
         controller_principals: Collection[str] | None = None,
+        archiving: LogArchiving | None = None,
     ) -> None:
         """`listeners` replaces the one PLAINTEXT listener of `host`/`port`/`advertised_*`.
 
@@ -172,9 +175,15 @@ class MetadataServer:
         connect to each other (`controller_security`, None: PLAINTEXT). Without either, the
         server is a single server: its own quorum of one voter, answering DescribeQuorum as
         such on every listener (`kafka/sole_voter.py`).
+
+        With `archiving` (`metadata.log.archive.url`) the server runs its rounds while it
+        serves: the active controller (this server, or the quorum's leader) uploads sealed
+        committed segments, every node follows the archive's end (api/service/archiving.py).
         """
         self.service = service
         self.quorum_node = quorum_node
+        self.archiving = archiving
+        self._archive_rounds: asyncio.Task[None] | None = None
         if listeners is None:
             listeners = [
                 ServerListener(
@@ -300,6 +309,7 @@ class MetadataServer:
             node_id=self.node_id,
             connections=lambda: self.open_connections,
             closed=lambda: self.limit_closes,
+            archiving=self.archiving,
         )
         self.metrics_listener = MetricsListener(
             self.metrics.registry, self.health, host=listen[0], port=listen[1]
@@ -375,6 +385,8 @@ class MetadataServer:
                 raise
         if self.quorum_node is not None:
             await self.quorum_node.start()
+        if self.archiving is not None:
+            self._archive_rounds = asyncio.create_task(self._run_archiving(self.archiving))
         if self._run_scheduler:
             self.purges.start()
             self._sessions = asyncio.create_task(self._session_checks())
@@ -517,6 +529,8 @@ class MetadataServer:
         for server in servers:
             server.close()
         await self.purges.stop()
+        if self._archive_rounds is not None:
+            await cancel_and_wait(self._archive_rounds)
         if self._sessions is not None:
             self._sessions.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -546,6 +560,27 @@ class MetadataServer:
         await self.service.aclose()
         logger.info("stopped (%s); log end offset %d", reason, self.service.log.end_offset)
         self._stopped.set()
+
+    async def _run_archiving(self, archiving: LogArchiving) -> None:
+        """The archive's rounds: this server uploads if it is the active controller."""
+        node = self.quorum_node
+        service = self.service
+        try:
+            await run_rounds(
+                archiving,
+                uploads=lambda: node is None or node.leading,
+                committed_end=(
+                    (lambda: service.log.end_offset)
+                    if node is None
+                    else (lambda: node.core.high_watermark)
+                ),
+                # Read through `service.log`: a failed log is replaced by a reader.
+                segments=lambda: service.log.segments(),  # noqa: PLW0108
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("the archive's rounds stopped")
 
     async def _session_checks(self) -> None:
         try:

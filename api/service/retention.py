@@ -10,6 +10,12 @@ log) is durable, crash-safe and logged in one line. A standalone service trims a
 snapshot it writes; a quorum node trims in its loop, below the snapshot its consensus core
 offers to fetchers, so a follower below the new start is sent that snapshot (FetchSnapshot).
 
+With an archive (`metadata.log.archive.url`, archiving.py) a segment goes only once the
+archive holds it: the trim offset is capped at the archive's end as this node last learned it
+(`ArchiveEnd`), on every node; with no end known (an empty or unreachable archive) nothing
+goes. Retention held back so is counted (`archive_held_back`, `archive_held_segments`) and
+logged once each time it starts waiting; writes never wait for the archive.
+
 The Merkle index (metadata_log.merkle) is kept current below each new snapshot, off the write
 path, and every trim extends it over the entries it removes first: v2 digests and proofs
 survive the trims. A trim whose index cannot be extended (an I/O error) is held back, with a
@@ -67,6 +73,14 @@ class TrimmableLog(Protocol):
         """Remove the whole segments whose entries all lie below `offset`."""
 
 
+class ArchiveEnd(Protocol):
+    """Where the archive's run ends, as this node last learned it (`LogArchiving`)."""
+
+    @property
+    def archived_end(self) -> int | None:
+        """One past the archive's last offset (None: nothing archived, or not known yet)."""
+
+
 class IndexedLog(Protocol):
     """A log that keeps a Merkle index (`MetadataLog`, `ReplicaLog`)."""
 
@@ -119,19 +133,56 @@ class LogRetention:
         """Trims held back because the Merkle index could not be extended (a metric)."""
         self.index_failures = 0
         """Failed extensions of the Merkle index below a snapshot (a metric)."""
+        self.archive: ArchiveEnd | None = None
+        """The archive retention waits for (None: no archive, the snapshot alone bounds it)."""
+        self.archive_held_back = 0
+        """Checks where the archive held back segments retention would remove (a metric)."""
+        self.archive_held_segments = 0
+        """Segments the last check would have removed but the archive does not hold (a metric)."""
 
     def cut(self, log: TrimmableLog, *, below: int) -> int | None:
-        """The offset to trim `log` before, below offset `below`; None when nothing must go."""
+        """The offset to trim `log` before, below offset `below`; None when nothing must go.
+
+        With an archive, never past the archive's end: only segments it holds go.
+        """
         if not self.config.bounded:
             return None
-        return trim_offset(log.segments(), below=below, config=self.config, now_ms=self._clock_ms())
+        segments = log.segments()
+        now = self._clock_ms()
+        cut = trim_offset(segments, below=below, config=self.config, now_ms=now)
+        if self.archive is None:
+            return cut
+        end = self.archive.archived_end
+        held = cut
+        if cut is not None and end is None:
+            held = None
+        elif cut is not None and end is not None:
+            held = trim_offset(segments, below=min(below, end), config=self.config, now_ms=now)
+        low = -1 if held is None else held
+        high = -1 if cut is None else cut
+        waiting = sum(1 for s in segments if low < s.next_offset <= high)
+        if waiting and not self.archive_held_segments:
+            logger.info(
+                "retention waits for the archive: %d segment(s) below offset %d it would remove "
+                "are not archived yet (the archive ends at %s)",
+                waiting,
+                cut,
+                "no offset yet" if end is None else f"offset {end}",
+            )
+        if waiting:
+            self.archive_held_back += 1
+        self.archive_held_segments = waiting
+        return held
 
     def trim(self, log: TrimmableLog, *, below: int) -> list[SegmentInfo]:
         """Trim `log` as the config asks, below offset `below`; the segments removed.
 
         The log's trim logs one line (segments, offsets, new start).
         """
-        cut = self.cut(log, below=below)
+        return self.trim_at(log, self.cut(log, below=below), below=below)
+
+    def trim_at(self, log: TrimmableLog, cut: int | None, *, below: int) -> list[SegmentInfo]:
+        """Trim `log` before `cut` (what `cut` gave; None: nothing), below snapshot `below`."""
         if cut is None:
             return []
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from api.server.config import ServerConfigError, server_config
+from api.service.archiving import DEFAULT_INTERVAL_MS, ArchiveConfig
 from api.service.retention import RetentionConfig
 
 
@@ -53,3 +54,38 @@ def test_bad_values_are_one_line_errors_naming_the_key(key: str, value: str, mes
         server_config({key: value})
     text = str(caught.value)
     assert text.startswith(key) and message in text and "\n" not in text
+
+
+def test_the_archive_keys_are_read_with_a_default_interval() -> None:
+    config = server_config({"metadata.log.archive.url": "file:///var/lib/mlog-archive"})
+    assert config.archive == ArchiveConfig(url="file:///var/lib/mlog-archive")
+    assert config.archive.interval_ms == DEFAULT_INTERVAL_MS
+    assert not config.notes
+    timed = server_config(
+        {
+            "metadata.log.archive.url": "/var/lib/mlog-archive",
+            "metadata.log.archive.interval.ms": "500",
+        }
+    )
+    assert timed.archive == ArchiveConfig(url="/var/lib/mlog-archive", interval_ms=500)
+    assert server_config({}).archive is None
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"metadata.log.archive.url": "ftp://host/x"}, "scheme 'ftp' is not one of"),
+        ({"metadata.log.archive.url": "file://relative/x"}, "needs an absolute path"),
+        ({"metadata.log.archive.url": "s3://"}, "names no bucket"),
+        (
+            {"metadata.log.archive.url": "/a", "metadata.log.archive.interval.ms": "0"},
+            "outside 100..",
+        ),
+        ({"metadata.log.archive.interval.ms": "1000"}, "set without metadata.log.archive.url"),
+    ],
+)
+def test_a_bad_archive_key_is_one_line_naming_it(values: dict[str, str], message: str) -> None:
+    with pytest.raises(ServerConfigError, match=message) as raised:
+        server_config(values)
+    assert "\n" not in str(raised.value)
+    assert "metadata.log.archive" in str(raised.value)

@@ -13,10 +13,12 @@ from api.service.retention import LogRetention, RetentionConfig, trim_offset
 from api.service.service import MetadataService
 from api.service.snapshots import Snapshotter
 from metadata_log.config import LogConfig
+from metadata_log.log import MetadataLog
 from metadata_log.reader import LogReader
 from metadata_log.segment import SegmentInfo
 from replay.controller.commands import CreatableTopic, RegisterBroker
 from replay.sql.store import SnapshotStore, sqlite_url
+from tests.support.archives import SMALL_SEGMENTS, grow
 
 
 def segments(*spans: tuple[int, int, int, int]) -> list[SegmentInfo]:
@@ -142,3 +144,64 @@ def test_snapshots_older_than_max_ms_are_deleted_but_the_newest(
         assert newest is not None
         assert [s.id for s in snapshots.store.snapshots()] == [newest.id]
     assert "retention deleted 2 snapshot(s)" in caplog.text
+
+
+class Archive:
+    """Where an archive ends, as a node last learned it."""
+
+    def __init__(self, end: int | None) -> None:
+        self.archived_end = end
+
+
+class Segments:
+    """A log that only lists its segments (the cut is all that is asked of it)."""
+
+    def __init__(self, listed: list[SegmentInfo]) -> None:
+        self.listed = listed
+
+    def segments(self) -> list[SegmentInfo]:
+        return self.listed
+
+    def trim_before(self, offset: int) -> list[SegmentInfo]:
+        raise AssertionError("not trimmed here")
+
+
+def test_with_an_archive_only_segments_it_holds_go(caplog: pytest.LogCaptureFixture) -> None:
+    retention = LogRetention(RetentionConfig(max_bytes=0), clock_ms=lambda: 0)
+    log = Segments(LOG)
+    assert retention.cut(log, below=100) == 30
+    retention.archive = Archive(20)
+    with caplog.at_level(logging.INFO, logger="api.server.retention"):
+        assert retention.cut(log, below=100) == 20  # capped at the archive's end
+        assert retention.cut(log, below=100) == 20
+    assert retention.archive_held_segments == 1 and retention.archive_held_back == 2
+    waits = [r for r in caplog.records if "waits for the archive" in r.getMessage()]
+    assert len(waits) == 1, "one line when retention starts waiting"
+    retention.archive = Archive(25)  # ends inside a segment: that segment stays
+    assert retention.cut(log, below=100) == 20
+    retention.archive = Archive(35)
+    assert retention.cut(log, below=100) == 30  # the snapshot bounds it again
+    assert retention.archive_held_segments == 0 and retention.archive_held_back == 3
+    retention.archive = Archive(20)
+    assert retention.cut(log, below=15) == 10  # below both
+    assert retention.archive_held_segments == 0
+
+
+def test_an_archive_that_holds_nothing_known_holds_all_retention_back() -> None:
+    retention = LogRetention(RetentionConfig(max_bytes=0), clock_ms=lambda: 0)
+    retention.archive = Archive(None)  # empty, or unreachable before its first read
+    assert retention.cut(Segments(LOG), below=100) is None
+    assert retention.archive_held_segments == 3
+
+
+def test_a_service_with_an_archive_trims_only_what_it_holds(tmp_path: Path) -> None:
+    retention = LogRetention(RetentionConfig(max_bytes=0))
+    directory = tmp_path / "log"
+    grow(directory, 40)
+    with MetadataLog.open(directory, config=SMALL_SEGMENTS) as log:
+        segs = log.segments()
+        end = segs[3].next_offset
+        retention.archive = Archive(end)
+        removed = retention.trim(log, below=log.end_offset - 1)
+        assert [s.next_offset for s in removed] == [s.next_offset for s in segs[:4]]
+        assert log.log_start_offset == end
