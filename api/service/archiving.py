@@ -23,7 +23,10 @@ process's exit.
 
 Manifest entries are never changed or removed, so a node keeps the ones it has read and
 fetches only new names at each round (one listing and the new entries, not the whole
-manifest, per interval).
+manifest, per interval). An archive whose listing lacks entries the node has seen was moved,
+replaced or unmounted: the round fails (`ArchiveDamage`), nothing is uploaded to it (the
+active controller would otherwise start a new history there from its own log's start) and
+retention keeps the end known before.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from typing import Any, TypeVar
 from api.service.retention import LogRetention
 from api.service.settings import Settings
 from metadata_log.archive import (
+    ArchiveDamage,
     ArchiveError,
     ArchiveLocation,
     ManifestEntry,
@@ -320,6 +324,7 @@ class LogArchiving:
     def run_round(self, *, upload: bool, committed_end: int) -> RoundResult:
         """One round (blocking, on the rounds' thread): upload, or read the archive's end."""
         if upload:
+            self.read_end()  # an archive that lost what it held is never written to
             with LogReader.open(self.log_dir, config=self.log_config) as log:
                 report = self._archiver.archive(log, committed_end=committed_end)
             for entry in report.uploaded:
@@ -341,7 +346,16 @@ class LogArchiving:
                     f"cluster {self.cluster_id}'s; give each cluster its own archive URL"
                 )
             self._identity_checked = held is not None
-        for name in self.location.names(MANIFEST_DIR):
+        listed = self.location.names(MANIFEST_DIR)
+        lost = sorted(set(self._entries) - set(listed))
+        if lost:
+            raise ArchiveDamage(
+                f"the archive at {self.location.url} no longer holds {len(lost)} manifest "
+                f"entr{'y' if len(lost) == 1 else 'ies'} it held (the first {lost[0]}): it was "
+                "moved, replaced or unmounted; nothing is uploaded to it and retention keeps "
+                "the end known before, until it is back"
+            )
+        for name in listed:
             if not name.endswith(".json") or name in self._entries or name in self._damaged:
                 continue
             data = self.location.read(name)

@@ -557,8 +557,10 @@ async def logs_converge(quorum: Quorum, timeout: float = 60.0) -> None:
             try:
                 with LogReader.open(node.data_dir / "log") as log:
                     ends.append(log.end_offset)
-            except LogError:
-                ends.append(-1)  # a node installing a snapshot: its reset is under way
+            except (LogError, FileNotFoundError):
+                # A node installing a snapshot (its reset under way), or trimming a segment
+                # between the reader's listing and its open (online retention).
+                ends.append(-1)
         if len(set(ends)) == 1:
             return
         if time.monotonic() > deadline:

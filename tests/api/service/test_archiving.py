@@ -272,3 +272,24 @@ def test_behind_counts_sealed_committed_segments_past_the_archives_end() -> None
     assert behind(segs, committed_end=35, end=10) == 2
     assert behind(segs, committed_end=25, end=10) == 1
     assert behind(segs, committed_end=35, end=30) == 0
+
+
+def test_an_archive_that_lost_what_it_held_is_never_written_to(
+    log_dir: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "archive"
+    location = ArchiveLocation.open(f"file://{root}")
+    clock = Clock()
+    archiving = _archiving(log_dir, location, tmp_path, clock=clock)
+    archiving.start()
+    try:
+        _round(archiving, clock, log_dir)
+        end = archiving.archived_end
+        shutil.move(root, tmp_path / "unmounted")  # an empty mount point in its place
+        grow(log_dir, 20, start=60)
+        for uploads in (True, False):
+            _round(archiving, clock, log_dir, uploads=uploads)
+            assert archiving.failing and archiving.archived_end == end
+        assert not root.exists(), "no new history was started in its place"
+    finally:
+        archiving.close()
