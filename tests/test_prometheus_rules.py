@@ -47,6 +47,14 @@ def test_the_followers_behind_alert_is_shipped() -> None:
     assert "mlog_controller_last_applied_record_offset" in expr and wait == "5m"
 
 
+def test_the_archive_alerts_are_shipped() -> None:
+    """On the metrics every node exports with an archive (tests/system/test_archive_quorum.py
+    scrapes them from real servers through an outage)."""
+    rules = rules_in_file(RULES)
+    assert rules["MlogArchiveUnreachable"] == ("mlog_archive_failing == 1", "10m")
+    assert rules["MlogArchiveBehind"] == ("mlog_archive_behind_segments > 2", "30m")
+
+
 def test_promtool_accepts_the_rules_file() -> None:
     checked = promtool("check", "rules", str(RULES))
     assert checked.returncode == 0, checked.stdout + checked.stderr
