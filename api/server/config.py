@@ -527,9 +527,15 @@ def _archive(take: Take) -> ArchiveConfig | None:
             )
         return None
     try:
-        ArchiveLocation.open(url)
+        location = ArchiveLocation.open(url)
     except ArchiveError as exc:
         raise ServerConfigError(f"{ARCHIVE_URL_KEY}: {exc}") from None
+    if location.url.startswith("memory://"):
+        # Retention would remove segments held only in this process's memory.
+        raise ServerConfigError(
+            f"{ARCHIVE_URL_KEY}: {url!r} keeps objects in this process's memory only, lost "
+            "when it stops; give a lasting store (file:///var/lib/mlog-archive, s3://BUCKET/...)"
+        )
     if interval is None:
         return ArchiveConfig(url=url)
     return ArchiveConfig(url=url, interval_ms=interval)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -149,3 +151,29 @@ def await_end(log_dir: Path) -> int:
     """The log's end offset, read beside the server."""
     with LogReader.open(log_dir) as log:
         return log.end_offset
+
+
+def test_a_bad_archive_url_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "serve",
+            "--data-dir",
+            str(data),
+            "--listen",
+            "127.0.0.1:0",
+            "--override",
+            "metadata.log.archive.url=ftp://host/archive",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mlog: error: metadata.log.archive.url:")
+    assert not data.exists(), "nothing is made for a start that fails"

@@ -77,6 +77,7 @@ def test_the_archive_keys_are_read_with_a_default_interval() -> None:
         ({"metadata.log.archive.url": "ftp://host/x"}, "scheme 'ftp' is not one of"),
         ({"metadata.log.archive.url": "file://relative/x"}, "needs an absolute path"),
         ({"metadata.log.archive.url": "s3://"}, "names no bucket"),
+        ({"metadata.log.archive.url": "memory://x"}, "memory only"),
         (
             {"metadata.log.archive.url": "/a", "metadata.log.archive.interval.ms": "0"},
             "outside 100..",
