@@ -273,16 +273,20 @@ class LogArchiving:
         try:
             result = future.result()
         except (MetadataLogError, OSError) as exc:
+            result = None
             self._failed(str(exc))
-            return
         except Exception as exc:  # a round's bug must not end the rounds: named, retried
+            result = None
             self._failed(f"{type(exc).__name__}: {exc}")
-            return
-        if self.failing:
-            logger.info("the archive at %s answers again", self.location.url)
-        self.failing = False
-        self.archived_end = result.archived_end
+        if result is not None:
+            if self.failing:
+                logger.info("the archive at %s answers again", self.location.url)
+            self.failing = False
+            self.archived_end = result.archived_end
+        # Behind the end last known (a failed round keeps it): what an outage leaves unarchived.
         self.behind_segments = behind(segments, committed_end=committed_end, end=self.archived_end)
+        if result is None:
+            return
         if result.uploaded:
             size = sum(e.size_bytes for e in result.uploaded)
             self.uploaded_segments += len(result.uploaded)

@@ -175,7 +175,7 @@ def test_an_unreachable_archive_is_one_warning_per_outage_and_its_end_stays(
                 _round(archiving, clock, log_dir)
             assert archiving.failing and archiving.failures == 3
             assert archiving.archived_end == end, "the last end known stays in force"
-            assert archiving.behind_segments == 0  # as last known: counted once it answers
+            assert archiving.behind_segments > 0  # what the outage leaves unarchived
             warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
             assert len(warnings) == 1
             assert "cannot be used" in warnings[0].getMessage()
