@@ -78,6 +78,9 @@ upload of a large segment to a slow store with room to spare."""
 ARCHIVE_THREAD = "mlog-archive"
 """The name of the thread the rounds run on."""
 
+_OPEN_TRIES = 5
+"""Opens of the log a round tries while retention removes a segment it listed."""
+
 WORK_DIR = "archive-work"
 """Under the data directory: where a segment that straddles the archive's end is cut."""
 
@@ -329,7 +332,7 @@ class LogArchiving:
         """One round (blocking, on the rounds' thread): upload, or read the archive's end."""
         if upload:
             self.read_end()  # an archive that lost what it held is never written to
-            with LogReader.open(self.log_dir, config=self.log_config) as log:
+            with self._open_log() as log:
                 report = self._archiver.archive(log, committed_end=committed_end)
             for entry in report.uploaded:
                 self._entries[entry.manifest_name] = entry
@@ -339,6 +342,15 @@ class LogArchiving:
                 waiting=report.waiting,
             )
         return RoundResult(archived_end=self.read_end())
+
+    def _open_log(self) -> LogReader:
+        """A reader of the log beside its writer; a trim racing the open is tried again."""
+        for _ in range(_OPEN_TRIES - 1):
+            try:
+                return LogReader.open(self.log_dir, config=self.log_config)
+            except FileNotFoundError:
+                continue  # a segment listed, then removed by retention before it was opened
+        return LogReader.open(self.log_dir, config=self.log_config)
 
     def read_end(self) -> int | None:
         """The end of the archive's run, reading only the manifest entries not read before."""
