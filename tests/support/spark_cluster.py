@@ -246,8 +246,18 @@ class SparkCluster:
 
     @property
     def conf(self) -> dict[str, str]:
-        """Settings an application on this cluster needs: executors that fit the workers."""
-        return {"spark.executor.memory": EXECUTOR_MEMORY, "spark.executor.cores": "1"}
+        """Settings for an application on this cluster: executors that fit the workers.
+
+        Few shuffle partitions (Spark's 200 are 200 tasks per shuffle on two cores, for
+        queries over a few hundred entries) and executors' JVMs with client JIT and one GC
+        thread, as the tests' drivers (tests/conftest.py's SPARK_TEST_JVM_OPTIONS).
+        """
+        return {
+            "spark.executor.memory": EXECUTOR_MEMORY,
+            "spark.executor.cores": "1",
+            "spark.sql.shuffle.partitions": "4",
+            "spark.executor.defaultJavaOptions": " ".join(JVM_OPTIONS[1:]),
+        }
 
     def executor_logs(self) -> list[Path]:
         """The stderr files of every executor the workers started so far."""
