@@ -1,11 +1,13 @@
 """`mlog audit ...`: audit queries and the independent state replay, run in PySpark.
 
-Local Spark (`local[*]`) by default; `--master URL` and `--conf k=v` for a cluster, where the
-log directory must be on a filesystem every executor sees. PySpark is imported only when an
+Local Spark (`local[*]`) by default; `--master URL` and `--conf k=v` for a cluster, which
+reads an archive (`--archive-url`: each executor fetches its segments itself, with the
+store's credentials passed as `spark.executorEnv.*`) or a log directory on a filesystem every
+executor sees. PySpark is imported only when an
 audit command runs (it is the optional `audit` extra). An audit says what it is doing on
 stderr from its first second (`StatusLine`), shows Spark's stage progress while a query runs,
 checks a SQL statement before Spark starts, and stops on Ctrl-C with one line (exit 130);
-`mlog audit shell` keeps one Spark session for any number of queries.
+`mlog audit shell` (`api.cli.audit_shell`) keeps one Spark session for any number of queries.
 """
 
 from __future__ import annotations

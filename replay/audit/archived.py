@@ -14,8 +14,8 @@ index: each split's task reads the whole object (one GET) and checks its SHA-256
 task does, walks the blocks' framing (two varints each, nothing decompressed) to the first
 block that starts in its range, and decodes the blocks that start there. The object is
 checked whole by every task that uses it, so a split reads nothing the manifest does not
-vouch for; it costs each split one read and one hash of the object (about 0.2 s for 64 MiB),
-far less than decoding the entries it gives up to the other splits.
+vouch for; it costs each split one read and one hash of the object (about 0.4 s for 64 MiB
+from a local disk), far less than decoding the entries it gives up to the other splits.
 
 Timestamps never decrease along the log, so a segment's entries are no older than the
 previous segment's newest: with each entry's `max_timestamp`, time filters prune whole
