@@ -131,12 +131,14 @@ def test_the_chain_of_an_archived_segment_is_checked_from_its_objects(
 
 
 def test_an_archive_on_s3_reads_as_the_log_directory(
-    archived: tuple[Path, str, int], s3_endpoint: S3Endpoint, tmp_path: Path
+    s3_endpoint: S3Endpoint, tmp_path: Path
 ) -> None:
-    log_dir, _, _ = archived
+    grow(tmp_path / "log", 24)
     with environment(s3_endpoint.env):
         url = s3_endpoint.archive_url("audit-archived")
-        report = archive_all(log_dir, url, tmp_path / "work")
-        assert report.archived_end is not None
-        reader = MetadataLogReader({"path": url, "splitBytes": "8000"})
-        assert _table(reader).equals(_directory(log_dir, report.archived_end))
+        report = archive_all(tmp_path / "log", url, tmp_path / "work")
+        assert report.archived_end is not None and len(report.uploaded) > 3
+        reader = MetadataLogReader({"path": url, "splitBytes": "10000"})
+        assert len(reader.partitions()) > len(report.uploaded)
+        table = _table(reader)
+    assert table.equals(_directory(tmp_path / "log", report.archived_end))
