@@ -450,12 +450,23 @@ def main() -> None:
     if args.generate_only:
         return
     url = archive_dir.as_uri()
-    talk = [] if args.skip_talk else talk_rows(small)
-    archive_talk = [] if args.skip_talk else archive_talk_rows(url, args.entries, args.repeat)
+    # Each table is printed as soon as it is measured: a run cut short keeps what it measured.
+    if not args.skip_talk:
+        print()
+        print(f"mlog audit on a log of {args.small_entries:,} entries (whole processes, local[*]):")
+        _table(talk_rows(small))
+        print()
+        print(
+            f"mlog audit --archive-url on the {args.entries:,}-entry archive (whole processes, "
+            f"local[*], medians of {args.repeat}):"
+        )
+        _table(archive_talk_rows(url, args.entries, args.repeat))
     from replay.audit.session import audit_session, read_log
     from replay.audit.state import state_at
 
+    print()
     print(f"load average before: {load_average()}")
+    print(f"{'measure':<8}{'ours':>18}{'baseline':>18}{'ratio':>8}  target ({args.master})")
     spark = audit_session(master=args.master)
     # Warm-up: the JVM's code paths and the Python workers.
     warm_up = read_log(spark, url, internal=True).where("offset < 100000")
@@ -467,24 +478,18 @@ def main() -> None:
         )
 
     files = archived_files(archive_dir)
-    rows = [
+    print(
         read_row(
-            "archive",
-            args.entries,
-            spark_scan(url),
-            lambda: raw_scan_files(files),
-            args.repeat,
-        )
-    ]
+            "archive", args.entries, spark_scan(url), lambda: raw_scan_files(files), args.repeat
+        ),
+        flush=True,
+    )
     if not args.skip_directory:
-        rows.append(
+        print(
             read_row(
-                "read",
-                args.entries,
-                spark_scan(log_dir),
-                lambda: raw_scan(log_dir),
-                args.repeat,
-            )
+                "read", args.entries, spark_scan(log_dir), lambda: raw_scan(log_dir), args.repeat
+            ),
+            flush=True,
         )
     if not args.skip_state:
 
@@ -495,35 +500,23 @@ def main() -> None:
 
         counts: list[tuple[int, int]] = []
         state_seconds = timed(run_state)
+        print(
+            f"{'state':<8}{state_seconds:>12,.1f} s  {'':>16}{'':>8}"
+            f"  <= 60 s (archive); {counts[0][0]:,} topics, {counts[0][1]:,} partitions",
+            flush=True,
+        )
         images: list[object] = []
         with LogReader.open(log_dir) as log:
             image_seconds = timed(lambda: images.append(load_image(log, lte=args.entries - 1)))
-        rows.append(
-            f"{'state':<8}{state_seconds:>12,.1f} s  {'':>16}{'':>8}"
-            f"  <= 60 s (archive); {counts[0][0]:,} topics, {counts[0][1]:,} partitions"
-        )
-        rows.append(f"{'image':<8}{image_seconds:>12,.1f} s  {'':>16}{'':>8}  in-process replay")
+        print(f"{'image':<8}{image_seconds:>12,.1f} s  {'':>16}{'':>8}  in-process replay")
     spark.stop()
     print(f"load average after: {load_average()}")
-    print()
-    print(f"{'measure':<8}{'ours':>18}{'baseline':>18}{'ratio':>8}  target ({args.master})")
+
+
+def _table(rows: list[str]) -> None:
+    print(f"{'measure':<12}{'ours':>12}{'baseline':>16}{'ratio':>8}  target")
     for row in rows:
-        print(row)
-    if talk:
-        print()
-        print(f"mlog audit on a log of {args.small_entries:,} entries (whole processes, local[*]):")
-        print(f"{'measure':<12}{'ours':>12}{'baseline':>16}{'ratio':>8}  target")
-        for row in talk:
-            print(row)
-    if archive_talk:
-        print()
-        print(
-            f"mlog audit --archive-url on the {args.entries:,}-entry archive (whole processes, "
-            f"local[*], medians of {args.repeat}):"
-        )
-        print(f"{'measure':<12}{'ours':>12}{'baseline':>16}{'ratio':>8}  target")
-        for row in archive_talk:
-            print(row)
+        print(row, flush=True)
 
 
 if __name__ == "__main__":
