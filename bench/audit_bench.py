@@ -1,20 +1,25 @@
-"""Audit data source and Spark state replay over a large log, beside raw fastavro, in one run.
+"""Audit data source and Spark state replay over a large log and its archive, beside raw fastavro.
 
 Usage: python bench/audit_bench.py [--entries N] [--dir PATH] [--master local[2]] [--repeat K]
-                                   [--skip-state] [--small-entries 2000] [--skip-talk]
+                                   [--skip-state] [--skip-directory] [--small-entries 2000]
+                                   [--skip-talk]
 
 Data: a log of exactly N entries (default 10,000,000) as a busy cluster writes it: six brokers,
 topics of 10 partitions (TopicRecord + PartitionRecords), and between them ISR/leader changes
 (sparse PartitionChangeRecords), config changes, topic deletions, re-creations of deleted names,
 and partition reductions (DeleteTopicPartitions, mode changes to READ_ONLY then NONE, purge).
-Generated once into --dir (default /tmp/mlog-audit-bench) and reused while complete.
+Generated once into --dir (default /tmp/mlog-audit-bench) and reused while complete; then its
+N entries archived (`file://` archive in --dir/archive, the log's default 64 MiB segments),
+once too.
 
-Rows (medians of K repetitions, each paired with its baseline measured right before it):
-  read      the `metadata_log` data source in Spark (`--master`, default local[2]): every row
-            with every column written to Spark's `noop` sink, vs a raw single-process
-            `fastavro.reader` scan (dicts) of the same segment files
-  state     `state_at(N - 1)`: the Spark replay of topics and partitions at the last offset,
-            forced to completion (row counts), once
+Rows (medians of K repetitions, each paired with its baseline measured right before it, and
+the spread of the ratios):
+  archive   the `metadata_log` data source reading the archive (`--master`, default local[2]):
+            every row with every column written to Spark's `noop` sink, vs a raw
+            single-process `fastavro.reader` scan (dicts) of the same archived segment files
+  read      the same over the log directory (skipped with --skip-directory)
+  state     `state_at(N - 1)` over the archive: the Spark replay of topics and partitions at
+            the last offset, forced to completion (row counts), once
   image     `load_image(log)` in process, the in-process replay the state is checked against
 
 Rows of `mlog audit` as a user runs it (whole processes, local[*], on a log of
@@ -29,6 +34,9 @@ Rows of `mlog audit` as a user runs it (whole processes, local[*], on a log of
               with a trivial query (`SparkSession.builder.getOrCreate()`, `range(1).count()`)
   warm        the same named query again in `mlog audit shell` (the shell's own timing of the
               query), vs `SELECT 1` in the same shell
+And on the N-entry archive (`--archive-url`), medians of K: a one-shot `mlog audit sql` over
+its last 100,000 entries, cold (whole process, vs a bare Spark start), and the same statement
+again in `mlog audit shell` (warm, vs `SELECT 1` in it).
 """
 
 from __future__ import annotations
@@ -43,14 +51,15 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import fastavro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metadata_log import LogReader, MetadataLog
+from metadata_log import LogConfig, LogReader, MetadataLog
+from metadata_log.archive import ArchiveLocation, SegmentArchiver, read_manifest
 from records import (
     ConfigRecord,
     ConfigResourceType,
@@ -199,10 +208,52 @@ def generate(log_dir: Path, entries: int) -> None:
     marker.write_text(json.dumps({"entries": entries}))
 
 
+ARCHIVE_CLUSTER = "audit-bench"
+
+
+def generate_archive(log_dir: Path, archive_dir: Path, entries: int) -> None:
+    """Archive the log's first `entries` entries to `archive_dir` (unless already complete).
+
+    The log's last segment is sealed first by one more entry written a while later
+    (`segment.ms` of 1 ms rolls it), so every one of the `entries` is in a sealed segment and
+    archived; that entry stays in the local log only.
+    """
+    marker = archive_dir.parent / "archive-complete.json"
+    if marker.exists() and json.loads(marker.read_text()) == {"entries": entries}:
+        return
+    shutil.rmtree(archive_dir, ignore_errors=True)
+    with LogReader.open(log_dir) as log:
+        sealed = log.end_offset > entries
+    if not sealed:
+        time.sleep(0.01)
+        with MetadataLog.open(log_dir, config=LogConfig(segment_ms=1)) as log:
+            log.append([FeatureLevelRecord(name="bench.sealed", feature_level=1)])
+    location = ArchiveLocation.open(archive_dir.as_uri())
+    archiver = SegmentArchiver(
+        location, cluster_id=ARCHIVE_CLUSTER, work_dir=archive_dir.parent / "archive-work"
+    )
+    with LogReader.open(log_dir) as log:
+        report = archiver.archive(log, committed_end=log.end_offset)
+    if report.archived_end != entries:
+        raise SystemExit(f"archived {report.archived_end} entries, expected {entries}")
+    marker.write_text(json.dumps({"entries": entries}))
+
+
+def archived_files(archive_dir: Path) -> list[Path]:
+    """The archived segment files in offset order (the manifest's run)."""
+    manifest = read_manifest(ArchiveLocation.open(archive_dir.as_uri()))
+    return [archive_dir / entry.objects["segment"].name for entry in manifest.run]
+
+
 def raw_scan(log_dir: Path) -> int:
     """Baseline: fastavro's own reader over every segment, yielding dicts, one process."""
+    return raw_scan_files(sorted(log_dir.glob("*.avro")))
+
+
+def raw_scan_files(paths: list[Path]) -> int:
+    """Read `paths` with fastavro's own reader, yielding dicts, one process."""
     count = 0
-    for path in sorted(log_dir.glob("*.avro")):
+    for path in paths:
         with open(path, "rb") as f:
             for _ in fastavro.reader(f):
                 count += 1
@@ -316,6 +367,62 @@ def talk_rows(data_dir: Path) -> list[str]:
     ]
 
 
+def archive_talk_rows(url: str, entries: int, rounds: int) -> list[str]:
+    """First answers on the archive: a one-shot `mlog audit sql` cold, then warm in the shell.
+
+    The statement reads the archive's last entries (`offset >= N - 100,000`): the offset is
+    pushed down, so only the last segment is read. Medians of `rounds` and their spread.
+    """
+    statement = (
+        "SELECT principal, count(*) AS changes FROM metadata_log "
+        f"WHERE offset >= {max(0, entries - 100_000)} GROUP BY principal ORDER BY principal"
+    )
+    archive = ("--archive-url", url)
+    colds = [_run(_mlog("audit", "sql", statement, *archive))[0] for _ in range(rounds)]
+    bare = [_run([sys.executable, "-c", BARE_SPARK])[0] for _ in range(rounds)]
+    script = "\n".join([statement] * (rounds + 1) + ["SELECT 1"] * rounds) + "\n"
+    _, _, shell_err = _run(_mlog("audit", "shell", *archive), stdin=script)
+    times = _shell_seconds(shell_err)
+    if len(times) != 2 * rounds + 1:
+        raise SystemExit(f"the shell did not answer every query: {shell_err[-2000:]}")
+    warms, trivial = times[1 : rounds + 1], times[rounds + 1 :]
+    return [
+        _timed_row("cold", colds, bare, "<= 20 s (one-shot mlog audit sql; baseline: bare Spark)"),
+        _timed_row("warm", warms, trivial, "<= 2 s (mlog audit shell; baseline: SELECT 1 in it)"),
+    ]
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+def _timed_row(name: str, ours: list[float], base: list[float], target: str) -> str:
+    mine, theirs = statistics.median(ours), statistics.median(base)
+    return (
+        f"{name:<12}{mine:>10.2f} s{theirs:>14.2f} s{mine / theirs:>8.2f}  {target}; "
+        f"spread {_spread(ours)} s vs {_spread(base)} s"
+    )
+
+
+def read_row(
+    name: str, entries: int, ours: Callable[[], object], base: Callable[[], object], rounds: int
+) -> str:
+    """Rows per second of `ours` (Spark) and `base` (raw fastavro), paired round by round."""
+    pairs = []
+    for _ in range(rounds):
+        baseline = timed(base)
+        mine = timed(ours)
+        pairs.append((entries / mine, entries / baseline))
+    rate = statistics.median(o for o, _ in pairs)
+    base_rate = statistics.median(b for _, b in pairs)
+    ratio = statistics.median(o / b for o, b in pairs)
+    ratios = [o / b for o, b in pairs]
+    return (
+        f"{name:<8}{rate:>14,.0f} r/s{base_rate:>14,.0f} r/s{ratio:>8.2f}  >= 0.8x; ratio "
+        f"spread {min(ratios):.2f}-{max(ratios):.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=10_000_000)
@@ -323,76 +430,93 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-state", action="store_true")
+    parser.add_argument("--skip-directory", action="store_true", help="no rows on the log dir")
     parser.add_argument("--generate-only", action="store_true")
     parser.add_argument("--small-entries", type=int, default=2000, help="log of the talk rows")
     parser.add_argument("--skip-talk", action="store_true", help="no first line/cold/warm rows")
     args = parser.parse_args()
     log_dir = args.dir / "log"
+    archive_dir = args.dir / "archive"
     start = time.perf_counter()
     generate(log_dir, args.entries)
-    print(f"log: {args.entries:,} entries, generated/checked in {time.perf_counter() - start:.1f}s")
+    generate_archive(log_dir, archive_dir, args.entries)
+    print(
+        f"log and archive: {args.entries:,} entries, generated/checked in "
+        f"{time.perf_counter() - start:.1f}s"
+    )
     small = args.dir / "small"
     if not args.skip_talk:
         generate(small / "log", args.small_entries)
     if args.generate_only:
         return
-    talk = [] if args.skip_talk else talk_rows(small)
+    url = archive_dir.as_uri()
+    # Each table is printed as soon as it is measured: a run cut short keeps what it measured.
+    if not args.skip_talk:
+        print()
+        print(f"mlog audit on a log of {args.small_entries:,} entries (whole processes, local[*]):")
+        _table(talk_rows(small))
+        print()
+        print(
+            f"mlog audit --archive-url on the {args.entries:,}-entry archive (whole processes, "
+            f"local[*], medians of {args.repeat}):"
+        )
+        _table(archive_talk_rows(url, args.entries, args.repeat))
     from replay.audit.session import audit_session, read_log
     from replay.audit.state import state_at
 
+    print()
     print(f"load average before: {load_average()}")
+    print(f"{'measure':<8}{'ours':>18}{'baseline':>18}{'ratio':>8}  target ({args.master})")
     spark = audit_session(master=args.master)
     # Warm-up: the JVM's code paths and the Python workers.
-    warm_up = read_log(spark, log_dir, internal=True).where("offset < 100000")
+    warm_up = read_log(spark, url, internal=True).where("offset < 100000")
     warm_up.write.format("noop").mode("overwrite").save()
-    pairs = []
-    for _ in range(args.repeat):
-        base = timed(lambda: raw_scan(log_dir))
-        ours = timed(
-            lambda: (
-                read_log(spark, log_dir, internal=True)
-                .write.format("noop")
-                .mode("overwrite")
-                .save()
-            )
+
+    def spark_scan(source: str | Path) -> Callable[[], object]:
+        return lambda: (
+            read_log(spark, source, internal=True).write.format("noop").mode("overwrite").save()
         )
-        pairs.append((args.entries / ours, args.entries / base))
-    read_rate = statistics.median(o for o, _ in pairs)
-    base_rate = statistics.median(b for _, b in pairs)
-    ratio = statistics.median(o / b for o, b in pairs)
-    rows = [
-        f"{'read':<8}{read_rate:>14,.0f} r/s{base_rate:>14,.0f} r/s{ratio:>8.2f}"
-        f"  >= 300,000 rows/s ({args.master}; baseline raw fastavro, 1 process)"
-    ]
+
+    files = archived_files(archive_dir)
+    print(
+        read_row(
+            "archive", args.entries, spark_scan(url), lambda: raw_scan_files(files), args.repeat
+        ),
+        flush=True,
+    )
+    if not args.skip_directory:
+        print(
+            read_row(
+                "read", args.entries, spark_scan(log_dir), lambda: raw_scan(log_dir), args.repeat
+            ),
+            flush=True,
+        )
     if not args.skip_state:
 
         def run_state() -> None:
-            state = state_at(spark, log_dir, args.entries - 1)
+            state = state_at(spark, url, args.entries - 1)
             counts.append((state.topics.count(), state.partitions.count()))
             state.release()
 
         counts: list[tuple[int, int]] = []
         state_seconds = timed(run_state)
+        print(
+            f"{'state':<8}{state_seconds:>12,.1f} s  {'':>16}{'':>8}"
+            f"  <= 60 s (archive); {counts[0][0]:,} topics, {counts[0][1]:,} partitions",
+            flush=True,
+        )
         images: list[object] = []
         with LogReader.open(log_dir) as log:
-            image_seconds = timed(lambda: images.append(load_image(log)))
-        rows.append(
-            f"{'state':<8}{state_seconds:>12,.1f} s  {'':>16}{'':>8}"
-            f"  <= 90 s; {counts[0][0]:,} topics, {counts[0][1]:,} partitions"
-        )
-        rows.append(f"{'image':<8}{image_seconds:>12,.1f} s  {'':>16}{'':>8}  in-process replay")
+            image_seconds = timed(lambda: images.append(load_image(log, lte=args.entries - 1)))
+        print(f"{'image':<8}{image_seconds:>12,.1f} s  {'':>16}{'':>8}  in-process replay")
     spark.stop()
     print(f"load average after: {load_average()}")
-    print()
-    print(f"{'measure':<8}{'ours':>18}{'baseline':>18}{'ratio':>8}  target")
+
+
+def _table(rows: list[str]) -> None:
+    print(f"{'measure':<12}{'ours':>12}{'baseline':>16}{'ratio':>8}  target")
     for row in rows:
-        print(row)
-    if talk:
-        print()
-        print(f"mlog audit on a log of {args.small_entries:,} entries (whole processes, local[*]):")
-        print(f"{'measure':<12}{'ours':>12}{'baseline':>16}{'ratio':>8}  target")
-        for row in talk:
-            print(row)
+        print(row, flush=True)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, settings
 from sqlalchemy.engine import make_url
 
 from tests.support.paths import TESTS
+from tests.support.s3_endpoint import S3Endpoint
 from tests.support.sql_backends import BACKENDS, DEFAULT_POSTGRES_URL, libpq
 
 # Hypothesis' per-example deadline is a timing assertion: on a loaded 2-core CI machine a first
@@ -101,6 +102,23 @@ def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
         path = Path(item.path)
         ranks[path] = min(ranks.get(path, len(MODULE_RANKS)), _rank(item))
     return sorted(items, key=lambda item: ranks[Path(item.path)])
+
+
+# ---------------------------------------------------------------------- object storage
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    """An S3-compatible endpoint on 127.0.0.1 (moto's server) with a bucket, for the session.
+
+    Tests reach it with its `env` (os.environ for this process, a child's environment, Spark's
+    `spark.executorEnv.*`); each test writes under a prefix of its own.
+    """
+    endpoint = S3Endpoint.start()
+    try:
+        yield endpoint
+    finally:
+        endpoint.stop()
 
 
 # ---------------------------------------------------------------------- databases

@@ -1,21 +1,26 @@
 """`mlog audit ...`: audit queries and the independent state replay, run in PySpark.
 
-Local Spark (`local[*]`) by default; `--master URL` and `--conf k=v` for a cluster, where the
-log directory must be on a filesystem every executor sees. PySpark is imported only when an
+Local Spark (`local[*]`) by default; `--master URL` and `--conf k=v` for a cluster, which
+reads an archive (`--archive-url`: each executor fetches its segments itself, with the
+store's credentials passed as `spark.executorEnv.*`) or a log directory on a filesystem every
+executor sees. PySpark is imported only when an
 audit command runs (it is the optional `audit` extra). An audit says what it is doing on
 stderr from its first second (`StatusLine`), shows Spark's stage progress while a query runs,
 checks a SQL statement before Spark starts, and stops on Ctrl-C with one line (exit 130);
-`mlog audit shell` keeps one Spark session for any number of queries.
+`mlog audit shell` (`api.cli.audit_shell`) keeps one Spark session for any number of queries.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
-import shlex
+import os
+import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,10 +30,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from api.cli.common import EXIT_DAMAGED, EXIT_ERROR, EXIT_OK, CliError, offset_arg
+from api.cli.common import EXIT_DAMAGED, EXIT_OK, CliError, offset_arg
 from api.cli.output import print_table
 from metadata_log.reader import LogReader
-from records.errors import MetadataLogError
 from replay.timetravel import parse_time
 
 if TYPE_CHECKING:
@@ -51,7 +55,8 @@ def _conf_arg(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _output(args: argparse.Namespace) -> tuple[str, Path | None]:
+def output_kind(args: argparse.Namespace) -> tuple[str, Path | None]:
+    """The answer's format and (parquet) directory, from `--output`; a bad one is refused."""
     given: list[str] = args.audit_output or ["table"]
     kind = given[0]
     if kind not in AUDIT_OUTPUTS:
@@ -65,29 +70,90 @@ def _output(args: argparse.Namespace) -> tuple[str, Path | None]:
     return kind, None
 
 
-def _log_dir(args: argparse.Namespace, settings: Settings) -> Path:
+def log_source(args: argparse.Namespace, settings: Settings) -> str | Path:
+    """The log an audit reads: `--archive-url` (checked: its manifest read), else the directory.
+
+    Everything is checked here, before Spark starts: a bad URL, an unreachable or empty
+    archive, a missing or damaged log are one line.
+    """
+    url = getattr(args, "archive_url", None)
+    if url is not None:
+        if args.log_dir:
+            raise CliError(
+                "give --archive-url (the archive) or --log-dir (a log directory), not both"
+            )
+        from replay.audit.archived import open_archive
+
+        location, manifest = open_archive(url)
+        for start, end in manifest.gaps:
+            print(
+                f"mlog: warning: the archive has no entry for offsets {start}..{end - 1}: the "
+                f"audit reads its history up to offset {manifest.end_offset}",
+                file=sys.stderr,
+            )
+            break
+        return location.url
     path = Path(args.log_dir) if args.log_dir else settings.log_dir
     if not path.is_dir():
         raise CliError(
-            f"there is no log at {path}; give --data-dir (the log is <data-dir>/log) or --log-dir"
+            f"there is no log at {path}; give --data-dir (the log is <data-dir>/log), --log-dir "
+            "or --archive-url"
         )
     with LogReader.open(path):
         pass  # fails here, with a clear message, on a damaged log
     return path
 
 
-def _session(
+def describe_source(source: str | Path) -> str:
+    """How messages name the log an audit reads."""
+    return f"the archive {source}" if isinstance(source, str) else str(source)
+
+
+ARCHIVE_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_CA_BUNDLE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+)
+"""Environment variables of the object stores' clients (boto for s3fs, google-auth for gcsfs)
+that executors on a cluster get from the driver (`spark.executorEnv.*`) when an audit reads
+an archive: they read its objects themselves. Spark redacts the secret ones (its default
+`spark.redaction.regex` matches `secret` and `token`) in its UI and logs."""
+
+
+def executor_env(master: str, source: str | Path) -> dict[str, str]:
+    """`spark.executorEnv.*` settings that give a cluster's executors the archive's credentials.
+
+    None for a directory, or a local master (its executors are threads of the driver's JVM,
+    their Python workers children of it, with this process's environment).
+    """
+    if not isinstance(source, str) or master.startswith("local"):
+        return {}
+    return {
+        f"spark.executorEnv.{name}": os.environ[name] for name in ARCHIVE_ENV if name in os.environ
+    }
+
+
+def start_session(
     args: argparse.Namespace,
     settings: Settings,
     status: StatusLine,
     *,
     parse_first: tuple[str, ...] = (),
+    source: str | Path | None = None,
 ) -> SparkSession:
     """The audit's SparkSession; `status` says it is starting meanwhile.
 
     The JVM's own stderr is shown only with --debug: its errors reach the user as the Python
     exception they cause, in one line. `parse_first` statements are parsed by Spark's parser
-    as soon as the JVM runs, before the rest of the start.
+    as soon as the JVM runs, before the rest of the start. For an archive `source` on a
+    cluster, the executors get the object store's environment (`executor_env`); `--conf`
+    settings come last and override it.
     """
     try:
         from replay.audit.session import LOCAL_MASTER, audit_session, check_master
@@ -100,10 +166,12 @@ def _session(
     status.say(f"starting Spark ({master}) ...")
     spark = audit_session(
         master=master,
-        conf=dict(args.conf or []),
+        conf={**executor_env(master, source or ""), **dict(args.conf or [])},
         jvm_log=sys.stderr if settings.debug else None,
         parse_first=parse_first,
     )
+    if not settings.debug:
+        _quiet_query_context_loggers()
     if threading.current_thread() is threading.main_thread():
         # PySpark's SIGINT handler cancels the jobs through py4j from inside the signal
         # handler, on the connection the interrupted call is using, which fails and logs
@@ -112,12 +180,25 @@ def _session(
     return spark
 
 
-_CTRL_C = threading.Event()
+def _quiet_query_context_loggers() -> None:
+    """Silence PySpark's loggers that print a failed query's error as JSON on stderr.
+
+    An analysis error (an unknown column or table) is logged by PySpark as it is raised
+    (`SQLQueryContextLogger`, `DataFrameQueryContextLogger`), then shown by the audit in one
+    line: without --debug, only that line.
+    """
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+CTRL_C = threading.Event()
 """Set by Ctrl-C (SIGINT): an error that follows it is the interrupted call's, not a fault."""
 
 
 def _on_ctrl_c(signum: int, frame: object) -> None:
-    _CTRL_C.set()
+    CTRL_C.set()
     raise KeyboardInterrupt
 
 
@@ -222,7 +303,7 @@ def emit_rows(answer: Collected, args: argparse.Namespace, out: TextIO) -> int:
     if answer.written is not None:
         out.write(f"wrote {answer.written}\n")
         return 0
-    kind, _ = _output(args)
+    kind, _ = output_kind(args)
     columns = answer.columns
     if kind == "json":
         for row in answer.rows:
@@ -234,7 +315,7 @@ def emit_rows(answer: Collected, args: argparse.Namespace, out: TextIO) -> int:
 
 def emit(frame: DataFrame, args: argparse.Namespace, out: TextIO, name: str = "") -> int:
     """Print (table, JSON lines) or write (parquet) a query's result; returns rows shown."""
-    kind, path = _output(args)
+    kind, path = output_kind(args)
     if kind == "parquet":
         target = path if not name or path is None else path / name
         frame.write.mode("overwrite").parquet(str(target))
@@ -249,13 +330,13 @@ Query = Callable[["SparkSession", "DataFrame", argparse.Namespace], "DataFrame"]
 """A named query: the session, the log DataFrame and the command's flags give the answer."""
 
 
-def _interruptible(
+def interruptible(
     handler: Callable[[argparse.Namespace, Settings, TextIO, StatusLine], int],
 ) -> Callable[[argparse.Namespace, Settings, TextIO], int]:
     """A command handler that answers Ctrl-C with one line and exit 130, no traceback.
 
     Python's own SIGINT handler raises KeyboardInterrupt, in the JVM's start or in a py4j call
-    (`_session` puts it back in place of PySpark's); the JVM itself ignores SIGINT, and ends
+    (`start_session` puts it back in place of PySpark's); the JVM itself ignores SIGINT, and ends
     with this process. py4j's own log records of the interrupted call are dropped.
     """
 
@@ -265,13 +346,13 @@ def _interruptible(
         if quiet is not None:
             logging.getLogger().addFilter(quiet)
             logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
-        _CTRL_C.clear()
+        CTRL_C.clear()
         try:
             return handler(args, settings, out, status)
         except Exception:
             # PySpark's cleanup after an interrupted py4j call (resetting the call site on
             # a new connection) can fail in its turn and replace the KeyboardInterrupt.
-            if not _CTRL_C.is_set():
+            if not CTRL_C.is_set():
                 raise
         except KeyboardInterrupt:
             pass
@@ -286,15 +367,28 @@ def _interruptible(
     return run
 
 
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Damage|Unreachable)): (.+)$")
+"""The last line of a Python traceback: `module.ExceptionName: message`."""
+
+
 def _one_line(exc: Exception) -> CliError:
-    """A PySpark error (a bad statement, a failed job) as the CLI's one-line error."""
+    """A PySpark error (a bad statement, a failed job) as the CLI's one-line error.
+
+    A job that failed in an executor's Python worker carries the worker's traceback: its
+    exception (`ArchiveDamage: s3://... differs ...`) is the line shown, not Spark's preamble.
+    """
     text = str(exc).strip()
+    if "Traceback (most recent call last)" in text:
+        python_part = text.split("JVM stacktrace:", 1)[0]
+        raised = [m for line in python_part.splitlines() if (m := _RAISED.match(line.strip()))]
+        if raised:
+            return CliError(f"{raised[-1][1]}: {raised[-1][2]}")
     return CliError(text.splitlines()[0] if text else type(exc).__name__)
 
 
-def _answer(
+def answer_query(
     spark: SparkSession,
-    log_dir: Path,
+    log_dir: str | Path,
     query: Query,
     args: argparse.Namespace,
     out: TextIO,
@@ -321,7 +415,7 @@ def _answer(
 
 def _collect(frame: DataFrame, args: argparse.Namespace) -> Collected:
     """Run the query: rows in memory (table, json) or written out (parquet)."""
-    kind, path = _output(args)
+    kind, path = output_kind(args)
     if kind == "parquet":
         frame.write.mode("overwrite").parquet(str(path))
         return Collected(columns=[], rows=[], written=path)
@@ -343,23 +437,36 @@ def _run(query: Query) -> Callable[[argparse.Namespace, Settings, TextIO], int]:
         args: argparse.Namespace, settings: Settings, out: TextIO, status: StatusLine
     ) -> int:
         started = time.monotonic()
-        _output(args)  # a bad --output fails before Spark starts
+        output_kind(args)  # a bad --output fails before Spark starts
         statements = _sql_statement(args)
-        log_dir = _log_dir(args, settings)
+        check_query_flags(args)
+        log_dir = log_source(args, settings)
         spark_start = time.monotonic()
-        spark = _session(args, settings, status, parse_first=statements)
+        spark = start_session(args, settings, status, parse_first=statements, source=log_dir)
         spark_seconds = time.monotonic() - spark_start
-        _answer(spark, log_dir, query, args, out, status=status)
+        answer_query(spark, log_dir, query, args, out, status=status)
         _report_time(started, spark_seconds)
         return EXIT_OK
 
-    return _interruptible(handler)
+    return interruptible(handler)
 
 
 def _times(args: argparse.Namespace) -> tuple[int | None, int | None]:
-    since = parse_time(args.since) if args.since else None
-    until = parse_time(args.until) if args.until else None
+    since = parse_time(args.since) if getattr(args, "since", None) else None
+    until = parse_time(args.until) if getattr(args, "until", None) else None
     return since, until
+
+
+def check_query_flags(args: argparse.Namespace) -> None:
+    """Refuse the flags a query would refuse, before Spark starts: times, empty names."""
+    since, until = _times(args)
+    if since is not None and until is not None and since > until:
+        raise CliError("--since is after --until; give the earlier time first")
+    if getattr(args, "user", None) == "":
+        raise CliError("--user needs a user name, e.g. alice")
+    topic = getattr(args, "topic", None)
+    if topic is not None and not topic.rpartition(":")[2]:
+        raise CliError("--topic needs a topic name, e.g. orders or team:orders")
 
 
 def _lifecycle(spark: SparkSession, log: DataFrame, args: argparse.Namespace) -> DataFrame:
@@ -402,24 +509,36 @@ def _sql(spark: SparkSession, log: DataFrame, args: argparse.Namespace) -> DataF
     return sql(spark, log, args.statement)
 
 
-def _state_offset(log_dir: Path, at_offset: int) -> None:
-    with LogReader.open(log_dir) as log:
-        end = log.end_offset
-    if not 0 <= at_offset < end:
+def _state_offset(source: str | Path, at_offset: int) -> None:
+    if isinstance(source, str):
+        from replay.audit.archived import open_archive
+
+        _, manifest = open_archive(source)
+        start, end = manifest.start_offset or 0, manifest.end_offset or 0
+        where = "the archive"
+    else:
+        with LogReader.open(source) as log:
+            start, end = 0, log.end_offset
+        where = "the log"
+    if not start <= at_offset < end:
         raise CliError(
-            f"--at-offset {at_offset} is not in the log; its offsets are 0..{end - 1}"
+            f"--at-offset {at_offset} is not in {where}; its offsets are {start}..{end - 1}"
             if end
-            else "the log is empty"
+            else f"{where} is empty"
         )
 
 
-def _state(
-    spark: SparkSession, log_dir: Path, args: argparse.Namespace, out: TextIO, status: StatusLine
+def answer_state(
+    spark: SparkSession,
+    log_dir: str | Path,
+    args: argparse.Namespace,
+    out: TextIO,
+    status: StatusLine,
 ) -> int:
     """Write the Spark replay at `--at-offset` (or, with `--check`, its differences)."""
     from pyspark.errors import PySparkException
 
-    from replay.audit.state import compare_with_image, state_at
+    from replay.audit.state import state_at
 
     _state_offset(log_dir, args.at_offset)
     started = time.monotonic()
@@ -427,35 +546,10 @@ def _state(
     try:
         with _progress(spark, status, started):
             if args.check:
-                from replay.audit.chain import audit_chain
-
-                chain = audit_chain(spark, log_dir, args.at_offset)
-                status.clear()
-                out.write(chain.text() + "\n")
-                if chain.digest is not None:
-                    out.write(f"digest at offset {chain.digest.offset}: {chain.digest.token()}\n")
-                if not chain.ok:
-                    print(
-                        f"mlog: the log's hash chain is broken at offset {chain.first_break}",
-                        file=sys.stderr,
-                    )
-                    return EXIT_DAMAGED
-                differences = compare_with_image(spark, log_dir, args.at_offset)
-                status.clear()
-                for difference in differences:
-                    out.write(difference.text() + "\n")
-                if differences:
-                    print(
-                        f"mlog: {len(differences)} differences between the Spark replay and "
-                        f"the image at offset {args.at_offset}",
-                        file=sys.stderr,
-                    )
-                    return EXIT_DAMAGED
-                out.write(f"state at offset {args.at_offset}: the Spark replay matches the image\n")
-                return EXIT_OK
+                return _check_state(spark, log_dir, args.at_offset, out, status)
             state = state_at(spark, log_dir, args.at_offset)
             try:
-                kind, path = _output(args)
+                kind, path = output_kind(args)
                 topics = state.topics.orderBy("namespace", "topic_name")
                 partitions = state.partitions.orderBy("namespace", "topic_name", "partition_id")
                 if kind == "parquet" and path is not None:
@@ -477,186 +571,68 @@ def _state(
         raise _one_line(exc) from None
 
 
+def _check_state(
+    spark: SparkSession, source: str | Path, at_offset: int, out: TextIO, status: StatusLine
+) -> int:
+    """`state --check`: the chain in Spark tasks, then the Spark replay against the image.
+
+    For an archive the executors read it; the driver replays the image (and takes the
+    digest) from a copy of the archived segments up to `at_offset`, downloaded into a
+    temporary directory and checked by SHA-256 (`download_view`).
+    """
+    from replay.audit.chain import audit_chain
+    from replay.audit.state import compare_with_image
+
+    with contextlib.ExitStack() as stack:
+        local: str | Path = source
+        if isinstance(source, str):
+            from replay.audit.archived import download_view
+
+            cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlog-audit-"))
+            local = stack.enter_context(download_view(source, Path(cache), lte=at_offset)).path
+        chain = audit_chain(spark, source, at_offset, digest_from=local)
+        status.clear()
+        out.write(chain.text() + "\n")
+        if chain.digest is not None:
+            out.write(f"digest at offset {chain.digest.offset}: {chain.digest.token()}\n")
+        if not chain.ok:
+            print(
+                f"mlog: the log's hash chain is broken at offset {chain.first_break}",
+                file=sys.stderr,
+            )
+            return EXIT_DAMAGED
+        differences = compare_with_image(spark, source, at_offset, image_from=local)
+    status.clear()
+    for difference in differences:
+        out.write(difference.text() + "\n")
+    if differences:
+        print(
+            f"mlog: {len(differences)} differences between the Spark replay and "
+            f"the image at offset {at_offset}",
+            file=sys.stderr,
+        )
+        return EXIT_DAMAGED
+    out.write(f"state at offset {at_offset}: the Spark replay matches the image\n")
+    return EXIT_OK
+
+
 def _cmd_state(
     args: argparse.Namespace, settings: Settings, out: TextIO, status: StatusLine
 ) -> int:
     """The Spark replay of topics and partitions at an offset; `--check` compares with the image."""
-    _output(args)
-    log_dir = _log_dir(args, settings)
+    output_kind(args)
+    log_dir = log_source(args, settings)
     _state_offset(log_dir, args.at_offset)
     started = time.monotonic()
-    spark = _session(args, settings, status)
+    spark = start_session(args, settings, status, source=log_dir)
     spark_seconds = time.monotonic() - started
-    code = _state(spark, log_dir, args, out, status)
+    code = answer_state(spark, log_dir, args, out, status)
     if code == EXIT_OK:
         _report_time(started, spark_seconds)
     return code
 
 
-cmd_state = _interruptible(_cmd_state)
-
-
-# ---------------------------------------------------------------------- mlog audit shell
-
-SHELL_HELP = """\
-Each line is one query, with the flags it takes on the command line:
-  who-changed [--principal P] [--since T] [--until T]
-  access-changes [--principal P] [--user U] [--since T] [--until T]
-  topic-lifecycle --topic NAME
-  partition-modes [--topic NAME]
-  churn [--by hour|day]
-  state --at-offset N [--check]
-  sql "SELECT ..."   (or the statement alone: SELECT ... FROM metadata_log ...)
-Every query takes --output table|json|parquet PATH and --include-internal.
-help shows this; quit, exit or Ctrl-D ends the shell; Ctrl-C stops the running query.
-"""
-
-
-class _ShellParser(argparse.ArgumentParser):
-    """The verbs' parser inside the shell: a bad line is an error to show, not an exit.
-
-    It takes no abbreviated flag, as `mlog`'s own parsers.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> Any:
-        raise CliError(message)
-
-    def exit(self, status: int = 0, message: str | None = None) -> Any:
-        if message:
-            raise CliError(message.strip())
-        raise _ShellHelpShown
-
-
-class _ShellHelpShown(Exception):
-    """`QUERY --help` in the shell printed its help; nothing to run."""
-
-
-def _shell_parser() -> argparse.ArgumentParser:
-    parser = _ShellParser(prog="", add_help=False)
-    add_verbs(parser, session_flags=False, parser_class=_ShellParser)
-    return parser
-
-
-def _shell_line(parser: argparse.ArgumentParser, line: str) -> argparse.Namespace | None:
-    """The parsed query of one shell line (None: a blank line); raises CliError if bad."""
-    text = line.strip()
-    if not text or text.startswith("#"):
-        return None
-    from replay.audit.sql_check import STATEMENT_WORDS
-
-    first = text.split(None, 1)[0]
-    if first.upper() in STATEMENT_WORDS or first.startswith("("):
-        return parser.parse_args(["sql", text])
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise CliError(f"cannot split the line into words: {exc}") from None
-    return parser.parse_args(words)
-
-
-def _cmd_shell(
-    args: argparse.Namespace, settings: Settings, out: TextIO, status: StatusLine
-) -> int:
-    """`mlog audit shell`: one Spark session, any number of queries read from stdin."""
-    log_dir = _log_dir(args, settings)
-    started = time.monotonic()
-    spark = _session(args, settings, status)
-    status.clear()
-    interactive = sys.stdin.isatty()
-    print(
-        f"mlog: audit shell on {log_dir}: Spark ready in {time.monotonic() - started:.1f} s; "
-        "type help for the queries, Ctrl-D to end",
-        file=sys.stderr,
-    )
-    parser = _shell_parser()
-    failed = False
-    while (line := _read_line(interactive)) is not None:
-        if line.strip() in ("quit", "exit"):
-            break
-        if line.strip() in ("help", "?"):
-            out.write(SHELL_HELP)
-            out.flush()
-            continue
-        failed = not _shell_query(spark, log_dir, parser, line, out, status=status) or failed
-    # Queries piped in are a script: a failed one makes the exit code say so.
-    return EXIT_ERROR if failed and not interactive else EXIT_OK
-
-
-def _read_line(interactive: bool) -> str | None:
-    """The next line typed (or piped) into the shell; None at its end (Ctrl-D, end of input)."""
-    if not interactive:
-        line = sys.stdin.readline()
-        return line if line else None
-    while True:
-        try:
-            return input("audit> ")
-        except EOFError:
-            print(file=sys.stderr)
-            return None
-        except KeyboardInterrupt:  # at the prompt: a fresh prompt, as Python's own REPL does
-            print(file=sys.stderr)
-
-
-def _shell_query(
-    spark: SparkSession,
-    log_dir: Path,
-    parser: argparse.ArgumentParser,
-    line: str,
-    out: TextIO,
-    *,
-    status: StatusLine,
-) -> bool:
-    """Run one shell line; False if it failed (its error already shown in one line)."""
-    started = time.monotonic()
-    try:
-        query = _shell_line(parser, line)
-        if query is None:
-            return True
-        _output(query)
-        if query.verb == "state":
-            code = _state(spark, log_dir, query, out, status)
-            rows = None
-        else:
-            from replay.audit.sql_check import precheck
-
-            if query.verb == "sql":
-                precheck(query.statement)
-            rows = _answer(spark, log_dir, query.query, query, out, status=status)
-            code = EXIT_OK
-    except _ShellHelpShown:
-        return True
-    except KeyboardInterrupt:
-        return _interrupted(spark, status)
-    except (MetadataLogError, OSError) as exc:
-        if _CTRL_C.is_set():  # the interrupted call's cleanup failed in its turn
-            return _interrupted(spark, status)
-        status.clear()
-        message = str(exc) if not isinstance(exc, OSError) else f"{exc.strerror}: {exc.filename}"
-        print(f"mlog: error: {message}", file=sys.stderr)
-        return False
-    out.flush()
-    counted = "" if rows is None else f"{rows} rows, "
-    print(f"mlog: ({counted}{time.monotonic() - started:.1f} s)", file=sys.stderr)
-    return code == EXIT_OK
-
-
-def _interrupted(spark: SparkSession, status: StatusLine) -> bool:
-    """Cancel a query stopped by Ctrl-C (its Spark jobs, so the next query has the cores)."""
-    status.clear()
-    _CTRL_C.clear()
-    try:
-        spark.sparkContext.cancelAllJobs()
-    except Exception as exc:  # the JVM is gone: the next query says so
-        print(f"mlog: could not cancel the query's Spark jobs: {exc}", file=sys.stderr)
-    print("mlog: query interrupted (Ctrl-C)", file=sys.stderr)
-    return False
-
-
-cmd_shell = _interruptible(_cmd_shell)
+cmd_state = interruptible(_cmd_state)
 
 
 def _common(parser: argparse.ArgumentParser, *, session_flags: bool = True) -> None:
@@ -669,6 +645,13 @@ def _common(parser: argparse.ArgumentParser, *, session_flags: bool = True) -> N
         )
         parser.add_argument(
             "--log-dir", help="the log directory itself (e.g. on a shared filesystem)"
+        )
+        parser.add_argument(
+            "--archive-url",
+            metavar="URL",
+            help="read the history from this archive (metadata.log.archive.url: s3://BUCKET/"
+            "PREFIX, file:///PATH, ...) instead of a log directory; executors read it "
+            "themselves, no shared filesystem needed",
         )
         parser.add_argument(
             "--master", help="Spark master URL (default local[*], a local Spark in this process)"
@@ -695,6 +678,12 @@ def _common(parser: argparse.ArgumentParser, *, session_flags: bool = True) -> N
         action="store_true",
         help="include the service's bookkeeping records (ClientWriteRecord), left out by default",
     )
+
+
+def _shell_handler(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    from api.cli.audit_shell import cmd_shell
+
+    return cmd_shell(args, settings, out)
 
 
 def add_verbs(
@@ -772,4 +761,4 @@ def add_verbs(
             help="one Spark session for many queries: type them (or pipe them) one per line",
         )
         _common(shell)
-        shell.set_defaults(handler=cmd_shell)
+        shell.set_defaults(handler=_shell_handler)

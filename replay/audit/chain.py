@@ -5,20 +5,28 @@ task recomputes every block's value from the stored value before it and compares
 from the chain file's `previous`. What ties the segments together, each file's `previous`
 being the previous segment's last stored value, is checked on the driver from what the tasks
 return. The first break is the lowest offset any of them names.
+
+Over an archive (`audit_chain(spark, "s3://...")`) each task fetches its segment and chain
+objects through fsspec into a temporary directory of its own, checked by SHA-256 against the
+manifest (`ArchiveCache.fetch`), and checks them as a local segment; the executors need no
+mount.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metadata_log.archive import ArchiveCache, ArchiveLocation, ManifestEntry
 from metadata_log.chain import ChainDamage, chain_path, link, read_chain_file
 from metadata_log.container import BlockDamage, body_prefix
 from metadata_log.digest import DigestError, LogDigest, take_digest
 from metadata_log.reader import LogReader
 from metadata_log.segment import ScanProblem, Segment
+from replay.audit.archived import is_archive_url, open_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -131,24 +139,56 @@ def check_segment(task: tuple[str, int, int]) -> SegmentChain:
     )
 
 
-def audit_chain(spark: SparkSession, log_dir: Path, at_offset: int | None = None) -> ChainAudit:
+def check_archived_segment(task: tuple[str, ManifestEntry]) -> SegmentChain:
+    """Fetch one archived segment and its chain file (checked by hash), then check its chain."""
+    url, entry = task
+    with tempfile.TemporaryDirectory(prefix="mlog-audit-chain-") as work:
+        segment, _ = ArchiveCache(ArchiveLocation.open(url), Path(work)).fetch(entry)
+        return check_segment((os.fspath(segment), entry.base_offset, segment.stat().st_size))
+
+
+def log_digest(log_dir: str | os.PathLike[str], at_offset: int) -> LogDigest | None:
+    """The digest at the last block end at or before `at_offset` (None: the log has no chain)."""
+    with LogReader.open(log_dir) as log:
+        try:
+            return take_digest(list(log.storage.segments), at_offset, at_or_before=True)
+        except DigestError:  # a log without a chain has no digest
+            return None
+
+
+def audit_chain(
+    spark: SparkSession,
+    log_dir: str | os.PathLike[str],
+    at_offset: int | None = None,
+    *,
+    digest_from: str | os.PathLike[str] | None = None,
+) -> ChainAudit:
     """Check the chain of the log in `log_dir` in parallel, one Spark task per segment.
 
-    With `at_offset`, the audit also carries the digest at the last block end at or before it.
+    `log_dir` may be an archive URL (its run is checked). With `at_offset`, the audit also
+    carries the digest at the last block end at or before it, taken from the stored chain
+    values of `digest_from` (default: `log_dir` itself; for an archive, a local copy of it,
+    e.g. the view `state --check` reads its image from; none given: no digest).
     """
-    with LogReader.open(log_dir) as log:
-        segments = list(log.storage.segments)
-        tasks = [(os.fspath(s.path), s.base_offset, s.size) for s in segments]
-        digest = None
-        if at_offset is not None:
-            try:
-                digest = take_digest(segments, at_offset, at_or_before=True)
-            except DigestError:  # a log without a chain has no digest
-                digest = None
     context: Any = spark.sparkContext
-    found: list[SegmentChain] = (
-        context.parallelize(tasks, max(1, len(tasks))).map(check_segment).collect()
-    )
+    source = os.fspath(log_dir)
+    if is_archive_url(source):
+        _, manifest = open_archive(source)
+        archived = [(source, entry) for entry in manifest.run]
+        found: list[SegmentChain] = (
+            context.parallelize(archived, max(1, len(archived)))
+            .map(check_archived_segment)
+            .collect()
+        )
+    else:
+        with LogReader.open(log_dir) as log:
+            segments = list(log.storage.segments)
+            tasks = [(os.fspath(s.path), s.base_offset, s.size) for s in segments]
+        found = context.parallelize(tasks, max(1, len(tasks))).map(check_segment).collect()
+        digest_from = log_dir if digest_from is None else digest_from
+    digest = None
+    if at_offset is not None and digest_from is not None:
+        digest = log_digest(digest_from, at_offset)
     found.sort(key=lambda s: s.base_offset)
     breaks = [(s.first_break, s.reason) for s in found if s.first_break is not None]
     previous: SegmentChain | None = None

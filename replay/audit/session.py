@@ -373,6 +373,9 @@ def read_log(
 ) -> DataFrame:
     """The entries of the log in `log_dir` as a DataFrame (checked to open on the driver first).
 
+    `log_dir` may be an archive URL (`s3://bucket/prefix`, `file:///path`): the archive's run
+    is read, each executor fetching its segments through fsspec (`replay.audit.archived`).
+
     The DataFrame carries the always-true filter `offset >= 0`. Spark (4.1) caches a Python
     source's planned read on the relation and, for a query with no filter to push, reuses the
     plan left by the last pushdown; with a filter in every query, each query plans afresh.
@@ -382,14 +385,19 @@ def read_log(
     from pyspark.sql import functions as F
 
     from metadata_log.reader import LogReader
+    from replay.audit.archived import is_archive_url, open_archive
     from replay.audit.source import SOURCE_NAME
 
-    with LogReader.open(log_dir) as log:
-        log.read_spans()  # a damaged log fails here, with the segment and position
+    source = os.fspath(log_dir)
+    if is_archive_url(source):
+        open_archive(source)  # a bad URL, an empty or damaged manifest fail here, in one line
+    else:
+        with LogReader.open(log_dir) as log:
+            log.read_spans()  # a damaged log fails here, with the segment and position
     reader = spark.read.format(SOURCE_NAME)
     if not payload:
         reader = reader.option("payload", "false")
-    frame = reader.load(str(log_dir)).where(F.col("offset") >= 0)
+    frame = reader.load(source).where(F.col("offset") >= 0)
     if not internal:
         frame = frame.where(~F.col("record_type").isin(*INTERNAL_RECORD_TYPES))
     return frame

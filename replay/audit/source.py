@@ -1,8 +1,10 @@
 """The `metadata_log` PySpark data source: a log directory as a DataFrame, read in parallel.
 
-`spark.read.format("metadata_log").load(log_dir)` after `replay.audit.register(spark)`. The
-driver plans input partitions from the segments' sparse indexes (one per segment, large segments
-cut into ranges of whole blocks of about `splitBytes`), capturing each segment's committed size,
+`spark.read.format("metadata_log").load(log_dir)` after `replay.audit.register(spark)`; an
+archive URL (`load("s3://bucket/prefix")`, or the option `archive`) reads an archive instead,
+one partition per archived segment, with no mount (`replay.audit.archived`). The driver plans
+input partitions from the segments' sparse indexes (one per segment, large segments cut into
+ranges of whole blocks of about `splitBytes`), capturing each segment's committed size,
 so a log being appended to is read up to the blocks complete at planning time. Executors read
 their byte range of the segment file, check each block's CRC, and yield Arrow batches
 (`replay.audit.columns`). No jar, no network beyond Spark's own.
@@ -15,7 +17,7 @@ base spells it, for Spark versions or callers without filter pushdown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -34,10 +36,18 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from metadata_log.container import body_prefix
+from metadata_log.archive import ArchiveDamage
+from metadata_log.container import RawBlock, body_prefix
 from metadata_log.errors import LogCorruptionError
 from metadata_log.reader import LogReader
 from metadata_log.spans import ReadSpan, read_span
+from replay.audit.archived import (
+    ArchivedSegment,
+    archived_segments,
+    is_archive_url,
+    open_archive,
+    read_archived,
+)
 from replay.audit.columns import SCHEMA_DDL, BlockConverter
 
 SOURCE_NAME = "metadata_log"
@@ -57,7 +67,7 @@ class Bounds:
     since: int = -_NO_LIMIT
     until: int = _NO_LIMIT
 
-    def keeps(self, span: ReadSpan) -> bool:
+    def keeps(self, span: ReadSpan | ArchivedSegment) -> bool:
         """Whether any entry of the span can be in bounds."""
         return (
             span.next_offset > self.lo
@@ -77,6 +87,16 @@ class SpanPartition(InputPartition):
         self.payload = payload
 
 
+class ArchivePartition(InputPartition):
+    """One input partition: an archived segment, read whole, and the bounds to apply."""
+
+    def __init__(self, segment: ArchivedSegment, bounds: Bounds, *, payload: bool) -> None:
+        super().__init__((segment.url, segment.name))
+        self.segment = segment
+        self.bounds = bounds
+        self.payload = payload
+
+
 def _millis(value: Any) -> int | None:
     """Milliseconds since the epoch of a pushed-down timestamp literal (naive = local time)."""
     if isinstance(value, datetime):
@@ -90,12 +110,18 @@ class MetadataLogReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         # Spark's option map is case-insensitive (`splitBytes` arrives as `splitbytes`).
         path = options.get("path")
-        if not path:
+        archive = options.get("archive")
+        if path and is_archive_url(path):
+            path, archive = None, path
+        if not path and not archive:
             raise ValueError(
-                'metadata_log needs the log directory: spark.read.format("metadata_log")'
-                ".load(<data-dir>/log)"
+                "metadata_log needs the log directory or an archive URL: spark.read.format("
+                '"metadata_log").load(<data-dir>/log) or .load("s3://bucket/prefix")'
             )
+        if path and archive:
+            raise ValueError("metadata_log reads a log directory or an archive, not both")
         self.path = path
+        self.archive = archive
         self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
         self.payload = options.get("payload", "true").lower() != "false"
         gt = options.get("gt")
@@ -139,7 +165,16 @@ class MetadataLogReader(DataSourceReader):
         self.bounds = Bounds(lo=lo, hi=hi, since=since, until=until)
 
     def partitions(self) -> list[InputPartition]:
-        """One partition per span of whole blocks that can hold wanted entries."""
+        """One partition per span of whole blocks (per archived segment) holding wanted entries."""
+        if self.archive is not None:
+            location, manifest = open_archive(self.archive)
+            return [
+                ArchivePartition(split, self.bounds, payload=self.payload)
+                for s in archived_segments(location, manifest)
+                if self.bounds.keeps(s)
+                for split in s.splits(self.split_bytes)
+            ]
+        assert self.path is not None
         with LogReader.open(self.path) as log:
             spans = log.read_spans(split_bytes=self.split_bytes)
         return [
@@ -150,6 +185,10 @@ class MetadataLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The partition's entries in bounds, as Arrow batches of up to `BATCH_ROWS` rows."""
+        if isinstance(partition, ArchivePartition):
+            return read_archived_batches(
+                partition.segment, partition.bounds, payload=partition.payload
+            )
         if not isinstance(partition, SpanPartition):
             raise TypeError(f"not a metadata_log partition: {partition!r}")
         return read_batches(partition.span, partition.bounds, payload=partition.payload)
@@ -170,14 +209,48 @@ def read_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The entries of a span within `bounds`, as Arrow batches (used by the data source)."""
     schema_json, blocks = read_span(span)
+
+    def damage(position: int, reason: str) -> Exception:
+        return LogCorruptionError(span.path, position, reason)
+
+    return _batches(schema_json, blocks, span.first_offset, bounds, payload=payload, damage=damage)
+
+
+def read_archived_batches(
+    segment: ArchivedSegment, bounds: Bounds = Bounds(), *, payload: bool = True
+) -> Iterator[pa.RecordBatch]:
+    """The entries of an archived segment within `bounds`, as Arrow batches."""
+    schema_json, blocks = read_archived(segment)
+
+    def damage(position: int, reason: str) -> Exception:
+        return ArchiveDamage(f"{segment.url}/{segment.name}: block at byte {position}: {reason}")
+
+    first = segment.first_offset if segment.split_start == 0 else None
+    return _batches(schema_json, blocks, first, bounds, payload=payload, damage=damage)
+
+
+def _batches(
+    schema_json: str,
+    blocks: Iterator[RawBlock],
+    first_offset: int | None,
+    bounds: Bounds,
+    *,
+    payload: bool,
+    damage: Callable[[int, str], Exception],
+) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of the blocks' entries within `bounds`; offsets checked to be dense.
+
+    `first_offset` is the offset the first block must start at (None: wherever it starts, for
+    a split of an archived segment, whose start is known only once read).
+    """
     builder = _converter(schema_json, payload).builder()
-    expected = span.first_offset
+    expected = first_offset
     for block in blocks:
         first, _, timestamp = body_prefix(block.body)
+        if expected is None:
+            expected = first
         if first != expected:
-            raise LogCorruptionError(
-                span.path, block.position, f"block starts at offset {first}, expected {expected}"
-            )
+            raise damage(block.position, f"block starts at offset {first}, expected {expected}")
         expected += block.count
         last = first + block.count - 1
         if first > bounds.hi:
@@ -191,9 +264,7 @@ def read_batches(
             yield builder.finish()
         held = builder.add(block.count, block.body)
         if held != (first, last):
-            raise LogCorruptionError(
-                span.path, block.position, f"block holds offsets {held[0]}..{held[1]}"
-            )
+            raise damage(block.position, f"block holds offsets {held[0]}..{held[1]}")
         if lo or hi < block.count:
             yield builder.finish().slice(lo, hi - lo)
         elif builder.rows >= BATCH_ROWS:

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from metadata_log.reader import LogReader
 from records.model import PARTITION_STATE_FIELDS, Mode
+from replay.audit.archived import is_archive_url, refuse_trimmed_archive
 from replay.audit.session import read_log
 from replay.errors import TrimmedLogError
 from replay.image import MetadataImage
@@ -86,9 +87,12 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
     It replays the topic records from the log's first entry, so a trimmed log (`mlog log
     trim`) is refused with `TrimmedLogError`: the topics created before its start are gone.
     """
-    with LogReader.open(log_dir) as whole:
-        if whole.log_start_offset > 0:
-            raise TrimmedLogError(whole.log_start_offset, 0)
+    if is_archive_url(os.fspath(log_dir)):
+        refuse_trimmed_archive(os.fspath(log_dir))
+    else:
+        with LogReader.open(log_dir) as whole:
+            if whole.log_start_offset > 0:
+                raise TrimmedLogError(whole.log_start_offset, 0)
     # One scan of the log, kept for the many joins below: only the topic records, and only the
     # columns the rules read.
     log = (
@@ -326,9 +330,19 @@ def _compare(
 
 
 def compare_with_image(
-    spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: int
+    spark: SparkSession,
+    log_dir: str | os.PathLike[str],
+    at_offset: int,
+    *,
+    image_from: str | os.PathLike[str] | None = None,
 ) -> list[StateDifference]:
-    """Every difference between `state_at` and the in-process image at `at_offset`."""
+    """Every difference between `state_at` and the in-process image at `at_offset`.
+
+    The image is replayed in this process from `image_from` (default `log_dir`; for an
+    archive URL, a local copy of it: `replay.audit.archived.download_view`).
+    """
+    if image_from is None and is_archive_url(os.fspath(log_dir)):
+        raise ValueError("an archive's image needs a local copy: give image_from")
     state = state_at(spark, log_dir, at_offset)
     try:
         spark_topics = {r["topic_id"]: r.asDict() for r in state.topics.collect()}
@@ -337,7 +351,7 @@ def compare_with_image(
         }
     finally:
         state.release()
-    with LogReader.open(log_dir) as log:
+    with LogReader.open(log_dir if image_from is None else image_from) as log:
         image = load_image(log, lte=at_offset)
     image_topics, image_partitions = image_tables(image)
     return _compare("topic", spark_topics, image_topics) + _compare(
