@@ -8,7 +8,7 @@ from the driver's cursor. `replay.sql.store` decides what to read and write.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table
@@ -47,11 +47,19 @@ def _placeholder(conn: Connection) -> str:
     raise SnapshotStoreError(f"driver paramstyle {style!r} is not supported for fast reads")
 
 
-def select_chunks(conn: Connection, table: Table, snapshot_id: int) -> Iterator[list[Row]]:
-    """Content rows of one snapshot as plain tuples, in chunks straight from the cursor."""
+def select_chunks(
+    conn: Connection, table: Table, snapshot_id: int, *, order_by: Sequence[str] = ()
+) -> Iterator[list[Row]]:
+    """Content rows of one snapshot as plain tuples, in chunks straight from the cursor.
+
+    `order_by`: columns the database sorts them by (none: the order it finds them in).
+    """
     names = _columns(conn, table)[1:]
-    quoted = conn.dialect.identifier_preparer.quote(table.name)
-    sql = f"SELECT {', '.join(names)} FROM {quoted} WHERE snapshot_id = {_placeholder(conn)}"
+    quote = conn.dialect.identifier_preparer.quote
+    where = f"snapshot_id = {_placeholder(conn)}"
+    sql = f"SELECT {', '.join(names)} FROM {quote(table.name)} WHERE {where}"
+    if order_by:
+        sql += f" ORDER BY {', '.join(quote(name) for name in order_by)}"
     cursor = _cursor(conn)
     try:
         cursor.execute(sql, (snapshot_id,))

@@ -47,7 +47,14 @@ from sqlalchemy.exc import (
 from metadata_log.private_files import FILE_MODE
 from replay.image import MetadataImage, Provenance
 from replay.sql import content, revision
-from replay.sql.content import ContentChecksum, Row, image_from_rows, image_rows, record_count
+from replay.sql.content import (
+    ContentChecksum,
+    PartitionRowsUnsorted,
+    Row,
+    image_from_rows,
+    image_rows,
+    record_count,
+)
 from replay.sql.errors import (
     SchemaAheadError,
     SchemaBehindError,
@@ -74,6 +81,8 @@ PACE_ROWS = 64
 there, so not after every row)."""
 _SNAPSHOTS = SNAPSHOTS
 _TABLES: dict[str, Table] = {t.name: t for t in CONTENT_TABLES}
+PARTITION_ORDER = ("topic_id", "partition_id")
+"""The order the partition rows are written in, asked of the database when it lost it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -640,18 +649,46 @@ class SnapshotStore:
         with self._connect() as conn:
             try:
                 with conn.begin():
-                    rows = {
-                        name: itertools.chain.from_iterable(
-                            _counting(select_chunks(conn, table, info.id), progress)
-                        )
-                        for name, table in _TABLES.items()
-                    }
-                    # Every table but the big one is read whole first: image_from_rows reads
-                    # them in its own order, and each iterator holds its own cursor.
-                    image = image_from_rows(info.provenance, _materialized(rows), checksum)
+                    try:
+                        image = self._image_of_rows(conn, info, checksum, progress, sort=False)
+                    except PartitionRowsUnsorted:
+                        # The database gave the partitions back out of their written order
+                        # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
+                        checksum = ContentChecksum()
+                        image = self._image_of_rows(conn, info, checksum, progress, sort=True)
             except self._errors() as exc:
                 raise self._failed(exc, f"reading snapshot {info.id}") from None
         return image, checksum.hexdigest()
+
+    @staticmethod
+    def _image_of_rows(
+        conn: Connection,
+        info: SnapshotInfo,
+        checksum: ContentChecksum,
+        progress: Progress | None,
+        *,
+        sort: bool,
+    ) -> MetadataImage:
+        """The image of a snapshot's rows, the partitions streamed in (sorted by the database)."""
+        rows = {
+            name: itertools.chain.from_iterable(
+                _counting(
+                    select_chunks(
+                        conn,
+                        table,
+                        info.id,
+                        order_by=PARTITION_ORDER if sort and name == content.PARTITIONS else (),
+                    ),
+                    progress,
+                )
+            )
+            for name, table in _TABLES.items()
+        }
+        # Every table but the big one is read whole first: image_from_rows reads them in its
+        # own order, and each iterator holds its own cursor. The partitions stream in last.
+        return image_from_rows(
+            info.provenance, _materialized(rows), checksum, partitions_sorted=sort
+        )
 
     def count_rows(self, snapshot_id: int) -> dict[str, int]:
         """Rows per content table of a snapshot (for `mlog snapshot show`)."""
