@@ -17,7 +17,7 @@ import pytest
 from metadata_log.reader import LogReader
 from replay.image import MetadataImage
 from replay.loader import load_image
-from replay.sql import content
+from replay.sql import content, row_io
 from replay.sql import store as store_module
 from replay.sql.content import ContentChecksum, PartitionRowsUnsorted, Row, image_from_rows
 from replay.sql.errors import SnapshotContentError
@@ -122,7 +122,7 @@ def test_a_snapshot_whose_rows_the_database_moved_loads_the_same(
     # the order a database may give them in after reusing space. The load reads them again,
     # sorted by the database, and gives the image written, its checksum intact.
     orders: list[tuple[str, ...]] = []
-    select_chunks = store_module.select_chunks
+    select_chunks = row_io.select_chunks
 
     def spied(*args: Any, order_by: tuple[str, ...] = ()) -> Any:
         if args[1].name == content.PARTITIONS:
