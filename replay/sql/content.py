@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from immutables import Map
 
 from records.interning import shared_ints
 from records.model import (
+    PARTITION_FIELDS,
     PARTITION_STATE_FIELDS,
     AccessControlEntryRecord,
     BrokerEndpoint,
@@ -62,6 +64,13 @@ from replay.image import (
 from replay.sql import security_rows
 from replay.sql.errors import SnapshotContentError
 from replay.sql.ids import parse_id
+
+try:
+    from replay.sql import _partition_rows as _compiled  # type: ignore[attr-defined]  # optional C
+except ImportError:  # built without a C compiler: the records are built in Python
+    _compiled = None
+else:
+    _compiled.prepare(PartitionRecord, PARTITION_FIELDS)
 
 Row = tuple[Any, ...]
 
@@ -504,19 +513,18 @@ def _topics(
     if pending_rows:
         raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
     checksum.add_sum(PARTITIONS, build.digest_sum, build.partitions)
-    by_id: dict[Uuid, TopicImage] = {}
+    built = build.built.values()
     by_name: dict[str, Uuid] = {}
     topic_counts: dict[str, int] = {}
-    for topic in build.built.values():
+    for topic in built:
         topic_id = topic.topic_id
-        by_id[topic_id] = topic
         namespace = topic.namespace
         by_name[qualified_name(namespace, topic.name)] = topic_id
         if namespace:
             topic_counts[namespace] = topic_counts.get(namespace, 0) + 1
     return (
         TopicsImage(
-            by_id=Map(by_id),
+            by_id=Map((topic.topic_id, topic) for topic in built),
             by_name=Map(by_name),
             replica_index=BrokerIndex.of(build.index.build()),
         ),
@@ -597,6 +605,10 @@ _blake2b = hashlib.blake2b
 _marshal_dumps = marshal.dumps
 
 
+_replicas_text = operator.itemgetter(2)
+"""A partition row's replica list, as text."""
+
+
 class _ReplicaIndex:
     """`TopicsImage.by_broker` built while the topics are loaded, in the same pass.
 
@@ -613,7 +625,7 @@ class _ReplicaIndex:
 
     def add(self, topic_id: Uuid, rows: Sequence[Row]) -> None:
         """Index one topic by its partition rows (in partition id order, already checked)."""
-        key = tuple(row[2] for row in rows)
+        key = tuple(map(_replicas_text, rows))
         layout = self._layouts.get(key)
         if layout is None:
             per_broker: dict[int, list[int]] = {}
@@ -713,6 +725,18 @@ def _client_writes(
 def _partitions(
     topic_id: Uuid, rows: list[Row], arrays: _ArrayValues
 ) -> tuple[PartitionRecord, ...]:
+    """The records of one topic's partition rows (ids 0..n-1, in order), compiled if it can."""
+    if _compiled is not None:
+        built: tuple[PartitionRecord, ...] | None = _compiled.build(rows, topic_id, arrays, _MODES)
+        if built is not None:
+            return built
+    return _partitions_in_python(topic_id, rows, arrays)
+
+
+def _partitions_in_python(
+    topic_id: Uuid, rows: list[Row], arrays: _ArrayValues
+) -> tuple[PartitionRecord, ...]:
+    """`_partitions` in Python: rows of a new replica list, or rows that are not right."""
     (
         set_partition_id,
         set_topic_id,

@@ -670,25 +670,29 @@ class SnapshotStore:
         sort: bool,
     ) -> MetadataImage:
         """The image of a snapshot's rows, the partitions streamed in (sorted by the database)."""
-        rows = {
-            name: itertools.chain.from_iterable(
-                _counting(
-                    select_chunks(
-                        conn,
-                        table,
-                        info.id,
-                        order_by=PARTITION_ORDER if sort and name == content.PARTITIONS else (),
-                    ),
-                    progress,
-                )
+        reads = {
+            name: select_chunks(
+                conn,
+                table,
+                info.id,
+                order_by=PARTITION_ORDER if sort and name == content.PARTITIONS else (),
             )
             for name, table in _TABLES.items()
         }
-        # Every table but the big one is read whole first: image_from_rows reads them in its
-        # own order, and each iterator holds its own cursor. The partitions stream in last.
-        return image_from_rows(
-            info.provenance, _materialized(rows), checksum, partitions_sorted=sort
-        )
+        rows = {
+            name: itertools.chain.from_iterable(_counting(chunks, progress))
+            for name, chunks in reads.items()
+        }
+        try:
+            # Every table but the big one is read whole first: image_from_rows reads them in
+            # its own order, and each iterator holds its own cursor. The partitions stream in
+            # last.
+            return image_from_rows(
+                info.provenance, _materialized(rows), checksum, partitions_sorted=sort
+            )
+        finally:
+            for chunks in reads.values():
+                chunks.close()  # its cursor, now: a read given up half-way is read again
 
     def count_rows(self, snapshot_id: int) -> dict[str, int]:
         """Rows per content table of a snapshot (for `mlog snapshot show`)."""

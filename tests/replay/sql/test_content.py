@@ -145,3 +145,11 @@ def test_a_snapshot_whose_rows_the_database_moved_loads_the_same(
         assert store.load(info.id) == image
         assert orders == [(), store_module.PARTITION_ORDER]
         assert store.verify(info.id).ok
+
+
+def test_without_the_compiled_builder_the_same_image_and_checksum(
+    image: MetadataImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tables, checksum = _tables(image)
+    monkeypatch.setattr(content, "_compiled", None)
+    assert _read(image, tables, partitions_sorted=False) == checksum
