@@ -615,13 +615,15 @@ class _ReplicaIndex:
     What `replay.image.broker_index` computes from the finished topics, from the partition
     rows instead: a topic's partitions per broker depend only on its replica lists, and a
     cluster has few distinct layouts of them (placement repeats), so each layout is worked out
-    once. Each broker's map is built from a list of pairs, hashing each topic id once.
+    once. Each broker's map is built from two lists (its topics, and their partition ids),
+    hashing each topic id once; no pair is held per entry (600,000 of them at 1M partitions
+    over 6 brokers, 34 MB at the load's peak).
     """
 
     def __init__(self, arrays: _ArrayValues) -> None:
         self._arrays = arrays
         self._layouts: dict[tuple[str, ...], tuple[tuple[int, tuple[int, ...]], ...]] = {}
-        self._held: dict[int, list[tuple[Uuid, tuple[int, ...]]]] = {}
+        self._held: dict[int, tuple[list[Uuid], list[tuple[int, ...]]]] = {}
 
     def add(self, topic_id: Uuid, rows: Sequence[Row]) -> None:
         """Index one topic by its partition rows (in partition id order, already checked)."""
@@ -638,13 +640,19 @@ class _ReplicaIndex:
         for broker_id, ids in layout:
             entries = held.get(broker_id)
             if entries is None:
-                held[broker_id] = [(topic_id, ids)]
+                held[broker_id] = ([topic_id], [ids])
             else:
-                entries.append((topic_id, ids))
+                entries[0].append(topic_id)
+                entries[1].append(ids)
 
     def build(self) -> Map[int, BrokerPartitions]:
-        """The index: per broker, its partition ids by topic id."""
-        return Map({broker_id: Map(entries) for broker_id, entries in self._held.items()})
+        """The index: per broker, its partition ids by topic id (the lists let go as it goes)."""
+        built = {}
+        held = self._held
+        for broker_id in list(held):
+            topic_ids, ids = held.pop(broker_id)
+            built[broker_id] = Map(zip(topic_ids, ids, strict=True))
+        return Map(built)
 
 
 def _configs(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> ConfigsImage:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from metadata_log.reader import LogReader
-from replay.image import MetadataImage
+from replay.image import MetadataImage, broker_index
 from replay.loader import load_image
 from replay.sql import content, row_io
 from replay.sql import store as store_module
@@ -43,10 +43,10 @@ def _tables(image: MetadataImage) -> tuple[dict[str, list[Row]], str]:
 
 def _read(image: MetadataImage, tables: dict[str, Any], *, partitions_sorted: bool) -> str:
     read = ContentChecksum()
-    assert (
-        image_from_rows(image.provenance, tables, read, partitions_sorted=partitions_sorted)
-        == image
-    )
+    loaded = image_from_rows(image.provenance, tables, read, partitions_sorted=partitions_sorted)
+    assert loaded == image
+    # The per-broker index, built as the rows stream in, is the one the topics give.
+    assert loaded.topics.by_broker == broker_index(image.topics.by_id)
     return read.hexdigest()
 
 
