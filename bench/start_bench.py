@@ -177,6 +177,7 @@ def run_child(kind: str, where: str, env: dict[str, str] | None = None) -> tuple
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, __file__, "--child", kind, where],
+        cwd=measured_code(),
         env=env,
         capture_output=True,
         text=True,
@@ -191,11 +192,12 @@ def run_child(kind: str, where: str, env: dict[str, str] | None = None) -> tuple
 # ---------------------------------------------------------------------- data
 
 
-def _mlog(*args: str, env: dict[str, str] | None = None) -> float:
+def _mlog(*args: str) -> float:
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "api.cli", *args],
-        env=env,
+        cwd=measured_code(),
+        env=code_env(measured_code()),
         capture_output=True,
         text=True,
         check=False,
@@ -241,18 +243,20 @@ def prepare(scratch: Path, partitions: int, pg_url: str | None) -> dict[str, tup
 # ---------------------------------------------------------------------- starts
 
 
-def cold_start(data_dir: Path, log_path: Path, env: dict[str, str]) -> tuple[float, int, int]:
-    """(seconds to the first Metadata answer, peak RSS, RSS) of `mlog serve` on `data_dir`."""
+def cold_start(
+    data_dir: Path, log_path: Path, env: dict[str, str], tree: Path
+) -> tuple[float, int, int]:
+    """(seconds to the first Metadata answer, peak RSS, RSS) of `tree`'s `mlog serve`."""
     from server_bench import start_server
 
     from api.client.admin import AdminClient
 
     saved = dict(os.environ)
     os.environ.clear()
-    os.environ.update(env)  # the server inherits it: its code, its database
+    os.environ.update(env)  # the server inherits it: its database
     try:
         start = time.perf_counter()
-        server, (host, port) = start_server(data_dir, log_path)
+        server, (host, port) = start_server(data_dir, log_path, repo=tree)
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -274,6 +278,18 @@ def cold_start(data_dir: Path, log_path: Path, env: dict[str, str]) -> tuple[flo
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(120)
+
+
+def compiled(tree: Path) -> None:
+    """Write `tree`'s bytecode (as an install does), so no start compiles its modules.
+
+    A start with PYTHONDONTWRITEBYTECODE set and no `__pycache__` compiles every module it
+    imports (about a second of CPU for `mlog serve`), on every start.
+    """
+    import compileall
+
+    for package in ("api", "records", "replay", "metadata_log", "migrations"):
+        compileall.compile_dir(tree / package, quiet=1)
 
 
 def _server_env(tree: Path, kind: str, where: str) -> dict[str, str]:
@@ -332,7 +348,7 @@ def measure(args: argparse.Namespace, kinds: dict[str, tuple[Path, str]], scratc
     }
     for kind, (data_dir, where) in kinds.items():
         env = _server_env(this, kind, where)
-        start = functools.partial(cold_start, data_dir, scratch / f"{kind}.log", env)
+        start = functools.partial(cold_start, data_dir, scratch / f"{kind}.log", env, this)
         raw = functools.partial(_raw_seconds, raw_kind[kind], where)
         pairs = [_paired_start(round_, start, raw) for round_ in range(args.rounds)]
         starts = [s[0] for s, _ in pairs]
@@ -384,7 +400,7 @@ def measure_against(
             tree: Path, kind: str = kind, data_dir: Path = data_dir, where: str = where
         ) -> float:
             env = _server_env(tree, kind, where)
-            return cold_start(data_dir, scratch / f"{kind}.log", env)[0]
+            return cold_start(data_dir, scratch / f"{kind}.log", env, tree)[0]
 
         pairs = [paired(r, other, start, this=this) for r in range(args.rounds)]
         figures.append(
@@ -427,6 +443,9 @@ def main() -> None:
             .render_as_string(hide_password=False)
         )
     try:
+        compiled(measured_code())
+        if args.against is not None:
+            compiled(args.against.resolve())
         kinds = prepare(scratch, args.partitions, pg_url)
         if args.against is not None:
             measure_against(args, kinds, scratch)
