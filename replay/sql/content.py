@@ -564,9 +564,10 @@ class _TopicBuilder:
             run.sort(key=_partition_id)
             if run[-1][1] != len(run) - 1 and not self.partitions_sorted:
                 raise PartitionRowsUnsorted(tid)  # a gap here may be rows still to come
-        self.digest_sum += int.from_bytes(
-            _blake2b(_marshal_dumps(run, 0), digest_size=16).digest(), "big"
-        )
+        data = None if _compiled is None else _compiled.marshal_rows(run)
+        if data is None:
+            data = _marshal_dumps(run, 0)
+        self.digest_sum += int.from_bytes(_blake2b(data, digest_size=16).digest(), "big")
         self.partitions += len(run)
         topic_id = parse_id(tid, "topic id")
         partitions = _partitions(topic_id, run, self.arrays)

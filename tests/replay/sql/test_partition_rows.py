@@ -7,10 +7,13 @@ not sure of, so that the Python path names what is wrong.
 from __future__ import annotations
 
 import gc
+import marshal
 import sys
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from records.model import PARTITION_FIELDS, Mode, PartitionRecord
 from records.uuids import Uuid
@@ -86,3 +89,21 @@ def test_only_a_class_of_object_slots_is_taken() -> None:
     with pytest.raises(ValueError, match="ten values"):
         compiled.prepare(PartitionRecord, PARTITION_FIELDS[:9])
     compiled.prepare(PartitionRecord, PARTITION_FIELDS)  # as content.py left it
+
+
+VALUES = st.none() | st.integers() | st.text() | st.booleans() | st.binary()
+
+
+@given(st.lists(st.tuples() | st.lists(VALUES, max_size=12).map(tuple), max_size=12))
+def test_the_checksum_bytes_are_marshal_version_0s(rows: list[tuple[Any, ...]]) -> None:
+    # The checksum hashes these bytes: any difference would fail every stored snapshot.
+    data = compiled.marshal_rows(rows)
+    if data is not None:
+        assert data == marshal.dumps(rows, 0)
+
+
+def test_the_checksum_bytes_of_partition_rows_are_made_in_c() -> None:
+    rows = [*_rows(10), (TID, 10, "[]", "[]", "[]", "[]", -(2**31), 2**31 - 1, None, "NONE")]
+    assert compiled.marshal_rows(rows) == marshal.dumps(rows, 0)
+    for odd in (2**31, -(2**31) - 1, True, "é", b"x", 1.5):
+        assert compiled.marshal_rows([(TID, odd)]) is None  # left to marshal
