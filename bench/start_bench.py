@@ -18,7 +18,8 @@ start is paired with its raw baseline, run right before or after it (the order a
   baseline         a process doing the raw read of the same data: fastavro's reader over the
                    log's segments (dicts); sqlite3 / psycopg `fetchall` of the snapshot's rows
   load <db>        in one process: the raw `fetchall` of the snapshot's rows, then
-                   `SnapshotStore.load` (rows -> image, checksum checked), each timed
+                   `SnapshotStore.load` (rows -> image, checksum checked), each timed; the
+                   peak RSS is the load's (reset after the raw fetch)
   image            the image's size: RSS growth of a fresh process holding it (the log's
                    `load_image`), against which each start's peak RSS is put
 
@@ -59,6 +60,18 @@ SETTLE_S = 1.0
 
 
 # ---------------------------------------------------------------------- children (--child)
+
+
+def _reset_peak() -> None:
+    """Start this process's peak RSS (VmHWM) again from its RSS now (Linux's clear_refs 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _peak() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _rss() -> int:
@@ -157,10 +170,11 @@ def child(kind: str, where: str) -> dict[str, Any]:
         newest = store.newest()
         if newest is None:
             raise SystemExit(f"no snapshot in {url}")
+        _reset_peak()  # the raw fetch held every row at once: its peak is not the load's
         start = time.perf_counter()
         image = store.load(newest.id)
         load_s = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _peak()
     return {
         "raw": raw_s,
         "load": load_s,
