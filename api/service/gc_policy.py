@@ -3,8 +3,10 @@
 A server's image is large and lives as long as the process; the cyclic collector would walk
 all of it in every full collection. So:
 
-- once an image is loaded (`freeze_loaded_image`: `mlog serve` at start, a quorum node when it
-  loads or installs one) what is alive is frozen, the young generation's threshold goes up
+- `mlog serve` loads its image with the collector off and freezes what the load made as it
+  ends (`image_frozen_as_loaded`), so no collection walks a fresh image;
+- once an image is loaded (`freeze_loaded_image`: `mlog serve` once it serves, a quorum node
+  when it loads or installs one) what is alive is frozen, the young generation's threshold goes up
   (`YOUNG_COLLECTION_THRESHOLD`), each collection first untracks the young generation's map
   nodes (`_untrack_young_map_nodes`, `replay.map_nodes`) and each long one freezes what
   survived it (`_freeze_after_long_collection`): on a growing image, its new objects are
