@@ -17,9 +17,9 @@ start is paired with its raw baseline, run right before or after it (the order a
                    and its RSS then (serving)
   baseline         a process doing the raw read of the same data: fastavro's reader over the
                    log's segments (dicts); sqlite3 / psycopg `fetchall` of the snapshot's rows
-  load <db>        in one process: the raw `fetchall` of the snapshot's rows, then
-                   `SnapshotStore.load` (rows -> image, checksum checked), each timed; the
-                   peak RSS is the load's (reset after the raw fetch)
+  load <db>        `SnapshotStore.load` (rows -> image, checksum checked) timed in a process,
+                   its peak RSS the load's own; beside the raw `fetchall` of the same rows
+                   timed in a process of its own
   image            the image's size: RSS growth of a fresh process holding it (the log's
                    `load_image`), against which each start's peak RSS is put
 
@@ -47,11 +47,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from against import Figure, code_env, measured_code, paired, print_columns, print_table
 
 sys.path.insert(0, str(measured_code()))
+
+_A = TypeVar("_A")
+_B = TypeVar("_B")
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BROKERS = 6
@@ -156,31 +159,26 @@ def child(kind: str, where: str) -> dict[str, Any]:
             gc.collect()
             grown = _rss() - before
         return {"image": grown, "partitions": image.topics.partition_count()}
-    # load-sqlite / load-postgres: the raw fetch, then the store's load, in one process.
+    raw = raw_postgres if kind.endswith("postgres") else raw_sqlite
+    if kind.startswith("fetch-"):  # the raw fetch alone, timed in the process
+        gc.collect()
+        start = time.perf_counter()
+        rows = raw(where)
+        return {"raw": time.perf_counter() - start, "rows": rows}
+    # load-sqlite / load-postgres: the store's load alone, timed in the process.
     from replay.sql.store import SnapshotStore
 
     url = where if kind == "load-postgres" else f"sqlite:///{where}"
-    raw = raw_postgres if kind == "load-postgres" else raw_sqlite
-    gc.collect()
-    start = time.perf_counter()
-    raw(where)
-    raw_s = time.perf_counter() - start
     gc.collect()
     with SnapshotStore(url, create=False) as store:
         newest = store.newest()
         if newest is None:
             raise SystemExit(f"no snapshot in {url}")
-        _reset_peak()  # the raw fetch held every row at once: its peak is not the load's
+        _reset_peak()  # the peak of the load, not of the imports and the store's opening
         start = time.perf_counter()
         image = store.load(newest.id)
         load_s = time.perf_counter() - start
-    peak = _peak()
-    return {
-        "raw": raw_s,
-        "load": load_s,
-        "peak": peak,
-        "partitions": image.topics.partition_count(),
-    }
+    return {"load": load_s, "peak": _peak(), "partitions": image.topics.partition_count()}
 
 
 def run_child(kind: str, where: str, env: dict[str, str] | None = None) -> tuple[float, Any]:
@@ -331,13 +329,15 @@ def _s(value: float) -> str:
     return f"{value:.2f} s"
 
 
+def _child_result(kind: str, where: str) -> Any:
+    return run_child(kind, where)[1]
+
+
 def _raw_seconds(kind: str, where: str) -> float:
     return run_child(kind, where)[0]
 
 
-def _paired_start(
-    round_: int, start: Callable[[], tuple[float, int, int]], raw: Callable[[], float]
-) -> tuple[tuple[float, int, int], float]:
+def _paired_start(round_: int, start: Callable[[], _A], raw: Callable[[], _B]) -> tuple[_A, _B]:
     """One round's start and its raw baseline, next to each other, the first one alternating."""
     if round_ % 2 == 0:
         started = start()
@@ -383,7 +383,20 @@ def measure(args: argparse.Namespace, kinds: dict[str, tuple[Path, str]], scratc
         )
         if kind == "log":
             continue
-        loads = [run_child(f"load-{kind}", where)[1] for _ in range(args.rounds)]
+        loads = [
+            {
+                **paired_round[0],
+                **paired_round[1],
+            }
+            for paired_round in (
+                _paired_start(
+                    round_,
+                    functools.partial(_child_result, f"load-{kind}", where),
+                    functools.partial(_child_result, f"fetch-{kind}", where),
+                )
+                for round_ in range(args.rounds)
+            )
+        ]
         rows.append(
             [
                 f"load {kind}, in process",
