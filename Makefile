@@ -19,12 +19,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP_RUN): pyproject.toml setup.py records/_fastdecode.pyx replay/_untrack.pyx metadata_log/_syncer.pyx api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx | $(PY)
+$(STAMP_RUN): pyproject.toml setup.py records/_fastdecode.pyx replay/_untrack.pyx replay/sql/_partition_rows.pyx metadata_log/_syncer.pyx api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx | $(PY)
 	$(PY) -m pip install --quiet -e '.[audit]'
 	$(COMPILE)
 	touch $@
 
-$(STAMP_TEST): pyproject.toml setup.py records/_fastdecode.pyx replay/_untrack.pyx metadata_log/_syncer.pyx api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx | $(PY)
+$(STAMP_TEST): pyproject.toml setup.py records/_fastdecode.pyx replay/_untrack.pyx replay/sql/_partition_rows.pyx metadata_log/_syncer.pyx api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx | $(PY)
 	$(PY) -m pip install --quiet -e '.[audit,test]'
 	$(COMPILE)
 	touch $@ $(STAMP_RUN)

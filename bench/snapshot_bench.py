@@ -20,12 +20,8 @@ new one. While the log is written, a snapshot is taken into SQLite whenever the 
 `image_at(at_offset=X)` for R random offsets, with the split between snapshot load and tail
 replay, beside a replay of the whole log up to one of those offsets (no snapshot).
 
-Part 3, cold start of `mlog serve` (a single node) on a data directory holding a cluster of C
-partitions (default 1,000,000; topics of 10, RF 3 over 6 brokers, written straight into the
-log as `bench/fleet_bench.py` writes it): the seconds from the process's start to its first
-answered request (Metadata), after replaying the whole log (the baseline), then after
-`mlog snapshot create` and `mlog log trim --before-snapshot` (the state in one SQLite snapshot,
-the log trimmed to start at it). Each start is timed `--cold-repeat` times, alternating.
+Cold starts of `mlog serve` (from the log, a SQLite and a PostgreSQL snapshot) are
+`bench/start_bench.py`'s.
 """
 
 from __future__ import annotations
@@ -343,76 +339,6 @@ def part2(args: argparse.Namespace, scratch: Path) -> list[str]:
     ]
 
 
-# ---------------------------------------------------------------------- part 3
-
-
-def _mlog(*args: str) -> float:
-    """Run `mlog ARGS` (this checkout's code); its seconds. Fails loudly on a non-zero exit."""
-    import subprocess
-
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "api.cli", *args], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"mlog {' '.join(args)} failed: {done.stderr[-2000:]}")
-    return time.perf_counter() - start
-
-
-def cold_start(data_dir: Path, server_log: Path) -> float:
-    """Seconds from starting `mlog serve` on `data_dir` to its first answered request."""
-    import asyncio
-    import signal
-
-    from server_bench import start_server
-
-    from api.client.admin import AdminClient
-
-    start = time.perf_counter()
-    server, (host, port) = start_server(data_dir, server_log)
-    try:
-
-        async def first_answer() -> None:
-            client = await AdminClient.connect(f"{host}:{port}")
-            try:
-                await client.metadata([])
-            finally:
-                await client.close()
-
-        asyncio.run(first_answer())
-        return time.perf_counter() - start
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(120)
-
-
-def part3(args: argparse.Namespace, scratch: Path) -> list[str]:
-    from fleet_bench import write_cluster_log
-
-    data = scratch / "cold" / "data"
-    started = time.perf_counter()
-    end, _ = write_cluster_log(data / "log", args.cold_partitions, BROKERS, 0.0)
-    print(
-        f"cold start: a log of {args.cold_partitions:,} partitions ({end:,} entries) written in "
-        f"{time.perf_counter() - started:.1f}s"
-    )
-    whole = scratch / "cold" / "whole"  # the baseline's copy: the whole log, no snapshot
-    shutil.copytree(data, whole)
-    took = _mlog("snapshot", "create", "--data-dir", str(data))
-    _mlog("log", "trim", "--before-snapshot", "--data-dir", str(data))
-    print(f"cold start: snapshot taken in {took:.1f}s, the log trimmed below it")
-    replays, loads = [], []
-    for _ in range(args.cold_repeat):
-        replays.append(cold_start(whole, scratch / "cold" / "replay.log"))
-        loads.append(cold_start(data, scratch / "cold" / "snapshot.log"))
-    replay, load = statistics.median(replays), statistics.median(loads)
-    return [
-        f"{'cold start (snapshot)':<22}{load:>9.2f} s{replay:>11.2f} s{load / replay:>8.2f}x  "
-        f"(baseline: the whole log replayed; {args.cold_partitions:,} partitions, first answer "
-        f"of mlog serve, median of {args.cold_repeat})",
-    ]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=100_000)
@@ -433,12 +359,8 @@ def main() -> None:
         help="PostgreSQL URL ('' to skip); a schema of its own is created and dropped",
     )
     parser.add_argument(
-        "--cold-partitions", type=int, default=1_000_000, help="partitions for part 3"
-    )
-    parser.add_argument("--cold-repeat", type=int, default=1, help="starts of each kind (part 3)")
-    parser.add_argument(
         "--skip",
-        choices=("part1", "part2", "part3"),
+        choices=("part1", "part2"),
         action="append",
         default=[],
         help="skip a part (may be given more than once)",
@@ -464,8 +386,6 @@ def main() -> None:
             lines += part1(args, scratch / "part1", pg_url)
         if "part2" not in args.skip:
             lines += part2(args, scratch)
-        if "part3" not in args.skip:
-            lines += part3(args, scratch)
         print()
         print(f"{'measure':<22}{'ours':>11}{'baseline':>13}{'ratio':>9}  target")
         for line in lines:

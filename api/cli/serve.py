@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from api.raft.node import QuorumNode
     from api.security.client_config import ClientSecurity
     from api.server.config import DynamicQuorum, ServerConfig
+    from api.server.event_loop import LoopChoice
+    from api.server.listeners import ServerListener
     from api.server.server import MetadataServer
     from api.service.replicated import ReplicatedService
     from api.service.service import MetadataService
@@ -287,6 +289,49 @@ SERVING_LOGGERS = ("api.service", "metadata_log", "replay")
 def _run_server(args: argparse.Namespace, settings: Settings, guards: ExitStack) -> int:
     import asyncio
 
+    from api.service.gc_policy import image_frozen_as_loaded
+
+    # The whole start up to the loaded image runs with the collector off, and what it made
+    # (modules, the image) is frozen at its end: no collection walks a fresh image.
+    with image_frozen_as_loaded():
+        started = _start_server(args, settings, guards)
+    server, loop = started.server, started.loop
+    quorum = server.quorum_node
+    logging.getLogger("api.server").info(
+        "event loop: %s (%s)", loop.name, "event.loop=" + started.config.event_loop
+    )
+    try:
+        with asyncio.Runner(loop_factory=loop.factory) as runner:
+            stopped_by = runner.run(_serve(server, started.keep))
+    except OSError as exc:
+        server.service.close()
+        bound = [(item.host, item.port) for item in started.listeners]
+        if started.config.metrics_listen is not None:
+            bound.append(started.config.metrics_listen)
+        where = ", ".join(f"{host or '*'}:{port}" for host, port in bound)
+        raise CliError(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    if quorum is not None and quorum.failed is not None:
+        # `failed` already says what to do (restart): the line says it once.
+        raise CliError(f"the quorum node stopped: {quorum.failed}")
+    # SIGTERM is how a service manager stops it: exit 0. SIGINT is a Ctrl-C: 130, as every
+    # command, after the same clean shutdown (its log line already said why it stopped).
+    return EXIT_INTERRUPTED if stopped_by == "SIGINT" else EXIT_OK
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Started:
+    """A server over its loaded image, not yet listening, and what serving it needs."""
+
+    server: MetadataServer
+    loop: LoopChoice
+    config: ServerConfig
+    listeners: list[ServerListener]
+    keep: Callable[[], None]
+    """Keeps the data directory once it serves (`removed_on_failure`)."""
+
+
+def _start_server(args: argparse.Namespace, settings: Settings, guards: ExitStack) -> _Started:
+    """The configuration read, the image loaded (the service opened), the server made."""
     from api.server.config import server_config
     from api.server.event_loop import EventLoopUnavailable, choose_loop
     from api.server.listeners import server_listeners
@@ -360,23 +405,7 @@ def _run_server(args: argparse.Namespace, settings: Settings, guards: ExitStack)
         broker_bindings=config.broker_bindings,
         archiving=serving_archive(config.archive, settings, cluster_id, service.retention),
     )
-    server_logger.info("event loop: %s (%s)", loop.name, "event.loop=" + config.event_loop)
-    try:
-        with asyncio.Runner(loop_factory=loop.factory) as runner:
-            stopped_by = runner.run(_serve(server, keep))
-    except OSError as exc:
-        service.close()
-        bound = [(item.host, item.port) for item in listeners]
-        if config.metrics_listen is not None:
-            bound.append(config.metrics_listen)
-        where = ", ".join(f"{host or '*'}:{port}" for host, port in bound)
-        raise CliError(f"cannot listen on {where}: {exc.strerror or exc}") from None
-    if quorum is not None and quorum.failed is not None:
-        # `failed` already says what to do (restart): the line says it once.
-        raise CliError(f"the quorum node stopped: {quorum.failed}")
-    # SIGTERM is how a service manager stops it: exit 0. SIGINT is a Ctrl-C: 130, as every
-    # command, after the same clean shutdown (its log line already said why it stopped).
-    return EXIT_INTERRUPTED if stopped_by == "SIGINT" else EXIT_OK
+    return _Started(server=server, loop=loop, config=config, listeners=listeners, keep=keep)
 
 
 def _controller_principals(config: ServerConfig) -> frozenset[str] | None:
@@ -652,8 +681,7 @@ async def _serve(server: MetadataServer, keep: Callable[[], None]) -> str | None
     await server.start()
     keep()
     # At once: the start's last line says the server serves, and whoever reads it may stop it
-    # (SIGTERM's default action would end it without the clean shutdown). The collection and
-    # freeze below take tens of milliseconds on a large image.
+    # (SIGTERM's default action would end it without the clean shutdown).
     loop = asyncio.get_running_loop()
     stopped_by: list[str] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -669,10 +697,12 @@ async def _serve(server: MetadataServer, keep: Callable[[], None]) -> str | None
         # first, but after the server answers (they were half of a start's CPU before it
         # did) and on the snapshots' thread, while the loop serves; before the freeze below.
         await asyncio.wrap_future(snapshots.warm_up())
-    # Everything loaded so far (the image, modules, compiled codecs) lives as long as the
-    # server: move it out of the cyclic collector's view, so a full collection scans only
-    # what requests allocate since (a stall of tens of ms otherwise shows in p99 latency),
-    # and collect the young generation less often (`api/service/gc_policy.py`).
+    # What was made since the image was frozen (the listeners, the store's modules) lives as
+    # long as the server too: out of the cyclic collector's view with it, so a full
+    # collection scans only what requests allocate since (a stall of tens of ms otherwise
+    # shows in p99 latency), and the young generation collected less often
+    # (`api/service/gc_policy.py`). The collection first walks only what was made since that
+    # freeze (the image is not in its view): a few milliseconds, whatever the image's size.
     gc.collect()
     freeze_loaded_image()
     share_the_interpreter_lock()  # the threads beside the loop (api/service/interpreter_lock)

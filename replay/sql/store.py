@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import itertools
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,10 +43,16 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from metadata_log.private_files import FILE_MODE
 from replay.image import MetadataImage, Provenance
-from replay.sql import content, revision
-from replay.sql.content import ContentChecksum, Row, image_from_rows, image_rows, record_count
+from replay.sql import content, revision, sqlite_files
+from replay.sql.content import (
+    ContentChecksum,
+    PartitionRowsUnsorted,
+    Row,
+    image_from_rows,
+    image_rows,
+    record_count,
+)
 from replay.sql.errors import (
     SchemaAheadError,
     SchemaBehindError,
@@ -74,6 +79,8 @@ PACE_ROWS = 64
 there, so not after every row)."""
 _SNAPSHOTS = SNAPSHOTS
 _TABLES: dict[str, Table] = {t.name: t for t in CONTENT_TABLES}
+PARTITION_ORDER = ("topic_id", "partition_id")
+"""The order the partition rows are written in, asked of the database when it lost it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,7 +224,7 @@ class SnapshotStore:
             kwargs["connect_args"] = {"timeout": 30}
             path = self.sqlite_path()
             if path is not None and self.create:
-                _create_private_database(path)
+                sqlite_files.create_private_database(path)
             elif path is not None:
                 # A reader opens the file without SQLite's create flag (`mode=rw`): a file
                 # removed after `_absent` was asked is an error, never a new 0644 file.
@@ -232,8 +239,8 @@ class SnapshotStore:
                 "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
             ) from None
         if self.is_sqlite:
-            event.listen(engine, "connect", _sqlite_connect)
-            event.listen(engine, "begin", _sqlite_begin)
+            event.listen(engine, "connect", sqlite_files.connect)
+            event.listen(engine, "begin", sqlite_files.begin)
         return engine
 
     def _use_read_only_file(self) -> bool:
@@ -258,8 +265,8 @@ class SnapshotStore:
 
     def _create_read_only_engine(self, url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30}, pool_pre_ping=True)
-        event.listen(engine, "connect", _sqlite_connect_read_only)
-        event.listen(engine, "begin", _sqlite_begin)
+        event.listen(engine, "connect", sqlite_files.connect_read_only)
+        event.listen(engine, "begin", sqlite_files.begin)
         return engine
 
     def close(self) -> None:
@@ -640,18 +647,50 @@ class SnapshotStore:
         with self._connect() as conn:
             try:
                 with conn.begin():
-                    rows = {
-                        name: itertools.chain.from_iterable(
-                            _counting(select_chunks(conn, table, info.id), progress)
-                        )
-                        for name, table in _TABLES.items()
-                    }
-                    # Every table but the big one is read whole first: image_from_rows reads
-                    # them in its own order, and each iterator holds its own cursor.
-                    image = image_from_rows(info.provenance, _materialized(rows), checksum)
+                    try:
+                        image = self._image_of_rows(conn, info, checksum, progress, sort=False)
+                    except PartitionRowsUnsorted:
+                        # The database gave the partitions back out of their written order
+                        # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
+                        checksum = ContentChecksum()
+                        image = self._image_of_rows(conn, info, checksum, progress, sort=True)
             except self._errors() as exc:
                 raise self._failed(exc, f"reading snapshot {info.id}") from None
         return image, checksum.hexdigest()
+
+    @staticmethod
+    def _image_of_rows(
+        conn: Connection,
+        info: SnapshotInfo,
+        checksum: ContentChecksum,
+        progress: Progress | None,
+        *,
+        sort: bool,
+    ) -> MetadataImage:
+        """The image of a snapshot's rows, the partitions streamed in (sorted by the database)."""
+        reads = {
+            name: select_chunks(
+                conn,
+                table,
+                info.id,
+                order_by=PARTITION_ORDER if sort and name == content.PARTITIONS else (),
+            )
+            for name, table in _TABLES.items()
+        }
+        rows = {
+            name: itertools.chain.from_iterable(_counting(chunks, progress))
+            for name, chunks in reads.items()
+        }
+        try:
+            # Every table but the big one is read whole first: image_from_rows reads them in
+            # its own order, and each iterator holds its own cursor. The partitions stream in
+            # last.
+            return image_from_rows(
+                info.provenance, _materialized(rows), checksum, partitions_sorted=sort
+            )
+        finally:
+            for chunks in reads.values():
+                chunks.close()  # its cursor, now: a read given up half-way is read again
 
     def count_rows(self, snapshot_id: int) -> dict[str, int]:
         """Rows per content table of a snapshot (for `mlog snapshot show`)."""
@@ -696,46 +735,6 @@ def _info(row: Any) -> SnapshotInfo:
         checksum=row["checksum"],
         format_version=row["format_version"],
     )
-
-
-def _create_private_database(path: Path) -> None:
-    """Create `path` empty (an empty file is an empty database) with mode 0600, if missing.
-
-    Created here, not by SQLite, which would apply the umask (0644 under 022, 0666 under
-    000). SQLite gives the -wal, -shm and -journal files it makes beside a database the
-    database's own mode (unix `robust_open`), umask or not, so they are 0600 too. O_EXCL:
-    another process's new database is never truncated.
-    """
-    if not path.parent.is_dir():
-        return  # SQLite's own error names the missing directory
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    except FileExistsError:
-        return
-    try:
-        os.fchmod(fd, FILE_MODE)  # a umask such as 0o277 would leave 0400
-    finally:
-        os.close(fd)
-
-
-def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    # Let SQLAlchemy's "begin" event issue BEGIN (pysqlite's own implicit transactions skip
-    # SELECTs, so a load would not read one consistent state); WAL lets readers go on while a
-    # snapshot is written, and synchronous=NORMAL is durable enough for derived data.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
-def _sqlite_connect_read_only(dbapi_connection: Any, _record: Any) -> None:
-    # As `_sqlite_connect`, without the pragmas that would write to the file.
-    dbapi_connection.isolation_level = None
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN")
 
 
 def _reporting(rows: Iterable[Row], progress: Progress | None) -> Iterator[Row]:

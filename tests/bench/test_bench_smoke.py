@@ -145,11 +145,13 @@ SMOKE: dict[str, Smoke] = {
             "2",
             "--postgres",
             "",
-            "--cold-partitions",
-            "3000",
             "--dir",
             "{tmp}",
         ),
+        marks=("process",),
+    ),
+    "start_bench.py": Smoke(
+        args=("--partitions", "300", "--rounds", "1", "--postgres", "", "--dir", "{tmp}"),
         marks=("process",),
     ),
 }

@@ -18,6 +18,7 @@ from api.service.gc_policy import (
     begin_mass_change,
     end_mass_change,
     freeze_loaded_image,
+    image_frozen_as_loaded,
     mass_changes_under_way,
 )
 from replay.map_nodes import nodes_of, untracking_available
@@ -184,3 +185,29 @@ def test_each_collection_first_untracks_the_young_map_nodes() -> None:
     nodes = nodes_of(grown)
     assert nodes and not any(gc.is_tracked(node) for node in nodes)
     assert a_new_cycle_is_collected(0)  # the rest of the young generation as usual
+
+
+def test_an_image_is_loaded_with_the_collector_off_and_frozen_as_it_ends() -> None:
+    gc.enable()
+    frozen = gc.get_freeze_count()
+    with image_frozen_as_loaded():
+        assert not gc.isenabled()
+        loaded = [Cycle() for _ in range(1000)]
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= frozen + len(loaded)
+    assert a_new_cycle_is_collected()  # what comes after the load is collected as usual
+
+
+def test_a_load_that_fails_freezes_nothing_and_leaves_its_garbage_to_the_collector() -> None:
+    gc.enable()
+    frozen = gc.get_freeze_count()
+    with pytest.raises(RuntimeError), image_frozen_as_loaded():
+        half = [Cycle() for _ in range(1000)]
+        raise RuntimeError("a damaged log")
+    assert gc.isenabled()
+    assert gc.get_freeze_count() <= frozen
+    assert half
+    gc.disable()
+    with image_frozen_as_loaded():
+        pass
+    assert not gc.isenabled()  # a collector that was off stays off
