@@ -359,7 +359,13 @@ def _local_only(args: argparse.Namespace, settings: Settings) -> Settings:
 
 
 def _check_archive_flags(args: argparse.Namespace, settings: Settings) -> None:
-    """Refuse `--archive-url` where no history is read; check its URL before anything is."""
+    """Refuse `--archive-url` where no history is read; check its URL before anything is.
+
+    `mlog audit` takes its own `--archive-url` (Spark's executors read the archive) and checks
+    it itself before Spark starts.
+    """
+    if args.noun == "audit":
+        return
     if getattr(args, "reads_history", False):
         from api.cli.targets import archive_of
 
@@ -370,8 +376,8 @@ def _check_archive_flags(args: argparse.Namespace, settings: Settings) -> None:
             command = f"mlog {args.noun}" + (f" {args.verb}" if getattr(args, "verb", None) else "")
             raise CliError(
                 f"`{command}` does not read the log's history: drop --{flag.replace('_', '-')} "
-                "(it is for history, image show/diff, log dump/verify/digest/prove/trim, shell "
-                "and archive)"
+                "(it is for history, image show/diff, log dump/verify/digest/prove/trim, shell, "
+                "audit and archive)"
             )
 
 
