@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from api.console.errors import BadInput
-from api.console.timeline import MAX_FILTER, OFFSET_MAX, iso_time
+from api.console.timeline import MAX_FILTER, OFFSET_MAX, iso_time, optional_int_param
 from api.python_api import Metadata
 from records.uuids import Uuid
 from replay.timetravel import Entity, HistoryEntry, TimeTravelError
@@ -67,25 +67,12 @@ def parse_entity(params: Mapping[str, str]) -> tuple[str, Entity]:
     return kind, Entity(user=text)
 
 
-def _bound(params: Mapping[str, str], name: str, low: int, high: int) -> int | None:
-    text = params.get(name, "").strip()
-    if not text:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadInput(f"{name}={text[:40]!r} is not a number: give an integer") from None
-    if not low <= value <= high:
-        raise BadInput(f"{name}={value} is out of range: give {low}..{high}")
-    return value
-
-
 def read_entity(metadata: Metadata, params: Mapping[str, str]) -> EntityPage:
     """The entity page of a URL's parameters (blocking: run on a worker thread)."""
     kind, entity = parse_entity(params)
-    gt = _bound(params, "gt", -1, OFFSET_MAX)
-    lte = _bound(params, "lte", -1, OFFSET_MAX)
-    limit = _bound(params, "limit", 1, MAX_ENTRIES) or MAX_ENTRIES
+    gt = optional_int_param(params, "gt", low=-1, high=OFFSET_MAX)
+    lte = optional_int_param(params, "lte", low=-1, high=OFFSET_MAX)
+    limit = optional_int_param(params, "limit", low=1, high=MAX_ENTRIES) or MAX_ENTRIES
     try:
         found = metadata.history(entity, gt=gt, lte=lte, limit=limit)
     except TimeTravelError as exc:

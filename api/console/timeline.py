@@ -81,9 +81,15 @@ class Filters:
 
 
 def _int_param(params: Mapping[str, str], name: str, *, low: int, high: int, default: int) -> int:
+    value = optional_int_param(params, name, low=low, high=high)
+    return default if value is None else value
+
+
+def optional_int_param(params: Mapping[str, str], name: str, *, low: int, high: int) -> int | None:
+    """URL parameter `name` as an integer in `low..high`, None if absent; `BadInput` if not."""
     text = params.get(name, "").strip()
     if not text:
-        return default
+        return None
     try:
         value = int(text)
     except ValueError:
