@@ -16,6 +16,7 @@ there), so the archive's run stays dense without any entry archived twice.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -144,8 +145,6 @@ class SegmentArchiver:
         return self._checked(name, size, sha)
 
     def _put_bytes(self, name: str, data: bytes) -> ArchivedObject:
-        import hashlib  # noqa: PLC0415
-
         self.location.write(name, data)
         return self._checked(name, len(data), hashlib.sha256(data).hexdigest())
 
