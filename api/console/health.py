@@ -257,7 +257,7 @@ def _check_remote(md: Metadata, digest: LogDigest) -> Verdict:
         return Verdict(
             token=token,
             matches=False,
-            text=f"DOES NOT MATCH: the node has no digest at offset {digest.offset}: {exc}",
+            text=f"the node has no digest at offset {digest.offset}: {exc}",
             first_block=None,
         )
     root = (
@@ -269,20 +269,29 @@ def _check_remote(md: Metadata, digest: LogDigest) -> Verdict:
         return Verdict(
             token=token,
             matches=True,
-            text=(f"MATCHES: the node's hash chain at offset {digest.offset} is the token's{root}"),
+            text=f"the node's hash chain at offset {digest.offset} is the token's{root}",
             first_block=None,
         )
     return Verdict(
         token=token,
         matches=False,
         text=(
-            f"DOES NOT MATCH: the node's hash chain at offset {digest.offset} is "
+            f"the node's hash chain at offset {digest.offset} is "
             f"{theirs.chain.hex()[:16]}..., not the token's {digest.chain.hex()[:16]}...; "
             "`mlog log verify --digest TOKEN` on a node's data directory names the first "
             "block that differs"
         ),
         first_block=None,
     )
+
+
+def _plain(text: str) -> str:
+    """`mlog log verify`'s digest line without its `digest TOKEN: MATCHES: ` head."""
+    if text.startswith("digest "):
+        text = text.split(": ", 1)[-1]
+    for head in ("MATCHES: ", "DOES NOT MATCH: "):
+        text = text.removeprefix(head)
+    return text
 
 
 def read_health(md: Metadata, *, digest: LogDigest | None, verify: bool) -> Health:
@@ -310,7 +319,7 @@ def read_health(md: Metadata, *, digest: LogDigest | None, verify: bool) -> Heal
             verdict = Verdict(
                 token=digest.token(),
                 matches=outcome.digest_ok,
-                text=text.split(": ", 1)[1] if text.startswith("digest ") else text,
+                text=_plain(text),
                 first_block=first,
             )
     return Health(

@@ -41,10 +41,10 @@ AFTER_HEADER = "X-Mlog-After"
 """The follow answer's new cursor (the last offset read)."""
 
 
-async def wait_past(source: HistorySource, after: int, seconds: float = FOLLOW_SECONDS) -> int:
-    """The log's last offset once it is past `after`, or after `seconds` (maybe still `after`)."""
+async def wait_past(source: HistorySource, after: int, seconds: float | None = None) -> int:
+    """The log's last offset once past `after`, or after `seconds` (default `FOLLOW_SECONDS`)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
+    deadline = loop.time() + (FOLLOW_SECONDS if seconds is None else seconds)
     while True:
         left_ms = max(0, int((deadline - loop.time()) * 1000))
         wait_ms = min(SLICE_MS, left_ms)
