@@ -12,7 +12,9 @@ growing pause. Without JavaScript the pages are what they were.
 The wait is the service's own long poll (`Metadata.wait_past`: FetchLog's `max_wait_ms`
 through a server, the segment files on a data directory), asked in slices of at most
 `SLICE_MS` so the session's other pages, which share its handle one call at a time, wait at
-most a slice behind a follower. A server lost mid-wait (a leader killed) is reconnected to
+most a slice behind a follower; a data directory's handle, which every session shares, is
+only held for a look at its files (`LOCAL_POLL_SECONDS` apart). A follow whose browser went
+away ends at its next slice. A server lost mid-wait (a leader killed) is reconnected to
 another node by the session's handle (`HistorySource.call`).
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Callable
 from functools import partial
 
 from aiohttp import web
@@ -34,23 +37,46 @@ from api.python_api import Metadata
 FOLLOW_SECONDS = 25.0
 """How long one follow request waits for a new entry before answering with none."""
 
-SLICE_MS = 1000
-"""The longest one wait holds the session's handle (its other pages wait behind it)."""
+SLICE_MS = 500
+"""The longest one wait holds a server session's handle (its other pages wait behind it)."""
+
+LOCAL_POLL_SECONDS = 0.5
+"""How often a follower of a data directory looks at its segment files."""
 
 AFTER_HEADER = "X-Mlog-After"
 """The follow answer's new cursor (the last offset read)."""
 
 
-async def wait_past(source: HistorySource, after: int, seconds: float | None = None) -> int:
-    """The log's last offset once past `after`, or after `seconds` (default `FOLLOW_SECONDS`)."""
+async def wait_past(
+    source: HistorySource,
+    after: int,
+    seconds: float | None = None,
+    gone: Callable[[], bool] = lambda: False,
+) -> int:
+    """The log's last offset once past `after`, or after `seconds` (default `FOLLOW_SECONDS`).
+
+    Ends early, answering `after`, once `gone()` says nobody waits for the answer any more.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (FOLLOW_SECONDS if seconds is None else seconds)
+    remote = source.metadata.remote
     while True:
         left_ms = max(0, int((deadline - loop.time()) * 1000))
-        wait_ms = min(SLICE_MS, left_ms)
+        # A server waits for us (FetchLog's long poll); a data directory's files are looked
+        # at between pauses that hold no lock (its handle is every session's).
+        wait_ms = min(SLICE_MS, left_ms) if remote else 0
         last = await source.call(partial(_wait_past, after=after, wait_ms=wait_ms))
         if last > after or left_ms == 0:
             return last
+        if gone():
+            return after
+        if not remote:
+            await asyncio.sleep(min(LOCAL_POLL_SECONDS, left_ms / 1000))
+
+
+def _gone(request: web.Request) -> Callable[[], bool]:
+    """Whether the browser closed the request's connection (the page went away)."""
+    return lambda: request.transport is None or request.transport.is_closing()
 
 
 def _wait_past(md: Metadata, *, after: int, wait_ms: int) -> int:
@@ -71,7 +97,7 @@ async def timeline_follow(request: web.Request) -> web.StreamResponse:
     filters = timeline.parse_filters(request.query)
     after = filters.after
     source = session_of(request).source
-    last = await wait_past(source, after)
+    last = await wait_past(source, after, gone=_gone(request))
     rows: list[timeline.Row] = []
     cursor = after
     if last > after:
@@ -85,7 +111,7 @@ async def timeline_follow(request: web.Request) -> web.StreamResponse:
 async def cluster_follow(request: web.Request) -> web.StreamResponse:
     """`{"last": OFFSET}` once the log is past `after` (or `after` when nothing came in time)."""
     after = _after(request)
-    last = await wait_past(session_of(request).source, after)
+    last = await wait_past(session_of(request).source, after, gone=_gone(request))
     return web.Response(
         text=json.dumps({"last": max(last, after)}), content_type="application/json"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -21,6 +22,8 @@ from api.service.settings import load_settings
 from api.targets import RemoteTarget
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +86,7 @@ class HistorySource:
                     raise
             # The server was lost (killed, or a leader gone in a failover): connect again to
             # another node and ask once more (the console only reads: asking twice is safe).
+            logger.warning("console: the server's connection was lost; connecting again")
             await asyncio.to_thread(self.metadata.reconnect)
             return await asyncio.to_thread(read, self.metadata)
 
