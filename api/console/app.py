@@ -149,6 +149,7 @@ def make_app(
             web.static("/static", PACKAGE / "static", append_version=False),
         ]
     )
+    live.setup(app)
     app.on_cleanup.append(_close_sessions)
     return app
 

@@ -251,6 +251,11 @@ def test_the_live_timeline_shows_a_write_made_by_the_cli(
         _following(page)
         mlog("namespaces", "create", "--namespace", "live", "--data-dir", str(data_dir))
         _row_appears(page, "live")
+        page.goto(url + "cluster")  # the cluster "now" follows too
+        page.evaluate("() => { window.mlogNotReloaded = true; }")
+        mlog("namespaces", "create", "--namespace", "later", "--data-dir", str(data_dir))
+        page.locator("#namespaces td", has_text="later").first.wait_for(timeout=90_000)
+        assert page.evaluate("() => window.mlogNotReloaded") is True
 
 
 def _create_namespace(name: str, bootstrap: str, config: Path, timeout: float = 90) -> None:

@@ -106,6 +106,21 @@ async def test_entries_the_filters_leave_out_move_the_cursor_only(
     assert "<tr>" not in await answer.text()
 
 
+async def test_a_stopping_console_ends_its_follows(
+    own: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(live, "FOLLOW_SECONDS", 3600.0)  # only the stop can end it in time
+    await sign_in(own)
+    request = asyncio.ensure_future(own.get(f"/timeline/follow?after={LAST}"))
+    await _started(request)
+    app = own.app
+    assert app is not None
+    await app.shutdown()
+    answer = await asyncio.wait_for(request, 60)
+    assert answer.status == 200
+    assert answer.headers[live.AFTER_HEADER] == str(LAST)
+
+
 async def test_the_cluster_now_is_told_when_the_log_moves(own: Client, data_dir: Path) -> None:
     await sign_in(own)
     page = await (await own.get("/cluster")).text()
