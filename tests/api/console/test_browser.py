@@ -240,6 +240,7 @@ def _row_appears(page: Page, text: str) -> None:
     assert page.evaluate("() => window.mlogNotReloaded") is True  # the same page, not reloaded
 
 
+@pytest.mark.process
 def test_the_live_timeline_shows_a_write_made_by_the_cli(
     page: Page, history_dir: Path, tmp_path: Path
 ) -> None:
