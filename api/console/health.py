@@ -84,7 +84,8 @@ class Verdict:
     """A pasted digest checked against the log."""
 
     token: str
-    matches: bool
+    matches: bool | None
+    """None: it cannot be checked here (refused, or the log no longer holds its offset)."""
     text: str
     first_block: str | None
     """The first block whose stored chain value does not follow (data directory only)."""
@@ -253,7 +254,21 @@ def _check_remote(md: Metadata, digest: LogDigest) -> Verdict:
     token = digest.token()
     try:
         theirs = md.digest(digest.offset)
-    except (ApiError, MetadataLogError) as exc:
+    except ApiError as exc:
+        if _refused(exc):
+            return Verdict(
+                token=token,
+                matches=None,
+                text="this principal may not read the log's digests (CLUSTER_ACTION)",
+                first_block=None,
+            )
+        return Verdict(
+            token=token,
+            matches=False,
+            text=f"the node has no digest at offset {digest.offset}: {exc}",
+            first_block=None,
+        )
+    except MetadataLogError as exc:
         return Verdict(
             token=token,
             matches=False,
@@ -289,7 +304,7 @@ def _plain(text: str) -> str:
     """`mlog log verify`'s digest line without its `digest TOKEN: MATCHES: ` head."""
     if text.startswith("digest "):
         text = text.split(": ", 1)[-1]
-    for head in ("MATCHES: ", "DOES NOT MATCH: "):
+    for head in ("MATCHES: ", "DOES NOT MATCH: ", "CANNOT BE CHECKED: "):
         text = text.removeprefix(head)
     return text
 
@@ -316,9 +331,10 @@ def read_health(md: Metadata, *, digest: LogDigest | None, verify: bool) -> Heal
             breaks = () if report.chain is None else report.chain.breaks
             first = next((str(b) for b in breaks if b.first_offset <= digest.offset), None)
             text = outcome.digest_text or ""
+            unchecked = ": CANNOT BE CHECKED: " in text
             verdict = Verdict(
                 token=digest.token(),
-                matches=outcome.digest_ok,
+                matches=None if unchecked and not outcome.digest_ok else outcome.digest_ok,
                 text=_plain(text),
                 first_block=first,
             )

@@ -15,9 +15,10 @@ from api import Metadata
 from api.console.app import make_app
 from api.console.source import HistorySource, Origin, open_local
 from api.server.server import MetadataServer
+from replay.controller.authorizer import AuthorizerConfig
 from tests.support.chain_attacks import rewrite_entries
 from tests.support.console import HOSTILE, Client, build_history, sign_in
-from tests.support.sasl_users import SASL
+from tests.support.sasl_users import SASL, USERS
 from tests.support.server_thread import running_server
 
 
@@ -170,3 +171,28 @@ async def test_through_a_server_the_quorum_and_digest_are_the_services(
     garbage = await remote.get("/health", params={"digest": HOSTILE})
     assert garbage.status == 400
     assert "<script>alert" not in await garbage.text()
+
+
+async def test_a_principal_sees_only_what_it_may_describe(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    build_history(data_dir)
+    with running_server(
+        data_dir / "log",
+        brokers=0,
+        listeners=[SASL],
+        authorizer=AuthorizerConfig(super_users=frozenset({"User:alice"})),
+    ) as server:
+        app = make_app(Origin(bootstrap_server=server.address), None)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as remote:
+            assert await sign_in(remote, "bob", USERS["bob"]) == 303
+            page = await remote.get("/health")
+            html = await page.text()
+            follow = await remote.get("/timeline/follow?after=18")
+            pasted = await remote.get("/health", params={"digest": "mlog-digest:v1:18:" + "0" * 64})
+            verdict = await pasted.text()
+    assert page.status == 200
+    assert "this principal may not describe the quorum" in html
+    assert "may not read the log&#39;s digest" in html
+    assert 'id="digest"' not in html
+    assert "<b>cannot be checked</b>: this principal may not read" in verdict
+    assert follow.status == 403  # FetchLog is the log's readers' (the script stops)
