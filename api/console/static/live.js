@@ -88,7 +88,9 @@
       if (answer.last <= after) {
         return url;
       }
-      // The log moved: this page's content again, swapped in place (no reload).
+      // The log moved: this page's content again, swapped in place (no reload), after a
+      // pause that gathers a burst of writes into one refresh (each reads the whole image).
+      await sleep(1000);
       const page = await fetch(window.location.href, { credentials: "same-origin", cache: "no-store" });
       if (!page.ok || page.redirected) {
         return url; // asked again after the next follow answer

@@ -140,6 +140,8 @@ async def test_only_a_page_at_the_logs_end_follows(client: Client) -> None:
     assert '<script src="/static/live.js" defer></script>' in end
     middle = await (await client.get("/timeline?limit=2")).text()
     assert "data-follow" not in middle
+    bounded = await (await client.get("/timeline?until=2000-01-01T00:00:00Z")).text()
+    assert "data-follow" not in bounded  # nothing new can fall in a range in the past
     script = await client.get("/static/live.js")
     assert script.status == 200
     assert "X-Mlog-After" in await script.text()
