@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from api.client.connection import ConnectionLost
 from api.python_api import Metadata
 from api.security.client_config import ClientSecurity, SecurityProtocol
 from api.service.settings import load_settings
 from api.targets import RemoteTarget
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,8 +73,21 @@ class HistorySource:
         self._lock = asyncio.Lock()
 
     async def call(self, read: Callable[[Metadata], T]) -> T:
-        """Run `read(metadata)` on a worker thread, after any call before it has ended."""
+        """Run `read(metadata)` on a worker thread, after any call before it has ended.
+
+        A server's connection lost on the way is made again (to another node if that one is
+        gone) and `read` runs once more; a second loss is the caller's error.
+        """
         async with self._lock:
+            try:
+                return await asyncio.to_thread(read, self.metadata)
+            except ConnectionLost:
+                if not self.metadata.remote:
+                    raise
+            # The server was lost (killed, or a leader gone in a failover): connect again to
+            # another node and ask once more (the console only reads: asking twice is safe).
+            logger.warning("console: the server's connection was lost; connecting again")
+            await asyncio.to_thread(self.metadata.reconnect)
             return await asyncio.to_thread(read, self.metadata)
 
     async def close(self) -> None:
