@@ -31,6 +31,10 @@ class Origin:
     """Where the console reads: a data directory, or servers (and their client config)."""
 
     data_dir: Path | None = None
+    archive_url: str | None = None
+    """The archive a data directory's history continues in, below its local log start."""
+    archive_cache: Path | None = None
+    """Where that archive's segments are kept once downloaded (its default if None)."""
     bootstrap_server: str | None = None
     security: ClientSecurity | None = None
     """The client config of `--command-config` (TLS settings); its login is replaced by the
@@ -46,6 +50,8 @@ class Origin:
         """Where it reads, in words, for the pages."""
         if self.bootstrap_server is not None:
             return f"servers {self.bootstrap_server}"
+        if self.archive_url is not None:
+            return f"data directory {self.data_dir} over the archive {self.archive_url}"
         return f"data directory {self.data_dir}"
 
 
@@ -96,9 +102,14 @@ class HistorySource:
             await asyncio.to_thread(self.metadata.close)
 
 
-def open_local(data_dir: Path) -> Metadata:
-    """A read handle on a data directory (it never writes: the console only reads)."""
-    return Metadata.open(data_dir)
+def open_local(
+    data_dir: Path, *, archive_url: str | None = None, archive_cache: Path | None = None
+) -> Metadata:
+    """A read handle on a data directory (never written: the console only reads).
+
+    With `archive_url`, the history below the local log start is read from that archive.
+    """
+    return Metadata.open(data_dir, archive_url=archive_url, archive_cache=archive_cache)
 
 
 def connect_as(origin: Origin, user: str, password: str) -> Metadata:
