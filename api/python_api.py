@@ -56,7 +56,7 @@ from replay.controller.errors import ApiError
 from replay.timetravel import Change, Entity, HistoryEntry
 
 if TYPE_CHECKING:
-    from api.cli.log_verify import VerifyOutcome
+    from api.history_checks import VerifyOutcome
     from api.protocol.private import BrokerLivenessItem
     from api.protocol.quorum.messages import DescribeQuorumResponse
     from metadata_log.digest import LogDigest
@@ -317,7 +317,7 @@ class Metadata:
 
         A data directory's only (it checks the files): `MetadataApiError` on a server.
         """
-        from api.cli.log_verify import check_history
+        from api.history_checks import check_history
 
         target = self._local("verify")
         return check_history(target.history_dir, digest)

@@ -131,7 +131,8 @@ def cmd_archive_verify(args: argparse.Namespace, settings: Settings, out: TextIO
 
     Exit 0 when clean (and the digest, if given, matches), 1 naming each problem.
     """
-    from api.cli.log_verify import check_history, parsed_digest
+    from api.cli.log_verify import parsed_digest, write_outcome
+    from api.history_checks import check_history
     from metadata_log.archive import check_archive, read_manifest
 
     digest = parsed_digest(args.digest)
@@ -175,7 +176,7 @@ def cmd_archive_verify(args: argparse.Namespace, settings: Settings, out: TextIO
         for problem in found.problems:
             out.write(f"DAMAGED: {problem}\n")
         if log is not None:
-            log.write_text(out)
+            write_outcome(log, out)
         elif digest is not None:
             out.write(f"digest {digest.token()}: NOT CHECKED: the archive is damaged\n")
     return EXIT_OK if ok else EXIT_DAMAGED
