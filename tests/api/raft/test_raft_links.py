@@ -326,7 +326,9 @@ async def test_a_peer_down_then_up_is_reconnected(
     caplog.set_level(logging.INFO, logger="api.server.quorum.links")
     port = _free_port()
     answers = Collected()
-    links = links_to(port, answers, retry_backoff_ms=50, reconnect_backoff_max_ms=200)
+    # A backoff long enough that the send right after the failure falls inside it on a
+    # loaded host (the loop may not run for tens of milliseconds there).
+    links = links_to(port, answers, retry_backoff_ms=1000, reconnect_backoff_max_ms=1000)
     try:
         assert links.lost_at_ms(1) is None  # never tried
         assert links.lost_at_ms(7) is None  # no link to that node
@@ -339,10 +341,17 @@ async def test_a_peer_down_then_up_is_reconnected(
         assert links.in_flight(1) == 0
         assert not links.send(1, _vote(2))  # down: dropped during the backoff
         assert links.stats(1).dropped_down == 1
-        # Sends go on while the peer is away: one warning, not one per attempt.
-        for n in range(20):
-            links.send(1, _vote(10 + n))
-            await asyncio.sleep(0.02)
+        # Sends go on while the peer is away, and so do the attempts to connect (one each
+        # backoff): one warning, not one per attempt.
+        sent = 10
+
+        def tried_again() -> bool:
+            nonlocal sent
+            sent += 1
+            links.send(1, _vote(sent))
+            return links.stats(1).connect_failures >= 2
+
+        await until(tried_again, "another failed connection")
         downs = [r for r in caplog.records if "is down" in r.getMessage()]
         assert len(downs) == 1
         assert f"127.0.0.1:{port}" in downs[0].getMessage()
