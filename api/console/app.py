@@ -17,7 +17,7 @@ from urllib.parse import quote
 import jinja2
 from aiohttp import web
 
-from api.console import views
+from api.console import overview_views, views
 from api.console.errors import BadInput
 from api.console.sessions import SESSION_COOKIE, SessionStore
 from api.console.source import HistorySource, Origin
@@ -139,6 +139,8 @@ def make_app(
             web.get("/cluster", views.cluster),
             web.get("/diff", views.compare),
             web.get("/entity", views.entity_page),
+            web.get("/map", overview_views.map_page),
+            web.get("/charts", overview_views.charts_page),
             web.static("/static", PACKAGE / "static", append_version=False),
         ]
     )

@@ -101,7 +101,7 @@ async def test_the_timeline_page_links_its_next_page_and_exports(signed_in: Clie
     assert page.status == 200
     assert 'id="next"' in html
     # The cursor is the last entry of the batch holding the second broker row: entries
-    # appended in one millisecond by one principal read as one batch (`_batches`), so the
+    # appended in one millisecond by one principal read as one batch (`batches`), so the
     # third registration may share the second's.
     assert any(
         f'href="/timeline?after={cursor}&amp;entity=broker&amp;limit=2" id="next"' in html
