@@ -20,7 +20,11 @@ partition of the shown scope once.
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping
+from itertools import chain
+from operator import attrgetter
 
 from api.console.errors import BadInput
 from api.console.timeline import MAX_FILTER, optional_int_param
@@ -204,12 +208,31 @@ class PartitionMap:
         return (len(self.rows) + len(self.partitions) + 1) * len(self.brokers)
 
 
-def _count(row: Row, topic: TopicImage) -> None:
-    row.topics += 1
-    for p in topic.partitions:
+_LEADER, _REPLICAS = attrgetter("leader"), attrgetter("replicas")
+
+MAX_CACHED_TOPICS = 200_000
+"""Topics whose counts are kept between pages (`_topic_row`)."""
+
+_cache: OrderedDict[int, tuple[TopicImage, Row]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _tally(topic: TopicImage) -> Row:
+    """A topic's counts, read from its partitions.
+
+    Leaders and replicas are counted by `Counter`s (in C); the partitions that are offline,
+    under-replicated or not READ_WRITE, usually few, are then looked at one by one.
+    """
+    parts = topic.partitions
+    row = Row(name=topic.qualified_name, topics=1, partitions=len(parts))
+    leaders = Counter(map(_LEADER, parts))
+    for broker, held in Counter(chain.from_iterable(map(_REPLICAS, parts))).items():
+        led = leaders.get(broker, 0)
+        row.cells[broker] = Cell(leaders=led, followers=held - led)
+    odd = [p for p in parts if p.leader == NO_LEADER or p.mode or len(p.isr) < len(p.replicas)]
+    for p in odd:
         offline = p.leader == NO_LEADER
         short = len(p.isr) < len(p.replicas)
-        row.partitions += 1
         row.offline += offline
         row.under_replicated += short
         if p.mode == Mode.READ_ONLY:
@@ -217,15 +240,32 @@ def _count(row: Row, topic: TopicImage) -> None:
         elif p.mode == Mode.NONE:
             row.no_mode += 1
         for broker in p.replicas:
-            cell = row.cells.get(broker)
-            if cell is None:
-                cell = row.cells[broker] = Cell()
-            if broker == p.leader:
-                cell.leaders += 1
-            else:
-                cell.followers += 1
+            cell = row.cells[broker]
             cell.offline += offline
             cell.under_replicated += short
+    return row
+
+
+def _topic_row(topic: TopicImage) -> Row:
+    """A topic's counts (never to be changed: they are shared between pages).
+
+    Images share every topic a change left alone, so the counts of a topic object are kept
+    (up to `MAX_CACHED_TOPICS`, the least recently used go first) and a page at the same or
+    a nearby point counts only the topics that changed. They are a function of the object
+    alone: a session only finds the counts of a topic its own image holds.
+    """
+    key = id(topic)
+    with _cache_lock:
+        found = _cache.get(key)
+        if found is not None and found[0] is topic:
+            _cache.move_to_end(key)
+            return found[1]
+    row = _tally(topic)
+    with _cache_lock:
+        _cache[key] = (topic, row)
+        while len(_cache) > MAX_CACHED_TOPICS:
+            _cache.popitem(last=False)
+    return row
 
 
 def _merge(into: Row, row: Row) -> None:
@@ -331,7 +371,7 @@ def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
             raise BadInput(
                 f"topic={query.topic[:80]!r} does not exist at offset {image.provenance.offset}"
             )
-        _count(totals, topic)
+        _merge(totals, _topic_row(topic))
         every = _roles(topic)
         count, scope = len(every), f"topic {topic.qualified_name}"
         pages = _pages(count, MAX_ROWS)
@@ -344,8 +384,7 @@ def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
         page = _page_of(query.page, pages, "page")
         every_row = []
         for topic in topics:
-            row = Row(name=topic.qualified_name)
-            _count(row, topic)
+            row = _topic_row(topic)
             _merge(totals, row)
             every_row.append(row)
         rows = every_row[page * MAX_ROWS : (page + 1) * MAX_ROWS]
@@ -355,7 +394,7 @@ def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
             held = by_namespace.get(topic.namespace)
             if held is None:
                 held = by_namespace[topic.namespace] = Row(name=topic.namespace)
-            _count(held, topic)
+            _merge(held, _topic_row(topic))
         for name in image.namespaces.by_name:
             by_namespace.setdefault(name, Row(name=name))
         every_row = [by_namespace[n] for n in sorted(by_namespace)]

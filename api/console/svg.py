@@ -85,7 +85,7 @@ def stacked_bars(title: str, labels: Sequence[str], series: Sequence[Series]) ->
     parts = _frame(title, top, labels)
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
     step = plot_w / max(len(labels), 1)
-    width = max(step * 0.8, 1.0)
+    width = min(max(step * 0.8, 1.0), 48.0)
     for i, label in enumerate(labels):
         base: float = _TOP + plot_h
         for number, one in enumerate(series):
@@ -111,14 +111,21 @@ def lines(title: str, labels: Sequence[str], series: Sequence[Series]) -> Markup
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
     step = plot_w / max(len(labels) - 1, 1)
     for number, one in enumerate(series):
-        points = " ".join(
-            f"{_LEFT + i * step:.1f},{_TOP + plot_h - plot_h * v / top:.1f}"
-            for i, v in enumerate(one.values)
-        )
+        xy = [
+            (_LEFT + i * step, _TOP + plot_h - plot_h * v / top) for i, v in enumerate(one.values)
+        ]
+        points = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
         parts.append(
             f'<polyline class="line s{number}" fill="none" points="{points}">'
             f"<title>{escape(one.name)}</title></polyline>"
         )
+        # A dot per value: one value draws no line, and the dots carry the numbers.
+        for (x, y), label, value in zip(xy, labels, one.values, strict=True):
+            tip = f"{label} {one.name}: {_number(value)}"
+            parts.append(
+                f'<circle class="s{number}" cx="{x:.1f}" cy="{y:.1f}" r="3">'
+                f"<title>{escape(tip)}</title></circle>"
+            )
     parts.append("</svg>")
     return Markup("".join(parts))
 

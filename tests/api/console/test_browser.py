@@ -200,3 +200,32 @@ def test_an_entity_name_opens_its_history(page: Page, console_url: str) -> None:
     _shot(page, "entity")
     page.goto(console_url + "entity?topic=payments")
     assert "<script>alert(2)</script>" in page.inner_text("#history")  # text, no dialog
+
+
+def test_the_partition_map_drills_down_to_a_topics_partitions(page: Page, console_url: str) -> None:
+    page.goto(console_url + "map")
+    _sign_in(page)
+    assert page.url.endswith("/map")
+    assert "(default)" in page.inner_text("#map")
+    page.click("#map a[href='/map?namespace=']")
+    assert "orders" in page.inner_text("#map") and "payments" in page.inner_text("#map")
+    page.click("#map a[href='/map?topic=orders']")
+    assert page.url.endswith("/map?topic=orders")
+    assert page.locator("#map td.role.leader").count() == 3
+    _shot(page, "map")
+    page.click("#up-cluster")
+    assert page.url.endswith("/map")
+
+
+def test_the_charts_draw_the_logs_changes(page: Page, console_url: str) -> None:
+    page.goto(console_url + "charts?after=-1")
+    _sign_in(page)
+    assert page.locator("svg.chart").count() == 4
+    assert page.locator("svg.chart rect").count() >= 2
+    numbers = page.locator("table.numbers").first.text_content() or ""
+    assert "<script>alert(2)</script>" in numbers  # the hostile principal, as text
+    _shot(page, "charts")
+    page.click("#by-day")
+    assert "by=day" in page.url
+    page.goto(console_url + "entity?topic=orders")
+    assert page.locator("#entity-charts svg.chart").count() == 3
