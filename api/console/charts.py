@@ -24,13 +24,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from api.console import svg
-from api.console.changes import Reading
+from api.console.changes import entity_kind, kind_of
 from api.console.errors import BadInput
 from api.console.timeline import (
     Filters,
     batches,
     kept,
-    offset_before,
     parse_filters,
     time_ms,
 )
@@ -42,8 +41,8 @@ from replay.delta.metadata import MetadataDelta
 from replay.image import MetadataImage, Provenance, TopicImage
 from replay.timetravel import HistoryEntry, TimeTravelError
 
-SCAN_BUDGET = 100_000
-"""The most entries one page counts (the next page continues after them)."""
+SCAN_BUDGET = 50_000
+"""The most entries one page counts (the next page continues after them), as the timeline."""
 
 MAX_PERIODS = 240
 """The most periods one page charts (ten days by hour, eight months by day)."""
@@ -67,6 +66,15 @@ class ChartQuery:
 
     by: str
     filters: Filters
+    newest: bool = False
+    """Neither `after` nor `since` given: the window is the log's last entries."""
+
+    def params(self, **changed: str) -> dict[str, str]:
+        """The URL parameters of this query (with `changed` ones replaced)."""
+        shown = {"by": self.by, **self.filters.query()}
+        if not self.newest and "since" not in shown:
+            shown["after"] = str(self.filters.after)  # -1 too: from the log's first entry
+        return {k: v for k, v in {**shown, **changed}.items() if v}
 
 
 def parse_query(params: Mapping[str, str]) -> ChartQuery:
@@ -77,7 +85,8 @@ def parse_query(params: Mapping[str, str]) -> ChartQuery:
     if params.get("q", "").strip():
         raise BadInput("the charts count changes and take no text search (q): filter by kind")
     filters = parse_filters({k: v for k, v in params.items() if k in _ACCEPTED})
-    return ChartQuery(by=by, filters=filters)
+    given = {k for k in ("after", "since") if params.get(k, "").strip()}
+    return ChartQuery(by=by, filters=filters, newest=not given)
 
 
 def period_label(start_ms: int, by: str) -> str:
@@ -136,7 +145,6 @@ class _Tally:
         self.by = by
         self.image = image
         self.delta = MetadataDelta(image)
-        self.reading = Reading(image)
         self.periods: list[Period] = []
         self.principals: Counter[str] = Counter()
         self.kinds: Counter[str] = Counter()
@@ -146,16 +154,17 @@ class _Tally:
 
     def add(self, entry: LogEntry, filters: Filters, since: int | None, until: int | None) -> None:
         """Replay `entry`, and count it if the filters keep it."""
-        about = self.reading.about(entry.record)
-        self.reading.read(entry, words=False)
-        self.delta.replay(entry.record)
-        if kept(entry, about, filters, since, until):
+        record = entry.record
+        self.delta.replay(record)
+        kind = kind_of(record)
+        # The filters need the kinds only: the entity's name ("") is never built.
+        if kept(entry, (entity_kind(record), "", kind), filters, since, until):
             who = entry.principal or "-"
             self._changes += 1
             self._by_principal[who] += 1
-            self._by_kind[about[2]] += 1
+            self._by_kind[kind] += 1
             self.principals[who] += 1
-            self.kinds[about[2]] += 1
+            self.kinds[kind] += 1
 
     def close(self, start: int, provenance: Provenance) -> None:
         """End the period that started at `start`, its last batch ending at `provenance`."""
@@ -177,23 +186,32 @@ class _Tally:
         self._changes, self._by_principal, self._by_kind = 0, Counter(), Counter()
 
 
-def _window_start(metadata: Metadata, filters: Filters, since: int | None) -> int:
-    if filters.after != -1:
-        return filters.after
-    if since is not None:
-        return offset_before(metadata, since)
-    return max(-1, metadata.image().provenance.offset - SCAN_BUDGET)
+def _start_image(metadata: Metadata, query: ChartQuery, since: int | None) -> MetadataImage:
+    """The image the window starts after.
+
+    At `after`, just before `since`, or without either `SCAN_BUDGET` entries before the end.
+    """
+    after = query.filters.after
+    if after == -1 and since is not None:
+        try:
+            return metadata.image(at_time=str(since - 1))
+        except TimeTravelError:
+            return metadata.image(at_offset=-1)  # `since` is before the first entry
+    if query.newest:
+        after = max(-1, metadata.image().provenance.offset - SCAN_BUDGET)
+    try:
+        return metadata.image(at_offset=after)
+    except TimeTravelError as exc:
+        raise BadInput(f"after={after}: {exc}") from None
 
 
 def read_charts(metadata: Metadata, query: ChartQuery) -> Charts:
     """The charts of `query`'s window (blocking: the console runs it on a worker thread)."""
     filters, width = query.filters, PERIODS[query.by]
     since, until = time_ms(filters.since), time_ms(filters.until)
-    after = _window_start(metadata, filters, since)
-    try:
-        start_image = metadata.image(at_offset=after)
-    except TimeTravelError as exc:
-        raise BadInput(f"after={after}: {exc}") from None
+    start_image = _start_image(metadata, query, since)
+    # An offset inside an atomic batch has the image of the batch's end: count from there.
+    after = start_image.provenance.offset
     tally = _Tally(start_image, query.by)
     cursor, scanned = after, 0
     last: Provenance | None = None

@@ -44,15 +44,16 @@ async def charts_page(request: web.Request) -> web.StreamResponse:
     query = charts.parse_query(request.query)
     session = session_of(request)
     page = await session.source.call(lambda md: charts.read_charts(md, query))
-    base = {"by": query.by, **query.filters.query()}
     return render(
         request,
         "charts.html",
         page=page,
         query=query,
         drawn=charts.charts_of(page),
-        next_query=None if page.next_after is None else {**base, "after": str(page.next_after)},
-        by_query={"hour": {**base, "by": "hour"}, "day": {**base, "by": "day"}},
+        next_query=(
+            None if page.next_after is None else query.params(after=str(page.next_after), since="")
+        ),
+        by_query={"hour": query.params(by="hour"), "day": query.params(by="day")},
         entity_kinds=ENTITY_KINDS,
         kinds=KINDS,
     )

@@ -282,7 +282,7 @@ def read_page(metadata: Metadata, filters: Filters, *, limit: int | None = None)
     since, until = time_ms(filters.since), time_ms(filters.until)
     after = filters.after
     if since is not None and after == -1:
-        after = offset_before(metadata, since)
+        after = _offset_before(metadata, since)
     try:
         start = metadata.image(at_offset=after)
     except TimeTravelError as exc:
@@ -318,7 +318,7 @@ def newest_cursor(metadata: Metadata, rows: int) -> int:
     return max(-1, metadata.image().provenance.offset - rows)
 
 
-def offset_before(metadata: Metadata, since: int) -> int:
+def _offset_before(metadata: Metadata, since: int) -> int:
     """The last offset appended before `since` (-1 if none was): where such a page starts."""
     try:
         return metadata.image(at_time=str(since - 1)).provenance.offset

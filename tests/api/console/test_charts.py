@@ -114,12 +114,26 @@ def test_a_window_stops_at_its_period_bound_and_the_next_continues(
     assert rest.start_topics == first.periods[-1].topics
 
 
+def test_a_window_after_an_offset_inside_a_batch_starts_at_its_end(md: Metadata) -> None:
+    page = charts.read_charts(md, _query(after="5"))  # 4-7 made `orders` in one batch
+    assert page.after == 7
+    assert page.start_topics == 1 and page.periods[-1].topics == 2
+
+
 def test_a_window_reads_at_most_its_budget(md: Metadata, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(charts, "SCAN_BUDGET", 5)
     page = charts.read_charts(md, _query(after="-1"))
     assert page.scanned <= 5 and page.next_after is not None
     newest = charts.read_charts(md, _query())  # without a cursor: the last entries
-    assert newest.after == md.image().provenance.offset - 5
+    assert md.image().provenance.offset - 5 <= newest.after and newest.scanned <= 5
+
+
+def test_a_query_links_its_window() -> None:
+    assert _query().params() == {"by": "hour"}
+    assert _query(after="-1").params(by="day") == {"by": "day", "after": "-1"}
+    since = _query(since="2026-11-22T08:00:00Z", principal="User:a")
+    assert since.params() == {"by": "hour", "since": "2026-11-22T08:00:00Z", "principal": "User:a"}
+    assert since.params(after="7", since="") == {"by": "hour", "after": "7", "principal": "User:a"}
 
 
 @pytest.mark.parametrize(
