@@ -8,6 +8,7 @@ is missing (`make browser` installs chromium; Playwright is a test dependency).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import threading
@@ -20,7 +21,15 @@ import pytest
 
 from api.console.serve import serve
 from api.console.source import Origin
-from tests.support.console import PASSWORD
+from replay.controller.authorizer import AuthorizerConfig
+from tests.support.console import (
+    DENIED_NAMESPACE,
+    DENIED_VALUE,
+    PASSWORD,
+    build_denied_history,
+)
+from tests.support.sasl_users import SASL, USERS
+from tests.support.server_thread import running_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Dialog, Page
@@ -43,9 +52,9 @@ def _browser_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def console_url(history_dir: Path) -> Iterator[str]:
-    """The console over the history, served on 127.0.0.1 from a thread of its own."""
+@contextlib.contextmanager
+def _serving(origin: Origin) -> Iterator[str]:
+    """The console over `origin`, served on 127.0.0.1 from a thread of its own; its URL."""
     started: Future[str] = Future()
     loop = asyncio.new_event_loop()
 
@@ -53,7 +62,7 @@ def console_url(history_dir: Path) -> Iterator[str]:
         ready: asyncio.Future[str] = loop.create_future()
         ready.add_done_callback(lambda f: started.set_result(f.result()))
         await serve(
-            Origin(data_dir=history_dir),
+            origin,
             host="127.0.0.1",
             port=0,
             tls=None,
@@ -79,6 +88,30 @@ def console_url(history_dir: Path) -> Iterator[str]:
     finally:
         loop.call_soon_threadsafe(task[0].cancel)
         thread.join(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def console_url(history_dir: Path) -> Iterator[str]:
+    """The console over the history's data directory."""
+    with _serving(Origin(data_dir=history_dir)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def denied_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The console over a server with an authorizer (`build_denied_history`); its URL and
+    the denied topic's id."""
+    if _browser_missing() is not None:
+        pytest.skip(str(_browser_missing()))
+    data_dir = tmp_path_factory.mktemp("denied") / "data"
+    vault_id = build_denied_history(data_dir)
+    with (
+        running_server(
+            data_dir / "log", brokers=0, listeners=[SASL], authorizer=AuthorizerConfig()
+        ) as server,
+        _serving(Origin(bootstrap_server=server.address)) as url,
+    ):
+        yield url, vault_id
 
 
 @pytest.fixture(scope="module")
@@ -229,3 +262,31 @@ def test_the_charts_draw_the_logs_changes(page: Page, console_url: str) -> None:
     assert "by=day" in page.url
     page.goto(console_url + "entity?topic=orders")
     assert page.locator("#entity-charts svg.chart").count() == 3
+
+
+def test_a_denied_namespace_is_on_no_page(page: Page, denied_url: tuple[str, str]) -> None:
+    url, vault_id = denied_url
+    page.goto(url + "cluster")
+    _sign_in(page, "bob", USERS["bob"])
+    assert page.inner_text("#principal") == "User:bob"
+    assert "through the service as User:bob" in page.inner_text("#authorizer")
+    assert "orders" in page.inner_text("#topics")  # what he may see is there
+    for path in (
+        "cluster",
+        "cluster?q=vau",
+        "map",
+        "map?namespace=",
+        "timeline",
+        "timeline?q=vau",
+        "timeline.csv",
+        "timeline.json",
+        "diff?from=-1",
+        "charts",
+        "entity?topic=orders",
+    ):
+        answer = page.goto(url + path)
+        assert answer is not None and answer.status in (200, 403), path
+        shown = page.content()
+        for marker in (DENIED_NAMESPACE, "vault", vault_id, DENIED_VALUE):
+            assert marker not in shown, (path, marker)
+    assert "Not allowed" in page.inner_text("main")  # the log is not his to read

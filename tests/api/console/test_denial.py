@@ -17,28 +17,13 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from api import Metadata
 from api.console.app import make_app
 from api.console.source import Origin
 from api.server.server import MetadataServer
-from api.service.service import MetadataService
-from records.model import (
-    AccessControlEntryRecord,
-    AclOperation,
-    AclPermissionType,
-    ConfigResourceType,
-    PatternType,
-    ResourceType,
-)
-from records.uuids import Uuid
-from replay.controller.authorizer import CLUSTER_NAME, AuthorizerConfig
-from replay.controller.commands import ControllerResult
-from tests.support.console import Client, build_history, sign_in
+from replay.controller.authorizer import AuthorizerConfig
+from tests.support.console import DENIED_VALUE, Client, build_denied_history, sign_in
 from tests.support.sasl_users import SASL, USERS
 from tests.support.server_thread import running_server
-
-SECRET_VALUE = "4242424"
-"""The hidden topic's retention.ms: shown only where the topic is."""
 
 PAST = "9"
 """A point before the hidden namespace was made."""
@@ -74,54 +59,11 @@ NAMED = [
 """Views of the hidden namespace and its topic by name."""
 
 
-def _acl(
-    principal: str,
-    resource_type: ResourceType,
-    name: str,
-    operation: AclOperation,
-    permission: AclPermissionType = AclPermissionType.ALLOW,
-) -> AccessControlEntryRecord:
-    return AccessControlEntryRecord(
-        id=Uuid.random(),
-        resource_type=resource_type,
-        resource_name=name,
-        pattern_type=PatternType.LITERAL,
-        principal=principal,
-        host="*",
-        operation=operation,
-        permission_type=permission,
-    )
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MetadataServer, str]]:
-    """The history, a namespace `covert` with topic `covert:vault`, and the ACLs above."""
+    """The denied history (`build_denied_history`) served with an authorizer."""
     data_dir = tmp_path_factory.mktemp("denial") / "data"
-    build_history(data_dir)
-    with Metadata.open(data_dir, principal="User:alice") as md:
-        md.create_namespace("covert")
-        md.create_topic("covert:vault", partitions=2, replication_factor=2)
-        md.alter_configs(
-            ConfigResourceType.TOPIC, "covert:vault", set={"retention.ms": SECRET_VALUE}
-        )
-        vault = md.image().topics.get_by_name("covert:vault")
-        assert vault is not None
-        vault_id = str(vault.topic_id)
-    acls = (
-        _acl("User:alice", ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION),
-        _acl("User:bob", ResourceType.TOPIC, "*", AclOperation.DESCRIBE),
-        _acl("User:bob", ResourceType.TOPIC, "*", AclOperation.DESCRIBE_CONFIGS),
-        _acl("User:bob", ResourceType.NAMESPACE, "*", AclOperation.DESCRIBE),
-        _acl(
-            "User:bob",
-            ResourceType.NAMESPACE,
-            "covert",
-            AclOperation.DESCRIBE,
-            AclPermissionType.DENY,
-        ),
-    )
-    with MetadataService.open(data_dir / "log") as service:
-        service.execute(lambda image: ControllerResult(records=acls, response=None))
+    vault_id = build_denied_history(data_dir)
     with running_server(
         data_dir / "log", brokers=0, listeners=[SASL], authorizer=AuthorizerConfig()
     ) as running:
@@ -156,14 +98,14 @@ async def test_a_denied_namespace_is_on_no_page(
         answer = await bob.get(path)
         body = await answer.text()
         assert answer.status in (200, 403), (path, answer.status, body[:300])
-        for marker in ("covert", "vault", vault_id, SECRET_VALUE):
+        for marker in ("covert", "vault", vault_id, DENIED_VALUE):
             assert marker not in body, (path, marker)
         seen[path] = answer.status
     for path in NAMED:
         answer = await bob.get(path)
         body = await answer.text()
         assert answer.status in (400, 403), (path, answer.status)
-        assert vault_id not in body and SECRET_VALUE not in body, path
+        assert vault_id not in body and DENIED_VALUE not in body, path
         if answer.status == 400:  # answered as for a name that never existed
             missing = await bob.get(path.replace("covert", "absent"))
             assert missing.status == 400
@@ -188,4 +130,4 @@ async def test_a_principal_that_may_read_the_log_sees_it_on_every_page(
         if path == "/map":
             assert 'href="/map?namespace=covert"' in body
             continue
-        assert "covert" in body or vault_id in body or SECRET_VALUE in body, path
+        assert "covert" in body or vault_id in body or DENIED_VALUE in body, path
