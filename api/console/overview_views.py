@@ -25,8 +25,9 @@ async def map_page(request: web.Request) -> web.StreamResponse:
     session = session_of(request)
 
     def read(md: Any) -> tuple[partition_map.PartitionMap, int]:
-        last = md.image().provenance.offset
-        return partition_map.partition_map(travel.image_at(md, point), query), last
+        now = md.image()
+        image = now if point.diff_arg() is None else travel.image_at(md, point)
+        return partition_map.partition_map(image, query), now.provenance.offset
 
     view, last = await session.source.call(read)
     return render(

@@ -20,8 +20,7 @@ partition of the shown scope once.
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import chain
 from operator import attrgetter
@@ -210,12 +209,6 @@ class PartitionMap:
 
 _LEADER, _REPLICAS = attrgetter("leader"), attrgetter("replicas")
 
-MAX_CACHED_TOPICS = 200_000
-"""Topics whose counts are kept between pages (`_topic_row`)."""
-
-_cache: OrderedDict[int, tuple[TopicImage, Row]] = OrderedDict()
-_cache_lock = threading.Lock()
-
 
 def _tally(topic: TopicImage) -> Row:
     """A topic's counts, read from its partitions.
@@ -243,28 +236,6 @@ def _tally(topic: TopicImage) -> Row:
             cell = row.cells[broker]
             cell.offline += offline
             cell.under_replicated += short
-    return row
-
-
-def _topic_row(topic: TopicImage) -> Row:
-    """A topic's counts (never to be changed: they are shared between pages).
-
-    Images share every topic a change left alone, so the counts of a topic object are kept
-    (up to `MAX_CACHED_TOPICS`, the least recently used go first) and a page at the same or
-    a nearby point counts only the topics that changed. They are a function of the object
-    alone: a session only finds the counts of a topic its own image holds.
-    """
-    key = id(topic)
-    with _cache_lock:
-        found = _cache.get(key)
-        if found is not None and found[0] is topic:
-            _cache.move_to_end(key)
-            return found[1]
-    row = _tally(topic)
-    with _cache_lock:
-        _cache[key] = (topic, row)
-        while len(_cache) > MAX_CACHED_TOPICS:
-            _cache.popitem(last=False)
     return row
 
 
@@ -371,7 +342,7 @@ def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
             raise BadInput(
                 f"topic={query.topic[:80]!r} does not exist at offset {image.provenance.offset}"
             )
-        _merge(totals, _topic_row(topic))
+        _merge(totals, _tally(topic))
         every = _roles(topic)
         count, scope = len(every), f"topic {topic.qualified_name}"
         pages = _pages(count, MAX_ROWS)
@@ -384,7 +355,7 @@ def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
         page = _page_of(query.page, pages, "page")
         every_row = []
         for topic in topics:
-            row = _topic_row(topic)
+            row = _tally(topic)
             _merge(totals, row)
             every_row.append(row)
         rows = every_row[page * MAX_ROWS : (page + 1) * MAX_ROWS]
@@ -394,7 +365,7 @@ def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
             held = by_namespace.get(topic.namespace)
             if held is None:
                 held = by_namespace[topic.namespace] = Row(name=topic.namespace)
-            _merge(held, _topic_row(topic))
+            _merge(held, _tally(topic))
         for name in image.namespaces.by_name:
             by_namespace.setdefault(name, Row(name=name))
         every_row = [by_namespace[n] for n in sorted(by_namespace)]
