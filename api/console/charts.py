@@ -218,7 +218,14 @@ def read_charts(metadata: Metadata, query: ChartQuery) -> Charts:
     open_start: int | None = None
     ended = full = False
     entries = metadata.read(gt=after if after >= 0 else None, limit=SCAN_BUDGET)
-    for batch in batches(iter(entries)):
+    groups = list(batches(iter(entries)))  # at most SCAN_BUDGET entries
+    cut = sum(len(g) for g in groups) >= SCAN_BUDGET
+    if cut and len(groups) > 1:
+        # The budget may end inside the last batch: the next window starts with it whole
+        # (a single batch over the budget is counted as read, and the next window starts
+        # after its end, as an offset inside a batch does).
+        groups.pop()
+    for batch in groups:
         head = batch[0]
         if until is not None and head.timestamp > until:
             ended = True  # appended after the range: so is everything after it
@@ -245,7 +252,7 @@ def read_charts(metadata: Metadata, query: ChartQuery) -> Charts:
         kinds=_top(tally.kinds),
         after=after,
         last_read=cursor,
-        next_after=None if ended or (scanned < SCAN_BUDGET and not full) else cursor,
+        next_after=None if ended or not (cut or full) else cursor,
         scanned=scanned,
         start_topics=start_topics,
         start_partitions=start_partitions,

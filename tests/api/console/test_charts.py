@@ -124,6 +124,16 @@ def test_a_window_reads_at_most_its_budget(md: Metadata, monkeypatch: pytest.Mon
     monkeypatch.setattr(charts, "SCAN_BUDGET", 5)
     page = charts.read_charts(md, _query(after="-1"))
     assert page.scanned <= 5 and page.next_after is not None
+    # Windows meet at batch ends: each entry is counted once across them.
+    counted, after = 0, -1
+    while True:
+        window = charts.read_charts(md, _query(after=str(after)))
+        counted += sum(p.changes for p in window.periods)
+        if window.next_after is None:
+            break
+        assert window.next_after > after
+        after = window.next_after
+    assert counted == sum(_changes(md).values())
     newest = charts.read_charts(md, _query())  # without a cursor: the last entries
     assert md.image().provenance.offset - 5 <= newest.after and newest.scanned <= 5
 
