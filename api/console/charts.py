@@ -50,7 +50,7 @@ MAX_PERIODS = 240
 TOP_SERIES = svg.MAX_SERIES - 1
 """Principals or kinds drawn each as a series; the rest are summed as "other"."""
 
-ENTITY_SAMPLES = 24
+ENTITY_SAMPLES = 12
 """The most images an entity's charts sample (one per chosen entry of its history)."""
 
 PERIODS = {"hour": 3_600_000, "day": 86_400_000}
