@@ -56,6 +56,10 @@ from replay.controller.errors import ApiError
 from replay.timetravel import Change, Entity, HistoryEntry
 
 if TYPE_CHECKING:
+    from api.cli.log_verify import VerifyOutcome
+    from api.protocol.private import BrokerLivenessItem
+    from api.protocol.quorum.messages import DescribeQuorumResponse
+    from metadata_log.digest import LogDigest
     from records.entry import LogEntry
     from records.model import Record
     from replay.image import MetadataImage
@@ -248,6 +252,75 @@ class Metadata:
     ) -> Iterator[LogEntry]:
         """The log's entries with `gt < offset <= lte`, at most `limit`, oldest first."""
         return self._target.entries(gt=gt, lte=lte, limit=limit)
+
+    def wait_past(self, gt: int, *, wait_ms: int) -> int:
+        """The log's last committed offset, once past `gt` or after `wait_ms` (-1: empty).
+
+        Through a server, FetchLog's long poll (what `mlog log dump --follow` waits on); on a
+        data directory, a look at its segment files every half second.
+        """
+        return self._target.wait_past(gt, wait_ms)
+
+    def reconnect(self) -> None:
+        """Connect again after the server was lost (killed): the leader, or another node.
+
+        The client tries the nodes it knows (the bootstrap list, the voters it learned);
+        none answering leaves the handle closed, and the next call raises. Nothing to do on
+        a data directory.
+        """
+        if isinstance(self._target, RemoteTarget):
+            self._target.reconnect()
+
+    # ------------------------------------------------------------------ the quorum, integrity
+
+    def describe_quorum(self) -> DescribeQuorumResponse:
+        """DescribeQuorum, as `mlog quorum describe` asks it: leader, epoch, voters, observers.
+
+        Through a server only (a data directory is no running quorum): `MetadataApiError`.
+        """
+        if not isinstance(self._target, RemoteTarget):
+            raise MetadataApiError("describe_quorum asks a running quorum: use Metadata.connect")
+        target = self._target
+        return target.wait(target.client.describe_quorum)
+
+    def broker_liveness(self) -> dict[int, BrokerLivenessItem]:
+        """The brokers' sessions on the server's active controller (none on a data directory)."""
+        return self._target.broker_liveness()
+
+    def digest(self, at_offset: int | None = None) -> LogDigest:
+        """The hash chain's digest (`mlog log digest`): at a block's last offset, default the end.
+
+        On a data directory a v2 token (with the Merkle root when the log has its index); on
+        a server a v1 token (DescribeLogDigest: the chain value, default the committed
+        offset). `DigestError` says why none can be taken.
+        """
+        from metadata_log.digest import DigestError, LogDigest
+        from metadata_log.merkle import MerkleError, root_at
+
+        if isinstance(self._target, RemoteTarget):
+            target = self._target
+            offset = -1 if at_offset is None else at_offset
+            answer = target.wait(lambda: target.client.log_digest(offset))
+            if answer.offset < 0:
+                raise DigestError("the node has committed nothing yet, or keeps no hash chain")
+            return LogDigest(offset=answer.offset, chain=answer.chain)
+        with self._target.history_dir.reader() as log:
+            taken = log.digest(at_offset)
+            try:
+                root: bytes | None = root_at(log.directory, log.storage.segments, taken.end_offset)
+            except MerkleError:
+                root = None  # a log without the Merkle index: a v1 digest (the chain only)
+        return LogDigest(offset=taken.offset, chain=taken.chain, root=root)
+
+    def verify(self, digest: LogDigest | None = None) -> VerifyOutcome:
+        """`mlog log verify [--digest TOKEN]`: every block, link and checkpoint of the log.
+
+        A data directory's only (it checks the files): `MetadataApiError` on a server.
+        """
+        from api.cli.log_verify import check_history
+
+        target = self._local("verify")
+        return check_history(target.history_dir, digest)
 
     # ------------------------------------------------------------------ time travel
 

@@ -173,6 +173,9 @@ class LocalTarget:
         self._principal = principal
         self._check_pending = check_pending
         self._service: MetadataService | None = None
+        self._seen_files: list[tuple[str, int, int]] | None = None
+        self._seen_last: int | None = None
+        """What `wait_past` last saw: the segment files and the log's last offset then."""
         self.history_dir = HistoryDir(settings, archive, note=note)
         """Where its reads of the history go: the log, or the log over `archive` (`note`: why
         the archive could not be joined to the log, one line)."""
@@ -407,6 +410,26 @@ class LocalTarget:
                 time.sleep(FOLLOW_POLL_SECONDS)
             self.history_dir.refresh()  # a view links the local segments it was made with
 
+    def wait_past(self, gt: int, wait_ms: int) -> int:
+        """The log's last offset, once past `gt` or after `wait_ms` (-1: an empty log).
+
+        Looks at the segment files every `FOLLOW_POLL_SECONDS` (as `entries(follow=True)`)
+        and reads the log's end only when they changed since the last look.
+        """
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            seen = _segment_files(self.settings.log_dir)
+            if seen != self._seen_files or self._seen_last is None:
+                self.history_dir.refresh()
+                with self.history_dir.reader() as log:
+                    self._seen_files, self._seen_last = seen, log.end_offset - 1
+            if self._seen_last > gt or time.monotonic() >= deadline:
+                return self._seen_last
+            while _segment_files(self.settings.log_dir) == seen:
+                if time.monotonic() >= deadline:
+                    return self._seen_last
+                time.sleep(FOLLOW_POLL_SECONDS)
+
     def close(self) -> None:
         """Close the service if it was opened, and the history's view if one was made."""
         self.history_dir.close()
@@ -620,6 +643,27 @@ class RemoteTarget:
                     remaining -= 1
             if entries:
                 offset = entries[-1].offset + 1
+
+    def wait_past(self, gt: int, wait_ms: int) -> int:
+        """The committed log's last offset, once past `gt` or after `wait_ms`.
+
+        FetchLog's long poll, as `entries(follow=True)`; a `gt` past the node's end (a new
+        leader not caught up yet) answers the node's end at once.
+        """
+        from api.client import RemoteError  # noqa: PLC0415
+
+        try:
+            _, end = self._fetch(max(gt + 1, 0), 1, wait_ms)
+        except RemoteError as exc:
+            if exc.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                raise
+            # Past this node's committed end (a new leader not yet caught up): ask its end.
+            _, end = self._fetch(0, 1, 0)
+        return end - 1
+
+    def reconnect(self) -> None:
+        """Connect again after the server was lost: the leader, else another known node."""
+        self._wait(self.client.reconnect)
 
     def _wait_for_end(self, offset: int) -> None:
         """Long-poll until the log's end reaches `offset` (a follower that starts past it)."""

@@ -9,8 +9,14 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from api.cli.common import EXIT_OK, CliError, add_global_options, bounded_int
-from api.cli.targets import COMMAND_CONFIG_ENV
+from api.cli.common import (
+    EXIT_OK,
+    CliError,
+    add_archive_options,
+    add_global_options,
+    bounded_int,
+)
+from api.cli.targets import COMMAND_CONFIG_ENV, archive_of
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
@@ -48,7 +54,14 @@ def cmd_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
                 f"{settings.data_dir} holds no log: give the --data-dir of a service, or "
                 "--bootstrap-server HOST:PORT of a running one"
             )
-        origin = Origin(data_dir=Path(settings.data_dir))
+        # Below the local log start the pages read the archive (--archive-url), as the
+        # history commands do on a data directory.
+        archive = archive_of(settings, args)
+        origin = Origin(
+            data_dir=Path(settings.data_dir),
+            archive_url=None if archive is None else archive.location.url,
+            archive_cache=None if archive is None else archive.cache_dir,
+        )
 
     async def until_stopped() -> None:
         # SIGTERM (a service manager's stop) ends it as Ctrl-C does: sessions closed, exit 0.
@@ -82,6 +95,7 @@ def add_verbs(console: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="where the console listens (default 127.0.0.1:8080)",
     )
+    add_archive_options(console)
     console.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
     console.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     console.add_argument(

@@ -79,6 +79,13 @@ class QuorumApis(ClientApis):
         self.quorum_leader_id = -1
         """The leader's id the last DescribeQuorum answer named (-1: none asked or known)."""
 
+    async def reconnect(self) -> None:
+        """Connect again after the connection was lost (its node died): see `_reconnect`.
+
+        No node answering leaves the connection closed: the next call fails, and may retry.
+        """
+        await self._reconnect()
+
     async def _reconnect(self, leader: str | None = None) -> None:
         """Connect again to the controller (the leader): `leader` if known, else from the last.
 

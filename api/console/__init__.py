@@ -5,8 +5,10 @@ session reads through, on a worker thread), `login` (a user and password checked
 against the service, as a client would), `sessions` (cookies, expiry, CSRF tokens),
 `timeline` (the audit log's rows, filters and pages), `changes` (a record as the words of
 what it changed, before -> after), `travel` (the cluster at a point, and the diff of two),
-`entity` (an entity's history), `exports` (the timeline's rows as CSV and JSON), `views`
-(the pages), `state` (what the handlers share), `app` (the aiohttp application: routes,
-middlewares, headers) and `serve` (listening, TLS). Templates and the stylesheet are in the
-package; no JavaScript and nothing from another host is needed.
+`entity` (an entity's history), `exports` (the timeline's rows as CSV and JSON), `health`
+(the quorum, brokers and the log's digest; a kept digest checked), `live` (the long polls
+the live pages follow the log with), `views` (the pages), `state` (what the handlers share),
+`app` (the aiohttp application: routes, middlewares, headers) and `serve` (listening, TLS).
+Templates, the stylesheet and the one small script (`static/live.js`) are in the package;
+nothing from another host is needed, and every page works without the script.
 """

@@ -2,9 +2,10 @@
 
 Every page but the login and the stylesheet needs a session; a request without one is sent
 to the login (with where it was going, a path on this console only). Every answer carries a
-Content-Security-Policy that allows no script and nothing from another host, and frames
-nowhere. A bad parameter is a 400 page saying what is wrong; anything unexpected is a 500
-page with one line, the traceback in the console's log only.
+Content-Security-Policy that allows no script but the console's own `static/live.js` (no
+inline script, nothing from another host), and frames nowhere. A bad parameter is a 400
+page saying what is wrong; anything unexpected is a 500 page with one line, the traceback
+in the console's log only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from urllib.parse import quote
 import jinja2
 from aiohttp import web
 
-from api.console import overview_views, views
+from api.console import health, live, overview_views, views
 from api.console.errors import BadInput
 from api.console.sessions import SESSION_COOKIE, SessionStore
 from api.console.source import HistorySource, Origin
@@ -32,6 +33,8 @@ PACKAGE = Path(__file__).parent
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        # live.js only, from the console itself (no inline script), and its follow requests.
+        "script-src 'self'; connect-src 'self'; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -141,9 +144,14 @@ def make_app(
             web.get("/entity", views.entity_page),
             web.get("/map", overview_views.map_page),
             web.get("/charts", overview_views.charts_page),
+            # Health and trust; the live pages' follow requests (static/live.js).
+            web.get("/health", health.health_page),
+            web.get("/timeline/follow", live.timeline_follow),
+            web.get("/cluster/follow", live.cluster_follow),
             web.static("/static", PACKAGE / "static", append_version=False),
         ]
     )
+    live.setup(app)
     app.on_cleanup.append(_close_sessions)
     return app
 

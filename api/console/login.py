@@ -5,7 +5,9 @@ server checks the password, and the connection then reads with that principal's 
 the console sees what the principal may DESCRIBE and nothing else. On a data directory there
 is no server to ask: the password is checked against the image's SCRAM credentials by the
 same sans-IO exchange a server runs (`api.security.scram`), a client and a server side fed
-to each other in memory. Either way the password is used for the exchange only, never kept.
+to each other in memory. The password is written nowhere: on a data directory it is used for
+the exchange only; through servers the session's client keeps it with its connection, in
+memory, to sign in again to another node after a failover, until the session ends.
 """
 
 from __future__ import annotations

@@ -55,7 +55,13 @@ async def serve(
     local = (
         None
         if origin.remote or origin.data_dir is None
-        else HistorySource(open_local(origin.data_dir))
+        else HistorySource(
+            open_local(
+                origin.data_dir,
+                archive_url=origin.archive_url,
+                archive_cache=origin.archive_cache,
+            )
+        )
     )
     app = make_app(origin, local, sessions=SessionStore(session_seconds), secure=tls is not None)
     runner = web.AppRunner(app, access_log=None)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from api.client.connection import ConnectionLost
 from api.python_api import Metadata
 from api.security.client_config import ClientSecurity, SecurityProtocol
 from api.service.settings import load_settings
@@ -21,12 +23,18 @@ from api.targets import RemoteTarget
 
 T = TypeVar("T")
 
+logger = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Origin:
     """Where the console reads: a data directory, or servers (and their client config)."""
 
     data_dir: Path | None = None
+    archive_url: str | None = None
+    """The archive a data directory's history continues in, below its local log start."""
+    archive_cache: Path | None = None
+    """Where that archive's segments are kept once downloaded (its default if None)."""
     bootstrap_server: str | None = None
     security: ClientSecurity | None = None
     """The client config of `--command-config` (TLS settings); its login is replaced by the
@@ -42,6 +50,8 @@ class Origin:
         """Where it reads, in words, for the pages."""
         if self.bootstrap_server is not None:
             return f"servers {self.bootstrap_server}"
+        if self.archive_url is not None:
+            return f"data directory {self.data_dir} over the archive {self.archive_url}"
         return f"data directory {self.data_dir}"
 
 
@@ -69,8 +79,21 @@ class HistorySource:
         self._lock = asyncio.Lock()
 
     async def call(self, read: Callable[[Metadata], T]) -> T:
-        """Run `read(metadata)` on a worker thread, after any call before it has ended."""
+        """Run `read(metadata)` on a worker thread, after any call before it has ended.
+
+        A server's connection lost on the way is made again (to another node if that one is
+        gone) and `read` runs once more; a second loss is the caller's error.
+        """
         async with self._lock:
+            try:
+                return await asyncio.to_thread(read, self.metadata)
+            except ConnectionLost:
+                if not self.metadata.remote:
+                    raise
+            # The server was lost (killed, or a leader gone in a failover): connect again to
+            # another node and ask once more (the console only reads: asking twice is safe).
+            logger.warning("console: the server's connection was lost; connecting again")
+            await asyncio.to_thread(self.metadata.reconnect)
             return await asyncio.to_thread(read, self.metadata)
 
     async def close(self) -> None:
@@ -79,9 +102,14 @@ class HistorySource:
             await asyncio.to_thread(self.metadata.close)
 
 
-def open_local(data_dir: Path) -> Metadata:
-    """A read handle on a data directory (it never writes: the console only reads)."""
-    return Metadata.open(data_dir)
+def open_local(
+    data_dir: Path, *, archive_url: str | None = None, archive_cache: Path | None = None
+) -> Metadata:
+    """A read handle on a data directory (never written: the console only reads).
+
+    With `archive_url`, the history below the local log start is read from that archive.
+    """
+    return Metadata.open(data_dir, archive_url=archive_url, archive_cache=archive_cache)
 
 
 def connect_as(origin: Origin, user: str, password: str) -> Metadata:

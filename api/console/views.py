@@ -197,6 +197,7 @@ async def timeline_page(request: web.Request) -> web.StreamResponse:
         query=filters.query(),
         next_query=None if page.next_after is None else filters.query(after=page.next_after),
         first_query=filters.query(after=-1),
+        follow_query=filters.query(after=page.last_read),
         newest_query=filters.query(after=-1, newest=True),
         entity_kinds=ENTITY_KINDS,
         kinds=KINDS,

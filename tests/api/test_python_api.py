@@ -56,6 +56,29 @@ def test_a_refused_command_raises_with_kafkas_code(md: Metadata) -> None:
         md.create_topic("orders", partitions=1)
 
 
+def test_the_digest_the_quorum_and_the_wait_for_new_entries(md: Metadata) -> None:
+    md.create_topic("orders", partitions=1)
+    last = md.image().provenance.offset
+    digest = md.digest()
+    assert digest.offset == last
+    assert digest.token().startswith("mlog-digest:v1:" if md.remote else "mlog-digest:v2:")
+    assert md.wait_past(last, wait_ms=0) == last  # nothing new: answers at its deadline
+    assert md.wait_past(last - 1, wait_ms=60_000) == last  # already past: at once
+    assert 1 in md.image().cluster.brokers
+    if md.remote:
+        quorum = md.describe_quorum()  # a single server: a quorum of one, its own leader
+        assert quorum.leader_id == quorum.current_voters[0].replica_id
+        assert set(md.broker_liveness()) <= {1}
+        md.reconnect()  # a new connection; the handle reads on
+        assert md.image().provenance.offset == last
+    else:
+        with pytest.raises(MetadataApiError, match="running quorum"):
+            md.describe_quorum()
+        assert md.broker_liveness() == {}
+        outcome = md.verify(digest)
+        assert outcome.ok and outcome.digest_ok
+
+
 def test_open_takes_the_data_directory_as_the_cli_does(tmp_path: Path) -> None:
     with Metadata.open(tmp_path) as md:
         md.register_broker(1)

@@ -1,8 +1,15 @@
-"""A data directory with a small history for the console's tests, and a signed-in client."""
+"""A data directory with a small history for the console's tests, a signed-in client, and a
+quorum of `mlog serve` processes a console signs in to."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from aiohttp import web
@@ -23,6 +30,7 @@ from records.model import (
 from records.uuids import Uuid
 from replay.controller.authorizer import CLUSTER_NAME
 from replay.controller.commands import ControllerResult
+from tests.support.quorum_processes import PROJECT, TIMERS, Quorum, _env
 from tests.support.sasl_users import seed_users
 
 Client = TestClient[web.Request, web.Application]
@@ -157,3 +165,56 @@ def build_denied_history(data_dir: Path) -> str:
     with MetadataService.open(data_dir / "log") as service:
         service.execute(lambda image: ControllerResult(records=acls, response=None))
     return str(vault.topic_id)
+
+
+def quorum_leader(quorum: Quorum) -> int:
+    """The quorum's leader, asked from a thread of its own (callers may run an event loop:
+    Playwright's sync API does)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, quorum.leader()).result()
+
+
+@contextlib.contextmanager
+def scram_quorum(root: Path) -> Iterator[tuple[Quorum, Path]]:
+    """Three `mlog serve` controllers with SASL_PLAINTEXT client listeners, alice a SCRAM user.
+
+    alice's credential is set through the leader's CONTROLLER listener with the controllers'
+    certificate (`mlog users scram-set`, as an operator bootstraps the first user); the
+    quorum and the client config that logs in as alice (`--command-config`) are yielded.
+    Every node is stopped after.
+    """
+    quorum = Quorum(
+        root,
+        timers={**TIMERS, "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256"},
+        protocol="SASL_PLAINTEXT",
+    )
+    quorum.start_all()
+    try:
+        leader = quorum_leader(quorum)
+        set_password = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "api.cli",
+                *("users", "scram-set", "--name", "alice", "--mechanism", "SCRAM-SHA-512"),
+                "--password-stdin",
+                *("--bootstrap-server", quorum.nodes[leader].controller_address),
+                *("--command-config", str(quorum.controller_command_config())),
+            ],
+            input=PASSWORD + "\n",
+            capture_output=True,
+            text=True,
+            cwd=PROJECT,
+            env=_env(),
+            timeout=120,
+            check=False,
+        )
+        assert set_password.returncode == 0, set_password.stderr
+        alice = root / "alice.properties"
+        alice.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+            f"sasl.username=alice\nsasl.password={PASSWORD}\n"
+        )
+        yield quorum, alice
+    finally:
+        quorum.stop_all()

@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -25,9 +26,13 @@ from replay.controller.authorizer import AuthorizerConfig
 from tests.support.console import (
     DENIED_NAMESPACE,
     DENIED_VALUE,
+    HOSTILE,
     PASSWORD,
     build_denied_history,
+    quorum_leader,
+    scram_quorum,
 )
+from tests.support.quorum_processes import mlog
 from tests.support.sasl_users import SASL, USERS
 from tests.support.server_thread import running_server
 
@@ -53,7 +58,7 @@ def _browser_missing() -> str | None:
 
 
 @contextlib.contextmanager
-def _serving(origin: Origin) -> Iterator[str]:
+def _console(origin: Origin) -> Iterator[str]:
     """The console over `origin`, served on 127.0.0.1 from a thread of its own; its URL."""
     started: Future[str] = Future()
     loop = asyncio.new_event_loop()
@@ -92,8 +97,8 @@ def _serving(origin: Origin) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def console_url(history_dir: Path) -> Iterator[str]:
-    """The console over the history's data directory."""
-    with _serving(Origin(data_dir=history_dir)) as url:
+    """The console over the history."""
+    with _console(Origin(data_dir=history_dir)) as url:
         yield url
 
 
@@ -109,7 +114,7 @@ def denied_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         running_server(
             data_dir / "log", brokers=0, listeners=[SASL], authorizer=AuthorizerConfig()
         ) as server,
-        _serving(Origin(bootstrap_server=server.address)) as url,
+        _console(Origin(bootstrap_server=server.address)) as url,
     ):
         yield url, vault_id
 
@@ -290,3 +295,85 @@ def test_a_denied_namespace_is_on_no_page(page: Page, denied_url: tuple[str, str
         for marker in (DENIED_NAMESPACE, "vault", vault_id, DENIED_VALUE):
             assert marker not in shown, (path, marker)
     assert "Not allowed" in page.inner_text("main")  # the log is not his to read
+
+
+def test_the_health_page_checks_a_kept_digest(page: Page, console_url: str) -> None:
+    page.goto(console_url + "health")
+    _sign_in(page)
+    assert page.url.endswith("/health")
+    assert "a data directory" in page.inner_text("#quorum")
+    token = page.inner_text("#digest")
+    page.fill("#pasted", token)
+    page.click("#check-digest")
+    assert page.inner_text("#verdict").startswith("matches")
+    _shot(page, "health")
+    page.fill("#pasted", HOSTILE)
+    page.click("#check-digest")
+    error = page.inner_text("#error")
+    assert "is not a digest token" in error
+    assert "<script>alert(2)</script>" in error  # the pasted text shown as text, no dialog
+
+
+def _following(page: Page) -> None:
+    """Wait until the page's script follows the log (it says so), and mark the page."""
+    page.wait_for_selector("#live:has-text('following new entries')", timeout=30_000)
+    page.evaluate("() => { window.mlogNotReloaded = true; }")
+
+
+def _row_appears(page: Page, text: str) -> None:
+    page.locator("#timeline td", has_text=text).first.wait_for(timeout=90_000)
+    assert page.evaluate("() => window.mlogNotReloaded") is True  # the same page, not reloaded
+
+
+@pytest.mark.process
+def test_the_live_timeline_shows_a_write_made_by_the_cli(
+    page: Page, history_dir: Path, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(history_dir, data_dir)
+    with _console(Origin(data_dir=data_dir)) as url:
+        page.goto(url + "timeline")
+        _sign_in(page)
+        _following(page)
+        mlog("namespaces", "create", "--namespace", "live", "--data-dir", str(data_dir))
+        _row_appears(page, "live")
+        page.goto(url + "cluster")  # the cluster "now" follows too
+        page.evaluate("() => { window.mlogNotReloaded = true; }")
+        mlog("namespaces", "create", "--namespace", "later", "--data-dir", str(data_dir))
+        page.locator("#namespaces td", has_text="later").first.wait_for(timeout=90_000)
+        assert page.evaluate("() => window.mlogNotReloaded") is True
+
+
+def _create_namespace(name: str, bootstrap: str, config: Path, timeout: float = 90) -> None:
+    """`mlog namespaces create` through the quorum, again while it elects a new leader."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            mlog(
+                *("namespaces", "create", "--namespace", name),
+                *("--bootstrap-server", bootstrap, "--command-config", str(config)),
+            )
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+@pytest.mark.process
+def test_a_page_following_the_log_survives_a_killed_leader(page: Page, tmp_path: Path) -> None:
+    with scram_quorum(tmp_path / "quorum") as (quorum, alice):
+        leader = quorum_leader(quorum)
+        # The console's session connects to the first: the leader, the node killed below.
+        nodes = sorted(quorum.nodes.values(), key=lambda n: n.node_id != leader)
+        bootstrap = ",".join(n.address for n in nodes)
+        with _console(Origin(bootstrap_server=bootstrap)) as url:
+            page.goto(url + "timeline?newest=1")
+            _sign_in(page)
+            _following(page)
+            _create_namespace("before", bootstrap, alice)
+            _row_appears(page, "before")
+            quorum.kill(leader)
+            _create_namespace("after", bootstrap, alice)
+            _row_appears(page, "after")
+            assert "User:alice" in page.inner_text("#timeline")

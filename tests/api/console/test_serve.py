@@ -18,8 +18,10 @@ from api.console.errors import ConsoleError
 from api.console.serve import parse_listen, serve, tls_context
 from api.console.sessions import LOGIN_CSRF_COOKIE, SESSION_COOKIE
 from api.console.source import HistorySource, Origin, open_local
-from tests.support.cli import mlog
-from tests.support.console import PASSWORD
+from metadata_log.reader import LogReader
+from tests.support.archives import SMALL_SEGMENT_ENV, trimmed_twins
+from tests.support.cli import mlog, ok
+from tests.support.console import PASSWORD, sign_in
 
 
 @pytest.mark.parametrize(
@@ -121,3 +123,70 @@ async def test_serve_answers_https(history_dir: Path, tmp_path: Path) -> None:
             assert "Sign in" in await page.text()
     finally:
         await cancel_and_wait(serving)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--archive-url", "ftp://host/archive"], "ftp"),
+        (["--archive-cache", "cache"], "--archive-cache is where an archive's segments are kept"),
+    ],
+)
+def test_bad_archive_flags_are_one_line_errors(
+    history_dir: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    code, _ = mlog(history_dir, "console", *args)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def _timeline_rows(page: str) -> list[str]:
+    """The rows of a timeline page's table, as their HTML."""
+    return re.findall(r"<tr>.*?</tr>", page, flags=re.S)[1:]
+
+
+async def test_the_timeline_reads_below_the_local_log_start_from_the_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A data directory trimmed below its snapshot after its segments were archived, and an
+    # untrimmed twin: over the archive, the console shows the trimmed entries as the twin.
+    for key, value in SMALL_SEGMENT_ENV.items():
+        monkeypatch.setenv(key, value)
+    trimmed, twin, url, _ = trimmed_twins(tmp_path, topics=12)
+    with LogReader.open(trimmed / "log") as log:
+        start = log.log_start_offset
+    assert start > 0
+    pages: dict[str, list[str]] = {}
+    for name, data_dir, archive in (
+        ("twin", twin, None),
+        ("trimmed", trimmed, url),
+        ("bare", trimmed, None),
+    ):
+        if name != "bare":  # alice, signed in as below (the CLI: the log is trimmed)
+            (tmp_path / "password").write_text(PASSWORD)
+            ok(
+                data_dir,
+                "users",
+                "scram-set",
+                "--name",
+                "alice",
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password-file",
+                str(tmp_path / "password"),
+            )
+        cache = None if archive is None else tmp_path / "cache"
+        origin = Origin(data_dir=data_dir, archive_url=archive, archive_cache=cache)
+        local = HistorySource(open_local(data_dir, archive_url=archive, archive_cache=cache))
+        async with TestClient(TestServer(make_app(origin, local), host="127.0.0.1")) as client:
+            assert await sign_in(client) == 303
+            answer = await client.get(f"/timeline?limit={start}&internal=1")
+            text = await answer.text()
+            if name == "bare":  # without the archive the page says the entries were trimmed
+                assert answer.status == 400 and "trimmed from this log" in text, text
+                continue
+            assert answer.status == 200, (name, text)
+            pages[name] = _timeline_rows(text)
+    assert len(pages["twin"]) == start
+    assert pages["trimmed"] == pages["twin"]
