@@ -78,7 +78,7 @@ class Cell:
             return "offline"
         if self.under_replicated:
             return "urp"
-        return "ok" if self.leaders or self.followers else "empty"
+        return "held" if self.leaders or self.followers else "empty"
 
 
 @dataclasses.dataclass(slots=True)
