@@ -18,7 +18,7 @@ from urllib.parse import quote
 import jinja2
 from aiohttp import web
 
-from api.console import health, live, views
+from api.console import health, live, overview_views, views
 from api.console.errors import BadInput
 from api.console.sessions import SESSION_COOKIE, SessionStore
 from api.console.source import HistorySource, Origin
@@ -142,6 +142,8 @@ def make_app(
             web.get("/cluster", views.cluster),
             web.get("/diff", views.compare),
             web.get("/entity", views.entity_page),
+            web.get("/map", overview_views.map_page),
+            web.get("/charts", overview_views.charts_page),
             # Health and trust; the live pages' follow requests (static/live.js).
             web.get("/health", health.health_page),
             web.get("/timeline/follow", live.timeline_follow),

@@ -101,7 +101,41 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def _kind(record: Record) -> str:
+RECORD_ENTITY_KINDS: dict[type[Record], str] = {
+    TopicRecord: "topic",
+    RemoveTopicRecord: "topic",
+    DeleteTopicPartitionsRecord: "topic",
+    PurgeTopicPartitionsRecord: "topic",
+    CancelTopicPartitionsDeletionRecord: "topic",
+    MoveTopicRecord: "topic",
+    PartitionRecord: "partition",
+    PartitionChangeRecord: "partition",
+    NamespaceRecord: "namespace",
+    RemoveNamespaceRecord: "namespace",
+    RegisterBrokerRecord: "broker",
+    UnregisterBrokerRecord: "broker",
+    BrokerRegistrationChangeRecord: "broker",
+    ConfigRecord: "config",
+    AccessControlEntryRecord: "acl",
+    RemoveAccessControlEntryRecord: "acl",
+    UserScramCredentialRecord: "user",
+    RemoveUserScramCredentialRecord: "user",
+    FeatureLevelRecord: "feature",
+    VotersRecord: "quorum",
+    KRaftVersionRecord: "quorum",
+    LeaderChangeRecord: "quorum",
+    ClientWriteRecord: "internal",
+}
+"""The kind of entity each record type touches (every type: a test checks)."""
+
+
+def entity_kind(record: Record) -> str:
+    """The kind of entity a record touches (`ENTITY_KINDS`), without naming it."""
+    return RECORD_ENTITY_KINDS.get(type(record), "internal")
+
+
+def kind_of(record: Record) -> str:
+    """The kind of change a record is: its type without `Record` (`PartitionChange`)."""
     name = type(record).__name__
     return name.removesuffix("Record")
 
@@ -143,7 +177,7 @@ class Reading:
     def about(self, record: Record) -> tuple[str, str, str]:
         """(entity kind, entity, kind of change) of a record, as `read` would say them."""
         entity_kind, entity = self._entity(record)
-        return entity_kind, entity, _kind(record)
+        return entity_kind, entity, kind_of(record)
 
     def read(self, entry: LogEntry, *, words: bool = True) -> Described:
         """The entry in words; the reading then knows the state after it.
@@ -157,7 +191,7 @@ class Reading:
         learn(record, self.names)
         client = str(record.client_id) if isinstance(record, ClientWriteRecord) else None
         return Described(
-            entity_kind=entity_kind, entity=entity, kind=_kind(record), text=text, client=client
+            entity_kind=entity_kind, entity=entity, kind=kind_of(record), text=text, client=client
         )
 
     def _follow(self, record: Record) -> str:
@@ -235,46 +269,49 @@ class Reading:
     # ---------------------------------------------------------------- the entity
 
     def _entity(self, record: Record) -> tuple[str, str]:
+        return entity_kind(record), self._entity_name(record)
+
+    def _entity_name(self, record: Record) -> str:
         names = self.names
         match record:
             case TopicRecord():
-                return "topic", qualified_name(record.namespace, record.name)
+                return qualified_name(record.namespace, record.name)
             case (
                 RemoveTopicRecord()
                 | DeleteTopicPartitionsRecord()
                 | PurgeTopicPartitionsRecord()
                 | CancelTopicPartitionsDeletionRecord()
             ):
-                return "topic", names.topic(record.topic_id)
+                return names.topic(record.topic_id)
             case MoveTopicRecord():
-                return "topic", names.topic(record.topic_id)
+                return names.topic(record.topic_id)
             case PartitionRecord() | PartitionChangeRecord():
-                return "partition", f"{names.topic(record.topic_id)}-{record.partition_id}"
+                return f"{names.topic(record.topic_id)}-{record.partition_id}"
             case NamespaceRecord():
-                return "namespace", record.name
+                return record.name
             case RemoveNamespaceRecord():
-                return "namespace", names.namespaces.get(record.namespace_id, "<unknown>")
+                return names.namespaces.get(record.namespace_id, "<unknown>")
             case RegisterBrokerRecord() | UnregisterBrokerRecord():
-                return "broker", str(record.broker_id)
+                return str(record.broker_id)
             case BrokerRegistrationChangeRecord():
-                return "broker", str(record.broker_id)
+                return str(record.broker_id)
             case ConfigRecord():
                 resource = ConfigResourceType(record.resource_type).name.lower()
-                return "config", f"{resource} {record.resource_name or '<cluster>'}"
+                return f"{resource} {record.resource_name or '<cluster>'}"
             case AccessControlEntryRecord():
-                return "acl", _acl_resource(record)
+                return _acl_resource(record)
             case RemoveAccessControlEntryRecord():
                 known = names.acls.get(record.id)
-                return "acl", _acl_resource(known) if known is not None else str(record.id)
+                return _acl_resource(known) if known is not None else str(record.id)
             case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
-                return "user", record.name
+                return record.name
             case FeatureLevelRecord():
-                return "feature", record.name
+                return record.name
             case VotersRecord() | KRaftVersionRecord() | LeaderChangeRecord():
-                return "quorum", "controller quorum"
+                return "controller quorum"
             case ClientWriteRecord():
-                return "internal", f"client {record.client_id}"
-        return "internal", type(record).__name__  # pragma: no cover - every type is matched
+                return f"client {record.client_id}"
+        return type(record).__name__  # pragma: no cover - every type is matched
 
 
 def _acl_resource(acl: AccessControlEntryRecord) -> str:

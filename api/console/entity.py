@@ -6,6 +6,9 @@ its incarnation), a broker through its registrations, configs and the partitions
 it, a user through its credentials and the ACLs for it. The URL names the entity by one
 parameter (`topic`, `topic_id`, `namespace`, `broker`, `user`), and `gt`/`lte`/`limit` bound
 the entries as the CLI's range flags do.
+
+A topic's page also charts it over the page's entries (`charts.entity_series`): its partitions,
+under-replicated and offline partitions and ISR sizes, from a bounded number of images.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from api.console.charts import Drawn, entity_charts, entity_series
 from api.console.errors import BadInput
 from api.console.timeline import MAX_FILTER, OFFSET_MAX, iso_time, optional_int_param
 from api.python_api import Metadata
@@ -38,6 +42,8 @@ class EntityPage:
     """The topic ids the entries belong to, in order of first appearance."""
     next_gt: int | None
     """The `gt` of the next page, when this one is full."""
+    charts: list[Drawn]
+    """A topic's charts over the page's entries (none for other entities)."""
 
 
 def parse_entity(params: Mapping[str, str]) -> tuple[str, Entity]:
@@ -81,10 +87,15 @@ def read_entity(metadata: Metadata, params: Mapping[str, str]) -> EntityPage:
     for item in found:
         if item.topic_id is not None and item.topic_id not in incarnations:
             incarnations.append(item.topic_id)
+    charts: list[Drawn] = []
+    if kind in ("topic", "topic_id") and found:
+        samples = entity_series(metadata, entity.topic or "", entity.topic_id, found)
+        charts = entity_charts(samples)
     return EntityPage(
         kind=kind,
         name=params[kind].strip(),
         entries=[(item, iso_time(item.timestamp)) for item in found],
         incarnations=incarnations if kind in ("topic", "namespace") else [],
         next_gt=found[-1].offset if len(found) == limit else None,
+        charts=charts,
     )

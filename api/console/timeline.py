@@ -191,11 +191,12 @@ class Page:
     """Entries looked at."""
 
 
-def _time_ms(text: str) -> int | None:
+def time_ms(text: str) -> int | None:
+    """A filter's time (already checked by `parse_filters`) in epoch ms; None if not given."""
     return parse_time(text) if text else None
 
 
-def _kept(
+def kept(
     entry: LogEntry,
     about: tuple[str, str, str],
     filters: Filters,
@@ -221,7 +222,7 @@ def _found(row: Row, needle: str) -> bool:
     return not needle or needle in row.entity.casefold() or needle in row.text.casefold()
 
 
-def _batches(entries: Iterator[LogEntry]) -> Iterator[list[LogEntry]]:
+def batches(entries: Iterator[LogEntry]) -> Iterator[list[LogEntry]]:
     """Entries grouped as appended together: consecutive, same epoch, time and principal."""
     run: list[LogEntry] = []
     for entry in entries:
@@ -251,7 +252,7 @@ def _rows(
     needle = filters.q.casefold()
     rows = []
     for entry in batch:
-        keep = _kept(entry, reading.about(entry.record), filters, since, until)
+        keep = kept(entry, reading.about(entry.record), filters, since, until)
         described = reading.read(entry, words=keep)
         if not keep:
             continue
@@ -278,7 +279,7 @@ def read_page(metadata: Metadata, filters: Filters, *, limit: int | None = None)
     the entries it reads.
     """
     wanted = filters.limit if limit is None else limit
-    since, until = _time_ms(filters.since), _time_ms(filters.until)
+    since, until = time_ms(filters.since), time_ms(filters.until)
     after = filters.after
     if since is not None and after == -1:
         after = _offset_before(metadata, since)
@@ -292,7 +293,7 @@ def read_page(metadata: Metadata, filters: Filters, *, limit: int | None = None)
     cursor = after
     entries = metadata.read(gt=after if after >= 0 else None, limit=SCAN_BUDGET)
     done = False
-    for batch in _batches(iter(entries)):
+    for batch in batches(iter(entries)):
         if until is not None and batch[0].timestamp > until:
             done = True  # appended after the range: so is everything after it
             break

@@ -16,6 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from api import Metadata
+from api.service.service import MetadataService
 from records.model import (
     AccessControlEntryRecord,
     AclOperation,
@@ -27,6 +28,8 @@ from records.model import (
     ResourceType,
 )
 from records.uuids import Uuid
+from replay.controller.authorizer import CLUSTER_NAME
+from replay.controller.commands import ControllerResult
 from tests.support.quorum_processes import PROJECT, TIMERS, Quorum, _env
 from tests.support.sasl_users import seed_users
 
@@ -104,6 +107,64 @@ async def sign_in(client: Client, user: str = "alice", password: str = PASSWORD)
         allow_redirects=False,
     )
     return answer.status
+
+
+DENIED_NAMESPACE, DENIED_TOPIC = "covert", "covert:vault"
+"""The namespace bob is denied DESCRIBE on, and its topic (`build_denied_history`)."""
+
+DENIED_VALUE = "4242424"
+"""The denied topic's retention.ms: shown only where the topic is."""
+
+
+def _acl(
+    principal: str,
+    resource_type: ResourceType,
+    name: str,
+    operation: AclOperation,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=Uuid.random(),
+        resource_type=resource_type,
+        resource_name=name,
+        pattern_type=PatternType.LITERAL,
+        principal=principal,
+        host="*",
+        operation=operation,
+        permission_type=permission,
+    )
+
+
+def build_denied_history(data_dir: Path) -> str:
+    """`build_history`, then namespace `covert` with topic `covert:vault` and ACLs for a
+    server with an authorizer; returns the topic's id.
+
+    alice may read the log (CLUSTER_ACTION on the cluster); bob may DESCRIBE (and
+    DESCRIBE_CONFIGS) every topic and namespace but `covert`, which he is denied.
+    """
+    build_history(data_dir)
+    with Metadata.open(data_dir, principal="User:alice") as md:
+        md.create_namespace(DENIED_NAMESPACE)
+        md.create_topic(DENIED_TOPIC, partitions=2, replication_factor=2)
+        md.alter_configs(ConfigResourceType.TOPIC, DENIED_TOPIC, set={"retention.ms": DENIED_VALUE})
+        vault = md.image().topics.get_by_name(DENIED_TOPIC)
+        assert vault is not None
+    acls = (
+        _acl("User:alice", ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION),
+        _acl("User:bob", ResourceType.TOPIC, "*", AclOperation.DESCRIBE),
+        _acl("User:bob", ResourceType.TOPIC, "*", AclOperation.DESCRIBE_CONFIGS),
+        _acl("User:bob", ResourceType.NAMESPACE, "*", AclOperation.DESCRIBE),
+        _acl(
+            "User:bob",
+            ResourceType.NAMESPACE,
+            DENIED_NAMESPACE,
+            AclOperation.DESCRIBE,
+            AclPermissionType.DENY,
+        ),
+    )
+    with MetadataService.open(data_dir / "log") as service:
+        service.execute(lambda image: ControllerResult(records=acls, response=None))
+    return str(vault.topic_id)
 
 
 def quorum_leader(quorum: Quorum) -> int:

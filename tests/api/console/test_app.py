@@ -105,7 +105,15 @@ async def test_every_page_says_there_is_no_authorizer(client: Client) -> None:
     login = await client.get("/login")
     assert "No authorizer" in await login.text()
     await sign_in(client)
-    for path in ("/timeline", "/cluster", "/diff?from=0", "/entity?broker=1", "/cluster?at=x"):
+    for path in (
+        "/timeline",
+        "/cluster",
+        "/diff?from=0",
+        "/entity?broker=1",
+        "/cluster?at=x",
+        "/map",
+        "/charts",
+    ):
         page = await client.get(path)
         assert "No authorizer" in await page.text(), path
 
@@ -114,7 +122,7 @@ async def test_pages_allow_only_the_consoles_own_script_and_no_other_host(
     client: Client,
 ) -> None:
     await sign_in(client)
-    for path in ("/login", "/timeline", "/cluster", "/health"):
+    for path in ("/login", "/timeline", "/cluster", "/health", "/map", "/charts?after=-1"):
         answer = await client.get(path)
         policy = answer.headers["Content-Security-Policy"]
         assert "default-src 'none'" in policy

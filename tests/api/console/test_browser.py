@@ -22,8 +22,19 @@ import pytest
 
 from api.console.serve import serve
 from api.console.source import Origin
-from tests.support.console import HOSTILE, PASSWORD, quorum_leader, scram_quorum
+from replay.controller.authorizer import AuthorizerConfig
+from tests.support.console import (
+    DENIED_NAMESPACE,
+    DENIED_VALUE,
+    HOSTILE,
+    PASSWORD,
+    build_denied_history,
+    quorum_leader,
+    scram_quorum,
+)
 from tests.support.quorum_processes import mlog
+from tests.support.sasl_users import SASL, USERS
+from tests.support.server_thread import running_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Dialog, Page
@@ -89,6 +100,23 @@ def console_url(history_dir: Path) -> Iterator[str]:
     """The console over the history."""
     with _console(Origin(data_dir=history_dir)) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def denied_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The console over a server with an authorizer (`build_denied_history`); its URL and
+    the denied topic's id."""
+    if _browser_missing() is not None:
+        pytest.skip(str(_browser_missing()))
+    data_dir = tmp_path_factory.mktemp("denied") / "data"
+    vault_id = build_denied_history(data_dir)
+    with (
+        running_server(
+            data_dir / "log", brokers=0, listeners=[SASL], authorizer=AuthorizerConfig()
+        ) as server,
+        _console(Origin(bootstrap_server=server.address)) as url,
+    ):
+        yield url, vault_id
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +238,63 @@ def test_an_entity_name_opens_its_history(page: Page, console_url: str) -> None:
     _shot(page, "entity")
     page.goto(console_url + "entity?topic=payments")
     assert "<script>alert(2)</script>" in page.inner_text("#history")  # text, no dialog
+
+
+def test_the_partition_map_drills_down_to_a_topics_partitions(page: Page, console_url: str) -> None:
+    page.goto(console_url + "map")
+    _sign_in(page)
+    assert page.url.endswith("/map")
+    assert "(default)" in page.inner_text("#map")
+    page.click("#map a[href='/map?namespace=']")
+    assert "orders" in page.inner_text("#map") and "payments" in page.inner_text("#map")
+    page.click("#map a[href='/map?topic=orders']")
+    assert page.url.endswith("/map?topic=orders")
+    assert page.locator("#map td.role.leader").count() == 3
+    _shot(page, "map")
+    page.click("#up-cluster")
+    assert page.url.endswith("/map")
+
+
+def test_the_charts_draw_the_logs_changes(page: Page, console_url: str) -> None:
+    page.goto(console_url + "charts?after=-1")
+    _sign_in(page)
+    assert page.locator("svg.chart").count() == 4
+    assert page.locator("svg.chart rect").count() >= 2
+    numbers = page.locator("table.numbers").first.text_content() or ""
+    assert "<script>alert(2)</script>" in numbers  # the hostile principal, as text
+    _shot(page, "charts")
+    page.click("#by-day")
+    assert "by=day" in page.url
+    page.goto(console_url + "entity?topic=orders")
+    assert page.locator("#entity-charts svg.chart").count() == 3
+
+
+def test_a_denied_namespace_is_on_no_page(page: Page, denied_url: tuple[str, str]) -> None:
+    url, vault_id = denied_url
+    page.goto(url + "cluster")
+    _sign_in(page, "bob", USERS["bob"])
+    assert page.inner_text("#principal") == "User:bob"
+    assert "through the service as User:bob" in page.inner_text("#authorizer")
+    assert "orders" in page.inner_text("#topics")  # what he may see is there
+    for path in (
+        "cluster",
+        "cluster?q=vau",
+        "map",
+        "map?namespace=",
+        "timeline",
+        "timeline?q=vau",
+        "timeline.csv",
+        "timeline.json",
+        "diff?from=-1",
+        "charts",
+        "entity?topic=orders",
+    ):
+        answer = page.goto(url + path)
+        assert answer is not None and answer.status in (200, 403), path
+        shown = page.content()
+        for marker in (DENIED_NAMESPACE, "vault", vault_id, DENIED_VALUE):
+            assert marker not in shown, (path, marker)
+    assert "Not allowed" in page.inner_text("main")  # the log is not his to read
 
 
 def test_the_health_page_checks_a_kept_digest(page: Page, console_url: str) -> None:

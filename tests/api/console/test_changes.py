@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from api import Metadata
-from api.console.changes import Reading
+from api.console.changes import ENTITY_KINDS, RECORD_ENTITY_KINDS, Reading
 from records.entry import LogEntry
 from records.model import (
+    RECORD_CLASSES,
     ConfigRecord,
     ConfigResourceType,
     PartitionChangeRecord,
@@ -89,3 +90,8 @@ def test_values_before_come_from_the_image_where_the_reading_starts(history_dir:
     described = reading.read(entry)
     assert described.text == "config topic orders: retention.ms 86400000 -> 3600000"
     assert described.entity == "topic orders"
+
+
+def test_every_record_type_has_its_kind_of_entity() -> None:
+    assert set(RECORD_ENTITY_KINDS) == set(RECORD_CLASSES)
+    assert set(RECORD_ENTITY_KINDS.values()) <= set(ENTITY_KINDS)
