@@ -278,12 +278,12 @@ class Overlay:
     ) -> dict[str, Iterable[Row]]:
         """The image's rows: `base`'s (the full snapshot's) with the increments laid over.
 
-        `chain` holds, per increment id, the small tables it replaced.
+        `chain` holds, per increment id, the small tables it replaced (`base` need not hold
+        the tables an increment replaced).
         """
-        out: dict[str, Iterable[Row]] = {}
-        for table, rows in base.items():
-            owner = self.table_owner.get(table)
-            out[table] = rows if owner is None else chain[owner][table]
+        out: dict[str, Iterable[Row]] = dict(base)
+        for table, owner in self.table_owner.items():
+            out[table] = chain[owner][table]
         topics = self.topics
         out[TOPICS] = _kept_and_new(base[TOPICS], topics, [c.topic_row for c in topics.values()])
         out[PENDING] = _kept_and_new(base[PENDING], topics, [c.pending for c in topics.values()])
