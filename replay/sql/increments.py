@@ -22,14 +22,18 @@ exactly as a full snapshot's is.
 
 from __future__ import annotations
 
+import gc
+import itertools
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from immutables import Map
 from sqlalchemy import select
 
 from replay.image import MetadataImage
+from replay.map_nodes import NODE_TYPES
 from replay.sql.checksum import (
     ACLS,
     BROKER_FEATURES,
@@ -56,6 +60,9 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 logger = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 INCREMENT_SHARE = 0.25
 """An increment with more rows than this share of the image's partitions is written in full
@@ -132,6 +139,123 @@ def increment(
     return Increment(rows=rows, replaced=tuple(replaced), changed_topics=changed, checksum=checksum)
 
 
+# ---------------------------------------------------------------------------- what changed
+
+
+def _leaf_order() -> int | None:
+    """Where a key sits in a map node's referents pair: 0 (key first), 1 (value first), None.
+
+    `gc.get_referents` of a node gives its array as the C code visits it (immutables 0.21:
+    backwards, so each value before its key). Found out once, on a map of one entry; with an
+    order not understood, `map_changes` looks every entry up instead.
+    """
+    probe_key, probe_value = 7, "seven"
+    try:
+        (root,) = gc.get_referents(Map({probe_key: probe_value}))
+        found = gc.get_referents(root)
+    except ValueError:
+        return None
+    if found == [probe_key, probe_value]:
+        return 0
+    if found == [probe_value, probe_key]:
+        return 1
+    return None
+
+
+_KEY_AT = _leaf_order()
+_NODE_TYPES = frozenset(NODE_TYPES)
+
+
+class _NotUnderstood(Exception):
+    """A map node's referents are not key/value pairs and nodes: look every entry up instead."""
+
+
+def map_changes(old: Map[K, V], new: Map[K, V]) -> tuple[dict[K, V], list[K]]:
+    """The entries of `new` that are not `old`'s very objects, and the keys only `old` has.
+
+    An image's maps are persistent (`immutables.Map`, a hash array mapped trie): a change
+    copies the path of nodes from the root to its key and shares every other node with the
+    map before it. The two tries are walked side by side, level by level (their nodes through
+    `gc.get_referents`, as `replay.map_nodes` finds them), and a node found on both sides (the
+    same object) is skipped with everything under it: the work is in proportion to the
+    changes' paths, not to the map. A key's place in a trie depends only on its hash, so what
+    a shared node holds is in no other node of either map; a node met at different depths (a
+    collision node moved) is walked on both sides, which is only slower.
+    """
+    if old is new:
+        return {}, []
+    if _KEY_AT is not None:
+        try:
+            before, after = _unshared_entries(old, new, _KEY_AT)
+        except _NotUnderstood:
+            pass
+        else:
+            return _compared(old, new, before, after)
+    get = old.get
+    changed = {k: v for k, v in new.items() if get(k) is not v}
+    return changed, [k for k in old if k not in new]
+
+
+_Entries = dict[int, tuple[Any, Any]]
+"""A map's entries by the identity of their key object: (key, value)."""
+
+
+def _compared(
+    old: Map[K, V], new: Map[K, V], before: _Entries, after: _Entries
+) -> tuple[dict[K, V], list[K]]:
+    """`map_changes` from the unshared entries of both maps.
+
+    The entries are keyed by their key object's identity (an int hashes in C; a key's own
+    hash may be Python code, as `Uuid`'s is): a copied node holds the very key objects it was
+    copied from. A key object found on one side only may still be an equal key of the other
+    (set again with a new but equal object): those few are looked up in the other map.
+    """
+    changed: dict[K, V] = {}
+    missing = object()
+    for key_id, (key, value) in after.items():
+        found = before.get(key_id)
+        if found is None:
+            if old.get(key, missing) is not value:
+                changed[key] = value
+        elif found[1] is not value:
+            changed[key] = value
+    deleted = [key for key_id, (key, _) in before.items() if key_id not in after and key not in new]
+    return changed, deleted
+
+
+def _unshared_entries(old: Map[K, V], new: Map[K, V], key_at: int) -> tuple[_Entries, _Entries]:
+    """The entries in the nodes of each map that the other does not share.
+
+    Level by level: the referents of the unshared nodes (a node's own entries as key/value
+    pairs, in order, and its child nodes), the children both sides have dropped.
+    """
+    old_front: list[object] = [old]
+    new_front: list[object] = [new]
+    before: _Entries = {}
+    after: _Entries = {}
+    while old_front or new_front:
+        old_refs = list(itertools.chain.from_iterable(map(gc.get_referents, old_front)))
+        new_refs = list(itertools.chain.from_iterable(map(gc.get_referents, new_front)))
+        old_nodes = [x for x in old_refs if type(x) in _NODE_TYPES]
+        new_nodes = [x for x in new_refs if type(x) in _NODE_TYPES]
+        _add_leaves(before, old_refs, len(old_nodes), key_at)
+        _add_leaves(after, new_refs, len(new_nodes), key_at)
+        shared = set(map(id, old_nodes)).intersection(map(id, new_nodes))
+        old_front = [n for n in old_nodes if id(n) not in shared]
+        new_front = [n for n in new_nodes if id(n) not in shared]
+    return before, after
+
+
+def _add_leaves(entries: _Entries, refs: list[object], nodes: int, key_at: int) -> None:
+    if nodes == len(refs):
+        return
+    leaves = [x for x in refs if type(x) not in _NODE_TYPES]
+    if len(leaves) % 2:
+        raise _NotUnderstood("an odd number of keys and values")
+    keys = leaves[key_at::2]
+    entries.update(zip(map(id, keys), zip(keys, leaves[1 - key_at :: 2], strict=True), strict=True))
+
+
 def _changed_topics(
     base: MetadataImage,
     image: MetadataImage,
@@ -148,12 +272,10 @@ def _changed_topics(
     partition_rows = rows.setdefault(PARTITIONS, [])
     pending_rows = rows.setdefault(PENDING, [])
     changed: list[Row] = []
-    created = 0
+    updated, deleted = map_changes(old_topics, new_topics)
     old_get = old_topics.get
-    for topic_id, topic in new_topics.items():
+    for topic_id, topic in updated.items():
         old = old_get(topic_id)
-        if old is topic:
-            continue
         tid = str(topic_id)
         topic_row, partitions, pending = made.of(tid, topic)
         checksum.add(TOPICS, topic_row)
@@ -163,7 +285,6 @@ def _changed_topics(
             pending_rows.append(pending)
         topic_rows.append(topic_row)
         if old is None:
-            created += 1
             partition_rows.extend(partitions)
         else:
             _take_out(checksum, made.of(tid, old))
@@ -174,12 +295,10 @@ def _changed_topics(
                 if p.partition_id >= len(kept) or kept[p.partition_id] is not p
             )
         changed.append((tid, len(partitions)))
-    if len(old_topics) + created != len(new_topics):  # some were deleted
-        for topic_id, old in old_topics.items():
-            if topic_id not in new_topics:
-                tid = str(topic_id)
-                _take_out(checksum, made.of(tid, old))
-                changed.append((tid, DELETED))
+    for topic_id in deleted:
+        tid = str(topic_id)
+        _take_out(checksum, made.of(tid, old_topics[topic_id]))
+        changed.append((tid, DELETED))
     return changed
 
 
@@ -427,7 +546,7 @@ def increment_on(
     if base_checksum.hexdigest() != row.checksum:
         return None  # its sums do not match its checksum: not a base to build on
     made = increment(base_image, base_checksum, image)
-    limit = max(INCREMENT_MIN_ROWS, int(image.topics.partition_count() * INCREMENT_SHARE))
+    limit = max(INCREMENT_MIN_ROWS, int(base_checksum.count(PARTITIONS) * INCREMENT_SHARE))
     if made.row_count > limit:
         return None
     return info_of_row(row._mapping), made
@@ -446,6 +565,7 @@ __all__ = [
     "chain_of",
     "increment",
     "increment_on",
+    "map_changes",
     "needed_bases",
     "read_increment",
     "replaced_tables",

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from immutables import Map
 from sqlalchemy import create_engine, text
 
 from metadata_log.reader import LogReader
@@ -17,7 +18,7 @@ from replay.image import MetadataImage, Provenance, qualified_name
 from replay.loader import load_image
 from replay.sql import content
 from replay.sql.errors import SnapshotChecksumError, SnapshotContentError, SnapshotStoreError
-from replay.sql.increments import DELETED
+from replay.sql.increments import DELETED, map_changes
 from replay.sql.store import SnapshotInfo, SnapshotStore
 from replay.timetravel import travel
 from tests.support.sql_backends import execute_sql, write_generated_log
@@ -284,3 +285,24 @@ def test_the_downgrade_deletes_increments_and_keeps_full_snapshots(
         store.upgrade()
         assert [s.id for s in store.snapshots()] == [full.id]
         assert store.load(full.id) == load_image(log, lte=full.offset)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_map_changes_finds_what_a_lookup_of_every_entry_finds(seed: int) -> None:
+    rng = random.Random(seed)
+    # Colliding keys (hash(-1) == hash(-2)) and sizes around the trie's node splits.
+    keys = list(range(-3, rng.choice((10, 40, 3000))))
+    old = Map({k: object() for k in keys})
+    new = old
+    for _ in range(rng.choice((0, 1, 5, 200))):
+        key = rng.randrange(-3, 4000)
+        action = rng.random()
+        if action < 0.4 and key in new:
+            new = new.delete(key)
+        elif action < 0.7 and key in new:
+            new = new.set(key, new[key])  # the very same value: no change
+        else:
+            new = new.set(key, object())
+    changed, deleted = map_changes(old, new)
+    assert changed == {k: v for k, v in new.items() if old.get(k) is not v}
+    assert sorted(deleted) == sorted(k for k in old if k not in new)
