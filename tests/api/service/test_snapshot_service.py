@@ -12,6 +12,7 @@ import pytest
 
 from api.service.service import MetadataService
 from api.service.settings import load_settings
+from api.service.snapshot_runners import ForkedRunner, SnapshotRunner, ThreadRunner
 from api.service.snapshots import MAX_CHAIN, Snapshotter, open_snapshotter
 from metadata_log.reader import LogReader
 from records.model import ConfigResourceType
@@ -47,6 +48,7 @@ def _open(
     retention: int = 10,
     retry_ms: int = 1,
     max_chain: int = MAX_CHAIN,
+    runner: SnapshotRunner | None = None,
 ) -> MetadataService:
     clock = clock or Clock()
     snapshotter = Snapshotter(
@@ -55,6 +57,7 @@ def _open(
         retention=retention,
         retry_ms=retry_ms,
         max_chain=max_chain,
+        runner=runner,
     )
     return MetadataService.open(log_dir, snapshots=snapshotter, clock_ms=clock)
 
@@ -164,11 +167,13 @@ def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
         assert all(s.base_id == b.id for s, b in zip(kept[1:], kept, strict=False))
 
 
+@pytest.mark.parametrize("runner", [ThreadRunner, ForkedRunner])
 def test_increments_are_chained_up_to_max_chain_then_a_full_snapshot(
-    tmp_path: Path, database_url: str
+    tmp_path: Path, database_url: str, runner: type[SnapshotRunner]
 ) -> None:
+    # In a forked child (as `mlog serve` writes them) the base image is the child's copy.
     log_dir = tmp_path / "log"
-    with _open(log_dir, database_url, retention=2, max_chain=2) as service:
+    with _open(log_dir, database_url, retention=2, max_chain=2, runner=runner()) as service:
         _register(service, 1, 2)
         for n in range(40):
             _create(service, f"t{n}", partitions=4)
