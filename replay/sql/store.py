@@ -686,12 +686,18 @@ class SnapshotStore:
                 chunks.close()  # its cursor, now: a read given up half-way is read again
 
     def count_rows(self, snapshot_id: int) -> dict[str, int]:
-        """Rows per content table of a snapshot (for `mlog snapshot show`)."""
-        self.get(snapshot_id)
+        """Rows per table of a snapshot (for `mlog snapshot show`): an increment's own rows.
+
+        An increment's changed topics (`snapshot_changed_topics`) are counted last.
+        """
+        info = self.get(snapshot_id)
+        tables = dict(_TABLES)
+        if info.is_increment:
+            tables[CHANGED_TOPICS.name] = CHANGED_TOPICS
         counts = {}
         with self._connect() as conn:
             try:
-                for name, table in _TABLES.items():
+                for name, table in tables.items():
                     counts[name] = conn.execute(
                         select(func.count())
                         .select_from(table)

@@ -98,7 +98,7 @@ def test_a_damaged_snapshot_fails_verify_with_exit_1(cluster: Path) -> None:
 def test_verify_checks_increments_against_the_log(cluster: Path) -> None:
     ok(cluster, "topics", "create", "--topic", "payments", "--partitions", "2")
     with LogReader.open(cluster / "log") as log:
-        base = load_image(log, lte=5)
+        base = load_image(log, lte=6)  # the fixture's cluster
         image = load_image(log, base=base)
     topic = image.topics.get_by_name("payments")
     assert topic is not None
@@ -129,6 +129,11 @@ def test_verify_checks_increments_against_the_log(cluster: Path) -> None:
     assert code == 0 and "DIFFERS" not in text
     listed = as_json(cluster, "snapshot", "list")
     assert [s["base_id"] for s in listed] == [None, full.id, full.id]
+    shown = as_json(cluster, "snapshot", "show", str(good.id))
+    assert shown["chain_length"] == 1
+    rows = shown["rows"]
+    assert rows["snapshot_changed_topics"] == rows["snapshot_topics"] == 1  # payments
+    assert rows["snapshot_partitions"] == 2
 
 
 def test_readme_query_finds_read_only_partitions(cluster: Path) -> None:

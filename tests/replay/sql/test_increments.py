@@ -94,7 +94,8 @@ def test_a_chain_of_increments_loads_as_replay_and_checksums_as_a_full_one(
     full_rows = sum(
         len(list(rows)) for rows in content.image_rows(image, content.ContentChecksum()).values()
     )
-    assert 0 < sum(store.count_rows(written[-1][0].id).values()) < full_rows
+    own = store.count_rows(written[-1][0].id)
+    assert 0 < sum(n for table, n in own.items() if table in content.COLUMNS) < full_rows
 
 
 def _topic_change(image: MetadataImage, records: list[object], offset: int) -> MetadataImage:
