@@ -539,6 +539,8 @@ def increment_on(
     row = conn.execute(select(SNAPSHOTS).where(SNAPSHOTS.c.id == info.id).with_for_update()).first()
     if row is None or row.content_sums is None or row.format_version != FORMAT_VERSION:
         return None  # deleted meanwhile, or written before increments existed
+    if (row.log_offset, row.checksum) != (info.offset, info.checksum):
+        return None  # another snapshot under that id (the database was replaced)
     try:
         base_checksum = ContentChecksum.from_text(row.content_sums)
     except SnapshotContentError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import shutil
 from collections.abc import Iterator
@@ -201,6 +202,12 @@ def test_a_base_without_content_sums_gets_a_full_snapshot(
     execute_sql(database_url, "UPDATE snapshots SET content_sums = NULL WHERE id = :id", id=base.id)
     written = store.write(after, base=(base, before))
     assert written.base_id is None and store.load(written.id) == after
+    # A base whose id now names another snapshot (the database was replaced) is not used.
+    other = store.write(before)
+    moved = dataclasses.replace(other, id=written.id)
+    again = store.write(after, base=(moved, before))
+    assert again.base_id is None and store.load(again.id) == after
+    assert store.write(after, base=(other, before)).base_id == other.id
 
 
 def _write_at_0004(url: str, image: MetadataImage) -> None:
