@@ -50,11 +50,11 @@ from replay.sql.checksum import (
     ContentChecksum,
     Row,
 )
-from replay.sql.content import TopicRows, image_rows
+from replay.sql.content import TopicRows, image_from_rows, image_rows
 from replay.sql.errors import SnapshotContentError
 from replay.sql.info import SnapshotInfo, check_format, info_of_row
 from replay.sql.models import CHANGED_TOPICS, CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS
-from replay.sql.row_io import select_chunks
+from replay.sql.row_io import Progress, counting, materialized, select_chunks
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -68,6 +68,10 @@ INCREMENT_SHARE = 0.05
 """An increment with more rows than this share of the image's partitions is written in full
 instead: every load of its chain holds the chain's rows beside the image it builds, so a chain
 of `MAX_CHAIN` (api/service/snapshots.py, 8) holds at most 40% of a full snapshot's rows."""
+PARTITION_ORDER = ("topic_id", "partition_id")
+"""The order the partition rows are written in, asked of the database when it lost it."""
+TABLES = {t.name: t for t in CONTENT_TABLES}
+"""The content tables by name."""
 INCREMENT_MIN_ROWS = 4096
 """Below this many rows an increment is always worth it (however small the image)."""
 
@@ -415,7 +419,7 @@ def read_increment(
     conn: Connection, snapshot_id: int, replaced: tuple[str, ...]
 ) -> tuple[IncrementRows, dict[str, list[Row]]]:
     """An increment's rows as stored: its changed topics' rows, and the tables it replaced."""
-    tables = {t.name: t for t in (*CONTENT_TABLES, CHANGED_TOPICS)}
+    tables = {**TABLES, CHANGED_TOPICS.name: CHANGED_TOPICS}
 
     def read(name: str) -> list[Row]:
         if name not in tables:
@@ -486,6 +490,52 @@ def _rest(change: _TopicChange, emitted: set[int]) -> Iterator[Row]:
     for pid in sorted(change.partitions):
         if pid not in emitted and pid < change.count:
             yield change.partitions[pid]
+
+
+def image_of_chain(
+    conn: Connection,
+    chain: list[tuple[SnapshotInfo, tuple[str, ...]]],
+    checksum: ContentChecksum,
+    progress: Progress | None,
+    *,
+    sort: bool,
+) -> MetadataImage:
+    """The image a chain of snapshots holds, the partitions streamed in (sorted by the database).
+
+    `chain`: the full snapshot first, then the increments up to the one asked for (each
+    with the tables it replaced); their rows are laid over the full one's as they stream.
+    """
+    overlay = Overlay()
+    replaced: dict[int, dict[str, list[Row]]] = {}
+    for link, tables in chain[1:]:
+        own, replaced[link.id] = read_increment(conn, link.id, tables)
+        overlay.add(own)
+    full = chain[0][0]
+    reads = {
+        name: select_chunks(
+            conn,
+            table,
+            full.id,
+            order_by=PARTITION_ORDER if sort and name == PARTITIONS else (),
+        )
+        for name, table in TABLES.items()
+        if name not in overlay.table_owner  # a later increment holds it whole
+    }
+    rows: dict[str, Iterable[Row]] = {
+        name: itertools.chain.from_iterable(counting(chunks, progress))
+        for name, chunks in reads.items()
+    }
+    try:
+        # Every table but the big one is read whole first: image_from_rows reads them in
+        # its own order, and each iterator holds its own cursor. The partitions stream in
+        # last.
+        rows = materialized(rows)
+        if len(chain) > 1:
+            rows = overlay.rows(rows, replaced)
+        return image_from_rows(chain[-1][0].provenance, rows, checksum, partitions_sorted=sort)
+    finally:
+        for chunks in reads.values():
+            chunks.close()  # its cursor, now: a read given up half-way is read again
 
 
 # ---------------------------------------------------------------------------- chains
@@ -566,6 +616,7 @@ __all__ = [
     "IncrementRows",
     "Overlay",
     "chain_of",
+    "image_of_chain",
     "increment",
     "increment_on",
     "map_changes",

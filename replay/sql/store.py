@@ -15,7 +15,6 @@ query; Alembic is imported only to compare any other revision, and to migrate.
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -43,12 +42,10 @@ from sqlalchemy.exc import (
 )
 
 from replay.image import MetadataImage, Provenance
-from replay.sql import content, increments, revision, sqlite_files
+from replay.sql import increments, revision, sqlite_files
 from replay.sql.content import (
     ContentChecksum,
     PartitionRowsUnsorted,
-    Row,
-    image_from_rows,
     image_rows,
     record_count,
 )
@@ -69,11 +66,8 @@ from replay.sql.row_io import (
     PACE_ROWS,
     PROGRESS_EVERY,
     Progress,
-    counting,
-    materialized,
     paced,
     reporting,
-    select_chunks,
     writer_for,
 )
 
@@ -81,8 +75,6 @@ logger = logging.getLogger(__name__)
 
 _SNAPSHOTS = SNAPSHOTS
 _TABLES: dict[str, Table] = {t.name: t for t in CONTENT_TABLES}
-PARTITION_ORDER = ("topic_id", "partition_id")
-"""The order the partition rows are written in, asked of the database when it lost it."""
 
 
 def parse_url(url: str) -> URL:
@@ -129,11 +121,11 @@ def _damage(exc: BaseException) -> str | None:
 class SnapshotStore:
     """Snapshots of the image in one SQL database (open with a URL; close when done).
 
-    Some 500 lines in one class because every method runs on the same engine and its
+    Some 550 lines in one class because every method runs on the same engine and its
     error mapping (a database's failure as one `SnapshotStoreError` line): the schema's
     state and migrations, and the snapshots written, listed, loaded, verified and deleted.
     The content as rows is in `content.py`, their fastest I/O per driver in `row_io.py`,
-    the tables in `models.py`.
+    increments and the reading of a chain in `increments.py`, the tables in `models.py`.
     """
 
     def __init__(self, url: str, *, create: bool = True) -> None:
@@ -629,61 +621,19 @@ class SnapshotStore:
                 with conn.begin():
                     chain = increments.chain_of(conn, info)
                     try:
-                        image = self._image_of_rows(conn, chain, checksum, progress, sort=False)
+                        image = increments.image_of_chain(
+                            conn, chain, checksum, progress, sort=False
+                        )
                     except PartitionRowsUnsorted:
                         # The database gave the partitions back out of their written order
                         # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
                         checksum = ContentChecksum()
-                        image = self._image_of_rows(conn, chain, checksum, progress, sort=True)
+                        image = increments.image_of_chain(
+                            conn, chain, checksum, progress, sort=True
+                        )
             except self._errors() as exc:
                 raise self._failed(exc, f"reading snapshot {info.id}") from None
         return image, checksum.hexdigest()
-
-    @staticmethod
-    def _image_of_rows(
-        conn: Connection,
-        chain: list[tuple[SnapshotInfo, tuple[str, ...]]],
-        checksum: ContentChecksum,
-        progress: Progress | None,
-        *,
-        sort: bool,
-    ) -> MetadataImage:
-        """The image of a snapshot's rows, the partitions streamed in (sorted by the database).
-
-        `chain`: the full snapshot first, then the increments up to the one asked for (each
-        with the tables it replaced); their rows are laid over the full one's as they stream.
-        """
-        overlay = increments.Overlay()
-        replaced: dict[int, dict[str, list[Row]]] = {}
-        for link, tables in chain[1:]:
-            own, replaced[link.id] = increments.read_increment(conn, link.id, tables)
-            overlay.add(own)
-        full = chain[0][0]
-        reads = {
-            name: select_chunks(
-                conn,
-                table,
-                full.id,
-                order_by=PARTITION_ORDER if sort and name == content.PARTITIONS else (),
-            )
-            for name, table in _TABLES.items()
-            if name not in overlay.table_owner  # a later increment holds it whole
-        }
-        rows: dict[str, Iterable[Row]] = {
-            name: itertools.chain.from_iterable(counting(chunks, progress))
-            for name, chunks in reads.items()
-        }
-        try:
-            # Every table but the big one is read whole first: image_from_rows reads them in
-            # its own order, and each iterator holds its own cursor. The partitions stream in
-            # last.
-            rows = materialized(rows)
-            if len(chain) > 1:
-                rows = overlay.rows(rows, replaced)
-            return image_from_rows(chain[-1][0].provenance, rows, checksum, partitions_sorted=sort)
-        finally:
-            for chunks in reads.values():
-                chunks.close()  # its cursor, now: a read given up half-way is read again
 
     def count_rows(self, snapshot_id: int) -> dict[str, int]:
         """Rows per table of a snapshot (for `mlog snapshot show`): an increment's own rows.

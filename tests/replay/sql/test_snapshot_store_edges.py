@@ -49,7 +49,7 @@ from records.model import (
 from records.uuids import Uuid
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
-from replay.sql import content, row_io
+from replay.sql import content, increments, row_io
 from replay.sql import schema as schema_module
 from replay.sql import store as store_module
 from replay.sql.errors import (
@@ -588,7 +588,7 @@ def test_postgresql_data_corrupted_is_damage(
         def corrupted(*args: object, **options: object) -> None:
             raise psycopg.errors.DataCorrupted(messages.pop(0))
 
-        monkeypatch.setattr(store_module, "select_chunks", corrupted)
+        monkeypatch.setattr(increments, "select_chunks", corrupted)
         with pytest.raises(
             SnapshotDatabaseDamagedError, match=r"damaged \(invalid page in "
         ) as hit:
