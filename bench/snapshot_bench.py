@@ -29,6 +29,8 @@ the median of K rounds, the spread the range over them:
   increment bytes  what the process wrote (/proc/self/io wchar: the SQLite WAL's pages) for
                    each, the WAL emptied before each
   full write       a full snapshot of the same changed image, against the increment
+  ... pg           the increment in PostgreSQL, vs raw psycopg COPY of the same rows; the
+                   bytes are the server's write-ahead log for each
 
 Cold starts of `mlog serve` (from the log, a SQLite and a PostgreSQL snapshot) are
 `bench/start_bench.py`'s.
@@ -146,7 +148,7 @@ def libpq(url: str) -> str:
 def raw_copy_write(url: str, rows: dict[str, list[tuple[Any, ...]]], snapshot_id: int) -> None:
     with psycopg.connect(libpq(url)) as conn, conn.cursor() as cursor:
         for table, table_rows in rows.items():
-            names = ", ".join(("snapshot_id", *COLUMNS[table]))
+            names = ", ".join(("snapshot_id", *{**COLUMNS, **CHANGED_COLUMNS}[table]))
             with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
                 for row in table_rows:
                     copy.write_row((snapshot_id, *row))
@@ -341,6 +343,51 @@ def part3(args: argparse.Namespace, scratch: Path, image: MetadataImage) -> list
     return lines
 
 
+def wal_bytes(url: str) -> int:
+    """Where PostgreSQL's write-ahead log is (bytes since its start): the server's writes."""
+    with psycopg.connect(libpq(url)) as conn:
+        row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
+def part3_postgres(args: argparse.Namespace, url: str, image: MetadataImage) -> list[str]:
+    """The increment of part 3 in PostgreSQL, beside raw psycopg COPY of the same rows."""
+    reset_postgres(url)
+    rounds = []
+    with SnapshotStore(url) as store:
+        full = store.write(image)
+        with psycopg.connect(libpq(url)) as conn:
+            row = conn.execute("SELECT content_sums FROM snapshots WHERE id = %s", (full.id,))
+            sums = ContentChecksum.from_text(row.fetchone()[0])  # type: ignore[index]
+        for round_ in range(args.repeat):
+            changed = leader_changes(image, args.changes, seed=round_)
+            made = increment(image, sums, changed)
+            rows = {t: r for t, r in made.rows.items() if r}
+            rows["snapshot_changed_topics"] = made.changed_topics
+            wal = wal_bytes(url)
+            raw_s = timed(partial(raw_copy_write, url, rows, 1_000_000 + round_))
+            raw_b = wal_bytes(url) - wal
+            info: list[SnapshotInfo] = []
+            wal = wal_bytes(url)
+            ours_s = timed(lambda: info.append(store.write(changed, base=(full, image))))  # noqa: B023
+            ours_b = wal_bytes(url) - wal
+            if info[0].base_id != full.id or store.load(info[0].id) != changed:
+                raise SystemExit("the increment was not written, or does not load as written")
+            store.delete(info[0].id)
+            rounds.append((ours_s, ours_b, raw_s, raw_b))
+    times = [r[0] for r in rounds]
+    ms, kib = 1000, 1 / 1024
+    return [
+        f"{'increment write pg':<22}{statistics.median(times) * ms:>8.1f} ms"
+        f"{statistics.median(r[2] for r in rounds) * ms:>10.1f} ms"
+        f"{statistics.median(r[0] / r[2] for r in rounds):>8.2f}x  (psycopg COPY baseline; "
+        f"spread {_spread(times, ms, 'ms')})",
+        f"{'increment WAL pg':<22}{statistics.median(r[1] for r in rounds) * kib:>7.0f} KiB"
+        f"{statistics.median(r[3] for r in rounds) * kib:>9.0f} KiB"
+        f"{statistics.median(r[1] / r[3] for r in rounds):>8.2f}x  (the server's write-ahead log)",
+    ]
+
+
 def _sums(path: Path, snapshot_id: int) -> str:
     conn = sqlite3.connect(path)
     try:
@@ -525,6 +572,9 @@ def main() -> None:
         if "part3" not in args.skip:
             (scratch / "part3").mkdir(exist_ok=True)
             lines += part3(args, scratch / "part3", image)
+            if pg_url is not None:
+                lines += part3_postgres(args, pg_url, image)
+                reset_postgres(pg_url)
         if "part2" not in args.skip:
             lines += part2(args, scratch)
         print()
