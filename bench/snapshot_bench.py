@@ -2,7 +2,8 @@
 
 Usage: python bench/snapshot_bench.py [--topics N] [--partitions P] [--repeat K]
                                       [--churn-entries E] [--live-topics L] [--points R]
-                                      [--postgres URL] [--dir PATH]
+                                      [--changes C] [--skip partN] [--postgres URL]
+                                      [--dir PATH]
 
 Part 1, an image of N topics (default 100,000) of P partitions (default 10), replication factor
 3 over 6 brokers: each row is the median of K repetitions, each paired with its baseline run
@@ -19,6 +20,17 @@ new one. While the log is written, a snapshot is taken into SQLite whenever the 
 (`metadata.log.max.record.bytes.between.snapshots`, 20 MiB of log) asks for one. Then
 `image_at(at_offset=X)` for R random offsets, with the split between snapshot load and tail
 replay, beside a replay of the whole log up to one of those offsets (no snapshot).
+
+Part 3, the part 1 image after C (default 1,000) leader changes of random partitions; each row
+the median of K rounds, the spread the range over them:
+  increment write  `SnapshotStore.write` of the changed image as an increment on a full
+                   snapshot of the image (the changes found, the rows written, committed), vs
+                   raw sqlite3 executemany of the same rows into the same tables
+  increment bytes  what the process wrote (/proc/self/io wchar: the SQLite WAL's pages) for
+                   each, the WAL emptied before each
+  full write       a full snapshot of the same changed image, against the increment
+  ... pg           the increment in PostgreSQL, vs raw psycopg COPY of the same rows; the
+                   bytes are the server's write-ahead log for each
 
 Cold starts of `mlog serve` (from the log, a SQLite and a PostgreSQL snapshot) are
 `bench/start_bench.py`'s.
@@ -37,6 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +60,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from metadata_log import LogReader, MetadataLog
 from records import PartitionRecord, Record, RemoveTopicRecord, TopicRecord, Uuid
+from records.model import PartitionChangeRecord
 from replay.controller.config_defs import CLUSTER_CONFIGS, SNAPSHOT_BYTES_KEY
 from replay.delta import MetadataDelta, replay_records
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
 from replay.loader import load_image
 from replay.sql.content import COLUMNS, ContentChecksum, image_rows
-from replay.sql.store import SnapshotStore
+from replay.sql.increments import increment
+from replay.sql.store import SnapshotInfo, SnapshotStore
 from replay.timetravel import travel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -104,7 +119,7 @@ def raw_sqlite_write(path: Path, rows: dict[str, list[tuple[Any, ...]]], snapsho
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("BEGIN")
         for table, table_rows in rows.items():
-            names = ("snapshot_id", *COLUMNS[table])
+            names = ("snapshot_id", *{**COLUMNS, **CHANGED_COLUMNS}[table])
             sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
             conn.executemany(sql, [(snapshot_id, *r) for r in table_rows])
         conn.execute("COMMIT")
@@ -133,7 +148,7 @@ def libpq(url: str) -> str:
 def raw_copy_write(url: str, rows: dict[str, list[tuple[Any, ...]]], snapshot_id: int) -> None:
     with psycopg.connect(libpq(url)) as conn, conn.cursor() as cursor:
         for table, table_rows in rows.items():
-            names = ", ".join(("snapshot_id", *COLUMNS[table]))
+            names = ", ".join(("snapshot_id", *{**COLUMNS, **CHANGED_COLUMNS}[table]))
             with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
                 for row in table_rows:
                     copy.write_row((snapshot_id, *row))
@@ -150,13 +165,10 @@ def raw_pg_read(url: str, snapshot_id: int) -> int:
         return count
 
 
-def part1(args: argparse.Namespace, scratch: Path, pg_url: str | None) -> list[str]:
-    start = time.perf_counter()
-    image = big_image(args.topics, args.partitions)
+def part1(
+    args: argparse.Namespace, scratch: Path, pg_url: str | None, image: MetadataImage
+) -> list[str]:
     partitions = image.topics.partition_count()
-    print(f"image: {partitions:,} partitions, built in {time.perf_counter() - start:.1f}s")
-    gc.collect()
-    gc.freeze()  # the image lives for the whole run; keep collections off it
     rows = content_rows(image)
     lines = []
     backends: list[tuple[str, str]] = [("sqlite", f"sqlite:///{scratch / 'ours.db'}")]
@@ -223,6 +235,167 @@ def one_round(
 def reset_postgres(url: str) -> None:
     with SnapshotStore(url) as store:
         store.downgrade("base")
+
+
+# ---------------------------------------------------------------------- part 3
+
+CHANGED_COLUMNS = {"snapshot_changed_topics": ("topic_id", "partition_count")}
+
+
+def written_bytes() -> int:
+    """Bytes this process has written through write(2) and friends (/proc/self/io wchar)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise SystemExit("/proc/self/io has no wchar line: this bench needs Linux")
+
+
+def checkpoint(path: Path) -> None:
+    """Empty a SQLite file's WAL, so that a measured write is not charged for older ones."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def leader_changes(image: MetadataImage, count: int, seed: int) -> MetadataImage:
+    """`image` after `count` leader changes of random partitions (another ISR member leads)."""
+    rng = random.Random(seed)
+    topics = list(image.topics.by_id.values())
+    records: list[Record] = []
+    for _ in range(count):
+        chosen = rng.choice(topics)
+        p = rng.choice(chosen.partitions)
+        leader = rng.choice([r for r in p.isr if r != p.leader])
+        records.append(
+            PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, leader=leader)
+        )
+    before = image.provenance
+    provenance = Provenance(offset=before.offset + count, epoch=before.epoch, timestamp=2)
+    return replay_records(image, records, provenance)
+
+
+def measured(fn: Callable[[], Any]) -> tuple[float, int]:
+    """(seconds, bytes written) of one call."""
+    gc.collect()
+    wrote = written_bytes()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start, written_bytes() - wrote
+
+
+def _spread(values: list[float], scale: float, unit: str) -> str:
+    return f"{min(values) * scale:,.1f}-{max(values) * scale:,.1f} {unit}"
+
+
+def part3(args: argparse.Namespace, scratch: Path, image: MetadataImage) -> list[str]:
+    """An increment after `--changes` leader changes, beside a full snapshot and raw sqlite3."""
+    partitions = image.topics.partition_count()
+    ours_path, raw_path = scratch / "incr.db", scratch / "incr-raw.db"
+    for leftover in scratch.glob("incr*.db*"):
+        leftover.unlink()
+    with SnapshotStore(f"sqlite:///{raw_path}") as raw_store:
+        raw_store.ensure_schema()
+    rounds = []
+    with SnapshotStore(f"sqlite:///{ours_path}") as store:
+        full = store.write(image)
+        for round_ in range(args.repeat):
+            changed = leader_changes(image, args.changes, seed=round_)
+            made = increment(image, ContentChecksum.from_text(_sums(ours_path, full.id)), changed)
+            rows = {t: r for t, r in made.rows.items() if r}
+            rows["snapshot_changed_topics"] = made.changed_topics
+            checkpoint(raw_path)
+            raw_s, raw_b = measured(partial(raw_sqlite_write, raw_path, rows, 1000 + round_))
+            checkpoint(ours_path)
+            info: list[SnapshotInfo] = []
+            ours_s, ours_b = measured(
+                lambda: info.append(store.write(changed, base=(full, image)))  # noqa: B023
+            )
+            if info[0].base_id != full.id or store.load(info[0].id) != changed:
+                raise SystemExit("the increment was not written, or does not load as written")
+            store.delete(info[0].id)
+            checkpoint(ours_path)
+            info.clear()
+            full_s, full_b = measured(lambda: info.append(store.write(changed)))  # noqa: B023
+            store.delete(info[0].id)
+            rounds.append((ours_s, ours_b, raw_s, raw_b, full_s, full_b, made.row_count))
+    times = [r[0] for r in rounds]
+    sizes = [float(r[1]) for r in rounds]
+    row_count = statistics.median(r[6] for r in rounds)
+    ms, kib = 1000, 1 / 1024
+    lines = [
+        f"{'increment write':<22}{statistics.median(times) * ms:>8.1f} ms"
+        f"{statistics.median(r[2] for r in rounds) * ms:>10.1f} ms"
+        f"{statistics.median(r[0] / r[2] for r in rounds):>8.2f}x  <= 100 ms "
+        f"({args.changes:,} changes of {partitions:,} partitions, {row_count:,.0f} rows; "
+        f"spread {_spread(times, ms, 'ms')})",
+        f"{'increment bytes':<22}{statistics.median(sizes) * kib:>7.0f} KiB"
+        f"{statistics.median(r[3] for r in rounds) * kib:>9.0f} KiB"
+        f"{statistics.median(r[1] / r[3] for r in rounds):>8.2f}x  <= 1 MiB "
+        f"(write(2) bytes; spread {_spread(sizes, kib, 'KiB')})",
+        f"{'full write (same img)':<22}{statistics.median(r[4] for r in rounds):>9.2f} s"
+        f"{statistics.median(r[0] for r in rounds):>11.3f} s"
+        f"{statistics.median(r[4] / r[0] for r in rounds):>8.0f}x  "
+        f"(baseline: the increment; {statistics.median(r[5] for r in rounds) / 2**20:,.0f} MiB "
+        "written)",
+    ]
+    return lines
+
+
+def wal_bytes(url: str) -> int:
+    """Where PostgreSQL's write-ahead log is (bytes since its start): the server's writes."""
+    with psycopg.connect(libpq(url)) as conn:
+        row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
+def part3_postgres(args: argparse.Namespace, url: str, image: MetadataImage) -> list[str]:
+    """The increment of part 3 in PostgreSQL, beside raw psycopg COPY of the same rows."""
+    reset_postgres(url)
+    rounds = []
+    with SnapshotStore(url) as store:
+        full = store.write(image)
+        with psycopg.connect(libpq(url)) as conn:
+            row = conn.execute("SELECT content_sums FROM snapshots WHERE id = %s", (full.id,))
+            sums = ContentChecksum.from_text(row.fetchone()[0])  # type: ignore[index]
+        for round_ in range(args.repeat):
+            changed = leader_changes(image, args.changes, seed=round_)
+            made = increment(image, sums, changed)
+            rows = {t: r for t, r in made.rows.items() if r}
+            rows["snapshot_changed_topics"] = made.changed_topics
+            wal = wal_bytes(url)
+            raw_s = timed(partial(raw_copy_write, url, rows, 1_000_000 + round_))
+            raw_b = wal_bytes(url) - wal
+            info: list[SnapshotInfo] = []
+            wal = wal_bytes(url)
+            ours_s = timed(lambda: info.append(store.write(changed, base=(full, image))))  # noqa: B023
+            ours_b = wal_bytes(url) - wal
+            if info[0].base_id != full.id or store.load(info[0].id) != changed:
+                raise SystemExit("the increment was not written, or does not load as written")
+            store.delete(info[0].id)
+            rounds.append((ours_s, ours_b, raw_s, raw_b))
+    times = [r[0] for r in rounds]
+    ms, kib = 1000, 1 / 1024
+    return [
+        f"{'increment write pg':<22}{statistics.median(times) * ms:>8.1f} ms"
+        f"{statistics.median(r[2] for r in rounds) * ms:>10.1f} ms"
+        f"{statistics.median(r[0] / r[2] for r in rounds):>8.2f}x  (psycopg COPY baseline; "
+        f"spread {_spread(times, ms, 'ms')})",
+        f"{'increment WAL pg':<22}{statistics.median(r[1] for r in rounds) * kib:>7.0f} KiB"
+        f"{statistics.median(r[3] for r in rounds) * kib:>9.0f} KiB"
+        f"{statistics.median(r[1] / r[3] for r in rounds):>8.2f}x  (the server's write-ahead log)",
+    ]
+
+
+def _sums(path: Path, snapshot_id: int) -> str:
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute("SELECT content_sums FROM snapshots WHERE id = ?", (snapshot_id,))
+        sums: str = row.fetchone()[0]
+        return sums
+    finally:
+        conn.close()
 
 
 # ---------------------------------------------------------------------- part 2
@@ -347,6 +520,7 @@ def main() -> None:
     parser.add_argument("--churn-entries", type=int, default=5_000_000)
     parser.add_argument("--live-topics", type=int, default=10_000)
     parser.add_argument("--points", type=int, default=10)
+    parser.add_argument("--changes", type=int, default=1000, help="leader changes in part 3")
     parser.add_argument(
         "--max-bytes",
         type=int,
@@ -360,7 +534,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--skip",
-        choices=("part1", "part2"),
+        choices=("part1", "part2", "part3"),
         action="append",
         default=[],
         help="skip a part (may be given more than once)",
@@ -381,12 +555,30 @@ def main() -> None:
         )
     try:
         lines = []
+        print(f"load average at the start: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
+        image = EMPTY_IMAGE
+        if "part1" not in args.skip or "part3" not in args.skip:
+            start = time.perf_counter()
+            image = big_image(args.topics, args.partitions)
+            print(
+                f"image: {image.topics.partition_count():,} partitions, built in "
+                f"{time.perf_counter() - start:.1f}s"
+            )
+            gc.collect()
+            gc.freeze()  # the image lives for the whole run; keep collections off it
         if "part1" not in args.skip:
             (scratch / "part1").mkdir(exist_ok=True)
-            lines += part1(args, scratch / "part1", pg_url)
+            lines += part1(args, scratch / "part1", pg_url, image)
+        if "part3" not in args.skip:
+            (scratch / "part3").mkdir(exist_ok=True)
+            lines += part3(args, scratch / "part3", image)
+            if pg_url is not None:
+                lines += part3_postgres(args, pg_url, image)
+                reset_postgres(pg_url)
         if "part2" not in args.skip:
             lines += part2(args, scratch)
         print()
+        print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
         print(f"{'measure':<22}{'ours':>11}{'baseline':>13}{'ratio':>9}  target")
         for line in lines:
             print(line)

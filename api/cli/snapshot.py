@@ -26,10 +26,13 @@ from api.targets import QUORUM_STATE, open_reader
 from api.write_interrupts import committed, writes_finish
 from metadata_log.epoch import EPOCH_CHECKPOINT_NAME
 from records.fields import INT32_MAX
+from replay.loader import load_image
 from replay.timetravel import batch_end, snapshot_matches_log, travel
 
 if TYPE_CHECKING:
     from api.service.settings import Settings
+    from metadata_log.stored_log import StoredLog
+    from replay.image import MetadataImage
     from replay.sql.store import SnapshotInfo
 
 
@@ -43,6 +46,8 @@ def _info_json(info: SnapshotInfo) -> dict[str, Any]:
         "record_count": info.record_count,
         "checksum": info.checksum,
         "format_version": info.format_version,
+        "base_id": info.base_id,
+        "chain_length": info.chain_length,
     }
 
 
@@ -119,10 +124,15 @@ def cmd_snapshot_list(args: argparse.Namespace, settings: Settings, out: TextIO)
             i.created_at.isoformat(timespec="seconds"),
             i.record_count,
             i.checksum[:12],
+            "full" if i.base_id is None else f"on {i.base_id}",
         )
         for i in infos
     ]
-    print_table(rows, ("id", "offset", "epoch", "log time", "created", "records", "checksum"), out)
+    print_table(
+        rows,
+        ("id", "offset", "epoch", "log time", "created", "records", "checksum", "kind"),
+        out,
+    )
     return EXIT_OK
 
 
@@ -143,22 +153,31 @@ def cmd_snapshot_show(args: argparse.Namespace, settings: Settings, out: TextIO)
 
 
 def cmd_snapshot_verify(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """Recompute checksums (one snapshot or all); exit 1 if any is damaged."""
+    """Check snapshots (one or all): checksums, and each image against the log replayed to it.
+
+    An increment is checked as its chain loads (its base's rows with the increments laid
+    over). With the log at hand, each snapshot's image is compared with the log replayed to
+    its offset, one pass through the log for all of them (`--checksums-only` skips it).
+    """
     results = []
     with open_store(settings, create=False) as store:
-        ids = [args.id] if args.id is not None else [s.id for s in store.snapshots()]
+        infos = [store.get(args.id)] if args.id is not None else store.snapshots()
         log = None
         if settings.log_dir.is_dir():
             log = open_reader(settings)
         try:
-            for snapshot_id in ids:
-                result = store.verify(snapshot_id)
+            replay = _Replay(log) if log is not None and not args.checksums_only else None
+            for info in sorted(infos, key=lambda i: (i.offset, i.id)):
+                result = store.verify(info.id)
                 of_log = None if log is None else snapshot_matches_log(log, result.info)
-                results.append((result, of_log))
+                replayed = None
+                if replay is not None and of_log and result.image is not None:
+                    replayed = replay.matches(result.image)
+                results.append((result, of_log, replayed))
         finally:
             if log is not None:
                 log.close()
-    ok = all(r.ok for r, _ in results)
+    ok = all(r.ok and replayed is not False for r, _, replayed in results)
     if settings.output == "json":
         out.write(
             json.dumps(
@@ -166,23 +185,50 @@ def cmd_snapshot_verify(args: argparse.Namespace, settings: Settings, out: TextI
                     {
                         "id": r.info.id,
                         "offset": r.info.offset,
-                        "ok": r.ok,
+                        "base_id": r.info.base_id,
+                        "ok": r.ok and replayed is not False,
                         "error": r.error,
                         "matches_log": of_log,
+                        "matches_replay": replayed,
                     }
-                    for r, of_log in results
+                    for r, of_log, replayed in results
                 ]
             )
             + "\n"
         )
         return EXIT_OK if ok else EXIT_DAMAGED
-    for r, of_log in results:
+    for r, of_log, replayed in results:
         status = "ok" if r.ok else f"DAMAGED: {r.error or 'checksum mismatch'}"
+        if r.ok and replayed is False:
+            status = "DIFFERS from the log replayed to its offset"
+        kind = "" if r.info.base_id is None else f", increment on {r.info.base_id}"
         note = "" if of_log is not False else " (not taken from this data directory's log)"
-        out.write(f"snapshot {r.info.id} (offset {r.info.offset}): {status}{note}\n")
+        if replayed:
+            note = ", equal to the log replayed to it"
+        out.write(f"snapshot {r.info.id} (offset {r.info.offset}{kind}): {status}{note}\n")
     if not results:
         out.write("no snapshots\n")
     return EXIT_OK if ok else EXIT_DAMAGED
+
+
+class _Replay:
+    """The log replayed forward through the snapshots' offsets, in one pass."""
+
+    def __init__(self, log: StoredLog) -> None:
+        self._log = log
+        self._image: MetadataImage | None = None
+
+    def matches(self, image: MetadataImage) -> bool | None:
+        """Whether `image` is the log replayed to its offset (None: the log does not reach)."""
+        offset = image.provenance.offset
+        if self._log.log_start_offset > 0:
+            return None  # a trimmed log: its first entries are in no image to replay from
+        base = self._image
+        if base is None or base.provenance.offset > offset:
+            self._image = load_image(self._log, lte=offset)
+        else:
+            self._image = load_image(self._log, lte=offset, base=base)
+        return self._image == image
 
 
 def cmd_snapshot_delete(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -222,4 +268,9 @@ def add_verbs(snapshot: argparse.ArgumentParser) -> None:
     verify = verbs.add_parser("verify", help="check snapshot checksums (exit 1 if damaged)")
     add_global_options(verify)
     verify.add_argument("id", type=_snapshot_id, nargs="?", help="one snapshot (default all)")
+    verify.add_argument(
+        "--checksums-only",
+        action="store_true",
+        help="check the rows' checksums only, not each image against the log replayed to it",
+    )
     verify.set_defaults(handler=cmd_snapshot_verify)

@@ -9,7 +9,11 @@ Policy (Kafka's keys, cluster configs, or the server's file when it sets them): 
 them; the segments hold them snappy-compressed) were appended since the last one,
 or once `metadata.log.max.snapshot.interval.ms` passed with new entries, whichever comes first.
 The committed image is immutable, so a worker thread writes it while appends go on; one write
-at a time, and a policy check while one is in flight does nothing. The writer works in slices
+at a time, and a policy check while one is in flight does nothing. Each snapshot but the first
+of a process is written as an increment on the one before it (what changed since: the
+snapshotter keeps the image it last wrote, which shares all that did not change with the
+newest), up to `max_chain` increments in a row; then, or when the increment would be large, a
+full one (`replay.sql.increments`). The writer works in slices
 (`DutyCycle`, snapshot_pacing.py) so that the event loop beside it keeps answering. After each
 snapshot only the newest `retention` are kept (never fewer than one), and with
 `metadata.max.retention.ms` in the server's file none older than that but the newest.
@@ -48,6 +52,9 @@ logger = logging.getLogger(__name__)
 
 RETRY_MS = 60_000
 """How long after a failed snapshot (database down, schema behind) the next one is tried."""
+MAX_CHAIN = 8
+"""Increments written on one another before a full snapshot: a load reads the full snapshot
+and at most this many increments."""
 DEFAULT_DUTY_CYCLE = DutyCycle()
 """The slices of a background snapshot: 2 ms of work, then 0.5-8 ms for the event loop."""
 
@@ -81,6 +88,7 @@ class Snapshotter:
         policy: RetentionConfig | None = None,
         duty_cycle: DutyCycle | None = DEFAULT_DUTY_CYCLE,
         runner: SnapshotRunner | None = None,
+        max_chain: int = MAX_CHAIN,
     ) -> None:
         """Snapshots in `store`, or in the store `store()` opens when one is first needed.
 
@@ -90,7 +98,7 @@ class Snapshotter:
         `duty_cycle`: the slices a snapshot is written in, beside the event loop (None: in one
         go, as fast as the thread can). `runner`: where a snapshot's work runs (default: on the
         worker thread; `ForkedRunner`: in a child process, unpaced, for stores another process
-        can write).
+        can write). `max_chain`: increments in a row before a full snapshot (0: always full).
         """
         if retention < 1:
             raise SnapshotStoreError(
@@ -102,7 +110,12 @@ class Snapshotter:
             self._open_store = store
         else:
             self._store = store
+        if max_chain < 0:
+            raise SnapshotStoreError(f"max_chain must be 0 or more, got {max_chain}")
         self._file = file
+        self.max_chain = max_chain
+        self._base: tuple[SnapshotInfo, MetadataImage] | None = None
+        """The newest snapshot this snapshotter wrote and its image: the next one's base."""
         self.retention = retention
         self._clock_ms = clock_ms
         self._retry_ms = retry_ms
@@ -284,8 +297,12 @@ class Snapshotter:
             paced = runner.shares_interpreter and self.duty_cycle is not None
             pace = self.duty_cycle.pacer() if paced and self.duty_cycle is not None else None
 
+            base = self._base
+            if base is not None and base[0].chain_length >= self.max_chain:
+                base = None
+
             def work() -> tuple[SnapshotInfo, list[SnapshotInfo]]:
-                info = store.write(image, progress=self._progress, pace=pace)
+                info = store.write(image, progress=self._progress, pace=pace, base=base)
                 return info, store.retain(self.retention) + self._expire()
 
             info, deleted = runner.run(work, in_child=store.forget_connections)
@@ -296,6 +313,7 @@ class Snapshotter:
             return None
         with self._lock:
             self.written = info
+            self._base = (info, image)
             self._last_offset = info.offset
             self._last_time = self._clock_ms()
             self._bytes_at_last = bytes_now
@@ -315,14 +333,17 @@ class Snapshotter:
         return info
 
     def _expire(self) -> list[SnapshotInfo]:
-        """Delete the snapshots older than `metadata.max.retention.ms` but the newest."""
+        """Delete the snapshots older than `metadata.max.retention.ms` but the newest.
+
+        A base a kept increment needs stays (`SnapshotStore.prune`).
+        """
         max_ms = self.policy.max_ms
         if max_ms < 0:
             return []
         cutoff = self._clock_ms() - max_ms
         older = self.store.snapshots(desc=True)[1:]
         doomed = [s for s in older if s.created_at.timestamp() * 1000 < cutoff]
-        return [self.store.delete(s.id) for s in doomed]
+        return self.store.prune(doomed) if doomed else []
 
     def _failed(self, reason: str) -> None:
         with self._lock:

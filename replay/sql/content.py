@@ -29,7 +29,6 @@ from immutables import Map
 from records.interning import shared_ints
 from records.model import (
     PARTITION_FIELDS,
-    PARTITION_STATE_FIELDS,
     AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
@@ -62,6 +61,24 @@ from replay.image import (
     qualified_name,
 )
 from replay.sql import security_rows
+from replay.sql.checksum import (
+    ACLS,
+    BROKER_FEATURES,
+    BROKERS,
+    CLIENT_WRITES,
+    COLUMNS,
+    CONFIGS,
+    ENDPOINTS,
+    FEATURES,
+    NAMESPACES,
+    PARTITIONS,
+    PENDING,
+    SCRAM,
+    TOPICS,
+    ContentChecksum,
+    Row,
+    record_count,
+)
 from replay.sql.errors import SnapshotContentError
 from replay.sql.ids import parse_id
 
@@ -72,108 +89,10 @@ except ImportError:  # built without a C compiler: the records are built in Pyth
 else:
     _compiled.prepare(PartitionRecord, PARTITION_FIELDS)
 
-Row = tuple[Any, ...]
 
-FEATURES = "snapshot_features"
-BROKERS = "snapshot_brokers"
-ENDPOINTS = "snapshot_broker_endpoints"
-BROKER_FEATURES = "snapshot_broker_features"
-NAMESPACES = "snapshot_namespaces"
-TOPICS = "snapshot_topics"
-PARTITIONS = "snapshot_partitions"
-PENDING = "snapshot_pending_deletions"
-CONFIGS = "snapshot_configs"
-ACLS = security_rows.ACLS
-SCRAM = security_rows.SCRAM
-CLIENT_WRITES = "snapshot_client_writes"
-
-COLUMNS: dict[str, tuple[str, ...]] = {
-    FEATURES: ("name", "level"),
-    BROKERS: (
-        "broker_id",
-        "incarnation_id",
-        "broker_epoch",
-        "rack",
-        "fenced",
-        "in_controlled_shutdown",
-    ),
-    ENDPOINTS: ("broker_id", "position", "name", "host", "port", "security_protocol"),
-    BROKER_FEATURES: (
-        "broker_id",
-        "position",
-        "name",
-        "min_supported_version",
-        "max_supported_version",
-    ),
-    NAMESPACES: ("namespace_id", "name", "parent_id"),
-    TOPICS: ("topic_id", "namespace", "name"),
-    PARTITIONS: ("topic_id", "partition_id", *PARTITION_STATE_FIELDS),
-    PENDING: ("topic_id", "partition_count", "delete_after_ms", "created_ms"),
-    CONFIGS: ("resource_type", "resource_name", "name", "value"),
-    SCRAM: security_rows.SCRAM_COLUMNS,
-    ACLS: security_rows.ACL_COLUMNS,
-    CLIENT_WRITES: ("client_id", "position", "sequence", "principal", "api_key", "response"),
-}
-"""Content columns of each table, in the order of the rows below (the write order)."""
-
-_MODULUS = 1 << 128
 _MODE_NAMES = {int(m): m.name for m in Mode}
 _MODES = {m.name: m for m in Mode}
 _RESOURCE_TYPES = {t.name: t for t in ConfigResourceType}
-
-
-class ContentChecksum:
-    """The order-independent checksum of a snapshot's rows (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._sums = dict.fromkeys(COLUMNS, 0)
-        self._counts = dict.fromkeys(COLUMNS, 0)
-
-    def add(self, table: str, row: Row) -> None:
-        """Count one row of `table`."""
-        self._add(table, marshal.dumps(row, 0), 1)
-
-    def add_group(self, table: str, rows: Sequence[Row]) -> None:
-        """Count rows that always travel together (one topic's partitions, in id order)."""
-        self._add(table, marshal.dumps(list(rows), 0), len(rows))
-
-    def _add(self, table: str, data: bytes, count: int) -> None:
-        digest = hashlib.blake2b(data, digest_size=16).digest()
-        self._sums[table] = (self._sums[table] + int.from_bytes(digest, "big")) % _MODULUS
-        self._counts[table] += count
-
-    def add_sum(self, table: str, digest_sum: int, count: int) -> None:
-        """Count `count` rows whose items' digests (`add_group`'s, as integers) sum to this."""
-        self._sums[table] = (self._sums[table] + digest_sum) % _MODULUS
-        self._counts[table] += count
-
-    def count(self, table: str) -> int:
-        """Rows of `table` counted so far."""
-        return self._counts[table]
-
-    def hexdigest(self) -> str:
-        """The checksum: 64 hex digits."""
-        summary = "".join(f"{t}:{self._counts[t]}:{self._sums[t]:032x};" for t in COLUMNS)
-        return hashlib.sha256(summary.encode()).hexdigest()
-
-
-def record_count(checksum: ContentChecksum) -> int:
-    """How many records the image of these rows writes (endpoints are part of their broker)."""
-    return sum(
-        checksum.count(t)
-        for t in (
-            FEATURES,
-            BROKERS,
-            NAMESPACES,
-            TOPICS,
-            PARTITIONS,
-            PENDING,
-            CONFIGS,
-            SCRAM,
-            ACLS,
-            CLIENT_WRITES,
-        )
-    )
 
 
 # ---------------------------------------------------------------------------- image -> rows
@@ -310,26 +229,48 @@ def _topic_rows(topics: _TopicsInIdOrder) -> Iterator[Row]:
 
 def _partition_rows(topics: _TopicsInIdOrder, checksum: ContentChecksum) -> Iterator[Row]:
     text = _ArrayText()
-    modes = _MODE_NAMES
     add_group = checksum.add_group
     for tid, topic in topics:
-        rows = [
-            (
-                tid,
-                p.partition_id,
-                text[p.replicas],
-                text[p.isr],
-                text[p.removing_replicas],
-                text[p.adding_replicas],
-                p.leader,
-                p.leader_epoch,
-                p.partition_epoch,
-                modes[p.mode],
-            )
-            for p in topic.partitions
-        ]
+        rows = _topic_partition_rows(tid, topic, text)
         add_group(PARTITIONS, rows)
         yield from rows
+
+
+def _topic_partition_rows(tid: str, topic: TopicImage, text: _ArrayText) -> list[Row]:
+    modes = _MODE_NAMES
+    return [
+        (
+            tid,
+            p.partition_id,
+            text[p.replicas],
+            text[p.isr],
+            text[p.removing_replicas],
+            text[p.adding_replicas],
+            p.leader,
+            p.leader_epoch,
+            p.partition_epoch,
+            modes[p.mode],
+        )
+        for p in topic.partitions
+    ]
+
+
+class TopicRows:
+    """One topic's rows, as a full snapshot writes them (an increment's unit of change)."""
+
+    def __init__(self) -> None:
+        self._text = _ArrayText()
+
+    def of(self, tid: str, topic: TopicImage) -> tuple[Row, list[Row], Row | None]:
+        """The topic's `snapshot_topics` row, its partition rows in id order, its pending row."""
+        pending = topic.pending_deletion
+        return (
+            (tid, topic.namespace, topic.name),
+            _topic_partition_rows(tid, topic, self._text),
+            None
+            if pending is None
+            else (tid, pending.partition_count, pending.delete_after_ms, pending.created_ms),
+        )
 
 
 def _pending_rows(topics: _TopicsInIdOrder) -> Iterator[Row]:
@@ -784,3 +725,27 @@ def _partitions_in_python(
         set_mode(p, mode)
         append(p)
     return tuple(out)
+
+
+__all__ = [
+    "ACLS",
+    "BROKERS",
+    "BROKER_FEATURES",
+    "CLIENT_WRITES",
+    "COLUMNS",
+    "CONFIGS",
+    "ENDPOINTS",
+    "FEATURES",
+    "NAMESPACES",
+    "PARTITIONS",
+    "PENDING",
+    "SCRAM",
+    "TOPICS",
+    "ContentChecksum",
+    "PartitionRowsUnsorted",
+    "Row",
+    "TopicRows",
+    "image_from_rows",
+    "image_rows",
+    "record_count",
+]

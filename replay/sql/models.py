@@ -88,7 +88,13 @@ class Base(DeclarativeBase):
 
 
 class Snapshot(Base):
-    """One complete snapshot: the image after the entry at `log_offset`."""
+    """One snapshot: the image after the entry at `log_offset`, in full or as an increment.
+
+    A full snapshot (`base_id` NULL) holds every row of the image. An increment holds only
+    what changed since its base (`base_id`, itself full or an increment): the changed topics'
+    rows (`snapshot_changed_topics` lists them, and the deleted ones) and each small table
+    that changed, whole (`replaced_tables`). `checksum` is always the whole image's.
+    """
 
     __tablename__ = "snapshots"
 
@@ -100,6 +106,32 @@ class Snapshot(Base):
     record_count: Mapped[int] = mapped_column(BigInteger, doc="records the image writes")
     checksum: Mapped[str] = mapped_column(String(64), doc="SHA-256 of the content rows, hex")
     format_version: Mapped[int] = mapped_column(Integer)
+    base_id: Mapped[int | None] = mapped_column(
+        Integer, nullable=True, doc="the snapshot an increment is written on; NULL: full"
+    )
+    chain_length: Mapped[int] = mapped_column(
+        Integer, server_default="0", doc="increments from the full snapshot to this one"
+    )
+    replaced_tables: Mapped[str | None] = mapped_column(
+        Text, nullable=True, doc="an increment's tables written whole, comma-separated"
+    )
+    content_sums: Mapped[str | None] = mapped_column(
+        Text, nullable=True, doc="per-table row counts and digest sums (JSON), for increments"
+    )
+
+
+class SnapshotChangedTopic(Base):
+    """A topic an increment changed: its partition count now, or -1 if it was deleted.
+
+    The increment's rows of the topic (its topic row, the partitions that changed, its
+    pending deletion) replace its base's; base partitions at or beyond the count are gone.
+    """
+
+    __tablename__ = "snapshot_changed_topics"
+
+    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    topic_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    partition_count: Mapped[int] = mapped_column(Integer, doc="-1: the topic was deleted")
 
 
 class SnapshotFeature(Base):
@@ -314,4 +346,7 @@ CONTENT_TABLES: tuple[Table, ...] = tuple(
         "snapshot_client_writes",
     )
 )
-"""The per-snapshot tables, in the order a snapshot is written."""
+"""The per-snapshot content tables, in the order a snapshot is written."""
+
+CHANGED_TOPICS: Table = Base.metadata.tables["snapshot_changed_topics"]
+"""An increment's changed and deleted topics (not content: not in the checksum)."""

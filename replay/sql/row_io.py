@@ -8,7 +8,7 @@ from the driver's cursor. `replay.sql.store` decides what to read and write.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table
@@ -17,13 +17,28 @@ from replay.sql import content
 from replay.sql.content import Row
 from replay.sql.errors import SnapshotStoreError
 
+Progress = Callable[[int], None]
+"""Called with the number of rows written or read since the last call."""
+
+PROGRESS_EVERY = 65_536
+PACE_ROWS = 64
+"""Rows written between two calls of a write's `pace` (~0.1 ms of work: the clock is read
+there, so not after every row)."""
 CHUNK = 10_000
 """Rows per chunk read from a cursor or written through SQLAlchemy Core."""
 
 
+def table_columns(table: Table) -> tuple[str, ...]:
+    """A per-snapshot table's columns after `snapshot_id`: the content's, or the table's own."""
+    known = content.COLUMNS.get(table.name)
+    if known is not None:
+        return known
+    return tuple(c.name for c in table.columns if c.name != "snapshot_id")
+
+
 def _columns(conn: Connection, table: Table) -> list[str]:
     quote = conn.dialect.identifier_preparer.quote
-    return [quote(c) for c in ("snapshot_id", *content.COLUMNS[table.name])]
+    return [quote(c) for c in ("snapshot_id", *table_columns(table))]
 
 
 def _cursor(conn: Connection) -> Any:
@@ -137,7 +152,7 @@ def _executemany_rows(
 
 def core_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[Row]) -> None:
     """Any other database: SQLAlchemy Core executemany in chunks."""
-    names = ("snapshot_id", *content.COLUMNS[table.name])
+    names = ("snapshot_id", *table_columns(table))
     while True:
         chunk = [
             dict(zip(names, (snapshot_id, *row), strict=True))
@@ -146,3 +161,40 @@ def core_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[R
         if not chunk:
             return
         conn.execute(table.insert(), chunk)
+
+
+def reporting(rows: Iterable[Row], progress: Progress | None) -> Iterator[Row]:
+    """`rows`, telling `progress` how many passed every `PROGRESS_EVERY` (and at the end)."""
+    if progress is None:
+        yield from rows
+        return
+    pending = 0
+    for row in rows:
+        yield row
+        pending += 1
+        if pending >= PROGRESS_EVERY:
+            progress(pending)
+            pending = 0
+    if pending:
+        progress(pending)
+
+
+def paced(rows: Iterable[Row], pace: Callable[[], None]) -> Iterator[Row]:
+    """`rows`, calling `pace` after every `PACE_ROWS` of them."""
+    rows = iter(rows)
+    while chunk := list(itertools.islice(rows, PACE_ROWS)):
+        yield from chunk
+        pace()
+
+
+def counting(chunks: Iterator[list[Row]], progress: Progress | None) -> Iterator[list[Row]]:
+    """`chunks`, telling `progress` each one's size."""
+    for chunk in chunks:
+        if progress is not None:
+            progress(len(chunk))
+        yield chunk
+
+
+def materialized(rows: Mapping[str, Iterable[Row]]) -> dict[str, Iterable[Row]]:
+    """Every table's rows read whole (a list), but the partitions', which stay a stream."""
+    return {name: list(it) if name != content.PARTITIONS else it for name, it in rows.items()}

@@ -15,10 +15,8 @@ query; Alembic is imported only to compare any other revision, and to migrate.
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,12 +42,10 @@ from sqlalchemy.exc import (
 )
 
 from replay.image import MetadataImage, Provenance
-from replay.sql import content, revision, sqlite_files
+from replay.sql import increments, revision, sqlite_files
 from replay.sql.content import (
     ContentChecksum,
     PartitionRowsUnsorted,
-    Row,
-    image_from_rows,
     image_rows,
     record_count,
 )
@@ -58,64 +54,27 @@ from replay.sql.errors import (
     SchemaBehindError,
     SchemaError,
     SnapshotChecksumError,
-    SnapshotContentError,
     SnapshotDatabaseDamagedError,
     SnapshotNotFoundError,
     SnapshotStoreError,
     StoreUnavailableError,
 )
-from replay.sql.models import CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS, Base
+from replay.sql.info import SnapshotInfo, VerifyResult, check_format, info_of_row
+from replay.sql.models import CHANGED_TOPICS, CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS, Base
 from replay.sql.revision import VERSION_TABLE, SchemaState, SchemaStatus
-from replay.sql.row_io import select_chunks, writer_for
+from replay.sql.row_io import (
+    PACE_ROWS,
+    PROGRESS_EVERY,
+    Progress,
+    paced,
+    reporting,
+    writer_for,
+)
 
 logger = logging.getLogger(__name__)
 
-Progress = Callable[[int], None]
-"""Called with the number of rows written or read since the last call."""
-
-PROGRESS_EVERY = 65_536
-PACE_ROWS = 64
-"""Rows written between two calls of a write's `pace` (~0.1 ms of work: the clock is read
-there, so not after every row)."""
 _SNAPSHOTS = SNAPSHOTS
 _TABLES: dict[str, Table] = {t.name: t for t in CONTENT_TABLES}
-PARTITION_ORDER = ("topic_id", "partition_id")
-"""The order the partition rows are written in, asked of the database when it lost it."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SnapshotInfo:
-    """What the `snapshots` table says about one snapshot."""
-
-    id: int
-    offset: int
-    """Offset of the last log entry in the snapshot."""
-    epoch: int
-    timestamp: int
-    """Append time (ms) of that entry."""
-    created_at: datetime
-    record_count: int
-    checksum: str
-    format_version: int
-
-    @property
-    def provenance(self) -> Provenance:
-        """The provenance of the image the snapshot holds."""
-        return Provenance(offset=self.offset, epoch=self.epoch, timestamp=self.timestamp)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VerifyResult:
-    """What `verify` found: the stored and the recomputed checksum, or why it failed."""
-
-    info: SnapshotInfo
-    computed: str | None
-    error: str | None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the rows match the stored checksum and form an image."""
-        return self.error is None and self.computed == self.info.checksum
 
 
 def parse_url(url: str) -> URL:
@@ -162,11 +121,11 @@ def _damage(exc: BaseException) -> str | None:
 class SnapshotStore:
     """Snapshots of the image in one SQL database (open with a URL; close when done).
 
-    Some 500 lines in one class because every method runs on the same engine and its
+    Some 550 lines in one class because every method runs on the same engine and its
     error mapping (a database's failure as one `SnapshotStoreError` line): the schema's
     state and migrations, and the snapshots written, listed, loaded, verified and deleted.
     The content as rows is in `content.py`, their fastest I/O per driver in `row_io.py`,
-    the tables in `models.py`.
+    increments and the reading of a chain in `increments.py`, the tables in `models.py`.
     """
 
     def __init__(self, url: str, *, create: bool = True) -> None:
@@ -466,7 +425,7 @@ class SnapshotStore:
             query = query.limit(limit)
         with self._connect() as conn:
             try:
-                return [_info(row._mapping) for row in conn.execute(query)]
+                return [info_of_row(row._mapping) for row in conn.execute(query)]
             except self._errors() as exc:
                 raise self._failed(exc, "listing snapshots") from None
 
@@ -481,7 +440,7 @@ class SnapshotStore:
                 except self._errors() as exc:
                     raise self._failed(exc, "reading a snapshot") from None
             if row is not None:
-                return _info(row._mapping)
+                return info_of_row(row._mapping)
         raise SnapshotNotFoundError(
             f"there is no snapshot {snapshot_id} in {self.shown_url}; `mlog snapshot list` "
             "shows the snapshots"
@@ -500,92 +459,121 @@ class SnapshotStore:
         *,
         progress: Progress | None = None,
         pace: Callable[[], None] | None = None,
+        base: tuple[SnapshotInfo, MetadataImage] | None = None,
     ) -> SnapshotInfo:
         """Write a snapshot of `image` in one transaction; returns its row once committed.
 
-        `pace`, if given, is called on the writing thread after every `PACE_ROWS` rows: a
-        serving process's way to let its event loop run between slices of the write (the
-        image is immutable, so the rows are the same however long the write takes).
+        With `base` (a snapshot in this store and the image it holds), the snapshot is an
+        increment on it when it can be (`replay.sql.increments`): the base is still there, has
+        its content sums, and what changed is at most `INCREMENT_SHARE` of the image; else
+        it is written in full. `pace`, if given, is called on the writing thread after every
+        `PACE_ROWS` rows: a serving process's way to let its event loop run between slices of
+        the write (the image is immutable, so the rows are the same however long it takes).
         """
         if image.provenance.offset < 0:
             raise SnapshotStoreError("the image is empty (no log entry yet); nothing to snapshot")
         self.ensure_schema()
-        checksum = ContentChecksum()
         created = datetime.now(UTC)
-        provenance = image.provenance
         with self._connect() as conn:
             try:
                 with conn.begin():
-                    snapshot_id = self._insert_snapshot(conn, provenance, created)
+                    planned = None if base is None else increments.increment_on(conn, base, image)
+                    snapshot_id = _insert_snapshot(conn, image.provenance, created)
                     writer = writer_for(conn)
-                    for table, made in image_rows(image, checksum).items():
-                        rows = made if progress is None else _reporting(made, progress)
-                        if pace is not None:
-                            rows = _paced(rows, pace)
-                        writer(conn, _TABLES[table], snapshot_id, rows)
-                    digest = checksum.hexdigest()
-                    count = record_count(checksum)
+                    if planned is None:
+                        checksum = ContentChecksum()
+                        for table, made in image_rows(image, checksum).items():
+                            rows = reporting(made, progress)
+                            if pace is not None:
+                                rows = paced(rows, pace)
+                            writer(conn, _TABLES[table], snapshot_id, rows)
+                        chain: dict[str, Any] = {}
+                    else:
+                        of, made_rows = planned
+                        for name, sql_table in _TABLES.items():
+                            if made_rows.rows.get(name):
+                                rows = reporting(made_rows.rows[name], progress)
+                                if pace is not None:
+                                    rows = paced(rows, pace)
+                                writer(conn, sql_table, snapshot_id, rows)
+                        if made_rows.changed_topics:
+                            rows = iter(made_rows.changed_topics)
+                            writer(conn, CHANGED_TOPICS, snapshot_id, rows)
+                        checksum = made_rows.checksum
+                        chain = {
+                            "base_id": of.id,
+                            "chain_length": of.chain_length + 1,
+                            "replaced_tables": ",".join(made_rows.replaced),
+                        }
+                    values = {
+                        "checksum": checksum.hexdigest(),
+                        "record_count": record_count(checksum),
+                        "content_sums": checksum.to_text(),
+                        **chain,
+                    }
                     conn.execute(
-                        _SNAPSHOTS.update()
-                        .where(_SNAPSHOTS.c.id == snapshot_id)
-                        .values(checksum=digest, record_count=count)
+                        _SNAPSHOTS.update().where(_SNAPSHOTS.c.id == snapshot_id).values(values)
                     )
             except self._errors() as exc:
                 raise self._failed(exc, "writing a snapshot") from None
+        provenance = image.provenance
         return SnapshotInfo(
             id=snapshot_id,
             offset=provenance.offset,
             epoch=provenance.epoch,
             timestamp=provenance.timestamp,
             created_at=created,
-            record_count=count,
-            checksum=digest,
+            record_count=values["record_count"],
+            checksum=values["checksum"],
             format_version=FORMAT_VERSION,
+            base_id=chain.get("base_id"),
+            chain_length=chain.get("chain_length", 0),
         )
-
-    @staticmethod
-    def _insert_snapshot(conn: Connection, provenance: Provenance, created: datetime) -> int:
-        result = conn.execute(
-            _SNAPSHOTS.insert().values(
-                log_offset=provenance.offset,
-                epoch=provenance.epoch,
-                log_timestamp=provenance.timestamp,
-                created_at=created,
-                record_count=0,
-                checksum="",
-                format_version=FORMAT_VERSION,
-            )
-        )
-        key = result.inserted_primary_key
-        if key is None:  # pragma: no cover - every supported dialect returns the new id
-            raise SnapshotStoreError("the database did not return the new snapshot's id")
-        snapshot_id: int = key[0]
-        return snapshot_id
 
     def delete(self, snapshot_id: int) -> SnapshotInfo:
-        """Delete one snapshot (all its rows, in one transaction); returns what it was."""
+        """Delete one snapshot (all its rows, in one transaction); returns what it was.
+
+        A snapshot an increment is written on is refused: the increment would not load.
+        """
         info = self.get(snapshot_id)
-        with self._connect() as conn:
-            try:
-                with conn.begin():
-                    _delete_rows(conn, [snapshot_id])
-            except self._errors() as exc:
-                raise self._failed(exc, "deleting a snapshot") from None
-        return info
+        dependents = [s.id for s in self.snapshots() if s.base_id == snapshot_id]
+        if dependents:
+            raise SnapshotStoreError(
+                f"snapshot {snapshot_id} is the base of increment(s) "
+                f"{', '.join(map(str, dependents))}; delete those first (newest first), or let "
+                "retention delete the chain once a newer full snapshot exists"
+            )
+        return self.prune([info], what="deleting a snapshot")[0]
 
     def retain(self, keep: int) -> list[SnapshotInfo]:
-        """Delete all but the newest `keep` snapshots (keep >= 1); returns the deleted ones."""
+        """Delete all but the newest `keep` snapshots (keep >= 1); returns the deleted ones.
+
+        The bases the kept increments need (their whole chain) are kept as well.
+        """
         if keep < 1:
             raise SnapshotStoreError(f"retention must keep at least 1 snapshot, got {keep}")
-        doomed = self.snapshots(desc=True)[keep:]
-        if doomed:
+        return self.prune(self.snapshots(desc=True)[keep:])
+
+    def prune(
+        self, doomed: Iterable[SnapshotInfo], *, what: str = "deleting old snapshots"
+    ) -> list[SnapshotInfo]:
+        """Delete these snapshots, but any a snapshot not among them needs; returns the deleted."""
+        doomed = list(doomed)
+        everything = self.snapshots()
+        doomed_ids = {s.id for s in doomed}
+        needed = increments.needed_bases(
+            {s.id: s.base_id for s in everything},
+            [s.id for s in everything if s.id not in doomed_ids],
+        )
+        deleted = [s for s in doomed if s.id not in needed]
+        if deleted:
             with self._connect() as conn:
                 try:
                     with conn.begin():
-                        _delete_rows(conn, [s.id for s in doomed])
+                        _delete_rows(conn, [s.id for s in deleted])
                 except self._errors() as exc:
-                    raise self._failed(exc, "deleting old snapshots") from None
-        return doomed
+                    raise self._failed(exc, what) from None
+        return deleted
 
     # ------------------------------------------------------------------ loading
 
@@ -602,34 +590,18 @@ class SnapshotStore:
         return image
 
     def verify(self, snapshot_id: int) -> VerifyResult:
-        """Recompute a snapshot's checksum from its rows and check they form an image."""
+        """Recompute a snapshot's checksum from its rows (its chain's, for an increment)."""
         info = self.get(snapshot_id)
         try:
-            _, computed = self._read(info, None)
+            image, computed = self._read(info, None)
         except SnapshotStoreError as exc:
             if isinstance(exc, StoreUnavailableError):
                 raise
             return VerifyResult(info=info, computed=None, error=str(exc))
-        return VerifyResult(info=info, computed=computed, error=None)
+        return VerifyResult(info=info, computed=computed, error=None, image=image)
 
     def _read(self, info: SnapshotInfo, progress: Progress | None) -> tuple[MetadataImage, str]:
-        if info.format_version > FORMAT_VERSION:
-            raise SnapshotStoreError(
-                f"snapshot {info.id} has format version {info.format_version}; this "
-                f"metadata-log reads version {FORMAT_VERSION}: a newer metadata-log wrote it. "
-                "Upgrade metadata-log, or use another database"
-            )
-        if info.format_version != FORMAT_VERSION:
-            # Older snapshots may lack areas added since (version 1: ACLs and credentials;
-            # version 2: the clients' idempotent writes), so they cannot stand for the log;
-            # time travel skips them and replays the log.
-            raise SnapshotContentError(
-                f"snapshot {info.id} has format version {info.format_version}, older than "
-                f"{FORMAT_VERSION}, and may lack ACLs, SCRAM credentials or clients' "
-                "idempotent writes; the log is "
-                f"replayed instead. Delete it (`mlog snapshot delete {info.id}`); a new "
-                "snapshot replaces it"
-            )
+        check_format(info)
         checksum = ContentChecksum()
         # As in load_image: a load creates millions of long-lived objects and no cycles, and
         # every full collection meanwhile would traverse them all again.
@@ -647,58 +619,35 @@ class SnapshotStore:
         with self._connect() as conn:
             try:
                 with conn.begin():
+                    chain = increments.chain_of(conn, info)
                     try:
-                        image = self._image_of_rows(conn, info, checksum, progress, sort=False)
+                        image = increments.image_of_chain(
+                            conn, chain, checksum, progress, sort=False
+                        )
                     except PartitionRowsUnsorted:
                         # The database gave the partitions back out of their written order
                         # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
                         checksum = ContentChecksum()
-                        image = self._image_of_rows(conn, info, checksum, progress, sort=True)
+                        image = increments.image_of_chain(
+                            conn, chain, checksum, progress, sort=True
+                        )
             except self._errors() as exc:
                 raise self._failed(exc, f"reading snapshot {info.id}") from None
         return image, checksum.hexdigest()
 
-    @staticmethod
-    def _image_of_rows(
-        conn: Connection,
-        info: SnapshotInfo,
-        checksum: ContentChecksum,
-        progress: Progress | None,
-        *,
-        sort: bool,
-    ) -> MetadataImage:
-        """The image of a snapshot's rows, the partitions streamed in (sorted by the database)."""
-        reads = {
-            name: select_chunks(
-                conn,
-                table,
-                info.id,
-                order_by=PARTITION_ORDER if sort and name == content.PARTITIONS else (),
-            )
-            for name, table in _TABLES.items()
-        }
-        rows = {
-            name: itertools.chain.from_iterable(_counting(chunks, progress))
-            for name, chunks in reads.items()
-        }
-        try:
-            # Every table but the big one is read whole first: image_from_rows reads them in
-            # its own order, and each iterator holds its own cursor. The partitions stream in
-            # last.
-            return image_from_rows(
-                info.provenance, _materialized(rows), checksum, partitions_sorted=sort
-            )
-        finally:
-            for chunks in reads.values():
-                chunks.close()  # its cursor, now: a read given up half-way is read again
-
     def count_rows(self, snapshot_id: int) -> dict[str, int]:
-        """Rows per content table of a snapshot (for `mlog snapshot show`)."""
-        self.get(snapshot_id)
+        """Rows per table of a snapshot (for `mlog snapshot show`): an increment's own rows.
+
+        An increment's changed topics (`snapshot_changed_topics`) are counted last.
+        """
+        info = self.get(snapshot_id)
+        tables = dict(_TABLES)
+        if info.is_increment:
+            tables[CHANGED_TOPICS.name] = CHANGED_TOPICS
         counts = {}
         with self._connect() as conn:
             try:
-                for name, table in _TABLES.items():
+                for name, table in tables.items():
                     counts[name] = conn.execute(
                         select(func.count())
                         .select_from(table)
@@ -721,63 +670,36 @@ def _schema_error(status: SchemaStatus, shown_url: str) -> SchemaError:
     return SchemaError(text)
 
 
-def _info(row: Any) -> SnapshotInfo:
-    created: datetime = row["created_at"]
-    if created.tzinfo is None:  # SQLite keeps no zone; the store writes UTC
-        created = created.replace(tzinfo=UTC)
-    return SnapshotInfo(
-        id=row["id"],
-        offset=row["log_offset"],
-        epoch=row["epoch"],
-        timestamp=row["log_timestamp"],
-        created_at=created,
-        record_count=row["record_count"],
-        checksum=row["checksum"],
-        format_version=row["format_version"],
+def _insert_snapshot(conn: Connection, provenance: Provenance, created: datetime) -> int:
+    result = conn.execute(
+        _SNAPSHOTS.insert().values(
+            log_offset=provenance.offset,
+            epoch=provenance.epoch,
+            log_timestamp=provenance.timestamp,
+            created_at=created,
+            record_count=0,
+            checksum="",
+            format_version=FORMAT_VERSION,
+        )
     )
-
-
-def _reporting(rows: Iterable[Row], progress: Progress | None) -> Iterator[Row]:
-    if progress is None:
-        yield from rows
-        return
-    pending = 0
-    for row in rows:
-        yield row
-        pending += 1
-        if pending >= PROGRESS_EVERY:
-            progress(pending)
-            pending = 0
-    if pending:
-        progress(pending)
-
-
-def _paced(rows: Iterable[Row], pace: Callable[[], None]) -> Iterator[Row]:
-    rows = iter(rows)
-    while chunk := list(itertools.islice(rows, PACE_ROWS)):
-        yield from chunk
-        pace()
-
-
-def _counting(chunks: Iterator[list[Row]], progress: Progress | None) -> Iterator[list[Row]]:
-    for chunk in chunks:
-        if progress is not None:
-            progress(len(chunk))
-        yield chunk
-
-
-def _materialized(rows: Mapping[str, Iterable[Row]]) -> dict[str, Iterable[Row]]:
-    return {name: list(it) if name != content.PARTITIONS else it for name, it in rows.items()}
+    key = result.inserted_primary_key
+    if key is None:  # pragma: no cover - every supported dialect returns the new id
+        raise SnapshotStoreError("the database did not return the new snapshot's id")
+    snapshot_id: int = key[0]
+    return snapshot_id
 
 
 def _delete_rows(conn: Connection, snapshot_ids: list[int]) -> None:
-    for table in CONTENT_TABLES:
+    for table in (*CONTENT_TABLES, CHANGED_TOPICS):
         conn.execute(delete(table).where(table.c.snapshot_id.in_(snapshot_ids)))
     conn.execute(delete(_SNAPSHOTS).where(_SNAPSHOTS.c.id.in_(snapshot_ids)))
 
 
 __all__ = [
+    "PACE_ROWS",
+    "PROGRESS_EVERY",
     "Base",
+    "Progress",
     "SnapshotInfo",
     "SnapshotStore",
     "VerifyResult",

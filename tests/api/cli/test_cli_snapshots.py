@@ -11,6 +11,11 @@ from typing import Any
 
 import pytest
 
+from metadata_log.reader import LogReader
+from records.model import PartitionChangeRecord
+from replay.delta import replay_records
+from replay.loader import load_image
+from replay.sql.store import SnapshotStore
 from tests.support.cli import mlog, ok
 
 
@@ -68,6 +73,7 @@ def test_snapshot_create_list_show_verify_delete(cluster: Path) -> None:
         "created",
         "records",
         "checksum",
+        "kind",
     ]
     shown = as_json(cluster, "snapshot", "show", str(created["id"]))
     assert shown["rows"]["snapshot_partitions"] == 3
@@ -87,6 +93,47 @@ def test_a_damaged_snapshot_fails_verify_with_exit_1(cluster: Path) -> None:
     # Reads fall back to the log: the answer is still right.
     image = as_json(cluster, "image", "show", "/topics/byName/orders/0")
     assert image["/topics/byName/orders/0"]["leader_epoch"] == 0
+
+
+def test_verify_checks_increments_against_the_log(cluster: Path) -> None:
+    ok(cluster, "topics", "create", "--topic", "payments", "--partitions", "2")
+    with LogReader.open(cluster / "log") as log:
+        base = load_image(log, lte=6)  # the fixture's cluster
+        image = load_image(log, base=base)
+    topic = image.topics.get_by_name("payments")
+    assert topic is not None
+    # Rows that match their checksum but are not the log's: only a replay tells.
+    forged = replay_records(
+        image,
+        [PartitionChangeRecord(partition_id=0, topic_id=topic.topic_id, leader=-1)],
+        provenance=image.provenance,
+    )
+    with SnapshotStore(f"sqlite:///{cluster / 'snapshots.db'}") as store:
+        full = store.write(base)
+        good = store.write(image, base=(full, base))
+        bad = store.write(forged, base=(full, base))
+    assert good.base_id == bad.base_id == full.id
+    code, text = mlog(cluster, "snapshot", "verify", str(good.id))
+    assert code == 0, text
+    assert f"increment on {full.id}): ok, equal to the log replayed to it" in text
+    code, text = mlog(cluster, "snapshot", "verify")
+    assert code == 1
+    assert f"snapshot {bad.id} (offset {bad.offset}, increment on {full.id}): DIFFERS" in text
+    checked = json.loads(mlog(cluster, "--output", "json", "snapshot", "verify")[1])
+    assert [(c["id"], c["matches_replay"]) for c in checked] == [
+        (full.id, True),
+        (good.id, True),
+        (bad.id, False),
+    ]
+    code, text = mlog(cluster, "snapshot", "verify", "--checksums-only")
+    assert code == 0 and "DIFFERS" not in text
+    listed = as_json(cluster, "snapshot", "list")
+    assert [s["base_id"] for s in listed] == [None, full.id, full.id]
+    shown = as_json(cluster, "snapshot", "show", str(good.id))
+    assert shown["chain_length"] == 1
+    rows = shown["rows"]
+    assert rows["snapshot_changed_topics"] == rows["snapshot_topics"] == 1  # payments
+    assert rows["snapshot_partitions"] == 2
 
 
 def test_readme_query_finds_read_only_partitions(cluster: Path) -> None:

@@ -67,8 +67,9 @@ def test_a_service_trims_below_each_snapshot_once_over_its_bound(
     caplog.set_level(logging.INFO, logger="api.server.retention")
     db = tmp_path / "snapshots.db"
     policy = RetentionConfig(max_bytes=max_bytes, snapshot_bytes=4096)
+    # Chains of two increments: retention deletes a chain once a newer full one is kept.
     snapshots = Snapshotter(
-        lambda: SnapshotStore(sqlite_url(db)), file=db, retention=2, policy=policy
+        lambda: SnapshotStore(sqlite_url(db)), file=db, retention=2, policy=policy, max_chain=2
     )
     log_dir = tmp_path / "log"
     service = MetadataService.open(
@@ -129,6 +130,7 @@ def test_snapshots_older_than_max_ms_are_deleted_but_the_newest(
         retention=10,
         clock_ms=lambda: now[0],
         policy=RetentionConfig(max_ms=60_000, snapshot_bytes=1),
+        max_chain=0,  # full snapshots: an increment's bases would stay (test_increments.py)
     )
     with MetadataService.open(tmp_path / "log", snapshots=snapshots) as service:
         controller = service.controller

@@ -98,9 +98,10 @@ class RecordingStore(SnapshotStore):
         *,
         progress: Progress | None = None,
         pace: Callable[[], None] | None = None,
+        base: tuple[SnapshotInfo, MetadataImage] | None = None,
     ) -> SnapshotInfo:
         self.paced.append(pace is not None)
-        return super().write(image, progress=progress, pace=pace)
+        return super().write(image, progress=progress, pace=pace, base=base)
 
 
 def _snapshot(

@@ -12,7 +12,8 @@ import pytest
 
 from api.service.service import MetadataService
 from api.service.settings import load_settings
-from api.service.snapshots import Snapshotter, open_snapshotter
+from api.service.snapshot_runners import ForkedRunner, SnapshotRunner, ThreadRunner
+from api.service.snapshots import MAX_CHAIN, Snapshotter, open_snapshotter
 from metadata_log.reader import LogReader
 from records.model import ConfigResourceType
 from replay.controller.commands import (
@@ -40,11 +41,23 @@ class Clock:
 
 
 def _open(
-    log_dir: Path, url: str, clock: Clock | None = None, *, retention: int = 10, retry_ms: int = 1
+    log_dir: Path,
+    url: str,
+    clock: Clock | None = None,
+    *,
+    retention: int = 10,
+    retry_ms: int = 1,
+    max_chain: int = MAX_CHAIN,
+    runner: SnapshotRunner | None = None,
 ) -> MetadataService:
     clock = clock or Clock()
     snapshotter = Snapshotter(
-        SnapshotStore(url), clock_ms=clock, retention=retention, retry_ms=retry_ms
+        SnapshotStore(url),
+        clock_ms=clock,
+        retention=retention,
+        retry_ms=retry_ms,
+        max_chain=max_chain,
+        runner=runner,
     )
     return MetadataService.open(log_dir, snapshots=snapshotter, clock_ms=clock)
 
@@ -147,8 +160,42 @@ def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
         assert offsets[-1] == service.image.provenance.offset
     with SnapshotStore(database_url) as store:
         kept = store.snapshots()
-        assert [s.offset for s in kept] == offsets[-2:]
+        assert [s.offset for s in kept][-2:] == offsets[-2:]
         assert all(store.verify(s.id).ok for s in kept)
+        # The newest are increments; what else is kept is the chain they load from.
+        assert [s.chain_length for s in kept] == list(range(len(kept)))
+        assert all(s.base_id == b.id for s, b in zip(kept[1:], kept, strict=False))
+
+
+@pytest.mark.parametrize("runner", [ThreadRunner, ForkedRunner])
+def test_increments_are_chained_up_to_max_chain_then_a_full_snapshot(
+    tmp_path: Path, database_url: str, runner: type[SnapshotRunner]
+) -> None:
+    # In a forked child (as `mlog serve` writes them) the base image is the child's copy.
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url, retention=2, max_chain=2, runner=runner()) as service:
+        _register(service, 1, 2)
+        for n in range(40):
+            _create(service, f"t{n}", partitions=4)
+        snapshotter = _snapshotter(service)
+        written = []
+        for n in range(6):
+            _create(service, f"u{n}", partitions=2)
+            info = snapshotter.request(service.image, service.log).result()
+            assert info is not None
+            written.append(info)
+        before = service.image
+    assert [i.chain_length for i in written] == [0, 1, 2, 0, 1, 2]
+    assert [i.base_id for i in written[3:]] == [None, written[3].id, written[4].id]
+    with SnapshotStore(database_url) as store:
+        # Retention keeps the newest two and the full snapshot they are written on.
+        assert [s.id for s in store.snapshots()] == [w.id for w in written[3:]]
+        increment = store.get(written[-1].id)
+        assert sum(store.count_rows(increment.id).values()) < 10
+    with _open(log_dir, database_url) as service:
+        started = _snapshotter(service).started_from
+        assert started is not None and started.id == written[-1].id
+        assert service.image == before == _replayed(log_dir)
 
 
 def test_the_byte_policy_counts_uncompressed_record_bytes_and_the_backlog_at_restart(

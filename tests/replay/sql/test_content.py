@@ -17,8 +17,7 @@ import pytest
 from metadata_log.reader import LogReader
 from replay.image import MetadataImage, broker_index
 from replay.loader import load_image
-from replay.sql import content, row_io
-from replay.sql import store as store_module
+from replay.sql import content, increments, row_io
 from replay.sql.content import ContentChecksum, PartitionRowsUnsorted, Row, image_from_rows
 from replay.sql.errors import SnapshotContentError
 from replay.sql.store import SnapshotStore
@@ -129,7 +128,7 @@ def test_a_snapshot_whose_rows_the_database_moved_loads_the_same(
             orders.append(tuple(order_by))
         return select_chunks(*args, order_by=order_by)
 
-    monkeypatch.setattr(store_module, "select_chunks", spied)
+    monkeypatch.setattr(increments, "select_chunks", spied)
     with SnapshotStore(database_url) as store:
         info = store.write(image)
         assert store.load(info.id) == image
@@ -143,7 +142,7 @@ def test_a_snapshot_whose_rows_the_database_moved_loads_the_same(
             execute_sql(database_url, sql)
         orders.clear()
         assert store.load(info.id) == image
-        assert orders == [(), store_module.PARTITION_ORDER]
+        assert orders == [(), increments.PARTITION_ORDER]
         assert store.verify(info.id).ok
 
 

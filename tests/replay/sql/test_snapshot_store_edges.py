@@ -50,7 +50,7 @@ from records.model import (
 from records.uuids import Uuid
 from replay.delta import replay_records
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance
-from replay.sql import content, row_io
+from replay.sql import content, increments, row_io
 from replay.sql import schema as schema_module
 from replay.sql import store as store_module
 from replay.sql.errors import (
@@ -65,6 +65,7 @@ from replay.sql.errors import (
     StoreUnavailableError,
 )
 from replay.sql.models import CONTENT_TABLES
+from replay.sql.revision import HEAD_REVISION as HEAD
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotStore
 from tests.support.sql_backends import execute_sql, libpq
@@ -205,11 +206,13 @@ def test_an_id_stored_as_bytes_is_refused(tmp_path: Path) -> None:
 def test_each_schema_state_is_described_with_what_to_do(database_url: str) -> None:
     with SnapshotStore(database_url) as store:
         empty = store.status()
-        assert empty.describe() == "no schema yet (head is 0004); `mlog db upgrade` creates it"
+        assert empty.describe() == f"no schema yet (head is {HEAD}); `mlog db upgrade` creates it"
         store.upgrade("0003")
-        assert store.status().describe() == "revision 0003, behind head 0004; run `mlog db upgrade`"
+        assert (
+            store.status().describe() == f"revision 0003, behind head {HEAD}; run `mlog db upgrade`"
+        )
         _, current = store.upgrade()
-        assert current.describe() == "revision 0004 (head): up to date"
+        assert current.describe() == f"revision {HEAD} (head): up to date"
         assert store.status() == current
         store.downgrade("base")
     execute_sql(database_url, "CREATE TABLE snapshots (id INTEGER PRIMARY KEY)")
@@ -228,7 +231,7 @@ def test_two_revisions_at_once_are_a_schema_from_elsewhere(database_url: str) ->
     with SnapshotStore(database_url) as store:
         status = store.status()
         assert status.state is SchemaState.AHEAD
-        assert sorted(status.revision.split(",")) == ["0003", "0004"]  # type: ignore[union-attr]
+        assert sorted(status.revision.split(",")) == ["0003", HEAD]  # type: ignore[union-attr]
         with pytest.raises(SchemaAheadError, match="is unknown to this metadata-log"):
             store.ensure_schema()
 
@@ -486,7 +489,7 @@ def test_progress_counts_every_row_written_and_read(
     store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The progress bar of `mlog snapshot create` and of a load: every row once, in steps.
-    monkeypatch.setattr(store_module, "PROGRESS_EVERY", 2)
+    monkeypatch.setattr(row_io, "PROGRESS_EVERY", 2)
     rows = sum(1 for r in content.image_rows(IMAGE, content.ContentChecksum()).values() for _ in r)
     written: list[int] = []
     info = store.write(IMAGE, progress=written.append)
@@ -529,10 +532,10 @@ def test_a_downgraded_schema_is_checked_again(database_url: str) -> None:
     with SnapshotStore(database_url) as store:
         store.write(IMAGE)
         assert store.downgrade("0003").state is SchemaState.BEHIND
-        with pytest.raises(SchemaBehindError, match="behind head 0004"):
+        with pytest.raises(SchemaBehindError, match=f"behind head {HEAD}"):
             store.snapshots()
         before, after = store.upgrade()
-        assert (before.revision, after.revision) == ("0003", "0004")
+        assert (before.revision, after.revision) == ("0003", HEAD)
         assert [s.offset for s in store.snapshots()] == [IMAGE.provenance.offset]
 
 
@@ -586,7 +589,7 @@ def test_postgresql_data_corrupted_is_damage(
         def corrupted(*args: object, **options: object) -> None:
             raise psycopg.errors.DataCorrupted(messages.pop(0))
 
-        monkeypatch.setattr(store_module, "select_chunks", corrupted)
+        monkeypatch.setattr(increments, "select_chunks", corrupted)
         with pytest.raises(
             SnapshotDatabaseDamagedError, match=r"damaged \(invalid page in "
         ) as hit:
