@@ -13,8 +13,9 @@ missing object is `ArchiveDamage`, an error answer naming it, never served), the
 rebuilt for them are kept there, and the view is made again only when the local segments
 (the log start moved, a segment was rolled) or the archive's end moved. The manifest is the
 one the archive's rounds keep (`LogArchiving.known_manifest`): a read costs no listing of the
-archive. Reads run on a worker thread, one at a time (the view is swapped between them); an
-unreachable archive fails that read only (`ArchiveUnreachable`), writes never wait for it.
+archive (until the first round has ended, when it is read from the archive). Reads run on a
+worker thread, one at a time (the view is swapped between them); an unreachable archive fails
+that read only (`ArchiveUnreachable`), writes never wait for it.
 
 Reads at or above the local log start never come here (`needs_archive`, `point_needs_archive`):
 they read the service's own log, as without an archive.
@@ -140,11 +141,14 @@ class ArchiveReads(HistoryDir):
         return self._view.path
 
     def _manifest(self) -> Manifest:
-        """The manifest the rounds keep; read from the archive before a round has read it."""
-        manifest = self.archiving.known_manifest()
-        if manifest.end_offset is None:
-            manifest = read_manifest(self.archiving.location)
-        return manifest
+        """The manifest the rounds keep; read from the archive before a round has read it.
+
+        Once a round has ended the rounds hold every entry up to the end it learned (entries
+        are never dropped); before that they may hold a part, read while the first round runs.
+        """
+        if self.archiving.archived_end is None:
+            return read_manifest(self.archiving.location)
+        return self.archiving.known_manifest()
 
     def _drop(self) -> None:
         """Remove the view (the next read makes one)."""
