@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from api.client import AdminClient, RemoteError
+from api.server.archive_reads import needs_archive, point_needs_archive
 from api.server.server import MetadataServer
 from api.service.archiving import ArchiveConfig, LogArchiving
 from api.service.service import MetadataService
 from api.service.settings import Settings
-from api.service.snapshots import open_snapshotter
+from api.service.snapshots import open_snapshotter, open_store
 from metadata_log.archive import ArchiveLocation, claim, read_manifest
 from metadata_log.reader import LogReader
 from records.entry import LogEntry
@@ -173,3 +174,39 @@ async def test_an_unreachable_archive_fails_the_read_and_never_the_writes(
         monkeypatch.undo()
         entries, _ = await client.fetch_log(0)
         assert entries[0].offset == 0
+
+
+async def test_reads_at_or_above_the_local_start_never_touch_the_archive(
+    twins: tuple[Path, Path, Path],
+) -> None:
+    trimmed, _, archive = twins
+    start = log_start(trimmed)
+    async with (
+        serving(trimmed, archive) as server,
+        await AdminClient.connect(server.address) as client,
+    ):
+        entries, _ = await client.fetch_log(start)
+        assert entries[0].offset == start
+        await client.image_at(at_offset=start + 3)
+        await client.history(Entity(topic="late1"), gt=start - 1)
+        await client.diff(str(start + 1), str(start + 4))
+        await client.log_digest()
+        cache = trimmed / "archive-cache"
+        assert not list(cache.glob("objects/*")) and not list(cache.glob("view-*"))
+
+
+def test_which_points_need_the_archive(twins: tuple[Path, Path, Path]) -> None:
+    trimmed, _, _ = twins
+    settings = Settings(data_dir=trimmed)
+    with open_store(settings, create=False) as store, LogReader.open(settings.log_dir) as log:
+        start = log.log_start_offset
+        (snapshot,) = store.snapshots()
+        assert snapshot.offset == start  # `log trim --before-snapshot`: the log starts at it
+        assert needs_archive(log, store, 0)
+        assert needs_archive(log, store, start - 1), "no snapshot at or below it is kept"
+        assert not needs_archive(log, store, start)
+        assert not needs_archive(log, store, start + 3)
+        assert needs_archive(log, None, start + 3), "no snapshot to replay the local log from"
+        assert point_needs_archive(log, store, "1970-01-02T00:00:00Z")  # before every entry
+        assert not point_needs_archive(log, store, str(start))
+        assert point_needs_archive(log, store, str(start - 2))
