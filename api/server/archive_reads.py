@@ -93,6 +93,9 @@ class ArchiveReads(HistoryDir):
         self._lock = threading.Lock()
         self._key: tuple[tuple[int, ...], int | None] | None = None
         self._warned: str | None = None
+        removed = source.cache().remove_stale_views()
+        if removed:
+            logger.info("removed %d view(s) of the archive left by stopped processes", removed)
 
     @property
     def cache_dir(self) -> Path:

@@ -8,7 +8,10 @@ object is an error naming it; an unreachable archive fails the read, never the w
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -210,3 +213,20 @@ def test_which_points_need_the_archive(twins: tuple[Path, Path, Path]) -> None:
         assert point_needs_archive(log, store, "1970-01-02T00:00:00Z")  # before every entry
         assert not point_needs_archive(log, store, str(start))
         assert point_needs_archive(log, store, str(start - 2))
+
+
+async def test_a_server_removes_the_views_a_killed_process_left(
+    twins: tuple[Path, Path, Path],
+) -> None:
+    trimmed, _, archive = twins
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    cache = trimmed / "archive-cache"
+    left = cache / f"view-{gone.pid}-0123abcd"
+    left.mkdir(parents=True)
+    (left / "00000000000000000000.avro").write_bytes(b"")
+    alive = cache / f"view-{os.getppid()}-4567cdef"  # this test's parent runs
+    alive.mkdir()
+    async with serving(trimmed, archive):
+        assert not left.exists()
+        assert alive.is_dir()
