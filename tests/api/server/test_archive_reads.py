@@ -103,6 +103,7 @@ async def answers(client: AdminClient, start: int, middle_end: int) -> dict[str,
         "history t3": await client.history(Entity(topic="t3")),
         "history broker": await client.history(Entity(broker=2), lte=start - 1),
         "image": await client.image_at(at_offset=middle),
+        "image at a time": await client.image_at(at_time=str(entries[middle].timestamp)),
         "image above the start": await client.image_at(at_offset=start + 3),  # the local log
         "diff": changes,
         "digests": [(await client.log_digest(o)).token for o in (start - 1, middle_end)],
