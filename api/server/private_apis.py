@@ -4,10 +4,13 @@ Writes go through `MetadataService.submit` like the Kafka APIs' (group-committed
 once durable) and are logged one line each. Reads of the present are answered from the
 committed image; the log and time travel (FetchLog, ImageAt at a past point, Diff, History)
 read the segment files on a worker thread, so a long replay never holds up other
-connections. A request that cannot be answered gets a status with the error the embedded
-CLI would print; the connection stays open. A write in a flexible version may carry a write id
-(`codec.WRITE_ID_TAG`): the service then answers a retry of it from the stored answer, as for
-the Kafka writes (`api.server.write_ids`).
+connections. With an archive (`metadata.log.archive.url`) the reads that reach below the
+local log start read it through the server's view of it (`api.server.archive_reads`), as on a
+log never trimmed; the others read the local log as without one. A request that cannot be
+answered gets a status with the error the embedded CLI would print; the connection stays
+open. A write in a flexible version may carry a write id (`codec.WRITE_ID_TAG`): the service
+then answers a retry of it from the stored answer, as for the Kafka writes
+(`api.server.write_ids`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from api.protocol.private import (
     PrivateApi,
     PrivateStatus,
 )
+from api.server.archive_reads import ArchiveReads, needs_archive, point_needs_archive
 from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
 from api.server.image_views import hides_brokers, sees_everything, visible_records
 from api.server.kafka.authorization import Gate, name_of, run_gated
@@ -47,6 +51,7 @@ from api.server.write_ids import pending_write
 from api.service.broker_liveness import BrokerLiveness
 from api.service.client_writes import CURRENT_WRITE
 from api.service.service import MetadataService
+from metadata_log.stored_log import StoredLog
 from records.errors import MetadataLogError
 from records.model import AclOperation
 from records.uuids import Uuid
@@ -73,7 +78,15 @@ from replay.image import (
     qualified_name,
     split_qualified_name,
 )
-from replay.timetravel import HistoryEntry, diff_points, history_range, image_at, start_image
+from replay.timetravel import (
+    Change,
+    HistoryEntry,
+    diff_points,
+    history_range,
+    image_at,
+    start_image,
+)
+from replay.timetravel.points import offset_at_time, parse_time
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -140,7 +153,8 @@ class PrivateApis:
     """Answers the private APIs from a service (and its snapshot store, for time travel).
 
     With an `authorizer` each API makes the checks docs/security.md lists (our equivalents of
-    Kafka's); without one everything is allowed.
+    Kafka's); without one everything is allowed. With `archive` the log's past below the
+    local log start is read from the archive (`api.server.archive_reads`).
     """
 
     def __init__(
@@ -149,8 +163,10 @@ class PrivateApis:
         authorizer: Authorizer | None = None,
         liveness: BrokerLiveness | None = None,
         bindings: BrokerBindings = NO_BINDINGS,
+        archive: ArchiveReads | None = None,
     ) -> None:
         self.service = service
+        self.archive = archive
         self.gate = Gate(authorizer)
         self.liveness = liveness or BrokerLiveness(service)
         self.bindings = bindings
@@ -470,10 +486,14 @@ class PrivateApis:
                 f"offset {request.offset} is not committed (the committed offset is "
                 f"{committed}); ask for -1 (the committed offset) or an offset up to it",
             )
+        log = self.service.log
         if request.offset == -1:
             digest = self.service.committed_digest()
+        elif self.archive is not None and request.offset < log.log_start_offset:
+            offset = request.offset
+            digest = await asyncio.to_thread(self.archive.read, lambda view: view.digest(offset))
         else:
-            digest = self.service.log.digest(request.offset)
+            digest = log.digest(request.offset)
         if digest is None:
             return private.LogDigestResponse(
                 offset=-1, chain=b"", token="", committed_offset=committed
@@ -512,14 +532,20 @@ class PrivateApis:
         hide = hides_brokers(self.gate, self.service.image, session)
         codec = self._codec
 
-        def read() -> private.EntryBlock:
+        def read_from(source: StoredLog) -> private.EntryBlock:
             # The blocks as stored (the client trims them), credentials redacted.
-            schema, count, body = log.block_bodies(
+            schema, count, body = source.block_bodies(
                 start=request.offset, last=committed, max_entries=limit
             )
             return log_block(codec, schema, count, body, request.schema_id, hide_brokers=hide)
 
-        if committed - request.offset >= INLINE_FETCH_ENTRIES:
+        def read() -> private.EntryBlock:
+            return read_from(log)
+
+        if self.archive is not None and request.offset < log.log_start_offset:
+            archive = self.archive
+            block = await asyncio.to_thread(archive.read, read_from)
+        elif committed - request.offset >= INLINE_FETCH_ENTRIES:
             block = await asyncio.to_thread(read)
         else:
             block = read()  # the newest blocks (or none yet): cheaper than a hop
@@ -554,8 +580,19 @@ class PrivateApis:
         def build() -> private.ImageResponse:
             store = self.service.snapshot_store
             log = self.service.log
-            # As the CLI does: a point inside an atomic batch answers the batch's end.
-            image = image_at(log, store, at_offset=at_offset, at_time=at_time)
+
+            def travel(source: StoredLog) -> MetadataImage:
+                # As the CLI does: a point inside an atomic batch answers the batch's end.
+                return image_at(source, store, at_offset=at_offset, at_time=at_time)
+
+            if self.archive is not None and (
+                needs_archive(log, store, at_offset)
+                if at_offset is not None
+                else needs_archive(log, store, _time_offset(log, at_time), at_time=True)
+            ):
+                image = self.archive.read(travel)
+            else:
+                image = travel(log)
             return image_response(image, self._codec, request.schema_id, hide_brokers=hide)
 
         return await asyncio.to_thread(build)
@@ -565,9 +602,20 @@ class PrivateApis:
         self._require_log_reader(session)
         hide = hides_brokers(self.gate, self.service.image, session)
         store = self.service.snapshot_store
-        start, end, changes = await asyncio.to_thread(
-            diff_points, self.service.log, store, request.from_point, request.to_point
-        )
+        log, archive = self.service.log, self.archive
+
+        def compare() -> tuple[int, int, list[Change]]:
+            def between(source: StoredLog) -> tuple[int, int, list[Change]]:
+                return diff_points(source, store, request.from_point, request.to_point)
+
+            points = (request.from_point, request.to_point)
+            if archive is not None and any(
+                point_needs_archive(log, store, p) for p in points if p is not None
+            ):
+                return archive.read(between)
+            return between(log)
+
+        start, end, changes = await asyncio.to_thread(compare)
         wire = tuple(wire_change(change, hide_brokers=hide) for change in changes)
         return private.DiffResponse(from_offset=start, to_offset=end, changes=wire)
 
@@ -580,15 +628,28 @@ class PrivateApis:
         hide = hides_brokers(self.gate, self.service.image, session)
         committed = self.service.image.provenance.offset
         lte = committed if request.lte is None else min(request.lte, committed)
-        log, store = self.service.log, self.service.snapshot_store
+        log, store, archive = self.service.log, self.service.snapshot_store, self.archive
+
+        def read_from(source: StoredLog) -> list[HistoryEntry]:
+            # A trimmed log: the names it starts with come from its snapshot.
+            start = start_image(source, store) if source.log_start_offset > 0 else None
+            return history_range(
+                source, entity, gt=request.gt, lte=lte, limit=request.limit, start=start
+            )
 
         def read() -> list[HistoryEntry]:
-            # A trimmed log: the names it starts with come from its snapshot.
-            start = start_image(log, store) if log.log_start_offset > 0 else None
-            return history_range(
-                log, entity, gt=request.gt, lte=lte, limit=request.limit, start=start
-            )
+            gt = -1 if request.gt is None else request.gt
+            if archive is not None and gt < log.log_start_offset - 1:
+                return archive.read(read_from)
+            return read_from(log)
 
         entries = await asyncio.to_thread(read)
         wire = tuple(wire_history_entry(entry, hide_brokers=hide) for entry in entries)
         return private.HistoryResponse(entries=wire)
+
+
+def _time_offset(log: StoredLog, at_time: int | str | None) -> int:
+    """The local log's offset at `at_time` (before its start: the entry before the start)."""
+    if at_time is None:
+        return log.end_offset - 1
+    return offset_at_time(log, parse_time(at_time) if isinstance(at_time, str) else at_time)

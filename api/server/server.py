@@ -42,6 +42,7 @@ from api.protocol.connection import (
 )
 from api.raft.transport.endpoint import NodeEndpoint
 from api.server.answering import Answers
+from api.server.archive_reads import ArchiveReads
 from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
 from api.server.channel import PRELOGIN_POOL_KEY, Channel, ChannelContext, ChannelSecurity
 from api.server.config import DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
@@ -219,7 +220,13 @@ class MetadataServer:
             heartbeat_interval_ms=broker_heartbeat_interval_ms,
         )
         """The brokers' sessions: one table for every listener."""
-        self.private_apis = PrivateApis(service, self.authorizer, self.liveness, broker_bindings)
+        self.private_apis = PrivateApis(
+            service,
+            self.authorizer,
+            self.liveness,
+            broker_bindings,
+            archive=None if archiving is None else ArchiveReads(archiving),
+        )
         self._sessions: asyncio.Task[None] | None = None
         self.metrics: ServerMetrics | None = None
         """The server's metrics registry (None: `metrics.listen` not set, nothing counted)."""
@@ -531,6 +538,8 @@ class MetadataServer:
         await self.purges.stop()
         if self._archive_rounds is not None:
             await cancel_and_wait(self._archive_rounds)
+        if self.private_apis.archive is not None:
+            await asyncio.to_thread(self.private_apis.archive.close)
         if self._sessions is not None:
             self._sessions.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

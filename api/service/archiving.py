@@ -52,7 +52,7 @@ from metadata_log.archive import (
     SegmentArchiver,
     claim,
 )
-from metadata_log.archive.manifest import MANIFEST_DIR, build_manifest
+from metadata_log.archive.manifest import MANIFEST_DIR, Manifest, build_manifest
 from metadata_log.config import LogConfig
 from metadata_log.reader import LogReader
 from metadata_log.segment import SegmentInfo
@@ -325,6 +325,14 @@ class LogArchiving:
                 self.interval_s * 1000,
             )
         self.failing = True
+
+    def known_manifest(self) -> Manifest:
+        """The archive's manifest as the rounds last read it (its entries never change).
+
+        For the server's reads below the local log start (api/server/archive_reads.py): no
+        listing of the archive per read. Safe from any thread (a copy of the entries).
+        """
+        return build_manifest(self._entries.copy().values())
 
     # ---------------------------------------------------------------- the round's thread
 

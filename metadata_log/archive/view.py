@@ -12,7 +12,9 @@ the manifest names before it is used: a changed or missing object is `ArchiveDam
 served. Indexes a reader rebuilds for archived segments are kept there too, and the view's
 Merkle index lives in `<cache>/merkle/` (extended from the segments, which the chain checks,
 never taken from the archive's leaf files), so a second read costs what a read of a local log
-does. A view is made per command and removed after (`HistoryView.close`).
+does. A view is made per command and removed after (`HistoryView.close`); a server keeps one
+for its life (api/server/archive_reads.py) and removes at start those of processes that are
+gone (`ArchiveCache.remove_stale_views`).
 
 Where the local log takes over: at its first segment whose base offset is the end of one of
 the run's entries (segments are cut at each replica's own offsets). When the local log holds
@@ -188,6 +190,28 @@ class ArchiveCache:
             raise
         return HistoryView(view, plan, owned=True)
 
+    def remove_stale_views(self) -> int:
+        """Remove the views left by processes that are gone (killed before `close`); how many.
+
+        A view is `view-<pid>-<id>`: one whose process no longer runs is nobody's. For a
+        long-lived reader (a server), when it starts; the cache's objects stay.
+        """
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return 0
+        removed = 0
+        for name in names:
+            parts = name.split("-")
+            if len(parts) != 3 or parts[0] != "view" or not parts[1].isdigit():
+                continue
+            pid = int(parts[1])
+            if pid == os.getpid() or _running(pid):
+                continue
+            shutil.rmtree(self.directory / name, ignore_errors=True)
+            removed += 1
+        return removed
+
     def keep_indexes(self, view: HistoryView, rebuilt: list[Path]) -> None:
         """Keep the indexes a reader rebuilt for the view's archived segments, for later views.
 
@@ -249,6 +273,17 @@ class ArchiveCache:
                 newest_segment=last.base_offset,
             )
         write_checkpoint(view, checkpoint)
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _link(source: Path, target: Path) -> None:

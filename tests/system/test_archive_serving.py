@@ -5,13 +5,21 @@ With `metadata.log.segment.bytes=16384`, a snapshot every 16 KiB of records and
 segments locally. Meanwhile the log's start never passes the archive's end; afterwards the
 archive's run is dense from offset 0, the local log starts past 0, and the archive read below
 the local log (`ArchiveCache.open_view`) gives every entry a client saw written, in order.
+
+The server answers below its local start from its archive (api/server/archive_reads.py): the
+remote `history`, `image show --at-offset`, `image diff`, `log dump` and `log digest
+--at-offset` (`--bootstrap-server`)
+answer as the same commands on an untrimmed copy of the log (the archive's run and the local
+segments copied into a data directory of their own, checked against what the client saw).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +32,7 @@ from metadata_log.archive import ArchiveCache, ArchiveLocation, check_archive, r
 from metadata_log.reader import LogReader
 from records.entry import LogEntry
 from replay.controller.commands import CreatableTopic, RegisterBroker
+from tests.support.cli import mlog
 from tests.support.metrics_scrape import metrics_address, scrape
 from tests.support.server_process import serve_process
 
@@ -116,11 +125,20 @@ async def test_the_archive_holds_every_entry_retention_removed(tmp_path: Path) -
             tail.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await tail
+        served_start = log_start(log_dir)
+        commands = remote_commands(served_start)
+        remote = [
+            await asyncio.to_thread(
+                answer, tmp_path / "nowhere", *c, "--bootstrap-server", server.address
+            )
+            for c in commands
+        ]
         assert server.stop() == 0
         log = server.log()
     assert created > 0 and removed_segments(log) >= TRIMMED
     assert "retention removed" in log and "archived " in log
-    assert metrics["mlog_archive_uploaded_segments_total"] > TRIMMED
+    # Retention removes only what was archived: at least as many uploaded as removed.
+    assert metrics["mlog_archive_uploaded_segments_total"] >= TRIMMED
     assert metrics["mlog_archive_uploaded_bytes_total"] > 0
     assert metrics["mlog_archive_end_offset"] > 0
     assert metrics["mlog_archive_failing"] == 0
@@ -145,6 +163,44 @@ async def test_the_archive_holds_every_entry_retention_removed(tmp_path: Path) -
     assert entries[0].offset == 0
     assert [e.offset for e in entries] == list(range(len(entries)))
     assert entries == seen[: len(entries)] and len(entries) == len(seen)
+
+    # The untrimmed copy: what the view links, copied (its entries are the client's, above).
+    twin = tmp_path / "twin"
+    with cache.open_view(log_dir) as view:
+        shutil.copytree(view.path, twin / "log")
+    assert start >= served_start > 0
+    local = [answer(twin, *c) for c in commands]
+    for command, got, expected in zip(commands, remote, local, strict=True):
+        if command[:2] == ("log", "digest"):
+            # A server's digest is the chain's (v1); the CLI's on a directory adds the root.
+            served, copied = json.loads(got), json.loads(expected)
+            assert (served["offset"], served["chain"]) == (copied["offset"], copied["chain"])
+        else:
+            assert got == expected, command
+    (history, *_) = remote
+    assert json.loads(history)[0]["offset"] < served_start, "t0 was created below the start"
+
+
+def remote_commands(start: int) -> list[tuple[str, ...]]:
+    """History commands that read below the local log `start` (and on above it)."""
+    low, mid = start // 4, start // 2
+    return [
+        ("history", "--topic", "t0"),
+        ("history", "--topic", "t1", "--lte", str(mid)),
+        ("history", "--broker", "2"),
+        ("image", "show", "--at-offset", str(mid)),
+        ("image", "diff", "--from", str(low), "--to", str(mid)),
+        ("image", "diff", "--from", str(low), "--to", str(start + 5)),
+        ("log", "dump", "--gt", str(low), "--lte", str(mid), "--limit", "500"),
+        ("log", "digest", "--at-offset", str(start - 1)),  # a segment's end: a block's
+    ]
+
+
+def answer(data_dir: Path, *args: str) -> str:
+    """`mlog --output json ARGS` (on `data_dir`, or a server named in ARGS): its output."""
+    code, text = mlog(data_dir, "--output", "json", *args)
+    assert code == 0, (args, text)
+    return text
 
 
 def await_end(log_dir: Path) -> int:
