@@ -15,13 +15,18 @@ from tests.support.source_tree import parsed
 ROOT = REPO
 
 QUORUM_VALUES = ("api.protocol.quorum.messages", "api.protocol.quorum.bounds")
+"""The quorum's messages and the ranges their numbers must be in: the wire codec decodes to them,
+the core steps them, the client reads them. They sit with the codec so that `api.client` needs
+nothing of `api.raft`, and import nothing of `api` so that the core stays sans-IO."""
 
 CANCELLATION = "api.cancellation"
 """Ending a task without hiding the caller's cancellation: a leaf module (asyncio only) that
 every asyncio shell uses."""
-"""The quorum's messages and the ranges their numbers must be in: the wire codec decodes to them,
-the core steps them, the client reads them. They sit with the codec so that `api.client` needs
-nothing of `api.raft`, and import nothing of `api` so that the core stays sans-IO."""
+
+HISTORY_DIR = "api.history_dir"
+"""Where a data directory's history is read: its log, or its view over the archive. A leaf over
+`metadata_log` (checked below): the CLI, the Python API and the server (its reads below the
+local log start, from its own archive) open the history through it."""
 
 ALLOWED = {
     "api.protocol": ("api.protocol",),
@@ -35,6 +40,7 @@ ALLOWED = {
         # connection, secured as the quorum's links are.
         "api.client.connection",
         CANCELLATION,
+        HISTORY_DIR,
     ),
     "api.client": (
         "api.client",
@@ -123,6 +129,19 @@ def test_the_quorum_messages_import_nothing_of_api_but_each_other() -> None:
         if (name == "api" or name.startswith("api.")) and name not in QUORUM_VALUES
     }
     assert not wrong, sorted(wrong)
+
+
+def test_the_history_dir_imports_nothing_of_api_when_run() -> None:
+    # Its one name of `api` is a type (the settings), imported for the type checker only.
+    code = (
+        "import sys\n"
+        "import api.history_dir\n"
+        "print(sorted(m for m in sys.modules if m.startswith('api.')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert ast.literal_eval(out) == [HISTORY_DIR]
 
 
 def test_loading_the_raft_core_loads_no_codec() -> None:
