@@ -461,9 +461,9 @@ def test_state_content(spark: Any, story: Path) -> None:
     )
     topics = {r["topic_id"]: r for r in state.topics.collect()}
     parts = {(r["topic_id"], r["partition_id"]): r for r in state.partitions.collect()}
-    assert state.source.is_cached
+    assert all(frame.is_cached for frame in state.cached)
     state.release()
-    assert not state.source.is_cached
+    assert not any(frame.is_cached for frame in state.cached)
     assert set(topics) == {str(B), str(P)}
     assert topics[str(P)]["namespace"] == "" and topics[str(B)]["partitions"] == 3
     p1 = parts[(str(P), 1)]
