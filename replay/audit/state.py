@@ -166,15 +166,16 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
     stated = {c: F.when(F.col(c).isNotNull(), F.col("offset")) for c in _MERGED}
     events = (
         log.where(kind.isin("PartitionRecord", "PartitionChangeRecord"))
-        .withColumn(
-            "base",
+        # One select: one window operator computes the three.
+        .select(
+            "*",
             F.coalesce(
                 F.max(F.when(kind == "PartitionRecord", F.col("offset"))).over(by_partition),
                 F.min("offset").over(by_partition),
-            ),
+            ).alias("base"),
+            F.max(stated["leader_epoch"]).over(by_partition).alias("epoch_at"),
+            F.max(stated["partition_epoch"]).over(by_partition).alias("version_at"),
         )
-        .withColumn("epoch_at", F.max(stated["leader_epoch"]).over(by_partition))
-        .withColumn("version_at", F.max(stated["partition_epoch"]).over(by_partition))
         .where(F.col("offset") >= F.col("base"))
     )
     folded = events.groupBy("topic_id", "partition_id").agg(
