@@ -19,8 +19,8 @@ the spread of the ratios):
             single-process `fastavro.reader` scan (dicts) of the same archived segment files
   read      the same over the log directory (skipped with --skip-directory)
   state     `state_at(N - 1)` over the archive: the Spark replay of topics and partitions at
-            the last offset, forced to completion (row counts), once
-  image     `load_image(log)` in process, the in-process replay the state is checked against
+            the last offset, forced to completion (both tables counted), vs `load_image(log)`
+            in process (the in-process replay the state is checked against) right before it
 
 Rows of `mlog audit` as a user runs it (whole processes, local[*], on a log of
 --small-entries entries generated the same way), measured before the rows above:
@@ -53,6 +53,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import fastavro
 
@@ -423,6 +424,39 @@ def read_row(
     )
 
 
+def state_row(spark: Any, url: str, log_dir: Path, entries: int, rounds: int) -> str:
+    """`state_at(N - 1)` over the archive vs `load_image` in process, paired round by round."""
+    from replay.audit.state import state_at
+
+    counts: list[tuple[int, int]] = []
+
+    def run_state() -> None:
+        state = state_at(spark, url, entries - 1)
+        try:
+            counts.append((state.topics.count(), state.partitions.count()))
+        finally:
+            state.release()
+
+    def run_image() -> None:
+        with LogReader.open(log_dir) as log:
+            load_image(log, lte=entries - 1)
+
+    images, states = [], []
+    for _ in range(rounds):
+        images.append(timed(run_image))
+        states.append(timed(run_state))
+    if len(set(counts)) != 1:
+        raise SystemExit(f"the state differs between rounds: {counts}")
+    topics, partitions = counts[0]
+    return _timed_row(
+        "state",
+        states,
+        images,
+        f"<= 60 s (state_at over the archive, {topics:,} topics, {partitions:,} partitions; "
+        "baseline: load_image in process)",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=10_000_000)
@@ -462,7 +496,6 @@ def main() -> None:
         )
         _table(archive_talk_rows(url, args.entries, args.repeat))
     from replay.audit.session import audit_session, read_log
-    from replay.audit.state import state_at
 
     print()
     print(f"load average before: {load_average()}")
@@ -492,23 +525,7 @@ def main() -> None:
             flush=True,
         )
     if not args.skip_state:
-
-        def run_state() -> None:
-            state = state_at(spark, url, args.entries - 1)
-            counts.append((state.topics.count(), state.partitions.count()))
-            state.release()
-
-        counts: list[tuple[int, int]] = []
-        state_seconds = timed(run_state)
-        print(
-            f"{'state':<8}{state_seconds:>12,.1f} s  {'':>16}{'':>8}"
-            f"  <= 60 s (archive); {counts[0][0]:,} topics, {counts[0][1]:,} partitions",
-            flush=True,
-        )
-        images: list[object] = []
-        with LogReader.open(log_dir) as log:
-            image_seconds = timed(lambda: images.append(load_image(log, lte=args.entries - 1)))
-        print(f"{'image':<8}{image_seconds:>12,.1f} s  {'':>16}{'':>8}  in-process replay")
+        print(state_row(spark, url, log_dir, args.entries, args.repeat), flush=True)
     spark.stop()
     print(f"load average after: {load_average()}")
 

@@ -100,10 +100,17 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
 _NOT_NULL = frozenset(("offset", "epoch", "timestamp", "record_type", "record_version"))
 
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
-SCHEMA_DDL: str = ", ".join(
-    f"`{name}` {ddl}{' NOT NULL' if name in _NOT_NULL else ''}" for name, _, ddl in COLUMNS
-)
+_DDL = {
+    name: f"`{name}` {ddl}{' NOT NULL' if name in _NOT_NULL else ''}" for name, _, ddl in COLUMNS
+}
+SCHEMA_DDL: str = ", ".join(_DDL.values())
 """The Spark schema of the table, as DDL."""
+
+
+def schema_ddl(columns: Sequence[str]) -> str:
+    """The Spark DDL of some of the table's columns, in the order given (KeyError: unknown)."""
+    return ", ".join(_DDL[name] for name in columns)
+
 
 ARROW_SCHEMA: pa.Schema = pa.schema(
     [pa.field(name, kind, nullable=name not in _NOT_NULL) for name, kind, _ in COLUMNS]

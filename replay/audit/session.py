@@ -370,6 +370,7 @@ def read_log(
     *,
     payload: bool = True,
     internal: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> DataFrame:
     """The entries of the log in `log_dir` as a DataFrame (checked to open on the driver first).
 
@@ -380,14 +381,25 @@ def read_log(
     source's planned read on the relation and, for a query with no filter to push, reuses the
     plan left by the last pushdown; with a filter in every query, each query plans afresh.
     `payload=False` leaves the `payload` column null, for scans that do not read it.
+    `columns` (with `offset` and `record_type`) reads only those columns: the source's batches
+    carry nothing else, so Spark converts no column the scan does not use.
     Entries of `INTERNAL_RECORD_TYPES` are left out unless `internal` is true.
     """
     from pyspark.sql import functions as F
 
     from metadata_log.reader import LogReader
     from replay.audit.archived import is_archive_url, open_archive
+    from replay.audit.columns import COLUMN_NAMES, schema_ddl
     from replay.audit.source import SOURCE_NAME
 
+    if columns is not None:
+        missing = sorted({"offset", "record_type"} - set(columns))
+        unknown = [c for c in columns if c not in COLUMN_NAMES]
+        if missing or unknown:
+            raise ValueError(
+                "read_log's columns must be the table's and include offset and record_type: "
+                f"unknown {unknown}, missing {missing}"
+            )
     source = os.fspath(log_dir)
     if is_archive_url(source):
         open_archive(source)  # a bad URL, an empty or damaged manifest fail here, in one line
@@ -395,6 +407,8 @@ def read_log(
         with LogReader.open(log_dir) as log:
             log.read_spans()  # a damaged log fails here, with the segment and position
     reader = spark.read.format(SOURCE_NAME)
+    if columns is not None:
+        reader = reader.schema(schema_ddl(columns))
     if not payload:
         reader = reader.option("payload", "false")
     frame = reader.load(source).where(F.col("offset") >= 0)

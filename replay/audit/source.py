@@ -9,6 +9,10 @@ so a log being appended to is read up to the blocks complete at planning time. E
 their byte range of the segment file, check each block's CRC, and yield Arrow batches
 (`replay.audit.columns`). No jar, no network beyond Spark's own.
 
+A schema given to the reader (`spark.read.format("metadata_log").schema(...)`, some of the
+table's columns with their types: `read_log(..., columns=...)`) narrows what each batch carries
+to those columns, so Spark converts only the columns a scan uses.
+
 Filters on `offset` (=, <, <=, >, >=) are pushed down and applied exactly; filters on
 `timestamp` prune whole blocks (every entry of a block has the block's timestamp) and are
 re-checked by Spark. The options `gt` and `lte` give an offset range as the rest of the code
@@ -34,6 +38,7 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from metadata_log.archive import ArchiveDamage
@@ -48,7 +53,7 @@ from replay.audit.archived import (
     open_archive,
     read_archived,
 )
-from replay.audit.columns import SCHEMA_DDL, BlockConverter
+from replay.audit.columns import ARROW_SCHEMA, COLUMN_NAMES, SCHEMA_DDL, BlockConverter
 
 SOURCE_NAME = "metadata_log"
 DEFAULT_SPLIT_BYTES = 16 << 20
@@ -107,7 +112,7 @@ def _millis(value: Any) -> int | None:
 class MetadataLogReader(DataSourceReader):
     """Plans spans on the driver and decodes them in the executors' Python workers."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], columns: pa.Schema | None = None) -> None:
         # Spark's option map is case-insensitive (`splitBytes` arrives as `splitbytes`).
         path = options.get("path")
         archive = options.get("archive")
@@ -122,6 +127,8 @@ class MetadataLogReader(DataSourceReader):
             raise ValueError("metadata_log reads a log directory or an archive, not both")
         self.path = path
         self.archive = archive
+        self.columns = columns
+        """The columns each batch carries (None: all of them, `ARROW_SCHEMA`)."""
         self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
         self.payload = options.get("payload", "true").lower() != "false"
         gt = options.get("gt")
@@ -186,12 +193,20 @@ class MetadataLogReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The partition's entries in bounds, as Arrow batches of up to `BATCH_ROWS` rows."""
         if isinstance(partition, ArchivePartition):
-            return read_archived_batches(
+            batches = read_archived_batches(
                 partition.segment, partition.bounds, payload=partition.payload
             )
-        if not isinstance(partition, SpanPartition):
+        elif isinstance(partition, SpanPartition):
+            batches = read_batches(partition.span, partition.bounds, payload=partition.payload)
+        else:
             raise TypeError(f"not a metadata_log partition: {partition!r}")
-        return read_batches(partition.span, partition.bounds, payload=partition.payload)
+        wanted = self.columns
+        if wanted is None:
+            return batches
+        return (
+            pa.RecordBatch.from_arrays(batch.select(wanted.names).columns, schema=wanted)
+            for batch in batches
+        )
 
 
 _CONVERTERS: dict[tuple[str, bool], BlockConverter] = {}
@@ -285,9 +300,34 @@ class MetadataLogDataSource(DataSource):
         """The table's columns (documented in docs/audit.md)."""
         return SCHEMA_DDL
 
-    def reader(self, schema: StructType) -> DataSourceReader:
-        """A reader; the schema is always the full table (the source prunes no columns)."""
-        return MetadataLogReader(self.options)
+    def reader(self, schema: StructType | None) -> DataSourceReader:
+        """A reader of the table's columns, or of those of a schema given to Spark's reader."""
+        return MetadataLogReader(self.options, columns=chosen_columns(schema))
+
+
+def chosen_columns(schema: StructType | None) -> pa.Schema | None:
+    """The Arrow schema of a schema given to the reader, checked (None: the whole table).
+
+    Each column must be one of the table's, with its type (`SCHEMA_DDL`); ValueError otherwise.
+    """
+    if schema is None:
+        return None
+    names = tuple(schema.fieldNames())
+    if names == COLUMN_NAMES:
+        return None
+    wanted = to_arrow_schema(schema, timezone="UTC")
+    for field in wanted:
+        if field.name not in COLUMN_NAMES:
+            raise ValueError(
+                f"metadata_log has no column {field.name!r}; give a schema of its columns "
+                "(docs/audit.md lists them)"
+            )
+        ours = ARROW_SCHEMA.field(field.name)
+        if field.type != ours.type:
+            raise ValueError(
+                f"metadata_log's column {field.name!r} is {ours.type}, not {field.type}"
+            )
+    return wanted
 
 
 def timestamp_ms(moment: datetime) -> int:

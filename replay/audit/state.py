@@ -1,16 +1,19 @@
 """The independent audit replay: live topics and partitions at an offset, computed in Spark.
 
-Nothing is collected to the driver and looped over: the state is derived with joins,
-aggregates and Spark's `aggregate` higher-order function over the `metadata_log` table,
-following `replay.delta` rule by rule:
+Nothing is collected to the driver and looped over: the state is derived with aggregates, a
+window and joins over the `metadata_log` table, following `replay.delta` rule by rule. The
+topic records are read once (only the columns the rules use), shuffled by topic id and sorted
+by partition and offset once, and cached; every step reads them in place.
 
 - A topic id is live at N if its last TopicRecord is not followed by a RemoveTopicRecord; its
-  namespace is that of its last MoveTopicRecord after the creation, else the creation's.
-- A partition's events are grouped (one shuffle) and folded in offset order inside Spark: a
-  PartitionRecord states every field and becomes the base; a PartitionChangeRecord keeps each
-  field it leaves null (a leader of -2 is null in the table), bumps the leader epoch when it
-  names a leader without stating the epoch, and bumps the partition epoch unless it states it
-  (`replay.delta.merge_partition_change`, Kafka's `PartitionRegistration.merge`).
+  namespace is that of its last MoveTopicRecord after the creation, else the creation's (one
+  aggregation per topic id gives these and the pending reduction).
+- A partition's state is its events from its last PartitionRecord (the base, which states
+  every field) on, merged as `replay.delta.merge_partition_change` (Kafka's
+  `PartitionRegistration.merge`) merges them: each field is its last stated value (a
+  PartitionChangeRecord leaves null what it keeps; a leader of -2 is null in the table); the
+  leader epoch is the last stated one plus the changes after it that name a leader, the
+  partition epoch the last stated one plus the changes after it.
 - A partition is gone if its topic is not live, if its base predates the topic's creation
   (another incarnation), or if a PurgeTopicPartitionsRecord after its base cut the topic
   below its id. A DeleteTopicPartitionsRecord with no purge after it is the pending deletion.
@@ -27,6 +30,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from metadata_log.reader import LogReader
 from records.model import PARTITION_STATE_FIELDS, Mode
@@ -93,128 +97,101 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
         with LogReader.open(log_dir) as whole:
             if whole.log_start_offset > 0:
                 raise TrimmedLogError(whole.log_start_offset, 0)
-    # One scan of the log, kept for the many joins below: only the topic records, and only the
-    # columns the rules read.
-    log = (
-        read_log(spark, log_dir, payload=False, internal=True)
+    # One scan of the log (only the topic records, only the columns the rules read), grouped
+    # by topic and sorted by partition and offset once, and kept: every step below reads it in
+    # place, with no further shuffle of the entries.
+    log = _kept(
+        read_log(spark, log_dir, payload=False, internal=True, columns=_STATE_INPUT)
         .where((F.col("offset") <= at_offset) & F.col("record_type").isin(*_TOPIC_RECORDS))
-        .select(*_STATE_INPUT)
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .repartition("topic_id")
+        .sortWithinPartitions("topic_id", "partition_id", "offset")
     )
     kind = F.col("record_type")
 
-    created = (
-        log.where(kind == "TopicRecord")
+    def last(record_type: str | tuple[str, ...], *columns: str) -> Any:
+        """The (offset, *columns) struct of the topic's last record of `record_type`."""
+        types = (record_type,) if isinstance(record_type, str) else record_type
+        return F.max(F.when(kind.isin(*types), F.struct("offset", *columns)))
+
+    # Every topic-level rule in one aggregation per topic id: the last creation, removal,
+    # move, reduction, and purge or cancel (the last move or reduction counts only if it
+    # follows the creation: then it is the last of those that do).
+    topic_events = (
+        log.where(~kind.isin("PartitionRecord", "PartitionChangeRecord"))
         .groupBy("topic_id")
-        .agg(F.max(F.struct("offset", "topic_name", "namespace")).alias("t"))
-        .select(
-            "topic_id",
-            F.col("t.offset").alias("created"),
-            F.col("t.topic_name").alias("topic_name"),
-            F.col("t.namespace").alias("created_in"),
+        .agg(
+            last("TopicRecord", "topic_name", "namespace").alias("t"),
+            F.max(F.when(kind == "RemoveTopicRecord", F.col("offset"))).alias("removed"),
+            last("MoveTopicRecord", "namespace").alias("m"),
+            last(
+                "DeleteTopicPartitionsRecord", "partition_count", "delete_after_ms", "created_ms"
+            ).alias("d"),
+            F.max(
+                F.when(
+                    kind.isin("PurgeTopicPartitionsRecord", "CancelTopicPartitionsDeletionRecord"),
+                    F.col("offset"),
+                )
+            ).alias("settled"),
+        )
+        .where(
+            F.col("t").isNotNull()
+            & (F.col("removed").isNull() | (F.col("removed") < F.col("t.offset")))
         )
     )
-    removed = (
-        log.where(kind == "RemoveTopicRecord")
-        .groupBy("topic_id")
-        .agg(F.max("offset").alias("removed"))
-    )
-    live = (
-        created.join(removed, "topic_id", "left")
-        .where(F.col("removed").isNull() | (F.col("removed") < F.col("created")))
-        .drop("removed")
-    )
-    moves = (
-        log.where(kind == "MoveTopicRecord")
-        .select("topic_id", F.col("offset").alias("moved"), F.col("namespace").alias("moved_to"))
-        .join(live.select("topic_id", "created"), "topic_id")
-        .where(F.col("moved") > F.col("created"))
-        .groupBy("topic_id")
-        .agg(F.max(F.struct("moved", "moved_to")).alias("m"))
-    )
-    topics = live.join(moves, "topic_id", "left").select(
+    created = F.col("t.offset")
+    reduction = F.col("d.offset")
+    pending = (reduction > created) & (F.col("settled").isNull() | (F.col("settled") < reduction))
+    topics = topic_events.select(
         "topic_id",
-        "topic_name",
-        F.coalesce(F.col("m.moved_to"), F.col("created_in")).alias("namespace"),
-        "created",
+        F.col("t.topic_name").alias("topic_name"),
+        F.when(F.col("m.offset") > created, F.col("m.namespace"))
+        .otherwise(F.col("t.namespace"))
+        .alias("namespace"),
+        created.alias("created"),
+        F.when(pending, F.col("d.partition_count")).alias("pending_partition_count"),
+        F.when(pending, F.col("d.delete_after_ms")).alias("pending_delete_after_ms"),
+        F.when(pending, F.col("d.created_ms")).alias("pending_created_ms"),
     )
-
     purges = log.where(kind == "PurgeTopicPartitionsRecord").select(
         "topic_id", F.col("offset").alias("purged"), F.col("partition_count").alias("kept")
     )
-    reductions = (
-        log.where(kind == "DeleteTopicPartitionsRecord")
-        .select("topic_id", "offset", "partition_count", "delete_after_ms", "created_ms")
-        .join(topics.select("topic_id", "created"), "topic_id")
-        .where(F.col("offset") > F.col("created"))
-        .groupBy("topic_id")
-        .agg(
-            F.max(F.struct("offset", "partition_count", "delete_after_ms", "created_ms")).alias("d")
-        )
-        .select("topic_id", "d.*")
-    )
-    # A reduction stops being pending when a purge completes it or a cancel drops it; only a
-    # purge removes partitions (below), a cancel's mode changes are partition events.
-    settled = purges.select("topic_id", "purged").unionByName(
-        log.where(kind == "CancelTopicPartitionsDeletionRecord").select(
-            "topic_id", F.col("offset").alias("purged")
-        )
-    )
-    pending = (
-        reductions.join(settled, "topic_id", "left")
-        .groupBy("topic_id", "offset", "partition_count", "delete_after_ms", "created_ms")
-        .agg(F.max("purged").alias("purged"))
-        .where(F.col("purged").isNull() | (F.col("purged") < F.col("offset")))
+
+    # Each partition's events, already in offset order, folded as `replay.delta` replays them
+    # (`merge_partition_change`, Kafka's `PartitionRegistration.merge`) without a fold: from
+    # the last PartitionRecord (the base: it states every field) on, each field is its last
+    # stated value; the leader epoch is the last stated one plus the changes after it that
+    # name a leader, the partition epoch the last stated one plus the changes after it.
+    # (Without a PartitionRecord the first event is the base, as the fold took it.)
+    by_partition = Window.partitionBy("topic_id", "partition_id")
+    stated = {c: F.when(F.col(c).isNotNull(), F.col("offset")) for c in _MERGED}
+    events = (
+        log.where(kind.isin("PartitionRecord", "PartitionChangeRecord"))
+        # One select: one window operator computes the three.
         .select(
-            "topic_id",
-            F.col("partition_count").alias("pending_partition_count"),
-            F.col("delete_after_ms").alias("pending_delete_after_ms"),
-            F.col("created_ms").alias("pending_created_ms"),
+            "*",
+            F.coalesce(
+                F.max(F.when(kind == "PartitionRecord", F.col("offset"))).over(by_partition),
+                F.min("offset").over(by_partition),
+            ).alias("base"),
+            F.max(stated["leader_epoch"]).over(by_partition).alias("epoch_at"),
+            F.max(stated["partition_epoch"]).over(by_partition).alias("version_at"),
         )
+        .where(F.col("offset") >= F.col("base"))
     )
-
-    events = log.where(kind.isin("PartitionRecord", "PartitionChangeRecord")).select(
-        "topic_id",
-        "partition_id",
-        "offset",
-        (kind == "PartitionRecord").alias("full"),
-        *_FIELDS,
-        "leader",
-        "leader_epoch",
-        "partition_epoch",
+    folded = events.groupBy("topic_id", "partition_id").agg(
+        F.first("base").alias("base"),
+        *[F.max_by(c, stated[c]).alias(c) for c in (*_FIELDS, "leader")],
+        (
+            F.max_by("leader_epoch", stated["leader_epoch"])
+            + F.count(
+                F.when((F.col("offset") > F.col("epoch_at")) & F.col("leader").isNotNull(), 1)
+            )
+        ).alias("leader_epoch"),
+        (
+            F.max_by("partition_epoch", stated["partition_epoch"])
+            + F.count(F.when(F.col("offset") > F.col("version_at"), 1))
+        ).alias("partition_epoch"),
     )
-    # Each partition's events in offset order, folded as `replay.delta` replays them: a
-    # PartitionRecord sets every field (and is the new base), a PartitionChangeRecord merges
-    # as `merge_partition_change` does. One aggregation over the events: no join of the events
-    # with their bases and no window.
-    history = events.groupBy("topic_id", "partition_id").agg(
-        F.sort_array(F.collect_list(F.struct("offset", "full", *_MERGED))).alias("events")
-    )
-
-    def stated(event: Any) -> Any:
-        return F.struct(event["offset"].alias("base"), *[event[c].alias(c) for c in _MERGED])
-
-    def merge(state: Any, change: Any) -> Any:
-        leader_epoch = F.when(change["leader"].isNotNull(), state["leader_epoch"] + 1).otherwise(
-            state["leader_epoch"]
-        )
-        merged = F.struct(
-            state["base"].alias("base"),
-            *[F.coalesce(change[c], state[c]).alias(c) for c in (*_FIELDS, "leader")],
-            F.coalesce(change["leader_epoch"], leader_epoch).alias("leader_epoch"),
-            F.coalesce(change["partition_epoch"], state["partition_epoch"] + 1).alias(
-                "partition_epoch"
-            ),
-        )
-        return F.when(change["full"], stated(change)).otherwise(merged)
-
-    folded = history.select(
-        "topic_id",
-        "partition_id",
-        F.aggregate(
-            F.slice("events", F.lit(2), F.size("events")), stated(F.col("events")[0]), merge
-        ).alias("p"),
-    ).select("topic_id", "partition_id", "p.*")
     # Live: of a live topic, created after the topic (not another incarnation's), and not cut
     # off by a purge after it.
     merged = (
@@ -229,15 +206,38 @@ def state_at(spark: SparkSession, log_dir: str | os.PathLike[str], at_offset: in
             "left_anti",
         )
     )
-    partitions = merged.select(*PARTITION_COLUMNS)
+    # Kept: both tables read it (the topics count their partitions).
+    partitions = _kept(merged.select(*PARTITION_COLUMNS))
     counts = partitions.groupBy("topic_id").agg(F.count("*").alias("partitions"))
     topic_table = (
         topics.join(counts, "topic_id", "left")
-        .join(pending, "topic_id", "left")
         .withColumn("partitions", F.coalesce(F.col("partitions"), F.lit(0)))
         .select(*TOPIC_COLUMNS)
     )
-    return StateTables(topics=topic_table, partitions=partitions, source=log)
+    return StateTables(topics=topic_table, partitions=partitions, cached=(log, partitions))
+
+
+_ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
+def _kept(frame: DataFrame) -> DataFrame:
+    """`frame` cached (memory, then disk), planned so that its readers know its layout.
+
+    An adaptive plan hides the layout of what it caches: each reader of the cached scan would
+    shuffle and sort it again (two more shuffles of every partition event). `persist` plans
+    the cache; it is planned statically here, so the scan is shuffled by topic id and sorted
+    once, and every step reads it where it lies. The session's setting is restored after.
+    """
+    conf = frame.sparkSession.conf
+    before = conf.get(_ADAPTIVE, None)
+    conf.set(_ADAPTIVE, "false")
+    try:
+        return frame.persist(StorageLevel.MEMORY_AND_DISK)
+    finally:
+        if before is None:
+            conf.unset(_ADAPTIVE)
+        else:
+            conf.set(_ADAPTIVE, before)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,12 +246,13 @@ class StateTables:
 
     topics: DataFrame
     partitions: DataFrame
-    source: DataFrame
-    """The cached scan; `release()` frees it."""
+    cached: tuple[DataFrame, ...]
+    """The cached scan and partitions (computed by the first query); `release()` frees them."""
 
     def release(self) -> None:
-        """Drop the cached scan of the log."""
-        self.source.unpersist()
+        """Drop the cached scan of the log and the cached partitions."""
+        for frame in self.cached:
+            frame.unpersist()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

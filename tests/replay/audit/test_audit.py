@@ -11,6 +11,7 @@ import io
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,8 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from api.cli.main import main
-from metadata_log import MetadataLog
+from metadata_log import LogConfig, MetadataLog
+from metadata_log.archive import ArchiveLocation, SegmentArchiver
 from metadata_log.reader import LogReader
 from records.json_form import record_to_json
 from records.model import (
@@ -443,6 +445,22 @@ def test_state_matches_the_image_on_a_generated_log(spark: Any, tmp_path: Path) 
     assert _cached_rdds(spark) == cached
 
 
+def test_state_over_an_archive_matches_the_image(spark: Any, tmp_path: Path) -> None:
+    """`state_at` reads an archive URL as it reads the log directory (one sorted scan)."""
+    end = write_generated_log(tmp_path / "log", seed=21, batches=250)
+    time.sleep(0.01)
+    with MetadataLog.open(tmp_path / "log", config=LogConfig(segment_ms=1)) as log:
+        log.append([FeatureLevelRecord(name="test.sealed", feature_level=1)])  # seals the rest
+    url = (tmp_path / "archive").as_uri()
+    archiver = SegmentArchiver(
+        ArchiveLocation.open(url), cluster_id="state-test", work_dir=tmp_path / "work"
+    )
+    with LogReader.open(tmp_path / "log") as log:
+        assert archiver.archive(log, committed_end=log.end_offset).archived_end == end
+    for offset in (end // 3, end - 1):
+        assert compare_with_image(spark, url, offset, image_from=tmp_path / "log") == []
+
+
 def test_state_matches_the_image_with_cancelled_deletions(spark: Any, tmp_path: Path) -> None:
     """A cancelled partition deletion is no longer pending, and its partitions stay."""
     end = write_generated_log(tmp_path / "log", seed=21, batches=250, cancels=True)
@@ -461,9 +479,9 @@ def test_state_content(spark: Any, story: Path) -> None:
     )
     topics = {r["topic_id"]: r for r in state.topics.collect()}
     parts = {(r["topic_id"], r["partition_id"]): r for r in state.partitions.collect()}
-    assert state.source.is_cached
+    assert all(frame.is_cached for frame in state.cached)
     state.release()
-    assert not state.source.is_cached
+    assert not any(frame.is_cached for frame in state.cached)
     assert set(topics) == {str(B), str(P)}
     assert topics[str(P)]["namespace"] == "" and topics[str(B)]["partitions"] == 3
     p1 = parts[(str(P), 1)]

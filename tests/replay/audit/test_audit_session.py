@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from replay.audit.session import (
     _log4j_config,
     check_master,
     reach_masters,
+    read_log,
 )
 
 ROOT = REPO
@@ -541,3 +543,15 @@ def test_register_adds_the_source_to_any_session() -> None:
         ("conf", ("spark.sql.python.filterPushdown.enabled", "true")),
         ("source", MetadataLogDataSource),
     ]
+
+
+@pytest.mark.parametrize(
+    ("columns", "named"),
+    [(["offset", "record_type", "isrs"], "unknown ['isrs']"), (["topic_id"], "missing ['offset'")],
+    ids=["unknown", "missing"],
+)
+def test_read_log_refuses_columns_it_cannot_read_before_spark(
+    columns: list[str], named: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(named)):
+        read_log(None, "/nonexistent", columns=columns)  # type: ignore[arg-type]  # never reached

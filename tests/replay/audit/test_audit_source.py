@@ -8,6 +8,7 @@ what they check is what a Spark query gets, and a change to the reader shows her
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -30,6 +31,7 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from metadata_log import LogConfig, MetadataLog
 from metadata_log.container import RawBlock
@@ -45,6 +47,7 @@ from replay.audit.source import (
     MetadataLogDataSource,
     MetadataLogReader,
     SpanPartition,
+    chosen_columns,
     read_batches,
     timestamp_ms,
 )
@@ -84,7 +87,7 @@ def _at(block: int) -> datetime:
 
 
 def _reader(log_dir: Path, **options: str) -> MetadataLogReader:
-    reader = MetadataLogDataSource({"path": str(log_dir), **options}).reader(None)  # type: ignore[arg-type]  # the schema is not read
+    reader = MetadataLogDataSource({"path": str(log_dir), **options}).reader(None)
     assert isinstance(reader, MetadataLogReader)
     return reader
 
@@ -390,3 +393,46 @@ def test_a_log_being_written_is_planned_and_read(log_dir: Path, tmp_path: Path) 
 def test_the_default_split_is_16_mib(log_dir: Path) -> None:
     assert _reader(log_dir).split_bytes == 16 << 20
     assert _reader(log_dir, splitBytes="4096").split_bytes == 4096
+
+
+def _schema(*fields: tuple[str, Any, bool]) -> StructType:
+    return StructType([StructField(name, kind, nullable) for name, kind, nullable in fields])
+
+
+def test_a_given_schema_narrows_the_batches_to_its_columns(log_dir: Path) -> None:
+    wanted = _schema(
+        ("record_type", StringType(), False),
+        ("offset", LongType(), False),
+        ("config_name", StringType(), True),
+    )
+    reader = MetadataLogDataSource({"path": str(log_dir)}).reader(wanted)
+    assert isinstance(reader, MetadataLogReader)
+    narrow = [b for p in reader.partitions() for b in reader.read(p)]
+    _, whole = _scan(_reader(log_dir))
+    assert all(b.schema.names == ["record_type", "offset", "config_name"] for b in narrow)
+    assert pa.Table.from_batches(narrow).to_pylist() == (
+        pa.Table.from_batches(whole).select(["record_type", "offset", "config_name"]).to_pylist()
+    )
+
+
+def test_the_whole_table_as_a_given_schema_reads_every_column(log_dir: Path) -> None:
+    assert chosen_columns(None) is None
+    every = _schema(*((f.name, LongType(), True) for f in ARROW_SCHEMA))
+    assert chosen_columns(every) is None  # the table's own schema: nothing to narrow
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        (("offsets", LongType(), False), "metadata_log has no column 'offsets'"),
+        (("offset", StringType(), False), "metadata_log's column 'offset' is int64, not string"),
+        (
+            ("isr", ArrayType(LongType()), True),
+            "metadata_log's column 'isr' is list<element: int32>",
+        ),
+    ],
+    ids=["unknown", "type", "element type"],
+)
+def test_a_schema_of_other_columns_or_types_is_refused(field: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        chosen_columns(_schema(field))
