@@ -124,6 +124,20 @@ class ArchiveLocation:
             raise ArchiveUnreachable(f"{self.describe(name)}: {exc}") from exc
         return size, digest.hexdigest()
 
+    def version(self, name: str) -> str | None:
+        """What changes whenever object `name` is written (its ETag, time, size); None: none.
+
+        A copy read and checked before is still the object's bytes while this holds.
+        """
+        try:
+            info = self.fs.info(self.path(name))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ArchiveUnreachable(f"{self.describe(name)}: {exc}") from exc
+        keys = ("ETag", "etag", "LastModified", "mtime", "size", "ino", "generation")
+        return "|".join(f"{k}={info[k]}" for k in keys if info.get(k) is not None)
+
     def names(self, folder: str) -> list[str]:
         """The names of the objects directly in `folder` (`manifest`), sorted."""
         try:

@@ -10,12 +10,14 @@ offsets). A changed or missing object fails the query with `ArchiveDamage`, neve
 gap.
 
 A segment larger than `splitBytes` is split into byte ranges of about that size without any
-index: each split's task reads the whole object (one GET) and checks its SHA-256 as every
-task does, walks the blocks' framing (two varints each, nothing decompressed) to the first
-block that starts in its range, and decodes the blocks that start there. The object is
-checked whole by every task that uses it, so a split reads nothing the manifest does not
-vouch for; it costs each split one read and one hash of the object (about 0.4 s for 64 MiB
-from a local disk), far less than decoding the entries it gives up to the other splits.
+index: each split's task takes the whole object, checked against its SHA-256, walks the
+blocks' framing (two varints each, nothing decompressed) to the first block that starts in
+its range, and decodes the blocks that start there; a split reads nothing the manifest does
+not vouch for. A Python worker keeps the objects it read and checked (`VerifiedObjects`, at
+most `VERIFIED_BYTES`) while the store reports each unchanged (its ETag, time and size):
+the other splits of a segment, and the next queries of an audit shell, take the kept copy
+instead of reading and hashing the object again (about 0.4 s for 64 MiB from a local disk);
+a changed or deleted object is read again, and refused.
 
 Timestamps never decrease along the log, so a segment's entries are no older than the
 previous segment's newest: with each entry's `max_timestamp`, time filters prune whole
@@ -25,6 +27,7 @@ segments as the sparse time index does for a directory.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,6 +53,10 @@ from metadata_log.container import (
 from replay.errors import TrimmedLogError
 
 _NO_LIMIT = 1 << 62
+
+VERIFIED_BYTES = 256 << 20
+"""At most this many bytes of checked segment objects are kept per process (four of the
+default 64 MiB segments)."""
 
 
 def is_archive_url(text: str) -> bool:
@@ -144,26 +151,67 @@ def archived_segments(location: ArchiveLocation, manifest: Manifest) -> list[Arc
     return out
 
 
+class VerifiedObjects:
+    """Segment objects this process read and checked, kept while their version holds.
+
+    The splits of one segment and the queries of one audit shell run in the same Python
+    workers (Spark reuses them): each would read and hash the whole object again (about 0.4 s
+    for 64 MiB). A kept copy is used only while the object's version (ETag, time, size, as
+    the store reports them) is the one it had when it was read and checked: a changed or
+    deleted object is read again, and refused. At most `limit_bytes` are kept, the least
+    recently used dropped first.
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._kept: OrderedDict[tuple[str, str, str], tuple[str | None, bytes]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, location: ArchiveLocation, segment: ArchivedSegment) -> bytes | None:
+        """The checked bytes of `segment`'s object, if kept and unchanged since."""
+        key = (segment.url, segment.name, segment.sha256)
+        kept = self._kept.get(key)
+        if kept is None:
+            return None
+        if location.version(segment.name) != kept[0]:
+            self._drop(key)
+            return None
+        self._kept.move_to_end(key)
+        return kept[1]
+
+    def put(self, location: ArchiveLocation, segment: ArchivedSegment, data: bytes) -> None:
+        """Keep `data`, just checked against the manifest, under the object's version."""
+        if len(data) > self.limit_bytes:
+            return
+        key = (segment.url, segment.name, segment.sha256)
+        self._drop(key)
+        self._kept[key] = (location.version(segment.name), data)
+        self._bytes += len(data)
+        while self._bytes > self.limit_bytes:
+            self._drop(next(iter(self._kept)))
+
+    def _drop(self, key: tuple[str, str, str]) -> None:
+        gone = self._kept.pop(key, None)
+        if gone is not None:
+            self._bytes -= len(gone[1])
+
+
+_VERIFIED = VerifiedObjects(VERIFIED_BYTES)
+
+
 def read_archived(segment: ArchivedSegment) -> tuple[str, Iterator[RawBlock]]:
     """(writer schema JSON, verified blocks) of an archived segment, read through fsspec.
 
-    The object is read whole and checked against the manifest's size and SHA-256 first;
+    The object is read whole and checked against the manifest's size and SHA-256 first (or
+    taken from this process's checked copies while unchanged: `VerifiedObjects`);
     `ArchiveDamage` if it is missing, differs, or a block in it is damaged.
     """
     location = ArchiveLocation.open(segment.url)
     where = location.describe(segment.name)
-    data = location.read(segment.name)
+    data = _VERIFIED.get(location, segment)
     if data is None:
-        raise ArchiveDamage(
-            f"{where} is missing: the manifest names it for offsets {segment.first_offset}.."
-            f"{segment.next_offset - 1}; `mlog archive verify` lists what else is"
-        )
-    if len(data) != segment.size or hashlib.sha256(data).hexdigest() != segment.sha256:
-        raise ArchiveDamage(
-            f"{where} differs from what the manifest says it holds (offsets "
-            f"{segment.first_offset}..{segment.next_offset - 1}): it was changed after it "
-            "was archived; it is not read"
-        )
+        data = _read_checked(location, segment, where)
+        _VERIFIED.put(location, segment, data)
     try:
         header = decode_header(data)
     except (BlockDamage, TruncatedBlock) as exc:
@@ -187,6 +235,23 @@ def read_archived(segment: ArchivedSegment) -> tuple[str, Iterator[RawBlock]]:
             pos = block.end
 
     return header.schema_json, blocks()
+
+
+def _read_checked(location: ArchiveLocation, segment: ArchivedSegment, where: str) -> bytes:
+    """The object's bytes, read and checked against the manifest's size and SHA-256."""
+    data = location.read(segment.name)
+    if data is None:
+        raise ArchiveDamage(
+            f"{where} is missing: the manifest names it for offsets {segment.first_offset}.."
+            f"{segment.next_offset - 1}; `mlog archive verify` lists what else is"
+        )
+    if len(data) != segment.size or hashlib.sha256(data).hexdigest() != segment.sha256:
+        raise ArchiveDamage(
+            f"{where} differs from what the manifest says it holds (offsets "
+            f"{segment.first_offset}..{segment.next_offset - 1}): it was changed after it "
+            "was archived; it is not read"
+        )
+    return data
 
 
 def archive_start(url: str) -> int:

@@ -19,7 +19,9 @@ pytest.importorskip("pyspark")
 import pyarrow as pa
 
 from metadata_log.archive import ArchiveDamage, ArchiveError, ArchiveLocation, read_manifest
+from replay.audit import archived as archived_module
 from replay.audit.archived import (
+    VerifiedObjects,
     archived_segments,
     is_archive_url,
     open_archive,
@@ -142,3 +144,38 @@ def test_an_archive_on_s3_reads_as_the_log_directory(
         assert len(reader.partitions()) > len(report.uploaded)
         table = _table(reader)
     assert table.equals(_directory(tmp_path / "log", report.archived_end))
+
+
+def test_a_checked_object_is_read_once_while_it_is_unchanged(
+    archived: tuple[Path, str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The splits of a segment and the queries of one shell run in the same Python workers:
+    # the object is read and hashed once, and again only once it changed (then refused).
+    _, url, _ = archived
+    location, manifest = open_archive(url)
+    segment = archived_segments(location, manifest)[5]
+    monkeypatch.setattr(archived_module, "_VERIFIED", VerifiedObjects(1 << 30))
+    reads: list[str] = []
+    real_read = ArchiveLocation.read
+    monkeypatch.setattr(
+        ArchiveLocation, "read", lambda self, name: reads.append(name) or real_read(self, name)
+    )
+    blocks = [(b.position, b.body) for b in read_archived(segment)[1]]
+    for split in segment.splits(max(1, segment.size // 3)):
+        read_archived(split)
+    assert [(b.position, b.body) for b in read_archived(segment)[1]] == blocks
+    assert reads == [segment.name]
+    path = Path(location.path(segment.name))
+    original = path.read_bytes()
+    try:
+        path.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        with pytest.raises(ArchiveDamage, match="differs from what the manifest says"):
+            read_archived(segment)
+        assert reads == [segment.name] * 2
+    finally:
+        path.write_bytes(original)
+    # Kept within its bound: an object larger than it is read every time.
+    monkeypatch.setattr(archived_module, "_VERIFIED", VerifiedObjects(segment.size - 1))
+    read_archived(segment)
+    read_archived(segment)
+    assert reads == [segment.name] * 4
