@@ -249,8 +249,10 @@ async def cluster(request: web.Request) -> web.StreamResponse:
     session = session_of(request)
 
     def read(md: Any) -> tuple[travel.ClusterView, int]:
-        last = md.image().provenance.offset
         view = travel.cluster_view(travel.image_at(md, point), q=q, topic=topic)
+        # The log's last offset: the view's own at the end, else asked without building a
+        # second image (wait_past with no wait answers the end at once).
+        last = view.offset if point.diff_arg() is None else md.wait_past(-1, wait_ms=0)
         return view, last
 
     view, last = await session.source.call(read)

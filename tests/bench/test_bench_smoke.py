@@ -49,6 +49,13 @@ SMOKE: dict[str, Smoke] = {
         args=("--connections", "2", "--seconds", "0.5", "--logins", "5", "--dir", "{tmp}"),
         marks=("process",),
     ),
+    "console_bench.py": Smoke(
+        args=(
+            *("--partitions", "200", "--entries", "3000", "--rounds", "1", "--points", "2"),
+            *("--readers", "2", "--seconds", "1", "--dir", "{tmp}"),
+        ),
+        marks=("process",),
+    ),
     "authz_bench.py": Smoke(args=("--acls", "100", "--decisions", "100", "--scans", "2")),
     "snapshot_loop_bench.py": Smoke(args=("--topics", "500", "--repeat", "1")),
     "chain_cost_bench.py": Smoke(args=("--batches", "5", "--repeat", "1")),

@@ -60,6 +60,21 @@ def test_a_deleted_topics_entries_keep_its_name() -> None:
     assert (gone.entity, gone.text) == ("orders", f"deleted topic orders (id {TOPIC})")
 
 
+def test_a_removed_topics_partitions_are_forgotten_and_the_others_kept() -> None:
+    other = Uuid.parse("6f1c2b3a-0000-4000-8000-0000000000bb")
+    reading = Reading(EMPTY_IMAGE)
+    reading.read(_entry(0, TopicRecord(name="orders", topic_id=TOPIC)))
+    reading.read(_entry(1, _partition(leader=1)))
+    reading.read(_entry(2, TopicRecord(name="payments", topic_id=other)))
+    kept = PartitionRecord(partition_id=0, topic_id=other, replicas=(1, 2), isr=(1, 2), leader=1)
+    reading.read(_entry(3, kept), words=False)
+    reading.read(_entry(4, RemoveTopicRecord(topic_id=TOPIC)), words=False)
+    moved = reading.read(_entry(5, PartitionChangeRecord(partition_id=0, topic_id=other, leader=2)))
+    assert moved.text == "partition payments-0: leader 1 -> 2"
+    gone = reading.read(_entry(6, PartitionChangeRecord(partition_id=0, topic_id=TOPIC, leader=2)))
+    assert "leader 1 -> 2" not in gone.text  # the removed topic's partition: no before
+
+
 def test_a_config_says_its_value_before_and_after() -> None:
     reading = Reading(EMPTY_IMAGE)
     texts = [

@@ -140,6 +140,8 @@ async def test_the_cluster_at_a_point(signed_in: Client) -> None:
     html = await page.text()
     assert page.status == 200
     assert 'id="offset">7<' in html  # inside the batch that creates orders: its end
+    assert "the log's last offset is 18)" in html  # the end, with the slider's range
+    assert 'max="18"' in html
     assert "orders" in html
     assert "payments" not in html
     now = await (await signed_in.get("/cluster")).text()
