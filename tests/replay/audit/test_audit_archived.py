@@ -157,9 +157,12 @@ def test_a_checked_object_is_read_once_while_it_is_unchanged(
     monkeypatch.setattr(archived_module, "_VERIFIED", VerifiedObjects(1 << 30))
     reads: list[str] = []
     real_read = ArchiveLocation.read
-    monkeypatch.setattr(
-        ArchiveLocation, "read", lambda self, name: reads.append(name) or real_read(self, name)
-    )
+
+    def counted_read(self: ArchiveLocation, name: str) -> bytes | None:
+        reads.append(name)
+        return real_read(self, name)
+
+    monkeypatch.setattr(ArchiveLocation, "read", counted_read)
     blocks = [(b.position, b.body) for b in read_archived(segment)[1]]
     for split in segment.splits(max(1, segment.size // 3)):
         read_archived(split)
