@@ -1,12 +1,12 @@
 """Images of one log kept between time-travel questions, so the next one replays only a gap.
 
 A process that answers many points of the same log (a console, a server's `ImageAt`, a bench)
-gives `travel` one `ImageCache`: the images it builds are kept, and so are checkpoints taken
-along each replay (`checkpoint_entries` apart, at the end of a batch), so the next point after
-one of them replays from it instead of loading a snapshot. Images are immutable and share what
-did not change between them, so checkpoints of one replay cost little more than the last one;
-the bound is counted conservatively anyway (every kept image's partitions, as if none were
-shared) and the least recently used go first.
+gives `travel` one `ImageCache`: the image at the end of each replay's last batch but one is
+kept (one batch before the point: a point inside the last batch is not a committed state to
+build on), so a next point after it replays only the gap instead of loading a snapshot. Images
+are immutable and share what did not change between them; the bound is counted
+conservatively anyway (every kept image's partitions, as if none were shared) and the least
+recently used go first.
 
 A kept image is used only while the log still holds the entry it was built up to (same offset,
 epoch and timestamp): a log truncated and written again is not answered from the old one.
@@ -24,8 +24,6 @@ MAX_IMAGES = 16
 """Images kept by default."""
 MAX_PARTITIONS = 4_000_000
 """Partitions kept by default, summed over the kept images (~0.9 GiB at most, unshared)."""
-CHECKPOINT_ENTRIES = 32_768
-"""Entries replayed between two checkpoints kept by default."""
 
 
 class ImageCache:
@@ -36,16 +34,14 @@ class ImageCache:
         *,
         max_images: int = MAX_IMAGES,
         max_partitions: int = MAX_PARTITIONS,
-        checkpoint_entries: int = CHECKPOINT_ENTRIES,
     ) -> None:
-        if max_images < 1 or max_partitions < 1 or checkpoint_entries < 1:
+        if max_images < 1 or max_partitions < 1:
             raise ValueError(
-                "max_images, max_partitions and checkpoint_entries must be 1 or more, got "
-                f"{max_images}, {max_partitions} and {checkpoint_entries}"
+                "max_images and max_partitions must be 1 or more, got "
+                f"{max_images} and {max_partitions}"
             )
         self.max_images = max_images
         self.max_partitions = max_partitions
-        self.checkpoint_entries = checkpoint_entries
         self._images: OrderedDict[int, tuple[MetadataImage, int]] = OrderedDict()
         self._partitions = 0
         self._directory: Path | None = None

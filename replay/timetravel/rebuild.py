@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from metadata_log.stored_log import StoredLog
+from records.codec import RecordBlock
 from replay.image import EMPTY_IMAGE, MetadataImage
 from replay.loader import load_image, replay_blocks
 from replay.sql.errors import SnapshotContentError, SnapshotStoreError
@@ -85,8 +86,8 @@ def travel(
     """The image at a point in time (see the module docstring), with how it was built.
 
     With `cache`, a kept image of this log before the point is replayed from instead of a
-    snapshot when that is the shorter way (`_kept_is_nearer`), and checkpoints of the replay
-    are kept for the next point.
+    snapshot when that is the shorter way (`_kept_is_nearer`), and the image at the end of
+    the replay's last batch but one is kept for the next point.
     """
     target = resolve_offset(log, at_offset=at_offset, at_time=at_time)
     log_start = log.log_start_offset
@@ -151,25 +152,30 @@ def _replay_keeping(
     cache: ImageCache,
     progress: Callable[[int], None] | None,
 ) -> MetadataImage:
-    """`load_image(log, lte=target, base=base)`, keeping checkpoints of the way in `cache`.
+    """`load_image(log, lte=target, base=base)`, keeping the image before its last batch.
 
-    A checkpoint is the image at the end of a batch, its batch rules checked as any batch
-    before the last of a replay; the image at `target` itself is not kept (its last batch
-    is not checked, as `load_image` does not check a last one).
+    That image ends a batch whose rules were checked, as every batch before the last of a
+    replay is; the image at `target` itself is not kept (its last batch is not checked, as
+    `load_image` does not check a last one). One more delta is applied, of one batch.
     """
-    image = base
-    if base.provenance.offset + 1 >= log.log_start_offset:
-        while target - image.provenance.offset > cache.checkpoint_entries:
-            step = batch_end(log, image.provenance.offset + cache.checkpoint_entries)
-            if step >= target:
-                break
-            gt = image.provenance.offset
-            blocks = log.read_records(gt=gt if gt >= 0 else None, lte=step)
-            image = replay_blocks(image, blocks, progress=progress)
-            if image.provenance.offset <= gt:
-                break  # nothing read: the replay below says why
-            cache.add(log, image)
-    return load_image(log, lte=target, base=image, progress=progress)
+    gt = base.provenance.offset
+    if gt + 1 < log.log_start_offset or target <= gt:
+        return load_image(log, lte=target, base=base, progress=progress)
+    last: list[RecordBlock] = []
+
+    def all_but_last(blocks: Iterator[RecordBlock]) -> Iterator[RecordBlock]:
+        held = None
+        for block in blocks:
+            if held is not None:
+                yield held
+            held = block
+        last.extend(() if held is None else (held,))
+
+    blocks = log.read_records(gt=gt if gt >= 0 else None, lte=target)
+    image = replay_blocks(base, all_but_last(iter(blocks)), progress=progress)
+    if image is not base:
+        cache.add(log, image)
+    return replay_blocks(image, last, lte=target, progress=progress)
 
 
 def _snapshot_exactly_at(store: SnapshotStore | None, target: int) -> Travel | None:

@@ -32,7 +32,7 @@ def test_every_point_in_any_order_answers_as_without_a_cache(
     with SnapshotStore(f"sqlite:///{tmp_path / 'snapshots.db'}") as store:
         if with_snapshot:
             store.write(load_image(log, lte=batch_end(log, 6)))
-        cache = ImageCache(checkpoint_entries=2)
+        cache = ImageCache()
         points = list(range(-1, log.end_offset)) * 2
         random.Random(3).shuffle(points)
         for point in points:
@@ -43,7 +43,7 @@ def test_every_point_in_any_order_answers_as_without_a_cache(
 
 
 def test_a_kept_image_is_replayed_from_and_said_so(log: LogReader) -> None:
-    cache = ImageCache(checkpoint_entries=1)
+    cache = ImageCache()
     last = log.end_offset - 1
     first = travel(log, None, at_offset=last, cache=cache)
     assert first.kept_from is None and len(cache) > 0
@@ -70,7 +70,7 @@ def test_a_log_written_again_is_not_answered_from_its_old_images(tmp_path: Path)
     with timed_log(directory) as writer:
         for batch in BATCHES[:3]:
             writer.append(batch, principal="User:alice")
-    cache = ImageCache(checkpoint_entries=1)
+    cache = ImageCache()
     with LogReader.open(directory) as reader:
         end = reader.end_offset - 1
         image_at(reader, at_offset=end, cache=cache)
@@ -85,7 +85,7 @@ def test_a_log_written_again_is_not_answered_from_its_old_images(tmp_path: Path)
 
 
 def test_another_log_forgets_the_kept_images(log: LogReader, tmp_path: Path) -> None:
-    cache = ImageCache(checkpoint_entries=1)
+    cache = ImageCache()
     image_at(log, cache=cache)
     assert len(cache) > 0
     with known_log(tmp_path / "other") as other:
@@ -108,7 +108,7 @@ def test_the_least_recently_used_go_first_within_the_bounds(log: LogReader) -> N
     assert len(small) == 1 and small.partitions == images[2].topics.partition_count()
 
 
-@pytest.mark.parametrize("field", ["max_images", "max_partitions", "checkpoint_entries"])
+@pytest.mark.parametrize("field", ["max_images", "max_partitions"])
 def test_bounds_below_one_are_refused(field: str) -> None:
     with pytest.raises(ValueError, match="must be 1 or more"):
         ImageCache(**{field: 0})
