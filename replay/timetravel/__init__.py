@@ -12,7 +12,8 @@ partitions) means the batch's end (`batch_end`), and a time before the first ent
 
 One module per job: `errors` (`TimeTravelError`), `points` (an offset from an offset, a time or
 an argument), `rebuild` (`travel`, `image_at`), `image_diff` (`diff`, `diff_points`),
-`descriptions` (a record in one line) and `entity_history` (`history`, `history_range`).
+`descriptions` (a record in one line), `entity_history` (`history`, `history_range`) and
+`image_cache` (`ImageCache`: images kept between points, for a process answering many).
 """
 
 from replay.changes import Change
@@ -27,6 +28,7 @@ from replay.timetravel.entity_history import (
     start_image,
 )
 from replay.timetravel.errors import TimeTravelError
+from replay.timetravel.image_cache import ImageCache
 from replay.timetravel.image_diff import diff, diff_points
 from replay.timetravel.points import (
     batch_end,
@@ -41,6 +43,7 @@ __all__ = [
     "Change",
     "Entity",
     "HistoryEntry",
+    "ImageCache",
     "Names",
     "TimeTravelError",
     "Travel",
