@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from replay.controller.controller import Controller
     from replay.image import MetadataImage
     from replay.timetravel import Change, Entity, HistoryEntry
+    from replay.timetravel.image_cache import ImageCache
 
 
 class TargetError(MetadataLogError):
@@ -93,6 +94,11 @@ def login_principal() -> str:
 
 T = TypeVar("T")
 
+
+IMAGES_KEPT = 8
+PARTITIONS_KEPT = 2_000_000
+"""A data directory's handle keeps at most these many images of past points, of at most these
+many partitions in all (counted as if they shared nothing: about 450 MiB at most)."""
 
 QUORUM_STATE = "quorum-state"
 """The file that makes a data directory a quorum node's (api.raft.quorum_state_file)."""
@@ -179,6 +185,20 @@ class LocalTarget:
         self.history_dir = HistoryDir(settings, archive, note=note)
         """Where its reads of the history go: the log, or the log over `archive` (`note`: why
         the archive could not be joined to the log, one line)."""
+        self._images: ImageCache | None = None
+
+    @property
+    def images(self) -> ImageCache:
+        """Images of past points kept between calls (made on first use).
+
+        A next point after one replays only the gap: a console paging forward, a shell
+        stepping. A command that never travels in time imports nothing of it.
+        """
+        if self._images is None:
+            from replay.timetravel.image_cache import ImageCache  # noqa: PLC0415
+
+            self._images = ImageCache(max_images=IMAGES_KEPT, max_partitions=PARTITIONS_KEPT)
+        return self._images
 
     @property
     def principal(self) -> str:
@@ -239,7 +259,11 @@ class LocalTarget:
         try:
             if self.history_dir.archive is None or (at_offset is None and at_time is None):
                 return read_image(
-                    self.settings, at_offset=at_offset, at_time=at_time, progress=progress.advance
+                    self.settings,
+                    at_offset=at_offset,
+                    at_time=at_time,
+                    progress=progress.advance,
+                    cache=self.images,
                 )
             return self._archived_image(at_offset, at_time, progress)
         finally:
@@ -255,7 +279,12 @@ class LocalTarget:
             store = existing_store(self.settings)
             try:
                 return image_at(
-                    log, store, at_offset=at_offset, at_time=at_time, progress=progress.advance
+                    log,
+                    store,
+                    at_offset=at_offset,
+                    at_time=at_time,
+                    progress=progress.advance,
+                    cache=self.images,
                 )
             finally:
                 if store is not None:

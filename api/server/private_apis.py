@@ -86,6 +86,7 @@ from replay.timetravel import (
     image_at,
     start_image,
 )
+from replay.timetravel.image_cache import ImageCache
 from replay.timetravel.points import offset_at_time, parse_time
 
 T = TypeVar("T")
@@ -149,6 +150,12 @@ logger = logging.getLogger("api.server")
 PrivateHandler = Callable[[Any, Session], Awaitable[Any]]
 
 
+IMAGES_KEPT = 4
+PARTITIONS_KEPT = 1_000_000
+"""A server keeps at most these many images of past points for ImageAt, of at most these many
+partitions in all (counted as if they shared nothing: about 225 MiB at most)."""
+
+
 class PrivateApis:
     """Answers the private APIs from a service (and its snapshot store, for time travel).
 
@@ -167,6 +174,9 @@ class PrivateApis:
     ) -> None:
         self.service = service
         self.archive = archive
+        self.images = ImageCache(max_images=IMAGES_KEPT, max_partitions=PARTITIONS_KEPT)
+        """Images of past points kept between ImageAt answers: a next point after one replays
+        only the gap (a console paging forward through a server)."""
         self.gate = Gate(authorizer)
         self.liveness = liveness or BrokerLiveness(service)
         self.bindings = bindings
@@ -583,7 +593,9 @@ class PrivateApis:
 
             def travel(source: StoredLog) -> MetadataImage:
                 # As the CLI does: a point inside an atomic batch answers the batch's end.
-                return image_at(source, store, at_offset=at_offset, at_time=at_time)
+                return image_at(
+                    source, store, at_offset=at_offset, at_time=at_time, cache=self.images
+                )
 
             if self.archive is not None and (
                 needs_archive(log, store, at_offset)

@@ -47,6 +47,7 @@ from replay.sql.errors import SchemaAheadError, SnapshotStoreError
 if TYPE_CHECKING:
     from replay.image import MetadataImage
     from replay.sql.store import Progress, SnapshotInfo, SnapshotStore
+    from replay.timetravel.image_cache import ImageCache
 
 logger = logging.getLogger(__name__)
 
@@ -420,11 +421,13 @@ def read_image(
     at_offset: int | None = None,
     at_time: str | None = None,
     progress: Callable[[int], None] | None = None,
+    cache: ImageCache | None = None,
 ) -> MetadataImage:
     """The image of the data directory at a point in time, read-only (no lock, no writes).
 
     Starts from the newest usable snapshot at or before the point (a missing database file is
-    not created) and replays the log after it.
+    not created), or an image of `cache` kept from an earlier point when that is nearer, and
+    replays the log after it.
     """
     with LogReader.open(settings.log_dir, config=settings.log) as log:
         store = existing_store(settings)
@@ -434,7 +437,9 @@ def read_image(
 
         try:
             # image_at, not travel: a point inside an atomic batch answers the batch's end.
-            return image_at(log, store, at_offset=at_offset, at_time=at_time, progress=progress)
+            return image_at(
+                log, store, at_offset=at_offset, at_time=at_time, progress=progress, cache=cache
+            )
         finally:
             if store is not None:
                 store.close()

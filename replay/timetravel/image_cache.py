@@ -14,6 +14,7 @@ epoch and timestamp): a log truncated and written again is not answered from the
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from pathlib import Path
 
@@ -45,6 +46,8 @@ class ImageCache:
         self._images: OrderedDict[int, tuple[MetadataImage, int]] = OrderedDict()
         self._partitions = 0
         self._directory: Path | None = None
+        self._lock = threading.Lock()
+        """One caller at a time: a server builds its ImageAt answers on several threads."""
         self.hits = 0
         """Points answered from a kept image (replaying only the gap after it)."""
 
@@ -58,11 +61,19 @@ class ImageCache:
 
     def clear(self) -> None:
         """Forget every kept image."""
+        with self._lock:
+            self._clear()
+
+    def _clear(self) -> None:
         self._images.clear()
         self._partitions = 0
 
     def nearest(self, log: StoredLog, target: int) -> MetadataImage | None:
         """The kept image of `log` with the greatest offset at or before `target`, if any."""
+        with self._lock:
+            return self._nearest(log, target)
+
+    def _nearest(self, log: StoredLog, target: int) -> MetadataImage | None:
         self._for(log)
         best = max((o for o in self._images if o <= target), default=None)
         while best is not None:
@@ -76,6 +87,10 @@ class ImageCache:
 
     def add(self, log: StoredLog, image: MetadataImage) -> None:
         """Keep `image` (of `log`, at the end of a batch), dropping the least recently used."""
+        with self._lock:
+            self._add(log, image)
+
+    def _add(self, log: StoredLog, image: MetadataImage) -> None:
         self._for(log)
         offset = image.provenance.offset
         if offset < 0:
@@ -93,7 +108,7 @@ class ImageCache:
     def _for(self, log: StoredLog) -> None:
         """Bind to `log`'s directory; another log's images are forgotten."""
         if self._directory != log.directory:
-            self.clear()
+            self._clear()
             self._directory = log.directory
 
     def _drop(self, offset: int) -> None:

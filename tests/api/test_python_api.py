@@ -158,3 +158,22 @@ def test_a_changed_archived_segment_is_never_served(
         pytest.raises(ArchiveDamage, match=name),
     ):
         list(md.read(lte=3))
+
+
+def test_a_handle_replays_only_the_gap_to_a_later_past_point(tmp_path: Path) -> None:
+    # A data directory's handle keeps the image before each past point it builds: paging
+    # forward (the console's timeline) replays the gap only, with the answers of a new handle.
+    with Metadata.open(tmp_path) as md:
+        md.register_broker(1)
+        for n in range(12):
+            md.create_topic(f"t{n}")
+        end = md.image().provenance.offset
+    points = [end - 20, end - 10, end - 4]
+    with Metadata.open(tmp_path) as md:
+        forward = [list(md.image(at_offset=p).write()) for p in points]
+        assert md._target.images.hits == 2  # type: ignore[union-attr]
+    fresh = []
+    for point in points:
+        with Metadata.open(tmp_path) as md:
+            fresh.append(list(md.image(at_offset=point).write()))
+    assert forward == fresh

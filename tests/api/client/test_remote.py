@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -701,3 +702,31 @@ def test_a_user_history_cannot_be_asked_of_a_server_that_only_speaks_history_v0(
     request = private.History(entity=private.Entity(user="alice"))
     with pytest.raises(private.OlderVersionError, match="upgrade the server"):
         private.encode_request(private.HISTORY, request, correlation_id=1, version=0)
+
+
+async def _images_forward(address: str, points: list[int]) -> list[list[object]]:
+    async with await AdminClient.connect(address) as client:
+        return [list((await client.image_at(at_offset=p)).write()) for p in points]
+
+
+def test_a_server_answers_a_later_past_point_from_the_image_it_kept(tmp_path: Path) -> None:
+    # ImageAt keeps the image before each point it builds: a later point replays the gap
+    # only, and answers as a fresh build does.
+    with running_server(tmp_path / "log") as server:
+        for n in range(12):
+            server.service.execute(
+                partial(
+                    server.service.controller.create_topics,
+                    topics=[CreatableTopic(name=f"t{n}", num_partitions=1)],
+                )
+            )
+        end = server.service.image.provenance.offset
+        points = [end - 20, end - 10, end - 4]
+        forward = asyncio.run(_images_forward(server.address, points))
+        assert server.private_apis.images.hits == 2
+        fresh = []
+        for point in points:
+            server.private_apis.images.clear()
+            fresh.extend(asyncio.run(_images_forward(server.address, [point])))
+        assert server.private_apis.images.hits == 2  # no more
+    assert forward == fresh
