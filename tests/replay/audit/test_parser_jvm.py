@@ -2,14 +2,17 @@
 alarm for a good one, a fallback (False) where that JVM cannot run, and its class-data-sharing
 archive (built once, checked before use, dropped when unusable).
 
-Each check starts a small JVM (a few seconds on a busy machine); the module builds one archive
-in its own cache directory first, so no test starts a build in the background. The CLI's
+Each check starts a small JVM (a few seconds on a busy machine); the run builds one archive in
+a cache directory of its own first (once, whichever worker gets there first), so no test starts
+a build in the background. The CLI's
 end-to-end run of the same path is `test_a_syntax_error_is_reported_before_spark_is_up`
 (test_audit_cli_process.py).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,16 +39,32 @@ SPARK_SAYS = (
 )
 
 
+def _run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of this test run that every xdist worker of it shares (no other run)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="module", autouse=True)
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The parser's archive, built in a cache directory of this module's own."""
+    """The parser's archive, built once per test run in a cache directory of the run's own.
+
+    The workers that get a test of this module share it (a build is a JVM loading all of
+    Spark's SQL classes): the first builds it under a lock, the others use it. No test changes
+    it: the one that cuts an archive cuts a copy of its own.
+    """
+    cache = _run_root(tmp_path_factory) / "parser-jvm-cache"
+    cache.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        patch.setenv("XDG_CACHE_HOME", str(cache))
         jars, java = spark_jars(), java_executable()
         assert jars is not None and java is not None
         path = archive_path(jars, java)
         assert path is not None
-        assert build_archive(path, LOG4J)
+        with (cache / "build.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not path.is_file():
+                assert build_archive(path, LOG4J)
         yield path
 
 
@@ -59,16 +78,22 @@ def test_a_refused_statement_is_spark_own_one_line_error(archive: Path) -> None:
 def test_an_unusable_archive_is_dropped_and_the_caller_parses_in_spark(
     archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(tmp_path)
+    # A copy of the run's archive in a cache of this test's own: the shared one stays whole.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    jars, java = spark_jars(), java_executable()
+    assert jars is not None and java is not None
+    own = archive_path(jars, java)
+    assert own is not None and own != archive
+    own.parent.mkdir(parents=True)
     whole = archive.read_bytes()
-    archive.chmod(0o644)
-    try:
-        archive.write_bytes(whole[: len(whole) // 10])  # cut: the JVM that maps it crashes
-        assert check_statements([REFUSED], log4j_config=LOG4J) is False
-        assert not archive.exists()  # dropped, to be built anew
-        assert list(tmp_path.iterdir()) == []  # no crash report left where the user is
-    finally:
-        archive.write_bytes(whole)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    own.write_bytes(whole[: len(whole) // 10])  # cut: the JVM that maps it crashes
+    assert check_statements([REFUSED], log4j_config=LOG4J) is False
+    assert not own.exists()  # dropped, to be built anew
+    assert list(work.iterdir()) == []  # no crash report left where the user is
+    own.write_bytes(whole)
     with pytest.raises(AuditSqlError, match="PARSE_SYNTAX_ERROR"):
         check_statements([REFUSED], log4j_config=LOG4J)
 
