@@ -13,6 +13,10 @@ from records.errors import MetadataLogError
 
 OUTPUT_FORMATS = ("table", "json")
 SNAPSHOT_DB_NAME = "snapshots.db"
+SNAPSHOT_MAX_CHAIN = 8
+"""Increments the service writes in a row before a full snapshot, and the most it may be set to
+(MLOG_SNAPSHOT_MAX_CHAIN): a load holds its chain's rows beside the image it builds, at most 5%
+of the image's partitions each (replay/sql/increments.py), so at most 40% of a full one's."""
 
 
 class SettingsError(MetadataLogError):
@@ -31,6 +35,9 @@ class Settings:
     """The snapshot database (`--db`, MLOG_DATABASE_URL); None = the data directory's file."""
     snapshot_retention: int = 10
     """Snapshots kept after each new one (MLOG_SNAPSHOT_RETENTION); at least 1."""
+    snapshot_max_chain: int = SNAPSHOT_MAX_CHAIN
+    """Increments written in a row before a full snapshot (MLOG_SNAPSHOT_MAX_CHAIN; 0: every
+    snapshot full)."""
     bootstrap_server: str | None = None
     """A server to run commands against (`--bootstrap-server`, MLOG_BOOTSTRAP_SERVER)."""
     retention: RetentionConfig = field(default_factory=RetentionConfig)
@@ -100,6 +107,12 @@ def load_settings(
         raise SettingsError(
             f"MLOG_SNAPSHOT_RETENTION must keep at least 1 snapshot, got {retention}"
         )
+    max_chain = _int_setting(env, "MLOG_SNAPSHOT_MAX_CHAIN", "snapshot chain length")
+    if max_chain is not None and not 0 <= max_chain <= SNAPSHOT_MAX_CHAIN:
+        raise SettingsError(
+            f"MLOG_SNAPSHOT_MAX_CHAIN must be 0 (every snapshot full) to {SNAPSHOT_MAX_CHAIN} "
+            f"increments in a row, got {max_chain}"
+        )
     return Settings(
         data_dir=Path(chosen_dir),
         output=chosen_output,
@@ -107,5 +120,6 @@ def load_settings(
         debug=debug or env.get("MLOG_DEBUG", "") not in ("", "0", "false"),
         database_url=database_url or env.get("MLOG_DATABASE_URL") or None,
         snapshot_retention=10 if retention is None else retention,
+        snapshot_max_chain=SNAPSHOT_MAX_CHAIN if max_chain is None else max_chain,
         bootstrap_server=bootstrap_server or env.get("MLOG_BOOTSTRAP_SERVER") or None,
     )

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api.service.retention import RetentionConfig, log_snapshots_deleted
-from api.service.settings import Settings
+from api.service.settings import SNAPSHOT_MAX_CHAIN, Settings
 from api.service.snapshot_pacing import DutyCycle
 from api.service.snapshot_runners import AbandonedError, SnapshotRunner, ThreadRunner
 from metadata_log.reader import LogReader
@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 
 RETRY_MS = 60_000
 """How long after a failed snapshot (database down, schema behind) the next one is tried."""
-MAX_CHAIN = 8
+MAX_CHAIN = SNAPSHOT_MAX_CHAIN
 """Increments written on one another before a full snapshot: a load reads the full snapshot
 and at most this many increments."""
 DEFAULT_DUTY_CYCLE = DutyCycle()
@@ -410,6 +410,7 @@ def open_snapshotter(settings: Settings, *, runner: SnapshotRunner | None = None
         lambda: open_store(settings),
         file=settings.snapshot_file,
         retention=settings.snapshot_retention,
+        max_chain=settings.snapshot_max_chain,
         policy=settings.retention,
         runner=runner,
     )

@@ -102,9 +102,10 @@ async def test_a_standalone_log_stays_bounded_and_restarts_to_the_same_image(
     config = tmp_path / "server.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in RETENTION.items()))
     data = tmp_path / "data"
-    # Two snapshots kept, so that snapshot retention deletes some on a loaded host too (it
-    # takes fewer snapshots there: a snapshot still being written is not started again).
-    env = {**os.environ, "MLOG_SNAPSHOT_RETENTION": "2"}
+    # Two snapshots kept, each full, so that snapshot retention deletes some on a loaded host
+    # too (it takes fewer snapshots there: a snapshot still being written is not started
+    # again; and increments keep their base until a newer full snapshot is written).
+    env = {**os.environ, "MLOG_SNAPSHOT_RETENTION": "2", "MLOG_SNAPSHOT_MAX_CHAIN": "0"}
     with serve_process(data, tmp_path / "stderr.txt", "--config", str(config), env=env) as server:
         sizes = await _create(server.address, [data])
         before = await _image(server.address)

@@ -218,6 +218,11 @@ def test_settings_precedence_and_validation(tmp_path: Path) -> None:
         load_settings(env={"MLOG_SEGMENT_BYTES": "10"})
     with pytest.raises(SettingsError, match="output format"):
         load_settings(env={"MLOG_OUTPUT": "yaml"})
+    assert load_settings(env={}).snapshot_max_chain == 8
+    assert load_settings(env={"MLOG_SNAPSHOT_MAX_CHAIN": "0"}).snapshot_max_chain == 0
+    for bad in ("-1", "9", "many"):
+        with pytest.raises(SettingsError, match="MLOG_SNAPSHOT_MAX_CHAIN"):
+            load_settings(env={"MLOG_SNAPSHOT_MAX_CHAIN": bad})
 
 
 @pytest.mark.process

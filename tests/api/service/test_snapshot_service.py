@@ -359,3 +359,9 @@ def test_commits_go_on_while_the_first_snapshot_opens_the_store(tmp_path: Path) 
             commit.join()
         info = snapshotter.wait()
         assert info is not None and database.exists()
+
+
+def test_the_settings_chain_length_reaches_the_snapshotter(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=str(tmp_path), env={"MLOG_SNAPSHOT_MAX_CHAIN": "0"})
+    assert open_snapshotter(settings).max_chain == 0
+    assert open_snapshotter(load_settings(data_dir=str(tmp_path), env={})).max_chain == 8
