@@ -41,6 +41,12 @@ it as soon as another leader is named, well before its request timeout."""
 LEADER_RECHECK_S = 0.5
 """How often a write still unanswered asks again (see `LEADER_CHECK_S`)."""
 
+ELECTION_WAIT_S = 30.0
+"""How long a write answered NOT_CONTROLLER or REQUEST_TIMED_OUT is sent again at least,
+whatever `WRITE_ATTEMPTS` says: the quorum answers, it is electing a leader (one election takes
+about the fetch timeout, 2 s; on a loaded host several rounds can be needed). Half Kafka's
+`default.api.timeout.ms` (60 s)."""
+
 ASK_WAIT_S = 0.5
 ASK_WAIT_MAX_S = 4.0
 """How long asking one voter who leads may take while a write waits: `ASK_WAIT_S` for the
@@ -86,6 +92,8 @@ class IdempotentWrites(QuorumApis):
         self.instance_id = uuid.uuid4().bytes
         """This client's random id: with a sequence number, it names each write it sends."""
         self._sequences = itertools.count()
+        self.election_wait_s = ELECTION_WAIT_S
+        """How long a write answered "no leader yet" is sent again at least (`ELECTION_WAIT_S`)."""
 
     async def write(self, api_key: int, **values: Any) -> Any:
         """A Kafka write API, idempotent: retried with the same write id until answered.
@@ -132,30 +140,37 @@ class IdempotentWrites(QuorumApis):
         Kafka answer or a private API's `RemoteError`: a follower whose leader stopped
         leading before it answered a forwarded write says the latter): the client then
         connects to the quorum's leader, or a node that forwards to it. At most
-        `WRITE_ATTEMPTS` times, backing off from `RETRY_BACKOFF_S`. A server that saw the
-        write already answers with the first answer, so it is applied once
+        `WRITE_ATTEMPTS` times, backing off from `RETRY_BACKOFF_S`; answered NOT_CONTROLLER or
+        REQUEST_TIMED_OUT (a quorum electing its leader), for `election_wait_s` at least. A
+        server that saw the write already answers with the first answer, so it is applied once
         (docs/replication.md). Other errors are not retried: the same request would fail the
         same way.
         """
         write_id = codec.write_id_bytes(self.instance_id, next(self._sequences))
         pause = RETRY_BACKOFF_S
-        for attempt in range(WRITE_ATTEMPTS):
-            last = attempt == WRITE_ATTEMPTS - 1 or self.address is None
+        loop = asyncio.get_running_loop()
+        election_deadline = loop.time() + self.election_wait_s
+        for attempt in itertools.count():
+            spent = attempt >= WRITE_ATTEMPTS - 1 or self.address is None
+            # A quorum that answers "no leader yet" is electing one: its answers go on until
+            # the election wait is over, whatever the attempts (a loaded host's elections
+            # can take several rounds).
+            electing_over = spent and (self.address is None or loop.time() >= election_deadline)
             moved_to: str | None = None
             try:
                 response = await self._answer_or_moved(send(write_id))
             except LeaderMoved as exc:
-                if last:
+                if spent:
                     raise
                 moved_to = exc.leader
             except ConnectionLost:
-                if last:
+                if spent:
                     raise
             except RemoteError as exc:
-                if last or exc.error_code not in _SENT_AGAIN:
+                if electing_over or exc.error_code not in _SENT_AGAIN:
                     raise
             else:
-                if last or not _not_controller(response, _SENT_AGAIN):
+                if electing_over or not _not_controller(response, _SENT_AGAIN):
                     return response
             if moved_to is None:  # the next leader is known at once: no pause before it
                 await asyncio.sleep(pause)
