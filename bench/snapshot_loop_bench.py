@@ -75,6 +75,9 @@ async def _round_trips(until: Callable[[], bool]) -> list[float]:
 
 
 def _pct(values: list[float], q: float) -> float:
+    """The `q` quantile of `values`; NaN for none (a loop that made no round trip meanwhile)."""
+    if not values:
+        return float("nan")
     ordered = sorted(values)
     return ordered[int(q * (len(ordered) - 1))]
 
@@ -113,9 +116,10 @@ async def _one(store: SnapshotStore, image: MetadataImage, mode: str) -> dict[st
     return {
         "wall": wall,
         "cpu": cpu,
-        "kept": len(during) / wall / alone_rate,
+        # A tiny snapshot on a loaded host can end before the loop's first round trip.
+        "kept": len(during) / wall / alone_rate if alone_rate else float("nan"),
         "p99": _pct(during, 0.99) * 1000,
-        "max": max(during) * 1000,
+        "max": max(during, default=float("nan")) * 1000,
         "blocked": blocked,
     }
 

@@ -152,8 +152,9 @@ PrivateHandler = Callable[[Any, Session], Awaitable[Any]]
 
 IMAGES_KEPT = 4
 PARTITIONS_KEPT = 1_000_000
-"""A server keeps at most these many images of past points for ImageAt, of at most these many
-partitions in all (counted as if they shared nothing: about 225 MiB at most)."""
+"""A server keeps at most these many images of past points between ImageAt answers (a next
+point after one replays only the gap: a console paging forward through a server), of at most
+these many partitions in all (counted as if they shared nothing: about 225 MiB at most)."""
 
 
 class PrivateApis:
@@ -175,8 +176,6 @@ class PrivateApis:
         self.service = service
         self.archive = archive
         self.images = ImageCache(max_images=IMAGES_KEPT, max_partitions=PARTITIONS_KEPT)
-        """Images of past points kept between ImageAt answers: a next point after one replays
-        only the gap (a console paging forward through a server)."""
         self.gate = Gate(authorizer)
         self.liveness = liveness or BrokerLiveness(service)
         self.bindings = bindings

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -52,12 +53,28 @@ DIRECTORY_IDS = (
 """The directory ids a dynamic test quorum's initial controllers are formatted with."""
 
 
+PORT_RANGE = (10_000, 32_768)
+"""Where `free_ports` picks: below Linux's ephemeral range (32768-60999), which every outgoing
+connection of the machine takes its port from. A port the kernel handed out (`bind(0)`) came
+from that range, and was taken again by another suite's client before the node bound it
+(`address already in use`, with two suites running side by side)."""
+
+
 def free_ports(count: int) -> list[int]:
-    """`count` TCP ports of 127.0.0.1 that were free a moment ago."""
-    sockets = [socket.socket() for _ in range(count)]
+    """`count` distinct TCP ports of 127.0.0.1 that were free a moment ago.
+
+    Picked at random in `PORT_RANGE`, each held bound until all are chosen.
+    """
+    sockets: list[socket.socket] = []
     try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
+        while len(sockets) < count:
+            sock = socket.socket()
+            try:
+                sock.bind(("127.0.0.1", random.randrange(*PORT_RANGE)))
+            except OSError:
+                sock.close()  # in use: another
+                continue
+            sockets.append(sock)
         return [sock.getsockname()[1] for sock in sockets]
     finally:
         for sock in sockets:
