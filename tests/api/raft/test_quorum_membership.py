@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,6 +66,14 @@ async def _add(cluster: Cluster, node_id: int, timeout: float = 20.0) -> None:
         await asyncio.sleep(0.05)
 
 
+async def _voters_seen(node: Any, voters: set[int], timeout: float = 30.0) -> None:
+    """Wait until `node` holds `voters` (a follower learns a committed change by fetching)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while node.core.voters != voters:
+        assert asyncio.get_running_loop().time() < deadline, f"{node.core.voters} != {voters}"
+        await asyncio.sleep(0.02)
+
+
 def _entries(cluster: Cluster, node_id: int) -> list[tuple[int, int, object]]:
     with LogReader.open(cluster.root / str(node_id) / "log") as log:
         return [(e.offset, e.epoch, e.record) for e in log.read()]
@@ -87,7 +96,8 @@ async def test_add_a_voter_then_remove_the_leader_and_writes_go_on(tmp_path: Pat
         new = await cluster.start(4)
         assert not new.core.is_voter  # an observer until added
         await _add(cluster, 4)
-        assert new.core.voters == {1, 2, 3, 4}
+        # Committed at the leader; the new node applies it once its fetch brings the block.
+        await _voters_seen(new, {1, 2, 3, 4})
         written += await _writes(cluster, "b", 3)
 
         leader = await cluster.leader()
