@@ -221,10 +221,19 @@ def read_charts(metadata: Metadata, query: ChartQuery) -> Charts:
     groups = list(batches(iter(entries)))  # at most SCAN_BUDGET entries
     cut = sum(len(g) for g in groups) >= SCAN_BUDGET
     if cut and len(groups) > 1:
-        # The budget may end inside the last batch: the next window starts with it whole
-        # (a single batch over the budget is counted as read, and the next window starts
-        # after its end, as an offset inside a batch does).
+        # The budget may end inside the last batch: the next window starts with it whole.
         groups.pop()
+    elif cut and groups:
+        # One run over the budget: read it to its end, so that the next window starts at a
+        # batch's end (an offset inside an atomic batch has the image of the batch's end: the
+        # entries between would be counted by neither window).
+        run = groups[0]
+        while True:
+            more = list(metadata.read(gt=run[-1].offset, limit=SCAN_BUDGET))
+            extra = next(batches(iter([run[0], *more])))[1:]
+            run.extend(extra)
+            if len(extra) < len(more) or len(more) < SCAN_BUDGET:
+                break
     for batch in groups:
         head = batch[0]
         if until is not None and head.timestamp > until:

@@ -222,3 +222,22 @@ async def test_hostile_parameters_are_text(signed_in: Client, path: str) -> None
 
 def test_the_hostile_principal_is_in_the_history(md: Metadata) -> None:
     assert HOSTILE_PRINCIPAL in _changes(md)
+
+
+class OneRun(HourApart):
+    """The history's handle, its entries read as if all were appended in one millisecond by
+    one principal in one epoch: one run of batches, as the timeline and the charts group them."""
+
+    def read(self, **bounds: Any) -> Iterator[LogEntry]:
+        for entry in self.md.read(**bounds):
+            yield dataclasses.replace(entry, timestamp=T0, principal="User:alice", epoch=1)
+
+
+def test_a_run_over_the_budget_is_read_to_its_end(
+    md: Metadata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its end is a batch's end: the next window starts there, and no entry is left out.
+    monkeypatch.setattr(charts, "SCAN_BUDGET", 5)
+    page = charts.read_charts(OneRun(md), _query(after="-1"))  # type: ignore[arg-type]
+    assert page.scanned == md.image().provenance.offset + 1 > 5
+    assert sum(p.changes for p in page.periods) == sum(_changes(md).values())
