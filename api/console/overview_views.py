@@ -25,9 +25,8 @@ async def map_page(request: web.Request) -> web.StreamResponse:
     session = session_of(request)
 
     def read(md: Any) -> tuple[partition_map.PartitionMap, int]:
-        now = md.image()
-        image = now if point.diff_arg() is None else travel.image_at(md, point)
-        return partition_map.partition_map(image, query), now.provenance.offset
+        image, last = travel.image_and_last(md, point)
+        return partition_map.partition_map(image, query), last
 
     view, last = await session.source.call(read)
     return render(

@@ -87,6 +87,18 @@ def image_at(metadata: Metadata, point: Point) -> MetadataImage:
         raise BadInput(str(exc)) from None
 
 
+def image_and_last(metadata: Metadata, point: Point) -> tuple[MetadataImage, int]:
+    """The image at `point` and the log's last offset (blocking), building one image only.
+
+    At the end of the log they are the image's own offset; at a past point the last offset
+    is asked without building the image at the end (`wait_past` with no wait answers it).
+    """
+    image = image_at(metadata, point)
+    if point.diff_arg() is None:
+        return image, image.provenance.offset
+    return image, metadata.wait_past(-1, wait_ms=0)
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TopicRow:
     """A topic as the cluster page lists it."""

@@ -249,11 +249,8 @@ async def cluster(request: web.Request) -> web.StreamResponse:
     session = session_of(request)
 
     def read(md: Any) -> tuple[travel.ClusterView, int]:
-        view = travel.cluster_view(travel.image_at(md, point), q=q, topic=topic)
-        # The log's last offset: the view's own at the end, else asked without building a
-        # second image (wait_past with no wait answers the end at once).
-        last = view.offset if point.diff_arg() is None else md.wait_past(-1, wait_ms=0)
-        return view, last
+        image, last = travel.image_and_last(md, point)
+        return travel.cluster_view(image, q=q, topic=topic), last
 
     view, last = await session.source.call(read)
     return render(

@@ -167,6 +167,7 @@ async def test_the_map_page_drills_down_from_namespaces_to_partitions(signed_in:
 async def test_the_map_at_a_point_before_a_topic_has_no_row_for_it(signed_in: Client) -> None:
     html = await (await signed_in.get("/map?namespace=&at=9")).text()
     assert "orders" in html and "payments" not in html
+    assert "the log's last offset is 18)" in html  # the end, not the point's
     missing = await signed_in.get("/map?topic=payments&at=9")
     assert missing.status == 400
     assert "does not exist at offset 9" in await missing.text()

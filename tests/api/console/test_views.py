@@ -6,10 +6,13 @@ import csv
 import io
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from api import Metadata
+from api.console import travel
 from tests.support.console import CLIENT_ID, HOSTILE, HOSTILE_PRINCIPAL, Client, sign_in
 
 
@@ -240,3 +243,27 @@ async def test_json_export_keeps_hostile_values_as_data(signed_in: Client) -> No
     rows = _rows(await _json(signed_in, "after=15"))
     assert rows[0]["change"] == f"config topic payments: x.note set to {HOSTILE}"
     assert rows[0]["principal"] == HOSTILE_PRINCIPAL
+
+
+class CountedImages:
+    """A handle that counts the images it builds (the cost of a page at a point)."""
+
+    def __init__(self, md: Metadata) -> None:
+        self.md, self.built = md, 0
+
+    def image(self, **point: Any) -> Any:
+        self.built += 1
+        return self.md.image(**point)
+
+    def wait_past(self, gt: int, *, wait_ms: int) -> int:
+        return self.md.wait_past(gt, wait_ms=wait_ms)
+
+
+@pytest.mark.parametrize(("at", "offset"), [(None, 18), ("9", 9)])
+def test_a_point_and_the_logs_end_cost_one_image(
+    history_dir: Path, at: str | None, offset: int
+) -> None:
+    with Metadata.open(history_dir) as md:
+        counted = CountedImages(md)
+        image, last = travel.image_and_last(counted, travel.parse_point(at, "at"))  # type: ignore[arg-type]
+    assert (image.provenance.offset, last, counted.built) == (offset, 18, 1)
