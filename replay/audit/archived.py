@@ -179,13 +179,17 @@ class VerifiedObjects:
         self._kept.move_to_end(key)
         return kept[1]
 
-    def put(self, location: ArchiveLocation, segment: ArchivedSegment, data: bytes) -> None:
-        """Keep `data`, just checked against the manifest, under the object's version."""
+    def put(self, segment: ArchivedSegment, version: str | None, data: bytes) -> None:
+        """Keep `data`, just checked against the manifest, under the object's `version`.
+
+        The version is the one read before the object was: a write between the two leaves
+        the copy under a version the store no longer reports, so it is read again.
+        """
         if len(data) > self.limit_bytes:
             return
         key = (segment.url, segment.name, segment.sha256)
         self._drop(key)
-        self._kept[key] = (location.version(segment.name), data)
+        self._kept[key] = (version, data)
         self._bytes += len(data)
         while self._bytes > self.limit_bytes:
             self._drop(next(iter(self._kept)))
@@ -210,8 +214,9 @@ def read_archived(segment: ArchivedSegment) -> tuple[str, Iterator[RawBlock]]:
     where = location.describe(segment.name)
     data = _VERIFIED.get(location, segment)
     if data is None:
+        version = location.version(segment.name)
         data = _read_checked(location, segment, where)
-        _VERIFIED.put(location, segment, data)
+        _VERIFIED.put(segment, version, data)
     try:
         header = decode_header(data)
     except (BlockDamage, TruncatedBlock) as exc:

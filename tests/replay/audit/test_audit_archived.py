@@ -9,6 +9,7 @@ a changed or missing object refused by name. The S3 tests read through moto's en
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,30 @@ def test_a_checked_object_is_read_once_while_it_is_unchanged(
     read_archived(segment)
     read_archived(segment)
     assert reads == [segment.name] * 4
+
+
+def test_an_object_written_while_it_was_read_is_read_again(
+    archived: tuple[Path, str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its version is taken before the read: a write that lands between the two leaves the
+    # kept copy under a version the store no longer reports.
+    _, url, _ = archived
+    location, manifest = open_archive(url)
+    segment = archived_segments(location, manifest)[6]
+    path = Path(location.path(segment.name))
+    monkeypatch.setattr(archived_module, "_VERIFIED", VerifiedObjects(1 << 30))
+    reads: list[str] = []
+    real_read = ArchiveLocation.read
+
+    def read_then_written(self: ArchiveLocation, name: str) -> bytes | None:
+        data = real_read(self, name)
+        if not reads:  # the first read: the object is written again right after it
+            stat = path.stat()
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        reads.append(name)
+        return data
+
+    monkeypatch.setattr(ArchiveLocation, "read", read_then_written)
+    read_archived(segment)
+    read_archived(segment)
+    assert reads == [segment.name] * 2
