@@ -14,16 +14,17 @@ through a server, the segment files on a data directory), asked in slices of at 
 `SLICE_MS` so the session's other pages, which share its handle one call at a time, wait at
 most a slice behind a follower; a data directory's handle, which every session shares, is
 only held for a look at its files (`LOCAL_POLL_SECONDS` apart). A follow whose browser went
-away ends at its next slice. A server lost mid-wait (a leader killed) is reconnected to
+away ends at its next slice; a session has at most `MAX_FOLLOWS` waiting at once. A server lost mid-wait (a leader killed) is reconnected to
 another node by the session's handle (`HistorySource.call`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 
 from aiohttp import web
@@ -42,6 +43,10 @@ SLICE_MS = 500
 
 LOCAL_POLL_SECONDS = 0.5
 """How often a follower of a data directory looks at its segment files."""
+
+MAX_FOLLOWS = 8
+"""Follow requests one session may have waiting at once (one per open live page): each asks
+the session's handle every slice, so a client opening thousands would starve its pages."""
 
 AFTER_HEADER = "X-Mlog-After"
 """The follow answer's new cursor (the last offset read)."""
@@ -94,6 +99,22 @@ def _gone(request: web.Request) -> Callable[[], bool]:
     return lambda: stopping.is_set() or request.transport is None or request.transport.is_closing()
 
 
+@contextlib.contextmanager
+def _following(request: web.Request) -> Iterator[HistorySource]:
+    """The session's handle for one more follow request; 429 beyond `MAX_FOLLOWS`."""
+    session = session_of(request)
+    if session.follows >= MAX_FOLLOWS:
+        raise web.HTTPTooManyRequests(
+            text=f"this session already follows the log in {MAX_FOLLOWS} pages: close some "
+            "of its live pages (each holds one request open) and reload this one"
+        )
+    session.follows += 1
+    try:
+        yield session.source
+    finally:
+        session.follows -= 1
+
+
 def _wait_past(md: Metadata, *, after: int, wait_ms: int) -> int:
     return md.wait_past(after, wait_ms=wait_ms)
 
@@ -111,14 +132,16 @@ async def timeline_follow(request: web.Request) -> web.StreamResponse:
     """
     filters = timeline.parse_filters(request.query)
     after = filters.after
-    source = session_of(request).source
-    last = await wait_past(source, after, gone=_gone(request))
     rows: list[timeline.Row] = []
     cursor = after
-    if last > after:
-        wanted = dataclasses.replace(filters, after=after)
-        page = await source.call(lambda md: timeline.read_page(md, wanted, limit=timeline.MAX_ROWS))
-        rows, cursor = page.rows, page.last_read
+    with _following(request) as source:
+        last = await wait_past(source, after, gone=_gone(request))
+        if last > after:
+            wanted = dataclasses.replace(filters, after=after)
+            page = await source.call(
+                lambda md: timeline.read_page(md, wanted, limit=timeline.MAX_ROWS)
+            )
+            rows, cursor = page.rows, page.last_read
     html = request.app[TEMPLATES].get_template("timeline_rows.html").render(rows=rows, url=url)
     return web.Response(text=html, content_type="text/html", headers={AFTER_HEADER: str(cursor)})
 
@@ -126,7 +149,8 @@ async def timeline_follow(request: web.Request) -> web.StreamResponse:
 async def cluster_follow(request: web.Request) -> web.StreamResponse:
     """`{"last": OFFSET}` once the log is past `after` (or `after` when nothing came in time)."""
     after = _after(request)
-    last = await wait_past(session_of(request).source, after, gone=_gone(request))
+    with _following(request) as source:
+        last = await wait_past(source, after, gone=_gone(request))
     return web.Response(
         text=json.dumps({"last": max(last, after)}), content_type="application/json"
     )

@@ -34,6 +34,8 @@ class Session:
     csrf: str
     expires: float
     """time.monotonic() after which the session is over."""
+    follows: int = 0
+    """Live follow requests of this session waiting now (`api.console.live` bounds them)."""
 
 
 def same_token(given: str | None, expected: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,7 +14,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from api import Metadata
 from api.console import live
 from api.console.app import make_app
+from api.console.sessions import SESSION_COOKIE
 from api.console.source import HistorySource, Origin, connect_as, open_local
+from api.console.state import SESSIONS
 from api.server.server import MetadataServer
 from records.model import ConfigRecord, ConfigResourceType
 from tests.support.console import (
@@ -196,3 +199,41 @@ async def test_through_a_server_the_follow_is_fetch_logs_long_poll(
     assert int(answer.headers[live.AFTER_HEADER]) > LAST
     assert "namespace" in html and "<b>live</b>" in html
     assert "User:alice" in html
+
+
+async def test_a_session_follows_in_at_most_max_follows_requests(
+    own: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client that opens follow requests and never lets them end holds them all: beyond the
+    # bound each is refused at once, and a place freed is taken again.
+    monkeypatch.setattr(live, "MAX_FOLLOWS", 2)
+    monkeypatch.setattr(live, "FOLLOW_SECONDS", 3600.0)
+    await sign_in(own)
+    held = [asyncio.ensure_future(own.get(f"/timeline/follow?after={LAST}")) for _ in range(2)]
+    for request in held:
+        await _started(request)
+    refused = await own.get(f"/cluster/follow?after={LAST}")
+    assert refused.status == 429
+    assert "follows the log in 2 pages" in await refused.text()
+    held[0].cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await held[0]
+
+    # The browser went away: its request ends at its next slice.
+    token = own.session.cookie_jar.filter_cookies(own.make_url("/"))[SESSION_COOKIE].value
+    app = own.app
+    assert app is not None
+    session = app[SESSIONS].get(token)
+    assert session is not None
+
+    async def freed() -> None:
+        while session.follows > 1:
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(freed(), 60)
+    again = asyncio.ensure_future(own.get(f"/cluster/follow?after={LAST}"))
+    await _started(again)
+    for request in (held[1], again):
+        request.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await request
