@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,14 +132,6 @@ async def test_an_edited_log_does_not_match_and_names_the_first_block(
 
 
 # ---------------------------------------------------------------------- through a server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetadataServer]:
-    data_dir = tmp_path_factory.mktemp("health") / "data"
-    build_history(data_dir)
-    with running_server(data_dir / "log", brokers=0, listeners=[SASL]) as running:
-        yield running
 
 
 @pytest.fixture

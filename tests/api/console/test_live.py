@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,11 +24,8 @@ from tests.support.console import (
     HOSTILE_PRINCIPAL,
     PASSWORD,
     Client,
-    build_history,
     sign_in,
 )
-from tests.support.sasl_users import SASL
-from tests.support.server_thread import running_server
 
 LAST = 18
 """The history's last offset (tests.support.console.build_history)."""
@@ -168,14 +165,6 @@ async def test_a_follow_without_a_session_is_sent_to_the_login(client: Client) -
 
 
 # ---------------------------------------------------------------------- through a server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetadataServer]:
-    data_dir = tmp_path_factory.mktemp("live") / "data"
-    build_history(data_dir)
-    with running_server(data_dir / "log", brokers=0, listeners=[SASL]) as running:
-        yield running
 
 
 async def test_through_a_server_the_follow_is_fetch_logs_long_poll(

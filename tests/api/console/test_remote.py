@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,22 +13,7 @@ from api.console.app import make_app
 from api.console.sessions import SessionStore
 from api.console.source import Origin
 from api.server.server import MetadataServer
-from tests.support.console import Client, build_history, sign_in
-from tests.support.sasl_users import SASL
-from tests.support.server_thread import running_server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetadataServer]:
-    data_dir = tmp_path_factory.mktemp("remote") / "data"
-    build_history(data_dir)
-    with running_server(data_dir / "log", brokers=0, listeners=[SASL]) as running:
-        yield running
-
-
-@pytest.fixture
-def sessions() -> SessionStore:
-    return SessionStore()
+from tests.support.console import Client, sign_in
 
 
 @pytest.fixture
