@@ -7,8 +7,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +28,7 @@ from records.model import (
 from records.uuids import Uuid
 from replay.controller.authorizer import CLUSTER_NAME
 from replay.controller.commands import ControllerResult
-from tests.support.quorum_processes import PROJECT, TIMERS, Quorum, _env
+from tests.support.quorum_processes import TIMERS, Quorum, mlog
 from tests.support.sasl_users import seed_users
 
 Client = TestClient[web.Request, web.Application]
@@ -191,25 +189,13 @@ def scram_quorum(root: Path) -> Iterator[tuple[Quorum, Path]]:
     quorum.start_all()
     try:
         leader = quorum_leader(quorum)
-        set_password = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "api.cli",
-                *("users", "scram-set", "--name", "alice", "--mechanism", "SCRAM-SHA-512"),
-                "--password-stdin",
-                *("--bootstrap-server", quorum.nodes[leader].controller_address),
-                *("--command-config", str(quorum.controller_command_config())),
-            ],
-            input=PASSWORD + "\n",
-            capture_output=True,
-            text=True,
-            cwd=PROJECT,
-            env=_env(),
-            timeout=120,
-            check=False,
+        mlog(
+            *("users", "scram-set", "--name", "alice", "--mechanism", "SCRAM-SHA-512"),
+            "--password-stdin",
+            *("--bootstrap-server", quorum.nodes[leader].controller_address),
+            *("--command-config", str(quorum.controller_command_config())),
+            stdin=PASSWORD + "\n",
         )
-        assert set_password.returncode == 0, set_password.stderr
         alice = root / "alice.properties"
         alice.write_text(
             "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"

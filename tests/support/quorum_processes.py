@@ -510,10 +510,12 @@ def check_logs(quorum: Quorum, acknowledged: Sequence[str]) -> list[tuple[int, i
     return summary
 
 
-def mlog(*args: str) -> str:
-    """Run `mlog ARGS...`; its stdout (fails on a non-zero exit)."""
+def mlog(*args: str, stdin: str | None = None) -> str:
+    """Run `mlog ARGS...` (`stdin` on its standard input); its stdout (fails on a non-zero
+    exit)."""
     done = subprocess.run(
         [sys.executable, "-m", "api.cli", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         cwd=PROJECT,

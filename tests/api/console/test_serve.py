@@ -164,17 +164,10 @@ async def test_the_timeline_reads_below_the_local_log_start_from_the_archive(
         ("bare", trimmed, None),
     ):
         if name != "bare":  # alice, signed in as below (the CLI: the log is trimmed)
-            (tmp_path / "password").write_text(PASSWORD)
             ok(
-                data_dir,
-                "users",
-                "scram-set",
-                "--name",
-                "alice",
-                "--mechanism",
-                "SCRAM-SHA-512",
-                "--password-file",
-                str(tmp_path / "password"),
+                *(data_dir, "users", "scram-set", "--name", "alice"),
+                *("--mechanism", "SCRAM-SHA-512", "--password-stdin"),
+                stdin=PASSWORD + "\n",
             )
         cache = None if archive is None else tmp_path / "cache"
         origin = Origin(data_dir=data_dir, archive_url=archive, archive_cache=cache)
