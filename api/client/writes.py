@@ -155,7 +155,7 @@ class IdempotentWrites(QuorumApis):
             # A quorum that answers "no leader yet" is electing one: its answers go on until
             # the election wait is over, whatever the attempts (a loaded host's elections
             # can take several rounds).
-            electing_over = spent and (self.address is None or loop.time() >= election_deadline)
+            electing_over = self.address is None or (spent and loop.time() >= election_deadline)
             moved_to: str | None = None
             try:
                 response = await self._answer_or_moved(send(write_id))

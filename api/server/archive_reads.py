@@ -97,12 +97,6 @@ class ArchiveReads(HistoryDir):
         if removed:
             logger.info("removed %d view(s) of the archive left by stopped processes", removed)
 
-    @property
-    def cache_dir(self) -> Path:
-        """Where the archive's objects are kept (`<data-dir>/archive-cache`)."""
-        assert self.archive is not None
-        return self.archive.cache_dir
-
     def read(self, reading: Callable[[StoredLog], T]) -> T:
         """`reading` run on the whole history (blocking: on a worker thread).
 
