@@ -13,6 +13,9 @@ from metadata_log.storage import SegmentStorage
 from metadata_log.stored_log import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 
+OPEN_TRIES = 5
+"""Opens a reader makes when segments it listed vanish before it opens them (a trim beside it)."""
+
 
 class LogReader(StoredLog):
     """Reads a log that a writer (`MetadataLog`, `ReplicaLog`) may be appending to.
@@ -63,9 +66,18 @@ class LogReader(StoredLog):
             raise LogError(
                 f"there is no log at {path}; check --data-dir (the log lives in <data-dir>/log)"
             )
-        return SegmentStorage.open(
-            path, config=config or LogConfig(), codec=codec, recovery=recovery
-        )
+        for attempt in range(OPEN_TRIES):
+            try:
+                return SegmentStorage.open(
+                    path, config=config or LogConfig(), codec=codec, recovery=recovery
+                )
+            except FileNotFoundError:
+                # A trim beside this reader (a server's online retention, `log trim`) removed
+                # a segment between the listing and its open: the log starts later now, and
+                # a new listing no longer names it.
+                if attempt == OPEN_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")  # the last try returns or raises
 
     @property
     def damage(self) -> LogCorruptionError | None:

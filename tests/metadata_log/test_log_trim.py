@@ -21,7 +21,7 @@ from metadata_log.epoch import read_epoch_checkpoint
 from metadata_log.epoch_cache import epochs_from as _epochs_from
 from metadata_log.extent import trimmed_leftovers
 from metadata_log.reader import LogReader
-from metadata_log.segment import segment_name
+from metadata_log.segment import Segment, segment_name
 from metadata_log.start_snapshot import StartSnapshot, write_start_snapshot
 from metadata_log.stored_log import StoredLog
 from metadata_log.verify import verify_log
@@ -303,3 +303,25 @@ def test_a_log_without_a_readable_checkpoint_starts_at_its_first_segment(tmp_pat
         assert [s.base_offset for s in log.segments()] == [0, 1, 2]
         assert [e.offset for e in log.read()] == [0, 1, 2]
     assert segment_bases(tmp_path) == [0, 1, 2]
+
+
+def test_a_reader_opened_while_a_trim_removes_its_first_segment_lists_the_log_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader beside a serving writer (online retention trims as it serves): the segment it
+    # listed is gone when it opens it; it opens the log as it now is, never fails for it.
+    directory = tmp_path / "log"
+    build(directory, 4)  # segments at 0, 3, 6, 9
+    real = Segment.open_header.__func__  # type: ignore[attr-defined]
+    with MetadataLog.open(directory, config=CONFIG) as writer:
+        trimmed: list[object] = []
+
+        def open_header(cls: type[Segment], path: Path, base: int) -> Segment:
+            if not trimmed:  # the reader listed the segments: the trim runs now
+                trimmed.append(writer.trim_before(5))
+            return real(cls, path, base)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(Segment, "open_header", classmethod(open_header))
+        with LogReader.open(directory, config=CONFIG) as log:
+            assert log.log_start_offset == 3
+            assert [e.offset for e in log.read()] == list(range(3, 12))
