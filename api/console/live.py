@@ -14,8 +14,9 @@ through a server, the segment files on a data directory), asked in slices of at 
 `SLICE_MS` so the session's other pages, which share its handle one call at a time, wait at
 most a slice behind a follower; a data directory's handle, which every session shares, is
 only held for a look at its files (`LOCAL_POLL_SECONDS` apart). A follow whose browser went
-away ends at its next slice; a session has at most `MAX_FOLLOWS` waiting at once. A server lost mid-wait (a leader killed) is reconnected to
-another node by the session's handle (`HistorySource.call`).
+away ends at its next slice; a session has at most `MAX_FOLLOWS` waiting at once. A server
+lost mid-wait (a leader killed) is reconnected to another node by the session's handle
+(`HistorySource.call`).
 """
 
 from __future__ import annotations
