@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from api.client import AdminClient
+from api.raft.quorum_state_file import read_quorum_state
 from metadata_log.archive import ArchiveCache, ArchiveLocation, check_archive, read_manifest
 from metadata_log.archive.manifest import Manifest
 from metadata_log.errors import LogError
@@ -176,6 +177,13 @@ def _check_history(quorum: Quorum, url: str, cache: Path, acknowledged: list[str
         assert not missing, f"node {node_id} lost acknowledged writes {sorted(missing)[:5]}"
 
 
+def _stored_leader(quorum: Quorum) -> int | None:
+    """The leader of the newest epoch the nodes' `quorum-state` files record, if one does."""
+    states = [read_quorum_state(node.data_dir, voters=None) for node in quorum.nodes.values()]
+    led = [(s.leader_epoch, s.leader_id) for s in states if s is not None and s.leader_id >= 0]
+    return max(led)[1] if led else None
+
+
 async def _until(condition: object, what: str, quorum: Quorum, timeout: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout
     while not condition():  # type: ignore[operator]  # a callable of no arguments
@@ -199,12 +207,18 @@ async def test_a_leader_killed_mid_upload_loses_and_duplicates_nothing(tmp_path:
         _restored(tmp_path)
         manifests = archive / "manifest"
         deadline = time.monotonic() + WAIT_S
-        # Mid-upload: the leader's round is uploading the backlog, a few entries written.
+        # Mid-upload: the leader's round is uploading the backlog, a few entries written. Every
+        # node is frozen at once (no round trip in between, which a loaded host could stretch
+        # past the rest of the backlog), then the leader its stored election names is killed.
         while not (manifests.is_dir() and len(os.listdir(manifests)) >= 3):
             assert time.monotonic() < deadline, quorum.stderr_tails()
             time.sleep(0.002)
-        leader = await quorum.leader()  # the uploader now (leadership may have moved)
+        for node_id in quorum.nodes:
+            quorum.signal(node_id, signal.SIGSTOP)
+        leader = _stored_leader(quorum) or leader  # the uploader (leadership may have moved)
         quorum.kill(leader, signal.SIGKILL)
+        for node_id in quorum.nodes:
+            quorum.signal(node_id, signal.SIGCONT)
         at_kill = _manifest(url)
         assert at_kill.end_offset is not None and len(at_kill.run) < backlog, "not mid-upload"
         for _ in range(10):  # writes go on under the new leader
