@@ -66,18 +66,16 @@ class LogReader(StoredLog):
             raise LogError(
                 f"there is no log at {path}; check --data-dir (the log lives in <data-dir>/log)"
             )
-        for attempt in range(OPEN_TRIES):
+        config = config or LogConfig()
+        for _ in range(OPEN_TRIES - 1):
             try:
-                return SegmentStorage.open(
-                    path, config=config or LogConfig(), codec=codec, recovery=recovery
-                )
+                return SegmentStorage.open(path, config=config, codec=codec, recovery=recovery)
             except FileNotFoundError:
                 # A trim beside this reader (a server's online retention, `log trim`) removed
                 # a segment between the listing and its open: the log starts later now, and
                 # a new listing no longer names it.
-                if attempt == OPEN_TRIES - 1:
-                    raise
-        raise AssertionError("unreachable")  # the last try returns or raises
+                continue
+        return SegmentStorage.open(path, config=config, codec=codec, recovery=recovery)
 
     @property
     def damage(self) -> LogCorruptionError | None:

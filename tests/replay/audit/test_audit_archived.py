@@ -22,6 +22,7 @@ import pyarrow as pa
 from metadata_log.archive import ArchiveDamage, ArchiveError, ArchiveLocation, read_manifest
 from replay.audit import archived as archived_module
 from replay.audit.archived import (
+    ArchivedSegment,
     VerifiedObjects,
     archived_segments,
     is_archive_url,
@@ -147,15 +148,21 @@ def test_an_archive_on_s3_reads_as_the_log_directory(
     assert table.equals(_directory(tmp_path / "log", report.archived_end))
 
 
+def _segment_kept_afresh(
+    archived: tuple[Path, str, int], index: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[ArchiveLocation, ArchivedSegment]:
+    """(the archive, its `index`th segment), with an empty store of checked objects."""
+    location, manifest = open_archive(archived[1])
+    monkeypatch.setattr(archived_module, "_VERIFIED", VerifiedObjects(1 << 30))
+    return location, archived_segments(location, manifest)[index]
+
+
 def test_a_checked_object_is_read_once_while_it_is_unchanged(
     archived: tuple[Path, str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The splits of a segment and the queries of one shell run in the same Python workers:
     # the object is read and hashed once, and again only once it changed (then refused).
-    _, url, _ = archived
-    location, manifest = open_archive(url)
-    segment = archived_segments(location, manifest)[5]
-    monkeypatch.setattr(archived_module, "_VERIFIED", VerifiedObjects(1 << 30))
+    location, segment = _segment_kept_afresh(archived, 5, monkeypatch)
     reads: list[str] = []
     real_read = ArchiveLocation.read
 
@@ -190,11 +197,8 @@ def test_an_object_written_while_it_was_read_is_read_again(
 ) -> None:
     # Its version is taken before the read: a write that lands between the two leaves the
     # kept copy under a version the store no longer reports.
-    _, url, _ = archived
-    location, manifest = open_archive(url)
-    segment = archived_segments(location, manifest)[6]
+    location, segment = _segment_kept_afresh(archived, 6, monkeypatch)
     path = Path(location.path(segment.name))
-    monkeypatch.setattr(archived_module, "_VERIFIED", VerifiedObjects(1 << 30))
     reads: list[str] = []
     real_read = ArchiveLocation.read
 
