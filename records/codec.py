@@ -8,11 +8,13 @@ inside fastavro's compiled code instead of one Python call per record.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from types import CodeType
 from typing import Any
 
 from records.avro_array import AvroArray
@@ -34,8 +36,19 @@ _Decoder = Callable[[dict[str, Any]], Record]
 
 
 def _compile(source: str, namespace: dict[str, Any], name: str) -> Any:
-    exec(compile(source, f"<records.codec {name}>", "exec"), namespace)
+    exec(_code(source, name), namespace)
     return namespace[name]
+
+
+@functools.lru_cache(maxsize=1024)
+def _code(source: str, name: str) -> CodeType:
+    """The code object of generated source, compiled once per process.
+
+    Every codec (each opened log, reader, replica) generates the same functions for the same
+    schemas; compiling them was two thirds of building a codec. A code object is immutable and
+    each codec still runs it in a namespace of its own.
+    """
+    return compile(source, f"<records.codec {name}>", "exec")
 
 
 def _range_error(field: str, value: object, avro_type: str) -> RecordError:
