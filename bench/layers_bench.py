@@ -119,19 +119,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     gc.disable()
-    scratch = Path(tempfile.mkdtemp(prefix="layers-bench-"))
     micros: dict[str, list[float]] = {layer: [] for layer in LAYERS}
-    for round_ in range(args.rounds):
-        for layer in LAYERS:
-            data_dir = scratch / f"{round_}-{layer}"
-            rate = uvloop.run(_layer(layer, data_dir, args.tasks, args.seconds))
-            micros[layer].append(1e6 / rate)
-        print(
-            f"round {round_ + 1}: "
-            + ", ".join(f"{layer} {micros[layer][-1]:.1f}" for layer in LAYERS)
-            + " µs a write",
-            flush=True,
-        )
+    with tempfile.TemporaryDirectory(prefix="layers-bench-") as scratch:
+        for round_ in range(args.rounds):
+            for layer in LAYERS:
+                data_dir = Path(scratch) / f"{round_}-{layer}"
+                rate = uvloop.run(_layer(layer, data_dir, args.tasks, args.seconds))
+                micros[layer].append(1e6 / rate)
+            print(
+                f"round {round_ + 1}: "
+                + ", ".join(f"{layer} {micros[layer][-1]:.1f}" for layer in LAYERS)
+                + " µs a write",
+                flush=True,
+            )
     print()
     m = {layer: statistics.median(values) for layer, values in micros.items()}
     added = {
