@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from tests.support.paths import TESTS
 from tests.support.s3_endpoint import S3Endpoint
 from tests.support.sql_backends import BACKENDS, DEFAULT_POSTGRES_URL, libpq
+from tests.support.sweeps import SWEEP_STRIDE, sampled_examples
 
 # Hypothesis' per-example deadline is a timing assertion: on a loaded 2-core CI machine a first
 # example that imports and compiles codecs lazily can take longer than 200 ms. The suite asserts
@@ -64,8 +65,13 @@ MODULE_RANKS = (("process", "spark"), ("process",), ("interop",), ("spark",), ("
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the directories and fixtures above, then put the slow files first."""
+    """Mark the tests of the directories and fixtures above, then put the slow files first.
+
+    In a sampled run (`MLOG_SWEEP_STRIDE`, the fast tier) each property test runs a share of
+    its examples, whatever its own `@settings` asks (tests/support/sweeps.py)."""
     for item in items:
+        if SWEEP_STRIDE > 1:
+            sample_examples(item)
         path = Path(item.path)
         for directory, names in DIRECTORY_MARKERS.items():
             if path.is_relative_to(directory):
@@ -75,6 +81,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if fixture in FIXTURE_MARKERS:
                 item.add_marker(FIXTURE_MARKERS[fixture])
     items[:] = slow_files_first(items)
+
+
+def sample_examples(item: pytest.Item) -> None:
+    """Give a Hypothesis test of `item` `sampled_examples` of its examples, once per function.
+
+    Hypothesis reads a test's settings when it runs, from the attribute `@settings` and `@given`
+    set on it; the test's own values (deadline, health checks) are kept."""
+    test = getattr(getattr(item, "function", None), "__func__", getattr(item, "function", None))
+    current = getattr(test, "_hypothesis_internal_use_settings", None)
+    if current is None or getattr(test, "_mlog_sampled", False):
+        return
+    test._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
+        current, max_examples=sampled_examples(current.max_examples)
+    )
+    test._mlog_sampled = True  # type: ignore[union-attr]
 
 
 def _rank(item: pytest.Item) -> int:
@@ -89,6 +110,8 @@ def _rank(item: pytest.Item) -> int:
 def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """`items` with the files of process, Spark, foreign-client and PostgreSQL tests first.
 
+    Within a rank the static checks (`reads_the_source_tree`) come first.
+
     A file moves whole (its module-scoped fixtures, a Spark session or a server, are built
     once) and keeps its own order; files of one rank keep theirs; every worker computes the
     same order, as xdist requires. The in-process Spark files end up side by side, so they
@@ -97,11 +120,28 @@ def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
     (a JVM each). Worksteal hands each worker a contiguous share of this order and lets an
     idle one take the far end of a busy one's queue: the long tests start early.
     """
-    ranks: dict[Path, int] = {}
+    ranks: dict[Path, tuple[int, bool]] = {}
     for item in items:
         path = Path(item.path)
-        ranks[path] = min(ranks.get(path, len(MODULE_RANKS)), _rank(item))
+        rank = min(ranks.get(path, (len(MODULE_RANKS), False))[0], _rank(item))
+        ranks[path] = (rank, not reads_the_source_tree(item))
     return sorted(items, key=lambda item: ranks[Path(item.path)])
+
+
+def reads_the_source_tree(item: pytest.Item) -> bool:
+    """Whether `item`'s module uses tests/support/source_tree.py (a static check).
+
+    Parsing the whole tree costs about 6 CPU-seconds in each process that does it; the static
+    checks lead their rank, side by side, so they mostly run in one worker and parse it once."""
+    module = getattr(item, "module", None)
+    return (
+        any(
+            getattr(value, "__module__", None) == "tests.support.source_tree"
+            for value in vars(module).values()
+        )
+        if module is not None
+        else False
+    )
 
 
 # ---------------------------------------------------------------------- object storage
