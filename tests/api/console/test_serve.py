@@ -181,5 +181,7 @@ async def test_the_timeline_reads_below_the_local_log_start_from_the_archive(
                 continue
             assert answer.status == 200, (name, text)
             pages[name] = _timeline_rows(text)
-    assert len(pages["twin"]) == start
+    # A page ends at a batch's end: entries appended in one millisecond by one principal are
+    # one batch to the timeline, so a page may hold a few rows past its limit.
+    assert len(pages["twin"]) >= start
     assert pages["trimmed"] == pages["twin"]
