@@ -389,7 +389,7 @@ class LocalTarget:
         with self.history_dir.reader() as log:
             store = existing_store(self.settings)
             try:
-                return diff_points(log, store, from_point, to_point)
+                return diff_points(log, store, from_point, to_point, cache=self.images)
             finally:
                 if store is not None:
                     store.close()

@@ -617,7 +617,7 @@ class PrivateApis:
 
         def compare() -> tuple[int, int, list[Change]]:
             def between(source: StoredLog) -> tuple[int, int, list[Change]]:
-                return diff_points(source, store, request.from_point, request.to_point)
+                return diff_points(source, store, *points, cache=self.images)
 
             points = (request.from_point, request.to_point)
             if archive is not None and any(

@@ -10,6 +10,7 @@ from records.model import ConfigResourceType, Mode, PartitionRecord, RegisterBro
 from replay.changes import Change
 from replay.image import MetadataImage, TopicImage
 from replay.loader import load_image
+from replay.timetravel.image_cache import ImageCache
 from replay.timetravel.points import point_offset
 from replay.timetravel.rebuild import travel
 from replay.timetravel.security import diff_acls, diff_scram
@@ -178,16 +179,22 @@ def _diff_configs(before: MetadataImage, after: MetadataImage) -> Iterator[Chang
 
 
 def diff_points(
-    log: StoredLog, store: SnapshotStore | None, from_point: str, to_point: str | None
+    log: StoredLog,
+    store: SnapshotStore | None,
+    from_point: str,
+    to_point: str | None,
+    *,
+    cache: ImageCache | None = None,
 ) -> tuple[int, int, list[Change]]:
     """(from offset, to offset, changes) between two points; `to_point` None is the end.
 
     The later image is built on the earlier one, so both share everything unchanged and the
-    comparison only visits what changed between them.
+    comparison only visits what changed between them. With `cache`, the earlier image is
+    built from a kept one when that is nearer than a snapshot (`travel`).
     """
     start = point_offset(log, from_point)
     end = point_offset(log, to_point) if to_point is not None else log.end_offset - 1
     low, high = sorted((start, end))
-    earlier = travel(log, store, at_offset=low).image
+    earlier = travel(log, store, at_offset=low, cache=cache).image
     later = load_image(log, lte=high, base=earlier)
     return start, end, diff(earlier, later) if start <= end else diff(later, earlier)

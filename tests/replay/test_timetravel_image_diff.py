@@ -23,6 +23,7 @@ from replay.timetravel import (
     diff,
     diff_points,
 )
+from replay.timetravel.image_cache import ImageCache
 from tests.support.timetravel_logs import (
     ACL,
     NS,
@@ -92,6 +93,18 @@ def test_diff_of_features_brokers_namespaces_and_security() -> None:
         f"+ namespace team (id {NS})",
     ]
     assert diff(base, base) == [] and diff(later, later) == []
+
+
+def test_diff_points_with_kept_images_answer_as_without(log: MetadataLog) -> None:
+    """The earlier point may be built from a kept image; the changes are the same."""
+    cache = ImageCache()
+    end = log.end_offset - 1
+    pairs = [(a, b) for a in range(0, end + 1, 3) for b in (a + 2, end) if b <= end]
+    for a, b in pairs:
+        assert diff_points(log, None, str(a), str(b), cache=cache) == diff_points(
+            log, None, str(a), str(b)
+        ), (a, b)
+    assert len(cache) > 0  # the earlier points' replays kept images for the later ones
 
 
 def test_diff_points_in_either_order_and_to_the_end(log: MetadataLog) -> None:
