@@ -88,12 +88,7 @@ FAST := not process and not spark and not postgres and not interop and not brows
 # written: under PYTHONDONTWRITEBYTECODE each worker rewrote all ~300 of them at every run
 # (collection 12 s against 3.6 s from the cache, here). The tests write it whatever the
 # environment says; a clean clone's first run pays it once.
-# The tests' files go to memory (/dev/shm) where it has 8 GiB free: the units fsync what they
-# write as the product does (77,000 fsyncs in the fast tier), which on a disk was a sixth of
-# the fast tier's time here (117.7 s against 98.6 s) and nothing the tests check. pytest keeps
-# only failed tests' directories (pyproject.toml), so a run leaves little behind.
-TEST_TMPDIR := $(shell [ "$$(df --output=avail -k /dev/shm 2>/dev/null | tail -1)" -gt 8388608 ] 2>/dev/null && echo /dev/shm)
-PYTEST := PYTHONDONTWRITEBYTECODE= $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) $(PY) -m pytest
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 # Everything: units, real processes, Spark, PostgreSQL, foreign clients.
 test: $(STAMP_TEST) interop prometheus browser
