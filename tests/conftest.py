@@ -120,12 +120,14 @@ def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
     (a JVM each). Worksteal hands each worker a contiguous share of this order and lets an
     idle one take the far end of a busy one's queue: the long tests start early.
     """
-    ranks: dict[Path, tuple[int, bool]] = {}
+    ranks: dict[Path, int] = {}
+    static: dict[Path, bool] = {}
     for item in items:
         path = Path(item.path)
-        rank = min(ranks.get(path, (len(MODULE_RANKS), False))[0], _rank(item))
-        ranks[path] = (rank, not reads_the_source_tree(item))
-    return sorted(items, key=lambda item: ranks[Path(item.path)])
+        ranks[path] = min(ranks.get(path, len(MODULE_RANKS)), _rank(item))
+        if path not in static:
+            static[path] = reads_the_source_tree(item)
+    return sorted(items, key=lambda item: (ranks[Path(item.path)], not static[Path(item.path)]))
 
 
 def reads_the_source_tree(item: pytest.Item) -> bool:
@@ -134,13 +136,9 @@ def reads_the_source_tree(item: pytest.Item) -> bool:
     Parsing the whole tree costs about 6 CPU-seconds in each process that does it; the static
     checks lead their rank, side by side, so they mostly run in one worker and parse it once."""
     module = getattr(item, "module", None)
-    return (
-        any(
-            getattr(value, "__module__", None) == "tests.support.source_tree"
-            for value in vars(module).values()
-        )
-        if module is not None
-        else False
+    return module is not None and any(
+        getattr(value, "__module__", None) == "tests.support.source_tree"
+        for value in vars(module).values()
     )
 
 

@@ -25,7 +25,7 @@ from tests.support.quorum_processes import Quorum, check_logs
 from tests.support.server_process import serve_process
 from tests.support.tcp_proxy import Proxy, ProxyLoop, proxy_loop
 
-pytestmark = pytest.mark.timeout(300)  # a hang guard: the tests' own deadlines are shorter
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a deadline
 
 TIMERS: dict[str, int | str] = {
     "controller.quorum.election.timeout.ms": "500",

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.quorum_harness import Cluster, create_topic, register
 
-pytestmark = pytest.mark.timeout(300)  # a hang guard: the tests' own deadlines are shorter
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a deadline
 
 
 async def test_every_node_holds_the_same_digest_at_the_same_offset(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from metadata_log.config import LogConfig
 from replay.sql.store import SnapshotStore, sqlite_url
 from tests.support.quorum_harness import Cluster, create_topic_at_leader, register
 
-pytestmark = pytest.mark.timeout(300)  # a hang guard: the tests' own deadlines are shorter
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a deadline
 
 SMALL = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=256)
 POLICY = RetentionConfig(max_bytes=40_000, snapshot_bytes=8192)

@@ -16,7 +16,7 @@ from replay.controller.commands import RegisterBroker
 from replay.controller.errors import ApiError, ErrorCode
 from tests.support.quorum_harness import STEADY, Cluster, create_topic, register
 
-pytestmark = pytest.mark.timeout(300)  # a hang guard: the tests' own deadlines are shorter
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a deadline
 
 
 def _entries(node_log: object) -> list[tuple[int, int, int, object]]:

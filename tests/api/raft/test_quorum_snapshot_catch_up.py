@@ -12,7 +12,7 @@ from api.cli.main import main
 from metadata_log.config import LogConfig
 from tests.support.quorum_harness import Cluster, create_topic, register
 
-pytestmark = pytest.mark.timeout(300)  # a hang guard: the tests' own deadlines are shorter
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a deadline
 
 SMALL = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=256)
 """Small segments (the header alone is about 9 KB), so a trim removes some."""
