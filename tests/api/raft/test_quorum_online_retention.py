@@ -40,6 +40,13 @@ async def test_nodes_trim_while_serving_and_a_lagging_one_catches_up_by_snapshot
             await create_topic_at_leader(cluster, f"t{i:03d}")
         leader = await cluster.leader()
         await cluster.converged(leader.service.image.provenance.offset)
+        # Retention runs beside the writes, on its own schedule: where fsyncs are fast (a
+        # memory file system) the writes ended before its first trim. A generous deadline.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+            node.log.log_start_offset > 0 for node in cluster.network.nodes.values()
+        ):
+            await asyncio.sleep(0.1)
         for node in cluster.network.nodes.values():
             assert node.log.log_start_offset > 0, node.config.node_id
             assert node.core.log.start_offset == node.log.log_start_offset
