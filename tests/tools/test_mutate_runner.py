@@ -129,6 +129,10 @@ def test_a_run_with_two_jobs_judges_every_mutant_and_resumes(
         "import toy\n\n\ndef test_double() -> None:\n    assert toy.double(3) == 6\n"
     )
     monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    # No mutant of toy.py loops: the limits only guard against a hang, and a loaded host
+    # (another suite beside this one) once took the runner's 30 s floor to judge one.
+    monkeypatch.setattr(mutate, "MIN_TEST_SECONDS", 300.0)
+    monkeypatch.setattr(mutate, "MIN_MUTANT_SECONDS", 600.0)
     monkeypatch.setitem(targets.TARGETS, "toy.py", ("test_toy.py",))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)

@@ -69,6 +69,12 @@ from tools.mutate.targets import SIM_SEEDS, SWEEP_TARGETS, SWEEPS, TARGETS
 ROOT = Path(__file__).resolve().parents[2]
 """The repository: the modules under mutation and their tests are named relative to it."""
 RUNNER = tuple(sorted(Path(__file__).resolve().parent.glob("*.py")))
+
+MIN_TEST_SECONDS = 10.0
+"""The shortest per-test timeout a mutant's child gets (else five times the test's own time)."""
+
+MIN_MUTANT_SECONDS = 30.0
+"""The shortest hard limit on a mutant's child (else three times its tests' time plus 20 s)."""
 """The runner's own modules: a change to them starts a module's run afresh."""
 
 # ---------------------------------------------------------------------- the child side
@@ -388,8 +394,9 @@ def _plan(
         return None
     code = mutated_code(source, str(ROOT / target), change, position)
     budget = sum(durations.get(t, 1.0) for t in nodeids)
-    per_test = max(10.0, 5 * max(durations.get(t, 1.0) for t in nodeids))
-    return lambda: _mutant_child(target, code, nodeids, per_test), max(30.0, 3 * budget + 20)
+    per_test = max(MIN_TEST_SECONDS, 5 * max(durations.get(t, 1.0) for t in nodeids))
+    limit = max(MIN_MUTANT_SECONDS, 3 * budget + 20)
+    return lambda: _mutant_child(target, code, nodeids, per_test), limit
 
 
 def _verdict(outcome: str, entry: dict[str, Any]) -> str:
