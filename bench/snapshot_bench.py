@@ -17,12 +17,15 @@ right before it on the same rows:
 Part 2, a log of E entries (default 5,000,000) of topic churn over L live topics of P partitions
 (default 10,000 x 10 = 100,000 live partitions): each step deletes a random topic and creates a
 new one. While the log is written, a snapshot is taken into SQLite whenever the default policy
-(`metadata.log.max.record.bytes.between.snapshots`, 20 MiB of log) asks for one. Then
+(`metadata.log.max.record.bytes.between.snapshots`, 20 MiB of log) asks for one, written as the
+service writes it: an increment on the previous one, a full one after `--max-chain` (the
+service's `MLOG_SNAPSHOT_MAX_CHAIN`, 8) increments in a row (0: every one full). Then
 `travel(at_offset=X)` for R (default 50) random offsets, with the split between snapshot load
 and tail replay: each cold (as a process answering one point), then the same offsets in one
 process with one `ImageCache` (a console or a server answering many: a kept image before the
 point is replayed from when nearer than a snapshot); beside a replay of the whole log up to the
-first offset (no snapshot), and the load average. `--max-bytes` sets the snapshot cadence.
+first offset (no snapshot), and the load average. `--max-bytes` sets the snapshot cadence. Every
+snapshot is kept (the service keeps `MLOG_SNAPSHOT_RETENTION`, 10, and the bases they need).
 
 Part 3, the part 1 image after C (default 1,000) leader changes of random partitions; each row
 the median of K rounds, the spread the range over them:
@@ -61,6 +64,7 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from api.service.settings import SNAPSHOT_MAX_CHAIN
 from metadata_log import LogReader, MetadataLog
 from records import PartitionRecord, Record, RemoveTopicRecord, TopicRecord, Uuid
 from records.model import PartitionChangeRecord
@@ -405,14 +409,19 @@ def _sums(path: Path, snapshot_id: int) -> str:
 
 
 def churn_log(
-    log_dir: Path, db_path: Path, *, entries: int, live: int, partitions: int, max_bytes: int
+    log_dir: Path,
+    db_path: Path,
+    *,
+    entries: int,
+    live: int,
+    partitions: int,
+    max_bytes: int,
+    max_chain: int = SNAPSHOT_MAX_CHAIN,
 ) -> tuple[int, int]:
     """Write the churn log, snapshotting by the default byte policy; returns (entries, snaps)."""
     marker = log_dir / "bench-complete"
-    if (
-        marker.exists()
-        and marker.read_text() == f"{entries} {live} {partitions} {max_bytes} record-bytes"
-    ):
+    made = f"{entries} {live} {partitions} {max_bytes} record-bytes chain {max_chain}"
+    if marker.exists() and marker.read_text() == made:
         with SnapshotStore(f"sqlite:///{db_path}") as store:
             return entries, len(store.snapshots())
     shutil.rmtree(log_dir, ignore_errors=True)
@@ -425,6 +434,7 @@ def churn_log(
     snapshots = 0
     with MetadataLog.open(log_dir) as log, SnapshotStore(f"sqlite:///{db_path}") as store:
         bytes_at_last = 0
+        previous: tuple[SnapshotInfo, MetadataImage] | None = None
         pending: list[Record] = brokers()
         while log.end_offset < entries:
             while len(pending) < 2000:
@@ -444,10 +454,12 @@ def churn_log(
             # The service's policy: uncompressed record bytes since the last snapshot.
             size = log.record_bytes_appended
             if size - bytes_at_last >= max_bytes:
-                store.write(_with_log_provenance(log, image))
+                stamped = _with_log_provenance(log, image)
+                base = previous if previous and previous[0].chain_length < max_chain else None
+                previous = (store.write(stamped, base=base), stamped)
                 snapshots += 1
                 bytes_at_last = size
-    marker.write_text(f"{entries} {live} {partitions} {max_bytes} record-bytes")
+    marker.write_text(made)
     return entries, snapshots
 
 
@@ -477,9 +489,11 @@ def part2(args: argparse.Namespace, scratch: Path) -> list[str]:
         live=args.live_topics,
         partitions=args.partitions,
         max_bytes=args.max_bytes,
+        max_chain=args.max_chain,
     )
     print(
-        f"churn log: {entries:,} entries, {snapshots} snapshots every {args.max_bytes:,} bytes, "
+        f"churn log: {entries:,} entries, {snapshots} snapshots every {args.max_bytes:,} bytes "
+        f"(up to {args.max_chain} increments in a row), "
         f"generated/checked in {time.perf_counter() - start:.1f}s"
     )
     rng = random.Random(9)
@@ -489,7 +503,11 @@ def part2(args: argparse.Namespace, scratch: Path) -> list[str]:
     ):
         on_disk = sum(s.size_bytes for s in log.segments())
         stored = sum(p.stat().st_size for p in db_path.parent.glob(db_path.name + "*"))
-        print(f"log size: {on_disk / 2**20:,.0f} MiB on disk, snapshots {stored / 2**20:,.0f} MiB")
+        kinds = [s.is_increment for s in store.snapshots()]
+        print(
+            f"log size: {on_disk / 2**20:,.0f} MiB on disk, snapshots {stored / 2**20:,.0f} MiB "
+            f"({kinds.count(False)} full, {kinds.count(True)} increments)"
+        )
         points = [rng.randrange(entries) for _ in range(args.points)]
         cold = [_travel_timed(log, store, point, None) for point in points]
         cache = ImageCache()
@@ -552,6 +570,12 @@ def main() -> None:
         help=f"{SNAPSHOT_BYTES_KEY} for part 2 (default: the key's default)",
     )
     parser.add_argument(
+        "--max-chain",
+        type=int,
+        default=SNAPSHOT_MAX_CHAIN,
+        help="increments in a row before a full snapshot in part 2 (0: every one full)",
+    )
+    parser.add_argument(
         "--postgres",
         default=os.environ.get("MLOG_TEST_POSTGRES_URL", DEFAULT_POSTGRES),
         help="PostgreSQL URL ('' to skip); a schema of its own is created and dropped",
@@ -565,6 +589,8 @@ def main() -> None:
     )
     parser.add_argument("--dir", type=Path, default=None, help="keep generated data here")
     args = parser.parse_args()
+    if args.max_chain < 0:
+        parser.error(f"--max-chain must be 0 or more, got {args.max_chain}")
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="mlog-snapshot-bench-"))
     scratch.mkdir(parents=True, exist_ok=True)
     schema = f"bench_{os.getpid()}"
