@@ -23,6 +23,7 @@ from api.client import AdminClient
 from api.protocol.quorum.errors import CLUSTER_AUTHORIZATION_FAILED
 from replay.controller.commands import CreatableTopic
 from tests.support.quorum_attacks import attack_frames, exchange, refusal_code, tls_context
+from tests.support.quorum_processes import PORT_RANGE, reserve_port
 
 ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
@@ -180,15 +181,19 @@ def quorum_recipe(markdown: str, block: int = 0) -> str:
 
 
 def _free_prefix(taken: set[int]) -> int:
-    """A 3- or 4-digit prefix P whose ports P1, P2 and P3 are free on 127.0.0.1 now."""
+    """A 4-digit prefix P whose ports P1-P4 are free on 127.0.0.1 now and reserved for this test.
 
+    Below the ephemeral range, where no outgoing connection takes them (`PORT_RANGE`).
+    """
+
+    low, high = PORT_RANGE
     while True:
-        prefix = random.randint(200, 6000)
-        if prefix in taken:
+        prefix = random.randint(low // 10, (high - 10) // 10)
+        if prefix in taken or not all(reserve_port(prefix * 10 + i) for i in (1, 2, 3, 4)):
             continue
         sockets = []
         try:
-            for i in (1, 2, 3):
+            for i in (1, 2, 3, 4):
                 sock = socket.socket()
                 sockets.append(sock)
                 sock.bind(("127.0.0.1", prefix * 10 + i))
@@ -252,7 +257,7 @@ def test_readme_quorum_recipe_runs_and_its_edge_holds(tmp_path: Path) -> None:
                 env=env,
                 stdout=out,
                 stderr=err,
-                timeout=180,
+                timeout=600,  # a hang guard: the block retries add-controller until it is in
             )
         if (tmp_path / "pids4.txt").exists():
             pids += [int(p) for p in (tmp_path / "pids4.txt").read_text().split()]

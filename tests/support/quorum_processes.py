@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,17 +61,49 @@ from that range, and was taken again by another suite's client before the node b
 (`address already in use`, with two suites running side by side)."""
 
 
+RESERVATIONS = Path(tempfile.gettempdir()) / "mlog-test-ports"
+"""One empty file per port a test picked (`reserve_port`), shared by every suite of the machine."""
+
+RESERVED_SECONDS = 900.0
+"""How long a picked port stays reserved: longer than a test holds a server's port."""
+
+
+def reserve_port(port: int) -> bool:
+    """Whether `port` is this caller's to use: no test on this machine picked it lately.
+
+    A free port is only free until its server binds it, a second or more after the pick for a
+    process under load; two suites side by side picking at random (or a test and another
+    worker) met in that window (`address already in use`). A pick creates
+    `RESERVATIONS/<port>` exclusively; a reservation older than `RESERVED_SECONDS` is
+    removed, and the port left to a later pick.
+    """
+    RESERVATIONS.mkdir(exist_ok=True)
+    path = RESERVATIONS / str(port)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        return True
+    except FileExistsError:
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - path.stat().st_mtime > RESERVED_SECONDS:
+                path.unlink()
+        return False
+
+
 def free_ports(count: int) -> list[int]:
     """`count` distinct TCP ports of 127.0.0.1 that were free a moment ago.
 
-    Picked at random in `PORT_RANGE`, each held bound until all are chosen.
+    Picked at random in `PORT_RANGE` among those no test reserved lately (`reserve_port`),
+    each held bound until all are chosen.
     """
     sockets: list[socket.socket] = []
     try:
         while len(sockets) < count:
+            port = random.randrange(*PORT_RANGE)
+            if not reserve_port(port):
+                continue
             sock = socket.socket()
             try:
-                sock.bind(("127.0.0.1", random.randrange(*PORT_RANGE)))
+                sock.bind(("127.0.0.1", port))
             except OSError:
                 sock.close()  # in use: another
                 continue

@@ -45,7 +45,13 @@ from api.server.server import MetadataServer, ServerListener
 from tests.support.controller_certs import CONTROLLER_PRINCIPAL, ControllerPki, make_controller_pki
 from tests.support.protocol_frames import exchange_frames
 from tests.support.quorum_attacks import tls_context
-from tests.support.quorum_harness import Cluster, create_topic_at_leader, register
+from tests.support.quorum_harness import (
+    STEADY,
+    Cluster,
+    Timers,
+    create_topic_at_leader,
+    register,
+)
 
 ATTACK_EPOCHS = (2**31 - 1, 10**9)
 NON_VOTER = 99
@@ -140,7 +146,11 @@ def _check_answer(api_key: int, frame: bytes | None) -> None:
 async def test_forged_epochs_stop_no_node_and_depose_no_leader(tmp_path: Path) -> None:
     pki = make_controller_pki(tmp_path / "pki")
     stolen = tls_context(str(pki.ca), str(pki.controller))
-    cluster = Cluster(tmp_path / "quorum")
+    # The test asserts the leader and its epoch stay: no election may come from a loaded host
+    # (`FAST`'s 300 ms fetch timeout passed beside another suite and a follower stood). A
+    # forged epoch acts at once, whatever the timers.
+    timers: Timers = {**STEADY, "fetch_timeout_ms": 60_000}
+    cluster = Cluster(tmp_path / "quorum", **timers)
     nodes = await cluster.start_all()
     try:
         leader = await cluster.leader()
