@@ -69,13 +69,13 @@ from tools.mutate.targets import SIM_SEEDS, SWEEP_TARGETS, SWEEPS, TARGETS
 ROOT = Path(__file__).resolve().parents[2]
 """The repository: the modules under mutation and their tests are named relative to it."""
 RUNNER = tuple(sorted(Path(__file__).resolve().parent.glob("*.py")))
+"""The runner's own modules: a change to them starts a module's run afresh."""
 
 MIN_TEST_SECONDS = 10.0
 """The shortest per-test timeout a mutant's child gets (else five times the test's own time)."""
 
 MIN_MUTANT_SECONDS = 30.0
 """The shortest hard limit on a mutant's child (else three times its tests' time plus 20 s)."""
-"""The runner's own modules: a change to them starts a module's run afresh."""
 
 # ---------------------------------------------------------------------- the child side
 
