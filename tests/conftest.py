@@ -207,13 +207,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture(autouse=True)
 def _collector_policy_ends_with_its_test() -> Iterator[None]:
-    """The cyclic collector's callbacks and thresholds put back after every test.
+    """The cyclic collector's switch, callbacks and thresholds put back after every test.
 
     A quorum node or server started in the test's process sets the collector's policy
     (`api.service.gc_policy`) for the whole process, as it should in production; in a test
-    worker it would stay for the tests after it. Frozen objects stay frozen (an unfreeze
-    would have the next collection walk every test's leftovers).
+    worker it would stay for the tests after it (a node left running, a loop closed under a
+    mass change: the collector off for every later test of that worker). Frozen objects
+    stay frozen (an unfreeze would have the next collection walk every test's leftovers).
     """
+    enabled = gc.isenabled()
     callbacks = list(gc.callbacks)
     threshold = gc.get_threshold()
     try:
@@ -221,6 +223,8 @@ def _collector_policy_ends_with_its_test() -> Iterator[None]:
     finally:
         gc.callbacks[:] = callbacks
         gc.set_threshold(*threshold)
+        if enabled:
+            gc.enable()
 
 
 @pytest.fixture

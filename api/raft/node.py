@@ -409,16 +409,18 @@ class QuorumNode:
             await self.resign()
         self._closing = True
         self._wake.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, QuorumFailedError):
-                await self._task
-        self._proposals.fail(self.not_controller())
-        self._answers.refuse(fetches_only=False)
-        await self._transport.close()
-        self._flushes.close()  # a flush under way ends first (its descriptor closed)
-        self._executor.shutdown(wait=True)
-        self._replay.close()
+        try:
+            if self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, QuorumFailedError):
+                    await self._task
+            self._proposals.fail(self.not_controller())
+            self._answers.refuse(fetches_only=False)
+            await self._transport.close()
+            self._flushes.close()  # a flush under way ends first (its descriptor closed)
+            self._executor.shutdown(wait=True)
+        finally:
+            self._replay.close()  # however the rest ended: the collector is process-wide
 
     # ------------------------------------------------------------------ inputs
 

@@ -27,6 +27,7 @@ commit).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -496,7 +497,10 @@ class MetadataService:
                 following = found[-1] if found else None
         finally:
             try:
-                await asyncio.gather(*writes)
+                # Closed, not cancelled (its loop is gone): nothing may be awaited, and the
+                # mass change must end, or the collector stays off for the rest of the process.
+                if not isinstance(sys.exception(), GeneratorExit):
+                    await asyncio.gather(*writes)
             finally:
                 end_mass_change()
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
 from tools.mutate import runner as mutate
 from tools.mutate import targets
 from tools.mutate.mutants import Mutant, enumerate_mutants
@@ -117,25 +120,41 @@ def test_a_cut_short_run_resumes_from_its_progress_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.process  # forks a coverage run and mutant children, each a pytest session
-def test_a_run_with_two_jobs_judges_every_mutant_and_resumes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The whole runner on a module of five mutants: a coverage run, two mutant children at
-    # once, the report; then a run cut short after two verdicts resumes with the other three.
+def test_a_run_with_two_jobs_judges_every_mutant_and_resumes(tmp_path: Path) -> None:
+    # The runner forks the process it runs in: a test worker that ran hundreds of tests
+    # before (threads, servers, a collector left as another test set it) is no such process,
+    # and once forked a coverage child that crashed. A fresh interpreter runs it, as
+    # `python -m tools.mutate` does.
+    code = f"from tests.tools import test_mutate_runner as t; t._run_and_resume({str(tmp_path)!r})"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,  # a hang guard only: the run takes seconds
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def _run_and_resume(directory: str) -> None:
+    """The whole runner on a module of five mutants: a coverage run, two mutant children at
+    once, the report; then a run cut short after two verdicts resumes with the other three."""
+    tmp_path = Path(directory)
     (tmp_path / "toy.py").write_text(
         "def double(x: int) -> int:\n    return x * 2\n\n\ndef unused() -> int:\n    return 1\n"
     )
     (tmp_path / "test_toy.py").write_text(
         "import toy\n\n\ndef test_double() -> None:\n    assert toy.double(3) == 6\n"
     )
-    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    mutate.ROOT = tmp_path
     # No mutant of toy.py loops: the limits only guard against a hang, and a loaded host
     # (another suite beside this one) once took the runner's 30 s floor to judge one.
-    monkeypatch.setattr(mutate, "MIN_TEST_SECONDS", 300.0)
-    monkeypatch.setattr(mutate, "MIN_MUTANT_SECONDS", 600.0)
-    monkeypatch.setitem(targets.TARGETS, "toy.py", ("test_toy.py",))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+    mutate.MIN_TEST_SECONDS = 300.0
+    mutate.MIN_MUTANT_SECONDS = 600.0
+    targets.TARGETS["toy.py"] = ("test_toy.py",)
+    sys.path.insert(0, str(tmp_path))
+    os.chdir(tmp_path)
     report, logs = tmp_path / "report", tmp_path / "logs"
     logs.mkdir()
     assert len(enumerate_mutants((tmp_path / "toy.py").read_text())) == 5
@@ -158,10 +177,14 @@ def test_a_run_with_two_jobs_judges_every_mutant_and_resumes(
             raise KeyboardInterrupt
         real_record(*args)  # type: ignore[arg-type]
 
-    with monkeypatch.context() as patched:
-        patched.setattr(mutate, "_count", cut_short)
-        with pytest.raises(KeyboardInterrupt):
-            mutate.run_target("toy.py", report, log_dir=logs, jobs=2)
+    mutate._count = cut_short  # type: ignore[assignment]
+    try:
+        mutate.run_target("toy.py", report, log_dir=logs, jobs=2)
+        raise AssertionError("the run was not cut short")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        mutate._count = real_record
     lines = progress.read_text().splitlines()
     assert len(lines) == 1 + 2  # the header and two verdicts
     again = mutate.run_target("toy.py", report, log_dir=logs, jobs=1)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 
+import pytest
+
+from api.service.gc_policy import mass_changes_under_way
 from api.service.service import MetadataService
 from metadata_log.log import MetadataLog
 from records.model import RegisterBrokerRecord
@@ -81,3 +85,33 @@ def test_the_image_between_batches_holds_the_earlier_ones(tmp_path: Path) -> Non
     finally:
         service.close()
     assert seen == [1]
+
+
+# The next batch's write, scheduled and never started, goes with the loop.
+@pytest.mark.filterwarnings("ignore:coroutine 'MetadataService.submit' was never awaited")
+def test_a_command_dropped_with_its_loop_ends_its_mass_change(tmp_path: Path) -> None:
+    # A loop closed with the command's task pending leaves its coroutine to be closed (a
+    # GeneratorExit, not a cancellation) whenever it is freed: no await may follow then, and
+    # the mass change must end at once, or the collector stays off for the whole process.
+    before = mass_changes_under_way()
+    loop = asyncio.new_event_loop()
+    service = MetadataService.open(tmp_path)
+    dropped = service.submit(lambda image: _batches([]))
+
+    async def until_the_mass_change_began() -> None:
+        for _ in range(10_000):
+            if mass_changes_under_way() > before:
+                return
+            await asyncio.sleep(0)
+        raise AssertionError("the further batches never began")
+
+    task = loop.create_task(dropped)
+    try:
+        loop.run_until_complete(until_the_mass_change_began())
+        dropped.close()
+        assert mass_changes_under_way() == before
+        assert gc.isenabled()
+    finally:
+        loop.close()
+        service.close()
+    assert task.done() is False  # abandoned, as a loop closed under it leaves it
