@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from metadata_log.checkpoint import CheckpointDamage, read_checkpoint
 from metadata_log.config import LogConfig
 from metadata_log.epoch_cache import EpochCache
 from metadata_log.errors import LogClosedError, LogCorruptionError, LogError
@@ -14,7 +15,7 @@ from metadata_log.stored_log import StoredLog
 from records.codec import DEFAULT_CODEC, RecordCodec
 
 OPEN_TRIES = 5
-"""Opens a reader makes when segments it listed vanish before it opens them (a trim beside it)."""
+"""Opens a reader makes while a trim beside it moves the log's start under the open."""
 
 
 class LogReader(StoredLog):
@@ -68,13 +69,22 @@ class LogReader(StoredLog):
             )
         config = config or LogConfig()
         for _ in range(OPEN_TRIES - 1):
+            # A trim beside this reader (a server's online retention, `log trim`) names the
+            # new start in the checkpoints, then deletes the segments below it. An open that
+            # read the old start and listed after the deletes sees segments missing at the
+            # front; one that listed before them finds a listed segment gone. Either way the
+            # start moved meanwhile, and a new open sees the log as it now is.
+            start = _start(path)
             try:
-                return SegmentStorage.open(path, config=config, codec=codec, recovery=recovery)
+                storage = SegmentStorage.open(path, config=config, codec=codec, recovery=recovery)
             except FileNotFoundError:
-                # A trim beside this reader (a server's online retention, `log trim`) removed
-                # a segment between the listing and its open: the log starts later now, and
-                # a new listing no longer names it.
                 continue
+            except LogCorruptionError:
+                if _start(path) != start:
+                    continue
+                raise
+            if storage.damage is None or _start(path) == start:
+                return storage
         return SegmentStorage.open(path, config=config, codec=codec, recovery=recovery)
 
     @property
@@ -93,3 +103,12 @@ class LogReader(StoredLog):
             self._epochs = EpochCache(self.storage)
             self._epochs.load(persist=False)
         return list(self._epochs.epochs)
+
+
+def _start(directory: Path) -> int | None:
+    """The log start the checkpoints name now (None: no readable checkpoint)."""
+    try:
+        checkpoint = read_checkpoint(directory)
+    except CheckpointDamage:
+        return None
+    return None if checkpoint is None else checkpoint.log_start_offset

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from metadata_log import LogError, MetadataLog
+from metadata_log import storage as storage_module
 from metadata_log.checkpoint import CHECKPOINT_NAME, Checkpoint, read_checkpoint, write_checkpoint
 from metadata_log.epoch import read_epoch_checkpoint
 from metadata_log.epoch_cache import epochs_from as _epochs_from
+from metadata_log.errors import LogCorruptionError
 from metadata_log.extent import trimmed_leftovers
 from metadata_log.reader import LogReader
 from metadata_log.segment import Segment, segment_name
@@ -325,3 +327,40 @@ def test_a_reader_opened_while_a_trim_removes_its_first_segment_lists_the_log_ag
         with LogReader.open(directory, config=CONFIG) as log:
             assert log.log_start_offset == 3
             assert [e.offset for e in log.read()] == list(range(3, 12))
+
+
+@pytest.mark.parametrize("up_to_damage", [False, True])
+def test_a_reader_that_read_the_old_start_before_a_trim_opens_the_log_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, up_to_damage: bool
+) -> None:
+    # The other order: the reader read the checkpoints, then the trim named the new start and
+    # deleted the segments below it before the reader listed them. The log looks as if its
+    # first segments were missing; the start moved meanwhile, so the reader opens it again.
+    directory = tmp_path / "log"
+    build(directory, 4)  # segments at 0, 3, 6, 9
+    real = read_checkpoint  # the name the storage module reads them with
+    with MetadataLog.open(directory, config=CONFIG) as writer:
+        trimmed: list[object] = []
+
+        def read_then_trim(path: Path) -> Checkpoint | None:
+            read = real(path)
+            if not trimmed:  # the reader has the old start: the trim runs now
+                trimmed.append(writer.trim_before(5))
+            return read
+
+        monkeypatch.setattr(storage_module, "read_checkpoint", read_then_trim)
+        opener = LogReader.open_up_to_damage if up_to_damage else LogReader.open
+        with opener(directory, config=CONFIG) as log:
+            assert len(trimmed) == 1 and log.damage is None
+            assert log.log_start_offset == 3
+            assert [e.offset for e in log.read()] == list(range(3, 12))
+
+
+def test_a_reader_still_reports_segments_missing_when_no_trim_moved_the_start(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "log"
+    build(directory, 4)
+    (directory / segment_name(0)).unlink()  # gone, and the checkpoints still say 0
+    with pytest.raises(LogCorruptionError, match="segments before it are missing"):
+        LogReader.open(directory, config=CONFIG)
