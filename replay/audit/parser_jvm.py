@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,16 +76,23 @@ def java_executable() -> str | None:
     return shutil.which("java")
 
 
-def archive_path(jars: Path, java: str) -> Path | None:
-    """Where the class-data-sharing archive for this `java` and these jars is kept.
+def archive_path(
+    jars: Path,
+    java: str,
+    *,
+    name: str = "spark-sql-parser",
+    facts_of_use: Sequence[str] = (ARCHIVE_FORMAT, *JVM_OPTIONS),
+) -> Path | None:
+    """Where the class-data-sharing archive `name` for this `java` and these jars is kept.
 
     Its name is a digest of what the JVM checks an archive against (the java binary, every
-    jar's name, size and time, the options): another Java or Spark gets another archive.
-    None when there is no cache directory to keep it in.
+    jar's name, size and time) and of `facts_of_use` (what it holds, the options): another
+    Java or Spark gets another archive. None when there is no cache directory to keep it in.
+    (`replay.audit.driver_archive` keeps Spark's driver's archive the same way.)
     """
     try:
         real = Path(java).resolve()
-        facts = [ARCHIVE_FORMAT, str(real), *JVM_OPTIONS]
+        facts = [*facts_of_use[:1], str(real), *facts_of_use[1:]]  # the format first
         stat = real.stat()
         facts.append(f"{stat.st_size}:{stat.st_mtime_ns}")
         for jar in sorted(jars.iterdir()):
@@ -95,7 +102,7 @@ def archive_path(jars: Path, java: str) -> Path | None:
     except (OSError, RuntimeError):  # no home directory, a jar gone meanwhile
         return None
     digest = hashlib.sha256("\n".join(facts).encode()).hexdigest()[:20]
-    return cache / f"spark-sql-parser-{digest}.jsa"
+    return cache / f"{name}-{digest}.jsa"
 
 
 def check_statements(statements: Sequence[str], *, log4j_config: str) -> bool:
@@ -196,10 +203,12 @@ TRAINING = ("SELECT a, count(*) FROM t WHERE b = 1 GROUP BY a", "SELECT a FROM t
 """What the archive's JVM parses: a statement, and one refused (its error's classes too)."""
 
 
-def build_archive_in_background(archive: Path, log4j_config: str) -> None:
-    """Build `archive` in a detached process (`python -m replay.audit.parser_jvm`), once.
+def build_archive_in_background(
+    archive: Path, *args: str, module: str = "replay.audit.parser_jvm"
+) -> None:
+    """Build `archive` in a detached process (`python -m <module> <archive> <args...>`), once.
 
-    Nothing waits for it: this run parses without the archive, the next ones with it. A
+    Nothing waits for it: this run goes without the archive, the next ones with it. A
     build already under way (its lock file younger than `ARCHIVE_BUILD_S`) is left alone.
     """
     lock = archive.with_name(archive.name + ".lock")
@@ -213,7 +222,7 @@ def build_archive_in_background(archive: Path, log4j_config: str) -> None:
         return
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "replay.audit.parser_jvm", str(archive), log4j_config],
+            [sys.executable, "-m", module, str(archive), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -234,12 +243,24 @@ def build_archive(archive: Path, log4j_config: str) -> bool:
     java = java_executable()
     if jars is None or java is None:
         return False
-    draft = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
     extra = [_log4j_option(log4j_config)]
+    return dump_and_publish(archive, lambda options: _train(jars, java, [*options, *extra]))
+
+
+def dump_and_publish(archive: Path, train: Callable[[list[str]], bool]) -> bool:
+    """An archive's build: `train` a JVM that dumps a draft, then one that must map it.
+
+    `train(options)` runs a JVM with `options` through its work and lets it exit, and says
+    whether all went well. The first run's options dump the draft as the JVM exits
+    (`-XX:ArchiveClassesAtExit`), the second's map it and refuse rather than ignore it
+    (`-Xshare:on`); only then is the draft renamed to `archive`. The draft and the build's
+    lock file are gone when this returns.
+    """
+    draft = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
     try:
         archive.parent.mkdir(parents=True, exist_ok=True)
-        if _train(jars, java, [f"-XX:ArchiveClassesAtExit={draft}", *extra]) and _train(
-            jars, java, ["-Xshare:on", f"-XX:SharedArchiveFile={draft}", *extra]
+        if train([f"-XX:ArchiveClassesAtExit={draft}"]) and train(
+            ["-Xshare:on", f"-XX:SharedArchiveFile={draft}"]
         ):
             os.replace(draft, archive)
             return True

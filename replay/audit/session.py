@@ -128,6 +128,7 @@ def audit_session(
     jvm_log: TextIO | None = sys.__stderr__,
     registration_timeout: float = MASTER_REGISTRATION_TIMEOUT,
     parse_first: Sequence[str] = (),
+    class_sharing: str | None = None,
 ) -> SparkSession:
     """A SparkSession with the `metadata_log` source registered.
 
@@ -148,6 +149,10 @@ def audit_session(
     when this call starts the JVM, in a small JVM of its own launched at the same time
     (`parser_jvm`), else (or when that one cannot run) in Spark's JVM (`parse_in_jvm`). A
     syntax error raises `AuditSqlError` as soon as that parse ends, well before the start does.
+
+    A driver JVM this call launches maps the class-data-sharing archive of Spark's classes
+    (`driver_archive`), or starts its build for the next audits; the build's own training
+    drivers give their `class_sharing` JVM options instead.
     """
     chosen = master or LOCAL_MASTER
     reach_masters(check_master(chosen))
@@ -160,6 +165,11 @@ def audit_session(
     from pyspark.sql import SparkSession
 
     log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+    if class_sharing is None and SparkContext._gateway is None:
+        from replay.audit.driver_archive import sharing_options
+
+        class_sharing = sharing_options()
+    driver_options = f"{log4j} {class_sharing or ''}".rstrip()
     settings = {
         "spark.master": chosen,
         "spark.app.name": "mlog audit",
@@ -167,7 +177,7 @@ def audit_session(
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.python.filterPushdown.enabled": "true",
-        "spark.driver.extraJavaOptions": log4j,
+        "spark.driver.extraJavaOptions": driver_options,
         "spark.executor.extraJavaOptions": log4j,
     }
     if local:
@@ -299,7 +309,16 @@ def _launch_jvm(spark_conf: SparkConf, jvm_log: TextIO | None) -> Any:
     from pyspark.java_gateway import launch_gateway
 
     popen = {"stderr": subprocess.PIPE}
-    gateway = launch_gateway(spark_conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
+    try:
+        gateway = launch_gateway(spark_conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
+    except Exception:
+        from replay.audit.driver_archive import drop_unusable
+
+        kept = drop_unusable(spark_conf.get("spark.driver.extraJavaOptions") or "")
+        if kept is None:
+            raise
+        spark_conf.set("spark.driver.extraJavaOptions", kept)  # the start again, without it
+        gateway = launch_gateway(spark_conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]  # as above
     threading.Thread(
         target=_forward_jvm_output,
         args=(gateway.proc.stderr, jvm_log),

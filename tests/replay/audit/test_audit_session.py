@@ -389,16 +389,30 @@ def test_the_default_master_is_local_on_every_core(monkeypatch: pytest.MonkeyPat
     assert asked == ["local[*]", "local[*]"]
 
 
+BUILDS: list[tuple[Path, str]] = []
+"""The driver archive builds `prepared` saw started (the archive, the module)."""
+
+
 class _Started(BaseException):
     """Raised by a stand-in for the JVM's start (not an Exception: nothing may catch it)."""
 
 
 @pytest.fixture
-def prepared(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """audit_session up to the JVM's start, with the start replaced: the conf it would use."""
-    from replay.audit import session
+def prepared(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict[str, Any]]:
+    """audit_session up to the JVM's start, with the start replaced: the conf it would use.
+
+    The cache directory is the test's own and empty: no driver archive, and the build that
+    would start is recorded in `builds`, not run."""
+    from replay.audit import driver_archive, session
 
     seen: list[dict[str, Any]] = []
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(
+        driver_archive,
+        "build_archive_in_background",
+        lambda path, *args, module: BUILDS.append((path, module)),
+    )
+    BUILDS.clear()
 
     def launch(spark_conf: Any, jvm_log: Any) -> object:
         seen.append({"conf": dict(spark_conf.getAll()), "jvm_log": jvm_log})
@@ -439,6 +453,8 @@ def test_a_local_session_is_prepared_as_documented(prepared: list[dict[str, Any]
     }
     assert start["jvm_log"] is sink
     assert start["timeout"] is None  # a local start is not bounded
+    # No driver archive yet: the start goes without, and one is built for the next ones.
+    assert [module for _, module in BUILDS] == ["replay.audit.driver_archive"]
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
     assert os.environ["PYSPARK_DRIVER_PYTHON"] == sys.executable
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
@@ -555,3 +571,64 @@ def test_read_log_refuses_columns_it_cannot_read_before_spark(
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(named)):
         read_log(None, "/nonexistent", columns=columns)  # type: ignore[arg-type]  # never reached
+
+
+def test_a_driver_maps_the_archive_once_built_and_checks_it(
+    prepared: list[dict[str, Any]],
+) -> None:
+    from replay.audit import driver_archive, session
+
+    path = driver_archive.archive()
+    assert path is not None and not BUILDS
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"an archive")
+    with pytest.raises(_Started):
+        session.audit_session(master="local[1]")
+    options = prepared[0]["conf"]["spark.driver.extraJavaOptions"].split()
+    assert options[0] == f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+    assert options[1:] == [
+        "-XX:+VerifySharedSpaces",
+        driver_archive.CRASH_REPORT,
+        f"-XX:SharedArchiveFile={path}",
+    ]
+    assert not BUILDS
+    # Given options (a training driver's), or a JVM already running: no archive, no build.
+    with pytest.raises(_Started):
+        session.audit_session(master="local[1]", class_sharing="-XX:ArchiveClassesAtExit=x")
+    assert prepared[1]["conf"]["spark.driver.extraJavaOptions"].endswith(
+        " -XX:ArchiveClassesAtExit=x"
+    )
+    assert not BUILDS
+
+
+def test_a_driver_that_cannot_start_with_the_archive_starts_without_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # An archive cut short crashes the JVM that maps it: the start is made again without it,
+    # and the archive goes (the next audit builds it anew). Anything else is raised as it is.
+    from pyspark import SparkConf
+
+    from replay.audit import session
+
+    archive = tmp_path / "spark-driver-x.jsa"
+    archive.write_bytes(b"cut")
+    launches: list[str] = []
+
+    class _Gateway:
+        proc = type("P", (), {"stderr": io.BytesIO()})()
+
+    def launch(conf: Any, popen_kwargs: Any) -> _Gateway:
+        launches.append(conf.get("spark.driver.extraJavaOptions"))
+        if "SharedArchiveFile" in launches[-1] or "no-java" in launches[-1]:
+            raise RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited")
+        return _Gateway()
+
+    monkeypatch.setattr("pyspark.java_gateway.launch_gateway", launch)
+    log4j = "-Dlog4j2.configurationFile=file:/x"
+    sharing = f"-XX:+VerifySharedSpaces -XX:SharedArchiveFile={archive}"
+    conf = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions", f"{log4j} {sharing}")
+    session._launch_jvm(conf, None)
+    assert launches == [f"{log4j} {sharing}", log4j] and not archive.exists()
+    with pytest.raises(RuntimeError, match="JAVA_GATEWAY_EXITED"):
+        session._launch_jvm(conf.set("spark.driver.extraJavaOptions", "-Dno-java"), None)
+    assert launches[2:] == ["-Dno-java"]  # no archive named: tried once
