@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,10 @@ JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 ARCHIVE_FORMAT = "mlog-sql-parser-1"
 """Part of the archive's name: a new value when what the archive holds changes."""
+
+KEPT_ARCHIVES = 2
+"""Archives of one kind kept in the cache directory (the newest): one a Java and Spark install,
+and the one before it for a second install used beside it."""
 
 ARCHIVE_BUILD_S = 600.0
 """How long building the archive may take before another run may try again."""
@@ -254,7 +259,9 @@ def dump_and_publish(archive: Path, train: Callable[[list[str]], bool]) -> bool:
     whether all went well. The first run's options dump the draft as the JVM exits
     (`-XX:ArchiveClassesAtExit`), the second's map it and refuse rather than ignore it
     (`-Xshare:on`); only then is the draft renamed to `archive`. The draft and the build's
-    lock file are gone when this returns.
+    lock file are gone when this returns; of the archives of its kind (another Java, another
+    Spark install: each reinstall of the jars is another digest) the `KEPT_ARCHIVES` newest
+    stay, so the cache does not grow by an archive at every install.
     """
     draft = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
     try:
@@ -263,6 +270,7 @@ def dump_and_publish(archive: Path, train: Callable[[list[str]], bool]) -> bool:
             ["-Xshare:on", f"-XX:SharedArchiveFile={draft}"]
         ):
             os.replace(draft, archive)
+            _prune(archive)
             return True
         return False
     except OSError:
@@ -270,6 +278,19 @@ def dump_and_publish(archive: Path, train: Callable[[list[str]], bool]) -> bool:
     finally:
         draft.unlink(missing_ok=True)
         archive.with_name(archive.name + ".lock").unlink(missing_ok=True)
+
+
+def _prune(archive: Path) -> None:
+    """Delete the archives of `archive`'s kind but the `KEPT_ARCHIVES` newest."""
+    kind = re.compile(re.escape(archive.name.rsplit("-", 1)[0]) + r"-[0-9a-f]{20}\.jsa")
+    found = []
+    for path in archive.parent.iterdir():
+        if kind.fullmatch(path.name):
+            with contextlib.suppress(OSError):  # deleted meanwhile by another build
+                found.append((path.stat().st_mtime_ns, path))
+    for _, path in sorted(found, reverse=True)[KEPT_ARCHIVES:]:
+        if path != archive:
+            path.unlink(missing_ok=True)  # a JVM mapping it keeps its pages
 
 
 def _train(jars: Path, java: str, options: Sequence[str]) -> bool:

@@ -7,6 +7,7 @@ starts again without it when the JVM cannot map it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ pytest.importorskip("pyspark")
 
 from replay.audit import driver_archive
 from replay.audit.driver_archive import CRASH_REPORT, MODULE, VERIFY, drop_unusable
+from replay.audit.parser_jvm import dump_and_publish
 
 
 @pytest.mark.spark
@@ -75,3 +77,30 @@ def test_dropping_an_unusable_archive_keeps_every_other_option(tmp_path: Path) -
     assert not archive.exists()
     assert drop_unusable(f"{log4j} -Xmx2g") is None  # nothing of ours: not ours to retry
     assert drop_unusable("") is None
+
+
+def test_a_published_archive_leaves_the_two_newest_of_its_kind(tmp_path: Path) -> None:
+    # Each install of the jars is another digest: without pruning, the cache would keep an
+    # archive (~160 MB) for every install it ever saw. Other kinds and other files stay.
+    cache = tmp_path / "mlog"
+    cache.mkdir()
+    old = [cache / f"spark-driver-{n:020x}.jsa" for n in range(3)]
+    for age, path in enumerate(old):
+        path.write_bytes(b"old")
+        os.utime(path, ns=(10**18 + age, 10**18 + age))
+    parser = cache / f"spark-sql-parser-{0:020x}.jsa"
+    parser.write_bytes(b"another kind")
+    stray = cache / "spark-driver-notes.txt"
+    stray.write_text("not an archive")
+    new = cache / f"spark-driver-{9:020x}.jsa"
+
+    def train(options: list[str]) -> bool:
+        if options[0].startswith("-XX:ArchiveClassesAtExit="):
+            Path(options[0].split("=", 1)[1]).write_bytes(b"dumped")
+        return True
+
+    assert dump_and_publish(new, train)
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [new.name, old[2].name, parser.name, stray.name]
+    )
+    assert new.read_bytes() == b"dumped"
