@@ -19,7 +19,6 @@ a published archive (a JVM update it missed) runs without it, silently (`-Xshare
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from replay.audit.parser_jvm import (
     java_executable,
     spark_jars,
 )
-from replay.audit.session import audit_session, read_log
+from replay.audit.session import audit_session, java_option, read_log, shut_down_gateway
 
 ARCHIVE_FORMAT = "mlog-spark-driver-1"
 """Part of the archive's name: a new value when what the archive holds changes."""
@@ -84,24 +83,28 @@ def sharing_options() -> str:
     if path is None:
         return ""
     if path.is_file():
-        return f"{VERIFY} {CRASH_REPORT} {SHARED_ARCHIVE}{path}"
+        return _options(path)
     build_archive_in_background(path, module=MODULE)
     return ""
 
 
+def _options(path: Path) -> str:
+    return " ".join(java_option(o) for o in (VERIFY, CRASH_REPORT, f"{SHARED_ARCHIVE}{path}"))
+
+
 def drop_unusable(options: str) -> str | None:
-    """`options` without the archive's, the archive deleted, if they named one; else None.
+    """`options` without this module's, its archive deleted, if they hold them; else None.
 
     For a driver that did not start with them: an archive cut short (a full disk, an edit)
-    crashes the JVM that maps it, checksums or not. The next audit builds it anew.
+    crashes the JVM that maps it, checksums or not. The next audit builds it anew. Options
+    someone gave (`--conf spark.driver.extraJavaOptions`, an archive of their own) are not
+    this module's: None, and nothing deleted.
     """
-    words = options.split()
-    named = [w for w in words if w.startswith(SHARED_ARCHIVE)]
-    if not named:
+    path = archive()
+    if path is None or (ours := _options(path)) not in options:
         return None
-    for word in named:
-        Path(word.removeprefix(SHARED_ARCHIVE)).unlink(missing_ok=True)
-    return " ".join(w for w in words if w not in named and w not in (VERIFY, CRASH_REPORT))
+    path.unlink(missing_ok=True)
+    return options.replace(f" {ours}", "").replace(ours, "").strip()
 
 
 def build(path: Path) -> bool:
@@ -110,7 +113,9 @@ def build(path: Path) -> bool:
         with tempfile.TemporaryDirectory(prefix="mlog-driver-archive-") as scratch:
             log_dir = Path(scratch) / "log"
             _training_log(log_dir)
-            return dump_and_publish(path, lambda options: _train(log_dir, " ".join(options)))
+            return dump_and_publish(
+                path, lambda options: _train(log_dir, " ".join(map(java_option, options)))
+            )
     except OSError:
         path.with_name(path.name + ".lock").unlink(missing_ok=True)
         return False
@@ -152,9 +157,7 @@ def _train_here(log_dir: Path, options: str) -> bool:
     spark.stop()
     gateway: Any = SparkContext._gateway  # the JVM this process launched
     process = gateway.proc
-    with contextlib.suppress(Exception):
-        gateway.shutdown()
-    process.stdin.close()  # end of input: the JVM exits, and writes an archive it dumps
+    shut_down_gateway(gateway)  # its stdin closed: the JVM exits, and writes an archive it dumps
     try:
         code = process.wait(ARCHIVE_BUILD_S)
     except subprocess.TimeoutExpired:

@@ -58,6 +58,11 @@ KEPT_ARCHIVES = 2
 """Archives of one kind kept in the cache directory (the newest): one a Java and Spark install,
 and the one before it for a second install used beside it."""
 
+BUILD_MIN_FREE_BYTES = 2 << 30
+"""Free bytes a build needs where the archive is kept: a driver's draft is ~160 MB, and an
+archive is not worth a full disk to the controller's log beside it (a build on a full disk
+fails and publishes nothing, but fills it while it runs)."""
+
 ARCHIVE_BUILD_S = 600.0
 """How long building the archive may take before another run may try again."""
 
@@ -214,11 +219,14 @@ def build_archive_in_background(
     """Build `archive` in a detached process (`python -m <module> <archive> <args...>`), once.
 
     Nothing waits for it: this run goes without the archive, the next ones with it. A
-    build already under way (its lock file younger than `ARCHIVE_BUILD_S`) is left alone.
+    build already under way (its lock file younger than `ARCHIVE_BUILD_S`) is left alone, and
+    none starts where less than `BUILD_MIN_FREE_BYTES` are free.
     """
     lock = archive.with_name(archive.name + ".lock")
     try:
         archive.parent.mkdir(parents=True, exist_ok=True)
+        if shutil.disk_usage(archive.parent).free < BUILD_MIN_FREE_BYTES:
+            return
         with contextlib.suppress(FileNotFoundError):
             if time.time() - lock.stat().st_mtime > ARCHIVE_BUILD_S:
                 lock.unlink()  # a build that died: try again

@@ -117,6 +117,17 @@ def _forward_jvm_output(stream: IO[bytes], sink: TextIO | None) -> None:
             sink = None
 
 
+def java_option(text: str) -> str:
+    """`text` as one word of a Spark `extraJavaOptions` value.
+
+    Spark splits the value at whitespace: a word holding whitespace, a quote or a backslash (a
+    home directory with a space) goes in double quotes, its own quotes and backslashes escaped.
+    """
+    if not re.search(r"[\s\"'\\]", text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _log4j_config() -> str:
     return str(resources.files("replay.audit").joinpath("log4j2.properties"))
 
@@ -164,7 +175,7 @@ def audit_session(
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+    log4j = java_option(f"-Dlog4j2.configurationFile=file:{_log4j_config()}")
     if class_sharing is None and SparkContext._gateway is None:
         from replay.audit.driver_archive import sharing_options
 
@@ -257,7 +268,7 @@ def _launch_checking(
     try:
         checked = check_statements(statements, log4j_config=_log4j_config())
     except BaseException:
-        launch.discard(_shut_down)
+        launch.discard(shut_down_gateway)
         raise
     return launch.result(), checked
 
@@ -296,8 +307,8 @@ class _Background:
         threading.Thread(target=wait_and_release, name="spark-jvm-release", daemon=True).start()
 
 
-def _shut_down(gateway: Any) -> None:
-    """End a PySpark gateway nobody used: its JVM exits when its stdin closes."""
+def shut_down_gateway(gateway: Any) -> None:
+    """End a PySpark gateway, its session stopped or never used: its JVM exits at end of input."""
     with contextlib.suppress(Exception):  # the JVM may already be gone
         gateway.shutdown()
     with contextlib.suppress(Exception):

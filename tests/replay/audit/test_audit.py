@@ -211,7 +211,7 @@ def test_the_session_is_set_up_for_audits(spark: Any) -> None:
     assert started.get("spark.sql.inMemoryColumnarStorage.compressed") == "false"
     for side in ("driver", "executor"):
         options = started.get(f"spark.{side}.extraJavaOptions")
-        assert options.endswith("-Dlog4j2.configurationFile=file:" + _log4j_config())
+        assert "-Dlog4j2.configurationFile=file:" + _log4j_config() in options.split()
     # The JVM was started here with its stderr piped (to drop Spark's banners), not by PySpark.
     assert spark.sparkContext._gateway.proc.stderr is not None
     # The workers run this interpreter, on the loopback interface.

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.driver_archives import plant_driver_archive
 from tests.support.paths import REPO
 
 pytest.importorskip("pyspark")
@@ -574,14 +575,12 @@ def test_read_log_refuses_columns_it_cannot_read_before_spark(
 
 
 def test_a_driver_maps_the_archive_once_built_and_checks_it(
-    prepared: list[dict[str, Any]],
+    prepared: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from replay.audit import driver_archive, session
 
-    path = driver_archive.archive()
-    assert path is not None and not BUILDS
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"an archive")
+    path = plant_driver_archive(monkeypatch, tmp_path / "cache")
+    assert not BUILDS
     with pytest.raises(_Started):
         session.audit_session(master="local[1]")
     options = prepared[0]["conf"]["spark.driver.extraJavaOptions"].split()
@@ -608,10 +607,9 @@ def test_a_driver_that_cannot_start_with_the_archive_starts_without_it(
     # and the archive goes (the next audit builds it anew). Anything else is raised as it is.
     from pyspark import SparkConf
 
-    from replay.audit import session
+    from replay.audit import driver_archive, session
 
-    archive = tmp_path / "spark-driver-x.jsa"
-    archive.write_bytes(b"cut")
+    archive = plant_driver_archive(monkeypatch, tmp_path / "cache", b"cut")
     launches: list[str] = []
 
     class _Gateway:
@@ -625,7 +623,8 @@ def test_a_driver_that_cannot_start_with_the_archive_starts_without_it(
 
     monkeypatch.setattr("pyspark.java_gateway.launch_gateway", launch)
     log4j = "-Dlog4j2.configurationFile=file:/x"
-    sharing = f"-XX:+VerifySharedSpaces -XX:SharedArchiveFile={archive}"
+    sharing = driver_archive.sharing_options()
+    assert f"-XX:SharedArchiveFile={archive}" in sharing
     conf = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions", f"{log4j} {sharing}")
     session._launch_jvm(conf, None)
     assert launches == [f"{log4j} {sharing}", log4j] and not archive.exists()
