@@ -146,7 +146,12 @@ FOLLOW_WAIT_MS = 10_000
 """How long a following FetchLog waits on the server for new entries before asking again."""
 
 FETCH_PAGE = 10_000
-"""Entries asked for per FetchLog."""
+"""The most entries asked for per FetchLog."""
+
+FIRST_FETCH_PAGE = 256
+"""Entries asked for by a read's first FetchLog; each next one asks four times as many, up to
+`FETCH_PAGE`. A reader that stops early (a console page: ~50 rows) makes the server read and
+send a few hundred entries, not ten thousand; a long read pays three more round trips."""
 
 
 def _segment_files(log_dir: Path) -> list[tuple[str, int, int]]:
@@ -642,15 +647,18 @@ class RemoteTarget:
     ) -> Iterator[LogEntry]:
         """FetchLog, a page at a time: the same entries as `LocalTarget.entries`.
 
-        Without `follow` it stops at the end the log had at the first call; with it, each
-        FetchLog long-polls up to `FOLLOW_WAIT_MS` for new entries.
+        Pages grow from `FIRST_FETCH_PAGE` to `FETCH_PAGE` (a reader may stop early). Without
+        `follow` it stops at the end the log had at the first call; with it, each FetchLog
+        long-polls up to `FOLLOW_WAIT_MS` for new entries.
         """
         from api.client import RemoteError  # noqa: PLC0415
 
         offset = 0 if gt is None else gt + 1
         remaining, last = limit, lte
+        page = FIRST_FETCH_PAGE
         while remaining != 0 and (last is None or offset <= last):
-            count = FETCH_PAGE if remaining is None else min(FETCH_PAGE, remaining)
+            count = page if remaining is None else min(page, remaining)
+            page = min(FETCH_PAGE, page * 4)
             if last is not None:
                 count = min(count, last - offset + 1)
             try:

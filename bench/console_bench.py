@@ -26,8 +26,9 @@ in-process `Metadata` call that answers the same question:
 The readers row (unless --skip-quorum): three `mlog serve` processes with SCRAM, one writer
 creating topics one at a time through the leader for S seconds, alone and then with C console
 readers (`mlog console --bootstrap-server`, each reader a signed-in session paging the
-timeline from random cursors, in a process of their own), the two taking turns K times; the
-row is the median of the writer's p99 with readers over its p99 alone.
+timeline from random cursors, in a process of their own at niceness 19: they stand in for
+browsers elsewhere), the two taking turns K times; the row is the median of the writer's p99
+with readers over its p99 alone. The console runs as `mlog console` runs: at niceness 10.
 
 The load average is printed before and after: the host's other work shows in every figure.
 """
@@ -290,7 +291,12 @@ async def _reader(
 
 
 async def _readers_child(url: str, readers: int, seconds: float, cursors: int) -> None:
-    """C readers signed in, then `ready` on stdout, then S seconds of pages; their count."""
+    """C readers signed in, then `ready` on stdout, then S seconds of pages; their count.
+
+    The readers stand in for browsers on people's own machines: their process runs at the
+    lowest priority, so the row measures the console and the servers, not the load generator.
+    """
+    os.nice(19)
     go: asyncio.Future[float] = asyncio.get_running_loop().create_future()
     signed = [0]
     tasks = [

@@ -22,8 +22,17 @@ if TYPE_CHECKING:
     from api.service.settings import Settings
 
 
+DEFAULT_NICENESS = 10
+"""How much the console lowers its CPU priority by default: a console on a controller's host
+(two cores, three voters) takes what the voters leave, not a share of their write path."""
+
+
 def _minutes(text: str) -> int:
     return bounded_int(text, "a number of minutes", low=1, high=7 * 24 * 60, hint="1..10080")
+
+
+def _niceness(text: str) -> int:
+    return bounded_int(text, "a niceness", low=0, high=19, hint="0..19; 0 keeps the priority")
 
 
 def cmd_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -62,6 +71,9 @@ def cmd_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
             archive_url=None if archive is None else archive.location.url,
             archive_cache=None if archive is None else archive.cache_dir,
         )
+
+    if args.niceness:
+        os.nice(args.niceness)  # after every check: a refused flag changes nothing
 
     async def until_stopped() -> None:
         # SIGTERM (a service manager's stop) ends it as Ctrl-C does: sessions closed, exit 0.
@@ -104,5 +116,13 @@ def add_verbs(console: argparse.ArgumentParser) -> None:
         default=60,
         metavar="N",
         help="how long a sign-in lasts (default 60)",
+    )
+    console.add_argument(
+        "--niceness",
+        type=_niceness,
+        default=DEFAULT_NICENESS,
+        metavar="N",
+        help=f"lower the console's CPU priority by N, as nice -n does (0..19, default "
+        f"{DEFAULT_NICENESS}; 0 keeps it): controllers on the same host go first",
     )
     console.set_defaults(handler=cmd_console)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from api import ApiError, ConfigResourceType, Entity, Metadata, MetadataApiError
+from api.targets import FIRST_FETCH_PAGE, RemoteTarget
 from metadata_log.archive import ArchiveDamage, ArchiveError
 from records import NamespaceRecord, Uuid
 from replay.errors import ReplayError
@@ -177,3 +179,30 @@ def test_a_handle_replays_only_the_gap_to_a_later_past_point(tmp_path: Path) -> 
         with Metadata.open(tmp_path) as md:
             fresh.append(list(md.image(at_offset=point).write()))
     assert forward == fresh
+
+
+def test_a_read_through_a_server_asks_for_small_pages_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A console page stops after ~50 rows: its first FetchLog asks a few hundred entries, not
+    # ten thousand; a long read grows its pages and reads the same entries as the directory.
+    asked: list[int] = []
+    fetch = RemoteTarget._fetch
+
+    def counting(self: RemoteTarget, offset: int, count: int, wait_ms: int) -> Any:
+        asked.append(count)
+        return fetch(self, offset, count, wait_ms)
+
+    monkeypatch.setattr(RemoteTarget, "_fetch", counting)
+    with running_server(tmp_path / "data" / "log", brokers=1) as server:
+        with Metadata.connect(server.address) as md:
+            md.create_topic("wide", partitions=3_000)
+            end = md.image().provenance.offset
+            first = next(iter(md.read()))
+            assert first.offset == 0 and asked == [FIRST_FETCH_PAGE]
+            asked.clear()
+            remote = [(e.offset, e.record) for e in md.read()]
+        # 256 + 1,024 entries, then the rest up to the end the first answer named.
+        assert asked == [FIRST_FETCH_PAGE, FIRST_FETCH_PAGE * 4, end + 1 - FIRST_FETCH_PAGE * 5]
+        with Metadata.open(tmp_path / "data") as md:
+            assert remote == [(e.offset, e.record) for e in md.read()]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -13,6 +16,7 @@ import trustme
 from aiohttp.test_utils import TestClient, TestServer
 
 from api.cancellation import cancel_and_wait
+from api.cli.console import DEFAULT_NICENESS
 from api.console.app import make_app
 from api.console.errors import ConsoleError
 from api.console.serve import parse_listen, serve, tls_context
@@ -45,6 +49,8 @@ def test_a_bad_listen_address_says_what_fits(text: str) -> None:
         (["--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
         (["--tls-cert", "missing.pem", "--tls-key", "k.pem"], "--tls-cert missing.pem: no such"),
         (["--session-minutes", "0"], "is not a number of minutes"),
+        (["--niceness", "20"], "is not a niceness (0..19"),
+        (["--niceness", "-5"], "is not a niceness (0..19"),
     ],
 )
 def test_bad_flags_are_one_line_errors(
@@ -53,6 +59,26 @@ def test_bad_flags_are_one_line_errors(
     code, _ = mlog(tmp_path, "console", *args)
     assert code == 2
     assert says in capsys.readouterr().err
+
+
+def test_the_console_runs_below_the_controllers_priority(history_dir: Path) -> None:
+    # On a controller's host the console takes the CPU the voters leave (docs/console.md).
+    for flags, niceness in (([], DEFAULT_NICENESS), (["--niceness", "0"], 0)):
+        console = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "api.cli", "--data-dir", str(history_dir), "console"),
+                *("--listen", "127.0.0.1:0", *flags),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert console.stdout is not None
+            assert "serving" in console.stdout.readline()
+            assert os.getpriority(os.PRIO_PROCESS, console.pid) == os.nice(0) + niceness
+        finally:
+            console.terminate()
+            assert console.wait(60) == 0
 
 
 def test_a_data_directory_without_a_log_is_refused(
