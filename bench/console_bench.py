@@ -60,6 +60,7 @@ from snapshot_bench import churn_log  # noqa: E402
 
 from api import Metadata  # noqa: E402
 from api.console.app import make_app  # noqa: E402
+from api.console.serve import SWEEP_SECONDS, collect_as_a_server  # noqa: E402
 from api.console.source import HistorySource, Origin, open_local  # noqa: E402
 from api.security.client_config import load_client_security  # noqa: E402
 from replay.controller.config_defs import CLUSTER_CONFIGS, SNAPSHOT_BYTES_KEY  # noqa: E402
@@ -212,6 +213,8 @@ async def pages(args: argparse.Namespace, data: Path) -> list[Row]:
             status = await sign_in(client)
             if status != 303:
                 raise SystemExit(f"signing in as alice answered {status}, not 303")
+            # The collector's policy of `mlog console` (the baseline shares the process).
+            collector = asyncio.create_task(collect_as_a_server(SWEEP_SECONDS))
             for round_ in range(args.rounds):
                 for row in everything:
                     row.new_round()
@@ -254,6 +257,7 @@ async def pages(args: argparse.Namespace, data: Path) -> list[Row]:
                             lambda: _api(api.image),
                         )
                 print(f"  round {round_ + 1}/{args.rounds} done; {_load()}", flush=True)
+            collector.cancel()
     finally:
         api.close()
     return everything

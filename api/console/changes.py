@@ -176,28 +176,27 @@ class Reading:
 
     # ---------------------------------------------------------------- one entry
 
-    def about(self, record: Record) -> tuple[str, str, str]:
-        """(entity kind, entity, kind of change) of a record, as `read` would say them."""
-        entity_kind, entity = self._entity(record)
-        return entity_kind, entity, kind_of(record)
-
-    def read(self, entry: LogEntry, *, words: bool = True) -> Described:
-        """The entry in words; the reading then knows the state after it.
-
-        Without `words` the text is left empty (and not built): the state is followed all
-        the same, for an entry a filter leaves out before its text is needed.
-        """
+    def read(self, entry: LogEntry) -> Described:
+        """The entry in words; the reading then knows the state after it."""
         record = entry.record
         entity_kind, entity = self._entity(record)
-        text = self._text(record) if words else self._follow(record)
+        text = self._text(record)
         learn(record, self.names)
         client = str(record.client_id) if isinstance(record, ClientWriteRecord) else None
         return Described(
             entity_kind=entity_kind, entity=entity, kind=kind_of(record), text=text, client=client
         )
 
-    def _follow(self, record: Record) -> str:
-        """What `_text` records of the state, without its words ("")."""
+    def follow(self, entry: LogEntry) -> None:
+        """The state after an entry a filter left out: what `read` records, nothing said.
+
+        No words, no entity's name: a filtered page follows tens of thousands of these.
+        """
+        record = entry.record
+        self._follow(record)
+        learn(record, self.names)
+
+    def _follow(self, record: Record) -> None:
         if isinstance(record, ConfigRecord):
             key = (int(record.resource_type), record.resource_name, record.name)
             self._configs[key] = record.value
@@ -207,7 +206,6 @@ class Reading:
             self._partition_after(record)
         elif isinstance(record, RemoveTopicRecord):
             self._forget(record.topic_id)
-        return ""
 
     def _forget(self, topic_id: Uuid) -> None:
         self._partitions.pop(topic_id, None)

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 
-from api.console.changes import ENTITY_KINDS, INTERNAL_KINDS, Reading
+from api.console.changes import ENTITY_KINDS, INTERNAL_KINDS, Reading, entity_kind, kind_of
 from api.console.errors import BadInput
 from api.python_api import Metadata
 from records.entry import LogEntry
@@ -204,12 +204,12 @@ def kept(
     until: int | None,
 ) -> bool:
     """Whether an entry passes the filters that need no words (all but `q`)."""
-    entity_kind, _, kind = about
-    if not filters.internal and entity_kind in INTERNAL_KINDS:
+    touched, _, kind = about
+    if not filters.internal and touched in INTERNAL_KINDS:
         return False
     if filters.principal and entry.principal != filters.principal:
         return False
-    if filters.entity and entity_kind != filters.entity:
+    if filters.entity and touched != filters.entity:
         return False
     if filters.kind and kind != filters.kind:
         return False
@@ -252,10 +252,12 @@ def _rows(
     needle = filters.q.casefold()
     rows = []
     for entry in batch:
-        keep = kept(entry, reading.about(entry.record), filters, since, until)
-        described = reading.read(entry, words=keep)
-        if not keep:
+        record = entry.record
+        # The filters need the entity's kind, not its name: named only in `read`, once.
+        if not kept(entry, (entity_kind(record), "", kind_of(record)), filters, since, until):
+            reading.follow(entry)
             continue
+        described = reading.read(entry)
         row = Row(
             offset=entry.offset,
             timestamp=entry.timestamp,

@@ -56,7 +56,9 @@ class Names:
 
     def topic(self, topic_id: Uuid) -> str:
         """The qualified name a topic id had last, or a placeholder naming the id."""
-        return self.topics.get(topic_id, f"<unknown topic {topic_id}>")
+        name = self.topics.get(topic_id)
+        # Not `get(id, f"...")`: that default would print the id (base64) on every call.
+        return name if name is not None else f"<unknown topic {topic_id}>"
 
 
 def _ints(values: tuple[int, ...] | None) -> str:

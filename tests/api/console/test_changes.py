@@ -67,8 +67,8 @@ def test_a_removed_topics_partitions_are_forgotten_and_the_others_kept() -> None
     reading.read(_entry(1, _partition(leader=1)))
     reading.read(_entry(2, TopicRecord(name="payments", topic_id=other)))
     kept = PartitionRecord(partition_id=0, topic_id=other, replicas=(1, 2), isr=(1, 2), leader=1)
-    reading.read(_entry(3, kept), words=False)
-    reading.read(_entry(4, RemoveTopicRecord(topic_id=TOPIC)), words=False)
+    reading.follow(_entry(3, kept))
+    reading.follow(_entry(4, RemoveTopicRecord(topic_id=TOPIC)))
     moved = reading.read(_entry(5, PartitionChangeRecord(partition_id=0, topic_id=other, leader=2)))
     assert moved.text == "partition payments-0: leader 1 -> 2"
     gone = reading.read(_entry(6, PartitionChangeRecord(partition_id=0, topic_id=TOPIC, leader=2)))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import ssl
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import aiohttp
@@ -19,12 +21,14 @@ from api.cancellation import cancel_and_wait
 from api.cli.console import DEFAULT_NICENESS
 from api.console.app import make_app
 from api.console.errors import ConsoleError
-from api.console.serve import parse_listen, serve, tls_context
+from api.console.serve import collect_as_a_server, parse_listen, serve, tls_context
 from api.console.sessions import LOGIN_CSRF_COOKIE, SESSION_COOKIE
 from api.console.source import HistorySource, Origin, open_local
+from api.service.gc_policy import _freeze_after_long_collection
 from metadata_log.reader import LogReader
 from tests.support.archives import SMALL_SEGMENT_ENV, trimmed_twins
 from tests.support.cli import mlog, ok
+from tests.support.collector import Cycle
 from tests.support.console import PASSWORD, sign_in
 
 
@@ -211,3 +215,20 @@ async def test_the_timeline_reads_below_the_local_log_start_from_the_archive(
     # one batch to the timeline, so a page may hold a few rows past its limit.
     assert len(pages["twin"]) >= start
     assert pages["trimmed"] == pages["twin"]
+
+
+@pytest.mark.usefixtures("collector")
+async def test_the_console_freezes_as_a_server_and_sweeps_what_it_froze() -> None:
+    sweeping = asyncio.create_task(collect_as_a_server(0.05))
+    try:
+        await asyncio.sleep(0)  # the policy is in place: long collections freeze
+        assert _freeze_after_long_collection in gc.callbacks
+        garbage = Cycle()
+        gone = weakref.ref(garbage)
+        del garbage
+        gc.freeze()  # as a long collection's freeze would
+        async with asyncio.timeout(60):
+            while gone() is not None:  # the next sweep frees it
+                await asyncio.sleep(0.05)
+    finally:
+        await cancel_and_wait(sweeping)

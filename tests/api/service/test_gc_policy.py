@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import weakref
 
 import pytest
 from immutables import Map
@@ -20,6 +21,7 @@ from api.service.gc_policy import (
     freeze_loaded_image,
     image_frozen_as_loaded,
     mass_changes_under_way,
+    sweep_frozen,
 )
 from replay.map_nodes import nodes_of, untracking_available
 from tests.support.collector import Cycle, a_new_cycle_is_collected
@@ -211,3 +213,17 @@ def test_a_load_that_fails_freezes_nothing_and_leaves_its_garbage_to_the_collect
     with image_frozen_as_loaded():
         pass
     assert not gc.isenabled()  # a collector that was off stays off
+
+
+def test_a_sweep_frees_the_cycles_a_freeze_kept_and_freezes_what_is_alive() -> None:
+    garbage, alive = Cycle(), Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    gc.freeze()  # a freeze after a long collection kept this cycle of garbage from the collector
+    gc.collect()
+    assert gone() is not None
+    assert sweep_frozen() >= 1
+    assert gone() is None
+    frozen = gc.get_freeze_count()
+    assert frozen > 0 and alive.me is alive  # what is alive is frozen again
+    assert a_new_cycle_is_collected()  # and what comes after is collected as usual
