@@ -262,14 +262,19 @@ class LocalTarget:
             return self._service.image
         progress = Progress("replaying the log")
         try:
-            if self.history_dir.archive is None or (at_offset is None and at_time is None):
-                return read_image(
-                    self.settings,
-                    at_offset=at_offset,
-                    at_time=at_time,
-                    progress=progress.advance,
-                    cache=self.images,
-                )
+            if self.history_dir.archive is None:
+                # Through the history directory: its reader is kept between calls.
+                with self.history_dir.reader() as log:
+                    return read_image(
+                        self.settings,
+                        at_offset=at_offset,
+                        at_time=at_time,
+                        progress=progress.advance,
+                        cache=self.images,
+                        log=log,
+                    )
+            if at_offset is None and at_time is None:
+                return read_image(self.settings, progress=progress.advance, cache=self.images)
             return self._archived_image(at_offset, at_time, progress)
         finally:
             progress.finish()

@@ -423,24 +423,34 @@ def read_image(
     at_time: str | None = None,
     progress: Callable[[int], None] | None = None,
     cache: ImageCache | None = None,
+    log: StoredLog | None = None,
 ) -> MetadataImage:
     """The image of the data directory at a point in time, read-only (no lock, no writes).
 
     Starts from the newest usable snapshot at or before the point (a missing database file is
     not created), or an image of `cache` kept from an earlier point when that is nearer, and
-    replays the log after it.
+    replays the log after it. `log`: the data directory's log already open (else opened here).
     """
-    with LogReader.open(settings.log_dir, config=settings.log) as log:
-        store = existing_store(settings)
-        if store is None and at_offset is None and at_time is None:
-            return load_image(log, progress=progress)  # no snapshot, no past point: the log
-        from replay.timetravel import image_at
-
-        try:
-            # image_at, not travel: a point inside an atomic batch answers the batch's end.
-            return image_at(
-                log, store, at_offset=at_offset, at_time=at_time, progress=progress, cache=cache
+    if log is None:
+        with LogReader.open(settings.log_dir, config=settings.log) as opened:
+            return read_image(
+                settings,
+                at_offset=at_offset,
+                at_time=at_time,
+                progress=progress,
+                cache=cache,
+                log=opened,
             )
-        finally:
-            if store is not None:
-                store.close()
+    store = existing_store(settings)
+    if store is None and at_offset is None and at_time is None:
+        return load_image(log, progress=progress)  # no snapshot, no past point: the log
+    from replay.timetravel import image_at
+
+    try:
+        # image_at, not travel: a point inside an atomic batch answers the batch's end.
+        return image_at(
+            log, store, at_offset=at_offset, at_time=at_time, progress=progress, cache=cache
+        )
+    finally:
+        if store is not None:
+            store.close()

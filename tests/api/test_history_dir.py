@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from api.history_dir import ArchiveSource, HistoryDir
 from api.service.settings import load_settings
 from metadata_log.archive import ArchiveError
+from metadata_log.reader import LogReader
 from tests.support.archives import archive_all, grow, trim_to
 
 
@@ -61,3 +64,46 @@ def test_a_bad_cache_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(ArchiveError, match="is not a directory"):
         ArchiveSource.open(str(tmp_path / "archive"), tmp_path / "file")
+
+
+def test_the_reader_is_kept_until_a_file_of_the_log_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A console reads twice a page: one open (which checks the active segment whole) serves
+    # both while nothing is appended; an append, a read left early and a failed read too.
+    grow(tmp_path / "log", 3)
+    opened: list[LogReader] = []
+    open_log = LogReader.open
+
+    def counting(*args: Any, **kwargs: Any) -> LogReader:
+        opened.append(open_log(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(LogReader, "open", counting)
+    history = HistoryDir(load_settings(data_dir=str(tmp_path), env={}))
+    with history.reader() as log:
+        assert log.end_offset == 12
+    with history.reader() as again:
+        assert again is log
+        with history.reader() as meanwhile:  # while it is in use: another of its own
+            assert meanwhile is not log
+    assert len(opened) == 2
+    grow(tmp_path / "log", 1, tag="b", start=3)  # an append: a fresh open sees it
+    with history.reader() as fresh:
+        assert fresh is not log and fresh.end_offset == 16
+    entries = (entry for entry in _read_all(history))
+    next(entries)
+    entries.close()  # a read left before its end keeps the reader
+    with history.reader() as same:
+        assert same is fresh
+    with pytest.raises(RuntimeError), history.reader():
+        raise RuntimeError("a failed read")
+    with history.reader() as after_failure:
+        assert after_failure is not fresh
+    history.close()
+    assert len(opened) == 4
+
+
+def _read_all(history: HistoryDir) -> Iterator[object]:
+    with history.reader() as log:
+        yield from log.read()
