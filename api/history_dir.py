@@ -94,7 +94,7 @@ class HistoryDir:
         self._view: HistoryView | None = None
         self._kept: tuple[list[tuple[str, int, int, int]], LogReader] | None = None
         """The reader the last call gave back, with the directory's files as it opened."""
-        self._lock = threading.Lock()
+        self._kept_lock = threading.Lock()
 
     @property
     def local(self) -> Path:
@@ -125,7 +125,7 @@ class HistoryDir:
         """
         directory = self.directory()
         seen = _files(directory)
-        with self._lock:
+        with self._kept_lock:
             kept, self._kept = self._kept, None
         if kept is not None and kept[0] != seen:
             kept[1].close()
@@ -155,7 +155,7 @@ class HistoryDir:
 
     def _give_back(self, seen: list[tuple[str, int, int, int]], log: LogReader) -> None:
         """Keep `log` (opened when the directory's files were `seen`) for the next call."""
-        with self._lock:
+        with self._kept_lock:
             kept, self._kept = self._kept, (seen, log)
         if kept is not None:
             kept[1].close()  # another call's reader, kept while this one was in use
@@ -214,7 +214,7 @@ class HistoryDir:
 
     def close(self) -> None:
         """Close the kept reader; remove the view, if one was made (the cache stays)."""
-        with self._lock:
+        with self._kept_lock:
             kept, self._kept = self._kept, None
         if kept is not None:
             kept[1].close()
