@@ -156,7 +156,8 @@ def _replay_keeping(
 
     That image ends a batch whose rules were checked, as every batch before the last of a
     replay is; the image at `target` itself is not kept (its last batch is not checked, as
-    `load_image` does not check a last one). One more delta is applied, of one batch.
+    `load_image` does not check a last one). One more delta is applied, of one batch; a long
+    replay keeps checkpoints too, one delta each (`CHECKPOINT_ENTRIES`).
     """
     gt = base.provenance.offset
     if gt + 1 < log.log_start_offset or target <= gt:
@@ -171,11 +172,34 @@ def _replay_keeping(
             held = block
         last.extend(() if held is None else (held,))
 
-    blocks = log.read_records(gt=gt if gt >= 0 else None, lte=target)
-    image = replay_blocks(base, all_but_last(iter(blocks)), progress=progress)
-    if image is not base:
+    blocks = all_but_last(iter(log.read_records(gt=gt if gt >= 0 else None, lte=target)))
+    # Checkpoints on the way: the image every `spacing` entries is kept too, so the next
+    # point in the region this replay crossed replays from the nearest of them, not again
+    # from where this one began. Spaced by the image's size (a kept image costs about that).
+    spacing = max(CHECKPOINT_ENTRIES, base.topics.partition_count())
+    image = base
+    while True:
+        reached = replay_blocks(image, _up_to(blocks, spacing), progress=progress)
+        if reached is image:
+            break
+        image = reached
         cache.add(log, image)
+        spacing = max(CHECKPOINT_ENTRIES, image.topics.partition_count())
     return replay_blocks(image, last, lte=target, progress=progress)
+
+
+CHECKPOINT_ENTRIES = 100_000
+"""The fewest entries between two images a long replay keeps on its way (`_replay_keeping`)."""
+
+
+def _up_to(blocks: Iterator[RecordBlock], entries: int) -> Iterator[RecordBlock]:
+    """The next blocks of `blocks` until they hold at least `entries` entries (or it ends)."""
+    held = 0
+    for block in blocks:
+        yield block
+        held += len(block.records)
+        if held >= entries:
+            return
 
 
 def _snapshot_exactly_at(store: SnapshotStore | None, target: int) -> Travel | None:

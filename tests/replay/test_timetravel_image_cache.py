@@ -14,7 +14,7 @@ import pytest
 from metadata_log.reader import LogReader
 from replay.loader import load_image
 from replay.sql.store import SnapshotStore
-from replay.timetravel import ImageCache, batch_end, image_at, travel
+from replay.timetravel import ImageCache, batch_end, image_at, rebuild, travel
 from tests.support.timetravel_logs import BATCHES, broker_of, known_log, timed_log
 
 
@@ -51,6 +51,25 @@ def test_a_kept_image_is_replayed_from_and_said_so(log: LogReader) -> None:
     assert again.kept_from is not None and again.replayed == last - again.kept_from
     assert again.replayed < first.replayed and again.image == first.image
     assert travel(log, None, at_offset=last).kept_from is None  # no cache, nothing kept
+
+
+@pytest.mark.parametrize("spacing", [1, 3, 5, 10**9])
+def test_a_long_replay_keeps_checkpoints_that_later_points_replay_from(
+    log: LogReader, monkeypatch: pytest.MonkeyPatch, spacing: int
+) -> None:
+    # Every `spacing` entries (at a batch's end) the replay to the last point keeps an image,
+    # beside the one before its last batch; a point it crossed then replays from the nearest.
+    monkeypatch.setattr(rebuild, "CHECKPOINT_ENTRIES", spacing)
+    cache = ImageCache()
+    last = log.end_offset - 1
+    travel(log, None, at_offset=last, cache=cache)
+    assert (len(cache) > 2) if spacing < 10**9 else (len(cache) == 1)
+    for point in range(last):
+        target = batch_end(log, point)
+        nearest = cache.nearest(log, target)
+        found = travel(log, None, at_offset=target, cache=cache)
+        assert found.replayed == target - (-1 if nearest is None else nearest.provenance.offset)
+        assert found.image == image_at(log, at_offset=target), point
 
 
 def test_a_newer_snapshot_is_loaded_rather_than_a_long_replay(
