@@ -25,6 +25,7 @@ opening a database (SQLAlchemy is imported only when a database is really used).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import threading
@@ -431,26 +432,19 @@ def read_image(
     not created), or an image of `cache` kept from an earlier point when that is nearer, and
     replays the log after it. `log`: the data directory's log already open (else opened here).
     """
-    if log is None:
-        with LogReader.open(settings.log_dir, config=settings.log) as opened:
-            return read_image(
-                settings,
-                at_offset=at_offset,
-                at_time=at_time,
-                progress=progress,
-                cache=cache,
-                log=opened,
-            )
-    store = existing_store(settings)
-    if store is None and at_offset is None and at_time is None:
-        return load_image(log, progress=progress)  # no snapshot, no past point: the log
-    from replay.timetravel import image_at
+    with contextlib.ExitStack() as opened:
+        if log is None:
+            log = opened.enter_context(LogReader.open(settings.log_dir, config=settings.log))
+        store = existing_store(settings)
+        if store is None and at_offset is None and at_time is None:
+            return load_image(log, progress=progress)  # no snapshot, no past point: the log
+        from replay.timetravel import image_at
 
-    try:
-        # image_at, not travel: a point inside an atomic batch answers the batch's end.
-        return image_at(
-            log, store, at_offset=at_offset, at_time=at_time, progress=progress, cache=cache
-        )
-    finally:
-        if store is not None:
-            store.close()
+        try:
+            # image_at, not travel: a point inside an atomic batch answers the batch's end.
+            return image_at(
+                log, store, at_offset=at_offset, at_time=at_time, progress=progress, cache=cache
+            )
+        finally:
+            if store is not None:
+                store.close()
