@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from metadata_log.archive import ArchiveCache, ArchiveLocation, HistoryView
     from metadata_log.stored_log import StoredLog
 
+KEEP_SECONDS = 10.0
+"""How long a reader given back is kept for the next call (`HistoryDir.reader`)."""
+
 ARCHIVE_URL_ENV = "MLOG_ARCHIVE_URL"
 """The environment variable naming the archive when `--archive-url` is not given."""
 
@@ -95,6 +98,8 @@ class HistoryDir:
         self._kept: tuple[list[tuple[str, int, int, int]], LogReader] | None = None
         """The reader the last call gave back, with the directory's files as it opened."""
         self._kept_lock = threading.Lock()
+        self._expiry: threading.Timer | None = None
+        """Closes the kept reader `KEEP_SECONDS` after it was given back."""
 
     @property
     def local(self) -> Path:
@@ -121,7 +126,8 @@ class HistoryDir:
         console page at 100,000 partitions, which reads twice. So the reader is kept for the
         next call while no file of the directory changed since it was opened (name, inode,
         size, modification time: an append, a new segment, a trim all change one); a call while
-        another uses it opens its own. Closed with `close`, or when replaced.
+        another uses it opens its own. Closed with `close`, when replaced, or `KEEP_SECONDS`
+        after its last use.
         """
         directory = self.directory()
         seen = _files(directory)
@@ -154,11 +160,29 @@ class HistoryDir:
         self._give_back(seen, log)
 
     def _give_back(self, seen: list[tuple[str, int, int, int]], log: LogReader) -> None:
-        """Keep `log` (opened when the directory's files were `seen`) for the next call."""
+        """Keep `log` (opened when the directory's files were `seen`) for the next call.
+
+        For `KEEP_SECONDS` only: a kept reader holds its segments' files open, and a segment
+        that retention deletes meanwhile keeps its disk space until they are closed.
+        """
+        expiry = threading.Timer(KEEP_SECONDS, self._expire, args=(log,))
+        expiry.daemon = True
         with self._kept_lock:
             kept, self._kept = self._kept, (seen, log)
+            earlier, self._expiry = self._expiry, expiry
+        expiry.start()
+        if earlier is not None:
+            earlier.cancel()
         if kept is not None:
             kept[1].close()  # another call's reader, kept while this one was in use
+
+    def _expire(self, log: LogReader) -> None:
+        """Close `log` if it is still the kept reader, unused since it was given back."""
+        with self._kept_lock:
+            if self._kept is None or self._kept[1] is not log:
+                return
+            self._kept = None
+        log.close()
 
     def _named(self, exc: LogCorruptionError) -> LogCorruptionError:
         """`exc` naming the file a view links to: the local segment, or the cached copy.
@@ -216,6 +240,9 @@ class HistoryDir:
         """Close the kept reader; remove the view, if one was made (the cache stays)."""
         with self._kept_lock:
             kept, self._kept = self._kept, None
+            expiry, self._expiry = self._expiry, None
+        if expiry is not None:
+            expiry.cancel()
         if kept is not None:
             kept[1].close()
         if self._view is not None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from api import history_dir
 from api.history_dir import ArchiveSource, HistoryDir
 from api.service.settings import load_settings
 from metadata_log.archive import ArchiveError
@@ -107,3 +109,22 @@ def test_the_reader_is_kept_until_a_file_of_the_log_changes(
 def _read_all(history: HistoryDir) -> Iterator[object]:
     with history.reader() as log:
         yield from log.read()
+
+
+def test_a_kept_reader_is_closed_soon_after_its_last_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its files stay open while it is kept: a segment trimmed meanwhile keeps its space.
+    monkeypatch.setattr(history_dir, "KEEP_SECONDS", 0.05)
+    grow(tmp_path / "log", 3)
+    history = HistoryDir(load_settings(data_dir=str(tmp_path), env={}))
+    with history.reader() as log:
+        assert log.end_offset == 12
+    deadline = time.monotonic() + 60
+    while not log.storage.closed:
+        assert time.monotonic() < deadline, "the kept reader was never closed"
+        time.sleep(0.02)
+    with history.reader() as fresh:  # the next call opens another
+        assert fresh is not log and fresh.end_offset == 12
+    history.close()
+    assert fresh.storage.closed
