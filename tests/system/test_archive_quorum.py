@@ -266,7 +266,14 @@ async def test_an_unreachable_archive_holds_retention_and_never_writes(tmp_path:
             await topics.write()  # archived and trimmed at least once
         await logs_converge(quorum)
         await asyncio.sleep(1.0)  # a round of every node reads the archive's end
+        started = time.monotonic()
         _broken(tmp_path)
+        # An upload already under way when the link was swapped still lands in the real
+        # directory: what the archive holds is read once the leader has failed a round since.
+        while scrape(metrics_address(quorum.nodes[leader].stderr)).get("mlog_archive_failing") != 1:
+            await topics.write()
+            await asyncio.sleep(OUTAGE_PACE_S)
+            assert time.monotonic() - started < WAIT_S, quorum.stderr_tails()
         held = read_manifest(ArchiveLocation.open(f"file://{archive}")).end_offset
         assert held is not None
         acknowledged_before = len(topics.acknowledged)
