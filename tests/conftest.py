@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 
 from tests.support.paths import TESTS
 from tests.support.s3_endpoint import S3Endpoint
+from tests.support.schedule import spread
 from tests.support.sql_backends import BACKENDS, DEFAULT_POSTGRES_URL, libpq
 from tests.support.sweeps import SWEEP_STRIDE, sampled_examples
 
@@ -60,12 +61,10 @@ FIXTURE_MARKERS = {
 """A test that uses one of these fixtures (directly or through another) carries the marker."""
 
 
-MODULE_RANKS = (("process", "spark"), ("process",), ("interop",), ("spark",), ("postgres",))
-"""What a file's tests carry, slowest first: a file runs in the rank of its slowest test."""
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the directories and fixtures above, then put the slow files first.
+    """Mark the tests of the directories and fixtures above, then order the run.
+
+    The slow files are spread over the workers' shares (tests/support/schedule.py).
 
     In a sampled run (`MLOG_SWEEP_STRIDE`, the fast tier) each property test runs a share of
     its examples, whatever its own `@settings` asks (tests/support/sweeps.py)."""
@@ -80,7 +79,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture in getattr(item, "fixturenames", ()):
             if fixture in FIXTURE_MARKERS:
                 item.add_marker(FIXTURE_MARKERS[fixture])
-    items[:] = slow_files_first(items)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items[:] = spread(items, workers, reads_the_source_tree)
 
 
 def sample_examples(item: pytest.Item) -> None:
@@ -98,43 +98,11 @@ def sample_examples(item: pytest.Item) -> None:
     test._mlog_sampled = True  # type: ignore[union-attr]
 
 
-def _rank(item: pytest.Item) -> int:
-    """The index in MODULE_RANKS of what `item` carries; len(MODULE_RANKS) for a unit."""
-    carried = {mark.name for mark in item.iter_markers()}
-    for rank, names in enumerate(MODULE_RANKS):
-        if carried.issuperset(names):
-            return rank
-    return len(MODULE_RANKS)
-
-
-def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """`items` with the files of process, Spark, foreign-client and PostgreSQL tests first.
-
-    Within a rank the static checks (`reads_the_source_tree`) come first.
-
-    A file moves whole (its module-scoped fixtures, a Spark session or a server, are built
-    once) and keeps its own order; files of one rank keep theirs; every worker computes the
-    same order, as xdist requires. The in-process Spark files end up side by side, so they
-    mostly run in one worker and share the one JVM a process keeps after its first session,
-    where the alphabetical order put tests/api/ and tests/replay/ in different workers' shares
-    (a JVM each). Worksteal hands each worker a contiguous share of this order and lets an
-    idle one take the far end of a busy one's queue: the long tests start early.
-    """
-    ranks: dict[Path, int] = {}
-    static: dict[Path, bool] = {}
-    for item in items:
-        path = Path(item.path)
-        ranks[path] = min(ranks.get(path, len(MODULE_RANKS)), _rank(item))
-        if path not in static:
-            static[path] = reads_the_source_tree(item)
-    return sorted(items, key=lambda item: (ranks[Path(item.path)], not static[Path(item.path)]))
-
-
 def reads_the_source_tree(item: pytest.Item) -> bool:
     """Whether `item`'s module uses tests/support/source_tree.py (a static check).
 
     Parsing the whole tree costs about 6 CPU-seconds in each process that does it; the static
-    checks lead their rank, side by side, so they mostly run in one worker and parse it once."""
+    checks run side by side, so they mostly run in one worker and parse it once."""
     module = getattr(item, "module", None)
     return module is not None and any(
         getattr(value, "__module__", None) == "tests.support.source_tree"

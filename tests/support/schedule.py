@@ -1,0 +1,112 @@
+"""The run's order: the slow files spread over the workers' shares, the units filling them.
+
+`--dist worksteal` (pytest-xdist) hands each worker a contiguous share of the collection's
+order (the first idle worker `len // n` items, the next `rest // (n - 1)`, ...) and lets an
+idle worker take the far end of a busy one's queue. With the slow files all first, they fell
+in one or two shares: one worker ran `tests/system/` file after file for most of the run
+(476 s of a 540 s run), waiting on its servers' timers, while the others ran the units on
+both cores and then ran out of work.
+
+Here every share starts with its part of the slow files (balanced by an estimate of their
+seconds) and is filled up with units, so each worker has a file that waits and units that
+compute side by side, and what an idle worker steals from the far end is units. Each file
+moves whole, in its own order (its module-scoped fixtures, a server or a Spark session, are
+built once); the files that start Spark in the test's own process go to one share together
+(a process keeps its JVM after a session stops, and the next session reuses it), and so do
+the static checks (parsing the whole tree costs about 6 CPU-seconds in each process that
+does it). Every worker computes the same order, as xdist requires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+MODULE_RANKS = (("process", "spark"), ("process",), ("interop",), ("spark",), ("postgres",))
+"""What a file's tests carry, slowest first: a file takes the rank of its slowest test."""
+
+UNIT = len(MODULE_RANKS)
+"""The rank of a test that carries none of MODULE_RANKS."""
+
+RANK_SECONDS = (8.0, 6.0, 3.0, 2.5, 0.4)
+"""A rough estimate of one test's seconds by rank (the suite's durations, four workers);
+only the balance between the shares depends on it."""
+
+IN_PROCESS_SPARK = MODULE_RANKS.index(("spark",))
+"""The rank of the files that start Spark in the test's own process (no `process` marker)."""
+
+
+@dataclass
+class _Group:
+    """Files that go to one share together, in the collection's order."""
+
+    items: list[pytest.Item] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def rank(item: pytest.Item) -> int:
+    """The index in MODULE_RANKS of what `item` carries; UNIT if none."""
+    carried = {mark.name for mark in item.iter_markers()}
+    for index, names in enumerate(MODULE_RANKS):
+        if carried.issuperset(names):
+            return index
+    return UNIT
+
+
+def share_sizes(total: int, workers: int) -> list[int]:
+    """The sizes of the contiguous shares worksteal hands out, first to last."""
+    sizes = []
+    for k in range(workers):
+        size = total // (workers - k)
+        sizes.append(size)
+        total -= size
+    return sizes
+
+
+def spread(
+    items: Sequence[pytest.Item], workers: int, static: Callable[[pytest.Item], bool]
+) -> list[pytest.Item]:
+    """`items` ordered so that each of `workers` shares starts with its part of the slow files.
+
+    `static(item)` tells whether `item`'s module is a static check (parses the source tree).
+    With one worker (no xdist) the order is the slow files first, then the units."""
+    files: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(Path(item.path), []).append(item)
+    ranks = {path: min(rank(item) for item in tests) for path, tests in files.items()}
+    units = [p for p in files if ranks[p] == UNIT]
+    units.sort(key=lambda p: not static(files[p][0]))  # the static checks first, together
+    spark = _Group()
+    groups: list[_Group] = []
+    for path in sorted((p for p in files if ranks[p] < UNIT), key=lambda p: ranks[p]):
+        group = spark if ranks[path] == IN_PROCESS_SPARK else _Group()
+        group.items.extend(files[path])
+        group.seconds += sum(RANK_SECONDS[min(rank(i), UNIT - 1)] for i in files[path])
+        if group is not spark:
+            groups.append(group)
+    if spark.items:
+        groups.append(spark)
+    unit_items = [item for path in units for item in files[path]]
+    if workers <= 1:
+        return [item for group in groups for item in group.items] + unit_items
+    # Longest first, each to the share with the fewest estimated seconds so far.
+    shares: list[_Group] = [_Group() for _ in range(workers)]
+    for group in sorted(groups, key=lambda g: -g.seconds):
+        lightest = min(shares, key=lambda s: s.seconds)
+        lightest.items.extend(group.items)
+        lightest.seconds += group.seconds
+    order: list[pytest.Item] = []
+    filled = 0
+    for index, (share, size) in enumerate(
+        zip(shares, share_sizes(len(items), workers), strict=True)
+    ):
+        room = max(0, filled + size - len(order) - len(share.items))
+        fill, unit_items[:room] = unit_items[:room], []
+        # Every other share runs its units first: while half the workers wait on servers and
+        # JVMs, the other half compute.
+        order.extend(fill + share.items if index % 2 else share.items + fill)
+        filled += size
+    return order + unit_items
