@@ -130,7 +130,7 @@ class HistoryDir:
         after its last use.
         """
         directory = self.directory()
-        seen = _files(directory)
+        seen = log_files(directory)
         with self._kept_lock:
             kept, self._kept = self._kept, None
         if kept is not None and kept[0] != seen:
@@ -250,14 +250,19 @@ class HistoryDir:
             view.close()
 
 
-def _files(directory: Path) -> list[tuple[str, int, int, int]]:
-    """(name, inode, size, modification time) of each file of a log directory, sorted."""
+def log_files(directory: Path, suffix: str = "") -> list[tuple[str, int, int, int]]:
+    """(name, inode, size, modification time) of the log directory's files ending in `suffix`.
+
+    Sorted: what changes when entries come or a file is replaced ([] if the directory is
+    missing: opening the log says so).
+    """
     found = []
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
-                status = entry.stat()
-                found.append((entry.name, status.st_ino, status.st_size, status.st_mtime_ns))
-    except FileNotFoundError:  # no log (yet): opening it says so
+                if entry.name.endswith(suffix):
+                    status = entry.stat()
+                    found.append((entry.name, status.st_ino, status.st_size, status.st_mtime_ns))
+    except FileNotFoundError:
         return []
     return sorted(found)

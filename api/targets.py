@@ -19,14 +19,12 @@ side, so a call added to one is seen missing from the other.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from api.history_dir import ArchiveSource, HistoryDir
+from api.history_dir import ArchiveSource, HistoryDir, log_files
 from api.progress import Progress
 from api.service.settings import Settings
 from api.service.snapshots import existing_store, open_snapshotter, read_image
@@ -154,20 +152,6 @@ FIRST_FETCH_PAGE = 256
 send a few hundred entries, not ten thousand; a long read pays three more round trips."""
 
 
-def _segment_files(log_dir: Path) -> list[tuple[str, int, int]]:
-    """(name, size, modification time) of each segment file: what changes when entries come."""
-    found = []
-    try:
-        with os.scandir(log_dir) as entries:
-            for entry in entries:
-                if entry.name.endswith(SEGMENT_SUFFIX):
-                    status = entry.stat()
-                    found.append((entry.name, status.st_size, status.st_mtime_ns))
-    except FileNotFoundError:  # no log (yet): opening it says so
-        return []
-    return sorted(found)
-
-
 class LocalTarget:
     """The data directory: the service is opened on the first write, reads are read-only."""
 
@@ -184,7 +168,7 @@ class LocalTarget:
         self._principal = principal
         self._check_pending = check_pending
         self._service: MetadataService | None = None
-        self._seen_files: list[tuple[str, int, int]] | None = None
+        self._seen_files: list[tuple[str, int, int, int]] | None = None
         self._seen_last: int | None = None
         """What `wait_past` last saw: the segment files and the log's last offset then."""
         self.history_dir = HistoryDir(settings, archive, note=note)
@@ -237,7 +221,7 @@ class LocalTarget:
         new log starts with: if it writes nothing (refused, or validate-only), it is answered
         from there and nothing is created, not the directory, the log or its first record.
         """
-        if self._service is None and not _segment_files(self.settings.log_dir):
+        if self._service is None and not log_files(self.settings.log_dir, SEGMENT_SUFFIX):
             from api.service.service import first_image  # noqa: PLC0415
             from replay.controller.controller import Controller  # noqa: PLC0415
 
@@ -435,7 +419,7 @@ class LocalTarget:
         settings = self.settings
         remaining, after = limit, gt
         while True:
-            seen = _segment_files(settings.log_dir)
+            seen = log_files(settings.log_dir, SEGMENT_SUFFIX)
             with self.history_dir.reader() as log:
                 for entry in log.read(gt=after, lte=lte, limit=remaining):
                     yield entry
@@ -445,7 +429,7 @@ class LocalTarget:
             done = remaining == 0 or (lte is not None and after is not None and after >= lte)
             if done or not follow:
                 return
-            while _segment_files(settings.log_dir) == seen:
+            while log_files(settings.log_dir, SEGMENT_SUFFIX) == seen:
                 time.sleep(FOLLOW_POLL_SECONDS)
             self.history_dir.refresh()  # a view links the local segments it was made with
 
@@ -457,14 +441,14 @@ class LocalTarget:
         """
         deadline = time.monotonic() + wait_ms / 1000
         while True:
-            seen = _segment_files(self.settings.log_dir)
+            seen = log_files(self.settings.log_dir, SEGMENT_SUFFIX)
             if seen != self._seen_files or self._seen_last is None:
                 self.history_dir.refresh()
                 with self.history_dir.reader() as log:
                     self._seen_files, self._seen_last = seen, log.end_offset - 1
             if self._seen_last > gt or time.monotonic() >= deadline:
                 return self._seen_last
-            while _segment_files(self.settings.log_dir) == seen:
+            while log_files(self.settings.log_dir, SEGMENT_SUFFIX) == seen:
                 if time.monotonic() >= deadline:
                     return self._seen_last
                 time.sleep(FOLLOW_POLL_SECONDS)
