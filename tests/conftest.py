@@ -38,14 +38,28 @@ settings.load_profile("mlog")
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-SPARK_TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SPARK_TEST_JVM_OPTIONS = " ".join(
+    (
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        "-Dspark.sql.codegen.wholeStage=false",
+        "-Dspark.sql.codegen.factoryMode=NO_CODEGEN",
+        "-Dspark.sql.adaptive.enabled=false",
+    )
+)
 """Options of every Spark driver JVM the tests start (`spark-submit` adds `SPARK_SUBMIT_OPTS`),
 in a test's own process or in a child `mlog audit` or bench, which inherit the environment.
 
 Client JIT only and one GC thread, as `replay/audit/parser_jvm.py` starts its parser: a test's
 queries run over logs of a few hundred entries, where the C2 compiler's threads were half of a
 session's CPU (a start and seven queries: 22.8 CPU-seconds in the JVM, 12.1 without C2; the
-tests marked `spark`, 311 CPU-seconds against 211). A value set in the environment is kept."""
+tests marked `spark`, 311 CPU-seconds against 211). And Spark's defaults for these sizes: a
+driver reads `spark.*` system properties as its configuration's defaults, so no generated
+code compiled per query (whole-stage and expression codegen: Janino's compiles were a fifth
+of test_audit.py's CPU) and no adaptive re-planning of each stage (a tenth): test_audit.py
+70.3 -> 52.8 CPU-seconds. A session's own settings still win: the cluster test runs Spark's
+defaults (tests/support/spark_cluster.py), so the generated-code path stays tested. A value
+set in the environment is kept."""
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTIONS)
 
 DIRECTORY_MARKERS = {

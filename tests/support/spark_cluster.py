@@ -250,13 +250,18 @@ class SparkCluster:
 
         Few shuffle partitions (Spark's 200 are 200 tasks per shuffle on two cores, for
         queries over a few hundred entries) and executors' JVMs with client JIT and one GC
-        thread, as the tests' drivers (tests/conftest.py's SPARK_TEST_JVM_OPTIONS).
+        thread, as the tests' drivers (tests/conftest.py's SPARK_TEST_JVM_OPTIONS). Spark's own
+        defaults for generated code and adaptive execution, which the other tests' drivers
+        turn off for their tiny logs: a deployment's path stays tested here.
         """
         return {
             "spark.executor.memory": EXECUTOR_MEMORY,
             "spark.executor.cores": "1",
             "spark.sql.shuffle.partitions": "4",
             "spark.executor.defaultJavaOptions": " ".join(JVM_OPTIONS[1:]),
+            "spark.sql.codegen.wholeStage": "true",
+            "spark.sql.codegen.factoryMode": "FALLBACK",
+            "spark.sql.adaptive.enabled": "true",
         }
 
     def executor_logs(self) -> list[Path]:
