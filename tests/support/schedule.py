@@ -7,9 +7,9 @@ in one or two shares: one worker ran `tests/system/` file after file for most of
 (476 s of a 540 s run), waiting on its servers' timers, while the others ran the units on
 both cores and then ran out of work.
 
-Here every share starts with its part of the slow files (balanced by an estimate of their
-seconds) and is filled up with units, so each worker has a file that waits and units that
-compute side by side, and what an idle worker steals from the far end is units. Each file
+Here every share gets its part of the slow files (balanced by an estimate of their seconds)
+and is filled up with units; every other share runs its units first, so while half the
+workers wait on servers and JVMs the other half compute. Each file
 moves whole, in its own order (its module-scoped fixtures, a server or a Spark session, are
 built once); the files that start Spark in the test's own process go to one share together
 (a process keeps its JVM after a session stops, and the next session reuses it), and so do
@@ -69,7 +69,9 @@ def share_sizes(total: int, workers: int) -> list[int]:
 def spread(
     items: Sequence[pytest.Item], workers: int, static: Callable[[pytest.Item], bool]
 ) -> list[pytest.Item]:
-    """`items` ordered so that each of `workers` shares starts with its part of the slow files.
+    """`items` ordered so that each of `workers` shares holds its part of the slow files.
+
+    The slow files lead the even shares and close the odd ones (after their units).
 
     `static(item)` tells whether `item`'s module is a static check (parses the source tree).
     With one worker (no xdist) the order is the slow files first, then the units."""
