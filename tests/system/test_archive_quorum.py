@@ -179,6 +179,15 @@ def _check_history(quorum: Quorum, url: str, cache: Path, acknowledged: list[str
         assert not missing, f"node {node_id} lost acknowledged writes {sorted(missing)[:5]}"
 
 
+async def _leader_failing(quorum: Quorum) -> bool:
+    """Whether the node leading now failed its last archiving round (`mlog_archive_failing`).
+
+    Asked of the leader of the moment: leadership may move while the archive is unreachable.
+    """
+    leader = quorum.nodes[await quorum.leader()]
+    return scrape(metrics_address(leader.stderr)).get("mlog_archive_failing") == 1
+
+
 def _stored_leader(quorum: Quorum) -> int | None:
     """The leader of the newest epoch the nodes' `quorum-state` files record, if one does."""
     states = [read_quorum_state(node.data_dir, voters=None) for node in quorum.nodes.values()]
@@ -269,8 +278,9 @@ async def test_an_unreachable_archive_holds_retention_and_never_writes(tmp_path:
         started = time.monotonic()
         _broken(tmp_path)
         # An upload already under way when the link was swapped still lands in the real
-        # directory: what the archive holds is read once the leader has failed a round since.
-        while scrape(metrics_address(quorum.nodes[leader].stderr)).get("mlog_archive_failing") != 1:
+        # directory: what the archive holds is read once the leader (whichever node leads by
+        # then) has failed a round since.
+        while not await _leader_failing(quorum):
             await topics.write()
             await asyncio.sleep(OUTAGE_PACE_S)
             assert time.monotonic() - started < WAIT_S, quorum.stderr_tails()
