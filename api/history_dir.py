@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,9 @@ class HistoryDir:
         """The reader the last call gave back, with the directory's files as it opened."""
         self._kept_lock = threading.Lock()
         self._expiry: threading.Timer | None = None
-        """Closes the kept reader `KEEP_SECONDS` after it was given back."""
+        """Closes the kept reader `KEEP_SECONDS` after it was last given back."""
+        self._given_at = 0.0
+        """When the kept reader was last given back (`time.monotonic`)."""
 
     @property
     def local(self) -> Path:
@@ -162,27 +165,44 @@ class HistoryDir:
     def _give_back(self, seen: list[tuple[str, int, int, int]], log: LogReader) -> None:
         """Keep `log` (opened when the directory's files were `seen`) for the next call.
 
-        For `KEEP_SECONDS` only: a kept reader holds its segments' files open, and a segment
-        that retention deletes meanwhile keeps its disk space until they are closed.
+        For `KEEP_SECONDS` after its last use only: a kept reader holds its segments' files
+        open, and a segment that retention deletes meanwhile keeps its disk space until they
+        are closed. One timer at a time watches the kept reader (`_expire` re-arms it while
+        the reader is used again): a page gives a reader back twice, a timer each was a thread
+        each.
         """
-        expiry = threading.Timer(KEEP_SECONDS, self._expire, args=(log,))
-        expiry.daemon = True
+        timer = None
         with self._kept_lock:
             kept, self._kept = self._kept, (seen, log)
-            earlier, self._expiry = self._expiry, expiry
-        expiry.start()
-        if earlier is not None:
-            earlier.cancel()
+            self._given_at = time.monotonic()
+            if self._expiry is None:
+                timer = self._expiry = self._timer(KEEP_SECONDS)
+        if timer is not None:
+            timer.start()
         if kept is not None:
             kept[1].close()  # another call's reader, kept while this one was in use
 
-    def _expire(self, log: LogReader) -> None:
-        """Close `log` if it is still the kept reader, unused since it was given back."""
+    def _timer(self, delay: float) -> threading.Timer:
+        timer = threading.Timer(delay, self._expire)
+        timer.daemon = True
+        return timer
+
+    def _expire(self) -> None:
+        """Close the kept reader if unused for `KEEP_SECONDS`; else wait out the rest."""
+        timer, stale = None, None
         with self._kept_lock:
-            if self._kept is None or self._kept[1] is not log:
-                return
-            self._kept = None
-        log.close()
+            if self._expiry is not threading.current_thread():
+                return  # cancelled by `close`, which a timer's start may race
+            idle = time.monotonic() - self._given_at
+            if self._kept is not None and idle < KEEP_SECONDS:
+                timer = self._expiry = self._timer(KEEP_SECONDS - idle)
+            else:
+                self._expiry = None
+                stale, self._kept = self._kept, None
+        if timer is not None:
+            timer.start()
+        if stale is not None:
+            stale[1].close()
 
     def _named(self, exc: LogCorruptionError) -> LogCorruptionError:
         """`exc` naming the file a view links to: the local segment, or the cached copy.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,3 +129,20 @@ def test_a_kept_reader_is_closed_soon_after_its_last_use(
         assert fresh is not log and fresh.end_offset == 12
     history.close()
     assert fresh.storage.closed
+
+
+def test_one_timer_watches_the_kept_reader_however_often_it_is_given_back(
+    tmp_path: Path,
+) -> None:
+    grow(tmp_path / "log", 3)
+    history = HistoryDir(load_settings(data_dir=str(tmp_path), env={}))
+    before = {t for t in threading.enumerate() if isinstance(t, threading.Timer)}
+    for _ in range(20):
+        with history.reader() as log:
+            assert log.end_offset == 12
+    timers = {t for t in threading.enumerate() if isinstance(t, threading.Timer)} - before
+    assert len(timers) == 1 and not log.storage.closed
+    history.close()
+    (timer,) = timers
+    timer.join(timeout=60)
+    assert not timer.is_alive() and log.storage.closed
