@@ -76,9 +76,11 @@ def spread(
     `static(item)` tells whether `item`'s module is a static check (parses the source tree).
     With one worker (no xdist) the order is the slow files first, then the units."""
     files: dict[Path, list[pytest.Item]] = {}
+    item_ranks: dict[pytest.Item, int] = {}
     for item in items:
         files.setdefault(Path(item.path), []).append(item)
-    ranks = {path: min(rank(item) for item in tests) for path, tests in files.items()}
+        item_ranks[item] = rank(item)
+    ranks = {path: min(item_ranks[item] for item in tests) for path, tests in files.items()}
     units = [p for p in files if ranks[p] == UNIT]
     units.sort(key=lambda p: not static(files[p][0]))  # the static checks first, together
     spark = _Group()
@@ -86,7 +88,7 @@ def spread(
     for path in sorted((p for p in files if ranks[p] < UNIT), key=lambda p: ranks[p]):
         group = spark if ranks[path] == IN_PROCESS_SPARK else _Group()
         group.items.extend(files[path])
-        group.seconds += sum(RANK_SECONDS[min(rank(i), UNIT - 1)] for i in files[path])
+        group.seconds += sum(RANK_SECONDS[min(item_ranks[i], UNIT - 1)] for i in files[path])
         if group is not spark:
             groups.append(group)
     if spark.items:
