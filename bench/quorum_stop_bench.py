@@ -49,7 +49,11 @@ from tests.support.quorum_processes import (  # noqa: E402
 )
 
 CALM_S = 2.0
-"""Seconds of writes before the stop: the loops' baseline latency."""
+"""Seconds of writes before the stop: the loops' baseline latency (and after the resume)."""
+
+SMOKE_PAUSE_S = 3.0
+"""`--smoke`'s pause, with quick election timers (`TIMERS`) and a second of writes either side:
+the script runs through, its figures mean nothing."""
 
 Samples = dict[str, list[float]]
 
@@ -83,8 +87,9 @@ def _cli_write(address: str, name: str) -> float:
     return time.monotonic() - started
 
 
-async def _pause_round(root: Path, pause_s: float) -> dict[str, float]:
-    quorum = Quorum(root)
+async def _pause_round(root: Path, pause_s: float, *, smoke: bool = False) -> dict[str, float]:
+    quorum = Quorum(root, timers=TIMERS if smoke else {})
+    calm_s = 1.0 if smoke else CALM_S
     quorum.start_all()
     try:
         await quorum.register_brokers()
@@ -100,14 +105,14 @@ async def _pause_round(root: Path, pause_s: float) -> dict[str, float]:
             for node in quorum.nodes.values()
         ][:4]
         calm_from = time.monotonic()
-        await asyncio.sleep(CALM_S)
+        await asyncio.sleep(calm_s)
         quorum.signal(leader, signal.SIGSTOP)
         paused_at = time.monotonic()
         paused_cli = await asyncio.to_thread(_cli_write, address, "paused-cli")
         await asyncio.sleep(max(0.0, paused_at + pause_s - time.monotonic()))
         quorum.signal(leader, signal.SIGCONT)
         resumed_at = time.monotonic()
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(calm_s)
         stop.set()
         await asyncio.gather(*loops)
     finally:
@@ -223,14 +228,17 @@ def main() -> None:
         parser.error("--rounds must be 1 or more and --pause above 0")
     modes = ("pause", "stop") if args.smoke else (args.mode,)
     rounds = 1 if args.smoke else args.rounds
-    pause_s = 6.0 if args.smoke else args.pause
+    pause_s = SMOKE_PAUSE_S if args.smoke else args.pause
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
         root = Path(scratch)
         for mode in modes:
             if mode == "pause":
                 print(f"leader stopped {pause_s:.0f} s, four write loops and a CLI write:")
                 samples = _rounds(
-                    rounds, lambda n: asyncio.run(_pause_round(root / f"pause{n}", pause_s))
+                    rounds,
+                    lambda n: asyncio.run(
+                        _pause_round(root / f"pause{n}", pause_s, smoke=args.smoke)
+                    ),
                 )
                 _table(
                     samples,
