@@ -136,13 +136,16 @@ def test_one_timer_watches_the_kept_reader_however_often_it_is_given_back(
 ) -> None:
     grow(tmp_path / "log", 3)
     history = HistoryDir(load_settings(data_dir=str(tmp_path), env={}))
-    before = {t for t in threading.enumerate() if isinstance(t, threading.Timer)}
     for _ in range(20):
         with history.reader() as log:
             assert log.end_offset == 12
-    timers = {t for t in threading.enumerate() if isinstance(t, threading.Timer)} - before
+    timers = [
+        t
+        for t in threading.enumerate()
+        if isinstance(t, threading.Timer) and getattr(t, "function", None) == history._expire
+    ]
     assert len(timers) == 1 and not log.storage.closed
     history.close()
-    (timer,) = timers
+    timer = timers[0]
     timer.join(timeout=60)
     assert not timer.is_alive() and log.storage.closed
