@@ -565,8 +565,8 @@ def mlog(*args: str, stdin: str | None = None) -> str:
 def mlog_here(*args: str) -> str:
     """`mlog(*args)` run in this process by the CLI's `main`: its stdout (fails on an error).
 
-    For commands that only write files (`quorum format`): no environment of the test's is read
-    for flags they are given."""
+    For commands given every flag they read (`quorum format`): a flag wins over the test's
+    environment (`MLOG_DATA_DIR`, ...), which `mlog`'s child would not have had."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err):
         code = cli_main(list(args), out=out)
