@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--top must be 1 or more, not {args.top}")
     if not (PROC / "stat").is_file():
         parser.error("no /proc/stat here: the census reads Linux's /proc")
+    if args.json is not None and not os.access(args.json.parent, os.W_OK):
+        parser.error(f"--json {args.json}: its directory is missing or not writable")
     census = Census(args.interval)
     sampler = threading.Thread(target=census.run, name="cpu-census", daemon=True)
     census.begin()
@@ -216,9 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds, count in rows[: args.top]:
         print(f"{seconds:8.1f} {count:6d}  {name}", file=sys.stderr)
     if args.json is not None:
-        args.json.write_text(
-            json.dumps([[pid, s.command, s.cpu, s.parent] for (pid, _), s in census.seen.items()])
-        )
+        rows_out = [[pid, s.command, s.cpu, s.parent] for (pid, _), s in census.seen.items()]
+        try:
+            args.json.write_text(json.dumps(rows_out))
+        except OSError as exc:  # a full disk after a long run: the table above stands
+            print(f"cpu_census: error: --json {args.json}: {exc.strerror}", file=sys.stderr)
+            return 2
     return code
 
 

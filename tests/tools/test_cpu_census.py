@@ -93,6 +93,7 @@ def test_the_command_runs_and_its_exit_code_is_the_census(
         (["--interval", "0", "--", "true"], "--interval must be"),
         (["--top", "0", "--", "true"], "--top must be"),
         (["--", "/no/such/command"], "cannot run /no/such/command"),
+        (["--json", "/no/such/dir/rows.json", "--", "true"], "missing or not writable"),
     ],
 )
 def test_bad_input_is_one_line_that_says_what_to_do(
