@@ -74,6 +74,8 @@ def kind(command: str) -> str:
     if "/bench/" in command or command.startswith("bench/"):
         script = next((w for w in words if w.endswith(".py")), "?")
         return f"bench {script.rsplit('/', 1)[-1]}"
+    if "tests.support.serve_forks" in command:  # the tests' zygote and its children
+        return "mlog serve (forked)"
     if (found := MLOG.search(command)) is not None:
         return f"mlog {found.group(1)}"
     if exe.startswith("python") and len(words) > 2 and words[1] == "-m":

@@ -36,6 +36,7 @@ from records import TopicRecord
 from replay.controller.commands import CreatableTopic, RegisterBroker
 from tests.support.controller_certs import ControllerPki, make_controller_pki
 from tests.support.paths import REPO
+from tests.support.serve_forks import ChildProcess, spawn_serve
 from tests.support.tcp_proxy import Proxy, ProxyLoop
 
 PROJECT = REPO
@@ -125,7 +126,7 @@ class Node:
     data_dir: Path
     config: Path
     stderr: Path
-    process: subprocess.Popen[bytes] | None = None
+    process: ChildProcess | None = None
     controller_port: int = 0
     """Its CONTROLLER listener's port (mTLS: the other controllers reach it there)."""
 
@@ -287,22 +288,13 @@ class Quorum:
     def start(self, node_id: int) -> None:
         """Start node `node_id` (appending to its stderr file)."""
         node = self.nodes[node_id]
-        with node.stderr.open("a") as err:
-            node.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "api.cli",
-                    "serve",
-                    "--config",
-                    str(node.config),
-                    "--data-dir",
-                    str(node.data_dir),
-                ],
-                stderr=err,
-                cwd=PROJECT,
-                env={**_env(), **self.node_env.get(node_id, {})},
-            )
+        node.process = spawn_serve(
+            ["serve", "--config", str(node.config), "--data-dir", str(node.data_dir)],
+            stderr=node.stderr,
+            append=True,
+            cwd=PROJECT,
+            env={**_env(), **self.node_env.get(node_id, {})},
+        )
 
     def start_all(self) -> None:
         """Start every node."""

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.serve_forks import ChildProcess, spawn_serve
 
 START_WAIT = 60.0
 """Seconds `mlog serve` may take to say where it serves (imports are slow on a loaded machine)."""
@@ -20,7 +20,7 @@ START_WAIT = 60.0
 class ServeProcess:
     """A running `mlog serve`: its process, where it serves and the file its log lines go to."""
 
-    process: subprocess.Popen[bytes]
+    process: ChildProcess
     address: str
     stderr: Path
 
@@ -43,22 +43,11 @@ def serve_process(
     Its stderr goes to the file `stderr`. A server still running when the block ends (a test
     failed before it stopped the server) is killed.
     """
-    with stderr.open("w") as err:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "api.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--listen",
-                "127.0.0.1:0",
-                *options,
-            ],
-            stderr=err,
-            env=env,
-        )
+    process = spawn_serve(
+        ["serve", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", *options],
+        stderr=stderr,
+        env=env,
+    )
     try:
         yield ServeProcess(process=process, address=serving_address(process, stderr), stderr=stderr)
     finally:
@@ -67,7 +56,7 @@ def serve_process(
         process.wait(30)
 
 
-def serving_address(process: subprocess.Popen[bytes], stderr: Path) -> str:
+def serving_address(process: ChildProcess, stderr: Path) -> str:
     """The address in the server's "serving on" line, once written; fails if it never is."""
     deadline = time.monotonic() + START_WAIT
     while True:

@@ -22,6 +22,7 @@ BURN = "while time.process_time() < 0.3: pass\n"
     [
         (f"{PY} -u -c import sys;exec(eval(sys.stdin.readline()))", "pytest worker (xdist)"),
         (f"{PY} -m api.cli serve --config /tmp/n1/server.properties", "mlog serve"),
+        (f"{PY} -m tests.support.serve_forks 7", "mlog serve (forked)"),
         (f"{PY} -m api.cli --data-dir /tmp/d audit sql SELECT 1", "mlog audit sql"),
         ("/repo/.venv/bin/mlog --output json topics list", "mlog topics list"),
         (f"{PY} -m api.cli quorum format --config c --data-dir d", "mlog quorum format"),
