@@ -7,11 +7,17 @@ forks. Its children run the CLI's own `main(["serve", ...])` with the environmen
 directory and stderr file they were given, so a test gets a real process of its own to
 SIGKILL, SIGSTOP or cut off, as before, for a tenth of the CPU.
 
+What a fork shares that new processes would not: values drawn when a module is imported (the
+SCRAM fake-salt key, `api/security/scram.py`) are the zygote's, the same in each of its
+servers; no test compares them between servers. `random` is reseeded in each child (Python
+does it at fork), and every per-server secret is drawn at run time.
+
 The zygote is the children's parent: it reaps them and reports each exit status, and it
 delivers signals to them (a pid it has not reaped yet is still its child, so a signal never
 reaches a process that reused the pid). `ForkedProcess` offers the part of `subprocess.Popen`
 the tests use. `spawn_serve` falls back to a plain `Popen` where a fork would not behave as a
-new interpreter: another checkout's code, or an environment that changes how Python starts.
+new interpreter: another checkout's code, or an environment that changes how Python starts;
+and for every server with `MLOG_TEST_SERVE_FORKS=0` (to tell whether a failure is the fork's).
 
 Run as `python -m tests.support.serve_forks STDOUT_FD`: the zygote itself (requests on stdin,
 one JSON object a line; answers and exits on stdout).
@@ -94,7 +100,8 @@ def spawn_serve(
     """`mlog ARGS...` (a `serve`), its stderr written to the file `stderr` (appended to with
     `append`): forked from this worker's zygote, or a new process where a fork would differ."""
     environment = dict(os.environ if env is None else env)
-    if cwd.resolve() != REPO or _startup_differs(environment):
+    forks = os.environ.get("MLOG_TEST_SERVE_FORKS", "1") != "0"
+    if not forks or cwd.resolve() != REPO or _startup_differs(environment):
         with stderr.open("a" if append else "w") as err:
             command = [sys.executable, "-m", "api.cli", *args]
             return subprocess.Popen(command, stderr=err, env=environment, cwd=cwd)

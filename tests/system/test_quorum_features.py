@@ -32,7 +32,9 @@ pytestmark = pytest.mark.timeout(240)
 async def _upgrade_raw(address: str) -> tuple[int, str]:
     """UpdateFeatures kraft.version=1 as a Kafka client sends it: (error code, message).
 
-    Sent again on NOT_CONTROLLER (retriable for Kafka clients) while an election ends.
+    Sent again on NOT_CONTROLLER and REQUEST_TIMED_OUT (retriable for Kafka clients) while an
+    election ends: a follower forwarding it to a leader that stops leading before it answers
+    says it may or may not have been applied, and the upgrade is idempotent.
     """
     deadline = time.monotonic() + 30
     while True:
@@ -46,7 +48,8 @@ async def _upgrade_raw(address: str) -> tuple[int, str]:
                 validate_only=False,
             )
         code = int(answer.error_code)
-        if code != ErrorCode.NOT_CONTROLLER or time.monotonic() > deadline:
+        retriable = code in (ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT)
+        if not retriable or time.monotonic() > deadline:
             return code, answer.error_message or ""
         await asyncio.sleep(0.2)
 
