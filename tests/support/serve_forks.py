@@ -14,10 +14,12 @@ does it at fork), and every per-server secret is drawn at run time.
 
 The zygote is the children's parent: it reaps them and reports each exit status, and it
 delivers signals to them (a pid it has not reaped yet is still its child, so a signal never
-reaches a process that reused the pid). `ForkedProcess` offers the part of `subprocess.Popen`
-the tests use. `spawn_serve` falls back to a plain `Popen` where a fork would not behave as a
-new interpreter: another checkout's code, or an environment that changes how Python starts;
-and for every server with `MLOG_TEST_SERVE_FORKS=0` (to tell whether a failure is the fork's).
+reaches a process that reused the pid). Its children die with it (`PR_SET_PDEATHSIG`): a
+zygote killed under a test takes its servers along, and waiting on one raises at once.
+`ForkedProcess` offers the part of `subprocess.Popen` the tests use. `spawn_serve` falls back
+to a plain `Popen` where a fork would not behave as a new interpreter: another checkout's code,
+or an environment that changes how Python starts; and for every server with
+`MLOG_TEST_SERVE_FORKS=0` (to tell whether a failure is the fork's).
 
 Run as `python -m tests.support.serve_forks STDOUT_FD`: the zygote itself (requests on stdin,
 one JSON object a line; answers and exits on stdout).
@@ -27,10 +29,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import gc
 import importlib
 import json
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -63,6 +67,9 @@ PRELOADED = (
     "replay.sql.schema",
 )
 """What a server imports by the time it serves (the last two: its snapshots' warm-up)."""
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a child gets when its parent dies (a server never outlives its zygote)."""
 
 STARTUP_VARIABLES = ("PYTHON", "LD_", "MLOG_NO_EXTENSION")
 """Environment variables (prefixes) read when an interpreter starts or a module is imported:
@@ -181,8 +188,8 @@ class Zygote:
         self._exits: dict[int, int] = {}
         self._replies: dict[int, dict[str, Any]] = {}
         self._asked = 0
-        ready = self._next_reply(0, 120.0)
-        self.pid = int(ready["pid"])
+        self.pid = self._process.pid
+        self._next_reply(0, 120.0)  # imported: ready to fork
 
     def spawn(self, args: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> ForkedProcess:
         """Fork a child running `main(args)`, appending to the file `stderr`."""
@@ -223,7 +230,10 @@ class Zygote:
             asked = self._asked
             self._requests.write(json.dumps({**request, "id": asked}).encode() + b"\n")
             self._requests.flush()
-        return self._next_reply(asked, 60.0)
+        reply = self._next_reply(asked, 60.0)
+        if "error" in reply:  # raised here, as Popen raises it: the zygote serves on
+            raise OSError(f"the serve zygote: {reply['error']}")
+        return reply
 
     def _next_reply(self, asked: int, timeout: float) -> dict[str, Any]:
         """The answer to request `asked` (0: the zygote's "ready")."""
@@ -238,14 +248,11 @@ class Zygote:
 
     def _read(self, timeout: float) -> None:
         """Read what the zygote wrote within `timeout` seconds (the lock held)."""
-        selector = selectors.DefaultSelector()
-        with selector:
-            selector.register(self._answers, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                return
-        chunk = os.read(self._answers, 1 << 16)
-        if not chunk:
+        if not select.select([self._answers], [], [], timeout)[0]:
             return
+        chunk = os.read(self._answers, 1 << 16)
+        if not chunk:  # its children died with it (PR_SET_PDEATHSIG): no exit code to wait for
+            raise AssertionError(f"the serve zygote (pid {self.pid}) ended, and its servers too")
         self._buffer += chunk
         *lines, self._buffer = self._buffer.split(b"\n")
         for line in lines:
@@ -307,7 +314,7 @@ def _run_zygote(stdout_fd: int) -> None:
             children.discard(pid)
             answer({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
 
-    answer({"id": 0, "pid": os.getpid()})
+    answer({"id": 0})
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
@@ -334,28 +341,34 @@ def _run_zygote(stdout_fd: int) -> None:
             *lines, pending = pending.split(b"\n")
             for line in lines:
                 request = json.loads(line)
-                if "spawn" in request:
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(request, stdout_fd, (wake_read, wake_write))
-                    children.add(pid)
-                    answer({"id": request["id"], "pid": pid})
-                else:
-                    target = int(request["signal"])
-                    if target in children:  # not reaped: the pid is still this child's
-                        os.kill(target, int(request["number"]))
-                    answer({"id": request["id"]})
+                try:
+                    if "spawn" in request:
+                        pid = os.fork()
+                        if pid == 0:
+                            _child(request, stdout_fd, (wake_read, wake_write, selector.fileno()))
+                        children.add(pid)
+                        answer({"id": request["id"], "pid": pid})
+                    else:
+                        target = int(request["signal"])
+                        if target in children:  # not reaped: the pid is still this child's
+                            os.kill(target, int(request["number"]))
+                        answer({"id": request["id"]})
+                except (OSError, ValueError) as exc:  # no fork (EAGAIN), no such signal
+                    answer({"id": request["id"], "error": str(exc)})
         reap()
 
 
-def _child(request: dict[str, Any], stdout_fd: int, wake: tuple[int, int]) -> None:
+def _child(request: dict[str, Any], stdout_fd: int, zygote_fds: tuple[int, ...]) -> None:
     """In the forked child: become `mlog serve` with the request's environment; never return."""
     code = 1
     try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the zygote died before that took hold
+            os._exit(1)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        for fd in wake:
+        for fd in zygote_fds:  # its wake-up pipe and its selector
             os.close(fd)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -374,7 +387,9 @@ def _child(request: dict[str, Any], stdout_fd: int, wake: tuple[int, int]) -> No
 
         code = main(args)
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = _exit_code(exc)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
     except BaseException:
         import traceback
 
@@ -385,6 +400,13 @@ def _child(request: dict[str, Any], stdout_fd: int, wake: tuple[int, int]) -> No
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    """The exit code the interpreter gives a `SystemExit`: None is 0, a message is 1."""
+    if exc.code is None:
+        return 0
+    return exc.code if isinstance(exc.code, int) else 1
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.serve_forks import ForkedProcess, Zygote, spawn_serve
+from tests.support.serve_forks import ForkedProcess, Zygote, _exit_code, spawn_serve
 from tests.support.server_process import serving_address
 
 pytestmark = pytest.mark.process
@@ -44,8 +44,17 @@ def test_kill_stop_and_exit_codes_are_those_of_a_process(tmp_path: Path) -> None
         process.wait(0.3)
     process.kill()
     assert process.wait(60) == -signal.SIGKILL
-    process.kill()  # reaped: nothing is sent (the pid may be another process's by now)
+    process.kill()  # reaped: the zygote sends nothing (the pid may be another's by now)
     assert process.poll() == -signal.SIGKILL
+
+
+def test_a_signal_that_does_not_exist_raises_and_the_zygote_serves_on(tmp_path: Path) -> None:
+    process = _serve(tmp_path)
+    serving_address(process, tmp_path / "stderr.txt")
+    with pytest.raises(OSError, match="the serve zygote: "):
+        process.send_signal(2**31 - 1)
+    process.terminate()
+    assert process.wait(60) == 0
 
 
 def test_a_bad_flag_exits_2_with_the_cli_s_line(tmp_path: Path) -> None:
@@ -88,3 +97,26 @@ def test_a_child_works_in_its_directory_and_closing_the_zygote_ends_it(tmp_path:
     while Path(f"/proc/{process.pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{process.pid}").exists()
+
+
+def test_a_killed_zygote_takes_its_servers_along_and_a_wait_says_so(tmp_path: Path) -> None:
+    zygote = Zygote()
+    stderr = tmp_path / "err.txt"
+    stderr.touch()
+    args = ["serve", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0"]
+    process = zygote.spawn(args, dict(os.environ), tmp_path, stderr)
+    serving_address(process, stderr)
+    os.kill(zygote.pid, signal.SIGKILL)
+    with pytest.raises(AssertionError, match=r"the serve zygote \(pid \d+\) ended"):
+        process.wait(60)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{process.pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{process.pid}").exists()  # not left serving, unwatched
+    zygote.close()
+
+
+def test_a_child_that_exits_through_system_exit_gets_its_code() -> None:
+    assert _exit_code(SystemExit()) == 0
+    assert _exit_code(SystemExit(3)) == 3
+    assert _exit_code(SystemExit("a message")) == 1
