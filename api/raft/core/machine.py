@@ -32,7 +32,14 @@ from api.raft.core.election import election_timeout
 from api.raft.core.errors import RaftError
 from api.raft.core.log_view import LogView
 from api.raft.core.quorum_state import QuorumState
-from api.raft.core.ready import Outgoing, Pending, Ready, ReadyDone, SnapshotInstall
+from api.raft.core.ready import (
+    NOTHING_READY,
+    Outgoing,
+    Pending,
+    Ready,
+    ReadyDone,
+    SnapshotInstall,
+)
 from api.raft.core.replication import LeaderState
 from api.raft.core.roles import Role
 from api.raft.core.states import (
@@ -205,6 +212,17 @@ class RaftMachine:
             # Followers and observers acknowledge by fetching: what they append is flushed
             # before their next Fetch leaves.
             p.flush = True
+        elif (
+            not p.messages
+            and not p.append
+            and not p.flush
+            and self._hw_change is None
+            and not p.role_changed
+            and p.quorum_state is None
+            and p.install is None
+            and p.truncate_to is None
+        ):
+            return NOTHING_READY  # the shell's loop asks after every event; most find nothing
         ready = Ready(
             quorum_state=p.quorum_state,
             install=p.install,

@@ -69,6 +69,10 @@ class Ready:
         )
 
 
+NOTHING_READY = Ready()
+"""The `Ready` with nothing to do (immutable, so one serves every empty hand-over)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadyDone:
     """What the shell reports after carrying out a `Ready`."""
