@@ -8,8 +8,10 @@ in one or two shares: one worker ran `tests/system/` file after file for most of
 both cores and then ran out of work.
 
 Here every share gets its part of the slow files (balanced by an estimate of their seconds)
-and is filled up with units; every other share runs its units first, so while half the
-workers wait on servers and JVMs the other half compute. Each file
+and is filled up with units; every other share runs most of its units first, so while half
+the workers wait on servers and JVMs the other half compute, and ends on a quarter of them,
+so that no worker ends the run alone in a minute-long test (the driver archive's build ran
+the last 17 s of a run by itself). Each file
 moves whole, in its own order (its module-scoped fixtures, a server or a Spark session, are
 built once); the files that start Spark in the test's own process go to one share together
 (a process keeps its JVM after a session stops, and the next session reuses it), and so do
@@ -34,6 +36,9 @@ UNIT = len(MODULE_RANKS)
 RANK_SECONDS = (8.0, 6.0, 3.0, 2.5, 0.4)
 """A rough estimate of one test's seconds by rank (the suite's durations, four workers);
 only the balance between the shares depends on it."""
+
+TAIL_UNITS = 4
+"""The units a share that runs its slow files late keeps for after them: one in this many."""
 
 IN_PROCESS_SPARK = MODULE_RANKS.index(("spark",))
 """The rank of the files that start Spark in the test's own process (no `process` marker)."""
@@ -66,12 +71,20 @@ def share_sizes(total: int, workers: int) -> list[int]:
     return sizes
 
 
+def _file_boundary(items: Sequence[pytest.Item], index: int) -> int:
+    """The last index at or before `index` where a file begins in `items` (a file stays whole)."""
+    while 0 < index < len(items) and items[index].path == items[index - 1].path:
+        index -= 1
+    return index
+
+
 def spread(
     items: Sequence[pytest.Item], workers: int, static: Callable[[pytest.Item], bool]
 ) -> list[pytest.Item]:
     """`items` ordered so that each of `workers` shares holds its part of the slow files.
 
-    The slow files lead the even shares and close the odd ones (after their units).
+    The slow files lead the even shares; the odd ones run them after three quarters of their
+    units, and end on the rest.
 
     `static(item)` tells whether `item`'s module is a static check (parses the source tree).
     With one worker (no xdist) the order is the slow files first, then the units."""
@@ -109,8 +122,13 @@ def spread(
     ):
         room = max(0, filled + size - len(order) - len(share.items))
         fill, unit_items[:room] = unit_items[:room], []
-        # Every other share runs its units first: while half the workers wait on servers and
-        # JVMs, the other half compute.
-        order.extend(fill + share.items if index % 2 else share.items + fill)
+        if index % 2:
+            # Every other share runs most of its units first: while half the workers wait on
+            # servers and JVMs, the other half compute. A quarter of them still come last,
+            # so no share ends on a minute-long test that no other worker can take over.
+            cut = _file_boundary(fill, len(fill) - len(fill) // TAIL_UNITS)
+            order.extend(fill[:cut] + share.items + fill[cut:])
+        else:
+            order.extend(share.items + fill)
         filled += size
     return order + unit_items
