@@ -8,7 +8,8 @@ from typing import cast
 
 import pytest
 
-from tests.support.schedule import UNIT, rank, share_sizes, spread
+from tests.support.paths import REPO
+from tests.support.schedule import FILE_SECONDS, UNIT, rank, share_sizes, spread
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,16 @@ def test_in_process_spark_files_and_static_checks_go_together() -> None:
 def test_one_worker_runs_the_slow_files_first() -> None:
     items = _file("u.py", 3) + _file("system/a.py", 2, "process") + _file("p.py", 2, "postgres")
     assert _files_of(spread(items, 1, lambda item: False)) == ["system/a.py", "p.py", "u.py"]
+
+
+def test_the_files_of_known_seconds_exist_and_weigh_as_much() -> None:
+    assert all((REPO / name).is_file() for name in FILE_SECONDS), FILE_SECONDS
+    # One two-test file of 170 s outweighs three files of ten ordinary process tests each
+    # (60 s each by rank): it gets a share of its own.
+    long = _file(str(REPO / "tests/bench/test_bench_smoke.py"), 2, "process")
+    others = [_file(f"system/s{i}.py", 10, "process") for i in range(3)]
+    items = long + [i for f in others for i in f] + _file("u.py", 40)
+    order = spread(items, 2, lambda item: False)
+    first, second = order[: len(order) // 2], order[len(order) // 2 :]
+    holder = first if long[0] in first else second
+    assert not any(str(i.path).startswith("system/") for i in holder)
