@@ -35,7 +35,7 @@ from api.raft.core import (
 )
 from api.raft.core.errors import RaftError
 from api.raft.core.handlers import message_epoch, well_formed
-from api.raft.core.ready import Batch
+from api.raft.core.ready import NOTHING_READY, Batch, Pending
 from api.raft.core.states import NEVER
 from tests.support.raft_core import (
     VOTERS,
@@ -107,6 +107,31 @@ def test_the_leader_flushes_its_proposals_when_the_linger_ends() -> None:
     core.advance(ReadyDone(flushed_offset=core.log.end_offset))
     core.propose([Batch(payload=b"c")])
     assert core.next_deadline_ms() == core.now_ms + 30
+
+
+def test_nothing_queued_is_the_one_empty_ready_and_anything_queued_is_handed_over() -> None:
+    core = make(2, epoch=1, leader=1)
+    drain(core)
+    assert core.ready() is NOTHING_READY and NOTHING_READY.empty
+    # Each field of the queue alone makes a Ready of its own: a field added to Pending that
+    # the empty check missed would be dropped here.
+    values = {
+        "quorum_state": QuorumState(leader_epoch=1, voters=VOTERS),
+        "install": object(),
+        "truncate_to": 0,
+        "append": [object()],
+        "flush": True,
+        "messages": [object()],
+        "role_changed": True,
+    }
+    assert set(values) == {f.name for f in dataclasses.fields(Pending)}
+    for name, value in values.items():
+        queued = Pending()
+        setattr(queued, name, value)
+        machine(core)._pending = queued
+        ready = core.ready()
+        assert ready is not NOTHING_READY and not ready.empty, name
+        assert core.ready() is NOTHING_READY, name  # handed over once
 
 
 def test_advance_never_counts_more_than_the_log_holds_as_flushed() -> None:
