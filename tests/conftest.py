@@ -75,24 +75,29 @@ FIXTURE_MARKERS = {
 """A test that uses one of these fixtures (directly or through another) carries the marker."""
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark each test of the directories and fixtures above as it is collected.
+
+    Marked here, before `-m` deselects, so that the markers select; in a sampled run
+    (`MLOG_SWEEP_STRIDE`, the fast tier) each property test runs a share of its examples,
+    whatever its own `@settings` asks (tests/support/sweeps.py)."""
+    if SWEEP_STRIDE > 1:
+        sample_examples(item)
+    path = Path(item.path)
+    for directory, names in DIRECTORY_MARKERS.items():
+        if path.is_relative_to(directory):
+            for name in names:
+                item.add_marker(name)
+    for fixture in getattr(item, "fixturenames", ()):
+        if fixture in FIXTURE_MARKERS:
+            item.add_marker(FIXTURE_MARKERS[fixture])
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the directories and fixtures above, then order the run.
-
-    The slow files are spread over the workers' shares (tests/support/schedule.py).
-
-    In a sampled run (`MLOG_SWEEP_STRIDE`, the fast tier) each property test runs a share of
-    its examples, whatever its own `@settings` asks (tests/support/sweeps.py)."""
-    for item in items:
-        if SWEEP_STRIDE > 1:
-            sample_examples(item)
-        path = Path(item.path)
-        for directory, names in DIRECTORY_MARKERS.items():
-            if path.is_relative_to(directory):
-                for name in names:
-                    item.add_marker(name)
-        for fixture in getattr(item, "fixturenames", ()):
-            if fixture in FIXTURE_MARKERS:
-                item.add_marker(FIXTURE_MARKERS[fixture])
+    """Order the run: the slow files spread over the workers' shares
+    (tests/support/schedule.py). Last, after `-m` deselected: the shares are cut from what
+    runs."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     items[:] = spread(items, workers, reads_the_source_tree)
 
