@@ -138,15 +138,16 @@ def spread(
         files.setdefault(Path(item.path), []).append(item)
         item_ranks[item] = rank(item)
     ranks = {path: min(item_ranks[item] for item in tests) for path, tests in files.items()}
-    units = [p for p in files if ranks[p] == UNIT and not _known_seconds(p)]
+    known = {path: _known_seconds(path) for path in files}
+    units = [p for p in files if ranks[p] == UNIT and not known[p]]
     units.sort(key=lambda p: not static(files[p][0]))  # the static checks first, together
     spark = _Group()
     groups: list[_Group] = []
-    placed = (p for p in files if ranks[p] < UNIT or _known_seconds(p))
+    placed = (p for p in files if ranks[p] < UNIT or known[p])
     for path in sorted(placed, key=lambda p: ranks[p]):
         group = spark if ranks[path] == IN_PROCESS_SPARK else _Group()
         group.items.extend(files[path])
-        seconds = _known_seconds(path) or sum(
+        seconds = known[path] or sum(
             RANK_SECONDS[min(item_ranks[i], UNIT - 1)] for i in files[path]
         )
         # Each test of the file takes the place of a unit in its share.

@@ -293,6 +293,7 @@ def _preload() -> None:
 def _run_zygote(stdout_fd: int) -> None:
     """Fork a child per request until stdin ends; report each child's exit."""
     _preload()
+    me = os.getpid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the children themselves
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
@@ -345,7 +346,9 @@ def _run_zygote(stdout_fd: int) -> None:
                     if "spawn" in request:
                         pid = os.fork()
                         if pid == 0:
-                            _child(request, stdout_fd, (wake_read, wake_write, selector.fileno()))
+                            _child(
+                                request, stdout_fd, (wake_read, wake_write, selector.fileno()), me
+                            )
                         children.add(pid)
                         answer({"id": request["id"], "pid": pid})
                     else:
@@ -358,12 +361,14 @@ def _run_zygote(stdout_fd: int) -> None:
         reap()
 
 
-def _child(request: dict[str, Any], stdout_fd: int, zygote_fds: tuple[int, ...]) -> None:
+def _child(
+    request: dict[str, Any], stdout_fd: int, zygote_fds: tuple[int, ...], zygote: int
+) -> None:
     """In the forked child: become `mlog serve` with the request's environment; never return."""
     code = 1
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the zygote died before that took hold
+        if os.getppid() != zygote:  # it died before that took hold (a reaper adopted us)
             os._exit(1)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)

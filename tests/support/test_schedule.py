@@ -113,7 +113,7 @@ def test_one_worker_runs_the_slow_files_first() -> None:
 def test_the_files_of_known_seconds_exist_and_weigh_as_much() -> None:
     assert all((REPO / name).is_file() for name in FILE_SECONDS), FILE_SECONDS
     # One two-test file of 170 s outweighs three files of ten ordinary process tests each
-    # (60 s each by rank): it gets a share of its own.
+    # (5 s each by rank; by its rank alone it would weigh 1 s): it gets a share of its own.
     long = _file(str(REPO / "tests/bench/test_bench_smoke.py"), 2, "process")
     others = [_file(f"system/s{i}.py", 10, "process") for i in range(3)]
     items = long + [i for f in others for i in f] + _file("u.py", 40)

@@ -212,16 +212,7 @@ class RaftMachine:
             # Followers and observers acknowledge by fetching: what they append is flushed
             # before their next Fetch leaves.
             p.flush = True
-        elif (
-            not p.messages
-            and not p.append
-            and not p.flush
-            and self._hw_change is None
-            and not p.role_changed
-            and p.quorum_state is None
-            and p.install is None
-            and p.truncate_to is None
-        ):
+        elif self._hw_change is None and p.empty:
             return NOTHING_READY  # the shell's loop asks after every event; most find nothing
         ready = Ready(
             quorum_state=p.quorum_state,

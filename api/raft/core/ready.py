@@ -124,3 +124,16 @@ class Pending:
     flush: bool = False
     messages: list[Outgoing] = field(default_factory=list)
     role_changed: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing is queued (cheapest checks first: most queues hold messages)."""
+        return (
+            not self.messages
+            and not self.append
+            and not self.flush
+            and not self.role_changed
+            and self.quorum_state is None
+            and self.install is None
+            and self.truncate_to is None
+        )
