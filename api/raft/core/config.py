@@ -60,8 +60,8 @@ class QuorumConfig:
     election_timeout_ms: int = 1000
     """`controller.quorum.election.timeout.ms`: elections start after [t, 2t) without a leader."""
     fetch_timeout_ms: int = 2000
-    """`controller.quorum.fetch.timeout.ms`: a follower without a good fetch, or a leader
-    without fetches from a majority, for this long gives up on the leader."""
+    """`controller.quorum.fetch.timeout.ms`: a follower without a good fetch for this long
+    gives up on the leader; a leader gives up after 1.5 times it (`check_quorum_timeout_ms`)."""
     election_backoff_max_ms: int = 1000
     """`controller.quorum.election.backoff.max.ms`: a lost election retries after [0, this)."""
     append_linger_ms: int = 0
@@ -135,6 +135,17 @@ class QuorumConfig:
             request_timeout_ms=number("controller.quorum.request.timeout.ms", 2000),
             retry_backoff_ms=number("controller.quorum.retry.backoff.ms", 20),
         )
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        """How long a leader leads without fetches from a majority: 1.5 fetch timeouts.
+
+        Kafka's `CHECK_QUORUM_TIMEOUT_FACTOR`. The half timeout more lets a follower that a
+        loaded host held back for about one fetch timeout keep its leader: a leader cut off for
+        good still resigns, and one its majority no longer hears is voted out after the fetch
+        timeout whether or not it has resigned (it commits nothing meanwhile).
+        """
+        return self.fetch_timeout_ms * 3 // 2
 
     @property
     def is_voter(self) -> bool:

@@ -135,7 +135,7 @@ def hears_leader(machine: RaftMachine) -> bool:
     EndQuorumEpoch of another node move it to a newer epoch (Raft's leader stickiness,
     Ongaro's thesis 4.2.3): a real election needs a majority that no longer hears the leader
     (pre-votes first), so only a request that could not win (or a forged one) is turned away,
-    and a leader cut off from its majority resigns by check-quorum within the same timeout.
+    and a leader cut off from its majority resigns by check-quorum half a timeout later.
     """
     state = machine.state
     return machine.role is Role.LEADER or (

@@ -91,7 +91,7 @@ def tick_leader(machine: RaftMachine, now: int) -> None:
     if not leader.has_quorum(
         leader=machine.id,
         now_ms=now,
-        timeout_ms=machine.config.fetch_timeout_ms,
+        timeout_ms=machine.config.check_quorum_timeout_ms,
         majority=machine.majority,
     ):
         machine.resign()

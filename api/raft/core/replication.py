@@ -146,7 +146,7 @@ class LeaderState:
         return progress.end_offset if progress is not None else -1
 
     def has_quorum(self, *, leader: int, now_ms: int, timeout_ms: int, majority: int) -> bool:
-        """Check-quorum: a majority (with the leader) fetched within the fetch timeout."""
+        """Check-quorum: a majority (with the leader) fetched within `timeout_ms`."""
         if now_ms - self.started_ms < timeout_ms:
             return True
         recent = sum(

@@ -41,6 +41,8 @@ def test_config_keeps_kafkas_keys_and_defaults() -> None:
     )
     assert config.voters == VOTERS and config.is_voter and config.majority == 2
     assert (config.election_timeout_ms, config.fetch_timeout_ms) == (1000, 2000)
+    # A leader resigns after 1.5 fetch timeouts without a majority (Kafka's factor).
+    assert config.check_quorum_timeout_ms == 3000
     # The append linger is 0, not Kafka's 25: the leader's flush runs behind its loop.
     assert (config.election_backoff_max_ms, config.append_linger_ms) == (1000, 0)
     observer = QuorumConfig.from_properties(

@@ -233,11 +233,11 @@ def test_check_quorum_makes_a_leader_without_fetches_resign() -> None:
     core = make(1)
     elect(core)
     drain(core)
-    core.tick(machine(core).config.fetch_timeout_ms - 1)
+    core.tick(machine(core).config.check_quorum_timeout_ms - 1)
     assert role(core) is Role.LEADER
     core.step(2, fetch(2, core.epoch, 0, 0))
     drain(core)
-    core.tick(2 * machine(core).config.fetch_timeout_ms)
+    core.tick(2 * machine(core).config.check_quorum_timeout_ms)
     ready = drain(core)
     assert core.role is Role.RESIGNED and ready.role is Role.RESIGNED
     assert {out.destination for out in sent(ready, EndQuorumEpochRequest)} == {2, 3}

@@ -390,15 +390,17 @@ def test_a_leader_retries_begin_quorum_epoch_to_voters_that_have_not_answered() 
 
 
 def test_check_quorum_counts_only_recent_fetches() -> None:
-    core = leader(fetch_timeout_ms=1000)
+    core = leader(fetch_timeout_ms=1000)  # check-quorum: 1.5 fetch timeouts, as Kafka's
     start = core.now_ms
-    core.tick(start + 999)  # its first fetch timeout: grace
+    core.tick(start + 1499)  # its first check-quorum timeout: grace
     assert core.role is Role.LEADER
     core.step(2, fetch(2, core.epoch, 1, core.epoch))
-    core.tick(start + 1500)
-    assert core.role is Role.LEADER  # node 2 fetched 501 ms ago
-    core.tick(start + 2000)
-    assert role(core) is Role.RESIGNED  # 1,000 ms since: no majority
+    core.tick(start + 2600)
+    assert core.role is Role.LEADER  # node 2 fetched 1,101 ms ago: past the fetch timeout
+    core.tick(start + 2998)
+    assert core.role is Role.LEADER  # 1,499 ms ago
+    core.tick(start + 2999)
+    assert role(core) is Role.RESIGNED  # 1,500 ms since: no majority
 
 
 # --- the follower's side of fetching --------------------------------------------------------

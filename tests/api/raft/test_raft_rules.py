@@ -22,6 +22,7 @@ from api.raft.core.election import may_grant_pre_vote, may_grant_vote, successor
 from api.raft.core.quorum_state import MAX_EPOCH
 from api.raft.core.replication import LeaderState, majority_offset
 from tests.support.raft_core import answer, drain, fetch, leader, make, role, vote
+from tests.support.raft_states import machine
 
 VOTERS = frozenset({1, 2, 3})
 
@@ -82,17 +83,21 @@ def test_a_fetch_at_the_leaders_end_is_caught_up() -> None:
 
 
 def test_check_quorum_at_its_exact_bounds() -> None:
+    # Its timeout is 1.5 fetch timeouts (Kafka's CHECK_QUORUM_TIMEOUT_FACTOR), rounded down.
+    assert machine(leader(fetch_timeout_ms=1001)).config.check_quorum_timeout_ms == 1501
     core = leader(fetch_timeout_ms=1000)
     start = core.now_ms
-    core.tick(start + 1000)  # the first timeout has passed: checked, no fetch at all
-    assert core.role is Role.RESIGNED
+    core.tick(start + 1499)
+    assert core.role is Role.LEADER  # its first timeout: grace, no fetch needed yet
+    core.tick(start + 1500)  # the first timeout has passed: checked, no fetch at all
+    assert role(core) is Role.RESIGNED
     core = leader(fetch_timeout_ms=1000)
     start = core.now_ms
     core.tick(start + 500)
     core.step(2, fetch(2, core.epoch, 1, core.epoch))
-    core.tick(start + 1499)
-    assert core.role is Role.LEADER  # node 2 fetched 999 ms ago
-    core.tick(start + 1500)
+    core.tick(start + 1999)
+    assert core.role is Role.LEADER  # node 2 fetched 1,499 ms ago
+    core.tick(start + 2000)
     assert role(core) is Role.RESIGNED  # exactly the timeout ago: not recent
 
 

@@ -78,7 +78,7 @@ def stale_leader_and_wiped_voter(seed: int) -> Cluster:
     c.process(a)  # its next check-quorum is due at the restored timeout's pace, not 150 s away
     stale = a.core
     assert c.run_until(
-        c.now + 2 * config.fetch_timeout_ms, until=lambda: stale.role is not Role.LEADER
+        c.now + 2 * config.check_quorum_timeout_ms, until=lambda: stale.role is not Role.LEADER
     )
     c.heal()
     assert c.run_until(c.now + 10_000, until=lambda: wiped.state is not None)

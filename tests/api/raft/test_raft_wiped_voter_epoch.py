@@ -61,7 +61,8 @@ def wiped_voter_hears_a_newer_epoch(seed: int) -> Cluster:
     # W reaches A both ways; L does not hear W, and W does not hear L yet.
     c.blocked = {(a.id, new.id), (new.id, a.id), (wiped.id, new.id), (new.id, wiped.id)}
     c.start(wiped)
-    assert c.run_until(c.now + 5000, until=lambda: new.core.role is Role.PROSPECTIVE)  # type: ignore[union-attr] # it keeps running
+    # L resigns by check-quorum (3 s without fetches), then stands after an election timeout.
+    assert c.run_until(c.now + 8000, until=lambda: new.core.role is Role.PROSPECTIVE)  # type: ignore[union-attr] # it keeps running
     assert wiped.state is None  # it has heard nothing from L: still catching up
     assert wiped.core is not None and wiped.core.epoch == old_epoch
     # L's next pre-vote rounds reach W (at epoch E); W's answers do not reach L.
@@ -75,7 +76,7 @@ def wiped_voter_hears_a_newer_epoch(seed: int) -> Cluster:
     c.process(a)  # its next tick was set by the long timeout
     stale = a.core
     assert c.run_until(
-        c.now + 2 * config.fetch_timeout_ms, until=lambda: stale.role is not Role.LEADER
+        c.now + 2 * config.check_quorum_timeout_ms, until=lambda: stale.role is not Role.LEADER
     )
     c.run_until(c.now + 10_000)
     assert wiped.state is None and _leader_in(c, {a.id, wiped.id}, old_epoch) is None
