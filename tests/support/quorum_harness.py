@@ -244,12 +244,20 @@ class Cluster:
     async def leader(
         self, timeout: float = 10.0, *, excluding: QuorumNode | None = None
     ) -> QuorumNode:
-        """The node that leads and takes writes (other than `excluding`), once there is one."""
+        """The node that leads and takes writes (other than `excluding`), once there is one.
+
+        Of two that do (one cut off from its majority leads on until check-quorum, 1.5 fetch
+        timeouts), the one of the newer epoch.
+        """
         deadline = asyncio.get_running_loop().time() + timeout
         while asyncio.get_running_loop().time() < deadline:
-            for node in self.network.nodes.values():
-                if node.leading and node is not excluding:
-                    return node
+            leading = [
+                node
+                for node in self.network.nodes.values()
+                if node.leading and node is not excluding
+            ]
+            if leading:
+                return max(leading, key=lambda node: node.core.epoch)
             await asyncio.sleep(0.01)
         raise TimeoutError("no leader took writes in time")
 

@@ -335,30 +335,23 @@ class Quorum:
         """The id of the node that takes writes, asked of the running nodes.
 
         Asked on their controller listeners, as a controller: a client listener names only
-        its own node as the controller (it forwards the writes it does not lead).
+        its own node as the controller (it forwards the writes it does not lead). The leader
+        says so itself, and is the only one that answers so: a leader cut off from its
+        majority leads on until check-quorum (1.5 fetch timeouts) while the others elect a new
+        one, and then neither is named until it resigns.
         """
-        assert self.pki is not None
-        security = self.pki.controller_client()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            leading = []
             for node in self.nodes.values():
                 if not node.running:
                     continue
-                try:
-                    client = await asyncio.wait_for(
-                        AdminClient.connect(node.controller_address, security=security), 2
-                    )
-                except Exception:
-                    continue
-                try:
-                    answer = await asyncio.wait_for(client.metadata([]), 2)
-                    controller = int(answer.controller_id)
-                except Exception:
-                    controller = -1
-                finally:
-                    await client.close()
-                if controller == node.node_id:  # the leader says so itself
-                    return controller
+                with contextlib.suppress(Exception):  # no answer: it says nothing
+                    named = await asyncio.wait_for(self.controller_named_by(node.node_id), 4)
+                    if named == node.node_id:
+                        leading.append(named)
+            if len(leading) == 1:
+                return leading[0]
             await asyncio.sleep(0.1)
         raise TimeoutError("no leader in time: " + self.stderr_tails())
 
@@ -430,9 +423,12 @@ class Quorum:
                 finally:
                     await client.close()
                 return
-            except Exception:
+            except Exception as exc:
                 if time.monotonic() > deadline:
-                    raise
+                    raise AssertionError(
+                        f"brokers {list(ids)} not registered within {timeout} s ({exc}); "
+                        f"the nodes' logs end:\n{self.stderr_tails()}"
+                    ) from exc
                 await asyncio.sleep(0.2)
 
     def stderr_tails(self) -> str:

@@ -135,8 +135,12 @@ def test_the_example_broker_lives_through_a_killed_leader(tmp_path: Path) -> Non
     registered = [line for line in lines if "registered" in line]
     assert len(registered) == 1 and "registered, epoch" in registered[0], story
     assert "fenced by the controller" not in story  # the only "fenced" word is "unfenced"
-    assert lines[-2].startswith(f"broker {BROKER_ID}: controlled shutdown requested"), story
     assert lines[-1] == f"broker {BROKER_ID}: controlled shutdown completed; shut down", story
+    # Requested once; between that and its completion only a move to another leader is told
+    # (the two left may elect again meanwhile on a loaded host: the broker follows it).
+    [requested] = [i for i, line in enumerate(lines) if "controlled shutdown requested" in line]
+    moves = ("controller channel to", "is not the active controller", "lost the controller")
+    assert all(any(m in line for m in moves) for line in lines[requested + 1 : -1]), story
     assert view["in_controlled_shutdown"] is True, view
 
     # The log of the leader that answered last: one registration, unfenced once, then the

@@ -110,6 +110,11 @@ async def test_a_cut_off_follower_answers_not_controller_never_its_stale_image(
             quorum.stop_all()
 
 
+RETRIABLE = ("RequestTimedOutError", "NotControllerError")
+"""kafka-python's names of the errors a leader change answers (REQUEST_TIMED_OUT: the forwarded
+write's leader stopped leading before it answered; NOT_CONTROLLER)."""
+
+
 def test_kafka_python_alter_configs_succeeds_through_every_node(module_quorum: Quorum) -> None:
     from kafka.admin import ConfigResource as KafkaResource
     from kafka.admin import ConfigResourceType as KafkaResourceType
@@ -126,7 +131,7 @@ def test_kafka_python_alter_configs_succeeds_through_every_node(module_quorum: Q
     for node in module_quorum.nodes.values():
         asyncio.run(_until_seen(node.address, "configured"))
     failures: list[str] = []
-    attempts = 0
+    attempts = retried = 0
     for node in module_quorum.nodes.values():
         admin = KafkaAdminClient(bootstrap_servers=node.address, request_timeout_ms=10_000)
         try:
@@ -138,13 +143,19 @@ def test_kafka_python_alter_configs_succeeds_through_every_node(module_quorum: Q
                     configs={"retention.ms": str(60_000 + i)},
                 )
                 # {type: {name: 'OK' or the error}}; sent to the least loaded node, any of 3.
+                # A retriable answer (the quorum elected another leader meanwhile: a loaded
+                # host's) is sent again, as Kafka's own admin client does; once at most.
                 result = admin.alter_configs([resource])["topic"]["configured"]
+                if any(error in result for error in RETRIABLE):
+                    retried += 1
+                    result = admin.alter_configs([resource])["topic"]["configured"]
                 if result != "OK":
                     failures.append(f"bootstrapped at node {node.node_id}: {result}")
         finally:
             admin.close()
     assert attempts == 300
     assert failures == []
+    assert retried <= 3  # a leader change or two, not a quorum that keeps electing
     # The follower answered with the leader's state: every node ends with the last value.
     described = asyncio.run(_retention_everywhere(module_quorum))
     assert described == {str(60_099)}
