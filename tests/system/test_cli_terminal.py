@@ -144,7 +144,7 @@ def test_ctrl_c_in_log_dump_follow_on_the_data_directory_ends_it_with_130(data_d
     term.read_until("PARTITION_RECORD")
     term.type("\x03")
     code, shown = term.finish()
-    assert code == 130
+    assert code == 130, shown
     assert shown.splitlines()[-1] == "mlog: interrupted"
     assert shown.count("TOPIC_RECORD") == 1  # what it printed is intact
 
