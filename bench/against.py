@@ -86,22 +86,27 @@ class Figure:
 
 
 def print_table(rows: Sequence[Figure], *, other: Path, this: Path = THIS) -> None:
-    """Each figure's medians for this checkout and the baseline, and the median ratio."""
+    """Each figure's medians for this checkout and the baseline, the median ratio, its spread."""
     rounds = max((len(r.pairs) for r in rows), default=0)
     print(f"this:     {this}\nbaseline: {other}\nmedian of {rounds} paired rounds")
     width = max((len(r.label) for r in rows), default=10) + 2
-    header = f"{'figure':<{width}}{'this':>14}{'baseline':>14}{'ratio':>8}"
+    header = f"{'figure':<{width}}{'this':>14}{'baseline':>14}{'ratio':>8}{'spread':>15}"
     print(header)
     print("-" * len(header))
     for row in rows:
         ours = statistics.median(t for t, _ in row.pairs)
         base = statistics.median(b for _, b in row.pairs)
-        ratio = statistics.median(t / b for t, b in row.pairs if b)
+        ratios = [t / b for t, b in row.pairs if b]
+        ratio = statistics.median(ratios) if ratios else float("nan")
+        spread = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
         print(
             f"{row.label:<{width}}{_figure(ours, row.unit):>14}{_figure(base, row.unit):>14}"
-            f"{ratio:>8.3f}{'  (lower is better)' if row.lower_is_better else ''}"
+            f"{ratio:>8.3f}{spread:>15}{'  (lower is better)' if row.lower_is_better else ''}"
         )
-    print("ratio: median over rounds of (this / baseline, measured next to each other)")
+    print(
+        "ratio: median over rounds of (this / baseline, measured next to each other); "
+        "spread: the lowest and highest round's"
+    )
 
 
 def print_columns(rows: Sequence[Sequence[str]]) -> None:
