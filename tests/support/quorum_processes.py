@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import os
 import random
 import signal
@@ -404,15 +405,17 @@ class Quorum:
                 writer.close()
                 break
 
-    async def register_brokers(self, ids: Sequence[int] = (1, 2, 3), timeout: float = 30) -> None:
+    async def register_brokers(self, ids: Sequence[int] = (1, 2, 3), timeout: float = 60) -> None:
         """Register brokers through the leader (topics need one), retrying while it changes.
 
-        Every running node is serving when it returns (`serving`).
+        Each try starts from the next running node (one that does not answer is not asked
+        again and again). Every running node is serving when it returns (`serving`).
         """
         await self.serving(timeout)
         deadline = time.monotonic() + timeout
-        while True:
-            node = next(n for n in self.nodes.values() if n.running)
+        for attempt in itertools.count():
+            running = [n for n in self.nodes.values() if n.running]
+            node = running[attempt % len(running)]
             try:
                 client = await AdminClient.connect_controller(
                     node.address, timeout_ms=5000, security=self.security
