@@ -1,14 +1,18 @@
 """Cold start of `mlog serve` from the log, a SQLite and a PostgreSQL snapshot, beside raw reads.
 
-Usage: python bench/start_bench.py [--partitions N] [--rounds K] [--postgres URL] [--dir PATH]
+Usage: python bench/start_bench.py [--partitions N] [--brokers B] [--share F] [--fence]
+                                   [--rounds K] [--postgres URL] [--dir PATH]
        python bench/start_bench.py --against TREE [--partitions N] [--rounds K] ...
+       python bench/start_bench.py --partitions 10000000 --brokers 1000 --share 0.01 --fence \
+           --rounds 1 --postgres ''       # the 10M run (1M topics x 10, RF 3)
 
 Data: a single node's data directory holding a cluster of N partitions (default 1,000,000:
-topics of 10, RF 3 over 6 brokers, written straight into the log as `bench/fleet_bench.py`
-writes it), in three copies: the whole log; a SQLite snapshot of it (`mlog snapshot create`)
-with the log trimmed below it (`mlog log trim --before-snapshot`); the same with the snapshot in
-PostgreSQL (a schema of its own, dropped at the end; `--postgres ''` skips it). The log and the
-SQLite copy are kept in `--dir` for the next run.
+topics of 10, RF 3 over B brokers, default 6; with --share F broker 0 also leads that fraction
+of them; written straight into the log as `bench/fleet_bench.py` writes it), in three copies:
+the whole log; a SQLite snapshot of it (`mlog snapshot create`) with the log trimmed below it
+(`mlog log trim --before-snapshot`); the same with the snapshot in PostgreSQL (a schema of its
+own, dropped at the end; `--postgres ''` skips it). The log and the SQLite copy are kept in
+`--dir` for the next run.
 
 Rows, each the median of K rounds (the spread is the range over them); in each round every
 start is paired with its raw baseline, run right before or after it (the order alternates):
@@ -22,6 +26,11 @@ start is paired with its raw baseline, run right before or after it (the order a
                    timed in a process of its own
   image            the image's size: RSS growth of a fresh process holding it (the log's
                    `load_image`), against which each start's peak RSS is put
+  fence (--fence)  in a process that loaded the SQLite snapshot: broker 0 fenced as the
+                   controller fences it (`bench/fleet_bench.py`'s `fence_new`): seconds to its
+                   first batch (the broker's record and the first moves, replayed) and to the
+                   last; baseline: the algorithm before the per-broker index, every partition
+                   walked and every move in one batch, on the same image
 
 With --against TREE (another checkout, bench/against.py) the starts of this checkout and of
 TREE take turns on the same data directories, K rounds, and the table shows each one's median
@@ -170,6 +179,8 @@ def child(kind: str, where: str) -> dict[str, Any]:
         timed: list[float] = []
         rows = raw_postgres(where, timed)
         return {"raw": timed[0], "rows": rows}
+    if kind == "fence":
+        return _fence(where)
     if kind == "fetch-sqlite":
         gc.collect()
         start = time.perf_counter()
@@ -189,6 +200,35 @@ def child(kind: str, where: str) -> dict[str, Any]:
         image = store.load(newest.id)
         load_s = time.perf_counter() - start
     return {"load": load_s, "peak": _peak(), "partitions": image.topics.partition_count()}
+
+
+def _fence(sqlite_path: str) -> dict[str, Any]:
+    """Broker 0 fenced on the image of the newest snapshot at `sqlite_path` (`--child fence`)."""
+    from fleet_bench import fence_new, fence_old
+
+    from replay.sql.store import SnapshotStore
+
+    with SnapshotStore(f"sqlite:///{sqlite_path}", create=False) as store:
+        newest = store.newest()
+        if newest is None:
+            raise SystemExit(f"no snapshot in {sqlite_path}")
+        image = store.load(newest.id)
+    held = len(image.topics.partitions_of(0))
+    gc.collect()
+    gc.freeze()  # as a server holds its loaded image: out of the collector's walks
+    first, total, longest, moves, batches, _, _ = fence_new(image, 0)
+    before, old_moves = fence_old(image, 0)
+    if old_moves != moves:
+        raise SystemExit(f"the two fences disagree: {old_moves} moves against {moves}")
+    return {
+        "held": held,
+        "moves": moves,
+        "batches": batches,
+        "first": first,
+        "all": total,
+        "longest": longest,
+        "before": before,
+    }
 
 
 def run_child(kind: str, where: str, env: dict[str, str] | None = None) -> tuple[float, Any]:
@@ -229,19 +269,30 @@ def _mlog(*args: str) -> float:
     return time.perf_counter() - start
 
 
-def prepare(scratch: Path, partitions: int, pg_url: str | None) -> dict[str, tuple[Path, str]]:
+def prepare(
+    scratch: Path,
+    partitions: int,
+    pg_url: str | None,
+    *,
+    brokers: int = BROKERS,
+    share: float = 0.0,
+) -> dict[str, tuple[Path, str]]:
     """Per kind of start: (its data directory, where its raw baseline reads)."""
     from fleet_bench import write_cluster_log
 
-    root = scratch / f"start-{partitions}"
+    cluster = "" if (brokers, share) == (BROKERS, 0.0) else f"-b{brokers}-s{share:g}"
+    root = scratch / f"start-{partitions}{cluster}"
     marker = root / "complete"
     log_data, sqlite_data = root / "log", root / "sqlite"
     if not marker.exists():
         shutil.rmtree(root, ignore_errors=True)
         started = time.perf_counter()
-        end, _ = write_cluster_log(log_data / "log", partitions, BROKERS, 0.0)
+        end, _ = write_cluster_log(log_data / "log", partitions, brokers, share)
         took = time.perf_counter() - started
-        print(f"log: {partitions:,} partitions, {end:,} entries, in {took:.1f}s")
+        print(
+            f"log: {partitions:,} partitions over {brokers:,} brokers, {end:,} entries, "
+            f"in {took:.1f}s"
+        )
         shutil.copytree(log_data, sqlite_data)
         took = _mlog("snapshot", "create", "--data-dir", str(sqlite_data))
         _mlog("log", "trim", "--before-snapshot", "--data-dir", str(sqlite_data))
@@ -418,11 +469,31 @@ def measure(args: argparse.Namespace, kinds: dict[str, tuple[Path, str]], scratc
                 "",
             ]
         )
+    if args.fence:
+        rows.append(_fence_row(args, kinds["sqlite"][1]))
     print()
     print(
         f"{image['partitions']:,} partitions, {args.rounds} rounds, load {os.getloadavg()[0]:.1f}"
     )
     print_columns(rows)
+
+
+def _fence_row(args: argparse.Namespace, sqlite_path: str) -> list[str]:
+    """The fence of broker 0, K rounds, each in a process of its own that loaded the snapshot."""
+    fences = [_child_result("fence", sqlite_path) for _ in range(args.rounds)]
+    first = [f["first"] for f in fences]
+    before = [f["before"] for f in fences]
+    held, moves, batches = fences[0]["held"], fences[0]["moves"], fences[0]["batches"]
+    return [
+        f"fence broker 0 ({held:,} partitions, {moves:,} moves in {batches} batches): first "
+        f"batch; all: {_spread([f['all'] for f in fences], _s)}",
+        _spread(first, _s),
+        f"every partition walked, one batch: {_spread(before, _s)}",
+        f"{statistics.median(f / b for f, b in zip(first, before, strict=True)):.2f}x",
+        "",
+        "",
+        "",
+    ]
 
 
 def measure_against(
@@ -453,6 +524,13 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=1_000_000)
+    parser.add_argument("--brokers", type=int, default=BROKERS)
+    parser.add_argument(
+        "--share", type=float, default=0.0, help="the fraction of partitions broker 0 also leads"
+    )
+    parser.add_argument(
+        "--fence", action="store_true", help="also fence broker 0 on the snapshot's image"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--postgres",
@@ -464,6 +542,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.partitions < 10 or args.rounds < 1:
         parser.error("--partitions must be at least 10 and --rounds at least 1")
+    if args.brokers < 1 or not 0.0 <= args.share <= 1.0:
+        parser.error("--brokers must be at least 1 and --share between 0 and 1")
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="mlog-start-bench-"))
     scratch.mkdir(parents=True, exist_ok=True)
     pg_url = None
@@ -483,7 +563,7 @@ def main() -> None:
         compiled(measured_code())
         if args.against is not None:
             compiled(args.against.resolve())
-        kinds = prepare(scratch, args.partitions, pg_url)
+        kinds = prepare(scratch, args.partitions, pg_url, brokers=args.brokers, share=args.share)
         if args.against is not None:
             measure_against(args, kinds, scratch)
         else:

@@ -158,7 +158,10 @@ SMOKE: dict[str, Smoke] = {
         marks=("process",),
     ),
     "start_bench.py": Smoke(
-        args=("--partitions", "300", "--rounds", "1", "--postgres", "", "--dir", "{tmp}"),
+        args=(
+            *("--partitions", "300", "--brokers", "4", "--share", "0.1", "--fence"),
+            *("--rounds", "1", "--postgres", "", "--dir", "{tmp}"),
+        ),
         marks=("process",),
     ),
 }
