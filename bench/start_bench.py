@@ -390,6 +390,10 @@ def _s(value: float) -> str:
     return f"{value:.2f} s"
 
 
+def _ms(value: float) -> str:
+    return f"{value * 1000:.1f} ms"
+
+
 def _child_result(kind: str, where: str) -> Any:
     return run_child(kind, where)[1]
 
@@ -487,7 +491,7 @@ def _fence_row(args: argparse.Namespace, sqlite_path: str) -> list[str]:
     return [
         f"fence broker 0 ({held:,} partitions, {moves:,} moves in {batches} batches): first "
         f"batch; all: {_spread([f['all'] for f in fences], _s)}",
-        _spread(first, _s),
+        _spread(first, _ms),
         f"every partition walked, one batch: {_spread(before, _s)}",
         f"{statistics.median(f / b for f, b in zip(first, before, strict=True)):.2f}x",
         "",
