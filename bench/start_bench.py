@@ -548,6 +548,8 @@ def main() -> None:
         parser.error("--partitions must be at least 10 and --rounds at least 1")
     if args.brokers < 1 or not 0.0 <= args.share <= 1.0:
         parser.error("--brokers must be at least 1 and --share between 0 and 1")
+    if args.fence and args.against is not None:
+        parser.error("--fence is measured without --against: run the two apart")
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="mlog-start-bench-"))
     scratch.mkdir(parents=True, exist_ok=True)
     pg_url = None
