@@ -67,6 +67,8 @@ _B = TypeVar("_B")
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BROKERS = 6
+INT32_MAX = 2**31 - 1
+"""The highest broker id Kafka's wire format carries."""
 SETTLE_S = 1.0
 """Seconds a started server is left running after its first answer before its peak is read."""
 
@@ -192,14 +194,20 @@ def child(kind: str, where: str) -> dict[str, Any]:
     url = where if kind == "load-postgres" else f"sqlite:///{where}"
     gc.collect()
     with SnapshotStore(url, create=False) as store:
-        newest = store.newest()
-        if newest is None:
-            raise SystemExit(f"no snapshot in {url}")
+        newest = _newest_id(store, url)
         _reset_peak()  # the peak of the load, not of the imports and the store's opening
         start = time.perf_counter()
-        image = store.load(newest.id)
+        image = store.load(newest)
         load_s = time.perf_counter() - start
     return {"load": load_s, "peak": _peak(), "partitions": image.topics.partition_count()}
+
+
+def _newest_id(store: Any, url: str) -> int:
+    """The id of the newest snapshot in `store` (opened on `url`); none ends the child."""
+    newest = store.newest()
+    if newest is None:
+        raise SystemExit(f"no snapshot in {url}")
+    return int(newest.id)
 
 
 def _fence(sqlite_path: str) -> dict[str, Any]:
@@ -208,11 +216,9 @@ def _fence(sqlite_path: str) -> dict[str, Any]:
 
     from replay.sql.store import SnapshotStore
 
-    with SnapshotStore(f"sqlite:///{sqlite_path}", create=False) as store:
-        newest = store.newest()
-        if newest is None:
-            raise SystemExit(f"no snapshot in {sqlite_path}")
-        image = store.load(newest.id)
+    url = f"sqlite:///{sqlite_path}"
+    with SnapshotStore(url, create=False) as store:
+        image = store.load(_newest_id(store, url))
     held = len(image.topics.partitions_of(0))
     gc.collect()
     gc.freeze()  # as a server holds its loaded image: out of the collector's walks
@@ -493,7 +499,7 @@ def _fence_row(args: argparse.Namespace, sqlite_path: str) -> list[str]:
         f"batch; all: {_spread([f['all'] for f in fences], _s)}",
         _spread(first, _ms),
         f"every partition walked, one batch: {_spread(before, _s)}",
-        f"{statistics.median(f / b for f, b in zip(first, before, strict=True)):.2f}x",
+        f"{statistics.median(f / b for f, b in zip(first, before, strict=True)):.2g}x",
         "",
         "",
         "",
@@ -546,8 +552,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.partitions < 10 or args.rounds < 1:
         parser.error("--partitions must be at least 10 and --rounds at least 1")
-    if args.brokers < 1 or not 0.0 <= args.share <= 1.0:
-        parser.error("--brokers must be at least 1 and --share between 0 and 1")
+    if not 1 <= args.brokers <= min(args.partitions, INT32_MAX) or not 0.0 <= args.share <= 1.0:
+        parser.error(
+            "--brokers must be between 1 and --partitions (and 2147483647), --share between 0 and 1"
+        )
     if args.fence and args.against is not None:
         parser.error("--fence is measured without --against: run the two apart")
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="mlog-start-bench-"))

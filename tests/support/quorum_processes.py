@@ -415,6 +415,7 @@ class Quorum:
         deadline = time.monotonic() + timeout
         for attempt in itertools.count():
             running = [n for n in self.nodes.values() if n.running]
+            assert running, "no node of the quorum is running: none can register brokers"
             node = running[attempt % len(running)]
             try:
                 client = await AdminClient.connect_controller(
