@@ -21,3 +21,22 @@ def a_new_cycle_is_collected(generation: int = 2) -> bool:
     del garbage
     gc.collect(generation)
     return gone() is None
+
+
+def frozen(objects: list[object]) -> list[bool]:
+    """Whether each of `objects` is frozen (in the permanent generation, which
+    `gc.get_objects()` does not list). Asked of the objects themselves, not of
+    `gc.get_freeze_count()`, which frozen objects freed meanwhile (an earlier test's
+    tasks or threads winding down) lower."""
+    tracked = {id(obj) for obj in gc.get_objects()}
+    return [id(obj) not in tracked for obj in objects]
+
+
+def all_frozen(objects: list[object]) -> bool:
+    """Whether every one of `objects` is frozen."""
+    return all(frozen(objects))
+
+
+def none_frozen(objects: list[object]) -> bool:
+    """Whether none of `objects` is frozen."""
+    return not any(frozen(objects))
