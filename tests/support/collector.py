@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from collections.abc import Sequence
 
 
 class Cycle:
@@ -23,7 +24,7 @@ def a_new_cycle_is_collected(generation: int = 2) -> bool:
     return gone() is None
 
 
-def frozen(objects: list[object]) -> list[bool]:
+def frozen(objects: Sequence[object]) -> list[bool]:
     """Whether each of `objects` is frozen (in the permanent generation, which
     `gc.get_objects()` does not list). Asked of the objects themselves, not of
     `gc.get_freeze_count()`, which frozen objects freed meanwhile (an earlier test's
@@ -32,11 +33,11 @@ def frozen(objects: list[object]) -> list[bool]:
     return [id(obj) not in tracked for obj in objects]
 
 
-def all_frozen(objects: list[object]) -> bool:
+def all_frozen(objects: Sequence[object]) -> bool:
     """Whether every one of `objects` is frozen."""
     return all(frozen(objects))
 
 
-def none_frozen(objects: list[object]) -> bool:
+def none_frozen(objects: Sequence[object]) -> bool:
     """Whether none of `objects` is frozen."""
     return not any(frozen(objects))
