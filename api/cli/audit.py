@@ -361,10 +361,28 @@ def interruptible(
             if quiet is not None:
                 logging.getLogger().removeFilter(quiet)
         # The process ends here, and the JVM with it (its jobs too): nothing to cancel.
+        _exit_at_another_ctrl_c()
         print("mlog: interrupted: the audit was stopped (Ctrl-C)", file=sys.stderr)
         return EXIT_INTERRUPTED
 
     return run
+
+
+def _exit_at_another_ctrl_c() -> None:
+    """From here on, a Ctrl-C ends the process at once with exit 130.
+
+    The command is ending (the JVM's teardown, at exit, takes a moment). A SIGINT whose handler
+    runs in that stretch would raise KeyboardInterrupt outside every handler, and Python would
+    end the process by SIGINT (exit -2, not 130): seen once, in a run of the suite beside
+    another on two busy cores.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _exit_interrupted)
+
+
+def _exit_interrupted(signum: int, frame: object) -> None:
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Damage|Unreachable)): (.+)$")
