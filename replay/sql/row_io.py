@@ -73,6 +73,10 @@ def _dbapi(conn: Connection) -> Any:
     return dbapi_connection
 
 
+LIBPQ_CHUNKED_ROWS = 170000
+"""The first libpq (17) with the chunked rows mode `cursor.stream(size=...)` needs."""
+
+
 @functools.cache
 def _psycopg_streams_in_chunks() -> bool:
     """Whether psycopg streams a result `CHUNK` rows at a time.
@@ -87,10 +91,6 @@ def _psycopg_streams_in_chunks() -> bool:
         and "size" in inspect.signature(stream).parameters
         and psycopg.pq.version() >= LIBPQ_CHUNKED_ROWS
     )
-
-
-LIBPQ_CHUNKED_ROWS = 170000
-"""The first libpq (17) with the chunked rows mode `cursor.stream(size=...)` needs."""
 
 
 def _streams(conn: Connection) -> bool:

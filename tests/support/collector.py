@@ -25,12 +25,13 @@ def a_new_cycle_is_collected(generation: int = 2) -> bool:
 
 
 def frozen(objects: Sequence[object]) -> list[bool]:
-    """Whether each of `objects` is frozen (in the permanent generation, which
-    `gc.get_objects()` does not list). Asked of the objects themselves, not of
+    """Whether each of `objects` is frozen: tracked by the collector, yet in no generation
+    `gc.get_objects()` lists (the permanent one). Asked of the objects themselves, not of
     `gc.get_freeze_count()`, which frozen objects freed meanwhile (an earlier test's
-    tasks or threads winding down) lower."""
-    tracked = {id(obj) for obj in gc.get_objects()}
-    return [id(obj) not in tracked for obj in objects]
+    tasks or threads winding down) lower. An object the collector never tracked is not
+    frozen."""
+    listed = {id(obj) for obj in gc.get_objects()}
+    return [gc.is_tracked(obj) and id(obj) not in listed for obj in objects]
 
 
 def all_frozen(objects: Sequence[object]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,7 @@ def test_a_stream_given_up_half_way_is_read_to_its_end_not_cancelled(
     ended: list[bool] = []
     stream = psycopg.Cursor.stream
 
+    @functools.wraps(stream)  # its signature too, which `row_io` reads (and caches)
     def watched(self: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> Iterator[Any]:
         ended.append(False)
         yield from stream(self, *args, **kwargs)
