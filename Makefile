@@ -11,20 +11,28 @@ RDKAFKA_HEADER := /usr/include/librdkafka/rdkafka.h
 # Bytecode written at install: where Python does not write it at run time (PYTHONDONTWRITEBYTECODE,
 # a read-only tree) every `mlog` would compile its modules again, ~70% more start-up time.
 COMPILE := $(PY) -m compileall -q records metadata_log replay api migrations
+# The compiled helpers setup.py builds (each optional: the install goes on without one that fails).
+EXTENSIONS := records/_fastdecode.pyx replay/_untrack.pyx replay/sql/_partition_rows.pyx \
+	replay/sql/_partition_rows.pxd replay/sql/_sqlite_rows.pyx metadata_log/_syncer.pyx \
+	api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx
+# SQLite's C headers (Debian's libsqlite3-dev), which replay.sql._sqlite_rows is built against.
+SQLITE_HEADER := /usr/include/sqlite3.h
 
-.PHONY: demo test test-fast interop prometheus browser lint bench mutate clean
+.PHONY: demo test test-fast interop prometheus browser sqlite-headers lint bench mutate clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "metadata-log needs Python 3.11 or newer; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP_RUN): pyproject.toml setup.py records/_fastdecode.pyx replay/_untrack.pyx replay/sql/_partition_rows.pyx metadata_log/_syncer.pyx api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx | $(PY)
+$(STAMP_RUN): pyproject.toml setup.py $(EXTENSIONS) | $(PY)
+	@$(MAKE) --no-print-directory sqlite-headers
 	$(PY) -m pip install --quiet -e '.[audit]'
 	$(COMPILE)
 	touch $@
 
-$(STAMP_TEST): pyproject.toml setup.py records/_fastdecode.pyx replay/_untrack.pyx replay/sql/_partition_rows.pyx metadata_log/_syncer.pyx api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx | $(PY)
+$(STAMP_TEST): pyproject.toml setup.py $(EXTENSIONS) | $(PY)
+	@$(MAKE) --no-print-directory sqlite-headers
 	$(PY) -m pip install --quiet -e '.[audit,test]'
 	$(COMPILE)
 	touch $@ $(STAMP_RUN)
@@ -38,6 +46,16 @@ $(STAMP_INTEROP): tests/interop/package.json tests/interop/package-lock.json
 		cd tests/interop && npm ci --no-audit --no-fund; \
 	else \
 		echo "npm is missing: the kafkajs interop test will not run"; \
+	fi
+
+# libsqlite3-dev, for the compiled snapshot reader; without it (no root) that helper is not built.
+sqlite-headers:
+	@if [ ! -e $(SQLITE_HEADER) ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update && apt-get install -y --no-install-recommends libsqlite3-dev; \
+		else \
+			echo "libsqlite3-dev is missing and cannot be installed here (needs root and apt-get)"; \
+		fi; \
 	fi
 
 # librdkafka-dev comes from the system's packages (Debian 12: 2.0.2); installing it needs root.

@@ -70,6 +70,18 @@ cdef inline void _store(object record, Py_ssize_t index, object value):
     slot[0] = <PyObject *>value
 
 
+cdef object new_record():
+    """A new record of the prepared class, its slots empty (`store_slot` fills them)."""
+    if _record_type is None:
+        raise RuntimeError("prepare() was not called")
+    return PyType_GenericAlloc(_record_type, 0)
+
+
+cdef void store_slot(object record, Py_ssize_t index, object value):
+    """Set slot `index` (in the rows' column order) of a record from `new_record`."""
+    _store(record, index, value)
+
+
 def build(list rows, object topic_id, arrays, modes):
     """The records of `rows` (one topic's, ids 0..n-1), or None for rows to check in Python.
 

@@ -21,7 +21,7 @@ import hashlib
 import json
 import marshal
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from immutables import Map
@@ -81,6 +81,7 @@ from replay.sql.checksum import (
 )
 from replay.sql.errors import SnapshotContentError
 from replay.sql.ids import parse_id
+from replay.sql.partition_runs import PartitionRuns
 
 try:
     from replay.sql import _partition_rows as _compiled  # type: ignore[attr-defined]  # optional C
@@ -434,23 +435,13 @@ def _topics(
         add(PENDING, row)
         pending_rows[row[0]] = row
     build = _TopicBuilder(topic_rows, pending_rows, partitions_sorted=partitions_sorted)
-    run: list[Row] = []
-    run_tid: object = None
-    finish = build.finish
-    append = run.append
-    for row in rows[PARTITIONS]:
-        tid = row[0]
-        if tid != run_tid:
-            if run:
-                finish(run_tid, run)
-                run = []
-                append = run.append
-            run_tid = tid
-        append(row)
-    if run:
-        finish(run_tid, run)
+    source = rows[PARTITIONS]
+    if isinstance(source, PartitionRuns):
+        _finish_runs(build, source)
+    else:
+        _finish_rows(build, source)
     for tid in topic_rows.keys() - build.built.keys():
-        finish(tid, [])  # a topic without partitions (none of its rows came)
+        build.finish(tid, [])  # a topic without partitions (none of its rows came)
     if pending_rows:
         raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
     checksum.add_sum(PARTITIONS, build.digest_sum, build.partitions)
@@ -471,6 +462,38 @@ def _topics(
         ),
         topic_counts,
     )
+
+
+def _finish_rows(build: _TopicBuilder, rows: Iterable[Row]) -> None:
+    """Build each topic from its run of partition rows as they stream by."""
+    run: list[Row] = []
+    run_tid: object = None
+    finish = build.finish
+    append = run.append
+    for row in rows:
+        tid = row[0]
+        if tid != run_tid:
+            if run:
+                finish(run_tid, run)
+                run = []
+                append = run.append
+            run_tid = tid
+        append(row)
+    if run:
+        finish(run_tid, run)
+
+
+def _finish_runs(build: _TopicBuilder, source: PartitionRuns) -> None:
+    """Build each topic from the compiled reader's runs: records made, or rows (`raw`)."""
+    runs = source.runs(build.arrays, _MODES, parse_id)
+    try:
+        for run in runs:
+            if len(run) == 2:
+                build.finish(run[0], run[1])
+            else:
+                build.finish_built(*run)
+    finally:
+        runs.close()
 
 
 class _TopicBuilder:
@@ -508,11 +531,39 @@ class _TopicBuilder:
         data = None if _compiled is None else _compiled.marshal_rows(run)
         if data is None:
             data = _marshal_dumps(run, 0)
-        self.digest_sum += int.from_bytes(_blake2b(data, digest_size=16).digest(), "big")
-        self.partitions += len(run)
         topic_id = parse_id(tid, "topic id")
         partitions = _partitions(topic_id, run, self.arrays)
-        self.index.add(topic_id, run)
+        self._add(tid, topic_id, partitions, data, tuple(map(_replicas_text, run)))
+
+    def finish_built(
+        self,
+        tid: str,
+        topic_id: Uuid,
+        partitions: tuple[PartitionRecord, ...],
+        data: bytes,
+        key: tuple[str, ...],
+    ) -> None:
+        """Add topic `tid` from a compiled run: its records, rows' marshal bytes, replica texts."""
+        if tid in self.built:
+            if self.partitions_sorted:
+                raise SnapshotContentError(f"topic id {tid} has a partition twice")
+            raise PartitionRowsUnsorted(tid)
+        if tid not in self.topic_rows:
+            raise SnapshotContentError(f"partition 0 of topic id {tid} without a topic")
+        self._add(tid, topic_id, partitions, data, key)
+
+    def _add(
+        self,
+        tid: str,
+        topic_id: Uuid,
+        partitions: tuple[PartitionRecord, ...],
+        data: bytes,
+        key: tuple[str, ...],
+    ) -> None:
+        topic_row = self.topic_rows[tid]
+        self.digest_sum += int.from_bytes(_blake2b(data, digest_size=16).digest(), "big")
+        self.partitions += len(partitions)
+        self.index.add(topic_id, key)
         pending = self.pending_rows.pop(tid, None)
         topic: TopicImage = _new(TopicImage)
         _set_topic_id(topic, topic_id)
@@ -567,9 +618,8 @@ class _ReplicaIndex:
         self._layouts: dict[tuple[str, ...], tuple[tuple[int, tuple[int, ...]], ...]] = {}
         self._held: dict[int, tuple[list[Uuid], list[tuple[int, ...]]]] = {}
 
-    def add(self, topic_id: Uuid, rows: Sequence[Row]) -> None:
-        """Index one topic by its partition rows (in partition id order, already checked)."""
-        key = tuple(map(_replicas_text, rows))
+    def add(self, topic_id: Uuid, key: tuple[str, ...]) -> None:
+        """Index one topic by its replica lists' text, in partition id order (checked)."""
         layout = self._layouts.get(key)
         if layout is None:
             per_broker: dict[int, list[int]] = {}

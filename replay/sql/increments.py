@@ -22,6 +22,7 @@ exactly as a full snapshot's is.
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import logging
@@ -54,6 +55,7 @@ from replay.sql.content import TopicRows, image_from_rows, image_rows
 from replay.sql.errors import SnapshotContentError
 from replay.sql.info import SnapshotInfo, check_format, info_of_row
 from replay.sql.models import CHANGED_TOPICS, CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS
+from replay.sql.partition_runs import PartitionRuns, Run, partition_runs
 from replay.sql.row_io import Progress, counting, materialized, select_chunks
 
 if TYPE_CHECKING:
@@ -411,7 +413,13 @@ class Overlay:
         topics = self.topics
         out[TOPICS] = _kept_and_new(base[TOPICS], topics, [c.topic_row for c in topics.values()])
         out[PENDING] = _kept_and_new(base[PENDING], topics, [c.pending for c in topics.values()])
-        out[PARTITIONS] = _overlaid_partitions(base[PARTITIONS], topics)
+        partitions = base[PARTITIONS]
+        if isinstance(partitions, PartitionRuns):
+            out[PARTITIONS] = partitions.overlaid(
+                frozenset(topics), functools.partial(_overlaid_runs, topics=topics)
+            )
+        else:
+            out[PARTITIONS] = _overlaid_partitions(partitions, topics)
         return out
 
 
@@ -486,6 +494,25 @@ def _overlaid_partitions(base: Iterable[Row], topics: dict[str, _TopicChange]) -
             yield from _rest(change, set())
 
 
+def _overlaid_runs(runs: Iterator[Run], topics: dict[str, _TopicChange]) -> Iterator[Run]:
+    """`_overlaid_partitions` over the compiled reader's runs: the changed topics come raw."""
+    seen: set[str] = set()
+    for run in runs:
+        if len(run) != 2:
+            yield run
+            continue
+        tid, rows = run
+        seen.add(tid)
+        changed = list(_overlaid_partitions(rows, {tid: topics[tid]}))
+        if changed:
+            yield tid, changed
+    for tid, change in topics.items():
+        if tid not in seen and change.count >= 0:
+            created = list(_rest(change, set()))
+            if created:
+                yield tid, created
+
+
 def _rest(change: _TopicChange, emitted: set[int]) -> Iterator[Row]:
     for pid in sorted(change.partitions):
         if pid not in emitted and pid < change.count:
@@ -499,11 +526,15 @@ def image_of_chain(
     progress: Progress | None,
     *,
     sort: bool,
+    compiled: bool = True,
 ) -> MetadataImage:
     """The image a chain of snapshots holds, the partitions streamed in (sorted by the database).
 
     `chain`: the full snapshot first, then the increments up to the one asked for (each
     with the tables it replaced); their rows are laid over the full one's as they stream.
+    With `compiled` (and not `sort`), the full snapshot's partition rows are read by the
+    compiled reader where this connection has one (`partition_runs`; `RunsUnusable` if its
+    rows are not what the store writes).
     """
     overlay = Overlay()
     replaced: dict[int, dict[str, list[Row]]] = {}
@@ -511,6 +542,9 @@ def image_of_chain(
         own, replaced[link.id] = read_increment(conn, link.id, tables)
         overlay.add(own)
     full = chain[0][0]
+    runs = None
+    if compiled and not sort:
+        runs = partition_runs(conn, TABLES[PARTITIONS], full.id, progress)
     reads = {
         name: select_chunks(
             conn,
@@ -520,11 +554,14 @@ def image_of_chain(
         )
         for name, table in TABLES.items()
         if name not in overlay.table_owner  # a later increment holds it whole
+        and not (runs is not None and name == PARTITIONS)
     }
     rows: dict[str, Iterable[Row]] = {
         name: itertools.chain.from_iterable(counting(chunks, progress))
         for name, chunks in reads.items()
     }
+    if runs is not None:
+        rows[PARTITIONS] = runs
     try:
         # Every table but the big one is read whole first: image_from_rows reads them in
         # its own order, and each iterator holds its own cursor. The partitions stream in

@@ -50,7 +50,7 @@ def _cursor(conn: Connection) -> Any:
     Typed Any: each driver's cursor has its own extras (COPY for psycopg, executemany over an
     iterator for sqlite3).
     """
-    return _dbapi(conn).cursor()
+    return dbapi_connection(conn).cursor()
 
 
 def _reading_cursor(conn: Connection, name: str) -> Any:
@@ -62,15 +62,16 @@ def _reading_cursor(conn: Connection, name: str) -> Any:
     libpq streams in chunks, `_streamed_chunks` is used instead (`_streams`).
     """
     if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
-        return _dbapi(conn).cursor(name=f"mlog_read_{name}")
+        return dbapi_connection(conn).cursor(name=f"mlog_read_{name}")
     return _cursor(conn)
 
 
-def _dbapi(conn: Connection) -> Any:
-    dbapi_connection = conn.connection.dbapi_connection
-    if dbapi_connection is None:  # pragma: no cover - the connection is open here
+def dbapi_connection(conn: Connection) -> Any:
+    """The driver's own connection under `conn` (typed Any: each driver's has its own API)."""
+    driver_connection = conn.connection.dbapi_connection
+    if driver_connection is None:  # pragma: no cover - the connection is open here
         raise SnapshotStoreError("the database connection was closed")
-    return dbapi_connection
+    return driver_connection
 
 
 LIBPQ_CHUNKED_ROWS = 170000
@@ -111,7 +112,7 @@ def _streamed_chunks(conn: Connection, sql: str, params: tuple[Any, ...]) -> Ite
     partitions out of their written order) is read to its end: psycopg would cancel the query,
     and a cancelled query aborts the transaction the store then reads again in.
     """
-    cursor = _dbapi(conn).cursor()
+    cursor = dbapi_connection(conn).cursor()
     rows = cursor.stream(sql, params, size=CHUNK)
     ended = False
     try:
@@ -139,6 +140,17 @@ def _placeholder(conn: Connection) -> str:
     raise SnapshotStoreError(f"driver paramstyle {style!r} is not supported for fast reads")
 
 
+def select_sql(conn: Connection, table: Table, order_by: Sequence[str] = ()) -> str:
+    """The query of one snapshot's content rows of `table` (the snapshot id its one parameter)."""
+    names = _columns(conn, table)[1:]
+    quote = conn.dialect.identifier_preparer.quote
+    where = f"snapshot_id = {_placeholder(conn)}"
+    sql = f"SELECT {', '.join(names)} FROM {quote(table.name)} WHERE {where}"
+    if order_by:
+        sql += f" ORDER BY {', '.join(quote(name) for name in order_by)}"
+    return sql
+
+
 def select_chunks(
     conn: Connection, table: Table, snapshot_id: int, *, order_by: Sequence[str] = ()
 ) -> Generator[list[Row], None, None]:
@@ -146,12 +158,7 @@ def select_chunks(
 
     `order_by`: columns the database sorts them by (none: the order it finds them in).
     """
-    names = _columns(conn, table)[1:]
-    quote = conn.dialect.identifier_preparer.quote
-    where = f"snapshot_id = {_placeholder(conn)}"
-    sql = f"SELECT {', '.join(names)} FROM {quote(table.name)} WHERE {where}"
-    if order_by:
-        sql += f" ORDER BY {', '.join(quote(name) for name in order_by)}"
+    sql = select_sql(conn, table, order_by)
     if _streams(conn):
         yield from _streamed_chunks(conn, sql, (snapshot_id,))
         return

@@ -61,6 +61,7 @@ from replay.sql.errors import (
 )
 from replay.sql.info import SnapshotInfo, VerifyResult, check_format, info_of_row
 from replay.sql.models import CHANGED_TOPICS, CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS, Base
+from replay.sql.partition_runs import RunsUnusable
 from replay.sql.revision import VERSION_TABLE, SchemaState, SchemaStatus
 from replay.sql.row_io import (
     PACE_ROWS,
@@ -620,17 +621,24 @@ class SnapshotStore:
             try:
                 with conn.begin():
                     chain = increments.chain_of(conn, info)
-                    try:
-                        image = increments.image_of_chain(
-                            conn, chain, checksum, progress, sort=False
-                        )
-                    except PartitionRowsUnsorted:
-                        # The database gave the partitions back out of their written order
-                        # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
+                    compiled, sort = True, False
+                    while True:
+                        try:
+                            image = increments.image_of_chain(
+                                conn, chain, checksum, progress, sort=sort, compiled=compiled
+                            )
+                            break
+                        except PartitionRowsUnsorted:
+                            # The database gave the partitions back out of their written order
+                            # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
+                            if sort:  # pragma: no cover - sorted rows are never "unsorted"
+                                raise
+                            compiled, sort = False, True
+                        except RunsUnusable:
+                            # Rows the compiled reader does not take: the driver's path
+                            # reads them, and names any damage.
+                            compiled = False
                         checksum = ContentChecksum()
-                        image = increments.image_of_chain(
-                            conn, chain, checksum, progress, sort=True
-                        )
             except self._errors() as exc:
                 raise self._failed(exc, f"reading snapshot {info.id}") from None
         return image, checksum.hexdigest()
