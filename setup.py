@@ -3,7 +3,7 @@
 - `records._fastdecode`, the block decoder: without it the log is read through fastavro,
   about 2-3x slower for replay (`records.fast_decode`);
 - `replay.sql._partition_rows`, which builds a snapshot's partition records from its rows:
-  without it they are built in Python, about twice as slowly (`replay.sql.content`);
+  without it they are built in Python, about twice as slowly (`replay.sql.topic_builder`);
 - `replay.sql._sqlite_rows`, which reads a SQLite snapshot's partition rows through SQLite's
   C API into those records (SQLite's headers, Debian's libsqlite3-dev): without it they are
   read through the sqlite3 module, about 1.5x as slowly (`replay.sql.partition_runs`);

@@ -17,34 +17,22 @@ were hashed.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import marshal
-import operator
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 
 from immutables import Map
 
-from records.interning import shared_ints
 from records.model import (
-    PARTITION_FIELDS,
     AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
     ClientWriteRecord,
     ConfigResourceType,
-    DeleteTopicPartitionsRecord,
     Mode,
     NamespaceRecord,
-    PartitionRecord,
     RegisterBrokerRecord,
     UserScramCredentialRecord,
 )
-from records.slots import new_instance, slot_setter
 from records.uuids import Uuid
-from replay.broker_index import BrokerIndex, BrokerPartitions
-from replay.delta.topics import PARTITION_SETTERS
 from replay.image import (
     AclsImage,
     ClientWritesImage,
@@ -58,7 +46,6 @@ from replay.image import (
     ScramKey,
     TopicImage,
     TopicsImage,
-    qualified_name,
 )
 from replay.sql import security_rows
 from replay.sql.checksum import (
@@ -81,18 +68,9 @@ from replay.sql.checksum import (
 )
 from replay.sql.errors import SnapshotContentError
 from replay.sql.ids import parse_id
-from replay.sql.partition_runs import PartitionRuns
-
-try:
-    from replay.sql import _partition_rows as _compiled  # type: ignore[attr-defined]  # optional C
-except ImportError:  # built without a C compiler: the records are built in Python
-    _compiled = None
-else:
-    _compiled.prepare(PartitionRecord, PARTITION_FIELDS)
-
+from replay.sql.topic_builder import PartitionRowsUnsorted, topics_from_rows
 
 _MODE_NAMES = {int(m): m.name for m in Mode}
-_MODES = {m.name: m for m in Mode}
 _RESOURCE_TYPES = {t.name: t for t in ConfigResourceType}
 
 
@@ -291,23 +269,6 @@ def _config_rows(configs: ConfigsImage) -> Iterator[Row]:
 # ---------------------------------------------------------------------------- rows -> image
 
 
-class _ArrayValues(dict[str, tuple[int, ...]]):
-    """JSON array text -> the shared tuple of broker ids."""
-
-    def __missing__(self, text: str) -> tuple[int, ...]:
-        try:
-            values = json.loads(text)
-        except (TypeError, ValueError):
-            values = None
-        if not isinstance(values, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in values
-        ):
-            raise SnapshotContentError(f"{text!r} is not a JSON array of broker ids")
-        found = shared_ints(values)
-        self[text] = found
-        return found
-
-
 def _normalized_brokers(rows: Iterable[Row]) -> list[Row]:
     # Drivers read booleans back as bool (psycopg) or int (sqlite3); 0/1 were hashed.
     return [(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
@@ -333,7 +294,7 @@ def image_from_rows(
         checksum.add(FEATURES, row)
         levels[row[0]] = row[1]
     namespaces, namespace_ids = _namespaces(rows, checksum)
-    topics, topic_counts = _topics(rows, checksum, partitions_sorted=partitions_sorted)
+    topics, topic_counts = topics_from_rows(rows, checksum, partitions_sorted=partitions_sorted)
     return MetadataImage(
         provenance=provenance,
         features=FeaturesImage(levels=Map(levels)),
@@ -401,250 +362,6 @@ def _namespaces(
         )
         namespace_ids[namespace_id] = row[1]
     return namespaces, namespace_ids
-
-
-class PartitionRowsUnsorted(Exception):
-    """The partition rows did not come grouped by topic in partition order; read them sorted.
-
-    A snapshot's partition rows are written topic by topic, in partition order, and a
-    database gives them back in that order when nothing else moved them (SQLite's rowid
-    order; PostgreSQL's heap order of one COPY into pages of its own). When it does not
-    (PostgreSQL reusing the space of deleted snapshots), `image_from_rows` cannot tell a
-    topic whose rows are split from a damaged one; the store reads them again, sorted by the
-    database, and anything odd then is damage (`SnapshotContentError`).
-    """
-
-
-def _topics(
-    rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum, *, partitions_sorted: bool
-) -> tuple[TopicsImage, dict[str, int]]:
-    """The topics of the rows, each built as its partition rows arrive: no table is held.
-
-    The partition rows come topic by topic (`PartitionRowsUnsorted` when they do not, unless
-    `partitions_sorted`: then it is damage); each topic's run of rows is built into its
-    `TopicImage`, hashed and indexed, and let go, so what a load holds beyond the image is
-    the topics' rows (one per topic) and one topic's partition rows.
-    """
-    add = checksum.add
-    topic_rows: dict[str, Row] = {}
-    for row in rows[TOPICS]:
-        add(TOPICS, row)
-        topic_rows[row[0]] = row
-    pending_rows: dict[str, Row] = {}
-    for row in rows[PENDING]:
-        add(PENDING, row)
-        pending_rows[row[0]] = row
-    build = _TopicBuilder(topic_rows, pending_rows, partitions_sorted=partitions_sorted)
-    source = rows[PARTITIONS]
-    if isinstance(source, PartitionRuns):
-        _finish_runs(build, source)
-    else:
-        _finish_rows(build, source)
-    for tid in topic_rows.keys() - build.built.keys():
-        build.finish(tid, [])  # a topic without partitions (none of its rows came)
-    if pending_rows:
-        raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
-    checksum.add_sum(PARTITIONS, build.digest_sum, build.partitions)
-    built = build.built.values()
-    by_name: dict[str, Uuid] = {}
-    topic_counts: dict[str, int] = {}
-    for topic in built:
-        topic_id = topic.topic_id
-        namespace = topic.namespace
-        by_name[qualified_name(namespace, topic.name)] = topic_id
-        if namespace:
-            topic_counts[namespace] = topic_counts.get(namespace, 0) + 1
-    return (
-        TopicsImage(
-            by_id=Map((topic.topic_id, topic) for topic in built),
-            by_name=Map(by_name),
-            replica_index=BrokerIndex.of(build.index.build()),
-        ),
-        topic_counts,
-    )
-
-
-def _finish_rows(build: _TopicBuilder, rows: Iterable[Row]) -> None:
-    """Build each topic from its run of partition rows as they stream by."""
-    run: list[Row] = []
-    run_tid: object = None
-    finish = build.finish
-    append = run.append
-    for row in rows:
-        tid = row[0]
-        if tid != run_tid:
-            if run:
-                finish(run_tid, run)
-                run = []
-                append = run.append
-            run_tid = tid
-        append(row)
-    if run:
-        finish(run_tid, run)
-
-
-def _finish_runs(build: _TopicBuilder, source: PartitionRuns) -> None:
-    """Build each topic from the compiled reader's runs: records made, or rows (`raw`)."""
-    runs = source.runs(build.arrays, _MODES, parse_id)
-    try:
-        for run in runs:
-            if len(run) == 2:
-                build.finish(run[0], run[1])
-            else:
-                build.finish_built(*run)
-    finally:
-        runs.close()
-
-
-class _TopicBuilder:
-    """Builds each topic from its run of partition rows (`_topics`), hashing them as one item."""
-
-    def __init__(
-        self, topic_rows: dict[str, Row], pending_rows: dict[str, Row], *, partitions_sorted: bool
-    ) -> None:
-        self.topic_rows = topic_rows
-        self.pending_rows = pending_rows
-        self.partitions_sorted = partitions_sorted
-        self.arrays = _ArrayValues()
-        self.index = _ReplicaIndex(self.arrays)
-        self.built: dict[str, TopicImage] = {}
-        """Topic id text -> its image, in the order the runs came."""
-        self.digest_sum = 0
-        """The sum of each topic's partition digest (`ContentChecksum.add_group`'s, unreduced)."""
-        self.partitions = 0
-
-    def finish(self, tid: Any, run: list[Row]) -> None:
-        """Build topic `tid` from its partition rows `run` (all of them, if they are sorted)."""
-        if tid in self.built:
-            # A second run of one topic: the rows are not grouped (or a row is repeated).
-            if self.partitions_sorted:
-                raise SnapshotContentError(f"topic id {tid} has a partition twice")
-            raise PartitionRowsUnsorted(tid)
-        topic_row = self.topic_rows.get(tid)
-        if topic_row is None:
-            first = run[0][1] if run else "?"
-            raise SnapshotContentError(f"partition {first} of topic id {tid} without a topic")
-        if run and run[-1][1] != len(run) - 1:
-            run.sort(key=_partition_id)
-            if run[-1][1] != len(run) - 1 and not self.partitions_sorted:
-                raise PartitionRowsUnsorted(tid)  # a gap here may be rows still to come
-        data = None if _compiled is None else _compiled.marshal_rows(run)
-        if data is None:
-            data = _marshal_dumps(run, 0)
-        topic_id = parse_id(tid, "topic id")
-        partitions = _partitions(topic_id, run, self.arrays)
-        self._add(tid, topic_id, partitions, data, tuple(map(_replicas_text, run)))
-
-    def finish_built(
-        self,
-        tid: str,
-        topic_id: Uuid,
-        partitions: tuple[PartitionRecord, ...],
-        data: bytes,
-        key: tuple[str, ...],
-    ) -> None:
-        """Add topic `tid` from a compiled run: its records, rows' marshal bytes, replica texts."""
-        if tid in self.built:
-            if self.partitions_sorted:
-                raise SnapshotContentError(f"topic id {tid} has a partition twice")
-            raise PartitionRowsUnsorted(tid)
-        if tid not in self.topic_rows:
-            raise SnapshotContentError(f"partition 0 of topic id {tid} without a topic")
-        self._add(tid, topic_id, partitions, data, key)
-
-    def _add(
-        self,
-        tid: str,
-        topic_id: Uuid,
-        partitions: tuple[PartitionRecord, ...],
-        data: bytes,
-        key: tuple[str, ...],
-    ) -> None:
-        topic_row = self.topic_rows[tid]
-        self.digest_sum += int.from_bytes(_blake2b(data, digest_size=16).digest(), "big")
-        self.partitions += len(partitions)
-        self.index.add(topic_id, key)
-        pending = self.pending_rows.pop(tid, None)
-        topic: TopicImage = _new(TopicImage)
-        _set_topic_id(topic, topic_id)
-        _set_topic_name(topic, topic_row[2])
-        _set_topic_namespace(topic, topic_row[1])
-        _set_topic_partitions(topic, partitions)
-        _set_topic_pending(
-            topic,
-            None
-            if pending is None
-            else DeleteTopicPartitionsRecord(
-                topic_id=topic_id,
-                partition_count=pending[1],
-                delete_after_ms=pending[2],
-                created_ms=pending[3],
-            ),
-        )
-        self.built[tid] = topic
-
-
-def _partition_id(row: Row) -> Any:
-    return row[1]
-
-
-_new = new_instance
-_set_topic_id = slot_setter(TopicImage, "topic_id")
-_set_topic_name = slot_setter(TopicImage, "name")
-_set_topic_namespace = slot_setter(TopicImage, "namespace")
-_set_topic_partitions = slot_setter(TopicImage, "partitions")
-_set_topic_pending = slot_setter(TopicImage, "pending_deletion")
-_blake2b = hashlib.blake2b
-_marshal_dumps = marshal.dumps
-
-
-_replicas_text = operator.itemgetter(2)
-"""A partition row's replica list, as text."""
-
-
-class _ReplicaIndex:
-    """`TopicsImage.by_broker` built while the topics are loaded, in the same pass.
-
-    What `replay.image.broker_index` computes from the finished topics, from the partition
-    rows instead: a topic's partitions per broker depend only on its replica lists, and a
-    cluster has few distinct layouts of them (placement repeats), so each layout is worked out
-    once. Each broker's map is built from two lists (its topics, and their partition ids),
-    hashing each topic id once; no pair is held per entry (600,000 of them at 1M partitions
-    over 6 brokers, 34 MB at the load's peak).
-    """
-
-    def __init__(self, arrays: _ArrayValues) -> None:
-        self._arrays = arrays
-        self._layouts: dict[tuple[str, ...], tuple[tuple[int, tuple[int, ...]], ...]] = {}
-        self._held: dict[int, tuple[list[Uuid], list[tuple[int, ...]]]] = {}
-
-    def add(self, topic_id: Uuid, key: tuple[str, ...]) -> None:
-        """Index one topic by its replica lists' text, in partition id order (checked)."""
-        layout = self._layouts.get(key)
-        if layout is None:
-            per_broker: dict[int, list[int]] = {}
-            for partition_id, text in enumerate(key):
-                for broker_id in self._arrays[text]:
-                    per_broker.setdefault(broker_id, []).append(partition_id)
-            layout = tuple((b, tuple(ids)) for b, ids in per_broker.items())
-            self._layouts[key] = layout
-        held = self._held
-        for broker_id, ids in layout:
-            entries = held.get(broker_id)
-            if entries is None:
-                held[broker_id] = ([topic_id], [ids])
-            else:
-                entries[0].append(topic_id)
-                entries[1].append(ids)
-
-    def build(self) -> Map[int, BrokerPartitions]:
-        """The index: per broker, its partition ids by topic id (the lists let go as it goes)."""
-        built = {}
-        held = self._held
-        for broker_id in list(held):
-            topic_ids, ids = held.pop(broker_id)
-            built[broker_id] = Map(zip(topic_ids, ids, strict=True))
-        return Map(built)
 
 
 def _configs(rows: Mapping[str, Iterable[Row]], checksum: ContentChecksum) -> ConfigsImage:
@@ -720,61 +437,6 @@ def _client_writes(
     ordered.sort(key=lambda item: item[0])
     # No eviction here: the snapshot holds at most the bound it was written with.
     return ClientWritesImage().with_writes([w for _, w in ordered], limit=len(ordered))
-
-
-def _partitions(
-    topic_id: Uuid, rows: list[Row], arrays: _ArrayValues
-) -> tuple[PartitionRecord, ...]:
-    """The records of one topic's partition rows (ids 0..n-1, in order), compiled if it can."""
-    if _compiled is not None:
-        built: tuple[PartitionRecord, ...] | None = _compiled.build(rows, topic_id, arrays, _MODES)
-        if built is not None:
-            return built
-    return _partitions_in_python(topic_id, rows, arrays)
-
-
-def _partitions_in_python(
-    topic_id: Uuid, rows: list[Row], arrays: _ArrayValues
-) -> tuple[PartitionRecord, ...]:
-    """`_partitions` in Python: rows of a new replica list, or rows that are not right."""
-    (
-        set_partition_id,
-        set_topic_id,
-        set_replicas,
-        set_isr,
-        set_removing,
-        set_adding,
-        set_leader,
-        set_leader_epoch,
-        set_partition_epoch,
-        set_mode,
-    ) = PARTITION_SETTERS
-    modes = _MODES
-    new = new_instance
-    out: list[PartitionRecord] = []
-    append = out.append
-    for expected, row in enumerate(rows):
-        (_, partition_id, replicas, isr, removing, adding, leader, epoch, p_epoch, name) = row
-        if partition_id != expected:
-            raise SnapshotContentError(
-                f"topic id {row[0]} has partition {partition_id} where partition {expected} belongs"
-            )
-        mode = modes.get(name)
-        if mode is None:
-            raise SnapshotContentError(f"partition {row[0]}-{row[1]} has unknown mode {name!r}")
-        p: PartitionRecord = new(PartitionRecord)
-        set_partition_id(p, expected)
-        set_topic_id(p, topic_id)
-        set_replicas(p, arrays[replicas])
-        set_isr(p, arrays[isr])
-        set_removing(p, arrays[removing])
-        set_adding(p, arrays[adding])
-        set_leader(p, leader)
-        set_leader_epoch(p, epoch)
-        set_partition_epoch(p, p_epoch)
-        set_mode(p, mode)
-        append(p)
-    return tuple(out)
 
 
 __all__ = [

@@ -17,7 +17,7 @@ import pytest
 from metadata_log.reader import LogReader
 from replay.image import MetadataImage, broker_index
 from replay.loader import load_image
-from replay.sql import content, increments, row_io
+from replay.sql import content, increments, row_io, topic_builder
 from replay.sql.content import ContentChecksum, PartitionRowsUnsorted, Row, image_from_rows
 from replay.sql.errors import SnapshotContentError
 from replay.sql.partition_runs import available, partition_runs
@@ -161,5 +161,5 @@ def test_without_the_compiled_builder_the_same_image_and_checksum(
     image: MetadataImage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tables, checksum = _tables(image)
-    monkeypatch.setattr(content, "_compiled", None)
+    monkeypatch.setattr(topic_builder, "_compiled", None)
     assert _read(image, tables, partitions_sorted=False) == checksum

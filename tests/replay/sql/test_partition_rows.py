@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from records.model import PARTITION_FIELDS, Mode, PartitionRecord
 from records.uuids import Uuid
-from replay.sql import content
+from replay.sql import topic_builder
 
 compiled: Any = pytest.importorskip("replay.sql._partition_rows")
 
@@ -33,7 +33,7 @@ def _rows(count: int) -> list[tuple[Any, ...]]:
 
 
 def _arrays(rows: list[tuple[Any, ...]]) -> Any:
-    arrays = content._ArrayValues()
+    arrays = topic_builder._ArrayValues()
     for row in rows:
         for text in row[2:6]:
             arrays[text]  # parsed into the cache, as the Python path does
@@ -43,8 +43,8 @@ def _arrays(rows: list[tuple[Any, ...]]) -> Any:
 def test_it_builds_what_the_python_path_builds() -> None:
     rows = _rows(50)
     arrays = _arrays(rows)
-    built = compiled.build(rows, TOPIC, arrays, content._MODES)
-    expected = content._partitions_in_python(TOPIC, rows, arrays)
+    built = compiled.build(rows, TOPIC, arrays, topic_builder.MODES)
+    expected = topic_builder._partitions_in_python(TOPIC, rows, arrays)
     assert built == expected
     assert all(type(p) is PartitionRecord for p in built)
     assert all(gc.is_tracked(p) for p in built)
@@ -59,7 +59,7 @@ def test_its_records_hold_and_release_their_values() -> None:
     rows = _rows(20)
     arrays = _arrays(rows)
     before = sys.getrefcount(TOPIC)
-    built = compiled.build(rows, TOPIC, arrays, content._MODES)
+    built = compiled.build(rows, TOPIC, arrays, topic_builder.MODES)
     assert sys.getrefcount(TOPIC) == before + 20
     del built
     assert sys.getrefcount(TOPIC) == before
@@ -80,7 +80,7 @@ def test_rows_it_is_not_sure_of_go_to_the_python_path(change: Any) -> None:
     rows = _rows(6)
     arrays = _arrays(rows)
     change(rows)
-    assert compiled.build(rows, TOPIC, arrays, content._MODES) is None
+    assert compiled.build(rows, TOPIC, arrays, topic_builder.MODES) is None
 
 
 def test_only_a_class_of_object_slots_is_taken() -> None:
@@ -88,7 +88,7 @@ def test_only_a_class_of_object_slots_is_taken() -> None:
         compiled.prepare(PartitionRecord, ("RECORD_TYPE", *PARTITION_FIELDS[1:]))
     with pytest.raises(ValueError, match="ten values"):
         compiled.prepare(PartitionRecord, PARTITION_FIELDS[:9])
-    compiled.prepare(PartitionRecord, PARTITION_FIELDS)  # as content.py left it
+    compiled.prepare(PartitionRecord, PARTITION_FIELDS)  # as topic_builder.py left it
 
 
 VALUES = st.none() | st.integers() | st.text() | st.booleans() | st.binary()
