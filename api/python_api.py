@@ -362,7 +362,10 @@ class Metadata:
         with open_reader(self.settings) as log, open_store(self.settings) as store:
             store.ensure_schema()
             info = store.write(load_image(log))
-            store.retain(self.settings.snapshot_retention)
+            store.retain(
+                self.settings.snapshot_retention,
+                max_bytes=self.settings.snapshot_retention_bytes,
+            )
             return info
 
     def snapshots(self) -> list[SnapshotInfo]:

@@ -48,6 +48,7 @@ def _info_json(info: SnapshotInfo) -> dict[str, Any]:
         "format_version": info.format_version,
         "base_id": info.base_id,
         "chain_length": info.chain_length,
+        "content_bytes": info.content_bytes,
     }
 
 
@@ -96,7 +97,9 @@ def cmd_snapshot_create(args: argparse.Namespace, settings: Settings, out: TextI
             committed()  # a Ctrl-C rolls a snapshot's write back; once written, it stands
         finally:
             progress.finish()
-        deleted = store.retain(settings.snapshot_retention)
+        deleted = store.retain(
+            settings.snapshot_retention, max_bytes=settings.snapshot_retention_bytes
+        )
     emit(
         settings,
         out,
@@ -125,12 +128,13 @@ def cmd_snapshot_list(args: argparse.Namespace, settings: Settings, out: TextIO)
             i.record_count,
             i.checksum[:12],
             "full" if i.base_id is None else f"on {i.base_id}",
+            "?" if i.content_bytes is None else i.content_bytes,
         )
         for i in infos
     ]
     print_table(
         rows,
-        ("id", "offset", "epoch", "log time", "created", "records", "checksum", "kind"),
+        ("id", "offset", "epoch", "log time", "created", "records", "checksum", "kind", "bytes"),
         out,
     )
     return EXIT_OK

@@ -238,12 +238,13 @@ class LogRetention:
             logger.warning("the log was not trimmed below snapshot %d: %s", snapshot_id, exc)
 
 
-def log_snapshots_deleted(offsets: Sequence[int], kept: int) -> None:
-    """One line for the snapshots retention deleted (their offsets) and how many are kept."""
+def log_snapshots_deleted(offsets: Sequence[int], kept: int, max_bytes: int | None) -> None:
+    """One line for the snapshots retention deleted (their offsets) and what it keeps."""
     if offsets:
         logger.info(
-            "retention deleted %d snapshot(s) at offset(s) %s; the newest %d are kept",
+            "retention deleted %d snapshot(s) at offset(s) %s; it keeps the newest %d%s",
             len(offsets),
             ", ".join(str(o) for o in offsets),
             kept,
+            "" if max_bytes is None else f" within {max_bytes} bytes",
         )

@@ -35,6 +35,9 @@ class Settings:
     """The snapshot database (`--db`, MLOG_DATABASE_URL); None = the data directory's file."""
     snapshot_retention: int = 10
     """Snapshots kept after each new one (MLOG_SNAPSHOT_RETENTION); at least 1."""
+    snapshot_retention_bytes: int | None = None
+    """The most bytes the kept snapshots may hold, the newest always kept
+    (MLOG_SNAPSHOT_RETENTION_BYTES; None: no bound, -1 in the variable)."""
     snapshot_max_chain: int = SNAPSHOT_MAX_CHAIN
     """Increments written in a row before a full snapshot (MLOG_SNAPSHOT_MAX_CHAIN; 0: every
     snapshot full)."""
@@ -107,6 +110,12 @@ def load_settings(
         raise SettingsError(
             f"MLOG_SNAPSHOT_RETENTION must keep at least 1 snapshot, got {retention}"
         )
+    retention_bytes = _int_setting(env, "MLOG_SNAPSHOT_RETENTION_BYTES", "snapshot retention bytes")
+    if retention_bytes is not None and retention_bytes < -1:
+        raise SettingsError(
+            "MLOG_SNAPSHOT_RETENTION_BYTES must be -1 (no bound) or 0 or more bytes, got "
+            f"{retention_bytes}"
+        )
     max_chain = _int_setting(env, "MLOG_SNAPSHOT_MAX_CHAIN", "snapshot chain length")
     if max_chain is not None and not 0 <= max_chain <= SNAPSHOT_MAX_CHAIN:
         raise SettingsError(
@@ -120,6 +129,9 @@ def load_settings(
         debug=debug or env.get("MLOG_DEBUG", "") not in ("", "0", "false"),
         database_url=database_url or env.get("MLOG_DATABASE_URL") or None,
         snapshot_retention=10 if retention is None else retention,
+        snapshot_retention_bytes=(
+            None if retention_bytes is None or retention_bytes < 0 else retention_bytes
+        ),
         snapshot_max_chain=SNAPSHOT_MAX_CHAIN if max_chain is None else max_chain,
         bootstrap_server=bootstrap_server or env.get("MLOG_BOOTSTRAP_SERVER") or None,
     )

@@ -84,6 +84,7 @@ class Snapshotter:
         *,
         file: Path | None = None,
         retention: int = 10,
+        retention_bytes: int | None = None,
         clock_ms: Callable[[], int] = _wall_clock_ms,
         retry_ms: int = RETRY_MS,
         progress: Progress | None = None,
@@ -96,6 +97,8 @@ class Snapshotter:
 
         `file` is the SQLite file of a store opened on demand: while it does not exist, the
         store holds no snapshot, and is not opened (nor created) until one is written.
+        `retention` snapshots are kept, and of them only the newest within `retention_bytes`
+        (None: no byte bound; `SnapshotStore.retain`).
         `policy`'s snapshot keys, when set, replace the cluster configs' (server.properties).
         `duty_cycle`: the slices a snapshot is written in, beside the event loop (None: in one
         go, as fast as the thread can). `runner`: where a snapshot's work runs (default: on the
@@ -119,6 +122,7 @@ class Snapshotter:
         self._base: tuple[SnapshotInfo, MetadataImage] | None = None
         """The newest snapshot this snapshotter wrote and its image: the next one's base."""
         self.retention = retention
+        self.retention_bytes = retention_bytes
         self._clock_ms = clock_ms
         self._retry_ms = retry_ms
         self._progress = progress
@@ -305,7 +309,8 @@ class Snapshotter:
 
             def work() -> tuple[SnapshotInfo, list[SnapshotInfo]]:
                 info = store.write(image, progress=self._progress, pace=pace, base=base)
-                return info, store.retain(self.retention) + self._expire()
+                kept = store.retain(self.retention, max_bytes=self.retention_bytes)
+                return info, kept + self._expire()
 
             info, deleted = runner.run(work, in_child=store.forget_connections)
         except AbandonedError:
@@ -329,7 +334,7 @@ class Snapshotter:
             info.record_count,
             len(deleted),
         )
-        log_snapshots_deleted([d.offset for d in deleted], self.retention)
+        log_snapshots_deleted([d.offset for d in deleted], self.retention, self.retention_bytes)
         if self.on_written is not None:
             self.on_written(info)
         return info
@@ -411,6 +416,7 @@ def open_snapshotter(settings: Settings, *, runner: SnapshotRunner | None = None
         lambda: open_store(settings),
         file=settings.snapshot_file,
         retention=settings.snapshot_retention,
+        retention_bytes=settings.snapshot_retention_bytes,
         max_chain=settings.snapshot_max_chain,
         policy=settings.retention,
         runner=runner,

@@ -29,6 +29,8 @@ class SnapshotInfo:
     """The snapshot an increment is written on (None: a full snapshot)."""
     chain_length: int = 0
     """Increments from the full snapshot to this one (0: a full snapshot)."""
+    content_bytes: int | None = None
+    """Bytes of its own rows' values (None: written before they were counted, not measured)."""
 
     @property
     def is_increment(self) -> bool:
@@ -73,6 +75,7 @@ def info_of_row(row: Any) -> SnapshotInfo:
         format_version=row["format_version"],
         base_id=row["base_id"],
         chain_length=row["chain_length"],
+        content_bytes=row["content_bytes"],
     )
 
 

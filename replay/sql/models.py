@@ -118,6 +118,12 @@ class Snapshot(Base):
     content_sums: Mapped[str | None] = mapped_column(
         Text, nullable=True, doc="per-table row counts and digest sums (JSON), for increments"
     )
+    content_bytes: Mapped[int | None] = mapped_column(
+        BigInteger,
+        nullable=True,
+        doc="bytes of its own rows' values (text and binary lengths, 8 a number); NULL: not "
+        "measured yet (written before revision 0006)",
+    )
 
 
 class SnapshotChangedTopic(Base):

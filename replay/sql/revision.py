@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 VERSION_TABLE = "alembic_version"
 
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 """The newest revision in `migrations/versions` (a test checks it against Alembic's head)."""
 
 

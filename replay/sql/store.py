@@ -42,7 +42,7 @@ from sqlalchemy.exc import (
 )
 
 from replay.image import MetadataImage, Provenance
-from replay.sql import increments, revision, sqlite_files
+from replay.sql import increments, revision, sizes, sqlite_files
 from replay.sql.content import (
     ContentChecksum,
     PartitionRowsUnsorted,
@@ -511,6 +511,7 @@ class SnapshotStore:
                         "checksum": checksum.hexdigest(),
                         "record_count": record_count(checksum),
                         "content_sums": checksum.to_text(),
+                        "content_bytes": sizes.measure(conn, [snapshot_id])[snapshot_id],
                         **chain,
                     }
                     conn.execute(
@@ -530,6 +531,7 @@ class SnapshotStore:
             format_version=FORMAT_VERSION,
             base_id=chain.get("base_id"),
             chain_length=chain.get("chain_length", 0),
+            content_bytes=values["content_bytes"],
         )
 
     def delete(self, snapshot_id: int) -> SnapshotInfo:
@@ -547,14 +549,42 @@ class SnapshotStore:
             )
         return self.prune([info], what="deleting a snapshot")[0]
 
-    def retain(self, keep: int) -> list[SnapshotInfo]:
+    def retain(self, keep: int, *, max_bytes: int | None = None) -> list[SnapshotInfo]:
         """Delete all but the newest `keep` snapshots (keep >= 1); returns the deleted ones.
 
-        The bases the kept increments need (their whole chain) are kept as well.
+        With `max_bytes`, of those only the newest whose sizes add up to at most that many
+        bytes are kept (the newest always is; `sizes.beyond_bounds`). The bases the kept
+        increments need (their whole chain) are kept as well.
         """
         if keep < 1:
             raise SnapshotStoreError(f"retention must keep at least 1 snapshot, got {keep}")
-        return self.prune(self.snapshots(desc=True)[keep:])
+        if max_bytes is not None and max_bytes < 0:
+            raise SnapshotStoreError(f"retention's byte bound must be 0 or more, got {max_bytes}")
+        newest_first = self.snapshots(desc=True)
+        if max_bytes is None:
+            return self.prune(newest_first[keep:])
+        known = self._sizes(newest_first)
+        return self.prune(sizes.beyond_bounds(newest_first, known, keep=keep, max_bytes=max_bytes))
+
+    def _sizes(self, infos: list[SnapshotInfo]) -> dict[int, int]:
+        """Each snapshot's size; those written before sizes were counted measured and kept."""
+        known = {i.id: i.content_bytes for i in infos if i.content_bytes is not None}
+        unmeasured = [i.id for i in infos if i.content_bytes is None]
+        if unmeasured:
+            with self._connect() as conn:
+                try:
+                    with conn.begin():
+                        measured = sizes.measure(conn, unmeasured)
+                        for snapshot_id, size in measured.items():
+                            conn.execute(
+                                _SNAPSHOTS.update()
+                                .where(_SNAPSHOTS.c.id == snapshot_id)
+                                .values(content_bytes=size)
+                            )
+                except self._errors() as exc:
+                    raise self._failed(exc, "measuring snapshots") from None
+            known.update(measured)
+        return known
 
     def prune(
         self, doomed: Iterable[SnapshotInfo], *, what: str = "deleting old snapshots"

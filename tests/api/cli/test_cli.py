@@ -223,6 +223,13 @@ def test_settings_precedence_and_validation(tmp_path: Path) -> None:
     for bad in ("-1", "9", "many"):
         with pytest.raises(SettingsError, match="MLOG_SNAPSHOT_MAX_CHAIN"):
             load_settings(env={"MLOG_SNAPSHOT_MAX_CHAIN": bad})
+    assert load_settings(env={}).snapshot_retention_bytes is None
+    for value, bound in (("-1", None), ("0", 0), ("20000000", 20_000_000)):
+        env = {"MLOG_SNAPSHOT_RETENTION_BYTES": value}
+        assert load_settings(env=env).snapshot_retention_bytes == bound
+    for bad in ("-2", "1e9", "lots", str(-(2**63))):
+        with pytest.raises(SettingsError, match="MLOG_SNAPSHOT_RETENTION_BYTES"):
+            load_settings(env={"MLOG_SNAPSHOT_RETENTION_BYTES": bad})
 
 
 @pytest.mark.process

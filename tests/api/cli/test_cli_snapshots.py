@@ -74,7 +74,11 @@ def test_snapshot_create_list_show_verify_delete(cluster: Path) -> None:
         "records",
         "checksum",
         "kind",
+        "bytes",
     ]
+    sizes = [s["content_bytes"] for s in listed]
+    assert all(isinstance(size, int) and size > 0 for size in sizes)
+    assert table.splitlines()[1].split()[-1] == str(sizes[0])
     shown = as_json(cluster, "snapshot", "show", str(created["id"]))
     assert shown["rows"]["snapshot_partitions"] == 3
     assert "snapshot_partitions" in ok(cluster, "snapshot", "show", str(created["id"]))

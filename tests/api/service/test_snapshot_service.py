@@ -27,7 +27,7 @@ from replay.controller.config_defs import SNAPSHOT_BYTES_KEY, SNAPSHOT_INTERVAL_
 from replay.loader import load_image
 from replay.sql import revision, schema
 from replay.sql.errors import SchemaAheadError
-from replay.sql.store import SnapshotStore, sqlite_url
+from replay.sql.store import SnapshotInfo, SnapshotStore, sqlite_url
 
 
 class Clock:
@@ -46,6 +46,7 @@ def _open(
     clock: Clock | None = None,
     *,
     retention: int = 10,
+    retention_bytes: int | None = None,
     retry_ms: int = 1,
     max_chain: int = MAX_CHAIN,
     runner: SnapshotRunner | None = None,
@@ -55,6 +56,7 @@ def _open(
         SnapshotStore(url),
         clock_ms=clock,
         retention=retention,
+        retention_bytes=retention_bytes,
         retry_ms=retry_ms,
         max_chain=max_chain,
         runner=runner,
@@ -141,6 +143,22 @@ def test_the_default_database_is_created_with_the_first_snapshot(tmp_path: Path)
         assert service.image == before
 
 
+def _snapshot_each_creation(
+    service: MetadataService, count: int, *, partitions: int
+) -> list[SnapshotInfo]:
+    """With a snapshot every byte, create `count` topics, each followed by its snapshot."""
+    _set_cluster(service, SNAPSHOT_BYTES_KEY, "1")
+    snapshotter = _snapshotter(service)
+    written = []
+    for n in range(count):
+        snapshotter.wait()
+        _create(service, f"t{n}", partitions=partitions)
+        info = snapshotter.wait()
+        assert info is not None
+        written.append(info)
+    return written
+
+
 def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
     tmp_path: Path, database_url: str
 ) -> None:
@@ -148,15 +166,7 @@ def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
     with _open(log_dir, database_url, retention=2) as service:
         _register(service, 1, 2)
         assert SnapshotStore(database_url).snapshots() == []
-        _set_cluster(service, SNAPSHOT_BYTES_KEY, "1")
-        snapshotter = _snapshotter(service)
-        offsets = []
-        for n in range(4):
-            snapshotter.wait()
-            _create(service, f"t{n}", partitions=1)
-            info = snapshotter.wait()
-            assert info is not None
-            offsets.append(info.offset)
+        offsets = [info.offset for info in _snapshot_each_creation(service, 4, partitions=1)]
         assert offsets[-1] == service.image.provenance.offset
     with SnapshotStore(database_url) as store:
         kept = store.snapshots()
@@ -165,6 +175,20 @@ def test_the_byte_policy_takes_snapshots_and_retention_keeps_the_newest(
         # The newest are increments; what else is kept is the chain they load from.
         assert [s.chain_length for s in kept] == list(range(len(kept)))
         assert all(s.base_id == b.id for s, b in zip(kept[1:], kept, strict=False))
+
+
+@pytest.mark.parametrize("runner", [ThreadRunner, ForkedRunner])
+def test_retention_by_bytes_keeps_the_newest_full_snapshots_that_fit(
+    tmp_path: Path, database_url: str, runner: type[SnapshotRunner]
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url, retention_bytes=0, max_chain=0, runner=runner()) as service:
+        _register(service, 1, 2)
+        written = _snapshot_each_creation(service, 3, partitions=2)
+        assert all((info.content_bytes or 0) > 0 for info in written)
+    with SnapshotStore(database_url) as store:
+        # A bound of 0 bytes keeps the newest alone, whatever its size.
+        assert [s.id for s in store.snapshots()] == [written[-1].id]
 
 
 @pytest.mark.parametrize("runner", [ThreadRunner, ForkedRunner])
@@ -365,3 +389,11 @@ def test_the_settings_chain_length_reaches_the_snapshotter(tmp_path: Path) -> No
     settings = load_settings(data_dir=str(tmp_path), env={"MLOG_SNAPSHOT_MAX_CHAIN": "0"})
     assert open_snapshotter(settings).max_chain == 0
     assert open_snapshotter(load_settings(data_dir=str(tmp_path), env={})).max_chain == 8
+
+
+def test_the_settings_byte_bound_reaches_the_snapshotter(tmp_path: Path) -> None:
+    env = {"MLOG_SNAPSHOT_RETENTION_BYTES": "1048576"}
+    assert open_snapshotter(load_settings(data_dir=str(tmp_path), env=env)).retention_bytes == (
+        1048576
+    )
+    assert open_snapshotter(load_settings(data_dir=str(tmp_path), env={})).retention_bytes is None
