@@ -304,6 +304,10 @@ def prepare(
         _mlog("log", "trim", "--before-snapshot", "--data-dir", str(sqlite_data))
         print(f"sqlite: snapshot written in {took:.1f}s, the log trimmed below it")
         marker.write_text("done")
+    else:
+        # A copy kept from a run of older code: its snapshot database brought to this code's
+        # schema (a start from a database behind it would replay the log instead).
+        _mlog("db", "upgrade", "--data-dir", str(sqlite_data))
     kinds = {
         "log": (log_data, str(log_data / "log")),
         "sqlite": (sqlite_data, str(sqlite_data / "snapshots.db")),

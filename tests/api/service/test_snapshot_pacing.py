@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -133,3 +135,37 @@ def test_warming_up_opens_and_creates_no_database(tmp_path: Path) -> None:
     snapshotter.close()
     assert not file.exists()
     assert not snapshotter.may_hold_snapshots()
+
+
+_WARM_UP = """
+import sys
+from pathlib import Path
+from api.service.snapshots import Snapshotter
+from replay.sql.store import SnapshotStore
+file = Path(sys.argv[1])
+snapshotter = Snapshotter(lambda: SnapshotStore(f"sqlite:///{file}"), file=file)
+snapshotter.warm_up().result()
+snapshotter.close()
+print("alembic" in sys.modules, "replay.sql.schema" in sys.modules)
+"""
+
+
+def test_warming_up_leaves_alembic_out_where_the_database_exists(tmp_path: Path) -> None:
+    # A restart finds the database at its revision with one query: Alembic, which only
+    # creates or migrates it, is not imported (its memory and CPU stay out of the start).
+    file = tmp_path / "snapshots.db"
+
+    def warmed() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", _WARM_UP, str(file)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        return done.stdout.strip()
+
+    assert warmed() == "True True"  # no database yet: its first snapshot creates it
+    with SnapshotStore(f"sqlite:///{file}") as store:
+        assert store.ensure_schema()
+    assert warmed() == "False False"
