@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""A topic's snapshot rows into PartitionRecords and checksum bytes, in C (`replay.sql.content`).
+"""A topic's snapshot rows into PartitionRecords and checksum bytes, in C (`topic_builder`).
 
-`build` does what `content._partitions` does for rows that are what the store writes (a tuple
-of ten per partition, in partition id order, a known mode): an object of the record's class,
-its ten slots stored directly. `marshal_rows` gives `marshal.dumps(rows, 0)`'s bytes for rows
+`build` does what `topic_builder._partitions` does for rows that are what the store writes (a
+tuple of ten per partition, in partition id order, a known mode): an object of the record's
+class, its ten slots stored directly, out of the cyclic collector's view (`new_record`). `marshal_rows` gives `marshal.dumps(rows, 0)`'s bytes for rows
 of ASCII text, 32-bit ints and None (what a partition row holds). Anything else is left to
 Python (`None` back): that function says what is wrong with a row, `marshal` encodes the rest.
 """
@@ -25,6 +25,7 @@ cdef extern from "Python.h":
         PyMemberDef *d_member
     PyObject *PyDict_GetItem(object mapping, object key)
     object PyType_GenericAlloc(type kind, Py_ssize_t items)
+    void PyObject_GC_UnTrack(void *op)
     Py_ssize_t PyTuple_GET_SIZE(object t)
     PyObject *PyTuple_GET_ITEM(object t, Py_ssize_t i)
     object PyTuple_New(Py_ssize_t size)
@@ -71,10 +72,22 @@ cdef inline void _store(object record, Py_ssize_t index, object value):
 
 
 cdef object new_record():
-    """A new record of the prepared class, its slots empty (`store_slot` fills them)."""
+    """A new record of the prepared class, its slots empty (`store_slot` fills them), untracked.
+
+    The cyclic collector looks for cycles of garbage; a record holds numbers, tuples of
+    numbers, its topic's id and a mode, none of which can ever point back at it (its class is
+    frozen), so it is never in one, and walking the million records of a loaded snapshot is
+    what the first young collection after a load spent its time on (the load's own objects are
+    all young then: 12% of a 1M-partition `SnapshotStore.load`) and what every full collection
+    of a long-lived reader (the console's kept images) walked again. An untracked record is
+    still freed by reference counting; what untracking costs, if a record ever could be in a
+    cycle, is a leak of that cycle, never a wrong free (as `replay.map_nodes` says of map nodes).
+    """
     if _record_type is None:
         raise RuntimeError("prepare() was not called")
-    return PyType_GenericAlloc(_record_type, 0)
+    record = PyType_GenericAlloc(_record_type, 0)
+    PyObject_GC_UnTrack(<PyObject *>record)
+    return record
 
 
 cdef void store_slot(object record, Py_ssize_t index, object value):
@@ -85,8 +98,9 @@ cdef void store_slot(object record, Py_ssize_t index, object value):
 def build(list rows, object topic_id, arrays, modes):
     """The records of `rows` (one topic's, ids 0..n-1), or None for rows to check in Python.
 
-    `arrays` maps a replica list's text to its shared tuple (a text it lacks sends the rows
-    to Python, which parses it), `modes` a mode's name to the Mode.
+    `arrays` maps a replica list's text to its shared tuple (a text it lacks is looked up
+    through it, whose `__missing__` parses it; one it refuses sends the rows to Python), `modes`
+    a mode's name to the Mode.
     """
     cdef Py_ssize_t count = PyList_GET_SIZE(rows), index, column
     cdef PyObject *row
@@ -105,12 +119,18 @@ def build(list rows, object topic_id, arrays, modes):
         if not PyLong_CheckExact(value) or PyLong_AsSsize_t(value) != index:
             return None
         for column in range(2, 6):
-            if PyDict_GetItem(arrays, <object>PyTuple_GET_ITEM(<object>row, column)) is NULL:
-                return None
+            text = <object>PyTuple_GET_ITEM(<object>row, column)
+            if PyDict_GetItem(arrays, text) is NULL:
+                if type(text) is not str:
+                    return None
+                try:
+                    arrays[text]  # a new list: parsed and kept by the mapping (its __missing__)
+                except Exception:
+                    return None  # not a list of broker ids: the Python path names it
         found = PyDict_GetItem(modes, <object>PyTuple_GET_ITEM(<object>row, 9))
         if found is NULL:
             return None
-        record = PyType_GenericAlloc(_record_type, 0)
+        record = new_record()
         _store(record, 0, <object>value)
         _store(record, 1, topic_id)
         for column in range(2, 6):

@@ -16,8 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table
 
-from replay.sql import content
-from replay.sql.content import Row
+from replay.sql.checksum import COLUMNS, PARTITIONS, Row
 from replay.sql.errors import SnapshotStoreError
 
 Progress = Callable[[int], None]
@@ -33,7 +32,7 @@ CHUNK = 10_000
 
 def table_columns(table: Table) -> tuple[str, ...]:
     """A per-snapshot table's columns after `snapshot_id`: the content's, or the table's own."""
-    known = content.COLUMNS.get(table.name)
+    known = COLUMNS.get(table.name)
     if known is not None:
         return known
     return tuple(c.name for c in table.columns if c.name != "snapshot_id")
@@ -268,4 +267,4 @@ def counting(chunks: Iterator[list[Row]], progress: Progress | None) -> Iterator
 
 def materialized(rows: Mapping[str, Iterable[Row]]) -> dict[str, Iterable[Row]]:
     """Every table's rows read whole (a list), but the partitions', which stay a stream."""
-    return {name: list(it) if name != content.PARTITIONS else it for name, it in rows.items()}
+    return {name: list(it) if name != PARTITIONS else it for name, it in rows.items()}

@@ -42,6 +42,7 @@ from sqlalchemy.exc import (
 )
 
 from replay.image import MetadataImage, Provenance
+from replay.map_nodes import untrack_young_nodes
 from replay.sql import increments, revision, sizes, sqlite_files
 from replay.sql.content import (
     ContentChecksum,
@@ -636,12 +637,15 @@ class SnapshotStore:
         check_format(info)
         checksum = ContentChecksum()
         # As in load_image: a load creates millions of long-lived objects and no cycles, and
-        # every full collection meanwhile would traverse them all again.
+        # every full collection meanwhile would traverse them all again; the map nodes it
+        # made leave the collector's view as it ends (its records were made untracked), so
+        # the first young collection after it does not walk them all.
         was_enabled = gc.isenabled()
         gc.disable()
         try:
             return self._read_rows(info, checksum, progress)
         finally:
+            untrack_young_nodes()
             if was_enabled:
                 gc.enable()
 

@@ -306,7 +306,7 @@ def _partitions(
 def _partitions_in_python(
     topic_id: Uuid, rows: list[Row], arrays: _ArrayValues
 ) -> tuple[PartitionRecord, ...]:
-    """`_partitions` in Python: rows of a new replica list, or rows that are not right."""
+    """`_partitions` in Python: rows that are not right (it names what), or no compiled helper."""
     (
         set_partition_id,
         set_topic_id,

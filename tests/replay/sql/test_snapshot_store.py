@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import random
 import stat
@@ -18,7 +19,8 @@ from metadata_log.reader import LogReader
 from records.model import ScramMechanism
 from replay.image import EMPTY_IMAGE
 from replay.loader import load_image
-from replay.sql import schema
+from replay.map_nodes import nodes_of, untracking_available
+from replay.sql import partition_runs, schema
 from replay.sql.errors import (
     SchemaAheadError,
     SchemaBehindError,
@@ -93,6 +95,23 @@ def test_every_area_round_trips(tmp_path: Path, store: SnapshotStore) -> None:
     assert info.record_count == len(list(image.write()))
     assert store.load(info.id) == image
     assert end == image.provenance.offset + 1
+
+
+@pytest.mark.skipif(
+    not (untracking_available() and partition_runs.available()), reason="compiled helpers"
+)
+def test_a_loaded_image_leaves_its_records_and_map_nodes_out_of_the_collector(
+    tmp_path: Path, store: SnapshotStore
+) -> None:
+    # They can be in no cycle: the first young collection after a load does not walk them.
+    write_generated_log(tmp_path / "log", seed=8, batches=200)
+    with LogReader.open(tmp_path / "log") as log:
+        info = store.write(load_image(log))
+    loaded = store.load(info.id)
+    partitions = [p for t in loaded.topics.by_id.values() for p in t.partitions]
+    nodes = nodes_of(loaded.topics.by_id) + nodes_of(loaded.topics.by_name)
+    assert partitions and nodes
+    assert not [type(o).__name__ for o in [*partitions, *nodes] if gc.is_tracked(o)][:3]
 
 
 def test_a_changed_row_fails_the_checksum_and_time_travel_falls_back(
