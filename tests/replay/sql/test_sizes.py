@@ -18,6 +18,7 @@ from replay.sql.errors import SnapshotStoreError
 from replay.sql.info import SnapshotInfo
 from replay.sql.store import SnapshotStore
 from tests.support.sql_backends import execute_sql, write_generated_log
+from tests.support.sweeps import swept
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +149,7 @@ def _needs(info: SnapshotInfo, by_id: dict[int, SnapshotInfo]) -> set[int]:
     return found
 
 
-@pytest.mark.parametrize("seed", range(200))
+@pytest.mark.parametrize("seed", swept(range(200)))
 def test_beyond_bounds_keeps_a_closed_set_within_the_bounds(seed: int) -> None:
     rng = random.Random(seed)
     newest_first = _infos(rng, rng.randint(1, 12))
