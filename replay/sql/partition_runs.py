@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Table
 
 from replay.sql.checksum import Row
-from replay.sql.row_io import PROGRESS_EVERY, Progress, dbapi_connection, select_sql
+from replay.sql.row_io import Progress, dbapi_connection, reporting, select_sql
 
 try:
     from replay.sql import _sqlite_rows as _compiled  # type: ignore[attr-defined]  # optional C
@@ -83,7 +83,7 @@ class PartitionRuns(Iterable[Row]):
         except _compiled.Unusable as exc:
             raise RunsUnusable(str(exc)) from None
         try:
-            runs = _counted(_unwrapped(reader), self.progress)
+            runs = reporting(_unwrapped(reader), self.progress, _rows_in)
             yield from runs if self.overlay is None else self.overlay(runs)
         finally:
             reader.close()
@@ -96,19 +96,9 @@ def _unwrapped(reader: Iterator[Run]) -> Iterator[Run]:
         raise RunsUnusable(str(exc)) from None
 
 
-def _counted(runs: Iterator[Run], progress: Progress | None) -> Iterator[Run]:
-    if progress is None:
-        yield from runs
-        return
-    pending = 0
-    for run in runs:
-        yield run
-        pending += len(run[1]) if len(run) == 2 else len(run[2])
-        if pending >= PROGRESS_EVERY:
-            progress(pending)
-            pending = 0
-    if pending:
-        progress(pending)
+def _rows_in(run: Run) -> int:
+    """The partitions of a run: its rows, or its records."""
+    return len(run[1]) if len(run) == 2 else len(run[2])
 
 
 def partition_runs(

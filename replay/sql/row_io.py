@@ -12,12 +12,14 @@ import functools
 import inspect
 import itertools
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Table
 
 from replay.sql.checksum import COLUMNS, PARTITIONS, Row
 from replay.sql.errors import SnapshotStoreError
+
+T = TypeVar("T")
 
 Progress = Callable[[int], None]
 """Called with the number of rows written or read since the last call."""
@@ -233,15 +235,20 @@ def core_rows(conn: Connection, table: Table, snapshot_id: int, rows: Iterator[R
         conn.execute(table.insert(), chunk)
 
 
-def reporting(rows: Iterable[Row], progress: Progress | None) -> Iterator[Row]:
-    """`rows`, telling `progress` how many passed every `PROGRESS_EVERY` (and at the end)."""
+def reporting(
+    rows: Iterable[T], progress: Progress | None, rows_in: Callable[[T], int] | None = None
+) -> Iterator[T]:
+    """`rows`, telling `progress` how many passed every `PROGRESS_EVERY` (and at the end).
+
+    `rows_in`: how many rows an item stands for (one, if None: each item is a row).
+    """
     if progress is None:
         yield from rows
         return
     pending = 0
     for row in rows:
         yield row
-        pending += 1
+        pending += 1 if rows_in is None else rows_in(row)
         if pending >= PROGRESS_EVERY:
             progress(pending)
             pending = 0
