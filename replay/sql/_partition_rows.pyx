@@ -3,9 +3,10 @@
 
 `build` does what `topic_builder._partitions` does for rows that are what the store writes (a
 tuple of ten per partition, in partition id order, a known mode): an object of the record's
-class, its ten slots stored directly, out of the cyclic collector's view (`new_record`). `marshal_rows` gives `marshal.dumps(rows, 0)`'s bytes for rows
-of ASCII text, 32-bit ints and None (what a partition row holds). Anything else is left to
-Python (`None` back): that function says what is wrong with a row, `marshal` encodes the rest.
+class, its ten slots stored directly, out of the cyclic collector's view (`new_record`).
+`marshal_rows` gives `marshal.dumps(rows, 0)`'s bytes for rows of ASCII text, 32-bit ints and
+None (what a partition row holds). Anything else is left to Python (`None` back): that
+function says what is wrong with a row, `marshal` encodes the rest.
 """
 
 from cpython.object cimport PyObject

@@ -300,6 +300,8 @@ cdef class TopicRuns:
                   parse_id, raw):
         cdef bytes query = sql.encode("utf-8")
         cdef int rc
+        if type(connection) is not _Connection:  # its head is read as one's: nothing else
+            raise Unusable(f"a {type(connection).__name__}, not a sqlite3.Connection")
         self._connection = connection  # keeps the handle's owner alive
         self._db = (<mlog_pysqlite_head *><PyObject *>connection).db
         if self._db is NULL:

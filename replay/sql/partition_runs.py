@@ -1,7 +1,7 @@
 """A SQLite snapshot's partition rows read topic by topic in C, straight into records.
 
-The sqlite3 module makes a tuple and five strings a partition row (1.4 s of a 1M-partition
-snapshot's 2.7 s load); `replay.sql._sqlite_rows` steps the same query on the same connection
+The sqlite3 module makes a tuple and five strings a partition row (44% of a 1M-partition
+snapshot's load, sampled); `replay.sql._sqlite_rows` steps the same query on the same connection
 (the handle under the sqlite3 module's, so the same transaction) and hands `content` each
 topic's records, checksum bytes and replica lists built. `partition_runs` says whether this
 connection can be read so (the helper built, a SQLite handle it can reach); where it cannot,

@@ -73,9 +73,7 @@ def beyond_bounds(
     by_id = {s.id: s for s in newest_first}
     kept: set[int] = set()
     total = 0
-    for position, info in enumerate(newest_first):
-        if position >= keep:
-            break
+    for info in newest_first[:keep]:
         needed = [i for i in _chain(info, by_id) if i not in kept]
         adds = sum(sizes.get(i, 0) for i in needed)
         if max_bytes is not None and kept and total + adds > max_bytes:

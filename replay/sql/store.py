@@ -568,9 +568,17 @@ class SnapshotStore:
         return self.prune(sizes.beyond_bounds(newest_first, known, keep=keep, max_bytes=max_bytes))
 
     def _sizes(self, infos: list[SnapshotInfo]) -> dict[int, int]:
-        """Each snapshot's size; those written before sizes were counted measured and kept."""
-        known = {i.id: i.content_bytes for i in infos if i.content_bytes is not None}
-        unmeasured = [i.id for i in infos if i.content_bytes is None]
+        """Each snapshot's size, those without one measured again and kept.
+
+        Without one: written before sizes were counted, or a value that is no size (an edited
+        row).
+        """
+        known: dict[int, int] = {
+            i.id: i.content_bytes
+            for i in infos
+            if isinstance(i.content_bytes, int) and i.content_bytes >= 0
+        }
+        unmeasured = [i.id for i in infos if i.id not in known]
         if unmeasured:
             with self._connect() as conn:
                 try:
@@ -635,7 +643,6 @@ class SnapshotStore:
 
     def _read(self, info: SnapshotInfo, progress: Progress | None) -> tuple[MetadataImage, str]:
         check_format(info)
-        checksum = ContentChecksum()
         # As in load_image: a load creates millions of long-lived objects and no cycles, and
         # every full collection meanwhile would traverse them all again; the map nodes it
         # made leave the collector's view as it ends (its records were made untracked), so
@@ -643,40 +650,40 @@ class SnapshotStore:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._read_rows(info, checksum, progress)
+            return self._read_rows(info, progress)
         finally:
             untrack_young_nodes()
             if was_enabled:
                 gc.enable()
 
     def _read_rows(
-        self, info: SnapshotInfo, checksum: ContentChecksum, progress: Progress | None
+        self, info: SnapshotInfo, progress: Progress | None
     ) -> tuple[MetadataImage, str]:
         with self._connect() as conn:
             try:
                 with conn.begin():
                     chain = increments.chain_of(conn, info)
-                    compiled, sort = True, False
-                    while True:
+
+                    def read(*, compiled: bool, sort: bool) -> tuple[MetadataImage, str]:
+                        checksum = ContentChecksum()
+                        image = increments.image_of_chain(
+                            conn, chain, checksum, progress, sort=sort, compiled=compiled
+                        )
+                        return image, checksum.hexdigest()
+
+                    try:
                         try:
-                            image = increments.image_of_chain(
-                                conn, chain, checksum, progress, sort=sort, compiled=compiled
-                            )
-                            break
-                        except PartitionRowsUnsorted:
-                            # The database gave the partitions back out of their written order
-                            # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
-                            if sort:  # pragma: no cover - sorted rows are never "unsorted"
-                                raise
-                            compiled, sort = False, True
+                            return read(compiled=True, sort=False)
                         except RunsUnusable:
                             # Rows the compiled reader does not take: the driver's path
                             # reads them, and names any damage.
-                            compiled = False
-                        checksum = ContentChecksum()
+                            return read(compiled=False, sort=False)
+                    except PartitionRowsUnsorted:
+                        # The database gave the partitions back out of their written order
+                        # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
+                        return read(compiled=False, sort=True)
             except self._errors() as exc:
                 raise self._failed(exc, f"reading snapshot {info.id}") from None
-        return image, checksum.hexdigest()
 
     def count_rows(self, snapshot_id: int) -> dict[str, int]:
         """Rows per table of a snapshot (for `mlog snapshot show`): an increment's own rows.

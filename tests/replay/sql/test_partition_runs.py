@@ -250,6 +250,10 @@ def test_a_handle_is_read_only_where_it_is_known(tmp_path: Path) -> None:
     assert "another SQLite library" in compiled.handle_reason(conn, main, here, number + 1)
     assert "not known here" in compiled.handle_reason(conn, main, (3, 99), number)
     assert "not a sqlite3.Connection" in compiled.handle_reason(object(), main, here, number)
+    # The reader itself reads no other object's head as a connection's (no crash: a refusal).
+    for stranger in (object(), "sqlite", 12345, memoryview(b"x" * 64)):
+        with pytest.raises(compiled.Unusable, match=r"not a sqlite3\.Connection"):
+            compiled.TopicRuns(stranger, "SELECT 1", 1, {}, {}, None, None)
 
     class Subclass(sqlite3.Connection):
         pass

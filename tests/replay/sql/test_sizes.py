@@ -98,7 +98,11 @@ def test_snapshots_written_before_sizes_are_measured_once(
         written = [store.write(load_image(log, lte=end * k // 3)) for k in (1, 2)]
         execute_sql(database_url, "UPDATE snapshots SET content_bytes = NULL")
         assert [s.content_bytes for s in store.snapshots()] == [None, None]
-        assert store.retain(10, max_bytes=10**12) == []
+        assert store.retain(10, max_bytes=10**30) == []
+        assert [s.content_bytes for s in store.snapshots()] == [s.content_bytes for s in written]
+        # A size edited into no size (negative) is measured again, not summed.
+        execute_sql(database_url, "UPDATE snapshots SET content_bytes = -5")
+        assert store.retain(10, max_bytes=10**30) == []
         assert [s.content_bytes for s in store.snapshots()] == [s.content_bytes for s in written]
 
 
