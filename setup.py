@@ -7,6 +7,10 @@
 - `replay.sql._sqlite_rows`, which reads a SQLite snapshot's partition rows through SQLite's
   C API into those records (SQLite's headers, Debian's libsqlite3-dev): without it they are
   read through the sqlite3 module, a 1M-partition start 1.28x as long (`replay.sql.partition_runs`);
+- `replay.sql._row_runs`, which builds those records from a database's rows read in C, and
+  `replay.sql._pg_copy_rows`, which reads a PostgreSQL snapshot's partition rows by COPY through
+  psycopg's own libpq (no header or library needed to build it): without them, the rows are
+  read through the driver (`replay.sql.partition_runs`);
 - `replay._untrack`, which keeps the image's map nodes out of the cyclic collector's walks:
   without it they are walked, as any container is (`replay.map_nodes`);
 - `metadata_log._syncer`, the thread that writes and fdatasyncs without the interpreter lock:
@@ -58,6 +62,8 @@ def _extensions() -> list[Extension]:
         Extension("records._fastdecode", ["records/_fastdecode.pyx"]),
         Extension("replay._untrack", ["replay/_untrack.pyx"]),
         Extension("replay.sql._partition_rows", ["replay/sql/_partition_rows.pyx"]),
+        Extension("replay.sql._row_runs", ["replay/sql/_row_runs.pyx"]),
+        Extension("replay.sql._pg_copy_rows", ["replay/sql/_pg_copy_rows.pyx"]),
         Extension(
             "replay.sql._sqlite_rows", ["replay/sql/_sqlite_rows.pyx"], libraries=["sqlite3"]
         ),

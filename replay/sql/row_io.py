@@ -141,11 +141,17 @@ def _placeholder(conn: Connection) -> str:
     raise SnapshotStoreError(f"driver paramstyle {style!r} is not supported for fast reads")
 
 
-def select_sql(conn: Connection, table: Table, order_by: Sequence[str] = ()) -> str:
-    """The query of one snapshot's content rows of `table` (the snapshot id its one parameter)."""
+def select_sql(
+    conn: Connection, table: Table, order_by: Sequence[str] = (), *, literal_id: int | None = None
+) -> str:
+    """The query of one snapshot's content rows of `table` (the snapshot id its one parameter).
+
+    With `literal_id` the id is written in the query instead (a COPY takes no parameters).
+    """
     names = _columns(conn, table)[1:]
     quote = conn.dialect.identifier_preparer.quote
-    where = f"snapshot_id = {_placeholder(conn)}"
+    snapshot = _placeholder(conn) if literal_id is None else str(int(literal_id))
+    where = f"snapshot_id = {snapshot}"
     sql = f"SELECT {', '.join(names)} FROM {quote(table.name)} WHERE {where}"
     if order_by:
         sql += f" ORDER BY {', '.join(quote(name) for name in order_by)}"

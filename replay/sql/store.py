@@ -127,7 +127,7 @@ class SnapshotStore:
     error mapping (a database's failure as one `SnapshotStoreError` line): the schema's
     state and migrations, and the snapshots written, listed, loaded, verified and deleted.
     The content as rows is in `content.py` (topics built from them in `topic_builder.py`,
-    SQLite's read in C by `partition_runs.py`), their fastest I/O per driver in `row_io.py`,
+    partition rows read in C by `partition_runs.py`), their fastest I/O per driver in `row_io.py`,
     increments and the reading of a chain in `increments.py`, the tables in `models.py`.
     """
 

@@ -1,7 +1,7 @@
 """The topics of a snapshot, built from their partition rows as the rows stream in.
 
 `content.image_from_rows` hands the partition rows here: each topic's run of rows (from the
-driver, or built in C by `partition_runs` for SQLite) becomes its `TopicImage` (records made by
+driver, or built in C by `partition_runs`) becomes its `TopicImage` (records made by
 the compiled `_partition_rows.pyx` where it can), is hashed as one checksum item and indexed per
 broker, and is let go; so what a load holds beyond the image is one row a topic (the topics
 table) and one topic's partition rows.

@@ -12,6 +12,7 @@ module keeps what they share and the helpers of the database tests.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -64,3 +65,39 @@ def write_generated_log(
         for batch in generator.batches(batches):
             log.append(batch, principal=f"User:gen{seed}")
         return log.end_offset
+
+
+class LoadWays:
+    """Which way each snapshot load read its partitions: "compiled", or the driver's.
+
+    Loads made through `outcome` take the compiled reader (`replay.sql.partition_runs`) where
+    `enabled`, the driver's path otherwise; `ways` says which each load took.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from replay.sql import increments, partition_runs
+
+        self.ways: list[str] = []
+        self.enabled = True
+        made = partition_runs.partition_runs
+
+        def spied(*args: Any) -> Any:
+            runs = made(*args) if self.enabled else None
+            self.ways.append("driver" if runs is None else "compiled")
+            return runs
+
+        monkeypatch.setattr(increments, "partition_runs", spied)
+
+    def outcome(self, url: str, snapshot_id: int, *, enabled: bool) -> tuple[Any, ...]:
+        """The load's computed checksum, verify's error, and the image or the load's error."""
+        from replay.sql.errors import SnapshotStoreError
+        from replay.sql.store import SnapshotStore
+
+        self.enabled = enabled
+        with SnapshotStore(url) as store:
+            result = store.verify(snapshot_id)
+            try:
+                loaded: Any = store.load(snapshot_id)
+            except SnapshotStoreError as exc:
+                loaded = (type(exc).__name__, str(exc))
+        return (result.computed, result.error, loaded)

@@ -20,7 +20,7 @@ from replay.loader import load_image
 from replay.sql import content, increments, row_io, topic_builder
 from replay.sql.content import ContentChecksum, PartitionRowsUnsorted, Row, image_from_rows
 from replay.sql.errors import SnapshotContentError
-from replay.sql.partition_runs import available, partition_runs
+from replay.sql.partition_runs import available, libpq_reason, partition_runs
 from replay.sql.store import SnapshotStore
 from tests.support.sql_backends import execute_sql, write_generated_log
 
@@ -139,7 +139,8 @@ def test_a_snapshot_whose_rows_the_database_moved_loads_the_same(
 
     monkeypatch.setattr(increments, "select_chunks", spied)
     monkeypatch.setattr(increments, "partition_runs", spied_runs)
-    first = ("compiled",) if database_url.startswith("sqlite") and available() else ()
+    readable = database_url.startswith("sqlite") or libpq_reason() is None
+    first = ("compiled",) if available() and readable else ()
     with SnapshotStore(database_url) as store:
         info = store.write(image)
         assert store.load(info.id) == image

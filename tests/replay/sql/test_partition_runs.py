@@ -19,9 +19,8 @@ from metadata_log.reader import LogReader
 from replay.image import EMPTY_IMAGE, MetadataImage
 from replay.loader import load_image
 from replay.sql import content, increments, partition_runs, row_io
-from replay.sql.errors import SnapshotStoreError
 from replay.sql.store import SnapshotStore
-from tests.support.sql_backends import execute_sql, write_generated_log
+from tests.support.sql_backends import LoadWays, execute_sql, write_generated_log
 from tests.support.sweeps import swept
 
 compiled: Any = pytest.importorskip("replay.sql._sqlite_rows")
@@ -46,40 +45,13 @@ def url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'snapshots.db'}"
 
 
-class Reads:
-    """Which way each load read the partitions: "compiled", or the driver's."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.ways: list[str] = []
-        self.enabled = True
-        made = partition_runs.partition_runs
-
-        def spied(*args: Any) -> Any:
-            runs = made(*args) if self.enabled else None
-            self.ways.append("driver" if runs is None else "compiled")
-            return runs
-
-        monkeypatch.setattr(increments, "partition_runs", spied)
-
-    def outcome(self, url: str, snapshot_id: int, *, enabled: bool) -> tuple[Any, ...]:
-        """The load's image and computed checksum, or its error's type and text."""
-        self.enabled = enabled
-        with SnapshotStore(url) as store:
-            result = store.verify(snapshot_id)
-            try:
-                loaded: Any = store.load(snapshot_id)
-            except SnapshotStoreError as exc:
-                loaded = (type(exc).__name__, str(exc))
-        return (result.computed, result.error, loaded)
-
-
 @pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> Reads:
-    return Reads(monkeypatch)
+def reads(monkeypatch: pytest.MonkeyPatch) -> LoadWays:
+    return LoadWays(monkeypatch)
 
 
 def test_a_load_through_it_is_the_drivers_load(
-    url: str, image: MetadataImage, reads: Reads
+    url: str, image: MetadataImage, reads: LoadWays
 ) -> None:
     with SnapshotStore(url) as store:
         info = store.write(image)
@@ -109,7 +81,7 @@ def test_it_reports_progress_of_every_partition(url: str, image: MetadataImage) 
 
 
 def test_a_chain_of_increments_loads_the_same_both_ways(
-    url: str, generated: tuple[Path, int], reads: Reads
+    url: str, generated: tuple[Path, int], reads: LoadWays
 ) -> None:
     rng = random.Random(5)
     directory, end = generated
@@ -179,7 +151,7 @@ def written(tmp_path_factory: pytest.TempPathFactory, image: MetadataImage) -> P
 
 @pytest.mark.parametrize("column", COLUMNS)
 def test_every_column_changed_to_any_value_ends_as_the_drivers_load(
-    tmp_path: Path, written: Path, reads: Reads, column: str
+    tmp_path: Path, written: Path, reads: LoadWays, column: str
 ) -> None:
     # A sweep: each column of one row set to each value (NULL, a float, a blob, 32-bit
     # bounds and past them, new or malformed lists, modes, non-ASCII): both ways end alike,
@@ -211,7 +183,7 @@ def test_every_column_changed_to_any_value_ends_as_the_drivers_load(
 
 
 def test_rows_out_of_partition_order_are_read_by_the_driver_then_sorted(
-    url: str, image: MetadataImage, reads: Reads
+    url: str, image: MetadataImage, reads: LoadWays
 ) -> None:
     with SnapshotStore(url) as store:
         info = store.write(image)
@@ -269,7 +241,7 @@ def test_a_handle_is_read_only_where_it_is_known(tmp_path: Path) -> None:
 
 
 def test_without_the_helper_the_driver_reads(
-    url: str, image: MetadataImage, reads: Reads, monkeypatch: pytest.MonkeyPatch
+    url: str, image: MetadataImage, reads: LoadWays, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(partition_runs, "_compiled", None)
     assert not partition_runs.available()
