@@ -101,3 +101,26 @@ class LoadWays:
             except SnapshotStoreError as exc:
                 loaded = (type(exc).__name__, str(exc))
         return (result.computed, result.error, loaded)
+
+    def check_chain(self, url: str, log_dir: Path, end: int, *, seed: int, count: int) -> None:
+        """A chain of `count` snapshots of the log at random offsets (increments on the first)
+        loads the same both ways, each the image at its offset with its checksum."""
+        import random
+
+        from metadata_log.reader import LogReader
+        from replay.image import EMPTY_IMAGE
+        from replay.loader import load_image
+        from replay.sql.store import SnapshotStore
+
+        rng = random.Random(seed)
+        with LogReader.open(log_dir) as log, SnapshotStore(url) as store:
+            written: list[Any] = []
+            image = EMPTY_IMAGE
+            for offset in sorted(rng.sample(range(end), count)):
+                image = load_image(log, lte=offset, base=image)
+                written.append((store.write(image, base=written[-1] if written else None), image))
+        assert written[-1][0].chain_length > 0
+        for info, expected in written:
+            both = [self.outcome(url, info.id, enabled=e) for e in (True, False)]
+            assert both[0] == both[1]
+            assert both[0][2] == expected and both[0][0] == info.checksum

@@ -7,7 +7,6 @@ not sure of, rows out of order included (that path sorts them).
 
 from __future__ import annotations
 
-import random
 import sqlite3
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from metadata_log.reader import LogReader
-from replay.image import EMPTY_IMAGE, MetadataImage
+from replay.image import MetadataImage
 from replay.loader import load_image
 from replay.sql import content, increments, partition_runs, row_io
 from replay.sql.store import SnapshotStore
@@ -83,19 +82,7 @@ def test_it_reports_progress_of_every_partition(url: str, image: MetadataImage) 
 def test_a_chain_of_increments_loads_the_same_both_ways(
     url: str, generated: tuple[Path, int], reads: LoadWays
 ) -> None:
-    rng = random.Random(5)
-    directory, end = generated
-    with LogReader.open(directory) as log, SnapshotStore(url) as store:
-        written: list[Any] = []
-        image = EMPTY_IMAGE
-        for offset in sorted(rng.sample(range(end), 5)):
-            image = load_image(log, lte=offset, base=image)
-            written.append((store.write(image, base=written[-1] if written else None), image))
-    assert written[-1][0].chain_length > 0
-    for info, expected in written:
-        both = [reads.outcome(url, info.id, enabled=e) for e in (True, False)]
-        assert both[0] == both[1]
-        assert both[0][2] == expected and both[0][0] == info.checksum
+    reads.check_chain(url, *generated, seed=5, count=5)
 
 
 def _one_partition(url: str) -> tuple[str, int]:

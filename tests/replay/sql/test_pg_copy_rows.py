@@ -8,7 +8,6 @@ transaction as it was, for the driver's path to read in.
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.exc import DataError, IntegrityError
 
 from metadata_log.reader import LogReader
-from replay.image import EMPTY_IMAGE, MetadataImage
+from replay.image import MetadataImage
 from replay.loader import load_image
 from replay.sql import content, increments, partition_runs, row_io
 from replay.sql.store import SnapshotStore
@@ -98,19 +97,7 @@ def test_a_load_through_it_is_the_drivers_load(
 def test_a_chain_of_increments_loads_the_same_both_ways(
     postgres_url: str, generated: tuple[Path, int], reads: LoadWays
 ) -> None:
-    rng = random.Random(7)
-    directory, end = generated
-    with LogReader.open(directory) as log, SnapshotStore(postgres_url) as store:
-        written: list[Any] = []
-        image = EMPTY_IMAGE
-        for offset in sorted(rng.sample(range(end), 4)):
-            image = load_image(log, lte=offset, base=image)
-            written.append((store.write(image, base=written[-1] if written else None), image))
-    assert written[-1][0].chain_length > 0
-    for info, expected in written:
-        both = [reads.outcome(postgres_url, info.id, enabled=e) for e in (True, False)]
-        assert both[0] == both[1]
-        assert both[0][2] == expected and both[0][0] == info.checksum
+    reads.check_chain(postgres_url, *generated, seed=7, count=4)
 
 
 TEXT_COLUMNS = ["topic_id", "replicas", "isr", "removing_replicas", "adding_replicas", "mode"]
