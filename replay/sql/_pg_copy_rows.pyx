@@ -37,13 +37,14 @@ cdef extern from "<poll.h>" nogil:
         short revents
     int poll(pollfd *fds, unsigned long count, int timeout)
     short POLLIN
+    short POLLOUT
 
 
 cdef extern from "Python.h":
     int PyErr_CheckSignals() except -1
 
 
-ctypedef void *(*_exec_f)(void *conn, const char *query) noexcept nogil
+ctypedef int (*_send_query_f)(void *conn, const char *query) noexcept nogil
 ctypedef int (*_result_status_f)(const void *result) noexcept nogil
 ctypedef void (*_clear_f)(void *result) noexcept nogil
 ctypedef int (*_get_copy_data_f)(void *conn, char **buffer, int in_async) noexcept nogil
@@ -54,6 +55,7 @@ ctypedef const char *(*_result_error_message_f)(const void *result) noexcept nog
 ctypedef int (*_status_f)(const void *conn) noexcept nogil
 ctypedef int (*_socket_f)(const void *conn) noexcept nogil
 ctypedef int (*_consume_input_f)(void *conn) noexcept nogil
+ctypedef int (*_is_busy_f)(void *conn) noexcept nogil
 ctypedef int (*_lib_version_f)() noexcept nogil
 ctypedef const char *(*_parameter_status_f)(const void *conn, const char *name) noexcept nogil
 
@@ -67,7 +69,8 @@ cdef enum:
     PQTRANS_IDLE = 0
     PQTRANS_INTRANS = 2
 
-cdef _exec_f PQexec = NULL
+cdef _send_query_f PQsendQuery = NULL
+cdef _consume_input_f PQflush = NULL
 cdef _result_status_f PQresultStatus = NULL
 cdef _clear_f PQclear = NULL
 cdef _get_copy_data_f PQgetCopyData = NULL
@@ -80,12 +83,13 @@ cdef _status_f PQtransactionStatus = NULL
 cdef _socket_f PQsocket = NULL
 cdef _consume_input_f PQconsumeInput = NULL
 cdef _parameter_status_f PQparameterStatus = NULL
+cdef _is_busy_f PQisBusy = NULL
 cdef object _bound_path = None
 
 _SYMBOLS = (
-    "PQexec", "PQresultStatus", "PQclear", "PQgetCopyData", "PQfreemem", "PQgetResult",
+    "PQsendQuery", "PQresultStatus", "PQclear", "PQgetCopyData", "PQfreemem", "PQgetResult",
     "PQerrorMessage", "PQresultErrorMessage", "PQstatus", "PQtransactionStatus", "PQsocket",
-    "PQconsumeInput", "PQparameterStatus", "PQlibVersion",
+    "PQconsumeInput", "PQparameterStatus", "PQisBusy", "PQflush", "PQlibVersion",
 )
 _INT_COLUMNS = (1, 6, 7, 8)
 """The partition row's integer columns (the rest are text)."""
@@ -108,11 +112,11 @@ def bind(str path, int version):
     `path` must be a library this process has already loaded (psycopg's), of `version`
     (`psycopg.pq.version()`); once bound, another path is refused.
     """
-    global PQexec, PQresultStatus, PQclear, PQgetCopyData, PQfreemem, PQgetResult
+    global PQsendQuery, PQflush, PQresultStatus, PQclear, PQgetCopyData, PQfreemem, PQgetResult
     global PQerrorMessage, PQresultErrorMessage, PQstatus, PQtransactionStatus, PQsocket
-    global PQconsumeInput, PQparameterStatus, _bound_path
+    global PQconsumeInput, PQparameterStatus, PQisBusy, _bound_path
     cdef void *handle
-    cdef void *found[14]
+    cdef void *found[16]
     cdef int index
     if _bound_path is not None:
         return None if _bound_path == path else f"libpq is bound to {_bound_path} already"
@@ -123,9 +127,9 @@ def bind(str path, int version):
         found[index] = dlsym(handle, name.encode("ascii"))
         if found[index] is NULL:
             return f"{path} has no {name}"
-    if (<_lib_version_f>found[13])() != version:
+    if (<_lib_version_f>found[15])() != version:
         return f"{path} is not the libpq psycopg uses (version {version})"
-    PQexec = <_exec_f>found[0]
+    PQsendQuery = <_send_query_f>found[0]
     PQresultStatus = <_result_status_f>found[1]
     PQclear = <_clear_f>found[2]
     PQgetCopyData = <_get_copy_data_f>found[3]
@@ -138,6 +142,8 @@ def bind(str path, int version):
     PQsocket = <_socket_f>found[10]
     PQconsumeInput = <_consume_input_f>found[11]
     PQparameterStatus = <_parameter_status_f>found[12]
+    PQisBusy = <_is_busy_f>found[13]
+    PQflush = <_consume_input_f>found[14]
     _bound_path = path
     return None
 
@@ -205,54 +211,53 @@ cdef class CopyRuns(RunReader):
         if status == PQTRANS_INTRANS:  # outside a transaction the COPY is one of its own
             self._command(_SAVEPOINT)
             self._savepoint = True
-        with nogil:
-            result = PQexec(self._conn, query)
+        result = self._exchange(query)
         status = -1 if result is NULL else PQresultStatus(result)
         if status != PGRES_COPY_OUT:
             message = _text(PQerrorMessage(self._conn) if result is NULL
                             else PQresultErrorMessage(result))
             PQclear(result)
+            self._take_results()
             self.close()
             raise Unusable(message or "the COPY did not start")
         PQclear(result)
         self._copying = True
 
     def __dealloc__(self):
-        # `close` ran (the runs' owner closes them); this is for a reader dropped unclosed.
-        if self._conn is NULL or not (self._copying or self._savepoint):
-            return
-        if _pointer_of(self._owner) == <uintptr_t>self._conn:
-            self._drain()
-            if self._savepoint:
-                PQclear(PQexec(self._conn, _ROLLBACK))
-                PQclear(PQexec(self._conn, _RELEASE))
-                self._savepoint = False
+        # `close` ran (the runs' owner closes them); a reader dropped unclosed only lets its
+        # row go: the connection is left to its owner (a command sent now could wait forever).
+        if self._line is not NULL and PQfreemem is not NULL:
+            PQfreemem(self._line)
+            self._line = NULL
+
+    cdef void *_exchange(self, const char *sql) except? NULL:
+        """Send `sql` and wait (as `_wait` does) for its first result (the caller clears it)."""
+        cdef int flushed
+        if not PQsendQuery(self._conn, sql):
+            raise Unusable(_text(PQerrorMessage(self._conn)))
+        while True:
+            flushed = PQflush(self._conn)
+            if flushed == 0:
+                break
+            if flushed < 0:
+                raise Unusable(_text(PQerrorMessage(self._conn)))
+            self._wait(POLLOUT)
+        while PQisBusy(self._conn):
+            self._wait(POLLIN)
+        return PQgetResult(self._conn)
 
     cdef int _command(self, const char *sql) except -1:
-        cdef void *result
-        with nogil:
-            result = PQexec(self._conn, sql)
+        """Run one command that gives no rows (a savepoint's)."""
+        cdef void *result = self._exchange(sql)
         if result is NULL or PQresultStatus(result) != PGRES_COMMAND_OK:
             message = _text(PQerrorMessage(self._conn) if result is NULL
                             else PQresultErrorMessage(result))
             PQclear(result)
+            self._take_results()
             raise Unusable(message)
         PQclear(result)
+        self._take_results()
         return 0
-
-    cdef void _drain(self) noexcept nogil:
-        """Read the COPY to its end and take its results (the connection is free again)."""
-        cdef char *line = NULL
-        if self._line is not NULL:
-            PQfreemem(self._line)
-            self._line = NULL
-        if not self._copying:
-            return
-        while PQgetCopyData(self._conn, &line, 0) > 0:
-            PQfreemem(line)
-            line = NULL
-        self._copying = False
-        self._results()
 
     cdef bint _results(self) noexcept nogil:
         """Take the results after a COPY; whether every one of them was a success."""
@@ -267,32 +272,65 @@ cdef class CopyRuns(RunReader):
             PQclear(result)
 
     def close(self):
-        """End the COPY (read to its end if stopped early) and the savepoint."""
+        """End the COPY (read to its end if stopped early) and the savepoint.
+
+        Waiting for the server's rest looks at signals: a Ctrl-C while the server is stuck ends
+        the wait (the connection then left mid-COPY, for its owner to discard: psycopg refuses
+        it another command).
+        """
+        cdef char *line = NULL
+        cdef int size
         if self._conn is NULL or _pointer_of(self._owner) != <uintptr_t>self._conn:
             self._copying = self._savepoint = False  # the connection was closed under it
             self._ended = True
             return
-        with nogil:
-            self._drain()
+        if self._line is not NULL:
+            PQfreemem(self._line)
+            self._line = NULL
+        try:
+            while self._copying:
+                size = PQgetCopyData(self._conn, &line, 1)
+                if size > 0:
+                    PQfreemem(line)
+                    line = NULL
+                elif size == 0:
+                    self._wait(POLLIN)
+                else:
+                    self._copying = False
+                    self._take_results()
+        except Unusable:  # the connection failed: nothing more to read or to roll back on it
+            self._copying = self._savepoint = False
         if self._savepoint:
             # Stopped before the end: the transaction as it was before the COPY.
             self._savepoint = False
-            with nogil:
-                PQclear(PQexec(self._conn, _ROLLBACK))
-                PQclear(PQexec(self._conn, _RELEASE))
+            try:
+                self._command(_ROLLBACK)
+                self._command(_RELEASE)
+            except Unusable:
+                pass  # the connection failed: its owner finds out with its next command
         self._ended = True
 
-    cdef int _wait(self) except -1:
-        """Wait for the server's next bytes (the interpreter lock let go meanwhile)."""
+    cdef int _take_results(self) except -1:
+        """`_results` once they have all come (waiting as `_wait` does): 1 if all succeeded."""
+        cdef bint ok
+        while PQisBusy(self._conn):
+            self._wait(POLLIN)
+        with nogil:
+            ok = self._results()
+        return 1 if ok else 0
+
+    cdef int _wait(self, short events) except -1:
+        """Wait until the socket is ready for `events` (the interpreter lock let go meanwhile),
+        then take in what came; a second at most, then signals are looked at (a Ctrl-C)."""
         cdef pollfd ready
         cdef int polled, consumed = 1
         ready.fd = PQsocket(self._conn)
-        ready.events = POLLIN
+        ready.events = events
         if ready.fd < 0:
             raise Unusable("the connection has no socket")
         with nogil:
             polled = poll(&ready, 1, _WAIT_MS)
-            if polled > 0:
+            if polled > 0 and events == POLLIN:
                 consumed = PQconsumeInput(self._conn)
         if not consumed:
             raise Unusable(_text(PQerrorMessage(self._conn)))
@@ -312,12 +350,11 @@ cdef class CopyRuns(RunReader):
             if size > 0:
                 break
             if size == 0:
-                self._wait()
+                self._wait(POLLIN)
                 continue
             self._line = NULL
             self._copying = False
-            with nogil:
-                ok = self._results()
+            ok = self._take_results()
             if size == -1 and ok:
                 if self._savepoint:
                     self._savepoint = False

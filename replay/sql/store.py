@@ -101,6 +101,16 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(original).__name__
 
 
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C during whose handling `exc` was raised (its context, a few links up), if any."""
+    seen: BaseException | None = exc.__context__
+    for _ in range(8):
+        if seen is None or isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__context__
+    return None
+
+
 _DAMAGE_SQLSTATES = frozenset(("XX001", "XX002"))
 """PostgreSQL's data_corrupted and index_corrupted."""
 
@@ -683,6 +693,11 @@ class SnapshotStore:
                         # (PostgreSQL reusing deleted snapshots' space): sorted by it, then.
                         return read(compiled=False, sort=True)
             except self._errors() as exc:
+                interrupt = _interrupt_behind(exc)
+                if interrupt is not None:
+                    # A Ctrl-C mid-read, the rollback after it refused (a COPY given up
+                    # half-way): the interrupt is what happened, not a database failure.
+                    raise interrupt from None
                 raise self._failed(exc, f"reading snapshot {info.id}") from None
 
     def count_rows(self, snapshot_id: int) -> dict[str, int]:

@@ -8,6 +8,7 @@ transaction as it was, for the driver's path to read in.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +240,48 @@ def test_it_reads_no_stranger_nor_a_failed_transaction(postgres_url: str) -> Non
     conn.close()
     with pytest.raises(row_runs.Unusable, match="closed"):
         _open_runs(conn, "COPY (SELECT 1) TO STDOUT")
+
+
+def test_a_ctrl_c_mid_copy_is_an_interrupt_and_the_store_reads_on(
+    written: tuple[str, int], image: MetadataImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The interrupt comes while the COPY is half read (from the load's progress report, after
+    # the first topic's run): it is what the caller gets (the rows' rest read, the savepoint
+    # rolled back), and the next load on the same store reads the snapshot whole.
+    url, snapshot_id = written
+    monkeypatch.setattr(row_io, "PROGRESS_EVERY", 1)
+    reported: list[int] = []
+
+    def interrupted(rows: int) -> None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not partition_runs.PartitionRuns._runs.__code__:
+            frame = frame.f_back  # type: ignore[assignment]  # the end of the stack is None
+        if frame is None:
+            return  # another table's rows: the interrupt comes during the partitions' COPY
+        reported.append(rows)
+        raise KeyboardInterrupt
+
+    with SnapshotStore(url) as store:
+        with pytest.raises(KeyboardInterrupt):
+            store.load(snapshot_id, progress=interrupted)
+        assert reported and reported[0] < image.topics.partition_count()  # mid-COPY
+        assert store.load(snapshot_id) == image
+
+
+def test_an_interrupt_behind_a_refused_rollback_is_the_interrupt() -> None:
+    from replay.sql.store import _interrupt_behind
+
+    def raised_during(first: BaseException, then: BaseException) -> BaseException:
+        try:
+            try:
+                raise first
+            except BaseException:
+                raise then from None
+        except BaseException as exc:
+            return exc
+
+    refused = raised_during(KeyboardInterrupt(), psycopg.OperationalError("in progress"))
+    wrapped = raised_during(refused, RuntimeError("wrapped"))
+    assert isinstance(_interrupt_behind(wrapped), KeyboardInterrupt)
+    assert _interrupt_behind(raised_during(ValueError(), RuntimeError())) is None
+    assert _interrupt_behind(RuntimeError()) is None
