@@ -91,8 +91,6 @@ _SYMBOLS = (
     "PQerrorMessage", "PQresultErrorMessage", "PQstatus", "PQtransactionStatus", "PQsocket",
     "PQconsumeInput", "PQparameterStatus", "PQisBusy", "PQflush", "PQlibVersion",
 )
-_INT_COLUMNS = (1, 6, 7, 8)
-"""The partition row's integer columns (the rest are text)."""
 cdef extern from *:
     """
     static const char MLOG_SAVEPOINT[] = "SAVEPOINT mlog_partition_runs";

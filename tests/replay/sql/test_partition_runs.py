@@ -14,39 +14,18 @@ from typing import Any
 
 import pytest
 
-from metadata_log.reader import LogReader
 from replay.image import MetadataImage
-from replay.loader import load_image
 from replay.sql import content, increments, partition_runs, row_io
 from replay.sql.store import SnapshotStore
-from tests.support.sql_backends import LoadWays, execute_sql, write_generated_log
+from tests.support.sql_backends import LoadWays, execute_sql
 from tests.support.sweeps import swept
 
 compiled: Any = pytest.importorskip("replay.sql._sqlite_rows")
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    """A generated log's directory and its end offset."""
-    directory: Path = tmp_path_factory.mktemp("runs") / "log"
-    end = write_generated_log(directory, seed=31, batches=300, cancels=True, security=True)
-    return directory, end
-
-
-@pytest.fixture(scope="module")
-def image(generated: tuple[Path, int]) -> MetadataImage:
-    with LogReader.open(generated[0]) as log:
-        return load_image(log)
-
-
 @pytest.fixture
 def url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'snapshots.db'}"
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> LoadWays:
-    return LoadWays(monkeypatch)
 
 
 def test_a_load_through_it_is_the_drivers_load(

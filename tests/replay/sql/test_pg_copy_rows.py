@@ -17,12 +17,10 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.exc import DataError, IntegrityError
 
-from metadata_log.reader import LogReader
 from replay.image import MetadataImage
-from replay.loader import load_image
 from replay.sql import content, increments, partition_runs, row_io
 from replay.sql.store import SnapshotStore
-from tests.support.sql_backends import LoadWays, execute_sql, libpq, write_generated_log
+from tests.support.sql_backends import LoadWays, execute_sql, libpq
 from tests.support.sweeps import swept
 
 compiled: Any = pytest.importorskip("replay.sql._pg_copy_rows")
@@ -31,25 +29,6 @@ row_runs: Any = pytest.importorskip("replay.sql._row_runs")
 pytestmark = pytest.mark.postgres
 
 TABLE = "snapshot_partitions"
-
-
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    """A generated log's directory and its end offset."""
-    directory: Path = tmp_path_factory.mktemp("pg-runs") / "log"
-    end = write_generated_log(directory, seed=37, batches=200, cancels=True, security=True)
-    return directory, end
-
-
-@pytest.fixture(scope="module")
-def image(generated: tuple[Path, int]) -> MetadataImage:
-    with LogReader.open(generated[0]) as log:
-        return load_image(log)
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> LoadWays:
-    return LoadWays(monkeypatch)
 
 
 @pytest.fixture
