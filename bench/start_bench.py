@@ -17,12 +17,14 @@ own, dropped at the end; `--postgres ''` skips it). The log and the SQLite copy 
 Rows, each the median of K rounds (the spread is the range over them); in each round every
 start is paired with its raw baseline, run right before or after it (the order alternates):
   start <kind>     seconds from starting `mlog serve` to its first answered Metadata request;
-                   its peak RSS (VmHWM, a second after that answer, the store's warm-up done)
+                   its peak RSS (VmHWM, once it is quiet after that answer: its per-broker
+                   index and the store's warm-up done, on threads)
                    and its RSS then (serving)
   baseline         a process doing the raw read of the same data: fastavro's reader over the
                    log's segments (dicts); sqlite3 / psycopg `fetchall` of the snapshot's rows
   load <db>        `SnapshotStore.load` (rows -> image, checksum checked) timed in a process,
-                   its peak RSS the load's own; beside the raw `fetchall` of the same rows
+                   then the per-broker index it leaves to its first reader, timed apart;
+                   the peak RSS of both; beside the raw `fetchall` of the same rows
                    timed in a process of its own
   image            the image's size: RSS growth of a fresh process holding it (the log's
                    `load_image`), against which each start's peak RSS is put
@@ -70,7 +72,13 @@ BROKERS = 6
 INT32_MAX = 2**31 - 1
 """The highest broker id Kafka's wire format carries."""
 SETTLE_S = 1.0
-"""Seconds a started server is left running after its first answer before its peak is read."""
+"""Seconds a started server is left running after its first answer before its peak is read,
+at least: then until it is quiet for `QUIET_S` (its per-broker index and the store's
+warm-up, on threads after the first answer, done), `SETTLE_LONGEST_S` at most."""
+QUIET_S = 0.5
+QUIET_TICKS = 2
+"""CPU ticks (10 ms each) a quiet server may use in `QUIET_S` (its timers)."""
+SETTLE_LONGEST_S = 300.0
 
 
 # ---------------------------------------------------------------------- children (--child)
@@ -199,7 +207,15 @@ def child(kind: str, where: str) -> dict[str, Any]:
         start = time.perf_counter()
         image = store.load(newest)
         load_s = time.perf_counter() - start
-    return {"load": load_s, "peak": _peak(), "partitions": image.topics.partition_count()}
+        start = time.perf_counter()
+        image.topics.replica_index.map()  # left to its first reader (a server: on a thread)
+        index_s = time.perf_counter() - start
+    return {
+        "load": load_s,
+        "index": index_s,
+        "peak": _peak(),
+        "partitions": image.topics.partition_count(),
+    }
 
 
 def _newest_id(store: Any, url: str) -> int:
@@ -354,13 +370,32 @@ def cold_start(
 
         asyncio.run(first_answer())
         took = time.perf_counter() - start
-        time.sleep(SETTLE_S)
+        _settle(server.pid)
         status = Path(f"/proc/{server.pid}/status").read_text().splitlines()
         kib = {line.split(":")[0]: int(line.split()[1]) for line in status if line.startswith("Vm")}
         return took, kib["VmHWM"] * 1024, kib["VmRSS"] * 1024
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(120)
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User and system CPU ticks of process `pid` so far (`/proc/PID/stat`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _settle(pid: int) -> None:
+    """Wait `SETTLE_S`, then until process `pid` is quiet for `QUIET_S` (`QUIET_TICKS`)."""
+    time.sleep(SETTLE_S)
+    deadline = time.monotonic() + SETTLE_LONGEST_S
+    ticks = _cpu_ticks(pid)
+    while time.monotonic() < deadline:
+        time.sleep(QUIET_S)
+        now = _cpu_ticks(pid)
+        if now - ticks <= QUIET_TICKS:
+            return
+        ticks = now
 
 
 def compiled(tree: Path) -> None:
@@ -474,7 +509,8 @@ def measure(args: argparse.Namespace, kinds: dict[str, tuple[Path, str]], scratc
         ]
         rows.append(
             [
-                f"load {kind}, in process",
+                f"load {kind}, in process (then its broker index: "
+                f"{_spread([x['index'] for x in loads], _s)})",
                 _spread([x["load"] for x in loads], _s),
                 f"{raw_name[kind]}: {_spread([x['raw'] for x in loads], _s)}",
                 f"{statistics.median(x['load'] / x['raw'] for x in loads):.2f}x",

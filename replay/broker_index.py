@@ -14,13 +14,19 @@ is built when the next image is made, so a read never costs more than that bound
 the broker holds, and the memory the chain holds (references to partitions the images hold
 anyway, and a few lists) stays small.
 
+A snapshot's load defers its index too (`BrokerIndex.deferred`): the load gathers what the
+index needs as the topics stream by and leaves the building (a persistent-map insert per
+broker and topic, a sixth of a 1M-partition load) to the first reader, once; a server reads it
+on a thread as soon as it serves (`api/cli/serve.py`), so a start answers without it.
+
 Every image's index is the same value it was when built eagerly (`replay.image.broker_index` of
 its topics): a chain only defers the work. Old images (time travel, snapshots) read their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 
 from immutables import Map, MapMutation
@@ -71,15 +77,17 @@ class IndexStep:
 
 
 class BrokerIndex:
-    """`TopicsImage.by_broker` of one image: built (`Map`), or a chain of steps from one.
+    """`TopicsImage.by_broker` of one image: built (`Map`), a chain of steps from one, or deferred.
 
     Immutable in behaviour: `map()` always returns the same value, computed at most once
     (or twice, by two threads racing: the result is the same). The chain's links are read
     parent and step first, the built map last, and written in the opposite order, so a
-    reader in another thread sees either a whole link or the built map.
+    reader in another thread sees either a whole link or the built map. A deferred index
+    (no parent, no step, its builder in `_make`) is built by its first reader; readers on
+    other threads meanwhile wait for that one build (`_Once`).
     """
 
-    __slots__ = ("_built", "_depth", "_entries", "_parent", "_step")
+    __slots__ = ("_built", "_depth", "_entries", "_make", "_parent", "_step")
 
     def __init__(
         self,
@@ -96,11 +104,20 @@ class BrokerIndex:
         """Steps between this index and the nearest built one before it."""
         self._entries = entries
         """Their entries together (`IndexStep.entries`)."""
+        self._make: _Once | None = None
+        """A deferred index's builder (None once built, and for every other index)."""
 
     @staticmethod
     def of(index: Map[int, BrokerPartitions]) -> BrokerIndex:
-        """A built index (a snapshot load, or `broker_index` of some topics)."""
+        """A built index (`broker_index` of some topics)."""
         return BrokerIndex(index)
+
+    @staticmethod
+    def deferred(build: Callable[[], Map[int, BrokerPartitions]]) -> BrokerIndex:
+        """An index `build` makes when it is first read (a snapshot load's), called once."""
+        index = BrokerIndex(None)
+        index._make = _Once(build)
+        return index
 
     @property
     def is_built(self) -> bool:
@@ -129,6 +146,9 @@ class BrokerIndex:
             parent, step, built = node._parent, node._step, node._built
             if built is not None:
                 break
+            if step is None:  # the deferred index the chain starts from
+                built = node._made()
+                break
             steps.append(step)  # type: ignore[arg-type]  # a link: parent and step set
             node = parent  # type: ignore[assignment]  # (read before `_built`, see above)
         steps.reverse()
@@ -138,6 +158,38 @@ class BrokerIndex:
         self._parent = None
         self._step = None
         return built
+
+    def _made(self) -> Map[int, BrokerPartitions]:
+        """A deferred index, built (by this call, or the one another thread made first)."""
+        make = self._make
+        if make is None:  # built meanwhile: `_built` is written before `_make` is cleared
+            built = self._built
+            assert built is not None
+            return built
+        built = make()
+        self._built = built
+        self._make = None
+        return built
+
+
+class _Once:
+    """A builder called at most once, whichever threads ask: the others wait for its value."""
+
+    __slots__ = ("_build", "_lock", "_value")
+
+    def __init__(self, build: Callable[[], Map[int, BrokerPartitions]]) -> None:
+        self._build: Callable[[], Map[int, BrokerPartitions]] | None = build
+        self._lock = threading.Lock()
+        self._value: Map[int, BrokerPartitions] | None = None
+
+    def __call__(self) -> Map[int, BrokerPartitions]:
+        with self._lock:
+            if self._value is None:
+                build = self._build
+                assert build is not None
+                self._value = build()
+                self._build = None  # what it held (the load's lists) goes with it
+            return self._value
 
 
 EMPTY_INDEX = BrokerIndex.of(Map())

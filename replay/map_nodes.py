@@ -26,7 +26,8 @@ costs. Without the helper nothing is untracked.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from immutables import Map
@@ -82,3 +83,22 @@ def untrack_young_nodes() -> int:
         return 0
     untracked: int = _untrack.untrack_instances(gc.get_objects(generation=0), NODE_TYPES)
     return untracked
+
+
+@contextmanager
+def made_out_of_view() -> Iterator[None]:
+    """Make a mass of long-lived map nodes with the collector off, and untrack them at the end.
+
+    A snapshot's load and its deferred per-broker index make hundreds of thousands of nodes
+    and no cycles: with the collector on, each collection meanwhile would walk them (and,
+    in a process that has not frozen it, the image); untracked as they end, the first young
+    collection after does not walk them either.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        untrack_young_nodes()
+        if was_enabled:
+            gc.enable()

@@ -691,6 +691,10 @@ async def _serve(server: MetadataServer, keep: Callable[[], None]) -> str | None
         # A quorum node whose log failed stops, as KRaft's controllers do: the others elect a
         # leader at once, and a restart recovers the log (the exit code says it failed).
         node.on_failure = lambda reason: _stop(server, "the quorum node failed")
+    # A snapshot's load leaves the per-broker index to its first reader (a fence): it is
+    # built now, on a thread while the loop serves (`replay/broker_index.py`); a fence
+    # meanwhile waits for it.
+    await asyncio.to_thread(server.service.image.topics.replica_index.map)
     snapshots = server.service.snapshots
     if snapshots is not None:
         # Its first snapshot comes under load (docs/snapshots.md): the store's imports go

@@ -61,6 +61,8 @@ class CommittedReplay:
         """The offset of the first entry the node's image does not hold."""
         # Commits of many slices (a fence's moves, a catch-up): the collector held off.
         self._mass_replay = MassChangeUntilQuiet(MASS_REPLAY_QUIET_S, MASS_REPLAY_LONGEST_S)
+        self._index_built: asyncio.Future[object] | None = None
+        """The start image's per-broker index, being built on a thread (kept referenced)."""
 
     async def follow(self, high_watermark: int) -> None:
         """Replay the entries below `high_watermark` not applied yet; the service follows."""
@@ -91,6 +93,9 @@ class CommittedReplay:
 
     def _started_from(self, image: MetadataImage) -> None:
         freeze_loaded_image()
+        # A snapshot's load leaves the per-broker index to its first reader: built on a
+        # thread while the node goes on (`replay/broker_index.py`); a fence waits for it.
+        self._index_built = asyncio.ensure_future(asyncio.to_thread(image.topics.replica_index.map))
         used = self.service.started_from_snapshot
         logger.info(
             "controller %d applied the committed log up to offset %d (%s)",

@@ -14,7 +14,6 @@ query; Alembic is imported only to compare any other revision, and to migrate.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -42,7 +41,7 @@ from sqlalchemy.exc import (
 )
 
 from replay.image import MetadataImage, Provenance
-from replay.map_nodes import untrack_young_nodes
+from replay.map_nodes import made_out_of_view
 from replay.sql import increments, revision, sizes, sqlite_files
 from replay.sql.content import (
     ContentChecksum,
@@ -657,14 +656,8 @@ class SnapshotStore:
         # every full collection meanwhile would traverse them all again; the map nodes it
         # made leave the collector's view as it ends (its records were made untracked), so
         # the first young collection after it does not walk them all.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with made_out_of_view():
             return self._read_rows(info, progress)
-        finally:
-            untrack_young_nodes()
-            if was_enabled:
-                gc.enable()
 
     def _read_rows(
         self, info: SnapshotInfo, progress: Progress | None

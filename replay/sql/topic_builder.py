@@ -13,6 +13,7 @@ import hashlib
 import json
 import marshal
 import operator
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ from records.uuids import Uuid
 from replay.broker_index import BrokerIndex, BrokerPartitions
 from replay.delta.topics import PARTITION_SETTERS
 from replay.image import TopicImage, TopicsImage, qualified_name
+from replay.map_nodes import made_out_of_view
 from replay.sql.checksum import PARTITIONS, PENDING, TOPICS, ContentChecksum, Row
 from replay.sql.errors import SnapshotContentError
 from replay.sql.ids import parse_id
@@ -114,7 +116,7 @@ def topics_from_rows(
         TopicsImage(
             by_id=Map((topic.topic_id, topic) for topic in built),
             by_name=Map(by_name),
-            replica_index=BrokerIndex.of(build.index.build()),
+            replica_index=BrokerIndex.deferred(build.index.build),
         ),
         topic_counts,
     )
@@ -248,7 +250,7 @@ _replicas_text = operator.itemgetter(2)
 
 
 class _ReplicaIndex:
-    """`TopicsImage.by_broker` built while the topics are loaded, in the same pass.
+    """`TopicsImage.by_broker` gathered while the topics are loaded, built when first read.
 
     What `replay.image.broker_index` computes from the finished topics, from the partition
     rows instead: a topic's partitions per broker depend only on its replica lists, and a
@@ -283,13 +285,34 @@ class _ReplicaIndex:
                 entries[1].append(ids)
 
     def build(self) -> Map[int, BrokerPartitions]:
-        """The index: per broker, its partition ids by topic id (the lists let go as it goes)."""
+        """The index: per broker, its partition ids by topic id (the lists let go as it goes).
+
+        Called once, by the index's first reader (`BrokerIndex.deferred`), maybe on a thread
+        beside a serving loop: the maps grow a slice at a time, the interpreter lock let go
+        between two (a slice is milliseconds; a broker's whole map, at 1M partitions, 0.1 s).
+        """
         built = {}
         held = self._held
-        for broker_id in list(held):
-            topic_ids, ids = held.pop(broker_id)
-            built[broker_id] = Map(zip(topic_ids, ids, strict=True))
-        return Map(built)
+        with made_out_of_view():
+            for broker_id in list(held):
+                topic_ids, ids = held.pop(broker_id)
+                growing = _EMPTY.mutate()
+                for start in range(0, len(topic_ids), _SLICE):
+                    end = start + _SLICE
+                    growing.update(zip(topic_ids[start:end], ids[start:end], strict=True))
+                    _let_go()
+                built[broker_id] = growing.finish()
+            return Map(built)
+
+
+_EMPTY: Map[Uuid, tuple[int, ...]] = Map()
+_SLICE = 8192
+"""Entries added to a broker's map between two lets-go of the interpreter lock."""
+
+
+def _let_go() -> None:
+    """Let another thread take the interpreter lock, if one waits for it (`sleep(0)` does)."""
+    time.sleep(0)
 
 
 def _partitions(

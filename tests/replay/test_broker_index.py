@@ -3,11 +3,17 @@ its changes were deferred (`replay.broker_index`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from immutables import Map
 
 from records.model import (
     DeleteTopicPartitionsRecord,
@@ -22,7 +28,7 @@ from records.model import (
 )
 from records.uuids import Uuid
 from replay import broker_index as index_module
-from replay.broker_index import BrokerIndex
+from replay.broker_index import BrokerIndex, BrokerPartitions
 from replay.delta import MetadataDelta
 from replay.image import EMPTY_IMAGE, MetadataImage, Provenance, broker_index
 from tests.support.record_gen import partition_record
@@ -165,3 +171,74 @@ def test_images_equal_in_their_topics_are_equal_whatever_their_index_state() -> 
     assert built == topics
     assert image.same_state(MetadataImage(topics=built, cluster=image.cluster)) is False
     assert MetadataImage(topics=built).same_state(MetadataImage(topics=topics))
+
+
+def _counting(value: Map[int, BrokerPartitions], calls: list[int]) -> Callable[[], Any]:
+    def build() -> Map[int, BrokerPartitions]:
+        calls.append(1)
+        return value
+
+    return build
+
+
+def test_a_deferred_index_is_built_by_its_first_reader_once() -> None:
+    image = _images(5, 20)[-1]
+    expected = broker_index(image.topics.by_id)
+    calls: list[int] = []
+    index = BrokerIndex.deferred(_counting(expected, calls))
+    assert not index.is_built
+    assert calls == []  # nothing built until read
+    assert index.map() is expected
+    assert index.map() is expected
+    assert calls == [1]
+    assert index.is_built
+
+
+def test_threads_reading_a_deferred_index_together_wait_for_one_build() -> None:
+    image = _images(6, 20)[-1]
+    expected = broker_index(image.topics.by_id)
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def slow() -> Map[int, BrokerPartitions]:
+        calls.append(1)
+        started.set()
+        assert release.wait(60)
+        return expected
+
+    index = BrokerIndex.deferred(slow)
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(index.map)
+        assert started.wait(60)
+        others = [pool.submit(index.map) for _ in range(3)]
+        release.set()
+        results = [first.result(60), *(other.result(60) for other in others)]
+    assert all(result is expected for result in results)
+    assert calls == [1]
+
+
+@settings(max_examples=20)
+@given(seed=st.integers(0, 2**32), steps=st.integers(1, 6), first=st.integers(0, 29))
+def test_changes_after_a_deferred_index_give_the_index_of_their_topics(
+    seed: int, steps: int, first: int
+) -> None:
+    # A snapshot loaded at image `first` (its index deferred), then the later batches replayed
+    # on it: chains start from the deferred index, and reach it when cut at their bound.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_module, "MAX_PENDING_STEPS", steps)
+        images = _images(seed, 30)
+        base = images[first]
+        calls: list[int] = []
+        deferred = BrokerIndex.deferred(_counting(broker_index(base.topics.by_id), calls))
+        topics = dataclasses.replace(base.topics, replica_index=deferred)
+        image = dataclasses.replace(base, topics=topics)
+        rng = random.Random(seed)
+        for serial in range(first, 30):
+            records = _batch(rng, image, 1000 + serial)
+            delta = MetadataDelta(image)
+            delta.replay_all(records)
+            delta.finish_batch()
+            offset = image.provenance.offset + len(records)
+            image = delta.apply(Provenance(offset=offset, epoch=0, timestamp=0))
+    assert image.topics.by_broker == broker_index(image.topics.by_id)
+    assert len(calls) <= 1

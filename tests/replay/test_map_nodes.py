@@ -8,7 +8,13 @@ import weakref
 import pytest
 from immutables import Map
 
-from replay.map_nodes import NODE_TYPES, nodes_of, untrack_young_nodes, untracking_available
+from replay.map_nodes import (
+    NODE_TYPES,
+    made_out_of_view,
+    nodes_of,
+    untrack_young_nodes,
+    untracking_available,
+)
 from tests.support.collector import Cycle
 
 pytestmark = [
@@ -94,3 +100,22 @@ def test_the_helper_takes_only_types_the_collector_tracks() -> None:
     kept = [[1], [[2]]]
     assert _untrack.untrack_instances(kept, (set,)) == 0
     assert all(gc.is_tracked(item) for item in kept)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_nodes_made_out_of_view_are_untracked_and_the_collector_as_it_was(enabled: bool) -> None:
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with made_out_of_view():
+            assert not gc.isenabled()
+            grown = _grown(5000)
+        assert gc.isenabled() is enabled
+        assert not any(gc.is_tracked(node) for node in nodes_of(grown))
+    finally:
+        gc.enable()
+
+
+def test_made_out_of_view_restores_the_collector_when_the_work_fails() -> None:
+    with pytest.raises(ZeroDivisionError), made_out_of_view():
+        _ = 1 / 0
+    assert gc.isenabled()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import random
+import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,7 +20,9 @@ from api.raft.committed_replay import INLINE_REPLAY_ENTRIES, CommittedReplay
 from api.service.gc_policy import mass_changes_under_way
 from api.service.replicated import ReplicatedService
 from records.model import ConfigRecord, ConfigResourceType
+from replay.broker_index import BrokerIndex
 from replay.controller.controller import Controller
+from replay.image import broker_index
 from replay.loader import load_image
 
 T = TypeVar("T")
@@ -98,3 +103,32 @@ async def test_a_commit_of_many_slices_is_a_mass_change_until_the_node_stops(
     finally:
         replay.close()
     assert mass_changes_under_way() == before
+
+
+async def test_a_start_from_a_snapshot_builds_its_broker_index_on_a_thread(
+    service: ReplicatedService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A snapshot's load leaves the per-broker index to its first reader; the node builds it
+    # on a thread once it starts, not on its loop, and nobody has to read it first.
+    blocks = ReplicaBlocks(service.replica_log, last_timestamp=0)
+    replay = CommittedReplay(service, blocks, io=_on_a_thread, node_id=2)
+    _write(blocks, 0, 3)
+    loaded = load_image(service.replica_log, lte=2)
+    built_on: list[str] = []
+
+    def build() -> Any:
+        built_on.append(threading.current_thread().name)
+        return broker_index(loaded.topics.by_id)
+
+    deferred = dataclasses.replace(loaded.topics, replica_index=BrokerIndex.deferred(build))
+    monkeypatch.setattr(
+        service, "first_image", lambda last: dataclasses.replace(loaded, topics=deferred)
+    )
+    await replay.follow(3)
+    deadline = time.monotonic() + 60
+    while not service.image.topics.replica_index.is_built and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert built_on and built_on[0] != threading.current_thread().name
+    assert service.image.topics.by_broker == broker_index(loaded.topics.by_id)
+    assert len(built_on) == 1
+    replay.close()

@@ -45,8 +45,11 @@ def _read(image: MetadataImage, tables: dict[str, Any], *, partitions_sorted: bo
     read = ContentChecksum()
     loaded = image_from_rows(image.provenance, tables, read, partitions_sorted=partitions_sorted)
     assert loaded == image
-    # The per-broker index, built as the rows stream in, is the one the topics give.
+    # The per-broker index, gathered as the rows stream in and left to its first reader, is
+    # the one the topics give.
+    assert not loaded.topics.replica_index.is_built
     assert loaded.topics.by_broker == broker_index(image.topics.by_id)
+    assert loaded.topics.replica_index.is_built
     return read.hexdigest()
 
 
@@ -164,3 +167,15 @@ def test_without_the_compiled_builder_the_same_image_and_checksum(
     tables, checksum = _tables(image)
     monkeypatch.setattr(topic_builder, "_compiled", None)
     assert _read(image, tables, partitions_sorted=False) == checksum
+
+
+def test_the_broker_index_grown_a_slice_at_a_time_is_the_whole_one(
+    image: MetadataImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deferred build lets the interpreter lock go between slices of a broker's map.
+    lets_go: list[int] = []
+    monkeypatch.setattr(topic_builder, "_SLICE", 3)
+    monkeypatch.setattr(topic_builder, "_let_go", lambda: lets_go.append(1))
+    tables, _ = _tables(image)
+    _read(image, tables, partitions_sorted=False)
+    assert len(lets_go) > len(image.topics.by_broker)  # more than one slice a broker
