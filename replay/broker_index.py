@@ -149,7 +149,7 @@ class BrokerIndex:
             if step is None:  # the deferred index the chain starts from
                 built = node._made()
                 break
-            steps.append(step)  # type: ignore[arg-type]  # a link: parent and step set
+            steps.append(step)  # a link: parent and step set
             node = parent  # type: ignore[assignment]  # (read before `_built`, see above)
         steps.reverse()
         built = apply_steps(built, steps)
