@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from api.raft.blocks import ReplicaBlocks
 from api.raft.snapshot_shipping import Io
@@ -61,7 +62,7 @@ class CommittedReplay:
         """The offset of the first entry the node's image does not hold."""
         # Commits of many slices (a fence's moves, a catch-up): the collector held off.
         self._mass_replay = MassChangeUntilQuiet(MASS_REPLAY_QUIET_S, MASS_REPLAY_LONGEST_S)
-        self._index_built: asyncio.Future[object] | None = None
+        self._index_built: asyncio.Future[Any] | None = None
         """The start image's per-broker index, being built on a thread (kept referenced)."""
 
     async def follow(self, high_watermark: int) -> None:
