@@ -5,8 +5,9 @@ fastavro turns every entry into dicts (the entry, the record) and every union in
 tuple, then Python turns those into records. Here one pass over the bytes reads the entry's
 offset, epoch, timestamp and principal into lists and each record's fields into a list that
 the record's positional decoder (generated Python, the same conversions as the dict decoder)
-turns into the record. A program, built in Python from the segment's writer schema, tells this
-module what to read:
+turns into the record (or, for a branch whose conversions are all table lookups, a `_Maker`
+that stores each value in its slot as it is read). A program, built in Python from the
+segment's writer schema, tells this module what to read:
 
     ("null",) ("boolean",) ("int",) ("long",) ("float",) ("double",) ("bytes",) ("string",)
     ("fixed", size) ("enum", symbols) ("array", item) ("map", value)
@@ -20,8 +21,25 @@ Malformed input raises ValueError (or UnicodeDecodeError) and never reads outsid
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
+
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+    int T_OBJECT_EX
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    object PyType_GenericAlloc(type kind, Py_ssize_t items)
+    object PySequence_Tuple(object items)
 
 DEF K_NULL = 0
 DEF K_BOOLEAN = 1
@@ -37,6 +55,10 @@ DEF K_ARRAY = 10
 DEF K_MAP = 11
 DEF K_UNION = 12
 DEF K_RECORD = 13
+
+DEF C_PLAIN = 0
+DEF C_LOOKUP = 1
+DEF C_INTS = 2
 
 _KINDS = {
     "null": K_NULL,
@@ -315,22 +337,97 @@ cdef inline int _close_block(_Buf* b, Py_ssize_t count) except -1:
         raise ValueError(f"{b.end - b.pos} bytes are left after the block's {count} entries")
     return 0
 
+cdef class _Maker:
+    """Makes one branch's record as its fields are read: each value converted and stored in its slot.
+
+    What the branch's positional decoder (generated Python, `records.codec`) does, without a
+    list of values or a call per field: an object of the record's class (no `__init__`, as
+    there), each field stored through its slot's offset after its conversion: none, `table[v]`
+    (ids, enums) or `table[tuple(v)]` (broker id lists); None passes through an optional one.
+    """
+
+    cdef type _kind
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t *_offsets
+    cdef int *_conversions
+    cdef char *_optional
+    cdef list _tables
+
+    def __cinit__(self, type kind, list fields):
+        cdef Py_ssize_t i
+        cdef PyMemberDef *member
+        if kind.__new__ is not object.__new__:
+            raise TypeError(f"{kind.__name__} has a __new__ of its own")
+        self._kind = kind
+        self._count = len(fields)
+        self._offsets = <Py_ssize_t *>malloc(max(self._count, 1) * sizeof(Py_ssize_t))
+        self._conversions = <int *>malloc(max(self._count, 1) * sizeof(int))
+        self._optional = <char *>malloc(max(self._count, 1))
+        if self._offsets is NULL or self._conversions is NULL or self._optional is NULL:
+            raise MemoryError()
+        self._tables = []
+        for i, (name, conversion, table, optional) in enumerate(fields):
+            descriptor = kind.__dict__[name]
+            if type(descriptor).__name__ != "member_descriptor":
+                raise TypeError(f"{kind.__name__}.{name} is not a slot")
+            member = (<PyMemberDescrObject *><PyObject *>descriptor).d_member
+            if member.type != T_OBJECT_EX:
+                raise TypeError(f"{kind.__name__}.{name} is not an object slot")
+            if conversion not in (C_PLAIN, C_LOOKUP, C_INTS):
+                raise ValueError(f"unknown conversion {conversion!r}")
+            self._offsets[i] = member.offset
+            self._conversions[i] = conversion
+            self._optional[i] = 1 if optional else 0
+            self._tables.append(table)
+
+    def __dealloc__(self):
+        free(self._offsets)
+        free(self._conversions)
+        free(self._optional)
+
+    cdef object make(self, _Buf* b, list fields):
+        cdef Py_ssize_t i
+        cdef int conversion
+        cdef PyObject **slot
+        record = PyType_GenericAlloc(self._kind, 0)
+        for i in range(self._count):
+            value = _read(b, <_Op>fields[i])
+            conversion = self._conversions[i]
+            if conversion != C_PLAIN and not (self._optional[i] and value is None):
+                if conversion == C_INTS:
+                    value = PySequence_Tuple(value)
+                value = self._tables[i][value]
+            # A new object's slots are empty (NULL): nothing to release.
+            slot = <PyObject **>(<char *><PyObject *>record + self._offsets[i])
+            Py_INCREF(value)
+            slot[0] = <PyObject *>value
+        return record
+
+
 cdef class BlockDecoder:
     """Decodes block bodies written with one writer schema (one program per record branch).
 
     `branches[i]` is `(field_programs, decode)` for branch i of the entry's record union:
-    the fields are read into a list in writer order and `decode(list)` makes the record.
+    the fields are read into a list in writer order and `decode(list)` makes the record; or
+    `(field_programs, decode, (class, slots))`, the same record made by a `_Maker` as the
+    fields are read: `slots` gives per field (in writer order) its slot's name, its conversion
+    (0 none, 1 `table[v]`, 2 `table[tuple(v)]`), the table and whether None passes through.
     """
 
     cdef list _fields
     cdef list _decoders
+    cdef list _makers
 
     def __init__(self, branches):
         self._fields = []
         self._decoders = []
-        for field_programs, decode in branches:
+        self._makers = []
+        for branch in branches:
+            field_programs, decode = branch[0], branch[1]
+            maker = branch[2] if len(branch) > 2 else None
             self._fields.append([_compile(p) for p in field_programs])
             self._decoders.append(decode)
+            self._makers.append(None if maker is None else _Maker(maker[0], list(maker[1])))
 
     def decode(self, bytes body, Py_ssize_t count):
         """(offsets, epochs, timestamps, principals, records) of the `count` entries of `body`.
@@ -359,6 +456,10 @@ cdef class BlockDecoder:
                 raise ValueError(f"principal union branch {principal_branch} does not exist")
             index = _branch(&b, nbranches)
             fields = <list>self._fields[index]
+            maker = self._makers[index]
+            if maker is not None:
+                records.append((<_Maker>maker).make(&b, fields))
+                continue
             nfields = len(fields)
             values = [None] * nfields
             for i in range(nfields):

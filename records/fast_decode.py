@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MemberDescriptorType
 from typing import Any, NoReturn, TypeVar
 
 from records.errors import RecordError, UnknownRecordTypeError
@@ -169,12 +170,45 @@ def _unknown(branch: str) -> Callable[[list[Any]], NoReturn]:
     return refuse
 
 
+PLAIN, LOOKUP, INTS = 0, 1, 2
+"""A field's conversion in a `Maker` (`records._fastdecode`'s C_PLAIN, C_LOOKUP, C_INTS)."""
+
+Maker = tuple[type, list[tuple[str, int, Any, bool]]]
+"""A record class and, per field in schema order: its slot, conversion, table, optional."""
+
+Branch = tuple[tuple[Any, ...], ListDecoder] | tuple[tuple[Any, ...], ListDecoder, Maker | None]
+"""A record branch of the entry union: its fields' programs, its positional decoder, and the
+`Maker` that makes the same record in C where its conversions allow (None: the decoder)."""
+
+
+def maker_of(schema: RecordSchema) -> Maker | None:
+    """How the compiled decoder makes `schema`'s record itself, if every conversion is a lookup.
+
+    Each field is stored as it is read (no codec), or through its codec's `Lookup`; a field
+    whose codec is something else (an array of structs) leaves the record to the positional
+    decoder. The record is the same object that decoder makes (`tests/records` compares them).
+    """
+    cls = schema.python_class
+    if cls is None or cls.__new__ is not object.__new__:
+        return None
+    fields: list[tuple[str, int, Any, bool]] = []
+    for f in schema.fields:
+        if not isinstance(cls.__dict__.get(f.name), MemberDescriptorType):
+            return None  # not a slot of the class itself: the decoder stores it
+        if f.codec is None:
+            fields.append((f.name, PLAIN, None, False))
+            continue
+        lookup = f.codec.compiled
+        if lookup is None:
+            return None
+        fields.append((f.name, INTS if lookup.ints else LOOKUP, lookup.table, lookup.optional))
+    return cls, fields
+
+
 class FastBlockDecoder:
     """The compiled decoder for one writer schema, with a decoder per record branch."""
 
-    def __init__(
-        self, branches: list[tuple[tuple[Any, ...], ListDecoder]], names: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, branches: list[Branch], names: Sequence[str] = ()) -> None:
         if _fastdecode is None:  # pragma: no cover - built only with the extension
             raise RuntimeError("the compiled decoder is not built")
         self._decoder = _fastdecode.BlockDecoder(branches)
@@ -242,14 +276,12 @@ def fast_decoder(
         compiled = _entry_branches(writer_entry_schema)
         if compiled is None:
             return None
-        branches: list[tuple[tuple[Any, ...], ListDecoder]] = []
+        branches: list[Branch] = []
         for program, name, names in compiled:
             if _is_current(current, name, names):
-                decode = positional[name]
-            elif name in by_dict:
-                decode = _by_name(names, by_dict[name])
-            else:
-                decode = _unknown(name)
+                branches.append((program, positional[name], maker_of(current[name])))
+                continue
+            decode = _by_name(names, by_dict[name]) if name in by_dict else _unknown(name)
             branches.append((program, decode))
         return FastBlockDecoder(branches, [name for _, name, _ in compiled])
     except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -44,6 +44,17 @@ ENDPOINT_TYPE = avro_name(model.BrokerEndpoint)
 FEATURE_TYPE = avro_name(model.BrokerFeature)
 
 
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """A conversion that is a table lookup: `table[v]`, or `table[tuple(v)]` (`ints`)."""
+
+    table: Mapping[Any, Any]
+    ints: bool = False
+    """The Avro value is a list of ints, looked up as a tuple (the shared tuple comes back)."""
+    optional: bool = False
+    """None is the value as it is (an optional field)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FieldCodec:
     """How a field's Python value differs from its Avro value, as expressions over `{v}`.
@@ -58,6 +69,9 @@ class FieldCodec:
     """Avro value -> Python value."""
     helpers: Mapping[str, Any] = field(default_factory=dict)
     """Names the expressions use, with their values."""
+    compiled: Lookup | None = None
+    """`from_avro` as the compiled block decoder applies it (`records._fastdecode`'s `_Maker`),
+    on the values it reads (a fixed chosen in a union comes bare there); None: not a lookup."""
 
     def to_avro_function(self) -> Callable[[Any], Any]:
         """`to_avro` as a function, for one-off conversions outside the compiled codecs."""
@@ -127,10 +141,12 @@ def _enum_codec(enum: type[IntEnum], *, optional: bool) -> FieldCodec:
     """Enums are written as ints; the compiled encoder checks membership (`FieldSpec.enum`)."""
     name = f"_{enum.__name__}_by_value"
     expr = f"{name}[{{v}}]"
+    by_value = {int(member): member for member in enum}
     return FieldCodec(
         to_avro=None,
         from_avro=f"None if {{v}} is None else {expr}" if optional else expr,
-        helpers={name: {int(member): member for member in enum}},
+        helpers={name: by_value},
+        compiled=Lookup(by_value, optional=optional),
     )
 
 
@@ -146,18 +162,26 @@ UUID_CODEC = FieldCodec(
     to_avro="{v}.bytes",
     from_avro="_UUIDS[{v}]",
     helpers={"_UUIDS": UUIDS},
+    compiled=Lookup(UUIDS),
 )
 OPTIONAL_UUID_CODEC = FieldCodec(
     to_avro="None if {v} is None else {v}.bytes",
     from_avro="_optional_uuid_from_avro({v})",
     helpers={"_optional_uuid_from_avro": _optional_uuid_from_avro},
+    compiled=Lookup(UUIDS, optional=True),
 )
-INTS_CODEC = FieldCodec(to_avro=None, from_avro="_INTS[tuple({v})]", helpers={"_INTS": INTS})
+INTS_CODEC = FieldCodec(
+    to_avro=None,
+    from_avro="_INTS[tuple({v})]",
+    helpers={"_INTS": INTS},
+    compiled=Lookup(INTS, ints=True),
+)
 # Inside a union fastavro reads a 2-tuple as its (branch name, value) notation: write a list.
 OPTIONAL_INTS_CODEC = FieldCodec(
     to_avro="None if {v} is None else list({v})",
     from_avro="None if {v} is None else _INTS[tuple({v})]",
     helpers={"_INTS": INTS},
+    compiled=Lookup(INTS, ints=True, optional=True),
 )
 
 

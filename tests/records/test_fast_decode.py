@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import gc
 import json
 import os
 from collections.abc import Callable
@@ -16,7 +18,17 @@ from records import fast_decode
 from records.avro_array import AvroArray
 from records.codec import DEFAULT_CODEC, EntryTuple, RecordBlock, RecordCodec
 from records.errors import RecordError, UnknownRecordTypeError
+from records.model import (
+    Mode,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
 from records.schemas import CURRENT_SCHEMAS
+from records.uuids import Uuid
+from records.varint import encode_long
 from tests.support.record_gen import LogGenerator
 from tests.support.record_strategies import entry_tuples
 
@@ -205,3 +217,116 @@ def test_a_writer_schema_of_another_shape_falls_back_to_fastavro() -> None:
     schema = json.loads(DEFAULT_CODEC.entry_schema_json)
     schema["fields"][3]["type"] = ["string", "null"]
     assert DEFAULT_CODEC.reader_array_schema(json.dumps(schema)).fast is None
+
+
+def test_records_made_in_c_are_the_positional_decoders_own() -> None:
+    # The records a `Maker` makes are those of the branch's positional decoder: the same class
+    # and values, the same shared ids and broker lists, tracked by the collector the same way.
+    generator = LogGenerator(seed=12)
+    entries: list[EntryTuple] = []
+    for batch in generator.batches(300):
+        entries.extend((len(entries), 1, 5, None, record) for record in batch)
+    count, body = DEFAULT_CODEC.encode_entries(entries)
+    array = DEFAULT_CODEC.reader_array_schema(DEFAULT_CODEC.entry_schema_json)
+    assert array.fast is not None
+    made = DEFAULT_CODEC.decode_block(count, body, array).records
+    saved = array.fast
+    array.fast = fast_decode.FastBlockDecoder(
+        [(program, decode) for program, decode, *_ in _branches(DEFAULT_CODEC)]
+    )
+    try:
+        positional = DEFAULT_CODEC.decode_block(count, body, array).records
+    finally:
+        array.fast = saved
+    assert made == positional == [e[4] for e in entries]
+    for a, b in zip(made, positional, strict=True):
+        assert type(a) is type(b)
+        assert gc.is_tracked(a) == gc.is_tracked(b)
+        names: tuple[str, ...] = a.__slots__
+        for name in names:
+            value = getattr(a, name)
+            if isinstance(value, (Uuid, tuple)) and value:
+                assert value is getattr(b, name), name  # the shared object, not a copy
+    kinds = {type(r) for r in made}
+    assert {PartitionRecord, TopicRecord, PartitionChangeRecord, RemoveTopicRecord} <= kinds
+
+
+def _branches(codec: RecordCodec) -> list[Any]:
+    """The compiled decoder's branches for today's writer schema (programs, decoders, makers)."""
+    compiled = fast_decode._entry_branches(codec.entry_schema)
+    assert compiled is not None
+    return [
+        (program, codec._positional[name], fast_decode.maker_of(codec._current[name]))
+        for program, name, _ in compiled
+    ]
+
+
+def test_every_record_with_lookups_only_is_made_in_c() -> None:
+    makers = {s.python_class: fast_decode.maker_of(s) for s in CURRENT_SCHEMAS}
+    for cls in (PartitionRecord, TopicRecord, PartitionChangeRecord, RemoveTopicRecord):
+        assert makers[cls] is not None, cls.__name__
+    # A broker's endpoints are an array of structs: its positional decoder makes it.
+    assert makers[RegisterBrokerRecord] is None
+
+
+def test_a_class_whose_fields_are_not_its_own_slots_gets_no_maker() -> None:
+    (schema,) = (s for s in CURRENT_SCHEMAS if s.python_class is TopicRecord)
+
+    class Subclass(TopicRecord):  # its fields' slots are its base's
+        __slots__ = ()
+
+    assert fast_decode.maker_of(dataclasses.replace(schema, python_class=Subclass)) is None
+    assert fast_decode.maker_of(dataclasses.replace(schema, python_class=None)) is None
+
+
+def test_a_value_outside_its_table_fails_as_the_positional_decoder_fails() -> None:
+    # A partition whose mode is a valid Avro int but no Mode: the lookup's KeyError is the
+    # block's RecordError, through the C maker as through the generated decoder.
+    partition = PartitionRecord(
+        partition_id=0, topic_id=Uuid(bytes(range(16))), replicas=(1,), isr=(1,), leader=1
+    )
+    count, body = DEFAULT_CODEC.encode_entries([(0, 0, 0, None, partition)])
+    tail = encode_long(int(Mode.READ_WRITE))
+    assert body.endswith(tail)
+    bad = body[: -len(tail)] + encode_long(99)
+    array = DEFAULT_CODEC.reader_array_schema(DEFAULT_CODEC.entry_schema_json)
+    assert fast_decode.maker_of(DEFAULT_CODEC._current[_branch_name(PartitionRecord)])
+    with pytest.raises(RecordError, match="99"):
+        DEFAULT_CODEC.decode_block(count, bad, array)
+
+
+def _branch_name(cls: type) -> str:
+    (schema,) = (s for s in CURRENT_SCHEMAS if s.python_class is cls)
+    return schema.branch_name
+
+
+class _OwnNew:
+    __slots__ = ("a",)
+
+    def __new__(cls) -> _OwnNew:
+        return super().__new__(cls)
+
+
+class _Plain:
+    __slots__ = ("a",)
+    b = 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "error"),
+    [
+        (_OwnNew, [("a", fast_decode.PLAIN, None, False)], "__new__"),
+        (_Plain, [("b", fast_decode.PLAIN, None, False)], "not a slot"),
+        (_Plain, [("a", 7, None, False)], "conversion"),
+    ],
+)
+def test_a_maker_refuses_what_it_cannot_store_into(
+    kind: type, fields: list[Any], error: str
+) -> None:
+    program = (("int",),)
+    with pytest.raises((TypeError, ValueError), match=error):
+        fast_decode.FastBlockDecoder([(program, _never, (kind, fields))])
+
+
+def _never(values: list[Any]) -> Any:
+    raise AssertionError("the maker is refused before any block is read")
