@@ -173,22 +173,33 @@ class BrokerIndex:
 
 
 class _Once:
-    """A builder called at most once, whichever threads ask: the others wait for its value."""
+    """A builder called at most once, whichever threads ask: the others wait for its value.
 
-    __slots__ = ("_build", "_lock", "_value")
+    A build that fails is not tried again (the load's lists it consumed are gone, so a
+    second try would build part of the index): every later call raises what it raised.
+    """
+
+    __slots__ = ("_build", "_failed", "_lock", "_value")
 
     def __init__(self, build: Callable[[], Map[int, BrokerPartitions]]) -> None:
         self._build: Callable[[], Map[int, BrokerPartitions]] | None = build
         self._lock = threading.Lock()
         self._value: Map[int, BrokerPartitions] | None = None
+        self._failed: BaseException | None = None
 
     def __call__(self) -> Map[int, BrokerPartitions]:
         with self._lock:
             if self._value is None:
+                if self._failed is not None:
+                    raise RuntimeError("the per-broker index failed to build") from self._failed
                 build = self._build
                 assert build is not None
-                self._value = build()
                 self._build = None  # what it held (the load's lists) goes with it
+                try:
+                    self._value = build()
+                except BaseException as exc:
+                    self._failed = exc
+                    raise
             return self._value
 
 

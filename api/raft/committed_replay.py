@@ -47,6 +47,12 @@ MASS_REPLAY_LONGEST_S = 30.0
 1M partitions takes ~5 s): the collector then works as usual until they stop."""
 
 
+def _index_failure(built: asyncio.Future[Any]) -> None:
+    """Log a start image's index build that failed (its first reader then raises it again)."""
+    if not built.cancelled() and built.exception() is not None:
+        logger.error("the start image's per-broker index failed to build: %s", built.exception())
+
+
 class CommittedReplay:
     """Where a node's image is (`applied`), and its replay of committed entries up from there."""
 
@@ -97,6 +103,7 @@ class CommittedReplay:
         # A snapshot's load leaves the per-broker index to its first reader: built on a
         # thread while the node goes on (`replay/broker_index.py`); a fence waits for it.
         self._index_built = asyncio.ensure_future(asyncio.to_thread(image.topics.replica_index.map))
+        self._index_built.add_done_callback(_index_failure)
         used = self.service.started_from_snapshot
         logger.info(
             "controller %d applied the committed log up to offset %d (%s)",

@@ -242,3 +242,21 @@ def test_changes_after_a_deferred_index_give_the_index_of_their_topics(
             image = delta.apply(Provenance(offset=offset, epoch=0, timestamp=0))
     assert image.topics.by_broker == broker_index(image.topics.by_id)
     assert len(calls) <= 1
+
+
+def test_a_deferred_build_that_failed_is_not_tried_again() -> None:
+    calls: list[int] = []
+
+    def failing() -> Map[int, BrokerPartitions]:
+        calls.append(1)
+        raise MemoryError("no room")
+
+    index = BrokerIndex.deferred(failing)
+    with pytest.raises(MemoryError):
+        index.map()
+    # A second try would build from what the first one consumed: it raises instead.
+    with pytest.raises(RuntimeError, match="failed to build") as raised:
+        index.map()
+    assert isinstance(raised.value.__cause__, MemoryError)
+    assert calls == [1]
+    assert not index.is_built

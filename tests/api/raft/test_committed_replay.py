@@ -132,3 +132,28 @@ async def test_a_start_from_a_snapshot_builds_its_broker_index_on_a_thread(
     assert service.image.topics.by_broker == broker_index(loaded.topics.by_id)
     assert len(built_on) == 1
     replay.close()
+
+
+async def test_a_start_image_whose_index_fails_to_build_says_so(
+    service: ReplicatedService, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocks = ReplicaBlocks(service.replica_log, last_timestamp=0)
+    replay = CommittedReplay(service, blocks, io=_on_a_thread, node_id=2)
+    _write(blocks, 0, 3)
+    loaded = load_image(service.replica_log, lte=2)
+
+    def build() -> Any:
+        raise MemoryError("no room for the index")
+
+    deferred = dataclasses.replace(loaded.topics, replica_index=BrokerIndex.deferred(build))
+    monkeypatch.setattr(
+        service, "first_image", lambda last: dataclasses.replace(loaded, topics=deferred)
+    )
+    await replay.follow(3)
+    deadline = time.monotonic() + 60
+    while "failed to build" not in caplog.text and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert "per-broker index failed to build: no room for the index" in caplog.text
+    with pytest.raises(RuntimeError, match="failed to build"):
+        _ = service.image.topics.by_broker  # its first reader (a fence) fails as loudly
+    replay.close()
