@@ -32,7 +32,8 @@ start is paired with its raw baseline, run right before or after it (the order a
                    controller fences it (`bench/fleet_bench.py`'s `fence_new`): seconds to its
                    first batch (the broker's record and the first moves, replayed) and to the
                    last; baseline: the algorithm before the per-broker index, every partition
-                   walked and every move in one batch, on the same image
+                   walked and every move in one batch, on the same image (its per-broker
+                   index built first, untimed, as a server builds it once it serves)
 
 With --against TREE (another checkout, bench/against.py) the starts of this checkout and of
 TREE take turns on the same data directories, K rounds, and the table shows each one's median
