@@ -12,7 +12,8 @@ RDKAFKA_HEADER := /usr/include/librdkafka/rdkafka.h
 # a read-only tree) every `mlog` would compile its modules again, ~70% more start-up time.
 COMPILE := $(PY) -m compileall -q records metadata_log replay api migrations
 # The compiled helpers setup.py builds (each optional: the install goes on without one that fails).
-EXTENSIONS := records/_fastdecode.pyx replay/_untrack.pyx replay/sql/_partition_rows.pyx \
+EXTENSIONS := records/_fastdecode.pyx records/_slot_offsets.pxd replay/_untrack.pyx \
+	replay/sql/_partition_rows.pyx \
 	replay/sql/_partition_rows.pxd replay/sql/_row_runs.pyx replay/sql/_row_runs.pxd \
 	replay/sql/_sqlite_rows.pyx replay/sql/_pg_copy_rows.pyx metadata_log/_syncer.pyx \
 	api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx

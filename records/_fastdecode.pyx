@@ -21,23 +21,14 @@ Malformed input raises ValueError (or UnicodeDecodeError) and never reads outsid
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
-from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-
-cdef extern from "structmember.h":
-    ctypedef struct PyMemberDef:
-        int type
-        Py_ssize_t offset
-    int T_OBJECT_EX
+from records._slot_offsets cimport check_plain_new, slot_offset, store_new
 
 
 cdef extern from "Python.h":
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef *d_member
     object PyType_GenericAlloc(type kind, Py_ssize_t items)
     object PySequence_Tuple(object items)
 
@@ -355,9 +346,7 @@ cdef class _Maker:
 
     def __cinit__(self, type kind, list fields):
         cdef Py_ssize_t i
-        cdef PyMemberDef *member
-        if kind.__new__ is not object.__new__:
-            raise TypeError(f"{kind.__name__} has a __new__ of its own")
+        check_plain_new(kind)
         self._kind = kind
         self._count = len(fields)
         self._offsets = <Py_ssize_t *>malloc(max(self._count, 1) * sizeof(Py_ssize_t))
@@ -367,15 +356,9 @@ cdef class _Maker:
             raise MemoryError()
         self._tables = []
         for i, (name, conversion, table, optional) in enumerate(fields):
-            descriptor = kind.__dict__[name]
-            if type(descriptor).__name__ != "member_descriptor":
-                raise TypeError(f"{kind.__name__}.{name} is not a slot")
-            member = (<PyMemberDescrObject *><PyObject *>descriptor).d_member
-            if member.type != T_OBJECT_EX:
-                raise TypeError(f"{kind.__name__}.{name} is not an object slot")
             if conversion not in (C_PLAIN, C_LOOKUP, C_INTS):
                 raise ValueError(f"unknown conversion {conversion!r}")
-            self._offsets[i] = member.offset
+            self._offsets[i] = slot_offset(kind, name)
             self._conversions[i] = conversion
             self._optional[i] = 1 if optional else 0
             self._tables.append(table)
@@ -388,7 +371,6 @@ cdef class _Maker:
     cdef object make(self, _Buf* b, list fields):
         cdef Py_ssize_t i
         cdef int conversion
-        cdef PyObject **slot
         record = PyType_GenericAlloc(self._kind, 0)
         for i in range(self._count):
             value = _read(b, <_Op>fields[i])
@@ -397,10 +379,7 @@ cdef class _Maker:
                 if conversion == C_INTS:
                     value = PySequence_Tuple(value)
                 value = self._tables[i][value]
-            # A new object's slots are empty (NULL): nothing to release.
-            slot = <PyObject **>(<char *><PyObject *>record + self._offsets[i])
-            Py_INCREF(value)
-            slot[0] = <PyObject *>value
+            store_new(record, self._offsets[i], value)
         return record
 
 

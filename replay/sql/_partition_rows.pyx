@@ -13,17 +13,10 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from libc.string cimport memcpy
 
-
-cdef extern from "structmember.h":
-    ctypedef struct PyMemberDef:
-        int type
-        Py_ssize_t offset
-    int T_OBJECT_EX
+from records._slot_offsets cimport check_plain_new, slot_offset, store_new
 
 
 cdef extern from "Python.h":
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef *d_member
     PyObject *PyDict_GetItem(object mapping, object key)
     object PyType_GenericAlloc(type kind, Py_ssize_t items)
     void PyObject_GC_UnTrack(void *op)
@@ -53,23 +46,14 @@ def prepare(type kind, tuple names):
     global _record_type
     if len(names) != 10:
         raise ValueError("a partition row has ten values")
-    if kind.__new__ is not object.__new__:
-        raise TypeError(f"{kind.__name__} has a __new__ of its own")
+    check_plain_new(kind)
     for index, name in enumerate(names):
-        descriptor = kind.__dict__[name]
-        if type(descriptor).__name__ != "member_descriptor":
-            raise TypeError(f"{kind.__name__}.{name} is not a slot")
-        member = (<PyMemberDescrObject*>descriptor).d_member
-        if member.type != T_OBJECT_EX:
-            raise TypeError(f"{kind.__name__}.{name} is not an object slot")
-        _offsets[index] = member.offset
+        _offsets[index] = slot_offset(kind, name)
     _record_type = kind
 
 
 cdef inline void _store(object record, Py_ssize_t index, object value):
-    cdef PyObject **slot = <PyObject **>(<char *><PyObject *>record + _offsets[index])
-    Py_INCREF(value)
-    slot[0] = <PyObject *>value
+    store_new(record, _offsets[index], value)
 
 
 cdef object new_record():
