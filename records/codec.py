@@ -258,7 +258,9 @@ class RecordCodec:
         self._reader_arrays: dict[str, AvroArray] = {self.entry_schema_json: self._writer_array}
 
     def _fast_decoder(self, writer_entry_schema: Any) -> FastBlockDecoder | None:
-        return fast_decoder(writer_entry_schema, self._current, self._positional, self._decoders)
+        return fast_decoder(
+            writer_entry_schema, self._current, self._positional, self._decoders, records=True
+        )
 
     @property
     def decoder_name(self) -> str:

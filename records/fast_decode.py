@@ -264,11 +264,16 @@ def fast_decoder(
     current: Mapping[str, RecordSchema],
     positional: Mapping[str, ListDecoder],
     by_dict: Mapping[str, DictDecoder],
+    *,
+    records: bool = False,
 ) -> FastBlockDecoder | None:
     """The compiled decoder for segments written with `writer_entry_schema`, if it can be made.
 
     `current` maps today's branch names to their schemas, `positional` their list decoders and
-    `by_dict` every readable branch (today's and upcast older ones) to its dict decoder.
+    `by_dict` every readable branch (today's and upcast older ones) to its dict decoder. With
+    `records` (the positional decoders make today's records, as the codec's do) a branch whose
+    conversions allow it makes its record in C instead (`maker_of`); a caller whose decoders
+    make something else (the audit's rows) leaves it False.
     """
     if _fastdecode is None:
         return None
@@ -279,7 +284,8 @@ def fast_decoder(
         branches: list[Branch] = []
         for program, name, names in compiled:
             if _is_current(current, name, names):
-                branches.append((program, positional[name], maker_of(current[name])))
+                maker = maker_of(current[name]) if records else None
+                branches.append((program, positional[name], maker))
                 continue
             decode = _by_name(names, by_dict[name]) if name in by_dict else _unknown(name)
             branches.append((program, decode))
