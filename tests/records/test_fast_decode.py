@@ -251,6 +251,31 @@ def test_records_made_in_c_are_the_positional_decoders_own() -> None:
     assert {PartitionRecord, TopicRecord, PartitionChangeRecord, RemoveTopicRecord} <= kinds
 
 
+def test_the_codec_makes_its_lookup_only_records_in_c() -> None:
+    # The codec's compiled decoder makes these records without their positional decoders:
+    # with those replaced by decoders that refuse, a block of them still decodes.
+    codec = RecordCodec()
+    hot = (PartitionRecord, TopicRecord, PartitionChangeRecord, RemoveTopicRecord)
+    for cls in hot:
+        codec._positional[_branch_name(cls)] = _never
+    entries = [e for e in _sample(codec, 200) if type(e[4]) in hot]
+    count, body = codec.encode_entries(entries)
+    # Another spelling of the same writer schema: its compiled decoder is made now, on the
+    # refusing decoders.
+    respelled = json.dumps(json.loads(codec.entry_schema_json), indent=1)
+    array = codec.reader_array_schema(respelled)
+    assert array.fast is not None
+    assert codec.decode_block(count, body, array).records == [e[4] for e in entries]
+    # The audit's converter passes decoders of its own (rows): they are the ones called.
+    current = {s.branch_name: s for s in codec.schemas}
+    rows = fast_decode.fast_decoder(
+        json.loads(respelled), current, codec._positional, codec._decoders
+    )
+    assert rows is not None
+    with pytest.raises(AssertionError, match="refused"):
+        rows.decode(count, body)
+
+
 def _branches(codec: RecordCodec) -> list[Any]:
     """The compiled decoder's branches for today's writer schema (programs, decoders, makers)."""
     compiled = fast_decode._entry_branches(codec.entry_schema)
@@ -329,4 +354,4 @@ def test_a_maker_refuses_what_it_cannot_store_into(
 
 
 def _never(values: list[Any]) -> Any:
-    raise AssertionError("the maker is refused before any block is read")
+    raise AssertionError("a positional decoder was called where it was refused")
