@@ -21,9 +21,11 @@ Malformed input raises ValueError (or UnicodeDecodeError) and never reads outsid
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcmp, memcpy
 
 from records._slot_offsets cimport check_plain_new, slot_offset, store_new
 
@@ -328,6 +330,25 @@ cdef inline int _close_block(_Buf* b, Py_ssize_t count) except -1:
         raise ValueError(f"{b.end - b.pos} bytes are left after the block's {count} entries")
     return 0
 
+DEF MEMO_SLOTS = 1024
+DEF MEMO_KEY = 40
+
+
+cdef struct _MemoSlot:
+    PyObject* value
+    Py_ssize_t length
+    unsigned char key[MEMO_KEY]
+
+
+cdef inline size_t _memo_index(const unsigned char* key, Py_ssize_t n):
+    """FNV-1a of an encoded value, folded to a slot of a memo."""
+    cdef unsigned long long h = 14695981039346656037ULL
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ key[i]) * 1099511628211ULL
+    return <size_t>((h ^ (h >> 32)) & (MEMO_SLOTS - 1))
+
+
 cdef class _Maker:
     """Makes one branch's record as its fields are read: each value converted and stored in its slot.
 
@@ -335,6 +356,13 @@ cdef class _Maker:
     list of values or a call per field: an object of the record's class (no `__init__`, as
     there), each field stored through its slot's offset after its conversion: none, `table[v]`
     (ids, enums) or `table[tuple(v)]` (broker id lists); None passes through an optional one.
+
+    A converted field remembers its last values by their encoded bytes (a direct-mapped memo
+    of `MEMO_SLOTS` per field, made on first use): a value seen again (a topic's id on each of
+    its partitions, the few replica lists a cluster has) is skipped over and its object taken
+    from the memo, with no bytes, list, tuple or hash of them made. The bytes decide the value
+    (the same schema, the same table), so a memo's answer is the one the lookup would give,
+    equal if not always the same object once a table was cleared.
     """
 
     cdef type _kind
@@ -342,6 +370,7 @@ cdef class _Maker:
     cdef Py_ssize_t *_offsets
     cdef int *_conversions
     cdef char *_optional
+    cdef _MemoSlot **_memos
     cdef list _tables
 
     def __cinit__(self, type kind, list fields):
@@ -352,7 +381,13 @@ cdef class _Maker:
         self._offsets = <Py_ssize_t *>malloc(max(self._count, 1) * sizeof(Py_ssize_t))
         self._conversions = <int *>malloc(max(self._count, 1) * sizeof(int))
         self._optional = <char *>malloc(max(self._count, 1))
-        if self._offsets is NULL or self._conversions is NULL or self._optional is NULL:
+        self._memos = <_MemoSlot **>calloc(max(self._count, 1), sizeof(_MemoSlot *))
+        if (
+            self._offsets is NULL
+            or self._conversions is NULL
+            or self._optional is NULL
+            or self._memos is NULL
+        ):
             raise MemoryError()
         self._tables = []
         for i, (name, conversion, table, optional) in enumerate(fields):
@@ -364,23 +399,64 @@ cdef class _Maker:
             self._tables.append(table)
 
     def __dealloc__(self):
+        cdef Py_ssize_t i, j
+        if self._memos is not NULL:
+            for i in range(self._count):
+                if self._memos[i] is not NULL:
+                    for j in range(MEMO_SLOTS):
+                        Py_XDECREF(self._memos[i][j].value)
+                    free(self._memos[i])
+            free(self._memos)
         free(self._offsets)
         free(self._conversions)
         free(self._optional)
 
     cdef object make(self, _Buf* b, list fields):
         cdef Py_ssize_t i
-        cdef int conversion
         record = PyType_GenericAlloc(self._kind, 0)
         for i in range(self._count):
-            value = _read(b, <_Op>fields[i])
-            conversion = self._conversions[i]
-            if conversion != C_PLAIN and not (self._optional[i] and value is None):
-                if conversion == C_INTS:
-                    value = PySequence_Tuple(value)
-                value = self._tables[i][value]
+            if self._conversions[i] == C_PLAIN:
+                value = _read(b, <_Op>fields[i])
+            else:
+                value = self._converted(b, i, <_Op>fields[i])
             store_new(record, self._offsets[i], value)
         return record
+
+    cdef object _converted(self, _Buf* b, Py_ssize_t i, _Op op):
+        """Field `i`'s value, converted: from the memo when its bytes were seen, else looked up."""
+        cdef Py_ssize_t start = b.pos
+        cdef Py_ssize_t n
+        cdef _MemoSlot* slot = NULL
+        cdef PyObject* old
+        _skip(b, op)
+        n = b.pos - start
+        if n <= MEMO_KEY:
+            if self._memos[i] is NULL:
+                self._memos[i] = <_MemoSlot *>calloc(MEMO_SLOTS, sizeof(_MemoSlot))
+                if self._memos[i] is NULL:
+                    raise MemoryError()
+            slot = &self._memos[i][_memo_index(b.data + start, n)]
+            if (
+                slot.value is not NULL
+                and slot.length == n
+                and memcmp(slot.key, b.data + start, n) == 0
+            ):
+                return <object>slot.value
+        b.pos = start
+        value = _read(b, op)
+        if not (self._optional[i] and value is None):
+            if self._conversions[i] == C_INTS:
+                value = PySequence_Tuple(value)
+            value = self._tables[i][value]
+        if slot is not NULL:
+            # The slot is filled before the old value goes: its release may run code.
+            old = slot.value
+            Py_INCREF(value)
+            slot.value = <PyObject *>value
+            slot.length = n
+            memcpy(slot.key, b.data + start, n)
+            Py_XDECREF(old)
+        return value
 
 
 cdef class BlockDecoder:

@@ -355,3 +355,123 @@ def test_a_maker_refuses_what_it_cannot_store_into(
 
 def _never(values: list[Any]) -> Any:
     raise AssertionError("a positional decoder was called where it was refused")
+
+
+class _Held:
+    __slots__ = ("id", "ids", "maybe")
+
+
+class _CountingTable(dict[Any, Any]):
+    """A lookup table that counts the lookups reaching it (each value maps to itself)."""
+
+    def __init__(self, known: Any = None) -> None:
+        super().__init__()
+        self.lookups = 0
+        self.known = known
+
+    def __missing__(self, key: Any) -> Any:
+        if self.known is not None and key not in self.known:
+            raise KeyError(key)
+        return key
+
+    def __getitem__(self, key: Any) -> Any:
+        self.lookups += 1
+        return super().__getitem__(key)
+
+
+_HELD_PROGRAM = (
+    ("fixed", 16),
+    ("array", ("int",)),
+    ("union", [("null",), ("fixed", 16)], [None, None]),
+)
+
+
+def _held_decoder(
+    ids: _CountingTable, lists: _CountingTable, maybe: _CountingTable
+) -> fast_decode.FastBlockDecoder:
+    fields = [
+        ("id", fast_decode.LOOKUP, ids, False),
+        ("ids", fast_decode.INTS, lists, False),
+        ("maybe", fast_decode.LOOKUP, maybe, True),
+    ]
+    return fast_decode.FastBlockDecoder([(_HELD_PROGRAM, _never, (_Held, fields))])
+
+
+def _held_body(rows: list[tuple[bytes, bytes, bytes | None]]) -> bytes:
+    """Entries of `_Held` records: each field given as its encoded bytes (a list's whole form)."""
+    body = bytearray()
+    for offset, (raw_id, encoded_list, maybe) in enumerate(rows):
+        body += encode_long(offset) + encode_long(0) + encode_long(0) + encode_long(0)
+        body += encode_long(0) + raw_id + encoded_list
+        body += encode_long(0) if maybe is None else encode_long(1) + maybe
+    return bytes(body)
+
+
+def _ints(values: list[int]) -> bytes:
+    if not values:
+        return encode_long(0)
+    return encode_long(len(values)) + b"".join(encode_long(v) for v in values) + encode_long(0)
+
+
+def _made(decoder: fast_decode.FastBlockDecoder, rows: list[Any]) -> list[tuple[Any, ...]]:
+    records: list[Any] = decoder.decode(len(rows), _held_body(rows))[4]
+    return [(r.id, r.ids, r.maybe) for r in records]
+
+
+def test_a_maker_looks_a_repeated_value_up_once() -> None:
+    # A topic's id on each of its partitions, the same replica list again and again: the
+    # maker's memo answers from the bytes, the table is asked once per distinct value.
+    ids, lists, maybe = _CountingTable(), _CountingTable(), _CountingTable()
+    decoder = _held_decoder(ids, lists, maybe)
+    one, other = bytes(range(16)), bytes(range(1, 17))
+    rows = [
+        (one if i % 10 else other, _ints([1, 2, 3]), None if i % 2 else one) for i in range(100)
+    ]
+    made = _made(decoder, rows)
+    assert made == [(r[0], (1, 2, 3), r[2]) for r in rows]
+    assert (ids.lookups, lists.lookups, maybe.lookups) == (2, 1, 1)
+    assert made[1][1] is made[2][1]  # the table's own object, shared
+
+
+def test_a_maker_memo_gives_each_value_its_own_answer_past_its_size() -> None:
+    # More distinct values than the memo holds, then again in other orders: slots are
+    # shared and replaced, and every record still holds its own value.
+    decoder = _held_decoder(_CountingTable(), _CountingTable(), _CountingTable())
+    values = [
+        (
+            i.to_bytes(16, "big"),
+            (i % 97, 1000 + i % 89),
+            None if i % 3 else i.to_bytes(16, "little"),
+        )
+        for i in range(5000)
+    ]
+    for order in (values, values[::-1], values[::7] + values):
+        rows = [(raw, _ints(list(pair)), maybe) for raw, pair, maybe in order]
+        assert _made(decoder, rows) == order
+
+
+def test_a_maker_reads_other_spellings_and_long_values_as_the_reader_does() -> None:
+    ids, lists, maybe = _CountingTable(), _CountingTable(), _CountingTable()
+    decoder = _held_decoder(ids, lists, maybe)
+    raw = bytes(16)
+    # 0 written canonically and as an overlong varint, then a list past the memo's key size.
+    canonical, overlong = _ints([0, 5]), encode_long(2) + b"\x80\x00" + encode_long(5) + b"\x00"
+    long_list = _ints(list(range(1000, 1030)))
+    assert len(long_list) > 40
+    rows = [(raw, canonical, None), (raw, overlong, None), (raw, long_list, None)] * 2
+    made = _made(decoder, rows)
+    assert [m[1] for m in made] == [(0, 5), (0, 5), tuple(range(1000, 1030))] * 2
+    # The long list is not remembered: looked up each time it is read.
+    assert lists.lookups == 2 + 2
+
+
+def test_a_failed_lookup_is_not_remembered() -> None:
+    known = {bytes(16)}
+    ids = _CountingTable(known)
+    decoder = _held_decoder(ids, _CountingTable(), _CountingTable())
+    stranger = bytes(range(16))
+    rows = [(stranger, _ints([1]), None)]
+    with pytest.raises(RecordError, match="does not decode"):
+        _made(decoder, rows)
+    known.add(stranger)
+    assert _made(decoder, rows) == [(stranger, (1,), None)]
