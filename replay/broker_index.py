@@ -17,7 +17,11 @@ anyway, and a few lists) stays small.
 A snapshot's load defers its index too (`BrokerIndex.deferred`): the load gathers what the
 index needs as the topics stream by and leaves the building (a persistent-map insert per
 broker and topic, a sixth of a 1M-partition load) to the first reader, once; a server reads it
-on a thread as soon as it serves (`api/cli/serve.py`), so a start answers without it.
+on a thread as soon as it serves (`api/cli/serve.py`), so a start answers without it. A chain
+from a deferred index nobody has read yet is bounded by its commands only, not its entries:
+its first read builds the whole index whatever the chain holds, and the image a time travel
+replays onto a snapshot (one long delta) is most often never asked for its index, so the
+build is not forced on it (it was a sixth of a time travel into a churn log).
 
 Every image's index is the same value it was when built eagerly (`replay.image.broker_index` of
 its topics): a chain only defers the work. Old images (time travel, snapshots) read their own.
@@ -87,7 +91,7 @@ class BrokerIndex:
     other threads meanwhile wait for that one build (`_Once`).
     """
 
-    __slots__ = ("_built", "_depth", "_entries", "_make", "_parent", "_step")
+    __slots__ = ("_built", "_depth", "_entries", "_lazy", "_make", "_parent", "_step")
 
     def __init__(
         self,
@@ -106,6 +110,9 @@ class BrokerIndex:
         """Their entries together (`IndexStep.entries`)."""
         self._make: _Once | None = None
         """A deferred index's builder (None once built, and for every other index)."""
+        self._lazy = False
+        """A deferred index, or a chain from one that was not built when the link was made:
+        its entries do not force a build (its first read builds the whole index anyway)."""
 
     @staticmethod
     def of(index: Map[int, BrokerPartitions]) -> BrokerIndex:
@@ -117,6 +124,7 @@ class BrokerIndex:
         """An index `build` makes when it is first read (a snapshot load's), called once."""
         index = BrokerIndex(None)
         index._make = _Once(build)
+        index._lazy = True
         return index
 
     @property
@@ -126,12 +134,15 @@ class BrokerIndex:
 
     def after(self, step: IndexStep) -> BrokerIndex:
         """The index after one more delta's changes (built now if the chain is long)."""
+        lazy = False
         if self._built is not None:
             depth, entries = 1, step.entries
         else:
             depth, entries = self._depth + 1, self._entries + step.entries
+            lazy = self._lazy
         following = BrokerIndex(None, self, step, depth, entries)
-        if depth >= MAX_PENDING_STEPS or entries >= MAX_PENDING_ENTRIES:
+        following._lazy = lazy
+        if depth >= MAX_PENDING_STEPS or (entries >= MAX_PENDING_ENTRIES and not lazy):
             following.map()
         return following
 
