@@ -229,9 +229,7 @@ def test_changes_after_a_deferred_index_give_the_index_of_their_topics(
         images = _images(seed, 30)
         base = images[first]
         calls: list[int] = []
-        deferred = BrokerIndex.deferred(_counting(broker_index(base.topics.by_id), calls))
-        topics = dataclasses.replace(base.topics, replica_index=deferred)
-        image = dataclasses.replace(base, topics=topics)
+        image = _deferred(base, calls)
         rng = random.Random(f"after-{seed}")  # not the draws that made the images (their ids)
         for serial in range(first, 30):
             records = _batch(rng, image, 1000 + serial)
@@ -262,6 +260,22 @@ def test_a_deferred_build_that_failed_is_not_tried_again() -> None:
     assert not index.is_built
 
 
+def _deferred(base: MetadataImage, calls: list[int]) -> MetadataImage:
+    """`base` as a snapshot's load gives it: its index deferred, `calls` counting its builds."""
+    deferred = BrokerIndex.deferred(_counting(broker_index(base.topics.by_id), calls))
+    return dataclasses.replace(
+        base, topics=dataclasses.replace(base.topics, replica_index=deferred)
+    )
+
+
+def _next(image: MetadataImage, rng: random.Random, serial: int) -> MetadataImage:
+    """The image after one more random batch, as its own delta."""
+    delta = MetadataDelta(image)
+    delta.replay_all(_batch(rng, image, serial))
+    delta.finish_batch()
+    return delta.apply(Provenance(offset=image.provenance.offset + 1, epoch=0, timestamp=0))
+
+
 def test_changes_after_an_unread_deferred_index_wait_for_a_reader(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -269,47 +283,29 @@ def test_changes_after_an_unread_deferred_index_wait_for_a_reader(
     # However many entries they change, nothing builds the index until someone reads it
     # (its first read builds it whole anyway); only the chain's command bound still cuts it.
     monkeypatch.setattr(index_module, "MAX_PENDING_ENTRIES", 1)
-    base = _images(8, 20)[-1]
     calls: list[int] = []
-    deferred = BrokerIndex.deferred(_counting(broker_index(base.topics.by_id), calls))
-    image = dataclasses.replace(
-        base, topics=dataclasses.replace(base.topics, replica_index=deferred)
-    )
+    image = _deferred(_images(8, 20)[-1], calls)
     rng = random.Random("unread")
     for serial in range(12):
-        delta = MetadataDelta(image)
-        delta.replay_all(_batch(rng, image, 2000 + serial))
-        delta.finish_batch()
-        image = delta.apply(Provenance(offset=image.provenance.offset + 1, epoch=0, timestamp=0))
+        image = _next(image, rng, 2000 + serial)
     assert calls == []
     assert not image.topics.replica_index.is_built
     assert image.topics.by_broker == broker_index(image.topics.by_id)
     assert calls == [1]
     # Once built, a chain from it is cut at its entry bound again.
-    delta = MetadataDelta(image)
-    delta.replay_all(_batch(rng, image, 3000))
-    delta.finish_batch()
-    following = delta.apply(Provenance(offset=image.provenance.offset + 1, epoch=0, timestamp=0))
-    assert following.topics.replica_index.is_built
+    assert _next(image, rng, 3000).topics.replica_index.is_built
 
 
 def test_a_chain_from_an_unread_deferred_index_is_cut_at_its_command_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(index_module, "MAX_PENDING_STEPS", 4)
-    base = _images(9, 10)[-1]
     calls: list[int] = []
-    deferred = BrokerIndex.deferred(_counting(broker_index(base.topics.by_id), calls))
-    image = dataclasses.replace(
-        base, topics=dataclasses.replace(base.topics, replica_index=deferred)
-    )
+    image = _deferred(_images(9, 10)[-1], calls)
     rng = random.Random("bound")
     built = []
     for serial in range(6):
-        delta = MetadataDelta(image)
-        delta.replay_all(_batch(rng, image, 4000 + serial))
-        delta.finish_batch()
-        image = delta.apply(Provenance(offset=image.provenance.offset + 1, epoch=0, timestamp=0))
+        image = _next(image, rng, 4000 + serial)
         built.append(image.topics.replica_index.is_built)
     assert built[:3] == [False, False, False]
     assert built[3] and calls == [1]
