@@ -27,7 +27,6 @@ from records.model import (
     FeatureLevelRecord,
     KRaftVersionRecord,
     LeaderChangeRecord,
-    Mode,
     MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
@@ -45,9 +44,10 @@ from records.model import (
     UserScramCredentialRecord,
     VotersRecord,
 )
+from records.slots import preset_constructor
 from records.uuids import Uuid
 from replay.image import MetadataImage, qualified_name
-from replay.timetravel import Names, describe, learn, learn_image
+from replay.timetravel import Names, describe, learn, learn_image, mode_name
 
 ENTITY_KINDS = (
     "topic",
@@ -81,6 +81,10 @@ class Described:
     client: str | None
     """The client id of an idempotent write (`ClientWriteRecord`), else None."""
 
+
+_described = preset_constructor(Described, ("entity_kind", "entity", "kind", "text", "client"))
+"""`Described(...)` of the values `Reading.read` worked out, without the frozen `__init__`'s
+keyword parsing and `__setattr__`s (a timeline page describes up to 50,000 entries)."""
 
 _PARTITION_FIELDS = ("leader", "isr", "replicas", "adding_replicas", "removing_replicas", "mode")
 _CHANGE_FIELDS = {
@@ -183,9 +187,8 @@ class Reading:
         text = self._text(record)
         learn(record, self.names)
         client = str(record.client_id) if isinstance(record, ClientWriteRecord) else None
-        return Described(
-            entity_kind=entity_kind, entity=entity, kind=kind_of(record), text=text, client=client
-        )
+        described: Described = _described(entity_kind, entity, kind_of(record), text, client)
+        return described
 
     def follow(self, entry: LogEntry) -> None:
         """The state after an entry a filter left out: what `read` records, nothing said.
@@ -249,7 +252,7 @@ class Reading:
             if value is not None:
                 after[name] = tuple(value)
         if record.mode is not None:
-            after["mode"] = Mode(record.mode).name
+            after["mode"] = mode_name(record.mode)
         self._keep(record.topic_id, record.partition_id, after)
         return before, after
 
@@ -327,5 +330,5 @@ def _partition_state(record: PartitionRecord) -> dict[str, Any]:
         "replicas": tuple(record.replicas),
         "adding_replicas": tuple(record.adding_replicas),
         "removing_replicas": tuple(record.removing_replicas),
-        "mode": Mode(record.mode).name,
+        "mode": mode_name(record.mode),
     }

@@ -218,10 +218,6 @@ def kept(
     return until is None or entry.timestamp <= until
 
 
-def _found(row: Row, needle: str) -> bool:
-    return not needle or needle in row.entity.casefold() or needle in row.text.casefold()
-
-
 def batches(entries: Iterator[LogEntry]) -> Iterator[list[LogEntry]]:
     """Entries grouped as appended together: consecutive, same epoch, time and principal."""
     run: list[LogEntry] = []
@@ -258,18 +254,22 @@ def _rows(
             reading.follow(entry)
             continue
         described = reading.read(entry)
-        row = Row(
-            offset=entry.offset,
-            timestamp=entry.timestamp,
-            principal=entry.principal,
-            client=client,
-            entity_kind=described.entity_kind,
-            entity=described.entity,
-            kind=described.kind,
-            text=described.text,
+        if needle and not (
+            needle in described.entity.casefold() or needle in described.text.casefold()
+        ):
+            continue  # searched for and not found: no row made
+        rows.append(
+            Row(
+                offset=entry.offset,
+                timestamp=entry.timestamp,
+                principal=entry.principal,
+                client=client,
+                entity_kind=described.entity_kind,
+                entity=described.entity,
+                kind=described.kind,
+                text=described.text,
+            )
         )
-        if _found(row, needle):
-            rows.append(row)
     return rows
 
 

@@ -61,8 +61,32 @@ class Names:
         return name if name is not None else f"<unknown topic {topic_id}>"
 
 
+_INTS_TEXT: dict[tuple[int, ...], str] = {}
+"""Broker id lists already written out (`_ints`): a cluster has few, and a page of the
+console's timeline writes tens of thousands."""
+
+_INTS_TEXT_MAX = 4096
+
+_MODE_NAMES: dict[int, str] = {mode: mode.name for mode in Mode}
+
+
 def _ints(values: tuple[int, ...] | None) -> str:
-    return "[" + ",".join(str(v) for v in values or ()) + "]"
+    if not values:
+        return "[]"
+    if type(values) is not tuple:
+        return "[" + ",".join(map(str, values)) + "]"
+    text = _INTS_TEXT.get(values)
+    if text is None:
+        if len(_INTS_TEXT) >= _INTS_TEXT_MAX:
+            _INTS_TEXT.clear()
+        text = _INTS_TEXT[values] = "[" + ",".join(map(str, values)) + "]"
+    return text
+
+
+def mode_name(mode: int) -> str:
+    """A partition mode's name, `Mode(mode).name` in one lookup (a page names thousands)."""
+    name = _MODE_NAMES.get(mode)
+    return name if name is not None else Mode(mode).name
 
 
 def describe(record: Record, names: Names) -> str:
@@ -78,7 +102,7 @@ def describe(record: Record, names: Names) -> str:
             return (
                 f"partition {names.topic(record.topic_id)}-{record.partition_id}: replicas "
                 f"{_ints(record.replicas)}, isr {_ints(record.isr)}, leader {leader}, mode "
-                f"{Mode(record.mode).name}"
+                f"{mode_name(record.mode)}"
             )
         case PartitionChangeRecord():
             parts = []
@@ -93,7 +117,7 @@ def describe(record: Record, names: Names) -> str:
                 if value is not None:
                     parts.append(f"{label} -> {_ints(value)}")
             if record.mode is not None:
-                parts.append(f"mode -> {Mode(record.mode).name}")
+                parts.append(f"mode -> {mode_name(record.mode)}")
             if record.partition_epoch is not None:
                 parts.append(f"partition epoch -> {record.partition_epoch}")
             what = ", ".join(parts) or "no field changed"

@@ -24,6 +24,8 @@ from records.model import (
 )
 from replay.timetravel import (
     describe,
+    descriptions,
+    mode_name,
 )
 from tests.support.timetravel_logs import (
     ACL,
@@ -131,3 +133,25 @@ from tests.support.timetravel_logs import (
 )
 def test_every_record_is_described_in_one_line(record: Record, text: str) -> None:
     assert describe(record, names()) == text
+
+
+def test_partition_modes_are_named_by_lookup_as_the_enum_names_them() -> None:
+    for mode in Mode:
+        assert mode_name(mode) == mode_name(int(mode)) == mode.name
+    with pytest.raises(ValueError):
+        mode_name(99)
+
+
+@pytest.mark.parametrize(
+    ("values", "text"),
+    [(None, "[]"), ((), "[]"), ((3,), "[3]"), ((1, 2, 3), "[1,2,3]"), ([4, 5], "[4,5]")],
+)
+def test_broker_lists_are_written_the_same_whether_remembered_or_not(
+    values: tuple[int, ...] | None, text: str
+) -> None:
+    assert descriptions._ints(values) == text
+    assert descriptions._ints(values) == text  # the second time from the memo
+    # Past its bound the memo starts again: what it writes does not change.
+    for n in range(descriptions._INTS_TEXT_MAX + 3):
+        assert descriptions._ints((n, n + 1)) == f"[{n},{n + 1}]"
+    assert len(descriptions._INTS_TEXT) <= descriptions._INTS_TEXT_MAX
