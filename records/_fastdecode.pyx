@@ -459,6 +459,44 @@ cdef class _Maker:
         return value
 
 
+cdef class EntryMaker:
+    """Makes log entries of what a block's decode gave: no `__init__`, each value in its slot.
+
+    `records.entry.make_entry` over five lists, in one C loop: a log read made each entry
+    through five slot setters called from Python, a fifth of a console page's search.
+    """
+
+    cdef type _kind
+    cdef Py_ssize_t _slots[5]
+
+    def __cinit__(self, type kind, tuple names):
+        cdef Py_ssize_t i
+        check_plain_new(kind)
+        if len(names) != 5:
+            raise ValueError(f"an entry has 5 slots to fill, got {len(names)} names")
+        for i in range(5):
+            self._slots[i] = slot_offset(kind, names[i])
+        self._kind = kind
+
+    def make(
+        self, list offsets, list epochs, list timestamps, list principals, list records
+    ):
+        """The entries of five lists of one length, in order (ValueError if lengths differ)."""
+        cdef Py_ssize_t i, n = len(offsets)
+        if not (len(epochs) == len(timestamps) == len(principals) == len(records) == n):
+            raise ValueError("the lists of a block's entries differ in length")
+        cdef list made = [None] * n
+        for i in range(n):
+            entry = PyType_GenericAlloc(self._kind, 0)
+            store_new(entry, self._slots[0], offsets[i])
+            store_new(entry, self._slots[1], epochs[i])
+            store_new(entry, self._slots[2], timestamps[i])
+            store_new(entry, self._slots[3], principals[i])
+            store_new(entry, self._slots[4], records[i])
+            made[i] = entry
+        return made
+
+
 cdef class BlockDecoder:
     """Decodes block bodies written with one writer schema (one program per record branch).
 

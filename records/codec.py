@@ -442,8 +442,8 @@ class RecordCodec:
         if fast is not None and (count or body):
             # The compiled decoder, as `decode_block` uses it: the public read path (`read`,
             # `log dump`) then runs as fast as replay instead of through fastavro's dicts.
-            offsets, epochs, timestamps, principals, records = fast.decode(count, body)
-            return list(map(_make_entry, offsets, epochs, timestamps, principals, records))
+            entries: list[LogEntry] = fast.entries(count, body)
+            return entries
         values = self._decode_values(count, body, array_schema)
         records = self._decode_records(values)
         make_entry = _make_entry

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MemberDescriptorType
 from typing import Any, NoReturn, TypeVar
 
+from records.entry import LogEntry
 from records.errors import RecordError, UnknownRecordTypeError
 from records.model import Record
 from records.schemas import RecordSchema
@@ -205,6 +206,20 @@ def maker_of(schema: RecordSchema) -> Maker | None:
     return cls, fields
 
 
+_ENTRY_MAKERS: list[Any] = []
+
+
+def _entry_maker() -> Any:
+    """The C maker of `LogEntry` objects (made once, on first use)."""
+    if not _ENTRY_MAKERS:
+        _ENTRY_MAKERS.append(
+            _fastdecode.EntryMaker(
+                LogEntry, ("offset", "epoch", "timestamp", "principal", "record")
+            )
+        )
+    return _ENTRY_MAKERS[0]
+
+
 class FastBlockDecoder:
     """The compiled decoder for one writer schema, with a decoder per record branch."""
 
@@ -224,6 +239,11 @@ class FastBlockDecoder:
         except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
             raise RecordError(f"block body does not decode: {exc}") from exc
         return block
+
+    def entries(self, count: int, body: bytes) -> list[LogEntry]:
+        """The `count` entries of a block body as log entries (`decode`'s lists, made in C)."""
+        entries: list[LogEntry] = _entry_maker().make(*self.decode(count, body))
+        return entries
 
     def branches_in(self, count: int, body: bytes) -> list[str]:
         """The full names of the record branches that the `count` entries of `body` hold.

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from records import fast_decode
 from records.avro_array import AvroArray
 from records.codec import DEFAULT_CODEC, EntryTuple, RecordBlock, RecordCodec
+from records.entry import LogEntry, make_entry
 from records.errors import RecordError, UnknownRecordTypeError
 from records.model import (
     Mode,
@@ -475,3 +476,22 @@ def test_a_failed_lookup_is_not_remembered() -> None:
         _made(decoder, rows)
     known.add(stranger)
     assert _made(decoder, rows) == [(stranger, (1,), None)]
+
+
+def test_entries_made_in_c_are_make_entrys_own() -> None:
+    generator = LogGenerator(seed=13)
+    entries: list[EntryTuple] = []
+    for batch in generator.batches(50):
+        entries.extend((len(entries), 2, 7 + len(entries), "User:x", record) for record in batch)
+    count, body = DEFAULT_CODEC.encode_entries(entries)
+    array = DEFAULT_CODEC.reader_array_schema(DEFAULT_CODEC.entry_schema_json)
+    assert array.fast is not None
+    made = array.fast.entries(count, body)
+    expected = [make_entry(*e) for e in entries]
+    assert made == expected
+    assert all(type(m) is LogEntry and gc.is_tracked(m) for m in made)
+    maker = fast_decode._entry_maker()
+    with pytest.raises(ValueError, match="differ in length"):
+        maker.make([1], [1], [1], [None], [])
+    with pytest.raises(ValueError, match="5 slots"):
+        type(maker)(LogEntry, ("offset",))
