@@ -21,7 +21,7 @@ Malformed input raises ValueError (or UnicodeDecodeError) and never reads outsid
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyObject_Hash
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport calloc, free, malloc
@@ -495,6 +495,33 @@ cdef class EntryMaker:
             store_new(entry, self._slots[4], records[i])
             made[i] = entry
         return made
+
+
+cdef type _uuid_class = None
+cdef Py_ssize_t _uuid_bytes = -1
+
+
+def uuid_hash_of(type kind):
+    """`records.uuids.Uuid.__hash__` in C: the hash of its `bytes` slot, read at its offset.
+
+    Ids key the image's maps and a replay's dicts: a `__hash__` written in Python made a frame
+    a lookup, 5% of a time travel's replay. The same value (`hash(self.bytes)`); a subclass's
+    object, or one whose slot is empty, is hashed as the Python method hashes it.
+    """
+    global _uuid_class, _uuid_bytes
+    _uuid_bytes = slot_offset(kind, "bytes")
+    _uuid_class = kind
+    return _uuid_hash
+
+
+def _uuid_hash(self):
+    """The hash of an id's 16 bytes."""
+    cdef PyObject* raw
+    if type(self) is _uuid_class:
+        raw = (<PyObject**>(<char*><PyObject*>self + _uuid_bytes))[0]
+        if raw is not NULL:
+            return PyObject_Hash(<object>raw)
+    return hash(self.bytes)
 
 
 cdef class BlockDecoder:

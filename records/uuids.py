@@ -103,3 +103,15 @@ Uuid.METADATA_TOPIC_ID = Uuid(bytes(15) + b"\x01")
 Uuid.RESERVED = frozenset({Uuid.ZERO, Uuid.METADATA_TOPIC_ID})
 _RESERVED_BYTES = frozenset(reserved.bytes for reserved in Uuid.RESERVED)
 _set_bytes = slot_setter(Uuid, "bytes")
+
+
+def _hash_in_c() -> None:
+    """Hash ids in C where the decoder's extension is built (`_fastdecode.uuid_hash_of`)."""
+    try:
+        from records import _fastdecode  # type: ignore[attr-defined]  # noqa: PLC0415
+    except ImportError:  # no compiler at install time: the Python method stays
+        return
+    Uuid.__hash__ = _fastdecode.uuid_hash_of(Uuid)  # type: ignore[method-assign]
+
+
+_hash_in_c()

@@ -7,8 +7,10 @@ import logging
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from records import avro_array
+from records import avro_array, fast_decode
 from records.avro_array import AvroArray
 from records.codec import DEFAULT_CODEC
 from records.entry import LogEntry, make_entry
@@ -214,3 +216,21 @@ def test_the_compiled_internals_are_used_only_while_they_match_the_public_api(
         monkeypatch.undo()
         avro_array.fast_internals.cache_clear()
     assert avro_array.fast_internals() is not None
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_an_id_hashes_as_its_bytes_wherever_it_is_hashed(raw: bytes) -> None:
+    # In C where the decoder's extension is built (`Uuid.__hash__`), in Python otherwise:
+    # the same value, for an id, an id made without `__init__`, and a subclass's.
+    class Named(Uuid):
+        __slots__ = ()
+
+    made = Uuid.of_16_bytes(raw)
+    assert hash(Uuid(raw)) == hash(made) == hash(Named(raw)) == hash(raw)
+    assert {Uuid(raw): 1}[made] == 1
+
+
+def test_ids_are_hashed_in_c_where_the_extension_is_built() -> None:
+    if not fast_decode.AVAILABLE:
+        pytest.skip("the compiled decoder is not built here")
+    assert type(Uuid.__dict__["__hash__"]).__name__ == "cython_function_or_method"
