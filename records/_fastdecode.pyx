@@ -463,7 +463,7 @@ cdef class EntryMaker:
     """Makes log entries of what a block's decode gave: no `__init__`, each value in its slot.
 
     `records.entry.make_entry` over five lists, in one C loop: a log read made each entry
-    through five slot setters called from Python, a fifth of a console page's search.
+    through five slot setters called from Python, a tenth of a console page's search.
     """
 
     cdef type _kind

@@ -206,18 +206,12 @@ def maker_of(schema: RecordSchema) -> Maker | None:
     return cls, fields
 
 
-_ENTRY_MAKERS: list[Any] = []
-
-
-def _entry_maker() -> Any:
-    """The C maker of `LogEntry` objects (made once, on first use)."""
-    if not _ENTRY_MAKERS:
-        _ENTRY_MAKERS.append(
-            _fastdecode.EntryMaker(
-                LogEntry, ("offset", "epoch", "timestamp", "principal", "record")
-            )
-        )
-    return _ENTRY_MAKERS[0]
+_ENTRY_MAKER: Any = (
+    None
+    if _fastdecode is None
+    else _fastdecode.EntryMaker(LogEntry, ("offset", "epoch", "timestamp", "principal", "record"))
+)
+"""Makes `LogEntry` objects of a decoded block's lists in C (`FastBlockDecoder.entries`)."""
 
 
 class FastBlockDecoder:
@@ -242,7 +236,7 @@ class FastBlockDecoder:
 
     def entries(self, count: int, body: bytes) -> list[LogEntry]:
         """The `count` entries of a block body as log entries (`decode`'s lists, made in C)."""
-        entries: list[LogEntry] = _entry_maker().make(*self.decode(count, body))
+        entries: list[LogEntry] = _ENTRY_MAKER.make(*self.decode(count, body))
         return entries
 
     def branches_in(self, count: int, body: bytes) -> list[str]:

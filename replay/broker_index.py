@@ -21,7 +21,7 @@ on a thread as soon as it serves (`api/cli/serve.py`), so a start answers withou
 from a deferred index nobody has read yet is bounded by its commands only, not its entries:
 its first read builds the whole index whatever the chain holds, and the image a time travel
 replays onto a snapshot (one long delta) is most often never asked for its index, so the
-build is not forced on it (it was a sixth of a time travel into a churn log).
+build is not forced on it (it was 15% of a time travel into a churn log).
 
 Every image's index is the same value it was when built eagerly (`replay.image.broker_index` of
 its topics): a chain only defers the work. Old images (time travel, snapshots) read their own.

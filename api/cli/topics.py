@@ -40,7 +40,7 @@ from api.cli.topic_options import (
     topic_ref,
 )
 from api.targets import purge_text
-from records.model import ConfigResourceType, Mode
+from records.model import ConfigResourceType, mode_name
 from replay.controller.states import partition_state, replica_state
 from replay.image import NAMESPACE_SEPARATOR, qualified_name
 
@@ -163,7 +163,7 @@ def _topic_json(image: MetadataImage, topic: TopicImage) -> dict[str, Any]:
                 "isr": list(p.isr),
                 "adding_replicas": list(p.adding_replicas),
                 "removing_replicas": list(p.removing_replicas),
-                "mode": Mode(p.mode).name,
+                "mode": mode_name(p.mode),
                 "state": partition_state(p, image.cluster).value,
                 "replica_states": {
                     str(b): replica_state(p, b, image.cluster).value for b in p.replicas
@@ -199,7 +199,7 @@ def _describe_text(image: MetadataImage, topic: TopicImage, out: TextIO) -> None
         out.write(
             f"\tTopic: {topic.qualified_name}\tPartition: {p.partition_id}\tLeader: "
             f"{p.leader if p.leader >= 0 else 'none'}\tReplicas: {ints(p.replicas)}\t"
-            f"Isr: {ints(p.isr)}{extra}\tMode: {Mode(p.mode).name}\t"
+            f"Isr: {ints(p.isr)}{extra}\tMode: {mode_name(p.mode)}\t"
             f"State: {partition_state(p, image.cluster).value}\n"
         )
 
@@ -444,7 +444,7 @@ def _pending_json(topic: TopicImage) -> dict[str, Any]:
         "purge_at": pending.delete_after_ms,
         "created": pending.created_ms,
         "partitions": [
-            {"partition": p.partition_id, "mode": Mode(p.mode).name}
+            {"partition": p.partition_id, "mode": mode_name(p.mode)}
             for p in topic.partitions[pending.partition_count :]
         ],
     }

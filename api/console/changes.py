@@ -43,11 +43,12 @@ from records.model import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
     VotersRecord,
+    mode_name,
 )
 from records.slots import preset_constructor
 from records.uuids import Uuid
 from replay.image import MetadataImage, qualified_name
-from replay.timetravel import Names, describe, learn, learn_image, mode_name
+from replay.timetravel import Names, describe, learn, learn_image
 
 ENTITY_KINDS = (
     "topic",

@@ -28,7 +28,7 @@ from operator import attrgetter
 from api.console.errors import BadInput
 from api.console.timeline import MAX_FILTER, optional_int_param
 from api.console.travel import Point
-from records.model import NO_LEADER, Mode
+from records.model import NO_LEADER, Mode, mode_name
 from replay.image import MetadataImage, TopicImage
 
 MAX_ROWS = 100
@@ -322,7 +322,7 @@ def _roles(topic: TopicImage) -> list[PartitionRow]:
                 partition=p.partition_id,
                 leader="none" if p.leader == NO_LEADER else str(p.leader),
                 isr=",".join(str(b) for b in p.isr) or "-",
-                mode=Mode(p.mode).name,
+                mode=mode_name(p.mode),
                 offline=p.leader == NO_LEADER,
                 under_replicated=len(p.isr) < len(p.replicas),
                 roles=roles,

@@ -21,9 +21,9 @@ from records.model import (
     AclOperation,
     AclPermissionType,
     ConfigResourceType,
-    Mode,
     PatternType,
     ResourceType,
+    mode_name,
 )
 from replay.changes import Change
 from replay.image import MetadataImage
@@ -186,7 +186,7 @@ def cluster_view(image: MetadataImage, *, q: str = "", topic: str = "") -> Clust
                     replicas=_ints(p.replicas),
                     adding=_ints(p.adding_replicas),
                     removing=_ints(p.removing_replicas),
-                    mode=Mode(p.mode).name,
+                    mode=mode_name(p.mode),
                     leader_epoch=p.leader_epoch,
                 )
             )

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from metadata_log.reader import LogReader
-from records.model import PARTITION_STATE_FIELDS, Mode
+from records.model import PARTITION_STATE_FIELDS, mode_name
 from replay.audit.archived import is_archive_url, refuse_trimmed_archive
 from replay.audit.session import read_log
 from replay.errors import TrimmedLogError
@@ -300,7 +300,7 @@ def image_tables(
                 "leader": p.leader,
                 "leader_epoch": p.leader_epoch,
                 "partition_epoch": p.partition_epoch,
-                "mode": Mode(p.mode).name,
+                "mode": mode_name(p.mode),
             }
     return topics, partitions
 

@@ -17,7 +17,7 @@ an argument), `rebuild` (`travel`, `image_at`), `image_diff` (`diff`, `diff_poin
 """
 
 from replay.changes import Change
-from replay.timetravel.descriptions import Names, describe, mode_name
+from replay.timetravel.descriptions import Names, describe
 from replay.timetravel.entity_history import (
     Entity,
     HistoryEntry,
@@ -56,7 +56,6 @@ __all__ = [
     "image_at",
     "learn",
     "learn_image",
-    "mode_name",
     "offset_at_time",
     "parse_time",
     "point_offset",

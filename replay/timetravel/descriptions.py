@@ -18,7 +18,6 @@ from records.model import (
     FencingChange,
     KRaftVersionRecord,
     LeaderChangeRecord,
-    Mode,
     MoveTopicRecord,
     NamespaceRecord,
     PartitionChangeRecord,
@@ -34,6 +33,7 @@ from records.model import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
     VotersRecord,
+    mode_name,
 )
 from records.uuids import Uuid
 from replay.image import qualified_name
@@ -67,8 +67,6 @@ console's timeline writes tens of thousands."""
 
 _INTS_TEXT_MAX = 4096
 
-_MODE_NAMES: dict[int, str] = {mode: mode.name for mode in Mode}
-
 
 def _ints(values: tuple[int, ...] | None) -> str:
     if not values:
@@ -81,12 +79,6 @@ def _ints(values: tuple[int, ...] | None) -> str:
             _INTS_TEXT.clear()
         text = _INTS_TEXT[values] = "[" + ",".join(map(str, values)) + "]"
     return text
-
-
-def mode_name(mode: int) -> str:
-    """A partition mode's name, `Mode(mode).name` in one lookup (a page names thousands)."""
-    name = _MODE_NAMES.get(mode)
-    return name if name is not None else Mode(mode).name
 
 
 def describe(record: Record, names: Names) -> str:

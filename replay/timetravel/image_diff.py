@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from metadata_log.stored_log import StoredLog
-from records.model import ConfigResourceType, Mode, PartitionRecord, RegisterBrokerRecord
+from records.model import ConfigResourceType, PartitionRecord, RegisterBrokerRecord, mode_name
 from replay.changes import Change
 from replay.image import MetadataImage, TopicImage
 from replay.loader import load_image
@@ -31,7 +31,7 @@ def _partition_state(p: PartitionRecord) -> dict[str, Any]:
         "leader": p.leader,
         "adding_replicas": list(p.adding_replicas),
         "removing_replicas": list(p.removing_replicas),
-        "mode": Mode(p.mode).name,
+        "mode": mode_name(p.mode),
         "leader_epoch": p.leader_epoch,
         "partition_epoch": p.partition_epoch,
     }

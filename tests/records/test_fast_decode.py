@@ -496,8 +496,35 @@ def test_entries_made_in_c_are_make_entrys_own() -> None:
     expected = [make_entry(*e) for e in entries]
     assert made == expected
     assert all(type(m) is LogEntry and gc.is_tracked(m) for m in made)
-    maker = fast_decode._entry_maker()
+    maker = fast_decode._ENTRY_MAKER
     with pytest.raises(ValueError, match="differ in length"):
         maker.make([1], [1], [1], [None], [])
     with pytest.raises(ValueError, match="5 slots"):
         type(maker)(LogEntry, ("offset",))
+
+
+def test_a_warm_memo_reads_every_flipped_bit_as_the_positional_decoder_does() -> None:
+    # A sweep: each bit of a block of the hot records flipped in turn, decoded by the codec's
+    # decoder (its memos filled by the intact block) and by the positional decoders alone:
+    # the same records or the same refusal, every time.
+    hot = (PartitionRecord, TopicRecord, PartitionChangeRecord, RemoveTopicRecord)
+    entries = [e for e in _sample(DEFAULT_CODEC, 120) if type(e[4]) in hot][:24]
+    count, body = DEFAULT_CODEC.encode_entries(entries)
+    array = DEFAULT_CODEC.reader_array_schema(DEFAULT_CODEC.entry_schema_json)
+    warm = array.fast
+    assert warm is not None
+    positional = fast_decode.FastBlockDecoder(
+        [(program, decode) for program, decode, *_ in _branches(DEFAULT_CODEC)]
+    )
+
+    def read(decoder: fast_decode.FastBlockDecoder, block: bytes) -> Any:
+        try:
+            return decoder.decode(count, block)
+        except RecordError:
+            return RecordError
+
+    assert read(warm, body) == read(positional, body) != RecordError
+    for at in range(len(body)):
+        for bit in range(8):
+            flipped = body[:at] + bytes([body[at] ^ (1 << bit)]) + body[at + 1 :]
+            assert read(warm, flipped) == read(positional, flipped), (at, bit)

@@ -34,6 +34,7 @@ from records.model import (
     RegisterBrokerRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    mode_name,
 )
 from records.schemas import (
     CURRENT_SCHEMAS,
@@ -706,3 +707,10 @@ def test_varint_damage() -> None:
         read_long(encode_long(2**40)[:-1], 0)
     with pytest.raises(ValueError, match="10 bytes"):
         read_long(b"\x80" * 10 + b"\x01", 0)
+
+
+def test_partition_modes_are_named_by_lookup_as_the_enum_names_them() -> None:
+    for mode in Mode:
+        assert mode_name(mode) == mode_name(int(mode)) == mode.name
+    with pytest.raises(ValueError):
+        mode_name(99)

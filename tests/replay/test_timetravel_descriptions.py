@@ -25,7 +25,6 @@ from records.model import (
 from replay.timetravel import (
     describe,
     descriptions,
-    mode_name,
 )
 from tests.support.timetravel_logs import (
     ACL,
@@ -133,13 +132,6 @@ from tests.support.timetravel_logs import (
 )
 def test_every_record_is_described_in_one_line(record: Record, text: str) -> None:
     assert describe(record, names()) == text
-
-
-def test_partition_modes_are_named_by_lookup_as_the_enum_names_them() -> None:
-    for mode in Mode:
-        assert mode_name(mode) == mode_name(int(mode)) == mode.name
-    with pytest.raises(ValueError):
-        mode_name(99)
 
 
 @pytest.mark.parametrize(
