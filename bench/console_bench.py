@@ -6,7 +6,8 @@ Usage: python bench/console_bench.py [--partitions N] [--entries E] [--rounds K]
 Data: a data directory holding a log of E entries (default 5,000,000) of topic churn over N live
 partitions (default 1,000,000: topics of 10 partitions, RF 3 over 6 brokers; each step deletes a
 random topic and creates a new one), with SQLite snapshots taken as the service takes them
-(every `metadata.log.max.record.bytes.between.snapshots` of log), written by
+(every `metadata.log.max.record.bytes.between.snapshots` of log, or the image's size in records
+if less: `api.service.snapshots.cadence_bytes`), written by
 `bench/snapshot_bench.py`'s churn generator; then two SCRAM users (alice signs in). It is
 kept in `--dir` for the next run.
 

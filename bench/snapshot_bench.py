@@ -16,8 +16,10 @@ right before it on the same rows:
 
 Part 2, a log of E entries (default 5,000,000) of topic churn over L live topics of P partitions
 (default 10,000 x 10 = 100,000 live partitions): each step deletes a random topic and creates a
-new one. While the log is written, a snapshot is taken into SQLite whenever the default policy
-(`metadata.log.max.record.bytes.between.snapshots`, 20 MiB of log) asks for one, written as the
+new one. While the log is written, a snapshot is taken into SQLite whenever the service's policy
+asks for one (`metadata.log.max.record.bytes.between.snapshots`, 20 MiB of log, or sooner once
+the records appended since the last are as many bytes as the image's own: `cadence_bytes`;
+`--fixed-cadence`: the key alone), written as the
 service writes it: an increment on the previous one, a full one after `--max-chain` (the
 service's `MLOG_SNAPSHOT_MAX_CHAIN`, 8) increments in a row (0: every one full). Then
 `travel(at_offset=X)` for R (default 50) random offsets, with the split between snapshot load
@@ -65,6 +67,7 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.service.settings import SNAPSHOT_MAX_CHAIN
+from api.service.snapshots import cadence_bytes
 from metadata_log import LogReader, MetadataLog
 from records import PartitionRecord, Record, RemoveTopicRecord, TopicRecord, Uuid
 from records.model import PartitionChangeRecord
@@ -417,10 +420,15 @@ def churn_log(
     partitions: int,
     max_bytes: int,
     max_chain: int = SNAPSHOT_MAX_CHAIN,
+    image_sized: bool = True,
 ) -> tuple[int, int]:
-    """Write the churn log, snapshotting by the default byte policy; returns (entries, snaps)."""
+    """Write the churn log, snapshotting by the service's byte policy; returns (entries, snaps).
+
+    `image_sized`: the service's cadence (`cadence_bytes`); False: every `max_bytes` alone.
+    """
     marker = log_dir / "bench-complete"
-    made = f"{entries} {live} {partitions} {max_bytes} record-bytes chain {max_chain}"
+    cadence = "image-sized" if image_sized else "fixed"
+    made = f"{entries} {live} {partitions} {max_bytes} {cadence} record-bytes chain {max_chain}"
     if marker.exists() and marker.read_text() == made:
         with SnapshotStore(f"sqlite:///{db_path}") as store:
             return entries, len(store.snapshots())
@@ -434,6 +442,7 @@ def churn_log(
     snapshots = 0
     with MetadataLog.open(log_dir) as log, SnapshotStore(f"sqlite:///{db_path}") as store:
         bytes_at_last = 0
+        image_records = 0  # the service's measure: the newest snapshot's records
         previous: tuple[SnapshotInfo, MetadataImage] | None = None
         pending: list[Record] = brokers()
         while log.end_offset < entries:
@@ -453,10 +462,12 @@ def churn_log(
             image = delta.apply(Provenance(offset=last, epoch=log.epoch, timestamp=0))
             # The service's policy: uncompressed record bytes since the last snapshot.
             size = log.record_bytes_appended
-            if size - bytes_at_last >= max_bytes:
+            due = cadence_bytes(max_bytes, image_records) if image_sized else max_bytes
+            if size - bytes_at_last >= due:
                 stamped = _with_log_provenance(log, image)
                 base = previous if previous and previous[0].chain_length < max_chain else None
                 previous = (store.write(stamped, base=base), stamped)
+                image_records = previous[0].record_count
                 snapshots += 1
                 bytes_at_last = size
     marker.write_text(made)
@@ -490,10 +501,12 @@ def part2(args: argparse.Namespace, scratch: Path) -> list[str]:
         partitions=args.partitions,
         max_bytes=args.max_bytes,
         max_chain=args.max_chain,
+        image_sized=not args.fixed_cadence,
     )
+    cadence = "" if args.fixed_cadence else " or the image's size in records, if less"
     print(
-        f"churn log: {entries:,} entries, {snapshots} snapshots every {args.max_bytes:,} bytes "
-        f"(up to {args.max_chain} increments in a row), "
+        f"churn log: {entries:,} entries, {snapshots} snapshots every {args.max_bytes:,} bytes"
+        f"{cadence} (up to {args.max_chain} increments in a row), "
         f"generated/checked in {time.perf_counter() - start:.1f}s"
     )
     rng = random.Random(9)
@@ -568,6 +581,11 @@ def main() -> None:
         type=int,
         default=int(CLUSTER_CONFIGS[SNAPSHOT_BYTES_KEY].default or 0),
         help=f"{SNAPSHOT_BYTES_KEY} for part 2 (default: the key's default)",
+    )
+    parser.add_argument(
+        "--fixed-cadence",
+        action="store_true",
+        help="part 2: a snapshot every --max-bytes alone, not sooner for a small image",
     )
     parser.add_argument(
         "--max-chain",

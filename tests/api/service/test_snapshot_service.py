@@ -10,10 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from api.service import snapshots
 from api.service.service import MetadataService
 from api.service.settings import load_settings
 from api.service.snapshot_runners import ForkedRunner, SnapshotRunner, ThreadRunner
-from api.service.snapshots import MAX_CHAIN, Snapshotter, open_snapshotter
+from api.service.snapshots import (
+    MAX_CHAIN,
+    MIN_CADENCE_BYTES,
+    RECORD_BYTES,
+    Snapshotter,
+    cadence_bytes,
+    image_records,
+    open_snapshotter,
+)
 from metadata_log.reader import LogReader
 from records.model import ConfigResourceType
 from replay.controller.commands import (
@@ -247,6 +256,53 @@ def test_the_byte_policy_counts_uncompressed_record_bytes_and_the_backlog_at_res
             _create(service, f"t{n:02d}", partitions=4)
         info = snapshotter.wait()
         assert info is not None, "the backlog from before the restart plus new entries is due"
+
+
+def test_the_cadence_is_the_key_or_the_image_s_size_in_records_if_less() -> None:
+    key = 20 * 2**20
+    assert cadence_bytes(key, 0) == MIN_CADENCE_BYTES  # an empty image: the floor
+    assert cadence_bytes(key, 110_000) == 110_000 * RECORD_BYTES  # 100k partitions: ~7 MiB
+    assert cadence_bytes(key, 1_100_000) == key  # 1M partitions: the key
+    assert cadence_bytes(1000, 1_100_000) == 1000  # a key below the floor still rules
+    assert cadence_bytes(key, 2**31 - 1) == key
+
+
+def test_a_small_image_is_snapshotted_once_its_own_size_of_records_is_appended(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, database_url) as service:
+        snapshotter = _snapshotter(service)
+        _register(service, 1, 2)
+        _create(service, "first", partitions=8)
+        first = snapshotter.request(service.image, service.log).result()
+        assert first is not None
+        assert first.record_count >= image_records(service.image)
+        assert snapshotter.measured_records == first.record_count
+        # The floor off, so a test-sized image shows the rule: the key (20 MiB) is not reached.
+        monkeypatch.setattr(snapshots, "MIN_CADENCE_BYTES", 0)
+        since = service.log.record_bytes_appended
+        n = 0
+        while snapshotter.written is first:
+            _create(service, f"t{n:03d}", partitions=2)
+            snapshotter.wait()
+            n += 1
+            assert n < 200, "no snapshot by the image-sized cadence"
+        appended = service.log.record_bytes_appended - since
+        assert first.record_count * RECORD_BYTES <= appended < 20 * 2**20
+
+
+def test_a_start_from_the_log_alone_measures_the_image_it_replayed(tmp_path: Path) -> None:
+    log_dir = tmp_path / "log"
+    with _open(log_dir, sqlite_url(tmp_path / "snapshots.db")) as service:
+        _register(service, 1, 2)
+        _create(service, "a", partitions=8)
+        _create(service, "b", partitions=3)
+        assert image_records(service.image) == 2 + 11
+        assert _snapshotter(service).measured_records == 0  # started from an empty log
+    with _open(log_dir, sqlite_url(tmp_path / "snapshots.db")) as service:
+        assert _snapshotter(service).started_from is None
+        assert _snapshotter(service).measured_records == 13
 
 
 def test_the_interval_policy_needs_new_entries(tmp_path: Path, database_url: str) -> None:
