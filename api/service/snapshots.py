@@ -476,14 +476,15 @@ def read_image(
     """The image of the data directory at a point in time, read-only (no lock, no writes).
 
     Starts from the newest usable snapshot at or before the point (a missing database file is
-    not created), or an image of `cache` kept from an earlier point when that is nearer, and
+    not created), or an image of `cache` kept from an earlier point when that is nearer (with no
+    snapshot too: a handle asking for the end again replays only what was appended since), and
     replays the log after it. `log`: the data directory's log already open (else opened here).
     """
     with contextlib.ExitStack() as opened:
         if log is None:
             log = opened.enter_context(LogReader.open(settings.log_dir, config=settings.log))
         store = existing_store(settings)
-        if store is None and at_offset is None and at_time is None:
+        if store is None and at_offset is None and at_time is None and cache is None:
             return load_image(log, progress=progress)  # no snapshot, no past point: the log
         from replay.timetravel import image_at
 
