@@ -120,11 +120,23 @@ def test_the_least_recently_used_go_first_within_the_bounds(log: LogReader) -> N
     assert len(cache) == 2 and cache.nearest(log, images[0].provenance.offset) is None
     assert cache.nearest(log, images[1].provenance.offset) == images[1]  # now the newest used
     cache.add(log, images[0])
-    assert cache.nearest(log, images[2].provenance.offset) == images[1]  # 9's went, 6's stayed
+    # 9's is the least recently used, but the newest is never the one to go: 6's went.
+    assert cache.nearest(log, images[2].provenance.offset) == images[2]
+    assert cache.nearest(log, images[1].provenance.offset) == images[0]
     small = ImageCache(max_partitions=images[2].topics.partition_count())
     small.add(log, images[2])
     small.add(log, images[2])  # the same offset again is counted once
     assert len(small) == 1 and small.partitions == images[2].topics.partition_count()
+
+
+def test_the_newest_stays_when_older_points_fill_the_bound(log: LogReader) -> None:
+    end = image_at(log)
+    cache = ImageCache(max_images=2, max_partitions=2 * max(1, end.topics.partition_count()))
+    cache.add(log, end)
+    for point in (0, 3, 6, 9, 0, 6):
+        cache.add(log, image_at(log, at_offset=batch_end(log, point)))
+        assert cache.nearest(log, end.provenance.offset) is end
+        assert len(cache) <= 2 and cache.partitions <= cache.max_partitions
 
 
 @pytest.mark.parametrize("field", ["max_images", "max_partitions"])
