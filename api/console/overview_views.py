@@ -24,9 +24,11 @@ async def map_page(request: web.Request) -> web.StreamResponse:
     query = partition_map.parse_query(request.query, point)
     session = session_of(request)
 
+    counts = session.source.map_counts
+
     def read(md: Any) -> tuple[partition_map.PartitionMap, int]:
         image, last = travel.image_and_last(md, point)
-        return partition_map.partition_map(image, query), last
+        return partition_map.partition_map(image, query, counts), last
 
     view, last = await session.source.call(read)
     return render(

@@ -13,22 +13,22 @@ Each row also counts offline and under-replicated partitions and the READ_ONLY a
 A page never holds more than `MAX_ROWS` rows and `MAX_COLUMNS` broker columns (`page` and
 `bpage` page through the rest), so at most `MAX_ROWS * MAX_COLUMNS` cells whatever the
 cluster's size. The image is the one of `/cluster` at the same point (`travel.image_at`, so
-through a server it is what the server lets the principal DESCRIBE); counting it reads each
-partition of the shown scope once.
+through a server it is what the server lets the principal DESCRIBE). The namespaces' counts
+are carried from the last image the handle drew (`map_counts.NamespaceCounts`: only the topics
+that changed are counted again); a namespace's topics page counts the topics it shows (and
+every topic a search `q` keeps); a topic's page reads its partitions.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Iterable, Mapping
-from itertools import chain
-from operator import attrgetter
 
 from api.console.errors import BadInput
+from api.console.map_counts import NamespaceCounts, Row, merge, tally
 from api.console.timeline import MAX_FILTER, optional_int_param
 from api.console.travel import Point
-from records.model import NO_LEADER, Mode, mode_name
+from records.model import NO_LEADER, mode_name
 from replay.image import MetadataImage, TopicImage
 
 MAX_ROWS = 100
@@ -38,66 +38,6 @@ MAX_COLUMNS = 40
 """Broker columns on one page."""
 
 MAX_PAGE = 2**31 - 1
-
-
-@dataclasses.dataclass(slots=True)
-class Cell:
-    """One broker's share of a row's partitions."""
-
-    leaders: int = 0
-    followers: int = 0
-    offline: int = 0
-    """Partitions of the row the broker is a replica of and that have no leader."""
-    under_replicated: int = 0
-    """Partitions of the row the broker is a replica of whose ISR is short of the replicas."""
-
-    @property
-    def text(self) -> str:
-        """The cell as the page shows it: `L3 F5`, with `O1` and `U2` when not zero."""
-        if not (self.leaders or self.followers or self.offline or self.under_replicated):
-            return ""
-        parts = [f"L{self.leaders}", f"F{self.followers}"]
-        if self.offline:
-            parts.append(f"O{self.offline}")
-        if self.under_replicated:
-            parts.append(f"U{self.under_replicated}")
-        return " ".join(parts)
-
-    @property
-    def title(self) -> str:
-        """The cell in words (its tooltip)."""
-        return (
-            f"leads {self.leaders}, follows {self.followers}, offline {self.offline}, "
-            f"under-replicated {self.under_replicated}"
-        )
-
-    @property
-    def state(self) -> str:
-        """The cell's class: its worst condition."""
-        if self.offline:
-            return "offline"
-        if self.under_replicated:
-            return "urp"
-        return "held" if self.leaders or self.followers else "empty"
-
-
-@dataclasses.dataclass(slots=True)
-class Row:
-    """A namespace's or topic's partitions, counted per broker and in all."""
-
-    name: str
-    topics: int = 0
-    partitions: int = 0
-    offline: int = 0
-    under_replicated: int = 0
-    read_only: int = 0
-    no_mode: int = 0
-    """Partitions in mode NONE (neither read nor written)."""
-    cells: dict[int, Cell] = dataclasses.field(default_factory=dict)
-
-    def cell(self, broker: int) -> Cell:
-        """The row's cell of `broker` (empty if it holds nothing of the row)."""
-        return self.cells.get(broker) or Cell()
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,55 +147,6 @@ class PartitionMap:
         return (len(self.rows) + len(self.partitions) + 1) * len(self.brokers)
 
 
-_LEADER, _REPLICAS = attrgetter("leader"), attrgetter("replicas")
-
-
-def _tally(topic: TopicImage) -> Row:
-    """A topic's counts, read from its partitions.
-
-    Leaders and replicas are counted by `Counter`s (in C); the partitions that are offline,
-    under-replicated or not READ_WRITE, usually few, are then looked at one by one.
-    """
-    parts = topic.partitions
-    row = Row(name=topic.qualified_name, topics=1, partitions=len(parts))
-    leaders = Counter(map(_LEADER, parts))
-    for broker, held in Counter(chain.from_iterable(map(_REPLICAS, parts))).items():
-        led = leaders.get(broker, 0)
-        row.cells[broker] = Cell(leaders=led, followers=held - led)
-    odd = [p for p in parts if p.leader == NO_LEADER or p.mode or len(p.isr) < len(p.replicas)]
-    for p in odd:
-        offline = p.leader == NO_LEADER
-        short = len(p.isr) < len(p.replicas)
-        row.offline += offline
-        row.under_replicated += short
-        if p.mode == Mode.READ_ONLY:
-            row.read_only += 1
-        elif p.mode == Mode.NONE:
-            row.no_mode += 1
-        for broker in p.replicas:
-            cell = row.cells[broker]
-            cell.offline += offline
-            cell.under_replicated += short
-    return row
-
-
-def _merge(into: Row, row: Row) -> None:
-    into.topics += row.topics
-    into.partitions += row.partitions
-    into.offline += row.offline
-    into.under_replicated += row.under_replicated
-    into.read_only += row.read_only
-    into.no_mode += row.no_mode
-    for broker, cell in row.cells.items():
-        mine = into.cells.get(broker)
-        if mine is None:
-            mine = into.cells[broker] = Cell()
-        mine.leaders += cell.leaders
-        mine.followers += cell.followers
-        mine.offline += cell.offline
-        mine.under_replicated += cell.under_replicated
-
-
 def _brokers(image: MetadataImage, named: Iterable[int]) -> list[Broker]:
     """Every registered broker and every broker a replica names, by rack then id."""
     columns = {
@@ -331,8 +222,14 @@ def _roles(topic: TopicImage) -> list[PartitionRow]:
     return rows
 
 
-def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
-    """The page of the map `query` asks for, of `image`."""
+def partition_map(
+    image: MetadataImage, query: MapQuery, counts: NamespaceCounts | None = None
+) -> PartitionMap:
+    """The page of the map `query` asks for, of `image`.
+
+    `counts`: the namespaces' counts carried from the last image drawn (the console keeps one
+    per handle); without it every topic of the scope is counted.
+    """
     totals = Row(name="all")
     rows: list[Row] = []
     partitions: list[PartitionRow] = []
@@ -342,7 +239,7 @@ def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
             raise BadInput(
                 f"topic={query.topic[:80]!r} does not exist at offset {image.provenance.offset}"
             )
-        _merge(totals, _tally(topic))
+        merge(totals, tally(topic))
         every = _roles(topic)
         count, scope = len(every), f"topic {topic.qualified_name}"
         pages = _pages(count, MAX_ROWS)
@@ -353,24 +250,26 @@ def partition_map(image: MetadataImage, query: MapQuery) -> PartitionMap:
         count = len(topics)
         pages = _pages(count, MAX_ROWS)
         page = _page_of(query.page, pages, "page")
-        every_row = []
-        for topic in topics:
-            row = _tally(topic)
-            _merge(totals, row)
-            every_row.append(row)
-        rows = every_row[page * MAX_ROWS : (page + 1) * MAX_ROWS]
+        first, end = page * MAX_ROWS, (page + 1) * MAX_ROWS
+        if counts is not None and not query.q:
+            # The namespace's sums are the totals: only the page's topics are counted.
+            held = counts.of(image).get(query.namespace or "")
+            if held is not None:
+                merge(totals, held)
+            rows = [tally(topic) for topic in topics[first:end]]
+        else:
+            for i, topic in enumerate(topics):
+                row = tally(topic)
+                merge(totals, row)
+                if first <= i < end:
+                    rows.append(row)
     else:
-        by_namespace: dict[str, Row] = {}
-        for topic in image.topics.by_id.values():
-            held = by_namespace.get(topic.namespace)
-            if held is None:
-                held = by_namespace[topic.namespace] = Row(name=topic.namespace)
-            _merge(held, _tally(topic))
+        by_namespace = dict(counts.of(image) if counts is not None else NamespaceCounts().of(image))
         for name in image.namespaces.by_name:
             by_namespace.setdefault(name, Row(name=name))
         every_row = [by_namespace[n] for n in sorted(by_namespace)]
         for row in every_row:
-            _merge(totals, row)
+            merge(totals, row)
         count, scope = len(every_row), "the cluster"
         pages = _pages(count, MAX_ROWS)
         page = _page_of(query.page, pages, "page")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from api.client.connection import ConnectionLost
+from api.console.map_counts import NamespaceCounts
 from api.python_api import Metadata
 from api.security.client_config import ClientSecurity, SecurityProtocol
 from api.service.settings import load_settings
@@ -77,6 +78,9 @@ class HistorySource:
     def __init__(self, metadata: Metadata) -> None:
         self.metadata = metadata
         self._lock = asyncio.Lock()
+        self.map_counts = NamespaceCounts()
+        """The partition map's namespace counts, carried from image to image of this handle
+        (used only inside its calls, which run one at a time)."""
 
     async def call(self, read: Callable[[Metadata], T]) -> T:
         """Run `read(metadata)` on a worker thread, after any call before it has ended.

@@ -9,6 +9,7 @@ import pytest
 from api import Metadata
 from api.console import partition_map
 from api.console.errors import BadInput
+from api.console.map_counts import Row
 from api.console.partition_map import MapQuery, PartitionMap
 from api.console.travel import Point, parse_point
 from records.model import NO_LEADER, DeleteTopicPartitionsRecord, Mode, PartitionChangeRecord
@@ -53,7 +54,7 @@ def _map(image: MetadataImage, **fields: object) -> PartitionMap:
     return partition_map.partition_map(image, MapQuery(point=Point(), **fields))  # type: ignore[arg-type]  # test fields
 
 
-def _rows(view: PartitionMap) -> dict[str, partition_map.Row]:
+def _rows(view: PartitionMap) -> dict[str, Row]:
     return {row.name: row for row in view.rows}
 
 
