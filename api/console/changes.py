@@ -48,7 +48,7 @@ from records.model import (
 from records.slots import preset_constructor
 from records.uuids import Uuid
 from replay.image import MetadataImage, qualified_name
-from replay.timetravel import Names, describe, learn, learn_image
+from replay.timetravel import describe, image_names, learn
 
 ENTITY_KINDS = (
     "topic",
@@ -150,8 +150,7 @@ class Reading:
 
     def __init__(self, image: MetadataImage) -> None:
         self._image = image
-        self.names = Names()
-        learn_image(image, self.names)
+        self.names = image_names(image)
         self._configs: dict[tuple[int, str, str], str | None] = {}
         self._partitions: dict[Uuid, dict[int, dict[str, Any]]] = {}
         """The partitions' states as followed, by topic id and partition (a removed topic's
@@ -184,9 +183,10 @@ class Reading:
     def read(self, entry: LogEntry) -> Described:
         """The entry in words; the reading then knows the state after it."""
         record = entry.record
+        # Names first, as `history` does: a move reads "moved topic a to org:a".
+        learn(record, self.names)
         entity_kind, entity = self._entity(record)
         text = self._text(record)
-        learn(record, self.names)
         client = str(record.client_id) if isinstance(record, ClientWriteRecord) else None
         described: Described = _described(entity_kind, entity, kind_of(record), text, client)
         return described

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from api import Metadata
+from api.console import changes
 from api.console.changes import ENTITY_KINDS, RECORD_ENTITY_KINDS, Reading
 from records.entry import LogEntry
 from records.model import (
     RECORD_CLASSES,
     ConfigRecord,
     ConfigResourceType,
+    MoveTopicRecord,
     PartitionChangeRecord,
     PartitionRecord,
     Record,
@@ -18,7 +22,8 @@ from records.model import (
     TopicRecord,
 )
 from records.uuids import Uuid
-from replay.image import EMPTY_IMAGE
+from replay.image import EMPTY_IMAGE, MetadataImage
+from replay.timetravel import Names, learn_image
 
 TOPIC = Uuid.parse("6f1c2b3a-0000-4000-8000-0000000000aa")
 
@@ -110,3 +115,41 @@ def test_values_before_come_from_the_image_where_the_reading_starts(history_dir:
 def test_every_record_type_has_its_kind_of_entity() -> None:
     assert set(RECORD_ENTITY_KINDS) == set(RECORD_CLASSES)
     assert set(RECORD_ENTITY_KINDS.values()) <= set(ENTITY_KINDS)
+
+
+def test_names_looked_up_in_the_image_read_as_names_learnt_from_all_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From every point: each entry after it in the same words, names looked up lazily or not."""
+    with Metadata.open(tmp_path / "data") as md:
+        md.register_broker(1)
+        md.create_namespace("org")
+        for name in ("a", "b", "org:c"):
+            md.create_topic(name, partitions=2, replication_factor=1)
+        ids = {t.qualified_name: t.topic_id for t in md.image().topics.by_id.values()}
+        md.append([MoveTopicRecord(topic_id=ids["a"], namespace="org")])
+        md.append([PartitionChangeRecord(topic_id=ids["a"], partition_id=1, leader=-1)])
+        md.delete_topic("b")
+        md.create_topic("b", partitions=1, replication_factor=1)  # a new id, the same name
+        md.append([MoveTopicRecord(topic_id=ids["org:c"], namespace="")])
+        md.delete_topic("org:a")
+        entries = list(md.read())
+        images = {p: md.image(at_offset=p) for p in range(-1, entries[-1].offset + 1)}
+
+    def learnt(image: MetadataImage) -> Names:
+        names = Names()
+        learn_image(image, names)
+        return names
+
+    for point, image in images.items():
+        after = [e for e in entries if e.offset > point]
+        lazy_reading = Reading(image)
+        lazy = [lazy_reading.read(e) for e in after]
+        with monkeypatch.context() as patched:
+            patched.setattr(changes, "image_names", learnt)
+            eager_reading = Reading(image)
+            eager = [eager_reading.read(e) for e in after]
+        assert lazy == eager, point
+        if point == -1:
+            texts = [d.text for d in lazy]
+            assert sum("moved" in t for t in texts) == 2 and "<unknown" not in " ".join(texts)
