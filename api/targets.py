@@ -470,7 +470,9 @@ class RemoteTarget:
         *,
         timeout_ms: int = 30_000,
         security: ClientSecurity | None = None,
+        reads_only: bool = False,
     ) -> None:
+        """Connected to a server of `bootstrap` (with `reads_only`: not the leader if listed)."""
         import asyncio  # noqa: PLC0415
 
         from api.client.bootstrap import connect_bootstrap  # noqa: PLC0415
@@ -482,7 +484,11 @@ class RemoteTarget:
             # `bootstrap` may list several servers (h1:p,h2:p): the first that answers serves.
             self.client = self._wait(
                 lambda: connect_bootstrap(
-                    bootstrap, client_id="mlog-cli", timeout_ms=timeout_ms, security=security
+                    bootstrap,
+                    client_id="mlog-cli",
+                    timeout_ms=timeout_ms,
+                    security=security,
+                    reads_only=reads_only,
                 )
             )
         except BaseException:

@@ -53,13 +53,17 @@ async def connect_bootstrap(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     security: ClientSecurity | None = None,
     setup_timeout_ms: int = SETUP_TIMEOUT_MS,
+    reads_only: bool = False,
 ) -> AdminClient:
     """Connect to the controller through the first address of `text` that answers.
 
     Each address is tried in turn (`AdminClient.connect_controller`), within the setup
     deadline (`security.setup_timeout_ms` if the client config sets it, else
     `setup_timeout_ms`) when there are several; the others are kept as the client's
-    `bootstrap` for its retries. Refused by all: `ClientError` naming each.
+    `bootstrap` for its retries. Refused by all: `ClientError` naming each. Of a quorum's
+    addresses, the leader's is taken when listed (`towards_leader`); with `reads_only`
+    (a client that never writes: the console), a node other than the leader
+    (`towards_follower`), so that its reads do not share the leader with the writes.
     """
     addresses = bootstrap_addresses(text)
     if len(addresses) == 1:
@@ -81,7 +85,7 @@ async def connect_bootstrap(
             late=late,
         )
         if client is not None:
-            return await _keeping(client, addresses).towards_leader(addresses)
+            return await _placed(_keeping(client, addresses), addresses, reads_only)
     # Nobody answered in time: the slow ones again, each with the request timeout.
     patient = dataclasses.replace(given, setup_timeout_ms=None)
     for address in late:
@@ -94,7 +98,7 @@ async def connect_bootstrap(
             late=[],
         )
         if client is not None:
-            return await _keeping(client, addresses).towards_leader(addresses)
+            return await _placed(_keeping(client, addresses), addresses, reads_only)
     raise ClientError(
         f"no server of the bootstrap list answered ({'; '.join(failures)}); is `mlog serve` "
         "running at one of them?"
@@ -121,6 +125,12 @@ async def _try(
     except (ClientError, OSError) as exc:
         failures.append(f"{address}: {exc}")
     return None
+
+
+async def _placed(client: AdminClient, addresses: Sequence[str], reads_only: bool) -> AdminClient:
+    if reads_only:
+        return await client.towards_follower(addresses)
+    return await client.towards_leader(addresses)
 
 
 def _keeping(client: AdminClient, addresses: Sequence[str]) -> AdminClient:

@@ -207,6 +207,28 @@ class QuorumApis(ClientApis):
             leader = self.quorum_leader_id
         if leader < 0:
             return self
+        return await self._moved(addresses, lambda node: node == leader)
+
+    async def towards_follower(self, addresses: Sequence[str]) -> Self:
+        """Itself, or a client at a node other than the quorum leader among `addresses`.
+
+        For a client that only reads (the console): every node answers the reads from its
+        own committed log, and the leader is left to the writes and the quorum. The leader's
+        id from DescribeQuorum, each address's from its Metadata; anything unanswered (a
+        single server, a principal without DESCRIBE on the cluster) leaves this client as is.
+        """
+        if VOTE_KEY in self._versions or DESCRIBE_QUORUM_KEY not in self._versions:
+            return self
+        try:
+            leader = int((await self.describe_quorum()).leader_id)
+            if leader < 0 or int((await self.metadata([])).controller_id) != leader:
+                return self
+        except (ApiError, ClientError, OSError):
+            return self
+        return await self._moved(addresses, lambda node: node >= 0 and node != leader)
+
+    async def _moved(self, addresses: Sequence[str], wanted: Callable[[int], bool]) -> Self:
+        """A client at the first other address whose node (by its Metadata) is `wanted`."""
         for address in addresses:
             if address == self.address:
                 continue
@@ -217,7 +239,7 @@ class QuorumApis(ClientApis):
             try:
                 async with asyncio.timeout(CONNECT_WAIT_S):
                     answer = await other.metadata([])
-                if int(answer.controller_id) == leader:
+                if wanted(int(answer.controller_id)):
                     other.bootstrap = self.bootstrap
                     await self.close()
                     return other

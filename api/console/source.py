@@ -120,11 +120,14 @@ def connect_as(origin: Origin, user: str, password: str) -> Metadata:
     """A handle on the servers, logged in as `user` (blocking: call it on a worker thread).
 
     The login is the service's: a refused password fails here, as it would for any client.
+    The console only reads: of a quorum's servers it reads from one that is not the leader
+    when the list holds one (each node answers from its own committed log), so that pages do
+    not slow the leader's writes.
     """
     if origin.bootstrap_server is None:
         raise ValueError("connect_as needs servers to connect to")
     security = user_security(origin, user, password)
-    target = RemoteTarget(origin.bootstrap_server, security=security)
+    target = RemoteTarget(origin.bootstrap_server, security=security, reads_only=True)
     settings = dataclasses.replace(
         load_settings(bootstrap_server=origin.bootstrap_server),
         bootstrap_server=origin.bootstrap_server,

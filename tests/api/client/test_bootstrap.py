@@ -19,6 +19,7 @@ import pytest
 from api.client.bootstrap import connect_bootstrap
 from api.client.connection import ClientConnection, ClientError, ConnectionSetupTimeout
 from api.security.client_config import ClientSecurity
+from tests.support.server_quorum import ServerQuorum
 from tests.support.server_thread import running_server
 
 PATIENT_MS = 600_000
@@ -114,3 +115,28 @@ def test_the_client_configs_setup_timeout_is_used_then_each_is_tried_patiently()
     message, first, second = asyncio.run(run())
     assert "within 300 ms" in message and "no server of the bootstrap list answered" in message
     assert (first, second) == (2, 2)  # in time, then patiently
+
+
+@pytest.mark.asyncio
+async def test_a_reader_is_placed_away_from_the_leader_and_a_writer_at_it(
+    tmp_path: Path,
+) -> None:
+    quorum = ServerQuorum(tmp_path)
+    await quorum.start_all()
+    try:
+        leader = await quorum.leader()
+        assert leader.quorum_node is not None
+        leader_id = leader.quorum_node.node_id
+        others = [s for s in quorum.servers.values() if s is not leader]
+        # The leader listed first, then last: a reader ends elsewhere either way.
+        for listed in ([leader, *others], [*others, leader]):
+            text = ",".join(quorum.address(s) for s in listed)
+            async with await connect_bootstrap(text, reads_only=True) as reader:
+                assert int((await reader.metadata([])).controller_id) != leader_id
+            async with await connect_bootstrap(text) as writer:
+                assert int((await writer.metadata([])).controller_id) == leader_id
+        # The leader alone: the reader stays with it (reads work on any node).
+        async with await connect_bootstrap(quorum.address(leader), reads_only=True) as alone:
+            assert int((await alone.metadata([])).controller_id) == leader_id
+    finally:
+        await quorum.stop_all()
