@@ -364,7 +364,8 @@ def _create_namespace(name: str, bootstrap: str, config: Path, timeout: float = 
 def test_a_page_following_the_log_survives_a_killed_leader(page: Page, tmp_path: Path) -> None:
     with scram_quorum(tmp_path / "quorum") as (quorum, alice):
         leader = quorum_leader(quorum)
-        # The console's session connects to the first: the leader, the node killed below.
+        # Listed first, yet the console reads from a follower: the writes go on through the
+        # next leader and the page shows them.
         nodes = sorted(quorum.nodes.values(), key=lambda n: n.node_id != leader)
         bootstrap = ",".join(n.address for n in nodes)
         with _console(Origin(bootstrap_server=bootstrap)) as url:
@@ -377,3 +378,21 @@ def test_a_page_following_the_log_survives_a_killed_leader(page: Page, tmp_path:
             _create_namespace("after", bootstrap, alice)
             _row_appears(page, "after")
             assert "User:alice" in page.inner_text("#timeline")
+
+
+@pytest.mark.process
+def test_a_page_following_the_log_survives_its_server_killed(page: Page, tmp_path: Path) -> None:
+    with scram_quorum(tmp_path / "quorum") as (quorum, alice):
+        leader = quorum_leader(quorum)
+        # A follower listed first: the console's session reads from it, the node killed below.
+        nodes = sorted(quorum.nodes.values(), key=lambda n: n.node_id == leader)
+        bootstrap = ",".join(n.address for n in nodes)
+        with _console(Origin(bootstrap_server=bootstrap)) as url:
+            page.goto(url + "timeline?newest=1")
+            _sign_in(page)
+            _following(page)
+            _create_namespace("before", bootstrap, alice)
+            _row_appears(page, "before")
+            quorum.kill(nodes[0].node_id)
+            _create_namespace("after", bootstrap, alice)
+            _row_appears(page, "after")
