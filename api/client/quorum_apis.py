@@ -43,6 +43,10 @@ CONNECT_WAIT_S = 2.0
 ApiVersions answered: the kernel accepts connections for a stopped process, which then never
 answers, so the request timeout would be waited out in full."""
 
+CAUGHT_UP_ENTRIES = 1000
+"""How far behind the leader's high watermark a node may be for a reader to be placed there
+(`towards_follower`): a few group commits' worth."""
+
 
 def broker_address(host: Any, port: Any) -> str:
     """`host:port` of a Metadata broker entry (an IPv6 host in brackets)."""
@@ -213,19 +217,29 @@ class QuorumApis(ClientApis):
         """Itself, or a client at a node other than the quorum leader among `addresses`.
 
         For a client that only reads (the console): every node answers the reads from its
-        own committed log, and the leader is left to the writes and the quorum. The leader's
-        id from DescribeQuorum, each address's from its Metadata; anything unanswered (a
-        single server, a principal without DESCRIBE on the cluster) leaves this client as is.
+        own committed log, and the leader is left to the writes and the quorum. Only a node
+        the leader counts as caught up (its log within `CAUGHT_UP_ENTRIES` of the high
+        watermark) is taken: one behind would show an older history. The leader's id and
+        the replicas' offsets from DescribeQuorum, each address's id from its Metadata;
+        anything unanswered (a single server, a principal without DESCRIBE on the cluster)
+        leaves this client as is.
         """
         if VOTE_KEY in self._versions or DESCRIBE_QUORUM_KEY not in self._versions:
             return self
         try:
-            leader = int((await self.describe_quorum()).leader_id)
+            quorum = await self.describe_quorum()
+            leader = int(quorum.leader_id)
             if leader < 0 or int((await self.metadata([])).controller_id) != leader:
                 return self
         except (ApiError, ClientError, OSError):
             return self
-        return await self._moved(addresses, lambda node: node >= 0 and node != leader)
+        floor = quorum.high_watermark - CAUGHT_UP_ENTRIES
+        caught_up = {
+            r.replica_id
+            for r in (*quorum.current_voters, *quorum.observers)
+            if r.replica_id != leader and r.log_end_offset >= floor
+        }
+        return await self._moved(addresses, caught_up.__contains__)
 
     async def _moved(self, addresses: Sequence[str], wanted: Callable[[int], bool]) -> Self:
         """A client at the first other address whose node (by its Metadata) is `wanted`."""

@@ -19,6 +19,8 @@ import pytest
 from api.client.bootstrap import connect_bootstrap
 from api.client.connection import ClientConnection, ClientError, ConnectionSetupTimeout
 from api.security.client_config import ClientSecurity
+from replay.controller.commands import CreatableTopic
+from tests.support.quorum_harness import register
 from tests.support.server_quorum import ServerQuorum
 from tests.support.server_thread import running_server
 
@@ -139,4 +141,29 @@ async def test_a_reader_is_placed_away_from_the_leader_and_a_writer_at_it(
         async with await connect_bootstrap(quorum.address(leader), reads_only=True) as alone:
             assert int((await alone.metadata([])).controller_id) == leader_id
     finally:
+        await quorum.stop_all()
+
+
+@pytest.mark.asyncio
+async def test_a_reader_is_not_placed_at_a_follower_left_behind(tmp_path: Path) -> None:
+    quorum = ServerQuorum(tmp_path)
+    await quorum.start_all()
+    try:
+        leader = await quorum.leader()
+        assert leader.quorum_node is not None
+        await register(leader.quorum_node, 1)
+        behind, current = (s for s in quorum.servers.values() if s is not leader)
+        assert behind.quorum_node is not None
+        quorum.cluster.network.isolate(behind.quorum_node.node_id)
+        async with await connect_bootstrap(quorum.address(leader)) as writer:
+            topics = [
+                CreatableTopic(name=f"t{n}", num_partitions=20, replication_factor=1)
+                for n in range(60)
+            ]
+            assert all(r.outcome.ok for r in await writer.create_topics(topics))
+        text = ",".join(quorum.address(s) for s in (leader, behind, current))
+        async with await connect_bootstrap(text, reads_only=True) as reader:
+            assert reader.address == quorum.address(current)
+    finally:
+        quorum.cluster.network.heal()
         await quorum.stop_all()
