@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 import threading
 from typing import TextIO
 
@@ -30,6 +31,20 @@ if none had come: the change stands, and a retry would find it made)."""
 
 INTERRUPTED_AFTER_WRITE = "mlog: interrupted after the change was answered: the change stands"
 """The line of a command ended by a second Ctrl-C after its write was answered (exit 0)."""
+
+
+def quiet_teardown() -> None:
+    """Drop what finalizers raise from now on: the command was interrupted and is over.
+
+    A Ctrl-C can land inside a constructor: asyncio's `StreamWriter.__init__` cut before it
+    set its transport, whose `__del__` then fails as the process exits, and Python prints
+    "Exception ignored in ..." with a traceback under the one line `mlog: interrupted`.
+    """
+    sys.unraisablehook = _ignore
+
+
+def _ignore(_: object) -> None:
+    return None
 
 
 def wait_for_input(fd: int) -> None:

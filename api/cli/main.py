@@ -34,6 +34,7 @@ from api.cli.interrupts import (
     FINISHED_AFTER_WRITE,
     INTERRUPTED,
     INTERRUPTED_AFTER_WRITE,
+    quiet_teardown,
 )
 from api.cli.kafka_tools.vocabulary import KAFKA_TOOLS, kafka_flag_hint, tool_noun
 from api.service.settings import Settings, load_settings
@@ -391,6 +392,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             # Ctrl-C: one line, no traceback (writes hold it back until they end: interrupts.py).
             # On a terminal the cursor is after the echoed ^C (a prompt, a progress line).
             lead = "\n" if sys.stderr.isatty() else ""
+            quiet_teardown()
             if command.settled:  # a second Ctrl-C after the write was answered
                 print(f"{lead}{INTERRUPTED_AFTER_WRITE}", file=sys.stderr)
                 return EXIT_OK

@@ -1,16 +1,18 @@
-"""Ctrl-C at a prompt: `wait_for_input` is never left waiting by a signal it missed."""
+"""Ctrl-C at a prompt (`wait_for_input` never left waiting by a signal it missed), and after."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from api.cli.interrupts import wait_for_input
+from api.cli.interrupts import quiet_teardown, wait_for_input
 
 
 @pytest.fixture
@@ -74,3 +76,20 @@ def test_outside_the_main_thread_it_leaves_the_waiting_to_the_read() -> None:
     finally:
         os.close(r)
         os.close(w)
+
+
+class _HalfBuilt:
+    """What a Ctrl-C inside a constructor leaves: a finalizer reading an unset attribute."""
+
+    def __del__(self) -> None:
+        self.never_set.close()  # type: ignore[attr-defined]
+
+
+def test_after_an_interrupt_finalizers_print_no_traceback(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # prints; restored after
+    quiet_teardown()
+    _HalfBuilt()
+    gc.collect()
+    assert "Traceback" not in capfd.readouterr().err
