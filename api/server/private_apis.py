@@ -36,6 +36,7 @@ from api.protocol.private import (
 )
 from api.server.archive_reads import ArchiveReads, needs_archive, point_needs_archive
 from api.server.broker_bindings import NO_BINDINGS, BrokerBindings
+from api.server.history_threads import HistoryThreads
 from api.server.image_views import hides_brokers, sees_everything, visible_records
 from api.server.kafka.authorization import Gate, name_of, run_gated
 from api.server.kafka.base import Session
@@ -160,9 +161,8 @@ these many partitions in all (counted as if they shared nothing: about 225 MiB a
 class PrivateApis:
     """Answers the private APIs from a service (and its snapshot store, for time travel).
 
-    With an `authorizer` each API makes the checks docs/security.md lists (our equivalents of
-    Kafka's); without one everything is allowed. With `archive` the log's past below the
-    local log start is read from the archive (`api.server.archive_reads`).
+    With an `authorizer` the checks of docs/security.md (else none); with `archive` the past
+    below the log start from there (`api.server.archive_reads`). History reads: `threads`.
     """
 
     def __init__(
@@ -175,6 +175,7 @@ class PrivateApis:
     ) -> None:
         self.service = service
         self.archive = archive
+        self.threads = HistoryThreads()
         self.images = ImageCache(max_images=IMAGES_KEPT, max_partitions=PARTITIONS_KEPT)
         self.gate = Gate(authorizer)
         self.liveness = liveness or BrokerLiveness(service)
@@ -553,9 +554,9 @@ class PrivateApis:
 
         if self.archive is not None and request.offset < log.log_start_offset:
             archive = self.archive
-            block = await asyncio.to_thread(archive.read, read_from)
+            block = await asyncio.to_thread(archive.read, read_from)  # waits on the network
         elif committed - request.offset >= INLINE_FETCH_ENTRIES:
-            block = await asyncio.to_thread(read)
+            block = await self.threads.run(read)
         else:
             block = read()  # the newest blocks (or none yet): cheaper than a hop
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)
@@ -577,7 +578,7 @@ class PrivateApis:
                 if sees_everything(self.gate, current, session)
                 else list(visible_records(self.gate, current, session))
             )
-            return await asyncio.to_thread(
+            return await self.threads.run(
                 partial(image_response, hide_brokers=hide),
                 current,
                 self._codec,
@@ -606,7 +607,7 @@ class PrivateApis:
                 image = travel(log)
             return image_response(image, self._codec, request.schema_id, hide_brokers=hide)
 
-        return await asyncio.to_thread(build)
+        return await self.threads.run(build)
 
     async def diff(self, request: private.Diff, session: Session) -> private.DiffResponse:
         """What changed between two points of the log."""
@@ -626,7 +627,7 @@ class PrivateApis:
                 return archive.read(between)
             return between(log)
 
-        start, end, changes = await asyncio.to_thread(compare)
+        start, end, changes = await self.threads.run(compare)
         wire = tuple(wire_change(change, hide_brokers=hide) for change in changes)
         return private.DiffResponse(from_offset=start, to_offset=end, changes=wire)
 
@@ -654,7 +655,7 @@ class PrivateApis:
                 return archive.read(read_from)
             return read_from(log)
 
-        entries = await asyncio.to_thread(read)
+        entries = await self.threads.run(read)
         wire = tuple(wire_history_entry(entry, hide_brokers=hide) for entry in entries)
         return private.HistoryResponse(entries=wire)
 

@@ -538,6 +538,7 @@ class MetadataServer:
         await self.purges.stop()
         if self._archive_rounds is not None:
             await cancel_and_wait(self._archive_rounds)
+        self.private_apis.threads.close()
         if self.private_apis.archive is not None:
             await asyncio.to_thread(self.private_apis.archive.close)
         if self._sessions is not None:
