@@ -11,6 +11,8 @@ listener with the controllers' certificate, as `mlog serve` does.
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from api.service.replicated import ReplicatedService
 from metadata_log.replica_log import ReplicaLog
 from replay.controller.controller import Controller
 from tests.support.controller_certs import CONTROLLER_PRINCIPAL, make_controller_pki
-from tests.support.quorum_harness import STEADY, Cluster, directory_of
+from tests.support.quorum_harness import STEADY, Cluster, directory_of, register
 from tests.support.quorum_processes import free_ports
 
 
@@ -127,3 +129,21 @@ class ServerQuorum:
             server = self.servers.pop(node_id)
             self.cluster.network.nodes.pop(node_id, None)
             await server.stop()
+
+
+@asynccontextmanager
+async def started_quorum(root: Path, **server_options: Any) -> AsyncIterator[ServerQuorum]:
+    """A `ServerQuorum` of three, started, a leader elected, broker 1 registered; stopped after.
+
+    The quorum's network is healed before the stop (a test may have cut a node off).
+    """
+    quorum = ServerQuorum(root, **server_options)
+    await quorum.start_all()
+    try:
+        leader = await quorum.leader()
+        assert leader.quorum_node is not None
+        await register(leader.quorum_node, 1)
+        yield quorum
+    finally:
+        quorum.cluster.network.heal()
+        await quorum.stop_all()

@@ -16,8 +16,7 @@ import pytest
 from api.client.admin import AdminClient
 from api.raft.node import QuorumNode
 from replay.controller.commands import CreatableTopic, TopicRef
-from tests.support.quorum_harness import register
-from tests.support.server_quorum import ServerQuorum
+from tests.support.server_quorum import started_quorum
 
 pytestmark = pytest.mark.asyncio
 
@@ -30,12 +29,7 @@ async def _names(client: AdminClient) -> set[str]:
 
 
 async def test_every_read_after_a_forwarded_write_at_a_follower_sees_it(tmp_path: Path) -> None:
-    quorum = ServerQuorum(tmp_path)
-    await quorum.start_all()
-    try:
-        leader = await quorum.leader()
-        assert leader.quorum_node is not None
-        await register(leader.quorum_node, 1)
+    async with started_quorum(tmp_path) as quorum:
         follower = await quorum.follower()
         missed = []
         async with await AdminClient.connect(quorum.address(follower)) as client:
@@ -51,20 +45,13 @@ async def test_every_read_after_a_forwarded_write_at_a_follower_sees_it(tmp_path
                     missed.append(f"delete {name}")
         assert follower.forwarder is not None and follower.forwarder.forwarded >= 2 * ROUNDS
         assert not missed, f"{len(missed)} of {2 * ROUNDS} reads missed the write: {missed[:5]}"
-    finally:
-        await quorum.stop_all()
 
 
 async def test_a_follower_that_cannot_catch_up_still_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The wait is bounded: a follower whose image never reaches the commit answers anyway."""
-    quorum = ServerQuorum(tmp_path)
-    await quorum.start_all()
-    try:
-        leader = await quorum.leader()
-        assert leader.quorum_node is not None
-        await register(leader.quorum_node, 1)
+    async with started_quorum(tmp_path) as quorum:
         follower = await quorum.follower()
         asked = []
 
@@ -78,5 +65,3 @@ async def test_a_follower_that_cannot_catch_up_still_answers(
             (created,) = await client.create_topics(wanted)
         assert created.outcome.ok
         assert asked and asked[0][0] > 0 and 0 < asked[0][1] <= 5.0
-    finally:
-        await quorum.stop_all()
