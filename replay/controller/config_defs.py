@@ -78,7 +78,8 @@ class ResolvedConfig:
 # ---------------------------------------------------------------------------- definitions
 
 SNAPSHOT_BYTES_KEY = "metadata.log.max.record.bytes.between.snapshots"
-"""Kafka's key: log bytes appended after the last snapshot that trigger a new one."""
+"""Kafka's key: the most record bytes appended after the last snapshot before a new one (the
+service takes one sooner for a smaller image: `api.service.snapshots.cadence_bytes`)."""
 SNAPSHOT_INTERVAL_KEY = "metadata.log.max.snapshot.interval.ms"
 """Kafka's key: the longest time between snapshots while records are appended (0: none)."""
 
@@ -392,7 +393,8 @@ CLUSTER_CONFIGS: Mapping[str, ConfigDef] = {
                 SNAPSHOT_BYTES_KEY,
                 _T.LONG,
                 str(20 * 1024 * 1024),
-                "log bytes appended after the last snapshot that trigger a new one",
+                "most record bytes appended after the last snapshot before a new one (sooner "
+                "for an image whose own records take fewer)",
                 at_least(1),
             ),
             ConfigDef(
