@@ -173,13 +173,14 @@ class NamespaceCounts:
                 self._rows = _carried(self._rows, held, changed, deleted)
                 self._topics = topics
                 return self._rows
-        self._rows = _counted(image)
+        self._rows = count_namespaces(image)
         self._topics = topics
         self.recounts += 1
         return self._rows
 
 
-def _counted(image: MetadataImage) -> dict[str, Row]:
+def count_namespaces(image: MetadataImage) -> dict[str, Row]:
+    """Each namespace holding a topic in `image`: its topics' counts, every topic counted."""
     rows: dict[str, Row] = {}
     for topic in image.topics.by_id.values():
         held = rows.get(topic.namespace)

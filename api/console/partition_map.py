@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from api.console.errors import BadInput
-from api.console.map_counts import NamespaceCounts, Row, merge, tally
+from api.console.map_counts import NamespaceCounts, Row, count_namespaces, merge, tally
 from api.console.timeline import MAX_FILTER, optional_int_param
 from api.console.travel import Point
 from records.model import NO_LEADER, mode_name
@@ -228,7 +228,7 @@ def partition_map(
     """The page of the map `query` asks for, of `image`.
 
     `counts`: the namespaces' counts carried from the last image drawn (the console keeps one
-    per handle); without it every topic of the scope is counted.
+    per data directory's handle); without it every topic of the scope is counted.
     """
     totals = Row(name="all")
     rows: list[Row] = []
@@ -264,7 +264,7 @@ def partition_map(
                 if first <= i < end:
                     rows.append(row)
     else:
-        by_namespace = dict(counts.of(image) if counts is not None else NamespaceCounts().of(image))
+        by_namespace = dict(counts.of(image) if counts is not None else count_namespaces(image))
         for name in image.namespaces.by_name:
             by_namespace.setdefault(name, Row(name=name))
         every_row = [by_namespace[n] for n in sorted(by_namespace)]

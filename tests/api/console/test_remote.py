@@ -11,9 +11,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from api.console.app import make_app
 from api.console.sessions import SessionStore
-from api.console.source import Origin
+from api.console.source import HistorySource, Origin, connect_as, open_local
 from api.server.server import MetadataServer
-from tests.support.console import Client, sign_in
+from tests.support.console import PASSWORD, Client, sign_in
 
 
 @pytest.fixture
@@ -73,3 +73,13 @@ async def test_servers_that_do_not_answer_say_so(tmp_path: Path) -> None:
         )
         assert answer.status == 401
         assert "could not be asked" in await answer.text()
+
+
+def test_only_a_data_directory_s_handle_carries_the_map_counts(
+    server: MetadataServer, history_dir: Path
+) -> None:
+    # A server's images are decoded apart: two of them share nothing a count could carry.
+    with connect_as(Origin(bootstrap_server=server.address), "alice", PASSWORD) as md:
+        assert HistorySource(md).map_counts is None
+    with open_local(history_dir) as md:
+        assert HistorySource(md).map_counts is not None
