@@ -136,15 +136,18 @@ def history(
 
 def learn_image(image: MetadataImage, names: Names) -> None:
     """Know the names of an image: its live topics, its namespaces and its ACLs."""
-    for record in image.namespaces.by_name.values():
-        names.namespaces[record.namespace_id] = record.name
+    _learn_namespaces_and_acls(image, names)
     for topic in image.topics.by_id.values():
         qualified = topic.qualified_name
         names.topics[topic.topic_id] = qualified
         names.topic_namespaces[topic.topic_id] = topic.namespace
         names.live[qualified] = topic.topic_id
-    for acl_id, acl in image.acls.by_id.items():
-        names.acls[acl_id] = acl
+
+
+def _learn_namespaces_and_acls(image: MetadataImage, names: Names) -> None:
+    for record in image.namespaces.by_name.values():
+        names.namespaces[record.namespace_id] = record.name
+    names.acls.update(image.acls.by_id.items())
 
 
 class _TopicNamesOf(dict[Uuid, str]):
@@ -185,9 +188,7 @@ def image_names(image: MetadataImage) -> Names:
     taught (no describer reads them; `history` uses `learn_image`).
     """
     names = Names(topics=_TopicNamesOf(image.topics.by_id))
-    for record in image.namespaces.by_name.values():
-        names.namespaces[record.namespace_id] = record.name
-    names.acls.update(image.acls.by_id.items())
+    _learn_namespaces_and_acls(image, names)
     return names
 
 
