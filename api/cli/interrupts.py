@@ -17,6 +17,7 @@ import select
 import signal
 import sys
 import threading
+import warnings
 from typing import TextIO
 
 EXIT_INTERRUPTED = 130
@@ -34,13 +35,16 @@ INTERRUPTED_AFTER_WRITE = "mlog: interrupted after the change was answered: the 
 
 
 def quiet_teardown() -> None:
-    """Drop what finalizers raise from now on: the command was interrupted and is over.
+    """Drop what finalizers raise or warn from now on: the command was interrupted and is over.
 
     A Ctrl-C can land inside a constructor: asyncio's `StreamWriter.__init__` cut before it
     set its transport, whose `__del__` then fails as the process exits, and Python prints
-    "Exception ignored in ..." with a traceback under the one line `mlog: interrupted`.
+    "Exception ignored in ..." with a traceback under the one line `mlog: interrupted`. It can
+    also land between a coroutine's creation and its first await: collected as the process
+    exits, the coroutine warns "was never awaited" (and "Enable tracemalloc ...") there.
     """
     sys.unraisablehook = _ignore
+    warnings.simplefilter("ignore")
 
 
 def _ignore(_: object) -> None:

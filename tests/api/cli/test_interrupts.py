@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -93,3 +94,20 @@ def test_after_an_interrupt_finalizers_print_no_traceback(
     _HalfBuilt()
     gc.collect()
     assert "Traceback" not in capfd.readouterr().err
+
+
+async def _never_awaited() -> None:
+    return None
+
+
+def test_after_an_interrupt_a_coroutine_never_awaited_warns_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # restored after
+    with warnings.catch_warnings(record=True) as seen:  # the filters restored after
+        warnings.simplefilter("always")
+        quiet_teardown()
+        cut = _never_awaited()  # what a Ctrl-C between a coroutine's creation and its await left
+        del cut
+        gc.collect()
+    assert [w for w in seen if issubclass(w.category, RuntimeWarning)] == []
