@@ -11,9 +11,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from replay.sql.models import Base
+from replay.sql.models import METADATA
 
-target_metadata = Base.metadata
+target_metadata = METADATA
 
 
 def _run(connection: Connection) -> None:

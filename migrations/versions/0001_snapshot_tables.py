@@ -112,7 +112,7 @@ def upgrade() -> None:
             name=op.f("ck_snapshot_partitions_mode"),
         ),
     )
-    # No primary key: see replay/sql/models.py (SnapshotPartition).
+    # No primary key: see replay/sql/models.py (PARTITIONS).
     op.create_index(
         op.f("ix_snapshot_partitions_snapshot_id"), "snapshot_partitions", ["snapshot_id"]
     )

@@ -10,16 +10,20 @@ The content tables have no foreign keys to `snapshots`: a snapshot is written in
 and deleted by `snapshot_id` from every table in one transaction, and per-row foreign key checks
 would double the cost of a million-partition COPY for no gain. Alembic's migrations (the
 `migrations` package) create these tables; the models are compared with them in the tests.
+
+The tables are SQLAlchemy Core `Table`s: the store reads and writes rows, never objects, and
+the ORM's import alone was 5 MiB of every server's memory (`bench/start_bench.py`).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Column,
     DateTime,
     Integer,
     LargeBinary,
@@ -28,7 +32,7 @@ from sqlalchemy import (
     Table,
     Text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
 
 from records.model import (
     AclOperation,
@@ -81,278 +85,275 @@ def _in(column: str, names: tuple[str, ...]) -> str:
     return " OR ".join(f"{column} = {n!r}" for n in names)
 
 
-class Base(DeclarativeBase):
-    """The declarative base of the snapshot tables, with the naming convention."""
+_Type = TypeEngine[Any] | type[TypeEngine[Any]]
 
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+METADATA = MetaData(naming_convention=NAMING_CONVENTION)
+"""The snapshot tables, with the naming convention (what Alembic compares them with)."""
 
 
-class Snapshot(Base):
-    """One snapshot: the image after the entry at `log_offset`, in full or as an increment.
+def _key(name: str, type_: _Type) -> Column[Any]:
+    """A primary-key column."""
+    return Column(name, type_, primary_key=True)
 
-    A full snapshot (`base_id` NULL) holds every row of the image. An increment holds only
-    what changed since its base (`base_id`, itself full or an increment): the changed topics'
-    rows (`snapshot_changed_topics` lists them, and the deleted ones) and each small table
-    that changed, whole (`replaced_tables`). `checksum` is always the whole image's.
-    """
 
-    __tablename__ = "snapshots"
+def _value(
+    name: str,
+    type_: _Type,
+    doc: str | None = None,
+    *,
+    nullable: bool = False,
+) -> Column[Any]:
+    """A value column: NOT NULL unless `nullable`."""
+    return Column(name, type_, nullable=nullable, doc=doc)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    log_offset: Mapped[int] = mapped_column(BigInteger, index=True, doc="offset of the last entry")
-    epoch: Mapped[int] = mapped_column(Integer, doc="leader epoch of that entry")
-    log_timestamp: Mapped[int] = mapped_column(BigInteger, doc="append time of that entry, ms")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    record_count: Mapped[int] = mapped_column(BigInteger, doc="records the image writes")
-    checksum: Mapped[str] = mapped_column(String(64), doc="SHA-256 of the content rows, hex")
-    format_version: Mapped[int] = mapped_column(Integer)
-    base_id: Mapped[int | None] = mapped_column(
-        Integer, nullable=True, doc="the snapshot an increment is written on; NULL: full"
-    )
-    chain_length: Mapped[int] = mapped_column(
-        Integer, server_default="0", doc="increments from the full snapshot to this one"
-    )
-    replaced_tables: Mapped[str | None] = mapped_column(
-        Text, nullable=True, doc="an increment's tables written whole, comma-separated"
-    )
-    content_sums: Mapped[str | None] = mapped_column(
-        Text, nullable=True, doc="per-table row counts and digest sums (JSON), for increments"
-    )
-    content_bytes: Mapped[int | None] = mapped_column(
-        BigInteger,
+
+SNAPSHOTS = Table(
+    "snapshots",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("log_offset", BigInteger, nullable=False, index=True, doc="offset of the last entry"),
+    _value("epoch", Integer, "leader epoch of that entry"),
+    _value("log_timestamp", BigInteger, "append time of that entry, ms"),
+    _value("created_at", DateTime(timezone=True)),
+    _value("record_count", BigInteger, "records the image writes"),
+    _value("checksum", String(64), "SHA-256 of the content rows, hex"),
+    _value("format_version", Integer),
+    _value(
+        "base_id", Integer, "the snapshot an increment is written on; NULL: full", nullable=True
+    ),
+    Column(
+        "chain_length",
+        Integer,
+        nullable=False,
+        server_default="0",
+        doc="increments from the full snapshot to this one",
+    ),
+    _value(
+        "replaced_tables",
+        Text,
+        "an increment's tables written whole, comma-separated",
         nullable=True,
-        doc="bytes of its own rows' values (text and binary lengths, 8 a number); NULL: not "
+    ),
+    _value(
+        "content_sums",
+        Text,
+        "per-table row counts and digest sums (JSON), for increments",
+        nullable=True,
+    ),
+    _value(
+        "content_bytes",
+        BigInteger,
+        "bytes of its own rows' values (text and binary lengths, 8 a number); NULL: not "
         "measured yet (written before revision 0006)",
-    )
+        nullable=True,
+    ),
+)
+"""One snapshot: the image after the entry at `log_offset`, in full or as an increment.
 
+A full snapshot (`base_id` NULL) holds every row of the image. An increment holds only what
+changed since its base (`base_id`, itself full or an increment): the changed topics' rows
+(`snapshot_changed_topics` lists them, and the deleted ones) and each small table that
+changed, whole (`replaced_tables`). `checksum` is always the whole image's.
+"""
 
-class SnapshotChangedTopic(Base):
-    """A topic an increment changed: its partition count now, or -1 if it was deleted.
+CHANGED_TOPICS = Table(
+    "snapshot_changed_topics",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("topic_id", String(ID_LENGTH)),
+    _value("partition_count", Integer, "-1: the topic was deleted"),
+)
+"""A topic an increment changed: its partition count now, or -1 if it was deleted (not
+content: not in the checksum).
 
-    The increment's rows of the topic (its topic row, the partitions that changed, its
-    pending deletion) replace its base's; base partitions at or beyond the count are gone.
-    """
+The increment's rows of the topic (its topic row, the partitions that changed, its pending
+deletion) replace its base's; base partitions at or beyond the count are gone.
+"""
 
-    __tablename__ = "snapshot_changed_topics"
+FEATURES = Table(
+    "snapshot_features",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("name", String(255)),
+    _value("level", Integer),
+)
+"""A finalized feature level (`metadata.version`, ...)."""
 
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    topic_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    partition_count: Mapped[int] = mapped_column(Integer, doc="-1: the topic was deleted")
+BROKERS = Table(
+    "snapshot_brokers",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("broker_id", Integer),
+    _value("incarnation_id", String(ID_LENGTH)),
+    _value("broker_epoch", BigInteger),
+    _value("rack", Text, nullable=True),
+    _value("fenced", Boolean),
+    _value("in_controlled_shutdown", Boolean),
+)
+"""A registered broker."""
 
+BROKER_ENDPOINTS = Table(
+    "snapshot_broker_endpoints",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("broker_id", Integer),
+    _key("position", Integer),
+    _value("name", Text),
+    _value("host", Text),
+    _value("port", Integer),
+    _value("security_protocol", Integer),
+)
+"""A listener of a broker, in the broker's order."""
 
-class SnapshotFeature(Base):
-    """A finalized feature level (`metadata.version`, ...)."""
+BROKER_FEATURES = Table(
+    "snapshot_broker_features",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("broker_id", Integer),
+    _key("position", Integer),
+    _value("name", Text),
+    _value("min_supported_version", Integer),
+    _value("max_supported_version", Integer),
+)
+"""A feature range a broker supports, in the broker's order."""
 
-    __tablename__ = "snapshot_features"
+NAMESPACES = Table(
+    "snapshot_namespaces",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("namespace_id", String(ID_LENGTH)),
+    _value("name", Text),
+    _value("parent_id", String(ID_LENGTH), nullable=True),
+)
+"""A namespace; `name` is the full name, tiers separated by ':'."""
 
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(255), primary_key=True)
-    level: Mapped[int] = mapped_column(Integer)
+TOPICS = Table(
+    "snapshot_topics",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("topic_id", String(ID_LENGTH)),
+    _value("namespace", Text),
+    _value("name", Text),
+)
+"""A live topic; `namespace` is "" for the default namespace."""
 
+PARTITIONS = Table(
+    "snapshot_partitions",
+    METADATA,
+    Column("snapshot_id", Integer, nullable=False, index=True),
+    _value("topic_id", String(ID_LENGTH)),
+    _value("partition_id", Integer),
+    _value("replicas", Text, "JSON array of broker ids"),
+    _value("isr", Text, "JSON array of broker ids"),
+    _value("removing_replicas", Text, "JSON array of broker ids"),
+    _value("adding_replicas", Text, "JSON array of broker ids"),
+    _value("leader", Integer, "-1: no leader"),
+    _value("leader_epoch", Integer),
+    _value("partition_epoch", Integer),
+    _value("mode", String(16), "READ_WRITE, READ_ONLY or NONE"),
+    CheckConstraint(_in("mode", MODE_NAMES), name="mode"),
+)
+"""A partition of a topic: replicas, ISR, leader, epochs and read/write mode.
 
-class SnapshotBroker(Base):
-    """A registered broker."""
+The biggest table by far, so it has no primary key constraint, only an index on
+`snapshot_id`: a (snapshot, topic, partition) B-tree costs about 1 s per million partitions on
+PostgreSQL (a third of the write budget), and uniqueness is the writer's (an image holds each
+partition once) and the checksum's to guarantee.
+"""
 
-    __tablename__ = "snapshot_brokers"
+PENDING_DELETIONS = Table(
+    "snapshot_pending_deletions",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("topic_id", String(ID_LENGTH)),
+    _value("partition_count", Integer),
+    _value("delete_after_ms", BigInteger),
+    _value("created_ms", BigInteger),
+)
+"""A partition reduction waiting for its purge time: ids >= `partition_count` go."""
 
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    broker_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    incarnation_id: Mapped[str] = mapped_column(String(ID_LENGTH))
-    broker_epoch: Mapped[int] = mapped_column(BigInteger)
-    rack: Mapped[str | None] = mapped_column(Text)
-    fenced: Mapped[bool] = mapped_column(Boolean)
-    in_controlled_shutdown: Mapped[bool] = mapped_column(Boolean)
+CONFIGS = Table(
+    "snapshot_configs",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("resource_type", String(16)),
+    _key("resource_name", Text),
+    _key("name", String(255)),
+    _value("value", Text),
+    CheckConstraint(_in("resource_type", RESOURCE_TYPE_NAMES), name="type"),
+)
+"""A config override; BROKER "" is the cluster-wide default, topics by qualified name."""
 
+ACLS = Table(
+    "snapshot_acls",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("acl_id", String(ID_LENGTH)),
+    _value("resource_type", String(32)),
+    _value("resource_name", Text),
+    _value("pattern_type", String(16), "LITERAL or PREFIXED"),
+    _value("principal", Text, "Type:name, e.g. User:alice or User:*"),
+    _value("host", Text, "client address, or * for any"),
+    _value("operation", String(32)),
+    _value("permission_type", String(16), "ALLOW or DENY"),
+    CheckConstraint(_in("resource_type", ACL_RESOURCE_TYPE_NAMES), name="resource_type"),
+    CheckConstraint(_in("pattern_type", ACL_PATTERN_TYPE_NAMES), name="pattern_type"),
+    CheckConstraint(_in("operation", ACL_OPERATION_NAMES), name="operation"),
+    CheckConstraint(_in("permission_type", ACL_PERMISSION_NAMES), name="permission_type"),
+)
+"""An ACL (KRaft's AccessControlEntryRecord), enums by name as `mlog acls list` shows them.
 
-class SnapshotBrokerEndpoint(Base):
-    """A listener of a broker, in the broker's order."""
+The checks admit only what replay admits in a stored ACL (rules acl.resource-type,
+acl.pattern, acl.operation, acl.permission).
+"""
 
-    __tablename__ = "snapshot_broker_endpoints"
+SCRAM_CREDENTIALS = Table(
+    "snapshot_scram_credentials",
+    METADATA,
+    _key("snapshot_id", Integer),
+    Column("name", Text, primary_key=True, doc="the user name"),
+    Column("mechanism", String(16), primary_key=True, doc="SCRAM_SHA_256 or SCRAM_SHA_512"),
+    _value("salt", LargeBinary),
+    _value("stored_key", LargeBinary),
+    _value("server_key", LargeBinary),
+    _value("iterations", Integer),
+    CheckConstraint(_in("mechanism", SCRAM_MECHANISM_NAMES), name="mechanism"),
+)
+"""A user's SCRAM credential for one mechanism: salt, StoredKey, ServerKey, iterations.
 
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    broker_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(Text)
-    host: Mapped[str] = mapped_column(Text)
-    port: Mapped[int] = mapped_column(Integer)
-    security_protocol: Mapped[int] = mapped_column(Integer)
+What RFC 5802 lets a server keep (never a password), the same bytes the log holds; as binary
+columns (BLOB on SQLite, bytea on PostgreSQL).
+"""
 
+CLIENT_WRITES = Table(
+    "snapshot_client_writes",
+    METADATA,
+    _key("snapshot_id", Integer),
+    _key("client_id", String(ID_LENGTH)),
+    _value("position", Integer, "eviction order, 0 = oldest"),
+    _value("sequence", BigInteger),
+    _value("principal", Text, nullable=True),
+    _value("api_key", Integer),
+    _value("response", LargeBinary, "the stored answer (opaque)"),
+)
+"""A client's last idempotent write (ClientWriteRecord): what a retry of it is answered.
 
-class SnapshotBrokerFeature(Base):
-    """A feature range a broker supports, in the broker's order."""
+`position` is the table's eviction order (0 = the oldest last write), so a snapshot read back
+evicts the same client next as the image it was written from.
+"""
 
-    __tablename__ = "snapshot_broker_features"
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    broker_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(Text)
-    min_supported_version: Mapped[int] = mapped_column(Integer)
-    max_supported_version: Mapped[int] = mapped_column(Integer)
-
-
-class SnapshotNamespace(Base):
-    """A namespace; `name` is the full name, tiers separated by ':'."""
-
-    __tablename__ = "snapshot_namespaces"
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    namespace_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    name: Mapped[str] = mapped_column(Text)
-    parent_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
-
-
-class SnapshotTopic(Base):
-    """A live topic; `namespace` is "" for the default namespace."""
-
-    __tablename__ = "snapshot_topics"
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    topic_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    namespace: Mapped[str] = mapped_column(Text)
-    name: Mapped[str] = mapped_column(Text)
-
-
-class SnapshotPartition(Base):
-    """A partition of a topic: replicas, ISR, leader, epochs and read/write mode.
-
-    The biggest table by far, so it has no primary key constraint, only an index on
-    `snapshot_id`: a (snapshot, topic, partition) B-tree costs about 1 s per million partitions
-    on PostgreSQL (a third of the write budget), and uniqueness is the writer's (an image holds
-    each partition once) and the checksum's to guarantee. The mapper still knows the key.
-    """
-
-    __tablename__ = "snapshot_partitions"
-    __table_args__ = (CheckConstraint(_in("mode", MODE_NAMES), name="mode"),)
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, index=True)
-    topic_id: Mapped[str] = mapped_column(String(ID_LENGTH))
-    partition_id: Mapped[int] = mapped_column(Integer)
-    replicas: Mapped[str] = mapped_column(Text, doc="JSON array of broker ids")
-    isr: Mapped[str] = mapped_column(Text, doc="JSON array of broker ids")
-    removing_replicas: Mapped[str] = mapped_column(Text, doc="JSON array of broker ids")
-    adding_replicas: Mapped[str] = mapped_column(Text, doc="JSON array of broker ids")
-    leader: Mapped[int] = mapped_column(Integer, doc="-1: no leader")
-    leader_epoch: Mapped[int] = mapped_column(Integer)
-    partition_epoch: Mapped[int] = mapped_column(Integer)
-    mode: Mapped[str] = mapped_column(String(16), doc="READ_WRITE, READ_ONLY or NONE")
-
-    __mapper_args__ = {  # noqa: RUF012 - SQLAlchemy's declarative hook, read once
-        "primary_key": [snapshot_id, topic_id, partition_id]
-    }
-
-
-class SnapshotPendingDeletion(Base):
-    """A partition reduction waiting for its purge time: ids >= `partition_count` go."""
-
-    __tablename__ = "snapshot_pending_deletions"
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    topic_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    partition_count: Mapped[int] = mapped_column(Integer)
-    delete_after_ms: Mapped[int] = mapped_column(BigInteger)
-    created_ms: Mapped[int] = mapped_column(BigInteger)
-
-
-class SnapshotConfig(Base):
-    """A config override; BROKER "" is the cluster-wide default, topics by qualified name."""
-
-    __tablename__ = "snapshot_configs"
-    __table_args__ = (CheckConstraint(_in("resource_type", RESOURCE_TYPE_NAMES), name="type"),)
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    resource_type: Mapped[str] = mapped_column(String(16), primary_key=True)
-    resource_name: Mapped[str] = mapped_column(Text, primary_key=True)
-    name: Mapped[str] = mapped_column(String(255), primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
-
-
-class SnapshotAcl(Base):
-    """An ACL (KRaft's AccessControlEntryRecord), enums by name as `mlog acls list` shows them.
-
-    The checks admit only what replay admits in a stored ACL (rules acl.resource-type,
-    acl.pattern, acl.operation, acl.permission).
-    """
-
-    __tablename__ = "snapshot_acls"
-    __table_args__ = (
-        CheckConstraint(_in("resource_type", ACL_RESOURCE_TYPE_NAMES), name="resource_type"),
-        CheckConstraint(_in("pattern_type", ACL_PATTERN_TYPE_NAMES), name="pattern_type"),
-        CheckConstraint(_in("operation", ACL_OPERATION_NAMES), name="operation"),
-        CheckConstraint(_in("permission_type", ACL_PERMISSION_NAMES), name="permission_type"),
-    )
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    acl_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    resource_type: Mapped[str] = mapped_column(String(32))
-    resource_name: Mapped[str] = mapped_column(Text)
-    pattern_type: Mapped[str] = mapped_column(String(16), doc="LITERAL or PREFIXED")
-    principal: Mapped[str] = mapped_column(Text, doc="Type:name, e.g. User:alice or User:*")
-    host: Mapped[str] = mapped_column(Text, doc="client address, or * for any")
-    operation: Mapped[str] = mapped_column(String(32))
-    permission_type: Mapped[str] = mapped_column(String(16), doc="ALLOW or DENY")
-
-
-class SnapshotScramCredential(Base):
-    """A user's SCRAM credential for one mechanism: salt, StoredKey, ServerKey, iterations.
-
-    What RFC 5802 lets a server keep (never a password), the same bytes the log holds; as
-    binary columns (BLOB on SQLite, bytea on PostgreSQL).
-    """
-
-    __tablename__ = "snapshot_scram_credentials"
-    __table_args__ = (CheckConstraint(_in("mechanism", SCRAM_MECHANISM_NAMES), name="mechanism"),)
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(Text, primary_key=True, doc="the user name")
-    mechanism: Mapped[str] = mapped_column(
-        String(16), primary_key=True, doc="SCRAM_SHA_256 or SCRAM_SHA_512"
-    )
-    salt: Mapped[bytes] = mapped_column(LargeBinary)
-    stored_key: Mapped[bytes] = mapped_column(LargeBinary)
-    server_key: Mapped[bytes] = mapped_column(LargeBinary)
-    iterations: Mapped[int] = mapped_column(Integer)
-
-
-class SnapshotClientWrite(Base):
-    """A client's last idempotent write (ClientWriteRecord): what a retry of it is answered.
-
-    `position` is the table's eviction order (0 = the oldest last write), so a snapshot read
-    back evicts the same client next as the image it was written from.
-    """
-
-    __tablename__ = "snapshot_client_writes"
-
-    snapshot_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    client_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, doc="eviction order, 0 = oldest")
-    sequence: Mapped[int] = mapped_column(BigInteger)
-    principal: Mapped[str | None] = mapped_column(Text, nullable=True)
-    api_key: Mapped[int] = mapped_column(Integer)
-    response: Mapped[bytes] = mapped_column(LargeBinary, doc="the stored answer (opaque)")
-
-
-SNAPSHOTS: Table = Base.metadata.tables["snapshots"]
-"""The `snapshots` table."""
-
-CONTENT_TABLES: tuple[Table, ...] = tuple(
-    Base.metadata.tables[name]
-    for name in (
-        "snapshot_features",
-        "snapshot_brokers",
-        "snapshot_broker_endpoints",
-        "snapshot_broker_features",
-        "snapshot_namespaces",
-        "snapshot_topics",
-        "snapshot_partitions",
-        "snapshot_pending_deletions",
-        "snapshot_configs",
-        "snapshot_scram_credentials",
-        "snapshot_acls",
-        "snapshot_client_writes",
-    )
+CONTENT_TABLES: tuple[Table, ...] = (
+    FEATURES,
+    BROKERS,
+    BROKER_ENDPOINTS,
+    BROKER_FEATURES,
+    NAMESPACES,
+    TOPICS,
+    PARTITIONS,
+    PENDING_DELETIONS,
+    CONFIGS,
+    SCRAM_CREDENTIALS,
+    ACLS,
+    CLIENT_WRITES,
 )
 """The per-snapshot content tables, in the order a snapshot is written."""
-
-CHANGED_TOPICS: Table = Base.metadata.tables["snapshot_changed_topics"]
-"""An increment's changed and deleted topics (not content: not in the checksum)."""

@@ -18,7 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect
 
-from replay.sql.models import Base
+from replay.sql.models import METADATA
 from replay.sql.revision import VERSION_TABLE, SchemaState, SchemaStatus
 
 __all__ = [
@@ -69,7 +69,7 @@ def schema_status(connection: Connection) -> SchemaStatus:
     revisions = MigrationContext.configure(connection).get_current_heads()
     if not revisions:
         names = set(inspect(connection).get_table_names())
-        if names & set(Base.metadata.tables):
+        if names & set(METADATA.tables):
             return SchemaStatus(state=SchemaState.UNMANAGED, revision=None, head=head)
         return SchemaStatus(state=SchemaState.EMPTY, revision=None, head=head)
     revision = revisions[0]
@@ -87,7 +87,7 @@ def drift(connection: Connection) -> list[str]:
     Alembic's autogenerate comparison: tables, columns, types, nullability, indexes and keys.
     Other tables in the database (it may be shared) are not ours and are left out.
     """
-    ours = set(Base.metadata.tables)
+    ours = set(METADATA.tables)
 
     def include_name(name: str | None, type_: str, parent_names: object) -> bool:
         return type_ != "table" or name in ours
@@ -95,7 +95,7 @@ def drift(connection: Connection) -> list[str]:
     context = MigrationContext.configure(
         connection, opts={"compare_type": True, "include_name": include_name}
     )
-    return [repr(item) for item in compare_metadata(context, Base.metadata)]
+    return [repr(item) for item in compare_metadata(context, METADATA)]
 
 
 def upgrade(connection: Connection, revision: str = "head") -> None:

@@ -60,7 +60,7 @@ from replay.sql.errors import (
     StoreUnavailableError,
 )
 from replay.sql.info import SnapshotInfo, VerifyResult, check_format, info_of_row
-from replay.sql.models import CHANGED_TOPICS, CONTENT_TABLES, FORMAT_VERSION, SNAPSHOTS, Base
+from replay.sql.models import CHANGED_TOPICS, CONTENT_TABLES, FORMAT_VERSION, METADATA, SNAPSHOTS
 from replay.sql.partition_runs import RunsUnusable
 from replay.sql.revision import VERSION_TABLE, SchemaState, SchemaStatus
 from replay.sql.row_io import (
@@ -754,9 +754,9 @@ def _delete_rows(conn: Connection, snapshot_ids: list[int]) -> None:
 
 
 __all__ = [
+    "METADATA",
     "PACE_ROWS",
     "PROGRESS_EVERY",
-    "Base",
     "Progress",
     "SnapshotInfo",
     "SnapshotStore",

@@ -10,7 +10,7 @@ from sqlalchemy import CheckConstraint, create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from replay.sql import revision, schema
-from replay.sql.models import Base
+from replay.sql.models import METADATA
 from replay.sql.schema import SchemaState
 from replay.sql.store import SnapshotStore
 
@@ -47,7 +47,7 @@ def test_upgrade_an_empty_database_then_no_drift(database_url: str) -> None:
         assert before.revision is None
         assert after.state is SchemaState.CURRENT
         assert store.drift() == []
-    assert set(Base.metadata.tables) <= _tables(database_url)
+    assert set(METADATA.tables) <= _tables(database_url)
 
 
 def test_downgrade_and_upgrade_round_trip(database_url: str) -> None:
@@ -55,7 +55,7 @@ def test_downgrade_and_upgrade_round_trip(database_url: str) -> None:
         store.upgrade()
         after_down = store.downgrade("base")
         assert after_down.state is SchemaState.EMPTY
-        assert not set(Base.metadata.tables) & _tables(database_url)
+        assert not set(METADATA.tables) & _tables(database_url)
         _, after_up = store.upgrade()
         assert after_up.state is SchemaState.CURRENT
         assert store.drift() == []
@@ -80,7 +80,7 @@ def test_models_created_directly_match_the_migrations(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'models.db'}"
     engine = create_engine(url)
     try:
-        Base.metadata.create_all(engine)
+        METADATA.create_all(engine)
         with engine.connect() as conn:
             assert schema.drift(conn) == []
             assert schema.schema_status(conn).state is SchemaState.UNMANAGED
@@ -208,7 +208,7 @@ def test_the_models_keys_and_checks_are_the_migrations(database_url: str) -> Non
     try:
         with engine.connect() as conn:
             inspector = inspect(conn)
-            for name, table in Base.metadata.tables.items():
+            for name, table in METADATA.tables.items():
                 keys = inspector.get_pk_constraint(name)["constrained_columns"]
                 assert keys == [c.name for c in table.primary_key.columns], name
                 built = {
