@@ -321,18 +321,17 @@ class Snapshotter:
         (server_bench: p99 24 ms against 9 ms, 10% more CPU a request). On the worker
         thread, a snapshot asked for meanwhile waits behind it: no fork (a forked
         snapshot's child) happens in the middle of an import. Nothing is opened or created:
-        the database still is when the first snapshot is written. Alembic, which only
-        creates or migrates the schema (a database at this code's revision is known by one
-        query without it, `replay.sql.revision`), is left out where the SQLite file already
-        exists: a restart saves its ~0.15 s of CPU and 4 MiB of a serving process's RSS
-        (`bench/start_bench.py`, 1M partitions from SQLite: 293 MiB against 297). Commands
-        run once (the CLI) do not call it.
+        the database still is when the first snapshot is written. Alembic is not among
+        them: a database at this code's revision is known by one query
+        (`replay.sql.revision`) and a new one is created at the head revision without it
+        (`replay.sql.new_schema`), so a server imports Alembic only to report a schema it
+        cannot use (11 MiB of RSS, ~0.15 s of CPU). Commands run once (the CLI) do not call
+        it.
         """
-        with_alembic = self._file is None or not self._file.exists()
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="mlog-snapshot")
-            return self._executor.submit(_import_store_modules, with_alembic=with_alembic)
+            return self._executor.submit(_import_store_modules)
 
     def _write(self, image: MetadataImage, bytes_now: int) -> SnapshotInfo | None:
         try:
@@ -415,13 +414,12 @@ class Snapshotter:
 
 
 _STORE_MODULES = ("replay.sql.store",)
-"""SQLAlchemy's part of the store."""
-_SCHEMA_MODULES = ("replay.sql.schema",)
-"""Alembic's part: what creates or migrates the database."""
+"""The store (SQLAlchemy's Core; Alembic's migrations are imported only to report or migrate a
+schema at another revision)."""
 
 
-def _import_store_modules(*, with_alembic: bool) -> None:
-    for name in (*_STORE_MODULES, *(_SCHEMA_MODULES if with_alembic else ())):
+def _import_store_modules() -> None:
+    for name in _STORE_MODULES:
         importlib.import_module(name)
 
 

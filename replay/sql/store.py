@@ -42,7 +42,7 @@ from sqlalchemy.exc import (
 
 from replay.image import MetadataImage, Provenance
 from replay.map_nodes import made_out_of_view
-from replay.sql import increments, revision, sizes, sqlite_files
+from replay.sql import increments, new_schema, revision, sizes, sqlite_files
 from replay.sql.content import (
     ContentChecksum,
     PartitionRowsUnsorted,
@@ -384,12 +384,12 @@ class SnapshotStore:
             return True
         if self._absent():
             return False
-        status = self._at_head() or self.status()
+        status = self._at_head() or self._new() or self.status()
         if status.state is SchemaState.EMPTY:
             if not self.create:
                 return False
             logger.info("creating the snapshot tables in %s", self.shown_url)
-            _, status = self.upgrade()
+            status = self._create_at_head()
         if status.state is not SchemaState.CURRENT:
             raise _schema_error(status, self.shown_url)
         self._checked = status
@@ -409,6 +409,27 @@ class SnapshotStore:
         head = revision.HEAD_REVISION
         if len(rows) != 1 or rows[0][0] != head:
             return None
+        return SchemaStatus(state=SchemaState.CURRENT, revision=head, head=head)
+
+    def _new(self) -> SchemaStatus | None:
+        """EMPTY if the database holds neither snapshot tables nor a revision, else None."""
+        with self._connect() as conn:
+            try:
+                if not new_schema.is_new(conn):
+                    return None
+            except self._errors() as exc:
+                raise self._failed(exc, "reading the schema revision") from None
+        return SchemaStatus(state=SchemaState.EMPTY, revision=None, head=revision.HEAD_REVISION)
+
+    def _create_at_head(self) -> SchemaStatus:
+        """Create the schema of a new database at the head revision (`new_schema.py`)."""
+        with self._connect() as conn:
+            try:
+                with conn.begin():
+                    new_schema.create_at_head(conn)
+            except self._errors() as exc:
+                raise self._failed(exc, "creating the schema") from None
+        head = revision.HEAD_REVISION
         return SchemaStatus(state=SchemaState.CURRENT, revision=head, head=head)
 
     # ------------------------------------------------------------------ reading the index
