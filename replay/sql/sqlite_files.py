@@ -53,6 +53,16 @@ def connect_read_only(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
 
 
+WRITE_FIRST = "mlog_sqlite_write_first"
+"""An execution option: the connection's next transaction takes the write lock as it begins.
+
+A transaction that reads before it writes (is the schema there? then create it) and begins
+with a plain BEGIN fails with "database is locked" if another writer committed meanwhile: its
+read is stale, and SQLite does not wait. `BEGIN IMMEDIATE` waits for the other writer
+instead (the busy timeout), and what it then reads is current. PostgreSQL ignores it."""
+
+
 def begin(conn: Connection) -> None:
     """A transaction begins: BEGIN, so that a load reads one consistent state."""
-    conn.exec_driver_sql("BEGIN")
+    immediate = conn.get_execution_options().get(WRITE_FIRST, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

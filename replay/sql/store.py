@@ -422,14 +422,30 @@ class SnapshotStore:
         return SchemaStatus(state=SchemaState.EMPTY, revision=None, head=revision.HEAD_REVISION)
 
     def _create_at_head(self) -> SchemaStatus:
-        """Create the schema of a new database at the head revision (`new_schema.py`)."""
-        with self._connect() as conn:
+        """Create the schema of a new database at the head revision (`new_schema.py`).
+
+        Another process may create it at the same moment (a server's snapshot and `mlog
+        snapshot create`): on SQLite the creation takes the write lock first and looks again,
+        on PostgreSQL the one that loses is rolled back; either way the schema the other
+        made is what this store then checks.
+        """
+        with self._connect() as opened:
+            conn = opened.execution_options(**{sqlite_files.WRITE_FIRST: True})
             try:
                 with conn.begin():
-                    new_schema.create_at_head(conn)
+                    if not new_schema.is_new(conn):
+                        created = False
+                    else:
+                        new_schema.create_at_head(conn)
+                        created = True
             except self._errors() as exc:
+                made_meanwhile = self._at_head()
+                if made_meanwhile is not None:
+                    return made_meanwhile
                 raise self._failed(exc, "creating the schema") from None
         head = revision.HEAD_REVISION
+        if not created:
+            return self._at_head() or self.status()
         return SchemaStatus(state=SchemaState.CURRENT, revision=head, head=head)
 
     # ------------------------------------------------------------------ reading the index

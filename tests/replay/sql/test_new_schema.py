@@ -6,10 +6,12 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from replay.sql import revision, schema
-from replay.sql.revision import VERSION_TABLE, SchemaState
+from replay.sql.errors import SchemaError
+from replay.sql.revision import VERSION_TABLE, SchemaState, SchemaStatus
 from replay.sql.store import SnapshotStore
 
 
@@ -96,12 +98,31 @@ def test_tables_without_a_revision_are_not_taken_for_a_new_database(database_url
         engine.dispose()
     with SnapshotStore(database_url) as store:
         assert store.status().state is SchemaState.UNMANAGED
-        try:
+        with pytest.raises(SchemaError, match="carry no Alembic revision"):
             store.ensure_schema()
-        except Exception as exc:
-            assert "carry no Alembic revision" in str(exc)
-        else:
-            raise AssertionError("unmanaged tables were taken for a new database")
+
+
+def test_a_schema_another_process_made_meanwhile_is_taken(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SnapshotStore(database_url) as first:
+        assert first.ensure_schema()
+    with SnapshotStore(database_url) as second:
+        # `second` looked just before `first` created the schema: it found the database new,
+        # so its own creation fails (the head is stamped already) and is rolled back.
+        real_at_head = second._at_head
+        looked: list[bool] = []
+
+        def at_head() -> SchemaStatus | None:
+            looked.append(True)
+            return None if len(looked) == 1 else real_at_head()
+
+        new = SchemaStatus(state=SchemaState.EMPTY, revision=None, head=revision.HEAD_REVISION)
+        monkeypatch.setattr(second, "_at_head", at_head)
+        monkeypatch.setattr(second, "_new", lambda: new)
+        assert second.ensure_schema()
+        assert len(looked) == 2  # before, and after the creation that failed
+    assert _described(database_url)["versions"] == [revision.HEAD_REVISION]
 
 
 _CREATE = """
@@ -111,6 +132,21 @@ with SnapshotStore(sys.argv[1]) as store:
     assert store.ensure_schema()
 print("alembic" in sys.modules)
 """
+
+
+def test_processes_creating_one_new_database_at_once_all_go_on(database_url: str) -> None:
+    racing = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CREATE, database_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    answers = [process.communicate(timeout=120) for process in racing]
+    assert [(out.strip(), err) for out, err in answers] == [("False", "")] * len(racing)
+    assert _described(database_url)["versions"] == [revision.HEAD_REVISION]
 
 
 def test_creating_a_new_database_imports_no_alembic(database_url: str) -> None:
