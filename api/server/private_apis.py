@@ -556,7 +556,7 @@ class PrivateApis:
             archive = self.archive
             block = await asyncio.to_thread(archive.read, read_from)  # waits on the network
         elif committed - request.offset >= INLINE_FETCH_ENTRIES:
-            block = await self.threads.run(read)
+            block = await self.threads.fetch(read)
         else:
             block = read()  # the newest blocks (or none yet): cheaper than a hop
         return private.FetchLogResponse(end_offset=committed + 1, entries=block)
@@ -578,7 +578,7 @@ class PrivateApis:
                 if sees_everything(self.gate, current, session)
                 else list(visible_records(self.gate, current, session))
             )
-            return await self.threads.run(
+            return await self.threads.build(
                 partial(image_response, hide_brokers=hide),
                 current,
                 self._codec,
@@ -607,7 +607,7 @@ class PrivateApis:
                 image = travel(log)
             return image_response(image, self._codec, request.schema_id, hide_brokers=hide)
 
-        return await self.threads.run(build)
+        return await self.threads.build(build)
 
     async def diff(self, request: private.Diff, session: Session) -> private.DiffResponse:
         """What changed between two points of the log."""
@@ -627,7 +627,7 @@ class PrivateApis:
                 return archive.read(between)
             return between(log)
 
-        start, end, changes = await self.threads.run(compare)
+        start, end, changes = await self.threads.build(compare)
         wire = tuple(wire_change(change, hide_brokers=hide) for change in changes)
         return private.DiffResponse(from_offset=start, to_offset=end, changes=wire)
 
@@ -655,7 +655,7 @@ class PrivateApis:
                 return archive.read(read_from)
             return read_from(log)
 
-        entries = await self.threads.run(read)
+        entries = await self.threads.build(read)
         wire = tuple(wire_history_entry(entry, hide_brokers=hide) for entry in entries)
         return private.HistoryResponse(entries=wire)
 
