@@ -47,6 +47,7 @@ from tests.support.record_gen import LogGenerator
 from tests.support.sweeps import SWEEP_STRIDE
 
 T1 = Uuid.random()
+PAYMENTS = Uuid.random()
 
 
 def image_of(*records: Record) -> MetadataImage:
@@ -146,6 +147,33 @@ def test_apply_leaves_the_base_image_unchanged() -> None:
     assert list(base.write()) == before
     assert after.topics.get(T1) is None
     assert base.topics.get(T1) is not None
+
+
+def test_a_delta_that_changed_topics_is_applied_once() -> None:
+    # Its drafts' partition lists are let go as the image is made (a whole-log load's peak):
+    # more replay, or a second apply, would read them, so both refuse.
+    base = image_of(broker(1), broker(2), *topic())
+    delta = MetadataDelta(base)
+    delta.replay_all(topic("payments", PAYMENTS))
+    moved = PartitionChangeRecord(
+        partition_id=0, topic_id=T1, leader=2, replicas=(2, 1), isr=(2, 1)
+    )
+    delta.replay(moved)
+    delta.finish_batch()
+    after = delta.apply(EMPTY_PROVENANCE)
+    assert len(after.topics.get(PAYMENTS).partitions) == 2  # type: ignore[union-attr]
+    assert after.topics.get(T1).partitions[0].replicas == (2, 1)  # type: ignore[union-attr]
+    assert (
+        after.topics.by_broker
+        == image_of(broker(1), broker(2), *topic(), *topic("payments", PAYMENTS)).topics.by_broker
+    )  # replicas moved, not added or dropped: the same brokers hold them
+    for use in (
+        lambda: delta.apply(EMPTY_PROVENANCE),
+        lambda: delta.replay(RemoveTopicRecord(topic_id=T1)),
+        lambda: delta.replay(PartitionChangeRecord(partition_id=1, topic_id=T1, leader=2)),
+    ):
+        with pytest.raises(RuntimeError, match="applied already"):
+            use()
 
 
 def test_unchanged_areas_are_shared_between_images() -> None:
