@@ -675,6 +675,7 @@ async def _serve(server: MetadataServer, keep: Callable[[], None]) -> str | None
     import asyncio
     import signal
 
+    from api.server.heap import return_free_memory
     from api.service.gc_policy import freeze_loaded_image
     from api.service.interpreter_lock import share_the_interpreter_lock
 
@@ -701,6 +702,9 @@ async def _serve(server: MetadataServer, keep: Callable[[], None]) -> str | None
         # first, but after the server answers (they were half of a start's CPU before it
         # did) and on the snapshots' thread, while the loop serves; before the freeze below.
         await asyncio.wrap_future(snapshots.warm_up())
+    # What the load freed (the rows or blocks it built the image from) back to the system,
+    # not kept by glibc for the server's life (`api/server/heap.py`).
+    await asyncio.to_thread(return_free_memory)
     # What was made since the image was frozen (the listeners, the store's modules) lives as
     # long as the server too: out of the cyclic collector's view with it, so a full
     # collection scans only what requests allocate since (a stall of tens of ms otherwise

@@ -7,6 +7,11 @@ connections took a server from 90 to 660 MB, and it stayed there after they clos
 `TRIM_CLOSES` connections have closed, `HeapTrimmer` asks glibc (`malloc_trim`) to return the
 free pages of its heap, on a thread (the call walks the heap; ctypes releases the interpreter
 lock meanwhile), at most once per `TRIM_DELAY`. Where the C library is not glibc, it does nothing.
+
+A start does the same once its image is loaded and indexed (`return_free_memory`): a load frees
+what it built the image from (a snapshot's rows, a log's decoded blocks) among the objects it
+keeps, and glibc held those pages for the server's life (a 1M-partition start from SQLite: 19
+MiB of its serving RSS; from the log: 7 MiB).
 """
 
 from __future__ import annotations
@@ -38,6 +43,18 @@ def _malloc_trim() -> Callable[[int], int] | None:
     function.argtypes = [ctypes.c_size_t]
     function.restype = ctypes.c_int
     return function
+
+
+def return_free_memory() -> bool:
+    """Ask glibc to return its heap's free pages now; False where the C library cannot.
+
+    Blocking (it walks the heap; the interpreter lock is let go meanwhile): call it on a thread.
+    """
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 class HeapTrimmer:

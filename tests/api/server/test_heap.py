@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from api.server.heap import HeapTrimmer
+from api.server.heap import HeapTrimmer, return_free_memory
 
 
 @pytest.mark.skipif(not HeapTrimmer().available, reason="the C library has no malloc_trim")
@@ -34,3 +34,20 @@ def test_a_trim_not_started_is_dropped_at_stop() -> None:
         return trimmer
 
     assert asyncio.run(run()).trims == 0
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def test_a_start_returns_what_its_load_freed_in_the_heap() -> None:
+    # What a load leaves: blocks freed among blocks it keeps, so the heap's top never shrinks.
+    made = [bytearray(4000) for _ in range(20_000)]  # 80 MB of the heap, below mmap's size
+    kept = made[::16]
+    del made
+    before = _rss_kib()
+    assert return_free_memory()  # glibc (this suite runs on Linux)
+    returned_mib = (before - _rss_kib()) / 1024
+    assert returned_mib > 40, f"only {returned_mib:.1f} MiB returned"
+    assert len(kept) == 1250
