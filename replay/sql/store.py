@@ -384,7 +384,8 @@ class SnapshotStore:
             return True
         if self._absent():
             return False
-        status = self._at_head() or self._new() or self.status()
+        # Looked at again after `_new`: another process may have created it in between.
+        status = self._at_head() or self._new() or self._at_head() or self.status()
         if status.state is SchemaState.EMPTY:
             if not self.create:
                 return False
