@@ -47,6 +47,18 @@ def is_new(connection: Connection) -> bool:
     return connection.execute(select(VERSION.c.version_num).limit(1)).first() is None
 
 
+def create_if_new(connection: Connection) -> bool:
+    """Create the schema at the head if the database is new; False if it is not (any more).
+
+    In the caller's transaction, which on SQLite holds the write lock from its start: another
+    process that created the schema meanwhile is seen here, not overwritten.
+    """
+    if not is_new(connection):
+        return False
+    create_at_head(connection)
+    return True
+
+
 def create_at_head(connection: Connection) -> None:
     """Create every snapshot table and stamp the head revision, in the caller's transaction."""
     METADATA.create_all(connection)

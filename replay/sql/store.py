@@ -434,20 +434,15 @@ class SnapshotStore:
             conn = opened.execution_options(**{sqlite_files.WRITE_FIRST: True})
             try:
                 with conn.begin():
-                    if not new_schema.is_new(conn):
-                        created = False
-                    else:
-                        new_schema.create_at_head(conn)
-                        created = True
+                    created = new_schema.create_if_new(conn)
             except self._errors() as exc:
-                made_meanwhile = self._at_head()
-                if made_meanwhile is not None:
-                    return made_meanwhile
-                raise self._failed(exc, "creating the schema") from None
+                created = False
+                if self._at_head() is None:
+                    raise self._failed(exc, "creating the schema") from None
         head = revision.HEAD_REVISION
-        if not created:
-            return self._at_head() or self.status()
-        return SchemaStatus(state=SchemaState.CURRENT, revision=head, head=head)
+        if created:
+            return SchemaStatus(state=SchemaState.CURRENT, revision=head, head=head)
+        return self._at_head() or self.status()
 
     # ------------------------------------------------------------------ reading the index
 
