@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import functools
 import logging
 from collections.abc import Callable
 
@@ -31,8 +32,12 @@ TRIM_DELAY = 1.0
 """Seconds from the close that makes a trim due to the trim (a crowd closes over a while)."""
 
 
+@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    """The C library's `malloc_trim` (glibc's), or None where it has none."""
+    """The C library's `malloc_trim` (glibc's), or None where it has none.
+
+    Looked up once per process: `find_library` runs `ldconfig -p` to find the C library.
+    """
     name = ctypes.util.find_library("c")
     if name is None:
         return None

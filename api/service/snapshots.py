@@ -413,14 +413,9 @@ class Snapshotter:
             self._store.close()
 
 
-_STORE_MODULES = ("replay.sql.store",)
-"""The store (SQLAlchemy's Core; Alembic's migrations are imported only to report or migrate a
-schema at another revision)."""
-
-
 def _import_store_modules() -> None:
-    for name in _STORE_MODULES:
-        importlib.import_module(name)
+    """Import the store: SQLAlchemy's Core, not Alembic (only to report or migrate a schema)."""
+    importlib.import_module("replay.sql.store")
 
 
 # ---------------------------------------------------------------------- CLI plumbing

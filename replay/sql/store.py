@@ -436,9 +436,10 @@ class SnapshotStore:
                 with conn.begin():
                     created = new_schema.create_if_new(conn)
             except self._errors() as exc:
-                created = False
-                if self._at_head() is None:
+                made_meanwhile = self._at_head()
+                if made_meanwhile is None:
                     raise self._failed(exc, "creating the schema") from None
+                return made_meanwhile
         head = revision.HEAD_REVISION
         if created:
             return SchemaStatus(state=SchemaState.CURRENT, revision=head, head=head)

@@ -75,8 +75,8 @@ def test_drift_is_detected(database_url: str) -> None:
 
 
 def test_models_created_directly_match_the_migrations(tmp_path: Path) -> None:
-    # The one place create_all is used: a database built from the models must hold exactly
-    # what the migrations build, seen through the same comparison.
+    # A database built from the models (as a new one is: replay/sql/new_schema.py) must hold
+    # exactly what the migrations build, seen through the same comparison.
     url = f"sqlite:///{tmp_path / 'models.db'}"
     engine = create_engine(url)
     try:
