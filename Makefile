@@ -15,7 +15,8 @@ COMPILE := $(PY) -m compileall -q records metadata_log replay api migrations
 EXTENSIONS := records/_fastdecode.pyx records/_slot_offsets.pxd replay/_untrack.pyx \
 	replay/sql/_partition_rows.pyx \
 	replay/sql/_partition_rows.pxd replay/sql/_row_runs.pyx replay/sql/_row_runs.pxd \
-	replay/sql/_sqlite_rows.pyx replay/sql/_pg_copy_rows.pyx metadata_log/_syncer.pyx \
+	replay/sql/_sqlite_rows.pyx replay/sql/_pg_copy_rows.pyx replay/sql/_topic_adder.pyx \
+	metadata_log/_syncer.pyx \
 	api/protocol/_native_reader.pyx api/protocol/_native_writer.pyx
 # SQLite's C headers (Debian's libsqlite3-dev), which replay.sql._sqlite_rows is built against.
 SQLITE_HEADER := /usr/include/sqlite3.h

@@ -11,6 +11,8 @@
   `replay.sql._pg_copy_rows`, which reads a PostgreSQL snapshot's partition rows by COPY through
   psycopg's own libpq (no header or library needed to build it): without them, the rows are
   read through the driver (`replay.sql.partition_runs`);
+- `replay.sql._topic_adder`, which adds each topic those runs built to the snapshot's image:
+  without it that is done in Python (`replay.sql.topic_builder`);
 - `replay._untrack`, which keeps the image's map nodes out of the cyclic collector's walks:
   without it they are walked, as any container is (`replay.map_nodes`);
 - `metadata_log._syncer`, the thread that writes and fdatasyncs without the interpreter lock:
@@ -63,6 +65,7 @@ def _extensions() -> list[Extension]:
         Extension("replay._untrack", ["replay/_untrack.pyx"]),
         Extension("replay.sql._partition_rows", ["replay/sql/_partition_rows.pyx"]),
         Extension("replay.sql._row_runs", ["replay/sql/_row_runs.pyx"]),
+        Extension("replay.sql._topic_adder", ["replay/sql/_topic_adder.pyx"]),
         Extension("replay.sql._pg_copy_rows", ["replay/sql/_pg_copy_rows.pyx"]),
         Extension(
             "replay.sql._sqlite_rows", ["replay/sql/_sqlite_rows.pyx"], libraries=["sqlite3"]

@@ -67,3 +67,4 @@ cdef class RunReader:
     cdef object _value(self, int column)
     cdef object _raw_run(self, tid)
     cdef object _built_run(self, tid)
+    cdef object _topic_id(self, tid)

@@ -4,10 +4,12 @@
 `RunReader` is what a database's compiled reader (`_sqlite_rows`, `_pg_copy_rows`) extends: its
 `_step` moves to the next row and lays its ten values out in `row` (a kind, a number or a
 pointer to text the database holds until the next step); this class gives each topic's run
-already built: its records, the `marshal.dumps(rows, 0)` bytes its checksum digests, and its
-replica lists' text. No row tuple and no string per value is made; a replica list's text is made
-once (a table of the distinct texts, which few are). A topic asked for `raw` comes as its row
-tuples instead (an increment lays its changes over them).
+already built: its records, the checksum's digest of its rows (BLAKE2b of the
+`marshal.dumps(rows, 0)` bytes, laid out and hashed here), and its replica lists' text. No row
+tuple, no string per value and no bytes object per topic is made; a replica list's text is made
+once (a table of the distinct texts, which few are), and the topic id's text is decoded here
+into the shared id. A topic asked for `raw` comes as its row tuples instead (an increment lays
+its changes over them).
 
 Anything that is not what the store writes (a NULL, a value of another type, an int past 32
 bits, non-ASCII text, partitions out of order, an unknown mode) raises `Unusable`: the caller
@@ -22,8 +24,12 @@ from libc.string cimport memcmp, memcpy
 
 from replay.sql._partition_rows cimport new_record, store_slot
 
+from records.interning import UUIDS as _UUIDS
+
 
 cdef extern from "Python.h":
+    PyObject *PyDict_GetItem(object mapping, object key)
+    object _PyLong_FromByteArray(const unsigned char *data, size_t size, int little, int signed)
     object PyUnicode_DecodeASCII(const char *data, Py_ssize_t size, const char *errors)
     object PyUnicode_DecodeUTF8(const char *data, Py_ssize_t size, const char *errors)
     object PyBytes_FromStringAndSize(const char *data, Py_ssize_t size)
@@ -38,6 +44,141 @@ class Unusable(Exception):
 _TID_SIZE = 22
 _INT32_MIN = -2147483648
 _INT32_MAX = 2147483647
+
+
+cdef extern from *:
+    """
+    /* BLAKE2b (RFC 7693) with a 16-byte digest, no key: hashlib.blake2b(data, digest_size=16).
+       The checksum digests each topic's rows with it; here the rows' bytes are hashed where
+       they are laid out, without a bytes object, a hash object and an int.from_bytes each. */
+    static const uint64_t mlog_b2_iv[8] = {
+        0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
+        0xa54ff53a5f1d36f1ULL, 0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL,
+        0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL};
+    static const unsigned char mlog_b2_sigma[12][16] = {
+        {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+        {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+        {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+        {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+        {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+        {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+        {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+        {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+        {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+        {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+        {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+        {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+    #define MLOG_B2_ROTR(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+    #define MLOG_B2_G(a, b, c, d, x, y) do { \\
+        v[a] = v[a] + v[b] + (x); v[d] = MLOG_B2_ROTR(v[d] ^ v[a], 32); \\
+        v[c] = v[c] + v[d];       v[b] = MLOG_B2_ROTR(v[b] ^ v[c], 24); \\
+        v[a] = v[a] + v[b] + (y); v[d] = MLOG_B2_ROTR(v[d] ^ v[a], 16); \\
+        v[c] = v[c] + v[d];       v[b] = MLOG_B2_ROTR(v[b] ^ v[c], 63); } while (0)
+
+    #define MLOG_B2_ROUND(r) do { \\
+        MLOG_B2_G(0, 4, 8, 12, m[mlog_b2_sigma[r][0]], m[mlog_b2_sigma[r][1]]); \\
+        MLOG_B2_G(1, 5, 9, 13, m[mlog_b2_sigma[r][2]], m[mlog_b2_sigma[r][3]]); \\
+        MLOG_B2_G(2, 6, 10, 14, m[mlog_b2_sigma[r][4]], m[mlog_b2_sigma[r][5]]); \\
+        MLOG_B2_G(3, 7, 11, 15, m[mlog_b2_sigma[r][6]], m[mlog_b2_sigma[r][7]]); \\
+        MLOG_B2_G(0, 5, 10, 15, m[mlog_b2_sigma[r][8]], m[mlog_b2_sigma[r][9]]); \\
+        MLOG_B2_G(1, 6, 11, 12, m[mlog_b2_sigma[r][10]], m[mlog_b2_sigma[r][11]]); \\
+        MLOG_B2_G(2, 7, 8, 13, m[mlog_b2_sigma[r][12]], m[mlog_b2_sigma[r][13]]); \\
+        MLOG_B2_G(3, 4, 9, 14, m[mlog_b2_sigma[r][14]], m[mlog_b2_sigma[r][15]]); } while (0)
+
+    static inline uint64_t mlog_b2_load(const unsigned char *at) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint64_t word;
+        memcpy(&word, at, 8);
+        return word;
+    #else
+        uint64_t word = 0;
+        int j;
+        for (j = 7; j >= 0; j--) word = (word << 8) | at[j];
+        return word;
+    #endif
+    }
+
+    static void mlog_b2_compress(uint64_t h[8], const unsigned char *block, uint64_t t,
+                                 int last) {
+        uint64_t v[16], m[16];
+        int i;
+        for (i = 0; i < 16; i++) m[i] = mlog_b2_load(block + 8 * i);
+        for (i = 0; i < 8; i++) { v[i] = h[i]; v[i + 8] = mlog_b2_iv[i]; }
+        v[12] ^= t;  /* the byte counter's high word stays 0: a run is far below 2^64 bytes */
+        if (last) v[14] = ~v[14];
+        /* Unrolled, so that every message index is a constant the compiler resolves. */
+        MLOG_B2_ROUND(0); MLOG_B2_ROUND(1); MLOG_B2_ROUND(2); MLOG_B2_ROUND(3);
+        MLOG_B2_ROUND(4); MLOG_B2_ROUND(5); MLOG_B2_ROUND(6); MLOG_B2_ROUND(7);
+        MLOG_B2_ROUND(8); MLOG_B2_ROUND(9); MLOG_B2_ROUND(10); MLOG_B2_ROUND(11);
+        for (i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+    }
+
+    /* The 16-byte digest of `size` bytes at `data`, in `out`. */
+    static void mlog_blake2b_128(const char *data, Py_ssize_t size, unsigned char out[16]) {
+        uint64_t h[8];
+        unsigned char block[128];
+        const unsigned char *in = (const unsigned char *)data;
+        uint64_t done = 0;
+        int i;
+        for (i = 0; i < 8; i++) h[i] = mlog_b2_iv[i];
+        h[0] ^= 0x01010000ULL ^ 16;  /* depth 1, fanout 1, no key, 16-byte digest */
+        while (size > 128) {
+            done += 128;
+            mlog_b2_compress(h, in, done, 0);
+            in += 128;
+            size -= 128;
+        }
+        memset(block, 0, sizeof block);
+        if (size > 0) memcpy(block, in, (size_t)size);
+        mlog_b2_compress(h, block, done + (uint64_t)size, 1);
+        for (i = 0; i < 16; i++) out[i] = (unsigned char)(h[i / 8] >> (8 * (i % 8)));
+    }
+
+    /* Kafka's 22-character id text (URL-safe base64 without padding) as its 16 bytes: 1, or
+       0 for a character outside that alphabet (then the caller's own parser decides). */
+    static int mlog_decode_id(const char *text, unsigned char out[16]) {
+        unsigned int bits = 0, value;
+        int held = 0, at = 0, i;
+        for (i = 0; i < 22; i++) {
+            char c = text[i];
+            if (c >= 'A' && c <= 'Z') value = (unsigned int)(c - 'A');
+            else if (c >= 'a' && c <= 'z') value = (unsigned int)(c - 'a') + 26;
+            else if (c >= '0' && c <= '9') value = (unsigned int)(c - '0') + 52;
+            else if (c == '-') value = 62;
+            else if (c == '_') value = 63;
+            else return 0;
+            bits = (bits << 6) | value;
+            held += 6;
+            if (held >= 8) {
+                held -= 8;
+                if (at < 16) out[at++] = (unsigned char)(bits >> held);
+                bits &= (1u << held) - 1;
+            }
+        }
+        return 1;  /* the last character's low four bits are not part of the id */
+    }
+    """
+    void mlog_blake2b_128(const char *data, Py_ssize_t size, unsigned char out[16])
+    int mlog_decode_id(const char *text, unsigned char out[16])
+
+
+def blake2b_128(bytes data):
+    """The digest as an int (big-endian), as `int.from_bytes(blake2b(data, digest_size=16)
+    .digest(), "big")` gives it: what the checksum sums (here for the tests' comparison)."""
+    cdef unsigned char out[16]
+    mlog_blake2b_128(<const char *>data, len(data), out)
+    return _PyLong_FromByteArray(out, 16, 0, 0)
+
+
+def decode_id(str text):
+    """`mlog_decode_id` of `text` (22 ASCII characters): its 16 bytes, or None (for tests)."""
+    cdef unsigned char out[16]
+    cdef bytes raw = text.encode("ascii")
+    if len(raw) != _TID_SIZE:
+        raise ValueError("an id is 22 characters")
+    if not mlog_decode_id(<const char *>raw, out):
+        return None
+    return PyBytes_FromStringAndSize(<const char *>out, 16)
 
 
 cdef inline uint64_t _hash(const char *data, Py_ssize_t size):
@@ -179,10 +320,11 @@ cdef inline bint _int32(Column *column, long *out):
 cdef class RunReader:
     """The runs of a query's partition rows (ten columns), each item a topic's.
 
-    Each item is `(tid, topic_id, records, data, key)` for a topic built here -- the id's text,
-    `parse_id(tid, "topic id")`, the records in partition order, the marshal bytes of its rows,
-    the replica lists' text per partition -- or `(tid, rows)` for a topic in `raw` (a set
-    of ids, or True for every topic). A subclass reads a database: `_step` and `close`.
+    Each item is `(tid, topic_id, records, digest, key)` for a topic built here -- the id's
+    text, its shared Uuid (`parse_id(tid, "topic id")`'s), the records in partition order, the
+    checksum's digest of its rows as an int (`checksum.item_digest`'s), the replica lists'
+    text per partition -- or `(tid, rows)` for a topic in `raw` (a set of ids, or True for
+    every topic). A subclass reads a database: `_step` and `close`.
     """
 
     cdef int setup(self, arrays, dict modes, parse_id, raw) except -1:
@@ -262,7 +404,8 @@ cdef class RunReader:
         cdef long number
         cdef int column
         cdef const char *data
-        topic_id = self._parse_id(tid, "topic id")
+        cdef unsigned char digest[16]
+        topic_id = self._topic_id(tid)
         records = []
         key = []
         out.size = 0
@@ -316,10 +459,23 @@ cdef class RunReader:
         out.size = 0
         out.tag_long(b"[", index)
         out.size = start
+        mlog_blake2b_128(out.data, out.size, digest)
         return (
             tid,
             topic_id,
             PyList_AsTuple(records),
-            PyBytes_FromStringAndSize(out.data, out.size),
+            _PyLong_FromByteArray(digest, 16, 0, 0),
             PyList_AsTuple(key),
         )
+
+    cdef object _topic_id(self, tid):
+        """The shared Uuid of the run's id text (`parse_id`'s, which names a bad one)."""
+        cdef unsigned char raw[16]
+        cdef PyObject *found
+        if not mlog_decode_id(self._tid, raw):
+            return self._parse_id(tid, "topic id")
+        key = PyBytes_FromStringAndSize(<const char *>raw, 16)
+        found = PyDict_GetItem(_UUIDS, key)
+        if found is not NULL:
+            return <object>found
+        return _UUIDS[key]

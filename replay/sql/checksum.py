@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from records.model import PARTITION_STATE_FIELDS
@@ -67,6 +67,14 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 _MODULUS = 1 << 128
 
 
+def item_digest(data: bytes) -> int:
+    """The digest of one item's marshal bytes, as the integer the checksum sums.
+
+    A compiled partition reader computes the same one in C (`replay.sql._row_runs`).
+    """
+    return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
+
+
 class ContentChecksum:
     """The order-independent checksum of a snapshot's rows (see the module docstring)."""
 
@@ -78,12 +86,29 @@ class ContentChecksum:
         """Count one row of `table`."""
         self._add(table, marshal.dumps(row, 0), 1)
 
+    def counted(self, table: str, rows: Iterable[Row]) -> Iterator[Row]:
+        """`rows` as they come, each counted as `add` counts it (the sum taken at their end).
+
+        For a table of many rows (a snapshot's topics, one a topic): one loop without a call
+        a row into `add`, `_add` and `item_digest` (a third of what hashing them cost).
+        """
+        dumps, blake2b, from_bytes = marshal.dumps, hashlib.blake2b, int.from_bytes
+        total = count = 0
+        try:
+            for row in rows:
+                total += from_bytes(blake2b(dumps(row, 0), digest_size=16).digest(), "big")
+                count += 1
+                yield row
+        finally:
+            self._sums[table] = (self._sums[table] + total) % _MODULUS
+            self._counts[table] += count
+
     def add_group(self, table: str, rows: Sequence[Row]) -> None:
         """Count rows that always travel together (one topic's partitions, in id order)."""
         self._add(table, marshal.dumps(list(rows), 0), len(rows))
 
     def _add(self, table: str, data: bytes, count: int, *, sign: int = 1) -> None:
-        digest = int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
+        digest = item_digest(data)
         self._sums[table] = (self._sums[table] + sign * digest) % _MODULUS
         self._counts[table] += sign * count
 

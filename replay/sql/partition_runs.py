@@ -41,8 +41,9 @@ except ImportError:
     _postgres = None
 
 Run = tuple[Any, ...]
-"""One topic's partition rows: `(tid, topic_id, records, data, key)` built (`data` the marshal
-bytes of its rows, `key` its replica lists' text), or `(tid, rows)` as row tuples."""
+"""One topic's partition rows: `(tid, topic_id, records, digest, key)` built (`digest` the
+checksum's `item_digest` of its rows, `key` its replica lists' text), or `(tid, rows)` as row
+tuples."""
 
 Overlay = Callable[[Iterator[Run]], Iterator[Run]]
 """What an increment does to the base's runs: the `raw` topics' rows changed, new topics added."""

@@ -9,7 +9,6 @@ table) and one topic's partition rows.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
 import operator
@@ -26,9 +25,9 @@ from records.slots import new_instance, slot_setter
 from records.uuids import Uuid
 from replay.broker_index import BrokerIndex, BrokerPartitions
 from replay.delta.topics import PARTITION_SETTERS
-from replay.image import TopicImage, TopicsImage, qualified_name
+from replay.image import NAMESPACE_SEPARATOR, TopicImage, TopicsImage, qualified_name
 from replay.map_nodes import made_out_of_view
-from replay.sql.checksum import PARTITIONS, PENDING, TOPICS, ContentChecksum, Row
+from replay.sql.checksum import PARTITIONS, PENDING, TOPICS, ContentChecksum, Row, item_digest
 from replay.sql.errors import SnapshotContentError
 from replay.sql.ids import parse_id
 from replay.sql.partition_runs import PartitionRuns, Run
@@ -39,6 +38,10 @@ except ImportError:  # built without a C compiler: the records are built in Pyth
     _compiled = None
 else:
     _compiled.prepare(PartitionRecord, PARTITION_FIELDS)
+try:
+    from replay.sql import _topic_adder  # type: ignore[attr-defined]  # optional C
+except ImportError:  # built without a C compiler: topics are added in Python
+    _topic_adder = None
 
 
 MODES = {m.name: m for m in Mode}
@@ -84,15 +87,8 @@ def topics_from_rows(
     `TopicImage`, hashed and indexed, and let go, so what a load holds beyond the image is
     the topics' rows (one per topic) and one topic's partition rows.
     """
-    add = checksum.add
-    topic_rows: dict[str, Row] = {}
-    for row in rows[TOPICS]:
-        add(TOPICS, row)
-        topic_rows[row[0]] = row
-    pending_rows: dict[str, Row] = {}
-    for row in rows[PENDING]:
-        add(PENDING, row)
-        pending_rows[row[0]] = row
+    topic_rows = {row[0]: row for row in checksum.counted(TOPICS, rows[TOPICS])}
+    pending_rows = {row[0]: row for row in checksum.counted(PENDING, rows[PENDING])}
     build = _TopicBuilder(topic_rows, pending_rows, partitions_sorted=partitions_sorted)
     source = rows[PARTITIONS]
     if isinstance(source, PartitionRuns):
@@ -103,23 +99,14 @@ def topics_from_rows(
         build.finish(tid, [])  # a topic without partitions (none of its rows came)
     if pending_rows:
         raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
-    checksum.add_sum(PARTITIONS, build.digest_sum, build.partitions)
-    built = build.built.values()
-    by_name: dict[str, Uuid] = {}
-    topic_counts: dict[str, int] = {}
-    for topic in built:
-        topic_id = topic.topic_id
-        namespace = topic.namespace
-        by_name[qualified_name(namespace, topic.name)] = topic_id
-        if namespace:
-            topic_counts[namespace] = topic_counts.get(namespace, 0) + 1
+    checksum.add_sum(PARTITIONS, build.digest_sum(), build.partitions())
     return (
         TopicsImage(
-            by_id=Map((topic.topic_id, topic) for topic in built),
-            by_name=Map(by_name),
+            by_id=Map((topic.topic_id, topic) for topic in build.built.values()),
+            by_name=Map(build.by_name),
             replica_index=BrokerIndex.deferred(build.index.build),
         ),
-        topic_counts,
+        build.topic_counts,
     )
 
 
@@ -146,6 +133,9 @@ def _finish_runs(build: _TopicBuilder, source: PartitionRuns) -> None:
     """Build each topic from the compiled reader's runs: records made, or rows (`raw`)."""
     runs = source.runs(build.arrays, MODES, parse_id)
     try:
+        if build.adder is not None:
+            build.adder.add_runs(runs, build.finish, build.finish_built)
+            return
         for run in runs:
             if len(run) == 2:
                 build.finish(run[0], run[1])
@@ -168,9 +158,37 @@ class _TopicBuilder:
         self.index = _ReplicaIndex(self.arrays)
         self.built: dict[str, TopicImage] = {}
         """Topic id text -> its image, in the order the runs came."""
-        self.digest_sum = 0
+        self._digest_sum = 0
         """The sum of each topic's partition digest (`ContentChecksum.add_group`'s, unreduced)."""
-        self.partitions = 0
+        self._partitions = 0
+        self.by_name: dict[str, Uuid] = {}
+        """Each added topic's qualified name -> its id."""
+        self.topic_counts: dict[str, int] = {}
+        """Each namespace holding an added topic -> its topics."""
+        self.adder: Any = None
+        """The compiled `_add` (`replay.sql._topic_adder`), where it is built: then every topic
+        is added by it, and it holds the digest sum and the partition count."""
+        if _topic_adder is not None:
+            self.adder = _topic_adder.TopicAdder(
+                TopicImage,
+                topic_rows,
+                pending_rows,
+                self.built,
+                self.index.layouts,
+                self.index.add,
+                _pending_record,
+                self.by_name,
+                self.topic_counts,
+                NAMESPACE_SEPARATOR,
+            )
+
+    def digest_sum(self) -> int:
+        """The added topics' partition digests, summed (modulo 2**128 where compiled)."""
+        return self._digest_sum if self.adder is None else int(self.adder.digest_sum)
+
+    def partitions(self) -> int:
+        """The added topics' partitions, counted."""
+        return self._partitions if self.adder is None else int(self.adder.partitions)
 
     def finish(self, tid: Any, run: list[Row]) -> None:
         """Build topic `tid` from its partition rows `run` (all of them, if they are sorted)."""
@@ -192,10 +210,11 @@ class _TopicBuilder:
             data = _marshal_dumps(run, 0)
         topic_id = parse_id(tid, "topic id")
         partitions = _partitions(topic_id, run, self.arrays)
-        self._add((tid, topic_id, partitions, data, tuple(map(_replicas_text, run))))
+        key = tuple(map(_replicas_text, run))
+        self._add((tid, topic_id, partitions, item_digest(data), key))
 
     def finish_built(self, run: Run) -> None:
-        """Add a topic from a compiled run: `(tid, topic_id, records, marshal bytes, key)`."""
+        """Add a topic from a compiled run: `(tid, topic_id, records, digest, key)`."""
         tid = run[0]
         if tid in self.built:
             if self.partitions_sorted:
@@ -206,11 +225,14 @@ class _TopicBuilder:
         self._add(run)
 
     def _add(self, run: Run) -> None:
-        """Add the topic of a built run (`finish_built`'s)."""
-        tid, topic_id, partitions, data, key = run
+        """Add the topic of a built run (`finish_built`'s), its checks passed."""
+        if self.adder is not None:
+            self.adder.add(run)
+            return
+        tid, topic_id, partitions, digest, key = run
         topic_row = self.topic_rows[tid]
-        self.digest_sum += int.from_bytes(_blake2b(data, digest_size=16).digest(), "big")
-        self.partitions += len(partitions)
+        self._digest_sum += digest
+        self._partitions += len(partitions)
         self.index.add(topic_id, key)
         pending = self.pending_rows.pop(tid, None)
         topic: TopicImage = _new(TopicImage)
@@ -218,18 +240,22 @@ class _TopicBuilder:
         _set_topic_name(topic, topic_row[2])
         _set_topic_namespace(topic, topic_row[1])
         _set_topic_partitions(topic, partitions)
-        _set_topic_pending(
-            topic,
-            None
-            if pending is None
-            else DeleteTopicPartitionsRecord(
-                topic_id=topic_id,
-                partition_count=pending[1],
-                delete_after_ms=pending[2],
-                created_ms=pending[3],
-            ),
-        )
+        _set_topic_pending(topic, None if pending is None else _pending_record(topic_id, pending))
         self.built[tid] = topic
+        namespace = topic_row[1]
+        self.by_name[qualified_name(namespace, topic_row[2])] = topic_id
+        if namespace:
+            self.topic_counts[namespace] = self.topic_counts.get(namespace, 0) + 1
+
+
+def _pending_record(topic_id: Uuid, pending: Row) -> DeleteTopicPartitionsRecord:
+    """A topic's pending partition deletion from its row."""
+    return DeleteTopicPartitionsRecord(
+        topic_id=topic_id,
+        partition_count=pending[1],
+        delete_after_ms=pending[2],
+        created_ms=pending[3],
+    )
 
 
 def _partition_id(row: Row) -> Any:
@@ -242,7 +268,6 @@ _set_topic_name = slot_setter(TopicImage, "name")
 _set_topic_namespace = slot_setter(TopicImage, "namespace")
 _set_topic_partitions = slot_setter(TopicImage, "partitions")
 _set_topic_pending = slot_setter(TopicImage, "pending_deletion")
-_blake2b = hashlib.blake2b
 _marshal_dumps = marshal.dumps
 
 
@@ -265,6 +290,14 @@ class _ReplicaIndex:
         self._arrays = arrays
         self._layouts: dict[tuple[str, ...], tuple[tuple[int, tuple[int, ...]], ...]] = {}
         self._topics: dict[tuple[str, ...], list[Uuid]] = {}
+
+    @property
+    def layouts(self) -> dict[tuple[str, ...], list[Uuid]]:
+        """Each layout seen (its replica lists' text) -> its topics so far.
+
+        A topic of a layout seen may be appended to its list directly (what `add` does).
+        """
+        return self._topics
 
     def add(self, topic_id: Uuid, key: tuple[str, ...]) -> None:
         """Index one topic by its replica lists' text, in partition id order (checked)."""

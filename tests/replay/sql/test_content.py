@@ -161,11 +161,27 @@ def test_a_snapshot_whose_rows_the_database_moved_loads_the_same(
         assert store.verify(info.id).ok
 
 
-def test_without_the_compiled_builder_the_same_image_and_checksum(
-    image: MetadataImage, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture(scope="module")
+def every_area(tmp_path_factory: pytest.TempPathFactory) -> MetadataImage:
+    """An image with topics in namespaces and pending partition deletions too."""
+    directory: Path = tmp_path_factory.mktemp("every-area") / "log"
+    write_generated_log(directory, seed=7, batches=900, cancels=True, security=True)
+    with LogReader.open(directory) as log:
+        return load_image(log)
+
+
+@pytest.mark.parametrize(
+    "left_out", [(), ("_compiled",), ("_topic_adder",), ("_compiled", "_topic_adder")]
+)
+def test_without_the_compiled_builders_the_same_image_and_checksum(
+    every_area: MetadataImage, monkeypatch: pytest.MonkeyPatch, left_out: tuple[str, ...]
 ) -> None:
+    image = every_area
     tables, checksum = _tables(image)
-    monkeypatch.setattr(topic_builder, "_compiled", None)
+    topics = image.topics.by_id.values()
+    assert any(t.pending_deletion for t in topics) and any(t.namespace for t in topics)
+    for name in left_out:
+        monkeypatch.setattr(topic_builder, name, None)
     assert _read(image, tables, partitions_sorted=False) == checksum
 
 
