@@ -335,8 +335,6 @@ def _start_server(args: argparse.Namespace, settings: Settings, guards: ExitStac
     from api.server.config import server_config
     from api.server.event_loop import EventLoopUnavailable, choose_loop
     from api.server.listeners import server_listeners
-
-    _import_kafka_codecs_alone()
     from api.server.server import MetadataServer
     from api.service.archiving import serving_archive
 
@@ -716,24 +714,6 @@ async def _serve(server: MetadataServer, keep: Callable[[], None]) -> str | None
     share_the_interpreter_lock()  # the threads beside the loop (api/service/interpreter_lock)
     await server.wait_stopped()
     return stopped_by[0] if stopped_by else None
-
-
-def _import_kafka_codecs_alone() -> None:
-    """Import kio (the Kafka codecs) without its Hypothesis hooks, when Hypothesis is there.
-
-    kio registers a Hypothesis strategy for each of its types when `import hypothesis`
-    succeeds: in a virtualenv with the test extras (`make test` installs them into the one
-    `make demo` made) that was a sixth of a server's start-up CPU, for strategies a server
-    never draws. Hypothesis is hidden from that one import only (`sys.modules[name] = None`
-    makes an import fail), so anything importing it later gets it as usual.
-    """
-    if "kio" in sys.modules or "hypothesis" in sys.modules:
-        return
-    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # None: "cannot be imported"
-    try:
-        import kio.static._phantom  # noqa: F401  # where kio decides, once
-    finally:
-        del sys.modules["hypothesis"]
 
 
 def _stop(server: MetadataServer, name: str, stopped_by: list[str] | None = None) -> None:

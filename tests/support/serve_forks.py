@@ -281,9 +281,7 @@ def _zygote() -> Zygote:
 
 
 def _preload() -> None:
-    """Import what a server imports, kio without Hypothesis's hooks as `mlog serve` does."""
-    serve = importlib.import_module("api.cli.serve")
-    serve._import_kafka_codecs_alone()  # the server's own way to import kio
+    """Import what a server imports (kio without Hypothesis's hooks: `api.protocol`)."""
     for name in PRELOADED:
         importlib.import_module(name)
     gc.collect()
