@@ -4,9 +4,9 @@
 What `topic_builder._TopicBuilder._add` does a topic, for the 100,000 topics of a 1M-partition
 load: the topic image made and its five slots stored directly, its checksum digest summed, its
 replica layout's topic list appended to (a new layout is left to the index's own `add`), its
-pending deletion attached, its qualified name mapped to its id and its namespace's topics
-counted. The checks that can refuse a run (a topic seen twice, a run without
-its topic row) stay in `finish_built`, which calls this once they pass. The digests are summed
+pending deletion attached, its row taken out of the rows still to build, its qualified name
+and id listed and its namespace's topics counted. A run whose topic has no row left (seen twice,
+or never known) is left to `finish_built`, which says which. The digests are summed
 modulo 2**128 here, as the checksum sums them.
 """
 
@@ -18,6 +18,7 @@ from records._slot_offsets cimport check_plain_new, slot_offset, store_new
 cdef extern from "Python.h":
     PyObject *PyDict_GetItem(object mapping, object key)
     int PyDict_SetItem(object mapping, object key, object value) except -1
+    int PyDict_DelItem(object mapping, object key) except -1
     int PyList_Append(object items, object item) except -1
     object PyType_GenericAlloc(type kind, Py_ssize_t items)
 
@@ -32,9 +33,9 @@ cdef class TopicAdder:
     cdef Py_ssize_t _id_at, _name_at, _namespace_at, _partitions_at, _pending_at
     cdef dict _topic_rows
     cdef dict _pending_rows
-    cdef dict _built
+    cdef list _built
     cdef dict _layouts
-    cdef dict _by_name
+    cdef list _names
     cdef dict _topic_counts
     cdef str _separator
     cdef object _new_layout
@@ -42,14 +43,15 @@ cdef class TopicAdder:
     cdef object _digest_sum
     cdef Py_ssize_t _partitions
 
-    def __cinit__(self, type kind, dict topic_rows, dict pending_rows, dict built,
-                  dict layouts, new_layout, pending_record, dict by_name, dict topic_counts,
+    def __cinit__(self, type kind, dict topic_rows, dict pending_rows, list built,
+                  dict layouts, new_layout, pending_record, list names, dict topic_counts,
                   str separator):
         """`kind`: TopicImage; `layouts`: the index's replica lists' text -> topic list;
         `new_layout(topic_id, key)`: the index's `add`, for a layout not seen yet;
         `pending_record(topic_id, row)`: a pending deletion's record from its row;
-        `by_name`: qualified name -> topic id, and `topic_counts`: namespace -> its topics,
-        filled as topics are added (`separator` between a namespace and a name)."""
+        `built` the topics added, `names` their (qualified name, id), and `topic_counts`:
+        namespace -> its topics, filled as topics are added (`separator` between a namespace
+        and a name); `topic_rows` loses each added topic's row."""
         check_plain_new(kind)
         self._kind = kind
         self._id_at = slot_offset(kind, "topic_id")
@@ -63,7 +65,7 @@ cdef class TopicAdder:
         self._layouts = layouts
         self._new_layout = new_layout
         self._pending_record = pending_record
-        self._by_name = by_name
+        self._names = names
         self._topic_counts = topic_counts
         self._separator = separator
         self._digest_sum = 0
@@ -95,15 +97,16 @@ cdef class TopicAdder:
             raise KeyError(run[0])
 
     cdef bint _try_add(self, tuple run) except -1:
-        """Add a built run, or False (nothing done) if its topic has no row or is added."""
+        """Add a built run, or False (nothing done) if its topic has no row left."""
         cdef PyObject *found
         if len(run) != 5:
             raise ValueError("a built run has five items")
         tid = run[0]
         found = PyDict_GetItem(self._topic_rows, tid)
-        if found is NULL or PyDict_GetItem(self._built, tid) is not NULL:
+        if found is NULL:
             return False
         topic_row = <object>found
+        PyDict_DelItem(self._topic_rows, tid)
         topic_id = run[1]
         partitions = run[2]
         key = run[4]
@@ -130,13 +133,13 @@ cdef class TopicAdder:
         store_new(topic, self._namespace_at, namespace)
         store_new(topic, self._partitions_at, partitions)
         store_new(topic, self._pending_at, pending)
-        PyDict_SetItem(self._built, tid, topic)
+        PyList_Append(self._built, topic)
         if namespace:
-            PyDict_SetItem(self._by_name, namespace + self._separator + name, topic_id)
+            PyList_Append(self._names, (namespace + self._separator + name, topic_id))
             found = PyDict_GetItem(self._topic_counts, namespace)
             PyDict_SetItem(
                 self._topic_counts, namespace, 1 if found is NULL else <object>found + 1
             )
         else:
-            PyDict_SetItem(self._by_name, name, topic_id)
+            PyList_Append(self._names, (name, topic_id))
         return True

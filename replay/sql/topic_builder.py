@@ -95,15 +95,15 @@ def topics_from_rows(
         _finish_runs(build, source)
     else:
         _finish_rows(build, source)
-    for tid in topic_rows.keys() - build.built.keys():
-        build.finish(tid, [])  # a topic without partitions (none of its rows came)
+    for tid in list(topic_rows):  # built topics' rows are gone: these have no partitions
+        build.finish(tid, [])
     if pending_rows:
         raise SnapshotContentError(f"pending deletions of unknown topics {sorted(pending_rows)}")
     checksum.add_sum(PARTITIONS, build.digest_sum(), build.partitions())
     return (
         TopicsImage(
-            by_id=Map((topic.topic_id, topic) for topic in build.built.values()),
-            by_name=Map(build.by_name),
+            by_id=Map((topic.topic_id, topic) for topic in build.built),
+            by_name=Map(build.names),
             replica_index=BrokerIndex.deferred(build.index.build),
         ),
         build.topic_counts,
@@ -156,13 +156,14 @@ class _TopicBuilder:
         self.partitions_sorted = partitions_sorted
         self.arrays = _ArrayValues()
         self.index = _ReplicaIndex(self.arrays)
-        self.built: dict[str, TopicImage] = {}
-        """Topic id text -> its image, in the order the runs came."""
+        self.built: list[TopicImage] = []
+        """The topics' images, in the order the runs came (each topic's row is taken out of
+        `topic_rows` as it is built: no map of 100,000s of ids a load holds to its end)."""
         self._digest_sum = 0
         """The sum of each topic's partition digest (`ContentChecksum.add_group`'s, unreduced)."""
         self._partitions = 0
-        self.by_name: dict[str, Uuid] = {}
-        """Each added topic's qualified name -> its id."""
+        self.names: list[tuple[str, Uuid]] = []
+        """Each added topic's (qualified name, id)."""
         self.topic_counts: dict[str, int] = {}
         """Each namespace holding an added topic -> its topics."""
         self.adder: Any = None
@@ -177,7 +178,7 @@ class _TopicBuilder:
                 self.index.layouts,
                 self.index.add,
                 _pending_record,
-                self.by_name,
+                self.names,
                 self.topic_counts,
                 NAMESPACE_SEPARATOR,
             )
@@ -192,15 +193,8 @@ class _TopicBuilder:
 
     def finish(self, tid: Any, run: list[Row]) -> None:
         """Build topic `tid` from its partition rows `run` (all of them, if they are sorted)."""
-        if tid in self.built:
-            # A second run of one topic: the rows are not grouped (or a row is repeated).
-            if self.partitions_sorted:
-                raise SnapshotContentError(f"topic id {tid} has a partition twice")
-            raise PartitionRowsUnsorted(tid)
-        topic_row = self.topic_rows.get(tid)
-        if topic_row is None:
-            first = run[0][1] if run else "?"
-            raise SnapshotContentError(f"partition {first} of topic id {tid} without a topic")
+        if tid not in self.topic_rows:
+            self._refuse(tid, run[0][1] if run else "?")
         if run and run[-1][1] != len(run) - 1:
             run.sort(key=_partition_id)
             if run[-1][1] != len(run) - 1 and not self.partitions_sorted:
@@ -216,13 +210,26 @@ class _TopicBuilder:
     def finish_built(self, run: Run) -> None:
         """Add a topic from a compiled run: `(tid, topic_id, records, digest, key)`."""
         tid = run[0]
-        if tid in self.built:
+        if tid not in self.topic_rows:
+            self._refuse(tid, 0)
+        self._add(run)
+
+    def _refuse(self, tid: Any, first: object) -> None:
+        """Raise for a run of a topic without a row left: built already, or never known."""
+        if self._was_built(tid):
+            # A second run of one topic: the rows are not grouped (or a row is repeated).
             if self.partitions_sorted:
                 raise SnapshotContentError(f"topic id {tid} has a partition twice")
             raise PartitionRowsUnsorted(tid)
-        if tid not in self.topic_rows:
-            raise SnapshotContentError(f"partition 0 of topic id {tid} without a topic")
-        self._add(run)
+        raise SnapshotContentError(f"partition {first} of topic id {tid} without a topic")
+
+    def _was_built(self, tid: Any) -> bool:
+        """Whether topic `tid` was built (a walk of the built topics, on a refusal's path only)."""
+        try:
+            topic_id = parse_id(tid, "topic id")
+        except SnapshotContentError:
+            return False
+        return any(topic.topic_id == topic_id for topic in self.built)
 
     def _add(self, run: Run) -> None:
         """Add the topic of a built run (`finish_built`'s), its checks passed."""
@@ -230,7 +237,7 @@ class _TopicBuilder:
             self.adder.add(run)
             return
         tid, topic_id, partitions, digest, key = run
-        topic_row = self.topic_rows[tid]
+        topic_row = self.topic_rows.pop(tid)
         self._digest_sum += digest
         self._partitions += len(partitions)
         self.index.add(topic_id, key)
@@ -241,9 +248,9 @@ class _TopicBuilder:
         _set_topic_namespace(topic, topic_row[1])
         _set_topic_partitions(topic, partitions)
         _set_topic_pending(topic, None if pending is None else _pending_record(topic_id, pending))
-        self.built[tid] = topic
+        self.built.append(topic)
         namespace = topic_row[1]
-        self.by_name[qualified_name(namespace, topic_row[2])] = topic_id
+        self.names.append((qualified_name(namespace, topic_row[2]), topic_id))
         if namespace:
             self.topic_counts[namespace] = self.topic_counts.get(namespace, 0) + 1
 
