@@ -5,7 +5,7 @@ What `topic_builder._TopicBuilder._add` does a topic, for the 100,000 topics of 
 load: the topic image made and its five slots stored directly, its checksum digest summed, its
 replica layout's topic list appended to (a new layout is left to the index's own `add`), its
 pending deletion attached, its row taken out of the rows still to build, its qualified name
-and id listed and its namespace's topics counted. A run whose topic has no row left (seen twice,
+and its id listed and its namespace's topics counted. A run whose topic has no row left (seen twice,
 or never known) is left to `finish_built`, which says which. The digests are summed
 modulo 2**128 here, as the checksum sums them.
 """
@@ -36,6 +36,7 @@ cdef class TopicAdder:
     cdef list _built
     cdef dict _layouts
     cdef list _names
+    cdef list _name_ids
     cdef dict _topic_counts
     cdef str _separator
     cdef object _new_layout
@@ -44,12 +45,13 @@ cdef class TopicAdder:
     cdef Py_ssize_t _partitions
 
     def __cinit__(self, type kind, dict topic_rows, dict pending_rows, list built,
-                  dict layouts, new_layout, pending_record, list names, dict topic_counts,
-                  str separator):
+                  dict layouts, new_layout, pending_record, list names, list name_ids,
+                  dict topic_counts, str separator):
         """`kind`: TopicImage; `layouts`: the index's replica lists' text -> topic list;
         `new_layout(topic_id, key)`: the index's `add`, for a layout not seen yet;
         `pending_record(topic_id, row)`: a pending deletion's record from its row;
-        `built` the topics added, `names` their (qualified name, id), and `topic_counts`:
+        `built` the topics added, `names` their qualified names and `name_ids` their ids
+        (at the same places), and `topic_counts`:
         namespace -> its topics, filled as topics are added (`separator` between a namespace
         and a name); `topic_rows` loses each added topic's row."""
         check_plain_new(kind)
@@ -66,6 +68,7 @@ cdef class TopicAdder:
         self._new_layout = new_layout
         self._pending_record = pending_record
         self._names = names
+        self._name_ids = name_ids
         self._topic_counts = topic_counts
         self._separator = separator
         self._digest_sum = 0
@@ -135,11 +138,12 @@ cdef class TopicAdder:
         store_new(topic, self._pending_at, pending)
         PyList_Append(self._built, topic)
         if namespace:
-            PyList_Append(self._names, (namespace + self._separator + name, topic_id))
+            PyList_Append(self._names, namespace + self._separator + name)
             found = PyDict_GetItem(self._topic_counts, namespace)
             PyDict_SetItem(
                 self._topic_counts, namespace, 1 if found is NULL else <object>found + 1
             )
         else:
-            PyList_Append(self._names, (name, topic_id))
+            PyList_Append(self._names, name)
+        PyList_Append(self._name_ids, topic_id)
         return True
