@@ -89,8 +89,8 @@ class ContentChecksum:
     def counted(self, table: str, rows: Iterable[Row]) -> Iterator[Row]:
         """`rows` as they come, each counted as `add` counts it (the sum taken at their end).
 
-        For a table of many rows (a snapshot's topics, one a topic): one loop without a call
-        a row into `add`, `_add` and `item_digest` (a third of what hashing them cost).
+        For a table of many rows (a snapshot's topics, one a topic): one loop, without the
+        calls a row into `add`, `_add` and `item_digest` (0.62-0.71x their time).
         """
         dumps, blake2b, from_bytes = marshal.dumps, hashlib.blake2b, int.from_bytes
         total = count = 0
