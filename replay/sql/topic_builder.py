@@ -152,7 +152,10 @@ class _TopicBuilder:
         self, topic_rows: dict[str, Row], pending_rows: dict[str, Row], *, partitions_sorted: bool
     ) -> None:
         self.topic_rows = topic_rows
+        """The topics' rows by id text, each taken out as its topic is built: at the end, the
+        topics none of whose partition rows came."""
         self.pending_rows = pending_rows
+        """The pending deletions' rows by topic id text, each taken out by its topic."""
         self.partitions_sorted = partitions_sorted
         self.arrays = _ArrayValues()
         self.index = _ReplicaIndex(self.arrays)
