@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import Any
 
 from records.model import PARTITION_STATE_FIELDS
@@ -86,7 +86,7 @@ class ContentChecksum:
         """Count one row of `table`."""
         self._add(table, marshal.dumps(row, 0), 1)
 
-    def counted(self, table: str, rows: Iterable[Row]) -> Iterator[Row]:
+    def counted(self, table: str, rows: Iterable[Row]) -> Generator[Row, None, None]:
         """`rows` as they come, each counted as `add` counts it (the sum taken at their end).
 
         For a table of many rows (a snapshot's topics, one a topic): one loop, without the
