@@ -135,7 +135,8 @@ cdef extern from *:
     }
 
     /* Kafka's 22-character id text (URL-safe base64 without padding) as its 16 bytes: 1, or
-       0 for a character outside that alphabet (then the caller's own parser decides). */
+       0 for a text that is not an id's own (a character outside that alphabet, or the last
+       one's four spare bits set): then the caller's own parser names it. */
     static int mlog_decode_id(const char *text, unsigned char out[16]) {
         unsigned int bits = 0, value;
         int held = 0, at = 0, i;
@@ -155,7 +156,7 @@ cdef extern from *:
                 bits &= (1u << held) - 1;
             }
         }
-        return 1;  /* the last character's low four bits are not part of the id */
+        return bits == 0;  /* the last character's four spare bits: 0 in an id's own text */
     }
     """
     void mlog_blake2b_128(const char *data, Py_ssize_t size, unsigned char out[16])

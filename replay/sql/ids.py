@@ -10,20 +10,32 @@ from replay.sql.errors import SnapshotContentError
 
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 """URL-safe base64's two letters as standard base64's (what `base64.urlsafe_b64decode` does)."""
+_TO_URL_SAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def parse_id(text: object, what: str) -> Uuid:
     """The id a row holds as text; SnapshotContentError (naming `what`) if it is not one.
 
-    `base64.urlsafe_b64decode`'s decoding, without its Python layers (a load parses one id a
-    topic): the same non-strict `binascii` decode of the same bytes.
+    Only an id's own text is one: the 22 characters its 16 bytes encode to (as the store writes
+    them). A non-strict decode also took other texts for an id -- a character outside the
+    alphabet skipped, or the last one's four spare bits set -- so two topic rows of different
+    texts could be one id, and a load kept one of them without a word.
     """
     if not isinstance(text, str) or len(text) != 22:
         raise SnapshotContentError(f"{what} {text!r} is not a 22-character id")
     try:
-        raw = binascii.a2b_base64(text.encode("ascii").translate(_TO_STANDARD) + b"==")
+        ascii_text = text.encode("ascii")
+        raw = binascii.a2b_base64(ascii_text.translate(_TO_STANDARD) + b"==")
     except (binascii.Error, ValueError):
         raw = b""
-    if len(raw) != 16:
-        raise SnapshotContentError(f"{what} {text!r} is not a 22-character id")
+    if len(raw) != 16 or _text_of(raw) != ascii_text:
+        raise SnapshotContentError(
+            f"{what} {text!r} is not a 22-character id (the URL-safe base64 text of 16 bytes, "
+            "as the store writes it)"
+        )
     return shared_uuid(raw)
+
+
+def _text_of(raw: bytes) -> bytes:
+    """The 22 characters 16 bytes encode to in Kafka's form (URL-safe, unpadded)."""
+    return binascii.b2a_base64(raw, newline=False)[:22].translate(_TO_URL_SAFE)

@@ -87,6 +87,8 @@ def topics_from_rows(
     `TopicImage`, hashed and indexed, and let go, so what a load holds beyond the image is
     the topics' rows (one per topic) and one topic's partition rows.
     """
+    # Keyed by id text, which each table's primary key holds once, and which is an id's own
+    # text or refused (`parse_id`): two rows are never one topic.
     topic_rows = {row[0]: row for row in checksum.counted(TOPICS, rows[TOPICS])}
     pending_rows = {row[0]: row for row in checksum.counted(PENDING, rows[PENDING])}
     build = _TopicBuilder(topic_rows, pending_rows, partitions_sorted=partitions_sorted)

@@ -3,8 +3,8 @@
 A run's digest must be the one `checksum.item_digest` gives (a wrong one fails every compiled
 load's checksum, which the store tests would show as damage); here it is held to hashlib's
 BLAKE2b at every length around its 128-byte blocks and with every bit of a block flipped. The id
-decoder must give the bytes `ids.parse_id` gives, and leave to it what is not in the URL-safe
-alphabet (it then decodes non-strictly, or names the bad id).
+decoder must give the bytes `ids.parse_id` gives, and leave to it any text that is not an id's
+own (a character outside the URL-safe alphabet, spare bits set), which it names.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from replay.sql.checksum import item_digest
+from replay.sql.errors import SnapshotContentError
 from replay.sql.ids import parse_id
 from tests.support.sweeps import swept
 
@@ -52,10 +53,16 @@ def test_an_id_decodes_to_the_bytes_parse_id_gives() -> None:
 
 
 @pytest.mark.parametrize("last", URL_SAFE)
-def test_every_last_character_decodes_as_parse_id_decodes_it(last: str) -> None:
-    # Its low four bits are past the id's 128: both decoders drop them.
+def test_every_last_character_is_taken_or_refused_as_parse_id_does(last: str) -> None:
+    # Its low four bits are past the id's 128: set, the text is not an id's own (another text
+    # of the same 16 bytes), and both refuse it; clear, both decode the same bytes.
     text = "AbCdEfGhIjKlMnOpQrStU" + last
-    assert compiled.decode_id(text) == parse_id(text, "topic id").bytes
+    if URL_SAFE.index(last) & 0xF:
+        assert compiled.decode_id(text) is None
+        with pytest.raises(SnapshotContentError, match="is not a 22-character id"):
+            parse_id(text, "topic id")
+    else:
+        assert compiled.decode_id(text) == parse_id(text, "topic id").bytes
 
 
 @pytest.mark.parametrize("odd", ["+", "/", "=", "!", " ", ".", "\x7f"])

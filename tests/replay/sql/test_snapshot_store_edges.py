@@ -173,6 +173,8 @@ def _sqlite(tmp_path: Path) -> str:
         "AAAAAAAAAAAAAAAAAAAAA!",  # 21 base64 characters: not a whole number of bytes
         "AAAAAAAAAAAAAAAAAAAA!!",  # 20: 15 bytes, one short of an id
         "AAAAAAAAAAAAAAAAAAAAA",  # 21 characters
+        "AAAAAAAAAAAAAAAAAAAAAB",  # the last one's spare bits set: another text of an id
+        "AAAAAAAAAAAA+AAAAAAAAA",  # standard base64's letter, which a lax decode took
     ],
 )
 def test_an_id_that_is_not_22_base64_characters_of_16_bytes_is_refused(
@@ -420,6 +422,21 @@ def test_rows_that_form_no_image_are_refused_by_name(
 ) -> None:
     url, snapshot_id = _edited_sqlite(tmp_path, statement)
     _refused(url, snapshot_id, message)
+
+
+def test_two_texts_of_one_topic_id_are_refused_not_merged(tmp_path: Path) -> None:
+    # T2's rows under a text a lax decode took for T1's id (the spare bits of its last
+    # character set): the load kept one topic of the two without a word.
+    alias = T1_TEXT[:21] + chr(ord(T1_TEXT[21]) + 1)
+    assert T1_TEXT[21] in "AQgw"  # its spare bits are clear, so the alias differs in them only
+    url, snapshot_id = _edited_sqlite(
+        tmp_path,
+        "UPDATE snapshot_topics SET topic_id = :alias WHERE topic_id = :t2",
+        "UPDATE snapshot_partitions SET topic_id = :alias WHERE topic_id = :t2",
+        alias=alias,
+        t2=T2_TEXT,
+    )
+    _refused(url, snapshot_id, f"topic id '{alias}' is not a 22-character id")
 
 
 def test_a_pending_deletion_of_a_missing_topic_is_refused(tmp_path: Path) -> None:
