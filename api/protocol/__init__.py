@@ -16,7 +16,7 @@ def _import_kio_without_hypothesis() -> None:
 
     kio registers a Hypothesis strategy for each of its types when Hypothesis is installed,
     importing `hypothesis.strategies` as it is imported itself: in a virtualenv with the test
-    extras (`make test` installs them into the one `make demo` made) 0.15 s and 8 MiB of every
+    extras (`make test` installs them into the one `make demo` made) 0.15 s and 7.5 MiB of every
     process that speaks the protocol (`mlog serve`, the console, a CLI call), for strategies
     nothing here draws (the tests build theirs from Kafka's types: `tests/support/
     kio_entities.py`). Hidden from that one import only (`sys.modules[name] = None` makes an

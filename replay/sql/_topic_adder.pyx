@@ -76,8 +76,8 @@ cdef class TopicAdder:
 
     @property
     def digest_sum(self):
-        """The added topics' digests, summed modulo 2**128."""
-        return self._digest_sum % _MODULUS
+        """The added topics' digests, summed modulo 2**128 (kept below it as they are added)."""
+        return self._digest_sum
 
     @property
     def partitions(self):
@@ -85,9 +85,9 @@ cdef class TopicAdder:
         return self._partitions
 
     def add_runs(self, runs, finish_raw, finish_built):
-        """Add every run of `runs`: a built one here where it passes `finish_built`'s checks
-        (its topic row exists, its topic is not added yet), else through `finish_built` (which
-        names what is wrong); a raw one `(tid, rows)` through `finish_raw(tid, rows)`."""
+        """Add every run of `runs`: a built one here where its topic's row is left, else
+        through `finish_built` (which names what is wrong); a raw one `(tid, rows)` through
+        `finish_raw(tid, rows)`."""
         for run in runs:
             if len(run) == 2:
                 finish_raw(run[0], run[1])
@@ -95,7 +95,7 @@ cdef class TopicAdder:
                 finish_built(run)
 
     def add(self, tuple run):
-        """Add one built run whose topic row exists and whose topic is not added yet."""
+        """Add one built run whose topic's row is left (KeyError if none is)."""
         if not self._try_add(run):
             raise KeyError(run[0])
 

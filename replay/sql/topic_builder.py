@@ -194,11 +194,11 @@ class _TopicBuilder:
 
     def digest_sum(self) -> int:
         """The added topics' partition digests, summed (modulo 2**128 where compiled)."""
-        return self._digest_sum if self.adder is None else int(self.adder.digest_sum)
+        return self._digest_sum if self.adder is None else self.adder.digest_sum
 
     def partitions(self) -> int:
         """The added topics' partitions, counted."""
-        return self._partitions if self.adder is None else int(self.adder.partitions)
+        return self._partitions if self.adder is None else self.adder.partitions
 
     def finish(self, tid: Any, run: list[Row]) -> None:
         """Build topic `tid` from its partition rows `run` (all of them, if they are sorted)."""
